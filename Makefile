@@ -1,0 +1,125 @@
+# dlockd: one Makefile builds the daemon, its tests and its clients.
+#
+#   make deps      install what a Debian machine lacks (apt-get)
+#   make           build/dlockd
+#   make run       private redis-server + dlockd on ./run/dlockd.sock
+#   make test      unit and integration tests
+#   make install   PREFIX=/usr/local DESTDIR=
+
+PREFIX    ?= /usr/local
+SYSCONFDIR ?= /etc
+UNITDIR   ?= /lib/systemd/system
+DESTDIR   ?=
+VERSION   := 0.1.0
+
+CC        ?= cc
+CFLAGS    ?= -O2 -g
+BUILD     ?= build
+WARN      := -std=c11 -Wall -Wextra -Werror
+DEFS      := -D_GNU_SOURCE -DDLOCKD_VERSION='"$(VERSION)"'
+PKGS      := libuv hiredis uuid inih libsystemd
+
+# Recursive (=) so that pkg-config runs when a recipe runs, after `make deps`.
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null)
+
+ALL_CFLAGS = $(WARN) $(DEFS) -I. $(CFLAGS) $(PKG_CFLAGS)
+
+PROTO_SRC  := proto/proto.c
+CONF_SRC   := conf/conf.c
+DAEMON_SRC := $(wildcard daemon/*.c)
+LIB_SRC    := $(PROTO_SRC) $(CONF_SRC)
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+
+UNIT_TESTS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/test_*.c))
+INTEG_TESTS := $(patsubst tests/integration/%.c,$(BUILD)/itests/%,$(wildcard tests/integration/test_*.c))
+SUPPORT_SRC := $(wildcard tests/support/*.c)
+
+.PHONY: all deps run test unit integration install uninstall clean
+
+all: $(BUILD)/dlockd
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/dlockd: $(call obj,$(DAEMON_SRC) $(LIB_SRC))
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDFLAGS)
+
+# Unit tests link the pure modules they test, nothing else.
+$(BUILD)/tests/test_proto: $(call obj,tests/unit/test_proto.c $(PROTO_SRC))
+$(BUILD)/tests/test_conf: $(call obj,tests/unit/test_conf.c $(CONF_SRC))
+
+$(UNIT_TESTS):
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -o $@ $^ $(PKG_LIBS) $(CHECK_LIBS)
+
+# Integration tests drive the real binaries through tests/support.
+$(BUILD)/itests/test_%: $(BUILD)/obj/tests/integration/test_%.o $(call obj,$(SUPPORT_SRC) $(PROTO_SRC))
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -o $@ $^ $(PKG_LIBS) $(CHECK_LIBS)
+
+$(BUILD)/obj/tests/%.o: ALL_CFLAGS += $(CHECK_CFLAGS)
+
+# Debian packages and what proves each is there.
+DEPS_CMDS := cc:build-essential pkg-config:pkg-config redis-server:redis-server \
+             redis-cli:redis-tools socat:socat python3:python3
+DEPS_PKGS := libuv:libuv1-dev hiredis:libhiredis-dev uuid:uuid-dev inih:libinih-dev \
+             check:check libsystemd:libsystemd-dev
+
+deps:
+	@missing=""; \
+	for d in $(DEPS_CMDS); do \
+	  command -v $${d%%:*} >/dev/null 2>&1 || missing="$$missing $${d#*:}"; \
+	done; \
+	for d in $(DEPS_PKGS); do \
+	  pkg-config --exists $${d%%:*} 2>/dev/null || missing="$$missing $${d#*:}"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	  echo "make deps: installing$$missing"; \
+	  $$sudo apt-get update -q && \
+	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+run: deps
+	@$(MAKE) --no-print-directory all
+	@sh tests/support/run-local.sh $(BUILD)/dlockd
+
+test: deps
+	@$(MAKE) --no-print-directory all unit-build integration-build
+	@$(MAKE) --no-print-directory unit integration
+
+unit-build: $(UNIT_TESTS)
+integration-build: $(INTEG_TESTS)
+
+unit: $(UNIT_TESTS)
+	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; CK_DEFAULT_TIMEOUT=30 $$t; done
+
+integration: $(INTEG_TESTS) $(BUILD)/dlockd
+	@set -e; for t in $(INTEG_TESTS); do echo "== $$t"; \
+	  DLOCKD_BIN=$(abspath $(BUILD)/dlockd) CK_DEFAULT_TIMEOUT=60 $$t; done
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(SYSCONFDIR)/dlockd \
+	  $(DESTDIR)$(UNITDIR) $(DESTDIR)$(PREFIX)/lib/sysusers.d $(DESTDIR)$(PREFIX)/lib/tmpfiles.d
+	install -m 0755 $(BUILD)/dlockd $(DESTDIR)$(PREFIX)/sbin/dlockd
+	@if [ -e $(DESTDIR)$(SYSCONFDIR)/dlockd/dlockd.conf ]; then \
+	  echo "keeping existing $(DESTDIR)$(SYSCONFDIR)/dlockd/dlockd.conf"; \
+	else install -m 0644 conf/dlockd.conf $(DESTDIR)$(SYSCONFDIR)/dlockd/dlockd.conf; fi
+	sed 's|@SBINDIR@|$(PREFIX)/sbin|g; s|@SYSCONFDIR@|$(SYSCONFDIR)|g' systemd/dlockd.service.in \
+	  > $(DESTDIR)$(UNITDIR)/dlockd.service
+	install -m 0644 systemd/dlockd.sysusers $(DESTDIR)$(PREFIX)/lib/sysusers.d/dlockd.conf
+	install -m 0644 systemd/dlockd.tmpfiles $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/dlockd.conf
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/sbin/dlockd $(DESTDIR)$(UNITDIR)/dlockd.service \
+	  $(DESTDIR)$(PREFIX)/lib/sysusers.d/dlockd.conf $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/dlockd.conf
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,485 @@
+/* Loading and checking the dlockd configuration file.
+ * SPDX-License-Identifier: MIT */
+#include "conf.h"
+
+#include <errno.h>
+#include <ini.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#define CONF_NUM_MAX 2147483647u
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    if (err == NULL || errlen == 0) return;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+void conf_defaults(conf_t *c) {
+    char err[CONF_ERR_LEN];
+
+    memset(c, 0, sizeof(*c));
+    snprintf(c->socket, sizeof(c->socket), "%s", "/run/dlockd/dlockd.sock");
+    c->socket_mode = 0660;
+    c->max_clients = 10000;
+    c->max_line = 4096;
+    c->max_output = 1048576;
+    c->admin_uids[0] = 0;
+    c->admin_uids_count = 1;
+    c->log_level = CONF_LOG_INFO;
+
+    conf_parse_redis_url(c, "redis://127.0.0.1:6379/0", err, sizeof(err));
+    c->connect_timeout_ms = 1000;
+    c->command_timeout_ms = 2000;
+    snprintf(c->key_prefix, sizeof(c->key_prefix), "%s", "dlock:");
+
+    c->lease_ms = 30000;
+    c->renew_every_ms = 0;
+    c->max_locks_per_client = 1000;
+    c->max_waiters = 100000;
+}
+
+/* Strict unsigned decimal in [min, max]. */
+static int parse_u32(const char *v, uint32_t min, uint32_t max, uint32_t *out,
+                     char *err, size_t errlen) {
+    uint64_t n = 0;
+    if (*v == '\0') {
+        seterr(err, errlen, "empty value, expected a number from %u to %u", min, max);
+        return -1;
+    }
+    for (const char *p = v; *p; p++) {
+        if (*p < '0' || *p > '9') {
+            seterr(err, errlen, "'%s' is not a number (digits only)", v);
+            return -1;
+        }
+        n = n * 10 + (uint64_t)(*p - '0');
+        if (n > CONF_NUM_MAX) break;
+    }
+    if (n < min || n > max) {
+        seterr(err, errlen, "%s is out of range %u..%u", v, min, max);
+        return -1;
+    }
+    *out = (uint32_t)n;
+    return 0;
+}
+
+static int parse_mode(const char *v, unsigned *out, char *err, size_t errlen) {
+    unsigned n = 0;
+    if (*v == '\0' || strlen(v) > 4) goto bad;
+    for (const char *p = v; *p; p++) {
+        if (*p < '0' || *p > '7') goto bad;
+        n = n * 8 + (unsigned)(*p - '0');
+    }
+    if (n > 0777) goto bad;
+    *out = n;
+    return 0;
+bad:
+    seterr(err, errlen, "'%s' is not an octal mode from 0 to 0777", v);
+    return -1;
+}
+
+static int parse_uids(conf_t *c, const char *v, char *err, size_t errlen) {
+    uid_t uids[CONF_ADMIN_UIDS_MAX];
+    size_t n = 0;
+    const char *p = v;
+
+    while (*p) {
+        while (*p == ' ' || *p == ',' || *p == '\t') p++;
+        if (*p == '\0') break;
+        char word[16];
+        size_t len = strcspn(p, " ,\t");
+        if (len >= sizeof(word)) {
+            seterr(err, errlen, "'%.*s' is not a uid", (int)len, p);
+            return -1;
+        }
+        memcpy(word, p, len);
+        word[len] = '\0';
+        uint32_t uid;
+        if (parse_u32(word, 0, CONF_NUM_MAX, &uid, err, errlen) != 0) return -1;
+        if (n == CONF_ADMIN_UIDS_MAX) {
+            seterr(err, errlen, "more than %d admin uids", CONF_ADMIN_UIDS_MAX);
+            return -1;
+        }
+        uids[n++] = (uid_t)uid;
+        p += len;
+    }
+    memcpy(c->admin_uids, uids, n * sizeof(uid_t));
+    c->admin_uids_count = n;
+    return 0;
+}
+
+static int copy_str(char *dst, size_t cap, const char *v, const char *what,
+                    char *err, size_t errlen) {
+    size_t len = strlen(v);
+    if (len >= cap) {
+        seterr(err, errlen, "%s is longer than %zu bytes", what, cap - 1);
+        return -1;
+    }
+    memcpy(dst, v, len + 1);
+    return 0;
+}
+
+static int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decodes src[0..len) into dst (NUL-terminated, at most cap bytes).
+ * An escape is exactly two hex digits and may not decode to NUL. */
+static int url_decode(char *dst, size_t cap, const char *src, size_t len) {
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        char ch = src[i];
+        if (ch == '%') {
+            if (i + 2 >= len) return -1;
+            int hi = hexval(src[i + 1]), lo = hexval(src[i + 2]);
+            if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) return -1;
+            ch = (char)(hi * 16 + lo);
+            i += 2;
+        }
+        if (o + 1 >= cap) return -1;
+        dst[o++] = ch;
+    }
+    dst[o] = '\0';
+    return 0;
+}
+
+int conf_parse_redis_url(conf_t *c, const char *url, char *err, size_t errlen) {
+    char host[CONF_STR_MAX] = "", user[CONF_STR_MAX] = "", pass[CONF_STR_MAX] = "";
+    uint32_t port = 6379, db = 0;
+    conf_redis_kind_t kind;
+
+    if (strlen(url) >= CONF_STR_MAX) {
+        seterr(err, errlen, "url is longer than %d bytes", CONF_STR_MAX - 1);
+        return -1;
+    }
+    if (strncmp(url, "unix://", 7) == 0) {
+        const char *path = url + 7;
+        const char *q = strchr(path, '?');
+        size_t plen = q ? (size_t)(q - path) : strlen(path);
+        kind = CONF_REDIS_UNIX;
+        if (plen == 0 || path[0] != '/' || plen > CONF_PATH_MAX) {
+            seterr(err, errlen, "'%s': expected unix:///absolute/path[?db=N]", url);
+            return -1;
+        }
+        memcpy(host, path, plen);
+        host[plen] = '\0';
+        if (q != NULL) {
+            if (strncmp(q, "?db=", 4) != 0 ||
+                parse_u32(q + 4, 0, 1000000, &db, err, errlen) != 0) {
+                seterr(err, errlen, "'%s': expected unix:///absolute/path[?db=N]", url);
+                return -1;
+            }
+        }
+    } else if (strncmp(url, "redis://", 8) == 0) {
+        const char *p = url + 8;
+        /* Credentials end at the last '@' before the path. */
+        const char *path = strchr(p, '/');
+        const char *at = NULL;
+        for (const char *q = p; *q && (path == NULL || q < path); q++)
+            if (*q == '@') at = q;
+        kind = CONF_REDIS_TCP;
+        if (at != NULL) {
+            const char *colon = memchr(p, ':', (size_t)(at - p));
+            size_t ulen = colon ? (size_t)(colon - p) : (size_t)(at - p);
+            if (url_decode(user, sizeof(user), p, ulen) != 0 ||
+                (colon && url_decode(pass, sizeof(pass), colon + 1,
+                                     (size_t)(at - colon - 1)) != 0)) {
+                seterr(err, errlen, "bad user or password in redis url");
+                return -1;
+            }
+            p = at + 1;
+        }
+        const char *slash = strchr(p, '/');
+        size_t hlen = slash ? (size_t)(slash - p) : strlen(p);
+        const char *colon = NULL;
+        if (hlen > 0 && p[0] == '[') { /* [v6 address]:port */
+            const char *rb = memchr(p, ']', hlen);
+            if (rb == NULL) goto bad_url;
+            memcpy(host, p + 1, (size_t)(rb - p - 1));
+            host[rb - p - 1] = '\0';
+            if (rb + 1 < p + hlen) {
+                if (rb[1] != ':') goto bad_url;
+                colon = rb + 1;
+            }
+        } else {
+            colon = memchr(p, ':', hlen);
+            size_t n = colon ? (size_t)(colon - p) : hlen;
+            memcpy(host, p, n);
+            host[n] = '\0';
+        }
+        if (host[0] == '\0') goto bad_url;
+        if (colon != NULL) {
+            char num[16];
+            size_t n = (size_t)(p + hlen - colon - 1);
+            if (n == 0 || n >= sizeof(num)) goto bad_url;
+            memcpy(num, colon + 1, n);
+            num[n] = '\0';
+            if (parse_u32(num, 1, 65535, &port, err, errlen) != 0) goto bad_url;
+        }
+        if (slash != NULL && slash[1] != '\0' &&
+            parse_u32(slash + 1, 0, 1000000, &db, err, errlen) != 0)
+            goto bad_url;
+    } else {
+        seterr(err, errlen, "'%s': expected redis://[user[:password]@]host[:port][/db] "
+               "or unix:///path[?db=N]", url);
+        return -1;
+    }
+
+    c->redis_kind = kind;
+    memcpy(c->redis_host, host, sizeof(host));
+    c->redis_port = (int)port;
+    c->redis_db = (int)db;
+    memcpy(c->url, url, strlen(url) + 1);
+    if (!c->username_set) memcpy(c->username, user, sizeof(user));
+    if (!c->password_set) memcpy(c->password, pass, sizeof(pass));
+    return 0;
+
+bad_url:
+    seterr(err, errlen, "'%s': expected redis://[user[:password]@]host[:port][/db]", url);
+    return -1;
+}
+
+static int set_server(conf_t *c, const char *key, const char *v, char *err,
+                      size_t errlen) {
+    if (strcmp(key, "socket") == 0) {
+        if (v[0] == '\0') {
+            seterr(err, errlen, "socket must not be empty");
+            return -1;
+        }
+        return copy_str(c->socket, sizeof(c->socket), v, "socket", err, errlen);
+    }
+    if (strcmp(key, "socket_mode") == 0) return parse_mode(v, &c->socket_mode, err, errlen);
+    if (strcmp(key, "max_clients") == 0)
+        return parse_u32(v, 1, 1000000, &c->max_clients, err, errlen);
+    if (strcmp(key, "max_line") == 0)
+        return parse_u32(v, 64, 1048576, &c->max_line, err, errlen);
+    if (strcmp(key, "max_output") == 0)
+        return parse_u32(v, 4096, 1073741824, &c->max_output, err, errlen);
+    if (strcmp(key, "admin_uids") == 0) return parse_uids(c, v, err, errlen);
+    if (strcmp(key, "log_level") == 0) {
+        for (int l = CONF_LOG_ERROR; l <= CONF_LOG_DEBUG; l++) {
+            if (strcmp(v, conf_log_level_name((conf_log_level_t)l)) == 0) {
+                c->log_level = (conf_log_level_t)l;
+                return 0;
+            }
+        }
+        seterr(err, errlen, "log_level '%s' is not one of error, warn, info, debug", v);
+        return -1;
+    }
+    seterr(err, errlen, "unknown key '%s' in [server]", key);
+    return -1;
+}
+
+static int set_redis(conf_t *c, const char *key, const char *v, char *err,
+                     size_t errlen) {
+    if (strcmp(key, "url") == 0) return conf_parse_redis_url(c, v, err, errlen);
+    if (strcmp(key, "password") == 0) {
+        if (v[0] == '\0') return 0; /* empty: keep what the url says */
+        c->password_set = 1;
+        return copy_str(c->password, sizeof(c->password), v, "password", err, errlen);
+    }
+    if (strcmp(key, "username") == 0) {
+        if (v[0] == '\0') return 0; /* empty: keep what the url says */
+        c->username_set = 1;
+        return copy_str(c->username, sizeof(c->username), v, "username", err, errlen);
+    }
+    if (strcmp(key, "connect_timeout_ms") == 0)
+        return parse_u32(v, 1, 600000, &c->connect_timeout_ms, err, errlen);
+    if (strcmp(key, "command_timeout_ms") == 0)
+        return parse_u32(v, 1, 600000, &c->command_timeout_ms, err, errlen);
+    if (strcmp(key, "key_prefix") == 0) {
+        for (const char *p = v; *p; p++) {
+            if ((unsigned char)*p < 0x21 || (unsigned char)*p > 0x7e) {
+                seterr(err, errlen, "key_prefix may hold only bytes 0x21-0x7E");
+                return -1;
+            }
+        }
+        return copy_str(c->key_prefix, sizeof(c->key_prefix), v, "key_prefix", err, errlen);
+    }
+    seterr(err, errlen, "unknown key '%s' in [redis]", key);
+    return -1;
+}
+
+static int set_lock(conf_t *c, const char *key, const char *v, char *err,
+                    size_t errlen) {
+    if (strcmp(key, "lease_ms") == 0)
+        return parse_u32(v, 10, 86400000, &c->lease_ms, err, errlen);
+    if (strcmp(key, "renew_every_ms") == 0)
+        return parse_u32(v, 0, 86400000, &c->renew_every_ms, err, errlen);
+    if (strcmp(key, "max_locks_per_client") == 0)
+        return parse_u32(v, 1, 1000000, &c->max_locks_per_client, err, errlen);
+    if (strcmp(key, "max_waiters") == 0)
+        return parse_u32(v, 1, 10000000, &c->max_waiters, err, errlen);
+    seterr(err, errlen, "unknown key '%s' in [lock]", key);
+    return -1;
+}
+
+int conf_set(conf_t *c, const char *section, const char *key,
+             const char *value, char *err, size_t errlen) {
+    if (strcmp(section, "server") == 0) return set_server(c, key, value, err, errlen);
+    if (strcmp(section, "redis") == 0) return set_redis(c, key, value, err, errlen);
+    if (strcmp(section, "lock") == 0) return set_lock(c, key, value, err, errlen);
+    if (section[0] == '\0')
+        seterr(err, errlen, "key '%s' outside of any section", key);
+    else
+        seterr(err, errlen, "unknown section [%s]", section);
+    return -1;
+}
+
+int conf_finish(conf_t *c, char *err, size_t errlen) {
+    if (c->renew_every_ms == 0) c->renew_every_ms = c->lease_ms / 3;
+    if (c->renew_every_ms == 0) c->renew_every_ms = 1;
+    if (c->renew_every_ms >= c->lease_ms) {
+        seterr(err, errlen, "renew_every_ms (%u) must be below lease_ms (%u)",
+               c->renew_every_ms, c->lease_ms);
+        return -1;
+    }
+    return 0;
+}
+
+/* State shared by the line-counting reader and the handler. */
+typedef struct load_s {
+    conf_t *conf;
+    FILE *file;
+    int line;         /* the line inih is processing */
+    int err_line;     /* line of the first error we found, or 0 */
+    char err[CONF_ERR_LEN];
+    char *buf;        /* getline's buffer */
+    char section[64]; /* the current [section], for long lines */
+    size_t bufcap;
+} load_t;
+
+static int on_key(void *user, const char *section, const char *name,
+                  const char *value);
+
+static char *trim(char *s) {
+    while (*s == ' ' || *s == '\t') s++;
+    char *e = s + strlen(s);
+    while (e > s && (e[-1] == ' ' || e[-1] == '\t')) *--e = '\0';
+    return s;
+}
+
+/* A line too long for inih: a comment is skipped, a key = value line is
+ * handled here the way inih would (inline " ;" comments included). */
+static void long_line(load_t *ld, char *line) {
+    char *t = trim(line);
+    if (*t == ';' || *t == '#' || *t == '\0') return;
+    char *eq = strpbrk(t, "=:");
+    if (*t == '[' || eq == NULL) {
+        ld->err_line = ld->line;
+        snprintf(ld->err, sizeof(ld->err), "syntax error (expected key = value)");
+        return;
+    }
+    *eq = '\0';
+    char *value = eq + 1;
+    for (char *p = value; *p; p++) {
+        if (*p == ';' && p > value && (p[-1] == ' ' || p[-1] == '\t')) {
+            *p = '\0';
+            break;
+        }
+    }
+    on_key(ld, ld->section, trim(t), trim(value));
+}
+
+/* inih reads through a fixed buffer (INI_MAX_LINE, 200 bytes in Debian's
+ * build) and would silently split a longer line in two. Lines are read
+ * whole here; long ones are handled by long_line() and reach inih blank. */
+static char *on_read_line(char *str, int num, void *stream) {
+    load_t *ld = stream;
+    if (ld->err_line != 0) return NULL; /* stop at the first error */
+    ssize_t n = getline(&ld->buf, &ld->bufcap, ld->file);
+    if (n < 0) return NULL;
+    ld->line++;
+    size_t len = (size_t)n;
+    while (len > 0 && (ld->buf[len - 1] == '\n' || ld->buf[len - 1] == '\r')) len--;
+    ld->buf[len] = '\0';
+    const char *t = ld->buf + strspn(ld->buf, " \t");
+    if (*t == '[') { /* keep track of the section for long lines */
+        size_t sl = strcspn(t + 1, "]");
+        if (sl >= sizeof(ld->section)) sl = sizeof(ld->section) - 1;
+        memcpy(ld->section, t + 1, sl);
+        ld->section[sl] = '\0';
+    }
+    if (len + 2 > (size_t)num) {
+        long_line(ld, ld->buf);
+        len = 0;
+    }
+    memcpy(str, ld->buf, len);
+    str[len] = '\n';
+    str[len + 1] = '\0';
+    return str;
+}
+
+static int on_key(void *user, const char *section, const char *name,
+                  const char *value) {
+    load_t *ld = user;
+    char err[CONF_ERR_LEN];
+    if (conf_set(ld->conf, section, name, value, err, sizeof(err)) == 0) return 1;
+    if (ld->err_line == 0) {
+        ld->err_line = ld->line;
+        snprintf(ld->err, sizeof(ld->err), "%s", err);
+    }
+    return 0;
+}
+
+int conf_load(conf_t *c, const char *path, char *err, size_t errlen) {
+    load_t ld = {.conf = c};
+    struct stat st;
+
+    ld.file = fopen(path, "r");
+    if (ld.file == NULL) {
+        seterr(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (fstat(fileno(ld.file), &st) != 0 || !S_ISREG(st.st_mode)) {
+        seterr(err, errlen, "%s: not a regular file", path);
+        fclose(ld.file);
+        return -1;
+    }
+    int rc = ini_parse_stream(on_read_line, &ld, on_key, &ld);
+    int read_error = ferror(ld.file);
+    fclose(ld.file);
+    free(ld.buf);
+    if (rc > 0 && (ld.err_line == 0 || rc < ld.err_line)) {
+        seterr(err, errlen, "%s:%d: syntax error (expected [section], key = value or a ; comment)",
+               path, rc);
+        return -1;
+    }
+    if (ld.err_line != 0) {
+        seterr(err, errlen, "%s:%d: %s", path, ld.err_line, ld.err);
+        return -1;
+    }
+    if (rc < 0 || read_error) {
+        seterr(err, errlen, "%s: cannot read the file", path);
+        return -1;
+    }
+    return 0;
+}
+
+int conf_is_admin(const conf_t *c, uid_t uid) {
+    for (size_t i = 0; i < c->admin_uids_count; i++)
+        if (c->admin_uids[i] == uid) return 1;
+    return 0;
+}
+
+const char *conf_log_level_name(conf_log_level_t level) {
+    switch (level) {
+    case CONF_LOG_ERROR: return "error";
+    case CONF_LOG_WARN: return "warn";
+    case CONF_LOG_INFO: return "info";
+    case CONF_LOG_DEBUG: return "debug";
+    }
+    return "?";
+}

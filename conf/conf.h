@@ -1,0 +1,90 @@
+/* dlockd configuration: an INI file read with inih into a typed, checked struct.
+ * SPDX-License-Identifier: MIT
+ *
+ * conf_load() never exits and never logs: errors come back as text of the
+ * form "file:line: message" in a buffer the caller owns. */
+#ifndef DLOCK_CONF_H
+#define DLOCK_CONF_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define CONF_DEFAULT_PATH    "/etc/dlockd/dlockd.conf"
+#define CONF_ERR_LEN         512
+#define CONF_PATH_MAX        107   /* sun_path holds 108 bytes with the NUL */
+#define CONF_STR_MAX         256   /* url, username, password */
+#define CONF_PREFIX_MAX      64    /* key_prefix */
+#define CONF_ADMIN_UIDS_MAX  64
+
+typedef enum {
+    CONF_LOG_ERROR = 0,
+    CONF_LOG_WARN,
+    CONF_LOG_INFO,
+    CONF_LOG_DEBUG
+} conf_log_level_t;
+
+typedef enum {
+    CONF_REDIS_TCP = 0,
+    CONF_REDIS_UNIX
+} conf_redis_kind_t;
+
+typedef struct conf_s {
+    /* [server] */
+    char socket[CONF_PATH_MAX + 1];
+    unsigned socket_mode;            /* permission bits of the socket file */
+    uint32_t max_clients;
+    uint32_t max_line;               /* bytes in a request line */
+    uint32_t max_output;             /* bytes of queued replies per connection */
+    uid_t admin_uids[CONF_ADMIN_UIDS_MAX];
+    size_t admin_uids_count;
+    conf_log_level_t log_level;
+
+    /* [redis] */
+    char url[CONF_STR_MAX];
+    conf_redis_kind_t redis_kind;    /* parsed from url */
+    char redis_host[CONF_STR_MAX];   /* TCP host, or Unix socket path */
+    int redis_port;
+    int redis_db;
+    char username[CONF_STR_MAX];     /* from the key, else from the url */
+    char password[CONF_STR_MAX];     /* from the key, else from the url */
+    uint32_t connect_timeout_ms;
+    uint32_t command_timeout_ms;
+    char key_prefix[CONF_PREFIX_MAX + 1];
+
+    /* [lock] */
+    uint32_t lease_ms;
+    uint32_t renew_every_ms;         /* 0 in the file means lease_ms / 3 */
+    uint32_t max_locks_per_client;
+    uint32_t max_waiters;
+
+    /* bookkeeping */
+    int password_set;                /* the password key was given */
+    int username_set;                /* the username key was given */
+} conf_t;
+
+/* Fills c with the built-in defaults. */
+void conf_defaults(conf_t *c);
+
+/* Reads path into c (which should hold defaults). Returns 0, or -1 with
+ * "path:line: message" in err. Every error in the file is fatal. */
+int conf_load(conf_t *c, const char *path, char *err, size_t errlen);
+
+/* Sets one key as if read from the file. Returns 0, or -1 with a message
+ * (without file:line) in err. Used for command-line overrides. */
+int conf_set(conf_t *c, const char *section, const char *key,
+             const char *value, char *err, size_t errlen);
+
+/* Checks rules across keys and derives values (renew_every_ms). Call once
+ * after loading and overrides. Returns 0 or -1 with err. */
+int conf_finish(conf_t *c, char *err, size_t errlen);
+
+/* Parses a redis URL into c's redis_* fields. Returns 0 or -1 with err. */
+int conf_parse_redis_url(conf_t *c, const char *url, char *err, size_t errlen);
+
+/* Returns 1 if uid may use administrative commands. */
+int conf_is_admin(const conf_t *c, uid_t uid);
+
+const char *conf_log_level_name(conf_log_level_t level);
+
+#endif

@@ -1,0 +1,26 @@
+/* The listening Unix socket: creation with safe permissions, accepting, removal.
+ * SPDX-License-Identifier: MIT */
+#ifndef DLOCK_SERVER_H
+#define DLOCK_SERVER_H
+
+#include <stddef.h>
+#include <uv.h>
+
+#include "conf/conf.h"
+#include "session.h"
+
+#define SERVER_BACKLOG 511
+#define SERVER_ERR_LEN 256
+
+typedef struct server_s server_t;
+
+/* Binds conf->socket with conf->socket_mode and starts accepting into ss.
+ * A stale socket file is removed; a live dlockd on the path is an error.
+ * Returns NULL with a message in err. */
+server_t *server_listen(uv_loop_t *loop, const conf_t *conf, sessions_t *ss,
+                        char *err, size_t errlen);
+
+/* Stops accepting, removes the socket file, frees the server. */
+void server_close(server_t *srv);
+
+#endif

@@ -1,0 +1,518 @@
+/* Client connections: one lock owner each, requests answered strictly in order.
+ * SPDX-License-Identifier: MIT */
+#include "session.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "log.h"
+
+typedef enum {
+    SESSION_READY = 0, /* parsing and answering requests */
+    SESSION_WAITING,   /* a lock request is in flight; input is kept */
+    SESSION_DRAINING,  /* QUIT or TOOLONG: flush replies, then close */
+    SESSION_CLOSING    /* uv_close() called; the owner was dropped */
+} session_state_t;
+
+typedef struct buf_s {
+    char *data;
+    size_t len;
+    size_t cap;
+} buf_t;
+
+typedef struct session_s session_t;
+
+struct session_s {
+    uv_pipe_t pipe;            /* the client's socket; data points here */
+    sessions_t *ss;
+    lock_owner_t owner;        /* this connection as a lock owner */
+    session_state_t state;
+
+    /* input */
+    proto_parser_t parser;
+    buf_t in;                  /* bytes read while a request was in flight */
+    int paused;                /* reading stopped because in is full */
+    int dispatching;           /* inside lockmgr_request() */
+
+    /* output */
+    buf_t out;                 /* replies not yet handed to libuv */
+    buf_t wbuf;                /* bytes of the uv_write in flight */
+    uv_write_t wreq;
+    int writing;
+
+    /* peer credentials, from SO_PEERCRED */
+    pid_t pid;
+    uid_t uid;
+    gid_t gid;
+
+    /* lists */
+    session_t *prev, *next;             /* all sessions */
+    session_t *dirty_prev, *dirty_next; /* output or input to handle */
+    int dirty;
+    int resume;                /* the request finished: read on from in */
+};
+
+struct sessions_s {
+    uv_loop_t *loop;
+    const conf_t *conf;
+    lockmgr_t *locks;
+    uv_check_t flusher;        /* runs after every poll: flushes dirty sessions */
+    uv_idle_t keepalive;       /* active while dirty sessions exist */
+    session_t *all;
+    session_t *dirty;
+    uint64_t next_id;
+    uint64_t started_ms;
+    sessions_stats_t stats;
+    void (*closed_cb)(void *data);
+    void *closed_data;
+    int closing_handles;       /* sessions_close_all: handles not yet closed */
+};
+
+/* Stays valid only inside one on_read: every read is consumed at once. */
+static char read_chunk[SESSION_READ_CHUNK];
+
+static void session_close(session_t *s);
+static void on_idle(uv_idle_t *handle);
+static size_t handle_input(session_t *s, const char *data, size_t len);
+
+static int buf_append(buf_t *b, const char *data, size_t len) {
+    if (b->len + len > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + len) cap *= 2;
+        char *nd = realloc(b->data, cap);
+        if (nd == NULL) return -1;
+        b->data = nd;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, data, len);
+    b->len += len;
+    return 0;
+}
+
+static void buf_free(buf_t *b) {
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
+
+/* Idle connections should cost little: give back large buffers. */
+static void buf_shrink(buf_t *b) {
+    if (b->len == 0 && b->cap > 4096) buf_free(b);
+}
+
+static void mark_dirty(session_t *s) {
+    sessions_t *ss = s->ss;
+    if (s->dirty || s->state == SESSION_CLOSING) return;
+    s->dirty = 1;
+    s->dirty_prev = NULL;
+    s->dirty_next = ss->dirty;
+    if (ss->dirty) ss->dirty->dirty_prev = s;
+    else uv_idle_start(&ss->keepalive, on_idle);
+    ss->dirty = s;
+}
+
+static void unmark_dirty(session_t *s) {
+    sessions_t *ss = s->ss;
+    if (!s->dirty) return;
+    if (s->dirty_prev) s->dirty_prev->dirty_next = s->dirty_next;
+    else ss->dirty = s->dirty_next;
+    if (s->dirty_next) s->dirty_next->dirty_prev = s->dirty_prev;
+    s->dirty = 0;
+    s->dirty_prev = s->dirty_next = NULL;
+}
+
+/* Queues one line of output; closes the connection past max_output. */
+static void send_line(session_t *s, const char *line, size_t len) {
+    if (s->state == SESSION_CLOSING) return;
+    if (s->out.len + s->wbuf.len + len > s->ss->conf->max_output) {
+        log_warn("client %llu (pid %d uid %u): %zu bytes of replies unread, closing",
+                 (unsigned long long)s->owner.id, (int)s->pid, (unsigned)s->uid,
+                 s->out.len + s->wbuf.len);
+        s->ss->stats.output_overflows++;
+        session_close(s);
+        return;
+    }
+    if (buf_append(&s->out, line, len) != 0) {
+        log_error("client %llu: out of memory, closing", (unsigned long long)s->owner.id);
+        session_close(s);
+        return;
+    }
+    mark_dirty(s);
+}
+
+static void send_error(session_t *s, proto_err_t err, const char *detail) {
+    char line[PROTO_REPLY_MAX];
+    int n = proto_reply_error(line, sizeof(line), err, detail);
+    s->ss->stats.errors++;
+    if (n > 0) send_line(s, line, (size_t)n);
+}
+
+static void send_info(session_t *s) {
+    sessions_stats_t st;
+    lockmgr_stats_t ls;
+    char line[1024];
+
+    sessions_stats(s->ss, &st);
+    lockmgr_stats(s->ss->locks, &ls);
+    int n = proto_reply_ok(line, sizeof(line),
+        "version=%s uptime_s=%llu connections=%llu locks_held=%llu waiters=%llu "
+        "redis=%s connections_total=%llu rejected=%llu requests=%llu errors=%llu "
+        "output_overflows=%llu grants=%llu reentries=%llu releases=%llu "
+        "timeouts=%llu lost=%llu renewals=%llu backend_errors=%llu "
+        "peer_pid=%d peer_uid=%u",
+        DLOCKD_VERSION, (unsigned long long)st.uptime_s,
+        (unsigned long long)st.connections, (unsigned long long)ls.locks_held,
+        (unsigned long long)ls.waiters, ls.backend_up ? "up" : "down",
+        (unsigned long long)st.connections_total, (unsigned long long)st.rejected,
+        (unsigned long long)st.requests, (unsigned long long)st.errors,
+        (unsigned long long)st.output_overflows, (unsigned long long)ls.grants,
+        (unsigned long long)ls.reentries, (unsigned long long)ls.releases,
+        (unsigned long long)ls.timeouts, (unsigned long long)ls.lost,
+        (unsigned long long)ls.renewals, (unsigned long long)ls.backend_errors,
+        (int)s->pid, (unsigned)s->uid);
+    if (n > 0) send_line(s, line, (size_t)n);
+}
+
+/* The lock manager's answer to the request in flight. */
+static void on_lock_reply(lock_owner_t *owner, const char *line, size_t len) {
+    session_t *s = owner->data;
+    if (s->state == SESSION_CLOSING) return;
+    if (strncmp(line, "ERR ", 4) == 0) s->ss->stats.errors++;
+    send_line(s, line, len);
+    if (s->state != SESSION_WAITING) return;
+    s->state = SESSION_READY;
+    if (!s->dispatching) {
+        /* Asynchronous: go on with kept input from the flusher, not from
+         * inside the lock manager's callback. */
+        s->resume = 1;
+        mark_dirty(s);
+    }
+}
+
+static void on_lock_event(lock_owner_t *owner, const char *line, size_t len) {
+    session_t *s = owner->data;
+    send_line(s, line, len);
+}
+
+static void dispatch(session_t *s, const proto_request_t *req) {
+    char line[PROTO_REPLY_MAX];
+    int n;
+
+    s->ss->stats.requests++;
+    switch (req->cmd) {
+    case PROTO_CMD_PING:
+        n = proto_reply_ok(line, sizeof(line), "PONG");
+        send_line(s, line, (size_t)n);
+        return;
+    case PROTO_CMD_QUIT:
+        n = proto_reply_ok(line, sizeof(line), "BYE");
+        send_line(s, line, (size_t)n);
+        if (s->state != SESSION_CLOSING) {
+            s->state = SESSION_DRAINING;
+            uv_read_stop((uv_stream_t *)&s->pipe);
+        }
+        return;
+    case PROTO_CMD_INFO:
+        send_info(s);
+        return;
+    default:
+        s->state = SESSION_WAITING;
+        s->dispatching = 1;
+        lockmgr_request(s->ss->locks, &s->owner, req);
+        s->dispatching = 0;
+        return;
+    }
+}
+
+/* Handles requests from data until it runs out or a request must wait.
+ * Returns the bytes consumed. */
+static size_t handle_input(session_t *s, const char *data, size_t len) {
+    size_t off = 0;
+
+    while (off < len && s->state == SESSION_READY) {
+        proto_request_t req;
+        size_t used;
+        proto_status_t st = proto_feed(&s->parser, data + off, len - off, &used, &req);
+        off += used;
+        if (st == PROTO_REQUEST) {
+            dispatch(s, &req);
+        } else if (st == PROTO_ERROR) {
+            s->ss->stats.requests++;
+            send_error(s, req.err, req.detail);
+            if (req.err == PROTO_ERR_TOOLONG && s->state != SESSION_CLOSING) {
+                /* The stream cannot be resynchronised: answer, then close. */
+                s->state = SESSION_DRAINING;
+                uv_read_stop((uv_stream_t *)&s->pipe);
+                return len;
+            }
+        }
+    }
+    return off;
+}
+
+/* Keeps input that arrived while a request is in flight. */
+static void keep_input(session_t *s, const char *data, size_t len) {
+    if (buf_append(&s->in, data, len) != 0) {
+        log_error("client %llu: out of memory, closing", (unsigned long long)s->owner.id);
+        session_close(s);
+        return;
+    }
+    if (s->in.len >= SESSION_INBUF_MAX && !s->paused) {
+        s->paused = 1;
+        uv_read_stop((uv_stream_t *)&s->pipe);
+    }
+}
+
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
+
+/* Goes on with kept input after a request finished. */
+static void resume_input(session_t *s) {
+    s->resume = 0;
+    if (s->state != SESSION_READY) return;
+    if (s->in.len > 0) {
+        size_t used = handle_input(s, s->in.data, s->in.len);
+        if (s->state == SESSION_CLOSING) return;
+        memmove(s->in.data, s->in.data + used, s->in.len - used);
+        s->in.len -= used;
+        buf_shrink(&s->in);
+    }
+    if (s->paused && s->in.len < SESSION_INBUF_MAX && s->state != SESSION_DRAINING) {
+        s->paused = 0;
+        uv_read_start((uv_stream_t *)&s->pipe, NULL, on_read);
+    }
+}
+
+static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
+    (void)handle;
+    (void)suggested;
+    buf->base = read_chunk;
+    buf->len = sizeof(read_chunk);
+}
+
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
+    session_t *s = stream->data;
+
+    if (nread < 0) {
+        if (nread != UV_EOF)
+            log_debug("client %llu: read: %s", (unsigned long long)s->owner.id,
+                      uv_strerror((int)nread));
+        session_close(s);
+        return;
+    }
+    if (nread == 0 || s->state == SESSION_DRAINING || s->state == SESSION_CLOSING)
+        return;
+    if (s->in.len > 0 || s->state == SESSION_WAITING) {
+        keep_input(s, buf->base, (size_t)nread);
+        return;
+    }
+    size_t used = handle_input(s, buf->base, (size_t)nread);
+    if (used < (size_t)nread && s->state != SESSION_CLOSING)
+        keep_input(s, buf->base + used, (size_t)nread - used);
+}
+
+static void on_close(uv_handle_t *handle) {
+    session_t *s = handle->data;
+    sessions_t *ss = s->ss;
+
+    if (s->prev) s->prev->next = s->next;
+    else ss->all = s->next;
+    if (s->next) s->next->prev = s->prev;
+    proto_parser_free(&s->parser);
+    buf_free(&s->in);
+    buf_free(&s->out);
+    buf_free(&s->wbuf);
+    free(s);
+    ss->stats.connections--;
+    if (ss->closed_cb != NULL && ss->all == NULL) {
+        void (*cb)(void *) = ss->closed_cb;
+        ss->closed_cb = NULL;
+        cb(ss->closed_data);
+    }
+}
+
+static void session_close(session_t *s) {
+    if (s->state == SESSION_CLOSING) return;
+    s->state = SESSION_CLOSING;
+    unmark_dirty(s);
+    lockmgr_owner_drop(s->ss->locks, &s->owner);
+    log_debug("client %llu (pid %d uid %u) closed", (unsigned long long)s->owner.id,
+              (int)s->pid, (unsigned)s->uid);
+    uv_close((uv_handle_t *)&s->pipe, on_close);
+}
+
+static void flush(session_t *s);
+
+static void on_write(uv_write_t *req, int status) {
+    session_t *s = req->data;
+    s->writing = 0;
+    s->wbuf.len = 0;
+    if (s->state == SESSION_CLOSING) return;
+    if (status < 0) {
+        log_debug("client %llu: write: %s", (unsigned long long)s->owner.id,
+                  uv_strerror(status));
+        session_close(s);
+        return;
+    }
+    buf_shrink(&s->wbuf);
+    flush(s);
+}
+
+/* Hands queued replies to the socket, one write at a time. */
+static void flush(session_t *s) {
+    if (s->writing || s->state == SESSION_CLOSING) return;
+    if (s->out.len == 0) {
+        if (s->state == SESSION_DRAINING) session_close(s);
+        return;
+    }
+    buf_t t = s->wbuf;
+    s->wbuf = s->out;
+    s->out = t;
+    uv_buf_t b = uv_buf_init(s->wbuf.data, (unsigned)s->wbuf.len);
+    s->wreq.data = s;
+    int rc = uv_write(&s->wreq, (uv_stream_t *)&s->pipe, &b, 1, on_write);
+    if (rc < 0) {
+        log_debug("client %llu: write: %s", (unsigned long long)s->owner.id, uv_strerror(rc));
+        session_close(s);
+        return;
+    }
+    s->writing = 1;
+}
+
+/* After each poll: go on with finished requests and write what was queued. */
+static void on_check(uv_check_t *handle) {
+    sessions_t *ss = handle->data;
+    session_t *list = ss->dirty;
+
+    ss->dirty = NULL;
+    while (list != NULL) {
+        session_t *s = list;
+        list = s->dirty_next;
+        if (list) list->dirty_prev = NULL;
+        s->dirty = 0;
+        s->dirty_prev = s->dirty_next = NULL;
+        if (s->resume) resume_input(s);
+        if (!s->dirty) flush(s);  /* re-marked: flushed next round */
+    }
+    if (ss->dirty == NULL) uv_idle_stop(&ss->keepalive);
+}
+
+static void on_idle(uv_idle_t *handle) {
+    (void)handle; /* only keeps the loop from blocking while output waits */
+}
+
+sessions_t *sessions_new(uv_loop_t *loop, const conf_t *conf, lockmgr_t *locks) {
+    sessions_t *ss = calloc(1, sizeof(*ss));
+    if (ss == NULL) return NULL;
+    ss->loop = loop;
+    ss->conf = conf;
+    ss->locks = locks;
+    ss->started_ms = uv_now(loop);
+    uv_check_init(loop, &ss->flusher);
+    ss->flusher.data = ss;
+    uv_check_start(&ss->flusher, on_check);
+    uv_unref((uv_handle_t *)&ss->flusher);
+    uv_idle_init(loop, &ss->keepalive);
+    ss->keepalive.data = ss;
+    return ss;
+}
+
+static void peer_credentials(session_t *s) {
+    uv_os_fd_t fd;
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+
+    s->pid = 0;
+    s->uid = (uid_t)-1;
+    s->gid = (gid_t)-1;
+    if (uv_fileno((uv_handle_t *)&s->pipe, &fd) == 0 &&
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+        s->pid = cred.pid;
+        s->uid = cred.uid;
+        s->gid = cred.gid;
+    }
+}
+
+static void on_rejected_close(uv_handle_t *handle) {
+    free(handle);
+}
+
+/* Accepts and refuses one connection with ERR LIMIT. */
+static void reject(sessions_t *ss, uv_stream_t *server) {
+    uv_pipe_t *client = malloc(sizeof(*client));
+    if (client == NULL) return;
+    uv_pipe_init(ss->loop, client, 0);
+    if (uv_accept(server, (uv_stream_t *)client) == 0) {
+        char line[PROTO_REPLY_MAX];
+        int n = proto_reply_error(line, sizeof(line), PROTO_ERR_LIMIT,
+                                  "max_clients reached");
+        uv_buf_t b = uv_buf_init(line, (unsigned)n);
+        uv_try_write((uv_stream_t *)client, &b, 1);
+        ss->stats.rejected++;
+        log_warn("max_clients (%u) reached: connection refused", ss->conf->max_clients);
+    }
+    uv_close((uv_handle_t *)client, on_rejected_close);
+}
+
+void sessions_accept(sessions_t *ss, uv_stream_t *server) {
+    if (ss->stats.connections >= ss->conf->max_clients || ss->closed_cb != NULL) {
+        reject(ss, server);
+        return;
+    }
+    session_t *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        reject(ss, server);
+        return;
+    }
+    s->ss = ss;
+    uv_pipe_init(ss->loop, &s->pipe, 0);
+    s->pipe.data = s;
+    if (uv_accept(server, (uv_stream_t *)&s->pipe) != 0) {
+        uv_close((uv_handle_t *)&s->pipe, on_rejected_close); /* s is first */
+        return;
+    }
+    proto_parser_init(&s->parser, ss->conf->max_line);
+    peer_credentials(s);
+    s->owner.id = ++ss->next_id;
+    s->owner.uid = s->uid;
+    s->owner.on_reply = on_lock_reply;
+    s->owner.on_event = on_lock_event;
+    s->owner.data = s;
+    s->next = ss->all;
+    if (ss->all) ss->all->prev = s;
+    ss->all = s;
+    ss->stats.connections++;
+    ss->stats.connections_total++;
+    log_debug("client %llu connected (pid %d uid %u gid %u)",
+              (unsigned long long)s->owner.id, (int)s->pid, (unsigned)s->uid,
+              (unsigned)s->gid);
+    uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read);
+}
+
+void sessions_close_all(sessions_t *ss, void (*done)(void *data), void *data) {
+    ss->closed_cb = done;
+    ss->closed_data = data;
+    for (session_t *s = ss->all; s != NULL; s = s->next) session_close(s);
+    if (ss->all == NULL) {
+        ss->closed_cb = NULL;
+        done(data);
+    }
+}
+
+static void on_sessions_handle_close(uv_handle_t *handle) {
+    sessions_t *ss = handle->data;
+    if (--ss->closing_handles == 0) free(ss);
+}
+
+/* Frees ss once its own handles are closed; the loop must run on. */
+void sessions_free(sessions_t *ss) {
+    ss->closing_handles = 2;
+    uv_close((uv_handle_t *)&ss->flusher, on_sessions_handle_close);
+    uv_close((uv_handle_t *)&ss->keepalive, on_sessions_handle_close);
+}
+
+void sessions_stats(const sessions_t *ss, sessions_stats_t *out) {
+    *out = ss->stats;
+    out->uptime_s = (uv_now(ss->loop) - ss->started_ms) / 1000;
+}

@@ -1,0 +1,42 @@
+/* Client connections: reading requests, answering them in order, queueing output.
+ * SPDX-License-Identifier: MIT */
+#ifndef DLOCK_SESSION_H
+#define DLOCK_SESSION_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "conf/conf.h"
+#include "lockmgr.h"
+
+/* Unparsed input kept while a request is in flight, before reading pauses. */
+#define SESSION_INBUF_MAX (64 * 1024)
+/* Shared read buffer handed to libuv; every read is consumed at once. */
+#define SESSION_READ_CHUNK (64 * 1024)
+
+typedef struct sessions_s sessions_t;
+
+typedef struct sessions_stats_s {
+    uint64_t connections;       /* open now */
+    uint64_t connections_total; /* accepted since start */
+    uint64_t rejected;          /* refused at max_clients */
+    uint64_t requests;
+    uint64_t errors;            /* ERR replies */
+    uint64_t output_overflows;  /* closed past max_output */
+    uint64_t uptime_s;
+} sessions_stats_t;
+
+sessions_t *sessions_new(uv_loop_t *loop, const conf_t *conf, lockmgr_t *locks);
+
+/* Accepts one pending connection from server, or refuses it with
+ * ERR LIMIT at max_clients. */
+void sessions_accept(sessions_t *ss, uv_stream_t *server);
+
+/* Closes every connection (their owners are dropped) and calls done once
+ * all handles are closed. */
+void sessions_close_all(sessions_t *ss, void (*done)(void *data), void *data);
+void sessions_free(sessions_t *ss);
+
+void sessions_stats(const sessions_t *ss, sessions_stats_t *out);
+
+#endif

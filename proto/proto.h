@@ -1,0 +1,124 @@
+/* The dlockd line protocol: a pure, resumable request parser and reply formatter.
+ * SPDX-License-Identifier: MIT
+ *
+ * No I/O happens here. Bytes go in through proto_feed(); a request, "need
+ * more" or an error comes out. The normative description is PROTOCOL.md. */
+#ifndef DLOCK_PROTO_H
+#define DLOCK_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Limits of the protocol itself (max_line is configurable, see conf.h). */
+#define PROTO_NAME_MAX      255          /* bytes in a lock name */
+#define PROTO_NUM_MAX       2147483647u  /* largest number accepted */
+#define PROTO_LINE_MIN      64           /* smallest max_line a parser accepts */
+#define PROTO_LINE_DEFAULT  4096         /* default max_line */
+#define PROTO_LINE_LIMIT    (1024 * 1024) /* largest max_line a parser accepts */
+#define PROTO_REPLY_MAX     (PROTO_NAME_MAX + 128) /* any reply but INFO fits */
+
+/* Every command word. */
+#define PROTO_CMD_MAP(XX)                                                    \
+    XX(PING, "PING", 0, 0, "PING")                                           \
+    XX(LOCK, "LOCK", 1, 2, "LOCK <name> [<lease_ms>]")                       \
+    XX(TRYLOCK, "TRYLOCK", 1, 3, "TRYLOCK <name> [<wait_ms> [<lease_ms>]]")  \
+    XX(UNLOCK, "UNLOCK", 1, 1, "UNLOCK <name>")                              \
+    XX(RENEW, "RENEW", 1, 2, "RENEW <name> [<lease_ms>]")                    \
+    XX(STATUS, "STATUS", 1, 1, "STATUS <name>")                              \
+    XX(FORCEUNLOCK, "FORCEUNLOCK", 1, 1, "FORCEUNLOCK <name>")               \
+    XX(INFO, "INFO", 0, 0, "INFO")                                           \
+    XX(QUIT, "QUIT", 0, 0, "QUIT")
+
+typedef enum {
+    PROTO_CMD_NONE = 0,
+#define XX(id, word, min, max, usage) PROTO_CMD_##id,
+    PROTO_CMD_MAP(XX)
+#undef XX
+    PROTO_CMD_COUNT
+} proto_cmd_t;
+
+/* Every error code: enum, wire name and default text come from one table. */
+#define PROTO_ERR_MAP(XX)                                                    \
+    XX(UNKNOWN, "no such command")                                           \
+    XX(ARGS, "wrong number of arguments or bad number")                      \
+    XX(NAME, "lock names are 1-255 bytes of 0x21-0x7E")                      \
+    XX(TOOLONG, "line too long")                                             \
+    XX(NOTHELD, "this connection does not hold that lock")                   \
+    XX(BACKEND, "redis unavailable")                                         \
+    XX(LIMIT, "limit reached")                                               \
+    XX(DENIED, "not allowed for this peer")
+
+typedef enum {
+    PROTO_ERR_NONE = 0,
+#define XX(id, text) PROTO_ERR_##id,
+    PROTO_ERR_MAP(XX)
+#undef XX
+    PROTO_ERR_COUNT
+} proto_err_t;
+
+/* A parsed request. The name is copied, so the request outlives the bytes. */
+typedef struct proto_request_s {
+    proto_cmd_t cmd;                  /* PROTO_CMD_NONE on UNKNOWN */
+    proto_err_t err;                  /* PROTO_ERR_NONE unless proto_feed said error */
+    char name[PROTO_NAME_MAX + 1];    /* NUL-terminated lock name */
+    size_t name_len;
+    uint32_t wait_ms;                 /* TRYLOCK only; 0 when absent */
+    uint32_t lease_ms;                /* LOCK, TRYLOCK, RENEW; 0 when absent */
+    const char *detail;               /* static text explaining err, or NULL */
+} proto_request_t;
+
+typedef enum {
+    PROTO_NEED_MORE = 0,  /* every byte was used; feed more */
+    PROTO_REQUEST,        /* *req holds a request */
+    PROTO_ERROR           /* *req->err says what was wrong with one line */
+} proto_status_t;
+
+/* A parser carries the unfinished line between feeds. It allocates only
+ * while a line is split across feeds, and never more than max_line bytes. */
+typedef struct proto_parser_s {
+    size_t max_line;  /* bytes allowed before the LF (a final CR counts) */
+    char *partial;    /* the unfinished line, or NULL */
+    size_t len;       /* bytes in partial */
+    size_t cap;       /* bytes allocated for partial */
+    int overflow;     /* 1 once TOOLONG was returned: the stream is lost */
+} proto_parser_t;
+
+/* Returns 0, or -1 when max_line is outside PROTO_LINE_MIN..PROTO_LINE_LIMIT. */
+int proto_parser_init(proto_parser_t *p, size_t max_line);
+void proto_parser_free(proto_parser_t *p);
+
+/* Feeds len bytes. Sets *used to how many were consumed. On PROTO_REQUEST
+ * or PROTO_ERROR, call again with the rest. After PROTO_ERROR with
+ * PROTO_ERR_TOOLONG the stream cannot be resynchronised: close it. Empty
+ * lines are skipped silently. A failed allocation is reported as TOOLONG,
+ * since the line cannot be held either way. */
+proto_status_t proto_feed(proto_parser_t *p, const char *data, size_t len,
+                          size_t *used, proto_request_t *req);
+
+/* Parses one complete line (without its LF). Exposed for tests and tools. */
+proto_status_t proto_parse_line(const char *line, size_t len,
+                                proto_request_t *req);
+
+/* Strict decimal: digits only, 0..PROTO_NUM_MAX. Returns 0 or -1. */
+int proto_parse_num(const char *s, size_t len, uint32_t *out);
+
+/* Returns 1 if name is a valid lock name. */
+int proto_name_valid(const char *name, size_t len);
+
+const char *proto_cmd_name(proto_cmd_t cmd);
+const char *proto_cmd_usage(proto_cmd_t cmd);
+const char *proto_err_name(proto_err_t err);
+const char *proto_err_text(proto_err_t err);
+
+/* Reply formatting. Each writes one line ending in LF into out (at most cap
+ * bytes, NUL-terminated) and returns its length without the NUL, or -1 if
+ * it did not fit. */
+int proto_reply_ok(char *out, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int proto_reply_timeout(char *out, size_t cap, long long ttl_ms);
+int proto_reply_error(char *out, size_t cap, proto_err_t err,
+                      const char *detail);
+int proto_event_lost(char *out, size_t cap, const char *name,
+                     const char *reason);
+
+#endif

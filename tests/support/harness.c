@@ -1,0 +1,391 @@
+/* Integration-test harness: starts real servers, talks to them, cleans up.
+ * SPDX-License-Identifier: MIT */
+#include "harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct proc_s {
+    pid_t pid;
+    int is_redis;
+    char sock[256];
+    char log[512];
+} proc_t;
+
+static char run_dir[64];      /* made by h_main, removed at its exit */
+static char test_dir[128];     /* per test, inside run_dir */
+static proc_t procs[H_MAX_PROCS];
+static int nprocs;
+static int redis_index = -1;
+static pid_t main_pid;
+
+long long h_now_ms(void) {
+    return h_now_us() / 1000;
+}
+
+long long h_now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void remove_tree(const char *dir) {
+    if (dir[0] == '\0') return;
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "harness: could not remove %s\n", dir);
+}
+
+static void kill_all(void) {
+    for (int i = 0; i < nprocs; i++) {
+        if (procs[i].pid > 0) {
+            kill(procs[i].pid, SIGKILL);
+            waitpid(procs[i].pid, NULL, 0);
+            procs[i].pid = 0;
+        }
+    }
+}
+
+static void at_exit(void) {
+    kill_all();
+    if (getpid() == main_pid) remove_tree(run_dir);
+}
+
+int h_main(Suite *s) {
+    main_pid = getpid();
+    snprintf(run_dir, sizeof(run_dir), "/tmp/dlockd-test.XXXXXX");
+    if (mkdtemp(run_dir) == NULL) {
+        perror("mkdtemp");
+        return 2;
+    }
+    atexit(at_exit);
+    signal(SIGPIPE, SIG_IGN);
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_FORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}
+
+void h_setup(void) {
+    static int counter;
+    nprocs = 0;
+    redis_index = -1;
+    snprintf(test_dir, sizeof(test_dir), "%s/t%d.%d", run_dir, (int)getpid(), counter++);
+    ck_assert_int_eq(mkdir(test_dir, 0700), 0);
+}
+
+void h_teardown(void) {
+    kill_all();
+}
+
+const char *h_dir(void) {
+    return test_dir;
+}
+
+static pid_t spawn(char *const argv[], const char *log) {
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(127);
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        int nul = open("/dev/null", O_RDONLY);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        if (nul >= 0) dup2(nul, 0);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+static int add_proc(pid_t pid, int is_redis, const char *sock, const char *log) {
+    ck_assert_int_lt(nprocs, H_MAX_PROCS);
+    proc_t *p = &procs[nprocs];
+    p->pid = pid;
+    p->is_redis = is_redis;
+    snprintf(p->sock, sizeof(p->sock), "%s", sock);
+    snprintf(p->log, sizeof(p->log), "%s", log);
+    return nprocs++;
+}
+
+static int unix_connect(const char *path) {
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    if (fd < 0) return -1;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Sends ping and waits for a reply starting with want; 0 when it came. */
+static int ping_once(const char *sock, const char *ping, const char *want) {
+    int fd = unix_connect(sock);
+    if (fd < 0) return -1;
+    char buf[256];
+    size_t len = 0;
+    int ok = -1;
+    if (write(fd, ping, strlen(ping)) == (ssize_t)strlen(ping)) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        while (len < strlen(want) && poll(&pfd, 1, 1000) == 1) {
+            ssize_t n = read(fd, buf + len, sizeof(buf) - len);
+            if (n <= 0) break;
+            len += (size_t)n;
+        }
+        if (len >= strlen(want) && memcmp(buf, want, strlen(want)) == 0) ok = 0;
+    }
+    close(fd);
+    return ok;
+}
+
+/* Waits until the server on sock answers, or its process exits. */
+static void wait_ready(int index, const char *ping, const char *want) {
+    long long end = h_now_ms() + H_WAIT_MS;
+    while (h_now_ms() < end) {
+        if (ping_once(procs[index].sock, ping, want) == 0) return;
+        int status;
+        if (waitpid(procs[index].pid, &status, WNOHANG) == procs[index].pid) {
+            procs[index].pid = 0;
+            ck_abort_msg("%s exited before it was ready (see %s)", procs[index].sock,
+                         procs[index].log);
+        }
+        usleep(2000);
+    }
+    ck_abort_msg("%s not ready within %d ms", procs[index].sock, H_WAIT_MS);
+}
+
+const char *h_redis_sock(void) {
+    ck_assert_int_ge(redis_index, 0);
+    return procs[redis_index].sock;
+}
+
+void h_redis_start(void) {
+    char sock[256], log[512];
+    snprintf(sock, sizeof(sock), "%s/redis.sock", test_dir);
+    snprintf(log, sizeof(log), "%s/redis.log", test_dir);
+    char *argv[] = {"redis-server", "--port", "0", "--unixsocket", sock,
+                    "--unixsocketperm", "700", "--save", "", "--appendonly", "no",
+                    "--dir", test_dir, NULL};
+    pid_t pid = spawn(argv, log);
+    if (redis_index >= 0) {
+        procs[redis_index].pid = pid;
+    } else {
+        redis_index = add_proc(pid, 1, sock, log);
+    }
+    wait_ready(redis_index, "PING\r\n", "+PONG");
+}
+
+static int wait_exit(pid_t pid, int timeout_ms) {
+    long long end = h_now_ms() + timeout_ms;
+    int status;
+    while (h_now_ms() < end) {
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid) return status;
+        if (r < 0) return -1;
+        usleep(1000);
+    }
+    return -1;
+}
+
+void h_redis_stop(int sig) {
+    ck_assert_int_ge(redis_index, 0);
+    proc_t *p = &procs[redis_index];
+    if (p->pid <= 0) return;
+    kill(p->pid, sig);
+    if (sig == SIGSTOP) return;
+    if (wait_exit(p->pid, H_WAIT_MS) == -1) {
+        kill(p->pid, SIGKILL);
+        waitpid(p->pid, NULL, 0);
+    }
+    p->pid = 0;
+}
+
+void h_redis_signal(int sig) {
+    ck_assert_int_ge(redis_index, 0);
+    kill(procs[redis_index].pid, sig);
+}
+
+const char *h_redis_cli(const char *fmt, ...) {
+    static char out[4096];
+    char args[2048], cmd[3072];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof(args), fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof(cmd), "redis-cli -s '%s' %s 2>&1", h_redis_sock(), args);
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    out[0] = '\0';
+    if (fgets(out, sizeof(out), f) != NULL) out[strcspn(out, "\n")] = '\0';
+    /* drain the rest */
+    char skip[512];
+    while (fgets(skip, sizeof(skip), f) != NULL) {}
+    pclose(f);
+    return out;
+}
+
+static const char *dlockd_bin(void) {
+    const char *b = getenv("DLOCKD_BIN");
+    return b ? b : "build/dlockd";
+}
+
+pid_t h_dlockd_spawn(const char *conf_text, const char *at, int *index) {
+    static int seq;
+    char conf[512], sock[256], log[512];
+    int n = seq++;
+    snprintf(conf, sizeof(conf), "%s/dlockd%d.conf", test_dir, n);
+    if (at != NULL) snprintf(sock, sizeof(sock), "%s", at);
+    else snprintf(sock, sizeof(sock), "%s/dlockd%d.sock", test_dir, n);
+    snprintf(log, sizeof(log), "%s/dlockd%d.log", test_dir, n);
+    FILE *f = fopen(conf, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(conf_text, f);
+    fclose(f);
+    char *argv[] = {(char *)dlockd_bin(), "-c", conf, "-s", sock, NULL};
+    pid_t pid = spawn(argv, log);
+    *index = add_proc(pid, 0, sock, log);
+    return pid;
+}
+
+int h_dlockd_start(const char *extra) {
+    return h_dlockd_start_at(NULL, extra);
+}
+
+int h_dlockd_start_at(const char *sock, const char *extra) {
+    char text[4096];
+    int index;
+    snprintf(text, sizeof(text),
+             "[server]\nadmin_uids = 0\n"
+             "[redis]\nurl = unix://%s\ncommand_timeout_ms = 1000\nconnect_timeout_ms = 500\n"
+             "%s",
+             redis_index >= 0 ? procs[redis_index].sock : "/nonexistent/redis.sock",
+             extra ? extra : "");
+    h_dlockd_spawn(text, sock, &index);
+    wait_ready(index, "PING\n", "OK PONG");
+    return index;
+}
+
+const char *h_dlockd_sock(int index) {
+    return procs[index].sock;
+}
+
+pid_t h_dlockd_pid(int index) {
+    return procs[index].pid;
+}
+
+const char *h_dlockd_log(int index) {
+    return procs[index].log;
+}
+
+int h_dlockd_stop(int index, int sig) {
+    proc_t *p = &procs[index];
+    if (p->pid <= 0) return -1;
+    kill(p->pid, sig);
+    int status = wait_exit(p->pid, H_WAIT_MS);
+    if (status == -1) {
+        kill(p->pid, SIGKILL);
+        waitpid(p->pid, NULL, 0);
+    }
+    p->pid = 0;
+    return status;
+}
+
+h_conn_t *h_connect(const char *sock) {
+    h_conn_t *c = calloc(1, sizeof(*c));
+    ck_assert_ptr_nonnull(c);
+    c->fd = unix_connect(sock);
+    ck_assert_msg(c->fd >= 0, "connect %s: %s", sock, strerror(errno));
+    return c;
+}
+
+h_conn_t *h_connect_index(int dlockd) {
+    return h_connect(h_dlockd_sock(dlockd));
+}
+
+void h_send_raw(h_conn_t *c, const void *data, size_t len) {
+    const char *p = data;
+    while (len > 0) {
+        ssize_t n = write(c->fd, p, len);
+        if (n < 0 && errno == EINTR) continue;
+        ck_assert_msg(n > 0, "write: %s", strerror(errno));
+        p += n;
+        len -= (size_t)n;
+    }
+}
+
+void h_send(h_conn_t *c, const char *fmt, ...) {
+    char buf[H_LINE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    ck_assert(n >= 0 && (size_t)n < sizeof(buf));
+    h_send_raw(c, buf, (size_t)n);
+}
+
+/* Reads into c->buf; returns bytes read, 0 on EOF, -1 on timeout. */
+static int fill(h_conn_t *c, long long deadline_ms) {
+    for (;;) {
+        long long left = deadline_ms - h_now_ms();
+        if (left < 0) left = 0;
+        struct pollfd pfd = {.fd = c->fd, .events = POLLIN};
+        int r = poll(&pfd, 1, (int)left);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        ssize_t n = read(c->fd, c->buf + c->len, sizeof(c->buf) - c->len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return 0; /* ECONNRESET counts as closed */
+        c->len += (size_t)n;
+        return (int)n;
+    }
+}
+
+const char *h_recv(h_conn_t *c, int timeout_ms) {
+    long long deadline = h_now_ms() + timeout_ms;
+    for (;;) {
+        char *lf = memchr(c->buf, '\n', c->len);
+        if (lf != NULL) {
+            size_t n = (size_t)(lf - c->buf);
+            memcpy(c->line, c->buf, n);
+            c->line[n] = '\0';
+            memmove(c->buf, lf + 1, c->len - n - 1);
+            c->len -= n + 1;
+            return c->line;
+        }
+        ck_assert_msg(c->len < sizeof(c->buf), "reply line longer than %d", H_LINE_MAX);
+        if (fill(c, deadline) <= 0) return NULL;
+    }
+}
+
+int h_eof(h_conn_t *c, int timeout_ms) {
+    long long deadline = h_now_ms() + timeout_ms;
+    if (c->len > 0) return 0;
+    return fill(c, deadline) == 0;
+}
+
+void h_close(h_conn_t *c) {
+    if (c == NULL) return;
+    close(c->fd);
+    free(c);
+}

@@ -1,0 +1,85 @@
+/* Integration-test harness: real redis-server and dlockd processes on
+ * temporary paths, line clients, and cleanup that always happens.
+ * SPDX-License-Identifier: MIT
+ *
+ * Every process started here gets PR_SET_PDEATHSIG, so a test killed by a
+ * timeout takes its servers with it; h_main() removes the run's temporary
+ * directory at exit. Use h_setup/h_teardown as checked fixtures. */
+#ifndef DLOCK_HARNESS_H
+#define DLOCK_HARNESS_H
+
+#include <check.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#define H_MAX_PROCS     16
+#define H_LINE_MAX      8192
+#define H_WAIT_MS       10000   /* generous bound for anything to happen */
+
+typedef struct h_conn_s {
+    int fd;
+    char buf[H_LINE_MAX];
+    size_t len;
+    char line[H_LINE_MAX];      /* the last line returned by h_recv */
+} h_conn_t;
+
+/* Runs the suite with CK_FORK and returns the process exit code. */
+int h_main(Suite *s);
+
+void h_setup(void);
+void h_teardown(void);
+const char *h_dir(void);        /* this test's private directory */
+
+/* redis-server on a Unix socket in h_dir(), without persistence. */
+void h_redis_start(void);
+void h_redis_stop(int sig);     /* signal, then wait for it to exit */
+void h_redis_signal(int sig);   /* only signal (SIGSTOP, SIGCONT) */
+const char *h_redis_sock(void);
+/* Runs one redis command (words separated by spaces) with redis-cli and
+ * returns its first output line (static buffer). */
+const char *h_redis_cli(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* A dlockd using h_redis_sock(); extra is appended to its config file
+ * (e.g. "[lock]\nlease_ms = 300\n"), may be NULL. Returns its index. */
+int h_dlockd_start(const char *extra);
+/* Same, listening on sock (NULL: a fresh path in h_dir()). */
+int h_dlockd_start_at(const char *sock, const char *extra);
+/* Starts dlockd with conf_text as its whole config file, without waiting
+ * for it to be ready. Returns its pid. */
+pid_t h_dlockd_spawn(const char *conf_text, const char *sock, int *index);
+const char *h_dlockd_sock(int index);
+pid_t h_dlockd_pid(int index);
+/* Signals it and waits; returns the exit status as from waitpid, or -1 on timeout. */
+int h_dlockd_stop(int index, int sig);
+/* The path of a process's stderr log. */
+const char *h_dlockd_log(int index);
+
+/* Clients. */
+h_conn_t *h_connect(const char *sock);
+h_conn_t *h_connect_index(int dlockd);
+void h_send(h_conn_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void h_send_raw(h_conn_t *c, const void *data, size_t len);
+/* The next line without its LF, or NULL on timeout or EOF. */
+const char *h_recv(h_conn_t *c, int timeout_ms);
+/* 1 if the peer closed (EOF) within timeout_ms, with nothing else sent. */
+int h_eof(h_conn_t *c, int timeout_ms);
+void h_close(h_conn_t *c);
+
+/* Monotonic milliseconds and microseconds. */
+long long h_now_ms(void);
+long long h_now_us(void);
+
+#define H_EXPECT(c, want) do {                                   \
+        const char *got_ = h_recv((c), H_WAIT_MS);               \
+        ck_assert_msg(got_ != NULL, "no reply, wanted '%s'", (want)); \
+        ck_assert_str_eq(got_, (want));                          \
+    } while (0)
+
+#define H_EXPECT_PREFIX(c, want) do {                            \
+        const char *got_ = h_recv((c), H_WAIT_MS);               \
+        ck_assert_msg(got_ != NULL, "no reply, wanted '%s...'", (want)); \
+        ck_assert_msg(strncmp(got_, (want), strlen(want)) == 0,  \
+                      "got '%s', wanted '%s...'", got_, (want)); \
+    } while (0)
+
+#endif

@@ -1,0 +1,1303 @@
+/* Unit tests of proto/: request parsing, line limits and reply formatting.
+ * SPDX-License-Identifier: MIT */
+#include "proto/proto.h"
+
+#include <check.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+static const char NUM_DETAIL[] = "numbers are decimal digits, 0 to 2147483647";
+
+/* Parses a NUL-terminated line (given without its LF). */
+static proto_status_t parse(const char *line, proto_request_t *req) {
+    return proto_parse_line(line, strlen(line), req);
+}
+
+/* Returns a malloc'd string of n copies of c. */
+static char *repeat(char c, size_t n) {
+    char *s = malloc(n + 1);
+    ck_assert_ptr_nonnull(s);
+    memset(s, c, n);
+    s[n] = '\0';
+    return s;
+}
+
+/* ---- feeding helpers ---------------------------------------------------- */
+
+/* What proto_feed returned, when it was not NEED_MORE. */
+typedef struct outcome_s {
+    proto_status_t st;
+    proto_request_t req;
+    size_t piece;  /* index of the piece whose feed produced it */
+} outcome_t;
+
+#define OUTCOMES_MAX 64
+
+typedef struct outcomes_s {
+    outcome_t o[OUTCOMES_MAX];
+    size_t n;
+} outcomes_t;
+
+/* Feeds one piece until every byte of it is used, recording outcomes and
+ * checking the contract of *used and the allocation bound. */
+static void feed_piece(proto_parser_t *p, const char *piece, size_t len,
+                       size_t index, outcomes_t *out) {
+    size_t off = 0;
+    while (off < len) {
+        proto_request_t req;
+        size_t used = 12345;
+        proto_status_t st = proto_feed(p, piece + off, len - off, &used, &req);
+        ck_assert_uint_le(used, len - off);
+        ck_assert_uint_le(p->cap, p->max_line);
+        ck_assert_uint_le(p->len, p->max_line);
+        if (st == PROTO_NEED_MORE) {
+            ck_assert_uint_eq(used, len - off);
+        } else {
+            ck_assert_uint_gt(used, 0);
+            ck_assert_uint_lt(out->n, OUTCOMES_MAX);
+            out->o[out->n].st = st;
+            out->o[out->n].req = req;
+            out->o[out->n].piece = index;
+            out->n++;
+        }
+        off += used;
+    }
+}
+
+/* Feeds data cut at the given offsets (ascending, each < len). */
+static void feed_cut(size_t max_line, const char *data, size_t len,
+                     const size_t *cuts, size_t ncuts, outcomes_t *out) {
+    proto_parser_t p;
+    size_t start = 0;
+
+    ck_assert_int_eq(proto_parser_init(&p, max_line), 0);
+    memset(out, 0, sizeof(*out));
+    for (size_t i = 0; i <= ncuts; i++) {
+        size_t end = i < ncuts ? cuts[i] : len;
+        ck_assert_uint_le(start, end);
+        feed_piece(&p, data + start, end - start, i, out);
+        start = end;
+    }
+    proto_parser_free(&p);
+}
+
+static void feed_whole(size_t max_line, const char *data, size_t len,
+                       outcomes_t *out) {
+    feed_cut(max_line, data, len, NULL, 0, out);
+}
+
+/* Feeds one byte per proto_feed call. */
+static void feed_bytes(size_t max_line, const char *data, size_t len,
+                       outcomes_t *out) {
+    proto_parser_t p;
+
+    ck_assert_int_eq(proto_parser_init(&p, max_line), 0);
+    memset(out, 0, sizeof(*out));
+    for (size_t i = 0; i < len; i++) feed_piece(&p, data + i, 1, i, out);
+    proto_parser_free(&p);
+}
+
+static void assert_same_request(const proto_request_t *a, const proto_request_t *b) {
+    ck_assert_int_eq(a->cmd, b->cmd);
+    ck_assert_int_eq(a->err, b->err);
+    ck_assert_uint_eq(a->name_len, b->name_len);
+    ck_assert_str_eq(a->name, b->name);
+    ck_assert_uint_eq(a->wait_ms, b->wait_ms);
+    ck_assert_uint_eq(a->lease_ms, b->lease_ms);
+    if (a->detail == NULL || b->detail == NULL)
+        ck_assert_ptr_eq(a->detail, b->detail);
+    else
+        ck_assert_str_eq(a->detail, b->detail);
+}
+
+static void assert_same_outcomes(const outcomes_t *a, const outcomes_t *b) {
+    ck_assert_uint_eq(a->n, b->n);
+    for (size_t i = 0; i < a->n; i++) {
+        ck_assert_int_eq(a->o[i].st, b->o[i].st);
+        assert_same_request(&a->o[i].req, &b->o[i].req);
+    }
+}
+
+/* ---- every command ------------------------------------------------------ */
+
+static const struct {
+    const char *line;
+    proto_cmd_t cmd;
+    const char *name;
+    uint32_t wait_ms;
+    uint32_t lease_ms;
+} good_lines[] = {
+    {"PING", PROTO_CMD_PING, "", 0, 0},
+    {"LOCK job.42", PROTO_CMD_LOCK, "job.42", 0, 0},
+    {"LOCK job.42 5000", PROTO_CMD_LOCK, "job.42", 0, 5000},
+    {"TRYLOCK a", PROTO_CMD_TRYLOCK, "a", 0, 0},
+    {"TRYLOCK a 250", PROTO_CMD_TRYLOCK, "a", 250, 0},
+    {"TRYLOCK a 250 9000", PROTO_CMD_TRYLOCK, "a", 250, 9000},
+    {"TRYLOCK a 0 1", PROTO_CMD_TRYLOCK, "a", 0, 1},
+    {"UNLOCK a/b:c", PROTO_CMD_UNLOCK, "a/b:c", 0, 0},
+    {"RENEW a", PROTO_CMD_RENEW, "a", 0, 0},
+    {"RENEW a 7000", PROTO_CMD_RENEW, "a", 0, 7000},
+    {"STATUS ~!", PROTO_CMD_STATUS, "~!", 0, 0},
+    {"FORCEUNLOCK x", PROTO_CMD_FORCEUNLOCK, "x", 0, 0},
+    {"INFO", PROTO_CMD_INFO, "", 0, 0},
+    {"QUIT", PROTO_CMD_QUIT, "", 0, 0},
+};
+
+START_TEST(test_parse_each_command) {
+    proto_request_t req;
+    const char *line = good_lines[_i].line;
+
+    ck_assert_int_eq(parse(line, &req), PROTO_REQUEST);
+    ck_assert_int_eq(req.cmd, good_lines[_i].cmd);
+    ck_assert_int_eq(req.err, PROTO_ERR_NONE);
+    ck_assert_str_eq(req.name, good_lines[_i].name);
+    ck_assert_uint_eq(req.name_len, strlen(good_lines[_i].name));
+    ck_assert_uint_eq(req.wait_ms, good_lines[_i].wait_ms);
+    ck_assert_uint_eq(req.lease_ms, good_lines[_i].lease_ms);
+    ck_assert_ptr_null(req.detail);
+}
+END_TEST
+
+START_TEST(test_every_command_word_is_covered) {
+    /* good_lines names each command at least once. */
+    for (int c = PROTO_CMD_NONE + 1; c < PROTO_CMD_COUNT; c++) {
+        int seen = 0;
+        for (size_t i = 0; i < ARRAY_LEN(good_lines); i++)
+            if (good_lines[i].cmd == (proto_cmd_t)c) seen = 1;
+        ck_assert_msg(seen, "command %s has no test line", proto_cmd_name((proto_cmd_t)c));
+    }
+}
+END_TEST
+
+START_TEST(test_command_word_case_insensitive) {
+    static const struct {
+        const char *line;
+        proto_cmd_t cmd;
+    } cases[] = {
+        {"ping", PROTO_CMD_PING},         {"Ping", PROTO_CMD_PING},
+        {"pInG", PROTO_CMD_PING},         {"lock a", PROTO_CMD_LOCK},
+        {"Lock a 1", PROTO_CMD_LOCK},     {"tryLock a 1 2", PROTO_CMD_TRYLOCK},
+        {"unlock a", PROTO_CMD_UNLOCK},   {"Renew a", PROTO_CMD_RENEW},
+        {"status a", PROTO_CMD_STATUS},   {"ForceUnlock a", PROTO_CMD_FORCEUNLOCK},
+        {"info", PROTO_CMD_INFO},         {"quit", PROTO_CMD_QUIT},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+        proto_request_t req;
+        ck_assert_int_eq(parse(cases[i].line, &req), PROTO_REQUEST);
+        ck_assert_int_eq(req.cmd, cases[i].cmd);
+        ck_assert_int_eq(req.err, PROTO_ERR_NONE);
+    }
+}
+END_TEST
+
+START_TEST(test_name_case_sensitive) {
+    proto_request_t req;
+
+    ck_assert_int_eq(parse("lock MyLock", &req), PROTO_REQUEST);
+    ck_assert_str_eq(req.name, "MyLock");
+    ck_assert_int_eq(parse("LOCK mylock", &req), PROTO_REQUEST);
+    ck_assert_str_eq(req.name, "mylock");
+    ck_assert_int_eq(parse("UNLOCK ABC", &req), PROTO_REQUEST);
+    ck_assert_str_eq(req.name, "ABC");
+}
+END_TEST
+
+START_TEST(test_request_fields_reset_between_parses) {
+    proto_request_t req;
+
+    ck_assert_int_eq(parse("TRYLOCK a 1 2", &req), PROTO_REQUEST);
+    ck_assert_int_eq(parse("PING", &req), PROTO_REQUEST);
+    ck_assert_int_eq(req.cmd, PROTO_CMD_PING);
+    ck_assert_str_eq(req.name, "");
+    ck_assert_uint_eq(req.name_len, 0);
+    ck_assert_uint_eq(req.wait_ms, 0);
+    ck_assert_uint_eq(req.lease_ms, 0);
+    ck_assert_int_eq(parse("BOGUS", &req), PROTO_ERROR);
+    ck_assert_int_eq(parse("LOCK b", &req), PROTO_REQUEST);
+    ck_assert_int_eq(req.err, PROTO_ERR_NONE);
+    ck_assert_ptr_null(req.detail);
+    ck_assert_uint_eq(req.lease_ms, 0);
+}
+END_TEST
+
+/* ---- TRYLOCK / LOCK / RENEW numbers ------------------------------------ */
+
+START_TEST(test_trylock_wait_and_lease) {
+    proto_request_t req;
+
+    ck_assert_int_eq(parse("TRYLOCK t", &req), PROTO_REQUEST);
+    ck_assert_uint_eq(req.wait_ms, 0);
+    ck_assert_uint_eq(req.lease_ms, 0);
+    ck_assert_int_eq(parse("TRYLOCK t 1500", &req), PROTO_REQUEST);
+    ck_assert_uint_eq(req.wait_ms, 1500);
+    ck_assert_uint_eq(req.lease_ms, 0);
+    ck_assert_int_eq(parse("TRYLOCK t 1500 60000", &req), PROTO_REQUEST);
+    ck_assert_uint_eq(req.wait_ms, 1500);
+    ck_assert_uint_eq(req.lease_ms, 60000);
+    ck_assert_int_eq(parse("TRYLOCK t 2147483647 2147483647", &req), PROTO_REQUEST);
+    ck_assert_uint_eq(req.wait_ms, 2147483647u);
+    ck_assert_uint_eq(req.lease_ms, 2147483647u);
+}
+END_TEST
+
+START_TEST(test_lock_and_renew_lease) {
+    proto_request_t req;
+
+    ck_assert_int_eq(parse("LOCK l 1234", &req), PROTO_REQUEST);
+    ck_assert_uint_eq(req.lease_ms, 1234);
+    ck_assert_uint_eq(req.wait_ms, 0);
+    ck_assert_int_eq(parse("LOCK l", &req), PROTO_REQUEST);
+    ck_assert_uint_eq(req.lease_ms, 0);
+    ck_assert_int_eq(parse("RENEW l 99", &req), PROTO_REQUEST);
+    ck_assert_uint_eq(req.lease_ms, 99);
+    ck_assert_uint_eq(req.wait_ms, 0);
+    ck_assert_int_eq(parse("RENEW l 0", &req), PROTO_REQUEST);
+    ck_assert_uint_eq(req.lease_ms, 0);
+}
+END_TEST
+
+START_TEST(test_number_limits) {
+    proto_request_t req;
+
+    ck_assert_int_eq(parse("LOCK n 2147483647", &req), PROTO_REQUEST);
+    ck_assert_uint_eq(req.lease_ms, 2147483647u);
+    ck_assert_int_eq(parse("LOCK n 0", &req), PROTO_REQUEST);
+    ck_assert_uint_eq(req.lease_ms, 0);
+
+    ck_assert_int_eq(parse("LOCK n 2147483648", &req), PROTO_ERROR);
+    ck_assert_int_eq(req.err, PROTO_ERR_ARGS);
+    ck_assert_int_eq(parse("LOCK n 4294967296", &req), PROTO_ERROR);
+    ck_assert_int_eq(req.err, PROTO_ERR_ARGS);
+    ck_assert_int_eq(parse("LOCK n 4294967297", &req), PROTO_ERROR);
+    ck_assert_int_eq(req.err, PROTO_ERR_ARGS);
+    ck_assert_int_eq(parse("LOCK n 18446744073709551616", &req), PROTO_ERROR);
+    ck_assert_int_eq(req.err, PROTO_ERR_ARGS);
+    ck_assert_int_eq(parse("LOCK n 99999999999999999999999999999999999999999", &req),
+                     PROTO_ERROR);
+    ck_assert_int_eq(req.err, PROTO_ERR_ARGS);
+}
+END_TEST
+
+static const char *const bad_numbers[] = {
+    "+1", "-1", "-0", "0x10", "0X1f", "12a", "1.5", "1e3", "1,000", "a12",
+    "2147483648", "4294967295", "99999999999999999999999999999", "\xd9\xa1",
+};
+
+START_TEST(test_bad_numbers_give_args) {
+    static const char *const prefixes[] = {"LOCK a ", "TRYLOCK a ", "TRYLOCK a 1 ",
+                                           "RENEW a "};
+    for (size_t p = 0; p < ARRAY_LEN(prefixes); p++) {
+        for (size_t i = 0; i < ARRAY_LEN(bad_numbers); i++) {
+            char line[128];
+            proto_request_t req;
+            snprintf(line, sizeof(line), "%s%s", prefixes[p], bad_numbers[i]);
+            ck_assert_msg(parse(line, &req) == PROTO_ERROR, "'%s' was accepted", line);
+            ck_assert_int_eq(req.err, PROTO_ERR_ARGS);
+            ck_assert_ptr_nonnull(req.detail);
+            ck_assert_str_eq(req.detail, NUM_DETAIL);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_parse_num) {
+    uint32_t v = 7;
+
+    ck_assert_int_eq(proto_parse_num("0", 1, &v), 0);
+    ck_assert_uint_eq(v, 0);
+    ck_assert_int_eq(proto_parse_num("2147483647", 10, &v), 0);
+    ck_assert_uint_eq(v, 2147483647u);
+    /* len bounds the digits: the rest of the buffer is not read. */
+    ck_assert_int_eq(proto_parse_num("12x", 2, &v), 0);
+    ck_assert_uint_eq(v, 12);
+
+    ck_assert_int_eq(proto_parse_num("", 0, &v), -1);
+    ck_assert_int_eq(proto_parse_num("5", 0, &v), -1);
+    for (size_t i = 0; i < ARRAY_LEN(bad_numbers); i++)
+        ck_assert_msg(proto_parse_num(bad_numbers[i], strlen(bad_numbers[i]), &v) == -1,
+                      "'%s' was accepted", bad_numbers[i]);
+    ck_assert_int_eq(proto_parse_num(" 1", 2, &v), -1);
+    ck_assert_int_eq(proto_parse_num("1 ", 2, &v), -1);
+    ck_assert_int_eq(proto_parse_num("1\0", 2, &v), -1);
+}
+END_TEST
+
+/* ---- errors: UNKNOWN, ARGS, NAME ---------------------------------------- */
+
+START_TEST(test_unknown_command) {
+    static const char *const lines[] = {
+        "PONG", "LOCKS a", "LOC a", "X", "PING2", "PINGPING", "-PING", "GET a",
+        "FORCE UNLOCK a", "TRY LOCK a",
+    };
+    for (size_t i = 0; i < ARRAY_LEN(lines); i++) {
+        proto_request_t req;
+        ck_assert_msg(parse(lines[i], &req) == PROTO_ERROR, "'%s' was accepted", lines[i]);
+        ck_assert_int_eq(req.err, PROTO_ERR_UNKNOWN);
+        ck_assert_int_eq(req.cmd, PROTO_CMD_NONE);
+        ck_assert_ptr_null(req.detail);
+    }
+}
+END_TEST
+
+START_TEST(test_too_few_args) {
+    static const struct {
+        const char *line;
+        proto_cmd_t cmd;
+    } cases[] = {
+        {"LOCK", PROTO_CMD_LOCK},     {"TRYLOCK", PROTO_CMD_TRYLOCK},
+        {"UNLOCK", PROTO_CMD_UNLOCK}, {"RENEW", PROTO_CMD_RENEW},
+        {"STATUS", PROTO_CMD_STATUS}, {"FORCEUNLOCK", PROTO_CMD_FORCEUNLOCK},
+        {"lock   ", PROTO_CMD_LOCK},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+        proto_request_t req;
+        ck_assert_int_eq(parse(cases[i].line, &req), PROTO_ERROR);
+        ck_assert_int_eq(req.err, PROTO_ERR_ARGS);
+        ck_assert_int_eq(req.cmd, cases[i].cmd);
+        ck_assert_ptr_nonnull(req.detail);
+        ck_assert_str_eq(req.detail, proto_cmd_usage(cases[i].cmd));
+    }
+}
+END_TEST
+
+START_TEST(test_too_many_args) {
+    static const struct {
+        const char *line;
+        proto_cmd_t cmd;
+    } cases[] = {
+        {"PING x", PROTO_CMD_PING},
+        {"INFO all", PROTO_CMD_INFO},
+        {"QUIT now", PROTO_CMD_QUIT},
+        {"LOCK a 1 2", PROTO_CMD_LOCK},
+        {"TRYLOCK a 1 2 3", PROTO_CMD_TRYLOCK},
+        {"UNLOCK a b", PROTO_CMD_UNLOCK},
+        {"RENEW a 1 2", PROTO_CMD_RENEW},
+        {"STATUS a b", PROTO_CMD_STATUS},
+        {"FORCEUNLOCK a b", PROTO_CMD_FORCEUNLOCK},
+        {"LOCK a 1 2 3 4 5 6 7 8", PROTO_CMD_LOCK},
+        {"PING a b c d e f", PROTO_CMD_PING},
+        {"TRYLOCK a 1 2 3 4 5", PROTO_CMD_TRYLOCK},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+        proto_request_t req;
+        ck_assert_msg(parse(cases[i].line, &req) == PROTO_ERROR, "'%s' was accepted",
+                      cases[i].line);
+        ck_assert_int_eq(req.err, PROTO_ERR_ARGS);
+        ck_assert_int_eq(req.cmd, cases[i].cmd);
+        ck_assert_ptr_nonnull(req.detail);
+        ck_assert_str_eq(req.detail, proto_cmd_usage(cases[i].cmd));
+    }
+}
+END_TEST
+
+START_TEST(test_name_length_limits) {
+    proto_request_t req;
+    char *name = repeat('n', PROTO_NAME_MAX + 1);
+    char line[PROTO_NAME_MAX + 32];
+
+    /* 255 bytes: the longest name. */
+    name[PROTO_NAME_MAX] = '\0';
+    snprintf(line, sizeof(line), "LOCK %s 10", name);
+    ck_assert_int_eq(parse(line, &req), PROTO_REQUEST);
+    ck_assert_uint_eq(req.name_len, PROTO_NAME_MAX);
+    ck_assert_str_eq(req.name, name);
+    ck_assert_uint_eq(req.lease_ms, 10);
+
+    /* 256 bytes: too long. */
+    name[PROTO_NAME_MAX] = 'n';
+    snprintf(line, sizeof(line), "LOCK %s", name);
+    ck_assert_int_eq(parse(line, &req), PROTO_ERROR);
+    ck_assert_int_eq(req.err, PROTO_ERR_NAME);
+    ck_assert_int_eq(req.cmd, PROTO_CMD_LOCK);
+    ck_assert_ptr_null(req.detail);
+
+    ck_assert_int_eq(proto_name_valid(name, PROTO_NAME_MAX), 1);
+    ck_assert_int_eq(proto_name_valid(name, PROTO_NAME_MAX + 1), 0);
+    ck_assert_int_eq(proto_name_valid(name, 1), 1);
+    ck_assert_int_eq(proto_name_valid("", 0), 0);
+    free(name);
+}
+END_TEST
+
+START_TEST(test_name_256_bytes_through_feed) {
+    char *name = repeat('q', PROTO_NAME_MAX + 1);
+    char line[2 * PROTO_NAME_MAX + 32];
+    outcomes_t out;
+
+    int n = snprintf(line, sizeof(line), "UNLOCK %s\nUNLOCK %.*s\n", name,
+                     PROTO_NAME_MAX, name);
+    ck_assert_int_lt(n, (int)sizeof(line));
+    feed_whole(PROTO_LINE_DEFAULT, line, (size_t)n, &out);
+    ck_assert_uint_eq(out.n, 2);
+    ck_assert_int_eq(out.o[0].st, PROTO_ERROR);
+    ck_assert_int_eq(out.o[0].req.err, PROTO_ERR_NAME);
+    ck_assert_int_eq(out.o[1].st, PROTO_REQUEST);
+    ck_assert_uint_eq(out.o[1].req.name_len, PROTO_NAME_MAX);
+    free(name);
+}
+END_TEST
+
+/* Every byte value inside a name: 0x21-0x7E pass, space and tab separate
+ * words, everything else (NUL, CR, LF, 0x7F, high bytes) is NAME. */
+START_TEST(test_name_every_byte) {
+    for (int b = 0; b < 256; b++) {
+        char line[] = "LOCK x?y";
+        proto_request_t req;
+        line[6] = (char)b;
+        proto_status_t st = proto_parse_line(line, sizeof(line) - 1, &req);
+        if (b == ' ' || b == '\t') {
+            /* "LOCK x y": y is not a number. */
+            ck_assert_int_eq(st, PROTO_ERROR);
+            ck_assert_int_eq(req.err, PROTO_ERR_ARGS);
+        } else if (b >= 0x21 && b <= 0x7e) {
+            ck_assert_msg(st == PROTO_REQUEST, "byte 0x%02x rejected", b);
+            ck_assert_uint_eq(req.name_len, 3);
+            ck_assert_int_eq((unsigned char)req.name[1], b);
+        } else {
+            ck_assert_msg(st == PROTO_ERROR, "byte 0x%02x accepted", b);
+            ck_assert_int_eq(req.err, PROTO_ERR_NAME);
+            ck_assert_int_eq(req.cmd, PROTO_CMD_LOCK);
+        }
+        ck_assert_int_eq(proto_name_valid(line + 6, 1), b >= 0x21 && b <= 0x7e);
+    }
+}
+END_TEST
+
+START_TEST(test_name_bad_edge_bytes) {
+    static const char *const lines[] = {
+        "STATUS \x7f", "STATUS \x80", "STATUS \xff", "STATUS \x01", "STATUS \x1f",
+        "STATUS a\x0b", "STATUS \x0c" "a", "STATUS caf\xc3\xa9",
+    };
+    for (size_t i = 0; i < ARRAY_LEN(lines); i++) {
+        proto_request_t req;
+        ck_assert_int_eq(parse(lines[i], &req), PROTO_ERROR);
+        ck_assert_int_eq(req.err, PROTO_ERR_NAME);
+    }
+    /* The edges of the allowed range. */
+    proto_request_t req;
+    ck_assert_int_eq(parse("STATUS !~", &req), PROTO_REQUEST);
+    ck_assert_str_eq(req.name, "!~");
+}
+END_TEST
+
+/* ---- NUL, CR and whitespace --------------------------------------------- */
+
+START_TEST(test_nul_bytes_are_errors) {
+    static const struct {
+        const char *line;
+        size_t len;
+        proto_err_t err;
+    } cases[] = {
+        {"LOCK a\0b", 8, PROTO_ERR_NAME},
+        {"LOCK \0", 6, PROTO_ERR_NAME},
+        {"\0", 1, PROTO_ERR_UNKNOWN},
+        {"PI\0NG", 5, PROTO_ERR_UNKNOWN},
+        {"PING\0", 5, PROTO_ERR_UNKNOWN},
+        {"\0PING", 5, PROTO_ERR_UNKNOWN},
+        {"LOCK a 1\0", 9, PROTO_ERR_ARGS},
+        {"TRYLOCK a \0 1", 13, PROTO_ERR_ARGS},
+        {"\0\0\0\0\0\0\0\0", 8, PROTO_ERR_UNKNOWN},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+        proto_request_t req;
+        ck_assert_int_eq(proto_parse_line(cases[i].line, cases[i].len, &req), PROTO_ERROR);
+        ck_assert_int_eq(req.err, cases[i].err);
+
+        /* The same through the parser, followed by a good request. */
+        char buf[64];
+        memcpy(buf, cases[i].line, cases[i].len);
+        memcpy(buf + cases[i].len, "\nPING\n", 6);
+        outcomes_t whole, bytes;
+        feed_whole(PROTO_LINE_MIN, buf, cases[i].len + 6, &whole);
+        feed_bytes(PROTO_LINE_MIN, buf, cases[i].len + 6, &bytes);
+        ck_assert_uint_eq(whole.n, 2);
+        ck_assert_int_eq(whole.o[0].st, PROTO_ERROR);
+        ck_assert_int_eq(whole.o[0].req.err, cases[i].err);
+        ck_assert_int_eq(whole.o[1].st, PROTO_REQUEST);
+        ck_assert_int_eq(whole.o[1].req.cmd, PROTO_CMD_PING);
+        assert_same_outcomes(&whole, &bytes);
+    }
+}
+END_TEST
+
+START_TEST(test_cr_before_lf_dropped) {
+    proto_request_t req;
+
+    ck_assert_int_eq(parse("PING\r", &req), PROTO_REQUEST);
+    ck_assert_int_eq(req.cmd, PROTO_CMD_PING);
+    ck_assert_int_eq(parse("LOCK a\r", &req), PROTO_REQUEST);
+    ck_assert_str_eq(req.name, "a");
+    ck_assert_uint_eq(req.name_len, 1);
+    ck_assert_int_eq(parse("LOCK a 5\r", &req), PROTO_REQUEST);
+    ck_assert_uint_eq(req.lease_ms, 5);
+    ck_assert_int_eq(parse("LOCK a 5 \r", &req), PROTO_REQUEST);
+    ck_assert_uint_eq(req.lease_ms, 5);
+
+    outcomes_t out;
+    const char data[] = "PING\r\nLOCK b 7\r\n\r\nQUIT\r\n";
+    feed_whole(PROTO_LINE_MIN, data, sizeof(data) - 1, &out);
+    ck_assert_uint_eq(out.n, 3);
+    ck_assert_int_eq(out.o[0].req.cmd, PROTO_CMD_PING);
+    ck_assert_int_eq(out.o[1].req.cmd, PROTO_CMD_LOCK);
+    ck_assert_str_eq(out.o[1].req.name, "b");
+    ck_assert_uint_eq(out.o[1].req.lease_ms, 7);
+    ck_assert_int_eq(out.o[2].req.cmd, PROTO_CMD_QUIT);
+}
+END_TEST
+
+START_TEST(test_cr_elsewhere_is_invalid) {
+    static const struct {
+        const char *line;
+        proto_err_t err;
+    } cases[] = {
+        {"PING\r\r", PROTO_ERR_UNKNOWN}, /* only one final CR is dropped */
+        {"\rPING", PROTO_ERR_UNKNOWN},
+        {"PI\rNG", PROTO_ERR_UNKNOWN},
+        {"LOCK a\rb", PROTO_ERR_NAME},
+        {"LOCK a\r 5", PROTO_ERR_NAME},
+        {"LOCK \ra", PROTO_ERR_NAME},
+        {"LOCK a\r\r", PROTO_ERR_NAME},
+        {"LOCK a 5\r\r", PROTO_ERR_ARGS},
+        {"LOCK a 5\r6", PROTO_ERR_ARGS},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+        proto_request_t req;
+        ck_assert_msg(parse(cases[i].line, &req) == PROTO_ERROR, "case %zu accepted", i);
+        ck_assert_int_eq(req.err, cases[i].err);
+    }
+}
+END_TEST
+
+START_TEST(test_whitespace_separators) {
+    static const char *const lines[] = {
+        "TRYLOCK w 10 20",
+        "TRYLOCK  w  10  20",
+        "TRYLOCK\tw\t10\t20",
+        "TRYLOCK \t \tw\t \t10 \t\t 20",
+        "   TRYLOCK w 10 20",
+        "\t\tTRYLOCK w 10 20",
+        "TRYLOCK w 10 20   ",
+        "TRYLOCK w 10 20\t\t",
+        " \t TRYLOCK   w\t10 20 \t \r",
+    };
+    for (size_t i = 0; i < ARRAY_LEN(lines); i++) {
+        proto_request_t req;
+        ck_assert_msg(parse(lines[i], &req) == PROTO_REQUEST, "case %zu rejected", i);
+        ck_assert_int_eq(req.cmd, PROTO_CMD_TRYLOCK);
+        ck_assert_str_eq(req.name, "w");
+        ck_assert_uint_eq(req.wait_ms, 10);
+        ck_assert_uint_eq(req.lease_ms, 20);
+    }
+    proto_request_t req;
+    ck_assert_int_eq(parse("  PING  ", &req), PROTO_REQUEST);
+    ck_assert_int_eq(req.cmd, PROTO_CMD_PING);
+}
+END_TEST
+
+START_TEST(test_empty_and_blank_lines_skipped) {
+    static const char *const blanks[] = {"", " ", "\t", "  \t  ", "\r", " \t\r"};
+    for (size_t i = 0; i < ARRAY_LEN(blanks); i++) {
+        proto_request_t req;
+        ck_assert_int_eq(parse(blanks[i], &req), PROTO_NEED_MORE);
+    }
+
+    proto_parser_t p;
+    proto_request_t req;
+    size_t used;
+    ck_assert_int_eq(proto_parser_init(&p, PROTO_LINE_MIN), 0);
+
+    ck_assert_int_eq(proto_feed(&p, "\n", 1, &used, &req), PROTO_NEED_MORE);
+    ck_assert_uint_eq(used, 1);
+
+    const char only_blank[] = "\n\n\r\n \t\n   \r\n";
+    ck_assert_int_eq(proto_feed(&p, only_blank, sizeof(only_blank) - 1, &used, &req),
+                     PROTO_NEED_MORE);
+    ck_assert_uint_eq(used, sizeof(only_blank) - 1);
+
+    /* Blank lines then a request: the request comes back in the same call. */
+    const char then_req[] = "\n \n\t\r\nSTATUS s\n";
+    ck_assert_int_eq(proto_feed(&p, then_req, sizeof(then_req) - 1, &used, &req),
+                     PROTO_REQUEST);
+    ck_assert_uint_eq(used, sizeof(then_req) - 1);
+    ck_assert_int_eq(req.cmd, PROTO_CMD_STATUS);
+    ck_assert_str_eq(req.name, "s");
+
+    /* A request between blank lines: used stops after its LF. */
+    const char around[] = "\n\nPING\n\n";
+    ck_assert_int_eq(proto_feed(&p, around, sizeof(around) - 1, &used, &req),
+                     PROTO_REQUEST);
+    ck_assert_uint_eq(used, 7);
+    ck_assert_int_eq(req.cmd, PROTO_CMD_PING);
+    ck_assert_int_eq(proto_feed(&p, around + used, sizeof(around) - 1 - used, &used, &req),
+                     PROTO_NEED_MORE);
+    ck_assert_uint_eq(used, 1);
+
+    /* A blank line split over feeds is skipped too. */
+    ck_assert_int_eq(proto_feed(&p, "  \t", 3, &used, &req), PROTO_NEED_MORE);
+    ck_assert_uint_eq(used, 3);
+    ck_assert_int_eq(proto_feed(&p, " \r\nQUIT\n", 8, &used, &req), PROTO_REQUEST);
+    ck_assert_uint_eq(used, 8);
+    ck_assert_int_eq(req.cmd, PROTO_CMD_QUIT);
+
+    proto_parser_free(&p);
+}
+END_TEST
+
+/* ---- feeding: pipelining, byte at a time -------------------------------- */
+
+START_TEST(test_pipelined_requests) {
+    const char data[] = "PING\nLOCK a 10\nTRYLOCK b 1 2\nBOGUS\nUNLOCK a\nQUIT\n";
+    static const struct {
+        proto_status_t st;
+        proto_cmd_t cmd;
+        size_t used;
+    } want[] = {
+        {PROTO_REQUEST, PROTO_CMD_PING, 5},
+        {PROTO_REQUEST, PROTO_CMD_LOCK, 10},
+        {PROTO_REQUEST, PROTO_CMD_TRYLOCK, 14},
+        {PROTO_ERROR, PROTO_CMD_NONE, 6},
+        {PROTO_REQUEST, PROTO_CMD_UNLOCK, 9},
+        {PROTO_REQUEST, PROTO_CMD_QUIT, 5},
+    };
+    proto_parser_t p;
+    size_t off = 0;
+
+    ck_assert_int_eq(proto_parser_init(&p, PROTO_LINE_DEFAULT), 0);
+    for (size_t i = 0; i < ARRAY_LEN(want); i++) {
+        proto_request_t req;
+        size_t used;
+        ck_assert_int_eq(proto_feed(&p, data + off, sizeof(data) - 1 - off, &used, &req),
+                         want[i].st);
+        ck_assert_uint_eq(used, want[i].used);
+        ck_assert_int_eq(req.cmd, want[i].cmd);
+        if (want[i].st == PROTO_ERROR) ck_assert_int_eq(req.err, PROTO_ERR_UNKNOWN);
+        off += used;
+    }
+    ck_assert_uint_eq(off, sizeof(data) - 1);
+    proto_request_t req;
+    size_t used = 99;
+    ck_assert_int_eq(proto_feed(&p, data + off, 0, &used, &req), PROTO_NEED_MORE);
+    ck_assert_uint_eq(used, 0);
+    proto_parser_free(&p);
+}
+END_TEST
+
+START_TEST(test_pipelined_partial_tail) {
+    proto_parser_t p;
+    proto_request_t req;
+    size_t used;
+
+    ck_assert_int_eq(proto_parser_init(&p, PROTO_LINE_DEFAULT), 0);
+    ck_assert_int_eq(proto_feed(&p, "PING\nLOC", 8, &used, &req), PROTO_REQUEST);
+    ck_assert_uint_eq(used, 5);
+    ck_assert_int_eq(proto_feed(&p, "LOC", 3, &used, &req), PROTO_NEED_MORE);
+    ck_assert_uint_eq(used, 3);
+    ck_assert_int_eq(proto_feed(&p, "K a", 3, &used, &req), PROTO_NEED_MORE);
+    ck_assert_uint_eq(used, 3);
+    ck_assert_int_eq(proto_feed(&p, " 77\nINFO\n", 9, &used, &req), PROTO_REQUEST);
+    ck_assert_uint_eq(used, 4);
+    ck_assert_int_eq(req.cmd, PROTO_CMD_LOCK);
+    ck_assert_str_eq(req.name, "a");
+    ck_assert_uint_eq(req.lease_ms, 77);
+    ck_assert_int_eq(proto_feed(&p, "INFO\n", 5, &used, &req), PROTO_REQUEST);
+    ck_assert_uint_eq(used, 5);
+    ck_assert_int_eq(req.cmd, PROTO_CMD_INFO);
+    proto_parser_free(&p);
+}
+END_TEST
+
+/* Every command, mixed case, CRLF, blank lines and errors. */
+static const char mixed_stream[] =
+    "PING\n"
+    "lock alpha\n"
+    "LOCK beta 5000\r\n"
+    "\n"
+    "TRYLOCK gamma\n"
+    "  trylock\tdelta 100  \n"
+    "TRYLOCK epsilon 100 200\n"
+    "UNLOCK alpha\n"
+    "RENEW beta\n"
+    "renew beta 9000\r\n"
+    " \t \n"
+    "STATUS Beta\n"
+    "FORCEUNLOCK gamma\n"
+    "INFO\n"
+    "NOPE x\n"
+    "LOCK\n"
+    "LOCK bad\x7fname\n"
+    "LOCK n 12a\n"
+    "UNLOCK a b\n"
+    "QUIT\n";
+
+START_TEST(test_mixed_stream_whole) {
+    static const struct {
+        proto_status_t st;
+        proto_cmd_t cmd;
+        proto_err_t err;
+        const char *name;
+        uint32_t wait_ms, lease_ms;
+    } want[] = {
+        {PROTO_REQUEST, PROTO_CMD_PING, PROTO_ERR_NONE, "", 0, 0},
+        {PROTO_REQUEST, PROTO_CMD_LOCK, PROTO_ERR_NONE, "alpha", 0, 0},
+        {PROTO_REQUEST, PROTO_CMD_LOCK, PROTO_ERR_NONE, "beta", 0, 5000},
+        {PROTO_REQUEST, PROTO_CMD_TRYLOCK, PROTO_ERR_NONE, "gamma", 0, 0},
+        {PROTO_REQUEST, PROTO_CMD_TRYLOCK, PROTO_ERR_NONE, "delta", 100, 0},
+        {PROTO_REQUEST, PROTO_CMD_TRYLOCK, PROTO_ERR_NONE, "epsilon", 100, 200},
+        {PROTO_REQUEST, PROTO_CMD_UNLOCK, PROTO_ERR_NONE, "alpha", 0, 0},
+        {PROTO_REQUEST, PROTO_CMD_RENEW, PROTO_ERR_NONE, "beta", 0, 0},
+        {PROTO_REQUEST, PROTO_CMD_RENEW, PROTO_ERR_NONE, "beta", 0, 9000},
+        {PROTO_REQUEST, PROTO_CMD_STATUS, PROTO_ERR_NONE, "Beta", 0, 0},
+        {PROTO_REQUEST, PROTO_CMD_FORCEUNLOCK, PROTO_ERR_NONE, "gamma", 0, 0},
+        {PROTO_REQUEST, PROTO_CMD_INFO, PROTO_ERR_NONE, "", 0, 0},
+        {PROTO_ERROR, PROTO_CMD_NONE, PROTO_ERR_UNKNOWN, "", 0, 0},
+        {PROTO_ERROR, PROTO_CMD_LOCK, PROTO_ERR_ARGS, "", 0, 0},
+        {PROTO_ERROR, PROTO_CMD_LOCK, PROTO_ERR_NAME, "", 0, 0},
+        {PROTO_ERROR, PROTO_CMD_LOCK, PROTO_ERR_ARGS, "n", 0, 0},
+        {PROTO_ERROR, PROTO_CMD_UNLOCK, PROTO_ERR_ARGS, "", 0, 0},
+        {PROTO_REQUEST, PROTO_CMD_QUIT, PROTO_ERR_NONE, "", 0, 0},
+    };
+    outcomes_t out;
+
+    feed_whole(PROTO_LINE_DEFAULT, mixed_stream, sizeof(mixed_stream) - 1, &out);
+    ck_assert_uint_eq(out.n, ARRAY_LEN(want));
+    for (size_t i = 0; i < out.n; i++) {
+        const proto_request_t *r = &out.o[i].req;
+        ck_assert_int_eq(out.o[i].st, want[i].st);
+        ck_assert_int_eq(r->cmd, want[i].cmd);
+        ck_assert_int_eq(r->err, want[i].err);
+        if (want[i].st == PROTO_REQUEST || want[i].name[0] != '\0') {
+            ck_assert_str_eq(r->name, want[i].name);
+        }
+        ck_assert_uint_eq(r->wait_ms, want[i].wait_ms);
+        ck_assert_uint_eq(r->lease_ms, want[i].lease_ms);
+    }
+}
+END_TEST
+
+START_TEST(test_byte_at_a_time_equals_whole) {
+    outcomes_t whole, bytes;
+
+    feed_whole(PROTO_LINE_DEFAULT, mixed_stream, sizeof(mixed_stream) - 1, &whole);
+    feed_bytes(PROTO_LINE_DEFAULT, mixed_stream, sizeof(mixed_stream) - 1, &bytes);
+    ck_assert_uint_gt(whole.n, 0);
+    assert_same_outcomes(&whole, &bytes);
+
+    /* Each outcome comes in the call that fed its LF. */
+    size_t line = 0;
+    for (size_t i = 0; i < bytes.n; i++) {
+        ck_assert_int_eq(mixed_stream[bytes.o[i].piece], '\n');
+        ck_assert_uint_ge(bytes.o[i].piece, line);
+        line = bytes.o[i].piece + 1;
+    }
+}
+END_TEST
+
+START_TEST(test_byte_at_a_time_each_command) {
+    for (size_t i = 0; i < ARRAY_LEN(good_lines); i++) {
+        char buf[128];
+        int n = snprintf(buf, sizeof(buf), "%s\n", good_lines[i].line);
+        outcomes_t whole, bytes;
+        proto_request_t direct;
+
+        feed_whole(PROTO_LINE_MIN, buf, (size_t)n, &whole);
+        feed_bytes(PROTO_LINE_MIN, buf, (size_t)n, &bytes);
+        ck_assert_uint_eq(whole.n, 1);
+        ck_assert_int_eq(whole.o[0].st, PROTO_REQUEST);
+        assert_same_outcomes(&whole, &bytes);
+        ck_assert_int_eq(parse(good_lines[i].line, &direct), PROTO_REQUEST);
+        assert_same_request(&whole.o[0].req, &direct);
+    }
+}
+END_TEST
+
+START_TEST(test_every_split_point_equals_whole) {
+    outcomes_t whole, split;
+    const size_t len = sizeof(mixed_stream) - 1;
+
+    feed_whole(PROTO_LINE_DEFAULT, mixed_stream, len, &whole);
+    for (size_t k = 0; k <= len; k++) {
+        feed_cut(PROTO_LINE_DEFAULT, mixed_stream, len, &k, 1, &split);
+        assert_same_outcomes(&whole, &split);
+    }
+}
+END_TEST
+
+/* ---- max_line ----------------------------------------------------------- */
+
+static const size_t max_lines[] = {PROTO_LINE_MIN, 65, 100, 128, 255, 256, 1000,
+                                   PROTO_LINE_DEFAULT};
+
+/* Builds a request line of exactly len bytes (the LF not counted) followed
+ * by an LF: "LOCK <name>" padded with spaces, or ending in CR. */
+static char *make_line(size_t len, int final_cr, size_t *name_len) {
+    char *s = malloc(len + 2);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_uint_ge(len, 8);
+    size_t body = len - (final_cr ? 1 : 0);
+    size_t n = body - 5;
+    if (n > PROTO_NAME_MAX) n = PROTO_NAME_MAX;
+    memcpy(s, "LOCK ", 5);
+    memset(s + 5, 'k', n);
+    memset(s + 5 + n, ' ', body - 5 - n);
+    if (final_cr) s[len - 1] = '\r';
+    s[len] = '\n';
+    s[len + 1] = '\0';
+    *name_len = n;
+    return s;
+}
+
+START_TEST(test_max_line_exact_fits) {
+    size_t max_line = max_lines[_i];
+
+    for (int cr = 0; cr <= 1; cr++) {
+        size_t name_len;
+        char *line = make_line(max_line, cr, &name_len);
+        size_t cuts[3] = {1, max_line / 2, max_line};
+        outcomes_t whole, bytes, cut;
+
+        feed_whole(max_line, line, max_line + 1, &whole);
+        ck_assert_uint_eq(whole.n, 1);
+        ck_assert_int_eq(whole.o[0].st, PROTO_REQUEST);
+        ck_assert_int_eq(whole.o[0].req.cmd, PROTO_CMD_LOCK);
+        ck_assert_uint_eq(whole.o[0].req.name_len, name_len);
+
+        feed_bytes(max_line, line, max_line + 1, &bytes);
+        assert_same_outcomes(&whole, &bytes);
+        for (size_t c = 0; c < 3; c++) {
+            feed_cut(max_line, line, max_line + 1, &cuts[c], 1, &cut);
+            assert_same_outcomes(&whole, &cut);
+        }
+        feed_cut(max_line, line, max_line + 1, cuts, 3, &cut);
+        assert_same_outcomes(&whole, &cut);
+        free(line);
+    }
+}
+END_TEST
+
+START_TEST(test_max_line_plus_one_toolong_one_feed) {
+    size_t max_line = max_lines[_i];
+
+    for (int cr = 0; cr <= 1; cr++) {
+        size_t name_len;
+        char *line = make_line(max_line + 1, cr, &name_len);
+        outcomes_t out;
+
+        feed_whole(max_line, line, max_line + 2, &out);
+        ck_assert_uint_eq(out.n, 1);
+        ck_assert_int_eq(out.o[0].st, PROTO_ERROR);
+        ck_assert_int_eq(out.o[0].req.err, PROTO_ERR_TOOLONG);
+        ck_assert_int_eq(out.o[0].req.cmd, PROTO_CMD_NONE);
+        free(line);
+    }
+}
+END_TEST
+
+START_TEST(test_max_line_plus_one_toolong_split) {
+    size_t max_line = max_lines[_i];
+    size_t name_len;
+    char *line = make_line(max_line + 1, 0, &name_len);
+    size_t splits[] = {1, 10, max_line / 2, max_line - 1, max_line, max_line + 1};
+
+    /* TOOLONG comes from the feed holding byte max_line (counting from 0),
+     * before the LF is seen and without buffering more than max_line. */
+    for (size_t s = 0; s < ARRAY_LEN(splits); s++) {
+        outcomes_t out;
+        feed_cut(max_line, line, max_line + 2, &splits[s], 1, &out);
+        ck_assert_uint_eq(out.n, 1);
+        ck_assert_int_eq(out.o[0].st, PROTO_ERROR);
+        ck_assert_int_eq(out.o[0].req.err, PROTO_ERR_TOOLONG);
+        ck_assert_uint_eq(out.o[0].piece, splits[s] > max_line ? 0 : 1);
+    }
+
+    outcomes_t bytes;
+    feed_bytes(max_line, line, max_line + 2, &bytes);
+    ck_assert_uint_eq(bytes.n, 1);
+    ck_assert_int_eq(bytes.o[0].req.err, PROTO_ERR_TOOLONG);
+    ck_assert_uint_eq(bytes.o[0].piece, max_line);
+    free(line);
+}
+END_TEST
+
+START_TEST(test_toolong_without_lf_is_immediate) {
+    size_t max_line = max_lines[_i];
+    char *junk = repeat('z', max_line + 1);
+    proto_parser_t p;
+    proto_request_t req;
+    size_t used;
+
+    ck_assert_int_eq(proto_parser_init(&p, max_line), 0);
+    ck_assert_int_eq(proto_feed(&p, junk, max_line, &used, &req), PROTO_NEED_MORE);
+    ck_assert_uint_eq(used, max_line);
+    ck_assert_int_eq(proto_feed(&p, junk, 1, &used, &req), PROTO_ERROR);
+    ck_assert_int_eq(req.err, PROTO_ERR_TOOLONG);
+    ck_assert_uint_eq(used, 1);
+    proto_parser_free(&p);
+
+    ck_assert_int_eq(proto_parser_init(&p, max_line), 0);
+    ck_assert_int_eq(proto_feed(&p, junk, max_line + 1, &used, &req), PROTO_ERROR);
+    ck_assert_int_eq(req.err, PROTO_ERR_TOOLONG);
+    ck_assert_uint_eq(used, max_line + 1);
+    proto_parser_free(&p);
+    free(junk);
+}
+END_TEST
+
+START_TEST(test_toolong_swallows_the_rest) {
+    const size_t max_line = PROTO_LINE_MIN;
+    char buf[256];
+    proto_parser_t p;
+    proto_request_t req;
+    size_t used;
+
+    /* An over-long line followed by good requests in the same buffer. */
+    memset(buf, 'x', max_line + 1);
+    memcpy(buf + max_line + 1, "\nPING\nQUIT\n", 11);
+    size_t len = max_line + 12;
+
+    ck_assert_int_eq(proto_parser_init(&p, max_line), 0);
+    ck_assert_int_eq(proto_feed(&p, buf, len, &used, &req), PROTO_ERROR);
+    ck_assert_int_eq(req.err, PROTO_ERR_TOOLONG);
+    ck_assert_uint_eq(used, len);
+    ck_assert_int_eq(p.overflow, 1);
+
+    /* Everything afterwards is used and ignored. */
+    ck_assert_int_eq(proto_feed(&p, "PING\n", 5, &used, &req), PROTO_NEED_MORE);
+    ck_assert_uint_eq(used, 5);
+    ck_assert_int_eq(proto_feed(&p, "\n", 1, &used, &req), PROTO_NEED_MORE);
+    ck_assert_uint_eq(used, 1);
+    ck_assert_int_eq(proto_feed(&p, buf, len, &used, &req), PROTO_NEED_MORE);
+    ck_assert_uint_eq(used, len);
+    proto_parser_free(&p);
+
+    /* Likewise when the long line was split. */
+    outcomes_t out;
+    size_t cut = 30;
+    feed_cut(max_line, buf, len, &cut, 1, &out);
+    ck_assert_uint_eq(out.n, 1);
+    ck_assert_int_eq(out.o[0].req.err, PROTO_ERR_TOOLONG);
+    feed_bytes(max_line, buf, len, &out);
+    ck_assert_uint_eq(out.n, 1);
+    ck_assert_int_eq(out.o[0].req.err, PROTO_ERR_TOOLONG);
+}
+END_TEST
+
+START_TEST(test_max_line_counts_each_line_separately) {
+    const size_t max_line = 100;
+    size_t name_len;
+    char *line = make_line(max_line, 0, &name_len);
+    char buf[512];
+    outcomes_t whole, bytes;
+
+    /* Several full-length lines in a row, each allowed max_line bytes. */
+    size_t len = 0;
+    for (int i = 0; i < 4; i++) {
+        memcpy(buf + len, line, max_line + 1);
+        len += max_line + 1;
+    }
+    feed_whole(max_line, buf, len, &whole);
+    ck_assert_uint_eq(whole.n, 4);
+    for (size_t i = 0; i < whole.n; i++) {
+        ck_assert_int_eq(whole.o[i].st, PROTO_REQUEST);
+        ck_assert_uint_eq(whole.o[i].req.name_len, name_len);
+    }
+    feed_bytes(max_line, buf, len, &bytes);
+    assert_same_outcomes(&whole, &bytes);
+    free(line);
+}
+END_TEST
+
+START_TEST(test_parser_init_limits) {
+    proto_parser_t p;
+
+    ck_assert_int_eq(proto_parser_init(&p, 0), -1);
+    ck_assert_int_eq(proto_parser_init(&p, PROTO_LINE_MIN - 1), -1);
+    ck_assert_int_eq(proto_parser_init(&p, PROTO_LINE_LIMIT + 1), -1);
+    ck_assert_int_eq(proto_parser_init(&p, (size_t)-1), -1);
+
+    ck_assert_int_eq(proto_parser_init(&p, PROTO_LINE_MIN), 0);
+    ck_assert_uint_eq(p.max_line, PROTO_LINE_MIN);
+    ck_assert_ptr_null(p.partial);
+    ck_assert_uint_eq(p.len, 0);
+    ck_assert_int_eq(p.overflow, 0);
+    proto_parser_free(&p);
+
+    ck_assert_int_eq(proto_parser_init(&p, PROTO_LINE_LIMIT), 0);
+    ck_assert_uint_eq(p.max_line, PROTO_LINE_LIMIT);
+    proto_parser_free(&p);
+
+    ck_assert_int_eq(proto_parser_init(&p, PROTO_LINE_DEFAULT), 0);
+    ck_assert_uint_eq(p.max_line, PROTO_LINE_DEFAULT);
+    proto_parser_free(&p);
+}
+END_TEST
+
+START_TEST(test_parser_free_with_partial_line) {
+    proto_parser_t p;
+    proto_request_t req;
+    size_t used;
+
+    ck_assert_int_eq(proto_parser_init(&p, PROTO_LINE_DEFAULT), 0);
+    ck_assert_int_eq(proto_feed(&p, "LOCK half", 9, &used, &req), PROTO_NEED_MORE);
+    ck_assert_ptr_nonnull(p.partial);
+    ck_assert_uint_eq(p.len, 9);
+    proto_parser_free(&p);
+    ck_assert_ptr_null(p.partial);
+    ck_assert_uint_eq(p.len, 0);
+    proto_parser_free(&p); /* twice is harmless */
+}
+END_TEST
+
+/* ---- replies ------------------------------------------------------------ */
+
+START_TEST(test_reply_ok) {
+    char out[64];
+    const char *no_fmt = NULL;
+    const char *empty_fmt = "";
+
+    ck_assert_int_eq(proto_reply_ok(out, sizeof(out), no_fmt), 3);
+    ck_assert_str_eq(out, "OK\n");
+    /* An empty format is the same as none. */
+    ck_assert_int_eq(proto_reply_ok(out, sizeof(out), empty_fmt), 3);
+    ck_assert_str_eq(out, "OK\n");
+    ck_assert_int_eq(proto_reply_ok(out, sizeof(out), "%s %d", "granted", 30000), 17);
+    ck_assert_str_eq(out, "OK granted 30000\n");
+    ck_assert_int_eq(proto_reply_ok(out, sizeof(out), "ttl=%lld", -1LL), 10);
+    ck_assert_str_eq(out, "OK ttl=-1\n");
+}
+END_TEST
+
+START_TEST(test_reply_ok_cap) {
+    char out[64];
+    const char *no_fmt = NULL;
+
+    /* "OK\n" needs 4 bytes with the NUL. */
+    ck_assert_int_eq(proto_reply_ok(out, 4, no_fmt), 3);
+    ck_assert_str_eq(out, "OK\n");
+    ck_assert_int_eq(proto_reply_ok(out, 3, no_fmt), -1);
+    ck_assert_int_eq(proto_reply_ok(out, 0, no_fmt), -1);
+
+    /* "OK held 5\n" is 10 bytes, 11 with the NUL. */
+    ck_assert_int_eq(proto_reply_ok(out, 11, "held %d", 5), 10);
+    ck_assert_str_eq(out, "OK held 5\n");
+    ck_assert_int_eq(proto_reply_ok(out, 10, "held %d", 5), -1);
+    ck_assert_int_eq(proto_reply_ok(out, 9, "held %d", 5), -1);
+    ck_assert_int_eq(proto_reply_ok(out, 5, "held %d", 5), -1);
+}
+END_TEST
+
+START_TEST(test_reply_timeout) {
+    char out[64];
+
+    ck_assert_int_eq(proto_reply_timeout(out, sizeof(out), 0), 10);
+    ck_assert_str_eq(out, "TIMEOUT 0\n");
+    ck_assert_int_eq(proto_reply_timeout(out, sizeof(out), 1500), 13);
+    ck_assert_str_eq(out, "TIMEOUT 1500\n");
+    ck_assert_int_eq(proto_reply_timeout(out, sizeof(out), -1), 11);
+    ck_assert_str_eq(out, "TIMEOUT -1\n");
+    ck_assert_int_eq(proto_reply_timeout(out, sizeof(out), -2), 11);
+    ck_assert_str_eq(out, "TIMEOUT -1\n");
+    ck_assert_int_eq(proto_reply_timeout(out, sizeof(out), -86400000), 11);
+    ck_assert_str_eq(out, "TIMEOUT -1\n");
+    ck_assert_int_eq(proto_reply_timeout(out, sizeof(out), LLONG_MIN), 11);
+    ck_assert_str_eq(out, "TIMEOUT -1\n");
+    ck_assert_int_eq(proto_reply_timeout(out, sizeof(out), LLONG_MAX), 28);
+    ck_assert_str_eq(out, "TIMEOUT 9223372036854775807\n");
+
+    /* "TIMEOUT 1500\n" is 13 bytes, 14 with the NUL. */
+    ck_assert_int_eq(proto_reply_timeout(out, 14, 1500), 13);
+    ck_assert_int_eq(proto_reply_timeout(out, 13, 1500), -1);
+    ck_assert_int_eq(proto_reply_timeout(out, 8, 1500), -1);
+    ck_assert_int_eq(proto_reply_timeout(out, 0, 1500), -1);
+}
+END_TEST
+
+START_TEST(test_reply_error) {
+    char out[PROTO_REPLY_MAX];
+    char want[PROTO_REPLY_MAX];
+
+    ck_assert_int_eq(proto_reply_error(out, sizeof(out), PROTO_ERR_ARGS, NULL), 49);
+    ck_assert_str_eq(out, "ERR ARGS wrong number of arguments or bad number\n");
+    ck_assert_int_eq(proto_reply_error(out, sizeof(out), PROTO_ERR_ARGS, ""), 49);
+    ck_assert_str_eq(out, "ERR ARGS wrong number of arguments or bad number\n");
+    ck_assert_int_eq(proto_reply_error(out, sizeof(out), PROTO_ERR_ARGS, "LOCK <name>"), 21);
+    ck_assert_str_eq(out, "ERR ARGS LOCK <name>\n");
+    ck_assert_int_eq(proto_reply_error(out, sizeof(out), PROTO_ERR_TOOLONG, NULL), 26);
+    ck_assert_str_eq(out, "ERR TOOLONG line too long\n");
+
+    /* Every code with its default text, and all fit PROTO_REPLY_MAX. */
+    for (int e = PROTO_ERR_NONE + 1; e < PROTO_ERR_COUNT; e++) {
+        int n = snprintf(want, sizeof(want), "ERR %s %s\n", proto_err_name((proto_err_t)e),
+                         proto_err_text((proto_err_t)e));
+        ck_assert_int_eq(proto_reply_error(out, sizeof(out), (proto_err_t)e, NULL), n);
+        ck_assert_str_eq(out, want);
+    }
+
+    /* "ERR NAME x\n" is 11 bytes, 12 with the NUL. */
+    ck_assert_int_eq(proto_reply_error(out, 12, PROTO_ERR_NAME, "x"), 11);
+    ck_assert_str_eq(out, "ERR NAME x\n");
+    ck_assert_int_eq(proto_reply_error(out, 11, PROTO_ERR_NAME, "x"), -1);
+    ck_assert_int_eq(proto_reply_error(out, 4, PROTO_ERR_NAME, "x"), -1);
+    ck_assert_int_eq(proto_reply_error(out, 0, PROTO_ERR_NAME, "x"), -1);
+}
+END_TEST
+
+START_TEST(test_event_lost) {
+    char out[PROTO_REPLY_MAX];
+    char *name = repeat('L', PROTO_NAME_MAX);
+
+    ck_assert_int_eq(proto_event_lost(out, sizeof(out), "db.migrate", "expired"), 25);
+    ck_assert_str_eq(out, "!LOST db.migrate expired\n");
+
+    /* The longest name fits PROTO_REPLY_MAX. */
+    int n = proto_event_lost(out, sizeof(out), name, "backend");
+    ck_assert_int_eq(n, 6 + PROTO_NAME_MAX + 1 + 7 + 1);
+    ck_assert_int_eq(strncmp(out, "!LOST LLL", 9), 0);
+
+    /* "!LOST a b\n" is 10 bytes, 11 with the NUL. */
+    ck_assert_int_eq(proto_event_lost(out, 11, "a", "b"), 10);
+    ck_assert_str_eq(out, "!LOST a b\n");
+    ck_assert_int_eq(proto_event_lost(out, 10, "a", "b"), -1);
+    ck_assert_int_eq(proto_event_lost(out, 3, "a", "b"), -1);
+    free(name);
+}
+END_TEST
+
+/* ---- tables ------------------------------------------------------------- */
+
+START_TEST(test_err_names_and_texts) {
+    static const struct {
+        proto_err_t err;
+        const char *name;
+        const char *text;
+    } want[] = {
+        {PROTO_ERR_NONE, "NONE", "no error"},
+        {PROTO_ERR_UNKNOWN, "UNKNOWN", "no such command"},
+        {PROTO_ERR_ARGS, "ARGS", "wrong number of arguments or bad number"},
+        {PROTO_ERR_NAME, "NAME", "lock names are 1-255 bytes of 0x21-0x7E"},
+        {PROTO_ERR_TOOLONG, "TOOLONG", "line too long"},
+        {PROTO_ERR_NOTHELD, "NOTHELD", "this connection does not hold that lock"},
+        {PROTO_ERR_BACKEND, "BACKEND", "redis unavailable"},
+        {PROTO_ERR_LIMIT, "LIMIT", "limit reached"},
+        {PROTO_ERR_DENIED, "DENIED", "not allowed for this peer"},
+    };
+    ck_assert_int_eq(ARRAY_LEN(want), PROTO_ERR_COUNT);
+    for (size_t i = 0; i < ARRAY_LEN(want); i++) {
+        ck_assert_str_eq(proto_err_name(want[i].err), want[i].name);
+        ck_assert_str_eq(proto_err_text(want[i].err), want[i].text);
+    }
+    ck_assert_str_eq(proto_err_name(PROTO_ERR_COUNT), "UNKNOWN");
+    ck_assert_str_eq(proto_err_text(PROTO_ERR_COUNT), "unknown error");
+    ck_assert_str_eq(proto_err_name((proto_err_t)(PROTO_ERR_COUNT + 7)), "UNKNOWN");
+}
+END_TEST
+
+START_TEST(test_cmd_names_and_usages) {
+    static const struct {
+        proto_cmd_t cmd;
+        const char *name;
+        const char *usage;
+    } want[] = {
+        {PROTO_CMD_PING, "PING", "PING"},
+        {PROTO_CMD_LOCK, "LOCK", "LOCK <name> [<lease_ms>]"},
+        {PROTO_CMD_TRYLOCK, "TRYLOCK", "TRYLOCK <name> [<wait_ms> [<lease_ms>]]"},
+        {PROTO_CMD_UNLOCK, "UNLOCK", "UNLOCK <name>"},
+        {PROTO_CMD_RENEW, "RENEW", "RENEW <name> [<lease_ms>]"},
+        {PROTO_CMD_STATUS, "STATUS", "STATUS <name>"},
+        {PROTO_CMD_FORCEUNLOCK, "FORCEUNLOCK", "FORCEUNLOCK <name>"},
+        {PROTO_CMD_INFO, "INFO", "INFO"},
+        {PROTO_CMD_QUIT, "QUIT", "QUIT"},
+    };
+    ck_assert_int_eq(ARRAY_LEN(want), PROTO_CMD_COUNT - 1);
+    for (size_t i = 0; i < ARRAY_LEN(want); i++) {
+        ck_assert_str_eq(proto_cmd_name(want[i].cmd), want[i].name);
+        ck_assert_str_eq(proto_cmd_usage(want[i].cmd), want[i].usage);
+    }
+    ck_assert_str_eq(proto_cmd_name(PROTO_CMD_NONE), "?");
+    ck_assert_str_eq(proto_cmd_usage(PROTO_CMD_NONE), "");
+    ck_assert_str_eq(proto_cmd_name(PROTO_CMD_COUNT), "?");
+    ck_assert_str_eq(proto_cmd_usage(PROTO_CMD_COUNT), "");
+}
+END_TEST
+
+/* ---- suite -------------------------------------------------------------- */
+
+static Suite *proto_suite(void) {
+    Suite *s = suite_create("proto");
+    TCase *tc;
+
+    tc = tcase_create("commands");
+    tcase_add_loop_test(tc, test_parse_each_command, 0, (int)ARRAY_LEN(good_lines));
+    tcase_add_test(tc, test_every_command_word_is_covered);
+    tcase_add_test(tc, test_command_word_case_insensitive);
+    tcase_add_test(tc, test_name_case_sensitive);
+    tcase_add_test(tc, test_request_fields_reset_between_parses);
+    tcase_add_test(tc, test_trylock_wait_and_lease);
+    tcase_add_test(tc, test_lock_and_renew_lease);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("errors");
+    tcase_add_test(tc, test_unknown_command);
+    tcase_add_test(tc, test_too_few_args);
+    tcase_add_test(tc, test_too_many_args);
+    tcase_add_test(tc, test_number_limits);
+    tcase_add_test(tc, test_bad_numbers_give_args);
+    tcase_add_test(tc, test_parse_num);
+    tcase_add_test(tc, test_name_length_limits);
+    tcase_add_test(tc, test_name_256_bytes_through_feed);
+    tcase_add_test(tc, test_name_every_byte);
+    tcase_add_test(tc, test_name_bad_edge_bytes);
+    tcase_add_test(tc, test_nul_bytes_are_errors);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("framing");
+    tcase_add_test(tc, test_cr_before_lf_dropped);
+    tcase_add_test(tc, test_cr_elsewhere_is_invalid);
+    tcase_add_test(tc, test_whitespace_separators);
+    tcase_add_test(tc, test_empty_and_blank_lines_skipped);
+    tcase_add_test(tc, test_pipelined_requests);
+    tcase_add_test(tc, test_pipelined_partial_tail);
+    tcase_add_test(tc, test_mixed_stream_whole);
+    tcase_add_test(tc, test_byte_at_a_time_equals_whole);
+    tcase_add_test(tc, test_byte_at_a_time_each_command);
+    tcase_add_test(tc, test_every_split_point_equals_whole);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("max_line");
+    tcase_add_loop_test(tc, test_max_line_exact_fits, 0, (int)ARRAY_LEN(max_lines));
+    tcase_add_loop_test(tc, test_max_line_plus_one_toolong_one_feed, 0,
+                        (int)ARRAY_LEN(max_lines));
+    tcase_add_loop_test(tc, test_max_line_plus_one_toolong_split, 0,
+                        (int)ARRAY_LEN(max_lines));
+    tcase_add_loop_test(tc, test_toolong_without_lf_is_immediate, 0,
+                        (int)ARRAY_LEN(max_lines));
+    tcase_add_test(tc, test_toolong_swallows_the_rest);
+    tcase_add_test(tc, test_max_line_counts_each_line_separately);
+    tcase_add_test(tc, test_parser_init_limits);
+    tcase_add_test(tc, test_parser_free_with_partial_line);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("replies");
+    tcase_add_test(tc, test_reply_ok);
+    tcase_add_test(tc, test_reply_ok_cap);
+    tcase_add_test(tc, test_reply_timeout);
+    tcase_add_test(tc, test_reply_error);
+    tcase_add_test(tc, test_event_lost);
+    tcase_add_test(tc, test_err_names_and_texts);
+    tcase_add_test(tc, test_cmd_names_and_usages);
+    suite_add_tcase(s, tc);
+
+    return s;
+}
+
+int main(void) {
+    SRunner *sr = srunner_create(proto_suite());
+    srunner_set_fork_status(sr, CK_FORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
