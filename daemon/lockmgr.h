@@ -33,8 +33,15 @@ struct lock_owner_s {
     /* owned by the lock manager */
     void *held;               /* first held lock, NULL if none */
     size_t held_count;
-    void *pending;            /* the request in flight, NULL if none */
+    struct lockmgr_pending_s *pending; /* the request in flight, or NULL */
 };
+
+/* Watchdog: a lock is given up as lost (reason "backend") this long before
+ * its lease could run out, counted from the last renewal Redis confirmed:
+ * lease_ms / LOCKMGR_LOSS_MARGIN_DIV. */
+#define LOCKMGR_LOSS_MARGIN_DIV 10
+/* A waiter retries this often when the holder's key has no expiry. */
+#define LOCKMGR_NO_TTL_RETRY_MS 1000
 
 typedef struct lockmgr_stats_s {
     uint64_t locks_held;      /* grants this daemon holds now */
@@ -50,6 +57,7 @@ typedef struct lockmgr_stats_s {
 } lockmgr_stats_t;
 
 lockmgr_t *lockmgr_new(uv_loop_t *loop, const conf_t *conf);
+/* The admin test for FORCEUNLOCK uses conf_is_admin() on owner->uid. */
 
 /* Releases every lock still held, then calls done. After done, only
  * lockmgr_free() may be called. */

@@ -2,6 +2,7 @@
  * SPDX-License-Identifier: MIT */
 #include "session.h"
 
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,7 @@ struct session_s {
     proto_parser_t parser;
     buf_t in;                  /* bytes read while a request was in flight */
     int paused;                /* reading stopped because in is full */
+    int eof;                   /* the peer shut its side: finish, then close */
     int dispatching;           /* inside lockmgr_request() */
 
     /* output */
@@ -266,6 +268,26 @@ static void keep_input(session_t *s, const char *data, size_t len) {
 }
 
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
+static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf);
+
+/* After the peer's EOF, once every request it sent is answered: close
+ * when the replies are written. */
+static void maybe_finish(session_t *s) {
+    if (s->eof && s->state == SESSION_READY && s->in.len == 0) {
+        s->state = SESSION_DRAINING;
+        mark_dirty(s);
+    }
+}
+
+/* 1 if the peer closed both directions (it is gone), 0 if it only shut
+ * its writing side, as `socat` does at the end of its input. */
+static int peer_gone(session_t *s) {
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)&s->pipe, &fd) != 0) return 1;
+    struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+    if (poll(&pfd, 1, 0) < 0) return 1;
+    return (pfd.revents & (POLLHUP | POLLERR)) != 0;
+}
 
 /* Goes on with kept input after a request finished. */
 static void resume_input(session_t *s) {
@@ -278,10 +300,12 @@ static void resume_input(session_t *s) {
         s->in.len -= used;
         buf_shrink(&s->in);
     }
-    if (s->paused && s->in.len < SESSION_INBUF_MAX && s->state != SESSION_DRAINING) {
+    if (s->paused && s->in.len < SESSION_INBUF_MAX && s->state != SESSION_DRAINING &&
+        !s->eof) {
         s->paused = 0;
-        uv_read_start((uv_stream_t *)&s->pipe, NULL, on_read);
+        uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read);
     }
+    maybe_finish(s);
 }
 
 static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
@@ -295,10 +319,19 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
     session_t *s = stream->data;
 
     if (nread < 0) {
-        if (nread != UV_EOF)
-            log_debug("client %llu: read: %s", (unsigned long long)s->owner.id,
-                      uv_strerror((int)nread));
-        session_close(s);
+        if (nread != UV_EOF || peer_gone(s)) {
+            /* Gone: its locks go and its wait ends, at once. */
+            if (nread != UV_EOF)
+                log_debug("client %llu: read: %s", (unsigned long long)s->owner.id,
+                          uv_strerror((int)nread));
+            session_close(s);
+            return;
+        }
+        /* Half-closed: answer what it sent, then close. */
+        s->eof = 1;
+        uv_read_stop(stream);
+        if (s->state == SESSION_READY && s->in.len > 0) resume_input(s);
+        maybe_finish(s);
         return;
     }
     if (nread == 0 || s->state == SESSION_DRAINING || s->state == SESSION_CLOSING)

@@ -89,8 +89,35 @@ void h_setup(void) {
     ck_assert_int_eq(mkdir(test_dir, 0700), 0);
 }
 
+static int wait_exit(pid_t pid, int timeout_ms);
+
+/* Stops every dlockd with SIGTERM and checks that it exits 0: a crash, a
+ * hang on shutdown or (under AddressSanitizer) a leak fails the test. */
 void h_teardown(void) {
+    char bad[512] = "";
+    for (int i = 0; i < nprocs; i++) {
+        proc_t *p = &procs[i];
+        if (p->pid <= 0 || p->is_redis) continue;
+        kill(p->pid, SIGCONT);
+        kill(p->pid, SIGTERM);
+        int status = wait_exit(p->pid, H_WAIT_MS);
+        if (status == -1) {
+            kill(p->pid, SIGKILL);
+            waitpid(p->pid, NULL, 0);
+        }
+        p->pid = 0;
+        if (bad[0] == '\0' && (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0))
+            snprintf(bad, sizeof(bad), "dlockd %d did not stop cleanly (status %d), see %s", i,
+                     status, p->log);
+    }
     kill_all();
+    if (bad[0] != '\0') {
+        /* Keep the log: the test directory is removed at exit. */
+        char cmd[700];
+        snprintf(cmd, sizeof(cmd), "tail -n 30 '%s' >&2", strchr(bad, '/'));
+        if (system(cmd) != 0) {}
+        ck_abort_msg("%s", bad);
+    }
 }
 
 const char *h_dir(void) {
@@ -181,19 +208,38 @@ const char *h_redis_sock(void) {
 }
 
 void h_redis_start(void) {
+    h_redis_start_args(NULL);
+}
+
+void h_redis_start_args(const char *const extra[]) {
     char sock[256], log[512];
     snprintf(sock, sizeof(sock), "%s/redis.sock", test_dir);
     snprintf(log, sizeof(log), "%s/redis.log", test_dir);
-    char *argv[] = {"redis-server", "--port", "0", "--unixsocket", sock,
-                    "--unixsocketperm", "700", "--save", "", "--appendonly", "no",
-                    "--dir", test_dir, NULL};
+    char *argv[64] = {"redis-server", "--port", "0", "--unixsocket", sock,
+                      "--unixsocketperm", "700", "--save", "", "--appendonly", "no",
+                      "--dir", test_dir, NULL};
+    size_t n = 13;
+    const char *password = NULL;
+    for (size_t i = 0; extra != NULL && extra[i] != NULL; i++) {
+        ck_assert_uint_lt(n, sizeof(argv) / sizeof(argv[0]) - 1);
+        argv[n++] = (char *)extra[i];
+        if (strcmp(extra[i], "--requirepass") == 0 && extra[i + 1] != NULL)
+            password = extra[i + 1];
+    }
+    argv[n] = NULL;
     pid_t pid = spawn(argv, log);
     if (redis_index >= 0) {
         procs[redis_index].pid = pid;
     } else {
         redis_index = add_proc(pid, 1, sock, log);
     }
-    wait_ready(redis_index, "PING\r\n", "+PONG");
+    if (password == NULL) {
+        wait_ready(redis_index, "PING\r\n", "+PONG");
+    } else {
+        char ping[300];
+        snprintf(ping, sizeof(ping), "AUTH %s\r\nPING\r\n", password);
+        wait_ready(redis_index, ping, "+OK\r\n+PONG");
+    }
 }
 
 static int wait_exit(pid_t pid, int timeout_ms) {
@@ -223,6 +269,7 @@ void h_redis_stop(int sig) {
 
 void h_redis_signal(int sig) {
     ck_assert_int_ge(redis_index, 0);
+    ck_assert_int_gt(procs[redis_index].pid, 0); /* kill(0, ...) would hit us */
     kill(procs[redis_index].pid, sig);
 }
 
@@ -283,7 +330,23 @@ int h_dlockd_start_at(const char *sock, const char *extra) {
              extra ? extra : "");
     h_dlockd_spawn(text, sock, &index);
     wait_ready(index, "PING\n", "OK PONG");
+    if (redis_index >= 0 && procs[redis_index].pid > 0) h_await_redis(index, 1);
     return index;
+}
+
+void h_await_redis(int index, int up) {
+    const char *want = up ? " redis=up " : " redis=down ";
+    long long end = h_now_ms() + H_WAIT_MS;
+    h_conn_t *c = h_connect_index(index);
+    for (;;) {
+        h_send(c, "INFO\n");
+        const char *line = h_recv(c, H_WAIT_MS);
+        ck_assert_msg(line != NULL, "no INFO reply");
+        if (strstr(line, want) != NULL) break;
+        ck_assert_msg(h_now_ms() < end, "dlockd %d never saw%s", index, want);
+        usleep(2000);
+    }
+    h_close(c);
 }
 
 const char *h_dlockd_sock(int index) {

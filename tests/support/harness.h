@@ -32,6 +32,10 @@ const char *h_dir(void);        /* this test's private directory */
 
 /* redis-server on a Unix socket in h_dir(), without persistence. */
 void h_redis_start(void);
+/* Same, with extra redis-server arguments (NULL-terminated, may be NULL),
+ * e.g. {"--requirepass", "pw", NULL}; a --requirepass is used to check
+ * readiness. */
+void h_redis_start_args(const char *const extra[]);
 void h_redis_stop(int sig);     /* signal, then wait for it to exit */
 void h_redis_signal(int sig);   /* only signal (SIGSTOP, SIGCONT) */
 const char *h_redis_sock(void);
@@ -48,6 +52,8 @@ int h_dlockd_start_at(const char *sock, const char *extra);
  * for it to be ready. Returns its pid. */
 pid_t h_dlockd_spawn(const char *conf_text, const char *sock, int *index);
 const char *h_dlockd_sock(int index);
+/* Waits until dlockd's INFO says redis=up (up = 1) or redis=down. */
+void h_await_redis(int index, int up);
 pid_t h_dlockd_pid(int index);
 /* Signals it and waits; returns the exit status as from waitpid, or -1 on timeout. */
 int h_dlockd_stop(int index, int sig);

@@ -1,0 +1,661 @@
+/* Integration tests of dlockd against a real Redis: Redisson interop, the
+ * key layout, fences, Redis failures and recovery, shutdown, AUTH and db.
+ * SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/support/harness.h"
+
+/* Redisson's RedissonLock.tryLockInnerAsync and unlockInnerAsync, verbatim. */
+static const char redisson_lock[] =
+    "if (redis.call('exists', KEYS[1]) == 0) then "
+    "redis.call('hset', KEYS[1], ARGV[2], 1); "
+    "redis.call('pexpire', KEYS[1], ARGV[1]); "
+    "return nil; "
+    "end; "
+    "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then "
+    "redis.call('hincrby', KEYS[1], ARGV[2], 1); "
+    "redis.call('pexpire', KEYS[1], ARGV[1]); "
+    "return nil; "
+    "end; "
+    "return redis.call('pttl', KEYS[1]);";
+
+static const char redisson_unlock[] =
+    "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then "
+    "return nil;"
+    "end; "
+    "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); "
+    "if (counter > 0) then "
+    "redis.call('pexpire', KEYS[1], ARGV[2]); "
+    "return 0; "
+    "else "
+    "redis.call('del', KEYS[1]); "
+    "redis.call('publish', KEYS[2], ARGV[1]); "
+    "return 1; "
+    "end; "
+    "return nil;";
+
+#define CHANNEL_X "redisson_lock__channel:{dlock:x}"
+
+/* ---- failure reports ------------------------------------------------------
+ * Check ends a failed test with _exit() and h_main() removes the run's
+ * directory, so each daemon's log is hard-linked to KEEP_DIR/<test>.dlockd<N>.log
+ * and the link removed when the test passes: after a failure the logs stay. */
+
+#define KEEP_DIR "/tmp/dlockd-test-logs"
+
+static char kept[H_MAX_PROCS][512];
+static int nkept;
+
+static void keep_log(int d) {
+    if (nkept >= H_MAX_PROCS) return;
+    mkdir(KEEP_DIR, 0700);
+    char *path = kept[nkept];
+    snprintf(path, sizeof(kept[0]), "%s/%s.dlockd%d.log", KEEP_DIR, tcase_name(), d);
+    unlink(path);
+    if (link(h_dlockd_log(d), path) == 0) nkept++;
+}
+
+static void passed(void) {
+    for (int i = 0; i < nkept; i++) unlink(kept[i]);
+    nkept = 0;
+}
+
+static void setup(void) {
+    h_setup();
+    nkept = 0;
+}
+
+#define PASSED() passed()
+
+/* The last bytes of dlockd d's log, for a failure message (static buffer). */
+static const char *log_tail(int d) {
+    static char out[2048];
+    out[0] = '\0';
+    FILE *f = fopen(h_dlockd_log(d), "r");
+    if (f == NULL) return out;
+    if (fseek(f, 0, SEEK_END) == 0 && ftell(f) > (long)sizeof(out) - 1)
+        fseek(f, -(long)(sizeof(out) - 1), SEEK_END);
+    else
+        fseek(f, 0, SEEK_SET);
+    size_t n = fread(out, 1, sizeof(out) - 1, f);
+    out[n] = '\0';
+    fclose(f);
+    return out;
+}
+
+/* ---- helpers ------------------------------------------------------------ */
+
+/* Runs redis-cli -s <sock> args... without a shell; returns all its output
+ * (stdout and stderr) without the trailing newline, in a static buffer. */
+static const char *cli(const char *const args[]) {
+    static char out[8192];
+    const char *argv[32] = {"redis-cli", "-s", h_redis_sock()};
+    size_t n = 3;
+    for (size_t i = 0; args[i] != NULL; i++) {
+        ck_assert_uint_lt(n, sizeof(argv) / sizeof(argv[0]) - 1);
+        argv[n++] = args[i];
+    }
+    argv[n] = NULL;
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int nul = open("/dev/null", 0);
+        if (nul >= 0) dup2(nul, 0);
+        dup2(p[1], 1);
+        dup2(p[1], 2);
+        close(p[0]);
+        execvp(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(p[1]);
+    size_t len = 0;
+    for (;;) {
+        ssize_t r = read(p[0], out + len, sizeof(out) - 1 - len);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        len += (size_t)r;
+    }
+    close(p[0]);
+    waitpid(pid, NULL, 0);
+    while (len > 0 && out[len - 1] == '\n') len--;
+    out[len] = '\0';
+    return out;
+}
+
+/* Redisson's lock script on key for field (lease 30000), as redis-cli shows
+ * the reply: "(nil)" when acquired, "(integer) <pttl>" when taken. */
+static const char *redisson_try_lock(const char *key, const char *field) {
+    const char *a[] = {"--no-raw", "EVAL", redisson_lock, "1", key, "30000", field, NULL};
+    return cli(a);
+}
+
+static const char *redisson_unlock_x(const char *field) {
+    const char *a[] = {"--no-raw", "EVAL", redisson_unlock, "2", "dlock:x", CHANNEL_X,
+                       "0", "30000", field, NULL};
+    return cli(a);
+}
+
+/* The next reply line, skipping events; NULL on timeout. */
+static const char *reply(h_conn_t *c, int timeout_ms) {
+    long long end = h_now_ms() + timeout_ms;
+    for (;;) {
+        long long left = end - h_now_ms();
+        const char *l = h_recv(c, left > 0 ? (int)left : 0);
+        if (l == NULL || l[0] != '!') return l;
+    }
+}
+
+/* Sends LOCK <name> and returns the fence of the "OK <fence> <holds>" reply. */
+static unsigned long long lock_ok(h_conn_t *c, const char *name, long long holds) {
+    h_send(c, "LOCK %s\n", name);
+    const char *l = reply(c, H_WAIT_MS);
+    ck_assert_msg(l != NULL, "LOCK %s: no reply", name);
+    unsigned long long fence;
+    long long h;
+    char tail;
+    ck_assert_msg(sscanf(l, "OK %llu %lld%c", &fence, &h, &tail) == 2,
+                  "LOCK %s: got '%s', wanted 'OK <fence> %lld'", name, l, holds);
+    ck_assert_int_eq(h, holds);
+    ck_assert_msg(fence > 0, "LOCK %s: fence 0 in '%s'", name, l);
+    return fence;
+}
+
+static unsigned long long fence_of(const char *line) {
+    ck_assert_msg(strncmp(line, "OK ", 3) == 0, "not an OK grant: '%s'", line);
+    char *end;
+    errno = 0;
+    unsigned long long f = strtoull(line + 3, &end, 10);
+    ck_assert_msg(errno == 0 && end != line + 3 && *end == ' ', "bad fence in '%s'", line);
+    return f;
+}
+
+/* 1 if INFO on c says redis=<state>. */
+static int redis_is(h_conn_t *c, const char *state) {
+    h_send(c, "INFO\n");
+    const char *l = reply(c, H_WAIT_MS);
+    ck_assert_ptr_nonnull(l);
+    ck_assert_msg(strncmp(l, "OK ", 3) == 0, "INFO said '%s'", l);
+    char want[32];
+    snprintf(want, sizeof(want), " redis=%s", state);
+    const char *p = strstr(l, want);
+    return p != NULL && (p[strlen(want)] == ' ' || p[strlen(want)] == '\0');
+}
+
+/* Polls INFO until redis=<state>, at most H_WAIT_MS. */
+static void wait_redis(h_conn_t *c, const char *state) {
+    long long end = h_now_ms() + H_WAIT_MS;
+    while (!redis_is(c, state)) {
+        ck_assert_msg(h_now_ms() < end, "INFO never showed redis=%s within %d ms", state,
+                      H_WAIT_MS);
+        usleep(10000);
+    }
+}
+
+/* Starts a dlockd, watches its log, and waits until it is connected to Redis. */
+static int start_d(const char *extra) {
+    int d = h_dlockd_start(extra);
+    keep_log(d);
+    h_conn_t *c = h_connect_index(d);
+    wait_redis(c, "up");
+    h_close(c);
+    return d;
+}
+
+/* Polls until someone is subscribed to channel, at most H_WAIT_MS. */
+static void wait_subscribed(const char *channel) {
+    const char *a[] = {"PUBSUB", "NUMSUB", channel, NULL};
+    long long end = h_now_ms() + H_WAIT_MS;
+    for (;;) {
+        const char *out = cli(a); /* raw: "<channel>\n<count>" */
+        const char *nl = strrchr(out, '\n');
+        if (nl != NULL && atoi(nl + 1) >= 1) return;
+        ck_assert_msg(h_now_ms() < end, "nobody subscribed to %s: '%s'", channel, out);
+        usleep(5000);
+    }
+}
+
+/* A RESP line from a raw Redis connection, without its CR. */
+static const char *resp_line(h_conn_t *c) {
+    const char *l = h_recv(c, H_WAIT_MS);
+    ck_assert_msg(l != NULL, "no RESP line from redis");
+    size_t n = strlen(c->line);
+    if (n > 0 && c->line[n - 1] == '\r') c->line[n - 1] = '\0';
+    return c->line;
+}
+
+/* ---- Redisson interop --------------------------------------------------- */
+
+START_TEST(redisson_excluded_by_dlockd_holder) {
+    h_redis_start();
+    int d = start_d(NULL);
+    h_conn_t *c = h_connect_index(d);
+    lock_ok(c, "x", 1);
+
+    const char *r = redisson_try_lock("dlock:x", "javauuid:1");
+    long long pttl = -1;
+    ck_assert_msg(sscanf(r, "(integer) %lld", &pttl) == 1 && pttl > 0,
+                  "Redisson locked a lock dlockd holds: '%s'", r);
+
+    h_send(c, "UNLOCK x\n");
+    H_EXPECT(c, "OK 0");
+    ck_assert_str_eq(redisson_try_lock("dlock:x", "javauuid:1"), "(nil)");
+
+    h_conn_t *c2 = h_connect_index(d);
+    h_send(c2, "TRYLOCK x 0\n");
+    const char *l = reply(c2, H_WAIT_MS);
+    ck_assert_ptr_nonnull(l);
+    long long ttl = 0;
+    ck_assert_msg(sscanf(l, "TIMEOUT %lld", &ttl) == 1 && ttl > 0,
+                  "TRYLOCK x 0 under Redisson's lock: got '%s', wanted 'TIMEOUT <ttl>'", l);
+    h_close(c2);
+    h_close(c);
+    PASSED();
+}
+END_TEST
+
+START_TEST(redisson_release_wakes_dlockd_waiter) {
+    h_redis_start();
+    int d = start_d(NULL);
+    ck_assert_str_eq(redisson_try_lock("dlock:x", "javauuid:1"), "(nil)");
+
+    h_conn_t *c = h_connect_index(d);
+    h_send(c, "LOCK x\n");
+    const char *early = h_recv(c, 300);
+    ck_assert_msg(early == NULL, "LOCK x answered '%s' while Redisson holds it", early);
+    wait_subscribed(CHANNEL_X);
+
+    long long t0 = h_now_ms();
+    ck_assert_str_eq(redisson_unlock_x("javauuid:1"), "(integer) 1");
+    const char *l = reply(c, 2000);
+    long long took = h_now_ms() - t0;
+    ck_assert_msg(l != NULL, "no grant within 2000 ms of Redisson's unlock");
+    fence_of(l);
+    ck_assert_msg(strcmp(strrchr(l, ' '), " 1") == 0, "got '%s', wanted 'OK <fence> 1'", l);
+    ck_assert_int_lt(took, 2000);
+    h_close(c);
+    PASSED();
+}
+END_TEST
+
+START_TEST(dlockd_release_wakes_redisson_style_subscriber) {
+    h_redis_start();
+    int d = start_d(NULL);
+    h_conn_t *c = h_connect_index(d);
+    lock_ok(c, "x", 1);
+
+    h_conn_t *sub = h_connect(h_redis_sock());
+    h_send(sub, "SUBSCRIBE " CHANNEL_X "\r\n");
+    ck_assert_str_eq(resp_line(sub), "*3");
+    resp_line(sub);
+    ck_assert_str_eq(resp_line(sub), "subscribe");
+    resp_line(sub);
+    ck_assert_str_eq(resp_line(sub), CHANNEL_X);
+    ck_assert_str_eq(resp_line(sub), ":1");
+
+    h_send(c, "UNLOCK x\n");
+    H_EXPECT(c, "OK 0");
+    ck_assert_str_eq(resp_line(sub), "*3");
+    resp_line(sub);
+    ck_assert_str_eq(resp_line(sub), "message");
+    resp_line(sub);
+    ck_assert_str_eq(resp_line(sub), CHANNEL_X);
+    resp_line(sub);
+    ck_assert_str_eq(resp_line(sub), "0");
+    h_close(sub);
+    h_close(c);
+    PASSED();
+}
+END_TEST
+
+START_TEST(layout_fields) {
+    h_redis_start();
+    int d = start_d(NULL);
+    h_conn_t *c = h_connect_index(d);
+    unsigned long long f1 = lock_ok(c, "x", 1);
+    unsigned long long f2 = lock_ok(c, "x", 2);
+    ck_assert_uint_eq(f1, f2);
+
+    const char *hgetall[] = {"HGETALL", "dlock:x", NULL};
+    char field[256], value[64], extra[64];
+    const char *out = cli(hgetall);
+    ck_assert_msg(sscanf(out, "%255s\n%63s\n%63s", field, value, extra) == 2,
+                  "HGETALL dlock:x is not one field: '%s'", out);
+    ck_assert_str_eq(value, "2");
+    size_t flen = strlen(field);
+    ck_assert_msg(flen > 37 && field[36] == ':', "field '%s' is not <uuid>:<id>", field);
+    for (size_t i = 0; i < 36; i++) {
+        int dash = i == 8 || i == 13 || i == 18 || i == 23;
+        ck_assert_msg(dash ? field[i] == '-' : strchr("0123456789abcdef", field[i]) != NULL,
+                      "field '%s' does not start with a uuid", field);
+    }
+    for (size_t i = 37; i < flen; i++)
+        ck_assert_msg(field[i] >= '0' && field[i] <= '9', "field '%s': id not digits", field);
+
+    const char *pttl[] = {"PTTL", "dlock:x", NULL};
+    ck_assert_msg(atoll(cli(pttl)) > 0, "PTTL dlock:x = '%s'", cli(pttl));
+
+    h_send(c, "UNLOCK x\n");
+    H_EXPECT(c, "OK 1");
+    const char *hget[] = {"HGET", "dlock:x", field, NULL};
+    ck_assert_str_eq(cli(hget), "1");
+    out = cli(hgetall);
+    ck_assert_msg(sscanf(out, "%255s\n%63s\n%63s", field, value, extra) == 2,
+                  "HGETALL dlock:x after one UNLOCK: '%s'", out);
+
+    h_send(c, "UNLOCK x\n");
+    H_EXPECT(c, "OK 0");
+    const char *exists[] = {"EXISTS", "dlock:x", NULL};
+    ck_assert_str_eq(cli(exists), "0");
+    h_close(c);
+    PASSED();
+}
+END_TEST
+
+/* ---- fences ------------------------------------------------------------- */
+
+START_TEST(fences_rise_across_redis_restart) {
+    h_redis_start();
+    int d = start_d(NULL);
+    h_conn_t *c = h_connect_index(d);
+    unsigned long long f1 = lock_ok(c, "x", 1);
+    h_send(c, "UNLOCK x\n");
+    H_EXPECT(c, "OK 0");
+
+    h_redis_stop(SIGKILL);
+    wait_redis(c, "down");
+    h_redis_start();
+    wait_redis(c, "up");
+    unsigned long long f2 = lock_ok(c, "x", 1);
+    ck_assert_msg(f2 > f1, "fence went back after a Redis restart: %llu then %llu", f1, f2);
+    h_close(c);
+    PASSED();
+}
+END_TEST
+
+/* ---- Redis failures ------------------------------------------------------ */
+
+START_TEST(redis_down_backend_error_and_recovery) {
+    h_redis_start();
+    int d = start_d("[redis]\ncommand_timeout_ms = 500\n[lock]\nlease_ms = 1000\n");
+    h_conn_t *a = h_connect_index(d);
+    lock_ok(a, "x", 1);
+
+    long long t0 = h_now_ms();
+    h_redis_stop(SIGKILL);
+    const char *ev = h_recv(a, 5000);
+    ck_assert_msg(ev != NULL, "no !LOST x backend within 5000 ms of Redis dying");
+    ck_assert_str_eq(ev, "!LOST x backend");
+    ck_assert_int_lt(h_now_ms() - t0, 5000);
+
+    h_conn_t *b = h_connect_index(d);
+    long long t1 = h_now_ms();
+    h_send(b, "LOCK y\n");
+    const char *l = reply(b, 3000);
+    long long took = h_now_ms() - t1;
+    ck_assert_msg(l != NULL, "LOCK y with Redis down: no reply within 3000 ms");
+    ck_assert_msg(strncmp(l, "ERR BACKEND", 11) == 0, "LOCK y with Redis down: '%s'", l);
+    ck_assert_int_lt(took, 3000);
+    ck_assert_msg(redis_is(b, "down"), "INFO does not say redis=down");
+
+    h_redis_start();
+    wait_redis(b, "up");
+    lock_ok(b, "y", 1);
+    h_close(b);
+    h_close(a);
+    PASSED();
+}
+END_TEST
+
+START_TEST(redis_hung_request_does_not_hang) {
+    h_redis_start();
+    int d = start_d("[redis]\ncommand_timeout_ms = 300\n");
+    h_conn_t *c = h_connect_index(d);
+    h_conn_t *p = h_connect_index(d);
+
+    h_redis_signal(SIGSTOP);
+    long long t0 = h_now_ms();
+    h_send(c, "LOCK z\n");
+    h_send(p, "PING\n");
+    const char *pong = h_recv(p, 1000);
+    ck_assert_msg(pong != NULL, "PING did not answer within 1000 ms while Redis hangs");
+    ck_assert_str_eq(pong, "OK PONG");
+    const char *l = reply(c, 3000);
+    long long took = h_now_ms() - t0;
+    ck_assert_msg(l != NULL, "LOCK z with Redis hung: no reply within 3000 ms");
+    ck_assert_msg(strncmp(l, "ERR BACKEND", 11) == 0, "LOCK z with Redis hung: '%s'", l);
+    ck_assert_int_lt(took, 3000);
+    h_send(p, "PING\n");
+    H_EXPECT(p, "OK PONG");
+
+    h_redis_signal(SIGCONT);
+    wait_redis(p, "up");
+    lock_ok(c, "z", 1);
+    h_close(p);
+    h_close(c);
+    PASSED();
+}
+END_TEST
+
+START_TEST(unlock_while_redis_down_still_ok) {
+    h_redis_start();
+    int d = start_d("[lock]\nlease_ms = 1000\n");
+    h_conn_t *c = h_connect_index(d);
+    lock_ok(c, "x", 1);
+    long long t0 = h_now_ms();
+    h_redis_stop(SIGKILL);
+    h_send(c, "UNLOCK x\n");
+    long long sent = h_now_ms() - t0;
+    const char *l;
+    int lost = 0;
+    while ((l = h_recv(c, H_WAIT_MS)) != NULL && l[0] == '!') {
+        ck_assert_str_eq(l, "!LOST x backend");
+        lost = 1;
+    }
+    ck_assert_msg(l != NULL, "UNLOCK x with Redis down: no reply");
+    if (lost) /* the daemon gave up on the lock first: NOTHELD is then right */
+        ck_assert_msg(strncmp(l, "ERR NOTHELD", 11) == 0 || strcmp(l, "OK 0") == 0,
+                      "UNLOCK x after !LOST: '%s'", l);
+    else
+        ck_assert_msg(strcmp(l, "OK 0") == 0, "UNLOCK x with Redis down (sent %lld ms "
+                      "after the kill): got '%s', wanted 'OK 0'", sent, l);
+    h_close(c);
+    PASSED();
+}
+END_TEST
+
+/* ---- shutdown, several daemons, AUTH, wrong types ----------------------- */
+
+START_TEST(sigterm_releases_locks) {
+    h_redis_start();
+    int d = start_d(NULL);
+    h_conn_t *c = h_connect_index(d);
+    lock_ok(c, "x", 1);
+    lock_ok(c, "y", 1);
+    const char *ex[] = {"EXISTS", "dlock:x", NULL};
+    const char *ey[] = {"EXISTS", "dlock:y", NULL};
+    ck_assert_str_eq(cli(ex), "1");
+    ck_assert_str_eq(cli(ey), "1");
+
+    int status = h_dlockd_stop(d, SIGTERM);
+    ck_assert_msg(status != -1, "dlockd did not exit within %d ms of SIGTERM", H_WAIT_MS);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "dlockd exit status 0x%x after SIGTERM", status);
+    ck_assert_str_eq(cli(ex), "0");
+    ck_assert_str_eq(cli(ey), "0");
+    h_close(c);
+    PASSED();
+}
+END_TEST
+
+START_TEST(two_daemons_share_redis_pubsub_handoff) {
+    h_redis_start();
+    int d1 = start_d(NULL);
+    int d2 = start_d(NULL);
+    h_conn_t *c1 = h_connect_index(d1);
+    h_conn_t *c2 = h_connect_index(d2);
+    unsigned long long f1 = lock_ok(c1, "x", 1);
+
+    h_send(c2, "LOCK x\n");
+    const char *early = h_recv(c2, 300);
+    ck_assert_msg(early == NULL, "LOCK x on daemon 2 answered '%s' while daemon 1 holds it",
+                  early);
+    wait_subscribed(CHANNEL_X);
+
+    long long t0 = h_now_ms();
+    h_send(c1, "UNLOCK x\n");
+    H_EXPECT(c1, "OK 0");
+    const char *l = reply(c2, 2000);
+    long long took = h_now_ms() - t0;
+    ck_assert_msg(l != NULL, "daemon 2's waiter not granted within 2000 ms of the unlock");
+    unsigned long long f2 = fence_of(l);
+    ck_assert_int_lt(took, 2000);
+    ck_assert_msg(f2 > f1, "fence did not rise across daemons: %llu then %llu", f1, f2);
+    h_close(c2);
+    h_close(c1);
+    PASSED();
+}
+END_TEST
+
+/* 1 once the log of dlockd d contains text, polling at most H_WAIT_MS. */
+static int wait_log(int d, const char *text) {
+    long long end = h_now_ms() + H_WAIT_MS;
+    while (h_now_ms() < end) {
+        FILE *f = fopen(h_dlockd_log(d), "r");
+        if (f != NULL) {
+            char line[1024];
+            int found = 0;
+            while (!found && fgets(line, sizeof(line), f) != NULL) found = strstr(line, text) != NULL;
+            fclose(f);
+            if (found) return 1;
+        }
+        usleep(10000);
+    }
+    return 0;
+}
+
+/* Waits until dlockd d (process pid) answers PING; fails at once, with how
+ * it died, if the process exits. */
+static void wait_serving(int d, pid_t pid) {
+    long long end = h_now_ms() + H_WAIT_MS;
+    for (;;) {
+        int status;
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            ck_abort_msg("dlockd %d died: %s %d; its log:\n%s", d,
+                         WIFSIGNALED(status) ? "signal" : "exit status",
+                         WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status),
+                         log_tail(d));
+        }
+        int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", h_dlockd_sock(d));
+        int up = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+        if (fd >= 0) close(fd);
+        if (up) {
+            h_conn_t *c = h_connect_index(d);
+            h_send(c, "PING\n");
+            const char *l = reply(c, 1000);
+            int ok = l != NULL && strcmp(l, "OK PONG") == 0;
+            h_close(c);
+            if (ok) return;
+        }
+        ck_assert_msg(h_now_ms() < end, "dlockd %d not serving within %d ms", d, H_WAIT_MS);
+        usleep(10000);
+    }
+}
+
+START_TEST(auth_and_db) {
+    const char *const args[] = {"--requirepass", "s3cret", NULL};
+    h_redis_start_args(args);
+    char extra[1024];
+    snprintf(extra, sizeof(extra), "[redis]\npassword = s3cret\nurl = unix://%s?db=3\n",
+             h_redis_sock());
+    int d = start_d(extra);
+    h_conn_t *c = h_connect_index(d);
+    lock_ok(c, "x", 1);
+    const char *db3[] = {"--no-auth-warning", "-a", "s3cret", "-n", "3", "EXISTS", "dlock:x",
+                         NULL};
+    const char *db0[] = {"--no-auth-warning", "-a", "s3cret", "-n", "0", "EXISTS", "dlock:x",
+                         NULL};
+    ck_assert_str_eq(cli(db3), "1");
+    ck_assert_str_eq(cli(db0), "0");
+
+    /* Spawned, not started: the harness would only say "exited before it
+     * was ready" if it dies, and the log would be lost. */
+    char text[1024];
+    int bad;
+    snprintf(text, sizeof(text),
+             "[server]\nadmin_uids = 0\n[redis]\nurl = unix://%s\npassword = wrong\n"
+             "command_timeout_ms = 1000\nconnect_timeout_ms = 500\n",
+             h_redis_sock());
+    pid_t pid = h_dlockd_spawn(text, NULL, &bad);
+    ck_assert_msg(wait_log(bad, "WRONGPASS"), "the daemon with a wrong password never "
+                  "logged a WRONGPASS handshake failure");
+    keep_log(bad);
+    wait_serving(bad, pid);
+    h_conn_t *b = h_connect_index(bad);
+    h_send(b, "LOCK x\n");
+    const char *l = reply(b, 3000);
+    ck_assert_msg(l != NULL && strncmp(l, "ERR BACKEND", 11) == 0,
+                  "LOCK x with a wrong Redis password: '%s'", l ? l : "(no reply)");
+    ck_assert_msg(redis_is(b, "down"), "INFO does not say redis=down with a wrong password");
+    h_close(b);
+    h_close(c);
+    PASSED();
+}
+END_TEST
+
+START_TEST(wrongtype_is_backend_error) {
+    h_redis_start();
+    int d = start_d(NULL);
+    const char *set[] = {"SET", "dlock:w", "string", NULL};
+    ck_assert_str_eq(cli(set), "OK");
+    h_conn_t *c = h_connect_index(d);
+    h_send(c, "LOCK w\n");
+    const char *l = reply(c, H_WAIT_MS);
+    ck_assert_msg(l != NULL, "LOCK w on a string key: no reply");
+    ck_assert_msg(strncmp(l, "ERR BACKEND", 11) == 0 && strstr(l, "WRONGTYPE") != NULL,
+                  "LOCK w on a string key: got '%s', wanted 'ERR BACKEND ...WRONGTYPE...'", l);
+    h_send(c, "PING\n");
+    H_EXPECT(c, "OK PONG");
+    lock_ok(c, "other", 1);
+    h_close(c);
+    PASSED();
+}
+END_TEST
+
+static Suite *suite(void) {
+    Suite *s = suite_create("redis");
+    TCase *tc = tcase_create("redis");
+    tcase_add_checked_fixture(tc, setup, h_teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, redisson_excluded_by_dlockd_holder);
+    tcase_add_test(tc, redisson_release_wakes_dlockd_waiter);
+    tcase_add_test(tc, dlockd_release_wakes_redisson_style_subscriber);
+    tcase_add_test(tc, layout_fields);
+    tcase_add_test(tc, fences_rise_across_redis_restart);
+    tcase_add_test(tc, redis_down_backend_error_and_recovery);
+    tcase_add_test(tc, redis_hung_request_does_not_hang);
+    tcase_add_test(tc, unlock_while_redis_down_still_ok);
+    tcase_add_test(tc, sigterm_releases_locks);
+    tcase_add_test(tc, two_daemons_share_redis_pubsub_handoff);
+    tcase_add_test(tc, auth_and_db);
+    tcase_add_test(tc, wrongtype_is_backend_error);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    return h_main(suite());
+}
