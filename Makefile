@@ -27,6 +27,15 @@ CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null)
 
 ALL_CFLAGS = $(WARN) $(DEFS) -I. $(CFLAGS) $(PKG_CFLAGS)
 
+# `make V=1` shows the full commands.
+ifeq ($(V),1)
+Q :=
+say = @true
+else
+Q := @
+say = @echo "  $(1)	$(2)"
+endif
+
 PROTO_SRC  := proto/proto.c
 CONF_SRC   := conf/conf.c
 DAEMON_SRC := $(wildcard daemon/*.c)
@@ -38,29 +47,38 @@ UNIT_TESTS  := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(wildcard tests/unit/
 INTEG_TESTS := $(patsubst tests/integration/%.c,$(BUILD)/itests/%,$(wildcard tests/integration/test_*.c))
 SUPPORT_SRC := $(wildcard tests/support/*.c)
 
-.PHONY: all deps run test unit integration install uninstall clean
+.SECONDARY:
+
+.PHONY: all deps run test unit integration integration-sanitized sanitize-build \
+        unit-build integration-build install uninstall clean
 
 all: $(BUILD)/dlockd
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+	$(call say,CC,$<)
+	$(Q)$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/dlockd: $(call obj,$(DAEMON_SRC) $(LIB_SRC))
-	$(CC) $(ALL_CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDFLAGS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDFLAGS)
 
 # Unit tests link the pure modules they test, nothing else.
 $(BUILD)/tests/test_proto: $(call obj,tests/unit/test_proto.c $(PROTO_SRC))
 $(BUILD)/tests/test_conf: $(call obj,tests/unit/test_conf.c $(CONF_SRC))
+$(BUILD)/tests/test_hmap: $(call obj,tests/unit/test_hmap.c daemon/hmap.c)
+$(BUILD)/tests/test_heap: $(call obj,tests/unit/test_heap.c daemon/heap.c)
 
 $(UNIT_TESTS):
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -o $@ $^ $(PKG_LIBS) $(CHECK_LIBS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -o $@ $^ $(PKG_LIBS) $(CHECK_LIBS) $(LDFLAGS)
 
 # Integration tests drive the real binaries through tests/support.
 $(BUILD)/itests/test_%: $(BUILD)/obj/tests/integration/test_%.o $(call obj,$(SUPPORT_SRC) $(PROTO_SRC))
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -o $@ $^ $(PKG_LIBS) $(CHECK_LIBS)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -o $@ $^ $(PKG_LIBS) $(CHECK_LIBS) $(LDFLAGS)
 
 $(BUILD)/obj/tests/%.o: ALL_CFLAGS += $(CHECK_CFLAGS)
 
@@ -90,8 +108,23 @@ run: deps
 	@sh tests/support/run-local.sh $(BUILD)/dlockd
 
 test: deps
-	@$(MAKE) --no-print-directory all unit-build integration-build
-	@$(MAKE) --no-print-directory unit integration
+	@$(MAKE) --no-print-directory all unit-build integration-build sanitize-build
+	@$(MAKE) --no-print-directory unit integration integration-sanitized
+
+# The daemon again with AddressSanitizer and UndefinedBehaviorSanitizer; the
+# integration tests run against it too. Any report makes dlockd exit non-zero,
+# which the harness turns into a failed test (leaks are reported at exit).
+SAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+             -fno-sanitize-recover=all
+
+sanitize-build:
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/san CFLAGS="$(SAN_FLAGS)" \
+	  LDFLAGS="-fsanitize=address,undefined" $(BUILD)/san/dlockd
+
+integration-sanitized: $(INTEG_TESTS)
+	@set -e; for t in $(INTEG_TESTS); do echo "== $$t (sanitized dlockd)"; \
+	  ASAN_OPTIONS=detect_leaks=1:exitcode=86 UBSAN_OPTIONS=print_stacktrace=1 \
+	  DLOCKD_BIN=$(abspath $(BUILD)/san/dlockd) CK_DEFAULT_TIMEOUT=60 $$t; done
 
 unit-build: $(UNIT_TESTS)
 integration-build: $(INTEG_TESTS)
