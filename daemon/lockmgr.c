@@ -273,9 +273,18 @@ static void lost(lock_t *l, const char *reason) {
     if (n > 0) o->on_event(o, line, (size_t)n);
 }
 
+static void release_all(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
+                        uint32_t lease_ms);
+
 static void on_expiry(timers_entry_t *t) {
     lock_t *l = container_of(t, lock_t, expiry);
+    uint64_t owner = l->holder->id;
+    uint32_t lease = l->lease_ms;
     lost(l, "expired");
+    /* The lease is counted from when the grant was sent, so Redis may keep
+     * the key a moment longer: delete our field now, which also wakes the
+     * waiters at once. */
+    release_all(l->mgr, l->name, l->len, owner, lease);
     kick(l);
     lock_maybe_free(l);
 }
@@ -948,7 +957,7 @@ void lockmgr_request(lockmgr_t *m, lock_owner_t *o, const proto_request_t *req) 
         backend_status(m->backend, req->name, req->name_len, o->id, on_status, op);
         return;
     case PROTO_CMD_FORCEUNLOCK:
-        if (!conf_is_admin(m->conf, o->uid)) {
+        if (o->uid != 0 && !conf_is_admin(m->conf, o->uid)) {
             reply_error(m, o, PROTO_ERR_DENIED, "FORCEUNLOCK needs uid 0 or one in admin_uids");
             return;
         }

@@ -57,7 +57,7 @@ typedef struct lockmgr_stats_s {
 } lockmgr_stats_t;
 
 lockmgr_t *lockmgr_new(uv_loop_t *loop, const conf_t *conf);
-/* The admin test for FORCEUNLOCK uses conf_is_admin() on owner->uid. */
+/* FORCEUNLOCK is for owner->uid 0 and the uids conf_is_admin() accepts. */
 
 /* Releases every lock still held, then calls done. After done, only
  * lockmgr_free() may be called. */

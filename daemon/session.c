@@ -54,6 +54,8 @@ struct session_s {
     session_t *dirty_prev, *dirty_next; /* output or input to handle */
     int dirty;
     int resume;                /* the request finished: read on from in */
+    session_t *deaf_prev, *deaf_next; /* not reading while a request waits */
+    int deaf;
 };
 
 struct sessions_s {
@@ -62,6 +64,8 @@ struct sessions_s {
     lockmgr_t *locks;
     uv_check_t flusher;        /* runs after every poll: flushes dirty sessions */
     uv_idle_t keepalive;       /* active while dirty sessions exist */
+    uv_timer_t hangups;        /* looks for peers gone while we do not read */
+    session_t *deaf;           /* sessions not reading with a request waiting */
     session_t *all;
     session_t *dirty;
     uint64_t next_id;
@@ -77,6 +81,7 @@ static char read_chunk[SESSION_READ_CHUNK];
 
 static void session_close(session_t *s);
 static void on_idle(uv_idle_t *handle);
+static void deaf_add(session_t *s);
 static size_t handle_input(session_t *s, const char *data, size_t len);
 
 static int buf_append(buf_t *b, const char *data, size_t len) {
@@ -224,6 +229,7 @@ static void dispatch(session_t *s, const proto_request_t *req) {
         s->dispatching = 1;
         lockmgr_request(s->ss->locks, &s->owner, req);
         s->dispatching = 0;
+        deaf_add(s);
         return;
     }
 }
@@ -264,6 +270,7 @@ static void keep_input(session_t *s, const char *data, size_t len) {
     if (s->in.len >= SESSION_INBUF_MAX && !s->paused) {
         s->paused = 1;
         uv_read_stop((uv_stream_t *)&s->pipe);
+        deaf_add(s);
     }
 }
 
@@ -332,6 +339,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
         uv_read_stop(stream);
         if (s->state == SESSION_READY && s->in.len > 0) resume_input(s);
         maybe_finish(s);
+        deaf_add(s);
         return;
     }
     if (nread == 0 || s->state == SESSION_DRAINING || s->state == SESSION_CLOSING)
@@ -365,10 +373,50 @@ static void on_close(uv_handle_t *handle) {
     }
 }
 
+/* A session that no longer reads (after a half-close, or paused with a
+ * full input buffer) while a request waits would not see its peer go
+ * away: such sessions are checked every SESSION_HANGUP_CHECK_MS. */
+static void on_hangups(uv_timer_t *t);
+
+static void deaf_remove(session_t *s) {
+    sessions_t *ss = s->ss;
+    if (!s->deaf) return;
+    if (s->deaf_prev) s->deaf_prev->deaf_next = s->deaf_next;
+    else ss->deaf = s->deaf_next;
+    if (s->deaf_next) s->deaf_next->deaf_prev = s->deaf_prev;
+    s->deaf = 0;
+    s->deaf_prev = s->deaf_next = NULL;
+    if (ss->deaf == NULL) uv_timer_stop(&ss->hangups);
+}
+
+static void deaf_add(session_t *s) {
+    sessions_t *ss = s->ss;
+    if (s->deaf || s->state != SESSION_WAITING || !(s->eof || s->paused)) return;
+    s->deaf = 1;
+    s->deaf_prev = NULL;
+    s->deaf_next = ss->deaf;
+    if (ss->deaf) ss->deaf->deaf_prev = s;
+    else uv_timer_start(&ss->hangups, on_hangups, SESSION_HANGUP_CHECK_MS,
+                        SESSION_HANGUP_CHECK_MS);
+    ss->deaf = s;
+}
+
+static void on_hangups(uv_timer_t *t) {
+    sessions_t *ss = t->data;
+    session_t *s = ss->deaf;
+    while (s != NULL) {
+        session_t *next = s->deaf_next;
+        if (s->state != SESSION_WAITING || !(s->eof || s->paused)) deaf_remove(s);
+        else if (peer_gone(s)) session_close(s);
+        s = next;
+    }
+}
+
 static void session_close(session_t *s) {
     if (s->state == SESSION_CLOSING) return;
     s->state = SESSION_CLOSING;
     unmark_dirty(s);
+    deaf_remove(s);
     lockmgr_owner_drop(s->ss->locks, &s->owner);
     log_debug("client %llu (pid %d uid %u) closed", (unsigned long long)s->owner.id,
               (int)s->pid, (unsigned)s->uid);
@@ -448,6 +496,8 @@ sessions_t *sessions_new(uv_loop_t *loop, const conf_t *conf, lockmgr_t *locks) 
     uv_unref((uv_handle_t *)&ss->flusher);
     uv_idle_init(loop, &ss->keepalive);
     ss->keepalive.data = ss;
+    uv_timer_init(loop, &ss->hangups);
+    ss->hangups.data = ss;
     return ss;
 }
 
@@ -540,9 +590,10 @@ static void on_sessions_handle_close(uv_handle_t *handle) {
 
 /* Frees ss once its own handles are closed; the loop must run on. */
 void sessions_free(sessions_t *ss) {
-    ss->closing_handles = 2;
+    ss->closing_handles = 3;
     uv_close((uv_handle_t *)&ss->flusher, on_sessions_handle_close);
     uv_close((uv_handle_t *)&ss->keepalive, on_sessions_handle_close);
+    uv_close((uv_handle_t *)&ss->hangups, on_sessions_handle_close);
 }
 
 void sessions_stats(const sessions_t *ss, sessions_stats_t *out) {

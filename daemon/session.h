@@ -11,6 +11,9 @@
 
 /* Unparsed input kept while a request is in flight, before reading pauses. */
 #define SESSION_INBUF_MAX (64 * 1024)
+/* How often a session that stopped reading while a request waits (after a
+ * half-close, or with a full input buffer) is checked for a gone peer. */
+#define SESSION_HANGUP_CHECK_MS 100
 /* Shared read buffer handed to libuv; every read is consumed at once. */
 #define SESSION_READ_CHUNK (64 * 1024)
 

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tests/support/harness.h"
@@ -272,6 +274,28 @@ START_TEST(half_close_still_answered) {
 }
 END_TEST
 
+START_TEST(half_closed_waiter_then_gone_is_noticed) {
+    h_redis_start();
+    int d = h_dlockd_start(NULL);
+    h_conn_t *a = h_connect_index(d), *b = h_connect_index(d), *c = h_connect_index(d);
+    h_conn_t *adm = h_connect_index(d);
+    lock_ok(a, "busy");
+    /* b takes k, then waits for busy, and stops sending (as socat does). */
+    h_send(b, "LOCK k\nLOCK busy\n");
+    shutdown(b->fd, SHUT_WR);
+    fence_of(h_recv(b, H_WAIT_MS));
+    await_waiters(adm, 1);
+    /* Now b goes away for good: its wait ends and k is released. */
+    h_close(b);
+    await_waiters(adm, 0);
+    h_send(c, "TRYLOCK k 5000\n");
+    fence_of(h_recv(c, H_WAIT_MS));
+    h_close(a);
+    h_close(c);
+    h_close(adm);
+}
+END_TEST
+
 START_TEST(watchdog_keeps_lock) {
     h_redis_start();
     int d = h_dlockd_start(SHORT_LEASE);
@@ -358,13 +382,36 @@ START_TEST(forceunlock_and_denied) {
     h_send(adm, "FORCEUNLOCK nolock\n");
     H_EXPECT(adm, "OK 0");
 
-    int d2 = h_dlockd_start("[server]\nadmin_uids = 4242\n");
-    h_conn_t *u = h_connect_index(d2);
-    h_send(u, "FORCEUNLOCK f\n");
-    H_EXPECT_PREFIX(u, "ERR DENIED ");
+    /* A peer that is neither root nor in admin_uids is refused. */
+    int d2 = h_dlockd_start("[server]\nadmin_uids = 4242\nsocket_mode = 0666\n");
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        char line[256] = "no reply", parent[256];
+        /* Let the unprivileged child reach the socket through the test dirs. */
+        snprintf(parent, sizeof(parent), "%s", h_dir());
+        *strrchr(parent, '/') = '\0';
+        if (chmod(h_dir(), 0711) != 0 || chmod(parent, 0711) != 0) _exit(1);
+        if (setgid(65534) == 0 && setuid(65534) == 0) {
+            h_conn_t *u = h_connect_index(d2);
+            h_send(u, "FORCEUNLOCK f\n");
+            const char *r = h_recv(u, H_WAIT_MS);
+            snprintf(line, sizeof(line), "%s", r ? r : "no reply");
+        }
+        if (write(p[1], line, strlen(line)) < 0) _exit(1);
+        _exit(0);
+    }
+    close(p[1]);
+    char got[256];
+    ssize_t n = read(p[0], got, sizeof(got) - 1);
+    close(p[0]);
+    waitpid(pid, NULL, 0);
+    got[n > 0 ? n : 0] = '\0';
+    ck_assert_msg(strncmp(got, "ERR DENIED ", 11) == 0, "uid 65534 got '%s'", got);
     h_send(w, "STATUS f\n");
     H_EXPECT_PREFIX(w, "OK MINE 1 ");
-    h_close(u);
     h_close(a);
     h_close(adm);
     h_close(w);
@@ -442,6 +489,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, disconnect_releases_holder);
     tcase_add_test(tc, disconnect_removes_waiter);
     tcase_add_test(tc, half_close_still_answered);
+    tcase_add_test(tc, half_closed_waiter_then_gone_is_noticed);
     tcase_add_test(tc, watchdog_keeps_lock);
     tcase_add_test(tc, lease_expiry_is_lost);
     tcase_add_test(tc, external_delete_is_lost);
