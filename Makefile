@@ -40,6 +40,9 @@ PROTO_SRC  := proto/proto.c
 CONF_SRC   := conf/conf.c
 DAEMON_SRC := $(wildcard daemon/*.c)
 LIB_SRC    := $(PROTO_SRC) $(CONF_SRC)
+CLIENT_SRC := clients/c/dlock.c
+CLI_SRC    := clients/cli/dlock.c
+LIBDLOCK_SOVERSION := 0
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
@@ -49,10 +52,10 @@ SUPPORT_SRC := $(wildcard tests/support/*.c)
 
 .SECONDARY:
 
-.PHONY: all deps run test unit integration integration-sanitized sanitize-build \
+.PHONY: all deps run test unit integration integration-sanitized sanitize-build clients-test \
         unit-build integration-build install uninstall clean
 
-all: $(BUILD)/dlockd
+all: $(BUILD)/dlockd $(BUILD)/dlock $(BUILD)/libdlock.a $(BUILD)/libdlock.so
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -62,6 +65,23 @@ $(BUILD)/obj/%.o: %.c
 $(BUILD)/dlockd: $(call obj,$(DAEMON_SRC) $(LIB_SRC))
 	$(call say,LD,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDFLAGS)
+
+# libdlock, static and shared (its objects are position-independent), and
+# the dlock command built on it.
+$(BUILD)/obj/clients/c/%.o: ALL_CFLAGS += -fPIC
+
+$(BUILD)/libdlock.a: $(call obj,$(CLIENT_SRC))
+	$(call say,AR,$@)
+	$(Q)$(AR) rcs $@ $^
+
+$(BUILD)/libdlock.so: $(call obj,$(CLIENT_SRC))
+	$(call say,LD,$@)
+	$(Q)$(CC) -shared -Wl,-soname,libdlock.so.$(LIBDLOCK_SOVERSION) $(LDFLAGS) -o $@.$(LIBDLOCK_SOVERSION) $^
+	$(Q)ln -sf libdlock.so.$(LIBDLOCK_SOVERSION) $@
+
+$(BUILD)/dlock: $(call obj,$(CLI_SRC)) $(BUILD)/libdlock.a
+	$(call say,LD,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDFLAGS)
 
 # Unit tests link the pure modules they test, nothing else.
 $(BUILD)/tests/test_proto: $(call obj,tests/unit/test_proto.c $(PROTO_SRC))
@@ -81,6 +101,9 @@ $(BUILD)/itests/test_%: $(BUILD)/obj/tests/integration/test_%.o $(call obj,$(SUP
 	$(Q)$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -o $@ $^ $(PKG_LIBS) $(CHECK_LIBS) $(LDFLAGS)
 
 $(BUILD)/obj/tests/%.o: ALL_CFLAGS += $(CHECK_CFLAGS)
+
+# The C client's tests link the library itself.
+$(BUILD)/itests/test_libdlock: $(BUILD)/libdlock.a
 
 # Debian packages and what proves each is there.
 DEPS_CMDS := cc:build-essential pkg-config:pkg-config redis-server:redis-server \
@@ -109,7 +132,14 @@ run: deps
 
 test: deps
 	@$(MAKE) --no-print-directory all unit-build integration-build sanitize-build
-	@$(MAKE) --no-print-directory unit integration integration-sanitized
+	@$(MAKE) --no-print-directory unit integration clients-test integration-sanitized
+
+# The Python and shell clients' own tests, against the real daemon.
+clients-test: $(BUILD)/dlockd
+	@echo "== tests/python/test_dlock.py"
+	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/python/test_dlock.py
+	@echo "== tests/shell/test_dlock_sh.sh"
+	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) sh tests/shell/test_dlock_sh.sh
 
 # The daemon again with AddressSanitizer and UndefinedBehaviorSanitizer; the
 # integration tests run against it too. Any report makes dlockd exit non-zero,
@@ -124,7 +154,8 @@ sanitize-build:
 integration-sanitized: $(INTEG_TESTS)
 	@set -e; for t in $(INTEG_TESTS); do echo "== $$t (sanitized dlockd)"; \
 	  ASAN_OPTIONS=detect_leaks=1:exitcode=86 UBSAN_OPTIONS=print_stacktrace=1 \
-	  DLOCKD_BIN=$(abspath $(BUILD)/san/dlockd) CK_DEFAULT_TIMEOUT=60 $$t; done
+	  DLOCKD_BIN=$(abspath $(BUILD)/san/dlockd) DLOCK_BIN=$(abspath $(BUILD)/dlock) \
+	  CK_DEFAULT_TIMEOUT=60 $$t; done
 
 unit-build: $(UNIT_TESTS)
 integration-build: $(INTEG_TESTS)
@@ -132,14 +163,27 @@ integration-build: $(INTEG_TESTS)
 unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; CK_DEFAULT_TIMEOUT=30 $$t; done
 
-integration: $(INTEG_TESTS) $(BUILD)/dlockd
+integration: $(INTEG_TESTS) $(BUILD)/dlockd $(BUILD)/dlock
 	@set -e; for t in $(INTEG_TESTS); do echo "== $$t"; \
-	  DLOCKD_BIN=$(abspath $(BUILD)/dlockd) CK_DEFAULT_TIMEOUT=60 $$t; done
+	  DLOCKD_BIN=$(abspath $(BUILD)/dlockd) DLOCK_BIN=$(abspath $(BUILD)/dlock) \
+	  CK_DEFAULT_TIMEOUT=60 $$t; done
+
+MANDIR ?= $(PREFIX)/share/man
 
 install: all
-	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(SYSCONFDIR)/dlockd \
-	  $(DESTDIR)$(UNITDIR) $(DESTDIR)$(PREFIX)/lib/sysusers.d $(DESTDIR)$(PREFIX)/lib/tmpfiles.d
+	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib \
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include \
+	  $(DESTDIR)$(SYSCONFDIR)/dlockd $(DESTDIR)$(UNITDIR) \
+	  $(DESTDIR)$(PREFIX)/lib/sysusers.d $(DESTDIR)$(PREFIX)/lib/tmpfiles.d \
+	  $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
 	install -m 0755 $(BUILD)/dlockd $(DESTDIR)$(PREFIX)/sbin/dlockd
+	install -m 0755 $(BUILD)/dlock $(DESTDIR)$(PREFIX)/bin/dlock
+	install -m 0644 $(BUILD)/libdlock.a $(DESTDIR)$(PREFIX)/lib/libdlock.a
+	install -m 0755 $(BUILD)/libdlock.so.$(LIBDLOCK_SOVERSION) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libdlock.so.$(LIBDLOCK_SOVERSION) $(DESTDIR)$(PREFIX)/lib/libdlock.so
+	install -m 0644 clients/c/dlock.h $(DESTDIR)$(PREFIX)/include/dlock.h
+	sed 's|@PREFIX@|$(PREFIX)|g; s|@VERSION@|$(VERSION)|g' clients/c/dlock.pc.in \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/dlock.pc
 	@if [ -e $(DESTDIR)$(SYSCONFDIR)/dlockd/dlockd.conf ]; then \
 	  echo "keeping existing $(DESTDIR)$(SYSCONFDIR)/dlockd/dlockd.conf"; \
 	else install -m 0644 conf/dlockd.conf $(DESTDIR)$(SYSCONFDIR)/dlockd/dlockd.conf; fi
@@ -147,10 +191,19 @@ install: all
 	  > $(DESTDIR)$(UNITDIR)/dlockd.service
 	install -m 0644 systemd/dlockd.sysusers $(DESTDIR)$(PREFIX)/lib/sysusers.d/dlockd.conf
 	install -m 0644 systemd/dlockd.tmpfiles $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/dlockd.conf
+	install -m 0644 clients/cli/dlock.1 $(DESTDIR)$(MANDIR)/man1/dlock.1
+	install -m 0644 conf/dlockd.conf.5 $(DESTDIR)$(MANDIR)/man5/dlockd.conf.5
+	install -m 0644 daemon/dlockd.8 $(DESTDIR)$(MANDIR)/man8/dlockd.8
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/sbin/dlockd $(DESTDIR)$(UNITDIR)/dlockd.service \
-	  $(DESTDIR)$(PREFIX)/lib/sysusers.d/dlockd.conf $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/dlockd.conf
+	rm -f $(DESTDIR)$(PREFIX)/sbin/dlockd $(DESTDIR)$(PREFIX)/bin/dlock \
+	  $(DESTDIR)$(PREFIX)/lib/libdlock.a $(DESTDIR)$(PREFIX)/lib/libdlock.so \
+	  $(DESTDIR)$(PREFIX)/lib/libdlock.so.$(LIBDLOCK_SOVERSION) \
+	  $(DESTDIR)$(PREFIX)/include/dlock.h $(DESTDIR)$(PREFIX)/lib/pkgconfig/dlock.pc \
+	  $(DESTDIR)$(UNITDIR)/dlockd.service \
+	  $(DESTDIR)$(PREFIX)/lib/sysusers.d/dlockd.conf $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/dlockd.conf \
+	  $(DESTDIR)$(MANDIR)/man1/dlock.1 $(DESTDIR)$(MANDIR)/man5/dlockd.conf.5 \
+	  $(DESTDIR)$(MANDIR)/man8/dlockd.8
 
 clean:
 	rm -rf $(BUILD)

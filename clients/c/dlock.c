@@ -1,0 +1,345 @@
+/* libdlock: blocking requests to dlockd over its Unix socket, with !LOST events.
+ * SPDX-License-Identifier: MIT */
+#include "dlock.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+struct dlock_s {
+    int fd;
+    int closed;                     /* EOF or an error was seen */
+    dlock_lost_cb lost_cb;
+    void *lost_data;
+    size_t len;                     /* bytes in buf */
+    char buf[2 * DLOCK_LINE_MAX];   /* read but not yet consumed */
+    char line[DLOCK_LINE_MAX + 1];  /* the last line taken from buf */
+};
+
+static const struct {
+    const char *name;
+    const char *text;
+} errors[] = {
+#define XX(id, text) {#id, text},
+    DLOCK_ERR_MAP(XX)
+#undef XX
+};
+
+static int err_index(int err) {
+    int i = err - DLOCK_ERR_BASE_ - 1;
+    return i >= 0 && i < (int)(sizeof(errors) / sizeof(errors[0])) ? i : -1;
+}
+
+const char *dlock_strerror(int err) {
+    if (err == 0) return "success";
+    int i = err_index(err);
+    return i >= 0 ? errors[i].text : "unknown error";
+}
+
+const char *dlock_err_name(int err) {
+    if (err == 0) return "OK";
+    int i = err_index(err);
+    return i >= 0 ? errors[i].name : "?";
+}
+
+/* The DLOCK_E* code for a protocol error code word. */
+static int err_from_code(const char *code, size_t len) {
+    for (size_t i = 0; i < sizeof(errors) / sizeof(errors[0]); i++)
+        if (strlen(errors[i].name) == len && memcmp(errors[i].name, code, len) == 0)
+            return DLOCK_ERR_BASE_ + 1 + (int)i;
+    return DLOCK_EPROTO;
+}
+
+static int name_ok(const char *name) {
+    size_t len = strlen(name);
+    if (len == 0 || len > DLOCK_NAME_MAX) return 0;
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)name[i] < 0x21 || (unsigned char)name[i] > 0x7e) return 0;
+    return 1;
+}
+
+dlock_t *dlock_connect(const char *path, int *err) {
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int e = DLOCK_ECONNECT;
+
+    if (path == NULL || path[0] == '\0') path = getenv(DLOCK_SOCKET_ENV);
+    if (path == NULL || path[0] == '\0') path = DLOCK_DEFAULT_SOCKET;
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        errno = ENAMETOOLONG;
+        goto fail;
+    }
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    dlock_t *d = calloc(1, sizeof(*d));
+    if (d == NULL) {
+        e = DLOCK_ENOMEM;
+        goto fail;
+    }
+    d->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (d->fd < 0 || connect(d->fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        int saved = errno;
+        if (d->fd >= 0) close(d->fd);
+        free(d);
+        errno = saved;
+        goto fail;
+    }
+    return d;
+fail:
+    if (err) *err = e;
+    return NULL;
+}
+
+void dlock_close(dlock_t *d) {
+    if (d == NULL) return;
+    if (!d->closed) {
+        /* Best effort: the close itself is what releases the locks. */
+        ssize_t n = send(d->fd, "QUIT\n", 5, MSG_NOSIGNAL | MSG_DONTWAIT);
+        (void)n;
+    }
+    close(d->fd);
+    free(d);
+}
+
+void dlock_set_lost_cb(dlock_t *d, dlock_lost_cb cb, void *data) {
+    d->lost_cb = cb;
+    d->lost_data = data;
+}
+
+int dlock_fd(const dlock_t *d) {
+    return d->fd;
+}
+
+/* Handles an event line ("!..."). */
+static void on_event(dlock_t *d, char *line) {
+    if (strncmp(line, "!LOST ", 6) != 0 || d->lost_cb == NULL) return;
+    char *name = line + 6;
+    char *sp = strchr(name, ' ');
+    const char *reason = "";
+    if (sp != NULL) {
+        *sp = '\0';
+        reason = sp + 1;
+    }
+    d->lost_cb(d, name, reason, d->lost_data);
+}
+
+/* Takes one complete line out of buf into d->line. Returns 1 if there was
+ * one, 0 if not, DLOCK_EPROTO if a line is too long. */
+static int take_line(dlock_t *d) {
+    char *lf = memchr(d->buf, '\n', d->len);
+    if (lf == NULL) return d->len >= DLOCK_LINE_MAX ? DLOCK_EPROTO : 0;
+    size_t n = (size_t)(lf - d->buf);
+    if (n > DLOCK_LINE_MAX) return DLOCK_EPROTO;
+    memcpy(d->line, d->buf, n);
+    if (n > 0 && d->line[n - 1] == '\r') n--;
+    d->line[n] = '\0';
+    d->len -= (size_t)(lf - d->buf) + 1;
+    memmove(d->buf, lf + 1, d->len);
+    return 1;
+}
+
+/* Reads once, waiting at most timeout_ms. Returns bytes read, 0 on timeout,
+ * or a negative code. */
+static int fill(dlock_t *d, int timeout_ms) {
+    if (d->closed) return DLOCK_ECLOSED;
+    struct pollfd pfd = {.fd = d->fd, .events = POLLIN};
+    int r;
+    do {
+        r = poll(&pfd, 1, timeout_ms);
+    } while (r < 0 && errno == EINTR);
+    if (r < 0) return DLOCK_EIO;
+    if (r == 0) return 0;
+    ssize_t n;
+    do {
+        n = read(d->fd, d->buf + d->len, sizeof(d->buf) - d->len);
+    } while (n < 0 && errno == EINTR);
+    if (n <= 0) {
+        d->closed = 1;
+        return n == 0 || errno == ECONNRESET ? DLOCK_ECLOSED : DLOCK_EIO;
+    }
+    d->len += (size_t)n;
+    return (int)n;
+}
+
+/* Reads lines until a reply (not an event) is in d->line. */
+static int read_reply(dlock_t *d) {
+    for (;;) {
+        int r = take_line(d);
+        if (r < 0) return r;
+        if (r == 1) {
+            if (d->line[0] == '!') {
+                on_event(d, d->line);
+                continue;
+            }
+            return 0;
+        }
+        r = fill(d, -1);
+        if (r < 0) return r;
+    }
+}
+
+static int send_all(dlock_t *d, const char *data, size_t len) {
+    if (d->closed) return DLOCK_ECLOSED;
+    while (len > 0) {
+        ssize_t n = send(d->fd, data, len, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            d->closed = 1;
+            return errno == EPIPE || errno == ECONNRESET ? DLOCK_ECLOSED : DLOCK_EIO;
+        }
+        data += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Sends line + LF and leaves the reply in d->line. Returns 0 for OK, a
+ * negative code for TIMEOUT and ERR replies. */
+static int roundtrip(dlock_t *d, const char *line) {
+    char req[DLOCK_LINE_MAX + 2];
+    size_t n = strlen(line);
+    if (n > DLOCK_LINE_MAX) return DLOCK_ETOOLONG;
+    memcpy(req, line, n);
+    req[n++] = '\n';
+    int r = send_all(d, req, n);
+    if (r == 0) r = read_reply(d);
+    if (r < 0) return r;
+    if (strncmp(d->line, "OK", 2) == 0 && (d->line[2] == '\0' || d->line[2] == ' ')) return 0;
+    if (strncmp(d->line, "TIMEOUT ", 8) == 0) return DLOCK_ETIMEOUT;
+    if (strncmp(d->line, "ERR ", 4) == 0) {
+        const char *code = d->line + 4;
+        return err_from_code(code, strcspn(code, " "));
+    }
+    return DLOCK_EPROTO;
+}
+
+int dlock_request(dlock_t *d, const char *line, char *buf, size_t len) {
+    int r = roundtrip(d, line);
+    if ((r == 0 || d->line[0] != '\0') && buf != NULL && len > 0)
+        snprintf(buf, len, "%s", d->line);
+    return r;
+}
+
+/* Parses "OK <fence> <holds>". */
+static int parse_grant(const dlock_t *d, uint64_t *fence, uint32_t *holds) {
+    unsigned long long f;
+    unsigned h;
+    if (sscanf(d->line, "OK %llu %u", &f, &h) != 2) return DLOCK_EPROTO;
+    if (fence) *fence = f;
+    if (holds) *holds = h;
+    return 0;
+}
+
+int dlock_lock(dlock_t *d, const char *name, uint32_t lease_ms, uint64_t *fence,
+               uint32_t *holds) {
+    char line[DLOCK_NAME_MAX + 64];
+    if (!name_ok(name)) return DLOCK_ENAME;
+    snprintf(line, sizeof(line), "LOCK %s %u", name, lease_ms);
+    int r = roundtrip(d, line);
+    return r == 0 ? parse_grant(d, fence, holds) : r;
+}
+
+int dlock_trylock(dlock_t *d, const char *name, uint32_t wait_ms, uint32_t lease_ms,
+                  uint64_t *fence, uint32_t *holds, long long *ttl_ms) {
+    char line[DLOCK_NAME_MAX + 64];
+    if (!name_ok(name)) return DLOCK_ENAME;
+    snprintf(line, sizeof(line), "TRYLOCK %s %u %u", name, wait_ms, lease_ms);
+    int r = roundtrip(d, line);
+    if (r == DLOCK_ETIMEOUT && ttl_ms != NULL && sscanf(d->line, "TIMEOUT %lld", ttl_ms) != 1)
+        *ttl_ms = -1;
+    return r == 0 ? parse_grant(d, fence, holds) : r;
+}
+
+int dlock_unlock(dlock_t *d, const char *name, uint32_t *holds_left) {
+    char line[DLOCK_NAME_MAX + 16];
+    unsigned left;
+    if (!name_ok(name)) return DLOCK_ENAME;
+    snprintf(line, sizeof(line), "UNLOCK %s", name);
+    int r = roundtrip(d, line);
+    if (r != 0) return r;
+    if (sscanf(d->line, "OK %u", &left) != 1) return DLOCK_EPROTO;
+    if (holds_left) *holds_left = left;
+    return 0;
+}
+
+int dlock_renew(dlock_t *d, const char *name, uint32_t lease_ms, long long *ttl_ms) {
+    char line[DLOCK_NAME_MAX + 32];
+    long long ttl;
+    if (!name_ok(name)) return DLOCK_ENAME;
+    snprintf(line, sizeof(line), "RENEW %s %u", name, lease_ms);
+    int r = roundtrip(d, line);
+    if (r != 0) return r;
+    if (sscanf(d->line, "OK %lld", &ttl) != 1) return DLOCK_EPROTO;
+    if (ttl_ms) *ttl_ms = ttl;
+    return 0;
+}
+
+int dlock_status(dlock_t *d, const char *name, dlock_status_t *out) {
+    char line[DLOCK_NAME_MAX + 16];
+    dlock_status_t st = {DLOCK_FREE, 0, -1, 0};
+    unsigned long long fence;
+    if (!name_ok(name)) return DLOCK_ENAME;
+    snprintf(line, sizeof(line), "STATUS %s", name);
+    int r = roundtrip(d, line);
+    if (r != 0) return r;
+    if (strcmp(d->line, "OK FREE") == 0) {
+        st.state = DLOCK_FREE;
+    } else if (sscanf(d->line, "OK MINE %u %lld %llu", &st.holds, &st.ttl_ms, &fence) == 3) {
+        st.state = DLOCK_MINE;
+        st.fence = fence;
+    } else if (sscanf(d->line, "OK TAKEN %lld", &st.ttl_ms) == 1) {
+        st.state = DLOCK_TAKEN;
+    } else {
+        return DLOCK_EPROTO;
+    }
+    if (out) *out = st;
+    return 0;
+}
+
+int dlock_force_unlock(dlock_t *d, const char *name, int *removed) {
+    char line[DLOCK_NAME_MAX + 16];
+    int n;
+    if (!name_ok(name)) return DLOCK_ENAME;
+    snprintf(line, sizeof(line), "FORCEUNLOCK %s", name);
+    int r = roundtrip(d, line);
+    if (r != 0) return r;
+    if (sscanf(d->line, "OK %d", &n) != 1) return DLOCK_EPROTO;
+    if (removed) *removed = n;
+    return 0;
+}
+
+int dlock_ping(dlock_t *d) {
+    int r = roundtrip(d, "PING");
+    return r == 0 && strcmp(d->line, "OK PONG") != 0 ? DLOCK_EPROTO : r;
+}
+
+int dlock_info(dlock_t *d, char *buf, size_t len) {
+    int r = roundtrip(d, "INFO");
+    if (r == 0 && buf != NULL && len > 0)
+        snprintf(buf, len, "%s", d->line[2] == ' ' ? d->line + 3 : "");
+    return r;
+}
+
+int dlock_poll(dlock_t *d, int timeout_ms) {
+    int events = 0;
+    for (;;) {
+        int r = take_line(d);
+        if (r < 0) return r;
+        if (r == 1) {
+            if (d->line[0] == '!') {
+                on_event(d, d->line);
+                events++;
+            }
+            continue; /* a stray reply line is dropped */
+        }
+        if (d->closed) return events ? events : DLOCK_ECLOSED;
+        r = fill(d, events ? 0 : timeout_ms);
+        if (r == DLOCK_ECLOSED) return events ? events : DLOCK_ECLOSED;
+        if (r < 0) return r;
+        if (r == 0) return events;
+        timeout_ms = 0; /* only the first read may wait */
+    }
+}

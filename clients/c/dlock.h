@@ -1,0 +1,118 @@
+/* libdlock: a small blocking C client for dlockd.
+ * SPDX-License-Identifier: MIT
+ *
+ * One dlock_t is one connection to dlockd, and one lock owner: every lock
+ * it takes is released when dlock_close() is called or the process dies.
+ * Calls block until dlockd answers. A dlock_t is not thread-safe.
+ *
+ * Functions return 0 (or a documented non-negative value) on success and a
+ * negative DLOCK_E* code on failure; dlock_strerror() names it. Loss
+ * notifications (!LOST) are delivered to the callback set with
+ * dlock_set_lost_cb(), while a call reads replies or from dlock_poll(). */
+#ifndef DLOCK_H
+#define DLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DLOCK_DEFAULT_SOCKET "/run/dlockd/dlockd.sock"
+#define DLOCK_SOCKET_ENV     "DLOCK_SOCKET"
+#define DLOCK_NAME_MAX       255
+#define DLOCK_LINE_MAX       4096   /* longest reply line accepted */
+
+/* Every error: enum, name and message come from one table. */
+#define DLOCK_ERR_MAP(XX)                                                    \
+    XX(CONNECT, "cannot connect to dlockd")                                  \
+    XX(IO, "i/o error talking to dlockd")                                    \
+    XX(CLOSED, "dlockd closed the connection")                               \
+    XX(PROTO, "unexpected reply from dlockd")                                \
+    XX(TIMEOUT, "lock not acquired within the wait")                         \
+    XX(NOTHELD, "this connection does not hold that lock")                   \
+    XX(BACKEND, "dlockd cannot reach redis")                                 \
+    XX(LIMIT, "a dlockd limit was reached")                                  \
+    XX(DENIED, "not allowed")                                                \
+    XX(ARGS, "bad arguments")                                                \
+    XX(NAME, "bad lock name")                                                \
+    XX(UNKNOWN, "dlockd does not know the command")                          \
+    XX(TOOLONG, "request line too long")                                     \
+    XX(NOMEM, "out of memory")                                               \
+    XX(LOST, "the lock was lost")
+
+enum {
+    DLOCK_OK = 0,
+    DLOCK_ERR_BASE_ = -1000,
+#define XX(id, text) DLOCK_E##id,
+    DLOCK_ERR_MAP(XX)
+#undef XX
+    DLOCK_ERR_END_
+};
+
+typedef struct dlock_s dlock_t;
+
+/* Called for each "!LOST <name> <reason>" event. */
+typedef void (*dlock_lost_cb)(dlock_t *d, const char *name, const char *reason,
+                              void *data);
+
+typedef enum {
+    DLOCK_FREE = 0,   /* nobody holds it */
+    DLOCK_MINE,       /* this connection holds it */
+    DLOCK_TAKEN       /* someone else holds it */
+} dlock_state_t;
+
+typedef struct dlock_status_s {
+    dlock_state_t state;
+    uint32_t holds;       /* DLOCK_MINE */
+    long long ttl_ms;     /* DLOCK_MINE, DLOCK_TAKEN; -1 when unknown */
+    uint64_t fence;       /* DLOCK_MINE */
+} dlock_status_t;
+
+/* Connects to path; NULL means $DLOCK_SOCKET, else DLOCK_DEFAULT_SOCKET.
+ * Returns NULL with *err set on failure (err may be NULL). */
+dlock_t *dlock_connect(const char *path, int *err);
+/* Sends QUIT if possible and closes: every held lock is released. */
+void dlock_close(dlock_t *d);
+
+/* Waits as long as it takes. lease_ms 0: held while connected (watchdog). */
+int dlock_lock(dlock_t *d, const char *name, uint32_t lease_ms, uint64_t *fence,
+               uint32_t *holds);
+/* Waits at most wait_ms; DLOCK_ETIMEOUT if not acquired, with the holder's
+ * remaining lease in *ttl_ms (-1 unknown) when ttl_ms is not NULL. */
+int dlock_trylock(dlock_t *d, const char *name, uint32_t wait_ms, uint32_t lease_ms,
+                  uint64_t *fence, uint32_t *holds, long long *ttl_ms);
+/* Drops one hold; *holds_left tells how many remain. */
+int dlock_unlock(dlock_t *d, const char *name, uint32_t *holds_left);
+/* Resets the lease (0: the lock's own); *ttl_ms is the new lease. */
+int dlock_renew(dlock_t *d, const char *name, uint32_t lease_ms, long long *ttl_ms);
+int dlock_status(dlock_t *d, const char *name, dlock_status_t *out);
+/* *removed is 1 if a lock was removed, 0 if there was none. */
+int dlock_force_unlock(dlock_t *d, const char *name, int *removed);
+int dlock_ping(dlock_t *d);
+/* Copies INFO's key=value line (without "OK ") into buf. */
+int dlock_info(dlock_t *d, char *buf, size_t len);
+
+/* Sends one raw request line (without LF) and copies the reply line into
+ * buf. Events met on the way go to the lost callback. */
+int dlock_request(dlock_t *d, const char *line, char *buf, size_t len);
+
+/* Loss notifications. */
+void dlock_set_lost_cb(dlock_t *d, dlock_lost_cb cb, void *data);
+/* The socket, to poll for POLLIN: readable means an event (or EOF) waits;
+ * then call dlock_poll(). */
+int dlock_fd(const dlock_t *d);
+/* Reads whatever events have arrived, waiting at most timeout_ms (0: do
+ * not wait, -1: forever) for the first. Returns the number of events
+ * handled, or DLOCK_ECLOSED if dlockd closed the connection. */
+int dlock_poll(dlock_t *d, int timeout_ms);
+
+const char *dlock_strerror(int err);
+const char *dlock_err_name(int err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,324 @@
+/* dlock: run a command while holding a dlockd lock, in the manner of flock(1).
+ * SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clients/c/dlock.h"
+
+/* Exit codes (sysexits.h where one fits). */
+#define EXIT_USAGE       64
+#define EXIT_UNAVAILABLE 69
+#define EXIT_SOFTWARE    70
+#define EXIT_OSERR       71
+#define EXIT_TEMPFAIL    75
+#define EXIT_NOPERM      77
+#define EXIT_LOST        79
+#define EXIT_NOEXEC      126
+#define EXIT_NOTFOUND    127
+
+#define DEFAULT_GRACE_MS 5000
+#define SECONDS_MAX      2147483.0  /* fits in a uint32 of milliseconds */
+
+static int sigpipe[2] = {-1, -1};  /* signal handler -> main loop */
+
+static void usage(FILE *out) {
+    fprintf(out,
+        "usage: dlock [-s SOCKET] [-n | -w SECONDS] [-E CODE] [-l LEASE_MS] [-k SECONDS]\n"
+        "             NAME COMMAND [ARG...]\n"
+        "       dlock [-s SOCKET] --status NAME | --force-unlock NAME | --info | --ping\n"
+        "  -s SOCKET   dlockd's socket (default $DLOCK_SOCKET, else %s)\n"
+        "  -n          fail at once if the lock is held\n"
+        "  -w SECONDS  give up after SECONDS (fractions allowed)\n"
+        "  -E CODE     exit code when -n or -w could not get the lock (default 1)\n"
+        "  -l LEASE_MS hold the lock with a lease instead of while running\n"
+        "  -k SECONDS  after the lock is lost, SIGKILL COMMAND this long after SIGTERM\n"
+        "              (default 5)\n"
+        "COMMAND gets DLOCK_NAME and DLOCK_FENCE in its environment. See dlock(1).\n",
+        DLOCK_DEFAULT_SOCKET);
+}
+
+static int usage_error(const char *fmt, const char *arg) {
+    fprintf(stderr, "dlock: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n");
+    usage(stderr);
+    return EXIT_USAGE;
+}
+
+/* Strict non-negative decimal with an optional fraction: "2", "0.25". */
+static int parse_seconds(const char *s, uint32_t *ms) {
+    double v = 0, scale = 1;
+    int digits = 0, dot = 0;
+    for (const char *p = s; *p; p++) {
+        if (*p == '.' && !dot) {
+            dot = 1;
+            continue;
+        }
+        if (*p < '0' || *p > '9') return -1;
+        digits++;
+        if (dot) {
+            scale /= 10;
+            v += (*p - '0') * scale;
+        } else {
+            v = v * 10 + (*p - '0');
+        }
+        if (v > SECONDS_MAX) return -1;
+    }
+    if (digits == 0) return -1;
+    *ms = (uint32_t)(v * 1000 + 0.5);
+    return 0;
+}
+
+static int parse_uint(const char *s, uint32_t max, uint32_t *out) {
+    uint64_t v = 0;
+    if (*s == '\0') return -1;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9') return -1;
+        v = v * 10 + (uint64_t)(*p - '0');
+        if (v > max) return -1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+/* Exit code for a failed acquisition or query. */
+static int exit_for(int err) {
+    switch (err) {
+    case DLOCK_EBACKEND:
+    case DLOCK_ELIMIT: return EXIT_TEMPFAIL;
+    case DLOCK_EDENIED: return EXIT_NOPERM;
+    case DLOCK_ECONNECT:
+    case DLOCK_ECLOSED:
+    case DLOCK_EIO: return EXIT_UNAVAILABLE;
+    case DLOCK_ENAME:
+    case DLOCK_EARGS: return EXIT_USAGE;
+    default: return EXIT_SOFTWARE;
+    }
+}
+
+static void on_signal(int sig) {
+    int saved = errno;
+    unsigned char c = (unsigned char)sig;
+    ssize_t n = write(sigpipe[1], &c, 1);
+    (void)n;
+    errno = saved;
+}
+
+typedef struct run_s {
+    const char *name;
+    int lost;          /* the lock can no longer be counted on */
+} run_t;
+
+static void on_lost(dlock_t *d, const char *name, const char *reason, void *data) {
+    run_t *run = data;
+    (void)d;
+    if (strcmp(name, run->name) != 0) return;
+    fprintf(stderr, "dlock: lock %s lost (%s): stopping the command\n", name, reason);
+    run->lost = 1;
+}
+
+static long long now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* One request for the query forms: prints the reply, exits 0 on OK. */
+static int query(const char *sock, const char *line) {
+    int err = 0;
+    char reply[DLOCK_LINE_MAX + 1];
+    dlock_t *d = dlock_connect(sock, &err);
+    if (d == NULL) {
+        fprintf(stderr, "dlock: cannot connect to dlockd: %s\n", strerror(errno));
+        return EXIT_UNAVAILABLE;
+    }
+    reply[0] = '\0';
+    int r = dlock_request(d, line, reply, sizeof(reply));
+    dlock_close(d);
+    if (reply[0] == '\0') {
+        fprintf(stderr, "dlock: %s\n", dlock_strerror(r));
+        return EXIT_UNAVAILABLE;
+    }
+    printf("%s\n", reply);
+    return r == 0 ? 0 : 1;
+}
+
+/* Runs argv as a child while the lock is held; returns dlock's exit code. */
+static int run_child(dlock_t *d, run_t *run, char **argv, uint32_t grace_ms) {
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigset_t block, old;
+    int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
+
+    if (pipe2(sigpipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+        perror("dlock: pipe");
+        return EXIT_OSERR;
+    }
+    sigemptyset(&block);
+    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) sigaddset(&block, sigs[i]);
+    sigprocmask(SIG_BLOCK, &block, &old);
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) sigaction(sigs[i], &sa, NULL);
+
+    pid_t child = fork();
+    if (child < 0) {
+        perror("dlock: fork");
+        return EXIT_OSERR;
+    }
+    if (child == 0) {
+        struct sigaction dfl = {.sa_handler = SIG_DFL};
+        for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) sigaction(sigs[i], &dfl, NULL);
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        execvp(argv[0], argv);
+        int e = errno;
+        fprintf(stderr, "dlock: %s: %s\n", argv[0], strerror(e));
+        _exit(e == ENOENT ? EXIT_NOTFOUND : EXIT_NOEXEC);
+    }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+
+    int status = 0, exited = 0;
+    long long kill_at = -1;
+    while (!exited) {
+        struct pollfd pfd[2] = {
+            {.fd = sigpipe[0], .events = POLLIN},
+            {.fd = run->lost ? -1 : dlock_fd(d), .events = POLLIN},
+        };
+        int timeout = -1;
+        if (kill_at >= 0) {
+            long long left = kill_at - now_ms();
+            timeout = left > 0 ? (int)left : 0;
+        }
+        int r = poll(pfd, 2, timeout);
+        if (r < 0 && errno != EINTR) break;
+        if (r > 0 && (pfd[0].revents & POLLIN)) {
+            unsigned char sig;
+            while (read(sigpipe[0], &sig, 1) == 1) {
+                if (sig != SIGCHLD) kill(child, sig);
+            }
+        }
+        if (r > 0 && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR))) {
+            if (dlock_poll(d, 0) < 0 && !run->lost) {
+                fprintf(stderr, "dlock: connection to dlockd lost: stopping the command\n");
+                run->lost = 1;
+            }
+        }
+        if (run->lost && kill_at < 0) {
+            kill(child, SIGTERM);
+            kill_at = now_ms() + grace_ms;
+        }
+        if (kill_at >= 0 && now_ms() >= kill_at) {
+            kill(child, SIGKILL);
+            kill_at = now_ms() + 3600 * 1000; /* once */
+        }
+        pid_t w = waitpid(child, &status, WNOHANG);
+        if (w == child) exited = 1;
+    }
+    if (run->lost) return EXIT_LOST;
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+    return EXIT_SOFTWARE;
+}
+
+int main(int argc, char **argv) {
+    enum { OPT_STATUS = 256, OPT_FORCE, OPT_INFO, OPT_PING, OPT_VERSION };
+    static const struct option longopts[] = {
+        {"status", required_argument, NULL, OPT_STATUS},
+        {"force-unlock", required_argument, NULL, OPT_FORCE},
+        {"info", no_argument, NULL, OPT_INFO},
+        {"ping", no_argument, NULL, OPT_PING},
+        {"version", no_argument, NULL, OPT_VERSION},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *sock = NULL;
+    int nonblock = 0, have_wait = 0, opt;
+    uint32_t wait_ms = 0, lease_ms = 0, conflict = 1, grace_ms = DEFAULT_GRACE_MS;
+    char query_line[DLOCK_NAME_MAX + 32] = "";
+
+    /* '+': stop at the first non-option, so COMMAND keeps its own options. */
+    while ((opt = getopt_long(argc, argv, "+s:nw:E:l:k:h", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 's': sock = optarg; break;
+        case 'n': nonblock = 1; break;
+        case 'w':
+            if (parse_seconds(optarg, &wait_ms) != 0)
+                return usage_error("-w: '%s' is not a number of seconds", optarg);
+            have_wait = 1;
+            break;
+        case 'E':
+            if (parse_uint(optarg, 255, &conflict) != 0)
+                return usage_error("-E: '%s' is not an exit code (0-255)", optarg);
+            break;
+        case 'l':
+            if (parse_uint(optarg, 2147483647u, &lease_ms) != 0 || lease_ms == 0)
+                return usage_error("-l: '%s' is not a lease in milliseconds", optarg);
+            break;
+        case 'k':
+            if (parse_seconds(optarg, &grace_ms) != 0)
+                return usage_error("-k: '%s' is not a number of seconds", optarg);
+            break;
+        case OPT_STATUS:
+        case OPT_FORCE:
+            if (strlen(optarg) > DLOCK_NAME_MAX || strpbrk(optarg, " \t\r\n") != NULL)
+                return usage_error("'%s' is not a lock name", optarg);
+            snprintf(query_line, sizeof(query_line), "%s %s",
+                     opt == OPT_STATUS ? "STATUS" : "FORCEUNLOCK", optarg);
+            break;
+        case OPT_INFO: snprintf(query_line, sizeof(query_line), "INFO"); break;
+        case OPT_PING: snprintf(query_line, sizeof(query_line), "PING"); break;
+        case OPT_VERSION: printf("dlock %s\n", DLOCKD_VERSION); return 0;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return EXIT_USAGE;
+        }
+    }
+    if (query_line[0] != '\0') {
+        if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
+        return query(sock, query_line);
+    }
+    if (nonblock && have_wait) return usage_error("%s", "-n and -w exclude each other");
+    if (optind + 2 > argc)
+        return usage_error("%s", optind == argc ? "missing NAME and COMMAND" : "missing COMMAND");
+
+    run_t run = {.name = argv[optind]};
+    int err = 0;
+    dlock_t *d = dlock_connect(sock, &err);
+    if (d == NULL) {
+        fprintf(stderr, "dlock: cannot connect to dlockd: %s\n", strerror(errno));
+        return EXIT_UNAVAILABLE;
+    }
+    dlock_set_lost_cb(d, on_lost, &run);
+
+    uint64_t fence = 0;
+    int r;
+    if (nonblock || have_wait)
+        r = dlock_trylock(d, run.name, nonblock ? 0 : wait_ms, lease_ms, &fence, NULL, NULL);
+    else
+        r = dlock_lock(d, run.name, lease_ms, &fence, NULL);
+    if (r == DLOCK_ETIMEOUT) {
+        dlock_close(d);
+        return (int)conflict;
+    }
+    if (r != 0) {
+        fprintf(stderr, "dlock: %s: %s\n", run.name, dlock_strerror(r));
+        dlock_close(d);
+        return exit_for(r);
+    }
+
+    char fence_s[24];
+    snprintf(fence_s, sizeof(fence_s), "%llu", (unsigned long long)fence);
+    setenv("DLOCK_NAME", run.name, 1);
+    setenv("DLOCK_FENCE", fence_s, 1);
+    int code = run_child(d, &run, argv + optind + 1, grace_ms);
+    dlock_close(d); /* releases the lock */
+    return code;
+}

@@ -1,0 +1,681 @@
+"""dlock: a small blocking Python client for the dlockd lock daemon.
+
+One Client is one connection to dlockd and one lock owner: every lock it
+holds is released when it is closed or the process dies. A Lock owns its own
+Client, so one Lock is one owner. Neither class is thread-safe; use one per
+thread.
+
+    import dlock
+
+    with dlock.Lock("invoices") as fence:
+        ...             # pass `fence` to the resource you protect
+
+Loss notifications (``!LOST <name> <reason>``) are collected whenever the
+client reads from dlockd and are reported as LockLost by the next call on
+that name, by check(), or by leaving a ``with dlock.Lock(...)`` block.
+
+Standard library only; Python 3.9 or newer. The protocol is described in
+proto/PROTOCOL.md of the dlockd sources.
+"""
+# SPDX-License-Identifier: MIT
+
+import collections
+import math
+import os
+import re
+import select
+import socket as _socket
+import time
+
+__all__ = [
+    "DEFAULT_SOCKET", "SOCKET_ENV", "NAME_MAX", "NUM_MAX", "Status",
+    "DlockError", "BadRequest", "Timeout", "NotHeld", "BackendError",
+    "LimitError", "Denied", "LockLost", "ConnectionClosed", "ConnectFailed",
+    "ProtocolError", "Client", "Lock", "validate_name",
+]
+
+DEFAULT_SOCKET = "/run/dlockd/dlockd.sock"
+SOCKET_ENV = "DLOCK_SOCKET"
+NAME_MAX = 255                 # bytes in a lock name
+NUM_MAX = 2147483647           # largest number the protocol accepts
+_LINE_MAX = 65536              # longest line accepted from dlockd
+_QUIT_TIMEOUT = 2.0            # seconds close() waits for "OK BYE"
+
+Status = collections.namedtuple("Status", "state holds ttl_ms fence")
+Status.__doc__ = """STATUS of a lock.
+
+state: "FREE", "MINE" (held by this connection) or "TAKEN" (held by another).
+holds: this connection's holds (0 unless MINE).
+ttl_ms: remaining lease in ms (None when FREE; may be -1 when unknown).
+fence: this connection's fence (only when MINE, else None)."""
+
+
+# ---- errors ------------------------------------------------------------
+
+class DlockError(Exception):
+    """Any dlock error. ``code`` is the protocol's ERR code (e.g. "BACKEND"),
+    or None for an error found by the client itself."""
+
+    def __init__(self, code=None, message=""):
+        self.code = code
+        self.message = message
+        if code and message:
+            text = "%s: %s" % (code, message)
+        else:
+            text = code or message or "dlock error"
+        super().__init__(text)
+
+    def __reduce__(self):
+        return (self.__class__, (self.code, self.message))
+
+
+class BadRequest(DlockError):
+    """dlockd refused the request (ERR UNKNOWN, ARGS, NAME or TOOLONG), or
+    the client refused to send it (code None)."""
+
+
+class Timeout(DlockError):
+    """TRYLOCK did not get the lock in time. ``ttl_ms`` is the holder's
+    remaining lease (-1 when unknown)."""
+
+    def __init__(self, ttl_ms=-1, message=None):
+        self.ttl_ms = ttl_ms
+        if message is None:
+            message = "lock not acquired within the wait (holder ttl %s ms)" % ttl_ms
+        super().__init__(None, message)
+
+    def __reduce__(self):
+        return (self.__class__, (self.ttl_ms, self.message))
+
+
+class NotHeld(DlockError):
+    """ERR NOTHELD: this connection does not hold that lock."""
+
+
+class BackendError(DlockError):
+    """ERR BACKEND: dlockd cannot reach Redis, or Redis failed."""
+
+
+class LimitError(DlockError):
+    """ERR LIMIT: a dlockd limit was reached."""
+
+
+class Denied(DlockError):
+    """ERR DENIED: not allowed for this peer."""
+
+
+class LockLost(DlockError):
+    """dlockd reported ``!LOST <name> <reason>``: the lock is no longer held.
+    ``reason`` is "expired", "forced" or "backend"."""
+
+    def __init__(self, name, reason, message=None):
+        self.name = name
+        self.reason = reason
+        if message is None:
+            message = "lock %s lost: %s" % (name, reason)
+        super().__init__(None, message)
+
+    def __reduce__(self):
+        return (self.__class__, (self.name, self.reason, self.message))
+
+
+class ConnectionClosed(DlockError):
+    """The connection to dlockd is closed or broken (every lock it held is
+    gone)."""
+
+
+class ConnectFailed(DlockError, ConnectionError):
+    """Could not connect to dlockd's socket. Also a ConnectionError;
+    ``errno`` and ``path`` tell why and where."""
+
+    def __init__(self, path, err=None, message=None):
+        if message is None:
+            reason = getattr(err, "strerror", None) or str(err or "failed")
+            message = "cannot connect to dlockd at %s: %s" % (path, reason)
+        DlockError.__init__(self, None, message)
+        self.path = path
+        self.errno = getattr(err, "errno", None)
+
+    def __str__(self):
+        return self.message
+
+    def __reduce__(self):
+        return (self.__class__, (self.path, None, self.message))
+
+
+class ProtocolError(DlockError):
+    """dlockd said something this client does not understand."""
+
+
+_ERRORS = {
+    "UNKNOWN": BadRequest,
+    "ARGS": BadRequest,
+    "NAME": BadRequest,
+    "TOOLONG": BadRequest,
+    "NOTHELD": NotHeld,
+    "BACKEND": BackendError,
+    "LIMIT": LimitError,
+    "DENIED": Denied,
+}
+
+_DIGITS = re.compile(r"[0-9]+\Z")
+_INT = re.compile(r"-?[0-9]+\Z")
+
+
+def validate_name(name):
+    """Return ``name`` as str if it is a valid lock name (1-255 bytes, each
+    0x21-0x7E), else raise BadRequest (a DlockError) with code None."""
+    if isinstance(name, (bytes, bytearray)):
+        raw = bytes(name)
+    elif isinstance(name, str):
+        try:
+            raw = name.encode("ascii")
+        except UnicodeEncodeError:
+            raise BadRequest(None, "bad lock name %r: only printable ASCII "
+                                   "without spaces is allowed" % (name,)) from None
+    else:
+        raise BadRequest(None, "lock name must be str, not %s" % type(name).__name__)
+    if not 1 <= len(raw) <= NAME_MAX:
+        raise BadRequest(None, "bad lock name %r: must be 1 to %d bytes" % (name, NAME_MAX))
+    for b in raw:
+        if b < 0x21 or b > 0x7E:
+            raise BadRequest(None, "bad lock name %r: only printable ASCII "
+                                   "without spaces is allowed" % (name,))
+    return raw.decode("ascii")
+
+
+def _check_num(what, value):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadRequest(None, "%s must be an int, not %s" % (what, type(value).__name__))
+    if not 0 <= value <= NUM_MAX:
+        raise BadRequest(None, "%s must be 0 to %d, not %d" % (what, NUM_MAX, value))
+    return value
+
+
+def _to_int(word):
+    if not _INT.match(word):
+        raise ProtocolError(None, "expected a number from dlockd, got %r" % word)
+    return int(word)
+
+
+def _readable(sock, timeout):
+    """Wait until sock is readable; timeout in seconds or None (forever)."""
+    if hasattr(select, "poll"):
+        p = select.poll()
+        p.register(sock, select.POLLIN | select.POLLPRI)
+        ms = None if timeout is None else max(0, int(math.ceil(timeout * 1000)))
+        return bool(p.poll(ms))
+    r, _, _ = select.select([sock], [], [], timeout)
+    return bool(r)
+
+
+# ---- the connection ----------------------------------------------------
+
+class Client(object):
+    """One connection to dlockd, and one lock owner.
+
+    socket: path of dlockd's socket; default $DLOCK_SOCKET, else
+    /run/dlockd/dlockd.sock. timeout: seconds allowed for connecting and for
+    each reply, except the wait of LOCK (unbounded) and of TRYLOCK (its
+    wait_ms plus timeout); None waits forever. When a reply does not come in
+    time the connection is closed (its locks are released) and
+    ConnectionClosed is raised.
+    """
+
+    def __init__(self, socket=None, timeout=None):
+        if socket is None:
+            socket = os.environ.get(SOCKET_ENV) or DEFAULT_SOCKET
+        self.path = socket
+        self.timeout = timeout
+        self.lost = {}              # name -> reason, reported and not yet raised
+        self._buf = bytearray()
+        self._eof = False
+        self._sock = None
+        s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        try:
+            s.settimeout(timeout)
+            s.connect(socket)
+        except _socket.timeout as e:
+            s.close()
+            raise ConnectFailed(socket, e, "cannot connect to dlockd at %s: timed out"
+                                % socket) from None
+        except OSError as e:
+            s.close()
+            raise ConnectFailed(socket, e) from None
+        s.settimeout(None)
+        self._sock = s
+
+    # -- context manager and plumbing --
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self.close()
+        return False
+
+    def __del__(self):
+        s = getattr(self, "_sock", None)
+        if s is not None:
+            try:
+                s.close()
+            except Exception:
+                pass
+
+    def __repr__(self):
+        return "<dlock.Client %s%s>" % (self.path, "" if self._sock else " closed")
+
+    @property
+    def closed(self):
+        return self._sock is None
+
+    def fileno(self):
+        """The socket's descriptor: select()/poll() it to learn when dlockd
+        sends an event (then call check())."""
+        if self._sock is None:
+            raise ConnectionClosed(None, "connection is closed")
+        return self._sock.fileno()
+
+    def close(self):
+        """Send QUIT and close the connection; every lock it holds is
+        released. Safe to call more than once."""
+        s = self._sock
+        if s is None:
+            return
+        try:
+            if not self._eof:
+                s.settimeout(_QUIT_TIMEOUT)
+                s.sendall(b"QUIT\n")
+                deadline = time.monotonic() + _QUIT_TIMEOUT
+                while True:
+                    line = self._read_line(deadline)
+                    if line is None or not line.startswith("!"):
+                        break
+                    self._event(line)
+        except Exception:
+            pass
+        finally:
+            self._sock = None
+            try:
+                s.close()
+            except OSError:
+                pass
+
+    def _abort(self):
+        s, self._sock = self._sock, None
+        if s is not None:
+            try:
+                s.close()
+            except OSError:
+                pass
+
+    def _event(self, line):
+        words = line[1:].split()
+        if len(words) >= 3 and words[0] == "LOST":
+            self.lost.pop(words[1], None)       # keep the order of arrival
+            self.lost[words[1]] = words[2]
+        # other events are ignored
+
+    def _recv(self, deadline):
+        """Read once into the buffer. Returns False on end of stream."""
+        while True:
+            if deadline is None:
+                wait = None
+            else:
+                wait = deadline - time.monotonic()
+                if wait <= 0:
+                    raise _socket.timeout("timed out")
+            if _readable(self._sock, wait):
+                break
+        try:
+            data = self._sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return True
+        if not data:
+            self._eof = True
+            return False
+        self._buf += data
+        return True
+
+    def _take_line(self):
+        i = self._buf.find(b"\n")
+        if i < 0:
+            if len(self._buf) > _LINE_MAX:
+                raise ProtocolError(None, "line from dlockd longer than %d bytes" % _LINE_MAX)
+            return None
+        raw = bytes(self._buf[:i])
+        del self._buf[:i + 1]
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+        return raw.decode("latin-1")
+
+    def _read_line(self, deadline):
+        """The next line, or None at end of stream."""
+        while True:
+            line = self._take_line()
+            if line is not None:
+                return line
+            if self._eof or not self._recv(deadline):
+                return None
+
+    def _drain_events(self, strict=True):
+        """Read whatever dlockd has sent without blocking; with no request
+        outstanding, every complete line is an event."""
+        if self._sock is None:
+            return
+        try:
+            while not self._eof and _readable(self._sock, 0):
+                data = self._sock.recv(65536)
+                if not data:
+                    self._eof = True
+                    break
+                self._buf += data
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError:
+            self._eof = True
+        while True:
+            line = self._take_line()
+            if line is None:
+                break
+            if line.startswith("!"):
+                self._event(line)
+            elif line and strict:
+                self._abort()
+                raise ProtocolError(None, "unexpected line from dlockd: %r" % line)
+
+    def _raise_lost(self, name):
+        if name in self.lost:
+            raise LockLost(name, self.lost.pop(name))
+
+    def _call(self, words, name=None, wait=None, unbounded=False):
+        """Send one request and return its reply's words (the first is "OK"
+        or "TIMEOUT"); raise the matching DlockError for ERR."""
+        if self._sock is None:
+            raise ConnectionClosed(None, "connection is closed")
+        self._drain_events()
+        if name is not None:
+            self._raise_lost(name)
+        if self._eof:
+            self._abort()
+            raise ConnectionClosed(None, "dlockd closed the connection")
+        line = " ".join(words).encode("ascii") + b"\n"
+        if unbounded or self.timeout is None:
+            deadline = None
+        else:
+            deadline = time.monotonic() + self.timeout + (wait or 0)
+        try:
+            self._sock.settimeout(self.timeout)
+            try:
+                self._sock.sendall(line)
+            finally:
+                if self._sock is not None:
+                    self._sock.settimeout(None)
+            while True:
+                reply = self._read_line(deadline)
+                if reply is None:
+                    self._abort()
+                    raise ConnectionClosed(None, "dlockd closed the connection")
+                if reply.startswith("!"):
+                    self._event(reply)
+                    continue
+                if reply:
+                    break
+        except _socket.timeout:
+            self._abort()
+            raise ConnectionClosed(None, "no reply from dlockd within %ss; connection "
+                                         "closed" % self.timeout) from None
+        except DlockError:
+            self._abort()
+            raise
+        except OSError as e:
+            self._abort()
+            raise ConnectionClosed(None, "connection to dlockd broken: %s" % e) from None
+        except BaseException:
+            # Interrupted with a reply outstanding: the stream cannot be
+            # resynchronised. Closing cancels any wait and frees our locks.
+            self._abort()
+            raise
+        self._drain_events()
+        rw = reply.split()
+        if rw[0] == "ERR":
+            code = rw[1] if len(rw) > 1 else "UNKNOWN"
+            text = reply.split(None, 2)[2] if len(rw) > 2 else ""
+            if code == "TOOLONG":
+                self._abort()
+            if code == "NOTHELD" and name is not None:
+                self._raise_lost(name)
+            raise _ERRORS.get(code, DlockError)(code, text)
+        if rw[0] not in ("OK", "TIMEOUT"):
+            self._abort()
+            raise ProtocolError(None, "unexpected reply from dlockd: %r" % reply)
+        return rw
+
+    def _grant(self, rw):
+        if rw[0] == "TIMEOUT":
+            raise Timeout(_to_int(rw[1]) if len(rw) > 1 else -1)
+        if len(rw) != 3:
+            raise ProtocolError(None, "bad grant from dlockd: %r" % " ".join(rw))
+        return _to_int(rw[1]), _to_int(rw[2])
+
+    # -- requests --
+
+    def lock(self, name, lease_ms=0):
+        """LOCK: wait as long as it takes. Returns (fence, holds). lease_ms 0
+        means watchdog mode (held as long as this connection lives)."""
+        name = validate_name(name)
+        words = ["LOCK", name]
+        if _check_num("lease_ms", lease_ms):
+            words.append(str(lease_ms))
+        return self._grant(self._call(words, name, unbounded=True))
+
+    def trylock(self, name, wait_ms=0, lease_ms=0):
+        """TRYLOCK: wait at most wait_ms. Returns (fence, holds) or raises
+        Timeout (with the holder's ttl_ms)."""
+        name = validate_name(name)
+        words = ["TRYLOCK", name, str(_check_num("wait_ms", wait_ms))]
+        if _check_num("lease_ms", lease_ms):
+            words.append(str(lease_ms))
+        return self._grant(self._call(words, name, wait=wait_ms / 1000.0))
+
+    def unlock(self, name):
+        """UNLOCK: drop one hold; returns the holds left (0: the lock is free)."""
+        name = validate_name(name)
+        rw = self._call(["UNLOCK", name], name)
+        if len(rw) != 2:
+            raise ProtocolError(None, "bad UNLOCK reply: %r" % " ".join(rw))
+        return _to_int(rw[1])
+
+    def renew(self, name, lease_ms=0):
+        """RENEW: reset the lease to lease_ms (0: the lock's own lease);
+        returns the new ttl in ms."""
+        name = validate_name(name)
+        words = ["RENEW", name]
+        if _check_num("lease_ms", lease_ms):
+            words.append(str(lease_ms))
+        rw = self._call(words, name)
+        if len(rw) != 2:
+            raise ProtocolError(None, "bad RENEW reply: %r" % " ".join(rw))
+        return _to_int(rw[1])
+
+    def status(self, name):
+        """STATUS: returns a Status(state, holds, ttl_ms, fence)."""
+        name = validate_name(name)
+        rw = self._call(["STATUS", name], name)
+        state = rw[1] if len(rw) > 1 else ""
+        if state == "FREE" and len(rw) == 2:
+            return Status("FREE", 0, None, None)
+        if state == "MINE" and len(rw) == 5:
+            return Status("MINE", _to_int(rw[2]), _to_int(rw[3]), _to_int(rw[4]))
+        if state == "TAKEN" and len(rw) == 3:
+            return Status("TAKEN", 0, _to_int(rw[2]), None)
+        raise ProtocolError(None, "bad STATUS reply: %r" % " ".join(rw))
+
+    def force_unlock(self, name):
+        """FORCEUNLOCK (uid 0 or admin_uids only): True when a lock was
+        removed. Its owner gets !LOST <name> forced."""
+        name = validate_name(name)
+        rw = self._call(["FORCEUNLOCK", name], name)
+        if len(rw) != 2 or rw[1] not in ("0", "1"):
+            raise ProtocolError(None, "bad FORCEUNLOCK reply: %r" % " ".join(rw))
+        return rw[1] == "1"
+
+    def ping(self):
+        """PING; returns True."""
+        rw = self._call(["PING"])
+        if rw[1:] != ["PONG"]:
+            raise ProtocolError(None, "bad PING reply: %r" % " ".join(rw))
+        return True
+
+    def info(self):
+        """INFO as a dict; values that are all digits become ints."""
+        rw = self._call(["INFO"])
+        out = {}
+        for w in rw[1:]:
+            k, sep, v = w.partition("=")
+            if not sep:
+                continue
+            out[k] = int(v) if _DIGITS.match(v) else v
+        return out
+
+    def check(self):
+        """Read pending events without blocking. Raises LockLost for the first
+        lost lock not yet reported (and forgets it), ConnectionClosed when
+        dlockd has closed the connection; else returns None."""
+        if self._sock is None:
+            raise ConnectionClosed(None, "connection is closed")
+        self._drain_events()
+        if self.lost:
+            name = next(iter(self.lost))
+            raise LockLost(name, self.lost.pop(name))
+        if self._eof:
+            self._abort()
+            raise ConnectionClosed(None, "dlockd closed the connection")
+
+
+# ---- one lock, one connection ------------------------------------------
+
+class Lock(object):
+    """A named lock with its own connection to dlockd.
+
+        with dlock.Lock("name") as fence:
+            ...
+
+    lease_ms 0 (default): the daemon keeps the lock while the connection
+    lives. With a lease it ends unless renewed. Leaving the ``with`` block
+    raises LockLost if the lock was lost inside it (unless another exception
+    is already on its way).
+    """
+
+    def __init__(self, name, socket=None, lease_ms=0, timeout=None):
+        self.name = validate_name(name)
+        self.socket = socket
+        self.lease_ms = _check_num("lease_ms", lease_ms)
+        self.timeout = timeout
+        self.fence = None
+        self._holds = 0
+        self._client = None
+
+    def __repr__(self):
+        return "<dlock.Lock %s %s>" % (self.name, "held" if self._holds else "free")
+
+    def _conn(self):
+        if self._client is None or self._client.closed:
+            self._client = Client(self.socket, self.timeout)
+            self._holds = 0
+        return self._client
+
+    def _do(self, fn, *args):
+        try:
+            return fn(*args)
+        except LockLost as e:
+            if e.name == self.name:
+                self._holds = 0
+                self.fence = None
+            raise
+        except ConnectionClosed:
+            self._holds = 0
+            self.fence = None
+            raise
+
+    def acquire(self, blocking=True, timeout=None):
+        """Take the lock (again: it is reentrant) and return the fence.
+        blocking=False tries once; timeout (seconds) bounds the wait; else
+        waits as long as it takes. Raises Timeout when not acquired."""
+        c = self._conn()
+        if not blocking:
+            fence, holds = self._do(c.trylock, self.name, 0, self.lease_ms)
+        elif timeout is None or timeout < 0:
+            fence, holds = self._do(c.lock, self.name, self.lease_ms)
+        else:
+            wait_ms = min(NUM_MAX, int(math.ceil(timeout * 1000)))
+            fence, holds = self._do(c.trylock, self.name, wait_ms, self.lease_ms)
+        self.fence = fence
+        self._holds = holds
+        return fence
+
+    def release(self):
+        """Drop every hold this Lock took and close its connection. Raises
+        LockLost if the lock had been lost unnoticed (the connection is
+        closed all the same); NotHeld if this Lock has no connection."""
+        c = self._client
+        if c is None:
+            raise NotHeld(None, "lock %s is not held by this Lock" % self.name)
+        err = None
+        try:
+            if not c.closed:
+                c._drain_events()
+                if self.name in c.lost:
+                    err = LockLost(self.name, c.lost.pop(self.name))
+                else:
+                    while self._holds > 0:
+                        self._holds = c.unlock(self.name)
+        except DlockError as e:
+            err = e
+        finally:
+            self._holds = 0
+            self.fence = None
+            self._client = None
+            c.close()
+        if err is not None:
+            raise err
+
+    def renew(self, lease_ms=0):
+        """RENEW the lock; returns the new ttl in ms."""
+        return self._do(self._conn().renew, self.name, lease_ms)
+
+    def status(self):
+        """STATUS of the lock, seen from this Lock's connection."""
+        return self._do(self._conn().status, self.name)
+
+    def check(self):
+        """Raise LockLost if dlockd reported the lock lost; never blocks."""
+        if self._client is None:
+            return
+        self._do(self._client.check)
+
+    def locked(self):
+        """True while this Lock holds the lock (as far as dlockd has told)."""
+        c = self._client
+        if c is None or c.closed or self._holds == 0:
+            return False
+        try:
+            c._drain_events(strict=False)
+        except DlockError:
+            return False
+        return self.name not in c.lost and not c._eof
+
+    def fileno(self):
+        """The connection's descriptor, to wait for events with select()."""
+        return self._conn().fileno()
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            self.release()
+        except DlockError:
+            if exc_type is None:
+                raise
+        return False

@@ -1,0 +1,480 @@
+# shellcheck shell=sh
+# dlock.sh: a dlockd client library for shell scripts (POSIX sh, dash, bash).
+# SPDX-License-Identifier: MIT
+#
+# Source it, open ONE connection to dlockd, and take locks over it. The
+# connection is the lock owner: every lock taken through it is held until it
+# is unlocked, or until the connection closes (dlock_close, or the script
+# exiting or dying), whichever comes first.
+#
+#   . /path/to/dlock.sh
+#   dlock_open || exit 1                  # $DLOCK_SOCKET or /run/dlockd/dlockd.sock
+#   dlock_lock nightly-report || exit 1   # waits as long as it takes
+#   echo "fence $DLOCK_FENCE"             # hand this to what you protect
+#   ... work ...
+#   dlock_unlock nightly-report
+#   dlock_close
+#
+# Why not simply `echo "LOCK x" | socat - UNIX-CONNECT:/run/dlockd/dlockd.sock`?
+# That takes the lock and lets go of it at once: socat exits when its input
+# ends, its exit closes the connection, and dlockd releases everything a
+# connection held the moment it closes -- the connection is the owner. So
+# this library starts ONE socat in the background for the whole script, its
+# input and output connected to the shell through two FIFOs, and keeps it
+# (and with it the connection) alive until dlock_close or the script's end.
+#
+# Functions (all return 0 on OK, 1 on TIMEOUT, 2 on ERR or a bad argument,
+# 3 when there is no connection or it was lost):
+#   dlock_open [SOCKET]          connect; checks with PING that dlockd answers
+#   dlock_cmd WORD...            send one request line, reply in DLOCK_REPLY
+#   dlock_lock NAME [LEASE_MS]   wait for the lock; sets DLOCK_FENCE, DLOCK_HOLDS
+#   dlock_trylock NAME [WAIT_MS [LEASE_MS]]
+#                                the same, or 1 after WAIT_MS (default 0) with
+#                                the holder's remaining lease in DLOCK_TTL
+#   dlock_unlock NAME            drop one hold; holds left in DLOCK_HOLDS
+#   dlock_renew NAME [LEASE_MS]  new remaining lease in DLOCK_TTL
+#   dlock_status NAME            DLOCK_STATE=FREE|MINE|TAKEN (+ DLOCK_HOLDS,
+#                                DLOCK_TTL, DLOCK_FENCE for MINE, DLOCK_TTL
+#                                for TAKEN)
+#   dlock_close                  QUIT, wait for socat, clean up (releases all)
+#
+# Events: lines from dlockd starting with "!" are read while waiting for a
+# reply. The last one is kept in DLOCK_EVENT (without the "!"); "!LOST name
+# reason" also sets DLOCK_LOST="name reason" and is reported on stderr. An
+# event that arrives while the script does other work is seen at its next
+# dlock_* call; call `dlock_status NAME` before a step that needs the lock.
+#
+# Things to know:
+# - dlock_open sets `trap _dlock_atexit EXIT`. That REPLACES any EXIT trap the
+#   script had, and chains to nothing. If you set your own EXIT trap after
+#   dlock_open, call dlock_close from it -- or just call dlock_close
+#   yourself, or let the process exit: when the shell dies, socat sees the end
+#   of its input and exits, and dlockd releases the locks.
+# - The connection uses two file descriptors, 8 (to socat) and 9 (from
+#   socat); set DLOCK_WFD / DLOCK_RFD (single digits 3-9) before dlock_open
+#   if the script uses those. Commands the script starts inherit them, as
+#   with flock(1): if the script is killed while a child still runs, the
+#   lock lives until that child exits too. Start long-lived background
+#   children with `8>&- 9>&-` to avoid that.
+# - One connection per shell process. A subshell inherits it: it may use it
+#   while the parent waits (variables it sets do not reach the parent), but
+#   two processes must never use it at once (e.g. `... &` and its parent).
+#   A subshell that calls dlock_open gets a connection, and locks, of its
+#   own, closed when it exits; the parent's stays untouched.
+# - dash's `read` has no timeout, so a request blocks until dlockd answers
+#   (LOCK waits as long as it takes, by design). In shells whose `read` has
+#   -t (bash, ksh, zsh), dlock_open and dlock_close give up after
+#   DLOCK_IO_TIMEOUT seconds (default 5) when dlockd does not answer.
+# - Requires socat, mkfifo and mktemp.
+
+# The DLOCK_* variables are this library's output, read by its users.
+# shellcheck disable=SC2034
+
+# Sourcing the file again keeps an open connection.
+if [ -z "${_dlock_loaded-}" ]; then
+    _dlock_loaded=1
+    DLOCK_REPLY=''
+    DLOCK_FENCE=''
+    DLOCK_HOLDS=''
+    DLOCK_TTL=''
+    DLOCK_STATE=''
+    DLOCK_LOST=''
+    DLOCK_EVENT=''
+    _dlock_pid=''
+    _dlock_dir=''
+    _dlock_owner=''
+    _dlock_w=''
+    _dlock_r=''
+fi
+_dlock_cr=$(printf '\r')
+_dlock_nl='
+'
+# Does this shell's read know -t (bash, ksh, zsh, busybox; not dash)?
+# shellcheck disable=SC3045 # a probe: fails where read has no -t
+if (printf 'x\n' | read -r -t 1 _dlock_x) 2>/dev/null; then
+    _dlock_read_t=1
+else
+    _dlock_read_t=
+fi
+
+_dlock_err() {
+    printf 'dlock: %s\n' "$*" >&2
+}
+
+# The pid of the running process, also inside a subshell (where $$ is not).
+_dlock_self() {
+    if [ -n "${BASH_VERSION-}" ]; then
+        # shellcheck disable=SC3028 # bash only, checked above
+        _dlock_me=${BASHPID-$$}
+    elif [ -r /proc/self/stat ] && read -r _dlock_me _dlock_x </proc/self/stat; then
+        :
+    else
+        _dlock_me=$$
+    fi
+}
+
+# _dlock_readline [TIMEOUT_S]: one line from socat into _dlock_l, CR dropped.
+# Fails at end of input, or after TIMEOUT_S where read supports -t.
+_dlock_readline() {
+    if [ -n "${1-}" ] && [ -n "$_dlock_read_t" ]; then
+        # shellcheck disable=SC3045 # only where the probe above found -t
+        IFS= read -r -t "$1" _dlock_l <&"$_dlock_r" || return 1
+    else
+        IFS= read -r _dlock_l <&"$_dlock_r" || return 1
+    fi
+    _dlock_l=${_dlock_l%"$_dlock_cr"}
+}
+
+# Record an event line (starting with "!").
+_dlock_event() {
+    DLOCK_EVENT=${1#!}
+    case $DLOCK_EVENT in
+    "LOST "*)
+        DLOCK_LOST=${DLOCK_EVENT#LOST }
+        _dlock_err "lost lock ${DLOCK_LOST%% *} (${DLOCK_LOST#* })"
+        ;;
+    esac
+}
+
+# Send one line. Run in a subshell so that a dead socat (SIGPIPE) kills the
+# subshell, not the script.
+_dlock_send() {
+    (printf '%s\n' "$1" >&"$_dlock_w") 2>/dev/null
+}
+
+# Tear the connection down: close our ends, reap socat, remove the directory.
+_dlock_teardown() {
+    if [ -n "$_dlock_w" ]; then
+        eval "exec $_dlock_w>&- $_dlock_r<&-"
+    fi
+    if [ -n "$_dlock_pid" ]; then
+        # socat exits by itself once its input has ended (within its 0.5 s
+        # half-close timeout); kill it in case it hangs in connect.
+        if [ "${1-}" = kill ]; then
+            kill "$_dlock_pid" 2>/dev/null || :
+        fi
+        wait "$_dlock_pid" 2>/dev/null || :
+    fi
+    if [ -n "$_dlock_dir" ]; then
+        rm -rf "$_dlock_dir"
+    fi
+    _dlock_pid='' _dlock_dir='' _dlock_owner='' _dlock_w='' _dlock_r=''
+}
+
+_dlock_gone() {
+    _dlock_err "the connection to dlockd is gone; locks it held are released"
+    _dlock_teardown kill
+}
+
+# _dlock_name NAME: 1 to 255 printable ASCII bytes, no blanks (dlockd checks
+# the ASCII range itself; this keeps the request one line of the right words).
+_dlock_name() {
+    case $1 in
+    '' | *[![:graph:]]*) ;;
+    *) if [ "${#1}" -le 255 ]; then return 0; fi ;;
+    esac
+    DLOCK_REPLY="ERR NAME lock names are 1-255 printable characters without blanks"
+    _dlock_err "bad lock name '$1'"
+    return 2
+}
+
+# _dlock_num WHAT VALUE: decimal digits, 0 to 2147483647.
+_dlock_num() {
+    case $2 in
+    '' | *[!0-9]* | ???????????*) ;;
+    *) if [ "$2" -le 2147483647 ]; then return 0; fi ;;
+    esac
+    DLOCK_REPLY="ERR ARGS $1 must be a number from 0 to 2147483647"
+    _dlock_err "bad $1 '$2'"
+    return 2
+}
+
+# _dlock_argc MIN MAX COUNT USAGE
+_dlock_argc() {
+    if [ "$3" -ge "$1" ] && [ "$3" -le "$2" ]; then
+        return 0
+    fi
+    DLOCK_REPLY="ERR ARGS usage: $4"
+    _dlock_err "usage: $4"
+    return 2
+}
+
+# dlock_open [SOCKET]
+dlock_open() {
+    if [ -n "$_dlock_pid" ]; then
+        _dlock_self
+        if [ "$_dlock_me" = "$_dlock_owner" ]; then
+            _dlock_err "dlock_open: already open (call dlock_close first)"
+            return 2
+        fi
+        # A subshell opening its own connection: forget the parent's, closing
+        # only this process's copies of its descriptors.
+        eval "exec $_dlock_w>&- $_dlock_r<&-"
+        _dlock_pid='' _dlock_dir='' _dlock_owner='' _dlock_w='' _dlock_r=''
+    fi
+    _dlock_sock=${1:-${DLOCK_SOCKET:-/run/dlockd/dlockd.sock}}
+    _dlock_w=${DLOCK_WFD:-8}
+    _dlock_r=${DLOCK_RFD:-9}
+    case $_dlock_w$_dlock_r in
+    [3-9][3-9]) if [ "$_dlock_w" != "$_dlock_r" ]; then _dlock_x=ok; else _dlock_x=; fi ;;
+    *) _dlock_x= ;;
+    esac
+    if [ -z "$_dlock_x" ]; then
+        _dlock_err "DLOCK_WFD and DLOCK_RFD must be two different digits 3-9"
+        _dlock_w='' _dlock_r=''
+        return 2
+    fi
+    # socat would parse these as part of its address syntax.
+    case $_dlock_sock in
+    *[],:!\\\"\'\(\){}[]*)
+        _dlock_err "socket path '$_dlock_sock' has characters socat cannot take (,:!\\\"'(){}[]); use a symlink"
+        _dlock_w='' _dlock_r=''
+        return 2
+        ;;
+    esac
+    if ! command -v socat >/dev/null 2>&1; then
+        _dlock_err "socat is not installed"
+        _dlock_w='' _dlock_r=''
+        return 3
+    fi
+    if [ ! -S "$_dlock_sock" ]; then
+        _dlock_err "no dlockd socket at $_dlock_sock (is dlockd running? set DLOCK_SOCKET)"
+        _dlock_w='' _dlock_r=''
+        return 3
+    fi
+    _dlock_dir=$(mktemp -d "${TMPDIR:-/tmp}/dlock.XXXXXX") || {
+        _dlock_err "mktemp -d failed"
+        _dlock_dir='' _dlock_w='' _dlock_r=''
+        return 3
+    }
+    if ! mkfifo -m 600 "$_dlock_dir/in" "$_dlock_dir/out"; then
+        _dlock_err "mkfifo failed in $_dlock_dir"
+        _dlock_teardown
+        return 3
+    fi
+    # The background child opens "in" for reading, then "out" for writing;
+    # the shell opens them in the same order, so neither open blocks forever.
+    # shut-none: when the shell dies, socat's input ends; socat then must
+    # not half-close the socket (shutdown SHUT_WR) but close it whole when
+    # it exits (0.5 s later). dlockd 0.1.0 does not notice a half-closed
+    # client that closes later while one of its requests waits: its locks
+    # and its wait would stay until that request is granted.
+    socat - "UNIX-CONNECT:$_dlock_sock,shut-none" <"$_dlock_dir/in" >"$_dlock_dir/out" 2>"$_dlock_dir/err" &
+    _dlock_pid=$!
+    eval "exec $_dlock_w>\"\$_dlock_dir/in\" $_dlock_r<\"\$_dlock_dir/out\""
+    _dlock_self
+    _dlock_owner=$_dlock_me
+    trap _dlock_atexit EXIT
+    if _dlock_send PING; then
+        while _dlock_readline "${DLOCK_IO_TIMEOUT:-5}"; do
+            case $_dlock_l in
+            '!'*) _dlock_event "$_dlock_l" ;;
+            "OK PONG")
+                # Both ends are open: the names are no longer needed, and
+                # nothing is left behind should the script be killed.
+                rm -rf "$_dlock_dir"
+                _dlock_dir=''
+                DLOCK_REPLY=$_dlock_l DLOCK_LOST='' DLOCK_EVENT=''
+                return 0
+                ;;
+            *) break ;;
+            esac
+        done
+    fi
+    DLOCK_REPLY=${_dlock_l-}
+    if [ -s "$_dlock_dir/err" ]; then
+        cat "$_dlock_dir/err" >&2
+    fi
+    _dlock_err "dlockd at $_dlock_sock did not answer PING${DLOCK_REPLY:+ (got: $DLOCK_REPLY)}"
+    _dlock_teardown kill
+    return 3
+}
+
+# dlock_cmd WORD...: send the words as one request line; the reply line goes
+# to DLOCK_REPLY. Returns 0 for OK, 1 for TIMEOUT, 2 for ERR, 3 when there is
+# no connection.
+dlock_cmd() {
+    DLOCK_REPLY=
+    if [ -z "$_dlock_pid" ]; then
+        _dlock_err "not connected (call dlock_open first)"
+        return 3
+    fi
+    if [ $# -eq 0 ]; then
+        _dlock_err "dlock_cmd: no request"
+        return 2
+    fi
+    # Join with single spaces whatever IFS is.
+    _dlock_line=$1
+    shift
+    for _dlock_x in "$@"; do
+        _dlock_line="$_dlock_line $_dlock_x"
+    done
+    case $_dlock_line in
+    *"$_dlock_nl"* | *"$_dlock_cr"*)
+        DLOCK_REPLY="ERR ARGS a request is one line"
+        _dlock_err "dlock_cmd: a request must not contain a line break"
+        return 2
+        ;;
+    esac
+    # A blank line gets no reply: do not wait for one.
+    case $_dlock_line in
+    *[![:blank:]]*) ;;
+    *)
+        _dlock_err "dlock_cmd: empty request"
+        return 2
+        ;;
+    esac
+    if ! _dlock_send "$_dlock_line"; then
+        _dlock_gone
+        return 3
+    fi
+    while _dlock_readline; do
+        case $_dlock_l in
+        '!'*) _dlock_event "$_dlock_l" ;;
+        OK | "OK "*)
+            DLOCK_REPLY=$_dlock_l
+            return 0
+            ;;
+        TIMEOUT | "TIMEOUT "*)
+            DLOCK_REPLY=$_dlock_l
+            return 1
+            ;;
+        *)
+            # ERR, or anything else (not in the protocol): an error.
+            DLOCK_REPLY=$_dlock_l
+            return 2
+            ;;
+        esac
+    done
+    _dlock_gone
+    return 3
+}
+
+# _dlock_run WORD...: dlock_cmd, and an ERR reported on stderr.
+_dlock_run() {
+    _dlock_rc=0
+    dlock_cmd "$@" || _dlock_rc=$?
+    if [ "$_dlock_rc" -eq 2 ]; then
+        _dlock_err "$*: $DLOCK_REPLY"
+    fi
+    return "$_dlock_rc"
+}
+
+# Fill DLOCK_FENCE and DLOCK_HOLDS from "OK <fence> <holds>".
+_dlock_granted() {
+    _dlock_x=${DLOCK_REPLY#OK }
+    DLOCK_FENCE=${_dlock_x%% *}
+    DLOCK_HOLDS=${_dlock_x#* }
+}
+
+# dlock_lock NAME [LEASE_MS]: wait for the lock (as long as it takes).
+dlock_lock() {
+    DLOCK_FENCE='' DLOCK_HOLDS=''
+    _dlock_argc 1 2 $# "dlock_lock NAME [LEASE_MS]" || return 2
+    _dlock_name "$1" || return 2
+    if [ $# -ge 2 ]; then _dlock_num LEASE_MS "$2" || return 2; fi
+    _dlock_rc=0
+    _dlock_run LOCK "$@" || _dlock_rc=$?
+    if [ "$_dlock_rc" -eq 0 ]; then _dlock_granted; fi
+    return "$_dlock_rc"
+}
+
+# dlock_trylock NAME [WAIT_MS [LEASE_MS]]: 0 with the lock, 1 on TIMEOUT.
+dlock_trylock() {
+    DLOCK_FENCE='' DLOCK_HOLDS='' DLOCK_TTL=''
+    _dlock_argc 1 3 $# "dlock_trylock NAME [WAIT_MS [LEASE_MS]]" || return 2
+    _dlock_name "$1" || return 2
+    if [ $# -ge 2 ]; then _dlock_num WAIT_MS "$2" || return 2; fi
+    if [ $# -ge 3 ]; then _dlock_num LEASE_MS "$3" || return 2; fi
+    _dlock_rc=0
+    _dlock_run TRYLOCK "$@" || _dlock_rc=$?
+    case $_dlock_rc in
+    0) _dlock_granted ;;
+    1) DLOCK_TTL=${DLOCK_REPLY#TIMEOUT } ;;
+    esac
+    return "$_dlock_rc"
+}
+
+# dlock_unlock NAME: drop one hold; DLOCK_HOLDS is what is left (0: free).
+dlock_unlock() {
+    DLOCK_HOLDS=
+    _dlock_argc 1 1 $# "dlock_unlock NAME" || return 2
+    _dlock_name "$1" || return 2
+    _dlock_rc=0
+    _dlock_run UNLOCK "$@" || _dlock_rc=$?
+    if [ "$_dlock_rc" -eq 0 ]; then DLOCK_HOLDS=${DLOCK_REPLY#OK }; fi
+    return "$_dlock_rc"
+}
+
+# dlock_renew NAME [LEASE_MS]: DLOCK_TTL is the new remaining lease.
+dlock_renew() {
+    DLOCK_TTL=
+    _dlock_argc 1 2 $# "dlock_renew NAME [LEASE_MS]" || return 2
+    _dlock_name "$1" || return 2
+    if [ $# -ge 2 ]; then _dlock_num LEASE_MS "$2" || return 2; fi
+    _dlock_rc=0
+    _dlock_run RENEW "$@" || _dlock_rc=$?
+    if [ "$_dlock_rc" -eq 0 ]; then DLOCK_TTL=${DLOCK_REPLY#OK }; fi
+    return "$_dlock_rc"
+}
+
+# dlock_status NAME: DLOCK_STATE is FREE, MINE or TAKEN.
+dlock_status() {
+    DLOCK_STATE=
+    _dlock_argc 1 1 $# "dlock_status NAME" || return 2
+    _dlock_name "$1" || return 2
+    _dlock_rc=0
+    _dlock_run STATUS "$@" || _dlock_rc=$?
+    if [ "$_dlock_rc" -ne 0 ]; then return "$_dlock_rc"; fi
+    case $DLOCK_REPLY in
+    "OK FREE") DLOCK_STATE=FREE ;;
+    "OK MINE "*)
+        DLOCK_STATE=MINE
+        _dlock_x=${DLOCK_REPLY#OK MINE }
+        DLOCK_HOLDS=${_dlock_x%% *}
+        _dlock_x=${_dlock_x#* }
+        DLOCK_TTL=${_dlock_x%% *}
+        DLOCK_FENCE=${_dlock_x#* }
+        ;;
+    "OK TAKEN "*)
+        DLOCK_STATE=TAKEN
+        DLOCK_TTL=${DLOCK_REPLY#OK TAKEN }
+        ;;
+    *) DLOCK_STATE=${DLOCK_REPLY#OK } ;;
+    esac
+    return 0
+}
+
+# dlock_close: QUIT (dlockd releases every lock of the connection), wait for
+# socat, remove the temporary directory. Safe to call twice.
+dlock_close() {
+    if [ -z "$_dlock_pid" ]; then
+        return 0
+    fi
+    _dlock_self
+    if [ "$_dlock_me" != "$_dlock_owner" ]; then
+        _dlock_err "dlock_close: the connection belongs to process $_dlock_owner, not to this subshell"
+        return 2
+    fi
+    if _dlock_send QUIT; then
+        # Wait for "OK BYE": once it is here dlockd has let go of the locks.
+        while _dlock_readline "${DLOCK_IO_TIMEOUT:-5}"; do
+            case $_dlock_l in
+            '!'*) _dlock_event "$_dlock_l" ;;
+            *) break ;;
+            esac
+        done
+    fi
+    _dlock_teardown
+    return 0
+}
+
+# The EXIT trap set by dlock_open; only the process that opened closes.
+_dlock_atexit() {
+    if [ -n "$_dlock_pid" ]; then
+        _dlock_self
+        if [ "$_dlock_me" = "$_dlock_owner" ]; then
+            dlock_close
+        fi
+    fi
+}

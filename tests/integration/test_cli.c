@@ -1,0 +1,318 @@
+/* Integration tests of the dlock command against a real dlockd and redis-server.
+ * SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/support/harness.h"
+
+static int daemon_idx;
+
+static const char *dlock_bin(void) {
+    const char *b = getenv("DLOCK_BIN");
+    return b ? b : "build/dlock";
+}
+
+/* Starts dlock with args (NULL-terminated) against the test daemon, its
+ * stdout and stderr in h_dir()/out. Returns the pid. */
+static pid_t spawn_dlock(const char *const args[]) {
+    const char *argv[64] = {dlock_bin()};
+    size_t n = 1;
+    for (size_t i = 0; args[i] != NULL; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    char out[600];
+    snprintf(out, sizeof(out), "%s/out", h_dir());
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        setenv("DLOCK_SOCKET", h_dlockd_sock(daemon_idx), 1);
+        execv(argv[0], (char *const *)argv);
+        _exit(99);
+    }
+    return pid;
+}
+
+/* Waits for pid at most H_WAIT_MS; returns its exit code (128+N for a signal). */
+static int reap(pid_t pid) {
+    long long end = h_now_ms() + H_WAIT_MS;
+    int status;
+    for (;;) {
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid) break;
+        if (h_now_ms() > end) {
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+            ck_abort_msg("dlock did not finish in time");
+        }
+        usleep(1000);
+    }
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    return 128 + WTERMSIG(status);
+}
+
+static int run_dlock(const char *const args[]) {
+    return reap(spawn_dlock(args));
+}
+
+/* The first line of a file in h_dir(), or "" (static buffer). */
+static const char *slurp(const char *name) {
+    static char buf[4096];
+    char path[600];
+    snprintf(path, sizeof(path), "%s/%s", h_dir(), name);
+    buf[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return buf;
+    if (fgets(buf, sizeof(buf), f) == NULL) buf[0] = '\0';
+    fclose(f);
+    buf[strcspn(buf, "\n")] = '\0';
+    return buf;
+}
+
+/* Waits until h_dir()/name exists. */
+static void await_file(const char *name) {
+    char path[600];
+    snprintf(path, sizeof(path), "%s/%s", h_dir(), name);
+    long long end = h_now_ms() + H_WAIT_MS;
+    while (access(path, F_OK) != 0) {
+        ck_assert_msg(h_now_ms() < end, "%s never appeared", name);
+        usleep(2000);
+    }
+}
+
+static void setup(void) {
+    h_setup();
+    h_redis_start();
+    daemon_idx = h_dlockd_start(NULL);
+}
+
+START_TEST(exit_status_passes_through) {
+    const char *a[] = {"job", "sh", "-c", "exit 7", NULL};
+    ck_assert_int_eq(run_dlock(a), 7);
+    const char *b[] = {"job", "true", NULL};
+    ck_assert_int_eq(run_dlock(b), 0);
+    const char *c[] = {"job", "sh", "-c", "kill -9 $$", NULL};
+    ck_assert_int_eq(run_dlock(c), 128 + 9);
+    const char *d[] = {"job", "/nonexistent/command", NULL};
+    ck_assert_int_eq(run_dlock(d), 127);
+    const char *e[] = {"job", "/dev/null", NULL};
+    ck_assert_int_eq(run_dlock(e), 126);
+}
+END_TEST
+
+START_TEST(environment_has_name_and_fence) {
+    char script[700];
+    snprintf(script, sizeof(script), "echo \"$DLOCK_NAME $DLOCK_FENCE\" > %s/env", h_dir());
+    const char *a[] = {"envjob", "sh", "-c", script, NULL};
+    ck_assert_int_eq(run_dlock(a), 0);
+    char name[64];
+    unsigned long long fence = 0;
+    ck_assert_int_eq(sscanf(slurp("env"), "%63s %llu", name, &fence), 2);
+    ck_assert_str_eq(name, "envjob");
+    ck_assert_uint_gt(fence, 0);
+    /* The lock was held while the command ran and released after. */
+    h_conn_t *c = h_connect_index(daemon_idx);
+    h_send(c, "STATUS envjob\n");
+    H_EXPECT(c, "OK FREE");
+    h_close(c);
+}
+END_TEST
+
+START_TEST(nonblock_wait_and_code) {
+    h_conn_t *holder = h_connect_index(daemon_idx);
+    h_send(holder, "LOCK busy\n");
+    H_EXPECT_PREFIX(holder, "OK ");
+    const char *n[] = {"-n", "busy", "true", NULL};
+    ck_assert_int_eq(run_dlock(n), 1);
+    const char *e[] = {"-n", "-E", "9", "busy", "true", NULL};
+    ck_assert_int_eq(run_dlock(e), 9);
+    long long t0 = h_now_ms();
+    const char *w[] = {"-w", "0.3", "busy", "true", NULL};
+    ck_assert_int_eq(run_dlock(w), 1);
+    long long waited = h_now_ms() - t0;
+    ck_assert_int_ge(waited, 290);
+    ck_assert_int_lt(waited, 5000);
+    /* Released during -w: the command runs. */
+    const char *w2[] = {"-w", "10", "busy", "true", NULL};
+    pid_t pid = spawn_dlock(w2);
+    h_conn_t *adm = h_connect_index(daemon_idx);
+    long long end = h_now_ms() + H_WAIT_MS;
+    for (;;) { /* until dlock is queued */
+        h_send(adm, "INFO\n");
+        const char *line = h_recv(adm, H_WAIT_MS);
+        if (line && strstr(line, " waiters=1 ")) break;
+        ck_assert_msg(h_now_ms() < end, "dlock never queued");
+        usleep(1000);
+    }
+    h_send(holder, "UNLOCK busy\n");
+    H_EXPECT(holder, "OK 0");
+    ck_assert_int_eq(reap(pid), 0);
+    h_close(adm);
+    h_close(holder);
+}
+END_TEST
+
+START_TEST(lost_lock_stops_command) {
+    char script[700];
+    snprintf(script, sizeof(script),
+             "trap 'echo term > %s/term; exit 0' TERM; sleep 30 & wait", h_dir());
+    long long t0 = h_now_ms();
+    const char *a[] = {"-l", "300", "-k", "2", "leased", "sh", "-c", script, NULL};
+    ck_assert_int_eq(run_dlock(a), 79);
+    ck_assert_int_lt(h_now_ms() - t0, 5000);
+    ck_assert_str_eq(slurp("term"), "term");
+    /* A command that ignores SIGTERM gets SIGKILL after -k. */
+    const char *b[] = {"-l", "200", "-k", "0.2", "leased", "sh", "-c",
+                       "trap '' TERM; sleep 30 & wait", NULL};
+    t0 = h_now_ms();
+    ck_assert_int_eq(run_dlock(b), 79);
+    ck_assert_int_lt(h_now_ms() - t0, 5000);
+}
+END_TEST
+
+START_TEST(daemon_gone_stops_command) {
+    char script[700];
+    snprintf(script, sizeof(script), "touch %s/ready; sleep 30 & wait", h_dir());
+    const char *a[] = {"-k", "1", "dj", "sh", "-c", script, NULL};
+    pid_t pid = spawn_dlock(a);
+    await_file("ready");
+    h_dlockd_stop(daemon_idx, SIGKILL);
+    ck_assert_int_eq(reap(pid), 79);
+}
+END_TEST
+
+START_TEST(signals_are_forwarded) {
+    const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+    for (size_t i = 0; i < 3; i++) {
+        char script[700];
+        snprintf(script, sizeof(script),
+                 "trap 'exit %d' %d; touch %s/ready%zu; sleep 30 & wait", 40 + (int)i, sigs[i],
+                 h_dir(), i);
+        const char *a[] = {"sigjob", "sh", "-c", script, NULL};
+        pid_t pid = spawn_dlock(a);
+        char ready[16];
+        snprintf(ready, sizeof(ready), "ready%zu", i);
+        await_file(ready);
+        kill(pid, sigs[i]);
+        ck_assert_int_eq(reap(pid), 40 + (int)i);
+    }
+}
+END_TEST
+
+START_TEST(eight_loops_count_to_200) {
+    char counter[600], script[1500];
+    snprintf(counter, sizeof(counter), "%s/counter", h_dir());
+    FILE *f = fopen(counter, "w");
+    fputs("0\n", f);
+    fclose(f);
+    /* Without mutual exclusion these read-sleep-write steps lose updates. */
+    snprintf(script, sizeof(script),
+             "i=0; while [ $i -lt 25 ]; do "
+             "DLOCK_SOCKET='%s' '%s' count sh -c "
+             "'n=$(cat %s); sleep 0.002; echo $((n + 1)) > %s' || exit 1; "
+             "i=$((i + 1)); done",
+             h_dlockd_sock(daemon_idx), dlock_bin(), counter, counter);
+    pid_t pids[8];
+    for (int i = 0; i < 8; i++) {
+        pids[i] = fork();
+        ck_assert_int_ge(pids[i], 0);
+        if (pids[i] == 0) {
+            execl("/bin/sh", "sh", "-c", script, (char *)NULL);
+            _exit(99);
+        }
+    }
+    for (int i = 0; i < 8; i++) {
+        int status;
+        waitpid(pids[i], &status, 0);
+        ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "loop %d failed", i);
+    }
+    ck_assert_str_eq(slurp("counter"), "200");
+}
+END_TEST
+
+START_TEST(bad_usage_is_64) {
+    const char *cases[][6] = {
+        {NULL},
+        {"name", NULL},
+        {"-x", "name", "true", NULL},
+        {"-w", "abc", "name", "true", NULL},
+        {"-w", "-1", "name", "true", NULL},
+        {"-l", "0", "name", "true", NULL},
+        {"-E", "300", "name", "true", NULL},
+        {"-n", "-w", "1", "name", "true", NULL},
+        {"--status", NULL},
+        {"name with space", "true", NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int rc = run_dlock(cases[i]);
+        ck_assert_msg(rc == 64, "case %zu: exit %d, wanted 64", i, rc);
+        ck_assert_msg(strstr(slurp("out"), "dlock") != NULL || i == 0, "case %zu: no message", i);
+    }
+}
+END_TEST
+
+START_TEST(unreachable_daemon_is_69) {
+    const char *a[] = {"-s", "/nonexistent/dlockd.sock", "x", "true", NULL};
+    ck_assert_int_eq(run_dlock(a), 69);
+    const char *b[] = {"-s", "/nonexistent/dlockd.sock", "--ping", NULL};
+    ck_assert_int_eq(run_dlock(b), 69);
+}
+END_TEST
+
+START_TEST(query_forms) {
+    const char *p[] = {"--ping", NULL};
+    ck_assert_int_eq(run_dlock(p), 0);
+    ck_assert_str_eq(slurp("out"), "OK PONG");
+    const char *s[] = {"--status", "q", NULL};
+    ck_assert_int_eq(run_dlock(s), 0);
+    ck_assert_str_eq(slurp("out"), "OK FREE");
+    const char *i[] = {"--info", NULL};
+    ck_assert_int_eq(run_dlock(i), 0);
+    ck_assert_msg(strncmp(slurp("out"), "OK version=", 11) == 0, "%s", slurp("out"));
+    h_conn_t *holder = h_connect_index(daemon_idx);
+    h_send(holder, "LOCK q\n");
+    H_EXPECT_PREFIX(holder, "OK ");
+    const char *f[] = {"--force-unlock", "q", NULL};
+    ck_assert_int_eq(run_dlock(f), 0);
+    ck_assert_str_eq(slurp("out"), "OK 1");
+    H_EXPECT(holder, "!LOST q forced");
+    const char *bad[] = {"--status", "", NULL};
+    ck_assert_int_eq(run_dlock(bad), 1); /* the daemon's ERR */
+    ck_assert_msg(strncmp(slurp("out"), "ERR ", 4) == 0, "%s", slurp("out"));
+    h_close(holder);
+}
+END_TEST
+
+static Suite *suite(void) {
+    Suite *s = suite_create("dlock command");
+    TCase *tc = tcase_create("cli");
+    tcase_add_checked_fixture(tc, setup, h_teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, exit_status_passes_through);
+    tcase_add_test(tc, environment_has_name_and_fence);
+    tcase_add_test(tc, nonblock_wait_and_code);
+    tcase_add_test(tc, lost_lock_stops_command);
+    tcase_add_test(tc, daemon_gone_stops_command);
+    tcase_add_test(tc, signals_are_forwarded);
+    tcase_add_test(tc, eight_loops_count_to_200);
+    tcase_add_test(tc, bad_usage_is_64);
+    tcase_add_test(tc, unreachable_daemon_is_69);
+    tcase_add_test(tc, query_forms);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    return h_main(suite());
+}

@@ -1,0 +1,188 @@
+/* Tests of libdlock, the C client library, against a real dlockd.
+ * SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clients/c/dlock.h"
+#include "tests/support/harness.h"
+
+static int daemon_idx;
+
+static void setup(void) {
+    h_setup();
+    h_redis_start();
+    daemon_idx = h_dlockd_start(NULL);
+    setenv("DLOCK_SOCKET", h_dlockd_sock(daemon_idx), 1);
+}
+
+static dlock_t *open_client(void) {
+    int err = 0;
+    dlock_t *d = dlock_connect(NULL, &err); /* from $DLOCK_SOCKET */
+    ck_assert_msg(d != NULL, "connect: %s", dlock_strerror(err));
+    return d;
+}
+
+START_TEST(lock_reenter_unlock) {
+    dlock_t *d = open_client();
+    uint64_t f1 = 0, f2 = 0;
+    uint32_t holds = 0, left = 9;
+    ck_assert_int_eq(dlock_lock(d, "a", 0, &f1, &holds), 0);
+    ck_assert_uint_gt(f1, 0);
+    ck_assert_uint_eq(holds, 1);
+    ck_assert_int_eq(dlock_lock(d, "a", 0, &f2, &holds), 0);
+    ck_assert_uint_eq(f2, f1);
+    ck_assert_uint_eq(holds, 2);
+    ck_assert_int_eq(dlock_unlock(d, "a", &left), 0);
+    ck_assert_uint_eq(left, 1);
+    ck_assert_int_eq(dlock_unlock(d, "a", &left), 0);
+    ck_assert_uint_eq(left, 0);
+    ck_assert_int_eq(dlock_unlock(d, "a", &left), DLOCK_ENOTHELD);
+    ck_assert_int_eq(dlock_lock(d, "a", 0, &f2, NULL), 0);
+    ck_assert_uint_gt(f2, f1);
+    ck_assert_int_eq(dlock_ping(d), 0);
+    dlock_close(d);
+}
+END_TEST
+
+START_TEST(trylock_status_renew) {
+    dlock_t *a = open_client(), *b = open_client();
+    uint64_t fence;
+    long long ttl = 0;
+    ck_assert_int_eq(dlock_lock(a, "t", 0, &fence, NULL), 0);
+    ck_assert_int_eq(dlock_trylock(b, "t", 0, 0, NULL, NULL, &ttl), DLOCK_ETIMEOUT);
+    ck_assert_int_gt(ttl, 0);
+    long long t0 = h_now_ms();
+    ck_assert_int_eq(dlock_trylock(b, "t", 200, 0, NULL, NULL, &ttl), DLOCK_ETIMEOUT);
+    ck_assert_int_ge(h_now_ms() - t0, 190);
+
+    dlock_status_t st;
+    ck_assert_int_eq(dlock_status(a, "t", &st), 0);
+    ck_assert_int_eq(st.state, DLOCK_MINE);
+    ck_assert_uint_eq(st.holds, 1);
+    ck_assert_uint_eq(st.fence, fence);
+    ck_assert_int_gt(st.ttl_ms, 0);
+    ck_assert_int_eq(dlock_status(b, "t", &st), 0);
+    ck_assert_int_eq(st.state, DLOCK_TAKEN);
+    ck_assert_int_eq(dlock_status(b, "free", &st), 0);
+    ck_assert_int_eq(st.state, DLOCK_FREE);
+
+    ck_assert_int_eq(dlock_renew(a, "t", 5000, &ttl), 0);
+    ck_assert_int_eq(ttl, 5000);
+    ck_assert_int_eq(dlock_renew(b, "t", 0, &ttl), DLOCK_ENOTHELD);
+
+    int removed = -1;
+    ck_assert_int_eq(dlock_force_unlock(b, "t", &removed), 0);
+    ck_assert_int_eq(removed, 1);
+    dlock_close(a);
+    dlock_close(b);
+}
+END_TEST
+
+typedef struct seen_s {
+    int count;
+    char name[64];
+    char reason[32];
+} seen_t;
+
+static void on_lost(dlock_t *d, const char *name, const char *reason, void *data) {
+    seen_t *s = data;
+    (void)d;
+    s->count++;
+    snprintf(s->name, sizeof(s->name), "%s", name);
+    snprintf(s->reason, sizeof(s->reason), "%s", reason);
+}
+
+START_TEST(lost_event_through_poll) {
+    dlock_t *d = open_client();
+    seen_t seen = {0};
+    dlock_set_lost_cb(d, on_lost, &seen);
+    ck_assert_int_eq(dlock_lock(d, "lease", 200, NULL, NULL), 0);
+    /* The descriptor becomes readable when the event arrives. */
+    struct pollfd pfd = {.fd = dlock_fd(d), .events = POLLIN};
+    ck_assert_int_eq(poll(&pfd, 1, H_WAIT_MS), 1);
+    ck_assert_int_eq(dlock_poll(d, 0), 1);
+    ck_assert_int_eq(seen.count, 1);
+    ck_assert_str_eq(seen.name, "lease");
+    ck_assert_str_eq(seen.reason, "expired");
+    ck_assert_int_eq(dlock_poll(d, 0), 0);
+    ck_assert_int_eq(dlock_unlock(d, "lease", NULL), DLOCK_ENOTHELD);
+    dlock_close(d);
+}
+END_TEST
+
+START_TEST(event_met_while_waiting_for_reply) {
+    dlock_t *d = open_client();
+    seen_t seen = {0};
+    dlock_set_lost_cb(d, on_lost, &seen);
+    ck_assert_int_eq(dlock_lock(d, "short", 150, NULL, NULL), 0);
+    /* A blocking request that outlasts the lease meets the event first. */
+    dlock_t *other = open_client();
+    ck_assert_int_eq(dlock_lock(other, "long", 0, NULL, NULL), 0);
+    ck_assert_int_eq(dlock_trylock(d, "long", 600, 0, NULL, NULL, NULL), DLOCK_ETIMEOUT);
+    ck_assert_int_eq(seen.count, 1);
+    ck_assert_str_eq(seen.name, "short");
+    dlock_close(other);
+    dlock_close(d);
+}
+END_TEST
+
+START_TEST(errors_and_names) {
+    dlock_t *d = open_client();
+    ck_assert_int_eq(dlock_lock(d, "", 0, NULL, NULL), DLOCK_ENAME);
+    ck_assert_int_eq(dlock_lock(d, "has space", 0, NULL, NULL), DLOCK_ENAME);
+    char big[300];
+    memset(big, 'n', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    ck_assert_int_eq(dlock_lock(d, big, 0, NULL, NULL), DLOCK_ENAME);
+    char reply[128];
+    ck_assert_int_eq(dlock_request(d, "BOGUS", reply, sizeof(reply)), DLOCK_EUNKNOWN);
+    ck_assert_msg(strncmp(reply, "ERR UNKNOWN", 11) == 0, "%s", reply);
+    ck_assert_str_eq(dlock_err_name(DLOCK_ENOTHELD), "NOTHELD");
+    ck_assert_str_eq(dlock_strerror(DLOCK_ETIMEOUT), "lock not acquired within the wait");
+    ck_assert_str_eq(dlock_strerror(0), "success");
+    ck_assert_str_eq(dlock_strerror(12345), "unknown error");
+    char info[1024];
+    ck_assert_int_eq(dlock_info(d, info, sizeof(info)), 0);
+    ck_assert_msg(strncmp(info, "version=", 8) == 0, "%s", info);
+    dlock_close(d);
+
+    int err = 0;
+    ck_assert_ptr_null(dlock_connect("/nonexistent/dlockd.sock", &err));
+    ck_assert_int_eq(err, DLOCK_ECONNECT);
+}
+END_TEST
+
+START_TEST(close_releases_and_daemon_loss_is_seen) {
+    dlock_t *a = open_client(), *b = open_client();
+    ck_assert_int_eq(dlock_lock(a, "c", 0, NULL, NULL), 0);
+    dlock_close(a);
+    ck_assert_int_eq(dlock_trylock(b, "c", 5000, 0, NULL, NULL, NULL), 0);
+    h_dlockd_stop(daemon_idx, SIGKILL);
+    ck_assert_int_eq(dlock_poll(b, H_WAIT_MS), DLOCK_ECLOSED);
+    ck_assert_int_eq(dlock_ping(b), DLOCK_ECLOSED);
+    dlock_close(b);
+}
+END_TEST
+
+static Suite *suite(void) {
+    Suite *s = suite_create("libdlock");
+    TCase *tc = tcase_create("client");
+    tcase_add_checked_fixture(tc, setup, h_teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, lock_reenter_unlock);
+    tcase_add_test(tc, trylock_status_renew);
+    tcase_add_test(tc, lost_event_through_poll);
+    tcase_add_test(tc, event_met_while_waiting_for_reply);
+    tcase_add_test(tc, errors_and_names);
+    tcase_add_test(tc, close_releases_and_daemon_loss_is_seen);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    return h_main(suite());
+}

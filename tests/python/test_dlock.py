@@ -1,0 +1,473 @@
+#!/usr/bin/env python3
+"""Tests of the Python dlock client against a real dlockd and redis-server.
+
+Run: DLOCKD_BIN=$PWD/build/dlockd python3 tests/python/test_dlock.py -v
+"""
+# SPDX-License-Identifier: MIT
+
+import atexit
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+import uuid
+from unittest import mock
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
+
+import dlock  # noqa: E402
+
+START_TIMEOUT = 15.0     # seconds for redis-server and dlockd to come up
+EVENT_TIMEOUT = 5.0      # seconds to wait for an event or a grant
+CONF_LEASE_MS = 600
+
+_env = {"tmp": None, "procs": [], "logs": [], "sock": None}
+
+
+def _pdeathsig():
+    # Linux: the child dies with us even if we are killed.
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+def _spawn(argv, logname):
+    log = open(os.path.join(_env["tmp"], logname), "wb")
+    _env["logs"].append(log)
+    kw = {}
+    if sys.platform.startswith("linux"):
+        kw["preexec_fn"] = _pdeathsig
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                         cwd=_env["tmp"], **kw)
+    _env["procs"].append((p, logname))
+    return p
+
+
+def _logs():
+    out = []
+    for _, logname in _env["procs"]:
+        try:
+            with open(os.path.join(_env["tmp"], logname), "rb") as f:
+                out.append("--- %s ---\n%s" % (logname, f.read().decode("utf-8", "replace")))
+        except OSError:
+            pass
+    return "\n".join(out)
+
+
+def _cleanup():
+    procs, _env["procs"] = _env["procs"], []
+    for p, _ in reversed(procs):        # dlockd first, then redis
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+    for log in _env["logs"]:
+        log.close()
+    _env["logs"] = []
+    tmp, _env["tmp"] = _env["tmp"], None
+    if tmp:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def setUpModule():
+    atexit.register(_cleanup)
+    redis = shutil.which("redis-server")
+    if redis is None:
+        raise RuntimeError("redis-server not found in PATH")
+    dlockd = os.environ.get("DLOCKD_BIN") or os.path.join(ROOT, "build", "dlockd")
+    if not os.access(dlockd, os.X_OK):
+        raise RuntimeError("dlockd binary %s not found; run `make build/dlockd` or set "
+                           "DLOCKD_BIN" % dlockd)
+    tmp = _env["tmp"] = tempfile.mkdtemp(prefix="dlock-py-")
+    rsock = os.path.join(tmp, "redis.sock")
+    dsock = _env["sock"] = os.path.join(tmp, "d.sock")
+    conf = os.path.join(tmp, "dlockd.conf")
+    with open(conf, "w") as f:
+        f.write("[server]\nsocket = %s\nadmin_uids = 0\n[redis]\nurl = unix://%s\n"
+                "[lock]\nlease_ms = %d\n" % (dsock, rsock, CONF_LEASE_MS))
+    _spawn([redis, "--port", "0", "--unixsocket", rsock, "--save", "", "--appendonly", "no",
+            "--dir", tmp], "redis.log")
+    _spawn([dlockd, "-c", conf], "dlockd.log")
+
+    deadline = time.monotonic() + START_TIMEOUT
+    last = None
+    while time.monotonic() < deadline:
+        for p, logname in _env["procs"]:
+            if p.poll() is not None:
+                raise RuntimeError("%s exited with %s\n%s" % (logname, p.returncode, _logs()))
+        try:
+            with dlock.Client(dsock, timeout=1.0) as c:
+                c.ping()
+                info = c.info()
+                if info.get("redis") == "up":
+                    return
+                last = "redis=%s" % info.get("redis")
+        except (dlock.DlockError, OSError) as e:
+            last = e
+        time.sleep(0.02)    # poll interval
+    raise RuntimeError("dlockd not ready within %ss (%s)\n%s" % (START_TIMEOUT, last, _logs()))
+
+
+def tearDownModule():
+    _cleanup()
+
+
+def wait_readable(test, fd, timeout=EVENT_TIMEOUT):
+    r, _, _ = select.select([fd], [], [], timeout)
+    test.assertTrue(r, "no event from dlockd within %ss" % timeout)
+
+
+class DlockTest(unittest.TestCase):
+    def setUp(self):
+        self.sock = _env["sock"]
+        self.name = "py-%s-%s" % (self._testMethodName, uuid.uuid4().hex[:8])
+
+    def client(self, **kw):
+        c = dlock.Client(self.sock, **kw)
+        self.addCleanup(c.close)
+        return c
+
+    def lock_obj(self, name=None, **kw):
+        lk = dlock.Lock(name or self.name, socket=self.sock, **kw)
+
+        def cleanup():
+            try:
+                lk.release()
+            except dlock.DlockError:
+                pass
+        self.addCleanup(cleanup)
+        return lk
+
+    # -- basics --
+
+    def test_ping_and_info(self):
+        c = self.client()
+        self.assertTrue(c.ping())
+        info = c.info()
+        self.assertEqual(info["redis"], "up")
+        self.assertIsInstance(info["connections"], int)
+        self.assertIsInstance(info["version"], str)
+        self.assertEqual(info["peer_uid"], os.getuid())
+        self.assertEqual(info["peer_pid"], os.getpid())
+
+    def test_default_socket_from_env(self):
+        with mock.patch.dict(os.environ, {"DLOCK_SOCKET": self.sock}):
+            with dlock.Client() as c:
+                self.assertEqual(c.path, self.sock)
+                self.assertTrue(c.ping())
+
+    def test_context_manager_yields_fence_and_releases(self):
+        other = self.client()
+        lk = self.lock_obj()
+        with lk as fence:
+            self.assertIsInstance(fence, int)
+            self.assertGreater(fence, 0)
+            self.assertEqual(lk.fence, fence)
+            self.assertTrue(lk.locked())
+            st = lk.status()
+            self.assertEqual((st.state, st.holds, st.fence), ("MINE", 1, fence))
+            self.assertEqual(other.status(self.name).state, "TAKEN")
+        self.assertFalse(lk.locked())
+        self.assertIsNone(lk.fence)
+        self.assertEqual(other.status(self.name), dlock.Status("FREE", 0, None, None))
+
+    def test_reentrancy(self):
+        c = self.client()
+        fence, holds = c.lock(self.name)
+        self.assertEqual(holds, 1)
+        self.assertEqual(c.lock(self.name), (fence, 2))
+        self.assertEqual(c.trylock(self.name), (fence, 3))
+        self.assertEqual(c.status(self.name).holds, 3)
+        self.assertEqual(c.unlock(self.name), 2)
+        self.assertEqual(c.unlock(self.name), 1)
+        self.assertEqual(c.unlock(self.name), 0)
+        self.assertEqual(c.status(self.name).state, "FREE")
+        with self.assertRaises(dlock.NotHeld) as cm:
+            c.unlock(self.name)
+        self.assertEqual(cm.exception.code, "NOTHELD")
+
+    def test_lock_reentrancy(self):
+        lk = self.lock_obj()
+        f1 = lk.acquire()
+        self.assertEqual(lk.acquire(), f1)
+        self.assertEqual(lk.status().holds, 2)
+        lk.release()        # every hold
+        self.assertEqual(self.client().status(self.name).state, "FREE")
+
+    def test_fences_rise(self):
+        a, b = self.client(), self.client()
+        f1, _ = a.lock(self.name)
+        a.unlock(self.name)
+        f2, _ = a.lock(self.name)
+        a.unlock(self.name)
+        f3, _ = b.lock(self.name)
+        b.unlock(self.name)
+        with self.lock_obj() as f4:
+            pass
+        self.assertTrue(0 < f1 < f2 < f3 < f4, (f1, f2, f3, f4))
+
+    # -- waiting --
+
+    def test_trylock_timeout_with_ttl(self):
+        holder, other = self.client(), self.client()
+        holder.lock(self.name, lease_ms=10000)
+        with self.assertRaises(dlock.Timeout) as cm:
+            other.trylock(self.name)
+        self.assertTrue(0 < cm.exception.ttl_ms <= 10000, cm.exception.ttl_ms)
+        self.assertIsInstance(cm.exception, dlock.DlockError)
+        t0 = time.monotonic()
+        with self.assertRaises(dlock.Timeout):
+            other.trylock(self.name, wait_ms=100)
+        self.assertGreaterEqual(time.monotonic() - t0, 0.08)
+
+    def test_blocking_acquire_gets_lock_on_release(self):
+        holder = self.client()
+        hfence, _ = holder.lock(self.name)
+        watcher = self.client()
+        waiters0 = watcher.info()["waiters"]
+        lk = self.lock_obj()
+        result = {}
+        done = threading.Event()
+
+        def run():
+            try:
+                result["fence"] = lk.acquire()
+            except BaseException as e:  # report it to the main thread
+                result["error"] = e
+            done.set()
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        # Bounded wait until dlockd counts the waiter.
+        deadline = time.monotonic() + EVENT_TIMEOUT
+        while watcher.info()["waiters"] <= waiters0 and not done.is_set():
+            self.assertLess(time.monotonic(), deadline, "the waiter never showed up")
+            time.sleep(0.01)
+        self.assertFalse(done.is_set(), "acquired while the holder held: %r" % result)
+        self.assertEqual(holder.unlock(self.name), 0)
+        self.assertTrue(done.wait(EVENT_TIMEOUT), "blocking acquire did not return")
+        t.join(EVENT_TIMEOUT)
+        self.assertNotIn("error", result)
+        self.assertGreater(result["fence"], hfence)
+        self.assertTrue(lk.locked())
+        lk.release()
+
+    def test_acquire_timeout(self):
+        holder = self.client()
+        holder.lock(self.name)
+        lk = self.lock_obj()
+        t0 = time.monotonic()
+        with self.assertRaises(dlock.Timeout):
+            lk.acquire(timeout=0.2)
+        elapsed = time.monotonic() - t0
+        self.assertGreaterEqual(elapsed, 0.18)
+        self.assertLess(elapsed, 3.0)
+        with self.assertRaises(dlock.Timeout):
+            lk.acquire(blocking=False)
+        self.assertFalse(lk.locked())
+        holder.unlock(self.name)
+        self.assertGreater(lk.acquire(blocking=False), 0)
+
+    # -- leases --
+
+    def test_renew_returns_lease(self):
+        c = self.client()
+        c.lock(self.name, lease_ms=10000)
+        self.assertEqual(c.renew(self.name, 5000), 5000)
+        self.assertLessEqual(c.status(self.name).ttl_ms, 5000)
+        self.assertEqual(c.renew(self.name), 5000)    # its own lease now
+        wd = self.name + "-wd"
+        c.lock(wd)                                    # watchdog mode
+        self.assertEqual(c.renew(wd), CONF_LEASE_MS)
+        with self.assertRaises(dlock.NotHeld):
+            c.renew(self.name + "-none")
+        lk = self.lock_obj(self.name + "-lk", lease_ms=10000)
+        lk.acquire()
+        self.assertEqual(lk.renew(3000), 3000)
+
+    def test_status_states(self):
+        a, b = self.client(), self.client()
+        self.assertEqual(a.status(self.name), ("FREE", 0, None, None))
+        fence, _ = a.lock(self.name)
+        st = a.status(self.name)
+        self.assertEqual((st.state, st.holds, st.fence), ("MINE", 1, fence))
+        self.assertTrue(0 <= st.ttl_ms <= CONF_LEASE_MS, st.ttl_ms)
+        st = b.status(self.name)
+        self.assertEqual((st.state, st.holds, st.fence), ("TAKEN", 0, None))
+        self.assertTrue(-1 <= st.ttl_ms <= CONF_LEASE_MS, st.ttl_ms)
+        a.unlock(self.name)
+        self.assertEqual(b.status(self.name).state, "FREE")
+
+    def test_lease_expiry_raises_lock_lost(self):
+        c = self.client()
+        c.lock(self.name, lease_ms=200)
+        wait_readable(self, c.fileno())
+        with self.assertRaises(dlock.LockLost) as cm:
+            c.status(self.name)
+        self.assertEqual((cm.exception.name, cm.exception.reason), (self.name, "expired"))
+        self.assertEqual(c.lost, {})
+        # Reported once; then the daemon's view. dlockd reports the loss at
+        # the end of the lease as it measures it, which can be a millisecond
+        # before Redis drops the key: STATUS may still say "TAKEN 0" then.
+        st = c.status(self.name)
+        self.assertIn(st.state, ("FREE", "TAKEN"))
+        if st.state == "TAKEN":
+            self.assertLessEqual(st.ttl_ms, 200)
+        with self.assertRaises(dlock.NotHeld):
+            c.unlock(self.name)
+
+    def test_lease_expiry_on_unlock(self):
+        c = self.client()
+        c.lock(self.name, lease_ms=200)
+        wait_readable(self, c.fileno())
+        with self.assertRaises(dlock.LockLost) as cm:
+            c.unlock(self.name)
+        self.assertEqual(cm.exception.reason, "expired")
+
+    def test_check_raises_lock_lost(self):
+        c = self.client()
+        c.lock(self.name, lease_ms=200)
+        self.assertIsNone(c.check())
+        wait_readable(self, c.fileno())
+        with self.assertRaises(dlock.LockLost) as cm:
+            c.check()
+        self.assertEqual((cm.exception.name, cm.exception.reason), (self.name, "expired"))
+        self.assertIsNone(c.check())
+        self.assertEqual(c.lost, {})
+        self.assertTrue(c.ping())
+
+    def test_lost_recorded_while_reading_other_replies(self):
+        c = self.client()
+        c.lock(self.name, lease_ms=200)
+        wait_readable(self, c.fileno())
+        self.assertTrue(c.ping())          # reads the event along the way
+        self.assertEqual(c.lost, {self.name: "expired"})
+        with self.assertRaises(dlock.LockLost):
+            c.lock(self.name)
+        self.assertEqual(c.lost, {})
+
+    def test_with_block_raises_lock_lost(self):
+        lk = self.lock_obj(lease_ms=200)
+        with self.assertRaises(dlock.LockLost) as cm:
+            with lk as fence:
+                self.assertGreater(fence, 0)
+                wait_readable(self, lk.fileno())
+        self.assertEqual((cm.exception.name, cm.exception.reason), (self.name, "expired"))
+        self.assertFalse(lk.locked())
+
+    def test_with_block_does_not_mask_exception(self):
+        lk = self.lock_obj(lease_ms=200)
+        with self.assertRaises(KeyError):
+            with lk:
+                wait_readable(self, lk.fileno())
+                raise KeyError("inner")
+        self.assertFalse(lk.locked())
+
+    def test_lock_check(self):
+        lk = self.lock_obj(lease_ms=200)
+        lk.acquire()
+        lk.check()
+        wait_readable(self, lk.fileno())
+        self.assertFalse(lk.locked())
+        with self.assertRaises(dlock.LockLost):
+            lk.check()
+        lk.release()        # acknowledged: closes quietly
+
+    # -- admin and ownership --
+
+    def test_force_unlock(self):
+        owner, admin = self.client(), self.client()
+        owner.lock(self.name)
+        if os.geteuid() != 0:
+            with self.assertRaises(dlock.Denied) as cm:
+                admin.force_unlock(self.name)
+            self.assertEqual(cm.exception.code, "DENIED")
+            return
+        self.assertIs(admin.force_unlock(self.name), True)
+        wait_readable(self, owner.fileno())
+        with self.assertRaises(dlock.LockLost) as cm:
+            owner.check()
+        self.assertEqual(cm.exception.reason, "forced")
+        self.assertIs(admin.force_unlock(self.name), False)
+        self.assertEqual(admin.status(self.name).state, "FREE")
+
+    def test_close_releases_locks(self):
+        a, b = self.client(), self.client()
+        a.lock(self.name)
+        a.lock(self.name)
+        with self.assertRaises(dlock.Timeout):
+            b.trylock(self.name)
+        a.close()
+        a.close()           # idempotent
+        with self.assertRaises(dlock.ConnectionClosed):
+            a.ping()
+        fence, holds = b.trylock(self.name, wait_ms=int(EVENT_TIMEOUT * 1000))
+        self.assertEqual(holds, 1)
+
+    def test_lock_release_closes_connection(self):
+        other = self.client()
+        lk = self.lock_obj()
+        lk.acquire()
+        lk.release()
+        self.assertEqual(other.status(self.name).state, "FREE")
+        with self.assertRaises(dlock.NotHeld):
+            lk.release()
+
+    # -- errors --
+
+    def test_bad_name_not_sent(self):
+        c = self.client()
+        before = c.info()["requests"]
+        bad = ["", "a b", "x" * 256, "tab\there", "caf\u00e9", "nl\n", b"\x7f", 42]
+        for name in bad:
+            for call in (c.lock, c.trylock, c.unlock, c.renew, c.status, c.force_unlock):
+                with self.assertRaises(dlock.DlockError):
+                    call(name)
+            with self.assertRaises(dlock.DlockError):
+                dlock.Lock(name, socket=self.sock)
+        with self.assertRaises(dlock.DlockError):
+            c.lock(self.name, lease_ms=-1)
+        with self.assertRaises(dlock.DlockError):
+            c.trylock(self.name, wait_ms=2 ** 31)
+        self.assertEqual(c.info()["requests"], before + 1)   # only this INFO
+        self.assertTrue(c.ping())
+        # The longest valid name works.
+        long_name = ("n" * 255)
+        self.assertEqual(c.lock(long_name)[1], 1)
+        self.assertEqual(c.unlock(long_name), 0)
+
+    def test_missing_socket(self):
+        path = os.path.join(_env["tmp"], "missing.sock")
+        with self.assertRaises(ConnectionError) as cm:
+            dlock.Client(path)
+        self.assertIsInstance(cm.exception, dlock.DlockError)
+        self.assertIn(path, str(cm.exception))
+        with self.assertRaises(ConnectionError):
+            dlock.Lock(self.name, socket=path).acquire()
+
+    def test_error_codes(self):
+        c = self.client()
+        with self.assertRaises(dlock.BadRequest) as cm:
+            c._call(["FROB"])
+        self.assertEqual(cm.exception.code, "UNKNOWN")
+        with self.assertRaises(dlock.BadRequest) as cm:
+            c._call(["LOCK", "a", "b", "c"])
+        self.assertEqual(cm.exception.code, "ARGS")
+        self.assertTrue(c.ping())
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,410 @@
+#!/bin/sh
+# Tests of the shell client clients/shell/dlock.sh against a real dlockd.
+# SPDX-License-Identifier: MIT
+#
+#   DLOCKD_BIN=build/dlockd sh tests/shell/test_dlock_sh.sh
+#
+# Starts a private redis-server and dlockd on Unix sockets in a temporary
+# directory (removed at exit, both servers stopped), runs the client scenario
+# under dash (or sh) and under bash when it exists, then the one-shot socat
+# claim of the README and clients/shell/example.sh. Prints "ok - ..." or
+# "not ok - ..." per check and "N passed, M failed" as the last line; exits 1
+# if anything failed.
+#
+# The same file is the scenario: `SHELL $0 --scenario LIB SOCK` runs the
+# client checks in the shell SHELL.
+
+# Snippets for other shells are single-quoted on purpose.
+# shellcheck disable=SC2016
+set -u
+
+# ---------------------------------------------------------------- scenario --
+
+sc_ok() { printf 'ok - %s: %s\n' "$SC_SHELL" "$1"; }
+sc_nok() { printf 'not ok - %s: %s\n' "$SC_SHELL" "$1"; }
+# sc_check DESC COMMAND...: ok when COMMAND succeeds.
+sc_check() {
+    sc_desc=$1
+    shift
+    if "$@"; then sc_ok "$sc_desc"; else sc_nok "$sc_desc"; fi
+}
+is_digits() { case ${1-} in '' | *[!0-9]*) return 1 ;; *) return 0 ;; esac; }
+
+# oneshot LINE: one request on a fresh connection; prints the reply.
+oneshot() {
+    printf '%s\n' "$1" | socat -t 5 - "UNIX-CONNECT:$SOCK"
+}
+# wait_free NAME: STATUS NAME from another connection says OK FREE, within
+# about 2 s (the release of a closed connection takes a Redis round trip).
+wait_free() {
+    wf_i=0
+    while [ "$(oneshot "STATUS $1")" != "OK FREE" ]; do
+        wf_i=$((wf_i + 1))
+        if [ "$wf_i" -ge 20 ]; then return 1; fi
+        sleep 0.1
+    done
+}
+# other SNIPPET: run SNIPPET in a separate process of the same shell, with
+# the library sourced and $SOCK open; prints what the snippet prints.
+other() {
+    "$SC_SH" -c '. "$1" && dlock_open "$2" || exit 9
+'"$1" sh "$LIB" "$SOCK"
+}
+
+scenario() {
+    LIB=$1 SOCK=$2 SC_SH=$3 SC_SHELL=$4
+    # shellcheck source=clients/shell/dlock.sh disable=SC1091
+    . "$LIB"
+
+    # -- opening
+    rc=0
+    dlock_open "$SOCK.missing" 2>/dev/null || rc=$?
+    sc_check "dlock_open of a missing socket fails with 3" [ "$rc" -eq 3 ]
+    rc=0
+    dlock_cmd PING 2>/dev/null || rc=$?
+    sc_check "dlock_cmd without a connection returns 3" [ "$rc" -eq 3 ]
+    rc=0
+    dlock_open "$SOCK" || rc=$?
+    sc_check "dlock_open connects and PINGs" [ "$rc" -eq 0 ]
+    rc=0
+    dlock_open "$SOCK" 2>/dev/null || rc=$?
+    sc_check "a second dlock_open in the same process is refused" [ "$rc" -eq 2 ]
+    rc=0
+    dlock_cmd PING || rc=$?
+    sc_check "dlock_cmd PING: 0 and OK PONG" [ "$rc.$DLOCK_REPLY" = "0.OK PONG" ]
+    rc=0
+    dlock_cmd BOGUS || rc=$?
+    case $rc.$DLOCK_REPLY in
+    "2.ERR UNKNOWN"*) sc_ok "dlock_cmd of an unknown command: 2 and ERR UNKNOWN" ;;
+    *) sc_nok "dlock_cmd of an unknown command: 2 and ERR UNKNOWN (rc $rc, '$DLOCK_REPLY')" ;;
+    esac
+
+    # -- lock, and a second connection that cannot have it
+    rc=0
+    dlock_lock x || rc=$?
+    fence1=$DLOCK_FENCE
+    sc_check "dlock_lock x returns 0" [ "$rc" -eq 0 ]
+    sc_check "the fence is digits ($fence1)" is_digits "$fence1"
+    sc_check "holds is 1" [ "$DLOCK_HOLDS" = 1 ]
+
+    out=$(other 'dlock_trylock x 0; echo "$? $DLOCK_REPLY"')
+    case $out in
+    "1 TIMEOUT "*) sc_ok "another process: dlock_trylock x 0 gets TIMEOUT ($out)" ;;
+    *) sc_nok "another process: dlock_trylock x 0 gets TIMEOUT (got '$out')" ;;
+    esac
+    out=$(other 'dlock_trylock x 150 5000; echo "$? $DLOCK_TTL"')
+    case $out in
+    "1 "*) sc_check "another process: dlock_trylock x 150 waits, then TIMEOUT with a ttl ($out)" is_digits "${out#1 }" ;;
+    *) sc_nok "another process: dlock_trylock x 150 waits, then TIMEOUT (got '$out')" ;;
+    esac
+    # A subshell with its own dlock_open is a separate owner too.
+    out=$( (dlock_open "$SOCK" && dlock_trylock x 0; echo "$?") 2>&1)
+    sc_check "a subshell's own dlock_open is another owner: TIMEOUT (got '$out')" [ "$out" = 1 ]
+    rc=0
+    dlock_cmd PING || rc=$?
+    sc_check "the parent's connection still works after the subshell closed its own" \
+        [ "$rc.$DLOCK_REPLY" = "0.OK PONG" ]
+
+    rc=0
+    dlock_status x || rc=$?
+    sc_check "dlock_status x is MINE with our fence" \
+        [ "$rc.$DLOCK_STATE.$DLOCK_HOLDS.$DLOCK_FENCE" = "0.MINE.1.$fence1" ]
+    sc_check "dlock_status x reports a lease ttl" is_digits "$DLOCK_TTL"
+    out=$(other 'dlock_status x; echo "$? $DLOCK_STATE"')
+    sc_check "another process: dlock_status x is TAKEN (got '$out')" [ "$out" = "0 TAKEN" ]
+
+    rc=0
+    dlock_lock x || rc=$?
+    sc_check "reentrant dlock_lock x: same fence, 2 holds" \
+        [ "$rc.$DLOCK_FENCE.$DLOCK_HOLDS" = "0.$fence1.2" ]
+    rc=0
+    dlock_unlock x || rc=$?
+    sc_check "dlock_unlock x leaves 1 hold" [ "$rc.$DLOCK_HOLDS" = "0.1" ]
+    rc=0
+    dlock_unlock x || rc=$?
+    sc_check "dlock_unlock x leaves 0 holds" [ "$rc.$DLOCK_HOLDS" = "0.0" ]
+    rc=0
+    dlock_unlock x 2>/dev/null || rc=$?
+    case $rc.$DLOCK_REPLY in
+    "2.ERR NOTHELD"*) sc_ok "a third dlock_unlock x: 2 and ERR NOTHELD" ;;
+    *) sc_nok "a third dlock_unlock x: 2 and ERR NOTHELD (rc $rc, '$DLOCK_REPLY')" ;;
+    esac
+
+    out=$(other 'dlock_trylock x 2000; echo "$? $DLOCK_FENCE"')
+    case $out in
+    "0 "*)
+        fence2=${out#0 }
+        if is_digits "$fence2" && [ "$fence2" -gt "$fence1" ]; then
+            sc_ok "another process now gets x, with a higher fence ($fence2 > $fence1)"
+        else
+            sc_nok "another process now gets x, with a higher fence (got '$fence2', had $fence1)"
+        fi
+        ;;
+    *) sc_nok "another process now gets x (got '$out')" ;;
+    esac
+
+    # -- argument checks happen before sending, and the connection survives
+    rc=0
+    dlock_lock "a b" 2>/dev/null || rc=$?
+    sc_check "a name with a space is refused with 2" [ "$rc" -eq 2 ]
+    rc=0
+    dlock_lock "" 2>/dev/null || rc=$?
+    sc_check "an empty name is refused with 2" [ "$rc" -eq 2 ]
+    n255=$(printf '%0255d' 0)
+    rc=0
+    dlock_status "${n255}1" 2>/dev/null || rc=$?
+    sc_check "a 256-character name is refused with 2" [ "$rc" -eq 2 ]
+    rc=0
+    dlock_status "$n255" || rc=$?
+    sc_check "a 255-character name is accepted (FREE)" [ "$rc.$DLOCK_STATE" = "0.FREE" ]
+    rc=0
+    dlock_trylock x 12x 2>/dev/null || rc=$?
+    sc_check "a WAIT_MS that is not a number is refused with 2" [ "$rc" -eq 2 ]
+    rc=0
+    dlock_lock x 1 2 2>/dev/null || rc=$?
+    sc_check "too many arguments are refused with 2" [ "$rc" -eq 2 ]
+    rc=0
+    dlock_cmd "$(printf 'PING\nPING')" 2>/dev/null || rc=$?
+    sc_check "a request with a line break is refused with 2" [ "$rc" -eq 2 ]
+    rc=0
+    dlock_cmd PING || rc=$?
+    sc_check "the connection is in step after the refusals" [ "$rc.$DLOCK_REPLY" = "0.OK PONG" ]
+
+    # -- a lease that runs out: !LOST is seen at the next request
+    rc=0
+    dlock_lock z 200 || rc=$?
+    sc_check "dlock_lock z 200 (a lease)" [ "$rc" -eq 0 ]
+    sleep 0.6
+    rc=0
+    dlock_status z 2>"$TMPDIR/lost.err" || rc=$?
+    sc_check "after the lease z is FREE" [ "$rc.$DLOCK_STATE" = "0.FREE" ]
+    sc_check "DLOCK_LOST is 'z expired' (got '$DLOCK_LOST')" [ "$DLOCK_LOST" = "z expired" ]
+    sc_check "the loss was reported on stderr" grep -q "lost lock z (expired)" "$TMPDIR/lost.err"
+    rc=0
+    dlock_renew z 2>/dev/null || rc=$?
+    sc_check "dlock_renew of the lost lock: 2 (NOTHELD)" [ "$rc" -eq 2 ]
+    rc=0
+    dlock_lock r 5000 && dlock_renew r 60000 || rc=$?
+    if [ "$rc" -eq 0 ] && is_digits "$DLOCK_TTL" && [ "$DLOCK_TTL" -gt 5000 ]; then
+        sc_ok "dlock_renew r 60000 answers a ttl above 5000 ($DLOCK_TTL)"
+    else
+        sc_nok "dlock_renew r 60000 answers a ttl above 5000 (rc $rc, '$DLOCK_REPLY')"
+    fi
+    dlock_unlock r
+
+    # -- a holder killed with SIGKILL (no EXIT trap runs) releases its locks
+    dlock_lock x
+    bout="$TMPDIR/b.out"
+    "$SC_SH" -c '. "$1" && dlock_open "$2" || exit 9
+        dlock_lock k && echo held
+        dlock_lock x   # blocks: the parent holds x
+        echo "should not get here"' sh "$LIB" "$SOCK" >"$bout" 2>&1 &
+    bpid=$!
+    i=0
+    until grep -q held "$bout" 2>/dev/null || [ "$i" -ge 50 ]; do
+        i=$((i + 1))
+        sleep 0.1
+    done
+    sc_check "a killed holder: it took k" grep -q held "$bout"
+    sleep 0.2 # let its LOCK x reach dlockd and wait there
+    kill -9 "$bpid" 2>/dev/null
+    wait "$bpid" 2>/dev/null
+    rc=0
+    dlock_trylock k 3000 || rc=$?
+    sc_check "after kill -9 of the holder, k is ours within 3 s" [ "$rc" -eq 0 ]
+    dlock_unlock k
+    dlock_status x
+    sc_check "x stays ours" [ "$DLOCK_STATE" = MINE ]
+
+    # -- dlock_close releases
+    rc=0
+    dlock_close || rc=$?
+    sc_check "dlock_close returns 0" [ "$rc" -eq 0 ]
+    sc_check "after dlock_close, another connection's STATUS x says OK FREE" wait_free x
+    rc=0
+    dlock_cmd PING 2>/dev/null || rc=$?
+    sc_check "dlock_cmd after dlock_close returns 3" [ "$rc" -eq 3 ]
+    rc=0
+    dlock_close || rc=$?
+    sc_check "a second dlock_close is a no-op" [ "$rc" -eq 0 ]
+    rc=0
+    dlock_open "$SOCK" && dlock_trylock x 0 || rc=$?
+    sc_check "dlock_open works again after dlock_close" [ "$rc" -eq 0 ]
+    dlock_close
+
+    # -- the EXIT trap closes for a script that just ends
+    other 'dlock_lock e && echo "$DLOCK_FENCE"' >/dev/null
+    sc_check "a script that exits without dlock_close leaves e FREE" wait_free e
+
+    # -- set -eu scripts work (TIMEOUT handled with ||)
+    out=$("$SC_SH" -eu -c '. "$1"; dlock_open "$2"; dlock_lock s
+        dlock_trylock x 0 || echo "busy $?"
+        dlock_unlock s; dlock_close; echo done' sh "$LIB" "$SOCK" 2>&1)
+    sc_check "under set -eu ($(echo "$out" | tr '\n' ' '))" [ "$out" = "done" ]
+
+    # -- nothing left behind in TMPDIR (the FIFOs' directory)
+    left=$(find "$TMPDIR" -name 'dlock.*' | head -n 3)
+    sc_check "no FIFO directory left in TMPDIR ($left)" [ -z "$left" ]
+
+    sc_ok "scenario ran to the end"
+}
+
+if [ "${1-}" = --scenario ]; then
+    shift
+    scenario "$@"
+    exit 0
+fi
+
+# ----------------------------------------------------------------- harness --
+
+ROOT=$(cd "$(dirname -- "$0")/../.." && pwd)
+LIB=$ROOT/clients/shell/dlock.sh
+DLOCKD_BIN=${DLOCKD_BIN:-$ROOT/build/dlockd}
+passed=0
+failed=0
+redis_pid=''
+dlockd_pid=''
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/dlock-sh-test.XXXXXX") || exit 1
+SOCK=$T/d.sock
+
+cleanup() {
+    status=$?
+    trap - EXIT HUP INT TERM
+    if [ -n "$dlockd_pid" ]; then
+        kill "$dlockd_pid" 2>/dev/null
+        wait "$dlockd_pid" 2>/dev/null
+    fi
+    if [ -n "$redis_pid" ]; then
+        kill "$redis_pid" 2>/dev/null
+        wait "$redis_pid" 2>/dev/null
+    fi
+    rm -rf "$T"
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# tally FILE: echo the ok/not ok lines of FILE and count them.
+tally() {
+    while IFS= read -r line; do
+        case $line in
+        "ok - "*) passed=$((passed + 1)) ;;
+        "not ok - "*) failed=$((failed + 1)) ;;
+        esac
+        printf '%s\n' "$line"
+    done <"$1"
+}
+ok() { printf 'ok - %s\n' "$1"; passed=$((passed + 1)); }
+nok() { printf 'not ok - %s\n' "$1"; failed=$((failed + 1)); }
+bail() {
+    nok "$1"
+    for f in "$T"/*.log; do
+        [ -s "$f" ] && sed "s|^|# ${f##*/}: |" "$f" | tail -n 20
+    done
+    echo "$passed passed, $failed failed"
+    exit 1
+}
+
+for tool in redis-server redis-cli socat; do
+    command -v "$tool" >/dev/null 2>&1 || bail "$tool is not installed"
+done
+[ -x "$DLOCKD_BIN" ] || bail "no dlockd binary at $DLOCKD_BIN (make build/dlockd)"
+
+redis-server --port 0 --unixsocket "$T/redis.sock" --save "" --appendonly no \
+    --dir "$T" >"$T/redis.log" 2>&1 &
+redis_pid=$!
+i=0
+until [ "$(redis-cli -s "$T/redis.sock" ping 2>/dev/null)" = PONG ]; do
+    i=$((i + 1))
+    if [ "$i" -ge 100 ] || ! kill -0 "$redis_pid" 2>/dev/null; then
+        bail "redis-server did not start"
+    fi
+    sleep 0.1
+done
+
+printf '[server]\nsocket = %s\n[redis]\nurl = unix://%s\n' "$SOCK" "$T/redis.sock" >"$T/dlockd.conf"
+"$DLOCKD_BIN" -c "$T/dlockd.conf" >"$T/dlockd.log" 2>&1 &
+dlockd_pid=$!
+i=0
+until [ "$(printf 'PING\n' | socat - "UNIX-CONNECT:$SOCK" 2>/dev/null)" = "OK PONG" ]; do
+    i=$((i + 1))
+    if [ "$i" -ge 100 ] || ! kill -0 "$dlockd_pid" 2>/dev/null; then
+        bail "dlockd did not start"
+    fi
+    sleep 0.1
+done
+
+# The shells: dash (else sh), and bash when there is one.
+shells=''
+if command -v dash >/dev/null 2>&1; then shells='dash'; else shells='sh'; fi
+if command -v bash >/dev/null 2>&1; then shells="$shells bash"; fi
+# A hung scenario must not hang `make test`.
+limit=''
+if command -v timeout >/dev/null 2>&1; then limit="timeout 120"; fi
+
+for sh in $shells; do
+    mkdir "$T/tmp-$sh"
+    # shellcheck disable=SC2086 # $limit is empty or two words
+    TMPDIR="$T/tmp-$sh" $limit "$sh" "$0" --scenario "$LIB" "$SOCK" "$sh" "$sh" \
+        >"$T/scenario-$sh.out" 2>"$T/scenario-$sh.err"
+    rc=$?
+    before=$failed
+    tally "$T/scenario-$sh.out"
+    if ! grep -q "^ok - $sh: scenario ran to the end" "$T/scenario-$sh.out"; then
+        nok "$sh: the scenario stopped early (exit $rc)"
+    fi
+    if [ "$failed" -ne "$before" ] && [ -s "$T/scenario-$sh.err" ]; then
+        sed "s|^|# $sh stderr: |" "$T/scenario-$sh.err"
+    fi
+done
+
+# The README's claim: a one-shot socat takes the lock and lets go at once.
+out=$(echo "LOCK y" | socat - "UNIX-CONNECT:$SOCK")
+case $out in
+"OK "*" 1") ok "one-shot 'echo LOCK y | socat' is granted y ($out)" ;;
+*) nok "one-shot 'echo LOCK y | socat' is granted y (got '$out')" ;;
+esac
+out=$(printf 'STATUS y\n' | socat -t 5 - "UNIX-CONNECT:$SOCK")
+if [ "$out" = "OK FREE" ]; then
+    ok "right after the one-shot socat, y is FREE"
+else
+    nok "right after the one-shot socat, y is FREE (got '$out')"
+fi
+
+# The worked example.
+mkdir "$T/reports"
+DLOCK_SOCKET=$SOCK REPORT_DIR=$T/reports TMPDIR=$T sh "$ROOT/clients/shell/example.sh" \
+    >"$T/example.out" 2>&1
+rc=$?
+if [ "$rc" -eq 0 ]; then
+    ok "example.sh exits 0"
+else
+    nok "example.sh exits 0 (exit $rc)"
+    sed 's|^|# example: |' "$T/example.out"
+fi
+set -- "$T"/reports/nightly-report.*.txt
+report=${1##*/}
+fence=${report#nightly-report.}
+fence=${fence%.txt}
+if [ $# -eq 1 ] && is_digits "$fence" && grep -q "^fence: $fence\$" "$1"; then
+    ok "example.sh wrote a report named by its fence ($report)"
+else
+    nok "example.sh wrote a report named by its fence (got $*)"
+fi
+out=$(printf 'STATUS nightly-report\n' | socat -t 5 - "UNIX-CONNECT:$SOCK")
+if [ "$out" = "OK FREE" ]; then
+    ok "after example.sh, nightly-report is FREE"
+else
+    nok "after example.sh, nightly-report is FREE (got '$out')"
+fi
+
+if ! kill -0 "$dlockd_pid" 2>/dev/null; then
+    nok "dlockd is still running at the end"
+    sed 's|^|# dlockd: |' "$T/dlockd.log" | tail -n 20
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
