@@ -52,7 +52,7 @@ SUPPORT_SRC := $(wildcard tests/support/*.c)
 
 .SECONDARY:
 
-.PHONY: all deps run test unit integration integration-sanitized sanitize-build clients-test \
+.PHONY: all deps run test bench unit integration integration-sanitized sanitize-build clients-test \
         unit-build integration-build install uninstall clean
 
 all: $(BUILD)/dlockd $(BUILD)/dlock $(BUILD)/libdlock.a $(BUILD)/libdlock.so
@@ -169,6 +169,16 @@ integration: $(INTEG_TESTS) $(BUILD)/dlockd $(BUILD)/dlock
 	  CK_DEFAULT_TIMEOUT=60 $$t; done
 
 MANDIR ?= $(PREFIX)/share/man
+
+# Benchmarks: numbers, not tests; see tests/bench/README.md.
+bench: deps
+	@$(MAKE) --no-print-directory $(BUILD)/dlockd $(BUILD)/dlock-bench
+	@bash tests/bench/run.sh $(BUILD)/dlockd $(BUILD)/dlock-bench
+
+$(BUILD)/dlock-bench: tests/bench/dlock_bench.c
+	@mkdir -p $(dir $@)
+	$(call say,CC,$<)
+	$(Q)$(CC) $(WARN) -D_GNU_SOURCE -O2 -o $@ $< $(LDFLAGS)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib \

@@ -1,0 +1,1102 @@
+/* dlock-bench: load generator for dlockd benchmarks (`make bench`).
+ *
+ *   dlock-bench throughput -s SOCK [-c 50] [-d 10] [-w 1]
+ *   dlock-bench handoff    -s SOCK1 [-S SOCK2 -R REDIS_SOCK] [-n 1000] [-k NAME]
+ *   dlock-bench scale      -s SOCK [-c 10000] [-l 10] [-H 40]
+ *   dlock-bench herd       -s SOCK [-c 1000] [-R REDIS_SOCK] [-k NAME]
+ *   dlock-bench redisping  -s REDIS_SOCK [-n 10000]
+ *   dlock-bench wait       -s SOCK [-t 5000]     until dlockd answers INFO with redis=up
+ *   dlock-bench info       -s SOCK               prints dlockd's INFO line
+ *
+ * Only libc: non-blocking Unix sockets, epoll for the many-connection
+ * subcommands, poll for the lock-step ones. Single-threaded. Results go to
+ * stdout as key=value words. Exit status: 0 done, 2 usage, 1 a local
+ * problem (out of memory, file limits), 3 the daemon (or Redis)
+ * misbehaved: refused a connection, closed one, answered something
+ * unexpected, or stopped answering. The reason is on stderr.
+ *
+ * Lines starting with '!' are dlockd events; they are counted and skipped.
+ * SPDX-License-Identifier: MIT */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EXIT_LOCAL 1
+#define EXIT_USAGE 2
+#define EXIT_DAEMON 3
+
+/* No reply of any kind for this long means the daemon hangs. */
+#define STALL_US (15 * 1000000LL)
+/* A lock-step reply (PING, INFO, a grant expected now) within this. */
+#define REPLY_TIMEOUT_MS 10000
+
+/* ---- small helpers ----------------------------------------------------- */
+
+static const char *prog = "dlock-bench";
+static volatile sig_atomic_t got_signal;
+
+static void on_signal(int sig) {
+    (void)sig;
+    got_signal = 1;
+}
+
+static int64_t now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void sleep_us(int64_t us) {
+    struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (us % 1000000) * 1000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR && !got_signal) {
+    }
+}
+
+__attribute__((format(printf, 2, 3), noreturn)) static void die(int code, const char *fmt, ...) {
+    va_list ap;
+    fflush(stdout);
+    fprintf(stderr, "%s: %s: ", prog,
+            code == EXIT_DAEMON ? "daemon problem" : code == EXIT_USAGE ? "usage" : "error");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(code);
+}
+
+static void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (p == NULL) die(EXIT_LOCAL, "out of memory (%zu bytes)", n);
+    return p;
+}
+
+static void *xrealloc(void *p, size_t n) {
+    void *q = realloc(p, n ? n : 1);
+    if (q == NULL) die(EXIT_LOCAL, "out of memory (%zu bytes)", n);
+    return q;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Nearest-rank percentile of sorted v[0..n). */
+static int64_t pct(const int64_t *v, size_t n, double p) {
+    if (n == 0) return -1;
+    size_t rank = (size_t)((p / 100.0) * (double)n + 0.999999);
+    if (rank < 1) rank = 1;
+    if (rank > n) rank = n;
+    return v[rank - 1];
+}
+
+/* A growing array of samples. */
+typedef struct {
+    int64_t *v;
+    size_t n, cap;
+} samples_t;
+
+static void samples_add(samples_t *s, int64_t x) {
+    if (s->n == s->cap) {
+        s->cap = s->cap ? s->cap * 2 : 1024;
+        s->v = xrealloc(s->v, s->cap * sizeof(*s->v));
+    }
+    s->v[s->n++] = x;
+}
+
+/* ---- connections ------------------------------------------------------- */
+
+enum {
+    ST_IDLE = 0,
+    ST_LOCK_SENT,   /* waiting for OK <fence> <holds> */
+    ST_UNLOCK_SENT, /* waiting for OK 0 */
+    ST_DONE
+};
+
+typedef struct conn_s {
+    int fd;
+    int id;
+    int state;
+    int want_out;    /* EPOLLOUT registered */
+    int granted;     /* scale: grants received */
+    char *in;        /* unparsed input */
+    size_t inlen, incap;
+    char *out;       /* output the socket did not take yet */
+    size_t outlen, outcap;
+    int64_t sent_at; /* throughput: when the LOCK went out */
+} conn_t;
+
+static long long events_seen; /* '!' lines, over all connections */
+
+/* Connects to a Unix socket (blocking, so a full listen backlog waits
+ * rather than fails; bounded by SO_SNDTIMEO), then goes non-blocking. */
+static int unix_connect(const char *path, int timeout_ms, int fatal) {
+    struct sockaddr_un sa;
+    if (strlen(path) >= sizeof(sa.sun_path)) die(EXIT_USAGE, "socket path too long: %s", path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) die(EXIT_LOCAL, "socket: %s (raise ulimit -n?)", strerror(errno));
+    struct timeval tv = {.tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    strcpy(sa.sun_path, path);
+    int rc;
+    do rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+    while (rc != 0 && errno == EINTR);
+    if (rc != 0) {
+        int e = errno;
+        close(fd);
+        if (!fatal) return -1;
+        die(EXIT_DAEMON, "connect %s: %s", path, e == EAGAIN ? "timed out (backlog full)" : strerror(e));
+    }
+    int fl = fcntl(fd, F_GETFL);
+    fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+    return fd;
+}
+
+static void conn_init(conn_t *c, int fd, int id) {
+    memset(c, 0, sizeof(*c));
+    c->fd = fd;
+    c->id = id;
+}
+
+static conn_t *conn_open(const char *path, int id) {
+    conn_t *c = xmalloc(sizeof(*c));
+    conn_init(c, unix_connect(path, REPLY_TIMEOUT_MS, 1), id);
+    return c;
+}
+
+static void conn_free_bufs(conn_t *c) {
+    free(c->in);
+    free(c->out);
+    c->in = c->out = NULL;
+    c->inlen = c->incap = c->outlen = c->outcap = 0;
+}
+
+static void conn_close(conn_t *c) {
+    if (c->fd >= 0) close(c->fd);
+    c->fd = -1;
+    conn_free_bufs(c);
+}
+
+/* Writes what the socket takes; keeps the rest. Returns bytes still pending. */
+static size_t conn_flush(conn_t *c) {
+    size_t off = 0;
+    while (off < c->outlen) {
+        ssize_t n = send(c->fd, c->out + off, c->outlen - off, MSG_NOSIGNAL);
+        if (n > 0) {
+            off += (size_t)n;
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            break;
+        } else {
+            die(EXIT_DAEMON, "connection %d: write: %s (daemon closed it?)", c->id,
+                n < 0 ? strerror(errno) : "0 bytes");
+        }
+    }
+    memmove(c->out, c->out + off, c->outlen - off);
+    c->outlen -= off;
+    return c->outlen;
+}
+
+/* Queues data and writes as much as the socket takes now. */
+static size_t conn_send(conn_t *c, const char *data, size_t len) {
+    if (c->outlen + len > c->outcap) {
+        size_t cap = c->outcap ? c->outcap : 256;
+        while (cap < c->outlen + len) cap *= 2;
+        c->out = xrealloc(c->out, cap);
+        c->outcap = cap;
+    }
+    memcpy(c->out + c->outlen, data, len);
+    c->outlen += len;
+    return conn_flush(c);
+}
+
+/* Reads what is there. Returns bytes read, 0 when nothing is there now;
+ * EOF and errors end the program: the daemon must not close on us. */
+static size_t conn_read(conn_t *c) {
+    size_t total = 0;
+    for (;;) {
+        if (c->incap - c->inlen < 1024) {
+            c->incap = c->incap ? c->incap * 2 : 2048;
+            c->in = xrealloc(c->in, c->incap);
+        }
+        ssize_t n = recv(c->fd, c->in + c->inlen, c->incap - c->inlen, 0);
+        if (n > 0) {
+            c->inlen += (size_t)n;
+            total += (size_t)n;
+            if ((size_t)n < c->incap - c->inlen) return total;
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return total;
+        die(EXIT_DAEMON, "connection %d: %s", c->id,
+            n == 0 ? "closed by the daemon" : strerror(errno));
+    }
+}
+
+/* Takes one complete reply line (not an event) out of c->in into line,
+ * without its LF (and CR). Returns 1 if one was there. */
+static int conn_line(conn_t *c, char *line, size_t cap) {
+    for (;;) {
+        char *nl = memchr(c->in, '\n', c->inlen);
+        if (nl == NULL) return 0;
+        size_t len = (size_t)(nl - c->in), used = len + 1;
+        if (len > 0 && c->in[len - 1] == '\r') len--;
+        int event = len > 0 && c->in[0] == '!';
+        if (!event) {
+            if (len >= cap) len = cap - 1;
+            memcpy(line, c->in, len);
+            line[len] = '\0';
+        } else {
+            events_seen++;
+        }
+        memmove(c->in, c->in + used, c->inlen - used);
+        c->inlen -= used;
+        if (!event) return 1;
+    }
+}
+
+/* Lock-step helpers with a deadline (poll). */
+static void sync_send(conn_t *c, const char *data, size_t len) {
+    int64_t end = now_us() + REPLY_TIMEOUT_MS * 1000LL;
+    conn_send(c, data, len);
+    while (c->outlen > 0) {
+        struct pollfd p = {.fd = c->fd, .events = POLLOUT};
+        int64_t left = (end - now_us()) / 1000;
+        if (left <= 0) die(EXIT_DAEMON, "connection %d: the daemon does not read", c->id);
+        poll(&p, 1, (int)left);
+        conn_flush(c);
+    }
+}
+
+static void sync_line(conn_t *c, char *line, size_t cap, const char *what) {
+    int64_t end = now_us() + REPLY_TIMEOUT_MS * 1000LL;
+    while (!conn_line(c, line, cap)) {
+        struct pollfd p = {.fd = c->fd, .events = POLLIN};
+        int64_t left = (end - now_us()) / 1000;
+        if (left <= 0) die(EXIT_DAEMON, "no reply to %s within %d ms", what, REPLY_TIMEOUT_MS);
+        int rc = poll(&p, 1, (int)(left > 0 ? left : 1));
+        if (rc > 0) conn_read(c);
+    }
+}
+
+/* Sends a request and returns its reply line. */
+static void request(conn_t *c, const char *req, char *line, size_t cap) {
+    char buf[512];
+    int n = snprintf(buf, sizeof(buf), "%s\n", req);
+    sync_send(c, buf, (size_t)n);
+    sync_line(c, line, cap, req);
+}
+
+static int starts_with(const char *s, const char *p) {
+    return strncmp(s, p, strlen(p)) == 0;
+}
+
+/* A grant: "OK <fence> <holds>". Returns the fence, or 0 if not a grant. */
+static unsigned long long parse_grant(const char *line, long *holds) {
+    unsigned long long fence;
+    long h;
+    char extra;
+    if (sscanf(line, "OK %llu %ld%c", &fence, &h, &extra) != 2 || fence == 0) return 0;
+    if (holds) *holds = h;
+    return fence;
+}
+
+/* The value of key in an INFO line, or -1. */
+static long long info_value(const char *line, const char *key) {
+    size_t kl = strlen(key);
+    for (const char *p = line; (p = strstr(p, key)) != NULL; p += kl) {
+        if ((p == line || p[-1] == ' ') && p[kl] == '=') return strtoll(p + kl + 1, NULL, 10);
+    }
+    return -1;
+}
+
+static long long daemon_info(conn_t *admin, const char *key, char *line, size_t cap) {
+    request(admin, "INFO", line, cap);
+    if (!starts_with(line, "OK ")) die(EXIT_DAEMON, "INFO answered: %s", line);
+    long long v = info_value(line, key);
+    if (v < 0) die(EXIT_DAEMON, "INFO has no %s: %s", key, line);
+    return v;
+}
+
+/* Polls INFO until key == want (or >= want when at_least). */
+static void wait_info(conn_t *admin, const char *key, long long want, int at_least,
+                      int timeout_ms, conn_t **watch, size_t nwatch) {
+    char line[2048];
+    int64_t end = now_us() + timeout_ms * 1000LL;
+    int64_t pause = 20;
+    for (;;) {
+        long long v = daemon_info(admin, key, line, sizeof(line));
+        if (v == want || (at_least && v > want)) return;
+        /* A waiter must not be answered while the lock is held. */
+        for (size_t i = 0; i < nwatch; i++) {
+            char l2[512];
+            conn_read(watch[i]);
+            if (conn_line(watch[i], l2, sizeof(l2)))
+                die(EXIT_DAEMON, "a waiting LOCK was answered while the lock was held: %s", l2);
+        }
+        if (now_us() > end)
+            die(EXIT_DAEMON, "INFO %s stayed at %lld, expected %lld (after %d ms)", key, v, want,
+                timeout_ms);
+        sleep_us(pause);
+        if (pause < 2000) pause *= 2;
+    }
+}
+
+static void raise_nofile(size_t need) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) die(EXIT_LOCAL, "getrlimit: %s", strerror(errno));
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur < need)
+        die(EXIT_LOCAL, "need %zu open files, the limit is %llu (ulimit -n)", need,
+            (unsigned long long)rl.rlim_cur);
+}
+
+/* ---- epoll ------------------------------------------------------------- */
+
+static int ep = -1;
+
+static void ep_add(conn_t *c) {
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+    if (epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev) != 0)
+        die(EXIT_LOCAL, "epoll_ctl: %s", strerror(errno));
+}
+
+/* Sends and keeps EPOLLOUT registered exactly while output is pending. */
+static void ep_send(conn_t *c, const char *data, size_t len) {
+    size_t left = conn_send(c, data, len);
+    if ((left > 0) != (c->want_out != 0)) {
+        c->want_out = left > 0;
+        struct epoll_event ev = {.events = EPOLLIN | (c->want_out ? EPOLLOUT : 0), .data.ptr = c};
+        epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev);
+    }
+}
+
+static void ep_writable(conn_t *c) {
+    size_t left = conn_flush(c);
+    if (left == 0 && c->want_out) {
+        c->want_out = 0;
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+        epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev);
+    }
+}
+
+static void ep_init(void) {
+    ep = epoll_create1(EPOLL_CLOEXEC);
+    if (ep < 0) die(EXIT_LOCAL, "epoll_create1: %s", strerror(errno));
+}
+
+/* ---- options ----------------------------------------------------------- */
+
+typedef struct {
+    const char *sock, *sock2, *redis, *name;
+    long conns, seconds, warmup, rounds, locks, hold, timeout_ms;
+} opts_t;
+
+static long num_arg(const char *flag, const char *v) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || x < 0) die(EXIT_USAGE, "%s wants a non-negative number, not '%s'", flag, v);
+    return x;
+}
+
+static void parse_opts(int argc, char **argv, opts_t *o) {
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (i + 1 >= argc) die(EXIT_USAGE, "%s needs a value", a);
+        const char *v = argv[++i];
+        if (!strcmp(a, "-s")) o->sock = v;
+        else if (!strcmp(a, "-S")) o->sock2 = v;
+        else if (!strcmp(a, "-R")) o->redis = v;
+        else if (!strcmp(a, "-k")) o->name = v;
+        else if (!strcmp(a, "-c")) o->conns = num_arg(a, v);
+        else if (!strcmp(a, "-d")) o->seconds = num_arg(a, v);
+        else if (!strcmp(a, "-w")) o->warmup = num_arg(a, v);
+        else if (!strcmp(a, "-n")) o->rounds = num_arg(a, v);
+        else if (!strcmp(a, "-l")) o->locks = num_arg(a, v);
+        else if (!strcmp(a, "-H")) o->hold = num_arg(a, v);
+        else if (!strcmp(a, "-t")) o->timeout_ms = num_arg(a, v);
+        else die(EXIT_USAGE, "unknown option %s", a);
+    }
+    if (o->sock == NULL) die(EXIT_USAGE, "-s SOCKET is required");
+}
+
+/* ---- RESP (Redis) ------------------------------------------------------ */
+
+/* One parsed reply, flattened: up to 8 scalars of a (possibly nested) array. */
+typedef struct {
+    char type;          /* of the top-level reply: + - : $ * */
+    int n;              /* scalars */
+    char t[8];
+    long long num[8];
+    const char *str[8];
+    long long len[8];
+} resp_t;
+
+/* Parses one value at p; returns bytes used, 0 if incomplete. */
+static size_t resp_parse(const char *p, size_t avail, resp_t *r, int depth) {
+    const char *crlf = memmem(p, avail, "\r\n", 2);
+    if (crlf == NULL) return 0;
+    size_t head = (size_t)(crlf - p) + 2;
+    char type = p[0];
+    long long v = strtoll(p + 1, NULL, 10);
+    if (depth == 0) r->type = type;
+    switch (type) {
+    case '+':
+    case '-':
+    case ':':
+        if (r->n < 8) {
+            r->t[r->n] = type;
+            r->num[r->n] = v;
+            r->str[r->n] = p + 1;
+            r->len[r->n] = (long long)(head - 3);
+            r->n++;
+        }
+        return head;
+    case '$':
+        if (v < 0) return head;
+        if (avail < head + (size_t)v + 2) return 0;
+        if (r->n < 8) {
+            r->t[r->n] = type;
+            r->str[r->n] = p + head;
+            r->len[r->n] = v;
+            r->n++;
+        }
+        return head + (size_t)v + 2;
+    case '*': {
+        size_t used = head;
+        for (long long i = 0; i < v; i++) {
+            size_t u = resp_parse(p + used, avail - used, r, depth + 1);
+            if (u == 0) return 0;
+            used += u;
+        }
+        return used;
+    }
+    default:
+        die(EXIT_DAEMON, "redis sent something that is not RESP: %.40s", p);
+    }
+}
+
+/* Sends a command, waits for its reply; the reply's strings point into
+ * c->in until the next call. */
+static void redis_cmd(conn_t *c, resp_t *r, int argc, const char **argv) {
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (int i = -1; i < argc; i++) {
+        char head[32];
+        const char *arg = i < 0 ? NULL : argv[i];
+        int hn = i < 0 ? snprintf(head, sizeof(head), "*%d\r\n", argc)
+                       : snprintf(head, sizeof(head), "$%zu\r\n", strlen(arg));
+        size_t al = arg ? strlen(arg) + 2 : 0;
+        if (len + (size_t)hn + al > cap) {
+            cap = (len + (size_t)hn + al) * 2;
+            buf = xrealloc(buf, cap);
+        }
+        memcpy(buf + len, head, (size_t)hn);
+        len += (size_t)hn;
+        if (arg) {
+            memcpy(buf + len, arg, al - 2);
+            memcpy(buf + len + al - 2, "\r\n", 2);
+            len += al;
+        }
+    }
+    /* Drop the previous reply (kept so its strings stayed valid). */
+    c->inlen = 0;
+    sync_send(c, buf, len);
+    free(buf);
+    int64_t end = now_us() + REPLY_TIMEOUT_MS * 1000LL;
+    for (;;) {
+        memset(r, 0, sizeof(*r));
+        if (c->inlen > 0) {
+            size_t used = resp_parse(c->in, c->inlen, r, 0);
+            if (used > 0) {
+                if (used != c->inlen) die(EXIT_DAEMON, "redis sent more than one reply");
+                return;
+            }
+        }
+        struct pollfd p = {.fd = c->fd, .events = POLLIN};
+        int64_t left = (end - now_us()) / 1000;
+        if (left <= 0) die(EXIT_DAEMON, "redis did not answer %s", argv[0]);
+        if (poll(&p, 1, (int)left) > 0) conn_read(c);
+    }
+}
+
+/* INFO sections as one malloc'd string. */
+static char *redis_info(conn_t *c, const char *section) {
+    const char *argv[3] = {"INFO", section, NULL};
+    resp_t r;
+    redis_cmd(c, &r, 2, argv);
+    if (r.type != '$' || r.n != 1) die(EXIT_DAEMON, "INFO: unexpected reply");
+    char *s = xmalloc((size_t)r.len[0] + 1);
+    memcpy(s, r.str[0], (size_t)r.len[0]);
+    s[r.len[0]] = '\0';
+    return s;
+}
+
+/* "name:value" in INFO text. */
+static long long info_field(const char *text, const char *name) {
+    size_t nl = strlen(name);
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        if (strncmp(p, name, nl) == 0 && p[nl] == ':') return strtoll(p + nl + 1, NULL, 10);
+    }
+    return -1;
+}
+
+/* Per-command call counts from INFO commandstats. */
+typedef struct {
+    char name[64];
+    long long calls;
+} cmdstat_t;
+
+static size_t parse_cmdstats(const char *text, cmdstat_t *out, size_t max) {
+    size_t n = 0;
+    for (const char *p = text; p && *p && n < max; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        if (strncmp(p, "cmdstat_", 8) != 0) continue;
+        const char *colon = strchr(p, ':');
+        const char *calls = colon ? strstr(colon, "calls=") : NULL;
+        if (colon == NULL || calls == NULL) continue;
+        size_t len = (size_t)(colon - p - 8);
+        if (len >= sizeof(out[n].name)) len = sizeof(out[n].name) - 1;
+        memcpy(out[n].name, p + 8, len);
+        out[n].name[len] = '\0';
+        out[n].calls = strtoll(calls + 6, NULL, 10);
+        n++;
+    }
+    return n;
+}
+
+static long long cmdstat_calls(const cmdstat_t *s, size_t n, const char *name) {
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(s[i].name, name) == 0) return s[i].calls;
+    return 0;
+}
+
+static long long numsub(conn_t *r, const char *channel) {
+    const char *argv[3] = {"PUBSUB", "NUMSUB", channel};
+    resp_t rr;
+    redis_cmd(r, &rr, 3, argv);
+    if (rr.type != '*' || rr.n != 2 || rr.t[1] != ':') die(EXIT_DAEMON, "PUBSUB NUMSUB: unexpected reply");
+    return rr.num[1];
+}
+
+/* ---- throughput -------------------------------------------------------- */
+
+static void send_lock(conn_t *c, const char *fmt, int64_t t) {
+    char buf[128];
+    int n = snprintf(buf, sizeof(buf), fmt, c->id);
+    c->sent_at = t;
+    ep_send(c, buf, (size_t)n);
+}
+
+static int cmd_throughput(opts_t *o) {
+    long nc = o->conns ? o->conns : 50;
+    long secs = o->seconds ? o->seconds : 10;
+    long warm = o->warmup;
+    raise_nofile((size_t)nc + 16);
+    ep_init();
+    conn_t *cs = xmalloc((size_t)nc * sizeof(*cs));
+    for (long i = 0; i < nc; i++) {
+        conn_init(&cs[i], unix_connect(o->sock, REPLY_TIMEOUT_MS, 1), (int)i);
+        ep_add(&cs[i]);
+    }
+    int64_t start = now_us();
+    int64_t t0 = start + warm * 1000000LL, t1 = t0 + secs * 1000000LL;
+    long long pairs = 0, all_pairs = 0;
+    samples_t lat = {0};
+    for (long i = 0; i < nc; i++) {
+        cs[i].state = ST_LOCK_SENT;
+        send_lock(&cs[i], "LOCK k%d\n", start);
+    }
+    struct epoll_event evs[256];
+    int64_t last_progress = start;
+    char line[512];
+    for (;;) {
+        int64_t now = now_us();
+        if (now >= t1) break;
+        if (now - last_progress > STALL_US)
+            die(EXIT_DAEMON, "throughput: no reply for %lld s (daemon hangs?)",
+                (long long)(STALL_US / 1000000));
+        int n = epoll_wait(ep, evs, 256, 100);
+        if (n < 0 && errno != EINTR) die(EXIT_LOCAL, "epoll_wait: %s", strerror(errno));
+        now = now_us();
+        for (int e = 0; e < n; e++) {
+            conn_t *c = evs[e].data.ptr;
+            if (evs[e].events & EPOLLOUT) ep_writable(c);
+            if (!(evs[e].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) continue;
+            conn_read(c);
+            while (conn_line(c, line, sizeof(line))) {
+                last_progress = now;
+                if (c->state == ST_LOCK_SENT) {
+                    long holds = 0;
+                    if (parse_grant(line, &holds) == 0 || holds != 1)
+                        die(EXIT_DAEMON, "LOCK k%d answered: %s", c->id, line);
+                    c->state = ST_UNLOCK_SENT;
+                    char buf[64];
+                    int bl = snprintf(buf, sizeof(buf), "UNLOCK k%d\n", c->id);
+                    ep_send(c, buf, (size_t)bl);
+                } else if (c->state == ST_UNLOCK_SENT) {
+                    if (strcmp(line, "OK 0") != 0)
+                        die(EXIT_DAEMON, "UNLOCK k%d answered: %s", c->id, line);
+                    all_pairs++;
+                    if (now >= t0 && now < t1) {
+                        pairs++;
+                        samples_add(&lat, now - c->sent_at);
+                    }
+                    c->state = ST_LOCK_SENT;
+                    send_lock(c, "LOCK k%d\n", now);
+                } else {
+                    die(EXIT_DAEMON, "unexpected line on connection %d: %s", c->id, line);
+                }
+            }
+        }
+    }
+    double elapsed = (double)(t1 - t0) / 1e6;
+    /* This process's own CPU over the whole run (it shares the machine). */
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double cpu = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                 (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+    qsort(lat.v, lat.n, sizeof(*lat.v), cmp_i64);
+    printf("pairs_per_sec=%.0f pairs=%lld seconds=%.3f connections=%ld pair_p50_us=%lld "
+           "pair_p99_us=%lld events=%lld client_cpu_pct=%.1f\n",
+           (double)pairs / elapsed, pairs, elapsed, nc, (long long)pct(lat.v, lat.n, 50),
+           (long long)pct(lat.v, lat.n, 99), events_seen,
+           100.0 * cpu / ((double)(now_us() - start) / 1e6));
+    for (long i = 0; i < nc; i++) conn_close(&cs[i]);
+    free(cs);
+    free(lat.v);
+    (void)all_pairs;
+    return 0;
+}
+
+/* ---- handoff ----------------------------------------------------------- */
+
+static int cmd_handoff(opts_t *o) {
+    long rounds = o->rounds ? o->rounds : 1000;
+    long warm = 20;
+    const char *name = o->name ? o->name : "handoff";
+    int cross = o->sock2 != NULL;
+    if (cross && o->redis == NULL) die(EXIT_USAGE, "handoff -S needs -R REDIS_SOCK");
+    const char *sock_b = cross ? o->sock2 : o->sock;
+    conn_t *a = conn_open(o->sock, 1), *b = conn_open(sock_b, 2);
+    conn_t *adm_a = conn_open(o->sock, 3), *adm_b = conn_open(sock_b, 4);
+    conn_t *redis = o->redis ? conn_open(o->redis, 5) : NULL;
+    /* Redisson's channel for the default key_prefix "dlock:". */
+    char channel[400];
+    snprintf(channel, sizeof(channel), "redisson_lock__channel:{dlock:%s}", name);
+
+    char req[300], line[512];
+    snprintf(req, sizeof(req), "LOCK %s", name);
+    request(a, req, line, sizeof(line));
+    if (parse_grant(line, NULL) == 0) die(EXIT_DAEMON, "%s answered: %s", req, line);
+
+    conn_t *holder = a, *waiter = b, *adm_w = adm_b;
+    samples_t lat = {0};
+    char lock_line[300], unlock_line[300];
+    int ll = snprintf(lock_line, sizeof(lock_line), "LOCK %s\n", name);
+    int ul = snprintf(unlock_line, sizeof(unlock_line), "UNLOCK %s\n", name);
+    unsigned long long last_fence = 0;
+    for (long r = 0; r < warm + rounds; r++) {
+        if (cross) {
+            /* The previous waiter's daemon has dropped its subscription. */
+            int64_t end = now_us() + REPLY_TIMEOUT_MS * 1000LL;
+            while (numsub(redis, channel) != 0) {
+                if (now_us() > end) die(EXIT_DAEMON, "a subscription to %s stays", channel);
+                sleep_us(100);
+            }
+        }
+        sync_send(waiter, lock_line, (size_t)ll);
+        wait_info(adm_w, "waiters", 1, 0, REPLY_TIMEOUT_MS, &waiter, 1);
+        if (cross) {
+            /* Queued is not enough across daemons: wait until the waiter's
+             * daemon listens for the release, then for the retry that the
+             * subscription confirmation triggers to come back. */
+            int64_t end = now_us() + REPLY_TIMEOUT_MS * 1000LL;
+            while (numsub(redis, channel) != 1) {
+                if (now_us() > end) die(EXIT_DAEMON, "the waiter's daemon never subscribed to %s", channel);
+                sleep_us(100);
+            }
+            sleep_us(3000);
+        }
+        conn_read(waiter);
+        if (conn_line(waiter, line, sizeof(line)))
+            die(EXIT_DAEMON, "the waiter was answered while the lock was held: %s", line);
+        int64_t t0 = now_us();
+        if (conn_send(holder, unlock_line, (size_t)ul) != 0)
+            die(EXIT_LOCAL, "UNLOCK did not fit the socket buffer");
+        sync_line(waiter, line, sizeof(line), "the waiting LOCK");
+        int64_t t1 = now_us();
+        unsigned long long fence = parse_grant(line, NULL);
+        if (fence == 0) die(EXIT_DAEMON, "the waiting LOCK answered: %s", line);
+        if (fence <= last_fence)
+            die(EXIT_DAEMON, "fence went backwards: %llu after %llu", fence, last_fence);
+        last_fence = fence;
+        sync_line(holder, line, sizeof(line), "UNLOCK");
+        if (strcmp(line, "OK 0") != 0) die(EXIT_DAEMON, "UNLOCK answered: %s", line);
+        if (r >= warm) samples_add(&lat, t1 - t0);
+        conn_t *t = holder;
+        holder = waiter;
+        waiter = t;
+        adm_w = waiter == b ? adm_b : adm_a;
+    }
+    snprintf(req, sizeof(req), "UNLOCK %s", name);
+    request(holder, req, line, sizeof(line));
+    if (strcmp(line, "OK 0") != 0) die(EXIT_DAEMON, "the last UNLOCK answered: %s", line);
+    qsort(lat.v, lat.n, sizeof(*lat.v), cmp_i64);
+    long long sum = 0;
+    for (size_t i = 0; i < lat.n; i++) sum += lat.v[i];
+    printf("p50_us=%lld p99_us=%lld rounds=%zu mean_us=%lld min_us=%lld max_us=%lld\n",
+           (long long)pct(lat.v, lat.n, 50), (long long)pct(lat.v, lat.n, 99), lat.n,
+           lat.n ? sum / (long long)lat.n : -1, lat.n ? (long long)lat.v[0] : -1,
+           lat.n ? (long long)lat.v[lat.n - 1] : -1);
+    conn_close(a);
+    conn_close(b);
+    conn_close(adm_a);
+    conn_close(adm_b);
+    if (redis) conn_close(redis);
+    free(a), free(b), free(adm_a), free(adm_b), free(redis), free(lat.v);
+    return 0;
+}
+
+/* ---- scale ------------------------------------------------------------- */
+
+static int cmd_scale(opts_t *o) {
+    long nc = o->conns ? o->conns : 10000;
+    long nl = o->locks ? o->locks : 10;
+    long hold = o->hold ? o->hold : 40;
+    raise_nofile((size_t)nc + 32);
+    ep_init();
+    signal(SIGTERM, on_signal);
+    signal(SIGINT, on_signal);
+    conn_t *cs = xmalloc((size_t)nc * sizeof(*cs));
+    int64_t t_start = now_us();
+    for (long i = 0; i < nc; i++) {
+        conn_init(&cs[i], unix_connect(o->sock, REPLY_TIMEOUT_MS, 1), (int)i);
+        ep_add(&cs[i]);
+    }
+    int64_t t_conn = now_us();
+    /* Each connection asks for its locks at once (pipelined). */
+    char *buf = xmalloc((size_t)nl * 40);
+    for (long i = 0; i < nc; i++) {
+        size_t len = 0;
+        for (long j = 0; j < nl; j++)
+            len += (size_t)sprintf(buf + len, "LOCK s%ld_%ld\n", i, j);
+        cs[i].state = ST_LOCK_SENT;
+        ep_send(&cs[i], buf, len);
+    }
+    free(buf);
+    long long want = (long long)nc * nl, granted = 0;
+    struct epoll_event evs[512];
+    char line[512];
+    int64_t last_progress = now_us();
+    int ready = 0;
+    int64_t t_ready = 0, hold_end = 0;
+    while (!got_signal) {
+        int64_t now = now_us();
+        if (ready && now >= hold_end) break;
+        if (!ready && now - last_progress > STALL_US)
+            die(EXIT_DAEMON, "scale: %lld of %lld locks granted, then nothing for %lld s", granted,
+                want, (long long)(STALL_US / 1000000));
+        int n = epoll_wait(ep, evs, 512, 100);
+        if (n < 0 && errno != EINTR) die(EXIT_LOCAL, "epoll_wait: %s", strerror(errno));
+        for (int e = 0; e < n; e++) {
+            conn_t *c = evs[e].data.ptr;
+            if (evs[e].events & EPOLLOUT) ep_writable(c);
+            if (!(evs[e].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) continue;
+            conn_read(c);
+            while (conn_line(c, line, sizeof(line))) {
+                long holds = 0;
+                if (c->granted >= nl || parse_grant(line, &holds) == 0 || holds != 1)
+                    die(EXIT_DAEMON, "connection %d: LOCK s%d_%d answered: %s", c->id, c->id,
+                        c->granted, line);
+                c->granted++;
+                granted++;
+                last_progress = now_us();
+            }
+        }
+        if (!ready && granted == want) {
+            ready = 1;
+            t_ready = now_us();
+            hold_end = t_ready + hold * 1000000LL;
+            printf("ready locks=%lld connections=%ld connect_s=%.3f grant_s=%.3f\n", granted, nc,
+                   (double)(t_conn - t_start) / 1e6, (double)(t_ready - t_conn) / 1e6);
+            fflush(stdout);
+        }
+    }
+    if (!ready)
+        die(EXIT_DAEMON, "scale: stopped before all locks were granted (%lld of %lld)", granted,
+            want);
+    double held = (double)(now_us() - t_ready) / 1e6;
+    for (long i = 0; i < nc; i++) conn_close(&cs[i]);
+    free(cs);
+    printf("done held_s=%.1f lost_events=%lld\n", held, events_seen);
+    return 0;
+}
+
+/* ---- herd -------------------------------------------------------------- */
+
+static int cmd_herd(opts_t *o) {
+    long nc = o->conns ? o->conns : 1000;
+    const char *name = o->name ? o->name : "herd";
+    raise_nofile((size_t)nc + 32);
+    ep_init();
+    conn_t *holder = conn_open(o->sock, -1), *admin = conn_open(o->sock, -2);
+    conn_t *redis = o->redis ? conn_open(o->redis, -3) : NULL;
+    char req[300], line[512];
+    snprintf(req, sizeof(req), "LOCK %s", name);
+    request(holder, req, line, sizeof(line));
+    if (parse_grant(line, NULL) == 0) die(EXIT_DAEMON, "%s answered: %s", req, line);
+
+    char lock_line[300], unlock_line[300];
+    int ll = snprintf(lock_line, sizeof(lock_line), "LOCK %s\n", name);
+    int ul = snprintf(unlock_line, sizeof(unlock_line), "UNLOCK %s\n", name);
+    conn_t *cs = xmalloc((size_t)nc * sizeof(*cs));
+    for (long i = 0; i < nc; i++) {
+        conn_init(&cs[i], unix_connect(o->sock, REPLY_TIMEOUT_MS, 1), (int)i);
+        ep_add(&cs[i]);
+        cs[i].state = ST_LOCK_SENT;
+        ep_send(&cs[i], lock_line, (size_t)ll);
+    }
+    /* All queued in the daemon, none answered. */
+    {
+        char info[2048];
+        int64_t end = now_us() + 30 * 1000000LL;
+        int64_t pause = 100;
+        for (;;) {
+            long long w = daemon_info(admin, "waiters", info, sizeof(info));
+            struct epoll_event evs[64];
+            int n = epoll_wait(ep, evs, 64, 0);
+            for (int e = 0; e < n; e++) {
+                conn_t *c = evs[e].data.ptr;
+                if (evs[e].events & EPOLLOUT) ep_writable(c);
+                if (!(evs[e].events & EPOLLIN)) continue;
+                conn_read(c);
+                if (conn_line(c, line, sizeof(line)))
+                    die(EXIT_DAEMON, "a waiting LOCK was answered while the lock was held: %s",
+                        line);
+            }
+            if (w == nc) break;
+            if (now_us() > end) die(EXIT_DAEMON, "herd: waiters=%lld, expected %ld", w, nc);
+            sleep_us(pause);
+            if (pause < 5000) pause *= 2;
+        }
+    }
+    char *before = redis ? redis_info(redis, "everything") : NULL;
+
+    int64_t t0 = now_us();
+    if (conn_send(holder, unlock_line, (size_t)ul) != 0) die(EXIT_LOCAL, "UNLOCK did not fit");
+    long done = 0, oks = 0;
+    int64_t last_ok = 0, first_ok = 0, last_progress = t0;
+    unsigned long long *fences = xmalloc((size_t)nc * sizeof(*fences));
+    struct epoll_event evs[256];
+    while (done < nc) {
+        int64_t now = now_us();
+        if (now - last_progress > STALL_US)
+            die(EXIT_DAEMON, "herd: %ld of %ld clients got the lock, then nothing for %lld s", oks,
+                nc, (long long)(STALL_US / 1000000));
+        int n = epoll_wait(ep, evs, 256, 100);
+        if (n < 0 && errno != EINTR) die(EXIT_LOCAL, "epoll_wait: %s", strerror(errno));
+        now = now_us();
+        for (int e = 0; e < n; e++) {
+            conn_t *c = evs[e].data.ptr;
+            if (evs[e].events & EPOLLOUT) ep_writable(c);
+            if (!(evs[e].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) continue;
+            conn_read(c);
+            while (conn_line(c, line, sizeof(line))) {
+                last_progress = now;
+                if (c->state == ST_LOCK_SENT) {
+                    unsigned long long f = parse_grant(line, NULL);
+                    if (f == 0) die(EXIT_DAEMON, "herd client %d: LOCK answered: %s", c->id, line);
+                    fences[oks++] = f;
+                    if (first_ok == 0) first_ok = now;
+                    last_ok = now;
+                    c->state = ST_UNLOCK_SENT;
+                    ep_send(c, unlock_line, (size_t)ul);
+                } else if (c->state == ST_UNLOCK_SENT) {
+                    if (strcmp(line, "OK 0") != 0)
+                        die(EXIT_DAEMON, "herd client %d: UNLOCK answered: %s", c->id, line);
+                    c->state = ST_DONE;
+                    done++;
+                } else {
+                    die(EXIT_DAEMON, "herd client %d: unexpected line: %s", c->id, line);
+                }
+            }
+        }
+    }
+    sync_line(holder, line, sizeof(line), "the holder's UNLOCK");
+    if (strcmp(line, "OK 0") != 0) die(EXIT_DAEMON, "the holder's UNLOCK answered: %s", line);
+    /* Every grant must carry its own fence. */
+    qsort(fences, (size_t)oks, sizeof(*fences), cmp_u64);
+    for (long i = 1; i < oks; i++)
+        if (fences[i] == fences[i - 1])
+            die(EXIT_DAEMON, "herd: two grants carried the same fence %llu", fences[i]);
+    free(fences);
+
+    printf("herd_ms=%.1f clients=%ld first_ok_ms=%.2f", (double)(last_ok - t0) / 1000.0, nc,
+           (double)(first_ok - t0) / 1000.0);
+    if (redis) {
+        /* Let the last release (and any unsubscribe) reach Redis. */
+        sleep_us(300000);
+        char *after = redis_info(redis, "everything");
+        cmdstat_t sb[256], sa[256];
+        size_t nb = parse_cmdstats(before, sb, 256), na = parse_cmdstats(after, sa, 256);
+        /* Redis counts a command when it has run: the first INFO shows up in
+         * the second reading, the second one in neither. */
+        long long total = info_field(after, "total_commands_processed") -
+                          info_field(before, "total_commands_processed") - 1;
+        /* Commands dlockd's scripts run inside Redis (redis.call): Redis
+         * counts them too, but they are not round trips. */
+        static const char *const inner[] = {"hget", "hincrby", "pexpire", "exists", "hset",
+                                            "time", "set", "incr", "pttl", "del",
+                                            "publish", "hexists", "get", "hkeys", NULL};
+        long long inner_sum = 0, info_calls = 0;
+        printf(" redis_total_commands=%lld", total);
+        for (size_t i = 0; i < na; i++) {
+            long long d = sa[i].calls - cmdstat_calls(sb, nb, sa[i].name);
+            if (d == 0) continue;
+            if (strcmp(sa[i].name, "info") == 0) {
+                info_calls = d;
+                continue;
+            }
+            printf(" redis_%s=%lld", sa[i].name, d);
+            for (int k = 0; inner[k]; k++)
+                if (strcmp(sa[i].name, inner[k]) == 0) inner_sum += d;
+        }
+        (void)info_calls;
+        printf(" redis_sent_commands=%lld", total - inner_sum);
+        free(before);
+        free(after);
+        conn_close(redis);
+        free(redis);
+    }
+    printf("\n");
+    for (long i = 0; i < nc; i++) conn_close(&cs[i]);
+    free(cs);
+    conn_close(holder);
+    conn_close(admin);
+    free(holder);
+    free(admin);
+    return 0;
+}
+
+/* ---- redisping, wait, info --------------------------------------------- */
+
+static int cmd_redisping(opts_t *o) {
+    long n = o->rounds ? o->rounds : 10000;
+    conn_t *c = conn_open(o->sock, 0);
+    static const char ping[] = "*1\r\n$4\r\nPING\r\n";
+    char line[64];
+    samples_t lat = {0};
+    for (long i = 0; i < n + 100; i++) {
+        int64_t t0 = now_us();
+        sync_send(c, ping, sizeof(ping) - 1);
+        sync_line(c, line, sizeof(line), "PING");
+        int64_t t1 = now_us();
+        if (strcmp(line, "+PONG") != 0) die(EXIT_DAEMON, "PING answered: %s", line);
+        if (i >= 100) samples_add(&lat, t1 - t0);
+    }
+    qsort(lat.v, lat.n, sizeof(*lat.v), cmp_i64);
+    printf("p50_us=%lld p99_us=%lld rounds=%zu\n", (long long)pct(lat.v, lat.n, 50),
+           (long long)pct(lat.v, lat.n, 99), lat.n);
+    conn_close(c);
+    free(c);
+    free(lat.v);
+    return 0;
+}
+
+/* Until dlockd answers and reports redis=up. */
+static int cmd_wait(opts_t *o) {
+    long timeout = o->timeout_ms ? o->timeout_ms : 5000;
+    int64_t end = now_us() + timeout * 1000LL;
+    char line[2048];
+    for (;;) {
+        int fd = unix_connect(o->sock, 1000, 0);
+        if (fd >= 0) {
+            conn_t c;
+            conn_init(&c, fd, 0);
+            request(&c, "INFO", line, sizeof(line));
+            conn_close(&c);
+            if (strstr(line, " redis=up") != NULL) return 0;
+        }
+        if (now_us() > end)
+            die(EXIT_DAEMON, "dlockd on %s not ready with redis=up within %ld ms", o->sock,
+                timeout);
+        sleep_us(20000);
+    }
+}
+
+static int cmd_info(opts_t *o) {
+    conn_t *c = conn_open(o->sock, 0);
+    char line[2048];
+    request(c, "INFO", line, sizeof(line));
+    printf("%s\n", line);
+    conn_close(c);
+    free(c);
+    return 0;
+}
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: %s throughput -s SOCK [-c 50] [-d 10] [-w 1]\n"
+            "       %s handoff -s SOCK1 [-S SOCK2 -R REDIS_SOCK] [-n 1000] [-k NAME]\n"
+            "       %s scale -s SOCK [-c 10000] [-l 10] [-H 40]\n"
+            "       %s herd -s SOCK [-c 1000] [-R REDIS_SOCK] [-k NAME]\n"
+            "       %s redisping -s REDIS_SOCK [-n 10000]\n"
+            "       %s wait -s SOCK [-t 5000]\n"
+            "       %s info -s SOCK\n",
+            prog, prog, prog, prog, prog, prog, prog);
+}
+
+int main(int argc, char **argv) {
+    signal(SIGPIPE, SIG_IGN);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc < 2) {
+        usage();
+        return EXIT_USAGE;
+    }
+    opts_t o;
+    memset(&o, 0, sizeof(o));
+    o.warmup = 1;
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {
+        usage();
+        return 0;
+    }
+    parse_opts(argc, argv, &o);
+    if (!strcmp(cmd, "throughput")) return cmd_throughput(&o);
+    if (!strcmp(cmd, "handoff")) return cmd_handoff(&o);
+    if (!strcmp(cmd, "scale")) return cmd_scale(&o);
+    if (!strcmp(cmd, "herd")) return cmd_herd(&o);
+    if (!strcmp(cmd, "redisping")) return cmd_redisping(&o);
+    if (!strcmp(cmd, "wait")) return cmd_wait(&o);
+    if (!strcmp(cmd, "info")) return cmd_info(&o);
+    usage();
+    return EXIT_USAGE;
+}

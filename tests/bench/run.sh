@@ -1,0 +1,547 @@
+#!/usr/bin/env bash
+# `make bench`: dlockd's benchmark report. Not a test: it never fails because
+# a target is missed (exit 0 with "fail" rows); it exits non-zero only when
+# the harness itself breaks (a tool missing, dlockd not starting, output it
+# cannot parse).
+#
+#   bash tests/bench/run.sh [DLOCKD_BIN [DLOCK_BENCH_BIN]]
+#       defaults: build/dlockd build/dlock-bench
+#
+# Everything runs on this machine, in a temporary directory, on Unix sockets:
+# its own redis-server (--port 0, no persistence) and its own dlockd
+# instances; a trap stops them and removes the directory however the run
+# ends. In order:
+#   1. Redis ceiling: dlockd's acquire script with redis-benchmark (EVALSHA,
+#      50 clients, pipeline 16). The Lua text is extracted at run time from
+#      daemon/backend.c (the C string literal script_acquire, unescaped by
+#      awk); its SHA1 must equal the one dlockd itself loads (checked with
+#      SCRIPT EXISTS after a SCRIPT FLUSH and a dlockd start), so the bench
+#      always measures the script dlockd really runs.
+#   2. dlockd uncontended throughput: 50 connections, LOCK/UNLOCK pairs.
+#   3. Peers on the same Redis: redis-py (8 processes), node redlock and
+#      redis-semaphore (50 async loops, one ioredis connection). The node
+#      packages are installed with npm into <build>/bench/node (a scratch
+#      copy of tests/bench/node), never into the source tree.
+#   4. Hand-off latency: one daemon, and two daemons sharing the Redis; Redis
+#      PING round trip for reference.
+#   5. Scale: 10000 connections x 10 watchdog locks with lease_ms 3000; RSS,
+#      CPU and renewal traffic over a quiet window.
+#   6. Herd: 1000 waiters on one lock, each passing it on at once.
+#
+# Knobs (environment): BENCH_SECONDS (throughput, 10), BENCH_PEER_SECONDS
+# (8), BENCH_SCALE_WINDOW (30), BENCH_SCALE_CONNS (10000), BENCH_HERD_CLIENTS
+# (1000), BENCH_BUILD_DIR (default: the directory of DLOCK_BENCH_BIN).
+# SPDX-License-Identifier: MIT
+set -u -o pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+invocation="$0${*:+ $*}"
+DLOCKD=${1:-build/dlockd}
+BENCH=${2:-build/dlock-bench}
+TP_S=${BENCH_SECONDS:-10}
+PEER_S=${BENCH_PEER_SECONDS:-8}
+SCALE_WIN=${BENCH_SCALE_WINDOW:-30}
+SCALE_C=${BENCH_SCALE_CONNS:-10000}
+SCALE_L=10
+SCALE_LEASE=3000
+HERD_C=${BENCH_HERD_CLIENTS:-1000}
+PY=/usr/bin/python3
+T=""
+PIDS=()
+
+# ---- plumbing -------------------------------------------------------------
+
+say() { printf '%s\n' "$*" >&2; }
+fatal() {
+    say "bench: HARNESS FAILURE: $*"
+    exit 1
+}
+
+# shellcheck disable=SC2317 # called by the trap
+cleanup() {
+    local pid i
+    trap - EXIT INT TERM
+    for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
+    for pid in "${PIDS[@]}"; do
+        for ((i = 0; i < 50; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
+    done
+    [ -n "$T" ] && rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'say "bench: interrupted"; exit 130' INT TERM
+
+# A child that has been reaped leaves the cleanup list.
+forget_pid() {
+    local p keep=()
+    for p in "${PIDS[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
+    PIDS=("${keep[@]}")
+}
+
+isnum() { [[ ${1-} =~ ^[0-9]+(\.[0-9]+)?$ ]]; }
+# kv "key=value ..." key
+kv() { awk -v k="$2" '{ for (i = 1; i <= NF; i++) { n = index($i, "="); if (n && substr($i, 1, n - 1) == k) { print substr($i, n + 1); exit } } }' <<<"$1"; }
+calc() { awk "BEGIN { printf \"%.${2:-2}f\", ($1) }"; }
+# holds "a op b" with awk arithmetic
+holds() { awk "BEGIN { exit !(($1) $2 ($3)) }"; }
+need() {
+    isnum "${1-}" || fatal "$2: expected a number, got '${1-}'"
+}
+
+PROBLEMS=()
+problem() {
+    say "bench: DAEMON PROBLEM: $*"
+    PROBLEMS+=("$*")
+}
+
+# ---- the table --------------------------------------------------------------
+
+R_NUM=() R_MEAS=() R_VAL=() R_TGT=() R_RES=()
+nrow=0
+row() { # measure value target result
+    nrow=$((nrow + 1))
+    R_NUM+=("$nrow") R_MEAS+=("$1") R_VAL+=("$2") R_TGT+=("$3") R_RES+=("$4")
+}
+info() { row "$1" "$2" "-" "info"; }
+# check measure value unit op target: a figure with a target
+check() {
+    local m=$1 v=$2 unit=$3 op=$4 t=$5 res
+    if ! isnum "$v"; then
+        row "$m" "$v" "$op $t$unit" "fail"
+        return
+    fi
+    if holds "$v" "$op" "$t"; then res=pass; else res=fail; fi
+    row "$m" "$v$unit" "$op $t$unit" "$res"
+}
+# failed measure reason target: the measurement could not be made
+failed() { row "$1" "ERROR: $2" "$3" "fail"; }
+skipped() { row "$1" "$2" "${3:--}" "skipped"; }
+
+# ---- processes --------------------------------------------------------------
+
+rcli() { redis-cli -s "$RSOCK" "$@"; }
+
+declare -A DPID=() DSOCK=()
+# start_dlockd NAME [extra config text]
+start_dlockd() {
+    local name=$1 extra=${2-}
+    local sock="$T/$name.sock" conf="$T/$name.conf"
+    printf '[server]\nsocket=%s\nmax_clients = 20000\n[redis]\nurl = unix://%s\n%s' \
+        "$sock" "$RSOCK" "$extra" >"$conf"
+    "$DLOCKD" -c "$conf" 2>>"$T/dlockd-$name.log" &
+    DPID[$name]=$!
+    DSOCK[$name]=$sock
+    PIDS+=("$!")
+    if ! "$BENCH" wait -s "$sock" -t 10000 2>>"$T/dlockd-$name.log"; then
+        say "--- dlockd $name log:"
+        tail -n 20 "$T/dlockd-$name.log" >&2
+        fatal "dlockd $name did not start (or never reached redis=up)"
+    fi
+}
+
+# True if dlockd NAME still runs; reports a crash once.
+dlockd_alive() {
+    local name=$1 pid=${DPID[$1]-} rc
+    [ -n "$pid" ] || return 1
+    kill -0 "$pid" 2>/dev/null && return 0
+    wait "$pid"
+    rc=$?
+    forget_pid "$pid"
+    problem "dlockd $name died (exit status $rc$( ((rc > 128)) && echo ", signal $((rc - 128))")); last log lines: $(tail -n 3 "$T/dlockd-$name.log" | tr '\n' '|')"
+    DPID[$name]=""
+    return 1
+}
+
+stop_dlockd() {
+    local name=$1 pid=${DPID[$1]-} i rc
+    [ -n "$pid" ] || return 0
+    dlockd_alive "$name" || return 0
+    kill -TERM "$pid"
+    for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then
+        problem "dlockd $name did not stop within 10 s of SIGTERM (killed)"
+        kill -KILL "$pid"
+    fi
+    wait "$pid"
+    rc=$?
+    forget_pid "$pid"
+    ((rc == 0 || rc == 137)) || problem "dlockd $name exited with status $rc after SIGTERM"
+    DPID[$name]=""
+}
+
+ensure_dlockd() { # NAME [extra config]
+    dlockd_alive "$1" || start_dlockd "$@"
+}
+
+# run_bench LABEL LIMIT_S args...: OUT gets stdout. Returns 1 after a
+# daemon problem (recorded), exits on a harness failure.
+OUT=""
+run_bench() {
+    local label=$1 limit=$2 rc=0
+    shift 2
+    OUT=$(timeout -k 5 "$limit" "$BENCH" "$@" 2>"$T/bench-$label.err") || rc=$?
+    case $rc in
+    0) return 0 ;;
+    3) problem "$label: $(tr '\n' ' ' <"$T/bench-$label.err")" ;;
+    124 | 137) problem "$label: dlock-bench $1 did not finish within ${limit} s (daemon hangs?)" ;;
+    *) fatal "$label: dlock-bench $1 failed (exit $rc): $(cat "$T/bench-$label.err")" ;;
+    esac
+    local name
+    for name in "${!DPID[@]}"; do dlockd_alive "$name" >/dev/null; done
+    return 1
+}
+
+flush_redis() { rcli FLUSHALL >/dev/null || fatal "FLUSHALL failed"; }
+
+clk_tck=$(getconf CLK_TCK)
+cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat" 2>/dev/null; }
+rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
+now_s() { date +%s.%N; }
+
+# ---- preflight --------------------------------------------------------------
+
+cd "$root" || fatal "cannot cd to $root"
+[ -x "$DLOCKD" ] || fatal "no dlockd binary at $DLOCKD (make build/dlockd)"
+[ -x "$BENCH" ] || fatal "no dlock-bench binary at $BENCH"
+for tool in redis-server redis-cli redis-benchmark awk sha1sum timeout; do
+    command -v "$tool" >/dev/null || fatal "$tool is missing"
+done
+DLOCKD=$(cd "$(dirname "$DLOCKD")" && pwd)/$(basename "$DLOCKD")
+BENCH=$(cd "$(dirname "$BENCH")" && pwd)/$(basename "$BENCH")
+BUILD_DIR=${BENCH_BUILD_DIR:-$(dirname "$BENCH")}
+T=$(mktemp -d /tmp/dlockd-bench.XXXXXX) || fatal "mktemp failed"
+RSOCK="$T/redis.sock"
+ulimit -n "$(ulimit -Hn)" 2>/dev/null
+started=$(date +%s)
+
+say "== dlockd benchmark (temp dir $T)"
+redis-server --port 0 --unixsocket "$RSOCK" --unixsocketperm 700 --save "" --appendonly no \
+    --dir "$T" --logfile "$T/redis.log" &
+REDIS_PID=$!
+PIDS+=("$!")
+for ((i = 0; i < 500; i++)); do rcli PING >/dev/null 2>&1 && break; sleep 0.01; done
+rcli PING >/dev/null 2>&1 || fatal "redis-server did not start: $(tail -n 5 "$T/redis.log")"
+redis_version=$(rcli INFO server | awk -F: '/^redis_version/ { sub(/\r/, "", $2); print $2 }')
+
+# ---- 1. Redis ceiling ---------------------------------------------------------
+
+say "== 1/6 Redis ceiling: dlockd's acquire script under redis-benchmark"
+awk '/^static const char script_acquire\[\] =/ { on = 1; next }
+     on {
+         line = $0; s = index(line, "\""); e = match(line, /"[ \t]*;?[ \t]*$/)
+         body = substr(line, s + 1, e - s - 1)
+         gsub(/\\n/, "\n", body); gsub(/\\"/, "\"", body); gsub(/\\\\/, "\\", body)
+         printf "%s", body
+         if (line ~ /;[ \t]*$/) exit
+     }' daemon/backend.c >"$T/acquire.lua"
+[ -s "$T/acquire.lua" ] || fatal "could not extract script_acquire from daemon/backend.c"
+SHA=$(rcli -x SCRIPT LOAD <"$T/acquire.lua")
+[ "$SHA" = "$(sha1sum <"$T/acquire.lua" | cut -c1-40)" ] || fatal "SCRIPT LOAD returned '$SHA'"
+rcli CONFIG RESETSTAT >/dev/null
+bench_csv=$(redis-benchmark -s "$RSOCK" -c 50 -P 16 -n 500000 -r 100000 --csv \
+    EVALSHA "$SHA" 2 'dlock:k__rand_int__' 'redisson_lock_token:{dlock:k__rand_int__}' 30000 \
+    'owner:__rand_int__' 2>"$T/redis-benchmark.err") || fatal "redis-benchmark failed: $(cat "$T/redis-benchmark.err")"
+ceil_calls=$(tail -n 1 <<<"$bench_csv" | awk -F'"' '{ print $4 }')
+need "$ceil_calls" "redis-benchmark --csv rps"
+ceil_calls=$(calc "$ceil_calls" 0)
+ceil_pairs=$(calc "$ceil_calls / 2" 0)
+info "Redis ceiling: acquire-script EVALSHA calls/s (50 clients, -P 16)" "$ceil_calls/s"
+info "Redis ceiling pairs/s (= calls/s / 2)" "$ceil_pairs/s"
+# Which way the script went: hset = new grant, pttl = taken, hincrby = reentry.
+mix=$(rcli INFO commandstats | awk -F'[=,:]' '/^cmdstat_(hset|pttl|hincrby):/ { sub(/^cmdstat_/, "", $1); n[$1] = $3; t += $3 }
+    END { if (t) printf "%.0f%% granted / %.0f%% taken / %.0f%% reentered", 100 * n["hset"] / t, 100 * n["pttl"] / t, 100 * n["hincrby"] / t }')
+info "Redis ceiling: outcome mix of the benchmark's acquire calls" "${mix:-unknown}"
+
+# dlockd must load exactly this script.
+rcli SCRIPT FLUSH >/dev/null
+flush_redis
+start_dlockd main
+[ "$(rcli SCRIPT EXISTS "$SHA")" = 1 ] ||
+    fatal "the script extracted from daemon/backend.c is not the one dlockd loads"
+
+# ---- 2. uncontended throughput ------------------------------------------------
+
+say "== 2/6 dlockd uncontended throughput: 50 connections, ${TP_S} s"
+tp=""
+c0=$(now_s) d0=$(cpu_ticks "${DPID[main]}") r0=$(cpu_ticks "$REDIS_PID")
+if run_bench throughput $((TP_S + 40)) throughput -s "${DSOCK[main]}" -c 50 -d "$TP_S" -w 1; then
+    c1=$(now_s) d1=$(cpu_ticks "${DPID[main]}") r1=$(cpu_ticks "$REDIS_PID")
+    tp=$(kv "$OUT" pairs_per_sec)
+    need "$tp" "throughput pairs_per_sec"
+    info "dlockd uncontended LOCK+UNLOCK pairs/s (50 connections)" "$tp/s"
+    info "dlockd pair latency p50 / p99 (50 connections)" "$(kv "$OUT" pair_p50_us) / $(kv "$OUT" pair_p99_us) us"
+    if isnum "$d1" && isnum "$r1"; then
+        info "CPU during it, % of one core: dlockd / redis-server / load generator" \
+            "$(calc "($d1 - $d0) / $clk_tck / ($c1 - $c0) * 100" 0) / $(calc "($r1 - $r0) / $clk_tck / ($c1 - $c0) * 100" 0) / $(calc "$(kv "$OUT" client_cpu_pct)" 0) %"
+    fi
+    check "dlockd pairs/s / Redis ceiling pairs/s" "$(calc "$tp / $ceil_pairs" 2)" "" ">=" 0.5
+else
+    failed "dlockd uncontended pairs/s (50 connections)" "see problems" "-"
+    failed "dlockd pairs/s / Redis ceiling pairs/s" "no throughput" ">= 0.5"
+fi
+flush_redis
+
+# ---- 3. peers -------------------------------------------------------------------
+
+say "== 3/6 peers on the same Redis: redis-py, node redlock, node redis-semaphore"
+py_ok=1
+if ! "$PY" -c 'import redis' 2>/dev/null; then
+    say "bench: installing python3-redis"
+    sudo=""
+    [ "$(id -u)" = 0 ] || sudo=sudo
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q python3-redis >"$T/apt.log" 2>&1 ||
+        say "bench: apt-get install python3-redis failed: $(tail -n 3 "$T/apt.log")"
+    "$PY" -c 'import redis' 2>/dev/null || py_ok=0
+fi
+peer_py=""
+if ((py_ok)); then
+    peer_out=$(timeout -k 5 $((PEER_S + 60)) "$PY" "$here/peers.py" redispy --socket "$RSOCK" \
+        --procs 8 --seconds "$PEER_S" 2>"$T/peers.err") || fatal "peers.py failed: $(cat "$T/peers.err")"
+    peer_py=$(kv "$peer_out" pairs_per_sec)
+    need "$peer_py" "peers.py pairs_per_sec"
+    info "redis-py Lock pairs/s (8 processes)" "$peer_py/s"
+    if isnum "$tp"; then
+        check "dlockd / redis-py" "$(calc "$tp / $peer_py" 2)" "x" ">=" 4
+    else
+        failed "dlockd / redis-py" "no dlockd throughput" ">= 4x"
+    fi
+else
+    skipped "redis-py Lock pairs/s (8 processes)" "skipped (python3-redis unavailable)"
+    skipped "dlockd / redis-py" "skipped (python3-redis unavailable)" ">= 4x"
+fi
+flush_redis
+
+node_dir="$BUILD_DIR/bench/node"
+node_ok=0
+if command -v node >/dev/null && command -v npm >/dev/null; then
+    mkdir -p "$node_dir" && cp "$here/node/package.json" "$here/node/bench.js" "$node_dir/" &&
+        (cd "$node_dir" && timeout 90 npm install --no-audit --no-fund --loglevel=error \
+            --fetch-retries=1 --fetch-retry-mintimeout=1000 --fetch-retry-maxtimeout=3000 \
+            --fetch-timeout=20000 >"$T/npm.log" 2>&1) && node_ok=1
+    ((node_ok)) || say "bench: npm install in $node_dir failed or timed out: $(grep -v nodedir "$T/npm.log" 2>/dev/null | tail -n 3 | tr '\n' ' ')"
+fi
+best_node="" best_node_name=""
+for peer in redlock semaphore; do
+    label="node redlock (5.0.0-beta.2) pairs/s (50 loops, 1 ioredis conn)"
+    [ "$peer" = semaphore ] && label="node redis-semaphore Mutex pairs/s (50 loops, 1 ioredis conn)"
+    if ((!node_ok)); then
+        skipped "$label" "skipped (npm unavailable)"
+        continue
+    fi
+    nout=$(cd "$node_dir" && timeout -k 5 $((PEER_S + 60)) node bench.js "$peer" --socket "$RSOCK" \
+        --loops 50 --seconds "$PEER_S" 2>"$T/node-$peer.err") || fatal "node bench.js $peer failed: $(cat "$T/node-$peer.err")"
+    v=$(kv "$nout" pairs_per_sec)
+    need "$v" "node $peer pairs_per_sec"
+    info "$label" "$v/s"
+    isnum "$tp" && info "dlockd / node $peer" "$(calc "$tp / $v" 2)x"
+    if [ -z "$best_node" ] || holds "$v" ">" "$best_node"; then best_node=$v best_node_name=$peer; fi
+    flush_redis
+done
+if ((!node_ok)); then
+    skipped "dlockd / best node peer" "skipped (npm unavailable)" "> 1x"
+elif isnum "$tp"; then
+    check "dlockd / best node peer ($best_node_name)" "$(calc "$tp / $best_node" 2)" "x" ">" 1
+else
+    failed "dlockd / best node peer" "no dlockd throughput" "> 1x"
+fi
+
+# ---- 4. hand-off ----------------------------------------------------------------
+
+say "== 4/6 hand-off latency"
+ensure_dlockd main
+if run_bench handoff-local 120 handoff -s "${DSOCK[main]}" -n 2000; then
+    check "hand-off, one daemon: p50 (UNLOCK written -> waiter's OK read)" "$(kv "$OUT" p50_us)" " us" "<=" 150
+    check "hand-off, one daemon: p99" "$(kv "$OUT" p99_us)" " us" "<=" 2000
+else
+    failed "hand-off, one daemon: p50" "see problems" "<= 150 us"
+    failed "hand-off, one daemon: p99" "see problems" "<= 2000 us"
+fi
+flush_redis
+start_dlockd second
+if run_bench handoff-cross 120 handoff -s "${DSOCK[main]}" -S "${DSOCK[second]}" -R "$RSOCK" -n 1000; then
+    check "hand-off across two daemons (shared Redis): p50" "$(kv "$OUT" p50_us)" " us" "<=" 400
+    info "hand-off across two daemons: p99" "$(kv "$OUT" p99_us) us"
+else
+    failed "hand-off across two daemons: p50" "see problems" "<= 400 us"
+fi
+stop_dlockd second
+if run_bench redisping 60 redisping -s "$RSOCK" -n 10000; then
+    info "Redis PING round trip p50 / p99 (reference)" "$(kv "$OUT" p50_us) / $(kv "$OUT" p99_us) us"
+else
+    failed "Redis PING round trip p50" "see problems" "-"
+fi
+flush_redis
+
+# ---- 5. scale -------------------------------------------------------------------
+
+say "== 5/6 scale: $SCALE_C connections x $SCALE_L locks, lease ${SCALE_LEASE} ms, ${SCALE_WIN} s window"
+stop_dlockd main # nothing but the scale daemon talks to Redis now
+flush_redis
+start_dlockd scale "$(printf '[lock]\nlease_ms = %s\n' "$SCALE_LEASE")"
+spid=${DPID[scale]}
+evalsha_calls() { rcli INFO commandstats | awk -F'[=,:]' '/^cmdstat_evalsha:/ { print $3; f = 1 } END { if (!f) print 0 }'; }
+
+locks=$((SCALE_C * SCALE_L))
+"$BENCH" scale -s "${DSOCK[scale]}" -c "$SCALE_C" -l "$SCALE_L" -H 600 >"$T/scale.out" 2>"$T/scale.err" &
+bpid=$!
+PIDS+=("$bpid")
+scale_ok=1
+for ((i = 0; i < 1200; i++)); do
+    grep -q '^ready' "$T/scale.out" && break
+    kill -0 "$bpid" 2>/dev/null || break
+    sleep 0.1
+done
+if ! grep -q '^ready' "$T/scale.out"; then
+    kill -TERM "$bpid" 2>/dev/null
+    wait "$bpid"
+    forget_pid "$bpid"
+    problem "scale: locks were not all granted: $(tr '\n' ' ' <"$T/scale.err")"
+    scale_ok=0
+fi
+if ((scale_ok)); then
+    ready=$(grep '^ready' "$T/scale.out")
+    info "scale: connect $SCALE_C / grant $locks locks (s)" "$(kv "$ready" connect_s) / $(kv "$ready" grant_s) s"
+    sleep 2 # let the grant burst's first renewals pass
+    rss_max=0
+    t0=$(now_s) ticks0=$(cpu_ticks "$spid") ev0=$(evalsha_calls)
+    ren0=$(kv "$("$BENCH" info -s "${DSOCK[scale]}")" renewals)
+    end=$(calc "$t0 + $SCALE_WIN" 3)
+    while holds "$(now_s)" "<" "$end"; do
+        r=$(rss_kb "$spid") || break
+        ((r > rss_max)) && rss_max=$r
+        sleep 0.5
+    done
+    t1=$(now_s) ticks1=$(cpu_ticks "$spid") ev1=$(evalsha_calls)
+    ren1=$(kv "$("$BENCH" info -s "${DSOCK[scale]}")" renewals)
+    r=$(rss_kb "$spid") && ((r > rss_max)) && rss_max=$r
+    el=$(calc "$t1 - $t0" 3)
+    kill -TERM "$bpid" 2>/dev/null
+    wait "$bpid"
+    brc=$?
+    forget_pid "$bpid"
+    ((brc == 0)) || problem "scale: the load generator failed while holding: $(tr '\n' ' ' <"$T/scale.err")"
+    lost=$(kv "$(grep '^done' "$T/scale.out")" lost_events)
+    if ! dlockd_alive scale; then
+        scale_ok=0
+    else
+        for x in "$ticks0" "$ticks1" "$ev0" "$ev1" "$rss_max" "$ren0" "$ren1"; do need "$x" "scale sample"; done
+    fi
+fi
+if ((scale_ok)); then
+    check "scale: dlockd RSS max, $locks locks on $SCALE_C connections" "$(calc "$rss_max / 1024" 1)" " MiB" "<=" 150
+    check "scale: dlockd CPU, % of one core (idle holders, renewing)" "$(calc "($ticks1 - $ticks0) / $clk_tck / $el * 100" 2)" " %" "<=" 5
+    renew_cps=$(calc "($ev1 - $ev0) / $el" 1)
+    info "scale: renewal EVALSHA commands/s (lease ${SCALE_LEASE} ms, renew every $((SCALE_LEASE / 3)) ms)" "$renew_cps/s"
+    check "scale: renewal commands per 100 locks per renew interval" "$(calc "$renew_cps * ($SCALE_LEASE / 3000) / ($locks / 100)" 3)" "" "<=" 1
+    info "scale: locks renewed per second (dlockd INFO renewals)" "$(calc "($ren1 - $ren0) / $el" 0)/s"
+    if isnum "${lost-}"; then
+        check "scale: !LOST events while holding (check)" "$lost" "" "==" 0
+    else
+        failed "scale: !LOST events while holding (check)" "no count" "== 0"
+    fi
+    # All connections are gone: every lock must be released.
+    tr0=$(now_s) released=0
+    for ((i = 0; i < 600; i++)); do
+        dlockd_alive scale || break
+        held=$(kv "$("$BENCH" info -s "${DSOCK[scale]}" 2>/dev/null)" locks_held)
+        [ "$held" = 0 ] && { released=1; break; }
+        sleep 0.1
+    done
+    if ((released)); then
+        info "scale: time to release $locks locks after all clients closed" "$(calc "$(now_s) - $tr0" 2) s"
+    else
+        problem "scale: dlockd still holds locks 60 s after every client closed (locks_held=${held-?})"
+        failed "scale: release after the clients closed" "locks_held=${held-?}" "-"
+    fi
+else
+    for m in "RSS max:<= 150 MiB" "CPU:<= 5 %" "renewal commands per 100 locks per interval:<= 1"; do
+        failed "scale: ${m%%:*}" "see problems" "${m#*:}"
+    done
+fi
+stop_dlockd scale
+flush_redis
+
+# ---- 6. herd --------------------------------------------------------------------
+
+say "== 6/6 herd: $HERD_C waiters on one lock"
+ensure_dlockd main
+if run_bench herd 120 herd -s "${DSOCK[main]}" -c "$HERD_C" -R "$RSOCK"; then
+    hms=$(kv "$OUT" herd_ms) sent=$(kv "$OUT" redis_sent_commands) total=$(kv "$OUT" redis_total_commands)
+    need "$sent" "herd redis_sent_commands"
+    need "$total" "herd redis_total_commands"
+    check "herd: holder's UNLOCK -> last of $HERD_C waiters' OK" "$hms" " ms" "<" 2000
+    check "herd: Redis commands dlockd sent per hand-off (EVALSHA etc.)" "$(calc "$sent / $HERD_C" 2)" "" "<=" 3
+    info "herd: total_commands_processed per hand-off (incl. redis.call inside scripts)" "$(calc "$total / $HERD_C" 2)"
+    herd_detail=$(tr ' ' '\n' <<<"$OUT" | grep '^redis_' | grep -v -e _sent_ -e _total_ | sed 's/^redis_//' | tr '\n' ' ')
+else
+    failed "herd: time for all $HERD_C waiters to pass" "see problems" "< 2000 ms"
+    failed "herd: Redis commands per hand-off" "see problems" "<= 3"
+fi
+stop_dlockd main
+
+# ---- report ---------------------------------------------------------------------
+
+for name in "${!DPID[@]}"; do dlockd_alive "$name" >/dev/null; done
+elapsed=$(($(date +%s) - started))
+model=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
+mem=$(awk '/^MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)
+
+echo
+echo "dlockd benchmark report"
+echo "  machine : $(nproc) CPUs, ${model:-unknown CPU model}, $mem RAM, kernel $(uname -sr)"
+echo "  software: redis-server $redis_version, $("$DLOCKD" --version 2>&1 | head -n 1), node $(node --version 2>/dev/null || echo none), $("$PY" -c 'import redis; print("redis-py", redis.__version__)' 2>/dev/null || echo 'redis-py none')"
+echo "  command : $invocation"
+echo "  run time: ${elapsed} s"
+echo
+w1=2 w2=7 w3=5 w4=6
+for ((i = 0; i < nrow; i++)); do
+    ((${#R_NUM[i]} > w1)) && w1=${#R_NUM[i]}
+    ((${#R_MEAS[i]} > w2)) && w2=${#R_MEAS[i]}
+    ((${#R_VAL[i]} > w3)) && w3=${#R_VAL[i]}
+    ((${#R_TGT[i]} > w4)) && w4=${#R_TGT[i]}
+done
+fmt="%-${w1}s  %-${w2}s  %${w3}s  %-${w4}s  %s\n"
+# shellcheck disable=SC2059
+printf "$fmt" "#" "measure" "value" "target" "result"
+# shellcheck disable=SC2059
+printf "$fmt" "$(printf '%*s' "$w1" '' | tr ' ' -)" "$(printf '%*s' "$w2" '' | tr ' ' -)" \
+    "$(printf '%*s' "$w3" '' | tr ' ' -)" "$(printf '%*s' "$w4" '' | tr ' ' -)" "------"
+for ((i = 0; i < nrow; i++)); do
+    # shellcheck disable=SC2059
+    printf "$fmt" "${R_NUM[i]}" "${R_MEAS[i]}" "${R_VAL[i]}" "${R_TGT[i]}" "${R_RES[i]}"
+done
+npass=0 nfail=0
+for r in "${R_RES[@]}"; do
+    [ "$r" = pass ] && npass=$((npass + 1))
+    [ "$r" = fail ] && nfail=$((nfail + 1))
+done
+echo
+echo "targets: $npass pass, $nfail fail"
+echo
+echo "notes:"
+echo "  - ceiling: redis-benchmark draws each __rand_int__ independently, so many calls find"
+echo "    their random key already held by another random owner and take the script's short"
+echo "    'taken' path (see the outcome-mix row); a pair is counted as two acquire calls."
+echo "    dlockd's own pair is one acquire script plus one release script."
+echo "  - load generators, dlockd and redis-server share this machine's $(nproc) CPUs."
+echo "  - Redis 7 counts every redis.call() made inside a script in total_commands_processed;"
+echo "    'commands dlockd sent' is that total minus the calls made inside dlockd's scripts"
+echo "    (per-command deltas: ${herd_detail:-n/a})."
+echo "  - hand-off clock: CLOCK_MONOTONIC just before the holder's UNLOCK write() to just after"
+echo "    the read() that returns the waiter's OK. The waiter is known to be queued (INFO"
+echo "    waiters=1) and, across daemons, subscribed (PUBSUB NUMSUB) before the UNLOCK."
+if ((${#PROBLEMS[@]})); then
+    echo
+    echo "daemon problems seen:"
+    for p in "${PROBLEMS[@]}"; do echo "  - $p"; done
+fi
+logs=$(cat "$T"/dlockd-*.log 2>/dev/null | grep -E ' (warn|error|crit|alert|emerg): ' |
+    sed -E 's/^[0-9-]+ [0-9:.]+ //; s/[0-9]+/N/g' | sort | uniq -c | sort -rn | head -n 15)
+if [ -n "$logs" ]; then
+    echo
+    echo "dlockd log warnings/errors (count, line):"
+    sed 's/^/  /' <<<"$logs"
+fi
+exit 0
