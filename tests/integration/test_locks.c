@@ -16,6 +16,7 @@
 #define SHORT_LEASE "[lock]\nlease_ms = 300\n"
 
 static unsigned long long fence_of(const char *reply) {
+    ck_assert_msg(reply != NULL, "no reply where a grant was expected");
     ck_assert_msg(strncmp(reply, "OK ", 3) == 0, "not a grant: '%s'", reply);
     return strtoull(reply + 3, NULL, 10);
 }

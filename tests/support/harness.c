@@ -113,8 +113,10 @@ void h_teardown(void) {
     kill_all();
     if (bad[0] != '\0') {
         /* Keep the log: the test directory is removed at exit. */
-        char cmd[700];
-        snprintf(cmd, sizeof(cmd), "tail -n 30 '%s' >&2", strchr(bad, '/'));
+        char cmd[1400];
+        const char *log = strchr(bad, '/');
+        snprintf(cmd, sizeof(cmd), "grep -A40 -m1 'ERROR: ' '%s' >&2 || tail -n 30 '%s' >&2",
+                 log, log);
         if (system(cmd) != 0) {}
         ck_abort_msg("%s", bad);
     }
