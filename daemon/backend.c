@@ -28,61 +28,68 @@ typedef enum {
     SCRIPT_RENEW,
     SCRIPT_STATUS,
     SCRIPT_FORCE,
+    SCRIPT_OPS,
     SCRIPT_COUNT
 } script_id_t;
 
 /* KEYS[1] lock hash, KEYS[2] fence counter; ARGV[1] lease ms, ARGV[2] owner.
  * {0, fence} new grant, {1, holds} reentered, {2, pttl} taken. A missing
  * counter starts at Redis TIME in microseconds, so fences never go back
- * after Redis loses its data. */
-static const char script_acquire[] =
-    "local n = redis.call('hget', KEYS[1], ARGV[2])\n"
-    "if n then\n"
-    "  n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n"
-    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    "  return {1, n}\n"
-    "end\n"
-    "if redis.call('exists', KEYS[1]) == 0 then\n"
-    "  redis.call('hset', KEYS[1], ARGV[2], 1)\n"
-    "  redis.call('pexpire', KEYS[1], ARGV[1])\n"
-    "  if redis.call('exists', KEYS[2]) == 0 then\n"
-    "    local t = redis.call('time')\n"
-    "    redis.call('set', KEYS[2], t[1] .. string.format('%06d', tonumber(t[2])))\n"
-    "  end\n"
-    "  return {0, redis.call('incr', KEYS[2])}\n"
-    "end\n"
-    "return {2, redis.call('pttl', KEYS[1])}\n";
+ * after Redis loses its data. The free case comes first, with the fewest
+ * calls: it is the common one. */
+#define LUA_ACQUIRE \
+    "if redis.call('exists', KEYS[1]) == 0 then\n" \
+    "  redis.call('hset', KEYS[1], ARGV[2], 1)\n" \
+    "  redis.call('pexpire', KEYS[1], ARGV[1])\n" \
+    "  local f = redis.call('incr', KEYS[2])\n" \
+    "  if f == 1 then\n" \
+    "    local t = redis.call('time')\n" \
+    "    redis.call('set', KEYS[2], t[1] .. string.format('%06d', tonumber(t[2])))\n" \
+    "    f = redis.call('incr', KEYS[2])\n" \
+    "  end\n" \
+    "  return {0, f}\n" \
+    "end\n" \
+    "if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n" \
+    "  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n" \
+    "  redis.call('pexpire', KEYS[1], ARGV[1])\n" \
+    "  return {1, n}\n" \
+    "end\n" \
+    "return {2, redis.call('pttl', KEYS[1])}\n"
+static const char script_acquire[] = LUA_ACQUIRE;
 
 /* KEYS[1] lock hash, KEYS[2] channel; ARGV[1] owner, ARGV[2] '1' to release
  * all holds (delete and publish '0', as Redisson's unlock does) or '0' to
  * drop one hold without ever deleting. Returns holds left, -1 if not held. */
-static const char script_release[] =
-    "local n = redis.call('hget', KEYS[1], ARGV[1])\n"
-    "if not n then return -1 end\n"
-    "if ARGV[2] == '0' then\n"
-    "  if tonumber(n) > 1 then return redis.call('hincrby', KEYS[1], ARGV[1], -1) end\n"
-    "  return tonumber(n)\n"
-    "end\n"
-    "redis.call('del', KEYS[1])\n"
-    "redis.call('publish', KEYS[2], '0')\n"
-    "return 0\n";
+#define LUA_RELEASE \
+    "local n = redis.call('hget', KEYS[1], ARGV[1])\n" \
+    "if not n then return -1 end\n" \
+    "if ARGV[2] == '0' then\n" \
+    "  if tonumber(n) > 1 then return redis.call('hincrby', KEYS[1], ARGV[1], -1) end\n" \
+    "  return tonumber(n)\n" \
+    "end\n" \
+    "redis.call('del', KEYS[1])\n" \
+    "redis.call('publish', KEYS[2], '0')\n" \
+    "return 0\n"
+static const char script_release[] = LUA_RELEASE;
 
 /* KEYS: lock hash and forced marker per lock; ARGV[1] lease ms, then one
- * owner per lock. Per lock: 1 renewed, 0 gone, 2 removed by force. */
+ * owner per lock. Returns one character per lock: '1' renewed, '0' gone,
+ * '2' removed by force. A key of another type counts as gone, and does not
+ * fail the other locks of the batch. */
 static const char script_renew[] =
     "local r = {}\n"
     "for i = 1, #ARGV - 1 do\n"
     "  local k = KEYS[2 * i - 1]\n"
-    "  if redis.call('hexists', k, ARGV[i + 1]) == 1 then\n"
+    "  if redis.pcall('hexists', k, ARGV[i + 1]) == 1 then\n"
     "    redis.call('pexpire', k, ARGV[1])\n"
-    "    r[i] = 1\n"
-    "  elseif redis.call('get', KEYS[2 * i]) == ARGV[i + 1] then\n"
-    "    r[i] = 2\n"
+    "    r[i] = '1'\n"
+    "  elseif redis.pcall('get', KEYS[2 * i]) == ARGV[i + 1] then\n"
+    "    r[i] = '2'\n"
     "  else\n"
-    "    r[i] = 0\n"
+    "    r[i] = '0'\n"
     "  end\n"
     "end\n"
-    "return r\n";
+    "return table.concat(r)\n";
 
 /* KEYS[1] lock hash; ARGV[1] owner. {pttl, this owner's holds}. */
 static const char script_status[] =
@@ -103,8 +110,37 @@ static const char script_force[] =
     "redis.call('publish', KEYS[2], '0')\n"
     "return 1\n";
 
+/* Many acquires and releases in one call: the same two scripts, run as
+ * functions (their KEYS and ARGV are the functions' parameters), one after
+ * the other in the order they were asked for. KEYS: two per operation (the
+ * lock and its token or channel); ARGV: three per operation ('a' with lease
+ * and owner, or 'r' with owner and '1'/'0'). One line per operation comes
+ * back: "0:<fence>", "1:<holds>", "2:<pttl>", a release's "<holds left>",
+ * or "E<error>" when that operation failed (the others still run). */
+static const char script_ops[] =
+    "local acquire = function(KEYS, ARGV)\n" LUA_ACQUIRE "end\n"
+    "local release = function(KEYS, ARGV)\n" LUA_RELEASE "end\n"
+    "local out = {}\n"
+    "for i = 1, #KEYS / 2 do\n"
+    "  local keys = {KEYS[2 * i - 1], KEYS[2 * i]}\n"
+    "  local ok, r\n"
+    "  if ARGV[3 * i - 2] == 'a' then\n"
+    "    ok, r = pcall(acquire, keys, {ARGV[3 * i - 1], ARGV[3 * i]})\n"
+    "  else\n"
+    "    ok, r = pcall(release, keys, {ARGV[3 * i], ARGV[3 * i - 1]})\n"
+    "  end\n"
+    "  if not ok then\n"
+    "    out[i] = 'E' .. tostring(type(r) == 'table' and r.err or r)\n"
+    "  elseif type(r) == 'table' then\n"
+    "    out[i] = string.format('%d:%d', r[1], r[2])\n"
+    "  else\n"
+    "    out[i] = string.format('%d', r)\n"
+    "  end\n"
+    "end\n"
+    "return table.concat(out, '\\n')\n";
+
 static const char *const scripts[SCRIPT_COUNT] = {
-    script_acquire, script_release, script_renew, script_status, script_force,
+    script_acquire, script_release, script_renew, script_status, script_force, script_ops,
 };
 
 /* ---- state ------------------------------------------------------------ */
@@ -132,6 +168,8 @@ struct conn_s {
     cmd_t *oldest, *newest;        /* commands awaiting replies, in order */
     int handshake_left;
     int warned;                    /* a down warning was logged */
+    int write_pending;             /* hiredis has output for the flusher */
+    int in_flush;                  /* inside redisAsyncHandleWrite from the flusher */
 };
 
 typedef enum {
@@ -140,8 +178,17 @@ typedef enum {
     OP_RELEASE,
     OP_RENEW,
     OP_STATUS,
-    OP_FORCE
+    OP_FORCE,
+    OP_OPS          /* a batch of acquires and releases */
 } op_t;
+
+/* One acquire or release waiting for its batch. */
+typedef struct bop_s {
+    op_t op;            /* OP_ACQUIRE or OP_RELEASE */
+    backend_cb cb;
+    void *data;
+    size_t str;         /* its five strings start here in the batch's offsets */
+} bop_t;
 
 struct cmd_s {
     cmd_t *prev, *next;         /* the connection's pending list */
@@ -154,7 +201,8 @@ struct cmd_s {
     uint64_t deadline;
     backend_cb cb;
     void *data;
-    size_t count;               /* renew: items */
+    size_t count;               /* renew: items; OP_OPS: operations */
+    bop_t *bops;                /* OP_OPS: the operations, in order */
 };
 
 typedef enum {
@@ -187,6 +235,15 @@ struct backend_s {
     backend_state_cb state_cb;
     void *state_data;
     int freeing;
+    uv_prepare_t *flusher;      /* writes queued commands before each poll */
+
+    /* acquires and releases gathered during one loop iteration */
+    bop_t *bops;
+    size_t nbops, capbops;
+    char *bstr;                 /* their strings, back to back */
+    size_t bstrlen, bstrcap;
+    size_t *boff;               /* five (offset, length) pairs per operation */
+    size_t nboff, capboff;
 };
 
 static void conn_connect(conn_t *c);
@@ -205,22 +262,77 @@ static size_t lock_key(const backend_t *b, char *out, const char *name, size_t l
     return p + len;
 }
 
+/* Decimal digits of v at out (no NUL); returns how many. On the hot path
+ * of every script call, so not snprintf. */
+static size_t put_u64(char *out, uint64_t v) {
+    char tmp[20];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    for (size_t i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
+    return n;
+}
+
 /* A companion key, by Redisson's prefixName rule: "prefix:{key}", or
  * "prefix:key" when key already has a '{', so all stay in one slot. */
 static size_t companion(char *out, const char *prefix, const char *key, size_t klen) {
     int braces = memchr(key, '{', klen) == NULL;
-    return (size_t)snprintf(out, KEY_MAX + 32, braces ? "%s:{%.*s}" : "%s:%.*s", prefix,
-                            (int)klen, key);
+    size_t p = strlen(prefix), n = 0;
+    memcpy(out, prefix, p);
+    n = p;
+    out[n++] = ':';
+    if (braces) out[n++] = '{';
+    memcpy(out + n, key, klen);
+    n += klen;
+    if (braces) out[n++] = '}';
+    out[n] = '\0';
+    return n;
 }
 
+/* "<uuid>:<owner>", NUL-terminated. */
 static size_t owner_field(const backend_t *b, char *out, uint64_t owner) {
-    return (size_t)snprintf(out, FIELD_MAX, "%s:%llu", b->uuid, (unsigned long long)owner);
+    memcpy(out, b->uuid, 36);
+    out[36] = ':';
+    size_t n = 37 + put_u64(out + 37, owner);
+    out[n] = '\0';
+    return n;
+}
+
+/* Formats a command in RESP once, with one allocation. */
+static long long resp_format(char **out, int argc, const char **argv, const size_t *argvlen) {
+    size_t total = 1 + 20 + 2;
+    for (int i = 0; i < argc; i++) total += 1 + 20 + 2 + argvlen[i] + 2;
+    char *p = malloc(total);
+    if (p == NULL) return -1;
+    size_t n = 0;
+    p[n++] = '*';
+    n += put_u64(p + n, (uint64_t)argc);
+    p[n++] = '\r';
+    p[n++] = '\n';
+    for (int i = 0; i < argc; i++) {
+        p[n++] = '$';
+        n += put_u64(p + n, argvlen[i]);
+        p[n++] = '\r';
+        p[n++] = '\n';
+        memcpy(p + n, argv[i], argvlen[i]);
+        n += argvlen[i];
+        p[n++] = '\r';
+        p[n++] = '\n';
+    }
+    *out = p;
+    return (long long)n;
 }
 
 /* ---- results ---------------------------------------------------------- */
 
 static void fail(cmd_t *cmd, backend_status_t status, const char *error) {
     backend_result_t res = {.status = status, .error = error};
+    if (cmd->op == OP_OPS) {
+        for (size_t i = 0; i < cmd->count; i++) cmd->bops[i].cb(cmd->bops[i].data, &res);
+        return;
+    }
     if (cmd->cb) cmd->cb(cmd->data, &res);
 }
 
@@ -236,6 +348,52 @@ static const char *status_text(backend_status_t st) {
 
 static int is_int(const redisReply *r) {
     return r != NULL && r->type == REDIS_REPLY_INTEGER;
+}
+
+/* Parses a decimal, possibly negative; returns the end. */
+static const char *get_ll(const char *p, const char *end, long long *v) {
+    int neg = 0;
+    long long x = 0;
+    if (p < end && *p == '-') {
+        neg = 1;
+        p++;
+    }
+    while (p < end && *p >= '0' && *p <= '9') x = x * 10 + (*p++ - '0');
+    *v = neg ? -x : x;
+    return p;
+}
+
+/* Hands each operation of a batch its line of the reply. */
+static void deliver_ops(cmd_t *cmd, const char *str, size_t len) {
+    const char *p = str, *end = str + len;
+    char err[BACKEND_ERR_LEN];
+    for (size_t i = 0; i < cmd->count; i++) {
+        bop_t *op = &cmd->bops[i];
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        if (eol == NULL) eol = end;
+        backend_result_t res = {.status = BACKEND_OK};
+        long long a = 0, v = 0;
+        if (p >= end) {
+            res.status = BACKEND_FAILED;
+            res.error = "short reply from the batch script";
+        } else if (*p == 'E') {
+            snprintf(err, sizeof(err), "%.*s", (int)(eol - p - 1), p + 1);
+            res.status = BACKEND_FAILED;
+            res.error = err;
+        } else if (op->op == OP_RELEASE) {
+            get_ll(p, eol, &v);
+            res.holds = v;
+        } else {
+            const char *q = get_ll(p, eol, &a);
+            if (q < eol && *q == ':') get_ll(q + 1, eol, &v);
+            res.outcome = (backend_outcome_t)a;
+            if (a == BACKEND_GRANTED) res.fence = (uint64_t)v;
+            else if (a == BACKEND_REENTERED) res.holds = v;
+            else res.ttl_ms = v;
+        }
+        op->cb(op->data, &res);
+        p = eol < end ? eol + 1 : end;
+    }
 }
 
 /* Turns a script's reply into a result for cmd's operation. */
@@ -259,7 +417,7 @@ static void deliver(cmd_t *cmd, redisReply *r) {
         res.holds = r->integer;
         break;
     case OP_RENEW: {
-        if (r->type != REDIS_REPLY_ARRAY || r->elements != cmd->count) goto bad;
+        if (r->type != REDIS_REPLY_STRING || r->len != cmd->count) goto bad;
         uint8_t small[64];
         uint8_t *v = cmd->count <= sizeof(small) ? small : malloc(cmd->count);
         if (v == NULL) {
@@ -267,8 +425,8 @@ static void deliver(cmd_t *cmd, redisReply *r) {
             return;
         }
         for (size_t i = 0; i < cmd->count; i++) {
-            long long x = is_int(r->element[i]) ? r->element[i]->integer : 0;
-            v[i] = (uint8_t)(x == 1 ? BACKEND_RENEWED : x == 2 ? BACKEND_FORCED : BACKEND_GONE);
+            char x = r->str[i];
+            v[i] = (uint8_t)(x == '1' ? BACKEND_RENEWED : x == '2' ? BACKEND_FORCED : BACKEND_GONE);
         }
         res.renewed = v;
         res.count = cmd->count;
@@ -287,6 +445,10 @@ static void deliver(cmd_t *cmd, redisReply *r) {
         if (!is_int(r)) goto bad;
         res.removed = r->integer;
         break;
+    case OP_OPS:
+        if (r->type != REDIS_REPLY_STRING) goto bad;
+        deliver_ops(cmd, r->str, r->len);
+        return;
     case OP_HANDSHAKE:
         break;
     }
@@ -310,6 +472,7 @@ static void unlink_cmd(cmd_t *cmd) {
 
 static void free_cmd(cmd_t *cmd) {
     free(cmd->formatted);
+    free(cmd->bops);
     free(cmd);
 }
 
@@ -364,7 +527,7 @@ static cmd_t *new_cmd(op_t op, backend_cb cb, void *data, int argc, const char *
     cmd->op = op;
     cmd->cb = cb;
     cmd->data = data;
-    cmd->formatted_len = redisFormatCommandArgv(&cmd->formatted, argc, argv, argvlen);
+    cmd->formatted_len = resp_format(&cmd->formatted, argc, argv, argvlen);
     if (cmd->formatted_len < 0) {
         free(cmd);
         return NULL;
@@ -373,8 +536,11 @@ static cmd_t *new_cmd(op_t op, backend_cb cb, void *data, int argc, const char *
 }
 
 /* Runs a script with EVALSHA: argv[0..2] are filled in here. */
+static void batch_flush(backend_t *b);
+
 static void eval(backend_t *b, op_t op, script_id_t script, int argc, const char **argv,
                  size_t *argvlen, backend_cb cb, void *data, size_t count) {
+    batch_flush(b); /* keep the order in which operations were asked for */
     argv[0] = "EVALSHA";
     argvlen[0] = 7;
     argv[1] = b->sha[script];
@@ -617,6 +783,58 @@ static void on_connect_timer(timers_entry_t *t) {
     }
 }
 
+/* hiredis asks for a write event after every queued command, and the
+ * libuv adapter turns each request into an epoll_ctl. Instead, a pending
+ * write is remembered and done once per loop iteration, right before the
+ * loop polls; only a write that could not finish waits for POLLOUT. */
+static void on_flush(uv_prepare_t *handle);
+
+static void on_add_write(void *privdata) {
+    redisLibuvEvents *p = privdata;
+    conn_t *c = p->context ? p->context->data : NULL;
+    if (c == NULL || c->state == CONN_CONNECTING || c->in_flush) {
+        if (!(p->events & UV_WRITABLE)) redisLibuvAddWrite(privdata);
+        return;
+    }
+    if (!c->write_pending) {
+        c->write_pending = 1;
+        uv_prepare_start(c->b->flusher, on_flush);
+    }
+}
+
+/* hiredis also asks for read events after every write: only pass on a
+ * request that changes something. */
+static void on_add_read(void *privdata) {
+    redisLibuvEvents *p = privdata;
+    if (!(p->events & UV_READABLE)) redisLibuvAddRead(privdata);
+}
+
+static void on_del_write(void *privdata) {
+    redisLibuvEvents *p = privdata;
+    if (p->events & UV_WRITABLE) redisLibuvDelWrite(privdata);
+}
+
+static void flush_conn(conn_t *c) {
+    if (!c->write_pending) return;
+    c->write_pending = 0;
+    if (c->ac == NULL) return;
+    c->in_flush = 1;
+    redisAsyncHandleWrite(c->ac);
+    c->in_flush = 0;
+}
+
+static void on_flush(uv_prepare_t *handle) {
+    backend_t *b = handle->data;
+    uv_prepare_stop(handle);
+    batch_flush(b);
+    flush_conn(&b->cmd);
+    flush_conn(&b->sub);
+}
+
+static void on_flusher_close(uv_handle_t *handle) {
+    free(handle);
+}
+
 static void conn_connect(conn_t *c) {
     backend_t *b = c->b;
     redisAsyncContext *ac;
@@ -638,11 +856,165 @@ static void conn_connect(conn_t *c) {
         conn_down(c, "cannot attach to the event loop");
         return;
     }
-    redisAsyncSetConnectCallback(ac, on_connect);
-    redisAsyncSetDisconnectCallback(ac, on_disconnect);
+    ac->ev.addRead = on_add_read;
+    ac->ev.addWrite = on_add_write;
+    ac->ev.delWrite = on_del_write;
     c->ac = ac;
     c->state = CONN_CONNECTING;
+    c->write_pending = 0;
+    redisAsyncSetConnectCallback(ac, on_connect);
+    redisAsyncSetDisconnectCallback(ac, on_disconnect);
     timers_start(b->timers, &c->connect_timer, b->conf->connect_timeout_ms, on_connect_timer);
+}
+
+/* ---- batches of acquires and releases ---------------------------------- */
+
+/* Appends one string to the gathering batch. */
+static int bstr_add(backend_t *b, const char *str, size_t len) {
+    if (b->bstrlen + len > b->bstrcap) {
+        size_t cap = b->bstrcap ? b->bstrcap : 4096;
+        while (cap < b->bstrlen + len) cap *= 2;
+        char *n = realloc(b->bstr, cap);
+        if (n == NULL) return -1;
+        b->bstr = n;
+        b->bstrcap = cap;
+    }
+    if (b->nboff + 2 > b->capboff) {
+        size_t cap = b->capboff ? b->capboff * 2 : 256;
+        size_t *n = realloc(b->boff, cap * sizeof(*n));
+        if (n == NULL) return -1;
+        b->boff = n;
+        b->capboff = cap;
+    }
+    memcpy(b->bstr + b->bstrlen, str, len);
+    b->boff[b->nboff++] = b->bstrlen;
+    b->boff[b->nboff++] = len;
+    b->bstrlen += len;
+    return 0;
+}
+
+/* Queues an acquire or release (key, companion, kind, number, owner) for
+ * the batch sent before the loop next polls. */
+static void batch_add(backend_t *b, op_t op, const char *key, size_t klen, const char *comp,
+                      size_t clen, const char *num, size_t nlen, const char *field,
+                      size_t flen, backend_cb cb, void *data) {
+    if (b->cmd.state != CONN_UP) {
+        backend_result_t res = {.status = BACKEND_DOWN, .error = status_text(BACKEND_DOWN)};
+        cb(data, &res);
+        return;
+    }
+    if (b->nbops == b->capbops) {
+        size_t cap = b->capbops ? b->capbops * 2 : 64;
+        bop_t *n = realloc(b->bops, cap * sizeof(*n));
+        if (n == NULL) goto nomem;
+        b->bops = n;
+        b->capbops = cap;
+    }
+    size_t mark = b->nboff, smark = b->bstrlen;
+    const char *kind = op == OP_ACQUIRE ? "a" : "r";
+    if (bstr_add(b, key, klen) || bstr_add(b, comp, clen) || bstr_add(b, kind, 1) ||
+        bstr_add(b, num, nlen) || bstr_add(b, field, flen)) {
+        b->nboff = mark;
+        b->bstrlen = smark;
+        goto nomem;
+    }
+    b->bops[b->nbops].op = op;
+    b->bops[b->nbops].cb = cb;
+    b->bops[b->nbops].data = data;
+    b->bops[b->nbops].str = mark;
+    b->nbops++;
+    if (b->nbops >= BACKEND_BATCH_MAX) batch_flush(b);
+    else uv_prepare_start(b->flusher, on_flush);
+    return;
+nomem: {
+    backend_result_t res = {.status = BACKEND_FAILED, .error = "out of memory"};
+    cb(data, &res);
+}
+}
+
+/* Sends the gathered operations: one of them with its own script, more in
+ * one call of the batch script. */
+static void batch_flush(backend_t *b) {
+    size_t n = b->nbops;
+    if (n == 0) return;
+    b->nbops = 0;
+    const char *s = b->bstr;
+    const size_t *o = b->boff;
+#define STR(op, k) (s + o[(b->bops[op].str) + 2 * (k)])
+#define LEN(op, k) (o[(b->bops[op].str) + 2 * (k) + 1])
+    if (n == 1) {
+        bop_t op = b->bops[0];
+        const char *argv[7];
+        size_t argvlen[7];
+        argv[2] = "2";
+        argvlen[2] = 1;
+        argv[3] = STR(0, 0);
+        argvlen[3] = LEN(0, 0);
+        argv[4] = STR(0, 1);
+        argvlen[4] = LEN(0, 1);
+        if (op.op == OP_ACQUIRE) { /* ARGV: lease, owner */
+            argv[5] = STR(0, 3);
+            argvlen[5] = LEN(0, 3);
+            argv[6] = STR(0, 4);
+            argvlen[6] = LEN(0, 4);
+        } else { /* ARGV: owner, all */
+            argv[5] = STR(0, 4);
+            argvlen[5] = LEN(0, 4);
+            argv[6] = STR(0, 3);
+            argvlen[6] = LEN(0, 3);
+        }
+        b->nboff = b->bstrlen = 0;
+        eval(b, op.op, op.op == OP_ACQUIRE ? SCRIPT_ACQUIRE : SCRIPT_RELEASE, 7, argv, argvlen,
+             op.cb, op.data, 0);
+        return;
+    }
+    size_t argc = 3 + 5 * n;
+    const char **argv = malloc(argc * sizeof(*argv));
+    size_t *argvlen = malloc(argc * sizeof(*argvlen));
+    bop_t *ops = malloc(n * sizeof(*ops));
+    char nkeys[24];
+    if (argv == NULL || argvlen == NULL || ops == NULL) {
+        free(argv);
+        free(argvlen);
+        free(ops);
+        backend_result_t res = {.status = BACKEND_FAILED, .error = "out of memory"};
+        for (size_t i = 0; i < n; i++) b->bops[i].cb(b->bops[i].data, &res);
+        b->nboff = b->bstrlen = 0;
+        return;
+    }
+    argv[2] = nkeys;
+    argvlen[2] = put_u64(nkeys, 2 * n);
+    for (size_t i = 0; i < n; i++) {
+        argv[3 + 2 * i] = STR(i, 0);
+        argvlen[3 + 2 * i] = LEN(i, 0);
+        argv[4 + 2 * i] = STR(i, 1);
+        argvlen[4 + 2 * i] = LEN(i, 1);
+        for (size_t k = 0; k < 3; k++) {
+            argv[3 + 2 * n + 3 * i + k] = STR(i, 2 + k);
+            argvlen[3 + 2 * n + 3 * i + k] = LEN(i, 2 + k);
+        }
+    }
+#undef STR
+#undef LEN
+    memcpy(ops, b->bops, n * sizeof(*ops));
+    argv[0] = "EVALSHA";
+    argvlen[0] = 7;
+    argv[1] = b->sha[SCRIPT_OPS];
+    argvlen[1] = 40;
+    cmd_t *cmd = new_cmd(OP_OPS, NULL, NULL, (int)argc, argv, argvlen);
+    free(argv);
+    free(argvlen);
+    b->nboff = b->bstrlen = 0;
+    if (cmd == NULL) {
+        backend_result_t res = {.status = BACKEND_FAILED, .error = "out of memory"};
+        for (size_t i = 0; i < n; i++) ops[i].cb(ops[i].data, &res);
+        free(ops);
+        return;
+    }
+    cmd->script = SCRIPT_OPS;
+    cmd->count = n;
+    cmd->bops = ops;
+    submit(&b->cmd, cmd);
 }
 
 /* ---- public ----------------------------------------------------------- */
@@ -657,6 +1029,14 @@ backend_t *backend_new(uv_loop_t *loop, const conf_t *conf, timers_t *timers) {
         free(b);
         return NULL;
     }
+    b->flusher = malloc(sizeof(*b->flusher));
+    if (b->flusher == NULL) {
+        hmap_free(&b->subs);
+        free(b);
+        return NULL;
+    }
+    uv_prepare_init(loop, b->flusher);
+    b->flusher->data = b;
     uuid_t u;
     uuid_generate(u);
     uuid_unparse_lower(u, b->uuid);
@@ -672,8 +1052,11 @@ backend_t *backend_new(uv_loop_t *loop, const conf_t *conf, timers_t *timers) {
 void backend_free(backend_t *b) {
     if (b == NULL) return;
     b->freeing = 1;
+    b->cmd.state = CONN_DOWN; /* pending operations fail now */
+    batch_flush(b);
     conn_drop(&b->cmd, "shutting down");
     conn_drop(&b->sub, "shutting down");
+    uv_close((uv_handle_t *)b->flusher, on_flusher_close);
     timers_stop(b->timers, &b->cmd.retry_timer);
     timers_stop(b->timers, &b->sub.retry_timer);
     size_t i = 0;
@@ -683,6 +1066,9 @@ void backend_free(backend_t *b) {
         free(container_of(n, sub_t, node));
     }
     hmap_free(&b->subs);
+    free(b->bops);
+    free(b->bstr);
+    free(b->boff);
     free(b);
 }
 
@@ -701,40 +1087,22 @@ const char *backend_uuid(const backend_t *b) {
 
 void backend_acquire(backend_t *b, const char *name, size_t len, uint64_t owner,
                      uint32_t lease_ms, backend_cb cb, void *data) {
-    char key[KEY_MAX], token[KEY_MAX + 32], lease[16], field[FIELD_MAX];
+    char key[KEY_MAX], token[KEY_MAX + 32], lease[24], field[FIELD_MAX];
     size_t klen = lock_key(b, key, name, len);
-    const char *argv[7];
-    size_t argvlen[7];
-    argv[2] = "2";
-    argvlen[2] = 1;
-    argv[3] = key;
-    argvlen[3] = klen;
-    argv[4] = token;
-    argvlen[4] = companion(token, "redisson_lock_token", key, klen);
-    argv[5] = lease;
-    argvlen[5] = (size_t)snprintf(lease, sizeof(lease), "%u", lease_ms);
-    argv[6] = field;
-    argvlen[6] = owner_field(b, field, owner);
-    eval(b, OP_ACQUIRE, SCRIPT_ACQUIRE, 7, argv, argvlen, cb, data, 0);
+    size_t tlen = companion(token, "redisson_lock_token", key, klen);
+    size_t llen = put_u64(lease, lease_ms);
+    size_t flen = owner_field(b, field, owner);
+    batch_add(b, OP_ACQUIRE, key, klen, token, tlen, lease, llen, field, flen, cb, data);
 }
 
 void backend_release(backend_t *b, const char *name, size_t len, uint64_t owner, int all,
                      backend_cb cb, void *data) {
     char key[KEY_MAX], channel[KEY_MAX + 32], field[FIELD_MAX];
     size_t klen = lock_key(b, key, name, len);
-    const char *argv[7];
-    size_t argvlen[7];
-    argv[2] = "2";
-    argvlen[2] = 1;
-    argv[3] = key;
-    argvlen[3] = klen;
-    argv[4] = channel;
-    argvlen[4] = companion(channel, "redisson_lock__channel", key, klen);
-    argv[5] = field;
-    argvlen[5] = owner_field(b, field, owner);
-    argv[6] = all ? "1" : "0";
-    argvlen[6] = 1;
-    eval(b, OP_RELEASE, SCRIPT_RELEASE, 7, argv, argvlen, cb, data, 0);
+    size_t clen = companion(channel, "redisson_lock__channel", key, klen);
+    size_t flen = owner_field(b, field, owner);
+    batch_add(b, OP_RELEASE, key, klen, channel, clen, all ? "1" : "0", 1, field, flen, cb,
+              data);
 }
 
 void backend_renew(backend_t *b, const backend_item_t *items, size_t count,
@@ -755,7 +1123,7 @@ void backend_renew(backend_t *b, const backend_item_t *items, size_t count,
         return;
     }
     argv[2] = nkeys;
-    argvlen[2] = (size_t)snprintf(nkeys, sizeof(nkeys), "%zu", 2 * count);
+    argvlen[2] = put_u64(nkeys, 2 * count);
     char *p = space;
     for (size_t i = 0; i < count; i++) {
         char *key = p;
@@ -769,7 +1137,7 @@ void backend_renew(backend_t *b, const backend_item_t *items, size_t count,
     }
     size_t a = 3 + 2 * count;
     argv[a] = lease;
-    argvlen[a] = (size_t)snprintf(lease, sizeof(lease), "%u", lease_ms);
+    argvlen[a] = put_u64(lease, lease_ms);
     for (size_t i = 0; i < count; i++) {
         argv[a + 1 + i] = p;
         argvlen[a + 1 + i] = owner_field(b, p, items[i].owner);

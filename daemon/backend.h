@@ -22,6 +22,9 @@
 
 /* Most locks renewed by one script call. */
 #define BACKEND_RENEW_BATCH 500
+/* Most acquires and releases sent in one script call. Operations asked for
+ * during one loop iteration go together, before the loop polls again. */
+#define BACKEND_BATCH_MAX 128
 /* Reconnect backoff: doubles from MIN up to MAX. */
 #define BACKEND_BACKOFF_MIN_MS 50
 #define BACKEND_BACKOFF_MAX_MS 1000

@@ -42,6 +42,7 @@ struct lock_s {
     lock_t *held_prev, *held_next; /* the holder's locks */
     lock_t *dog_prev, *dog_next;   /* watchdog locks, oldest confirmation first */
     int on_dog;
+    int renewing;              /* in a watchdog batch now */
 
     /* waiters, first come first served; only the head tries */
     wait_t *head, *tail;
@@ -112,7 +113,8 @@ struct lockmgr_s {
     hmap_t locks;
     lock_t *dog_head, *dog_tail;
     size_t dog_count;
-    timers_entry_t sweep;      /* watchdog period */
+    timers_entry_t sweep;      /* the next watchdog lock is due */
+    int renew_inflight;        /* watchdog batches awaiting Redis */
     timers_entry_t loss;       /* the oldest watchdog lock could expire */
     release_t *retry_head, *retry_tail;
     uint64_t waiting;
@@ -121,6 +123,7 @@ struct lockmgr_s {
     /* shutdown */
     int stopping;
     int shutdown_left;
+    timers_entry_t done_timer;  /* calls done outside any Redis callback */
     lockmgr_done_cb done;
     void *done_data;
 };
@@ -150,9 +153,16 @@ static void reply_grant(lock_owner_t *o, uint64_t fence, uint32_t holds) {
                                        (unsigned long long)fence, holds));
 }
 
-/* One thing shutdown waited for is over. */
+static void on_done_timer(timers_entry_t *t) {
+    lockmgr_t *m = container_of(t, lockmgr_t, done_timer);
+    if (m->done) m->done(m, m->done_data);
+}
+
+/* One thing shutdown waited for is over. The last one calls done from a
+ * timer, not from the Redis reply that ended it: done may free us. */
 static void shutdown_step(lockmgr_t *m) {
-    if (m->stopping && --m->shutdown_left == 0 && m->done) m->done(m, m->done_data);
+    if (m->stopping && --m->shutdown_left == 0)
+        timers_start(m->timers, &m->done_timer, 0, on_done_timer);
 }
 
 static void reply_error(lockmgr_t *m, lock_owner_t *o, proto_err_t err, const char *detail) {
@@ -289,7 +299,11 @@ static void on_expiry(timers_entry_t *t) {
     lock_maybe_free(l);
 }
 
-static void set_confirmed(lock_t *l, uint64_t sent_at) {
+static void sweep_soon(lockmgr_t *m);
+
+/* Redis confirmed the lock as of sent_at: move its deadlines. The caller
+ * re-arms the loss timer (arm_loss) once it is done with a batch. */
+static void confirm(lock_t *l, uint64_t sent_at) {
     lockmgr_t *m = l->mgr;
     if (sent_at > l->confirmed_at) l->confirmed_at = sent_at;
     if (l->lease_ms) {
@@ -299,7 +313,14 @@ static void set_confirmed(lock_t *l, uint64_t sent_at) {
         timers_stop(m->timers, &l->expiry);
         dog_remove(m, l);
         dog_insert(m, l);
-        arm_loss(m);
+    }
+}
+
+static void set_confirmed(lock_t *l, uint64_t sent_at) {
+    confirm(l, sent_at);
+    if (!l->lease_ms) {
+        arm_loss(l->mgr);
+        sweep_soon(l->mgr);
     }
 }
 
@@ -784,16 +805,41 @@ static void on_force(void *data, const backend_result_t *res) {
 
 /* ---- the watchdog ------------------------------------------------------ */
 
+/* Watchdog locks are renewed when due (renew_every_ms after Redis last
+ * confirmed them), taking every lock due within the next quarter period
+ * along so that batches stay full; at most LOCKMGR_RENEW_INFLIGHT batches
+ * are in flight, so a burst is spread out rather than queued whole. */
+#define LOCKMGR_RENEW_INFLIGHT 4
+
+static uint64_t renew_slack(const lockmgr_t *m) {
+    return m->conf->renew_every_ms / 4;
+}
+
+static void sweep(lockmgr_t *m);
+
+static void on_sweep(timers_entry_t *t) {
+    sweep(container_of(t, lockmgr_t, sweep));
+}
+
+/* A new watchdog lock: make sure a sweep is planned. */
+static void sweep_soon(lockmgr_t *m) {
+    if (!timers_active(&m->sweep) && m->renew_inflight == 0) sweep(m);
+}
+
 static void on_renew_batch(void *data, const backend_result_t *res) {
     batch_t *b = data;
     lockmgr_t *m = b->mgr;
+    m->renew_inflight--;
     for (size_t i = 0; i < b->count; i++) {
         lock_t *l = b->locks[i];
         l->busy--;
-        if (res->status == BACKEND_OK && l->holder && l->grant_id == b->grants[i]) {
-            if (res->renewed[i] == BACKEND_RENEWED) {
+        if (l->holder && l->grant_id == b->grants[i]) {
+            l->renewing = 0;
+            if (res->status != BACKEND_OK) {
+                /* stays due; the loss timer watches it */
+            } else if (res->renewed[i] == BACKEND_RENEWED) {
                 m->stats.renewals++;
-                set_confirmed(l, b->sent_at);
+                if (!l->lease_ms) confirm(l, b->sent_at);
             } else {
                 lost(l, res->renewed[i] == BACKEND_FORCED ? "forced" : "expired");
                 kick(l);
@@ -807,6 +853,11 @@ static void on_renew_batch(void *data, const backend_result_t *res) {
     free(b->grants);
     free(b->items);
     free(b);
+    arm_loss(m);
+    if (m->stopping) return;
+    if (res->status == BACKEND_OK) sweep(m);
+    else if (!timers_active(&m->sweep)) /* not in a tight loop: a little later */
+        timers_start(m->timers, &m->sweep, renew_slack(m) + 1, on_sweep);
 }
 
 static void renew_batch(lockmgr_t *m, lock_t **locks, size_t count) {
@@ -828,29 +879,46 @@ static void renew_batch(lockmgr_t *m, lock_t **locks, size_t count) {
     for (size_t i = 0; i < count; i++) {
         lock_t *l = locks[i];
         l->busy++;
+        l->renewing = 1;
         b->locks[i] = l;
         b->grants[i] = l->grant_id;
         b->items[i].name = l->name;
         b->items[i].len = l->len;
         b->items[i].owner = l->holder->id;
     }
+    m->renew_inflight++;
     backend_renew(m->backend, b->items, count, m->conf->lease_ms, on_renew_batch, b);
 }
 
-static void on_sweep(timers_entry_t *t) {
-    lockmgr_t *m = container_of(t, lockmgr_t, sweep);
-    timers_start(m->timers, &m->sweep, m->conf->renew_every_ms, on_sweep);
-    if (m->dog_count == 0 || !backend_up(m->backend)) return;
+/* Sends the due locks, oldest first, and plans the next sweep. */
+static void sweep(lockmgr_t *m) {
+    uint64_t now = timers_now(m->timers), every = m->conf->renew_every_ms;
     lock_t *batch[BACKEND_RENEW_BATCH];
     size_t n = 0;
-    for (lock_t *l = m->dog_head; l != NULL; l = l->dog_next) {
+    lock_t *l = m->dog_head;
+
+    timers_stop(m->timers, &m->sweep);
+    if (!backend_up(m->backend) || m->stopping) return; /* resumed when Redis is back */
+    while (l != NULL && m->renew_inflight < LOCKMGR_RENEW_INFLIGHT) {
+        if (l->renewing) {
+            l = l->dog_next;
+            continue;
+        }
+        if (l->confirmed_at + every > now + renew_slack(m)) break;
         batch[n++] = l;
+        l = l->dog_next;
         if (n == BACKEND_RENEW_BATCH) {
             renew_batch(m, batch, n);
             n = 0;
         }
     }
-    if (n) renew_batch(m, batch, n);
+    if (n > 0) renew_batch(m, batch, n);
+    if (m->renew_inflight >= LOCKMGR_RENEW_INFLIGHT) return; /* a reply sweeps on */
+    while (l != NULL && l->renewing) l = l->dog_next;
+    if (l != NULL) {
+        uint64_t due = l->confirmed_at + every;
+        timers_start_at(m->timers, &m->sweep, due > now ? due : now, on_sweep);
+    }
 }
 
 static uint64_t loss_deadline(const lockmgr_t *m, const lock_t *l) {
@@ -892,6 +960,7 @@ static void on_backend_state(void *data, int up) {
     size_t i = 0;
     for (hmap_node_t *n = hmap_next(&m->locks, &i, NULL); n; n = hmap_next(&m->locks, &i, n))
         kick(container_of(n, lock_t, node));
+    sweep(m);
 }
 
 /* ---- public ------------------------------------------------------------ */
@@ -914,7 +983,6 @@ lockmgr_t *lockmgr_new(uv_loop_t *loop, const conf_t *conf) {
         return NULL;
     }
     backend_on_state(m->backend, on_backend_state, m);
-    timers_start(m->timers, &m->sweep, conf->renew_every_ms, on_sweep);
     return m;
 }
 

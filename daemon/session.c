@@ -447,10 +447,30 @@ static void flush(session_t *s) {
         if (s->state == SESSION_DRAINING) session_close(s);
         return;
     }
+    /* Try a plain write first: most replies go out whole, and a uv_write
+     * would cost an epoll_ctl when its queue drains. */
+    uv_buf_t b = uv_buf_init(s->out.data, (unsigned)s->out.len);
+    int n = uv_try_write((uv_stream_t *)&s->pipe, &b, 1);
+    if (n == (int)s->out.len) {
+        s->out.len = 0;
+        buf_shrink(&s->out);
+        if (s->state == SESSION_DRAINING) session_close(s);
+        return;
+    }
+    if (n < 0 && n != UV_EAGAIN) {
+        log_debug("client %llu: write: %s", (unsigned long long)s->owner.id, uv_strerror(n));
+        session_close(s);
+        return;
+    }
+    if (n > 0) {
+        memmove(s->out.data, s->out.data + n, s->out.len - (size_t)n);
+        s->out.len -= (size_t)n;
+    }
+    /* The rest waits for the socket to drain. */
     buf_t t = s->wbuf;
     s->wbuf = s->out;
     s->out = t;
-    uv_buf_t b = uv_buf_init(s->wbuf.data, (unsigned)s->wbuf.len);
+    b = uv_buf_init(s->wbuf.data, (unsigned)s->wbuf.len);
     s->wreq.data = s;
     int rc = uv_write(&s->wreq, (uv_stream_t *)&s->pipe, &b, 1, on_write);
     if (rc < 0) {

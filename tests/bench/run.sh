@@ -13,7 +13,7 @@
 # ends. In order:
 #   1. Redis ceiling: dlockd's acquire script with redis-benchmark (EVALSHA,
 #      50 clients, pipeline 16). The Lua text is extracted at run time from
-#      daemon/backend.c (the C string literal script_acquire, unescaped by
+#      daemon/backend.c (the string macro LUA_ACQUIRE behind script_acquire, unescaped by
 #      awk); its SHA1 must equal the one dlockd itself loads (checked with
 #      SCRIPT EXISTS after a SCRIPT FLUSH and a dlockd start), so the bench
 #      always measures the script dlockd really runs.
@@ -228,15 +228,15 @@ redis_version=$(rcli INFO server | awk -F: '/^redis_version/ { sub(/\r/, "", $2)
 # ---- 1. Redis ceiling ---------------------------------------------------------
 
 say "== 1/6 Redis ceiling: dlockd's acquire script under redis-benchmark"
-awk '/^static const char script_acquire\[\] =/ { on = 1; next }
+awk '/^#define LUA_ACQUIRE \\$/ { on = 1; next }
      on {
-         line = $0; s = index(line, "\""); e = match(line, /"[ \t]*;?[ \t]*$/)
+         line = $0; s = index(line, "\""); e = match(line, /"[ \t]*\\?[ \t]*$/)
          body = substr(line, s + 1, e - s - 1)
          gsub(/\\n/, "\n", body); gsub(/\\"/, "\"", body); gsub(/\\\\/, "\\", body)
          printf "%s", body
-         if (line ~ /;[ \t]*$/) exit
+         if (line !~ /\\[ \t]*$/) exit
      }' daemon/backend.c >"$T/acquire.lua"
-[ -s "$T/acquire.lua" ] || fatal "could not extract script_acquire from daemon/backend.c"
+[ -s "$T/acquire.lua" ] || fatal "could not extract LUA_ACQUIRE from daemon/backend.c"
 SHA=$(rcli -x SCRIPT LOAD <"$T/acquire.lua")
 [ "$SHA" = "$(sha1sum <"$T/acquire.lua" | cut -c1-40)" ] || fatal "SCRIPT LOAD returned '$SHA'"
 rcli CONFIG RESETSTAT >/dev/null
