@@ -128,7 +128,7 @@ declare -A DPID=() DSOCK=()
 start_dlockd() {
     local name=$1 extra=${2-}
     local sock="$T/$name.sock" conf="$T/$name.conf"
-    printf '[server]\nsocket=%s\nmax_clients = 20000\n[redis]\nurl = unix://%s\n%s' \
+    printf '[server]\nsocket=%s\nmax_clients = 15000\n[redis]\nurl = unix://%s\n%s' \
         "$sock" "$RSOCK" "$extra" >"$conf"
     "$DLOCKD" -c "$conf" 2>>"$T/dlockd-$name.log" &
     DPID[$name]=$!
