@@ -10,6 +10,8 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
+#include <grp.h>
 
 #define CONF_NUM_MAX 2147483647u
 
@@ -155,7 +157,21 @@ static int url_decode(char *dst, size_t cap, const char *src, size_t len) {
     return 0;
 }
 
+/* The url for messages, with any user:password replaced by "***". */
+static const char *redact_url(const char *url, char *out, size_t cap) {
+    const char *rest = strncmp(url, "redis://", 8) == 0 ? url + 8 : NULL;
+    if (rest == NULL) return url;
+    const char *slash = strchr(rest, '/');
+    const char *at = NULL;
+    for (const char *q = rest; *q && (slash == NULL || q < slash); q++)
+        if (*q == '@') at = q;
+    if (at == NULL) return url;
+    snprintf(out, cap, "redis://***@%s", at + 1);
+    return out;
+}
+
 int conf_parse_redis_url(conf_t *c, const char *url, char *err, size_t errlen) {
+    char shown[CONF_STR_MAX + 16];
     char host[CONF_STR_MAX] = "", user[CONF_STR_MAX] = "", pass[CONF_STR_MAX] = "";
     uint32_t port = 6379, db = 0;
     conf_redis_kind_t kind;
@@ -170,7 +186,8 @@ int conf_parse_redis_url(conf_t *c, const char *url, char *err, size_t errlen) {
         size_t plen = q ? (size_t)(q - path) : strlen(path);
         kind = CONF_REDIS_UNIX;
         if (plen == 0 || path[0] != '/' || plen > CONF_PATH_MAX) {
-            seterr(err, errlen, "'%s': expected unix:///absolute/path[?db=N]", url);
+            seterr(err, errlen, "'%s': expected unix:///absolute/path[?db=N]",
+                   redact_url(url, shown, sizeof(shown)));
             return -1;
         }
         memcpy(host, path, plen);
@@ -178,7 +195,8 @@ int conf_parse_redis_url(conf_t *c, const char *url, char *err, size_t errlen) {
         if (q != NULL) {
             if (strncmp(q, "?db=", 4) != 0 ||
                 parse_u32(q + 4, 0, 1000000, &db, err, errlen) != 0) {
-                seterr(err, errlen, "'%s': expected unix:///absolute/path[?db=N]", url);
+                seterr(err, errlen, "'%s': expected unix:///absolute/path[?db=N]",
+                   redact_url(url, shown, sizeof(shown)));
                 return -1;
             }
         }
@@ -233,7 +251,7 @@ int conf_parse_redis_url(conf_t *c, const char *url, char *err, size_t errlen) {
             goto bad_url;
     } else {
         seterr(err, errlen, "'%s': expected redis://[user[:password]@]host[:port][/db] "
-               "or unix:///path[?db=N]", url);
+               "or unix:///path[?db=N]", redact_url(url, shown, sizeof(shown)));
         return -1;
     }
 
@@ -247,7 +265,8 @@ int conf_parse_redis_url(conf_t *c, const char *url, char *err, size_t errlen) {
     return 0;
 
 bad_url:
-    seterr(err, errlen, "'%s': expected redis://[user[:password]@]host[:port][/db]", url);
+    seterr(err, errlen, "'%s': expected redis://[user[:password]@]host[:port][/db]",
+           redact_url(url, shown, sizeof(shown)));
     return -1;
 }
 
@@ -268,6 +287,24 @@ static int set_server(conf_t *c, const char *key, const char *v, char *err,
     if (strcmp(key, "max_output") == 0)
         return parse_u32(v, 4096, 1073741824, &c->max_output, err, errlen);
     if (strcmp(key, "admin_uids") == 0) return parse_uids(c, v, err, errlen);
+    if (strcmp(key, "socket_group") == 0) {
+        uint32_t gid;
+        c->socket_group_set = 0;
+        if (v[0] == '\0') return 0;
+        if (v[0] >= '0' && v[0] <= '9') {
+            if (parse_u32(v, 0, CONF_NUM_MAX, &gid, err, errlen) != 0) return -1;
+        } else {
+            struct group *g = getgrnam(v);
+            if (g == NULL) {
+                seterr(err, errlen, "socket_group '%s': no such group", v);
+                return -1;
+            }
+            gid = (uint32_t)g->gr_gid;
+        }
+        c->socket_gid = (gid_t)gid;
+        c->socket_group_set = 1;
+        return 0;
+    }
     if (strcmp(key, "log_level") == 0) {
         for (int l = CONF_LOG_ERROR; l <= CONF_LOG_DEBUG; l++) {
             if (strcmp(v, conf_log_level_name((conf_log_level_t)l)) == 0) {
@@ -295,6 +332,9 @@ static int set_redis(conf_t *c, const char *key, const char *v, char *err,
         c->username_set = 1;
         return copy_str(c->username, sizeof(c->username), v, "username", err, errlen);
     }
+    if (strcmp(key, "password_file") == 0)
+        return copy_str(c->password_file, sizeof(c->password_file), v, "password_file", err,
+                        errlen);
     if (strcmp(key, "connect_timeout_ms") == 0)
         return parse_u32(v, 1, 600000, &c->connect_timeout_ms, err, errlen);
     if (strcmp(key, "command_timeout_ms") == 0)
@@ -338,7 +378,51 @@ int conf_set(conf_t *c, const char *section, const char *key,
     return -1;
 }
 
+/* Reads the first line of the password file. */
+static int read_password_file(conf_t *c, char *err, size_t errlen) {
+    struct stat st;
+    FILE *f = fopen(c->password_file, "r");
+    if (f == NULL) {
+        seterr(err, errlen, "password_file %s: %s", c->password_file, strerror(errno));
+        return -1;
+    }
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        seterr(err, errlen, "password_file %s: not a regular file", c->password_file);
+        fclose(f);
+        return -1;
+    }
+    if (conf_file_unsafe(&st, err, errlen, c->password_file) != 0) {
+        fclose(f);
+        return -1;
+    }
+    char line[CONF_STR_MAX + 2];
+    if (fgets(line, sizeof(line), f) == NULL) line[0] = '\0';
+    fclose(f);
+    line[strcspn(line, "\r\n")] = '\0';
+    if (line[0] == '\0' || strlen(line) >= CONF_STR_MAX) {
+        seterr(err, errlen, "password_file %s: the first line must hold the password "
+               "(1 to %d bytes)", c->password_file, CONF_STR_MAX - 1);
+        return -1;
+    }
+    memcpy(c->password, line, strlen(line) + 1);
+    c->password_set = 1;
+    return 0;
+}
+
 int conf_finish(conf_t *c, char *err, size_t errlen) {
+    /* The password: environment, else password_file, else the key or url. */
+    const char *env = getenv(CONF_PASSWORD_ENV);
+    if (env != NULL && env[0] != '\0') {
+        if (strlen(env) >= CONF_STR_MAX) {
+            seterr(err, errlen, "%s is longer than %d bytes", CONF_PASSWORD_ENV,
+                   CONF_STR_MAX - 1);
+            return -1;
+        }
+        memcpy(c->password, env, strlen(env) + 1);
+        c->password_set = 1;
+    } else if (c->password_file[0] != '\0' && read_password_file(c, err, errlen) != 0) {
+        return -1;
+    }
     if (c->renew_every_ms == 0) c->renew_every_ms = c->lease_ms / 3;
     if (c->renew_every_ms == 0) c->renew_every_ms = 1;
     if (c->renew_every_ms >= c->lease_ms) {
@@ -404,8 +488,21 @@ static char *on_read_line(char *str, int num, void *stream) {
     ld->line++;
     size_t len = (size_t)n;
     while (len > 0 && (ld->buf[len - 1] == '\n' || ld->buf[len - 1] == '\r')) len--;
+    if (memchr(ld->buf, '\0', len) != NULL) {
+        ld->err_line = ld->line;
+        snprintf(ld->err, sizeof(ld->err), "NUL byte in the line");
+        return NULL;
+    }
     ld->buf[len] = '\0';
     const char *t = ld->buf + strspn(ld->buf, " \t");
+    /* inih would take an indented line as the continuation of the value
+     * above and silently replace it: not in this file format. */
+    if (t != ld->buf && *t != '\0' && *t != ';' && *t != '#') {
+        ld->err_line = ld->line;
+        snprintf(ld->err, sizeof(ld->err),
+                 "indented line (continuation lines are not allowed; start keys at column 1)");
+        return NULL;
+    }
     if (*t == '[') { /* keep track of the section for long lines */
         size_t sl = strcspn(t + 1, "]");
         if (sl >= sizeof(ld->section)) sl = sizeof(ld->section) - 1;
@@ -434,38 +531,60 @@ static int on_key(void *user, const char *section, const char *name,
     return 0;
 }
 
-int conf_load(conf_t *c, const char *path, char *err, size_t errlen) {
-    load_t ld = {.conf = c};
-    struct stat st;
+int conf_load_stream(conf_t *c, FILE *f, const char *name, char *err,
+                     size_t errlen) {
+    load_t ld = {.conf = c, .file = f};
 
-    ld.file = fopen(path, "r");
-    if (ld.file == NULL) {
-        seterr(err, errlen, "%s: %s", path, strerror(errno));
-        return -1;
-    }
-    if (fstat(fileno(ld.file), &st) != 0 || !S_ISREG(st.st_mode)) {
-        seterr(err, errlen, "%s: not a regular file", path);
-        fclose(ld.file);
-        return -1;
-    }
     int rc = ini_parse_stream(on_read_line, &ld, on_key, &ld);
     int read_error = ferror(ld.file);
-    fclose(ld.file);
     free(ld.buf);
     if (rc > 0 && (ld.err_line == 0 || rc < ld.err_line)) {
         seterr(err, errlen, "%s:%d: syntax error (expected [section], key = value or a ; comment)",
-               path, rc);
+               name, rc);
         return -1;
     }
     if (ld.err_line != 0) {
-        seterr(err, errlen, "%s:%d: %s", path, ld.err_line, ld.err);
+        seterr(err, errlen, "%s:%d: %s", name, ld.err_line, ld.err);
         return -1;
     }
     if (rc < 0 || read_error) {
-        seterr(err, errlen, "%s: cannot read the file", path);
+        seterr(err, errlen, "%s: cannot read the file", name);
         return -1;
     }
     return 0;
+}
+
+int conf_file_unsafe(const struct stat *st, char *err, size_t errlen, const char *path) {
+    if (geteuid() != 0) return 0;
+    if (st->st_uid != 0 || (st->st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+        seterr(err, errlen, "%s: running as root, refusing a file that others can write "
+               "(owner uid %u, mode %04o): make it root's and not group/world-writable",
+               path, (unsigned)st->st_uid, (unsigned)(st->st_mode & 07777));
+        return -1;
+    }
+    return 0;
+}
+
+int conf_load(conf_t *c, const char *path, char *err, size_t errlen) {
+    struct stat st;
+
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        seterr(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        seterr(err, errlen, "%s: not a regular file", path);
+        fclose(f);
+        return -1;
+    }
+    if (conf_file_unsafe(&st, err, errlen, path) != 0) {
+        fclose(f);
+        return -1;
+    }
+    int rc = conf_load_stream(c, f, path, err, errlen);
+    fclose(f);
+    return rc;
 }
 
 int conf_is_admin(const conf_t *c, uid_t uid) {

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #define CONF_DEFAULT_PATH    "/etc/dlockd/dlockd.conf"
@@ -16,6 +17,7 @@
 #define CONF_STR_MAX         256   /* url, username, password */
 #define CONF_PREFIX_MAX      64    /* key_prefix */
 #define CONF_ADMIN_UIDS_MAX  64
+#define CONF_PASSWORD_ENV    "DLOCKD_REDIS_PASSWORD"  /* overrides every other source */
 
 typedef enum {
     CONF_LOG_ERROR = 0,
@@ -33,6 +35,8 @@ typedef struct conf_s {
     /* [server] */
     char socket[CONF_PATH_MAX + 1];
     unsigned socket_mode;            /* permission bits of the socket file */
+    gid_t socket_gid;                /* group of the socket file, if set */
+    int socket_group_set;
     uint32_t max_clients;
     uint32_t max_line;               /* bytes in a request line */
     uint32_t max_output;             /* bytes of queued replies per connection */
@@ -47,7 +51,8 @@ typedef struct conf_s {
     int redis_port;
     int redis_db;
     char username[CONF_STR_MAX];     /* from the key, else from the url */
-    char password[CONF_STR_MAX];     /* from the key, else from the url */
+    char password[CONF_STR_MAX];     /* env, else password_file, else the key, else the url */
+    char password_file[CONF_PATH_MAX + 1]; /* read by conf_finish() */
     uint32_t connect_timeout_ms;
     uint32_t command_timeout_ms;
     char key_prefix[CONF_PREFIX_MAX + 1];
@@ -70,17 +75,28 @@ void conf_defaults(conf_t *c);
  * "path:line: message" in err. Every error in the file is fatal. */
 int conf_load(conf_t *c, const char *path, char *err, size_t errlen);
 
+/* Reads an open stream the way conf_load() reads a file, naming it name in
+ * errors ("name:line: message"). The caller opens and closes f. */
+int conf_load_stream(conf_t *c, FILE *f, const char *name, char *err,
+                     size_t errlen);
+
 /* Sets one key as if read from the file. Returns 0, or -1 with a message
  * (without file:line) in err. Used for command-line overrides. */
 int conf_set(conf_t *c, const char *section, const char *key,
              const char *value, char *err, size_t errlen);
 
-/* Checks rules across keys and derives values (renew_every_ms). Call once
- * after loading and overrides. Returns 0 or -1 with err. */
+/* Checks rules across keys and derives values (renew_every_ms); takes the
+ * Redis password from $DLOCKD_REDIS_PASSWORD or password_file when given.
+ * Call once after loading and overrides. Returns 0 or -1 with err. */
 int conf_finish(conf_t *c, char *err, size_t errlen);
 
 /* Parses a redis URL into c's redis_* fields. Returns 0 or -1 with err. */
 int conf_parse_redis_url(conf_t *c, const char *url, char *err, size_t errlen);
+
+/* Running as root, a file that another user owns or that group or others
+ * can write is refused: returns -1 with a message. 0 otherwise. */
+struct stat;
+int conf_file_unsafe(const struct stat *st, char *err, size_t errlen, const char *path);
 
 /* Returns 1 if uid may use administrative commands. */
 int conf_is_admin(const conf_t *c, uid_t uid);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -569,10 +570,89 @@ START_TEST(test_bad_urls_in_file) {
     for (size_t i = 0; i < ARRAY_LEN(bad_urls); i++) {
         char text[512];
         snprintf(text, sizeof(text), "[redis]\n; the url\n\nurl = %s\n", bad_urls[i]);
-        ASSERT_LOAD_FAILS_AT(text, 4, bad_urls[i][0] == 'r' && strchr(bad_urls[i], '%')
-                                          ? "bad user or password"
-                                          : bad_urls[i]);
+        /* The url is quoted back, but never its user:password. */
+        const char *want = bad_urls[i];
+        if (bad_urls[i][0] == 'r' && strchr(bad_urls[i], '%')) want = "bad user or password";
+        else if (strchr(bad_urls[i], '@')) want = "redis://***@";
+        ASSERT_LOAD_FAILS_AT(text, 4, want);
     }
+}
+END_TEST
+
+START_TEST(test_url_errors_hide_credentials) {
+    conf_t c;
+    char err[CONF_ERR_LEN];
+    conf_defaults(&c);
+    ck_assert_int_eq(conf_parse_redis_url(&c, "redis://user:s3cret@:99999", err, sizeof(err)), -1);
+    ck_assert_msg(strstr(err, "s3cret") == NULL, "the password leaked: %s", err);
+}
+END_TEST
+
+START_TEST(test_indented_and_nul_lines_refused) {
+    ASSERT_LOAD_FAILS_AT("[server]\nsocket = /a\n  max_clients = 5\n", 3, "indented line");
+    static const char with_nul[] = "[server]\nsocket = /a\0junk\n";
+    char path[TMP_PATH_LEN];
+    snprintf(path, sizeof(path), "%s", write_conf_n(with_nul, sizeof(with_nul) - 1));
+    conf_t c;
+    char err[CONF_ERR_LEN];
+    conf_defaults(&c);
+    ck_assert_int_eq(conf_load(&c, path, err, sizeof(err)), -1);
+    ck_assert_msg(strstr(err, ":2: NUL byte") != NULL, "%s", err);
+}
+END_TEST
+
+START_TEST(test_password_sources) {
+    conf_t c;
+    char err[CONF_ERR_LEN], path[TMP_PATH_LEN];
+    snprintf(path, sizeof(path), "%s", write_conf_n("from-file\nsecond line ignored\n", 30));
+    conf_defaults(&c);
+    ck_assert_int_eq(conf_set(&c, "redis", "password", "from-key", err, sizeof(err)), 0);
+    ck_assert_int_eq(conf_set(&c, "redis", "password_file", path, err, sizeof(err)), 0);
+    unsetenv(CONF_PASSWORD_ENV);
+    ck_assert_int_eq(conf_finish(&c, err, sizeof(err)), 0);
+    ck_assert_str_eq(c.password, "from-file");
+    setenv(CONF_PASSWORD_ENV, "from-env", 1);
+    conf_defaults(&c);
+    ck_assert_int_eq(conf_set(&c, "redis", "password_file", path, err, sizeof(err)), 0);
+    ck_assert_int_eq(conf_finish(&c, err, sizeof(err)), 0);
+    ck_assert_str_eq(c.password, "from-env");
+    unsetenv(CONF_PASSWORD_ENV);
+    conf_defaults(&c);
+    ck_assert_int_eq(conf_set(&c, "redis", "password_file", "/nonexistent/pw", err, sizeof(err)), 0);
+    ck_assert_int_eq(conf_finish(&c, err, sizeof(err)), -1);
+    ck_assert_msg(strstr(err, "password_file /nonexistent/pw") != NULL, "%s", err);
+}
+END_TEST
+
+START_TEST(test_root_refuses_writable_files) {
+    if (geteuid() != 0) return; /* the rule is for root only */
+    char path[TMP_PATH_LEN];
+    snprintf(path, sizeof(path), "%s", write_conf_n("[server]\n", 9));
+    ck_assert_int_eq(chmod(path, 0666), 0);
+    conf_t c;
+    char err[CONF_ERR_LEN];
+    conf_defaults(&c);
+    ck_assert_int_eq(conf_load(&c, path, err, sizeof(err)), -1);
+    ck_assert_msg(strstr(err, "others can write") != NULL, "%s", err);
+    ck_assert_int_eq(chmod(path, 0644), 0);
+    ck_assert_int_eq(conf_load(&c, path, err, sizeof(err)), 0);
+    ck_assert_int_eq(chown(path, 65534, 0), 0);
+    ck_assert_int_eq(conf_load(&c, path, err, sizeof(err)), -1);
+}
+END_TEST
+
+START_TEST(test_socket_group) {
+    conf_t c;
+    char err[CONF_ERR_LEN];
+    conf_defaults(&c);
+    ck_assert_int_eq(c.socket_group_set, 0);
+    ck_assert_int_eq(conf_set(&c, "server", "socket_group", "0", err, sizeof(err)), 0);
+    ck_assert_int_eq(c.socket_group_set, 1);
+    ck_assert_int_eq(c.socket_gid, 0);
+    ck_assert_int_eq(conf_set(&c, "server", "socket_group", "root", err, sizeof(err)), 0);
+    ck_assert_int_eq(c.socket_gid, 0);
+    ck_assert_int_eq(conf_set(&c, "server", "socket_group", "no-such-group-xyz", err, sizeof(err)), -1);
+    ck_assert_msg(strstr(err, "no such group") != NULL, "%s", err);
 }
 END_TEST
 
@@ -1202,6 +1282,11 @@ static Suite *conf_suite(void) {
     tcase_add_test(tc, test_url_unix);
     tcase_add_test(tc, test_url_length_limits);
     tcase_add_test(tc, test_bad_urls_leave_conf_alone);
+    tcase_add_test(tc, test_url_errors_hide_credentials);
+    tcase_add_test(tc, test_indented_and_nul_lines_refused);
+    tcase_add_test(tc, test_password_sources);
+    tcase_add_test(tc, test_root_refuses_writable_files);
+    tcase_add_test(tc, test_socket_group);
     tcase_add_test(tc, test_url_percent_escape_malformed);
     tcase_add_test(tc, test_url_percent_escape_needs_two_hex_digits);
     tcase_add_test(tc, test_credential_keys_override_url);
