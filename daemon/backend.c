@@ -231,6 +231,8 @@ struct backend_s {
     conn_t sub;                 /* SUBSCRIBE only */
     char sha[SCRIPT_COUNT][41];
     char uuid[37];
+    char target[CONF_STR_MAX + 32];     /* where Redis is, without credentials */
+    char down_reason[BACKEND_ERR_LEN];  /* why the command connection is down */
     hmap_t subs;
     backend_state_cb state_cb;
     void *state_data;
@@ -300,9 +302,10 @@ static size_t owner_field(const backend_t *b, char *out, uint64_t owner) {
     return n;
 }
 
-/* Formats a command in RESP once, with one allocation. */
+/* Formats a command in RESP once, with one allocation. NUL-terminated, as
+ * hiredis's own formatter does: hiredis scans the command with strchr. */
 static long long resp_format(char **out, int argc, const char **argv, const size_t *argvlen) {
-    size_t total = 1 + 20 + 2;
+    size_t total = 1 + 20 + 2 + 1;
     for (int i = 0; i < argc; i++) total += 1 + 20 + 2 + argvlen[i] + 2;
     char *p = malloc(total);
     if (p == NULL) return -1;
@@ -321,6 +324,7 @@ static long long resp_format(char **out, int argc, const char **argv, const size
         p[n++] = '\r';
         p[n++] = '\n';
     }
+    p[n] = '\0';
     *out = p;
     return (long long)n;
 }
@@ -339,7 +343,7 @@ static void fail(cmd_t *cmd, backend_status_t status, const char *error) {
 static const char *status_text(backend_status_t st) {
     switch (st) {
     case BACKEND_OK: return "ok";
-    case BACKEND_DOWN: return "redis not connected";
+    case BACKEND_DOWN: return "redis not connected";  /* see backend_down_reason() */
     case BACKEND_TIMEOUT: return "redis did not answer in time";
     case BACKEND_FAILED: return "redis failed";
     }
@@ -546,7 +550,7 @@ static void eval(backend_t *b, op_t op, script_id_t script, int argc, const char
     argv[1] = b->sha[script];
     argvlen[1] = strlen(b->sha[script]);
     if (b->cmd.state != CONN_UP) {
-        backend_result_t res = {.status = BACKEND_DOWN, .error = status_text(BACKEND_DOWN)};
+        backend_result_t res = {.status = BACKEND_DOWN, .error = backend_down_reason(b)};
         cb(data, &res);
         return;
     }
@@ -610,11 +614,12 @@ static void conn_down(conn_t *c, const char *why) {
     backend_t *b = c->b;
     int was_up = c->state == CONN_UP;
     c->state = CONN_DOWN;
+    if (!c->is_sub) snprintf(b->down_reason, sizeof(b->down_reason), "%s", why);
     timers_stop(b->timers, &c->connect_timer);
     timers_stop(b->timers, &c->cmd_timer);
     if (b->freeing) return;
     if (!c->warned) {
-        log_warn("redis %s connection to %s down: %s", c->role, b->conf->url, why);
+        log_warn("redis %s connection to %s down: %s", c->role, b->target, why);
         c->warned = 1;
     } else {
         log_debug("redis %s connection: %s", c->role, why);
@@ -668,8 +673,8 @@ static void on_up(conn_t *c) {
     c->state = CONN_UP;
     c->backoff_ms = 0;
     timers_stop(b->timers, &c->connect_timer);
-    if (c->warned) log_info("redis %s connection to %s is back", c->role, b->conf->url);
-    else log_info("redis %s connection to %s up", c->role, b->conf->url);
+    if (c->warned) log_info("redis %s connection to %s is back", c->role, b->target);
+    else log_info("redis %s connection to %s up", c->role, b->target);
     c->warned = 0;
     if (c->is_sub) {
         size_t i = 0;
@@ -899,7 +904,7 @@ static void batch_add(backend_t *b, op_t op, const char *key, size_t klen, const
                       size_t clen, const char *num, size_t nlen, const char *field,
                       size_t flen, backend_cb cb, void *data) {
     if (b->cmd.state != CONN_UP) {
-        backend_result_t res = {.status = BACKEND_DOWN, .error = status_text(BACKEND_DOWN)};
+        backend_result_t res = {.status = BACKEND_DOWN, .error = backend_down_reason(b)};
         cb(data, &res);
         return;
     }
@@ -1037,6 +1042,11 @@ backend_t *backend_new(uv_loop_t *loop, const conf_t *conf, timers_t *timers) {
     }
     uv_prepare_init(loop, b->flusher);
     b->flusher->data = b;
+    if (conf->redis_kind == CONF_REDIS_UNIX)
+        snprintf(b->target, sizeof(b->target), "unix:%s db %d", conf->redis_host, conf->redis_db);
+    else
+        snprintf(b->target, sizeof(b->target), "%s:%d db %d", conf->redis_host, conf->redis_port,
+                 conf->redis_db);
     uuid_t u;
     uuid_generate(u);
     uuid_unparse_lower(u, b->uuid);
@@ -1083,6 +1093,18 @@ int backend_up(const backend_t *b) {
 
 const char *backend_uuid(const backend_t *b) {
     return b->uuid;
+}
+
+const char *backend_down_reason(backend_t *b) {
+    static char text[BACKEND_ERR_LEN + 32];
+    if (b->cmd.state == CONN_UP) return "redis connected";
+    if (b->down_reason[0] == '\0') return "redis not connected yet";
+    snprintf(text, sizeof(text), "redis not connected: %s", b->down_reason);
+    return text;
+}
+
+const char *backend_target(const backend_t *b) {
+    return b->target;
 }
 
 void backend_acquire(backend_t *b, const char *name, size_t len, uint64_t owner,

@@ -92,6 +92,12 @@ void backend_on_state(backend_t *b, backend_state_cb cb, void *data);
 int backend_up(const backend_t *b);
 /* This daemon's owner-field prefix: a UUID made at start. */
 const char *backend_uuid(const backend_t *b);
+/* Why Redis is not connected, with Redis's own message when it gave one
+ * (e.g. WRONGPASS); a static buffer, valid until the next call. */
+const char *backend_down_reason(backend_t *b);
+/* Where Redis is, for logs: host and port or socket, and db; never the
+ * credentials. */
+const char *backend_target(const backend_t *b);
 
 void backend_acquire(backend_t *b, const char *name, size_t len, uint64_t owner,
                      uint32_t lease_ms, backend_cb cb, void *data);

@@ -585,7 +585,7 @@ static void start_wait(lockmgr_t *m, lock_owner_t *o, const proto_request_t *req
         return;
     }
     if (!backend_up(m->backend)) {
-        reply_error(m, o, PROTO_ERR_BACKEND, "redis not connected");
+        reply_error(m, o, PROTO_ERR_BACKEND, backend_down_reason(m->backend));
         return;
     }
     lock_t *l = lock_get(m, req->name, req->name_len);
@@ -999,7 +999,7 @@ void lockmgr_request(lockmgr_t *m, lock_owner_t *o, const proto_request_t *req) 
     case PROTO_CMD_TRYLOCK:
         if (l != NULL && l->holder == o) {
             if (!backend_up(m->backend)) {
-                reply_error(m, o, PROTO_ERR_BACKEND, "redis not connected");
+                reply_error(m, o, PROTO_ERR_BACKEND, backend_down_reason(m->backend));
                 return;
             }
             op = op_new(m, o, l, req);
@@ -1026,9 +1026,13 @@ void lockmgr_request(lockmgr_t *m, lock_owner_t *o, const proto_request_t *req) 
         return;
     case PROTO_CMD_FORCEUNLOCK:
         if (o->uid != 0 && !conf_is_admin(m->conf, o->uid)) {
+            log_warn("client %llu (uid %u) denied FORCEUNLOCK %s", (unsigned long long)o->id,
+                     (unsigned)o->uid, req->name);
             reply_error(m, o, PROTO_ERR_DENIED, "FORCEUNLOCK needs uid 0 or one in admin_uids");
             return;
         }
+        log_info("client %llu (uid %u) FORCEUNLOCK %s", (unsigned long long)o->id,
+                 (unsigned)o->uid, req->name);
         op = op_new(m, o, NULL, req);
         if (op == NULL) return;
         backend_force(m->backend, req->name, req->name_len, on_force, op);

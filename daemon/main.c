@@ -168,8 +168,9 @@ int main(int argc, char **argv) {
     uv_signal_start(&d.sigterm, on_signal, SIGTERM);
     uv_signal_start(&d.sigint, on_signal, SIGINT);
 
-    log_info("dlockd %s ready (redis %s, lease %u ms, renew every %u ms)", DLOCKD_VERSION,
-             d.conf.url, d.conf.lease_ms, d.conf.renew_every_ms);
+    /* The redis url may hold a password: the backend logs where Redis is. */
+    log_info("dlockd %s ready (lease %u ms, renew every %u ms)", DLOCKD_VERSION,
+             d.conf.lease_ms, d.conf.renew_every_ms);
     sd_notifyf(0, "READY=1\nSTATUS=listening on %s\nMAINPID=%lu", d.conf.socket,
                (unsigned long)getpid());
 

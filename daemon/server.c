@@ -17,6 +17,7 @@
 struct server_s {
     uv_pipe_t pipe;       /* the listener; first, so the handle frees us */
     sessions_t *ss;
+    uint64_t last_accept_warning;   /* loop time of the last accept warning */
     char path[CONF_PATH_MAX + 1];
 };
 
@@ -65,7 +66,18 @@ static void on_listener_close(uv_handle_t *handle) {
 static void on_connection(uv_stream_t *listener, int status) {
     server_t *srv = listener->data;
     if (status < 0) {
-        log_warn("accept: %s", uv_strerror(status));
+        /* Out of descriptors, libuv itself accepts and closes the waiting
+         * connections (its reserve-descriptor trick), so the loop does
+         * not spin. What errors still reach us are said once a second at
+         * most. */
+        uint64_t now = uv_now(listener->loop);
+        if (now - srv->last_accept_warning >= SERVER_WARN_EVERY_MS) {
+            srv->last_accept_warning = now;
+            log_warn("accept: %s%s", uv_strerror(status),
+                     status == UV_EMFILE || status == UV_ENFILE
+                         ? " (out of file descriptors: connections are being refused)"
+                         : "");
+        }
         return;
     }
     sessions_accept(srv->ss, listener);
@@ -92,6 +104,10 @@ server_t *server_listen(uv_loop_t *loop, const conf_t *conf, sessions_t *ss,
     mode_t old = umask((mode_t)(~conf->socket_mode & 0777));
     int rc = uv_pipe_bind(&srv->pipe, srv->path);
     umask(old);
+    /* The group goes first, then the exact mode: the bits are never wider
+     * than socket_mode at any moment. */
+    if (rc == 0 && conf->socket_group_set && chown(srv->path, (uid_t)-1, conf->socket_gid) != 0)
+        rc = uv_translate_sys_error(errno);
     if (rc == 0 && chmod(srv->path, (mode_t)conf->socket_mode) != 0) rc = uv_translate_sys_error(errno);
     if (rc == 0) rc = uv_listen((uv_stream_t *)&srv->pipe, SERVER_BACKLOG, on_connection);
     if (rc != 0) {

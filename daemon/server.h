@@ -11,6 +11,7 @@
 
 #define SERVER_BACKLOG 511
 #define SERVER_ERR_LEN 256
+#define SERVER_WARN_EVERY_MS 1000   /* at most one accept warning this often */
 
 typedef struct server_s server_t;
 

@@ -168,7 +168,7 @@ static void send_info(session_t *s) {
         "redis=%s connections_total=%llu rejected=%llu requests=%llu errors=%llu "
         "output_overflows=%llu grants=%llu reentries=%llu releases=%llu "
         "timeouts=%llu lost=%llu renewals=%llu backend_errors=%llu "
-        "peer_pid=%d peer_uid=%u",
+        "peer_pid=%d peer_uid=%u peer_gid=%u",
         DLOCKD_VERSION, (unsigned long long)st.uptime_s,
         (unsigned long long)st.connections, (unsigned long long)ls.locks_held,
         (unsigned long long)ls.waiters, ls.backend_up ? "up" : "down",
@@ -178,7 +178,7 @@ static void send_info(session_t *s) {
         (unsigned long long)ls.reentries, (unsigned long long)ls.releases,
         (unsigned long long)ls.timeouts, (unsigned long long)ls.lost,
         (unsigned long long)ls.renewals, (unsigned long long)ls.backend_errors,
-        (int)s->pid, (unsigned)s->uid);
+        (int)s->pid, (unsigned)s->uid, (unsigned)s->gid);
     if (n > 0) send_line(s, line, (size_t)n);
 }
 
