@@ -130,6 +130,7 @@ start_dlockd() {
     local sock="$T/$name.sock" conf="$T/$name.conf"
     printf '[server]\nsocket=%s\nmax_clients = 15000\n[redis]\nurl = unix://%s\n%s' \
         "$sock" "$RSOCK" "$extra" >"$conf"
+    chmod 600 "$conf" # dlockd refuses, as root, a file others can write
     "$DLOCKD" -c "$conf" 2>>"$T/dlockd-$name.log" &
     DPID[$name]=$!
     DSOCK[$name]=$sock

@@ -607,8 +607,9 @@ START_TEST(auth_and_db) {
     h_conn_t *b = h_connect_index(bad);
     h_send(b, "LOCK x\n");
     const char *l = reply(b, 3000);
-    ck_assert_msg(l != NULL && strncmp(l, "ERR BACKEND", 11) == 0,
-                  "LOCK x with a wrong Redis password: '%s'", l ? l : "(no reply)");
+    ck_assert_msg(l != NULL && strncmp(l, "ERR BACKEND", 11) == 0 && strstr(l, "WRONGPASS"),
+                  "LOCK x with a wrong Redis password: '%s', wanted ERR BACKEND with "
+                  "Redis's WRONGPASS", l ? l : "(no reply)");
     ck_assert_msg(redis_is(b, "down"), "INFO does not say redis=down with a wrong password");
     h_close(b);
     h_close(c);
@@ -635,6 +636,166 @@ START_TEST(wrongtype_is_backend_error) {
 }
 END_TEST
 
+/* Starts redis-cli with args in the background; returns its pid. */
+static pid_t cli_background(const char *const args[]) {
+    const char *argv[16] = {"redis-cli", "-s", h_redis_sock()};
+    size_t n = 3;
+    for (size_t i = 0; args[i] != NULL; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int nul = open("/dev/null", O_RDWR);
+        if (nul >= 0) {
+            dup2(nul, 0);
+            dup2(nul, 1);
+            dup2(nul, 2);
+        }
+        execvp(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* The value of INFO's key=..., or -1. */
+static long long info_num(h_conn_t *c, const char *key) {
+    h_send(c, "INFO\n");
+    const char *l = reply(c, H_WAIT_MS);
+    ck_assert_ptr_nonnull(l);
+    char pat[64];
+    snprintf(pat, sizeof(pat), " %s=", key);
+    const char *p = strstr(l, pat);
+    return p ? atoll(p + strlen(pat)) : -1;
+}
+
+START_TEST(oom_is_backend_error) {
+    h_redis_start();
+    int d = start_d(NULL);
+    h_conn_t *c = h_connect_index(d);
+    lock_ok(c, "before", 1);
+    const char *oom[] = {"CONFIG", "SET", "maxmemory", "1", NULL};
+    ck_assert_str_eq(cli(oom), "OK");
+    h_send(c, "LOCK full\n");
+    const char *l = reply(c, H_WAIT_MS);
+    ck_assert_msg(l != NULL && strncmp(l, "ERR BACKEND", 11) == 0 && strstr(l, "OOM"),
+                  "LOCK under maxmemory: got '%s', wanted ERR BACKEND with Redis's OOM",
+                  l ? l : "(no reply)");
+    /* Nothing half-done: one lock held, no waiter; the next one works. */
+    ck_assert_int_eq(info_num(c, "locks_held"), 1);
+    ck_assert_int_eq(info_num(c, "waiters"), 0);
+    const char *ok[] = {"CONFIG", "SET", "maxmemory", "0", NULL};
+    ck_assert_str_eq(cli(ok), "OK");
+    lock_ok(c, "full", 1);
+    h_send(c, "STATUS before\n");
+    ck_assert_msg(strncmp(reply(c, H_WAIT_MS), "OK MINE 1 ", 10) == 0, "before was lost");
+    h_close(c);
+    PASSED();
+}
+END_TEST
+
+START_TEST(busy_script_is_backend_error) {
+    h_redis_start();
+    int d = start_d("[redis]\ncommand_timeout_ms = 5000\n");
+    const char *threshold[] = {"CONFIG", "SET", "busy-reply-threshold", "100", NULL};
+    ck_assert_str_eq(cli(threshold), "OK");
+    h_conn_t *c = h_connect_index(d);
+    const char *busy[] = {"EVAL", "while true do end", "0", NULL};
+    pid_t spinner = cli_background(busy);
+    /* Once the script has run past the threshold Redis answers BUSY. */
+    const char *l = NULL;
+    long long end = h_now_ms() + H_WAIT_MS;
+    for (;;) {
+        h_send(c, "LOCK b\n");
+        l = reply(c, H_WAIT_MS);
+        ck_assert_ptr_nonnull(l);
+        if (strstr(l, "BUSY") != NULL) break;
+        ck_assert_msg(h_now_ms() < end, "never saw BUSY, last reply '%s'", l);
+        if (strncmp(l, "OK ", 3) == 0) { /* got in before the script started */
+            h_send(c, "UNLOCK b\n");
+            reply(c, H_WAIT_MS);
+        }
+        usleep(20000);
+    }
+    ck_assert_msg(strncmp(l, "ERR BACKEND", 11) == 0, "BUSY came as '%s'", l);
+    const char *kill_script[] = {"SCRIPT", "KILL", NULL};
+    cli(kill_script);
+    waitpid(spinner, NULL, 0);
+    wait_redis(c, "up");
+    lock_ok(c, "b", 1);
+    ck_assert_int_eq(info_num(c, "locks_held"), 1);
+    h_close(c);
+    PASSED();
+}
+END_TEST
+
+START_TEST(connection_killed_mid_request) {
+    h_redis_start();
+    int d = start_d(NULL);
+    h_conn_t *holder = h_connect_index(d), *c = h_connect_index(d);
+    lock_ok(holder, "kept", 1);
+    /* Hold writes in Redis, so that the next LOCK is in flight, then cut
+     * the daemon's connections under it. */
+    const char *pause[] = {"CLIENT", "PAUSE", "3000", "WRITE", NULL};
+    ck_assert_str_eq(cli(pause), "OK");
+    h_send(c, "LOCK cut\n");
+    ck_assert_ptr_null(h_recv(c, 200)); /* really in flight */
+    const char *kill[] = {"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes", NULL};
+    cli(kill);
+    const char *l = reply(c, H_WAIT_MS);
+    ck_assert_msg(l != NULL && strncmp(l, "ERR BACKEND", 11) == 0,
+                  "LOCK whose connection was killed: '%s'", l ? l : "(no reply)");
+    const char *unpause[] = {"CLIENT", "UNPAUSE", NULL};
+    cli(unpause);
+    wait_redis(c, "up");
+    lock_ok(c, "cut", 1);
+    /* The holder's lock outlived the reconnect, renewed and still its own. */
+    h_send(holder, "STATUS kept\n");
+    l = reply(holder, H_WAIT_MS);
+    ck_assert_msg(l && strncmp(l, "OK MINE 1 ", 10) == 0, "kept: '%s'", l ? l : "");
+    ck_assert_int_eq(info_num(c, "lost"), 0);
+    h_close(holder);
+    h_close(c);
+    PASSED();
+}
+END_TEST
+
+START_TEST(password_from_file_and_env_never_logged) {
+    const char *pw[] = {"--requirepass", "s3cret-pw-4711", NULL};
+    h_redis_start_args(pw);
+    char pwfile[600], text[1400];
+    snprintf(pwfile, sizeof(pwfile), "%s/redis.pw", h_dir());
+    FILE *f = fopen(pwfile, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("s3cret-pw-4711\n", f);
+    fclose(f);
+    chmod(pwfile, 0600);
+    snprintf(text, sizeof(text),
+             "[server]\nlog_level = debug\n[redis]\nurl = unix://%s\npassword_file = %s\n",
+             h_redis_sock(), pwfile);
+    int d1 = h_dlockd_start_conf(text);
+    /* And one that takes it from the environment only. */
+    snprintf(text, sizeof(text), "[server]\nlog_level = debug\n[redis]\nurl = unix://%s\n",
+             h_redis_sock());
+    setenv("DLOCKD_REDIS_PASSWORD", "s3cret-pw-4711", 1);
+    int d2 = h_dlockd_start_conf(text);
+    unsetenv("DLOCKD_REDIS_PASSWORD");
+    h_await_redis(d1, 1);
+    h_await_redis(d2, 1);
+    h_conn_t *a = h_connect_index(d1), *b = h_connect_index(d2);
+    lock_ok(a, "pw", 1);
+    h_send(b, "TRYLOCK pw\n");
+    ck_assert_msg(strncmp(reply(b, H_WAIT_MS), "TIMEOUT ", 8) == 0, "d2 does not see d1's lock");
+    h_close(a);
+    h_close(b);
+    for (int d = d1; d <= d2; d++) {
+        char cmd[700];
+        snprintf(cmd, sizeof(cmd), "grep -q 's3cret-pw-4711' '%s'", h_dlockd_log(d));
+        ck_assert_msg(system(cmd) != 0, "the password appears in %s", h_dlockd_log(d));
+    }
+    PASSED();
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("redis");
     TCase *tc = tcase_create("redis");
@@ -652,6 +813,10 @@ static Suite *suite(void) {
     tcase_add_test(tc, two_daemons_share_redis_pubsub_handoff);
     tcase_add_test(tc, auth_and_db);
     tcase_add_test(tc, wrongtype_is_backend_error);
+    tcase_add_test(tc, oom_is_backend_error);
+    tcase_add_test(tc, busy_script_is_backend_error);
+    tcase_add_test(tc, connection_killed_mid_request);
+    tcase_add_test(tc, password_from_file_and_env_never_logged);
     suite_add_tcase(s, tc);
     return s;
 }

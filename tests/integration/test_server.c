@@ -214,6 +214,11 @@ START_TEST(socket_mode_applied) {
     struct stat st;
     ck_assert_int_eq(stat(h_dlockd_sock(d), &st), 0);
     ck_assert_int_eq(st.st_mode & 0777, 0600);
+    /* With a group: that group, and the mode as asked. */
+    int g = h_dlockd_start("[server]\nsocket_mode = 0660\nsocket_group = 4242\n");
+    ck_assert_int_eq(stat(h_dlockd_sock(g), &st), 0);
+    ck_assert_int_eq(st.st_mode & 0777, 0660);
+    ck_assert_int_eq(st.st_gid, 4242);
 }
 END_TEST
 

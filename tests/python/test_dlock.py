@@ -98,6 +98,7 @@ def setUpModule():
     with open(conf, "w") as f:
         f.write("[server]\nsocket = %s\nadmin_uids = 0\n[redis]\nurl = unix://%s\n"
                 "[lock]\nlease_ms = %d\n" % (dsock, rsock, CONF_LEASE_MS))
+    os.chmod(conf, 0o600)  # dlockd refuses, as root, a file others can write
     _spawn([redis, "--port", "0", "--unixsocket", rsock, "--save", "", "--appendonly", "no",
             "--dir", tmp], "redis.log")
     _spawn([dlockd, "-c", conf], "dlockd.log")

@@ -326,6 +326,7 @@ until [ "$(redis-cli -s "$T/redis.sock" ping 2>/dev/null)" = PONG ]; do
 done
 
 printf '[server]\nsocket = %s\n[redis]\nurl = unix://%s\n' "$SOCK" "$T/redis.sock" >"$T/dlockd.conf"
+chmod 600 "$T/dlockd.conf" # dlockd refuses, as root, a file others can write
 "$DLOCKD_BIN" -c "$T/dlockd.conf" >"$T/dlockd.log" 2>&1 &
 dlockd_pid=$!
 i=0

@@ -73,6 +73,7 @@ int h_main(Suite *s) {
     }
     atexit(at_exit);
     signal(SIGPIPE, SIG_IGN);
+    umask(077); /* config files the tests write: dlockd, as root, refuses writable ones */
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);
     srunner_run_all(sr, CK_NORMAL);
@@ -311,6 +312,7 @@ pid_t h_dlockd_spawn(const char *conf_text, const char *at, int *index) {
     ck_assert_ptr_nonnull(f);
     fputs(conf_text, f);
     fclose(f);
+    chmod(conf, 0600); /* dlockd refuses, as root, a file others can write */
     char *argv[] = {(char *)dlockd_bin(), "-c", conf, "-s", sock, NULL};
     pid_t pid = spawn(argv, log);
     *index = add_proc(pid, 0, sock, log);
@@ -349,6 +351,13 @@ void h_await_redis(int index, int up) {
         usleep(2000);
     }
     h_close(c);
+}
+
+int h_dlockd_start_conf(const char *conf_text) {
+    int index;
+    h_dlockd_spawn(conf_text, NULL, &index);
+    wait_ready(index, "PING\n", "OK PONG");
+    return index;
 }
 
 const char *h_dlockd_sock(int index) {

@@ -48,6 +48,9 @@ const char *h_redis_cli(const char *fmt, ...) __attribute__((format(printf, 1, 2
 int h_dlockd_start(const char *extra);
 /* Same, listening on sock (NULL: a fresh path in h_dir()). */
 int h_dlockd_start_at(const char *sock, const char *extra);
+/* Starts dlockd with conf_text as its whole config file and waits until it
+ * answers PING (not for Redis). Returns its index. */
+int h_dlockd_start_conf(const char *conf_text);
 /* Starts dlockd with conf_text as its whole config file, without waiting
  * for it to be ready. Returns its pid. */
 pid_t h_dlockd_spawn(const char *conf_text, const char *sock, int *index);

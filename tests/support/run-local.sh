@@ -44,6 +44,7 @@ admin_uids = $(id -u)
 [redis]
 url = $REDIS_URL
 CONF
+chmod 600 "$dir/dlockd.conf" # dlockd refuses, as root, a file others can write
 
 cat <<MSG
 dlockd on run/dlockd.sock, Redis at $REDIS_URL. Talk to it with:
