@@ -52,7 +52,8 @@ SUPPORT_SRC := $(wildcard tests/support/*.c)
 
 .SECONDARY:
 
-.PHONY: all deps run test bench unit integration integration-sanitized sanitize-build clients-test \
+.PHONY: fuzz fuzz-build fuzz-short
+.PHONY: all deps run test bench unit integration integration-sanitized integration-valgrind sanitize-build clients-test \
         unit-build integration-build install uninstall clean
 
 all: $(BUILD)/dlockd $(BUILD)/dlock $(BUILD)/libdlock.a $(BUILD)/libdlock.so
@@ -107,7 +108,8 @@ $(BUILD)/itests/test_libdlock: $(BUILD)/libdlock.a
 
 # Debian packages and what proves each is there.
 DEPS_CMDS := cc:build-essential pkg-config:pkg-config redis-server:redis-server \
-             redis-cli:redis-tools socat:socat python3:python3
+             redis-cli:redis-tools socat:socat python3:python3 valgrind:valgrind \
+             clang:clang
 DEPS_PKGS := libuv:libuv1-dev hiredis:libhiredis-dev uuid:uuid-dev inih:libinih-dev \
              check:check libsystemd:libsystemd-dev
 
@@ -119,6 +121,11 @@ deps:
 	for d in $(DEPS_PKGS); do \
 	  pkg-config --exists $${d%%:*} 2>/dev/null || missing="$$missing $${d#*:}"; \
 	done; \
+	printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' \
+	  > /tmp/dlockd-fuzzcheck.$$$$.c; \
+	if ! clang -fsanitize=fuzzer -o /tmp/dlockd-fuzzcheck.$$$$ \
+	    /tmp/dlockd-fuzzcheck.$$$$.c >/dev/null 2>&1; then missing="$$missing libclang-rt-dev"; fi; \
+	rm -f /tmp/dlockd-fuzzcheck.$$$$ /tmp/dlockd-fuzzcheck.$$$$.c; \
 	if [ -n "$$missing" ]; then \
 	  sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; \
 	  echo "make deps: installing$$missing"; \
@@ -131,8 +138,9 @@ run: deps
 	@sh tests/support/run-local.sh $(BUILD)/dlockd
 
 test: deps
-	@$(MAKE) --no-print-directory all unit-build integration-build sanitize-build
-	@$(MAKE) --no-print-directory unit integration clients-test integration-sanitized
+	@$(MAKE) --no-print-directory all unit-build integration-build sanitize-build fuzz-build
+	@$(MAKE) --no-print-directory unit integration clients-test integration-sanitized \
+	  integration-valgrind fuzz-short
 
 # The Python and shell clients' own tests, against the real daemon.
 clients-test: $(BUILD)/dlockd
@@ -140,6 +148,15 @@ clients-test: $(BUILD)/dlockd
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/python/test_dlock.py
 	@echo "== tests/shell/test_dlock_sh.sh"
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) sh tests/shell/test_dlock_sh.sh
+
+# Two integration suites with dlockd under valgrind memcheck: a memory error
+# or a definitely lost block fails the test that stopped the daemon.
+VALGRIND_SUITES := $(BUILD)/itests/test_server $(BUILD)/itests/test_locks
+
+integration-valgrind: $(VALGRIND_SUITES) $(BUILD)/dlockd
+	@set -e; for t in $(VALGRIND_SUITES); do echo "== $$t (dlockd under valgrind)"; \
+	  DLOCKD_REAL_BIN=$(abspath $(BUILD)/dlockd) \
+	  DLOCKD_BIN=$(abspath tests/support/valgrind-dlockd.sh) CK_DEFAULT_TIMEOUT=120 $$t; done
 
 # The daemon again with AddressSanitizer and UndefinedBehaviorSanitizer; the
 # integration tests run against it too. Any report makes dlockd exit non-zero,
@@ -169,6 +186,53 @@ integration: $(INTEG_TESTS) $(BUILD)/dlockd $(BUILD)/dlock
 	  CK_DEFAULT_TIMEOUT=60 $$t; done
 
 MANDIR ?= $(PREFIX)/share/man
+
+# libFuzzer targets for proto/ and conf/ (clang only); see tests/fuzz/README.md.
+FUZZ_CC      ?= clang
+FUZZ_FLAGS   := -std=c11 -g -O1 -D_GNU_SOURCE -I. -fsanitize=fuzzer,address,undefined \
+                -fno-sanitize-recover=all
+FUZZ_TARGETS := proto conf
+FUZZ_SECONDS ?= 60
+
+$(BUILD)/fuzz/fuzz_proto: tests/fuzz/fuzz_proto.c $(PROTO_SRC) proto/proto.h
+	@mkdir -p $(dir $@)
+	$(call say,FUZZ,$@)
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz/fuzz_proto.c $(PROTO_SRC)
+
+$(BUILD)/fuzz/fuzz_conf: tests/fuzz/fuzz_conf.c $(CONF_SRC) conf/conf.h
+	@mkdir -p $(dir $@)
+	$(call say,FUZZ,$@)
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz/fuzz_conf.c $(CONF_SRC) \
+	  $(shell pkg-config --cflags --libs inih)
+
+fuzz-build: $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_TARGETS))
+
+# $(call fuzz_run,SECONDS): each target grows a copy of its seeds in
+# $(BUILD)/fuzz/corpus-<target>; a crash is saved as
+# $(BUILD)/fuzz/<target>-crash-* and fails the run.
+define fuzz_run
+set -e; for t in $(FUZZ_TARGETS); do \
+  echo "== fuzz_$$t, $(1) s"; \
+  mkdir -p $(BUILD)/fuzz/corpus-$$t; \
+  cp tests/fuzz/corpus/$$t/* $(BUILD)/fuzz/corpus-$$t/; \
+  $(BUILD)/fuzz/fuzz_$$t -max_total_time=$(1) -print_final_stats=1 \
+    -artifact_prefix=$(BUILD)/fuzz/$$t- $(BUILD)/fuzz/corpus-$$t 2>$(BUILD)/fuzz/run-$$t.log || \
+    { tail -n 40 $(BUILD)/fuzz/run-$$t.log; exit 1; }; \
+  grep -E '^stat::number_of_executed_units|^Done' $(BUILD)/fuzz/run-$$t.log || true; \
+done
+endef
+
+fuzz: deps fuzz-build
+	@$(call fuzz_run,$(FUZZ_SECONDS))
+
+# The short pass `make test` runs: every seed once, then 10 s per target.
+fuzz-short: fuzz-build
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  echo "== fuzz_$$t, every seed once"; \
+	  $(BUILD)/fuzz/fuzz_$$t tests/fuzz/corpus/$$t/* >$(BUILD)/fuzz/seeds-$$t.log 2>&1 || \
+	    { cat $(BUILD)/fuzz/seeds-$$t.log; exit 1; }; \
+	done
+	@$(call fuzz_run,10)
 
 # Benchmarks: numbers, not tests; see tests/bench/README.md.
 bench: deps
