@@ -52,7 +52,7 @@ SUPPORT_SRC := $(wildcard tests/support/*.c)
 
 .SECONDARY:
 
-.PHONY: fuzz fuzz-build fuzz-short
+.PHONY: fuzz fuzz-build fuzz-short chaos chaos-short
 .PHONY: all deps run test bench unit integration integration-sanitized integration-valgrind sanitize-build clients-test \
         unit-build integration-build install uninstall clean
 
@@ -139,8 +139,8 @@ run: deps
 
 test: deps
 	@$(MAKE) --no-print-directory all unit-build integration-build sanitize-build fuzz-build
-	@$(MAKE) --no-print-directory unit integration clients-test integration-sanitized \
-	  integration-valgrind fuzz-short
+	@$(MAKE) --no-print-directory unit integration clients-test chaos-short \
+	  integration-sanitized integration-valgrind fuzz-short
 
 # The Python and shell clients' own tests, against the real daemon.
 clients-test: $(BUILD)/dlockd
@@ -233,6 +233,16 @@ fuzz-short: fuzz-build
 	    { cat $(BUILD)/fuzz/seeds-$$t.log; exit 1; }; \
 	done
 	@$(call fuzz_run,10)
+
+# Fault injection against three daemons sharing one Redis: make chaos runs
+# the full suite (about 45 s), make test a short one.
+chaos: deps
+	@$(MAKE) --no-print-directory $(BUILD)/dlockd
+	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/chaos/chaos.py
+
+chaos-short: $(BUILD)/dlockd
+	@echo "== tests/chaos/chaos.py --short"
+	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/chaos/chaos.py --short
 
 # Benchmarks: numbers, not tests; see tests/bench/README.md.
 bench: deps

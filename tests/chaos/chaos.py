@@ -1,0 +1,1145 @@
+#!/usr/bin/env python3
+"""dlockd fault-injection suite (`make chaos`; `--short` for `make test`).
+
+One redis-server and three dlockd instances sharing it, all on Unix sockets
+in a temporary directory, lease 1000 ms. Twelve worker processes in watchdog
+mode, round robin over the daemons (a thirteenth, with an explicit 1000 ms
+lease, joins in the stall phase), loop: LOCK chaos -> read the counter of a
+fenced store -> sleep 1-5 ms -> write counter+1 with the fence -> UNLOCK.
+Meanwhile, in phases:
+
+  1 holder-kill    a holder (held inside its critical section) gets SIGKILL
+  2 dlockd-kill    the daemon of a holder gets SIGKILL, then is restarted
+  3 stall          a holder gets SIGSTOP for longer than the lease, then
+                   SIGCONT (a watchdog-mode holder, then the lease-mode one)
+  4 redis-restart  redis-server gets SIGKILL and is restarted empty
+  5 redis-pause    redis-server gets SIGSTOP for 2 s, then SIGCONT
+  6 slow-reader    a raw client pipelines INFO and never reads its replies
+
+Then the invariants are checked from the store's log and printed one by one;
+the last line is "N passed, M failed" (invariants passed / failed). Exit 0
+only if none failed.
+
+    DLOCKD_BIN=$PWD/build/dlockd python3 tests/chaos/chaos.py [--short] [--keep] [--seed N]
+
+Python 3.9+, standard library only.
+"""
+# SPDX-License-Identifier: MIT
+
+import argparse
+import atexit
+import os
+import random
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
+
+import dlock  # noqa: E402
+from store import FencedStore  # noqa: E402
+
+LEASE_MS = 1000
+DAEMONS = 3
+WATCHDOG_WORKERS = 12
+LEASE_WID = WATCHDOG_WORKERS          # the 13th worker holds with an explicit lease
+HANDOFF_BOUND_MS = 50                 # SIGKILLed holder -> next local waiter
+FREE_BOUND_MS = LEASE_MS + 250        # SIGKILLed dlockd -> another daemon's waiter
+RECOVERY_BOUND_S = 5.0                # Redis back -> redis=up and LOCK works (generous)
+EVENT_TIMEOUT = 10.0                  # generous bound on any awaited event
+START_TIMEOUT = 10.0
+STALL_S = 2.0                         # SIGSTOP of a holder (> lease)
+PAUSE_S = 2.0                         # SIGSTOP of redis-server (> lease)
+REDIS_DOWN_S = 0.8                    # redis-server dead before its restart
+
+PROFILES = {
+    #            holder kills, dlockd kills, restarts, pauses, slow readers, settle s, budget s
+    "full":  dict(kills=9, dkills=3, restarts=3, pauses=3, slow=3, settle=3.0, budget=115),
+    "short": dict(kills=3, dkills=1, restarts=1, pauses=1, slow=1, settle=1.0, budget=60),
+}
+
+
+class SuiteTimeout(Exception):
+    pass
+
+
+# ---- processes -------------------------------------------------------------
+
+_state = {"procs": [], "tmp": None, "keep": False, "store": None, "cleaned": False}
+
+
+def _pdeathsig():
+    # The child dies with the orchestrator, even if it is SIGKILLed.
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+    if os.getppid() == 1:
+        os._exit(1)
+
+
+def spawn(argv, logname, env=None):
+    """Starts a child (from the main thread only: PDEATHSIG follows the
+    thread that forked) with its output appended to a log in the temp dir."""
+    log = open(os.path.join(_state["tmp"], logname), "ab")
+    try:
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
+                             stderr=subprocess.STDOUT, cwd=_state["tmp"], env=env,
+                             preexec_fn=_pdeathsig, close_fds=True)
+    finally:
+        log.close()
+    p.logname = logname
+    _state["procs"].append(p)
+    return p
+
+
+def cleanup():
+    if _state["cleaned"]:
+        return
+    _state["cleaned"] = True
+    st = _state["store"]
+    if st is not None:
+        st.close()
+    for p in reversed(_state["procs"]):
+        if p.poll() is None:
+            try:
+                p.send_signal(signal.SIGCONT)
+                p.kill()
+            except OSError:
+                pass
+    for p in _state["procs"]:
+        try:
+            p.wait(5)
+        except Exception:
+            pass
+    tmp = _state["tmp"]
+    if tmp and not _state["keep"]:
+        shutil.rmtree(tmp, ignore_errors=True)
+    elif tmp:
+        print("kept %s" % tmp)
+
+
+def _on_signal(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+def _on_alarm(signum, frame):
+    raise SuiteTimeout("the suite ran out of its time budget")
+
+
+def log_tail(logname, lines=15):
+    try:
+        with open(os.path.join(_state["tmp"], logname), "rb") as f:
+            data = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return "(no log)"
+    return "\n".join("    | " + l for l in data[-lines:])
+
+
+def wait_until(fn, timeout, interval=0.01):
+    """Calls fn until it returns something true; returns it, or None after
+    timeout seconds. Used only for states nothing announces (INFO fields,
+    a socket starting to listen)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            v = fn()
+        except (dlock.DlockError, OSError):
+            v = None
+        if v:
+            return v
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(interval)
+
+
+def redis_call(path, *args, timeout=1.0):
+    """One command to redis-server over RESP; returns the first reply line."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    try:
+        s.connect(path)
+        req = b"*%d\r\n" % len(args)
+        for a in args:
+            a = a.encode() if isinstance(a, str) else a
+            req += b"$%d\r\n%s\r\n" % (len(a), a)
+        s.sendall(req)
+        buf = b""
+        while b"\r\n" not in buf:
+            d = s.recv(4096)
+            if not d:
+                raise OSError("redis closed the connection")
+            buf += d
+        return buf.split(b"\r\n", 1)[0].decode()
+    finally:
+        s.close()
+
+
+# ---- the suite ---------------------------------------------------------------
+
+class Chaos(object):
+    def __init__(self, args):
+        self.args = args
+        self.prof = PROFILES["short" if args.short else "full"]
+        self.mode = "short" if args.short else "full"
+        self.rnd = random.Random(args.seed)
+        self.tmp = _state["tmp"]
+        self.dlockd_bin = os.path.abspath(os.environ.get("DLOCKD_BIN") or
+                                          os.path.join(ROOT, "build", "dlockd"))
+        self.redis_bin = shutil.which("redis-server")
+        self.rsock = os.path.join(self.tmp, "redis.sock")
+        self.dsock = [os.path.join(self.tmp, "d%d.sock" % i) for i in range(DAEMONS)]
+        self.dconf = [os.path.join(self.tmp, "d%d.conf" % i) for i in range(DAEMONS)]
+        self.notify = []
+        self.redis = None
+        self.daemons = [None] * DAEMONS
+        self.killed_daemons = set()    # Popen objects we SIGKILLed
+        self.daemon_deaths = []        # unexpected exits: (daemon, rc, log tail)
+        self.workers = {}              # wid -> Popen
+        self.inc = {}                  # wid -> incarnation
+        self.wdaemon = {}              # wid -> daemon index
+        self.killed = {}               # (wid, inc) -> time of SIGKILL
+        self.worker_deaths = []
+        self.faults = []               # dict(kind, t0, t1, daemon, wid, inc)
+        self.phases = []               # dict(name, t0, t1)
+        self.checks = []               # (name, ok, detail)
+        self.problems = []             # things that went wrong in the phases
+        self.m = {"handoff": [], "reaped": [], "free": [], "restart": [], "pause": [],
+                  "slow": [], "stall_wd": [], "stall_lease": []}
+        self.store = None
+        self.t_start = time.monotonic()
+
+    # -- helpers --
+
+    def check(self, name, ok, detail):
+        self.checks.append((name, bool(ok), detail))
+
+    def problem(self, text):
+        self.problems.append(text)
+        print("  ! %s" % text, flush=True)
+
+    def say(self, text):
+        print("[%6.1fs] %s" % (time.monotonic() - self.t_start, text), flush=True)
+
+    def client(self, i, timeout=2.0):
+        return dlock.Client(self.dsock[i], timeout=timeout)
+
+    def info(self, i):
+        with self.client(i) as c:
+            return c.info()
+
+    # -- redis --
+
+    def start_redis(self):
+        if os.path.exists(self.rsock):
+            os.unlink(self.rsock)     # so that "listening" means the new one
+        self.redis = spawn([self.redis_bin, "--port", "0", "--unixsocket", self.rsock,
+                            "--unixsocketperm", "700", "--save", "", "--appendonly", "no",
+                            "--dir", self.tmp], "redis.log")
+        ok = wait_until(lambda: self.redis.poll() is None and
+                        redis_call(self.rsock, "PING") == "+PONG", START_TIMEOUT)
+        if not ok:
+            raise RuntimeError("redis-server did not start\n" + log_tail("redis.log"))
+        return time.monotonic()
+
+    # -- dlockd --
+
+    def write_configs(self):
+        for i in range(DAEMONS):
+            with open(self.dconf[i], "w") as f:
+                f.write("[server]\nsocket = %s\nadmin_uids = 0\n[redis]\nurl = unix://%s\n"
+                        "command_timeout_ms = 500\nconnect_timeout_ms = 500\n"
+                        "[lock]\nlease_ms = %d\n" % (self.dsock[i], self.rsock, LEASE_MS))
+            n = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            n.bind(os.path.join(self.tmp, "notify%d.sock" % i))
+            self.notify.append(n)
+
+    def start_dlockd(self, i):
+        """Starts daemon i and waits for its sd_notify READY=1, then for
+        INFO redis=up."""
+        n = self.notify[i]
+        n.setblocking(False)
+        try:
+            while True:
+                n.recv(4096)          # drop what an earlier incarnation said
+        except (BlockingIOError, OSError):
+            pass
+        env = dict(os.environ, NOTIFY_SOCKET=n.getsockname())
+        p = spawn([self.dlockd_bin, "-c", self.dconf[i]], "dlockd%d.log" % i, env=env)
+        p.index = i
+        self.daemons[i] = p
+        deadline = time.monotonic() + START_TIMEOUT
+        ready = False
+        while not ready and time.monotonic() < deadline:
+            r, _, _ = select.select([n], [], [], 0.2)
+            if r:
+                msg = n.recv(4096).decode("utf-8", "replace")
+                ready = "READY=1" in msg.split("\n")
+            elif p.poll() is not None:
+                break
+        if not ready:
+            raise RuntimeError("dlockd %d did not become ready (rc %s)\n%s"
+                               % (i, p.poll(), log_tail("dlockd%d.log" % i)))
+        if not wait_until(lambda: self.info(i).get("redis") == "up", START_TIMEOUT, 0.02):
+            raise RuntimeError("dlockd %d: redis not up\n%s" % (i, log_tail("dlockd%d.log" % i)))
+        return time.monotonic()
+
+    def check_daemons_alive(self, where):
+        for i, p in enumerate(self.daemons):
+            if p is not None and p not in self.killed_daemons and p.poll() is not None:
+                self.daemon_deaths.append((i, p.returncode, where))
+                self.problem("dlockd %d died unexpectedly (rc %s) during %s\n%s"
+                             % (i, p.returncode, where, log_tail(p.logname)))
+                self.killed_daemons.add(p)   # reported once
+                self.start_dlockd(i)
+
+    # -- workers --
+
+    def spawn_worker(self, wid, daemon=None):
+        inc = self.inc.get(wid, 0) + 1
+        self.inc[wid] = inc
+        lease = LEASE_MS if wid == LEASE_WID else 0
+        if daemon is not None:
+            self.wdaemon[wid] = daemon
+        d = self.wdaemon.setdefault(wid, wid % DAEMONS)
+        p = spawn([sys.executable, os.path.join(HERE, "worker.py"), str(wid), str(inc), str(d),
+                   self.dsock[d], self.store.path, str(lease),
+                   str(self.rnd.randrange(1 << 30))], "worker%d.log" % wid)
+        p.wid, p.inc = wid, inc
+        self.workers[wid] = p
+
+    def kill_worker(self, wid):
+        """SIGKILL; returns the times of the kill and of reaping the process
+        (by then its sockets are closed)."""
+        p = self.workers[wid]
+        t = time.monotonic()
+        p.kill()
+        self.killed[(wid, p.inc)] = t
+        p.wait()
+        return t, time.monotonic()
+
+    def check_workers_alive(self, where):
+        for wid, p in list(self.workers.items()):
+            if p.poll() is not None:
+                self.worker_deaths.append((wid, p.inc, p.returncode, where))
+                self.problem("worker %d died unexpectedly (rc %s) during %s\n%s"
+                             % (wid, p.returncode, where, log_tail(p.logname)))
+                self.killed[(wid, p.inc)] = time.monotonic()
+                self.spawn_worker(wid)
+
+    # -- store queries --
+
+    def next_grant(self, after, pred, timeout=EVENT_TIMEOUT):
+        """The first grant recorded after grant `after` that satisfies pred."""
+        st = self.store
+
+        def find():
+            for g in st.grant_order[after["idx"] + 1:]:
+                if pred(g):
+                    return g
+            return None
+        return st.wait_for(find, timeout)
+
+    def wait_progress(self, n, timeout=EVENT_TIMEOUT, since=None):
+        """Waits for n accepted writes (after time `since`, or from now)."""
+        st = self.store
+        if since is None:
+            base = len(st.accepted)
+            return st.wait_for(lambda: len(st.accepted) >= base + n, timeout)
+        return st.wait_for(lambda: sum(1 for w in st.accepted[-n:] if w["t"] > since) >= n,
+                           timeout)
+
+    def settle(self, where):
+        time.sleep(self.prof["settle"])   # plain workload between fault phases
+        if not self.wait_progress(10):
+            self.problem("no progress after %s" % where)
+        self.check_daemons_alive(where)
+        self.check_workers_alive(where)
+
+    def hook_arrival(self, h, what):
+        if h.arrived.wait(EVENT_TIMEOUT):
+            return h.grant
+        self.store.unhook(h)
+        self.problem("%s: no holder reached its critical section within %ss" % (what,
+                                                                                EVENT_TIMEOUT))
+        return None
+
+    def phase(self, name):
+        suite = self
+
+        class P(object):
+            def __enter__(self):
+                suite.say("phase %s" % name)
+                self.rec = {"name": name, "t0": time.monotonic()}
+                return self
+
+            def __exit__(self, *exc):
+                self.rec["t1"] = time.monotonic()
+                suite.phases.append(self.rec)
+                return False
+        return P()
+
+    # -- phases --
+
+    def phase_holder_kill(self):
+        with self.phase("holder-kill"):
+            for k in range(self.prof["kills"]):
+                # Whoever holds next (dlockd hands a lock to local waiters
+                # first, so one daemon's workers may hold it for a long time).
+                h = self.store.hook(exclude=(LEASE_WID,))
+                g = self.hook_arrival(h, "holder-kill")
+                if g is None:
+                    continue
+                wid, d = g["wid"], g["daemon"]
+                # The holder sits in its critical section; a waiter of the
+                # same daemon must be queued before the kill.
+                queued = wait_until(lambda: self.info(d)["waiters"] >= 1, EVENT_TIMEOUT)
+                t_kill, t_reaped = self.kill_worker(wid)
+                h.release.set()
+                nxt = self.next_grant(g, lambda x: x["daemon"] == d)
+                if nxt is None:
+                    self.problem("holder-kill: no grant on dlockd %d within %ss of the kill"
+                                 % (d, EVENT_TIMEOUT))
+                    self.m["handoff"].append(None)
+                else:
+                    ms = (nxt["t_start"] - t_kill) * 1000
+                    self.m["handoff"].append(ms)
+                    self.m["reaped"].append((nxt["t_start"] - t_reaped) * 1000)
+                    self.say("  killed worker %d (fence %d) on dlockd %d%s: next grant %.2f ms "
+                             "after the kill, %.2f ms after reaping it (worker %d)"
+                             % (wid, g["fence"], d, "" if queued else " [no waiter queued!]",
+                                ms, self.m["reaped"][-1], nxt["wid"]))
+                if not queued:
+                    self.problem("holder-kill: no waiter queued on dlockd %d before the kill" % d)
+                self.faults.append(dict(kind="holder-kill", t0=t_kill, t1=t_kill, daemon=d,
+                                        wid=wid, inc=g["inc"]))
+                self.spawn_worker(wid)
+                if not self.wait_progress(5):
+                    self.problem("holder-kill: no progress after killing worker %d" % wid)
+            self.settle("holder-kill")
+
+    def phase_dlockd_kill(self):
+        with self.phase("dlockd-kill"):
+            for k in range(self.prof["dkills"]):
+                h = self.store.hook(exclude=(LEASE_WID,))
+                g = self.hook_arrival(h, "dlockd-kill")
+                if g is None:
+                    continue
+                d = g["daemon"]
+                others = [e for e in range(DAEMONS) if e != d]
+                queued = wait_until(lambda: any(self.info(e)["waiters"] >= 1 for e in others),
+                                    EVENT_TIMEOUT)
+                p = self.daemons[d]
+                t_kill = time.monotonic()
+                p.kill()
+                self.killed_daemons.add(p)
+                p.wait()
+                nxt = self.next_grant(g, lambda x: x["daemon"] != d)
+                # Only now may the old holder go on: its write must be fenced.
+                h.release.set()
+                if nxt is None:
+                    self.problem("dlockd-kill: no grant on another daemon within %ss"
+                                 % EVENT_TIMEOUT)
+                    self.m["free"].append(None)
+                else:
+                    ms = (nxt["t_start"] - t_kill) * 1000
+                    self.m["free"].append(ms)
+                if not queued:
+                    self.problem("dlockd-kill: no waiter queued on another daemon")
+                t_back = self.start_dlockd(d)
+                self.faults.append(dict(kind="dlockd-kill", t0=t_kill, t1=t_back, daemon=d,
+                                        wid=g["wid"], inc=g["inc"]))
+                done = self.store.wait_for(lambda: g["t_end"] is not None, EVENT_TIMEOUT)
+                w = g["write"]
+                self.say("  killed dlockd %d holding for worker %d (fence %d): lock free on "
+                         "dlockd %s after %s ms; old holder's write %s, unlock %s; restarted in "
+                         "%.0f ms" % (d, g["wid"], g["fence"], nxt and nxt["daemon"],
+                                      "%.1f" % self.m["free"][-1] if nxt else "-",
+                                      "none" if w is None else
+                                      ("accepted" if w["accepted"] else "rejected"),
+                                      g["outcome"] if done else "(no end)",
+                                      (t_back - t_kill) * 1000))
+                if not self.wait_progress(5):
+                    self.problem("dlockd-kill: no progress after restarting dlockd %d" % d)
+            self.settle("dlockd-kill")
+
+    def phase_stall(self):
+        with self.phase("stall"):
+            # (a) A watchdog-mode holder: its connection lives, so dlockd keeps
+            # renewing and nobody else may get the lock while it is stopped.
+            h = self.store.hook(exclude=(LEASE_WID,))
+            g = self.hook_arrival(h, "stall (watchdog)")
+            if g is not None:
+                wid = g["wid"]
+                p = self.workers[wid]
+                t_stop = time.monotonic()
+                p.send_signal(signal.SIGSTOP)
+                h.release.set()
+                time.sleep(STALL_S)              # the fault: stopped past the lease
+                during = self.next_grant(g, lambda x: True, timeout=0)
+                t_cont = time.monotonic()
+                p.send_signal(signal.SIGCONT)
+                self.faults.append(dict(kind="stall-watchdog", t0=t_stop, t1=t_cont,
+                                        daemon=g["daemon"], wid=wid, inc=g["inc"]))
+                done = self.store.wait_for(lambda: g["t_end"] is not None, EVENT_TIMEOUT)
+                w = g["write"]
+                self.m["stall_wd"].append(dict(
+                    other_grant=during is not None, ended=bool(done), outcome=g["outcome"],
+                    accepted=w is not None and w["accepted"]))
+                self.say("  watchdog holder %d stopped %.1f s: other grants meanwhile: %s; its "
+                         "write %s, unlock %s" % (wid, t_cont - t_stop,
+                                                  "yes" if during else "none",
+                                                  "none" if w is None else
+                                                  ("accepted" if w["accepted"] else "rejected"),
+                                                  g["outcome"]))
+            if not self.wait_progress(5):
+                self.problem("stall: no progress after the watchdog stall")
+            # (b) A lease-mode holder: its lease runs out while it is stopped,
+            # the lock moves on, and its late write must be fenced off. It
+            # joins on the daemon that grants now, so that its turn comes.
+            h = self.store.hook(wid=LEASE_WID)
+            self.spawn_worker(LEASE_WID, daemon=self.store.grant_order[-1]["daemon"])
+            g = self.hook_arrival(h, "stall (lease)")
+            if g is not None:
+                p = self.workers[LEASE_WID]
+                t_stop = time.monotonic()
+                p.send_signal(signal.SIGSTOP)
+                h.release.set()
+                nxt = self.next_grant(g, lambda x: True)
+                time.sleep(0.2)                   # keep it stopped a little past that
+                t_cont = time.monotonic()
+                p.send_signal(signal.SIGCONT)
+                self.faults.append(dict(kind="stall-lease", t0=t_stop, t1=t_cont,
+                                        daemon=g["daemon"], wid=LEASE_WID, inc=g["inc"]))
+                done = self.store.wait_for(lambda: g["t_end"] is not None, EVENT_TIMEOUT)
+                w = g["write"]
+                moved = None if nxt is None else (nxt["t_start"] - g["t_start"]) * 1000
+                self.m["stall_lease"].append(dict(
+                    moved_ms=moved, ended=bool(done), outcome=g["outcome"],
+                    write=None if w is None else w["accepted"]))
+                self.say("  lease holder %d stopped %.1f s: lock moved on %s ms after its grant; "
+                         "its write %s, unlock %s" % (LEASE_WID, t_cont - t_stop,
+                                                      "-" if moved is None else "%.0f" % moved,
+                                                      "none" if w is None else
+                                                      ("accepted" if w["accepted"]
+                                                       else "rejected"), g["outcome"]))
+            self.settle("stall")
+
+    def measure_recovery(self, t_ref):
+        """Per daemon: ms from t_ref until INFO says redis=up, and until a
+        LOCK of a private name is granted."""
+        out = [None] * DAEMONS
+
+        def one(i):
+            deadline = t_ref + RECOVERY_BOUND_S
+            up = wait_until(lambda: self.info(i).get("redis") == "up",
+                            max(0.0, deadline - time.monotonic()), 0.01)
+            t_up = time.monotonic() if up else None
+            t_lock = None
+            while t_up is not None and time.monotonic() < deadline:
+                try:
+                    with self.client(i, timeout=RECOVERY_BOUND_S) as c:
+                        c.trylock("probe-%d" % i, wait_ms=int(RECOVERY_BOUND_S * 1000))
+                        t_lock = time.monotonic()
+                        c.unlock("probe-%d" % i)
+                    break
+                except (dlock.DlockError, OSError):
+                    time.sleep(0.01)
+            out[i] = (None if t_up is None else (t_up - t_ref) * 1000,
+                      None if t_lock is None else (t_lock - t_ref) * 1000)
+        ts = [threading.Thread(target=one, args=(i,)) for i in range(DAEMONS)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        return out
+
+    def redis_fault(self, kind):
+        """Kills and restarts (empty) or pauses redis-server while a holder
+        sits in its critical section; that holder goes on only after the
+        lock was granted again, so its write must be fenced off."""
+        h = self.store.hook(exclude=(LEASE_WID,))
+        g = self.hook_arrival(h, kind)
+        t0 = time.monotonic()
+        if kind == "redis-restart":
+            self.redis.kill()
+            self.redis.wait()
+            time.sleep(REDIS_DOWN_S)              # the fault: Redis is gone
+        else:
+            self.redis.send_signal(signal.SIGSTOP)
+            time.sleep(PAUSE_S)                   # the fault: Redis hangs
+        # dlockd must keep answering while Redis is away.
+        said = []
+        for i in range(DAEMONS):
+            try:
+                said.append(self.info(i).get("redis"))
+            except (dlock.DlockError, OSError):
+                said.append("no answer")
+        if kind == "redis-restart":
+            t_ref = self.start_redis()
+        else:
+            t_ref = time.monotonic()
+            self.redis.send_signal(signal.SIGCONT)
+        rec = self.measure_recovery(t_ref)
+        t1 = time.monotonic()
+        self.faults.append(dict(kind=kind, t0=t0, t1=t1, daemon=None, wid=None, inc=None))
+        stale = None
+        if g is not None:
+            nxt = self.next_grant(g, lambda x: True)
+            h.release.set()
+            done = self.store.wait_for(lambda: g["t_end"] is not None, EVENT_TIMEOUT)
+            w = g["write"]
+            stale = dict(regranted=None if nxt is None else (nxt["t_start"] - t_ref) * 1000,
+                         write=None if w is None else w["accepted"],
+                         outcome=g["outcome"] if done else None, wid=g["wid"])
+        prog = self.wait_progress(1, since=t_ref)
+        key = "restart" if kind == "redis-restart" else "pause"
+        self.m[key].append(dict(rec=rec, progress=bool(prog), down=said, stale=stale))
+        self.say("  redis %s %.1f s (daemons said redis=%s meanwhile); recovery ms "
+                 "(redis=up, LOCK): %s" % ("killed, restarted empty after"
+                                           if kind == "redis-restart" else "stopped",
+                                           t_ref - t0, "/".join(said), fmt_rec(rec)))
+        if stale is not None:
+            self.say("  holder from before (worker %d): lock granted again %s ms after Redis "
+                     "was back; its write %s, unlock %s"
+                     % (stale["wid"], "-" if stale["regranted"] is None
+                        else "%.0f" % stale["regranted"],
+                        {None: "none", True: "ACCEPTED", False: "rejected"}[stale["write"]],
+                        stale["outcome"]))
+        if not prog:
+            self.problem("%s: no accepted write after Redis was back" % kind)
+        self.check_daemons_alive(kind)
+
+    def phase_redis_restart(self):
+        with self.phase("redis-restart"):
+            for k in range(self.prof["restarts"]):
+                self.redis_fault("redis-restart")
+            self.settle("redis-restart")
+
+    def phase_redis_pause(self):
+        with self.phase("redis-pause"):
+            for k in range(self.prof["pauses"]):
+                self.redis_fault("redis-pause")
+            self.settle("redis-pause")
+
+    def phase_slow_reader(self):
+        with self.phase("slow-reader"):
+            for k in range(self.prof["slow"]):
+                # On the daemon that grants now: it must keep serving its own
+                # workers while it cuts the non-reader off.
+                d = self.store.grant_order[-1]["daemon"]
+                before = self.info(d)["output_overflows"]
+                st = self.store
+                a0 = len(st.accepted)
+                g0 = len(st.grant_order)
+                # The non-reader holds a lock of its own, which must be freed
+                # when dlockd cuts it off.
+                name = "slow-%d" % k
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.settimeout(EVENT_TIMEOUT)
+                s.connect(self.dsock[d])
+                s.sendall(b"LOCK %s\n" % name.encode())
+                held = b""
+                while not held.endswith(b"\n"):
+                    data = s.recv(1)
+                    if not data:
+                        break
+                    held += data
+                held = held.startswith(b"OK ")
+                s.setblocking(False)
+                t0 = time.monotonic()
+                chunk = b"INFO\n" * 100
+                sent = 0
+                closed = False
+                poller = select.poll()
+                poller.register(s, select.POLLOUT | select.POLLHUP | select.POLLERR |
+                                select.POLLRDHUP)
+                deadline = t0 + EVENT_TIMEOUT
+                while not closed and time.monotonic() < deadline:
+                    ev = 0
+                    for _, e in poller.poll(20):
+                        ev |= e
+                    if ev & (select.POLLHUP | select.POLLERR | select.POLLRDHUP):
+                        closed = True
+                        break
+                    if ev & select.POLLOUT:
+                        try:
+                            sent += s.send(chunk) // 5
+                        except BlockingIOError:
+                            pass
+                        except (BrokenPipeError, ConnectionResetError):
+                            closed = True
+                            break
+                    time.sleep(0.02)              # ~5000 INFO/s, never a read
+                t_cut = time.monotonic()
+                s.close()
+                a1 = len(st.accepted)
+                freed = None
+                try:
+                    with self.client((d + 1) % DAEMONS, timeout=EVENT_TIMEOUT) as c:
+                        c.trylock(name, wait_ms=int(EVENT_TIMEOUT * 1000))
+                        freed = (time.monotonic() - t_cut) * 1000
+                        c.unlock(name)
+                except (dlock.DlockError, OSError):
+                    pass
+                with st.lock:
+                    own = sum(1 for g in st.grant_order[g0:] if g["daemon"] == d)
+                try:
+                    after = self.info(d)["output_overflows"]
+                    with self.client(d) as c:
+                        pong = c.ping()
+                except (dlock.DlockError, OSError):
+                    after, pong = None, False
+                self.m["slow"].append(dict(daemon=d, closed=closed, sent=sent,
+                                           secs=t_cut - t0, before=before, after=after,
+                                           writes=a1 - a0, own_grants=own, ping=pong,
+                                           held=held, freed=freed))
+                self.say("  dlockd %d: non-reader %s after %d INFOs in %.2f s; output_overflows "
+                         "%s -> %s; meanwhile %d accepted writes, %d grants on dlockd %d; its "
+                         "lock %s free for dlockd %d %s ms after the cut"
+                         % (d, "cut off" if closed else "NOT cut off", sent, t_cut - t0,
+                            before, after, a1 - a0, own, d, name, (d + 1) % DAEMONS,
+                            "-" if freed is None else "%.1f" % freed))
+                self.check_daemons_alive("slow-reader")
+            self.settle("slow-reader")
+
+    # -- the run --
+
+    def setup(self):
+        if self.redis_bin is None:
+            raise RuntimeError("redis-server not found in PATH")
+        if not os.access(self.dlockd_bin, os.X_OK):
+            raise RuntimeError("dlockd binary %s not found; run `make` or set DLOCKD_BIN"
+                               % self.dlockd_bin)
+        self.store = _state["store"] = FencedStore(os.path.join(self.tmp, "store.sock"))
+        self.write_configs()
+        self.start_redis()
+        for i in range(DAEMONS):
+            self.start_dlockd(i)
+        for wid in range(WATCHDOG_WORKERS):
+            self.spawn_worker(wid)
+        self.say("redis-server, %d dlockd (lease %d ms), %d watchdog-mode workers up"
+                 % (DAEMONS, LEASE_MS, WATCHDOG_WORKERS))
+
+    def run(self):
+        self.setup()
+        with self.phase("warmup"):
+            if not self.wait_progress(50):
+                self.problem("warmup: the workload makes no progress")
+            time.sleep(self.prof["settle"])
+        self.phase_holder_kill()
+        self.phase_dlockd_kill()
+        self.phase_stall()
+        self.phase_redis_restart()
+        self.phase_redis_pause()
+        self.phase_slow_reader()
+        self.finish_workers()
+
+    def finish_workers(self):
+        with self.phase("stop"):
+            self.check_workers_alive("the run")
+            self.store.stop_workers()
+            deadline = time.monotonic() + EVENT_TIMEOUT
+            for wid, p in self.workers.items():
+                try:
+                    p.wait(max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    self.problem("worker %d did not stop; killed" % wid)
+                    self.kill_worker(wid)
+                if p.returncode not in (0, -signal.SIGKILL):
+                    self.problem("worker %d exited with %s\n%s" % (wid, p.returncode,
+                                                                  log_tail(p.logname)))
+
+    def stop_daemons(self):
+        """Every dlockd we did not kill must still run and exit 0 on SIGTERM."""
+        res = []
+        for i, p in enumerate(self.daemons):
+            alive = p.poll() is None
+            rc = None
+            if alive:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    rc = p.wait(EVENT_TIMEOUT)
+                except subprocess.TimeoutExpired:
+                    rc = "hung"
+            else:
+                rc = p.returncode
+            res.append((i, alive, rc))
+        return res
+
+
+def fmt_rec(rec):
+    def f(v):
+        return "-" if v is None else "%.0f" % v
+    return " ".join("d%d %s/%s" % (i, f(a), f(b)) for i, (a, b) in enumerate(rec))
+
+
+# ---- analysis ------------------------------------------------------------------
+
+LOSS_WINDOW_S = 1.5      # a fault's effects (loss notices) may trail it by this much
+
+
+def analyse(c, daemon_stops):
+    st = c.store
+    grants = list(st.grant_order)
+    accepted = list(st.accepted)
+    rejected = list(st.rejected)
+    t_run_end = time.monotonic()
+
+    for g in grants:
+        if g["t_end"] is not None:
+            g["t_end_eff"], g["end_kind"] = g["t_end"], "unlock"
+        elif (g["wid"], g["inc"]) in c.killed:
+            g["t_end_eff"], g["end_kind"] = c.killed[(g["wid"], g["inc"])], "killed"
+        else:
+            g["t_end_eff"], g["end_kind"] = t_run_end, "open"
+
+    def fault_for(g):
+        """A fault during g's critical section that can cost g its lock, or None."""
+        for f in c.faults:
+            t0, t1 = f["t0"], f["t1"] + LOSS_WINDOW_S
+            if not (g["t_start"] < t1 and g["t_end_eff"] > t0):
+                continue
+            if f["kind"] in ("redis-restart", "redis-pause"):
+                return f["kind"]
+            if f["kind"] == "dlockd-kill" and f["daemon"] == g["daemon"]:
+                return f["kind"]
+            if f["kind"] == "stall-lease" and (f["wid"], f["inc"]) == (g["wid"], g["inc"]):
+                return f["kind"]
+        return None
+
+    # 1. no lost update
+    c.check("no lost update", st.value == len(accepted),
+            "final counter %d, accepted writes %d (rejected %d)"
+            % (st.value, len(accepted), len(rejected)))
+
+    # 2. mutual exclusion, or the fence stops the stale holder
+    by_start = sorted(grants, key=lambda g: g["t_start"])
+    active, pairs = [], []
+    for g in by_start:
+        active = [a for a in active if a["t_end_eff"] > g["t_start"]]
+        for a in active:
+            if len(pairs) < 100000:
+                pairs.append((a, g))
+        active.append(g)
+    kinds = {"fenced": 0, "no-write": 0, "serialized": 0}
+    bad, unexplained, reasons = [], [], {}
+    for a, b in pairs:
+        if a["fence"] == b["fence"]:
+            bad.append("same fence %d in overlapping sections of workers %d and %d"
+                       % (a["fence"], a["wid"], b["wid"]))
+            continue
+        stale, new = (a, b) if a["fence"] < b["fence"] else (b, a)
+        w = stale["write"]
+        if w is None:
+            kinds["no-write"] += 1
+        elif not w["accepted"]:
+            kinds["fenced"] += 1
+        elif w["seq"] < new["read_seq"]:
+            kinds["serialized"] += 1
+        else:
+            bad.append("worker %d (fence %d) wrote after worker %d (fence %d) read, and the "
+                       "store accepted it" % (stale["wid"], stale["fence"], new["wid"],
+                                              new["fence"]))
+        why = fault_for(stale) or ("lost:" + stale["outcome"]
+                                   if stale["outcome"] not in (None, "ok") else None)
+        if why is None:
+            unexplained.append("workers %d (fence %d, %.3f-%.3f, dlockd %d) and %d (fence %d, "
+                               "from %.3f, dlockd %d)"
+                               % (stale["wid"], stale["fence"], stale["t_start"] - c.t_start,
+                                  stale["t_end_eff"] - c.t_start, stale["daemon"], new["wid"],
+                                  new["fence"], new["t_start"] - c.t_start, new["daemon"]))
+        else:
+            reasons[why.split(":")[0]] = reasons.get(why.split(":")[0], 0) + 1
+    open_sections = [g for g in grants if g["end_kind"] == "open"]
+    c.check("critical sections overlap only after a lease ran out / Redis lost data, "
+            "and then the fence stopped the stale holder",
+            not bad and not unexplained and not open_sections,
+            "%d grants, %d overlapping pairs (%s; causes: %s)%s%s%s"
+            % (len(grants), len(pairs),
+               ", ".join("%s %d" % kv for kv in kinds.items()),
+               ", ".join("%s %d" % kv for kv in sorted(reasons.items())) or "-",
+               "".join("\n      VIOLATION: " + x for x in bad[:5]),
+               "".join("\n      UNEXPLAINED OVERLAP: " + x for x in unexplained[:5]),
+               "\n      %d sections never ended" % len(open_sections)
+               if open_sections else ""))
+
+    # 3. fences of accepted writes rise strictly, in acceptance order
+    drops = [(x, y) for x, y in zip(accepted, accepted[1:]) if y["fence"] <= x["fence"]]
+    c.check("fences of accepted writes rise strictly in acceptance order", not drops,
+            "%d accepted writes, fences %s..%s%s"
+            % (len(accepted), accepted[0]["fence"] if accepted else "-",
+               accepted[-1]["fence"] if accepted else "-",
+               "".join("\n      %d after %d" % (y["fence"], x["fence"]) for x, y in drops[:5])))
+
+    # 3b. every grant its own fence, rising with real-time order of grants
+    seen, dups = {}, []
+    for g in grants:
+        if g["fence"] in seen:
+            dups.append((seen[g["fence"]], g))
+        seen[g["fence"]] = g
+    by_end = sorted(grants, key=lambda g: g["t_end_eff"])
+    j, maxf, order_bad = 0, 0, []
+    for g in by_start:
+        while j < len(by_end) and by_end[j]["t_end_eff"] < g["t_start"]:
+            maxf = max(maxf, by_end[j]["fence"])
+            j += 1
+        if g["fence"] <= maxf:
+            order_bad.append(g)
+    restarts = [f for f in c.faults if f["kind"] == "redis-restart"]
+    jumps = []
+    for f in restarts:
+        before = [g["fence"] for g in grants if g["t_start"] < f["t0"]]
+        after = [g["fence"] for g in grants if g["t_start"] > f["t1"]]
+        if before and after:
+            jumps.append(min(after) > max(before))
+    reentrant = sum(1 for n in st.notes if n[3] == "reentrant_grant")
+    c.check("every grant has its own fence, rising with grant order (also across Redis "
+            "restarts)", not dups and not order_bad and all(jumps) and not reentrant,
+            "%d grants, %d duplicate fences, %d grants with a fence below an earlier "
+            "finished section's, %d fresh grants with holds != 1, fence rose across %d/%d "
+            "Redis restarts" % (len(grants), len(dups), len(order_bad), reentrant, sum(jumps),
+                                len(jumps)))
+
+    # 4. hand-off after a holder's SIGKILL
+    h = c.m["handoff"]
+    hv = [x for x in h if x is not None]
+    c.check("SIGKILLed holder's lock goes to the next local waiter within %d ms"
+            % HANDOFF_BOUND_MS,
+            h and len(hv) == len(h) and max(hv) <= HANDOFF_BOUND_MS,
+            "%d kills, kill -> next local grant ms: %s; process reaped -> grant ms: %s"
+            % (len(h), fmt_list(h), fmt_list(c.m["reaped"])))
+
+    # 5. free within one lease after a daemon's SIGKILL
+    fr = c.m["free"]
+    fv = [x for x in fr if x is not None]
+    c.check("SIGKILLed dlockd's lock is free for another daemon within lease + 250 ms "
+            "(%d ms)" % FREE_BOUND_MS,
+            fr and len(fv) == len(fr) and max(fv) <= FREE_BOUND_MS,
+            "%d kills, kill -> other daemon's grant ms: %s" % (len(fr), fmt_list(fr)))
+
+    # 6. recovery after Redis restarts and pauses
+    for key, what in (("restart", "restarted empty"), ("pause", "SIGSTOP/SIGCONT")):
+        runs = c.m[key]
+        ok = bool(runs)
+        lines = []
+        for r in runs:
+            for a, b in r["rec"]:
+                ok = ok and a is not None and b is not None and b <= RECOVERY_BOUND_S * 1000
+            ok = ok and r["progress"] and "no answer" not in r["down"]
+            lines.append(fmt_rec(r["rec"]) + ("" if r["progress"] else " NO PROGRESS") +
+                         (" (a daemon did not answer while Redis was away)"
+                          if "no answer" in r["down"] else ""))
+        c.check("every dlockd recovers by itself after Redis %s (redis=up and LOCK within "
+                "%.0f s)" % (what, RECOVERY_BOUND_S), ok,
+                "ms to redis=up/LOCK: " + "; ".join(lines))
+
+    # 6b. holders from before a Redis fault are fenced off
+    st_runs = [(k, r["stale"]) for k in ("restart", "pause") for r in c.m[k]]
+    c.check("a holder caught by a Redis restart/pause is fenced off once the lock is granted "
+            "again", st_runs and all(x is not None and x["regranted"] is not None and
+                                     x["write"] is False for _, x in st_runs),
+            "; ".join("%s: %s" % (k, "no holder" if x is None else
+                                  "regranted %s ms after Redis was back, stale write %s, "
+                                  "unlock %s" % ("-" if x["regranted"] is None
+                                                 else "%.0f" % x["regranted"],
+                                                 {None: "none", True: "ACCEPTED",
+                                                  False: "rejected"}[x["write"]],
+                                                 x["outcome"]))
+                      for k, x in st_runs) or "not run")
+
+    # 7. stalls
+    wd = c.m["stall_wd"]
+    c.check("a SIGSTOPped watchdog-mode holder keeps its lock (its connection lives) and "
+            "writes after SIGCONT",
+            wd and all(not x["other_grant"] and x["accepted"] and x["outcome"] == "ok"
+                       for x in wd), "; ".join("other grants: %s, write %s, unlock %s"
+                                               % ("yes" if x["other_grant"] else "none",
+                                                  "accepted" if x["accepted"] else "rejected",
+                                                  x["outcome"]) for x in wd) or "not run")
+    sl = c.m["stall_lease"]
+    c.check("a SIGSTOPped lease-mode holder loses the lock at its lease end and its late "
+            "write is fenced off",
+            sl and all(x["moved_ms"] is not None and x["moved_ms"] >= LEASE_MS - 50 and
+                       x["write"] is False and x["outcome"] == "lost:expired" for x in sl),
+            "; ".join("lock moved on %s ms after the grant, write %s, unlock %s"
+                      % ("-" if x["moved_ms"] is None else "%.0f" % x["moved_ms"],
+                         {None: "none", True: "ACCEPTED", False: "rejected"}[x["write"]],
+                         x["outcome"]) for x in sl) or "not run")
+
+    # 8. no unexplained lock losses
+    losses = [g for g in grants if g["outcome"] not in (None, "ok")]
+    stray = [g for g in losses if fault_for(g) is None]
+    c.check("no lock is lost (!LOST, NOTHELD, broken connection) outside a fault",
+            not stray, "%d losses, all during faults%s" % (len(losses), "".join(
+                "\n      worker %d fence %d at %.3f s on dlockd %d: %s"
+                % (g["wid"], g["fence"], g["t_start"] - c.t_start, g["daemon"], g["outcome"])
+                for g in stray[:5])) if not stray else "%d losses, %d outside faults%s" % (
+                len(losses), len(stray), "".join(
+                    "\n      worker %d fence %d at %.3f s on dlockd %d: %s"
+                    % (g["wid"], g["fence"], g["t_start"] - c.t_start, g["daemon"],
+                       g["outcome"]) for g in stray[:5])))
+
+    # 9. slow reader
+    sr = c.m["slow"]
+    c.check("a client that does not read is cut off (output_overflows rises, its lock is "
+            "freed) while the others make progress",
+            sr and all(x["closed"] and x["after"] is not None and x["after"] > x["before"] and
+                       x["writes"] > 0 and x["own_grants"] > 0 and x["ping"] and x["held"] and
+                       x["freed"] is not None for x in sr),
+            "; ".join("dlockd %d: %s after %d INFOs (%.2f s), output_overflows %s->%s, %d "
+                      "writes / %d local grants meanwhile, its lock %s"
+                      % (x["daemon"], "cut off" if x["closed"] else "NOT cut off", x["sent"],
+                         x["secs"], x["before"], x["after"], x["writes"], x["own_grants"],
+                         "not taken" if not x["held"] else "NOT freed" if x["freed"] is None
+                         else "free %.1f ms after the cut" % x["freed"])
+                      for x in sr) or "not run")
+
+    # 10. no daemon crash
+    crashes = list(c.daemon_deaths)
+    bad_stop = [(i, alive, rc) for i, alive, rc in daemon_stops if not alive or rc != 0]
+    c.check("no dlockd crashes; each exits 0 on SIGTERM",
+            not crashes and not bad_stop,
+            "%d killed on purpose and restarted; at the end: %s%s"
+            % (len(c.killed_daemons) - len(crashes),
+               ", ".join("d%d %s rc %s" % (i, "alive" if alive else "DEAD", rc)
+                         for i, alive, rc in daemon_stops),
+               "".join("\n      dlockd %d died (rc %s) during %s" % x for x in crashes)))
+
+    # 11. the harness itself and liveness
+    c.check("the workload kept going (progress after every fault, no worker or store "
+            "trouble)", not c.problems and not c.worker_deaths and not st.errors,
+            "; ".join(c.problems + st.errors[:5]) or
+            "%d grants by %d worker incarnations" % (len(grants), len(c.store.hello)))
+
+
+def dump_events(c):
+    """The whole log as JSON lines, for a look after a failure (--keep)."""
+    import json
+    st = c.store
+    path = os.path.join(c.tmp, "events.jsonl")
+    with open(path, "w") as f:
+        for kind, recs in (("phase", c.phases), ("fault", c.faults),
+                           ("grant", st.grant_order), ("accepted", st.accepted),
+                           ("rejected", st.rejected)):
+            for r in recs:
+                r = dict(r, type=kind)
+                if kind == "grant" and r.get("write") is not None:
+                    r["write"] = {"seq": r["write"]["seq"], "accepted": r["write"]["accepted"]}
+                f.write(json.dumps(r, default=str) + "\n")
+    print("event log: %s" % path)
+
+
+def fmt_list(xs):
+    if not xs:
+        return "-"
+    v = [x for x in xs if x is not None]
+    s = " ".join("-" if x is None else "%.1f" % x for x in xs)
+    if v:
+        s += " (max %.1f)" % max(v)
+    return s
+
+
+def phase_table(c):
+    st = c.store
+    rows = []
+    for p in c.phases:
+        t0, t1 = p["t0"], p["t1"]
+        gr = [g for g in st.grant_order if t0 <= g["t_start"] < t1]
+        acc = sum(1 for w in st.accepted if t0 <= w["t"] < t1)
+        rej = sum(1 for w in st.rejected if t0 <= w["t"] < t1)
+        lost = sum(1 for g in gr if g["outcome"] not in (None, "ok"))
+        notes = [n for n in st.notes if t0 <= n[0] < t1]
+        be = sum(1 for n in notes if n[3] == "lock_backend_error")
+        rc = sum(1 for n in notes if n[3] in ("lock_conn_error", "connect_failed"))
+        per = "/".join(str(sum(1 for g in gr if g["daemon"] == i)) for i in range(DAEMONS))
+        wait = max([g["t_start"] - g["t_req"] for g in gr] or [0]) * 1000
+        rows.append((p["name"], t1 - t0, len(gr), per, acc, rej, lost, be, rc, wait))
+    out = ["  %-14s %5s %6s %-15s %8s %8s %4s %7s %7s %9s"
+           % ("phase", "secs", "grants", "by d0/d1/d2", "accepted", "rejected", "lost",
+              "ERR", "conn", "max wait")]
+    out.append("  %-14s %5s %6s %-15s %8s %8s %4s %7s %7s %9s"
+               % ("", "", "", "", "writes", "writes", "", "BACKEND", "errors", "ms"))
+    for r in rows:
+        out.append("  %-14s %5.1f %6d %-15s %8d %8d %4d %7d %7d %9.0f" % r)
+    return "\n".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--short", action="store_true", help="the shorter run for make test")
+    ap.add_argument("--keep", action="store_true", help="keep the temp dir (logs)")
+    ap.add_argument("--seed", type=int, default=None)
+    args = ap.parse_args()
+    if args.seed is None:
+        args.seed = random.randrange(1 << 30)
+
+    _state["keep"] = args.keep
+    _state["tmp"] = tempfile.mkdtemp(prefix="dlock-chaos-")
+    atexit.register(cleanup)
+    for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(s, _on_signal)
+    signal.signal(signal.SIGALRM, _on_alarm)
+
+    c = Chaos(args)
+    print("dlockd chaos suite (%s, seed %d), dlockd %s, temp dir %s"
+          % (c.mode, args.seed, c.dlockd_bin, c.tmp), flush=True)
+    signal.alarm(c.prof["budget"])
+    fatal = None
+    daemon_stops = []
+    try:
+        try:
+            c.run()
+        except (SuiteTimeout, RuntimeError) as e:
+            fatal = str(e)
+            for wid, p in c.workers.items():      # end the workload for the analysis
+                if p.poll() is None:
+                    p.send_signal(signal.SIGCONT)
+                    c.kill_worker(wid)
+        signal.alarm(0)
+        if c.store is not None:
+            for i, p in enumerate(c.daemons):
+                if p is None:
+                    daemon_stops.append((i, False, "never started"))
+            if all(p is not None for p in c.daemons):
+                daemon_stops = c.stop_daemons()
+            for i, alive, rc in daemon_stops:
+                if not alive or rc != 0:
+                    print("--- dlockd%d.log (tail)\n%s" % (i, log_tail("dlockd%d.log" % i, 30)))
+            analyse(c, daemon_stops)
+        if fatal:
+            c.check("the suite ran to its end", False, fatal)
+        print()
+        print("summary (%s run, %.1f s, seed %d)" % (c.mode, time.monotonic() - c.t_start,
+                                                     args.seed))
+        if c.store is not None:
+            print(phase_table(c))
+        print("invariants:")
+        for name, ok, detail in c.checks:
+            print("  %s %s\n      %s" % ("PASS" if ok else "FAIL", name, detail))
+        passed = sum(1 for _, ok, _ in c.checks if ok)
+        failed = len(c.checks) - passed
+        if failed and not args.keep:
+            _state["keep"] = True      # logs are needed to look at a failure
+        if _state["keep"] and c.store is not None:
+            dump_events(c)
+        cleanup()
+        print("%d passed, %d failed" % (passed, failed), flush=True)
+        return 0 if failed == 0 and c.checks else 1
+    finally:
+        signal.alarm(0)
+        cleanup()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
