@@ -59,7 +59,8 @@ static const char script_acquire[] = LUA_ACQUIRE;
 
 /* KEYS[1] lock hash, KEYS[2] channel; ARGV[1] owner, ARGV[2] '1' to release
  * all holds (delete and publish '0', as Redisson's unlock does) or '0' to
- * drop one hold without ever deleting. Returns holds left, -1 if not held. */
+ * drop one hold without ever deleting. Returns holds left, -1 if not held,
+ * or {0, subscribers that got the release message}. */
 #define LUA_RELEASE \
     "local n = redis.call('hget', KEYS[1], ARGV[1])\n" \
     "if not n then return -1 end\n" \
@@ -68,8 +69,7 @@ static const char script_acquire[] = LUA_ACQUIRE;
     "  return tonumber(n)\n" \
     "end\n" \
     "redis.call('del', KEYS[1])\n" \
-    "redis.call('publish', KEYS[2], '0')\n" \
-    "return 0\n"
+    "return {0, redis.call('publish', KEYS[2], '0')}\n"
 static const char script_release[] = LUA_RELEASE;
 
 /* KEYS: lock hash and forced marker per lock; ARGV[1] lease ms, then one
@@ -385,8 +385,9 @@ static void deliver_ops(cmd_t *cmd, const char *str, size_t len) {
             res.status = BACKEND_FAILED;
             res.error = err;
         } else if (op->op == OP_RELEASE) {
-            get_ll(p, eol, &v);
+            const char *q = get_ll(p, eol, &v);
             res.holds = v;
+            if (q < eol && *q == ':') get_ll(q + 1, eol, &res.receivers);
         } else {
             const char *q = get_ll(p, eol, &a);
             if (q < eol && *q == ':') get_ll(q + 1, eol, &v);
@@ -417,6 +418,12 @@ static void deliver(cmd_t *cmd, redisReply *r) {
         else goto bad;
         break;
     case OP_RELEASE:
+        if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 && is_int(r->element[0]) &&
+            is_int(r->element[1])) {
+            res.holds = r->element[0]->integer;
+            res.receivers = r->element[1]->integer;
+            break;
+        }
         if (!is_int(r)) goto bad;
         res.holds = r->integer;
         break;

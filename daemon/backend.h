@@ -62,6 +62,7 @@ typedef struct backend_result_s {
                                   if not held; status: this owner's holds */
     long long ttl_ms;          /* acquire: TAKEN; status: -2 free, -1 no expiry */
     long long removed;         /* force: 1 or 0 */
+    long long receivers;       /* release: subscribers the release message reached */
     const uint8_t *renewed;    /* renew: one backend_renewal_t per item */
     size_t count;              /* renew: items */
 } backend_result_t;

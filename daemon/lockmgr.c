@@ -49,7 +49,9 @@ struct lock_s {
     wait_t *attempt;           /* the wait whose acquire is in flight */
     int wake;                  /* a wake-up came during the attempt */
     int subscribed;
-    timers_entry_t retry;      /* the holder's lease ends: try again */
+    timers_entry_t retry;      /* the holder's lease ends, or a yield ends: try again */
+    int remote_interest;       /* our last release woke other daemons' waiters */
+    int yielding;              /* local hand-off held back for them */
 
     int busy;                  /* backend calls in flight that name this lock */
     size_t len;
@@ -331,6 +333,11 @@ static void release_send(release_t *r);
 static void on_release_reply(void *data, const backend_result_t *res) {
     release_t *r = data;
     lockmgr_t *m = r->mgr;
+    if (res->status == BACKEND_OK) {
+        /* More listeners than our own subscription: waiters elsewhere. */
+        lock_t *l = lock_find(m, r->name, r->len);
+        if (l != NULL) l->remote_interest = res->receivers > (l->subscribed ? 1 : 0);
+    }
     if (res->status == BACKEND_OK || res->status == BACKEND_FAILED || m->stopping ||
         timers_now(m->timers) >= r->give_up_at) {
         if (res->status == BACKEND_FAILED)
@@ -389,12 +396,23 @@ static void forget_releases(lockmgr_t *m, const char *name, size_t len, uint64_t
 
 /* Local release: the next waiter may go at once; the Redis release goes
  * first on the same connection, so the next acquire sees it done. */
+static void on_retry(timers_entry_t *t);
+
 static void release_local(lock_t *l) {
     lockmgr_t *m = l->mgr;
     uint64_t owner = l->holder->id;
     uint32_t lease = l->lease_ms;
     drop_hold(l);
     release_all(m, l->name, l->len, owner, lease);
+    if (l->remote_interest && l->head != NULL) {
+        /* Handing the lock straight to the next local waiter keeps it
+         * taken in Redis, and waiters of other daemons, woken by our last
+         * release, would never get it. Leave it free for a moment. */
+        l->remote_interest = 0;
+        l->yielding = 1;
+        timers_start(m->timers, &l->retry, LOCKMGR_YIELD_MS, on_retry);
+        return;
+    }
     kick(l);
 }
 
@@ -416,6 +434,7 @@ static void wait_unlink(wait_t *w) {
 static void queue_idle(lock_t *l) {
     if (l->head != NULL) return;
     timers_stop(l->mgr->timers, &l->retry);
+    l->yielding = 0;
     if (l->subscribed) {
         l->subscribed = 0;
         backend_unsubscribe(l->mgr->backend, l->name, l->len);
@@ -468,7 +487,8 @@ static void attempt(lock_t *l) {
 
 /* Lets the head try if nothing stands in its way locally. */
 static void kick(lock_t *l) {
-    if (l->head == NULL || l->attempt != NULL || l->holder != NULL || l->mgr->stopping)
+    if (l->head == NULL || l->attempt != NULL || l->holder != NULL || l->mgr->stopping ||
+        l->yielding)
         return;
     /* While Redis is away, queued requests keep waiting; they try again
      * when it is back (on_backend_state). */
@@ -478,6 +498,7 @@ static void kick(lock_t *l) {
 
 static void on_retry(timers_entry_t *t) {
     lock_t *l = container_of(t, lock_t, retry);
+    l->yielding = 0;
     kick(l);
     lock_maybe_free(l);
 }

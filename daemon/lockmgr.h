@@ -40,6 +40,9 @@ struct lock_owner_s {
  * its lease could run out, counted from the last renewal Redis confirmed:
  * lease_ms / LOCKMGR_LOSS_MARGIN_DIV. */
 #define LOCKMGR_LOSS_MARGIN_DIV 10
+/* When a release of ours woke waiters of other daemons, the next hand-off
+ * to a local waiter waits this long, so that they get their turn. */
+#define LOCKMGR_YIELD_MS 2
 /* A waiter retries this often when the holder's key has no expiry. */
 #define LOCKMGR_NO_TTL_RETRY_MS 1000
 

@@ -3,6 +3,7 @@
  * SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -796,6 +797,67 @@ START_TEST(password_from_file_and_env_never_logged) {
 }
 END_TEST
 
+/* Three clients of one daemon keep handing a lock to each other, until
+ * told to stop by their parent closing the pipe. */
+static void churn(int d, const char *name, int stop_fd) {
+    h_conn_t *c[3];
+    for (int i = 0; i < 3; i++) {
+        c[i] = h_connect_index(d);
+        h_send(c[i], "LOCK %s\n", name);
+    }
+    for (;;) {
+        struct pollfd pfd[4];
+        for (int i = 0; i < 3; i++) pfd[i] = (struct pollfd){.fd = c[i]->fd, .events = POLLIN};
+        pfd[3] = (struct pollfd){.fd = stop_fd, .events = POLLIN};
+        if (poll(pfd, 4, 10000) <= 0 || pfd[3].revents) _exit(0);
+        for (int i = 0; i < 3; i++) {
+            if (!pfd[i].revents) continue;
+            const char *l = h_recv(c[i], 1000);
+            if (l == NULL) _exit(1);
+            if (strncmp(l, "OK ", 3) == 0 && strchr(l + 3, ' ') != NULL) /* a grant */
+                h_send(c[i], "UNLOCK %s\nLOCK %s\n", name, name);
+        }
+    }
+}
+
+START_TEST(local_handoffs_do_not_starve_other_daemons) {
+    h_redis_start();
+    int d0 = start_d(NULL), d1 = start_d(NULL);
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(p[1]);
+        churn(d0, "busy", p[0]);
+    }
+    close(p[0]);
+    h_conn_t *adm = h_connect_index(d0), *other = h_connect_index(d1);
+    /* Wait until d0's clients are really handing it around. */
+    long long end = h_now_ms() + H_WAIT_MS;
+    while (info_num(adm, "grants") < 100) {
+        ck_assert_msg(h_now_ms() < end, "the churn never started");
+        usleep(2000);
+    }
+    for (int round = 0; round < 5; round++) {
+        long long t0 = h_now_ms();
+        h_send(other, "TRYLOCK busy 3000\n");
+        const char *l = reply(other, H_WAIT_MS);
+        ck_assert_msg(l && strncmp(l, "OK ", 3) == 0,
+                      "round %d: a client of another daemon got '%s' while d0 churned", round,
+                      l ? l : "(nothing)");
+        fprintf(stderr, "other daemon's turn came after %lld ms\n", h_now_ms() - t0);
+        h_send(other, "UNLOCK busy\n");
+        reply(other, H_WAIT_MS);
+    }
+    close(p[1]);
+    waitpid(pid, NULL, 0);
+    h_close(adm);
+    h_close(other);
+    PASSED();
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("redis");
     TCase *tc = tcase_create("redis");
@@ -817,6 +879,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, busy_script_is_backend_error);
     tcase_add_test(tc, connection_killed_mid_request);
     tcase_add_test(tc, password_from_file_and_env_never_logged);
+    tcase_add_test(tc, local_handoffs_do_not_starve_other_daemons);
     suite_add_tcase(s, tc);
     return s;
 }
