@@ -556,7 +556,9 @@ int conf_load_stream(conf_t *c, FILE *f, const char *name, char *err,
 
 int conf_file_unsafe(const struct stat *st, char *err, size_t errlen, const char *path) {
     if (geteuid() != 0) return 0;
-    if (st->st_uid != 0 || (st->st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    /* Writable by root's own group is still only root's business. */
+    if (st->st_uid != 0 || (st->st_mode & S_IWOTH) != 0 ||
+        ((st->st_mode & S_IWGRP) != 0 && st->st_gid != 0)) {
         seterr(err, errlen, "%s: running as root, refusing a file that others can write "
                "(owner uid %u, mode %04o): make it root's and not group/world-writable",
                path, (unsigned)st->st_uid, (unsigned)(st->st_mode & 07777));

@@ -93,8 +93,9 @@ int conf_finish(conf_t *c, char *err, size_t errlen);
 /* Parses a redis URL into c's redis_* fields. Returns 0 or -1 with err. */
 int conf_parse_redis_url(conf_t *c, const char *url, char *err, size_t errlen);
 
-/* Running as root, a file that another user owns or that group or others
- * can write is refused: returns -1 with a message. 0 otherwise. */
+/* Running as root, a file that another user owns, that others can write, or
+ * that a group other than root's can write is refused: returns -1 with a
+ * message. 0 otherwise. */
 struct stat;
 int conf_file_unsafe(const struct stat *st, char *err, size_t errlen, const char *path);
 

@@ -32,45 +32,47 @@ typedef enum {
     SCRIPT_COUNT
 } script_id_t;
 
-/* KEYS[1] lock hash, KEYS[2] fence counter; ARGV[1] lease ms, ARGV[2] owner.
- * {0, fence} new grant, {1, holds} reentered, {2, pttl} taken. A missing
- * counter starts at Redis TIME in microseconds, so fences never go back
- * after Redis loses its data. The free case comes first, with the fewest
- * calls: it is the common one. */
+/* K1 lock hash, K2 fence counter (KEYS[1], KEYS[2]); A1 lease ms, A2 owner
+ * (ARGV[1], ARGV[2]). {0, fence} new grant, {1, holds} reentered, {2, pttl}
+ * taken. A missing counter starts at Redis TIME in microseconds, so fences
+ * never go back after Redis loses its data. The free case comes first,
+ * with the fewest calls: it is the common one. */
 #define LUA_ACQUIRE \
-    "if redis.call('exists', KEYS[1]) == 0 then\n" \
-    "  redis.call('hset', KEYS[1], ARGV[2], 1)\n" \
-    "  redis.call('pexpire', KEYS[1], ARGV[1])\n" \
-    "  local f = redis.call('incr', KEYS[2])\n" \
+    "if redis.call('exists', K1) == 0 then\n" \
+    "  redis.call('hset', K1, A2, 1)\n" \
+    "  redis.call('pexpire', K1, A1)\n" \
+    "  local f = redis.call('incr', K2)\n" \
     "  if f == 1 then\n" \
     "    local t = redis.call('time')\n" \
-    "    redis.call('set', KEYS[2], t[1] .. string.format('%06d', tonumber(t[2])))\n" \
-    "    f = redis.call('incr', KEYS[2])\n" \
+    "    redis.call('set', K2, t[1] .. string.format('%06d', tonumber(t[2])))\n" \
+    "    f = redis.call('incr', K2)\n" \
     "  end\n" \
     "  return {0, f}\n" \
     "end\n" \
-    "if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then\n" \
-    "  local n = redis.call('hincrby', KEYS[1], ARGV[2], 1)\n" \
-    "  redis.call('pexpire', KEYS[1], ARGV[1])\n" \
+    "if redis.call('hexists', K1, A2) == 1 then\n" \
+    "  local n = redis.call('hincrby', K1, A2, 1)\n" \
+    "  redis.call('pexpire', K1, A1)\n" \
     "  return {1, n}\n" \
     "end\n" \
-    "return {2, redis.call('pttl', KEYS[1])}\n"
-static const char script_acquire[] = LUA_ACQUIRE;
+    "return {2, redis.call('pttl', K1)}\n"
+static const char script_acquire[] =
+    "local K1, K2, A1, A2 = KEYS[1], KEYS[2], ARGV[1], ARGV[2]\n" LUA_ACQUIRE;
 
-/* KEYS[1] lock hash, KEYS[2] channel; ARGV[1] owner, ARGV[2] '1' to release
+/* K1 lock hash, K2 channel; A1 owner, A2 '1' to release
  * all holds (delete and publish '0', as Redisson's unlock does) or '0' to
  * drop one hold without ever deleting. Returns holds left, -1 if not held,
  * or {0, subscribers that got the release message}. */
 #define LUA_RELEASE \
-    "local n = redis.call('hget', KEYS[1], ARGV[1])\n" \
+    "local n = redis.call('hget', K1, A1)\n" \
     "if not n then return -1 end\n" \
-    "if ARGV[2] == '0' then\n" \
-    "  if tonumber(n) > 1 then return redis.call('hincrby', KEYS[1], ARGV[1], -1) end\n" \
+    "if A2 == '0' then\n" \
+    "  if tonumber(n) > 1 then return redis.call('hincrby', K1, A1, -1) end\n" \
     "  return tonumber(n)\n" \
     "end\n" \
-    "redis.call('del', KEYS[1])\n" \
-    "return {0, redis.call('publish', KEYS[2], '0')}\n"
-static const char script_release[] = LUA_RELEASE;
+    "redis.call('del', K1)\n" \
+    "return {0, redis.call('publish', K2, '0')}\n"
+static const char script_release[] =
+    "local K1, K2, A1, A2 = KEYS[1], KEYS[2], ARGV[1], ARGV[2]\n" LUA_RELEASE;
 
 /* KEYS: lock hash and forced marker per lock; ARGV[1] lease ms, then one
  * owner per lock. Returns one character per lock: '1' renewed, '0' gone,
@@ -110,24 +112,23 @@ static const char script_force[] =
     "redis.call('publish', KEYS[2], '0')\n"
     "return 1\n";
 
-/* Many acquires and releases in one call: the same two scripts, run as
- * functions (their KEYS and ARGV are the functions' parameters), one after
+/* Many acquires and releases in one call: the same two script bodies, run
+ * as functions (K1, K2, A1, A2 are their parameters), one after
  * the other in the order they were asked for. KEYS: two per operation (the
  * lock and its token or channel); ARGV: three per operation ('a' with lease
  * and owner, or 'r' with owner and '1'/'0'). One line per operation comes
  * back: "0:<fence>", "1:<holds>", "2:<pttl>", a release's "<holds left>",
  * or "E<error>" when that operation failed (the others still run). */
 static const char script_ops[] =
-    "local acquire = function(KEYS, ARGV)\n" LUA_ACQUIRE "end\n"
-    "local release = function(KEYS, ARGV)\n" LUA_RELEASE "end\n"
+    "local acquire = function(K1, K2, A1, A2)\n" LUA_ACQUIRE "end\n"
+    "local release = function(K1, K2, A1, A2)\n" LUA_RELEASE "end\n"
     "local out = {}\n"
     "for i = 1, #KEYS / 2 do\n"
-    "  local keys = {KEYS[2 * i - 1], KEYS[2 * i]}\n"
     "  local ok, r\n"
     "  if ARGV[3 * i - 2] == 'a' then\n"
-    "    ok, r = pcall(acquire, keys, {ARGV[3 * i - 1], ARGV[3 * i]})\n"
+    "    ok, r = pcall(acquire, KEYS[2 * i - 1], KEYS[2 * i], ARGV[3 * i - 1], ARGV[3 * i])\n"
     "  else\n"
-    "    ok, r = pcall(release, keys, {ARGV[3 * i], ARGV[3 * i - 1]})\n"
+    "    ok, r = pcall(release, KEYS[2 * i - 1], KEYS[2 * i], ARGV[3 * i], ARGV[3 * i - 1])\n"
     "  end\n"
     "  if not ok then\n"
     "    out[i] = 'E' .. tostring(type(r) == 'table' and r.err or r)\n"

@@ -229,7 +229,8 @@ redis_version=$(rcli INFO server | awk -F: '/^redis_version/ { sub(/\r/, "", $2)
 # ---- 1. Redis ceiling ---------------------------------------------------------
 
 say "== 1/6 Redis ceiling: dlockd's acquire script under redis-benchmark"
-awk '/^#define LUA_ACQUIRE \\$/ { on = 1; next }
+awk 'BEGIN { printf "local K1, K2, A1, A2 = KEYS[1], KEYS[2], ARGV[1], ARGV[2]\n" }
+     /^#define LUA_ACQUIRE \\$/ { on = 1; next }
      on {
          line = $0; s = index(line, "\""); e = match(line, /"[ \t]*\\?[ \t]*$/)
          body = substr(line, s + 1, e - s - 1)

@@ -636,6 +636,12 @@ START_TEST(test_root_refuses_writable_files) {
     ck_assert_msg(strstr(err, "others can write") != NULL, "%s", err);
     ck_assert_int_eq(chmod(path, 0644), 0);
     ck_assert_int_eq(conf_load(&c, path, err, sizeof(err)), 0);
+    ck_assert_int_eq(chown(path, 0, 0), 0);
+    ck_assert_int_eq(chmod(path, 0664), 0); /* root's group may write: fine */
+    ck_assert_int_eq(conf_load(&c, path, err, sizeof(err)), 0);
+    ck_assert_int_eq(chown(path, 0, 4242), 0);
+    ck_assert_int_eq(conf_load(&c, path, err, sizeof(err)), -1);
+    ck_assert_int_eq(chmod(path, 0644), 0);
     ck_assert_int_eq(chown(path, 65534, 0), 0);
     ck_assert_int_eq(conf_load(&c, path, err, sizeof(err)), -1);
 }
