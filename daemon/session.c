@@ -182,6 +182,43 @@ static void send_info(session_t *s) {
     if (n > 0) send_line(s, line, (size_t)n);
 }
 
+/* CLIENTS: who is connected, with peer credentials, for admins only. One
+ * line: "OK clients=N shown=M" and then one id:pid:uid:gid:locks:waiting
+ * entry per client, newest first, at most SESSION_CLIENTS_SHOWN. */
+static void send_clients(session_t *s) {
+    sessions_t *ss = s->ss;
+    if (s->uid != 0 && !conf_is_admin(ss->conf, s->uid)) {
+        log_warn("client %llu (uid %u) denied CLIENTS", (unsigned long long)s->owner.id,
+                 (unsigned)s->uid);
+        send_error(s, PROTO_ERR_DENIED, "CLIENTS needs uid 0 or one in admin_uids");
+        return;
+    }
+    size_t cap = 64 + (size_t)SESSION_CLIENTS_SHOWN * 80;
+    char *line = malloc(cap);
+    if (line == NULL) {
+        send_error(s, PROTO_ERR_LIMIT, "out of memory");
+        return;
+    }
+    size_t shown = 0;
+    for (session_t *c = ss->all; c != NULL && shown < SESSION_CLIENTS_SHOWN; c = c->next)
+        shown++;
+    int n = snprintf(line, cap, "OK clients=%llu shown=%zu",
+                     (unsigned long long)ss->stats.connections, shown);
+    size_t len = (size_t)n;
+    shown = 0;
+    for (session_t *c = ss->all; c != NULL && shown < SESSION_CLIENTS_SHOWN; c = c->next) {
+        n = snprintf(line + len, cap - len, " %llu:%d:%u:%u:%zu:%d",
+                     (unsigned long long)c->owner.id, (int)c->pid, (unsigned)c->uid,
+                     (unsigned)c->gid, c->owner.held_count, c->owner.pending != NULL);
+        if (n < 0 || (size_t)n >= cap - len - 2) break;
+        len += (size_t)n;
+        shown++;
+    }
+    line[len++] = '\n';
+    send_line(s, line, len);
+    free(line);
+}
+
 /* The lock manager's answer to the request in flight. */
 static void on_lock_reply(lock_owner_t *owner, const char *line, size_t len) {
     session_t *s = owner->data;
@@ -223,6 +260,9 @@ static void dispatch(session_t *s, const proto_request_t *req) {
         return;
     case PROTO_CMD_INFO:
         send_info(s);
+        return;
+    case PROTO_CMD_CLIENTS:
+        send_clients(s);
         return;
     default:
         s->state = SESSION_WAITING;

@@ -14,6 +14,8 @@
 /* How often a session that stopped reading while a request waits (after a
  * half-close, or with a full input buffer) is checked for a gone peer. */
 #define SESSION_HANGUP_CHECK_MS 100
+/* Clients described in one CLIENTS reply (the count covers all of them). */
+#define SESSION_CLIENTS_SHOWN 200
 /* Shared read buffer handed to libuv; every read is consumed at once. */
 #define SESSION_READ_CHUNK (64 * 1024)
 

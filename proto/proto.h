@@ -27,6 +27,7 @@
     XX(STATUS, "STATUS", 1, 1, "STATUS <name>")                              \
     XX(FORCEUNLOCK, "FORCEUNLOCK", 1, 1, "FORCEUNLOCK <name>")               \
     XX(INFO, "INFO", 0, 0, "INFO")                                           \
+    XX(CLIENTS, "CLIENTS", 0, 0, "CLIENTS")                                  \
     XX(QUIT, "QUIT", 0, 0, "QUIT")
 
 typedef enum {

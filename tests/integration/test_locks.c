@@ -385,31 +385,7 @@ START_TEST(forceunlock_and_denied) {
 
     /* A peer that is neither root nor in admin_uids is refused. */
     int d2 = h_dlockd_start("[server]\nadmin_uids = 4242\nsocket_mode = 0666\n");
-    int p[2];
-    ck_assert_int_eq(pipe(p), 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        char line[256] = "no reply", parent[256];
-        /* Let the unprivileged child reach the socket through the test dirs. */
-        snprintf(parent, sizeof(parent), "%s", h_dir());
-        *strrchr(parent, '/') = '\0';
-        if (chmod(h_dir(), 0711) != 0 || chmod(parent, 0711) != 0) _exit(1);
-        if (setgid(65534) == 0 && setuid(65534) == 0) {
-            h_conn_t *u = h_connect_index(d2);
-            h_send(u, "FORCEUNLOCK f\n");
-            const char *r = h_recv(u, H_WAIT_MS);
-            snprintf(line, sizeof(line), "%s", r ? r : "no reply");
-        }
-        if (write(p[1], line, strlen(line)) < 0) _exit(1);
-        _exit(0);
-    }
-    close(p[1]);
-    char got[256];
-    ssize_t n = read(p[0], got, sizeof(got) - 1);
-    close(p[0]);
-    waitpid(pid, NULL, 0);
-    got[n > 0 ? n : 0] = '\0';
+    const char *got = h_request_as(d2, 65534, "FORCEUNLOCK f");
     ck_assert_msg(strncmp(got, "ERR DENIED ", 11) == 0, "uid 65534 got '%s'", got);
     h_send(w, "STATUS f\n");
     H_EXPECT_PREFIX(w, "OK MINE 1 ");

@@ -209,6 +209,30 @@ START_TEST(sigterm_exits_zero) {
 }
 END_TEST
 
+START_TEST(clients_for_admins_only) {
+    int d = h_dlockd_start("[server]\nsocket_mode = 0666\nadmin_uids = 4242\n");
+    h_conn_t *a = h_connect_index(d), *b = h_connect_index(d);
+    /* The harness's readiness check may still be counted for a moment. */
+    const char *l;
+    long long end = h_now_ms() + H_WAIT_MS;
+    for (;;) {
+        h_send(a, "CLIENTS\n");
+        l = h_recv(a, H_WAIT_MS);
+        ck_assert_ptr_nonnull(l);
+        if (strncmp(l, "OK clients=2 shown=2 ", 21) == 0) break;
+        ck_assert_msg(h_now_ms() < end, "%s", l);
+        usleep(2000);
+    }
+    char me[64];
+    snprintf(me, sizeof(me), ":%d:0:0:0:", (int)getpid());
+    ck_assert_msg(strstr(l, me) != NULL, "'%s' lacks this process (%s)", l, me);
+    const char *r = h_request_as(d, 65534, "CLIENTS");
+    ck_assert_msg(strncmp(r, "ERR DENIED ", 11) == 0, "uid 65534 got '%s'", r);
+    h_close(b);
+    h_close(a);
+}
+END_TEST
+
 START_TEST(socket_mode_applied) {
     int d = h_dlockd_start("[server]\nsocket_mode = 0600\n");
     struct stat st;
@@ -293,6 +317,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, lock_without_redis_is_backend_error);
     tcase_add_test(tc, sigterm_exits_zero);
     tcase_add_test(tc, socket_mode_applied);
+    tcase_add_test(tc, clients_for_admins_only);
     tcase_add_test(tc, stale_socket_removed_live_refused);
     tcase_add_test(tc, config_test_mode);
     suite_add_tcase(s, tc);

@@ -385,6 +385,36 @@ int h_dlockd_stop(int index, int sig) {
     return status;
 }
 
+const char *h_request_as(int index, uid_t uid, const char *request) {
+    static char got[H_LINE_MAX];
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        char line[H_LINE_MAX] = "no reply";
+        /* Let the unprivileged child reach the socket through the test dirs. */
+        if (chmod(test_dir, 0711) != 0 || chmod(run_dir, 0711) != 0) _exit(1);
+        if (setgid((gid_t)uid) == 0 && setuid(uid) == 0) {
+            h_conn_t *c = h_connect_index(index);
+            h_send(c, "%s\n", request);
+            const char *r = h_recv(c, H_WAIT_MS);
+            snprintf(line, sizeof(line), "%s", r ? r : "no reply");
+        }
+        if (write(p[1], line, strlen(line)) < 0) _exit(1);
+        _exit(0);
+    }
+    close(p[1]);
+    size_t len = 0;
+    ssize_t n;
+    while (len < sizeof(got) - 1 && (n = read(p[0], got + len, sizeof(got) - 1 - len)) > 0)
+        len += (size_t)n;
+    close(p[0]);
+    waitpid(pid, NULL, 0);
+    got[len] = '\0';
+    return got;
+}
+
 h_conn_t *h_connect(const char *sock) {
     h_conn_t *c = calloc(1, sizeof(*c));
     ck_assert_ptr_nonnull(c);

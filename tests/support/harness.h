@@ -74,6 +74,11 @@ const char *h_recv(h_conn_t *c, int timeout_ms);
 int h_eof(h_conn_t *c, int timeout_ms);
 void h_close(h_conn_t *c);
 
+/* Sends one request line to dlockd index as user uid (from a child that
+ * drops root) and returns the reply line (static buffer). The socket must
+ * let that user connect (socket_mode 0666). */
+const char *h_request_as(int index, uid_t uid, const char *request);
+
 /* Monotonic milliseconds and microseconds. */
 long long h_now_ms(void);
 long long h_now_us(void);

@@ -144,6 +144,7 @@ static const struct {
     {"STATUS ~!", PROTO_CMD_STATUS, "~!", 0, 0},
     {"FORCEUNLOCK x", PROTO_CMD_FORCEUNLOCK, "x", 0, 0},
     {"INFO", PROTO_CMD_INFO, "", 0, 0},
+    {"CLIENTS", PROTO_CMD_CLIENTS, "", 0, 0},
     {"QUIT", PROTO_CMD_QUIT, "", 0, 0},
 };
 
@@ -1209,6 +1210,7 @@ START_TEST(test_cmd_names_and_usages) {
         {PROTO_CMD_STATUS, "STATUS", "STATUS <name>"},
         {PROTO_CMD_FORCEUNLOCK, "FORCEUNLOCK", "FORCEUNLOCK <name>"},
         {PROTO_CMD_INFO, "INFO", "INFO"},
+        {PROTO_CMD_CLIENTS, "CLIENTS", "CLIENTS"},
         {PROTO_CMD_QUIT, "QUIT", "QUIT"},
     };
     ck_assert_int_eq(ARRAY_LEN(want), PROTO_CMD_COUNT - 1);
