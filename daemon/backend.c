@@ -341,16 +341,6 @@ static void fail(cmd_t *cmd, backend_status_t status, const char *error) {
     if (cmd->cb) cmd->cb(cmd->data, &res);
 }
 
-static const char *status_text(backend_status_t st) {
-    switch (st) {
-    case BACKEND_OK: return "ok";
-    case BACKEND_DOWN: return "redis not connected";  /* see backend_down_reason() */
-    case BACKEND_TIMEOUT: return "redis did not answer in time";
-    case BACKEND_FAILED: return "redis failed";
-    }
-    return "?";
-}
-
 static int is_int(const redisReply *r) {
     return r != NULL && r->type == REDIS_REPLY_INTEGER;
 }
@@ -508,13 +498,13 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata);
 static void submit_with(conn_t *c, cmd_t *cmd, redisCallbackFn *fn) {
     cmd->conn = c;
     if (c->ac == NULL || (c->state != CONN_UP && cmd->op != OP_HANDSHAKE)) {
-        fail(cmd, BACKEND_DOWN, status_text(BACKEND_DOWN));
+        fail(cmd, BACKEND_DOWN, backend_down_reason(c->b));
         free_cmd(cmd);
         return;
     }
     if (redisAsyncFormattedCommand(c->ac, fn, cmd, cmd->formatted,
                                    (size_t)cmd->formatted_len) != REDIS_OK) {
-        fail(cmd, BACKEND_DOWN, c->ac->errstr[0] ? c->ac->errstr : status_text(BACKEND_DOWN));
+        fail(cmd, BACKEND_DOWN, c->ac->errstr[0] ? c->ac->errstr : backend_down_reason(c->b));
         free_cmd(cmd);
         return;
     }
@@ -1109,10 +1099,6 @@ const char *backend_down_reason(backend_t *b) {
     if (b->down_reason[0] == '\0') return "redis not connected yet";
     snprintf(text, sizeof(text), "redis not connected: %s", b->down_reason);
     return text;
-}
-
-const char *backend_target(const backend_t *b) {
-    return b->target;
 }
 
 void backend_acquire(backend_t *b, const char *name, size_t len, uint64_t owner,

@@ -36,8 +36,8 @@ typedef struct backend_s backend_t;
 
 typedef enum {
     BACKEND_OK = 0,
-    BACKEND_DOWN,      /* not connected, or the connection broke */
-    BACKEND_TIMEOUT,   /* no answer within command_timeout_ms */
+    BACKEND_DOWN,      /* not connected, the connection broke, or no answer within
+                          command_timeout_ms (the connection is dropped then) */
     BACKEND_FAILED     /* Redis answered with an error (message in error) */
 } backend_status_t;
 
@@ -96,9 +96,7 @@ const char *backend_uuid(const backend_t *b);
 /* Why Redis is not connected, with Redis's own message when it gave one
  * (e.g. WRONGPASS); a static buffer, valid until the next call. */
 const char *backend_down_reason(backend_t *b);
-/* Where Redis is, for logs: host and port or socket, and db; never the
- * credentials. */
-const char *backend_target(const backend_t *b);
+
 
 void backend_acquire(backend_t *b, const char *name, size_t len, uint64_t owner,
                      uint32_t lease_ms, backend_cb cb, void *data);

@@ -968,7 +968,6 @@ static void arm_loss(lockmgr_t *m) {
 
 static void on_backend_state(void *data, int up) {
     lockmgr_t *m = data;
-    m->stats.backend_up = up;
     if (!up) return;
     /* Releases first, so that the acquires below see them done. */
     release_t *r = m->retry_head;
