@@ -5,9 +5,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include "tests/support/harness.h"
@@ -165,6 +169,105 @@ START_TEST(idle_connections_cost_bounded_memory) {
 }
 END_TEST
 
+/* Pipelines this many PINGs behind a waiting LOCK: 5 bytes each, well past
+ * the 64 KiB (SESSION_INBUF_MAX) after which the daemon stops reading. */
+#define PIPELINED_PINGS 20000
+
+static long long info_num(h_conn_t *c, const char *key) {
+    h_send(c, "INFO\n");
+    const char *l = h_recv(c, H_WAIT_MS);
+    ck_assert_ptr_nonnull(l);
+    char pat[64];
+    snprintf(pat, sizeof(pat), " %s=", key);
+    const char *p = strstr(l, pat);
+    return p ? atoll(p + strlen(pat)) : -1;
+}
+
+static void await_waiters(h_conn_t *adm, long long want) {
+    long long end = h_now_ms() + H_WAIT_MS;
+    while (info_num(adm, "waiters") != want) {
+        ck_assert_msg(h_now_ms() < end, "never saw %lld waiters", want);
+        usleep(2000);
+    }
+}
+
+/* Writes PIPELINED_PINGS PINGs from a child, since the daemon stops
+ * reading and the socket fills; returns the child's pid. */
+static pid_t write_pings(int fd) {
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        static char buf[PIPELINED_PINGS * 5];
+        for (size_t i = 0; i < sizeof(buf); i += 5) memcpy(buf + i, "PING\n", 5);
+        size_t off = 0;
+        while (off < sizeof(buf)) {
+            ssize_t n = send(fd, buf + off, sizeof(buf) - off, MSG_NOSIGNAL);
+            if (n <= 0) _exit(1);
+            off += (size_t)n;
+        }
+        _exit(0);
+    }
+    return pid;
+}
+
+START_TEST(input_behind_a_wait_is_kept_in_order) {
+    h_redis_start();
+    int d = h_dlockd_start(NULL);
+    h_conn_t *holder = h_connect_index(d), *w = h_connect_index(d), *adm = h_connect_index(d);
+    h_send(holder, "LOCK x\n");
+    ck_assert_msg(strncmp(h_recv(holder, H_WAIT_MS), "OK ", 3) == 0, "no grant");
+    h_send(w, "LOCK x\n");
+    await_waiters(adm, 1);
+    pid_t writer = write_pings(w->fd);
+    /* The daemon pauses reading past its input limit; the writer blocks. */
+    h_send(holder, "UNLOCK x\n");
+    const char *l = h_recv(w, H_WAIT_MS);
+    ck_assert_msg(l && strncmp(l, "OK ", 3) == 0, "waiter got '%s'", l ? l : "");
+    for (int i = 0; i < PIPELINED_PINGS; i++) {
+        l = h_recv(w, H_WAIT_MS);
+        ck_assert_msg(l && strcmp(l, "OK PONG") == 0, "PING %d answered '%s'", i, l ? l : "");
+    }
+    int status;
+    waitpid(writer, &status, 0);
+    ck_assert_int_eq(WEXITSTATUS(status), 0);
+    h_close(w);
+    h_close(holder);
+    h_close(adm);
+}
+END_TEST
+
+START_TEST(gone_while_not_read_is_noticed) {
+    h_redis_start();
+    int d = h_dlockd_start(NULL);
+    h_conn_t *holder = h_connect_index(d), *w = h_connect_index(d), *adm = h_connect_index(d);
+    h_send(holder, "LOCK x\n");
+    ck_assert_msg(strncmp(h_recv(holder, H_WAIT_MS), "OK ", 3) == 0, "no grant");
+    h_send(w, "LOCK mine\nLOCK x\n");
+    ck_assert_msg(strncmp(h_recv(w, H_WAIT_MS), "OK ", 3) == 0, "no grant of mine");
+    await_waiters(adm, 1);
+    pid_t writer = write_pings(w->fd);
+    /* Wait until the daemon has stopped reading: our send queue fills. */
+    long long end = h_now_ms() + H_WAIT_MS;
+    for (;;) {
+        int queued = 0;
+        ck_assert_int_eq(ioctl(w->fd, SIOCOUTQ, &queued), 0);
+        if (queued >= 32768) break;
+        ck_assert_msg(h_now_ms() < end, "the daemon kept reading (%d bytes queued)", queued);
+        usleep(2000);
+    }
+    kill(writer, SIGKILL);
+    waitpid(writer, NULL, 0);
+    h_close(w);
+    /* Its wait ends and its lock goes, though nothing is read from it. */
+    await_waiters(adm, 0);
+    h_send(adm, "TRYLOCK mine 5000\n");
+    const char *l = h_recv(adm, H_WAIT_MS);
+    ck_assert_msg(l && strncmp(l, "OK ", 3) == 0, "mine still held: '%s'", l ? l : "");
+    h_close(holder);
+    h_close(adm);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("limits");
     TCase *tc = tcase_create("limits");
@@ -173,6 +276,8 @@ static Suite *suite(void) {
     tcase_add_test(tc, out_of_descriptors_does_not_spin);
     tcase_add_test(tc, slow_sender_holds_nobody_up);
     tcase_add_test(tc, idle_connections_cost_bounded_memory);
+    tcase_add_test(tc, input_behind_a_wait_is_kept_in_order);
+    tcase_add_test(tc, gone_while_not_read_is_noticed);
     suite_add_tcase(s, tc);
     return s;
 }
