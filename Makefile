@@ -14,10 +14,14 @@ VERSION   := 0.1.0
 
 CC        ?= cc
 CFLAGS    ?= -O2 -g
+CPPFLAGS  ?=
+LDFLAGS   ?=
 BUILD     ?= build
-WARN      := -std=c11 -Wall -Wextra -Werror
+WERROR    ?= -Werror
+WARN      := -std=c11 -Wall -Wextra $(WERROR) -Wshadow -Wstrict-prototypes \
+             -Wmissing-prototypes -Wformat=2 -Wcast-qual
 DEFS      := -D_GNU_SOURCE -DDLOCKD_VERSION='"$(VERSION)"'
-PKGS      := libuv hiredis uuid inih libsystemd
+PKGS      := libuv hiredis uuid inih libsystemd openssl
 
 # Recursive (=) so that pkg-config runs when a recipe runs, after `make deps`.
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -25,7 +29,7 @@ PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null)
 
-ALL_CFLAGS = $(WARN) $(DEFS) -I. $(CFLAGS) $(PKG_CFLAGS)
+ALL_CFLAGS = $(WARN) $(DEFS) -I. $(CPPFLAGS) $(CFLAGS) $(PKG_CFLAGS)
 
 # `make V=1` shows the full commands.
 ifeq ($(V),1)
@@ -38,7 +42,7 @@ endif
 
 PROTO_SRC  := proto/proto.c
 CONF_SRC   := conf/conf.c
-DAEMON_SRC := $(wildcard daemon/*.c)
+DAEMON_SRC := $(wildcard daemon/*.c daemon/*/*.c)
 LIB_SRC    := $(PROTO_SRC) $(CONF_SRC)
 CLIENT_SRC := clients/c/dlock.c
 CLI_SRC    := clients/cli/dlock.c
@@ -65,7 +69,7 @@ $(BUILD)/obj/%.o: %.c
 
 $(BUILD)/dlockd: $(call obj,$(DAEMON_SRC) $(LIB_SRC))
 	$(call say,LD,$@)
-	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(PKG_LIBS) $(LDFLAGS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 # libdlock, static and shared (its objects are position-independent), and
 # the dlock command built on it.
@@ -82,24 +86,24 @@ $(BUILD)/libdlock.so: $(call obj,$(CLIENT_SRC))
 
 $(BUILD)/dlock: $(call obj,$(CLI_SRC)) $(BUILD)/libdlock.a
 	$(call say,LD,$@)
-	$(Q)$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDFLAGS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^
 
 # Unit tests link the pure modules they test, nothing else.
 $(BUILD)/tests/test_proto: $(call obj,tests/unit/test_proto.c $(PROTO_SRC))
 $(BUILD)/tests/test_conf: $(call obj,tests/unit/test_conf.c $(CONF_SRC))
-$(BUILD)/tests/test_hmap: $(call obj,tests/unit/test_hmap.c daemon/hmap.c)
-$(BUILD)/tests/test_heap: $(call obj,tests/unit/test_heap.c daemon/heap.c)
+$(BUILD)/tests/test_hmap: $(call obj,tests/unit/test_hmap.c daemon/util/hmap.c)
+$(BUILD)/tests/test_heap: $(call obj,tests/unit/test_heap.c daemon/util/heap.c)
 
 $(UNIT_TESTS):
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -o $@ $^ $(PKG_LIBS) $(CHECK_LIBS) $(LDFLAGS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(CHECK_LIBS)
 
 # Integration tests drive the real binaries through tests/support.
 $(BUILD)/itests/test_%: $(BUILD)/obj/tests/integration/test_%.o $(call obj,$(SUPPORT_SRC) $(PROTO_SRC))
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -o $@ $^ $(PKG_LIBS) $(CHECK_LIBS) $(LDFLAGS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(CHECK_LIBS)
 
 $(BUILD)/obj/tests/%.o: ALL_CFLAGS += $(CHECK_CFLAGS)
 
@@ -109,9 +113,9 @@ $(BUILD)/itests/test_libdlock: $(BUILD)/libdlock.a
 # Debian packages and what proves each is there.
 DEPS_CMDS := cc:build-essential pkg-config:pkg-config redis-server:redis-server \
              redis-cli:redis-tools socat:socat python3:python3 valgrind:valgrind \
-             clang:clang
+             clang:clang openssl:openssl
 DEPS_PKGS := libuv:libuv1-dev hiredis:libhiredis-dev uuid:uuid-dev inih:libinih-dev \
-             check:check libsystemd:libsystemd-dev
+             check:check libsystemd:libsystemd-dev openssl:libssl-dev
 
 deps:
 	@missing=""; \

@@ -12,9 +12,9 @@
 #include <strings.h>
 #include <uuid/uuid.h>
 
-#include "hmap.h"
+#include "daemon/util/hmap.h"
 #include "log.h"
-#include "util.h"
+#include "daemon/util/util.h"
 
 /* Room for a key: prefix, name and the longest companion prefix. */
 #define KEY_MAX (CONF_PREFIX_MAX + 255 + 64)

@@ -18,7 +18,7 @@
 #include <uv.h>
 
 #include "conf/conf.h"
-#include "timers.h"
+#include "daemon/util/timers.h"
 
 /* Most locks renewed by one script call. */
 #define BACKEND_RENEW_BATCH 500

@@ -8,10 +8,10 @@
 #include <string.h>
 
 #include "backend.h"
-#include "hmap.h"
+#include "daemon/util/hmap.h"
 #include "log.h"
-#include "timers.h"
-#include "util.h"
+#include "daemon/util/timers.h"
+#include "daemon/util/util.h"
 
 typedef struct lock_s lock_t;
 typedef struct wait_s wait_t;

@@ -47,10 +47,10 @@ static void usage(FILE *out) {
         DLOCK_DEFAULT_SOCKET);
 }
 
-static int usage_error(const char *fmt, const char *arg) {
-    fprintf(stderr, "dlock: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n");
+/* Prints "dlock: <before>'<arg>'<after>" (arg quoted only when given). */
+static int usage_error(const char *before, const char *arg, const char *after) {
+    if (arg != NULL) fprintf(stderr, "dlock: %s'%s'%s\n", before, arg, after);
+    else fprintf(stderr, "dlock: %s\n", before);
     usage(stderr);
     return EXIT_USAGE;
 }
@@ -252,25 +252,25 @@ int main(int argc, char **argv) {
         case 'n': nonblock = 1; break;
         case 'w':
             if (parse_seconds(optarg, &wait_ms) != 0)
-                return usage_error("-w: '%s' is not a number of seconds", optarg);
+                return usage_error("-w: ", optarg, " is not a number of seconds");
             have_wait = 1;
             break;
         case 'E':
             if (parse_uint(optarg, 255, &conflict) != 0)
-                return usage_error("-E: '%s' is not an exit code (0-255)", optarg);
+                return usage_error("-E: ", optarg, " is not an exit code (0-255)");
             break;
         case 'l':
             if (parse_uint(optarg, 2147483647u, &lease_ms) != 0 || lease_ms == 0)
-                return usage_error("-l: '%s' is not a lease in milliseconds", optarg);
+                return usage_error("-l: ", optarg, " is not a lease in milliseconds");
             break;
         case 'k':
             if (parse_seconds(optarg, &grace_ms) != 0)
-                return usage_error("-k: '%s' is not a number of seconds", optarg);
+                return usage_error("-k: ", optarg, " is not a number of seconds");
             break;
         case OPT_STATUS:
         case OPT_FORCE:
             if (strlen(optarg) > DLOCK_NAME_MAX || strpbrk(optarg, " \t\r\n") != NULL)
-                return usage_error("'%s' is not a lock name", optarg);
+                return usage_error("", optarg, " is not a lock name");
             snprintf(query_line, sizeof(query_line), "%s %s",
                      opt == OPT_STATUS ? "STATUS" : "FORCEUNLOCK", optarg);
             break;
@@ -282,12 +282,12 @@ int main(int argc, char **argv) {
         }
     }
     if (query_line[0] != '\0') {
-        if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
+        if (optind < argc) return usage_error("unexpected argument ", argv[optind], "");
         return query(sock, query_line);
     }
-    if (nonblock && have_wait) return usage_error("%s", "-n and -w exclude each other");
+    if (nonblock && have_wait) return usage_error("-n and -w exclude each other", NULL, NULL);
     if (optind + 2 > argc)
-        return usage_error("%s", optind == argc ? "missing NAME and COMMAND" : "missing COMMAND");
+        return usage_error(optind == argc ? "missing NAME and COMMAND" : "missing COMMAND", NULL, NULL);
 
     run_t run = {.name = argv[optind]};
     int err = 0;

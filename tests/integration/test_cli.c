@@ -2,6 +2,7 @@
  * SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -38,7 +39,7 @@ static pid_t spawn_dlock(const char *const args[]) {
             dup2(fd, 2);
         }
         setenv("DLOCK_SOCKET", h_dlockd_sock(daemon_idx), 1);
-        execv(argv[0], (char *const *)argv);
+        execv(argv[0], (char *const *)(uintptr_t)argv); /* execv never writes them */
         _exit(99);
     }
     return pid;

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,7 +118,7 @@ static const char *cli(const char *const args[]) {
         dup2(p[1], 1);
         dup2(p[1], 2);
         close(p[0]);
-        execvp(argv[0], (char *const *)argv);
+        execvp(argv[0], (char *const *)(uintptr_t)argv);
         _exit(127);
     }
     close(p[1]);
@@ -652,7 +653,7 @@ static pid_t cli_background(const char *const args[]) {
             dup2(nul, 1);
             dup2(nul, 2);
         }
-        execvp(argv[0], (char *const *)argv);
+        execvp(argv[0], (char *const *)(uintptr_t)argv);
         _exit(127);
     }
     return pid;

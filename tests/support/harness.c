@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,7 +128,7 @@ const char *h_dir(void) {
     return test_dir;
 }
 
-static pid_t spawn(char *const argv[], const char *log) {
+static pid_t spawn(const char *const argv[], const char *log) {
     pid_t parent = getpid();
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
@@ -141,7 +142,7 @@ static pid_t spawn(char *const argv[], const char *log) {
             dup2(fd, 2);
         }
         if (nul >= 0) dup2(nul, 0);
-        execvp(argv[0], argv);
+        execvp(argv[0], (char *const *)(uintptr_t)argv); /* never written */
         _exit(127);
     }
     return pid;
@@ -218,14 +219,14 @@ void h_redis_start_args(const char *const extra[]) {
     char sock[256], log[512];
     snprintf(sock, sizeof(sock), "%s/redis.sock", test_dir);
     snprintf(log, sizeof(log), "%s/redis.log", test_dir);
-    char *argv[64] = {"redis-server", "--port", "0", "--unixsocket", sock,
+    const char *argv[64] = {"redis-server", "--port", "0", "--unixsocket", sock,
                       "--unixsocketperm", "700", "--save", "", "--appendonly", "no",
                       "--dir", test_dir, NULL};
     size_t n = 13;
     const char *password = NULL;
     for (size_t i = 0; extra != NULL && extra[i] != NULL; i++) {
         ck_assert_uint_lt(n, sizeof(argv) / sizeof(argv[0]) - 1);
-        argv[n++] = (char *)extra[i];
+        argv[n++] = extra[i];
         if (strcmp(extra[i], "--requirepass") == 0 && extra[i + 1] != NULL)
             password = extra[i + 1];
     }
@@ -313,7 +314,7 @@ pid_t h_dlockd_spawn(const char *conf_text, const char *at, int *index) {
     fputs(conf_text, f);
     fclose(f);
     chmod(conf, 0600); /* dlockd refuses, as root, a file others can write */
-    char *argv[] = {(char *)dlockd_bin(), "-c", conf, "-s", sock, NULL};
+    const char *argv[] = {dlockd_bin(), "-c", conf, "-s", sock, NULL};
     pid_t pid = spawn(argv, log);
     *index = add_proc(pid, 0, sock, log);
     return pid;

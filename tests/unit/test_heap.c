@@ -1,6 +1,6 @@
-/* Unit tests of daemon/heap: pop order, FIFO ties, removal, re-push and indexes.
+/* Unit tests of daemon/util/heap: pop order, FIFO ties, removal, re-push and indexes.
  * SPDX-License-Identifier: MIT */
-#include "daemon/heap.h"
+#include "daemon/util/heap.h"
 
 #include <check.h>
 #include <stddef.h>

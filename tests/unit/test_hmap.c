@@ -1,6 +1,6 @@
-/* Unit tests of daemon/hmap: put/get/del, growth, binary keys, chains and iteration.
+/* Unit tests of daemon/util/hmap: put/get/del, growth, binary keys, chains and iteration.
  * SPDX-License-Identifier: MIT */
-#include "daemon/hmap.h"
+#include "daemon/util/hmap.h"
 
 #include <check.h>
 #include <stddef.h>
