@@ -608,9 +608,10 @@ static long long numsub(conn_t *r, const char *channel) {
 
 /* ---- throughput -------------------------------------------------------- */
 
-static void send_lock(conn_t *c, const char *fmt, int64_t t) {
+/* LOCK k<id>: each connection has a lock name of its own. */
+static void send_lock(conn_t *c, int64_t t) {
     char buf[128];
-    int n = snprintf(buf, sizeof(buf), fmt, c->id);
+    int n = snprintf(buf, sizeof(buf), "LOCK k%d\n", c->id);
     c->sent_at = t;
     ep_send(c, buf, (size_t)n);
 }
@@ -632,7 +633,7 @@ static int cmd_throughput(opts_t *o) {
     samples_t lat = {0};
     for (long i = 0; i < nc; i++) {
         cs[i].state = ST_LOCK_SENT;
-        send_lock(&cs[i], "LOCK k%d\n", start);
+        send_lock(&cs[i], start);
     }
     struct epoll_event evs[256];
     int64_t last_progress = start;
@@ -670,7 +671,7 @@ static int cmd_throughput(opts_t *o) {
                         samples_add(&lat, now - c->sent_at);
                     }
                     c->state = ST_LOCK_SENT;
-                    send_lock(c, "LOCK k%d\n", now);
+                    send_lock(c, now);
                 } else {
                     die(EXIT_DAEMON, "unexpected line on connection %d: %s", c->id, line);
                 }
