@@ -1,0 +1,125 @@
+/* One RESP connection to one Redis node, on libuv: connect, TLS, deadlines, replies, pushes.
+ * SPDX-License-Identifier: MIT
+ *
+ * The only place that touches a Redis socket. It drives its own uv_tcp_t
+ * or uv_pipe_t, resolves host names with uv_getaddrinfo, optionally speaks
+ * TLS through tls.h, formats requests with redisFormatCommandArgv and
+ * parses replies with hiredis's pure reader (redisReader*). hiredis's
+ * async layer is not used.
+ *
+ * Life of a connection:
+ *
+ *   DOWN --resp_open--> CONNECTING --(TCP/Unix + TLS up)--> HANDSHAKE
+ *        --resp_ready--> UP --(error, timeout, resp_close)--> DOWN
+ *
+ * resp_open() starts one attempt; the owner decides when to try again (the
+ * backoff lives above). On reaching HANDSHAKE, on_open is called: the owner
+ * sends its handshake commands (AUTH, SELECT, ...) with RESP_F_HANDSHAKE
+ * and calls resp_ready() once they succeeded, or resp_close() if not. A
+ * connection that goes down from any state calls on_down once, with the
+ * reason, after every pending reply callback has run with an error.
+ *
+ * Callback rules, as libuv's:
+ * - every reply callback fires exactly once: with the reply, or with an
+ *   error when the connection fails, closes or the command's deadline
+ *   (command_timeout_ms) passes;
+ * - no callback fires before the call that queued it returns; a command
+ *   refused at once (connection not up) gets its error from a zero-delay
+ *   timer;
+ * - after resp_free() no callback fires at all (pending reply callbacks
+ *   get their error inside resp_free).
+ *
+ * Writes are coalesced: commands queued during one loop iteration go out in
+ * one write just before the loop next polls. */
+#ifndef DLOCK_RESP_H
+#define DLOCK_RESP_H
+
+#include <hiredis/read.h>
+#include <hiredis/hiredis.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "daemon/backend/tls.h"
+#include "daemon/util/timers.h"
+
+#define RESP_ERR_LEN        256
+/* Unread reply bytes a connection buffers before it gives up on the peer. */
+#define RESP_READ_MAX       (64u * 1024 * 1024)
+
+typedef struct resp_conn_s resp_conn_t;
+
+typedef enum {
+    RESP_DOWN = 0,
+    RESP_CONNECTING,   /* resolving, connecting, TLS handshake */
+    RESP_HANDSHAKE,    /* transport up; only RESP_F_HANDSHAKE commands go out */
+    RESP_UP
+} resp_state_t;
+
+/* Flags for resp_send(). */
+#define RESP_F_HANDSHAKE  1u   /* may be sent in RESP_HANDSHAKE */
+#define RESP_F_NO_REPLY   2u   /* expects no reply (SUBSCRIBE and friends on a
+                                  pub/sub connection: answers come as pushes) */
+
+/* reply is NULL exactly when error is set (down, timeout, closed). A Redis
+ * error reply (-ERR ...) is a reply of type REDIS_REPLY_ERROR, not an
+ * error here. The reply is freed when the callback returns. */
+typedef void (*resp_reply_cb)(void *data, redisReply *reply, const char *error);
+/* A pub/sub push: an array whose first element is "message", "smessage",
+ * "pmessage", "subscribe", "ssubscribe", "psubscribe", "unsubscribe",
+ * "sunsubscribe" or "punsubscribe" (any case). Freed on return. */
+typedef void (*resp_push_cb)(void *data, redisReply *push);
+typedef void (*resp_open_cb)(void *data);
+typedef void (*resp_down_cb)(void *data, const char *why);
+
+typedef struct resp_addr_s {
+    int is_unix;
+    char host[256];               /* host name or address; Unix socket path */
+    int port;
+} resp_addr_t;
+
+typedef struct resp_opts_s {
+    const char *label;            /* for log lines, e.g. "command 127.0.0.1:6379" */
+    uint32_t connect_timeout_ms;  /* resolve + connect + TLS handshake */
+    uint32_t command_timeout_ms;  /* per command, from when it is queued */
+    tls_ctx_t *tls;               /* NULL: plain; kept by the caller */
+    const char *tls_server_name;  /* SNI and name checked; NULL: the host */
+    resp_open_cb on_open;
+    resp_down_cb on_down;
+    resp_push_cb on_push;         /* NULL: pushes are dropped */
+    void *data;
+} resp_opts_t;
+
+/* A closed connection (RESP_DOWN). opts is copied, strings included. */
+resp_conn_t *resp_new(uv_loop_t *loop, timers_t *timers, const resp_opts_t *opts);
+/* Closes it (pending callbacks get "connection closed") and frees it once
+ * its handles are closed; no callback of any kind fires after this. */
+void resp_free(resp_conn_t *c);
+
+/* Starts connecting to addr (DOWN only; otherwise a no-op returning -1).
+ * The result comes later: on_open, or on_down with the reason ("connection
+ * refused", "no such file or directory", "TLS: certificate verify failed:
+ * ...", "no connection within connect_timeout_ms", ...). Never calls back
+ * before it returns. */
+int resp_open(resp_conn_t *c, const resp_addr_t *addr);
+/* HANDSHAKE -> UP. */
+void resp_ready(resp_conn_t *c);
+/* Drops the connection now: every pending callback gets an error naming
+ * why, then on_down(why). A no-op when DOWN. */
+void resp_close(resp_conn_t *c, const char *why);
+
+resp_state_t resp_state(const resp_conn_t *c);
+/* The address of the last resp_open(). */
+const resp_addr_t *resp_addr(const resp_conn_t *c);
+/* Commands sent whose replies have not come yet. */
+size_t resp_pending(const resp_conn_t *c);
+
+/* Queues one command. cb may be NULL only with RESP_F_NO_REPLY. Returns 0
+ * if queued; otherwise -1 and cb still fires once, later, with the error. */
+int resp_send(resp_conn_t *c, int argc, const char **argv, const size_t *argvlen,
+              unsigned flags, resp_reply_cb cb, void *data);
+/* The same for a command already in RESP form; cmd is copied. */
+int resp_send_raw(resp_conn_t *c, const char *cmd, size_t len, unsigned flags,
+                  resp_reply_cb cb, void *data);
+
+#endif
