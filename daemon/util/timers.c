@@ -61,31 +61,30 @@ static void on_close(uv_handle_t *handle) {
 }
 
 void timers_free(timers_t *ts) {
-    heap_free(&ts->heap);
+    heap_clear(&ts->heap);
     uv_close((uv_handle_t *)&ts->handle, on_close);
 }
 
-int timers_start_at(timers_t *ts, timers_entry_t *t, uint64_t when, timers_cb cb) {
+void timers_start_at(timers_t *ts, timers_entry_t *t, uint64_t when, timers_cb cb) {
     heap_remove(&ts->heap, &t->node);
     t->cb = cb;
     t->node.when = when;
-    if (heap_push(&ts->heap, &t->node) != 0) return -1;
+    heap_push(&ts->heap, &t->node);
     rearm(ts);
-    return 0;
 }
 
-int timers_start(timers_t *ts, timers_entry_t *t, uint64_t delay_ms, timers_cb cb) {
-    return timers_start_at(ts, t, uv_now(ts->loop) + delay_ms, cb);
+void timers_start(timers_t *ts, timers_entry_t *t, uint64_t delay_ms, timers_cb cb) {
+    timers_start_at(ts, t, uv_now(ts->loop) + delay_ms, cb);
 }
 
 void timers_stop(timers_t *ts, timers_entry_t *t) {
-    if (t->node.index == 0) return;
+    if (!heap_queued(&t->node)) return;
     heap_remove(&ts->heap, &t->node);
     rearm(ts);
 }
 
 int timers_active(const timers_entry_t *t) {
-    return t->node.index != 0;
+    return heap_queued(&t->node);
 }
 
 uint64_t timers_now(const timers_t *ts) {
