@@ -2,6 +2,7 @@
  * SPDX-License-Identifier: MIT */
 #include "proto.h"
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -232,41 +233,107 @@ proto_status_t proto_feed(proto_parser_t *p, const char *data, size_t len,
     return PROTO_NEED_MORE;
 }
 
-static int finish(char *out, size_t cap, int n) {
-    if (n < 0 || (size_t)n + 2 > cap) return -1;
-    out[n++] = '\n';
-    out[n] = '\0';
-    return n;
+/* ---- replies -------------------------------------------------------------
+ * A reply is a head that is never cut ("OK", "ERR <CODE> ", "!LOST <name> ")
+ * and a free text that may be: see proto.h. */
+
+#define CUT_MARK "..."
+#define CUT_MARK_LEN (sizeof(CUT_MARK) - 1)
+
+/* What PROTO_REPLY_MIN promises: the longest heads, cut to nothing. */
+#define XX(id, text)                                                          \
+    _Static_assert(sizeof("ERR " #id " " CUT_MARK "\n") <= PROTO_REPLY_MIN, \
+                   "ERR " #id " does not fit PROTO_REPLY_MIN");
+PROTO_ERR_MAP(XX)
+#undef XX
+_Static_assert(sizeof("ERR UNKNOWN " CUT_MARK "\n") <= PROTO_REPLY_MIN, "unknown code");
+_Static_assert(sizeof("TIMEOUT 9223372036854775807\n") <= PROTO_REPLY_MIN, "TIMEOUT");
+_Static_assert(sizeof("OK " CUT_MARK "\n") <= PROTO_REPLY_MIN, "OK");
+_Static_assert(PROTO_REPLY_MIN + PROTO_NAME_MAX <= PROTO_REPLY_MAX, "!LOST of any name");
+
+/* A byte that cannot break the line: control bytes (LF, CR, tab, ...) become '?'. */
+static char safe(char c) {
+    unsigned char u = (unsigned char)c;
+    return u < 0x20 || u == 0x7f ? '?' : c;
+}
+
+/* Copies n bytes of s to out, each made safe; returns the end. */
+static char *put(char *out, const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = safe(s[i]);
+    return out + n;
+}
+
+/* How many of text_len bytes of free text go into a line of cap bytes
+ * (LF and NUL included) after head_len bytes: all of them when they fit;
+ * else, when cap >= PROTO_REPLY_MIN, as many as leave room for the cut
+ * mark. -1 when the line cannot be written. */
+static int fit(size_t cap, size_t head_len, size_t text_len) {
+    if (cap > INT_MAX) cap = INT_MAX;  /* lengths are returned as int */
+    if (head_len + 2 <= cap && text_len <= cap - head_len - 2) return (int)text_len;
+    if (cap < PROTO_REPLY_MIN || head_len + CUT_MARK_LEN + 2 > cap) return -1;
+    return (int)(cap - head_len - CUT_MARK_LEN - 2);
+}
+
+/* Ends the line at p (the cut mark if the text was cut), adds LF and NUL,
+ * and returns its length without the NUL. */
+static int end_line(char *out, char *p, int cut) {
+    if (cut) {
+        memcpy(p, CUT_MARK, CUT_MARK_LEN);
+        p += CUT_MARK_LEN;
+    }
+    *p++ = '\n';
+    *p = '\0';
+    return (int)(p - out);
 }
 
 int proto_reply_ok(char *out, size_t cap, const char *fmt, ...) {
-    va_list ap;
-    if (cap < 4) return -1;
-    memcpy(out, "OK", 2);
-    int n = 2;
-    if (fmt != NULL && fmt[0] != '\0') {
-        out[n++] = ' ';
-        va_start(ap, fmt);
-        int m = vsnprintf(out + n, cap - (size_t)n, fmt, ap);
-        va_end(ap);
-        if (m < 0 || (size_t)m >= cap - (size_t)n) return -1;
-        n += m;
+    if (fmt == NULL || fmt[0] == '\0') {
+        if (fit(cap, 2, 0) < 0) return -1;
+        return end_line(out, put(out, "OK", 2), 0);
     }
-    return finish(out, cap, n);
+    if (cap < 4) return -1;  /* no room for "OK " and a NUL */
+    /* Format in place after "OK ", then cut what did not fit. */
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(out + 3, cap - 3, fmt, ap);
+    va_end(ap);
+    if (m < 0) return -1;
+    int keep = fit(cap, 3, (size_t)m);
+    if (keep < 0) return -1;
+    memcpy(out, "OK ", 3);
+    for (int i = 0; i < keep; i++) out[3 + i] = safe(out[3 + i]);
+    return end_line(out, out + 3 + keep, keep < m);
 }
 
 int proto_reply_timeout(char *out, size_t cap, long long ttl_ms) {
+    char head[PROTO_REPLY_MIN];
     if (ttl_ms < 0) ttl_ms = -1;
-    return finish(out, cap, snprintf(out, cap, "TIMEOUT %lld", ttl_ms));
+    int n = snprintf(head, sizeof(head), "TIMEOUT %lld", ttl_ms);
+    if (n < 0 || (size_t)n >= sizeof(head) || fit(cap, (size_t)n, 0) < 0) return -1;
+    return end_line(out, put(out, head, (size_t)n), 0);
 }
 
 int proto_reply_error(char *out, size_t cap, proto_err_t err,
                       const char *detail) {
+    char head[PROTO_REPLY_MIN];
     if (detail == NULL || detail[0] == '\0') detail = proto_err_text(err);
-    return finish(out, cap, snprintf(out, cap, "ERR %s %s", proto_err_name(err), detail));
+    int n = snprintf(head, sizeof(head), "ERR %s ", proto_err_name(err));
+    if (n < 0 || (size_t)n >= sizeof(head)) return -1;
+    size_t len = strlen(detail);
+    int keep = fit(cap, (size_t)n, len);
+    if (keep < 0) return -1;
+    char *p = put(out, head, (size_t)n);
+    return end_line(out, put(p, detail, (size_t)keep), (size_t)keep < len);
 }
 
 int proto_event_lost(char *out, size_t cap, const char *name,
                      const char *reason) {
-    return finish(out, cap, snprintf(out, cap, "!LOST %s %s", name, reason));
+    size_t name_len = strlen(name), len = strlen(reason);
+    if (name_len > INT_MAX - 8) return -1;
+    int keep = fit(cap, 6 + name_len + 1, len);  /* "!LOST <name> " */
+    if (keep < 0) return -1;
+    char *p = put(out, "!LOST ", 6);
+    p = put(p, name, name_len);
+    *p++ = ' ';
+    return end_line(out, put(p, reason, (size_t)keep), (size_t)keep < len);
 }

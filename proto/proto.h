@@ -16,6 +16,7 @@
 #define PROTO_LINE_DEFAULT  4096         /* default max_line */
 #define PROTO_LINE_LIMIT    (1024 * 1024) /* largest max_line a parser accepts */
 #define PROTO_REPLY_MAX     (PROTO_NAME_MAX + 128) /* any reply but INFO fits */
+#define PROTO_REPLY_MIN     32           /* smallest cap at which a long text is cut */
 
 /* Every command word. */
 #define PROTO_CMD_MAP(XX)                                                    \
@@ -112,8 +113,22 @@ const char *proto_err_name(proto_err_t err);
 const char *proto_err_text(proto_err_t err);
 
 /* Reply formatting. Each writes one line ending in LF into out (at most cap
- * bytes, NUL-terminated) and returns its length without the NUL, or -1 if
- * it did not fit. */
+ * bytes, NUL-terminated) and returns its length without the NUL.
+ *
+ * A reply is never dropped for being long. The free text (proto_reply_ok's
+ * formatted text, an error's detail, a !LOST reason) is cut when the line
+ * would not fit: it keeps what fits, ends in "..." and the line, LF
+ * included, is then cap - 1 bytes. Every byte below 0x20 (LF, CR, tab, ...)
+ * and 0x7F in any text is written as '?', so one reply is always one line.
+ *
+ * -1 only when:
+ * - cap < PROTO_REPLY_MIN and the whole line does not fit (nothing is cut
+ *   below PROTO_REPLY_MIN; a line that fits is written);
+ * - proto_event_lost's name does not fit: a name is never cut. It always
+ *   fits when cap >= PROTO_REPLY_MIN + strlen(name), so PROTO_REPLY_MAX
+ *   holds any lock name;
+ * - vsnprintf fails on proto_reply_ok's format (an encoding error).
+ * TIMEOUT has no free text; it fits any cap >= PROTO_REPLY_MIN. */
 int proto_reply_ok(char *out, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int proto_reply_timeout(char *out, size_t cap, long long ttl_ms);

@@ -243,16 +243,29 @@ static void run_stream(const uint8_t *s, size_t n, size_t max_line,
     CHECK(r.p.partial == NULL && r.p.len == 0 && r.p.cap == 0);
 }
 
-/* A formatter's result must be exactly want + LF when that fits in cap
- * (with its NUL), else -1. out has exactly cap bytes. */
-static void check_reply(int rc, const char *out, size_t cap, const char *want) {
-    size_t wl = strlen(want);
+/* A formatter's result (see proto.h): want + LF when that fits in cap
+ * (with its NUL), every control byte shown as '?'; else -1 below
+ * PROTO_REPLY_MIN or when the first head bytes of want, which are never
+ * cut, leave no room for "...\n"; else want cut to fill cap - 1 bytes,
+ * ending in "...\n". out has exactly cap bytes. */
+static void check_reply(int rc, const char *out, size_t cap, const char *want, size_t head) {
+    size_t wl = strlen(want), keep;
     if (wl + 2 <= cap) {
         CHECK(rc >= 0 && (size_t)rc == wl + 1);
-        CHECK(memcmp(out, want, wl) == 0 && out[wl] == '\n' && out[wl + 1] == '\0');
-    } else {
+        keep = wl;
+    } else if (cap < PROTO_REPLY_MIN || head + 5 > cap) {
         CHECK(rc == -1);
+        return;
+    } else {
+        CHECK(rc >= 0 && (size_t)rc == cap - 1);
+        keep = cap - 5;
+        CHECK(memcmp(out + keep, "...", 3) == 0);
     }
+    for (size_t i = 0; i < keep; i++) {
+        unsigned char c = (unsigned char)want[i];
+        CHECK(out[i] == (c < 0x20 || c == 0x7f ? '?' : want[i]));
+    }
+    CHECK(out[rc - 1] == '\n' && out[rc] == '\0');
 }
 
 static void fuzz_replies(const uint8_t *s, size_t n, size_t cap, uint32_t pick) {
@@ -269,26 +282,27 @@ static void fuzz_replies(const uint8_t *s, size_t n, size_t cap, uint32_t pick) 
     CHECK(out != NULL || cap == 0);
 
     snprintf(want, sizeof(want), "OK %s", name);
-    check_reply(proto_reply_ok(out, cap, "%s", name), out, cap, want);
-    check_reply(proto_reply_ok(out, cap, NULL), out, cap, "OK");
-    check_reply(proto_reply_ok(out, cap, ""), out, cap, "OK");
+    check_reply(proto_reply_ok(out, cap, "%s", name), out, cap, want, 3);
+    check_reply(proto_reply_ok(out, cap, NULL), out, cap, "OK", 2);
+    check_reply(proto_reply_ok(out, cap, ""), out, cap, "OK", 2);
     snprintf(want, sizeof(want), "OK %s %s", name, reason);
-    check_reply(proto_reply_ok(out, cap, "%s %s", name, reason), out, cap, want);
+    check_reply(proto_reply_ok(out, cap, "%s %s", name, reason), out, cap, want, 3);
     snprintf(want, sizeof(want), "OK %u %zu", pick, strlen(reason));
-    check_reply(proto_reply_ok(out, cap, "%u %zu", pick, strlen(reason)), out, cap, want);
+    check_reply(proto_reply_ok(out, cap, "%u %zu", pick, strlen(reason)), out, cap, want, 3);
 
     long long ttl = (long long)(int32_t)pick;
     snprintf(want, sizeof(want), "TIMEOUT %lld", ttl < 0 ? -1 : ttl);
-    check_reply(proto_reply_timeout(out, cap, ttl), out, cap, want);
+    check_reply(proto_reply_timeout(out, cap, ttl), out, cap, want, strlen(want));
 
     proto_err_t err = (proto_err_t)(pick % (PROTO_ERR_COUNT + 2));
     const char *detail = (pick & 0x100) ? NULL : reason;
     snprintf(want, sizeof(want), "ERR %s %s", proto_err_name(err),
              detail == NULL || detail[0] == '\0' ? proto_err_text(err) : detail);
-    check_reply(proto_reply_error(out, cap, err, detail), out, cap, want);
+    check_reply(proto_reply_error(out, cap, err, detail), out, cap, want,
+                5 + strlen(proto_err_name(err)));
 
     snprintf(want, sizeof(want), "!LOST %s %s", name, reason);
-    check_reply(proto_event_lost(out, cap, name, reason), out, cap, want);
+    check_reply(proto_event_lost(out, cap, name, reason), out, cap, want, 7 + strlen(name));
 
     proto_request_t req;
     CHECK(proto_parse_line(text, strlen(text), &req) != PROTO_REQUEST ||

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "proto/proto.h"
 #include "tests/support/harness.h"
 
 /* Redisson's RedissonLock.tryLockInnerAsync and unlockInnerAsync, verbatim. */
@@ -859,6 +860,81 @@ START_TEST(local_handoffs_do_not_starve_other_daemons) {
 }
 END_TEST
 
+/* ---- a Redis error longer than a reply -----------------------------------
+ * A reply longer than PROTO_REPLY_MAX was dropped, and the client waited
+ * forever. Redis's MISCONF error (an RDB save failed: a full disk, say),
+ * with the place in the script that Redis adds to an error raised inside
+ * EVALSHA, is longer than that once "ERR BACKEND " precedes it. The save
+ * fails here because a directory is in the way of the RDB file. (A long
+ * ACL user name does not do it on Redis 7.0: its NOPERM does not name the
+ * user.) */
+
+
+/* Polls INFO persistence until a BGSAVE has failed and none runs. */
+static void wait_bgsave_failed(void) {
+    const char *a[] = {"INFO", "persistence", NULL};
+    long long end = h_now_ms() + H_WAIT_MS;
+    for (;;) {
+        const char *out = cli(a);
+        if (strstr(out, "rdb_bgsave_in_progress:0") && strstr(out, "rdb_last_bgsave_status:err"))
+            return;
+        ck_assert_msg(h_now_ms() < end, "BGSAVE never failed: '%s'", out);
+        usleep(10000);
+    }
+}
+
+START_TEST(long_redis_error_is_truncated_not_dropped) {
+    h_redis_start();
+    int d = start_d(NULL);
+    h_conn_t *c = h_connect_index(d);
+
+    char rdb[600];
+    snprintf(rdb, sizeof(rdb), "%s/dump.rdb", h_dir());
+    ck_assert_int_eq(mkdir(rdb, 0700), 0);
+    const char *save[] = {"CONFIG", "SET", "save", "3600 1", NULL};
+    ck_assert_str_eq(cli(save), "OK");
+    const char *bgsave[] = {"BGSAVE", NULL};
+    cli(bgsave);
+    wait_bgsave_failed();
+
+    /* What Redis answers a script that writes on its third line, as the
+     * daemon's acquire script does: longer than any reply may be. */
+    const char *probe[] = {"EVAL", "local k = KEYS[1]\nif k then\n  redis.call('set', k, 1)\nend\n",
+                           "1", "dlock:probe", NULL};
+    const char *err = cli(probe);
+    ck_assert_msg(strncmp(err, "MISCONF ", 8) == 0, "a write under a failed save: '%s'", err);
+    size_t whole = strlen("ERR BACKEND ") + strlen(err) + 1;
+    ck_assert_msg(whole > PROTO_REPLY_MAX, "the whole reply would be %zu bytes, not more than "
+                  "PROTO_REPLY_MAX (%d): '%s'", whole, PROTO_REPLY_MAX, err);
+
+    h_send(c, "LOCK long\n");
+    const char *l = h_recv(c, H_WAIT_MS);
+    ck_assert_msg(l != NULL, "LOCK long: no reply within %d ms (Redis said '%s')", H_WAIT_MS,
+                  err);
+    size_t n = strlen(l);
+    ck_assert_msg(strncmp(l, "ERR BACKEND MISCONF ", 20) == 0, "LOCK long: got '%s'", l);
+    ck_assert_uint_le(n + 1, PROTO_REPLY_MAX); /* with its LF */
+    ck_assert_msg(n >= 3 && strcmp(l + n - 3, "...") == 0, "not marked as cut: '%s'", l);
+    /* What was kept is Redis's text, up to where its script's SHA1 differs. */
+    const char *sha = strstr(err, " script: ");
+    size_t same = sha != NULL ? (size_t)(sha - err) : strlen(err);
+    size_t text = n - strlen("ERR BACKEND ") - 3;
+    ck_assert_int_eq(strncmp(l + 12, err, text < same ? text : same), 0);
+
+    /* The connection goes on. */
+    h_send(c, "PING\n");
+    H_EXPECT(c, "OK PONG");
+
+    /* Redis takes writes again: the same connection gets the lock. */
+    const char *nosave[] = {"CONFIG", "SET", "save", "", NULL};
+    ck_assert_str_eq(cli(nosave), "OK");
+    rmdir(rdb);
+    lock_ok(c, "long", 1);
+    h_close(c);
+    PASSED();
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("redis");
     TCase *tc = tcase_create("redis");
@@ -881,6 +957,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, connection_killed_mid_request);
     tcase_add_test(tc, password_from_file_and_env_never_logged);
     tcase_add_test(tc, local_handoffs_do_not_starve_other_daemons);
+    tcase_add_test(tc, long_redis_error_is_truncated_not_dropped);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1171,6 +1171,289 @@ START_TEST(test_event_lost) {
 }
 END_TEST
 
+/* ---- long replies are cut, never dropped ------------------------------- */
+
+/* Under CK_FORK every ck_assert that passes writes to Check's pipe; the
+ * per-byte and per-cap checks call Check only when they fail. */
+#define EXPECT(cond, ...)                          \
+    do {                                           \
+        if (!(cond)) ck_abort_msg(__VA_ARGS__);    \
+    } while (0)
+
+/* What a formatter writes for a text byte. */
+static char shown(char c) {
+    unsigned char u = (unsigned char)c;
+    return u < 0x20 || u == 0x7f ? '?' : c;
+}
+
+/* Checks what a formatter wrote into out (cap bytes) and returned (n) for
+ * a line of head (never cut) and text (text_len bytes): the whole line when
+ * it fits; else -1 below PROTO_REPLY_MIN; else the line filling cap - 1
+ * bytes, the text cut and ending in "...". Always one line: one LF, last. */
+static void check_cut(const char *out, size_t cap, int n, const char *head, const char *text,
+                      size_t text_len) {
+    size_t hl = strlen(head);
+    size_t keep;
+    int cut;
+    if (hl + text_len + 2 <= cap) {
+        keep = text_len;
+        cut = 0;
+        EXPECT(n >= 0 && (size_t)n == hl + text_len + 1,
+               "cap %zu, text %zu: returned %d, wanted the whole line of %zu", cap, text_len,
+               n, hl + text_len + 1);
+    } else if (cap < PROTO_REPLY_MIN) {
+        EXPECT(n == -1, "cap %zu below PROTO_REPLY_MIN, text %zu: returned %d, wanted -1",
+               cap, text_len, n);
+        return;
+    } else {
+        keep = cap - 1 - hl - 4;
+        cut = 1;
+        EXPECT(n >= 0 && (size_t)n == cap - 1,
+               "cap %zu, text %zu: returned %d, wanted the cut line of %zu", cap, text_len, n,
+               cap - 1);
+    }
+    EXPECT(out[n] == '\0', "cap %zu: no NUL after the line", cap);
+    EXPECT(strlen(out) == (size_t)n, "cap %zu: a NUL inside the line", cap);
+    EXPECT(memcmp(out, head, hl) == 0, "cap %zu: the head '%s' is not '%.*s'", cap, head,
+           (int)hl, out);
+    for (size_t i = 0; i < keep; i++)
+        EXPECT(out[hl + i] == shown(text[i]), "cap %zu: text byte %zu is 0x%02x, wanted 0x%02x",
+               cap, i, (unsigned char)out[hl + i], (unsigned char)shown(text[i]));
+    if (cut)
+        EXPECT(memcmp(out + hl + keep, "...", 3) == 0, "cap %zu: no ... after the cut: '%s'",
+               cap, out);
+    EXPECT(out[n - 1] == '\n', "cap %zu: the line does not end in LF", cap);
+    for (int i = 0; i < n - 1; i++)
+        EXPECT(out[i] != '\n' && out[i] != '\r', "cap %zu: LF or CR at %d of '%s'", cap, i, out);
+}
+
+/* A text of n bytes cycling through letters, control bytes (LF and CR
+ * among them), DEL and high bytes; no NUL. */
+static char *mixed_text(size_t n) {
+    static const char bytes[] = "abc\ndef\rghi\tjk\x01lm\x1fno\x7fpq\x80rs\xffz ";
+    char *s = malloc(n + 1);
+    ck_assert_ptr_nonnull(s);
+    for (size_t i = 0; i < n; i++) s[i] = bytes[i % (sizeof(bytes) - 1)];
+    s[n] = '\0';
+    return s;
+}
+
+START_TEST(test_reply_error_exact_fit_and_one_over) {
+    /* "ERR BACKEND " is 12 bytes; with the LF and NUL a detail of cap - 14
+     * bytes fits exactly. */
+    static const size_t caps[] = {PROTO_REPLY_MIN, PROTO_REPLY_MIN + 1, PROTO_REPLY_MAX};
+    for (size_t c = 0; c < ARRAY_LEN(caps); c++) {
+        size_t cap = caps[c];
+        char *out = malloc(cap); /* exactly cap bytes, for ASan */
+        char *fits = repeat('f', cap - 14);
+        char *over = repeat('o', cap - 13);
+        ck_assert_ptr_nonnull(out);
+
+        int n = proto_reply_error(out, cap, PROTO_ERR_BACKEND, fits);
+        ck_assert_int_eq(n, (int)cap - 1);
+        ck_assert_int_eq(strncmp(out, "ERR BACKEND fff", 15), 0);
+        ck_assert_int_eq(strcmp(out + cap - 3, "f\n"), 0);
+        ck_assert_ptr_null(strstr(out, "..."));
+        check_cut(out, cap, n, "ERR BACKEND ", fits, cap - 14);
+
+        n = proto_reply_error(out, cap, PROTO_ERR_BACKEND, over);
+        ck_assert_int_eq(n, (int)cap - 1);
+        ck_assert_int_eq(strcmp(out + cap - 6, "o...\n"), 0);
+        check_cut(out, cap, n, "ERR BACKEND ", over, cap - 13);
+        free(over);
+        free(fits);
+        free(out);
+    }
+}
+END_TEST
+
+START_TEST(test_reply_error_cr_lf_in_detail) {
+    char out[PROTO_REPLY_MAX];
+
+    /* A detail cannot end the line early or start a second one. */
+    ck_assert_int_eq(proto_reply_error(out, sizeof(out), PROTO_ERR_BACKEND,
+                                       "WRONG\r\nOK 1 1\n"),
+                     27);
+    ck_assert_str_eq(out, "ERR BACKEND WRONG??OK 1 1?\n");
+    ck_assert_int_eq(proto_reply_error(out, sizeof(out), PROTO_ERR_BACKEND, "\n"), 14);
+    ck_assert_str_eq(out, "ERR BACKEND ?\n");
+    ck_assert_int_eq(proto_reply_error(out, sizeof(out), PROTO_ERR_BACKEND,
+                                       "tab\there\x01\x1f\x7f end"),
+                     28);
+    ck_assert_str_eq(out, "ERR BACKEND tab?here??? end\n");
+    /* Bytes above 0x7F cannot break a line: they pass. */
+    ck_assert_int_eq(proto_reply_error(out, sizeof(out), PROTO_ERR_BACKEND, "caf\xc3\xa9"), 18);
+    ck_assert_str_eq(out, "ERR BACKEND caf\xc3\xa9\n");
+
+    /* Long and full of line breaks: still one line, cut. */
+    char *nl = repeat('\n', 1000);
+    int n = proto_reply_error(out, sizeof(out), PROTO_ERR_BACKEND, nl);
+    ck_assert_int_eq(n, PROTO_REPLY_MAX - 1);
+    check_cut(out, sizeof(out), n, "ERR BACKEND ", nl, 1000);
+    free(nl);
+
+    /* And the same in a !LOST reason, an OK text and the name. */
+    ck_assert_int_eq(proto_event_lost(out, sizeof(out), "a\nb", "x\r\ny"), 15);
+    ck_assert_str_eq(out, "!LOST a?b x??y\n");
+    ck_assert_int_eq(proto_reply_ok(out, sizeof(out), "%s", "1\n2"), 7);
+    ck_assert_str_eq(out, "OK 1?2\n");
+}
+END_TEST
+
+START_TEST(test_reply_error_huge_detail) {
+    /* 100 KB of Redis error text: the reply is one cut line of
+     * PROTO_REPLY_MAX - 1 bytes, not -1. */
+    enum { HUGE = 100 * 1024 };
+    char *huge = mixed_text(HUGE);
+    char out[PROTO_REPLY_MAX];
+    int n = proto_reply_error(out, sizeof(out), PROTO_ERR_BACKEND, huge);
+    ck_assert_int_eq(n, PROTO_REPLY_MAX - 1);
+    ck_assert_uint_eq(strlen(out), PROTO_REPLY_MAX - 1);
+    ck_assert_int_eq(strncmp(out, "ERR BACKEND abc?def?ghi?jk", 26), 0);
+    ck_assert_str_eq(out + n - 4, "...\n");
+    check_cut(out, sizeof(out), n, "ERR BACKEND ", huge, HUGE);
+
+    /* With room for it, nothing is cut. */
+    size_t cap = HUGE + 64;
+    char *big = malloc(cap);
+    ck_assert_ptr_nonnull(big);
+    n = proto_reply_error(big, cap, PROTO_ERR_BACKEND, huge);
+    ck_assert_int_eq(n, 12 + HUGE + 1);
+    check_cut(big, cap, n, "ERR BACKEND ", huge, HUGE);
+
+    /* The same through the other formatters. */
+    n = proto_event_lost(out, sizeof(out), "db.migrate", huge);
+    ck_assert_int_eq(n, PROTO_REPLY_MAX - 1);
+    check_cut(out, sizeof(out), n, "!LOST db.migrate ", huge, HUGE);
+    n = proto_reply_ok(out, sizeof(out), "%s", huge);
+    ck_assert_int_eq(n, PROTO_REPLY_MAX - 1);
+    check_cut(out, sizeof(out), n, "OK ", huge, HUGE);
+    n = proto_reply_ok(big, cap, "%s", huge);
+    ck_assert_int_eq(n, 3 + HUGE + 1);
+    check_cut(big, cap, n, "OK ", huge, HUGE);
+    free(big);
+    free(huge);
+}
+END_TEST
+
+START_TEST(test_reply_tiny_caps) {
+    /* Below PROTO_REPLY_MIN a line that does not fit is -1, as before;
+     * from PROTO_REPLY_MIN on it is cut. Each out has exactly cap bytes. */
+    char *text = repeat('t', 100);
+    for (size_t cap = 0; cap <= PROTO_REPLY_MIN + 2; cap++) {
+        char *out = malloc(cap ? cap : 1);
+        ck_assert_ptr_nonnull(out);
+        int want = cap < PROTO_REPLY_MIN ? -1 : (int)cap - 1;
+        ck_assert_int_eq(proto_reply_error(out, cap, PROTO_ERR_BACKEND, text), want);
+        check_cut(out, cap, proto_reply_error(out, cap, PROTO_ERR_BACKEND, text),
+                  "ERR BACKEND ", text, 100);
+        ck_assert_int_eq(proto_event_lost(out, cap, "x", text), want);
+        check_cut(out, cap, proto_event_lost(out, cap, "x", text), "!LOST x ", text, 100);
+        ck_assert_int_eq(proto_reply_ok(out, cap, "%s", text), want);
+        check_cut(out, cap, proto_reply_ok(out, cap, "%s", text), "OK ", text, 100);
+        /* No free text: whole, or -1 below what it needs. */
+        ck_assert_int_eq(proto_reply_timeout(out, cap, 1500), cap >= 14 ? 13 : -1);
+        ck_assert_int_eq(proto_reply_timeout(out, cap, LLONG_MAX), cap >= 29 ? 28 : -1);
+        ck_assert_int_eq(proto_reply_ok(out, cap, NULL), cap >= 4 ? 3 : -1);
+        free(out);
+    }
+
+    /* At PROTO_REPLY_MIN itself, every error code still says its name. */
+    char out[PROTO_REPLY_MIN];
+    for (int e = PROTO_ERR_NONE; e <= PROTO_ERR_COUNT; e++) {
+        char head[PROTO_REPLY_MIN];
+        snprintf(head, sizeof(head), "ERR %s ", proto_err_name((proto_err_t)e));
+        int n = proto_reply_error(out, sizeof(out), (proto_err_t)e, text);
+        ck_assert_int_eq(n, PROTO_REPLY_MIN - 1);
+        check_cut(out, sizeof(out), n, head, text, 100);
+    }
+    free(text);
+}
+END_TEST
+
+START_TEST(test_event_lost_cuts_reason_never_name) {
+    char out[PROTO_REPLY_MAX];
+    char *name = repeat('N', PROTO_NAME_MAX);
+    char *reason = repeat('r', 500);
+
+    /* The longest name and a long reason: the reason is cut. */
+    int n = proto_event_lost(out, sizeof(out), name, reason);
+    ck_assert_int_eq(n, PROTO_REPLY_MAX - 1);
+    ck_assert_int_eq(strncmp(out + 6, name, PROTO_NAME_MAX), 0);
+    ck_assert_int_eq(out[6 + PROTO_NAME_MAX], ' ');
+    ck_assert_str_eq(out + n - 5, "r...\n");
+
+    /* PROTO_REPLY_MIN more than the name is always enough. */
+    char *small = malloc(PROTO_REPLY_MIN + PROTO_NAME_MAX);
+    ck_assert_ptr_nonnull(small);
+    n = proto_event_lost(small, PROTO_REPLY_MIN + PROTO_NAME_MAX, name, reason);
+    ck_assert_int_eq(n, PROTO_REPLY_MIN + PROTO_NAME_MAX - 1);
+    ck_assert_int_eq(strncmp(small + 6, name, PROTO_NAME_MAX), 0);
+
+    /* A name is never cut: no room for "!LOST <name> ...\n" is -1. The
+     * smallest that works is 6 + name + 1 + 3 + LF + NUL. */
+    ck_assert_int_eq(proto_event_lost(small, PROTO_NAME_MAX + 12, name, reason),
+                     PROTO_NAME_MAX + 11);
+    ck_assert_str_eq(small + PROTO_NAME_MAX + 6, " ...\n");
+    ck_assert_int_eq(proto_event_lost(small, PROTO_NAME_MAX + 11, name, reason), -1);
+    ck_assert_int_eq(proto_event_lost(small, PROTO_REPLY_MIN, name, reason), -1);
+    free(small);
+    free(reason);
+    free(name);
+}
+END_TEST
+
+START_TEST(test_reply_ok_cuts_text) {
+    char out[PROTO_REPLY_MAX];
+    /* "OK " and LF and NUL: a text of PROTO_REPLY_MAX - 5 bytes fits. */
+    char *fits = repeat('k', PROTO_REPLY_MAX - 5);
+    char *over = repeat('k', PROTO_REPLY_MAX - 4);
+    int n = proto_reply_ok(out, sizeof(out), "%s", fits);
+    ck_assert_int_eq(n, PROTO_REPLY_MAX - 1);
+    ck_assert_ptr_null(strstr(out, "..."));
+    check_cut(out, sizeof(out), n, "OK ", fits, PROTO_REPLY_MAX - 5);
+    n = proto_reply_ok(out, sizeof(out), "%s", over);
+    ck_assert_int_eq(n, PROTO_REPLY_MAX - 1);
+    ck_assert_str_eq(out + n - 4, "...\n");
+    check_cut(out, sizeof(out), n, "OK ", over, PROTO_REPLY_MAX - 4);
+    /* A format of several parts is cut the same way. */
+    n = proto_reply_ok(out, 40, "clients=%d %s", 3, over);
+    ck_assert_int_eq(n, 39);
+    ck_assert_str_eq(out, "OK clients=3 kkkkkkkkkkkkkkkkkkkkkk...\n");
+    free(over);
+    free(fits);
+}
+END_TEST
+
+START_TEST(test_reply_every_cap_and_length) {
+    /* Every cap from 0 to past PROTO_REPLY_MAX, texts of many lengths made
+     * of ordinary, control and high bytes: each formatter gives the whole
+     * line, a cut one, or -1 only below PROTO_REPLY_MIN. */
+    enum { CAP_MAX = PROTO_REPLY_MAX + 40, TEXT_MAX = 700 };
+    char *text = mixed_text(TEXT_MAX);
+    char *out = malloc(CAP_MAX);
+    ck_assert_ptr_nonnull(out);
+    for (size_t len = 0; len <= TEXT_MAX; len += len < 40 ? 1 : 37) {
+        char saved = text[len];
+        text[len] = '\0';
+        for (size_t cap = 0; cap <= CAP_MAX; cap++) {
+            if (len > 0) { /* an empty detail is the code's default text */
+                check_cut(out, cap, proto_reply_error(out, cap, PROTO_ERR_BACKEND, text),
+                          "ERR BACKEND ", text, len);
+                check_cut(out, cap, proto_reply_error(out, cap, PROTO_ERR_LIMIT, text),
+                          "ERR LIMIT ", text, len);
+            }
+            check_cut(out, cap, proto_event_lost(out, cap, "lock.name", text),
+                      "!LOST lock.name ", text, len);
+            check_cut(out, cap, proto_reply_ok(out, cap, "%s", text), "OK ", text, len);
+        }
+        text[len] = saved;
+    }
+    free(out);
+    free(text);
+}
+END_TEST
+
 /* ---- tables ------------------------------------------------------------- */
 
 START_TEST(test_err_names_and_texts) {
@@ -1292,6 +1575,13 @@ static Suite *proto_suite(void) {
     tcase_add_test(tc, test_reply_timeout);
     tcase_add_test(tc, test_reply_error);
     tcase_add_test(tc, test_event_lost);
+    tcase_add_test(tc, test_reply_error_exact_fit_and_one_over);
+    tcase_add_test(tc, test_reply_error_cr_lf_in_detail);
+    tcase_add_test(tc, test_reply_error_huge_detail);
+    tcase_add_test(tc, test_reply_tiny_caps);
+    tcase_add_test(tc, test_event_lost_cuts_reason_never_name);
+    tcase_add_test(tc, test_reply_ok_cuts_text);
+    tcase_add_test(tc, test_reply_every_cap_and_length);
     tcase_add_test(tc, test_err_names_and_texts);
     tcase_add_test(tc, test_cmd_names_and_usages);
     suite_add_tcase(s, tc);
