@@ -43,6 +43,7 @@ void conf_defaults(conf_t *c) {
     c->connect_timeout_ms = 1000;
     c->command_timeout_ms = 2000;
     snprintf(c->key_prefix, sizeof(c->key_prefix), "%s", "dlock:");
+    c->tls_key = -1;
 
     c->lease_ms = 30000;
     c->renew_every_ms = 0;
@@ -159,14 +160,16 @@ static int url_decode(char *dst, size_t cap, const char *src, size_t len) {
 
 /* The url for messages, with any user:password replaced by "***". */
 static const char *redact_url(const char *url, char *out, size_t cap) {
-    const char *rest = strncmp(url, "redis://", 8) == 0 ? url + 8 : NULL;
+    const char *rest = strncmp(url, "redis://", 8) == 0    ? url + 8
+                       : strncmp(url, "rediss://", 9) == 0 ? url + 9
+                                                           : NULL;
     if (rest == NULL) return url;
     const char *slash = strchr(rest, '/');
     const char *at = NULL;
     for (const char *q = rest; *q && (slash == NULL || q < slash); q++)
         if (*q == '@') at = q;
     if (at == NULL) return url;
-    snprintf(out, cap, "redis://***@%s", at + 1);
+    snprintf(out, cap, "%.*s***@%s", (int)(rest - url), url, at + 1);
     return out;
 }
 
@@ -175,6 +178,7 @@ int conf_parse_redis_url(conf_t *c, const char *url, char *err, size_t errlen) {
     char host[CONF_STR_MAX] = "", user[CONF_STR_MAX] = "", pass[CONF_STR_MAX] = "";
     uint32_t port = 6379, db = 0;
     conf_redis_kind_t kind;
+    int tls = 0;
 
     if (strlen(url) >= CONF_STR_MAX) {
         seterr(err, errlen, "url is longer than %d bytes", CONF_STR_MAX - 1);
@@ -200,8 +204,9 @@ int conf_parse_redis_url(conf_t *c, const char *url, char *err, size_t errlen) {
                 return -1;
             }
         }
-    } else if (strncmp(url, "redis://", 8) == 0) {
-        const char *p = url + 8;
+    } else if (strncmp(url, "redis://", 8) == 0 || strncmp(url, "rediss://", 9) == 0) {
+        tls = url[5] == 's';
+        const char *p = url + (tls ? 9 : 8);
         /* Credentials end at the last '@' before the path. */
         const char *path = strchr(p, '/');
         const char *at = NULL;
@@ -250,12 +255,13 @@ int conf_parse_redis_url(conf_t *c, const char *url, char *err, size_t errlen) {
             parse_u32(slash + 1, 0, 1000000, &db, err, errlen) != 0)
             goto bad_url;
     } else {
-        seterr(err, errlen, "'%s': expected redis://[user[:password]@]host[:port][/db] "
+        seterr(err, errlen, "'%s': expected redis[s]://[user[:password]@]host[:port][/db] "
                "or unix:///path[?db=N]", redact_url(url, shown, sizeof(shown)));
         return -1;
     }
 
     c->redis_kind = kind;
+    c->url_tls = tls;
     memcpy(c->redis_host, host, sizeof(host));
     c->redis_port = (int)port;
     c->redis_db = (int)db;
@@ -265,7 +271,7 @@ int conf_parse_redis_url(conf_t *c, const char *url, char *err, size_t errlen) {
     return 0;
 
 bad_url:
-    seterr(err, errlen, "'%s': expected redis://[user[:password]@]host[:port][/db]",
+    seterr(err, errlen, "'%s': expected redis[s]://[user[:password]@]host[:port][/db]",
            redact_url(url, shown, sizeof(shown)));
     return -1;
 }
@@ -348,6 +354,22 @@ static int set_redis(conf_t *c, const char *key, const char *v, char *err,
         }
         return copy_str(c->key_prefix, sizeof(c->key_prefix), v, "key_prefix", err, errlen);
     }
+    if (strcmp(key, "tls") == 0) {
+        if (strcmp(v, "yes") == 0 || strcmp(v, "no") == 0) {
+            c->tls_key = v[0] == 'y';
+            return 0;
+        }
+        seterr(err, errlen, "tls '%s' is not yes or no", v);
+        return -1;
+    }
+    if (strcmp(key, "tls_ca_file") == 0)
+        return copy_str(c->tls_ca_file, sizeof(c->tls_ca_file), v, key, err, errlen);
+    if (strcmp(key, "tls_cert_file") == 0)
+        return copy_str(c->tls_cert_file, sizeof(c->tls_cert_file), v, key, err, errlen);
+    if (strcmp(key, "tls_key_file") == 0)
+        return copy_str(c->tls_key_file, sizeof(c->tls_key_file), v, key, err, errlen);
+    if (strcmp(key, "tls_server_name") == 0)
+        return copy_str(c->tls_server_name, sizeof(c->tls_server_name), v, key, err, errlen);
     seterr(err, errlen, "unknown key '%s' in [redis]", key);
     return -1;
 }
@@ -421,6 +443,20 @@ int conf_finish(conf_t *c, char *err, size_t errlen) {
         memcpy(c->password, env, strlen(env) + 1);
         c->password_set = 1;
     } else if (c->password_file[0] != '\0' && read_password_file(c, err, errlen) != 0) {
+        return -1;
+    }
+    /* TLS: the tls key, or a rediss:// url. */
+    if (c->url_tls && c->tls_key == 0) {
+        seterr(err, errlen, "a rediss:// url needs TLS, but tls = no");
+        return -1;
+    }
+    c->tls = c->url_tls || c->tls_key == 1;
+    if (c->tls && c->redis_kind == CONF_REDIS_UNIX) {
+        seterr(err, errlen, "tls applies to TCP connections, not to a unix:// url");
+        return -1;
+    }
+    if ((c->tls_cert_file[0] != '\0') != (c->tls_key_file[0] != '\0')) {
+        seterr(err, errlen, "tls_cert_file and tls_key_file go together");
         return -1;
     }
     if (c->renew_every_ms == 0) c->renew_every_ms = c->lease_ms / 3;

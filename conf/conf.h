@@ -56,6 +56,11 @@ typedef struct conf_s {
     uint32_t connect_timeout_ms;
     uint32_t command_timeout_ms;
     char key_prefix[CONF_PREFIX_MAX + 1];
+    int tls;                         /* TLS to Redis: the tls key, or a rediss:// url */
+    char tls_ca_file[CONF_PATH_MAX + 1];   /* "" : the system's CA store */
+    char tls_cert_file[CONF_PATH_MAX + 1]; /* client certificate, "" for none */
+    char tls_key_file[CONF_PATH_MAX + 1];
+    char tls_server_name[CONF_STR_MAX];    /* SNI and verified name; "": the host */
 
     /* [lock] */
     uint32_t lease_ms;
@@ -66,6 +71,8 @@ typedef struct conf_s {
     /* bookkeeping */
     int password_set;                /* the password key was given */
     int username_set;                /* the username key was given */
+    int tls_key;                     /* the tls key: -1 unset, 0 no, 1 yes */
+    int url_tls;                     /* the url is rediss:// */
 } conf_t;
 
 /* Fills c with the built-in defaults. */

@@ -1239,6 +1239,102 @@ END_TEST
 
 /* ---- suite -------------------------------------------------------------- */
 
+
+/* ---- TLS ------------------------------------------------------------------ */
+
+START_TEST(test_tls_defaults_off) {
+    conf_t c;
+    char err[CONF_ERR_LEN];
+    conf_defaults(&c);
+    ck_assert_int_eq(conf_finish(&c, err, sizeof(err)), 0);
+    ck_assert_int_eq(c.tls, 0);
+    ck_assert_str_eq(c.tls_ca_file, "");
+    ck_assert_str_eq(c.tls_server_name, "");
+}
+END_TEST
+
+START_TEST(test_tls_rediss_url_turns_it_on) {
+    conf_t c;
+    char err[CONF_ERR_LEN];
+    conf_defaults(&c);
+    ck_assert_int_eq(conf_parse_redis_url(&c, "rediss://u:p@h:6380/2", err, sizeof(err)), 0);
+    ck_assert_int_eq(conf_finish(&c, err, sizeof(err)), 0);
+    ck_assert_int_eq(c.tls, 1);
+    ck_assert_int_eq(c.redis_kind, CONF_REDIS_TCP);
+    ck_assert_str_eq(c.redis_host, "h");
+    ck_assert_int_eq(c.redis_port, 6380);
+    ck_assert_int_eq(c.redis_db, 2);
+    ck_assert_str_eq(c.username, "u");
+    ck_assert_str_eq(c.password, "p");
+
+    /* Back to a plain url: TLS off again. */
+    ck_assert_int_eq(conf_parse_redis_url(&c, "redis://h", err, sizeof(err)), 0);
+    ck_assert_int_eq(conf_finish(&c, err, sizeof(err)), 0);
+    ck_assert_int_eq(c.tls, 0);
+}
+END_TEST
+
+START_TEST(test_tls_keys) {
+    conf_t c;
+    char err[CONF_ERR_LEN];
+    const char *path;
+    ck_assert_int_eq(load_text(&c,
+                               "[redis]\nurl = redis://127.0.0.1:6390\ntls = yes\n"
+                               "tls_ca_file = /etc/ca.pem\ntls_cert_file = /etc/c.pem\n"
+                               "tls_key_file = /etc/k.pem\ntls_server_name = redis.example\n",
+                               &path, err),
+                     0);
+    ck_assert_int_eq(conf_finish(&c, err, sizeof(err)), 0);
+    ck_assert_int_eq(c.tls, 1);
+    ck_assert_str_eq(c.tls_ca_file, "/etc/ca.pem");
+    ck_assert_str_eq(c.tls_cert_file, "/etc/c.pem");
+    ck_assert_str_eq(c.tls_key_file, "/etc/k.pem");
+    ck_assert_str_eq(c.tls_server_name, "redis.example");
+}
+END_TEST
+
+START_TEST(test_tls_errors) {
+    conf_t c;
+    char err[CONF_ERR_LEN];
+    const char *path;
+
+    ASSERT_LOAD_FAILS_AT("[redis]\ntls = maybe\n", 2, "tls 'maybe' is not yes or no");
+
+    /* rediss:// with tls = no */
+    ck_assert_int_eq(load_text(&c, "[redis]\nurl = rediss://h\ntls = no\n", &path, err), 0);
+    ck_assert_int_eq(conf_finish(&c, err, sizeof(err)), -1);
+    ASSERT_HAS(err, "rediss:// url needs TLS");
+
+    /* TLS over a Unix socket */
+    ck_assert_int_eq(load_text(&c, "[redis]\nurl = unix:///tmp/r.sock\ntls = yes\n", &path,
+                               err),
+                     0);
+    ck_assert_int_eq(conf_finish(&c, err, sizeof(err)), -1);
+    ASSERT_HAS(err, "not to a unix:// url");
+
+    /* a certificate without its key */
+    ck_assert_int_eq(load_text(&c, "[redis]\ntls = yes\ntls_cert_file = /c.pem\n", &path, err),
+                     0);
+    ck_assert_int_eq(conf_finish(&c, err, sizeof(err)), -1);
+    ASSERT_HAS(err, "tls_cert_file and tls_key_file go together");
+
+    /* a path too long */
+    char text[512];
+    snprintf(text, sizeof(text), "[redis]\ntls_ca_file = /%0*d\n", CONF_PATH_MAX + 1, 0);
+    ASSERT_LOAD_FAILS_AT(text, 2, "tls_ca_file is longer than");
+}
+END_TEST
+
+START_TEST(test_tls_url_errors_hide_credentials) {
+    conf_t c;
+    char err[CONF_ERR_LEN];
+    conf_defaults(&c);
+    ck_assert_int_eq(conf_parse_redis_url(&c, "rediss://u:secret@", err, sizeof(err)), -1);
+    ck_assert_msg(strstr(err, "secret") == NULL, "error shows the password: %s", err);
+    ASSERT_HAS(err, "rediss://***@");
+}
+END_TEST
+
 static Suite *conf_suite(void) {
     Suite *s = suite_create("conf");
     TCase *tc;
@@ -1286,6 +1382,11 @@ static Suite *conf_suite(void) {
     tcase_add_test(tc, test_url_credentials_from_file);
     tcase_add_test(tc, test_url_ipv6);
     tcase_add_test(tc, test_url_unix);
+    tcase_add_test(tc, test_tls_defaults_off);
+    tcase_add_test(tc, test_tls_rediss_url_turns_it_on);
+    tcase_add_test(tc, test_tls_keys);
+    tcase_add_test(tc, test_tls_errors);
+    tcase_add_test(tc, test_tls_url_errors_hide_credentials);
     tcase_add_test(tc, test_url_length_limits);
     tcase_add_test(tc, test_bad_urls_leave_conf_alone);
     tcase_add_test(tc, test_url_errors_hide_credentials);
