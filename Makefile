@@ -110,7 +110,7 @@ $(BUILD)/obj/tests/%.o: ALL_CFLAGS += $(CHECK_CFLAGS)
 # The RESP connection's tests drive daemon/backend/resp.c directly.
 RESP_SRC := daemon/backend/resp.c daemon/backend/tls.c daemon/util/timers.c daemon/util/heap.c \
             daemon/util/buf.c daemon/log.c
-$(BUILD)/itests/test_resp: $(call obj,$(RESP_SRC))
+$(BUILD)/itests/test_resp: $(call obj,$(RESP_SRC) $(CONF_SRC))
 
 # The C client's tests link the library itself.
 $(BUILD)/itests/test_libdlock: $(BUILD)/libdlock.a

@@ -3,9 +3,9 @@
  *
  * The only place that touches a Redis socket. It drives its own uv_tcp_t
  * or uv_pipe_t, resolves host names with uv_getaddrinfo, optionally speaks
- * TLS through tls.h, formats requests with redisFormatCommandArgv and
- * parses replies with hiredis's pure reader (redisReader*). hiredis's
- * async layer is not used.
+ * TLS through tls.h, formats requests itself (RESP arrays of bulk
+ * strings, into one output buffer per connection) and parses replies with
+ * hiredis's pure reader (redisReader*). hiredis's async layer is not used.
  *
  * Life of a connection:
  *
@@ -67,7 +67,8 @@ typedef enum {
 typedef void (*resp_reply_cb)(void *data, redisReply *reply, const char *error);
 /* A pub/sub push: an array whose first element is "message", "smessage",
  * "pmessage", "subscribe", "ssubscribe", "psubscribe", "unsubscribe",
- * "sunsubscribe" or "punsubscribe" (any case). Freed on return. */
+ * "sunsubscribe" or "punsubscribe" (any case), on a connection that has
+ * an on_push handler. Freed on return. */
 typedef void (*resp_push_cb)(void *data, redisReply *push);
 typedef void (*resp_open_cb)(void *data);
 typedef void (*resp_down_cb)(void *data, const char *why);
@@ -80,27 +81,36 @@ typedef struct resp_addr_s {
 
 typedef struct resp_opts_s {
     const char *label;            /* for log lines, e.g. "command 127.0.0.1:6379" */
-    uint32_t connect_timeout_ms;  /* resolve + connect + TLS handshake */
-    uint32_t command_timeout_ms;  /* per command, from when it is queued */
-    tls_ctx_t *tls;               /* NULL: plain; kept by the caller */
+    uint32_t connect_timeout_ms;  /* resolve + connect + TLS handshake; 0: none */
+    uint32_t command_timeout_ms;  /* per command, from when it is queued; 0: none */
+    tls_ctx_t *tls;               /* NULL: plain; kept by the caller. TCP
+                                     only: a Unix socket is always plain */
     const char *tls_server_name;  /* SNI and name checked; NULL: the host */
-    resp_open_cb on_open;
+    resp_open_cb on_open;         /* NULL: straight from HANDSHAKE to UP */
     resp_down_cb on_down;
-    resp_push_cb on_push;         /* NULL: pushes are dropped */
+    resp_push_cb on_push;         /* NULL: no pushes expected; every reply,
+                                     whatever its shape, answers a command */
     void *data;
 } resp_opts_t;
 
 /* A closed connection (RESP_DOWN). opts is copied, strings included. */
 resp_conn_t *resp_new(uv_loop_t *loop, timers_t *timers, const resp_opts_t *opts);
 /* Closes it (pending callbacks get "connection closed") and frees it once
- * its handles are closed; no callback of any kind fires after this. */
+ * its handles are closed; no callback of any kind fires after this.
+ * Inside resp_free, commands refused earlier get their error too, and
+ * on_down is not called. It may be called from any of c's callbacks. */
 void resp_free(resp_conn_t *c);
 
 /* Starts connecting to addr (DOWN only; otherwise a no-op returning -1).
  * The result comes later: on_open, or on_down with the reason ("connection
  * refused", "no such file or directory", "TLS: certificate verify failed:
  * ...", "no connection within connect_timeout_ms", ...). Never calls back
- * before it returns. */
+ * before it returns. A host name is resolved and its addresses tried in
+ * order. Later drops say "no reply within command_timeout_ms", "connection
+ * closed by the server", "reply longer than RESP_READ_MAX", the reader's
+ * "Protocol error, ...", a "TLS: ..." error, or what resp_close was given.
+ * resp_open may be called from on_down (not from a pending callback that
+ * a drop runs before on_down: it returns -1 there). */
 int resp_open(resp_conn_t *c, const resp_addr_t *addr);
 /* HANDSHAKE -> UP. */
 void resp_ready(resp_conn_t *c);
@@ -114,10 +124,25 @@ const resp_addr_t *resp_addr(const resp_conn_t *c);
 /* Commands sent whose replies have not come yet. */
 size_t resp_pending(const resp_conn_t *c);
 
+/* resp_send() could not allocate the command's record: nothing was queued
+ * and cb will never fire; the caller fails its own work. */
+#define RESP_ENOMEM (-2)
+
 /* Queues one command. cb may be NULL only with RESP_F_NO_REPLY. Returns 0
- * if queued; otherwise -1 and cb still fires once, later, with the error. */
+ * if queued; -1 if refused, and cb still fires once, later, with the
+ * error; or RESP_ENOMEM, and cb never fires.
+ * argvlen NULL: the arguments are C strings. argc must be at least 1.
+ * With RESP_F_NO_REPLY nothing waits for a reply: cb (if any) is called
+ * only when the command is refused. Refused without any callback: cb NULL
+ * without RESP_F_NO_REPLY, or c inside resp_free(). Refusal reasons: "not
+ * connected", "connection not ready (handshake)", "empty command", "out of
+ * memory". */
 int resp_send(resp_conn_t *c, int argc, const char **argv, const size_t *argvlen,
               unsigned flags, resp_reply_cb cb, void *data);
+/* Writes queued output now rather than before the next poll: for callers
+ * that queue commands from their own prepare callback, when this
+ * connection's flusher may already have run in this loop iteration. */
+void resp_flush(resp_conn_t *c);
 /* The same for a command already in RESP form; cmd is copied. */
 int resp_send_raw(resp_conn_t *c, const char *cmd, size_t len, unsigned flags,
                   resp_reply_cb cb, void *data);

@@ -24,12 +24,14 @@ typedef struct tls_opts_s {
     int verify;              /* 1: verify the peer's certificate and name */
 } tls_opts_t;
 
-/* NULL with a reason in err (a file missing, a key that does not match). */
+/* NULL with a reason in err (a file missing, a key that does not match).
+ * Keys protected by a passphrase are refused, never prompted for. */
 tls_ctx_t *tls_ctx_new(const tls_opts_t *opts, char *err, size_t errlen);
 void tls_ctx_free(tls_ctx_t *ctx);
 
 /* A client session; server_name is sent as SNI and is the name the
- * certificate must carry (a DNS name, or an IP address literal). */
+ * certificate must carry (a DNS name, or an IP address literal, which is
+ * not sent as SNI). NULL or "": no SNI, and only the chain is verified. */
 tls_t *tls_new(tls_ctx_t *ctx, const char *server_name, char *err, size_t errlen);
 void tls_free(tls_t *t);
 
@@ -53,7 +55,8 @@ int tls_write(tls_t *t, const char *data, size_t len);
 /* Ciphertext waiting to go to the peer: up to cap bytes into out; returns
  * how many (0 when none). */
 size_t tls_take(tls_t *t, char *out, size_t cap);
-/* The last failure, as text (valid until the next call on t). */
+/* The last failure, as plain text without OpenSSL's codes (valid until
+ * the next call on t). No call leaves errors on OpenSSL's error queue. */
 const char *tls_error(const tls_t *t);
 
 #endif

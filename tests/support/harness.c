@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -22,6 +23,7 @@
 typedef struct proc_s {
     pid_t pid;
     int is_redis;
+    int port;          /* TCP or TLS port of a redis-server by index; 0: none */
     char sock[256];
     char log[512];
 } proc_t;
@@ -31,6 +33,7 @@ static char test_dir[128];     /* per test, inside run_dir */
 static proc_t procs[H_MAX_PROCS];
 static int nprocs;
 static int redis_index = -1;
+static int redis_seq;          /* redis-servers by index, this test */
 static pid_t main_pid;
 
 long long h_now_ms(void) {
@@ -87,6 +90,7 @@ void h_setup(void) {
     static int counter;
     nprocs = 0;
     redis_index = -1;
+    redis_seq = 0;
     snprintf(test_dir, sizeof(test_dir), "%s/t%d.%d", run_dir, (int)getpid(), counter++);
     ck_assert_int_eq(mkdir(test_dir, 0700), 0);
 }
@@ -190,20 +194,29 @@ static int ping_once(const char *sock, const char *ping, const char *want) {
     return ok;
 }
 
-/* Waits until the server on sock answers, or its process exits. */
-static void wait_ready(int index, const char *ping, const char *want) {
+/* Waits until the server on sock answers: 0, or -1 if its process
+ * exited first (then its pid is 0), or -2 after H_WAIT_MS. */
+static int await_ready(int index, const char *ping, const char *want) {
     long long end = h_now_ms() + H_WAIT_MS;
     while (h_now_ms() < end) {
-        if (ping_once(procs[index].sock, ping, want) == 0) return;
+        if (ping_once(procs[index].sock, ping, want) == 0) return 0;
         int status;
         if (waitpid(procs[index].pid, &status, WNOHANG) == procs[index].pid) {
             procs[index].pid = 0;
-            ck_abort_msg("%s exited before it was ready (see %s)", procs[index].sock,
-                         procs[index].log);
+            return -1;
         }
         usleep(2000);
     }
-    ck_abort_msg("%s not ready within %d ms", procs[index].sock, H_WAIT_MS);
+    return -2;
+}
+
+/* Waits until the server on sock answers, or its process exits. */
+static void wait_ready(int index, const char *ping, const char *want) {
+    int r = await_ready(index, ping, want);
+    if (r == -1)
+        ck_abort_msg("%s exited before it was ready (see %s)", procs[index].sock,
+                     procs[index].log);
+    if (r == -2) ck_abort_msg("%s not ready within %d ms", procs[index].sock, H_WAIT_MS);
 }
 
 const char *h_redis_sock(void) {
@@ -294,6 +307,162 @@ const char *h_redis_cli(const char *fmt, ...) {
     while (fgets(skip, sizeof(skip), f) != NULL) {}
     pclose(f);
     return out;
+}
+
+int h_free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_msg(fd >= 0, "socket: %s", strerror(errno));
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sa);
+    ck_assert_msg(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "bind: %s", strerror(errno));
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+    close(fd);
+    return ntohs(sa.sin_port);
+}
+
+/* Starts a redis-server by index listening as listen[] says ("%d" in an
+ * argument stands for the port), plus a Unix socket to see it ready. With
+ * port 0 a free port is chosen, and another one if the server could not
+ * have it. Returns its index. */
+static int redis_start_index(int port, const char *const listen[], const char *const extra[]) {
+    int n = redis_seq++;
+    char sock[256], log[512], dir[256], port_arg[16];
+    char listen_args[16][600];
+    snprintf(sock, sizeof(sock), "%s/redis-%d.sock", test_dir, n);
+    snprintf(log, sizeof(log), "%s/redis-%d.log", test_dir, n);
+    snprintf(dir, sizeof(dir), "%s/redis-%d", test_dir, n);
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    int index = add_proc(0, 1, sock, log);
+    for (int attempt = 0; attempt < 5; attempt++) {
+        int p = port != 0 ? port : h_free_port();
+        snprintf(port_arg, sizeof(port_arg), "%d", p);
+        const char *argv[80] = {"redis-server", "--unixsocket", sock, "--unixsocketperm", "700",
+                                "--save", "", "--appendonly", "no", "--dir", dir};
+        size_t argc = 11;
+        for (size_t i = 0; listen[i] != NULL; i++) {
+            ck_assert_uint_lt(i, sizeof(listen_args) / sizeof(listen_args[0]));
+            if (strcmp(listen[i], "%d") == 0) {
+                argv[argc++] = port_arg;
+            } else {
+                snprintf(listen_args[i], sizeof(listen_args[i]), "%s", listen[i]);
+                argv[argc++] = listen_args[i];
+            }
+        }
+        for (size_t i = 0; extra != NULL && extra[i] != NULL; i++) {
+            ck_assert_uint_lt(argc, sizeof(argv) / sizeof(argv[0]) - 1);
+            argv[argc++] = extra[i];
+        }
+        argv[argc] = NULL;
+        unlink(sock);
+        procs[index].pid = spawn(argv, log);
+        procs[index].port = p;
+        int r = await_ready(index, "PING\r\n", "+PONG");
+        if (r == 0) return index;
+        if (r == -2) ck_abort_msg("redis-server %s not ready within %d ms", sock, H_WAIT_MS);
+        if (port != 0) break; /* the port was the caller's: no other */
+    }
+    ck_abort_msg("redis-server %s did not start (see %s)", sock, log);
+    return -1;
+}
+
+int h_redis_start_tcp(int port, const char *const extra[]) {
+    const char *const listen[] = {"--port", "%d", "--bind", "127.0.0.1", NULL};
+    return redis_start_index(port, listen, extra);
+}
+
+int h_redis_start_tls(int port, const char *certs, int auth_clients) {
+    char cert[512], key[512], ca[512];
+    snprintf(cert, sizeof(cert), "%s/server.crt", certs);
+    snprintf(key, sizeof(key), "%s/server.key", certs);
+    snprintf(ca, sizeof(ca), "%s/ca.crt", certs);
+    const char *const listen[] = {"--port", "0", "--tls-port", "%d", "--bind", "127.0.0.1",
+                                  "--tls-cert-file", cert, "--tls-key-file", key,
+                                  "--tls-ca-cert-file", ca, "--tls-auth-clients",
+                                  auth_clients ? "yes" : "no", NULL};
+    return redis_start_index(port, listen, NULL);
+}
+
+int h_redis_port(int index) {
+    ck_assert(index >= 0 && index < nprocs && procs[index].is_redis);
+    return procs[index].port;
+}
+
+const char *h_redis_sock_index(int index) {
+    ck_assert(index >= 0 && index < nprocs && procs[index].is_redis);
+    return procs[index].sock;
+}
+
+void h_redis_stop_index(int index, int sig) {
+    ck_assert(index >= 0 && index < nprocs && procs[index].is_redis);
+    proc_t *p = &procs[index];
+    if (p->pid <= 0) return;
+    kill(p->pid, sig);
+    if (sig == SIGSTOP) return;
+    if (wait_exit(p->pid, H_WAIT_MS) == -1) {
+        kill(p->pid, SIGKILL);
+        waitpid(p->pid, NULL, 0);
+    }
+    p->pid = 0;
+}
+
+void h_redis_signal_index(int index, int sig) {
+    ck_assert(index >= 0 && index < nprocs && procs[index].is_redis);
+    ck_assert_int_gt(procs[index].pid, 0); /* kill(0, ...) would hit us */
+    kill(procs[index].pid, sig);
+}
+
+/* Runs a shell command line; its output goes to dir/openssl.log. */
+static void run_in(const char *dir, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void run_in(const char *dir, const char *fmt, ...) {
+    char line[2048], cmd[2600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof(cmd), "cd '%s' && %s >>openssl.log 2>&1", dir, line);
+    ck_assert_msg(system(cmd) == 0, "failed: %s (see %s/openssl.log)", line, dir);
+}
+
+void h_tls_make_certs(const char *dir) {
+    static const char cnf[] =
+        "[req]\n"
+        "distinguished_name = dn\n"
+        "prompt = no\n"
+        "[dn]\n"
+        "CN = unused\n"
+        "[ca]\n"
+        "basicConstraints = critical,CA:TRUE\n"
+        "keyUsage = critical,keyCertSign,cRLSign\n"
+        "subjectKeyIdentifier = hash\n"
+        "[server]\n"
+        "basicConstraints = CA:FALSE\n"
+        "keyUsage = critical,digitalSignature,keyEncipherment\n"
+        "extendedKeyUsage = serverAuth\n"
+        "subjectAltName = IP:127.0.0.1,DNS:localhost\n"
+        "[client]\n"
+        "basicConstraints = CA:FALSE\n"
+        "keyUsage = critical,digitalSignature,keyEncipherment\n"
+        "extendedKeyUsage = clientAuth\n";
+    char path[512];
+    snprintf(path, sizeof(path), "%s/certs.cnf", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(cnf, f);
+    fclose(f);
+    const char *key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    run_in(dir, "openssl req -x509 -config certs.cnf -extensions ca %s -days 2 "
+                "-subj '/CN=dlockd test CA' -keyout ca.key -out ca.crt", key);
+    run_in(dir, "openssl req -x509 -config certs.cnf -extensions ca %s -days 2 "
+                "-subj '/CN=dlockd other CA' -keyout other-ca.key -out other-ca.crt", key);
+    const char *const leaves[][2] = {{"server", "/CN=localhost"}, {"client", "/CN=dlockd test client"}};
+    for (int i = 0; i < 2; i++) {
+        const char *name = leaves[i][0];
+        run_in(dir, "openssl req -new -config certs.cnf %s -subj '%s' -keyout %s.key -out %s.csr",
+               key, leaves[i][1], name, name);
+        run_in(dir, "openssl x509 -req -in %s.csr -CA ca.crt -CAkey ca.key -set_serial %d "
+                    "-days 2 -extfile certs.cnf -extensions %s -out %s.crt",
+               name, 100 + i, name, name);
+    }
 }
 
 static const char *dlockd_bin(void) {

@@ -43,6 +43,32 @@ const char *h_redis_sock(void);
  * returns its first output line (static buffer). */
 const char *h_redis_cli(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* More redis-servers, several at once, each with an index: on TCP at
+ * 127.0.0.1:port (port 0: a free one, tried again if another process takes
+ * it first), and on a Unix socket of its own that the harness uses to see
+ * it ready. extra as for h_redis_start_args. */
+int h_redis_start_tcp(int port, const char *const extra[]);
+/* A TLS-only redis-server (--port 0 --tls-port) with the files that
+ * h_tls_make_certs(certs) made; auth_clients: require a client certificate
+ * (--tls-auth-clients yes). port as for h_redis_start_tcp. */
+int h_redis_start_tls(int port, const char *certs, int auth_clients);
+int h_redis_port(int index);
+/* Its Unix socket (plain, even for a TLS-only server). */
+const char *h_redis_sock_index(int index);
+/* As h_redis_stop and h_redis_signal, for a server started by index. */
+void h_redis_stop_index(int index, int sig);
+void h_redis_signal_index(int index, int sig);
+
+/* A TCP port of 127.0.0.1 that was free a moment ago (bound to port 0,
+ * read back, closed). */
+int h_free_port(void);
+
+/* Makes, in dir, with the openssl command: ca.crt/ca.key, a CA;
+ * server.crt/server.key signed by it (CN localhost, subjectAltName
+ * IP:127.0.0.1 and DNS:localhost); client.crt/client.key signed by it (for
+ * client authentication); other-ca.crt/other-ca.key, an unrelated CA. */
+void h_tls_make_certs(const char *dir);
+
 /* A dlockd using h_redis_sock(); extra is appended to its config file
  * (e.g. "[lock]\nlease_ms = 300\n"), may be NULL. Returns its index. */
 int h_dlockd_start(const char *extra);
