@@ -12,15 +12,19 @@
 #include <uv.h>
 
 #include "conf/conf.h"
-#include "lockmgr.h"
-#include "log.h"
-#include "server.h"
-#include "session.h"
+#include "daemon/backend/backend.h"
+#include "daemon/lock/lockmgr.h"
+#include "daemon/log.h"
+#include "daemon/server.h"
+#include "daemon/session.h"
+#include "daemon/util/timers.h"
 
 /* Everything main owns while the loop runs. */
 typedef struct daemon_s {
     uv_loop_t *loop;
     conf_t conf;
+    timers_t *timers;
+    backend_t *backend;
     lockmgr_t *locks;
     sessions_t *sessions;
     server_t *server;
@@ -68,8 +72,13 @@ static void on_sessions_closed(void *data) {
     daemon_t *d = data;
     sessions_free(d->sessions);
     d->sessions = NULL;
+    /* The backend first: its pending callbacks still find the locks. */
+    backend_close(d->backend);
+    d->backend = NULL;
     lockmgr_free(d->locks);
     d->locks = NULL;
+    timers_free(d->timers);
+    d->timers = NULL;
     uv_close((uv_handle_t *)&d->sigterm, NULL);
     uv_close((uv_handle_t *)&d->sigint, NULL);
 }
@@ -150,7 +159,17 @@ int main(int argc, char **argv) {
     raise_nofile(&d.conf);
     d.loop = uv_default_loop();
 
-    d.locks = lockmgr_new(d.loop, &d.conf);
+    d.timers = timers_new(d.loop);
+    if (d.timers == NULL) {
+        log_error("out of memory at start");
+        return 1;
+    }
+    d.backend = backend_open(d.loop, d.timers, &d.conf, err, sizeof(err));
+    if (d.backend == NULL) {
+        log_error("cannot open the redis backend: %s", err);
+        return 1;
+    }
+    d.locks = lockmgr_new(&d.conf, d.timers, d.backend);
     d.sessions = d.locks ? sessions_new(d.loop, &d.conf, d.locks) : NULL;
     if (d.sessions == NULL) {
         log_error("out of memory at start");

@@ -6,9 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 
-#include "log.h"
+#include "daemon/log.h"
+#include "daemon/util/buf.h"
+#include "proto/proto.h"
 
 typedef enum {
     SESSION_READY = 0, /* parsing and answering requests */
@@ -17,18 +20,13 @@ typedef enum {
     SESSION_CLOSING    /* uv_close() called; the owner was dropped */
 } session_state_t;
 
-typedef struct buf_s {
-    char *data;
-    size_t len;
-    size_t cap;
-} buf_t;
-
 typedef struct session_s session_t;
 
 struct session_s {
     uv_pipe_t pipe;            /* the client's socket; data points here */
     sessions_t *ss;
-    lock_owner_t owner;        /* this connection as a lock owner */
+    uint64_t id;               /* unique in this daemon's life */
+    lock_owner_t *owner;       /* this connection as a lock owner */
     session_state_t state;
 
     /* input */
@@ -36,7 +34,6 @@ struct session_s {
     buf_t in;                  /* bytes read while a request was in flight */
     int paused;                /* reading stopped because in is full */
     int eof;                   /* the peer shut its side: finish, then close */
-    int dispatching;           /* inside lockmgr_request() */
 
     /* output */
     buf_t out;                 /* replies not yet handed to libuv */
@@ -50,11 +47,12 @@ struct session_s {
     gid_t gid;
 
     /* lists */
-    session_t *prev, *next;             /* all sessions */
-    session_t *dirty_prev, *dirty_next; /* output or input to handle */
+    LIST_ENTRY(session_s) all;          /* all sessions */
+    TAILQ_ENTRY(session_s) dirty_link;  /* output or input to handle */
     int dirty;
+    uint64_t dirty_round;               /* the check round it was marked in */
     int resume;                /* the request finished: read on from in */
-    session_t *deaf_prev, *deaf_next; /* not reading while a request waits */
+    LIST_ENTRY(session_s) deaf_link;    /* not reading while a request waits */
     int deaf;
 };
 
@@ -65,9 +63,10 @@ struct sessions_s {
     uv_check_t flusher;        /* runs after every poll: flushes dirty sessions */
     uv_idle_t keepalive;       /* active while dirty sessions exist */
     uv_timer_t hangups;        /* looks for peers gone while we do not read */
-    session_t *deaf;           /* sessions not reading with a request waiting */
-    session_t *all;
-    session_t *dirty;
+    LIST_HEAD(, session_s) deaf; /* sessions not reading with a request waiting */
+    LIST_HEAD(, session_s) all;
+    TAILQ_HEAD(, session_s) dirty;
+    uint64_t round;            /* check rounds: a session marked during one waits */
     uint64_t next_id;
     uint64_t started_ms;
     sessions_stats_t stats;
@@ -84,50 +83,20 @@ static void on_idle(uv_idle_t *handle);
 static void deaf_add(session_t *s);
 static size_t handle_input(session_t *s, const char *data, size_t len);
 
-static int buf_append(buf_t *b, const char *data, size_t len) {
-    if (b->len + len > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + len) cap *= 2;
-        char *nd = realloc(b->data, cap);
-        if (nd == NULL) return -1;
-        b->data = nd;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, data, len);
-    b->len += len;
-    return 0;
-}
-
-static void buf_free(buf_t *b) {
-    free(b->data);
-    b->data = NULL;
-    b->len = b->cap = 0;
-}
-
-/* Idle connections should cost little: give back large buffers. */
-static void buf_shrink(buf_t *b) {
-    if (b->len == 0 && b->cap > 4096) buf_free(b);
-}
-
 static void mark_dirty(session_t *s) {
     sessions_t *ss = s->ss;
     if (s->dirty || s->state == SESSION_CLOSING) return;
+    if (TAILQ_EMPTY(&ss->dirty)) uv_idle_start(&ss->keepalive, on_idle);
     s->dirty = 1;
-    s->dirty_prev = NULL;
-    s->dirty_next = ss->dirty;
-    if (ss->dirty) ss->dirty->dirty_prev = s;
-    else uv_idle_start(&ss->keepalive, on_idle);
-    ss->dirty = s;
+    s->dirty_round = ss->round;
+    TAILQ_INSERT_TAIL(&ss->dirty, s, dirty_link);
 }
 
 static void unmark_dirty(session_t *s) {
     sessions_t *ss = s->ss;
     if (!s->dirty) return;
-    if (s->dirty_prev) s->dirty_prev->dirty_next = s->dirty_next;
-    else ss->dirty = s->dirty_next;
-    if (s->dirty_next) s->dirty_next->dirty_prev = s->dirty_prev;
+    TAILQ_REMOVE(&ss->dirty, s, dirty_link);
     s->dirty = 0;
-    s->dirty_prev = s->dirty_next = NULL;
 }
 
 /* Queues one line of output; closes the connection past max_output. */
@@ -135,14 +104,14 @@ static void send_line(session_t *s, const char *line, size_t len) {
     if (s->state == SESSION_CLOSING) return;
     if (s->out.len + s->wbuf.len + len > s->ss->conf->max_output) {
         log_warn("client %llu (pid %d uid %u): %zu bytes of replies unread, closing",
-                 (unsigned long long)s->owner.id, (int)s->pid, (unsigned)s->uid,
+                 (unsigned long long)s->id, (int)s->pid, (unsigned)s->uid,
                  s->out.len + s->wbuf.len);
         s->ss->stats.output_overflows++;
         session_close(s);
         return;
     }
     if (buf_append(&s->out, line, len) != 0) {
-        log_error("client %llu: out of memory, closing", (unsigned long long)s->owner.id);
+        log_error("client %llu: out of memory, closing", (unsigned long long)s->id);
         session_close(s);
         return;
     }
@@ -165,13 +134,13 @@ static void send_info(session_t *s) {
     lockmgr_stats(s->ss->locks, &ls);
     int n = proto_reply_ok(line, sizeof(line),
         "version=%s uptime_s=%llu connections=%llu locks_held=%llu waiters=%llu "
-        "redis=%s connections_total=%llu rejected=%llu requests=%llu errors=%llu "
+        "redis=%s backend=%s connections_total=%llu rejected=%llu requests=%llu errors=%llu "
         "output_overflows=%llu grants=%llu reentries=%llu releases=%llu "
         "timeouts=%llu lost=%llu renewals=%llu backend_errors=%llu "
         "peer_pid=%d peer_uid=%u peer_gid=%u",
         DLOCKD_VERSION, (unsigned long long)st.uptime_s,
         (unsigned long long)st.connections, (unsigned long long)ls.locks_held,
-        (unsigned long long)ls.waiters, ls.backend_up ? "up" : "down",
+        (unsigned long long)ls.waiters, ls.backend_up ? "up" : "down", ls.backend,
         (unsigned long long)st.connections_total, (unsigned long long)st.rejected,
         (unsigned long long)st.requests, (unsigned long long)st.errors,
         (unsigned long long)st.output_overflows, (unsigned long long)ls.grants,
@@ -188,7 +157,7 @@ static void send_info(session_t *s) {
 static void send_clients(session_t *s) {
     sessions_t *ss = s->ss;
     if (s->uid != 0 && !conf_is_admin(ss->conf, s->uid)) {
-        log_warn("client %llu (uid %u) denied CLIENTS", (unsigned long long)s->owner.id,
+        log_warn("client %llu (uid %u) denied CLIENTS", (unsigned long long)s->id,
                  (unsigned)s->uid);
         send_error(s, PROTO_ERR_DENIED, "CLIENTS needs uid 0 or one in admin_uids");
         return;
@@ -200,16 +169,20 @@ static void send_clients(session_t *s) {
         return;
     }
     size_t shown = 0;
-    for (session_t *c = ss->all; c != NULL && shown < SESSION_CLIENTS_SHOWN; c = c->next)
+    session_t *c;
+    LIST_FOREACH(c, &ss->all, all) {
+        if (shown == SESSION_CLIENTS_SHOWN) break;
         shown++;
+    }
     int n = snprintf(line, cap, "OK clients=%llu shown=%zu",
                      (unsigned long long)ss->stats.connections, shown);
     size_t len = (size_t)n;
     shown = 0;
-    for (session_t *c = ss->all; c != NULL && shown < SESSION_CLIENTS_SHOWN; c = c->next) {
+    LIST_FOREACH(c, &ss->all, all) {
+        if (shown == SESSION_CLIENTS_SHOWN) break;
         n = snprintf(line + len, cap - len, " %llu:%d:%u:%u:%zu:%d",
-                     (unsigned long long)c->owner.id, (int)c->pid, (unsigned)c->uid,
-                     (unsigned)c->gid, c->owner.held_count, c->owner.pending != NULL);
+                     (unsigned long long)c->id, (int)c->pid, (unsigned)c->uid,
+                     (unsigned)c->gid, lockmgr_owner_held(c->owner), lockmgr_owner_waiting(c->owner));
         if (n < 0 || (size_t)n >= cap - len - 2) break;
         len += (size_t)n;
         shown++;
@@ -219,25 +192,83 @@ static void send_clients(session_t *s) {
     free(line);
 }
 
-/* The lock manager's answer to the request in flight. */
-static void on_lock_reply(lock_owner_t *owner, const char *line, size_t len) {
-    session_t *s = owner->data;
-    if (s->state == SESSION_CLOSING) return;
-    if (strncmp(line, "ERR ", 4) == 0) s->ss->stats.errors++;
-    send_line(s, line, len);
-    if (s->state != SESSION_WAITING) return;
-    s->state = SESSION_READY;
-    if (!s->dispatching) {
-        /* Asynchronous: go on with kept input from the flusher, not from
-         * inside the lock manager's callback. */
-        s->resume = 1;
-        mark_dirty(s);
+/* A lock manager reply as one protocol line. */
+static void send_lock_reply(session_t *s, const lock_reply_t *r) {
+    static const proto_err_t errs[] = {
+        [LOCK_ERR_NOTHELD] = PROTO_ERR_NOTHELD,
+        [LOCK_ERR_BACKEND] = PROTO_ERR_BACKEND,
+        [LOCK_ERR_LIMIT] = PROTO_ERR_LIMIT,
+        [LOCK_ERR_DENIED] = PROTO_ERR_DENIED,
+    };
+    char line[PROTO_REPLY_MAX];
+    int n;
+
+    switch (r->kind) {
+    case LOCK_REPLY_GRANTED:
+        n = proto_reply_ok(line, sizeof(line), "%llu %lld", (unsigned long long)r->fence,
+                           r->holds);
+        break;
+    case LOCK_REPLY_VALUE:
+        n = proto_reply_ok(line, sizeof(line), "%lld", r->value);
+        break;
+    case LOCK_REPLY_TIMEOUT:
+        n = proto_reply_timeout(line, sizeof(line), r->ttl_ms);
+        break;
+    case LOCK_REPLY_FREE:
+        n = proto_reply_ok(line, sizeof(line), "FREE");
+        break;
+    case LOCK_REPLY_TAKEN:
+        n = proto_reply_ok(line, sizeof(line), "TAKEN %lld", r->ttl_ms);
+        break;
+    case LOCK_REPLY_MINE:
+        n = proto_reply_ok(line, sizeof(line), "MINE %lld %lld %llu", r->holds, r->ttl_ms,
+                           (unsigned long long)r->fence);
+        break;
+    default:
+        s->ss->stats.errors++;
+        n = proto_reply_error(line, sizeof(line), errs[r->err], r->detail);
+        break;
     }
+    if (n > 0) send_line(s, line, (size_t)n);
 }
 
-static void on_lock_event(lock_owner_t *owner, const char *line, size_t len) {
-    session_t *s = owner->data;
-    send_line(s, line, len);
+/* The lock manager's later answer to the request in flight. */
+static void on_lock_reply(void *data, const lock_reply_t *reply) {
+    session_t *s = data;
+    if (s->state == SESSION_CLOSING) return;
+    send_lock_reply(s, reply);
+    if (s->state != SESSION_WAITING) return;
+    s->state = SESSION_READY;
+    /* Go on with kept input from the flusher, not from inside the lock
+     * manager's callback. */
+    s->resume = 1;
+    mark_dirty(s);
+}
+
+static void on_lock_event(void *data, const char *name, size_t len, lock_loss_t why) {
+    static const char *const reasons[] = {
+        [LOCK_LOST_EXPIRED] = "expired",
+        [LOCK_LOST_FORCED] = "forced",
+        [LOCK_LOST_BACKEND] = "backend",
+    };
+    session_t *s = data;
+    char line[PROTO_REPLY_MAX], lname[PROTO_NAME_MAX + 1];
+    if (s->state == SESSION_CLOSING) return;
+    snprintf(lname, sizeof(lname), "%.*s", (int)len, name);
+    int n = proto_event_lost(line, sizeof(line), lname, reasons[why]);
+    if (n > 0) send_line(s, line, (size_t)n);
+}
+
+/* The protocol's lock commands as lock manager requests. */
+static lock_req_kind_t request_kind(proto_cmd_t cmd) {
+    switch (cmd) {
+    case PROTO_CMD_LOCK: return LOCK_REQ_LOCK;
+    case PROTO_CMD_TRYLOCK: return LOCK_REQ_TRYLOCK;
+    case PROTO_CMD_UNLOCK: return LOCK_REQ_UNLOCK;
+    case PROTO_CMD_RENEW: return LOCK_REQ_RENEW;
+    case PROTO_CMD_STATUS: return LOCK_REQ_STATUS;
+    default: return LOCK_REQ_FORCE;
+    }
 }
 
 static void dispatch(session_t *s, const proto_request_t *req) {
@@ -264,12 +295,30 @@ static void dispatch(session_t *s, const proto_request_t *req) {
     case PROTO_CMD_CLIENTS:
         send_clients(s);
         return;
-    default:
+    case PROTO_CMD_LOCK:
+    case PROTO_CMD_TRYLOCK:
+    case PROTO_CMD_UNLOCK:
+    case PROTO_CMD_RENEW:
+    case PROTO_CMD_STATUS:
+    case PROTO_CMD_FORCEUNLOCK: {
+        lock_request_t lr = {
+            .kind = request_kind(req->cmd),
+            .name = req->name,
+            .len = req->name_len,
+            .wait_ms = req->wait_ms,
+            .lease_ms = req->lease_ms,
+        };
+        lock_reply_t now;
+        if (lockmgr_request(s->ss->locks, s->owner, &lr, &now)) {
+            send_lock_reply(s, &now);
+            return;
+        }
         s->state = SESSION_WAITING;
-        s->dispatching = 1;
-        lockmgr_request(s->ss->locks, &s->owner, req);
-        s->dispatching = 0;
         deaf_add(s);
+        return;
+    }
+    default:
+        send_error(s, PROTO_ERR_UNKNOWN, NULL);
         return;
     }
 }
@@ -303,7 +352,7 @@ static size_t handle_input(session_t *s, const char *data, size_t len) {
 /* Keeps input that arrived while a request is in flight. */
 static void keep_input(session_t *s, const char *data, size_t len) {
     if (buf_append(&s->in, data, len) != 0) {
-        log_error("client %llu: out of memory, closing", (unsigned long long)s->owner.id);
+        log_error("client %llu: out of memory, closing", (unsigned long long)s->id);
         session_close(s);
         return;
     }
@@ -341,10 +390,9 @@ static void resume_input(session_t *s) {
     s->resume = 0;
     if (s->state != SESSION_READY) return;
     if (s->in.len > 0) {
-        size_t used = handle_input(s, s->in.data, s->in.len);
+        size_t used = handle_input(s, buf_start(&s->in), s->in.len);
         if (s->state == SESSION_CLOSING) return;
-        memmove(s->in.data, s->in.data + used, s->in.len - used);
-        s->in.len -= used;
+        buf_consume(&s->in, used);
         buf_shrink(&s->in);
     }
     if (s->paused && s->in.len < SESSION_INBUF_MAX && s->state != SESSION_DRAINING &&
@@ -369,7 +417,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
         if (nread != UV_EOF || peer_gone(s)) {
             /* Gone: its locks go and its wait ends, at once. */
             if (nread != UV_EOF)
-                log_debug("client %llu: read: %s", (unsigned long long)s->owner.id,
+                log_debug("client %llu: read: %s", (unsigned long long)s->id,
                           uv_strerror((int)nread));
             session_close(s);
             return;
@@ -397,16 +445,14 @@ static void on_close(uv_handle_t *handle) {
     session_t *s = handle->data;
     sessions_t *ss = s->ss;
 
-    if (s->prev) s->prev->next = s->next;
-    else ss->all = s->next;
-    if (s->next) s->next->prev = s->prev;
+    LIST_REMOVE(s, all);
     proto_parser_free(&s->parser);
     buf_free(&s->in);
     buf_free(&s->out);
     buf_free(&s->wbuf);
     free(s);
     ss->stats.connections--;
-    if (ss->closed_cb != NULL && ss->all == NULL) {
+    if (ss->closed_cb != NULL && LIST_EMPTY(&ss->all)) {
         void (*cb)(void *) = ss->closed_cb;
         ss->closed_cb = NULL;
         cb(ss->closed_data);
@@ -421,31 +467,26 @@ static void on_hangups(uv_timer_t *t);
 static void deaf_remove(session_t *s) {
     sessions_t *ss = s->ss;
     if (!s->deaf) return;
-    if (s->deaf_prev) s->deaf_prev->deaf_next = s->deaf_next;
-    else ss->deaf = s->deaf_next;
-    if (s->deaf_next) s->deaf_next->deaf_prev = s->deaf_prev;
+    LIST_REMOVE(s, deaf_link);
     s->deaf = 0;
-    s->deaf_prev = s->deaf_next = NULL;
-    if (ss->deaf == NULL) uv_timer_stop(&ss->hangups);
+    if (LIST_EMPTY(&ss->deaf)) uv_timer_stop(&ss->hangups);
 }
 
 static void deaf_add(session_t *s) {
     sessions_t *ss = s->ss;
     if (s->deaf || s->state != SESSION_WAITING || !(s->eof || s->paused)) return;
+    if (LIST_EMPTY(&ss->deaf))
+        uv_timer_start(&ss->hangups, on_hangups, SESSION_HANGUP_CHECK_MS,
+                       SESSION_HANGUP_CHECK_MS);
     s->deaf = 1;
-    s->deaf_prev = NULL;
-    s->deaf_next = ss->deaf;
-    if (ss->deaf) ss->deaf->deaf_prev = s;
-    else uv_timer_start(&ss->hangups, on_hangups, SESSION_HANGUP_CHECK_MS,
-                        SESSION_HANGUP_CHECK_MS);
-    ss->deaf = s;
+    LIST_INSERT_HEAD(&ss->deaf, s, deaf_link);
 }
 
 static void on_hangups(uv_timer_t *t) {
     sessions_t *ss = t->data;
-    session_t *s = ss->deaf;
+    session_t *s = LIST_FIRST(&ss->deaf);
     while (s != NULL) {
-        session_t *next = s->deaf_next;
+        session_t *next = LIST_NEXT(s, deaf_link);
         if (s->state != SESSION_WAITING || !(s->eof || s->paused)) deaf_remove(s);
         else if (peer_gone(s)) session_close(s);
         s = next;
@@ -457,8 +498,9 @@ static void session_close(session_t *s) {
     s->state = SESSION_CLOSING;
     unmark_dirty(s);
     deaf_remove(s);
-    lockmgr_owner_drop(s->ss->locks, &s->owner);
-    log_debug("client %llu (pid %d uid %u) closed", (unsigned long long)s->owner.id,
+    if (s->owner != NULL) lockmgr_owner_drop(s->ss->locks, s->owner);
+    s->owner = NULL;
+    log_debug("client %llu (pid %d uid %u) closed", (unsigned long long)s->id,
               (int)s->pid, (unsigned)s->uid);
     uv_close((uv_handle_t *)&s->pipe, on_close);
 }
@@ -468,10 +510,10 @@ static void flush(session_t *s);
 static void on_write(uv_write_t *req, int status) {
     session_t *s = req->data;
     s->writing = 0;
-    s->wbuf.len = 0;
+    buf_clear(&s->wbuf);
     if (s->state == SESSION_CLOSING) return;
     if (status < 0) {
-        log_debug("client %llu: write: %s", (unsigned long long)s->owner.id,
+        log_debug("client %llu: write: %s", (unsigned long long)s->id,
                   uv_strerror(status));
         session_close(s);
         return;
@@ -489,32 +531,29 @@ static void flush(session_t *s) {
     }
     /* Try a plain write first: most replies go out whole, and a uv_write
      * would cost an epoll_ctl when its queue drains. */
-    uv_buf_t b = uv_buf_init(s->out.data, (unsigned)s->out.len);
+    uv_buf_t b = uv_buf_init(buf_start(&s->out), (unsigned)s->out.len);
     int n = uv_try_write((uv_stream_t *)&s->pipe, &b, 1);
     if (n == (int)s->out.len) {
-        s->out.len = 0;
+        buf_clear(&s->out);
         buf_shrink(&s->out);
         if (s->state == SESSION_DRAINING) session_close(s);
         return;
     }
     if (n < 0 && n != UV_EAGAIN) {
-        log_debug("client %llu: write: %s", (unsigned long long)s->owner.id, uv_strerror(n));
+        log_debug("client %llu: write: %s", (unsigned long long)s->id, uv_strerror(n));
         session_close(s);
         return;
     }
-    if (n > 0) {
-        memmove(s->out.data, s->out.data + n, s->out.len - (size_t)n);
-        s->out.len -= (size_t)n;
-    }
+    if (n > 0) buf_consume(&s->out, (size_t)n);
     /* The rest waits for the socket to drain. */
     buf_t t = s->wbuf;
     s->wbuf = s->out;
     s->out = t;
-    b = uv_buf_init(s->wbuf.data, (unsigned)s->wbuf.len);
+    b = uv_buf_init(buf_start(&s->wbuf), (unsigned)s->wbuf.len);
     s->wreq.data = s;
     int rc = uv_write(&s->wreq, (uv_stream_t *)&s->pipe, &b, 1, on_write);
     if (rc < 0) {
-        log_debug("client %llu: write: %s", (unsigned long long)s->owner.id, uv_strerror(rc));
+        log_debug("client %llu: write: %s", (unsigned long long)s->id, uv_strerror(rc));
         session_close(s);
         return;
     }
@@ -524,19 +563,16 @@ static void flush(session_t *s) {
 /* After each poll: go on with finished requests and write what was queued. */
 static void on_check(uv_check_t *handle) {
     sessions_t *ss = handle->data;
-    session_t *list = ss->dirty;
+    uint64_t round = ss->round++;
+    session_t *s;
 
-    ss->dirty = NULL;
-    while (list != NULL) {
-        session_t *s = list;
-        list = s->dirty_next;
-        if (list) list->dirty_prev = NULL;
-        s->dirty = 0;
-        s->dirty_prev = s->dirty_next = NULL;
+    /* Sessions marked during this round wait for the next one. */
+    while ((s = TAILQ_FIRST(&ss->dirty)) != NULL && s->dirty_round <= round) {
+        unmark_dirty(s);
         if (s->resume) resume_input(s);
         if (!s->dirty) flush(s);  /* re-marked: flushed next round */
     }
-    if (ss->dirty == NULL) uv_idle_stop(&ss->keepalive);
+    if (TAILQ_EMPTY(&ss->dirty)) uv_idle_stop(&ss->keepalive);
 }
 
 static void on_idle(uv_idle_t *handle) {
@@ -550,6 +586,9 @@ sessions_t *sessions_new(uv_loop_t *loop, const conf_t *conf, lockmgr_t *locks) 
     ss->conf = conf;
     ss->locks = locks;
     ss->started_ms = uv_now(loop);
+    LIST_INIT(&ss->all);
+    LIST_INIT(&ss->deaf);
+    TAILQ_INIT(&ss->dirty);
     uv_check_init(loop, &ss->flusher);
     ss->flusher.data = ss;
     uv_check_start(&ss->flusher, on_check);
@@ -617,18 +656,21 @@ void sessions_accept(sessions_t *ss, uv_stream_t *server) {
     }
     proto_parser_init(&s->parser, ss->conf->max_line);
     peer_credentials(s);
-    s->owner.id = ++ss->next_id;
-    s->owner.uid = s->uid;
-    s->owner.on_reply = on_lock_reply;
-    s->owner.on_event = on_lock_event;
-    s->owner.data = s;
-    s->next = ss->all;
-    if (ss->all) ss->all->prev = s;
-    ss->all = s;
+    s->id = ++ss->next_id;
+    s->owner = lockmgr_owner_new(ss->locks, s->id, s->uid, on_lock_reply, on_lock_event, s);
+    if (s->owner == NULL) {
+        log_error("client %llu: out of memory, closing", (unsigned long long)s->id);
+        s->state = SESSION_CLOSING;
+        uv_close((uv_handle_t *)&s->pipe, on_close);
+        ss->stats.connections++; /* on_close counts it down */
+        LIST_INSERT_HEAD(&ss->all, s, all);
+        return;
+    }
+    LIST_INSERT_HEAD(&ss->all, s, all);
     ss->stats.connections++;
     ss->stats.connections_total++;
     log_debug("client %llu connected (pid %d uid %u gid %u)",
-              (unsigned long long)s->owner.id, (int)s->pid, (unsigned)s->uid,
+              (unsigned long long)s->id, (int)s->pid, (unsigned)s->uid,
               (unsigned)s->gid);
     uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read);
 }
@@ -636,8 +678,9 @@ void sessions_accept(sessions_t *ss, uv_stream_t *server) {
 void sessions_close_all(sessions_t *ss, void (*done)(void *data), void *data) {
     ss->closed_cb = done;
     ss->closed_data = data;
-    for (session_t *s = ss->all; s != NULL; s = s->next) session_close(s);
-    if (ss->all == NULL) {
+    session_t *s;
+    LIST_FOREACH(s, &ss->all, all) session_close(s);
+    if (LIST_EMPTY(&ss->all)) {
         ss->closed_cb = NULL;
         done(data);
     }

@@ -7,7 +7,7 @@
 #include <uv.h>
 
 #include "conf/conf.h"
-#include "lockmgr.h"
+#include "daemon/lock/lockmgr.h"
 
 /* Unparsed input kept while a request is in flight, before reading pauses. */
 #define SESSION_INBUF_MAX (64 * 1024)

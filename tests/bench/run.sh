@@ -13,7 +13,7 @@
 # ends. In order:
 #   1. Redis ceiling: dlockd's acquire script with redis-benchmark (EVALSHA,
 #      50 clients, pipeline 16). The Lua text is extracted at run time from
-#      daemon/backend.c (the string macro LUA_ACQUIRE behind script_acquire, unescaped by
+#      daemon/backend/scripts.c (the string macro LUA_ACQUIRE behind script_acquire, unescaped by
 #      awk); its SHA1 must equal the one dlockd itself loads (checked with
 #      SCRIPT EXISTS after a SCRIPT FLUSH and a dlockd start), so the bench
 #      always measures the script dlockd really runs.
@@ -237,8 +237,8 @@ awk 'BEGIN { printf "local K1, K2, A1, A2 = KEYS[1], KEYS[2], ARGV[1], ARGV[2]\n
          gsub(/\\n/, "\n", body); gsub(/\\"/, "\"", body); gsub(/\\\\/, "\\", body)
          printf "%s", body
          if (line !~ /\\[ \t]*$/) exit
-     }' daemon/backend.c >"$T/acquire.lua"
-[ -s "$T/acquire.lua" ] || fatal "could not extract LUA_ACQUIRE from daemon/backend.c"
+     }' daemon/backend/scripts.c >"$T/acquire.lua"
+[ -s "$T/acquire.lua" ] || fatal "could not extract LUA_ACQUIRE from daemon/backend/scripts.c"
 SHA=$(rcli -x SCRIPT LOAD <"$T/acquire.lua")
 [ "$SHA" = "$(sha1sum <"$T/acquire.lua" | cut -c1-40)" ] || fatal "SCRIPT LOAD returned '$SHA'"
 rcli CONFIG RESETSTAT >/dev/null
@@ -261,7 +261,7 @@ rcli SCRIPT FLUSH >/dev/null
 flush_redis
 start_dlockd main
 [ "$(rcli SCRIPT EXISTS "$SHA")" = 1 ] ||
-    fatal "the script extracted from daemon/backend.c is not the one dlockd loads"
+    fatal "the script extracted from daemon/backend/scripts.c is not the one dlockd loads"
 
 # ---- 2. uncontended throughput ------------------------------------------------
 

@@ -1,0 +1,34 @@
+/* The backend interface's dispatch: every call goes to the topology's table.
+ * SPDX-License-Identifier: MIT */
+#include "backend.h"
+
+void backend_on_state(backend_t *b, backend_state_cb cb, void *data) {
+    b->on_state = cb;
+    b->state_data = data;
+}
+
+void backend_notify_state(backend_t *b) {
+    if (b->on_state) b->on_state(b->state_data);
+}
+
+void backend_submit(backend_t *b, backend_op_t *op) {
+    b->type->submit(b, op);
+}
+
+void backend_watch(backend_t *b, const char *name, size_t len, backend_watch_cb cb,
+                   void *data) {
+    b->type->watch(b, name, len, cb, data);
+}
+
+void backend_unwatch(backend_t *b, const char *name, size_t len) {
+    b->type->unwatch(b, name, len);
+}
+
+int backend_available(const backend_t *b, const char *name, size_t len) {
+    return b->type->available(b, name, len);
+}
+
+void backend_describe(const backend_t *b, const char *name, size_t len, char *buf,
+                      size_t cap) {
+    b->type->describe(b, name, len, buf, cap);
+}

@@ -1,0 +1,170 @@
+/* The backend interface: what the lock manager asks of Redis, whatever the topology.
+ * SPDX-License-Identifier: MIT
+ *
+ * Redis appears nowhere above this interface. The lock manager fills in
+ * backend_op_t records (acquire, release, renew, ...) and submits them; a
+ * topology (standalone.c today; Sentinel, Cluster and a quorum later, each
+ * in its own file) routes them to Redis nodes, batches them per target
+ * connection and calls each op's callback with its result.
+ *
+ * Callback rules (libuv's):
+ * - every submitted op's callback fires exactly once: with Redis's answer,
+ *   or with BACKEND_DOWN / BACKEND_FAILED;
+ * - never before the call that submitted it returns;
+ * - after backend_close() no callback fires (pending ops get BACKEND_DOWN
+ *   inside it).
+ * Ops on one name run in Redis in the order they were submitted. */
+#ifndef DLOCK_BACKEND_H
+#define DLOCK_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <uv.h>
+
+#include "conf/conf.h"
+#include "daemon/util/timers.h"
+
+#define BACKEND_ERR_LEN 256
+
+typedef struct backend_s backend_t;
+typedef struct backend_op_s backend_op_t;
+
+typedef enum {
+    BACKEND_ACQUIRE = 0,  /* take the lock or add a hold: outcome */
+    BACKEND_RELEASE,      /* delete the owner's holds, wake waiters: holds, others_waiting */
+    BACKEND_DROP,         /* one hold less, never deleting: holds */
+    BACKEND_RENEW,        /* reset the lease if still ours: renewal */
+    BACKEND_STATUS,       /* ttl_ms and the owner's holds */
+    BACKEND_FORCE,        /* delete whoever holds it: removed */
+    BACKEND_OP_COUNT
+} backend_op_kind_t;
+
+typedef enum {
+    BACKEND_OK = 0,
+    BACKEND_DOWN,         /* not connected, the connection broke, or no answer within
+                             command_timeout_ms: the op may or may not have run */
+    BACKEND_FAILED        /* Redis answered with an error: it did not run */
+} backend_status_t;
+
+typedef enum {
+    BACKEND_GRANTED = 0,  /* a new grant: fence is set */
+    BACKEND_REENTERED,    /* the owner already held it: holds is set */
+    BACKEND_TAKEN         /* someone else holds it: ttl_ms is set (-1: no expiry) */
+} backend_outcome_t;
+
+typedef enum {
+    BACKEND_GONE = 0,     /* our hold is gone (expired) */
+    BACKEND_RENEWED,      /* still ours, lease reset */
+    BACKEND_FORCED        /* removed by FORCEUNLOCK */
+} backend_renewal_t;
+
+typedef struct backend_result_s {
+    backend_status_t status;
+    const char *error;          /* status != BACKEND_OK; valid during the callback */
+    backend_outcome_t outcome;  /* ACQUIRE */
+    backend_renewal_t renewal;  /* RENEW */
+    uint64_t fence;             /* ACQUIRE, GRANTED */
+    long long holds;            /* ACQUIRE REENTERED; RELEASE/DROP: holds left, -1 if
+                                   not held; STATUS: the owner's holds */
+    long long ttl_ms;           /* ACQUIRE TAKEN; STATUS: -2 free, -1 no expiry */
+    int removed;                /* FORCE: 1 or 0 */
+    int others_waiting;         /* RELEASE: the release woke waiters that are not
+                                   ours (other daemons, Redisson clients) */
+} backend_result_t;
+
+typedef void (*backend_op_cb)(backend_op_t *op);
+
+/* One lock operation. The caller owns the memory (embed it) and keeps it,
+ * and the name, valid until cb. */
+struct backend_op_s {
+    /* in */
+    backend_op_kind_t kind;
+    const char *name;
+    size_t len;
+    uint64_t owner;             /* the lock owner's id in this daemon */
+    uint32_t lease_ms;          /* ACQUIRE, RENEW */
+    backend_op_cb cb;
+    void *data;                 /* the caller's */
+    /* out */
+    backend_result_t res;
+    /* the backend's while submitted */
+    STAILQ_ENTRY(backend_op_s) link;
+    uint64_t queued_at;
+};
+
+/* Wake-ups for a watched name. */
+typedef enum {
+    BACKEND_WATCHING = 0,       /* the watch is in force (again, after a reconnect):
+                                   a release may have been missed before it */
+    BACKEND_RELEASED            /* someone released the lock */
+} backend_event_t;
+
+typedef void (*backend_watch_cb)(void *data, backend_event_t ev);
+/* Availability changed (a connection came up or went down); for partial
+ * topologies it may concern only some names: ask backend_available(). */
+typedef void (*backend_state_cb)(void *data);
+
+/* What a topology promises. */
+#define BACKEND_CAP_MONOTONIC_FENCE  0x1u  /* fences of a name never go back */
+#define BACKEND_CAP_WAKEUPS          0x2u  /* watch delivers releases */
+#define BACKEND_CAP_PARTIAL          0x4u  /* part of the keyspace can be down
+                                              while the rest serves */
+
+/* One topology: a table of operations, chosen once at start. */
+typedef struct backend_type_s {
+    const char *name;
+    void (*submit)(backend_t *b, backend_op_t *op);
+    void (*watch)(backend_t *b, const char *name, size_t len, backend_watch_cb cb,
+                  void *data);
+    void (*unwatch)(backend_t *b, const char *name, size_t len);
+    /* name NULL: is any of it up */
+    int (*available)(const backend_t *b, const char *name, size_t len);
+    /* name NULL: a short description for INFO and logs; otherwise why that
+     * name is unavailable. Writes at most cap bytes, NUL-terminated. */
+    void (*describe)(const backend_t *b, const char *name, size_t len, char *buf,
+                     size_t cap);
+    void (*close)(backend_t *b);
+} backend_type_t;
+
+/* Every topology's struct starts with this. */
+struct backend_s {
+    const backend_type_t *type;
+    unsigned caps;              /* BACKEND_CAP_* */
+    backend_state_cb on_state;  /* set with backend_on_state() */
+    void *state_data;
+    struct tls_ctx_s *tls;      /* shared by its connections; NULL: plain */
+};
+
+/* What backend_open() hands a topology's open function. */
+typedef struct backend_env_s {
+    uv_loop_t *loop;
+    timers_t *timers;
+    const conf_t *conf;
+    const char *uuid;           /* owner-field prefix, made at start */
+    const char *client_name;    /* CLIENT SETNAME: dlockd:<host>:<pid> */
+    struct tls_ctx_s *tls;
+} backend_env_t;
+
+/* The topologies, one file each. */
+backend_t *standalone_open(const backend_env_t *env, char *err, size_t errlen);
+
+/* Opens the topology the configuration names. NULL with err on failure
+ * (e.g. a TLS file that cannot be read). */
+backend_t *backend_open(uv_loop_t *loop, timers_t *timers, const conf_t *conf, char *err,
+                        size_t errlen);
+/* Pending ops get BACKEND_DOWN, then everything is freed. */
+void backend_close(backend_t *b);
+
+void backend_on_state(backend_t *b, backend_state_cb cb, void *data);
+void backend_submit(backend_t *b, backend_op_t *op);
+void backend_watch(backend_t *b, const char *name, size_t len, backend_watch_cb cb,
+                   void *data);
+void backend_unwatch(backend_t *b, const char *name, size_t len);
+int backend_available(const backend_t *b, const char *name, size_t len);
+void backend_describe(const backend_t *b, const char *name, size_t len, char *buf,
+                      size_t cap);
+/* For topologies: tell the lock manager that availability changed. */
+void backend_notify_state(backend_t *b);
+
+#endif

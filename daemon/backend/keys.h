@@ -1,0 +1,37 @@
+/* Redisson's key layout: the lock hash, its companion keys and owner fields.
+ * SPDX-License-Identifier: MIT
+ *
+ * Pure string building, shared by every topology. A lock named N with
+ * key_prefix P lives at the hash "PN"; its companions follow Redisson's
+ * prefixName rule, "kind:{PN}", or "kind:PN" when PN already has a '{', so
+ * that a lock and its companions always share one Cluster slot. */
+#ifndef DLOCK_KEYS_H
+#define DLOCK_KEYS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "conf/conf.h"
+
+/* Longest lock name (the protocol's limit). */
+#define KEYS_NAME_MAX     255
+/* Room for a lock key, and for any companion of it, with the NUL. */
+#define KEYS_KEY_MAX      (CONF_PREFIX_MAX + KEYS_NAME_MAX + 1)
+#define KEYS_COMPANION_MAX (KEYS_KEY_MAX + 32)
+/* "<uuid>:<owner>" with the NUL. */
+#define KEYS_FIELD_MAX    64
+#define KEYS_UUID_LEN     36
+
+/* Companion kinds. */
+#define KEYS_TOKEN    "redisson_lock_token"     /* fence counter */
+#define KEYS_CHANNEL  "redisson_lock__channel"  /* release messages */
+#define KEYS_FORCED   "dlock_forced"            /* who FORCEUNLOCK removed */
+
+/* Each writes a NUL-terminated string into out and returns its length. */
+size_t keys_lock(char *out, const char *prefix, const char *name, size_t len);
+size_t keys_companion(char *out, const char *kind, const char *key, size_t klen);
+size_t keys_owner_field(char *out, const char *uuid, uint64_t owner);
+/* Decimal digits of v at out, no NUL; returns how many (at most 20). */
+size_t keys_u64(char *out, uint64_t v);
+
+#endif

@@ -1,0 +1,618 @@
+/* One Redis node: connections, handshake, batched script calls, subscriptions.
+ * SPDX-License-Identifier: MIT */
+#include "node.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "daemon/backend/keys.h"
+#include "daemon/backend/scripts.h"
+#include "daemon/log.h"
+#include "daemon/util/buf.h"
+#include "daemon/util/hmap.h"
+#include "daemon/util/util.h"
+
+/* Handshake commands on one connection at most: AUTH, SELECT, CLIENT
+ * SETNAME, PING, and a SCRIPT LOAD per script. */
+#define HS_MAX (4 + SCRIPT_COUNT)
+
+typedef struct nconn_s nconn_t;
+
+/* One handshake command in flight. */
+typedef struct hs_s {
+    nconn_t *nc;
+    int script;               /* the script it loads, or -1 */
+    int optional;             /* its failure does not fail the handshake */
+} hs_t;
+
+struct nconn_s {
+    node_t *nd;
+    resp_conn_t *c;
+    const char *role;         /* "command" or "pubsub" */
+    int is_sub;
+    timers_entry_t retry;     /* reconnect backoff */
+    uint32_t backoff_ms;
+    int left;                 /* handshake replies still to come */
+    int warned;               /* a down warning was logged */
+    hs_t hs[HS_MAX];
+};
+
+/* One script call in flight. */
+typedef struct call_s {
+    node_t *nd;
+    script_id_t script;
+    int retried;              /* sent again after NOSCRIPT */
+    buf_t cmd;                /* the formatted command, for that retry */
+    size_t n;
+    backend_op_t *ops[];
+} call_t;
+
+typedef enum {
+    SUB_IDLE = 0,
+    SUB_SUBSCRIBING,
+    SUB_ACTIVE,
+    SUB_UNSUBSCRIBING
+} sub_state_t;
+
+typedef struct sub_s {
+    hmap_node_t node;         /* keyed by the channel name */
+    sub_state_t state;
+    int want;                 /* the lock manager wants it */
+    int confirming;           /* on the confirm list */
+    backend_watch_cb cb;
+    void *data;
+    TAILQ_ENTRY(sub_s) confirm;
+    size_t len;
+    char channel[];
+} sub_t;
+
+STAILQ_HEAD(op_list_s, backend_op_s);
+TAILQ_HEAD(sub_list_s, sub_s);
+
+struct node_s {
+    uv_loop_t *loop;
+    timers_t *timers;
+    node_opts_t opts;         /* strings point into the copies below */
+    char label[CONF_STR_MAX + 32];
+    char username[CONF_STR_MAX];
+    char password[CONF_STR_MAX];
+    char key_prefix[CONF_PREFIX_MAX + 1];
+    char uuid[KEYS_UUID_LEN + 1];
+    char client_name[CONF_STR_MAX];
+    char tls_name[CONF_STR_MAX];
+
+    nconn_t conn[2];          /* command, pub/sub */
+    char sha[SCRIPT_COUNT][SCRIPTS_SHA_LEN + 1];
+    char down_reason[BACKEND_ERR_LEN];
+
+    struct op_list_s queue;   /* submitted, not yet sent */
+    uv_prepare_t *flusher;    /* sends the queue before the loop polls */
+    hmap_t subs;
+    struct sub_list_s confirms; /* watches already in force, to confirm */
+    int freeing;
+};
+
+#define CMD(nd) (&(nd)->conn[0])
+#define SUB(nd) (&(nd)->conn[1])
+
+static void conn_start(nconn_t *nc);
+static void send_subscribe(node_t *nd, sub_t *s);
+static void flush_queue(node_t *nd);
+
+/* ---- ops ------------------------------------------------------------------ */
+
+static void op_fail(backend_op_t *op, backend_status_t status, const char *why) {
+    memset(&op->res, 0, sizeof(op->res));
+    op->res.status = status;
+    op->res.error = why;
+    op->cb(op);
+}
+
+static void ops_fail(backend_op_t *const *ops, size_t n, backend_status_t status,
+                     const char *why) {
+    for (size_t i = 0; i < n; i++) op_fail(ops[i], status, why);
+}
+
+static sub_t *sub_find(const node_t *nd, const char *channel, size_t len) {
+    hmap_node_t *h = hmap_get(&nd->subs, channel, len);
+    return h ? container_of(h, sub_t, node) : NULL;
+}
+
+/* A release's subscriber count, less our own subscription. */
+static int others_waiting(const node_t *nd, const backend_op_t *op, int receivers) {
+    char key[KEYS_KEY_MAX], channel[KEYS_COMPANION_MAX];
+    size_t klen = keys_lock(key, nd->key_prefix, op->name, op->len);
+    size_t clen = keys_companion(channel, KEYS_CHANNEL, key, klen);
+    const sub_t *s = sub_find(nd, channel, clen);
+    int own = s != NULL && s->state == SUB_ACTIVE;
+    return receivers > own;
+}
+
+static void call_free(call_t *call) {
+    buf_free(&call->cmd);
+    free(call);
+}
+
+static void on_call_reply(void *data, redisReply *r, const char *error);
+
+/* A reload after NOSCRIPT: the same text gives the same SHA1, so only a
+ * failure is worth a word. */
+static void on_reload(void *data, redisReply *r, const char *error) {
+    const node_t *nd = data;
+    if (error == NULL && r->type == REDIS_REPLY_STRING) return;
+    log_warn("redis %s: SCRIPT LOAD failed: %s", nd->label,
+             error ? error : r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+}
+
+static void on_call_reply(void *data, redisReply *r, const char *error) {
+    call_t *call = data;
+    node_t *nd = call->nd;
+    char err[BACKEND_ERR_LEN];
+
+    if (error != NULL) {
+        ops_fail(call->ops, call->n, BACKEND_DOWN, error);
+    } else if (r->type == REDIS_REPLY_ERROR) {
+        if (strncmp(r->str, "NOSCRIPT", 8) == 0 && !call->retried && node_up(nd)) {
+            /* Scripts were flushed: load this one again, then resend. Both
+             * go down the same connection, so the load runs first. */
+            const char *argv[3] = {"SCRIPT", "LOAD", scripts_text[call->script]};
+            size_t argvlen[3] = {6, 4, strlen(scripts_text[call->script])};
+            log_warn("redis %s lost our scripts (NOSCRIPT): loading them again", nd->label);
+            call->retried = 1;
+            if (resp_send(CMD(nd)->c, 3, argv, argvlen, 0, on_reload, nd) == RESP_ENOMEM)
+                log_warn("redis %s: out of memory reloading scripts", nd->label);
+            if (resp_send_raw(CMD(nd)->c, buf_start(&call->cmd), call->cmd.len, 0, on_call_reply,
+                              call) != RESP_ENOMEM)
+                return;
+            ops_fail(call->ops, call->n, BACKEND_FAILED, "out of memory");
+            call_free(call);
+            return;
+        }
+        ops_fail(call->ops, call->n, BACKEND_FAILED, r->str);
+    } else if (scripts_decode(call->script, call->ops, call->n, r, err, sizeof(err)) != 0) {
+        ops_fail(call->ops, call->n, BACKEND_FAILED, err);
+    } else {
+        for (size_t i = 0; i < call->n; i++) {
+            backend_op_t *op = call->ops[i];
+            if (op->kind == BACKEND_RELEASE && op->res.status == BACKEND_OK)
+                op->res.others_waiting = others_waiting(nd, op, op->res.others_waiting);
+            op->cb(op);
+        }
+    }
+    call_free(call);
+}
+
+/* Sends ops[0..n) as one script call. */
+static void send_call(node_t *nd, backend_op_t *const *ops, size_t n) {
+    call_t *call = calloc(1, sizeof(*call) + n * sizeof(call->ops[0]));
+    if (call == NULL) {
+        ops_fail(ops, n, BACKEND_FAILED, "out of memory");
+        return;
+    }
+    call->nd = nd;
+    call->n = n;
+    memcpy(call->ops, ops, n * sizeof(ops[0]));
+    call->script = scripts_choose(ops, n);
+    if (scripts_format(&call->cmd, call->script, nd->sha[call->script], ops, n,
+                       nd->key_prefix, nd->uuid) != 0) {
+        call_free(call);
+        ops_fail(ops, n, BACKEND_FAILED, "out of memory");
+        return;
+    }
+    /* Refused, resp calls on_call_reply later with the error. */
+    if (resp_send_raw(CMD(nd)->c, buf_start(&call->cmd), call->cmd.len, 0, on_call_reply,
+                      call) == RESP_ENOMEM) {
+        call_free(call);
+        ops_fail(ops, n, BACKEND_FAILED, "out of memory");
+    }
+}
+
+/* Sends everything submitted so far, in order: runs of batchable ops go
+ * together, the others alone. Ops submitted from the callbacks run here
+ * wait for the next round. */
+static void flush_queue(node_t *nd) {
+    struct op_list_s q = STAILQ_HEAD_INITIALIZER(q);
+    backend_op_t *run[SCRIPTS_BATCH_MAX];
+    char why[BACKEND_ERR_LEN];
+
+    STAILQ_CONCAT(&q, &nd->queue);
+    while (!STAILQ_EMPTY(&q)) {
+        size_t n = 0;
+        backend_op_t *op = STAILQ_FIRST(&q);
+        int batch = scripts_batchable(op);
+        do {
+            STAILQ_REMOVE_HEAD(&q, link);
+            run[n++] = op;
+            op = STAILQ_FIRST(&q);
+        } while (batch && op != NULL && n < SCRIPTS_BATCH_MAX && scripts_batchable(op));
+        if (nd->freeing || !node_up(nd)) {
+            if (nd->freeing) snprintf(why, sizeof(why), "shutting down");
+            else node_why_down(nd, why, sizeof(why));
+            ops_fail(run, n, BACKEND_DOWN, why);
+        } else {
+            send_call(nd, run, n);
+        }
+    }
+}
+
+/* Watches already in force when asked for are confirmed from here, never
+ * from inside node_watch. */
+static void flush_confirms(node_t *nd) {
+    sub_t *s;
+    while ((s = TAILQ_FIRST(&nd->confirms)) != NULL) {
+        TAILQ_REMOVE(&nd->confirms, s, confirm);
+        s->confirming = 0;
+        if (s->want && s->state == SUB_ACTIVE) s->cb(s->data, BACKEND_WATCHING);
+    }
+}
+
+static void on_flush(uv_prepare_t *handle) {
+    node_t *nd = handle->data;
+    uv_prepare_stop(handle);
+    flush_queue(nd);
+    flush_confirms(nd);
+    /* resp's own flusher may have run already in this iteration. */
+    resp_flush(CMD(nd)->c);
+    resp_flush(SUB(nd)->c);
+}
+
+static void flush_soon(node_t *nd) {
+    if (!nd->freeing) uv_prepare_start(nd->flusher, on_flush);
+}
+
+void node_submit(node_t *nd, backend_op_t *op) {
+    op->queued_at = timers_now(nd->timers);
+    STAILQ_INSERT_TAIL(&nd->queue, op, link);
+    flush_soon(nd);
+}
+
+/* ---- pub/sub ---------------------------------------------------------------- */
+
+static void sub_delete(node_t *nd, sub_t *s) {
+    if (s->confirming) TAILQ_REMOVE(&nd->confirms, s, confirm);
+    hmap_del(&nd->subs, &s->node);
+    free(s);
+}
+
+static void send_subscribe(node_t *nd, sub_t *s) {
+    if (resp_state(SUB(nd)->c) != RESP_UP) return; /* sent when it is up */
+    const char *argv[2] = {"SUBSCRIBE", s->channel};
+    size_t argvlen[2] = {9, s->len};
+    if (resp_send(SUB(nd)->c, 2, argv, argvlen, RESP_F_NO_REPLY, NULL, NULL) == 0)
+        s->state = SUB_SUBSCRIBING;
+}
+
+static void send_unsubscribe(node_t *nd, sub_t *s) {
+    const char *argv[2] = {"UNSUBSCRIBE", s->channel};
+    size_t argvlen[2] = {11, s->len};
+    if (resp_state(SUB(nd)->c) == RESP_UP &&
+        resp_send(SUB(nd)->c, 2, argv, argvlen, RESP_F_NO_REPLY, NULL, NULL) == 0) {
+        s->state = SUB_UNSUBSCRIBING;
+        return;
+    }
+    s->state = SUB_IDLE;
+}
+
+static void on_push(void *data, redisReply *r) {
+    nconn_t *nc = data;
+    node_t *nd = nc->nd;
+    if (r->elements < 2 || r->element[0]->type != REDIS_REPLY_STRING ||
+        r->element[1]->type != REDIS_REPLY_STRING)
+        return;
+    const char *kind = r->element[0]->str;
+    sub_t *s = sub_find(nd, r->element[1]->str, r->element[1]->len);
+    if (s == NULL) return;
+    if (strcasecmp(kind, "message") == 0) {
+        if (s->state == SUB_ACTIVE && s->want) s->cb(s->data, BACKEND_RELEASED);
+    } else if (strcasecmp(kind, "subscribe") == 0) {
+        s->state = SUB_ACTIVE;
+        if (!s->want) send_unsubscribe(nd, s);
+        else s->cb(s->data, BACKEND_WATCHING);
+    } else if (strcasecmp(kind, "unsubscribe") == 0) {
+        s->state = SUB_IDLE;
+        if (s->want) send_subscribe(nd, s);
+        else sub_delete(nd, s);
+    }
+}
+
+static size_t channel_of(const node_t *nd, char *out, const char *name, size_t len) {
+    char key[KEYS_KEY_MAX];
+    size_t klen = keys_lock(key, nd->key_prefix, name, len);
+    return keys_companion(out, KEYS_CHANNEL, key, klen);
+}
+
+void node_watch(node_t *nd, const char *name, size_t len, backend_watch_cb cb, void *data) {
+    char channel[KEYS_COMPANION_MAX];
+    size_t clen = channel_of(nd, channel, name, len);
+    sub_t *s = sub_find(nd, channel, clen);
+    if (s == NULL) {
+        s = calloc(1, sizeof(*s) + clen + 1);
+        if (s == NULL) return; /* waiters fall back to TTL-based retries */
+        memcpy(s->channel, channel, clen + 1);
+        s->len = clen;
+        s->node.key = s->channel;
+        s->node.len = clen;
+        hmap_put(&nd->subs, &s->node);
+    }
+    s->want = 1;
+    s->cb = cb;
+    s->data = data;
+    if (s->state == SUB_IDLE) {
+        send_subscribe(nd, s);
+    } else if (s->state == SUB_ACTIVE && !s->confirming) {
+        s->confirming = 1;
+        TAILQ_INSERT_TAIL(&nd->confirms, s, confirm);
+        flush_soon(nd);
+    }
+    /* SUBSCRIBING: the confirmation will tell; UNSUBSCRIBING: subscribes
+     * again when the unsubscribe reply arrives. */
+}
+
+void node_unwatch(node_t *nd, const char *name, size_t len) {
+    char channel[KEYS_COMPANION_MAX];
+    size_t clen = channel_of(nd, channel, name, len);
+    sub_t *s = sub_find(nd, channel, clen);
+    if (s == NULL) return;
+    s->want = 0;
+    if (s->confirming) {
+        TAILQ_REMOVE(&nd->confirms, s, confirm);
+        s->confirming = 0;
+    }
+    if (s->state == SUB_ACTIVE) send_unsubscribe(nd, s);
+    if (s->state == SUB_IDLE) sub_delete(nd, s);
+}
+
+/* ---- connections --------------------------------------------------------- */
+
+int node_up(const node_t *nd) {
+    return resp_state(CMD(nd)->c) == RESP_UP;
+}
+
+void node_why_down(const node_t *nd, char *buf, size_t cap) {
+    if (node_up(nd)) snprintf(buf, cap, "redis connected");
+    else if (nd->down_reason[0] == '\0') snprintf(buf, cap, "redis not connected yet");
+    else snprintf(buf, cap, "redis not connected: %s", nd->down_reason);
+}
+
+const char *node_label(const node_t *nd) {
+    return nd->label;
+}
+
+static void notify(node_t *nd) {
+    if (nd->opts.on_state && !nd->freeing) nd->opts.on_state(nd->opts.data);
+}
+
+static void on_retry(timers_entry_t *t) {
+    conn_start(container_of(t, nconn_t, retry));
+}
+
+static void conn_up(nconn_t *nc) {
+    node_t *nd = nc->nd;
+    resp_ready(nc->c);
+    nc->backoff_ms = 0;
+    if (nc->warned) log_info("redis %s connection to %s is back", nc->role, nd->label);
+    else log_info("redis %s connection to %s up", nc->role, nd->label);
+    nc->warned = 0;
+    if (nc->is_sub) {
+        size_t i = 0;
+        for (hmap_node_t *h = hmap_next(&nd->subs, &i, NULL); h; h = hmap_next(&nd->subs, &i, h)) {
+            sub_t *s = container_of(h, sub_t, node);
+            if (s->want && s->state == SUB_IDLE) send_subscribe(nd, s);
+        }
+    } else {
+        notify(nd);
+    }
+}
+
+static void on_hs_reply(void *data, redisReply *r, const char *error) {
+    hs_t *hs = data;
+    nconn_t *nc = hs->nc;
+    node_t *nd = nc->nd;
+    char why[BACKEND_ERR_LEN];
+
+    if (error != NULL) return; /* the connection went down: on_conn_down says why */
+    if (r->type == REDIS_REPLY_ERROR && !hs->optional) {
+        snprintf(why, sizeof(why), "handshake failed: %s", r->str);
+        log_error("redis %s connection to %s: %s", nc->role, nd->label, why);
+        nc->warned = 1;
+        resp_close(nc->c, why);
+        return;
+    }
+    if (r->type == REDIS_REPLY_ERROR)
+        log_debug("redis %s: optional handshake step failed: %s", nd->label, r->str);
+    if (hs->script >= 0 && r->type == REDIS_REPLY_STRING && r->len == SCRIPTS_SHA_LEN) {
+        memcpy(nd->sha[hs->script], r->str, SCRIPTS_SHA_LEN);
+        nd->sha[hs->script][SCRIPTS_SHA_LEN] = '\0';
+    }
+    if (--nc->left == 0) conn_up(nc);
+}
+
+static void hs_send(nconn_t *nc, int argc, const char **argv, const size_t *argvlen,
+                    int script, int optional) {
+    hs_t *hs = &nc->hs[nc->left++];
+    hs->nc = nc;
+    hs->script = script;
+    hs->optional = optional;
+    if (resp_send(nc->c, argc, argv, argvlen, RESP_F_HANDSHAKE, on_hs_reply, hs) == RESP_ENOMEM) {
+        nc->left--;
+        resp_close(nc->c, "out of memory");
+    }
+}
+
+/* Connected: AUTH, SELECT, CLIENT SETNAME and SCRIPT LOADs, pipelined; the
+ * last reply brings the connection up. */
+static void on_conn_open(void *data) {
+    nconn_t *nc = data;
+    node_t *nd = nc->nd;
+    const char *argv[3];
+    size_t argvlen[3];
+
+    nc->left = 0;
+    if (nd->password[0] != '\0') {
+        int n = 0;
+        argv[n] = "AUTH";
+        argvlen[n++] = 4;
+        if (nd->username[0] != '\0') {
+            argv[n] = nd->username;
+            argvlen[n++] = strlen(nd->username);
+        }
+        argv[n] = nd->password;
+        argvlen[n++] = strlen(nd->password);
+        hs_send(nc, n, argv, argvlen, -1, 0);
+    }
+    argv[0] = "CLIENT";
+    argvlen[0] = 6;
+    argv[1] = "SETNAME";
+    argvlen[1] = 7;
+    argv[2] = nd->client_name;
+    argvlen[2] = strlen(nd->client_name);
+    hs_send(nc, 3, argv, argvlen, -1, 1);
+    if (nc->is_sub) {
+        argv[0] = "PING";
+        argvlen[0] = 4;
+        hs_send(nc, 1, argv, argvlen, -1, 0);
+        return;
+    }
+    char db[16];
+    argv[0] = "SELECT";
+    argvlen[0] = 6;
+    argv[1] = db;
+    argvlen[1] = (size_t)snprintf(db, sizeof(db), "%d", nd->opts.db);
+    hs_send(nc, 2, argv, argvlen, -1, 0);
+    for (int i = 0; i < SCRIPT_COUNT; i++) {
+        argv[0] = "SCRIPT";
+        argvlen[0] = 6;
+        argv[1] = "LOAD";
+        argvlen[1] = 4;
+        argv[2] = scripts_text[i];
+        argvlen[2] = strlen(scripts_text[i]);
+        hs_send(nc, 3, argv, argvlen, i, 0);
+    }
+}
+
+static void on_conn_down(void *data, const char *why) {
+    nconn_t *nc = data;
+    node_t *nd = nc->nd;
+
+    if (nd->freeing) return;
+    if (!nc->is_sub) snprintf(nd->down_reason, sizeof(nd->down_reason), "%s", why);
+    if (!nc->warned) {
+        log_warn("redis %s connection to %s down: %s", nc->role, nd->label, why);
+        nc->warned = 1;
+    } else {
+        log_debug("redis %s connection to %s: %s", nc->role, nd->label, why);
+    }
+    if (nc->is_sub) {
+        /* Subscriptions died with the connection; keep the wanted ones. */
+        size_t i = 0;
+        hmap_node_t *h, *next;
+        for (h = hmap_next(&nd->subs, &i, NULL); h != NULL; h = next) {
+            next = hmap_next(&nd->subs, &i, h);
+            sub_t *s = container_of(h, sub_t, node);
+            s->state = SUB_IDLE;
+            if (!s->want) sub_delete(nd, s);
+        }
+    } else if (resp_state(SUB(nd)->c) != RESP_DOWN) {
+        /* A hung command connection means a hung Redis: start over. */
+        resp_close(SUB(nd)->c, "command connection lost");
+    }
+    nc->backoff_ms = nc->backoff_ms ? nc->backoff_ms * 2 : NODE_BACKOFF_MIN_MS;
+    if (nc->backoff_ms > NODE_BACKOFF_MAX_MS) nc->backoff_ms = NODE_BACKOFF_MAX_MS;
+    timers_start(nd->timers, &nc->retry, nc->backoff_ms, on_retry);
+    if (!nc->is_sub) notify(nd);
+}
+
+static void conn_start(nconn_t *nc) {
+    if (nc->nd->freeing) return;
+    resp_open(nc->c, &nc->nd->opts.addr);
+}
+
+/* ---- life ------------------------------------------------------------------ */
+
+static void on_flusher_close(uv_handle_t *handle) {
+    free(handle);
+}
+
+static int conn_init(node_t *nd, nconn_t *nc, int is_sub) {
+    char label[CONF_STR_MAX + 48];
+    nc->nd = nd;
+    nc->is_sub = is_sub;
+    nc->role = is_sub ? "pubsub" : "command";
+    snprintf(label, sizeof(label), "%s %s", nc->role, nd->label);
+    resp_opts_t ro = {
+        .label = label,
+        .connect_timeout_ms = nd->opts.connect_timeout_ms,
+        .command_timeout_ms = nd->opts.command_timeout_ms,
+        .tls = nd->opts.tls,
+        .tls_server_name = nd->tls_name[0] ? nd->tls_name : NULL,
+        .on_open = on_conn_open,
+        .on_down = on_conn_down,
+        .on_push = is_sub ? on_push : NULL,
+        .data = nc,
+    };
+    nc->c = resp_new(nd->loop, nd->timers, &ro);
+    return nc->c ? 0 : -1;
+}
+
+#define COPY(dst, src) snprintf((dst), sizeof(dst), "%s", (src) ? (src) : "")
+
+node_t *node_new(uv_loop_t *loop, timers_t *timers, const node_opts_t *opts) {
+    node_t *nd = calloc(1, sizeof(*nd));
+    if (nd == NULL) return NULL;
+    nd->loop = loop;
+    nd->timers = timers;
+    nd->opts = *opts;
+    COPY(nd->label, opts->label);
+    COPY(nd->username, opts->username);
+    COPY(nd->password, opts->password);
+    COPY(nd->key_prefix, opts->key_prefix);
+    COPY(nd->uuid, opts->uuid);
+    COPY(nd->client_name, opts->client_name);
+    COPY(nd->tls_name, opts->tls_server_name);
+    STAILQ_INIT(&nd->queue);
+    TAILQ_INIT(&nd->confirms);
+    nd->flusher = malloc(sizeof(*nd->flusher));
+    if (nd->flusher == NULL || hmap_init(&nd->subs) != 0) {
+        free(nd->flusher);
+        free(nd);
+        return NULL;
+    }
+    uv_prepare_init(loop, nd->flusher);
+    nd->flusher->data = nd;
+    if (conn_init(nd, CMD(nd), 0) != 0 || conn_init(nd, SUB(nd), 1) != 0) {
+        if (CMD(nd)->c) resp_free(CMD(nd)->c);
+        hmap_free(&nd->subs);
+        uv_close((uv_handle_t *)nd->flusher, on_flusher_close);
+        free(nd);
+        return NULL;
+    }
+    conn_start(CMD(nd));
+    conn_start(SUB(nd));
+    return nd;
+}
+
+void node_free(node_t *nd) {
+    if (nd == NULL) return;
+    /* Ops not sent yet fail first, then the ones in flight (in resp_free). */
+    nd->freeing = 1;
+    uv_prepare_stop(nd->flusher);
+    flush_queue(nd);
+    resp_free(CMD(nd)->c);
+    resp_free(SUB(nd)->c);
+    /* Callbacks run by resp_free may have submitted more (a cancelled
+     * acquire's undo, say): they fail too, until nothing is left. */
+    while (!STAILQ_EMPTY(&nd->queue)) flush_queue(nd);
+    timers_stop(nd->timers, &CMD(nd)->retry);
+    timers_stop(nd->timers, &SUB(nd)->retry);
+    uv_close((uv_handle_t *)nd->flusher, on_flusher_close);
+    size_t i = 0;
+    hmap_node_t *h, *next;
+    for (h = hmap_next(&nd->subs, &i, NULL); h != NULL; h = next) {
+        next = hmap_next(&nd->subs, &i, h);
+        free(container_of(h, sub_t, node));
+    }
+    hmap_free(&nd->subs);
+    free(nd);
+}

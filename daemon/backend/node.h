@@ -1,0 +1,58 @@
+/* One Redis node: its command and pub/sub connections, handshake, scripts, batches and subscriptions.
+ * SPDX-License-Identifier: MIT
+ *
+ * The building block of every topology: standalone is one node; Sentinel
+ * is one node whose address moves; Cluster and a quorum hold many. A node
+ * reconnects by itself with a backoff, loads the scripts in its handshake,
+ * gathers the ops submitted during one loop iteration and sends them,
+ * before the loop polls, in as few script calls as their order allows.
+ * Callback rules are those of backend.h. */
+#ifndef DLOCK_NODE_H
+#define DLOCK_NODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "daemon/backend/backend.h"
+#include "daemon/backend/resp.h"
+#include "daemon/util/timers.h"
+
+/* Reconnect backoff: doubles from MIN up to MAX. */
+#define NODE_BACKOFF_MIN_MS 50
+#define NODE_BACKOFF_MAX_MS 1000
+
+typedef struct node_s node_t;
+
+typedef struct node_opts_s {
+    const char *label;            /* where it is, without credentials, for logs */
+    resp_addr_t addr;
+    const char *username;         /* "" for none */
+    const char *password;         /* "" for none */
+    int db;
+    const char *key_prefix;
+    const char *uuid;             /* owner-field prefix of this daemon */
+    const char *client_name;      /* CLIENT SETNAME */
+    uint32_t connect_timeout_ms;
+    uint32_t command_timeout_ms;
+    tls_ctx_t *tls;               /* NULL: plain */
+    const char *tls_server_name;
+    void (*on_state)(void *data); /* the command connection went up or down */
+    void *data;
+} node_opts_t;
+
+/* Strings in opts are copied. Starts connecting at once. */
+node_t *node_new(uv_loop_t *loop, timers_t *timers, const node_opts_t *opts);
+/* Pending ops get BACKEND_DOWN inside; no callback fires afterwards. */
+void node_free(node_t *nd);
+
+void node_submit(node_t *nd, backend_op_t *op);
+void node_watch(node_t *nd, const char *name, size_t len, backend_watch_cb cb, void *data);
+void node_unwatch(node_t *nd, const char *name, size_t len);
+/* 1 while the command connection is up (handshake done). */
+int node_up(const node_t *nd);
+/* "redis not connected: <why>", or "redis connected". */
+void node_why_down(const node_t *nd, char *buf, size_t cap);
+const char *node_label(const node_t *nd);
+
+#endif

@@ -1,0 +1,390 @@
+/* The Lua scripts that change lock state, their calls and their replies.
+ * SPDX-License-Identifier: MIT */
+#include "scripts.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "daemon/backend/keys.h"
+
+/* ---- the scripts -------------------------------------------------------- */
+
+/* K1 lock hash, K2 fence counter; A1 lease ms, A2 owner. {0, fence} new
+ * grant, {1, holds} reentered, {2, pttl} taken. A missing counter starts
+ * at Redis TIME in microseconds, so fences never go back after Redis loses
+ * its data. The free case comes first, with the fewest calls: it is the
+ * common one. */
+#define LUA_ACQUIRE \
+    "if redis.call('exists', K1) == 0 then\n" \
+    "  redis.call('hset', K1, A2, 1)\n" \
+    "  redis.call('pexpire', K1, A1)\n" \
+    "  local f = redis.call('incr', K2)\n" \
+    "  if f == 1 then\n" \
+    "    local t = redis.call('time')\n" \
+    "    redis.call('set', K2, t[1] .. string.format('%06d', tonumber(t[2])))\n" \
+    "    f = redis.call('incr', K2)\n" \
+    "  end\n" \
+    "  return {0, f}\n" \
+    "end\n" \
+    "if redis.call('hexists', K1, A2) == 1 then\n" \
+    "  local n = redis.call('hincrby', K1, A2, 1)\n" \
+    "  redis.call('pexpire', K1, A1)\n" \
+    "  return {1, n}\n" \
+    "end\n" \
+    "return {2, redis.call('pttl', K1)}\n"
+static const char script_acquire[] =
+    "local K1, K2, A1, A2 = KEYS[1], KEYS[2], ARGV[1], ARGV[2]\n" LUA_ACQUIRE;
+
+/* K1 lock hash, K2 channel; A1 owner, A2 '1' to release all holds (delete
+ * and publish '0', as Redisson's unlock does) or '0' to drop one hold
+ * without ever deleting. Returns holds left, -1 if not held, or {0,
+ * subscribers that got the release message}. */
+#define LUA_RELEASE \
+    "local n = redis.call('hget', K1, A1)\n" \
+    "if not n then return -1 end\n" \
+    "if A2 == '0' then\n" \
+    "  if tonumber(n) > 1 then return redis.call('hincrby', K1, A1, -1) end\n" \
+    "  return tonumber(n)\n" \
+    "end\n" \
+    "redis.call('del', K1)\n" \
+    "return {0, redis.call('publish', K2, '0')}\n"
+static const char script_release[] =
+    "local K1, K2, A1, A2 = KEYS[1], KEYS[2], ARGV[1], ARGV[2]\n" LUA_RELEASE;
+
+/* K1 lock hash, K2 forced marker; A1 lease ms, A2 owner. 1 renewed, 0
+ * gone, 2 removed by force. A key of another type counts as gone. */
+#define LUA_RENEW \
+    "if redis.pcall('hexists', K1, A2) == 1 then\n" \
+    "  redis.call('pexpire', K1, A1)\n" \
+    "  return 1\n" \
+    "end\n" \
+    "if redis.pcall('get', K2) == A2 then return 2 end\n" \
+    "return 0\n"
+
+/* KEYS[1] lock hash; ARGV[1] owner. {pttl, this owner's holds}. */
+static const char script_status[] =
+    "local t = redis.call('pttl', KEYS[1])\n"
+    "local n = redis.call('hget', KEYS[1], ARGV[1])\n"
+    "return {t, tonumber(n or '0')}\n";
+
+/* KEYS[1] lock hash, KEYS[2] channel, KEYS[3] forced marker; ARGV[1] how
+ * long the marker outlives the lock. Removes the lock whoever holds it,
+ * leaves a marker naming the owner so its daemon can say 'forced'. */
+static const char script_force[] =
+    "local f = redis.call('hkeys', KEYS[1])\n"
+    "if #f == 0 then return 0 end\n"
+    "local t = redis.call('pttl', KEYS[1])\n"
+    "if t < 0 then t = 0 end\n"
+    "redis.call('set', KEYS[3], f[1], 'px', t + tonumber(ARGV[1]))\n"
+    "redis.call('del', KEYS[1])\n"
+    "redis.call('publish', KEYS[2], '0')\n"
+    "return 1\n";
+
+/* Many operations in one call: the bodies above as functions (K1, K2, A1,
+ * A2 are their parameters), run in the order asked for. KEYS: two per
+ * operation (the lock, and its token, channel or forced marker); ARGV:
+ * three per operation: 'a' lease owner, 'r' all owner, or 'n' lease owner.
+ * One line per operation comes back: "0:<fence>", "1:<holds>",
+ * "2:<pttl>", a release's "<holds left>" or "0:<subscribers>", a
+ * renewal's digit, or "E<error>" when that operation failed (the others
+ * still run). */
+static const char script_ops[] =
+    "local acquire = function(K1, K2, A1, A2)\n" LUA_ACQUIRE "end\n"
+    "local release = function(K1, K2, A1, A2)\n" LUA_RELEASE "end\n"
+    "local renew = function(K1, K2, A1, A2)\n" LUA_RENEW "end\n"
+    "local out = {}\n"
+    "for i = 1, #KEYS / 2 do\n"
+    "  local ok, r\n"
+    "  local k = ARGV[3 * i - 2]\n"
+    "  if k == 'a' then\n"
+    "    ok, r = pcall(acquire, KEYS[2 * i - 1], KEYS[2 * i], ARGV[3 * i - 1], ARGV[3 * i])\n"
+    "  elseif k == 'n' then\n"
+    "    ok, r = pcall(renew, KEYS[2 * i - 1], KEYS[2 * i], ARGV[3 * i - 1], ARGV[3 * i])\n"
+    "  else\n"
+    "    ok, r = pcall(release, KEYS[2 * i - 1], KEYS[2 * i], ARGV[3 * i], ARGV[3 * i - 1])\n"
+    "  end\n"
+    "  if not ok then\n"
+    "    out[i] = 'E' .. tostring(type(r) == 'table' and r.err or r)\n"
+    "  elseif type(r) == 'table' then\n"
+    "    out[i] = string.format('%d:%d', r[1], r[2])\n"
+    "  else\n"
+    "    out[i] = string.format('%d', r)\n"
+    "  end\n"
+    "end\n"
+    "return table.concat(out, '\\n')\n";
+
+const char *const scripts_text[SCRIPT_COUNT] = {
+    script_acquire, script_release, script_status, script_force, script_ops,
+};
+
+/* ---- calls ---------------------------------------------------------------- */
+
+int scripts_batchable(const backend_op_t *op) {
+    return op->kind == BACKEND_ACQUIRE || op->kind == BACKEND_RELEASE ||
+           op->kind == BACKEND_DROP || op->kind == BACKEND_RENEW;
+}
+
+script_id_t scripts_choose(backend_op_t *const *ops, size_t n) {
+    if (n > 1) return SCRIPT_OPS;
+    switch (ops[0]->kind) {
+    case BACKEND_ACQUIRE: return SCRIPT_ACQUIRE;
+    case BACKEND_RELEASE:
+    case BACKEND_DROP: return SCRIPT_RELEASE;
+    case BACKEND_STATUS: return SCRIPT_STATUS;
+    case BACKEND_FORCE: return SCRIPT_FORCE;
+    default: return SCRIPT_OPS;
+    }
+}
+
+/* One RESP header or bulk string; room was reserved by the caller. */
+static size_t put_head(char *p, char kind, size_t n) {
+    size_t k = 0;
+    p[k++] = kind;
+    k += keys_u64(p + k, n);
+    p[k++] = '\r';
+    p[k++] = '\n';
+    return k;
+}
+
+static size_t put_bulk(char *p, const char *s, size_t len) {
+    size_t k = put_head(p, '$', len);
+    memcpy(p + k, s, len);
+    k += len;
+    p[k++] = '\r';
+    p[k++] = '\n';
+    return k;
+}
+
+/* Room one argument of len bytes takes at most. */
+#define ARG_ROOM(len) (1 + 20 + 2 + (len) + 2)
+
+/* The strings of one operation: two keys and three arguments (the ones
+ * SCRIPT_OPS wants; the single scripts take a subset). */
+typedef struct op_strs_s {
+    char key[KEYS_KEY_MAX];
+    char comp[KEYS_COMPANION_MAX];
+    char num[24];
+    char field[KEYS_FIELD_MAX];
+    size_t klen, clen, nlen, flen;
+    const char *kind;
+} op_strs_t;
+
+static void op_strings(op_strs_t *s, const backend_op_t *op, const char *prefix,
+                       const char *uuid) {
+    s->klen = keys_lock(s->key, prefix, op->name, op->len);
+    s->flen = keys_owner_field(s->field, uuid, op->owner);
+    switch (op->kind) {
+    case BACKEND_ACQUIRE:
+        s->kind = "a";
+        s->clen = keys_companion(s->comp, KEYS_TOKEN, s->key, s->klen);
+        s->nlen = keys_u64(s->num, op->lease_ms);
+        break;
+    case BACKEND_RENEW:
+        s->kind = "n";
+        s->clen = keys_companion(s->comp, KEYS_FORCED, s->key, s->klen);
+        s->nlen = keys_u64(s->num, op->lease_ms);
+        break;
+    default: /* release, drop */
+        s->kind = "r";
+        s->clen = keys_companion(s->comp, KEYS_CHANNEL, s->key, s->klen);
+        s->num[0] = op->kind == BACKEND_RELEASE ? '1' : '0';
+        s->nlen = 1;
+        break;
+    }
+}
+
+int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *const *ops,
+                   size_t n, const char *prefix, const char *uuid) {
+    op_strs_t s;
+    size_t argc, numkeys, room;
+    char nk[24], mark[24];
+
+    switch (id) {
+    case SCRIPT_OPS: numkeys = 2 * n; argc = 3 + 5 * n; break;
+    case SCRIPT_STATUS: numkeys = 1; argc = 5; break;
+    case SCRIPT_FORCE: numkeys = 3; argc = 7; break;
+    default: numkeys = 2; argc = 7; break;
+    }
+    room = 1 + 20 + 2 + ARG_ROOM(7) + ARG_ROOM(SCRIPTS_SHA_LEN) + ARG_ROOM(20) +
+           n * (ARG_ROOM(KEYS_KEY_MAX) + 2 * ARG_ROOM(KEYS_COMPANION_MAX) + ARG_ROOM(24) +
+                ARG_ROOM(KEYS_FIELD_MAX) + ARG_ROOM(1));
+    char *p = buf_reserve(out, room);
+    if (p == NULL) return -1;
+    size_t k = put_head(p, '*', argc);
+    k += put_bulk(p + k, "EVALSHA", 7);
+    k += put_bulk(p + k, sha, SCRIPTS_SHA_LEN);
+    k += put_bulk(p + k, nk, keys_u64(nk, numkeys));
+
+    if (id == SCRIPT_OPS) {
+        /* KEYS first, then ARGV: the strings of each op are made twice
+         * rather than kept, which is cheaper than storing them. */
+        for (size_t i = 0; i < n; i++) {
+            op_strings(&s, ops[i], prefix, uuid);
+            k += put_bulk(p + k, s.key, s.klen);
+            k += put_bulk(p + k, s.comp, s.clen);
+        }
+        for (size_t i = 0; i < n; i++) {
+            op_strings(&s, ops[i], prefix, uuid);
+            k += put_bulk(p + k, s.kind, 1);
+            k += put_bulk(p + k, s.num, s.nlen);
+            k += put_bulk(p + k, s.field, s.flen);
+        }
+    } else {
+        const backend_op_t *op = ops[0];
+        op_strings(&s, op, prefix, uuid);
+        k += put_bulk(p + k, s.key, s.klen);
+        switch (id) {
+        case SCRIPT_ACQUIRE: /* KEYS lock token; ARGV lease owner */
+            k += put_bulk(p + k, s.comp, s.clen);
+            k += put_bulk(p + k, s.num, s.nlen);
+            k += put_bulk(p + k, s.field, s.flen);
+            break;
+        case SCRIPT_RELEASE: /* KEYS lock channel; ARGV owner all */
+            k += put_bulk(p + k, s.comp, s.clen);
+            k += put_bulk(p + k, s.field, s.flen);
+            k += put_bulk(p + k, s.num, s.nlen);
+            break;
+        case SCRIPT_STATUS: /* KEYS lock; ARGV owner */
+            k += put_bulk(p + k, s.field, s.flen);
+            break;
+        default: /* SCRIPT_FORCE: KEYS lock channel marker; ARGV keep */
+            s.clen = keys_companion(s.comp, KEYS_CHANNEL, s.key, s.klen);
+            k += put_bulk(p + k, s.comp, s.clen);
+            s.clen = keys_companion(s.comp, KEYS_FORCED, s.key, s.klen);
+            k += put_bulk(p + k, s.comp, s.clen);
+            k += put_bulk(p + k, mark, keys_u64(mark, SCRIPTS_FORCED_MARK_MS));
+            break;
+        }
+    }
+    buf_commit(out, k);
+    return 0;
+}
+
+/* ---- replies ---------------------------------------------------------------- */
+
+static int is_int(const redisReply *r) {
+    return r != NULL && r->type == REDIS_REPLY_INTEGER;
+}
+
+static int is_pair(const redisReply *r) {
+    return r->type == REDIS_REPLY_ARRAY && r->elements == 2 && is_int(r->element[0]) &&
+           is_int(r->element[1]);
+}
+
+/* Parses a decimal, possibly negative; returns the end. */
+static const char *get_ll(const char *p, const char *end, long long *v) {
+    int neg = 0;
+    long long x = 0;
+    if (p < end && *p == '-') {
+        neg = 1;
+        p++;
+    }
+    while (p < end && *p >= '0' && *p <= '9') x = x * 10 + (*p++ - '0');
+    *v = neg ? -x : x;
+    return p;
+}
+
+/* An acquire's (kind, value) pair into res; -1 if kind is unknown. */
+static int set_acquire(backend_result_t *res, long long kind, long long v) {
+    res->outcome = (backend_outcome_t)kind;
+    switch (kind) {
+    case BACKEND_GRANTED: res->fence = (uint64_t)v; return 0;
+    case BACKEND_REENTERED: res->holds = v; return 0;
+    case BACKEND_TAKEN: res->ttl_ms = v; return 0;
+    default: return -1;
+    }
+}
+
+static void set_renewal(backend_result_t *res, long long v) {
+    res->renewal = v == 1 ? BACKEND_RENEWED : v == 2 ? BACKEND_FORCED : BACKEND_GONE;
+}
+
+/* The batch script's one line per operation. An operation's own error
+ * fails it alone; the error text must stay valid during its callback, so
+ * it points into the reply, which outlives the callbacks. */
+static int decode_ops(backend_op_t *const *ops, size_t n, redisReply *r, char *err,
+                      size_t errlen) {
+    if (r->type != REDIS_REPLY_STRING) {
+        snprintf(err, errlen, "unexpected reply type %d from the batch script", r->type);
+        return -1;
+    }
+    const char *p = r->str, *end = r->str + r->len;
+    for (size_t i = 0; i < n; i++) {
+        backend_result_t *res = &ops[i]->res;
+        const char *eol = memchr(p, '\n', (size_t)(end - p));
+        if (eol == NULL) eol = end;
+        long long a = 0, v = 0;
+        memset(res, 0, sizeof(*res));
+        if (p >= end) {
+            res->status = BACKEND_FAILED;
+            res->error = "short reply from the batch script";
+        } else if (*p == 'E') {
+            /* The error text ends at the next LF; replace it by a NUL. */
+            res->status = BACKEND_FAILED;
+            res->error = p + 1;
+            if (eol < end) r->str[eol - r->str] = '\0';
+        } else {
+            const char *q = get_ll(p, eol, &a);
+            int pair = q < eol && *q == ':';
+            if (pair) get_ll(q + 1, eol, &v);
+            switch (ops[i]->kind) {
+            case BACKEND_ACQUIRE:
+                if (set_acquire(res, a, v) != 0) {
+                    res->status = BACKEND_FAILED;
+                    res->error = "bad acquire result from the batch script";
+                }
+                break;
+            case BACKEND_RENEW: set_renewal(res, a); break;
+            default: /* release, drop */
+                res->holds = a;
+                if (pair) res->others_waiting = (int)(v > 1000000 ? 1000000 : v);
+                break;
+            }
+        }
+        p = eol < end ? eol + 1 : end;
+    }
+    return 0;
+}
+
+int scripts_decode(script_id_t id, backend_op_t *const *ops, size_t n, redisReply *r,
+                   char *err, size_t errlen) {
+    if (id == SCRIPT_OPS) return decode_ops(ops, n, r, err, errlen);
+    backend_result_t *res = &ops[0]->res;
+    memset(res, 0, sizeof(*res));
+    switch (id) {
+    case SCRIPT_ACQUIRE:
+        if (is_pair(r) &&
+            set_acquire(res, r->element[0]->integer, r->element[1]->integer) == 0)
+            return 0;
+        break;
+    case SCRIPT_RELEASE:
+        if (is_pair(r)) {
+            res->holds = r->element[0]->integer;
+            long long v = r->element[1]->integer;
+            res->others_waiting = (int)(v > 1000000 ? 1000000 : v);
+            return 0;
+        }
+        if (is_int(r)) {
+            res->holds = r->integer;
+            return 0;
+        }
+        break;
+    case SCRIPT_STATUS:
+        if (is_pair(r)) {
+            res->ttl_ms = r->element[0]->integer;
+            res->holds = r->element[1]->integer;
+            return 0;
+        }
+        break;
+    case SCRIPT_FORCE:
+        if (is_int(r)) {
+            res->removed = r->integer != 0;
+            return 0;
+        }
+        break;
+    default:
+        break;
+    }
+    snprintf(err, errlen, "unexpected reply type %d from a script", r->type);
+    return -1;
+}

@@ -1,0 +1,51 @@
+/* The Lua scripts that change lock state, how a call is formatted, and how replies decode.
+ * SPDX-License-Identifier: MIT
+ *
+ * Lock state in Redis changes only through these scripts, with every name
+ * passed in KEYS and ARGV. Formatting and decoding are pure (bytes and
+ * redisReply values in, RESP text and backend results out), so they are
+ * shared by every topology and tested without a server. */
+#ifndef DLOCK_SCRIPTS_H
+#define DLOCK_SCRIPTS_H
+
+#include <hiredis/hiredis.h>
+#include <stddef.h>
+
+#include "daemon/backend/backend.h"
+#include "daemon/util/buf.h"
+
+/* Most operations in one call of the batch script. */
+#define SCRIPTS_BATCH_MAX 128
+/* How long a forced-unlock marker outlives the lock it removed. */
+#define SCRIPTS_FORCED_MARK_MS 60000
+#define SCRIPTS_SHA_LEN 40
+
+typedef enum {
+    SCRIPT_ACQUIRE = 0,   /* one acquire */
+    SCRIPT_RELEASE,       /* one release or drop */
+    SCRIPT_STATUS,
+    SCRIPT_FORCE,
+    SCRIPT_OPS,           /* many acquires, releases, drops and renewals */
+    SCRIPT_COUNT
+} script_id_t;
+
+extern const char *const scripts_text[SCRIPT_COUNT];
+
+/* 1 if op may share a SCRIPT_OPS call with others. */
+int scripts_batchable(const backend_op_t *op);
+/* The script that runs ops[0..n) in one call: n > 1 only for batchable ops. */
+script_id_t scripts_choose(backend_op_t *const *ops, size_t n);
+/* Appends "EVALSHA <sha> ..." for ops[0..n) to out, in RESP. Keys get
+ * prefix, owner fields uuid. 0, or -1 on no memory (out unchanged). */
+int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *const *ops,
+                   size_t n, const char *prefix, const char *uuid);
+/* Fills every op's res from r, the script's reply (not an error reply).
+ * A release that deleted the lock sets res.others_waiting to the number of
+ * subscribers its message reached: the caller, which knows its own
+ * subscriptions, turns that into the flag. A failed operation's error text
+ * points into r (which is why r is not const): it lives as long as r. Returns
+ * 0, or -1 with err when r has the wrong shape. */
+int scripts_decode(script_id_t id, backend_op_t *const *ops, size_t n, redisReply *r,
+                   char *err, size_t errlen);
+
+#endif

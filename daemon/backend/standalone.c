@@ -1,0 +1,110 @@
+/* The standalone topology: one Redis server, one node.
+ * SPDX-License-Identifier: MIT */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "daemon/backend/backend.h"
+#include "daemon/backend/node.h"
+#include "daemon/util/util.h"
+
+typedef struct standalone_s {
+    backend_t base;
+    node_t *node;
+    char label[CONF_STR_MAX + 32];
+} standalone_t;
+
+#define SA(b) container_of((b), standalone_t, base)
+#define SA_CONST(b) ((const standalone_t *)(const void *)(b))
+
+static void sa_submit(backend_t *b, backend_op_t *op) {
+    node_submit(SA(b)->node, op);
+}
+
+static void sa_watch(backend_t *b, const char *name, size_t len, backend_watch_cb cb,
+                     void *data) {
+    node_watch(SA(b)->node, name, len, cb, data);
+}
+
+static void sa_unwatch(backend_t *b, const char *name, size_t len) {
+    node_unwatch(SA(b)->node, name, len);
+}
+
+static int sa_available(const backend_t *b, const char *name, size_t len) {
+    (void)name;
+    (void)len;
+    return node_up(SA_CONST(b)->node);
+}
+
+static void sa_describe(const backend_t *b, const char *name, size_t len, char *buf,
+                        size_t cap) {
+    const standalone_t *sa = SA_CONST(b);
+    (void)len;
+    if (name == NULL)
+        snprintf(buf, cap, "standalone %s %s", sa->label, node_up(sa->node) ? "up" : "down");
+    else
+        node_why_down(sa->node, buf, cap);
+}
+
+static void sa_close(backend_t *b) {
+    standalone_t *sa = SA(b);
+    node_free(sa->node);
+    free(sa);
+}
+
+static const backend_type_t standalone_type = {
+    .name = "standalone",
+    .submit = sa_submit,
+    .watch = sa_watch,
+    .unwatch = sa_unwatch,
+    .available = sa_available,
+    .describe = sa_describe,
+    .close = sa_close,
+};
+
+static void on_node_state(void *data) {
+    backend_notify_state(data);
+}
+
+backend_t *standalone_open(const backend_env_t *env, char *err, size_t errlen) {
+    const conf_t *conf = env->conf;
+    standalone_t *sa = calloc(1, sizeof(*sa));
+    if (sa == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    sa->base.type = &standalone_type;
+    /* Fences start from Redis TIME when the counter is lost, so they keep
+     * rising across a restart of this one server. */
+    sa->base.caps = BACKEND_CAP_MONOTONIC_FENCE | BACKEND_CAP_WAKEUPS;
+    node_opts_t o = {
+        .label = sa->label,
+        .username = conf->username,
+        .password = conf->password,
+        .db = conf->redis_db,
+        .key_prefix = conf->key_prefix,
+        .uuid = env->uuid,
+        .client_name = env->client_name,
+        .connect_timeout_ms = conf->connect_timeout_ms,
+        .command_timeout_ms = conf->command_timeout_ms,
+        .tls = env->tls,
+        .tls_server_name = conf->tls_server_name[0] ? conf->tls_server_name : NULL,
+        .on_state = on_node_state,
+        .data = &sa->base,
+    };
+    o.addr.is_unix = conf->redis_kind == CONF_REDIS_UNIX;
+    snprintf(o.addr.host, sizeof(o.addr.host), "%s", conf->redis_host);
+    o.addr.port = conf->redis_port;
+    if (o.addr.is_unix)
+        snprintf(sa->label, sizeof(sa->label), "unix:%s db %d", conf->redis_host,
+                 conf->redis_db);
+    else
+        snprintf(sa->label, sizeof(sa->label), "%s%s:%d db %d", env->tls ? "tls " : "",
+                 conf->redis_host, conf->redis_port, conf->redis_db);
+    sa->node = node_new(env->loop, env->timers, &o);
+    if (sa->node == NULL) {
+        snprintf(err, errlen, "out of memory");
+        free(sa);
+        return NULL;
+    }
+    return &sa->base;
+}

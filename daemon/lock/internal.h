@@ -1,0 +1,174 @@
+/* The lock manager's own structures, shared by its files and no one else.
+ * SPDX-License-Identifier: MIT
+ *
+ *   lockmgr.c   requests, owners, the lock table, waiting and granting
+ *   watchdog.c  renewals of watchdog-kept holds, loss deadlines
+ *   release.c   releases that must reach Redis even while it is away
+ *
+ * A lock_t is one name this daemon cares about: its local holds (hold_t,
+ * one per holder; a mutex has at most one), its FIFO of waiters, and the
+ * one acquire attempt in flight. It lives while anything refers to it. */
+#ifndef DLOCK_LOCK_INTERNAL_H
+#define DLOCK_LOCK_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "daemon/backend/backend.h"
+#include "daemon/lock/lockmgr.h"
+#include "daemon/util/hmap.h"
+#include "daemon/util/timers.h"
+
+typedef struct lock_s lock_t;
+typedef struct hold_s hold_t;
+typedef struct wait_s wait_t;
+typedef struct release_s release_t;
+
+/* What an owner's request in flight is. */
+typedef enum {
+    PENDING_WAIT = 0,   /* queued on a lock (LOCK, TRYLOCK) */
+    PENDING_OP          /* one backend call (reentry, RENEW, STATUS, FORCE) */
+} pending_kind_t;
+
+typedef struct pending_s {
+    pending_kind_t kind;
+} pending_t;
+
+LIST_HEAD(hold_list_s, hold_s);
+TAILQ_HEAD(wait_list_s, wait_s);
+TAILQ_HEAD(dog_list_s, hold_s);
+STAILQ_HEAD(release_list_s, release_s);
+
+struct lock_owner_s {
+    uint64_t id;               /* unique in this daemon's life */
+    uid_t uid;                 /* peer credentials */
+    lock_reply_cb on_reply;
+    lock_event_cb on_event;
+    void *data;
+    struct hold_list_s holds;  /* what it holds */
+    size_t held_count;
+    pending_t *pending;        /* the request in flight, or NULL */
+    lock_reply_t *now;         /* inside lockmgr_request: where a reply at once goes */
+    int answered;              /* ... and whether it came */
+};
+
+/* One holder's hold on a lock. */
+struct hold_s {
+    lock_t *lock;
+    lock_owner_t *owner;
+    uint32_t count;            /* reentrant holds */
+    uint64_t fence;
+    uint32_t lease_ms;         /* the lease asked for; 0: watchdog-kept */
+    uint64_t grant_id;         /* unique per grant: ops in flight compare it */
+    uint64_t confirmed_at;     /* when the last confirmed grant/renewal was sent */
+    timers_entry_t expiry;     /* lease mode: the lease runs out */
+    LIST_ENTRY(hold_s) by_owner;
+    LIST_ENTRY(hold_s) by_lock;
+    TAILQ_ENTRY(hold_s) dog;   /* watchdog holds, oldest confirmation first */
+    int on_dog;
+    int renewing;              /* in a watchdog batch now */
+};
+
+struct lock_s {
+    hmap_node_t node;          /* by name */
+    lockmgr_t *mgr;
+    struct hold_list_s holds;  /* local holders */
+    struct wait_list_s waiters; /* first come first served; only the head tries */
+    wait_t *attempt;           /* the wait whose acquire is in flight */
+    backend_op_t attempt_op;
+    int wake;                  /* a wake-up came during the attempt */
+    int subscribed;
+    timers_entry_t retry;      /* the holder's lease ends, or a yield ends: try again */
+    int remote_interest;       /* our last release woke other daemons' waiters */
+    int yielding;              /* local hand-off held back for them */
+    int busy;                  /* backend calls in flight that name this lock */
+    size_t len;
+    char name[];
+};
+
+struct wait_s {
+    pending_t hdr;
+    lock_owner_t *owner;       /* NULL once cancelled */
+    uint64_t owner_id;         /* kept to undo a grant that came too late */
+    lock_t *lock;
+    TAILQ_ENTRY(wait_s) link;
+    int queued;                /* in lock's queue */
+    int once;                  /* TRYLOCK with wait 0: one try */
+    int tried;                 /* Redis said TAKEN at least once */
+    uint32_t lease_ms;
+    long long ttl_ms;          /* the holder's TTL as last seen, -1 unknown */
+    uint64_t sent_at;
+    timers_entry_t deadline;   /* TRYLOCK's wait_ms */
+};
+
+/* A release that must reach Redis even if it is down now. */
+struct release_s {
+    backend_op_t op;
+    lockmgr_t *mgr;
+    STAILQ_ENTRY(release_s) link;
+    uint64_t give_up_at;       /* the lease has run out by then anyway */
+    int counted;               /* shutdown waits for this one */
+    size_t len;
+    char name[];
+};
+
+struct lockmgr_s {
+    const conf_t *conf;
+    timers_t *timers;
+    backend_t *backend;
+    hmap_t locks;
+    uint64_t grant_seq;
+    /* watchdog */
+    struct dog_list_s dog;
+    timers_entry_t sweep;      /* the next watchdog hold is due */
+    int renew_inflight;        /* watchdog batches awaiting Redis */
+    timers_entry_t loss;       /* the oldest watchdog hold could expire */
+    /* releases waiting for Redis to come back */
+    struct release_list_s retries;
+    uint64_t waiting;
+    uint64_t held;
+    lockmgr_stats_t stats;
+    char why[BACKEND_ERR_LEN]; /* detail of an ERR BACKEND given at once */
+    /* shutdown */
+    int stopping;
+    int shutdown_left;
+    timers_entry_t done_timer;  /* calls done outside any Redis callback */
+    lockmgr_done_cb done;
+    void *done_data;
+};
+
+/* lockmgr.c */
+void lock_kick(lock_t *l);
+void lock_maybe_free(lock_t *l);
+lock_t *lock_find(lockmgr_t *m, const char *name, size_t len);
+hold_t *hold_first(const lock_t *l);
+/* The hold has ended without Redis being told: forget it and free it. */
+void hold_drop(hold_t *h);
+/* The holder can no longer count on the hold: tell it, drop it. */
+void hold_lost(hold_t *h, lock_loss_t why);
+void lockmgr_shutdown_step(lockmgr_t *m);
+
+/* watchdog.c */
+/* Redis confirmed the hold as of sent_at: move its deadlines. */
+void watchdog_confirm(hold_t *h, uint64_t sent_at);
+/* The same, and plan the next sweep and loss check. */
+void watchdog_set_confirmed(hold_t *h, uint64_t sent_at);
+void watchdog_remove(hold_t *h);
+void watchdog_sweep(lockmgr_t *m);
+void watchdog_arm_loss(lockmgr_t *m);
+void watchdog_stop(lockmgr_t *m);
+
+/* release.c */
+/* Deletes owner's holds on name in Redis, retrying while Redis is away,
+ * for at most lease_ms (0: the configured lease). */
+void release_all(lockmgr_t *m, const char *name, size_t len, uint64_t owner, uint32_t lease_ms);
+/* A new grant to owner makes older queued releases of it stale. */
+void release_forget(lockmgr_t *m, const char *name, size_t len, uint64_t owner);
+/* Redis is back: send the queued releases. */
+void release_resend(lockmgr_t *m);
+/* Shutdown: send every queued release once more, counted. */
+void release_flush_for_shutdown(lockmgr_t *m);
+void release_free_all(lockmgr_t *m);
+
+#endif

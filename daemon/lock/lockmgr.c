@@ -1,0 +1,815 @@
+/* The lock manager: requests, owners, the lock table, FIFO waiters and grants with fences.
+ * SPDX-License-Identifier: MIT */
+#include "lockmgr.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/lock/internal.h"
+#include "daemon/log.h"
+#include "daemon/util/util.h"
+
+typedef struct op_s op_t;
+
+/* What an op does with Redis's answer: o is NULL when the owner left, h the
+ * owner's hold if it still holds the lock under the same grant. */
+typedef void (*op_done_cb)(op_t *op, lock_owner_t *o, hold_t *h);
+
+/* One backend call for a request on a held lock, or STATUS and FORCE. */
+struct op_s {
+    pending_t hdr;
+    backend_op_t bop;
+    lockmgr_t *mgr;
+    lock_owner_t *owner;       /* NULL once the owner left */
+    lock_t *lock;              /* holds a busy reference, or NULL */
+    lock_req_kind_t kind;
+    uint64_t grant_id;         /* of the owner's hold when sent */
+    uint32_t lease_ms;         /* as asked for */
+    uint64_t sent_at;
+    uint32_t wait_ms;          /* to retry a reentry as a fresh wait */
+    op_done_cb done;           /* on success, and on any answer once the owner left */
+    size_t len;
+    char name[];
+};
+
+/* One hold less, sent and forgotten: Redis keeps the count for Redisson's sake. */
+typedef struct drop_s {
+    backend_op_t bop;
+    lock_t *lock;              /* holds a busy reference */
+} drop_t;
+
+static const char *const loss_names[] = {"expired", "forced", "backend"};
+
+static void start_wait(lockmgr_t *m, lock_owner_t *o, lock_req_kind_t kind, const char *name,
+                       size_t len, uint32_t wait_ms, uint32_t lease_ms);
+
+/* ---- replies ------------------------------------------------------------------ */
+
+static void answer(lock_owner_t *o, const lock_reply_t *r) {
+    if (o == NULL) return;
+    o->pending = NULL;
+    if (o->now != NULL) { /* inside lockmgr_request: answered at once */
+        *o->now = *r;
+        o->answered = 1;
+        return;
+    }
+    o->on_reply(o->data, r);
+}
+
+static void answer_value(lock_owner_t *o, long long v) {
+    lock_reply_t r = {.kind = LOCK_REPLY_VALUE, .value = v};
+    answer(o, &r);
+}
+
+static void answer_grant(lock_owner_t *o, uint64_t fence, long long holds) {
+    lock_reply_t r = {.kind = LOCK_REPLY_GRANTED, .fence = fence, .holds = holds};
+    answer(o, &r);
+}
+
+static void answer_timeout(lockmgr_t *m, lock_owner_t *o, long long ttl_ms) {
+    lock_reply_t r = {.kind = LOCK_REPLY_TIMEOUT, .ttl_ms = ttl_ms};
+    m->stats.timeouts++;
+    answer(o, &r);
+}
+
+static void answer_error(lockmgr_t *m, lock_owner_t *o, lock_err_t err, const char *detail) {
+    lock_reply_t r = {.kind = LOCK_REPLY_ERROR, .err = err, .detail = detail};
+    if (err == LOCK_ERR_BACKEND) m->stats.backend_errors++;
+    answer(o, &r);
+}
+
+/* ERR BACKEND with why the backend cannot serve name now; the text lives
+ * in m until the next such answer. */
+static void answer_unavailable(lockmgr_t *m, lock_owner_t *o, const char *name, size_t len) {
+    backend_describe(m->backend, name, len, m->why, sizeof(m->why));
+    answer_error(m, o, LOCK_ERR_BACKEND, m->why);
+}
+
+static void on_done_timer(timers_entry_t *t) {
+    lockmgr_t *m = container_of(t, lockmgr_t, done_timer);
+    if (m->done) m->done(m, m->done_data);
+}
+
+/* One thing shutdown waited for is over. The last one calls done from a
+ * timer, not from the Redis reply that ended it: done may free us. */
+void lockmgr_shutdown_step(lockmgr_t *m) {
+    if (m->stopping && --m->shutdown_left == 0)
+        timers_start(m->timers, &m->done_timer, 0, on_done_timer);
+}
+
+/* ---- the lock table -------------------------------------------------------------- */
+
+lock_t *lock_find(lockmgr_t *m, const char *name, size_t len) {
+    hmap_node_t *n = hmap_get(&m->locks, name, len);
+    return n ? container_of(n, lock_t, node) : NULL;
+}
+
+static lock_t *lock_get(lockmgr_t *m, const char *name, size_t len) {
+    lock_t *l = lock_find(m, name, len);
+    if (l != NULL) return l;
+    l = calloc(1, sizeof(*l) + len + 1);
+    if (l == NULL) return NULL;
+    l->mgr = m;
+    LIST_INIT(&l->holds);
+    TAILQ_INIT(&l->waiters);
+    memcpy(l->name, name, len);
+    l->len = len;
+    l->node.key = l->name;
+    l->node.len = len;
+    hmap_put(&m->locks, &l->node);
+    return l;
+}
+
+void lock_maybe_free(lock_t *l) {
+    if (!LIST_EMPTY(&l->holds) || !TAILQ_EMPTY(&l->waiters) || l->attempt || l->busy ||
+        l->subscribed || timers_active(&l->retry))
+        return;
+    hmap_del(&l->mgr->locks, &l->node);
+    free(l);
+}
+
+hold_t *hold_first(const lock_t *l) {
+    return LIST_FIRST(&l->holds);
+}
+
+static hold_t *hold_of(const lock_t *l, const lock_owner_t *o) {
+    hold_t *h;
+    if (l == NULL) return NULL;
+    LIST_FOREACH(h, &l->holds, by_lock)
+        if (h->owner == o) return h;
+    return NULL;
+}
+
+/* Remaining lease of the local holder, or -1. */
+static long long local_ttl(const lock_t *l) {
+    const hold_t *h = hold_first(l);
+    if (h == NULL) return -1;
+    uint32_t lease = h->lease_ms ? h->lease_ms : l->mgr->conf->lease_ms;
+    uint64_t end = h->confirmed_at + lease, now = timers_now(l->mgr->timers);
+    return end > now ? (long long)(end - now) : 0;
+}
+
+/* ---- holds ------------------------------------------------------------------------- */
+
+static hold_t *hold_new(lock_t *l, lock_owner_t *o, uint64_t fence, uint32_t lease_ms) {
+    lockmgr_t *m = l->mgr;
+    hold_t *h = calloc(1, sizeof(*h));
+    if (h == NULL) return NULL;
+    h->lock = l;
+    h->owner = o;
+    h->count = 1;
+    h->fence = fence;
+    h->lease_ms = lease_ms;
+    h->grant_id = ++m->grant_seq;
+    LIST_INSERT_HEAD(&l->holds, h, by_lock);
+    LIST_INSERT_HEAD(&o->holds, h, by_owner);
+    o->held_count++;
+    m->held++;
+    return h;
+}
+
+void hold_drop(hold_t *h) {
+    lockmgr_t *m = h->lock->mgr;
+    LIST_REMOVE(h, by_lock);
+    LIST_REMOVE(h, by_owner);
+    h->owner->held_count--;
+    watchdog_remove(h);
+    timers_stop(m->timers, &h->expiry);
+    m->held--;
+    free(h);
+}
+
+void hold_lost(hold_t *h, lock_loss_t why) {
+    lock_t *l = h->lock;
+    lock_owner_t *o = h->owner;
+    log_info("lock %s of client %llu lost: %s", l->name, (unsigned long long)o->id,
+             loss_names[why]);
+    hold_drop(h);
+    l->mgr->stats.lost++;
+    o->on_event(o->data, l->name, l->len, why);
+}
+
+static void on_retry(timers_entry_t *t);
+
+/* Local release of a hold's last count: the next waiter may go at once;
+ * the Redis release goes first on the same connection, so the next
+ * acquire sees it done. */
+static void release_local(hold_t *h) {
+    lock_t *l = h->lock;
+    lockmgr_t *m = l->mgr;
+    uint64_t owner = h->owner->id;
+    uint32_t lease = h->lease_ms;
+    hold_drop(h);
+    release_all(m, l->name, l->len, owner, lease);
+    if (l->remote_interest && !TAILQ_EMPTY(&l->waiters)) {
+        /* Handing the lock straight to the next local waiter keeps it
+         * taken in Redis, and waiters of other daemons, woken by our last
+         * release, would never get it. Leave it free for a moment. */
+        l->remote_interest = 0;
+        l->yielding = 1;
+        timers_start(m->timers, &l->retry, LOCKMGR_YIELD_MS, on_retry);
+        return;
+    }
+    lock_kick(l);
+}
+
+/* ---- waiting and granting ------------------------------------------------------------ */
+
+static void wait_unlink(wait_t *w) {
+    lock_t *l = w->lock;
+    if (!w->queued) return;
+    TAILQ_REMOVE(&l->waiters, w, link);
+    w->queued = 0;
+    l->mgr->waiting--;
+}
+
+/* The queue emptied: no more wake-ups needed. */
+static void queue_idle(lock_t *l) {
+    if (!TAILQ_EMPTY(&l->waiters)) return;
+    timers_stop(l->mgr->timers, &l->retry);
+    l->yielding = 0;
+    if (l->subscribed) {
+        l->subscribed = 0;
+        backend_unwatch(l->mgr->backend, l->name, l->len);
+    }
+}
+
+/* Takes w out of its queue; frees it unless its acquire is in flight. */
+static void wait_end(wait_t *w) {
+    lock_t *l = w->lock;
+    int was_head = TAILQ_FIRST(&l->waiters) == w;
+    wait_unlink(w);
+    timers_stop(l->mgr->timers, &w->deadline);
+    if (w->owner && w->owner->pending == &w->hdr) w->owner->pending = NULL;
+    w->owner = NULL;
+    if (l->attempt != w) free(w);
+    if (was_head) lock_kick(l);
+    queue_idle(l);
+}
+
+static void grant(lock_t *l, wait_t *w, uint64_t fence) {
+    lockmgr_t *m = l->mgr;
+    lock_owner_t *o = w->owner;
+    hold_t *h = hold_new(l, o, fence, w->lease_ms);
+    if (h == NULL) {
+        release_all(m, l->name, l->len, o->id, w->lease_ms);
+        answer_error(m, o, LOCK_ERR_LIMIT, "out of memory");
+        wait_end(w);
+        return;
+    }
+    m->stats.grants++;
+    release_forget(m, l->name, l->len, o->id);
+    watchdog_set_confirmed(h, w->sent_at);
+    answer_grant(o, fence, 1);
+    wait_end(w);
+}
+
+static void on_attempt(backend_op_t *op);
+
+static void attempt(lock_t *l) {
+    lockmgr_t *m = l->mgr;
+    wait_t *w = TAILQ_FIRST(&l->waiters);
+    l->attempt = w;
+    l->wake = 0;
+    timers_stop(m->timers, &l->retry);
+    w->sent_at = timers_now(m->timers);
+    backend_op_t *op = &l->attempt_op;
+    op->kind = BACKEND_ACQUIRE;
+    op->name = l->name;
+    op->len = l->len;
+    op->owner = w->owner->id;
+    op->lease_ms = w->lease_ms ? w->lease_ms : m->conf->lease_ms;
+    op->cb = on_attempt;
+    backend_submit(m->backend, op);
+}
+
+/* Lets the head try if nothing stands in its way locally. */
+void lock_kick(lock_t *l) {
+    if (TAILQ_EMPTY(&l->waiters) || l->attempt != NULL || !LIST_EMPTY(&l->holds) ||
+        l->mgr->stopping || l->yielding)
+        return;
+    /* While Redis is away, queued requests keep waiting; they try again
+     * when it is back (on_backend_state). */
+    if (!backend_available(l->mgr->backend, l->name, l->len)) return;
+    attempt(l);
+}
+
+static void on_retry(timers_entry_t *t) {
+    lock_t *l = container_of(t, lock_t, retry);
+    l->yielding = 0;
+    lock_kick(l);
+    lock_maybe_free(l);
+}
+
+static void on_watch(void *data, backend_event_t ev) {
+    lock_t *l = data;
+    (void)ev;
+    if (l->attempt != NULL) l->wake = 1;
+    else lock_kick(l);
+}
+
+static void on_attempt(backend_op_t *op) {
+    lock_t *l = container_of(op, lock_t, attempt_op);
+    lockmgr_t *m = l->mgr;
+    const backend_result_t *res = &op->res;
+    wait_t *w = l->attempt;
+    l->attempt = NULL;
+
+    if (w->owner == NULL || m->stopping) {
+        /* Cancelled while in flight: undo a grant it may have got. */
+        if (res->status != BACKEND_OK || res->outcome != BACKEND_TAKEN)
+            release_all(m, l->name, l->len, w->owner_id, w->lease_ms);
+        if (w->owner != NULL) {
+            answer_error(m, w->owner, LOCK_ERR_BACKEND, "shutting down");
+            wait_end(w);
+        } else {
+            free(w);
+        }
+        if (m->stopping) lockmgr_shutdown_step(m);
+        lock_kick(l);
+        lock_maybe_free(l);
+        return;
+    }
+    if (res->status != BACKEND_OK) {
+        /* The script may have run: make sure no grant is left behind. */
+        if (res->status != BACKEND_FAILED)
+            release_all(m, l->name, l->len, w->owner->id, w->lease_ms);
+        if (w->tried && res->status != BACKEND_FAILED) {
+            /* A waiter that was already waiting keeps waiting. */
+            return;
+        }
+        log_debug("acquire %s: %s", l->name, res->error);
+        answer_error(m, w->owner, LOCK_ERR_BACKEND, res->error);
+        wait_end(w);
+        lock_maybe_free(l);
+        return;
+    }
+    switch (res->outcome) {
+    case BACKEND_GRANTED:
+        grant(l, w, res->fence);
+        break;
+    case BACKEND_REENTERED:
+        /* A stale field of this owner (a release that has not got through
+         * yet): clear it, then try again behind it. */
+        release_all(m, l->name, l->len, w->owner->id, w->lease_ms);
+        attempt(l);
+        break;
+    case BACKEND_TAKEN:
+        w->ttl_ms = res->ttl_ms;
+        if (w->once) {
+            answer_timeout(m, w->owner, res->ttl_ms);
+            wait_end(w);
+            break;
+        }
+        w->tried = 1;
+        if (l->wake) {
+            attempt(l);
+            break;
+        }
+        if (!l->subscribed) {
+            /* Once the watch is in force, its confirmation triggers one
+             * more try, so a release in between is not missed. */
+            l->subscribed = 1;
+            backend_watch(m->backend, l->name, l->len, on_watch, l);
+        }
+        /* Expiry publishes nothing: try again when the holder's lease ends. */
+        timers_start(m->timers, &l->retry,
+                     res->ttl_ms >= 0 ? (uint64_t)res->ttl_ms + 1 : LOCKMGR_NO_TTL_RETRY_MS,
+                     on_retry);
+        break;
+    }
+    lock_maybe_free(l);
+}
+
+static void on_wait_deadline(timers_entry_t *t) {
+    wait_t *w = container_of(t, wait_t, deadline);
+    lock_t *l = w->lock;
+    long long ttl = !LIST_EMPTY(&l->holds) ? local_ttl(l) : (w->tried ? w->ttl_ms : -1);
+    answer_timeout(l->mgr, w->owner, ttl);
+    wait_end(w);
+    lock_maybe_free(l);
+}
+
+static void start_wait(lockmgr_t *m, lock_owner_t *o, lock_req_kind_t kind, const char *name,
+                       size_t len, uint32_t wait_ms, uint32_t lease_ms) {
+    if (o->held_count >= m->conf->max_locks_per_client) {
+        answer_error(m, o, LOCK_ERR_LIMIT, "max_locks_per_client reached");
+        return;
+    }
+    if (m->waiting >= m->conf->max_waiters) {
+        answer_error(m, o, LOCK_ERR_LIMIT, "max_waiters reached");
+        return;
+    }
+    if (!backend_available(m->backend, name, len)) {
+        answer_unavailable(m, o, name, len);
+        return;
+    }
+    lock_t *l = lock_get(m, name, len);
+    wait_t *w = l ? calloc(1, sizeof(*w)) : NULL;
+    if (w == NULL) {
+        answer_error(m, o, LOCK_ERR_LIMIT, "out of memory");
+        if (l) lock_maybe_free(l);
+        return;
+    }
+    int once = kind == LOCK_REQ_TRYLOCK && wait_ms == 0;
+    if (once && (!TAILQ_EMPTY(&l->waiters) || !LIST_EMPTY(&l->holds))) {
+        /* Someone here is ahead: no try, to keep first come first served. */
+        free(w);
+        answer_timeout(m, o, local_ttl(l));
+        return;
+    }
+    w->hdr.kind = PENDING_WAIT;
+    w->owner = o;
+    w->owner_id = o->id;
+    w->lock = l;
+    w->once = once;
+    w->lease_ms = lease_ms;
+    w->ttl_ms = -1;
+    TAILQ_INSERT_TAIL(&l->waiters, w, link);
+    w->queued = 1;
+    m->waiting++;
+    o->pending = &w->hdr;
+    if (kind == LOCK_REQ_TRYLOCK && wait_ms > 0)
+        timers_start(m->timers, &w->deadline, wait_ms, on_wait_deadline);
+    lock_kick(l);
+}
+
+/* ---- requests on a held lock, STATUS and FORCE ------------------------------------- */
+
+static void on_op(backend_op_t *bop);
+
+static op_t *op_new(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req,
+                    backend_op_kind_t kind, op_done_cb done) {
+    op_t *op = calloc(1, sizeof(*op) + req->len + 1);
+    if (op == NULL) {
+        answer_error(m, o, LOCK_ERR_LIMIT, "out of memory");
+        return NULL;
+    }
+    const hold_t *h = hold_of(l, o);
+    op->hdr.kind = PENDING_OP;
+    op->mgr = m;
+    op->owner = o;
+    op->lock = l;
+    op->kind = req->kind;
+    op->wait_ms = req->wait_ms;
+    op->lease_ms = req->lease_ms;
+    op->sent_at = timers_now(m->timers);
+    op->grant_id = h ? h->grant_id : 0;
+    memcpy(op->name, req->name, req->len);
+    op->len = req->len;
+    if (l) l->busy++;
+    o->pending = &op->hdr;
+    op->bop.kind = kind;
+    op->bop.name = op->name;
+    op->bop.len = op->len;
+    op->bop.owner = o->id;
+    op->bop.cb = on_op;
+    op->done = done;
+    return op;
+}
+
+/* The op's owner still holds the lock under the same grant. */
+static hold_t *op_hold(const op_t *op) {
+    hold_t *h = op->owner ? hold_of(op->lock, op->owner) : NULL;
+    return h && h->grant_id == op->grant_id ? h : NULL;
+}
+
+/* Every op's answer: an error goes to its owner, anything else to its
+ * done function. */
+static void on_op(backend_op_t *bop) {
+    op_t *op = container_of(bop, op_t, bop);
+    lock_owner_t *o = op->owner;
+    hold_t *h = op_hold(op);
+
+    if (op->lock) op->lock->busy--;
+    if (o && o->pending == &op->hdr) o->pending = NULL;
+    if (bop->res.status != BACKEND_OK) {
+        if (o != NULL) answer_error(op->mgr, o, LOCK_ERR_BACKEND, bop->res.error);
+    } else {
+        op->done(op, o, h);
+    }
+    if (op->lock) lock_maybe_free(op->lock);
+    free(op);
+}
+
+static void reentry_done(op_t *op, lock_owner_t *o, hold_t *h) {
+    lockmgr_t *m = op->mgr;
+    lock_t *l = op->lock;
+    const backend_result_t *res = &op->bop.res;
+
+    if (o == NULL) return; /* the owner left; its release covers every hold */
+    if (res->outcome == BACKEND_REENTERED && h != NULL) {
+        h->count++;
+        m->stats.reentries++;
+        if (op->lease_ms) h->lease_ms = op->lease_ms;
+        watchdog_set_confirmed(h, op->sent_at);
+        answer_grant(o, h->fence, h->count);
+        return;
+    }
+    /* Our hold had ended in Redis without our knowing. */
+    if (h != NULL) hold_lost(h, LOCK_LOST_EXPIRED);
+    if (res->outcome == BACKEND_GRANTED || res->outcome == BACKEND_REENTERED)
+        release_all(m, l->name, l->len, o->id, op->lease_ms);
+    start_wait(m, o, op->kind, op->name, op->len, op->wait_ms, op->lease_ms);
+}
+
+static void on_drop(backend_op_t *bop) {
+    drop_t *d = container_of(bop, drop_t, bop);
+    if (bop->res.status != BACKEND_OK) log_debug("unlock step: %s", bop->res.error);
+    d->lock->busy--;
+    lock_maybe_free(d->lock);
+    free(d);
+}
+
+static void do_unlock(lockmgr_t *m, lock_owner_t *o, lock_t *l) {
+    hold_t *h = hold_of(l, o);
+    if (h == NULL) {
+        answer_error(m, o, LOCK_ERR_NOTHELD, NULL);
+        return;
+    }
+    if (h->count > 1) {
+        drop_t *d = calloc(1, sizeof(*d));
+        h->count--;
+        if (d != NULL) { /* without it Redis keeps one hold more until the release */
+            d->lock = l;
+            l->busy++;
+            d->bop.kind = BACKEND_DROP;
+            d->bop.name = l->name;
+            d->bop.len = l->len;
+            d->bop.owner = o->id;
+            d->bop.cb = on_drop;
+            backend_submit(m->backend, &d->bop);
+        }
+        answer_value(o, h->count);
+        return;
+    }
+    /* The last hold: answered now; the release reaches Redis in order
+     * before any later acquire, and is retried while Redis is away. */
+    release_local(h);
+    answer_value(o, 0);
+    lock_maybe_free(l);
+}
+
+static void renew_done(op_t *op, lock_owner_t *o, hold_t *h) {
+    lockmgr_t *m = op->mgr;
+    const backend_result_t *res = &op->bop.res;
+
+    if (o == NULL) return;
+    if (h == NULL) {
+        answer_error(m, o, LOCK_ERR_NOTHELD, NULL);
+    } else if (res->renewal == BACKEND_RENEWED) {
+        if (h->lease_ms && op->lease_ms) h->lease_ms = op->lease_ms;
+        watchdog_set_confirmed(h, op->sent_at);
+        answer_value(o, op->bop.lease_ms);
+    } else {
+        hold_lost(h, res->renewal == BACKEND_FORCED ? LOCK_LOST_FORCED : LOCK_LOST_EXPIRED);
+        answer_error(m, o, LOCK_ERR_NOTHELD, NULL);
+        lock_kick(op->lock);
+    }
+}
+
+static void do_renew(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req) {
+    hold_t *h = hold_of(l, o);
+    if (h == NULL) {
+        answer_error(m, o, LOCK_ERR_NOTHELD, NULL);
+        return;
+    }
+    op_t *op = op_new(m, o, l, req, BACKEND_RENEW, renew_done);
+    if (op == NULL) return;
+    op->bop.lease_ms = req->lease_ms ? req->lease_ms : h->lease_ms ? h->lease_ms
+                                                                   : m->conf->lease_ms;
+    backend_submit(m->backend, &op->bop);
+}
+
+static void status_done(op_t *op, lock_owner_t *o, hold_t *h) {
+    const backend_result_t *res = &op->bop.res;
+
+    if (o == NULL) return;
+    if (h != NULL && res->holds > 0) {
+        lock_reply_t r = {.kind = LOCK_REPLY_MINE, .holds = h->count, .ttl_ms = res->ttl_ms,
+                          .fence = h->fence};
+        answer(o, &r);
+        return;
+    }
+    if (h != NULL) {
+        hold_lost(h, LOCK_LOST_EXPIRED);
+        lock_kick(op->lock);
+    }
+    lock_reply_t r = {.kind = res->ttl_ms == -2 ? LOCK_REPLY_FREE : LOCK_REPLY_TAKEN,
+                      .ttl_ms = res->ttl_ms};
+    answer(o, &r);
+}
+
+/* The lock is gone from Redis: a local holder has lost it. */
+static void force_done(op_t *op, lock_owner_t *o, hold_t *h) {
+    lock_t *l = lock_find(op->mgr, op->name, op->len);
+    (void)h;
+    if (op->bop.res.removed && l != NULL && hold_first(l) != NULL) {
+        hold_lost(hold_first(l), LOCK_LOST_FORCED);
+        lock_kick(l);
+        lock_maybe_free(l);
+    }
+    if (o != NULL) answer_value(o, op->bop.res.removed);
+}
+
+/* ---- backend state ------------------------------------------------------------------ */
+
+static void on_backend_state(void *data) {
+    lockmgr_t *m = data;
+    if (!backend_available(m->backend, NULL, 0) || m->stopping) return;
+    /* Releases first, so that the acquires below see them done. */
+    release_resend(m);
+    size_t i = 0;
+    for (hmap_node_t *n = hmap_next(&m->locks, &i, NULL); n; n = hmap_next(&m->locks, &i, n))
+        lock_kick(container_of(n, lock_t, node));
+    watchdog_sweep(m);
+}
+
+/* ---- public ------------------------------------------------------------------------- */
+
+lockmgr_t *lockmgr_new(const conf_t *conf, timers_t *timers, backend_t *backend) {
+    lockmgr_t *m = calloc(1, sizeof(*m));
+    if (m == NULL) return NULL;
+    m->conf = conf;
+    m->timers = timers;
+    m->backend = backend;
+    TAILQ_INIT(&m->dog);
+    STAILQ_INIT(&m->retries);
+    if (hmap_init(&m->locks) != 0) {
+        free(m);
+        return NULL;
+    }
+    backend_on_state(backend, on_backend_state, m);
+    return m;
+}
+
+lock_owner_t *lockmgr_owner_new(lockmgr_t *m, uint64_t id, uid_t uid, lock_reply_cb on_reply,
+                                lock_event_cb on_event, void *data) {
+    lock_owner_t *o = calloc(1, sizeof(*o));
+    (void)m;
+    if (o == NULL) return NULL;
+    o->id = id;
+    o->uid = uid;
+    o->on_reply = on_reply;
+    o->on_event = on_event;
+    o->data = data;
+    LIST_INIT(&o->holds);
+    return o;
+}
+
+size_t lockmgr_owner_held(const lock_owner_t *o) {
+    return o->held_count;
+}
+
+int lockmgr_owner_waiting(const lock_owner_t *o) {
+    return o->pending != NULL;
+}
+
+static void dispatch(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
+    lock_t *l = lock_find(m, req->name, req->len);
+    op_t *op;
+
+    if (m->stopping) {
+        answer_error(m, o, LOCK_ERR_BACKEND, "shutting down");
+        return;
+    }
+    switch (req->kind) {
+    case LOCK_REQ_LOCK:
+    case LOCK_REQ_TRYLOCK: {
+        hold_t *h = hold_of(l, o);
+        if (h == NULL) {
+            start_wait(m, o, req->kind, req->name, req->len, req->wait_ms, req->lease_ms);
+            return;
+        }
+        if (!backend_available(m->backend, l->name, l->len)) {
+            answer_unavailable(m, o, l->name, l->len);
+            return;
+        }
+        op = op_new(m, o, l, req, BACKEND_ACQUIRE, reentry_done);
+        if (op == NULL) return;
+        op->bop.lease_ms = req->lease_ms ? req->lease_ms : h->lease_ms ? h->lease_ms
+                                                                       : m->conf->lease_ms;
+        backend_submit(m->backend, &op->bop);
+        return;
+    }
+    case LOCK_REQ_UNLOCK:
+        do_unlock(m, o, l);
+        return;
+    case LOCK_REQ_RENEW:
+        do_renew(m, o, l, req);
+        return;
+    case LOCK_REQ_STATUS:
+        op = op_new(m, o, l, req, BACKEND_STATUS, status_done);
+        if (op == NULL) return;
+        backend_submit(m->backend, &op->bop);
+        return;
+    case LOCK_REQ_FORCE:
+        if (o->uid != 0 && !conf_is_admin(m->conf, o->uid)) {
+            log_warn("client %llu (uid %u) denied FORCEUNLOCK %.*s", (unsigned long long)o->id,
+                     (unsigned)o->uid, (int)req->len, req->name);
+            answer_error(m, o, LOCK_ERR_DENIED, "FORCEUNLOCK needs uid 0 or one in admin_uids");
+            return;
+        }
+        log_info("client %llu (uid %u) FORCEUNLOCK %.*s", (unsigned long long)o->id,
+                 (unsigned)o->uid, (int)req->len, req->name);
+        op = op_new(m, o, NULL, req, BACKEND_FORCE, force_done);
+        if (op == NULL) return;
+        backend_submit(m->backend, &op->bop);
+        return;
+    }
+}
+
+int lockmgr_request(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req,
+                    lock_reply_t *now) {
+    o->now = now;
+    o->answered = 0;
+    dispatch(m, o, req);
+    o->now = NULL;
+    return o->answered;
+}
+
+void lockmgr_owner_drop(lockmgr_t *m, lock_owner_t *o) {
+    (void)m;
+    if (o->pending != NULL) {
+        if (o->pending->kind == PENDING_WAIT) {
+            wait_t *w = (wait_t *)o->pending;
+            lock_t *l = w->lock;
+            wait_end(w);
+            lock_maybe_free(l);
+        } else {
+            ((op_t *)o->pending)->owner = NULL;
+        }
+        o->pending = NULL;
+    }
+    hold_t *h;
+    while ((h = LIST_FIRST(&o->holds)) != NULL) {
+        lock_t *l = h->lock;
+        release_local(h);
+        lock_maybe_free(l);
+    }
+    free(o);
+}
+
+void lockmgr_stats(const lockmgr_t *m, lockmgr_stats_t *out) {
+    *out = m->stats;
+    out->locks_held = m->held;
+    out->waiters = m->waiting;
+    out->backend_up = backend_available(m->backend, NULL, 0);
+    out->backend = m->backend->type->name;
+}
+
+void lockmgr_shutdown(lockmgr_t *m, lockmgr_done_cb done, void *data) {
+    m->stopping = 1;
+    m->done = done;
+    m->done_data = data;
+    m->shutdown_left = 1; /* ourselves, until every release is sent */
+    watchdog_stop(m);
+    /* Release every hold; holders are told by their closing sockets. */
+    size_t i = 0;
+    hmap_node_t *n, *next;
+    for (n = hmap_next(&m->locks, &i, NULL); n != NULL; n = next) {
+        next = hmap_next(&m->locks, &i, n);
+        lock_t *l = container_of(n, lock_t, node);
+        hold_t *h;
+        while ((h = LIST_FIRST(&l->holds)) != NULL) {
+            uint64_t owner = h->owner->id;
+            uint32_t lease = h->lease_ms;
+            hold_drop(h);
+            release_all(m, l->name, l->len, owner, lease);
+        }
+    }
+    /* Acquires in flight are undone when they return. */
+    i = 0;
+    for (n = hmap_next(&m->locks, &i, NULL); n != NULL; n = hmap_next(&m->locks, &i, n))
+        if (container_of(n, lock_t, node)->attempt) m->shutdown_left++;
+    /* Queued releases will not get another chance. */
+    release_flush_for_shutdown(m);
+    lockmgr_shutdown_step(m);
+}
+
+void lockmgr_free(lockmgr_t *m) {
+    if (m == NULL) return;
+    size_t i = 0;
+    hmap_node_t *n, *next;
+    for (n = hmap_next(&m->locks, &i, NULL); n != NULL; n = next) {
+        next = hmap_next(&m->locks, &i, n);
+        lock_t *l = container_of(n, lock_t, node);
+        wait_t *w;
+        while ((w = TAILQ_FIRST(&l->waiters)) != NULL) {
+            TAILQ_REMOVE(&l->waiters, w, link);
+            free(w);
+        }
+        hold_t *h;
+        while ((h = LIST_FIRST(&l->holds)) != NULL) {
+            LIST_REMOVE(h, by_lock);
+            free(h);
+        }
+        free(l);
+    }
+    hmap_free(&m->locks);
+    release_free_all(m);
+    timers_stop(m->timers, &m->done_timer);
+    watchdog_stop(m);
+    free(m);
+}

@@ -1,0 +1,135 @@
+/* The lock manager: owners, holds, waiters and the watchdog, over a backend.
+ * SPDX-License-Identifier: MIT
+ *
+ * It takes typed requests and answers with typed replies; the session
+ * turns them into protocol text. Each request gets exactly one reply:
+ * either at once, as lockmgr_request()'s return value says, or later
+ * through the owner's reply callback, never before lockmgr_request()
+ * returns. Loss events come through the owner's event callback at any
+ * time outside lockmgr_request(). After lockmgr_owner_drop() neither
+ * callback is called again for that owner. */
+#ifndef DLOCK_LOCKMGR_H
+#define DLOCK_LOCKMGR_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "conf/conf.h"
+#include "daemon/backend/backend.h"
+#include "daemon/util/timers.h"
+
+typedef struct lockmgr_s lockmgr_t;
+typedef struct lock_owner_s lock_owner_t;
+
+typedef enum {
+    LOCK_REQ_LOCK = 0,    /* wait for the lock */
+    LOCK_REQ_TRYLOCK,     /* wait at most wait_ms (0: one try) */
+    LOCK_REQ_UNLOCK,      /* one hold less */
+    LOCK_REQ_RENEW,       /* reset the lease now */
+    LOCK_REQ_STATUS,
+    LOCK_REQ_FORCE        /* FORCEUNLOCK, for admins */
+} lock_req_kind_t;
+
+typedef struct lock_request_s {
+    lock_req_kind_t kind;
+    const char *name;     /* valid during lockmgr_request() only */
+    size_t len;
+    uint32_t wait_ms;     /* TRYLOCK */
+    uint32_t lease_ms;    /* LOCK, TRYLOCK, RENEW; 0: the default, watchdog-kept */
+} lock_request_t;
+
+typedef enum {
+    LOCK_REPLY_GRANTED = 0,  /* fence, holds */
+    LOCK_REPLY_VALUE,        /* value: UNLOCK holds left, RENEW lease ms, FORCE removed */
+    LOCK_REPLY_TIMEOUT,      /* ttl_ms: the holder's, -1 unknown */
+    LOCK_REPLY_FREE,         /* STATUS */
+    LOCK_REPLY_TAKEN,        /* STATUS: ttl_ms */
+    LOCK_REPLY_MINE,         /* STATUS: holds, ttl_ms, fence */
+    LOCK_REPLY_ERROR         /* err, detail */
+} lock_reply_kind_t;
+
+typedef enum {
+    LOCK_ERR_NOTHELD = 0,
+    LOCK_ERR_BACKEND,
+    LOCK_ERR_LIMIT,
+    LOCK_ERR_DENIED
+} lock_err_t;
+
+typedef struct lock_reply_s {
+    lock_reply_kind_t kind;
+    uint64_t fence;
+    long long holds;
+    long long ttl_ms;
+    long long value;
+    lock_err_t err;
+    const char *detail;   /* ERROR: NULL or text valid during the callback */
+} lock_reply_t;
+
+typedef enum {
+    LOCK_LOST_EXPIRED = 0,
+    LOCK_LOST_FORCED,
+    LOCK_LOST_BACKEND
+} lock_loss_t;
+
+typedef void (*lock_reply_cb)(void *data, const lock_reply_t *reply);
+typedef void (*lock_event_cb)(void *data, const char *name, size_t len, lock_loss_t why);
+typedef void (*lockmgr_done_cb)(lockmgr_t *mgr, void *data);
+
+/* Watchdog: a lock is given up as lost (reason "backend") this long before
+ * its lease could run out, counted from the last renewal Redis confirmed:
+ * lease_ms / LOCKMGR_LOSS_MARGIN_DIV. */
+#define LOCKMGR_LOSS_MARGIN_DIV 10
+/* When a release of ours woke waiters of other daemons, the next hand-off
+ * to a local waiter waits this long, so that they get their turn. */
+#define LOCKMGR_YIELD_MS 2
+/* A waiter retries this often when the holder's key has no expiry. */
+#define LOCKMGR_NO_TTL_RETRY_MS 1000
+/* Watchdog batches in flight at once. */
+#define LOCKMGR_RENEW_INFLIGHT 4
+/* Most locks in one watchdog batch. */
+#define LOCKMGR_RENEW_BATCH 500
+
+typedef struct lockmgr_stats_s {
+    uint64_t locks_held;      /* holds this daemon has now */
+    uint64_t waiters;         /* requests queued for a lock */
+    int backend_up;           /* 1 while Redis answers */
+    const char *backend;      /* the topology's name */
+    uint64_t grants;          /* new grants (fences issued) */
+    uint64_t reentries;       /* reentrant grants */
+    uint64_t releases;
+    uint64_t timeouts;        /* TRYLOCKs that timed out */
+    uint64_t lost;            /* !LOST events sent */
+    uint64_t renewals;        /* locks renewed by the watchdog */
+    uint64_t backend_errors;  /* requests answered ERR BACKEND */
+} lockmgr_stats_t;
+
+/* backend and timers stay the caller's; the lock manager takes the
+ * backend's state callback. */
+lockmgr_t *lockmgr_new(const conf_t *conf, timers_t *timers, backend_t *backend);
+/* Releases every lock still held, then calls done (from a timer, never
+ * from inside this call). After done, only lockmgr_free() may be called. */
+void lockmgr_shutdown(lockmgr_t *mgr, lockmgr_done_cb done, void *data);
+/* Frees the manager; close the backend first, so that its pending
+ * callbacks still find the manager. */
+void lockmgr_free(lockmgr_t *mgr);
+
+/* A new owner (a connection). NULL on no memory. */
+lock_owner_t *lockmgr_owner_new(lockmgr_t *mgr, uint64_t id, uid_t uid, lock_reply_cb on_reply,
+                                lock_event_cb on_event, void *data);
+/* The owner is gone: cancels its wait, releases all its locks, frees it. */
+void lockmgr_owner_drop(lockmgr_t *mgr, lock_owner_t *owner);
+size_t lockmgr_owner_held(const lock_owner_t *owner);
+int lockmgr_owner_waiting(const lock_owner_t *owner);
+
+/* Handles one request; an owner has at most one in flight. Returns 1 with
+ * *now filled when it is answered at once, 0 when the reply will come
+ * through the owner's reply callback. FORCE is for uid 0 and the uids
+ * conf_is_admin() accepts. */
+int lockmgr_request(lockmgr_t *mgr, lock_owner_t *owner, const lock_request_t *req,
+                    lock_reply_t *now);
+
+void lockmgr_stats(const lockmgr_t *mgr, lockmgr_stats_t *out);
+
+#endif

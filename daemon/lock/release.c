@@ -1,0 +1,95 @@
+/* Releases that must reach Redis: sent at once, retried while Redis is away.
+ * SPDX-License-Identifier: MIT */
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/lock/internal.h"
+#include "daemon/log.h"
+#include "daemon/util/util.h"
+
+static void release_send(release_t *r);
+
+static void on_release(backend_op_t *op) {
+    release_t *r = container_of(op, release_t, op);
+    lockmgr_t *m = r->mgr;
+    const backend_result_t *res = &op->res;
+
+    if (res->status == BACKEND_OK) {
+        lock_t *l = lock_find(m, r->name, r->len);
+        if (l != NULL) l->remote_interest = res->others_waiting;
+    }
+    if (res->status == BACKEND_OK || res->status == BACKEND_FAILED || m->stopping ||
+        timers_now(m->timers) >= r->give_up_at) {
+        if (res->status == BACKEND_FAILED)
+            log_warn("release of %.*s failed: %s", (int)r->len, r->name, res->error);
+        int counted = r->counted;
+        free(r);
+        if (counted) lockmgr_shutdown_step(m);
+        return;
+    }
+    /* Redis is away: try again once it is back. */
+    STAILQ_INSERT_TAIL(&m->retries, r, link);
+}
+
+static void release_send(release_t *r) {
+    lockmgr_t *m = r->mgr;
+    m->stats.releases++;
+    r->op.kind = BACKEND_RELEASE;
+    r->op.name = r->name;
+    r->op.len = r->len;
+    r->op.cb = on_release;
+    backend_submit(m->backend, &r->op);
+}
+
+void release_all(lockmgr_t *m, const char *name, size_t len, uint64_t owner, uint32_t lease_ms) {
+    release_t *r = calloc(1, sizeof(*r) + len + 1);
+    if (r == NULL) return; /* the lease will end it */
+    r->mgr = m;
+    r->op.owner = owner;
+    r->give_up_at = timers_now(m->timers) + (lease_ms ? lease_ms : m->conf->lease_ms);
+    memcpy(r->name, name, len);
+    r->len = len;
+    if (m->stopping) {
+        r->counted = 1;
+        m->shutdown_left++;
+    }
+    release_send(r);
+}
+
+void release_forget(lockmgr_t *m, const char *name, size_t len, uint64_t owner) {
+    release_t *r, *next;
+    for (r = STAILQ_FIRST(&m->retries); r != NULL; r = next) {
+        next = STAILQ_NEXT(r, link);
+        if (r->op.owner == owner && r->len == len && memcmp(r->name, name, len) == 0) {
+            STAILQ_REMOVE(&m->retries, r, release_s, link);
+            free(r);
+        }
+    }
+}
+
+void release_resend(lockmgr_t *m) {
+    struct release_list_s q = STAILQ_HEAD_INITIALIZER(q);
+    release_t *r;
+    STAILQ_CONCAT(&q, &m->retries);
+    while ((r = STAILQ_FIRST(&q)) != NULL) {
+        STAILQ_REMOVE_HEAD(&q, link);
+        release_send(r);
+    }
+}
+
+void release_flush_for_shutdown(lockmgr_t *m) {
+    release_t *r;
+    STAILQ_FOREACH(r, &m->retries, link) {
+        r->counted = 1;
+        m->shutdown_left++;
+    }
+    release_resend(m);
+}
+
+void release_free_all(lockmgr_t *m) {
+    release_t *r;
+    while ((r = STAILQ_FIRST(&m->retries)) != NULL) {
+        STAILQ_REMOVE_HEAD(&m->retries, link);
+        free(r);
+    }
+}

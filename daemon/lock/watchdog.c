@@ -1,0 +1,233 @@
+/* The watchdog: renews watchdog-kept holds in batches, and gives up holds Redis no longer confirms.
+ * SPDX-License-Identifier: MIT
+ *
+ * A hold asked for without a lease is kept by the watchdog: renewed when
+ * due (renew_every_ms after Redis last confirmed it), taking every hold due
+ * within the next quarter period along so that batches stay full; at most
+ * LOCKMGR_RENEW_INFLIGHT batches are in flight, so a burst is spread out
+ * rather than queued whole. A hold with a lease simply expires. */
+#include <stdlib.h>
+
+#include "daemon/lock/internal.h"
+#include "daemon/log.h"
+#include "daemon/util/util.h"
+
+typedef struct batch_s batch_t;
+
+/* One hold in a watchdog batch. */
+typedef struct item_s {
+    backend_op_t op;
+    batch_t *batch;
+    lock_t *lock;              /* holds a busy reference */
+    uint64_t grant_id;
+} item_t;
+
+struct batch_s {
+    lockmgr_t *mgr;
+    uint64_t sent_at;
+    size_t left;               /* items whose answer has not come */
+    size_t failed;             /* items that got no answer from Redis */
+    item_t items[];
+};
+
+static uint64_t renew_slack(const lockmgr_t *m) {
+    return m->conf->renew_every_ms / 4;
+}
+
+/* ---- the list, ordered by confirmed_at ------------------------------------ */
+
+void watchdog_remove(hold_t *h) {
+    lockmgr_t *m = h->lock->mgr;
+    if (!h->on_dog) return;
+    TAILQ_REMOVE(&m->dog, h, dog);
+    h->on_dog = 0;
+}
+
+static void dog_insert(lockmgr_t *m, hold_t *h) {
+    hold_t *after = TAILQ_LAST(&m->dog, dog_list_s);
+    while (after && after->confirmed_at > h->confirmed_at)
+        after = TAILQ_PREV(after, dog_list_s, dog);
+    if (after) TAILQ_INSERT_AFTER(&m->dog, after, h, dog);
+    else TAILQ_INSERT_HEAD(&m->dog, h, dog);
+    h->on_dog = 1;
+}
+
+/* ---- leases ---------------------------------------------------------------- */
+
+static void on_expiry(timers_entry_t *t) {
+    hold_t *h = container_of(t, hold_t, expiry);
+    lock_t *l = h->lock;
+    uint64_t owner = h->owner->id;
+    uint32_t lease = h->lease_ms;
+    hold_lost(h, LOCK_LOST_EXPIRED);
+    /* The lease is counted from when the grant was sent, so Redis may keep
+     * the key a moment longer: delete our field now, which also wakes the
+     * waiters at once. */
+    release_all(l->mgr, l->name, l->len, owner, lease);
+    lock_kick(l);
+    lock_maybe_free(l);
+}
+
+void watchdog_confirm(hold_t *h, uint64_t sent_at) {
+    lockmgr_t *m = h->lock->mgr;
+    if (sent_at > h->confirmed_at) h->confirmed_at = sent_at;
+    watchdog_remove(h);
+    if (h->lease_ms) {
+        timers_start_at(m->timers, &h->expiry, h->confirmed_at + h->lease_ms, on_expiry);
+    } else {
+        timers_stop(m->timers, &h->expiry);
+        dog_insert(m, h);
+    }
+}
+
+static void sweep_soon(lockmgr_t *m) {
+    if (!timers_active(&m->sweep) && m->renew_inflight == 0) watchdog_sweep(m);
+}
+
+void watchdog_set_confirmed(hold_t *h, uint64_t sent_at) {
+    watchdog_confirm(h, sent_at);
+    if (!h->lease_ms) {
+        watchdog_arm_loss(h->lock->mgr);
+        sweep_soon(h->lock->mgr);
+    }
+}
+
+/* ---- renewals ---------------------------------------------------------------- */
+
+static void on_sweep(timers_entry_t *t) {
+    watchdog_sweep(container_of(t, lockmgr_t, sweep));
+}
+
+static hold_t *hold_by_grant(const lock_t *l, uint64_t grant_id) {
+    hold_t *h;
+    LIST_FOREACH(h, &l->holds, by_lock)
+        if (h->grant_id == grant_id) return h;
+    return NULL;
+}
+
+static void batch_done(batch_t *b) {
+    lockmgr_t *m = b->mgr;
+    int ok = b->failed == 0;
+    m->renew_inflight--;
+    if (!ok) log_debug("watchdog renewal: %zu of the batch failed", b->failed);
+    free(b);
+    watchdog_arm_loss(m);
+    if (m->stopping) return;
+    if (ok) watchdog_sweep(m);
+    else if (!timers_active(&m->sweep)) /* not in a tight loop: a little later */
+        timers_start(m->timers, &m->sweep, renew_slack(m) + 1, on_sweep);
+}
+
+static void on_renewed(backend_op_t *op) {
+    item_t *it = container_of(op, item_t, op);
+    batch_t *b = it->batch;
+    lock_t *l = it->lock;
+    hold_t *h = hold_by_grant(l, it->grant_id);
+
+    l->busy--;
+    if (op->res.status != BACKEND_OK) b->failed++;
+    if (h != NULL) {
+        h->renewing = 0;
+        if (op->res.status != BACKEND_OK) {
+            /* stays due; the loss timer watches it */
+        } else if (op->res.renewal == BACKEND_RENEWED) {
+            b->mgr->stats.renewals++;
+            if (!h->lease_ms) watchdog_confirm(h, b->sent_at);
+        } else {
+            hold_lost(h, op->res.renewal == BACKEND_FORCED ? LOCK_LOST_FORCED
+                                                           : LOCK_LOST_EXPIRED);
+            lock_kick(l);
+        }
+    }
+    lock_maybe_free(l);
+    if (--b->left == 0) batch_done(b);
+}
+
+static void renew_batch(lockmgr_t *m, hold_t **holds, size_t count) {
+    batch_t *b = calloc(1, sizeof(*b) + count * sizeof(b->items[0]));
+    if (b == NULL) return; /* the loss timer watches them */
+    b->mgr = m;
+    b->left = count;
+    b->sent_at = timers_now(m->timers);
+    m->renew_inflight++;
+    for (size_t i = 0; i < count; i++) {
+        hold_t *h = holds[i];
+        item_t *it = &b->items[i];
+        h->lock->busy++;
+        h->renewing = 1;
+        it->batch = b;
+        it->lock = h->lock;
+        it->grant_id = h->grant_id;
+        it->op.kind = BACKEND_RENEW;
+        it->op.name = h->lock->name;
+        it->op.len = h->lock->len;
+        it->op.owner = h->owner->id;
+        it->op.lease_ms = m->conf->lease_ms;
+        it->op.cb = on_renewed;
+    }
+    /* Submitted together: the backend sends them in as few calls as it can. */
+    for (size_t i = 0; i < count; i++) backend_submit(m->backend, &b->items[i].op);
+}
+
+void watchdog_sweep(lockmgr_t *m) {
+    uint64_t now = timers_now(m->timers), every = m->conf->renew_every_ms;
+    hold_t *batch[LOCKMGR_RENEW_BATCH];
+    size_t n = 0;
+    hold_t *h = TAILQ_FIRST(&m->dog);
+
+    timers_stop(m->timers, &m->sweep);
+    if (!backend_available(m->backend, NULL, 0) || m->stopping)
+        return; /* resumed when Redis is back */
+    while (h != NULL && m->renew_inflight < LOCKMGR_RENEW_INFLIGHT) {
+        if (h->renewing) {
+            h = TAILQ_NEXT(h, dog);
+            continue;
+        }
+        if (h->confirmed_at + every > now + renew_slack(m)) break;
+        batch[n++] = h;
+        h = TAILQ_NEXT(h, dog);
+        if (n == LOCKMGR_RENEW_BATCH) {
+            renew_batch(m, batch, n);
+            n = 0;
+        }
+    }
+    if (n > 0) renew_batch(m, batch, n);
+    if (m->renew_inflight >= LOCKMGR_RENEW_INFLIGHT) return; /* a reply sweeps on */
+    while (h != NULL && h->renewing) h = TAILQ_NEXT(h, dog);
+    if (h != NULL) {
+        uint64_t due = h->confirmed_at + every;
+        timers_start_at(m->timers, &m->sweep, due > now ? due : now, on_sweep);
+    }
+}
+
+/* ---- loss ---------------------------------------------------------------------- */
+
+static uint64_t loss_deadline(const lockmgr_t *m, const hold_t *h) {
+    uint32_t lease = m->conf->lease_ms;
+    return h->confirmed_at + lease - lease / LOCKMGR_LOSS_MARGIN_DIV;
+}
+
+static void on_loss(timers_entry_t *t) {
+    lockmgr_t *m = container_of(t, lockmgr_t, loss);
+    uint64_t now = timers_now(m->timers);
+    hold_t *h;
+    while ((h = TAILQ_FIRST(&m->dog)) != NULL && loss_deadline(m, h) <= now) {
+        lock_t *l = h->lock;
+        hold_lost(h, backend_available(m->backend, l->name, l->len) ? LOCK_LOST_EXPIRED
+                                                                    : LOCK_LOST_BACKEND);
+        lock_kick(l);
+        lock_maybe_free(l);
+    }
+    watchdog_arm_loss(m);
+}
+
+void watchdog_arm_loss(lockmgr_t *m) {
+    hold_t *h = TAILQ_FIRST(&m->dog);
+    if (h == NULL) timers_stop(m->timers, &m->loss);
+    else timers_start_at(m->timers, &m->loss, loss_deadline(m, h), on_loss);
+}
+
+void watchdog_stop(lockmgr_t *m) {
+    timers_stop(m->timers, &m->sweep);
+    timers_stop(m->timers, &m->loss);
+}
