@@ -36,6 +36,7 @@ struct nconn_s {
     uint32_t backoff_ms;
     int left;                 /* handshake replies still to come */
     int warned;               /* a down warning was logged */
+    int was_up;               /* it came up since it last went down */
     hs_t hs[HS_MAX];
 };
 
@@ -391,6 +392,7 @@ static void on_retry(timers_entry_t *t) {
 static void conn_up(nconn_t *nc) {
     node_t *nd = nc->nd;
     resp_ready(nc->c);
+    nc->was_up = 1;
     nc->backoff_ms = 0;
     if (nc->warned) log_info("redis %s connection to %s is back", nc->role, nd->label);
     else log_info("redis %s connection to %s up", nc->role, nd->label);
@@ -498,11 +500,9 @@ static void on_conn_down(void *data, const char *why) {
 
     if (nd->freeing) return;
     if (!nc->is_sub) snprintf(nd->down_reason, sizeof(nd->down_reason), "%s", why);
-    if (!nc->warned) {
+    if (!nc->warned) { /* once per outage; resp logs every try at debug level */
         log_warn("redis %s connection to %s down: %s", nc->role, nd->label, why);
         nc->warned = 1;
-    } else {
-        log_debug("redis %s connection to %s: %s", nc->role, nd->label, why);
     }
     if (nc->is_sub) {
         /* Subscriptions died with the connection; keep the wanted ones. */
@@ -514,10 +514,12 @@ static void on_conn_down(void *data, const char *why) {
             s->state = SUB_IDLE;
             if (!s->want) sub_delete(nd, s);
         }
-    } else if (resp_state(SUB(nd)->c) != RESP_DOWN) {
-        /* A hung command connection means a hung Redis: start over. */
+    } else if (nc->was_up && resp_state(SUB(nd)->c) != RESP_DOWN) {
+        /* A lost command connection means a hung or restarted Redis: the
+         * subscriptions start over too. */
         resp_close(SUB(nd)->c, "command connection lost");
     }
+    nc->was_up = 0;
     nc->backoff_ms = nc->backoff_ms ? nc->backoff_ms * 2 : NODE_BACKOFF_MIN_MS;
     if (nc->backoff_ms > NODE_BACKOFF_MAX_MS) nc->backoff_ms = NODE_BACKOFF_MAX_MS;
     timers_start(nd->timers, &nc->retry, nc->backoff_ms, on_retry);
