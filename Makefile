@@ -111,6 +111,10 @@ $(BUILD)/obj/tests/%.o: ALL_CFLAGS += $(CHECK_CFLAGS)
 RESP_SRC := daemon/backend/resp.c daemon/backend/tls.c daemon/util/timers.c daemon/util/heap.c \
             daemon/util/buf.c daemon/log.c
 $(BUILD)/itests/test_resp: $(call obj,$(RESP_SRC) $(CONF_SRC))
+# test_node drives daemon/backend/node.c directly; --wrap lets it fail chosen allocations.
+$(BUILD)/itests/test_node: $(call obj,$(RESP_SRC) $(CONF_SRC) daemon/backend/node.c \
+                             daemon/backend/scripts.c daemon/backend/keys.c daemon/util/hmap.c)
+$(BUILD)/itests/test_node: override LDFLAGS += -Wl,--wrap=calloc,--wrap=realloc
 
 # The C client's tests link the library itself.
 $(BUILD)/itests/test_libdlock: $(BUILD)/libdlock.a
