@@ -12,7 +12,8 @@
  *   or with BACKEND_DOWN / BACKEND_FAILED;
  * - never before the call that submitted it returns;
  * - after backend_close() no callback fires (pending ops get BACKEND_DOWN
- *   inside it).
+ *   inside it); backend_close() is never called from inside a callback of
+ *   the backend it closes.
  * Ops on one name run in Redis in the order they were submitted. */
 #ifndef DLOCK_BACKEND_H
 #define DLOCK_BACKEND_H

@@ -43,7 +43,8 @@ typedef struct node_opts_s {
 
 /* Strings in opts are copied. Starts connecting at once. */
 node_t *node_new(uv_loop_t *loop, timers_t *timers, const node_opts_t *opts);
-/* Pending ops get BACKEND_DOWN inside; no callback fires afterwards. */
+/* Pending ops get BACKEND_DOWN inside; no callback fires afterwards. Not
+ * from inside one of the node's own callbacks. */
 void node_free(node_t *nd);
 
 void node_submit(node_t *nd, backend_op_t *op);
