@@ -45,7 +45,6 @@ typedef struct call_s {
     node_t *nd;
     script_id_t script;
     int retried;              /* sent again after NOSCRIPT */
-    buf_t cmd;                /* the formatted command, for that retry */
     size_t n;
     backend_op_t *ops[];
 } call_t;
@@ -89,6 +88,8 @@ struct node_s {
     char down_reason[BACKEND_ERR_LEN];
 
     struct op_list_s queue;   /* submitted, not yet sent */
+    buf_t scratch;            /* a call being formatted; keeps the room the
+                                 largest batch needed */
     uv_prepare_t *flusher;    /* sends the queue before the loop polls */
     hmap_t subs;
     struct sub_list_s confirms; /* watches already in force, to confirm */
@@ -131,12 +132,21 @@ static int others_waiting(const node_t *nd, const backend_op_t *op, int receiver
     return receivers > own;
 }
 
-static void call_free(call_t *call) {
-    buf_free(&call->cmd);
-    free(call);
-}
-
+/* Formats call and queues it on the command connection; -1 on no memory
+ * (nothing queued, no callback). Refused, resp calls on_call_reply later
+ * with the error. */
 static void on_call_reply(void *data, redisReply *r, const char *error);
+
+static int call_send(node_t *nd, call_t *call) {
+    buf_clear(&nd->scratch);
+    int rc = -1;
+    if (scripts_format(&nd->scratch, call->script, nd->sha[call->script], call->ops, call->n,
+                       nd->key_prefix, nd->uuid) == 0)
+        rc = resp_send_raw(CMD(nd)->c, buf_start(&nd->scratch), nd->scratch.len, 0,
+                           on_call_reply, call) == RESP_ENOMEM ? -1 : 0;
+    buf_clear(&nd->scratch); /* its room is kept for the next call */
+    return rc;
+}
 
 /* A reload after NOSCRIPT: the same text gives the same SHA1, so only a
  * failure is worth a word. */
@@ -164,11 +174,9 @@ static void on_call_reply(void *data, redisReply *r, const char *error) {
             call->retried = 1;
             if (resp_send(CMD(nd)->c, 3, argv, argvlen, 0, on_reload, nd) == RESP_ENOMEM)
                 log_warn("redis %s: out of memory reloading scripts", nd->label);
-            if (resp_send_raw(CMD(nd)->c, buf_start(&call->cmd), call->cmd.len, 0, on_call_reply,
-                              call) != RESP_ENOMEM)
-                return;
+            if (call_send(nd, call) == 0) return;
             ops_fail(call->ops, call->n, BACKEND_FAILED, "out of memory");
-            call_free(call);
+            free(call);
             return;
         }
         ops_fail(call->ops, call->n, BACKEND_FAILED, r->str);
@@ -182,7 +190,7 @@ static void on_call_reply(void *data, redisReply *r, const char *error) {
             op->cb(op);
         }
     }
-    call_free(call);
+    free(call);
 }
 
 /* Sends ops[0..n) as one script call. */
@@ -196,16 +204,8 @@ static void send_call(node_t *nd, backend_op_t *const *ops, size_t n) {
     call->n = n;
     memcpy(call->ops, ops, n * sizeof(ops[0]));
     call->script = scripts_choose(ops, n);
-    if (scripts_format(&call->cmd, call->script, nd->sha[call->script], ops, n,
-                       nd->key_prefix, nd->uuid) != 0) {
-        call_free(call);
-        ops_fail(ops, n, BACKEND_FAILED, "out of memory");
-        return;
-    }
-    /* Refused, resp calls on_call_reply later with the error. */
-    if (resp_send_raw(CMD(nd)->c, buf_start(&call->cmd), call->cmd.len, 0, on_call_reply,
-                      call) == RESP_ENOMEM) {
-        call_free(call);
+    if (call_send(nd, call) != 0) {
+        free(call);
         ops_fail(ops, n, BACKEND_FAILED, "out of memory");
     }
 }
@@ -616,5 +616,6 @@ void node_free(node_t *nd) {
         free(container_of(h, sub_t, node));
     }
     hmap_free(&nd->subs);
+    buf_free(&nd->scratch);
     free(nd);
 }

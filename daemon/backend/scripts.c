@@ -157,47 +157,65 @@ static size_t put_bulk(char *p, const char *s, size_t len) {
 
 /* Room one argument of len bytes takes at most. */
 #define ARG_ROOM(len) (1 + 20 + 2 + (len) + 2)
+/* Room any one operation's arguments take at most. */
+#define OP_ROOM (ARG_ROOM(KEYS_KEY_MAX) + 2 * ARG_ROOM(KEYS_COMPANION_MAX) + \
+                 ARG_ROOM(24) + ARG_ROOM(KEYS_FIELD_MAX) + ARG_ROOM(1))
 
-/* The strings of one operation: two keys and three arguments (the ones
- * SCRIPT_OPS wants; the single scripts take a subset). */
-typedef struct op_strs_s {
-    char key[KEYS_KEY_MAX];
-    char comp[KEYS_COMPANION_MAX];
-    char num[24];
-    char field[KEYS_FIELD_MAX];
-    size_t klen, clen, nlen, flen;
-    const char *kind;
-} op_strs_t;
+/* An operation's two keys: the lock, and its token, channel or forced
+ * marker (the companion SCRIPT_OPS passes; SCRIPT_FORCE takes two). */
+static size_t put_keys(char *p, const backend_op_t *op, script_id_t id, const char *prefix) {
+    char key[KEYS_KEY_MAX], comp[KEYS_COMPANION_MAX];
+    size_t klen = keys_lock(key, prefix, op->name, op->len), k;
+    k = put_bulk(p, key, klen);
+    if (id == SCRIPT_STATUS) return k;
+    if (id == SCRIPT_FORCE) {
+        k += put_bulk(p + k, comp, keys_companion(comp, KEYS_CHANNEL, key, klen));
+        return k + put_bulk(p + k, comp, keys_companion(comp, KEYS_FORCED, key, klen));
+    }
+    const char *kind = op->kind == BACKEND_ACQUIRE ? KEYS_TOKEN
+                       : op->kind == BACKEND_RENEW ? KEYS_FORCED
+                                                   : KEYS_CHANNEL;
+    return k + put_bulk(p + k, comp, keys_companion(comp, kind, key, klen));
+}
 
-static void op_strings(op_strs_t *s, const backend_op_t *op, const char *prefix,
-                       const char *uuid) {
-    s->klen = keys_lock(s->key, prefix, op->name, op->len);
-    s->flen = keys_owner_field(s->field, uuid, op->owner);
-    switch (op->kind) {
-    case BACKEND_ACQUIRE:
-        s->kind = "a";
-        s->clen = keys_companion(s->comp, KEYS_TOKEN, s->key, s->klen);
-        s->nlen = keys_u64(s->num, op->lease_ms);
-        break;
-    case BACKEND_RENEW:
-        s->kind = "n";
-        s->clen = keys_companion(s->comp, KEYS_FORCED, s->key, s->klen);
-        s->nlen = keys_u64(s->num, op->lease_ms);
-        break;
-    default: /* release, drop */
-        s->kind = "r";
-        s->clen = keys_companion(s->comp, KEYS_CHANNEL, s->key, s->klen);
-        s->num[0] = op->kind == BACKEND_RELEASE ? '1' : '0';
-        s->nlen = 1;
-        break;
+/* An operation's arguments, in the order its script wants them: SCRIPT_OPS
+ * takes kind, number, owner ('a' lease, 'n' lease, or 'r' all); the
+ * acquire script lease, owner; the release script owner, all; status the
+ * owner; force how long its marker stays. */
+static size_t put_args(char *p, const backend_op_t *op, script_id_t id, const char *uuid) {
+    char num[24], field[KEYS_FIELD_MAX];
+    size_t nlen, flen = keys_owner_field(field, uuid, op->owner), k = 0;
+    int release = op->kind == BACKEND_RELEASE || op->kind == BACKEND_DROP;
+    if (release) {
+        num[0] = op->kind == BACKEND_RELEASE ? '1' : '0';
+        nlen = 1;
+    } else {
+        nlen = keys_u64(num, op->lease_ms);
+    }
+    switch (id) {
+    case SCRIPT_OPS:
+        k += put_bulk(p, op->kind == BACKEND_ACQUIRE ? "a" : op->kind == BACKEND_RENEW ? "n" : "r",
+                      1);
+        k += put_bulk(p + k, num, nlen);
+        return k + put_bulk(p + k, field, flen);
+    case SCRIPT_ACQUIRE:
+        k += put_bulk(p, num, nlen);
+        return k + put_bulk(p + k, field, flen);
+    case SCRIPT_RELEASE:
+        k += put_bulk(p, field, flen);
+        return k + put_bulk(p + k, num, nlen);
+    case SCRIPT_STATUS:
+        return put_bulk(p, field, flen);
+    default: /* SCRIPT_FORCE */
+        return put_bulk(p, num, keys_u64(num, SCRIPTS_FORCED_MARK_MS));
     }
 }
 
 int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *const *ops,
                    size_t n, const char *prefix, const char *uuid) {
-    op_strs_t s;
-    size_t argc, numkeys, room;
-    char nk[24], mark[24];
+    size_t start = out->len, numkeys, argc, k;
+    char nk[24];
+    char *p;
 
     switch (id) {
     case SCRIPT_OPS: numkeys = 2 * n; argc = 3 + 5 * n; break;
@@ -205,59 +223,27 @@ int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *co
     case SCRIPT_FORCE: numkeys = 3; argc = 7; break;
     default: numkeys = 2; argc = 7; break;
     }
-    room = 1 + 20 + 2 + ARG_ROOM(7) + ARG_ROOM(SCRIPTS_SHA_LEN) + ARG_ROOM(20) +
-           n * (ARG_ROOM(KEYS_KEY_MAX) + 2 * ARG_ROOM(KEYS_COMPANION_MAX) + ARG_ROOM(24) +
-                ARG_ROOM(KEYS_FIELD_MAX) + ARG_ROOM(1));
-    char *p = buf_reserve(out, room);
-    if (p == NULL) return -1;
-    size_t k = put_head(p, '*', argc);
+    /* Room is reserved one operation at a time, so that a batch takes
+     * about what it needs; the KEYS of all come first, then the ARGV. */
+    p = buf_reserve(out, 1 + 20 + 2 + ARG_ROOM(7) + ARG_ROOM(SCRIPTS_SHA_LEN) + ARG_ROOM(20));
+    if (p == NULL) goto nomem;
+    k = put_head(p, '*', argc);
     k += put_bulk(p + k, "EVALSHA", 7);
     k += put_bulk(p + k, sha, SCRIPTS_SHA_LEN);
     k += put_bulk(p + k, nk, keys_u64(nk, numkeys));
-
-    if (id == SCRIPT_OPS) {
-        /* KEYS first, then ARGV: the strings of each op are made twice
-         * rather than kept, which is cheaper than storing them. */
-        for (size_t i = 0; i < n; i++) {
-            op_strings(&s, ops[i], prefix, uuid);
-            k += put_bulk(p + k, s.key, s.klen);
-            k += put_bulk(p + k, s.comp, s.clen);
-        }
-        for (size_t i = 0; i < n; i++) {
-            op_strings(&s, ops[i], prefix, uuid);
-            k += put_bulk(p + k, s.kind, 1);
-            k += put_bulk(p + k, s.num, s.nlen);
-            k += put_bulk(p + k, s.field, s.flen);
-        }
-    } else {
-        const backend_op_t *op = ops[0];
-        op_strings(&s, op, prefix, uuid);
-        k += put_bulk(p + k, s.key, s.klen);
-        switch (id) {
-        case SCRIPT_ACQUIRE: /* KEYS lock token; ARGV lease owner */
-            k += put_bulk(p + k, s.comp, s.clen);
-            k += put_bulk(p + k, s.num, s.nlen);
-            k += put_bulk(p + k, s.field, s.flen);
-            break;
-        case SCRIPT_RELEASE: /* KEYS lock channel; ARGV owner all */
-            k += put_bulk(p + k, s.comp, s.clen);
-            k += put_bulk(p + k, s.field, s.flen);
-            k += put_bulk(p + k, s.num, s.nlen);
-            break;
-        case SCRIPT_STATUS: /* KEYS lock; ARGV owner */
-            k += put_bulk(p + k, s.field, s.flen);
-            break;
-        default: /* SCRIPT_FORCE: KEYS lock channel marker; ARGV keep */
-            s.clen = keys_companion(s.comp, KEYS_CHANNEL, s.key, s.klen);
-            k += put_bulk(p + k, s.comp, s.clen);
-            s.clen = keys_companion(s.comp, KEYS_FORCED, s.key, s.klen);
-            k += put_bulk(p + k, s.comp, s.clen);
-            k += put_bulk(p + k, mark, keys_u64(mark, SCRIPTS_FORCED_MARK_MS));
-            break;
-        }
-    }
     buf_commit(out, k);
+    for (size_t i = 0; i < n; i++) {
+        if ((p = buf_reserve(out, OP_ROOM)) == NULL) goto nomem;
+        buf_commit(out, put_keys(p, ops[i], id, prefix));
+    }
+    for (size_t i = 0; i < n; i++) {
+        if ((p = buf_reserve(out, OP_ROOM)) == NULL) goto nomem;
+        buf_commit(out, put_args(p, ops[i], id, uuid));
+    }
     return 0;
+nomem:
+    out->len = start;
+    return -1;
 }
 
 /* ---- replies ---------------------------------------------------------------- */

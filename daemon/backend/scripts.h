@@ -14,8 +14,10 @@
 #include "daemon/backend/backend.h"
 #include "daemon/util/buf.h"
 
-/* Most operations in one call of the batch script. */
-#define SCRIPTS_BATCH_MAX 128
+/* Most operations in one call of the batch script: a watchdog round of
+ * many thousand renewals goes in few calls, and one call of this many
+ * keeps Redis busy for well under a millisecond. */
+#define SCRIPTS_BATCH_MAX 500
 /* How long a forced-unlock marker outlives the lock it removed. */
 #define SCRIPTS_FORCED_MARK_MS 60000
 #define SCRIPTS_SHA_LEN 40
