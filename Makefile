@@ -93,6 +93,7 @@ $(BUILD)/tests/test_proto: $(call obj,tests/unit/test_proto.c $(PROTO_SRC))
 $(BUILD)/tests/test_conf: $(call obj,tests/unit/test_conf.c $(CONF_SRC))
 $(BUILD)/tests/test_hmap: $(call obj,tests/unit/test_hmap.c daemon/util/hmap.c)
 $(BUILD)/tests/test_heap: $(call obj,tests/unit/test_heap.c daemon/util/heap.c)
+$(BUILD)/tests/test_lockmgr: $(call obj,tests/unit/test_lockmgr.c tests/unit/fake_backend.c daemon/lock/lockmgr.c daemon/lock/watchdog.c daemon/lock/release.c daemon/backend/backend.c daemon/util/timers.c daemon/util/heap.c daemon/util/hmap.c daemon/log.c $(CONF_SRC))
 
 $(UNIT_TESTS):
 	@mkdir -p $(dir $@)
@@ -177,12 +178,21 @@ integration-valgrind: $(VALGRIND_SUITES) $(BUILD)/dlockd
 SAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
              -fno-sanitize-recover=all
 
+# The tests that link daemon code themselves (the RESP connection, a backend
+# node, the lock manager) are built with the sanitizers too, and run so;
+# the other integration tests run against the sanitized dlockd.
+SAN_SELF_TESTS := $(filter %/test_resp %/test_node,$(INTEG_TESTS)) \
+                  $(filter %/test_lockmgr,$(UNIT_TESTS))
+
 sanitize-build:
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/san CFLAGS="$(SAN_FLAGS)" \
-	  LDFLAGS="-fsanitize=address,undefined" $(BUILD)/san/dlockd
+	  LDFLAGS="-fsanitize=address,undefined" $(BUILD)/san/dlockd \
+	  $(patsubst $(BUILD)/%,$(BUILD)/san/%,$(SAN_SELF_TESTS))
 
 integration-sanitized: $(INTEG_TESTS)
-	@set -e; for t in $(INTEG_TESTS); do echo "== $$t (sanitized dlockd)"; \
+	@set -e; for t in $(INTEG_TESTS) $(filter %/test_lockmgr,$(UNIT_TESTS)); do \
+	  case " $(SAN_SELF_TESTS) " in *" $$t "*) t=$$(echo $$t | sed 's|^$(BUILD)/|$(BUILD)/san/|');; esac; \
+	  echo "== $$t (sanitized)"; \
 	  ASAN_OPTIONS=detect_leaks=1:exitcode=86 UBSAN_OPTIONS=print_stacktrace=1 \
 	  DLOCKD_BIN=$(abspath $(BUILD)/san/dlockd) DLOCK_BIN=$(abspath $(BUILD)/dlock) \
 	  CK_DEFAULT_TIMEOUT=60 $$t; done

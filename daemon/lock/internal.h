@@ -51,6 +51,9 @@ struct lock_owner_s {
     pending_t *pending;        /* the request in flight, or NULL */
     lock_reply_t *now;         /* inside lockmgr_request: where a reply at once goes */
     int answered;              /* ... and whether it came */
+    int in_callback;           /* inside its on_reply or on_event now */
+    int dropped;               /* dropped from inside one: told nothing more */
+    timers_entry_t reap;       /* ... and the drop finishes from here */
 };
 
 /* One holder's hold on a lock. */
@@ -76,7 +79,6 @@ struct lock_s {
     struct hold_list_s holds;  /* local holders */
     struct wait_list_s waiters; /* first come first served; only the head tries */
     wait_t *attempt;           /* the wait whose acquire is in flight */
-    backend_op_t attempt_op;
     int wake;                  /* a wake-up came during the attempt */
     int subscribed;
     timers_entry_t retry;      /* the holder's lease ends, or a yield ends: try again */
@@ -100,6 +102,7 @@ struct wait_s {
     long long ttl_ms;          /* the holder's TTL as last seen, -1 unknown */
     uint64_t sent_at;
     timers_entry_t deadline;   /* TRYLOCK's wait_ms */
+    backend_op_t acquire;      /* its acquire, while it is the lock's attempt */
 };
 
 /* A release that must reach Redis even if it is down now. */
@@ -121,6 +124,7 @@ struct lockmgr_s {
     uint64_t grant_seq;
     /* watchdog */
     struct dog_list_s dog;
+    hold_t *dog_cursor;        /* where the next sweep starts (NULL: the head) */
     timers_entry_t sweep;      /* the next watchdog hold is due */
     int renew_inflight;        /* watchdog batches awaiting Redis */
     timers_entry_t loss;       /* the oldest watchdog hold could expire */
@@ -154,6 +158,9 @@ void lockmgr_shutdown_step(lockmgr_t *m);
 void watchdog_confirm(hold_t *h, uint64_t sent_at);
 /* The same, and plan the next sweep and loss check. */
 void watchdog_set_confirmed(hold_t *h, uint64_t sent_at);
+/* An op that sets the lease got no answer but may have run: never vouch
+ * for the hold past sent_at + lease_ms. */
+void watchdog_limit(hold_t *h, uint32_t lease_ms, uint64_t sent_at);
 void watchdog_remove(hold_t *h);
 void watchdog_sweep(lockmgr_t *m);
 void watchdog_arm_loss(lockmgr_t *m);

@@ -54,7 +54,10 @@ static void answer(lock_owner_t *o, const lock_reply_t *r) {
         o->answered = 1;
         return;
     }
+    if (o->dropped) return;
+    o->in_callback++;
     o->on_reply(o->data, r);
+    o->in_callback--;
 }
 
 static void answer_value(lock_owner_t *o, long long v) {
@@ -187,7 +190,10 @@ void hold_lost(hold_t *h, lock_loss_t why) {
              loss_names[why]);
     hold_drop(h);
     l->mgr->stats.lost++;
+    if (o->dropped) return;
+    o->in_callback++;
     o->on_event(o->data, l->name, l->len, why);
+    o->in_callback--;
 }
 
 static void on_retry(timers_entry_t *t);
@@ -274,7 +280,7 @@ static void attempt(lock_t *l) {
     l->wake = 0;
     timers_stop(m->timers, &l->retry);
     w->sent_at = timers_now(m->timers);
-    backend_op_t *op = &l->attempt_op;
+    backend_op_t *op = &w->acquire;
     op->kind = BACKEND_ACQUIRE;
     op->name = l->name;
     op->len = l->len;
@@ -310,10 +316,10 @@ static void on_watch(void *data, backend_event_t ev) {
 }
 
 static void on_attempt(backend_op_t *op) {
-    lock_t *l = container_of(op, lock_t, attempt_op);
+    wait_t *w = container_of(op, wait_t, acquire);
+    lock_t *l = w->lock;
     lockmgr_t *m = l->mgr;
     const backend_result_t *res = &op->res;
-    wait_t *w = l->attempt;
     l->attempt = NULL;
 
     if (w->owner == NULL || m->stopping) {
@@ -485,6 +491,10 @@ static void on_op(backend_op_t *bop) {
     if (op->lock) op->lock->busy--;
     if (o && o->pending == &op->hdr) o->pending = NULL;
     if (bop->res.status != BACKEND_OK) {
+        /* It may have run and shortened the lease. */
+        if (bop->res.status == BACKEND_DOWN && h != NULL &&
+            (bop->kind == BACKEND_ACQUIRE || bop->kind == BACKEND_RENEW))
+            watchdog_limit(h, bop->lease_ms, op->sent_at);
         if (o != NULL) answer_error(op->mgr, o, LOCK_ERR_BACKEND, bop->res.error);
     } else {
         op->done(op, o, h);
@@ -559,7 +569,9 @@ static void renew_done(op_t *op, lock_owner_t *o, hold_t *h) {
     if (h == NULL) {
         answer_error(m, o, LOCK_ERR_NOTHELD, NULL);
     } else if (res->renewal == BACKEND_RENEWED) {
-        if (h->lease_ms && op->lease_ms) h->lease_ms = op->lease_ms;
+        /* Redis now holds it for op->lease_ms: a watchdog-kept hold becomes
+         * a hold with that lease, as a reentry with a lease makes it. */
+        if (op->lease_ms) h->lease_ms = op->lease_ms;
         watchdog_set_confirmed(h, op->sent_at);
         answer_value(o, op->bop.lease_ms);
     } else {
@@ -729,8 +741,7 @@ int lockmgr_request(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req,
     return o->answered;
 }
 
-void lockmgr_owner_drop(lockmgr_t *m, lock_owner_t *o) {
-    (void)m;
+static void owner_drop_now(lock_owner_t *o) {
     if (o->pending != NULL) {
         if (o->pending->kind == PENDING_WAIT) {
             wait_t *w = (wait_t *)o->pending;
@@ -749,6 +760,21 @@ void lockmgr_owner_drop(lockmgr_t *m, lock_owner_t *o) {
         lock_maybe_free(l);
     }
     free(o);
+}
+
+static void on_reap(timers_entry_t *t) {
+    owner_drop_now(container_of(t, lock_owner_t, reap));
+}
+
+void lockmgr_owner_drop(lockmgr_t *m, lock_owner_t *o) {
+    if (o->in_callback) {
+        /* From inside its own callback: what called it still uses the
+         * owner and its locks. Finish once that has returned. */
+        o->dropped = 1;
+        timers_start(m->timers, &o->reap, 0, on_reap);
+        return;
+    }
+    owner_drop_now(o);
 }
 
 void lockmgr_stats(const lockmgr_t *m, lockmgr_stats_t *out) {

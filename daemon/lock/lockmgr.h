@@ -118,7 +118,10 @@ void lockmgr_free(lockmgr_t *mgr);
 /* A new owner (a connection). NULL on no memory. */
 lock_owner_t *lockmgr_owner_new(lockmgr_t *mgr, uint64_t id, uid_t uid, lock_reply_cb on_reply,
                                 lock_event_cb on_event, void *data);
-/* The owner is gone: cancels its wait, releases all its locks, frees it. */
+/* The owner is gone: cancels its wait, releases all its locks, frees it.
+ * Called from inside one of the owner's callbacks, it finishes from a
+ * timer once the callback has returned (run the timers before
+ * lockmgr_free()); the owner hears nothing more either way. */
 void lockmgr_owner_drop(lockmgr_t *mgr, lock_owner_t *owner);
 size_t lockmgr_owner_held(const lock_owner_t *owner);
 int lockmgr_owner_waiting(const lock_owner_t *owner);

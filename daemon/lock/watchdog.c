@@ -36,9 +36,16 @@ static uint64_t renew_slack(const lockmgr_t *m) {
 
 /* ---- the list, ordered by confirmed_at ------------------------------------ */
 
+/* The sweep resumes from m->dog_cursor: every hold before it is in a
+ * renewal batch, so that a sweep does not walk over the thousands in
+ * flight again. A hold that is no longer renewing but stays where it was
+ * (its renewal failed), or one inserted before the tail, resets the cursor
+ * to the head. */
+
 void watchdog_remove(hold_t *h) {
     lockmgr_t *m = h->lock->mgr;
     if (!h->on_dog) return;
+    if (m->dog_cursor == h) m->dog_cursor = TAILQ_NEXT(h, dog);
     TAILQ_REMOVE(&m->dog, h, dog);
     h->on_dog = 0;
 }
@@ -47,6 +54,7 @@ static void dog_insert(lockmgr_t *m, hold_t *h) {
     hold_t *after = TAILQ_LAST(&m->dog, dog_list_s);
     while (after && after->confirmed_at > h->confirmed_at)
         after = TAILQ_PREV(after, dog_list_s, dog);
+    if (after != TAILQ_LAST(&m->dog, dog_list_s)) m->dog_cursor = NULL;
     if (after) TAILQ_INSERT_AFTER(&m->dog, after, h, dog);
     else TAILQ_INSERT_HEAD(&m->dog, h, dog);
     h->on_dog = 1;
@@ -128,8 +136,14 @@ static void on_renewed(backend_op_t *op) {
     if (op->res.status != BACKEND_OK) b->failed++;
     if (h != NULL) {
         h->renewing = 0;
+        if (h->lease_ms && op->res.status != BACKEND_FAILED &&
+            (op->res.status != BACKEND_OK || op->res.renewal == BACKEND_RENEWED))
+            /* It got a lease of its own while this renewal was on its way;
+             * the renewal, which ran after that, reset Redis's TTL to ours. */
+            watchdog_limit(h, op->lease_ms, b->sent_at);
         if (op->res.status != BACKEND_OK) {
-            /* stays due; the loss timer watches it */
+            /* stays due, where it is; the loss timer watches it */
+            b->mgr->dog_cursor = NULL;
         } else if (op->res.renewal == BACKEND_RENEWED) {
             b->mgr->stats.renewals++;
             if (!h->lease_ms) watchdog_confirm(h, b->sent_at);
@@ -145,7 +159,10 @@ static void on_renewed(backend_op_t *op) {
 
 static void renew_batch(lockmgr_t *m, hold_t **holds, size_t count) {
     batch_t *b = calloc(1, sizeof(*b) + count * sizeof(b->items[0]));
-    if (b == NULL) return; /* the loss timer watches them */
+    if (b == NULL) { /* the next sweep tries again; the loss timer watches them */
+        m->dog_cursor = NULL;
+        return;
+    }
     b->mgr = m;
     b->left = count;
     b->sent_at = timers_now(m->timers);
@@ -173,7 +190,7 @@ void watchdog_sweep(lockmgr_t *m) {
     uint64_t now = timers_now(m->timers), every = m->conf->renew_every_ms;
     hold_t *batch[LOCKMGR_RENEW_BATCH];
     size_t n = 0;
-    hold_t *h = TAILQ_FIRST(&m->dog);
+    hold_t *h = m->dog_cursor ? m->dog_cursor : TAILQ_FIRST(&m->dog);
 
     timers_stop(m->timers, &m->sweep);
     if (!backend_available(m->backend, NULL, 0) || m->stopping)
@@ -192,6 +209,7 @@ void watchdog_sweep(lockmgr_t *m) {
         }
     }
     if (n > 0) renew_batch(m, batch, n);
+    m->dog_cursor = h;
     if (m->renew_inflight >= LOCKMGR_RENEW_INFLIGHT) return; /* a reply sweeps on */
     while (h != NULL && h->renewing) h = TAILQ_NEXT(h, dog);
     if (h != NULL) {
@@ -219,6 +237,18 @@ static void on_loss(timers_entry_t *t) {
         lock_maybe_free(l);
     }
     watchdog_arm_loss(m);
+}
+
+/* An op that sets the lease (a reentry, RENEW) got no answer, yet may have
+ * run: Redis may then drop the hold lease_ms after sent_at. If that comes
+ * before we would give the hold up, it becomes a hold with that lease. A
+ * confirmation of an op sent later (which ran later) settles it already. */
+void watchdog_limit(hold_t *h, uint32_t lease_ms, uint64_t sent_at) {
+    const lockmgr_t *m = h->lock->mgr;
+    uint64_t until = h->lease_ms ? h->confirmed_at + h->lease_ms : loss_deadline(m, h);
+    if (h->confirmed_at > sent_at || sent_at + lease_ms >= until) return;
+    h->lease_ms = lease_ms;
+    watchdog_set_confirmed(h, sent_at);
 }
 
 void watchdog_arm_loss(lockmgr_t *m) {

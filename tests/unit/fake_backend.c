@@ -1,0 +1,587 @@
+/* A fake backend for the lock manager's unit tests only: ops answered on demand from a model.
+ * SPDX-License-Identifier: MIT */
+#include "fake_backend.h"
+
+#include <check.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/util/util.h"
+
+#define FAKE_INJECT_MAX 16
+#define FAKE_SETTLE_MAX 1000
+
+/* Under CK_FORK every ck_assert that passes writes to Check's pipe; the
+ * checks made per op call Check only on failure. */
+#define EXPECT(cond, ...)                       \
+    do {                                        \
+        if (!(cond)) ck_abort_msg(__VA_ARGS__); \
+    } while (0)
+
+/* One owner field of a lock hash. */
+typedef struct field_s {
+    char *name;
+    long long count;
+} field_t;
+
+/* Everything the fake knows of one name: the model's keys and the watch. */
+typedef struct entry_s {
+    struct entry_s *next;
+    char *name;
+    size_t len;
+    /* the lock hash */
+    field_t *fields;
+    size_t nfields, cap;
+    int has_expiry;
+    uint64_t expires_at;       /* on the timers' clock */
+    /* the fence counter: the last fence handed out */
+    uint64_t fence;
+    /* the FORCEUNLOCK marker */
+    char *marker;
+    uint64_t marker_until;
+    int remote_waiters;        /* a release answers others_waiting = this */
+    /* the watch */
+    int watched;
+    backend_watch_cb cb;
+    void *data;
+    unsigned watch_calls;
+    int confirm;               /* a BACKEND_WATCHING is owed */
+    uint64_t confirm_seq;      /* ... asked for at this point */
+} entry_t;
+
+typedef struct inject_s {
+    backend_status_t status;
+    int run;                   /* run in the model, then lose the answer */
+    char text[128];
+} inject_t;
+
+STAILQ_HEAD(op_queue_s, backend_op_s);
+
+struct fake_s {
+    backend_t base;
+    timers_t *timers;
+    int up;
+    int held;
+    struct op_queue_s queue;
+    size_t doomed;             /* the first ops of the queue: in flight when it went down */
+    entry_t *entries;
+    inject_t inject[FAKE_INJECT_MAX];
+    size_t ninject;
+    char error[160];           /* the text of the op being answered */
+    uint64_t confirm_seq;
+    fake_stats_t stats;
+    fake_rec_t *log;
+    size_t log_len, log_cap;
+};
+
+#define FB(b) container_of((b), fake_t, base)
+#define FB_CONST(b) ((const fake_t *)(const void *)(b))
+
+static void *xrealloc(void *p, size_t n) {
+    void *q = realloc(p, n);
+    if (q == NULL) ck_abort_msg("fake backend: out of memory");
+    return q;
+}
+
+static char *xstrndup(const char *s, size_t n) {
+    char *p = xrealloc(NULL, n + 1);
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
+/* ---- the model ------------------------------------------------------------ */
+
+static entry_t *entry_find(const fake_t *fb, const char *name, size_t len) {
+    for (entry_t *e = fb->entries; e != NULL; e = e->next)
+        if (e->len == len && memcmp(e->name, name, len) == 0) return e;
+    return NULL;
+}
+
+/* Entries live as long as the fake: callbacks may hold on to them. */
+static entry_t *entry_get(fake_t *fb, const char *name, size_t len) {
+    entry_t *e = entry_find(fb, name, len);
+    if (e != NULL) return e;
+    e = xrealloc(NULL, sizeof(*e));
+    memset(e, 0, sizeof(*e));
+    e->name = xstrndup(name, len);
+    e->len = len;
+    e->fence = FAKE_FENCE_START - 1;
+    e->next = fb->entries;
+    fb->entries = e;
+    return e;
+}
+
+static entry_t *entry_named(fake_t *fb, const char *name) {
+    return entry_get(fb, name, strlen(name));
+}
+
+static uint64_t now_of(const fake_t *fb) {
+    return timers_now(fb->timers);
+}
+
+static void key_delete(entry_t *e) {
+    for (size_t i = 0; i < e->nfields; i++) free(e->fields[i].name);
+    e->nfields = 0;
+    e->has_expiry = 0;
+}
+
+/* Redis forgets keys whose time is up. */
+static void key_check(const fake_t *fb, entry_t *e) {
+    uint64_t now = now_of(fb);
+    if (e->nfields > 0 && e->has_expiry && e->expires_at <= now) key_delete(e);
+    if (e->marker != NULL && e->marker_until <= now) {
+        free(e->marker);
+        e->marker = NULL;
+    }
+}
+
+static field_t *field_find(entry_t *e, const char *field) {
+    for (size_t i = 0; i < e->nfields; i++)
+        if (strcmp(e->fields[i].name, field) == 0) return &e->fields[i];
+    return NULL;
+}
+
+static field_t *field_add(entry_t *e, const char *field, long long count) {
+    if (e->nfields == e->cap) {
+        e->cap = e->cap ? 2 * e->cap : 4;
+        e->fields = xrealloc(e->fields, e->cap * sizeof(e->fields[0]));
+    }
+    field_t *f = &e->fields[e->nfields++];
+    f->name = xstrndup(field, strlen(field));
+    f->count = count;
+    return f;
+}
+
+static void key_expire_in(const fake_t *fb, entry_t *e, long long ms) {
+    if (ms < 0) {
+        e->has_expiry = 0;
+        return;
+    }
+    e->has_expiry = 1;
+    e->expires_at = now_of(fb) + (uint64_t)ms;
+}
+
+static long long key_pttl(const fake_t *fb, entry_t *e) {
+    key_check(fb, e);
+    if (e->nfields == 0) return -2;
+    if (!e->has_expiry) return -1;
+    return (long long)(e->expires_at - now_of(fb));
+}
+
+/* FORCEUNLOCK's script: marker for the first field, delete, publish. */
+static int key_force(const fake_t *fb, entry_t *e) {
+    key_check(fb, e);
+    if (e->nfields == 0) return 0;
+    long long t = key_pttl(fb, e);
+    if (t < 0) t = 0;
+    free(e->marker);
+    e->marker = xstrndup(e->fields[0].name, strlen(e->fields[0].name));
+    e->marker_until = now_of(fb) + (uint64_t)t + FAKE_FORCED_MARK_MS;
+    key_delete(e);
+    return 1;
+}
+
+static void owner_field(char *out, size_t cap, uint64_t owner) {
+    snprintf(out, cap, "o%" PRIu64, owner);
+}
+
+/* One op, as its script would run it. */
+static void model_run(fake_t *fb, backend_op_t *op) {
+    backend_result_t *res = &op->res;
+    entry_t *e = entry_get(fb, op->name, op->len);
+    char field[32];
+    field_t *f;
+
+    owner_field(field, sizeof(field), op->owner);
+    key_check(fb, e);
+    f = field_find(e, field);
+    res->status = BACKEND_OK;
+    switch (op->kind) {
+    case BACKEND_ACQUIRE:
+        if (e->nfields == 0) {
+            field_add(e, field, 1);
+            key_expire_in(fb, e, op->lease_ms);
+            res->outcome = BACKEND_GRANTED;
+            res->fence = ++e->fence;
+        } else if (f != NULL) {
+            res->outcome = BACKEND_REENTERED;
+            res->holds = ++f->count;
+            key_expire_in(fb, e, op->lease_ms);
+        } else {
+            res->outcome = BACKEND_TAKEN;
+            res->ttl_ms = key_pttl(fb, e);
+        }
+        break;
+    case BACKEND_RELEASE:
+        if (f == NULL) {
+            res->holds = -1;
+        } else {
+            key_delete(e);
+            res->holds = 0;
+            res->others_waiting = e->remote_waiters;
+        }
+        break;
+    case BACKEND_DROP:
+        if (f == NULL) res->holds = -1;
+        else if (f->count > 1) res->holds = --f->count;
+        else res->holds = f->count;
+        break;
+    case BACKEND_RENEW:
+        if (f != NULL) {
+            key_expire_in(fb, e, op->lease_ms);
+            res->renewal = BACKEND_RENEWED;
+        } else if (e->marker != NULL && strcmp(e->marker, field) == 0) {
+            res->renewal = BACKEND_FORCED;
+        } else {
+            res->renewal = BACKEND_GONE;
+        }
+        break;
+    case BACKEND_STATUS:
+        res->ttl_ms = key_pttl(fb, e);
+        res->holds = f ? f->count : 0;
+        break;
+    case BACKEND_FORCE:
+        res->removed = key_force(fb, e);
+        break;
+    default:
+        ck_abort_msg("fake backend: op of unknown kind %d", (int)op->kind);
+    }
+}
+
+/* ---- answering --------------------------------------------------------------- */
+
+static void answer(fake_t *fb, backend_op_t *op, const char *down_text) {
+    fb->stats.inflight--;
+    fb->stats.inflight_kind[op->kind]--;
+    memset(&op->res, 0, sizeof(op->res));
+    if (down_text != NULL) {
+        snprintf(fb->error, sizeof(fb->error), "%s", down_text);
+        op->res.status = BACKEND_DOWN;
+        op->res.error = fb->error;
+    } else if (!fb->up) {
+        snprintf(fb->error, sizeof(fb->error), "fake: redis not connected");
+        op->res.status = BACKEND_DOWN;
+        op->res.error = fb->error;
+    } else if (fb->ninject > 0) {
+        inject_t in = fb->inject[0];
+        memmove(&fb->inject[0], &fb->inject[1], (fb->ninject - 1) * sizeof(fb->inject[0]));
+        fb->ninject--;
+        if (in.run) model_run(fb, op);
+        memset(&op->res, 0, sizeof(op->res));
+        snprintf(fb->error, sizeof(fb->error), "%s", in.text);
+        op->res.status = in.status;
+        op->res.error = fb->error;
+    } else {
+        model_run(fb, op);
+    }
+    fb->stats.answered++;
+    op->cb(op);
+}
+
+size_t fake_run(fake_t *fb) {
+    struct op_queue_s q = STAILQ_HEAD_INITIALIZER(q);
+    backend_op_t *op;
+    size_t n = 0;
+    uint64_t seq = fb->confirm_seq;
+
+    if (fb->held) return 0;
+    fb->stats.rounds++;
+    STAILQ_CONCAT(&q, &fb->queue);
+    size_t doomed = fb->doomed;
+    fb->doomed = 0;
+    while ((op = STAILQ_FIRST(&q)) != NULL) {
+        STAILQ_REMOVE_HEAD(&q, link);
+        answer(fb, op, n < doomed ? "fake: connection lost" : NULL);
+        n++;
+    }
+    if (!fb->up) return n;
+    /* New entries go in at the head: the ones from before are all after it. */
+    for (entry_t *e = fb->entries; e != NULL; e = e->next) {
+        if (!e->confirm || e->confirm_seq > seq) continue;
+        e->confirm = 0;
+        if (e->watched && fb->up) {
+            fb->stats.confirms++;
+            e->cb(e->data, BACKEND_WATCHING);
+        }
+    }
+    return n;
+}
+
+static int confirms_owed(const fake_t *fb) {
+    if (!fb->up) return 0;
+    for (const entry_t *e = fb->entries; e != NULL; e = e->next)
+        if (e->confirm && e->watched) return 1;
+    return 0;
+}
+
+void fake_settle(fake_t *fb) {
+    int rounds = 0;
+    EXPECT(!fb->held, "fake_settle while held");
+    while (!STAILQ_EMPTY(&fb->queue) || confirms_owed(fb)) {
+        EXPECT(++rounds <= FAKE_SETTLE_MAX, "fake_settle: still busy after %d rounds",
+               FAKE_SETTLE_MAX);
+        fake_run(fb);
+    }
+}
+
+static void inject(fake_t *fb, backend_status_t status, int run, const char *text) {
+    EXPECT(fb->ninject < FAKE_INJECT_MAX, "fake: too many injected failures");
+    inject_t *in = &fb->inject[fb->ninject++];
+    in->status = status;
+    in->run = run;
+    snprintf(in->text, sizeof(in->text), "%s", text ? text : "");
+}
+
+void fake_fail_next(fake_t *fb, backend_status_t status, const char *text) {
+    inject(fb, status, 0, text);
+}
+
+void fake_lose_next(fake_t *fb, const char *text) {
+    inject(fb, BACKEND_DOWN, 1, text);
+}
+
+void fake_hold(fake_t *fb, int hold) {
+    fb->held = hold;
+}
+
+void fake_set_up(fake_t *fb, int up) {
+    up = up != 0;
+    if (fb->up == up) return;
+    fb->up = up;
+    if (!up) fb->doomed = fake_queued(fb); /* their connection is gone */
+    if (up) {
+        /* Resubscribed: every watch is confirmed again. */
+        for (entry_t *e = fb->entries; e != NULL; e = e->next) {
+            if (!e->watched) continue;
+            e->confirm = 1;
+            e->confirm_seq = ++fb->confirm_seq;
+        }
+    }
+    backend_notify_state(&fb->base);
+}
+
+size_t fake_queued(const fake_t *fb) {
+    size_t n = 0;
+    const backend_op_t *op;
+    STAILQ_FOREACH(op, &fb->queue, link) n++;
+    return n;
+}
+
+const backend_op_t *fake_queued_op(const fake_t *fb, size_t i) {
+    const backend_op_t *op;
+    STAILQ_FOREACH(op, &fb->queue, link)
+        if (i-- == 0) return op;
+    return NULL;
+}
+
+/* ---- the backend_type_t ------------------------------------------------------- */
+
+static void fk_submit(backend_t *b, backend_op_t *op) {
+    fake_t *fb = FB(b);
+    backend_op_t *q;
+
+    EXPECT(op->cb != NULL, "op submitted without a callback");
+    EXPECT(op->name != NULL && op->len > 0, "op submitted without a name");
+    EXPECT((unsigned)op->kind < BACKEND_OP_COUNT, "op of unknown kind %d", (int)op->kind);
+    STAILQ_FOREACH(q, &fb->queue, link)
+        EXPECT(q != op, "op %p (kind %d, %.*s) submitted again while in flight", (void *)op,
+               (int)op->kind, (int)op->len, op->name);
+
+    op->queued_at = now_of(fb);
+    STAILQ_INSERT_TAIL(&fb->queue, op, link);
+    fb->stats.submitted[op->kind]++;
+    if (++fb->stats.inflight > fb->stats.max_inflight) fb->stats.max_inflight = fb->stats.inflight;
+    if (++fb->stats.inflight_kind[op->kind] > fb->stats.max_inflight_kind[op->kind])
+        fb->stats.max_inflight_kind[op->kind] = fb->stats.inflight_kind[op->kind];
+
+    if (fb->log_len == fb->log_cap) {
+        fb->log_cap = fb->log_cap ? 2 * fb->log_cap : 64;
+        fb->log = xrealloc(fb->log, fb->log_cap * sizeof(fb->log[0]));
+    }
+    fake_rec_t *r = &fb->log[fb->log_len++];
+    memset(r, 0, sizeof(*r));
+    r->kind = op->kind;
+    memcpy(r->name, op->name, op->len < FAKE_NAME_MAX ? op->len : FAKE_NAME_MAX);
+    r->owner = op->owner;
+    r->lease_ms = op->lease_ms;
+    r->at = now_of(fb);
+    r->round = fb->stats.rounds;
+}
+
+static void fk_watch(backend_t *b, const char *name, size_t len, backend_watch_cb cb,
+                     void *data) {
+    fake_t *fb = FB(b);
+    entry_t *e = entry_get(fb, name, len);
+    fb->stats.watch_calls++;
+    e->watch_calls++;
+    e->watched = 1;
+    e->cb = cb;
+    e->data = data;
+    /* Confirmed from fake_run(), never from here. */
+    e->confirm = 1;
+    e->confirm_seq = ++fb->confirm_seq;
+}
+
+static void fk_unwatch(backend_t *b, const char *name, size_t len) {
+    fake_t *fb = FB(b);
+    entry_t *e = entry_find(fb, name, len);
+    fb->stats.unwatch_calls++;
+    if (e == NULL) return;
+    e->watched = 0;
+    e->confirm = 0;
+    e->cb = NULL;
+    e->data = NULL;
+}
+
+static int fk_available(const backend_t *b, const char *name, size_t len) {
+    (void)name;
+    (void)len;
+    return FB_CONST(b)->up;
+}
+
+static void fk_describe(const backend_t *b, const char *name, size_t len, char *buf,
+                        size_t cap) {
+    const fake_t *fb = FB_CONST(b);
+    (void)len;
+    if (name == NULL) snprintf(buf, cap, "fake %s", fb->up ? "up" : "down");
+    else snprintf(buf, cap, "%s", fb->up ? "fake: redis connected" : "fake: redis not connected");
+}
+
+static void fk_close(backend_t *b) {
+    fake_t *fb = FB(b);
+    backend_op_t *op;
+    /* Ops the callbacks submit are answered here too. */
+    while ((op = STAILQ_FIRST(&fb->queue)) != NULL) {
+        STAILQ_REMOVE_HEAD(&fb->queue, link);
+        answer(fb, op, "shutting down");
+    }
+    entry_t *e, *next;
+    for (e = fb->entries; e != NULL; e = next) {
+        next = e->next;
+        key_delete(e);
+        free(e->fields);
+        free(e->marker);
+        free(e->name);
+        free(e);
+    }
+    free(fb->log);
+    free(fb);
+}
+
+static const backend_type_t fake_type = {
+    .name = "fake",
+    .submit = fk_submit,
+    .watch = fk_watch,
+    .unwatch = fk_unwatch,
+    .available = fk_available,
+    .describe = fk_describe,
+    .close = fk_close,
+};
+
+fake_t *fake_new(timers_t *timers) {
+    fake_t *fb = xrealloc(NULL, sizeof(*fb));
+    memset(fb, 0, sizeof(*fb));
+    fb->base.type = &fake_type;
+    fb->base.caps = BACKEND_CAP_MONOTONIC_FENCE | BACKEND_CAP_WAKEUPS;
+    fb->timers = timers;
+    fb->up = 1;
+    STAILQ_INIT(&fb->queue);
+    return fb;
+}
+
+backend_t *fake_backend(fake_t *fb) {
+    return &fb->base;
+}
+
+void fake_close(fake_t *fb) {
+    if (fb != NULL) fb->base.type->close(&fb->base);
+}
+
+/* ---- the op log and counters ----------------------------------------------- */
+
+const fake_stats_t *fake_stats(const fake_t *fb) {
+    return &fb->stats;
+}
+
+size_t fake_log_len(const fake_t *fb) {
+    return fb->log_len;
+}
+
+const fake_rec_t *fake_log(const fake_t *fb, size_t i) {
+    EXPECT(i < fb->log_len, "fake_log(%zu) of %zu ops", i, fb->log_len);
+    return &fb->log[i];
+}
+
+size_t fake_log_count(const fake_t *fb, size_t from, backend_op_kind_t kind) {
+    size_t n = 0;
+    for (size_t i = from; i < fb->log_len; i++)
+        if (fb->log[i].kind == kind) n++;
+    return n;
+}
+
+/* ---- watches ---------------------------------------------------------------- */
+
+int fake_watched(const fake_t *fb, const char *name) {
+    const entry_t *e = entry_find(fb, name, strlen(name));
+    return e != NULL && e->watched;
+}
+
+unsigned fake_watch_calls(const fake_t *fb, const char *name) {
+    const entry_t *e = entry_find(fb, name, strlen(name));
+    return e ? e->watch_calls : 0;
+}
+
+int fake_publish(fake_t *fb, const char *name) {
+    entry_t *e = entry_find(fb, name, strlen(name));
+    if (e == NULL || !e->watched || !fb->up) return 0;
+    fb->stats.published++;
+    e->cb(e->data, BACKEND_RELEASED);
+    return 1;
+}
+
+void fake_set_remote_waiters(fake_t *fb, const char *name, int on) {
+    entry_named(fb, name)->remote_waiters = on;
+}
+
+/* ---- the model, for tests ------------------------------------------------------ */
+
+void fake_expire(fake_t *fb, const char *name) {
+    key_delete(entry_named(fb, name));
+}
+
+void fake_take(fake_t *fb, const char *name, const char *field, long long ttl_ms) {
+    entry_t *e = entry_named(fb, name);
+    key_delete(e);
+    field_add(e, field, 1);
+    key_expire_in(fb, e, ttl_ms);
+    e->fence++;
+}
+
+void fake_force(fake_t *fb, const char *name) {
+    key_force(fb, entry_named(fb, name));
+}
+
+long long fake_holds_field(fake_t *fb, const char *field, const char *name) {
+    entry_t *e = entry_named(fb, name);
+    key_check(fb, e);
+    field_t *f = field_find(e, field);
+    return f ? f->count : 0;
+}
+
+long long fake_holds(fake_t *fb, uint64_t owner, const char *name) {
+    char field[32];
+    owner_field(field, sizeof(field), owner);
+    return fake_holds_field(fb, field, name);
+}
+
+long long fake_pttl(fake_t *fb, const char *name) {
+    return key_pttl(fb, entry_named(fb, name));
+}
+
+uint64_t fake_fence(const fake_t *fb, const char *name) {
+    const entry_t *e = entry_find(fb, name, strlen(name));
+    return e ? e->fence : FAKE_FENCE_START - 1;
+}

@@ -1,0 +1,139 @@
+/* A fake backend for the lock manager's unit tests only: an in-memory Redis on a manual clock.
+ * SPDX-License-Identifier: MIT
+ *
+ * It is a backend_t with its own backend_type_t and keeps backend.h's
+ * rules: every submitted op's callback fires exactly once, never inside
+ * backend_submit(). Submitted ops wait in a FIFO; nothing is answered until
+ * the test calls fake_run(), which answers them in order from the model, as
+ * the Lua scripts in daemon/backend/scripts.c would:
+ *
+ *   name -> the lock hash (owner field -> hold count) with an expiry on the
+ *           timers' clock (or none), a fence counter that only rises, and
+ *           the FORCEUNLOCK marker (the removed owner's field).
+ *
+ * The lock manager's owner ids become fields "o<id>"; fake_take() and
+ * fake_holds_field() use any other text as a foreign owner (another daemon,
+ * a Redisson client). Watches are recorded; a watch's BACKEND_WATCHING
+ * confirmation comes from fake_run(), a BACKEND_RELEASED from
+ * fake_publish(). Nothing here allocates in a way a test needs to check:
+ * out of memory aborts. */
+#ifndef DLOCK_FAKE_BACKEND_H
+#define DLOCK_FAKE_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "daemon/backend/backend.h"
+#include "daemon/util/timers.h"
+
+typedef struct fake_s fake_t;
+
+/* First fence the model hands out for a name (its counter starts below). */
+#define FAKE_FENCE_START 100
+/* How long the FORCEUNLOCK marker outlives the lock (SCRIPTS_FORCED_MARK_MS). */
+#define FAKE_FORCED_MARK_MS 60000
+/* Longest name the op log keeps whole. */
+#define FAKE_NAME_MAX 64
+
+/* One submitted op, as the log keeps it. */
+typedef struct fake_rec_s {
+    backend_op_kind_t kind;
+    char name[FAKE_NAME_MAX + 1];
+    uint64_t owner;
+    uint32_t lease_ms;
+    uint64_t at;               /* the clock when submitted */
+    uint64_t round;            /* fake_run() calls before it was submitted */
+} fake_rec_t;
+
+typedef struct fake_stats_s {
+    uint64_t submitted[BACKEND_OP_COUNT];   /* ops submitted, by kind */
+    uint64_t answered;                      /* callbacks called */
+    size_t inflight;                        /* submitted, not answered yet */
+    size_t inflight_kind[BACKEND_OP_COUNT];
+    size_t max_inflight;
+    size_t max_inflight_kind[BACKEND_OP_COUNT];
+    uint64_t watch_calls;                   /* backend_watch() calls */
+    uint64_t unwatch_calls;
+    uint64_t confirms;                      /* BACKEND_WATCHING delivered */
+    uint64_t published;                     /* BACKEND_RELEASED delivered */
+    uint64_t rounds;                        /* fake_run() calls */
+} fake_stats_t;
+
+/* The fake starts up (available), with an empty model; timers is the
+ * manual clock it reads. */
+fake_t *fake_new(timers_t *timers);
+backend_t *fake_backend(fake_t *fb);
+/* What backend_close() does for a topology: pending ops (and ops their
+ * callbacks submit) get BACKEND_DOWN inside this call, then everything is
+ * freed. No callback fires afterwards. */
+void fake_close(fake_t *fb);
+
+/* ---- answering --------------------------------------------------------- */
+
+/* Answers every op queued when called, in order (ops their callbacks
+ * submit wait for the next call), then delivers the watch confirmations
+ * asked for before the call. While down, ops get BACKEND_DOWN and
+ * confirmations wait for the backend to be up. Returns the ops answered;
+ * does nothing while held. */
+size_t fake_run(fake_t *fb);
+/* fake_run() until nothing is queued and no confirmation is pending;
+ * fails the test if that takes more than 1000 rounds. */
+void fake_settle(fake_t *fb);
+/* The next op fake_run() answers while up gets status and text instead of
+ * running (stacks up to 16). */
+void fake_fail_next(fake_t *fb, backend_status_t status, const char *text);
+/* The next op fake_run() answers while up runs in the model, but its answer
+ * is lost: the op gets BACKEND_DOWN (a reply that did not come in time). */
+void fake_lose_next(fake_t *fb, const char *text);
+/* 1: fake_run() answers nothing; ops stay in flight. */
+void fake_hold(fake_t *fb, int hold);
+/* Availability: available() says it; a change calls backend_notify_state().
+ * Going down dooms the ops in flight: fake_run() answers them BACKEND_DOWN
+ * (without running them) even if it is up again by then, as a broken
+ * connection would. Coming up again confirms every watch anew (a
+ * resubscription). */
+void fake_set_up(fake_t *fb, int up);
+/* Ops queued now, and the op at position i of the queue (0: the next). */
+size_t fake_queued(const fake_t *fb);
+const backend_op_t *fake_queued_op(const fake_t *fb, size_t i);
+
+/* ---- the op log and counters ------------------------------------------- */
+
+const fake_stats_t *fake_stats(const fake_t *fb);
+size_t fake_log_len(const fake_t *fb);
+const fake_rec_t *fake_log(const fake_t *fb, size_t i);
+/* Ops of kind in the log (all of it, or from position from on). */
+size_t fake_log_count(const fake_t *fb, size_t from, backend_op_kind_t kind);
+
+/* ---- watches ------------------------------------------------------------- */
+
+/* 1 while name is watched. */
+int fake_watched(const fake_t *fb, const char *name);
+/* backend_watch() calls for name. */
+unsigned fake_watch_calls(const fake_t *fb, const char *name);
+/* Delivers BACKEND_RELEASED to name's watcher now, as a release message
+ * would; returns 1 if it was watched (and the backend up), else 0. */
+int fake_publish(fake_t *fb, const char *name);
+/* A RELEASE that deletes name answers others_waiting = on (waiters of
+ * other daemons got the message). */
+void fake_set_remote_waiters(fake_t *fb, const char *name, int on);
+
+/* ---- the model ------------------------------------------------------------- */
+
+/* The key expires now (and publishes nothing, like Redis). */
+void fake_expire(fake_t *fb, const char *name);
+/* Another owner (field) takes name, replacing whoever held it, for ttl_ms
+ * (<0: no expiry); a new grant, so the fence rises. */
+void fake_take(fake_t *fb, const char *name, const char *field, long long ttl_ms);
+/* Another daemon's FORCEUNLOCK: deletes the key and leaves the marker. */
+void fake_force(fake_t *fb, const char *name);
+/* The lock manager owner's holds on name in the model (0: none). */
+long long fake_holds(fake_t *fb, uint64_t owner, const char *name);
+/* The same for any field. */
+long long fake_holds_field(fake_t *fb, const char *field, const char *name);
+/* PTTL: -2 no key, -1 no expiry, else ms left. */
+long long fake_pttl(fake_t *fb, const char *name);
+/* The last fence handed out for name (FAKE_FENCE_START - 1: none yet). */
+uint64_t fake_fence(const fake_t *fb, const char *name);
+
+#endif

@@ -1,0 +1,1925 @@
+/* Unit tests of daemon/lock over a fake backend: grants, waiting, watchdog, leases, shutdown.
+ * SPDX-License-Identifier: MIT
+ *
+ * No Redis, no sockets, no real time: the lock manager runs on a manual
+ * clock (timers_new_manual) over tests/unit/fake_backend, whose ops are
+ * answered only when a test calls fake_run(). Every client records its
+ * replies and !LOST events; the callbacks check that no reply comes twice,
+ * none comes inside lockmgr_request(), and none reaches a dropped owner. */
+#include "daemon/lock/lockmgr.h"
+
+#include <check.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conf/conf.h"
+#include "daemon/log.h"
+#include "daemon/util/timers.h"
+#include "tests/unit/fake_backend.h"
+
+/* conf: a short lease, so renew_every_ms = 1000 and the loss margin is 300. */
+#define LEASE 3000u
+#define EVERY (LEASE / 3)
+#define MARGIN (LEASE / LOCKMGR_LOSS_MARGIN_DIV)
+#define T0 1000000u              /* the manual clock's start */
+
+/* Under CK_FORK every ck_assert that passes writes its place to Check's
+ * pipe; the checks run at every step of the mixes call Check only on failure. */
+#define EXPECT(cond, ...)                       \
+    do {                                        \
+        if (!(cond)) ck_abort_msg(__VA_ARGS__); \
+    } while (0)
+
+#define MAX_CLIENTS 64
+#define MAX_LOG 256              /* replies and events kept unread, per client */
+#define DETAIL_LEN 128
+
+/* ---- the world: conf, clock, fake backend, lock manager ---------------------- */
+
+static conf_t conf;
+static timers_t *tm;
+static fake_t *fb;
+static lockmgr_t *mgr;
+static int in_request;           /* inside lockmgr_request() now */
+static int done_calls;           /* lockmgr_shutdown's done */
+static int in_done;
+static uint64_t seq;             /* orders replies and events of all clients */
+
+/* One connection as the lock manager sees it, with what it was told. */
+typedef struct client_s {
+    lock_owner_t *o;
+    uint64_t id;
+    uid_t uid;
+    int dropped;
+    int drop_in_callback;        /* drops itself from its next callback, as a
+                                    session does when its output overflows */
+    int pending;                 /* a request without its reply yet */
+    unsigned sent;               /* requests */
+    unsigned answered;           /* replies, at once or later */
+    /* rings: entry n at [n % MAX_LOG] */
+    lock_reply_t replies[MAX_LOG];
+    char details[MAX_LOG][DETAIL_LEN];
+    uint64_t rseq[MAX_LOG];
+    size_t nreplies, rhead;
+    struct {
+        char name[64];
+        lock_loss_t why;
+        uint64_t at;             /* on the manual clock */
+        uint64_t seq;
+    } events[MAX_LOG];
+    size_t nevents, ehead;
+} client_t;
+
+static client_t clients[MAX_CLIENTS];
+static size_t nclients;
+
+static const char *kind_name(lock_reply_kind_t k) {
+    static const char *const names[] = {"GRANTED", "VALUE", "TIMEOUT", "FREE",
+                                        "TAKEN",   "MINE",  "ERROR"};
+    return (unsigned)k < sizeof(names) / sizeof(names[0]) ? names[k] : "?";
+}
+
+static void record(client_t *c, const lock_reply_t *r) {
+    ck_assert_msg(c->pending == 1, "client %" PRIu64 ": a %s reply with no request in flight",
+                  c->id, kind_name(r->kind));
+    ck_assert_uint_lt(c->nreplies - c->rhead, MAX_LOG);
+    c->pending = 0;
+    c->answered++;
+    size_t k = c->nreplies % MAX_LOG;
+    c->replies[k] = *r;
+    c->rseq[k] = ++seq;
+    if (r->detail != NULL) {
+        snprintf(c->details[k], DETAIL_LEN, "%s", r->detail);
+        c->replies[k].detail = c->details[k];
+    }
+    c->nreplies++;
+}
+
+static void drop(client_t *c);
+
+static void on_reply(void *data, const lock_reply_t *r) {
+    client_t *c = data;
+    ck_assert_msg(!in_request, "client %" PRIu64 ": %s reply callback inside lockmgr_request",
+                  c->id, kind_name(r->kind));
+    ck_assert_msg(!c->dropped, "client %" PRIu64 ": reply after lockmgr_owner_drop", c->id);
+    record(c, r);
+    if (c->drop_in_callback) drop(c);
+}
+
+static void on_event(void *data, const char *name, size_t len, lock_loss_t why) {
+    client_t *c = data;
+    ck_assert_msg(!in_request, "client %" PRIu64 ": !LOST %.*s inside lockmgr_request", c->id,
+                  (int)len, name);
+    ck_assert_msg(!c->dropped, "client %" PRIu64 ": event after lockmgr_owner_drop", c->id);
+    ck_assert_uint_lt(c->nevents - c->ehead, MAX_LOG);
+    size_t k = c->nevents % MAX_LOG;
+    snprintf(c->events[k].name, sizeof(c->events[0].name), "%.*s", (int)len, name);
+    c->events[k].why = why;
+    c->events[k].at = timers_now(tm);
+    c->events[k].seq = ++seq;
+    c->nevents++;
+    if (c->drop_in_callback) drop(c);
+}
+
+static client_t *client_uid(uid_t uid) {
+    ck_assert_uint_lt(nclients, MAX_CLIENTS);
+    client_t *c = &clients[nclients++];
+    memset(c, 0, sizeof(*c));
+    c->id = nclients; /* 1, 2, ... like the sessions' ids */
+    c->uid = uid;
+    c->o = lockmgr_owner_new(mgr, c->id, uid, on_reply, on_event, c);
+    ck_assert_ptr_nonnull(c->o);
+    return c;
+}
+
+static client_t *client(void) {
+    return client_uid(1000);
+}
+
+static void drop(client_t *c) {
+    ck_assert(!c->dropped);
+    lockmgr_owner_drop(mgr, c->o);
+    c->dropped = 1;
+    c->o = NULL;
+}
+
+static void setup(void) {
+    char err[CONF_ERR_LEN];
+    conf_defaults(&conf);
+    conf.lease_ms = LEASE;
+    conf.renew_every_ms = 0;
+    ck_assert_msg(conf_finish(&conf, err, sizeof(err)) == 0, "conf_finish: %s", err);
+    ck_assert_uint_eq(conf.renew_every_ms, EVERY);
+    log_set_level(CONF_LOG_ERROR);
+    nclients = 0;
+    done_calls = 0;
+    tm = timers_new_manual(T0);
+    ck_assert_ptr_nonnull(tm);
+    fb = fake_new(tm);
+    mgr = lockmgr_new(&conf, tm, fake_backend(fb));
+    ck_assert_ptr_nonnull(mgr);
+}
+
+/* As the daemon stops: owners gone (drops from inside callbacks finish
+ * from a timer), the backend closed (its pending ops still find the
+ * manager), then the manager and the clock. */
+static void teardown(void) {
+    for (size_t i = 0; i < nclients; i++)
+        if (!clients[i].dropped) drop(&clients[i]);
+    timers_run_due(tm);
+    fake_close(fb);
+    lockmgr_free(mgr);
+    timers_free(tm);
+}
+
+/* ---- requests and what comes back -------------------------------------------- */
+
+/* Sends one request; returns 1 when lockmgr_request() answered it at once
+ * (the reply is then in the client's log like any other). */
+static int request(client_t *c, lock_req_kind_t kind, const char *name, uint32_t wait_ms,
+                   uint32_t lease_ms) {
+    lock_request_t r = {
+        .kind = kind, .name = name, .len = strlen(name), .wait_ms = wait_ms, .lease_ms = lease_ms};
+    lock_reply_t now;
+    ck_assert_msg(!c->dropped && c->pending == 0,
+                  "client %" PRIu64 ": a request while one is in flight", c->id);
+    memset(&now, 0x5a, sizeof(now));
+    c->sent++;
+    c->pending = 1;
+    in_request = 1;
+    int at_once = lockmgr_request(mgr, c->o, &r, &now);
+    in_request = 0;
+    ck_assert_msg(at_once == 0 || at_once == 1, "lockmgr_request returned %d", at_once);
+    if (at_once) {
+        record(c, &now);
+    } else {
+        ck_assert_msg(c->pending == 1, "client %" PRIu64 ": answered through the callback "
+                      "inside lockmgr_request", c->id);
+        ck_assert_msg(lockmgr_owner_waiting(c->o), "request in flight but not waiting");
+    }
+    return at_once;
+}
+
+static int lock_req(client_t *c, const char *name, uint32_t lease_ms) {
+    return request(c, LOCK_REQ_LOCK, name, 0, lease_ms);
+}
+
+static int unlock_req(client_t *c, const char *name) {
+    return request(c, LOCK_REQ_UNLOCK, name, 0, 0);
+}
+
+static size_t replies_left(const client_t *c) {
+    return c->nreplies - c->rhead;
+}
+
+static lock_reply_t next_reply(client_t *c) {
+    ck_assert_msg(replies_left(c) > 0, "client %" PRIu64 ": no reply (sent %u, answered %u)",
+                  c->id, c->sent, c->answered);
+    return c->replies[c->rhead++ % MAX_LOG];
+}
+
+static void no_reply(const client_t *c) {
+    ck_assert_msg(replies_left(c) == 0, "client %" PRIu64 ": unexpected %s reply", c->id,
+                  kind_name(c->replies[c->rhead % MAX_LOG].kind));
+}
+
+static uint64_t expect_granted(client_t *c, long long holds) {
+    lock_reply_t r = next_reply(c);
+    ck_assert_msg(r.kind == LOCK_REPLY_GRANTED, "client %" PRIu64 ": %s (%s), want GRANTED",
+                  c->id, kind_name(r.kind), r.detail ? r.detail : "");
+    ck_assert_int_eq(r.holds, holds);
+    ck_assert_uint_gt(r.fence, 0);
+    return r.fence;
+}
+
+static void expect_value(client_t *c, long long v) {
+    lock_reply_t r = next_reply(c);
+    ck_assert_msg(r.kind == LOCK_REPLY_VALUE, "client %" PRIu64 ": %s (%s), want VALUE %lld",
+                  c->id, kind_name(r.kind), r.detail ? r.detail : "", v);
+    ck_assert_int_eq(r.value, v);
+}
+
+static void expect_timeout(client_t *c, long long ttl) {
+    lock_reply_t r = next_reply(c);
+    ck_assert_msg(r.kind == LOCK_REPLY_TIMEOUT, "client %" PRIu64 ": %s, want TIMEOUT", c->id,
+                  kind_name(r.kind));
+    ck_assert_int_eq(r.ttl_ms, ttl);
+}
+
+static lock_reply_t expect_error(client_t *c, lock_err_t err) {
+    lock_reply_t r = next_reply(c);
+    ck_assert_msg(r.kind == LOCK_REPLY_ERROR, "client %" PRIu64 ": %s, want ERROR %d", c->id,
+                  kind_name(r.kind), (int)err);
+    ck_assert_int_eq(r.err, err);
+    return r;
+}
+
+static void expect_event(client_t *c, const char *name, lock_loss_t why) {
+    ck_assert_msg(c->ehead < c->nevents, "client %" PRIu64 ": no !LOST %s", c->id, name);
+    ck_assert_str_eq(c->events[c->ehead % MAX_LOG].name, name);
+    ck_assert_int_eq(c->events[c->ehead % MAX_LOG].why, why);
+    c->ehead++;
+}
+
+static void no_event(const client_t *c) {
+    ck_assert_msg(c->ehead == c->nevents, "client %" PRIu64 ": unexpected !LOST %s (%d)", c->id,
+                  c->events[c->ehead % MAX_LOG].name, (int)c->events[c->ehead % MAX_LOG].why);
+}
+
+/* LOCK on a name the fake grants; returns the fence. */
+static uint64_t lock_ok(client_t *c, const char *name, uint32_t lease_ms) {
+    ck_assert_int_eq(lock_req(c, name, lease_ms), 0);
+    fake_settle(fb);
+    return expect_granted(c, 1);
+}
+
+static lockmgr_stats_t stats(void) {
+    lockmgr_stats_t s;
+    lockmgr_stats(mgr, &s);
+    return s;
+}
+
+static size_t submitted(backend_op_kind_t kind) {
+    return (size_t)fake_stats(fb)->submitted[kind];
+}
+
+static uint64_t now(void) {
+    return timers_now(tm);
+}
+
+/* The op at position i of the fake's queue is kind on name for c. */
+static void queued_is(size_t i, backend_op_kind_t kind, const char *name, const client_t *c) {
+    const backend_op_t *op = fake_queued_op(fb, i);
+    ck_assert_msg(op != NULL, "no op at queue position %zu (%zu queued)", i, fake_queued(fb));
+    ck_assert_int_eq(op->kind, kind);
+    ck_assert_uint_eq(op->len, strlen(name));
+    ck_assert_int_eq(memcmp(op->name, name, op->len), 0);
+    if (c != NULL) ck_assert_uint_eq(op->owner, c->id);
+}
+
+/* ---- grants, fences, reentry, unlock ----------------------------------------- */
+
+START_TEST(test_lock_grants_with_fence) {
+    client_t *a = client();
+
+    ck_assert_int_eq(lock_req(a, "a", 0), 0);
+    no_reply(a);
+    ck_assert_uint_eq(fake_queued(fb), 1);
+    queued_is(0, BACKEND_ACQUIRE, "a", a);
+    ck_assert_uint_eq(fake_queued_op(fb, 0)->lease_ms, LEASE); /* watchdog: the conf lease */
+    ck_assert_uint_eq(stats().waiters, 1);
+
+    ck_assert_uint_eq(fake_run(fb), 1);
+    uint64_t fence = expect_granted(a, 1);
+    ck_assert_uint_eq(fence, FAKE_FENCE_START);
+    ck_assert_uint_eq(fence, fake_fence(fb, "a"));
+    ck_assert_int_eq(fake_holds(fb, a->id, "a"), 1);
+    ck_assert_int_eq(fake_pttl(fb, "a"), LEASE);
+    ck_assert_uint_eq(lockmgr_owner_held(a->o), 1);
+    ck_assert(!lockmgr_owner_waiting(a->o));
+    lockmgr_stats_t s = stats();
+    ck_assert_uint_eq(s.locks_held, 1);
+    ck_assert_uint_eq(s.waiters, 0);
+    ck_assert_uint_eq(s.grants, 1);
+    ck_assert_int_eq(s.backend_up, 1);
+    no_event(a);
+}
+END_TEST
+
+START_TEST(test_fences_rise) {
+    client_t *a = client(), *b = client();
+    uint64_t f1 = lock_ok(a, "f", 0);
+    ck_assert_int_eq(unlock_req(a, "f"), 1);
+    expect_value(a, 0);
+    uint64_t f2 = lock_ok(b, "f", 0);
+    ck_assert_uint_gt(f2, f1);
+    ck_assert_int_eq(unlock_req(b, "f"), 1);
+    expect_value(b, 0);
+    uint64_t f3 = lock_ok(a, "f", 0);
+    ck_assert_uint_gt(f3, f2);
+    /* Another name has its own counter; this one keeps rising after a
+     * foreign grant too. */
+    uint64_t g = lock_ok(b, "g", 0);
+    ck_assert_uint_eq(g, FAKE_FENCE_START);
+    ck_assert_int_eq(unlock_req(a, "f"), 1);
+    expect_value(a, 0);
+    fake_settle(fb);
+    fake_take(fb, "f", "other", 100);
+    timers_advance(tm, 100); /* the foreign hold expires */
+    uint64_t f5 = lock_ok(a, "f", 0);
+    ck_assert_uint_eq(f5, f3 + 2);
+    ck_assert_uint_eq(stats().grants, 5);
+}
+END_TEST
+
+START_TEST(test_reentrant_lock_and_unlock) {
+    client_t *a = client();
+    uint64_t fence = lock_ok(a, "r", 0);
+
+    ck_assert_int_eq(lock_req(a, "r", 0), 0); /* reentry goes to Redis */
+    queued_is(0, BACKEND_ACQUIRE, "r", a);
+    no_reply(a);
+    fake_run(fb);
+    ck_assert_uint_eq(expect_granted(a, 2), fence);
+    ck_assert_int_eq(fake_holds(fb, a->id, "r"), 2);
+    ck_assert_uint_eq(lockmgr_owner_held(a->o), 1); /* one lock, two holds */
+    ck_assert_uint_eq(stats().reentries, 1);
+    ck_assert_uint_eq(stats().grants, 1);
+
+    size_t mark = fake_log_len(fb);
+    ck_assert_int_eq(unlock_req(a, "r"), 1);
+    expect_value(a, 1);
+    ck_assert_int_eq(unlock_req(a, "r"), 1);
+    expect_value(a, 0);
+    ck_assert_uint_eq(lockmgr_owner_held(a->o), 0);
+    /* One hold less, then the release, in this order. */
+    ck_assert_uint_eq(fake_log_len(fb), mark + 2);
+    ck_assert_int_eq(fake_log(fb, mark)->kind, BACKEND_DROP);
+    ck_assert_int_eq(fake_log(fb, mark + 1)->kind, BACKEND_RELEASE);
+    ck_assert_uint_eq(fake_log(fb, mark + 1)->owner, a->id);
+    ck_assert_int_eq(fake_holds(fb, a->id, "r"), 2);
+    fake_run(fb);
+    ck_assert_int_eq(fake_pttl(fb, "r"), -2);
+    ck_assert_uint_eq(stats().locks_held, 0);
+
+    ck_assert_int_eq(unlock_req(a, "r"), 1);
+    expect_error(a, LOCK_ERR_NOTHELD);
+    ck_assert_uint_eq(fake_queued(fb), 0);
+}
+END_TEST
+
+/* ---- FIFO waiting ------------------------------------------------------------ */
+
+/* Three waiters behind a foreign holder: they are served in arrival order
+ * and only the head ever has an acquire in flight. */
+START_TEST(test_fifo_three_waiters) {
+    client_t *a = client(), *b = client(), *c = client();
+    fake_take(fb, "q", "other", 5000);
+
+    ck_assert_int_eq(lock_req(a, "q", 0), 0);
+    ck_assert_int_eq(lock_req(b, "q", 0), 0);
+    ck_assert_int_eq(lock_req(c, "q", 0), 0);
+    ck_assert_uint_eq(fake_queued(fb), 1); /* the head only */
+    queued_is(0, BACKEND_ACQUIRE, "q", a);
+    fake_run(fb); /* TAKEN: the head watches the name */
+    ck_assert(fake_watched(fb, "q"));
+    ck_assert_uint_eq(fake_watch_calls(fb, "q"), 1);
+    ck_assert_uint_eq(fake_queued(fb), 0);
+    fake_run(fb); /* the watch is confirmed: one more try */
+    ck_assert_uint_eq(fake_stats(fb)->confirms, 1);
+    queued_is(0, BACKEND_ACQUIRE, "q", a);
+    fake_settle(fb);
+    no_reply(a);
+    no_reply(b);
+    no_reply(c);
+    ck_assert_uint_eq(stats().waiters, 3);
+
+    fake_expire(fb, "q"); /* the foreign holder unlocks */
+    ck_assert_int_eq(fake_publish(fb, "q"), 1);
+    queued_is(0, BACKEND_ACQUIRE, "q", a);
+    fake_run(fb);
+    uint64_t fence_a = expect_granted(a, 1);
+    no_reply(b);
+    no_reply(c);
+
+    ck_assert_int_eq(unlock_req(a, "q"), 1);
+    expect_value(a, 0);
+    /* The release goes first, the next head's acquire right behind it. */
+    ck_assert_uint_eq(fake_queued(fb), 2);
+    queued_is(0, BACKEND_RELEASE, "q", a);
+    queued_is(1, BACKEND_ACQUIRE, "q", b);
+    fake_run(fb);
+    uint64_t fence_b = expect_granted(b, 1);
+    ck_assert_uint_gt(fence_b, fence_a);
+    no_reply(c);
+
+    ck_assert_int_eq(unlock_req(b, "q"), 1);
+    expect_value(b, 0);
+    queued_is(1, BACKEND_ACQUIRE, "q", c);
+    fake_run(fb);
+    ck_assert_uint_gt(expect_granted(c, 1), fence_b);
+    ck_assert(!fake_watched(fb, "q")); /* the queue is empty: unwatched */
+    ck_assert_uint_eq(fake_stats(fb)->max_inflight_kind[BACKEND_ACQUIRE], 1);
+    ck_assert_uint_eq(stats().waiters, 0);
+}
+END_TEST
+
+/* Waiters behind a local holder cost Redis nothing until it unlocks. */
+START_TEST(test_fifo_behind_local_holder) {
+    client_t *h = client(), *w[3] = {client(), client(), client()};
+    lock_ok(h, "l", 0);
+    size_t acquires = submitted(BACKEND_ACQUIRE);
+
+    for (int i = 0; i < 3; i++) ck_assert_int_eq(lock_req(w[i], "l", 0), 0);
+    ck_assert_uint_eq(submitted(BACKEND_ACQUIRE), acquires);
+    ck_assert_uint_eq(fake_queued(fb), 0);
+    ck_assert_uint_eq(fake_watch_calls(fb, "l"), 0);
+    ck_assert_uint_eq(stats().waiters, 3);
+
+    client_t *holder = h;
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(unlock_req(holder, "l"), 1);
+        expect_value(holder, 0);
+        for (int j = i; j < 3; j++) no_reply(w[j]);
+        fake_run(fb);
+        expect_granted(w[i], 1);
+        for (int j = i + 1; j < 3; j++) no_reply(w[j]);
+        ck_assert_uint_eq(stats().waiters, (uint64_t)(2 - i));
+        holder = w[i];
+    }
+    ck_assert_uint_eq(fake_stats(fb)->max_inflight_kind[BACKEND_ACQUIRE], 1);
+}
+END_TEST
+
+/* When our release woke waiters of other daemons, the next local hand-off
+ * waits LOCKMGR_YIELD_MS for them. */
+START_TEST(test_yield_to_remote_waiters) {
+    client_t *a = client(), *b = client(), *c = client();
+    fake_set_remote_waiters(fb, "y", 1);
+    lock_ok(a, "y", 0);
+    ck_assert_int_eq(lock_req(b, "y", 0), 0);
+    ck_assert_int_eq(lock_req(c, "y", 0), 0);
+    ck_assert_int_eq(unlock_req(a, "y"), 1);
+    expect_value(a, 0);
+    fake_run(fb); /* the release answers "others waiting"; b is granted */
+    expect_granted(b, 1);
+
+    ck_assert_int_eq(unlock_req(b, "y"), 1);
+    expect_value(b, 0);
+    ck_assert_uint_eq(fake_queued(fb), 1); /* the release only: c holds back */
+    queued_is(0, BACKEND_RELEASE, "y", b);
+    fake_run(fb);
+    timers_advance(tm, LOCKMGR_YIELD_MS - 1);
+    ck_assert_uint_eq(fake_queued(fb), 0);
+    timers_advance(tm, 1);
+    queued_is(0, BACKEND_ACQUIRE, "y", c);
+    fake_run(fb);
+    expect_granted(c, 1);
+}
+END_TEST
+
+/* ---- TRYLOCK ----------------------------------------------------------------- */
+
+START_TEST(test_trylock_zero_local_holder) {
+    client_t *a = client(), *b = client();
+    lock_ok(a, "t", 0);
+    timers_advance(tm, 500);
+    size_t ops = fake_log_len(fb);
+
+    ck_assert_int_eq(request(b, LOCK_REQ_TRYLOCK, "t", 0, 0), 1);
+    expect_timeout(b, LEASE - 500); /* the local holder's lease left */
+    ck_assert_uint_eq(fake_log_len(fb), ops); /* no backend call */
+    ck_assert_uint_eq(stats().timeouts, 1);
+    ck_assert_uint_eq(stats().waiters, 0);
+}
+END_TEST
+
+START_TEST(test_trylock_zero_foreign_holder) {
+    client_t *b = client();
+    fake_take(fb, "t", "other", 4000);
+    ck_assert_int_eq(request(b, LOCK_REQ_TRYLOCK, "t", 0, 0), 0);
+    fake_run(fb);
+    expect_timeout(b, 4000);
+    ck_assert_uint_eq(fake_watch_calls(fb, "t"), 0); /* one try: no watch */
+    fake_settle(fb);
+    ck_assert_uint_eq(submitted(BACKEND_ACQUIRE), 1);
+    ck_assert_uint_eq(stats().waiters, 0);
+}
+END_TEST
+
+START_TEST(test_trylock_wait_times_out_local) {
+    client_t *a = client(), *b = client();
+    lock_ok(a, "t", 0);
+    ck_assert_int_eq(request(b, LOCK_REQ_TRYLOCK, "t", 700, 0), 0);
+    timers_advance(tm, 699);
+    no_reply(b);
+    timers_advance(tm, 1);
+    expect_timeout(b, LEASE - 700);
+    ck_assert_uint_eq(submitted(BACKEND_ACQUIRE), 1); /* a's only */
+    ck_assert_uint_eq(stats().waiters, 0);
+    /* a goes on holding; its unlock wakes nobody. */
+    ck_assert_int_eq(unlock_req(a, "t"), 1);
+    expect_value(a, 0);
+    fake_settle(fb);
+    ck_assert_uint_eq(submitted(BACKEND_ACQUIRE), 1);
+}
+END_TEST
+
+START_TEST(test_trylock_wait_times_out_foreign) {
+    client_t *b = client();
+    fake_take(fb, "t", "other", 10000);
+    ck_assert_int_eq(request(b, LOCK_REQ_TRYLOCK, "t", 500, 0), 0);
+    fake_settle(fb);
+    ck_assert(fake_watched(fb, "t"));
+    timers_advance(tm, 499);
+    no_reply(b);
+    timers_advance(tm, 1);
+    expect_timeout(b, 10000); /* as Redis last said */
+    ck_assert(!fake_watched(fb, "t"));
+    ck_assert_uint_eq(stats().waiters, 0);
+    ck_assert_uint_eq(stats().timeouts, 1);
+    timers_advance(tm, 20000); /* the retry timer went with the waiter */
+    ck_assert_uint_eq(fake_queued(fb), 0);
+}
+END_TEST
+
+START_TEST(test_trylock_wait_granted_in_time) {
+    client_t *b = client();
+    fake_take(fb, "t", "other", 300);
+    ck_assert_int_eq(request(b, LOCK_REQ_TRYLOCK, "t", 1000, 0), 0);
+    fake_settle(fb);
+    timers_advance(tm, 301); /* the holder's TTL is over: b tries again */
+    fake_settle(fb);
+    expect_granted(b, 1);
+    timers_advance(tm, 1000); /* the TRYLOCK deadline is gone */
+    no_reply(b);
+    ck_assert_uint_eq(stats().timeouts, 0);
+}
+END_TEST
+
+/* ---- wake-ups ---------------------------------------------------------------- */
+
+START_TEST(test_waiter_woken_by_publish) {
+    client_t *a = client();
+    fake_take(fb, "p", "other", -1); /* no expiry: only a release ends it */
+    ck_assert_int_eq(lock_req(a, "p", 0), 0);
+    fake_settle(fb);
+    no_reply(a);
+    size_t acquires = submitted(BACKEND_ACQUIRE);
+    ck_assert_uint_eq(acquires, 2); /* the first try, and one when the watch held */
+
+    ck_assert_int_eq(fake_publish(fb, "p"), 1); /* a release message, still taken */
+    ck_assert_uint_eq(submitted(BACKEND_ACQUIRE), acquires + 1);
+    fake_settle(fb);
+    no_reply(a);
+
+    uint64_t t = now();
+    fake_expire(fb, "p");
+    ck_assert_int_eq(fake_publish(fb, "p"), 1);
+    fake_run(fb);
+    expect_granted(a, 1);
+    ck_assert_uint_eq(now(), t); /* no time passed */
+    ck_assert(!fake_watched(fb, "p"));
+    ck_assert_uint_eq(fake_stats(fb)->unwatch_calls, 1);
+}
+END_TEST
+
+START_TEST(test_waiter_woken_by_ttl) {
+    client_t *a = client();
+    fake_take(fb, "e", "other", 2000);
+    ck_assert_int_eq(lock_req(a, "e", 0), 0);
+    fake_settle(fb);
+    size_t acquires = submitted(BACKEND_ACQUIRE);
+    timers_advance(tm, 2000);
+    ck_assert_uint_eq(submitted(BACKEND_ACQUIRE), acquires);
+    timers_advance(tm, 1); /* TTL + 1: expiry publishes nothing, the timer tries */
+    ck_assert_uint_eq(submitted(BACKEND_ACQUIRE), acquires + 1);
+    fake_run(fb);
+    expect_granted(a, 1);
+}
+END_TEST
+
+START_TEST(test_waiter_retries_without_ttl) {
+    client_t *a = client();
+    fake_take(fb, "n", "other", -1);
+    ck_assert_int_eq(lock_req(a, "n", 0), 0);
+    fake_settle(fb);
+    size_t acquires = submitted(BACKEND_ACQUIRE);
+    timers_advance(tm, LOCKMGR_NO_TTL_RETRY_MS - 1);
+    ck_assert_uint_eq(submitted(BACKEND_ACQUIRE), acquires);
+    timers_advance(tm, 1);
+    ck_assert_uint_eq(submitted(BACKEND_ACQUIRE), acquires + 1);
+    fake_expire(fb, "n");
+    fake_run(fb);
+    expect_granted(a, 1);
+}
+END_TEST
+
+/* A waiter that already waited keeps waiting through a backend outage and
+ * tries again when the backend is back. */
+START_TEST(test_waiter_survives_outage) {
+    client_t *a = client();
+    fake_take(fb, "o", "other", 2000);
+    ck_assert_int_eq(lock_req(a, "o", 0), 0);
+    fake_settle(fb);
+    fake_set_up(fb, 0);
+    timers_advance(tm, 2001); /* its retry: not while down */
+    ck_assert_uint_eq(fake_queued(fb), 0);
+    no_reply(a);
+    fake_set_up(fb, 1);
+    fake_settle(fb);
+    expect_granted(a, 1);
+}
+END_TEST
+
+/* ---- the watchdog ------------------------------------------------------------ */
+
+START_TEST(test_watchdog_batches) {
+    client_t *c[4] = {client(), client(), client(), client()};
+    const char *names[4] = {"w0", "w1", "w2", "w3"};
+    for (int i = 0; i < 3; i++) ck_assert_int_eq(lock_req(c[i], names[i], 0), 0);
+    fake_run(fb);
+    for (int i = 0; i < 3; i++) expect_granted(c[i], 1);
+    timers_advance(tm, 200);
+    lock_ok(c[3], names[3], 0); /* due 200 later: within the slack, so taken along */
+
+    timers_advance(tm, EVERY - 201);
+    ck_assert_uint_eq(submitted(BACKEND_RENEW), 0);
+    size_t mark = fake_log_len(fb);
+    timers_advance(tm, 1);
+    ck_assert_uint_eq(submitted(BACKEND_RENEW), 4);
+    ck_assert_uint_eq(fake_queued(fb), 4);
+    for (size_t i = 0; i < 4; i++) {
+        const fake_rec_t *r = fake_log(fb, mark + i);
+        ck_assert_int_eq(r->kind, BACKEND_RENEW);
+        ck_assert_uint_eq(r->lease_ms, LEASE);
+        ck_assert_uint_eq(r->at, T0 + EVERY);
+        ck_assert_uint_eq(r->round, fake_log(fb, mark)->round);
+    }
+    fake_run(fb);
+    ck_assert_uint_eq(stats().renewals, 4);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(fake_pttl(fb, names[i]), LEASE);
+        no_event(c[i]);
+    }
+    /* The next round comes one period later, again all four at once. */
+    timers_advance(tm, EVERY - 1);
+    ck_assert_uint_eq(submitted(BACKEND_RENEW), 4);
+    timers_advance(tm, 1);
+    ck_assert_uint_eq(submitted(BACKEND_RENEW), 8);
+    ck_assert_uint_eq(fake_stats(fb)->max_inflight_kind[BACKEND_RENEW], 4);
+}
+END_TEST
+
+/* More holds due at once than LOCKMGR_RENEW_INFLIGHT batches of
+ * LOCKMGR_RENEW_BATCH take: the rest goes when a batch has come back. */
+START_TEST(test_watchdog_big_batches) {
+    enum { FULL = LOCKMGR_RENEW_BATCH * LOCKMGR_RENEW_INFLIGHT, N = FULL + 10 };
+    client_t *a = client(), *b = client();
+    char name[32];
+    conf.max_locks_per_client = N;
+    for (int i = 0; i < N; i += 2) { /* one request in flight per owner */
+        snprintf(name, sizeof(name), "big%d", i);
+        ck_assert_int_eq(lock_req(a, name, 0), 0);
+        snprintf(name, sizeof(name), "big%d", i + 1);
+        ck_assert_int_eq(lock_req(b, name, 0), 0);
+        fake_run(fb);
+        expect_granted(a, 1);
+        expect_granted(b, 1);
+    }
+    timers_advance(tm, EVERY);
+    ck_assert_uint_eq(fake_queued(fb), FULL);
+    fake_run(fb);
+    ck_assert_uint_eq(stats().renewals, FULL);
+    ck_assert_uint_eq(fake_queued(fb), N - FULL); /* swept on by the first reply */
+    fake_run(fb);
+    ck_assert_uint_eq(stats().renewals, N);
+    ck_assert_uint_eq(stats().locks_held, N);
+    no_event(a);
+    no_event(b);
+}
+END_TEST
+
+START_TEST(test_watchdog_keeps_renewing) {
+    client_t *a = client();
+    lock_ok(a, "k", 0);
+    for (int step = 0; step < 200; step++) { /* 20 s, over six leases */
+        timers_advance(tm, 100);
+        fake_run(fb);
+        ck_assert_int_eq(fake_holds(fb, a->id, "k"), 1);
+        ck_assert_int_gt(fake_pttl(fb, "k"), (long long)(LEASE - EVERY - 100));
+    }
+    no_event(a);
+    ck_assert_uint_eq(submitted(BACKEND_RENEW), 20);
+    ck_assert_uint_eq(stats().renewals, 20);
+    ck_assert_uint_eq(lockmgr_owner_held(a->o), 1);
+    ck_assert_uint_eq(stats().lost, 0);
+}
+END_TEST
+
+/* Down from the grant on: !LOST backend exactly lease - lease/10 after it. */
+START_TEST(test_watchdog_loss_deadline) {
+    client_t *a = client(), *b = client();
+    lock_ok(a, "d", 0);
+    ck_assert_int_eq(lock_req(b, "d", 0), 0); /* waits behind a */
+    fake_set_up(fb, 0);
+    timers_advance(tm, LEASE - MARGIN - 1);
+    no_event(a);
+    ck_assert_uint_eq(submitted(BACKEND_RENEW), 0); /* none while down */
+    timers_advance(tm, 1);
+    ck_assert_uint_eq(now(), T0 + LEASE - MARGIN);
+    expect_event(a, "d", LOCK_LOST_BACKEND);
+    ck_assert_uint_eq(a->events[0].at, T0 + LEASE - MARGIN);
+    no_event(a);
+    ck_assert_uint_eq(lockmgr_owner_held(a->o), 0);
+    ck_assert_uint_eq(stats().lost, 1);
+    ck_assert_int_eq(unlock_req(a, "d"), 1);
+    expect_error(a, LOCK_ERR_NOTHELD);
+    /* The waiter goes when the backend is back (the key is gone by then). */
+    no_reply(b);
+    timers_advance(tm, MARGIN);
+    fake_set_up(fb, 1);
+    fake_settle(fb);
+    expect_granted(b, 1);
+}
+END_TEST
+
+/* The deadline counts from the last renewal Redis confirmed. */
+START_TEST(test_watchdog_loss_from_last_renewal) {
+    client_t *a = client();
+    lock_ok(a, "d", 0);
+    timers_advance(tm, EVERY);
+    ck_assert_uint_eq(fake_queued(fb), 1);
+    fake_run(fb); /* renewed as of T0 + EVERY */
+    timers_advance(tm, 100);
+    fake_set_up(fb, 0);
+    timers_advance(tm, LEASE - MARGIN - 101);
+    no_event(a);
+    timers_advance(tm, 1);
+    expect_event(a, "d", LOCK_LOST_BACKEND);
+    ck_assert_uint_eq(a->events[0].at, T0 + EVERY + LEASE - MARGIN);
+}
+END_TEST
+
+/* A renewal answered "down" while the backend stays up: retried soon; a
+ * success in time keeps the hold. */
+START_TEST(test_watchdog_renewal_retried) {
+    client_t *a = client();
+    lock_ok(a, "r", 0);
+    timers_advance(tm, EVERY);
+    fake_fail_next(fb, BACKEND_DOWN, "no reply within command_timeout_ms");
+    fake_run(fb);
+    ck_assert_uint_eq(submitted(BACKEND_RENEW), 1);
+    timers_advance(tm, EVERY / 4 + 1);
+    ck_assert_uint_eq(submitted(BACKEND_RENEW), 2);
+    fake_run(fb);
+    for (int step = 0; step < 30; step++) {
+        timers_advance(tm, 100);
+        fake_run(fb);
+    }
+    no_event(a);
+    ck_assert_uint_eq(lockmgr_owner_held(a->o), 1);
+}
+END_TEST
+
+START_TEST(test_watchdog_gone_is_expired) {
+    client_t *a = client(), *b = client();
+    lock_ok(a, "g", 0);
+    ck_assert_int_eq(lock_req(b, "g", 0), 0);
+    fake_expire(fb, "g");
+    timers_advance(tm, EVERY);
+    queued_is(0, BACKEND_RENEW, "g", a);
+    fake_run(fb);
+    expect_event(a, "g", LOCK_LOST_EXPIRED);
+    ck_assert_uint_eq(lockmgr_owner_held(a->o), 0);
+    /* The waiter goes at once. */
+    queued_is(0, BACKEND_ACQUIRE, "g", b);
+    fake_run(fb);
+    expect_granted(b, 1);
+}
+END_TEST
+
+START_TEST(test_watchdog_forced) {
+    client_t *a = client();
+    lock_ok(a, "g", 0);
+    fake_force(fb, "g"); /* another daemon's FORCEUNLOCK */
+    timers_advance(tm, EVERY);
+    fake_run(fb);
+    expect_event(a, "g", LOCK_LOST_FORCED);
+    no_event(a);
+}
+END_TEST
+
+/* ---- leases ------------------------------------------------------------------ */
+
+START_TEST(test_lease_expires) {
+    client_t *a = client(), *b = client();
+    ck_assert_int_eq(lock_req(a, "l", 2000), 0);
+    queued_is(0, BACKEND_ACQUIRE, "l", a);
+    ck_assert_uint_eq(fake_queued_op(fb, 0)->lease_ms, 2000);
+    fake_run(fb);
+    expect_granted(a, 1);
+    ck_assert_int_eq(lock_req(b, "l", 0), 0);
+    timers_advance(tm, 1999);
+    no_event(a);
+    ck_assert_uint_eq(submitted(BACKEND_RENEW), 0); /* leases are not renewed */
+    timers_advance(tm, 1);
+    expect_event(a, "l", LOCK_LOST_EXPIRED);
+    ck_assert_uint_eq(stats().lost, 1);
+    /* Its release is sent (Redis may keep the key a moment longer), then
+     * the waiter's acquire. */
+    queued_is(0, BACKEND_RELEASE, "l", a);
+    queued_is(1, BACKEND_ACQUIRE, "l", b);
+    fake_run(fb);
+    expect_granted(b, 1);
+}
+END_TEST
+
+START_TEST(test_renew_request) {
+    client_t *a = client();
+    lock_ok(a, "x", 2000);
+    timers_advance(tm, 1500);
+    ck_assert_int_eq(request(a, LOCK_REQ_RENEW, "x", 0, 5000), 0);
+    queued_is(0, BACKEND_RENEW, "x", a);
+    ck_assert_uint_eq(fake_queued_op(fb, 0)->lease_ms, 5000);
+    fake_run(fb);
+    expect_value(a, 5000);
+    ck_assert_int_eq(fake_pttl(fb, "x"), 5000);
+    timers_advance(tm, 4999);
+    no_event(a);
+    /* RENEW without a lease takes the hold's own. */
+    ck_assert_int_eq(request(a, LOCK_REQ_RENEW, "x", 0, 0), 0);
+    ck_assert_uint_eq(fake_queued_op(fb, 0)->lease_ms, 5000);
+    fake_run(fb);
+    expect_value(a, 5000);
+    timers_advance(tm, 4999);
+    no_event(a);
+    timers_advance(tm, 1);
+    expect_event(a, "x", LOCK_LOST_EXPIRED);
+
+    ck_assert_int_eq(request(a, LOCK_REQ_RENEW, "x", 0, 0), 1);
+    expect_error(a, LOCK_ERR_NOTHELD);
+    ck_assert_int_eq(request(a, LOCK_REQ_RENEW, "nothere", 0, 0), 1);
+    expect_error(a, LOCK_ERR_NOTHELD);
+
+    lock_ok(a, "wd", 0);
+    ck_assert_int_eq(request(a, LOCK_REQ_RENEW, "wd", 0, 0), 0);
+    fake_run(fb);
+    expect_value(a, LEASE);
+}
+END_TEST
+
+/* Regression: RENEW <lease> of a watchdog-kept hold set Redis's TTL to
+ * that lease but left the hold on the watchdog's schedule, which vouched
+ * for it until the next renewal and the loss deadline (lease_ms later):
+ * with a lease shorter than renew_every_ms the key expired, and any other
+ * daemon could take the lock, while the holder had not been told. Such a
+ * RENEW now makes it a hold with that lease, as LOCK <lease> on a held
+ * lock does. */
+START_TEST(test_renew_with_lease_leaves_watchdog) {
+    client_t *a = client();
+    lock_ok(a, "wd", 0);
+    timers_advance(tm, 100);
+    ck_assert_int_eq(request(a, LOCK_REQ_RENEW, "wd", 0, 500), 0);
+    fake_run(fb);
+    expect_value(a, 500);
+    ck_assert_int_eq(fake_pttl(fb, "wd"), 500);
+    timers_advance(tm, 499);
+    no_event(a);
+    timers_advance(tm, 1); /* Redis forgets it now: so must the holder */
+    ck_assert_int_eq(fake_pttl(fb, "wd"), -2);
+    expect_event(a, "wd", LOCK_LOST_EXPIRED);
+    ck_assert_uint_eq(lockmgr_owner_held(a->o), 0);
+    fake_settle(fb);
+    ck_assert_uint_eq(submitted(BACKEND_RENEW), 1); /* the client's only */
+
+    /* RENEW with a lease the watchdog's period covers: a lease hold too,
+     * and RENEW goes on working. */
+    lock_ok(a, "wd2", 0);
+    ck_assert_int_eq(request(a, LOCK_REQ_RENEW, "wd2", 0, 5000), 0);
+    fake_run(fb);
+    expect_value(a, 5000);
+    timers_advance(tm, 4000);
+    ck_assert_int_eq(request(a, LOCK_REQ_RENEW, "wd2", 0, 0), 0);
+    ck_assert_uint_eq(fake_queued_op(fb, 0)->lease_ms, 5000);
+    fake_run(fb);
+    expect_value(a, 5000);
+    timers_advance(tm, 4999);
+    no_event(a);
+    ck_assert_int_eq(fake_holds(fb, a->id, "wd2"), 1);
+    timers_advance(tm, 1);
+    expect_event(a, "wd2", LOCK_LOST_EXPIRED);
+}
+END_TEST
+
+/* Regression: a reentrant LOCK <lease> or a RENEW <lease> whose answer was
+ * lost may still have run and cut Redis's TTL to that lease, while the hold
+ * stayed on its old schedule (the watchdog's, or a longer lease). The hold
+ * now ends by the time Redis might drop it; a longer lease changes nothing. */
+START_TEST(test_lost_answer_may_shorten_lease) {
+    client_t *a = client();
+    lock_ok(a, "wd", 0);
+    timers_advance(tm, 100);
+    ck_assert_int_eq(lock_req(a, "wd", 500), 0);
+    fake_lose_next(fb, "no reply within command_timeout_ms");
+    fake_run(fb);
+    expect_error(a, LOCK_ERR_BACKEND);
+    ck_assert_int_eq(fake_pttl(fb, "wd"), 500); /* it ran */
+    fake_set_up(fb, 0);                          /* the connection went with it */
+    timers_advance(tm, 499);
+    no_event(a);
+    timers_advance(tm, 1);
+    ck_assert_int_eq(fake_pttl(fb, "wd"), -2);
+    expect_event(a, "wd", LOCK_LOST_EXPIRED);
+    ck_assert_uint_eq(a->events[0].at, T0 + 600);
+    fake_set_up(fb, 1);
+    fake_settle(fb);
+
+    /* A lease hold and a RENEW with a shorter lease. */
+    uint64_t t = now();
+    lock_ok(a, "l", 2000);
+    ck_assert_int_eq(request(a, LOCK_REQ_RENEW, "l", 0, 300), 0);
+    fake_lose_next(fb, "no reply within command_timeout_ms");
+    fake_run(fb);
+    expect_error(a, LOCK_ERR_BACKEND);
+    timers_advance(tm, 299);
+    no_event(a);
+    timers_advance(tm, 1);
+    expect_event(a, "l", LOCK_LOST_EXPIRED);
+    ck_assert_uint_eq(a->events[1].at, t + 300);
+    fake_settle(fb);
+
+    /* A longer lease, or a lost answer that surely did not run: as before. */
+    t = now();
+    lock_ok(a, "l2", 2000);
+    ck_assert_int_eq(request(a, LOCK_REQ_RENEW, "l2", 0, 9000), 0);
+    fake_lose_next(fb, "no reply within command_timeout_ms");
+    fake_run(fb);
+    expect_error(a, LOCK_ERR_BACKEND);
+    ck_assert_int_eq(request(a, LOCK_REQ_RENEW, "l2", 0, 100), 0);
+    fake_fail_next(fb, BACKEND_FAILED, "ERR it did not run");
+    fake_run(fb);
+    expect_error(a, LOCK_ERR_BACKEND);
+    timers_advance(tm, 1999);
+    no_event(a);
+    timers_advance(tm, 1);
+    expect_event(a, "l2", LOCK_LOST_EXPIRED);
+    ck_assert_uint_eq(a->events[2].at, t + 2000);
+}
+END_TEST
+
+/* Regression: a hold that got a lease of its own (LOCK <lease> on a held
+ * lock, or RENEW <lease>) while a watchdog renewal of it was queued behind
+ * that request: the renewal ran second and set Redis's TTL to the config's
+ * lease_ms, shorter than the hold's new lease, yet the hold kept its own
+ * longer end. It now ends when Redis's TTL does. */
+START_TEST(test_renewal_racing_a_reentry_lease) {
+    client_t *a = client();
+    lock_ok(a, "y", 0);
+    timers_advance(tm, EVERY - 1);
+    ck_assert_int_eq(lock_req(a, "y", 5000), 0);
+    timers_advance(tm, 1); /* the watchdog's renewal goes behind it */
+    queued_is(0, BACKEND_ACQUIRE, "y", a);
+    queued_is(1, BACKEND_RENEW, "y", a);
+    ck_assert_uint_eq(fake_queued_op(fb, 1)->lease_ms, LEASE);
+    fake_run(fb);
+    expect_granted(a, 2);
+    ck_assert_int_eq(fake_pttl(fb, "y"), LEASE); /* the last one set it */
+    timers_advance(tm, LEASE - 1);
+    no_event(a);
+    timers_advance(tm, 1);
+    ck_assert_int_eq(fake_pttl(fb, "y"), -2);
+    expect_event(a, "y", LOCK_LOST_EXPIRED);
+    ck_assert_uint_eq(a->events[0].at, T0 + EVERY + LEASE);
+}
+END_TEST
+
+START_TEST(test_renewal_racing_a_renew_lease) {
+    client_t *a = client();
+    lock_ok(a, "x", 0);
+    timers_advance(tm, EVERY - 1);
+    ck_assert_int_eq(request(a, LOCK_REQ_RENEW, "x", 0, 5000), 0);
+    timers_advance(tm, 1);
+    queued_is(0, BACKEND_RENEW, "x", a);
+    queued_is(1, BACKEND_RENEW, "x", a);
+    fake_run(fb);
+    expect_value(a, 5000);
+    ck_assert_int_eq(fake_pttl(fb, "x"), LEASE);
+    timers_advance(tm, LEASE - 1);
+    no_event(a);
+    timers_advance(tm, 1);
+    expect_event(a, "x", LOCK_LOST_EXPIRED);
+    ck_assert_uint_eq(a->events[0].at, T0 + EVERY + LEASE);
+}
+END_TEST
+
+/* RENEW of a hold that Redis no longer has: NOTHELD, and !LOST. */
+START_TEST(test_renew_gone) {
+    client_t *a = client();
+    lock_ok(a, "x", 0);
+    fake_expire(fb, "x");
+    ck_assert_int_eq(request(a, LOCK_REQ_RENEW, "x", 0, 0), 0);
+    fake_run(fb);
+    expect_event(a, "x", LOCK_LOST_EXPIRED);
+    expect_error(a, LOCK_ERR_NOTHELD);
+    ck_assert_uint_eq(lockmgr_owner_held(a->o), 0);
+}
+END_TEST
+
+/* ---- releases while the backend is away -------------------------------------- */
+
+START_TEST(test_release_retried_when_back) {
+    client_t *a = client();
+    lock_ok(a, "rel", 0);
+    fake_set_up(fb, 0);
+    ck_assert_int_eq(unlock_req(a, "rel"), 1); /* answered at once, even now */
+    expect_value(a, 0);
+    ck_assert_uint_eq(submitted(BACKEND_RELEASE), 1);
+    fake_run(fb); /* down */
+    fake_run(fb);
+    timers_advance(tm, 1000);
+    fake_run(fb);
+    ck_assert_uint_eq(submitted(BACKEND_RELEASE), 1); /* not before it is back */
+    ck_assert_int_eq(fake_holds(fb, a->id, "rel"), 1);
+    fake_set_up(fb, 1);
+    ck_assert_uint_eq(submitted(BACKEND_RELEASE), 2);
+    queued_is(0, BACKEND_RELEASE, "rel", a);
+    fake_run(fb);
+    ck_assert_int_eq(fake_pttl(fb, "rel"), -2);
+    fake_set_up(fb, 0);
+    fake_set_up(fb, 1);
+    ck_assert_uint_eq(submitted(BACKEND_RELEASE), 2); /* done: not sent again */
+}
+END_TEST
+
+START_TEST(test_release_given_up_after_lease) {
+    client_t *a = client();
+    lock_ok(a, "rel", 0);
+    fake_set_up(fb, 0);
+    ck_assert_int_eq(unlock_req(a, "rel"), 1);
+    expect_value(a, 0);
+    fake_run(fb);
+    timers_advance(tm, LEASE - 1);
+    fake_set_up(fb, 1); /* still within the lease: sent again, and lost again */
+    ck_assert_uint_eq(submitted(BACKEND_RELEASE), 2);
+    fake_fail_next(fb, BACKEND_DOWN, "connection reset");
+    fake_run(fb);
+    timers_advance(tm, 1);
+    fake_set_up(fb, 0);
+    fake_set_up(fb, 1);
+    ck_assert_uint_eq(submitted(BACKEND_RELEASE), 3);
+    fake_fail_next(fb, BACKEND_DOWN, "connection reset");
+    fake_run(fb); /* past the lease: given up */
+    fake_set_up(fb, 0);
+    fake_set_up(fb, 1);
+    ck_assert_uint_eq(submitted(BACKEND_RELEASE), 3);
+    ck_assert_uint_eq(fake_queued(fb), 0);
+}
+END_TEST
+
+/* A grant to the same owner makes its queued release stale. */
+START_TEST(test_release_forgotten_by_new_grant) {
+    client_t *a = client();
+    lock_ok(a, "s", 0);
+    ck_assert_int_eq(unlock_req(a, "s"), 1);
+    expect_value(a, 0);
+    fake_lose_next(fb, "no reply within command_timeout_ms"); /* ran, but no answer */
+    fake_run(fb);
+    uint64_t f = lock_ok(a, "s", 0);
+    fake_set_up(fb, 0);
+    fake_set_up(fb, 1);
+    fake_settle(fb);
+    ck_assert_uint_eq(submitted(BACKEND_RELEASE), 1);
+    ck_assert_int_eq(fake_holds(fb, a->id, "s"), 1);
+    ck_assert_uint_eq(f, FAKE_FENCE_START + 1);
+}
+END_TEST
+
+/* ---- owners leaving ---------------------------------------------------------- */
+
+START_TEST(test_owner_drop_cancels_and_releases) {
+    client_t *a = client(), *b = client(), *c = client();
+    lock_ok(a, "x", 0);
+    lock_ok(a, "y", 0);
+    ck_assert_int_eq(lock_req(b, "x", 0), 0);
+    ck_assert_int_eq(lock_req(c, "x", 0), 0);
+    ck_assert_uint_eq(stats().waiters, 2);
+
+    drop(b); /* its wait is cancelled */
+    ck_assert_uint_eq(stats().waiters, 1);
+    ck_assert_uint_eq(fake_queued(fb), 0);
+
+    drop(a); /* both its locks are released; c, next, goes */
+    ck_assert_uint_eq(stats().locks_held, 0);
+    ck_assert_uint_eq(fake_log_count(fb, 0, BACKEND_RELEASE), 2);
+    fake_run(fb);
+    expect_granted(c, 1);
+    ck_assert_int_eq(fake_pttl(fb, "y"), -2);
+    ck_assert_int_eq(fake_holds(fb, c->id, "x"), 1);
+    ck_assert_uint_eq(stats().waiters, 0);
+}
+END_TEST
+
+/* An acquire in flight when its owner leaves: a grant is undone. */
+START_TEST(test_owner_drop_acquire_in_flight) {
+    client_t *a = client(), *b = client();
+    ck_assert_int_eq(lock_req(a, "x", 0), 0);
+    ck_assert_int_eq(lock_req(b, "x", 0), 0);
+    queued_is(0, BACKEND_ACQUIRE, "x", a);
+    fake_hold(fb, 1); /* Redis is slow to answer */
+    ck_assert_uint_eq(fake_run(fb), 0);
+    timers_advance(tm, 100);
+    drop(a);
+    ck_assert_uint_eq(fake_queued(fb), 1); /* nothing new until it answers */
+    fake_hold(fb, 0);
+    ck_assert_uint_eq(fake_run(fb), 1); /* granted to a: released, then b tries */
+    ck_assert_int_eq(fake_pttl(fb, "x"), LEASE);
+    queued_is(0, BACKEND_RELEASE, "x", a);
+    queued_is(1, BACKEND_ACQUIRE, "x", b);
+    fake_run(fb);
+    expect_granted(b, 1);
+    ck_assert_int_eq(fake_holds(fb, a->id, "x"), 0);
+    ck_assert_uint_eq(stats().locks_held, 1);
+}
+END_TEST
+
+/* A TAKEN answer for a departed owner needs no release. */
+START_TEST(test_owner_drop_attempt_taken) {
+    client_t *a = client();
+    fake_take(fb, "x", "other", 1000);
+    ck_assert_int_eq(lock_req(a, "x", 0), 0);
+    drop(a);
+    fake_settle(fb);
+    ck_assert_uint_eq(submitted(BACKEND_RELEASE), 0);
+    ck_assert_uint_eq(fake_watch_calls(fb, "x"), 0);
+    timers_advance(tm, 5000);
+    ck_assert_uint_eq(fake_queued(fb), 0);
+}
+END_TEST
+
+/* A reentry in flight when its owner leaves: the release covers it. */
+START_TEST(test_owner_drop_reentry_in_flight) {
+    client_t *a = client();
+    lock_ok(a, "x", 0);
+    ck_assert_int_eq(lock_req(a, "x", 0), 0);
+    drop(a);
+    fake_settle(fb);
+    ck_assert_int_eq(fake_pttl(fb, "x"), -2);
+}
+END_TEST
+
+/* Regression: a session that closes from inside the lock manager's
+ * callback (its output overflowed while a reply or !LOST was written)
+ * drops its owner there; the lock manager went on using the owner, and
+ * locks the drop could free, after the callback returned (use after free,
+ * and an acquire sent for the departed owner). The drop now completes from
+ * a timer once the callback has returned, and the owner hears nothing more. */
+START_TEST(test_owner_drop_inside_its_callback) {
+    client_t *a = client(), *b = client(), *c = client(), *d = client();
+
+    /* From a GRANTED: the grant is released, the next waiter goes. */
+    ck_assert_int_eq(lock_req(a, "x", 0), 0);
+    ck_assert_int_eq(lock_req(b, "x", 0), 0);
+    a->drop_in_callback = 1;
+    fake_run(fb);
+    expect_granted(a, 1);
+    ck_assert(a->dropped);
+    ck_assert_uint_eq(fake_queued(fb), 0); /* nothing from inside the callback */
+    timers_run_due(tm);
+    queued_is(0, BACKEND_RELEASE, "x", a);
+    queued_is(1, BACKEND_ACQUIRE, "x", b);
+    fake_run(fb);
+    expect_granted(b, 1);
+    ck_assert_uint_eq(fake_log_count(fb, 0, BACKEND_ACQUIRE), 2);
+
+    /* From a TRYLOCK's TIMEOUT. */
+    ck_assert_int_eq(request(c, LOCK_REQ_TRYLOCK, "x", 100, 0), 0);
+    c->drop_in_callback = 1;
+    timers_advance(tm, 100);
+    expect_timeout(c, LEASE - 100);
+    timers_run_due(tm);
+    ck_assert_uint_eq(stats().waiters, 0);
+
+    /* From the !LOST before a reentry starts again as a wait. */
+    fake_expire(fb, "x");
+    ck_assert_int_eq(lock_req(b, "x", 0), 0);
+    b->drop_in_callback = 1;
+    fake_run(fb);
+    expect_event(b, "x", LOCK_LOST_EXPIRED);
+    timers_run_due(tm);
+    fake_settle(fb);
+    timers_advance(tm, 10 * LEASE);
+    fake_settle(fb);
+    ck_assert_int_eq(fake_pttl(fb, "x"), -2);
+    ck_assert_uint_eq(stats().waiters, 0);
+    ck_assert_uint_eq(stats().locks_held, 0);
+
+    /* From a !LOST by the watchdog, with another lock still held. */
+    lock_ok(d, "y", 0);
+    lock_ok(d, "z", 0);
+    fake_expire(fb, "y");
+    d->drop_in_callback = 1;
+    timers_advance(tm, EVERY);
+    fake_run(fb);
+    expect_event(d, "y", LOCK_LOST_EXPIRED);
+    timers_run_due(tm);
+    fake_settle(fb);
+    ck_assert_int_eq(fake_pttl(fb, "z"), -2);
+    ck_assert_uint_eq(stats().locks_held, 0);
+}
+END_TEST
+
+/* ---- STATUS, FORCE ----------------------------------------------------------- */
+
+START_TEST(test_status) {
+    client_t *a = client(), *b = client();
+    ck_assert_int_eq(request(a, LOCK_REQ_STATUS, "s", 0, 0), 0);
+    queued_is(0, BACKEND_STATUS, "s", a);
+    fake_run(fb);
+    lock_reply_t r = next_reply(a);
+    ck_assert_int_eq(r.kind, LOCK_REPLY_FREE);
+
+    fake_take(fb, "s", "other", 5000);
+    timers_advance(tm, 1000);
+    ck_assert_int_eq(request(a, LOCK_REQ_STATUS, "s", 0, 0), 0);
+    fake_run(fb);
+    r = next_reply(a);
+    ck_assert_int_eq(r.kind, LOCK_REPLY_TAKEN);
+    ck_assert_int_eq(r.ttl_ms, 4000);
+
+    uint64_t fence = lock_ok(b, "m", 0);
+    ck_assert_int_eq(lock_req(b, "m", 0), 0);
+    fake_run(fb);
+    expect_granted(b, 2);
+    timers_advance(tm, 400);
+    ck_assert_int_eq(request(b, LOCK_REQ_STATUS, "m", 0, 0), 0);
+    fake_run(fb);
+    r = next_reply(b);
+    ck_assert_int_eq(r.kind, LOCK_REPLY_MINE);
+    ck_assert_int_eq(r.holds, 2);
+    ck_assert_int_eq(r.ttl_ms, LEASE - 400);
+    ck_assert_uint_eq(r.fence, fence);
+
+    /* Someone else's lock, from this daemon: TAKEN. */
+    ck_assert_int_eq(request(a, LOCK_REQ_STATUS, "m", 0, 0), 0);
+    fake_run(fb);
+    r = next_reply(a);
+    ck_assert_int_eq(r.kind, LOCK_REPLY_TAKEN);
+    ck_assert_int_eq(r.ttl_ms, LEASE - 400);
+
+    /* MINE here but gone in Redis: !LOST, and the truth. */
+    fake_expire(fb, "m");
+    ck_assert_int_eq(request(b, LOCK_REQ_STATUS, "m", 0, 0), 0);
+    fake_run(fb);
+    expect_event(b, "m", LOCK_LOST_EXPIRED);
+    r = next_reply(b);
+    ck_assert_int_eq(r.kind, LOCK_REPLY_FREE);
+}
+END_TEST
+
+START_TEST(test_force_denied_for_non_admin) {
+    client_t *a = client(), *u = client_uid(1000);
+    lock_ok(a, "f", 0);
+    size_t ops = fake_log_len(fb);
+    ck_assert_int_eq(request(u, LOCK_REQ_FORCE, "f", 0, 0), 1);
+    lock_reply_t r = expect_error(u, LOCK_ERR_DENIED);
+    ck_assert_ptr_nonnull(r.detail);
+    ck_assert_uint_eq(fake_log_len(fb), ops);
+    no_event(a);
+    ck_assert_uint_eq(lockmgr_owner_held(a->o), 1);
+}
+END_TEST
+
+START_TEST(test_force_by_root) {
+    client_t *a = client(), *w = client(), *root = client_uid(0);
+    lock_ok(a, "f", 0);
+    ck_assert_int_eq(lock_req(w, "f", 0), 0);
+    ck_assert_int_eq(request(root, LOCK_REQ_FORCE, "f", 0, 0), 0);
+    queued_is(0, BACKEND_FORCE, "f", root);
+    fake_run(fb);
+    expect_value(root, 1);
+    expect_event(a, "f", LOCK_LOST_FORCED);
+    ck_assert_uint_eq(lockmgr_owner_held(a->o), 0);
+    fake_run(fb); /* the waiter got it */
+    expect_granted(w, 1);
+    /* a's watchdog does not come back to it. */
+    for (int step = 0; step < 30; step++) {
+        timers_advance(tm, 100);
+        fake_run(fb);
+    }
+    no_event(a);
+    no_event(w);
+    /* Nothing to remove: 0. */
+    ck_assert_int_eq(request(root, LOCK_REQ_FORCE, "free", 0, 0), 0);
+    fake_run(fb);
+    expect_value(root, 0);
+}
+END_TEST
+
+START_TEST(test_force_by_admin_uid) {
+    client_t *adm = client_uid(4242), *other = client_uid(4343);
+    conf.admin_uids[conf.admin_uids_count++] = 4242;
+    fake_take(fb, "f", "other", 5000);
+    ck_assert_int_eq(request(adm, LOCK_REQ_FORCE, "f", 0, 0), 0);
+    fake_run(fb);
+    expect_value(adm, 1);
+    ck_assert_int_eq(fake_pttl(fb, "f"), -2);
+    ck_assert_int_eq(request(other, LOCK_REQ_FORCE, "f", 0, 0), 1);
+    expect_error(other, LOCK_ERR_DENIED);
+}
+END_TEST
+
+/* ---- limits and an unavailable backend --------------------------------------- */
+
+START_TEST(test_limit_locks_per_client) {
+    client_t *a = client();
+    conf.max_locks_per_client = 2;
+    lock_ok(a, "l1", 0);
+    lock_ok(a, "l2", 0);
+    size_t ops = fake_log_len(fb);
+    ck_assert_int_eq(lock_req(a, "l3", 0), 1);
+    lock_reply_t r = expect_error(a, LOCK_ERR_LIMIT);
+    ck_assert_ptr_nonnull(r.detail);
+    ck_assert_ptr_nonnull(strstr(r.detail, "max_locks_per_client"));
+    ck_assert_int_eq(request(a, LOCK_REQ_TRYLOCK, "l3", 0, 0), 1);
+    expect_error(a, LOCK_ERR_LIMIT);
+    ck_assert_uint_eq(fake_log_len(fb), ops);
+    /* Reentry is not a new lock. */
+    ck_assert_int_eq(lock_req(a, "l1", 0), 0);
+    fake_run(fb);
+    expect_granted(a, 2);
+}
+END_TEST
+
+START_TEST(test_limit_waiters) {
+    client_t *a = client(), *b = client(), *c = client(), *d = client();
+    conf.max_waiters = 2;
+    lock_ok(a, "w", 0);
+    ck_assert_int_eq(lock_req(b, "w", 0), 0);
+    ck_assert_int_eq(lock_req(c, "w", 0), 0);
+    ck_assert_int_eq(lock_req(d, "w", 0), 1);
+    lock_reply_t r = expect_error(d, LOCK_ERR_LIMIT);
+    ck_assert_ptr_nonnull(strstr(r.detail, "max_waiters"));
+    ck_assert_uint_eq(stats().waiters, 2);
+    drop(b);
+    ck_assert_int_eq(lock_req(d, "w", 0), 0);
+    ck_assert_uint_eq(stats().waiters, 2);
+}
+END_TEST
+
+START_TEST(test_backend_down_at_once) {
+    client_t *a = client(), *b = client();
+    lock_ok(b, "held", 0);
+    fake_set_up(fb, 0);
+    ck_assert_int_eq(lock_req(a, "x", 0), 1);
+    lock_reply_t r = expect_error(a, LOCK_ERR_BACKEND);
+    ck_assert_ptr_nonnull(r.detail);
+    ck_assert_str_eq(r.detail, "fake: redis not connected");
+    ck_assert_int_eq(request(a, LOCK_REQ_TRYLOCK, "x", 100, 0), 1);
+    expect_error(a, LOCK_ERR_BACKEND);
+    /* a reentry too */
+    ck_assert_int_eq(lock_req(b, "held", 0), 1);
+    expect_error(b, LOCK_ERR_BACKEND);
+    ck_assert_uint_eq(fake_queued(fb), 0);
+    lockmgr_stats_t s = stats();
+    ck_assert_uint_eq(s.backend_errors, 3);
+    ck_assert_int_eq(s.backend_up, 0);
+    ck_assert_uint_eq(s.waiters, 0);
+    ck_assert_str_eq(s.backend, "fake");
+}
+END_TEST
+
+/* A first try that Redis fails is an error; a grant that may have happened
+ * is released. */
+START_TEST(test_acquire_errors) {
+    client_t *a = client();
+    fake_fail_next(fb, BACKEND_FAILED, "ERR something");
+    ck_assert_int_eq(lock_req(a, "e", 0), 0);
+    fake_run(fb);
+    lock_reply_t r = expect_error(a, LOCK_ERR_BACKEND);
+    ck_assert_str_eq(r.detail, "ERR something");
+    ck_assert_uint_eq(submitted(BACKEND_RELEASE), 0); /* it did not run */
+
+    fake_lose_next(fb, "no reply within command_timeout_ms");
+    ck_assert_int_eq(lock_req(a, "e", 0), 0);
+    fake_run(fb);
+    expect_error(a, LOCK_ERR_BACKEND);
+    ck_assert_int_eq(fake_holds(fb, a->id, "e"), 1); /* it ran after all */
+    queued_is(0, BACKEND_RELEASE, "e", a);
+    fake_run(fb);
+    ck_assert_int_eq(fake_pttl(fb, "e"), -2);
+    ck_assert_uint_eq(stats().locks_held, 0);
+    ck_assert_uint_eq(stats().backend_errors, 2);
+}
+END_TEST
+
+/* ---- shutdown ---------------------------------------------------------------- */
+
+static void on_done(lockmgr_t *m, void *data) {
+    ck_assert_ptr_eq(m, mgr);
+    ck_assert_ptr_eq(data, &done_calls);
+    ck_assert_msg(!in_done, "done called from inside lockmgr_shutdown");
+    done_calls++;
+}
+
+static void shutdown_now(void) {
+    in_done = 1;
+    lockmgr_shutdown(mgr, on_done, &done_calls);
+    in_done = 0;
+}
+
+START_TEST(test_shutdown_idle) {
+    shutdown_now();
+    ck_assert_int_eq(done_calls, 0);
+    timers_run_due(tm);
+    ck_assert_int_eq(done_calls, 1);
+    timers_advance(tm, 10000);
+    ck_assert_int_eq(done_calls, 1);
+}
+END_TEST
+
+START_TEST(test_shutdown_waits_for_everything) {
+    client_t *a = client(), *b = client(), *c = client(), *d = client();
+    lock_ok(a, "x", 0);
+    lock_ok(b, "y", 5000);
+    lock_ok(d, "w", 0);
+    /* d's release does not get through: queued for a retry. */
+    ck_assert_int_eq(unlock_req(d, "w"), 1);
+    expect_value(d, 0);
+    fake_fail_next(fb, BACKEND_DOWN, "connection reset");
+    fake_run(fb);
+    /* c's acquire is in flight. */
+    ck_assert_int_eq(lock_req(c, "z", 0), 0);
+    ck_assert_uint_eq(fake_queued(fb), 1);
+    size_t renews = submitted(BACKEND_RENEW);
+
+    shutdown_now();
+    ck_assert_int_eq(done_calls, 0);
+    /* Every hold's release and the queued one go out at once. */
+    ck_assert_uint_eq(fake_queued(fb), 4);
+    queued_is(0, BACKEND_ACQUIRE, "z", c);
+    ck_assert_uint_eq(fake_log_count(fb, fake_log_len(fb) - 3, BACKEND_RELEASE), 3);
+    ck_assert_uint_eq(stats().locks_held, 0);
+    timers_run_due(tm);
+    ck_assert_int_eq(done_calls, 0);
+
+    /* Requests now are turned away. */
+    ck_assert_int_eq(lock_req(d, "v", 0), 1);
+    expect_error(d, LOCK_ERR_BACKEND);
+
+    fake_run(fb); /* c's acquire was granted: answered an error, undone */
+    expect_error(c, LOCK_ERR_BACKEND);
+    queued_is(0, BACKEND_RELEASE, "z", c);
+    timers_run_due(tm);
+    ck_assert_int_eq(done_calls, 0);
+    fake_run(fb);
+    ck_assert_int_eq(done_calls, 0); /* from a timer, not from the reply */
+    timers_run_due(tm);
+    ck_assert_int_eq(done_calls, 1);
+
+    const char *names[] = {"x", "y", "z", "w"};
+    for (int i = 0; i < 4; i++) ck_assert_int_eq(fake_pttl(fb, names[i]), -2);
+    /* Holders are told by their closing sockets, not with !LOST. */
+    no_event(a);
+    no_event(b);
+    /* The watchdog and the leases are stopped. */
+    timers_advance(tm, 10 * LEASE);
+    fake_settle(fb);
+    ck_assert_uint_eq(submitted(BACKEND_RENEW), renews);
+    no_event(b);
+    ck_assert_int_eq(done_calls, 1);
+}
+END_TEST
+
+START_TEST(test_shutdown_while_down) {
+    client_t *a = client();
+    lock_ok(a, "x", 0);
+    fake_set_up(fb, 0);
+    shutdown_now();
+    ck_assert_uint_eq(fake_queued(fb), 1);
+    fake_run(fb); /* the release fails: no other chance */
+    ck_assert_int_eq(done_calls, 0);
+    timers_run_due(tm);
+    ck_assert_int_eq(done_calls, 1);
+    fake_set_up(fb, 1);
+    ck_assert_uint_eq(fake_queued(fb), 0);
+}
+END_TEST
+
+/* ---- exactly one reply per request ------------------------------------------- */
+
+/* A deterministic mix of requests, outages, lost answers and time (one
+ * seed per loop index), checking after every step that each request got at
+ * most one reply, none inside lockmgr_request() (the callbacks check that),
+ * that no two clients ever both believe they hold one name, and that Redis
+ * still has every lock a client believes it holds (or another daemon could
+ * take it); at the end every request has its reply. */
+enum { MIX_CLIENTS = 6, MIX_NAMES = 3, MIX_STEPS = 5000, MIX_SEEDS = 12 };
+
+static uint64_t mix_rng;
+static int force_unknown[3];     /* a FORCEUNLOCK of the name may have run unseen */
+
+static unsigned mix_rand(unsigned n) {
+    mix_rng ^= mix_rng << 13;
+    mix_rng ^= mix_rng >> 7;
+    mix_rng ^= mix_rng << 17;
+    return (unsigned)(mix_rng % n);
+}
+
+typedef struct mix_s {
+    client_t *c;
+    long long holds[MIX_NAMES];   /* what the client believes */
+    int want;                     /* name of the request in flight, -1 none */
+    lock_req_kind_t kind;
+} mix_t;
+
+static const char *const mix_names[MIX_NAMES] = {"m0", "m1", "m2"};
+
+static int name_index(const char *name) {
+    for (int i = 0; i < MIX_NAMES; i++)
+        if (strcmp(name, mix_names[i]) == 0) return i;
+    ck_abort_msg("unknown name %s", name);
+    return -1;
+}
+
+/* Applies what a client was told, in the order it was told, to what it
+ * believes. */
+static void mix_absorb(mix_t *m) {
+    client_t *c = m->c;
+    for (;;) {
+        int ev = c->ehead < c->nevents, rp = replies_left(c) > 0;
+        if (!ev && !rp) return;
+        if (ev && (!rp || c->events[c->ehead % MAX_LOG].seq < c->rseq[c->rhead % MAX_LOG])) {
+            int i = name_index(c->events[c->ehead % MAX_LOG].name);
+            EXPECT(m->holds[i] > 0, "client %" PRIu64 ": !LOST %s for a lock not held", c->id,
+                   mix_names[i]);
+            m->holds[i] = 0;
+            c->ehead++;
+            continue;
+        }
+        lock_reply_t r = next_reply(c);
+        int i = m->want;
+        EXPECT(i >= 0, "client %" PRIu64 ": a %s reply to no request", c->id, kind_name(r.kind));
+        switch (r.kind) {
+        case LOCK_REPLY_GRANTED:
+            EXPECT(m->kind == LOCK_REQ_LOCK || m->kind == LOCK_REQ_TRYLOCK,
+                   "GRANTED for request kind %d", (int)m->kind);
+            EXPECT(r.holds == m->holds[i] + 1,
+                   "client %" PRIu64 ": GRANTED %s holds %lld, had %lld", c->id, mix_names[i],
+                   r.holds, m->holds[i]);
+            m->holds[i] = r.holds;
+            break;
+        case LOCK_REPLY_VALUE:
+            if (m->kind == LOCK_REQ_UNLOCK) {
+                EXPECT(r.value == m->holds[i] - 1,
+                       "client %" PRIu64 ": UNLOCK %s left %lld of %lld", c->id, mix_names[i],
+                       r.value, m->holds[i]);
+                m->holds[i] = r.value;
+            }
+            break;
+        case LOCK_REPLY_MINE:
+            EXPECT(r.holds == m->holds[i], "client %" PRIu64 ": MINE %s holds %lld, had %lld",
+                   c->id, mix_names[i], r.holds, m->holds[i]);
+            break;
+        case LOCK_REPLY_FREE:
+        case LOCK_REPLY_TAKEN:
+            EXPECT(m->holds[i] == 0, "client %" PRIu64 ": %s %s while holding %lld", c->id,
+                   kind_name(r.kind), mix_names[i], m->holds[i]);
+            break;
+        case LOCK_REPLY_ERROR:
+            if (m->kind == LOCK_REQ_FORCE && r.err == LOCK_ERR_BACKEND) force_unknown[i] = 1;
+            if (r.err == LOCK_ERR_NOTHELD && m->kind == LOCK_REQ_UNLOCK)
+                EXPECT(m->holds[i] == 0, "UNLOCK %s: NOTHELD with %lld holds", mix_names[i],
+                       m->holds[i]);
+            break;
+        default:
+            break;
+        }
+        m->want = -1;
+    }
+}
+
+static void mix_check_exclusion(const mix_t *mx) {
+    for (int i = 0; i < MIX_NAMES; i++) {
+        int holders = 0;
+        for (int k = 0; k < MIX_CLIENTS; k++)
+            if (mx[k].holds[i] > 0) holders++;
+        EXPECT(holders <= 1, "%d clients believe they hold %s at %" PRIu64, holders,
+               mix_names[i], now());
+        if (holders == 0) force_unknown[i] = 0;
+        for (int k = 0; k < MIX_CLIENTS && !force_unknown[i]; k++)
+            if (mx[k].holds[i] > 0)
+                EXPECT(fake_holds(fb, mx[k].c->id, mix_names[i]) > 0,
+                       "client %" PRIu64 " believes it holds %s at %" PRIu64
+                       ", but Redis has no such hold",
+                       mx[k].c->id, mix_names[i], now());
+    }
+}
+
+static void mix_request(mix_t *m, lock_req_kind_t kind, int i, uint32_t wait_ms,
+                        uint32_t lease_ms) {
+    m->kind = kind;
+    m->want = i;
+    request(m->c, kind, mix_names[i], wait_ms, lease_ms);
+}
+
+static void mix_start(mix_t *mx, int seed) {
+    mix_rng = 0x9e3779b97f4a7c15ull * (uint64_t)(seed + 1);
+    memset(force_unknown, 0, sizeof(force_unknown));
+    for (int k = 0; k < MIX_CLIENTS; k++) {
+        memset(&mx[k], 0, sizeof(mx[k]));
+        mx[k].c = client_uid(k == 0 ? 0 : 1000); /* the first may FORCEUNLOCK */
+        mx[k].want = -1;
+    }
+}
+
+/* Takes in what every client was told, replaces dropped ones with new
+ * connections, and checks the invariants. */
+static void mix_absorb_all(mix_t *mx) {
+    for (int k = 0; k < MIX_CLIENTS; k++) {
+        mix_absorb(&mx[k]);
+        if (mx[k].c->dropped) {
+            memset(mx[k].holds, 0, sizeof(mx[k].holds));
+            mx[k].c = client_uid(k == 0 ? 0 : 1000);
+            mx[k].want = -1;
+        }
+    }
+    mix_check_exclusion(mx);
+}
+
+static void mix_steps(mix_t *mx, int steps) {
+    static const lock_req_kind_t kinds[] = {
+        LOCK_REQ_LOCK,   LOCK_REQ_LOCK,  LOCK_REQ_TRYLOCK, LOCK_REQ_UNLOCK,
+        LOCK_REQ_UNLOCK, LOCK_REQ_RENEW, LOCK_REQ_STATUS,  LOCK_REQ_FORCE};
+    for (int step = 0; step < steps; step++) {
+        unsigned what = mix_rand(100);
+        mix_t *m = &mx[mix_rand(MIX_CLIENTS)];
+        int i = (int)mix_rand(MIX_NAMES);
+        int up = backend_available(fake_backend(fb), NULL, 0);
+        if (what < 40) {
+            if (m->c->pending) continue;
+            uint32_t wait = mix_rand(2) ? mix_rand(2000) : 0;
+            uint32_t lease = mix_rand(4) == 0 ? 500 + mix_rand(3000) : 0;
+            mix_request(m, kinds[mix_rand(sizeof(kinds) / sizeof(kinds[0]))], i, wait, lease);
+        } else if (what < 72) {
+            fake_run(fb);
+        } else if (what < 86) {
+            timers_advance(tm, mix_rand(700));
+        } else if (what < 90) {
+            fake_set_up(fb, mix_rand(3) != 0);
+        } else if (what < 92) {
+            fake_publish(fb, mix_names[i]);
+        } else if (what < 93) {
+            /* The first op's answer is lost, and the connection with it. */
+            if (fake_queued(fb) == 0 || !up) continue;
+            fake_lose_next(fb, "no reply within command_timeout_ms");
+            fake_run(fb);
+            fake_set_up(fb, 0);
+        } else if (what < 94) {
+            if (fake_queued(fb) == 0 || !up) continue;
+            fake_fail_next(fb, BACKEND_FAILED, "ERR injected");
+            fake_run(fb);
+        } else if (what < 95) {
+            size_t flagged = 0;
+            for (int k = 0; k < MIX_CLIENTS; k++) flagged += (size_t)mx[k].c->drop_in_callback;
+            if (nclients + flagged >= MAX_CLIENTS - 1) continue;
+            if (mix_rand(2)) m->c->drop_in_callback = 1; /* at its next reply or !LOST */
+            else drop(m->c);                             /* gone, even mid-request */
+        } else {
+            timers_run_due(tm);
+        }
+        mix_absorb_all(mx);
+    }
+    for (int k = 0; k < MIX_CLIENTS; k++) mx[k].c->drop_in_callback = 0;
+}
+
+START_TEST(test_every_request_one_reply) {
+    mix_t mx[MIX_CLIENTS];
+    mix_start(mx, _i);
+    mix_steps(mx, MIX_STEPS);
+    /* Settle: a reconnect (so waiters that lost an answer go on), then
+     * clients let go of what they hold; holders stuck behind a wait of
+     * their own lose their locks to FORCEUNLOCKs from elsewhere. */
+    fake_set_up(fb, 0);
+    fake_set_up(fb, 1);
+    for (int round = 0; round < 200; round++) {
+        fake_settle(fb);
+        timers_advance(tm, 100);
+        for (int k = 0; k < MIX_CLIENTS; k++) {
+            mix_t *m = &mx[k];
+            mix_absorb(m);
+            for (int n = 0; n < MIX_NAMES; n++) {
+                if (m->holds[n] > 0 && m->c->pending) {
+                    fake_force(fb, mix_names[n]);
+                    force_unknown[n] = 1;
+                }
+                while (m->holds[n] > 0 && !m->c->pending) {
+                    mix_request(m, LOCK_REQ_UNLOCK, n, 0, 0);
+                    mix_absorb(m);
+                }
+            }
+        }
+        mix_check_exclusion(mx);
+    }
+    fake_settle(fb);
+    for (int k = 0; k < MIX_CLIENTS; k++) {
+        client_t *c = mx[k].c;
+        mix_absorb(&mx[k]);
+        ck_assert_msg(c->pending == 0, "client %" PRIu64 ": a request never answered", c->id);
+    }
+    for (size_t k = 0; k < nclients; k++)
+        ck_assert_uint_eq(clients[k].answered + (unsigned)clients[k].pending, clients[k].sent);
+    ck_assert_uint_eq(stats().waiters, 0);
+    ck_assert_uint_eq(stats().locks_held, 0);
+}
+END_TEST
+
+/* Shutdown from wherever the mix left things: done comes exactly once,
+ * from a timer, whether the backend is up or not. */
+START_TEST(test_shutdown_after_mix) {
+    mix_t mx[MIX_CLIENTS];
+    mix_start(mx, 1000 + _i);
+    mix_steps(mx, MIX_STEPS / 4);
+    fake_settle(fb); /* renewals on their way may still be answered */
+    mix_absorb_all(mx);
+    size_t renews = submitted(BACKEND_RENEW);
+    shutdown_now();
+    ck_assert_int_eq(done_calls, 0);
+    ck_assert_uint_eq(stats().locks_held, 0);
+    /* Holders learn it from their closing connections, not from us. */
+    for (int k = 0; k < MIX_CLIENTS; k++) memset(mx[k].holds, 0, sizeof(mx[k].holds));
+    for (int round = 0; round < 50 && done_calls == 0; round++) {
+        if (round == 20) fake_set_up(fb, mix_rand(2)); /* maybe a flap on the way */
+        fake_settle(fb);
+        mix_absorb_all(mx);
+        ck_assert_int_eq(done_calls, 0); /* not from inside a reply */
+        timers_run_due(tm);
+        timers_advance(tm, mix_rand(300));
+    }
+    ck_assert_int_eq(done_calls, 1);
+    fake_set_up(fb, 0);
+    fake_set_up(fb, 1);
+    timers_advance(tm, 10 * LEASE);
+    fake_settle(fb);
+    mix_absorb_all(mx);
+    ck_assert_int_eq(done_calls, 1);
+    ck_assert_uint_eq(submitted(BACKEND_RENEW), renews); /* the watchdog stopped */
+}
+END_TEST
+
+/* ---- the manual clock -------------------------------------------------------- */
+
+static int order[8], norder;
+static timers_entry_t te[4];
+
+static void on_te(timers_entry_t *t) {
+    ck_assert_int_lt(norder, 8);
+    order[norder++] = (int)(t - te);
+    if (t == &te[0]) { /* arms more: due within the advance, and now */
+        timers_start(tm, &te[2], 5, on_te);
+        timers_start(tm, &te[3], 0, on_te);
+    }
+}
+
+START_TEST(test_manual_clock) {
+    ck_assert_uint_eq(now(), T0);
+    timers_start(tm, &te[1], 30, on_te);
+    timers_start(tm, &te[0], 10, on_te);
+    timers_run_due(tm);
+    ck_assert_int_eq(norder, 0);
+    timers_advance(tm, 9);
+    ck_assert_int_eq(norder, 0);
+    ck_assert_uint_eq(now(), T0 + 9);
+    timers_advance(tm, 100);
+    ck_assert_uint_eq(now(), T0 + 109);
+    ck_assert_int_eq(norder, 4);
+    ck_assert_int_eq(order[0], 0);  /* at 10 */
+    ck_assert_int_eq(order[1], 3);  /* armed at 10 for 10 */
+    ck_assert_int_eq(order[2], 2);  /* armed at 10 for 15 */
+    ck_assert_int_eq(order[3], 1);  /* at 30 */
+    timers_start(tm, &te[1], 0, on_te);
+    ck_assert_int_eq(norder, 4);
+    timers_run_due(tm);
+    ck_assert_int_eq(norder, 5);
+    ck_assert_uint_eq(now(), T0 + 109);
+}
+END_TEST
+
+/* ---- the suite --------------------------------------------------------------- */
+
+static Suite *lockmgr_suite(void) {
+    Suite *s = suite_create("lockmgr");
+    TCase *tc;
+
+#define TC(name) \
+    tc = tcase_create(name); \
+    tcase_add_checked_fixture(tc, setup, teardown); \
+    suite_add_tcase(s, tc)
+
+    TC("clock");
+    tcase_add_test(tc, test_manual_clock);
+
+    TC("grants");
+    tcase_add_test(tc, test_lock_grants_with_fence);
+    tcase_add_test(tc, test_fences_rise);
+    tcase_add_test(tc, test_reentrant_lock_and_unlock);
+    tcase_add_test(tc, test_acquire_errors);
+
+    TC("waiting");
+    tcase_add_test(tc, test_fifo_three_waiters);
+    tcase_add_test(tc, test_fifo_behind_local_holder);
+    tcase_add_test(tc, test_yield_to_remote_waiters);
+    tcase_add_test(tc, test_trylock_zero_local_holder);
+    tcase_add_test(tc, test_trylock_zero_foreign_holder);
+    tcase_add_test(tc, test_trylock_wait_times_out_local);
+    tcase_add_test(tc, test_trylock_wait_times_out_foreign);
+    tcase_add_test(tc, test_trylock_wait_granted_in_time);
+    tcase_add_test(tc, test_waiter_woken_by_publish);
+    tcase_add_test(tc, test_waiter_woken_by_ttl);
+    tcase_add_test(tc, test_waiter_retries_without_ttl);
+    tcase_add_test(tc, test_waiter_survives_outage);
+
+    TC("watchdog");
+    tcase_add_test(tc, test_watchdog_batches);
+    tcase_add_test(tc, test_watchdog_big_batches);
+    tcase_add_test(tc, test_watchdog_keeps_renewing);
+    tcase_add_test(tc, test_watchdog_loss_deadline);
+    tcase_add_test(tc, test_watchdog_loss_from_last_renewal);
+    tcase_add_test(tc, test_watchdog_renewal_retried);
+    tcase_add_test(tc, test_watchdog_gone_is_expired);
+    tcase_add_test(tc, test_watchdog_forced);
+
+    TC("leases");
+    tcase_add_test(tc, test_lease_expires);
+    tcase_add_test(tc, test_renew_request);
+    tcase_add_test(tc, test_renew_gone);
+    tcase_add_test(tc, test_renew_with_lease_leaves_watchdog);
+    tcase_add_test(tc, test_lost_answer_may_shorten_lease);
+    tcase_add_test(tc, test_renewal_racing_a_reentry_lease);
+    tcase_add_test(tc, test_renewal_racing_a_renew_lease);
+
+    TC("releases");
+    tcase_add_test(tc, test_release_retried_when_back);
+    tcase_add_test(tc, test_release_given_up_after_lease);
+    tcase_add_test(tc, test_release_forgotten_by_new_grant);
+
+    TC("owners");
+    tcase_add_test(tc, test_owner_drop_cancels_and_releases);
+    tcase_add_test(tc, test_owner_drop_acquire_in_flight);
+    tcase_add_test(tc, test_owner_drop_attempt_taken);
+    tcase_add_test(tc, test_owner_drop_reentry_in_flight);
+    tcase_add_test(tc, test_owner_drop_inside_its_callback);
+
+    TC("status_force");
+    tcase_add_test(tc, test_status);
+    tcase_add_test(tc, test_force_denied_for_non_admin);
+    tcase_add_test(tc, test_force_by_root);
+    tcase_add_test(tc, test_force_by_admin_uid);
+
+    TC("limits");
+    tcase_add_test(tc, test_limit_locks_per_client);
+    tcase_add_test(tc, test_limit_waiters);
+    tcase_add_test(tc, test_backend_down_at_once);
+
+    TC("shutdown");
+    tcase_add_test(tc, test_shutdown_idle);
+    tcase_add_test(tc, test_shutdown_waits_for_everything);
+    tcase_add_test(tc, test_shutdown_while_down);
+
+    TC("replies");
+    tcase_add_loop_test(tc, test_every_request_one_reply, 0, MIX_SEEDS);
+    tcase_add_loop_test(tc, test_shutdown_after_mix, 0, MIX_SEEDS);
+#undef TC
+    return s;
+}
+
+int main(void) {
+    SRunner *sr = srunner_create(lockmgr_suite());
+    srunner_set_fork_status(sr, CK_FORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
