@@ -103,7 +103,9 @@ typedef enum {
 
 typedef void (*backend_watch_cb)(void *data, backend_event_t ev);
 /* Availability changed (a connection came up or went down); for partial
- * topologies it may concern only some names: ask backend_available(). */
+ * topologies it may concern only some names: ask backend_available(). A
+ * topology that answered an op BACKEND_DOWN calls it once the op's target
+ * is back: waiters that got BACKEND_DOWN try again only then. */
 typedef void (*backend_state_cb)(void *data);
 
 /* What a topology promises. */
