@@ -39,7 +39,8 @@ static void check_redis(const conf_t *c) {
         CHECK(c->redis_host[0] == '/' && strlen(c->redis_host) <= CONF_PATH_MAX);
     } else {
         CHECK(c->redis_kind == CONF_REDIS_TCP);
-        CHECK(strncmp(c->url, "redis://", 8) == 0);
+        CHECK(strncmp(c->url, "redis://", 8) == 0 || strncmp(c->url, "rediss://", 9) == 0);
+        CHECK(c->url_tls == (c->url[5] == 's'));
         CHECK(c->redis_port >= 1 && c->redis_port <= 65535);
     }
 }
@@ -68,6 +69,14 @@ static void check_conf(const conf_t *c) {
     CHECK(in_range(c->max_waiters, 1, 10000000));
     CHECK(c->password_set == 0 || c->password_set == 1);
     CHECK(c->username_set == 0 || c->username_set == 1);
+    /* TLS: the key or a rediss:// url, never over a Unix socket, and a
+     * client certificate only with its key. */
+    CHECK(c->tls == (c->url_tls || c->tls_key == 1));
+    CHECK(!(c->url_tls && c->tls_key == 0));
+    CHECK(!c->tls || c->redis_kind == CONF_REDIS_TCP);
+    CHECK((c->tls_cert_file[0] != '\0') == (c->tls_key_file[0] != '\0'));
+    CHECK(terminated(c->tls_ca_file, sizeof(c->tls_ca_file)));
+    CHECK(terminated(c->tls_server_name, sizeof(c->tls_server_name)));
 }
 
 /* A load error reads "fuzz:<line>: ..." with a line the input has, or
@@ -102,11 +111,23 @@ static void fuzz_load(const uint8_t *data, size_t size) {
     }
     err[0] = '\0';
     if (conf_finish(&c, err, sizeof(err)) != 0) {
-        /* Only two rules can fail here: the renewal period, and reading
-         * password_file (the input may name any path). */
+        /* Only these rules can fail here: reading password_file (the
+         * input may name any path), the TLS rules, and the renewal period. */
         CHECK(err[0] != '\0');
         if (strncmp(err, "password_file", 13) == 0) {
             CHECK(c.password_file[0] != '\0');
+            return;
+        }
+        if (strstr(err, "rediss://") != NULL) {
+            CHECK(c.url_tls && c.tls_key == 0);
+            return;
+        }
+        if (strncmp(err, "tls applies to TCP", 18) == 0) {
+            CHECK(c.redis_kind == CONF_REDIS_UNIX);
+            return;
+        }
+        if (strncmp(err, "tls_cert_file and tls_key_file", 30) == 0) {
+            CHECK((c.tls_cert_file[0] != '\0') != (c.tls_key_file[0] != '\0'));
             return;
         }
         CHECK(strncmp(err, "renew_every_ms", 14) == 0);
