@@ -212,12 +212,10 @@ START_TEST(host_names_resolve_and_clients_are_named) {
 END_TEST
 
 START_TEST(unknown_host_is_reported) {
-    int d = start_dlockd("url = redis://no-such-host.invalid:6379\n");
-    const char *line = await_backend_error(d, "u", "redis not connected: ");
-    ck_assert_msg(strstr(line, "no-such-host") != NULL || strstr(line, "unknown") != NULL ||
-                      strstr(line, "not known") != NULL || strstr(line, "resolve") != NULL ||
-                      strstr(line, "name") != NULL,
-                  "reason does not name the resolution failure: '%s'", line);
+    /* An empty label: the resolver fails it without asking any DNS server,
+     * so the test needs no network and cannot wait on one. */
+    int d = start_dlockd("url = redis://no-such-host..invalid:6379\n");
+    await_backend_error(d, "u", "redis not connected: cannot resolve no-such-host..invalid");
 }
 END_TEST
 
