@@ -5,6 +5,16 @@
 #include <string.h>
 
 size_t keys_u64(char *out, uint64_t v) {
+    /* Most numbers here are RESP lengths of one to three digits. */
+    if (v < 10) {
+        out[0] = (char)('0' + v);
+        return 1;
+    }
+    if (v < 100) {
+        out[0] = (char)('0' + v / 10);
+        out[1] = (char)('0' + v % 10);
+        return 2;
+    }
     char tmp[20];
     size_t n = 0;
     do {

@@ -73,18 +73,29 @@ struct hold_s {
     int renewing;              /* in a watchdog batch now */
 };
 
+/* A lock's waiters, and what waiting needs; it exists only while someone
+ * waits, so that a held lock nobody waits for stays small. */
+typedef struct queue_s {
+    struct wait_list_s waiters; /* first come first served; only the head tries */
+    lock_t *lock;
+    timers_entry_t retry;      /* the holder's lease ends, or a yield ends: try again */
+    int wake;                  /* a wake-up came during the attempt */
+    int subscribed;            /* watching the name for releases */
+    int yielding;              /* local hand-off held back for other daemons */
+} queue_t;
+
 struct lock_s {
     hmap_node_t node;          /* by name */
     lockmgr_t *mgr;
     struct hold_list_s holds;  /* local holders */
-    struct wait_list_s waiters; /* first come first served; only the head tries */
+    queue_t *q;                /* while anyone waits */
     wait_t *attempt;           /* the wait whose acquire is in flight */
-    int wake;                  /* a wake-up came during the attempt */
-    int subscribed;
-    timers_entry_t retry;      /* the holder's lease ends, or a yield ends: try again */
     int remote_interest;       /* our last release woke other daemons' waiters */
-    int yielding;              /* local hand-off held back for them */
     int busy;                  /* backend calls in flight that name this lock */
+    int first_used;            /* first holds a hold */
+    hold_t first;              /* the first holder's hold lives here: a mutex
+                                  needs no other allocation, and the watchdog
+                                  finds the hold next to its name */
     size_t len;
     char name[];
 };

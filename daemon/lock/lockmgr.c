@@ -115,7 +115,6 @@ static lock_t *lock_get(lockmgr_t *m, const char *name, size_t len) {
     if (l == NULL) return NULL;
     l->mgr = m;
     LIST_INIT(&l->holds);
-    TAILQ_INIT(&l->waiters);
     memcpy(l->name, name, len);
     l->len = len;
     l->node.key = l->name;
@@ -125,9 +124,7 @@ static lock_t *lock_get(lockmgr_t *m, const char *name, size_t len) {
 }
 
 void lock_maybe_free(lock_t *l) {
-    if (!LIST_EMPTY(&l->holds) || !TAILQ_EMPTY(&l->waiters) || l->attempt || l->busy ||
-        l->subscribed || timers_active(&l->retry))
-        return;
+    if (!LIST_EMPTY(&l->holds) || l->q != NULL || l->attempt || l->busy) return;
     hmap_del(&l->mgr->locks, &l->node);
     free(l);
 }
@@ -157,8 +154,14 @@ static long long local_ttl(const lock_t *l) {
 
 static hold_t *hold_new(lock_t *l, lock_owner_t *o, uint64_t fence, uint32_t lease_ms) {
     lockmgr_t *m = l->mgr;
-    hold_t *h = calloc(1, sizeof(*h));
-    if (h == NULL) return NULL;
+    hold_t *h;
+    if (!l->first_used) {
+        h = &l->first;
+        memset(h, 0, sizeof(*h));
+        l->first_used = 1;
+    } else if ((h = calloc(1, sizeof(*h))) == NULL) {
+        return NULL;
+    }
     h->lock = l;
     h->owner = o;
     h->count = 1;
@@ -180,7 +183,8 @@ void hold_drop(hold_t *h) {
     watchdog_remove(h);
     timers_stop(m->timers, &h->expiry);
     m->held--;
-    free(h);
+    if (h == &h->lock->first) h->lock->first_used = 0;
+    else free(h);
 }
 
 void hold_lost(hold_t *h, lock_loss_t why) {
@@ -208,13 +212,13 @@ static void release_local(hold_t *h) {
     uint32_t lease = h->lease_ms;
     hold_drop(h);
     release_all(m, l->name, l->len, owner, lease);
-    if (l->remote_interest && !TAILQ_EMPTY(&l->waiters)) {
+    if (l->remote_interest && l->q != NULL) {
         /* Handing the lock straight to the next local waiter keeps it
          * taken in Redis, and waiters of other daemons, woken by our last
          * release, would never get it. Leave it free for a moment. */
         l->remote_interest = 0;
-        l->yielding = 1;
-        timers_start(m->timers, &l->retry, LOCKMGR_YIELD_MS, on_retry);
+        l->q->yielding = 1;
+        timers_start(m->timers, &l->q->retry, LOCKMGR_YIELD_MS, on_retry);
         return;
     }
     lock_kick(l);
@@ -225,26 +229,40 @@ static void release_local(hold_t *h) {
 static void wait_unlink(wait_t *w) {
     lock_t *l = w->lock;
     if (!w->queued) return;
-    TAILQ_REMOVE(&l->waiters, w, link);
+    TAILQ_REMOVE(&l->q->waiters, w, link);
     w->queued = 0;
     l->mgr->waiting--;
 }
 
 /* The queue emptied: no more wake-ups needed. */
 static void queue_idle(lock_t *l) {
-    if (!TAILQ_EMPTY(&l->waiters)) return;
-    timers_stop(l->mgr->timers, &l->retry);
-    l->yielding = 0;
-    if (l->subscribed) {
-        l->subscribed = 0;
-        backend_unwatch(l->mgr->backend, l->name, l->len);
-    }
+    queue_t *q = l->q;
+    if (q == NULL || !TAILQ_EMPTY(&q->waiters)) return;
+    timers_stop(l->mgr->timers, &q->retry);
+    if (q->subscribed) backend_unwatch(l->mgr->backend, l->name, l->len);
+    l->q = NULL;
+    free(q);
+}
+
+/* The first waiter makes the queue; NULL on no memory. */
+static queue_t *queue_get(lock_t *l) {
+    if (l->q != NULL) return l->q;
+    queue_t *q = calloc(1, sizeof(*q));
+    if (q == NULL) return NULL;
+    TAILQ_INIT(&q->waiters);
+    q->lock = l;
+    l->q = q;
+    return q;
+}
+
+static wait_t *queue_head(const lock_t *l) {
+    return l->q ? TAILQ_FIRST(&l->q->waiters) : NULL;
 }
 
 /* Takes w out of its queue; frees it unless its acquire is in flight. */
 static void wait_end(wait_t *w) {
     lock_t *l = w->lock;
-    int was_head = TAILQ_FIRST(&l->waiters) == w;
+    int was_head = queue_head(l) == w;
     wait_unlink(w);
     timers_stop(l->mgr->timers, &w->deadline);
     if (w->owner && w->owner->pending == &w->hdr) w->owner->pending = NULL;
@@ -275,10 +293,10 @@ static void on_attempt(backend_op_t *op);
 
 static void attempt(lock_t *l) {
     lockmgr_t *m = l->mgr;
-    wait_t *w = TAILQ_FIRST(&l->waiters);
+    wait_t *w = queue_head(l);
     l->attempt = w;
-    l->wake = 0;
-    timers_stop(m->timers, &l->retry);
+    l->q->wake = 0;
+    timers_stop(m->timers, &l->q->retry);
     w->sent_at = timers_now(m->timers);
     backend_op_t *op = &w->acquire;
     op->kind = BACKEND_ACQUIRE;
@@ -292,8 +310,8 @@ static void attempt(lock_t *l) {
 
 /* Lets the head try if nothing stands in its way locally. */
 void lock_kick(lock_t *l) {
-    if (TAILQ_EMPTY(&l->waiters) || l->attempt != NULL || !LIST_EMPTY(&l->holds) ||
-        l->mgr->stopping || l->yielding)
+    if (queue_head(l) == NULL || l->attempt != NULL || !LIST_EMPTY(&l->holds) ||
+        l->mgr->stopping || l->q->yielding)
         return;
     /* While Redis is away, queued requests keep waiting; they try again
      * when it is back (on_backend_state). */
@@ -302,16 +320,16 @@ void lock_kick(lock_t *l) {
 }
 
 static void on_retry(timers_entry_t *t) {
-    lock_t *l = container_of(t, lock_t, retry);
-    l->yielding = 0;
-    lock_kick(l);
-    lock_maybe_free(l);
+    queue_t *q = container_of(t, queue_t, retry);
+    q->yielding = 0;
+    lock_kick(q->lock);
 }
 
 static void on_watch(void *data, backend_event_t ev) {
     lock_t *l = data;
     (void)ev;
-    if (l->attempt != NULL) l->wake = 1;
+    if (l->q == NULL) return; /* cannot happen: unwatched with the queue */
+    if (l->attempt != NULL) l->q->wake = 1;
     else lock_kick(l);
 }
 
@@ -369,18 +387,18 @@ static void on_attempt(backend_op_t *op) {
             break;
         }
         w->tried = 1;
-        if (l->wake) {
+        if (l->q->wake) {
             attempt(l);
             break;
         }
-        if (!l->subscribed) {
+        if (!l->q->subscribed) {
             /* Once the watch is in force, its confirmation triggers one
              * more try, so a release in between is not missed. */
-            l->subscribed = 1;
+            l->q->subscribed = 1;
             backend_watch(m->backend, l->name, l->len, on_watch, l);
         }
         /* Expiry publishes nothing: try again when the holder's lease ends. */
-        timers_start(m->timers, &l->retry,
+        timers_start(m->timers, &l->q->retry,
                      res->ttl_ms >= 0 ? (uint64_t)res->ttl_ms + 1 : LOCKMGR_NO_TTL_RETRY_MS,
                      on_retry);
         break;
@@ -419,10 +437,16 @@ static void start_wait(lockmgr_t *m, lock_owner_t *o, lock_req_kind_t kind, cons
         return;
     }
     int once = kind == LOCK_REQ_TRYLOCK && wait_ms == 0;
-    if (once && (!TAILQ_EMPTY(&l->waiters) || !LIST_EMPTY(&l->holds))) {
+    if (once && (queue_head(l) != NULL || !LIST_EMPTY(&l->holds))) {
         /* Someone here is ahead: no try, to keep first come first served. */
         free(w);
         answer_timeout(m, o, local_ttl(l));
+        return;
+    }
+    if (queue_get(l) == NULL) {
+        free(w);
+        answer_error(m, o, LOCK_ERR_LIMIT, "out of memory");
+        lock_maybe_free(l);
         return;
     }
     w->hdr.kind = PENDING_WAIT;
@@ -432,7 +456,7 @@ static void start_wait(lockmgr_t *m, lock_owner_t *o, lock_req_kind_t kind, cons
     w->once = once;
     w->lease_ms = lease_ms;
     w->ttl_ms = -1;
-    TAILQ_INSERT_TAIL(&l->waiters, w, link);
+    TAILQ_INSERT_TAIL(&l->q->waiters, w, link);
     w->queued = 1;
     m->waiting++;
     o->pending = &w->hdr;
@@ -822,14 +846,15 @@ void lockmgr_free(lockmgr_t *m) {
         next = hmap_next(&m->locks, &i, n);
         lock_t *l = container_of(n, lock_t, node);
         wait_t *w;
-        while ((w = TAILQ_FIRST(&l->waiters)) != NULL) {
-            TAILQ_REMOVE(&l->waiters, w, link);
+        while ((w = queue_head(l)) != NULL) {
+            TAILQ_REMOVE(&l->q->waiters, w, link);
             free(w);
         }
+        free(l->q);
         hold_t *h;
         while ((h = LIST_FIRST(&l->holds)) != NULL) {
             LIST_REMOVE(h, by_lock);
-            free(h);
+            if (h != &l->first) free(h);
         }
         free(l);
     }
