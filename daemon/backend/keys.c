@@ -5,23 +5,36 @@
 #include <string.h>
 
 size_t keys_u64(char *out, uint64_t v) {
-    /* Most numbers here are RESP lengths of one to three digits. */
+    /* On the hot path of every script call: count the digits, then write
+     * them from the end, two at a time. */
+    static const char pairs[] =
+        "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+        "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+        "8081828384858687888990919293949596979899";
     if (v < 10) {
         out[0] = (char)('0' + v);
         return 1;
     }
     if (v < 100) {
-        out[0] = (char)('0' + v / 10);
-        out[1] = (char)('0' + v % 10);
+        out[0] = pairs[v * 2];
+        out[1] = pairs[v * 2 + 1];
         return 2;
     }
-    char tmp[20];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    for (size_t i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
+    size_t n = v < 1000 ? 3 : v < 10000 ? 4 : v < 100000 ? 5 : 6;
+    for (uint64_t t = v / 1000000; t != 0; t /= 10) n++;
+    char *p = out + n;
+    while (v >= 100) {
+        unsigned d = (unsigned)(v % 100) * 2;
+        v /= 100;
+        *--p = pairs[d + 1];
+        *--p = pairs[d];
+    }
+    if (v >= 10) {
+        *--p = pairs[v * 2 + 1];
+        *--p = pairs[v * 2];
+    } else {
+        *--p = (char)('0' + v);
+    }
     return n;
 }
 

@@ -113,8 +113,20 @@ static const char script_ops[] =
     "end\n"
     "return table.concat(out, '\\n')\n";
 
+/* KEYS: the lock hash and forced marker of each lock; ARGV[1] the lease,
+ * then one owner per lock. One digit per lock comes back, as LUA_RENEW
+ * returns it. The watchdog's batches are all renewals with one lease: this
+ * passes each in three strings where the batch script needs five. */
+static const char script_renew[] =
+    "local renew = function(K1, K2, A1, A2)\n" LUA_RENEW "end\n"
+    "local r = {}\n"
+    "for i = 1, #ARGV - 1 do\n"
+    "  r[i] = renew(KEYS[2 * i - 1], KEYS[2 * i], ARGV[1], ARGV[i + 1])\n"
+    "end\n"
+    "return table.concat(r)\n";
+
 const char *const scripts_text[SCRIPT_COUNT] = {
-    script_acquire, script_release, script_status, script_force, script_ops,
+    script_acquire, script_release, script_status, script_force, script_ops, script_renew,
 };
 
 /* ---- calls ---------------------------------------------------------------- */
@@ -125,7 +137,12 @@ int scripts_batchable(const backend_op_t *op) {
 }
 
 script_id_t scripts_choose(backend_op_t *const *ops, size_t n) {
-    if (n > 1) return SCRIPT_OPS;
+    if (n > 1) {
+        for (size_t i = 0; i < n; i++)
+            if (ops[i]->kind != BACKEND_RENEW || ops[i]->lease_ms != ops[0]->lease_ms)
+                return SCRIPT_OPS;
+        return SCRIPT_RENEW;
+    }
     switch (ops[0]->kind) {
     case BACKEND_ACQUIRE: return SCRIPT_ACQUIRE;
     case BACKEND_RELEASE:
@@ -163,19 +180,45 @@ static size_t put_bulk(char *p, const char *s, size_t len) {
 
 /* An operation's two keys: the lock, and its token, channel or forced
  * marker (the companion SCRIPT_OPS passes; SCRIPT_FORCE takes two). */
-static size_t put_keys(char *p, const backend_op_t *op, script_id_t id, const char *prefix) {
-    char key[KEYS_KEY_MAX], comp[KEYS_COMPANION_MAX];
-    size_t klen = keys_lock(key, prefix, op->name, op->len), k;
-    k = put_bulk(p, key, klen);
+/* A companion of key as a bulk string, written in place: the same bytes
+ * as keys_companion() gives, without a copy in between. */
+static size_t put_companion(char *p, const char *kind, size_t kindlen, const char *key,
+                            size_t klen, int braces) {
+    size_t k = put_head(p, '$', kindlen + 1 + klen + (braces ? 2 : 0));
+    memcpy(p + k, kind, kindlen);
+    k += kindlen;
+    p[k++] = ':';
+    if (braces) p[k++] = '{';
+    memcpy(p + k, key, klen);
+    k += klen;
+    if (braces) p[k++] = '}';
+    p[k++] = '\r';
+    p[k++] = '\n';
+    return k;
+}
+
+#define KIND(s) (s), (sizeof(s) - 1)
+
+static size_t put_keys(char *p, const backend_op_t *op, script_id_t id, const char *prefix,
+                       size_t plen) {
+    /* The lock key, prefix and name, straight into place; its companion
+     * copies it from there. */
+    size_t klen = plen + op->len, k = put_head(p, '$', klen);
+    char *key = p + k;
+    memcpy(key, prefix, plen);
+    memcpy(key + plen, op->name, op->len);
+    k += klen;
+    p[k++] = '\r';
+    p[k++] = '\n';
     if (id == SCRIPT_STATUS) return k;
+    int braces = memchr(key, '{', klen) == NULL;
     if (id == SCRIPT_FORCE) {
-        k += put_bulk(p + k, comp, keys_companion(comp, KEYS_CHANNEL, key, klen));
-        return k + put_bulk(p + k, comp, keys_companion(comp, KEYS_FORCED, key, klen));
+        k += put_companion(p + k, KIND(KEYS_CHANNEL), key, klen, braces);
+        return k + put_companion(p + k, KIND(KEYS_FORCED), key, klen, braces);
     }
-    const char *kind = op->kind == BACKEND_ACQUIRE ? KEYS_TOKEN
-                       : op->kind == BACKEND_RENEW ? KEYS_FORCED
-                                                   : KEYS_CHANNEL;
-    return k + put_bulk(p + k, comp, keys_companion(comp, kind, key, klen));
+    if (op->kind == BACKEND_ACQUIRE) return k + put_companion(p + k, KIND(KEYS_TOKEN), key, klen, braces);
+    if (op->kind == BACKEND_RENEW) return k + put_companion(p + k, KIND(KEYS_FORCED), key, klen, braces);
+    return k + put_companion(p + k, KIND(KEYS_CHANNEL), key, klen, braces);
 }
 
 /* An operation's arguments, in the order its script wants them: SCRIPT_OPS
@@ -205,6 +248,7 @@ static size_t put_args(char *p, const backend_op_t *op, script_id_t id, const ch
         k += put_bulk(p, field, flen);
         return k + put_bulk(p + k, num, nlen);
     case SCRIPT_STATUS:
+    case SCRIPT_RENEW: /* its lease went once, before the owners */
         return put_bulk(p, field, flen);
     default: /* SCRIPT_FORCE */
         return put_bulk(p, num, keys_u64(num, SCRIPTS_FORCED_MARK_MS));
@@ -213,12 +257,13 @@ static size_t put_args(char *p, const backend_op_t *op, script_id_t id, const ch
 
 int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *const *ops,
                    size_t n, const char *prefix, const char *uuid) {
-    size_t start = out->len, numkeys, argc, k;
+    size_t start = out->len, numkeys, argc, k, plen = strlen(prefix);
     char nk[24];
     char *p;
 
     switch (id) {
     case SCRIPT_OPS: numkeys = 2 * n; argc = 3 + 5 * n; break;
+    case SCRIPT_RENEW: numkeys = 2 * n; argc = 3 + 3 * n + 1; break;
     case SCRIPT_STATUS: numkeys = 1; argc = 5; break;
     case SCRIPT_FORCE: numkeys = 3; argc = 7; break;
     default: numkeys = 2; argc = 7; break;
@@ -234,7 +279,12 @@ int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *co
     buf_commit(out, k);
     for (size_t i = 0; i < n; i++) {
         if ((p = buf_reserve(out, OP_ROOM)) == NULL) goto nomem;
-        buf_commit(out, put_keys(p, ops[i], id, prefix));
+        buf_commit(out, put_keys(p, ops[i], id, prefix, plen));
+    }
+    if (id == SCRIPT_RENEW) {
+        char lease[24];
+        if ((p = buf_reserve(out, ARG_ROOM(24))) == NULL) goto nomem;
+        buf_commit(out, put_bulk(p, lease, keys_u64(lease, ops[0]->lease_ms)));
     }
     for (size_t i = 0; i < n; i++) {
         if ((p = buf_reserve(out, OP_ROOM)) == NULL) goto nomem;
@@ -335,6 +385,17 @@ static int decode_ops(backend_op_t *const *ops, size_t n, redisReply *r, char *e
 int scripts_decode(script_id_t id, backend_op_t *const *ops, size_t n, redisReply *r,
                    char *err, size_t errlen) {
     if (id == SCRIPT_OPS) return decode_ops(ops, n, r, err, errlen);
+    if (id == SCRIPT_RENEW) {
+        if (r->type != REDIS_REPLY_STRING || r->len != n) {
+            snprintf(err, errlen, "unexpected reply (type %d) from the renew script", r->type);
+            return -1;
+        }
+        for (size_t i = 0; i < n; i++) {
+            memset(&ops[i]->res, 0, sizeof(ops[i]->res));
+            set_renewal(&ops[i]->res, r->str[i] - '0');
+        }
+        return 0;
+    }
     backend_result_t *res = &ops[0]->res;
     memset(res, 0, sizeof(*res));
     switch (id) {

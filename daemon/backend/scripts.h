@@ -28,6 +28,7 @@ typedef enum {
     SCRIPT_STATUS,
     SCRIPT_FORCE,
     SCRIPT_OPS,           /* many acquires, releases, drops and renewals */
+    SCRIPT_RENEW,         /* many renewals with one lease: the watchdog's */
     SCRIPT_COUNT
 } script_id_t;
 

@@ -158,13 +158,16 @@ static void on_renewed(backend_op_t *op) {
 }
 
 static void renew_batch(lockmgr_t *m, hold_t **holds, size_t count) {
-    batch_t *b = calloc(1, sizeof(*b) + count * sizeof(b->items[0]));
+    /* Not zeroed: every field an item's op needs is set below, and the
+     * backend fills in the result. */
+    batch_t *b = malloc(sizeof(*b) + count * sizeof(b->items[0]));
     if (b == NULL) { /* the next sweep tries again; the loss timer watches them */
         m->dog_cursor = NULL;
         return;
     }
     b->mgr = m;
     b->left = count;
+    b->failed = 0;
     b->sent_at = timers_now(m->timers);
     m->renew_inflight++;
     for (size_t i = 0; i < count; i++) {
@@ -181,6 +184,7 @@ static void renew_batch(lockmgr_t *m, hold_t **holds, size_t count) {
         it->op.owner = h->owner->id;
         it->op.lease_ms = m->conf->lease_ms;
         it->op.cb = on_renewed;
+        it->op.data = NULL;
     }
     /* Submitted together: the backend sends them in as few calls as it can. */
     for (size_t i = 0; i < count; i++) backend_submit(m->backend, &b->items[i].op);
