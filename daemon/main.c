@@ -30,6 +30,12 @@ typedef struct daemon_s {
     server_t *server;
     uv_signal_t sigterm;
     uv_signal_t sigint;
+    uv_signal_t sighup;        /* reload the configuration */
+    /* what the configuration is made of, for a reload */
+    const char *conf_path;     /* -c, or NULL for the default path */
+    const char *opt_socket;    /* -s */
+    const char *opt_url;       /* -r */
+    int verbose;               /* -v: debug logging whatever the file says */
     int stopping;
 } daemon_t;
 
@@ -81,12 +87,84 @@ static void on_sessions_closed(void *data) {
     d->timers = NULL;
     uv_close((uv_handle_t *)&d->sigterm, NULL);
     uv_close((uv_handle_t *)&d->sigint, NULL);
+    uv_close((uv_handle_t *)&d->sighup, NULL);
 }
 
 static void on_locks_released(lockmgr_t *mgr, void *data) {
     daemon_t *d = data;
     (void)mgr;
     sessions_close_all(d->sessions, on_sessions_closed, d);
+}
+
+/* The configuration as at start: the file (if there is one, or -c named
+ * it), then -s and -r, then the checks across keys. *have_file says
+ * whether a file was read. 0, or -1 with "where: what" in err. */
+static int conf_read(const daemon_t *d, conf_t *c, int *have_file, char *err, size_t errlen) {
+    char why[CONF_ERR_LEN];
+    const char *path = d->conf_path ? d->conf_path : CONF_DEFAULT_PATH;
+    *have_file = d->conf_path != NULL || access(path, F_OK) == 0;
+    conf_defaults(c);
+    if (*have_file && conf_load(c, path, err, errlen) != 0) return -1;
+    if ((d->opt_socket && conf_set(c, "server", "socket", d->opt_socket, why, sizeof(why)) != 0) ||
+        (d->opt_url && conf_set(c, "redis", "url", d->opt_url, why, sizeof(why)) != 0)) {
+        snprintf(err, errlen, "command line: %.400s", why);
+        return -1;
+    }
+    if (conf_finish(c, why, sizeof(why)) != 0) {
+        snprintf(err, errlen, "%.100s%s%.400s", *have_file ? path : "", *have_file ? ": " : "", why);
+        return -1;
+    }
+    return 0;
+}
+
+/* SIGHUP: read the configuration again and apply what can change while
+ * running; what cannot is named in the log and waits for a restart. A
+ * file with an error changes nothing. */
+static void on_reload(uv_signal_t *handle, int signum) {
+    daemon_t *d = handle->data;
+    conf_t n, *c = &d->conf;
+    char err[CONF_ERR_LEN];
+    int have_file;
+    (void)signum;
+
+    if (d->stopping) return;
+    sd_notify(0, "RELOADING=1");
+    if (conf_read(d, &n, &have_file, err, sizeof(err)) != 0) {
+        log_error("reload failed, the running configuration stays: %s", err);
+        sd_notify(0, "READY=1");
+        return;
+    }
+    if (strcmp(c->socket, n.socket) != 0 || c->socket_mode != n.socket_mode ||
+        c->socket_group_set != n.socket_group_set ||
+        (n.socket_group_set && c->socket_gid != n.socket_gid))
+        log_warn("reload: the socket's path, mode and group change only with a restart");
+    if (strcmp(c->url, n.url) != 0 || strcmp(c->username, n.username) != 0 ||
+        strcmp(c->password, n.password) != 0 || c->tls != n.tls ||
+        strcmp(c->tls_ca_file, n.tls_ca_file) != 0 ||
+        strcmp(c->tls_cert_file, n.tls_cert_file) != 0 ||
+        strcmp(c->tls_key_file, n.tls_key_file) != 0 ||
+        strcmp(c->tls_server_name, n.tls_server_name) != 0 ||
+        strcmp(c->key_prefix, n.key_prefix) != 0 ||
+        c->connect_timeout_ms != n.connect_timeout_ms ||
+        c->command_timeout_ms != n.command_timeout_ms)
+        log_warn("reload: [redis] changes only with a restart; the running settings stay");
+    if (c->lease_ms != n.lease_ms || c->renew_every_ms != n.renew_every_ms)
+        log_warn("reload: lease_ms and renew_every_ms change only with a restart (locks held "
+                 "now were leased with the running ones)");
+    /* What every module reads afresh each time. */
+    c->max_clients = n.max_clients;
+    c->max_line = n.max_line;
+    c->max_output = n.max_output;
+    memcpy(c->admin_uids, n.admin_uids, sizeof(c->admin_uids));
+    c->admin_uids_count = n.admin_uids_count;
+    c->log_level = n.log_level;
+    c->max_locks_per_client = n.max_locks_per_client;
+    c->max_waiters = n.max_waiters;
+    log_set_level(d->verbose ? CONF_LOG_DEBUG : c->log_level);
+    log_info("configuration %s reloaded",
+             have_file ? (d->conf_path ? d->conf_path : CONF_DEFAULT_PATH)
+                       : "(built-in defaults)");
+    sd_notify(0, "READY=1");
 }
 
 static void on_signal(uv_signal_t *handle, int signum) {
@@ -132,20 +210,14 @@ int main(int argc, char **argv) {
         return 1;
     }
 
-    conf_defaults(&d.conf);
+    d.conf_path = conf_path;
+    d.opt_socket = socket;
+    d.opt_url = url;
+    d.verbose = verbose;
     const char *path = conf_path ? conf_path : CONF_DEFAULT_PATH;
-    int have_file = conf_path != NULL || access(path, F_OK) == 0;
-    if (have_file && conf_load(&d.conf, path, err, sizeof(err)) != 0) {
+    int have_file;
+    if (conf_read(&d, &d.conf, &have_file, err, sizeof(err)) != 0) {
         fprintf(stderr, "dlockd: %s\n", err);
-        return 1;
-    }
-    if ((socket && conf_set(&d.conf, "server", "socket", socket, err, sizeof(err)) != 0) ||
-        (url && conf_set(&d.conf, "redis", "url", url, err, sizeof(err)) != 0)) {
-        fprintf(stderr, "dlockd: command line: %s\n", err);
-        return 1;
-    }
-    if (conf_finish(&d.conf, err, sizeof(err)) != 0) {
-        fprintf(stderr, "dlockd: %s%s%s\n", have_file ? path : "", have_file ? ": " : "", err);
         return 1;
     }
     if (test_only) {
@@ -156,6 +228,9 @@ int main(int argc, char **argv) {
     if (!have_file) log_info("no %s: using built-in defaults", path);
 
     signal(SIGPIPE, SIG_IGN);
+    /* No use yet: they must not kill the daemon (their default). */
+    signal(SIGUSR1, SIG_IGN);
+    signal(SIGUSR2, SIG_IGN);
     raise_nofile(&d.conf);
     d.loop = uv_default_loop();
 
@@ -186,6 +261,9 @@ int main(int argc, char **argv) {
     d.sigterm.data = d.sigint.data = &d;
     uv_signal_start(&d.sigterm, on_signal, SIGTERM);
     uv_signal_start(&d.sigint, on_signal, SIGINT);
+    uv_signal_init(d.loop, &d.sighup);
+    d.sighup.data = &d;
+    uv_signal_start(&d.sighup, on_reload, SIGHUP);
 
     /* The redis url may hold a password: the backend logs where Redis is. */
     log_info("dlockd %s ready (lease %u ms, renew every %u ms)", DLOCKD_VERSION,

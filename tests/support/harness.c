@@ -26,6 +26,7 @@ typedef struct proc_s {
     int port;          /* TCP or TLS port of a redis-server by index; 0: none */
     char sock[256];
     char log[512];
+    char conf[512];    /* a dlockd's config file */
 } proc_t;
 
 static char run_dir[64];      /* made by h_main, removed at its exit */
@@ -486,6 +487,7 @@ pid_t h_dlockd_spawn(const char *conf_text, const char *at, int *index) {
     const char *argv[] = {dlockd_bin(), "-c", conf, "-s", sock, NULL};
     pid_t pid = spawn(argv, log);
     *index = add_proc(pid, 0, sock, log);
+    snprintf(procs[*index].conf, sizeof(procs[*index].conf), "%s", conf);
     return pid;
 }
 
@@ -536,6 +538,10 @@ const char *h_dlockd_sock(int index) {
 
 pid_t h_dlockd_pid(int index) {
     return procs[index].pid;
+}
+
+const char *h_dlockd_conf(int index) {
+    return procs[index].conf;
 }
 
 const char *h_dlockd_log(int index) {

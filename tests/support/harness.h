@@ -88,6 +88,8 @@ pid_t h_dlockd_pid(int index);
 int h_dlockd_stop(int index, int sig);
 /* The path of a process's stderr log. */
 const char *h_dlockd_log(int index);
+/* The path of a dlockd's config file (to change it before a SIGHUP). */
+const char *h_dlockd_conf(int index);
 
 /* Clients. */
 h_conn_t *h_connect(const char *sock);

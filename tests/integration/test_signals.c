@@ -1,0 +1,168 @@
+/* Integration tests of the signals a daemon receives: SIGHUP reloads, SIGUSR1/2 change nothing.
+ * SPDX-License-Identifier: MIT
+ *
+ * SIGTERM and SIGINT (release everything, exit 0) are tested with the Redis
+ * faults in test_redis.c and by every test's teardown. */
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tests/support/harness.h"
+
+/* Counts the lines of a dlockd's log that contain text. */
+static int log_count(int index, const char *text) {
+    FILE *f = fopen(h_dlockd_log(index), "r");
+    char line[4096];
+    int n = 0;
+    if (f == NULL) return 0;
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (strstr(line, text) != NULL) n++;
+    fclose(f);
+    return n;
+}
+
+/* Sends sig and waits until the log has one more line with text. */
+static void signal_and_await(int index, int sig, const char *text) {
+    int before = log_count(index, text);
+    ck_assert_int_eq(kill(h_dlockd_pid(index), sig), 0);
+    long long end = h_now_ms() + H_WAIT_MS;
+    while (log_count(index, text) <= before) {
+        ck_assert_msg(h_now_ms() < end, "no new log line with '%s' after signal %d", text, sig);
+        usleep(10000);
+    }
+}
+
+/* Replaces the daemon's config file; the [redis] url the harness wrote stays. */
+static void rewrite_conf(int index, const char *server_lock) {
+    char old[512], url[512] = "";
+    FILE *f = fopen(h_dlockd_conf(index), "r");
+    ck_assert_ptr_nonnull(f);
+    while (fgets(old, sizeof(old), f) != NULL)
+        if (strncmp(old, "url = ", 6) == 0) snprintf(url, sizeof(url), "%s", old);
+    fclose(f);
+    ck_assert_msg(url[0] != '\0', "no url in %s", h_dlockd_conf(index));
+    f = fopen(h_dlockd_conf(index), "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "[redis]\n%scommand_timeout_ms = 1000\nconnect_timeout_ms = 500\n%s", url,
+            server_lock);
+    fclose(f);
+}
+
+static void setup(void) {
+    h_setup();
+    h_redis_start();
+}
+
+START_TEST(sighup_applies_limits_and_log_level) {
+    int d = h_dlockd_start("[server]\nlog_level = info\n[lock]\nmax_locks_per_client = 1\n");
+    h_conn_t *c = h_connect_index(d);
+    h_send(c, "LOCK a\n");
+    H_EXPECT_PREFIX(c, "OK ");
+    h_send(c, "LOCK b\n");
+    H_EXPECT_PREFIX(c, "ERR LIMIT ");
+
+    rewrite_conf(d, "[server]\nlog_level = debug\nadmin_uids = 0 4242\n"
+                    "[lock]\nmax_locks_per_client = 2\n");
+    signal_and_await(d, SIGHUP, "reloaded");
+    /* The new limit, on the same connection, which kept its lock. */
+    h_send(c, "LOCK b\n");
+    H_EXPECT_PREFIX(c, "OK ");
+    h_send(c, "STATUS a\n");
+    H_EXPECT_PREFIX(c, "OK MINE 1 ");
+    /* debug logging is on: a new client's arrival is logged. */
+    int before = log_count(d, "connected (pid");
+    h_conn_t *c2 = h_connect_index(d);
+    h_send(c2, "PING\n");
+    H_EXPECT(c2, "OK PONG");
+    ck_assert_int_gt(log_count(d, "connected (pid"), before);
+    h_close(c2);
+    h_close(c);
+}
+END_TEST
+
+START_TEST(sighup_with_a_broken_file_keeps_the_running_configuration) {
+    int d = h_dlockd_start("[lock]\nmax_locks_per_client = 1\n");
+    h_conn_t *c = h_connect_index(d);
+    h_send(c, "LOCK a\n");
+    H_EXPECT_PREFIX(c, "OK ");
+
+    rewrite_conf(d, "[lock]\nmax_locks_per_client = 5\nno such line\n");
+    signal_and_await(d, SIGHUP, "reload failed");
+    /* The log names the file and the line. */
+    char where[600];
+    snprintf(where, sizeof(where), "%s:7:", h_dlockd_conf(d));
+    ck_assert_msg(log_count(d, where) >= 1, "the log does not say %s", where);
+    /* Nothing changed, everyone is still served. */
+    h_send(c, "LOCK b\n");
+    H_EXPECT_PREFIX(c, "ERR LIMIT ");
+    h_send(c, "PING\n");
+    H_EXPECT(c, "OK PONG");
+    h_close(c);
+}
+END_TEST
+
+START_TEST(sighup_names_what_needs_a_restart) {
+    int d = h_dlockd_start(NULL);
+    h_conn_t *c = h_connect_index(d);
+    h_send(c, "LOCK a\n");
+    H_EXPECT_PREFIX(c, "OK ");
+    rewrite_conf(d, "key_prefix = other:\n[lock]\nlease_ms = 5000\n");
+    signal_and_await(d, SIGHUP, "reloaded");
+    ck_assert_int_ge(log_count(d, "[redis] changes only with a restart"), 1);
+    ck_assert_int_ge(log_count(d, "lease_ms and renew_every_ms change only with a restart"), 1);
+    /* Still the running prefix: the lock is where it was. */
+    ck_assert_str_eq(h_redis_cli("EXISTS dlock:a"), "1");
+    h_send(c, "UNLOCK a\n");
+    H_EXPECT(c, "OK 0");
+    h_close(c);
+}
+END_TEST
+
+START_TEST(sigusr1_and_sigusr2_change_nothing) {
+    int d = h_dlockd_start(NULL);
+    h_conn_t *c = h_connect_index(d);
+    h_send(c, "LOCK a\n");
+    H_EXPECT_PREFIX(c, "OK ");
+    ck_assert_int_eq(kill(h_dlockd_pid(d), SIGUSR1), 0);
+    ck_assert_int_eq(kill(h_dlockd_pid(d), SIGUSR2), 0);
+    /* A request after them is answered, so they were handled (ignored). */
+    h_send(c, "STATUS a\n");
+    H_EXPECT_PREFIX(c, "OK MINE 1 ");
+    h_send(c, "PING\n");
+    H_EXPECT(c, "OK PONG");
+    h_close(c);
+}
+END_TEST
+
+START_TEST(sighup_without_a_file_reloads_the_defaults) {
+    /* -c names a file that the test then removes: a reload that cannot
+     * read it fails and keeps running. */
+    int d = h_dlockd_start(NULL);
+    ck_assert_int_eq(unlink(h_dlockd_conf(d)), 0);
+    signal_and_await(d, SIGHUP, "reload failed");
+    h_conn_t *c = h_connect_index(d);
+    h_send(c, "PING\n");
+    H_EXPECT(c, "OK PONG");
+    h_close(c);
+}
+END_TEST
+
+static Suite *signals_suite(void) {
+    Suite *s = suite_create("signals");
+    TCase *tc = tcase_create("signals");
+    tcase_add_checked_fixture(tc, setup, h_teardown);
+    tcase_add_test(tc, sighup_applies_limits_and_log_level);
+    tcase_add_test(tc, sighup_with_a_broken_file_keeps_the_running_configuration);
+    tcase_add_test(tc, sighup_names_what_needs_a_restart);
+    tcase_add_test(tc, sigusr1_and_sigusr2_change_nothing);
+    tcase_add_test(tc, sighup_without_a_file_reloads_the_defaults);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    return h_main(signals_suite());
+}
