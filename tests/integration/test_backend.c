@@ -26,28 +26,6 @@ static const char *rcli(int r, const char *command) {
     return line;
 }
 
-/* Counts the lines of a dlockd's log that contain text. */
-static int log_count(int index, const char *text) {
-    FILE *f = fopen(h_dlockd_log(index), "r");
-    char line[4096];
-    int n = 0;
-    if (f == NULL) return 0;
-    while (fgets(line, sizeof(line), f) != NULL)
-        if (strstr(line, text) != NULL) n++;
-    fclose(f);
-    return n;
-}
-
-/* Waits until the log has at least want lines with text. */
-static void await_log(int index, const char *text, int want) {
-    long long end = h_now_ms() + H_WAIT_MS;
-    while (log_count(index, text) < want) {
-        ck_assert_msg(h_now_ms() < end, "log has %d lines with '%s', wanted %d",
-                      log_count(index, text), text, want);
-        usleep(10000);
-    }
-}
-
 /* Sends LOCK until the ERR BACKEND reply mentions text; returns that reply
  * (static). Redis is never reachable in the tests that use this. */
 static const char *await_backend_error(int index, const char *name, const char *text) {
@@ -101,7 +79,7 @@ START_TEST(tls_locks_work_over_a_tls_only_redis) {
     h_await_redis(d, 1);
     lock_unlock(d);
     /* The log says TLS, and Redis sees who we are. */
-    ck_assert_int_ge(log_count(d, "connection to tls 127.0.0.1"), 1);
+    ck_assert_int_ge(h_log_count(d, "connection to tls 127.0.0.1"), 1);
 }
 END_TEST
 
@@ -114,7 +92,7 @@ START_TEST(tls_wrong_ca_is_refused_with_the_reason) {
     int d = start_dlockd(conf);
     const char *line = await_backend_error(d, "w", "certificate verify failed");
     ck_assert_msg(strstr(line, "TLS: ") != NULL, "reply does not say TLS: '%s'", line);
-    await_log(d, "certificate verify failed", 1);
+    h_await_log(d, "certificate verify failed", 1);
     /* Nothing reached Redis: no lock exists there. */
     ck_assert_str_eq(rcli(r, "EXISTS dlock:w"), "0");
     ck_assert_str_eq(rcli(r, "PING"), "PONG"); /* and the server was there */
@@ -165,7 +143,7 @@ START_TEST(tls_unreadable_ca_file_fails_at_start) {
     int status = h_dlockd_stop(index, 0); /* signal 0: only wait for its exit */
     ck_assert_msg(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 1,
                   "dlockd did not exit 1 (status %d)", status);
-    await_log(index, "TLS", 1);
+    h_await_log(index, "TLS", 1);
 }
 END_TEST
 
@@ -182,7 +160,7 @@ START_TEST(refused_port_is_reported_and_retried_at_the_backoff_pace) {
     await_backend_error(d, "r", "connection refused");
     /* 50, 100, 200, 400 ms ...: four tries of each connection well within
      * the bound, where a timeout would allow one. */
-    await_log(d, "connection refused", 8);
+    h_await_log(d, "connection refused", 8);
 }
 END_TEST
 

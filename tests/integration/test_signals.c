@@ -12,27 +12,11 @@
 
 #include "tests/support/harness.h"
 
-/* Counts the lines of a dlockd's log that contain text. */
-static int log_count(int index, const char *text) {
-    FILE *f = fopen(h_dlockd_log(index), "r");
-    char line[4096];
-    int n = 0;
-    if (f == NULL) return 0;
-    while (fgets(line, sizeof(line), f) != NULL)
-        if (strstr(line, text) != NULL) n++;
-    fclose(f);
-    return n;
-}
-
 /* Sends sig and waits until the log has one more line with text. */
 static void signal_and_await(int index, int sig, const char *text) {
-    int before = log_count(index, text);
+    int before = h_log_count(index, text);
     ck_assert_int_eq(kill(h_dlockd_pid(index), sig), 0);
-    long long end = h_now_ms() + H_WAIT_MS;
-    while (log_count(index, text) <= before) {
-        ck_assert_msg(h_now_ms() < end, "no new log line with '%s' after signal %d", text, sig);
-        usleep(10000);
-    }
+    h_await_log(index, text, before + 1);
 }
 
 /* Replaces the daemon's config file; the [redis] url the harness wrote stays. */
@@ -73,11 +57,11 @@ START_TEST(sighup_applies_limits_and_log_level) {
     h_send(c, "STATUS a\n");
     H_EXPECT_PREFIX(c, "OK MINE 1 ");
     /* debug logging is on: a new client's arrival is logged. */
-    int before = log_count(d, "connected (pid");
+    int before = h_log_count(d, "connected (pid");
     h_conn_t *c2 = h_connect_index(d);
     h_send(c2, "PING\n");
     H_EXPECT(c2, "OK PONG");
-    ck_assert_int_gt(log_count(d, "connected (pid"), before);
+    ck_assert_int_gt(h_log_count(d, "connected (pid"), before);
     h_close(c2);
     h_close(c);
 }
@@ -94,7 +78,7 @@ START_TEST(sighup_with_a_broken_file_keeps_the_running_configuration) {
     /* The log names the file and the line. */
     char where[600];
     snprintf(where, sizeof(where), "%s:7:", h_dlockd_conf(d));
-    ck_assert_msg(log_count(d, where) >= 1, "the log does not say %s", where);
+    ck_assert_msg(h_log_count(d, where) >= 1, "the log does not say %s", where);
     /* Nothing changed, everyone is still served. */
     h_send(c, "LOCK b\n");
     H_EXPECT_PREFIX(c, "ERR LIMIT ");
@@ -111,8 +95,8 @@ START_TEST(sighup_names_what_needs_a_restart) {
     H_EXPECT_PREFIX(c, "OK ");
     rewrite_conf(d, "key_prefix = other:\n[lock]\nlease_ms = 5000\n");
     signal_and_await(d, SIGHUP, "reloaded");
-    ck_assert_int_ge(log_count(d, "[redis] changes only with a restart"), 1);
-    ck_assert_int_ge(log_count(d, "lease_ms and renew_every_ms change only with a restart"), 1);
+    ck_assert_int_ge(h_log_count(d, "[redis] changes only with a restart"), 1);
+    ck_assert_int_ge(h_log_count(d, "lease_ms and renew_every_ms change only with a restart"), 1);
     /* Still the running prefix: the lock is where it was. */
     ck_assert_str_eq(h_redis_cli("EXISTS dlock:a"), "1");
     h_send(c, "UNLOCK a\n");

@@ -544,6 +544,26 @@ const char *h_dlockd_conf(int index) {
     return procs[index].conf;
 }
 
+int h_log_count(int index, const char *text) {
+    FILE *f = fopen(procs[index].log, "r");
+    char line[4096];
+    int n = 0;
+    if (f == NULL) return 0;
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (strstr(line, text) != NULL) n++;
+    fclose(f);
+    return n;
+}
+
+void h_await_log(int index, const char *text, int want) {
+    long long end = h_now_ms() + H_WAIT_MS;
+    while (h_log_count(index, text) < want) {
+        ck_assert_msg(h_now_ms() < end, "log has %d lines with '%s', wanted %d",
+                      h_log_count(index, text), text, want);
+        usleep(10000);
+    }
+}
+
 const char *h_dlockd_log(int index) {
     return procs[index].log;
 }

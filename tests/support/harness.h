@@ -90,6 +90,10 @@ int h_dlockd_stop(int index, int sig);
 const char *h_dlockd_log(int index);
 /* The path of a dlockd's config file (to change it before a SIGHUP). */
 const char *h_dlockd_conf(int index);
+/* Lines of a dlockd's log that contain text. */
+int h_log_count(int index, const char *text);
+/* Waits (up to H_WAIT_MS) until the log has at least want such lines. */
+void h_await_log(int index, const char *text, int want);
 
 /* Clients. */
 h_conn_t *h_connect(const char *sock);
