@@ -62,9 +62,14 @@ PAUSE_S = 2.0                         # SIGSTOP of redis-server (> lease)
 REDIS_DOWN_S = 0.8                    # redis-server dead before its restart
 
 PROFILES = {
-    #            holder kills, dlockd kills, restarts, pauses, slow readers, settle s, budget s
-    "full":  dict(kills=9, dkills=3, restarts=3, pauses=3, slow=3, settle=3.0, budget=115),
-    "short": dict(kills=3, dkills=1, restarts=1, pauses=1, slow=1, settle=1.0, budget=60),
+    #            holder kills, dlockd kills, restarts, pauses, slow readers, settle s, budget s,
+    #            and the timing bounds: make chaos holds the strict ones; make test's short
+    #            run, on a CI machine that may be busy, bounds that never flake yet still
+    #            tell "at once" from "when the lease runs out" (LEASE_MS)
+    "full":  dict(kills=9, dkills=3, restarts=3, pauses=3, slow=3, settle=3.0, budget=115,
+                  handoff_ms=HANDOFF_BOUND_MS, free_ms=FREE_BOUND_MS),
+    "short": dict(kills=3, dkills=1, restarts=1, pauses=1, slow=1, settle=1.0, budget=60,
+                  handoff_ms=LEASE_MS // 2, free_ms=LEASE_MS + 1000),
 }
 
 
@@ -915,17 +920,17 @@ def analyse(c, daemon_stops):
     h = c.m["handoff"]
     hv = [x for x in h if x is not None]
     c.check("SIGKILLed holder's lock goes to the next local waiter within %d ms"
-            % HANDOFF_BOUND_MS,
-            h and len(hv) == len(h) and max(hv) <= HANDOFF_BOUND_MS,
+            % c.prof["handoff_ms"],
+            h and len(hv) == len(h) and max(hv) <= c.prof["handoff_ms"],
             "%d kills, kill -> next local grant ms: %s; process reaped -> grant ms: %s"
             % (len(h), fmt_list(h), fmt_list(c.m["reaped"])))
 
     # 5. free within one lease after a daemon's SIGKILL
     fr = c.m["free"]
     fv = [x for x in fr if x is not None]
-    c.check("SIGKILLed dlockd's lock is free for another daemon within lease + 250 ms "
-            "(%d ms)" % FREE_BOUND_MS,
-            fr and len(fv) == len(fr) and max(fv) <= FREE_BOUND_MS,
+    c.check("SIGKILLed dlockd's lock is free for another daemon within lease + %d ms "
+            "(%d ms)" % (c.prof["free_ms"] - LEASE_MS, c.prof["free_ms"]),
+            fr and len(fv) == len(fr) and max(fv) <= c.prof["free_ms"],
             "%d kills, kill -> other daemon's grant ms: %s" % (len(fr), fmt_list(fr)))
 
     # 6. recovery after Redis restarts and pauses
