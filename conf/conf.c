@@ -44,6 +44,8 @@ void conf_defaults(conf_t *c) {
     c->command_timeout_ms = 2000;
     snprintf(c->key_prefix, sizeof(c->key_prefix), "%s", "dlock:");
     c->tls_key = -1;
+    c->replicas_ack = CONF_REPLICAS_AUTO;
+    c->replicas_timeout_ms = 1000;
 
     c->lease_ms = 30000;
     c->renew_every_ms = 0;
@@ -325,9 +327,112 @@ static int set_server(conf_t *c, const char *key, const char *v, char *err,
     return -1;
 }
 
+/* "host:port host:port ...", an IPv6 host in brackets; :port defaults to
+ * CONF_SENTINEL_PORT. Empty: none. */
+static int parse_sentinels(conf_t *c, const char *v, char *err, size_t errlen) {
+    size_t n = 0;
+    const char *p = v;
+    for (;;) {
+        p += strspn(p, " \t,");
+        if (*p == '\0') break;
+        size_t len = strcspn(p, " \t,");
+        char word[CONF_STR_MAX];
+        if (len >= sizeof(word)) {
+            seterr(err, errlen, "sentinel address '%.40s...' is too long", p);
+            return -1;
+        }
+        memcpy(word, p, len);
+        word[len] = '\0';
+        p += len;
+        if (n == CONF_SENTINELS_MAX) {
+            seterr(err, errlen, "more than %d sentinels", CONF_SENTINELS_MAX);
+            return -1;
+        }
+        conf_addr_t *a = &c->sentinels[n];
+        char *host = word, *port = NULL;
+        if (word[0] == '[') {
+            char *close = strchr(word, ']');
+            if (close == NULL || (close[1] != '\0' && close[1] != ':')) goto bad;
+            *close = '\0';
+            host = word + 1;
+            if (close[1] == ':') port = close + 2;
+        } else {
+            char *colon = strrchr(word, ':');
+            if (colon != NULL) {
+                if (strchr(word, ':') != colon) goto bad; /* IPv6 wants brackets */
+                *colon = '\0';
+                port = colon + 1;
+            }
+        }
+        if (host[0] == '\0') goto bad;
+        a->port = CONF_SENTINEL_PORT;
+        if (port != NULL) {
+            uint32_t pn;
+            if (parse_u32(port, 1, 65535, &pn, err, errlen) != 0) goto bad;
+            a->port = (int)pn;
+        }
+        snprintf(a->host, sizeof(a->host), "%s", host);
+        n++;
+        continue;
+    bad:
+        seterr(err, errlen, "sentinel address '%s': expected host:port, [ipv6]:port or host",
+               word);
+        return -1;
+    }
+    c->sentinels_count = n;
+    return 0;
+}
+
 static int set_redis(conf_t *c, const char *key, const char *v, char *err,
                      size_t errlen) {
-    if (strcmp(key, "url") == 0) return conf_parse_redis_url(c, v, err, errlen);
+    if (strcmp(key, "url") == 0) {
+        if (c->sentinels_count > 0) {
+            seterr(err, errlen, "url and sentinels exclude each other: the primary is "
+                   "either given or found by Sentinel");
+            return -1;
+        }
+        c->url_set = 1;
+        return conf_parse_redis_url(c, v, err, errlen);
+    }
+    if (strcmp(key, "sentinels") == 0) {
+        if (c->url_set && v[0] != '\0') {
+            seterr(err, errlen, "url and sentinels exclude each other: the primary is "
+                   "either given or found by Sentinel");
+            return -1;
+        }
+        return parse_sentinels(c, v, err, errlen);
+    }
+    if (strcmp(key, "master_name") == 0) {
+        for (const char *p = v; *p; p++) {
+            if ((unsigned char)*p < 0x21 || (unsigned char)*p > 0x7e) {
+                seterr(err, errlen, "master_name may hold only bytes 0x21-0x7E");
+                return -1;
+            }
+        }
+        return copy_str(c->master_name, sizeof(c->master_name), v, key, err, errlen);
+    }
+    if (strcmp(key, "sentinel_username") == 0)
+        return copy_str(c->sentinel_username, sizeof(c->sentinel_username), v, key, err, errlen);
+    if (strcmp(key, "sentinel_password") == 0)
+        return copy_str(c->sentinel_password, sizeof(c->sentinel_password), v, key, err, errlen);
+    if (strcmp(key, "replicas_ack") == 0) {
+        uint32_t n;
+        if (strcmp(v, "auto") == 0) {
+            c->replicas_ack = CONF_REPLICAS_AUTO;
+            return 0;
+        }
+        if (parse_u32(v, 0, CONF_REPLICAS_MAX, &n, err, errlen) != 0) {
+            seterr(err, errlen, "replicas_ack '%s' is not auto or a number from 0 to %d", v,
+                   CONF_REPLICAS_MAX);
+            return -1;
+        }
+        c->replicas_ack = (int)n;
+        return 0;
+    }
+    if (strcmp(key, "replicas_timeout_ms") == 0) {
+        c->replicas_timeout_set = 1;
+        return parse_u32(v, 1, 600000, &c->replicas_timeout_ms, err, errlen);
+    }
     if (strcmp(key, "password") == 0) {
         if (v[0] == '\0') return 0; /* empty: keep what the url says */
         c->password_set = 1;
@@ -432,6 +537,25 @@ static int read_password_file(conf_t *c, char *err, size_t errlen) {
 }
 
 int conf_finish(conf_t *c, char *err, size_t errlen) {
+    if (conf_check_sentinels(c, err, errlen) != 0) return -1;
+    const char *senv = getenv(CONF_SENTINEL_PASSWORD_ENV);
+    if (senv != NULL && senv[0] != '\0') {
+        if (strlen(senv) >= CONF_STR_MAX) {
+            seterr(err, errlen, "%s is longer than %d bytes", CONF_SENTINEL_PASSWORD_ENV,
+                   CONF_STR_MAX - 1);
+            return -1;
+        }
+        memcpy(c->sentinel_password, senv, strlen(senv) + 1);
+    }
+    /* Unset, it adapts to a short command_timeout_ms. */
+    if (!c->replicas_timeout_set && c->replicas_timeout_ms >= c->command_timeout_ms)
+        c->replicas_timeout_ms = c->command_timeout_ms / 2 ? c->command_timeout_ms / 2 : 1;
+    if (c->replicas_ack != 0 && c->replicas_timeout_ms >= c->command_timeout_ms) {
+        seterr(err, errlen, "replicas_timeout_ms (%u) must be below command_timeout_ms (%u): "
+               "WAIT holds the connection that long", c->replicas_timeout_ms,
+               c->command_timeout_ms);
+        return -1;
+    }
     /* The password: environment, else password_file, else the key or url. */
     const char *env = getenv(CONF_PASSWORD_ENV);
     if (env != NULL && env[0] != '\0') {
@@ -451,7 +575,7 @@ int conf_finish(conf_t *c, char *err, size_t errlen) {
         return -1;
     }
     c->tls = c->url_tls || c->tls_key == 1;
-    if (c->tls && c->redis_kind == CONF_REDIS_UNIX) {
+    if (c->tls && c->redis_kind == CONF_REDIS_UNIX && c->sentinels_count == 0) {
         seterr(err, errlen, "tls applies to TCP connections, not to a unix:// url");
         return -1;
     }
@@ -469,6 +593,19 @@ int conf_finish(conf_t *c, char *err, size_t errlen) {
     return 0;
 }
 
+int conf_check_sentinels(const conf_t *c, char *err, size_t errlen) {
+    if (c->sentinels_count > 0 && c->master_name[0] == '\0') {
+        seterr(err, errlen, "sentinels needs master_name, the name the Sentinels monitor "
+               "the primary under");
+        return -1;
+    }
+    if (c->sentinels_count == 0 && c->master_name[0] != '\0') {
+        seterr(err, errlen, "master_name needs sentinels");
+        return -1;
+    }
+    return 0;
+}
+
 /* State shared by the line-counting reader and the handler. */
 typedef struct load_s {
     conf_t *conf;
@@ -478,6 +615,7 @@ typedef struct load_s {
     char err[CONF_ERR_LEN];
     char *buf;        /* getline's buffer */
     char section[64]; /* the current [section], for long lines */
+    int sentinels_line; /* where sentinels or master_name was set, for checks at the end */
     size_t bufcap;
 } load_t;
 
@@ -559,6 +697,9 @@ static int on_key(void *user, const char *section, const char *name,
                   const char *value) {
     load_t *ld = user;
     char err[CONF_ERR_LEN];
+    if (strcmp(section, "redis") == 0 &&
+        (strcmp(name, "sentinels") == 0 || strcmp(name, "master_name") == 0))
+        ld->sentinels_line = ld->line;
     if (conf_set(ld->conf, section, name, value, err, sizeof(err)) == 0) return 1;
     if (ld->err_line == 0) {
         ld->err_line = ld->line;
@@ -585,6 +726,11 @@ int conf_load_stream(conf_t *c, FILE *f, const char *name, char *err,
     }
     if (rc < 0 || read_error) {
         seterr(err, errlen, "%s: cannot read the file", name);
+        return -1;
+    }
+    char why[CONF_ERR_LEN];
+    if (conf_check_sentinels(c, why, sizeof(why)) != 0) {
+        seterr(err, errlen, "%s:%d: %s", name, ld.sentinels_line, why);
         return -1;
     }
     return 0;

@@ -18,6 +18,11 @@
 #define CONF_PREFIX_MAX      64    /* key_prefix */
 #define CONF_ADMIN_UIDS_MAX  64
 #define CONF_PASSWORD_ENV    "DLOCKD_REDIS_PASSWORD"  /* overrides every other source */
+#define CONF_SENTINEL_PASSWORD_ENV "DLOCKD_SENTINEL_PASSWORD"
+#define CONF_SENTINELS_MAX   16    /* addresses in sentinels */
+#define CONF_SENTINEL_PORT   26379 /* a sentinel address without :port */
+#define CONF_REPLICAS_AUTO   (-1)  /* replicas_ack = auto */
+#define CONF_REPLICAS_MAX    64    /* replicas_ack = N */
 
 typedef enum {
     CONF_LOG_ERROR = 0,
@@ -30,6 +35,11 @@ typedef enum {
     CONF_REDIS_TCP = 0,
     CONF_REDIS_UNIX
 } conf_redis_kind_t;
+
+typedef struct conf_addr_s {
+    char host[CONF_STR_MAX];
+    int port;
+} conf_addr_t;
 
 typedef struct conf_s {
     /* [server] */
@@ -61,6 +71,14 @@ typedef struct conf_s {
     char tls_cert_file[CONF_PATH_MAX + 1]; /* client certificate, "" for none */
     char tls_key_file[CONF_PATH_MAX + 1];
     char tls_server_name[CONF_STR_MAX];    /* SNI and verified name; "": the host */
+    conf_addr_t sentinels[CONF_SENTINELS_MAX]; /* set: Sentinel finds the primary */
+    size_t sentinels_count;
+    char master_name[CONF_STR_MAX];
+    char sentinel_username[CONF_STR_MAX];
+    char sentinel_password[CONF_STR_MAX];  /* env, else the key */
+    int replicas_ack;                /* CONF_REPLICAS_AUTO, 0 or N */
+    uint32_t replicas_timeout_ms;    /* WAIT's timeout; unset, at most half of
+                                        command_timeout_ms */
 
     /* [lock] */
     uint32_t lease_ms;
@@ -73,6 +91,8 @@ typedef struct conf_s {
     int username_set;                /* the username key was given */
     int tls_key;                     /* the tls key: -1 unset, 0 no, 1 yes */
     int url_tls;                     /* the url is rediss:// */
+    int url_set;                     /* the url key was given */
+    int replicas_timeout_set;        /* the replicas_timeout_ms key was given */
 } conf_t;
 
 /* Fills c with the built-in defaults. */
@@ -96,6 +116,9 @@ int conf_set(conf_t *c, const char *section, const char *key,
  * Redis password from $DLOCKD_REDIS_PASSWORD or password_file when given.
  * Call once after loading and overrides. Returns 0 or -1 with err. */
 int conf_finish(conf_t *c, char *err, size_t errlen);
+
+/* sentinels and master_name go together. 0, or -1 with err. */
+int conf_check_sentinels(const conf_t *c, char *err, size_t errlen);
 
 /* Parses a redis URL into c's redis_* fields. Returns 0 or -1 with err. */
 int conf_parse_redis_url(conf_t *c, const char *url, char *err, size_t errlen);

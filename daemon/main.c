@@ -106,7 +106,9 @@ static int conf_read(const daemon_t *d, conf_t *c, int *have_file, char *err, si
     conf_defaults(c);
     if (*have_file && conf_load(c, path, err, errlen) != 0) return -1;
     if ((d->opt_socket && conf_set(c, "server", "socket", d->opt_socket, why, sizeof(why)) != 0) ||
-        (d->opt_url && conf_set(c, "redis", "url", d->opt_url, why, sizeof(why)) != 0)) {
+        (d->opt_url && (conf_set(c, "redis", "sentinels", "", why, sizeof(why)) != 0 ||
+                        conf_set(c, "redis", "master_name", "", why, sizeof(why)) != 0 ||
+                        conf_set(c, "redis", "url", d->opt_url, why, sizeof(why)) != 0))) {
         snprintf(err, errlen, "command line: %.400s", why);
         return -1;
     }
@@ -146,7 +148,13 @@ static void on_reload(uv_signal_t *handle, int signum) {
         strcmp(c->tls_server_name, n.tls_server_name) != 0 ||
         strcmp(c->key_prefix, n.key_prefix) != 0 ||
         c->connect_timeout_ms != n.connect_timeout_ms ||
-        c->command_timeout_ms != n.command_timeout_ms)
+        c->command_timeout_ms != n.command_timeout_ms ||
+        c->sentinels_count != n.sentinels_count ||
+        memcmp(c->sentinels, n.sentinels, sizeof(c->sentinels)) != 0 ||
+        strcmp(c->master_name, n.master_name) != 0 ||
+        strcmp(c->sentinel_username, n.sentinel_username) != 0 ||
+        strcmp(c->sentinel_password, n.sentinel_password) != 0 ||
+        c->replicas_ack != n.replicas_ack || c->replicas_timeout_ms != n.replicas_timeout_ms)
         log_warn("reload: [redis] changes only with a restart; the running settings stay");
     if (c->lease_ms != n.lease_ms || c->renew_every_ms != n.renew_every_ms)
         log_warn("reload: lease_ms and renew_every_ms change only with a restart (locks held "

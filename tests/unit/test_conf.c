@@ -138,6 +138,9 @@ static void assert_conf_eq(const conf_t *a, const conf_t *b) {
     ck_assert_uint_eq(a->max_waiters, b->max_waiters);
     ck_assert_int_eq(a->password_set, b->password_set);
     ck_assert_int_eq(a->username_set, b->username_set);
+    ck_assert_int_eq(a->replicas_ack, b->replicas_ack);
+    ck_assert_uint_eq(a->replicas_timeout_ms, b->replicas_timeout_ms);
+    ck_assert_uint_eq(a->sentinels_count, b->sentinels_count);
 }
 
 static void set_ok(conf_t *c, const char *section, const char *key, const char *value) {
@@ -217,6 +220,8 @@ START_TEST(test_shipped_file_states_the_defaults) {
     set_ok(&c, "redis", "connect_timeout_ms", "5");
     set_ok(&c, "redis", "command_timeout_ms", "6");
     set_ok(&c, "redis", "key_prefix", "other:");
+    set_ok(&c, "redis", "replicas_ack", "3");
+    set_ok(&c, "redis", "replicas_timeout_ms", "5");
     set_ok(&c, "lock", "lease_ms", "100");
     set_ok(&c, "lock", "renew_every_ms", "10");
     set_ok(&c, "lock", "max_locks_per_client", "3");
@@ -289,6 +294,129 @@ START_TEST(test_every_key_read_back) {
 
     ck_assert_msg(conf_finish(&c, err, sizeof(err)) == 0, "%s", err);
     ck_assert_uint_eq(c.renew_every_ms, 1000);
+}
+END_TEST
+
+/* ---- Sentinel and replicas ---------------------------------------------- */
+
+START_TEST(test_sentinel_keys) {
+    static const char text[] =
+        "[redis]\n"
+        "sentinels = 10.0.0.1:26380 sentinel-b [::1]:26381 [fe80::1],10.0.0.4\n"
+        "master_name = mymaster\n"
+        "sentinel_username = watcher\n"
+        "sentinel_password = spw\n"
+        "password = dpw\n"
+        "replicas_ack = 2\n"
+        "replicas_timeout_ms = 500\n";
+    conf_t c;
+    char err[CONF_ERR_LEN];
+    const char *path;
+
+    unsetenv(CONF_SENTINEL_PASSWORD_ENV);
+    ck_assert_msg(load_text(&c, text, &path, err) == 0, "%s", err);
+    ck_assert_uint_eq(c.sentinels_count, 5);
+    ck_assert_str_eq(c.sentinels[0].host, "10.0.0.1");
+    ck_assert_int_eq(c.sentinels[0].port, 26380);
+    ck_assert_str_eq(c.sentinels[1].host, "sentinel-b");
+    ck_assert_int_eq(c.sentinels[1].port, CONF_SENTINEL_PORT);
+    ck_assert_str_eq(c.sentinels[2].host, "::1");
+    ck_assert_int_eq(c.sentinels[2].port, 26381);
+    ck_assert_str_eq(c.sentinels[3].host, "fe80::1");
+    ck_assert_int_eq(c.sentinels[3].port, CONF_SENTINEL_PORT);
+    ck_assert_str_eq(c.sentinels[4].host, "10.0.0.4");
+    ck_assert_str_eq(c.master_name, "mymaster");
+    ck_assert_str_eq(c.sentinel_username, "watcher");
+    ck_assert_str_eq(c.sentinel_password, "spw");
+    ck_assert_str_eq(c.password, "dpw");
+    ck_assert_int_eq(c.replicas_ack, 2);
+    ck_assert_uint_eq(c.replicas_timeout_ms, 500);
+    ck_assert_msg(conf_finish(&c, err, sizeof(err)) == 0, "%s", err);
+
+    setenv(CONF_SENTINEL_PASSWORD_ENV, "from-env", 1);
+    ck_assert_msg(conf_finish(&c, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_str_eq(c.sentinel_password, "from-env");
+    ck_assert_str_eq(c.password, "dpw"); /* the data nodes' own */
+    unsetenv(CONF_SENTINEL_PASSWORD_ENV);
+}
+END_TEST
+
+START_TEST(test_replicas_ack_values) {
+    conf_t c;
+    char err[CONF_ERR_LEN];
+
+    conf_defaults(&c);
+    ck_assert_int_eq(c.replicas_ack, CONF_REPLICAS_AUTO);
+    ck_assert_uint_eq(c.replicas_timeout_ms, 1000);
+    set_ok(&c, "redis", "replicas_ack", "0");
+    ck_assert_int_eq(c.replicas_ack, 0);
+    set_ok(&c, "redis", "replicas_ack", "auto");
+    ck_assert_int_eq(c.replicas_ack, CONF_REPLICAS_AUTO);
+    const char *bad[] = {"", "-1", "65", "yes", "AUTO", "1x"};
+    for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+        ck_assert_msg(conf_set(&c, "redis", "replicas_ack", bad[i], err, sizeof(err)) != 0,
+                      "'%s' accepted", bad[i]);
+        ck_assert_msg(strstr(err, "replicas_ack") != NULL, "%s", err);
+    }
+    /* WAIT holds the command connection: it must end before the command's
+     * deadline. */
+    conf_defaults(&c);
+    set_ok(&c, "redis", "command_timeout_ms", "1000");
+    set_ok(&c, "redis", "replicas_timeout_ms", "1000");
+    ck_assert_int_ne(conf_finish(&c, err, sizeof(err)), 0);
+    ck_assert_msg(strstr(err, "replicas_timeout_ms") != NULL, "%s", err);
+    set_ok(&c, "redis", "replicas_ack", "0"); /* no WAIT, no constraint */
+    ck_assert_msg(conf_finish(&c, err, sizeof(err)) == 0, "%s", err);
+    /* Left unset, it fits under a short command_timeout_ms. */
+    conf_defaults(&c);
+    set_ok(&c, "redis", "command_timeout_ms", "750");
+    ck_assert_msg(conf_finish(&c, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_uint_eq(c.replicas_timeout_ms, 375);
+}
+END_TEST
+
+START_TEST(test_sentinel_errors_name_the_line) {
+    static const struct {
+        const char *text;
+        const char *where;
+        const char *what;
+    } cases[] = {
+        {"[redis]\nurl = redis://h:1\nsentinels = a:1\nmaster_name = m\n", ":3: ",
+         "exclude each other"},
+        {"[redis]\nsentinels = a:1\nmaster_name = m\nurl = redis://h:1\n", ":4: ",
+         "exclude each other"},
+        {"[redis]\n; no name\nsentinels = a:1 b:2\n", ":3: ", "needs master_name"},
+        {"[redis]\nmaster_name = m\n", ":2: ", "needs sentinels"},
+        {"[redis]\nsentinels = a:0\nmaster_name = m\n", ":2: ", "sentinel address"},
+        {"[redis]\nsentinels = a:70000\nmaster_name = m\n", ":2: ", "sentinel address"},
+        {"[redis]\nsentinels = ::1:5\nmaster_name = m\n", ":2: ", "sentinel address"},
+        {"[redis]\nsentinels = [::1\nmaster_name = m\n", ":2: ", "sentinel address"},
+        {"[redis]\nsentinels = :5\nmaster_name = m\n", ":2: ", "sentinel address"},
+        {"[redis]\nsentinels = a b c d e f g h i j k l m n o p q\nmaster_name = m\n", ":2: ",
+         "more than 16 sentinels"},
+        {"[redis]\nsentinels = a\nmaster_name = my master\n", ":3: ", "master_name"},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+        conf_t c;
+        char err[CONF_ERR_LEN];
+        const char *path;
+        ck_assert_msg(load_text(&c, cases[i].text, &path, err) != 0, "case %zu loaded", i);
+        ck_assert_msg(strstr(err, cases[i].where) != NULL && strstr(err, cases[i].what) != NULL,
+                      "case %zu: %s", i, err);
+    }
+}
+END_TEST
+
+START_TEST(test_empty_sentinels_allow_url) {
+    conf_t c;
+    char err[CONF_ERR_LEN];
+    const char *path;
+    /* An empty sentinels key (as a command-line -r override sets it) is
+     * no topology at all. */
+    ck_assert_msg(load_text(&c, "[redis]\nsentinels =\nurl = redis://h:7\n", &path, err) == 0,
+                  "%s", err);
+    ck_assert_uint_eq(c.sentinels_count, 0);
+    ck_assert_int_eq(c.redis_port, 7);
 }
 END_TEST
 
@@ -1349,6 +1477,10 @@ static Suite *conf_suite(void) {
     tc = tcase_create("keys");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_every_key_read_back);
+    tcase_add_test(tc, test_sentinel_keys);
+    tcase_add_test(tc, test_replicas_ack_values);
+    tcase_add_test(tc, test_sentinel_errors_name_the_line);
+    tcase_add_test(tc, test_empty_sentinels_allow_url);
     tcase_add_test(tc, test_crlf_file);
     tcase_add_test(tc, test_log_levels);
     tcase_add_test(tc, test_socket_mode_octal);
