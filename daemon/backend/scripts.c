@@ -10,20 +10,22 @@
 /* ---- the scripts -------------------------------------------------------- */
 
 /* K1 lock hash, K2 fence counter; A1 lease ms, A2 owner. {0, fence} new
- * grant, {1, holds} reentered, {2, pttl} taken. A missing counter starts
- * at Redis TIME in microseconds, so fences never go back after Redis loses
- * its data. The free case comes first, with the fewest calls: it is the
- * common one. */
+ * grant, {1, holds} reentered, {2, pttl} taken. A grant's fence is the
+ * greater of the counter plus one and Redis TIME in microseconds, and the
+ * counter is set to it: fences keep rising when Redis loses the counter
+ * (a restart without persistence) or a promoted replica missed its last
+ * writes, as long as that server's clock is not behind by more than the
+ * outage lasted. Microseconds stay below 2^53, exact in Lua's doubles.
+ * The free case comes first, with the fewest calls: it is the common one. */
 #define LUA_ACQUIRE \
     "if redis.call('exists', K1) == 0 then\n" \
     "  redis.call('hset', K1, A2, 1)\n" \
     "  redis.call('pexpire', K1, A1)\n" \
-    "  local f = redis.call('incr', K2)\n" \
-    "  if f == 1 then\n" \
-    "    local t = redis.call('time')\n" \
-    "    redis.call('set', K2, t[1] .. string.format('%06d', tonumber(t[2])))\n" \
-    "    f = redis.call('incr', K2)\n" \
-    "  end\n" \
+    "  local f = tonumber(redis.call('get', K2) or '0') + 1\n" \
+    "  local t = redis.call('time')\n" \
+    "  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n" \
+    "  if now > f then f = now end\n" \
+    "  redis.call('set', K2, string.format('%d', f))\n" \
     "  return {0, f}\n" \
     "end\n" \
     "if redis.call('hexists', K1, A2) == 1 then\n" \
