@@ -45,7 +45,12 @@ typedef enum {
     BACKEND_OK = 0,
     BACKEND_DOWN,         /* not connected, the connection broke, or no answer within
                              command_timeout_ms: the op may or may not have run */
-    BACKEND_FAILED        /* Redis answered with an error: it did not run */
+    BACKEND_FAILED,       /* Redis answered with an error: it did not run */
+    BACKEND_UNACKED       /* it ran on the primary, but fewer replicas than
+                             replicas_ack asked for acknowledged it in time
+                             (error: "replicas: acked X of N"). Only a new
+                             grant or a renewal gets it: undo the grant, count
+                             the renewal as failed */
 } backend_status_t;
 
 typedef enum {

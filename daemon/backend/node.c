@@ -15,8 +15,10 @@
 #include "daemon/util/util.h"
 
 /* Handshake commands on one connection at most: AUTH, SELECT, CLIENT
- * SETNAME, PING, and a SCRIPT LOAD per script. */
+ * SETNAME, ROLE, and a SCRIPT LOAD per script. */
 #define HS_MAX (4 + SCRIPT_COUNT)
+
+#define HS_ROLE (-2)          /* hs_t.script of the ROLE step */
 
 typedef struct nconn_s nconn_t;
 
@@ -40,14 +42,26 @@ struct nconn_s {
     hs_t hs[HS_MAX];
 };
 
+typedef struct wgroup_s wgroup_t;
+
 /* One script call in flight. */
 typedef struct call_s {
     node_t *nd;
     script_id_t script;
     int retried;              /* sent again after NOSCRIPT */
+    wgroup_t *wg;             /* the WAIT that confirms it, or NULL */
+    STAILQ_ENTRY(call_s) wlink;
     size_t n;
     backend_op_t *ops[];
 } call_t;
+
+/* The calls one WAIT confirms: those sent in one flush before it. Their
+ * replies come before WAIT's; the ones that ran wait here for it. */
+struct wgroup_s {
+    node_t *nd;
+    int need;                 /* replicas asked for */
+    STAILQ_HEAD(, call_s) calls;
+};
 
 typedef enum {
     SUB_IDLE = 0,
@@ -93,6 +107,10 @@ struct node_s {
     uv_prepare_t *flusher;    /* sends the queue before the loop polls */
     hmap_t subs;
     struct sub_list_s confirms; /* watches already in force, to confirm */
+    int replicas;             /* online replicas by the last ROLE; -1 unknown */
+    int waits;                /* WAITs in flight */
+    timers_entry_t role_poll;
+    int connecting;           /* inside node_connect */
     int freeing;
 };
 
@@ -102,6 +120,7 @@ struct node_s {
 static void conn_start(nconn_t *nc);
 static void send_subscribe(node_t *nd, sub_t *s);
 static void flush_queue(node_t *nd);
+static void flush_soon(node_t *nd);
 
 /* ---- ops ------------------------------------------------------------------ */
 
@@ -157,6 +176,25 @@ static void on_reload(void *data, redisReply *r, const char *error) {
              error ? error : r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
 }
 
+/* Calls back the ops of a call that ran. */
+static void call_done(node_t *nd, call_t *call) {
+    for (size_t i = 0; i < call->n; i++) {
+        backend_op_t *op = call->ops[i];
+        if (op->kind == BACKEND_RELEASE && op->res.status == BACKEND_OK)
+            op->res.others_waiting = others_waiting(nd, op, op->res.others_waiting);
+        op->cb(op);
+    }
+}
+
+/* Redis says it is not (or not yet) a primary that takes writes: the
+ * signs of a failover. */
+static int failover_sign(const char *err) {
+    return strncmp(err, "READONLY", 8) == 0 || strncmp(err, "LOADING", 7) == 0 ||
+           strncmp(err, "MASTERDOWN", 10) == 0;
+}
+
+static void wait_send(node_t *nd, wgroup_t *wg);
+
 static void on_call_reply(void *data, redisReply *r, const char *error) {
     call_t *call = data;
     node_t *nd = call->nd;
@@ -164,6 +202,15 @@ static void on_call_reply(void *data, redisReply *r, const char *error) {
 
     if (error != NULL) {
         ops_fail(call->ops, call->n, BACKEND_DOWN, error);
+    } else if (r->type == REDIS_REPLY_ERROR && nd->opts.managed && failover_sign(r->str)) {
+        /* It did not run. The node is no longer the primary: drop it and
+         * let the owner find the new one; waiters try again there. */
+        snprintf(err, sizeof(err), "%s", r->str);
+        ops_fail(call->ops, call->n, BACKEND_DOWN, err);
+        free(call);
+        log_warn("redis %s: %s: looking for the primary again", nd->label, err);
+        resp_close(CMD(nd)->c, err);
+        return;
     } else if (r->type == REDIS_REPLY_ERROR) {
         if (strncmp(r->str, "NOSCRIPT", 8) == 0 && !call->retried && node_up(nd)) {
             /* Scripts were flushed: load this one again, then resend. Both
@@ -174,7 +221,20 @@ static void on_call_reply(void *data, redisReply *r, const char *error) {
             call->retried = 1;
             if (resp_send(CMD(nd)->c, 3, argv, argvlen, 0, on_reload, nd) == RESP_ENOMEM)
                 log_warn("redis %s: out of memory reloading scripts", nd->label);
-            if (call_send(nd, call) == 0) return;
+            if (call_send(nd, call) == 0) {
+                /* Its WAIT went before it: it gets one of its own. */
+                if (call->wg != NULL) {
+                    wgroup_t *wg = malloc(sizeof(*wg));
+                    if (wg != NULL) {
+                        wg->nd = nd;
+                        wg->need = call->wg->need;
+                        STAILQ_INIT(&wg->calls);
+                        wait_send(nd, wg);
+                    }
+                    call->wg = wg; /* NULL: unconfirmed, as with replicas_ack 0 */
+                }
+                return;
+            }
             ops_fail(call->ops, call->n, BACKEND_FAILED, "out of memory");
             free(call);
             return;
@@ -182,25 +242,94 @@ static void on_call_reply(void *data, redisReply *r, const char *error) {
         ops_fail(call->ops, call->n, BACKEND_FAILED, r->str);
     } else if (scripts_decode(call->script, call->ops, call->n, r, err, sizeof(err)) != 0) {
         ops_fail(call->ops, call->n, BACKEND_FAILED, err);
+    } else if (call->wg != NULL) {
+        STAILQ_INSERT_TAIL(&call->wg->calls, call, wlink); /* until WAIT answers */
+        return;
     } else {
-        for (size_t i = 0; i < call->n; i++) {
-            backend_op_t *op = call->ops[i];
-            if (op->kind == BACKEND_RELEASE && op->res.status == BACKEND_OK)
-                op->res.others_waiting = others_waiting(nd, op, op->res.others_waiting);
-            op->cb(op);
-        }
+        call_done(nd, call);
     }
     free(call);
 }
 
-/* Sends ops[0..n) as one script call. */
-static void send_call(node_t *nd, backend_op_t *const *ops, size_t n) {
+/* Whether op changed the lock in a way that only counts once replicated:
+ * a new grant, or a renewal. */
+static int needs_ack(const backend_op_t *op) {
+    if (op->res.status != BACKEND_OK) return 0;
+    return (op->kind == BACKEND_ACQUIRE && op->res.outcome == BACKEND_GRANTED) ||
+           (op->kind == BACKEND_RENEW && op->res.renewal == BACKEND_RENEWED);
+}
+
+static void on_wait_reply(void *data, redisReply *r, const char *error) {
+    wgroup_t *wg = data;
+    node_t *nd = wg->nd;
+    char why[BACKEND_ERR_LEN];
+    backend_status_t status = BACKEND_OK;
+    call_t *call;
+
+    nd->waits--;
+    if (error != NULL) {
+        /* The grants may or may not stand on the replicas */
+        snprintf(why, sizeof(why), "replicas: %s", error);
+        status = BACKEND_DOWN;
+    } else if (r->type == REDIS_REPLY_INTEGER && r->integer >= wg->need) {
+        status = BACKEND_OK;
+    } else if (r->type == REDIS_REPLY_INTEGER) {
+        snprintf(why, sizeof(why), "replicas: acked %lld of %d", r->integer, wg->need);
+        status = BACKEND_UNACKED;
+    } else {
+        snprintf(why, sizeof(why), "replicas: WAIT failed: %s",
+                 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+        status = BACKEND_UNACKED;
+    }
+    if (status != BACKEND_OK && !STAILQ_EMPTY(&wg->calls))
+        log_debug("redis %s: %s", nd->label, why);
+    while ((call = STAILQ_FIRST(&wg->calls)) != NULL) {
+        STAILQ_REMOVE_HEAD(&wg->calls, wlink);
+        if (status != BACKEND_OK) {
+            for (size_t i = 0; i < call->n; i++) {
+                backend_op_t *op = call->ops[i];
+                if (!needs_ack(op)) continue;
+                op->res.status = status;
+                op->res.error = why;
+            }
+        }
+        call_done(nd, call);
+        free(call);
+    }
+    free(wg);
+    if (!STAILQ_EMPTY(&nd->queue)) flush_soon(nd);
+}
+
+/* Pipelines WAIT after the calls of wg. */
+static void wait_send(node_t *nd, wgroup_t *wg) {
+    char n[16], ms[16];
+    const char *argv[3] = {"WAIT", n, ms};
+    size_t argvlen[3] = {4, (size_t)snprintf(n, sizeof(n), "%d", wg->need),
+                         (size_t)snprintf(ms, sizeof(ms), "%u", nd->opts.replicas_timeout_ms)};
+    int rc = resp_send(CMD(nd)->c, 3, argv, argvlen, 0, on_wait_reply, wg);
+    if (rc == RESP_ENOMEM) {
+        /* Nothing will answer: settle its calls as unconfirmed. */
+        on_wait_reply(wg, NULL, "out of memory");
+        return;
+    }
+    nd->waits++;
+}
+
+/* Replicas each batch of writes must reach: 0 for no WAIT. */
+static int replicas_needed(const node_t *nd) {
+    if (nd->opts.replicas_ack == CONF_REPLICAS_AUTO) return nd->replicas > 0 ? 1 : 0;
+    return nd->opts.replicas_ack;
+}
+
+/* Sends ops[0..n) as one script call, confirmed by wg's WAIT if not NULL. */
+static void send_call(node_t *nd, backend_op_t *const *ops, size_t n, wgroup_t *wg) {
     call_t *call = calloc(1, sizeof(*call) + n * sizeof(call->ops[0]));
     if (call == NULL) {
         ops_fail(ops, n, BACKEND_FAILED, "out of memory");
         return;
     }
     call->nd = nd;
+    call->wg = wg;
     call->n = n;
     memcpy(call->ops, ops, n * sizeof(ops[0]));
     call->script = scripts_choose(ops, n);
@@ -212,12 +341,38 @@ static void send_call(node_t *nd, backend_op_t *const *ops, size_t n) {
 
 /* Sends everything submitted so far, in order: runs of batchable ops go
  * together, the others alone. Ops submitted from the callbacks run here
- * wait for the next round. */
+ * wait for the next round. With replicas to wait for, one WAIT follows
+ * the round's calls, and the next round waits until it is answered: under
+ * a slow replica, rounds grow rather than WAITs queue up. */
 static void flush_queue(node_t *nd) {
     struct op_list_s q = STAILQ_HEAD_INITIALIZER(q);
     backend_op_t *run[SCRIPTS_BATCH_MAX];
     char why[BACKEND_ERR_LEN];
+    wgroup_t *wg = NULL;
+    int need = 0;
 
+    if (!nd->freeing && node_up(nd) && (need = replicas_needed(nd)) > 0) {
+        if (nd->waits > 0) return; /* on_wait_reply flushes */
+        int writes = 0;
+        for (backend_op_t *op = STAILQ_FIRST(&nd->queue); op && !writes;
+             op = STAILQ_NEXT(op, link))
+            writes = op->kind != BACKEND_STATUS;
+        if (writes && (wg = malloc(sizeof(*wg))) == NULL) {
+            /* Unconfirmed grants would not be safe: none at all. */
+            STAILQ_CONCAT(&q, &nd->queue);
+            while (!STAILQ_EMPTY(&q)) {
+                backend_op_t *op = STAILQ_FIRST(&q);
+                STAILQ_REMOVE_HEAD(&q, link);
+                op_fail(op, BACKEND_FAILED, "out of memory");
+            }
+            return;
+        }
+        if (wg != NULL) {
+            wg->nd = nd;
+            wg->need = need;
+            STAILQ_INIT(&wg->calls);
+        }
+    }
     STAILQ_CONCAT(&q, &nd->queue);
     while (!STAILQ_EMPTY(&q)) {
         size_t n = 0;
@@ -233,9 +388,10 @@ static void flush_queue(node_t *nd) {
             else node_why_down(nd, why, sizeof(why));
             ops_fail(run, n, BACKEND_DOWN, why);
         } else {
-            send_call(nd, run, n);
+            send_call(nd, run, n, wg);
         }
     }
+    if (wg != NULL) wait_send(nd, wg);
 }
 
 /* Watches already in force when asked for are confirmed from here, never
@@ -381,6 +537,60 @@ const char *node_label(const node_t *nd) {
     return nd->label;
 }
 
+/* ROLE's answer: 1 for a primary (with *replicas set to those online),
+ * 0 for anything else (role names it), -1 for an answer that is no role. */
+static int role_parse(const redisReply *r, int *replicas, char *role, size_t cap) {
+    snprintf(role, cap, "?");
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+        r->element[0]->type != REDIS_REPLY_STRING)
+        return -1;
+    snprintf(role, cap, "%s", r->element[0]->str);
+    if (strcmp(r->element[0]->str, "master") != 0) return 0;
+    *replicas = r->elements >= 3 && r->element[2]->type == REDIS_REPLY_ARRAY
+                    ? (int)r->element[2]->elements
+                    : 0;
+    return 1;
+}
+
+/* What a managed node does when it is not the primary after all. */
+static void not_primary(node_t *nd, const char *role) {
+    char why[BACKEND_ERR_LEN];
+    snprintf(why, sizeof(why), "not the primary (ROLE says %s)", role);
+    log_warn("redis %s: %s: looking for the primary again", nd->label, why);
+    resp_close(CMD(nd)->c, why);
+}
+
+static void on_role_poll(timers_entry_t *t);
+
+static void on_role_reply(void *data, redisReply *r, const char *error) {
+    node_t *nd = data;
+    char role[32];
+    int replicas = nd->replicas;
+
+    if (error != NULL) return; /* the connection went down: on_conn_down knows */
+    int rc = role_parse(r, &replicas, role, sizeof(role));
+    if (rc == 1) {
+        if (replicas != nd->replicas)
+            log_info("redis %s: %d replica%s online", nd->label, replicas,
+                     replicas == 1 ? "" : "s");
+        nd->replicas = replicas;
+    } else if (rc == 0 && nd->opts.managed) {
+        not_primary(nd, role);
+        return;
+    } else if (rc == -1 && !nd->opts.managed) {
+        return; /* no ROLE here (a proxy, say): no use asking again */
+    }
+    if (node_up(nd)) timers_start(nd->timers, &nd->role_poll, NODE_ROLE_POLL_MS, on_role_poll);
+}
+
+static void on_role_poll(timers_entry_t *t) {
+    node_t *nd = container_of(t, node_t, role_poll);
+    const char *argv[1] = {"ROLE"};
+    if (!node_up(nd)) return;
+    if (resp_send(CMD(nd)->c, 1, argv, NULL, 0, on_role_reply, nd) == RESP_ENOMEM)
+        timers_start(nd->timers, &nd->role_poll, NODE_ROLE_POLL_MS, on_role_poll);
+}
+
 static void notify(node_t *nd) {
     if (nd->opts.on_state && !nd->freeing) nd->opts.on_state(nd->opts.data);
 }
@@ -404,6 +614,8 @@ static void conn_up(nconn_t *nc) {
             if (s->want && s->state == SUB_IDLE) send_subscribe(nd, s);
         }
     } else {
+        if (nd->opts.managed || nd->opts.replicas_ack == CONF_REPLICAS_AUTO)
+            timers_start(nd->timers, &nd->role_poll, NODE_ROLE_POLL_MS, on_role_poll);
         notify(nd);
     }
 }
@@ -415,6 +627,19 @@ static void on_hs_reply(void *data, redisReply *r, const char *error) {
     char why[BACKEND_ERR_LEN];
 
     if (error != NULL) return; /* the connection went down: on_conn_down says why */
+    if (hs->script == HS_ROLE && r->type != REDIS_REPLY_ERROR) {
+        char role[32];
+        int replicas = -1;
+        int rc = role_parse(r, &replicas, role, sizeof(role));
+        if (rc == 0 && nd->opts.managed) {
+            not_primary(nd, role);
+            return;
+        }
+        if (rc == 1 && replicas != nd->replicas && replicas > 0)
+            log_info("redis %s: %d replica%s online", nd->label, replicas,
+                     replicas == 1 ? "" : "s");
+        nd->replicas = replicas;
+    }
     if (r->type == REDIS_REPLY_ERROR && !hs->optional) {
         snprintf(why, sizeof(why), "handshake failed: %s", r->str);
         log_error("redis %s connection to %s: %s", nc->role, nd->label, why);
@@ -483,6 +708,11 @@ static void on_conn_open(void *data) {
     argv[1] = db;
     argvlen[1] = (size_t)snprintf(db, sizeof(db), "%d", nd->opts.db);
     hs_send(nc, 2, argv, argvlen, -1, 0);
+    /* Is it the primary, and with how many replicas? A server without ROLE
+     * (a proxy, say) is taken as it is, unless Sentinel named it. */
+    argv[0] = "ROLE";
+    argvlen[0] = 4;
+    hs_send(nc, 1, argv, argvlen, HS_ROLE, !nd->opts.managed);
     for (int i = 0; i < SCRIPT_COUNT; i++) {
         argv[0] = "SCRIPT";
         argvlen[0] = 6;
@@ -520,6 +750,13 @@ static void on_conn_down(void *data, const char *why) {
         resp_close(SUB(nd)->c, "command connection lost");
     }
     nc->was_up = 0;
+    if (!nc->is_sub) timers_stop(nd->timers, &nd->role_poll);
+    if (nd->opts.managed) {
+        /* The owner says where to go next (node_connect). */
+        if (!nc->is_sub) notify(nd);
+        if (!nd->connecting && nd->opts.on_lost) nd->opts.on_lost(nd->opts.data, why);
+        return;
+    }
     nc->backoff_ms = nc->backoff_ms ? nc->backoff_ms * 2 : NODE_BACKOFF_MIN_MS;
     if (nc->backoff_ms > NODE_BACKOFF_MAX_MS) nc->backoff_ms = NODE_BACKOFF_MAX_MS;
     timers_start(nd->timers, &nc->retry, nc->backoff_ms, on_retry);
@@ -529,6 +766,30 @@ static void on_conn_down(void *data, const char *why) {
 static void conn_start(nconn_t *nc) {
     if (nc->nd->freeing) return;
     resp_open(nc->c, &nc->nd->opts.addr);
+}
+
+static int addr_eq(const resp_addr_t *a, const resp_addr_t *b) {
+    return a->is_unix == b->is_unix && a->port == b->port && strcmp(a->host, b->host) == 0;
+}
+
+void node_connect(node_t *nd, const resp_addr_t *addr, const char *why) {
+    if (nd->freeing) return;
+    nd->connecting = 1;
+    if (!addr_eq(addr, &nd->opts.addr)) {
+        for (int i = 0; i < 2; i++)
+            if (resp_state(nd->conn[i].c) != RESP_DOWN) resp_close(nd->conn[i].c, why);
+        nd->opts.addr = *addr;
+        nd->replicas = -1;
+    }
+    nd->connecting = 0;
+    for (int i = 0; i < 2; i++) {
+        timers_stop(nd->timers, &nd->conn[i].retry);
+        if (resp_state(nd->conn[i].c) == RESP_DOWN) conn_start(&nd->conn[i]);
+    }
+}
+
+const resp_addr_t *node_addr(const node_t *nd) {
+    return &nd->opts.addr;
 }
 
 /* ---- life ------------------------------------------------------------------ */
@@ -590,8 +851,11 @@ node_t *node_new(uv_loop_t *loop, timers_t *timers, const node_opts_t *opts) {
         free(nd);
         return NULL;
     }
-    conn_start(CMD(nd));
-    conn_start(SUB(nd));
+    nd->replicas = -1;
+    if (!opts->managed) { /* a managed node waits for node_connect */
+        conn_start(CMD(nd));
+        conn_start(SUB(nd));
+    }
     return nd;
 }
 
@@ -608,6 +872,7 @@ void node_free(node_t *nd) {
     while (!STAILQ_EMPTY(&nd->queue)) flush_queue(nd);
     timers_stop(nd->timers, &CMD(nd)->retry);
     timers_stop(nd->timers, &SUB(nd)->retry);
+    timers_stop(nd->timers, &nd->role_poll);
     uv_close((uv_handle_t *)nd->flusher, on_flusher_close);
     size_t i = 0;
     hmap_node_t *h, *next;

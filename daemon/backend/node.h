@@ -21,6 +21,9 @@
 /* Reconnect backoff: doubles from MIN up to MAX. */
 #define NODE_BACKOFF_MIN_MS 50
 #define NODE_BACKOFF_MAX_MS 1000
+/* How often ROLE is asked while up: whether the node is still the primary,
+ * and how many replicas it has (replicas_ack = auto). */
+#define NODE_ROLE_POLL_MS   1000
 
 typedef struct node_s node_t;
 
@@ -37,6 +40,16 @@ typedef struct node_opts_s {
     uint32_t command_timeout_ms;
     tls_ctx_t *tls;               /* NULL: plain */
     const char *tls_server_name;
+    int replicas_ack;             /* CONF_REPLICAS_AUTO, 0 (no WAIT) or N */
+    uint32_t replicas_timeout_ms; /* WAIT's timeout */
+    /* Managed: the node never reconnects by itself, and it is up only while
+     * ROLE says it is the primary. When a connection goes down, or Redis
+     * says it is no longer the primary (ROLE, -READONLY, -LOADING,
+     * -MASTERDOWN), it calls on_lost; its owner finds out where the
+     * primary is and calls node_connect(). Unmanaged: it reconnects to the
+     * same address with a backoff. */
+    int managed;
+    void (*on_lost)(void *data, const char *why);
     void (*on_state)(void *data); /* the command connection went up or down */
     void *data;
 } node_opts_t;
@@ -46,6 +59,12 @@ node_t *node_new(uv_loop_t *loop, timers_t *timers, const node_opts_t *opts);
 /* Pending ops get BACKEND_DOWN inside; no callback fires afterwards. Not
  * from inside one of the node's own callbacks. */
 void node_free(node_t *nd);
+
+/* Managed nodes: connects whatever is down to addr; when addr is not where
+ * the node was, the connections that were up close first ("why"), so ops in
+ * flight get BACKEND_DOWN. Never calls back before it returns. */
+void node_connect(node_t *nd, const resp_addr_t *addr, const char *why);
+const resp_addr_t *node_addr(const node_t *nd);
 
 void node_submit(node_t *nd, backend_op_t *op);
 void node_watch(node_t *nd, const char *name, size_t len, backend_watch_cb cb, void *data);

@@ -23,6 +23,9 @@
 typedef struct lock_s lock_t;
 typedef struct hold_s hold_t;
 typedef struct wait_s wait_t;
+
+/* The text kept of why a waiter's last grant was undone. */
+#define WAIT_WHY_LEN 64
 typedef struct release_s release_t;
 
 /* What an owner's request in flight is. */
@@ -69,8 +72,9 @@ struct hold_s {
     LIST_ENTRY(hold_s) by_owner;
     LIST_ENTRY(hold_s) by_lock;
     TAILQ_ENTRY(hold_s) dog;   /* watchdog holds, oldest confirmation first */
-    int on_dog;
-    int renewing;              /* in a watchdog batch now */
+    unsigned on_dog : 1;
+    unsigned renewing : 1;     /* in a watchdog batch now */
+    unsigned renew_failed : 1; /* the last renewal got no confirmed answer */
 };
 
 /* A lock's waiters, and what waiting needs; it exists only while someone
@@ -111,6 +115,8 @@ struct wait_s {
     int tried;                 /* Redis said TAKEN at least once */
     uint32_t lease_ms;
     long long ttl_ms;          /* the holder's TTL as last seen, -1 unknown */
+    char unacked[WAIT_WHY_LEN]; /* the last try's grant was not replicated in
+                                   time: why, for a TRYLOCK whose wait ends */
     uint64_t sent_at;
     timers_entry_t deadline;   /* TRYLOCK's wait_ms */
     backend_op_t acquire;      /* its acquire, while it is the lock's attempt */

@@ -359,7 +359,14 @@ static void on_attempt(backend_op_t *op) {
         /* The script may have run: make sure no grant is left behind. */
         if (res->status != BACKEND_FAILED)
             release_all(m, l->name, l->len, w->owner->id, w->lease_ms);
-        if (w->tried && res->status != BACKEND_FAILED) {
+        if (res->status == BACKEND_UNACKED && !w->once) {
+            /* Not replicated in time, so undone: a LOCK waits on, a
+             * TRYLOCK until its wait runs out, and both try again soon. */
+            snprintf(w->unacked, sizeof(w->unacked), "%s", res->error);
+            timers_start(m->timers, &l->q->retry, LOCKMGR_UNACKED_RETRY_MS, on_retry);
+            return;
+        }
+        if (w->tried && res->status != BACKEND_FAILED && res->status != BACKEND_UNACKED) {
             /* A waiter that was already waiting keeps waiting. */
             return;
         }
@@ -381,6 +388,7 @@ static void on_attempt(backend_op_t *op) {
         break;
     case BACKEND_TAKEN:
         w->ttl_ms = res->ttl_ms;
+        w->unacked[0] = '\0'; /* someone holds it: that is why now */
         if (w->once) {
             answer_timeout(m, w->owner, res->ttl_ms);
             wait_end(w);
@@ -410,7 +418,10 @@ static void on_wait_deadline(timers_entry_t *t) {
     wait_t *w = container_of(t, wait_t, deadline);
     lock_t *l = w->lock;
     long long ttl = !LIST_EMPTY(&l->holds) ? local_ttl(l) : (w->tried ? w->ttl_ms : -1);
-    answer_timeout(l->mgr, w->owner, ttl);
+    if (w->unacked[0] != '\0' && LIST_EMPTY(&l->holds))
+        answer_error(l->mgr, w->owner, LOCK_ERR_BACKEND, w->unacked);
+    else
+        answer_timeout(l->mgr, w->owner, ttl);
     wait_end(w);
     lock_maybe_free(l);
 }
@@ -519,6 +530,12 @@ static void on_op(backend_op_t *bop) {
         if (bop->res.status == BACKEND_DOWN && h != NULL &&
             (bop->kind == BACKEND_ACQUIRE || bop->kind == BACKEND_RENEW))
             watchdog_limit(h, bop->lease_ms, op->sent_at);
+        if (bop->res.status == BACKEND_UNACKED && bop->kind == BACKEND_ACQUIRE) {
+            /* A reentry found our hold gone and took the lock anew, but
+             * that grant was not replicated: undo it; the hold is lost. */
+            if (h != NULL) hold_lost(h, LOCK_LOST_EXPIRED);
+            release_all(op->mgr, op->name, op->len, bop->owner, op->lease_ms);
+        }
         if (o != NULL) answer_error(op->mgr, o, LOCK_ERR_BACKEND, bop->res.error);
     } else {
         op->done(op, o, h);

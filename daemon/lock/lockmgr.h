@@ -84,6 +84,9 @@ typedef void (*lockmgr_done_cb)(lockmgr_t *mgr, void *data);
 /* When a release of ours woke waiters of other daemons, the next hand-off
  * to a local waiter waits this long, so that they get their turn. */
 #define LOCKMGR_YIELD_MS 2
+/* A waiter whose grant was undone because too few replicas acknowledged
+ * it (replicas_ack) tries again after this long. */
+#define LOCKMGR_UNACKED_RETRY_MS 100
 /* A waiter retries this often when the holder's key has no expiry. */
 #define LOCKMGR_NO_TTL_RETRY_MS 1000
 /* Watchdog batches in flight at once. */

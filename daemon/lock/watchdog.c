@@ -141,6 +141,7 @@ static void on_renewed(backend_op_t *op) {
             /* It got a lease of its own while this renewal was on its way;
              * the renewal, which ran after that, reset Redis's TTL to ours. */
             watchdog_limit(h, op->lease_ms, b->sent_at);
+        h->renew_failed = op->res.status != BACKEND_OK;
         if (op->res.status != BACKEND_OK) {
             /* stays due, where it is; the loss timer watches it */
             b->mgr->dog_cursor = NULL;
@@ -235,8 +236,11 @@ static void on_loss(timers_entry_t *t) {
     hold_t *h;
     while ((h = TAILQ_FIRST(&m->dog)) != NULL && loss_deadline(m, h) <= now) {
         lock_t *l = h->lock;
-        hold_lost(h, backend_available(m->backend, l->name, l->len) ? LOCK_LOST_EXPIRED
-                                                                    : LOCK_LOST_BACKEND);
+        /* Renewals that failed (no answer, or not replicated in time), or
+         * no backend: the backend's fault, not an expiry. */
+        hold_lost(h, backend_available(m->backend, l->name, l->len) && !h->renew_failed
+                         ? LOCK_LOST_EXPIRED
+                         : LOCK_LOST_BACKEND);
         lock_kick(l);
         lock_maybe_free(l);
     }

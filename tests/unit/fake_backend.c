@@ -270,10 +270,20 @@ static void answer(fake_t *fb, backend_op_t *op, const char *down_text) {
         memmove(&fb->inject[0], &fb->inject[1], (fb->ninject - 1) * sizeof(fb->inject[0]));
         fb->ninject--;
         if (in.run) model_run(fb, op);
-        memset(&op->res, 0, sizeof(op->res));
         snprintf(fb->error, sizeof(fb->error), "%s", in.text);
-        op->res.status = in.status;
-        op->res.error = fb->error;
+        if (in.status == BACKEND_UNACKED) {
+            /* As node.c does after a short WAIT: only a new grant or a
+             * renewal is refused; anything else stands. */
+            if ((op->kind == BACKEND_ACQUIRE && op->res.outcome == BACKEND_GRANTED) ||
+                (op->kind == BACKEND_RENEW && op->res.renewal == BACKEND_RENEWED)) {
+                op->res.status = BACKEND_UNACKED;
+                op->res.error = fb->error;
+            }
+        } else {
+            memset(&op->res, 0, sizeof(op->res));
+            op->res.status = in.status;
+            op->res.error = fb->error;
+        }
     } else {
         model_run(fb, op);
     }
@@ -341,6 +351,10 @@ void fake_fail_next(fake_t *fb, backend_status_t status, const char *text) {
 
 void fake_lose_next(fake_t *fb, const char *text) {
     inject(fb, BACKEND_DOWN, 1, text);
+}
+
+void fake_unack_next(fake_t *fb, const char *text) {
+    inject(fb, BACKEND_UNACKED, 1, text);
 }
 
 void fake_hold(fake_t *fb, int hold) {

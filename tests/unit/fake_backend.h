@@ -85,6 +85,10 @@ void fake_fail_next(fake_t *fb, backend_status_t status, const char *text);
 /* The next op fake_run() answers while up runs in the model, but its answer
  * is lost: the op gets BACKEND_DOWN (a reply that did not come in time). */
 void fake_lose_next(fake_t *fb, const char *text);
+/* The next op fake_run() answers while up runs in the model; if it was a
+ * new grant or a renewal, it gets BACKEND_UNACKED and text (its WAIT saw
+ * too few replicas), as node.c answers it. */
+void fake_unack_next(fake_t *fb, const char *text);
 /* 1: fake_run() answers nothing; ops stay in flight. */
 void fake_hold(fake_t *fb, int hold);
 /* Availability: available() says it; a change calls backend_notify_state().

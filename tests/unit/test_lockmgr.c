@@ -1435,6 +1435,75 @@ START_TEST(test_acquire_errors) {
 }
 END_TEST
 
+/* ---- replicas that do not acknowledge (replicas_ack) ------------------------------ */
+
+#define UNACKED "replicas: acked 0 of 1"
+
+/* A grant its replicas did not acknowledge is undone; a LOCK waits on and
+ * tries again after LOCKMGR_UNACKED_RETRY_MS. */
+START_TEST(test_unacked_grant_undone_lock_waits) {
+    client_t *a = client();
+    ck_assert_int_eq(lock_req(a, "u", 0), 0);
+    fake_unack_next(fb, UNACKED);
+    fake_run(fb);
+    no_reply(a);
+    queued_is(0, BACKEND_RELEASE, "u", a); /* the undo */
+    fake_run(fb);
+    ck_assert_int_eq(fake_pttl(fb, "u"), -2);
+    ck_assert_uint_eq(submitted(BACKEND_ACQUIRE), 1);
+    timers_advance(tm, LOCKMGR_UNACKED_RETRY_MS - 1);
+    ck_assert_uint_eq(submitted(BACKEND_ACQUIRE), 1);
+    timers_advance(tm, 1);
+    ck_assert_uint_eq(submitted(BACKEND_ACQUIRE), 2);
+    fake_run(fb);
+    expect_granted(a, 1);
+    ck_assert_uint_eq(stats().locks_held, 1);
+}
+END_TEST
+
+START_TEST(test_unacked_trylock) {
+    client_t *a = client();
+    /* No wait: the refusal is the answer. */
+    ck_assert_int_eq(request(a, LOCK_REQ_TRYLOCK, "u", 0, 0), 0);
+    fake_unack_next(fb, UNACKED);
+    fake_run(fb);
+    lock_reply_t r = expect_error(a, LOCK_ERR_BACKEND);
+    ck_assert_str_eq(r.detail, UNACKED);
+    fake_settle(fb);
+    ck_assert_int_eq(fake_pttl(fb, "u"), -2);
+    /* A wait that runs out after refusals says why, not TIMEOUT. */
+    ck_assert_int_eq(request(a, LOCK_REQ_TRYLOCK, "u", 150, 0), 0);
+    fake_unack_next(fb, UNACKED);
+    fake_settle(fb);
+    no_reply(a);
+    timers_advance(tm, LOCKMGR_UNACKED_RETRY_MS);
+    ck_assert_uint_eq(fake_queued(fb), 1); /* tries again */
+    fake_unack_next(fb, UNACKED);
+    fake_settle(fb);
+    timers_advance(tm, 150 - LOCKMGR_UNACKED_RETRY_MS);
+    r = expect_error(a, LOCK_ERR_BACKEND);
+    ck_assert_str_eq(r.detail, UNACKED);
+    fake_settle(fb);
+    ck_assert_int_eq(fake_pttl(fb, "u"), -2);
+    ck_assert_uint_eq(stats().waiters, 0);
+}
+END_TEST
+
+/* Renewals that are not acknowledged fail; at the loss deadline the hold
+ * is lost, for "backend", while the backend itself is up. */
+START_TEST(test_unacked_renewals_lose_the_lock) {
+    client_t *a = client();
+    lock_ok(a, "u", 0);
+    for (int i = 0; i < 16; i++) fake_unack_next(fb, UNACKED);
+    for (uint64_t t = 0; t < LEASE - MARGIN; t += 50) {
+        timers_advance(tm, 50);
+        fake_run(fb);
+    }
+    expect_event(a, "u", LOCK_LOST_BACKEND);
+    ck_assert_uint_eq(lockmgr_owner_held(a->o), 0);
+}
+END_TEST
+
 /* ---- shutdown ---------------------------------------------------------------- */
 
 static void on_done(lockmgr_t *m, void *data) {
@@ -1846,6 +1915,9 @@ static Suite *lockmgr_suite(void) {
     tcase_add_test(tc, test_fences_rise);
     tcase_add_test(tc, test_reentrant_lock_and_unlock);
     tcase_add_test(tc, test_acquire_errors);
+    tcase_add_test(tc, test_unacked_grant_undone_lock_waits);
+    tcase_add_test(tc, test_unacked_trylock);
+    tcase_add_test(tc, test_unacked_renewals_lose_the_lock);
 
     TC("waiting");
     tcase_add_test(tc, test_fifo_three_waiters);
