@@ -156,6 +156,7 @@ typedef struct backend_env_s {
 
 /* The topologies, one file each. */
 backend_t *standalone_open(const backend_env_t *env, char *err, size_t errlen);
+backend_t *sentinel_open(const backend_env_t *env, char *err, size_t errlen);
 
 /* Opens the topology the configuration names. NULL with err on failure
  * (e.g. a TLS file that cannot be read). */
