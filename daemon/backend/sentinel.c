@@ -58,6 +58,7 @@ typedef struct sentinel_s {
 
     /* following +switch-master */
     resp_conn_t *watch;
+    size_t watch_i;           /* the Sentinel it listens to */
     timers_entry_t watch_retry;
     uint32_t watch_backoff_ms;
     int watch_warned;
@@ -300,6 +301,9 @@ static void on_watch_down(void *data, const char *why) {
                  resp_addr(st->watch)->port, why);
         st->watch_warned = 1;
     }
+    /* The next one in the list: a Sentinel that is gone for good must not
+     * keep us deaf. */
+    st->watch_i = (st->watch_i + 1) % st->n;
     st->watch_backoff_ms = backoff_next(st->watch_backoff_ms);
     timers_start(st->timers, &st->watch_retry, st->watch_backoff_ms, on_watch_retry);
 }
@@ -333,12 +337,11 @@ static void on_watch_push(void *data, redisReply *r) {
     }
 }
 
-/* Subscribes on the Sentinel first in the list (the one that answered
- * last). */
+/* Subscribes on one Sentinel, going round the list while they fail. */
 static void watch_start(sentinel_t *st) {
     resp_addr_t a;
     if (st->closed || resp_state(st->watch) != RESP_DOWN) return;
-    to_resp_addr(&a, &st->addrs[0]);
+    to_resp_addr(&a, &st->addrs[st->watch_i]);
     if (resp_open(st->watch, &a) != 0) on_watch_down(st, "cannot connect");
 }
 
