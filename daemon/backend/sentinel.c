@@ -10,7 +10,8 @@
  * - ask again whenever the node loses a connection or Redis says READONLY,
  *   LOADING or MASTERDOWN (node.c reports them all as on_lost), after a
  *   short pause that grows while the node does not come up;
- * - follow +switch-master, which the Sentinels publish, at once.
+ * - follow +switch-master, which the Sentinels publish, at once: listening
+ *   to every one of them, since the one that ran the failover tells first.
  * When no Sentinel answers, the primary known last is kept, and the
  * Sentinels are asked again with a backoff; that is logged once an outage. */
 #include <stdio.h>
@@ -33,7 +34,20 @@
 
 #define SWITCH_CHANNEL "+switch-master"
 
-typedef struct sentinel_s {
+typedef struct sentinel_s sentinel_t;
+
+/* A listener for +switch-master on one Sentinel. */
+typedef struct watch_s {
+    sentinel_t *st;
+    resp_conn_t *c;
+    resp_addr_t addr;
+    timers_entry_t retry;
+    uint32_t backoff_ms;
+    int warned;               /* its loss was logged */
+    int was_up;               /* it listened before: missed switches are possible */
+} watch_t;
+
+struct sentinel_s {
     backend_t base;
     timers_t *timers;
     conf_addr_t addrs[CONF_SENTINELS_MAX]; /* the one that answered last first */
@@ -56,14 +70,9 @@ typedef struct sentinel_s {
     int warned;               /* "no Sentinel answered" was logged */
     char why[BACKEND_ERR_LEN]; /* what the last round met */
 
-    /* following +switch-master */
-    resp_conn_t *watch;
-    size_t watch_i;           /* the Sentinel it listens to */
-    timers_entry_t watch_retry;
-    uint32_t watch_backoff_ms;
-    int watch_warned;
+    watch_t watch[CONF_SENTINELS_MAX]; /* one per Sentinel, in the configured order */
     int closed;
-} sentinel_t;
+};
 
 #define ST(b) container_of((b), sentinel_t, base)
 #define ST_CONST(b) ((const sentinel_t *)(const void *)(b))
@@ -83,14 +92,14 @@ static uint32_t backoff_next(uint32_t ms) {
     return ms > SENTINEL_BACKOFF_MAX_MS ? SENTINEL_BACKOFF_MAX_MS : ms;
 }
 
-/* AUTH to a Sentinel, as the handshake of either connection. */
-static int send_auth(sentinel_t *st, resp_conn_t *c, resp_reply_cb cb) {
+/* AUTH to a Sentinel, as the handshake of any connection to one. */
+static int send_auth(const sentinel_t *st, resp_conn_t *c, resp_reply_cb cb, void *data) {
     const char *argv[3];
     int n = 0;
     argv[n++] = "AUTH";
     if (st->username[0] != '\0') argv[n++] = st->username;
     argv[n++] = st->password;
-    return resp_send(c, n, argv, NULL, RESP_F_HANDSHAKE, cb, st);
+    return resp_send(c, n, argv, NULL, RESP_F_HANDSHAKE, cb, data);
 }
 
 /* ---- the primary ---------------------------------------------------------- */
@@ -196,7 +205,7 @@ static void on_ask_open(void *data) {
     if (st->password[0] == '\0') {
         resp_ready(st->ask);
         if (st->asking) ask_send(st);
-    } else if (send_auth(st, st->ask, on_ask_auth) == RESP_ENOMEM) {
+    } else if (send_auth(st, st->ask, on_ask_auth, st) == RESP_ENOMEM) {
         resp_close(st->ask, "out of memory");
     }
 }
@@ -261,51 +270,51 @@ static void on_node_state(void *data) {
 
 /* ---- following +switch-master ------------------------------------------------ */
 
-static void watch_start(sentinel_t *st);
+/* One listener per Sentinel: the one that ran a failover publishes
+ * +switch-master before the others learn of it, and any of them may be
+ * the one that is down. */
+static void watch_start(watch_t *w);
 
 static void on_watch_retry(timers_entry_t *t) {
-    watch_start(container_of(t, sentinel_t, watch_retry));
+    watch_start(container_of(t, watch_t, retry));
 }
 
-static void watch_subscribe(sentinel_t *st) {
+static void watch_subscribe(watch_t *w) {
     const char *argv[2] = {"SUBSCRIBE", SWITCH_CHANNEL};
-    resp_ready(st->watch);
-    if (resp_send(st->watch, 2, argv, NULL, RESP_F_NO_REPLY, NULL, NULL) != 0)
-        resp_close(st->watch, "cannot subscribe");
+    resp_ready(w->c);
+    if (resp_send(w->c, 2, argv, NULL, RESP_F_NO_REPLY, NULL, NULL) != 0)
+        resp_close(w->c, "cannot subscribe");
 }
 
 static void on_watch_auth(void *data, redisReply *r, const char *error) {
-    sentinel_t *st = data;
+    watch_t *w = data;
     char why[BACKEND_ERR_LEN];
     if (error != NULL) return;
     if (r->type == REDIS_REPLY_ERROR) {
         snprintf(why, sizeof(why), "AUTH failed: %.200s", r->str);
-        resp_close(st->watch, why);
+        resp_close(w->c, why);
         return;
     }
-    watch_subscribe(st);
+    watch_subscribe(w);
 }
 
 static void on_watch_open(void *data) {
-    sentinel_t *st = data;
-    if (st->password[0] == '\0') watch_subscribe(st);
-    else if (send_auth(st, st->watch, on_watch_auth) == RESP_ENOMEM)
-        resp_close(st->watch, "out of memory");
+    watch_t *w = data;
+    if (w->st->password[0] == '\0') watch_subscribe(w);
+    else if (send_auth(w->st, w->c, on_watch_auth, w) == RESP_ENOMEM)
+        resp_close(w->c, "out of memory");
 }
 
 static void on_watch_down(void *data, const char *why) {
-    sentinel_t *st = data;
-    if (st->closed) return;
-    if (!st->watch_warned) {
-        log_warn("sentinel: lost %s from %s:%d: %s", SWITCH_CHANNEL, resp_addr(st->watch)->host,
-                 resp_addr(st->watch)->port, why);
-        st->watch_warned = 1;
+    watch_t *w = data;
+    if (w->st->closed) return;
+    if (!w->warned) {
+        log_warn("sentinel: lost %s from %s:%d: %s", SWITCH_CHANNEL, w->addr.host, w->addr.port,
+                 why);
+        w->warned = 1;
     }
-    /* The next one in the list: a Sentinel that is gone for good must not
-     * keep us deaf. */
-    st->watch_i = (st->watch_i + 1) % st->n;
-    st->watch_backoff_ms = backoff_next(st->watch_backoff_ms);
-    timers_start(st->timers, &st->watch_retry, st->watch_backoff_ms, on_watch_retry);
+    w->backoff_ms = backoff_next(w->backoff_ms);
+    timers_start(w->st->timers, &w->retry, w->backoff_ms, on_watch_retry);
 }
 
 /* "<name> <old ip> <old port> <new ip> <new port>" */
@@ -321,28 +330,27 @@ static void on_switch(sentinel_t *st, const char *msg, size_t len) {
 }
 
 static void on_watch_push(void *data, redisReply *r) {
-    sentinel_t *st = data;
+    watch_t *w = data;
+    sentinel_t *st = w->st;
     if (r->elements < 3 || r->element[0]->type != REDIS_REPLY_STRING) return;
     const char *kind = r->element[0]->str;
     if (strcasecmp(kind, "subscribe") == 0) {
-        if (st->watch_warned)
-            log_info("sentinel: following %s on %s:%d again", SWITCH_CHANNEL,
-                     resp_addr(st->watch)->host, resp_addr(st->watch)->port);
-        st->watch_warned = 0;
-        st->watch_backoff_ms = 0;
+        if (w->warned)
+            log_info("sentinel: following %s on %s:%d again", SWITCH_CHANNEL, w->addr.host,
+                     w->addr.port);
+        w->warned = 0;
+        w->backoff_ms = 0;
         /* A switch may have come while nobody listened. */
-        if (st->known) ask_start(st);
+        if (w->was_up && st->known) ask_start(st);
+        w->was_up = 1;
     } else if (strcasecmp(kind, "message") == 0 && r->element[2]->type == REDIS_REPLY_STRING) {
         on_switch(st, r->element[2]->str, r->element[2]->len);
     }
 }
 
-/* Subscribes on one Sentinel, going round the list while they fail. */
-static void watch_start(sentinel_t *st) {
-    resp_addr_t a;
-    if (st->closed || resp_state(st->watch) != RESP_DOWN) return;
-    to_resp_addr(&a, &st->addrs[st->watch_i]);
-    if (resp_open(st->watch, &a) != 0) on_watch_down(st, "cannot connect");
+static void watch_start(watch_t *w) {
+    if (w->st->closed || resp_state(w->c) != RESP_DOWN) return;
+    if (resp_open(w->c, &w->addr) != 0) on_watch_down(w, "cannot connect");
 }
 
 /* ---- the interface ------------------------------------------------------------- */
@@ -387,10 +395,12 @@ static void st_close(backend_t *b) {
     st->closed = 1;
     st->asking = 0;
     timers_stop(st->timers, &st->again);
-    timers_stop(st->timers, &st->watch_retry);
     node_free(st->node);
     resp_free(st->ask);
-    resp_free(st->watch);
+    for (size_t i = 0; i < st->n; i++) {
+        timers_stop(st->timers, &st->watch[i].retry);
+        resp_free(st->watch[i].c);
+    }
     free(st);
 }
 
@@ -434,12 +444,19 @@ backend_t *sentinel_open(const backend_env_t *env, char *err, size_t errlen) {
         .data = st,
     };
     st->ask = resp_new(env->loop, env->timers, &ro);
+    int ok = st->ask != NULL;
     ro.label = "sentinel " SWITCH_CHANNEL;
     ro.command_timeout_ms = 0; /* it only listens */
     ro.on_open = on_watch_open;
     ro.on_down = on_watch_down;
     ro.on_push = on_watch_push;
-    st->watch = resp_new(env->loop, env->timers, &ro);
+    for (size_t i = 0; i < st->n; i++) {
+        watch_t *w = &st->watch[i];
+        w->st = st;
+        to_resp_addr(&w->addr, &st->addrs[i]);
+        ro.data = w;
+        if ((w->c = resp_new(env->loop, env->timers, &ro)) == NULL) ok = 0;
+    }
 
     node_opts_t o = {
         .label = st->label,
@@ -460,15 +477,16 @@ backend_t *sentinel_open(const backend_env_t *env, char *err, size_t errlen) {
         .on_state = on_node_state,
         .data = st,
     };
-    if (st->ask != NULL && st->watch != NULL) st->node = node_new(env->loop, env->timers, &o);
+    if (ok) st->node = node_new(env->loop, env->timers, &o);
     if (st->node == NULL) {
         if (st->ask) resp_free(st->ask);
-        if (st->watch) resp_free(st->watch);
+        for (size_t i = 0; i < st->n; i++)
+            if (st->watch[i].c) resp_free(st->watch[i].c);
         free(st);
         goto nomem;
     }
     ask_start(st);
-    watch_start(st);
+    for (size_t i = 0; i < st->n; i++) watch_start(&st->watch[i]);
     return &st->base;
 nomem:
     snprintf(err, errlen, "out of memory");
