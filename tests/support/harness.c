@@ -27,6 +27,8 @@ typedef struct proc_s {
     char sock[256];
     char log[512];
     char conf[512];    /* a dlockd's config file */
+    char args[2048];   /* a redis-server's or sentinel's argv, NUL-separated, to restart it */
+    size_t nargs;
 } proc_t;
 
 static char run_dir[64];      /* made by h_main, removed at its exit */
@@ -321,6 +323,20 @@ int h_free_port(void) {
     return ntohs(sa.sin_port);
 }
 
+/* Keeps argv in procs[index], for h_redis_restart_index. */
+static void remember_args(int index, const char *const argv[]) {
+    proc_t *p = &procs[index];
+    size_t used = 0;
+    p->nargs = 0;
+    for (size_t i = 0; argv[i] != NULL; i++) {
+        size_t n = strlen(argv[i]) + 1;
+        ck_assert_msg(used + n <= sizeof(p->args), "arguments too long to keep");
+        memcpy(p->args + used, argv[i], n);
+        used += n;
+        p->nargs++;
+    }
+}
+
 /* Starts a redis-server by index listening as listen[] says ("%d" in an
  * argument stands for the port), plus a Unix socket to see it ready. With
  * port 0 a free port is chosen, and another one if the server could not
@@ -357,6 +373,7 @@ static int redis_start_index(int port, const char *const listen[], const char *c
         unlink(sock);
         procs[index].pid = spawn(argv, log);
         procs[index].port = p;
+        remember_args(index, argv);
         int r = await_ready(index, "PING\r\n", "+PONG");
         if (r == 0) return index;
         if (r == -2) ck_abort_msg("redis-server %s not ready within %d ms", sock, H_WAIT_MS);
@@ -688,4 +705,870 @@ void h_close(h_conn_t *c) {
     if (c == NULL) return;
     close(c->fd);
     free(c);
+}
+
+/* ---- replication and Sentinel ---------------------------------------------
+ * One set per test: a primary, its replicas and (maybe) the Sentinels that
+ * watch them, all on private TCP ports of 127.0.0.1. A small RESP client
+ * over TCP asks them things; its replies are flattened to lines. */
+
+#define H_SET_MAX   8
+#define H_RESP_MS   2000    /* bound on one command to a server or Sentinel */
+
+static int set_primary = -1;
+static int set_replicas[H_SET_MAX];
+static int set_nreplicas;
+static int set_sentinels[H_SET_MAX];    /* proc indexes */
+static int set_stopped[H_SET_MAX];      /* SIGSTOPped by h_sentinel_signal */
+static int set_nsentinels;
+
+/* What every server of a set gets, whichever of them ends up the primary:
+ * replicas sync at once and without files, and are announced as
+ * 127.0.0.1. */
+static const char *const set_server_args[] = {
+    "--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0",
+    "--repl-diskless-load", "swapdb", "--replica-announce-ip", "127.0.0.1", NULL};
+
+static void out_add(char *out, size_t cap, size_t *olen, const char *s, size_t n) {
+    if (*olen + n + 1 > cap) n = cap > *olen + 1 ? cap - *olen - 1 : 0;
+    memcpy(out + *olen, s, n);
+    *olen += n;
+    out[*olen] = '\0';
+}
+
+/* Appends one RESP2 reply at buf[*pos..len) to out as text, each scalar on
+ * a line of its own (arrays flattened, an error as "-" and its text, a nil
+ * as nothing). 1: complete, 0: more bytes needed, -1: not RESP. */
+static int resp_flatten(const char *buf, size_t len, size_t *pos, char *out, size_t cap,
+                        size_t *olen, int depth) {
+    size_t eol = *pos;
+    while (eol + 1 < len && !(buf[eol] == '\r' && buf[eol + 1] == '\n')) eol++;
+    if (eol + 1 >= len || depth > 8) return depth > 8 ? -1 : 0;
+    char type = buf[*pos];
+    const char *text = buf + *pos + 1;
+    size_t tlen = eol - *pos - 1;
+    long long n = strtoll(text, NULL, 10); /* stops at the CR */
+    size_t p = eol + 2;
+    switch (type) {
+    case '-':
+        out_add(out, cap, olen, "-", 1);
+        /* fall through */
+    case '+':
+    case ':':
+        out_add(out, cap, olen, text, tlen);
+        out_add(out, cap, olen, "\n", 1);
+        break;
+    case '$':
+        if (n >= 0) {
+            if (p + (size_t)n + 2 > len) return 0;
+            out_add(out, cap, olen, buf + p, (size_t)n);
+            out_add(out, cap, olen, "\n", 1);
+            p += (size_t)n + 2;
+        }
+        break;
+    case '*':
+        for (long long i = 0; i < n; i++) {
+            int r = resp_flatten(buf, len, &p, out, cap, olen, depth + 1);
+            if (r <= 0) return r;
+        }
+        break;
+    default:
+        return -1;
+    }
+    *pos = p;
+    return 1;
+}
+
+static int tcp_connect(int port, int timeout_ms) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return -1;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+        int err = 0;
+        socklen_t elen = sizeof(err);
+        if (errno != EINPROGRESS || poll(&pfd, 1, timeout_ms) != 1 ||
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0 || err != 0) {
+            close(fd);
+            return -1;
+        }
+    }
+    return fd;
+}
+
+/* Sends argv as one command on connection fd and flattens the reply into
+ * out. 0, or -1 if there was no complete reply by end_ms (the connection
+ * is then unusable). */
+static int resp_call(int fd, long long end_ms, const char *const argv[], char *out, size_t cap) {
+    static char buf[65536];
+    char req[4096];
+    size_t rlen = 0, argc = 0;
+    while (argv[argc] != NULL) argc++;
+    rlen += (size_t)snprintf(req, sizeof(req), "*%zu\r\n", argc);
+    for (size_t i = 0; i < argc; i++) {
+        ck_assert_uint_lt(rlen + strlen(argv[i]) + 32, sizeof(req));
+        rlen += (size_t)snprintf(req + rlen, sizeof(req) - rlen, "$%zu\r\n%s\r\n",
+                                 strlen(argv[i]), argv[i]);
+    }
+    out[0] = '\0';
+    size_t sent = 0, len = 0;
+    int r = 0;
+    while (r == 0) {
+        long long left = end_ms - h_now_ms();
+        if (left <= 0) break;
+        struct pollfd pfd = {.fd = fd, .events = sent < rlen ? POLLOUT : POLLIN};
+        int pr = poll(&pfd, 1, (int)left);
+        if (pr < 0 && errno == EINTR) continue;
+        if (pr <= 0) break;
+        if (sent < rlen) {
+            ssize_t n = write(fd, req + sent, rlen - sent);
+            if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+            if (n <= 0) break;
+            sent += (size_t)n;
+            continue;
+        }
+        ssize_t n = read(fd, buf + len, sizeof(buf) - len);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (n <= 0) break;
+        len += (size_t)n;
+        size_t pos = 0, olen = 0;
+        r = resp_flatten(buf, len, &pos, out, cap, &olen, 0);
+        if (r == 0 && len == sizeof(buf)) r = 1; /* longer than we keep: what we have */
+    }
+    if (r != 1) {
+        out[0] = '\0';
+        return -1;
+    }
+    size_t olen = strlen(out);
+    if (olen > 0 && out[olen - 1] == '\n') out[olen - 1] = '\0';
+    return 0;
+}
+
+/* As resp_call, on a connection of its own to 127.0.0.1:port. */
+static int resp_command(int port, int timeout_ms, const char *const argv[], char *out,
+                        size_t cap) {
+    out[0] = '\0';
+    int fd = tcp_connect(port, timeout_ms);
+    if (fd < 0) return -1;
+    int r = resp_call(fd, h_now_ms() + timeout_ms, argv, out, cap);
+    close(fd);
+    return r;
+}
+
+/* Splits a command line on spaces into argv (words point into line). */
+static void split_words(char *line, const char *argv[], size_t max) {
+    size_t n = 0;
+    for (char *w = strtok(line, " "); w != NULL; w = strtok(NULL, " ")) {
+        ck_assert_uint_lt(n, max - 1);
+        argv[n++] = w;
+    }
+    argv[n] = NULL;
+}
+
+static const char *vtcp_command(int port, const char *fmt, va_list ap) {
+    static char out[32768];
+    char line[2048];
+    const char *argv[64];
+    vsnprintf(line, sizeof(line), fmt, ap);
+    split_words(line, argv, sizeof(argv) / sizeof(argv[0]));
+    return resp_command(port, H_RESP_MS, argv, out, sizeof(out)) == 0 ? out : NULL;
+}
+
+const char *h_redis_tcp(int port, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    const char *r = vtcp_command(port, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+/* Counts key/value line pairs of a flattened reply where key and value are
+ * as given (value NULL: any). */
+static int count_pairs(const char *flat, const char *key, const char *value) {
+    int count = 0, at_key = 1;
+    const char *k = NULL;
+    size_t klen = 0;
+    for (const char *l = flat; l != NULL && *l != '\0';) {
+        const char *nl = strchr(l, '\n');
+        size_t n = nl ? (size_t)(nl - l) : strlen(l);
+        if (at_key) {
+            k = l;
+            klen = n;
+        } else if (klen == strlen(key) && strncmp(k, key, klen) == 0 &&
+                   (value == NULL || (n == strlen(value) && strncmp(l, value, n) == 0))) {
+            count++;
+        }
+        at_key = !at_key;
+        l = nl ? nl + 1 : NULL;
+    }
+    return count;
+}
+
+/* The value of the first pair with that key, or "" (static). */
+static const char *pair_value(const char *flat, const char *key) {
+    static char v[512];
+    int at_key = 1, hit = 0;
+    v[0] = '\0';
+    for (const char *l = flat; l != NULL && *l != '\0';) {
+        const char *nl = strchr(l, '\n');
+        size_t n = nl ? (size_t)(nl - l) : strlen(l);
+        if (at_key) {
+            hit = n == strlen(key) && strncmp(l, key, n) == 0;
+        } else if (hit) {
+            snprintf(v, sizeof(v), "%.*s", (int)n, l);
+            return v;
+        }
+        at_key = !at_key;
+        l = nl ? nl + 1 : NULL;
+    }
+    return v;
+}
+
+/* Occurrences of text in s. */
+static int count_text(const char *s, const char *text) {
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, text)) != NULL; p += strlen(text)) n++;
+    return n;
+}
+
+const char *h_redis_role(int index) {
+    static char role[32];
+    ck_assert(index >= 0 && index < nprocs && procs[index].is_redis);
+    const char *r = procs[index].pid > 0 ? h_redis_tcp(procs[index].port, "ROLE") : NULL;
+    snprintf(role, sizeof(role), "%.*s", r ? (int)strcspn(r, "\n") : 0, r ? r : "");
+    return role;
+}
+
+int h_redis_index_of_port(int port) {
+    for (int i = 0; i < nprocs; i++)
+        if (procs[i].is_redis && procs[i].port == port) return i;
+    return -1;
+}
+
+/* How many replicas of the server on port acknowledge a write at once, on
+ * one connection: a PUBLISH (replicated, but touching no key), then WAIT.
+ * -1 if the server does not answer. */
+static int replicas_acking(int port, int n, char *last, size_t lastlen) {
+    static char out[4096];
+    int fd = tcp_connect(port, H_RESP_MS);
+    if (fd < 0) {
+        snprintf(last, lastlen, "cannot connect");
+        return -1;
+    }
+    const char *const publish[] = {"PUBLISH", "dlockd-test:sync", "x", NULL};
+    char nstr[16];
+    snprintf(nstr, sizeof(nstr), "%d", n);
+    const char *const wait[] = {"WAIT", nstr, "200", NULL};
+    int acked = -1;
+    long long end = h_now_ms() + H_RESP_MS;
+    if (resp_call(fd, end, publish, out, sizeof(out)) == 0 && out[0] != '-' &&
+        resp_call(fd, end, wait, out, sizeof(out)) == 0) {
+        if (out[0] == '-') snprintf(last, lastlen, "WAIT: %.200s", out);
+        else acked = atoi(out);
+    } else {
+        snprintf(last, lastlen, "no reply to PUBLISH/WAIT: '%.200s'", out);
+    }
+    close(fd);
+    return acked;
+}
+
+void h_await_replicas(int primary, int n, int timeout_ms) {
+    ck_assert(primary >= 0 && primary < nprocs && procs[primary].is_redis);
+    long long end = h_now_ms() + timeout_ms;
+    char last[1024] = "(no answer)";
+    for (;;) {
+        /* INFO's state=online comes before a replica takes the stream (it
+         * waits for the replica's first REPLCONF ACK, up to a second):
+         * only an acknowledged write says it is really there. */
+        const char *r = h_redis_tcp(procs[primary].port, "INFO replication");
+        if (r != NULL) snprintf(last, sizeof(last), "%s", r);
+        if (r != NULL && strstr(r, "role:master") != NULL && count_text(r, ",state=online,") >= n) {
+            int acked = replicas_acking(procs[primary].port, n, last, sizeof(last));
+            if (acked >= n) return;
+            if (acked >= 0) snprintf(last, sizeof(last), "%d replicas acknowledge a write", acked);
+        }
+        ck_assert_msg(h_now_ms() < end, "redis %d (port %d) has not %d replicas online within "
+                      "%d ms: %s", primary, procs[primary].port, n, timeout_ms, last);
+        usleep(20000);
+    }
+}
+
+int h_replicas_start(int nreplicas) {
+    return h_replicas_start_args(nreplicas, NULL);
+}
+
+int h_replicas_start_args(int nreplicas, const char *const primary_extra[]) {
+    ck_assert(nreplicas >= 0 && nreplicas <= H_SET_MAX);
+    set_nreplicas = 0;
+    set_nsentinels = 0;
+    const char *pargs[48];
+    size_t np = 0;
+    for (; set_server_args[np] != NULL; np++) pargs[np] = set_server_args[np];
+    for (size_t i = 0; primary_extra != NULL && primary_extra[i] != NULL; i++) {
+        ck_assert_uint_lt(np, sizeof(pargs) / sizeof(pargs[0]) - 1);
+        pargs[np++] = primary_extra[i];
+    }
+    pargs[np] = NULL;
+    set_primary = h_redis_start_tcp(0, pargs);
+    char port[16];
+    snprintf(port, sizeof(port), "%d", h_redis_port(set_primary));
+    const char *args[32];
+    size_t n = 0;
+    for (; set_server_args[n] != NULL; n++) args[n] = set_server_args[n];
+    args[n++] = "--replicaof";
+    args[n++] = "127.0.0.1";
+    args[n++] = port;
+    args[n] = NULL;
+    for (int i = 0; i < nreplicas; i++) set_replicas[set_nreplicas++] = h_redis_start_tcp(0, args);
+    h_await_replicas(set_primary, nreplicas, H_WAIT_MS);
+    return set_primary;
+}
+
+int h_replica_start(int primary) {
+    ck_assert_msg(set_nreplicas < H_SET_MAX, "too many replicas");
+    char port[16];
+    snprintf(port, sizeof(port), "%d", h_redis_port(primary));
+    const char *args[32];
+    size_t n = 0;
+    for (; set_server_args[n] != NULL; n++) args[n] = set_server_args[n];
+    args[n++] = "--replicaof";
+    args[n++] = "127.0.0.1";
+    args[n++] = port;
+    args[n] = NULL;
+    int index = h_redis_start_tcp(0, args);
+    set_replicas[set_nreplicas++] = index;
+    if (set_primary < 0) set_primary = primary;
+    return index;
+}
+
+int h_primary(void) {
+    ck_assert_msg(set_primary >= 0, "no replication set started");
+    return set_primary;
+}
+
+int h_replica(int i) {
+    ck_assert_msg(i >= 0 && i < set_nreplicas, "no replica %d (%d started)", i, set_nreplicas);
+    return set_replicas[i];
+}
+
+static int sentinel_proc(int i) {
+    ck_assert_msg(i >= 0 && i < set_nsentinels, "no sentinel %d (%d started)", i,
+                  set_nsentinels);
+    return set_sentinels[i];
+}
+
+/* 1 if sentinel i runs and is not stopped. */
+static int sentinel_live(int i) {
+    return procs[set_sentinels[i]].pid > 0 && !set_stopped[i];
+}
+
+/* Faster than Sentinel's defaults, for tests: INFO every second (10 s),
+ * hello messages every 500 ms (2 s; a returned old primary is made a
+ * replica after four of these), PING every 200 ms (1 s). The last one
+ * matters: a Sentinel reconnects at most once per ping period, so with the
+ * default one as long as down-after-milliseconds, a Sentinel that learns
+ * of a new primary may not have reached it within down-after-milliseconds,
+ * take it for down, and fail over a second time. */
+static void sentinel_tune(int i) {
+    const char *r = h_sentinel_cmd(i, "SENTINEL DEBUG info-period 1000 publish-period 500 "
+                                      "ping-period 200");
+    ck_assert_msg(r != NULL && strcmp(r, "OK") == 0, "SENTINEL DEBUG on sentinel %d: '%s'", i,
+                  r ? r : "(no answer)");
+}
+
+static int sentinel_start(int n, int primary_port, int quorum) {
+    char dir[256], conf[512], sock[256], log[512];
+    snprintf(dir, sizeof(dir), "%s/sentinel-%d", test_dir, n);
+    snprintf(conf, sizeof(conf), "%s/sentinel.conf", dir);
+    snprintf(sock, sizeof(sock), "%s/sentinel-%d.sock", test_dir, n);
+    snprintf(log, sizeof(log), "%s/sentinel-%d.log", test_dir, n);
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    int index = add_proc(0, 1, sock, log);
+    for (int attempt = 0; attempt < 5; attempt++) {
+        int port = h_free_port();
+        FILE *f = fopen(conf, "w");
+        ck_assert_ptr_nonnull(f);
+        fprintf(f,
+                "port %d\nbind 127.0.0.1\nunixsocket %s\nunixsocketperm 700\ndir %s\n"
+                "sentinel announce-ip 127.0.0.1\n"
+                "sentinel monitor %s 127.0.0.1 %d %d\n"
+                "sentinel down-after-milliseconds %s 1000\n"
+                "sentinel failover-timeout %s 3000\n"
+                "sentinel parallel-syncs %s 1\n",
+                port, sock, dir, H_MASTER_NAME, primary_port, quorum, H_MASTER_NAME,
+                H_MASTER_NAME, H_MASTER_NAME);
+        fclose(f);
+        const char *argv[] = {"redis-sentinel", conf, NULL};
+        unlink(sock);
+        procs[index].pid = spawn(argv, log);
+        procs[index].port = port;
+        remember_args(index, argv);
+        int r = await_ready(index, "PING\r\n", "+PONG");
+        if (r == 0) return index;
+        if (r == -2) ck_abort_msg("redis-sentinel %d not ready within %d ms (see %s)", n,
+                                  H_WAIT_MS, log);
+    }
+    ck_abort_msg("redis-sentinel %d did not start (see %s)", n, log);
+    return -1;
+}
+
+/* What sentinel i lacks to know the whole set as started, or NULL. */
+static const char *sentinel_lacks(int i) {
+    static char why[256];
+    const char *m = h_sentinel_cmd(i, "SENTINEL master %s", H_MASTER_NAME);
+    if (m == NULL) return "no answer to SENTINEL master";
+    if (count_pairs(m, "flags", "master") != 1) {
+        snprintf(why, sizeof(why), "primary flags '%s'", pair_value(m, "flags"));
+        return why;
+    }
+    char want[16];
+    snprintf(want, sizeof(want), "%d", set_nsentinels - 1);
+    if (count_pairs(m, "num-other-sentinels", want) != 1) {
+        snprintf(why, sizeof(why), "knows %s other sentinels of %s",
+                 pair_value(m, "num-other-sentinels"), want);
+        return why;
+    }
+    const char *r = h_sentinel_cmd(i, "SENTINEL replicas %s", H_MASTER_NAME);
+    if (r == NULL) return "no answer to SENTINEL replicas";
+    int ok = count_pairs(r, "flags", "slave");
+    int link = count_pairs(r, "master-link-status", "ok");
+    if (ok != set_nreplicas || link != set_nreplicas) {
+        snprintf(why, sizeof(why), "knows %d healthy replicas (%d linked) of %d", ok, link,
+                 set_nreplicas);
+        return why;
+    }
+    return NULL;
+}
+
+int h_sentinels_start(int nreplicas, int nsentinels) {
+    return h_sentinels_start_args(nreplicas, nsentinels, NULL);
+}
+
+int h_sentinels_start_args(int nreplicas, int nsentinels, const char *const primary_extra[]) {
+    ck_assert(nsentinels >= 1 && nsentinels <= H_SET_MAX);
+    int primary = h_replicas_start_args(nreplicas, primary_extra);
+    for (int i = 0; i < nsentinels; i++) {
+        set_stopped[i] = 0;
+        set_sentinels[i] = sentinel_start(i, h_redis_port(primary), nsentinels / 2 + 1);
+        set_nsentinels++;
+        sentinel_tune(i);
+    }
+    long long end = h_now_ms() + H_FAILOVER_MS;
+    for (int i = 0; i < nsentinels; i++) {
+        const char *why;
+        while ((why = sentinel_lacks(i)) != NULL) {
+            ck_assert_msg(h_now_ms() < end, "sentinel %d does not know the set within %d ms: %s",
+                          i, H_FAILOVER_MS, why);
+            usleep(50000);
+        }
+    }
+    return primary;
+}
+
+int h_sentinel_count(void) {
+    return set_nsentinels;
+}
+
+int h_sentinel_index(int i) {
+    return sentinel_proc(i);
+}
+
+int h_sentinel_port(int i) {
+    return procs[sentinel_proc(i)].port;
+}
+
+const char *h_sentinel_cmd(int i, const char *fmt, ...) {
+    int port = h_sentinel_port(i);
+    va_list ap;
+    va_start(ap, fmt);
+    const char *r = vtcp_command(port, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+void h_sentinel_stop(int i, int sig) {
+    h_redis_stop_index(sentinel_proc(i), sig);
+    set_stopped[i] = sig == SIGSTOP;
+}
+
+void h_sentinel_signal(int i, int sig) {
+    h_redis_signal_index(sentinel_proc(i), sig);
+    if (sig == SIGSTOP) set_stopped[i] = 1;
+    if (sig == SIGCONT) set_stopped[i] = 0;
+}
+
+const char *h_sentinel_addrs(void) {
+    static char addrs[H_SET_MAX * 24];
+    size_t n = 0;
+    addrs[0] = '\0';
+    for (int i = 0; i < set_nsentinels; i++)
+        n += (size_t)snprintf(addrs + n, sizeof(addrs) - n, "%s127.0.0.1:%d", i ? " " : "",
+                              h_sentinel_port(i));
+    return addrs;
+}
+
+/* The primary's port as each live sentinel says: the port if all that
+ * answer agree (*answered of them), else -1; 0 if none answers. */
+static int sentinels_agree(int *answered, char *last, size_t lastlen) {
+    int port = 0;
+    *answered = 0;
+    for (int i = 0; i < set_nsentinels; i++) {
+        if (!sentinel_live(i)) continue;
+        const char *r = h_sentinel_cmd(i, "SENTINEL get-master-addr-by-name %s", H_MASTER_NAME);
+        if (r == NULL || r[0] == '-' || strchr(r, '\n') == NULL) {
+            if (last) snprintf(last, lastlen, "sentinel %d: '%s'", i, r ? r : "(no answer)");
+            continue;
+        }
+        int p = atoi(strchr(r, '\n') + 1);
+        if (last) snprintf(last, lastlen, "sentinel %d says port %d", i, p);
+        if (*answered > 0 && p != port) port = -1;
+        else if (*answered == 0) port = p;
+        (*answered)++;
+    }
+    return port;
+}
+
+int h_sentinel_primary_port(void) {
+    for (int i = 0; i < set_nsentinels; i++) {
+        if (!sentinel_live(i)) continue;
+        const char *r = h_sentinel_cmd(i, "SENTINEL get-master-addr-by-name %s", H_MASTER_NAME);
+        if (r != NULL && r[0] != '-' && strchr(r, '\n') != NULL) return atoi(strchr(r, '\n') + 1);
+    }
+    return -1;
+}
+
+int h_await_failover(int old_port, int timeout_ms) {
+    long long end = h_now_ms() + timeout_ms;
+    char last[256] = "";
+    for (;;) {
+        int answered;
+        int port = sentinels_agree(&answered, last, sizeof(last));
+        if (answered > 0 && port > 0 && port != old_port) {
+            int index = h_redis_index_of_port(port);
+            ck_assert_msg(index >= 0, "sentinels name port %d, not one of this test's", port);
+            const char *role = h_redis_role(index);
+            if (strcmp(role, "master") == 0) return port;
+            snprintf(last, sizeof(last), "sentinels agree on port %d, whose ROLE is '%s'", port,
+                     role);
+        } else if (answered > 0 && port == -1) {
+            snprintf(last, sizeof(last), "sentinels disagree");
+        }
+        ck_assert_msg(h_now_ms() < end, "no failover away from port %d within %d ms (%s)",
+                      old_port, timeout_ms, last);
+        usleep(50000);
+    }
+}
+
+void h_sentinel_failover(void) {
+    long long end = h_now_ms() + H_WAIT_MS;
+    const char *r = NULL;
+    for (;;) {
+        for (int i = 0; i < set_nsentinels; i++) {
+            if (!sentinel_live(i)) continue;
+            r = h_sentinel_cmd(i, "SENTINEL FAILOVER %s", H_MASTER_NAME);
+            if (r != NULL && strcmp(r, "OK") == 0) return;
+            break;
+        }
+        /* NOGOODSLAVE until a replica is fit; INPROG while one runs */
+        ck_assert_msg(h_now_ms() < end, "SENTINEL FAILOVER refused for %d ms: '%s'", H_WAIT_MS,
+                      r ? r : "(no sentinel answers)");
+        usleep(100000);
+    }
+}
+
+void h_redis_restart_index(int index) {
+    ck_assert(index >= 0 && index < nprocs && procs[index].is_redis);
+    proc_t *p = &procs[index];
+    ck_assert_msg(p->pid <= 0, "redis %d still runs", index);
+    ck_assert_msg(p->nargs > 0, "redis %d has no arguments to restart with", index);
+    const char *argv[80];
+    const char *a = p->args;
+    ck_assert_uint_lt(p->nargs, sizeof(argv) / sizeof(argv[0]));
+    for (size_t i = 0; i < p->nargs; i++, a += strlen(a) + 1) argv[i] = a;
+    argv[p->nargs] = NULL;
+    /* A redis-server comes back empty: whatever a sync wrote goes. */
+    for (size_t i = 0; i + 1 < p->nargs; i++) {
+        if (strcmp(argv[i], "--dir") != 0) continue;
+        char path[600];
+        snprintf(path, sizeof(path), "%s/dump.rdb", argv[i + 1]);
+        unlink(path);
+    }
+    unlink(p->sock);
+    p->pid = spawn(argv, p->log);
+    wait_ready(index, "PING\r\n", "+PONG");
+    for (int i = 0; i < set_nsentinels; i++) {
+        if (set_sentinels[i] != index) continue;
+        set_stopped[i] = 0;
+        sentinel_tune(i);
+    }
+}
+
+int h_dlockd_start_sentinel(const char *extra) {
+    char text[4096];
+    snprintf(text, sizeof(text),
+             "[server]\nadmin_uids = 0\n"
+             "[redis]\nsentinels = %s\nmaster_name = %s\n"
+             "command_timeout_ms = 1000\nconnect_timeout_ms = 500\n%s",
+             h_sentinel_addrs(), H_MASTER_NAME, extra ? extra : "");
+    int index = h_dlockd_start_conf(text);
+    h_await_redis(index, 1);
+    return index;
+}
+
+int h_dlockd_start_tcp(int redis, const char *extra) {
+    char text[4096];
+    snprintf(text, sizeof(text),
+             "[server]\nadmin_uids = 0\n"
+             "[redis]\nurl = redis://127.0.0.1:%d\n"
+             "command_timeout_ms = 1000\nconnect_timeout_ms = 500\n%s",
+             h_redis_port(redis), extra ? extra : "");
+    int index = h_dlockd_start_conf(text);
+    h_await_redis(index, 1);
+    return index;
+}
+
+void h_await_log_ms(int index, const char *text, int want, int timeout_ms) {
+    long long end = h_now_ms() + timeout_ms;
+    while (h_log_count(index, text) < want) {
+        ck_assert_msg(h_now_ms() < end, "log has %d lines with '%s' after %d ms, wanted %d",
+                      h_log_count(index, text), text, timeout_ms, want);
+        usleep(10000);
+    }
+}
+
+/* ---- replication and Sentinel over TLS -------------------------------------
+ * The servers and Sentinels of such a set listen on TCP with TLS only; the
+ * harness's RESP client speaks plain TCP, so it asks each of them over the
+ * plain Unix socket each also has (the ready check's). */
+
+const char *h_redis_unix(int index, const char *fmt, ...) {
+    static char out[32768];
+    char line[2048];
+    const char *argv[64];
+    ck_assert(index >= 0 && index < nprocs && procs[index].is_redis);
+    if (procs[index].pid <= 0) return NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    split_words(line, argv, sizeof(argv) / sizeof(argv[0]));
+    int fd = unix_connect(procs[index].sock);
+    if (fd < 0) return NULL;
+    int r = resp_call(fd, h_now_ms() + H_RESP_MS, argv, out, sizeof(out));
+    close(fd);
+    return r == 0 ? out : NULL;
+}
+
+/* The TLS arguments of a set's servers and Sentinels ("--name", value
+ * pairs; a Sentinel's config file takes them without the dashes). */
+static char tls_files[5][512];
+static const char *tls_args[24];
+
+static void tls_args_make(const char *certs, int auth_clients) {
+    const char *const names[] = {"server.crt", "server.key", "ca.crt", "client.crt", "client.key"};
+    for (int i = 0; i < 5; i++)
+        snprintf(tls_files[i], sizeof(tls_files[i]), "%s/%s", certs, names[i]);
+    size_t n = 0;
+    tls_args[n++] = "--tls-cert-file";
+    tls_args[n++] = tls_files[0];
+    tls_args[n++] = "--tls-key-file";
+    tls_args[n++] = tls_files[1];
+    tls_args[n++] = "--tls-ca-cert-file";
+    tls_args[n++] = tls_files[2];
+    tls_args[n++] = "--tls-replication";
+    tls_args[n++] = "yes";
+    tls_args[n++] = "--tls-auth-clients";
+    tls_args[n++] = auth_clients ? "yes" : "no";
+    if (auth_clients) { /* server.crt is for serverAuth only: as a client, client.crt */
+        tls_args[n++] = "--tls-client-cert-file";
+        tls_args[n++] = tls_files[3];
+        tls_args[n++] = "--tls-client-key-file";
+        tls_args[n++] = tls_files[4];
+    }
+    tls_args[n] = NULL;
+}
+
+/* A TLS-only server of the set, a replica of primary_port unless 0. */
+static int tls_server_start(int primary_port) {
+    const char *const listen[] = {"--port", "0", "--tls-port", "%d", "--bind", "127.0.0.1", NULL};
+    const char *args[48];
+    char port[16];
+    size_t n = 0;
+    for (size_t i = 0; set_server_args[i] != NULL; i++) args[n++] = set_server_args[i];
+    for (size_t i = 0; tls_args[i] != NULL; i++) args[n++] = tls_args[i];
+    if (primary_port != 0) {
+        snprintf(port, sizeof(port), "%d", primary_port);
+        args[n++] = "--replicaof";
+        args[n++] = "127.0.0.1";
+        args[n++] = port;
+    }
+    args[n] = NULL;
+    return redis_start_index(0, listen, args);
+}
+
+/* As h_await_replicas, over the primary's Unix socket. */
+static void tls_await_replicas(int primary, int n, int timeout_ms) {
+    static char out[4096];
+    long long end = h_now_ms() + timeout_ms;
+    char last[1024] = "(no answer)";
+    char nstr[16];
+    snprintf(nstr, sizeof(nstr), "%d", n);
+    const char *const publish[] = {"PUBLISH", "dlockd-test:sync", "x", NULL};
+    const char *const wait[] = {"WAIT", nstr, "200", NULL};
+    for (;;) {
+        const char *r = h_redis_unix(primary, "INFO replication");
+        if (r != NULL) snprintf(last, sizeof(last), "%s", r);
+        if (r != NULL && strstr(r, "role:master") != NULL && count_text(r, ",state=online,") >= n) {
+            int fd = unix_connect(procs[primary].sock);
+            long long cend = h_now_ms() + H_RESP_MS;
+            int acked = -1;
+            if (fd >= 0 && resp_call(fd, cend, publish, out, sizeof(out)) == 0 && out[0] != '-' &&
+                resp_call(fd, cend, wait, out, sizeof(out)) == 0 && out[0] != '-')
+                acked = atoi(out);
+            if (fd >= 0) close(fd);
+            if (acked >= n) return;
+            snprintf(last, sizeof(last), "%d replicas acknowledge a write", acked);
+        }
+        ck_assert_msg(h_now_ms() < end, "redis %d (TLS port %d) has not %d replicas online "
+                      "within %d ms: %s", primary, procs[primary].port, n, timeout_ms, last);
+        usleep(20000);
+    }
+}
+
+/* A TLS-only Sentinel (port 0, tls-port) that speaks TLS to the servers and
+ * to the other Sentinels (tls-replication yes), tuned as sentinel_tune. */
+static int tls_sentinel_start(int n, int primary_port, int quorum) {
+    char dir[256], conf[512], sock[256], log[512];
+    snprintf(dir, sizeof(dir), "%s/sentinel-%d", test_dir, n);
+    snprintf(conf, sizeof(conf), "%s/sentinel.conf", dir);
+    snprintf(sock, sizeof(sock), "%s/sentinel-%d.sock", test_dir, n);
+    snprintf(log, sizeof(log), "%s/sentinel-%d.log", test_dir, n);
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    int index = add_proc(0, 1, sock, log);
+    for (int attempt = 0; attempt < 5; attempt++) {
+        int port = h_free_port();
+        FILE *f = fopen(conf, "w");
+        ck_assert_ptr_nonnull(f);
+        fprintf(f, "port 0\ntls-port %d\nbind 127.0.0.1\nunixsocket %s\nunixsocketperm 700\n"
+                   "dir %s\n", port, sock, dir);
+        for (size_t i = 0; tls_args[i] != NULL; i += 2)
+            fprintf(f, "%s %s\n", tls_args[i] + 2, tls_args[i + 1]);
+        fprintf(f,
+                "sentinel announce-ip 127.0.0.1\n"
+                "sentinel monitor %s 127.0.0.1 %d %d\n"
+                "sentinel down-after-milliseconds %s 1000\n"
+                "sentinel failover-timeout %s 3000\n"
+                "sentinel parallel-syncs %s 1\n",
+                H_MASTER_NAME, primary_port, quorum, H_MASTER_NAME, H_MASTER_NAME, H_MASTER_NAME);
+        fclose(f);
+        const char *argv[] = {"redis-sentinel", conf, NULL};
+        unlink(sock);
+        procs[index].pid = spawn(argv, log);
+        procs[index].port = port;
+        remember_args(index, argv);
+        int r = await_ready(index, "PING\r\n", "+PONG");
+        if (r == -2) ck_abort_msg("redis-sentinel %d not ready within %d ms (see %s)", n,
+                                  H_WAIT_MS, log);
+        if (r != 0) continue; /* the port was taken: another */
+        const char *t = h_redis_unix(index, "SENTINEL DEBUG info-period 1000 publish-period 500 "
+                                            "ping-period 200");
+        ck_assert_msg(t != NULL && strcmp(t, "OK") == 0, "SENTINEL DEBUG on sentinel %d: '%s'",
+                      n, t ? t : "(no answer)");
+        return index;
+    }
+    ck_abort_msg("redis-sentinel %d did not start (see %s)", n, log);
+    return -1;
+}
+
+/* As sentinel_lacks, over sentinel i's Unix socket. */
+static const char *tls_sentinel_lacks(int i) {
+    static char why[256];
+    int index = set_sentinels[i];
+    const char *m = h_redis_unix(index, "SENTINEL master %s", H_MASTER_NAME);
+    if (m == NULL) return "no answer to SENTINEL master";
+    if (count_pairs(m, "flags", "master") != 1) {
+        snprintf(why, sizeof(why), "primary flags '%s'", pair_value(m, "flags"));
+        return why;
+    }
+    char want[16];
+    snprintf(want, sizeof(want), "%d", set_nsentinels - 1);
+    if (count_pairs(m, "num-other-sentinels", want) != 1) {
+        snprintf(why, sizeof(why), "knows %s other sentinels of %s",
+                 pair_value(m, "num-other-sentinels"), want);
+        return why;
+    }
+    const char *r = h_redis_unix(index, "SENTINEL replicas %s", H_MASTER_NAME);
+    if (r == NULL) return "no answer to SENTINEL replicas";
+    int ok = count_pairs(r, "flags", "slave");
+    int link = count_pairs(r, "master-link-status", "ok");
+    if (ok != set_nreplicas || link != set_nreplicas) {
+        snprintf(why, sizeof(why), "knows %d healthy replicas (%d linked) of %d", ok, link,
+                 set_nreplicas);
+        return why;
+    }
+    return NULL;
+}
+
+int h_tls_sentinels_start(int nreplicas, int nsentinels, const char *certs, int auth_clients) {
+    ck_assert(nreplicas >= 0 && nreplicas <= H_SET_MAX);
+    ck_assert(nsentinels >= 1 && nsentinels <= H_SET_MAX);
+    tls_args_make(certs, auth_clients);
+    set_nreplicas = 0;
+    set_nsentinels = 0;
+    set_primary = tls_server_start(0);
+    for (int i = 0; i < nreplicas; i++)
+        set_replicas[set_nreplicas++] = tls_server_start(procs[set_primary].port);
+    tls_await_replicas(set_primary, nreplicas, H_WAIT_MS);
+    for (int i = 0; i < nsentinels; i++) {
+        set_stopped[i] = 0;
+        set_sentinels[i] = tls_sentinel_start(i, procs[set_primary].port, nsentinels / 2 + 1);
+        set_nsentinels++;
+    }
+    long long end = h_now_ms() + H_FAILOVER_MS;
+    for (int i = 0; i < nsentinels; i++) {
+        const char *why;
+        while ((why = tls_sentinel_lacks(i)) != NULL) {
+            ck_assert_msg(h_now_ms() < end, "TLS sentinel %d does not know the set within %d ms: "
+                          "%s", i, H_FAILOVER_MS, why);
+            usleep(50000);
+        }
+    }
+    return set_primary;
+}
+
+int h_tls_await_failover(int old_port, int timeout_ms) {
+    long long end = h_now_ms() + timeout_ms;
+    char last[256] = "(no sentinel answers)";
+    for (;;) {
+        int port = 0, answered = 0;
+        for (int i = 0; i < set_nsentinels; i++) {
+            if (!sentinel_live(i)) continue;
+            const char *r = h_redis_unix(set_sentinels[i], "SENTINEL get-master-addr-by-name %s",
+                                         H_MASTER_NAME);
+            if (r == NULL || r[0] == '-' || strchr(r, '\n') == NULL) {
+                snprintf(last, sizeof(last), "sentinel %d: '%s'", i, r ? r : "(no answer)");
+                continue;
+            }
+            int p = atoi(strchr(r, '\n') + 1);
+            if (answered > 0 && p != port) port = -1;
+            else if (answered == 0) port = p;
+            answered++;
+        }
+        if (answered > 0 && port > 0 && port != old_port) {
+            int index = h_redis_index_of_port(port);
+            ck_assert_msg(index >= 0, "sentinels name port %d, not one of this test's", port);
+            const char *r = h_redis_unix(index, "ROLE");
+            if (r != NULL && strncmp(r, "master\n", 7) == 0) return port;
+            snprintf(last, sizeof(last), "sentinels agree on port %d, whose ROLE is '%.*s'", port,
+                     r ? (int)strcspn(r, "\n") : 0, r ? r : "");
+        } else if (answered > 0 && port == -1) {
+            snprintf(last, sizeof(last), "sentinels disagree");
+        } else if (answered > 0) {
+            snprintf(last, sizeof(last), "sentinels still name port %d", port);
+        }
+        ck_assert_msg(h_now_ms() < end, "no failover away from port %d within %d ms (%s)",
+                      old_port, timeout_ms, last);
+        usleep(50000);
+    }
 }

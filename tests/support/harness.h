@@ -115,6 +115,116 @@ const char *h_request_as(int index, uid_t uid, const char *request);
 long long h_now_ms(void);
 long long h_now_us(void);
 
+/* ---- replication and Sentinel ---------------------------------------------
+ * One set per test (each test that fails over builds its own): a primary,
+ * its replicas and maybe Sentinels, on private TCP ports of 127.0.0.1,
+ * cleaned up like every other process. Servers are redis-servers by index
+ * (h_redis_port, h_redis_stop_index, ... apply); Sentinels are numbered
+ * 0..n-1 within the set. */
+
+#define H_MASTER_NAME   "dlockd-test"   /* what the Sentinels monitor */
+#define H_FAILOVER_MS   30000           /* generous bound for a failover */
+
+/* A primary and nreplicas replicas of it (--replicaof, diskless sync, no
+ * persistence); waits until the primary has them all online. Returns the
+ * primary's index. */
+int h_replicas_start(int nreplicas);
+/* Same, plus nsentinels redis-sentinels (quorum nsentinels/2+1,
+ * down-after-milliseconds 1000, failover-timeout 3000, parallel-syncs 1,
+ * each with its own config file in h_dir()), and waits (H_FAILOVER_MS)
+ * until every Sentinel knows the primary, every replica as healthy and
+ * every other Sentinel. Sentinels run with SENTINEL DEBUG info-period 1000,
+ * publish-period 500 and ping-period 200, faster than their defaults.
+ * Returns the primary's index. */
+int h_sentinels_start(int nreplicas, int nsentinels);
+/* Both, with extra redis-server arguments for the first primary only
+ * (NULL-terminated, may be NULL). */
+int h_replicas_start_args(int nreplicas, const char *const primary_extra[]);
+int h_sentinels_start_args(int nreplicas, int nsentinels, const char *const primary_extra[]);
+/* primary_extra that keeps the first primary a primary after a failover:
+ * Sentinel cannot demote it (its REPLICAOF and SLAVEOF are renamed away),
+ * as if it were cut off from the Sentinels but not from the clients. Only
+ * Sentinel (+switch-master, or asking) can then tell a client of the new
+ * primary. */
+#define H_UNDEMOTABLE "--rename-command", "REPLICAOF", "", "--rename-command", "SLAVEOF", ""
+/* One more replica of redis primary (any server by index), added to the
+ * set as the next h_replica(); does not wait for it to be online. */
+int h_replica_start(int primary);
+int h_primary(void);            /* the index of the set's first primary */
+int h_replica(int i);           /* the index of replica i */
+/* Waits until redis primary reports role:master and n replicas
+ * state=online, and n replicas acknowledge a write (a PUBLISH, then WAIT;
+ * no key is touched). */
+void h_await_replicas(int primary, int n, int timeout_ms);
+
+int h_sentinel_count(void);
+int h_sentinel_port(int i);
+/* Its process index (for h_dlockd_log, which gives any process's log). */
+int h_sentinel_index(int i);
+/* Stops (SIGSTOP too) or signals Sentinel i; the helpers below skip
+ * Sentinels that are stopped or gone. */
+void h_sentinel_stop(int i, int sig);
+void h_sentinel_signal(int i, int sig);
+/* Runs one command (words separated by spaces) on Sentinel i or on the
+ * server at 127.0.0.1:port. The reply is flattened, one line per element
+ * (an error: "-" and its text; a nil: nothing); NULL if there is no reply
+ * within 2 s. Static buffer. */
+const char *h_sentinel_cmd(int i, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *h_redis_tcp(int port, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "127.0.0.1:P1 127.0.0.1:P2 ..." of all the set's Sentinels (static). */
+const char *h_sentinel_addrs(void);
+/* The primary's port as the first live Sentinel says; -1 if none says. */
+int h_sentinel_primary_port(void);
+/* Waits until every live Sentinel names the same primary, not old_port,
+ * and that server's ROLE says master; returns its port. */
+int h_await_failover(int old_port, int timeout_ms);
+/* SENTINEL FAILOVER, retried while it is refused (up to H_WAIT_MS). */
+void h_sentinel_failover(void);
+/* The index of this test's redis-server (or Sentinel) on port, or -1. */
+int h_redis_index_of_port(int port);
+/* The first word of ROLE: "master", "slave", "sentinel"; "" if no reply. */
+const char *h_redis_role(int index);
+/* Starts a stopped (SIGKILLed, SIGTERMed) server again, on its port, with
+ * its arguments; a redis-server comes back empty. */
+void h_redis_restart_index(int index);
+
+/* A dlockd using the set's Sentinels (sentinels = h_sentinel_addrs(),
+ * master_name = H_MASTER_NAME, command_timeout_ms 1000, connect_timeout_ms
+ * 500), or redis://127.0.0.1:<port of redis>; extra is appended to the
+ * config (may be NULL). Waits until INFO says redis=up. Returns its index. */
+int h_dlockd_start_sentinel(const char *extra);
+int h_dlockd_start_tcp(int redis, const char *extra);
+/* As h_await_log, with its own bound. */
+void h_await_log_ms(int index, const char *text, int want, int timeout_ms);
+
+/* ---- the same over TLS --------------------------------------------------------
+ * A set whose servers and Sentinels listen on TCP with TLS only (port 0,
+ * tls-port on 127.0.0.1), with the files h_tls_make_certs(certs) made; the
+ * servers replicate over TLS and the Sentinels speak TLS to the servers and
+ * to each other (tls-replication yes). The harness reaches each of them
+ * over the plain Unix socket every one also has, never over TCP: use
+ * h_redis_unix and h_tls_await_failover; h_sentinel_cmd, h_redis_tcp,
+ * h_redis_role, h_await_replicas, h_await_failover, h_sentinel_failover,
+ * h_sentinel_primary_port, h_replica_start and h_redis_restart_index speak
+ * plain TCP and do not apply. h_redis_port, h_sentinel_port,
+ * h_sentinel_addrs and h_redis_index_of_port give the TLS ports;
+ * h_primary, h_replica, h_sentinel_index, h_sentinel_stop and
+ * h_redis_stop_index apply as they are. */
+
+/* As h_sentinels_start, all TLS. auth_clients: every TLS port requires a
+ * client certificate (tls-auth-clients yes), and servers and Sentinels
+ * present client.crt when they connect (tls-client-cert-file; server.crt
+ * is for serverAuth only); a dlockd then needs tls_cert_file and
+ * tls_key_file too. Returns the primary's index. */
+int h_tls_sentinels_start(int nreplicas, int nsentinels, const char *certs, int auth_clients);
+/* As h_redis_tcp, over the Unix socket of redis-server or Sentinel index
+ * (h_sentinel_index(i) for Sentinel i); NULL if it is not running or does
+ * not reply within 2 s. Static buffer. Works for plain sets too. */
+const char *h_redis_unix(int index, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* As h_await_failover, asking the Sentinels and the named server over
+ * their Unix sockets. */
+int h_tls_await_failover(int old_port, int timeout_ms);
+
 #define H_EXPECT(c, want) do {                                   \
         const char *got_ = h_recv((c), H_WAIT_MS);               \
         ck_assert_msg(got_ != NULL, "no reply, wanted '%s'", (want)); \

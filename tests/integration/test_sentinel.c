@@ -1,0 +1,963 @@
+/* Integration tests of dlockd behind Redis Sentinel: discovery, failovers
+ * (a killed primary, a forced one under load), the old primary coming back,
+ * Sentinels going away, the configuration checks, and discovery and a
+ * failover with everything over TLS.
+ * SPDX-License-Identifier: MIT
+ *
+ * Each test builds its own set (a primary, two replicas, three Sentinels on
+ * private ports; see h_sentinels_start), since a failover changes the
+ * topology. Waits are bounded by H_WAIT_MS, or H_FAILOVER_MS for whatever
+ * waits on Sentinel. */
+#include <check.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/support/harness.h"
+
+/* ---- failure reports ------------------------------------------------------
+ * Check ends a failed test with exit() and h_main() removes the run's
+ * directory, so the logs of each dlockd and Sentinel are hard-linked to
+ * KEEP_DIR/sentinel.<test>.<what>.log and the links removed when the test
+ * passes. */
+
+#define KEEP_DIR "/tmp/dlockd-test-logs"
+
+static char kept[H_MAX_PROCS][512];
+static int nkept;
+
+static void keep_log_as(const char *test, const char *what, int proc) {
+    if (nkept >= H_MAX_PROCS) return;
+    mkdir(KEEP_DIR, 0700);
+    char *path = kept[nkept];
+    snprintf(path, sizeof(kept[0]), "%s/sentinel.%s.%s.log", KEEP_DIR, test, what);
+    unlink(path);
+    if (link(h_dlockd_log(proc), path) == 0) nkept++;
+}
+
+/* Keeps dlockd d's log, and the Sentinels' the first time. */
+static void keep_logs(const char *test, int d) {
+    char what[32];
+    if (nkept == 0) {
+        for (int i = 0; i < h_sentinel_count(); i++) {
+            snprintf(what, sizeof(what), "sentinel%d", i);
+            keep_log_as(test, what, h_sentinel_index(i));
+        }
+    }
+    snprintf(what, sizeof(what), "dlockd%d", d);
+    keep_log_as(test, what, d);
+}
+
+#define KEEP(d) keep_logs(__func__, (d))
+
+static void passed(void) {
+    for (int i = 0; i < nkept; i++) unlink(kept[i]);
+    nkept = 0;
+}
+
+static void setup(void) {
+    h_setup();
+    nkept = 0;
+}
+
+/* ---- clients that remember their events ----------------------------------- */
+
+typedef struct {
+    h_conn_t *c;
+    char events[4096]; /* every event line seen, each ending in '\n' */
+} cl_t;
+
+static cl_t *cl_open(int d) {
+    cl_t *c = calloc(1, sizeof(*c));
+    ck_assert_ptr_nonnull(c);
+    c->c = h_connect_index(d);
+    return c;
+}
+
+static void cl_close(cl_t *c) {
+    if (c == NULL) return;
+    h_close(c->c);
+    free(c);
+}
+
+static void note_event(cl_t *c, const char *line) {
+    size_t n = strlen(c->events);
+    snprintf(c->events + n, sizeof(c->events) - n, "%s\n", line);
+}
+
+/* The next reply line, noting events on the way; NULL on timeout. */
+static const char *cl_reply(cl_t *c, int timeout_ms) {
+    long long end = h_now_ms() + timeout_ms;
+    for (;;) {
+        long long left = end - h_now_ms();
+        const char *l = h_recv(c->c, left > 0 ? (int)left : 0);
+        if (l == NULL || l[0] != '!') return l;
+        note_event(c, l);
+    }
+}
+
+/* Reads whatever lines are there already; they must all be events. */
+static void cl_drain(cl_t *c, const char *who) {
+    const char *l;
+    while ((l = h_recv(c->c, 0)) != NULL) {
+        ck_assert_msg(l[0] == '!', "%s: unexpected line '%s' with no request in flight", who, l);
+        note_event(c, l);
+    }
+}
+
+/* 1 if c got a !LOST event for name. */
+static int cl_lost(const cl_t *c, const char *name) {
+    char want[300];
+    snprintf(want, sizeof(want), "!LOST %s ", name);
+    return strstr(c->events, want) != NULL;
+}
+
+/* The fence of an "OK <fence> <holds>" grant, checking holds; 0 if line is
+ * not a grant. */
+static unsigned long long grant_fence(const char *line, long long holds) {
+    unsigned long long fence;
+    long long h;
+    char tail;
+    if (line == NULL || sscanf(line, "OK %llu %lld%c", &fence, &h, &tail) != 2) return 0;
+    if (h != holds || fence == 0) return 0;
+    return fence;
+}
+
+/* LOCK name, which must be granted at once (1 hold); returns the fence. */
+static unsigned long long lock_ok(cl_t *c, const char *name) {
+    h_send(c->c, "LOCK %s\n", name);
+    const char *l = cl_reply(c, H_WAIT_MS);
+    ck_assert_msg(l != NULL, "LOCK %s: no reply within %d ms", name, H_WAIT_MS);
+    unsigned long long f = grant_fence(l, 1);
+    ck_assert_msg(f > 0, "LOCK %s: got '%s', wanted 'OK <fence> 1'", name, l);
+    return f;
+}
+
+static void unlock_ok(cl_t *c, const char *name) {
+    h_send(c->c, "UNLOCK %s\n", name);
+    const char *l = cl_reply(c, H_WAIT_MS);
+    ck_assert_msg(l != NULL, "UNLOCK %s: no reply", name);
+    ck_assert_msg(strcmp(l, "OK 0") == 0, "UNLOCK %s: got '%s', wanted 'OK 0'", name, l);
+}
+
+/* LOCK name until it is granted, retrying on ERR BACKEND (Redis away for a
+ * while) until end_ms; returns the fence. */
+static unsigned long long lock_until(cl_t *c, const char *name, long long end_ms,
+                                     const char *why) {
+    char last[H_LINE_MAX] = "(nothing)";
+    for (;;) {
+        long long left = end_ms - h_now_ms();
+        ck_assert_msg(left > 0, "%s: LOCK %s not granted in time; last reply '%s'", why, name,
+                      last);
+        h_send(c->c, "LOCK %s\n", name);
+        const char *l = cl_reply(c, (int)left + 2000);
+        ck_assert_msg(l != NULL, "%s: LOCK %s: no reply at all (last before: '%s')", why, name,
+                      last);
+        unsigned long long f = grant_fence(l, 1);
+        if (f > 0) return f;
+        ck_assert_msg(strncmp(l, "ERR BACKEND", 11) == 0, "%s: LOCK %s: got '%s'", why, name, l);
+        snprintf(last, sizeof(last), "%s", l);
+        usleep(100000);
+    }
+}
+
+/* The INFO line of dlockd d (static). */
+static const char *info(int d) {
+    static char line[H_LINE_MAX];
+    h_conn_t *c = h_connect_index(d);
+    h_send(c, "INFO\n");
+    const char *l = h_recv(c, H_WAIT_MS);
+    ck_assert_msg(l != NULL, "no INFO reply");
+    snprintf(line, sizeof(line), "%s", l);
+    h_close(c);
+    return line;
+}
+
+static long long info_num(int d, const char *key) {
+    const char *l = info(d);
+    char pat[64];
+    snprintf(pat, sizeof(pat), " %s=", key);
+    const char *p = strstr(l, pat);
+    return p ? atoll(p + strlen(pat)) : -1;
+}
+
+/* What the line dlockd logs when it adopts a primary contains
+ * ("primary is now 127.0.0.1:<port>", or "primary of <name> is now ..."). */
+#define ADOPTED "is now 127.0.0.1:"
+
+static const char *adopted(int port) {
+    static char text[64];
+    snprintf(text, sizeof(text), ADOPTED "%d", port);
+    return text;
+}
+
+/* Waits until redis server r has key (EXISTS 1). */
+static void await_key(int r, const char *key) {
+    long long end = h_now_ms() + H_WAIT_MS;
+    for (;;) {
+        const char *v = h_redis_tcp(h_redis_port(r), "EXISTS %s", key);
+        if (v != NULL && strcmp(v, "1") == 0) return;
+        ck_assert_msg(h_now_ms() < end, "redis %d (port %d) never had %s: '%s'", r,
+                      h_redis_port(r), key, v ? v : "(no answer)");
+        usleep(20000);
+    }
+}
+
+/* ---- 1. normal use -------------------------------------------------------- */
+
+START_TEST(normal_use_through_discovery) {
+    int p = h_sentinels_start(2, 3);
+    int d = h_dlockd_start_sentinel("[lock]\nlease_ms = 1000\n");
+    KEEP(d);
+    const char *inf = info(d);
+    ck_assert_msg(strstr(inf, " backend=sentinel") != NULL, "INFO lacks backend=sentinel: '%s'",
+                  inf);
+    ck_assert_msg(strstr(inf, " redis=up ") != NULL, "INFO lacks redis=up: '%s'", inf);
+    h_await_log(d, adopted(h_redis_port(p)), 1);
+
+    cl_t *a = cl_open(d), *b = cl_open(d);
+    unsigned long long f1 = lock_ok(a, "n");
+    await_key(p, "dlock:n"); /* it went to the primary the Sentinels name */
+
+    /* b waits behind a, and is granted when a lets go. */
+    h_send(b->c, "LOCK n\n");
+    const char *early = cl_reply(b, 300);
+    ck_assert_msg(early == NULL, "LOCK n answered '%s' while another client holds it", early);
+    unlock_ok(a, "n");
+    const char *l = cl_reply(b, H_WAIT_MS);
+    ck_assert_msg(l != NULL, "the waiter was not granted within %d ms of the unlock", H_WAIT_MS);
+    unsigned long long f2 = grant_fence(l, 1);
+    ck_assert_msg(f2 > f1, "waiter's grant '%s': wanted OK with a fence above %llu", l, f1);
+
+    /* b holds it in watchdog mode (lease 1000 ms) through more than three
+     * leases: every STATUS on the way says it is b's, with its fence. */
+    long long granted = h_now_ms();
+    long long renewals0 = info_num(d, "renewals");
+    int checks = 0;
+    while (h_now_ms() - granted < 3300) {
+        h_send(b->c, "STATUS n\n");
+        l = cl_reply(b, H_WAIT_MS);
+        ck_assert_msg(l != NULL, "STATUS n: no reply");
+        unsigned long long fence;
+        int holds;
+        long long ttl;
+        ck_assert_msg(sscanf(l, "OK MINE %d %lld %llu", &holds, &ttl, &fence) == 3 && holds == 1 &&
+                          fence == f2,
+                      "STATUS n %lld ms into the hold: '%s', wanted 'OK MINE 1 <ttl> %llu'",
+                      h_now_ms() - granted, l, f2);
+        ck_assert_msg(ttl > 0 && ttl <= 1000, "STATUS n: ttl %lld outside (0, 1000]", ttl);
+        checks++;
+        usleep(250000);
+    }
+    ck_assert_msg(b->events[0] == '\0', "events during the hold: %s", b->events);
+    long long renewals = info_num(d, "renewals") - renewals0;
+    ck_assert_msg(renewals >= 3, "only %lld renewals in 3.3 s of a 1000 ms lease", renewals);
+    await_key(p, "dlock:n");
+
+    /* And back to a: the fence rises again. */
+    h_send(a->c, "LOCK n\n");
+    unlock_ok(b, "n");
+    l = cl_reply(a, H_WAIT_MS);
+    unsigned long long f3 = grant_fence(l, 1);
+    ck_assert_msg(f3 > f2, "third grant '%s': wanted a fence above %llu", l ? l : "(none)", f2);
+    unlock_ok(a, "n");
+    ck_assert_int_eq(h_log_count(d, ADOPTED), 1);
+    cl_close(a);
+    cl_close(b);
+    passed();
+}
+END_TEST
+
+/* ---- 2. the primary dies -------------------------------------------------- */
+
+START_TEST(primary_killed_with_holders_and_waiters) {
+    int p = h_sentinels_start(2, 3);
+    int old = h_redis_port(p);
+    /* Two daemons: a waiter on the other daemon is woken through Redis
+     * (pub/sub on the new primary), one on the same daemon locally. */
+    const char *conf = "[lock]\nlease_ms = 10000\n";
+    int d1 = h_dlockd_start_sentinel(conf);
+    int d2 = h_dlockd_start_sentinel(conf);
+    KEEP(d1);
+    KEEP(d2);
+
+    /* Fences handed out before the failover. */
+    unsigned long long before = 0;
+    cl_t *warm = cl_open(d2);
+    for (int i = 0; i < 5; i++) {
+        unsigned long long f = lock_ok(warm, "k1");
+        ck_assert_msg(f > before, "fence did not rise: %llu after %llu", f, before);
+        before = f;
+        unlock_ok(warm, "k1");
+    }
+    cl_close(warm);
+
+    cl_t *h1 = cl_open(d1), *h2 = cl_open(d1);
+    cl_t *w1 = cl_open(d2), *w2 = cl_open(d1);
+    unsigned long long f = lock_ok(h1, "k1");
+    before = f > before ? f : before;
+    f = lock_ok(h2, "k2");
+    before = f > before ? f : before;
+    h_send(w1->c, "LOCK k1\n");
+    h_send(w2->c, "LOCK k2\n");
+    ck_assert_msg(cl_reply(w1, 300) == NULL, "LOCK k1 on d2 answered while h1 holds it");
+    ck_assert_msg(cl_reply(w2, 100) == NULL, "LOCK k2 answered while h2 holds it");
+    /* Both replicas have the locks, so whichever is promoted has them. */
+    await_key(h_replica(0), "dlock:k1");
+    await_key(h_replica(0), "dlock:k2");
+    await_key(h_replica(1), "dlock:k1");
+    await_key(h_replica(1), "dlock:k2");
+
+    long long killed = h_now_ms();
+    h_redis_stop_index(p, SIGKILL);
+    int np = h_await_failover(old, H_FAILOVER_MS);
+    fprintf(stderr, "primary_killed: sentinels promoted port %d after %lld ms\n", np,
+            h_now_ms() - killed);
+
+    /* Service resumes on the promoted replica, through both daemons. */
+    cl_t *n1 = cl_open(d1), *n2 = cl_open(d2);
+    unsigned long long g1 = lock_until(n1, "fresh1", killed + H_FAILOVER_MS, "d1 after the kill");
+    unsigned long long g2 = lock_until(n2, "fresh2", killed + H_FAILOVER_MS, "d2 after the kill");
+    fprintf(stderr, "primary_killed: new grants %lld ms after the kill\n", h_now_ms() - killed);
+    ck_assert_msg(g1 > before && g2 > before,
+                  "fences after the failover (%llu, %llu) not above those before (%llu)", g1, g2,
+                  before);
+    h_await_log_ms(d1, adopted(np), 1, H_FAILOVER_MS);
+    h_await_log_ms(d2, adopted(np), 1, H_FAILOVER_MS);
+    await_key(h_redis_index_of_port(np), "dlock:fresh1");
+
+    /* Each holder still holds (and its waiter is not served yet) or was
+     * told it lost the lock; each waiter is then served, with a fence
+     * above every earlier one. */
+    struct {
+        cl_t *holder, *waiter;
+        const char *name;
+    } pairs[] = {{h1, w1, "k1"}, {h2, w2, "k2"}};
+    for (int i = 0; i < 2; i++) {
+        cl_t *h = pairs[i].holder, *w = pairs[i].waiter;
+        const char *name = pairs[i].name;
+        cl_drain(h, name);
+        const char *l;
+        long long end = h_now_ms() + H_WAIT_MS;
+        for (;;) { /* STATUS may meet the end of the switch: ERR BACKEND, then again */
+            h_send(h->c, "STATUS %s\n", name);
+            l = cl_reply(h, H_WAIT_MS);
+            ck_assert_msg(l != NULL, "STATUS %s: no reply", name);
+            if (strncmp(l, "ERR BACKEND", 11) != 0 || h_now_ms() > end) break;
+            usleep(100000);
+        }
+        int lost = cl_lost(h, name);
+        if (!lost) {
+            ck_assert_msg(strncmp(l, "OK MINE 1 ", 10) == 0,
+                          "holder of %s got no !LOST but STATUS says '%s'", name, l);
+            const char *early = cl_reply(w, 0);
+            ck_assert_msg(early == NULL, "waiter for %s got '%s' while its holder still holds it",
+                          name, early);
+        }
+        h_send(h->c, "UNLOCK %s\n", name);
+        l = cl_reply(h, H_WAIT_MS);
+        ck_assert_msg(l != NULL, "UNLOCK %s: no reply", name);
+        if (lost || cl_lost(h, name)) {
+            ck_assert_msg(strncmp(l, "ERR NOTHELD", 11) == 0,
+                          "UNLOCK %s after '%s': got '%s', wanted ERR NOTHELD", name, h->events, l);
+        } else {
+            ck_assert_msg(strcmp(l, "OK 0") == 0, "UNLOCK %s (never lost): got '%s'", name, l);
+        }
+        fprintf(stderr, "primary_killed: holder of %s %s\n", name,
+                lost ? h->events : "kept it through the failover");
+        l = cl_reply(w, H_FAILOVER_MS);
+        ck_assert_msg(l != NULL, "waiter for %s not served within %d ms", name, H_FAILOVER_MS);
+        unsigned long long wf = grant_fence(l, 1);
+        ck_assert_msg(wf > 0, "waiter for %s got '%s', wanted 'OK <fence> 1'", name, l);
+        ck_assert_msg(wf > before, "waiter for %s: fence %llu not above %llu from before the "
+                      "failover", name, wf, before);
+        unlock_ok(w, name);
+    }
+    cl_close(h1);
+    cl_close(h2);
+    cl_close(w1);
+    cl_close(w2);
+    cl_close(n1);
+    cl_close(n2);
+    passed();
+}
+END_TEST
+
+/* ---- 3. the old primary comes back ------------------------------------------ */
+
+START_TEST(old_primary_returns_as_replica) {
+    int p = h_sentinels_start(2, 3);
+    int old = h_redis_port(p);
+    int d = h_dlockd_start_sentinel(NULL);
+    KEEP(d);
+    cl_t *c = cl_open(d);
+    unsigned long long last = lock_ok(c, "before");
+    unlock_ok(c, "before");
+
+    long long killed = h_now_ms();
+    h_redis_stop_index(p, SIGKILL);
+    int np = h_await_failover(old, H_FAILOVER_MS);
+    last = lock_until(c, "during", killed + H_FAILOVER_MS, "after the kill");
+    unlock_ok(c, "during");
+    h_await_log_ms(d, adopted(np), 1, H_FAILOVER_MS);
+
+    /* It comes back empty, on its port, saying it is a primary, until the
+     * Sentinels make it a replica; meanwhile and after, locks keep working,
+     * on the new primary. */
+    h_redis_restart_index(p);
+    long long end = h_now_ms() + H_FAILOVER_MS;
+    int round = 0, after_slave = 0;
+    while (after_slave < 5) {
+        char name[32];
+        snprintf(name, sizeof(name), "after%d", round++);
+        unsigned long long f = lock_ok(c, name);
+        ck_assert_msg(f > last, "fence %llu for %s not above %llu", f, name, last);
+        last = f;
+        const char *v = h_redis_tcp(np, "EXISTS dlock:%s", name);
+        ck_assert_msg(v != NULL && strcmp(v, "1") == 0,
+                      "%s is held but not on the new primary (port %d): '%s'", name, np,
+                      v ? v : "(no answer)");
+        unlock_ok(c, name);
+        if (after_slave > 0 || strcmp(h_redis_role(p), "slave") == 0) after_slave++;
+        ck_assert_msg(h_now_ms() < end, "the old primary (port %d) is not a replica within %d ms",
+                      old, H_FAILOVER_MS);
+        usleep(50000);
+    }
+    ck_assert_str_eq(h_redis_role(p), "slave");
+    ck_assert_msg(h_log_count(d, adopted(old)) == 1,
+                  "dlockd adopted the old primary again (%d lines '%s')",
+                  h_log_count(d, adopted(old)), adopted(old));
+    const char *inf = info(d);
+    ck_assert_msg(strstr(inf, " redis=up ") != NULL, "INFO: '%s'", inf);
+    cl_close(c);
+    passed();
+}
+END_TEST
+
+/* ---- 4. Sentinels go away ----------------------------------------------------- */
+
+/* Warn or error lines of dlockd d's log that mention text (any case). */
+static int complaints(int d, const char *text) {
+    FILE *f = fopen(h_dlockd_log(d), "r");
+    char line[4096];
+    int n = 0;
+    if (f == NULL) return 0;
+    while (fgets(line, sizeof(line), f) != NULL)
+        if ((strstr(line, " warn: ") || strstr(line, " error: ")) && strcasestr(line, text)) n++;
+    fclose(f);
+    return n;
+}
+
+static void lock_cycle(int d, const char *name) {
+    cl_t *c = cl_open(d);
+    lock_ok(c, name);
+    unlock_ok(c, name);
+    cl_close(c);
+}
+
+START_TEST(sentinels_down_primary_keeps_serving) {
+    const char *const undemotable[] = {H_UNDEMOTABLE, NULL};
+    int p = h_sentinels_start_args(2, 3, undemotable);
+    int old = h_redis_port(p);
+    int d1 = h_dlockd_start_sentinel(NULL);
+    KEEP(d1);
+
+    /* One of three down: nothing changes, and a daemon started now finds
+     * the primary through the other two. */
+    h_sentinel_stop(0, SIGKILL);
+    lock_cycle(d1, "one-down");
+    int d2 = h_dlockd_start_sentinel(NULL);
+    KEEP(d2);
+    h_await_log(d2, adopted(old), 1);
+    lock_cycle(d2, "one-down");
+
+    /* Both still follow a failover. The old primary stays a primary
+     * (Sentinel cannot demote it), so only the remaining Sentinels can
+     * tell the daemons, whichever Sentinel they listened to before. */
+    h_sentinel_failover();
+    int np = h_await_failover(old, H_FAILOVER_MS);
+    h_await_log_ms(d1, adopted(np), 1, H_FAILOVER_MS);
+    h_await_log_ms(d2, adopted(np), 1, H_FAILOVER_MS);
+    ck_assert_msg(strcmp(h_redis_role(p), "master") == 0, "the old primary was demoted after "
+                  "all: ROLE '%s'", h_redis_role(p));
+    for (int d = 0; d < 2; d++) {
+        cl_t *c = cl_open(d == 0 ? d1 : d2);
+        const char *name = d == 0 ? "moved1" : "moved2";
+        char key[32];
+        snprintf(key, sizeof(key), "dlock:%s", name);
+        lock_until(c, name, h_now_ms() + H_WAIT_MS, "after the failover with a Sentinel down");
+        const char *on_new = h_redis_tcp(np, "EXISTS %s", key);
+        ck_assert_msg(on_new != NULL && strcmp(on_new, "1") == 0,
+                      "dlockd %d: %s is not on the new primary (port %d): '%s'", d, key, np,
+                      on_new ? on_new : "(no answer)");
+        const char *on_old = h_redis_tcp(old, "EXISTS %s", key);
+        ck_assert_msg(on_old != NULL && strcmp(on_old, "0") == 0,
+                      "dlockd %d: %s is on the old primary (port %d): '%s'", d, key, old,
+                      on_old ? on_old : "(no answer)");
+        unlock_ok(c, name);
+        cl_close(c);
+    }
+    int adoptions[2] = {h_log_count(d1, ADOPTED), h_log_count(d2, ADOPTED)};
+
+    /* All down: the known primary keeps serving both, for a while. */
+    int before[2][3], before_all[2];
+    char addr[3][32];
+    for (int i = 0; i < 3; i++) {
+        snprintf(addr[i], sizeof(addr[i]), "127.0.0.1:%d", h_sentinel_port(i));
+        before[0][i] = complaints(d1, addr[i]);
+        before[1][i] = complaints(d2, addr[i]);
+    }
+    before_all[0] = complaints(d1, "sentinel");
+    before_all[1] = complaints(d2, "sentinel");
+    h_sentinel_stop(1, SIGKILL);
+    h_sentinel_stop(2, SIGKILL);
+    cl_t *holder = cl_open(d1);
+    lock_ok(holder, "held");
+    long long start = h_now_ms();
+    int rounds = 0;
+    while (h_now_ms() - start < 6000) {
+        char name[32];
+        snprintf(name, sizeof(name), "all-down%d", rounds % 4);
+        cl_t *c = cl_open(rounds % 2 ? d2 : d1);
+        lock_ok(c, name);
+        unlock_ok(c, name);
+        cl_close(c);
+        rounds++;
+        usleep(200000);
+    }
+    h_send(holder->c, "STATUS held\n");
+    const char *l = cl_reply(holder, H_WAIT_MS);
+    ck_assert_msg(l != NULL && strncmp(l, "OK MINE 1 ", 10) == 0,
+                  "STATUS held with all Sentinels down: '%s'", l ? l : "(no reply)");
+    ck_assert_msg(holder->events[0] == '\0', "events with all Sentinels down: %s",
+                  holder->events);
+    unlock_ok(holder, "held");
+    for (int d = 0; d < 2; d++) {
+        int index = d == 0 ? d1 : d2;
+        const char *inf = info(index);
+        ck_assert_msg(strstr(inf, " redis=up ") != NULL, "dlockd %d with all Sentinels down: "
+                      "INFO '%s'", index, inf);
+        ck_assert_msg(h_log_count(index, ADOPTED) == adoptions[d],
+                      "dlockd %d adopted a primary again with the Sentinels down", index);
+        /* Retrying the Sentinels is fine; a line for every try is not. */
+        for (int i = 0; i < 3; i++) {
+            int n = complaints(index, addr[i]) - before[d][i];
+            ck_assert_msg(n <= 3, "dlockd %d logged %d warnings about sentinel %s in 6 s", index,
+                          n, addr[i]);
+        }
+        int n = complaints(index, "sentinel") - before_all[d];
+        ck_assert_msg(n <= 6, "dlockd %d logged %d warnings about Sentinels in the 6 s they "
+                      "were all down", index, n);
+        fprintf(stderr, "sentinels_down: dlockd %d logged %d warnings about Sentinels in 6 s\n",
+                index, n);
+    }
+    cl_close(holder);
+    passed();
+}
+END_TEST
+
+/* ---- 5. forced failover under load --------------------------------------- */
+
+#define LOADERS     4
+#define CMD_TIMEOUT 2000
+#define ANSWER_MS   (CMD_TIMEOUT + 5000)
+
+/* Each loader client cycles LOCK load<i> / UNLOCK load<i> on dlockd d,
+ * checking that every request is answered within ANSWER_MS and that every
+ * new grant of its name has a larger fence. A byte on ctl marks the
+ * failover done; from then on each loader must complete 5 cycles. A
+ * !LOST of a lock being unlocked is counted, not failed (a grant the
+ * promoted replica had not received). The result goes to out as one line:
+ * "ok cycles=.. errors=.. lost=.. max_ms=.." or "fail <why>". Runs in a
+ * child process. */
+static void load(int d, int ctl, int out) {
+    struct {
+        h_conn_t *c;
+        int locking;              /* 1: LOCK sent, 0: UNLOCK sent, -1: idle */
+        long long sent, retry_at;
+        unsigned long long fence;
+        int after;                /* cycles completed after the mark */
+        int lost;                 /* got !LOST for the grant it is unlocking */
+    } l[LOADERS];
+    char result[512] = "";
+    long long cycles = 0, errors = 0, losses = 0, max_ms = 0, mark_end = 0;
+    int marked = 0;
+    for (int i = 0; i < LOADERS; i++) {
+        l[i].c = h_connect_index(d);
+        h_send(l[i].c, "LOCK load%d\n", i);
+        l[i].locking = 1;
+        l[i].sent = h_now_ms();
+        l[i].fence = 0;
+        l[i].after = 0;
+        l[i].lost = 0;
+    }
+    while (result[0] == '\0') {
+        struct pollfd pfd[LOADERS + 1];
+        for (int i = 0; i < LOADERS; i++) pfd[i] = (struct pollfd){.fd = l[i].c->fd, .events = POLLIN};
+        pfd[LOADERS] = (struct pollfd){.fd = ctl, .events = POLLIN};
+        poll(pfd, LOADERS + 1, 20);
+        long long now = h_now_ms();
+        if (pfd[LOADERS].revents) {
+            char b;
+            if (read(ctl, &b, 1) != 1) _exit(0); /* the parent gave up */
+            marked = 1;
+            mark_end = now + H_FAILOVER_MS;
+        }
+        for (int i = 0; i < LOADERS && result[0] == '\0'; i++) {
+            if (l[i].locking == -1) {
+                if (now < l[i].retry_at) continue;
+                h_send(l[i].c, "LOCK load%d\n", i);
+                l[i].locking = 1;
+                l[i].sent = now;
+                continue;
+            }
+            const char *line;
+            char lost[64];
+            snprintf(lost, sizeof(lost), "!LOST load%d ", i);
+            while ((line = h_recv(l[i].c, 0)) != NULL && line[0] == '!') {
+                if (strncmp(line, lost, strlen(lost)) == 0 && l[i].locking == 0) {
+                    l[i].lost = 1; /* possible, if the grant had not reached the promoted replica */
+                    losses++;
+                } else {
+                    snprintf(result, sizeof(result), "fail loader %d got the event '%s'", i,
+                             line);
+                }
+            }
+            if (result[0] != '\0') break;
+            if (line == NULL) {
+                if (now - l[i].sent > ANSWER_MS)
+                    snprintf(result, sizeof(result), "fail loader %d: no answer to %s within %d ms",
+                             i, l[i].locking ? "LOCK" : "UNLOCK", ANSWER_MS);
+                continue;
+            }
+            long long took = now - l[i].sent;
+            if (took > max_ms) max_ms = took;
+            if (l[i].locking) {
+                unsigned long long f = grant_fence(line, 1);
+                if (f == 0) {
+                    if (strncmp(line, "ERR BACKEND", 11) != 0) {
+                        snprintf(result, sizeof(result), "fail loader %d: LOCK got '%s'", i, line);
+                        break;
+                    }
+                    errors++;
+                    l[i].locking = -1;
+                    l[i].retry_at = now + 50;
+                    continue;
+                }
+                if (f <= l[i].fence) {
+                    snprintf(result, sizeof(result), "fail loader %d: fence %llu after %llu", i,
+                             f, l[i].fence);
+                    break;
+                }
+                l[i].fence = f;
+                h_send(l[i].c, "UNLOCK load%d\n", i);
+                l[i].locking = 0;
+                l[i].sent = now;
+            } else {
+                if (strcmp(line, "OK 0") != 0 &&
+                    !(l[i].lost && strncmp(line, "ERR NOTHELD", 11) == 0)) {
+                    snprintf(result, sizeof(result), "fail loader %d: UNLOCK got '%s'", i, line);
+                    break;
+                }
+                cycles++;
+                l[i].lost = 0;
+                if (marked) l[i].after++;
+                h_send(l[i].c, "LOCK load%d\n", i);
+                l[i].locking = 1;
+                l[i].sent = now;
+            }
+        }
+        if (result[0] != '\0') break;
+        if (marked) {
+            int done = 1;
+            for (int i = 0; i < LOADERS; i++) done &= l[i].after >= 5;
+            if (done)
+                snprintf(result, sizeof(result), "ok cycles=%lld errors=%lld lost=%lld max_ms=%lld",
+                         cycles, errors, losses, max_ms);
+            else if (now > mark_end)
+                snprintf(result, sizeof(result), "fail loaders did not complete 5 cycles each "
+                         "within %d ms of the failover", H_FAILOVER_MS);
+        }
+    }
+    size_t n = strlen(result);
+    result[n] = '\n';
+    if (write(out, result, n + 1) < 0) _exit(1);
+    _exit(0);
+}
+
+START_TEST(forced_failover_under_load) {
+    int p = h_sentinels_start(2, 3);
+    int old = h_redis_port(p);
+    char conf[256];
+    snprintf(conf, sizeof(conf), "[redis]\ncommand_timeout_ms = %d\n", CMD_TIMEOUT);
+    int d = h_dlockd_start_sentinel(conf);
+    KEEP(d);
+    int ctl[2], res[2];
+    ck_assert_int_eq(pipe(ctl), 0);
+    ck_assert_int_eq(pipe(res), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(ctl[1]);
+        close(res[0]);
+        load(d, ctl[0], res[1]);
+    }
+    close(ctl[0]);
+    close(res[1]);
+    /* Let the load run before the failover. */
+    long long end = h_now_ms() + H_WAIT_MS;
+    while (info_num(d, "grants") < 50) {
+        ck_assert_msg(h_now_ms() < end, "the load never got going");
+        usleep(20000);
+    }
+    long long t0 = h_now_ms();
+    h_sentinel_failover();
+    int np = h_await_failover(old, H_FAILOVER_MS);
+    h_await_log_ms(d, adopted(np), 1, H_FAILOVER_MS);
+    fprintf(stderr, "forced_failover: port %d promoted, dlockd on it %lld ms after the "
+            "request\n", np, h_now_ms() - t0);
+    ck_assert_int_eq(write(ctl[1], "m", 1), 1);
+
+    /* The loaders' verdict. */
+    char result[600];
+    size_t len = 0;
+    struct pollfd pfd = {.fd = res[0], .events = POLLIN};
+    end = h_now_ms() + H_FAILOVER_MS + ANSWER_MS + 5000;
+    while (len == 0 || result[len - 1] != '\n') {
+        long long left = end - h_now_ms();
+        ck_assert_msg(left > 0 && poll(&pfd, 1, (int)left) == 1, "the loaders never reported");
+        ssize_t n = read(res[0], result + len, sizeof(result) - 1 - len);
+        ck_assert_msg(n > 0, "the loaders died without a report");
+        len += (size_t)n;
+    }
+    result[len - 1] = '\0';
+    close(ctl[1]);
+    close(res[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    fprintf(stderr, "forced_failover: loaders: %s\n", result);
+    ck_assert_msg(strncmp(result, "ok ", 3) == 0, "%s", result);
+
+    /* After it, locks are taken on the new primary. */
+    cl_t *c = cl_open(d);
+    lock_ok(c, "after");
+    const char *v = h_redis_tcp(np, "EXISTS dlock:after");
+    ck_assert_msg(v != NULL && strcmp(v, "1") == 0, "the lock is not on the new primary: '%s'",
+                  v ? v : "(no answer)");
+    unlock_ok(c, "after");
+    cl_close(c);
+    passed();
+}
+END_TEST
+
+/* ---- 6. configuration ------------------------------------------------------ */
+
+/* Runs dlockd -t on conf_text; returns its exit status, its first output
+ * line in out. */
+static int run_t(const char *conf_text, char *out, size_t outlen) {
+    char path[600], cmd[2048];
+    snprintf(path, sizeof(path), "%s/t.conf", h_dir());
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(conf_text, f);
+    fclose(f);
+    const char *bin = getenv("DLOCKD_BIN") ? getenv("DLOCKD_BIN") : "build/dlockd";
+    snprintf(cmd, sizeof(cmd), "%s -t -c %s 2>&1", bin, path);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    out[0] = '\0';
+    if (fgets(out, (int)outlen, p) == NULL) out[0] = '\0';
+    out[strcspn(out, "\n")] = '\0';
+    char skip[512];
+    while (fgets(skip, sizeof(skip), p) != NULL) {}
+    int rc = pclose(p);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+/* out starts with "<h_dir()>/t.conf:<line>:". */
+static void names_file_and_line(const char *out, const char *what) {
+    char want[700];
+    snprintf(want, sizeof(want), "%s/t.conf:", h_dir());
+    const char *p = strstr(out, want);
+    ck_assert_msg(p != NULL, "%s: '%s' does not name %s<line>:", what, out, want);
+    p += strlen(want);
+    int digits = 0;
+    while (*p >= '0' && *p <= '9') p++, digits++;
+    ck_assert_msg(digits > 0 && *p == ':', "%s: '%s' has no line number after %s", what, out,
+                  want);
+}
+
+START_TEST(config_sentinels_checked) {
+    char out[1024];
+    const char *good = "[redis]\nsentinels = 127.0.0.1:26379 127.0.0.1:26380 127.0.0.1:26381\n"
+                       "master_name = mymaster\n";
+    ck_assert_msg(run_t(good, out, sizeof(out)) == 0, "sentinels with master_name refused: '%s'",
+                  out);
+    const char *with_auth = "[redis]\nsentinels = 127.0.0.1:26379\nmaster_name = m\n"
+                            "sentinel_username = u\nsentinel_password = p\n";
+    ck_assert_msg(run_t(with_auth, out, sizeof(out)) == 0,
+                  "sentinel_username/sentinel_password refused: '%s'", out);
+
+    const char *both = "[redis]\nurl = redis://127.0.0.1:6379\n"
+                       "sentinels = 127.0.0.1:26379\nmaster_name = m\n";
+    ck_assert_msg(run_t(both, out, sizeof(out)) != 0, "url plus sentinels accepted: '%s'", out);
+    names_file_and_line(out, "url plus sentinels");
+
+    const char *nameless = "[redis]\nsentinels = 127.0.0.1:26379 127.0.0.1:26380\n";
+    ck_assert_msg(run_t(nameless, out, sizeof(out)) != 0, "sentinels without master_name "
+                  "accepted: '%s'", out);
+    names_file_and_line(out, "sentinels without master_name");
+    passed();
+}
+END_TEST
+
+/* ---- 7. all of it over TLS ----------------------------------------------------- */
+
+/* Waits until server r has key, or not (want "1" or "0"), asking over its
+ * Unix socket (the set is TLS-only on TCP). */
+static void await_key_unix(int r, const char *key, const char *want) {
+    long long end = h_now_ms() + H_WAIT_MS;
+    for (;;) {
+        const char *v = h_redis_unix(r, "EXISTS %s", key);
+        if (v != NULL && strcmp(v, want) == 0) return;
+        ck_assert_msg(h_now_ms() < end, "redis %d (TLS port %d): EXISTS %s '%s', wanted %s", r,
+                      h_redis_port(r), key, v ? v : "(no answer)", want);
+        usleep(20000);
+    }
+}
+
+/* "primary is now 127.0.0.1:<port> (" (static): adopted(), exactly. */
+static const char *adopted_exactly(int port) {
+    static char text[80];
+    snprintf(text, sizeof(text), "primary is now 127.0.0.1:%d (", port);
+    return text;
+}
+
+START_TEST(everything_over_tls) {
+    const char *certs = h_dir();
+    h_tls_make_certs(certs);
+    /* TLS-only servers and Sentinels, each TLS port requiring a client
+     * certificate from whoever connects, Sentinels and replicas included. */
+    int p = h_tls_sentinels_start(2, 3, certs, 1);
+    int old = h_redis_port(p);
+    char tls[2048], conf[4096];
+
+    /* One daemon trusts an unrelated CA: it never finds a primary. It runs
+     * through the whole test, failover included. */
+    snprintf(conf, sizeof(conf),
+             "[server]\nadmin_uids = 0\n"
+             "[redis]\nsentinels = %s\nmaster_name = %s\ntls = yes\n"
+             "tls_ca_file = %s/other-ca.crt\n"
+             "tls_cert_file = %s/client.crt\ntls_key_file = %s/client.key\n"
+             "command_timeout_ms = 1000\nconnect_timeout_ms = 500\n",
+             h_sentinel_addrs(), H_MASTER_NAME, certs, certs, certs);
+    int bad = h_dlockd_start_conf(conf);
+    KEEP(bad);
+    h_conn_t *bc = h_connect_index(bad);
+    char got[H_LINE_MAX] = "(nothing)";
+    long long end = h_now_ms() + H_WAIT_MS;
+    for (;;) {
+        h_send(bc, "LOCK w\n");
+        const char *l = h_recv(bc, H_WAIT_MS);
+        ck_assert_msg(l != NULL, "wrong CA: no reply to LOCK (last '%s')", got);
+        ck_assert_msg(strncmp(l, "ERR BACKEND ", 12) == 0, "wrong CA: LOCK got '%s'", l);
+        snprintf(got, sizeof(got), "%s", l);
+        if (strstr(l, "certificate verify failed") != NULL) break;
+        ck_assert_msg(h_now_ms() < end, "wrong CA: ERR BACKEND never names the certificate "
+                      "verify failure; last '%s'", got);
+        usleep(20000);
+    }
+    ck_assert_msg(strstr(got, "TLS: ") != NULL, "wrong CA: reply does not say TLS: '%s'", got);
+    h_close(bc);
+    h_await_log(bad, "certificate verify failed", 1);
+    fprintf(stderr, "tls: wrong CA: %s\n", got);
+
+    /* The right CA: discovery over TLS, and locks on the TLS primary. */
+    snprintf(tls, sizeof(tls),
+             "tls = yes\ntls_ca_file = %s/ca.crt\n"
+             "tls_cert_file = %s/client.crt\ntls_key_file = %s/client.key\n"
+             "[lock]\nlease_ms = 10000\n",
+             certs, certs, certs);
+    long long t0 = h_now_ms();
+    int d = h_dlockd_start_sentinel(tls);
+    KEEP(d);
+    const char *inf = info(d);
+    ck_assert_msg(strstr(inf, " backend=sentinel") != NULL, "INFO lacks backend=sentinel: '%s'",
+                  inf);
+    ck_assert_msg(strstr(inf, " redis=up ") != NULL, "INFO lacks redis=up: '%s'", inf);
+    h_await_log(d, adopted_exactly(old), 1);
+    ck_assert_int_ge(h_log_count(d, "connection to tls primary of " H_MASTER_NAME " up"), 1);
+    fprintf(stderr, "tls: dlockd up on TLS port %d %lld ms after its start\n", old,
+            h_now_ms() - t0);
+
+    cl_t *c = cl_open(d);
+    unsigned long long before = 0;
+    for (int i = 0; i < 3; i++) {
+        unsigned long long f = lock_ok(c, "t");
+        ck_assert_msg(f > before, "fence did not rise: %llu after %llu", f, before);
+        before = f;
+        await_key_unix(p, "dlock:t", "1");
+        unlock_ok(c, "t");
+        await_key_unix(p, "dlock:t", "0");
+    }
+
+    /* The primary dies: the Sentinels fail over (among themselves, over
+     * TLS), and the daemon follows. */
+    long long killed = h_now_ms();
+    h_redis_stop_index(p, SIGKILL);
+    int np = h_tls_await_failover(old, H_FAILOVER_MS);
+    long long promoted = h_now_ms() - killed;
+    unsigned long long after = lock_until(c, "t2", killed + H_FAILOVER_MS, "after the kill");
+    fprintf(stderr, "tls: sentinels promoted TLS port %d %lld ms after the kill, new grant "
+            "after %lld ms\n", np, promoted, h_now_ms() - killed);
+    ck_assert_msg(after > before, "fence after the failover %llu not above %llu from before",
+                  after, before);
+    h_await_log_ms(d, adopted_exactly(np), 1, H_FAILOVER_MS);
+    await_key_unix(h_redis_index_of_port(np), "dlock:t2", "1");
+    unlock_ok(c, "t2");
+    inf = info(d);
+    ck_assert_msg(strstr(inf, " redis=up ") != NULL, "INFO after the failover: '%s'", inf);
+    cl_close(c);
+
+    /* The distrustful daemon never had a primary, nor redis=up. */
+    inf = info(bad);
+    ck_assert_msg(strstr(inf, " redis=down ") != NULL, "wrong CA: INFO '%s'", inf);
+    ck_assert_int_eq(h_log_count(bad, ADOPTED), 0);
+    passed();
+}
+END_TEST
+
+static Suite *suite(void) {
+    Suite *s = suite_create("sentinel");
+    /* One case per test, so that one can be run alone: CK_RUN_CASE=failover. */
+    const struct {
+        const char *name;
+        const TTest *test;
+    } cases[] = {
+        {"discovery", normal_use_through_discovery},
+        {"failover", primary_killed_with_holders_and_waiters},
+        {"old-primary", old_primary_returns_as_replica},
+        {"sentinels-down", sentinels_down_primary_keeps_serving},
+        {"forced-failover", forced_failover_under_load},
+        {"config", config_sentinels_checked},
+        {"tls", everything_over_tls},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        TCase *tc = tcase_create(cases[i].name);
+        tcase_add_checked_fixture(tc, setup, h_teardown);
+        tcase_set_timeout(tc, 120);
+        tcase_add_test(tc, cases[i].test);
+        suite_add_tcase(s, tc);
+    }
+    return s;
+}
+
+int main(void) {
+    return h_main(suite());
+}
