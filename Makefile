@@ -124,7 +124,7 @@ $(BUILD)/itests/test_libdlock: $(BUILD)/libdlock.a
 # Debian packages and what proves each is there.
 DEPS_CMDS := cc:build-essential pkg-config:pkg-config redis-server:redis-server \
              redis-cli:redis-tools socat:socat python3:python3 valgrind:valgrind \
-             clang:clang openssl:openssl
+             clang:clang openssl:openssl redis-sentinel:redis-sentinel
 DEPS_PKGS := libuv:libuv1-dev hiredis:libhiredis-dev uuid:uuid-dev inih:libinih-dev \
              check:check libsystemd:libsystemd-dev openssl:libssl-dev
 
@@ -267,8 +267,9 @@ fuzz-short: fuzz-build
 	  grep -E '^Done' $(BUILD)/fuzz/short-$$t.log || true; \
 	done
 
-# Fault injection against three daemons sharing one Redis: make chaos runs
-# the full suite (about 45 s), make test a short one.
+# Fault injection against three daemons sharing one Redis, then on a
+# Sentinel topology (a primary, two replicas, three Sentinels): make chaos runs
+# the full suite (about 130 s), make test a short one (about 30 s).
 chaos: deps
 	@$(MAKE) --no-print-directory $(BUILD)/dlockd
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/chaos/chaos.py
