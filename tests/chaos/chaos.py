@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """dlockd fault-injection suite (`make chaos`; `--short` for `make test`).
 
-One redis-server and three dlockd instances sharing it, all on Unix sockets
-in a temporary directory, lease 1000 ms. Twelve worker processes in watchdog
-mode, round robin over the daemons (a thirteenth, with an explicit 1000 ms
-lease, joins in the stall phase), loop: LOCK chaos -> read the counter of a
-fenced store -> sleep 1-5 ms -> write counter+1 with the fence -> UNLOCK.
-Meanwhile, in phases:
+Two stages in one run, one fenced store and one analysis over both.
+
+Stage 1 (standalone): one redis-server and three dlockd instances sharing
+it, all on Unix sockets in a temporary directory, lease 1000 ms. Twelve
+worker processes in watchdog mode, round robin over the daemons (a
+thirteenth, with an explicit 1000 ms lease, joins in the stall phase), loop:
+LOCK chaos -> read the counter of a fenced store -> sleep 1-5 ms -> write
+counter+1 with the fence -> UNLOCK. Meanwhile, in phases:
 
   1 holder-kill    a holder (held inside its critical section) gets SIGKILL
   2 dlockd-kill    the daemon of a holder gets SIGKILL, then is restarted
@@ -16,11 +18,57 @@ Meanwhile, in phases:
   5 redis-pause    redis-server gets SIGSTOP for 2 s, then SIGCONT
   6 slow-reader    a raw client pipelines INFO and never reads its replies
 
+Stage 2 (failover): the workers stop, the daemons stop (each must exit 0 on
+SIGTERM) and redis-server goes. A Sentinel topology replaces it: a primary
+and two replicas (redis-server on private TCP ports of 127.0.0.1, no
+persistence, --replicaof) and three redis-sentinel processes (own config
+files; quorum 2, down-after-milliseconds 1000, failover-timeout 3000,
+parallel-syncs 1; see sentinel.py; `redis-server --sentinel` stands in when
+there is no redis-sentinel command). The three daemons start again with
+`sentinels`/`master_name`, replicas_ack = auto (WAIT for 1 replica),
+lease 5000 ms, command_timeout_ms 1000; the twelve watchdog workers start
+again, and one probe thread per daemon loops TRYLOCK <fresh name> 0 /
+UNLOCK, timing every request. Then, each time with a holder held inside its
+critical section (released once the service is back, or the lock moved on):
+
+  7 failover-kill    the primary gets SIGKILL; Sentinel promotes a replica;
+                     the killed one restarts on its port, empty, and Sentinel
+                     makes it a replica (full run: twice, each time waiting
+                     until Sentinel sees every replica healthy again; short
+                     run: once, the stage ends while it is being demoted)
+  8 failover-forced  SENTINEL FAILOVER (full run only); the old primary
+                     stays a primary until Sentinel demotes it (about 10 s
+                     later), and the run waits for that with the workload on
+
+Measured per failover: Sentinel's own time (fault -> +sdown, +odown and
++switch-master on the sentinels' pub/sub), and per daemon fault -> the log
+line "primary is now HOST:PORT" naming the new primary and fault -> the
+first probe grant requested after it.
+
 Then the invariants are checked from the store's log and printed one by one;
 the last line is "N passed, M failed" (invariants passed / failed). Exit 0
-only if none failed.
+only if none failed. The failover stage adds: no request hangs (every probe
+request and every worker UNLOCK answered within command_timeout_ms + slack),
+every daemon follows Sentinel and grants again within a bound of
++switch-master, and a holder caught by a failover either keeps its lock or
+is fenced off. The general invariants (no lost update, overlapping sections
+only during faults and then fenced, fences rising with grant order, no loss
+outside a fault, no crash) cover both stages.
+
+What the failover stage can and cannot promise: replication is
+asynchronous, and WAIT 1 of 2 replicas does not make a grant durable: a
+forced failover, or a promotion of the replica that had not acknowledged,
+can lose a grant, and the same lock can be granted twice. The fenced store
+rejects the stale holder's write as long as the later grant carries the
+larger fence; dlockd's fences are max(counter + 1, Redis TIME in us), so on
+one machine (one clock) they rise across a failover. With primaries on hosts
+whose clocks disagree by more than the failover takes, a later grant can
+carry a smaller fence; the store then refuses the new holder instead (no
+lost update, but the fence-order invariant fails). This suite runs on one
+machine and does not exercise that case.
 
     DLOCKD_BIN=$PWD/build/dlockd python3 tests/chaos/chaos.py [--short] [--keep] [--seed N]
+        [--stage all|standalone|failover]
 
 Python 3.9+, standard library only.
 """
@@ -30,6 +78,7 @@ import argparse
 import atexit
 import os
 import random
+import re
 import select
 import shutil
 import signal
@@ -46,6 +95,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
 
 import dlock  # noqa: E402
+import sentinel  # noqa: E402
 from store import FencedStore  # noqa: E402
 
 LEASE_MS = 1000
@@ -61,15 +111,38 @@ STALL_S = 2.0                         # SIGSTOP of a holder (> lease)
 PAUSE_S = 2.0                         # SIGSTOP of redis-server (> lease)
 REDIS_DOWN_S = 0.8                    # redis-server dead before its restart
 
+# The failover stage (see sentinel.py for the topology).
+FO_MASTER = "dlock-chaos"             # Sentinel's name for the primary
+FO_LEASE_MS = 5000                    # > Sentinel's failover time: holders can keep locks
+FO_CMD_TIMEOUT_MS = 1000              # command_timeout_ms: bound on every request
+FO_CONNECT_TIMEOUT_MS = 500
+FO_REPLICAS_TIMEOUT_MS = 500          # replicas_timeout_ms (< command_timeout_ms)
+FO_DOWN_AFTER_MS = 1000               # Sentinel's down-after-milliseconds
+FO_FAILOVER_TIMEOUT_MS = 3000         # Sentinel's failover-timeout
+FO_SWITCH_TIMEOUT = 30.0              # fault -> +switch-master (Sentinel's own business)
+FO_RESUME_TIMEOUT = 20.0              # +switch-master -> every daemon adopted and granted
+FO_HEAL_TIMEOUT = 45.0                # restart -> Sentinel sees every replica healthy
+FO_HOLD_S = 2.0                       # a held holder waits this long for the lock to move on
+PROBE_SLEEP_S = 0.02                  # between a probe's TRYLOCK/UNLOCK rounds
+PROBE_TIMEOUT_S = 30.0                # a probe reply later than this counts as a hang
+
 PROFILES = {
     #            holder kills, dlockd kills, restarts, pauses, slow readers, settle s, budget s,
     #            and the timing bounds: make chaos holds the strict ones; make test's short
     #            run, on a CI machine that may be busy, bounds that never flake yet still
-    #            tell "at once" from "when the lease runs out" (LEASE_MS)
+    #            tell "at once" from "when the lease runs out" (LEASE_MS).
+    #            The failover stage: primary kills, forced failovers, whether to wait
+    #            for Sentinel to see the restarted node healthy again (about 20 s, fixed by
+    #            Sentinel's 10 s INFO period), the slack over command_timeout_ms for
+    #            "no request hangs", and +switch-master -> first grant on every daemon.
     "full":  dict(kills=9, dkills=3, restarts=3, pauses=3, slow=3, settle=3.0, budget=115,
-                  handoff_ms=HANDOFF_BOUND_MS, free_ms=FREE_BOUND_MS),
+                  handoff_ms=HANDOFF_BOUND_MS, free_ms=FREE_BOUND_MS,
+                  fkills=2, forced=1, heal=True, fo_settle=3.0, fo_budget=130,
+                  hang_slack_ms=1000, resume_ms=2000),
     "short": dict(kills=3, dkills=1, restarts=1, pauses=1, slow=1, settle=1.0, budget=60,
-                  handoff_ms=LEASE_MS // 2, free_ms=LEASE_MS + 1000),
+                  handoff_ms=LEASE_MS // 2, free_ms=LEASE_MS + 1000,
+                  fkills=1, forced=0, heal=False, fo_settle=2.0, fo_budget=60,
+                  hang_slack_ms=3000, resume_ms=5000),
 }
 
 
@@ -79,7 +152,8 @@ class SuiteTimeout(Exception):
 
 # ---- processes -------------------------------------------------------------
 
-_state = {"procs": [], "tmp": None, "keep": False, "store": None, "cleaned": False}
+_state = {"procs": [], "tmp": None, "keep": False, "store": None, "topo": None,
+          "cleaned": False}
 
 
 def _pdeathsig():
@@ -115,6 +189,8 @@ def cleanup():
     st = _state["store"]
     if st is not None:
         st.close()
+    if _state["topo"] is not None:
+        _state["topo"].events.close()
     for p in reversed(_state["procs"]):
         if p.poll() is None:
             try:
@@ -190,6 +266,69 @@ def redis_call(path, *args, timeout=1.0):
         s.close()
 
 
+ADOPT_RE = re.compile(r"primary is now (\S+):(\d+)")
+LOG_TIME_RE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\.(\d{3}) ")
+
+
+class Probe(threading.Thread):
+    """Loops TRYLOCK <fresh name> 0 / UNLOCK on one daemon, timing every
+    request: recs gets (op, t_sent, t_reply, result, detail), result one of
+    ok, backend (ERR BACKEND), timeout (TIMEOUT: should not happen on a fresh
+    name), lost, conn (no reply or a broken connection; PROBE_TIMEOUT_S is
+    the client's reply timeout), error (any other ERR). A reply that never
+    comes is recorded as "conn" about PROBE_TIMEOUT_S after t_sent."""
+
+    def __init__(self, suite, i):
+        super().__init__(name="probe-%d" % i, daemon=True)
+        self.path = suite.dsock[i]
+        self.i = i
+        self.recs = []
+        self.stop = threading.Event()
+
+    def _one(self, op, fn, *args):
+        t0 = time.monotonic()
+        detail = ""
+        try:
+            fn(*args)
+            res = "ok"
+        except dlock.BackendError as e:
+            res, detail = "backend", e.message
+        except dlock.Timeout:
+            res = "timeout"
+        except dlock.LockLost as e:
+            res, detail = "lost", e.reason
+        except (dlock.ConnectionClosed, dlock.ProtocolError, OSError) as e:
+            res, detail = "conn", str(e)
+        except dlock.DlockError as e:
+            res, detail = "error", str(e)
+        self.recs.append((op, t0, time.monotonic(), res, detail))
+        return res
+
+    def run(self):
+        c = None
+        n = 0
+        while not self.stop.is_set():
+            if c is None:
+                try:
+                    c = dlock.Client(self.path, timeout=PROBE_TIMEOUT_S)
+                except dlock.ConnectFailed as e:
+                    t = time.monotonic()
+                    self.recs.append(("CONNECT", t, t, "conn", str(e)))
+                    self.stop.wait(PROBE_SLEEP_S)
+                    continue
+            n += 1
+            name = "probe-%d-%d" % (self.i, n)
+            res = self._one("TRYLOCK", c.trylock, name, 0)
+            if res == "ok":
+                res = self._one("UNLOCK", c.unlock, name)
+            if res in ("conn", "lost", "error", "timeout"):
+                c.close()
+                c = None
+            self.stop.wait(PROBE_SLEEP_S)
+        if c is not None:
+            c.close()
+
+
 # ---- the suite ---------------------------------------------------------------
 
 class Chaos(object):
@@ -220,9 +359,17 @@ class Chaos(object):
         self.checks = []               # (name, ok, detail)
         self.problems = []             # things that went wrong in the phases
         self.m = {"handoff": [], "reaped": [], "free": [], "restart": [], "pause": [],
-                  "slow": [], "stall_wd": [], "stall_lease": []}
+                  "slow": [], "stall_wd": [], "stall_lease": [], "failover": []}
         self.store = None
         self.t_start = time.monotonic()
+        self.stages = []               # the stages that started: "standalone", "failover"
+        self.stage = None
+        self.daemon_stops = []         # (label, was alive, exit code) of every SIGTERM stop
+        self.topo = None               # the failover stage's Sentinel topology
+        self.probes = []
+        self.fo_t0 = None              # the failover stage's start
+        # log time (wall clock, ms) -> time.monotonic()
+        self.wall_offset = time.time() - time.monotonic()
 
     # -- helpers --
 
@@ -265,9 +412,21 @@ class Chaos(object):
                 f.write("[server]\nsocket = %s\nadmin_uids = 0\n[redis]\nurl = unix://%s\n"
                         "command_timeout_ms = 500\nconnect_timeout_ms = 500\n"
                         "[lock]\nlease_ms = %d\n" % (self.dsock[i], self.rsock, LEASE_MS))
-            n = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-            n.bind(os.path.join(self.tmp, "notify%d.sock" % i))
-            self.notify.append(n)
+            if len(self.notify) <= i:
+                n = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+                n.bind(os.path.join(self.tmp, "notify%d.sock" % i))
+                self.notify.append(n)
+
+    def write_failover_configs(self):
+        for i in range(DAEMONS):
+            with open(self.dconf[i], "w") as f:
+                f.write("[server]\nsocket = %s\nadmin_uids = 0\n[redis]\nsentinels = %s\n"
+                        "master_name = %s\ncommand_timeout_ms = %d\nconnect_timeout_ms = %d\n"
+                        "replicas_ack = auto\nreplicas_timeout_ms = %d\n"
+                        "[lock]\nlease_ms = %d\n"
+                        % (self.dsock[i], " ".join(self.topo.sentinel_addrs()), FO_MASTER,
+                           FO_CMD_TIMEOUT_MS, FO_CONNECT_TIMEOUT_MS, FO_REPLICAS_TIMEOUT_MS,
+                           FO_LEASE_MS))
 
     def start_dlockd(self, i):
         """Starts daemon i and waits for its sd_notify READY=1, then for
@@ -727,6 +886,10 @@ class Chaos(object):
             raise RuntimeError("dlockd binary %s not found; run `make` or set DLOCKD_BIN"
                                % self.dlockd_bin)
         self.store = _state["store"] = FencedStore(os.path.join(self.tmp, "store.sock"))
+
+    def start_standalone(self):
+        self.stage = "standalone"
+        self.stages.append(self.stage)
         self.write_configs()
         self.start_redis()
         for i in range(DAEMONS):
@@ -738,37 +901,291 @@ class Chaos(object):
 
     def run(self):
         self.setup()
-        with self.phase("warmup"):
-            if not self.wait_progress(50):
-                self.problem("warmup: the workload makes no progress")
-            time.sleep(self.prof["settle"])
-        self.phase_holder_kill()
-        self.phase_dlockd_kill()
-        self.phase_stall()
-        self.phase_redis_restart()
-        self.phase_redis_pause()
-        self.phase_slow_reader()
+        if self.args.stage in ("all", "standalone"):
+            self.start_standalone()
+            with self.phase("warmup"):
+                if not self.wait_progress(50):
+                    self.problem("warmup: the workload makes no progress")
+                time.sleep(self.prof["settle"])
+            self.phase_holder_kill()
+            self.phase_dlockd_kill()
+            self.phase_stall()
+            self.phase_redis_restart()
+            self.phase_redis_pause()
+            self.phase_slow_reader()
+        if self.args.stage in ("all", "failover"):
+            if self.stage == "standalone":
+                self.end_standalone()
+            self.start_failover()
+            with self.phase("fo-warmup"):
+                if not self.wait_progress(30):
+                    self.problem("failover warmup: the workload makes no progress")
+                time.sleep(self.prof["fo_settle"])
+            for k in range(self.prof["fkills"]):
+                self.failover("kill", heal=self.prof["heal"])
+            for k in range(self.prof["forced"]):
+                self.failover("forced", heal=self.prof["heal"])
+            self.check_follows_sentinel("the end of the stage")
         self.finish_workers()
+        self.stop_probes()
 
     def finish_workers(self):
         with self.phase("stop"):
-            self.check_workers_alive("the run")
-            self.store.stop_workers()
-            deadline = time.monotonic() + EVENT_TIMEOUT
-            for wid, p in self.workers.items():
+            self.stop_workers("the run")
+
+    def stop_workers(self, where):
+        """Lets every worker finish its section, unlock and exit (reads answer
+        Q), and forgets them."""
+        self.check_workers_alive(where)
+        self.store.stop_workers()
+        deadline = time.monotonic() + EVENT_TIMEOUT
+        for wid, p in self.workers.items():
+            try:
+                p.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.problem("worker %d did not stop; killed" % wid)
+                self.kill_worker(wid)
+            if p.returncode not in (0, -signal.SIGKILL):
+                self.problem("worker %d exited with %s\n%s" % (wid, p.returncode,
+                                                              log_tail(p.logname)))
+        self.workers = {}
+
+    def end_standalone(self):
+        """Between the stages: the workers finish, the daemons stop (exit 0
+        on SIGTERM), redis-server goes."""
+        with self.phase("stage-switch"):
+            self.stop_workers("the standalone stage")
+            self.check_daemons_alive("the standalone stage")
+            self.stop_daemons()
+            if self.redis is not None and self.redis.poll() is None:
+                self.redis.kill()
+                self.redis.wait()
+
+    # -- the failover stage --
+
+    def start_failover(self):
+        self.stage = "failover"
+        self.stages.append(self.stage)
+        self.fo_t0 = time.monotonic()
+        with self.phase("fo-setup"):
+            self.topo = _state["topo"] = sentinel.Topology(
+                self.tmp, name=FO_MASTER, replicas=2, sentinels=3, quorum=2,
+                down_after_ms=FO_DOWN_AFTER_MS, failover_timeout_ms=FO_FAILOVER_TIMEOUT_MS,
+                spawn=spawn, say=self.say)
+            try:
+                self.topo.start(timeout=3 * START_TIMEOUT)
+            except sentinel.TopologyError as e:
+                raise RuntimeError(str(e))
+            self.write_configs()              # the notify sockets, if stage 1 did not run
+            self.write_failover_configs()
+            for i in range(DAEMONS):
+                self.start_dlockd(i)
+            backends = [self.info(i).get("backend") for i in range(DAEMONS)]
+            self.m["fo_backend"] = backends
+            if any(b != "sentinel" for b in backends):
+                self.problem("failover stage: INFO backend= says %s, not sentinel"
+                             % "/".join(str(b) for b in backends))
+            self.check_follows_sentinel("the start of the stage")
+            self.store.resume_workers()
+            for wid in range(WATCHDOG_WORKERS):
+                self.spawn_worker(wid)
+            for i in range(DAEMONS):
+                pr = Probe(self, i)
+                pr.start()
+                self.probes.append(pr)
+        self.say("Sentinel topology (%s), %d dlockd with sentinels (lease %d ms, "
+                 "replicas_ack auto), %d watchdog-mode workers, %d probes up"
+                 % (FO_MASTER, DAEMONS, FO_LEASE_MS, WATCHDOG_WORKERS, len(self.probes)))
+
+    def stop_probes(self):
+        for pr in self.probes:
+            pr.stop.set()
+        for pr in self.probes:
+            pr.join(PROBE_TIMEOUT_S + 5)
+
+    def adoptions(self, i, since):
+        """dlockd i's "primary is now HOST:PORT" log lines from `since` on, as
+        [(t, port)] with log times (ms) turned into time.monotonic()."""
+        out = []
+        try:
+            with open(os.path.join(self.tmp, "dlockd%d.log" % i), "rb") as f:
+                data = f.read().decode("utf-8", "replace")
+        except OSError:
+            return out
+        for line in data.splitlines():
+            m = ADOPT_RE.search(line)
+            if not m:
+                continue
+            ts = LOG_TIME_RE.match(line)
+            if ts is None:
+                continue
+            try:
+                wall = time.mktime(time.strptime(ts.group(1), "%Y-%m-%d %H:%M:%S"))
+            except ValueError:
+                continue
+            t = wall + int(ts.group(2)) / 1000.0 - self.wall_offset
+            if t >= since - 0.002:           # the log has ms
+                out.append((t, int(m.group(2))))
+        return out
+
+    def check_follows_sentinel(self, where):
+        """Every daemon's last adopted primary is the one Sentinel names."""
+        try:
+            want = self.topo.master_port(0)
+        except (OSError, sentinel.RespError) as e:
+            self.problem("%s: Sentinel did not answer: %s" % (where, e))
+            return
+        got = []
+        deadline = time.monotonic() + EVENT_TIMEOUT
+        while True:
+            got = [self.adoptions(i, self.fo_t0) for i in range(DAEMONS)]
+            if all(a and a[-1][1] == want for a in got) or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        bad = ["d%d: %s" % (i, ":%d" % a[-1][1] if a else "no 'primary is now' line")
+               for i, a in enumerate(got) if not a or a[-1][1] != want]
+        self.m.setdefault("follows", []).append((where, want, bad))
+        if bad:
+            self.problem("%s: Sentinel names :%d as the primary, but %s"
+                         % (where, want, ", ".join(bad)))
+
+    def first_probe_grant(self, i, since):
+        """The first probe grant on dlockd i requested at or after `since`:
+        the time its reply came, or None."""
+        for r in list(self.probes[i].recs):
+            if r[0] == "TRYLOCK" and r[3] == "ok" and r[1] >= since:
+                return r[2]
+        return None
+
+    def last_probe_grant(self, i, before):
+        out = None
+        for r in list(self.probes[i].recs):
+            if r[0] == "TRYLOCK" and r[3] == "ok" and r[2] < before:
+                out = r[2]
+        return out
+
+    def failover(self, kind, heal):
+        """kind "kill": SIGKILL the primary, then restart it on its port;
+        "forced": SENTINEL FAILOVER. A holder sits in its critical section
+        meanwhile; it goes on once every daemon grants again and the lock
+        moved on or FO_HOLD_S passed."""
+        topo = self.topo
+        with self.phase("failover-" + kind):
+            h = self.store.hook(exclude=(LEASE_WID,))
+            g = self.hook_arrival(h, "failover-" + kind)
+            old = topo.primary
+            old_port = topo.nodes[old]["port"]
+            if kind == "kill":
+                t0 = topo.kill(old)
+            else:
                 try:
-                    p.wait(max(0.1, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    self.problem("worker %d did not stop; killed" % wid)
-                    self.kill_worker(wid)
-                if p.returncode not in (0, -signal.SIGKILL):
-                    self.problem("worker %d exited with %s\n%s" % (wid, p.returncode,
-                                                                  log_tail(p.logname)))
+                    t0 = topo.force_failover(self.rnd.randrange(len(topo.sentinels)))
+                except (OSError, sentinel.RespError) as e:
+                    h.release.set()
+                    self.problem("SENTINEL FAILOVER failed: %s" % e)
+                    return
+            sw = topo.wait_switch(t0, FO_SWITCH_TIMEOUT)
+            rec = dict(kind=kind, old=old_port, t0=t0, new=None, sdown=None, odown=None,
+                       switch=None, adopt=[None] * DAEMONS, grant=[None] * DAEMONS,
+                       gap=[None] * DAEMONS, holder=None, heal=None, restart=None)
+            for ch in ("+sdown", "+odown"):
+                e = topo.events.first(ch, t0, prefix="master %s 127.0.0.1 %d" % (FO_MASTER,
+                                                                                 old_port))
+                if e is not None:
+                    rec[ch[1:]] = (e[0] - t0) * 1000
+            if sw is None:
+                self.problem("failover-%s: no +switch-master within %.0f s" % (kind,
+                                                                               FO_SWITCH_TIMEOUT))
+            else:
+                rec["switch"] = (sw[0] - t0) * 1000
+                rec["new"] = sw[2]
+                # Every daemon adopts the new primary and grants a fresh lock.
+                deadline = sw[0] + FO_RESUME_TIMEOUT
+                while time.monotonic() < deadline:
+                    for i in range(DAEMONS):
+                        if rec["adopt"][i] is None:
+                            a = [t for t, port in self.adoptions(i, t0) if port == sw[2]]
+                            if a:
+                                rec["adopt"][i] = (a[0] - t0) * 1000
+                        if rec["adopt"][i] is not None and rec["grant"][i] is None:
+                            tg = self.first_probe_grant(i, t0 + rec["adopt"][i] / 1000.0)
+                            if tg is not None:
+                                rec["grant"][i] = (tg - t0) * 1000
+                                before = self.last_probe_grant(i, t0)
+                                if before is not None:
+                                    rec["gap"][i] = (tg - before) * 1000
+                    if all(x is not None for x in rec["grant"]):
+                        break
+                    time.sleep(0.02)
+                if any(x is None for x in rec["grant"]):
+                    self.problem("failover-%s: not every dlockd adopted :%d and granted "
+                                 "within %.0f s of +switch-master (adopted ms %s, granted ms %s)"
+                                 % (kind, sw[2], FO_RESUME_TIMEOUT, fmt_list(rec["adopt"]),
+                                    fmt_list(rec["grant"])))
+            t_back = time.monotonic()
+            if g is not None:
+                # The holder from before: did it keep the lock?
+                nxt = self.next_grant(g, lambda x: True, timeout=FO_HOLD_S)
+                h.release.set()
+                done = self.store.wait_for(lambda: g["t_end"] is not None, EVENT_TIMEOUT)
+                w = g["write"]
+                rec["holder"] = dict(wid=g["wid"], fence=g["fence"],
+                                     regranted=None if nxt is None
+                                     else (nxt["t_start"] - t0) * 1000,
+                                     write=None if w is None else w["accepted"],
+                                     outcome=g["outcome"] if done else None)
+            self.faults.append(dict(kind="failover-" + kind, t0=t0, t1=t_back, daemon=None,
+                                    wid=None, inc=None,
+                                    trail=FO_LEASE_MS / 1000.0 + LOSS_WINDOW_S))
+            if kind == "kill":
+                try:
+                    rec["restart"] = topo.restart(old)
+                except sentinel.TopologyError as e:
+                    self.problem("failover-kill: %s" % e)
+            self.m["failover"].append(rec)
+            self.say("  %s of primary :%d: Sentinel +sdown %s, +odown %s, +switch-master %s ms "
+                     "(to :%s); dlockd adopted it at %s ms, first grant at %s ms (gap in "
+                     "grants %s ms)"
+                     % ("SIGKILL" if kind == "kill" else "SENTINEL FAILOVER", old_port,
+                        fmt_ms(rec["sdown"]), fmt_ms(rec["odown"]), fmt_ms(rec["switch"]),
+                        rec["new"], fmt_list(rec["adopt"]), fmt_list(rec["grant"]),
+                        fmt_list(rec["gap"])))
+            if rec["holder"] is not None:
+                x = rec["holder"]
+                self.say("  holder from before (worker %d, fence %d): %s; its write %s, unlock "
+                         "%s" % (x["wid"], x["fence"],
+                                 "lock granted again %.0f ms after the fault" % x["regranted"]
+                                 if x["regranted"] is not None else "nobody else got the lock",
+                                 {None: "none", True: "accepted", False: "rejected"}[x["write"]],
+                                 x["outcome"]))
+            if not self.wait_progress(5, since=t_back):
+                self.problem("failover-%s: no progress after the failover" % kind)
+            self.check_daemons_alive("failover-" + kind)
+            self.check_workers_alive("failover-" + kind)
+            if heal:
+                t_h = time.monotonic()
+                why = topo.wait_healthy(FO_HEAL_TIMEOUT)
+                rec["heal"] = None if why else (time.monotonic() - t_h)
+                if why:
+                    self.problem("failover-%s: the topology did not heal within %.0f s: %s"
+                                 % (kind, FO_HEAL_TIMEOUT, why))
+                else:
+                    self.say("  Sentinel sees every replica healthy again after %.1f s"
+                             % rec["heal"])
+                self.check_follows_sentinel("failover-%s, healed" % kind)
+            time.sleep(self.prof["fo_settle"])
+            if not self.wait_progress(10):
+                self.problem("no progress after failover-%s" % kind)
 
     def stop_daemons(self):
-        """Every dlockd we did not kill must still run and exit 0 on SIGTERM."""
+        """Every dlockd we did not kill must still run and exit 0 on SIGTERM.
+        Appends (label, alive, rc) to daemon_stops for each; returns those."""
         res = []
         for i, p in enumerate(self.daemons):
+            label = "d%d%s" % (i, "" if self.stage == "standalone" else " (%s)" % self.stage)
+            if p is None:
+                res.append((label, False, "never started"))
+                continue
             alive = p.poll() is None
             rc = None
             if alive:
@@ -777,10 +1194,19 @@ class Chaos(object):
                     rc = p.wait(EVENT_TIMEOUT)
                 except subprocess.TimeoutExpired:
                     rc = "hung"
+                    p.kill()
             else:
                 rc = p.returncode
-            res.append((i, alive, rc))
+            res.append((label, alive, rc))
+            if not alive or rc != 0:
+                print("--- dlockd%d.log (tail, %s)\n%s" % (i, self.stage, log_tail(p.logname, 30)))
+        self.daemons = [None] * DAEMONS
+        self.daemon_stops.extend(res)
         return res
+
+
+def fmt_ms(v):
+    return "-" if v is None else "%.0f" % v
 
 
 def fmt_rec(rec):
@@ -794,7 +1220,7 @@ def fmt_rec(rec):
 LOSS_WINDOW_S = 1.5      # a fault's effects (loss notices) may trail it by this much
 
 
-def analyse(c, daemon_stops):
+def analyse(c):
     st = c.store
     grants = list(st.grant_order)
     accepted = list(st.accepted)
@@ -812,10 +1238,10 @@ def analyse(c, daemon_stops):
     def fault_for(g):
         """A fault during g's critical section that can cost g its lock, or None."""
         for f in c.faults:
-            t0, t1 = f["t0"], f["t1"] + LOSS_WINDOW_S
+            t0, t1 = f["t0"], f["t1"] + f.get("trail", LOSS_WINDOW_S)
             if not (g["t_start"] < t1 and g["t_end_eff"] > t0):
                 continue
-            if f["kind"] in ("redis-restart", "redis-pause"):
+            if f["kind"] in ("redis-restart", "redis-pause", "failover-kill", "failover-forced"):
                 return f["kind"]
             if f["kind"] == "dlockd-kill" and f["daemon"] == g["daemon"]:
                 return f["kind"]
@@ -867,8 +1293,8 @@ def analyse(c, daemon_stops):
         else:
             reasons[why.split(":")[0]] = reasons.get(why.split(":")[0], 0) + 1
     open_sections = [g for g in grants if g["end_kind"] == "open"]
-    c.check("critical sections overlap only after a lease ran out / Redis lost data, "
-            "and then the fence stopped the stale holder",
+    c.check("critical sections overlap only after a lease ran out / Redis lost data / a "
+            "failover, and then the fence stopped the stale holder",
             not bad and not unexplained and not open_sections,
             "%d grants, %d overlapping pairs (%s; causes: %s)%s%s%s"
             % (len(grants), len(pairs),
@@ -901,7 +1327,8 @@ def analyse(c, daemon_stops):
             j += 1
         if g["fence"] <= maxf:
             order_bad.append(g)
-    restarts = [f for f in c.faults if f["kind"] == "redis-restart"]
+    restarts = [f for f in c.faults if f["kind"] in ("redis-restart", "failover-kill",
+                                                     "failover-forced")]
     jumps = []
     for f in restarts:
         before = [g["fence"] for g in grants if g["t_start"] < f["t0"]]
@@ -910,12 +1337,53 @@ def analyse(c, daemon_stops):
             jumps.append(min(after) > max(before))
     reentrant = sum(1 for n in st.notes if n[3] == "reentrant_grant")
     c.check("every grant has its own fence, rising with grant order (also across Redis "
-            "restarts)", not dups and not order_bad and all(jumps) and not reentrant,
+            "restarts and failovers)", not dups and not order_bad and all(jumps) and not reentrant,
             "%d grants, %d duplicate fences, %d grants with a fence below an earlier "
             "finished section's, %d fresh grants with holds != 1, fence rose across %d/%d "
-            "Redis restarts" % (len(grants), len(dups), len(order_bad), reentrant, sum(jumps),
-                                len(jumps)))
+            "Redis restarts and failovers%s"
+            % (len(grants), len(dups), len(order_bad), reentrant, sum(jumps), len(jumps),
+               "".join("\n      worker %d fence %d at %.3f s on dlockd %d"
+                       % (g["wid"], g["fence"], g["t_start"] - c.t_start, g["daemon"])
+                       for g in order_bad[:5])))
 
+    if "standalone" in c.stages:
+        analyse_standalone(c)
+    if "failover" in c.stages:
+        analyse_failover(c, grants)
+
+    # 8. no unexplained lock losses
+    losses = [g for g in grants if g["outcome"] not in (None, "ok")]
+    stray = [g for g in losses if fault_for(g) is None]
+    c.check("no lock is lost (!LOST, NOTHELD, broken connection) outside a fault",
+            not stray, "%d losses, all during faults%s" % (len(losses), "".join(
+                "\n      worker %d fence %d at %.3f s on dlockd %d: %s"
+                % (g["wid"], g["fence"], g["t_start"] - c.t_start, g["daemon"], g["outcome"])
+                for g in stray[:5])) if not stray else "%d losses, %d outside faults%s" % (
+                len(losses), len(stray), "".join(
+                    "\n      worker %d fence %d at %.3f s on dlockd %d: %s"
+                    % (g["wid"], g["fence"], g["t_start"] - c.t_start, g["daemon"],
+                       g["outcome"]) for g in stray[:5])))
+
+    # 10. no daemon crash
+    crashes = list(c.daemon_deaths)
+    bad_stop = [x for x in c.daemon_stops if not x[1] or x[2] != 0]
+    c.check("no dlockd crashes; each exits 0 on SIGTERM",
+            not crashes and not bad_stop and c.daemon_stops,
+            "%d killed on purpose and restarted; at the end of each stage: %s%s"
+            % (len(c.killed_daemons) - len(crashes),
+               ", ".join("%s %s rc %s" % (label, "alive" if alive else "DEAD", rc)
+                         for label, alive, rc in c.daemon_stops) or "no stop",
+               "".join("\n      dlockd %d died (rc %s) during %s" % x for x in crashes)))
+
+    # 11. the harness itself and liveness
+    c.check("the workload kept going (progress after every fault, no worker or store "
+            "trouble)", not c.problems and not c.worker_deaths and not st.errors,
+            "; ".join(c.problems + st.errors[:5]) or
+            "%d grants by %d worker incarnations" % (len(grants), len(c.store.hello)))
+
+
+def analyse_standalone(c):
+    """The checks of the standalone stage's own phases."""
     # 4. hand-off after a holder's SIGKILL
     h = c.m["handoff"]
     hv = [x for x in h if x is not None]
@@ -982,19 +1450,6 @@ def analyse(c, daemon_stops):
                          {None: "none", True: "ACCEPTED", False: "rejected"}[x["write"]],
                          x["outcome"]) for x in sl) or "not run")
 
-    # 8. no unexplained lock losses
-    losses = [g for g in grants if g["outcome"] not in (None, "ok")]
-    stray = [g for g in losses if fault_for(g) is None]
-    c.check("no lock is lost (!LOST, NOTHELD, broken connection) outside a fault",
-            not stray, "%d losses, all during faults%s" % (len(losses), "".join(
-                "\n      worker %d fence %d at %.3f s on dlockd %d: %s"
-                % (g["wid"], g["fence"], g["t_start"] - c.t_start, g["daemon"], g["outcome"])
-                for g in stray[:5])) if not stray else "%d losses, %d outside faults%s" % (
-                len(losses), len(stray), "".join(
-                    "\n      worker %d fence %d at %.3f s on dlockd %d: %s"
-                    % (g["wid"], g["fence"], g["t_start"] - c.t_start, g["daemon"],
-                       g["outcome"]) for g in stray[:5])))
-
     # 9. slow reader
     sr = c.m["slow"]
     c.check("a client that does not read is cut off (output_overflows rises, its lock is "
@@ -1010,22 +1465,105 @@ def analyse(c, daemon_stops):
                          else "free %.1f ms after the cut" % x["freed"])
                       for x in sr) or "not run")
 
-    # 10. no daemon crash
-    crashes = list(c.daemon_deaths)
-    bad_stop = [(i, alive, rc) for i, alive, rc in daemon_stops if not alive or rc != 0]
-    c.check("no dlockd crashes; each exits 0 on SIGTERM",
-            not crashes and not bad_stop,
-            "%d killed on purpose and restarted; at the end: %s%s"
-            % (len(c.killed_daemons) - len(crashes),
-               ", ".join("d%d %s rc %s" % (i, "alive" if alive else "DEAD", rc)
-                         for i, alive, rc in daemon_stops),
-               "".join("\n      dlockd %d died (rc %s) during %s" % x for x in crashes)))
 
-    # 11. the harness itself and liveness
-    c.check("the workload kept going (progress after every fault, no worker or store "
-            "trouble)", not c.problems and not c.worker_deaths and not st.errors,
-            "; ".join(c.problems + st.errors[:5]) or
-            "%d grants by %d worker incarnations" % (len(grants), len(c.store.hello)))
+def analyse_failover(c, grants):
+    """The failover stage's own checks."""
+    fo = c.m["failover"]
+    slack = c.prof["hang_slack_ms"]
+    bound = FO_CMD_TIMEOUT_MS + slack
+
+    # F1. no request hangs: the probes' requests and the workers' UNLOCKs
+    recs = [r for p in c.probes for r in p.recs if r[0] != "CONNECT"]
+    counts = {}
+    for r in recs:
+        counts[r[3]] = counts.get(r[3], 0) + 1
+    slow = sorted((r for r in recs if (r[2] - r[1]) * 1000 > bound),
+                  key=lambda r: r[1] - r[2])
+    lat = sorted((r[2] - r[1]) * 1000 for r in recs)
+    unl = [g for g in grants if c.fo_t0 is not None and g["t_start"] >= c.fo_t0 and
+           g.get("t_done") is not None and g["t_end"] is not None]
+    unl_lat = sorted((g["t_done"] - g["t_end"]) * 1000 for g in unl)
+    slow_unl = [g for g in unl if (g["t_done"] - g["t_end"]) * 1000 > bound]
+    backend_msgs = {}
+    for r in recs:
+        if r[3] == "backend":
+            k = re.sub(r"\d+", "N", r[4])[:60]
+            backend_msgs[k] = backend_msgs.get(k, 0) + 1
+
+    def pct(v, p):
+        return v[min(len(v) - 1, int(p / 100.0 * len(v)))] if v else None
+    c.check("no request hangs in the failover stage: every probe request (TRYLOCK <fresh> 0, "
+            "UNLOCK) and every worker UNLOCK answered within command_timeout_ms + %d ms "
+            "(%d ms)" % (slack, bound),
+            recs and not slow and not slow_unl,
+            "%d probe requests (%s), p50/p99/max %s/%s/%s ms; %d worker UNLOCKs, p99/max "
+            "%s/%s ms%s%s%s"
+            % (len(recs), ", ".join("%s %d" % kv for kv in sorted(counts.items())),
+               fmt_ms(pct(lat, 50)), fmt_ms(pct(lat, 99)), fmt_ms(lat[-1] if lat else None),
+               len(unl), fmt_ms(pct(unl_lat, 99)), fmt_ms(unl_lat[-1] if unl_lat else None),
+               "; ERR BACKEND: " + ", ".join("%s (%d)" % kv for kv in
+                                             sorted(backend_msgs.items(),
+                                                    key=lambda kv: -kv[1])[:4])
+               if backend_msgs else "",
+               "".join("\n      SLOW: dlockd probe %s %s sent at %.3f s answered after %.0f ms "
+                       "(%s %s)" % (r[0], "", r[1] - c.t_start, (r[2] - r[1]) * 1000, r[3],
+                                    r[4][:60]) for r in slow[:5]),
+               "".join("\n      SLOW: worker %d UNLOCK at %.3f s answered after %.0f ms (%s)"
+                       % (g["wid"], g["t_end"] - c.t_start, (g["t_done"] - g["t_end"]) * 1000,
+                          g["outcome"]) for g in slow_unl[:5])))
+
+    # F2. service resumes: every daemon follows Sentinel and grants again
+    lag = c.prof["resume_ms"]
+    ok = bool(fo) and len(fo) == c.prof["fkills"] + c.prof["forced"]
+    lines = []
+    for x in fo:
+        good = x["switch"] is not None and all(v is not None for v in x["grant"])
+        lags = [None if v is None or x["switch"] is None else v - x["switch"]
+                for v in x["grant"]]
+        good = good and all(v is not None and v <= lag for v in lags)
+        ok = ok and good
+        lines.append("%s :%d -> :%s: Sentinel +sdown/+odown/+switch-master %s/%s/%s ms; "
+                     "dlockd adopted the new primary at %s ms, first grant %s ms (%s ms after "
+                     "+switch-master), gap in grants %s ms%s"
+                     % ("SIGKILL" if x["kind"] == "kill" else "SENTINEL FAILOVER", x["old"],
+                        x["new"] or "?", fmt_ms(x["sdown"]), fmt_ms(x["odown"]),
+                        fmt_ms(x["switch"]), fmt_list(x["adopt"]), fmt_list(x["grant"]),
+                        fmt_list(lags), fmt_list(x["gap"]),
+                        "; healed in %.1f s" % x["heal"] if x["heal"] is not None else ""))
+    follows = c.m.get("follows", [])
+    notf = [(w, want, bad) for w, want, bad in follows if bad]
+    ok = ok and not notf and follows and \
+        all(b == "sentinel" for b in c.m.get("fo_backend") or [None])
+    c.check("every dlockd follows Sentinel (INFO backend=sentinel; 'primary is now' names "
+            "Sentinel's primary) and grants again within %d ms of +switch-master after every "
+            "failover" % lag, ok,
+            "INFO backend: %s; %s%s" % ("/".join(str(b) for b in c.m.get("fo_backend") or [])
+                                        or "-",
+                                        "\n      ".join(lines) or "no failover ran",
+                                        "".join("\n      at %s Sentinel names :%d but %s"
+                                                % (w, want, ", ".join(bad))
+                                                for w, want, bad in notf)))
+
+    # F3. a holder caught by a failover keeps the lock or is fenced off
+    hs = [x["holder"] for x in fo]
+    good = bool(hs)
+    for x in hs:
+        if x is None:
+            good = False
+        elif x["regranted"] is not None:
+            good = good and x["write"] is False           # moved on: must be fenced off
+        else:
+            good = good and x["write"] is True            # kept: its write goes through
+    c.check("a holder caught by a failover either keeps its lock (nobody else is granted, its "
+            "write is accepted) or is fenced off (the lock is granted again, its write is "
+            "rejected)", good,
+            "; ".join("no holder" if x is None else
+                      "worker %d: %s, write %s, unlock %s"
+                      % (x["wid"], "granted again %.0f ms after the fault" % x["regranted"]
+                         if x["regranted"] is not None else "nobody else granted",
+                         {None: "none", True: "accepted", False: "REJECTED"
+                          if x["regranted"] is None else "rejected"}[x["write"]],
+                         x["outcome"]) for x in hs) or "not run")
 
 
 def dump_events(c):
@@ -1085,6 +1623,8 @@ def main():
     ap.add_argument("--short", action="store_true", help="the shorter run for make test")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (logs)")
     ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--stage", choices=("all", "standalone", "failover"), default="all",
+                    help="run both stages (default) or one")
     args = ap.parse_args()
     if args.seed is None:
         args.seed = random.randrange(1 << 30)
@@ -1097,11 +1637,11 @@ def main():
     signal.signal(signal.SIGALRM, _on_alarm)
 
     c = Chaos(args)
-    print("dlockd chaos suite (%s, seed %d), dlockd %s, temp dir %s"
-          % (c.mode, args.seed, c.dlockd_bin, c.tmp), flush=True)
-    signal.alarm(c.prof["budget"])
+    print("dlockd chaos suite (%s, seed %d, stage %s), dlockd %s, temp dir %s"
+          % (c.mode, args.seed, args.stage, c.dlockd_bin, c.tmp), flush=True)
+    signal.alarm((c.prof["budget"] if args.stage != "failover" else 0) +
+                 (c.prof["fo_budget"] if args.stage != "standalone" else 0))
     fatal = None
-    daemon_stops = []
     try:
         try:
             c.run()
@@ -1112,16 +1652,11 @@ def main():
                     p.send_signal(signal.SIGCONT)
                     c.kill_worker(wid)
         signal.alarm(0)
+        c.stop_probes()
         if c.store is not None:
-            for i, p in enumerate(c.daemons):
-                if p is None:
-                    daemon_stops.append((i, False, "never started"))
-            if all(p is not None for p in c.daemons):
-                daemon_stops = c.stop_daemons()
-            for i, alive, rc in daemon_stops:
-                if not alive or rc != 0:
-                    print("--- dlockd%d.log (tail)\n%s" % (i, log_tail("dlockd%d.log" % i, 30)))
-            analyse(c, daemon_stops)
+            if any(p is not None for p in c.daemons):
+                c.stop_daemons()
+            analyse(c)
         if fatal:
             c.check("the suite ran to its end", False, fatal)
         print()

@@ -11,7 +11,7 @@ Line protocol (one request, one reply):
   R <wid> <inc> <it> <daemon> <fence> <t_grant> <t_req>
                                                   -> V <value> | Q (stop: unlock and exit)
   W <wid> <inc> <it> <fence> <read> <new>         -> OK | REJ <highest>
-  E <wid> <inc> <it> <t_end> <outcome>            -> OK
+  E <wid> <inc> <it> <t_end> <outcome> [<t_done>] -> OK
   N <wid> <inc> <kind> <t>                        -> OK
 
 A read registers its fence too (the highest fence seen rises on reads as
@@ -132,7 +132,8 @@ class FencedStore(object):
                 return self._write(int(w[1]), int(w[2]), int(w[3]), int(w[4]), int(w[5]),
                                    int(w[6]))
             if op == "E":
-                return self._end(int(w[1]), int(w[2]), int(w[3]), float(w[4]), w[5])
+                return self._end(int(w[1]), int(w[2]), int(w[3]), float(w[4]), w[5],
+                                 float(w[6]) if len(w) > 6 else None)
             if op == "N":
                 with self.lock:
                     self.notes.append((float(w[4]), int(w[1]), int(w[2]), w[3]))
@@ -159,7 +160,8 @@ class FencedStore(object):
             g = {"wid": wid, "inc": inc, "it": it, "daemon": daemon, "fence": fence,
                  "t_start": t_grant, "t_req": t_req, "t_read": now, "read_seq": self.seq,
                  "read_value": self.value, "stale_read": fence < self.highest,
-                 "write": None, "t_end": None, "outcome": None, "stopped": self.stopping,
+                 "write": None, "t_end": None, "t_done": None, "outcome": None,
+                 "stopped": self.stopping,
                  "idx": len(self.grant_order)}
             key = (wid, inc, it)
             if key in self.grants:
@@ -206,7 +208,7 @@ class FencedStore(object):
             self.cond.notify_all()
             return reply
 
-    def _end(self, wid, inc, it, t_end, outcome):
+    def _end(self, wid, inc, it, t_end, outcome, t_done=None):
         with self.lock:
             g = self.grants.get((wid, inc, it))
             if g is None:
@@ -214,6 +216,7 @@ class FencedStore(object):
             else:
                 g["t_end"] = t_end
                 g["outcome"] = outcome
+                g["t_done"] = t_done     # UNLOCK's reply (or its failure) came
             self.cond.notify_all()
         return "OK"
 
@@ -241,6 +244,11 @@ class FencedStore(object):
         with self.lock:
             self.stopping = True
             self.cond.notify_all()
+
+    def resume_workers(self):
+        """After stop_workers(): reads answer values again (new workers)."""
+        with self.lock:
+            self.stopping = False
 
     def counts(self):
         with self.lock:

@@ -6,7 +6,7 @@ counter+1 with the fence, UNLOCK; forever, reconnecting after any trouble.
 
 lease_ms 0 is watchdog mode. The worker reports each grant to the store with
 its first read, and the end of each critical section (the moment before
-UNLOCK is sent) with the outcome of the UNLOCK. It deliberately does not
+UNLOCK is sent) with the outcome of the UNLOCK and the moment its reply came. It deliberately does not
 check for a loss before writing: a stale write must be stopped by the fence.
 After a loss, ERR BACKEND or a broken connection it reconnects and goes on.
 """
@@ -102,10 +102,11 @@ def main():
             outcome = "backend"
         except (dlock.DlockError, OSError):
             outcome = "closed"
+        t_done = time.monotonic()
         if outcome != "ok":
             client.close()        # reconnect after any trouble
             client = None
-        st.call("E %d %d %d %r %s" % (wid, inc, it, t_end, outcome))
+        st.call("E %d %d %d %r %s %r" % (wid, inc, it, t_end, outcome, t_done))
         if stop:
             if client is not None:
                 client.close()
