@@ -27,10 +27,21 @@
 #   5. Scale: 10000 connections x 10 watchdog locks with lease_ms 3000; RSS,
 #      CPU and renewal traffic over a quiet window.
 #   6. Herd: 1000 waiters on one lock, each passing it on at once.
+#   7. Replicas, the price of WAIT: the throughput of 2. again, over TCP, on
+#      a primary with one replica (redis-server --replicaof), with
+#      replicas_ack = auto (WAIT for the replica) and with 0 (no WAIT), in
+#      four rounds: auto, 0, 0, auto.
+#   8. Failover: a primary, two replicas and three redis-sentinel processes
+#      (tests/chaos/sentinel.py; down-after-milliseconds 1000), a dlockd
+#      with `sentinels`, two clients looping TRYLOCK <fresh> 0 and LOCK
+#      <fresh>; SIGKILL the primary; the time to the first grant afterwards,
+#      next to Sentinel's own (SIGKILL -> +switch-master on its pub/sub). A
+#      fresh topology for each of BENCH_FAILOVER_RUNS runs.
 #
 # Knobs (environment): BENCH_SECONDS (throughput, 10), BENCH_PEER_SECONDS
 # (8), BENCH_SCALE_WINDOW (30), BENCH_SCALE_CONNS (10000), BENCH_HERD_CLIENTS
-# (1000), BENCH_BUILD_DIR (default: the directory of DLOCK_BENCH_BIN).
+# (1000), BENCH_REPL_SECONDS (7., per round, 5), BENCH_FAILOVER_RUNS (8., 3),
+# BENCH_BUILD_DIR (default: the directory of DLOCK_BENCH_BIN).
 # SPDX-License-Identifier: MIT
 set -u -o pipefail
 
@@ -46,6 +57,9 @@ SCALE_C=${BENCH_SCALE_CONNS:-10000}
 SCALE_L=10
 SCALE_LEASE=3000
 HERD_C=${BENCH_HERD_CLIENTS:-1000}
+REPL_S=${BENCH_REPL_SECONDS:-5}
+FO_RUNS=${BENCH_FAILOVER_RUNS:-3}
+FO_DOWN_AFTER_MS=1000
 PY=/usr/bin/python3
 T=""
 PIDS=()
@@ -124,12 +138,13 @@ skipped() { row "$1" "$2" "${3:--}" "skipped"; }
 rcli() { redis-cli -s "$RSOCK" "$@"; }
 
 declare -A DPID=() DSOCK=()
-# start_dlockd NAME [extra config text]
+# start_dlockd NAME [extra config text] [[redis] section body; default: url of our redis]
 start_dlockd() {
-    local name=$1 extra=${2-}
+    local name=$1 extra=${2-} redis=${3-}
     local sock="$T/$name.sock" conf="$T/$name.conf"
-    printf '[server]\nsocket=%s\nmax_clients = 15000\n[redis]\nurl = unix://%s\n%s' \
-        "$sock" "$RSOCK" "$extra" >"$conf"
+    [ -n "$redis" ] || redis="url = unix://$RSOCK"
+    printf '[server]\nsocket=%s\nmax_clients = 15000\n[redis]\n%s\n%s' \
+        "$sock" "$redis" "$extra" >"$conf"
     chmod 600 "$conf" # dlockd refuses, as root, a file others can write
     "$DLOCKD" -c "$conf" 2>>"$T/dlockd-$name.log" &
     DPID[$name]=$!
@@ -228,7 +243,7 @@ redis_version=$(rcli INFO server | awk -F: '/^redis_version/ { sub(/\r/, "", $2)
 
 # ---- 1. Redis ceiling ---------------------------------------------------------
 
-say "== 1/6 Redis ceiling: dlockd's acquire script under redis-benchmark"
+say "== 1/8 Redis ceiling: dlockd's acquire script under redis-benchmark"
 awk 'BEGIN { printf "local K1, K2, A1, A2 = KEYS[1], KEYS[2], ARGV[1], ARGV[2]\n" }
      /^#define LUA_ACQUIRE \\$/ { on = 1; next }
      on {
@@ -265,7 +280,7 @@ start_dlockd main
 
 # ---- 2. uncontended throughput ------------------------------------------------
 
-say "== 2/6 dlockd uncontended throughput: 50 connections, ${TP_S} s"
+say "== 2/8 dlockd uncontended throughput: 50 connections, ${TP_S} s"
 tp=""
 c0=$(now_s) d0=$(cpu_ticks "${DPID[main]}") r0=$(cpu_ticks "$REDIS_PID")
 if run_bench throughput $((TP_S + 40)) throughput -s "${DSOCK[main]}" -c 50 -d "$TP_S" -w 1; then
@@ -287,7 +302,7 @@ flush_redis
 
 # ---- 3. peers -------------------------------------------------------------------
 
-say "== 3/6 peers on the same Redis: redis-py, node redlock, node redis-semaphore"
+say "== 3/8 peers on the same Redis: redis-py, node redlock, node redis-semaphore"
 py_ok=1
 if ! "$PY" -c 'import redis' 2>/dev/null; then
     say "bench: installing python3-redis"
@@ -351,7 +366,7 @@ fi
 
 # ---- 4. hand-off ----------------------------------------------------------------
 
-say "== 4/6 hand-off latency"
+say "== 4/8 hand-off latency"
 ensure_dlockd main
 if run_bench handoff-local 120 handoff -s "${DSOCK[main]}" -n 2000; then
     check "hand-off, one daemon: p50 (UNLOCK written -> waiter's OK read)" "$(kv "$OUT" p50_us)" " us" "<=" 150
@@ -378,7 +393,7 @@ flush_redis
 
 # ---- 5. scale -------------------------------------------------------------------
 
-say "== 5/6 scale: $SCALE_C connections x $SCALE_L locks, lease ${SCALE_LEASE} ms, ${SCALE_WIN} s window"
+say "== 5/8 scale: $SCALE_C connections x $SCALE_L locks, lease ${SCALE_LEASE} ms, ${SCALE_WIN} s window"
 stop_dlockd main # nothing but the scale daemon talks to Redis now
 flush_redis
 start_dlockd scale "$(printf '[lock]\nlease_ms = %s\n' "$SCALE_LEASE")"
@@ -467,7 +482,7 @@ flush_redis
 
 # ---- 6. herd --------------------------------------------------------------------
 
-say "== 6/6 herd: $HERD_C waiters on one lock"
+say "== 6/8 herd: $HERD_C waiters on one lock"
 ensure_dlockd main
 if run_bench herd 120 herd -s "${DSOCK[main]}" -c "$HERD_C" -R "$RSOCK"; then
     hms=$(kv "$OUT" herd_ms) sent=$(kv "$OUT" redis_sent_commands) total=$(kv "$OUT" redis_total_commands)
@@ -482,6 +497,238 @@ else
     failed "herd: Redis commands per hand-off" "see problems" "<= 3"
 fi
 stop_dlockd main
+
+# ---- 7. replicas: the price of WAIT ---------------------------------------------
+
+say "== 7/8 replicas: pairs/s on a primary with one replica (TCP), replicas_ack auto/0/0/auto, ${REPL_S} s each"
+free_ports() { "$PY" -c 'import socket, sys
+s = [socket.socket() for _ in range(int(sys.argv[1]))]
+for x in s: x.bind(("127.0.0.1", 0))
+print(" ".join(str(x.getsockname()[1]) for x in s))' "$1"; }
+read -r RP_PORT RR_PORT <<<"$(free_ports 2)"
+need "$RP_PORT" "a free TCP port"
+need "$RR_PORT" "a free TCP port"
+rcp() { redis-cli -h 127.0.0.1 -p "$RP_PORT" "$@"; }
+mkdir -p "$T/repl-primary" "$T/repl-replica"
+redis-server --port "$RP_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$T/repl-primary" \
+    --repl-diskless-sync yes --repl-diskless-sync-delay 0 --logfile "$T/repl-primary.log" &
+RP_PID=$!
+PIDS+=("$!")
+redis-server --port "$RR_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$T/repl-replica" \
+    --replicaof 127.0.0.1 "$RP_PORT" --logfile "$T/repl-replica.log" &
+RR_PID=$!
+PIDS+=("$!")
+for ((i = 0; i < 1000; i++)); do
+    rcp INFO replication 2>/dev/null | grep -q 'state=online' && break
+    sleep 0.01
+done
+rcp INFO replication 2>/dev/null | grep -q 'state=online' ||
+    fatal "the replica did not come online: $(tail -n 5 "$T/repl-replica.log")"
+cmdcalls() { rcp INFO commandstats | awk -F'[=,:]' -v c="cmdstat_$1" '$1 == c { print $3; f = 1 } END { if (!f) print 0 }'; }
+# Rounds in the order auto, 0, 0, auto, so that a drift of the machine's
+# load over the section weighs on both modes alike; each mode's figures are
+# the means of its two rounds.
+declare -A REPL_TP=() REPL_P50=() REPL_P99=() REPL_W=() REPL_E=() REPL_N=()
+round=0
+for mode in auto 0 0 auto; do
+    round=$((round + 1))
+    start_dlockd "repl-$mode" "" "$(printf 'url = redis://127.0.0.1:%s/0\nreplicas_ack = %s' "$RP_PORT" "$mode")"
+    sleep 1.5 # dlockd learns the replica from ROLE about once a second
+    w0=$(cmdcalls wait) e0=$(cmdcalls evalsha)
+    if run_bench "repl-$mode-$round" $((REPL_S + 40)) throughput -s "${DSOCK[repl-$mode]}" -c 50 -d "$REPL_S" -w 1; then
+        w1=$(cmdcalls wait) e1=$(cmdcalls evalsha)
+        v=$(kv "$OUT" pairs_per_sec) p50=$(kv "$OUT" pair_p50_us) p99=$(kv "$OUT" pair_p99_us)
+        need "$v" "repl-$mode pairs_per_sec"
+        need "$p50" "repl-$mode pair_p50_us"
+        need "$p99" "repl-$mode pair_p99_us"
+        REPL_TP[$mode]=$(calc "${REPL_TP[$mode]-0} + $v" 0)
+        REPL_P50[$mode]=$(calc "${REPL_P50[$mode]-0} + $p50" 0)
+        REPL_P99[$mode]=$(calc "${REPL_P99[$mode]-0} + $p99" 0)
+        REPL_W[$mode]=$((${REPL_W[$mode]-0} + w1 - w0))
+        REPL_E[$mode]=$((${REPL_E[$mode]-0} + e1 - e0))
+        REPL_N[$mode]=$((${REPL_N[$mode]-0} + 1))
+    fi
+    stop_dlockd "repl-$mode"
+    rcp FLUSHALL >/dev/null
+done
+for mode in auto 0; do
+    label="replicas: dlockd pairs/s, primary + 1 replica (TCP, 50 connections), replicas_ack = $mode"
+    if [ "${REPL_N[$mode]-0}" = 2 ]; then
+        REPL_TP[$mode]=$(calc "${REPL_TP[$mode]} / 2" 0)
+        info "$label" "${REPL_TP[$mode]}/s"
+        info "replicas: pair latency p50 / p99; WAIT / EVALSHA commands, replicas_ack = $mode" \
+            "$(calc "${REPL_P50[$mode]} / 2" 0) / $(calc "${REPL_P99[$mode]} / 2" 0) us; ${REPL_W[$mode]} / ${REPL_E[$mode]}"
+    else
+        REPL_TP[$mode]=""
+        failed "$label" "see problems" "-"
+    fi
+done
+if isnum "${REPL_TP[auto]-}" && isnum "${REPL_TP[0]-}"; then
+    info "replicas: price of WAIT, pairs/s with replicas_ack = auto / with 0" "$(calc "${REPL_TP[auto]} / ${REPL_TP[0]}" 2)"
+fi
+for pid in "$RP_PID" "$RR_PID"; do
+    kill -TERM "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    forget_pid "$pid"
+done
+
+# ---- 8. failover --------------------------------------------------------------------
+
+say "== 8/8 failover: SIGKILL the primary under Sentinel, $FO_RUNS runs (down-after-milliseconds $FO_DOWN_AFTER_MS)"
+fo_rc=0
+fo_out=$(timeout -k 5 $((FO_RUNS * 60 + 30)) "$PY" - "$root" "$DLOCKD" "$T" "$FO_RUNS" "$FO_DOWN_AFTER_MS" \
+    2>"$T/failover.err" <<'PYEOF'
+# One dlockd on a fresh Sentinel topology per run. Exit 3: dlockd misbehaved;
+# 4: the Sentinel topology did (did not come up, did not fail over).
+import os, statistics, sys, threading, time
+root, dlockd, tmp, runs, down_after = sys.argv[1:6]
+runs, down_after = int(runs), int(down_after)
+sys.path[:0] = [os.path.join(root, "tests", "chaos"), os.path.join(root, "clients", "python")]
+import dlock, sentinel
+
+def say(text):
+    print(text, file=sys.stderr, flush=True)
+
+class Loop(threading.Thread):
+    """TRYLOCK <fresh> 0 or LOCK <fresh>, then UNLOCK, forever; grants gets
+    (t_sent, t_granted)."""
+    def __init__(self, path, op):
+        super().__init__(daemon=True)
+        self.path, self.op, self.grants, self.errors = path, op, [], 0
+        self.stop = threading.Event()
+    def run(self):
+        c, n = None, 0
+        while not self.stop.is_set():
+            if c is None:
+                try:
+                    c = dlock.Client(self.path, timeout=10.0)
+                except dlock.ConnectFailed:
+                    time.sleep(0.01)
+                    continue
+            n += 1
+            name = "fo-%s-%d" % (self.op, n)
+            t0 = time.monotonic()
+            try:
+                if self.op == "TRYLOCK":
+                    c.trylock(name, 0)
+                else:
+                    c.lock(name)
+                self.grants.append((t0, time.monotonic()))
+                c.unlock(name)
+            except dlock.BackendError:
+                self.errors += 1
+                time.sleep(0.005)
+            except (dlock.DlockError, OSError):
+                self.errors += 1
+                c.close()
+                c = None
+                time.sleep(0.005)
+
+def first_after(loop, t):
+    return next((g for s, g in list(loop.grants) if s >= t), None)
+
+res = []
+for r in range(runs):
+    d = os.path.join(tmp, "failover-%d" % r)
+    os.makedirs(d)
+    topo = sentinel.Topology(d, name="dlock-bench", down_after_ms=down_after)
+    try:
+        try:
+            topo.start(timeout=30)
+        except sentinel.TopologyError as e:
+            say("sentinel: %s" % e)
+            sys.exit(4)
+        sock = os.path.join(d, "dlockd.sock")
+        conf = os.path.join(d, "dlockd.conf")
+        with open(conf, "w") as f:
+            f.write("[server]\nsocket = %s\n[redis]\nsentinels = %s\nmaster_name = dlock-bench\n"
+                    % (sock, " ".join(topo.sentinel_addrs())))
+        os.chmod(conf, 0o600)
+        dp = topo.spawn([dlockd, "-c", conf], "dlockd.log")
+        up, deadline = False, time.monotonic() + 10
+        while not up and time.monotonic() < deadline and dp.poll() is None:
+            try:
+                with dlock.Client(sock, timeout=2) as c:
+                    up = c.info().get("redis") == "up"
+            except (dlock.DlockError, OSError):
+                pass
+            time.sleep(0.02)
+        if not up:
+            with open(os.path.join(d, "dlockd.log")) as f:
+                say("dlockd did not start or never reached redis=up: %s"
+                    % " | ".join(f.read().splitlines()[-5:]))
+            sys.exit(3)
+        loops = [Loop(sock, "TRYLOCK"), Loop(sock, "LOCK")]
+        for l in loops:
+            l.start()
+        deadline = time.monotonic() + 10
+        while any(len(l.grants) < 20 for l in loops) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if any(len(l.grants) < 20 for l in loops):
+            say("dlockd grants nothing before the failover")
+            sys.exit(3)
+        t_kill = topo.kill(topo.primary)
+        sw = topo.wait_switch(t_kill, 30)
+        if sw is None:
+            say("sentinel: no +switch-master within 30 s of the SIGKILL")
+            sys.exit(4)
+        deadline = sw[0] + 30
+        firsts = [None, None]
+        while time.monotonic() < deadline and None in firsts:
+            firsts = [first_after(l, t_kill) for l in loops]
+            time.sleep(0.01)
+        for l in loops:
+            l.stop.set()
+        if None in firsts:
+            say("no grant within 30 s of +switch-master (TRYLOCK %s, LOCK %s)" % tuple(
+                "-" if x is None else "%.0f ms" % ((x - t_kill) * 1000) for x in firsts))
+            sys.exit(3)
+        x = dict(switch=(sw[0] - t_kill) * 1000, grant=(min(firsts) - t_kill) * 1000,
+                 trylock=(firsts[0] - t_kill) * 1000, lock=(firsts[1] - t_kill) * 1000)
+        res.append(x)
+        say("  run %d: SIGKILL -> +switch-master %.0f ms, first grant %.0f ms (TRYLOCK %.0f, LOCK %.0f)"
+            % (r + 1, x["switch"], x["grant"], x["trylock"], x["lock"]))
+        dp.terminate()
+        try:
+            dp.wait(10)
+        except Exception:
+            pass
+    finally:
+        topo.stop()
+out = ["runs=%d down_after_ms=%d" % (runs, down_after)]
+for k in ("switch", "grant", "trylock", "lock"):
+    v = [x[k] for x in res]
+    out.append("%s_ms=%s %s_med_ms=%.0f %s_max_ms=%.0f" % (k, ",".join("%.0f" % y for y in v),
+               k, statistics.median(v), k, max(v)))
+v = [x["grant"] - x["switch"] for x in res]
+out.append("lag_med_ms=%.0f lag_max_ms=%.0f" % (statistics.median(v), max(v)))
+print(" ".join(out))
+PYEOF
+) || fo_rc=$?
+sed 's/^/bench: /' "$T/failover.err" >&2
+case $fo_rc in
+0)
+    for k in grant_med_ms grant_max_ms switch_med_ms switch_max_ms lag_med_ms lag_max_ms; do
+        need "$(kv "$fo_out" "$k")" "failover $k"
+    done
+    info "failover: SIGKILL primary -> first grant, median / max of $FO_RUNS (down-after-milliseconds $FO_DOWN_AFTER_MS)" \
+        "$(kv "$fo_out" grant_med_ms) / $(kv "$fo_out" grant_max_ms) ms"
+    info "failover: Sentinel's own time, SIGKILL -> +switch-master, median / max" \
+        "$(kv "$fo_out" switch_med_ms) / $(kv "$fo_out" switch_max_ms) ms"
+    info "failover: dlockd's share, +switch-master -> first grant, median / max" \
+        "$(kv "$fo_out" lag_med_ms) / $(kv "$fo_out" lag_max_ms) ms"
+    ;;
+3)
+    problem "failover: $(grep -v '^  run ' "$T/failover.err" | tail -n 3 | tr '\n' ' ')"
+    failed "failover: SIGKILL primary -> first grant (down-after-milliseconds $FO_DOWN_AFTER_MS)" "see problems" "-"
+    ;;
+4)
+    failed "failover: SIGKILL primary -> first grant (down-after-milliseconds $FO_DOWN_AFTER_MS)" \
+        "$(grep '^sentinel: ' "$T/failover.err" | tail -n 1 | cut -c 1-120)" "-"
+    ;;
+124 | 137) fatal "failover: the measurement did not finish in time: $(tail -n 3 "$T/failover.err" | tr '\n' ' ')" ;;
+*) fatal "failover: harness failure (exit $fo_rc): $(tail -n 3 "$T/failover.err" | tr '\n' ' ')" ;;
+esac
 
 # ---- report ---------------------------------------------------------------------
 
