@@ -642,7 +642,10 @@ static void on_hs_reply(void *data, redisReply *r, const char *error) {
     }
     if (r->type == REDIS_REPLY_ERROR && !hs->optional) {
         snprintf(why, sizeof(why), "handshake failed: %s", r->str);
-        log_error("redis %s connection to %s: %s", nc->role, nd->label, why);
+        /* Once an outage, as on_conn_down logs: a wrong password is
+         * retried every NODE_BACKOFF_MAX_MS for as long as it lasts. */
+        if (!nc->warned) log_error("redis %s connection to %s: %s", nc->role, nd->label, why);
+        else log_debug("redis %s connection to %s: %s", nc->role, nd->label, why);
         nc->warned = 1;
         resp_close(nc->c, why);
         return;

@@ -614,6 +614,16 @@ START_TEST(auth_and_db) {
                   "LOCK x with a wrong Redis password: '%s', wanted ERR BACKEND with "
                   "Redis's WRONGPASS", l ? l : "(no reply)");
     ck_assert_msg(redis_is(b, "down"), "INFO does not say redis=down with a wrong password");
+    /* It keeps trying, but says so once per connection, not once a try. */
+    const char *conns[] = {"--no-auth-warning", "-a", "s3cret", "--raw", "EVAL",
+                           "return string.match(redis.call('info', 'stats'), "
+                           "'total_connections_received:(%d+)')", "0", NULL};
+    long long seen = atoll(cli(conns)), end = h_now_ms() + H_WAIT_MS;
+    while (atoll(cli(conns)) < seen + 8) {
+        ck_assert_msg(h_now_ms() < end, "the daemon with a wrong password stopped retrying");
+        usleep(20000);
+    }
+    ck_assert_int_le(h_log_count(bad, "handshake failed"), 2);
     h_close(b);
     h_close(c);
     PASSED();
