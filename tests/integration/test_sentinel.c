@@ -1,7 +1,8 @@
 /* Integration tests of dlockd behind Redis Sentinel: discovery, failovers
  * (a killed primary, a forced one under load), the old primary coming back,
- * Sentinels going away, the configuration checks, and discovery and a
- * failover with everything over TLS.
+ * Sentinels going away, the configuration checks, discovery and a
+ * failover with everything over TLS, and passwords on the Sentinels and on
+ * the servers.
  * SPDX-License-Identifier: MIT
  *
  * Each test builds its own set (a primary, two replicas, three Sentinels on
@@ -933,6 +934,157 @@ START_TEST(everything_over_tls) {
 }
 END_TEST
 
+/* ---- 8. passwords: the Sentinels' and the servers' ---------------------------- */
+
+#define DATA_PW     "data-pw-5821"
+#define SENTINEL_PW "sentinel-pw-9374"
+
+/* A config for this set's Sentinels with these passwords (static). */
+static const char *auth_conf(const char *data_pw, const char *sentinel_pw) {
+    static char text[4096];
+    snprintf(text, sizeof(text),
+             "[server]\nadmin_uids = 0\n"
+             "[redis]\nsentinels = %s\nmaster_name = %s\n"
+             "password = %s\nsentinel_password = %s\n"
+             "command_timeout_ms = 1000\nconnect_timeout_ms = 500\n",
+             h_sentinel_addrs(), H_MASTER_NAME, data_pw, sentinel_pw);
+    return text;
+}
+
+/* LOCK on dlockd d until its ERR BACKEND contains want (every reply must
+ * be an ERR BACKEND); returns that reply (static). */
+static const char *backend_error(int d, const char *want, const char *what) {
+    static char got[H_LINE_MAX];
+    h_conn_t *c = h_connect_index(d);
+    snprintf(got, sizeof(got), "(nothing)");
+    long long end = h_now_ms() + H_WAIT_MS;
+    for (;;) {
+        h_send(c, "LOCK w\n");
+        const char *l = h_recv(c, H_WAIT_MS);
+        ck_assert_msg(l != NULL, "%s: no reply to LOCK (last '%s')", what, got);
+        ck_assert_msg(strncmp(l, "ERR BACKEND ", 12) == 0, "%s: LOCK got '%s'", what, l);
+        snprintf(got, sizeof(got), "%s", l);
+        if (strstr(got, want) != NULL) break;
+        ck_assert_msg(h_now_ms() < end, "%s: ERR BACKEND never says '%s'; last '%s'", what, want,
+                      got);
+        usleep(20000);
+    }
+    h_close(c);
+    return got;
+}
+
+START_TEST(sentinel_and_data_passwords) {
+    /* Every server requires DATA_PW (replicas and Sentinels use it with
+     * them), every Sentinel SENTINEL_PW (the others use it). */
+    h_set_auth(DATA_PW, SENTINEL_PW);
+    int p = h_sentinels_start(2, 3);
+    int port = h_redis_port(p);
+    long long sentinels_up = h_now_ms();
+
+    /* All four at once: right; the right Sentinel password from the
+     * environment over a wrong one in the file; a wrong Sentinel password;
+     * a wrong server password. */
+    int d = h_dlockd_start_conf(auth_conf(DATA_PW, SENTINEL_PW));
+    setenv("DLOCKD_SENTINEL_PASSWORD", SENTINEL_PW, 1);
+    int e = h_dlockd_start_conf(auth_conf(DATA_PW, "wrong-sentinel-pw"));
+    unsetenv("DLOCKD_SENTINEL_PASSWORD");
+    int bs = h_dlockd_start_conf(auth_conf(DATA_PW, "wrong-sentinel-pw"));
+    int bd = h_dlockd_start_conf(auth_conf("wrong-data-pw", SENTINEL_PW));
+    KEEP(d);
+    KEEP(e);
+    KEEP(bs);
+    KEEP(bd);
+
+    /* 1. Both right: discovery, and locks on the primary. */
+    h_await_redis(d, 1);
+    const char *inf = info(d);
+    ck_assert_msg(strstr(inf, " backend=sentinel") != NULL && strstr(inf, " redis=up ") != NULL,
+                  "right passwords: INFO '%s'", inf);
+    h_await_log(d, adopted_exactly(port), 1);
+    cl_t *c = cl_open(d);
+    unsigned long long f1 = lock_ok(c, "pw");
+    await_key(p, "dlock:pw");
+    unlock_ok(c, "pw");
+    cl_close(c);
+
+    /* 2. DLOCKD_SENTINEL_PASSWORD overrides sentinel_password. */
+    h_await_redis(e, 1);
+    h_await_log(e, adopted_exactly(port), 1);
+    c = cl_open(e);
+    unsigned long long f2 = lock_ok(c, "pw");
+    ck_assert_msg(f2 > f1, "fence through the second daemon %llu not above %llu", f2, f1);
+    unlock_ok(c, "pw");
+    cl_close(c);
+
+    /* 3. A wrong Sentinel password: no Sentinel answers, no primary. */
+    const char *got = backend_error(bs, "AUTH failed: ", "wrong sentinel_password");
+    fprintf(stderr, "auth: wrong sentinel_password: %s\n", got);
+    char want[128];
+    snprintf(want, sizeof(want), "ERR BACKEND no primary of %s found yet: 127.0.0.1:",
+             H_MASTER_NAME);
+    ck_assert_msg(strncmp(got, want, strlen(want)) == 0, "wrong sentinel_password: '%s', "
+                  "wanted '%s<port>: AUTH failed: ...'", got, want);
+    ck_assert_msg(strstr(got, "WRONGPASS") != NULL || strstr(got, "invalid password") != NULL,
+                  "wrong sentinel_password: '%s' does not say the password was wrong", got);
+    h_await_log(bs, "no Sentinel answered for " H_MASTER_NAME, 1);
+
+    /* 4. A wrong server password: the primary is found, never reached. */
+    h_await_log(bd, adopted_exactly(port), 1);
+    got = backend_error(bd, "handshake failed: ", "wrong password");
+    fprintf(stderr, "auth: wrong password: %s\n", got);
+    ck_assert_msg(strstr(got, "WRONGPASS") != NULL, "wrong password: '%s' lacks WRONGPASS", got);
+    h_await_log(bd, "handshake failed: WRONGPASS", 1);
+
+    /* Still so, seconds later; and the right ones still up. */
+    inf = info(bs);
+    ck_assert_msg(strstr(inf, " redis=down ") != NULL, "wrong sentinel_password: INFO '%s'", inf);
+    ck_assert_int_eq(h_log_count(bs, ADOPTED), 0);
+    inf = info(bd);
+    ck_assert_msg(strstr(inf, " redis=down ") != NULL, "wrong password: INFO '%s'", inf);
+    ck_assert_int_eq(h_log_count(bd, ADOPTED), 1);
+    const int good[] = {d, e};
+    for (int i = 0; i < 2; i++) {
+        inf = info(good[i]);
+        ck_assert_msg(strstr(inf, " redis=up ") != NULL, "dlockd %d: INFO '%s'", good[i], inf);
+    }
+
+    /* The Sentinels work together: once they have known each other for
+     * longer than down-after-milliseconds (1000), none takes another, or
+     * the primary, for down (a refused AUTH would have it so). */
+    long long end = h_now_ms() + H_WAIT_MS;
+    char last[H_LINE_MAX] = "";
+    for (int i = 0; i < h_sentinel_count();) {
+        const char *m = h_sentinel_cmd(i, "SENTINEL master %s", H_MASTER_NAME);
+        int ok = m != NULL && strstr(m, "flags\nmaster\n") != NULL;
+        snprintf(last, sizeof(last), "SENTINEL master: %s", m ? m : "(no answer)");
+        if (ok) {
+            m = h_sentinel_cmd(i, "SENTINEL sentinels %s", H_MASTER_NAME);
+            int others = 0;
+            for (const char *l = m ? strstr(m, "flags\nsentinel\n") : NULL; l != NULL;
+                 l = strstr(l + 1, "flags\nsentinel\n"))
+                others++;
+            ok = others == h_sentinel_count() - 1;
+            snprintf(last, sizeof(last), "SENTINEL sentinels: %s", m ? m : "(no answer)");
+        }
+        if (ok && h_now_ms() >= sentinels_up + 1500) {
+            i++;
+            continue;
+        }
+        ck_assert_msg(h_now_ms() < end, "sentinel %d: not all healthy; %s", i, last);
+        usleep(50000);
+    }
+
+    /* No password is logged. */
+    const int all[] = {d, e, bs, bd};
+    const char *const secrets[] = {DATA_PW, SENTINEL_PW, "wrong-sentinel-pw", "wrong-data-pw"};
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++)
+            ck_assert_msg(h_log_count(all[i], secrets[j]) == 0, "'%s' is in %s", secrets[j],
+                          h_dlockd_log(all[i]));
+    passed();
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("sentinel");
     /* One case per test, so that one can be run alone: CK_RUN_CASE=failover. */
@@ -947,6 +1099,7 @@ static Suite *suite(void) {
         {"forced-failover", forced_failover_under_load},
         {"config", config_sentinels_checked},
         {"tls", everything_over_tls},
+        {"auth", sentinel_and_data_passwords},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         TCase *tc = tcase_create(cases[i].name);

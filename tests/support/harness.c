@@ -29,6 +29,7 @@ typedef struct proc_s {
     char conf[512];    /* a dlockd's config file */
     char args[2048];   /* a redis-server's or sentinel's argv, NUL-separated, to restart it */
     size_t nargs;
+    char auth[128];    /* a redis-server's or Sentinel's requirepass; "": none */
 } proc_t;
 
 static char run_dir[64];      /* made by h_main, removed at its exit */
@@ -94,6 +95,7 @@ void h_setup(void) {
     nprocs = 0;
     redis_index = -1;
     redis_seq = 0;
+    h_set_auth(NULL, NULL);
     snprintf(test_dir, sizeof(test_dir), "%s/t%d.%d", run_dir, (int)getpid(), counter++);
     ck_assert_int_eq(mkdir(test_dir, 0700), 0);
 }
@@ -160,6 +162,7 @@ static int add_proc(pid_t pid, int is_redis, const char *sock, const char *log) 
     proc_t *p = &procs[nprocs];
     p->pid = pid;
     p->is_redis = is_redis;
+    p->auth[0] = '\0';
     snprintf(p->sock, sizeof(p->sock), "%s", sock);
     snprintf(p->log, sizeof(p->log), "%s", log);
     return nprocs++;
@@ -201,6 +204,13 @@ static int ping_once(const char *sock, const char *ping, const char *want) {
  * exited first (then its pid is 0), or -2 after H_WAIT_MS. */
 static int await_ready(int index, const char *ping, const char *want) {
     long long end = h_now_ms() + H_WAIT_MS;
+    char auth_ping[300], auth_want[300];
+    if (procs[index].auth[0] != '\0') { /* a server of a set with passwords */
+        snprintf(auth_ping, sizeof(auth_ping), "AUTH %s\r\n%s", procs[index].auth, ping);
+        snprintf(auth_want, sizeof(auth_want), "+OK\r\n%s", want);
+        ping = auth_ping;
+        want = auth_want;
+    }
     while (h_now_ms() < end) {
         if (ping_once(procs[index].sock, ping, want) == 0) return 0;
         int status;
@@ -368,6 +378,8 @@ static int redis_start_index(int port, const char *const listen[], const char *c
         for (size_t i = 0; extra != NULL && extra[i] != NULL; i++) {
             ck_assert_uint_lt(argc, sizeof(argv) / sizeof(argv[0]) - 1);
             argv[argc++] = extra[i];
+            if (strcmp(extra[i], "--requirepass") == 0 && extra[i + 1] != NULL)
+                snprintf(procs[index].auth, sizeof(procs[index].auth), "%s", extra[i + 1]);
         }
         argv[argc] = NULL;
         unlink(sock);
@@ -721,6 +733,27 @@ static int set_nreplicas;
 static int set_sentinels[H_SET_MAX];    /* proc indexes */
 static int set_stopped[H_SET_MAX];      /* SIGSTOPped by h_sentinel_signal */
 static int set_nsentinels;
+static char set_data_pw[128];           /* h_set_auth; "": none */
+static char set_sentinel_pw[128];
+
+void h_set_auth(const char *data_pw, const char *sentinel_pw) {
+    ck_assert(data_pw == NULL || strlen(data_pw) < sizeof(set_data_pw));
+    ck_assert(sentinel_pw == NULL || strlen(sentinel_pw) < sizeof(set_sentinel_pw));
+    snprintf(set_data_pw, sizeof(set_data_pw), "%s", data_pw ? data_pw : "");
+    snprintf(set_sentinel_pw, sizeof(set_sentinel_pw), "%s", sentinel_pw ? sentinel_pw : "");
+}
+
+/* Appends a set server's password arguments (h_set_auth) to args at *n:
+ * every server, the primary too (it may be demoted), both requires it and
+ * uses it with its primary. */
+static void set_auth_args(const char *args[], size_t *n, size_t cap) {
+    if (set_data_pw[0] == '\0') return;
+    ck_assert_uint_lt(*n + 4, cap);
+    args[(*n)++] = "--requirepass";
+    args[(*n)++] = set_data_pw;
+    args[(*n)++] = "--masterauth";
+    args[(*n)++] = set_data_pw;
+}
 
 /* What every server of a set gets, whichever of them ends up the primary:
  * replicas sync at once and without files, and are announced as
@@ -845,13 +878,28 @@ static int resp_call(int fd, long long end_ms, const char *const argv[], char *o
     return 0;
 }
 
-/* As resp_call, on a connection of its own to 127.0.0.1:port. */
+/* AUTH on fd first if server index has a password (its reply is not
+ * looked at: a refused one shows in the command's NOAUTH). 0, or -1 if
+ * there was no reply by end_ms. */
+static int resp_auth(int fd, int index, long long end_ms, char *out, size_t cap) {
+    if (index < 0 || procs[index].auth[0] == '\0') return 0;
+    const char *const auth[] = {"AUTH", procs[index].auth, NULL};
+    return resp_call(fd, end_ms, auth, out, cap);
+}
+
+/* As resp_call, on a connection of its own to 127.0.0.1:port (after an
+ * AUTH if this test's server on port has a password). */
 static int resp_command(int port, int timeout_ms, const char *const argv[], char *out,
                         size_t cap) {
     out[0] = '\0';
     int fd = tcp_connect(port, timeout_ms);
     if (fd < 0) return -1;
-    int r = resp_call(fd, h_now_ms() + timeout_ms, argv, out, cap);
+    long long end = h_now_ms() + timeout_ms;
+    if (resp_auth(fd, h_redis_index_of_port(port), end, out, cap) != 0) {
+        close(fd);
+        return -1;
+    }
+    int r = resp_call(fd, end, argv, out, cap);
     close(fd);
     return r;
 }
@@ -962,7 +1010,8 @@ static int replicas_acking(int port, int n, char *last, size_t lastlen) {
     const char *const wait[] = {"WAIT", nstr, "200", NULL};
     int acked = -1;
     long long end = h_now_ms() + H_RESP_MS;
-    if (resp_call(fd, end, publish, out, sizeof(out)) == 0 && out[0] != '-' &&
+    if (resp_auth(fd, h_redis_index_of_port(port), end, out, sizeof(out)) == 0 &&
+        resp_call(fd, end, publish, out, sizeof(out)) == 0 && out[0] != '-' &&
         resp_call(fd, end, wait, out, sizeof(out)) == 0) {
         if (out[0] == '-') snprintf(last, lastlen, "WAIT: %.200s", out);
         else acked = atoi(out);
@@ -1009,6 +1058,7 @@ int h_replicas_start_args(int nreplicas, const char *const primary_extra[]) {
         ck_assert_uint_lt(np, sizeof(pargs) / sizeof(pargs[0]) - 1);
         pargs[np++] = primary_extra[i];
     }
+    set_auth_args(pargs, &np, sizeof(pargs) / sizeof(pargs[0]));
     pargs[np] = NULL;
     set_primary = h_redis_start_tcp(0, pargs);
     char port[16];
@@ -1016,6 +1066,7 @@ int h_replicas_start_args(int nreplicas, const char *const primary_extra[]) {
     const char *args[32];
     size_t n = 0;
     for (; set_server_args[n] != NULL; n++) args[n] = set_server_args[n];
+    set_auth_args(args, &n, sizeof(args) / sizeof(args[0]));
     args[n++] = "--replicaof";
     args[n++] = "127.0.0.1";
     args[n++] = port;
@@ -1032,6 +1083,7 @@ int h_replica_start(int primary) {
     const char *args[32];
     size_t n = 0;
     for (; set_server_args[n] != NULL; n++) args[n] = set_server_args[n];
+    set_auth_args(args, &n, sizeof(args) / sizeof(args[0]));
     args[n++] = "--replicaof";
     args[n++] = "127.0.0.1";
     args[n++] = port;
@@ -1098,7 +1150,13 @@ static int sentinel_start(int n, int primary_port, int quorum) {
                 "sentinel parallel-syncs %s 1\n",
                 port, sock, dir, H_MASTER_NAME, primary_port, quorum, H_MASTER_NAME,
                 H_MASTER_NAME, H_MASTER_NAME);
+        if (set_data_pw[0] != '\0') /* to the servers */
+            fprintf(f, "sentinel auth-pass %s %s\n", H_MASTER_NAME, set_data_pw);
+        if (set_sentinel_pw[0] != '\0') /* from everyone, and to the other Sentinels */
+            fprintf(f, "requirepass %s\nsentinel sentinel-pass %s\n", set_sentinel_pw,
+                    set_sentinel_pw);
         fclose(f);
+        snprintf(procs[index].auth, sizeof(procs[index].auth), "%s", set_sentinel_pw);
         const char *argv[] = {"redis-sentinel", conf, NULL};
         unlink(sock);
         procs[index].pid = spawn(argv, log);
@@ -1355,7 +1413,9 @@ const char *h_redis_unix(int index, const char *fmt, ...) {
     split_words(line, argv, sizeof(argv) / sizeof(argv[0]));
     int fd = unix_connect(procs[index].sock);
     if (fd < 0) return NULL;
-    int r = resp_call(fd, h_now_ms() + H_RESP_MS, argv, out, sizeof(out));
+    long long end = h_now_ms() + H_RESP_MS;
+    int r = resp_auth(fd, index, end, out, sizeof(out));
+    if (r == 0) r = resp_call(fd, end, argv, out, sizeof(out));
     close(fd);
     return r == 0 ? out : NULL;
 }

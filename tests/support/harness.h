@@ -125,6 +125,14 @@ long long h_now_us(void);
 #define H_MASTER_NAME   "dlockd-test"   /* what the Sentinels monitor */
 #define H_FAILOVER_MS   30000           /* generous bound for a failover */
 
+/* Passwords for the set started next (call before h_replicas_start or
+ * h_sentinels_start; h_setup clears them; NULL or "": none). data_pw: every
+ * server gets --requirepass and --masterauth data_pw, and each Sentinel
+ * "sentinel auth-pass". sentinel_pw: each Sentinel gets "requirepass" and
+ * "sentinel sentinel-pass". The harness then sends AUTH first on its own
+ * connections to them (h_sentinel_cmd, h_redis_tcp, h_redis_unix, the
+ * ready checks). Plain sets only, not TLS ones. */
+void h_set_auth(const char *data_pw, const char *sentinel_pw);
 /* A primary and nreplicas replicas of it (--replicaof, diskless sync, no
  * persistence); waits until the primary has them all online. Returns the
  * primary's index. */
