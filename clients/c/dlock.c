@@ -35,8 +35,30 @@ static int err_index(int err) {
     return i >= 0 && i < (int)(sizeof(errors) / sizeof(errors[0])) ? i : -1;
 }
 
+/* Why this thread's last dlock_connect() failed, naming the socket (a
+ * usable one has at most 107 bytes; a longer path is cut); empty after a
+ * success or a failure of another kind. dlock_strerror(DLOCK_ECONNECT)
+ * returns it. */
+static _Thread_local char connect_msg[512];
+
+/* A hint for the usual reasons a connect fails. */
+static const char *connect_hint(int e) {
+    switch (e) {
+    case ENOENT:
+    case ECONNREFUSED: return " (is dlockd running?)";
+    case EACCES: return " (add yourself to the dlockd group, or check socket_mode)";
+    default: return "";
+    }
+}
+
+static void set_connect_msg(const char *path, int e) {
+    snprintf(connect_msg, sizeof(connect_msg), "%s at %s: %s%s",
+             errors[err_index(DLOCK_ECONNECT)].text, path, strerror(e), connect_hint(e));
+}
+
 const char *dlock_strerror(int err) {
     if (err == 0) return "success";
+    if (err == DLOCK_ECONNECT && connect_msg[0] != '\0') return connect_msg;
     int i = err_index(err);
     return i >= 0 ? errors[i].text : "unknown error";
 }
@@ -67,10 +89,12 @@ dlock_t *dlock_connect(const char *path, int *err) {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     int e = DLOCK_ECONNECT;
 
+    connect_msg[0] = '\0';
     if (path == NULL || path[0] == '\0') path = getenv(DLOCK_SOCKET_ENV);
     if (path == NULL || path[0] == '\0') path = DLOCK_DEFAULT_SOCKET;
     if (strlen(path) >= sizeof(sa.sun_path)) {
         errno = ENAMETOOLONG;
+        set_connect_msg(path, errno);
         goto fail;
     }
     memcpy(sa.sun_path, path, strlen(path) + 1);
@@ -84,6 +108,7 @@ dlock_t *dlock_connect(const char *path, int *err) {
         int saved = errno;
         if (d->fd >= 0) close(d->fd);
         free(d);
+        set_connect_msg(path, saved);
         errno = saved;
         goto fail;
     }

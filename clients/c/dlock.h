@@ -71,7 +71,10 @@ typedef struct dlock_status_s {
 } dlock_status_t;
 
 /* Connects to path; NULL means $DLOCK_SOCKET, else DLOCK_DEFAULT_SOCKET.
- * Returns NULL with *err set on failure (err may be NULL). */
+ * Returns NULL with *err set on failure (err may be NULL): DLOCK_ENOMEM, or
+ * DLOCK_ECONNECT with errno telling why; dlock_strerror(DLOCK_ECONNECT)
+ * then names the socket and the reason, e.g. "cannot connect to dlockd at
+ * /run/dlockd/dlockd.sock: No such file or directory (is dlockd running?)". */
 dlock_t *dlock_connect(const char *path, int *err);
 /* Sends QUIT if possible and closes: every held lock is released. */
 void dlock_close(dlock_t *d);
@@ -108,7 +111,13 @@ int dlock_fd(const dlock_t *d);
  * handled, or DLOCK_ECLOSED if dlockd closed the connection. */
 int dlock_poll(dlock_t *d, int timeout_ms);
 
+/* A message for people: a constant string for every code, except
+ * DLOCK_ECONNECT right after dlock_connect() failed with it in the same
+ * thread, when it is the full reason with the socket's path and a hint
+ * (in thread-local storage, valid until that thread's next dlock_connect();
+ * elsewhere DLOCK_ECONNECT gives "cannot connect to dlockd"). */
 const char *dlock_strerror(int err);
+/* The code's name: "NOTHELD", "DENIED", ... ("OK" for 0, "?" if unknown). */
 const char *dlock_err_name(int err);
 
 #ifdef __cplusplus

@@ -133,15 +133,20 @@ static long long now_ms(void) {
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* One request for the query forms: prints the reply, exits 0 on OK. */
-static int query(const char *sock, const char *line) {
+/* Connects, or says why not (naming the socket) on stderr. */
+static dlock_t *connect_or_say(const char *sock) {
     int err = 0;
-    char reply[DLOCK_LINE_MAX + 1];
     dlock_t *d = dlock_connect(sock, &err);
-    if (d == NULL) {
-        fprintf(stderr, "dlock: cannot connect to dlockd: %s\n", strerror(errno));
-        return EXIT_UNAVAILABLE;
-    }
+    if (d == NULL) fprintf(stderr, "dlock: %s\n", dlock_strerror(err));
+    return d;
+}
+
+/* One request for the query forms: prints the reply; exits 0 on OK, 77 on
+ * ERR DENIED, 1 on any other reply. */
+static int query(const char *sock, const char *line) {
+    char reply[DLOCK_LINE_MAX + 1];
+    dlock_t *d = connect_or_say(sock);
+    if (d == NULL) return EXIT_UNAVAILABLE;
     reply[0] = '\0';
     int r = dlock_request(d, line, reply, sizeof(reply));
     dlock_close(d);
@@ -150,6 +155,7 @@ static int query(const char *sock, const char *line) {
         return EXIT_UNAVAILABLE;
     }
     printf("%s\n", reply);
+    if (r == DLOCK_EDENIED) return EXIT_NOPERM;
     return r == 0 ? 0 : 1;
 }
 
@@ -290,12 +296,8 @@ int main(int argc, char **argv) {
         return usage_error(optind == argc ? "missing NAME and COMMAND" : "missing COMMAND", NULL, NULL);
 
     run_t run = {.name = argv[optind]};
-    int err = 0;
-    dlock_t *d = dlock_connect(sock, &err);
-    if (d == NULL) {
-        fprintf(stderr, "dlock: cannot connect to dlockd: %s\n", strerror(errno));
-        return EXIT_UNAVAILABLE;
-    }
+    dlock_t *d = connect_or_say(sock);
+    if (d == NULL) return EXIT_UNAVAILABLE;
     dlock_set_lost_cb(d, on_lost, &run);
 
     uint64_t fence = 0;

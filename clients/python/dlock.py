@@ -10,6 +10,13 @@ thread.
     with dlock.Lock("invoices") as fence:
         ...             # pass `fence` to the resource you protect
 
+    lk = dlock.Lock("invoices")
+    if lk.acquire(timeout=2.5):     # True, or False after 2.5 s, like threading.Lock
+        try:
+            ...         # lk.fence is the fence
+        finally:
+            lk.release()
+
 Loss notifications (``!LOST <name> <reason>``) are collected whenever the
 client reads from dlockd and are reported as LockLost by the next call on
 that name, by check(), or by leaving a ``with dlock.Lock(...)`` block.
@@ -20,6 +27,7 @@ proto/PROTOCOL.md of the dlockd sources.
 # SPDX-License-Identifier: MIT
 
 import collections
+import errno as _errno
 import math
 import os
 import re
@@ -124,14 +132,25 @@ class ConnectionClosed(DlockError):
     gone)."""
 
 
+_CONNECT_HINTS = {
+    _errno.ENOENT: " (is dlockd running?)",
+    _errno.ECONNREFUSED: " (is dlockd running?)",
+    _errno.EACCES: " (add yourself to the dlockd group, or check socket_mode)",
+}
+
+
 class ConnectFailed(DlockError, ConnectionError):
     """Could not connect to dlockd's socket. Also a ConnectionError;
-    ``errno`` and ``path`` tell why and where."""
+    ``errno`` and ``path`` tell why and where. The message names both, with
+    a hint for the usual causes, e.g. "cannot connect to dlockd at
+    /run/dlockd/dlockd.sock: No such file or directory (is dlockd
+    running?)"."""
 
     def __init__(self, path, err=None, message=None):
         if message is None:
             reason = getattr(err, "strerror", None) or str(err or "failed")
-            message = "cannot connect to dlockd at %s: %s" % (path, reason)
+            hint = _CONNECT_HINTS.get(getattr(err, "errno", None), "")
+            message = "cannot connect to dlockd at %s: %s%s" % (path, reason, hint)
         DlockError.__init__(self, None, message)
         self.path = path
         self.errno = getattr(err, "errno", None)
@@ -561,10 +580,19 @@ class Lock(object):
         with dlock.Lock("name") as fence:
             ...
 
+        lk = dlock.Lock("name")
+        if lk.acquire(timeout=2.5):     # like threading.Lock: True or False
+            try:
+                ...                     # pass lk.fence to the resource
+            finally:
+                lk.release()
+
     lease_ms 0 (default): the daemon keeps the lock while the connection
     lives. With a lease it ends unless renewed. Leaving the ``with`` block
     raises LockLost if the lock was lost inside it (unless another exception
-    is already on its way).
+    is already on its way). ``fence`` is the fence of the current grant, None
+    while the lock is not held. ``timeout`` is the connection's timeout (see
+    Client), not a wait for the lock: that is acquire()'s.
     """
 
     def __init__(self, name, socket=None, lease_ms=0, timeout=None):
@@ -598,21 +626,42 @@ class Lock(object):
             self.fence = None
             raise
 
-    def acquire(self, blocking=True, timeout=None):
-        """Take the lock (again: it is reentrant) and return the fence.
-        blocking=False tries once; timeout (seconds) bounds the wait; else
-        waits as long as it takes. Raises Timeout when not acquired."""
-        c = self._conn()
+    def acquire(self, blocking=True, timeout=-1):
+        """Take the lock (again: it is reentrant), as threading.Lock.acquire
+        does: return True once it is held, with the grant's fence in
+        ``self.fence``; return False when it could not be had, at once with
+        blocking=False, or after ``timeout`` seconds (fractions allowed; 0
+        tries once). timeout -1 (the default) or None waits as long as it
+        takes. A timeout with blocking=False, or a negative one other than
+        -1, is a ValueError. Every other failure raises its DlockError:
+        ConnectFailed, BackendError (Redis trouble), LimitError, LockLost,
+        ConnectionClosed, ... After False the Lock keeps its connection for
+        the next try; release() closes it."""
+        if timeout is None:
+            timeout = -1
         if not blocking:
-            fence, holds = self._do(c.trylock, self.name, 0, self.lease_ms)
-        elif timeout is None or timeout < 0:
-            fence, holds = self._do(c.lock, self.name, self.lease_ms)
+            if timeout != -1:
+                raise ValueError("can't specify a timeout for a non-blocking call")
+            wait_ms = 0
+        elif timeout < 0:
+            if timeout != -1:
+                raise ValueError("timeout value must be a non-negative number or -1")
+            wait_ms = None
+        elif timeout * 1000 >= NUM_MAX:
+            wait_ms = NUM_MAX
         else:
-            wait_ms = min(NUM_MAX, int(math.ceil(timeout * 1000)))
-            fence, holds = self._do(c.trylock, self.name, wait_ms, self.lease_ms)
+            wait_ms = int(math.ceil(timeout * 1000))
+        c = self._conn()
+        try:
+            if wait_ms is None:
+                fence, holds = self._do(c.lock, self.name, self.lease_ms)
+            else:
+                fence, holds = self._do(c.trylock, self.name, wait_ms, self.lease_ms)
+        except Timeout:
+            return False
         self.fence = fence
         self._holds = holds
-        return fence
+        return True
 
     def release(self):
         """Drop every hold this Lock took and close its connection. Raises
@@ -670,7 +719,9 @@ class Lock(object):
         return self._conn().fileno()
 
     def __enter__(self):
-        return self.acquire()
+        """Waits as long as it takes; ``as`` gets the fence."""
+        self.acquire()
+        return self.fence
 
     def __exit__(self, exc_type, exc, tb):
         try:

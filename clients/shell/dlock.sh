@@ -25,7 +25,10 @@
 #
 # Functions (all return 0 on OK, 1 on TIMEOUT, 2 on ERR or a bad argument,
 # 3 when there is no connection or it was lost):
-#   dlock_open [SOCKET]          connect; checks with PING that dlockd answers
+#   dlock_open [SOCKET]          connect; checks with PING that dlockd answers,
+#                                else says why on stderr, naming the socket:
+#                                "dlock: cannot connect to dlockd at SOCKET:
+#                                No such file or directory (is dlockd running?)"
 #   dlock_cmd WORD...            send one request line, reply in DLOCK_REPLY
 #   dlock_lock NAME [LEASE_MS]   wait for the lock; sets DLOCK_FENCE, DLOCK_HOLDS
 #   dlock_trylock NAME [WAIT_MS [LEASE_MS]]
@@ -237,8 +240,16 @@ dlock_open() {
         _dlock_w='' _dlock_r=''
         return 3
     fi
-    if [ ! -S "$_dlock_sock" ]; then
-        _dlock_err "no dlockd socket at $_dlock_sock (is dlockd running? set DLOCK_SOCKET)"
+    # Plainly missing: say so without starting socat. Anything else (a
+    # directory on the way that cannot be searched, a socket that may not
+    # be used) is for socat's connect() to tell.
+    case $_dlock_sock in
+    */*) _dlock_x=${_dlock_sock%/*} ;;
+    *) _dlock_x=. ;;
+    esac
+    if [ -d "${_dlock_x:-/}" ] && [ -x "${_dlock_x:-/}" ] &&
+        [ ! -e "$_dlock_sock" ] && [ ! -L "$_dlock_sock" ]; then
+        _dlock_connect_err "No such file or directory"
         _dlock_w='' _dlock_r=''
         return 3
     fi
@@ -282,12 +293,37 @@ dlock_open() {
         done
     fi
     DLOCK_REPLY=${_dlock_l-}
+    # socat could not connect: say why as the other clients do, from its
+    # "E connect(...): <reason>" line.
+    _dlock_x=''
     if [ -s "$_dlock_dir/err" ]; then
-        cat "$_dlock_dir/err" >&2
+        while IFS= read -r _dlock_e; do
+            case $_dlock_e in
+            *" E connect("*"): "*) _dlock_x=${_dlock_e##*): } ;;
+            esac
+        done <"$_dlock_dir/err"
     fi
-    _dlock_err "dlockd at $_dlock_sock did not answer PING${DLOCK_REPLY:+ (got: $DLOCK_REPLY)}"
+    if [ -n "$_dlock_x" ]; then
+        _dlock_connect_err "$_dlock_x"
+    else
+        if [ -s "$_dlock_dir/err" ]; then
+            cat "$_dlock_dir/err" >&2
+        fi
+        _dlock_err "dlockd at $_dlock_sock did not answer PING${DLOCK_REPLY:+ (got: $DLOCK_REPLY)}"
+    fi
     _dlock_teardown kill
     return 3
+}
+
+# _dlock_connect_err REASON: "cannot connect to dlockd at SOCKET: REASON",
+# with a hint for the usual reasons.
+_dlock_connect_err() {
+    case $1 in
+    "No such file or directory" | "Connection refused") _dlock_x=" (is dlockd running?)" ;;
+    "Permission denied") _dlock_x=" (add yourself to the dlockd group, or check socket_mode)" ;;
+    *) _dlock_x='' ;;
+    esac
+    _dlock_err "cannot connect to dlockd at $_dlock_sock: $1$_dlock_x"
 }
 
 # dlock_cmd WORD...: send the words as one request line; the reply line goes

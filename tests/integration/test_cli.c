@@ -2,6 +2,8 @@
  * SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <libgen.h>
 #include <stdint.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -21,15 +23,21 @@ static const char *dlock_bin(void) {
     return b ? b : "build/dlock";
 }
 
-/* Starts dlock with args (NULL-terminated) against the test daemon, its
- * stdout and stderr in h_dir()/out. Returns the pid. */
-static pid_t spawn_dlock(const char *const args[]) {
+/* An unprivileged uid for the tests that need one (nobody). */
+#define OTHER_UID 65534
+
+/* Starts dlock with args (NULL-terminated), its stdout and stderr in
+ * h_dir()/out, with $DLOCK_SOCKET set to sock. As root with uid not -1,
+ * dlock runs as that uid and gid (the test directories are opened up to
+ * let it reach the sockets in them). Returns the pid. */
+static pid_t spawn_dlock_full(const char *const args[], const char *sock, uid_t uid) {
     const char *argv[64] = {dlock_bin()};
     size_t n = 1;
     for (size_t i = 0; args[i] != NULL; i++) argv[n++] = args[i];
     argv[n] = NULL;
-    char out[600];
+    char out[600], dir[600];
     snprintf(out, sizeof(out), "%s/out", h_dir());
+    snprintf(dir, sizeof(dir), "%s", h_dir());
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
@@ -38,11 +46,25 @@ static pid_t spawn_dlock(const char *const args[]) {
             dup2(fd, 1);
             dup2(fd, 2);
         }
-        setenv("DLOCK_SOCKET", h_dlockd_sock(daemon_idx), 1);
+        setenv("DLOCK_SOCKET", sock, 1);
+        if (uid != (uid_t)-1 && geteuid() == 0) {
+            if (chmod(h_dir(), 0711) != 0 || chmod(dirname(dir), 0711) != 0 ||
+                setgroups(0, NULL) != 0 || setgid((gid_t)uid) != 0 || setuid(uid) != 0) {
+                perror("dropping root");
+                _exit(98);
+            }
+        }
         execv(argv[0], (char *const *)(uintptr_t)argv); /* execv never writes them */
+        perror(argv[0]);
         _exit(99);
     }
     return pid;
+}
+
+/* Starts dlock with args (NULL-terminated) against the test daemon, its
+ * stdout and stderr in h_dir()/out. Returns the pid. */
+static pid_t spawn_dlock(const char *const args[]) {
+    return spawn_dlock_full(args, h_dlockd_sock(daemon_idx), (uid_t)-1);
 }
 
 /* Waits for pid at most H_WAIT_MS; returns its exit code (128+N for a signal). */
@@ -271,6 +293,67 @@ START_TEST(unreachable_daemon_is_69) {
 }
 END_TEST
 
+/* The message names the socket dlock tried, from -s or $DLOCK_SOCKET, and
+ * hints at the cause. */
+START_TEST(unreachable_daemon_names_socket) {
+    static const char want[] = "dlock: cannot connect to dlockd at /nonexistent/dlockd.sock: "
+                               "No such file or directory (is dlockd running?)";
+    const char *a[] = {"-s", "/nonexistent/dlockd.sock", "x", "true", NULL};
+    ck_assert_int_eq(run_dlock(a), 69);
+    ck_assert_str_eq(slurp("out"), want);
+    const char *b[] = {"-s", "/nonexistent/dlockd.sock", "--ping", NULL};
+    ck_assert_int_eq(run_dlock(b), 69);
+    ck_assert_str_eq(slurp("out"), want);
+    const char *c[] = {"--status", "x", NULL};
+    ck_assert_int_eq(reap(spawn_dlock_full(c, "/nonexistent/dlockd.sock", (uid_t)-1)), 69);
+    ck_assert_str_eq(slurp("out"), want);
+}
+END_TEST
+
+/* A socket the user may not use: Permission denied, with what to do. As
+ * root the test runs dlock as nobody against a dlockd whose socket is 0600
+ * (root's); as anyone else, against a path in a directory it cannot search. */
+START_TEST(permission_denied_names_socket_and_hints) {
+    char sock[600], want[900];
+    uid_t uid = (uid_t)-1;
+    if (geteuid() == 0) {
+        int d = h_dlockd_start("[server]\nsocket_mode = 0600\n");
+        snprintf(sock, sizeof(sock), "%s", h_dlockd_sock(d));
+        uid = OTHER_UID;
+    } else {
+        snprintf(sock, sizeof(sock), "%s/closed", h_dir());
+        ck_assert_int_eq(mkdir(sock, 0), 0);
+        snprintf(sock, sizeof(sock), "%s/closed/d.sock", h_dir());
+    }
+    snprintf(want, sizeof(want),
+             "dlock: cannot connect to dlockd at %s: Permission denied "
+             "(add yourself to the dlockd group, or check socket_mode)", sock);
+    const char *a[] = {"--ping", NULL};
+    ck_assert_int_eq(reap(spawn_dlock_full(a, sock, uid)), 69);
+    ck_assert_str_eq(slurp("out"), want);
+    const char *b[] = {"-n", "x", "true", NULL};
+    ck_assert_int_eq(reap(spawn_dlock_full(b, sock, uid)), 69);
+    ck_assert_str_eq(slurp("out"), want);
+}
+END_TEST
+
+/* ERR DENIED is exit 77, as dlock(1) and the README say: --force-unlock
+ * by a uid that is neither 0 nor in admin_uids. */
+START_TEST(force_unlock_denied_is_77) {
+    int d = h_dlockd_start("[server]\nsocket_mode = 0666\nadmin_uids = 4242\n");
+    h_conn_t *holder = h_connect_index(d);
+    h_send(holder, "LOCK fu\n");
+    H_EXPECT_PREFIX(holder, "OK ");
+    /* As root, as nobody; as anyone else, as oneself (not in admin_uids). */
+    const char *f[] = {"--force-unlock", "fu", NULL};
+    ck_assert_int_eq(reap(spawn_dlock_full(f, h_dlockd_sock(d), OTHER_UID)), 77);
+    ck_assert_msg(strncmp(slurp("out"), "ERR DENIED", 10) == 0, "%s", slurp("out"));
+    h_send(holder, "STATUS fu\n");
+    H_EXPECT_PREFIX(holder, "OK MINE 1 ");
+    h_close(holder);
+}
+END_TEST
+
 START_TEST(query_forms) {
     const char *p[] = {"--ping", NULL};
     ck_assert_int_eq(run_dlock(p), 0);
@@ -309,6 +392,9 @@ static Suite *suite(void) {
     tcase_add_test(tc, eight_loops_count_to_200);
     tcase_add_test(tc, bad_usage_is_64);
     tcase_add_test(tc, unreachable_daemon_is_69);
+    tcase_add_test(tc, unreachable_daemon_names_socket);
+    tcase_add_test(tc, permission_denied_names_socket_and_hints);
+    tcase_add_test(tc, force_unlock_denied_is_77);
     tcase_add_test(tc, query_forms);
     suite_add_tcase(s, tc);
     return s;

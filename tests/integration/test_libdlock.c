@@ -1,11 +1,16 @@
 /* Tests of libdlock, the C client library, against a real dlockd.
  * SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <grp.h>
+#include <libgen.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "clients/c/dlock.h"
 #include "tests/support/harness.h"
@@ -70,7 +75,10 @@ START_TEST(trylock_status_renew) {
     ck_assert_int_eq(dlock_status(b, "free", &st), 0);
     ck_assert_int_eq(st.state, DLOCK_FREE);
 
-    ck_assert_int_eq(dlock_renew(a, "t", 5000, &ttl), 0);
+    /* A lock taken with a lease: RENEW sets it to the lease given (what
+     * RENEW does to a watchdog lock is the daemon's tests' business). */
+    ck_assert_int_eq(dlock_lock(a, "tl", 10000, NULL, NULL), 0);
+    ck_assert_int_eq(dlock_renew(a, "tl", 5000, &ttl), 0);
     ck_assert_int_eq(ttl, 5000);
     ck_assert_int_eq(dlock_renew(b, "t", 0, &ttl), DLOCK_ENOTHELD);
 
@@ -156,6 +164,70 @@ START_TEST(errors_and_names) {
 }
 END_TEST
 
+/* dlock_strerror(DLOCK_ECONNECT) after a failed dlock_connect names the
+ * socket it tried (given, or from $DLOCK_SOCKET) and why, with a hint. */
+START_TEST(connect_error_names_socket) {
+    int err = 0;
+    errno = 0;
+    ck_assert_ptr_null(dlock_connect("/nonexistent/dlockd.sock", &err));
+    ck_assert_int_eq(err, DLOCK_ECONNECT);
+    ck_assert_int_eq(errno, ENOENT);
+    ck_assert_str_eq(dlock_strerror(err), "cannot connect to dlockd at /nonexistent/dlockd.sock: "
+                                          "No such file or directory (is dlockd running?)");
+    setenv("DLOCK_SOCKET", "/nonexistent/env.sock", 1);
+    ck_assert_ptr_null(dlock_connect(NULL, &err));
+    ck_assert_str_eq(dlock_strerror(err), "cannot connect to dlockd at /nonexistent/env.sock: "
+                                          "No such file or directory (is dlockd running?)");
+    /* After a success the plain text is back. */
+    setenv("DLOCK_SOCKET", h_dlockd_sock(daemon_idx), 1);
+    dlock_t *d = open_client();
+    ck_assert_str_eq(dlock_strerror(DLOCK_ECONNECT), "cannot connect to dlockd");
+    dlock_close(d);
+}
+END_TEST
+
+/* Permission denied comes with what to do about it. As root, a child that
+ * became nobody connects to a dlockd whose socket is 0600 (root's); anyone
+ * else connects to a path in a directory it cannot search. */
+START_TEST(connect_permission_denied_hints) {
+    char sock[600], want[900], got[900] = "";
+    int as_nobody = geteuid() == 0;
+    if (as_nobody) {
+        int d = h_dlockd_start("[server]\nsocket_mode = 0600\n");
+        snprintf(sock, sizeof(sock), "%s", h_dlockd_sock(d));
+    } else {
+        snprintf(sock, sizeof(sock), "%s/closed", h_dir());
+        ck_assert_int_eq(mkdir(sock, 0), 0);
+        snprintf(sock, sizeof(sock), "%s/closed/d.sock", h_dir());
+    }
+    snprintf(want, sizeof(want),
+             "cannot connect to dlockd at %s: Permission denied "
+             "(add yourself to the dlockd group, or check socket_mode)", sock);
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        char dir[600];
+        snprintf(dir, sizeof(dir), "%s", h_dir());
+        if (as_nobody && (chmod(h_dir(), 0711) != 0 || chmod(dirname(dir), 0711) != 0 ||
+                          setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0))
+            _exit(1);
+        int err = 0;
+        dlock_t *d = dlock_connect(sock, &err);
+        const char *msg = d == NULL ? dlock_strerror(err) : "connected";
+        if (write(p[1], msg, strlen(msg)) < 0) _exit(1);
+        _exit(0);
+    }
+    close(p[1]);
+    ssize_t n = read(p[0], got, sizeof(got) - 1);
+    close(p[0]);
+    ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+    got[n > 0 ? n : 0] = '\0';
+    ck_assert_str_eq(got, want);
+}
+END_TEST
+
 START_TEST(close_releases_and_daemon_loss_is_seen) {
     dlock_t *a = open_client(), *b = open_client();
     ck_assert_int_eq(dlock_lock(a, "c", 0, NULL, NULL), 0);
@@ -179,6 +251,8 @@ static Suite *suite(void) {
     tcase_add_test(tc, event_met_while_waiting_for_reply);
     tcase_add_test(tc, errors_and_names);
     tcase_add_test(tc, close_releases_and_daemon_loss_is_seen);
+    tcase_add_test(tc, connect_error_names_socket);
+    tcase_add_test(tc, connect_permission_denied_hints);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -6,6 +6,7 @@ Run: DLOCKD_BIN=$PWD/build/dlockd python3 tests/python/test_dlock.py -v
 # SPDX-License-Identifier: MIT
 
 import atexit
+import errno
 import os
 import select
 import shutil
@@ -142,7 +143,8 @@ class DlockTest(unittest.TestCase):
         return c
 
     def lock_obj(self, name=None, **kw):
-        lk = dlock.Lock(name or self.name, socket=self.sock, **kw)
+        kw.setdefault("socket", self.sock)
+        lk = dlock.Lock(name or self.name, **kw)
 
         def cleanup():
             try:
@@ -202,8 +204,11 @@ class DlockTest(unittest.TestCase):
 
     def test_lock_reentrancy(self):
         lk = self.lock_obj()
-        f1 = lk.acquire()
-        self.assertEqual(lk.acquire(), f1)
+        self.assertIs(lk.acquire(), True)
+        f1 = lk.fence
+        self.assertGreater(f1, 0)
+        self.assertIs(lk.acquire(), True)
+        self.assertEqual(lk.fence, f1)
         self.assertEqual(lk.status().holds, 2)
         lk.release()        # every hold
         self.assertEqual(self.client().status(self.name).state, "FREE")
@@ -245,7 +250,8 @@ class DlockTest(unittest.TestCase):
 
         def run():
             try:
-                result["fence"] = lk.acquire()
+                result["acquired"] = lk.acquire()
+                result["fence"] = lk.fence
             except BaseException as e:  # report it to the main thread
                 result["error"] = e
             done.set()
@@ -262,25 +268,89 @@ class DlockTest(unittest.TestCase):
         self.assertTrue(done.wait(EVENT_TIMEOUT), "blocking acquire did not return")
         t.join(EVENT_TIMEOUT)
         self.assertNotIn("error", result)
+        self.assertIs(result["acquired"], True)
         self.assertGreater(result["fence"], hfence)
         self.assertTrue(lk.locked())
         lk.release()
 
-    def test_acquire_timeout(self):
+    def test_acquire_timeout_returns_false(self):
+        # Like threading.Lock.acquire: False when not acquired, no exception.
         holder = self.client()
         holder.lock(self.name)
         lk = self.lock_obj()
         t0 = time.monotonic()
-        with self.assertRaises(dlock.Timeout):
-            lk.acquire(timeout=0.2)
+        self.assertIs(lk.acquire(timeout=0.2), False)
         elapsed = time.monotonic() - t0
         self.assertGreaterEqual(elapsed, 0.18)
         self.assertLess(elapsed, 3.0)
-        with self.assertRaises(dlock.Timeout):
-            lk.acquire(blocking=False)
+        self.assertIs(lk.acquire(blocking=False), False)
+        self.assertIs(lk.acquire(timeout=0), False)
+        self.assertIs(lk.acquire(True, 0.05), False)     # positional, as threading
+        self.assertIsNone(lk.fence)
         self.assertFalse(lk.locked())
         holder.unlock(self.name)
-        self.assertGreater(lk.acquire(blocking=False), 0)
+        self.assertIs(lk.acquire(blocking=False), True)
+        self.assertGreater(lk.fence, 0)
+        self.assertTrue(lk.locked())
+        self.assertEqual(holder.status(self.name).state, "TAKEN")
+        lk.release()
+        self.assertIsNone(lk.fence)
+
+    def test_acquire_with_timeout_succeeds_when_released(self):
+        holder = self.client()
+        hfence, _ = holder.lock(self.name)
+        lk = self.lock_obj()
+        self.assertIs(lk.acquire(timeout=0.05), False)
+        threading.Timer(0.2, holder.unlock, (self.name,)).start()
+        self.assertIs(lk.acquire(timeout=EVENT_TIMEOUT), True)
+        self.assertGreater(lk.fence, hfence)
+        self.assertEqual(lk.status().fence, lk.fence)
+        lk.release()
+        # The with block still works after a failed try, and gives the fence.
+        with lk as fence:
+            self.assertGreater(fence, hfence)
+            self.assertEqual(lk.fence, fence)
+
+    def test_acquire_argument_errors(self):
+        lk = self.lock_obj()
+        with self.assertRaises(ValueError):
+            lk.acquire(blocking=False, timeout=1)
+        with self.assertRaises(ValueError):
+            lk.acquire(timeout=-2)
+        self.assertFalse(lk.locked())
+        self.assertIs(lk.acquire(timeout=None), True)    # None: as long as it takes
+        self.assertIs(lk.acquire(blocking=False, timeout=-1), True)
+        self.assertEqual(lk.status().holds, 2)
+
+    def test_acquire_raises_other_errors(self):
+        # A dlockd whose Redis is not there answers ERR BACKEND: acquire()
+        # raises it, whatever the timeout, rather than returning False.
+        tmp = _env["tmp"]
+        sock = os.path.join(tmp, "noredis.sock")
+        conf = os.path.join(tmp, "noredis.conf")
+        with open(conf, "w") as f:
+            f.write("[server]\nsocket = %s\n[redis]\nurl = unix://%s\n"
+                    % (sock, os.path.join(tmp, "missing-redis.sock")))
+        os.chmod(conf, 0o600)
+        dlockd = os.environ.get("DLOCKD_BIN") or os.path.join(ROOT, "build", "dlockd")
+        p = _spawn([dlockd, "-c", conf], "noredis.log")
+        self.addCleanup(p.wait)
+        self.addCleanup(p.terminate)
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            try:
+                with dlock.Client(sock, timeout=1.0) as c:
+                    c.ping()
+                break
+            except (dlock.DlockError, OSError):
+                self.assertLess(time.monotonic(), deadline, "dlockd without redis never answered")
+                time.sleep(0.02)    # poll interval
+        lk = self.lock_obj(socket=sock)
+        for kw in ({"timeout": 0.2}, {"blocking": False}, {"timeout": 0}, {}):
+            with self.assertRaises(dlock.BackendError, msg=repr(kw)) as cm:
+                lk.acquire(**kw)
+            self.assertEqual(cm.exception.code, "BACKEND")
+            self.assertIsNone(lk.fence)
 
     # -- leases --
 
@@ -456,8 +526,51 @@ class DlockTest(unittest.TestCase):
             dlock.Client(path)
         self.assertIsInstance(cm.exception, dlock.DlockError)
         self.assertIn(path, str(cm.exception))
+        self.assertEqual(str(cm.exception), "cannot connect to dlockd at %s: No such file or "
+                                            "directory (is dlockd running?)" % path)
+        self.assertEqual((cm.exception.path, cm.exception.errno), (path, errno.ENOENT))
         with self.assertRaises(ConnectionError):
             dlock.Lock(self.name, socket=path).acquire()
+        with self.assertRaises(ConnectionError):
+            dlock.Lock(self.name, socket=path).acquire(timeout=0.1)
+
+    def test_permission_denied_hint(self):
+        # As root: a child that became nobody, to the test's dlockd (its
+        # directory is root's, 0700). Else: a path in a directory we cannot
+        # search. Either way connect() fails with EACCES.
+        if os.geteuid() == 0:
+            path = self.sock
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                msg = b"connected"
+                try:
+                    os.setgroups([])
+                    os.setgid(65534)
+                    os.setuid(65534)
+                    dlock.Client(path).close()
+                except dlock.ConnectFailed as e:
+                    msg = ("%d %s" % (e.errno, e)).encode()
+                except BaseException as e:
+                    msg = repr(e).encode()
+                finally:
+                    os.write(w, msg)
+                    os._exit(0)
+            os.close(w)
+            with os.fdopen(r, "rb") as f:
+                got = f.read().decode()
+            os.waitpid(pid, 0)
+        else:
+            closed = os.path.join(_env["tmp"], "closed-%s" % self.name)
+            os.mkdir(closed, 0)
+            self.addCleanup(os.rmdir, closed)
+            path = os.path.join(closed, "d.sock")
+            with self.assertRaises(dlock.ConnectFailed) as cm:
+                dlock.Client(path)
+            got = "%d %s" % (cm.exception.errno, cm.exception)
+        self.assertEqual(got, "%d cannot connect to dlockd at %s: Permission denied (add "
+                              "yourself to the dlockd group, or check socket_mode)"
+                         % (errno.EACCES, path))
 
     def test_error_codes(self):
         c = self.client()

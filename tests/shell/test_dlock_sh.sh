@@ -58,8 +58,11 @@ scenario() {
 
     # -- opening
     rc=0
-    dlock_open "$SOCK.missing" 2>/dev/null || rc=$?
+    dlock_open "$SOCK.missing" 2>"$TMPDIR/open.err" || rc=$?
     sc_check "dlock_open of a missing socket fails with 3" [ "$rc" -eq 3 ]
+    out=$(cat "$TMPDIR/open.err")
+    want="dlock: cannot connect to dlockd at $SOCK.missing: No such file or directory (is dlockd running?)"
+    sc_check "dlock_open of a missing socket names it and hints (got '$out')" [ "$out" = "$want" ]
     rc=0
     dlock_cmd PING 2>/dev/null || rc=$?
     sc_check "dlock_cmd without a connection returns 3" [ "$rc" -eq 3 ]
@@ -361,6 +364,39 @@ for sh in $shells; do
         sed "s|^|# $sh stderr: |" "$T/scenario-$sh.err"
     fi
 done
+
+# A socket the user may not use: dlock_open names it and says what to do.
+# As root, run as nobody (the socket is 0660 and root's, its directory is
+# opened up to be searched); as anyone else, a path in a directory that
+# cannot be searched.
+perm_sock=''
+perm_run=''
+if [ "$(id -u)" = 0 ]; then
+    if command -v setpriv >/dev/null 2>&1; then
+        chmod 0711 "$T"
+        mkdir "$T/tmp-nobody" && chmod 1777 "$T/tmp-nobody"
+        perm_sock=$SOCK
+        perm_run="setpriv --reuid=65534 --regid=65534 --clear-groups"
+    fi
+else
+    mkdir "$T/closed" && chmod 0 "$T/closed"
+    mkdir "$T/tmp-nobody"
+    perm_sock=$T/closed/d.sock
+fi
+if [ -n "$perm_sock" ]; then
+    # shellcheck disable=SC2086 # $perm_run is empty or several words
+    out=$(TMPDIR="$T/tmp-nobody" $perm_run sh -c '. "$1" || exit 9
+        dlock_open "$2"; echo "rc $?"' sh "$LIB" "$perm_sock" 2>&1)
+    want="dlock: cannot connect to dlockd at $perm_sock: Permission denied (add yourself to the dlockd group, or check socket_mode)
+rc 3"
+    if [ "$out" = "$want" ]; then
+        ok "dlock_open of a socket we may not use: 3, names it and hints"
+    else
+        nok "dlock_open of a socket we may not use: 3, names it and hints (got '$out')"
+    fi
+else
+    ok "dlock_open of a socket we may not use # SKIP as root without setpriv"
+fi
 
 # The README's claim: a one-shot socat takes the lock and lets go at once.
 out=$(echo "LOCK y" | socat - "UNIX-CONNECT:$SOCK")
