@@ -4,6 +4,7 @@
 #include "server.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,9 +18,52 @@
 struct server_s {
     uv_pipe_t pipe;       /* the listener; first, so the handle frees us */
     sessions_t *ss;
-    uint64_t last_accept_warning;   /* loop time of the last accept warning */
+    log_once_t accept_log;  /* accept errors: said once, then summed up */
     char path[CONF_PATH_MAX + 1];
 };
+
+/* The directory the socket goes in, checked before anything else: bind()
+ * would say ENOENT for a missing one, and libuv turns that into "permission
+ * denied". 0 if it is there and ours to write, -1 with what is wrong. */
+static int check_dir(const char *path, char *err, size_t errlen) {
+    char dir[CONF_PATH_MAX + 1];
+    const char *slash = strrchr(path, '/');
+    struct stat st;
+
+    if (slash == NULL) snprintf(dir, sizeof(dir), ".");
+    else if (slash == path) snprintf(dir, sizeof(dir), "/");
+    else snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+    if (stat(dir, &st) != 0) {
+        int e = errno;
+        if (e == ENOENT)
+            snprintf(err, errlen, "socket directory %s does not exist", dir);
+        else if (e == ENOTDIR)
+            snprintf(err, errlen, "socket directory %s does not exist: a part of its path "
+                     "is not a directory", dir);
+        else if (e == EACCES)
+            snprintf(err, errlen, "socket directory %s cannot be reached by uid %u: a directory "
+                     "above it is not searchable", dir, (unsigned)geteuid());
+        else
+            snprintf(err, errlen, "socket directory %s: %s", dir, strerror(e));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "socket directory %s is not a directory", dir);
+        return -1;
+    }
+    if (faccessat(AT_FDCWD, dir, W_OK | X_OK, AT_EACCESS) != 0) {
+        int e = errno;
+        if (e == EACCES)
+            snprintf(err, errlen, "socket directory %s is not writable by uid %u", dir,
+                     (unsigned)geteuid());
+        else if (e == EROFS)
+            snprintf(err, errlen, "socket directory %s is on a read-only file system", dir);
+        else
+            snprintf(err, errlen, "socket directory %s: %s", dir, strerror(e));
+        return -1;
+    }
+    return 0;
+}
 
 /* Returns 0 if path is free to bind (removing a stale socket), -1 if not. */
 static int claim_path(const char *path, char *err, size_t errlen) {
@@ -68,17 +112,21 @@ static void on_connection(uv_stream_t *listener, int status) {
     if (status < 0) {
         /* Out of descriptors, libuv itself accepts and closes the waiting
          * connections (its reserve-descriptor trick), so the loop does
-         * not spin. What errors still reach us are said once a second at
-         * most. */
-        uint64_t now = uv_now(listener->loop);
-        if (now - srv->last_accept_warning >= SERVER_WARN_EVERY_MS) {
-            srv->last_accept_warning = now;
-            log_warn("accept: %s%s", uv_strerror(status),
-                     status == UV_EMFILE || status == UV_ENFILE
-                         ? " (out of file descriptors: connections are being refused)"
-                         : "");
-        }
+         * not spin. What errors still reach us are said once, then summed
+         * up every LOG_SUMMARY_MS while they go on. */
+        log_once(&srv->accept_log, CONF_LOG_WARN, "accept: %s%s", uv_strerror(status),
+                 status == UV_EMFILE || status == UV_ENFILE
+                     ? " (out of file descriptors: connections are being refused)"
+                     : "");
         return;
+    }
+    /* They have no end of their own: a period without any is the end. */
+    if (log_once_quiet(&srv->accept_log)) {
+        uint64_t span = srv->accept_log.last_ms - srv->accept_log.first_ms, errors;
+        log_once_end(&srv->accept_log, &errors, NULL);
+        log_info("accept: working again; %llu error%s in %llu.%llu s", (unsigned long long)errors,
+                 errors == 1 ? "" : "s", (unsigned long long)(span / 1000),
+                 (unsigned long long)(span % 1000 / 100));
     }
     sessions_accept(srv->ss, listener);
 }
@@ -92,7 +140,7 @@ server_t *server_listen(uv_loop_t *loop, const conf_t *conf, sessions_t *ss,
     }
     srv->ss = ss;
     snprintf(srv->path, sizeof(srv->path), "%s", conf->socket);
-    if (claim_path(srv->path, err, errlen) != 0) {
+    if (check_dir(srv->path, err, errlen) != 0 || claim_path(srv->path, err, errlen) != 0) {
         free(srv);
         return NULL;
     }

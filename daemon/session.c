@@ -46,6 +46,12 @@ struct session_s {
     uid_t uid;
     gid_t gid;
 
+    /* what it did with locks, for the line that says it is gone */
+    uint64_t connected_ms;     /* loop time of the accept */
+    uint64_t grants;           /* LOCK and TRYLOCK answered OK */
+    uint64_t timeouts;         /* TRYLOCKs with a wait that timed out */
+    int waits;                 /* the request in flight may wait for a holder */
+
     /* lists */
     LIST_ENTRY(session_s) all;          /* all sessions */
     TAILQ_ENTRY(session_s) dirty_link;  /* output or input to handle */
@@ -70,6 +76,10 @@ struct sessions_s {
     uint64_t next_id;
     uint64_t started_ms;
     sessions_stats_t stats;
+    /* failures a client can repeat at will: said once, then summed up */
+    log_once_t full_log;       /* refused at max_clients */
+    log_once_t overflow_log;   /* closed past max_output */
+    log_once_t denied_log;     /* CLIENTS denied */
     void (*closed_cb)(void *data);
     void *closed_data;
     int closing_handles;       /* sessions_close_all: handles not yet closed */
@@ -103,7 +113,9 @@ static void unmark_dirty(session_t *s) {
 static void send_line(session_t *s, const char *line, size_t len) {
     if (s->state == SESSION_CLOSING) return;
     if (s->out.len + s->wbuf.len + len > s->ss->conf->max_output) {
-        log_warn("client %llu (pid %d uid %u): %zu bytes of replies unread, closing",
+        log_once_restart_if_quiet(&s->ss->overflow_log);
+        log_once(&s->ss->overflow_log, CONF_LOG_WARN,
+                 "client %llu (pid %d uid %u): %zu bytes of replies unread, closing",
                  (unsigned long long)s->id, (int)s->pid, (unsigned)s->uid,
                  s->out.len + s->wbuf.len);
         s->ss->stats.output_overflows++;
@@ -157,8 +169,9 @@ static void send_info(session_t *s) {
 static void send_clients(session_t *s) {
     sessions_t *ss = s->ss;
     if (s->uid != 0 && !conf_is_admin(ss->conf, s->uid)) {
-        log_warn("client %llu (uid %u) denied CLIENTS", (unsigned long long)s->id,
-                 (unsigned)s->uid);
+        log_once_restart_if_quiet(&ss->denied_log);
+        log_once(&ss->denied_log, CONF_LOG_WARN, "client %llu (pid %d uid %u) denied CLIENTS",
+                 (unsigned long long)s->id, (int)s->pid, (unsigned)s->uid);
         send_error(s, PROTO_ERR_DENIED, "CLIENTS needs uid 0 or one in admin_uids");
         return;
     }
@@ -205,6 +218,7 @@ static void send_lock_reply(session_t *s, const lock_reply_t *r) {
 
     switch (r->kind) {
     case LOCK_REPLY_GRANTED:
+        s->grants++;
         n = proto_reply_ok(line, sizeof(line), "%llu %lld", (unsigned long long)r->fence,
                            r->holds);
         break;
@@ -212,6 +226,7 @@ static void send_lock_reply(session_t *s, const lock_reply_t *r) {
         n = proto_reply_ok(line, sizeof(line), "%lld", r->value);
         break;
     case LOCK_REPLY_TIMEOUT:
+        if (s->waits) s->timeouts++;
         n = proto_reply_timeout(line, sizeof(line), r->ttl_ms);
         break;
     case LOCK_REPLY_FREE:
@@ -237,6 +252,7 @@ static void on_lock_reply(void *data, const lock_reply_t *reply) {
     session_t *s = data;
     if (s->state == SESSION_CLOSING) return;
     send_lock_reply(s, reply);
+    s->waits = 0;
     if (s->state != SESSION_WAITING) return;
     s->state = SESSION_READY;
     /* Go on with kept input from the flusher, not from inside the lock
@@ -255,6 +271,9 @@ static void on_lock_event(void *data, const char *name, size_t len, lock_loss_t 
     char line[PROTO_REPLY_MAX], lname[PROTO_NAME_MAX + 1];
     if (s->state == SESSION_CLOSING) return;
     snprintf(lname, sizeof(lname), "%.*s", (int)len, name);
+    /* Its holder may have gone on as if it still held it: who that is. */
+    log_warn("client %llu (pid %d uid %u) lost lock %s: %s", (unsigned long long)s->id,
+             (int)s->pid, (unsigned)s->uid, lname, reasons[why]);
     int n = proto_event_lost(line, sizeof(line), lname, reasons[why]);
     if (n > 0) send_line(s, line, (size_t)n);
 }
@@ -309,8 +328,10 @@ static void dispatch(session_t *s, const proto_request_t *req) {
             .lease_ms = req->lease_ms,
         };
         lock_reply_t now;
+        s->waits = lr.kind == LOCK_REQ_LOCK || (lr.kind == LOCK_REQ_TRYLOCK && lr.wait_ms > 0);
         if (lockmgr_request(s->ss->locks, s->owner, &lr, &now)) {
             send_lock_reply(s, &now);
+            s->waits = 0;
             return;
         }
         s->state = SESSION_WAITING;
@@ -493,15 +514,35 @@ static void on_hangups(uv_timer_t *t) {
     }
 }
 
+/* A client that held or waited for locks says at info level that it is
+ * gone, with what it held: its locks go with it. The others (PING, INFO,
+ * STATUS: health checks) and every client at shutdown, at debug level. */
+static void log_closed(const session_t *s) {
+    sessions_t *ss = s->ss;
+    size_t held = s->owner ? lockmgr_owner_held(s->owner) : 0;
+    int waiting = s->owner ? lockmgr_owner_waiting(s->owner) : 0;
+    int locker = held > 0 || waiting || s->grants > 0 || s->timeouts > 0;
+    conf_log_level_t level = locker && ss->closed_cb == NULL ? CONF_LOG_INFO : CONF_LOG_DEBUG;
+    if (!log_enabled(level)) return;
+    uint64_t ms = uv_now(ss->loop) - s->connected_ms;
+    log_msg(level,
+            "client %llu (pid %d uid %u) disconnected holding %zu lock%s%s; %llu grant%s, "
+            "%llu timeout%s in %llu.%llu s",
+            (unsigned long long)s->id, (int)s->pid, (unsigned)s->uid, held, held == 1 ? "" : "s",
+            waiting ? " and waiting for one" : "", (unsigned long long)s->grants,
+            s->grants == 1 ? "" : "s", (unsigned long long)s->timeouts,
+            s->timeouts == 1 ? "" : "s", (unsigned long long)(ms / 1000),
+            (unsigned long long)(ms % 1000 / 100));
+}
+
 static void session_close(session_t *s) {
     if (s->state == SESSION_CLOSING) return;
     s->state = SESSION_CLOSING;
     unmark_dirty(s);
     deaf_remove(s);
+    log_closed(s);
     if (s->owner != NULL) lockmgr_owner_drop(s->ss->locks, s->owner);
     s->owner = NULL;
-    log_debug("client %llu (pid %d uid %u) closed", (unsigned long long)s->id,
-              (int)s->pid, (unsigned)s->uid);
     uv_close((uv_handle_t *)&s->pipe, on_close);
 }
 
@@ -632,7 +673,11 @@ static void reject(sessions_t *ss, uv_stream_t *server) {
         uv_buf_t b = uv_buf_init(line, (unsigned)n);
         uv_try_write((uv_stream_t *)client, &b, 1);
         ss->stats.rejected++;
-        log_warn("max_clients (%u) reached: connection refused", ss->conf->max_clients);
+        if (ss->closed_cb != NULL)
+            log_debug("shutting down: connection refused");
+        else /* once, then a summary a period while it goes on */
+            log_once(&ss->full_log, CONF_LOG_WARN,
+                     "max_clients (%u) reached: connections are refused", ss->conf->max_clients);
     }
     uv_close((uv_handle_t *)client, on_rejected_close);
 }
@@ -669,6 +714,16 @@ void sessions_accept(sessions_t *ss, uv_stream_t *server) {
     LIST_INSERT_HEAD(&ss->all, s, all);
     ss->stats.connections++;
     ss->stats.connections_total++;
+    s->connected_ms = uv_now(ss->loop);
+    /* Refusals at max_clients have no end of their own: one period
+     * without any, and a connection taken, is the end. */
+    if (log_once_quiet(&ss->full_log)) {
+        uint64_t span = ss->full_log.last_ms - ss->full_log.first_ms, refused;
+        log_once_end(&ss->full_log, &refused, NULL);
+        log_info("max_clients (%u): accepting connections again; %llu refused in %llu.%llu s",
+                 ss->conf->max_clients, (unsigned long long)refused,
+                 (unsigned long long)(span / 1000), (unsigned long long)(span % 1000 / 100));
+    }
     log_debug("client %llu connected (pid %d uid %u gid %u)",
               (unsigned long long)s->id, (int)s->pid, (unsigned)s->uid,
               (unsigned)s->gid);

@@ -37,7 +37,8 @@ struct nconn_s {
     timers_entry_t retry;     /* reconnect backoff */
     uint32_t backoff_ms;
     int left;                 /* handshake replies still to come */
-    int warned;               /* a down warning was logged */
+    int hs_failed;            /* Redis refused the handshake (said at error level) */
+    log_once_t down;          /* the outage: said once, summed up, ended in conn_up */
     int was_up;               /* it came up since it last went down */
     hs_t hs[HS_MAX];
 };
@@ -199,6 +200,7 @@ static void on_call_reply(void *data, redisReply *r, const char *error) {
     call_t *call = data;
     node_t *nd = call->nd;
     char err[BACKEND_ERR_LEN];
+
 
     if (error != NULL) {
         ops_fail(call->ops, call->n, BACKEND_DOWN, error);
@@ -604,9 +606,14 @@ static void conn_up(nconn_t *nc) {
     resp_ready(nc->c);
     nc->was_up = 1;
     nc->backoff_ms = 0;
-    if (nc->warned) log_info("redis %s connection to %s is back", nc->role, nd->label);
-    else log_info("redis %s connection to %s up", nc->role, nd->label);
-    nc->warned = 0;
+    uint64_t failures, ms;
+    if (log_once_end(&nc->down, &failures, &ms))
+        log_info("redis %s connection to %s is back after %llu.%llu s (%llu failure%s)", nc->role,
+                 nd->label, (unsigned long long)(ms / 1000),
+                 (unsigned long long)(ms % 1000 / 100), (unsigned long long)failures,
+                 failures == 1 ? "" : "s");
+    else
+        log_info("redis %s connection to %s up", nc->role, nd->label);
     if (nc->is_sub) {
         size_t i = 0;
         for (hmap_node_t *h = hmap_next(&nd->subs, &i, NULL); h; h = hmap_next(&nd->subs, &i, h)) {
@@ -642,11 +649,10 @@ static void on_hs_reply(void *data, redisReply *r, const char *error) {
     }
     if (r->type == REDIS_REPLY_ERROR && !hs->optional) {
         snprintf(why, sizeof(why), "handshake failed: %s", r->str);
-        /* Once an outage, as on_conn_down logs: a wrong password is
-         * retried every NODE_BACKOFF_MAX_MS for as long as it lasts. */
-        if (!nc->warned) log_error("redis %s connection to %s: %s", nc->role, nd->label, why);
-        else log_debug("redis %s connection to %s: %s", nc->role, nd->label, why);
-        nc->warned = 1;
+        /* on_conn_down says it, at error level: a wrong password is no
+         * passing trouble. It is retried every NODE_BACKOFF_MAX_MS for as
+         * long as it lasts, said once and summed up. */
+        nc->hs_failed = 1;
         resp_close(nc->c, why);
         return;
     }
@@ -680,6 +686,7 @@ static void on_conn_open(void *data) {
     size_t argvlen[3];
 
     nc->left = 0;
+    nc->hs_failed = 0;
     if (nd->password[0] != '\0') {
         int n = 0;
         argv[n] = "AUTH";
@@ -733,10 +740,11 @@ static void on_conn_down(void *data, const char *why) {
 
     if (nd->freeing) return;
     if (!nc->is_sub) snprintf(nd->down_reason, sizeof(nd->down_reason), "%s", why);
-    if (!nc->warned) { /* once per outage; resp logs every try at debug level */
-        log_warn("redis %s connection to %s down: %s", nc->role, nd->label, why);
-        nc->warned = 1;
-    }
+    /* Once per outage, then a summary every LOG_SUMMARY_MS while it lasts
+     * (resp logs every try at debug level); conn_up says when it ends. */
+    log_once(&nc->down, nc->hs_failed ? CONF_LOG_ERROR : CONF_LOG_WARN,
+             "redis %s connection to %s down: %s", nc->role, nd->label, why);
+    nc->hs_failed = 0;
     if (nc->is_sub) {
         /* Subscriptions died with the connection; keep the wanted ones. */
         size_t i = 0;

@@ -2,12 +2,16 @@
  * limits, startup and shutdown.
  * SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -301,6 +305,239 @@ START_TEST(config_test_mode) {
 }
 END_TEST
 
+/* Starts dlockd on sock and expects it to refuse, exit 1 and say want. */
+static void refuses_socket(const char *sock, const char *want) {
+    int d;
+    h_dlockd_spawn("[redis]\nurl = unix:///nonexistent/redis.sock\n", sock, &d);
+    int status = h_dlockd_stop(d, 0); /* no signal: waits for it to exit */
+    ck_assert_msg(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 1,
+                  "dlockd -s %s did not exit 1 (status %d)", sock, status);
+    ck_assert_msg(h_log_count(d, want) == 1, "dlockd -s %s did not say '%s' (see %s)", sock,
+                  want, h_dlockd_log(d));
+    ck_assert_msg(h_log_count(d, "ermission denied") == 0, "dlockd -s %s says permission "
+                  "denied (see %s)", sock, h_dlockd_log(d));
+}
+
+START_TEST(socket_directory_problems_are_named) {
+    char sock[600], want[700];
+    refuses_socket("/nonexistent/dlockd-test-dir/x.sock",
+                   "cannot listen: socket directory /nonexistent/dlockd-test-dir does not exist");
+    /* A file where the directory should be. */
+    snprintf(sock, sizeof(sock), "%s/plain", h_dir());
+    FILE *f = fopen(sock, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    snprintf(want, sizeof(want), "socket directory %s is not a directory", sock);
+    strcat(sock, "/x.sock");
+    refuses_socket(sock, want);
+}
+END_TEST
+
+/* A directory the daemon's user cannot write to: run as uid 65534 when the
+ * tests run as root (root may write anywhere), else as ourselves. */
+START_TEST(socket_directory_not_writable_is_named) {
+    char dir[600], conf[600], sock[700], want[800];
+    uid_t uid = geteuid() == 0 ? 65534 : geteuid();
+    snprintf(dir, sizeof(dir), "%s/ro", h_dir());
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    ck_assert_int_eq(chmod(dir, geteuid() == 0 ? 0755 : 0555), 0);
+    snprintf(conf, sizeof(conf), "%s/ro.conf", h_dir());
+    FILE *f = fopen(conf, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("[redis]\nurl = unix:///nonexistent/redis.sock\n", f);
+    fclose(f);
+    ck_assert_int_eq(chmod(conf, 0644), 0);
+    snprintf(sock, sizeof(sock), "%s/x.sock", dir);
+    const char *bin = getenv("DLOCKD_BIN") ? getenv("DLOCKD_BIN") : "build/dlockd";
+    char abs_bin[PATH_MAX];
+    ck_assert_ptr_nonnull(realpath(bin, abs_bin));
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        dup2(p[1], 1);
+        dup2(p[1], 2);
+        close(p[0]);
+        if (geteuid() == 0) {
+            /* Let the unprivileged child reach its files through the test dirs. */
+            char parent[600];
+            snprintf(parent, sizeof(parent), "%s", h_dir());
+            *strrchr(parent, '/') = '\0';
+            if (chmod(h_dir(), 0711) != 0 || chmod(parent, 0711) != 0 || setgid(uid) != 0 ||
+                setuid(uid) != 0)
+                _exit(126);
+            if (access(abs_bin, X_OK) != 0) _exit(125); /* the build is out of its reach */
+        }
+        execl(abs_bin, abs_bin, "-c", conf, "-s", sock, (char *)NULL);
+        _exit(127);
+    }
+    close(p[1]);
+    char out[4096];
+    size_t len = 0;
+    long long end = h_now_ms() + H_WAIT_MS;
+    struct pollfd pfd = {.fd = p[0], .events = POLLIN};
+    while (len < sizeof(out) - 1 && h_now_ms() < end && poll(&pfd, 1, 100) >= 0) {
+        if (!(pfd.revents & (POLLIN | POLLHUP))) continue;
+        ssize_t n = read(p[0], out + len, sizeof(out) - 1 - len);
+        if (n <= 0) break;
+        len += (size_t)n;
+    }
+    out[len] = '\0';
+    close(p[0]);
+    kill(pid, SIGKILL); /* if it did start after all */
+    int status;
+    waitpid(pid, &status, 0);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 125) {
+        fprintf(stderr, "socket_directory_not_writable_is_named: skipped, uid %u cannot run "
+                "%s\n", (unsigned)uid, abs_bin);
+        return;
+    }
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 1, "dlockd as uid %u: status %d: "
+                  "%s", (unsigned)uid, status, out);
+    snprintf(want, sizeof(want), "cannot listen: socket directory %s is not writable by uid %u",
+             dir, (unsigned)uid);
+    ck_assert_msg(strstr(out, want) != NULL, "dlockd as uid %u said '%s', wanted '%s'",
+                  (unsigned)uid, out, want);
+}
+END_TEST
+
+/* ---- make run (tests/support/run-local.sh) --------------------------------- */
+
+/* Runs run-local.sh with cwd as its directory, output to out; the script
+ * gets SIGTERM if the test dies, and stops its servers then. */
+static pid_t run_local(const char *cwd, const char *out) {
+    char script[PATH_MAX], bin[PATH_MAX];
+    const char *b = getenv("DLOCKD_BIN") ? getenv("DLOCKD_BIN") : "build/dlockd";
+    ck_assert_ptr_nonnull(realpath("tests/support/run-local.sh", script));
+    ck_assert_ptr_nonnull(realpath(b, bin));
+    pid_t parent = getpid(), pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent) _exit(127);
+        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int nul = open("/dev/null", O_RDONLY);
+        if (fd < 0 || nul < 0 || chdir(cwd) != 0) _exit(127);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        dup2(nul, 0);
+        unsetenv("REDIS_URL");
+        execl("/bin/sh", "sh", script, bin, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* 1 if something answers ping on the Unix socket path with a line
+ * starting with want. */
+static int answers(const char *path, const char *ping, const char *want) {
+    if (access(path, F_OK) != 0) return 0;
+    h_conn_t *c = h_connect(path);
+    h_send(c, "%s", ping);
+    const char *r = h_recv(c, 2000);
+    int ok = r != NULL && strncmp(r, want, strlen(want)) == 0; /* Redis ends with CR */
+    h_close(c);
+    return ok;
+}
+
+static char *read_text(const char *path) {
+    static char text[8192];
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    return text;
+}
+
+START_TEST(second_make_run_refuses_and_spares_the_first) {
+    char run[600], dsock[700], rsock[700], conf[700], out1[700], out2[700];
+    snprintf(run, sizeof(run), "%s/run", h_dir());
+    snprintf(dsock, sizeof(dsock), "%s/dlockd.sock", run);
+    snprintf(rsock, sizeof(rsock), "%s/redis.sock", run);
+    snprintf(conf, sizeof(conf), "%s/dlockd.conf", run);
+    snprintf(out1, sizeof(out1), "%s/first.out", h_dir());
+    snprintf(out2, sizeof(out2), "%s/second.out", h_dir());
+    pid_t first = run_local(h_dir(), out1);
+    long long end = h_now_ms() + H_WAIT_MS;
+    while (!answers(dsock, "PING\n", "OK PONG")) {
+        ck_assert_msg(h_now_ms() < end, "the first make run never answered: %s", read_text(out1));
+        ck_assert_msg(waitpid(first, NULL, WNOHANG) == 0, "the first make run ended: %s",
+                      read_text(out1));
+        usleep(20000);
+    }
+    char conf_before[8192];
+    snprintf(conf_before, sizeof(conf_before), "%s", read_text(conf));
+
+    /* The second refuses at once, non-zero, and says why. */
+    pid_t second = run_local(h_dir(), out2);
+    int status = -1;
+    end = h_now_ms() + H_WAIT_MS;
+    while (waitpid(second, &status, WNOHANG) == 0) {
+        if (h_now_ms() > end) {
+            kill(second, SIGTERM);
+            waitpid(second, &status, 0);
+            ck_abort_msg("the second make run did not end: %s", read_text(out2));
+        }
+        usleep(10000);
+    }
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) != 0,
+                  "the second make run exited %d: %s", status, read_text(out2));
+    ck_assert_msg(strstr(read_text(out2), "already running") != NULL, "the second make run "
+                  "said: %s", read_text(out2));
+    /* The first is whole: its files, its Redis and its dlockd. */
+    ck_assert_msg(access(rsock, F_OK) == 0, "the first make run's redis.sock is gone");
+    ck_assert_msg(answers(rsock, "PING\r\n", "+PONG"), "the first make run's Redis is gone");
+    ck_assert_msg(answers(dsock, "PING\n", "OK PONG"), "the first make run's dlockd is gone");
+    ck_assert_str_eq(read_text(conf), conf_before);
+
+    /* The first stops cleanly, with everything of its own removed. */
+    kill(first, SIGTERM);
+    end = h_now_ms() + H_WAIT_MS;
+    while (waitpid(first, &status, WNOHANG) == 0) {
+        ck_assert_msg(h_now_ms() < end, "the first make run did not stop");
+        usleep(10000);
+    }
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the first make run exited "
+                  "%d: %s", status, read_text(out1));
+    ck_assert_int_eq(access(rsock, F_OK), -1);
+    ck_assert_int_eq(access(dsock, F_OK), -1);
+}
+END_TEST
+
+START_TEST(make_run_fails_when_its_dlockd_does) {
+    char run[600], dsock[700], rsock[700], out[700];
+    snprintf(run, sizeof(run), "%s/run", h_dir());
+    snprintf(dsock, sizeof(dsock), "%s/dlockd.sock", run);
+    snprintf(rsock, sizeof(rsock), "%s/redis.sock", run);
+    snprintf(out, sizeof(out), "%s/run.out", h_dir());
+    /* Not a socket: dlockd refuses to remove it, and to start. */
+    ck_assert_int_eq(mkdir(run, 0700), 0);
+    FILE *f = fopen(dsock, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    pid_t pid = run_local(h_dir(), out);
+    int status = -1;
+    long long end = h_now_ms() + H_WAIT_MS;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+        if (h_now_ms() > end) {
+            kill(pid, SIGTERM);
+            waitpid(pid, &status, 0);
+            ck_abort_msg("make run did not end: %s", read_text(out));
+        }
+        usleep(10000);
+    }
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) != 0, "make run exited %d although "
+                  "its dlockd did not start: %s", status, read_text(out));
+    ck_assert_msg(strstr(read_text(out), "not a socket") != NULL, "%s", read_text(out));
+    /* Its own Redis is stopped and its socket removed; the file stays. */
+    ck_assert_int_eq(access(rsock, F_OK), -1);
+    ck_assert_int_eq(access(dsock, F_OK), 0);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("server");
     TCase *tc = tcase_create("socket");
@@ -320,6 +557,10 @@ static Suite *suite(void) {
     tcase_add_test(tc, clients_for_admins_only);
     tcase_add_test(tc, stale_socket_removed_live_refused);
     tcase_add_test(tc, config_test_mode);
+    tcase_add_test(tc, socket_directory_problems_are_named);
+    tcase_add_test(tc, socket_directory_not_writable_is_named);
+    tcase_add_test(tc, second_make_run_refuses_and_spares_the_first);
+    tcase_add_test(tc, make_run_fails_when_its_dlockd_does);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,25 +1,56 @@
 #!/bin/sh
 # `make run`: a private redis-server and dlockd in the foreground on ./run/.
 # SPDX-License-Identifier: MIT
-# Ctrl-C stops both. With REDIS_URL set, no redis-server is started.
+# Ctrl-C stops both. With REDIS_URL set, no redis-server is started. While
+# one runs, a second in the same directory refuses to start (exit 1) and
+# touches none of the first one's files. Exits with dlockd's status.
 set -eu
 bin=${1:-build/dlockd}
 dir=$(pwd)/run
-mkdir -p "$dir"
 redis_pid=""
 dlockd_pid=""
 
+# 0 if something accepts connections on the Unix socket $1.
+listening() {
+    [ -S "$1" ] || return 1
+    if command -v socat >/dev/null 2>&1; then
+        socat -u OPEN:/dev/null "UNIX-CONNECT:$1" >/dev/null 2>&1
+    elif command -v python3 >/dev/null 2>&1; then
+        python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).connect(sys.argv[1])' \
+            "$1" 2>/dev/null
+    else
+        return 0 # no way to tell: take it as live, and leave it alone
+    fi
+}
+
+refuse() {
+    echo "make run: another instance is already running in $dir ($1 answers);" \
+         "stop it first (Ctrl-C where it runs)" >&2
+    exit 1
+}
+if listening "$dir/dlockd.sock"; then refuse run/dlockd.sock; fi
+if [ -z "${REDIS_URL:-}" ] && listening "$dir/redis.sock"; then refuse run/redis.sock; fi
+mkdir -p "$dir"
+
+# Stops what this script started and removes only its own files.
 cleanup() {
     trap - INT TERM EXIT
-    [ -n "$dlockd_pid" ] && kill "$dlockd_pid" 2>/dev/null && wait "$dlockd_pid" 2>/dev/null
-    [ -n "$redis_pid" ] && kill "$redis_pid" 2>/dev/null && wait "$redis_pid" 2>/dev/null
-    rm -f "$dir/redis.sock"
-    exit 0
+    if [ -n "$dlockd_pid" ]; then
+        kill "$dlockd_pid" 2>/dev/null || true
+        wait "$dlockd_pid" 2>/dev/null || true
+    fi
+    if [ -n "$redis_pid" ]; then
+        kill "$redis_pid" 2>/dev/null || true
+        wait "$redis_pid" 2>/dev/null || true
+        rm -f "$dir/redis.sock"
+    fi
+    exit "$1"
 }
-trap cleanup INT TERM EXIT
+trap 'cleanup 0' INT TERM
+trap 'cleanup $?' EXIT
 
 if [ -z "${REDIS_URL:-}" ]; then
-    rm -f "$dir/redis.sock"
+    rm -f "$dir/redis.sock" # stale: nothing answers on it (checked above)
     redis-server --port 0 --unixsocket "$dir/redis.sock" --unixsocketperm 700 \
         --save "" --appendonly no --dir "$dir" --logfile "$dir/redis.log" &
     redis_pid=$!
@@ -53,5 +84,10 @@ Ctrl-C stops both.
 MSG
 "$bin" -c "$dir/dlockd.conf" &
 dlockd_pid=$!
-wait "$dlockd_pid" || true
+status=0
+wait "$dlockd_pid" || status=$?
 dlockd_pid=""
+if [ "$status" -ne 0 ]; then
+    echo "make run: dlockd exited with status $status" >&2
+fi
+exit "$status"
