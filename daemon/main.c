@@ -119,13 +119,48 @@ static int conf_read(const daemon_t *d, conf_t *c, int *have_file, char *err, si
     return 0;
 }
 
+/* Appends name to the comma-separated list in out. */
+static void add_name(char *out, size_t cap, const char *name) {
+    size_t len = strlen(out);
+    snprintf(out + len, cap - len, "%s%s", len ? ", " : "", name);
+}
+
+/* The [redis] keys whose values a reload would change, by name only (some
+ * are secrets); "" if none. They live in the backend's connections, made
+ * at start, so they wait for a restart. */
+static void redis_changes(const conf_t *c, const conf_t *n, char *out, size_t cap) {
+    out[0] = '\0';
+    if (strcmp(c->url, n->url) != 0) add_name(out, cap, "url");
+    if (strcmp(c->username, n->username) != 0) add_name(out, cap, "username");
+    if (strcmp(c->password, n->password) != 0) add_name(out, cap, "password");
+    if (c->tls != n->tls) add_name(out, cap, "tls");
+    if (strcmp(c->tls_ca_file, n->tls_ca_file) != 0) add_name(out, cap, "tls_ca_file");
+    if (strcmp(c->tls_cert_file, n->tls_cert_file) != 0) add_name(out, cap, "tls_cert_file");
+    if (strcmp(c->tls_key_file, n->tls_key_file) != 0) add_name(out, cap, "tls_key_file");
+    if (strcmp(c->tls_server_name, n->tls_server_name) != 0)
+        add_name(out, cap, "tls_server_name");
+    if (strcmp(c->key_prefix, n->key_prefix) != 0) add_name(out, cap, "key_prefix");
+    if (c->connect_timeout_ms != n->connect_timeout_ms) add_name(out, cap, "connect_timeout_ms");
+    if (c->command_timeout_ms != n->command_timeout_ms) add_name(out, cap, "command_timeout_ms");
+    if (c->sentinels_count != n->sentinels_count ||
+        memcmp(c->sentinels, n->sentinels, sizeof(c->sentinels)) != 0)
+        add_name(out, cap, "sentinels");
+    if (strcmp(c->master_name, n->master_name) != 0) add_name(out, cap, "master_name");
+    if (strcmp(c->sentinel_username, n->sentinel_username) != 0)
+        add_name(out, cap, "sentinel_username");
+    if (strcmp(c->sentinel_password, n->sentinel_password) != 0)
+        add_name(out, cap, "sentinel_password");
+    if (c->replicas_ack != n->replicas_ack) add_name(out, cap, "replicas_ack");
+    if (c->replicas_timeout_ms != n->replicas_timeout_ms) add_name(out, cap, "replicas_timeout_ms");
+}
+
 /* SIGHUP: read the configuration again and apply what can change while
  * running; what cannot is named in the log and waits for a restart. A
  * file with an error changes nothing. */
 static void on_reload(uv_signal_t *handle, int signum) {
     daemon_t *d = handle->data;
     conf_t n, *c = &d->conf;
-    char err[CONF_ERR_LEN];
+    char err[CONF_ERR_LEN], redis[512];
     int have_file;
     (void)signum;
 
@@ -140,25 +175,26 @@ static void on_reload(uv_signal_t *handle, int signum) {
         c->socket_group_set != n.socket_group_set ||
         (n.socket_group_set && c->socket_gid != n.socket_gid))
         log_warn("reload: the socket's path, mode and group change only with a restart");
-    if (strcmp(c->url, n.url) != 0 || strcmp(c->username, n.username) != 0 ||
-        strcmp(c->password, n.password) != 0 || c->tls != n.tls ||
-        strcmp(c->tls_ca_file, n.tls_ca_file) != 0 ||
-        strcmp(c->tls_cert_file, n.tls_cert_file) != 0 ||
-        strcmp(c->tls_key_file, n.tls_key_file) != 0 ||
-        strcmp(c->tls_server_name, n.tls_server_name) != 0 ||
-        strcmp(c->key_prefix, n.key_prefix) != 0 ||
-        c->connect_timeout_ms != n.connect_timeout_ms ||
-        c->command_timeout_ms != n.command_timeout_ms ||
-        c->sentinels_count != n.sentinels_count ||
-        memcmp(c->sentinels, n.sentinels, sizeof(c->sentinels)) != 0 ||
-        strcmp(c->master_name, n.master_name) != 0 ||
-        strcmp(c->sentinel_username, n.sentinel_username) != 0 ||
-        strcmp(c->sentinel_password, n.sentinel_password) != 0 ||
-        c->replicas_ack != n.replicas_ack || c->replicas_timeout_ms != n.replicas_timeout_ms)
-        log_warn("reload: [redis] changes only with a restart; the running settings stay");
-    if (c->lease_ms != n.lease_ms || c->renew_every_ms != n.renew_every_ms)
-        log_warn("reload: lease_ms and renew_every_ms change only with a restart (locks held "
-                 "now were leased with the running ones)");
+    redis_changes(c, &n, redis, sizeof(redis));
+    if (redis[0] != '\0')
+        log_warn("reload: [redis] changes only with a restart (%s); the running settings stay",
+                 redis);
+    /* The lock manager reads lease_ms and renew_every_ms at each grant,
+     * RENEW and renewal; each lock it holds counts from the lease Redis has
+     * for it, and those the watchdog keeps are renewed with the new lease
+     * at once. Locks with a lease of their own keep it. */
+    if (c->lease_ms != n.lease_ms)
+        log_info("reload: lease_ms %u -> %u, renew_every_ms %u -> %u: new locks get them, and "
+                 "the watchdog renews the locks it keeps with the new lease now",
+                 c->lease_ms, n.lease_ms, c->renew_every_ms, n.renew_every_ms);
+    else if (c->renew_every_ms != n.renew_every_ms)
+        log_info("reload: renew_every_ms %u -> %u: the watchdog's next renewals follow it",
+                 c->renew_every_ms, n.renew_every_ms);
+    if (c->lease_ms != n.lease_ms || c->renew_every_ms != n.renew_every_ms) {
+        c->lease_ms = n.lease_ms;
+        c->renew_every_ms = n.renew_every_ms;
+        lockmgr_reconfigure(d->locks);
+    }
     /* What every module reads afresh each time. */
     c->max_clients = n.max_clients;
     c->max_line = n.max_line;

@@ -68,11 +68,14 @@ struct hold_s {
     uint32_t lease_ms;         /* the lease asked for; 0: watchdog-kept */
     uint64_t grant_id;         /* unique per grant: ops in flight compare it */
     uint64_t confirmed_at;     /* when the last confirmed grant/renewal was sent */
+    uint32_t redis_lease_ms;   /* the TTL that grant/renewal set: Redis keeps the
+                                  hold until confirmed_at + this at least */
     timers_entry_t expiry;     /* lease mode: the lease runs out */
     LIST_ENTRY(hold_s) by_owner;
     LIST_ENTRY(hold_s) by_lock;
     TAILQ_ENTRY(hold_s) dog;   /* watchdog holds, oldest confirmation first */
-    unsigned on_dog : 1;
+    unsigned on_dog : 1;       /* on m->dog or, with on_stale, on m->stale */
+    unsigned on_stale : 1;     /* its lease in Redis is not the configured one */
     unsigned renewing : 1;     /* in a watchdog batch now */
     unsigned renew_failed : 1; /* the last renewal got no confirmed answer */
 };
@@ -140,7 +143,12 @@ struct lockmgr_s {
     hmap_t locks;
     uint64_t grant_seq;
     /* watchdog */
-    struct dog_list_s dog;
+    uint32_t dog_lease;        /* the lease_ms the watchdog renews with */
+    struct dog_list_s dog;     /* holds whose lease in Redis is dog_lease, by
+                                  confirmed_at: due and loss in that order */
+    struct dog_list_s stale;   /* holds confirmed with another lease (before a
+                                  reload changed lease_ms), by loss deadline:
+                                  due at once */
     hold_t *dog_cursor;        /* where the next sweep starts (NULL: the head) */
     timers_entry_t sweep;      /* the next watchdog hold is due */
     int renew_inflight;        /* watchdog batches awaiting Redis */
@@ -168,16 +176,21 @@ hold_t *hold_first(const lock_t *l);
 void hold_drop(hold_t *h);
 /* The holder can no longer count on the hold: tell it, drop it. */
 void hold_lost(hold_t *h, lock_loss_t why);
+/* How long Redis may keep the hold after its last confirmation. */
+uint32_t hold_redis_lease(const hold_t *h);
 void lockmgr_shutdown_step(lockmgr_t *m);
 
 /* watchdog.c */
-/* Redis confirmed the hold as of sent_at: move its deadlines. */
-void watchdog_confirm(hold_t *h, uint64_t sent_at);
+/* Redis confirmed the hold as of sent_at, with an op that set its TTL to
+ * lease_ms: move its deadlines (by the hold's mode, h->lease_ms). */
+void watchdog_confirm(hold_t *h, uint64_t sent_at, uint32_t lease_ms);
 /* The same, and plan the next sweep and loss check. */
-void watchdog_set_confirmed(hold_t *h, uint64_t sent_at);
+void watchdog_set_confirmed(hold_t *h, uint64_t sent_at, uint32_t lease_ms);
 /* An op that sets the lease got no answer but may have run: never vouch
- * for the hold past sent_at + lease_ms. */
+ * for the hold past what sent_at + lease_ms allows. The mode stays. */
 void watchdog_limit(hold_t *h, uint32_t lease_ms, uint64_t sent_at);
+/* The configured lease_ms or renew_every_ms changed. */
+void watchdog_reconfigure(lockmgr_t *m);
 void watchdog_remove(hold_t *h);
 void watchdog_sweep(lockmgr_t *m);
 void watchdog_arm_loss(lockmgr_t *m);

@@ -26,6 +26,7 @@ struct op_s {
     lock_req_kind_t kind;
     uint64_t grant_id;         /* of the owner's hold when sent */
     uint32_t lease_ms;         /* as asked for */
+    uint32_t keep_lease;       /* reentry, RENEW: the hold's lease_ms once done */
     uint64_t sent_at;
     uint32_t wait_ms;          /* to retry a reentry as a fresh wait */
     op_done_cb done;           /* on success, and on any answer once the owner left */
@@ -141,12 +142,16 @@ static hold_t *hold_of(const lock_t *l, const lock_owner_t *o) {
     return NULL;
 }
 
+uint32_t hold_redis_lease(const hold_t *h) {
+    if (h->redis_lease_ms) return h->redis_lease_ms;
+    return h->lease_ms ? h->lease_ms : h->lock->mgr->conf->lease_ms;
+}
+
 /* Remaining lease of the local holder, or -1. */
 static long long local_ttl(const lock_t *l) {
     const hold_t *h = hold_first(l);
     if (h == NULL) return -1;
-    uint32_t lease = h->lease_ms ? h->lease_ms : l->mgr->conf->lease_ms;
-    uint64_t end = h->confirmed_at + lease, now = timers_now(l->mgr->timers);
+    uint64_t end = h->confirmed_at + hold_redis_lease(h), now = timers_now(l->mgr->timers);
     return end > now ? (long long)(end - now) : 0;
 }
 
@@ -209,7 +214,7 @@ static void release_local(hold_t *h) {
     lock_t *l = h->lock;
     lockmgr_t *m = l->mgr;
     uint64_t owner = h->owner->id;
-    uint32_t lease = h->lease_ms;
+    uint32_t lease = hold_redis_lease(h);
     hold_drop(h);
     release_all(m, l->name, l->len, owner, lease);
     if (l->remote_interest && l->q != NULL) {
@@ -284,7 +289,7 @@ static void grant(lock_t *l, wait_t *w, uint64_t fence) {
     }
     m->stats.grants++;
     release_forget(m, l->name, l->len, o->id);
-    watchdog_set_confirmed(h, w->sent_at);
+    watchdog_set_confirmed(h, w->sent_at, w->acquire.lease_ms);
     answer_grant(o, fence, 1);
     wait_end(w);
 }
@@ -526,15 +531,17 @@ static void on_op(backend_op_t *bop) {
     if (op->lock) op->lock->busy--;
     if (o && o->pending == &op->hdr) o->pending = NULL;
     if (bop->res.status != BACKEND_OK) {
-        /* It may have run and shortened the lease. */
-        if (bop->res.status == BACKEND_DOWN && h != NULL &&
-            (bop->kind == BACKEND_ACQUIRE || bop->kind == BACKEND_RENEW))
+        /* It may have run (a RENEW not replicated in time did) and
+         * shortened the lease. */
+        if (h != NULL && (bop->kind == BACKEND_ACQUIRE || bop->kind == BACKEND_RENEW) &&
+            (bop->res.status == BACKEND_DOWN ||
+             (bop->res.status == BACKEND_UNACKED && bop->kind == BACKEND_RENEW)))
             watchdog_limit(h, bop->lease_ms, op->sent_at);
         if (bop->res.status == BACKEND_UNACKED && bop->kind == BACKEND_ACQUIRE) {
             /* A reentry found our hold gone and took the lock anew, but
              * that grant was not replicated: undo it; the hold is lost. */
             if (h != NULL) hold_lost(h, LOCK_LOST_EXPIRED);
-            release_all(op->mgr, op->name, op->len, bop->owner, op->lease_ms);
+            release_all(op->mgr, op->name, op->len, bop->owner, bop->lease_ms);
         }
         if (o != NULL) answer_error(op->mgr, o, LOCK_ERR_BACKEND, bop->res.error);
     } else {
@@ -553,15 +560,16 @@ static void reentry_done(op_t *op, lock_owner_t *o, hold_t *h) {
     if (res->outcome == BACKEND_REENTERED && h != NULL) {
         h->count++;
         m->stats.reentries++;
-        if (op->lease_ms) h->lease_ms = op->lease_ms;
-        watchdog_set_confirmed(h, op->sent_at);
+        h->lease_ms = op->keep_lease;
+        watchdog_set_confirmed(h, op->sent_at, op->bop.lease_ms);
         answer_grant(o, h->fence, h->count);
         return;
     }
     /* Our hold had ended in Redis without our knowing. */
     if (h != NULL) hold_lost(h, LOCK_LOST_EXPIRED);
     if (res->outcome == BACKEND_GRANTED || res->outcome == BACKEND_REENTERED)
-        release_all(m, l->name, l->len, o->id, op->lease_ms);
+        release_all(m, l->name, l->len, o->id, op->bop.lease_ms);
+    /* A fresh grant: with the lease this request asked for. */
     start_wait(m, o, op->kind, op->name, op->len, op->wait_ms, op->lease_ms);
 }
 
@@ -610,10 +618,8 @@ static void renew_done(op_t *op, lock_owner_t *o, hold_t *h) {
     if (h == NULL) {
         answer_error(m, o, LOCK_ERR_NOTHELD, NULL);
     } else if (res->renewal == BACKEND_RENEWED) {
-        /* Redis now holds it for op->lease_ms: a watchdog-kept hold becomes
-         * a hold with that lease, as a reentry with a lease makes it. */
-        if (op->lease_ms) h->lease_ms = op->lease_ms;
-        watchdog_set_confirmed(h, op->sent_at);
+        h->lease_ms = op->keep_lease;
+        watchdog_set_confirmed(h, op->sent_at, op->bop.lease_ms);
         answer_value(o, op->bop.lease_ms);
     } else {
         hold_lost(h, res->renewal == BACKEND_FORCED ? LOCK_LOST_FORCED : LOCK_LOST_EXPIRED);
@@ -630,8 +636,18 @@ static void do_renew(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_reques
     }
     op_t *op = op_new(m, o, l, req, BACKEND_RENEW, renew_done);
     if (op == NULL) return;
-    op->bop.lease_ms = req->lease_ms ? req->lease_ms : h->lease_ms ? h->lease_ms
-                                                                   : m->conf->lease_ms;
+    if (h->lease_ms) {
+        /* A hold with a lease: reset to the lease given, which becomes its
+         * own, or to its own. */
+        op->keep_lease = req->lease_ms ? req->lease_ms : h->lease_ms;
+        op->bop.lease_ms = op->keep_lease;
+    } else {
+        /* A watchdog hold: renewed now, as the watchdog would, and kept in
+         * watchdog mode; a lease given is ignored. A lease of its own could
+         * only end it sooner than its connection, or outlive it. */
+        op->keep_lease = 0;
+        op->bop.lease_ms = m->conf->lease_ms;
+    }
     backend_submit(m->backend, &op->bop);
 }
 
@@ -687,7 +703,9 @@ lockmgr_t *lockmgr_new(const conf_t *conf, timers_t *timers, backend_t *backend)
     m->conf = conf;
     m->timers = timers;
     m->backend = backend;
+    m->dog_lease = conf->lease_ms;
     TAILQ_INIT(&m->dog);
+    TAILQ_INIT(&m->stale);
     STAILQ_INIT(&m->retries);
     if (hmap_init(&m->locks) != 0) {
         free(m);
@@ -741,8 +759,13 @@ static void dispatch(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
         }
         op = op_new(m, o, l, req, BACKEND_ACQUIRE, reentry_done);
         if (op == NULL) return;
-        op->bop.lease_ms = req->lease_ms ? req->lease_ms : h->lease_ms ? h->lease_ms
-                                                                       : m->conf->lease_ms;
+        /* The hold gets the longest of the modes asked for, the watchdog
+         * being longer than any lease: no lease on either side makes it a
+         * watchdog hold, two leases give the longer one, from now. */
+        op->keep_lease = h->lease_ms && req->lease_ms
+                             ? (h->lease_ms > req->lease_ms ? h->lease_ms : req->lease_ms)
+                             : 0;
+        op->bop.lease_ms = op->keep_lease ? op->keep_lease : m->conf->lease_ms;
         backend_submit(m->backend, &op->bop);
         return;
     }
@@ -818,6 +841,10 @@ void lockmgr_owner_drop(lockmgr_t *m, lock_owner_t *o) {
     owner_drop_now(o);
 }
 
+void lockmgr_reconfigure(lockmgr_t *m) {
+    watchdog_reconfigure(m);
+}
+
 void lockmgr_stats(const lockmgr_t *m, lockmgr_stats_t *out) {
     *out = m->stats;
     out->locks_held = m->held;
@@ -841,7 +868,7 @@ void lockmgr_shutdown(lockmgr_t *m, lockmgr_done_cb done, void *data) {
         hold_t *h;
         while ((h = LIST_FIRST(&l->holds)) != NULL) {
             uint64_t owner = h->owner->id;
-            uint32_t lease = h->lease_ms;
+            uint32_t lease = hold_redis_lease(h);
             hold_drop(h);
             release_all(m, l->name, l->len, owner, lease);
         }

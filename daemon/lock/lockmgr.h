@@ -37,7 +37,8 @@ typedef struct lock_request_s {
     const char *name;     /* valid during lockmgr_request() only */
     size_t len;
     uint32_t wait_ms;     /* TRYLOCK */
-    uint32_t lease_ms;    /* LOCK, TRYLOCK, RENEW; 0: the default, watchdog-kept */
+    uint32_t lease_ms;    /* LOCK, TRYLOCK: 0 asks for watchdog mode; RENEW: 0 the
+                             hold's own; a watchdog hold ignores it (PROTOCOL.md) */
 } lock_request_t;
 
 typedef enum {
@@ -137,5 +138,12 @@ int lockmgr_request(lockmgr_t *mgr, lock_owner_t *owner, const lock_request_t *r
                     lock_reply_t *now);
 
 void lockmgr_stats(const lockmgr_t *mgr, lockmgr_stats_t *out);
+
+/* The configuration's lease_ms or renew_every_ms changed (a reload wrote
+ * the new ones into the conf given to lockmgr_new): new grants, RENEW of
+ * watchdog holds and the watchdog's renewals from now on use them. Each
+ * hold keeps counting from the lease Redis has for it; watchdog holds
+ * leased with the old lease_ms are renewed at once with the new one. */
+void lockmgr_reconfigure(lockmgr_t *mgr);
 
 #endif

@@ -5,7 +5,14 @@
  * due (renew_every_ms after Redis last confirmed it), taking every hold due
  * within the next quarter period along so that batches stay full; at most
  * LOCKMGR_RENEW_INFLIGHT batches are in flight, so a burst is spread out
- * rather than queued whole. A hold with a lease simply expires. */
+ * rather than queued whole. A hold with a lease simply expires.
+ *
+ * Every hold counts from the lease its last confirmed grant or renewal set
+ * in Redis (redis_lease_ms), not from the configuration: a reload may change
+ * lease_ms while holds leased with the old one are still in Redis. Those are
+ * kept apart, on m->stale, in order of their own loss deadlines, and renewed
+ * at once with the new lease; m->dog keeps only holds leased with the
+ * current one, so that its order is both the renewal and the loss order. */
 #include <stdlib.h>
 
 #include "daemon/lock/internal.h"
@@ -34,9 +41,15 @@ static uint64_t renew_slack(const lockmgr_t *m) {
     return m->conf->renew_every_ms / 4;
 }
 
-/* ---- the list, ordered by confirmed_at ------------------------------------ */
+/* Given up as lost (reason backend) a margin before Redis could drop it. */
+static uint64_t loss_deadline(const hold_t *h) {
+    uint32_t lease = h->redis_lease_ms;
+    return h->confirmed_at + lease - lease / LOCKMGR_LOSS_MARGIN_DIV;
+}
 
-/* The sweep resumes from m->dog_cursor: every hold before it is in a
+/* ---- the lists: m->dog by confirmed_at, m->stale by loss deadline --------- */
+
+/* The sweep resumes on m->dog from m->dog_cursor: every hold before it is in a
  * renewal batch, so that a sweep does not walk over the thousands in
  * flight again. A hold that is no longer renewing but stays where it was
  * (its renewal failed), or one inserted before the tail, resets the cursor
@@ -45,12 +58,32 @@ static uint64_t renew_slack(const lockmgr_t *m) {
 void watchdog_remove(hold_t *h) {
     lockmgr_t *m = h->lock->mgr;
     if (!h->on_dog) return;
-    if (m->dog_cursor == h) m->dog_cursor = TAILQ_NEXT(h, dog);
-    TAILQ_REMOVE(&m->dog, h, dog);
+    if (h->on_stale) {
+        TAILQ_REMOVE(&m->stale, h, dog);
+    } else {
+        if (m->dog_cursor == h) m->dog_cursor = TAILQ_NEXT(h, dog);
+        TAILQ_REMOVE(&m->dog, h, dog);
+    }
     h->on_dog = 0;
+    h->on_stale = 0;
+}
+
+/* m->stale, by loss deadline (new ones are mostly last). */
+static void stale_insert(lockmgr_t *m, hold_t *h) {
+    uint64_t deadline = loss_deadline(h);
+    hold_t *after = TAILQ_LAST(&m->stale, dog_list_s);
+    while (after && loss_deadline(after) > deadline) after = TAILQ_PREV(after, dog_list_s, dog);
+    if (after) TAILQ_INSERT_AFTER(&m->stale, after, h, dog);
+    else TAILQ_INSERT_HEAD(&m->stale, h, dog);
+    h->on_dog = 1;
+    h->on_stale = 1;
 }
 
 static void dog_insert(lockmgr_t *m, hold_t *h) {
+    if (h->redis_lease_ms != m->dog_lease) {
+        stale_insert(m, h);
+        return;
+    }
     hold_t *after = TAILQ_LAST(&m->dog, dog_list_s);
     while (after && after->confirmed_at > h->confirmed_at)
         after = TAILQ_PREV(after, dog_list_s, dog);
@@ -66,7 +99,7 @@ static void on_expiry(timers_entry_t *t) {
     hold_t *h = container_of(t, hold_t, expiry);
     lock_t *l = h->lock;
     uint64_t owner = h->owner->id;
-    uint32_t lease = h->lease_ms;
+    uint32_t lease = hold_redis_lease(h);
     hold_lost(h, LOCK_LOST_EXPIRED);
     /* The lease is counted from when the grant was sent, so Redis may keep
      * the key a moment longer: delete our field now, which also wakes the
@@ -76,27 +109,33 @@ static void on_expiry(timers_entry_t *t) {
     lock_maybe_free(l);
 }
 
-void watchdog_confirm(hold_t *h, uint64_t sent_at) {
+void watchdog_confirm(hold_t *h, uint64_t sent_at, uint32_t lease_ms) {
     lockmgr_t *m = h->lock->mgr;
-    if (sent_at > h->confirmed_at) h->confirmed_at = sent_at;
+    /* Of ops on one connection, the one sent last set Redis's TTL. */
+    if (sent_at >= h->confirmed_at) {
+        h->confirmed_at = sent_at;
+        h->redis_lease_ms = lease_ms;
+    }
     watchdog_remove(h);
     if (h->lease_ms) {
-        timers_start_at(m->timers, &h->expiry, h->confirmed_at + h->lease_ms, on_expiry);
+        timers_start_at(m->timers, &h->expiry, h->confirmed_at + h->redis_lease_ms, on_expiry);
     } else {
         timers_stop(m->timers, &h->expiry);
         dog_insert(m, h);
     }
 }
 
-static void sweep_soon(lockmgr_t *m) {
-    if (!timers_active(&m->sweep) && m->renew_inflight == 0) watchdog_sweep(m);
+/* A batch's reply sweeps on; else a hold leased with an old lease_ms is
+ * due now, any other when the sweep timer says. */
+static void sweep_soon(lockmgr_t *m, int now) {
+    if (m->renew_inflight == 0 && (now || !timers_active(&m->sweep))) watchdog_sweep(m);
 }
 
-void watchdog_set_confirmed(hold_t *h, uint64_t sent_at) {
-    watchdog_confirm(h, sent_at);
+void watchdog_set_confirmed(hold_t *h, uint64_t sent_at, uint32_t lease_ms) {
+    watchdog_confirm(h, sent_at, lease_ms);
     if (!h->lease_ms) {
         watchdog_arm_loss(h->lock->mgr);
-        sweep_soon(h->lock->mgr);
+        sweep_soon(h->lock->mgr, h->on_stale);
     }
 }
 
@@ -135,19 +174,21 @@ static void on_renewed(backend_op_t *op) {
     l->busy--;
     if (op->res.status != BACKEND_OK) b->failed++;
     if (h != NULL) {
+        /* A hold in a batch is watchdog-kept, and stays so: nothing turns a
+         * watchdog hold into one with a lease (a reentry or RENEW with a
+         * lease keeps it in watchdog mode). */
         h->renewing = 0;
-        if (h->lease_ms && op->res.status != BACKEND_FAILED &&
-            (op->res.status != BACKEND_OK || op->res.renewal == BACKEND_RENEWED))
-            /* It got a lease of its own while this renewal was on its way;
-             * the renewal, which ran after that, reset Redis's TTL to ours. */
-            watchdog_limit(h, op->lease_ms, b->sent_at);
         h->renew_failed = op->res.status != BACKEND_OK;
         if (op->res.status != BACKEND_OK) {
+            /* No answer, or not replicated in time: it may have run, and set
+             * a lease shorter than the one the hold counts with (a reload
+             * shortened lease_ms). */
+            if (op->res.status != BACKEND_FAILED) watchdog_limit(h, op->lease_ms, b->sent_at);
             /* stays due, where it is; the loss timer watches it */
             b->mgr->dog_cursor = NULL;
         } else if (op->res.renewal == BACKEND_RENEWED) {
             b->mgr->stats.renewals++;
-            if (!h->lease_ms) watchdog_confirm(h, b->sent_at);
+            if (!h->lease_ms) watchdog_confirm(h, b->sent_at, op->lease_ms);
         } else {
             hold_lost(h, op->res.renewal == BACKEND_FORCED ? LOCK_LOST_FORCED
                                                            : LOCK_LOST_EXPIRED);
@@ -183,7 +224,7 @@ static void renew_batch(lockmgr_t *m, hold_t **holds, size_t count) {
         it->op.name = h->lock->name;
         it->op.len = h->lock->len;
         it->op.owner = h->owner->id;
-        it->op.lease_ms = m->conf->lease_ms;
+        it->op.lease_ms = m->dog_lease;
         it->op.cb = on_renewed;
         it->op.data = NULL;
     }
@@ -195,11 +236,23 @@ void watchdog_sweep(lockmgr_t *m) {
     uint64_t now = timers_now(m->timers), every = m->conf->renew_every_ms;
     hold_t *batch[LOCKMGR_RENEW_BATCH];
     size_t n = 0;
-    hold_t *h = m->dog_cursor ? m->dog_cursor : TAILQ_FIRST(&m->dog);
+    hold_t *h;
 
     timers_stop(m->timers, &m->sweep);
     if (!backend_available(m->backend, NULL, 0) || m->stopping)
         return; /* resumed when Redis is back */
+    /* Holds leased with another lease_ms than the configured one are due
+     * now: Redis keeps them for a time the configuration no longer says. */
+    for (h = TAILQ_FIRST(&m->stale); h != NULL && m->renew_inflight < LOCKMGR_RENEW_INFLIGHT;
+         h = TAILQ_NEXT(h, dog)) {
+        if (h->renewing) continue;
+        batch[n++] = h;
+        if (n == LOCKMGR_RENEW_BATCH) {
+            renew_batch(m, batch, n);
+            n = 0;
+        }
+    }
+    h = m->dog_cursor ? m->dog_cursor : TAILQ_FIRST(&m->dog);
     while (h != NULL && m->renew_inflight < LOCKMGR_RENEW_INFLIGHT) {
         if (h->renewing) {
             h = TAILQ_NEXT(h, dog);
@@ -225,16 +278,18 @@ void watchdog_sweep(lockmgr_t *m) {
 
 /* ---- loss ---------------------------------------------------------------------- */
 
-static uint64_t loss_deadline(const lockmgr_t *m, const hold_t *h) {
-    uint32_t lease = m->conf->lease_ms;
-    return h->confirmed_at + lease - lease / LOCKMGR_LOSS_MARGIN_DIV;
+/* The watchdog hold that is lost first if nothing confirms it. */
+static hold_t *loss_first(const lockmgr_t *m) {
+    hold_t *h = TAILQ_FIRST(&m->dog), *s = TAILQ_FIRST(&m->stale);
+    if (h == NULL) return s;
+    return s != NULL && loss_deadline(s) < loss_deadline(h) ? s : h;
 }
 
 static void on_loss(timers_entry_t *t) {
     lockmgr_t *m = container_of(t, lockmgr_t, loss);
     uint64_t now = timers_now(m->timers);
     hold_t *h;
-    while ((h = TAILQ_FIRST(&m->dog)) != NULL && loss_deadline(m, h) <= now) {
+    while ((h = loss_first(m)) != NULL && loss_deadline(h) <= now) {
         lock_t *l = h->lock;
         /* Renewals that failed (no answer, or not replicated in time), or
          * no backend: the backend's fault, not an expiry. */
@@ -247,22 +302,49 @@ static void on_loss(timers_entry_t *t) {
     watchdog_arm_loss(m);
 }
 
-/* An op that sets the lease (a reentry, RENEW) got no answer, yet may have
- * run: Redis may then drop the hold lease_ms after sent_at. If that comes
- * before we would give the hold up, it becomes a hold with that lease. A
- * confirmation of an op sent later (which ran later) settles it already. */
+/* An op that sets the lease (a reentry, RENEW, a renewal) got no answer,
+ * yet may have run: Redis may then drop the hold lease_ms after sent_at. If
+ * that comes before the hold would end (a hold with a lease) or be given up
+ * (a watchdog hold), the hold counts from sent_at with that lease; its mode
+ * stays. A confirmation of an op sent later (which ran later) settles it
+ * already. */
 void watchdog_limit(hold_t *h, uint32_t lease_ms, uint64_t sent_at) {
-    const lockmgr_t *m = h->lock->mgr;
-    uint64_t until = h->lease_ms ? h->confirmed_at + h->lease_ms : loss_deadline(m, h);
-    if (h->confirmed_at > sent_at || sent_at + lease_ms >= until) return;
-    h->lease_ms = lease_ms;
-    watchdog_set_confirmed(h, sent_at);
+    if (h->confirmed_at > sent_at) return;
+    if (h->lease_ms ? sent_at + lease_ms >= h->confirmed_at + h->redis_lease_ms
+                    : sent_at + lease_ms - lease_ms / LOCKMGR_LOSS_MARGIN_DIV >= loss_deadline(h))
+        return;
+    watchdog_set_confirmed(h, sent_at, lease_ms);
 }
 
 void watchdog_arm_loss(lockmgr_t *m) {
-    hold_t *h = TAILQ_FIRST(&m->dog);
+    hold_t *h = loss_first(m);
     if (h == NULL) timers_stop(m->timers, &m->loss);
-    else timers_start_at(m->timers, &m->loss, loss_deadline(m, h), on_loss);
+    else timers_start_at(m->timers, &m->loss, loss_deadline(h), on_loss);
+}
+
+/* A reload changed lease_ms or renew_every_ms (m->conf has the new ones).
+ * A new lease_ms: every hold the watchdog keeps is still leased in Redis
+ * with the old one, so all go to m->stale (merged by loss deadline; each
+ * keeps its own), to be renewed at once with the new lease. A new
+ * renew_every_ms needs only the next sweep planned again. */
+void watchdog_reconfigure(lockmgr_t *m) {
+    if (m->conf->lease_ms != m->dog_lease) {
+        hold_t *h, *pos = TAILQ_FIRST(&m->stale);
+        m->dog_lease = m->conf->lease_ms;
+        /* m->dog is in loss-deadline order too: one merge. */
+        while ((h = TAILQ_FIRST(&m->dog)) != NULL) {
+            uint64_t deadline = loss_deadline(h);
+            TAILQ_REMOVE(&m->dog, h, dog);
+            while (pos != NULL && loss_deadline(pos) <= deadline) pos = TAILQ_NEXT(pos, dog);
+            if (pos != NULL) TAILQ_INSERT_BEFORE(pos, h, dog);
+            else TAILQ_INSERT_TAIL(&m->stale, h, dog);
+            h->on_stale = 1;
+        }
+        m->dog_cursor = NULL;
+    }
+    if (m->stopping) return;
+    watchdog_arm_loss(m);
+    watchdog_sweep(m);
 }
 
 void watchdog_stop(lockmgr_t *m) {

@@ -367,6 +367,57 @@ START_TEST(renew_extends) {
 }
 END_TEST
 
+/* The two cases of mixing leases and watchdog mode that used to surprise:
+ * RENEW w <lease> on a watchdog lock made it a lock with that lease, which
+ * then expired; a reentrant LOCK x without a lease on a lock taken with a
+ * lease kept that lease, and the lock expired under the reentrant holder.
+ * Now RENEW renews a watchdog lock as it is, and a reentrant grant takes
+ * the longest of the modes asked for, the watchdog being the longest. */
+START_TEST(lease_and_watchdog_mix) {
+    h_redis_start();
+    int d = h_dlockd_start(SHORT_LEASE);
+    h_conn_t *a = h_connect_index(d), *b = h_connect_index(d);
+    lock_ok(a, "w");
+    h_send(a, "RENEW w 2000\n");
+    H_EXPECT(a, "OK 300"); /* the watchdog's lease, not the one given */
+    h_send(a, "LOCK w 100\n");
+    fence_of(h_recv(a, H_WAIT_MS));
+    long long t = atoll(h_redis_cli("PTTL dlock:w"));
+    ck_assert_msg(t > 0 && t <= 300, "PTTL %lld", t);
+
+    h_send(a, "LOCK x 400\n");
+    unsigned long long f = fence_of(h_recv(a, H_WAIT_MS));
+    h_send(a, "LOCK x\n");
+    char want[64];
+    snprintf(want, sizeof(want), "OK %llu 2", f);
+    H_EXPECT(a, want);
+    /* Well past 2 s and the 400 ms lease: both still held, no !LOST. */
+    expect_silence(a, 2500);
+    h_send(a, "STATUS w\nSTATUS x\n");
+    H_EXPECT_PREFIX(a, "OK MINE 2 ");
+    H_EXPECT_PREFIX(a, "OK MINE 2 ");
+    h_send(b, "TRYLOCK w\nTRYLOCK x\n");
+    H_EXPECT_PREFIX(b, "TIMEOUT ");
+    H_EXPECT_PREFIX(b, "TIMEOUT ");
+    /* x is kept by the watchdog now: RENEW answers its lease. */
+    h_send(a, "RENEW x\n");
+    H_EXPECT(a, "OK 300");
+    h_send(a, "UNLOCK x\nUNLOCK x\n");
+    H_EXPECT(a, "OK 1");
+    H_EXPECT(a, "OK 0");
+    /* Two leases: the longer one, from the reentry on. */
+    h_send(a, "LOCK y 5000\nLOCK y 200\n");
+    fence_of(h_recv(a, H_WAIT_MS));
+    fence_of(h_recv(a, H_WAIT_MS));
+    expect_silence(a, 500);
+    t = atoll(h_redis_cli("PTTL dlock:y"));
+    ck_assert_msg(t > 4000 && t <= 5000, "PTTL %lld", t);
+    ck_assert_int_eq(info_value(b, "lost"), 0);
+    h_close(a);
+    h_close(b);
+}
+END_TEST
+
 START_TEST(forceunlock_and_denied) {
     h_redis_start();
     int d = h_dlockd_start(NULL); /* tests run as root: admin */
@@ -471,6 +522,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, lease_expiry_is_lost);
     tcase_add_test(tc, external_delete_is_lost);
     tcase_add_test(tc, renew_extends);
+    tcase_add_test(tc, lease_and_watchdog_mix);
     tcase_add_test(tc, forceunlock_and_denied);
     tcase_add_test(tc, forced_elsewhere_is_reported_forced);
     tcase_add_test(tc, limits);

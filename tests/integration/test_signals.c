@@ -95,12 +95,87 @@ START_TEST(sighup_names_what_needs_a_restart) {
     H_EXPECT_PREFIX(c, "OK ");
     rewrite_conf(d, "key_prefix = other:\n[lock]\nlease_ms = 5000\n");
     signal_and_await(d, SIGHUP, "reloaded");
-    ck_assert_int_ge(h_log_count(d, "[redis] changes only with a restart"), 1);
-    ck_assert_int_ge(h_log_count(d, "lease_ms and renew_every_ms change only with a restart"), 1);
+    /* The log names the keys (never their values). */
+    ck_assert_int_ge(h_log_count(d, "[redis] changes only with a restart (key_prefix)"), 1);
+    ck_assert_int_eq(h_log_count(d, "change only with a restart (locks held"), 0);
+    ck_assert_int_ge(h_log_count(d, "reload: lease_ms 30000 -> 5000"), 1);
     /* Still the running prefix: the lock is where it was. */
     ck_assert_str_eq(h_redis_cli("EXISTS dlock:a"), "1");
     h_send(c, "UNLOCK a\n");
     H_EXPECT(c, "OK 0");
+    h_close(c);
+}
+END_TEST
+
+/* A lock's lease in Redis, from PTTL. */
+static long long pttl(const char *name) {
+    return atoll(h_redis_cli("PTTL dlock:%s", name));
+}
+
+/* Waits until PTTL of name is at most max (it was renewed with a lease that
+ * short); fails after H_WAIT_MS. */
+static void await_pttl_at_most(const char *name, long long max) {
+    long long end = h_now_ms() + H_WAIT_MS, t;
+    while ((t = pttl(name)) > max || t < 0) {
+        ck_assert_msg(h_now_ms() < end, "PTTL of %s stays %lld, above %lld", name, t, max);
+        usleep(5000);
+    }
+}
+
+/* Nothing comes on c within ms (no !LOST). */
+static void expect_silence(h_conn_t *c, int ms) {
+    const char *r = h_recv(c, ms);
+    ck_assert_msg(r == NULL, "unexpected line '%s'", r ? r : "");
+}
+
+/* lease_ms and renew_every_ms apply live: new locks get the new lease, and
+ * locks the watchdog keeps go on being renewed, with the new lease, and
+ * never reported lost. Both ways: a longer lease (a watchdog lock leased
+ * with the short one must be renewed before its short lease runs out, not
+ * at the next beat of the new slower pace), then a shorter one. */
+START_TEST(sighup_applies_lease_live) {
+    int d = h_dlockd_start("[lock]\nlease_ms = 600\n");
+    h_conn_t *c = h_connect_index(d);
+    h_send(c, "LOCK old\n");
+    H_EXPECT_PREFIX(c, "OK ");
+    h_send(c, "LOCK leased 20000\n");
+    H_EXPECT_PREFIX(c, "OK ");
+    ck_assert_int_le(pttl("old"), 600);
+
+    rewrite_conf(d, "[lock]\nlease_ms = 20000\n");
+    signal_and_await(d, SIGHUP, "reload: lease_ms 600 -> 20000, renew_every_ms 200 -> 6666");
+    h_send(c, "LOCK new\n");
+    H_EXPECT_PREFIX(c, "OK ");
+    long long t = pttl("new");
+    ck_assert_msg(t > 15000 && t <= 20000, "new lock's PTTL %lld", t);
+    h_send(c, "STATUS new\n");
+    H_EXPECT_PREFIX(c, "OK MINE 1 ");
+    /* The old one, renewed with the new lease at once. */
+    expect_silence(c, 1500); /* over two of its old leases */
+    t = pttl("old");
+    ck_assert_msg(t > 15000 && t <= 20000, "old lock's PTTL %lld", t);
+
+    /* Back to a short lease: everything the watchdog keeps gets it. */
+    rewrite_conf(d, "[lock]\nlease_ms = 600\n");
+    signal_and_await(d, SIGHUP, "reload: lease_ms 20000 -> 600, renew_every_ms 6666 -> 200");
+    await_pttl_at_most("old", 600);
+    await_pttl_at_most("new", 600);
+    h_send(c, "LOCK newer\n");
+    H_EXPECT_PREFIX(c, "OK ");
+    ck_assert_int_le(pttl("newer"), 600);
+    expect_silence(c, 1500);
+    h_send(c, "STATUS old\nSTATUS new\nSTATUS newer\n");
+    H_EXPECT_PREFIX(c, "OK MINE 1 ");
+    H_EXPECT_PREFIX(c, "OK MINE 1 ");
+    H_EXPECT_PREFIX(c, "OK MINE 1 ");
+    ck_assert_int_le(pttl("old"), 600);
+    /* A lock with a lease of its own keeps it. */
+    t = pttl("leased");
+    ck_assert_msg(t > 10000 && t <= 20000, "leased lock's PTTL %lld", t);
+    h_send(c, "INFO\n");
+    const char *info = h_recv(c, H_WAIT_MS);
+    ck_assert_ptr_nonnull(info);
+    ck_assert_msg(strstr(info, " lost=0") != NULL, "INFO: %s", info);
     h_close(c);
 }
 END_TEST
@@ -141,6 +216,7 @@ static Suite *signals_suite(void) {
     tcase_add_test(tc, sighup_applies_limits_and_log_level);
     tcase_add_test(tc, sighup_with_a_broken_file_keeps_the_running_configuration);
     tcase_add_test(tc, sighup_names_what_needs_a_restart);
+    tcase_add_test(tc, sighup_applies_lease_live);
     tcase_add_test(tc, sigusr1_and_sigusr2_change_nothing);
     tcase_add_test(tc, sighup_without_a_file_reloads_the_defaults);
     suite_add_tcase(s, tc);

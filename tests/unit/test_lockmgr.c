@@ -891,76 +891,255 @@ START_TEST(test_renew_request) {
 }
 END_TEST
 
-/* Regression: RENEW <lease> of a watchdog-kept hold set Redis's TTL to
- * that lease but left the hold on the watchdog's schedule, which vouched
- * for it until the next renewal and the loss deadline (lease_ms later):
- * with a lease shorter than renew_every_ms the key expired, and any other
- * daemon could take the lock, while the holder had not been told. Such a
- * RENEW now makes it a hold with that lease, as LOCK <lease> on a held
- * lock does. */
-START_TEST(test_renew_with_lease_leaves_watchdog) {
-    client_t *a = client();
-    lock_ok(a, "wd", 0);
-    timers_advance(tm, 100);
-    ck_assert_int_eq(request(a, LOCK_REQ_RENEW, "wd", 0, 500), 0);
-    fake_run(fb);
-    expect_value(a, 500);
-    ck_assert_int_eq(fake_pttl(fb, "wd"), 500);
-    timers_advance(tm, 499);
-    no_event(a);
-    timers_advance(tm, 1); /* Redis forgets it now: so must the holder */
-    ck_assert_int_eq(fake_pttl(fb, "wd"), -2);
-    expect_event(a, "wd", LOCK_LOST_EXPIRED);
-    ck_assert_uint_eq(lockmgr_owner_held(a->o), 0);
-    fake_settle(fb);
-    ck_assert_uint_eq(submitted(BACKEND_RENEW), 1); /* the client's only */
+/* ---- leases and watchdog mode mixed ----------------------------------------
+ * The rule: a reentrant grant takes the longest of the modes asked for, the
+ * watchdog counting as longer than any lease; RENEW of a watchdog hold
+ * renews it now with lease_ms of the conf and ignores a lease given; RENEW
+ * of a hold with a lease resets it to the lease given (which becomes its
+ * own) or to its own. */
 
-    /* RENEW with a lease the watchdog's period covers: a lease hold too,
-     * and RENEW goes on working. */
-    lock_ok(a, "wd2", 0);
-    ck_assert_int_eq(request(a, LOCK_REQ_RENEW, "wd2", 0, 5000), 0);
-    fake_run(fb);
-    expect_value(a, 5000);
-    timers_advance(tm, 4000);
-    ck_assert_int_eq(request(a, LOCK_REQ_RENEW, "wd2", 0, 0), 0);
-    ck_assert_uint_eq(fake_queued_op(fb, 0)->lease_ms, 5000);
-    fake_run(fb);
-    expect_value(a, 5000);
-    timers_advance(tm, 4999);
-    no_event(a);
-    ck_assert_int_eq(fake_holds(fb, a->id, "wd2"), 1);
-    timers_advance(tm, 1);
-    expect_event(a, "wd2", LOCK_LOST_EXPIRED);
+static int renew_req(client_t *c, const char *name, uint32_t lease_ms) {
+    return request(c, LOCK_REQ_RENEW, name, 0, lease_ms);
+}
+
+/* The fake answers everything as it comes, for ms, in steps of 10. */
+static void run_for(uint64_t ms) {
+    for (uint64_t t = 0; t < ms; t += 10) {
+        timers_advance(tm, 10);
+        fake_settle(fb);
+    }
+}
+
+/* c's hold on name is kept by the watchdog: renewed with the conf's lease
+ * for many leases, no !LOST, Redis's TTL never below one period's worth. */
+static void stays_watchdog(client_t *c, const char *name) {
+    size_t mark = fake_log_len(fb);
+    for (int step = 0; step < 40; step++) { /* 4 leases */
+        run_for(300);
+        no_event(c);
+        EXPECT(fake_pttl(fb, name) > (long long)(LEASE - EVERY - 400),
+               "%s: PTTL %lld, not kept by the watchdog", name, fake_pttl(fb, name));
+    }
+    ck_assert_uint_ge(fake_log_count(fb, mark, BACKEND_RENEW), 4 * LEASE / EVERY - 1);
+    for (size_t i = mark; i < fake_log_len(fb); i++)
+        EXPECT(fake_log(fb, i)->kind != BACKEND_RENEW || fake_log(fb, i)->lease_ms == LEASE,
+               "renewal %zu with lease %u", i, fake_log(fb, i)->lease_ms);
+    ck_assert_int_gt(fake_holds(fb, c->id, name), 0);
+}
+
+/* The issue's first case: RENEW w 2000 on a watchdog lock made it a 2 s
+ * lease that then expired. It now renews the lock with the watchdog's own
+ * lease and leaves it in watchdog mode, whatever the lease given. */
+START_TEST(test_renew_watchdog_keeps_mode) {
+    static const uint32_t leases[] = {0, 500, 2000, LEASE, 9000};
+    client_t *a = client();
+    for (size_t i = 0; i < sizeof(leases) / sizeof(leases[0]); i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "wd%zu", i);
+        lock_ok(a, name, 0);
+        timers_advance(tm, EVERY / 2);
+        ck_assert_int_eq(renew_req(a, name, leases[i]), 0);
+        queued_is(0, BACKEND_RENEW, name, a);
+        ck_assert_uint_eq(fake_queued_op(fb, 0)->lease_ms, LEASE); /* the watchdog's lease */
+        fake_run(fb);
+        expect_value(a, LEASE);
+        ck_assert_int_eq(fake_pttl(fb, name), LEASE);
+        /* Renewed now: the watchdog's next beat is a period after it. */
+        size_t renewals = submitted(BACKEND_RENEW);
+        timers_advance(tm, EVERY - 1);
+        ck_assert_uint_eq(submitted(BACKEND_RENEW), renewals);
+        timers_advance(tm, 1);
+        ck_assert_uint_eq(submitted(BACKEND_RENEW), renewals + 1);
+        fake_settle(fb);
+        stays_watchdog(a, name);
+        /* Still a watchdog hold: RENEW without a lease says the same. */
+        ck_assert_int_eq(renew_req(a, name, 0), 0);
+        fake_settle(fb);
+        expect_value(a, LEASE);
+        ck_assert_int_eq(unlock_req(a, name), 1);
+        expect_value(a, 0);
+        fake_settle(fb);
+    }
+    ck_assert_uint_eq(stats().lost, 0);
 }
 END_TEST
 
-/* Regression: a reentrant LOCK <lease> or a RENEW <lease> whose answer was
- * lost may still have run and cut Redis's TTL to that lease, while the hold
- * stayed on its old schedule (the watchdog's, or a longer lease). The hold
- * now ends by the time Redis might drop it; a longer lease changes nothing. */
+/* RENEW of a hold with a lease: to the lease given, shorter or longer,
+ * which then is its own for RENEW without one. */
+START_TEST(test_renew_lease_hold) {
+    client_t *a = client();
+    lock_ok(a, "l", 2000);
+    timers_advance(tm, 1500);
+    ck_assert_int_eq(renew_req(a, "l", 300), 0);
+    ck_assert_uint_eq(fake_queued_op(fb, 0)->lease_ms, 300);
+    fake_run(fb);
+    expect_value(a, 300);
+    ck_assert_int_eq(fake_pttl(fb, "l"), 300);
+    timers_advance(tm, 200);
+    ck_assert_int_eq(renew_req(a, "l", 0), 0); /* its own is 300 now */
+    ck_assert_uint_eq(fake_queued_op(fb, 0)->lease_ms, 300);
+    fake_run(fb);
+    expect_value(a, 300);
+    uint64_t t = now();
+    timers_advance(tm, 299);
+    no_event(a);
+    ck_assert_uint_eq(submitted(BACKEND_RENEW), 2); /* never the watchdog's */
+    timers_advance(tm, 1);
+    expect_event(a, "l", LOCK_LOST_EXPIRED);
+    ck_assert_uint_eq(a->events[0].at, t + 300);
+}
+END_TEST
+
+/* Reentry on a watchdog hold, with or without a lease, with LOCK or
+ * TRYLOCK: it stays a watchdog hold, and the reentry sets the watchdog's
+ * lease in Redis, never the one asked for. */
+START_TEST(test_reentry_on_watchdog_stays_watchdog) {
+    static const uint32_t leases[] = {0, 500, 9000};
+    client_t *a = client();
+    for (size_t i = 0; i < sizeof(leases) / sizeof(leases[0]); i++) {
+        for (int try = 0; try < 2; try++) {
+            char name[16];
+            snprintf(name, sizeof(name), "r%zu%d", i, try);
+            uint64_t fence = lock_ok(a, name, 0);
+            timers_advance(tm, 100);
+            if (try) ck_assert_int_eq(request(a, LOCK_REQ_TRYLOCK, name, 0, leases[i]), 0);
+            else ck_assert_int_eq(lock_req(a, name, leases[i]), 0);
+            queued_is(0, BACKEND_ACQUIRE, name, a);
+            ck_assert_uint_eq(fake_queued_op(fb, 0)->lease_ms, LEASE);
+            fake_run(fb);
+            ck_assert_uint_eq(expect_granted(a, 2), fence);
+            ck_assert_int_eq(fake_pttl(fb, name), LEASE);
+            stays_watchdog(a, name);
+            /* One hold less changes nothing either. */
+            ck_assert_int_eq(unlock_req(a, name), 1);
+            expect_value(a, 1);
+            stays_watchdog(a, name);
+            ck_assert_int_eq(unlock_req(a, name), 1);
+            expect_value(a, 0);
+            fake_settle(fb);
+        }
+    }
+    ck_assert_uint_eq(stats().lost, 0);
+}
+END_TEST
+
+/* The issue's second case: a reentrant LOCK without a lease on a hold with
+ * a lease kept that lease, so the lock expired under the second holder. It
+ * now makes it a watchdog hold. */
+START_TEST(test_reentry_without_lease_makes_watchdog) {
+    client_t *a = client(), *b = client();
+    for (int try = 0; try < 2; try++) {
+        const char *name = try ? "t" : "x";
+        lock_ok(a, name, 2000);
+        ck_assert_int_eq(lock_req(b, name, 0), 0); /* waits */
+        fake_settle(fb);
+        size_t renewals = submitted(BACKEND_RENEW);
+        timers_advance(tm, 1500);
+        ck_assert_uint_eq(submitted(BACKEND_RENEW), renewals); /* a lease hold */
+        if (try) ck_assert_int_eq(request(a, LOCK_REQ_TRYLOCK, name, 1000, 0), 0);
+        else ck_assert_int_eq(lock_req(a, name, 0), 0);
+        queued_is(0, BACKEND_ACQUIRE, name, a);
+        ck_assert_uint_eq(fake_queued_op(fb, 0)->lease_ms, LEASE);
+        fake_run(fb);
+        expect_granted(a, 2);
+        ck_assert_int_eq(fake_pttl(fb, name), LEASE);
+        stays_watchdog(a, name); /* well past the 2000 it was leased for */
+        no_reply(b);
+        /* RENEW treats it as the watchdog hold it is. */
+        ck_assert_int_eq(renew_req(a, name, 700), 0);
+        ck_assert_uint_eq(fake_queued_op(fb, 0)->lease_ms, LEASE);
+        fake_settle(fb);
+        expect_value(a, LEASE);
+        ck_assert_int_eq(unlock_req(a, name), 1);
+        expect_value(a, 1);
+        stays_watchdog(a, name);
+        ck_assert_int_eq(unlock_req(a, name), 1);
+        expect_value(a, 0);
+        fake_settle(fb);
+        expect_granted(b, 1);
+        ck_assert_int_eq(unlock_req(b, name), 1);
+        expect_value(b, 0);
+        fake_settle(fb);
+    }
+    ck_assert_uint_eq(stats().lost, 0);
+}
+END_TEST
+
+/* Reentry with a lease on a hold with a lease: the longer of the two, from
+ * the reentry on; never shortened by it. */
+START_TEST(test_reentry_with_leases_takes_the_longer) {
+    client_t *a = client();
+    /* Longer asked: 5000 from the reentry. */
+    lock_ok(a, "up", 2000);
+    timers_advance(tm, 1000);
+    uint64_t t = now();
+    ck_assert_int_eq(lock_req(a, "up", 5000), 0);
+    ck_assert_uint_eq(fake_queued_op(fb, 0)->lease_ms, 5000);
+    fake_run(fb);
+    expect_granted(a, 2);
+    ck_assert_int_eq(fake_pttl(fb, "up"), 5000);
+    timers_advance(tm, 4999);
+    no_event(a);
+    ck_assert_uint_eq(submitted(BACKEND_RENEW), 0);
+    timers_advance(tm, 1);
+    expect_event(a, "up", LOCK_LOST_EXPIRED);
+    ck_assert_uint_eq(a->events[0].at, t + 5000);
+    fake_settle(fb);
+
+    /* Shorter asked: the hold's 5000 again, from the reentry; RENEW
+     * without a lease keeps 5000 too. */
+    lock_ok(a, "down", 5000);
+    timers_advance(tm, 1000);
+    t = now();
+    ck_assert_int_eq(request(a, LOCK_REQ_TRYLOCK, "down", 0, 2000), 0);
+    ck_assert_uint_eq(fake_queued_op(fb, 0)->lease_ms, 5000);
+    fake_run(fb);
+    expect_granted(a, 2);
+    ck_assert_int_eq(fake_pttl(fb, "down"), 5000);
+    timers_advance(tm, 2000);
+    no_event(a);
+    ck_assert_int_eq(renew_req(a, "down", 0), 0);
+    ck_assert_uint_eq(fake_queued_op(fb, 0)->lease_ms, 5000);
+    fake_run(fb);
+    expect_value(a, 5000);
+    t = now();
+    timers_advance(tm, 4999);
+    no_event(a);
+    timers_advance(tm, 1);
+    expect_event(a, "down", LOCK_LOST_EXPIRED);
+    ck_assert_uint_eq(a->events[1].at, t + 5000);
+}
+END_TEST
+
+/* Regression: a lost answer of a reentrant LOCK <lease> or a RENEW <lease>
+ * that may still have run cut Redis's TTL to that lease while the hold
+ * stayed on its old schedule. A watchdog hold now never sends a lease of
+ * its own; a hold with a lease ends by the time Redis might drop it; a
+ * longer lease, or an op that surely did not run, changes nothing. */
 START_TEST(test_lost_answer_may_shorten_lease) {
     client_t *a = client();
     lock_ok(a, "wd", 0);
     timers_advance(tm, 100);
     ck_assert_int_eq(lock_req(a, "wd", 500), 0);
+    ck_assert_uint_eq(fake_queued_op(fb, 0)->lease_ms, LEASE);
     fake_lose_next(fb, "no reply within command_timeout_ms");
     fake_run(fb);
     expect_error(a, LOCK_ERR_BACKEND);
-    ck_assert_int_eq(fake_pttl(fb, "wd"), 500); /* it ran */
-    fake_set_up(fb, 0);                          /* the connection went with it */
-    timers_advance(tm, 499);
-    no_event(a);
-    timers_advance(tm, 1);
-    ck_assert_int_eq(fake_pttl(fb, "wd"), -2);
-    expect_event(a, "wd", LOCK_LOST_EXPIRED);
-    ck_assert_uint_eq(a->events[0].at, T0 + 600);
-    fake_set_up(fb, 1);
+    ck_assert_int_eq(fake_pttl(fb, "wd"), LEASE); /* it ran, with the watchdog's lease */
+    ck_assert_int_eq(renew_req(a, "wd", 500), 0);
+    fake_lose_next(fb, "no reply within command_timeout_ms");
+    fake_run(fb);
+    expect_error(a, LOCK_ERR_BACKEND);
+    ck_assert_int_eq(fake_pttl(fb, "wd"), LEASE);
+    stays_watchdog(a, "wd");
+    ck_assert_int_eq(unlock_req(a, "wd"), 1);
+    expect_value(a, 0);
     fake_settle(fb);
 
     /* A lease hold and a RENEW with a shorter lease. */
     uint64_t t = now();
     lock_ok(a, "l", 2000);
-    ck_assert_int_eq(request(a, LOCK_REQ_RENEW, "l", 0, 300), 0);
+    ck_assert_int_eq(renew_req(a, "l", 300), 0);
     fake_lose_next(fb, "no reply within command_timeout_ms");
     fake_run(fb);
     expect_error(a, LOCK_ERR_BACKEND);
@@ -968,17 +1147,40 @@ START_TEST(test_lost_answer_may_shorten_lease) {
     no_event(a);
     timers_advance(tm, 1);
     expect_event(a, "l", LOCK_LOST_EXPIRED);
-    ck_assert_uint_eq(a->events[1].at, t + 300);
+    ck_assert_uint_eq(a->events[0].at, t + 300);
+    fake_settle(fb);
+
+    /* A lease hold and a reentry without a lease (which would make it a
+     * watchdog hold) sent the conf's lease, shorter than what the hold has
+     * left: the hold keeps its mode, and ends when Redis may drop it. */
+    t = now();
+    lock_ok(a, "l9", 9000);
+    size_t renewals = submitted(BACKEND_RENEW);
+    ck_assert_int_eq(lock_req(a, "l9", 0), 0);
+    fake_lose_next(fb, "no reply within command_timeout_ms");
+    fake_run(fb);
+    expect_error(a, LOCK_ERR_BACKEND);
+    ck_assert_int_eq(fake_pttl(fb, "l9"), LEASE);
+    timers_advance(tm, LEASE - 1);
+    no_event(a);
+    ck_assert_uint_eq(submitted(BACKEND_RENEW), renewals); /* still a lease hold */
+    timers_advance(tm, 1);
+    expect_event(a, "l9", LOCK_LOST_EXPIRED);
+    ck_assert_uint_eq(a->events[1].at, t + LEASE);
     fake_settle(fb);
 
     /* A longer lease, or a lost answer that surely did not run: as before. */
     t = now();
     lock_ok(a, "l2", 2000);
-    ck_assert_int_eq(request(a, LOCK_REQ_RENEW, "l2", 0, 9000), 0);
+    ck_assert_int_eq(renew_req(a, "l2", 9000), 0);
     fake_lose_next(fb, "no reply within command_timeout_ms");
     fake_run(fb);
     expect_error(a, LOCK_ERR_BACKEND);
-    ck_assert_int_eq(request(a, LOCK_REQ_RENEW, "l2", 0, 100), 0);
+    ck_assert_int_eq(renew_req(a, "l2", 100), 0);
+    fake_fail_next(fb, BACKEND_FAILED, "ERR it did not run");
+    fake_run(fb);
+    expect_error(a, LOCK_ERR_BACKEND);
+    ck_assert_int_eq(lock_req(a, "l2", 0), 0);
     fake_fail_next(fb, BACKEND_FAILED, "ERR it did not run");
     fake_run(fb);
     expect_error(a, LOCK_ERR_BACKEND);
@@ -990,48 +1192,289 @@ START_TEST(test_lost_answer_may_shorten_lease) {
 }
 END_TEST
 
-/* Regression: a hold that got a lease of its own (LOCK <lease> on a held
- * lock, or RENEW <lease>) while a watchdog renewal of it was queued behind
- * that request: the renewal ran second and set Redis's TTL to the config's
- * lease_ms, shorter than the hold's new lease, yet the hold kept its own
- * longer end. It now ends when Redis's TTL does. */
-START_TEST(test_renewal_racing_a_reentry_lease) {
+/* A reentry or a RENEW with a lease on a watchdog hold, with the
+ * watchdog's renewal queued behind it: both set the watchdog's lease, and
+ * the hold stays on the watchdog's schedule. (Before, the request made it
+ * a hold with the longer lease, which the renewal then cut short.) */
+START_TEST(test_renewal_racing_a_reentry_or_renew) {
     client_t *a = client();
-    lock_ok(a, "y", 0);
-    timers_advance(tm, EVERY - 1);
-    ck_assert_int_eq(lock_req(a, "y", 5000), 0);
-    timers_advance(tm, 1); /* the watchdog's renewal goes behind it */
-    queued_is(0, BACKEND_ACQUIRE, "y", a);
-    queued_is(1, BACKEND_RENEW, "y", a);
-    ck_assert_uint_eq(fake_queued_op(fb, 1)->lease_ms, LEASE);
-    fake_run(fb);
-    expect_granted(a, 2);
-    ck_assert_int_eq(fake_pttl(fb, "y"), LEASE); /* the last one set it */
-    timers_advance(tm, LEASE - 1);
-    no_event(a);
-    timers_advance(tm, 1);
-    ck_assert_int_eq(fake_pttl(fb, "y"), -2);
-    expect_event(a, "y", LOCK_LOST_EXPIRED);
-    ck_assert_uint_eq(a->events[0].at, T0 + EVERY + LEASE);
+    for (int renew = 0; renew < 2; renew++) {
+        const char *name = renew ? "x" : "y";
+        lock_ok(a, name, 0);
+        uint64_t t = now();
+        timers_advance(tm, EVERY - 1);
+        if (renew) ck_assert_int_eq(renew_req(a, name, 5000), 0);
+        else ck_assert_int_eq(lock_req(a, name, 5000), 0);
+        timers_advance(tm, 1); /* the watchdog's renewal goes behind it */
+        queued_is(0, renew ? BACKEND_RENEW : BACKEND_ACQUIRE, name, a);
+        queued_is(1, BACKEND_RENEW, name, a);
+        ck_assert_uint_eq(fake_queued_op(fb, 0)->lease_ms, LEASE);
+        ck_assert_uint_eq(fake_queued_op(fb, 1)->lease_ms, LEASE);
+        fake_run(fb);
+        if (renew) expect_value(a, LEASE);
+        else expect_granted(a, 2);
+        ck_assert_int_eq(fake_pttl(fb, name), LEASE);
+        /* The next beat, a period after the renewal. */
+        size_t renewals = submitted(BACKEND_RENEW);
+        timers_advance(tm, t + 2 * EVERY - now() - 1);
+        ck_assert_uint_eq(submitted(BACKEND_RENEW), renewals);
+        timers_advance(tm, 1);
+        ck_assert_uint_eq(submitted(BACKEND_RENEW), renewals + 1);
+        fake_settle(fb);
+        stays_watchdog(a, name);
+        if (!renew) {
+            ck_assert_int_eq(unlock_req(a, name), 1);
+            expect_value(a, 1);
+        }
+        ck_assert_int_eq(unlock_req(a, name), 1);
+        expect_value(a, 0);
+        fake_settle(fb);
+    }
+    ck_assert_uint_eq(stats().lost, 0);
 }
 END_TEST
 
-START_TEST(test_renewal_racing_a_renew_lease) {
+/* ---- a reload that changes lease_ms or renew_every_ms ------------------------ */
+
+/* As main.c's reload does: the new values into the conf, then tell it. */
+static void reload(uint32_t lease_ms, uint32_t renew_every_ms) {
+    conf.lease_ms = lease_ms;
+    conf.renew_every_ms = renew_every_ms;
+    lockmgr_reconfigure(mgr);
+}
+
+/* Every renewal submitted from log position from on asked for lease_ms. */
+static void renewals_leased(size_t from, uint32_t lease_ms) {
+    for (size_t i = from; i < fake_log_len(fb); i++)
+        if (fake_log(fb, i)->kind == BACKEND_RENEW)
+            EXPECT(fake_log(fb, i)->lease_ms == lease_ms, "renewal %zu with lease %u, want %u", i,
+                   fake_log(fb, i)->lease_ms, lease_ms);
+}
+
+/* New grants, their renewals and RENEW of watchdog holds take the new
+ * lease; holds with a lease of their own are not concerned. */
+START_TEST(test_reload_new_grants) {
     client_t *a = client();
-    lock_ok(a, "x", 0);
-    timers_advance(tm, EVERY - 1);
-    ck_assert_int_eq(request(a, LOCK_REQ_RENEW, "x", 0, 5000), 0);
-    timers_advance(tm, 1);
-    queued_is(0, BACKEND_RENEW, "x", a);
-    queued_is(1, BACKEND_RENEW, "x", a);
+    lock_ok(a, "lease", 2000);
+    reload(6000, 2000);
+    ck_assert_int_eq(lock_req(a, "n", 0), 0);
+    ck_assert_uint_eq(fake_queued_op(fb, 0)->lease_ms, 6000);
     fake_run(fb);
-    expect_value(a, 5000);
-    ck_assert_int_eq(fake_pttl(fb, "x"), LEASE);
-    timers_advance(tm, LEASE - 1);
+    expect_granted(a, 1);
+    ck_assert_int_eq(fake_pttl(fb, "n"), 6000);
+    ck_assert_int_eq(renew_req(a, "n", 0), 0);
+    ck_assert_uint_eq(fake_queued_op(fb, 0)->lease_ms, 6000);
+    fake_run(fb);
+    expect_value(a, 6000);
+    /* The lease hold ends as it was leased, unrenewed. */
+    size_t mark = fake_log_len(fb);
+    timers_advance(tm, 1999);
     no_event(a);
     timers_advance(tm, 1);
-    expect_event(a, "x", LOCK_LOST_EXPIRED);
-    ck_assert_uint_eq(a->events[0].at, T0 + EVERY + LEASE);
+    expect_event(a, "lease", LOCK_LOST_EXPIRED);
+    fake_settle(fb);
+    /* The watchdog hold: every 2000, with 6000, for a minute. */
+    for (int step = 0; step < 200; step++) {
+        run_for(300);
+        EXPECT(fake_pttl(fb, "n") > 6000 - 2000 - 400, "PTTL %lld", fake_pttl(fb, "n"));
+    }
+    no_event(a);
+    ck_assert_uint_ge(fake_log_count(fb, mark, BACKEND_RENEW), 29);
+    ck_assert_uint_le(fake_log_count(fb, mark, BACKEND_RENEW), 31);
+    renewals_leased(mark, 6000);
+}
+END_TEST
+
+/* A longer lease: a watchdog hold leased with the old one is renewed at
+ * once with the new one (else Redis would drop it before the next beat of
+ * the new, slower schedule). */
+START_TEST(test_reload_longer_lease_renews_held_at_once) {
+    client_t *a = client();
+    lock_ok(a, "old", 0);
+    timers_advance(tm, 500);
+    size_t mark = fake_log_len(fb);
+    reload(30000, 10000);
+    ck_assert_uint_eq(fake_queued(fb), 1);
+    queued_is(0, BACKEND_RENEW, "old", a);
+    ck_assert_uint_eq(fake_queued_op(fb, 0)->lease_ms, 30000);
+    fake_run(fb);
+    ck_assert_int_eq(fake_pttl(fb, "old"), 30000);
+    /* Then every 10000. */
+    timers_advance(tm, 10000 - 1);
+    ck_assert_uint_eq(fake_log_count(fb, mark, BACKEND_RENEW), 1);
+    timers_advance(tm, 1);
+    ck_assert_uint_eq(fake_log_count(fb, mark, BACKEND_RENEW), 2);
+    run_for(60000);
+    no_event(a);
+    ck_assert_int_gt(fake_pttl(fb, "old"), 30000 - 10000 - 100);
+    renewals_leased(mark, 30000);
+    ck_assert_uint_eq(stats().lost, 0);
+}
+END_TEST
+
+/* A shorter lease: renewed at once with it, then on the new schedule. */
+START_TEST(test_reload_shorter_lease_renews_held_at_once) {
+    client_t *a = client();
+    lock_ok(a, "old", 0);
+    lock_ok(a, "old2", 0);
+    timers_advance(tm, 500);
+    size_t mark = fake_log_len(fb);
+    reload(1000, 0 + 300);
+    ck_assert_uint_eq(fake_queued(fb), 2);
+    ck_assert_uint_eq(fake_queued_op(fb, 0)->lease_ms, 1000);
+    ck_assert_uint_eq(fake_queued_op(fb, 1)->lease_ms, 1000);
+    fake_run(fb);
+    ck_assert_int_eq(fake_pttl(fb, "old"), 1000);
+    ck_assert_int_eq(fake_pttl(fb, "old2"), 1000);
+    for (int step = 0; step < 100; step++) {
+        run_for(50);
+        EXPECT(fake_pttl(fb, "old") > 1000 - 300 - 100, "PTTL %lld", fake_pttl(fb, "old"));
+    }
+    no_event(a);
+    renewals_leased(mark, 1000);
+    ck_assert_uint_ge(fake_log_count(fb, mark, BACKEND_RENEW), 2 * 5000 / 300);
+}
+END_TEST
+
+/* While Redis is away a hold keeps the loss deadline of the lease Redis has
+ * for it: a longer lease in the conf does not make it vouched for longer,
+ * a shorter one does not give it up sooner. */
+START_TEST(test_reload_while_down_keeps_deadlines) {
+    client_t *a = client(), *b = client();
+    lock_ok(a, "up", 0);
+    lock_ok(b, "down", 0);
+    fake_set_up(fb, 0);
+    timers_advance(tm, 100);
+    reload(30000, 10000);
+    ck_assert_uint_eq(fake_queued(fb), 0);
+    timers_advance(tm, LEASE - MARGIN - 101);
+    no_event(a);
+    no_event(b);
+    timers_advance(tm, 1);
+    expect_event(a, "up", LOCK_LOST_BACKEND);
+    expect_event(b, "down", LOCK_LOST_BACKEND);
+    ck_assert_uint_eq(a->events[0].at, T0 + LEASE - MARGIN);
+    fake_set_up(fb, 1);
+    fake_settle(fb);
+
+    /* Back to a shorter one than the hold has. */
+    reload(LEASE, 0 + EVERY);
+    uint64_t t = now();
+    lock_ok(a, "up", 0);
+    fake_set_up(fb, 0);
+    reload(1000, 300);
+    timers_advance(tm, 1000);
+    no_event(a);
+    timers_advance(tm, LEASE - MARGIN - 1001);
+    no_event(a);
+    timers_advance(tm, 1);
+    expect_event(a, "up", LOCK_LOST_BACKEND);
+    ck_assert_uint_eq(a->events[1].at, t + LEASE - MARGIN);
+}
+END_TEST
+
+/* Holds leased with different leases at once (a hold whose renewal with
+ * the new lease failed, and a newer one): each is given up at its own
+ * deadline, the later-confirmed but shorter one first. */
+START_TEST(test_reload_mixed_leases_each_own_deadline) {
+    client_t *a = client(), *b = client();
+    lock_ok(a, "old", 0);                    /* T0, 3000: lost at T0 + 2700 */
+    reload(1000, 300);
+    queued_is(0, BACKEND_RENEW, "old", a);
+    fake_fail_next(fb, BACKEND_FAILED, "ERR it did not run");
+    fake_run(fb);
+    timers_advance(tm, 10);
+    lock_ok(b, "new", 0);                    /* T0 + 10, 1000: lost at T0 + 910 */
+    fake_set_up(fb, 0);
+    timers_advance(tm, 899);
+    no_event(a);
+    no_event(b);
+    timers_advance(tm, 1);
+    expect_event(b, "new", LOCK_LOST_BACKEND);
+    ck_assert_uint_eq(b->events[0].at, T0 + 910);
+    no_event(a);
+    timers_advance(tm, LEASE - MARGIN - 910 - 1);
+    no_event(a);
+    timers_advance(tm, 1);
+    expect_event(a, "old", LOCK_LOST_BACKEND);
+    ck_assert_uint_eq(a->events[0].at, T0 + LEASE - MARGIN);
+}
+END_TEST
+
+/* Ops in flight across the reload: a renewal and a grant sent with the old
+ * lease, answered after it; each hold is then renewed with the new one. A
+ * renewal with the new, shorter lease whose answer is lost may have cut
+ * Redis's TTL: the hold counts from it. */
+START_TEST(test_reload_with_ops_in_flight) {
+    client_t *a = client(), *b = client();
+    lock_ok(a, "r", 0);
+    timers_advance(tm, EVERY);
+    queued_is(0, BACKEND_RENEW, "r", a);     /* old lease */
+    ck_assert_int_eq(lock_req(b, "g", 0), 0);
+    queued_is(1, BACKEND_ACQUIRE, "g", b);
+    ck_assert_uint_eq(fake_queued_op(fb, 1)->lease_ms, LEASE);
+    reload(1000, 300);
+    ck_assert_uint_eq(fake_queued(fb), 2);   /* r is being renewed already */
+    size_t mark = fake_log_len(fb);
+    fake_run(fb);
+    expect_granted(b, 1);
+    ck_assert_int_eq(fake_pttl(fb, "r"), LEASE);
+    ck_assert_int_eq(fake_pttl(fb, "g"), LEASE);
+    /* Both renewed at once with the new lease (g's goes once r's batch is
+     * back: a batch's reply sweeps on). */
+    fake_settle(fb);
+    ck_assert_uint_eq(now(), T0 + EVERY);
+    ck_assert_uint_eq(fake_log_count(fb, mark, BACKEND_RENEW), 2);
+    renewals_leased(mark, 1000);
+    ck_assert_int_eq(fake_pttl(fb, "r"), 1000);
+    ck_assert_int_eq(fake_pttl(fb, "g"), 1000);
+    run_for(3000);
+    no_event(a);
+    no_event(b);
+
+    /* A hold leased with a long lease, whose renewal with the new short one
+     * got no answer but ran. */
+    reload(30000, 10000);
+    fake_settle(fb);
+    ck_assert_int_eq(fake_pttl(fb, "r"), 30000);
+    reload(1000, 300);
+    uint64_t t = now();
+    fake_lose_next(fb, "no reply within command_timeout_ms");
+    fake_lose_next(fb, "no reply within command_timeout_ms");
+    fake_run(fb);
+    ck_assert_int_eq(fake_pttl(fb, "r"), 1000);
+    fake_set_up(fb, 0);
+    timers_advance(tm, 900 - 1);
+    no_event(a);
+    timers_advance(tm, 1);
+    expect_event(a, "r", LOCK_LOST_BACKEND);
+    expect_event(b, "g", LOCK_LOST_BACKEND);
+    ck_assert_uint_eq(a->events[0].at, t + 900);
+}
+END_TEST
+
+/* renew_every_ms alone: the next beat is planned again. */
+START_TEST(test_reload_renew_every) {
+    client_t *a = client();
+    lock_ok(a, "e", 0);
+    timers_advance(tm, 100);
+    reload(LEASE, 500);
+    ck_assert_uint_eq(fake_queued(fb), 0);   /* the lease in Redis is right */
+    timers_advance(tm, 399);
+    ck_assert_uint_eq(submitted(BACKEND_RENEW), 0);
+    timers_advance(tm, 1);
+    ck_assert_uint_eq(submitted(BACKEND_RENEW), 1);
+    fake_settle(fb);
+    run_for(5000);
+    ck_assert_uint_ge(submitted(BACKEND_RENEW), 10);
+    ck_assert_uint_le(submitted(BACKEND_RENEW), 11);
+    /* And slower again. */
+    size_t mark = fake_log_len(fb);
+    reload(LEASE, 2000);
+    run_for(10000);
+    ck_assert_uint_ge(fake_log_count(fb, mark, BACKEND_RENEW), 4);
+    ck_assert_uint_le(fake_log_count(fb, mark, BACKEND_RENEW), 6);
+    no_event(a);
 }
 END_TEST
 
@@ -1947,10 +2390,20 @@ static Suite *lockmgr_suite(void) {
     tcase_add_test(tc, test_lease_expires);
     tcase_add_test(tc, test_renew_request);
     tcase_add_test(tc, test_renew_gone);
-    tcase_add_test(tc, test_renew_with_lease_leaves_watchdog);
+    tcase_add_test(tc, test_renew_watchdog_keeps_mode);
+    tcase_add_test(tc, test_renew_lease_hold);
+    tcase_add_test(tc, test_reentry_on_watchdog_stays_watchdog);
+    tcase_add_test(tc, test_reentry_without_lease_makes_watchdog);
+    tcase_add_test(tc, test_reentry_with_leases_takes_the_longer);
     tcase_add_test(tc, test_lost_answer_may_shorten_lease);
-    tcase_add_test(tc, test_renewal_racing_a_reentry_lease);
-    tcase_add_test(tc, test_renewal_racing_a_renew_lease);
+    tcase_add_test(tc, test_renewal_racing_a_reentry_or_renew);
+    tcase_add_test(tc, test_reload_new_grants);
+    tcase_add_test(tc, test_reload_longer_lease_renews_held_at_once);
+    tcase_add_test(tc, test_reload_shorter_lease_renews_held_at_once);
+    tcase_add_test(tc, test_reload_while_down_keeps_deadlines);
+    tcase_add_test(tc, test_reload_mixed_leases_each_own_deadline);
+    tcase_add_test(tc, test_reload_with_ops_in_flight);
+    tcase_add_test(tc, test_reload_renew_every);
 
     TC("releases");
     tcase_add_test(tc, test_release_retried_when_back);
