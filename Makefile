@@ -8,7 +8,14 @@
 
 PREFIX    ?= /usr/local
 SYSCONFDIR ?= /etc
-UNITDIR   ?= /lib/systemd/system
+# systemd's unit directory for PREFIX=/usr (pkg-config systemd), else
+# $(PREFIX)/lib/systemd/system; LIBDIR, PYTHONDIR and SHCLIENTDIR (the shell client) likewise.
+UNITDIR   ?= $(if $(filter /usr,$(PREFIX)),$(or $(shell pkg-config --variable=systemdsystemunitdir systemd 2>/dev/null),/lib/systemd/system),$(PREFIX)/lib/systemd/system)
+LIBDIR    ?= $(PREFIX)/lib
+SHCLIENTDIR ?= $(PREFIX)/share/dlock
+# Debian's python3 reads /usr/lib/python3/dist-packages (packages) and
+# /usr/local/lib/python3.X/dist-packages (the local admin's).
+PYTHONDIR ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/python$(or $(shell $(firstword $(wildcard /usr/bin/python3) python3) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null),3)/dist-packages)
 DESTDIR   ?=
 VERSION   := 0.1.0
 
@@ -57,7 +64,7 @@ SUPPORT_SRC := $(wildcard tests/support/*.c)
 .SECONDARY:
 
 .PHONY: fuzz fuzz-build fuzz-short chaos chaos-short
-.PHONY: all deps run test bench unit integration integration-sanitized integration-valgrind sanitize-build clients-test \
+.PHONY: all deps deps-run deps-test deps-deb deps-chaos deb package-test run test bench unit integration integration-sanitized integration-valgrind sanitize-build clients-test \
         unit-build integration-build install uninstall clean
 
 all: $(BUILD)/dlockd $(BUILD)/dlock $(BUILD)/libdlock.a $(BUILD)/libdlock.so
@@ -121,41 +128,81 @@ $(BUILD)/itests/test_node: override LDFLAGS += -Wl,--wrap=calloc,--wrap=realloc
 # The C client's tests link the library itself.
 $(BUILD)/itests/test_libdlock: $(BUILD)/libdlock.a
 
-# Debian packages and what proves each is there.
-DEPS_CMDS := cc:build-essential pkg-config:pkg-config redis-server:redis-server \
-             redis-cli:redis-tools socat:socat python3:python3 valgrind:valgrind \
-             clang:clang openssl:openssl redis-sentinel:redis-sentinel
-DEPS_PKGS := libuv:libuv1-dev hiredis:libhiredis-dev uuid:uuid-dev inih:libinih-dev \
-             check:check libsystemd:libsystemd-dev openssl:libssl-dev
+# Debian packages and what proves each is there: a command (command -v), a
+# pkg-config module, or a module of Debian's /usr/bin/python3. Each target
+# installs what its group lacks, with apt-get (sudo when not root):
+#   deps-run    build and run: compiler, libraries, redis-server, redis-cli, socat
+#   deps-deb    make deb: the build's libraries and Debian's packaging tools
+#   deps-chaos  make chaos, make bench: deps-run, python3, redis-sentinel
+#   deps-test   make test: all of the above, Check, valgrind, clang's libFuzzer,
+#               openssl, the metrics test's prometheus_client
+#   deps        everything (= deps-test)
+DEPS_BUILD_CMDS := cc:build-essential pkg-config:pkg-config
+DEPS_BUILD_PKGS := libuv:libuv1-dev hiredis:libhiredis-dev uuid:uuid-dev inih:libinih-dev \
+                   libsystemd:libsystemd-dev openssl:libssl-dev libmicrohttpd:libmicrohttpd-dev
+DEPS_RUN_CMDS   := $(DEPS_BUILD_CMDS) redis-server:redis-server redis-cli:redis-tools socat:socat
+DEPS_RUN_PKGS   := $(DEPS_BUILD_PKGS)
+DEPS_DEB_CMDS   := $(DEPS_BUILD_CMDS) dpkg-buildpackage:dpkg-dev dh:debhelper \
+                   dh_python3:dh-python lintian:lintian /usr/bin/python3:python3
+DEPS_DEB_PKGS   := $(DEPS_BUILD_PKGS) systemd:systemd
+DEPS_CHAOS_CMDS := $(DEPS_RUN_CMDS) python3:python3 redis-sentinel:redis-sentinel
+DEPS_TEST_CMDS  := $(sort $(DEPS_RUN_CMDS) $(DEPS_DEB_CMDS) $(DEPS_CHAOS_CMDS)) \
+                   valgrind:valgrind clang:clang openssl:openssl
+DEPS_TEST_PKGS  := $(sort $(DEPS_RUN_PKGS) $(DEPS_DEB_PKGS)) check:check
+DEPS_TEST_PYMODS := prometheus_client:python3-prometheus-client
+# Everything, as the one list `make deps` checks.
+DEPS_CMDS := $(DEPS_TEST_CMDS)
+DEPS_PKGS := $(DEPS_TEST_PKGS)
 
-deps:
-	@missing=""; \
-	for d in $(DEPS_CMDS); do \
-	  command -v $${d%%:*} >/dev/null 2>&1 || missing="$$missing $${d#*:}"; \
-	done; \
-	for d in $(DEPS_PKGS); do \
-	  pkg-config --exists $${d%%:*} 2>/dev/null || missing="$$missing $${d#*:}"; \
-	done; \
-	printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' \
-	  > /tmp/dlockd-fuzzcheck.$$$$.c; \
-	if ! clang -fsanitize=fuzzer -o /tmp/dlockd-fuzzcheck.$$$$ \
-	    /tmp/dlockd-fuzzcheck.$$$$.c >/dev/null 2>&1; then missing="$$missing libclang-rt-dev"; fi; \
-	rm -f /tmp/dlockd-fuzzcheck.$$$$ /tmp/dlockd-fuzzcheck.$$$$.c; \
-	if [ -n "$$missing" ]; then \
-	  sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; \
-	  echo "make deps: installing$$missing"; \
-	  $$sudo apt-get update -q && \
-	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends $$missing; \
-	fi
+# $(call deps_install,TARGET,CMDS,PKGS,PYMODS,FUZZ): apt-get install the
+# packages of the CMDS, PKGS and PYMODS that are missing, and with FUZZ
+# non-empty libclang-rt-dev when clang cannot link a libFuzzer target.
+define deps_install
+@missing=""; \
+for d in $(2); do \
+  command -v $${d%%:*} >/dev/null 2>&1 || missing="$$missing $${d#*:}"; \
+done; \
+for d in $(3); do \
+  pkg-config --exists $${d%%:*} 2>/dev/null || missing="$$missing $${d#*:}"; \
+done; \
+for d in $(4); do \
+  /usr/bin/python3 -c "import $${d%%:*}" >/dev/null 2>&1 || missing="$$missing $${d#*:}"; \
+done; \
+if [ -n "$(5)" ]; then \
+  printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' \
+    > /tmp/dlockd-fuzzcheck.$$$$.c; \
+  if ! clang -fsanitize=fuzzer -o /tmp/dlockd-fuzzcheck.$$$$ \
+      /tmp/dlockd-fuzzcheck.$$$$.c >/dev/null 2>&1; then missing="$$missing libclang-rt-dev"; fi; \
+  rm -f /tmp/dlockd-fuzzcheck.$$$$ /tmp/dlockd-fuzzcheck.$$$$.c; \
+fi; \
+if [ -n "$$missing" ]; then \
+  sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+  echo "make $(1): installing$$missing"; \
+  $$sudo apt-get update -q && \
+  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends $$missing; \
+fi
+endef
 
-run: deps
+deps deps-test:
+	$(call deps_install,$@,$(DEPS_TEST_CMDS),$(DEPS_TEST_PKGS),$(DEPS_TEST_PYMODS),fuzz)
+
+deps-run:
+	$(call deps_install,$@,$(DEPS_RUN_CMDS),$(DEPS_RUN_PKGS))
+
+deps-deb:
+	$(call deps_install,$@,$(DEPS_DEB_CMDS),$(DEPS_DEB_PKGS))
+
+deps-chaos:
+	$(call deps_install,$@,$(DEPS_CHAOS_CMDS),$(DEPS_RUN_PKGS))
+
+run: deps-run
 	@$(MAKE) --no-print-directory all
 	@sh tests/support/run-local.sh $(BUILD)/dlockd
 
-test: deps
+test: deps-test
 	@$(MAKE) --no-print-directory all unit-build integration-build sanitize-build fuzz-build
 	@$(MAKE) --no-print-directory unit integration clients-test chaos-short \
-	  integration-sanitized integration-valgrind fuzz-short
+	  integration-sanitized integration-valgrind fuzz-short package-test
 
 # The Python and shell clients' own tests, against the real daemon.
 clients-test: $(BUILD)/dlockd
@@ -246,7 +293,7 @@ set -e; for t in $(FUZZ_TARGETS); do \
 done
 endef
 
-fuzz: deps fuzz-build
+fuzz: deps-test fuzz-build
 	@$(call fuzz_run,$(FUZZ_SECONDS))
 
 # The short pass `make test` runs: every seed once, then a fixed number of
@@ -270,7 +317,7 @@ fuzz-short: fuzz-build
 # Fault injection against three daemons sharing one Redis, then on a
 # Sentinel topology (a primary, two replicas, three Sentinels): make chaos runs
 # the full suite (about 130 s), make test a short one (about 30 s).
-chaos: deps
+chaos: deps-chaos
 	@$(MAKE) --no-print-directory $(BUILD)/dlockd
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/chaos/chaos.py
 
@@ -279,7 +326,7 @@ chaos-short: $(BUILD)/dlockd
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/chaos/chaos.py --short
 
 # Benchmarks: numbers, not tests; see tests/bench/README.md.
-bench: deps
+bench: deps-chaos
 	@$(MAKE) --no-print-directory $(BUILD)/dlockd $(BUILD)/dlock-bench
 	@bash tests/bench/run.sh $(BUILD)/dlockd $(BUILD)/dlock-bench
 
@@ -289,22 +336,33 @@ $(BUILD)/dlock-bench: tests/bench/dlock_bench.c
 	$(Q)$(CC) $(WARN) -D_GNU_SOURCE -O2 -o $@ $< $(LDFLAGS)
 
 install: all
-	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib \
-	  $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include \
+	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR) \
+	  $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/include \
 	  $(DESTDIR)$(SYSCONFDIR)/dlockd $(DESTDIR)$(UNITDIR) \
 	  $(DESTDIR)$(PREFIX)/lib/sysusers.d $(DESTDIR)$(PREFIX)/lib/tmpfiles.d \
-	  $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
+	  $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 \
+	  $(DESTDIR)$(PYTHONDIR) $(DESTDIR)$(SHCLIENTDIR)
 	install -m 0755 $(BUILD)/dlockd $(DESTDIR)$(PREFIX)/sbin/dlockd
 	install -m 0755 $(BUILD)/dlock $(DESTDIR)$(PREFIX)/bin/dlock
-	install -m 0644 $(BUILD)/libdlock.a $(DESTDIR)$(PREFIX)/lib/libdlock.a
-	install -m 0755 $(BUILD)/libdlock.so.$(LIBDLOCK_SOVERSION) $(DESTDIR)$(PREFIX)/lib/
-	ln -sf libdlock.so.$(LIBDLOCK_SOVERSION) $(DESTDIR)$(PREFIX)/lib/libdlock.so
+	install -m 0644 $(BUILD)/libdlock.a $(DESTDIR)$(LIBDIR)/libdlock.a
+	install -m 0755 $(BUILD)/libdlock.so.$(LIBDLOCK_SOVERSION) $(DESTDIR)$(LIBDIR)/
+	ln -sf libdlock.so.$(LIBDLOCK_SOVERSION) $(DESTDIR)$(LIBDIR)/libdlock.so
 	install -m 0644 clients/c/dlock.h $(DESTDIR)$(PREFIX)/include/dlock.h
-	sed 's|@PREFIX@|$(PREFIX)|g; s|@VERSION@|$(VERSION)|g' clients/c/dlock.pc.in \
-	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/dlock.pc
-	@if [ -e $(DESTDIR)$(SYSCONFDIR)/dlockd/dlockd.conf ]; then \
-	  echo "keeping existing $(DESTDIR)$(SYSCONFDIR)/dlockd/dlockd.conf"; \
-	else install -m 0644 conf/dlockd.conf $(DESTDIR)$(SYSCONFDIR)/dlockd/dlockd.conf; fi
+	sed 's|@PREFIX@|$(PREFIX)|g; s|@VERSION@|$(VERSION)|g; s|^libdir=.*|libdir=$(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR))|' \
+	  clients/c/dlock.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/dlock.pc
+	install -m 0644 clients/python/dlock.py $(DESTDIR)$(PYTHONDIR)/dlock.py
+	install -m 0644 clients/shell/dlock.sh $(DESTDIR)$(SHCLIENTDIR)/dlock.sh
+	@# The configuration may hold the Redis password: 0640, group dlockd's
+	@# (the service's) when that group exists and this is the real system.
+	@conf=$(DESTDIR)$(SYSCONFDIR)/dlockd/dlockd.conf; \
+	if [ -e $$conf ]; then echo "keeping existing $$conf"; \
+	else echo "install -m 0640 conf/dlockd.conf $$conf"; install -m 0640 conf/dlockd.conf $$conf; \
+	  if [ -z "$(DESTDIR)" ] && getent group dlockd >/dev/null 2>&1 && chgrp dlockd $$conf; then \
+	    echo "chgrp dlockd $$conf"; \
+	  else echo "note: $$conf is $$(stat -c '%U:%G %a' $$conf), not yet group dlockd's:" \
+	    "after systemd-sysusers has made the dlockd user, chgrp dlockd $(SYSCONFDIR)/dlockd/dlockd.conf" \
+	    "or dlockd.service cannot read it"; fi; \
+	fi
 	sed 's|@SBINDIR@|$(PREFIX)/sbin|g; s|@SYSCONFDIR@|$(SYSCONFDIR)|g' systemd/dlockd.service.in \
 	  > $(DESTDIR)$(UNITDIR)/dlockd.service
 	install -m 0644 systemd/dlockd.sysusers $(DESTDIR)$(PREFIX)/lib/sysusers.d/dlockd.conf
@@ -312,16 +370,47 @@ install: all
 	install -m 0644 clients/cli/dlock.1 $(DESTDIR)$(MANDIR)/man1/dlock.1
 	install -m 0644 conf/dlockd.conf.5 $(DESTDIR)$(MANDIR)/man5/dlockd.conf.5
 	install -m 0644 daemon/dlockd.8 $(DESTDIR)$(MANDIR)/man8/dlockd.8
+	@if [ -z "$(DESTDIR)" ]; then echo ldconfig; PATH="$$PATH:/sbin:/usr/sbin" ldconfig || \
+	  echo "note: ldconfig failed; run it as root so that libdlock.so.$(LIBDLOCK_SOVERSION) is found"; fi
 
+# Leaves $(SYSCONFDIR)/dlockd/dlockd.conf, which may have been edited.
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/sbin/dlockd $(DESTDIR)$(PREFIX)/bin/dlock \
-	  $(DESTDIR)$(PREFIX)/lib/libdlock.a $(DESTDIR)$(PREFIX)/lib/libdlock.so \
-	  $(DESTDIR)$(PREFIX)/lib/libdlock.so.$(LIBDLOCK_SOVERSION) \
-	  $(DESTDIR)$(PREFIX)/include/dlock.h $(DESTDIR)$(PREFIX)/lib/pkgconfig/dlock.pc \
+	  $(DESTDIR)$(LIBDIR)/libdlock.a $(DESTDIR)$(LIBDIR)/libdlock.so \
+	  $(DESTDIR)$(LIBDIR)/libdlock.so.$(LIBDLOCK_SOVERSION) \
+	  $(DESTDIR)$(PREFIX)/include/dlock.h $(DESTDIR)$(LIBDIR)/pkgconfig/dlock.pc \
 	  $(DESTDIR)$(UNITDIR)/dlockd.service \
 	  $(DESTDIR)$(PREFIX)/lib/sysusers.d/dlockd.conf $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/dlockd.conf \
 	  $(DESTDIR)$(MANDIR)/man1/dlock.1 $(DESTDIR)$(MANDIR)/man5/dlockd.conf.5 \
-	  $(DESTDIR)$(MANDIR)/man8/dlockd.8
+	  $(DESTDIR)$(MANDIR)/man8/dlockd.8 \
+	  $(DESTDIR)$(PYTHONDIR)/dlock.py $(DESTDIR)$(PYTHONDIR)/__pycache__/dlock.*.pyc \
+	  $(DESTDIR)$(SHCLIENTDIR)/dlock.sh
+	-@rmdir $(DESTDIR)$(SHCLIENTDIR) 2>/dev/null || true
+	@if [ -z "$(DESTDIR)" ]; then echo ldconfig; PATH="$$PATH:/sbin:/usr/sbin" ldconfig || true; fi
+	@echo "kept $(DESTDIR)$(SYSCONFDIR)/dlockd/dlockd.conf (remove it by hand if no longer wanted)"
+
+# Debian packages (debian/): dpkg-buildpackage -us -uc -b runs in a copy of
+# the tree under $(DEB_DIR) (keep DEB_DIR under $(BUILD) or outside the
+# tree), so the tree and its parent stay clean. The .debs, the .ddeb debug
+# symbols, .changes, .buildinfo and build.log land in $(DEB_DIR).
+DEB_DIR ?= $(BUILD)/deb
+
+deb: deps-deb
+	@rm -rf $(DEB_DIR) && mkdir -p $(DEB_DIR)/src
+	@tar -cf - --exclude=./.git --exclude=./build --exclude=./run --exclude='./$(BUILD)' \
+	  --exclude='./$(DEB_DIR)' --exclude=__pycache__ . | tar -xf - -C $(DEB_DIR)/src
+	$(call say,DEB,$(DEB_DIR) (dpkg-buildpackage -us -uc -b; log in $(DEB_DIR)/build.log))
+	@cd $(DEB_DIR)/src && env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME="$$HOME" LC_ALL=C.UTF-8 \
+	  DEB_BUILD_OPTIONS="$$DEB_BUILD_OPTIONS" dpkg-buildpackage -us -uc -b -Jauto \
+	  >../build.log 2>&1 || { tail -n 40 ../build.log; echo "make deb: failed, see $(DEB_DIR)/build.log"; exit 1; }
+	@rm -rf $(DEB_DIR)/src
+	@ls -1 $(DEB_DIR)/*.deb
+
+# Builds the packages, installs them on this machine, checks and purges them
+# (root only; see tests/package/test_deb.sh).
+package-test:
+	@echo "== tests/package/test_deb.sh"
+	@BUILD=$(BUILD) DEB_DIR=$(DEB_DIR) sh tests/package/test_deb.sh
 
 clean:
 	rm -rf $(BUILD)
