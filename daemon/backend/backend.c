@@ -32,3 +32,7 @@ void backend_describe(const backend_t *b, const char *name, size_t len, char *bu
                       size_t cap) {
     b->type->describe(b, name, len, buf, cap);
 }
+
+void backend_nodes(const backend_t *b, backend_node_cb cb, void *data) {
+    b->type->nodes(b, cb, data);
+}

@@ -24,6 +24,7 @@
 #include <uv.h>
 
 #include "conf/conf.h"
+#include "daemon/util/histo.h"
 #include "daemon/util/timers.h"
 
 #define BACKEND_ERR_LEN 256
@@ -113,6 +114,16 @@ typedef void (*backend_watch_cb)(void *data, backend_event_t ev);
  * is back: waiters that got BACKEND_DOWN try again only then. */
 typedef void (*backend_state_cb)(void *data);
 
+/* One Redis node of a topology, for metrics; valid during the callback. */
+typedef struct backend_node_info_s {
+    const char *name;           /* host:port, or the Unix socket's path */
+    const char *role;           /* "primary" */
+    int up;                     /* its command connection is up */
+    const histo_t *rtt;         /* script calls: sent to answered, in µs */
+} backend_node_info_t;
+
+typedef void (*backend_node_cb)(void *data, const backend_node_info_t *node);
+
 /* What a topology promises. */
 #define BACKEND_CAP_MONOTONIC_FENCE  0x1u  /* fences of a name never go back */
 #define BACKEND_CAP_WAKEUPS          0x2u  /* watch delivers releases */
@@ -132,6 +143,8 @@ typedef struct backend_type_s {
      * name is unavailable. Writes at most cap bytes, NUL-terminated. */
     void (*describe)(const backend_t *b, const char *name, size_t len, char *buf,
                      size_t cap);
+    /* Calls cb once per node it uses now (the metrics). */
+    void (*nodes)(const backend_t *b, backend_node_cb cb, void *data);
     void (*close)(backend_t *b);
 } backend_type_t;
 
@@ -173,6 +186,7 @@ void backend_unwatch(backend_t *b, const char *name, size_t len);
 int backend_available(const backend_t *b, const char *name, size_t len);
 void backend_describe(const backend_t *b, const char *name, size_t len, char *buf,
                       size_t cap);
+void backend_nodes(const backend_t *b, backend_node_cb cb, void *data);
 /* For topologies: tell the lock manager that availability changed. */
 void backend_notify_state(backend_t *b);
 

@@ -52,6 +52,7 @@ typedef struct call_s {
     int retried;              /* sent again after NOSCRIPT */
     wgroup_t *wg;             /* the WAIT that confirms it, or NULL */
     STAILQ_ENTRY(call_s) wlink;
+    uint64_t sent_ns;         /* for the round-trip histogram */
     size_t n;
     backend_op_t *ops[];
 } call_t;
@@ -109,6 +110,7 @@ struct node_s {
     hmap_t subs;
     struct sub_list_s confirms; /* watches already in force, to confirm */
     int replicas;             /* online replicas by the last ROLE; -1 unknown */
+    histo_t rtt;              /* script calls, sent to answered */
     int waits;                /* WAITs in flight */
     timers_entry_t role_poll;
     int connecting;           /* inside node_connect */
@@ -201,6 +203,7 @@ static void on_call_reply(void *data, redisReply *r, const char *error) {
     node_t *nd = call->nd;
     char err[BACKEND_ERR_LEN];
 
+    if (error == NULL) histo_add(&nd->rtt, (uv_hrtime() - call->sent_ns) / 1000);
 
     if (error != NULL) {
         ops_fail(call->ops, call->n, BACKEND_DOWN, error);
@@ -333,6 +336,7 @@ static void send_call(node_t *nd, backend_op_t *const *ops, size_t n, wgroup_t *
     call->nd = nd;
     call->wg = wg;
     call->n = n;
+    call->sent_ns = uv_hrtime();
     memcpy(call->ops, ops, n * sizeof(ops[0]));
     call->script = scripts_choose(ops, n);
     if (call_send(nd, call) != 0) {
@@ -537,6 +541,16 @@ void node_why_down(const node_t *nd, char *buf, size_t cap) {
 
 const char *node_label(const node_t *nd) {
     return nd->label;
+}
+
+void node_info(const node_t *nd, const char *role, backend_node_cb cb, void *data) {
+    char name[sizeof(nd->opts.addr.host) + 16];
+    const resp_addr_t *a = &nd->opts.addr;
+    if (a->is_unix) snprintf(name, sizeof(name), "%s", a->host);
+    else if (strchr(a->host, ':') != NULL) snprintf(name, sizeof(name), "[%s]:%d", a->host, a->port);
+    else snprintf(name, sizeof(name), "%s:%d", a->host, a->port);
+    backend_node_info_t info = {.name = name, .role = role, .up = node_up(nd), .rtt = &nd->rtt};
+    cb(data, &info);
 }
 
 /* ROLE's answer: 1 for a primary (with *replicas set to those online),

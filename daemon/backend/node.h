@@ -71,6 +71,8 @@ void node_watch(node_t *nd, const char *name, size_t len, backend_watch_cb cb, v
 void node_unwatch(node_t *nd, const char *name, size_t len);
 /* 1 while the command connection is up (handshake done). */
 int node_up(const node_t *nd);
+/* What the metrics show of it; role as the topology names it. */
+void node_info(const node_t *nd, const char *role, backend_node_cb cb, void *data);
 /* "redis not connected: <why>", or "redis connected". */
 void node_why_down(const node_t *nd, char *buf, size_t cap);
 const char *node_label(const node_t *nd);

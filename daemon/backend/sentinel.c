@@ -390,6 +390,11 @@ static void st_describe(const backend_t *b, const char *name, size_t len, char *
         node_why_down(st->node, buf, cap);
 }
 
+static void st_nodes(const backend_t *b, backend_node_cb cb, void *data) {
+    const sentinel_t *st = ST_CONST(b);
+    if (st->known) node_info(st->node, "primary", cb, data);
+}
+
 static void st_close(backend_t *b) {
     sentinel_t *st = ST(b);
     st->closed = 1;
@@ -411,6 +416,7 @@ static const backend_type_t sentinel_type = {
     .unwatch = st_unwatch,
     .available = st_available,
     .describe = st_describe,
+    .nodes = st_nodes,
     .close = st_close,
 };
 

@@ -45,6 +45,10 @@ static void sa_describe(const backend_t *b, const char *name, size_t len, char *
         node_why_down(sa->node, buf, cap);
 }
 
+static void sa_nodes(const backend_t *b, backend_node_cb cb, void *data) {
+    node_info(SA_CONST(b)->node, "primary", cb, data);
+}
+
 static void sa_close(backend_t *b) {
     standalone_t *sa = SA(b);
     node_free(sa->node);
@@ -58,6 +62,7 @@ static const backend_type_t standalone_type = {
     .unwatch = sa_unwatch,
     .available = sa_available,
     .describe = sa_describe,
+    .nodes = sa_nodes,
     .close = sa_close,
 };
 

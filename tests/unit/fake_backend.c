@@ -485,6 +485,14 @@ static void fk_close(backend_t *b) {
     free(fb);
 }
 
+/* One node, named "fake", for the metrics. */
+static void fk_nodes(const backend_t *b, backend_node_cb cb, void *data) {
+    static const histo_t none;
+    backend_node_info_t info = {.name = "fake", .role = "primary", .up = FB_CONST(b)->up,
+                                .rtt = &none};
+    cb(data, &info);
+}
+
 static const backend_type_t fake_type = {
     .name = "fake",
     .submit = fk_submit,
@@ -492,6 +500,7 @@ static const backend_type_t fake_type = {
     .unwatch = fk_unwatch,
     .available = fk_available,
     .describe = fk_describe,
+    .nodes = fk_nodes,
     .close = fk_close,
 };
 
