@@ -28,7 +28,7 @@ WERROR    ?= -Werror
 WARN      := -std=c11 -Wall -Wextra $(WERROR) -Wshadow -Wstrict-prototypes \
              -Wmissing-prototypes -Wformat=2 -Wcast-qual
 DEFS      := -D_GNU_SOURCE -DDLOCKD_VERSION='"$(VERSION)"'
-PKGS      := libuv hiredis uuid inih libsystemd openssl
+PKGS      := libuv hiredis uuid inih libsystemd openssl libmicrohttpd
 
 # Recursive (=) so that pkg-config runs when a recipe runs, after `make deps`.
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
@@ -63,7 +63,7 @@ SUPPORT_SRC := $(wildcard tests/support/*.c)
 
 .SECONDARY:
 
-.PHONY: fuzz fuzz-build fuzz-short chaos chaos-short
+.PHONY: fuzz fuzz-build fuzz-short chaos chaos-short metrics-test
 .PHONY: all deps deps-run deps-test deps-deb deps-chaos deb package-test run test bench unit integration integration-sanitized integration-valgrind sanitize-build clients-test \
         unit-build integration-build install uninstall clean
 
@@ -202,7 +202,7 @@ run: deps-run
 
 test: deps-test
 	@$(MAKE) --no-print-directory all unit-build integration-build sanitize-build fuzz-build
-	@$(MAKE) --no-print-directory unit integration clients-test chaos-short \
+	@$(MAKE) --no-print-directory unit integration clients-test metrics-test chaos-short \
 	  integration-sanitized integration-valgrind fuzz-short package-test
 
 # The Python and shell clients' own tests, against the real daemon.
@@ -211,6 +211,14 @@ clients-test: $(BUILD)/dlockd
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/python/test_dlock.py
 	@echo "== tests/shell/test_dlock_sh.sh"
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) sh tests/shell/test_dlock_sh.sh
+
+# The Prometheus endpoint, scraped for real and parsed with Debian's
+# python3-prometheus-client; against the plain and the sanitized daemon.
+metrics-test: $(BUILD)/dlockd $(BUILD)/dlock sanitize-build
+	@echo "== tests/metrics/test_metrics.py"
+	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) DLOCK_BIN=$(abspath $(BUILD)/dlock) /usr/bin/python3 tests/metrics/test_metrics.py
+	@echo "== tests/metrics/test_metrics.py (sanitized)"
+	@DLOCKD_BIN=$(abspath $(BUILD)/san/dlockd) DLOCK_BIN=$(abspath $(BUILD)/dlock) /usr/bin/python3 tests/metrics/test_metrics.py
 
 # Two integration suites with dlockd under valgrind memcheck: a memory error
 # or a definitely lost block fails the test that stopped the daemon.

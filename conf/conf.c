@@ -278,6 +278,46 @@ bad_url:
     return -1;
 }
 
+/* "" (off), "host:port", "[ipv6]:port" or an absolute Unix socket path. */
+static int parse_metrics(conf_t *c, const char *v, char *err, size_t errlen) {
+    conf_addr_t a;
+    memset(&a, 0, sizeof(a));
+    if (strpbrk(v, " \t") != NULL) goto bad; /* INFO shows it as one word */
+    if (v[0] == '\0' || v[0] == '/') {
+        if (strlen(v) > CONF_PATH_MAX) {
+            seterr(err, errlen, "metrics socket path is longer than %d bytes", CONF_PATH_MAX);
+            return -1;
+        }
+        snprintf(c->metrics, sizeof(c->metrics), "%s", v);
+        c->metrics_addr = a;
+        return 0;
+    }
+    char host[CONF_STR_MAX];
+    const char *colon = strrchr(v, ':');
+    size_t hlen = colon ? (size_t)(colon - v) : 0;
+    if (colon == NULL || hlen == 0 || hlen >= sizeof(host)) goto bad;
+    memcpy(host, v, hlen);
+    host[hlen] = '\0';
+    if (host[0] == '[') {
+        if (hlen < 3 || host[hlen - 1] != ']') goto bad;
+        host[hlen - 1] = '\0';
+        memmove(host, host + 1, hlen - 1);
+    } else if (strchr(host, ':') != NULL) {
+        goto bad;
+    }
+    uint32_t port;
+    if (parse_u32(colon + 1, 1, 65535, &port, err, errlen) != 0) goto bad;
+    snprintf(a.host, sizeof(a.host), "%s", host);
+    a.port = (int)port;
+    snprintf(c->metrics, sizeof(c->metrics), "%s", v);
+    c->metrics_addr = a;
+    return 0;
+bad:
+    seterr(err, errlen, "metrics '%s': expected host:port, [ipv6]:port, an absolute socket "
+           "path, or nothing (off)", v);
+    return -1;
+}
+
 static int set_server(conf_t *c, const char *key, const char *v, char *err,
                       size_t errlen) {
     if (strcmp(key, "socket") == 0) {
@@ -313,6 +353,7 @@ static int set_server(conf_t *c, const char *key, const char *v, char *err,
         c->socket_group_set = 1;
         return 0;
     }
+    if (strcmp(key, "metrics") == 0) return parse_metrics(c, v, err, errlen);
     if (strcmp(key, "log_level") == 0) {
         for (int l = CONF_LOG_ERROR; l <= CONF_LOG_DEBUG; l++) {
             if (strcmp(v, conf_log_level_name((conf_log_level_t)l)) == 0) {

@@ -53,6 +53,8 @@ typedef struct conf_s {
     uid_t admin_uids[CONF_ADMIN_UIDS_MAX];
     size_t admin_uids_count;
     conf_log_level_t log_level;
+    char metrics[CONF_STR_MAX];      /* "" off, "host:port", or a Unix socket path */
+    conf_addr_t metrics_addr;        /* parsed: TCP host and port (port 0: a path) */
 
     /* [redis] */
     char url[CONF_STR_MAX];

@@ -15,6 +15,7 @@
 #include "daemon/backend/backend.h"
 #include "daemon/lock/lockmgr.h"
 #include "daemon/log.h"
+#include "daemon/metrics.h"
 #include "daemon/server.h"
 #include "daemon/session.h"
 #include "daemon/util/timers.h"
@@ -28,6 +29,7 @@ typedef struct daemon_s {
     lockmgr_t *locks;
     sessions_t *sessions;
     server_t *server;
+    metrics_t *metrics;        /* NULL unless [server] metrics is set */
     uv_signal_t sigterm;
     uv_signal_t sigint;
     uv_signal_t sighup;        /* reload the configuration */
@@ -175,6 +177,8 @@ static void on_reload(uv_signal_t *handle, int signum) {
         c->socket_group_set != n.socket_group_set ||
         (n.socket_group_set && c->socket_gid != n.socket_gid))
         log_warn("reload: the socket's path, mode and group change only with a restart");
+    if (strcmp(c->metrics, n.metrics) != 0)
+        log_warn("reload: metrics (where the endpoint listens) changes only with a restart");
     redis_changes(c, &n, redis, sizeof(redis));
     if (redis[0] != '\0')
         log_warn("reload: [redis] changes only with a restart (%s); the running settings stay",
@@ -222,6 +226,8 @@ static void on_signal(uv_signal_t *handle, int signum) {
     sd_notify(0, "STOPPING=1");
     server_close(d->server);
     d->server = NULL;
+    metrics_stop(d->metrics);
+    d->metrics = NULL;
     lockmgr_shutdown(d->locks, on_locks_released, d);
 }
 
@@ -298,6 +304,12 @@ int main(int argc, char **argv) {
     d.server = server_listen(d.loop, &d.conf, d.sessions, serr, sizeof(serr));
     if (d.server == NULL) {
         log_error("cannot listen: %s", serr);
+        return 1;
+    }
+    if (d.conf.metrics[0] != '\0' &&
+        (d.metrics = metrics_start(d.loop, &d.conf, d.sessions, d.locks, d.backend, err,
+                                   sizeof(err))) == NULL) {
+        log_error("cannot serve metrics: %s", err);
         return 1;
     }
     uv_signal_init(d.loop, &d.sigterm);

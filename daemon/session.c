@@ -28,6 +28,7 @@ struct session_s {
     uint64_t id;               /* unique in this daemon's life */
     lock_owner_t *owner;       /* this connection as a lock owner */
     session_state_t state;
+    proto_cmd_t cmd;           /* the request being answered, for the metrics */
 
     /* input */
     proto_parser_t parser;
@@ -130,10 +131,15 @@ static void send_line(session_t *s, const char *line, size_t len) {
     mark_dirty(s);
 }
 
+static void count_reply(session_t *s, int result) {
+    s->ss->stats.replies[s->cmd][result]++;
+}
+
 static void send_error(session_t *s, proto_err_t err, const char *detail) {
     char line[PROTO_REPLY_MAX];
     int n = proto_reply_error(line, sizeof(line), err, detail);
     s->ss->stats.errors++;
+    count_reply(s, SESSION_RESULT_ERR(err));
     if (n > 0) send_line(s, line, (size_t)n);
 }
 
@@ -149,7 +155,7 @@ static void send_info(session_t *s) {
         "redis=%s backend=%s connections_total=%llu rejected=%llu requests=%llu errors=%llu "
         "output_overflows=%llu grants=%llu reentries=%llu releases=%llu "
         "timeouts=%llu lost=%llu renewals=%llu backend_errors=%llu "
-        "peer_pid=%d peer_uid=%u peer_gid=%u",
+        "peer_pid=%d peer_uid=%u peer_gid=%u metrics=%s",
         DLOCKD_VERSION, (unsigned long long)st.uptime_s,
         (unsigned long long)st.connections, (unsigned long long)ls.locks_held,
         (unsigned long long)ls.waiters, ls.backend_up ? "up" : "down", ls.backend,
@@ -159,7 +165,8 @@ static void send_info(session_t *s) {
         (unsigned long long)ls.reentries, (unsigned long long)ls.releases,
         (unsigned long long)ls.timeouts, (unsigned long long)ls.lost,
         (unsigned long long)ls.renewals, (unsigned long long)ls.backend_errors,
-        (int)s->pid, (unsigned)s->uid, (unsigned)s->gid);
+        (int)s->pid, (unsigned)s->uid, (unsigned)s->gid,
+        s->ss->conf->metrics[0] ? s->ss->conf->metrics : "-");
     if (n > 0) send_line(s, line, (size_t)n);
 }
 
@@ -201,6 +208,7 @@ static void send_clients(session_t *s) {
         shown++;
     }
     line[len++] = '\n';
+    count_reply(s, SESSION_RESULT_OK);
     send_line(s, line, len);
     free(line);
 }
@@ -244,6 +252,9 @@ static void send_lock_reply(session_t *s, const lock_reply_t *r) {
         n = proto_reply_error(line, sizeof(line), errs[r->err], r->detail);
         break;
     }
+    count_reply(s, r->kind == LOCK_REPLY_TIMEOUT ? SESSION_RESULT_TIMEOUT
+                   : r->kind == LOCK_REPLY_ERROR ? SESSION_RESULT_ERR(errs[r->err])
+                                                 : SESSION_RESULT_OK);
     if (n > 0) send_line(s, line, (size_t)n);
 }
 
@@ -295,6 +306,9 @@ static void dispatch(session_t *s, const proto_request_t *req) {
     int n;
 
     s->ss->stats.requests++;
+    s->cmd = req->cmd;
+    if (req->cmd == PROTO_CMD_PING || req->cmd == PROTO_CMD_QUIT || req->cmd == PROTO_CMD_INFO)
+        count_reply(s, SESSION_RESULT_OK);
     switch (req->cmd) {
     case PROTO_CMD_PING:
         n = proto_reply_ok(line, sizeof(line), "PONG");
@@ -358,6 +372,7 @@ static size_t handle_input(session_t *s, const char *data, size_t len) {
             dispatch(s, &req);
         } else if (st == PROTO_ERROR) {
             s->ss->stats.requests++;
+            s->cmd = req.cmd;
             send_error(s, req.err, req.detail);
             if (req.err == PROTO_ERR_TOOLONG && s->state != SESSION_CLOSING) {
                 /* The stream cannot be resynchronised: answer, then close. */

@@ -8,6 +8,7 @@
 
 #include "conf/conf.h"
 #include "daemon/lock/lockmgr.h"
+#include "proto/proto.h"
 
 /* Unparsed input kept while a request is in flight, before reading pauses. */
 #define SESSION_INBUF_MAX (64 * 1024)
@@ -21,6 +22,12 @@
 
 typedef struct sessions_s sessions_t;
 
+/* What a request got, for the metrics: OK, TIMEOUT, or ERR with a code. */
+#define SESSION_RESULT_OK       0
+#define SESSION_RESULT_TIMEOUT  1
+#define SESSION_RESULT_ERR(e)   (1 + (int)(e))  /* e: a proto_err_t other than NONE */
+#define SESSION_RESULTS         (1 + PROTO_ERR_COUNT)
+
 typedef struct sessions_stats_s {
     uint64_t connections;       /* open now */
     uint64_t connections_total; /* accepted since start */
@@ -29,6 +36,8 @@ typedef struct sessions_stats_s {
     uint64_t errors;            /* ERR replies */
     uint64_t output_overflows;  /* closed past max_output */
     uint64_t uptime_s;
+    /* replies by verb (PROTO_CMD_NONE: an unknown one) and SESSION_RESULT_* */
+    uint64_t replies[PROTO_CMD_COUNT][SESSION_RESULTS];
 } sessions_stats_t;
 
 sessions_t *sessions_new(uv_loop_t *loop, const conf_t *conf, lockmgr_t *locks);

@@ -9,6 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -36,6 +39,7 @@ static void usage(FILE *out) {
         "usage: dlock [-s SOCKET] [-n | -w SECONDS] [-E CODE] [-l LEASE_MS] [-k SECONDS]\n"
         "             NAME COMMAND [ARG...]\n"
         "       dlock [-s SOCKET] --status NAME | --force-unlock NAME | --info | --ping\n"
+        "       dlock [-s SOCKET] --metrics\n"
         "  -s SOCKET   dlockd's socket (default $DLOCK_SOCKET, else %s)\n"
         "  -n          fail at once if the lock is held\n"
         "  -w SECONDS  give up after SECONDS (fractions allowed)\n"
@@ -159,6 +163,114 @@ static int query(const char *sock, const char *line) {
     return r == 0 ? 0 : 1;
 }
 
+/* Connects to a metrics endpoint as INFO gives it: a socket path, or
+ * host:port ([ipv6]:port). -1 with errno (or EHOSTUNREACH) on failure. */
+static int metrics_connect(const char *where) {
+    if (where[0] == '/') {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        if (strlen(where) >= sizeof(sa.sun_path)) {
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        memcpy(sa.sun_path, where, strlen(where) + 1);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+            int e = errno;
+            close(fd);
+            errno = e;
+            return -1;
+        }
+        return fd;
+    }
+    char host[256];
+    const char *colon = strrchr(where, ':');
+    size_t hlen = colon ? (size_t)(colon - where) : 0;
+    if (colon == NULL || hlen == 0 || hlen >= sizeof(host)) {
+        errno = EINVAL;
+        return -1;
+    }
+    memcpy(host, where, hlen);
+    host[hlen] = '\0';
+    if (host[0] == '[' && host[hlen - 1] == ']') {
+        host[hlen - 1] = '\0';
+        memmove(host, host + 1, hlen - 1);
+    }
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res = NULL;
+    if (getaddrinfo(host, colon + 1, &hints, &res) != 0) {
+        errno = EHOSTUNREACH;
+        return -1;
+    }
+    int fd = -1;
+    for (struct addrinfo *a = res; a != NULL && fd < 0; a = a->ai_next) {
+        fd = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+            int e = errno;
+            close(fd);
+            fd = -1;
+            errno = e;
+        }
+    }
+    freeaddrinfo(res);
+    return fd;
+}
+
+/* --metrics: finds the endpoint in INFO (metrics=), GETs /metrics and
+ * prints the body. 0, 1 when metrics are off or the answer is not 200,
+ * 69 when dlockd or the endpoint cannot be reached. */
+static int show_metrics(const char *sock) {
+    char reply[DLOCK_LINE_MAX + 1], where[512];
+    dlock_t *d = connect_or_say(sock);
+    if (d == NULL) return EXIT_UNAVAILABLE;
+    int r = dlock_request(d, "INFO", reply, sizeof(reply));
+    dlock_close(d);
+    if (r != 0) {
+        fprintf(stderr, "dlock: INFO: %s\n", reply[0] ? reply : dlock_strerror(r));
+        return EXIT_UNAVAILABLE;
+    }
+    const char *m = strstr(reply, " metrics=");
+    if (m == NULL || sscanf(m + 9, "%511s", where) != 1 || strcmp(where, "-") == 0) {
+        fprintf(stderr, "dlock: dlockd serves no metrics (set metrics in [server] of "
+                        "dlockd.conf)\n");
+        return 1;
+    }
+    int fd = metrics_connect(where);
+    if (fd < 0) {
+        fprintf(stderr, "dlock: cannot connect to the metrics endpoint %s: %s\n", where,
+                strerror(errno));
+        return EXIT_UNAVAILABLE;
+    }
+    static const char get[] = "GET /metrics HTTP/1.0\r\nHost: dlockd\r\n\r\n";
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    ssize_t n = buf ? write(fd, get, sizeof(get) - 1) : -1;
+    while (n >= 0 && buf != NULL) {
+        if (len + 1 == cap) {
+            char *more = realloc(buf, cap * 2);
+            if (more == NULL) break;
+            buf = more;
+            cap *= 2;
+        }
+        n = read(fd, buf + len, cap - 1 - len);
+        if (n <= 0) break;
+        len += (size_t)n;
+    }
+    close(fd);
+    if (buf == NULL) {
+        fprintf(stderr, "dlock: out of memory\n");
+        return EXIT_SOFTWARE;
+    }
+    buf[len] = '\0';
+    char *body = strstr(buf, "\r\n\r\n");
+    if (strncmp(buf, "HTTP/1.", 7) != 0 || strncmp(buf + 8, " 200", 4) != 0 || body == NULL) {
+        fprintf(stderr, "dlock: %s answered: %.*s\n", where, (int)strcspn(buf, "\r\n"), buf);
+        free(buf);
+        return 1;
+    }
+    fputs(body + 4, stdout);
+    free(buf);
+    return 0;
+}
+
 /* Runs argv as a child while the lock is held; returns dlock's exit code. */
 static int run_child(dlock_t *d, run_t *run, char **argv, uint32_t grace_ms) {
     struct sigaction sa = {.sa_handler = on_signal};
@@ -236,18 +348,19 @@ static int run_child(dlock_t *d, run_t *run, char **argv, uint32_t grace_ms) {
 }
 
 int main(int argc, char **argv) {
-    enum { OPT_STATUS = 256, OPT_FORCE, OPT_INFO, OPT_PING, OPT_VERSION };
+    enum { OPT_STATUS = 256, OPT_FORCE, OPT_INFO, OPT_PING, OPT_VERSION, OPT_METRICS };
     static const struct option longopts[] = {
         {"status", required_argument, NULL, OPT_STATUS},
         {"force-unlock", required_argument, NULL, OPT_FORCE},
         {"info", no_argument, NULL, OPT_INFO},
         {"ping", no_argument, NULL, OPT_PING},
+        {"metrics", no_argument, NULL, OPT_METRICS},
         {"version", no_argument, NULL, OPT_VERSION},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *sock = NULL;
-    int nonblock = 0, have_wait = 0, opt;
+    int nonblock = 0, have_wait = 0, metrics = 0, opt;
     uint32_t wait_ms = 0, lease_ms = 0, conflict = 1, grace_ms = DEFAULT_GRACE_MS;
     char query_line[DLOCK_NAME_MAX + 32] = "";
 
@@ -282,10 +395,15 @@ int main(int argc, char **argv) {
             break;
         case OPT_INFO: snprintf(query_line, sizeof(query_line), "INFO"); break;
         case OPT_PING: snprintf(query_line, sizeof(query_line), "PING"); break;
+        case OPT_METRICS: metrics = 1; break;
         case OPT_VERSION: printf("dlock %s\n", DLOCKD_VERSION); return 0;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return EXIT_USAGE;
         }
+    }
+    if (metrics) {
+        if (optind < argc) return usage_error("unexpected argument ", argv[optind], "");
+        return show_metrics(sock);
     }
     if (query_line[0] != '\0') {
         if (optind < argc) return usage_error("unexpected argument ", argv[optind], "");

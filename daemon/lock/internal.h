@@ -70,6 +70,7 @@ struct hold_s {
     uint64_t confirmed_at;     /* when the last confirmed grant/renewal was sent */
     uint32_t redis_lease_ms;   /* the TTL that grant/renewal set: Redis keeps the
                                   hold until confirmed_at + this at least */
+    uint64_t granted_ns;       /* uv_hrtime() at the grant, for the metrics */
     timers_entry_t expiry;     /* lease mode: the lease runs out */
     LIST_ENTRY(hold_s) by_owner;
     LIST_ENTRY(hold_s) by_lock;
@@ -121,6 +122,7 @@ struct wait_s {
     char unacked[WAIT_WHY_LEN]; /* the last try's grant was not replicated in
                                    time: why, for a TRYLOCK whose wait ends */
     uint64_t sent_at;
+    uint64_t started_ns;       /* uv_hrtime() at the request, for the metrics */
     timers_entry_t deadline;   /* TRYLOCK's wait_ms */
     backend_op_t acquire;      /* its acquire, while it is the lock's attempt */
 };
@@ -142,6 +144,8 @@ struct lockmgr_s {
     backend_t *backend;
     hmap_t locks;
     uint64_t grant_seq;
+    histo_t wait_time;         /* for the metrics */
+    histo_t hold_time;
     /* watchdog */
     uint32_t dog_lease;        /* the lease_ms the watchdog renews with */
     struct dog_list_s dog;     /* holds whose lease in Redis is dog_lease, by

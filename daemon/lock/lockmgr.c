@@ -173,6 +173,7 @@ static hold_t *hold_new(lock_t *l, lock_owner_t *o, uint64_t fence, uint32_t lea
     h->fence = fence;
     h->lease_ms = lease_ms;
     h->grant_id = ++m->grant_seq;
+    h->granted_ns = uv_hrtime();
     LIST_INSERT_HEAD(&l->holds, h, by_lock);
     LIST_INSERT_HEAD(&o->holds, h, by_owner);
     o->held_count++;
@@ -188,6 +189,7 @@ void hold_drop(hold_t *h) {
     watchdog_remove(h);
     timers_stop(m->timers, &h->expiry);
     m->held--;
+    histo_add(&m->hold_time, (uv_hrtime() - h->granted_ns) / 1000);
     if (h == &h->lock->first) h->lock->first_used = 0;
     else free(h);
 }
@@ -199,6 +201,7 @@ void hold_lost(hold_t *h, lock_loss_t why) {
              loss_names[why]);
     hold_drop(h);
     l->mgr->stats.lost++;
+    l->mgr->stats.lost_by[why]++;
     if (o->dropped) return;
     o->in_callback++;
     o->on_event(o->data, l->name, l->len, why);
@@ -288,6 +291,7 @@ static void grant(lock_t *l, wait_t *w, uint64_t fence) {
         return;
     }
     m->stats.grants++;
+    histo_add(&m->wait_time, (uv_hrtime() - w->started_ns) / 1000);
     release_forget(m, l->name, l->len, o->id);
     watchdog_set_confirmed(h, w->sent_at, w->acquire.lease_ms);
     answer_grant(o, fence, 1);
@@ -472,6 +476,7 @@ static void start_wait(lockmgr_t *m, lock_owner_t *o, lock_req_kind_t kind, cons
     w->once = once;
     w->lease_ms = lease_ms;
     w->ttl_ms = -1;
+    w->started_ns = uv_hrtime();
     TAILQ_INSERT_TAIL(&l->q->waiters, w, link);
     w->queued = 1;
     m->waiting++;
@@ -847,6 +852,8 @@ void lockmgr_reconfigure(lockmgr_t *m) {
 
 void lockmgr_stats(const lockmgr_t *m, lockmgr_stats_t *out) {
     *out = m->stats;
+    out->wait_time = &m->wait_time;
+    out->hold_time = &m->hold_time;
     out->locks_held = m->held;
     out->waiters = m->waiting;
     out->backend_up = backend_available(m->backend, NULL, 0);

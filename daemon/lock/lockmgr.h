@@ -105,8 +105,11 @@ typedef struct lockmgr_stats_s {
     uint64_t releases;
     uint64_t timeouts;        /* TRYLOCKs that timed out */
     uint64_t lost;            /* !LOST events sent */
+    uint64_t lost_by[3];      /* ... by lock_loss_t */
     uint64_t renewals;        /* locks renewed by the watchdog */
     uint64_t backend_errors;  /* requests answered ERR BACKEND */
+    const histo_t *wait_time; /* LOCK/TRYLOCK to a new grant, µs */
+    const histo_t *hold_time; /* a new grant to the hold's end, µs */
 } lockmgr_stats_t;
 
 /* backend and timers stay the caller's; the lock manager takes the

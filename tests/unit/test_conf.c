@@ -141,6 +141,7 @@ static void assert_conf_eq(const conf_t *a, const conf_t *b) {
     ck_assert_int_eq(a->replicas_ack, b->replicas_ack);
     ck_assert_uint_eq(a->replicas_timeout_ms, b->replicas_timeout_ms);
     ck_assert_uint_eq(a->sentinels_count, b->sentinels_count);
+    ck_assert_str_eq(a->metrics, b->metrics);
 }
 
 static void set_ok(conf_t *c, const char *section, const char *key, const char *value) {
@@ -216,6 +217,7 @@ START_TEST(test_shipped_file_states_the_defaults) {
     set_ok(&c, "server", "max_output", "8192");
     set_ok(&c, "server", "admin_uids", "7 8");
     set_ok(&c, "server", "log_level", "debug");
+    set_ok(&c, "server", "metrics", "127.0.0.1:9717");
     set_ok(&c, "redis", "url", "redis://someone:pw@other:1/2");
     set_ok(&c, "redis", "connect_timeout_ms", "5");
     set_ok(&c, "redis", "command_timeout_ms", "6");
@@ -403,6 +405,34 @@ START_TEST(test_sentinel_errors_name_the_line) {
         ck_assert_msg(load_text(&c, cases[i].text, &path, err) != 0, "case %zu loaded", i);
         ck_assert_msg(strstr(err, cases[i].where) != NULL && strstr(err, cases[i].what) != NULL,
                       "case %zu: %s", i, err);
+    }
+}
+END_TEST
+
+START_TEST(test_metrics_addresses) {
+    conf_t c;
+    char err[CONF_ERR_LEN];
+    conf_defaults(&c);
+    ck_assert_str_eq(c.metrics, ""); /* off */
+    set_ok(&c, "server", "metrics", "127.0.0.1:9717");
+    ck_assert_str_eq(c.metrics_addr.host, "127.0.0.1");
+    ck_assert_int_eq(c.metrics_addr.port, 9717);
+    set_ok(&c, "server", "metrics", "[::1]:9718");
+    ck_assert_str_eq(c.metrics_addr.host, "::1");
+    ck_assert_int_eq(c.metrics_addr.port, 9718);
+    set_ok(&c, "server", "metrics", "localhost:1");
+    ck_assert_str_eq(c.metrics_addr.host, "localhost");
+    set_ok(&c, "server", "metrics", "/run/dlockd/metrics.sock");
+    ck_assert_str_eq(c.metrics, "/run/dlockd/metrics.sock");
+    ck_assert_int_eq(c.metrics_addr.port, 0); /* a path */
+    set_ok(&c, "server", "metrics", "");
+    ck_assert_str_eq(c.metrics, "");
+    const char *bad[] = {"localhost", "9717", ":9717", "::1:9717", "h:0", "h:65536", "h:x",
+                         "relative/path.sock", "/a b", "[::1]"};
+    for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+        ck_assert_msg(conf_set(&c, "server", "metrics", bad[i], err, sizeof(err)) != 0,
+                      "'%s' accepted", bad[i]);
+        ck_assert_msg(strstr(err, "metrics") != NULL, "%s", err);
     }
 }
 END_TEST
@@ -1481,6 +1511,7 @@ static Suite *conf_suite(void) {
     tcase_add_test(tc, test_replicas_ack_values);
     tcase_add_test(tc, test_sentinel_errors_name_the_line);
     tcase_add_test(tc, test_empty_sentinels_allow_url);
+    tcase_add_test(tc, test_metrics_addresses);
     tcase_add_test(tc, test_crlf_file);
     tcase_add_test(tc, test_log_levels);
     tcase_add_test(tc, test_socket_mode_octal);
