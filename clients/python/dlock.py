@@ -506,8 +506,9 @@ class Client(object):
         return _to_int(rw[1])
 
     def renew(self, name, lease_ms=0):
-        """RENEW: reset the lease to lease_ms (0: the lock's own lease);
-        returns the new ttl in ms."""
+        """RENEW: a lock with a lease gets lease_ms (0: its own lease); a
+        watchdog lock is renewed now and stays one (lease_ms is ignored).
+        Returns the new ttl in ms."""
         name = validate_name(name)
         words = ["RENEW", name]
         if _check_num("lease_ms", lease_ms):

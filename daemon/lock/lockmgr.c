@@ -197,7 +197,7 @@ void hold_drop(hold_t *h) {
 void hold_lost(hold_t *h, lock_loss_t why) {
     lock_t *l = h->lock;
     lock_owner_t *o = h->owner;
-    log_info("lock %s of client %llu lost: %s", l->name, (unsigned long long)o->id,
+    log_debug("lock %s of client %llu lost: %s", l->name, (unsigned long long)o->id,
              loss_names[why]);
     hold_drop(h);
     l->mgr->stats.lost++;
