@@ -39,6 +39,7 @@ typedef enum {
     BACKEND_RENEW,        /* reset the lease if still ours: renewal */
     BACKEND_STATUS,       /* ttl_ms and the owner's holds */
     BACKEND_FORCE,        /* delete whoever holds it: removed */
+    BACKEND_WHO,          /* who holds it: ttl_ms (-2 free), and *who */
     BACKEND_OP_COUNT
 } backend_op_kind_t;
 
@@ -80,6 +81,16 @@ typedef struct backend_result_s {
                                    ours (other daemons, Redisson clients) */
 } backend_result_t;
 
+/* WHO's answer, in memory the caller gives (op->who). */
+#define BACKEND_WHO_OWNER_MAX  80   /* "<uuid>:<id>", as Redisson writes it too */
+#define BACKEND_WHO_DAEMON_MAX 160  /* "dlockd:<host>:<pid>" */
+
+typedef struct backend_who_s {
+    char owner[BACKEND_WHO_OWNER_MAX];   /* the holder's field, "" when free */
+    char daemon[BACKEND_WHO_DAEMON_MAX]; /* its dlockd as it registered, "" if
+                                            none did (Redisson, another tool) */
+} backend_who_t;
+
 typedef void (*backend_op_cb)(backend_op_t *op);
 
 /* One lock operation. The caller owns the memory (embed it) and keeps it,
@@ -93,6 +104,7 @@ struct backend_op_s {
     uint32_t lease_ms;          /* ACQUIRE, RENEW */
     backend_op_cb cb;
     void *data;                 /* the caller's */
+    backend_who_t *who;         /* WHO: where the answer goes */
     /* out */
     backend_result_t res;
     /* the backend's while submitted */

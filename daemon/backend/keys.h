@@ -26,6 +26,10 @@
 #define KEYS_TOKEN    "redisson_lock_token"     /* fence counter */
 #define KEYS_CHANNEL  "redisson_lock__channel"  /* release messages */
 #define KEYS_FORCED   "dlock_forced"            /* who FORCEUNLOCK removed */
+/* The daemons' registry (prefix + this): a hash of uuid -> "<seen ms>
+ * dlockd:<host>:<pid>". The space keeps it apart from every lock key:
+ * lock names have none. */
+#define KEYS_REGISTRY "dlockd daemons"
 
 /* Each writes a NUL-terminated string into out and returns its length. */
 size_t keys_lock(char *out, const char *prefix, const char *name, size_t len);

@@ -113,6 +113,7 @@ struct node_s {
     histo_t rtt;              /* script calls, sent to answered */
     int waits;                /* WAITs in flight */
     timers_entry_t role_poll;
+    timers_entry_t register_beat; /* refreshes our registry entry */
     int connecting;           /* inside node_connect */
     int freeing;
 };
@@ -607,6 +608,35 @@ static void on_role_poll(timers_entry_t *t) {
         timers_start(nd->timers, &nd->role_poll, NODE_ROLE_POLL_MS, on_role_poll);
 }
 
+/* ---- the daemons' registry (WHO) ---------------------------------------- */
+
+static void on_register_beat(timers_entry_t *t);
+
+static void on_register_reply(void *data, redisReply *r, const char *error) {
+    node_t *nd = data;
+    if (error == NULL && r->type == REDIS_REPLY_ERROR)
+        log_debug("redis %s: registering for WHO failed: %s", nd->label, r->str);
+}
+
+/* Puts "dlockd:<host>:<pid>" under our uuid, so that WHO on any daemon can
+ * name the host and the dlockd of a lock's holder. Once per connect and
+ * per register_every_ms: never per grant. */
+static void send_register(node_t *nd) {
+    if (nd->opts.register_every_ms == 0 || !node_up(nd)) return;
+    buf_clear(&nd->scratch);
+    if (scripts_format_register(&nd->scratch, nd->sha[SCRIPT_REGISTER], nd->key_prefix, nd->uuid,
+                                nd->client_name) == 0 &&
+        resp_send_raw(CMD(nd)->c, buf_start(&nd->scratch), nd->scratch.len, 0,
+                      on_register_reply, nd) == RESP_ENOMEM)
+        log_debug("redis %s: out of memory registering for WHO", nd->label);
+    buf_clear(&nd->scratch);
+    timers_start(nd->timers, &nd->register_beat, nd->opts.register_every_ms, on_register_beat);
+}
+
+static void on_register_beat(timers_entry_t *t) {
+    send_register(container_of(t, node_t, register_beat));
+}
+
 static void notify(node_t *nd) {
     if (nd->opts.on_state && !nd->freeing) nd->opts.on_state(nd->opts.data);
 }
@@ -637,6 +667,7 @@ static void conn_up(nconn_t *nc) {
     } else {
         if (nd->opts.managed || nd->opts.replicas_ack == CONF_REPLICAS_AUTO)
             timers_start(nd->timers, &nd->role_poll, NODE_ROLE_POLL_MS, on_role_poll);
+        send_register(nd);
         notify(nd);
     }
 }
@@ -775,7 +806,10 @@ static void on_conn_down(void *data, const char *why) {
         resp_close(SUB(nd)->c, "command connection lost");
     }
     nc->was_up = 0;
-    if (!nc->is_sub) timers_stop(nd->timers, &nd->role_poll);
+    if (!nc->is_sub) {
+        timers_stop(nd->timers, &nd->role_poll);
+        timers_stop(nd->timers, &nd->register_beat);
+    }
     if (nd->opts.managed) {
         /* The owner says where to go next (node_connect). */
         if (!nc->is_sub) notify(nd);
@@ -898,6 +932,7 @@ void node_free(node_t *nd) {
     timers_stop(nd->timers, &CMD(nd)->retry);
     timers_stop(nd->timers, &SUB(nd)->retry);
     timers_stop(nd->timers, &nd->role_poll);
+    timers_stop(nd->timers, &nd->register_beat);
     uv_close((uv_handle_t *)nd->flusher, on_flusher_close);
     size_t i = 0;
     hmap_node_t *h, *next;

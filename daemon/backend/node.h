@@ -40,6 +40,8 @@ typedef struct node_opts_s {
     uint32_t command_timeout_ms;
     tls_ctx_t *tls;               /* NULL: plain */
     const char *tls_server_name;
+    uint32_t register_every_ms;   /* the registry entry (WHO) is refreshed this
+                                     often, and on every connect; 0: never */
     int replicas_ack;             /* CONF_REPLICAS_AUTO, 0 (no WAIT) or N */
     uint32_t replicas_timeout_ms; /* WAIT's timeout */
     /* Managed: the node never reconnects by itself, and it is up only while

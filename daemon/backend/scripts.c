@@ -127,8 +127,34 @@ static const char script_renew[] =
     "end\n"
     "return table.concat(r)\n";
 
+/* KEYS[1] lock hash, KEYS[2] registry. {pttl, the holder's field, its
+ * registry entry}: -2 and empty strings when free, '' for a holder no
+ * dlockd registered (a Redisson client). Reads only. */
+static const char script_who[] =
+    "local f = redis.pcall('hkeys', KEYS[1])\n"
+    "if type(f) ~= 'table' or #f == 0 then return {-2, '', ''} end\n"
+    "local uuid = string.match(f[1], '^(.*):[^:]*$') or f[1]\n"
+    "return {redis.call('pttl', KEYS[1]), f[1], redis.call('hget', KEYS[2], uuid) or ''}\n";
+
+/* KEYS[1] registry; ARGV[1] uuid, ARGV[2] "dlockd:<host>:<pid>", ARGV[3]
+ * the age past which an entry is gone. Sets ours to "<now ms> <name>" and
+ * removes the stale ones: a few daemons, so a few fields. */
+static const char script_register[] =
+    "local t = redis.call('time')\n"
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "redis.call('hset', KEYS[1], ARGV[1], string.format('%d', now) .. ' ' .. ARGV[2])\n"
+    "local all = redis.call('hgetall', KEYS[1])\n"
+    "for i = 1, #all, 2 do\n"
+    "  local seen = tonumber(string.match(all[i + 1], '^(%d+) '))\n"
+    "  if seen == nil or now - seen > tonumber(ARGV[3]) then\n"
+    "    redis.call('hdel', KEYS[1], all[i])\n"
+    "  end\n"
+    "end\n"
+    "return 1\n";
+
 const char *const scripts_text[SCRIPT_COUNT] = {
     script_acquire, script_release, script_status, script_force, script_ops, script_renew,
+    script_who, script_register,
 };
 
 /* ---- calls ---------------------------------------------------------------- */
@@ -151,6 +177,7 @@ script_id_t scripts_choose(backend_op_t *const *ops, size_t n) {
     case BACKEND_DROP: return SCRIPT_RELEASE;
     case BACKEND_STATUS: return SCRIPT_STATUS;
     case BACKEND_FORCE: return SCRIPT_FORCE;
+    case BACKEND_WHO: return SCRIPT_WHO;
     default: return SCRIPT_OPS;
     }
 }
@@ -213,6 +240,15 @@ static size_t put_keys(char *p, const backend_op_t *op, script_id_t id, const ch
     p[k++] = '\r';
     p[k++] = '\n';
     if (id == SCRIPT_STATUS) return k;
+    if (id == SCRIPT_WHO) {
+        k += put_head(p + k, '$', plen + sizeof(KEYS_REGISTRY) - 1);
+        memcpy(p + k, prefix, plen);
+        memcpy(p + k + plen, KEYS_REGISTRY, sizeof(KEYS_REGISTRY) - 1);
+        k += plen + sizeof(KEYS_REGISTRY) - 1;
+        p[k++] = '\r';
+        p[k++] = '\n';
+        return k;
+    }
     int braces = memchr(key, '{', klen) == NULL;
     if (id == SCRIPT_FORCE) {
         k += put_companion(p + k, KIND(KEYS_CHANNEL), key, klen, braces);
@@ -249,6 +285,8 @@ static size_t put_args(char *p, const backend_op_t *op, script_id_t id, const ch
     case SCRIPT_RELEASE:
         k += put_bulk(p, field, flen);
         return k + put_bulk(p + k, num, nlen);
+    case SCRIPT_WHO:
+        return 0;
     case SCRIPT_STATUS:
     case SCRIPT_RENEW: /* its lease went once, before the owners */
         return put_bulk(p, field, flen);
@@ -267,6 +305,7 @@ int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *co
     case SCRIPT_OPS: numkeys = 2 * n; argc = 3 + 5 * n; break;
     case SCRIPT_RENEW: numkeys = 2 * n; argc = 3 + 3 * n + 1; break;
     case SCRIPT_STATUS: numkeys = 1; argc = 5; break;
+    case SCRIPT_WHO: numkeys = 2; argc = 5; break;
     case SCRIPT_FORCE: numkeys = 3; argc = 7; break;
     default: numkeys = 2; argc = 7; break;
     }
@@ -384,6 +423,32 @@ static int decode_ops(backend_op_t *const *ops, size_t n, redisReply *r, char *e
     return 0;
 }
 
+int scripts_format_register(buf_t *out, const char *sha, const char *prefix, const char *uuid,
+                            const char *name) {
+    size_t plen = strlen(prefix), ulen = strlen(uuid), nlen = strlen(name);
+    char stale[24];
+    size_t slen = keys_u64(stale, SCRIPTS_REGISTRY_STALE_MS);
+    char *p = buf_reserve(out, 1 + 20 + 2 + ARG_ROOM(7) + ARG_ROOM(SCRIPTS_SHA_LEN) + ARG_ROOM(1) +
+                                   ARG_ROOM(plen + sizeof(KEYS_REGISTRY)) + ARG_ROOM(ulen) +
+                                   ARG_ROOM(nlen) + ARG_ROOM(slen));
+    if (p == NULL) return -1;
+    size_t k = put_head(p, '*', 7);
+    k += put_bulk(p + k, "EVALSHA", 7);
+    k += put_bulk(p + k, sha, SCRIPTS_SHA_LEN);
+    k += put_bulk(p + k, "1", 1);
+    k += put_head(p + k, '$', plen + sizeof(KEYS_REGISTRY) - 1);
+    memcpy(p + k, prefix, plen);
+    memcpy(p + k + plen, KEYS_REGISTRY, sizeof(KEYS_REGISTRY) - 1);
+    k += plen + sizeof(KEYS_REGISTRY) - 1;
+    p[k++] = '\r';
+    p[k++] = '\n';
+    k += put_bulk(p + k, uuid, ulen);
+    k += put_bulk(p + k, name, nlen);
+    k += put_bulk(p + k, stale, slen);
+    buf_commit(out, k);
+    return 0;
+}
+
 int scripts_decode(script_id_t id, backend_op_t *const *ops, size_t n, redisReply *r,
                    char *err, size_t errlen) {
     if (id == SCRIPT_OPS) return decode_ops(ops, n, r, err, errlen);
@@ -428,6 +493,19 @@ int scripts_decode(script_id_t id, backend_op_t *const *ops, size_t n, redisRepl
     case SCRIPT_FORCE:
         if (is_int(r)) {
             res->removed = r->integer != 0;
+            return 0;
+        }
+        break;
+    case SCRIPT_WHO:
+        if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+            r->element[0]->type == REDIS_REPLY_INTEGER &&
+            r->element[1]->type == REDIS_REPLY_STRING &&
+            r->element[2]->type == REDIS_REPLY_STRING && ops[0]->who != NULL) {
+            backend_who_t *w = ops[0]->who;
+            const char *entry = strchr(r->element[2]->str, ' '); /* after "<seen ms> " */
+            res->ttl_ms = r->element[0]->integer;
+            snprintf(w->owner, sizeof(w->owner), "%s", r->element[1]->str);
+            snprintf(w->daemon, sizeof(w->daemon), "%s", entry ? entry + 1 : "");
             return 0;
         }
         break;

@@ -18,6 +18,9 @@
  * many thousand renewals goes in few calls, and one call of this many
  * keeps Redis busy for well under a millisecond. */
 #define SCRIPTS_BATCH_MAX 500
+/* A registry entry not refreshed for this long is removed (by the next
+ * daemon that registers): its daemon is gone. */
+#define SCRIPTS_REGISTRY_STALE_MS (24u * 3600 * 1000)
 /* How long a forced-unlock marker outlives the lock it removed. */
 #define SCRIPTS_FORCED_MARK_MS 60000
 #define SCRIPTS_SHA_LEN 40
@@ -29,6 +32,8 @@ typedef enum {
     SCRIPT_FORCE,
     SCRIPT_OPS,           /* many acquires, releases, drops and renewals */
     SCRIPT_RENEW,         /* many renewals with one lease: the watchdog's */
+    SCRIPT_WHO,           /* who holds a lock, and its daemon */
+    SCRIPT_REGISTER,      /* a daemon's entry in the registry (not an op) */
     SCRIPT_COUNT
 } script_id_t;
 
@@ -50,5 +55,9 @@ int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *co
  * 0, or -1 with err when r has the wrong shape. */
 int scripts_decode(script_id_t id, backend_op_t *const *ops, size_t n, redisReply *r,
                    char *err, size_t errlen);
+/* Appends the EVALSHA that registers this daemon (uuid, its CLIENT SETNAME
+ * name) in prefix's registry. 0, or -1 on no memory. */
+int scripts_format_register(buf_t *out, const char *sha, const char *prefix, const char *uuid,
+                            const char *name);
 
 #endif

@@ -476,6 +476,7 @@ backend_t *sentinel_open(const backend_env_t *env, char *err, size_t errlen) {
         .command_timeout_ms = conf->command_timeout_ms,
         .tls = env->tls,
         .tls_server_name = sni,
+        .register_every_ms = conf->renew_every_ms,
         .replicas_ack = conf->replicas_ack,
         .replicas_timeout_ms = conf->replicas_timeout_ms,
         .managed = 1,

@@ -93,6 +93,7 @@ backend_t *standalone_open(const backend_env_t *env, char *err, size_t errlen) {
         .command_timeout_ms = conf->command_timeout_ms,
         .tls = env->tls,
         .tls_server_name = conf->tls_server_name[0] ? conf->tls_server_name : NULL,
+        .register_every_ms = conf->renew_every_ms,
         .replicas_ack = conf->replicas_ack,
         .replicas_timeout_ms = conf->replicas_timeout_ms,
         .on_state = on_node_state,

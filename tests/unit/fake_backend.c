@@ -246,6 +246,14 @@ static void model_run(fake_t *fb, backend_op_t *op) {
     case BACKEND_FORCE:
         res->removed = key_force(fb, e);
         break;
+    case BACKEND_WHO: /* the holder's field; no daemon registers here */
+        res->ttl_ms = key_pttl(fb, e);
+        if (op->who != NULL) {
+            snprintf(op->who->owner, sizeof(op->who->owner), "%s",
+                     e->nfields > 0 ? e->fields[0].name : "");
+            op->who->daemon[0] = '\0';
+        }
+        break;
     default:
         ck_abort_msg("fake backend: op of unknown kind %d", (int)op->kind);
     }
