@@ -247,6 +247,17 @@ static void send_lock_reply(session_t *s, const lock_reply_t *r) {
         n = proto_reply_ok(line, sizeof(line), "MINE %lld %lld %llu", r->holds, r->ttl_ms,
                            (unsigned long long)r->fence);
         break;
+    case LOCK_REPLY_HELD: {
+        /* HELD <ttl_ms> <host> <dlockd pid> <pid> <uid>, "-" for unknown */
+        char dpid[24] = "-", pid[24] = "-", uid[24] = "-";
+        if (r->holder_dlockd_pid > 0) snprintf(dpid, sizeof(dpid), "%lld", r->holder_dlockd_pid);
+        if (r->holder_pid > 0) snprintf(pid, sizeof(pid), "%lld", r->holder_pid);
+        if (r->holder_uid >= 0) snprintf(uid, sizeof(uid), "%lld", r->holder_uid);
+        n = proto_reply_ok(line, sizeof(line), "HELD %lld %s %s %s %s", r->ttl_ms,
+                           r->holder_host && r->holder_host[0] ? r->holder_host : "-", dpid,
+                           pid, uid);
+        break;
+    }
     default:
         s->ss->stats.errors++;
         n = proto_reply_error(line, sizeof(line), errs[r->err], r->detail);
@@ -297,6 +308,7 @@ static lock_req_kind_t request_kind(proto_cmd_t cmd) {
     case PROTO_CMD_UNLOCK: return LOCK_REQ_UNLOCK;
     case PROTO_CMD_RENEW: return LOCK_REQ_RENEW;
     case PROTO_CMD_STATUS: return LOCK_REQ_STATUS;
+    case PROTO_CMD_WHO: return LOCK_REQ_WHO;
     default: return LOCK_REQ_FORCE;
     }
 }
@@ -333,6 +345,7 @@ static void dispatch(session_t *s, const proto_request_t *req) {
     case PROTO_CMD_UNLOCK:
     case PROTO_CMD_RENEW:
     case PROTO_CMD_STATUS:
+    case PROTO_CMD_WHO:
     case PROTO_CMD_FORCEUNLOCK: {
         lock_request_t lr = {
             .kind = request_kind(req->cmd),
@@ -726,6 +739,7 @@ void sessions_accept(sessions_t *ss, uv_stream_t *server) {
         LIST_INSERT_HEAD(&ss->all, s, all);
         return;
     }
+    lockmgr_owner_set_pid(s->owner, s->pid);
     LIST_INSERT_HEAD(&ss->all, s, all);
     ss->stats.connections++;
     ss->stats.connections_total++;

@@ -26,6 +26,7 @@
     XX(UNLOCK, "UNLOCK", 1, 1, "UNLOCK <name>")                              \
     XX(RENEW, "RENEW", 1, 2, "RENEW <name> [<lease_ms>]")                    \
     XX(STATUS, "STATUS", 1, 1, "STATUS <name>")                              \
+    XX(WHO, "WHO", 1, 1, "WHO <name>")                                       \
     XX(FORCEUNLOCK, "FORCEUNLOCK", 1, 1, "FORCEUNLOCK <name>")               \
     XX(INFO, "INFO", 0, 0, "INFO")                                           \
     XX(CLIENTS, "CLIENTS", 0, 0, "CLIENTS")                                  \

@@ -39,7 +39,7 @@ static void usage(FILE *out) {
         "usage: dlock [-s SOCKET] [-n | -w SECONDS] [-E CODE] [-l LEASE_MS] [-k SECONDS]\n"
         "             NAME COMMAND [ARG...]\n"
         "       dlock [-s SOCKET] --status NAME | --force-unlock NAME | --info | --ping\n"
-        "       dlock [-s SOCKET] --metrics\n"
+        "       dlock [-s SOCKET] --who NAME | --metrics\n"
         "  -s SOCKET   dlockd's socket (default $DLOCK_SOCKET, else %s)\n"
         "  -n          fail at once if the lock is held\n"
         "  -w SECONDS  give up after SECONDS (fractions allowed)\n"
@@ -348,13 +348,14 @@ static int run_child(dlock_t *d, run_t *run, char **argv, uint32_t grace_ms) {
 }
 
 int main(int argc, char **argv) {
-    enum { OPT_STATUS = 256, OPT_FORCE, OPT_INFO, OPT_PING, OPT_VERSION, OPT_METRICS };
+    enum { OPT_STATUS = 256, OPT_FORCE, OPT_INFO, OPT_PING, OPT_VERSION, OPT_METRICS, OPT_WHO };
     static const struct option longopts[] = {
         {"status", required_argument, NULL, OPT_STATUS},
         {"force-unlock", required_argument, NULL, OPT_FORCE},
         {"info", no_argument, NULL, OPT_INFO},
         {"ping", no_argument, NULL, OPT_PING},
         {"metrics", no_argument, NULL, OPT_METRICS},
+        {"who", required_argument, NULL, OPT_WHO},
         {"version", no_argument, NULL, OPT_VERSION},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -388,10 +389,12 @@ int main(int argc, char **argv) {
             break;
         case OPT_STATUS:
         case OPT_FORCE:
+        case OPT_WHO:
             if (strlen(optarg) > DLOCK_NAME_MAX || strpbrk(optarg, " \t\r\n") != NULL)
                 return usage_error("", optarg, " is not a lock name");
             snprintf(query_line, sizeof(query_line), "%s %s",
-                     opt == OPT_STATUS ? "STATUS" : "FORCEUNLOCK", optarg);
+                     opt == OPT_STATUS ? "STATUS" : opt == OPT_WHO ? "WHO" : "FORCEUNLOCK",
+                     optarg);
             break;
         case OPT_INFO: snprintf(query_line, sizeof(query_line), "INFO"); break;
         case OPT_PING: snprintf(query_line, sizeof(query_line), "PING"); break;

@@ -46,6 +46,7 @@ STAILQ_HEAD(release_list_s, release_s);
 struct lock_owner_s {
     uint64_t id;               /* unique in this daemon's life */
     uid_t uid;                 /* peer credentials */
+    pid_t pid;
     lock_reply_cb on_reply;
     lock_event_cb on_event;
     void *data;
@@ -163,6 +164,7 @@ struct lockmgr_s {
     uint64_t held;
     lockmgr_stats_t stats;
     char why[BACKEND_ERR_LEN]; /* detail of an ERR BACKEND given at once */
+    char host[BACKEND_WHO_DAEMON_MAX]; /* ours, for WHO */
     /* shutdown */
     int stopping;
     int shutdown_left;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "daemon/lock/internal.h"
 #include "daemon/log.h"
@@ -30,6 +31,7 @@ struct op_s {
     uint64_t sent_at;
     uint32_t wait_ms;          /* to retry a reentry as a fresh wait */
     op_done_cb done;           /* on success, and on any answer once the owner left */
+    backend_who_t who;         /* WHO's answer */
     size_t len;
     char name[];
 };
@@ -675,6 +677,40 @@ static void status_done(op_t *op, lock_owner_t *o, hold_t *h) {
     answer(o, &r);
 }
 
+/* WHO a local holder: from memory, with its pid and uid. */
+static void who_local(lockmgr_t *m, lock_owner_t *o, lock_t *l) {
+    const hold_t *h = hold_first(l);
+    lock_reply_t r = {.kind = LOCK_REPLY_HELD, .ttl_ms = local_ttl(l), .holder_host = m->host,
+                      .holder_dlockd_pid = (long long)getpid(),
+                      .holder_pid = h->owner->pid > 0 ? (long long)h->owner->pid : -1,
+                      .holder_uid = (long long)h->owner->uid};
+    answer(o, &r);
+}
+
+/* WHO a holder elsewhere: Redis's answer, with its dlockd as it registered
+ * ("dlockd:<host>:<pid>"). */
+static void who_done(op_t *op, lock_owner_t *o, hold_t *h) {
+    const backend_result_t *res = &op->bop.res;
+    char host[BACKEND_WHO_DAEMON_MAX] = "";
+    long long pid = -1;
+    (void)h;
+    if (o == NULL) return;
+    if (res->ttl_ms == -2) {
+        lock_reply_t r = {.kind = LOCK_REPLY_FREE, .ttl_ms = -2};
+        answer(o, &r);
+        return;
+    }
+    const char *d = op->who.daemon, *colon = strrchr(d, ':');
+    if (strncmp(d, "dlockd:", 7) == 0 && colon != NULL && colon > d + 7) {
+        snprintf(host, sizeof(host), "%.*s", (int)(colon - d - 7), d + 7);
+        pid = atoll(colon + 1);
+    }
+    lock_reply_t r = {.kind = LOCK_REPLY_HELD, .ttl_ms = res->ttl_ms, .holder_host = host,
+                      .holder_dlockd_pid = pid > 0 ? pid : -1, .holder_pid = -1,
+                      .holder_uid = -1};
+    answer(o, &r);
+}
+
 /* The lock is gone from Redis: a local holder has lost it. */
 static void force_done(op_t *op, lock_owner_t *o, hold_t *h) {
     lock_t *l = lock_find(op->mgr, op->name, op->len);
@@ -709,6 +745,8 @@ lockmgr_t *lockmgr_new(const conf_t *conf, timers_t *timers, backend_t *backend)
     m->timers = timers;
     m->backend = backend;
     m->dog_lease = conf->lease_ms;
+    if (gethostname(m->host, sizeof(m->host)) != 0) snprintf(m->host, sizeof(m->host), "?");
+    m->host[sizeof(m->host) - 1] = '\0';
     TAILQ_INIT(&m->dog);
     TAILQ_INIT(&m->stale);
     STAILQ_INIT(&m->retries);
@@ -732,6 +770,10 @@ lock_owner_t *lockmgr_owner_new(lockmgr_t *m, uint64_t id, uid_t uid, lock_reply
     o->data = data;
     LIST_INIT(&o->holds);
     return o;
+}
+
+void lockmgr_owner_set_pid(lock_owner_t *o, pid_t pid) {
+    o->pid = pid;
 }
 
 size_t lockmgr_owner_held(const lock_owner_t *o) {
@@ -783,6 +825,16 @@ static void dispatch(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
     case LOCK_REQ_STATUS:
         op = op_new(m, o, l, req, BACKEND_STATUS, status_done);
         if (op == NULL) return;
+        backend_submit(m->backend, &op->bop);
+        return;
+    case LOCK_REQ_WHO:
+        if (l != NULL && hold_first(l) != NULL) {
+            who_local(m, o, l);
+            return;
+        }
+        op = op_new(m, o, NULL, req, BACKEND_WHO, who_done);
+        if (op == NULL) return;
+        op->bop.who = &op->who;
         backend_submit(m->backend, &op->bop);
         return;
     case LOCK_REQ_FORCE:

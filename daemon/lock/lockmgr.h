@@ -29,7 +29,8 @@ typedef enum {
     LOCK_REQ_UNLOCK,      /* one hold less */
     LOCK_REQ_RENEW,       /* reset the lease now */
     LOCK_REQ_STATUS,
-    LOCK_REQ_FORCE        /* FORCEUNLOCK, for admins */
+    LOCK_REQ_FORCE,       /* FORCEUNLOCK, for admins */
+    LOCK_REQ_WHO          /* who holds it */
 } lock_req_kind_t;
 
 typedef struct lock_request_s {
@@ -48,6 +49,7 @@ typedef enum {
     LOCK_REPLY_FREE,         /* STATUS */
     LOCK_REPLY_TAKEN,        /* STATUS: ttl_ms */
     LOCK_REPLY_MINE,         /* STATUS: holds, ttl_ms, fence */
+    LOCK_REPLY_HELD,         /* WHO: ttl_ms and holder_* */
     LOCK_REPLY_ERROR         /* err, detail */
 } lock_reply_kind_t;
 
@@ -66,6 +68,13 @@ typedef struct lock_reply_s {
     long long value;
     lock_err_t err;
     const char *detail;   /* ERROR: NULL or text valid during the callback */
+    /* WHO (HELD): its dlockd's host ("" unknown: not a dlockd's holder)
+     * and pid, and the holding client's pid and uid when that dlockd is
+     * this one; -1 for what is not known. */
+    const char *holder_host;
+    long long holder_dlockd_pid;
+    long long holder_pid;
+    long long holder_uid;
 } lock_reply_t;
 
 typedef enum {
@@ -130,6 +139,8 @@ lock_owner_t *lockmgr_owner_new(lockmgr_t *mgr, uint64_t id, uid_t uid, lock_rep
  * timer once the callback has returned (run the timers before
  * lockmgr_free()); the owner hears nothing more either way. */
 void lockmgr_owner_drop(lockmgr_t *mgr, lock_owner_t *owner);
+/* The peer's pid, for WHO (0: unknown). */
+void lockmgr_owner_set_pid(lock_owner_t *owner, pid_t pid);
 size_t lockmgr_owner_held(const lock_owner_t *owner);
 int lockmgr_owner_waiting(const lock_owner_t *owner);
 

@@ -77,7 +77,7 @@ static size_t nclients;
 
 static const char *kind_name(lock_reply_kind_t k) {
     static const char *const names[] = {"GRANTED", "VALUE", "TIMEOUT", "FREE",
-                                        "TAKEN",   "MINE",  "ERROR"};
+                                        "TAKEN",   "MINE",  "HELD",    "ERROR"};
     return (unsigned)k < sizeof(names) / sizeof(names[0]) ? names[k] : "?";
 }
 
@@ -1878,6 +1878,42 @@ START_TEST(test_acquire_errors) {
 }
 END_TEST
 
+/* ---- WHO ----------------------------------------------------------------------------- */
+
+/* A holder of this daemon is named from memory, with its pid and uid; a
+ * holder elsewhere is asked of Redis, and one no dlockd registered (the
+ * fake registers none) has no host or pid. */
+START_TEST(test_who) {
+    client_t *a = client_uid(4242), *b = client();
+    lockmgr_owner_set_pid(a->o, 777);
+    lock_ok(a, "w", 0);
+    size_t before = fake_stats(fb)->submitted[BACKEND_WHO];
+    ck_assert_int_eq(request(b, LOCK_REQ_WHO, "w", 0, 0), 1);
+    lock_reply_t r = next_reply(b);
+    ck_assert_int_eq(r.kind, LOCK_REPLY_HELD);
+    ck_assert_int_eq(r.holder_pid, 777);
+    ck_assert_int_eq(r.holder_uid, 4242);
+    ck_assert_int_eq(r.holder_dlockd_pid, (long long)getpid());
+    ck_assert_str_ne(r.holder_host, "");
+    ck_assert_int_gt(r.ttl_ms, 0);
+    ck_assert_uint_eq(fake_stats(fb)->submitted[BACKEND_WHO], before); /* no Redis */
+
+    fake_take(fb, "x", "someone-else:1", 5000);
+    ck_assert_int_eq(request(b, LOCK_REQ_WHO, "x", 0, 0), 0);
+    fake_run(fb);
+    r = next_reply(b);
+    ck_assert_int_eq(r.kind, LOCK_REPLY_HELD);
+    ck_assert_int_eq(r.ttl_ms, 5000);
+    ck_assert_int_eq(r.holder_dlockd_pid, -1);
+    ck_assert_int_eq(r.holder_pid, -1);
+    ck_assert_int_eq(r.holder_uid, -1);
+
+    ck_assert_int_eq(request(b, LOCK_REQ_WHO, "free", 0, 0), 0);
+    fake_run(fb);
+    ck_assert_int_eq(next_reply(b).kind, LOCK_REPLY_FREE);
+}
+END_TEST
+
 /* ---- replicas that do not acknowledge (replicas_ack) ------------------------------ */
 
 #define UNACKED "replicas: acked 0 of 1"
@@ -2358,6 +2394,7 @@ static Suite *lockmgr_suite(void) {
     tcase_add_test(tc, test_fences_rise);
     tcase_add_test(tc, test_reentrant_lock_and_unlock);
     tcase_add_test(tc, test_acquire_errors);
+    tcase_add_test(tc, test_who);
     tcase_add_test(tc, test_unacked_grant_undone_lock_waits);
     tcase_add_test(tc, test_unacked_trylock);
     tcase_add_test(tc, test_unacked_renewals_lose_the_lock);
