@@ -142,8 +142,6 @@ static void redis_changes(const conf_t *c, const conf_t *n, char *out, size_t ca
     if (strcmp(c->tls_server_name, n->tls_server_name) != 0)
         add_name(out, cap, "tls_server_name");
     if (strcmp(c->key_prefix, n->key_prefix) != 0) add_name(out, cap, "key_prefix");
-    if (c->connect_timeout_ms != n->connect_timeout_ms) add_name(out, cap, "connect_timeout_ms");
-    if (c->command_timeout_ms != n->command_timeout_ms) add_name(out, cap, "command_timeout_ms");
     if (c->sentinels_count != n->sentinels_count ||
         memcmp(c->sentinels, n->sentinels, sizeof(c->sentinels)) != 0)
         add_name(out, cap, "sentinels");
@@ -153,7 +151,6 @@ static void redis_changes(const conf_t *c, const conf_t *n, char *out, size_t ca
     if (strcmp(c->sentinel_password, n->sentinel_password) != 0)
         add_name(out, cap, "sentinel_password");
     if (c->replicas_ack != n->replicas_ack) add_name(out, cap, "replicas_ack");
-    if (c->replicas_timeout_ms != n->replicas_timeout_ms) add_name(out, cap, "replicas_timeout_ms");
 }
 
 /* SIGHUP: read the configuration again and apply what can change while
@@ -180,6 +177,20 @@ static void on_reload(uv_signal_t *handle, int signum) {
     if (strcmp(c->metrics, n.metrics) != 0)
         log_warn("reload: metrics (where the endpoint listens) changes only with a restart");
     redis_changes(c, &n, redis, sizeof(redis));
+    /* The timeouts apply to what is sent from now on. */
+    if (c->connect_timeout_ms != n.connect_timeout_ms ||
+        c->command_timeout_ms != n.command_timeout_ms ||
+        c->replicas_timeout_ms != n.replicas_timeout_ms) {
+        log_info("reload: connect_timeout_ms %u -> %u, command_timeout_ms %u -> %u, "
+                 "replicas_timeout_ms %u -> %u", c->connect_timeout_ms, n.connect_timeout_ms,
+                 c->command_timeout_ms, n.command_timeout_ms, c->replicas_timeout_ms,
+                 n.replicas_timeout_ms);
+        c->connect_timeout_ms = n.connect_timeout_ms;
+        c->command_timeout_ms = n.command_timeout_ms;
+        c->replicas_timeout_ms = n.replicas_timeout_ms;
+        c->replicas_timeout_set = n.replicas_timeout_set;
+        backend_reconfigure(d->backend, c);
+    }
     if (redis[0] != '\0')
         log_warn("reload: [redis] changes only with a restart (%s); the running settings stay",
                  redis);

@@ -36,3 +36,7 @@ void backend_describe(const backend_t *b, const char *name, size_t len, char *bu
 void backend_nodes(const backend_t *b, backend_node_cb cb, void *data) {
     b->type->nodes(b, cb, data);
 }
+
+void backend_reconfigure(backend_t *b, const conf_t *conf) {
+    b->type->reconfigure(b, conf);
+}

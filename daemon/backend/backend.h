@@ -155,6 +155,9 @@ typedef struct backend_type_s {
      * name is unavailable. Writes at most cap bytes, NUL-terminated. */
     void (*describe)(const backend_t *b, const char *name, size_t len, char *buf,
                      size_t cap);
+    /* Applies what may change while running (a reload): connect_timeout_ms,
+     * command_timeout_ms, replicas_timeout_ms. */
+    void (*reconfigure)(backend_t *b, const conf_t *conf);
     /* Calls cb once per node it uses now (the metrics). */
     void (*nodes)(const backend_t *b, backend_node_cb cb, void *data);
     void (*close)(backend_t *b);
@@ -199,6 +202,7 @@ int backend_available(const backend_t *b, const char *name, size_t len);
 void backend_describe(const backend_t *b, const char *name, size_t len, char *buf,
                       size_t cap);
 void backend_nodes(const backend_t *b, backend_node_cb cb, void *data);
+void backend_reconfigure(backend_t *b, const conf_t *conf);
 /* For topologies: tell the lock manager that availability changed. */
 void backend_notify_state(backend_t *b);
 

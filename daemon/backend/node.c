@@ -847,6 +847,14 @@ void node_connect(node_t *nd, const resp_addr_t *addr, const char *why) {
     }
 }
 
+void node_set_timeouts(node_t *nd, uint32_t connect_ms, uint32_t command_ms,
+                       uint32_t replicas_ms) {
+    nd->opts.connect_timeout_ms = connect_ms;
+    nd->opts.command_timeout_ms = command_ms;
+    nd->opts.replicas_timeout_ms = replicas_ms;
+    for (int i = 0; i < 2; i++) resp_set_timeouts(nd->conn[i].c, connect_ms, command_ms);
+}
+
 const resp_addr_t *node_addr(const node_t *nd) {
     return &nd->opts.addr;
 }

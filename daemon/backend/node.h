@@ -68,6 +68,11 @@ void node_free(node_t *nd);
 void node_connect(node_t *nd, const resp_addr_t *addr, const char *why);
 const resp_addr_t *node_addr(const node_t *nd);
 
+/* New timeouts (a reload): the next connects and commands get them; WAIT
+ * waits replicas_timeout_ms from its next batch on. */
+void node_set_timeouts(node_t *nd, uint32_t connect_ms, uint32_t command_ms,
+                       uint32_t replicas_ms);
+
 void node_submit(node_t *nd, backend_op_t *op);
 void node_watch(node_t *nd, const char *name, size_t len, backend_watch_cb cb, void *data);
 void node_unwatch(node_t *nd, const char *name, size_t len);

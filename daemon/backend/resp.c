@@ -766,6 +766,11 @@ void resp_close(resp_conn_t *c, const char *why) {
     drop(c, why != NULL ? why : "connection closed");
 }
 
+void resp_set_timeouts(resp_conn_t *c, uint32_t connect_timeout_ms, uint32_t command_timeout_ms) {
+    c->opts.connect_timeout_ms = connect_timeout_ms;
+    c->opts.command_timeout_ms = command_timeout_ms;
+}
+
 resp_state_t resp_state(const resp_conn_t *c) {
     return c->state;
 }

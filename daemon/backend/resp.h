@@ -118,6 +118,10 @@ void resp_ready(resp_conn_t *c);
  * why, then on_down(why). A no-op when DOWN. */
 void resp_close(resp_conn_t *c, const char *why);
 
+/* New timeouts: the next connect and the commands queued from now on get
+ * them; commands already queued keep their deadlines. */
+void resp_set_timeouts(resp_conn_t *c, uint32_t connect_timeout_ms, uint32_t command_timeout_ms);
+
 resp_state_t resp_state(const resp_conn_t *c);
 /* The address of the last resp_open(). */
 const resp_addr_t *resp_addr(const resp_conn_t *c);

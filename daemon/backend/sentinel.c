@@ -390,6 +390,19 @@ static void st_describe(const backend_t *b, const char *name, size_t len, char *
         node_why_down(st->node, buf, cap);
 }
 
+static void st_reconfigure(backend_t *b, const conf_t *conf) {
+    sentinel_t *st = ST(b);
+    uint32_t ask = SENTINEL_ASK_TIMEOUT_MS;
+    node_set_timeouts(st->node, conf->connect_timeout_ms, conf->command_timeout_ms,
+                      conf->replicas_timeout_ms);
+    resp_set_timeouts(st->ask, ask < conf->connect_timeout_ms ? ask : conf->connect_timeout_ms,
+                      ask < conf->command_timeout_ms ? ask : conf->command_timeout_ms);
+    for (size_t i = 0; i < st->n; i++)
+        resp_set_timeouts(st->watch[i].c, ask < conf->connect_timeout_ms ? ask
+                                                                         : conf->connect_timeout_ms,
+                          0);
+}
+
 static void st_nodes(const backend_t *b, backend_node_cb cb, void *data) {
     const sentinel_t *st = ST_CONST(b);
     if (st->known) node_info(st->node, "primary", cb, data);
@@ -416,6 +429,7 @@ static const backend_type_t sentinel_type = {
     .unwatch = st_unwatch,
     .available = st_available,
     .describe = st_describe,
+    .reconfigure = st_reconfigure,
     .nodes = st_nodes,
     .close = st_close,
 };

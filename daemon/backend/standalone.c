@@ -45,6 +45,11 @@ static void sa_describe(const backend_t *b, const char *name, size_t len, char *
         node_why_down(sa->node, buf, cap);
 }
 
+static void sa_reconfigure(backend_t *b, const conf_t *conf) {
+    node_set_timeouts(SA(b)->node, conf->connect_timeout_ms, conf->command_timeout_ms,
+                      conf->replicas_timeout_ms);
+}
+
 static void sa_nodes(const backend_t *b, backend_node_cb cb, void *data) {
     node_info(SA_CONST(b)->node, "primary", cb, data);
 }
@@ -62,6 +67,7 @@ static const backend_type_t standalone_type = {
     .unwatch = sa_unwatch,
     .available = sa_available,
     .describe = sa_describe,
+    .reconfigure = sa_reconfigure,
     .nodes = sa_nodes,
     .close = sa_close,
 };

@@ -107,6 +107,31 @@ START_TEST(sighup_names_what_needs_a_restart) {
 }
 END_TEST
 
+/* command_timeout_ms applies live: after a reload from 8000 to 300 ms, a
+ * request to a Redis that hangs answers ERR BACKEND long before the old
+ * deadline (the bound, 4 s, is generous on a busy machine yet half of it). */
+START_TEST(sighup_applies_timeouts_live) {
+    int d = h_dlockd_start("command_timeout_ms = 8000\n");
+    rewrite_conf(d, "command_timeout_ms = 300\n");
+    signal_and_await(d, SIGHUP, "command_timeout_ms 8000 -> 300");
+    ck_assert_int_eq(h_log_count(d, "changes only with a restart"), 0);
+    h_conn_t *c = h_connect_index(d);
+    h_redis_signal(SIGSTOP);
+    long long t0 = h_now_ms();
+    h_send(c, "TRYLOCK t 0\n");
+    const char *l = h_recv(c, H_WAIT_MS);
+    long long took = h_now_ms() - t0;
+    h_redis_signal(SIGCONT);
+    ck_assert_msg(l != NULL && strncmp(l, "ERR BACKEND", 11) == 0, "TRYLOCK t 0 to a hung "
+                  "Redis: '%s'", l ? l : "(no reply)");
+    ck_assert_msg(took < 4000, "ERR BACKEND after %lld ms: the old 8000 ms deadline held", took);
+    h_await_redis(d, 1);
+    h_send(c, "LOCK t\n");
+    H_EXPECT_PREFIX(c, "OK ");
+    h_close(c);
+}
+END_TEST
+
 /* A lock's lease in Redis, from PTTL. */
 static long long pttl(const char *name) {
     return atoll(h_redis_cli("PTTL dlock:%s", name));
@@ -217,6 +242,7 @@ static Suite *signals_suite(void) {
     tcase_add_test(tc, sighup_with_a_broken_file_keeps_the_running_configuration);
     tcase_add_test(tc, sighup_names_what_needs_a_restart);
     tcase_add_test(tc, sighup_applies_lease_live);
+    tcase_add_test(tc, sighup_applies_timeouts_live);
     tcase_add_test(tc, sigusr1_and_sigusr2_change_nothing);
     tcase_add_test(tc, sighup_without_a_file_reloads_the_defaults);
     suite_add_tcase(s, tc);

@@ -493,6 +493,11 @@ static void fk_close(backend_t *b) {
     free(fb);
 }
 
+static void fk_reconfigure(backend_t *b, const conf_t *conf) {
+    (void)b;
+    (void)conf;
+}
+
 /* One node, named "fake", for the metrics. */
 static void fk_nodes(const backend_t *b, backend_node_cb cb, void *data) {
     static const histo_t none;
@@ -508,6 +513,7 @@ static const backend_type_t fake_type = {
     .unwatch = fk_unwatch,
     .available = fk_available,
     .describe = fk_describe,
+    .reconfigure = fk_reconfigure,
     .nodes = fk_nodes,
     .close = fk_close,
 };
