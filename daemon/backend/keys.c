@@ -66,3 +66,33 @@ size_t keys_owner_field(char *out, const char *uuid, uint64_t owner) {
     out[n] = '\0';
     return n;
 }
+
+/* CRC16-CCITT (XMODEM): polynomial 0x1021, initial value 0, no reflection;
+ * the table is made once, on first use. */
+uint16_t keys_crc16(const char *buf, size_t len) {
+    static uint16_t table[256];
+    static int ready;
+    if (!ready) {
+        for (unsigned i = 0; i < 256; i++) {
+            uint16_t c = (uint16_t)(i << 8);
+            for (int b = 0; b < 8; b++) c = (uint16_t)(c & 0x8000 ? (c << 1) ^ 0x1021 : c << 1);
+            table[i] = c;
+        }
+        ready = 1;
+    }
+    uint16_t crc = 0;
+    for (size_t i = 0; i < len; i++)
+        crc = (uint16_t)((crc << 8) ^ table[((crc >> 8) ^ (unsigned char)buf[i]) & 0xff]);
+    return crc;
+}
+
+unsigned keys_slot(const char *key, size_t len) {
+    const char *open = memchr(key, '{', len);
+    if (open != NULL) {
+        size_t from = (size_t)(open - key) + 1;
+        const char *close = memchr(key + from, '}', len - from);
+        if (close != NULL && close > key + from)
+            return keys_crc16(key + from, (size_t)(close - key) - from) & (KEYS_SLOTS - 1);
+    }
+    return keys_crc16(key, len) & (KEYS_SLOTS - 1);
+}

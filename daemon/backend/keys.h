@@ -38,4 +38,13 @@ size_t keys_owner_field(char *out, const char *uuid, uint64_t owner);
 /* Decimal digits of v at out, no NUL; returns how many (at most 20). */
 size_t keys_u64(char *out, uint64_t v);
 
+/* Redis Cluster's slots, and the slot of a key: CRC16 (XMODEM) of the key,
+ * or of the part between its first '{' and the next '}' when that part is
+ * not empty (the hash tag), modulo KEYS_SLOTS. A lock's companions (fence
+ * counter, channel, forced marker) put the lock key in braces, so they
+ * share its slot. */
+#define KEYS_SLOTS 16384
+uint16_t keys_crc16(const char *buf, size_t len);
+unsigned keys_slot(const char *key, size_t len);
+
 #endif
