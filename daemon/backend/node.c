@@ -53,6 +53,8 @@ typedef struct call_s {
     wgroup_t *wg;             /* the WAIT that confirms it, or NULL */
     STAILQ_ENTRY(call_s) wlink;
     uint64_t sent_ns;         /* for the round-trip histogram */
+    char **errs;              /* copies of the ops' error texts while the call
+                                 waits for WAIT (the reply is gone by then) */
     size_t n;
     backend_op_t *ops[];
 } call_t;
@@ -115,6 +117,7 @@ struct node_s {
     timers_entry_t role_poll;
     timers_entry_t register_beat; /* refreshes our registry entry */
     int connecting;           /* inside node_connect */
+    int not_primary_said;     /* "not the primary" was logged since it was up */
     int freeing;
 };
 
@@ -180,6 +183,32 @@ static void on_reload(void *data, redisReply *r, const char *error) {
              error ? error : r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
 }
 
+static void call_free(call_t *call) {
+    if (call->errs != NULL) {
+        for (size_t i = 0; i < call->n; i++) free(call->errs[i]);
+        free(call->errs);
+    }
+    free(call);
+}
+
+/* The ops' error texts point into the reply, which is freed when its
+ * callback returns: a call that waits for WAIT keeps copies. -1 on no
+ * memory (nothing changed). */
+static int keep_errors(call_t *call) {
+    size_t i;
+    for (i = 0; i < call->n; i++)
+        if (call->ops[i]->res.status != BACKEND_OK && call->ops[i]->res.error != NULL) break;
+    if (i == call->n) return 0;
+    if ((call->errs = calloc(call->n, sizeof(call->errs[0]))) == NULL) return -1;
+    for (i = 0; i < call->n; i++) {
+        backend_result_t *res = &call->ops[i]->res;
+        if (res->status == BACKEND_OK || res->error == NULL) continue;
+        if ((call->errs[i] = strdup(res->error)) == NULL) return -1;
+        res->error = call->errs[i];
+    }
+    return 0;
+}
+
 /* Calls back the ops of a call that ran. */
 static void call_done(node_t *nd, call_t *call) {
     for (size_t i = 0; i < call->n; i++) {
@@ -198,6 +227,22 @@ static int failover_sign(const char *err) {
 }
 
 static void wait_send(node_t *nd, wgroup_t *wg);
+static int needs_ack(const backend_op_t *op);
+
+/* Turns the ops that failed with a failover sign into BACKEND_DOWN; 1 if
+ * any did, with the first sign's text in why. */
+static int sign_in_ops(call_t *call, char *why, size_t cap) {
+    int found = 0;
+    for (size_t i = 0; i < call->n; i++) {
+        backend_result_t *res = &call->ops[i]->res;
+        if (res->status != BACKEND_FAILED || res->error == NULL || !failover_sign(res->error))
+            continue;
+        if (!found) snprintf(why, cap, "%s", res->error);
+        res->status = BACKEND_DOWN;
+        found = 1;
+    }
+    return found;
+}
 
 static void on_call_reply(void *data, redisReply *r, const char *error) {
     call_t *call = data;
@@ -213,7 +258,7 @@ static void on_call_reply(void *data, redisReply *r, const char *error) {
          * let the owner find the new one; waiters try again there. */
         snprintf(err, sizeof(err), "%s", r->str);
         ops_fail(call->ops, call->n, BACKEND_DOWN, err);
-        free(call);
+        call_free(call);
         log_warn("redis %s: %s: looking for the primary again", nd->label, err);
         resp_close(CMD(nd)->c, err);
         return;
@@ -242,19 +287,38 @@ static void on_call_reply(void *data, redisReply *r, const char *error) {
                 return;
             }
             ops_fail(call->ops, call->n, BACKEND_FAILED, "out of memory");
-            free(call);
+            call_free(call);
             return;
         }
         ops_fail(call->ops, call->n, BACKEND_FAILED, r->str);
     } else if (scripts_decode(call->script, call->ops, call->n, r, err, sizeof(err)) != 0) {
         ops_fail(call->ops, call->n, BACKEND_FAILED, err);
-    } else if (call->wg != NULL) {
-        STAILQ_INSERT_TAIL(&call->wg->calls, call, wlink); /* until WAIT answers */
+    } else if (nd->opts.managed && sign_in_ops(call, err, sizeof(err))) {
+        /* An op of the batch met READONLY (or LOADING, MASTERDOWN): the
+         * node is no longer the primary. Those ops did not run: they fail
+         * as DOWN, so that releases are retried and waiters wait, on the
+         * primary the owner finds next. The others stand. */
+        call_done(nd, call);
+        call_free(call);
+        log_warn("redis %s: %s: looking for the primary again", nd->label, err);
+        resp_close(CMD(nd)->c, err);
         return;
+    } else if (call->wg != NULL) {
+        if (keep_errors(call) == 0) {
+            STAILQ_INSERT_TAIL(&call->wg->calls, call, wlink); /* until WAIT answers */
+            return;
+        }
+        /* Cannot wait for WAIT: what needed it does not count. */
+        for (size_t i = 0; i < call->n; i++) {
+            if (!needs_ack(call->ops[i])) continue;
+            call->ops[i]->res.status = BACKEND_UNACKED;
+            call->ops[i]->res.error = "replicas: out of memory";
+        }
+        call_done(nd, call);
     } else {
         call_done(nd, call);
     }
-    free(call);
+    call_free(call);
 }
 
 /* Whether op changed the lock in a way that only counts once replicated:
@@ -300,7 +364,7 @@ static void on_wait_reply(void *data, redisReply *r, const char *error) {
             }
         }
         call_done(nd, call);
-        free(call);
+        call_free(call);
     }
     free(wg);
     if (!STAILQ_EMPTY(&nd->queue)) flush_soon(nd);
@@ -341,7 +405,7 @@ static void send_call(node_t *nd, backend_op_t *const *ops, size_t n, wgroup_t *
     memcpy(call->ops, ops, n * sizeof(ops[0]));
     call->script = scripts_choose(ops, n);
     if (call_send(nd, call) != 0) {
-        free(call);
+        call_free(call);
         ops_fail(ops, n, BACKEND_FAILED, "out of memory");
     }
 }
@@ -573,7 +637,13 @@ static int role_parse(const redisReply *r, int *replicas, char *role, size_t cap
 static void not_primary(node_t *nd, const char *role) {
     char why[BACKEND_ERR_LEN];
     snprintf(why, sizeof(why), "not the primary (ROLE says %s)", role);
-    log_warn("redis %s: %s: looking for the primary again", nd->label, why);
+    /* Once until the node is up again: the Sentinels may name it for a
+     * few seconds more, and every reconnect finds it so. */
+    if (!nd->not_primary_said)
+        log_warn("redis %s: %s: looking for the primary again", nd->label, why);
+    else
+        log_debug("redis %s: %s", nd->label, why);
+    nd->not_primary_said = 1;
     resp_close(CMD(nd)->c, why);
 }
 
@@ -650,6 +720,7 @@ static void conn_up(nconn_t *nc) {
     resp_ready(nc->c);
     nc->was_up = 1;
     nc->backoff_ms = 0;
+    if (!nc->is_sub) nd->not_primary_said = 0;
     uint64_t failures, ms;
     if (log_once_end(&nc->down, &failures, &ms))
         log_info("redis %s connection to %s is back after %llu.%llu s (%llu failure%s)", nc->role,
@@ -697,7 +768,8 @@ static void on_hs_reply(void *data, redisReply *r, const char *error) {
         /* on_conn_down says it, at error level: a wrong password is no
          * passing trouble. It is retried every NODE_BACKOFF_MAX_MS for as
          * long as it lasts, said once and summed up. */
-        nc->hs_failed = 1;
+        /* LOADING, MASTERDOWN: passing trouble, said as a warning. */
+        nc->hs_failed = !failover_sign(r->str);
         resp_close(nc->c, why);
         return;
     }
