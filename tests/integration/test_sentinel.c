@@ -1,8 +1,10 @@
 /* Integration tests of dlockd behind Redis Sentinel: discovery, failovers
  * (a killed primary, a forced one under load), the old primary coming back,
  * Sentinels going away, the configuration checks, discovery and a
- * failover with everything over TLS, and passwords on the Sentinels and on
- * the servers.
+ * failover with everything over TLS, passwords on the Sentinels and on
+ * the servers, and the signs of a failover that come with the connection
+ * kept: READONLY from a primary turned replica, LOADING from one that
+ * loads its data again.
  * SPDX-License-Identifier: MIT
  *
  * Each test builds its own set (a primary, two replicas, three Sentinels on
@@ -16,6 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1085,6 +1090,392 @@ START_TEST(sentinel_and_data_passwords) {
 }
 END_TEST
 
+/* ---- 9. signs of a failover: READONLY and LOADING ------------------------ */
+
+/* How long a request may take to be answered while the primary changes
+ * under the daemon: its command_timeout_ms (1000, h_dlockd_start_sentinel)
+ * and a generous margin for a busy machine. */
+#define SIGN_ANSWER_MS (1000 + 4000)
+
+/* The reply to the request just sent on c, which must come within
+ * SIGN_ANSWER_MS and be a whole line of printable text (no bytes from
+ * freed memory); *took_ms says how long it took. */
+static const char *answer_in_time(cl_t *c, const char *what, long long *took_ms) {
+    long long t = h_now_ms();
+    const char *l = cl_reply(c, SIGN_ANSWER_MS);
+    *took_ms = h_now_ms() - t;
+    ck_assert_msg(l != NULL, "%s: no answer within %d ms", what, SIGN_ANSWER_MS);
+    for (const char *p = l; *p != '\0'; p++)
+        ck_assert_msg(*p >= 0x20 && *p < 0x7f, "%s: byte 0x%02x at %d of its reply '%s'", what,
+                      (unsigned char)*p, (int)(p - l), l);
+    return l;
+}
+
+/* Lines of dlockd d's log that contain both a and b. */
+static int log_lines_with(int d, const char *a, const char *b) {
+    FILE *f = fopen(h_dlockd_log(d), "r");
+    char line[4096];
+    int n = 0;
+    if (f == NULL) return 0;
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (strstr(line, a) != NULL && strstr(line, b) != NULL) n++;
+    fclose(f);
+    return n;
+}
+
+/* What node.c logs when Redis answers a script call with one of the signs
+ * of a failover (READONLY, LOADING, MASTERDOWN), after Redis's own text,
+ * and when ROLE says the node is a replica. */
+#define LOOKING   ": looking for the primary again"
+#define SAW_SLAVE "not the primary (ROLE says slave)" LOOKING
+
+/* Holder c still holds name under fence, and was told nothing else. */
+static void still_held(cl_t *c, const char *name, unsigned long long fence) {
+    char want[300];
+    cl_drain(c, name);
+    ck_assert_msg(c->events[0] == '\0', "the holder of %s got events: %s", name, c->events);
+    h_send(c->c, "STATUS %s\n", name);
+    const char *l = cl_reply(c, H_WAIT_MS);
+    ck_assert_msg(l != NULL, "STATUS %s: no reply", name);
+    unsigned long long f;
+    int holds;
+    long long ttl;
+    snprintf(want, sizeof(want), "OK MINE 1 <ttl> %llu", fence);
+    ck_assert_msg(sscanf(l, "OK MINE %d %lld %llu", &holds, &ttl, &f) == 3 && holds == 1 &&
+                      f == fence,
+                  "STATUS %s: '%s', wanted '%s'", name, l, want);
+}
+
+/* TRYLOCK name (no wait) on c, again while it answers ERR BACKEND (up to
+ * H_WAIT_MS): it must be granted at once, with a fence above before; a
+ * release of it that was given up would leave it taken in Redis until its
+ * lease ends (TIMEOUT <ttl>). Returns the fence. */
+static unsigned long long trylock_free(int d, cl_t *c, const char *name,
+                                       unsigned long long before, const char *why) {
+    long long end = h_now_ms() + H_WAIT_MS, took;
+    char what[128];
+    snprintf(what, sizeof(what), "TRYLOCK %s (%s)", name, why);
+    for (;;) {
+        h_send(c->c, "TRYLOCK %s\n", name);
+        const char *l = answer_in_time(c, what, &took);
+        unsigned long long f = grant_fence(l, 1);
+        char failed[128];
+        snprintf(failed, sizeof(failed), "release of %s failed", name);
+        if (strncmp(l, "ERR BACKEND ", 12) != 0 || h_now_ms() > end) {
+            ck_assert_msg(f > before, "%s: '%s', wanted 'OK <fence> 1' above %llu: its release "
+                          "did not reach Redis (%d log lines '%s')", what, l, before,
+                          h_log_count(d, failed), failed);
+            return f;
+        }
+        usleep(100000);
+    }
+}
+
+#define SIGN_CLIENTS 4
+
+START_TEST(readonly_primary_turned_replica) {
+    int p = h_sentinels_start(2, 3);
+    int old = h_redis_port(p);
+    int r1 = h_replica(0);
+    int d = h_dlockd_start_sentinel("[lock]\nlease_ms = 10000\n");
+    KEEP(d);
+    h_await_log(d, adopted(old), 1);
+    /* replicas_ack is auto: each batch of writes is followed by a WAIT. */
+    h_await_log(d, "2 replicas online", 1);
+
+    cl_t *c[SIGN_CLIENTS];
+    for (int i = 0; i < SIGN_CLIENTS; i++) c[i] = cl_open(d);
+    unsigned long long before = 0;
+    for (int i = 0; i < 3; i++) {
+        unsigned long long f = lock_ok(c[0], "ro");
+        ck_assert_msg(f > before, "fence did not rise: %llu after %llu", f, before);
+        before = f;
+        unlock_ok(c[0], "ro");
+    }
+    cl_t *holder = cl_open(d);
+    const char *l;
+    unsigned long long held = lock_ok(holder, "held");
+    ck_assert_msg(held > before, "fence did not rise: %llu after %llu", held, before);
+    before = held;
+    /* And one with a lease of its own (no watchdog), let go of in the
+     * middle of it: the release must reach the new primary. */
+    cl_t *rel = cl_open(d);
+    h_send(rel->c, "LOCK rel 30000\n");
+    l = cl_reply(rel, H_WAIT_MS);
+    unsigned long long relf = grant_fence(l, 1);
+    ck_assert_msg(relf > before, "LOCK rel 30000: '%s', wanted a fence above %llu",
+                  l ? l : "(no reply)", before);
+    before = relf;
+    for (int i = 0; i < 2; i++) {
+        await_key(h_replica(i), "dlock:held");
+        await_key(h_replica(i), "dlock:rel");
+    }
+
+    /* The primary becomes a replica behind the Sentinels' backs. Redis 7
+     * keeps its clients on REPLICAOF: the daemon's connection stays, and
+     * its next write meets READONLY. Replica 0 is made a primary first, so
+     * that the old one follows it rather than one of its own replicas.
+     * Meanwhile the daemon is stopped (a few ms, well within its ROLE poll
+     * of every second) and LOCKs from several clients wait for it: it
+     * reads them all at once and sends them in one call of the batch
+     * script, whose operations each say READONLY, followed by a WAIT. */
+    pid_t dpid = h_dlockd_pid(d);
+    ck_assert_int_eq(kill(dpid, SIGSTOP), 0);
+    char r_noone[256], r_replicaof[256];
+    const char *r = h_redis_tcp(h_redis_port(r1), "REPLICAOF NO ONE");
+    snprintf(r_noone, sizeof(r_noone), "%s", r ? r : "(no answer)");
+    r = h_redis_tcp(old, "REPLICAOF 127.0.0.1 %d", h_redis_port(r1));
+    snprintf(r_replicaof, sizeof(r_replicaof), "%s", r ? r : "(no answer)");
+    long long t0 = h_now_ms();
+    for (int i = 0; i < SIGN_CLIENTS; i++) h_send(c[i]->c, "LOCK ro%d\n", i);
+    h_send(rel->c, "UNLOCK rel\n");
+    ck_assert_int_eq(kill(dpid, SIGCONT), 0);
+    ck_assert_msg(strcmp(r_noone, "OK") == 0, "REPLICAOF NO ONE on replica 0: '%s'", r_noone);
+    ck_assert_msg(strcmp(r_replicaof, "OK") == 0, "REPLICAOF on the primary: '%s'", r_replicaof);
+
+    /* Each is answered in time, saying why: READONLY (or, had the ROLE
+     * poll come first, that the node is not the primary). */
+    long long worst = 0, took;
+    char batch[H_LINE_MAX] = "";
+    for (int i = 0; i < SIGN_CLIENTS; i++) {
+        char what[64];
+        snprintf(what, sizeof(what), "LOCK ro%d (batched, right after REPLICAOF)", i);
+        l = answer_in_time(c[i], what, &took);
+        ck_assert_msg(strncmp(l, "ERR BACKEND ", 12) == 0 &&
+                          (strstr(l, "READONLY") != NULL || strstr(l, "not the primary") != NULL),
+                      "%s: got '%s', wanted ERR BACKEND with READONLY", what, l);
+        if (i == 0) snprintf(batch, sizeof(batch), "%s", l);
+        if (took > worst) worst = took;
+    }
+    l = cl_reply(rel, H_WAIT_MS); /* answered at once, whatever Redis says */
+    ck_assert_msg(l != NULL && strcmp(l, "OK 0") == 0, "UNLOCK rel: '%s'", l ? l : "(no reply)");
+    /* Then one alone: its own script, READONLY for the whole call (unless
+     * the daemon has left that node already). */
+    h_send(c[0]->c, "LOCK alone\n");
+    l = answer_in_time(c[0], "LOCK alone (right after REPLICAOF)", &took);
+    ck_assert_msg(strncmp(l, "ERR BACKEND ", 12) == 0, "LOCK alone: got '%s', wanted ERR BACKEND",
+                  l);
+    fprintf(stderr, "readonly: batched LOCKs answered within %lld ms: '%s'\n", worst, batch);
+    fprintf(stderr, "readonly: a LOCK alone answered in %lld ms: '%s'\n", took, l);
+
+    /* It saw the sign: READONLY, or (if its ROLE poll came first) ROLE. */
+    long long end = h_now_ms() + H_WAIT_MS;
+    while (log_lines_with(d, "READONLY", LOOKING) + h_log_count(d, SAW_SLAVE) == 0) {
+        ck_assert_msg(h_now_ms() < end, "dlockd logged neither READONLY...%s nor %s", LOOKING,
+                      SAW_SLAVE);
+        usleep(10000);
+    }
+    fprintf(stderr, "readonly: dlockd logged READONLY %d times, ROLE says slave %d times, "
+            "by %lld ms after REPLICAOF\n", log_lines_with(d, "READONLY", LOOKING),
+            h_log_count(d, SAW_SLAVE), h_now_ms() - t0);
+
+    /* While the Sentinels still name the old primary, LOCKs are answered
+     * in time; none is granted there. */
+    for (int round = 0; round < 3; round++) {
+        h_send(c[0]->c, "LOCK ro0\n");
+        l = answer_in_time(c[0], "LOCK ro0 (meanwhile)", &took);
+        unsigned long long f = grant_fence(l, 1);
+        if (f > 0) { /* the daemon is on the new primary already */
+            ck_assert_msg(f > before, "fence %llu meanwhile not above %llu", f, before);
+            ck_assert_msg(h_sentinel_primary_port() != old, "LOCK ro0 granted ('%s') while "
+                          "the Sentinels name the old primary, now a replica", l);
+            before = f;
+            unlock_ok(c[0], "ro0");
+            break;
+        }
+        ck_assert_msg(strncmp(l, "ERR BACKEND ", 12) == 0, "LOCK ro0 meanwhile: '%s'", l);
+        if (round == 0) fprintf(stderr, "readonly: meanwhile, in %lld ms: '%s'\n", took, l);
+        usleep(100000);
+    }
+
+    /* The Sentinels notice (the old primary says it is a replica) and fail
+     * over; the daemon follows to whichever they then name. */
+    int np = h_await_failover(old, H_FAILOVER_MS);
+    fprintf(stderr, "readonly: the Sentinels agree on port %d (replica 0 was %d) %lld ms after "
+            "REPLICAOF\n", np, h_redis_port(r1), h_now_ms() - t0);
+    unsigned long long after = lock_until(c[1], "after", t0 + H_FAILOVER_MS, "after REPLICAOF");
+    fprintf(stderr, "readonly: LOCK granted again %lld ms after REPLICAOF\n", h_now_ms() - t0);
+    ck_assert_msg(after > before, "fence after %llu not above %llu from before", after, before);
+    h_await_log_ms(d, adopted(np), 1, H_FAILOVER_MS);
+    await_key(h_redis_index_of_port(np), "dlock:after");
+    unlock_ok(c[1], "after");
+
+    /* The release of rel went out with the batch that met READONLY: it
+     * was retried on the new primary (which got rel from the old one) by
+     * now, since releases go before any later request. Had it been given
+     * up, rel would stay taken there for the rest of its 30 s lease. */
+    unsigned long long f = trylock_free(d, c[3], "rel", before, "released as READONLY came");
+    before = f;
+    unlock_ok(c[3], "rel");
+
+    /* Whatever the Sentinels settle on, the daemon keeps serving it. */
+    for (int i = 0; i < 5; i++) {
+        f = lock_until(c[2], "settled", h_now_ms() + H_FAILOVER_MS, "after the failover");
+        ck_assert_msg(f > after, "fence %llu not above %llu", f, after);
+        after = f;
+        unlock_ok(c[2], "settled");
+    }
+
+    /* The lock held across it went along with the data, or its holder was
+     * told it is gone. */
+    cl_drain(holder, "held");
+    h_send(holder->c, "UNLOCK held\n");
+    l = cl_reply(holder, H_WAIT_MS);
+    ck_assert_msg(l != NULL, "UNLOCK held: no reply");
+    if (cl_lost(holder, "held"))
+        ck_assert_msg(strncmp(l, "ERR NOTHELD", 11) == 0, "UNLOCK held after '%s': '%s'",
+                      holder->events, l);
+    else
+        ck_assert_msg(strcmp(l, "OK 0") == 0, "UNLOCK held (never lost): '%s'", l);
+    fprintf(stderr, "readonly: holder %s\n", holder->events[0] ? holder->events : "kept it");
+    const char *inf = info(d);
+    ck_assert_msg(strstr(inf, " redis=up ") != NULL, "INFO: '%s'", inf);
+    for (int i = 0; i < SIGN_CLIENTS; i++) cl_close(c[i]);
+    cl_close(holder);
+    cl_close(rel);
+    passed();
+}
+END_TEST
+
+/* A connection to 127.0.0.1:port with text sent on it, not waiting for a
+ * reply; returns the descriptor. */
+static int send_raw_tcp(int port, const char *text) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect to %d: %s", port,
+                  strerror(errno));
+    size_t len = strlen(text);
+    ck_assert_msg(write(fd, text, len) == (ssize_t)len, "write to %d: %s", port, strerror(errno));
+    return fd;
+}
+
+/* 1 if the server on port says it is loading its dataset. */
+static int loading(int port) {
+    const char *r = h_redis_tcp(port, "INFO persistence");
+    return r != NULL && strstr(r, "loading:1") != NULL;
+}
+
+START_TEST(loading_primary_reloads) {
+    /* DEBUG RELOAD saves the dataset and loads it again, on the same
+     * server: its clients stay, and every command that cannot run while it
+     * loads gets LOADING, EVALSHA and SCRIPT LOAD among them (ROLE, SELECT
+     * and INFO still answer). */
+    const char *const debug[] = {"--enable-debug-command", "yes", NULL};
+    int p = h_sentinels_start_args(2, 3, debug);
+    int port = h_redis_port(p);
+    int d = h_dlockd_start_sentinel("[lock]\nlease_ms = 20000\n");
+    KEEP(d);
+    h_await_log(d, adopted(port), 1);
+
+    cl_t *c = cl_open(d), *holder = cl_open(d);
+    unsigned long long before = 0;
+    for (int i = 0; i < 3; i++) {
+        unsigned long long f = lock_ok(c, "ld");
+        ck_assert_msg(f > before, "fence did not rise: %llu after %llu", f, before);
+        before = f;
+        unlock_ok(c, "ld");
+    }
+    unsigned long long held = lock_ok(holder, "held");
+    ck_assert_msg(held > before, "fence did not rise: %llu after %llu", held, before);
+    before = held;
+    /* One with a lease of its own, let go of while the primary loads. */
+    cl_t *rel = cl_open(d);
+    h_send(rel->c, "LOCK rel 30000\n");
+    const char *l = cl_reply(rel, H_WAIT_MS);
+    unsigned long long relf = grant_fence(l, 1);
+    ck_assert_msg(relf > before, "LOCK rel 30000: '%s', wanted a fence above %llu",
+                  l ? l : "(no reply)", before);
+    before = relf;
+
+    /* A dataset that takes seconds to load (3000 keys, 1 ms each), with the
+     * server answering its clients every KB it reads. */
+    const char *r = h_redis_tcp(port, "DEBUG POPULATE 3000 filler 64");
+    ck_assert_msg(r != NULL && strcmp(r, "OK") == 0, "DEBUG POPULATE: '%s'", r ? r : "(none)");
+    r = h_redis_tcp(port, "CONFIG SET key-load-delay 1000");
+    ck_assert_msg(r != NULL && strcmp(r, "OK") == 0, "key-load-delay: '%s'", r ? r : "(none)");
+    r = h_redis_tcp(port, "CONFIG SET loading-process-events-interval-bytes 1024");
+    ck_assert_msg(r != NULL && strcmp(r, "OK") == 0, "loading-process-events-interval-bytes: "
+                  "'%s'", r ? r : "(none)");
+
+    long long t0 = h_now_ms();
+    int rfd = send_raw_tcp(port, "DEBUG RELOAD\r\n");
+    long long end = t0 + H_WAIT_MS;
+    while (!loading(port)) {
+        ck_assert_msg(h_now_ms() < end, "the primary never said loading:1 after DEBUG RELOAD");
+        usleep(10000);
+    }
+    long long loading_at = h_now_ms() - t0;
+
+    /* A LOCK now meets LOADING: answered at once, and the daemon goes
+     * looking for the primary (and finds the same one). */
+    long long took;
+    h_send(c->c, "LOCK ld\n");
+    l = answer_in_time(c, "LOCK ld (loading)", &took);
+    int still = loading(port);
+    ck_assert_msg(strncmp(l, "ERR BACKEND ", 12) == 0, "LOCK ld while loading: '%s'", l);
+    fprintf(stderr, "loading: loading:1 %lld ms after DEBUG RELOAD; a LOCK answered in %lld ms "
+            "(still loading: %d): '%s'\n", loading_at, took, still, l);
+    end = h_now_ms() + H_WAIT_MS;
+    while (log_lines_with(d, "LOADING", LOOKING) == 0) {
+        ck_assert_msg(h_now_ms() < end, "dlockd never logged LOADING...%s", LOOKING);
+        usleep(10000);
+    }
+
+    h_send(rel->c, "UNLOCK rel\n"); /* answered at once; the release waits for Redis */
+    l = cl_reply(rel, H_WAIT_MS);
+    ck_assert_msg(l != NULL && strcmp(l, "OK 0") == 0, "UNLOCK rel: '%s'", l ? l : "(no reply)");
+
+    /* While it loads, LOCKs are answered in time, and not granted. */
+    int meanwhile = 0;
+    while (loading(port)) {
+        h_send(c->c, "LOCK ld\n");
+        l = answer_in_time(c, "LOCK ld (still loading)", &took);
+        if (grant_fence(l, 1) > 0 && !loading(port)) { /* it was done by then */
+            unlock_ok(c, "ld");
+            break;
+        }
+        ck_assert_msg(strncmp(l, "ERR BACKEND ", 12) == 0, "LOCK ld while loading: '%s'", l);
+        if (meanwhile++ == 0) fprintf(stderr, "loading: meanwhile, in %lld ms: '%s'\n", took, l);
+        ck_assert_msg(h_now_ms() < t0 + H_FAILOVER_MS, "still loading after %d ms",
+                      H_FAILOVER_MS);
+        usleep(100000);
+    }
+    long long loaded = h_now_ms() - t0;
+
+    /* Then the same primary serves again, fences still rising; the lock
+     * let go of while it loaded is free, and the one held across it is
+     * still held. */
+    unsigned long long after = lock_until(c, "after", t0 + H_FAILOVER_MS, "after the reload");
+    fprintf(stderr, "loading: done loading by %lld ms after DEBUG RELOAD (%d LOCKs meanwhile), "
+            "granted again at %lld ms\n", loaded, meanwhile, h_now_ms() - t0);
+    ck_assert_msg(after > before, "fence after the reload %llu not above %llu", after, before);
+    await_key(p, "dlock:after");
+    unlock_ok(c, "after");
+    unsigned long long f = trylock_free(d, c, "rel", after, "released while loading");
+    unlock_ok(c, "rel");
+    ck_assert_msg(f > after, "fence %llu not above %llu", f, after);
+    still_held(holder, "held", held);
+    unlock_ok(holder, "held");
+    ck_assert_int_eq(h_sentinel_primary_port(), port);
+    ck_assert_int_eq(h_log_count(d, ADOPTED), 1);
+
+    struct pollfd pfd = {.fd = rfd, .events = POLLIN};
+    char ok[64] = "";
+    ck_assert_msg(poll(&pfd, 1, H_WAIT_MS) == 1 && read(rfd, ok, sizeof(ok) - 1) > 0 &&
+                      strncmp(ok, "+OK", 3) == 0,
+                  "DEBUG RELOAD: '%s'", ok);
+    close(rfd);
+    fprintf(stderr, "loading: dlockd logged LOADING %d times, at error level %d times\n",
+            log_lines_with(d, "LOADING", LOOKING), log_lines_with(d, " error: ", "LOADING"));
+    cl_close(c);
+    cl_close(holder);
+    cl_close(rel);
+    passed();
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("sentinel");
     /* One case per test, so that one can be run alone: CK_RUN_CASE=failover. */
@@ -1100,6 +1491,8 @@ static Suite *suite(void) {
         {"config", config_sentinels_checked},
         {"tls", everything_over_tls},
         {"auth", sentinel_and_data_passwords},
+        {"readonly", readonly_primary_turned_replica},
+        {"loading", loading_primary_reloads},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         TCase *tc = tcase_create(cases[i].name);
