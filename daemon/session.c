@@ -226,7 +226,12 @@ static void send_lock_reply(session_t *s, const lock_reply_t *r) {
 
     switch (r->kind) {
     case LOCK_REPLY_GRANTED:
-        s->grants++;
+        /* A client's connect is said at info once it holds a lock: health
+         * checks that only PING or INFO never are. */
+        if (s->grants++ == 0)
+            log_info("client %llu (pid %d uid %u) connected %.1f s ago holds its first lock",
+                     (unsigned long long)s->id, (int)s->pid, (unsigned)s->uid,
+                     (double)(uv_now(s->ss->loop) - s->connected_ms) / 1000.0);
         n = proto_reply_ok(line, sizeof(line), "%llu %lld", (unsigned long long)r->fence,
                            r->holds);
         break;

@@ -274,9 +274,15 @@ START_TEST(lock_holders_say_when_they_go_others_do_not) {
     h_await_log(d, want, 1);
     h_close(holder);
     h_await_log(d, "disconnected holding 1 lock;", 2);
-    /* Only those, at info level; the health check at debug level, unseen. */
-    ck_assert_int_eq(h_log_count(d, "info: client "), 5);
+    /* Only those, at info level, and the connects of the three that held
+     * a lock (said at their first grant); the health check, the waiter and
+     * the TRYLOCK that timed out never held one; all at debug level. */
+    ck_assert_int_eq(h_log_count(d, "info: client "), 8);
     ck_assert_int_eq(h_log_count(d, " disconnected "), 5);
+    ck_assert_int_eq(h_log_count(d, " holds its first lock"), 3);
+    snprintf(want, sizeof(want), "(pid %d uid 0) connected ", (int)getpid());
+    ck_assert_int_eq(h_log_count(d, want), 2);
+    ck_assert_int_eq(h_log_count(d, "uid 65534) connected "), 1);
     ck_assert_int_eq(h_log_count(d, " connected ("), 0);
 }
 END_TEST
