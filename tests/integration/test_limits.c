@@ -172,6 +172,9 @@ END_TEST
 /* Pipelines this many PINGs behind a waiting LOCK: 5 bytes each, well past
  * the 64 KiB (SESSION_INBUF_MAX) after which the daemon stops reading. */
 #define PIPELINED_PINGS 20000
+/* Enough PINGs to fill the socket behind what the daemon reads before it
+ * pauses (its input limit plus a read chunk): 500 kB. */
+#define FLOOD_PINGS 100000
 
 static long long info_num(h_conn_t *c, const char *key) {
     h_send(c, "INFO\n");
@@ -191,17 +194,18 @@ static void await_waiters(h_conn_t *adm, long long want) {
     }
 }
 
-/* Writes PIPELINED_PINGS PINGs from a child, since the daemon stops
- * reading and the socket fills; returns the child's pid. */
-static pid_t write_pings(int fd) {
+/* Writes count PINGs (at most FLOOD_PINGS) from a child, since the daemon
+ * stops reading and the socket fills; returns the child's pid. */
+static pid_t write_pings(int fd, size_t count) {
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
-        static char buf[PIPELINED_PINGS * 5];
-        for (size_t i = 0; i < sizeof(buf); i += 5) memcpy(buf + i, "PING\n", 5);
+        static char buf[FLOOD_PINGS * 5];
+        size_t len = count * 5;
+        for (size_t i = 0; i < len; i += 5) memcpy(buf + i, "PING\n", 5);
         size_t off = 0;
-        while (off < sizeof(buf)) {
-            ssize_t n = send(fd, buf + off, sizeof(buf) - off, MSG_NOSIGNAL);
+        while (off < len) {
+            ssize_t n = send(fd, buf + off, len - off, MSG_NOSIGNAL);
             if (n <= 0) _exit(1);
             off += (size_t)n;
         }
@@ -218,7 +222,7 @@ START_TEST(input_behind_a_wait_is_kept_in_order) {
     ck_assert_msg(strncmp(h_recv(holder, H_WAIT_MS), "OK ", 3) == 0, "no grant");
     h_send(w, "LOCK x\n");
     await_waiters(adm, 1);
-    pid_t writer = write_pings(w->fd);
+    pid_t writer = write_pings(w->fd, PIPELINED_PINGS);
     /* The daemon pauses reading past its input limit; the writer blocks. */
     h_send(holder, "UNLOCK x\n");
     const char *l = h_recv(w, H_WAIT_MS);
@@ -245,7 +249,10 @@ START_TEST(gone_while_not_read_is_noticed) {
     h_send(w, "LOCK mine\nLOCK x\n");
     ck_assert_msg(strncmp(h_recv(w, H_WAIT_MS), "OK ", 3) == 0, "no grant of mine");
     await_waiters(adm, 1);
-    pid_t writer = write_pings(w->fd);
+    /* More than the daemon takes in before it pauses (SESSION_INBUF_MAX and
+     * a read chunk): with only 100 kB, what was left in the socket could
+     * stay below the mark below. */
+    pid_t writer = write_pings(w->fd, FLOOD_PINGS);
     /* Wait until the daemon has stopped reading: our send queue fills. */
     long long end = h_now_ms() + H_WAIT_MS;
     for (;;) {
