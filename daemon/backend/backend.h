@@ -3,7 +3,7 @@
  *
  * Redis appears nowhere above this interface. The lock manager fills in
  * backend_op_t records (acquire, release, renew, ...) and submits them; a
- * topology (standalone.c today; Sentinel, Cluster and a quorum later, each
+ * topology (standalone.c and sentinel.c; Cluster and a quorum later, each
  * in its own file) routes them to Redis nodes, batches them per target
  * connection and calls each op's callback with its result.
  *
