@@ -29,21 +29,10 @@ static unsigned long long lock_ok(h_conn_t *c, const char *name) {
     return fence_of(r);
 }
 
-static long long info_value(h_conn_t *c, const char *key) {
-    h_send(c, "INFO\n");
-    const char *line = h_recv(c, H_WAIT_MS);
-    ck_assert_ptr_nonnull(line);
-    char pat[64];
-    snprintf(pat, sizeof(pat), " %s=", key);
-    const char *p = strstr(line, pat);
-    ck_assert_msg(p != NULL, "INFO lacks %s: %s", key, line);
-    return atoll(p + strlen(pat));
-}
-
 /* Waits until the daemon reports want waiters (replies, not sleeps). */
 static void await_waiters(h_conn_t *admin, long long want) {
     long long end = h_now_ms() + H_WAIT_MS;
-    while (info_value(admin, "waiters") != want) {
+    while (h_info_value(admin, "waiters") != want) {
         ck_assert_msg(h_now_ms() < end, "never saw %lld waiters", want);
         usleep(1000);
     }
@@ -227,7 +216,7 @@ START_TEST(disconnect_releases_holder) {
         ck_assert_msg(h_now_ms() < end, "h2 never released");
         usleep(1000);
     }
-    ck_assert_int_eq(info_value(adm, "locks_held"), 1);
+    ck_assert_int_eq(h_info_value(adm, "locks_held"), 1);
     h_close(b);
     h_close(adm);
 }
@@ -243,7 +232,7 @@ START_TEST(disconnect_removes_waiter) {
     await_waiters(adm, 1);
     h_send(c, "LOCK r\n");
     await_waiters(adm, 2);
-    long long grants = info_value(adm, "grants");
+    long long grants = h_info_value(adm, "grants");
     h_close(b);
     await_waiters(adm, 1);
     h_send(a, "UNLOCK r\n");
@@ -251,7 +240,7 @@ START_TEST(disconnect_removes_waiter) {
     const char *r = h_recv(c, H_WAIT_MS);
     ck_assert_msg(r && strncmp(r, "OK ", 3) == 0, "got '%s'", r ? r : "nothing");
     /* Exactly one grant since: c's. b was never granted. */
-    ck_assert_int_eq(info_value(adm, "grants"), grants + 1);
+    ck_assert_int_eq(h_info_value(adm, "grants"), grants + 1);
     h_close(a);
     h_close(c);
     h_close(adm);
@@ -308,7 +297,7 @@ START_TEST(watchdog_keeps_lock) {
     H_EXPECT_PREFIX(a, "OK MINE 1 ");
     h_send(b, "TRYLOCK dog\n");
     H_EXPECT_PREFIX(b, "TIMEOUT ");
-    ck_assert_int_ge(info_value(b, "renewals"), 3);
+    ck_assert_int_ge(h_info_value(b, "renewals"), 3);
     h_close(a);
     h_close(b);
 }
@@ -412,7 +401,7 @@ START_TEST(lease_and_watchdog_mix) {
     expect_silence(a, 500);
     t = atoll(h_redis_cli("PTTL dlock:y"));
     ck_assert_msg(t > 4000 && t <= 5000, "PTTL %lld", t);
-    ck_assert_int_eq(info_value(b, "lost"), 0);
+    ck_assert_int_eq(h_info_value(b, "lost"), 0);
     h_close(a);
     h_close(b);
 }

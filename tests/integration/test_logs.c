@@ -163,18 +163,6 @@ START_TEST(refused_port_is_said_once_summed_up_and_ended) {
 }
 END_TEST
 
-/* The value of key=... in an INFO reply. */
-static long long info_value(h_conn_t *c, const char *key) {
-    h_send(c, "INFO\n");
-    const char *line = h_recv(c, H_WAIT_MS);
-    ck_assert_ptr_nonnull(line);
-    char pat[64];
-    snprintf(pat, sizeof(pat), " %s=", key);
-    const char *p = strstr(line, pat);
-    ck_assert_msg(p != NULL, "INFO lacks %s: %s", key, line);
-    return atoll(p + strlen(pat));
-}
-
 /* Connects, expecting ERR LIMIT. */
 static void refused(int d) {
     h_conn_t *c = h_connect_index(d);
@@ -196,7 +184,7 @@ START_TEST(max_clients_is_said_once_summed_up_and_ended) {
         ck_assert_msg(holder != NULL || h_now_ms() < end, "never accepted");
         if (holder == NULL) usleep(10000);
     }
-    long long before = info_value(holder, "rejected");
+    long long before = h_info_value(holder, "rejected");
     for (int i = 0; i < 3; i++) refused(d);
     h_await_log(d, "max_clients (1) reached: connections are refused", 1);
     ck_assert_int_eq(h_log_count(d, "max_clients (1) reached"), 1);
@@ -208,7 +196,7 @@ START_TEST(max_clients_is_said_once_summed_up_and_ended) {
              "repeated %lld times in the last ", before + 3);
     h_await_log(d, want, 1);
     ck_assert_int_eq(h_log_count(d, "max_clients (1) reached"), 2);
-    long long total = info_value(holder, "rejected");
+    long long total = h_info_value(holder, "rejected");
     ck_assert_int_eq(total, before + 4);
     /* A period without refusals, and a client taken: it is over. */
     h_close(holder);
@@ -264,7 +252,7 @@ START_TEST(lock_holders_say_when_they_go_others_do_not) {
              "1 timeout in ", (int)getpid());
     h_await_log(d, want, 1);
     long long end = h_now_ms() + H_WAIT_MS;
-    while (info_value(holder, "waiters") != 1) {
+    while (h_info_value(holder, "waiters") != 1) {
         ck_assert_msg(h_now_ms() < end, "LOCK w never waited");
         usleep(5000);
     }

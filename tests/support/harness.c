@@ -539,6 +539,17 @@ int h_dlockd_start_at(const char *sock, const char *extra) {
     return index;
 }
 
+long long h_info_value(h_conn_t *c, const char *key) {
+    h_send(c, "INFO\n");
+    const char *line = h_recv(c, H_WAIT_MS);
+    ck_assert_msg(line != NULL, "no INFO reply");
+    char pat[64];
+    snprintf(pat, sizeof(pat), " %s=", key);
+    const char *p = strstr(line, pat);
+    ck_assert_msg(p != NULL, "INFO lacks %s: %s", key, line);
+    return atoll(p + strlen(pat));
+}
+
 void h_await_redis(int index, int up) {
     const char *want = up ? " redis=up " : " redis=down ";
     long long end = h_now_ms() + H_WAIT_MS;

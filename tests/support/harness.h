@@ -81,6 +81,9 @@ int h_dlockd_start_conf(const char *conf_text);
  * for it to be ready. Returns its pid. */
 pid_t h_dlockd_spawn(const char *conf_text, const char *sock, int *index);
 const char *h_dlockd_sock(int index);
+/* Asks INFO on c and returns the number after " key="; fails the test if
+ * there is none. */
+long long h_info_value(h_conn_t *c, const char *key);
 /* Waits until dlockd's INFO says redis=up (up = 1) or redis=down. */
 void h_await_redis(int index, int up);
 pid_t h_dlockd_pid(int index);
