@@ -54,6 +54,12 @@ START_TEST(who_names_the_holder) {
 
     h_send(a, "UNLOCK w\n");
     H_EXPECT(a, "OK 0");
+    /* UNLOCK answers before its release reaches Redis: wait for that. */
+    long long end = h_now_ms() + H_WAIT_MS;
+    while (strcmp(h_redis_cli("EXISTS dlock:w"), "0") != 0) {
+        ck_assert_msg(h_now_ms() < end, "the release of w never reached Redis");
+        usleep(2000);
+    }
     h_send(q2, "WHO w\n");
     H_EXPECT(q2, "OK FREE");
 
