@@ -3,8 +3,8 @@
  *
  * Redis appears nowhere above this interface. The lock manager fills in
  * backend_op_t records (acquire, release, renew, ...) and submits them; a
- * topology (standalone.c and sentinel.c; Cluster and a quorum later, each
- * in its own file) routes them to Redis nodes, batches them per target
+ * topology (standalone.c, sentinel.c, cluster.c; a quorum later, each in
+ * its own file) routes them to Redis nodes, batches them per target
  * connection and calls each op's callback with its result.
  *
  * Callback rules (libuv's):
@@ -110,6 +110,9 @@ struct backend_op_s {
     /* the backend's while submitted */
     STAILQ_ENTRY(backend_op_s) link;
     uint64_t queued_at;
+    uint64_t deadline;          /* a topology that retries: when it gives up */
+    unsigned route;             /* NODE_OP_* (node.h) */
+    unsigned tries;             /* a topology that retries: sends so far */
 };
 
 /* Wake-ups for a watched name. */
@@ -185,6 +188,7 @@ typedef struct backend_env_s {
 /* The topologies, one file each. */
 backend_t *standalone_open(const backend_env_t *env, char *err, size_t errlen);
 backend_t *sentinel_open(const backend_env_t *env, char *err, size_t errlen);
+backend_t *cluster_open(const backend_env_t *env, char *err, size_t errlen);
 
 /* Opens the topology the configuration names. NULL with err on failure
  * (e.g. a TLS file that cannot be read). */

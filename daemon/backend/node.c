@@ -131,16 +131,23 @@ static void flush_soon(node_t *nd);
 
 /* ---- ops ------------------------------------------------------------------ */
 
-static void op_fail(backend_op_t *op, backend_status_t status, const char *why) {
+/* An op's result goes to its owner: the topology's hook, or the op's own
+ * callback. */
+static void op_done(node_t *nd, backend_op_t *op) {
+    if (nd->opts.on_done != NULL) nd->opts.on_done(nd->opts.data, op);
+    else op->cb(op);
+}
+
+static void op_fail(node_t *nd, backend_op_t *op, backend_status_t status, const char *why) {
     memset(&op->res, 0, sizeof(op->res));
     op->res.status = status;
     op->res.error = why;
-    op->cb(op);
+    op_done(nd, op);
 }
 
-static void ops_fail(backend_op_t *const *ops, size_t n, backend_status_t status,
+static void ops_fail(node_t *nd, backend_op_t *const *ops, size_t n, backend_status_t status,
                      const char *why) {
-    for (size_t i = 0; i < n; i++) op_fail(ops[i], status, why);
+    for (size_t i = 0; i < n; i++) op_fail(nd, ops[i], status, why);
 }
 
 static sub_t *sub_find(const node_t *nd, const char *channel, size_t len) {
@@ -163,11 +170,22 @@ static int others_waiting(const node_t *nd, const backend_op_t *op, int receiver
  * with the error. */
 static void on_call_reply(void *data, redisReply *r, const char *error);
 
+static void on_asking(void *data, redisReply *r, const char *error) {
+    (void)data; /* the command after it answers for both */
+    (void)r;
+    (void)error;
+}
+
 static int call_send(node_t *nd, call_t *call) {
     buf_clear(&nd->scratch);
     int rc = -1;
+    if (call->n == 1 && (call->ops[0]->route & NODE_OP_ASKING)) {
+        const char *argv[1] = {"ASKING"};
+        if (resp_send(CMD(nd)->c, 1, argv, NULL, 0, on_asking, NULL) == RESP_ENOMEM) return -1;
+    }
+    for (size_t i = 0; i < call->n; i++) call->ops[i]->route |= NODE_OP_SENT;
     if (scripts_format(&nd->scratch, call->script, nd->sha[call->script], call->ops, call->n,
-                       nd->key_prefix, nd->uuid) == 0)
+                       nd->key_prefix, nd->uuid, nd->opts.script_flags) == 0)
         rc = resp_send_raw(CMD(nd)->c, buf_start(&nd->scratch), nd->scratch.len, 0,
                            on_call_reply, call) == RESP_ENOMEM ? -1 : 0;
     buf_clear(&nd->scratch); /* its room is kept for the next call */
@@ -215,7 +233,7 @@ static void call_done(node_t *nd, call_t *call) {
         backend_op_t *op = call->ops[i];
         if (op->kind == BACKEND_RELEASE && op->res.status == BACKEND_OK)
             op->res.others_waiting = others_waiting(nd, op, op->res.others_waiting);
-        op->cb(op);
+        op_done(nd, op);
     }
 }
 
@@ -252,12 +270,12 @@ static void on_call_reply(void *data, redisReply *r, const char *error) {
     if (error == NULL) histo_add(&nd->rtt, (uv_hrtime() - call->sent_ns) / 1000);
 
     if (error != NULL) {
-        ops_fail(call->ops, call->n, BACKEND_DOWN, error);
+        ops_fail(nd, call->ops, call->n, BACKEND_DOWN, error);
     } else if (r->type == REDIS_REPLY_ERROR && nd->opts.managed && failover_sign(r->str)) {
         /* It did not run. The node is no longer the primary: drop it and
          * let the owner find the new one; waiters try again there. */
         snprintf(err, sizeof(err), "%s", r->str);
-        ops_fail(call->ops, call->n, BACKEND_DOWN, err);
+        ops_fail(nd, call->ops, call->n, BACKEND_DOWN, err);
         call_free(call);
         log_warn("redis %s: %s: looking for the primary again", nd->label, err);
         resp_close(CMD(nd)->c, err);
@@ -286,13 +304,13 @@ static void on_call_reply(void *data, redisReply *r, const char *error) {
                 }
                 return;
             }
-            ops_fail(call->ops, call->n, BACKEND_FAILED, "out of memory");
+            ops_fail(nd, call->ops, call->n, BACKEND_FAILED, "out of memory");
             call_free(call);
             return;
         }
-        ops_fail(call->ops, call->n, BACKEND_FAILED, r->str);
+        ops_fail(nd, call->ops, call->n, BACKEND_FAILED, r->str);
     } else if (scripts_decode(call->script, call->ops, call->n, r, err, sizeof(err)) != 0) {
-        ops_fail(call->ops, call->n, BACKEND_FAILED, err);
+        ops_fail(nd, call->ops, call->n, BACKEND_FAILED, err);
     } else if (nd->opts.managed && sign_in_ops(call, err, sizeof(err))) {
         /* An op of the batch met READONLY (or LOADING, MASTERDOWN): the
          * node is no longer the primary. Those ops did not run: they fail
@@ -395,7 +413,7 @@ static int replicas_needed(const node_t *nd) {
 static void send_call(node_t *nd, backend_op_t *const *ops, size_t n, wgroup_t *wg) {
     call_t *call = calloc(1, sizeof(*call) + n * sizeof(call->ops[0]));
     if (call == NULL) {
-        ops_fail(ops, n, BACKEND_FAILED, "out of memory");
+        ops_fail(nd, ops, n, BACKEND_FAILED, "out of memory");
         return;
     }
     call->nd = nd;
@@ -403,11 +421,15 @@ static void send_call(node_t *nd, backend_op_t *const *ops, size_t n, wgroup_t *
     call->n = n;
     call->sent_ns = uv_hrtime();
     memcpy(call->ops, ops, n * sizeof(ops[0]));
-    call->script = scripts_choose(ops, n);
+    call->script = scripts_choose(ops, n, nd->opts.script_flags);
     if (call_send(nd, call) != 0) {
         call_free(call);
-        ops_fail(ops, n, BACKEND_FAILED, "out of memory");
+        ops_fail(nd, ops, n, BACKEND_FAILED, "out of memory");
     }
+}
+
+static int batchable(const backend_op_t *op) {
+    return scripts_batchable(op) && !(op->route & (NODE_OP_SINGLE | NODE_OP_ASKING));
 }
 
 /* Sends everything submitted so far, in order: runs of batchable ops go
@@ -434,7 +456,7 @@ static void flush_queue(node_t *nd) {
             while (!STAILQ_EMPTY(&q)) {
                 backend_op_t *op = STAILQ_FIRST(&q);
                 STAILQ_REMOVE_HEAD(&q, link);
-                op_fail(op, BACKEND_FAILED, "out of memory");
+                op_fail(nd, op, BACKEND_FAILED, "out of memory");
             }
             return;
         }
@@ -448,16 +470,16 @@ static void flush_queue(node_t *nd) {
     while (!STAILQ_EMPTY(&q)) {
         size_t n = 0;
         backend_op_t *op = STAILQ_FIRST(&q);
-        int batch = scripts_batchable(op);
+        int batch = batchable(op);
         do {
             STAILQ_REMOVE_HEAD(&q, link);
             run[n++] = op;
             op = STAILQ_FIRST(&q);
-        } while (batch && op != NULL && n < SCRIPTS_BATCH_MAX && scripts_batchable(op));
+        } while (batch && op != NULL && n < SCRIPTS_BATCH_MAX && batchable(op));
         if (nd->freeing || !node_up(nd)) {
             if (nd->freeing) snprintf(why, sizeof(why), "shutting down");
             else node_why_down(nd, why, sizeof(why));
-            ops_fail(run, n, BACKEND_DOWN, why);
+            ops_fail(nd, run, n, BACKEND_DOWN, why);
         } else {
             send_call(nd, run, n, wg);
         }
@@ -492,6 +514,7 @@ static void flush_soon(node_t *nd) {
 
 void node_submit(node_t *nd, backend_op_t *op) {
     op->queued_at = timers_now(nd->timers);
+    op->route &= ~NODE_OP_SENT;
     STAILQ_INSERT_TAIL(&nd->queue, op, link);
     flush_soon(nd);
 }
@@ -504,17 +527,21 @@ static void sub_delete(node_t *nd, sub_t *s) {
     free(s);
 }
 
+static int sharded(const node_t *nd) {
+    return (nd->opts.script_flags & SCRIPTS_F_SHARDED) != 0;
+}
+
 static void send_subscribe(node_t *nd, sub_t *s) {
     if (resp_state(SUB(nd)->c) != RESP_UP) return; /* sent when it is up */
-    const char *argv[2] = {"SUBSCRIBE", s->channel};
-    size_t argvlen[2] = {9, s->len};
+    const char *argv[2] = {sharded(nd) ? "SSUBSCRIBE" : "SUBSCRIBE", s->channel};
+    size_t argvlen[2] = {strlen(argv[0]), s->len};
     if (resp_send(SUB(nd)->c, 2, argv, argvlen, RESP_F_NO_REPLY, NULL, NULL) == 0)
         s->state = SUB_SUBSCRIBING;
 }
 
 static void send_unsubscribe(node_t *nd, sub_t *s) {
-    const char *argv[2] = {"UNSUBSCRIBE", s->channel};
-    size_t argvlen[2] = {11, s->len};
+    const char *argv[2] = {sharded(nd) ? "SUNSUBSCRIBE" : "UNSUBSCRIBE", s->channel};
+    size_t argvlen[2] = {strlen(argv[0]), s->len};
     if (resp_state(SUB(nd)->c) == RESP_UP &&
         resp_send(SUB(nd)->c, 2, argv, argvlen, RESP_F_NO_REPLY, NULL, NULL) == 0) {
         s->state = SUB_UNSUBSCRIBING;
@@ -532,6 +559,11 @@ static void on_push(void *data, redisReply *r) {
     const char *kind = r->element[0]->str;
     sub_t *s = sub_find(nd, r->element[1]->str, r->element[1]->len);
     if (s == NULL) return;
+    /* Sharded: smessage, ssubscribe, sunsubscribe. */
+    if ((kind[0] == 's' || kind[0] == 'S') &&
+        (strcasecmp(kind + 1, "message") == 0 || strcasecmp(kind + 1, "subscribe") == 0 ||
+         strcasecmp(kind + 1, "unsubscribe") == 0))
+        kind++;
     if (strcasecmp(kind, "message") == 0) {
         if (s->state == SUB_ACTIVE && s->want) s->cb(s->data, BACKEND_RELEASED);
     } else if (strcasecmp(kind, "subscribe") == 0) {
@@ -539,9 +571,21 @@ static void on_push(void *data, redisReply *r) {
         if (!s->want) send_unsubscribe(nd, s);
         else s->cb(s->data, BACKEND_WATCHING);
     } else if (strcasecmp(kind, "unsubscribe") == 0) {
+        int asked = s->state == SUB_UNSUBSCRIBING;
         s->state = SUB_IDLE;
-        if (s->want) send_subscribe(nd, s);
-        else sub_delete(nd, s);
+        if (!s->want) {
+            sub_delete(nd, s);
+        } else if (!asked && nd->opts.on_watch_lost != NULL) {
+            /* Redis ended it: the channel's slot moved away. The owner
+             * knows where it went. */
+            if (s->confirming) {
+                TAILQ_REMOVE(&nd->confirms, s, confirm);
+                s->confirming = 0;
+            }
+            nd->opts.on_watch_lost(nd->opts.data, s->data);
+        } else {
+            send_subscribe(nd, s);
+        }
     }
 }
 
@@ -707,6 +751,19 @@ static void on_register_beat(timers_entry_t *t) {
     send_register(container_of(t, node_t, register_beat));
 }
 
+void node_set_register(node_t *nd, uint32_t every_ms) {
+    if (nd->opts.register_every_ms == every_ms) return;
+    nd->opts.register_every_ms = every_ms;
+    timers_stop(nd->timers, &nd->register_beat);
+    send_register(nd);
+}
+
+int node_command(node_t *nd, int argc, const char **argv, const size_t *argvlen,
+                 resp_reply_cb cb, void *data) {
+    if (!node_up(nd)) return -1;
+    return resp_send(CMD(nd)->c, argc, argv, argvlen, 0, cb, data) == RESP_ENOMEM ? -1 : 0;
+}
+
 static void notify(node_t *nd) {
     if (nd->opts.on_state && !nd->freeing) nd->opts.on_state(nd->opts.data);
 }
@@ -841,6 +898,7 @@ static void on_conn_open(void *data) {
     argvlen[0] = 4;
     hs_send(nc, 1, argv, argvlen, HS_ROLE, !nd->opts.managed);
     for (int i = 0; i < SCRIPT_COUNT; i++) {
+        if (!scripts_loaded((script_id_t)i, nd->opts.script_flags)) continue;
         argv[0] = "SCRIPT";
         argvlen[0] = 6;
         argv[1] = "LOAD";

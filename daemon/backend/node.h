@@ -27,6 +27,13 @@
 
 typedef struct node_s node_t;
 
+/* backend_op_t.route: how a topology wants an op sent. */
+#define NODE_OP_SINGLE 0x1u  /* alone, its keys declared: Redis routes it and
+                                answers MOVED, ASK or TRYAGAIN as a whole */
+#define NODE_OP_ASKING 0x2u  /* ASKING before it: the slot is being imported */
+#define NODE_OP_SENT   0x4u  /* set by the node once it went to Redis: an op
+                                failed BACKEND_DOWN without it never ran */
+
 typedef struct node_opts_s {
     const char *label;            /* where it is, without credentials, for logs */
     resp_addr_t addr;
@@ -51,6 +58,16 @@ typedef struct node_opts_s {
      * primary is and calls node_connect(). Unmanaged: it reconnects to the
      * same address with a backoff. */
     int managed;
+    unsigned script_flags;        /* SCRIPTS_F_*: a Cluster node's layout and
+                                     pub/sub (SSUBSCRIBE with SCRIPTS_F_SHARDED) */
+    /* Set: every op's result goes here instead of to op->cb (a topology
+     * that retries); it calls op->cb itself. */
+    void (*on_done)(void *data, backend_op_t *op);
+    /* Set: Redis ended a watch on its own (a sharded channel's slot moved
+     * away: an unsolicited sunsubscribe). The watch stays wanted but idle;
+     * the owner moves it (node_unwatch here, node_watch elsewhere) or
+     * watches here again. watch_data is what node_watch was given. */
+    void (*on_watch_lost)(void *data, void *watch_data);
     void (*on_lost)(void *data, const char *why);
     void (*on_state)(void *data); /* the command connection went up or down */
     void *data;
@@ -73,7 +90,18 @@ const resp_addr_t *node_addr(const node_t *nd);
 void node_set_timeouts(node_t *nd, uint32_t connect_ms, uint32_t command_ms,
                        uint32_t replicas_ms);
 
+/* Registry refreshes (WHO) every every_ms, and now; 0 stops them. */
+void node_set_register(node_t *nd, uint32_t every_ms);
+
+/* Queues op; it goes out before the loop polls, with the others queued in
+ * this iteration. op->route says how (NODE_OP_*). */
 void node_submit(node_t *nd, backend_op_t *op);
+/* One plain command on the command connection (a read, never lock
+ * state); it goes ahead of ops still queued. 0, or -1 when the node is
+ * not up or out of memory (cb never fires); otherwise cb fires once,
+ * never before this returns. */
+int node_command(node_t *nd, int argc, const char **argv, const size_t *argvlen,
+                 resp_reply_cb cb, void *data);
 void node_watch(node_t *nd, const char *name, size_t len, backend_watch_cb cb, void *data);
 void node_unwatch(node_t *nd, const char *name, size_t len);
 /* 1 while the command connection is up (handshake done). */

@@ -39,8 +39,12 @@ static const char script_acquire[] =
 
 /* K1 lock hash, K2 channel; A1 owner, A2 '1' to release all holds (delete
  * and publish '0', as Redisson's unlock does) or '0' to drop one hold
- * without ever deleting. Returns holds left, -1 if not held, or {0,
- * subscribers that got the release message}. */
+ * without ever deleting; P the publish command ('publish', or 'spublish'
+ * for sharded pub/sub), as Redisson passes it too. Returns holds left, -1
+ * if not held, or {0, subscribers that got the release message}. Every key
+ * is read before anything is written: on a Cluster node that does not
+ * hold the key (a slot moving away), the first access fails and nothing
+ * has changed. */
 #define LUA_RELEASE \
     "local n = redis.call('hget', K1, A1)\n" \
     "if not n then return -1 end\n" \
@@ -49,17 +53,20 @@ static const char script_acquire[] =
     "  return tonumber(n)\n" \
     "end\n" \
     "redis.call('del', K1)\n" \
-    "return {0, redis.call('publish', K2, '0')}\n"
+    "return {0, redis.call(P, K2, '0')}\n"
 static const char script_release[] =
-    "local K1, K2, A1, A2 = KEYS[1], KEYS[2], ARGV[1], ARGV[2]\n" LUA_RELEASE;
+    "local K1, K2, A1, A2, P = KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]\n" LUA_RELEASE;
 
 /* K1 lock hash, K2 forced marker; A1 lease ms, A2 owner. 1 renewed, 0
- * gone, 2 removed by force. A key of another type counts as gone. */
+ * gone, 2 removed by force. A key of another type counts as gone; any
+ * other error (a Cluster node that no longer holds the key) is raised. */
 #define LUA_RENEW \
-    "if redis.pcall('hexists', K1, A2) == 1 then\n" \
+    "local h = redis.pcall('hexists', K1, A2)\n" \
+    "if h == 1 then\n" \
     "  redis.call('pexpire', K1, A1)\n" \
     "  return 1\n" \
     "end\n" \
+    "if type(h) == 'table' and not string.find(h.err, '^WRONGTYPE') then error(h) end\n" \
     "if redis.pcall('get', K2) == A2 then return 2 end\n" \
     "return 0\n"
 
@@ -70,7 +77,7 @@ static const char script_status[] =
     "return {t, tonumber(n or '0')}\n";
 
 /* KEYS[1] lock hash, KEYS[2] channel, KEYS[3] forced marker; ARGV[1] how
- * long the marker outlives the lock. Removes the lock whoever holds it,
+ * long the marker outlives the lock, ARGV[2] the publish command. Removes the lock whoever holds it,
  * leaves a marker naming the owner so its daemon can say 'forced'. */
 static const char script_force[] =
     "local f = redis.call('hkeys', KEYS[1])\n"
@@ -79,62 +86,93 @@ static const char script_force[] =
     "if t < 0 then t = 0 end\n"
     "redis.call('set', KEYS[3], f[1], 'px', t + tonumber(ARGV[1]))\n"
     "redis.call('del', KEYS[1])\n"
-    "redis.call('publish', KEYS[2], '0')\n"
+    "redis.call(ARGV[2], KEYS[2], '0')\n"
     "return 1\n";
 
 /* Many operations in one call: the bodies above as functions (K1, K2, A1,
- * A2 are their parameters), run in the order asked for. KEYS: two per
- * operation (the lock, and its token, channel or forced marker); ARGV:
- * three per operation: 'a' lease owner, 'r' all owner, or 'n' lease owner.
- * One line per operation comes back: "0:<fence>", "1:<holds>",
- * "2:<pttl>", a release's "<holds left>" or "0:<subscribers>", a
- * renewal's digit, or "E<error>" when that operation failed (the others
- * still run). */
+ * A2 are their parameters), run in the order asked for. Two keys per
+ * operation (the lock, and its token, channel or forced marker), then
+ * three arguments per operation: 'a' lease owner, 'r' all owner, or 'n'
+ * lease owner; the last argument is the publish command. One line per
+ * operation comes back: "0:<fence>", "1:<holds>", "2:<pttl>", a release's
+ * "<holds left>" or "0:<subscribers>", a renewal's digit, or "E<error>"
+ * when that operation failed (the others still run).
+ *
+ * Two layouts share the body. SCRIPT_OPS passes the keys in KEYS, so they
+ * must share one Cluster slot (or there is no Cluster). SCRIPT_OPS_ANY is
+ * for a Cluster node's many slots: Redis refuses declared keys of
+ * different slots (CROSSSLOT) even with allow-cross-slot-keys, so the
+ * keys go first in ARGV, after their count; the flag lets the script
+ * touch keys of any slot this node serves. An operation whose key the
+ * node does not serve (its slot moved) fails alone, before it writes. */
+#define LUA_OPS_BODY \
+    "local acquire = function(K1, K2, A1, A2)\n" LUA_ACQUIRE "end\n" \
+    "local release = function(K1, K2, A1, A2)\n" LUA_RELEASE "end\n" \
+    "local renew = function(K1, K2, A1, A2)\n" LUA_RENEW "end\n" \
+    "local out = {}\n" \
+    "for i = 1, n do\n" \
+    "  local ok, r\n" \
+    "  local k1, k2 = K[ko + 2 * i - 1], K[ko + 2 * i]\n" \
+    "  local a = ao + 3 * i\n" \
+    "  local k = ARGV[a - 2]\n" \
+    "  if k == 'a' then\n" \
+    "    ok, r = pcall(acquire, k1, k2, ARGV[a - 1], ARGV[a])\n" \
+    "  elseif k == 'n' then\n" \
+    "    ok, r = pcall(renew, k1, k2, ARGV[a - 1], ARGV[a])\n" \
+    "  else\n" \
+    "    ok, r = pcall(release, k1, k2, ARGV[a], ARGV[a - 1])\n" \
+    "  end\n" \
+    "  if not ok then\n" \
+    "    out[i] = 'E' .. tostring(type(r) == 'table' and r.err or r)\n" \
+    "  elseif type(r) == 'table' then\n" \
+    "    out[i] = string.format('%d:%d', r[1], r[2])\n" \
+    "  else\n" \
+    "    out[i] = string.format('%d', r)\n" \
+    "  end\n" \
+    "end\n" \
+    "return table.concat(out, '\\n')\n"
 static const char script_ops[] =
-    "local acquire = function(K1, K2, A1, A2)\n" LUA_ACQUIRE "end\n"
-    "local release = function(K1, K2, A1, A2)\n" LUA_RELEASE "end\n"
-    "local renew = function(K1, K2, A1, A2)\n" LUA_RENEW "end\n"
-    "local out = {}\n"
-    "for i = 1, #KEYS / 2 do\n"
-    "  local ok, r\n"
-    "  local k = ARGV[3 * i - 2]\n"
-    "  if k == 'a' then\n"
-    "    ok, r = pcall(acquire, KEYS[2 * i - 1], KEYS[2 * i], ARGV[3 * i - 1], ARGV[3 * i])\n"
-    "  elseif k == 'n' then\n"
-    "    ok, r = pcall(renew, KEYS[2 * i - 1], KEYS[2 * i], ARGV[3 * i - 1], ARGV[3 * i])\n"
-    "  else\n"
-    "    ok, r = pcall(release, KEYS[2 * i - 1], KEYS[2 * i], ARGV[3 * i], ARGV[3 * i - 1])\n"
-    "  end\n"
-    "  if not ok then\n"
-    "    out[i] = 'E' .. tostring(type(r) == 'table' and r.err or r)\n"
-    "  elseif type(r) == 'table' then\n"
-    "    out[i] = string.format('%d:%d', r[1], r[2])\n"
-    "  else\n"
-    "    out[i] = string.format('%d', r)\n"
-    "  end\n"
-    "end\n"
-    "return table.concat(out, '\\n')\n";
+    "local n, K, ko, ao = #KEYS / 2, KEYS, 0, 0\n"
+    "local P = ARGV[#ARGV]\n" LUA_OPS_BODY;
+static const char script_ops_any[] =
+    "#!lua flags=allow-cross-slot-keys\n"
+    "local n = tonumber(ARGV[1])\n"
+    "local K, ko, ao = ARGV, 1, 1 + 2 * n\n"
+    "local P = ARGV[#ARGV]\n" LUA_OPS_BODY;
 
-/* KEYS: the lock hash and forced marker of each lock; ARGV[1] the lease,
- * then one owner per lock. One digit per lock comes back, as LUA_RENEW
- * returns it. The watchdog's batches are all renewals with one lease: this
- * passes each in three strings where the batch script needs five. */
+/* Many renewals with one lease: the watchdog's. Two keys per lock (the
+ * lock hash and forced marker), the lease, then one owner per lock. One
+ * digit per lock comes back, as LUA_RENEW returns it, or 'E' when that
+ * renewal failed (its key is not on this node). The watchdog's batches
+ * are all renewals with one lease: this passes each in three strings
+ * where the batch script needs five. SCRIPT_RENEW_ANY is its layout for a
+ * Cluster node's many slots, as with SCRIPT_OPS_ANY. */
+#define LUA_RENEW_BODY \
+    "local renew = function(K1, K2, A1, A2)\n" LUA_RENEW "end\n" \
+    "local r = {}\n" \
+    "local lease = ARGV[ao + 1]\n" \
+    "for i = 1, n do\n" \
+    "  local ok, v = pcall(renew, K[ko + 2 * i - 1], K[ko + 2 * i], lease, ARGV[ao + 1 + i])\n" \
+    "  r[i] = ok and v or 'E'\n" \
+    "end\n" \
+    "return table.concat(r)\n"
 static const char script_renew[] =
-    "local renew = function(K1, K2, A1, A2)\n" LUA_RENEW "end\n"
-    "local r = {}\n"
-    "for i = 1, #ARGV - 1 do\n"
-    "  r[i] = renew(KEYS[2 * i - 1], KEYS[2 * i], ARGV[1], ARGV[i + 1])\n"
-    "end\n"
-    "return table.concat(r)\n";
+    "local n, K, ko, ao = #KEYS / 2, KEYS, 0, 0\n" LUA_RENEW_BODY;
+static const char script_renew_any[] =
+    "#!lua flags=allow-cross-slot-keys\n"
+    "local n = tonumber(ARGV[1])\n"
+    "local K, ko, ao = ARGV, 1, 1 + 2 * n\n" LUA_RENEW_BODY;
 
 /* KEYS[1] lock hash, KEYS[2] registry. {pttl, the holder's field, its
  * registry entry}: -2 and empty strings when free, '' for a holder no
- * dlockd registered (a Redisson client). Reads only. */
+ * dlockd registered (a Redisson client). Without KEYS[2] (under Cluster
+ * the registry is in another slot) the entry is ''. Reads only. */
 static const char script_who[] =
     "local f = redis.pcall('hkeys', KEYS[1])\n"
     "if type(f) ~= 'table' or #f == 0 then return {-2, '', ''} end\n"
     "local uuid = string.match(f[1], '^(.*):[^:]*$') or f[1]\n"
-    "return {redis.call('pttl', KEYS[1]), f[1], redis.call('hget', KEYS[2], uuid) or ''}\n";
+    "local e = KEYS[2] and redis.call('hget', KEYS[2], uuid) or ''\n"
+    "return {redis.call('pttl', KEYS[1]), f[1], e}\n";
 
 /* KEYS[1] registry; ARGV[1] uuid, ARGV[2] "dlockd:<host>:<pid>", ARGV[3]
  * the age past which an entry is gone. Sets ours to "<now ms> <name>" and
@@ -154,22 +192,27 @@ static const char script_register[] =
 
 const char *const scripts_text[SCRIPT_COUNT] = {
     script_acquire, script_release, script_status, script_force, script_ops, script_renew,
-    script_who, script_register,
+    script_who, script_register, script_ops_any, script_renew_any,
 };
 
 /* ---- calls ---------------------------------------------------------------- */
+
+int scripts_loaded(script_id_t id, unsigned flags) {
+    return (id != SCRIPT_OPS_ANY && id != SCRIPT_RENEW_ANY) || (flags & SCRIPTS_F_ANY_SLOT);
+}
 
 int scripts_batchable(const backend_op_t *op) {
     return op->kind == BACKEND_ACQUIRE || op->kind == BACKEND_RELEASE ||
            op->kind == BACKEND_DROP || op->kind == BACKEND_RENEW;
 }
 
-script_id_t scripts_choose(backend_op_t *const *ops, size_t n) {
+script_id_t scripts_choose(backend_op_t *const *ops, size_t n, unsigned flags) {
     if (n > 1) {
+        int any = (flags & SCRIPTS_F_ANY_SLOT) != 0;
         for (size_t i = 0; i < n; i++)
             if (ops[i]->kind != BACKEND_RENEW || ops[i]->lease_ms != ops[0]->lease_ms)
-                return SCRIPT_OPS;
-        return SCRIPT_RENEW;
+                return any ? SCRIPT_OPS_ANY : SCRIPT_OPS;
+        return any ? SCRIPT_RENEW_ANY : SCRIPT_RENEW;
     }
     switch (ops[0]->kind) {
     case BACKEND_ACQUIRE: return SCRIPT_ACQUIRE;
@@ -206,6 +249,8 @@ static size_t put_bulk(char *p, const char *s, size_t len) {
 /* Room any one operation's arguments take at most. */
 #define OP_ROOM (ARG_ROOM(KEYS_KEY_MAX) + 2 * ARG_ROOM(KEYS_COMPANION_MAX) + \
                  ARG_ROOM(24) + ARG_ROOM(KEYS_FIELD_MAX) + ARG_ROOM(1))
+/* The publish command releases use: classic or sharded pub/sub. */
+#define PUB_CMD(flags) ((flags) & SCRIPTS_F_SHARDED ? "spublish" : "publish")
 
 /* An operation's two keys: the lock, and its token, channel or forced
  * marker (the companion SCRIPT_OPS passes; SCRIPT_FORCE takes two). */
@@ -229,7 +274,7 @@ static size_t put_companion(char *p, const char *kind, size_t kindlen, const cha
 #define KIND(s) (s), (sizeof(s) - 1)
 
 static size_t put_keys(char *p, const backend_op_t *op, script_id_t id, const char *prefix,
-                       size_t plen) {
+                       size_t plen, unsigned flags) {
     /* The lock key, prefix and name, straight into place; its companion
      * copies it from there. */
     size_t klen = plen + op->len, k = put_head(p, '$', klen);
@@ -241,6 +286,7 @@ static size_t put_keys(char *p, const backend_op_t *op, script_id_t id, const ch
     p[k++] = '\n';
     if (id == SCRIPT_STATUS) return k;
     if (id == SCRIPT_WHO) {
+        if (flags & SCRIPTS_F_NO_REGISTRY) return k;
         k += put_head(p + k, '$', plen + sizeof(KEYS_REGISTRY) - 1);
         memcpy(p + k, prefix, plen);
         memcpy(p + k + plen, KEYS_REGISTRY, sizeof(KEYS_REGISTRY) - 1);
@@ -275,6 +321,7 @@ static size_t put_args(char *p, const backend_op_t *op, script_id_t id, const ch
     }
     switch (id) {
     case SCRIPT_OPS:
+    case SCRIPT_OPS_ANY:
         k += put_bulk(p, op->kind == BACKEND_ACQUIRE ? "a" : op->kind == BACKEND_RENEW ? "n" : "r",
                       1);
         k += put_bulk(p + k, num, nlen);
@@ -289,6 +336,7 @@ static size_t put_args(char *p, const backend_op_t *op, script_id_t id, const ch
         return 0;
     case SCRIPT_STATUS:
     case SCRIPT_RENEW: /* its lease went once, before the owners */
+    case SCRIPT_RENEW_ANY:
         return put_bulk(p, field, flen);
     default: /* SCRIPT_FORCE */
         return put_bulk(p, num, keys_u64(num, SCRIPTS_FORCED_MARK_MS));
@@ -296,33 +344,43 @@ static size_t put_args(char *p, const backend_op_t *op, script_id_t id, const ch
 }
 
 int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *const *ops,
-                   size_t n, const char *prefix, const char *uuid) {
+                   size_t n, const char *prefix, const char *uuid, unsigned flags) {
     size_t start = out->len, numkeys, argc, k, plen = strlen(prefix);
+    int any = id == SCRIPT_OPS_ANY || id == SCRIPT_RENEW_ANY;
     char nk[24];
     char *p;
 
     switch (id) {
-    case SCRIPT_OPS: numkeys = 2 * n; argc = 3 + 5 * n; break;
+    case SCRIPT_OPS: numkeys = 2 * n; argc = 3 + 5 * n + 1; break;
+    case SCRIPT_OPS_ANY: numkeys = 0; argc = 3 + 1 + 5 * n + 1; break;
     case SCRIPT_RENEW: numkeys = 2 * n; argc = 3 + 3 * n + 1; break;
+    case SCRIPT_RENEW_ANY: numkeys = 0; argc = 3 + 1 + 3 * n + 1; break;
     case SCRIPT_STATUS: numkeys = 1; argc = 5; break;
-    case SCRIPT_WHO: numkeys = 2; argc = 5; break;
-    case SCRIPT_FORCE: numkeys = 3; argc = 7; break;
-    default: numkeys = 2; argc = 7; break;
+    case SCRIPT_WHO:
+        numkeys = flags & SCRIPTS_F_NO_REGISTRY ? 1 : 2;
+        argc = 3 + numkeys;
+        break;
+    case SCRIPT_FORCE: numkeys = 3; argc = 8; break;
+    default: numkeys = 2; argc = 8; break; /* acquire 7: no publish command */
     }
+    if (id == SCRIPT_ACQUIRE) argc = 7;
     /* Room is reserved one operation at a time, so that a batch takes
-     * about what it needs; the KEYS of all come first, then the ARGV. */
-    p = buf_reserve(out, 1 + 20 + 2 + ARG_ROOM(7) + ARG_ROOM(SCRIPTS_SHA_LEN) + ARG_ROOM(20));
+     * about what it needs; the keys of all come first, then the other
+     * arguments. The _ANY layouts pass the keys in ARGV, after their
+     * count. */
+    p = buf_reserve(out, 1 + 20 + 2 + ARG_ROOM(7) + ARG_ROOM(SCRIPTS_SHA_LEN) + 2 * ARG_ROOM(20));
     if (p == NULL) goto nomem;
     k = put_head(p, '*', argc);
     k += put_bulk(p + k, "EVALSHA", 7);
     k += put_bulk(p + k, sha, SCRIPTS_SHA_LEN);
     k += put_bulk(p + k, nk, keys_u64(nk, numkeys));
+    if (any) k += put_bulk(p + k, nk, keys_u64(nk, n));
     buf_commit(out, k);
     for (size_t i = 0; i < n; i++) {
         if ((p = buf_reserve(out, OP_ROOM)) == NULL) goto nomem;
-        buf_commit(out, put_keys(p, ops[i], id, prefix, plen));
+        buf_commit(out, put_keys(p, ops[i], id, prefix, plen, flags));
     }
-    if (id == SCRIPT_RENEW) {
+    if (id == SCRIPT_RENEW || id == SCRIPT_RENEW_ANY) {
         char lease[24];
         if ((p = buf_reserve(out, ARG_ROOM(24))) == NULL) goto nomem;
         buf_commit(out, put_bulk(p, lease, keys_u64(lease, ops[0]->lease_ms)));
@@ -330,6 +388,12 @@ int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *co
     for (size_t i = 0; i < n; i++) {
         if ((p = buf_reserve(out, OP_ROOM)) == NULL) goto nomem;
         buf_commit(out, put_args(p, ops[i], id, uuid));
+    }
+    if (id == SCRIPT_OPS || id == SCRIPT_OPS_ANY || id == SCRIPT_RELEASE ||
+        id == SCRIPT_FORCE) {
+        if ((p = buf_reserve(out, ARG_ROOM(8))) == NULL) goto nomem;
+        const char *pub = PUB_CMD(flags);
+        buf_commit(out, put_bulk(p, pub, strlen(pub)));
     }
     return 0;
 nomem:
@@ -451,15 +515,20 @@ int scripts_format_register(buf_t *out, const char *sha, const char *prefix, con
 
 int scripts_decode(script_id_t id, backend_op_t *const *ops, size_t n, redisReply *r,
                    char *err, size_t errlen) {
-    if (id == SCRIPT_OPS) return decode_ops(ops, n, r, err, errlen);
-    if (id == SCRIPT_RENEW) {
+    if (id == SCRIPT_OPS || id == SCRIPT_OPS_ANY) return decode_ops(ops, n, r, err, errlen);
+    if (id == SCRIPT_RENEW || id == SCRIPT_RENEW_ANY) {
         if (r->type != REDIS_REPLY_STRING || r->len != n) {
             snprintf(err, errlen, "unexpected reply (type %d) from the renew script", r->type);
             return -1;
         }
         for (size_t i = 0; i < n; i++) {
             memset(&ops[i]->res, 0, sizeof(ops[i]->res));
-            set_renewal(&ops[i]->res, r->str[i] - '0');
+            if (r->str[i] == 'E') {
+                ops[i]->res.status = BACKEND_FAILED;
+                ops[i]->res.error = SCRIPTS_NOT_HERE;
+            } else {
+                set_renewal(&ops[i]->res, r->str[i] - '0');
+            }
         }
         return 0;
     }

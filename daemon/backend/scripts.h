@@ -34,19 +34,33 @@ typedef enum {
     SCRIPT_RENEW,         /* many renewals with one lease: the watchdog's */
     SCRIPT_WHO,           /* who holds a lock, and its daemon */
     SCRIPT_REGISTER,      /* a daemon's entry in the registry (not an op) */
+    SCRIPT_OPS_ANY,       /* SCRIPT_OPS for keys of many Cluster slots on one node */
+    SCRIPT_RENEW_ANY,     /* SCRIPT_RENEW likewise */
     SCRIPT_COUNT
 } script_id_t;
 
 extern const char *const scripts_text[SCRIPT_COUNT];
 
-/* 1 if op may share a SCRIPT_OPS call with others. */
+/* How a node's calls are made (scripts_format's flags). */
+#define SCRIPTS_F_ANY_SLOT    0x1u  /* a Cluster node: batches carry keys of many
+                                       slots (the _ANY scripts, Redis 7.0+) */
+#define SCRIPTS_F_SHARDED     0x2u  /* releases SPUBLISH: sharded pub/sub */
+#define SCRIPTS_F_NO_REGISTRY 0x4u  /* WHO reads the lock only: the registry
+                                       is in another slot */
+/* The error of a renewal in a batch whose key the node does not serve. */
+#define SCRIPTS_NOT_HERE "key not served by this node"
+
+/* 1 if a node with these flags loads script id (the _ANY ones need Redis
+ * 7.0's script flags: only Cluster nodes load them). */
+int scripts_loaded(script_id_t id, unsigned flags);
+/* 1 if op may share a batch call with others. */
 int scripts_batchable(const backend_op_t *op);
 /* The script that runs ops[0..n) in one call: n > 1 only for batchable ops. */
-script_id_t scripts_choose(backend_op_t *const *ops, size_t n);
+script_id_t scripts_choose(backend_op_t *const *ops, size_t n, unsigned flags);
 /* Appends "EVALSHA <sha> ..." for ops[0..n) to out, in RESP. Keys get
  * prefix, owner fields uuid. 0, or -1 on no memory (out unchanged). */
 int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *const *ops,
-                   size_t n, const char *prefix, const char *uuid);
+                   size_t n, const char *prefix, const char *uuid, unsigned flags);
 /* Fills every op's res from r, the script's reply (not an error reply).
  * A release that deleted the lock sets res.others_waiting to the number of
  * subscribers its message reached: the caller, which knows its own
