@@ -369,8 +369,9 @@ static int set_server(conf_t *c, const char *key, const char *v, char *err,
 }
 
 /* "host:port host:port ...", an IPv6 host in brackets; :port defaults to
- * CONF_SENTINEL_PORT. Empty: none. */
-static int parse_sentinels(conf_t *c, const char *v, char *err, size_t errlen) {
+ * dport. Empty: none. what names one address in errors ("sentinel"). */
+static int parse_addrs(conf_addr_t *out, size_t *count, size_t max, int dport,
+                       const char *what, const char *v, char *err, size_t errlen) {
     size_t n = 0;
     const char *p = v;
     for (;;) {
@@ -379,17 +380,17 @@ static int parse_sentinels(conf_t *c, const char *v, char *err, size_t errlen) {
         size_t len = strcspn(p, " \t,");
         char word[CONF_STR_MAX];
         if (len >= sizeof(word)) {
-            seterr(err, errlen, "sentinel address '%.40s...' is too long", p);
+            seterr(err, errlen, "%s address '%.40s...' is too long", what, p);
             return -1;
         }
         memcpy(word, p, len);
         word[len] = '\0';
         p += len;
-        if (n == CONF_SENTINELS_MAX) {
-            seterr(err, errlen, "more than %d sentinels", CONF_SENTINELS_MAX);
+        if (n == max) {
+            seterr(err, errlen, "more than %zu %s addresses", max, what);
             return -1;
         }
-        conf_addr_t *a = &c->sentinels[n];
+        conf_addr_t *a = &out[n];
         char *host = word, *port = NULL;
         if (word[0] == '[') {
             char *close = strchr(word, ']');
@@ -406,7 +407,7 @@ static int parse_sentinels(conf_t *c, const char *v, char *err, size_t errlen) {
             }
         }
         if (host[0] == '\0') goto bad;
-        a->port = CONF_SENTINEL_PORT;
+        a->port = dport;
         if (port != NULL) {
             uint32_t pn;
             if (parse_u32(port, 1, 65535, &pn, err, errlen) != 0) goto bad;
@@ -416,32 +417,53 @@ static int parse_sentinels(conf_t *c, const char *v, char *err, size_t errlen) {
         n++;
         continue;
     bad:
-        seterr(err, errlen, "sentinel address '%s': expected host:port, [ipv6]:port or host",
+        seterr(err, errlen, "%s address '%s': expected host:port, [ipv6]:port or host", what,
                word);
         return -1;
     }
-    c->sentinels_count = n;
+    *count = n;
     return 0;
+}
+
+/* url, sentinels and cluster each name the topology: at most one may be
+ * set. key is being set to a non-empty value. */
+static int one_topology(const conf_t *c, const char *key, char *err, size_t errlen) {
+    const char *other = NULL;
+    if (strcmp(key, "url") != 0 && c->url_set) other = "url";
+    else if (strcmp(key, "sentinels") != 0 && c->sentinels_count > 0) other = "sentinels";
+    else if (strcmp(key, "cluster") != 0 && c->cluster_count > 0) other = "cluster";
+    if (other == NULL) return 0;
+    seterr(err, errlen, "%s and %s exclude each other: Redis is either one server (url), "
+           "a primary found by Sentinel (sentinels) or a Redis Cluster (cluster)", other, key);
+    return -1;
 }
 
 static int set_redis(conf_t *c, const char *key, const char *v, char *err,
                      size_t errlen) {
     if (strcmp(key, "url") == 0) {
-        if (c->sentinels_count > 0) {
-            seterr(err, errlen, "url and sentinels exclude each other: the primary is "
-                   "either given or found by Sentinel");
-            return -1;
-        }
+        if (one_topology(c, key, err, errlen) != 0) return -1;
         c->url_set = 1;
         return conf_parse_redis_url(c, v, err, errlen);
     }
     if (strcmp(key, "sentinels") == 0) {
-        if (c->url_set && v[0] != '\0') {
-            seterr(err, errlen, "url and sentinels exclude each other: the primary is "
-                   "either given or found by Sentinel");
+        if (v[0] != '\0' && one_topology(c, key, err, errlen) != 0) return -1;
+        return parse_addrs(c->sentinels, &c->sentinels_count, CONF_SENTINELS_MAX,
+                           CONF_SENTINEL_PORT, "sentinel", v, err, errlen);
+    }
+    if (strcmp(key, "cluster") == 0) {
+        if (v[0] != '\0' && one_topology(c, key, err, errlen) != 0) return -1;
+        return parse_addrs(c->cluster, &c->cluster_count, CONF_CLUSTER_SEEDS_MAX,
+                           CONF_REDIS_PORT, "cluster", v, err, errlen);
+    }
+    if (strcmp(key, "sharded_pubsub") == 0) {
+        if (strcmp(v, "auto") == 0) c->sharded_pubsub = CONF_SHARDED_AUTO;
+        else if (strcmp(v, "yes") == 0) c->sharded_pubsub = CONF_SHARDED_YES;
+        else if (strcmp(v, "no") == 0) c->sharded_pubsub = CONF_SHARDED_NO;
+        else {
+            seterr(err, errlen, "sharded_pubsub '%s' is not one of auto, yes, no", v);
             return -1;
         }
-        return parse_sentinels(c, v, err, errlen);
+        return 0;
     }
     if (strcmp(key, "master_name") == 0) {
         for (const char *p = v; *p; p++) {
@@ -616,7 +638,8 @@ int conf_finish(conf_t *c, char *err, size_t errlen) {
         return -1;
     }
     c->tls = c->url_tls || c->tls_key == 1;
-    if (c->tls && c->redis_kind == CONF_REDIS_UNIX && c->sentinels_count == 0) {
+    if (c->tls && c->redis_kind == CONF_REDIS_UNIX && c->sentinels_count == 0 &&
+        c->cluster_count == 0) {
         seterr(err, errlen, "tls applies to TCP connections, not to a unix:// url");
         return -1;
     }

@@ -21,6 +21,8 @@
 #define CONF_SENTINEL_PASSWORD_ENV "DLOCKD_SENTINEL_PASSWORD"
 #define CONF_SENTINELS_MAX   16    /* addresses in sentinels */
 #define CONF_SENTINEL_PORT   26379 /* a sentinel address without :port */
+#define CONF_CLUSTER_SEEDS_MAX 16  /* addresses in cluster */
+#define CONF_REDIS_PORT      6379  /* a cluster address without :port */
 #define CONF_REPLICAS_AUTO   (-1)  /* replicas_ack = auto */
 #define CONF_REPLICAS_MAX    64    /* replicas_ack = N */
 
@@ -35,6 +37,12 @@ typedef enum {
     CONF_REDIS_TCP = 0,
     CONF_REDIS_UNIX
 } conf_redis_kind_t;
+
+typedef enum {
+    CONF_SHARDED_AUTO = 0,           /* sharded where the cluster has it (7.0+) */
+    CONF_SHARDED_YES,
+    CONF_SHARDED_NO
+} conf_sharded_t;
 
 typedef struct conf_addr_s {
     char host[CONF_STR_MAX];
@@ -78,6 +86,10 @@ typedef struct conf_s {
     char master_name[CONF_STR_MAX];
     char sentinel_username[CONF_STR_MAX];
     char sentinel_password[CONF_STR_MAX];  /* env, else the key */
+    conf_addr_t cluster[CONF_CLUSTER_SEEDS_MAX]; /* set: a Redis Cluster, these
+                                                    its seed nodes */
+    size_t cluster_count;
+    conf_sharded_t sharded_pubsub;   /* Cluster: SSUBSCRIBE/SPUBLISH or not */
     int replicas_ack;                /* CONF_REPLICAS_AUTO, 0 or N */
     uint32_t replicas_timeout_ms;    /* WAIT's timeout; unset, at most half of
                                         command_timeout_ms */

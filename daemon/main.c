@@ -109,6 +109,7 @@ static int conf_read(const daemon_t *d, conf_t *c, int *have_file, char *err, si
     if (*have_file && conf_load(c, path, err, errlen) != 0) return -1;
     if ((d->opt_socket && conf_set(c, "server", "socket", d->opt_socket, why, sizeof(why)) != 0) ||
         (d->opt_url && (conf_set(c, "redis", "sentinels", "", why, sizeof(why)) != 0 ||
+                        conf_set(c, "redis", "cluster", "", why, sizeof(why)) != 0 ||
                         conf_set(c, "redis", "master_name", "", why, sizeof(why)) != 0 ||
                         conf_set(c, "redis", "url", d->opt_url, why, sizeof(why)) != 0))) {
         snprintf(err, errlen, "command line: %.400s", why);
@@ -146,6 +147,10 @@ static void redis_changes(const conf_t *c, const conf_t *n, char *out, size_t ca
         memcmp(c->sentinels, n->sentinels, sizeof(c->sentinels)) != 0)
         add_name(out, cap, "sentinels");
     if (strcmp(c->master_name, n->master_name) != 0) add_name(out, cap, "master_name");
+    if (c->cluster_count != n->cluster_count ||
+        memcmp(c->cluster, n->cluster, sizeof(c->cluster)) != 0)
+        add_name(out, cap, "cluster");
+    if (c->sharded_pubsub != n->sharded_pubsub) add_name(out, cap, "sharded_pubsub");
     if (strcmp(c->sentinel_username, n->sentinel_username) != 0)
         add_name(out, cap, "sentinel_username");
     if (strcmp(c->sentinel_password, n->sentinel_password) != 0)

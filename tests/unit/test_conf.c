@@ -395,7 +395,7 @@ START_TEST(test_sentinel_errors_name_the_line) {
         {"[redis]\nsentinels = [::1\nmaster_name = m\n", ":2: ", "sentinel address"},
         {"[redis]\nsentinels = :5\nmaster_name = m\n", ":2: ", "sentinel address"},
         {"[redis]\nsentinels = a b c d e f g h i j k l m n o p q\nmaster_name = m\n", ":2: ",
-         "more than 16 sentinels"},
+         "more than 16 sentinel addresses"},
         {"[redis]\nsentinels = a\nmaster_name = my master\n", ":3: ", "master_name"},
     };
     for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
