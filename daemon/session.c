@@ -152,13 +152,15 @@ static void send_info(session_t *s) {
     lockmgr_stats(s->ss->locks, &ls);
     int n = proto_reply_ok(line, sizeof(line),
         "version=%s uptime_s=%llu connections=%llu locks_held=%llu waiters=%llu "
-        "redis=%s backend=%s connections_total=%llu rejected=%llu requests=%llu errors=%llu "
+        "redis=%s backend=%s redis_nodes=%u redis_nodes_up=%u redis_down=%s "
+        "connections_total=%llu rejected=%llu requests=%llu errors=%llu "
         "output_overflows=%llu grants=%llu reentries=%llu releases=%llu "
         "timeouts=%llu lost=%llu renewals=%llu backend_errors=%llu "
         "peer_pid=%d peer_uid=%u peer_gid=%u metrics=%s",
         DLOCKD_VERSION, (unsigned long long)st.uptime_s,
         (unsigned long long)st.connections, (unsigned long long)ls.locks_held,
         (unsigned long long)ls.waiters, ls.backend_up ? "up" : "down", ls.backend,
+        ls.nodes, ls.nodes_up, ls.nodes_down,
         (unsigned long long)st.connections_total, (unsigned long long)st.rejected,
         (unsigned long long)st.requests, (unsigned long long)st.errors,
         (unsigned long long)st.output_overflows, (unsigned long long)ls.grants,

@@ -902,6 +902,19 @@ void lockmgr_reconfigure(lockmgr_t *m) {
     watchdog_reconfigure(m);
 }
 
+static void count_node(void *data, const backend_node_info_t *node) {
+    lockmgr_stats_t *out = data;
+    out->nodes++;
+    if (node->up) {
+        out->nodes_up++;
+        return;
+    }
+    size_t k = strcmp(out->nodes_down, "-") == 0 ? 0 : strlen(out->nodes_down);
+    size_t need = (k ? 1 : 0) + strlen(node->name) + 1;
+    if (k + need > sizeof(out->nodes_down)) return; /* cut: the counts still tell */
+    snprintf(out->nodes_down + k, sizeof(out->nodes_down) - k, "%s%s", k ? "," : "", node->name);
+}
+
 void lockmgr_stats(const lockmgr_t *m, lockmgr_stats_t *out) {
     *out = m->stats;
     out->wait_time = &m->wait_time;
@@ -910,6 +923,9 @@ void lockmgr_stats(const lockmgr_t *m, lockmgr_stats_t *out) {
     out->waiters = m->waiting;
     out->backend_up = backend_available(m->backend, NULL, 0);
     out->backend = m->backend->type->name;
+    out->nodes = out->nodes_up = 0;
+    snprintf(out->nodes_down, sizeof(out->nodes_down), "-");
+    backend_nodes(m->backend, count_node, out);
 }
 
 void lockmgr_shutdown(lockmgr_t *m, lockmgr_done_cb done, void *data) {

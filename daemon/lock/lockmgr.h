@@ -104,11 +104,18 @@ typedef void (*lockmgr_done_cb)(lockmgr_t *mgr, void *data);
 /* Most locks in one watchdog batch. */
 #define LOCKMGR_RENEW_BATCH 500
 
+/* Room for the names of the nodes down in INFO; more are cut at a comma. */
+#define LOCKMGR_NODES_DOWN_MAX 256
+
 typedef struct lockmgr_stats_s {
     uint64_t locks_held;      /* holds this daemon has now */
     uint64_t waiters;         /* requests queued for a lock */
     int backend_up;           /* 1 while Redis answers */
     const char *backend;      /* the topology's name */
+    unsigned nodes;           /* Redis nodes the topology uses now */
+    unsigned nodes_up;        /* ... with their command connection up */
+    char nodes_down[LOCKMGR_NODES_DOWN_MAX]; /* the others' names, comma-
+                                                separated, "-" for none */
     uint64_t grants;          /* new grants (fences issued) */
     uint64_t reentries;       /* reentrant grants */
     uint64_t releases;
