@@ -90,12 +90,15 @@ int h_main(Suite *s) {
     return failed == 0 ? 0 : 1;
 }
 
+static void cluster_reset(void);
+
 void h_setup(void) {
     static int counter;
     nprocs = 0;
     redis_index = -1;
     redis_seq = 0;
     h_set_auth(NULL, NULL);
+    cluster_reset();
     snprintf(test_dir, sizeof(test_dir), "%s/t%d.%d", run_dir, (int)getpid(), counter++);
     ck_assert_int_eq(mkdir(test_dir, 0700), 0);
 }
@@ -348,12 +351,13 @@ static void remember_args(int index, const char *const argv[]) {
 }
 
 /* Starts a redis-server by index listening as listen[] says ("%d" in an
- * argument stands for the port), plus a Unix socket to see it ready. With
- * port 0 a free port is chosen, and another one if the server could not
- * have it. Returns its index. */
+ * argument stands for the port, "%c" for a second free port: a cluster
+ * node's bus port), plus a Unix socket to see it ready. With port 0 a free
+ * port is chosen, and another one if the server could not have it (the
+ * second port is chosen again each time). Returns its index. */
 static int redis_start_index(int port, const char *const listen[], const char *const extra[]) {
     int n = redis_seq++;
-    char sock[256], log[512], dir[256], port_arg[16];
+    char sock[256], log[512], dir[256], port_arg[16], bus_arg[16];
     char listen_args[16][600];
     snprintf(sock, sizeof(sock), "%s/redis-%d.sock", test_dir, n);
     snprintf(log, sizeof(log), "%s/redis-%d.log", test_dir, n);
@@ -370,6 +374,11 @@ static int redis_start_index(int port, const char *const listen[], const char *c
             ck_assert_uint_lt(i, sizeof(listen_args) / sizeof(listen_args[0]));
             if (strcmp(listen[i], "%d") == 0) {
                 argv[argc++] = port_arg;
+            } else if (strcmp(listen[i], "%c") == 0) {
+                int bus;
+                do bus = h_free_port(); while (bus == p);
+                snprintf(bus_arg, sizeof(bus_arg), "%d", bus);
+                argv[argc++] = bus_arg;
             } else {
                 snprintf(listen_args[i], sizeof(listen_args[i]), "%s", listen[i]);
                 argv[argc++] = listen_args[i];
@@ -1411,8 +1420,22 @@ void h_await_log_ms(int index, const char *text, int want, int timeout_ms) {
  * harness's RESP client speaks plain TCP, so it asks each of them over the
  * plain Unix socket each also has (the ready check's). */
 
-const char *h_redis_unix(int index, const char *fmt, ...) {
+/* As h_redis_unix, with the command's words in argv (one may be empty or
+ * hold spaces). */
+static const char *unix_call(int index, const char *const argv[]) {
     static char out[32768];
+    ck_assert(index >= 0 && index < nprocs && procs[index].is_redis);
+    if (procs[index].pid <= 0) return NULL;
+    int fd = unix_connect(procs[index].sock);
+    if (fd < 0) return NULL;
+    long long end = h_now_ms() + H_RESP_MS;
+    int r = resp_auth(fd, index, end, out, sizeof(out));
+    if (r == 0) r = resp_call(fd, end, argv, out, sizeof(out));
+    close(fd);
+    return r == 0 ? out : NULL;
+}
+
+const char *h_redis_unix(int index, const char *fmt, ...) {
     char line[2048];
     const char *argv[64];
     ck_assert(index >= 0 && index < nprocs && procs[index].is_redis);
@@ -1422,13 +1445,7 @@ const char *h_redis_unix(int index, const char *fmt, ...) {
     vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
     split_words(line, argv, sizeof(argv) / sizeof(argv[0]));
-    int fd = unix_connect(procs[index].sock);
-    if (fd < 0) return NULL;
-    long long end = h_now_ms() + H_RESP_MS;
-    int r = resp_auth(fd, index, end, out, sizeof(out));
-    if (r == 0) r = resp_call(fd, end, argv, out, sizeof(out));
-    close(fd);
-    return r == 0 ? out : NULL;
+    return unix_call(index, argv);
 }
 
 /* The TLS arguments of a set's servers and Sentinels ("--name", value
@@ -1641,5 +1658,603 @@ int h_tls_await_failover(int old_port, int timeout_ms) {
         ck_assert_msg(h_now_ms() < end, "no failover away from port %d within %d ms (%s)",
                       old_port, timeout_ms, last);
         usleep(50000);
+    }
+}
+
+/* ---- Redis Cluster --------------------------------------------------------------
+ * One cluster per test, of redis-servers by index: teardown kills them like
+ * every other process, and h_redis_stop_index, h_redis_signal_index and
+ * h_redis_restart_index (which keeps the node's nodes.conf, so it comes back
+ * as itself) apply. The harness asks the nodes over the Unix socket each has
+ * (a TLS cluster's too), with AUTH when h_set_auth gave a password;
+ * h_cluster_cmd alone goes through redis-cli over TCP or TLS, as a client. */
+
+#define H_CLUSTER_SLOTS  16384
+#define H_MIGRATE_BATCH  20     /* keys per MIGRATE */
+#define H_POLL_US        50000  /* between two looks at the cluster */
+
+static int cl_nodes[H_MAX_PROCS];           /* proc indexes, in start order */
+static char cl_ids[H_MAX_PROCS][48];        /* each one's CLUSTER MYID */
+static int cl_n;
+static int cl_per;                          /* replicas per primary, as started */
+static char cl_cacert[512];                 /* a TLS cluster's CA file; "": plain */
+static uint16_t cl_owner[H_CLUSTER_SLOTS];  /* each slot's primary's port, as last agreed */
+static uint16_t cl_view[H_CLUSTER_SLOTS];   /* scratch: one node's view */
+
+static void cluster_reset(void) {
+    cl_n = 0;
+    cl_per = 0;
+    cl_cacert[0] = '\0';
+    memset(cl_owner, 0, sizeof(cl_owner));
+}
+
+/* 1 if process index runs and is neither stopped (SIGSTOP) nor a zombie. */
+static int proc_running(int index) {
+    pid_t pid = procs[index].pid;
+    if (pid <= 0) return 0;
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* "pid (comm) S ..." */
+    if (p == NULL || p[1] != ' ') return 1;
+    return p[2] == '\0' || strchr("TtZX", p[2]) == NULL;
+}
+
+static int cluster_node(int i) {
+    ck_assert_msg(i >= 0 && i < cl_n, "no cluster node %d (%d started)", i, cl_n);
+    return cl_nodes[i];
+}
+
+/* The node number of the cluster node on port, or -1. */
+static int cluster_node_of_port(int port) {
+    for (int i = 0; i < cl_n; i++)
+        if (procs[cl_nodes[i]].port == port) return i;
+    return -1;
+}
+
+/* The next line of a flattened reply into buf; 0 at its end. */
+static int next_line(const char **p, char *buf, size_t cap) {
+    if (**p == '\0') return 0;
+    const char *nl = strchr(*p, '\n');
+    size_t n = nl ? (size_t)(nl - *p) : strlen(*p);
+    snprintf(buf, cap, "%.*s", (int)n, *p);
+    *p = nl ? nl + 1 : *p + n;
+    return 1;
+}
+
+static int all_digits(const char *s) {
+    if (*s == '\0') return 0;
+    for (; *s != '\0'; s++)
+        if (*s < '0' || *s > '9') return 0;
+    return 1;
+}
+
+/* Fills owner[] (the primary's port for each slot, 0: none) from a
+ * flattened CLUSTER SLOTS reply: per range its start, its end, then per node
+ * (the primary first, then the replicas) IP, port, id and Redis 7's
+ * metadata (none here). *replicas: the fewest replicas a range lists (-1:
+ * no range). 0, or -1 if the reply is not one. */
+static int slots_parse(const char *flat, uint16_t owner[], int *replicas) {
+    char a[256], b[256], c[256];
+    const char *p = flat;
+    memset(owner, 0, H_CLUSTER_SLOTS * sizeof(owner[0]));
+    *replicas = -1;
+    int have = next_line(&p, a, sizeof(a));
+    while (have) {
+        if (!all_digits(a) || !next_line(&p, b, sizeof(b)) || !all_digits(b)) return -1;
+        int start = atoi(a), end = atoi(b);
+        if (start > end || end >= H_CLUSTER_SLOTS) return -1;
+        /* the primary: IP, port, id */
+        if (!next_line(&p, a, sizeof(a)) || !next_line(&p, b, sizeof(b)) || !all_digits(b) ||
+            !next_line(&p, c, sizeof(c)))
+            return -1;
+        int port = atoi(b), nreplicas = 0;
+        while ((have = next_line(&p, a, sizeof(a))) && !all_digits(a)) {
+            if (strchr(a, '.') == NULL && strchr(a, ':') == NULL) continue; /* metadata */
+            if (!next_line(&p, b, sizeof(b)) || !all_digits(b) || !next_line(&p, c, sizeof(c)))
+                return -1;
+            nreplicas++;
+        }
+        for (int s = start; s <= end; s++) owner[s] = (uint16_t)port;
+        if (*replicas < 0 || nreplicas < *replicas) *replicas = nreplicas;
+    }
+    return 0;
+}
+
+/* The number after "key:" in an INFO-style reply, or -1. */
+static long long info_field(const char *info, const char *key) {
+    char pat[64];
+    snprintf(pat, sizeof(pat), "%s:", key);
+    for (const char *p = info; (p = strstr(p, pat)) != NULL; p += strlen(pat))
+        if (p == info || p[-1] == '\n') return atoll(p + strlen(pat));
+    return -1;
+}
+
+/* 1 if the ROLE reply of server index says master. */
+static int role_is_master(int index) {
+    const char *r = h_redis_unix(index, "ROLE");
+    return r != NULL && strncmp(r, "master", 6) == 0 && (r[6] == '\n' || r[6] == '\0');
+}
+
+/* What keeps the cluster's running nodes (not stopped, not gone) from
+ * agreeing, or NULL: each answers, says cluster_state:ok, and names the
+ * same primary for every slot in CLUSTER SLOTS (then kept in cl_owner).
+ * full: besides, every node runs, knows all the others, owns or serves
+ * every slot (cluster_slots_ok), has the same current epoch; every range
+ * lists cl_per replicas and every replica's link to its primary is up. */
+static const char *cluster_lacks(int full) {
+    static char why[512];
+    static uint16_t first[H_CLUSTER_SLOTS];
+    int nfirst = -1;
+    long long epoch = -1;
+    for (int i = 0; i < cl_n; i++) {
+        int index = cl_nodes[i], port = procs[index].port;
+        if (!proc_running(index)) {
+            if (!full) continue;
+            snprintf(why, sizeof(why), "node %d (port %d) is not running", i, port);
+            return why;
+        }
+        const char *r = h_redis_unix(index, "CLUSTER INFO");
+        if (r == NULL) {
+            snprintf(why, sizeof(why), "node %d (port %d) does not answer", i, port);
+            return why;
+        }
+        if (strstr(r, "cluster_state:ok") == NULL) {
+            snprintf(why, sizeof(why), "node %d (port %d): %.*s", i, port,
+                     (int)strcspn(r, "\r\n"), r);
+            return why;
+        }
+        if (full) {
+            long long slots_ok = info_field(r, "cluster_slots_ok");
+            long long known = info_field(r, "cluster_known_nodes");
+            long long e = info_field(r, "cluster_current_epoch");
+            if (slots_ok != H_CLUSTER_SLOTS || known != cl_n) {
+                snprintf(why, sizeof(why), "node %d (port %d): cluster_slots_ok:%lld "
+                         "cluster_known_nodes:%lld", i, port, slots_ok, known);
+                return why;
+            }
+            if (epoch >= 0 && e != epoch) {
+                snprintf(why, sizeof(why), "node %d (port %d): cluster_current_epoch %lld, "
+                         "node 0's %lld", i, port, e, epoch);
+                return why;
+            }
+            epoch = e;
+        }
+        int replicas;
+        r = h_redis_unix(index, "CLUSTER SLOTS");
+        if (r == NULL || slots_parse(r, cl_view, &replicas) != 0) {
+            snprintf(why, sizeof(why), "node %d (port %d): CLUSTER SLOTS '%.100s'", i, port,
+                     r ? r : "(no answer)");
+            return why;
+        }
+        if (full && replicas != cl_per) {
+            snprintf(why, sizeof(why), "node %d (port %d): a range of CLUSTER SLOTS lists %d "
+                     "replicas of %d", i, port, replicas, cl_per);
+            return why;
+        }
+        if (nfirst < 0) {
+            memcpy(first, cl_view, sizeof(first));
+            nfirst = i;
+        } else if (memcmp(first, cl_view, sizeof(first)) != 0) {
+            int s = 0;
+            while (first[s] == cl_view[s]) s++;
+            snprintf(why, sizeof(why), "for slot %d node %d (port %d) names port %d, node %d "
+                     "port %d", s, nfirst, procs[cl_nodes[nfirst]].port, first[s], i, cl_view[s]);
+            return why;
+        }
+        if (full) {
+            r = h_redis_unix(index, "INFO replication");
+            if (r == NULL) {
+                snprintf(why, sizeof(why), "node %d (port %d): no INFO replication", i, port);
+                return why;
+            }
+            if (strstr(r, "role:slave") != NULL && strstr(r, "master_link_status:up") == NULL) {
+                snprintf(why, sizeof(why), "replica %d (port %d): link to its primary not up",
+                         i, port);
+                return why;
+            }
+        }
+    }
+    if (nfirst < 0) return "no node is running";
+    if (full) {
+        for (int s = 0; s < H_CLUSTER_SLOTS; s++) {
+            if (first[s] != 0) continue;
+            snprintf(why, sizeof(why), "slot %d has no primary", s);
+            return why;
+        }
+    }
+    memcpy(cl_owner, first, sizeof(cl_owner));
+    return NULL;
+}
+
+/* Shows the end of a log on stderr (the run's directory goes at exit). */
+static void show_log(const char *log) {
+    char cmd[700];
+    snprintf(cmd, sizeof(cmd), "tail -n 30 '%s' >&2", log);
+    if (system(cmd) != 0) {}
+}
+
+static void cluster_start(int nprimaries, int per, const char *certs) {
+    ck_assert_msg(cl_n == 0, "this test has a cluster already");
+    ck_assert_msg(nprimaries >= 3, "redis-cli --cluster create wants 3 primaries or more");
+    ck_assert(per >= 0);
+    int n = nprimaries * (1 + per);
+    ck_assert_msg(nprocs + n <= H_MAX_PROCS, "%d cluster nodes: more than H_MAX_PROCS", n);
+    char timeout[16], nper[16];
+    snprintf(timeout, sizeof(timeout), "%d", H_CLUSTER_NODE_TIMEOUT_MS);
+    snprintf(nper, sizeof(nper), "%d", per);
+    /* repl-ping-replica-period 1: Redis 7.0 leaves a replica out of CLUSTER
+     * SLOTS until its replication offset is not 0, which without writes
+     * takes the primary's first PING to its replicas (10 s by default). */
+    const char *const cluster_args[] = {
+        "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+        "--cluster-node-timeout", timeout, "--repl-ping-replica-period", "1", NULL};
+    const char *args[64];
+    size_t na = 0;
+    for (size_t i = 0; set_server_args[i] != NULL; i++) args[na++] = set_server_args[i];
+    for (size_t i = 0; cluster_args[i] != NULL; i++) args[na++] = cluster_args[i];
+    set_auth_args(args, &na, sizeof(args) / sizeof(args[0]));
+    if (certs != NULL) {
+        /* The cluster bus asks every peer for a certificate, whatever
+         * tls-auth-clients says (that one, no, is for clients): each node
+         * presents client.crt (server.crt is for serverAuth only). */
+        tls_args_make(certs, 0);
+        for (size_t i = 0; tls_args[i] != NULL; i++) args[na++] = tls_args[i];
+        args[na++] = "--tls-cluster";
+        args[na++] = "yes";
+        args[na++] = "--tls-client-cert-file";
+        args[na++] = tls_files[3];
+        args[na++] = "--tls-client-key-file";
+        args[na++] = tls_files[4];
+        snprintf(cl_cacert, sizeof(cl_cacert), "%s/ca.crt", certs);
+    }
+    ck_assert_uint_lt(na, sizeof(args) / sizeof(args[0]));
+    args[na] = NULL;
+    const char *const plain[] = {"--port", "%d", "--bind", "127.0.0.1", "--cluster-port", "%c",
+                                 NULL};
+    const char *const tls[] = {"--port", "0", "--tls-port", "%d", "--bind", "127.0.0.1",
+                               "--cluster-port", "%c", NULL};
+    cl_per = per;
+    for (int i = 0; i < n; i++) {
+        cl_nodes[i] = redis_start_index(0, certs != NULL ? tls : plain, args);
+        cl_n++;
+        const char *id = h_redis_unix(cl_nodes[i], "CLUSTER MYID");
+        ck_assert_msg(id != NULL && strlen(id) == 40, "CLUSTER MYID of node %d: '%s'", i,
+                      id ? id : "(no answer)");
+        snprintf(cl_ids[i], sizeof(cl_ids[i]), "%s", id);
+    }
+    /* The first nprimaries become primaries; redis-cli chooses which
+     * primary each replica gets (they all share one IP: not in order). */
+    char addrs[H_MAX_PROCS][32], log[512];
+    const char *argv[H_MAX_PROCS + 16];
+    size_t argc = 0;
+    argv[argc++] = "redis-cli";
+    if (certs != NULL) {
+        argv[argc++] = "--tls";
+        argv[argc++] = "--cacert";
+        argv[argc++] = cl_cacert;
+    }
+    if (set_data_pw[0] != '\0') {
+        argv[argc++] = "-a";
+        argv[argc++] = set_data_pw;
+        argv[argc++] = "--no-auth-warning";
+    }
+    argv[argc++] = "--cluster";
+    argv[argc++] = "create";
+    for (int i = 0; i < n; i++) {
+        snprintf(addrs[i], sizeof(addrs[i]), "127.0.0.1:%d", procs[cl_nodes[i]].port);
+        argv[argc++] = addrs[i];
+    }
+    argv[argc++] = "--cluster-replicas";
+    argv[argc++] = nper;
+    argv[argc++] = "--cluster-yes";
+    argv[argc] = NULL;
+    snprintf(log, sizeof(log), "%s/cluster-create.log", test_dir);
+    pid_t pid = spawn(argv, log);
+    int status = wait_exit(pid, H_FAILOVER_MS);
+    if (status == -1) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        show_log(log);
+        ck_abort_msg("redis-cli --cluster create did not end within %d ms (see %s)",
+                     H_FAILOVER_MS, log);
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        show_log(log);
+        ck_abort_msg("redis-cli --cluster create failed, status %d (see %s)", status, log);
+    }
+    long long end = h_now_ms() + H_FAILOVER_MS;
+    const char *why;
+    while ((why = cluster_lacks(1)) != NULL) {
+        ck_assert_msg(h_now_ms() < end, "cluster of %d nodes not ready %d ms after its "
+                      "creation: %s", n, H_FAILOVER_MS, why);
+        usleep(H_POLL_US);
+    }
+}
+
+int h_cluster_start(int nprimaries, int replicas_per_primary) {
+    cluster_start(nprimaries, replicas_per_primary, NULL);
+    return 0;
+}
+
+int h_tls_cluster_start(int nprimaries, int replicas_per_primary, const char *certs) {
+    cluster_start(nprimaries, replicas_per_primary, certs);
+    return 0;
+}
+
+int h_cluster_node_count(void) {
+    return cl_n;
+}
+
+int h_cluster_index(int i) {
+    return cluster_node(i);
+}
+
+int h_cluster_port(int i) {
+    return procs[cluster_node(i)].port;
+}
+
+const char *h_cluster_addrs(void) {
+    static char addrs[H_MAX_PROCS * 24];
+    size_t n = 0;
+    addrs[0] = '\0';
+    for (int i = 0; i < cl_n; i++) {
+        if (!proc_running(cl_nodes[i]) || !role_is_master(cl_nodes[i])) continue;
+        n += (size_t)snprintf(addrs + n, sizeof(addrs) - n, "%s127.0.0.1:%d", n ? " " : "",
+                              procs[cl_nodes[i]].port);
+    }
+    return addrs;
+}
+
+int h_cluster_slot_owner(int slot) {
+    ck_assert_msg(slot >= 0 && slot < H_CLUSTER_SLOTS, "no slot %d", slot);
+    for (int i = 0; i < cl_n; i++) {
+        if (!proc_running(cl_nodes[i])) continue;
+        int replicas;
+        const char *r = h_redis_unix(cl_nodes[i], "CLUSTER SLOTS");
+        if (r != NULL && slots_parse(r, cl_view, &replicas) == 0)
+            return cl_view[slot] != 0 ? cl_view[slot] : -1;
+    }
+    return -1;
+}
+
+int h_cluster_keyslot(const char *key) {
+    const char *const argv[] = {"CLUSTER", "KEYSLOT", key, NULL};
+    for (int i = 0; i < cl_n; i++) {
+        if (!proc_running(cl_nodes[i])) continue;
+        const char *r = unix_call(cl_nodes[i], argv);
+        if (r != NULL && all_digits(r)) return atoi(r);
+    }
+    ck_abort_msg("no cluster node answers CLUSTER KEYSLOT %s", key);
+    return -1;
+}
+
+const char *h_cluster_cmd(int port, const char *fmt, ...) {
+    static char out[32768];
+    char line[2048], portstr[16], path[512];
+    const char *words[64], *argv[80];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    split_words(line, words, sizeof(words) / sizeof(words[0]));
+    snprintf(portstr, sizeof(portstr), "%d", port);
+    int index = h_redis_index_of_port(port);
+    size_t argc = 0;
+    argv[argc++] = "redis-cli";
+    argv[argc++] = "-e"; /* an error reply: exit status 1 */
+    argv[argc++] = "-h";
+    argv[argc++] = "127.0.0.1";
+    argv[argc++] = "-p";
+    argv[argc++] = portstr;
+    if (cl_cacert[0] != '\0' && cluster_node_of_port(port) >= 0) {
+        argv[argc++] = "--tls";
+        argv[argc++] = "--cacert";
+        argv[argc++] = cl_cacert;
+    }
+    if (index >= 0 && procs[index].auth[0] != '\0') {
+        argv[argc++] = "-a";
+        argv[argc++] = procs[index].auth;
+        argv[argc++] = "--no-auth-warning";
+    }
+    for (size_t i = 0; words[i] != NULL; i++) argv[argc++] = words[i];
+    argv[argc] = NULL;
+    snprintf(path, sizeof(path), "%s/redis-cli.out", test_dir);
+    unlink(path);
+    pid_t pid = spawn(argv, path);
+    int status = wait_exit(pid, H_RESP_MS);
+    if (status == -1) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return NULL;
+    }
+    /* Flattened as h_redis_tcp's: a line per element; no empty lines
+     * (redis-cli prints one for a nil and for an empty array). */
+    char text[sizeof(out) - 1];
+    size_t len = 0;
+    FILE *f = fopen(path, "r");
+    if (f != NULL) {
+        len = fread(text, 1, sizeof(text) - 1, f);
+        fclose(f);
+    }
+    text[len] = '\0';
+    int error = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+    if (error && (strncmp(text, "Could not ", 10) == 0 || strncmp(text, "Error: ", 7) == 0))
+        return NULL; /* no connection, no TLS handshake, or no reply */
+    size_t olen = 0;
+    if (error) out[olen++] = '-';
+    for (const char *l = text; *l != '\0';) {
+        size_t n = strcspn(l, "\n");
+        if (n > 0) {
+            memcpy(out + olen, l, n);
+            olen += n;
+            out[olen++] = '\n';
+        }
+        l += n + (l[n] == '\n');
+    }
+    if (olen > 0 && out[olen - 1] == '\n') olen--;
+    out[olen] = '\0';
+    return out;
+}
+
+static void setslot(int node, int slot, const char *how, int to_node) {
+    const char *r = h_redis_unix(cl_nodes[node], "CLUSTER SETSLOT %d %s %s", slot, how,
+                                 cl_ids[to_node]);
+    ck_assert_msg(r != NULL && strcmp(r, "OK") == 0, "CLUSTER SETSLOT %d %s %s on port %d: '%s'",
+                  slot, how, cl_ids[to_node], procs[cl_nodes[node]].port, r ? r : "(no answer)");
+}
+
+/* The node numbers of slot's owner (*from) and of the node on to_port. */
+static void migration_nodes(int slot, int to_port, int *from, int *to) {
+    ck_assert_msg(slot >= 0 && slot < H_CLUSTER_SLOTS, "no slot %d", slot);
+    *to = cluster_node_of_port(to_port);
+    ck_assert_msg(*to >= 0, "port %d is no node of this test's cluster", to_port);
+    int from_port = h_cluster_slot_owner(slot);
+    ck_assert_msg(from_port > 0, "slot %d has no primary", slot);
+    *from = cluster_node_of_port(from_port);
+    ck_assert_msg(*from >= 0, "slot %d's primary, port %d, is no node of this cluster", slot,
+                  from_port);
+}
+
+void h_cluster_migrate_begin(int slot, int to_port) {
+    int from, to;
+    migration_nodes(slot, to_port, &from, &to);
+    ck_assert_msg(from != to, "slot %d is on port %d already", slot, to_port);
+    setslot(to, slot, "IMPORTING", from);
+    setslot(from, slot, "MIGRATING", to);
+}
+
+/* Moves up to max keys of slot (max < 0: all) from node from to node to
+ * with MIGRATE; returns how many MIGRATE took. */
+static int migrate_keys(int from, int to, int slot, int max) {
+    static char keys[32768];
+    char port[16];
+    snprintf(port, sizeof(port), "%d", procs[cl_nodes[to]].port);
+    const char *auth = procs[cl_nodes[to]].auth;
+    int moved = 0;
+    long long end = h_now_ms() + H_FAILOVER_MS;
+    while (max < 0 || moved < max) {
+        int want = max < 0 || max - moved > H_MIGRATE_BATCH ? H_MIGRATE_BATCH : max - moved;
+        const char *r = h_redis_unix(cl_nodes[from], "CLUSTER GETKEYSINSLOT %d %d", slot, want);
+        ck_assert_msg(r != NULL && r[0] != '-', "CLUSTER GETKEYSINSLOT %d on port %d: '%s'", slot,
+                      procs[cl_nodes[from]].port, r ? r : "(no answer)");
+        if (r[0] == '\0') break;
+        snprintf(keys, sizeof(keys), "%s", r);
+        /* MIGRATE host port "" 0 timeout [AUTH pw] KEYS key...: the
+         * request, under resp_call's 4 kB with keys of up to 2 kB */
+        const char *argv[H_MIGRATE_BATCH + 16];
+        size_t argc = 0, bytes = 0;
+        int nkeys = 0;
+        argv[argc++] = "MIGRATE";
+        argv[argc++] = "127.0.0.1";
+        argv[argc++] = port;
+        argv[argc++] = "";
+        argv[argc++] = "0";
+        argv[argc++] = "1500";
+        if (auth[0] != '\0') {
+            argv[argc++] = "AUTH";
+            argv[argc++] = auth;
+        }
+        argv[argc++] = "KEYS";
+        for (char *k = strtok(keys, "\n"); k != NULL && nkeys < want; k = strtok(NULL, "\n")) {
+            if (nkeys > 0 && bytes + strlen(k) > 2048) break;
+            argv[argc++] = k;
+            bytes += strlen(k) + 16;
+            nkeys++;
+        }
+        argv[argc] = NULL;
+        r = unix_call(cl_nodes[from], argv);
+        ck_assert_msg(r != NULL && (strcmp(r, "OK") == 0 || strcmp(r, "NOKEY") == 0),
+                      "MIGRATE of %d keys of slot %d from port %d to %s: '%s'", nkeys, slot,
+                      procs[cl_nodes[from]].port, port, r ? r : "(no answer)");
+        if (strcmp(r, "OK") == 0) moved += nkeys;
+        ck_assert_msg(h_now_ms() < end, "slot %d still has keys on port %d after %d ms", slot,
+                      procs[cl_nodes[from]].port, H_FAILOVER_MS);
+    }
+    return moved;
+}
+
+int h_cluster_migrate_keys(int slot, int to_port, int max) {
+    int from, to;
+    migration_nodes(slot, to_port, &from, &to);
+    if (from == to || max == 0) return 0;
+    return migrate_keys(from, to, slot, max < 0 ? -1 : max);
+}
+
+void h_cluster_migrate_end(int slot, int to_port) {
+    int from, to;
+    migration_nodes(slot, to_port, &from, &to);
+    if (from != to) {
+        migrate_keys(from, to, slot, -1);
+        /* The target first: it bumps its config epoch, and so its claim
+         * wins everywhere; then the source; then the other primaries. */
+        setslot(to, slot, "NODE", to);
+        setslot(from, slot, "NODE", to);
+        for (int i = 0; i < cl_n; i++) {
+            if (i == from || i == to || !proc_running(cl_nodes[i])) continue;
+            if (role_is_master(cl_nodes[i])) setslot(i, slot, "NODE", to);
+        }
+    }
+    long long end = h_now_ms() + H_WAIT_MS;
+    for (;;) {
+        const char *why = cluster_lacks(0);
+        if (why == NULL && cl_owner[slot] == to_port) return;
+        ck_assert_msg(h_now_ms() < end, "slot %d not on port %d everywhere within %d ms: %s",
+                      slot, to_port, H_WAIT_MS, why ? why : "it is elsewhere");
+        usleep(H_POLL_US / 5);
+    }
+}
+
+void h_cluster_migrate(int slot, int to_port) {
+    h_cluster_migrate_begin(slot, to_port);
+    h_cluster_migrate_keys(slot, to_port, -1);
+    h_cluster_migrate_end(slot, to_port);
+}
+
+int h_cluster_await_failover(int old_port, int timeout_ms) {
+    /* old_port's slots: as the running nodes agree now if they still name
+     * it (fresher), else as they last agreed */
+    static uint16_t was[H_CLUSTER_SLOTS];
+    memcpy(was, cl_owner, sizeof(was));
+    if (cluster_lacks(0) == NULL) {
+        for (int s = 0; s < H_CLUSTER_SLOTS; s++) {
+            if (cl_owner[s] != old_port) continue;
+            memcpy(was, cl_owner, sizeof(was));
+            break;
+        }
+    }
+    int slot = 0;
+    while (slot < H_CLUSTER_SLOTS && was[slot] != old_port) slot++;
+    ck_assert_msg(slot < H_CLUSTER_SLOTS, "port %d was the primary of no slot", old_port);
+    long long end = h_now_ms() + timeout_ms;
+    char last[600] = "";
+    for (;;) {
+        const char *why = cluster_lacks(0);
+        if (why == NULL) {
+            int port = cl_owner[slot], s = slot;
+            for (; s < H_CLUSTER_SLOTS; s++)
+                if (was[s] == old_port && cl_owner[s] != port) break;
+            int index = h_redis_index_of_port(port);
+            if (port == old_port) {
+                snprintf(last, sizeof(last), "slot %d is still on port %d", slot, port);
+            } else if (s < H_CLUSTER_SLOTS) {
+                snprintf(last, sizeof(last), "port %d's slots %d and %d went to different "
+                         "primaries", old_port, slot, s);
+            } else if (index < 0 || !role_is_master(index)) {
+                snprintf(last, sizeof(last), "port %d has slot %d but its ROLE is not master",
+                         port, slot);
+            } else {
+                return port;
+            }
+        } else {
+            snprintf(last, sizeof(last), "%s", why);
+        }
+        ck_assert_msg(h_now_ms() < end, "no failover away from port %d within %d ms (%s)",
+                      old_port, timeout_ms, last);
+        usleep(H_POLL_US);
     }
 }

@@ -134,7 +134,8 @@ long long h_now_us(void);
  * "sentinel auth-pass". sentinel_pw: each Sentinel gets "requirepass" and
  * "sentinel sentinel-pass". The harness then sends AUTH first on its own
  * connections to them (h_sentinel_cmd, h_redis_tcp, h_redis_unix, the
- * ready checks). Plain sets only, not TLS ones. */
+ * ready checks). Plain sets only, not TLS ones; a cluster's nodes (plain or
+ * TLS, see h_cluster_start) take data_pw the same way. */
 void h_set_auth(const char *data_pw, const char *sentinel_pw);
 /* A primary and nreplicas replicas of it (--replicaof, diskless sync, no
  * persistence); waits until the primary has them all online. Returns the
@@ -235,6 +236,70 @@ const char *h_redis_unix(int index, const char *fmt, ...) __attribute__((format(
 /* As h_await_failover, asking the Sentinels and the named server over
  * their Unix sockets. */
 int h_tls_await_failover(int old_port, int timeout_ms);
+
+/* ---- Redis Cluster -----------------------------------------------------------
+ * One cluster per test, of redis-servers by index on private ports of
+ * 127.0.0.1, cleaned up like every other process (h_redis_port,
+ * h_redis_stop_index, h_redis_signal_index, h_redis_index_of_port apply;
+ * h_redis_restart_index brings a node back as itself, empty). Nodes are
+ * numbered 0..n-1 in start order, the first nprimaries the primaries that
+ * redis-cli made; which primary each replica serves is redis-cli's choice.
+ * The harness asks the nodes over their Unix sockets, a TLS cluster's too;
+ * nodes that are stopped (SIGSTOP) or gone are left out. Waits are bounded
+ * by H_FAILOVER_MS (the start) or H_WAIT_MS (a migration). */
+
+#define H_CLUSTER_NODE_TIMEOUT_MS 1000  /* the nodes' cluster-node-timeout */
+
+/* nprimaries (3 or more) primaries with replicas_per_primary replicas each,
+ * every one a redis-server with cluster-enabled yes, its own nodes.conf in
+ * h_dir(), a free cluster bus port (cluster-port), no persistence, and the
+ * set's arguments (diskless sync; h_set_auth's data password); the cluster
+ * made with redis-cli --cluster create. Waits until every node says
+ * cluster_state:ok, knows every other, has the same current epoch and the
+ * same CLUSTER SLOTS, with every replica listed, and every replica's link
+ * is up. Returns 0; fails the test otherwise. */
+int h_cluster_start(int nprimaries, int replicas_per_primary);
+/* The same with TLS only (port 0, tls-port; tls-cluster and
+ * tls-replication yes) with the files h_tls_make_certs(certs) made:
+ * clients need no certificate, the nodes show each other client.crt (the
+ * cluster bus wants one whatever tls-auth-clients says); h_cluster_port
+ * gives the TLS ports. */
+int h_tls_cluster_start(int nprimaries, int replicas_per_primary, const char *certs);
+int h_cluster_node_count(void);
+int h_cluster_port(int i);      /* node i's port (a TLS cluster's: its TLS port) */
+int h_cluster_index(int i);     /* node i's index as a redis-server */
+/* "127.0.0.1:P1 127.0.0.1:P2 ..." of the running nodes whose ROLE says
+ * master, for a dlockd's "cluster =" (static). */
+const char *h_cluster_addrs(void);
+/* The port of the primary that has slot, as CLUSTER SLOTS on the first
+ * running node says; -1 if none. */
+int h_cluster_slot_owner(int slot);
+/* CLUSTER KEYSLOT key (any key, spaces too). */
+int h_cluster_keyslot(const char *key);
+/* Runs one command (words separated by spaces) with redis-cli on the node
+ * (or any server) at 127.0.0.1:port, over TLS for a TLS cluster's node,
+ * with -a when it has a password. The reply as h_redis_tcp gives it, one
+ * line per element, an error as "-" and its text (a MOVED too), no empty
+ * lines; NULL if there is no connection or no reply within 2 s. Static. */
+const char *h_cluster_cmd(int port, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Moves slot from its primary to the primary on to_port, in parts, so that
+ * a test sees the middle. Begin: CLUSTER SETSLOT slot IMPORTING on the
+ * target, then MIGRATING on the source. */
+void h_cluster_migrate_begin(int slot, int to_port);
+/* Moves up to max (< 0: all) of the slot's keys to the target with
+ * MIGRATE (AUTH with a password); returns how many it moved. */
+int h_cluster_migrate_keys(int slot, int to_port, int max);
+/* Moves the keys left, then CLUSTER SETSLOT slot NODE on the target, the
+ * source and every other running primary, and waits until every running
+ * node's CLUSTER SLOTS gives slot to to_port. */
+void h_cluster_migrate_end(int slot, int to_port);
+/* All three. */
+void h_cluster_migrate(int slot, int to_port);
+/* After a test killed or stopped the primary on old_port: waits until the
+ * running nodes agree (cluster_state:ok, the same CLUSTER SLOTS) that its
+ * slots, all of them, belong to one other node whose ROLE says master (one
+ * of its replicas); returns that node's port. */
+int h_cluster_await_failover(int old_port, int timeout_ms);
 
 #define H_EXPECT(c, want) do {                                   \
         const char *got_ = h_recv((c), H_WAIT_MS);               \
