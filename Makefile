@@ -126,6 +126,9 @@ $(BUILD)/itests/test_node: $(call obj,$(RESP_SRC) $(CONF_SRC) daemon/backend/nod
                              daemon/util/histo.c)
 $(BUILD)/itests/test_node: override LDFLAGS += -Wl,--wrap=calloc,--wrap=realloc
 
+# test_cluster picks lock names by slot with daemon/backend/keys.c.
+$(BUILD)/itests/test_cluster: $(call obj,daemon/backend/keys.c)
+
 # The C client's tests link the library itself.
 $(BUILD)/itests/test_libdlock: $(BUILD)/libdlock.a
 

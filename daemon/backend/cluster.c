@@ -1,0 +1,1009 @@
+/* The Cluster topology: locks spread over the primaries of a Redis Cluster.
+ * SPDX-License-Identifier: MIT
+ *
+ * It follows the Redis Cluster client specification:
+ * - the slot map comes from CLUSTER SHARDS (CLUSTER SLOTS before Redis
+ *   7.0), asked of a known node or a seed, and again every
+ *   CLUSTER_REFRESH_MS, and soon (at most every CLUSTER_REFRESH_MIN_MS)
+ *   after a MOVED, a CLUSTERDOWN or a node lost;
+ * - a lock goes to the primary that owns the slot of its key; its
+ *   companions (fence counter, channel, forced marker) share the slot by
+ *   Redisson's naming, and a name for which they would not is refused;
+ * - one node.c node per primary: a command and a pub/sub connection each,
+ *   opened when the map names it. Ops queued in one loop iteration go to
+ *   their primary in one batch call (the _ANY scripts: keys of many slots);
+ * - MOVED: that slot changes hands at once, the map is read again, and the
+ *   op is sent again alone. ASK: ASKING, then that op alone on the target.
+ *   TRYAGAIN, CLUSTERDOWN, a node not reachable, or an op of a batch whose
+ *   key the node no longer serves: the op waits (CLUSTER_RETRY_MS at a
+ *   time) and goes again alone, until command_timeout_ms, then fails;
+ * - an op that reached Redis and lost its answer (a connection dropped) is
+ *   not sent again: it may have run, and the lock manager knows what to do;
+ * - a watch subscribes on the primary that owns the channel's slot, with
+ *   SSUBSCRIBE where the cluster has sharded pub/sub (sharded_pubsub =
+ *   auto finds out); when Redis ends it because the slot moved, it moves
+ *   to the new owner, and its waiters try again there.
+ * Each primary's queue and connections are its own: a request on a healthy
+ * shard never waits for a sick one. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "daemon/backend/backend.h"
+#include "daemon/backend/keys.h"
+#include "daemon/backend/node.h"
+#include "daemon/backend/resp.h"
+#include "daemon/backend/scripts.h"
+#include "daemon/log.h"
+#include "daemon/util/hmap.h"
+#include "daemon/util/util.h"
+
+/* Connect and answer, per node asked for the map. */
+#define CLUSTER_ASK_TIMEOUT_MS 1000
+/* The map is read again this often, whatever happens. */
+#define CLUSTER_REFRESH_MS     1000
+/* ... and at most this often when something asks for it sooner. */
+#define CLUSTER_REFRESH_MIN_MS 100
+/* A waiting op (TRYAGAIN, a node down, no owner yet) tries again after this. */
+#define CLUSTER_RETRY_MS       25
+/* Redirections (MOVED, ASK) one op follows before it waits for the map. */
+#define CLUSTER_REDIRECTS_MAX  8
+/* Primaries (and ASK targets) known at once. */
+#define CLUSTER_NODES_MAX      1024
+/* A node the map no longer names stays this long (ASK targets, a slot
+ * moving back), then goes. */
+#define CLUSTER_RETIRE_MS      10000
+/* A watch Redis ended is placed again on the same node only after the map
+ * said that node owns the slot this many times running. */
+#define CLUSTER_WATCH_SAME_MAX 3
+
+typedef struct cluster_s cluster_t;
+
+typedef struct cnode_s {
+    cluster_t *cl;
+    node_t *nd;
+    resp_addr_t addr;
+    char label[CONF_STR_MAX + 16];
+    int slots;                /* slots it owns in the map */
+    uint64_t used_at;         /* last sent to, or named by the map */
+} cnode_t;
+
+typedef struct cwatch_s {
+    hmap_node_t node;         /* keyed by the lock name */
+    cluster_t *cl;
+    backend_watch_cb cb;
+    void *data;
+    cnode_t *on;              /* the node it is watched on; NULL: nowhere */
+    int lost;                 /* Redis ended it: place it again */
+    int same;                 /* maps since, naming the same owner */
+    unsigned slot;
+    size_t len;
+    char name[];
+} cwatch_t;
+
+STAILQ_HEAD(cop_list_s, backend_op_s);
+
+struct cluster_s {
+    backend_t base;
+    uv_loop_t *loop;
+    timers_t *timers;
+    node_opts_t opts;         /* the template of every node; its strings
+                                 point at the copies below: nodes come
+                                 and go long after cluster_open */
+    char prefix[CONF_PREFIX_MAX + 1];
+    char username[CONF_STR_MAX];
+    char password[CONF_STR_MAX];
+    char uuid[KEYS_UUID_LEN + 1];
+    char client_name[CONF_STR_MAX];
+    char sni[CONF_STR_MAX];
+    uint32_t command_timeout_ms;
+    uint32_t register_every_ms;
+    conf_sharded_t sharded_conf;
+    int tls;
+
+    conf_addr_t seeds[CONF_CLUSTER_SEEDS_MAX];
+    size_t nseeds;
+    cnode_t *nodes[CLUSTER_NODES_MAX];
+    size_t nnodes;
+    cnode_t *slots[KEYS_SLOTS];
+    int mapped;               /* a map was read */
+    int shards;               /* the cluster has CLUSTER SHARDS (7.0+) */
+    unsigned registry_slot;
+
+    /* reading the map: one round tries the known nodes, then the seeds */
+    resp_conn_t *ask;
+    resp_addr_t cand[CLUSTER_NODES_MAX + CONF_CLUSTER_SEEDS_MAX];
+    size_t ncand, ask_i;
+    int asking;
+    int closing;              /* closing ask to move on: its on_down is ours */
+    int again;                /* a refresh was asked for during the round */
+    uint64_t refreshed_at;    /* when the last round started */
+    timers_entry_t refresh;
+    int warned;               /* "no node answered" was logged */
+    char why[BACKEND_ERR_LEN];
+
+    struct cop_list_s parked; /* ops waiting to be sent again */
+    timers_entry_t retry;
+    hmap_t watches;
+    char fail[BACKEND_ERR_LEN]; /* an op's error text during its callback */
+    int closed;
+};
+
+#define CL(b) container_of((b), cluster_t, base)
+#define CL_CONST(b) ((const cluster_t *)(const void *)(b))
+
+static void route(cluster_t *cl, backend_op_t *op);
+static void refresh_soon(cluster_t *cl);
+static void on_op_done(void *data, backend_op_t *op);
+
+/* ---- slots and names ------------------------------------------------------- */
+
+static unsigned slot_of(const cluster_t *cl, const char *name, size_t len) {
+    char key[KEYS_KEY_MAX];
+    return keys_slot(key, keys_lock(key, cl->prefix, name, len));
+}
+
+/* 1 if a lock's companions share its slot: not so for a name with '{' but
+ * no '}' after it, an empty "{}", or '}' without '{', by Redisson's
+ * naming. */
+static int name_fits(const cluster_t *cl, const char *name, size_t len) {
+    char key[KEYS_KEY_MAX], chan[KEYS_COMPANION_MAX];
+    size_t klen = keys_lock(key, cl->prefix, name, len);
+    size_t clen = keys_companion(chan, KEYS_CHANNEL, key, klen);
+    return keys_slot(key, klen) == keys_slot(chan, clen);
+}
+
+/* ---- nodes ----------------------------------------------------------------- */
+
+static int addr_eq(const resp_addr_t *a, const resp_addr_t *b) {
+    return a->port == b->port && strcmp(a->host, b->host) == 0;
+}
+
+static cnode_t *node_find(const cluster_t *cl, const resp_addr_t *a) {
+    for (size_t i = 0; i < cl->nnodes; i++)
+        if (addr_eq(&cl->nodes[i]->addr, a)) return cl->nodes[i];
+    return NULL;
+}
+
+static void on_node_state(void *data) {
+    cnode_t *cn = data;
+    cluster_t *cl = cn->cl;
+    if (cl->closed) return;
+    /* A primary lost may be failing over: read the map soon. */
+    if (!node_up(cn->nd) && cn->slots > 0) refresh_soon(cl);
+    backend_notify_state(&cl->base);
+}
+
+static void on_watch_lost(void *data, void *watch_data);
+
+/* The node at a, made if new; NULL when CLUSTER_NODES_MAX are known. */
+static cnode_t *node_get(cluster_t *cl, const resp_addr_t *a) {
+    cnode_t *cn = node_find(cl, a);
+    if (cn != NULL) return cn;
+    if (cl->nnodes == CLUSTER_NODES_MAX || (cn = calloc(1, sizeof(*cn))) == NULL) return NULL;
+    cn->cl = cl;
+    cn->addr = *a;
+    if (strchr(a->host, ':') != NULL)
+        snprintf(cn->label, sizeof(cn->label), "%s[%s]:%d", cl->tls ? "tls " : "", a->host,
+                 a->port);
+    else
+        snprintf(cn->label, sizeof(cn->label), "%s%s:%d", cl->tls ? "tls " : "", a->host,
+                 a->port);
+    node_opts_t o = cl->opts;
+    o.label = cn->label;
+    o.addr = *a;
+    o.data = cn;
+    o.script_flags = SCRIPTS_F_NO_REGISTRY;
+    if (cl->shards) o.script_flags |= SCRIPTS_F_ANY_SLOT;
+    if (cl->sharded_conf == CONF_SHARDED_YES ||
+        (cl->sharded_conf == CONF_SHARDED_AUTO && cl->shards))
+        o.script_flags |= SCRIPTS_F_SHARDED;
+    if ((cn->nd = node_new(cl->loop, cl->timers, &o)) == NULL) {
+        free(cn);
+        return NULL;
+    }
+    cn->used_at = timers_now(cl->timers);
+    cl->nodes[cl->nnodes++] = cn;
+    log_debug("cluster: node %s added", cn->label);
+    return cn;
+}
+
+/* ---- ops ------------------------------------------------------------------- */
+
+/* Hands op to its owner with the error text in cl->fail. */
+static void op_give_up(cluster_t *cl, backend_op_t *op, backend_status_t status) {
+    memset(&op->res, 0, sizeof(op->res));
+    op->res.status = status;
+    op->res.error = cl->fail;
+    op->cb(op);
+}
+
+static void on_retry(timers_entry_t *t);
+
+/* Waits CLUSTER_RETRY_MS, then goes again (or fails at its deadline). */
+static void park(cluster_t *cl, backend_op_t *op) {
+    STAILQ_INSERT_TAIL(&cl->parked, op, link);
+    if (!timers_active(&cl->retry)) timers_start(cl->timers, &cl->retry, CLUSTER_RETRY_MS, on_retry);
+}
+
+/* Every parked op goes again; ops that park anew wait for the next turn. */
+static void retry_parked(cluster_t *cl) {
+    struct cop_list_s q = STAILQ_HEAD_INITIALIZER(q);
+    STAILQ_CONCAT(&q, &cl->parked);
+    while (!STAILQ_EMPTY(&q) && !cl->closed) {
+        backend_op_t *op = STAILQ_FIRST(&q);
+        STAILQ_REMOVE_HEAD(&q, link);
+        route(cl, op);
+    }
+}
+
+static void on_retry(timers_entry_t *t) {
+    retry_parked(container_of(t, cluster_t, retry));
+}
+
+/* Why op cannot go now, into cl->fail. */
+static void say_unroutable(cluster_t *cl, unsigned slot, const cnode_t *cn) {
+    char why[BACKEND_ERR_LEN];
+    if (cn == NULL) {
+        snprintf(cl->fail, sizeof(cl->fail), "cluster: no primary known for slot %u%s%.200s",
+                 slot, cl->why[0] ? ": " : "", cl->why);
+        return;
+    }
+    node_why_down(cn->nd, why, sizeof(why));
+    snprintf(cl->fail, sizeof(cl->fail), "cluster: slot %u on %.60s: %.160s", slot, cn->label,
+             why);
+}
+
+/* Sends op to the primary of its slot, or parks it; past its deadline it
+ * fails. Never calls back into the op's owner from cl_submit's stack:
+ * first sends park when there is nowhere to go. */
+static void route(cluster_t *cl, backend_op_t *op) {
+    if (op->deadline == 0) { /* cl_submit found the name unfit */
+        snprintf(cl->fail, sizeof(cl->fail),
+                 "cluster: a name with '{' but no '}' after it, an empty '{}' or '}' alone "
+                 "would put its companion keys in another slot");
+        op_give_up(cl, op, BACKEND_FAILED);
+        return;
+    }
+    unsigned slot = slot_of(cl, op->name, op->len);
+    cnode_t *cn = cl->slots[slot];
+    if (cn == NULL || !node_up(cn->nd) || op->tries >= CLUSTER_REDIRECTS_MAX) {
+        if (timers_now(cl->timers) >= op->deadline) {
+            if (op->tries >= CLUSTER_REDIRECTS_MAX && cn != NULL && node_up(cn->nd))
+                snprintf(cl->fail, sizeof(cl->fail),
+                         "cluster: slot %u: still redirected after %u tries", slot, op->tries);
+            else
+                say_unroutable(cl, slot, cn);
+            op_give_up(cl, op, BACKEND_DOWN);
+            return;
+        }
+        if (op->tries >= CLUSTER_REDIRECTS_MAX) op->tries = 0; /* the map is read again */
+        refresh_soon(cl);
+        park(cl, op);
+        return;
+    }
+    if (!cl->shards) op->route |= NODE_OP_SINGLE; /* no batches across slots before 7.0 */
+    op->tries++;
+    cn->used_at = timers_now(cl->timers);
+    node_submit(cn->nd, op);
+}
+
+/* "MOVED 3999 127.0.0.1:6381": the slot and the address. 0, or -1. */
+static int parse_redirect(const char *err, unsigned *slot, resp_addr_t *a) {
+    const char *sp = strchr(err, ' ');
+    if (sp == NULL) return -1;
+    char *end;
+    unsigned long s = strtoul(sp + 1, &end, 10);
+    if (end == sp + 1 || *end != ' ' || s >= KEYS_SLOTS) return -1;
+    const char *hp = end + 1, *colon = strrchr(hp, ':');
+    if (colon == NULL || colon == hp || (size_t)(colon - hp) >= sizeof(a->host)) return -1;
+    long port = strtol(colon + 1, &end, 10);
+    if (port <= 0 || port > 65535 || (*end != '\0' && *end != ' ' && *end != '\n')) return -1;
+    memset(a, 0, sizeof(*a));
+    if (hp[0] == '[' && colon[-1] == ']')
+        snprintf(a->host, sizeof(a->host), "%.*s", (int)(colon - hp - 2), hp + 1);
+    else
+        snprintf(a->host, sizeof(a->host), "%.*s", (int)(colon - hp), hp);
+    a->port = (int)port;
+    *slot = (unsigned)s;
+    return 0;
+}
+
+/* Errors after which the op did not run and goes again once the map (or
+ * the slot's migration) has moved on. */
+static int retry_error(const char *err) {
+    static const char *const signs[] = {
+        "TRYAGAIN", "CLUSTERDOWN", "CROSSSLOT", "READONLY", "LOADING", "MASTERDOWN",
+        SCRIPTS_NOT_HERE,
+    };
+    for (size_t i = 0; i < sizeof(signs) / sizeof(signs[0]); i++)
+        if (strncmp(err, signs[i], strlen(signs[i])) == 0) return 1;
+    /* Raised inside a script: "ERR Script attempted to access a non local
+     * key in a cluster node", "... while the cluster is down". */
+    return strstr(err, "non local key") != NULL || strstr(err, "cluster is down") != NULL;
+}
+
+static void who_registry(cluster_t *cl, backend_op_t *op);
+
+/* A node's answer to an op: the op's owner gets it, unless the cluster
+ * moved under it and the op did not run. */
+static void on_op_done(void *data, backend_op_t *op) {
+    cnode_t *cn = data;
+    cluster_t *cl = cn->cl;
+    backend_result_t *res = &op->res;
+    unsigned slot;
+    resp_addr_t a;
+
+    if (cl->closed) {
+        op->cb(op);
+        return;
+    }
+    if (res->status == BACKEND_FAILED && res->error != NULL) {
+        int moved = strncmp(res->error, "MOVED ", 6) == 0;
+        int ask = strncmp(res->error, "ASK ", 4) == 0;
+        if ((moved || ask) && parse_redirect(res->error, &slot, &a) == 0) {
+            cnode_t *to = node_get(cl, &a);
+            log_debug("cluster: %s: %s (op %d on %.*s)", cn->label, res->error, (int)op->kind,
+                      (int)op->len, op->name);
+            op->route = NODE_OP_SINGLE | (ask ? NODE_OP_ASKING : 0);
+            if (moved) {
+                if (to != NULL) cl->slots[slot] = to;
+                refresh_soon(cl);
+            }
+            if (to != NULL && node_up(to->nd) && op->tries < CLUSTER_REDIRECTS_MAX) {
+                op->tries++;
+                to->used_at = timers_now(cl->timers);
+                node_submit(to->nd, op);
+            } else {
+                op->route &= ~NODE_OP_ASKING; /* it asks the owner again */
+                park(cl, op);
+            }
+            return;
+        }
+        if (retry_error(res->error)) {
+            log_debug("cluster: %s: %s (op %d on %.*s); trying again", cn->label, res->error,
+                      (int)op->kind, (int)op->len, op->name);
+            op->route = NODE_OP_SINGLE;
+            if (strncmp(res->error, "TRYAGAIN", 8) != 0) refresh_soon(cl);
+            park(cl, op);
+            return;
+        }
+    } else if (res->status == BACKEND_DOWN && !(op->route & NODE_OP_SENT)) {
+        /* It never left: it may go elsewhere, or later. */
+        refresh_soon(cl);
+        park(cl, op);
+        return;
+    }
+    if (op->kind == BACKEND_WHO && res->status == BACKEND_OK && op->who != NULL &&
+        op->who->owner[0] != '\0') {
+        who_registry(cl, op);
+        return;
+    }
+    op->cb(op);
+}
+
+/* ---- WHO: the registry is in a slot of its own ------------------------------------ */
+
+static void on_registry_reply(void *data, redisReply *r, const char *error) {
+    backend_op_t *op = data;
+    if (error == NULL && r->type == REDIS_REPLY_STRING) {
+        const char *entry = strchr(r->str, ' '); /* after "<seen ms> " */
+        snprintf(op->who->daemon, sizeof(op->who->daemon), "%s", entry ? entry + 1 : "");
+    }
+    op->cb(op); /* without the registry, the daemon stays unknown */
+}
+
+/* The holder's daemon, from the registry's primary: HGET, a read. */
+static void who_registry(cluster_t *cl, backend_op_t *op) {
+    char key[KEYS_KEY_MAX + sizeof(KEYS_REGISTRY)];
+    const char *owner = op->who->owner, *colon = strrchr(owner, ':');
+    size_t ulen = colon ? (size_t)(colon - owner) : strlen(owner);
+    int klen = snprintf(key, sizeof(key), "%s%s", cl->prefix, KEYS_REGISTRY);
+    const char *argv[3] = {"HGET", key, owner};
+    size_t argvlen[3] = {4, (size_t)klen, ulen};
+    cnode_t *cn = cl->slots[cl->registry_slot];
+    if (cn == NULL || node_command(cn->nd, 3, argv, argvlen, on_registry_reply, op) != 0)
+        op->cb(op);
+}
+
+/* ---- the map ---------------------------------------------------------------- */
+
+/* The primaries the map names and their slots, as read. */
+typedef struct map_s {
+    resp_addr_t addr[CLUSTER_NODES_MAX];
+    size_t n;
+    uint16_t owner[KEYS_SLOTS]; /* index into addr, or UINT16_MAX */
+} map_t;
+
+static const redisReply *field(const redisReply *m, const char *name) {
+    if (m == NULL || m->type != REDIS_REPLY_ARRAY) return NULL;
+    for (size_t i = 0; i + 1 < m->elements; i += 2)
+        if (m->element[i]->type == REDIS_REPLY_STRING && strcmp(m->element[i]->str, name) == 0)
+            return m->element[i + 1];
+    return NULL;
+}
+
+static long long field_int(const redisReply *m, const char *name) {
+    const redisReply *v = field(m, name);
+    if (v == NULL) return -1;
+    if (v->type == REDIS_REPLY_INTEGER) return v->integer;
+    if (v->type == REDIS_REPLY_STRING) return atoll(v->str);
+    return -1;
+}
+
+/* Index of host:port in map, added if new; -1 when full or bad. */
+static int map_addr(map_t *m, const char *host, size_t hlen, long long port) {
+    if (port <= 0 || port > 65535 || hlen == 0 || hlen >= sizeof(m->addr[0].host)) return -1;
+    for (size_t i = 0; i < m->n; i++)
+        if (m->addr[i].port == port && strlen(m->addr[i].host) == hlen &&
+            memcmp(m->addr[i].host, host, hlen) == 0)
+            return (int)i;
+    if (m->n == CLUSTER_NODES_MAX) return -1;
+    resp_addr_t *a = &m->addr[m->n];
+    memset(a, 0, sizeof(*a));
+    memcpy(a->host, host, hlen);
+    a->port = (int)port;
+    return (int)m->n++;
+}
+
+static int map_range(map_t *m, long long from, long long to, int owner) {
+    if (from < 0 || to >= KEYS_SLOTS || from > to || owner < 0) return -1;
+    for (long long s = from; s <= to; s++) m->owner[s] = (uint16_t)owner;
+    return 0;
+}
+
+/* CLUSTER SHARDS: [["slots", [from, to, ...], "nodes", [{...}, ...]], ...] */
+static int parse_shards(const cluster_t *cl, const redisReply *r, map_t *m) {
+    if (r->type != REDIS_REPLY_ARRAY) return -1;
+    for (size_t i = 0; i < r->elements; i++) {
+        const redisReply *sh = r->element[i], *slots = field(sh, "slots"),
+                         *nodes = field(sh, "nodes");
+        if (slots == NULL || nodes == NULL || slots->type != REDIS_REPLY_ARRAY ||
+            nodes->type != REDIS_REPLY_ARRAY)
+            return -1;
+        if (slots->elements == 0) continue; /* a shard without slots */
+        int owner = -1;
+        for (size_t j = 0; j < nodes->elements && owner < 0; j++) {
+            const redisReply *nd = nodes->element[j], *role = field(nd, "role");
+            if (role == NULL || role->type != REDIS_REPLY_STRING || strcmp(role->str, "master") != 0)
+                continue;
+            const redisReply *host = field(nd, "endpoint");
+            if (host == NULL || host->type != REDIS_REPLY_STRING || host->len == 0 ||
+                strcmp(host->str, "?") == 0)
+                host = field(nd, "ip");
+            if (host == NULL || host->type != REDIS_REPLY_STRING) return -1;
+            long long port = cl->tls ? field_int(nd, "tls-port") : field_int(nd, "port");
+            if (port <= 0) port = field_int(nd, "port");
+            owner = map_addr(m, host->str, host->len, port);
+            if (owner < 0) return -1;
+        }
+        if (owner < 0) continue; /* no primary named: those slots stay unknown */
+        for (size_t j = 0; j + 1 < slots->elements; j += 2)
+            if (slots->element[j]->type != REDIS_REPLY_INTEGER ||
+                slots->element[j + 1]->type != REDIS_REPLY_INTEGER ||
+                map_range(m, slots->element[j]->integer, slots->element[j + 1]->integer, owner) != 0)
+                return -1;
+    }
+    return 0;
+}
+
+/* CLUSTER SLOTS: [[from, to, [host, port, id, ...], replicas...], ...] */
+static int parse_slots(const redisReply *r, map_t *m) {
+    if (r->type != REDIS_REPLY_ARRAY) return -1;
+    for (size_t i = 0; i < r->elements; i++) {
+        const redisReply *e = r->element[i];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
+            e->element[0]->type != REDIS_REPLY_INTEGER ||
+            e->element[1]->type != REDIS_REPLY_INTEGER ||
+            e->element[2]->type != REDIS_REPLY_ARRAY || e->element[2]->elements < 2 ||
+            e->element[2]->element[0]->type != REDIS_REPLY_STRING ||
+            e->element[2]->element[1]->type != REDIS_REPLY_INTEGER)
+            return -1;
+        const redisReply *p = e->element[2];
+        int owner = map_addr(m, p->element[0]->str, p->element[0]->len, p->element[1]->integer);
+        if (map_range(m, e->element[0]->integer, e->element[1]->integer, owner) != 0) return -1;
+    }
+    return 0;
+}
+
+static void place_watches(cluster_t *cl);
+
+/* Makes m the map: nodes for its primaries, slots pointing at them;
+ * nodes no longer named go after CLUSTER_RETIRE_MS. */
+static void map_apply(cluster_t *cl, const map_t *m) {
+    cnode_t *by[CLUSTER_NODES_MAX];
+    uint64_t now = timers_now(cl->timers);
+    size_t covered = 0;
+    for (size_t i = 0; i < m->n; i++) by[i] = node_get(cl, &m->addr[i]);
+    for (size_t i = 0; i < cl->nnodes; i++) cl->nodes[i]->slots = 0;
+    for (unsigned s = 0; s < KEYS_SLOTS; s++) {
+        cnode_t *cn = m->owner[s] == UINT16_MAX ? NULL : by[m->owner[s]];
+        if (cl->slots[s] != cn && cl->mapped)
+            log_debug("cluster: slot %u now on %s", s, cn ? cn->label : "nobody");
+        cl->slots[s] = cn;
+        if (cn != NULL) {
+            cn->slots++;
+            cn->used_at = now;
+            covered++;
+        }
+    }
+    if (!cl->mapped || covered < KEYS_SLOTS) {
+        if (covered < KEYS_SLOTS)
+            log_warn("cluster: the map covers %zu of %d slots, on %zu primaries", covered,
+                     KEYS_SLOTS, m->n);
+        else
+            log_info("cluster: %zu primaries, every slot covered", m->n);
+    }
+    cl->mapped = 1;
+    /* Only the registry's primary keeps our WHO entry. */
+    for (size_t i = 0; i < cl->nnodes; i++)
+        node_set_register(cl->nodes[i]->nd, cl->nodes[i] == cl->slots[cl->registry_slot]
+                                                ? cl->register_every_ms
+                                                : 0);
+    place_watches(cl);
+    /* Nodes no longer named, unused for a while, go. */
+    for (size_t i = 0; i < cl->nnodes;) {
+        cnode_t *cn = cl->nodes[i];
+        if (cn->slots > 0 || now - cn->used_at < CLUSTER_RETIRE_MS) {
+            i++;
+            continue;
+        }
+        log_debug("cluster: node %s removed: the map no longer names it", cn->label);
+        cl->nodes[i] = cl->nodes[--cl->nnodes];
+        node_free(cn->nd); /* ops in it: unsent ones park, sent ones fail */
+        free(cn);
+    }
+    retry_parked(cl);
+    backend_notify_state(&cl->base);
+}
+
+/* ---- asking for the map ---------------------------------------------------------- */
+
+static void ask_try(cluster_t *cl);
+static void on_refresh(timers_entry_t *t);
+
+static void round_end(cluster_t *cl, int answered) {
+    cl->asking = 0;
+    if (answered) {
+        if (cl->warned) log_info("cluster: the map is read again");
+        cl->warned = 0;
+    } else if (!cl->warned) {
+        log_warn("cluster: no node answered for the map (%s); asking again", cl->why);
+        cl->warned = 1;
+    }
+    uint64_t next = cl->again ? CLUSTER_REFRESH_MIN_MS : CLUSTER_REFRESH_MS;
+    if (!answered && next > CLUSTER_REFRESH_MIN_MS) next = CLUSTER_REFRESH_MIN_MS;
+    cl->again = 0;
+    timers_start_at(cl->timers, &cl->refresh, cl->refreshed_at + next, on_refresh);
+}
+
+static void ask_next(cluster_t *cl) {
+    cl->ask_i++;
+    ask_try(cl);
+}
+
+static void on_shards_reply(void *data, redisReply *r, const char *error);
+
+static void ask_send(cluster_t *cl) {
+    const char *shards[2] = {"CLUSTER", "SHARDS"}, *slots[2] = {"CLUSTER", "SLOTS"};
+    if (resp_send(cl->ask, 2, cl->shards ? shards : slots, NULL, 0,
+                  on_shards_reply, cl) == RESP_ENOMEM) {
+        snprintf(cl->why, sizeof(cl->why), "out of memory");
+        ask_next(cl);
+    }
+}
+
+static const char *cn_label(const resp_addr_t *a) {
+    static char buf[sizeof(a->host) + 16];
+    snprintf(buf, sizeof(buf), "%s:%d", a->host, a->port);
+    return buf;
+}
+
+static void on_shards_reply(void *data, redisReply *r, const char *error) {
+    cluster_t *cl = data;
+    const resp_addr_t *at = &cl->cand[cl->ask_i];
+    static map_t m; /* 32 kB: not on the stack */
+
+    if (error != NULL || !cl->asking) return; /* a drop: on_ask_down goes on */
+    if (r->type == REDIS_REPLY_ERROR && cl->shards && !cl->mapped &&
+        (strcasestr(r->str, "SHARDS") != NULL || strcasestr(r->str, "unknown") != NULL)) {
+        /* Before Redis 7.0: CLUSTER SLOTS, one call per op, classic pub/sub. */
+        log_info("cluster: %s has no CLUSTER SHARDS (Redis before 7.0): one call per op, "
+                 "classic pub/sub", cn_label(at));
+        cl->shards = 0;
+        ask_send(cl);
+        return;
+    }
+    memset(&m, 0, sizeof(m));
+    memset(m.owner, 0xff, sizeof(m.owner));
+    int rc = r->type == REDIS_REPLY_ERROR ? -1
+             : cl->shards                  ? parse_shards(cl, r, &m)
+                                           : parse_slots(r, &m);
+    if (rc != 0 || m.n == 0) {
+        snprintf(cl->why, sizeof(cl->why), "%.60s:%d: %.160s", at->host, at->port,
+                 r->type == REDIS_REPLY_ERROR ? r->str
+                 : rc != 0                    ? "unexpected map reply"
+                                              : "no primary with slots");
+        log_debug("cluster: %s", cl->why);
+        ask_next(cl);
+        return;
+    }
+    round_end(cl, 1);
+    map_apply(cl, &m);
+}
+
+static void on_ask_auth(void *data, redisReply *r, const char *error) {
+    cluster_t *cl = data;
+    char why[BACKEND_ERR_LEN];
+    if (error != NULL) return;
+    if (r->type == REDIS_REPLY_ERROR) {
+        snprintf(why, sizeof(why), "AUTH failed: %.200s", r->str);
+        resp_close(cl->ask, why);
+        return;
+    }
+    resp_ready(cl->ask);
+    if (cl->asking) ask_send(cl);
+}
+
+static void on_ask_open(void *data) {
+    cluster_t *cl = data;
+    const char *argv[3];
+    int n = 0;
+    if (cl->password[0] == '\0') {
+        resp_ready(cl->ask);
+        if (cl->asking) ask_send(cl);
+        return;
+    }
+    argv[n++] = "AUTH";
+    if (cl->username[0] != '\0') argv[n++] = cl->username;
+    argv[n++] = cl->password;
+    if (resp_send(cl->ask, n, argv, NULL, RESP_F_HANDSHAKE, on_ask_auth, cl) == RESP_ENOMEM)
+        resp_close(cl->ask, "out of memory");
+}
+
+static void on_ask_down(void *data, const char *why) {
+    cluster_t *cl = data;
+    if (cl->closing || !cl->asking) return;
+    const resp_addr_t *a = &cl->cand[cl->ask_i];
+    snprintf(cl->why, sizeof(cl->why), "%.60s:%d: %.160s", a->host, a->port, why);
+    log_debug("cluster: %s", cl->why);
+    ask_next(cl);
+}
+
+static void ask_try(cluster_t *cl) {
+    if (cl->ask_i >= cl->ncand) {
+        round_end(cl, 0);
+        return;
+    }
+    const resp_addr_t *a = &cl->cand[cl->ask_i];
+    if (resp_state(cl->ask) == RESP_UP && addr_eq(resp_addr(cl->ask), a)) {
+        ask_send(cl);
+        return;
+    }
+    cl->closing = 1;
+    resp_close(cl->ask, "asking another node");
+    cl->closing = 0;
+    if (resp_open(cl->ask, a) != 0) {
+        snprintf(cl->why, sizeof(cl->why), "cannot connect to %.200s:%d", a->host, a->port);
+        ask_next(cl);
+    }
+}
+
+/* A round: the primaries that are up, then the others, then the seeds. */
+static void ask_start(cluster_t *cl) {
+    if (cl->asking || cl->closed) return;
+    timers_stop(cl->timers, &cl->refresh);
+    cl->asking = 1;
+    cl->refreshed_at = timers_now(cl->timers);
+    cl->ncand = 0;
+    cl->ask_i = 0;
+    for (int up = 1; up >= 0; up--)
+        for (size_t i = 0; i < cl->nnodes; i++)
+            if (cl->nodes[i]->slots > 0 && node_up(cl->nodes[i]->nd) == up)
+                cl->cand[cl->ncand++] = cl->nodes[i]->addr;
+    for (size_t i = 0; i < cl->nseeds; i++) {
+        resp_addr_t a;
+        memset(&a, 0, sizeof(a));
+        snprintf(a.host, sizeof(a.host), "%s", cl->seeds[i].host);
+        a.port = cl->seeds[i].port;
+        size_t j;
+        for (j = 0; j < cl->ncand && !addr_eq(&cl->cand[j], &a); j++) continue;
+        if (j == cl->ncand) cl->cand[cl->ncand++] = a;
+    }
+    /* The connection kept from the last round goes first, if it is one. */
+    for (size_t i = 1; i < cl->ncand; i++) {
+        if (resp_state(cl->ask) != RESP_UP || !addr_eq(resp_addr(cl->ask), &cl->cand[i])) continue;
+        resp_addr_t t = cl->cand[0];
+        cl->cand[0] = cl->cand[i];
+        cl->cand[i] = t;
+        break;
+    }
+    ask_try(cl);
+}
+
+static void on_refresh(timers_entry_t *t) {
+    ask_start(container_of(t, cluster_t, refresh));
+}
+
+/* Reads the map again soon: now, if the last round started long enough
+ * ago, else at CLUSTER_REFRESH_MIN_MS after it. */
+static void refresh_soon(cluster_t *cl) {
+    if (cl->closed) return;
+    if (cl->asking) {
+        cl->again = 1;
+        return;
+    }
+    uint64_t at = cl->refreshed_at + CLUSTER_REFRESH_MIN_MS, now = timers_now(cl->timers);
+    timers_start_at(cl->timers, &cl->refresh, at > now ? at : now, on_refresh);
+}
+
+/* ---- watches --------------------------------------------------------------------- */
+
+static void on_cw_event(void *data, backend_event_t ev) {
+    cwatch_t *cw = data;
+    cw->cb(cw->data, ev);
+}
+
+/* Watches cw on the primary of its slot, leaving the one it was on. */
+static void watch_place(cluster_t *cl, cwatch_t *cw) {
+    cnode_t *to = cl->slots[cw->slot];
+    if (to == cw->on && !cw->lost) return;
+    if (to == cw->on && cw->lost && ++cw->same < CLUSTER_WATCH_SAME_MAX) {
+        /* Redis ended it, yet this map still names that node: a map read
+         * before the move. Ask again before subscribing where it fails. */
+        refresh_soon(cl);
+        return;
+    }
+    if (cw->on != NULL) node_unwatch(cw->on->nd, cw->name, cw->len);
+    cw->on = to;
+    cw->lost = 0;
+    cw->same = 0;
+    if (to != NULL) node_watch(to->nd, cw->name, cw->len, on_cw_event, cw);
+}
+
+static void place_watches(cluster_t *cl) {
+    size_t i = 0;
+    for (hmap_node_t *h = hmap_next(&cl->watches, &i, NULL); h; h = hmap_next(&cl->watches, &i, h))
+        watch_place(cl, container_of(h, cwatch_t, node));
+}
+
+static void on_watch_lost(void *data, void *watch_data) {
+    cnode_t *cn = data;
+    cwatch_t *cw = watch_data;
+    log_debug("cluster: %s ended the watch of %.*s (slot %u moved): placing it again",
+              cn->label, (int)cw->len, cw->name, cw->slot);
+    cw->lost = 1;
+    refresh_soon(cn->cl);
+}
+
+/* ---- the interface ------------------------------------------------------------------ */
+
+static void cl_submit(backend_t *b, backend_op_t *op) {
+    cluster_t *cl = CL(b);
+    op->deadline = timers_now(cl->timers) + cl->command_timeout_ms;
+    op->tries = 0;
+    op->route = 0;
+    if (!name_fits(cl, op->name, op->len)) {
+        /* Told from the retry turn, never from inside this call. */
+        op->deadline = 0;
+        park(cl, op);
+        return;
+    }
+    route(cl, op);
+}
+
+static void cl_watch(backend_t *b, const char *name, size_t len, backend_watch_cb cb,
+                     void *data) {
+    cluster_t *cl = CL(b);
+    hmap_node_t *h = hmap_get(&cl->watches, name, len);
+    cwatch_t *cw = h ? container_of(h, cwatch_t, node) : NULL;
+    if (cw == NULL) {
+        if (!name_fits(cl, name, len)) return; /* its ops fail anyway */
+        if ((cw = calloc(1, sizeof(*cw) + len + 1)) == NULL) return; /* TTL retries */
+        cw->cl = cl;
+        memcpy(cw->name, name, len);
+        cw->len = len;
+        cw->slot = slot_of(cl, name, len);
+        cw->node.key = cw->name;
+        cw->node.len = len;
+        hmap_put(&cl->watches, &cw->node);
+    }
+    cw->cb = cb;
+    cw->data = data;
+    if (cw->on != NULL && !cw->lost && cw->on == cl->slots[cw->slot])
+        node_watch(cw->on->nd, name, len, on_cw_event, cw); /* confirms it */
+    else
+        watch_place(cl, cw);
+    if (cw->on == NULL) refresh_soon(cl);
+}
+
+static void cl_unwatch(backend_t *b, const char *name, size_t len) {
+    cluster_t *cl = CL(b);
+    hmap_node_t *h = hmap_get(&cl->watches, name, len);
+    if (h == NULL) return;
+    cwatch_t *cw = container_of(h, cwatch_t, node);
+    if (cw->on != NULL) node_unwatch(cw->on->nd, name, len);
+    hmap_del(&cl->watches, h);
+    free(cw);
+}
+
+static int cl_available(const backend_t *b, const char *name, size_t len) {
+    const cluster_t *cl = CL_CONST(b);
+    if (name != NULL) {
+        const cnode_t *cn = cl->slots[slot_of(cl, name, len)];
+        return cn != NULL && node_up(cn->nd);
+    }
+    for (size_t i = 0; i < cl->nnodes; i++)
+        if (cl->nodes[i]->slots > 0 && node_up(cl->nodes[i]->nd)) return 1;
+    return 0;
+}
+
+static void cl_describe(const backend_t *b, const char *name, size_t len, char *buf,
+                        size_t cap) {
+    const cluster_t *cl = CL_CONST(b);
+    char why[BACKEND_ERR_LEN];
+    if (name != NULL) {
+        unsigned slot = slot_of(cl, name, len);
+        const cnode_t *cn = cl->slots[slot];
+        if (!name_fits(cl, name, len)) {
+            snprintf(buf, cap, "cluster: a name with '{' but no '}' after it, an empty '{}' or "
+                     "'}' alone would put its companion keys in another slot");
+        } else if (cn == NULL) {
+            snprintf(buf, cap, "cluster: no primary known for slot %u%s%s", slot,
+                     cl->why[0] ? ": " : "", cl->why);
+        } else {
+            node_why_down(cn->nd, why, sizeof(why));
+            snprintf(buf, cap, "cluster: slot %u on %s: %s", slot, cn->label, why);
+        }
+        return;
+    }
+    size_t primaries = 0, up = 0, k;
+    for (size_t i = 0; i < cl->nnodes; i++) {
+        if (cl->nodes[i]->slots == 0) continue;
+        primaries++;
+        up += node_up(cl->nodes[i]->nd) != 0;
+    }
+    if (!cl->mapped) {
+        snprintf(buf, cap, "cluster no map yet%s%s", cl->why[0] ? ": " : "", cl->why);
+        return;
+    }
+    k = (size_t)snprintf(buf, cap, "cluster %zu primaries %zu up", primaries, up);
+    for (size_t i = 0; i < cl->nnodes && k < cap; i++) {
+        if (cl->nodes[i]->slots == 0 || node_up(cl->nodes[i]->nd)) continue;
+        k += (size_t)snprintf(buf + k, cap - k, " down:%s", cl->nodes[i]->label);
+    }
+}
+
+static void cl_reconfigure(backend_t *b, const conf_t *conf) {
+    cluster_t *cl = CL(b);
+    uint32_t ask = CLUSTER_ASK_TIMEOUT_MS;
+    cl->command_timeout_ms = conf->command_timeout_ms;
+    cl->opts.connect_timeout_ms = conf->connect_timeout_ms;
+    cl->opts.command_timeout_ms = conf->command_timeout_ms;
+    cl->opts.replicas_timeout_ms = conf->replicas_timeout_ms;
+    for (size_t i = 0; i < cl->nnodes; i++)
+        node_set_timeouts(cl->nodes[i]->nd, conf->connect_timeout_ms, conf->command_timeout_ms,
+                          conf->replicas_timeout_ms);
+    resp_set_timeouts(cl->ask, ask < conf->connect_timeout_ms ? ask : conf->connect_timeout_ms,
+                      ask < conf->command_timeout_ms ? ask : conf->command_timeout_ms);
+}
+
+static void cl_nodes(const backend_t *b, backend_node_cb cb, void *data) {
+    const cluster_t *cl = CL_CONST(b);
+    for (size_t i = 0; i < cl->nnodes; i++)
+        if (cl->nodes[i]->slots > 0) node_info(cl->nodes[i]->nd, "primary", cb, data);
+}
+
+static void cl_close(backend_t *b) {
+    cluster_t *cl = CL(b);
+    cl->closed = 1;
+    cl->asking = 0;
+    timers_stop(cl->timers, &cl->refresh);
+    timers_stop(cl->timers, &cl->retry);
+    resp_free(cl->ask);
+    snprintf(cl->fail, sizeof(cl->fail), "shutting down");
+    while (!STAILQ_EMPTY(&cl->parked)) {
+        backend_op_t *op = STAILQ_FIRST(&cl->parked);
+        STAILQ_REMOVE_HEAD(&cl->parked, link);
+        op_give_up(cl, op, BACKEND_DOWN);
+    }
+    for (size_t i = 0; i < cl->nnodes; i++) {
+        node_free(cl->nodes[i]->nd);
+        free(cl->nodes[i]);
+    }
+    size_t i = 0;
+    hmap_node_t *h, *next;
+    for (h = hmap_next(&cl->watches, &i, NULL); h != NULL; h = next) {
+        next = hmap_next(&cl->watches, &i, h);
+        free(container_of(h, cwatch_t, node));
+    }
+    hmap_free(&cl->watches);
+    free(cl);
+}
+
+static const backend_type_t cluster_type = {
+    .name = "cluster",
+    .submit = cl_submit,
+    .watch = cl_watch,
+    .unwatch = cl_unwatch,
+    .available = cl_available,
+    .describe = cl_describe,
+    .reconfigure = cl_reconfigure,
+    .nodes = cl_nodes,
+    .close = cl_close,
+};
+
+backend_t *cluster_open(const backend_env_t *env, char *err, size_t errlen) {
+    const conf_t *conf = env->conf;
+    cluster_t *cl = calloc(1, sizeof(*cl));
+    if (cl == NULL || hmap_init(&cl->watches) != 0) {
+        free(cl);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    cl->base.type = &cluster_type;
+    /* Fences are at least Redis TIME on every primary: they keep rising
+     * across a failover and a slot's move (the counter moves with it). */
+    cl->base.caps = BACKEND_CAP_MONOTONIC_FENCE | BACKEND_CAP_WAKEUPS | BACKEND_CAP_PARTIAL;
+    cl->loop = env->loop;
+    cl->timers = env->timers;
+    cl->tls = env->tls != NULL;
+    cl->command_timeout_ms = conf->command_timeout_ms;
+    cl->register_every_ms = conf->renew_every_ms;
+    cl->sharded_conf = conf->sharded_pubsub;
+    cl->shards = 1; /* until CLUSTER SHARDS is unknown */
+    snprintf(cl->prefix, sizeof(cl->prefix), "%s", conf->key_prefix);
+    snprintf(cl->username, sizeof(cl->username), "%s", conf->username);
+    snprintf(cl->password, sizeof(cl->password), "%s", conf->password);
+    snprintf(cl->uuid, sizeof(cl->uuid), "%s", env->uuid);
+    snprintf(cl->client_name, sizeof(cl->client_name), "%s", env->client_name);
+    snprintf(cl->sni, sizeof(cl->sni), "%s", conf->tls_server_name);
+    cl->nseeds = conf->cluster_count;
+    memcpy(cl->seeds, conf->cluster, cl->nseeds * sizeof(cl->seeds[0]));
+    char rkey[KEYS_KEY_MAX + sizeof(KEYS_REGISTRY)];
+    cl->registry_slot = keys_slot(rkey, (size_t)snprintf(rkey, sizeof(rkey), "%s%s", cl->prefix,
+                                                         KEYS_REGISTRY));
+    STAILQ_INIT(&cl->parked);
+
+    const char *sni = cl->sni[0] ? cl->sni : NULL;
+    node_opts_t o = {
+        .username = cl->username,
+        .password = cl->password,
+        .db = 0,
+        .key_prefix = cl->prefix,
+        .uuid = cl->uuid,
+        .client_name = cl->client_name,
+        .connect_timeout_ms = conf->connect_timeout_ms,
+        .command_timeout_ms = conf->command_timeout_ms,
+        .tls = env->tls,
+        .tls_server_name = sni,
+        .register_every_ms = 0, /* the registry's primary: map_apply */
+        .replicas_ack = conf->replicas_ack,
+        .replicas_timeout_ms = conf->replicas_timeout_ms,
+        .on_done = on_op_done,
+        .on_watch_lost = on_watch_lost,
+        .on_state = on_node_state,
+    };
+    cl->opts = o;
+
+    uint32_t ask_ms = CLUSTER_ASK_TIMEOUT_MS;
+    resp_opts_t ro = {
+        .label = "cluster map",
+        .connect_timeout_ms = ask_ms < conf->connect_timeout_ms ? ask_ms : conf->connect_timeout_ms,
+        .command_timeout_ms = ask_ms < conf->command_timeout_ms ? ask_ms : conf->command_timeout_ms,
+        .tls = env->tls,
+        .tls_server_name = sni,
+        .on_open = on_ask_open,
+        .on_down = on_ask_down,
+        .data = cl,
+    };
+    if ((cl->ask = resp_new(env->loop, env->timers, &ro)) == NULL) {
+        hmap_free(&cl->watches);
+        free(cl);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    ask_start(cl);
+    return &cl->base;
+}
