@@ -409,6 +409,65 @@ START_TEST(test_sentinel_errors_name_the_line) {
 }
 END_TEST
 
+/* ---- Cluster -------------------------------------------------------------------- */
+
+START_TEST(test_cluster_keys) {
+    conf_t c;
+    char err[CONF_ERR_LEN];
+    const char *path;
+
+    ck_assert_msg(load_text(&c, "[redis]\ncluster = 10.0.0.1:7000 node-b [::1]:7001\n"
+                                "password = pw\n", &path, err) == 0, "%s", err);
+    ck_assert_uint_eq(c.cluster_count, 3);
+    ck_assert_str_eq(c.cluster[0].host, "10.0.0.1");
+    ck_assert_int_eq(c.cluster[0].port, 7000);
+    ck_assert_str_eq(c.cluster[1].host, "node-b");
+    ck_assert_int_eq(c.cluster[1].port, CONF_REDIS_PORT);
+    ck_assert_str_eq(c.cluster[2].host, "::1");
+    ck_assert_int_eq(c.sharded_pubsub, CONF_SHARDED_AUTO);
+    set_ok(&c, "redis", "sharded_pubsub", "no");
+    ck_assert_int_eq(c.sharded_pubsub, CONF_SHARDED_NO);
+    set_ok(&c, "redis", "sharded_pubsub", "yes");
+    ck_assert_int_eq(c.sharded_pubsub, CONF_SHARDED_YES);
+    ck_assert_int_ne(conf_set(&c, "redis", "sharded_pubsub", "maybe", err, sizeof(err)), 0);
+    ck_assert_msg(strstr(err, "auto, yes, no") != NULL, "%s", err);
+    /* tls applies, though no url names a host */
+    set_ok(&c, "redis", "tls", "yes");
+    ck_assert_msg(conf_finish(&c, err, sizeof(err)) == 0, "%s", err);
+    /* An empty cluster key (as -r sets it) is no topology at all. */
+    ck_assert_msg(load_text(&c, "[redis]\ncluster =\nurl = redis://h:7\n", &path, err) == 0,
+                  "%s", err);
+    ck_assert_uint_eq(c.cluster_count, 0);
+}
+END_TEST
+
+START_TEST(test_cluster_excludes_url_and_sentinels) {
+    static const struct {
+        const char *text;
+        const char *where;
+    } cases[] = {
+        {"[redis]\nurl = redis://h:1\ncluster = a:1\n", ":3: "},
+        {"[redis]\ncluster = a:1\nurl = redis://h:1\n", ":3: "},
+        {"[redis]\ncluster = a:1\nsentinels = s:1\nmaster_name = m\n", ":3: "},
+        {"[redis]\nsentinels = s:1\nmaster_name = m\ncluster = a:1\n", ":4: "},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+        conf_t c;
+        char err[CONF_ERR_LEN];
+        const char *path;
+        ck_assert_msg(load_text(&c, cases[i].text, &path, err) != 0, "case %zu loaded", i);
+        ck_assert_msg(strstr(err, cases[i].where) != NULL &&
+                          strstr(err, "exclude each other") != NULL,
+                      "case %zu: %s", i, err);
+    }
+    conf_t c;
+    char err[CONF_ERR_LEN];
+    const char *path;
+    ck_assert_int_ne(load_text(&c, "[redis]\ncluster = a:0\n", &path, err), 0);
+    ck_assert_msg(strstr(err, "cluster address") != NULL, "%s", err);
+}
+END_TEST
+
 START_TEST(test_metrics_addresses) {
     conf_t c;
     char err[CONF_ERR_LEN];
@@ -1584,6 +1643,8 @@ static Suite *conf_suite(void) {
     tcase_add_test(tc, test_long_password_read_intact);
     tcase_add_test(tc, test_long_line_tail_is_not_a_key);
     tcase_add_test(tc, test_line_numbers_after_long_line);
+    tcase_add_test(tc, test_cluster_keys);
+    tcase_add_test(tc, test_cluster_excludes_url_and_sentinels);
     suite_add_tcase(s, tc);
 
     return s;
