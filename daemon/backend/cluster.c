@@ -108,6 +108,8 @@ struct cluster_s {
     size_t nnodes;
     cnode_t *slots[KEYS_SLOTS];
     int mapped;               /* a map was read */
+    size_t covered;           /* slots with a primary in it */
+    size_t primaries;         /* ... and primaries */
     int shards;               /* the cluster has CLUSTER SHARDS (7.0+) */
     unsigned registry_slot;
 
@@ -514,13 +516,18 @@ static void place_watches(cluster_t *cl);
 static void map_apply(cluster_t *cl, const map_t *m) {
     cnode_t *by[CLUSTER_NODES_MAX];
     uint64_t now = timers_now(cl->timers);
-    size_t covered = 0;
+    size_t covered = 0, moved = 0;
+    unsigned first = 0;
+    const cnode_t *was = NULL, *now_on = NULL;
     for (size_t i = 0; i < m->n; i++) by[i] = node_get(cl, &m->addr[i]);
     for (size_t i = 0; i < cl->nnodes; i++) cl->nodes[i]->slots = 0;
     for (unsigned s = 0; s < KEYS_SLOTS; s++) {
         cnode_t *cn = m->owner[s] == UINT16_MAX ? NULL : by[m->owner[s]];
-        if (cl->slots[s] != cn && cl->mapped)
-            log_debug("cluster: slot %u now on %s", s, cn ? cn->label : "nobody");
+        if (cl->slots[s] != cn && cl->mapped && moved++ == 0) {
+            first = s;
+            was = cl->slots[s];
+            now_on = cn;
+        }
         cl->slots[s] = cn;
         if (cn != NULL) {
             cn->slots++;
@@ -528,13 +535,20 @@ static void map_apply(cluster_t *cl, const map_t *m) {
             covered++;
         }
     }
-    if (!cl->mapped || covered < KEYS_SLOTS) {
+    /* Said when it changes: the first map, a failover, a resharding. */
+    if (moved > 0)
+        log_info("cluster: %zu slot%s changed hands (slot %u: %s -> %s)", moved,
+                 moved == 1 ? "" : "s", first, was ? was->label : "nobody",
+                 now_on ? now_on->label : "nobody");
+    if (!cl->mapped || covered != cl->covered || m->n != cl->primaries) {
         if (covered < KEYS_SLOTS)
             log_warn("cluster: the map covers %zu of %d slots, on %zu primaries", covered,
                      KEYS_SLOTS, m->n);
         else
             log_info("cluster: %zu primaries, every slot covered", m->n);
     }
+    cl->covered = covered;
+    cl->primaries = m->n;
     cl->mapped = 1;
     /* Only the registry's primary keeps our WHO entry. */
     for (size_t i = 0; i < cl->nnodes; i++)
