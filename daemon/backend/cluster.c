@@ -312,18 +312,22 @@ static int parse_redirect(const char *err, unsigned *slot, resp_addr_t *a) {
     return 0;
 }
 
+/* An op of an _ANY call met a key this node does not serve: raised inside
+ * the script ("ERR Script attempted to access a non local key in a cluster
+ * node"), before the op wrote anything. */
+static int not_here(const char *err) {
+    return strstr(err, "non local key") != NULL || strcmp(err, SCRIPTS_NOT_HERE) == 0;
+}
+
 /* Errors after which the op did not run and goes again once the map (or
  * the slot's migration) has moved on. */
 static int retry_error(const char *err) {
     static const char *const signs[] = {
         "TRYAGAIN", "CLUSTERDOWN", "CROSSSLOT", "READONLY", "LOADING", "MASTERDOWN",
-        SCRIPTS_NOT_HERE,
     };
     for (size_t i = 0; i < sizeof(signs) / sizeof(signs[0]); i++)
         if (strncmp(err, signs[i], strlen(signs[i])) == 0) return 1;
-    /* Raised inside a script: "ERR Script attempted to access a non local
-     * key in a cluster node", "... while the cluster is down". */
-    return strstr(err, "non local key") != NULL || strstr(err, "cluster is down") != NULL;
+    return not_here(err) || strstr(err, "cluster is down") != NULL;
 }
 
 static void who_registry(cluster_t *cl, backend_op_t *op);
@@ -348,7 +352,16 @@ static void on_op_done(void *data, backend_op_t *op) {
             cnode_t *to = node_get(cl, &a);
             log_debug("cluster: %s: %s (op %d on %.*s)", cn->label, res->error, (int)op->kind,
                       (int)op->len, op->name);
-            op->route = NODE_OP_SINGLE | (ask ? NODE_OP_ASKING : 0);
+            /* After MOVED the new owner has the whole slot: the op goes as
+             * any other. After ASK only this op goes to the importing node,
+             * once: a grant alone with its keys declared (Redis answers
+             * TRYAGAIN while its fence counter may still be on the source,
+             * where making it anew would clash with MIGRATE); a renewal or
+             * a release checking its keys one by one, which the importing
+             * node serves after ASKING: it never creates a key. */
+            op->route = !ask ? 0
+                        : op->kind == BACKEND_ACQUIRE ? NODE_OP_ASKING | NODE_OP_SINGLE
+                                                      : NODE_OP_ASKING;
             if (moved) {
                 if (to != NULL) cl->slots[slot] = to;
                 refresh_soon(cl);
@@ -358,15 +371,24 @@ static void on_op_done(void *data, backend_op_t *op) {
                 to->used_at = timers_now(cl->timers);
                 node_submit(to->nd, op);
             } else {
-                op->route &= ~NODE_OP_ASKING; /* it asks the owner again */
+                op->route = 0; /* it asks the owner again */
                 park(cl, op);
             }
+            return;
+        }
+        if (not_here(res->error) && !(op->route & NODE_OP_SINGLE)) {
+            /* Its key left this node (a slot moving, or a map behind):
+             * alone with its keys declared, Redis says where it went. */
+            log_debug("cluster: %s: %s (op %d on %.*s); asking where it is", cn->label,
+                      res->error, (int)op->kind, (int)op->len, op->name);
+            op->route = NODE_OP_SINGLE;
+            route(cl, op);
             return;
         }
         if (retry_error(res->error)) {
             log_debug("cluster: %s: %s (op %d on %.*s); trying again", cn->label, res->error,
                       (int)op->kind, (int)op->len, op->name);
-            op->route = NODE_OP_SINGLE;
+            op->route = 0;
             if (strncmp(res->error, "TRYAGAIN", 8) != 0) refresh_soon(cl);
             park(cl, op);
             return;

@@ -421,7 +421,10 @@ static void send_call(node_t *nd, backend_op_t *const *ops, size_t n, wgroup_t *
     call->n = n;
     call->sent_ns = uv_hrtime();
     memcpy(call->ops, ops, n * sizeof(ops[0]));
-    call->script = scripts_choose(ops, n, nd->opts.script_flags);
+    /* A single op declares its keys, so that Redis routes it (MOVED, ASK). */
+    call->script = scripts_choose(ops, n, ops[0]->route & NODE_OP_SINGLE
+                                              ? nd->opts.script_flags & ~SCRIPTS_F_ANY_SLOT
+                                              : nd->opts.script_flags);
     if (call_send(nd, call) != 0) {
         call_free(call);
         ops_fail(nd, ops, n, BACKEND_FAILED, "out of memory");

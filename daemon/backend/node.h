@@ -29,7 +29,9 @@ typedef struct node_s node_t;
 
 /* backend_op_t.route: how a topology wants an op sent. */
 #define NODE_OP_SINGLE 0x1u  /* alone, its keys declared: Redis routes it and
-                                answers MOVED, ASK or TRYAGAIN as a whole */
+                                answers MOVED, ASK or TRYAGAIN as a whole
+                                (else, on a Cluster node, its keys are
+                                checked one by one inside the script) */
 #define NODE_OP_ASKING 0x2u  /* ASKING before it: the slot is being imported */
 #define NODE_OP_SENT   0x4u  /* set by the node once it went to Redis: an op
                                 failed BACKEND_DOWN without it never ran */

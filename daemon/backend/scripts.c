@@ -207,8 +207,9 @@ int scripts_batchable(const backend_op_t *op) {
 }
 
 script_id_t scripts_choose(backend_op_t *const *ops, size_t n, unsigned flags) {
+    int any = (flags & SCRIPTS_F_ANY_SLOT) != 0;
+    if (n == 1 && any && scripts_batchable(ops[0])) return SCRIPT_OPS_ANY;
     if (n > 1) {
-        int any = (flags & SCRIPTS_F_ANY_SLOT) != 0;
         for (size_t i = 0; i < n; i++)
             if (ops[i]->kind != BACKEND_RENEW || ops[i]->lease_ms != ops[0]->lease_ms)
                 return any ? SCRIPT_OPS_ANY : SCRIPT_OPS;

@@ -55,7 +55,9 @@ extern const char *const scripts_text[SCRIPT_COUNT];
 int scripts_loaded(script_id_t id, unsigned flags);
 /* 1 if op may share a batch call with others. */
 int scripts_batchable(const backend_op_t *op);
-/* The script that runs ops[0..n) in one call: n > 1 only for batchable ops. */
+/* The script that runs ops[0..n) in one call: n > 1 only for batchable ops.
+ * With SCRIPTS_F_ANY_SLOT every batchable op goes in an _ANY script, alone
+ * too: its keys are checked one by one inside, where the node has them. */
 script_id_t scripts_choose(backend_op_t *const *ops, size_t n, unsigned flags);
 /* Appends "EVALSHA <sha> ..." for ops[0..n) to out, in RESP. Keys get
  * prefix, owner fields uuid. 0, or -1 on no memory (out unchanged). */
