@@ -12,6 +12,11 @@ void backend_notify_state(backend_t *b) {
 }
 
 void backend_submit(backend_t *b, backend_op_t *op) {
+    /* The backend's own fields start clear, whatever the caller's memory
+     * held (the watchdog's batches are not zeroed). */
+    op->route = 0;
+    op->tries = 0;
+    op->deadline = 0;
     b->type->submit(b, op);
 }
 

@@ -303,6 +303,29 @@ START_TEST(watchdog_keeps_lock) {
 }
 END_TEST
 
+/* The watchdog renews many locks in a few script calls per round, not one
+ * per lock (the batch script takes up to 500). */
+START_TEST(watchdog_renews_in_batches) {
+    h_redis_start();
+    int d = h_dlockd_start("[lock]\nlease_ms = 600\n"); /* a round every 200 ms */
+    h_conn_t *a = h_connect_index(d), *b = h_connect_index(d);
+    enum { LOCKS = 200 };
+    for (int i = 0; i < LOCKS; i++) h_send(a, "LOCK many%d\n", i);
+    for (int i = 0; i < LOCKS; i++) H_EXPECT_PREFIX(a, "OK ");
+    long long renewals = h_info_value(b, "renewals"), calls = h_redis_calls("evalsha");
+    expect_silence(a, 1000);
+    renewals = h_info_value(b, "renewals") - renewals;
+    calls = h_redis_calls("evalsha") - calls;
+    /* About five rounds of 200 renewals; the registry's refresh (one call
+     * a round) counts too. One call per lock would make about 1000. */
+    ck_assert_msg(renewals >= 2 * LOCKS, "only %lld renewals", renewals);
+    ck_assert_msg(calls * 20 <= renewals, "%lld script calls for %lld renewals", calls,
+                  renewals);
+    h_close(a);
+    h_close(b);
+}
+END_TEST
+
 START_TEST(lease_expiry_is_lost) {
     h_redis_start();
     int d = h_dlockd_start(NULL);
@@ -508,6 +531,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, half_close_still_answered);
     tcase_add_test(tc, half_closed_waiter_then_gone_is_noticed);
     tcase_add_test(tc, watchdog_keeps_lock);
+    tcase_add_test(tc, watchdog_renews_in_batches);
     tcase_add_test(tc, lease_expiry_is_lost);
     tcase_add_test(tc, external_delete_is_lost);
     tcase_add_test(tc, renew_extends);

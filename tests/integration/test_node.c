@@ -279,20 +279,6 @@ static long long cli_ll(const char *out) {
     return v;
 }
 
-/* The calls= of one INFO commandstats line, or 0 if the command never ran. */
-static long long command_calls(const char *command) {
-    char cmd[512], want[64], line[1024];
-    long long calls = 0;
-    snprintf(cmd, sizeof(cmd), "redis-cli -s '%s' INFO commandstats", h_redis_sock());
-    snprintf(want, sizeof(want), "cmdstat_%s:calls=", command);
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    while (fgets(line, sizeof(line), p) != NULL)
-        if (strncmp(line, want, strlen(want)) == 0) calls = strtoll(line + strlen(want), NULL, 10);
-    pclose(p);
-    return calls;
-}
-
 static const char *channel(const char *name) {
     static char c[128];
     snprintf(c, sizeof(c), "redisson_lock__channel:{%s%s}", PREFIX, name);
@@ -326,7 +312,7 @@ static long long numsub(const char *name) {
 
 static void reset_stats(void) {
     ck_assert_str_eq(h_redis_cli("CONFIG RESETSTAT"), "OK");
-    ck_assert_int_eq(command_calls("evalsha"), 0);
+    ck_assert_int_eq(h_redis_calls("evalsha"), 0);
 }
 
 /* A raw subscriber of name's channel, as another Redisson client would be. */
@@ -538,7 +524,7 @@ START_TEST(many_ops_in_one_iteration_go_in_few_evalsha_calls)
     }
     long long want = (MANY + SCRIPTS_BATCH_MAX - 1) / SCRIPTS_BATCH_MAX;
     ck_assert_int_eq(want, 3);
-    ck_assert_int_eq(command_calls("evalsha"), want);
+    ck_assert_int_eq(h_redis_calls("evalsha"), want);
     ck_assert_str_eq(hget("many-0", 1), "1");
     char last[32];
     snprintf(last, sizeof(last), "many-%d", MANY - 1);
@@ -573,7 +559,7 @@ START_TEST(ops_on_one_name_keep_their_order)
     ck_assert_uint_gt(t[2].res.fence, t[0].res.fence);
     ck_assert_str_eq(hget("o", 2), "1");
     ck_assert_str_eq(hget("o", 1), "");
-    ck_assert_int_eq(command_calls("evalsha"), 1); /* one batch */
+    ck_assert_int_eq(h_redis_calls("evalsha"), 1); /* one batch */
 }
 END_TEST
 
@@ -611,7 +597,7 @@ START_TEST(status_and_force_between_batchable_ops_keep_the_order)
     ck_assert_int_eq(t[7].res.outcome, BACKEND_TAKEN);
     ck_assert_int_eq(t[8].res.holds, 1);
     /* [A] S [R] S [A] F [A A] S: the runs split at STATUS and FORCE. */
-    ck_assert_int_eq(command_calls("evalsha"), 8);
+    ck_assert_int_eq(h_redis_calls("evalsha"), 8);
     ck_assert_str_eq(hget("s", 3), "1");
 }
 END_TEST
@@ -837,13 +823,13 @@ START_TEST(unwatch_stops_the_events)
     reset_stats();
     watch("u", &w);
     unwatch("u");
-    POLL_UNTIL(command_calls("unsubscribe") == 1);
+    POLL_UNTIL(h_redis_calls("unsubscribe") == 1);
     ck_assert_int_eq(numsub("u"), 0);
     publish("v", "1");
     RUN_UNTIL(sentinel.released == 4);
     ck_assert_int_eq(w.watching, 1);
     ck_assert_int_eq(w.released, 0);
-    ck_assert_int_eq(command_calls("subscribe"), 1);
+    ck_assert_int_eq(h_redis_calls("subscribe"), 1);
 }
 END_TEST
 

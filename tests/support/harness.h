@@ -42,6 +42,9 @@ const char *h_redis_sock(void);
 /* Runs one redis command (words separated by spaces) with redis-cli and
  * returns its first output line (static buffer). */
 const char *h_redis_cli(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The calls= of command's INFO commandstats line ("evalsha"), 0 if it
+ * never ran. */
+long long h_redis_calls(const char *command);
 
 /* More redis-servers, several at once, each with an index: on TCP at
  * 127.0.0.1:port (port 0: a free one, tried again if another process takes
