@@ -477,8 +477,10 @@ static int map_range(map_t *m, long long from, long long to, int owner) {
     return 0;
 }
 
-/* CLUSTER SHARDS: [["slots", [from, to, ...], "nodes", [{...}, ...]], ...] */
-static int parse_shards(const cluster_t *cl, const redisReply *r, map_t *m) {
+/* CLUSTER SHARDS: [["slots", [from, to, ...], "nodes", [{...}, ...]], ...].
+ * A node that does not know its own address (an empty ip or endpoint: a
+ * single node never met by others) is the one asked, at asked. */
+static int parse_shards(const cluster_t *cl, const redisReply *r, const char *asked, map_t *m) {
     if (r->type != REDIS_REPLY_ARRAY) return -1;
     for (size_t i = 0; i < r->elements; i++) {
         const redisReply *sh = r->element[i], *slots = field(sh, "slots"),
@@ -499,7 +501,10 @@ static int parse_shards(const cluster_t *cl, const redisReply *r, map_t *m) {
             if (host == NULL || host->type != REDIS_REPLY_STRING) return -1;
             long long port = cl->tls ? field_int(nd, "tls-port") : field_int(nd, "port");
             if (port <= 0) port = field_int(nd, "port");
-            owner = map_addr(m, host->str, host->len, port);
+            if (host->len == 0 || strcmp(host->str, "?") == 0)
+                owner = map_addr(m, asked, strlen(asked), port);
+            else
+                owner = map_addr(m, host->str, host->len, port);
             if (owner < 0) return -1;
         }
         if (owner < 0) continue; /* no primary named: those slots stay unknown */
@@ -512,8 +517,9 @@ static int parse_shards(const cluster_t *cl, const redisReply *r, map_t *m) {
     return 0;
 }
 
-/* CLUSTER SLOTS: [[from, to, [host, port, id, ...], replicas...], ...] */
-static int parse_slots(const redisReply *r, map_t *m) {
+/* CLUSTER SLOTS: [[from, to, [host, port, id, ...], replicas...], ...]; an
+ * empty host is the node asked, as with CLUSTER SHARDS. */
+static int parse_slots(const redisReply *r, const char *asked, map_t *m) {
     if (r->type != REDIS_REPLY_ARRAY) return -1;
     for (size_t i = 0; i < r->elements; i++) {
         const redisReply *e = r->element[i];
@@ -525,7 +531,8 @@ static int parse_slots(const redisReply *r, map_t *m) {
             e->element[2]->element[1]->type != REDIS_REPLY_INTEGER)
             return -1;
         const redisReply *p = e->element[2];
-        int owner = map_addr(m, p->element[0]->str, p->element[0]->len, p->element[1]->integer);
+        const char *host = p->element[0]->len > 0 ? p->element[0]->str : asked;
+        int owner = map_addr(m, host, strlen(host), p->element[1]->integer);
         if (map_range(m, e->element[0]->integer, e->element[1]->integer, owner) != 0) return -1;
     }
     return 0;
@@ -654,8 +661,8 @@ static void on_shards_reply(void *data, redisReply *r, const char *error) {
     memset(&m, 0, sizeof(m));
     memset(m.owner, 0xff, sizeof(m.owner));
     int rc = r->type == REDIS_REPLY_ERROR ? -1
-             : cl->shards                  ? parse_shards(cl, r, &m)
-                                           : parse_slots(r, &m);
+             : cl->shards                  ? parse_shards(cl, r, at->host, &m)
+                                           : parse_slots(r, at->host, &m);
     if (rc != 0 || m.n == 0) {
         snprintf(cl->why, sizeof(cl->why), "%.60s:%d: %.160s", at->host, at->port,
                  r->type == REDIS_REPLY_ERROR ? r->str
