@@ -37,11 +37,19 @@
 #      <fresh>; SIGKILL the primary; the time to the first grant afterwards,
 #      next to Sentinel's own (SIGKILL -> +switch-master on its pub/sub). A
 #      fresh topology for each of BENCH_FAILOVER_RUNS runs.
+#   9. Cluster: a Redis Cluster of 3 primaries (no replicas, TCP, made with
+#      redis-cli --cluster create) against one standalone redis-server on
+#      TCP: the throughput of 2. through one dlockd on each, in four rounds
+#      standalone, cluster, cluster, standalone; the Redis commands per
+#      pair (INFO commandstats, summed over the primaries); then 3000
+#      watchdog locks with lease_ms 3000 on the cluster: renewal EVALSHA
+#      calls per round on each primary.
 #
 # Knobs (environment): BENCH_SECONDS (throughput, 10), BENCH_PEER_SECONDS
 # (8), BENCH_SCALE_WINDOW (30), BENCH_SCALE_CONNS (10000), BENCH_HERD_CLIENTS
 # (1000), BENCH_REPL_SECONDS (7., per round, 5), BENCH_FAILOVER_RUNS (8., 3),
-# BENCH_BUILD_DIR (default: the directory of DLOCK_BENCH_BIN).
+# BENCH_CLUSTER_SECONDS (9., per round, 5), BENCH_BUILD_DIR (default: the
+# directory of DLOCK_BENCH_BIN).
 # SPDX-License-Identifier: MIT
 set -u -o pipefail
 
@@ -60,6 +68,12 @@ HERD_C=${BENCH_HERD_CLIENTS:-1000}
 REPL_S=${BENCH_REPL_SECONDS:-5}
 FO_RUNS=${BENCH_FAILOVER_RUNS:-3}
 FO_DOWN_AFTER_MS=1000
+CL_S=${BENCH_CLUSTER_SECONDS:-5}
+CL_N=3
+CL_DOG_CONNS=300
+CL_DOG_LOCKS=10
+CL_DOG_LEASE=3000
+CL_DOG_WIN=5
 PY=/usr/bin/python3
 T=""
 PIDS=()
@@ -216,6 +230,55 @@ cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat" 2>/de
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
 now_s() { date +%s.%N; }
 
+free_ports() { "$PY" -c 'import socket, sys
+s = [socket.socket() for _ in range(int(sys.argv[1]))]
+for x in s: x.bind(("127.0.0.1", 0))
+print(" ".join(str(x.getsockname()[1]) for x in s))' "$1"; }
+
+# cmdstats PORT...: "<command> <calls>" lines of INFO commandstats, summed
+# over the redis-servers at 127.0.0.1:PORT...
+cmdstats() {
+    local p
+    for p in "$@"; do redis-cli -h 127.0.0.1 -p "$p" INFO commandstats; done |
+        awk -F'[:=,]' '/^cmdstat_/ { n[substr($1, 9)] += $3 } END { for (c in n) print c, n[c] }'
+}
+# calls_of COMMAND SNAPSHOT: the calls of COMMAND in a cmdstats snapshot.
+calls_of() { awk -v c="$1" '$1 == c { n = $2 } END { print n + 0 }' <<<"$2"; }
+
+# hold_locks LABEL SOCK CONNS LOCKS: dlock-bench scale in the background
+# (HOLD_PID): CONNS connections holding LOCKS watchdog locks each until
+# release_locks. Waits until all are granted (HOLD_READY: its "ready"
+# line); returns 1, a problem recorded, if they were not.
+hold_locks() {
+    local label=$1 i
+    "$BENCH" scale -s "$2" -c "$3" -l "$4" -H 600 >"$T/$label.out" 2>"$T/$label.err" &
+    HOLD_PID=$!
+    PIDS+=("$HOLD_PID")
+    for ((i = 0; i < 1200; i++)); do
+        grep -q '^ready' "$T/$label.out" && break
+        kill -0 "$HOLD_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    HOLD_READY=$(grep '^ready' "$T/$label.out")
+    [ -n "$HOLD_READY" ] && return 0
+    kill -TERM "$HOLD_PID" 2>/dev/null
+    wait "$HOLD_PID"
+    forget_pid "$HOLD_PID"
+    problem "$label: locks were not all granted: $(tr '\n' ' ' <"$T/$label.err")"
+    return 1
+}
+# release_locks LABEL: ends hold_locks's load generator (SIGTERM: it closes
+# its connections); HOLD_LOST gets the !LOST events it saw.
+release_locks() {
+    local label=$1 rc
+    kill -TERM "$HOLD_PID" 2>/dev/null
+    wait "$HOLD_PID"
+    rc=$?
+    forget_pid "$HOLD_PID"
+    ((rc == 0)) || problem "$label: the load generator failed while holding: $(tr '\n' ' ' <"$T/$label.err")"
+    HOLD_LOST=$(kv "$(grep '^done' "$T/$label.out")" lost_events)
+}
+
 # ---- preflight --------------------------------------------------------------
 
 cd "$root" || fatal "cannot cd to $root"
@@ -243,7 +306,7 @@ redis_version=$(rcli INFO server | awk -F: '/^redis_version/ { sub(/\r/, "", $2)
 
 # ---- 1. Redis ceiling ---------------------------------------------------------
 
-say "== 1/8 Redis ceiling: dlockd's acquire script under redis-benchmark"
+say "== 1/9 Redis ceiling: dlockd's acquire script under redis-benchmark"
 awk 'BEGIN { printf "local K1, K2, A1, A2 = KEYS[1], KEYS[2], ARGV[1], ARGV[2]\n" }
      /^#define LUA_ACQUIRE \\$/ { on = 1; next }
      on {
@@ -280,7 +343,7 @@ start_dlockd main
 
 # ---- 2. uncontended throughput ------------------------------------------------
 
-say "== 2/8 dlockd uncontended throughput: 50 connections, ${TP_S} s"
+say "== 2/9 dlockd uncontended throughput: 50 connections, ${TP_S} s"
 tp=""
 c0=$(now_s) d0=$(cpu_ticks "${DPID[main]}") r0=$(cpu_ticks "$REDIS_PID")
 if run_bench throughput $((TP_S + 40)) throughput -s "${DSOCK[main]}" -c 50 -d "$TP_S" -w 1; then
@@ -302,7 +365,7 @@ flush_redis
 
 # ---- 3. peers -------------------------------------------------------------------
 
-say "== 3/8 peers on the same Redis: redis-py, node redlock, node redis-semaphore"
+say "== 3/9 peers on the same Redis: redis-py, node redlock, node redis-semaphore"
 py_ok=1
 if ! "$PY" -c 'import redis' 2>/dev/null; then
     say "bench: installing python3-redis"
@@ -366,7 +429,7 @@ fi
 
 # ---- 4. hand-off ----------------------------------------------------------------
 
-say "== 4/8 hand-off latency"
+say "== 4/9 hand-off latency"
 ensure_dlockd main
 if run_bench handoff-local 120 handoff -s "${DSOCK[main]}" -n 2000; then
     check "hand-off, one daemon: p50 (UNLOCK written -> waiter's OK read)" "$(kv "$OUT" p50_us)" " us" "<=" 150
@@ -393,7 +456,7 @@ flush_redis
 
 # ---- 5. scale -------------------------------------------------------------------
 
-say "== 5/8 scale: $SCALE_C connections x $SCALE_L locks, lease ${SCALE_LEASE} ms, ${SCALE_WIN} s window"
+say "== 5/9 scale: $SCALE_C connections x $SCALE_L locks, lease ${SCALE_LEASE} ms, ${SCALE_WIN} s window"
 stop_dlockd main # nothing but the scale daemon talks to Redis now
 flush_redis
 start_dlockd scale "$(printf '[lock]\nlease_ms = %s\n' "$SCALE_LEASE")"
@@ -401,24 +464,10 @@ spid=${DPID[scale]}
 evalsha_calls() { rcli INFO commandstats | awk -F'[=,:]' '/^cmdstat_evalsha:/ { print $3; f = 1 } END { if (!f) print 0 }'; }
 
 locks=$((SCALE_C * SCALE_L))
-"$BENCH" scale -s "${DSOCK[scale]}" -c "$SCALE_C" -l "$SCALE_L" -H 600 >"$T/scale.out" 2>"$T/scale.err" &
-bpid=$!
-PIDS+=("$bpid")
 scale_ok=1
-for ((i = 0; i < 1200; i++)); do
-    grep -q '^ready' "$T/scale.out" && break
-    kill -0 "$bpid" 2>/dev/null || break
-    sleep 0.1
-done
-if ! grep -q '^ready' "$T/scale.out"; then
-    kill -TERM "$bpid" 2>/dev/null
-    wait "$bpid"
-    forget_pid "$bpid"
-    problem "scale: locks were not all granted: $(tr '\n' ' ' <"$T/scale.err")"
-    scale_ok=0
-fi
+hold_locks scale "${DSOCK[scale]}" "$SCALE_C" "$SCALE_L" || scale_ok=0
 if ((scale_ok)); then
-    ready=$(grep '^ready' "$T/scale.out")
+    ready=$HOLD_READY
     info "scale: connect $SCALE_C / grant $locks locks (s)" "$(kv "$ready" connect_s) / $(kv "$ready" grant_s) s"
     sleep 2 # let the grant burst's first renewals pass
     rss_max=0
@@ -434,12 +483,8 @@ if ((scale_ok)); then
     ren1=$(kv "$("$BENCH" info -s "${DSOCK[scale]}")" renewals)
     r=$(rss_kb "$spid") && ((r > rss_max)) && rss_max=$r
     el=$(calc "$t1 - $t0" 3)
-    kill -TERM "$bpid" 2>/dev/null
-    wait "$bpid"
-    brc=$?
-    forget_pid "$bpid"
-    ((brc == 0)) || problem "scale: the load generator failed while holding: $(tr '\n' ' ' <"$T/scale.err")"
-    lost=$(kv "$(grep '^done' "$T/scale.out")" lost_events)
+    release_locks scale
+    lost=$HOLD_LOST
     if ! dlockd_alive scale; then
         scale_ok=0
     else
@@ -482,7 +527,7 @@ flush_redis
 
 # ---- 6. herd --------------------------------------------------------------------
 
-say "== 6/8 herd: $HERD_C waiters on one lock"
+say "== 6/9 herd: $HERD_C waiters on one lock"
 ensure_dlockd main
 if run_bench herd 120 herd -s "${DSOCK[main]}" -c "$HERD_C" -R "$RSOCK"; then
     hms=$(kv "$OUT" herd_ms) sent=$(kv "$OUT" redis_sent_commands) total=$(kv "$OUT" redis_total_commands)
@@ -500,11 +545,7 @@ stop_dlockd main
 
 # ---- 7. replicas: the price of WAIT ---------------------------------------------
 
-say "== 7/8 replicas: pairs/s on a primary with one replica (TCP), replicas_ack auto/0/0/auto, ${REPL_S} s each"
-free_ports() { "$PY" -c 'import socket, sys
-s = [socket.socket() for _ in range(int(sys.argv[1]))]
-for x in s: x.bind(("127.0.0.1", 0))
-print(" ".join(str(x.getsockname()[1]) for x in s))' "$1"; }
+say "== 7/9 replicas: pairs/s on a primary with one replica (TCP), replicas_ack auto/0/0/auto, ${REPL_S} s each"
 read -r RP_PORT RR_PORT <<<"$(free_ports 2)"
 need "$RP_PORT" "a free TCP port"
 need "$RR_PORT" "a free TCP port"
@@ -524,7 +565,7 @@ for ((i = 0; i < 1000; i++)); do
 done
 rcp INFO replication 2>/dev/null | grep -q 'state=online' ||
     fatal "the replica did not come online: $(tail -n 5 "$T/repl-replica.log")"
-cmdcalls() { rcp INFO commandstats | awk -F'[=,:]' -v c="cmdstat_$1" '$1 == c { print $3; f = 1 } END { if (!f) print 0 }'; }
+cmdcalls() { calls_of "$1" "$(cmdstats "$RP_PORT")"; }
 # Rounds in the order auto, 0, 0, auto, so that a drift of the machine's
 # load over the section weighs on both modes alike; each mode's figures are
 # the means of its two rounds.
@@ -574,7 +615,7 @@ done
 
 # ---- 8. failover --------------------------------------------------------------------
 
-say "== 8/8 failover: SIGKILL the primary under Sentinel, $FO_RUNS runs (down-after-milliseconds $FO_DOWN_AFTER_MS)"
+say "== 8/9 failover: SIGKILL the primary under Sentinel, $FO_RUNS runs (down-after-milliseconds $FO_DOWN_AFTER_MS)"
 fo_rc=0
 fo_out=$(timeout -k 5 $((FO_RUNS * 60 + 30)) "$PY" - "$root" "$DLOCKD" "$T" "$FO_RUNS" "$FO_DOWN_AFTER_MS" \
     2>"$T/failover.err" <<'PYEOF'
@@ -730,6 +771,234 @@ case $fo_rc in
 *) fatal "failover: harness failure (exit $fo_rc): $(tail -n 3 "$T/failover.err" | tr '\n' ' ')" ;;
 esac
 
+# ---- 9. cluster -----------------------------------------------------------------------
+
+say "== 9/9 cluster: $CL_N primaries against one standalone redis-server (TCP), rounds standalone/cluster/cluster/standalone, ${CL_S} s each; the watchdog on the cluster"
+# The commands dlockd's scripts run inside Redis (redis.call, and the
+# publish command passed in ARGV): Redis 7 counts them in commandstats too,
+# but they are not round trips. Read from the scripts, as in section 1.
+SCRIPT_INNER="publish spublish $(grep -o "redis\.p\?call('[a-z]*'" daemon/backend/scripts.c | cut -d"'" -f2 | sort -u | tr '\n' ' ')"
+# cmd_delta BEFORE AFTER: "total=N sent=N evalsha=N" between two cmdstats
+# snapshots: every command Redis ran, those sent by a client (the total
+# without SCRIPT_INNER), and EVALSHA; not the INFO that took the snapshots.
+cmd_delta() {
+    awk -v inner="$SCRIPT_INNER" 'BEGIN { n = split(inner, a, " "); for (i = 1; i <= n; i++) in_script[a[i]] = 1 }
+        FNR == NR { b[$1] += $2; next }
+        { a[$1] += $2 }
+        END {
+            for (c in a) {
+                if (c == "info") continue
+                d = a[c] - b[c]; total += d
+                if (!(c in in_script)) sent += d
+                if (c == "evalsha") ev += d
+            }
+            printf "total=%d sent=%d evalsha=%d\n", total, sent, ev
+        }' <(echo "$1") <(echo "$2")
+}
+# The most ops in one script call, and in one watchdog batch.
+SCRIPTS_BATCH=$(awk '$1 == "#define" && $2 == "SCRIPTS_BATCH_MAX" { print $3 }' daemon/backend/scripts.h)
+RENEW_BATCH=$(awk '$1 == "#define" && $2 == "LOCKMGR_RENEW_BATCH" { print $3 }' daemon/lock/lockmgr.h)
+need "$SCRIPTS_BATCH" "SCRIPTS_BATCH_MAX in daemon/backend/scripts.h"
+need "$RENEW_BATCH" "LOCKMGR_RENEW_BATCH in daemon/lock/lockmgr.h"
+slash() { local IFS=/; echo "$*"; }
+# delta_of COMMAND BEFORE AFTER: its calls between two cmdstats snapshots.
+delta_of() { echo $(($(calls_of "$1" "$3") - $(calls_of "$1" "$2"))); }
+read -r -a cl_free <<<"$(free_ports $((2 * CL_N + 1)))"
+((${#cl_free[@]} == 2 * CL_N + 1)) || fatal "free_ports gave '${cl_free[*]}'"
+for p in "${cl_free[@]}"; do need "$p" "a free TCP port"; done
+CL_PORTS=("${cl_free[@]:0:CL_N}") CL_BUS=("${cl_free[@]:CL_N:CL_N}") CS_PORT=${cl_free[2 * CL_N]}
+CL_ADDRS=()
+for p in "${CL_PORTS[@]}"; do CL_ADDRS+=("127.0.0.1:$p"); done
+CL_PIDS=()
+for ((i = 0; i < CL_N; i++)); do
+    d="$T/cluster-$i"
+    mkdir -p "$d"
+    redis-server --port "${CL_PORTS[i]}" --bind 127.0.0.1 --save "" --appendonly no --dir "$d" \
+        --cluster-enabled yes --cluster-config-file "$d/nodes.conf" --cluster-port "${CL_BUS[i]}" \
+        --logfile "$d/redis.log" &
+    CL_PIDS+=("$!")
+    PIDS+=("$!")
+done
+mkdir -p "$T/cluster-standalone"
+redis-server --port "$CS_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$T/cluster-standalone" \
+    --logfile "$T/cluster-standalone/redis.log" &
+CS_PID=$!
+PIDS+=("$!")
+for p in "${CL_PORTS[@]}" "$CS_PORT"; do
+    for ((i = 0; i < 500; i++)); do redis-cli -h 127.0.0.1 -p "$p" PING >/dev/null 2>&1 && break; sleep 0.01; done
+    redis-cli -h 127.0.0.1 -p "$p" PING >/dev/null 2>&1 || fatal "redis-server on port $p did not start"
+done
+# What keeps the cluster from being ready, or nothing: every node says
+# cluster_state:ok, serves all slots, knows all nodes, and every node's
+# CLUSTER SLOTS is the same.
+cluster_lacks() {
+    local p ci sl first=""
+    for p in "${CL_PORTS[@]}"; do
+        ci=$(redis-cli -h 127.0.0.1 -p "$p" CLUSTER INFO 2>&1 | tr -d '\r')
+        for want in cluster_state:ok cluster_slots_ok:16384 "cluster_known_nodes:$CL_N"; do
+            grep -qx "$want" <<<"$ci" || {
+                echo "port $p: no $want"
+                return
+            }
+        done
+        sl=$(redis-cli -h 127.0.0.1 -p "$p" CLUSTER SLOTS 2>&1)
+        if [ -z "$first" ]; then
+            first=$sl
+        elif [ "$sl" != "$first" ]; then
+            echo "port $p's CLUSTER SLOTS differs from port ${CL_PORTS[0]}'s"
+            return
+        fi
+    done
+}
+cl_why=""
+t_create=$(now_s)
+if ! timeout -k 5 60 redis-cli --cluster create "${CL_ADDRS[@]}" --cluster-yes \
+    >"$T/cluster-create.log" 2>&1; then
+    cl_why="redis-cli --cluster create failed: $(tail -n 2 "$T/cluster-create.log" | tr '\n' ' ')"
+else
+    end=$(calc "$(now_s) + 30" 3)
+    while cl_why=$(cluster_lacks) && [ -n "$cl_why" ] && holds "$(now_s)" "<" "$end"; do sleep 0.1; done
+    [ -n "$cl_why" ] && cl_why="not ready 30 s after redis-cli --cluster create: $cl_why"
+fi
+if [ -z "$cl_why" ]; then
+    say "bench: cluster of $CL_N primaries ready in $(calc "$(now_s) - $t_create" 1) s"
+    start_dlockd cl-cluster "" "cluster = ${CL_ADDRS[*]}"
+    for ((i = 0; i < 100; i++)); do
+        up=$(kv "$("$BENCH" info -s "${DSOCK[cl-cluster]}")" redis_nodes_up)
+        [ "$up" = "$CL_N" ] && break
+        sleep 0.1
+    done
+    [ "$up" = "$CL_N" ] || cl_why="dlockd: redis_nodes_up=$up after 10 s, not $CL_N"
+fi
+if [ -z "$cl_why" ]; then
+    start_dlockd cl-standalone "" "url = redis://127.0.0.1:$CS_PORT/0"
+    # Rounds in the order standalone, cluster, cluster, standalone (as in
+    # section 7); each mode's figures are the sums or means of its two.
+    declare -A CL_TP=() CL_ALL=() CL_TOT=() CL_SENT=() CL_EV=() CL_DCPU=() CL_RCPU=() CL_NR=()
+    cl_node_ev=()
+    round=0
+    for mode in standalone cluster cluster standalone; do
+        round=$((round + 1))
+        if [ "$mode" = cluster ]; then ports=("${CL_PORTS[@]}") rpids=("${CL_PIDS[@]}"); else ports=("$CS_PORT") rpids=("$CS_PID"); fi
+        dpid=${DPID[cl-$mode]}
+        snap0=() snap1=()
+        for p in "${ports[@]}"; do snap0+=("$(cmdstats "$p")"); done
+        c0=$(now_s) d0=$(cpu_ticks "$dpid") r0=0
+        for p in "${rpids[@]}"; do r0=$((r0 + $(cpu_ticks "$p"))); done
+        if run_bench "cluster-$mode-$round" $((CL_S + 40)) throughput -s "${DSOCK[cl-$mode]}" -c 50 -d "$CL_S" -w 1; then
+            c1=$(now_s) d1=$(cpu_ticks "$dpid") r1=0
+            for p in "${rpids[@]}"; do r1=$((r1 + $(cpu_ticks "$p"))); done
+            for p in "${ports[@]}"; do snap1+=("$(cmdstats "$p")"); done
+            v=$(kv "$OUT" pairs_per_sec) all=$(kv "$OUT" all_pairs)
+            need "$v" "cluster-$mode pairs_per_sec"
+            need "$all" "cluster-$mode all_pairs"
+            need "$d1" "dlockd CPU ticks"
+            say "bench:   round $round, $mode: $v pairs/s"
+            delta=$(cmd_delta "$(printf '%s\n' "${snap0[@]}")" "$(printf '%s\n' "${snap1[@]}")")
+            CL_TP[$mode]=$(calc "${CL_TP[$mode]-0} + $v" 0)
+            CL_ALL[$mode]=$((${CL_ALL[$mode]-0} + all))
+            CL_TOT[$mode]=$((${CL_TOT[$mode]-0} + $(kv "$delta" total)))
+            CL_SENT[$mode]=$((${CL_SENT[$mode]-0} + $(kv "$delta" sent)))
+            CL_EV[$mode]=$((${CL_EV[$mode]-0} + $(kv "$delta" evalsha)))
+            CL_DCPU[$mode]=$(calc "${CL_DCPU[$mode]-0} + ($d1 - $d0) / $clk_tck / ($c1 - $c0) * 100" 1)
+            CL_RCPU[$mode]=$(calc "${CL_RCPU[$mode]-0} + ($r1 - $r0) / $clk_tck / ($c1 - $c0) * 100" 1)
+            CL_NR[$mode]=$((${CL_NR[$mode]-0} + 1))
+            if [ "$mode" = cluster ]; then
+                for ((i = 0; i < CL_N; i++)); do
+                    cl_node_ev[i]=$((${cl_node_ev[i]-0} + $(delta_of evalsha "${snap0[i]}" "${snap1[i]}")))
+                done
+            fi
+        fi
+    done
+    # The fence counters stay: one key per name on the primary that owns it.
+    cl_names=()
+    for p in "${CL_PORTS[@]}"; do cl_names+=("$(redis-cli -h 127.0.0.1 -p "$p" --scan --pattern 'redisson_lock_token:*' | wc -l)"); done
+    stop_dlockd cl-standalone
+    stop_dlockd cl-cluster
+    if [ "${CL_NR[cluster]-0}" = 2 ] && [ "${CL_NR[standalone]-0}" = 2 ]; then
+        for mode in standalone cluster; do
+            CL_TP[$mode]=$(calc "${CL_TP[$mode]} / 2" 0)
+            CL_DCPU[$mode]=$(calc "${CL_DCPU[$mode]} / 2" 0)
+            CL_RCPU[$mode]=$(calc "${CL_RCPU[$mode]} / 2" 0)
+        done
+        info "cluster pairs/s: dlockd on $CL_N primaries (TCP, 50 connections; names per primary $(slash "${cl_names[@]}"))" "${CL_TP[cluster]}/s"
+        info "cluster: standalone pairs/s in the same run (one redis-server, TCP, 50 connections)" "${CL_TP[standalone]}/s"
+        check "cluster pairs/s / standalone pairs/s (2 CPUs: parity, not scaling)" \
+            "$(calc "${CL_TP[cluster]} / ${CL_TP[standalone]}" 2)" "" ">=" 0.9
+        info "cluster: CPU, % of one core, dlockd / redis-server(s): standalone; cluster" \
+            "${CL_DCPU[standalone]} / ${CL_RCPU[standalone]}; ${CL_DCPU[cluster]} / ${CL_RCPU[cluster]} %"
+        for mode in standalone cluster; do
+            CL_TOT[$mode]=$(calc "${CL_TOT[$mode]} / ${CL_ALL[$mode]}" 2)
+            CL_SENT[$mode]=$(calc "${CL_SENT[$mode]} / ${CL_ALL[$mode]}" 3)
+            CL_EV[$mode]=$(calc "${CL_EV[$mode]} / ${CL_ALL[$mode]}" 3)
+        done
+        info "Redis commands per pair, all Redis ran (incl. redis.call in scripts): standalone / cluster" \
+            "${CL_TOT[standalone]} / ${CL_TOT[cluster]}"
+        info "EVALSHA calls per pair: standalone / cluster (cluster EVALSHA per primary: $(slash "${cl_node_ev[@]}"))" \
+            "${CL_EV[standalone]} / ${CL_EV[cluster]}"
+        check "Redis commands dlockd sent per pair, cluster (standalone: ${CL_SENT[standalone]}; <= $CL_N x that)" \
+            "${CL_SENT[cluster]}" "" "<=" "$(calc "$CL_N * ${CL_SENT[standalone]}" 3)"
+    else
+        failed "cluster pairs/s / standalone pairs/s" "see problems" ">= 0.9"
+        failed "Redis commands dlockd sent per pair: cluster" "see problems" "<= $CL_N x standalone's"
+    fi
+
+    # The watchdog: CL_DOG_CONNS x CL_DOG_LOCKS locks, renewed every
+    # lease/3; per primary, the renewal EVALSHA calls per round.
+    for p in "${CL_PORTS[@]}"; do redis-cli -h 127.0.0.1 -p "$p" FLUSHALL >/dev/null; done
+    dog_locks=$((CL_DOG_CONNS * CL_DOG_LOCKS))
+    start_dlockd cl-dog "$(printf '[lock]\nlease_ms = %s\n' "$CL_DOG_LEASE")" "cluster = ${CL_ADDRS[*]}"
+    dog_label="cluster watchdog: renewal EVALSHA per round, worst primary ($dog_locks locks; <= one per watchdog batch)"
+    if hold_locks cluster-dog "${DSOCK[cl-dog]}" "$CL_DOG_CONNS" "$CL_DOG_LOCKS"; then
+        sleep 2 # let the grant burst's first renewals pass
+        dog_keys=() snap0=() snap1=()
+        for p in "${CL_PORTS[@]}"; do
+            dog_keys+=("$(redis-cli -h 127.0.0.1 -p "$p" --scan --pattern 'dlock:*' | wc -l)")
+        done
+        for p in "${CL_PORTS[@]}"; do snap0+=("$(cmdstats "$p")"); done
+        sleep "$CL_DOG_WIN"
+        for p in "${CL_PORTS[@]}"; do snap1+=("$(cmdstats "$p")"); done
+        release_locks cluster-dog
+        dog_calls=() dog_ideal=() dog_worst=0 dog_ok=1
+        for ((i = 0; i < CL_N; i++)); do
+            # The registry's primary also runs the register script (one
+            # hgetall each): not a renewal. Rounds: renewals / locks.
+            ev=$(($(delta_of evalsha "${snap0[i]}" "${snap1[i]}") - $(delta_of hgetall "${snap0[i]}" "${snap1[i]}")))
+            ren=$(delta_of hexists "${snap0[i]}" "${snap1[i]}")
+            if ((dog_keys[i] == 0 || ren == 0)); then
+                dog_ok=0
+                dog_calls+=("-")
+            else
+                dog_calls+=("$(calc "$ev * ${dog_keys[i]} / $ren" 1)")
+                holds "${dog_calls[i]}" ">" "$dog_worst" && dog_worst=${dog_calls[i]}
+            fi
+            dog_ideal+=("$(((dog_keys[i] + SCRIPTS_BATCH - 1) / SCRIPTS_BATCH))")
+        done
+        [ "${HOLD_LOST-}" = 0 ] || problem "cluster watchdog: ${HOLD_LOST:-?} !LOST events while holding"
+        info "cluster watchdog: locks per primary; renewal EVALSHA per round per primary (ideal: ceil(locks/$SCRIPTS_BATCH))" \
+            "$(slash "${dog_keys[@]}"); $(slash "${dog_calls[@]}") ($(slash "${dog_ideal[@]}"))"
+        if ((dog_ok)); then
+            check "$dog_label" "$dog_worst" "" "<=" $(((dog_locks + RENEW_BATCH - 1) / RENEW_BATCH))
+        else
+            failed "$dog_label" "no renewals on a primary" "<= $(((dog_locks + RENEW_BATCH - 1) / RENEW_BATCH))"
+        fi
+    else
+        failed "$dog_label" "see problems" "<= $(((dog_locks + RENEW_BATCH - 1) / RENEW_BATCH))"
+    fi
+    stop_dlockd cl-dog
+else
+    stop_dlockd cl-cluster
+    say "bench: cluster: $cl_why"
+    failed "cluster pairs/s / standalone pairs/s" "${cl_why:0:120}" ">= 0.9"
+    failed "Redis commands dlockd sent per pair: cluster" "no cluster" "<= $CL_N x standalone's"
+    failed "cluster watchdog: renewal EVALSHA per round, worst primary" "no cluster" "-"
+fi
+for pid in "${CL_PIDS[@]}" "$CS_PID"; do
+    kill -TERM "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    forget_pid "$pid"
+done
+
 # ---- report ---------------------------------------------------------------------
 
 for name in "${!DPID[@]}"; do dlockd_alive "$name" >/dev/null; done
@@ -778,6 +1047,9 @@ echo "  - load generators, dlockd and redis-server share this machine's $(nproc)
 echo "  - Redis 7 counts every redis.call() made inside a script in total_commands_processed;"
 echo "    'commands dlockd sent' is that total minus the calls made inside dlockd's scripts"
 echo "    (per-command deltas: ${herd_detail:-n/a})."
+echo "  - cluster: the per-pair Redis figures are INFO commandstats deltas, summed over the"
+echo "    primaries and without the INFO calls that read them, from just before to just after"
+echo "    each load-generator run, divided by the pairs of the whole run (warm-up included)."
 echo "  - hand-off clock: CLOCK_MONOTONIC just before the holder's UNLOCK write() to just after"
 echo "    the read() that returns the waiter's OK. The waiter is known to be queued (INFO"
 echo "    waiters=1) and, across daemons, subscribed (PUBSUB NUMSUB) before the UNLOCK."
