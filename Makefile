@@ -249,8 +249,11 @@ sanitize-build:
 	  LDFLAGS="-fsanitize=address,undefined" $(BUILD)/san/dlockd \
 	  $(patsubst $(BUILD)/%,$(BUILD)/san/%,$(SAN_SELF_TESTS))
 
+# test_cluster_harness runs no dlockd: once, in the plain run, is enough.
+SAN_SKIP := $(filter %/test_cluster_harness,$(INTEG_TESTS))
+
 integration-sanitized: $(INTEG_TESTS)
-	@set -e; for t in $(INTEG_TESTS) $(filter %/test_lockmgr,$(UNIT_TESTS)); do \
+	@set -e; for t in $(filter-out $(SAN_SKIP),$(INTEG_TESTS)) $(filter %/test_lockmgr,$(UNIT_TESTS)); do \
 	  case " $(SAN_SELF_TESTS) " in *" $$t "*) t=$$(echo $$t | sed 's|^$(BUILD)/|$(BUILD)/san/|');; esac; \
 	  echo "== $$t (sanitized)"; \
 	  ASAN_OPTIONS=detect_leaks=1:exitcode=86 UBSAN_OPTIONS=print_stacktrace=1 \
