@@ -3,8 +3,10 @@
  * the registry in another slot, names whose companions would leave the
  * lock's slot, a Redisson-style client (its own scripts and SSUBSCRIBE)
  * excluding and waking dlockd's clients both ways, classic pub/sub, a
- * slot with held locks and waiters migrated under load, a primary killed
- * and its replica promoted, and all of it over TLS with a password.
+ * slot with held locks and waiters migrated under load (and stalled before
+ * the hand-over), a primary killed and its replica promoted, a primary
+ * paused until replaced and back as a replica, and all of it over TLS with
+ * a password.
  * SPDX-License-Identifier: MIT
  *
  * Each test builds its own cluster on private ports (h_cluster_start).
@@ -676,6 +678,70 @@ START_TEST(primary_killed_its_replica_takes_over) {
 }
 END_TEST
 
+/* ---- a primary paused --------------------------------------------------------------- */
+
+START_TEST(primary_paused_then_back_as_a_replica) {
+    h_cluster_start(3, 1);
+    int d = start_dlockd(NULL);
+    KEEP(d);
+    h_conn_t *holder_c = h_connect_index(d), *c = h_connect_index(d);
+    int victim = h_cluster_port(0), vindex = h_cluster_index(0);
+    char vname[64], oname[64];
+    snprintf(vname, sizeof(vname), "%s", name_on("p", victim));
+    snprintf(oname, sizeof(oname), "%s", name_on("q", -victim));
+    unsigned long long f1 = lock_ok(holder_c, vname);
+
+    h_redis_signal_index(vindex, SIGSTOP);
+    long long t0 = h_now_ms();
+    /* A request on the paused primary is answered, ERR BACKEND, within
+     * command_timeout_ms (2 s) and slack; the others at once. */
+    h_send(c, "TRYLOCK %s-new 0\n", vname);
+    const char *l = reply(c, H_WAIT_MS);
+    long long took = h_now_ms() - t0;
+    ck_assert_msg(l != NULL && (strncmp(l, "ERR BACKEND", 11) == 0 || strncmp(l, "OK ", 3) == 0),
+                  "TRYLOCK on the paused primary: %s", l ? l : "(none)");
+    ck_assert_msg(took < 2000 + 1500, "answered after %lld ms", took);
+    long long s0 = h_now_ms();
+    h_send(c, "TRYLOCK %s 0\n", oname);
+    l = reply(c, H_WAIT_MS);
+    ck_assert_msg(l != NULL && strncmp(l, "OK ", 3) == 0, "healthy shard: %s", l ? l : "(none)");
+    ck_assert_msg(h_now_ms() - s0 < 1500, "a healthy shard answered after %lld ms",
+                  h_now_ms() - s0);
+    unlock_ok(c, oname);
+
+    /* Its replica takes over; then the paused one wakes up, learns it was
+     * replaced, and serves as a replica: dlockd, whose map may still name
+     * it, is sent on by MOVED. The holder never lost its lock. */
+    int promoted = h_cluster_await_failover(victim, H_FAILOVER_MS);
+    h_redis_signal_index(vindex, SIGCONT);
+    long long end = h_now_ms() + H_FAILOVER_MS;
+    while (strcmp(h_redis_role(vindex), "slave") != 0) {
+        ck_assert_msg(h_now_ms() < end, "the old primary is %s", h_redis_role(vindex));
+        usleep(20000);
+    }
+    end = h_now_ms() + H_WAIT_MS;
+    for (;;) {
+        h_send(c, "TRYLOCK %s 0\n", vname);
+        l = reply(c, H_WAIT_MS);
+        ck_assert_ptr_nonnull(l);
+        if (strncmp(l, "TIMEOUT ", 8) == 0) break;
+        ck_assert_msg(strncmp(l, "ERR BACKEND", 11) == 0, "TRYLOCK after the failover: %s", l);
+        ck_assert_msg(h_now_ms() < end, "the shard never came back: %s", l);
+        usleep(50000);
+    }
+    ck_assert_ptr_null(h_recv(holder_c, 0)); /* no !LOST */
+    unlock_ok(holder_c, vname);
+    ck_assert_uint_gt(lock_ok(c, vname), f1);
+    ck_assert_int_eq(h_cluster_slot_owner(slot_of(vname)), promoted);
+    printf("cluster: primary %d paused; %d promoted, the old one back as a replica %lld ms "
+           "after the pause\n", victim, promoted, h_now_ms() - t0);
+    unlock_ok(c, vname);
+    h_close(c);
+    h_close(holder_c);
+    passed();
+}
+END_TEST
+
 /* ---- TLS and a password ----------------------------------------------------------- */
 
 START_TEST(tls_with_a_password) {
@@ -712,6 +778,7 @@ int main(void) {
     tcase_add_test(t, classic_pubsub_when_asked);
     tcase_add_test(t, resharding_a_slot_with_held_locks_under_load);
     tcase_add_test(t, primary_killed_its_replica_takes_over);
+    tcase_add_test(t, primary_paused_then_back_as_a_replica);
     tcase_add_test(t, tls_with_a_password);
     suite_add_tcase(s, t);
     return h_main(s);
