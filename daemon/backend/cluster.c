@@ -125,7 +125,9 @@ struct cluster_s {
     int warned;               /* "no node answered" was logged */
     char why[BACKEND_ERR_LEN];
 
-    struct cop_list_s parked; /* ops waiting to be sent again */
+    hmap_t names;             /* cname_t: the ops of each name in our hands */
+    struct cop_list_s orphans; /* ops no cname_t could be made for: they fail */
+    TAILQ_HEAD(, cname_s) stalled; /* names waiting for the retry turn */
     timers_entry_t retry;
     hmap_t watches;
     char fail[BACKEND_ERR_LEN]; /* an op's error text during its callback */
@@ -135,7 +137,6 @@ struct cluster_s {
 #define CL(b) container_of((b), cluster_t, base)
 #define CL_CONST(b) ((const cluster_t *)(const void *)(b))
 
-static void route(cluster_t *cl, backend_op_t *op);
 static void refresh_soon(cluster_t *cl);
 static void on_op_done(void *data, backend_op_t *op);
 
@@ -211,84 +212,173 @@ static cnode_t *node_get(cluster_t *cl, const resp_addr_t *a) {
     return cn;
 }
 
-/* ---- ops ------------------------------------------------------------------- */
+/* ---- ops, in order per name ---------------------------------------------------------
+ *
+ * Ops on one name run in Redis in the order they were submitted, as
+ * backend.h promises: a release that waits for its shard's failover must
+ * not run after the same owner's next grant, which would delete it. So the
+ * ops of a name in the cluster's hands are tracked together (cname_t):
+ * they go out pipelined while they all go to one node; when one comes back
+ * without having run (MOVED, ASK, TRYAGAIN, a node down), it takes the
+ * head of the line again, ahead of every later op, and the name goes one
+ * op at a time (a detour) until nothing of it is left. Ops that went out
+ * in one pipeline after it meet the same key state and come back the same
+ * way, in order. */
 
-/* Hands op to its owner with the error text in cl->fail. */
-static void op_give_up(cluster_t *cl, backend_op_t *op, backend_status_t status) {
+typedef struct cname_s {
+    hmap_node_t node;         /* keyed by the lock name */
+    unsigned slot;
+    unsigned out;             /* sent to a node, not answered yet */
+    cnode_t *on;              /* ... where they went */
+    int detour;               /* one op at a time until the line is empty */
+    int stalled;              /* on cl->stalled: waits for the retry turn */
+    TAILQ_ENTRY(cname_s) stall;
+    struct cop_list_s q;      /* waiting to go, in order */
+    backend_op_t *redo_tail;  /* the last op put back ahead of the others */
+    resp_addr_t ask;          /* the head's ASK target */
+    char why[BACKEND_ERR_LEN]; /* what the head met last */
+    size_t len;
+    char name[];
+} cname_t;
+
+/* route bits of the cluster's own, beside NODE_OP_*: */
+#define CL_OP_LATER 0x100u    /* not before the next retry turn */
+
+static void on_retry(timers_entry_t *t);
+
+static cname_t *cname_find(const cluster_t *cl, const char *name, size_t len) {
+    hmap_node_t *h = hmap_get(&cl->names, name, len);
+    return h ? container_of(h, cname_t, node) : NULL;
+}
+
+static cname_t *cname_get(cluster_t *cl, const char *name, size_t len) {
+    cname_t *cn = cname_find(cl, name, len);
+    if (cn != NULL) return cn;
+    if ((cn = calloc(1, sizeof(*cn) + len + 1)) == NULL) return NULL;
+    memcpy(cn->name, name, len);
+    cn->len = len;
+    cn->slot = slot_of(cl, name, len);
+    STAILQ_INIT(&cn->q);
+    cn->node.key = cn->name;
+    cn->node.len = len;
+    hmap_put(&cl->names, &cn->node);
+    return cn;
+}
+
+/* Forgets cn once nothing of it is left. */
+static void cname_done(cluster_t *cl, cname_t *cn) {
+    if (cn->out > 0 || !STAILQ_EMPTY(&cn->q)) return;
+    if (cn->stalled) TAILQ_REMOVE(&cl->stalled, cn, stall);
+    hmap_del(&cl->names, &cn->node);
+    free(cn);
+}
+
+static void stall(cluster_t *cl, cname_t *cn) {
+    if (!cn->stalled) {
+        cn->stalled = 1;
+        TAILQ_INSERT_TAIL(&cl->stalled, cn, stall);
+    }
+    if (!timers_active(&cl->retry)) timers_start(cl->timers, &cl->retry, CLUSTER_RETRY_MS, on_retry);
+}
+
+/* Hands op to its owner with status and why. */
+static void op_give_up(cluster_t *cl, backend_op_t *op, backend_status_t status, const char *why) {
+    snprintf(cl->fail, sizeof(cl->fail), "%s", why);
     memset(&op->res, 0, sizeof(op->res));
     op->res.status = status;
     op->res.error = cl->fail;
     op->cb(op);
 }
 
-static void on_retry(timers_entry_t *t);
-
-/* Waits CLUSTER_RETRY_MS, then goes again (or fails at its deadline). */
-static void park(cluster_t *cl, backend_op_t *op) {
-    STAILQ_INSERT_TAIL(&cl->parked, op, link);
-    if (!timers_active(&cl->retry)) timers_start(cl->timers, &cl->retry, CLUSTER_RETRY_MS, on_retry);
-}
-
-/* Every parked op goes again; ops that park anew wait for the next turn. */
-static void retry_parked(cluster_t *cl) {
-    struct cop_list_s q = STAILQ_HEAD_INITIALIZER(q);
-    STAILQ_CONCAT(&q, &cl->parked);
-    while (!STAILQ_EMPTY(&q) && !cl->closed) {
-        backend_op_t *op = STAILQ_FIRST(&q);
-        STAILQ_REMOVE_HEAD(&q, link);
-        route(cl, op);
+/* Ops no name record could be made for (no memory, or closing) fail. */
+static void fail_orphans(cluster_t *cl, backend_status_t status, const char *why) {
+    backend_op_t *op;
+    while ((op = STAILQ_FIRST(&cl->orphans)) != NULL) {
+        STAILQ_REMOVE_HEAD(&cl->orphans, link);
+        op_give_up(cl, op, status, why);
     }
 }
 
-static void on_retry(timers_entry_t *t) {
-    retry_parked(container_of(t, cluster_t, retry));
-}
-
-/* Why op cannot go now, into cl->fail. */
-static void say_unroutable(cluster_t *cl, unsigned slot, const cnode_t *cn) {
+/* Why nothing can go to slot now, into out. */
+static void say_unroutable(const cluster_t *cl, unsigned slot, const cnode_t *to, char *out,
+                           size_t cap) {
     char why[BACKEND_ERR_LEN];
-    if (cn == NULL) {
-        snprintf(cl->fail, sizeof(cl->fail), "cluster: no primary known for slot %u%s%.200s",
-                 slot, cl->why[0] ? ": " : "", cl->why);
+    if (to == NULL) {
+        snprintf(out, cap, "cluster: no primary known for slot %u%s%.200s", slot,
+                 cl->why[0] ? ": " : "", cl->why);
         return;
     }
-    node_why_down(cn->nd, why, sizeof(why));
-    snprintf(cl->fail, sizeof(cl->fail), "cluster: slot %u on %.60s: %.160s", slot, cn->label,
-             why);
+    node_why_down(to->nd, why, sizeof(why));
+    snprintf(out, cap, "cluster: slot %u on %.60s: %.160s", slot, to->label, why);
 }
 
-/* Sends op to the primary of its slot, or parks it; past its deadline it
- * fails. Never calls back into the op's owner from cl_submit's stack:
- * first sends park when there is nowhere to go. */
-static void route(cluster_t *cl, backend_op_t *op) {
-    if (op->deadline == 0) { /* cl_submit found the name unfit */
-        snprintf(cl->fail, sizeof(cl->fail),
-                 "cluster: a name with '{' but no '}' after it, an empty '{}' or '}' alone "
-                 "would put its companion keys in another slot");
-        op_give_up(cl, op, BACKEND_FAILED);
-        return;
-    }
-    unsigned slot = slot_of(cl, op->name, op->len);
-    cnode_t *cn = cl->slots[slot];
-    if (cn == NULL || !node_up(cn->nd) || op->tries >= CLUSTER_REDIRECTS_MAX) {
-        if (timers_now(cl->timers) >= op->deadline) {
-            if (op->tries >= CLUSTER_REDIRECTS_MAX && cn != NULL && node_up(cn->nd))
-                snprintf(cl->fail, sizeof(cl->fail),
-                         "cluster: slot %u: still redirected after %u tries", slot, op->tries);
-            else
-                say_unroutable(cl, slot, cn);
-            op_give_up(cl, op, BACKEND_DOWN);
+/* Sends what waits for cn, in order: everything while it all goes to one
+ * node, one op at a time in a detour. An op that cannot go yet waits for
+ * the retry turn; past its deadline it fails, unless fail_ok is 0 (inside
+ * cl_submit, no callback may run). */
+static void drain(cluster_t *cl, cname_t *cn, int fail_ok) {
+    backend_op_t *op;
+    char why[BACKEND_ERR_LEN];
+    while ((op = STAILQ_FIRST(&cn->q)) != NULL && !cl->closed) {
+        if (cn->out > 0 && cn->detour) return;
+        cnode_t *to = op->route & NODE_OP_ASKING ? node_get(cl, &cn->ask) : cl->slots[cn->slot];
+        int ready = to != NULL && node_up(to->nd) && !(op->route & CL_OP_LATER) &&
+                    op->deadline != 0;
+        if (!ready) {
+            if (fail_ok && timers_now(cl->timers) >= op->deadline) {
+                STAILQ_REMOVE_HEAD(&cn->q, link);
+                if (op == cn->redo_tail) cn->redo_tail = NULL;
+                if (op->deadline == 0)
+                    op_give_up(cl, op, BACKEND_FAILED,
+                               "cluster: a name with '{' but no '}' after it, an empty '{}' or "
+                               "'}' alone would put its companion keys in another slot");
+                else if (cn->why[0] != '\0' && to != NULL && node_up(to->nd))
+                    op_give_up(cl, op, BACKEND_DOWN, cn->why);
+                else {
+                    say_unroutable(cl, cn->slot, to, why, sizeof(why));
+                    op_give_up(cl, op, BACKEND_DOWN, why);
+                }
+                continue;
+            }
+            if (to == NULL || !node_up(to->nd)) refresh_soon(cl);
+            stall(cl, cn);
             return;
         }
-        if (op->tries >= CLUSTER_REDIRECTS_MAX) op->tries = 0; /* the map is read again */
-        refresh_soon(cl);
-        park(cl, op);
-        return;
+        if (cn->out > 0 && to != cn->on) return; /* the others come back first */
+        STAILQ_REMOVE_HEAD(&cn->q, link);
+        if (op == cn->redo_tail) cn->redo_tail = NULL;
+        if (!cl->shards) op->route |= NODE_OP_SINGLE; /* no batches across slots before 7.0 */
+        op->tries++;
+        cn->out++;
+        cn->on = to;
+        to->used_at = timers_now(cl->timers);
+        node_submit(to->nd, op);
     }
-    if (!cl->shards) op->route |= NODE_OP_SINGLE; /* no batches across slots before 7.0 */
-    op->tries++;
-    cn->used_at = timers_now(cl->timers);
-    node_submit(cn->nd, op);
+}
+
+/* The retry turn: every stalled name goes again. */
+static void on_retry(timers_entry_t *t) {
+    cluster_t *cl = container_of(t, cluster_t, retry);
+    TAILQ_HEAD(, cname_s) now = TAILQ_HEAD_INITIALIZER(now);
+    cname_t *cn;
+    fail_orphans(cl, BACKEND_FAILED, "out of memory");
+    TAILQ_CONCAT(&now, &cl->stalled, stall);
+    while ((cn = TAILQ_FIRST(&now)) != NULL && !cl->closed) {
+        TAILQ_REMOVE(&now, cn, stall);
+        cn->stalled = 0;
+        backend_op_t *op = STAILQ_FIRST(&cn->q);
+        if (op != NULL) op->route &= ~CL_OP_LATER;
+        drain(cl, cn, 1);
+        cname_done(cl, cn);
+    }
+}
+
+/* Every name that waits goes again now (a new map). */
+static void retry_all(cluster_t *cl) {
+    if (!TAILQ_EMPTY(&cl->stalled)) {
+        timers_stop(cl->timers, &cl->retry);
+        on_retry(&cl->retry);
+    }
 }
 
 /* "MOVED 3999 127.0.0.1:6381": the slot and the address. 0, or -1. */
@@ -332,11 +422,26 @@ static int retry_error(const char *err) {
 
 static void who_registry(cluster_t *cl, backend_op_t *op);
 
+/* Puts op back at the head of its name's line, behind the others that
+ * came back before it, and makes the name go one op at a time. */
+static void redo(cname_t *cn, const cnode_t *from, backend_op_t *op, unsigned route,
+                 const char *why) {
+    op->route = route;
+    if (why != NULL)
+        snprintf(cn->why, sizeof(cn->why), "cluster: slot %u on %.60s: %.160s", cn->slot,
+                 from->label, why);
+    if (cn->redo_tail == NULL) STAILQ_INSERT_HEAD(&cn->q, op, link);
+    else STAILQ_INSERT_AFTER(&cn->q, cn->redo_tail, op, link);
+    cn->redo_tail = op;
+    cn->detour = 1;
+}
+
 /* A node's answer to an op: the op's owner gets it, unless the cluster
- * moved under it and the op did not run. */
+ * moved under it and the op did not run: then it goes again, first in its
+ * name's line. */
 static void on_op_done(void *data, backend_op_t *op) {
-    cnode_t *cn = data;
-    cluster_t *cl = cn->cl;
+    cnode_t *from = data;
+    cluster_t *cl = from->cl;
     backend_result_t *res = &op->res;
     unsigned slot;
     resp_addr_t a;
@@ -345,13 +450,20 @@ static void on_op_done(void *data, backend_op_t *op) {
         op->cb(op);
         return;
     }
+    cname_t *cn = cname_find(cl, op->name, op->len);
+    if (cn == NULL) { /* cannot be: every op out has its name's record */
+        op->cb(op);
+        return;
+    }
+    cn->out--;
+    int later = op->tries >= CLUSTER_REDIRECTS_MAX ? CL_OP_LATER : 0;
+    if (later) op->tries = 0;
     if (res->status == BACKEND_FAILED && res->error != NULL) {
         int moved = strncmp(res->error, "MOVED ", 6) == 0;
         int ask = strncmp(res->error, "ASK ", 4) == 0;
         if ((moved || ask) && parse_redirect(res->error, &slot, &a) == 0) {
-            cnode_t *to = node_get(cl, &a);
-            log_debug("cluster: %s: %s (op %d on %.*s)", cn->label, res->error, (int)op->kind,
-                      (int)op->len, op->name);
+            log_debug("cluster: %s: %s (op %d on %.*s)", from->label, res->error,
+                      (int)op->kind, (int)op->len, op->name);
             /* After MOVED the new owner has the whole slot: the op goes as
              * any other. After ASK only this op goes to the importing node,
              * once: a grant alone with its keys declared (Redis answers
@@ -359,52 +471,55 @@ static void on_op_done(void *data, backend_op_t *op) {
              * where making it anew would clash with MIGRATE); a renewal or
              * a release checking its keys one by one, which the importing
              * node serves after ASKING: it never creates a key. */
-            op->route = !ask ? 0
-                        : op->kind == BACKEND_ACQUIRE ? NODE_OP_ASKING | NODE_OP_SINGLE
-                                                      : NODE_OP_ASKING;
             if (moved) {
+                cnode_t *to = node_get(cl, &a);
                 if (to != NULL) cl->slots[slot] = to;
                 refresh_soon(cl);
-            }
-            if (to != NULL && node_up(to->nd) && op->tries < CLUSTER_REDIRECTS_MAX) {
-                op->tries++;
-                to->used_at = timers_now(cl->timers);
-                node_submit(to->nd, op);
+                redo(cn, from, op, later, res->error);
             } else {
-                op->route = 0; /* it asks the owner again */
-                park(cl, op);
+                cn->ask = a;
+                redo(cn, from, op,
+                     later | NODE_OP_ASKING |
+                         (op->kind == BACKEND_ACQUIRE ? NODE_OP_SINGLE : 0),
+                     res->error);
             }
-            return;
+            goto next;
         }
         if (not_here(res->error) && !(op->route & NODE_OP_SINGLE)) {
             /* Its key left this node (a slot moving, or a map behind):
              * alone with its keys declared, Redis says where it went. */
-            log_debug("cluster: %s: %s (op %d on %.*s); asking where it is", cn->label,
+            log_debug("cluster: %s: %s (op %d on %.*s); asking where it is", from->label,
                       res->error, (int)op->kind, (int)op->len, op->name);
-            op->route = NODE_OP_SINGLE;
-            route(cl, op);
-            return;
+            redo(cn, from, op, later | NODE_OP_SINGLE, res->error);
+            goto next;
         }
         if (retry_error(res->error)) {
-            log_debug("cluster: %s: %s (op %d on %.*s); trying again", cn->label, res->error,
+            log_debug("cluster: %s: %s (op %d on %.*s); trying again", from->label, res->error,
                       (int)op->kind, (int)op->len, op->name);
-            op->route = 0;
             if (strncmp(res->error, "TRYAGAIN", 8) != 0) refresh_soon(cl);
-            park(cl, op);
-            return;
+            redo(cn, from, op, CL_OP_LATER, res->error);
+            goto next;
         }
     } else if (res->status == BACKEND_DOWN && !(op->route & NODE_OP_SENT)) {
         /* It never left: it may go elsewhere, or later. */
         refresh_soon(cl);
-        park(cl, op);
-        return;
+        redo(cn, from, op, CL_OP_LATER, NULL);
+        goto next;
     }
+    /* It ran (or may have): the next of its name may go, then its owner
+     * hears of it. Nothing of cn is touched after the callback. */
+    drain(cl, cn, 1);
+    cname_done(cl, cn);
     if (op->kind == BACKEND_WHO && res->status == BACKEND_OK && op->who != NULL &&
         op->who->owner[0] != '\0') {
         who_registry(cl, op);
         return;
     }
     op->cb(op);
+    return;
+next:
+    drain(cl, cn, 1);
+    cname_done(cl, cn);
 }
 
 /* ---- WHO: the registry is in a slot of its own ------------------------------------ */
@@ -594,10 +709,10 @@ static void map_apply(cluster_t *cl, const map_t *m) {
         }
         log_debug("cluster: node %s removed: the map no longer names it", cn->label);
         cl->nodes[i] = cl->nodes[--cl->nnodes];
-        node_free(cn->nd); /* ops in it: unsent ones park, sent ones fail */
+        node_free(cn->nd); /* ops in it: unsent ones go again, sent ones fail */
         free(cn);
     }
-    retry_parked(cl);
+    retry_all(cl);
     backend_notify_state(&cl->base);
 }
 
@@ -827,13 +942,17 @@ static void cl_submit(backend_t *b, backend_op_t *op) {
     op->deadline = timers_now(cl->timers) + cl->command_timeout_ms;
     op->tries = 0;
     op->route = 0;
-    if (!name_fits(cl, op->name, op->len)) {
-        /* Told from the retry turn, never from inside this call. */
-        op->deadline = 0;
-        park(cl, op);
+    /* An unfit name fails from the retry turn, never from inside this call. */
+    if (!name_fits(cl, op->name, op->len)) op->deadline = 0;
+    cname_t *cn = cl->closed ? NULL : cname_get(cl, op->name, op->len);
+    if (cn == NULL) {
+        STAILQ_INSERT_TAIL(&cl->orphans, op, link); /* fails from the retry turn */
+        if (!cl->closed && !timers_active(&cl->retry))
+            timers_start(cl->timers, &cl->retry, CLUSTER_RETRY_MS, on_retry);
         return;
     }
-    route(cl, op);
+    STAILQ_INSERT_TAIL(&cn->q, op, link);
+    drain(cl, cn, 0);
 }
 
 static void cl_watch(backend_t *b, const char *name, size_t len, backend_watch_cb cb,
@@ -945,18 +1064,26 @@ static void cl_close(backend_t *b) {
     timers_stop(cl->timers, &cl->refresh);
     timers_stop(cl->timers, &cl->retry);
     resp_free(cl->ask);
-    snprintf(cl->fail, sizeof(cl->fail), "shutting down");
-    while (!STAILQ_EMPTY(&cl->parked)) {
-        backend_op_t *op = STAILQ_FIRST(&cl->parked);
-        STAILQ_REMOVE_HEAD(&cl->parked, link);
-        op_give_up(cl, op, BACKEND_DOWN);
-    }
-    for (size_t i = 0; i < cl->nnodes; i++) {
+    /* Ops waiting fail first, then those in flight (in node_free). Their
+     * callbacks may submit more: those fail too (cl_submit puts them on
+     * orphans once closed), until nothing is left. */
+    size_t i = 0;
+    hmap_node_t *h, *next;
+    for (h = hmap_next(&cl->names, &i, NULL); h != NULL; h = hmap_next(&cl->names, &i, h))
+        STAILQ_CONCAT(&cl->orphans, &container_of(h, cname_t, node)->q);
+    fail_orphans(cl, BACKEND_DOWN, "shutting down");
+    for (i = 0; i < cl->nnodes; i++) {
         node_free(cl->nodes[i]->nd);
         free(cl->nodes[i]);
     }
-    size_t i = 0;
-    hmap_node_t *h, *next;
+    fail_orphans(cl, BACKEND_DOWN, "shutting down");
+    i = 0;
+    for (h = hmap_next(&cl->names, &i, NULL); h != NULL; h = next) {
+        next = hmap_next(&cl->names, &i, h);
+        free(container_of(h, cname_t, node));
+    }
+    hmap_free(&cl->names);
+    i = 0;
     for (h = hmap_next(&cl->watches, &i, NULL); h != NULL; h = next) {
         next = hmap_next(&cl->watches, &i, h);
         free(container_of(h, cwatch_t, node));
@@ -980,7 +1107,7 @@ static const backend_type_t cluster_type = {
 backend_t *cluster_open(const backend_env_t *env, char *err, size_t errlen) {
     const conf_t *conf = env->conf;
     cluster_t *cl = calloc(1, sizeof(*cl));
-    if (cl == NULL || hmap_init(&cl->watches) != 0) {
+    if (cl == NULL || hmap_init(&cl->watches) != 0 || hmap_init(&cl->names) != 0) {
         free(cl);
         snprintf(err, errlen, "out of memory");
         return NULL;
@@ -1007,7 +1134,8 @@ backend_t *cluster_open(const backend_env_t *env, char *err, size_t errlen) {
     char rkey[KEYS_KEY_MAX + sizeof(KEYS_REGISTRY)];
     cl->registry_slot = keys_slot(rkey, (size_t)snprintf(rkey, sizeof(rkey), "%s%s", cl->prefix,
                                                          KEYS_REGISTRY));
-    STAILQ_INIT(&cl->parked);
+    STAILQ_INIT(&cl->orphans);
+    TAILQ_INIT(&cl->stalled);
 
     const char *sni = cl->sni[0] ? cl->sni : NULL;
     node_opts_t o = {

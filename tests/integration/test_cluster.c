@@ -678,6 +678,78 @@ START_TEST(primary_killed_its_replica_takes_over) {
 }
 END_TEST
 
+/* A release that waits out its shard's failover keeps its place: the same
+ * client's next LOCK, sent after it, must not be granted first and then
+ * deleted by it, which let another daemon in beside the holder. */
+START_TEST(release_waiting_out_a_failover_keeps_its_place) {
+    h_cluster_start(3, 1);
+    /* Long enough for the release and the LOCK behind it to wait out the
+     * failover (about 2.5 s). */
+    const char *patient = "command_timeout_ms = 8000\n";
+    int d0 = start_dlockd(patient), d1 = start_dlockd(patient);
+    KEEP(d0);
+    KEEP(d1);
+    h_conn_t *c = h_connect_index(d0), *w = h_connect_index(d1);
+    int victim = h_cluster_port(0), vindex = h_cluster_index(0);
+    char name[64];
+    snprintf(name, sizeof(name), "%s", name_on("r", victim));
+    unsigned long long f1 = lock_ok(c, name);
+    h_send(w, "LOCK %s\n", name);
+    ck_assert_ptr_null(reply(w, 300));
+
+    h_redis_stop_index(vindex, SIGKILL);
+    char down[64];
+    snprintf(down, sizeof(down), "connection to 127.0.0.1:%d down", victim);
+    h_await_log(d0, down, 1); /* dlockd saw it: the release cannot go out */
+    unlock_ok(c, name);       /* answered at once; the release waits */
+
+    /* The client LOCKs again, over and over, from the moment the shard
+     * takes requests (ERR BACKEND until then): its first accepted LOCK
+     * races the waiting release. Whoever gets the lock holds it 300 ms
+     * while the other must not get it too, then lets go. */
+    int c_state = 0; /* 0 LOCK to send, 1 LOCK out, 2 holding, 3 done */
+    int w_state = 1; /* 1 LOCK out, 2 holding, 3 done */
+    long long c_since = 0, w_since = 0, end = h_now_ms() + H_FAILOVER_MS + 2 * WAKE_MS;
+    while (c_state != 3 || w_state != 3) {
+        ck_assert_msg(h_now_ms() < end, "holder state %d, waiter state %d", c_state, w_state);
+        if (c_state == 0) {
+            h_send(c, "LOCK %s\n", name);
+            c_state = 1;
+        }
+        const char *l;
+        if (c_state == 1 && (l = h_recv(c, 5)) != NULL) {
+            if (strncmp(l, "ERR BACKEND", 11) == 0) {
+                c_state = 0;
+            } else {
+                ck_assert_msg(strncmp(l, "OK ", 3) == 0, "the holder's LOCK: %s", l);
+                ck_assert_msg(w_state != 2, "granted to the holder while the waiter holds it");
+                ck_assert_uint_gt(strtoull(l + 3, NULL, 10), f1);
+                c_state = 2;
+                c_since = h_now_ms();
+            }
+        }
+        if (w_state == 1 && (l = h_recv(w, 5)) != NULL) {
+            ck_assert_msg(strncmp(l, "OK ", 3) == 0, "the waiter's LOCK: %s", l);
+            ck_assert_msg(c_state != 2, "granted to the waiter while the holder holds it");
+            ck_assert_uint_gt(strtoull(l + 3, NULL, 10), f1);
+            w_state = 2;
+            w_since = h_now_ms();
+        }
+        if (c_state == 2 && h_now_ms() - c_since > 300) {
+            unlock_ok(c, name);
+            c_state = 3;
+        }
+        if (w_state == 2 && h_now_ms() - w_since > 300) {
+            unlock_ok(w, name);
+            w_state = 3;
+        }
+    }
+    h_close(c);
+    h_close(w);
+    passed();
+}
+END_TEST
+
 /* ---- a primary paused --------------------------------------------------------------- */
 
 START_TEST(primary_paused_then_back_as_a_replica) {
@@ -779,6 +851,7 @@ int main(void) {
     tcase_add_test(t, resharding_a_slot_with_held_locks_under_load);
     tcase_add_test(t, primary_killed_its_replica_takes_over);
     tcase_add_test(t, primary_paused_then_back_as_a_replica);
+    tcase_add_test(t, release_waiting_out_a_failover_keeps_its_place);
     tcase_add_test(t, tls_with_a_password);
     suite_add_tcase(s, t);
     return h_main(s);
