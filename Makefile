@@ -330,8 +330,9 @@ fuzz-short: fuzz-build
 	done
 
 # Fault injection against three daemons sharing one Redis, then on a
-# Sentinel topology (a primary, two replicas, three Sentinels): make chaos runs
-# the full suite (about 130 s), make test a short one (about 30 s).
+# Sentinel topology (a primary, two replicas, three Sentinels), then on a
+# Redis Cluster (3 primaries, 3 replicas): make chaos runs the full suite
+# (about 170 s), make test a short one (about 45 s).
 chaos: deps-chaos
 	@$(MAKE) --no-print-directory $(BUILD)/dlockd
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/chaos/chaos.py

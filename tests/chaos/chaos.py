@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """dlockd fault-injection suite (`make chaos`; `--short` for `make test`).
 
-Two stages in one run, one fenced store and one analysis over both.
+Three stages in one run, fenced stores and one analysis over them all.
 
 Stage 1 (standalone): one redis-server and three dlockd instances sharing
 it, all on Unix sockets in a temporary directory, lease 1000 ms. Twelve
@@ -55,6 +55,44 @@ is fenced off. The general invariants (no lost update, overlapping sections
 only during faults and then fenced, fences rising with grant order, no loss
 outside a fault, no crash) cover both stages.
 
+Stage 3 (cluster): the Sentinel topology and its daemons go. A Redis
+Cluster replaces it: three primaries and three replicas (redis-server
+--cluster-enabled yes on private ports, own bus ports and nodes.conf, no
+persistence, cluster-node-timeout 1000; redis-cli --cluster create; see
+cluster.py), and two dlockd with `cluster = <every node>`, lease 5000 ms,
+command_timeout_ms 1000, replicas_ack auto. Lock names: two on each primary's
+slots and three sharing the hash tag {hot} (one busy slot), each with its own
+fenced store and two watchdog-mode workers (one per daemon); one probe per
+daemon and shard loops TRYLOCK <fresh name of that shard> 0 / UNLOCK. Then,
+per round (full run: two, short run: one):
+
+  9 cl-migrate  the {hot} slot moves to another primary in steps (IMPORTING/
+                MIGRATING, half a second of load in the ASK window, MIGRATE
+                one key at a time, SETSLOT NODE everywhere) while a holder of
+                a {hot} name sits in its critical section: it must keep its
+                lock (nobody else granted, its write accepted)
+ 10 cl-kill     the primary owning {hot} gets SIGKILL with a holder of one of
+                its names in its section; the cluster promotes its replica;
+                the killed node restarts empty and must become a replica of
+                the promoted one (ROLE)
+ 11 cl-pause    (full run only) another primary gets SIGSTOP until the cluster
+                promoted its replica (at least 3 s), then SIGCONT: it must
+                come back as a replica
+
+and at the end every daemon must LOCK/UNLOCK a name of every shard and say
+redis_nodes_up = redis_nodes, redis_down=-. Measured: kill/stop -> promotion
+(the nodes agree), -> each daemon's log "slots changed hands" and first
+probe grant on the shard, the gap in the shard's grants, the longest pause
+of the other shards' probes, the migration's steps, grants per second. The
+cluster stage's invariants are those of the others, per name (each name its
+own fenced resource): overlapping sections only in a failover window of the
+name's own shard (the same rule as the Sentinel stage: lease + 1.5 s after
+the fault), never during a migration, and then fenced; fences rising per
+name; no request answered later than command_timeout_ms + slack. An overlap
+whose stale grant the promoted primary made itself (granted well after the
+old primary died or stopped, before it came back) is one no lost write
+explains: it is a violation (--lenient-failover counts it as the window's).
+
 What the failover stage can and cannot promise: replication is
 asynchronous, and WAIT 1 of 2 replicas does not make a grant durable: a
 forced failover, or a promotion of the replica that had not acknowledged,
@@ -68,7 +106,7 @@ lost update, but the fence-order invariant fails). This suite runs on one
 machine and does not exercise that case.
 
     DLOCKD_BIN=$PWD/build/dlockd python3 tests/chaos/chaos.py [--short] [--keep] [--seed N]
-        [--stage all|standalone|failover]
+        [--stage all|standalone|failover|cluster] [--log-level debug] [--lenient-failover]
 
 Python 3.9+, standard library only.
 """
@@ -88,14 +126,17 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
 
+import cluster  # noqa: E402
 import dlock  # noqa: E402
 import sentinel  # noqa: E402
+from redisproc import RespError, Spawner  # noqa: E402
 from store import FencedStore  # noqa: E402
 
 LEASE_MS = 1000
@@ -126,6 +167,28 @@ FO_HOLD_S = 2.0                       # a held holder waits this long for the lo
 PROBE_SLEEP_S = 0.02                  # between a probe's TRYLOCK/UNLOCK rounds
 PROBE_TIMEOUT_S = 30.0                # a probe reply later than this counts as a hang
 
+# The cluster stage (see cluster.py for the topology).
+CL_DAEMONS = 2
+CL_PRIMARIES = 3
+CL_LEASE_MS = 5000                    # > a failover: holders can keep their locks
+CL_CMD_TIMEOUT_MS = 1000
+CL_CONNECT_TIMEOUT_MS = 500
+CL_REPLICAS_TIMEOUT_MS = 500
+CL_NAMES_PER_SHARD = 2                # names on each primary's own slots
+CL_HOT_NAMES = ("{hot}n1", "{hot}n2", "{hot}n3")   # one slot, the migrated one
+CL_WORKERS_PER_NAME = 2               # one per daemon
+CL_WID0 = 100                         # the cluster stage's worker ids start here
+CL_PROBE_SLEEP_S = 0.03
+CL_FAILOVER_TIMEOUT = 30.0            # fault -> promotion agreed (the cluster's own business)
+CL_REJOIN_TIMEOUT = 30.0              # restart/SIGCONT -> a replica again, all agree
+CL_RESUME_TIMEOUT = 20.0              # promotion -> every daemon granted on the shard
+CL_PAUSE_S = 3.0                      # SIGSTOP of a primary: at least this long
+CL_MIGRATE_HOLD_S = 0.5               # the workload in the ASK window before any key moves
+CL_MIGRATE_STEP_S = 0.05              # between single-key MIGRATEs
+CL_HOLD_S = 1.0                       # a held holder waits this long for a wrong regrant
+CL_SERVE_TIMEOUT = 10.0               # the final LOCK on every shard
+CL_INFLIGHT_S = 0.5                   # a grant reply on its way when a primary dies
+
 PROFILES = {
     #            holder kills, dlockd kills, restarts, pauses, slow readers, settle s, budget s,
     #            and the timing bounds: make chaos holds the strict ones; make test's short
@@ -135,14 +198,22 @@ PROFILES = {
     #            for Sentinel to see the restarted node healthy again (about 20 s, fixed by
     #            Sentinel's 10 s INFO period), the slack over command_timeout_ms for
     #            "no request hangs", and +switch-master -> first grant on every daemon.
+    #            The cluster stage: rounds of (migration, primary kill[, primary pause]),
+    #            the slack over command_timeout_ms, promotion -> first grant on the
+    #            shard on every daemon, and the migration's own bound (its steps take
+    #            about a second; the ASK-window hold included).
     "full":  dict(kills=9, dkills=3, restarts=3, pauses=3, slow=3, settle=3.0, budget=115,
                   handoff_ms=HANDOFF_BOUND_MS, free_ms=FREE_BOUND_MS,
                   fkills=2, forced=1, heal=True, fo_settle=3.0, fo_budget=130,
-                  hang_slack_ms=1000, resume_ms=2000),
+                  hang_slack_ms=1000, resume_ms=2000,
+                  cl_rounds=2, cl_pause=True, cl_settle=2.0, cl_budget=120,
+                  cl_hang_slack_ms=1000, cl_resume_ms=2500, cl_migrate_ms=5000),
     "short": dict(kills=3, dkills=1, restarts=1, pauses=1, slow=1, settle=1.0, budget=60,
                   handoff_ms=LEASE_MS // 2, free_ms=LEASE_MS + 1000,
                   fkills=1, forced=0, heal=False, fo_settle=2.0, fo_budget=60,
-                  hang_slack_ms=3000, resume_ms=5000),
+                  hang_slack_ms=3000, resume_ms=5000,
+                  cl_rounds=1, cl_pause=False, cl_settle=1.5, cl_budget=75,
+                  cl_hang_slack_ms=3000, cl_resume_ms=6000, cl_migrate_ms=15000),
 }
 
 
@@ -152,57 +223,27 @@ class SuiteTimeout(Exception):
 
 # ---- processes -------------------------------------------------------------
 
-_state = {"procs": [], "tmp": None, "keep": False, "store": None, "topo": None,
+_state = {"spawner": None, "tmp": None, "keep": False, "stores": [], "topo": None,
           "cleaned": False}
-
-
-def _pdeathsig():
-    # The child dies with the orchestrator, even if it is SIGKILLed.
-    try:
-        import ctypes
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
-    if os.getppid() == 1:
-        os._exit(1)
 
 
 def spawn(argv, logname, env=None):
     """Starts a child (from the main thread only: PDEATHSIG follows the
-    thread that forked) with its output appended to a log in the temp dir."""
-    log = open(os.path.join(_state["tmp"], logname), "ab")
-    try:
-        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
-                             stderr=subprocess.STDOUT, cwd=_state["tmp"], env=env,
-                             preexec_fn=_pdeathsig, close_fds=True)
-    finally:
-        log.close()
-    p.logname = logname
-    _state["procs"].append(p)
-    return p
+    thread that forked) with its output appended to a log in the temp dir;
+    cleanup() ends every one, whatever happens."""
+    return _state["spawner"](argv, logname, env)
 
 
 def cleanup():
     if _state["cleaned"]:
         return
     _state["cleaned"] = True
-    st = _state["store"]
-    if st is not None:
+    for st in _state["stores"]:
         st.close()
     if _state["topo"] is not None:
         _state["topo"].events.close()
-    for p in reversed(_state["procs"]):
-        if p.poll() is None:
-            try:
-                p.send_signal(signal.SIGCONT)
-                p.kill()
-            except OSError:
-                pass
-    for p in _state["procs"]:
-        try:
-            p.wait(5)
-        except Exception:
-            pass
+    if _state["spawner"] is not None:
+        _state["spawner"].stop()      # every redis-server, dlockd, worker, redis-cli
     tmp = _state["tmp"]
     if tmp and not _state["keep"]:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -267,6 +308,8 @@ def redis_call(path, *args, timeout=1.0):
 
 
 ADOPT_RE = re.compile(r"primary is now (\S+):(\d+)")
+MAP_RE = re.compile(r"cluster: (\d+) slots? changed hands \(slot (\d+): (\S+) -> (\S+)\)")
+KEY_PREFIX = "dlock:"                  # dlockd's default key_prefix
 LOG_TIME_RE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\.(\d{3}) ")
 
 
@@ -276,12 +319,17 @@ class Probe(threading.Thread):
     ok, backend (ERR BACKEND), timeout (TIMEOUT: should not happen on a fresh
     name), lost, conn (no reply or a broken connection; PROBE_TIMEOUT_S is
     the client's reply timeout), error (any other ERR). A reply that never
-    comes is recorded as "conn" about PROBE_TIMEOUT_S after t_sent."""
+    comes is recorded as "conn" about PROBE_TIMEOUT_S after t_sent.
+    names(n), if given, makes the n-th fresh name (the cluster stage: names
+    of one shard); shard is then that shard's index."""
 
-    def __init__(self, suite, i):
+    def __init__(self, suite, i, names=None, shard=None, sleep=PROBE_SLEEP_S):
         super().__init__(name="probe-%d" % i, daemon=True)
         self.path = suite.dsock[i]
         self.i = i
+        self.names = names or (lambda n: "probe-%d-%d" % (i, n))
+        self.shard = shard
+        self.sleep = sleep
         self.recs = []
         self.stop = threading.Event()
 
@@ -314,19 +362,61 @@ class Probe(threading.Thread):
                 except dlock.ConnectFailed as e:
                     t = time.monotonic()
                     self.recs.append(("CONNECT", t, t, "conn", str(e)))
-                    self.stop.wait(PROBE_SLEEP_S)
+                    self.stop.wait(self.sleep)
                     continue
             n += 1
-            name = "probe-%d-%d" % (self.i, n)
+            name = self.names(n)
             res = self._one("TRYLOCK", c.trylock, name, 0)
             if res == "ok":
                 res = self._one("UNLOCK", c.unlock, name)
             if res in ("conn", "lost", "error", "timeout"):
                 c.close()
                 c = None
-            self.stop.wait(PROBE_SLEEP_S)
+            self.stop.wait(self.sleep)
         if c is not None:
             c.close()
+
+    def first_grant(self, since):
+        """The reply time of the first grant requested at or after since, or None."""
+        for r in list(self.recs):
+            if r[0] == "TRYLOCK" and r[3] == "ok" and r[1] >= since:
+                return r[2]
+        return None
+
+    def last_grant(self, before):
+        out = None
+        for r in list(self.recs):
+            if r[0] == "TRYLOCK" and r[3] == "ok" and r[2] < before:
+                out = r[2]
+        return out
+
+    def longest_gap(self, t0, t1):
+        """The longest time without a grant reply within [t0, t1], in ms."""
+        last, gap = t0, 0.0
+        for r in list(self.recs):
+            if r[0] == "TRYLOCK" and r[3] == "ok" and t0 <= r[2] <= t1:
+                gap = max(gap, r[2] - last)
+                last = r[2]
+        return max(gap, t1 - last) * 1000
+
+
+class ShardNames(object):
+    """Fresh lock names whose keys fall in a shard's slot ranges (avoiding
+    the slots in `avoid`): names(n) is the next one, whatever n is."""
+
+    def __init__(self, prefix, ranges, avoid=()):
+        self.prefix = prefix
+        self.ranges = list(ranges)
+        self.avoid = set(avoid)
+        self.k = 0
+
+    def __call__(self, n=None):
+        while True:
+            self.k += 1
+            name = "%s%d" % (self.prefix, self.k)
+            slot = cluster.keyslot(KEY_PREFIX + name)
+            if slot not in self.avoid and any(a <= slot <= b for a, b in self.ranges):
+                return name
 
 
 # ---- the suite ---------------------------------------------------------------
@@ -359,15 +449,27 @@ class Chaos(object):
         self.checks = []               # (name, ok, detail)
         self.problems = []             # things that went wrong in the phases
         self.m = {"handoff": [], "reaped": [], "free": [], "restart": [], "pause": [],
-                  "slow": [], "stall_wd": [], "stall_lease": [], "failover": []}
-        self.store = None
+                  "slow": [], "stall_wd": [], "stall_lease": [], "failover": [],
+                  "cl_migrate": [], "cl_fault": [], "cl_serve": None}
+        self.store = None              # the fenced store of the lock "chaos"
+        self.stores = []               # every fenced store (the cluster stage: one per name)
+        self.wstore = {}               # wid -> its store, when not self.store
+        self.wname = {}                # wid -> its lock name, when not "chaos"
+        self.stage_daemons = DAEMONS   # daemons the current stage runs
         self.t_start = time.monotonic()
-        self.stages = []               # the stages that started: "standalone", "failover"
+        self.stages = []               # the stages that started: "standalone", "failover",
+                                       # "cluster"
         self.stage = None
         self.daemon_stops = []         # (label, was alive, exit code) of every SIGTERM stop
         self.topo = None               # the failover stage's Sentinel topology
         self.probes = []
         self.fo_t0 = None              # the failover stage's start
+        self.cl = None                 # the cluster stage's Redis Cluster
+        self.cl_probes = []            # one per daemon and shard
+        self.cl_names = []             # dict(name, slot, shard, hot, store, wids)
+        self.cl_shards = []            # the primaries' slot ranges at the start
+        self.cl_hot_slot = None
+        self.cl_t0 = None
         # log time (wall clock, ms) -> time.monotonic()
         self.wall_offset = time.time() - time.monotonic()
 
@@ -382,6 +484,10 @@ class Chaos(object):
 
     def say(self, text):
         print("[%6.1fs] %s" % (time.monotonic() - self.t_start, text), flush=True)
+
+    def log_level(self):
+        """[server] log_level for the daemons' configurations (--log-level)."""
+        return "log_level = %s\n" % self.args.log_level if self.args.log_level else ""
 
     def client(self, i, timeout=2.0):
         return dlock.Client(self.dsock[i], timeout=timeout)
@@ -409,9 +515,10 @@ class Chaos(object):
     def write_configs(self):
         for i in range(DAEMONS):
             with open(self.dconf[i], "w") as f:
-                f.write("[server]\nsocket = %s\nadmin_uids = 0\n[redis]\nurl = unix://%s\n"
+                f.write("[server]\nsocket = %s\nadmin_uids = 0\n%s[redis]\nurl = unix://%s\n"
                         "command_timeout_ms = 500\nconnect_timeout_ms = 500\n"
-                        "[lock]\nlease_ms = %d\n" % (self.dsock[i], self.rsock, LEASE_MS))
+                        "[lock]\nlease_ms = %d\n" % (self.dsock[i], self.log_level(), self.rsock,
+                                                     LEASE_MS))
             if len(self.notify) <= i:
                 n = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
                 n.bind(os.path.join(self.tmp, "notify%d.sock" % i))
@@ -420,11 +527,12 @@ class Chaos(object):
     def write_failover_configs(self):
         for i in range(DAEMONS):
             with open(self.dconf[i], "w") as f:
-                f.write("[server]\nsocket = %s\nadmin_uids = 0\n[redis]\nsentinels = %s\n"
+                f.write("[server]\nsocket = %s\nadmin_uids = 0\n%s[redis]\nsentinels = %s\n"
                         "master_name = %s\ncommand_timeout_ms = %d\nconnect_timeout_ms = %d\n"
                         "replicas_ack = auto\nreplicas_timeout_ms = %d\n"
                         "[lock]\nlease_ms = %d\n"
-                        % (self.dsock[i], " ".join(self.topo.sentinel_addrs()), FO_MASTER,
+                        % (self.dsock[i], self.log_level(), " ".join(self.topo.sentinel_addrs()),
+                           FO_MASTER,
                            FO_CMD_TIMEOUT_MS, FO_CONNECT_TIMEOUT_MS, FO_REPLICAS_TIMEOUT_MS,
                            FO_LEASE_MS))
 
@@ -476,9 +584,12 @@ class Chaos(object):
         if daemon is not None:
             self.wdaemon[wid] = daemon
         d = self.wdaemon.setdefault(wid, wid % DAEMONS)
-        p = spawn([sys.executable, os.path.join(HERE, "worker.py"), str(wid), str(inc), str(d),
-                   self.dsock[d], self.store.path, str(lease),
-                   str(self.rnd.randrange(1 << 30))], "worker%d.log" % wid)
+        argv = [sys.executable, os.path.join(HERE, "worker.py"), str(wid), str(inc), str(d),
+                self.dsock[d], self.wstore.get(wid, self.store).path, str(lease),
+                str(self.rnd.randrange(1 << 30))]
+        if wid in self.wname:
+            argv.append(self.wname[wid])
+        p = spawn(argv, "worker%d.log" % wid)
         p.wid, p.inc = wid, inc
         self.workers[wid] = p
 
@@ -503,9 +614,10 @@ class Chaos(object):
 
     # -- store queries --
 
-    def next_grant(self, after, pred, timeout=EVENT_TIMEOUT):
-        """The first grant recorded after grant `after` that satisfies pred."""
-        st = self.store
+    def next_grant(self, after, pred, timeout=EVENT_TIMEOUT, store=None):
+        """The first grant recorded after grant `after` (of store, by default
+        the lock "chaos"'s) that satisfies pred."""
+        st = store or self.store
 
         def find():
             for g in st.grant_order[after["idx"] + 1:]:
@@ -530,10 +642,10 @@ class Chaos(object):
         self.check_daemons_alive(where)
         self.check_workers_alive(where)
 
-    def hook_arrival(self, h, what):
+    def hook_arrival(self, h, what, store=None):
         if h.arrived.wait(EVENT_TIMEOUT):
             return h.grant
-        self.store.unhook(h)
+        (store or self.store).unhook(h)
         self.problem("%s: no holder reached its critical section within %ss" % (what,
                                                                                 EVENT_TIMEOUT))
         return None
@@ -885,7 +997,9 @@ class Chaos(object):
         if not os.access(self.dlockd_bin, os.X_OK):
             raise RuntimeError("dlockd binary %s not found; run `make` or set DLOCKD_BIN"
                                % self.dlockd_bin)
-        self.store = _state["store"] = FencedStore(os.path.join(self.tmp, "store.sock"))
+        self.store = FencedStore(os.path.join(self.tmp, "store.sock"))
+        self.stores.append(self.store)
+        _state["stores"] = self.stores
 
     def start_standalone(self):
         self.stage = "standalone"
@@ -926,6 +1040,27 @@ class Chaos(object):
             for k in range(self.prof["forced"]):
                 self.failover("forced", heal=self.prof["heal"])
             self.check_follows_sentinel("the end of the stage")
+        if self.args.stage in ("all", "cluster"):
+            if self.stage == "failover":
+                self.end_failover()
+            elif self.stage == "standalone":
+                self.end_standalone()
+            self.start_cluster()
+            with self.phase("cl-warmup"):
+                late = self.wait_names_progress(self.cl_names, 5, since=self.cl_t0)
+                if late:
+                    self.problem("cluster warmup: no progress on %s" % " ".join(late))
+                t = time.monotonic()
+                time.sleep(self.prof["cl_settle"])
+                self.m["cl_rate"] = self.cl_rate(t, time.monotonic())
+                self.say("  %.0f grants/s over %d names without faults"
+                         % (self.m["cl_rate"], len(self.cl_names)))
+            for r in range(self.prof["cl_rounds"]):
+                self.cl_migrate()
+                self.cl_failover("kill")
+                if self.prof["cl_pause"]:
+                    self.cl_failover("pause")
+            self.cl_serve_check()
         self.finish_workers()
         self.stop_probes()
 
@@ -937,7 +1072,8 @@ class Chaos(object):
         """Lets every worker finish its section, unlock and exit (reads answer
         Q), and forgets them."""
         self.check_workers_alive(where)
-        self.store.stop_workers()
+        for st in set(self.wstore.get(wid, self.store) for wid in self.workers):
+            st.stop_workers()
         deadline = time.monotonic() + EVENT_TIMEOUT
         for wid, p in self.workers.items():
             try:
@@ -998,14 +1134,19 @@ class Chaos(object):
                  % (FO_MASTER, DAEMONS, FO_LEASE_MS, WATCHDOG_WORKERS, len(self.probes)))
 
     def stop_probes(self):
-        for pr in self.probes:
+        for pr in self.probes + self.cl_probes:
             pr.stop.set()
-        for pr in self.probes:
+        for pr in self.probes + self.cl_probes:
             pr.join(PROBE_TIMEOUT_S + 5)
 
     def adoptions(self, i, since):
         """dlockd i's "primary is now HOST:PORT" log lines from `since` on, as
         [(t, port)] with log times (ms) turned into time.monotonic()."""
+        return [(t, int(m.group(2))) for t, m in self.log_matches(i, ADOPT_RE, since)]
+
+    def log_matches(self, i, regex, since):
+        """dlockd i's log lines matching regex from `since` on, as [(t, match)]
+        with log times (ms) turned into time.monotonic()."""
         out = []
         try:
             with open(os.path.join(self.tmp, "dlockd%d.log" % i), "rb") as f:
@@ -1013,7 +1154,7 @@ class Chaos(object):
         except OSError:
             return out
         for line in data.splitlines():
-            m = ADOPT_RE.search(line)
+            m = regex.search(line)
             if not m:
                 continue
             ts = LOG_TIME_RE.match(line)
@@ -1025,7 +1166,7 @@ class Chaos(object):
                 continue
             t = wall + int(ts.group(2)) / 1000.0 - self.wall_offset
             if t >= since - 0.002:           # the log has ms
-                out.append((t, int(m.group(2))))
+                out.append((t, m))
         return out
 
     def check_follows_sentinel(self, where):
@@ -1052,17 +1193,10 @@ class Chaos(object):
     def first_probe_grant(self, i, since):
         """The first probe grant on dlockd i requested at or after `since`:
         the time its reply came, or None."""
-        for r in list(self.probes[i].recs):
-            if r[0] == "TRYLOCK" and r[3] == "ok" and r[1] >= since:
-                return r[2]
-        return None
+        return self.probes[i].first_grant(since)
 
     def last_probe_grant(self, i, before):
-        out = None
-        for r in list(self.probes[i].recs):
-            if r[0] == "TRYLOCK" and r[3] == "ok" and r[2] < before:
-                out = r[2]
-        return out
+        return self.probes[i].last_grant(before)
 
     def failover(self, kind, heal):
         """kind "kill": SIGKILL the primary, then restart it on its port;
@@ -1177,6 +1311,391 @@ class Chaos(object):
             if not self.wait_progress(10):
                 self.problem("no progress after failover-%s" % kind)
 
+    # -- the cluster stage --
+
+    def end_failover(self):
+        """Between the failover and cluster stages: the workers and probes
+        finish, the daemons stop (exit 0 on SIGTERM), the Sentinel topology
+        goes."""
+        with self.phase("cl-switch"):
+            self.stop_workers("the failover stage")
+            self.stop_probes()
+            self.check_daemons_alive("the failover stage")
+            self.stop_daemons()
+            self.topo.stop()
+
+    def write_cluster_configs(self):
+        for i in range(CL_DAEMONS):
+            with open(self.dconf[i], "w") as f:
+                f.write("[server]\nsocket = %s\nadmin_uids = 0\n%s[redis]\ncluster = %s\n"
+                        "command_timeout_ms = %d\nconnect_timeout_ms = %d\n"
+                        "replicas_ack = auto\nreplicas_timeout_ms = %d\n"
+                        "[lock]\nlease_ms = %d\n"
+                        % (self.dsock[i], self.log_level(), self.cl.addrs(), CL_CMD_TIMEOUT_MS,
+                           CL_CONNECT_TIMEOUT_MS, CL_REPLICAS_TIMEOUT_MS, CL_LEASE_MS))
+
+    def cl_shard_of(self, slot):
+        """The index of the shard (a primary's slot ranges at the start) of slot."""
+        for k, sh in enumerate(self.cl_shards):
+            if any(a <= slot <= b for a, b in sh["ranges"]):
+                return k
+        return None
+
+    def cl_pick_names(self):
+        """CL_NAMES_PER_SHARD names on each primary's slots (not the {hot}
+        slot), and the {hot} names, each with its own fenced store."""
+        self.cl_hot_slot = cluster.keyslot(KEY_PREFIX + CL_HOT_NAMES[0])
+        self.cl_shards = [dict(port0=port, ranges=self.cl.slots_of(port))
+                          for port in self.cl.primaries()]
+        names = []
+        for k, sh in enumerate(self.cl_shards):
+            gen = ShardNames("cl%d-" % k, sh["ranges"], avoid=(self.cl_hot_slot,))
+            for _ in range(CL_NAMES_PER_SHARD):
+                n = gen()
+                names.append(dict(name=n, slot=cluster.keyslot(KEY_PREFIX + n), hot=False))
+        for n in CL_HOT_NAMES:
+            names.append(dict(name=n, slot=self.cl_hot_slot, hot=True))
+        for k, x in enumerate(names):
+            x["store"] = FencedStore(os.path.join(self.tmp, "store-cl%d.sock" % k))
+            x["wids"] = [CL_WID0 + k * CL_WORKERS_PER_NAME + j
+                         for j in range(CL_WORKERS_PER_NAME)]
+            self.stores.append(x["store"])
+        self.cl_names = names
+
+    def start_cluster(self):
+        self.stage = "cluster"
+        self.stages.append(self.stage)
+        self.cl_t0 = time.monotonic()
+        self.stage_daemons = CL_DAEMONS
+        with self.phase("cl-setup"):
+            self.cl = cluster.Cluster(self.tmp, primaries=CL_PRIMARIES, replicas=1,
+                                      spawn=spawn, say=self.say)
+            try:
+                self.cl.start(timeout=3 * START_TIMEOUT)
+            except cluster.ClusterError as e:
+                raise RuntimeError(str(e))
+            self.write_configs()              # the notify sockets, if no stage ran before
+            self.write_cluster_configs()
+            for i in range(CL_DAEMONS):
+                self.start_dlockd(i)
+            infos = [self.info(i) for i in range(CL_DAEMONS)]
+            self.m["cl_backend"] = ["%s %s/%s" % (x.get("backend"), x.get("redis_nodes_up"),
+                                                  x.get("redis_nodes")) for x in infos]
+            if any(x.get("backend") != "cluster" or x.get("redis_nodes") != CL_PRIMARIES
+                   for x in infos):
+                self.problem("cluster stage: INFO says backend/redis_nodes_up/redis_nodes %s, "
+                             "not cluster %d/%d" % (", ".join(self.m["cl_backend"]),
+                                                    CL_PRIMARIES, CL_PRIMARIES))
+            self.cl_pick_names()
+            for x in self.cl_names:
+                for j, wid in enumerate(x["wids"]):
+                    self.wstore[wid] = x["store"]
+                    self.wname[wid] = x["name"]
+                    self.spawn_worker(wid, daemon=j % CL_DAEMONS)
+            for i in range(CL_DAEMONS):
+                for k, sh in enumerate(self.cl_shards):
+                    pr = Probe(self, i, names=ShardNames("clp%d-%d-" % (i, k), sh["ranges"],
+                                                         avoid=(self.cl_hot_slot,)),
+                               shard=k, sleep=CL_PROBE_SLEEP_S)
+                    pr.start()
+                    self.cl_probes.append(pr)
+        self.say("%d dlockd on the cluster (lease %d ms, replicas_ack auto), %d names (%s), "
+                 "%d watchdog-mode workers, %d probes up"
+                 % (CL_DAEMONS, CL_LEASE_MS, len(self.cl_names),
+                    " ".join("%s@%d:%d" % (x["name"], x["slot"], self.cl.owner(x["slot"]))
+                             for x in self.cl_names),
+                    sum(len(x["wids"]) for x in self.cl_names), len(self.cl_probes)))
+
+    def wait_names_progress(self, names, n, since, timeout=EVENT_TIMEOUT):
+        """Waits until each of names has n accepted writes after `since`;
+        returns the names that did not within timeout seconds."""
+        deadline = time.monotonic() + timeout
+        late = []
+        for x in names:
+            st = x["store"]
+            if not st.wait_for(lambda st=st: sum(1 for w in st.accepted[-n:]
+                                                 if w["t"] > since) >= n,
+                               max(0.0, deadline - time.monotonic())):
+                late.append(x["name"])
+        return late
+
+    def cl_settle(self, where):
+        time.sleep(self.prof["cl_settle"])    # plain workload between faults
+        late = self.wait_names_progress(self.cl_names, 3, since=time.monotonic())
+        if late:
+            self.problem("no progress on %s after %s" % (" ".join(late), where))
+        self.check_daemons_alive(where)
+        self.check_workers_alive(where)
+
+    def cl_rate(self, t0, t1):
+        """Grants per second on every name of the cluster stage in [t0, t1]."""
+        n = sum(1 for x in self.cl_names for g in list(x["store"].grant_order)
+                if t0 <= g["t_start"] < t1)
+        return n / max(t1 - t0, 1e-3)
+
+    def cl_map_seen(self, t0, port):
+        """Per daemon: ms from t0 to its log line saying slots changed hands
+        to the node on port (None: no such line; a slot that MOVED already
+        told about is not logged again)."""
+        out = [None] * CL_DAEMONS
+        for i in range(CL_DAEMONS):
+            for t, m in self.log_matches(i, MAP_RE, t0):
+                if m.group(4).endswith(":%d" % port):
+                    out[i] = (t - t0) * 1000
+                    break
+        return out
+
+    def cl_migrate(self):
+        """Moves the {hot} slot to the next primary, in steps, with a holder
+        of a {hot} name inside its critical section throughout."""
+        cl, slot = self.cl, self.cl_hot_slot
+        with self.phase("cl-migrate"):
+            src = cl.owner(slot)
+            prims = cl.primaries()
+            dst = prims[(prims.index(src) + 1) % len(prims)]
+            hot = [x for x in self.cl_names if x["hot"]]
+            x = hot[self.rnd.randrange(len(hot))]
+            st = x["store"]
+            h = st.hook()
+            g = self.hook_arrival(h, "cl-migrate", store=st)
+            rec = dict(slot=slot, src=src, dst=dst, name=x["name"], steps=None, holder=None,
+                       late=None, rate=None, ms=None, redir=None, pause=None)
+            try:
+                redir0 = [cl.redirections(p) for p in (src, dst)]
+            except (OSError, RespError):
+                redir0 = None
+            t0 = time.monotonic()
+            try:
+                rec["steps"] = cl.migrate(slot, dst, batch=1, between_s=CL_MIGRATE_STEP_S,
+                                          hold=lambda: time.sleep(CL_MIGRATE_HOLD_S))
+            except (cluster.ClusterError, OSError, RespError) as e:
+                self.problem("cl-migrate: slot %d :%d -> :%d failed: %s" % (slot, src, dst, e))
+            t1 = time.monotonic()
+            rec["ms"] = (t1 - t0) * 1000
+            rec["rate"] = self.cl_rate(t0, t1)
+            try:
+                redir1 = [cl.redirections(p) for p in (src, dst)]
+                rec["redir"] = dict((k, sum(b[k] - a[k] for a, b in zip(redir0, redir1)))
+                                    for k in redir1[0])
+            except (OSError, RespError, TypeError):
+                pass
+            # The longest pause of the other {hot} names' grants (the held one waits).
+            last, pause = t0, 0.0
+            for t in sorted(y["t_start"] for z in hot if z is not x
+                            for y in list(z["store"].grant_order) if t0 <= y["t_start"] <= t1):
+                pause = max(pause, t - last)
+                last = t
+            rec["pause"] = max(pause, t1 - last) * 1000
+            if g is not None:
+                # Nobody else may get the held lock; then its holder goes on.
+                nxt = self.next_grant(g, lambda y: True, timeout=CL_HOLD_S, store=st)
+                h.release.set()
+                done = st.wait_for(lambda: g["t_end"] is not None, EVENT_TIMEOUT)
+                w = g["write"]
+                rec["holder"] = dict(wid=g["wid"], fence=g["fence"],
+                                     regranted=None if nxt is None
+                                     else (nxt["t_start"] - t0) * 1000,
+                                     write=None if w is None else w["accepted"],
+                                     outcome=g["outcome"] if done else None)
+            self.faults.append(dict(kind="cl-migrate", t0=t0, t1=t1, daemon=None, wid=None,
+                                    inc=None, ranges=[(slot, slot)], port=src))
+            rec["late"] = self.wait_names_progress(hot, 3, since=t1)
+            self.m["cl_migrate"].append(rec)
+            s = rec["steps"]
+            self.say("  slot %d ({hot}) :%d -> :%d in %.0f ms: IMPORTING/MIGRATING %s ms, %.0f ms "
+                     "of load in the ASK window, %s keys in %s MIGRATEs %s ms, SETSLOT NODE %s "
+                     "ms, all nodes agree %s ms; the nodes answered %s; the other {hot} names' "
+                     "longest pause %.0f ms; %.0f grants/s"
+                     % (slot, src, dst, rec["ms"],
+                        "-" if s is None else "%.0f" % ((s["t_begun"] - s["t0"]) * 1000),
+                        CL_MIGRATE_HOLD_S * 1000, "-" if s is None else s["keys"],
+                        "-" if s is None else s["batches"],
+                        "-" if s is None else "%.0f" % ((s["t_keys"] - s["t_keys0"]) * 1000),
+                        "-" if s is None else "%.0f" % ((s["t_node"] - s["t_keys"]) * 1000),
+                        "-" if s is None else "%.0f" % ((s["t_agreed"] - s["t_node"]) * 1000),
+                        fmt_redir(rec["redir"]), rec["pause"], rec["rate"]))
+            y = rec["holder"]
+            if y is not None:
+                self.say("  holder of %s (worker %d, fence %d) held throughout: %s; its write "
+                         "%s, unlock %s" % (x["name"], y["wid"], y["fence"],
+                                            "nobody else got the lock" if y["regranted"] is None
+                                            else "LOCK GRANTED AGAIN %.0f ms after the start"
+                                            % y["regranted"],
+                                            {None: "none", True: "accepted",
+                                             False: "REJECTED"}[y["write"]], y["outcome"]))
+            if rec["late"]:
+                self.problem("cl-migrate: no progress on %s after the migration"
+                             % " ".join(rec["late"]))
+            self.cl_settle("cl-migrate")
+
+    def cl_failover(self, kind):
+        """kind "kill": SIGKILL the primary owning {hot}, wait for its
+        replica's promotion, restart it (empty) and wait until it is a
+        replica; "pause": SIGSTOP another primary until its replica is
+        promoted (and CL_PAUSE_S passed), then SIGCONT. A holder of one of
+        the victim's names sits in its critical section meanwhile."""
+        cl = self.cl
+        with self.phase("cl-" + kind):
+            hot_owner = cl.owner(self.cl_hot_slot)
+            if kind == "kill":
+                victim = hot_owner
+            else:
+                others = [p for p in cl.primaries() if p != hot_owner]
+                victim = others[self.rnd.randrange(len(others))]
+            vi = cl.node_of_port(victim)
+            ranges = cl.slots_of(victim)
+            k = self.cl_shard_of(max(ranges, key=lambda r: r[1] - r[0])[0])
+            names = [x for x in self.cl_names if any(a <= x["slot"] <= b for a, b in ranges)]
+            regular = [x for x in names if not x["hot"]]
+            x = regular[self.rnd.randrange(len(regular))]
+            st = x["store"]
+            h = st.hook()
+            g = self.hook_arrival(h, "cl-" + kind, store=st)
+            rec = dict(kind=kind, old=victim, new=None, shard=k, names=[y["name"] for y in names],
+                       promoted=None, seen=[None] * CL_DAEMONS, grant=[None] * CL_DAEMONS,
+                       gap=[None] * CL_DAEMONS, others=[None] * CL_DAEMONS, worker=None,
+                       holder=None, role=None, healed=None, rate=None, down_s=None)
+            t0 = cl.kill(vi) if kind == "kill" else cl.pause(vi)
+            tf, new = cl.wait_failover(victim, CL_FAILOVER_TIMEOUT)
+            probes = [p for p in self.cl_probes if p.shard == k]
+            if tf is None:
+                self.problem("cl-%s of :%d: no promotion within %.0f s: %s"
+                             % (kind, victim, CL_FAILOVER_TIMEOUT, new))
+                new = None
+            else:
+                rec["promoted"] = (tf - t0) * 1000
+                rec["new"] = new
+                # Every daemon grants on the shard again (its probe there).
+                deadline = tf + CL_RESUME_TIMEOUT
+                while time.monotonic() < deadline:
+                    for p in probes:
+                        if rec["grant"][p.i] is None:
+                            tg = p.first_grant(t0)
+                            if tg is not None:
+                                rec["grant"][p.i] = (tg - t0) * 1000
+                                before = p.last_grant(t0)
+                                if before is not None:
+                                    rec["gap"][p.i] = (tg - before) * 1000
+                    if all(v is not None for v in rec["grant"]):
+                        break
+                    time.sleep(0.02)
+                if any(v is None for v in rec["grant"]):
+                    self.problem("cl-%s: not every dlockd granted on :%d's slots within %.0f s "
+                                 "of the promotion (first grant ms %s)"
+                                 % (kind, victim, CL_RESUME_TIMEOUT, fmt_list(rec["grant"])))
+            t_back = time.monotonic()
+            if g is not None:
+                # The holder from before: did it keep the lock?
+                nxt = self.next_grant(g, lambda y: True, timeout=CL_HOLD_S, store=st)
+                h.release.set()
+                done = st.wait_for(lambda: g["t_end"] is not None, EVENT_TIMEOUT)
+                w = g["write"]
+                rec["holder"] = dict(wid=g["wid"], fence=g["fence"], name=x["name"],
+                                     regranted=None if nxt is None
+                                     else (nxt["t_start"] - t0) * 1000,
+                                     write=None if w is None else w["accepted"],
+                                     outcome=g["outcome"] if done else None)
+            try:
+                if kind == "kill":
+                    t_res = cl.restart(vi)
+                else:
+                    time.sleep(max(0.0, t0 + CL_PAUSE_S - time.monotonic()))  # the fault
+                    t_res = cl.resume(vi)
+            except cluster.ClusterError as e:
+                self.problem("cl-%s: %s" % (kind, e))
+                t_res = time.monotonic()
+            rec["down_s"] = t_res - t0
+            self.faults.append(dict(kind="cl-" + kind, t0=t0, t1=max(t_back, t_res), daemon=None,
+                                    wid=None, inc=None, ranges=ranges, port=victim,
+                                    trail=CL_LEASE_MS / 1000.0 + LOSS_WINDOW_S,
+                                    t_promoted=tf, t_res=t_res))
+            if new is not None:
+                t_role, t_all, why = cl.wait_rejoined(vi, new, CL_REJOIN_TIMEOUT)
+                rec["role"] = None if t_role is None else (t_role - t_res) * 1000
+                rec["healed"] = None if t_all is None else (t_all - t_res) * 1000
+                if t_all is None:
+                    self.problem("cl-%s: :%d is not a replica of :%d with every node agreeing "
+                                 "within %.0f s of its %s: %s"
+                                 % (kind, victim, new, CL_REJOIN_TIMEOUT,
+                                    "restart" if kind == "kill" else "SIGCONT", why))
+            rec["rate"] = self.cl_rate(t0, t_back)
+            for p in self.cl_probes:
+                if p.shard != k:
+                    v = p.longest_gap(t0, t_back)
+                    rec["others"][p.i] = max(rec["others"][p.i] or 0.0, v)
+            firsts = [y["t_start"] for y2 in names for y in list(y2["store"].grant_order)
+                      if y["t_req"] >= t0]
+            rec["worker"] = (min(firsts) - t0) * 1000 if firsts else None
+            if new is not None:
+                rec["seen"] = self.cl_map_seen(t0, new)
+            self.m["cl_fault"].append(rec)
+            self.say("  %s of primary :%d (%s): replica :%s promoted (nodes agree) at %s ms; "
+                     "dlockd logged the new map at %s ms; first probe grant on its slots at %s "
+                     "ms (gap %s ms), first worker grant at %s ms; other shards' longest pause "
+                     "%s ms; %.0f grants/s meanwhile"
+                     % ("SIGKILL" if kind == "kill" else "SIGSTOP %.1f s" % rec["down_s"], victim,
+                        " ".join(rec["names"]), new, fmt_ms(rec["promoted"]),
+                        fmt_list(rec["seen"]), fmt_list(rec["grant"]), fmt_list(rec["gap"]),
+                        fmt_ms(rec["worker"]), fmt_list(rec["others"]), rec["rate"]))
+            self.say("  :%d %s: a replica of :%s (ROLE) after %s ms, every node agrees after %s "
+                     "ms" % (victim, "restarted empty" if kind == "kill" else "SIGCONT", new,
+                             fmt_ms(rec["role"]), fmt_ms(rec["healed"])))
+            y = rec["holder"]
+            if y is not None:
+                self.say("  holder from before (%s, worker %d, fence %d): %s; its write %s, "
+                         "unlock %s" % (y["name"], y["wid"], y["fence"],
+                                        "lock granted again %.0f ms after the fault"
+                                        % y["regranted"] if y["regranted"] is not None
+                                        else "nobody else got the lock",
+                                        {None: "none", True: "accepted",
+                                         False: "rejected"}[y["write"]], y["outcome"]))
+            self.cl_settle("cl-" + kind)
+
+    def cl_serve_check(self):
+        """At the end: every daemon LOCKs and UNLOCKs a fresh name on every
+        primary, and INFO counts every primary up."""
+        cl = self.cl
+        with self.phase("cl-final"):
+            why = cl.wait_agree(CL_REJOIN_TIMEOUT, full=True)
+            if why:
+                self.problem("cl-final: the cluster does not agree in full: %s" % why)
+            res, infos = [], []
+            for i in range(CL_DAEMONS):
+                for port in cl.primaries():
+                    name = ShardNames("clf%d-%d-" % (i, port), cl.slots_of(port))()
+                    t = time.monotonic()
+                    try:
+                        with self.client(i, timeout=CL_SERVE_TIMEOUT + 5) as c:
+                            c.trylock(name, wait_ms=int(CL_SERVE_TIMEOUT * 1000))
+                            c.unlock(name)
+                        out = "ok"
+                    except (dlock.DlockError, OSError) as e:
+                        out = "%s: %s" % (type(e).__name__, e)
+                    res.append((i, port, name, out, (time.monotonic() - t) * 1000))
+
+                def full(i=i):
+                    x = self.info(i)
+                    ok = (x.get("redis_nodes") == x.get("redis_nodes_up") == CL_PRIMARIES and
+                          x.get("redis_down") == "-" and x.get("redis") == "up")
+                    return x if ok else None
+                x = wait_until(full, EVENT_TIMEOUT, 0.05)
+                if x is None:
+                    try:
+                        x = self.info(i)
+                    except (dlock.DlockError, OSError) as e:
+                        x = {"redis": str(e)}
+                    x["bad"] = True
+                infos.append(x)
+            self.m["cl_serve"] = dict(res=res, infos=infos)
+            self.say("  every shard from every daemon: %s; INFO %s"
+                     % (", ".join("d%d :%d %s %.0f ms" % (i, port, out, ms)
+                                  for i, port, _, out, ms in res),
+                        "; ".join("d%d redis=%s redis_nodes=%s redis_nodes_up=%s redis_down=%s"
+                                  % (i, x.get("redis"), x.get("redis_nodes"),
+                                     x.get("redis_nodes_up"), x.get("redis_down"))
+                                  for i, x in enumerate(infos))))
+            self.check_daemons_alive("cl-final")
+
     def stop_daemons(self):
         """Every dlockd we did not kill must still run and exit 0 on SIGTERM.
         Appends (label, alive, rc) to daemon_stops for each; returns those."""
@@ -1184,7 +1703,8 @@ class Chaos(object):
         for i, p in enumerate(self.daemons):
             label = "d%d%s" % (i, "" if self.stage == "standalone" else " (%s)" % self.stage)
             if p is None:
-                res.append((label, False, "never started"))
+                if i < self.stage_daemons:
+                    res.append((label, False, "never started"))
                 continue
             alive = p.poll() is None
             rc = None
@@ -1209,6 +1729,14 @@ def fmt_ms(v):
     return "-" if v is None else "%.0f" % v
 
 
+def fmt_redir(r):
+    """A migration's redirections, as its two nodes counted them."""
+    if r is None:
+        return "redirections unknown"
+    return "%d ASK (%d ASKING), %d TRYAGAIN, %d MOVED, %d CLUSTERDOWN" % (
+        r["ASK"], r["ASKING"], r["TRYAGAIN"], r["MOVED"], r["CLUSTERDOWN"])
+
+
 def fmt_rec(rec):
     def f(v):
         return "-" if v is None else "%.0f" % v
@@ -1220,41 +1748,24 @@ def fmt_rec(rec):
 LOSS_WINDOW_S = 1.5      # a fault's effects (loss notices) may trail it by this much
 
 
-def analyse(c):
-    st = c.store
-    grants = list(st.grant_order)
-    accepted = list(st.accepted)
-    rejected = list(st.rejected)
-    t_run_end = time.monotonic()
-
+def close_sections(grants, killed, t_end):
+    """Each grant's effective end: its UNLOCK's moment, its worker's SIGKILL,
+    or (never ended) the end of the run."""
     for g in grants:
         if g["t_end"] is not None:
             g["t_end_eff"], g["end_kind"] = g["t_end"], "unlock"
-        elif (g["wid"], g["inc"]) in c.killed:
-            g["t_end_eff"], g["end_kind"] = c.killed[(g["wid"], g["inc"])], "killed"
+        elif (g["wid"], g["inc"]) in killed:
+            g["t_end_eff"], g["end_kind"] = killed[(g["wid"], g["inc"])], "killed"
         else:
-            g["t_end_eff"], g["end_kind"] = t_run_end, "open"
+            g["t_end_eff"], g["end_kind"] = t_end, "open"
 
-    def fault_for(g):
-        """A fault during g's critical section that can cost g its lock, or None."""
-        for f in c.faults:
-            t0, t1 = f["t0"], f["t1"] + f.get("trail", LOSS_WINDOW_S)
-            if not (g["t_start"] < t1 and g["t_end_eff"] > t0):
-                continue
-            if f["kind"] in ("redis-restart", "redis-pause", "failover-kill", "failover-forced"):
-                return f["kind"]
-            if f["kind"] == "dlockd-kill" and f["daemon"] == g["daemon"]:
-                return f["kind"]
-            if f["kind"] == "stall-lease" and (f["wid"], f["inc"]) == (g["wid"], g["inc"]):
-                return f["kind"]
-        return None
 
-    # 1. no lost update
-    c.check("no lost update", st.value == len(accepted),
-            "final counter %d, accepted writes %d (rejected %d)"
-            % (st.value, len(accepted), len(rejected)))
-
-    # 2. mutual exclusion, or the fence stops the stale holder
+def overlaps(grants, fault_for, t_base):
+    """The overlapping critical sections of one fenced store's grants: each
+    pair must have two fences and the stale holder's write stopped by the
+    fence (or serialized before the new holder's read), and the stale one
+    must be explained by a fault (fault_for(g): its kind, or None) or a loss
+    notice. Returns dict(pairs, kinds, reasons, bad, unexplained, open)."""
     by_start = sorted(grants, key=lambda g: g["t_start"])
     active, pairs = [], []
     for g in by_start:
@@ -1264,7 +1775,7 @@ def analyse(c):
                 pairs.append((a, g))
         active.append(g)
     kinds = {"fenced": 0, "no-write": 0, "serialized": 0}
-    bad, unexplained, reasons = [], [], {}
+    bad, unexplained, explained, reasons = [], [], [], {}
     for a, b in pairs:
         if a["fence"] == b["fence"]:
             bad.append("same fence %d in overlapping sections of workers %d and %d"
@@ -1287,38 +1798,42 @@ def analyse(c):
         if why is None:
             unexplained.append("workers %d (fence %d, %.3f-%.3f, dlockd %d) and %d (fence %d, "
                                "from %.3f, dlockd %d)"
-                               % (stale["wid"], stale["fence"], stale["t_start"] - c.t_start,
-                                  stale["t_end_eff"] - c.t_start, stale["daemon"], new["wid"],
-                                  new["fence"], new["t_start"] - c.t_start, new["daemon"]))
+                               % (stale["wid"], stale["fence"], stale["t_start"] - t_base,
+                                  stale["t_end_eff"] - t_base, stale["daemon"], new["wid"],
+                                  new["fence"], new["t_start"] - t_base, new["daemon"]))
         else:
             reasons[why.split(":")[0]] = reasons.get(why.split(":")[0], 0) + 1
-    open_sections = [g for g in grants if g["end_kind"] == "open"]
-    c.check("critical sections overlap only after a lease ran out / Redis lost data / a "
-            "failover, and then the fence stopped the stale holder",
-            not bad and not unexplained and not open_sections,
-            "%d grants, %d overlapping pairs (%s; causes: %s)%s%s%s"
-            % (len(grants), len(pairs),
-               ", ".join("%s %d" % kv for kv in kinds.items()),
-               ", ".join("%s %d" % kv for kv in sorted(reasons.items())) or "-",
-               "".join("\n      VIOLATION: " + x for x in bad[:5]),
-               "".join("\n      UNEXPLAINED OVERLAP: " + x for x in unexplained[:5]),
-               "\n      %d sections never ended" % len(open_sections)
-               if open_sections else ""))
+            explained.append((why, stale, new))
+    return dict(pairs=len(pairs), kinds=kinds, reasons=reasons, bad=bad,
+                unexplained=unexplained, explained=explained,
+                open=[g for g in grants if g["end_kind"] == "open"])
 
-    # 3. fences of accepted writes rise strictly, in acceptance order
-    drops = [(x, y) for x, y in zip(accepted, accepted[1:]) if y["fence"] <= x["fence"]]
-    c.check("fences of accepted writes rise strictly in acceptance order", not drops,
-            "%d accepted writes, fences %s..%s%s"
-            % (len(accepted), accepted[0]["fence"] if accepted else "-",
-               accepted[-1]["fence"] if accepted else "-",
-               "".join("\n      %d after %d" % (y["fence"], x["fence"]) for x, y in drops[:5])))
 
-    # 3b. every grant its own fence, rising with real-time order of grants
+def fmt_pair(why, stale, new, t_base):
+    w = stale["write"]
+    return ("%s: worker %d (fence %d, %.3f-%.3f, dlockd %d, write %s, unlock %s) and %d "
+            "(fence %d, from %.3f, dlockd %d)"
+            % (why, stale["wid"], stale["fence"], stale["t_start"] - t_base,
+               stale["t_end_eff"] - t_base, stale["daemon"],
+               "none" if w is None else "accepted" if w["accepted"] else "rejected",
+               stale["outcome"], new["wid"], new["fence"], new["t_start"] - t_base, new["daemon"]))
+
+
+def accept_drops(accepted):
+    """Accepted writes whose fence is not above the one accepted before."""
+    return [(x, y) for x, y in zip(accepted, accepted[1:]) if y["fence"] <= x["fence"]]
+
+
+def fence_order(grants, faults):
+    """Every grant its own fence, rising with the real-time order of grants
+    (above the fence of every section that ended before it), and across each
+    fault (t0, t1) of faults. Returns dict(dups, order_bad, jumps)."""
     seen, dups = {}, []
     for g in grants:
         if g["fence"] in seen:
             dups.append((seen[g["fence"]], g))
         seen[g["fence"]] = g
+    by_start = sorted(grants, key=lambda g: g["t_start"])
     by_end = sorted(grants, key=lambda g: g["t_end_eff"])
     j, maxf, order_bad = 0, 0, []
     for g in by_start:
@@ -1327,42 +1842,76 @@ def analyse(c):
             j += 1
         if g["fence"] <= maxf:
             order_bad.append(g)
-    restarts = [f for f in c.faults if f["kind"] in ("redis-restart", "failover-kill",
-                                                     "failover-forced")]
     jumps = []
-    for f in restarts:
+    for f in faults:
         before = [g["fence"] for g in grants if g["t_start"] < f["t0"]]
         after = [g["fence"] for g in grants if g["t_start"] > f["t1"]]
         if before and after:
             jumps.append(min(after) > max(before))
-    reentrant = sum(1 for n in st.notes if n[3] == "reentrant_grant")
-    c.check("every grant has its own fence, rising with grant order (also across Redis "
-            "restarts and failovers)", not dups and not order_bad and all(jumps) and not reentrant,
-            "%d grants, %d duplicate fences, %d grants with a fence below an earlier "
-            "finished section's, %d fresh grants with holds != 1, fence rose across %d/%d "
-            "Redis restarts and failovers%s"
-            % (len(grants), len(dups), len(order_bad), reentrant, sum(jumps), len(jumps),
-               "".join("\n      worker %d fence %d at %.3f s on dlockd %d"
-                       % (g["wid"], g["fence"], g["t_start"] - c.t_start, g["daemon"])
-                       for g in order_bad[:5])))
+    return dict(dups=dups, order_bad=order_bad, jumps=jumps)
 
-    if "standalone" in c.stages:
-        analyse_standalone(c)
-    if "failover" in c.stages:
-        analyse_failover(c, grants)
 
-    # 8. no unexplained lock losses
+def stray_losses(grants, fault_for):
+    """(losses, those outside any fault that explains them)."""
     losses = [g for g in grants if g["outcome"] not in (None, "ok")]
-    stray = [g for g in losses if fault_for(g) is None]
-    c.check("no lock is lost (!LOST, NOTHELD, broken connection) outside a fault",
-            not stray, "%d losses, all during faults%s" % (len(losses), "".join(
-                "\n      worker %d fence %d at %.3f s on dlockd %d: %s"
-                % (g["wid"], g["fence"], g["t_start"] - c.t_start, g["daemon"], g["outcome"])
-                for g in stray[:5])) if not stray else "%d losses, %d outside faults%s" % (
-                len(losses), len(stray), "".join(
-                    "\n      worker %d fence %d at %.3f s on dlockd %d: %s"
-                    % (g["wid"], g["fence"], g["t_start"] - c.t_start, g["daemon"],
-                       g["outcome"]) for g in stray[:5])))
+    return losses, [g for g in losses if fault_for(g) is None]
+
+
+def fmt_loss(c, g, name=""):
+    return "%sworker %d fence %d at %.3f s on dlockd %d: %s" % (
+        name and name + ": ", g["wid"], g["fence"], g["t_start"] - c.t_start, g["daemon"],
+        g["outcome"])
+
+
+def request_latency(c, where, recs, unl, cmd_timeout_ms, slack):
+    """The "no request hangs" check: recs are (label, probe record) pairs,
+    unl the grants whose worker UNLOCK was answered (t_end, t_done)."""
+    bound = cmd_timeout_ms + slack
+    counts = {}
+    for _, r in recs:
+        counts[r[3]] = counts.get(r[3], 0) + 1
+    slow = sorted(((lb, r) for lb, r in recs if (r[2] - r[1]) * 1000 > bound),
+                  key=lambda x: x[1][1] - x[1][2])
+    lat = sorted((r[2] - r[1]) * 1000 for _, r in recs)
+    unl_lat = sorted((g["t_done"] - g["t_end"]) * 1000 for g in unl)
+    slow_unl = [g for g in unl if (g["t_done"] - g["t_end"]) * 1000 > bound]
+    backend_msgs = {}
+    for _, r in recs:
+        if r[3] == "backend":
+            k = re.sub(r"\d+", "N", r[4])[:60]
+            backend_msgs[k] = backend_msgs.get(k, 0) + 1
+
+    def pct(v, p):
+        return v[min(len(v) - 1, int(p / 100.0 * len(v)))] if v else None
+    c.check("no request hangs in the %s: every probe request (TRYLOCK <fresh> 0, "
+            "UNLOCK) and every worker UNLOCK answered within command_timeout_ms + %d ms "
+            "(%d ms)" % (where, slack, bound),
+            recs and not slow and not slow_unl,
+            "%d probe requests (%s), p50/p99/max %s/%s/%s ms; %d worker UNLOCKs, p99/max "
+            "%s/%s ms%s%s%s"
+            % (len(recs), ", ".join("%s %d" % kv for kv in sorted(counts.items())),
+               fmt_ms(pct(lat, 50)), fmt_ms(pct(lat, 99)), fmt_ms(lat[-1] if lat else None),
+               len(unl), fmt_ms(pct(unl_lat, 99)), fmt_ms(unl_lat[-1] if unl_lat else None),
+               "; ERR BACKEND: " + ", ".join("%s (%d)" % kv for kv in
+                                             sorted(backend_msgs.items(),
+                                                    key=lambda kv: -kv[1])[:4])
+               if backend_msgs else "",
+               "".join("\n      SLOW: dlockd probe %s %s sent at %.3f s answered after %.0f ms "
+                       "(%s %s)" % (lb, r[0], r[1] - c.t_start, (r[2] - r[1]) * 1000, r[3],
+                                    r[4][:60]) for lb, r in slow[:5]),
+               "".join("\n      SLOW: worker %d UNLOCK at %.3f s answered after %.0f ms (%s)"
+                       % (g["wid"], g["t_end"] - c.t_start, (g["t_done"] - g["t_end"]) * 1000,
+                          g["outcome"]) for g in slow_unl[:5])))
+
+
+def analyse(c):
+    t_run_end = time.monotonic()
+    for st in c.stores:
+        close_sections(list(st.grant_order), c.killed, t_run_end)
+    if "standalone" in c.stages or "failover" in c.stages:
+        analyse_chaos_lock(c)
+    if "cluster" in c.stages:
+        analyse_cluster(c)
 
     # 10. no daemon crash
     crashes = list(c.daemon_deaths)
@@ -1376,10 +1925,90 @@ def analyse(c):
                "".join("\n      dlockd %d died (rc %s) during %s" % x for x in crashes)))
 
     # 11. the harness itself and liveness
+    errors = [e for st in c.stores for e in st.errors]
     c.check("the workload kept going (progress after every fault, no worker or store "
-            "trouble)", not c.problems and not c.worker_deaths and not st.errors,
-            "; ".join(c.problems + st.errors[:5]) or
-            "%d grants by %d worker incarnations" % (len(grants), len(c.store.hello)))
+            "trouble)", not c.problems and not c.worker_deaths and not errors,
+            "; ".join(c.problems + errors[:5]) or
+            "%d grants by %d worker incarnations"
+            % (sum(len(st.grant_order) for st in c.stores),
+               sum(len(st.hello) for st in c.stores)))
+
+
+def analyse_chaos_lock(c):
+    """The standalone and failover stages: the lock "chaos" and its store."""
+    st = c.store
+    grants = list(st.grant_order)
+    accepted = list(st.accepted)
+    rejected = list(st.rejected)
+
+    def fault_for(g):
+        """A fault during g's critical section that can cost g its lock, or None."""
+        for f in c.faults:
+            t0, t1 = f["t0"], f["t1"] + f.get("trail", LOSS_WINDOW_S)
+            if not (g["t_start"] < t1 and g["t_end_eff"] > t0):
+                continue
+            if f["kind"] in ("redis-restart", "redis-pause", "failover-kill", "failover-forced"):
+                return f["kind"]
+            if f["kind"] == "dlockd-kill" and f["daemon"] == g["daemon"]:
+                return f["kind"]
+            if f["kind"] == "stall-lease" and (f["wid"], f["inc"]) == (g["wid"], g["inc"]):
+                return f["kind"]
+        return None
+
+    # 1. no lost update
+    c.check("no lost update", st.value == len(accepted),
+            "final counter %d, accepted writes %d (rejected %d)"
+            % (st.value, len(accepted), len(rejected)))
+
+    # 2. mutual exclusion, or the fence stops the stale holder
+    o = overlaps(grants, fault_for, c.t_start)
+    c.check("critical sections overlap only after a lease ran out / Redis lost data / a "
+            "failover, and then the fence stopped the stale holder",
+            not o["bad"] and not o["unexplained"] and not o["open"],
+            "%d grants, %d overlapping pairs (%s; causes: %s)%s%s%s"
+            % (len(grants), o["pairs"],
+               ", ".join("%s %d" % kv for kv in o["kinds"].items()),
+               ", ".join("%s %d" % kv for kv in sorted(o["reasons"].items())) or "-",
+               "".join("\n      VIOLATION: " + x for x in o["bad"][:5]),
+               "".join("\n      UNEXPLAINED OVERLAP: " + x for x in o["unexplained"][:5]),
+               "\n      %d sections never ended" % len(o["open"]) if o["open"] else ""))
+
+    # 3. fences of accepted writes rise strictly, in acceptance order
+    drops = accept_drops(accepted)
+    c.check("fences of accepted writes rise strictly in acceptance order", not drops,
+            "%d accepted writes, fences %s..%s%s"
+            % (len(accepted), accepted[0]["fence"] if accepted else "-",
+               accepted[-1]["fence"] if accepted else "-",
+               "".join("\n      %d after %d" % (y["fence"], x["fence"]) for x, y in drops[:5])))
+
+    # 3b. every grant its own fence, rising with real-time order of grants
+    restarts = [f for f in c.faults if f["kind"] in ("redis-restart", "failover-kill",
+                                                     "failover-forced")]
+    fo = fence_order(grants, restarts)
+    reentrant = sum(1 for n in st.notes if n[3] == "reentrant_grant")
+    c.check("every grant has its own fence, rising with grant order (also across Redis "
+            "restarts and failovers)",
+            not fo["dups"] and not fo["order_bad"] and all(fo["jumps"]) and not reentrant,
+            "%d grants, %d duplicate fences, %d grants with a fence below an earlier "
+            "finished section's, %d fresh grants with holds != 1, fence rose across %d/%d "
+            "Redis restarts and failovers%s"
+            % (len(grants), len(fo["dups"]), len(fo["order_bad"]), reentrant, sum(fo["jumps"]),
+               len(fo["jumps"]),
+               "".join("\n      worker %d fence %d at %.3f s on dlockd %d"
+                       % (g["wid"], g["fence"], g["t_start"] - c.t_start, g["daemon"])
+                       for g in fo["order_bad"][:5])))
+
+    if "standalone" in c.stages:
+        analyse_standalone(c)
+    if "failover" in c.stages:
+        analyse_failover(c, grants)
+
+    # 8. no unexplained lock losses
+    losses, stray = stray_losses(grants, fault_for)
+    c.check("no lock is lost (!LOST, NOTHELD, broken connection) outside a fault",
+            not stray, "%d losses, all during faults" % len(losses) if not stray else
+            "%d losses, %d outside faults%s" % (len(losses), len(stray), "".join(
+                "\n      " + fmt_loss(c, g) for g in stray[:5])))
 
 
 def analyse_standalone(c):
@@ -1469,48 +2098,12 @@ def analyse_standalone(c):
 def analyse_failover(c, grants):
     """The failover stage's own checks."""
     fo = c.m["failover"]
-    slack = c.prof["hang_slack_ms"]
-    bound = FO_CMD_TIMEOUT_MS + slack
 
     # F1. no request hangs: the probes' requests and the workers' UNLOCKs
-    recs = [r for p in c.probes for r in p.recs if r[0] != "CONNECT"]
-    counts = {}
-    for r in recs:
-        counts[r[3]] = counts.get(r[3], 0) + 1
-    slow = sorted((r for r in recs if (r[2] - r[1]) * 1000 > bound),
-                  key=lambda r: r[1] - r[2])
-    lat = sorted((r[2] - r[1]) * 1000 for r in recs)
+    recs = [("d%d" % p.i, r) for p in c.probes for r in p.recs if r[0] != "CONNECT"]
     unl = [g for g in grants if c.fo_t0 is not None and g["t_start"] >= c.fo_t0 and
            g.get("t_done") is not None and g["t_end"] is not None]
-    unl_lat = sorted((g["t_done"] - g["t_end"]) * 1000 for g in unl)
-    slow_unl = [g for g in unl if (g["t_done"] - g["t_end"]) * 1000 > bound]
-    backend_msgs = {}
-    for r in recs:
-        if r[3] == "backend":
-            k = re.sub(r"\d+", "N", r[4])[:60]
-            backend_msgs[k] = backend_msgs.get(k, 0) + 1
-
-    def pct(v, p):
-        return v[min(len(v) - 1, int(p / 100.0 * len(v)))] if v else None
-    c.check("no request hangs in the failover stage: every probe request (TRYLOCK <fresh> 0, "
-            "UNLOCK) and every worker UNLOCK answered within command_timeout_ms + %d ms "
-            "(%d ms)" % (slack, bound),
-            recs and not slow and not slow_unl,
-            "%d probe requests (%s), p50/p99/max %s/%s/%s ms; %d worker UNLOCKs, p99/max "
-            "%s/%s ms%s%s%s"
-            % (len(recs), ", ".join("%s %d" % kv for kv in sorted(counts.items())),
-               fmt_ms(pct(lat, 50)), fmt_ms(pct(lat, 99)), fmt_ms(lat[-1] if lat else None),
-               len(unl), fmt_ms(pct(unl_lat, 99)), fmt_ms(unl_lat[-1] if unl_lat else None),
-               "; ERR BACKEND: " + ", ".join("%s (%d)" % kv for kv in
-                                             sorted(backend_msgs.items(),
-                                                    key=lambda kv: -kv[1])[:4])
-               if backend_msgs else "",
-               "".join("\n      SLOW: dlockd probe %s %s sent at %.3f s answered after %.0f ms "
-                       "(%s %s)" % (r[0], "", r[1] - c.t_start, (r[2] - r[1]) * 1000, r[3],
-                                    r[4][:60]) for r in slow[:5]),
-               "".join("\n      SLOW: worker %d UNLOCK at %.3f s answered after %.0f ms (%s)"
-                       % (g["wid"], g["t_end"] - c.t_start, (g["t_done"] - g["t_end"]) * 1000,
-                          g["outcome"]) for g in slow_unl[:5])))
+    request_latency(c, "failover stage", recs, unl, FO_CMD_TIMEOUT_MS, c.prof["hang_slack_ms"])
 
     # F2. service resumes: every daemon follows Sentinel and grants again
     lag = c.prof["resume_ms"]
@@ -1566,20 +2159,248 @@ def analyse_failover(c, grants):
                          x["outcome"]) for x in hs) or "not run")
 
 
+def analyse_cluster(c):
+    """The cluster stage: the general invariants per name (each name its own
+    fenced resource), then the stage's own checks."""
+    names = c.cl_names
+    fofaults = [f for f in c.faults if f["kind"] in ("cl-kill", "cl-pause")]
+
+    def on(f, slot):
+        return any(a <= slot <= b for a, b in f["ranges"])
+
+    def promoted_grant(slot, g):
+        """The failover of slot's shard during which g was granted by the
+        promoted primary itself: its grant came more than CL_INFLIGHT_S after
+        the old primary died or stopped (no reply of it was on its way) and
+        before that one came back (restart, SIGCONT). No write lost in the
+        failover can undo such a grant. None otherwise."""
+        for f in fofaults:
+            if on(f, slot) and f["t0"] + CL_INFLIGHT_S < g["t_start"] < f["t_res"]:
+                return f
+        return None
+
+    def fault_for_slot(slot):
+        def fault_for(g):
+            """A failover of the name's own shard during g's section, or None.
+            A migration explains nothing: no grant may be made twice then."""
+            for f in fofaults:
+                if (on(f, slot) and g["t_start"] < f["t1"] + f["trail"] and
+                        g["t_end_eff"] > f["t0"]):
+                    return f["kind"]
+            return None
+        return fault_for
+
+    per = []
+    for x in names:
+        st = x["store"]
+        grants = list(st.grant_order)
+        ff = fault_for_slot(x["slot"])
+        per.append(dict(x=x, st=st, grants=grants, accepted=list(st.accepted),
+                        rejected=list(st.rejected), ff=ff,
+                        o=overlaps(grants, ff, c.t_start),
+                        drops=accept_drops(list(st.accepted)),
+                        fo=fence_order(grants, [f for f in fofaults if on(f, x["slot"])]),
+                        reentrant=sum(1 for n in st.notes if n[3] == "reentrant_grant"),
+                        losses=stray_losses(grants, ff)))
+    ngrants = sum(len(p["grants"]) for p in per)
+
+    # C1. no lost update, per name
+    bad = [p for p in per if p["st"].value != len(p["accepted"])]
+    c.check("cluster: no lost update on any name", names and not bad,
+            "%d names, %d accepted writes (%s), %d rejected%s"
+            % (len(names), sum(len(p["accepted"]) for p in per),
+               " ".join("%s %d" % (p["x"]["name"], len(p["accepted"])) for p in per),
+               sum(len(p["rejected"]) for p in per),
+               "".join("\n      %s: counter %d, accepted writes %d"
+                       % (p["x"]["name"], p["st"].value, len(p["accepted"])) for p in bad)))
+
+    # C2. overlaps only in a failover window of the name's own shard, fenced
+    kinds, reasons = {}, {}
+    viol, unexpl, expl, after, never = [], [], [], [], 0
+    for p in per:
+        o = p["o"]
+        for k, v in o["kinds"].items():
+            kinds[k] = kinds.get(k, 0) + v
+        for k, v in o["reasons"].items():
+            reasons[k] = reasons.get(k, 0) + v
+        viol += ["%s: %s" % (p["x"]["name"], v) for v in o["bad"]]
+        unexpl += ["%s: %s" % (p["x"]["name"], v) for v in o["unexplained"]]
+        for why, stale, new in o["explained"]:
+            line = "%s: %s" % (p["x"]["name"], fmt_pair(why, stale, new, c.t_start))
+            if promoted_grant(p["x"]["slot"], stale) is None:
+                expl.append(line)
+            else:
+                after.append(line + " -- STALE GRANT MADE BY THE PROMOTED PRIMARY: no lost "
+                             "write explains it")
+        never += len(o["open"])
+    strict = not c.args.lenient_failover
+    c.check("cluster: sections of one name overlap only in a failover of its own shard "
+            "(never during a slot migration), and then the fence stopped the stale holder%s"
+            % ("; none whose stale grant the promoted primary made" if strict
+               else " (--lenient-failover)"),
+            names and not viol and not unexpl and not never and not (strict and after),
+            "%d grants, %d overlapping pairs (%s; causes: %s; %d of them with the stale grant "
+            "made by the promoted primary)%s%s%s%s%s"
+            % (ngrants, sum(p["o"]["pairs"] for p in per),
+               ", ".join("%s %d" % kv for kv in sorted(kinds.items())),
+               ", ".join("%s %d" % kv for kv in sorted(reasons.items())) or "-", len(after),
+               "".join("\n      in a failover window: " + v for v in expl[:5]),
+               "".join("\n      %s: %s" % ("VIOLATION" if strict else "in a failover window",
+                                           v) for v in after[:5]),
+               "".join("\n      VIOLATION: " + v for v in viol[:5]),
+               "".join("\n      UNEXPLAINED OVERLAP: " + v for v in unexpl[:5]),
+               "\n      %d sections never ended" % never if never else ""))
+
+    # C3. fences per name
+    drops = [(p["x"]["name"], a, b) for p in per for a, b in p["drops"]]
+    dups = sum(len(p["fo"]["dups"]) for p in per)
+    order_bad = [(p["x"]["name"], g) for p in per for g in p["fo"]["order_bad"]]
+    jumps = [j for p in per for j in p["fo"]["jumps"]]
+    reentrant = sum(p["reentrant"] for p in per)
+    c.check("cluster: per name, fences of accepted writes rise strictly and every grant has "
+            "its own fence, rising with grant order (also across its shard's failovers)",
+            names and not drops and not dups and not order_bad and all(jumps) and not reentrant,
+            "%d grants, %d accepted-write fence drops, %d duplicate fences, %d grants with a "
+            "fence below an earlier finished section's, %d fresh grants with holds != 1, "
+            "fence rose across %d/%d failovers of a name's shard%s%s"
+            % (ngrants, len(drops), dups, len(order_bad), reentrant, sum(jumps), len(jumps),
+               "".join("\n      %s: %d after %d" % (n, b["fence"], a["fence"])
+                       for n, a, b in drops[:5]),
+               "".join("\n      %s: worker %d fence %d at %.3f s on dlockd %d"
+                       % (n, g["wid"], g["fence"], g["t_start"] - c.t_start, g["daemon"])
+                       for n, g in order_bad[:5])))
+
+    # C4. no request hangs
+    recs = [("d%d shard %d" % (p.i, p.shard), r) for p in c.cl_probes for r in p.recs
+            if r[0] != "CONNECT"]
+    unl = [g for p in per for g in p["grants"]
+           if g.get("t_done") is not None and g["t_end"] is not None]
+    request_latency(c, "cluster stage", recs, unl, CL_CMD_TIMEOUT_MS,
+                    c.prof["cl_hang_slack_ms"])
+
+    # C5. a migration: done within its bound; the held holder keeps its lock;
+    #     the slot's names go on
+    mig = c.m["cl_migrate"]
+    ok = len(mig) == c.prof["cl_rounds"]
+    lines = []
+    for r in mig:
+        s, y = r["steps"], r["holder"]
+        good = (s is not None and r["ms"] <= c.prof["cl_migrate_ms"] and not r["late"] and
+                y is not None and y["regranted"] is None and y["write"] is True and
+                y["outcome"] == "ok")
+        ok = ok and good
+        lines.append("slot %d :%d -> :%d %s in %.0f ms (%s keys; %s; other {hot} names' "
+                     "longest pause %.0f ms); holder of %s: %s, write %s, unlock %s%s"
+                     % (r["slot"], r["src"], r["dst"], "moved" if s else "NOT MOVED", r["ms"],
+                        s["keys"] if s else "-", fmt_redir(r["redir"]), r["pause"], r["name"],
+                        "no holder" if y is None else
+                        "nobody else granted" if y["regranted"] is None else
+                        "GRANTED AGAIN at %.0f ms" % y["regranted"],
+                        "-" if y is None else {None: "none", True: "accepted",
+                                               False: "REJECTED"}[y["write"]],
+                        "-" if y is None else y["outcome"],
+                        "; no progress after it on " + " ".join(r["late"]) if r["late"] else ""))
+    c.check("cluster: the {hot} slot moves in steps under load within %.0f s; a holder of "
+            "its names keeps the lock throughout (nobody else granted, write accepted, UNLOCK "
+            "ok) and its names are granted after it" % (c.prof["cl_migrate_ms"] / 1000.0), ok,
+            "\n      ".join(lines) or "not run")
+
+    # C6. failovers: promotion, every daemon back on the shard, old primary a replica
+    fl = c.m["cl_fault"]
+    want = c.prof["cl_rounds"] * (2 if c.prof["cl_pause"] else 1)
+    ok = len(fl) == want
+    lag_max = c.prof["cl_resume_ms"]
+    lines = []
+    for r in fl:
+        lags = [None if v is None or r["promoted"] is None else v - r["promoted"]
+                for v in r["grant"]]
+        good = (r["promoted"] is not None and all(v is not None and v <= lag_max for v in lags)
+                and r["role"] is not None and r["healed"] is not None)
+        ok = ok and good
+        lines.append("%s :%d -> :%s: promoted at %s ms; dlockd's new map at %s ms; first "
+                     "grant on the shard %s ms (%s ms after the promotion; gap %s ms); other "
+                     "shards' longest pause %s ms; back as a replica (ROLE) %s ms after its %s"
+                     % ("SIGKILL" if r["kind"] == "kill" else "SIGSTOP", r["old"],
+                        r["new"] or "?", fmt_ms(r["promoted"]), fmt_list(r["seen"]),
+                        fmt_list(r["grant"]), fmt_list(lags), fmt_list(r["gap"]),
+                        fmt_list(r["others"]), fmt_ms(r["role"]),
+                        "restart" if r["kind"] == "kill" else "SIGCONT"))
+    c.check("cluster: after every primary SIGKILL%s the cluster promotes its replica, every "
+            "dlockd grants on its slots within %d ms of the promotion, and the old primary "
+            "comes back as a replica" % ("/SIGSTOP" if c.prof["cl_pause"] else "", lag_max),
+            ok, "\n      ".join(lines) or "not run")
+
+    # C7. a holder caught by a failover keeps its lock or is fenced off
+    hs = [r["holder"] for r in fl]
+    good = bool(hs)
+    for y in hs:
+        if y is None:
+            good = False
+        elif y["regranted"] is not None:
+            good = good and y["write"] is False
+        else:
+            good = good and y["write"] is True
+    c.check("cluster: a holder caught by a failover of its shard either keeps its lock "
+            "(nobody else granted, its write accepted) or is fenced off", good,
+            "; ".join("no holder" if y is None else
+                      "%s worker %d: %s, write %s, unlock %s"
+                      % (y["name"], y["wid"], "granted again %.0f ms after the fault"
+                         % y["regranted"] if y["regranted"] is not None
+                         else "nobody else granted",
+                         {None: "none", True: "accepted", False: "REJECTED"
+                          if y["regranted"] is None else "rejected"}[y["write"]],
+                         y["outcome"]) for y in hs) or "not run")
+
+    # C8. losses only in a failover of the name's shard
+    losses = sum(len(p["losses"][0]) for p in per)
+    stray = [(p["x"]["name"], g) for p in per for g in p["losses"][1]]
+    c.check("cluster: no lock is lost (!LOST, NOTHELD, broken connection) outside a "
+            "failover of its shard (none in a migration)", not stray,
+            "%d losses, %d outside a failover of their shard%s"
+            % (losses, len(stray), "".join("\n      " + fmt_loss(c, g, n)
+                                           for n, g in stray[:5])))
+
+    # C9. every daemon serves every shard at the end
+    sv = c.m["cl_serve"]
+    ok = (sv is not None and len(sv["res"]) == CL_DAEMONS * CL_PRIMARIES and
+          all(r[3] == "ok" for r in sv["res"]) and not any(x.get("bad") for x in sv["infos"]))
+    c.check("cluster: at the end every dlockd LOCKs/UNLOCKs a name on every primary and INFO "
+            "says redis=up, redis_nodes_up = redis_nodes = %d, redis_down=-" % CL_PRIMARIES, ok,
+            "not run" if sv is None else
+            "%s; %s" % (", ".join("d%d :%d %s (%.0f ms)" % (i, port, out, ms)
+                                  for i, port, _, out, ms in sv["res"]),
+                        "; ".join("d%d redis=%s %s/%s up, down %s"
+                                  % (i, x.get("redis"), x.get("redis_nodes_up"),
+                                     x.get("redis_nodes"), x.get("redis_down"))
+                                  for i, x in enumerate(sv["infos"]))))
+
+
 def dump_events(c):
     """The whole log as JSON lines, for a look after a failure (--keep)."""
     import json
-    st = c.store
     path = os.path.join(c.tmp, "events.jsonl")
+    lock_of = dict((id(x["store"]), x["name"]) for x in c.cl_names)
     with open(path, "w") as f:
-        for kind, recs in (("phase", c.phases), ("fault", c.faults),
-                           ("grant", st.grant_order), ("accepted", st.accepted),
-                           ("rejected", st.rejected)):
+        for kind, recs in (("phase", c.phases), ("fault", c.faults)):
             for r in recs:
-                r = dict(r, type=kind)
-                if kind == "grant" and r.get("write") is not None:
-                    r["write"] = {"seq": r["write"]["seq"], "accepted": r["write"]["accepted"]}
-                f.write(json.dumps(r, default=str) + "\n")
+                f.write(json.dumps(dict(r, type=kind), default=str) + "\n")
+        for p in c.probes + c.cl_probes:
+            for op, t0, t1, res, detail in list(p.recs):
+                f.write(json.dumps(dict(type="probe", daemon=p.i, shard=p.shard, op=op, t0=t0,
+                                        t1=t1, result=res, detail=detail)) + "\n")
+        for st in c.stores:
+            name = lock_of.get(id(st), "chaos")
+            for t, wid, inc, note in st.notes:
+                f.write(json.dumps(dict(type="note", lock=name, t=t, wid=wid, inc=inc,
+                                        note=note)) + "\n")
+            for kind, recs in (("grant", st.grant_order), ("accepted", st.accepted),
+                               ("rejected", st.rejected)):
+                for r in recs:
+                    r = dict(r, type=kind, lock=name)
+                    if kind == "grant" and r.get("write") is not None:
+                        r["write"] = {"seq": r["write"]["seq"],
+                                      "accepted": r["write"]["accepted"]}
+                    f.write(json.dumps(r, default=str) + "\n")
     print("event log: %s" % path)
 
 
@@ -1594,15 +2415,15 @@ def fmt_list(xs):
 
 
 def phase_table(c):
-    st = c.store
+    """Per phase, over every fenced store (the cluster stage's names too)."""
     rows = []
     for p in c.phases:
         t0, t1 = p["t0"], p["t1"]
-        gr = [g for g in st.grant_order if t0 <= g["t_start"] < t1]
-        acc = sum(1 for w in st.accepted if t0 <= w["t"] < t1)
-        rej = sum(1 for w in st.rejected if t0 <= w["t"] < t1)
+        gr = [g for st in c.stores for g in st.grant_order if t0 <= g["t_start"] < t1]
+        acc = sum(1 for st in c.stores for w in st.accepted if t0 <= w["t"] < t1)
+        rej = sum(1 for st in c.stores for w in st.rejected if t0 <= w["t"] < t1)
         lost = sum(1 for g in gr if g["outcome"] not in (None, "ok"))
-        notes = [n for n in st.notes if t0 <= n[0] < t1]
+        notes = [n for st in c.stores for n in st.notes if t0 <= n[0] < t1]
         be = sum(1 for n in notes if n[3] == "lock_backend_error")
         rc = sum(1 for n in notes if n[3] in ("lock_conn_error", "connect_failed"))
         per = "/".join(str(sum(1 for g in gr if g["daemon"] == i)) for i in range(DAEMONS))
@@ -1623,14 +2444,22 @@ def main():
     ap.add_argument("--short", action="store_true", help="the shorter run for make test")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (logs)")
     ap.add_argument("--seed", type=int, default=None)
-    ap.add_argument("--stage", choices=("all", "standalone", "failover"), default="all",
-                    help="run both stages (default) or one")
+    ap.add_argument("--log-level", choices=("error", "warn", "info", "debug"), default=None,
+                    help="the daemons' log_level (default: theirs, info)")
+    ap.add_argument("--lenient-failover", action="store_true",
+                    help="cluster stage: let overlapping sections whose stale grant the "
+                         "promoted primary made itself count as the failover window's, as in "
+                         "the Sentinel stage; by default they are violations (no lost write "
+                         "explains them)")
+    ap.add_argument("--stage", choices=("all", "standalone", "failover", "cluster"),
+                    default="all", help="run every stage (default) or one")
     args = ap.parse_args()
     if args.seed is None:
         args.seed = random.randrange(1 << 30)
 
     _state["keep"] = args.keep
     _state["tmp"] = tempfile.mkdtemp(prefix="dlock-chaos-")
+    _state["spawner"] = Spawner(_state["tmp"])
     atexit.register(cleanup)
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(s, _on_signal)
@@ -1639,14 +2468,21 @@ def main():
     c = Chaos(args)
     print("dlockd chaos suite (%s, seed %d, stage %s), dlockd %s, temp dir %s"
           % (c.mode, args.seed, args.stage, c.dlockd_bin, c.tmp), flush=True)
-    signal.alarm((c.prof["budget"] if args.stage != "failover" else 0) +
-                 (c.prof["fo_budget"] if args.stage != "standalone" else 0))
+    signal.alarm((c.prof["budget"] if args.stage in ("all", "standalone") else 0) +
+                 (c.prof["fo_budget"] if args.stage in ("all", "failover") else 0) +
+                 (c.prof["cl_budget"] if args.stage in ("all", "cluster") else 0))
     fatal = None
     try:
         try:
             c.run()
         except (SuiteTimeout, RuntimeError) as e:
             fatal = str(e)
+        except (RespError, OSError, dlock.DlockError) as e:
+            # A topology or a daemon that answered what nothing expected:
+            # the run ends here, the analysis still runs.
+            fatal = "%s: %s\n%s" % (type(e).__name__, e, "".join(
+                traceback.format_exc().splitlines(True)[-6:]))
+        if fatal is not None:
             for wid, p in c.workers.items():      # end the workload for the analysis
                 if p.poll() is None:
                     p.send_signal(signal.SIGCONT)

@@ -12,180 +12,30 @@ directory.
     topo.restart(old)                 # same port, empty; Sentinel demotes it
     topo.wait_healthy(timeout)        # 1 primary, every replica online again
 
-Standard library only. Times are time.monotonic().
+Standard library only (and redisproc.py). Times are time.monotonic().
 """
 # SPDX-License-Identifier: MIT
 
 import os
 import shutil
-import signal
 import socket
-import subprocess
 import threading
 import time
+
+# The RESP client, ports and processes live in redisproc.py (cluster.py uses
+# them too); they stay importable from here (sentinel.RespError, ...).
+from redisproc import (Resp, RespError, Spawner, call, free_ports, info,  # noqa: F401
+                       stop_procs)
 
 DOWN_AFTER_MS = 1000
 FAILOVER_TIMEOUT_MS = 3000
 
 
-# ---- RESP ----------------------------------------------------------------------
-
-class RespError(Exception):
-    pass
-
-
-class Resp(object):
-    """One blocking RESP2 connection to 127.0.0.1:port."""
-
-    def __init__(self, port, timeout=2.0, host="127.0.0.1"):
-        self.sock = socket.create_connection((host, port), timeout=timeout)
-        self.buf = b""
-
-    def close(self):
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
-    def send(self, *args):
-        req = b"*%d\r\n" % len(args)
-        for a in args:
-            a = a if isinstance(a, bytes) else str(a).encode()
-            req += b"$%d\r\n%s\r\n" % (len(a), a)
-        self.sock.sendall(req)
-
-    def _line(self):
-        while True:
-            i = self.buf.find(b"\r\n")
-            if i >= 0:
-                line, self.buf = self.buf[:i], self.buf[i + 2:]
-                return line
-            d = self.sock.recv(65536)
-            if not d:
-                raise OSError("redis closed the connection")
-            self.buf += d
-
-    def _exact(self, n):
-        while len(self.buf) < n + 2:
-            d = self.sock.recv(65536)
-            if not d:
-                raise OSError("redis closed the connection")
-            self.buf += d
-        out, self.buf = self.buf[:n], self.buf[n + 2:]
-        return out
-
-    def read(self):
-        """One reply: str, int, None, list, or RespError (returned, not raised)."""
-        line = self._line()
-        t, rest = line[:1], line[1:]
-        if t == b"+":
-            return rest.decode()
-        if t == b"-":
-            return RespError(rest.decode())
-        if t == b":":
-            return int(rest)
-        if t == b"$":
-            n = int(rest)
-            return None if n < 0 else self._exact(n).decode("utf-8", "replace")
-        if t == b"*":
-            n = int(rest)
-            return None if n < 0 else [self.read() for _ in range(n)]
-        raise OSError("bad RESP line %r" % line)
-
-    def call(self, *args):
-        self.send(*args)
-        r = self.read()
-        if isinstance(r, RespError):
-            raise r
-        return r
-
-
-def call(port, *args, timeout=1.0):
-    """One command on a fresh connection."""
-    with Resp(port, timeout) as r:
-        return r.call(*args)
-
-
-def info(port, section="replication", timeout=1.0):
-    """INFO as a dict."""
-    out = {}
-    for line in call(port, "INFO", section, timeout=timeout).splitlines():
-        if ":" in line and not line.startswith("#"):
-            k, v = line.split(":", 1)
-            out[k] = v
-    return out
-
+# ---- Sentinel replies ------------------------------------------------------------
 
 def pairs(flat):
     """SENTINEL's flat [k1, v1, k2, v2, ...] as a dict."""
     return dict(zip(flat[0::2], flat[1::2]))
-
-
-def free_ports(n):
-    """n distinct free TCP ports on 127.0.0.1 (held open together, so distinct)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-# ---- processes -------------------------------------------------------------------
-
-def _pdeathsig():
-    try:
-        import ctypes
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except Exception:
-        pass
-    if os.getppid() == 1:
-        os._exit(1)
-
-
-class _Spawner(object):
-    """The default spawn(): children die with this process; stop() ends them."""
-
-    def __init__(self, tmp):
-        self.tmp = tmp
-        self.procs = []
-
-    def __call__(self, argv, logname, env=None):
-        log = open(os.path.join(self.tmp, logname), "ab")
-        try:
-            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
-                                 stderr=subprocess.STDOUT, cwd=self.tmp, env=env,
-                                 preexec_fn=_pdeathsig, close_fds=True)
-        finally:
-            log.close()
-        p.logname = logname
-        self.procs.append(p)
-        return p
-
-    def stop(self):
-        for p in reversed(self.procs):
-            if p.poll() is None:
-                try:
-                    p.send_signal(signal.SIGCONT)
-                    p.kill()
-                except OSError:
-                    pass
-        for p in self.procs:
-            try:
-                p.wait(5)
-            except Exception:
-                pass
 
 
 # ---- Sentinel events -------------------------------------------------------------
@@ -286,7 +136,7 @@ class Topology(object):
         self.failover_timeout_ms = failover_timeout_ms
         self.own_spawner = None
         if spawn is None:
-            spawn = self.own_spawner = _Spawner(tmp)
+            spawn = self.own_spawner = Spawner(tmp)
         self.spawn = spawn
         self.say = say or (lambda text: None)
         self.redis_bin = shutil.which("redis-server")
@@ -387,9 +237,13 @@ class Topology(object):
                     " ".join(":%d" % s["port"] for s in self.sentinels)))
 
     def stop(self):
+        """Ends the topology: its event listeners and every process of it
+        (with spawn= given, those the caller's spawn started for it)."""
         self.events.close()
         if self.own_spawner is not None:
             self.own_spawner.stop()
+        else:
+            stop_procs([x["proc"] for x in self.sentinels + self.nodes])
 
     def kill(self, i):
         """SIGKILL node i; returns the time of the kill."""

@@ -2,12 +2,14 @@
 """One chaos worker: LOCK, read the fenced counter, sleep 1-5 ms, write
 counter+1 with the fence, UNLOCK; forever, reconnecting after any trouble.
 
-    worker.py <wid> <inc> <daemon> <dlockd-socket> <store-socket> <lease_ms> <seed>
+    worker.py <wid> <inc> <daemon> <dlockd-socket> <store-socket> <lease_ms> <seed> [<name>]
 
-lease_ms 0 is watchdog mode. The worker reports each grant to the store with
-its first read, and the end of each critical section (the moment before
-UNLOCK is sent) with the outcome of the UNLOCK and the moment its reply came. It deliberately does not
-check for a loss before writing: a stale write must be stopped by the fence.
+lease_ms 0 is watchdog mode; the lock is "chaos" unless <name> says otherwise
+(the cluster stage has a fenced store per name). The worker reports each
+grant to the store with its first read, and the end of each critical section
+(the moment before UNLOCK is sent) with the outcome of the UNLOCK and the
+moment its reply came. It deliberately does not check for a loss before
+writing: a stale write must be stopped by the fence.
 After a loss, ERR BACKEND or a broken connection it reconnects and goes on.
 """
 # SPDX-License-Identifier: MIT
@@ -51,6 +53,7 @@ def main():
     wid, inc, daemon = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     dsock, spath = sys.argv[4], sys.argv[5]
     lease_ms, seed = int(sys.argv[6]), int(sys.argv[7])
+    name = sys.argv[8] if len(sys.argv) > 8 else LOCK_NAME
     rnd = random.Random(seed)
     st = Store(spath)
     st.call("H %d %d %d %d" % (wid, inc, os.getpid(), daemon))
@@ -70,7 +73,7 @@ def main():
                 continue
         t_req = time.monotonic()
         try:
-            fence, holds = client.lock(LOCK_NAME, lease_ms)
+            fence, holds = client.lock(name, lease_ms)
         except (dlock.DlockError, OSError) as e:
             # ERR BACKEND, a late !LOST, a broken connection: start over on
             # a new connection.
@@ -92,7 +95,7 @@ def main():
             st.call("W %d %d %d %d %d %d" % (wid, inc, it, fence, value, value + 1))
         t_end = time.monotonic()
         try:
-            left = client.unlock(LOCK_NAME)
+            left = client.unlock(name)
             outcome = "ok" if left == 0 else "holds_left_%d" % left
         except dlock.LockLost as e:
             outcome = "lost:" + e.reason
