@@ -129,7 +129,6 @@ static void unlock_ok(h_conn_t *c, const char *name) {
 /* Runs redis-cli -p port args... without a shell (a script has spaces);
  * the output without its trailing newlines, in a static buffer. */
 static const char *rcli(int port, const char *const args[]) {
-    static char out[8192];
     char p[16];
     const char *argv[32] = {"redis-cli", "-p", p};
     size_t n = 3;
@@ -139,32 +138,7 @@ static const char *rcli(int port, const char *const args[]) {
         argv[n++] = args[i];
     }
     argv[n] = NULL;
-    int fds[2];
-    ck_assert_int_eq(pipe(fds), 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        int nul = open("/dev/null", O_RDONLY);
-        if (nul >= 0) dup2(nul, 0);
-        dup2(fds[1], 1);
-        dup2(fds[1], 2);
-        close(fds[0]);
-        execvp(argv[0], (char *const *)(uintptr_t)argv);
-        _exit(127);
-    }
-    close(fds[1]);
-    size_t len = 0;
-    for (;;) {
-        ssize_t r = read(fds[0], out + len, sizeof(out) - 1 - len);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        len += (size_t)r;
-    }
-    close(fds[0]);
-    waitpid(pid, NULL, 0);
-    while (len > 0 && out[len - 1] == '\n') len--;
-    out[len] = '\0';
-    return out;
+    return h_run(argv);
 }
 
 /* ---- spread, fences, wake-ups, the watchdog, WHO, unfit names --------------- */

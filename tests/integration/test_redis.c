@@ -101,7 +101,6 @@ static const char *log_tail(int d) {
 /* Runs redis-cli -s <sock> args... without a shell; returns all its output
  * (stdout and stderr) without the trailing newline, in a static buffer. */
 static const char *cli(const char *const args[]) {
-    static char out[8192];
     const char *argv[32] = {"redis-cli", "-s", h_redis_sock()};
     size_t n = 3;
     for (size_t i = 0; args[i] != NULL; i++) {
@@ -109,32 +108,7 @@ static const char *cli(const char *const args[]) {
         argv[n++] = args[i];
     }
     argv[n] = NULL;
-    int p[2];
-    ck_assert_int_eq(pipe(p), 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        int nul = open("/dev/null", 0);
-        if (nul >= 0) dup2(nul, 0);
-        dup2(p[1], 1);
-        dup2(p[1], 2);
-        close(p[0]);
-        execvp(argv[0], (char *const *)(uintptr_t)argv);
-        _exit(127);
-    }
-    close(p[1]);
-    size_t len = 0;
-    for (;;) {
-        ssize_t r = read(p[0], out + len, sizeof(out) - 1 - len);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        len += (size_t)r;
-    }
-    close(p[0]);
-    waitpid(pid, NULL, 0);
-    while (len > 0 && out[len - 1] == '\n') len--;
-    out[len] = '\0';
-    return out;
+    return h_run(argv);
 }
 
 /* Redisson's lock script on key for field (lease 30000), as redis-cli shows

@@ -311,6 +311,36 @@ void h_redis_signal(int sig) {
     kill(procs[redis_index].pid, sig);
 }
 
+const char *h_run(const char *const argv[]) {
+    static char out[8192];
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int nul = open("/dev/null", O_RDONLY);
+        if (nul >= 0) dup2(nul, 0);
+        dup2(fds[1], 1);
+        dup2(fds[1], 2);
+        close(fds[0]);
+        execvp(argv[0], (char *const *)(uintptr_t)argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    size_t len = 0;
+    for (;;) {
+        ssize_t r = read(fds[0], out + len, sizeof(out) - 1 - len);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        len += (size_t)r;
+    }
+    close(fds[0]);
+    waitpid(pid, NULL, 0);
+    while (len > 0 && out[len - 1] == '\n') len--;
+    out[len] = '\0';
+    return out;
+}
+
 long long h_redis_calls(const char *command) {
     char cmd[512], want[64], line[1024];
     long long calls = 0;

@@ -42,6 +42,10 @@ const char *h_redis_sock(void);
 /* Runs one redis command (words separated by spaces) with redis-cli and
  * returns its first output line (static buffer). */
 const char *h_redis_cli(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Runs argv (argv[0] found on PATH) without a shell, stdin from /dev/null,
+ * and returns its stdout and stderr together without trailing newlines
+ * (static buffer, 8 kB). */
+const char *h_run(const char *const argv[]);
 /* The calls= of command's INFO commandstats line ("evalsha"), 0 if it
  * never ran. */
 long long h_redis_calls(const char *command);
