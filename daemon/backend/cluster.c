@@ -939,9 +939,8 @@ static void on_watch_lost(void *data, void *watch_data) {
 
 static void cl_submit(backend_t *b, backend_op_t *op) {
     cluster_t *cl = CL(b);
+    /* route and tries start clear (backend_submit). */
     op->deadline = timers_now(cl->timers) + cl->command_timeout_ms;
-    op->tries = 0;
-    op->route = 0;
     /* An unfit name fails from the retry turn, never from inside this call. */
     if (!name_fits(cl, op->name, op->len)) op->deadline = 0;
     cname_t *cn = cl->closed ? NULL : cname_get(cl, op->name, op->len);
