@@ -222,6 +222,7 @@ static void send_lock_reply(session_t *s, const lock_reply_t *r) {
         [LOCK_ERR_BACKEND] = PROTO_ERR_BACKEND,
         [LOCK_ERR_LIMIT] = PROTO_ERR_LIMIT,
         [LOCK_ERR_DENIED] = PROTO_ERR_DENIED,
+        [LOCK_ERR_ARGS] = PROTO_ERR_ARGS,
     };
     char line[PROTO_REPLY_MAX];
     int n;

@@ -45,3 +45,7 @@ void backend_nodes(const backend_t *b, backend_node_cb cb, void *data) {
 void backend_reconfigure(backend_t *b, const conf_t *conf) {
     b->type->reconfigure(b, conf);
 }
+
+uint32_t backend_drift(const backend_t *b, uint32_t lease_ms) {
+    return b->type->drift ? b->type->drift(b, lease_ms) : 0;
+}

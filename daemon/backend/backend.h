@@ -3,8 +3,8 @@
  *
  * Redis appears nowhere above this interface. The lock manager fills in
  * backend_op_t records (acquire, release, renew, ...) and submits them; a
- * topology (standalone.c, sentinel.c, cluster.c; a quorum later, each in
- * its own file) routes them to Redis nodes, batches them per target
+ * topology (standalone.c, sentinel.c, cluster.c, quorum.c, each in its
+ * own file) routes them to Redis nodes, batches them per target
  * connection and calls each op's callback with its result.
  *
  * Callback rules (libuv's):
@@ -40,6 +40,8 @@ typedef enum {
     BACKEND_STATUS,       /* ttl_ms and the owner's holds */
     BACKEND_FORCE,        /* delete whoever holds it: removed */
     BACKEND_WHO,          /* who holds it: ttl_ms (-2 free), and *who */
+    BACKEND_FENCE,        /* a quorum's own: raise the fence counter to raise_to
+                             while owner holds the lock: holds 1, else 0 */
     BACKEND_OP_COUNT
 } backend_op_kind_t;
 
@@ -105,6 +107,7 @@ struct backend_op_s {
     backend_op_cb cb;
     void *data;                 /* the caller's */
     backend_who_t *who;         /* WHO: where the answer goes */
+    uint64_t raise_to;          /* FENCE */
     /* out */
     backend_result_t res;
     /* the backend's while submitted */
@@ -163,6 +166,9 @@ typedef struct backend_type_s {
     void (*reconfigure)(backend_t *b, const conf_t *conf);
     /* Calls cb once per node it uses now (the metrics). */
     void (*nodes)(const backend_t *b, backend_node_cb cb, void *data);
+    /* Optional: how much of a lease of lease_ms the topology holds back
+     * for clock drift between its servers (a quorum's); none if NULL. */
+    uint32_t (*drift)(const backend_t *b, uint32_t lease_ms);
     void (*close)(backend_t *b);
 } backend_type_t;
 
@@ -173,6 +179,7 @@ struct backend_s {
     backend_state_cb on_state;  /* set with backend_on_state() */
     void *state_data;
     struct tls_ctx_s *tls;      /* shared by its connections; NULL: plain */
+    uint32_t lease_max_ms;      /* the longest lease a request may ask for; 0: any */
 };
 
 /* What backend_open() hands a topology's open function. */
@@ -189,6 +196,7 @@ typedef struct backend_env_s {
 backend_t *standalone_open(const backend_env_t *env, char *err, size_t errlen);
 backend_t *sentinel_open(const backend_env_t *env, char *err, size_t errlen);
 backend_t *cluster_open(const backend_env_t *env, char *err, size_t errlen);
+backend_t *quorum_open(const backend_env_t *env, char *err, size_t errlen);
 
 /* Opens the topology the configuration names. NULL with err on failure
  * (e.g. a TLS file that cannot be read). */
@@ -207,6 +215,9 @@ void backend_describe(const backend_t *b, const char *name, size_t len, char *bu
                       size_t cap);
 void backend_nodes(const backend_t *b, backend_node_cb cb, void *data);
 void backend_reconfigure(backend_t *b, const conf_t *conf);
+/* A lock of lease_ms holds for lease_ms minus this after Redis confirmed
+ * it (as of when the op was sent): the topology's clock drift allowance. */
+uint32_t backend_drift(const backend_t *b, uint32_t lease_ms);
 /* For topologies: tell the lock manager that availability changed. */
 void backend_notify_state(backend_t *b);
 

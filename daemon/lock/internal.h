@@ -184,6 +184,9 @@ void hold_drop(hold_t *h);
 void hold_lost(hold_t *h, lock_loss_t why);
 /* How long Redis may keep the hold after its last confirmation. */
 uint32_t hold_redis_lease(const hold_t *h);
+/* How long a lease of lease_ms vouches for a hold after Redis confirmed
+ * it: the lease less the backend's clock drift allowance (a quorum's). */
+uint32_t hold_valid(const lockmgr_t *m, uint32_t lease_ms);
 void lockmgr_shutdown_step(lockmgr_t *m);
 
 /* watchdog.c */

@@ -149,11 +149,17 @@ uint32_t hold_redis_lease(const hold_t *h) {
     return h->lease_ms ? h->lease_ms : h->lock->mgr->conf->lease_ms;
 }
 
+uint32_t hold_valid(const lockmgr_t *m, uint32_t lease_ms) {
+    uint32_t drift = backend_drift(m->backend, lease_ms);
+    return lease_ms > drift ? lease_ms - drift : 0;
+}
+
 /* Remaining lease of the local holder, or -1. */
 static long long local_ttl(const lock_t *l) {
     const hold_t *h = hold_first(l);
     if (h == NULL) return -1;
-    uint64_t end = h->confirmed_at + hold_redis_lease(h), now = timers_now(l->mgr->timers);
+    uint64_t end = h->confirmed_at + hold_valid(l->mgr, hold_redis_lease(h)),
+             now = timers_now(l->mgr->timers);
     return end > now ? (long long)(end - now) : 0;
 }
 
@@ -792,6 +798,15 @@ static void dispatch(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
         answer_error(m, o, LOCK_ERR_BACKEND, "shutting down");
         return;
     }
+    uint32_t max = m->backend->lease_max_ms;
+    if (max && req->lease_ms > max &&
+        (req->kind == LOCK_REQ_LOCK || req->kind == LOCK_REQ_TRYLOCK ||
+         req->kind == LOCK_REQ_RENEW)) {
+        snprintf(m->why, sizeof(m->why),
+                 "lease_ms above %u, the longest lease in quorum mode (rejoin_delay_ms)", max);
+        answer_error(m, o, LOCK_ERR_ARGS, m->why);
+        return;
+    }
     switch (req->kind) {
     case LOCK_REQ_LOCK:
     case LOCK_REQ_TRYLOCK: {
@@ -909,10 +924,14 @@ static void count_node(void *data, const backend_node_info_t *node) {
         out->nodes_up++;
         return;
     }
+    /* A node that is connected but does not serve (a quorum's node
+     * rejoining) says why after a '/'. */
+    int why = strcmp(node->role, "primary") != 0;
     size_t k = strcmp(out->nodes_down, "-") == 0 ? 0 : strlen(out->nodes_down);
-    size_t need = (k ? 1 : 0) + strlen(node->name) + 1;
+    size_t need = (k ? 1 : 0) + strlen(node->name) + (why ? 1 + strlen(node->role) : 0) + 1;
     if (k + need > sizeof(out->nodes_down)) return; /* cut: the counts still tell */
-    snprintf(out->nodes_down + k, sizeof(out->nodes_down) - k, "%s%s", k ? "," : "", node->name);
+    snprintf(out->nodes_down + k, sizeof(out->nodes_down) - k, "%s%s%s%s", k ? "," : "",
+             node->name, why ? "/" : "", why ? node->role : "");
 }
 
 void lockmgr_stats(const lockmgr_t *m, lockmgr_stats_t *out) {

@@ -57,7 +57,8 @@ typedef enum {
     LOCK_ERR_NOTHELD = 0,
     LOCK_ERR_BACKEND,
     LOCK_ERR_LIMIT,
-    LOCK_ERR_DENIED
+    LOCK_ERR_DENIED,
+    LOCK_ERR_ARGS         /* a lease longer than the backend grants */
 } lock_err_t;
 
 typedef struct lock_reply_s {

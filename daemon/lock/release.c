@@ -67,13 +67,23 @@ void release_forget(lockmgr_t *m, const char *name, size_t len, uint64_t owner) 
     }
 }
 
+/* The owner's acquire of the name is in flight: a release sent now would
+ * run after it (ops of one name keep their order) and delete the grant it
+ * may make. It waits: that acquire's grant forgets it (release_forget),
+ * and its failure sends a release of its own. */
+static int behind_acquire(lockmgr_t *m, const release_t *r) {
+    lock_t *l = lock_find(m, r->name, r->len);
+    return l != NULL && l->attempt != NULL && l->attempt->owner_id == r->op.owner;
+}
+
 void release_resend(lockmgr_t *m) {
     struct release_list_s q = STAILQ_HEAD_INITIALIZER(q);
     release_t *r;
     STAILQ_CONCAT(&q, &m->retries);
     while ((r = STAILQ_FIRST(&q)) != NULL) {
         STAILQ_REMOVE_HEAD(&q, link);
-        release_send(r);
+        if (!m->stopping && behind_acquire(m, r)) STAILQ_INSERT_TAIL(&m->retries, r, link);
+        else release_send(r);
     }
 }
 

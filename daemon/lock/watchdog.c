@@ -44,7 +44,7 @@ static uint64_t renew_slack(const lockmgr_t *m) {
 /* Given up as lost (reason backend) a margin before Redis could drop it. */
 static uint64_t loss_deadline(const hold_t *h) {
     uint32_t lease = h->redis_lease_ms;
-    return h->confirmed_at + lease - lease / LOCKMGR_LOSS_MARGIN_DIV;
+    return h->confirmed_at + hold_valid(h->lock->mgr, lease) - lease / LOCKMGR_LOSS_MARGIN_DIV;
 }
 
 /* ---- the lists: m->dog by confirmed_at, m->stale by loss deadline --------- */
@@ -118,7 +118,8 @@ void watchdog_confirm(hold_t *h, uint64_t sent_at, uint32_t lease_ms) {
     }
     watchdog_remove(h);
     if (h->lease_ms) {
-        timers_start_at(m->timers, &h->expiry, h->confirmed_at + h->redis_lease_ms, on_expiry);
+        timers_start_at(m->timers, &h->expiry,
+                        h->confirmed_at + hold_valid(m, h->redis_lease_ms), on_expiry);
     } else {
         timers_stop(m->timers, &h->expiry);
         dog_insert(m, h);
@@ -190,8 +191,13 @@ static void on_renewed(backend_op_t *op) {
             b->mgr->stats.renewals++;
             if (!h->lease_ms) watchdog_confirm(h, b->sent_at, op->lease_ms);
         } else {
+            uint64_t owner = h->owner->id;
+            uint32_t lease = hold_redis_lease(h);
             hold_lost(h, op->res.renewal == BACKEND_FORCED ? LOCK_LOST_FORCED
                                                            : LOCK_LOST_EXPIRED);
+            /* Gone where it counts, it may linger elsewhere (a quorum's
+             * minority): delete our field everywhere, which wakes waiters. */
+            release_all(l->mgr, l->name, l->len, owner, lease);
             lock_kick(l);
         }
     }
@@ -291,11 +297,15 @@ static void on_loss(timers_entry_t *t) {
     hold_t *h;
     while ((h = loss_first(m)) != NULL && loss_deadline(h) <= now) {
         lock_t *l = h->lock;
+        uint64_t owner = h->owner->id;
+        uint32_t lease = hold_redis_lease(h);
         /* Renewals that failed (no answer, or not replicated in time), or
          * no backend: the backend's fault, not an expiry. */
         hold_lost(h, backend_available(m->backend, l->name, l->len) && !h->renew_failed
                          ? LOCK_LOST_EXPIRED
                          : LOCK_LOST_BACKEND);
+        /* What Redis still keeps of it goes as soon as Redis can be told. */
+        release_all(m, l->name, l->len, owner, lease);
         lock_kick(l);
         lock_maybe_free(l);
     }
@@ -309,9 +319,12 @@ static void on_loss(timers_entry_t *t) {
  * stays. A confirmation of an op sent later (which ran later) settles it
  * already. */
 void watchdog_limit(hold_t *h, uint32_t lease_ms, uint64_t sent_at) {
+    lockmgr_t *m = h->lock->mgr;
     if (h->confirmed_at > sent_at) return;
-    if (h->lease_ms ? sent_at + lease_ms >= h->confirmed_at + h->redis_lease_ms
-                    : sent_at + lease_ms - lease_ms / LOCKMGR_LOSS_MARGIN_DIV >= loss_deadline(h))
+    if (h->lease_ms ? sent_at + hold_valid(m, lease_ms) >=
+                          h->confirmed_at + hold_valid(m, h->redis_lease_ms)
+                    : sent_at + hold_valid(m, lease_ms) - lease_ms / LOCKMGR_LOSS_MARGIN_DIV >=
+                          loss_deadline(h))
         return;
     watchdog_set_confirmed(h, sent_at, lease_ms);
 }

@@ -71,6 +71,7 @@ struct fake_s {
     size_t ninject;
     char error[160];           /* the text of the op being answered */
     uint64_t confirm_seq;
+    uint32_t drift_ms;         /* what the topology takes off every lease */
     fake_stats_t stats;
     fake_rec_t *log;
     size_t log_len, log_cap;
@@ -506,6 +507,15 @@ static void fk_nodes(const backend_t *b, backend_node_cb cb, void *data) {
     cb(data, &info);
 }
 
+static uint32_t fk_drift(const backend_t *b, uint32_t lease_ms) {
+    (void)lease_ms;
+    return FB_CONST(b)->drift_ms;
+}
+
+void fake_set_drift(fake_t *fb, uint32_t drift_ms) {
+    fb->drift_ms = drift_ms;
+}
+
 static const backend_type_t fake_type = {
     .name = "fake",
     .submit = fk_submit,
@@ -515,6 +525,7 @@ static const backend_type_t fake_type = {
     .describe = fk_describe,
     .reconfigure = fk_reconfigure,
     .nodes = fk_nodes,
+    .drift = fk_drift,
     .close = fk_close,
 };
 

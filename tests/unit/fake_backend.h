@@ -68,6 +68,9 @@ backend_t *fake_backend(fake_t *fb);
  * freed. No callback fires afterwards. */
 void fake_close(fake_t *fb);
 
+/* A clock drift allowance, as a quorum has: taken off every lease. */
+void fake_set_drift(fake_t *fb, uint32_t drift_ms);
+
 /* ---- answering --------------------------------------------------------- */
 
 /* Answers every op queued when called, in order (ops their callbacks

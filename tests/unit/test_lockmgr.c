@@ -814,8 +814,10 @@ START_TEST(test_watchdog_gone_is_expired) {
     fake_run(fb);
     expect_event(a, "g", LOCK_LOST_EXPIRED);
     ck_assert_uint_eq(lockmgr_owner_held(a->o), 0);
-    /* The waiter goes at once. */
-    queued_is(0, BACKEND_ACQUIRE, "g", b);
+    /* Its release goes first (a quorum's minority may still hold its
+     * field), then the waiter's acquire, at once. */
+    queued_is(0, BACKEND_RELEASE, "g", a);
+    queued_is(1, BACKEND_ACQUIRE, "g", b);
     fake_run(fb);
     expect_granted(b, 1);
 }
@@ -854,6 +856,46 @@ START_TEST(test_lease_expires) {
     queued_is(1, BACKEND_ACQUIRE, "l", b);
     fake_run(fb);
     expect_granted(b, 1);
+}
+END_TEST
+
+/* A topology with a clock drift allowance (a quorum) vouches for a lease
+ * that much less: a lease ends, and a watchdog hold is given up, earlier. */
+START_TEST(test_drift_shortens_leases) {
+    client_t *a = client(), *b = client();
+    fake_set_drift(fb, 40);
+    ck_assert_int_eq(lock_req(a, "l", 2000), 0);
+    fake_run(fb);
+    expect_granted(a, 1);
+    timers_advance(tm, 2000 - 40 - 1);
+    no_event(a);
+    timers_advance(tm, 1);
+    expect_event(a, "l", LOCK_LOST_EXPIRED);
+    fake_settle(fb);
+    lock_ok(b, "d", 0);
+    uint64_t t0 = now();
+    fake_set_up(fb, 0);
+    timers_advance(tm, LEASE - 40 - MARGIN - 1);
+    no_event(b);
+    timers_advance(tm, 1);
+    expect_event(b, "d", LOCK_LOST_BACKEND);
+    ck_assert_uint_eq(b->events[0].at, t0 + LEASE - 40 - MARGIN);
+}
+END_TEST
+
+/* A topology with a longest lease (a quorum's rejoin delay) refuses longer
+ * ones with ERR ARGS, before anything reaches it. */
+START_TEST(test_lease_above_backend_max) {
+    client_t *a = client();
+    fake_backend(fb)->lease_max_ms = 5000;
+    ck_assert_int_eq(lock_req(a, "m", 5001), 1);
+    expect_error(a, LOCK_ERR_ARGS);
+    ck_assert_uint_eq(submitted(BACKEND_ACQUIRE), 0);
+    ck_assert_int_eq(lock_req(a, "m", 5000), 0);
+    fake_run(fb);
+    expect_granted(a, 1);
+    ck_assert_int_eq(request(a, LOCK_REQ_RENEW, "m", 0, 9000), 1);
+    expect_error(a, LOCK_ERR_ARGS);
 }
 END_TEST
 
@@ -1543,6 +1585,36 @@ START_TEST(test_release_given_up_after_lease) {
 END_TEST
 
 /* A grant to the same owner makes its queued release stale. */
+/* A release that got no answer (it ran, its reply was lost) waits for
+ * Redis; the owner locks again, and while that acquire is in flight the
+ * backend's state changes (a Cluster's other shard, a quorum's node): the
+ * old release must not go out behind the acquire, where it would delete
+ * the new grant. */
+START_TEST(test_release_not_resent_behind_own_acquire) {
+    client_t *a = client(), *b = client();
+    lock_ok(a, "k", 0);
+    fake_lose_next(fb, "no reply within command_timeout_ms");
+    ck_assert_int_eq(unlock_req(a, "k"), 1);
+    expect_value(a, 0);
+    fake_run(fb); /* the release ran, its answer was lost: queued again */
+    ck_assert_int_eq(lock_req(a, "k", 0), 0);
+    ck_assert_uint_eq(fake_queued(fb), 1);
+    queued_is(0, BACKEND_ACQUIRE, "k", a);
+    backend_notify_state(fake_backend(fb));
+    ck_assert_uint_eq(fake_queued(fb), 1); /* not behind the acquire */
+    fake_settle(fb);
+    expect_granted(a, 1);
+    ck_assert_int_eq(fake_holds(fb, a->id, "k"), 1);
+    /* Its grant made the old release stale: the next state change sends
+     * nothing, and b waits behind a. */
+    ck_assert_int_eq(lock_req(b, "k", 0), 0);
+    backend_notify_state(fake_backend(fb));
+    fake_settle(fb);
+    no_reply(b);
+    ck_assert_int_eq(fake_holds(fb, a->id, "k"), 1);
+}
+END_TEST
+
 START_TEST(test_release_forgotten_by_new_grant) {
     client_t *a = client();
     lock_ok(a, "s", 0);
@@ -2425,6 +2497,8 @@ static Suite *lockmgr_suite(void) {
 
     TC("leases");
     tcase_add_test(tc, test_lease_expires);
+    tcase_add_test(tc, test_drift_shortens_leases);
+    tcase_add_test(tc, test_lease_above_backend_max);
     tcase_add_test(tc, test_renew_request);
     tcase_add_test(tc, test_renew_gone);
     tcase_add_test(tc, test_renew_watchdog_keeps_mode);
@@ -2446,6 +2520,7 @@ static Suite *lockmgr_suite(void) {
     tcase_add_test(tc, test_release_retried_when_back);
     tcase_add_test(tc, test_release_given_up_after_lease);
     tcase_add_test(tc, test_release_forgotten_by_new_grant);
+    tcase_add_test(tc, test_release_not_resent_behind_own_acquire);
 
     TC("owners");
     tcase_add_test(tc, test_owner_drop_cancels_and_releases);
