@@ -46,6 +46,7 @@ void conf_defaults(conf_t *c) {
     c->tls_key = -1;
     c->replicas_ack = CONF_REPLICAS_AUTO;
     c->replicas_timeout_ms = 1000;
+    c->clock_drift_ms = CONF_DRIFT_AUTO;
 
     c->lease_ms = 30000;
     c->renew_every_ms = 0;
@@ -175,7 +176,7 @@ static const char *redact_url(const char *url, char *out, size_t cap) {
     return out;
 }
 
-int conf_parse_redis_url(conf_t *c, const char *url, char *err, size_t errlen) {
+int conf_parse_url(conf_url_t *u, const char *url, char *err, size_t errlen) {
     char shown[CONF_STR_MAX + 16];
     char host[CONF_STR_MAX] = "", user[CONF_STR_MAX] = "", pass[CONF_STR_MAX] = "";
     uint32_t port = 6379, db = 0;
@@ -262,20 +263,96 @@ int conf_parse_redis_url(conf_t *c, const char *url, char *err, size_t errlen) {
         return -1;
     }
 
-    c->redis_kind = kind;
-    c->url_tls = tls;
-    memcpy(c->redis_host, host, sizeof(host));
-    c->redis_port = (int)port;
-    c->redis_db = (int)db;
-    memcpy(c->url, url, strlen(url) + 1);
-    if (!c->username_set) memcpy(c->username, user, sizeof(user));
-    if (!c->password_set) memcpy(c->password, pass, sizeof(pass));
+    u->kind = kind;
+    u->tls = tls;
+    memcpy(u->host, host, sizeof(host));
+    u->port = (int)port;
+    u->db = (int)db;
+    memcpy(u->username, user, sizeof(user));
+    memcpy(u->password, pass, sizeof(pass));
     return 0;
 
 bad_url:
     seterr(err, errlen, "'%s': expected redis[s]://[user[:password]@]host[:port][/db]",
            redact_url(url, shown, sizeof(shown)));
     return -1;
+}
+
+int conf_parse_redis_url(conf_t *c, const char *url, char *err, size_t errlen) {
+    conf_url_t u;
+    if (conf_parse_url(&u, url, err, errlen) != 0) return -1;
+    c->redis_kind = u.kind;
+    c->url_tls = u.tls;
+    memcpy(c->redis_host, u.host, sizeof(u.host));
+    c->redis_port = u.port;
+    c->redis_db = u.db;
+    memcpy(c->url, url, strlen(url) + 1);
+    if (!c->username_set) memcpy(c->username, u.username, sizeof(u.username));
+    if (!c->password_set) memcpy(c->password, u.password, sizeof(u.password));
+    return 0;
+}
+
+/* quorum: URLs separated by spaces, CONF_QUORUM_MIN to CONF_QUORUM_MAX of
+ * them. Empty: none. */
+static int parse_quorum(conf_t *c, const char *v, char *err, size_t errlen) {
+    conf_url_t urls[CONF_QUORUM_MAX];
+    char one[CONF_STR_MAX], why[CONF_ERR_LEN];
+    size_t n = 0;
+    const char *p = v;
+    memset(urls, 0, sizeof(urls)); /* reload compares them whole */
+    for (;;) {
+        p += strspn(p, " \t");
+        if (*p == '\0') break;
+        size_t len = strcspn(p, " \t");
+        if (n == CONF_QUORUM_MAX) {
+            seterr(err, errlen, "quorum has more than %d nodes", CONF_QUORUM_MAX);
+            return -1;
+        }
+        if (len >= sizeof(one)) {
+            seterr(err, errlen, "quorum node %zu: url is longer than %d bytes", n + 1,
+                   CONF_STR_MAX - 1);
+            return -1;
+        }
+        memcpy(one, p, len);
+        one[len] = '\0';
+        if (conf_parse_url(&urls[n], one, why, sizeof(why)) != 0) {
+            seterr(err, errlen, "quorum node %zu: %s", n + 1, why);
+            return -1;
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (urls[i].kind == urls[n].kind && urls[i].port == urls[n].port &&
+                strcmp(urls[i].host, urls[n].host) == 0) {
+                seterr(err, errlen, "quorum nodes %zu and %zu are the same server: a quorum "
+                       "needs independent ones", i + 1, n + 1);
+                return -1;
+            }
+        }
+        n++;
+        p += len;
+    }
+    if (n > 0 && n < CONF_QUORUM_MIN) {
+        seterr(err, errlen, "quorum needs at least %d independent nodes (it has %zu): with "
+               "fewer, losing one loses the majority", CONF_QUORUM_MIN, n);
+        return -1;
+    }
+    memcpy(c->quorum, urls, n * sizeof(urls[0]));
+    c->quorum_count = n;
+    return 0;
+}
+
+uint32_t conf_clock_drift(const conf_t *c, uint32_t lease_ms) {
+    if (c->clock_drift_ms != CONF_DRIFT_AUTO) return c->clock_drift_ms;
+    return lease_ms / 100 + 2;
+}
+
+int conf_warning(const conf_t *c, char *out, size_t cap) {
+    if (c->quorum_count > 0 && c->quorum_count % 2 == 0) {
+        snprintf(out, cap, "quorum of %zu nodes is even: its majority is %zu, so it survives "
+                 "the loss of %zu, as %zu nodes would", c->quorum_count,
+                 c->quorum_count / 2 + 1, c->quorum_count / 2 - 1, c->quorum_count - 1);
+        return 1;
+    }
+    return 0;
 }
 
 /* "" (off), "host:port", "[ipv6]:port" or an absolute Unix socket path. */
@@ -432,9 +509,11 @@ static int one_topology(const conf_t *c, const char *key, char *err, size_t errl
     if (strcmp(key, "url") != 0 && c->url_set) other = "url";
     else if (strcmp(key, "sentinels") != 0 && c->sentinels_count > 0) other = "sentinels";
     else if (strcmp(key, "cluster") != 0 && c->cluster_count > 0) other = "cluster";
+    else if (strcmp(key, "quorum") != 0 && c->quorum_count > 0) other = "quorum";
     if (other == NULL) return 0;
     seterr(err, errlen, "%s and %s exclude each other: Redis is either one server (url), "
-           "a primary found by Sentinel (sentinels) or a Redis Cluster (cluster)", other, key);
+           "a primary found by Sentinel (sentinels), a Redis Cluster (cluster) or a "
+           "quorum of independent servers (quorum)", other, key);
     return -1;
 }
 
@@ -454,6 +533,21 @@ static int set_redis(conf_t *c, const char *key, const char *v, char *err,
         if (v[0] != '\0' && one_topology(c, key, err, errlen) != 0) return -1;
         return parse_addrs(c->cluster, &c->cluster_count, CONF_CLUSTER_SEEDS_MAX,
                            CONF_REDIS_PORT, "cluster", v, err, errlen);
+    }
+    if (strcmp(key, "quorum") == 0) {
+        if (strspn(v, " \t") != strlen(v) && one_topology(c, key, err, errlen) != 0) return -1;
+        return parse_quorum(c, v, err, errlen);
+    }
+    if (strcmp(key, "rejoin_delay_ms") == 0) {
+        c->rejoin_delay_set = 1;
+        return parse_u32(v, 10, 86400000, &c->rejoin_delay_ms, err, errlen);
+    }
+    if (strcmp(key, "clock_drift_ms") == 0) {
+        if (strcmp(v, "auto") == 0) {
+            c->clock_drift_ms = CONF_DRIFT_AUTO;
+            return 0;
+        }
+        return parse_u32(v, 0, 600000, &c->clock_drift_ms, err, errlen);
     }
     if (strcmp(key, "sharded_pubsub") == 0) {
         if (strcmp(v, "auto") == 0) c->sharded_pubsub = CONF_SHARDED_AUTO;
@@ -638,14 +732,40 @@ int conf_finish(conf_t *c, char *err, size_t errlen) {
         return -1;
     }
     c->tls = c->url_tls || c->tls_key == 1;
+    for (size_t i = 0; i < c->quorum_count; i++) {
+        if (!c->quorum[i].tls) continue;
+        if (c->tls_key == 0) {
+            seterr(err, errlen, "quorum node %zu is rediss://, which needs TLS, but tls = no",
+                   i + 1);
+            return -1;
+        }
+        c->tls = 1;
+    }
     if (c->tls && c->redis_kind == CONF_REDIS_UNIX && c->sentinels_count == 0 &&
-        c->cluster_count == 0) {
+        c->cluster_count == 0 && c->quorum_count == 0) {
         seterr(err, errlen, "tls applies to TCP connections, not to a unix:// url");
         return -1;
     }
     if ((c->tls_cert_file[0] != '\0') != (c->tls_key_file[0] != '\0')) {
         seterr(err, errlen, "tls_cert_file and tls_key_file go together");
         return -1;
+    }
+    if (c->quorum_count > 0) {
+        if (!c->rejoin_delay_set)
+            c->rejoin_delay_ms = c->lease_ms > CONF_REJOIN_DEFAULT_MS ? c->lease_ms
+                                                                   : CONF_REJOIN_DEFAULT_MS;
+        uint32_t drift = conf_clock_drift(c, c->lease_ms);
+        if (drift >= c->lease_ms / 2) {
+            seterr(err, errlen, "clock_drift_ms (%u) must be below half of lease_ms (%u): a "
+                   "quorum's lock holds for the lease less the drift", drift, c->lease_ms);
+            return -1;
+        }
+        if (c->lease_ms > c->rejoin_delay_ms) {
+            seterr(err, errlen, "lease_ms (%u) must not exceed rejoin_delay_ms (%u): a "
+                   "restarted quorum node must sit out longer than any lease",
+                   c->lease_ms, c->rejoin_delay_ms);
+            return -1;
+        }
     }
     if (c->renew_every_ms == 0) c->renew_every_ms = c->lease_ms / 3;
     if (c->renew_every_ms == 0) c->renew_every_ms = 1;

@@ -23,6 +23,10 @@
 #define CONF_SENTINEL_PORT   26379 /* a sentinel address without :port */
 #define CONF_CLUSTER_SEEDS_MAX 16  /* addresses in cluster */
 #define CONF_REDIS_PORT      6379  /* a cluster address without :port */
+#define CONF_QUORUM_MIN      3     /* nodes in quorum */
+#define CONF_QUORUM_MAX      9
+#define CONF_REJOIN_DEFAULT_MS 60000 /* rejoin_delay_ms unset (or lease_ms if longer) */
+#define CONF_DRIFT_AUTO      UINT32_MAX /* clock_drift_ms unset: lease/100 + 2 */
 #define CONF_REPLICAS_AUTO   (-1)  /* replicas_ack = auto */
 #define CONF_REPLICAS_MAX    64    /* replicas_ack = N */
 
@@ -48,6 +52,17 @@ typedef struct conf_addr_s {
     char host[CONF_STR_MAX];
     int port;
 } conf_addr_t;
+
+/* One Redis server as a URL names it. */
+typedef struct conf_url_s {
+    conf_redis_kind_t kind;
+    char host[CONF_STR_MAX];         /* TCP host, or Unix socket path */
+    int port;
+    int db;
+    int tls;                         /* rediss:// */
+    char username[CONF_STR_MAX];     /* from the URL, "" if it has none */
+    char password[CONF_STR_MAX];
+} conf_url_t;
 
 typedef struct conf_s {
     /* [server] */
@@ -90,6 +105,12 @@ typedef struct conf_s {
                                                     its seed nodes */
     size_t cluster_count;
     conf_sharded_t sharded_pubsub;   /* Cluster: SSUBSCRIBE/SPUBLISH or not */
+    conf_url_t quorum[CONF_QUORUM_MAX]; /* set: a Redlock quorum over these
+                                           independent primaries */
+    size_t quorum_count;
+    uint32_t rejoin_delay_ms;        /* a restarted quorum node sits out this long;
+                                        also the longest lease in quorum mode */
+    uint32_t clock_drift_ms;         /* CONF_DRIFT_AUTO: lease/100 + 2 */
     int replicas_ack;                /* CONF_REPLICAS_AUTO, 0 or N */
     uint32_t replicas_timeout_ms;    /* WAIT's timeout; unset, at most half of
                                         command_timeout_ms */
@@ -107,6 +128,7 @@ typedef struct conf_s {
     int url_tls;                     /* the url is rediss:// */
     int url_set;                     /* the url key was given */
     int replicas_timeout_set;        /* the replicas_timeout_ms key was given */
+    int rejoin_delay_set;            /* the rejoin_delay_ms key was given */
 } conf_t;
 
 /* Fills c with the built-in defaults. */
@@ -134,6 +156,9 @@ int conf_finish(conf_t *c, char *err, size_t errlen);
 /* sentinels and master_name go together. 0, or -1 with err. */
 int conf_check_sentinels(const conf_t *c, char *err, size_t errlen);
 
+/* Parses a redis URL into u. Returns 0 or -1 with err. */
+int conf_parse_url(conf_url_t *u, const char *url, char *err, size_t errlen);
+
 /* Parses a redis URL into c's redis_* fields. Returns 0 or -1 with err. */
 int conf_parse_redis_url(conf_t *c, const char *url, char *err, size_t errlen);
 
@@ -142,6 +167,14 @@ int conf_parse_redis_url(conf_t *c, const char *url, char *err, size_t errlen);
  * message. 0 otherwise. */
 struct stat;
 int conf_file_unsafe(const struct stat *st, char *err, size_t errlen, const char *path);
+
+/* The clock drift a quorum allows for on a lease (clock_drift_ms, or
+ * lease/100 + 2 when unset, as the Redis distlock page does). */
+uint32_t conf_clock_drift(const conf_t *c, uint32_t lease_ms);
+
+/* Advice about a valid configuration (an even quorum), one line in out;
+ * 0 when there is none. */
+int conf_warning(const conf_t *c, char *out, size_t cap);
 
 /* Returns 1 if uid may use administrative commands. */
 int conf_is_admin(const conf_t *c, uid_t uid);

@@ -110,6 +110,7 @@ static int conf_read(const daemon_t *d, conf_t *c, int *have_file, char *err, si
     if ((d->opt_socket && conf_set(c, "server", "socket", d->opt_socket, why, sizeof(why)) != 0) ||
         (d->opt_url && (conf_set(c, "redis", "sentinels", "", why, sizeof(why)) != 0 ||
                         conf_set(c, "redis", "cluster", "", why, sizeof(why)) != 0 ||
+                        conf_set(c, "redis", "quorum", "", why, sizeof(why)) != 0 ||
                         conf_set(c, "redis", "master_name", "", why, sizeof(why)) != 0 ||
                         conf_set(c, "redis", "url", d->opt_url, why, sizeof(why)) != 0))) {
         snprintf(err, errlen, "command line: %.400s", why);
@@ -151,6 +152,11 @@ static void redis_changes(const conf_t *c, const conf_t *n, char *out, size_t ca
         memcmp(c->cluster, n->cluster, sizeof(c->cluster)) != 0)
         add_name(out, cap, "cluster");
     if (c->sharded_pubsub != n->sharded_pubsub) add_name(out, cap, "sharded_pubsub");
+    if (c->quorum_count != n->quorum_count ||
+        memcmp(c->quorum, n->quorum, c->quorum_count * sizeof(c->quorum[0])) != 0)
+        add_name(out, cap, "quorum");
+    if (c->rejoin_delay_ms != n->rejoin_delay_ms) add_name(out, cap, "rejoin_delay_ms");
+    if (c->clock_drift_ms != n->clock_drift_ms) add_name(out, cap, "clock_drift_ms");
     if (strcmp(c->sentinel_username, n->sentinel_username) != 0)
         add_name(out, cap, "sentinel_username");
     if (strcmp(c->sentinel_password, n->sentinel_password) != 0)
@@ -203,6 +209,15 @@ static void on_reload(uv_signal_t *handle, int signum) {
      * RENEW and renewal; each lock it holds counts from the lease Redis has
      * for it, and those the watchdog keeps are renewed with the new lease
      * at once. Locks with a lease of their own keep it. */
+    if (c->quorum_count > 0 && n.lease_ms > c->rejoin_delay_ms) {
+        /* A restarted node must sit out longer than any lease: the running
+         * rejoin delay stays until a restart. */
+        log_warn("reload: lease_ms %u is above the running rejoin_delay_ms %u (a quorum's "
+                 "longest lease): lease_ms and renew_every_ms stay %u and %u until a restart",
+                 n.lease_ms, c->rejoin_delay_ms, c->lease_ms, c->renew_every_ms);
+        n.lease_ms = c->lease_ms;
+        n.renew_every_ms = c->renew_every_ms;
+    }
     if (c->lease_ms != n.lease_ms)
         log_info("reload: lease_ms %u -> %u, renew_every_ms %u -> %u: new locks get them, and "
                  "the watchdog renews the locks it keeps with the new lease now",
@@ -286,12 +301,16 @@ int main(int argc, char **argv) {
         fprintf(stderr, "dlockd: %s\n", err);
         return 1;
     }
+    char advice[CONF_ERR_LEN];
+    int warned = conf_warning(&d.conf, advice, sizeof(advice));
     if (test_only) {
+        if (warned) fprintf(stderr, "dlockd: warning: %s\n", advice);
         printf("dlockd: configuration %s is valid\n", have_file ? path : "(built-in defaults)");
         return 0;
     }
     log_set_level(verbose ? CONF_LOG_DEBUG : d.conf.log_level);
     if (!have_file) log_info("no %s: using built-in defaults", path);
+    if (warned) log_warn("%s", advice);
 
     signal(SIGPIPE, SIG_IGN);
     /* No use yet: they must not kill the daemon (their default). */

@@ -468,6 +468,100 @@ START_TEST(test_cluster_excludes_url_and_sentinels) {
 }
 END_TEST
 
+/* ---- quorum --------------------------------------------------------------------- */
+
+START_TEST(test_quorum_keys) {
+    conf_t c;
+    char err[CONF_ERR_LEN], advice[CONF_ERR_LEN];
+    const char *path;
+
+    ck_assert_msg(load_text(&c, "[redis]\nquorum = redis://a:7001 rediss://u:p%40w@b:7002/3 "
+                                "unix:///run/r.sock?db=2\npassword = top\n", &path, err) == 0,
+                  "%s", err);
+    ck_assert_msg(conf_finish(&c, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_uint_eq(c.quorum_count, 3);
+    ck_assert_str_eq(c.quorum[0].host, "a");
+    ck_assert_int_eq(c.quorum[0].port, 7001);
+    ck_assert_str_eq(c.quorum[0].password, ""); /* the password key applies (quorum.c) */
+    ck_assert_int_eq(c.quorum[1].tls, 1);
+    ck_assert_str_eq(c.quorum[1].username, "u");
+    ck_assert_str_eq(c.quorum[1].password, "p@w");
+    ck_assert_int_eq(c.quorum[1].db, 3);
+    ck_assert_int_eq(c.quorum[2].kind, CONF_REDIS_UNIX);
+    ck_assert_int_eq(c.quorum[2].db, 2);
+    ck_assert_int_eq(c.tls, 1); /* a rediss:// node turns TLS on */
+    /* Defaults: the rejoin delay is the longest lease; drift per lease. */
+    ck_assert_uint_eq(c.rejoin_delay_ms, CONF_REJOIN_DEFAULT_MS);
+    ck_assert_uint_eq(conf_clock_drift(&c, 30000), 302);
+    ck_assert_int_eq(conf_warning(&c, advice, sizeof(advice)), 0);
+    set_ok(&c, "redis", "clock_drift_ms", "50");
+    ck_assert_uint_eq(conf_clock_drift(&c, 30000), 50);
+    set_ok(&c, "redis", "clock_drift_ms", "auto");
+    ck_assert_uint_eq(conf_clock_drift(&c, 1000), 12);
+    /* lease_ms longer than the default delay: the delay follows it. */
+    ck_assert_msg(load_text(&c, "[redis]\nquorum = redis://a redis://b redis://c\n"
+                                "[lock]\nlease_ms = 90000\n", &path, err) == 0, "%s", err);
+    ck_assert_msg(conf_finish(&c, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_uint_eq(c.rejoin_delay_ms, 90000);
+    /* ... but a delay set below it is refused. */
+    ck_assert_msg(load_text(&c, "[redis]\nquorum = redis://a redis://b redis://c\n"
+                                "rejoin_delay_ms = 1000\n[lock]\nlease_ms = 2000\n",
+                            &path, err) == 0, "%s", err);
+    ck_assert_int_ne(conf_finish(&c, err, sizeof(err)), 0);
+    ck_assert_msg(strstr(err, "rejoin_delay_ms") != NULL, "%s", err);
+    /* A drift that would eat half the lease is refused. */
+    ck_assert_msg(load_text(&c, "[redis]\nquorum = redis://a redis://b redis://c\n"
+                                "clock_drift_ms = 1000\n[lock]\nlease_ms = 2000\n",
+                            &path, err) == 0, "%s", err);
+    ck_assert_int_ne(conf_finish(&c, err, sizeof(err)), 0);
+    ck_assert_msg(strstr(err, "clock_drift_ms") != NULL, "%s", err);
+    /* An even quorum is valid, with advice. */
+    ck_assert_msg(load_text(&c, "[redis]\nquorum = redis://a redis://b redis://c redis://d\n",
+                            &path, err) == 0, "%s", err);
+    ck_assert_msg(conf_finish(&c, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(conf_warning(&c, advice, sizeof(advice)), 1);
+    ck_assert_msg(strstr(advice, "even") != NULL, "%s", advice);
+    /* Empty (as -r sets it): no topology. */
+    ck_assert_msg(load_text(&c, "[redis]\nquorum =\nurl = redis://h:7\n", &path, err) == 0,
+                  "%s", err);
+    ck_assert_uint_eq(c.quorum_count, 0);
+}
+END_TEST
+
+START_TEST(test_quorum_refused) {
+    static const struct {
+        const char *text;
+        const char *what;
+    } cases[] = {
+        {"[redis]\nquorum = redis://a redis://b\n", "at least 3"},
+        {"[redis]\nquorum = redis://a redis://b redis://a\n", "same server"},
+        {"[redis]\nquorum = redis://a redis://b http://c\n", "quorum node 3"},
+        {"[redis]\nurl = redis://h:1\nquorum = redis://a redis://b redis://c\n",
+         "exclude each other"},
+        {"[redis]\nquorum = redis://a redis://b redis://c\ncluster = a:1\n",
+         "exclude each other"},
+        {"[redis]\nquorum = redis://a redis://b redis://c redis://d redis://e redis://f "
+         "redis://g redis://h redis://i redis://j\n", "more than 9"},
+        {"[redis]\nclock_drift_ms = -1\n", "not a number"},
+        {"[redis]\nrejoin_delay_ms = 5\n", "out of range"},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+        conf_t c;
+        char err[CONF_ERR_LEN];
+        const char *path;
+        ck_assert_msg(load_text(&c, cases[i].text, &path, err) != 0, "case %zu loaded", i);
+        ck_assert_msg(strstr(err, cases[i].what) != NULL, "case %zu: %s", i, err);
+    }
+    conf_t c;
+    char err[CONF_ERR_LEN];
+    const char *path;
+    ck_assert_msg(load_text(&c, "[redis]\ntls = no\nquorum = rediss://a redis://b redis://c\n",
+                            &path, err) == 0, "%s", err);
+    ck_assert_int_ne(conf_finish(&c, err, sizeof(err)), 0);
+    ck_assert_msg(strstr(err, "tls = no") != NULL, "%s", err);
+}
+END_TEST
+
 START_TEST(test_metrics_addresses) {
     conf_t c;
     char err[CONF_ERR_LEN];
@@ -1645,6 +1739,8 @@ static Suite *conf_suite(void) {
     tcase_add_test(tc, test_line_numbers_after_long_line);
     tcase_add_test(tc, test_cluster_keys);
     tcase_add_test(tc, test_cluster_excludes_url_and_sentinels);
+    tcase_add_test(tc, test_quorum_keys);
+    tcase_add_test(tc, test_quorum_refused);
     suite_add_tcase(s, tc);
 
     return s;
