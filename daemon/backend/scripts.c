@@ -9,13 +9,17 @@
 
 /* ---- the scripts -------------------------------------------------------- */
 
-/* K1 lock hash, K2 fence counter; A1 lease ms, A2 owner. {0, fence} new
- * grant, {1, holds} reentered, {2, pttl} taken. A grant's fence is the
- * greater of the counter plus one and Redis TIME in microseconds, and the
- * counter is set to it: fences keep rising when Redis loses the counter
- * (a restart without persistence) or a promoted replica missed its last
- * writes, as long as that server's clock is not behind by more than the
- * outage lasted. Microseconds stay below 2^53, exact in Lua's doubles.
+/* K1 lock hash, K2 fence counter; A1 lease ms, A2 owner, Q 'q' for a
+ * quorum's rule. {0, fence} new grant, {1, holds} reentered, {2, pttl}
+ * taken. A grant's fence is the greater of the counter plus one and Redis
+ * TIME in microseconds, and the counter is set to it: fences keep rising
+ * when Redis loses the counter (a restart without persistence) or a
+ * promoted replica missed its last writes, as long as that server's clock
+ * is not behind by more than the outage lasted. Microseconds stay below
+ * 2^53, exact in Lua's doubles. A quorum's nodes count TIME in whole
+ * seconds (times a million): nodes whose counters agree then mostly
+ * return the same fence, and the grant needs no round to raise counters
+ * (quorum.c); fences still rise with up to a million grants a second.
  * The free case comes first, with the fewest calls: it is the common one. */
 #define LUA_ACQUIRE \
     "if redis.call('exists', K1) == 0 then\n" \
@@ -23,7 +27,8 @@
     "  redis.call('pexpire', K1, A1)\n" \
     "  local f = tonumber(redis.call('get', K2) or '0') + 1\n" \
     "  local t = redis.call('time')\n" \
-    "  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n" \
+    "  local now = tonumber(t[1]) * 1000000\n" \
+    "  if Q ~= 'q' then now = now + tonumber(t[2]) end\n" \
     "  if now > f then f = now end\n" \
     "  redis.call('set', K2, string.format('%d', f))\n" \
     "  return {0, f}\n" \
@@ -35,7 +40,7 @@
     "end\n" \
     "return {2, redis.call('pttl', K1)}\n"
 static const char script_acquire[] =
-    "local K1, K2, A1, A2 = KEYS[1], KEYS[2], ARGV[1], ARGV[2]\n" LUA_ACQUIRE;
+    "local K1, K2, A1, A2, Q = KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]\n" LUA_ACQUIRE;
 
 /* K1 lock hash, K2 channel; A1 owner, A2 '1' to release all holds (delete
  * and publish '0', as Redisson's unlock does) or '0' to drop one hold
@@ -70,6 +75,16 @@ static const char script_release[] =
     "if redis.pcall('get', K2) == A2 then return 2 end\n" \
     "return 0\n"
 
+/* K1 lock hash, K2 fence counter; A1 a fence, A2 owner. A quorum's grant
+ * raises the counter to its fence where it was lower, only while the
+ * owner still holds the lock there: 1, or 0 when it does not. */
+#define LUA_RAISE \
+    "if redis.call('hexists', K1, A2) == 0 then return 0 end\n" \
+    "if tonumber(redis.call('get', K2) or '0') < tonumber(A1) then\n" \
+    "  redis.call('set', K2, A1)\n" \
+    "end\n" \
+    "return 1\n"
+
 /* KEYS[1] lock hash; ARGV[1] owner. {pttl, this owner's holds}. */
 static const char script_status[] =
     "local t = redis.call('pttl', KEYS[1])\n"
@@ -92,10 +107,12 @@ static const char script_force[] =
 /* Many operations in one call: the bodies above as functions (K1, K2, A1,
  * A2 are their parameters), run in the order asked for. Two keys per
  * operation (the lock, and its token, channel or forced marker), then
- * three arguments per operation: 'a' lease owner, 'r' all owner, or 'n'
- * lease owner; the last argument is the publish command. One line per
- * operation comes back: "0:<fence>", "1:<holds>", "2:<pttl>", a release's
- * "<holds left>" or "0:<subscribers>", a renewal's digit, or "E<error>"
+ * three arguments per operation: 'a' lease owner (an acquire; 'q' with a
+ * quorum's fence rule), 'r' all owner, 'n' lease owner (a renewal) or 'f'
+ * fence owner (a quorum's raise); the last argument is the publish
+ * command. One line per operation comes back: "0:<fence>", "1:<holds>",
+ * "2:<pttl>", a release's "<holds left>" or "0:<subscribers>", a renewal's
+ * or raise's digit, or "E<error>"
  * when that operation failed (the others still run).
  *
  * Two layouts share the body. SCRIPT_OPS passes the keys in KEYS, so they
@@ -106,19 +123,22 @@ static const char script_force[] =
  * touch keys of any slot this node serves. An operation whose key the
  * node does not serve (its slot moved) fails alone, before it writes. */
 #define LUA_OPS_BODY \
-    "local acquire = function(K1, K2, A1, A2)\n" LUA_ACQUIRE "end\n" \
+    "local acquire = function(K1, K2, A1, A2, Q)\n" LUA_ACQUIRE "end\n" \
     "local release = function(K1, K2, A1, A2)\n" LUA_RELEASE "end\n" \
     "local renew = function(K1, K2, A1, A2)\n" LUA_RENEW "end\n" \
+    "local raise = function(K1, K2, A1, A2)\n" LUA_RAISE "end\n" \
     "local out = {}\n" \
     "for i = 1, n do\n" \
     "  local ok, r\n" \
     "  local k1, k2 = K[ko + 2 * i - 1], K[ko + 2 * i]\n" \
     "  local a = ao + 3 * i\n" \
     "  local k = ARGV[a - 2]\n" \
-    "  if k == 'a' then\n" \
-    "    ok, r = pcall(acquire, k1, k2, ARGV[a - 1], ARGV[a])\n" \
+    "  if k == 'a' or k == 'q' then\n" \
+    "    ok, r = pcall(acquire, k1, k2, ARGV[a - 1], ARGV[a], k)\n" \
     "  elseif k == 'n' then\n" \
     "    ok, r = pcall(renew, k1, k2, ARGV[a - 1], ARGV[a])\n" \
+    "  elseif k == 'f' then\n" \
+    "    ok, r = pcall(raise, k1, k2, ARGV[a - 1], ARGV[a])\n" \
     "  else\n" \
     "    ok, r = pcall(release, k1, k2, ARGV[a], ARGV[a - 1])\n" \
     "  end\n" \
@@ -203,12 +223,17 @@ int scripts_loaded(script_id_t id, unsigned flags) {
 
 int scripts_batchable(const backend_op_t *op) {
     return op->kind == BACKEND_ACQUIRE || op->kind == BACKEND_RELEASE ||
-           op->kind == BACKEND_DROP || op->kind == BACKEND_RENEW;
+           op->kind == BACKEND_DROP || op->kind == BACKEND_RENEW || op->kind == BACKEND_FENCE;
 }
 
 script_id_t scripts_choose(backend_op_t *const *ops, size_t n, unsigned flags) {
     int any = (flags & SCRIPTS_F_ANY_SLOT) != 0;
     if (n == 1 && any && scripts_batchable(ops[0])) return SCRIPT_OPS_ANY;
+    /* A quorum's acquires carry its fence rule, which only the batch
+     * script takes; a raise has no script of its own. */
+    if (n == 1 && (ops[0]->kind == BACKEND_FENCE ||
+                   (ops[0]->kind == BACKEND_ACQUIRE && (flags & SCRIPTS_F_QUORUM))))
+        return SCRIPT_OPS;
     if (n > 1) {
         for (size_t i = 0; i < n; i++)
             if (ops[i]->kind != BACKEND_RENEW || ops[i]->lease_ms != ops[0]->lease_ms)
@@ -301,7 +326,8 @@ static size_t put_keys(char *p, const backend_op_t *op, script_id_t id, const ch
         k += put_companion(p + k, KIND(KEYS_CHANNEL), key, klen, braces);
         return k + put_companion(p + k, KIND(KEYS_FORCED), key, klen, braces);
     }
-    if (op->kind == BACKEND_ACQUIRE) return k + put_companion(p + k, KIND(KEYS_TOKEN), key, klen, braces);
+    if (op->kind == BACKEND_ACQUIRE || op->kind == BACKEND_FENCE)
+        return k + put_companion(p + k, KIND(KEYS_TOKEN), key, klen, braces);
     if (op->kind == BACKEND_RENEW) return k + put_companion(p + k, KIND(KEYS_FORCED), key, klen, braces);
     return k + put_companion(p + k, KIND(KEYS_CHANNEL), key, klen, braces);
 }
@@ -310,20 +336,27 @@ static size_t put_keys(char *p, const backend_op_t *op, script_id_t id, const ch
  * takes kind, number, owner ('a' lease, 'n' lease, or 'r' all); the
  * acquire script lease, owner; the release script owner, all; status the
  * owner; force how long its marker stays. */
-static size_t put_args(char *p, const backend_op_t *op, script_id_t id, const char *uuid) {
+static size_t put_args(char *p, const backend_op_t *op, script_id_t id, const char *uuid,
+                       unsigned flags) {
     char num[24], field[KEYS_FIELD_MAX];
     size_t nlen, flen = keys_owner_field(field, uuid, op->owner), k = 0;
     int release = op->kind == BACKEND_RELEASE || op->kind == BACKEND_DROP;
     if (release) {
         num[0] = op->kind == BACKEND_RELEASE ? '1' : '0';
         nlen = 1;
+    } else if (op->kind == BACKEND_FENCE) {
+        nlen = keys_u64(num, op->raise_to);
     } else {
         nlen = keys_u64(num, op->lease_ms);
     }
     switch (id) {
     case SCRIPT_OPS:
     case SCRIPT_OPS_ANY:
-        k += put_bulk(p, op->kind == BACKEND_ACQUIRE ? "a" : op->kind == BACKEND_RENEW ? "n" : "r",
+        k += put_bulk(p,
+                      op->kind == BACKEND_ACQUIRE ? (flags & SCRIPTS_F_QUORUM ? "q" : "a")
+                      : op->kind == BACKEND_RENEW ? "n"
+                      : op->kind == BACKEND_FENCE ? "f"
+                                                  : "r",
                       1);
         k += put_bulk(p + k, num, nlen);
         return k + put_bulk(p + k, field, flen);
@@ -388,7 +421,7 @@ int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *co
     }
     for (size_t i = 0; i < n; i++) {
         if ((p = buf_reserve(out, OP_ROOM)) == NULL) goto nomem;
-        buf_commit(out, put_args(p, ops[i], id, uuid));
+        buf_commit(out, put_args(p, ops[i], id, uuid, flags));
     }
     if (id == SCRIPT_OPS || id == SCRIPT_OPS_ANY || id == SCRIPT_RELEASE ||
         id == SCRIPT_FORCE) {
@@ -477,6 +510,7 @@ static int decode_ops(backend_op_t *const *ops, size_t n, redisReply *r, char *e
                 }
                 break;
             case BACKEND_RENEW: set_renewal(res, a); break;
+            case BACKEND_FENCE: res->holds = a; break;
             default: /* release, drop */
                 res->holds = a;
                 if (pair) res->others_waiting = (int)(v > 1000000 ? 1000000 : v);

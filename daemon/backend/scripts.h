@@ -47,6 +47,8 @@ extern const char *const scripts_text[SCRIPT_COUNT];
 #define SCRIPTS_F_SHARDED     0x2u  /* releases SPUBLISH: sharded pub/sub */
 #define SCRIPTS_F_NO_REGISTRY 0x4u  /* WHO reads the lock only: the registry
                                        is in another slot */
+#define SCRIPTS_F_QUORUM      0x8u  /* a quorum's node: acquires use its fence
+                                       rule (TIME in whole seconds) */
 /* The error of a renewal in a batch whose key the node does not serve. */
 #define SCRIPTS_NOT_HERE "key not served by this node"
 
