@@ -44,7 +44,8 @@ backend_t *backend_open(uv_loop_t *loop, timers_t *timers, const conf_t *conf, c
         .client_name = name,
         .tls = tls,
     };
-    backend_t *b = conf->cluster_count > 0     ? cluster_open(&env, err, errlen)
+    backend_t *b = conf->quorum_count > 0      ? quorum_open(&env, err, errlen)
+                   : conf->cluster_count > 0   ? cluster_open(&env, err, errlen)
                    : conf->sentinels_count > 0 ? sentinel_open(&env, err, errlen)
                                                : standalone_open(&env, err, errlen);
     if (b == NULL) {

@@ -1,0 +1,1092 @@
+/* The quorum topology: Redlock over N independent Redis primaries, with fences that keep rising.
+ * SPDX-License-Identifier: MIT
+ *
+ * Every op goes to all N nodes (node.c, one each, batched per node as
+ * everywhere), and its answer is what a majority M = N/2 + 1 says:
+ * - acquire: granted when M nodes granted, and the lease left after the
+ *   time it took and the clock drift allowance is still positive. The
+ *   fence is the greatest of the granting nodes' fences, F; nodes that
+ *   returned less get F written to their counter (BACKEND_FENCE), only
+ *   while this owner still holds the lock there, and the grant stands
+ *   once M nodes hold both the lock and a counter >= F. Any later grant
+ *   needs M nodes too, so it meets one of those, after this holder let go
+ *   there: its fence is greater than F, with no clock assumption, as long
+ *   as the nodes keep their data. Nodes whose counters agree (the steady
+ *   state) need no such round. Otherwise the attempt is undone everywhere
+ *   it may have run, and the waiter waits for a wake-up or the holders'
+ *   leases on a majority;
+ * - renew: renewed when M nodes renewed; gone or forced when M can no
+ *   longer renew whatever the silent nodes would say; else not known
+ *   (BACKEND_DOWN), which the watchdog counts against the lease;
+ * - release and drop: answered once M nodes did it; a node that did not
+ *   answer gets it again when it is back, until any lease has run out;
+ * - status, force and who: all nodes are asked; a majority must answer.
+ * Only nodes that count vote: connected, with INFO read since, and not
+ * rejoining. A node that (re)started less than rejoin_delay_ms ago (its
+ * run_id changed, or its uptime is shorter) may have lost its locks, so it
+ * sits out until it has been up that long: Redlock's delayed restart, done
+ * here so that operators need not. It still gets every op meanwhile, so
+ * that it holds what the others hold when it counts again. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/backend/backend.h"
+#include "daemon/backend/node.h"
+#include "daemon/backend/scripts.h"
+#include "daemon/log.h"
+#include "daemon/util/hmap.h"
+#include "daemon/util/util.h"
+
+/* A grant that found no majority with the lock free and not taken
+ * either (a split between contenders, or nodes silent) tries again after
+ * a random delay up to this, so that contenders do not meet again. */
+#define QUORUM_SPLIT_RETRY_MS 20
+/* An acquire that others hold on some nodes waits this long at most for
+ * nodes that have not answered, then counts them out: a paused node must
+ * not hold up every attempt (it is waited for, up to command_timeout_ms,
+ * only when its answer alone decides, no one else holding anything). */
+#define QUORUM_STRAGGLER_MS 50
+/* Releases parked for one node while it is away, at most: beyond, the
+ * oldest go (their leases end them). */
+#define QUORUM_PARKED_MAX 10000
+/* Room for a node's label: host:port. */
+#define QUORUM_LABEL_MAX (CONF_STR_MAX + 16)
+
+typedef struct quorum_s quorum_t;
+typedef struct qop_s qop_t;
+typedef struct qretry_s qretry_t;
+
+/* One member node. */
+typedef struct qnode_s {
+    quorum_t *q;
+    node_t *nd;
+    unsigned idx;
+    char label[QUORUM_LABEL_MAX];
+    int checked;              /* INFO read since the connection came up */
+    uint64_t counts_at;       /* with checked: it counts from then on */
+    char run_id[48];          /* as last read; "" before */
+    int same_as;              /* 1 + the index of a node with the same run_id:
+                                 one server under two addresses never counts
+                                 twice; 0 when none */
+    timers_entry_t rejoin;    /* counts_at comes */
+    STAILQ_HEAD(, qretry_s) retries; /* releases waiting for it to be back,
+                                        oldest first */
+    size_t parked;
+} qnode_t;
+
+/* Phases of a child op. */
+enum { PH_MAIN = 0, PH_RAISE, PH_BACK };
+
+/* One node's share of an op. */
+typedef struct qchild_s {
+    backend_op_t op;
+    qop_t *qo;                /* NULL: a parked release's resend (rt) */
+    qretry_t *rt;
+    unsigned char idx;
+    unsigned char phase;
+    unsigned char done;       /* its answer came */
+    unsigned char counts;     /* its node counted when it was sent */
+} qchild_t;
+
+/* A release that did not reach a node: sent again when the node is back,
+ * until every lease it could concern has run out. */
+struct qretry_s {
+    STAILQ_ENTRY(qretry_s) link;
+    qchild_t c;
+    uint64_t give_up_at;
+    size_t len;
+    char name[];
+};
+
+/* One op of the lock manager, spread over the nodes. It lives until every
+ * child has answered, which may be after the op itself was. */
+struct qop_s {
+    quorum_t *q;
+    LIST_ENTRY(qop_s) link;
+    backend_op_t *parent;     /* NULL once answered */
+    uint64_t started;         /* before the first send */
+    unsigned left;            /* children (every phase) not answered */
+    unsigned raising;         /* raise children not answered */
+    int granted;              /* answered GRANTED, with fence */
+    int failed;               /* answered otherwise after grants: undo late grants */
+    int reentry;              /* an acquire that found holds of its owner */
+    uint64_t fence;           /* F, during and after the raise round */
+    timers_entry_t straggle;  /* QUORUM_STRAGGLER_MS after an acquire's send */
+    unsigned char undone[CONF_QUORUM_MAX];
+    unsigned char raise_sent[CONF_QUORUM_MAX];
+    unsigned char raised[CONF_QUORUM_MAX]; /* 1 raised, 2 no longer held there,
+                                              3 no answer */
+    char err[BACKEND_ERR_LEN];
+    backend_who_t *who;       /* WHO: one per node, after the children */
+    size_t len;
+    char *name;
+    qchild_t ch[];            /* one per node */
+};
+
+LIST_HEAD(qop_list_s, qop_s);
+
+typedef struct qsub_s {
+    struct qwatch_s *w;
+    int seen;                 /* confirmed at least once */
+} qsub_t;
+
+typedef struct qwatch_s {
+    hmap_node_t node;
+    unsigned majority;
+    backend_watch_cb cb;
+    void *data;
+    unsigned in_force;        /* nodes that confirmed it */
+    int announced;            /* told the lock manager it is in force */
+    qsub_t sub[CONF_QUORUM_MAX];
+    size_t len;
+    char name[];
+} qwatch_t;
+
+struct quorum_s {
+    backend_t base;
+    timers_t *timers;
+    unsigned n, majority;
+    uint32_t rejoin_delay_ms;
+    uint32_t drift_ms;        /* CONF_DRIFT_AUTO: lease/100 + 2 */
+    int closed;
+    unsigned seed;            /* rand_r's, for split retries */
+    struct qop_list_s live;   /* ops with children out */
+    STAILQ_HEAD(, backend_op_s) orphans; /* submitted while closing, or with
+                                            no memory: they fail */
+    timers_entry_t orphan_timer;
+    hmap_t watches;
+    qnode_t nodes[CONF_QUORUM_MAX];
+};
+
+#define QB(b) container_of((b), quorum_t, base)
+#define QB_CONST(b) ((const quorum_t *)(const void *)(b))
+
+/* ---- which nodes count -------------------------------------------------------- */
+
+static int counts(const qnode_t *qn) {
+    return qn->nd != NULL && qn->checked && !qn->same_as && node_up(qn->nd) &&
+           timers_now(qn->q->timers) >= qn->counts_at;
+}
+
+static unsigned counting(const quorum_t *q) {
+    unsigned k = 0;
+    for (unsigned i = 0; i < q->n; i++) k += counts(&q->nodes[i]) != 0;
+    return k;
+}
+
+static void on_rejoin(timers_entry_t *t) {
+    qnode_t *qn = container_of(t, qnode_t, rejoin);
+    if (!counts(qn)) return;
+    log_info("quorum: %s now counts toward a majority", qn->label);
+    backend_notify_state(&qn->q->base);
+}
+
+/* "run_id:<hex>" and "uptime_in_seconds:<n>" of INFO server. */
+static int info_field(const char *info, const char *key, char *out, size_t cap) {
+    size_t klen = strlen(key);
+    for (const char *p = info; p != NULL && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        if (strncmp(p, key, klen) != 0 || p[klen] != ':') continue;
+        p += klen + 1;
+        size_t n = strcspn(p, "\r\n");
+        if (n >= cap) n = cap - 1;
+        memcpy(out, p, n);
+        out[n] = '\0';
+        return 0;
+    }
+    return -1;
+}
+
+/* The connection's INFO server: has the node restarted lately? */
+static void on_info(void *data, redisReply *r, const char *error) {
+    qnode_t *qn = data;
+    quorum_t *q = qn->q;
+    char run_id[sizeof(qn->run_id)], up[24];
+    if (q->closed || !node_up(qn->nd)) return;
+    uint64_t now = timers_now(q->timers), uptime_ms;
+    if (error != NULL || r == NULL || r->type != REDIS_REPLY_STRING ||
+        info_field(r->str, "run_id", run_id, sizeof(run_id)) != 0 ||
+        info_field(r->str, "uptime_in_seconds", up, sizeof(up)) != 0) {
+        /* Nothing tells whether it lost its data: it sits out a whole delay. */
+        log_warn("quorum: %s: cannot read INFO server (%s): it counts toward a majority in "
+                 "%u ms (rejoin_delay_ms)", qn->label, error ? error : "unexpected reply",
+                 q->rejoin_delay_ms);
+        qn->counts_at = now + q->rejoin_delay_ms;
+        run_id[0] = '\0';
+    } else {
+        /* Whole seconds of wall clock, start and now each rounded down: it
+         * started less than (uptime + 1) s ago, and maybe just after
+         * (uptime - 1) s ago. Count from the latest. */
+        uptime_ms = strtoull(up, NULL, 10) * 1000;
+        uptime_ms = uptime_ms >= 1000 ? uptime_ms - 1000 : 0;
+        uint64_t started = now > uptime_ms ? now - uptime_ms : 0;
+        qn->counts_at = started + q->rejoin_delay_ms;
+        if (qn->counts_at > now) {
+            int restarted = qn->run_id[0] != '\0' && strcmp(qn->run_id, run_id) != 0;
+            log_warn("quorum: %s %s %llu s ago: it may have lost locks, so it counts toward a "
+                     "majority only in %llu ms (rejoin_delay_ms)", qn->label,
+                     restarted ? "restarted (new run_id)" : "started",
+                     (unsigned long long)(uptime_ms / 1000),
+                     (unsigned long long)(qn->counts_at - now));
+        }
+    }
+    if (run_id[0] != '\0') snprintf(qn->run_id, sizeof(qn->run_id), "%s", run_id);
+    qn->same_as = 0;
+    for (unsigned i = 0; i < q->n && run_id[0] != '\0'; i++) {
+        const qnode_t *o = &q->nodes[i];
+        if (o == qn || o->same_as || strcmp(o->run_id, qn->run_id) != 0) continue;
+        if (!qn->same_as)
+            log_error("quorum: %s is the same Redis server as %s (run_id %s): it does not count "
+                      "as a node of its own; name independent servers in quorum", qn->label,
+                      o->label, run_id);
+        qn->same_as = (int)i + 1;
+        break;
+    }
+    qn->checked = 1;
+    if (qn->counts_at > now) timers_start_at(q->timers, &qn->rejoin, qn->counts_at, on_rejoin);
+    backend_notify_state(&q->base);
+}
+
+static void retry_resend(qnode_t *qn);
+
+static void on_node_state(void *data) {
+    qnode_t *qn = data;
+    quorum_t *q = qn->q;
+    if (q->closed) return;
+    qn->checked = 0;
+    timers_stop(q->timers, &qn->rejoin);
+    if (node_up(qn->nd)) {
+        static const char *argv[] = {"INFO", "server"};
+        static const size_t argvlen[] = {4, 6};
+        if (node_command(qn->nd, 2, argv, argvlen, on_info, qn) != 0)
+            log_warn("quorum: %s: cannot ask INFO", qn->label);
+        retry_resend(qn);
+    }
+    backend_notify_state(&q->base);
+}
+
+/* ---- children -------------------------------------------------------------------- */
+
+static void child_send(qnode_t *qn, qchild_t *c) {
+    c->counts = counts(qn) != 0;
+    node_submit(qn->nd, &c->op);
+}
+
+static void child_init(qchild_t *c, qop_t *qo, unsigned idx, unsigned phase,
+                       backend_op_kind_t kind) {
+    backend_op_t *p = &c->op;
+    memset(c, 0, sizeof(*c));
+    c->qo = qo;
+    c->idx = (unsigned char)idx;
+    c->phase = (unsigned char)phase;
+    p->kind = kind;
+    p->name = qo->name;
+    p->len = qo->len;
+    p->owner = qo->ch[0].op.owner;
+    p->lease_ms = qo->ch[0].op.lease_ms;
+}
+
+/* An extra child (a raise, an undo, a release again) on node idx. */
+static void extra_send(qop_t *qo, unsigned idx, unsigned phase, backend_op_kind_t kind) {
+    quorum_t *q = qo->q;
+    if (q->closed) return;
+    qchild_t *c = malloc(sizeof(*c));
+    if (c == NULL) return; /* the lease ends it; a raise not sent counts as not done */
+    child_init(c, qo, idx, phase, kind);
+    c->op.raise_to = qo->fence;
+    qo->left++;
+    if (phase == PH_RAISE) qo->raising++;
+    child_send(&q->nodes[idx], c);
+}
+
+/* Queues rt for when qn is back, dropping what is past its time or beyond
+ * QUORUM_PARKED_MAX first. */
+static void park(qnode_t *qn, qretry_t *rt) {
+    uint64_t now = timers_now(qn->q->timers);
+    qretry_t *old;
+    while ((old = STAILQ_FIRST(&qn->retries)) != NULL &&
+           (old->give_up_at <= now || qn->parked >= QUORUM_PARKED_MAX)) {
+        STAILQ_REMOVE_HEAD(&qn->retries, link);
+        qn->parked--;
+        free(old);
+    }
+    STAILQ_INSERT_TAIL(&qn->retries, rt, link);
+    qn->parked++;
+}
+
+/* Parks a release that got no answer from its node until the node is back. */
+static void retry_park(qnode_t *qn, const backend_op_t *op) {
+    quorum_t *q = qn->q;
+    if (q->closed) return;
+    qretry_t *rt = malloc(sizeof(*rt) + op->len + 1);
+    if (rt == NULL) return;
+    memset(&rt->c, 0, sizeof(rt->c));
+    rt->c.rt = rt;
+    rt->c.idx = (unsigned char)qn->idx;
+    rt->c.phase = PH_BACK;
+    rt->c.op.kind = op->kind;
+    rt->c.op.owner = op->owner;
+    memcpy(rt->name, op->name, op->len);
+    rt->name[op->len] = '\0';
+    rt->len = op->len;
+    rt->c.op.name = rt->name;
+    rt->c.op.len = rt->len;
+    rt->give_up_at = timers_now(q->timers) + q->rejoin_delay_ms;
+    park(qn, rt);
+}
+
+static void retry_resend(qnode_t *qn) {
+    STAILQ_HEAD(, qretry_s) again = STAILQ_HEAD_INITIALIZER(again);
+    qretry_t *rt;
+    STAILQ_CONCAT(&again, &qn->retries);
+    qn->parked = 0;
+    while ((rt = STAILQ_FIRST(&again)) != NULL) {
+        STAILQ_REMOVE_HEAD(&again, link);
+        node_submit(qn->nd, &rt->c.op);
+    }
+}
+
+/* A new grant to owner makes its parked releases of name stale. */
+static void retry_forget(quorum_t *q, const char *name, size_t len, uint64_t owner) {
+    for (unsigned i = 0; i < q->n; i++) {
+        qnode_t *qn = &q->nodes[i];
+        qretry_t *rt = STAILQ_FIRST(&qn->retries), *next;
+        for (; rt != NULL; rt = next) {
+            next = STAILQ_NEXT(rt, link);
+            if (rt->c.op.owner == owner && rt->len == len && memcmp(rt->name, name, len) == 0) {
+                STAILQ_REMOVE(&qn->retries, rt, qretry_s, link);
+                qn->parked--;
+                free(rt);
+            }
+        }
+    }
+}
+
+/* ---- answering -------------------------------------------------------------------- */
+
+static void answer(qop_t *qo, backend_status_t status) {
+    backend_op_t *p = qo->parent;
+    qo->parent = NULL;
+    timers_stop(qo->q->timers, &qo->straggle);
+    p->res.status = status;
+    p->res.error = status == BACKEND_OK ? NULL : qo->err;
+    p->cb(p);
+}
+
+/* "no quorum (k of N up)", and the first silent node's why. */
+static void say_no_quorum(qop_t *qo) {
+    quorum_t *q = qo->q;
+    size_t k = (size_t)snprintf(qo->err, sizeof(qo->err), "no quorum (%u of %u up)",
+                                counting(q), q->n);
+    for (unsigned i = 0; i < q->n && k < sizeof(qo->err); i++) {
+        const qchild_t *c = &qo->ch[i];
+        if (!c->done || c->op.res.status == BACKEND_OK) continue;
+        snprintf(qo->err + k, sizeof(qo->err) - k, ": %s: %s", q->nodes[i].label,
+                 c->op.res.error ? c->op.res.error : "no answer");
+        break;
+    }
+}
+
+typedef struct tally_s {
+    unsigned yes;      /* counting nodes that did it (granted, renewed, released) */
+    unsigned no;       /* counting nodes that refused (taken, gone) */
+    unsigned silent;   /* counting nodes that failed (down, an error) */
+    unsigned pending;  /* counting nodes not answered */
+    unsigned answered; /* counting nodes answered ok */
+} tally_t;
+
+static int child_yes(const qchild_t *c) {
+    const backend_result_t *r = &c->op.res;
+    switch (c->op.kind) {
+    case BACKEND_ACQUIRE: return r->outcome == BACKEND_GRANTED || r->outcome == BACKEND_REENTERED;
+    case BACKEND_RENEW: return r->renewal == BACKEND_RENEWED;
+    default: return 1;
+    }
+}
+
+static tally_t tally(const qop_t *qo) {
+    tally_t t = {0};
+    for (unsigned i = 0; i < qo->q->n; i++) {
+        const qchild_t *c = &qo->ch[i];
+        if (!c->counts) continue;
+        if (!c->done) t.pending++;
+        else if (c->op.res.status != BACKEND_OK) t.silent++;
+        else {
+            t.answered++;
+            if (child_yes(c)) t.yes++;
+            else t.no++;
+        }
+    }
+    return t;
+}
+
+/* Undo an acquire on node i, where it ran or may have: a release, or for a
+ * hold that was there before (a reentry), one hold less. */
+static void undo(qop_t *qo, unsigned i) {
+    const qchild_t *c = &qo->ch[i];
+    if (qo->undone[i]) return;
+    if (c->done && c->op.res.status == BACKEND_OK && c->op.res.outcome == BACKEND_TAKEN) return;
+    if (c->done && c->op.res.status == BACKEND_FAILED) return;
+    int reentered = c->done && c->op.res.status == BACKEND_OK &&
+                    c->op.res.outcome == BACKEND_REENTERED;
+    /* Where the answer is not known, a reentry may have added a hold to
+     * one that was there before: leave it (the owner's release ends it). */
+    if (!reentered && qo->reentry && !(c->done && c->op.res.status == BACKEND_OK)) return;
+    qo->undone[i] = 1;
+    extra_send(qo, i, PH_BACK, reentered ? BACKEND_DROP : BACKEND_RELEASE);
+}
+
+/* The time until a majority could be free, from the holders' TTLs. */
+static long long free_in(const qop_t *qo) {
+    quorum_t *q = qo->q;
+    long long ttls[CONF_QUORUM_MAX];
+    unsigned n = 0, free_now = 0;
+    for (unsigned i = 0; i < q->n; i++) {
+        const qchild_t *c = &qo->ch[i];
+        if (!c->counts || !c->done || c->op.res.status != BACKEND_OK) continue;
+        if (c->op.res.outcome == BACKEND_TAKEN) ttls[n++] = c->op.res.ttl_ms;
+        else free_now++;
+    }
+    if (free_now + n < q->majority || n == 0 || free_now >= q->majority) return -3;
+    /* sort: few */
+    for (unsigned i = 1; i < n; i++)
+        for (unsigned j = i; j > 0; j--) {
+            long long a = ttls[j - 1] < 0 ? LLONG_MAX : ttls[j - 1];
+            long long b = ttls[j] < 0 ? LLONG_MAX : ttls[j];
+            if (a <= b) break;
+            long long t = ttls[j];
+            ttls[j] = ttls[j - 1];
+            ttls[j - 1] = t;
+        }
+    return ttls[q->majority - free_now - 1];
+}
+
+static void acquire_fail(qop_t *qo) {
+    quorum_t *q = qo->q;
+    tally_t t = tally(qo);
+    backend_op_t *p = qo->parent;
+    qo->failed = 1;
+    for (unsigned i = 0; i < q->n; i++) undo(qo, i);
+    memset(&p->res, 0, sizeof(p->res));
+    if (t.no == 0) {
+        /* Nobody else holds it: too few nodes answered in time. */
+        say_no_quorum(qo);
+        answer(qo, BACKEND_DOWN);
+        return;
+    }
+    long long ttl = free_in(qo);
+    if (ttl == -3) /* a split, or silent nodes: soon, at a random moment */
+        ttl = 1 + (long long)(rand_r(&q->seed) % QUORUM_SPLIT_RETRY_MS);
+    p->res.outcome = BACKEND_TAKEN;
+    p->res.ttl_ms = ttl;
+    answer(qo, BACKEND_OK);
+}
+
+/* The grant, once a majority holds the lock and a counter >= F, and the
+ * lease still has time left. */
+static void acquire_grant(qop_t *qo) {
+    quorum_t *q = qo->q;
+    backend_op_t *p = qo->parent;
+    uint64_t elapsed = timers_now(q->timers) - qo->started;
+    uint32_t lease = p->lease_ms, drift = backend_drift(&q->base, lease);
+    if (elapsed + drift >= lease) {
+        /* Nothing would be left of it: undone, and said as it is. */
+        snprintf(qo->err, sizeof(qo->err), "quorum: the grant took %llu ms of its %u ms lease "
+                 "(clock_drift_ms %u): undone", (unsigned long long)elapsed, lease, drift);
+        log_warn("%s (%.*s)", qo->err, (int)qo->len, qo->name);
+        qo->failed = 1;
+        for (unsigned i = 0; i < q->n; i++) undo(qo, i);
+        memset(&p->res, 0, sizeof(p->res));
+        answer(qo, BACKEND_FAILED);
+        return;
+    }
+    qo->granted = 1;
+    retry_forget(q, qo->name, qo->len, p->owner);
+    memset(&p->res, 0, sizeof(p->res));
+    p->res.outcome = BACKEND_GRANTED;
+    p->res.fence = qo->fence;
+    answer(qo, BACKEND_OK);
+}
+
+/* The raise round, or its end: how many counting nodes hold the lock with
+ * a counter >= F, and how many still may. */
+static void fence_check(qop_t *qo) {
+    quorum_t *q = qo->q;
+    unsigned sure = 0, maybe = 0;
+    for (unsigned i = 0; i < q->n; i++) {
+        const qchild_t *c = &qo->ch[i];
+        if (!c->counts || !c->done || c->op.res.status != BACKEND_OK ||
+            c->op.res.outcome != BACKEND_GRANTED)
+            continue;
+        if (c->op.res.fence >= qo->fence || qo->raised[i] == 1) sure++;
+        else if (qo->raise_sent[i] && qo->raised[i] == 0) maybe++;
+    }
+    if (sure >= q->majority) acquire_grant(qo);
+    else if (sure + maybe + tally(qo).pending < q->majority ||
+             (qo->raising == 0 && tally(qo).pending == 0))
+        acquire_fail(qo);
+}
+
+/* Raises every granting node below F; phase PH_RAISE when the grant waits
+ * for them, PH_BACK when enough agree already (so that the counters agree
+ * next time). */
+static void raise_below(qop_t *qo, unsigned phase) {
+    for (unsigned i = 0; i < qo->q->n; i++) {
+        const qchild_t *c = &qo->ch[i];
+        if (qo->raise_sent[i] || !c->done || c->op.res.status != BACKEND_OK ||
+            c->op.res.outcome != BACKEND_GRANTED || c->op.res.fence >= qo->fence)
+            continue;
+        qo->raise_sent[i] = 1;
+        extra_send(qo, i, phase, BACKEND_FENCE);
+    }
+}
+
+static void acquire_decide(qop_t *qo) {
+    quorum_t *q = qo->q;
+    tally_t t = tally(qo);
+    if (qo->fence != 0) { /* the raise round is on: late grants join it */
+        raise_below(qo, PH_RAISE);
+        fence_check(qo);
+        return;
+    }
+    if (t.yes >= q->majority) {
+        long long holds = 0;
+        uint64_t f = 0;
+        for (unsigned i = 0; i < q->n; i++) {
+            const qchild_t *c = &qo->ch[i];
+            if (!c->done || c->op.res.status != BACKEND_OK) continue;
+            if (c->op.res.outcome == BACKEND_REENTERED) {
+                qo->reentry = 1;
+                if (c->op.res.holds > holds) holds = c->op.res.holds;
+            } else if (c->counts && c->op.res.outcome == BACKEND_GRANTED &&
+                       c->op.res.fence > f) {
+                f = c->op.res.fence;
+            }
+        }
+        if (qo->reentry) {
+            /* The owner held it already (a reentry, or a hold its release
+             * has not cleared): the lock manager knows which. */
+            backend_op_t *p = qo->parent;
+            memset(&p->res, 0, sizeof(p->res));
+            p->res.outcome = BACKEND_REENTERED;
+            p->res.holds = holds;
+            answer(qo, BACKEND_OK);
+            return;
+        }
+        qo->fence = f;
+        unsigned agree = 0;
+        for (unsigned i = 0; i < q->n; i++) {
+            const qchild_t *c = &qo->ch[i];
+            if (c->counts && c->done && c->op.res.status == BACKEND_OK &&
+                c->op.res.outcome == BACKEND_GRANTED && c->op.res.fence >= f)
+                agree++;
+        }
+        raise_below(qo, agree >= q->majority ? PH_BACK : PH_RAISE);
+        fence_check(qo);
+        return;
+    }
+    if (t.yes + t.pending < q->majority) acquire_fail(qo);
+}
+
+/* An acquire's child answered after the op was. */
+static void acquire_late(qop_t *qo, unsigned i) {
+    const qchild_t *c = &qo->ch[i];
+    if (c->op.res.status == BACKEND_FAILED) return;
+    if (qo->failed) {
+        undo(qo, i);
+        return;
+    }
+    if (qo->granted) raise_below(qo, PH_BACK);
+}
+
+static void renew_decide(qop_t *qo) {
+    quorum_t *q = qo->q;
+    tally_t t = tally(qo);
+    backend_op_t *p = qo->parent;
+    if (t.yes >= q->majority) {
+        memset(&p->res, 0, sizeof(p->res));
+        p->res.renewal = BACKEND_RENEWED;
+        answer(qo, BACKEND_OK);
+        return;
+    }
+    if (t.yes + t.pending >= q->majority) return;
+    memset(&p->res, 0, sizeof(p->res));
+    if (t.yes + t.silent >= q->majority) {
+        /* The silent ones might have renewed it: not known. */
+        say_no_quorum(qo);
+        answer(qo, BACKEND_DOWN);
+        return;
+    }
+    int forced = 0;
+    for (unsigned i = 0; i < q->n; i++) {
+        const qchild_t *c = &qo->ch[i];
+        if (c->done && c->op.res.status == BACKEND_OK && c->op.res.renewal == BACKEND_FORCED)
+            forced = 1;
+    }
+    p->res.renewal = forced ? BACKEND_FORCED : BACKEND_GONE;
+    answer(qo, BACKEND_OK);
+}
+
+static void release_decide(qop_t *qo) {
+    quorum_t *q = qo->q;
+    tally_t t = tally(qo);
+    backend_op_t *p = qo->parent;
+    if (t.answered < q->majority && t.pending > 0 && t.answered + t.pending >= q->majority)
+        return;
+    memset(&p->res, 0, sizeof(p->res));
+    if (t.answered < q->majority) {
+        say_no_quorum(qo);
+        answer(qo, BACKEND_DOWN); /* the lock manager sends it again */
+        return;
+    }
+    long long holds = -1;
+    for (unsigned i = 0; i < q->n; i++) {
+        const qchild_t *c = &qo->ch[i];
+        /* A node that already failed it gets it when it is back; those
+         * still out park it when they fail (on_child). */
+        if (c->done && c->op.res.status == BACKEND_DOWN) retry_park(&q->nodes[i], &c->op);
+        if (!c->done || c->op.res.status != BACKEND_OK) continue;
+        if (c->op.res.holds > holds) holds = c->op.res.holds;
+        if (c->op.res.others_waiting) p->res.others_waiting = 1;
+    }
+    p->res.holds = holds;
+    answer(qo, BACKEND_OK);
+}
+
+/* STATUS, FORCE and WHO wait for every node. */
+static void ask_all_decide(qop_t *qo) {
+    quorum_t *q = qo->q;
+    tally_t t = tally(qo);
+    backend_op_t *p = qo->parent;
+    for (unsigned i = 0; i < q->n; i++)
+        if (!qo->ch[i].done) return;
+    memset(&p->res, 0, sizeof(p->res));
+    if (t.answered < q->majority) {
+        say_no_quorum(qo);
+        answer(qo, BACKEND_DOWN);
+        return;
+    }
+    long long v[CONF_QUORUM_MAX], h[CONF_QUORUM_MAX];
+    unsigned n = 0, best = 0, best_votes = 0;
+    for (unsigned i = 0; i < q->n; i++) {
+        const qchild_t *c = &qo->ch[i];
+        if (!c->counts || c->op.res.status != BACKEND_OK) continue;
+        switch (p->kind) {
+        case BACKEND_FORCE:
+            if (c->op.res.removed) p->res.removed = 1;
+            break;
+        case BACKEND_STATUS:
+            v[n] = c->op.res.ttl_ms == -1 ? LLONG_MAX : c->op.res.ttl_ms;
+            h[n] = c->op.res.holds;
+            n++;
+            break;
+        default: { /* WHO: the holder most nodes name */
+            unsigned votes = 0;
+            if (qo->who[i].owner[0] == '\0') break;
+            for (unsigned j = 0; j < q->n; j++)
+                if (qo->ch[j].counts && qo->ch[j].op.res.status == BACKEND_OK &&
+                    strcmp(qo->who[j].owner, qo->who[i].owner) == 0)
+                    votes++;
+            if (votes > best_votes) {
+                best_votes = votes;
+                best = i;
+            }
+        }
+        }
+    }
+    if (p->kind == BACKEND_STATUS) {
+        /* What a majority has at least: sorted down, the majority-th. */
+        for (unsigned i = 1; i < n; i++)
+            for (unsigned j = i; j > 0 && v[j - 1] < v[j]; j--) {
+                long long x = v[j]; v[j] = v[j - 1]; v[j - 1] = x;
+            }
+        for (unsigned i = 1; i < n; i++)
+            for (unsigned j = i; j > 0 && h[j - 1] < h[j]; j--) {
+                long long x = h[j]; h[j] = h[j - 1]; h[j - 1] = x;
+            }
+        p->res.ttl_ms = v[q->majority - 1] == LLONG_MAX ? -1 : v[q->majority - 1];
+        p->res.holds = h[q->majority - 1];
+    } else if (p->kind == BACKEND_WHO) {
+        if (best_votes == 0) {
+            p->res.ttl_ms = -2;
+            p->who->owner[0] = p->who->daemon[0] = '\0';
+        } else {
+            p->res.ttl_ms = qo->ch[best].op.res.ttl_ms;
+            *p->who = qo->who[best];
+            for (unsigned j = 0; j < q->n && p->who->daemon[0] == '\0'; j++)
+                if (strcmp(qo->who[j].owner, p->who->owner) == 0)
+                    memcpy(p->who->daemon, qo->who[j].daemon, sizeof(p->who->daemon));
+        }
+    }
+    answer(qo, BACKEND_OK);
+}
+
+static void decide(qop_t *qo) {
+    switch (qo->parent->kind) {
+    case BACKEND_ACQUIRE: acquire_decide(qo); break;
+    case BACKEND_RENEW: renew_decide(qo); break;
+    case BACKEND_RELEASE:
+    case BACKEND_DROP: release_decide(qo); break;
+    default: ask_all_decide(qo); break;
+    }
+}
+
+static void qop_maybe_free(qop_t *qo) {
+    if (qo->left > 0 || qo->parent != NULL) return;
+    LIST_REMOVE(qo, link);
+    free(qo);
+}
+
+static void on_child(void *data, backend_op_t *op) {
+    qnode_t *qn = data;
+    quorum_t *q = qn->q;
+    qchild_t *c = container_of(op, qchild_t, op);
+    qop_t *qo = c->qo;
+    int is_release = op->kind == BACKEND_RELEASE || op->kind == BACKEND_DROP;
+
+    if (qo == NULL) { /* a parked release, sent again */
+        qretry_t *rt = c->rt;
+        if (op->res.status == BACKEND_DOWN && !q->closed &&
+            timers_now(q->timers) < rt->give_up_at)
+            park(qn, rt);
+        else
+            free(rt);
+        return;
+    }
+    c->done = 1;
+    qo->left--;
+    if (c->phase == PH_MAIN) {
+        if (op->res.status == BACKEND_DOWN && is_release && qo->parent == NULL)
+            retry_park(qn, op);
+        /* A release that fails before the op is answered is the lock
+         * manager's to send again, if the op fails; after, the node's. */
+        if (qo->parent != NULL) decide(qo);
+        else if (op->kind == BACKEND_ACQUIRE) acquire_late(qo, c->idx);
+    } else {
+        unsigned idx = c->idx;
+        int raise = c->phase == PH_RAISE;
+        if (op->res.status == BACKEND_DOWN && is_release) retry_park(qn, op);
+        if (raise) {
+            qo->raising--;
+            qo->raised[idx] = op->res.status != BACKEND_OK ? 3 : op->res.holds == 1 ? 1 : 2;
+        }
+        free(c);
+        if (raise && qo->parent != NULL) fence_check(qo);
+    }
+    qop_maybe_free(qo);
+}
+
+/* ---- the table ---------------------------------------------------------------------- */
+
+/* Others hold it on some nodes and the rest have been silent for
+ * QUORUM_STRAGGLER_MS: give up this attempt rather than wait for them (the
+ * holders' releases wake the waiter). */
+static void on_straggle(timers_entry_t *t) {
+    qop_t *qo = container_of(t, qop_t, straggle);
+    if (qo->parent == NULL || qo->fence != 0) return;
+    tally_t n = tally(qo);
+    if (n.no > 0 && n.pending > 0 && n.yes < qo->q->majority) acquire_fail(qo);
+}
+
+static void fail_orphans(quorum_t *q, const char *why) {
+    backend_op_t *op;
+    while ((op = STAILQ_FIRST(&q->orphans)) != NULL) {
+        STAILQ_REMOVE_HEAD(&q->orphans, link);
+        memset(&op->res, 0, sizeof(op->res));
+        op->res.status = BACKEND_DOWN;
+        op->res.error = why;
+        op->cb(op);
+    }
+}
+
+static void on_orphans(timers_entry_t *t) {
+    fail_orphans(container_of(t, quorum_t, orphan_timer), "out of memory");
+}
+
+static void q_submit(backend_t *b, backend_op_t *op) {
+    quorum_t *q = QB(b);
+    if (q->closed) {
+        STAILQ_INSERT_TAIL(&q->orphans, op, link);
+        return;
+    }
+    size_t whos = op->kind == BACKEND_WHO ? q->n * sizeof(backend_who_t) : 0;
+    qop_t *qo = calloc(1, sizeof(*qo) + q->n * sizeof(qchild_t) + whos + op->len + 1);
+    if (qo == NULL) { /* fails from the loop, never inside this call */
+        STAILQ_INSERT_TAIL(&q->orphans, op, link);
+        timers_start(q->timers, &q->orphan_timer, 0, on_orphans);
+        return;
+    }
+    qo->q = q;
+    qo->parent = op;
+    qo->started = timers_now(q->timers);
+    qo->who = whos ? (backend_who_t *)(void *)&qo->ch[q->n] : NULL;
+    qo->name = (char *)&qo->ch[q->n] + whos;
+    memcpy(qo->name, op->name, op->len);
+    qo->name[op->len] = '\0';
+    qo->len = op->len;
+    LIST_INSERT_HEAD(&q->live, qo, link);
+    for (unsigned i = 0; i < q->n; i++) {
+        qchild_t *c = &qo->ch[i];
+        c->qo = qo;
+        c->idx = (unsigned char)i;
+        c->phase = PH_MAIN;
+        c->op.kind = op->kind;
+        c->op.name = qo->name;
+        c->op.len = qo->len;
+        c->op.owner = op->owner;
+        c->op.lease_ms = op->lease_ms;
+        c->op.who = qo->who ? &qo->who[i] : NULL;
+    }
+    qo->left = q->n;
+    if (op->kind == BACKEND_ACQUIRE)
+        timers_start(q->timers, &qo->straggle, QUORUM_STRAGGLER_MS, on_straggle);
+    for (unsigned i = 0; i < q->n; i++) child_send(&q->nodes[i], &qo->ch[i]);
+}
+
+static void on_sub_event(void *data, backend_event_t ev) {
+    qsub_t *s = data;
+    qwatch_t *w = s->w;
+    if (ev == BACKEND_RELEASED) {
+        w->cb(w->data, ev);
+        return;
+    }
+    if (s->seen) { /* again, after a reconnect: a release may have been missed there */
+        if (w->announced) w->cb(w->data, ev);
+        return;
+    }
+    s->seen = 1;
+    /* In force once a majority has it: a release that needs no majority
+     * of ours to free the lock cannot pass unseen. */
+    if (++w->in_force == w->majority) {
+        w->announced = 1;
+        w->cb(w->data, ev);
+    }
+}
+
+static void q_watch(backend_t *b, const char *name, size_t len, backend_watch_cb cb, void *data) {
+    quorum_t *q = QB(b);
+    hmap_node_t *h = hmap_get(&q->watches, name, len);
+    qwatch_t *w = h ? container_of(h, qwatch_t, node) : NULL;
+    if (w == NULL) {
+        if ((w = calloc(1, sizeof(*w) + len + 1)) == NULL) return; /* TTL retries */
+        memcpy(w->name, name, len);
+        w->len = len;
+        w->majority = q->majority;
+        w->node.key = w->name;
+        w->node.len = len;
+        for (unsigned i = 0; i < q->n; i++) w->sub[i].w = w;
+        hmap_put(&q->watches, &w->node);
+    } else {
+        /* Asked again: confirm again once a majority confirms. */
+        w->in_force = 0;
+        w->announced = 0;
+        for (unsigned i = 0; i < q->n; i++) w->sub[i].seen = 0;
+    }
+    w->cb = cb;
+    w->data = data;
+    for (unsigned i = 0; i < q->n; i++)
+        node_watch(q->nodes[i].nd, name, len, on_sub_event, &w->sub[i]);
+}
+
+static void q_unwatch(backend_t *b, const char *name, size_t len) {
+    quorum_t *q = QB(b);
+    hmap_node_t *h = hmap_get(&q->watches, name, len);
+    if (h == NULL) return;
+    for (unsigned i = 0; i < q->n; i++) node_unwatch(q->nodes[i].nd, name, len);
+    hmap_del(&q->watches, h);
+    free(container_of(h, qwatch_t, node));
+}
+
+static int q_available(const backend_t *b, const char *name, size_t len) {
+    const quorum_t *q = QB_CONST(b);
+    (void)name;
+    (void)len;
+    return counting(q) >= q->majority;
+}
+
+static const char *node_state(const qnode_t *qn) {
+    if (qn->nd == NULL || !node_up(qn->nd)) return "down";
+    if (!qn->checked) return "checking";
+    if (qn->same_as) return "duplicate";
+    return counts(qn) ? "up" : "rejoining";
+}
+
+static void q_describe(const backend_t *b, const char *name, size_t len, char *buf,
+                       size_t cap) {
+    const quorum_t *q = QB_CONST(b);
+    unsigned up = counting(q);
+    size_t k;
+    (void)len;
+    if (name != NULL) {
+        char why[BACKEND_ERR_LEN];
+        k = (size_t)snprintf(buf, cap, "no quorum (%u of %u up)", up, q->n);
+        for (unsigned i = 0; i < q->n && k < cap; i++) {
+            const qnode_t *qn = &q->nodes[i];
+            if (counts(qn)) continue;
+            uint64_t now = timers_now(q->timers);
+            if (!node_up(qn->nd)) node_why_down(qn->nd, why, sizeof(why));
+            else if (qn->checked && qn->counts_at > now)
+                snprintf(why, sizeof(why), "restarted lately: counts in %llu ms (rejoin_delay_ms)",
+                         (unsigned long long)(qn->counts_at - now));
+            else snprintf(why, sizeof(why), "%s", node_state(qn));
+            snprintf(buf + k, cap - k, ": %s: %s", qn->label, why);
+            break;
+        }
+        return;
+    }
+    k = (size_t)snprintf(buf, cap, "quorum %u of %u up (majority %u)", up, q->n, q->majority);
+    for (unsigned i = 0; i < q->n && k < cap; i++) {
+        const qnode_t *qn = &q->nodes[i];
+        if (!counts(qn))
+            k += (size_t)snprintf(buf + k, cap - k, " %s:%s", node_state(qn), qn->label);
+    }
+}
+
+static void q_reconfigure(backend_t *b, const conf_t *conf) {
+    quorum_t *q = QB(b);
+    for (unsigned i = 0; i < q->n; i++)
+        node_set_timeouts(q->nodes[i].nd, conf->connect_timeout_ms, conf->command_timeout_ms,
+                          conf->replicas_timeout_ms);
+}
+
+/* Each node as the metrics and INFO see it: up means it counts. */
+typedef struct qinfo_s {
+    backend_node_cb cb;
+    void *data;
+    int counts;
+} qinfo_t;
+
+static void node_seen(void *data, const backend_node_info_t *node) {
+    qinfo_t *qi = data;
+    backend_node_info_t copy = *node;
+    copy.up = qi->counts;
+    qi->cb(qi->data, &copy);
+}
+
+static void q_nodes(const backend_t *b, backend_node_cb cb, void *data) {
+    const quorum_t *q = QB_CONST(b);
+    for (unsigned i = 0; i < q->n; i++) {
+        const qnode_t *qn = &q->nodes[i];
+        qinfo_t qi = {.cb = cb, .data = data, .counts = counts(qn)};
+        node_info(qn->nd, node_up(qn->nd) && !counts(qn) ? node_state(qn) : "primary", node_seen,
+                  &qi);
+    }
+}
+
+static uint32_t q_drift(const backend_t *b, uint32_t lease_ms) {
+    const quorum_t *q = QB_CONST(b);
+    return q->drift_ms != CONF_DRIFT_AUTO ? q->drift_ms : lease_ms / 100 + 2;
+}
+
+static void q_close(backend_t *b) {
+    quorum_t *q = QB(b);
+    q->closed = 1;
+    timers_stop(q->timers, &q->orphan_timer);
+    /* Children fail inside node_free, which answers their ops; what those
+     * answers submit fails from the orphans. */
+    for (unsigned i = 0; i < q->n; i++) {
+        qnode_t *qn = &q->nodes[i];
+        timers_stop(q->timers, &qn->rejoin);
+        node_free(qn->nd);
+        qn->nd = NULL;
+        fail_orphans(q, "shutting down");
+    }
+    fail_orphans(q, "shutting down");
+    qop_t *qo;
+    while ((qo = LIST_FIRST(&q->live)) != NULL) { /* cannot happen: every child answered */
+        LIST_REMOVE(qo, link);
+        free(qo);
+    }
+    for (unsigned i = 0; i < q->n; i++) {
+        qretry_t *rt;
+        while ((rt = STAILQ_FIRST(&q->nodes[i].retries)) != NULL) {
+            STAILQ_REMOVE_HEAD(&q->nodes[i].retries, link);
+            free(rt);
+        }
+    }
+    size_t i = 0;
+    hmap_node_t *h, *next;
+    for (h = hmap_next(&q->watches, &i, NULL); h != NULL; h = next) {
+        next = hmap_next(&q->watches, &i, h);
+        free(container_of(h, qwatch_t, node));
+    }
+    hmap_free(&q->watches);
+    free(q);
+}
+
+static const backend_type_t quorum_type = {
+    .name = "quorum",
+    .submit = q_submit,
+    .watch = q_watch,
+    .unwatch = q_unwatch,
+    .available = q_available,
+    .describe = q_describe,
+    .reconfigure = q_reconfigure,
+    .nodes = q_nodes,
+    .drift = q_drift,
+    .close = q_close,
+};
+
+backend_t *quorum_open(const backend_env_t *env, char *err, size_t errlen) {
+    const conf_t *conf = env->conf;
+    quorum_t *q = calloc(1, sizeof(*q));
+    if (q == NULL || hmap_init(&q->watches) != 0) {
+        free(q);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    q->base.type = &quorum_type;
+    /* Fences rise across grants by any majority (the raise round), and
+     * across nodes that lost their data (TIME, and the rejoin delay). */
+    q->base.caps = BACKEND_CAP_MONOTONIC_FENCE | BACKEND_CAP_WAKEUPS;
+    q->base.lease_max_ms = conf->rejoin_delay_ms;
+    q->timers = env->timers;
+    q->n = (unsigned)conf->quorum_count;
+    q->majority = q->n / 2 + 1;
+    q->rejoin_delay_ms = conf->rejoin_delay_ms;
+    q->drift_ms = conf->clock_drift_ms;
+    q->seed = (unsigned)uv_hrtime();
+    LIST_INIT(&q->live);
+    STAILQ_INIT(&q->orphans);
+    for (unsigned i = 0; i < q->n; i++) {
+        const conf_url_t *u = &conf->quorum[i];
+        qnode_t *qn = &q->nodes[i];
+        qn->q = q;
+        qn->idx = i;
+        STAILQ_INIT(&qn->retries);
+        if (u->kind == CONF_REDIS_UNIX) snprintf(qn->label, sizeof(qn->label), "%s", u->host);
+        else if (strchr(u->host, ':') != NULL)
+            snprintf(qn->label, sizeof(qn->label), "[%s]:%d", u->host, u->port);
+        else snprintf(qn->label, sizeof(qn->label), "%s:%d", u->host, u->port);
+        node_opts_t o = {
+            .label = qn->label,
+            .username = u->username[0] || u->password[0] ? u->username : conf->username,
+            .password = u->password[0] ? u->password : conf->password,
+            .db = u->db,
+            .key_prefix = conf->key_prefix,
+            .uuid = env->uuid,
+            .client_name = env->client_name,
+            .connect_timeout_ms = conf->connect_timeout_ms,
+            .command_timeout_ms = conf->command_timeout_ms,
+            .tls = u->tls || conf->tls_key == 1 ? env->tls : NULL,
+            .tls_server_name = conf->tls_server_name[0] ? conf->tls_server_name : NULL,
+            .register_every_ms = conf->renew_every_ms,
+            .replicas_ack = conf->replicas_ack,
+            .replicas_timeout_ms = conf->replicas_timeout_ms,
+            .script_flags = SCRIPTS_F_QUORUM,
+            .on_done = on_child,
+            .on_state = on_node_state,
+            .data = qn,
+        };
+        o.addr.is_unix = u->kind == CONF_REDIS_UNIX;
+        snprintf(o.addr.host, sizeof(o.addr.host), "%s", u->host);
+        o.addr.port = u->port;
+        if ((qn->nd = node_new(env->loop, env->timers, &o)) == NULL) {
+            q->n = i;
+            q_close(&q->base);
+            snprintf(err, errlen, "out of memory");
+            return NULL;
+        }
+    }
+    return &q->base;
+}
