@@ -32,32 +32,16 @@
  * room for a busy machine; a retry at the lease's end would take 30 s. */
 #define WAKE_MS 5000
 
-/* ---- failure reports: logs kept as in test_sentinel ---------------------- */
+/* ---- failure reports (h_keep_log) ----------------------------------------- */
 
-#define KEEP_DIR "/tmp/dlockd-test-logs"
-
-static char kept[H_MAX_PROCS][512];
-static int nkept;
-
-static void keep_log(const char *test, int d) {
-    if (nkept >= H_MAX_PROCS) return;
-    mkdir(KEEP_DIR, 0700);
-    char *path = kept[nkept];
-    snprintf(path, sizeof(kept[0]), "%s/cluster.%s.dlockd%d.log", KEEP_DIR, test, d);
-    unlink(path);
-    if (link(h_dlockd_log(d), path) == 0) nkept++;
-}
-
-#define KEEP(d) keep_log(__func__, (d))
+#define KEEP(d) h_keep_log((d), "cluster.%s.dlockd%d", __func__, (d))
 
 static void passed(void) {
-    for (int i = 0; i < nkept; i++) unlink(kept[i]);
-    nkept = 0;
+    h_keep_passed();
 }
 
 static void setup(void) {
     h_setup();
-    nkept = 0;
 }
 
 /* ---- helpers ------------------------------------------------------------------ */

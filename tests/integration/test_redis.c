@@ -51,31 +51,19 @@ static const char redisson_unlock[] =
 
 /* ---- failure reports ------------------------------------------------------
  * Check ends a failed test with _exit() and h_main() removes the run's
- * directory, so each daemon's log is hard-linked to KEEP_DIR/<test>.dlockd<N>.log
+ * directory, so each daemon's log is hard-linked to H_KEEP_DIR/<test>.dlockd<N>.log
  * and the link removed when the test passes: after a failure the logs stay. */
 
-#define KEEP_DIR "/tmp/dlockd-test-logs"
-
-static char kept[H_MAX_PROCS][512];
-static int nkept;
-
 static void keep_log(int d) {
-    if (nkept >= H_MAX_PROCS) return;
-    mkdir(KEEP_DIR, 0700);
-    char *path = kept[nkept];
-    snprintf(path, sizeof(kept[0]), "%s/%s.dlockd%d.log", KEEP_DIR, tcase_name(), d);
-    unlink(path);
-    if (link(h_dlockd_log(d), path) == 0) nkept++;
+    h_keep_log(d, "%s.dlockd%d", tcase_name(), d);
 }
 
 static void passed(void) {
-    for (int i = 0; i < nkept; i++) unlink(kept[i]);
-    nkept = 0;
+    h_keep_passed();
 }
 
 static void setup(void) {
     h_setup();
-    nkept = 0;
 }
 
 #define PASSED() passed()
@@ -109,6 +97,18 @@ static const char *cli(const char *const args[]) {
     }
     argv[n] = NULL;
     return h_run(argv);
+}
+
+/* Waits until key is gone: UNLOCK answers once the release is sent, not
+ * once Redis ran it (PROTOCOL.md). */
+static void await_gone(const char *key) {
+    const char *exists[] = {"EXISTS", key, NULL};
+    long long t0 = h_now_ms();
+    while (strcmp(cli(exists), "0") != 0) {
+        ck_assert_msg(h_now_ms() - t0 < H_WAIT_MS, "%s still exists %d ms after the UNLOCK",
+                      key, H_WAIT_MS);
+        usleep(1000);
+    }
 }
 
 /* Redisson's lock script on key for field (lease 30000), as redis-cli shows
@@ -227,6 +227,7 @@ START_TEST(redisson_excluded_by_dlockd_holder) {
 
     h_send(c, "UNLOCK x\n");
     H_EXPECT(c, "OK 0");
+    await_gone("dlock:x");
     ck_assert_str_eq(redisson_try_lock("dlock:x", "javauuid:1"), "(nil)");
 
     h_conn_t *c2 = h_connect_index(d);
@@ -323,18 +324,24 @@ START_TEST(layout_fields) {
     const char *pttl[] = {"PTTL", "dlock:x", NULL};
     ck_assert_msg(atoll(cli(pttl)) > 0, "PTTL dlock:x = '%s'", cli(pttl));
 
+    /* UNLOCK answers once its op is sent, not once Redis ran it
+     * (PROTOCOL.md): what Redis holds follows soon after. */
     h_send(c, "UNLOCK x\n");
     H_EXPECT(c, "OK 1");
     const char *hget[] = {"HGET", "dlock:x", field, NULL};
-    ck_assert_str_eq(cli(hget), "1");
+    long long t0 = h_now_ms();
+    while (strcmp(cli(hget), "1") != 0) {
+        ck_assert_msg(h_now_ms() - t0 < H_WAIT_MS, "the hold count of %s is '%s' %d ms after "
+                      "one UNLOCK of two holds", field, cli(hget), H_WAIT_MS);
+        usleep(1000);
+    }
     out = cli(hgetall);
     ck_assert_msg(sscanf(out, "%255s\n%63s\n%63s", field, value, extra) == 2,
                   "HGETALL dlock:x after one UNLOCK: '%s'", out);
 
     h_send(c, "UNLOCK x\n");
     H_EXPECT(c, "OK 0");
-    const char *exists[] = {"EXISTS", "dlock:x", NULL};
-    ck_assert_str_eq(cli(exists), "0");
+    await_gone("dlock:x");
     h_close(c);
     PASSED();
 }

@@ -30,46 +30,25 @@
 /* ---- failure reports ------------------------------------------------------
  * Check ends a failed test with exit() and h_main() removes the run's
  * directory, so the logs of each dlockd and Sentinel are hard-linked to
- * KEEP_DIR/sentinel.<test>.<what>.log and the links removed when the test
+ * H_KEEP_DIR/sentinel.<test>.<what>.log and the links removed when the test
  * passes. */
-
-#define KEEP_DIR "/tmp/dlockd-test-logs"
-
-static char kept[H_MAX_PROCS][512];
-static int nkept;
-
-static void keep_log_as(const char *test, const char *what, int proc) {
-    if (nkept >= H_MAX_PROCS) return;
-    mkdir(KEEP_DIR, 0700);
-    char *path = kept[nkept];
-    snprintf(path, sizeof(kept[0]), "%s/sentinel.%s.%s.log", KEEP_DIR, test, what);
-    unlink(path);
-    if (link(h_dlockd_log(proc), path) == 0) nkept++;
-}
 
 /* Keeps dlockd d's log, and the Sentinels' the first time. */
 static void keep_logs(const char *test, int d) {
-    char what[32];
-    if (nkept == 0) {
-        for (int i = 0; i < h_sentinel_count(); i++) {
-            snprintf(what, sizeof(what), "sentinel%d", i);
-            keep_log_as(test, what, h_sentinel_index(i));
-        }
-    }
-    snprintf(what, sizeof(what), "dlockd%d", d);
-    keep_log_as(test, what, d);
+    if (h_kept() == 0)
+        for (int i = 0; i < h_sentinel_count(); i++)
+            h_keep_log(h_sentinel_index(i), "sentinel.%s.sentinel%d", test, i);
+    h_keep_log(d, "sentinel.%s.dlockd%d", test, d);
 }
 
 #define KEEP(d) keep_logs(__func__, (d))
 
 static void passed(void) {
-    for (int i = 0; i < nkept; i++) unlink(kept[i]);
-    nkept = 0;
+    h_keep_passed();
 }
 
 static void setup(void) {
     h_setup();
-    nkept = 0;
 }
 
 /* ---- clients that remember their events ----------------------------------- */

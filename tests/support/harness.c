@@ -97,8 +97,36 @@ int h_main(Suite *s) {
 
 static void cluster_reset(void);
 
+/* The links h_keep_log made in this test. */
+static char kept[H_MAX_PROCS][512];
+static int nkept;
+
+void h_keep_log(int index, const char *fmt, ...) {
+    char name[256];
+    va_list ap;
+    if (nkept >= H_MAX_PROCS) return;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof(name), fmt, ap);
+    va_end(ap);
+    mkdir(H_KEEP_DIR, 0700);
+    char *path = kept[nkept];
+    snprintf(path, sizeof(kept[0]), "%s/%s.log", H_KEEP_DIR, name);
+    unlink(path);
+    if (link(h_dlockd_log(index), path) == 0) nkept++;
+}
+
+int h_kept(void) {
+    return nkept;
+}
+
+void h_keep_passed(void) {
+    for (int i = 0; i < nkept; i++) unlink(kept[i]);
+    nkept = 0;
+}
+
 void h_setup(void) {
     static int counter;
+    nkept = 0;
     nprocs = 0;
     redis_index = -1;
     redis_seq = 0;
@@ -458,6 +486,11 @@ int h_redis_start_tcp(int port, const char *const extra[]) {
 }
 
 int h_redis_start_tls(int port, const char *certs, int auth_clients) {
+    return h_redis_start_tls_args(port, certs, auth_clients, NULL);
+}
+
+int h_redis_start_tls_args(int port, const char *certs, int auth_clients,
+                           const char *const extra[]) {
     char cert[512], key[512], ca[512];
     snprintf(cert, sizeof(cert), "%s/server.crt", certs);
     snprintf(key, sizeof(key), "%s/server.key", certs);
@@ -466,7 +499,7 @@ int h_redis_start_tls(int port, const char *certs, int auth_clients) {
                                   "--tls-cert-file", cert, "--tls-key-file", key,
                                   "--tls-ca-cert-file", ca, "--tls-auth-clients",
                                   auth_clients ? "yes" : "no", NULL};
-    return redis_start_index(port, listen, NULL);
+    return redis_start_index(port, listen, extra);
 }
 
 int h_redis_port(int index) {
@@ -1493,6 +1526,12 @@ const char *h_redis_unix(int index, const char *fmt, ...) {
     vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
     split_words(line, argv, sizeof(argv) / sizeof(argv[0]));
+    return unix_call(index, argv);
+}
+
+const char *h_redis_unix_argv(int index, const char *const argv[]) {
+    ck_assert(index >= 0 && index < nprocs && procs[index].is_redis);
+    if (procs[index].pid <= 0) return NULL;
     return unix_call(index, argv);
 }
 

@@ -59,6 +59,11 @@ int h_redis_start_tcp(int port, const char *const extra[]);
  * h_tls_make_certs(certs) made; auth_clients: require a client certificate
  * (--tls-auth-clients yes). port as for h_redis_start_tcp. */
 int h_redis_start_tls(int port, const char *certs, int auth_clients);
+/* As h_redis_start_tls, with extra redis-server arguments (NULL-terminated,
+ * may be NULL) as for h_redis_start_tcp: a --requirepass among them is used
+ * on the harness's own connections (the ready check, h_redis_unix). */
+int h_redis_start_tls_args(int port, const char *certs, int auth_clients,
+                           const char *const extra[]);
 int h_redis_port(int index);
 /* Its Unix socket (plain, even for a TLS-only server). */
 const char *h_redis_sock_index(int index);
@@ -98,6 +103,16 @@ pid_t h_dlockd_pid(int index);
 int h_dlockd_stop(int index, int sig);
 /* The path of a process's stderr log. */
 const char *h_dlockd_log(int index);
+/* Failure reports. Check ends a failed test with exit() and h_main()
+ * removes the run's directory, so a test keeps the logs it will want to
+ * read: h_keep_log() hard-links process index's log (a dlockd's, a
+ * Sentinel's: any h_dlockd_log) to H_KEEP_DIR/<name>.log, name formatted
+ * as printf does, and h_keep_passed() removes the links once the test has
+ * passed. Each test starts with none (h_setup). */
+#define H_KEEP_DIR "/tmp/dlockd-test-logs"
+void h_keep_log(int index, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int h_kept(void);               /* links this test has kept */
+void h_keep_passed(void);
 /* The path of a dlockd's config file (to change it before a SIGHUP). */
 const char *h_dlockd_conf(int index);
 /* Lines of a dlockd's log that contain text. */
@@ -240,6 +255,9 @@ int h_tls_sentinels_start(int nreplicas, int nsentinels, const char *certs, int 
  * (h_sentinel_index(i) for Sentinel i); NULL if it is not running or does
  * not reply within 2 s. Static buffer. Works for plain sets too. */
 const char *h_redis_unix(int index, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* As h_redis_unix, with the command's words in argv (NULL-terminated; a
+ * word may be empty or hold spaces: a Lua script, a key with a space). */
+const char *h_redis_unix_argv(int index, const char *const argv[]);
 /* As h_await_failover, asking the Sentinels and the named server over
  * their Unix sockets. */
 int h_tls_await_failover(int old_port, int timeout_ms);
