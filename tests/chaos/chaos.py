@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """dlockd fault-injection suite (`make chaos`; `--short` for `make test`).
 
-Three stages in one run, fenced stores and one analysis over them all.
+Four stages in one run, fenced stores and one analysis over them all.
 
 Stage 1 (standalone): one redis-server and three dlockd instances sharing
 it, all on Unix sockets in a temporary directory, lease 1000 ms. Twelve
@@ -93,6 +93,58 @@ whose stale grant the promoted primary made itself (granted well after the
 old primary died or stopped, before it came back) is one no lost write
 explains: it is a violation (--lenient-failover counts it as the window's).
 
+Stage 4 (quorum): the cluster and its daemons go. Five independent
+redis-servers replace it (127.0.0.1, private ports, no persistence, no
+replication; see quorum.py), and two dlockd with `quorum = redis://... x5`,
+lease_ms = rejoin_delay_ms (2000 ms short, 3000 ms full), command_timeout_ms
+1000. Fresh servers have uptime 0, so the daemons count them only
+rejoin_delay_ms after their start: the stage waits for INFO redis_nodes_up=5
+on both (polled with a deadline) before the workers start. Three names (qa qb
+qc), each with its own fenced store and two watchdog-mode workers (one per
+daemon); one probe per daemon loops TRYLOCK <fresh> 0 / UNLOCK; a thread per
+daemon samples INFO every 20 ms (which nodes count, when). Then, each with a
+worker held in its critical section (its lock's nodes read from Redis, and
+the victims chosen so that it keeps a majority: it must keep its lock):
+
+ 12 q-kill2          2 nodes SIGKILLed: the service goes on (probe grants,
+                     every name granted, no failed request); INFO redis=up,
+                     redis_nodes_up=3, the dead in redis_down. Meanwhile
+                     dlockd 0 takes "q-held" (so on the 3 survivors only) and
+                     dlockd 1 waits for it. The 2 restart empty and must count
+                     again rejoin_delay_ms after their start, not before
+ 13 q-pause          (full run only) a node (not one of q-held's) SIGSTOPped
+                     2 s (< the lease): grants go on, no request hangs, the
+                     daemons stop counting it; "q-stale", renewed just before
+                     and released once they did, keeps its key on that node:
+                     after SIGCONT dlockd 1 must get it at once, with a greater
+                     fence
+ 14 q-restart-empty  a node of q-held's SIGKILLed and restarted empty at once:
+                     the held worker (on enough other nodes) keeps its lock;
+                     q-held, now on less than a majority, must be told !LOST
+                     before dlockd 1's waiter gets it (one select() round reads
+                     both connections: the order of arrival), with a greater
+                     fence; the node counts again only after rejoin_delay_ms
+ 15 q-majority       (full run only) 3 nodes SIGKILLed: every probe request
+                     answers ERR BACKEND no quorum within command_timeout_ms +
+                     slack, INFO redis=down; "q-maj" held on dlockd 1 hears
+                     !LOST ... backend before its lease runs out on the
+                     survivors (their PTTL); the held worker is told and, once
+                     the lock is granted again, fenced off. Restarted empty:
+                     no grant before rejoin_delay_ms, every daemon grants again
+                     within a bound, fences keep rising
+
+and at the end every daemon LOCKs/UNLOCKs and counts all five. Invariants,
+per name: no lost update; sections overlap only when the earlier holder was
+told (!LOST) during a fault, and then fenced; fences strictly rising with
+grant order and across every fault; losses only in faults, and with a
+majority alive only with !LOST (no ERR BACKEND); no request answered later
+than command_timeout_ms + slack; a (re)started node counts only after
+rejoin_delay_ms. The short run (make test) does q-kill2 and q-restart-empty
+in about 10 s.
+
+Every stage: no dlockd crash, each exits 0 on SIGTERM, and no sanitizer
+report or assertion failure in any dlockd log.
+
 What the failover stage can and cannot promise: replication is
 asynchronous, and WAIT 1 of 2 replicas does not make a grant durable: a
 forced failover, or a promotion of the replica that had not acknowledged,
@@ -106,7 +158,8 @@ lost update, but the fence-order invariant fails). This suite runs on one
 machine and does not exercise that case.
 
     DLOCKD_BIN=$PWD/build/dlockd python3 tests/chaos/chaos.py [--short] [--keep] [--seed N]
-        [--stage all|standalone|failover|cluster] [--log-level debug] [--lenient-failover]
+        [--stage all|standalone|failover|cluster|quorum] [--log-level debug]
+        [--lenient-failover]
 
 Python 3.9+, standard library only.
 """
@@ -135,6 +188,7 @@ sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
 
 import cluster  # noqa: E402
 import dlock  # noqa: E402
+import quorum  # noqa: E402
 import sentinel  # noqa: E402
 from redisproc import RespError, Spawner  # noqa: E402
 from store import FencedStore  # noqa: E402
@@ -189,6 +243,22 @@ CL_HOLD_S = 1.0                       # a held holder waits this long for a wron
 CL_SERVE_TIMEOUT = 10.0               # the final LOCK on every shard
 CL_INFLIGHT_S = 0.5                   # a grant reply on its way when a primary dies
 
+# The quorum stage (see quorum.py for the topology).
+Q_NODES = 5
+Q_MAJORITY = Q_NODES // 2 + 1
+Q_DAEMONS = 2
+Q_CMD_TIMEOUT_MS = 1000
+Q_CONNECT_TIMEOUT_MS = 500
+Q_NAMES = ("qa", "qb", "qc")          # each its own fenced store
+Q_WORKERS_PER_NAME = 2                # one per daemon
+Q_WID0 = 200                          # the quorum stage's worker ids start here
+Q_PROBE_SLEEP_S = 0.03
+Q_INFO_EVERY_S = 0.02                 # INFO sampling of every daemon during the stage
+Q_REJOIN_TOL_MS = 25                  # the daemon's timers against ours (same clock)
+Q_HELD = "q-held"                     # held on exactly a majority, then one of it restarts
+Q_STALE = "q-stale"                   # released while a node is stopped
+Q_MAJ = "q-maj"                       # held when a majority dies
+
 PROFILES = {
     #            holder kills, dlockd kills, restarts, pauses, slow readers, settle s, budget s,
     #            and the timing bounds: make chaos holds the strict ones; make test's short
@@ -202,18 +272,30 @@ PROFILES = {
     #            the slack over command_timeout_ms, promotion -> first grant on the
     #            shard on every daemon, and the migration's own bound (its steps take
     #            about a second; the ASK-window hold included).
+    #            The quorum stage: lease (= rejoin_delay_ms), how long 2 nodes stay dead,
+    #            the node SIGSTOP (0: no q-pause phase), whether q-majority runs and how
+    #            long 3 nodes stay dead, the slack over command_timeout_ms, how much
+    #            later than rejoin_delay_ms a restarted node may count again, the
+    #            first grant after a majority counts again, and the longest a daemon
+    #            or a name may go without a grant while a majority counts.
     "full":  dict(kills=9, dkills=3, restarts=3, pauses=3, slow=3, settle=3.0, budget=115,
                   handoff_ms=HANDOFF_BOUND_MS, free_ms=FREE_BOUND_MS,
                   fkills=2, forced=1, heal=True, fo_settle=3.0, fo_budget=130,
                   hang_slack_ms=1000, resume_ms=2000,
                   cl_rounds=2, cl_pause=True, cl_settle=2.0, cl_budget=120,
-                  cl_hang_slack_ms=1000, cl_resume_ms=2500, cl_migrate_ms=5000),
+                  cl_hang_slack_ms=1000, cl_resume_ms=2500, cl_migrate_ms=5000,
+                  q_lease_ms=3000, q_down_s=2.0, q_pause_s=2.0, q_majority=True,
+                  q_maj_down_s=2.0, q_settle=1.0, q_budget=120, q_hang_slack_ms=1000,
+                  q_late_ms=3000, q_resume_ms=2000, q_progress_ms=2000),
     "short": dict(kills=3, dkills=1, restarts=1, pauses=1, slow=1, settle=1.0, budget=60,
                   handoff_ms=LEASE_MS // 2, free_ms=LEASE_MS + 1000,
                   fkills=1, forced=0, heal=False, fo_settle=2.0, fo_budget=60,
                   hang_slack_ms=3000, resume_ms=5000,
                   cl_rounds=1, cl_pause=False, cl_settle=1.5, cl_budget=75,
-                  cl_hang_slack_ms=3000, cl_resume_ms=6000, cl_migrate_ms=15000),
+                  cl_hang_slack_ms=3000, cl_resume_ms=6000, cl_migrate_ms=15000,
+                  q_lease_ms=2000, q_down_s=1.0, q_pause_s=0.0, q_majority=False,
+                  q_maj_down_s=0.0, q_settle=0.5, q_budget=60, q_hang_slack_ms=3000,
+                  q_late_ms=6000, q_resume_ms=6000, q_progress_ms=6000),
 }
 
 
@@ -310,6 +392,9 @@ def redis_call(path, *args, timeout=1.0):
 ADOPT_RE = re.compile(r"primary is now (\S+):(\d+)")
 MAP_RE = re.compile(r"cluster: (\d+) slots? changed hands \(slot (\d+): (\S+) -> (\S+)\)")
 KEY_PREFIX = "dlock:"                  # dlockd's default key_prefix
+CRASH_RE = re.compile(r"(AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|"
+                      r"ThreadSanitizer|MemorySanitizer|runtime error:|SUMMARY: \w+Sanitizer|"
+                      r"Assertion .* failed|Segmentation fault|stack smashing)")
 LOG_TIME_RE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\.(\d{3}) ")
 
 
@@ -419,6 +504,64 @@ class ShardNames(object):
                 return name
 
 
+class InfoWatch(threading.Thread):
+    """Samples one daemon's INFO every Q_INFO_EVERY_S on one connection:
+    samples gets (t_sent, t_reply, redis, redis_nodes_up, set of the labels
+    in redis_down); a failed request is (t_sent, t_reply, None, None, None).
+    What the daemon says, over time: which nodes count, when."""
+
+    def __init__(self, suite, i):
+        super().__init__(name="info-%d" % i, daemon=True)
+        self.path = suite.dsock[i]
+        self.i = i
+        self.samples = []
+        self.stop = threading.Event()
+
+    def run(self):
+        c = None
+        while not self.stop.is_set():
+            t0 = time.monotonic()
+            try:
+                if c is None:
+                    c = dlock.Client(self.path, timeout=5.0)
+                x = c.info()
+                down = x.get("redis_down")
+                down = set() if down in (None, "-") else \
+                    set(d.split("/")[0] for d in str(down).split(","))
+                self.samples.append((t0, time.monotonic(), x.get("redis"),
+                                     x.get("redis_nodes_up"), down))
+            except (dlock.DlockError, OSError):
+                self.samples.append((t0, time.monotonic(), None, None, None))
+                if c is not None:
+                    c.close()
+                c = None
+            self.stop.wait(Q_INFO_EVERY_S)
+        if c is not None:
+            c.close()
+
+    def last(self):
+        for r in reversed(self.samples):
+            if r[2] is not None:
+                return r
+        return None
+
+    def counted_again(self, label, t_kill):
+        """For a node killed at t_kill: (first sample after t_kill that has it
+        down or rejoining, first later sample that counts it), each a sample
+        or None."""
+        down = up = None
+        for r in list(self.samples):
+            if r[0] < t_kill or r[4] is None:
+                continue
+            if down is None:
+                if label in r[4]:
+                    down = r
+            elif label not in r[4]:
+                up = r
+                break
+        return down, up
+
+
 # ---- the suite ---------------------------------------------------------------
 
 class Chaos(object):
@@ -450,7 +593,9 @@ class Chaos(object):
         self.problems = []             # things that went wrong in the phases
         self.m = {"handoff": [], "reaped": [], "free": [], "restart": [], "pause": [],
                   "slow": [], "stall_wd": [], "stall_lease": [], "failover": [],
-                  "cl_migrate": [], "cl_fault": [], "cl_serve": None}
+                  "cl_migrate": [], "cl_fault": [], "cl_serve": None,
+                  "q_setup": None, "q_kill2": None, "q_pause": None, "q_restart": None,
+                  "q_majority": None, "q_restarts": [], "q_final": None}
         self.store = None              # the fenced store of the lock "chaos"
         self.stores = []               # every fenced store (the cluster stage: one per name)
         self.wstore = {}               # wid -> its store, when not self.store
@@ -470,6 +615,13 @@ class Chaos(object):
         self.cl_shards = []            # the primaries' slot ranges at the start
         self.cl_hot_slot = None
         self.cl_t0 = None
+        self.qu = None                 # the quorum stage's independent redis-servers
+        self.q_probes = []             # one per daemon
+        self.q_names = []              # dict(name, store, wids)
+        self.q_watch = []              # an InfoWatch per daemon
+        self.q_lines = None            # quorum.Lines: the stage's own raw connections
+        self.q_held = None             # Q_HELD's holder and waiter, from q-kill2 on
+        self.q_t0 = None
         # log time (wall clock, ms) -> time.monotonic()
         self.wall_offset = time.time() - time.monotonic()
 
@@ -1061,6 +1213,26 @@ class Chaos(object):
                 if self.prof["cl_pause"]:
                     self.cl_failover("pause")
             self.cl_serve_check()
+        if self.args.stage in ("all", "quorum"):
+            if self.stage == "cluster":
+                self.end_cluster()
+            elif self.stage == "failover":
+                self.end_failover()
+            elif self.stage == "standalone":
+                self.end_standalone()
+            self.start_quorum()
+            with self.phase("q-warmup"):
+                late = self.wait_names_progress(self.q_names, 5, since=self.q_t0)
+                if late:
+                    self.problem("quorum warmup: no progress on %s" % " ".join(late))
+                time.sleep(self.prof["q_settle"])
+            self.q_kill2()
+            if self.prof["q_pause_s"] > 0:
+                self.q_pause()
+            self.q_restart_empty()
+            if self.prof["q_majority"]:
+                self.q_majority()
+            self.q_serve_check()
         self.finish_workers()
         self.stop_probes()
 
@@ -1134,10 +1306,14 @@ class Chaos(object):
                  % (FO_MASTER, DAEMONS, FO_LEASE_MS, WATCHDOG_WORKERS, len(self.probes)))
 
     def stop_probes(self):
-        for pr in self.probes + self.cl_probes:
+        threads = self.probes + self.cl_probes + self.q_probes + self.q_watch
+        for pr in threads:
             pr.stop.set()
-        for pr in self.probes + self.cl_probes:
+        for pr in threads:
             pr.join(PROBE_TIMEOUT_S + 5)
+        if self.q_lines is not None:
+            self.q_lines.close()
+            self.q_lines = None
 
     def adoptions(self, i, since):
         """dlockd i's "primary is now HOST:PORT" log lines from `since` on, as
@@ -1696,6 +1872,549 @@ class Chaos(object):
                                   for i, x in enumerate(infos))))
             self.check_daemons_alive("cl-final")
 
+    # -- the quorum stage --
+
+    def end_cluster(self):
+        """Between the cluster and quorum stages: the workers and probes
+        finish, the daemons stop (exit 0 on SIGTERM), the cluster goes."""
+        with self.phase("q-switch"):
+            self.stop_workers("the cluster stage")
+            self.stop_probes()
+            self.check_daemons_alive("the cluster stage")
+            self.stop_daemons()
+            self.cl.stop()
+
+    def write_quorum_configs(self):
+        lease = self.prof["q_lease_ms"]
+        for i in range(Q_DAEMONS):
+            with open(self.dconf[i], "w") as f:
+                f.write("[server]\nsocket = %s\nadmin_uids = 0\n%s[redis]\nquorum = %s\n"
+                        "command_timeout_ms = %d\nconnect_timeout_ms = %d\n"
+                        "rejoin_delay_ms = %d\n[lock]\nlease_ms = %d\n"
+                        % (self.dsock[i], self.log_level(), self.qu.urls(), Q_CMD_TIMEOUT_MS,
+                           Q_CONNECT_TIMEOUT_MS, lease, lease))
+
+    def start_quorum(self):
+        self.stage = "quorum"
+        self.stages.append(self.stage)
+        self.q_t0 = time.monotonic()
+        self.stage_daemons = Q_DAEMONS
+        rejoin_s = self.prof["q_lease_ms"] / 1000.0
+        with self.phase("q-setup"):
+            self.qu = quorum.Quorum(self.tmp, Q_NODES, spawn=spawn, say=self.say)
+            t_spawn = time.monotonic()
+            try:
+                self.qu.start()
+            except quorum.QuorumError as e:
+                raise RuntimeError(str(e))
+            self.write_configs()              # the notify sockets, if no stage ran before
+            self.write_quorum_configs()
+            # start_dlockd returns once INFO says redis=up: a majority counts,
+            # which fresh servers (uptime 0) do only rejoin_delay_ms after
+            # they started. Then every node, on every daemon (polled).
+            ups = [self.start_dlockd(i) for i in range(Q_DAEMONS)]
+            full = self.q_wait_up(t_spawn, rejoin_s + EVENT_TIMEOUT)
+            infos = [self.info(i) for i in range(Q_DAEMONS)]
+            self.m["q_setup"] = dict(t_spawn=t_spawn, up=[(t - t_spawn) * 1000 for t in ups],
+                                     full=full, backend=["%s %s/%s" % (
+                                         x.get("backend"), x.get("redis_nodes_up"),
+                                         x.get("redis_nodes")) for x in infos])
+            if any(x.get("backend") != "quorum" or x.get("redis_nodes") != Q_NODES
+                   for x in infos):
+                self.problem("quorum stage: INFO says backend redis_nodes_up/redis_nodes %s, "
+                             "not quorum %d/%d" % (", ".join(self.m["q_setup"]["backend"]),
+                                                   Q_NODES, Q_NODES))
+            if any(v is None for v in full):
+                self.problem("quorum stage: not every daemon counts all %d nodes within %.0f s "
+                             "of their start (ms: %s)" % (Q_NODES, rejoin_s + EVENT_TIMEOUT,
+                                                          fmt_list(full)))
+            for k, n in enumerate(Q_NAMES):
+                x = dict(name=n, store=FencedStore(os.path.join(self.tmp, "store-q%d.sock" % k)),
+                         wids=[Q_WID0 + k * Q_WORKERS_PER_NAME + j
+                               for j in range(Q_WORKERS_PER_NAME)])
+                self.stores.append(x["store"])
+                self.q_names.append(x)
+                for j, wid in enumerate(x["wids"]):
+                    self.wstore[wid] = x["store"]
+                    self.wname[wid] = n
+                    self.spawn_worker(wid, daemon=j % Q_DAEMONS)
+            for i in range(Q_DAEMONS):
+                pr = Probe(self, i, names=lambda n, i=i: "qp%d-%d" % (i, n),
+                           sleep=Q_PROBE_SLEEP_S)
+                pr.start()
+                self.q_probes.append(pr)
+                w = InfoWatch(self, i)
+                w.start()
+                self.q_watch.append(w)
+            self.q_lines = quorum.Lines()
+            self.q_held = None
+        self.say("%d dlockd on a quorum of %d (lease = rejoin_delay_ms = %d ms), every node "
+                 "counted %s ms after the servers started; %d names, %d watchdog-mode workers, "
+                 "%d probes up" % (Q_DAEMONS, Q_NODES, self.prof["q_lease_ms"], fmt_list(full),
+                                   len(self.q_names),
+                                   sum(len(x["wids"]) for x in self.q_names), len(self.q_probes)))
+
+    def q_wait_up(self, t_ref, timeout):
+        """Waits until every daemon's INFO counts every node; per daemon, ms
+        from t_ref (None: not within timeout seconds of t_ref)."""
+        out = []
+        for i in range(Q_DAEMONS):
+            ok = wait_until(lambda: self.info(i).get("redis_nodes_up") == Q_NODES,
+                            max(0.0, t_ref + timeout - time.monotonic()), 0.02)
+            out.append((time.monotonic() - t_ref) * 1000 if ok else None)
+        return out
+
+    def q_settle(self, where):
+        time.sleep(self.prof["q_settle"])     # plain workload between faults
+        late = self.wait_names_progress(self.q_names, 3, since=time.monotonic())
+        if late:
+            self.problem("no progress on %s after %s" % (" ".join(late), where))
+        self.check_daemons_alive(where)
+        self.check_workers_alive(where)
+
+    def q_hold(self, what):
+        """A holder of a random name held in its critical section: (name
+        record, hook, grant, the nodes its lock is on now)."""
+        x = self.q_names[self.rnd.randrange(len(self.q_names))]
+        h = x["store"].hook()
+        g = self.hook_arrival(h, what, store=x["store"])
+        nodes = self.qu.holding(KEY_PREFIX + x["name"]) if g is not None else []
+        return x, h, g, nodes
+
+    def q_release(self, x, h, g, t0, regrant_timeout=0.0):
+        """Lets the held holder go on, after waiting up to regrant_timeout
+        for the lock to be granted again; returns what became of it."""
+        st = x["store"]
+        if g is None:
+            h.release.set()
+            return None
+        nxt = self.next_grant(g, lambda y: True, timeout=regrant_timeout, store=st)
+        h.release.set()
+        done = st.wait_for(lambda: g["t_end"] is not None, EVENT_TIMEOUT)
+        w = g["write"]
+        return dict(name=x["name"], wid=g["wid"], fence=g["fence"], daemon=g["daemon"],
+                    regranted=None if nxt is None else (nxt["t_start"] - t0) * 1000,
+                    next_fence=None if nxt is None else nxt["fence"],
+                    write=None if w is None else w["accepted"],
+                    outcome=g["outcome"] if done else None)
+
+    def q_kill(self, k, where):
+        t = self.qu.kill(k)
+        self.m["q_restarts"].append(dict(phase=where, node=k, label=self.qu.label(k), t_kill=t,
+                                         t_spawn=None, t_res=None))
+        return t
+
+    def q_restart(self, k):
+        """Restarts node k, empty; fills in its entry of q_restarts."""
+        rec = [r for r in self.m["q_restarts"] if r["node"] == k][-1]
+        rec["t_spawn"] = time.monotonic()
+        try:
+            rec["t_res"] = self.qu.restart(k)
+        except quorum.QuorumError as e:
+            self.problem("%s: %s" % (rec["phase"], e))
+        return rec["t_res"]
+
+    def q_service(self, t0, t1, skip=()):
+        """How the service went on in [t0, t1]: per daemon its probe's grants
+        (requested and answered within), other results, the first grant (ms
+        from t0), the longest time without one; per name (but skip) the
+        grants and the longest time without one; the workers' ERR BACKEND
+        answers to LOCK."""
+        daemons = []
+        for p in self.q_probes:
+            recs = [r for r in list(p.recs) if r[0] != "CONNECT" and r[1] >= t0 and r[2] <= t1]
+            ok = [r for r in recs if r[0] == "TRYLOCK" and r[3] == "ok"]
+            bad = [r for r in recs if r[3] != "ok"]
+            daemons.append(dict(grants=len(ok), bad=len(bad),
+                                bad_kinds=sorted(set("%s %s" % (r[0], r[3]) for r in bad)),
+                                first=(ok[0][2] - t0) * 1000 if ok else None,
+                                gap=p.longest_gap(t0, t1),
+                                slowest=max([(r[2] - r[1]) * 1000 for r in recs] or [0])))
+        names = {}
+        for x in self.q_names:
+            if x["name"] in skip:
+                continue
+            ts = sorted(g["t_start"] for g in list(x["store"].grant_order)
+                        if t0 <= g["t_start"] <= t1)
+            last, gap = t0, 0.0
+            for t in ts:
+                gap, last = max(gap, t - last), t
+            names[x["name"]] = dict(grants=len(ts), gap=max(gap, t1 - last) * 1000)
+        errs = sum(1 for x in self.q_names for n in list(x["store"].notes)
+                   if t0 <= n[0] <= t1 and n[3] == "lock_backend_error")
+        return dict(daemons=daemons, names=names, lock_backend_errors=errs, secs=t1 - t0)
+
+    def q_info_now(self):
+        """Every daemon's last INFO sample: (redis, redis_nodes_up, down labels)."""
+        out = []
+        for w in self.q_watch:
+            r = w.last()
+            out.append(None if r is None else (r[2], r[3], sorted(r[4])))
+        return out
+
+    def q_kill2(self):
+        """Two nodes SIGKILLed: the other three are a majority, the service
+        goes on; a holder keeps its lock; Q_HELD is taken meanwhile (on the
+        three only). They restart empty and count again after
+        rejoin_delay_ms."""
+        qu, lease_s = self.qu, self.prof["q_lease_ms"] / 1000.0
+        with self.phase("q-kill2"):
+            x, h, g, nodes = self.q_hold("q-kill2")
+            # Nodes the held lock is not on go first: it keeps a majority.
+            order = sorted(range(Q_NODES), key=lambda k: (k in nodes, self.rnd.random()))
+            victims = sorted(order[:2])
+            rec = dict(victims=[qu.label(k) for k in victims], name=x["name"],
+                       nodes=[qu.label(k) for k in nodes],
+                       expect_kept=expect_kept(nodes, victims))
+            t0 = time.monotonic()
+            for k in victims:
+                self.q_kill(k, "q-kill2")
+            # A lock taken now is on the three others only: Q_HELD, held on
+            # dlockd 0 through the restarts; dlockd 1 waits for it.
+            held = None
+            hc = self.q_lines.connect(self.dsock[0])
+            t_req = hc.send("LOCK %s" % Q_HELD)
+            r = hc.wait(lambda l: not l.startswith("!"), Q_CMD_TIMEOUT_MS / 1000.0 + EVENT_TIMEOUT)
+            if r is not None and r[2].startswith("OK "):
+                held = dict(conn=hc, fence=int(r[2].split()[1]), t=r[0], ms=(r[0] - t_req) * 1000)
+                held["nodes"] = qu.holding(KEY_PREFIX + Q_HELD)
+                cc = self.q_lines.connect(self.dsock[1])
+                held["contender"] = cc
+                held["t_creq"] = cc.send("LOCK %s" % Q_HELD)
+            else:
+                self.problem("q-kill2: LOCK %s on dlockd 0 with 2 nodes dead answered %s"
+                             % (Q_HELD, "nothing" if r is None else repr(r[2])))
+                hc.close()
+            self.q_held = held
+            rec["q_held"] = None if held is None else dict(
+                fence=held["fence"], ms=held["ms"], nodes=[qu.label(k) for k in held["nodes"]])
+            time.sleep(max(0.0, t0 + self.prof["q_down_s"] - time.monotonic()))   # the fault
+            rec["info"] = self.q_info_now()
+            rec["holder"] = self.q_release(x, h, g, t0)
+            for k in victims:
+                self.q_restart(k)
+            t_res = time.monotonic()
+            rec["service"] = self.q_service(t0, t_res, skip=(x["name"],))
+            rec["up"] = self.q_wait_up(t_res, lease_s + self.prof["q_late_ms"] / 1000.0)
+            t_back = time.monotonic()
+            rec["t0"], rec["t1"] = t0, t_back
+            rec["service_all"] = self.q_service(t0, t_back, skip=(x["name"],))
+            self.faults.append(dict(kind="q-kill2", t0=t0, t1=t_back, daemon=None, wid=None,
+                                    inc=None))
+            if held is not None:
+                rec["q_held"]["nodes_after"] = [qu.label(k)
+                                                for k in qu.holding(KEY_PREFIX + Q_HELD)]
+            self.m["q_kill2"] = rec
+            sv = rec["service"]
+            self.say("  SIGKILL %s (held lock %s on %s): redis/up/down %s; %.1f s down: probe "
+                     "grants per daemon %s, first after %s ms, longest gap %s ms; grants per "
+                     "name %s; %d ERR BACKEND to workers' LOCK"
+                     % (" ".join(rec["victims"]), x["name"], " ".join(rec["nodes"]) or "-",
+                        " | ".join("%s %s %s" % v if v else "-" for v in rec["info"]),
+                        t_res - t0, "/".join(str(d["grants"]) for d in sv["daemons"]),
+                        fmt_list([d["first"] for d in sv["daemons"]]),
+                        fmt_list([d["gap"] for d in sv["daemons"]]),
+                        " ".join("%s %d" % (n, v["grants"])
+                                 for n, v in sorted(sv["names"].items())),
+                        sv["lock_backend_errors"]))
+            self.say("  %s taken meanwhile on dlockd 0 (fence %s, %s ms), on %s; restarted empty: "
+                     "every node counted again %s ms after the restart; held worker: %s "
+                     "(expected %s)"
+                     % (Q_HELD, held and held["fence"], held and "%.1f" % held["ms"],
+                        " ".join(rec["q_held"]["nodes"]) if held else "-", fmt_list(rec["up"]),
+                        fmt_holder(rec["holder"]), fmt_expect(rec["expect_kept"])))
+            self.q_settle("q-kill2")
+
+    def q_pause(self):
+        """One node SIGSTOPped for q_pause_s, then SIGCONT: grants go on
+        meanwhile, no request hangs; a lock released meanwhile keeps its key
+        on that node (stale), which must not keep anyone from it after."""
+        qu = self.qu
+        with self.phase("q-pause"):
+            x, h, g, nodes = self.q_hold("q-pause")
+            hn = set(self.q_held["nodes"]) if self.q_held else set()
+            # Not a node of Q_HELD (it must stay held for q-restart-empty);
+            # preferably one after which the held lock keeps a majority.
+            cands = [k for k in range(Q_NODES) if k not in hn] or list(range(Q_NODES))
+            cands.sort(key=lambda k: (len(set(nodes) - {k}) < Q_MAJORITY, k in nodes,
+                                      self.rnd.random()))
+            v = cands[0]
+            rec = dict(victim=qu.label(v), name=x["name"], nodes=[qu.label(k) for k in nodes],
+                       expect_kept=expect_kept(nodes, [v]), unlock=None, stale=None)
+            label = qu.label(v)
+            c0 = self.client(0, timeout=EVENT_TIMEOUT)
+            try:
+                f0, _ = c0.lock(Q_STALE)
+                c0.renew(Q_STALE)             # a whole lease on every node from now
+                t0 = qu.pause(v)
+                # Released once both daemons gave up on the stopped node
+                # (command_timeout_ms): the release cannot reach it, its key
+                # outlives the stop (q_pause_s < lease).
+                seen = wait_until(lambda: all(
+                    w.last() is not None and w.last()[0] > t0 and label in w.last()[4]
+                    for w in self.q_watch), (Q_CMD_TIMEOUT_MS + self.prof["q_hang_slack_ms"])
+                    / 1000.0, 0.01)
+                tu = time.monotonic()
+                rec["down_seen"] = (tu - t0) * 1000 if seen else None
+                try:
+                    c0.unlock(Q_STALE)
+                    rec["unlock"] = dict(ms=(time.monotonic() - tu) * 1000, res="ok")
+                except (dlock.DlockError, OSError) as e:
+                    rec["unlock"] = dict(ms=(time.monotonic() - tu) * 1000, res=str(e))
+            finally:
+                c0.close()
+            time.sleep(max(0.0, t0 + self.prof["q_pause_s"] - time.monotonic()))   # the fault
+            t1 = time.monotonic()
+            rec["info"] = self.q_info_now()
+            rec["service"] = self.q_service(t0, t1, skip=(x["name"],))
+            rec["holder"] = self.q_release(x, h, g, t0)
+            t_cont = qu.resume(v)
+            # The stopped node still has Q_STALE's key (the release did not
+            # reach it): another daemon must get the lock at once.
+            rec["stale_nodes"] = [qu.label(k)
+                                  for k in qu.holding(KEY_PREFIX + Q_STALE, majority=1)]
+            t = time.monotonic()
+            try:
+                with self.client(1, timeout=EVENT_TIMEOUT) as c1:
+                    f1, _ = c1.trylock(Q_STALE, wait_ms=Q_CMD_TIMEOUT_MS)
+                    rec["stale"] = dict(ms=(time.monotonic() - t) * 1000, fence0=f0, fence1=f1,
+                                        res="ok")
+                    c1.unlock(Q_STALE)
+            except (dlock.DlockError, OSError) as e:
+                rec["stale"] = dict(ms=(time.monotonic() - t) * 1000, fence0=f0, fence1=None,
+                                    res="%s: %s" % (type(e).__name__, e))
+            rec["up"] = self.q_wait_up(t_cont, self.prof["q_late_ms"] / 1000.0)
+            t_back = time.monotonic()
+            rec["t0"], rec["t1"], rec["t_cont"] = t0, t_back, t_cont
+            rec["service_all"] = self.q_service(t0, t_back, skip=(x["name"],))
+            self.faults.append(dict(kind="q-pause", t0=t0, t1=t_back, daemon=None, wid=None,
+                                    inc=None))
+            self.m["q_pause"] = rec
+            sv = rec["service"]
+            self.say("  SIGSTOP %s %.1f s: redis/up/down %s; probe grants per daemon %s, first "
+                     "after %s ms, longest gap %s ms, slowest request %s ms; grants per name %s; "
+                     "%d ERR BACKEND to workers' LOCK; held worker: %s (on %s: expected %s)"
+                     % (rec["victim"], t_cont - t0,
+                        " | ".join("%s %s %s" % v if v else "-" for v in rec["info"]),
+                        "/".join(str(d["grants"]) for d in sv["daemons"]),
+                        fmt_list([d["first"] for d in sv["daemons"]]),
+                        fmt_list([d["gap"] for d in sv["daemons"]]),
+                        fmt_list([d["slowest"] for d in sv["daemons"]]),
+                        " ".join("%s %d" % (n, v["grants"])
+                                 for n, v in sorted(sv["names"].items())),
+                        sv["lock_backend_errors"], fmt_holder(rec["holder"]),
+                        " ".join(rec["nodes"]) or "-", fmt_expect(rec["expect_kept"])))
+            self.say("  %s released once the daemons gave up on the node (%s ms; %s); its key "
+                     "after SIGCONT on %s; dlockd 1 got it in %.1f ms (%s, fence %s -> %s); every "
+                     "node counted %s ms after SIGCONT"
+                     % (Q_STALE, fmt_ms(rec["down_seen"]),
+                        rec["unlock"] and "%s, %.1f ms" % (rec["unlock"]["res"],
+                                                          rec["unlock"]["ms"]),
+                        " ".join(rec["stale_nodes"]) or "no node", rec["stale"]["ms"],
+                        rec["stale"]["res"], rec["stale"]["fence0"], rec["stale"]["fence1"],
+                        fmt_list(rec["up"])))
+            self.q_settle("q-pause")
+
+    def q_restart_empty(self):
+        """One node SIGKILLed and restarted empty at once while locks are
+        held: a worker's lock (on enough other nodes: kept) and Q_HELD (on
+        just a majority with this node: its holder must hear !LOST before
+        dlockd 1's waiter gets it, with a greater fence)."""
+        qu, lease_s = self.qu, self.prof["q_lease_ms"] / 1000.0
+        with self.phase("q-restart-empty"):
+            x, h, g, nodes = self.q_hold("q-restart-empty")
+            held = self.q_held
+            hn = set(held["nodes"]) if held else set()
+            cands = list(range(Q_NODES))
+            cands.sort(key=lambda k: (k not in hn, len(set(nodes) - {k}) < Q_MAJORITY,
+                                      self.rnd.random()))
+            v = cands[0]
+            rec = dict(victim=qu.label(v), name=x["name"], nodes=[qu.label(k) for k in nodes],
+                       expect_kept=expect_kept(nodes, [v]), q_held=None)
+            t0 = self.q_kill(v, "q-restart-empty")
+            t_res = self.q_restart(v)
+            if held is not None:
+                expect_lost = len(hn - {v}) < Q_MAJORITY
+                cc, hc = held["contender"], held["conn"]
+                got = cc.wait(lambda l: not l.startswith("!"),
+                              2 * lease_s + EVENT_TIMEOUT if expect_lost else lease_s + 1.0)
+                lost = hc.wait(lambda l: l.startswith("!LOST %s " % Q_HELD), 0.2)
+                q = dict(expect_lost=expect_lost, nodes=[qu.label(k) for k in sorted(hn)],
+                         fence=held["fence"], grant=None, fence1=None, lost=None, reason=None,
+                         same_round=False, reply=None if got is None else got[2])
+                if got is not None and got[2].startswith("OK "):
+                    q["grant"] = (got[0] - t0) * 1000
+                    q["fence1"] = int(got[2].split()[1])
+                if lost is not None:
+                    q["lost"] = (lost[0] - t0) * 1000
+                    q["reason"] = lost[2].split()[2] if len(lost[2].split()) > 2 else "?"
+                    q["same_round"] = got is not None and got[1] == lost[1]
+                rec["q_held"] = q
+                if got is not None and got[2].startswith("OK "):
+                    cc.send("UNLOCK %s" % Q_HELD)
+                    cc.wait(lambda l: not l.startswith("!"), EVENT_TIMEOUT)
+                hc.close()
+                cc.close()
+                self.q_held = None
+            # The held worker waits until the node counts again everywhere.
+            rec["up"] = self.q_wait_up(t_res, lease_s + self.prof["q_late_ms"] / 1000.0)
+            rec["holder"] = self.q_release(
+                x, h, g, t0, regrant_timeout={True: 0.0, None: lease_s,
+                                              False: lease_s + EVENT_TIMEOUT}[rec["expect_kept"]])
+            t_back = time.monotonic()
+            rec["t0"], rec["t1"] = t0, t_back
+            rec["service"] = self.q_service(t0, t_back, skip=(x["name"],))
+            self.faults.append(dict(kind="q-restart-empty", t0=t0, t1=t_back, daemon=None,
+                                    wid=None, inc=None))
+            self.m["q_restart"] = rec
+            q = rec["q_held"]
+            self.say("  SIGKILL + restart empty of %s: held worker (%s on %s): %s (expected "
+                     "%s); every node counted again %s ms after the restart"
+                     % (rec["victim"], x["name"], " ".join(rec["nodes"]) or "-",
+                        fmt_holder(rec["holder"]), fmt_expect(rec["expect_kept"]),
+                        fmt_list(rec["up"])))
+            if q is not None:
+                self.say("  %s (fence %d, on %s): !LOST %s at %s ms, dlockd 1's waiter granted "
+                         "at %s ms (fence %s)%s"
+                         % (Q_HELD, q["fence"], " ".join(q["nodes"]), q["reason"],
+                            fmt_ms(q["lost"]), fmt_ms(q["grant"]), q["fence1"],
+                            " (in the same read)" if q["same_round"] else ""))
+            self.q_settle("q-restart-empty")
+
+    def q_majority(self):
+        """Three nodes SIGKILLed: no majority. Requests answer ERR BACKEND
+        at once or within command_timeout_ms, holders hear !LOST ...
+        backend; the nodes restart empty and the service comes back once
+        they count (rejoin_delay_ms), fences still rising."""
+        qu, lease_s = self.qu, self.prof["q_lease_ms"] / 1000.0
+        with self.phase("q-majority"):
+            x, h, g, nodes = self.q_hold("q-majority")
+            mc = self.q_lines.connect(self.dsock[1])
+            t_req = mc.send("LOCK %s" % Q_MAJ)
+            r = mc.wait(lambda l: not l.startswith("!"), EVENT_TIMEOUT)
+            rec = dict(name=x["name"], nodes=[qu.label(k) for k in nodes], maj=None)
+            if r is None or not r[2].startswith("OK "):
+                self.problem("q-majority: LOCK %s answered %s" % (Q_MAJ, r and r[2]))
+            else:
+                rec["maj"] = dict(fence=int(r[2].split()[1]), ms=(r[0] - t_req) * 1000,
+                                  lost=None, reason=None)
+            victims = sorted(self.rnd.sample(range(Q_NODES), Q_NODES - Q_MAJORITY + 1))
+            rec["victims"] = [qu.label(k) for k in victims]
+            t0 = time.monotonic()
+            for k in victims:
+                self.q_kill(k, "q-majority")
+            t_dead = time.monotonic()
+            # When the lease runs out on the survivors (PTTL; its last renewal
+            # reached them): the holder must have heard !LOST by then.
+            ends = []
+            for k in range(Q_NODES):
+                if k in victims:
+                    continue
+                t = time.monotonic()
+                v = qu.pttl(k, KEY_PREFIX + Q_MAJ)
+                if v is not None and v > 0:
+                    ends.append(t + v / 1000.0)
+            lost = mc.wait(lambda l: l.startswith("!LOST %s " % Q_MAJ), lease_s + EVENT_TIMEOUT)
+            if rec["maj"] is not None:
+                rec["maj"]["end"] = (max(ends) - t0) * 1000 if ends else None
+            if rec["maj"] is not None and lost is not None:
+                rec["maj"]["lost"] = (lost[0] - t0) * 1000
+                rec["maj"]["reason"] = lost[2].split()[2] if len(lost[2].split()) > 2 else "?"
+            mc.close()
+            time.sleep(max(0.0, t0 + self.prof["q_maj_down_s"] - time.monotonic()))  # the fault
+            rec["info"] = self.q_info_now()
+            t_res0 = time.monotonic()
+            for k in victims:
+                self.q_restart(k)
+            t_res = time.monotonic()
+            # While fewer than a majority counted: every probe request sent
+            # after the kills and answered before the restarts.
+            rec["down"] = []
+            for p in self.q_probes:
+                recs = [r for r in list(p.recs) if r[0] != "CONNECT" and r[1] >= t_dead and
+                        r[2] <= t_res0]
+                rec["down"].append(dict(
+                    n=len(recs), ok=sum(1 for r in recs if r[3] == "ok"),
+                    noquorum=sum(1 for r in recs if r[3] == "backend" and "no quorum" in r[4]),
+                    other=sorted(set("%s %s %s" % (r[0], r[3], r[4][:50]) for r in recs
+                                     if r[3] != "ok" and not (r[3] == "backend" and
+                                                              "no quorum" in r[4]))),
+                    slowest=max([(r[2] - r[1]) * 1000 for r in recs] or [0])))
+            # Back once a majority counts again: each daemon's first probe grant.
+            bound = lease_s + (self.prof["q_late_ms"] + self.prof["q_resume_ms"]) / 1000.0
+            rec["resume"] = [None] * Q_DAEMONS
+            deadline = t_res + bound
+            while time.monotonic() < deadline and any(v is None for v in rec["resume"]):
+                for p in self.q_probes:
+                    tg = p.first_grant(t_res)
+                    if tg is not None and rec["resume"][p.i] is None:
+                        rec["resume"][p.i] = (tg - t_res) * 1000
+                time.sleep(0.02)
+            rec["early"] = [sum(1 for r in list(p.recs) if r[0] == "TRYLOCK" and r[3] == "ok" and
+                                r[1] >= t_dead and r[2] < t_res0 + lease_s -
+                                Q_REJOIN_TOL_MS / 1000.0) for p in self.q_probes]
+            rec["holder"] = self.q_release(x, h, g, t0, regrant_timeout=bound + EVENT_TIMEOUT)
+            rec["up"] = self.q_wait_up(t_res, lease_s + self.prof["q_late_ms"] / 1000.0)
+            t_back = time.monotonic()
+            rec["t0"], rec["t1"], rec["t_res"] = t0, t_back, t_res
+            self.faults.append(dict(kind="q-majority", t0=t0, t1=t_back, daemon=None, wid=None,
+                                    inc=None, trail=lease_s + LOSS_WINDOW_S))
+            self.m["q_majority"] = rec
+            m = rec["maj"]
+            self.say("  SIGKILL %s: redis/up/down %s; probe requests meanwhile per daemon %s "
+                     "(ERR BACKEND no quorum %s, granted %s), slowest %s ms; %s: !LOST %s at %s ms"
+                     % (" ".join(rec["victims"]),
+                        " | ".join("%s %s %s" % v if v else "-" for v in rec["info"]),
+                        "/".join(str(d["n"]) for d in rec["down"]),
+                        "/".join(str(d["noquorum"]) for d in rec["down"]),
+                        "/".join(str(d["ok"]) for d in rec["down"]),
+                        fmt_list([d["slowest"] for d in rec["down"]]), Q_MAJ,
+                        m and m["reason"], m and fmt_ms(m["lost"]))
+                     + (" (its lease ran out on the survivors at %s ms)" % fmt_ms(m["end"])
+                        if m else ""))
+            self.say("  restarted empty after %.1f s: first probe grant %s ms after the restart, "
+                     "every node counted %s ms after it; held worker: %s"
+                     % (t_res - t0, fmt_list(rec["resume"]), fmt_list(rec["up"]),
+                        fmt_holder(rec["holder"])))
+            self.q_settle("q-majority")
+
+    def q_serve_check(self):
+        """At the end: every daemon counts every node and LOCKs/UNLOCKs a
+        fresh name."""
+        with self.phase("q-final"):
+            res, infos = [], []
+            for i in range(Q_DAEMONS):
+                def full(i=i):
+                    x = self.info(i)
+                    ok = (x.get("redis_nodes") == x.get("redis_nodes_up") == Q_NODES and
+                          x.get("redis_down") == "-" and x.get("redis") == "up")
+                    return x if ok else None
+                x = wait_until(full, EVENT_TIMEOUT, 0.05)
+                if x is None:
+                    try:
+                        x = self.info(i)
+                    except (dlock.DlockError, OSError) as e:
+                        x = {"redis": str(e)}
+                    x["bad"] = True
+                infos.append(x)
+                t = time.monotonic()
+                try:
+                    with self.client(i, timeout=EVENT_TIMEOUT + 5) as c:
+                        c.trylock("qf%d" % i, wait_ms=int(EVENT_TIMEOUT * 1000))
+                        c.unlock("qf%d" % i)
+                    out = "ok"
+                except (dlock.DlockError, OSError) as e:
+                    out = "%s: %s" % (type(e).__name__, e)
+                res.append((i, out, (time.monotonic() - t) * 1000))
+            self.m["q_final"] = dict(res=res, infos=infos)
+            self.say("  every daemon: %s; INFO %s"
+                     % (", ".join("d%d %s %.0f ms" % r for r in res),
+                        "; ".join("d%d redis=%s redis_nodes_up=%s/%s redis_down=%s"
+                                  % (i, x.get("redis"), x.get("redis_nodes_up"),
+                                     x.get("redis_nodes"), x.get("redis_down"))
+                                  for i, x in enumerate(infos))))
+            self.check_daemons_alive("q-final")
+
     def stop_daemons(self):
         """Every dlockd we did not kill must still run and exit 0 on SIGTERM.
         Appends (label, alive, rc) to daemon_stops for each; returns those."""
@@ -1727,6 +2446,41 @@ class Chaos(object):
 
 def fmt_ms(v):
     return "-" if v is None else "%.0f" % v
+
+
+def fmt_holder(y):
+    """What became of a holder held in its critical section through a fault."""
+    if y is None:
+        return "no holder"
+    return ("%s worker %d (fence %d, dlockd %d): %s, write %s, unlock %s"
+            % (y["name"], y["wid"], y["fence"], y["daemon"],
+               "nobody else granted" if y["regranted"] is None else
+               "granted again %.0f ms after the fault (fence %s)" % (y["regranted"],
+                                                                    y["next_fence"]),
+               {None: "none", True: "accepted", False: "rejected"}[y["write"]], y["outcome"]))
+
+
+def expect_kept(nodes, victims):
+    """Whether a lock on nodes keeps a majority without victims (None: its
+    nodes are not known)."""
+    if not nodes:
+        return None
+    return len(set(nodes) - set(victims)) >= Q_MAJORITY
+
+
+def fmt_expect(e):
+    return {True: "kept", False: "lost, told", None: "kept, or lost and told"}[e]
+
+
+def holder_ok(y, expect_kept):
+    """Kept: nobody else granted, its write accepted, UNLOCK ok. Not kept:
+    told (!LOST), and fenced off if granted again. None: either."""
+    if y is None:
+        return False
+    kept = y["regranted"] is None and y["write"] is True and y["outcome"] == "ok"
+    told = ((y["outcome"] or "").startswith("lost:") and
+            (y["regranted"] is None or y["write"] is not True))
+    return kept if expect_kept else told if expect_kept is False else kept or told
 
 
 def fmt_redir(r):
@@ -1912,6 +2666,8 @@ def analyse(c):
         analyse_chaos_lock(c)
     if "cluster" in c.stages:
         analyse_cluster(c)
+    if "quorum" in c.stages:
+        analyse_quorum(c)
 
     # 10. no daemon crash
     crashes = list(c.daemon_deaths)
@@ -1923,6 +2679,22 @@ def analyse(c):
                ", ".join("%s %s rc %s" % (label, "alive" if alive else "DEAD", rc)
                          for label, alive, rc in c.daemon_stops) or "no stop",
                "".join("\n      dlockd %d died (rc %s) during %s" % x for x in crashes)))
+
+    # 10b. no sanitizer report or assertion failure in any daemon's log
+    hits, nlogs = [], 0
+    for fn in sorted(os.listdir(c.tmp)):
+        if not (fn.startswith("dlockd") and fn.endswith(".log")):
+            continue
+        nlogs += 1
+        try:
+            with open(os.path.join(c.tmp, fn), "rb") as f:
+                data = f.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        hits += ["%s: %s" % (fn, l.strip()[:160]) for l in data.splitlines() if CRASH_RE.search(l)]
+    c.check("no sanitizer report, assertion failure or crash message in any dlockd log",
+            nlogs and not hits, "%d logs, %d such lines%s" % (nlogs, len(hits), "".join(
+                "\n      " + h for h in hits[:8])))
 
     # 11. the harness itself and liveness
     errors = [e for st in c.stores for e in st.errors]
@@ -2159,6 +2931,20 @@ def analyse_failover(c, grants):
                          x["outcome"]) for x in hs) or "not run")
 
 
+def check_no_lost_update(c, stage, per):
+    """A stage with a fenced store per name (per: one dict per name, with
+    its store st, accepted and rejected writes and its name x["name"]):
+    every store's counter equals its accepted writes."""
+    bad = [p for p in per if p["st"].value != len(p["accepted"])]
+    c.check("%s: no lost update on any name" % stage, per and not bad,
+            "%d names, %d accepted writes (%s), %d rejected%s"
+            % (len(per), sum(len(p["accepted"]) for p in per),
+               " ".join("%s %d" % (p["x"]["name"], len(p["accepted"])) for p in per),
+               sum(len(p["rejected"]) for p in per),
+               "".join("\n      %s: counter %d, accepted writes %d"
+                       % (p["x"]["name"], p["st"].value, len(p["accepted"])) for p in bad)))
+
+
 def analyse_cluster(c):
     """The cluster stage: the general invariants per name (each name its own
     fenced resource), then the stage's own checks."""
@@ -2205,14 +2991,7 @@ def analyse_cluster(c):
     ngrants = sum(len(p["grants"]) for p in per)
 
     # C1. no lost update, per name
-    bad = [p for p in per if p["st"].value != len(p["accepted"])]
-    c.check("cluster: no lost update on any name", names and not bad,
-            "%d names, %d accepted writes (%s), %d rejected%s"
-            % (len(names), sum(len(p["accepted"]) for p in per),
-               " ".join("%s %d" % (p["x"]["name"], len(p["accepted"])) for p in per),
-               sum(len(p["rejected"]) for p in per),
-               "".join("\n      %s: counter %d, accepted writes %d"
-                       % (p["x"]["name"], p["st"].value, len(p["accepted"])) for p in bad)))
+    check_no_lost_update(c, "cluster", per)
 
     # C2. overlaps only in a failover window of the name's own shard, fenced
     kinds, reasons = {}, {}
@@ -2375,16 +3154,338 @@ def analyse_cluster(c):
                                   for i, x in enumerate(sv["infos"]))))
 
 
+def analyse_quorum(c):
+    """The quorum stage: the general invariants per name (each name its own
+    fenced resource), then each fault's own checks."""
+    qf = [f for f in c.faults if f["kind"].startswith("q-")]
+    lease = c.prof["q_lease_ms"]
+    bound = Q_CMD_TIMEOUT_MS + c.prof["q_hang_slack_ms"]
+
+    def in_fault(g):
+        """The latest fault during g's section (its effects may trail it)."""
+        out = None
+        for f in qf:
+            if g["t_start"] < f["t1"] + f.get("trail", LOSS_WINDOW_S) and g["t_end_eff"] > f["t0"]:
+                out = f
+        return out
+
+    def fault_for(g):
+        """Only a holder that was told (!LOST, during a fault) may have its
+        section overlap the next holder's."""
+        f = in_fault(g)
+        return f["kind"] if f is not None and (g["outcome"] or "").startswith("lost:") else None
+
+    per = []
+    for x in c.q_names:
+        st = x["store"]
+        grants = list(st.grant_order)
+        losses = [g for g in grants if g["outcome"] not in (None, "ok")]
+        # A loss is admitted in a fault if the holder was told (!LOST);
+        # with no majority (q-majority) an UNLOCK may also fail.
+        stray = [g for g in losses
+                 if not (in_fault(g) is not None and
+                         ((g["outcome"] or "").startswith("lost:") or
+                          in_fault(g)["kind"] == "q-majority"))]
+        per.append(dict(x=x, st=st, grants=grants, accepted=list(st.accepted),
+                        rejected=list(st.rejected), o=overlaps(grants, fault_for, c.t_start),
+                        drops=accept_drops(list(st.accepted)), fo=fence_order(grants, qf),
+                        reentrant=sum(1 for n in st.notes if n[3] == "reentrant_grant"),
+                        losses=losses, stray=stray))
+    ngrants = sum(len(p["grants"]) for p in per)
+
+    # Q1. no lost update, per name
+    check_no_lost_update(c, "quorum", per)
+
+    # Q2. no two holders at once, but a holder told !LOST in a fault; fenced
+    kinds, reasons = {}, {}
+    viol, unexpl, expl, never = [], [], [], 0
+    for p in per:
+        o = p["o"]
+        for k, v in o["kinds"].items():
+            kinds[k] = kinds.get(k, 0) + v
+        viol += ["%s: %s" % (p["x"]["name"], v) for v in o["bad"]]
+        unexpl += ["%s: %s" % (p["x"]["name"], v) for v in o["unexplained"]]
+        for why, stale, new in o["explained"]:
+            line = "%s: %s" % (p["x"]["name"], fmt_pair(why, stale, new, c.t_start))
+            if why.startswith("lost:"):
+                unexpl.append(line + " -- told !LOST, but outside any fault")
+            else:
+                reasons[why] = reasons.get(why, 0) + 1
+                expl.append(line)
+        never += len(o["open"])
+    c.check("quorum: sections of one name overlap only when the earlier holder was told "
+            "(!LOST) in a fault, and then the fence stopped it",
+            per and not viol and not unexpl and not never,
+            "%d grants, %d overlapping pairs (%s; causes: %s)%s%s%s%s"
+            % (ngrants, sum(p["o"]["pairs"] for p in per),
+               ", ".join("%s %d" % kv for kv in sorted(kinds.items())),
+               ", ".join("%s %d" % kv for kv in sorted(reasons.items())) or "-",
+               "".join("\n      told !LOST: " + v for v in expl[:5]),
+               "".join("\n      VIOLATION: " + v for v in viol[:5]),
+               "".join("\n      UNEXPLAINED OVERLAP: " + v for v in unexpl[:5]),
+               "\n      %d sections never ended" % never if never else ""))
+
+    # Q3. fences per name
+    drops = [(p["x"]["name"], a, b) for p in per for a, b in p["drops"]]
+    dups = [(p["x"]["name"], a, b) for p in per for a, b in p["fo"]["dups"]]
+    order_bad = [(p["x"]["name"], g) for p in per for g in p["fo"]["order_bad"]]
+    jumps = [j for p in per for j in p["fo"]["jumps"]]
+    reentrant = sum(p["reentrant"] for p in per)
+    c.check("quorum: per name, fences of accepted writes rise strictly and every grant has its "
+            "own fence, rising with grant order (also across node kills, stops, empty "
+            "restarts and the loss of the majority)",
+            per and not drops and not dups and not order_bad and all(jumps) and not reentrant,
+            "%d grants, %d accepted-write fence drops, %d duplicate fences, %d grants with a "
+            "fence below an earlier finished section's, %d fresh grants with holds != 1, "
+            "fence rose across %d/%d faults of a name%s%s%s"
+            % (ngrants, len(drops), len(dups), len(order_bad), reentrant, sum(jumps), len(jumps),
+               "".join("\n      %s: %d after %d" % (n, b["fence"], a["fence"])
+                       for n, a, b in drops[:5]),
+               "".join("\n      %s: fence %d granted twice (workers %d at %.3f s, %d at %.3f s)"
+                       % (n, a["fence"], a["wid"], a["t_start"] - c.t_start, b["wid"],
+                          b["t_start"] - c.t_start) for n, a, b in dups[:5]),
+               "".join("\n      %s: worker %d fence %d at %.3f s on dlockd %d"
+                       % (n, g["wid"], g["fence"], g["t_start"] - c.t_start, g["daemon"])
+                       for n, g in order_bad[:5])))
+
+    # Q4. no request hangs
+    recs = [("d%d" % p.i, r) for p in c.q_probes for r in p.recs if r[0] != "CONNECT"]
+    unl = [g for p in per for g in p["grants"]
+           if g.get("t_done") is not None and g["t_end"] is not None]
+    request_latency(c, "quorum stage", recs, unl, Q_CMD_TIMEOUT_MS, c.prof["q_hang_slack_ms"])
+
+    # Q5. losses only in faults, and then told
+    losses = sum(len(p["losses"]) for p in per)
+    stray = [(p["x"]["name"], g) for p in per for g in p["stray"]]
+    c.check("quorum: no lock is lost outside a fault; in a fault with a majority alive only "
+            "with !LOST (no ERR BACKEND, no broken connection)", not stray,
+            "%d losses (%s)%s" % (losses, ", ".join("%s %d" % kv for kv in sorted(
+                count_by(g["outcome"] for p in per for g in p["losses"]).items())) or "-",
+                "".join("\n      " + fmt_loss(c, g, n) for n, g in stray[:5])))
+
+    # Q6. restarted nodes count again after rejoin_delay_ms, not before
+    tol = Q_REJOIN_TOL_MS
+    lines, ok = [], True
+    su = c.m["q_setup"]
+    if su is not None:
+        early = [v for v in su["up"] if v < lease - tol]
+        ok = ok and not early and all(v is not None for v in su["full"])
+        lines.append("fresh servers: dlockd 0/1 said redis=up %s ms after the servers' start, "
+                     "counted all %s ms%s" % (fmt_list(su["up"]), fmt_list(su["full"]),
+                                              " EARLY" if early else ""))
+    for r in c.m["q_restarts"]:
+        if r["t_res"] is None:
+            ok = False
+            lines.append("%s %s: not restarted" % (r["phase"], r["label"]))
+            continue
+        per_d = []
+        for w in c.q_watch:
+            down, up = w.counted_again(r["label"], r["t_kill"])
+            if down is None:
+                ok = False
+                per_d.append("d%d NEVER SAW IT DOWN OR REJOINING" % w.i)
+            elif up is None:
+                ok = False
+                per_d.append("d%d never counted it again" % w.i)
+            else:
+                lo = (up[0] - r["t_spawn"]) * 1000     # counted after this
+                hi = (up[1] - r["t_spawn"]) * 1000     # ... and before this
+                bad = hi < lease - tol or lo > lease + c.prof["q_late_ms"]
+                ok = ok and not bad
+                per_d.append("d%d %.0f-%.0f ms%s" % (w.i, lo, hi,
+                                                     " EARLY" if hi < lease - tol else
+                                                     " LATE" if bad else ""))
+        lines.append("%s %s: counted again %s after its restart"
+                     % (r["phase"], r["label"], ", ".join(per_d)))
+    c.check("quorum: a (re)started node counts toward a majority only rejoin_delay_ms (%d ms) "
+            "after it started, and within %d ms more (INFO redis_down, sampled every %.0f ms; "
+            "tolerance %d ms)" % (lease, c.prof["q_late_ms"], Q_INFO_EVERY_S * 1000, tol),
+            ok and c.m["q_restarts"], "\n      ".join(lines) or "not run")
+
+    # Q7. q-kill2: the service goes on; the held lock is kept
+    def service_ok(sv, names=True):
+        return (all(d["grants"] > 0 and d["bad"] == 0 and d["first"] is not None and
+                    d["first"] <= bound and d["gap"] <= c.prof["q_progress_ms"]
+                    for d in sv["daemons"]) and
+                (not names or all(v["grants"] > 0 and v["gap"] <= c.prof["q_progress_ms"]
+                                  for v in sv["names"].values())) and
+                sv["lock_backend_errors"] == 0)
+
+    def fmt_service(sv):
+        return ("per daemon: probe grants %s, failed requests %s%s, first grant %s ms, longest "
+                "gap %s ms; per name: grants %s, longest gap %s ms; workers' LOCK ERR BACKEND %d"
+                % ("/".join(str(d["grants"]) for d in sv["daemons"]),
+                   "/".join(str(d["bad"]) for d in sv["daemons"]),
+                   " (%s)" % ", ".join(sorted(set(k for d in sv["daemons"]
+                                                  for k in d["bad_kinds"])))
+                   if any(d["bad"] for d in sv["daemons"]) else "",
+                   fmt_list([d["first"] for d in sv["daemons"]]),
+                   fmt_list([d["gap"] for d in sv["daemons"]]),
+                   " ".join("%s %d" % (n, v["grants"]) for n, v in sorted(sv["names"].items())),
+                   fmt_list([v["gap"] for v in sv["names"].values()]),
+                   sv["lock_backend_errors"]))
+
+    def fmt_info(info):
+        return " | ".join("d%d redis=%s up=%s down=%s" % (i, v[0], v[1], ",".join(v[2]) or "-")
+                          if v else "d%d -" % i for i, v in enumerate(info))
+
+    k2 = c.m["q_kill2"]
+    if k2 is not None:
+        want = sorted(k2["victims"])
+        info_ok = all(v is not None and v[0] == "up" and v[1] == Q_MAJORITY and v[2] == want
+                      for v in k2["info"])
+        ok = (info_ok and service_ok(k2["service_all"]) and
+              holder_ok(k2["holder"], k2["expect_kept"]) and k2["q_held"] is not None)
+        detail = ("SIGKILL %s for %.1f s; INFO %s; until every node counted again: %s; held "
+                  "worker (on %s): %s (expected %s); %s taken with 2 nodes dead: %s"
+                  % (" ".join(k2["victims"]), k2["service"]["secs"], fmt_info(k2["info"]),
+                     fmt_service(k2["service_all"]), " ".join(k2["nodes"]) or "-",
+                     fmt_holder(k2["holder"]), fmt_expect(k2["expect_kept"]), Q_HELD,
+                     "NOT GRANTED" if k2["q_held"] is None else
+                     "fence %d in %.1f ms, on %s" % (k2["q_held"]["fence"], k2["q_held"]["ms"],
+                                                     " ".join(k2["q_held"]["nodes"]))))
+    else:
+        ok, detail = False, "not run"
+    c.check("quorum q-kill2: with 2 of %d nodes SIGKILLed every daemon goes on granting (no "
+            "failed request, first grant within %d ms, no gap over %d ms on a daemon or a name), "
+            "INFO says redis=up, redis_nodes_up=%d and names the dead in redis_down, and a "
+            "holder keeps its lock" % (Q_NODES, bound, c.prof["q_progress_ms"], Q_MAJORITY),
+            ok, detail)
+
+    # Q8. q-pause
+    qp = c.m["q_pause"]
+    if qp is not None:
+        stale = qp["stale"]
+        ok = (all(v is not None and v[0] == "up" for v in qp["info"]) and
+              qp["down_seen"] is not None and qp["victim"] in qp["stale_nodes"] and
+              service_ok(qp["service_all"]) and holder_ok(qp["holder"], qp["expect_kept"]) and
+              qp["unlock"] is not None and qp["unlock"]["res"] == "ok" and
+              qp["unlock"]["ms"] <= bound and stale is not None and stale["res"] == "ok" and
+              stale["ms"] <= bound and stale["fence1"] > stale["fence0"] and
+              all(v is not None for v in qp["up"]))
+        c.check("quorum q-pause: with a node SIGSTOPped every daemon goes on granting without "
+                "a hang and stops counting it within command_timeout_ms + slack; a lock "
+                "released meanwhile (its key stale on the stopped node after SIGCONT) goes to "
+                "another daemon at once with a greater fence, and the node counts again within "
+                "%d ms" % c.prof["q_late_ms"], ok,
+                "SIGSTOP %s for %.1f s; INFO then %s; %s; held worker (on %s): %s (expected "
+                "%s); %s: the daemons gave up on the stopped node %s ms after SIGSTOP, UNLOCK "
+                "then %s in %.1f ms; after SIGCONT its key on %s; dlockd 1's TRYLOCK %s in "
+                "%.1f ms, fence %s -> %s; every node counted %s ms after SIGCONT"
+                % (qp["victim"], qp["service"]["secs"], fmt_info(qp["info"]),
+                   fmt_service(qp["service_all"]), " ".join(qp["nodes"]) or "-",
+                   fmt_holder(qp["holder"]), fmt_expect(qp["expect_kept"]), Q_STALE,
+                   fmt_ms(qp["down_seen"]),
+                   qp["unlock"]["res"], qp["unlock"]["ms"],
+                   " ".join(qp["stale_nodes"]) or "no node", stale["res"], stale["ms"],
+                   stale["fence0"], stale["fence1"], fmt_list(qp["up"])))
+
+    # Q9. q-restart-empty
+    qr = c.m["q_restart"]
+    if qr is not None:
+        q = qr["q_held"]
+        if q is None:
+            hok, hdetail = False, "%s was not held" % Q_HELD
+        elif q["expect_lost"]:
+            hok = (q["lost"] is not None and q["grant"] is not None and
+                   q["fence1"] is not None and q["fence1"] > q["fence"] and
+                   (q["lost"] <= q["grant"] or q["same_round"]))
+            hdetail = ("%s (fence %d) on %s, one of them restarted empty: !LOST %s at %s ms, "
+                       "dlockd 1's waiter granted at %s ms%s, fence %s"
+                       % (Q_HELD, q["fence"], " ".join(q["nodes"]), q["reason"],
+                          fmt_ms(q["lost"]), fmt_ms(q["grant"]),
+                          " (read in the same round as the !LOST)" if q["same_round"] else "",
+                          q["fence1"]))
+        else:
+            hok = q["lost"] is None and q["grant"] is None
+            hdetail = ("%s (fence %d) on %s: still a majority without the restarted node: %s"
+                       % (Q_HELD, q["fence"], " ".join(q["nodes"]),
+                          "kept" if hok else "!LOST at %s ms, regranted at %s ms"
+                          % (fmt_ms(q["lost"]), fmt_ms(q["grant"]))))
+        ok = (hok and holder_ok(qr["holder"], qr["expect_kept"]) and
+              service_ok(qr["service"], names=False) and all(v is not None for v in qr["up"]))
+        c.check("quorum q-restart-empty: a node SIGKILLed and restarted empty grants nothing "
+                "twice: a lock still on a majority of the others is kept; one that was on just a "
+                "majority with it is told !LOST before another daemon gets it, with a greater "
+                "fence", ok,
+                "%s; held worker (on %s): %s (expected %s); %s; every node counted %s ms after "
+                "the restart"
+                % (hdetail, " ".join(qr["nodes"]) or "-", fmt_holder(qr["holder"]),
+                   fmt_expect(qr["expect_kept"]), fmt_service(qr["service"]),
+                   fmt_list(qr["up"])))
+    else:
+        c.check("quorum q-restart-empty: a node restarted empty grants nothing twice", False,
+                "not run")
+
+    # Q10. q-majority
+    qm = c.m["q_majority"]
+    if qm is not None:
+        m = qm["maj"]
+        rbound = lease + c.prof["q_late_ms"] + c.prof["q_resume_ms"]
+        ok = (all(v is not None and v[0] == "down" and v[1] == Q_MAJORITY - 1
+                  for v in qm["info"]) and
+              all(d["n"] > 0 and d["ok"] == 0 and d["noquorum"] == d["n"] and
+                  d["slowest"] <= bound for d in qm["down"]) and
+              m is not None and m["lost"] is not None and m["reason"] == "backend" and
+              m["end"] is not None and m["lost"] <= m["end"] and
+              holder_ok(qm["holder"], False) and
+              all(v is not None and v <= rbound for v in qm["resume"]) and
+              not any(qm["early"]))
+        c.check("quorum q-majority: with 3 of %d nodes SIGKILLed every request answers ERR "
+                "BACKEND no quorum within %d ms, INFO says redis=down, a holder hears !LOST ... "
+                "backend before its lease runs out on the surviving nodes (their PTTL); a held "
+                "holder is fenced off; once restarted no grant comes before the rejoin delay, "
+                "and every daemon grants again within %d ms of the restart"
+                % (Q_NODES, bound, rbound), ok,
+                "SIGKILL %s; INFO then %s; requests meanwhile per daemon %s (ERR BACKEND no "
+                "quorum %s, granted %s%s), slowest %s ms; %s: %s; held worker: %s; first probe "
+                "grant after the restart %s ms, granted before the rejoin delay %s"
+                % (" ".join(qm["victims"]), fmt_info(qm["info"]),
+                   "/".join(str(d["n"]) for d in qm["down"]),
+                   "/".join(str(d["noquorum"]) for d in qm["down"]),
+                   "/".join(str(d["ok"]) for d in qm["down"]),
+                   "; other: " + ", ".join(o for d in qm["down"] for o in d["other"][:3])
+                   if any(d["other"] for d in qm["down"]) else "",
+                   fmt_list([d["slowest"] for d in qm["down"]]), Q_MAJ,
+                   "not held" if m is None else "!LOST %s at %s ms after the kill, its lease "
+                   "ran out on the survivors at %s ms" % (m["reason"], fmt_ms(m["lost"]),
+                                                         fmt_ms(m["end"])),
+                   fmt_holder(qm["holder"]), fmt_list(qm["resume"]),
+                   "/".join(str(v) for v in qm["early"])))
+    elif c.prof["q_majority"]:
+        c.check("quorum q-majority: the loss of the majority", False, "not run")
+
+    # Q11. every daemon serves at the end
+    sv = c.m["q_final"]
+    ok = (sv is not None and len(sv["res"]) == Q_DAEMONS and
+          all(r[1] == "ok" for r in sv["res"]) and not any(x.get("bad") for x in sv["infos"]))
+    c.check("quorum: at the end every dlockd LOCKs/UNLOCKs and INFO says redis=up, "
+            "redis_nodes_up = redis_nodes = %d, redis_down=-" % Q_NODES, ok,
+            "not run" if sv is None else
+            "%s; %s" % (", ".join("d%d %s (%.0f ms)" % r for r in sv["res"]),
+                        "; ".join("d%d redis=%s %s/%s up, down %s"
+                                  % (i, x.get("redis"), x.get("redis_nodes_up"),
+                                     x.get("redis_nodes"), x.get("redis_down"))
+                                  for i, x in enumerate(sv["infos"]))))
+
+
+def count_by(items):
+    out = {}
+    for k in items:
+        out[k] = out.get(k, 0) + 1
+    return out
+
+
 def dump_events(c):
     """The whole log as JSON lines, for a look after a failure (--keep)."""
     import json
     path = os.path.join(c.tmp, "events.jsonl")
-    lock_of = dict((id(x["store"]), x["name"]) for x in c.cl_names)
+    lock_of = dict((id(x["store"]), x["name"]) for x in c.cl_names + c.q_names)
     with open(path, "w") as f:
         for kind, recs in (("phase", c.phases), ("fault", c.faults)):
             for r in recs:
                 f.write(json.dumps(dict(r, type=kind), default=str) + "\n")
-        for p in c.probes + c.cl_probes:
+        for p in c.probes + c.cl_probes + c.q_probes:
             for op, t0, t1, res, detail in list(p.recs):
                 f.write(json.dumps(dict(type="probe", daemon=p.i, shard=p.shard, op=op, t0=t0,
                                         t1=t1, result=res, detail=detail)) + "\n")
@@ -2451,7 +3552,7 @@ def main():
                          "promoted primary made itself count as the failover window's, as in "
                          "the Sentinel stage; by default they are violations (no lost write "
                          "explains them)")
-    ap.add_argument("--stage", choices=("all", "standalone", "failover", "cluster"),
+    ap.add_argument("--stage", choices=("all", "standalone", "failover", "cluster", "quorum"),
                     default="all", help="run every stage (default) or one")
     args = ap.parse_args()
     if args.seed is None:
@@ -2470,7 +3571,8 @@ def main():
           % (c.mode, args.seed, args.stage, c.dlockd_bin, c.tmp), flush=True)
     signal.alarm((c.prof["budget"] if args.stage in ("all", "standalone") else 0) +
                  (c.prof["fo_budget"] if args.stage in ("all", "failover") else 0) +
-                 (c.prof["cl_budget"] if args.stage in ("all", "cluster") else 0))
+                 (c.prof["cl_budget"] if args.stage in ("all", "cluster") else 0) +
+                 (c.prof["q_budget"] if args.stage in ("all", "quorum") else 0))
     fatal = None
     try:
         try:

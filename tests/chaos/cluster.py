@@ -26,10 +26,9 @@ Standard library only (and redisproc.py). Times are time.monotonic().
 import bisect
 import os
 import shutil
-import signal
 import time
 
-from redisproc import RespError, Spawner, call, free_ports, info, running, stop_procs
+from redisproc import NodeSignals, RespError, Spawner, call, free_ports, info, running, stop_procs
 
 SLOTS = 16384
 NODE_TIMEOUT_MS = 1000        # cluster-node-timeout
@@ -72,7 +71,7 @@ class ClusterError(RuntimeError):
     pass
 
 
-class Cluster(object):
+class Cluster(NodeSignals):
     def __init__(self, tmp, primaries=3, replicas=1, node_timeout_ms=NODE_TIMEOUT_MS,
                  spawn=None, say=None):
         self.tmp = tmp
@@ -190,24 +189,6 @@ class Cluster(object):
             self.own_spawner.stop()
         else:
             stop_procs([x["proc"] for x in self.nodes])
-
-    def kill(self, i):
-        """SIGKILL node i; returns the time of the kill."""
-        p = self.nodes[i]["proc"]
-        t = time.monotonic()
-        p.kill()
-        p.wait()
-        return t
-
-    def pause(self, i):
-        t = time.monotonic()
-        self.nodes[i]["proc"].send_signal(signal.SIGSTOP)
-        return t
-
-    def resume(self, i):
-        t = time.monotonic()
-        self.nodes[i]["proc"].send_signal(signal.SIGCONT)
-        return t
 
     def restart(self, i):
         """Node i again on its port, empty (no persistence) but with its

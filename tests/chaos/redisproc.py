@@ -17,6 +17,7 @@ import os
 import signal
 import socket
 import subprocess
+import time
 
 
 # ---- RESP ----------------------------------------------------------------------
@@ -197,3 +198,29 @@ class Spawner(object):
 
     def stop(self):
         stop_procs(self.procs)
+
+
+class NodeSignals(object):
+    """Faults for a topology that keeps its redis-servers in self.nodes, a
+    dict per node with its process under "proc". Each returns the time
+    (time.monotonic()) the signal went."""
+
+    def kill(self, i):
+        """SIGKILL node i (SIGCONT first, should it be stopped). The process
+        is reaped: its port is free."""
+        p = self.nodes[i]["proc"]
+        t = time.monotonic()
+        p.send_signal(signal.SIGCONT)
+        p.kill()
+        p.wait()
+        return t
+
+    def pause(self, i):
+        t = time.monotonic()
+        self.nodes[i]["proc"].send_signal(signal.SIGSTOP)
+        return t
+
+    def resume(self, i):
+        t = time.monotonic()
+        self.nodes[i]["proc"].send_signal(signal.SIGCONT)
+        return t
