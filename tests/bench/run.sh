@@ -44,12 +44,23 @@
 #      pair (INFO commandstats, summed over the primaries); then 3000
 #      watchdog locks with lease_ms 3000 on the cluster: renewal EVALSHA
 #      calls per round on each primary.
+#  10. Quorum: three independent redis-servers (TCP, no persistence) as a
+#      Redlock `quorum` of 3 (lease_ms = rejoin_delay_ms = 3000; INFO polled
+#      until redis_nodes_up=3) against one standalone redis-server on TCP:
+#      the throughput of 2. through one dlockd on each, in four rounds
+#      standalone, quorum, quorum, standalone; the Redis commands per grant
+#      (INFO commandstats, summed over the nodes) and the fence raise ops
+#      among them; then the hand-off of 4. (one daemon) on each.
 #
 # Knobs (environment): BENCH_SECONDS (throughput, 10), BENCH_PEER_SECONDS
 # (8), BENCH_SCALE_WINDOW (30), BENCH_SCALE_CONNS (10000), BENCH_HERD_CLIENTS
 # (1000), BENCH_REPL_SECONDS (7., per round, 5), BENCH_FAILOVER_RUNS (8., 3),
-# BENCH_CLUSTER_SECONDS (9., per round, 5), BENCH_BUILD_DIR (default: the
-# directory of DLOCK_BENCH_BIN).
+# BENCH_CLUSTER_SECONDS (9., per round, 5), BENCH_QUORUM_SECONDS (10., per
+# round, 5), BENCH_BUILD_DIR (default: the directory of DLOCK_BENCH_BIN),
+# BENCH_ONLY (unset: every section; else a comma-separated list of the
+# sections to run, among 7, 8, 9 and 10, which set up their own servers,
+# e.g. BENCH_ONLY=10; sections 1 to 6 share a dlockd and figures and run in
+# a full run only; the report's rows are numbered in the order they ran).
 # SPDX-License-Identifier: MIT
 set -u -o pipefail
 
@@ -74,6 +85,11 @@ CL_DOG_CONNS=300
 CL_DOG_LOCKS=10
 CL_DOG_LEASE=3000
 CL_DOG_WIN=5
+QU_S=${BENCH_QUORUM_SECONDS:-5}
+QU_N=3
+QU_LEASE=3000
+QU_HANDOFFS=2000
+ONLY=${BENCH_ONLY-}
 PY=/usr/bin/python3
 T=""
 PIDS=()
@@ -117,6 +133,8 @@ holds() { awk "BEGIN { exit !(($1) $2 ($3)) }"; }
 need() {
     isnum "${1-}" || fatal "$2: expected a number, got '${1-}'"
 }
+# want N: section N runs (every section does without BENCH_ONLY).
+want() { [ -z "$ONLY" ] || [[ ",$ONLY," == *",$1,"* ]]; }
 
 PROBLEMS=()
 problem() {
@@ -244,6 +262,26 @@ cmdstats() {
 }
 # calls_of COMMAND SNAPSHOT: the calls of COMMAND in a cmdstats snapshot.
 calls_of() { awk -v c="$1" '$1 == c { n = $2 } END { print n + 0 }' <<<"$2"; }
+# delta_of COMMAND BEFORE AFTER: its calls between two cmdstats snapshots.
+delta_of() { echo $(($(calls_of "$1" "$3") - $(calls_of "$1" "$2"))); }
+# cmd_delta BEFORE AFTER: "total=N sent=N evalsha=N" between two cmdstats
+# snapshots: every command Redis ran, those sent by a client (the total
+# without SCRIPT_INNER), and EVALSHA; not the INFO that took the snapshots.
+cmd_delta() {
+    awk -v inner="$SCRIPT_INNER" 'BEGIN { n = split(inner, a, " "); for (i = 1; i <= n; i++) in_script[a[i]] = 1 }
+        FNR == NR { b[$1] += $2; next }
+        { a[$1] += $2 }
+        END {
+            for (c in a) {
+                if (c == "info") continue
+                d = a[c] - b[c]; total += d
+                if (!(c in in_script)) sent += d
+                if (c == "evalsha") ev += d
+            }
+            printf "total=%d sent=%d evalsha=%d\n", total, sent, ev
+        }' <(echo "$1") <(echo "$2")
+}
+slash() { local IFS=/; echo "$*"; }
 
 # hold_locks LABEL SOCK CONNS LOCKS: dlock-bench scale in the background
 # (HOLD_PID): CONNS connections holding LOCKS watchdog locks each until
@@ -282,8 +320,14 @@ release_locks() {
 # ---- preflight --------------------------------------------------------------
 
 cd "$root" || fatal "cannot cd to $root"
+[[ -z $ONLY || $ONLY =~ ^(7|8|9|10)(,(7|8|9|10))*$ ]] ||
+    fatal "BENCH_ONLY='$ONLY': expected a comma-separated list of 7, 8, 9, 10 (sections 1 to 6 run in a full run only)"
 [ -x "$DLOCKD" ] || fatal "no dlockd binary at $DLOCKD (make build/dlockd)"
 [ -x "$BENCH" ] || fatal "no dlock-bench binary at $BENCH"
+# The commands dlockd's scripts run inside Redis (redis.call, and the
+# publish command passed in ARGV): Redis 7 counts them in commandstats too,
+# but they are not round trips. Read from the scripts, as in section 1.
+SCRIPT_INNER="publish spublish $(grep -o "redis\.p\?call('[a-z]*'" daemon/backend/scripts.c | cut -d"'" -f2 | sort -u | tr '\n' ' ')"
 for tool in redis-server redis-cli redis-benchmark awk sha1sum timeout; do
     command -v "$tool" >/dev/null || fatal "$tool is missing"
 done
@@ -306,319 +350,326 @@ redis_version=$(rcli INFO server | awk -F: '/^redis_version/ { sub(/\r/, "", $2)
 
 # ---- 1. Redis ceiling ---------------------------------------------------------
 
-say "== 1/9 Redis ceiling: dlockd's acquire script under redis-benchmark"
-awk 'BEGIN { printf "local K1, K2, A1, A2 = KEYS[1], KEYS[2], ARGV[1], ARGV[2]\n" }
-     /^#define LUA_ACQUIRE \\$/ { on = 1; next }
-     on {
-         line = $0; s = index(line, "\""); e = match(line, /"[ \t]*\\?[ \t]*$/)
-         body = substr(line, s + 1, e - s - 1)
-         gsub(/\\n/, "\n", body); gsub(/\\"/, "\"", body); gsub(/\\\\/, "\\", body)
-         printf "%s", body
-         if (line !~ /\\[ \t]*$/) exit
-     }' daemon/backend/scripts.c >"$T/acquire.lua"
-[ -s "$T/acquire.lua" ] || fatal "could not extract LUA_ACQUIRE from daemon/backend/scripts.c"
-SHA=$(rcli -x SCRIPT LOAD <"$T/acquire.lua")
-[ "$SHA" = "$(sha1sum <"$T/acquire.lua" | cut -c1-40)" ] || fatal "SCRIPT LOAD returned '$SHA'"
-rcli CONFIG RESETSTAT >/dev/null
-bench_csv=$(redis-benchmark -s "$RSOCK" -c 50 -P 16 -n 500000 -r 100000 --csv \
-    EVALSHA "$SHA" 2 'dlock:k__rand_int__' 'redisson_lock_token:{dlock:k__rand_int__}' 30000 \
-    'owner:__rand_int__' 2>"$T/redis-benchmark.err") || fatal "redis-benchmark failed: $(cat "$T/redis-benchmark.err")"
-ceil_calls=$(tail -n 1 <<<"$bench_csv" | awk -F'"' '{ print $4 }')
-need "$ceil_calls" "redis-benchmark --csv rps"
-ceil_calls=$(calc "$ceil_calls" 0)
-ceil_pairs=$(calc "$ceil_calls / 2" 0)
-info "Redis ceiling: acquire-script EVALSHA calls/s (50 clients, -P 16)" "$ceil_calls/s"
-info "Redis ceiling pairs/s (= calls/s / 2)" "$ceil_pairs/s"
-# Which way the script went: hset = new grant, pttl = taken, hincrby = reentry.
-mix=$(rcli INFO commandstats | awk -F'[=,:]' '/^cmdstat_(hset|pttl|hincrby):/ { sub(/^cmdstat_/, "", $1); n[$1] = $3; t += $3 }
-    END { if (t) printf "%.0f%% granted / %.0f%% taken / %.0f%% reentered", 100 * n["hset"] / t, 100 * n["pttl"] / t, 100 * n["hincrby"] / t }')
-info "Redis ceiling: outcome mix of the benchmark's acquire calls" "${mix:-unknown}"
+# Sections 1 to 6 share the redis-server on the Unix socket, dlockd main and
+# figures (the ceiling, the throughput): they run in a full run only.
+if [ -z "$ONLY" ]; then
+    say "== 1/10 Redis ceiling: dlockd's acquire script under redis-benchmark"
+    awk 'BEGIN { printf "local K1, K2, A1, A2, Q = KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]\n" }
+         /^#define LUA_ACQUIRE \\$/ { on = 1; next }
+         on {
+             line = $0; s = index(line, "\""); e = match(line, /"[ \t]*\\?[ \t]*$/)
+             body = substr(line, s + 1, e - s - 1)
+             gsub(/\\n/, "\n", body); gsub(/\\"/, "\"", body); gsub(/\\\\/, "\\", body)
+             printf "%s", body
+             if (line !~ /\\[ \t]*$/) exit
+         }' daemon/backend/scripts.c >"$T/acquire.lua"
+    [ -s "$T/acquire.lua" ] || fatal "could not extract LUA_ACQUIRE from daemon/backend/scripts.c"
+    SHA=$(rcli -x SCRIPT LOAD <"$T/acquire.lua")
+    [ "$SHA" = "$(sha1sum <"$T/acquire.lua" | cut -c1-40)" ] || fatal "SCRIPT LOAD returned '$SHA'"
+    rcli CONFIG RESETSTAT >/dev/null
+    bench_csv=$(redis-benchmark -s "$RSOCK" -c 50 -P 16 -n 500000 -r 100000 --csv \
+        EVALSHA "$SHA" 2 'dlock:k__rand_int__' 'redisson_lock_token:{dlock:k__rand_int__}' 30000 \
+        'owner:__rand_int__' 2>"$T/redis-benchmark.err") || fatal "redis-benchmark failed: $(cat "$T/redis-benchmark.err")"
+    ceil_calls=$(tail -n 1 <<<"$bench_csv" | awk -F'"' '{ print $4 }')
+    need "$ceil_calls" "redis-benchmark --csv rps"
+    ceil_calls=$(calc "$ceil_calls" 0)
+    ceil_pairs=$(calc "$ceil_calls / 2" 0)
+    info "Redis ceiling: acquire-script EVALSHA calls/s (50 clients, -P 16)" "$ceil_calls/s"
+    info "Redis ceiling pairs/s (= calls/s / 2)" "$ceil_pairs/s"
+    # Which way the script went: hset = new grant, pttl = taken, hincrby = reentry.
+    mix=$(rcli INFO commandstats | awk -F'[=,:]' '/^cmdstat_(hset|pttl|hincrby):/ { sub(/^cmdstat_/, "", $1); n[$1] = $3; t += $3 }
+        END { if (t) printf "%.0f%% granted / %.0f%% taken / %.0f%% reentered", 100 * n["hset"] / t, 100 * n["pttl"] / t, 100 * n["hincrby"] / t }')
+    info "Redis ceiling: outcome mix of the benchmark's acquire calls" "${mix:-unknown}"
 
-# dlockd must load exactly this script.
-rcli SCRIPT FLUSH >/dev/null
-flush_redis
-start_dlockd main
-[ "$(rcli SCRIPT EXISTS "$SHA")" = 1 ] ||
-    fatal "the script extracted from daemon/backend/scripts.c is not the one dlockd loads"
+    # dlockd must load exactly this script.
+    rcli SCRIPT FLUSH >/dev/null
+    flush_redis
+    start_dlockd main
+    [ "$(rcli SCRIPT EXISTS "$SHA")" = 1 ] ||
+        fatal "the script extracted from daemon/backend/scripts.c is not the one dlockd loads"
 
 # ---- 2. uncontended throughput ------------------------------------------------
 
-say "== 2/9 dlockd uncontended throughput: 50 connections, ${TP_S} s"
-tp=""
-c0=$(now_s) d0=$(cpu_ticks "${DPID[main]}") r0=$(cpu_ticks "$REDIS_PID")
-if run_bench throughput $((TP_S + 40)) throughput -s "${DSOCK[main]}" -c 50 -d "$TP_S" -w 1; then
-    c1=$(now_s) d1=$(cpu_ticks "${DPID[main]}") r1=$(cpu_ticks "$REDIS_PID")
-    tp=$(kv "$OUT" pairs_per_sec)
-    need "$tp" "throughput pairs_per_sec"
-    info "dlockd uncontended LOCK+UNLOCK pairs/s (50 connections)" "$tp/s"
-    info "dlockd pair latency p50 / p99 (50 connections)" "$(kv "$OUT" pair_p50_us) / $(kv "$OUT" pair_p99_us) us"
-    if isnum "$d1" && isnum "$r1"; then
-        info "CPU during it, % of one core: dlockd / redis-server / load generator" \
-            "$(calc "($d1 - $d0) / $clk_tck / ($c1 - $c0) * 100" 0) / $(calc "($r1 - $r0) / $clk_tck / ($c1 - $c0) * 100" 0) / $(calc "$(kv "$OUT" client_cpu_pct)" 0) %"
+    say "== 2/10 dlockd uncontended throughput: 50 connections, ${TP_S} s"
+    tp=""
+    c0=$(now_s) d0=$(cpu_ticks "${DPID[main]}") r0=$(cpu_ticks "$REDIS_PID")
+    if run_bench throughput $((TP_S + 40)) throughput -s "${DSOCK[main]}" -c 50 -d "$TP_S" -w 1; then
+        c1=$(now_s) d1=$(cpu_ticks "${DPID[main]}") r1=$(cpu_ticks "$REDIS_PID")
+        tp=$(kv "$OUT" pairs_per_sec)
+        need "$tp" "throughput pairs_per_sec"
+        info "dlockd uncontended LOCK+UNLOCK pairs/s (50 connections)" "$tp/s"
+        info "dlockd pair latency p50 / p99 (50 connections)" "$(kv "$OUT" pair_p50_us) / $(kv "$OUT" pair_p99_us) us"
+        if isnum "$d1" && isnum "$r1"; then
+            info "CPU during it, % of one core: dlockd / redis-server / load generator" \
+                "$(calc "($d1 - $d0) / $clk_tck / ($c1 - $c0) * 100" 0) / $(calc "($r1 - $r0) / $clk_tck / ($c1 - $c0) * 100" 0) / $(calc "$(kv "$OUT" client_cpu_pct)" 0) %"
+        fi
+        check "dlockd pairs/s / Redis ceiling pairs/s" "$(calc "$tp / $ceil_pairs" 2)" "" ">=" 0.5
+    else
+        failed "dlockd uncontended pairs/s (50 connections)" "see problems" "-"
+        failed "dlockd pairs/s / Redis ceiling pairs/s" "no throughput" ">= 0.5"
     fi
-    check "dlockd pairs/s / Redis ceiling pairs/s" "$(calc "$tp / $ceil_pairs" 2)" "" ">=" 0.5
-else
-    failed "dlockd uncontended pairs/s (50 connections)" "see problems" "-"
-    failed "dlockd pairs/s / Redis ceiling pairs/s" "no throughput" ">= 0.5"
-fi
-flush_redis
+    flush_redis
 
 # ---- 3. peers -------------------------------------------------------------------
 
-say "== 3/9 peers on the same Redis: redis-py, node redlock, node redis-semaphore"
-py_ok=1
-if ! "$PY" -c 'import redis' 2>/dev/null; then
-    say "bench: installing python3-redis"
-    sudo=""
-    [ "$(id -u)" = 0 ] || sudo=sudo
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q python3-redis >"$T/apt.log" 2>&1 ||
-        say "bench: apt-get install python3-redis failed: $(tail -n 3 "$T/apt.log")"
-    "$PY" -c 'import redis' 2>/dev/null || py_ok=0
-fi
-peer_py=""
-if ((py_ok)); then
-    peer_out=$(timeout -k 5 $((PEER_S + 60)) "$PY" "$here/peers.py" redispy --socket "$RSOCK" \
-        --procs 8 --seconds "$PEER_S" 2>"$T/peers.err") || fatal "peers.py failed: $(cat "$T/peers.err")"
-    peer_py=$(kv "$peer_out" pairs_per_sec)
-    need "$peer_py" "peers.py pairs_per_sec"
-    info "redis-py Lock pairs/s (8 processes)" "$peer_py/s"
-    if isnum "$tp"; then
-        check "dlockd / redis-py" "$(calc "$tp / $peer_py" 2)" "x" ">=" 4
+    say "== 3/10 peers on the same Redis: redis-py, node redlock, node redis-semaphore"
+    py_ok=1
+    if ! "$PY" -c 'import redis' 2>/dev/null; then
+        say "bench: installing python3-redis"
+        sudo=""
+        [ "$(id -u)" = 0 ] || sudo=sudo
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q python3-redis >"$T/apt.log" 2>&1 ||
+            say "bench: apt-get install python3-redis failed: $(tail -n 3 "$T/apt.log")"
+        "$PY" -c 'import redis' 2>/dev/null || py_ok=0
+    fi
+    peer_py=""
+    if ((py_ok)); then
+        peer_out=$(timeout -k 5 $((PEER_S + 60)) "$PY" "$here/peers.py" redispy --socket "$RSOCK" \
+            --procs 8 --seconds "$PEER_S" 2>"$T/peers.err") || fatal "peers.py failed: $(cat "$T/peers.err")"
+        peer_py=$(kv "$peer_out" pairs_per_sec)
+        need "$peer_py" "peers.py pairs_per_sec"
+        info "redis-py Lock pairs/s (8 processes)" "$peer_py/s"
+        if isnum "$tp"; then
+            check "dlockd / redis-py" "$(calc "$tp / $peer_py" 2)" "x" ">=" 4
+        else
+            failed "dlockd / redis-py" "no dlockd throughput" ">= 4x"
+        fi
     else
-        failed "dlockd / redis-py" "no dlockd throughput" ">= 4x"
+        skipped "redis-py Lock pairs/s (8 processes)" "skipped (python3-redis unavailable)"
+        skipped "dlockd / redis-py" "skipped (python3-redis unavailable)" ">= 4x"
     fi
-else
-    skipped "redis-py Lock pairs/s (8 processes)" "skipped (python3-redis unavailable)"
-    skipped "dlockd / redis-py" "skipped (python3-redis unavailable)" ">= 4x"
-fi
-flush_redis
-
-node_dir="$BUILD_DIR/bench/node"
-node_ok=0
-if command -v node >/dev/null && command -v npm >/dev/null; then
-    mkdir -p "$node_dir" && cp "$here/node/package.json" "$here/node/bench.js" "$node_dir/" &&
-        (cd "$node_dir" && timeout 90 npm install --no-audit --no-fund --loglevel=error \
-            --fetch-retries=1 --fetch-retry-mintimeout=1000 --fetch-retry-maxtimeout=3000 \
-            --fetch-timeout=20000 >"$T/npm.log" 2>&1) && node_ok=1
-    ((node_ok)) || say "bench: npm install in $node_dir failed or timed out: $(grep -v nodedir "$T/npm.log" 2>/dev/null | tail -n 3 | tr '\n' ' ')"
-fi
-best_node="" best_node_name=""
-for peer in redlock semaphore; do
-    label="node redlock (5.0.0-beta.2) pairs/s (50 loops, 1 ioredis conn)"
-    [ "$peer" = semaphore ] && label="node redis-semaphore Mutex pairs/s (50 loops, 1 ioredis conn)"
-    if ((!node_ok)); then
-        skipped "$label" "skipped (npm unavailable)"
-        continue
-    fi
-    nout=$(cd "$node_dir" && timeout -k 5 $((PEER_S + 60)) node bench.js "$peer" --socket "$RSOCK" \
-        --loops 50 --seconds "$PEER_S" 2>"$T/node-$peer.err") || fatal "node bench.js $peer failed: $(cat "$T/node-$peer.err")"
-    v=$(kv "$nout" pairs_per_sec)
-    need "$v" "node $peer pairs_per_sec"
-    info "$label" "$v/s"
-    isnum "$tp" && info "dlockd / node $peer" "$(calc "$tp / $v" 2)x"
-    if [ -z "$best_node" ] || holds "$v" ">" "$best_node"; then best_node=$v best_node_name=$peer; fi
     flush_redis
-done
-if ((!node_ok)); then
-    skipped "dlockd / best node peer" "skipped (npm unavailable)" "> 1x"
-elif isnum "$tp"; then
-    check "dlockd / best node peer ($best_node_name)" "$(calc "$tp / $best_node" 2)" "x" ">" 1
-else
-    failed "dlockd / best node peer" "no dlockd throughput" "> 1x"
-fi
+
+    node_dir="$BUILD_DIR/bench/node"
+    node_ok=0
+    if command -v node >/dev/null && command -v npm >/dev/null; then
+        mkdir -p "$node_dir" && cp "$here/node/package.json" "$here/node/bench.js" "$node_dir/" &&
+            (cd "$node_dir" && timeout 90 npm install --no-audit --no-fund --loglevel=error \
+                --fetch-retries=1 --fetch-retry-mintimeout=1000 --fetch-retry-maxtimeout=3000 \
+                --fetch-timeout=20000 >"$T/npm.log" 2>&1) && node_ok=1
+        ((node_ok)) || say "bench: npm install in $node_dir failed or timed out: $(grep -v nodedir "$T/npm.log" 2>/dev/null | tail -n 3 | tr '\n' ' ')"
+    fi
+    best_node="" best_node_name=""
+    for peer in redlock semaphore; do
+        label="node redlock (5.0.0-beta.2) pairs/s (50 loops, 1 ioredis conn)"
+        [ "$peer" = semaphore ] && label="node redis-semaphore Mutex pairs/s (50 loops, 1 ioredis conn)"
+        if ((!node_ok)); then
+            skipped "$label" "skipped (npm unavailable)"
+            continue
+        fi
+        nout=$(cd "$node_dir" && timeout -k 5 $((PEER_S + 60)) node bench.js "$peer" --socket "$RSOCK" \
+            --loops 50 --seconds "$PEER_S" 2>"$T/node-$peer.err") || fatal "node bench.js $peer failed: $(cat "$T/node-$peer.err")"
+        v=$(kv "$nout" pairs_per_sec)
+        need "$v" "node $peer pairs_per_sec"
+        info "$label" "$v/s"
+        isnum "$tp" && info "dlockd / node $peer" "$(calc "$tp / $v" 2)x"
+        if [ -z "$best_node" ] || holds "$v" ">" "$best_node"; then best_node=$v best_node_name=$peer; fi
+        flush_redis
+    done
+    if ((!node_ok)); then
+        skipped "dlockd / best node peer" "skipped (npm unavailable)" "> 1x"
+    elif isnum "$tp"; then
+        check "dlockd / best node peer ($best_node_name)" "$(calc "$tp / $best_node" 2)" "x" ">" 1
+    else
+        failed "dlockd / best node peer" "no dlockd throughput" "> 1x"
+    fi
 
 # ---- 4. hand-off ----------------------------------------------------------------
 
-say "== 4/9 hand-off latency"
-ensure_dlockd main
-if run_bench handoff-local 120 handoff -s "${DSOCK[main]}" -n 2000; then
-    check "hand-off, one daemon: p50 (UNLOCK written -> waiter's OK read)" "$(kv "$OUT" p50_us)" " us" "<=" 150
-    check "hand-off, one daemon: p99" "$(kv "$OUT" p99_us)" " us" "<=" 2000
-else
-    failed "hand-off, one daemon: p50" "see problems" "<= 150 us"
-    failed "hand-off, one daemon: p99" "see problems" "<= 2000 us"
-fi
-flush_redis
-start_dlockd second
-if run_bench handoff-cross 120 handoff -s "${DSOCK[main]}" -S "${DSOCK[second]}" -R "$RSOCK" -n 1000; then
-    check "hand-off across two daemons (shared Redis): p50" "$(kv "$OUT" p50_us)" " us" "<=" 400
-    info "hand-off across two daemons: p99" "$(kv "$OUT" p99_us) us"
-else
-    failed "hand-off across two daemons: p50" "see problems" "<= 400 us"
-fi
-stop_dlockd second
-if run_bench redisping 60 redisping -s "$RSOCK" -n 10000; then
-    info "Redis PING round trip p50 / p99 (reference)" "$(kv "$OUT" p50_us) / $(kv "$OUT" p99_us) us"
-else
-    failed "Redis PING round trip p50" "see problems" "-"
-fi
-flush_redis
+    say "== 4/10 hand-off latency"
+    ensure_dlockd main
+    if run_bench handoff-local 120 handoff -s "${DSOCK[main]}" -n 2000; then
+        check "hand-off, one daemon: p50 (UNLOCK written -> waiter's OK read)" "$(kv "$OUT" p50_us)" " us" "<=" 150
+        check "hand-off, one daemon: p99" "$(kv "$OUT" p99_us)" " us" "<=" 2000
+    else
+        failed "hand-off, one daemon: p50" "see problems" "<= 150 us"
+        failed "hand-off, one daemon: p99" "see problems" "<= 2000 us"
+    fi
+    flush_redis
+    start_dlockd second
+    if run_bench handoff-cross 120 handoff -s "${DSOCK[main]}" -S "${DSOCK[second]}" -R "$RSOCK" -n 1000; then
+        check "hand-off across two daemons (shared Redis): p50" "$(kv "$OUT" p50_us)" " us" "<=" 400
+        info "hand-off across two daemons: p99" "$(kv "$OUT" p99_us) us"
+    else
+        failed "hand-off across two daemons: p50" "see problems" "<= 400 us"
+    fi
+    stop_dlockd second
+    if run_bench redisping 60 redisping -s "$RSOCK" -n 10000; then
+        info "Redis PING round trip p50 / p99 (reference)" "$(kv "$OUT" p50_us) / $(kv "$OUT" p99_us) us"
+    else
+        failed "Redis PING round trip p50" "see problems" "-"
+    fi
+    flush_redis
 
 # ---- 5. scale -------------------------------------------------------------------
 
-say "== 5/9 scale: $SCALE_C connections x $SCALE_L locks, lease ${SCALE_LEASE} ms, ${SCALE_WIN} s window"
-stop_dlockd main # nothing but the scale daemon talks to Redis now
-flush_redis
-start_dlockd scale "$(printf '[lock]\nlease_ms = %s\n' "$SCALE_LEASE")"
-spid=${DPID[scale]}
-evalsha_calls() { rcli INFO commandstats | awk -F'[=,:]' '/^cmdstat_evalsha:/ { print $3; f = 1 } END { if (!f) print 0 }'; }
+    say "== 5/10 scale: $SCALE_C connections x $SCALE_L locks, lease ${SCALE_LEASE} ms, ${SCALE_WIN} s window"
+    stop_dlockd main # nothing but the scale daemon talks to Redis now
+    flush_redis
+    start_dlockd scale "$(printf '[lock]\nlease_ms = %s\n' "$SCALE_LEASE")"
+    spid=${DPID[scale]}
+    evalsha_calls() { rcli INFO commandstats | awk -F'[=,:]' '/^cmdstat_evalsha:/ { print $3; f = 1 } END { if (!f) print 0 }'; }
 
-locks=$((SCALE_C * SCALE_L))
-scale_ok=1
-hold_locks scale "${DSOCK[scale]}" "$SCALE_C" "$SCALE_L" || scale_ok=0
-if ((scale_ok)); then
-    ready=$HOLD_READY
-    info "scale: connect $SCALE_C / grant $locks locks (s)" "$(kv "$ready" connect_s) / $(kv "$ready" grant_s) s"
-    sleep 2 # let the grant burst's first renewals pass
-    rss_max=0
-    t0=$(now_s) ticks0=$(cpu_ticks "$spid") ev0=$(evalsha_calls)
-    ren0=$(kv "$("$BENCH" info -s "${DSOCK[scale]}")" renewals)
-    end=$(calc "$t0 + $SCALE_WIN" 3)
-    while holds "$(now_s)" "<" "$end"; do
-        r=$(rss_kb "$spid") || break
-        ((r > rss_max)) && rss_max=$r
-        sleep 0.5
-    done
-    t1=$(now_s) ticks1=$(cpu_ticks "$spid") ev1=$(evalsha_calls)
-    ren1=$(kv "$("$BENCH" info -s "${DSOCK[scale]}")" renewals)
-    r=$(rss_kb "$spid") && ((r > rss_max)) && rss_max=$r
-    el=$(calc "$t1 - $t0" 3)
-    release_locks scale
-    lost=$HOLD_LOST
-    if ! dlockd_alive scale; then
-        scale_ok=0
-    else
-        for x in "$ticks0" "$ticks1" "$ev0" "$ev1" "$rss_max" "$ren0" "$ren1"; do need "$x" "scale sample"; done
+    locks=$((SCALE_C * SCALE_L))
+    scale_ok=1
+    hold_locks scale "${DSOCK[scale]}" "$SCALE_C" "$SCALE_L" || scale_ok=0
+    if ((scale_ok)); then
+        ready=$HOLD_READY
+        info "scale: connect $SCALE_C / grant $locks locks (s)" "$(kv "$ready" connect_s) / $(kv "$ready" grant_s) s"
+        sleep 2 # let the grant burst's first renewals pass
+        rss_max=0
+        t0=$(now_s) ticks0=$(cpu_ticks "$spid") ev0=$(evalsha_calls)
+        ren0=$(kv "$("$BENCH" info -s "${DSOCK[scale]}")" renewals)
+        end=$(calc "$t0 + $SCALE_WIN" 3)
+        while holds "$(now_s)" "<" "$end"; do
+            r=$(rss_kb "$spid") || break
+            ((r > rss_max)) && rss_max=$r
+            sleep 0.5
+        done
+        t1=$(now_s) ticks1=$(cpu_ticks "$spid") ev1=$(evalsha_calls)
+        ren1=$(kv "$("$BENCH" info -s "${DSOCK[scale]}")" renewals)
+        r=$(rss_kb "$spid") && ((r > rss_max)) && rss_max=$r
+        el=$(calc "$t1 - $t0" 3)
+        release_locks scale
+        lost=$HOLD_LOST
+        if ! dlockd_alive scale; then
+            scale_ok=0
+        else
+            for x in "$ticks0" "$ticks1" "$ev0" "$ev1" "$rss_max" "$ren0" "$ren1"; do need "$x" "scale sample"; done
+        fi
     fi
-fi
-if ((scale_ok)); then
-    check "scale: dlockd RSS max, $locks locks on $SCALE_C connections" "$(calc "$rss_max / 1024" 1)" " MiB" "<=" 150
-    check "scale: dlockd CPU, % of one core (idle holders, renewing)" "$(calc "($ticks1 - $ticks0) / $clk_tck / $el * 100" 2)" " %" "<=" 5
-    renew_cps=$(calc "($ev1 - $ev0) / $el" 1)
-    info "scale: renewal EVALSHA commands/s (lease ${SCALE_LEASE} ms, renew every $((SCALE_LEASE / 3)) ms)" "$renew_cps/s"
-    check "scale: renewal commands per 100 locks per renew interval" "$(calc "$renew_cps * ($SCALE_LEASE / 3000) / ($locks / 100)" 3)" "" "<=" 1
-    info "scale: locks renewed per second (dlockd INFO renewals)" "$(calc "($ren1 - $ren0) / $el" 0)/s"
-    if isnum "${lost-}"; then
-        check "scale: !LOST events while holding (check)" "$lost" "" "==" 0
+    if ((scale_ok)); then
+        check "scale: dlockd RSS max, $locks locks on $SCALE_C connections" "$(calc "$rss_max / 1024" 1)" " MiB" "<=" 150
+        check "scale: dlockd CPU, % of one core (idle holders, renewing)" "$(calc "($ticks1 - $ticks0) / $clk_tck / $el * 100" 2)" " %" "<=" 5
+        renew_cps=$(calc "($ev1 - $ev0) / $el" 1)
+        info "scale: renewal EVALSHA commands/s (lease ${SCALE_LEASE} ms, renew every $((SCALE_LEASE / 3)) ms)" "$renew_cps/s"
+        check "scale: renewal commands per 100 locks per renew interval" "$(calc "$renew_cps * ($SCALE_LEASE / 3000) / ($locks / 100)" 3)" "" "<=" 1
+        info "scale: locks renewed per second (dlockd INFO renewals)" "$(calc "($ren1 - $ren0) / $el" 0)/s"
+        if isnum "${lost-}"; then
+            check "scale: !LOST events while holding (check)" "$lost" "" "==" 0
+        else
+            failed "scale: !LOST events while holding (check)" "no count" "== 0"
+        fi
+        # All connections are gone: every lock must be released.
+        tr0=$(now_s) released=0
+        for ((i = 0; i < 600; i++)); do
+            dlockd_alive scale || break
+            held=$(kv "$("$BENCH" info -s "${DSOCK[scale]}" 2>/dev/null)" locks_held)
+            [ "$held" = 0 ] && { released=1; break; }
+            sleep 0.1
+        done
+        if ((released)); then
+            info "scale: time to release $locks locks after all clients closed" "$(calc "$(now_s) - $tr0" 2) s"
+        else
+            problem "scale: dlockd still holds locks 60 s after every client closed (locks_held=${held-?})"
+            failed "scale: release after the clients closed" "locks_held=${held-?}" "-"
+        fi
     else
-        failed "scale: !LOST events while holding (check)" "no count" "== 0"
+        for m in "RSS max:<= 150 MiB" "CPU:<= 5 %" "renewal commands per 100 locks per interval:<= 1"; do
+            failed "scale: ${m%%:*}" "see problems" "${m#*:}"
+        done
     fi
-    # All connections are gone: every lock must be released.
-    tr0=$(now_s) released=0
-    for ((i = 0; i < 600; i++)); do
-        dlockd_alive scale || break
-        held=$(kv "$("$BENCH" info -s "${DSOCK[scale]}" 2>/dev/null)" locks_held)
-        [ "$held" = 0 ] && { released=1; break; }
-        sleep 0.1
-    done
-    if ((released)); then
-        info "scale: time to release $locks locks after all clients closed" "$(calc "$(now_s) - $tr0" 2) s"
-    else
-        problem "scale: dlockd still holds locks 60 s after every client closed (locks_held=${held-?})"
-        failed "scale: release after the clients closed" "locks_held=${held-?}" "-"
-    fi
-else
-    for m in "RSS max:<= 150 MiB" "CPU:<= 5 %" "renewal commands per 100 locks per interval:<= 1"; do
-        failed "scale: ${m%%:*}" "see problems" "${m#*:}"
-    done
-fi
-stop_dlockd scale
-flush_redis
+    stop_dlockd scale
+    flush_redis
 
 # ---- 6. herd --------------------------------------------------------------------
 
-say "== 6/9 herd: $HERD_C waiters on one lock"
-ensure_dlockd main
-if run_bench herd 120 herd -s "${DSOCK[main]}" -c "$HERD_C" -R "$RSOCK"; then
-    hms=$(kv "$OUT" herd_ms) sent=$(kv "$OUT" redis_sent_commands) total=$(kv "$OUT" redis_total_commands)
-    need "$sent" "herd redis_sent_commands"
-    need "$total" "herd redis_total_commands"
-    check "herd: holder's UNLOCK -> last of $HERD_C waiters' OK" "$hms" " ms" "<" 2000
-    check "herd: Redis commands dlockd sent per hand-off (EVALSHA etc.)" "$(calc "$sent / $HERD_C" 2)" "" "<=" 3
-    info "herd: total_commands_processed per hand-off (incl. redis.call inside scripts)" "$(calc "$total / $HERD_C" 2)"
-    herd_detail=$(tr ' ' '\n' <<<"$OUT" | grep '^redis_' | grep -v -e _sent_ -e _total_ | sed 's/^redis_//' | tr '\n' ' ')
-else
-    failed "herd: time for all $HERD_C waiters to pass" "see problems" "< 2000 ms"
-    failed "herd: Redis commands per hand-off" "see problems" "<= 3"
+    say "== 6/10 herd: $HERD_C waiters on one lock"
+    ensure_dlockd main
+    if run_bench herd 120 herd -s "${DSOCK[main]}" -c "$HERD_C" -R "$RSOCK"; then
+        hms=$(kv "$OUT" herd_ms) sent=$(kv "$OUT" redis_sent_commands) total=$(kv "$OUT" redis_total_commands)
+        need "$sent" "herd redis_sent_commands"
+        need "$total" "herd redis_total_commands"
+        check "herd: holder's UNLOCK -> last of $HERD_C waiters' OK" "$hms" " ms" "<" 2000
+        check "herd: Redis commands dlockd sent per hand-off (EVALSHA etc.)" "$(calc "$sent / $HERD_C" 2)" "" "<=" 3
+        info "herd: total_commands_processed per hand-off (incl. redis.call inside scripts)" "$(calc "$total / $HERD_C" 2)"
+        herd_detail=$(tr ' ' '\n' <<<"$OUT" | grep '^redis_' | grep -v -e _sent_ -e _total_ | sed 's/^redis_//' | tr '\n' ' ')
+    else
+        failed "herd: time for all $HERD_C waiters to pass" "see problems" "< 2000 ms"
+        failed "herd: Redis commands per hand-off" "see problems" "<= 3"
+    fi
+    stop_dlockd main
 fi
-stop_dlockd main
 
 # ---- 7. replicas: the price of WAIT ---------------------------------------------
 
-say "== 7/9 replicas: pairs/s on a primary with one replica (TCP), replicas_ack auto/0/0/auto, ${REPL_S} s each"
-read -r RP_PORT RR_PORT <<<"$(free_ports 2)"
-need "$RP_PORT" "a free TCP port"
-need "$RR_PORT" "a free TCP port"
-rcp() { redis-cli -h 127.0.0.1 -p "$RP_PORT" "$@"; }
-mkdir -p "$T/repl-primary" "$T/repl-replica"
-redis-server --port "$RP_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$T/repl-primary" \
-    --repl-diskless-sync yes --repl-diskless-sync-delay 0 --logfile "$T/repl-primary.log" &
-RP_PID=$!
-PIDS+=("$!")
-redis-server --port "$RR_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$T/repl-replica" \
-    --replicaof 127.0.0.1 "$RP_PORT" --logfile "$T/repl-replica.log" &
-RR_PID=$!
-PIDS+=("$!")
-for ((i = 0; i < 1000; i++)); do
-    rcp INFO replication 2>/dev/null | grep -q 'state=online' && break
-    sleep 0.01
-done
-rcp INFO replication 2>/dev/null | grep -q 'state=online' ||
-    fatal "the replica did not come online: $(tail -n 5 "$T/repl-replica.log")"
-cmdcalls() { calls_of "$1" "$(cmdstats "$RP_PORT")"; }
-# Rounds in the order auto, 0, 0, auto, so that a drift of the machine's
-# load over the section weighs on both modes alike; each mode's figures are
-# the means of its two rounds.
-declare -A REPL_TP=() REPL_P50=() REPL_P99=() REPL_W=() REPL_E=() REPL_N=()
-round=0
-for mode in auto 0 0 auto; do
-    round=$((round + 1))
-    start_dlockd "repl-$mode" "" "$(printf 'url = redis://127.0.0.1:%s/0\nreplicas_ack = %s' "$RP_PORT" "$mode")"
-    sleep 1.5 # dlockd learns the replica from ROLE about once a second
-    w0=$(cmdcalls wait) e0=$(cmdcalls evalsha)
-    if run_bench "repl-$mode-$round" $((REPL_S + 40)) throughput -s "${DSOCK[repl-$mode]}" -c 50 -d "$REPL_S" -w 1; then
-        w1=$(cmdcalls wait) e1=$(cmdcalls evalsha)
-        v=$(kv "$OUT" pairs_per_sec) p50=$(kv "$OUT" pair_p50_us) p99=$(kv "$OUT" pair_p99_us)
-        need "$v" "repl-$mode pairs_per_sec"
-        need "$p50" "repl-$mode pair_p50_us"
-        need "$p99" "repl-$mode pair_p99_us"
-        REPL_TP[$mode]=$(calc "${REPL_TP[$mode]-0} + $v" 0)
-        REPL_P50[$mode]=$(calc "${REPL_P50[$mode]-0} + $p50" 0)
-        REPL_P99[$mode]=$(calc "${REPL_P99[$mode]-0} + $p99" 0)
-        REPL_W[$mode]=$((${REPL_W[$mode]-0} + w1 - w0))
-        REPL_E[$mode]=$((${REPL_E[$mode]-0} + e1 - e0))
-        REPL_N[$mode]=$((${REPL_N[$mode]-0} + 1))
+if want 7; then
+    say "== 7/10 replicas: pairs/s on a primary with one replica (TCP), replicas_ack auto/0/0/auto, ${REPL_S} s each"
+    read -r RP_PORT RR_PORT <<<"$(free_ports 2)"
+    need "$RP_PORT" "a free TCP port"
+    need "$RR_PORT" "a free TCP port"
+    rcp() { redis-cli -h 127.0.0.1 -p "$RP_PORT" "$@"; }
+    mkdir -p "$T/repl-primary" "$T/repl-replica"
+    redis-server --port "$RP_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$T/repl-primary" \
+        --repl-diskless-sync yes --repl-diskless-sync-delay 0 --logfile "$T/repl-primary.log" &
+    RP_PID=$!
+    PIDS+=("$!")
+    redis-server --port "$RR_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$T/repl-replica" \
+        --replicaof 127.0.0.1 "$RP_PORT" --logfile "$T/repl-replica.log" &
+    RR_PID=$!
+    PIDS+=("$!")
+    for ((i = 0; i < 1000; i++)); do
+        rcp INFO replication 2>/dev/null | grep -q 'state=online' && break
+        sleep 0.01
+    done
+    rcp INFO replication 2>/dev/null | grep -q 'state=online' ||
+        fatal "the replica did not come online: $(tail -n 5 "$T/repl-replica.log")"
+    cmdcalls() { calls_of "$1" "$(cmdstats "$RP_PORT")"; }
+    # Rounds in the order auto, 0, 0, auto, so that a drift of the machine's
+    # load over the section weighs on both modes alike; each mode's figures are
+    # the means of its two rounds.
+    declare -A REPL_TP=() REPL_P50=() REPL_P99=() REPL_W=() REPL_E=() REPL_N=()
+    round=0
+    for mode in auto 0 0 auto; do
+        round=$((round + 1))
+        start_dlockd "repl-$mode" "" "$(printf 'url = redis://127.0.0.1:%s/0\nreplicas_ack = %s' "$RP_PORT" "$mode")"
+        sleep 1.5 # dlockd learns the replica from ROLE about once a second
+        w0=$(cmdcalls wait) e0=$(cmdcalls evalsha)
+        if run_bench "repl-$mode-$round" $((REPL_S + 40)) throughput -s "${DSOCK[repl-$mode]}" -c 50 -d "$REPL_S" -w 1; then
+            w1=$(cmdcalls wait) e1=$(cmdcalls evalsha)
+            v=$(kv "$OUT" pairs_per_sec) p50=$(kv "$OUT" pair_p50_us) p99=$(kv "$OUT" pair_p99_us)
+            need "$v" "repl-$mode pairs_per_sec"
+            need "$p50" "repl-$mode pair_p50_us"
+            need "$p99" "repl-$mode pair_p99_us"
+            REPL_TP[$mode]=$(calc "${REPL_TP[$mode]-0} + $v" 0)
+            REPL_P50[$mode]=$(calc "${REPL_P50[$mode]-0} + $p50" 0)
+            REPL_P99[$mode]=$(calc "${REPL_P99[$mode]-0} + $p99" 0)
+            REPL_W[$mode]=$((${REPL_W[$mode]-0} + w1 - w0))
+            REPL_E[$mode]=$((${REPL_E[$mode]-0} + e1 - e0))
+            REPL_N[$mode]=$((${REPL_N[$mode]-0} + 1))
+        fi
+        stop_dlockd "repl-$mode"
+        rcp FLUSHALL >/dev/null
+    done
+    for mode in auto 0; do
+        label="replicas: dlockd pairs/s, primary + 1 replica (TCP, 50 connections), replicas_ack = $mode"
+        if [ "${REPL_N[$mode]-0}" = 2 ]; then
+            REPL_TP[$mode]=$(calc "${REPL_TP[$mode]} / 2" 0)
+            info "$label" "${REPL_TP[$mode]}/s"
+            info "replicas: pair latency p50 / p99; WAIT / EVALSHA commands, replicas_ack = $mode" \
+                "$(calc "${REPL_P50[$mode]} / 2" 0) / $(calc "${REPL_P99[$mode]} / 2" 0) us; ${REPL_W[$mode]} / ${REPL_E[$mode]}"
+        else
+            REPL_TP[$mode]=""
+            failed "$label" "see problems" "-"
+        fi
+    done
+    if isnum "${REPL_TP[auto]-}" && isnum "${REPL_TP[0]-}"; then
+        info "replicas: price of WAIT, pairs/s with replicas_ack = auto / with 0" "$(calc "${REPL_TP[auto]} / ${REPL_TP[0]}" 2)"
     fi
-    stop_dlockd "repl-$mode"
-    rcp FLUSHALL >/dev/null
-done
-for mode in auto 0; do
-    label="replicas: dlockd pairs/s, primary + 1 replica (TCP, 50 connections), replicas_ack = $mode"
-    if [ "${REPL_N[$mode]-0}" = 2 ]; then
-        REPL_TP[$mode]=$(calc "${REPL_TP[$mode]} / 2" 0)
-        info "$label" "${REPL_TP[$mode]}/s"
-        info "replicas: pair latency p50 / p99; WAIT / EVALSHA commands, replicas_ack = $mode" \
-            "$(calc "${REPL_P50[$mode]} / 2" 0) / $(calc "${REPL_P99[$mode]} / 2" 0) us; ${REPL_W[$mode]} / ${REPL_E[$mode]}"
-    else
-        REPL_TP[$mode]=""
-        failed "$label" "see problems" "-"
-    fi
-done
-if isnum "${REPL_TP[auto]-}" && isnum "${REPL_TP[0]-}"; then
-    info "replicas: price of WAIT, pairs/s with replicas_ack = auto / with 0" "$(calc "${REPL_TP[auto]} / ${REPL_TP[0]}" 2)"
+    for pid in "$RP_PID" "$RR_PID"; do
+        kill -TERM "$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
+        forget_pid "$pid"
+    done
 fi
-for pid in "$RP_PID" "$RR_PID"; do
-    kill -TERM "$pid" 2>/dev/null
-    wait "$pid" 2>/dev/null
-    forget_pid "$pid"
-done
 
 # ---- 8. failover --------------------------------------------------------------------
 
-say "== 8/9 failover: SIGKILL the primary under Sentinel, $FO_RUNS runs (down-after-milliseconds $FO_DOWN_AFTER_MS)"
-fo_rc=0
-fo_out=$(timeout -k 5 $((FO_RUNS * 60 + 30)) "$PY" - "$root" "$DLOCKD" "$T" "$FO_RUNS" "$FO_DOWN_AFTER_MS" \
-    2>"$T/failover.err" <<'PYEOF'
+if want 8; then
+    say "== 8/10 failover: SIGKILL the primary under Sentinel, $FO_RUNS runs (down-after-milliseconds $FO_DOWN_AFTER_MS)"
+    fo_rc=0
+    fo_out=$(timeout -k 5 $((FO_RUNS * 60 + 30)) "$PY" - "$root" "$DLOCKD" "$T" "$FO_RUNS" "$FO_DOWN_AFTER_MS" \
+        2>"$T/failover.err" <<'PYEOF'
 # One dlockd on a fresh Sentinel topology per run. Exit 3: dlockd misbehaved;
 # 4: the Sentinel topology did (did not come up, did not fail over).
 import os, statistics, sys, threading, time
@@ -745,259 +796,403 @@ v = [x["grant"] - x["switch"] for x in res]
 out.append("lag_med_ms=%.0f lag_max_ms=%.0f" % (statistics.median(v), max(v)))
 print(" ".join(out))
 PYEOF
-) || fo_rc=$?
-sed 's/^/bench: /' "$T/failover.err" >&2
-case $fo_rc in
-0)
-    for k in grant_med_ms grant_max_ms switch_med_ms switch_max_ms lag_med_ms lag_max_ms; do
-        need "$(kv "$fo_out" "$k")" "failover $k"
-    done
-    info "failover: SIGKILL primary -> first grant, median / max of $FO_RUNS (down-after-milliseconds $FO_DOWN_AFTER_MS)" \
-        "$(kv "$fo_out" grant_med_ms) / $(kv "$fo_out" grant_max_ms) ms"
-    info "failover: Sentinel's own time, SIGKILL -> +switch-master, median / max" \
-        "$(kv "$fo_out" switch_med_ms) / $(kv "$fo_out" switch_max_ms) ms"
-    info "failover: dlockd's share, +switch-master -> first grant, median / max" \
-        "$(kv "$fo_out" lag_med_ms) / $(kv "$fo_out" lag_max_ms) ms"
-    ;;
-3)
-    problem "failover: $(grep -v '^  run ' "$T/failover.err" | tail -n 3 | tr '\n' ' ')"
-    failed "failover: SIGKILL primary -> first grant (down-after-milliseconds $FO_DOWN_AFTER_MS)" "see problems" "-"
-    ;;
-4)
-    failed "failover: SIGKILL primary -> first grant (down-after-milliseconds $FO_DOWN_AFTER_MS)" \
-        "$(grep '^sentinel: ' "$T/failover.err" | tail -n 1 | cut -c 1-120)" "-"
-    ;;
-124 | 137) fatal "failover: the measurement did not finish in time: $(tail -n 3 "$T/failover.err" | tr '\n' ' ')" ;;
-*) fatal "failover: harness failure (exit $fo_rc): $(tail -n 3 "$T/failover.err" | tr '\n' ' ')" ;;
-esac
+    ) || fo_rc=$?
+    sed 's/^/bench: /' "$T/failover.err" >&2
+    case $fo_rc in
+    0)
+        for k in grant_med_ms grant_max_ms switch_med_ms switch_max_ms lag_med_ms lag_max_ms; do
+            need "$(kv "$fo_out" "$k")" "failover $k"
+        done
+        info "failover: SIGKILL primary -> first grant, median / max of $FO_RUNS (down-after-milliseconds $FO_DOWN_AFTER_MS)" \
+            "$(kv "$fo_out" grant_med_ms) / $(kv "$fo_out" grant_max_ms) ms"
+        info "failover: Sentinel's own time, SIGKILL -> +switch-master, median / max" \
+            "$(kv "$fo_out" switch_med_ms) / $(kv "$fo_out" switch_max_ms) ms"
+        info "failover: dlockd's share, +switch-master -> first grant, median / max" \
+            "$(kv "$fo_out" lag_med_ms) / $(kv "$fo_out" lag_max_ms) ms"
+        ;;
+    3)
+        problem "failover: $(grep -v '^  run ' "$T/failover.err" | tail -n 3 | tr '\n' ' ')"
+        failed "failover: SIGKILL primary -> first grant (down-after-milliseconds $FO_DOWN_AFTER_MS)" "see problems" "-"
+        ;;
+    4)
+        failed "failover: SIGKILL primary -> first grant (down-after-milliseconds $FO_DOWN_AFTER_MS)" \
+            "$(grep '^sentinel: ' "$T/failover.err" | tail -n 1 | cut -c 1-120)" "-"
+        ;;
+    124 | 137) fatal "failover: the measurement did not finish in time: $(tail -n 3 "$T/failover.err" | tr '\n' ' ')" ;;
+    *) fatal "failover: harness failure (exit $fo_rc): $(tail -n 3 "$T/failover.err" | tr '\n' ' ')" ;;
+    esac
+fi
 
 # ---- 9. cluster -----------------------------------------------------------------------
 
-say "== 9/9 cluster: $CL_N primaries against one standalone redis-server (TCP), rounds standalone/cluster/cluster/standalone, ${CL_S} s each; the watchdog on the cluster"
-# The commands dlockd's scripts run inside Redis (redis.call, and the
-# publish command passed in ARGV): Redis 7 counts them in commandstats too,
-# but they are not round trips. Read from the scripts, as in section 1.
-SCRIPT_INNER="publish spublish $(grep -o "redis\.p\?call('[a-z]*'" daemon/backend/scripts.c | cut -d"'" -f2 | sort -u | tr '\n' ' ')"
-# cmd_delta BEFORE AFTER: "total=N sent=N evalsha=N" between two cmdstats
-# snapshots: every command Redis ran, those sent by a client (the total
-# without SCRIPT_INNER), and EVALSHA; not the INFO that took the snapshots.
-cmd_delta() {
-    awk -v inner="$SCRIPT_INNER" 'BEGIN { n = split(inner, a, " "); for (i = 1; i <= n; i++) in_script[a[i]] = 1 }
-        FNR == NR { b[$1] += $2; next }
-        { a[$1] += $2 }
-        END {
-            for (c in a) {
-                if (c == "info") continue
-                d = a[c] - b[c]; total += d
-                if (!(c in in_script)) sent += d
-                if (c == "evalsha") ev += d
-            }
-            printf "total=%d sent=%d evalsha=%d\n", total, sent, ev
-        }' <(echo "$1") <(echo "$2")
-}
-# The most ops in one script call, and in one watchdog batch.
-SCRIPTS_BATCH=$(awk '$1 == "#define" && $2 == "SCRIPTS_BATCH_MAX" { print $3 }' daemon/backend/scripts.h)
-RENEW_BATCH=$(awk '$1 == "#define" && $2 == "LOCKMGR_RENEW_BATCH" { print $3 }' daemon/lock/lockmgr.h)
-need "$SCRIPTS_BATCH" "SCRIPTS_BATCH_MAX in daemon/backend/scripts.h"
-need "$RENEW_BATCH" "LOCKMGR_RENEW_BATCH in daemon/lock/lockmgr.h"
-slash() { local IFS=/; echo "$*"; }
-# delta_of COMMAND BEFORE AFTER: its calls between two cmdstats snapshots.
-delta_of() { echo $(($(calls_of "$1" "$3") - $(calls_of "$1" "$2"))); }
-read -r -a cl_free <<<"$(free_ports $((2 * CL_N + 1)))"
-((${#cl_free[@]} == 2 * CL_N + 1)) || fatal "free_ports gave '${cl_free[*]}'"
-for p in "${cl_free[@]}"; do need "$p" "a free TCP port"; done
-CL_PORTS=("${cl_free[@]:0:CL_N}") CL_BUS=("${cl_free[@]:CL_N:CL_N}") CS_PORT=${cl_free[2 * CL_N]}
-CL_ADDRS=()
-for p in "${CL_PORTS[@]}"; do CL_ADDRS+=("127.0.0.1:$p"); done
-CL_PIDS=()
-for ((i = 0; i < CL_N; i++)); do
-    d="$T/cluster-$i"
-    mkdir -p "$d"
-    redis-server --port "${CL_PORTS[i]}" --bind 127.0.0.1 --save "" --appendonly no --dir "$d" \
-        --cluster-enabled yes --cluster-config-file "$d/nodes.conf" --cluster-port "${CL_BUS[i]}" \
-        --logfile "$d/redis.log" &
-    CL_PIDS+=("$!")
-    PIDS+=("$!")
-done
-mkdir -p "$T/cluster-standalone"
-redis-server --port "$CS_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$T/cluster-standalone" \
-    --logfile "$T/cluster-standalone/redis.log" &
-CS_PID=$!
-PIDS+=("$!")
-for p in "${CL_PORTS[@]}" "$CS_PORT"; do
-    for ((i = 0; i < 500; i++)); do redis-cli -h 127.0.0.1 -p "$p" PING >/dev/null 2>&1 && break; sleep 0.01; done
-    redis-cli -h 127.0.0.1 -p "$p" PING >/dev/null 2>&1 || fatal "redis-server on port $p did not start"
-done
-# What keeps the cluster from being ready, or nothing: every node says
-# cluster_state:ok, serves all slots, knows all nodes, and every node's
-# CLUSTER SLOTS is the same.
-cluster_lacks() {
-    local p ci sl first=""
-    for p in "${CL_PORTS[@]}"; do
-        ci=$(redis-cli -h 127.0.0.1 -p "$p" CLUSTER INFO 2>&1 | tr -d '\r')
-        for want in cluster_state:ok cluster_slots_ok:16384 "cluster_known_nodes:$CL_N"; do
-            grep -qx "$want" <<<"$ci" || {
-                echo "port $p: no $want"
-                return
-            }
-        done
-        sl=$(redis-cli -h 127.0.0.1 -p "$p" CLUSTER SLOTS 2>&1)
-        if [ -z "$first" ]; then
-            first=$sl
-        elif [ "$sl" != "$first" ]; then
-            echo "port $p's CLUSTER SLOTS differs from port ${CL_PORTS[0]}'s"
-            return
-        fi
+if want 9; then
+    say "== 9/10 cluster: $CL_N primaries against one standalone redis-server (TCP), rounds standalone/cluster/cluster/standalone, ${CL_S} s each; the watchdog on the cluster"
+    # The most ops in one script call, and in one watchdog batch.
+    SCRIPTS_BATCH=$(awk '$1 == "#define" && $2 == "SCRIPTS_BATCH_MAX" { print $3 }' daemon/backend/scripts.h)
+    RENEW_BATCH=$(awk '$1 == "#define" && $2 == "LOCKMGR_RENEW_BATCH" { print $3 }' daemon/lock/lockmgr.h)
+    need "$SCRIPTS_BATCH" "SCRIPTS_BATCH_MAX in daemon/backend/scripts.h"
+    need "$RENEW_BATCH" "LOCKMGR_RENEW_BATCH in daemon/lock/lockmgr.h"
+    read -r -a cl_free <<<"$(free_ports $((2 * CL_N + 1)))"
+    ((${#cl_free[@]} == 2 * CL_N + 1)) || fatal "free_ports gave '${cl_free[*]}'"
+    for p in "${cl_free[@]}"; do need "$p" "a free TCP port"; done
+    CL_PORTS=("${cl_free[@]:0:CL_N}") CL_BUS=("${cl_free[@]:CL_N:CL_N}") CS_PORT=${cl_free[2 * CL_N]}
+    CL_ADDRS=()
+    for p in "${CL_PORTS[@]}"; do CL_ADDRS+=("127.0.0.1:$p"); done
+    CL_PIDS=()
+    for ((i = 0; i < CL_N; i++)); do
+        d="$T/cluster-$i"
+        mkdir -p "$d"
+        redis-server --port "${CL_PORTS[i]}" --bind 127.0.0.1 --save "" --appendonly no --dir "$d" \
+            --cluster-enabled yes --cluster-config-file "$d/nodes.conf" --cluster-port "${CL_BUS[i]}" \
+            --logfile "$d/redis.log" &
+        CL_PIDS+=("$!")
+        PIDS+=("$!")
     done
-}
-cl_why=""
-t_create=$(now_s)
-if ! timeout -k 5 60 redis-cli --cluster create "${CL_ADDRS[@]}" --cluster-yes \
-    >"$T/cluster-create.log" 2>&1; then
-    cl_why="redis-cli --cluster create failed: $(tail -n 2 "$T/cluster-create.log" | tr '\n' ' ')"
-else
-    end=$(calc "$(now_s) + 30" 3)
-    while cl_why=$(cluster_lacks) && [ -n "$cl_why" ] && holds "$(now_s)" "<" "$end"; do sleep 0.1; done
-    [ -n "$cl_why" ] && cl_why="not ready 30 s after redis-cli --cluster create: $cl_why"
+    mkdir -p "$T/cluster-standalone"
+    redis-server --port "$CS_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$T/cluster-standalone" \
+        --logfile "$T/cluster-standalone/redis.log" &
+    CS_PID=$!
+    PIDS+=("$!")
+    for p in "${CL_PORTS[@]}" "$CS_PORT"; do
+        for ((i = 0; i < 500; i++)); do redis-cli -h 127.0.0.1 -p "$p" PING >/dev/null 2>&1 && break; sleep 0.01; done
+        redis-cli -h 127.0.0.1 -p "$p" PING >/dev/null 2>&1 || fatal "redis-server on port $p did not start"
+    done
+    # What keeps the cluster from being ready, or nothing: every node says
+    # cluster_state:ok, serves all slots, knows all nodes, and every node's
+    # CLUSTER SLOTS is the same.
+    cluster_lacks() {
+        local p ci sl first=""
+        for p in "${CL_PORTS[@]}"; do
+            ci=$(redis-cli -h 127.0.0.1 -p "$p" CLUSTER INFO 2>&1 | tr -d '\r')
+            for want in cluster_state:ok cluster_slots_ok:16384 "cluster_known_nodes:$CL_N"; do
+                grep -qx "$want" <<<"$ci" || {
+                    echo "port $p: no $want"
+                    return
+                }
+            done
+            sl=$(redis-cli -h 127.0.0.1 -p "$p" CLUSTER SLOTS 2>&1)
+            if [ -z "$first" ]; then
+                first=$sl
+            elif [ "$sl" != "$first" ]; then
+                echo "port $p's CLUSTER SLOTS differs from port ${CL_PORTS[0]}'s"
+                return
+            fi
+        done
+    }
+    cl_why=""
+    t_create=$(now_s)
+    if ! timeout -k 5 60 redis-cli --cluster create "${CL_ADDRS[@]}" --cluster-yes \
+        >"$T/cluster-create.log" 2>&1; then
+        cl_why="redis-cli --cluster create failed: $(tail -n 2 "$T/cluster-create.log" | tr '\n' ' ')"
+    else
+        end=$(calc "$(now_s) + 30" 3)
+        while cl_why=$(cluster_lacks) && [ -n "$cl_why" ] && holds "$(now_s)" "<" "$end"; do sleep 0.1; done
+        [ -n "$cl_why" ] && cl_why="not ready 30 s after redis-cli --cluster create: $cl_why"
+    fi
+    if [ -z "$cl_why" ]; then
+        say "bench: cluster of $CL_N primaries ready in $(calc "$(now_s) - $t_create" 1) s"
+        start_dlockd cl-cluster "" "cluster = ${CL_ADDRS[*]}"
+        for ((i = 0; i < 100; i++)); do
+            up=$(kv "$("$BENCH" info -s "${DSOCK[cl-cluster]}")" redis_nodes_up)
+            [ "$up" = "$CL_N" ] && break
+            sleep 0.1
+        done
+        [ "$up" = "$CL_N" ] || cl_why="dlockd: redis_nodes_up=$up after 10 s, not $CL_N"
+    fi
+    if [ -z "$cl_why" ]; then
+        start_dlockd cl-standalone "" "url = redis://127.0.0.1:$CS_PORT/0"
+        # Rounds in the order standalone, cluster, cluster, standalone (as in
+        # section 7); each mode's figures are the sums or means of its two.
+        declare -A CL_TP=() CL_ALL=() CL_TOT=() CL_SENT=() CL_EV=() CL_DCPU=() CL_RCPU=() CL_NR=()
+        cl_node_ev=()
+        round=0
+        for mode in standalone cluster cluster standalone; do
+            round=$((round + 1))
+            if [ "$mode" = cluster ]; then ports=("${CL_PORTS[@]}") rpids=("${CL_PIDS[@]}"); else ports=("$CS_PORT") rpids=("$CS_PID"); fi
+            dpid=${DPID[cl-$mode]}
+            snap0=() snap1=()
+            for p in "${ports[@]}"; do snap0+=("$(cmdstats "$p")"); done
+            c0=$(now_s) d0=$(cpu_ticks "$dpid") r0=0
+            for p in "${rpids[@]}"; do r0=$((r0 + $(cpu_ticks "$p"))); done
+            if run_bench "cluster-$mode-$round" $((CL_S + 40)) throughput -s "${DSOCK[cl-$mode]}" -c 50 -d "$CL_S" -w 1; then
+                c1=$(now_s) d1=$(cpu_ticks "$dpid") r1=0
+                for p in "${rpids[@]}"; do r1=$((r1 + $(cpu_ticks "$p"))); done
+                for p in "${ports[@]}"; do snap1+=("$(cmdstats "$p")"); done
+                v=$(kv "$OUT" pairs_per_sec) all=$(kv "$OUT" all_pairs)
+                need "$v" "cluster-$mode pairs_per_sec"
+                need "$all" "cluster-$mode all_pairs"
+                need "$d1" "dlockd CPU ticks"
+                say "bench:   round $round, $mode: $v pairs/s"
+                delta=$(cmd_delta "$(printf '%s\n' "${snap0[@]}")" "$(printf '%s\n' "${snap1[@]}")")
+                CL_TP[$mode]=$(calc "${CL_TP[$mode]-0} + $v" 0)
+                CL_ALL[$mode]=$((${CL_ALL[$mode]-0} + all))
+                CL_TOT[$mode]=$((${CL_TOT[$mode]-0} + $(kv "$delta" total)))
+                CL_SENT[$mode]=$((${CL_SENT[$mode]-0} + $(kv "$delta" sent)))
+                CL_EV[$mode]=$((${CL_EV[$mode]-0} + $(kv "$delta" evalsha)))
+                CL_DCPU[$mode]=$(calc "${CL_DCPU[$mode]-0} + ($d1 - $d0) / $clk_tck / ($c1 - $c0) * 100" 1)
+                CL_RCPU[$mode]=$(calc "${CL_RCPU[$mode]-0} + ($r1 - $r0) / $clk_tck / ($c1 - $c0) * 100" 1)
+                CL_NR[$mode]=$((${CL_NR[$mode]-0} + 1))
+                if [ "$mode" = cluster ]; then
+                    for ((i = 0; i < CL_N; i++)); do
+                        cl_node_ev[i]=$((${cl_node_ev[i]-0} + $(delta_of evalsha "${snap0[i]}" "${snap1[i]}")))
+                    done
+                fi
+            fi
+        done
+        # The fence counters stay: one key per name on the primary that owns it.
+        cl_names=()
+        for p in "${CL_PORTS[@]}"; do cl_names+=("$(redis-cli -h 127.0.0.1 -p "$p" --scan --pattern 'redisson_lock_token:*' | wc -l)"); done
+        stop_dlockd cl-standalone
+        stop_dlockd cl-cluster
+        if [ "${CL_NR[cluster]-0}" = 2 ] && [ "${CL_NR[standalone]-0}" = 2 ]; then
+            for mode in standalone cluster; do
+                CL_TP[$mode]=$(calc "${CL_TP[$mode]} / 2" 0)
+                CL_DCPU[$mode]=$(calc "${CL_DCPU[$mode]} / 2" 0)
+                CL_RCPU[$mode]=$(calc "${CL_RCPU[$mode]} / 2" 0)
+            done
+            info "cluster pairs/s: dlockd on $CL_N primaries (TCP, 50 connections; names per primary $(slash "${cl_names[@]}"))" "${CL_TP[cluster]}/s"
+            info "cluster: standalone pairs/s in the same run (one redis-server, TCP, 50 connections)" "${CL_TP[standalone]}/s"
+            check "cluster pairs/s / standalone pairs/s (2 CPUs: parity, not scaling)" \
+                "$(calc "${CL_TP[cluster]} / ${CL_TP[standalone]}" 2)" "" ">=" 0.9
+            info "cluster: CPU, % of one core, dlockd / redis-server(s): standalone; cluster" \
+                "${CL_DCPU[standalone]} / ${CL_RCPU[standalone]}; ${CL_DCPU[cluster]} / ${CL_RCPU[cluster]} %"
+            for mode in standalone cluster; do
+                CL_TOT[$mode]=$(calc "${CL_TOT[$mode]} / ${CL_ALL[$mode]}" 2)
+                CL_SENT[$mode]=$(calc "${CL_SENT[$mode]} / ${CL_ALL[$mode]}" 3)
+                CL_EV[$mode]=$(calc "${CL_EV[$mode]} / ${CL_ALL[$mode]}" 3)
+            done
+            info "Redis commands per pair, all Redis ran (incl. redis.call in scripts): standalone / cluster" \
+                "${CL_TOT[standalone]} / ${CL_TOT[cluster]}"
+            info "EVALSHA calls per pair: standalone / cluster (cluster EVALSHA per primary: $(slash "${cl_node_ev[@]}"))" \
+                "${CL_EV[standalone]} / ${CL_EV[cluster]}"
+            check "Redis commands dlockd sent per pair, cluster (standalone: ${CL_SENT[standalone]}; <= $CL_N x that)" \
+                "${CL_SENT[cluster]}" "" "<=" "$(calc "$CL_N * ${CL_SENT[standalone]}" 3)"
+        else
+            failed "cluster pairs/s / standalone pairs/s" "see problems" ">= 0.9"
+            failed "Redis commands dlockd sent per pair: cluster" "see problems" "<= $CL_N x standalone's"
+        fi
+
+        # The watchdog: CL_DOG_CONNS x CL_DOG_LOCKS locks, renewed every
+        # lease/3; per primary, the renewal EVALSHA calls per round.
+        for p in "${CL_PORTS[@]}"; do redis-cli -h 127.0.0.1 -p "$p" FLUSHALL >/dev/null; done
+        dog_locks=$((CL_DOG_CONNS * CL_DOG_LOCKS))
+        start_dlockd cl-dog "$(printf '[lock]\nlease_ms = %s\n' "$CL_DOG_LEASE")" "cluster = ${CL_ADDRS[*]}"
+        dog_label="cluster watchdog: renewal EVALSHA per round, worst primary ($dog_locks locks; <= one per watchdog batch)"
+        if hold_locks cluster-dog "${DSOCK[cl-dog]}" "$CL_DOG_CONNS" "$CL_DOG_LOCKS"; then
+            sleep 2 # let the grant burst's first renewals pass
+            dog_keys=() snap0=() snap1=()
+            for p in "${CL_PORTS[@]}"; do
+                dog_keys+=("$(redis-cli -h 127.0.0.1 -p "$p" --scan --pattern 'dlock:*' | wc -l)")
+            done
+            for p in "${CL_PORTS[@]}"; do snap0+=("$(cmdstats "$p")"); done
+            sleep "$CL_DOG_WIN"
+            for p in "${CL_PORTS[@]}"; do snap1+=("$(cmdstats "$p")"); done
+            release_locks cluster-dog
+            dog_calls=() dog_ideal=() dog_worst=0 dog_ok=1
+            for ((i = 0; i < CL_N; i++)); do
+                # The registry's primary also runs the register script (one
+                # hgetall each): not a renewal. Rounds: renewals / locks.
+                ev=$(($(delta_of evalsha "${snap0[i]}" "${snap1[i]}") - $(delta_of hgetall "${snap0[i]}" "${snap1[i]}")))
+                ren=$(delta_of hexists "${snap0[i]}" "${snap1[i]}")
+                if ((dog_keys[i] == 0 || ren == 0)); then
+                    dog_ok=0
+                    dog_calls+=("-")
+                else
+                    dog_calls+=("$(calc "$ev * ${dog_keys[i]} / $ren" 1)")
+                    holds "${dog_calls[i]}" ">" "$dog_worst" && dog_worst=${dog_calls[i]}
+                fi
+                dog_ideal+=("$(((dog_keys[i] + SCRIPTS_BATCH - 1) / SCRIPTS_BATCH))")
+            done
+            [ "${HOLD_LOST-}" = 0 ] || problem "cluster watchdog: ${HOLD_LOST:-?} !LOST events while holding"
+            info "cluster watchdog: locks per primary; renewal EVALSHA per round per primary (ideal: ceil(locks/$SCRIPTS_BATCH))" \
+                "$(slash "${dog_keys[@]}"); $(slash "${dog_calls[@]}") ($(slash "${dog_ideal[@]}"))"
+            if ((dog_ok)); then
+                check "$dog_label" "$dog_worst" "" "<=" $(((dog_locks + RENEW_BATCH - 1) / RENEW_BATCH))
+            else
+                failed "$dog_label" "no renewals on a primary" "<= $(((dog_locks + RENEW_BATCH - 1) / RENEW_BATCH))"
+            fi
+        else
+            failed "$dog_label" "see problems" "<= $(((dog_locks + RENEW_BATCH - 1) / RENEW_BATCH))"
+        fi
+        stop_dlockd cl-dog
+    else
+        stop_dlockd cl-cluster
+        say "bench: cluster: $cl_why"
+        failed "cluster pairs/s / standalone pairs/s" "${cl_why:0:120}" ">= 0.9"
+        failed "Redis commands dlockd sent per pair: cluster" "no cluster" "<= $CL_N x standalone's"
+        failed "cluster watchdog: renewal EVALSHA per round, worst primary" "no cluster" "-"
+    fi
+    for pid in "${CL_PIDS[@]}" "$CS_PID"; do
+        kill -TERM "$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
+        forget_pid "$pid"
+    done
 fi
-if [ -z "$cl_why" ]; then
-    say "bench: cluster of $CL_N primaries ready in $(calc "$(now_s) - $t_create" 1) s"
-    start_dlockd cl-cluster "" "cluster = ${CL_ADDRS[*]}"
-    for ((i = 0; i < 100; i++)); do
-        up=$(kv "$("$BENCH" info -s "${DSOCK[cl-cluster]}")" redis_nodes_up)
-        [ "$up" = "$CL_N" ] && break
+
+# ---- 10. quorum ------------------------------------------------------------------------
+
+if want 10; then
+    say "== 10/10 quorum: $QU_N independent redis-servers against one standalone redis-server (TCP), rounds standalone/quorum/quorum/standalone, ${QU_S} s each; hand-off on both"
+    read -r -a qu_free <<<"$(free_ports $((QU_N + 1)))"
+    ((${#qu_free[@]} == QU_N + 1)) || fatal "free_ports gave '${qu_free[*]}'"
+    for p in "${qu_free[@]}"; do need "$p" "a free TCP port"; done
+    QU_PORTS=("${qu_free[@]:0:QU_N}") QS_PORT=${qu_free[QU_N]}
+    QU_PIDS=() QU_URLS=()
+    for ((i = 0; i < QU_N; i++)); do
+        d="$T/quorum-$i"
+        mkdir -p "$d"
+        redis-server --port "${QU_PORTS[i]}" --bind 127.0.0.1 --save "" --appendonly no --dir "$d" \
+            --logfile "$d/redis.log" &
+        QU_PIDS+=("$!")
+        PIDS+=("$!")
+        QU_URLS+=("redis://127.0.0.1:${QU_PORTS[i]}/0")
+    done
+    mkdir -p "$T/quorum-standalone"
+    redis-server --port "$QS_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$T/quorum-standalone" \
+        --logfile "$T/quorum-standalone/redis.log" &
+    QS_PID=$!
+    PIDS+=("$!")
+    for p in "${QU_PORTS[@]}" "$QS_PORT"; do
+        for ((i = 0; i < 500; i++)); do redis-cli -h 127.0.0.1 -p "$p" PING >/dev/null 2>&1 && break; sleep 0.01; done
+        redis-cli -h 127.0.0.1 -p "$p" PING >/dev/null 2>&1 || fatal "redis-server on port $p did not start"
+    done
+    # The same lease on both daemons: QU_LEASE, also the quorum's
+    # rejoin_delay_ms (a lease may not be longer). The redis-servers have
+    # just started (uptime 0), so the quorum dlockd counts each only
+    # rejoin_delay_ms later: start_dlockd waits for a majority (redis=up),
+    # then INFO is polled until all QU_N count.
+    qu_lock=$(printf '[lock]\nlease_ms = %s\n' "$QU_LEASE")
+    t_start=$(now_s)
+    start_dlockd qu-quorum "$qu_lock" "$(printf 'quorum = %s\nrejoin_delay_ms = %s' "${QU_URLS[*]}" "$QU_LEASE")"
+    qu_why="" up=""
+    end=$(calc "$(now_s) + $QU_LEASE / 1000 + 10" 3)
+    while up=$(kv "$("$BENCH" info -s "${DSOCK[qu-quorum]}" 2>/dev/null)" redis_nodes_up) &&
+        [ "$up" != "$QU_N" ] && holds "$(now_s)" "<" "$end"; do
         sleep 0.1
     done
-    [ "$up" = "$CL_N" ] || cl_why="dlockd: redis_nodes_up=$up after 10 s, not $CL_N"
-fi
-if [ -z "$cl_why" ]; then
-    start_dlockd cl-standalone "" "url = redis://127.0.0.1:$CS_PORT/0"
-    # Rounds in the order standalone, cluster, cluster, standalone (as in
-    # section 7); each mode's figures are the sums or means of its two.
-    declare -A CL_TP=() CL_ALL=() CL_TOT=() CL_SENT=() CL_EV=() CL_DCPU=() CL_RCPU=() CL_NR=()
-    cl_node_ev=()
-    round=0
-    for mode in standalone cluster cluster standalone; do
-        round=$((round + 1))
-        if [ "$mode" = cluster ]; then ports=("${CL_PORTS[@]}") rpids=("${CL_PIDS[@]}"); else ports=("$CS_PORT") rpids=("$CS_PID"); fi
-        dpid=${DPID[cl-$mode]}
-        snap0=() snap1=()
-        for p in "${ports[@]}"; do snap0+=("$(cmdstats "$p")"); done
-        c0=$(now_s) d0=$(cpu_ticks "$dpid") r0=0
-        for p in "${rpids[@]}"; do r0=$((r0 + $(cpu_ticks "$p"))); done
-        if run_bench "cluster-$mode-$round" $((CL_S + 40)) throughput -s "${DSOCK[cl-$mode]}" -c 50 -d "$CL_S" -w 1; then
-            c1=$(now_s) d1=$(cpu_ticks "$dpid") r1=0
-            for p in "${rpids[@]}"; do r1=$((r1 + $(cpu_ticks "$p"))); done
-            for p in "${ports[@]}"; do snap1+=("$(cmdstats "$p")"); done
-            v=$(kv "$OUT" pairs_per_sec) all=$(kv "$OUT" all_pairs)
-            need "$v" "cluster-$mode pairs_per_sec"
-            need "$all" "cluster-$mode all_pairs"
-            need "$d1" "dlockd CPU ticks"
-            say "bench:   round $round, $mode: $v pairs/s"
-            delta=$(cmd_delta "$(printf '%s\n' "${snap0[@]}")" "$(printf '%s\n' "${snap1[@]}")")
-            CL_TP[$mode]=$(calc "${CL_TP[$mode]-0} + $v" 0)
-            CL_ALL[$mode]=$((${CL_ALL[$mode]-0} + all))
-            CL_TOT[$mode]=$((${CL_TOT[$mode]-0} + $(kv "$delta" total)))
-            CL_SENT[$mode]=$((${CL_SENT[$mode]-0} + $(kv "$delta" sent)))
-            CL_EV[$mode]=$((${CL_EV[$mode]-0} + $(kv "$delta" evalsha)))
-            CL_DCPU[$mode]=$(calc "${CL_DCPU[$mode]-0} + ($d1 - $d0) / $clk_tck / ($c1 - $c0) * 100" 1)
-            CL_RCPU[$mode]=$(calc "${CL_RCPU[$mode]-0} + ($r1 - $r0) / $clk_tck / ($c1 - $c0) * 100" 1)
-            CL_NR[$mode]=$((${CL_NR[$mode]-0} + 1))
-            if [ "$mode" = cluster ]; then
-                for ((i = 0; i < CL_N; i++)); do
-                    cl_node_ev[i]=$((${cl_node_ev[i]-0} + $(delta_of evalsha "${snap0[i]}" "${snap1[i]}")))
-                done
+    [ "$up" = "$QU_N" ] || qu_why="dlockd: redis_nodes_up=${up:-?} $((QU_LEASE / 1000 + 10)) s after redis=up, not $QU_N"
+    if [ -z "$qu_why" ]; then
+        say "bench: quorum dlockd counts all $QU_N nodes $(calc "$(now_s) - $t_start" 1) s after its start (rejoin_delay_ms $QU_LEASE)"
+        start_dlockd qu-standalone "$qu_lock" "url = redis://127.0.0.1:$QS_PORT/0"
+        # Rounds in the order standalone, quorum, quorum, standalone (as in
+        # sections 7 and 9); each mode's figures are the sums or means of its
+        # two. Per grant: dlockd's INFO grants over the run, warm-up included.
+        declare -A QU_TP=() QU_GR=() QU_TOT=() QU_SENT=() QU_EV=() QU_RAISE=() QU_WROTE=() QU_DCPU=() QU_RCPU=() QU_NR=()
+        qu_node_tot=() qu_node_ev=()
+        round=0
+        for mode in standalone quorum quorum standalone; do
+            round=$((round + 1))
+            if [ "$mode" = quorum ]; then ports=("${QU_PORTS[@]}") rpids=("${QU_PIDS[@]}"); else ports=("$QS_PORT") rpids=("$QS_PID"); fi
+            dpid=${DPID[qu-$mode]}
+            snap0=() snap1=()
+            for p in "${ports[@]}"; do snap0+=("$(cmdstats "$p")"); done
+            g0=$(kv "$("$BENCH" info -s "${DSOCK[qu-$mode]}")" grants)
+            c0=$(now_s) d0=$(cpu_ticks "$dpid") r0=0
+            for p in "${rpids[@]}"; do r0=$((r0 + $(cpu_ticks "$p"))); done
+            if run_bench "quorum-$mode-$round" $((QU_S + 40)) throughput -s "${DSOCK[qu-$mode]}" -c 50 -d "$QU_S" -w 1; then
+                c1=$(now_s) d1=$(cpu_ticks "$dpid") r1=0
+                for p in "${rpids[@]}"; do r1=$((r1 + $(cpu_ticks "$p"))); done
+                for p in "${ports[@]}"; do snap1+=("$(cmdstats "$p")"); done
+                g1=$(kv "$("$BENCH" info -s "${DSOCK[qu-$mode]}")" grants)
+                v=$(kv "$OUT" pairs_per_sec)
+                need "$v" "quorum-$mode pairs_per_sec"
+                need "$g0" "dlockd INFO grants"
+                need "$g1" "dlockd INFO grants"
+                need "$d1" "dlockd CPU ticks"
+                say "bench:   round $round, $mode: $v pairs/s"
+                all0=$(printf '%s\n' "${snap0[@]}") all1=$(printf '%s\n' "${snap1[@]}")
+                delta=$(cmd_delta "$all0" "$all1")
+                # Fence raises, from what the scripts run inside Redis: a grant's
+                # acquire runs get, time and set once each (the register script,
+                # one hgetall, runs time too); a raise runs get once where its
+                # owner still holds the lock, and set where the counter was lower.
+                acq=$(($(delta_of time "$all0" "$all1") - $(delta_of hgetall "$all0" "$all1")))
+                QU_RAISE[$mode]=$((${QU_RAISE[$mode]-0} + $(delta_of get "$all0" "$all1") - acq))
+                QU_WROTE[$mode]=$((${QU_WROTE[$mode]-0} + $(delta_of set "$all0" "$all1") - acq))
+                QU_TP[$mode]=$(calc "${QU_TP[$mode]-0} + $v" 0)
+                QU_GR[$mode]=$((${QU_GR[$mode]-0} + g1 - g0))
+                QU_TOT[$mode]=$((${QU_TOT[$mode]-0} + $(kv "$delta" total)))
+                QU_SENT[$mode]=$((${QU_SENT[$mode]-0} + $(kv "$delta" sent)))
+                QU_EV[$mode]=$((${QU_EV[$mode]-0} + $(kv "$delta" evalsha)))
+                QU_DCPU[$mode]=$(calc "${QU_DCPU[$mode]-0} + ($d1 - $d0) / $clk_tck / ($c1 - $c0) * 100" 1)
+                QU_RCPU[$mode]=$(calc "${QU_RCPU[$mode]-0} + ($r1 - $r0) / $clk_tck / ($c1 - $c0) * 100" 1)
+                QU_NR[$mode]=$((${QU_NR[$mode]-0} + 1))
+                if [ "$mode" = quorum ]; then
+                    for ((i = 0; i < QU_N; i++)); do
+                        qu_node_tot[i]=$((${qu_node_tot[i]-0} + $(kv "$(cmd_delta "${snap0[i]}" "${snap1[i]}")" total)))
+                        qu_node_ev[i]=$((${qu_node_ev[i]-0} + $(delta_of evalsha "${snap0[i]}" "${snap1[i]}")))
+                    done
+                fi
             fi
-        fi
-    done
-    # The fence counters stay: one key per name on the primary that owns it.
-    cl_names=()
-    for p in "${CL_PORTS[@]}"; do cl_names+=("$(redis-cli -h 127.0.0.1 -p "$p" --scan --pattern 'redisson_lock_token:*' | wc -l)"); done
-    stop_dlockd cl-standalone
-    stop_dlockd cl-cluster
-    if [ "${CL_NR[cluster]-0}" = 2 ] && [ "${CL_NR[standalone]-0}" = 2 ]; then
-        for mode in standalone cluster; do
-            CL_TP[$mode]=$(calc "${CL_TP[$mode]} / 2" 0)
-            CL_DCPU[$mode]=$(calc "${CL_DCPU[$mode]} / 2" 0)
-            CL_RCPU[$mode]=$(calc "${CL_RCPU[$mode]} / 2" 0)
         done
-        info "cluster pairs/s: dlockd on $CL_N primaries (TCP, 50 connections; names per primary $(slash "${cl_names[@]}"))" "${CL_TP[cluster]}/s"
-        info "cluster: standalone pairs/s in the same run (one redis-server, TCP, 50 connections)" "${CL_TP[standalone]}/s"
-        check "cluster pairs/s / standalone pairs/s (2 CPUs: parity, not scaling)" \
-            "$(calc "${CL_TP[cluster]} / ${CL_TP[standalone]}" 2)" "" ">=" 0.9
-        info "cluster: CPU, % of one core, dlockd / redis-server(s): standalone; cluster" \
-            "${CL_DCPU[standalone]} / ${CL_RCPU[standalone]}; ${CL_DCPU[cluster]} / ${CL_RCPU[cluster]} %"
-        for mode in standalone cluster; do
-            CL_TOT[$mode]=$(calc "${CL_TOT[$mode]} / ${CL_ALL[$mode]}" 2)
-            CL_SENT[$mode]=$(calc "${CL_SENT[$mode]} / ${CL_ALL[$mode]}" 3)
-            CL_EV[$mode]=$(calc "${CL_EV[$mode]} / ${CL_ALL[$mode]}" 3)
-        done
-        info "Redis commands per pair, all Redis ran (incl. redis.call in scripts): standalone / cluster" \
-            "${CL_TOT[standalone]} / ${CL_TOT[cluster]}"
-        info "EVALSHA calls per pair: standalone / cluster (cluster EVALSHA per primary: $(slash "${cl_node_ev[@]}"))" \
-            "${CL_EV[standalone]} / ${CL_EV[cluster]}"
-        check "Redis commands dlockd sent per pair, cluster (standalone: ${CL_SENT[standalone]}; <= $CL_N x that)" \
-            "${CL_SENT[cluster]}" "" "<=" "$(calc "$CL_N * ${CL_SENT[standalone]}" 3)"
-    else
-        failed "cluster pairs/s / standalone pairs/s" "see problems" ">= 0.9"
-        failed "Redis commands dlockd sent per pair: cluster" "see problems" "<= $CL_N x standalone's"
-    fi
-
-    # The watchdog: CL_DOG_CONNS x CL_DOG_LOCKS locks, renewed every
-    # lease/3; per primary, the renewal EVALSHA calls per round.
-    for p in "${CL_PORTS[@]}"; do redis-cli -h 127.0.0.1 -p "$p" FLUSHALL >/dev/null; done
-    dog_locks=$((CL_DOG_CONNS * CL_DOG_LOCKS))
-    start_dlockd cl-dog "$(printf '[lock]\nlease_ms = %s\n' "$CL_DOG_LEASE")" "cluster = ${CL_ADDRS[*]}"
-    dog_label="cluster watchdog: renewal EVALSHA per round, worst primary ($dog_locks locks; <= one per watchdog batch)"
-    if hold_locks cluster-dog "${DSOCK[cl-dog]}" "$CL_DOG_CONNS" "$CL_DOG_LOCKS"; then
-        sleep 2 # let the grant burst's first renewals pass
-        dog_keys=() snap0=() snap1=()
-        for p in "${CL_PORTS[@]}"; do
-            dog_keys+=("$(redis-cli -h 127.0.0.1 -p "$p" --scan --pattern 'dlock:*' | wc -l)")
-        done
-        for p in "${CL_PORTS[@]}"; do snap0+=("$(cmdstats "$p")"); done
-        sleep "$CL_DOG_WIN"
-        for p in "${CL_PORTS[@]}"; do snap1+=("$(cmdstats "$p")"); done
-        release_locks cluster-dog
-        dog_calls=() dog_ideal=() dog_worst=0 dog_ok=1
-        for ((i = 0; i < CL_N; i++)); do
-            # The registry's primary also runs the register script (one
-            # hgetall each): not a renewal. Rounds: renewals / locks.
-            ev=$(($(delta_of evalsha "${snap0[i]}" "${snap1[i]}") - $(delta_of hgetall "${snap0[i]}" "${snap1[i]}")))
-            ren=$(delta_of hexists "${snap0[i]}" "${snap1[i]}")
-            if ((dog_keys[i] == 0 || ren == 0)); then
-                dog_ok=0
-                dog_calls+=("-")
-            else
-                dog_calls+=("$(calc "$ev * ${dog_keys[i]} / $ren" 1)")
-                holds "${dog_calls[i]}" ">" "$dog_worst" && dog_worst=${dog_calls[i]}
+        # The hand-off of section 4 (one daemon), on each.
+        declare -A QU_HO=()
+        for mode in standalone quorum; do
+            if run_bench "quorum-handoff-$mode" 120 handoff -s "${DSOCK[qu-$mode]}" -n "$QU_HANDOFFS"; then
+                need "$(kv "$OUT" p50_us)" "quorum-handoff-$mode p50_us"
+                need "$(kv "$OUT" p99_us)" "quorum-handoff-$mode p99_us"
+                QU_HO[$mode]="$(kv "$OUT" p50_us) / $(kv "$OUT" p99_us) us"
             fi
-            dog_ideal+=("$(((dog_keys[i] + SCRIPTS_BATCH - 1) / SCRIPTS_BATCH))")
         done
-        [ "${HOLD_LOST-}" = 0 ] || problem "cluster watchdog: ${HOLD_LOST:-?} !LOST events while holding"
-        info "cluster watchdog: locks per primary; renewal EVALSHA per round per primary (ideal: ceil(locks/$SCRIPTS_BATCH))" \
-            "$(slash "${dog_keys[@]}"); $(slash "${dog_calls[@]}") ($(slash "${dog_ideal[@]}"))"
-        if ((dog_ok)); then
-            check "$dog_label" "$dog_worst" "" "<=" $(((dog_locks + RENEW_BATCH - 1) / RENEW_BATCH))
+        stop_dlockd qu-standalone
+        stop_dlockd qu-quorum
+        if [ "${QU_NR[quorum]-0}" = 2 ] && [ "${QU_NR[standalone]-0}" = 2 ] && ((${QU_GR[quorum]-0} > 0 && ${QU_GR[standalone]-0} > 0)); then
+            for mode in standalone quorum; do
+                QU_TP[$mode]=$(calc "${QU_TP[$mode]} / 2" 0)
+                QU_DCPU[$mode]=$(calc "${QU_DCPU[$mode]} / 2" 0)
+                QU_RCPU[$mode]=$(calc "${QU_RCPU[$mode]} / 2" 0)
+            done
+            info "quorum pairs/s: dlockd on a quorum of $QU_N redis-servers (TCP, 50 connections, lease_ms $QU_LEASE)" "${QU_TP[quorum]}/s"
+            info "quorum: standalone pairs/s in the same run (one redis-server, TCP, 50 connections, lease_ms $QU_LEASE)" "${QU_TP[standalone]}/s"
+            check "quorum pairs/s / standalone pairs/s (every op on $QU_N nodes, 2 CPUs; loose target, report first)" \
+                "$(calc "${QU_TP[quorum]} / ${QU_TP[standalone]}" 2)" "" ">=" 0.3
+            info "quorum: CPU, % of one core, dlockd / redis-server(s): standalone; quorum" \
+                "${QU_DCPU[standalone]} / ${QU_RCPU[standalone]}; ${QU_DCPU[quorum]} / ${QU_RCPU[quorum]} %"
+            for ((i = 0; i < QU_N; i++)); do
+                qu_node_tot[i]=$(calc "${qu_node_tot[i]} / ${QU_GR[quorum]}" 2)
+                qu_node_ev[i]=$(calc "${qu_node_ev[i]} / ${QU_GR[quorum]}" 3)
+            done
+            for mode in standalone quorum; do
+                QU_TOT[$mode]=$(calc "${QU_TOT[$mode]} / ${QU_GR[$mode]}" 2)
+                QU_SENT[$mode]=$(calc "${QU_SENT[$mode]} / ${QU_GR[$mode]}" 3)
+                QU_EV[$mode]=$(calc "${QU_EV[$mode]} / ${QU_GR[$mode]}" 3)
+                QU_RAISE[$mode]=$(calc "${QU_RAISE[$mode]} * 1000 / ${QU_GR[$mode]}" 2)
+                QU_WROTE[$mode]=$(calc "${QU_WROTE[$mode]} * 1000 / ${QU_GR[$mode]}" 2)
+            done
+            info "Redis commands per grant, all Redis ran (incl. redis.call in scripts): standalone / quorum (sum of $QU_N nodes; per node $(slash "${qu_node_tot[@]}"))" \
+                "${QU_TOT[standalone]} / ${QU_TOT[quorum]}"
+            info "Redis commands dlockd sent per grant: standalone / quorum (sum of $QU_N nodes)" \
+                "${QU_SENT[standalone]} / ${QU_SENT[quorum]}"
+            info "EVALSHA calls per grant: standalone / quorum (sum of $QU_N nodes; per node $(slash "${qu_node_ev[@]}"))" \
+                "${QU_EV[standalone]} / ${QU_EV[quorum]}"
+            info "quorum: fence raise ops per 1000 grants, sum of $QU_N nodes: run where the lock was held / counter written (standalone: ${QU_RAISE[standalone]})" \
+                "${QU_RAISE[quorum]} / ${QU_WROTE[quorum]}"
         else
-            failed "$dog_label" "no renewals on a primary" "<= $(((dog_locks + RENEW_BATCH - 1) / RENEW_BATCH))"
+            failed "quorum pairs/s / standalone pairs/s" "see problems" ">= 0.3"
+            failed "Redis commands per grant: quorum" "see problems" "-"
         fi
+        for mode in quorum standalone; do
+            label="quorum: hand-off, one daemon, on the quorum: p50 / p99 (UNLOCK written -> waiter's OK read)"
+            [ "$mode" = standalone ] && label="quorum: standalone hand-off in the same run (one daemon, TCP): p50 / p99"
+            if [ -n "${QU_HO[$mode]-}" ]; then
+                info "$label" "${QU_HO[$mode]}"
+            else
+                failed "$label" "see problems" "-"
+            fi
+        done
     else
-        failed "$dog_label" "see problems" "<= $(((dog_locks + RENEW_BATCH - 1) / RENEW_BATCH))"
+        stop_dlockd qu-quorum
+        say "bench: quorum: $qu_why"
+        failed "quorum pairs/s / standalone pairs/s" "${qu_why:0:120}" ">= 0.3"
+        failed "Redis commands per grant: quorum" "no quorum" "-"
+        failed "quorum: hand-off, one daemon: p50 / p99" "no quorum" "-"
     fi
-    stop_dlockd cl-dog
-else
-    stop_dlockd cl-cluster
-    say "bench: cluster: $cl_why"
-    failed "cluster pairs/s / standalone pairs/s" "${cl_why:0:120}" ">= 0.9"
-    failed "Redis commands dlockd sent per pair: cluster" "no cluster" "<= $CL_N x standalone's"
-    failed "cluster watchdog: renewal EVALSHA per round, worst primary" "no cluster" "-"
+    for pid in "${QU_PIDS[@]}" "$QS_PID"; do
+        kill -TERM "$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
+        forget_pid "$pid"
+    done
 fi
-for pid in "${CL_PIDS[@]}" "$CS_PID"; do
-    kill -TERM "$pid" 2>/dev/null
-    wait "$pid" 2>/dev/null
-    forget_pid "$pid"
-done
 
 # ---- report ---------------------------------------------------------------------
 
@@ -1010,7 +1205,7 @@ echo
 echo "dlockd benchmark report"
 echo "  machine : $(nproc) CPUs, ${model:-unknown CPU model}, $mem RAM, kernel $(uname -sr)"
 echo "  software: redis-server $redis_version, $("$DLOCKD" --version 2>&1 | head -n 1), node $(node --version 2>/dev/null || echo none), $("$PY" -c 'import redis; print("redis-py", redis.__version__)' 2>/dev/null || echo 'redis-py none')"
-echo "  command : $invocation"
+echo "  command : $invocation${ONLY:+ (BENCH_ONLY=$ONLY)}"
 echo "  run time: ${elapsed} s"
 echo
 w1=2 w2=7 w3=5 w4=6
@@ -1050,6 +1245,10 @@ echo "    (per-command deltas: ${herd_detail:-n/a})."
 echo "  - cluster: the per-pair Redis figures are INFO commandstats deltas, summed over the"
 echo "    primaries and without the INFO calls that read them, from just before to just after"
 echo "    each load-generator run, divided by the pairs of the whole run (warm-up included)."
+echo "  - quorum: per grant = the same commandstats deltas, summed over the $QU_N nodes, divided by"
+echo "    dlockd's INFO grants over the run. A fence raise is an op in the batch script's EVALSHA"
+echo "    like the others, so it shows as an op, not as a call: raises = get calls - acquires'"
+echo "    time calls (register script's excluded), written = set calls - the same."
 echo "  - hand-off clock: CLOCK_MONOTONIC just before the holder's UNLOCK write() to just after"
 echo "    the read() that returns the waiter's OK. The waiter is known to be queued (INFO"
 echo "    waiters=1) and, across daemons, subscribed (PUBSUB NUMSUB) before the UNLOCK."
