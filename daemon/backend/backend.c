@@ -20,13 +20,13 @@ void backend_submit(backend_t *b, backend_op_t *op) {
     b->type->submit(b, op);
 }
 
-void backend_watch(backend_t *b, const char *name, size_t len, backend_watch_cb cb,
-                   void *data) {
-    b->type->watch(b, name, len, cb, data);
+void backend_watch(backend_t *b, const char *name, size_t len, backend_mode_t mode,
+                   backend_watch_cb cb, void *data) {
+    b->type->watch(b, name, len, mode, cb, data);
 }
 
-void backend_unwatch(backend_t *b, const char *name, size_t len) {
-    b->type->unwatch(b, name, len);
+void backend_unwatch(backend_t *b, const char *name, size_t len, backend_mode_t mode) {
+    b->type->unwatch(b, name, len, mode);
 }
 
 int backend_available(const backend_t *b, const char *name, size_t len) {

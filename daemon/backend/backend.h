@@ -45,6 +45,15 @@ typedef enum {
     BACKEND_OP_COUNT
 } backend_op_kind_t;
 
+/* What kind of lock an op or a watch is about: each has Redisson's layout
+ * (scripts.c) and its own release channel. */
+typedef enum {
+    BACKEND_MUTEX = 0,    /* RLock: a reentrant exclusive lock */
+    BACKEND_READ,         /* RReadWriteLock's shared side */
+    BACKEND_WRITE,        /* ... and its exclusive side */
+    BACKEND_MODE_COUNT
+} backend_mode_t;
+
 typedef enum {
     BACKEND_OK = 0,
     BACKEND_DOWN,         /* not connected, the connection broke, or no answer within
@@ -100,6 +109,7 @@ typedef void (*backend_op_cb)(backend_op_t *op);
 struct backend_op_s {
     /* in */
     backend_op_kind_t kind;
+    backend_mode_t mode;        /* the kind of lock (STATUS, FORCE and WHO: any) */
     const char *name;
     size_t len;
     uint64_t owner;             /* the lock owner's id in this daemon */
@@ -152,9 +162,10 @@ typedef void (*backend_node_cb)(void *data, const backend_node_info_t *node);
 typedef struct backend_type_s {
     const char *name;
     void (*submit)(backend_t *b, backend_op_t *op);
-    void (*watch)(backend_t *b, const char *name, size_t len, backend_watch_cb cb,
-                  void *data);
-    void (*unwatch)(backend_t *b, const char *name, size_t len);
+    /* A name has one watch at a time, of one mode (its channel). */
+    void (*watch)(backend_t *b, const char *name, size_t len, backend_mode_t mode,
+                  backend_watch_cb cb, void *data);
+    void (*unwatch)(backend_t *b, const char *name, size_t len, backend_mode_t mode);
     /* name NULL: is any of it up */
     int (*available)(const backend_t *b, const char *name, size_t len);
     /* name NULL: a short description for INFO and logs; otherwise why that
@@ -207,9 +218,9 @@ void backend_close(backend_t *b);
 
 void backend_on_state(backend_t *b, backend_state_cb cb, void *data);
 void backend_submit(backend_t *b, backend_op_t *op);
-void backend_watch(backend_t *b, const char *name, size_t len, backend_watch_cb cb,
-                   void *data);
-void backend_unwatch(backend_t *b, const char *name, size_t len);
+void backend_watch(backend_t *b, const char *name, size_t len, backend_mode_t mode,
+                   backend_watch_cb cb, void *data);
+void backend_unwatch(backend_t *b, const char *name, size_t len, backend_mode_t mode);
 int backend_available(const backend_t *b, const char *name, size_t len);
 void backend_describe(const backend_t *b, const char *name, size_t len, char *buf,
                       size_t cap);

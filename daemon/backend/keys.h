@@ -25,6 +25,7 @@
 /* Companion kinds. */
 #define KEYS_TOKEN    "redisson_lock_token"     /* fence counter */
 #define KEYS_CHANNEL  "redisson_lock__channel"  /* release messages */
+#define KEYS_RW_CHANNEL "redisson_rwlock"       /* a read/write lock's releases */
 #define KEYS_FORCED   "dlock_forced"            /* who FORCEUNLOCK removed */
 /* The daemons' registry (prefix + this): a hash of uuid -> "<seen ms>
  * dlockd:<host>:<pid>". The space keeps it apart from every lock key:

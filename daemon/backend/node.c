@@ -592,15 +592,18 @@ static void on_push(void *data, redisReply *r) {
     }
 }
 
-static size_t channel_of(const node_t *nd, char *out, const char *name, size_t len) {
+static size_t channel_of(const node_t *nd, char *out, const char *name, size_t len,
+                         backend_mode_t mode) {
     char key[KEYS_KEY_MAX];
     size_t klen = keys_lock(key, nd->key_prefix, name, len);
-    return keys_companion(out, KEYS_CHANNEL, key, klen);
+    return keys_companion(out, mode == BACKEND_MUTEX ? KEYS_CHANNEL : KEYS_RW_CHANNEL, key,
+                          klen);
 }
 
-void node_watch(node_t *nd, const char *name, size_t len, backend_watch_cb cb, void *data) {
+void node_watch(node_t *nd, const char *name, size_t len, backend_mode_t mode,
+                backend_watch_cb cb, void *data) {
     char channel[KEYS_COMPANION_MAX];
-    size_t clen = channel_of(nd, channel, name, len);
+    size_t clen = channel_of(nd, channel, name, len, mode);
     sub_t *s = sub_find(nd, channel, clen);
     if (s == NULL) {
         s = calloc(1, sizeof(*s) + clen + 1);
@@ -625,9 +628,9 @@ void node_watch(node_t *nd, const char *name, size_t len, backend_watch_cb cb, v
      * again when the unsubscribe reply arrives. */
 }
 
-void node_unwatch(node_t *nd, const char *name, size_t len) {
+void node_unwatch(node_t *nd, const char *name, size_t len, backend_mode_t mode) {
     char channel[KEYS_COMPANION_MAX];
-    size_t clen = channel_of(nd, channel, name, len);
+    size_t clen = channel_of(nd, channel, name, len, mode);
     sub_t *s = sub_find(nd, channel, clen);
     if (s == NULL) return;
     s->want = 0;

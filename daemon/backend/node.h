@@ -104,8 +104,10 @@ void node_submit(node_t *nd, backend_op_t *op);
  * never before this returns. */
 int node_command(node_t *nd, int argc, const char **argv, const size_t *argvlen,
                  resp_reply_cb cb, void *data);
-void node_watch(node_t *nd, const char *name, size_t len, backend_watch_cb cb, void *data);
-void node_unwatch(node_t *nd, const char *name, size_t len);
+/* Subscribes to the release channel of name's mode (keys.h). */
+void node_watch(node_t *nd, const char *name, size_t len, backend_mode_t mode,
+                backend_watch_cb cb, void *data);
+void node_unwatch(node_t *nd, const char *name, size_t len, backend_mode_t mode);
 /* 1 while the command connection is up (handshake done). */
 int node_up(const node_t *nd);
 /* What the metrics show of it; role as the topology names it. */

@@ -136,6 +136,7 @@ typedef struct qwatch_s {
     unsigned majority;
     backend_watch_cb cb;
     void *data;
+    backend_mode_t mode;      /* its channel */
     unsigned in_force;        /* nodes that confirmed it */
     int announced;            /* told the lock manager it is in force */
     qsub_t sub[CONF_QUORUM_MAX];
@@ -863,7 +864,8 @@ static void on_sub_event(void *data, backend_event_t ev) {
     }
 }
 
-static void q_watch(backend_t *b, const char *name, size_t len, backend_watch_cb cb, void *data) {
+static void q_watch(backend_t *b, const char *name, size_t len, backend_mode_t mode,
+                    backend_watch_cb cb, void *data) {
     quorum_t *q = QB(b);
     hmap_node_t *h = hmap_get(&q->watches, name, len);
     qwatch_t *w = h ? container_of(h, qwatch_t, node) : NULL;
@@ -875,8 +877,12 @@ static void q_watch(backend_t *b, const char *name, size_t len, backend_watch_cb
         w->node.key = w->name;
         w->node.len = len;
         for (unsigned i = 0; i < q->n; i++) w->sub[i].w = w;
+        w->mode = mode;
         hmap_put(&q->watches, &w->node);
     } else {
+        if (w->mode != mode) /* one watch per name: the new mode replaces it */
+            for (unsigned i = 0; i < q->n; i++) node_unwatch(q->nodes[i].nd, name, len, w->mode);
+        w->mode = mode;
         /* Asked again: confirm again once a majority confirms. */
         w->in_force = 0;
         w->announced = 0;
@@ -885,14 +891,16 @@ static void q_watch(backend_t *b, const char *name, size_t len, backend_watch_cb
     w->cb = cb;
     w->data = data;
     for (unsigned i = 0; i < q->n; i++)
-        node_watch(q->nodes[i].nd, name, len, on_sub_event, &w->sub[i]);
+        node_watch(q->nodes[i].nd, name, len, mode, on_sub_event, &w->sub[i]);
 }
 
-static void q_unwatch(backend_t *b, const char *name, size_t len) {
+static void q_unwatch(backend_t *b, const char *name, size_t len, backend_mode_t mode) {
     quorum_t *q = QB(b);
     hmap_node_t *h = hmap_get(&q->watches, name, len);
     if (h == NULL) return;
-    for (unsigned i = 0; i < q->n; i++) node_unwatch(q->nodes[i].nd, name, len);
+    (void)mode;
+    backend_mode_t was = container_of(h, qwatch_t, node)->mode;
+    for (unsigned i = 0; i < q->n; i++) node_unwatch(q->nodes[i].nd, name, len, was);
     hmap_del(&q->watches, h);
     free(container_of(h, qwatch_t, node));
 }

@@ -359,13 +359,13 @@ static void st_submit(backend_t *b, backend_op_t *op) {
     node_submit(ST(b)->node, op);
 }
 
-static void st_watch(backend_t *b, const char *name, size_t len, backend_watch_cb cb,
-                     void *data) {
-    node_watch(ST(b)->node, name, len, cb, data);
+static void st_watch(backend_t *b, const char *name, size_t len, backend_mode_t mode,
+                     backend_watch_cb cb, void *data) {
+    node_watch(ST(b)->node, name, len, mode, cb, data);
 }
 
-static void st_unwatch(backend_t *b, const char *name, size_t len) {
-    node_unwatch(ST(b)->node, name, len);
+static void st_unwatch(backend_t *b, const char *name, size_t len, backend_mode_t mode) {
+    node_unwatch(ST(b)->node, name, len, mode);
 }
 
 static int st_available(const backend_t *b, const char *name, size_t len) {

@@ -20,13 +20,13 @@ static void sa_submit(backend_t *b, backend_op_t *op) {
     node_submit(SA(b)->node, op);
 }
 
-static void sa_watch(backend_t *b, const char *name, size_t len, backend_watch_cb cb,
-                     void *data) {
-    node_watch(SA(b)->node, name, len, cb, data);
+static void sa_watch(backend_t *b, const char *name, size_t len, backend_mode_t mode,
+                     backend_watch_cb cb, void *data) {
+    node_watch(SA(b)->node, name, len, mode, cb, data);
 }
 
-static void sa_unwatch(backend_t *b, const char *name, size_t len) {
-    node_unwatch(SA(b)->node, name, len);
+static void sa_unwatch(backend_t *b, const char *name, size_t len, backend_mode_t mode) {
+    node_unwatch(SA(b)->node, name, len, mode);
 }
 
 static int sa_available(const backend_t *b, const char *name, size_t len) {

@@ -255,7 +255,7 @@ static void queue_idle(lock_t *l) {
     queue_t *q = l->q;
     if (q == NULL || !TAILQ_EMPTY(&q->waiters)) return;
     timers_stop(l->mgr->timers, &q->retry);
-    if (q->subscribed) backend_unwatch(l->mgr->backend, l->name, l->len);
+    if (q->subscribed) backend_unwatch(l->mgr->backend, l->name, l->len, BACKEND_MUTEX);
     l->q = NULL;
     free(q);
 }
@@ -420,7 +420,7 @@ static void on_attempt(backend_op_t *op) {
             /* Once the watch is in force, its confirmation triggers one
              * more try, so a release in between is not missed. */
             l->q->subscribed = 1;
-            backend_watch(m->backend, l->name, l->len, on_watch, l);
+            backend_watch(m->backend, l->name, l->len, BACKEND_MUTEX, on_watch, l);
         }
         /* Expiry publishes nothing: try again when the holder's lease ends. */
         timers_start(m->timers, &l->q->retry,

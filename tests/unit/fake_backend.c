@@ -434,9 +434,10 @@ static void fk_submit(backend_t *b, backend_op_t *op) {
     r->round = fb->stats.rounds;
 }
 
-static void fk_watch(backend_t *b, const char *name, size_t len, backend_watch_cb cb,
-                     void *data) {
+static void fk_watch(backend_t *b, const char *name, size_t len, backend_mode_t mode,
+                     backend_watch_cb cb, void *data) {
     fake_t *fb = FB(b);
+    (void)mode;
     entry_t *e = entry_get(fb, name, len);
     fb->stats.watch_calls++;
     e->watch_calls++;
@@ -448,8 +449,9 @@ static void fk_watch(backend_t *b, const char *name, size_t len, backend_watch_c
     e->confirm_seq = ++fb->confirm_seq;
 }
 
-static void fk_unwatch(backend_t *b, const char *name, size_t len) {
+static void fk_unwatch(backend_t *b, const char *name, size_t len, backend_mode_t mode) {
     fake_t *fb = FB(b);
+    (void)mode;
     entry_t *e = entry_find(fb, name, len);
     fb->stats.unwatch_calls++;
     if (e == NULL) return;
