@@ -69,7 +69,9 @@ typedef enum {
 typedef enum {
     BACKEND_GRANTED = 0,  /* a new grant: fence is set */
     BACKEND_REENTERED,    /* the owner already held it: holds is set */
-    BACKEND_TAKEN         /* someone else holds it: ttl_ms is set (-1: no expiry) */
+    BACKEND_TAKEN,        /* someone else holds it: ttl_ms is set (-1: no expiry) */
+    BACKEND_WRONG_KIND    /* the name is held as another kind of lock: held says
+                             which; nothing was changed */
 } backend_outcome_t;
 
 typedef enum {
@@ -90,6 +92,9 @@ typedef struct backend_result_s {
     int removed;                /* FORCE: 1 or 0 */
     int others_waiting;         /* RELEASE: the release woke waiters that are not
                                    ours (other daemons, Redisson clients) */
+    backend_mode_t held;        /* ACQUIRE WRONG_KIND; STATUS (ttl_ms >= -1): what
+                                   the name holds now */
+    long long holders;          /* STATUS of a READ hold: how many owners read */
 } backend_result_t;
 
 /* WHO's answer, in memory the caller gives (op->who). */
@@ -157,6 +162,7 @@ typedef void (*backend_node_cb)(void *data, const backend_node_info_t *node);
 #define BACKEND_CAP_WAKEUPS          0x2u  /* watch delivers releases */
 #define BACKEND_CAP_PARTIAL          0x4u  /* part of the keyspace can be down
                                               while the rest serves */
+#define BACKEND_CAP_RW               0x8u  /* READ and WRITE modes */
 
 /* One topology: a table of operations, chosen once at start. */
 typedef struct backend_type_s {

@@ -11,7 +11,7 @@
 
 /* K1 lock hash, K2 fence counter; A1 lease ms, A2 owner, Q 'q' for a
  * quorum's rule. {0, fence} new grant, {1, holds} reentered, {2, pttl}
- * taken. A grant's fence is the greater of the counter plus one and Redis
+ * taken, {3, 1 or 2} held as a read/write lock (reads, a write). A grant's fence is the greater of the counter plus one and Redis
  * TIME in microseconds, and the counter is set to it: fences keep rising
  * when Redis loses the counter (a restart without persistence) or a
  * promoted replica missed its last writes, as long as that server's clock
@@ -38,6 +38,8 @@
     "  redis.call('pexpire', K1, A1)\n" \
     "  return {1, n}\n" \
     "end\n" \
+    "local m = redis.call('hget', K1, 'mode')\n" \
+    "if m then return {3, m == 'read' and 1 or 2} end\n" \
     "return {2, redis.call('pttl', K1)}\n"
 static const char script_acquire[] =
     "local K1, K2, A1, A2, Q = KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]\n" LUA_ACQUIRE;
@@ -75,6 +77,30 @@ static const char script_release[] =
     "if redis.pcall('get', K2) == A2 then return 2 end\n" \
     "return 0\n"
 
+/* A read/write lock's renewal (the watchdog's, batched with the others):
+ * K1 lock hash, K2 forced marker; A1 lease ms, A2 owner, k 'v' for its
+ * read holds (the hash, and each hold's timeout key, as Redisson's
+ * ReadLockTask renews them) or 'V' for its write hold. The hash's TTL only
+ * grows (see script_rw). Replies as LUA_RENEW. */
+#define LUA_RW_RENEW \
+    "local m = redis.pcall('hget', K1, 'mode')\n" \
+    "if type(m) == 'table' then\n" \
+    "  if not string.find(m.err, '^WRONGTYPE') then error(m) end\n" \
+    "  m = false\n" \
+    "end\n" \
+    "local f = k == 'v' and A2 or A2 .. ':write'\n" \
+    "local n = m and tonumber(redis.call('hget', K1, f))\n" \
+    "if n then\n" \
+    "  if redis.call('pttl', K1) < tonumber(A1) then redis.call('pexpire', K1, A1) end\n" \
+    "  if k == 'v' then\n" \
+    "    local t = (string.find(K1, '{', 1, true) and K1 or '{' .. K1 .. '}') .. ':' .. A2\n" \
+    "    for i = 1, n do redis.call('pexpire', t .. ':rwlock_timeout:' .. i, A1) end\n" \
+    "  end\n" \
+    "  return 1\n" \
+    "end\n" \
+    "if redis.pcall('get', K2) == f then return 2 end\n" \
+    "return 0\n"
+
 /* K1 lock hash, K2 fence counter; A1 a fence, A2 owner. A quorum's grant
  * raises the counter to its fence where it was lower, only while the
  * owner still holds the lock there: 1, or 0 when it does not. */
@@ -85,11 +111,21 @@ static const char script_release[] =
     "end\n" \
     "return 1\n"
 
-/* KEYS[1] lock hash; ARGV[1] owner. {pttl, this owner's holds}. */
+/* KEYS[1] lock hash; ARGV[1] owner. {pttl, this owner's holds, what is
+ * held (0 a plain lock, 1 reads, 2 a write), readers, this owner's write
+ * holds}; a plain lock's holds are its owner field's, a read/write lock's
+ * this owner's read holds. */
 static const char script_status[] =
     "local t = redis.call('pttl', KEYS[1])\n"
-    "local n = redis.call('hget', KEYS[1], ARGV[1])\n"
-    "return {t, tonumber(n or '0')}\n";
+    "local m = redis.call('hget', KEYS[1], 'mode')\n"
+    "local n = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')\n"
+    "if not m then return {t, n, 0, 0, 0} end\n"
+    "local readers = 0\n"
+    "for _, k in ipairs(redis.call('hkeys', KEYS[1])) do\n"
+    "  if k ~= 'mode' and not string.find(k, ':write$') then readers = readers + 1 end\n"
+    "end\n"
+    "local w = tonumber(redis.call('hget', KEYS[1], ARGV[1] .. ':write') or '0')\n"
+    "return {t, n, m == 'read' and 1 or 2, readers, w}\n";
 
 /* KEYS[1] lock hash, KEYS[2] channel, KEYS[3] forced marker; ARGV[1] how
  * long the marker outlives the lock, ARGV[2] the publish command. Removes the lock whoever holds it,
@@ -99,7 +135,8 @@ static const char script_force[] =
     "if #f == 0 then return 0 end\n"
     "local t = redis.call('pttl', KEYS[1])\n"
     "if t < 0 then t = 0 end\n"
-    "redis.call('set', KEYS[3], f[1], 'px', t + tonumber(ARGV[1]))\n"
+    "local who = f[1] == 'mode' and f[2] or f[1]\n"
+    "redis.call('set', KEYS[3], who or '', 'px', t + tonumber(ARGV[1]))\n"
     "redis.call('del', KEYS[1])\n"
     "redis.call(ARGV[2], KEYS[2], '0')\n"
     "return 1\n";
@@ -108,8 +145,9 @@ static const char script_force[] =
  * A2 are their parameters), run in the order asked for. Two keys per
  * operation (the lock, and its token, channel or forced marker), then
  * three arguments per operation: 'a' lease owner (an acquire; 'q' with a
- * quorum's fence rule), 'r' all owner, 'n' lease owner (a renewal) or 'f'
- * fence owner (a quorum's raise); the last argument is the publish
+ * quorum's fence rule), 'r' all owner, 'n' lease owner (a renewal; 'v'
+ * and 'V' of a read/write lock's read or write holds) or 'f' fence owner
+ * (a quorum's raise); the last argument is the publish
  * command. One line per operation comes back: "0:<fence>", "1:<holds>",
  * "2:<pttl>", a release's "<holds left>" or "0:<subscribers>", a renewal's
  * or raise's digit, or "E<error>"
@@ -126,6 +164,7 @@ static const char script_force[] =
     "local acquire = function(K1, K2, A1, A2, Q)\n" LUA_ACQUIRE "end\n" \
     "local release = function(K1, K2, A1, A2)\n" LUA_RELEASE "end\n" \
     "local renew = function(K1, K2, A1, A2)\n" LUA_RENEW "end\n" \
+    "local rw_renew = function(K1, K2, A1, A2, k)\n" LUA_RW_RENEW "end\n" \
     "local raise = function(K1, K2, A1, A2)\n" LUA_RAISE "end\n" \
     "local out = {}\n" \
     "for i = 1, n do\n" \
@@ -135,6 +174,8 @@ static const char script_force[] =
     "  local k = ARGV[a - 2]\n" \
     "  if k == 'a' or k == 'q' then\n" \
     "    ok, r = pcall(acquire, k1, k2, ARGV[a - 1], ARGV[a], k)\n" \
+    "  elseif k == 'v' or k == 'V' then\n" \
+    "    ok, r = pcall(rw_renew, k1, k2, ARGV[a - 1], ARGV[a], k)\n" \
     "  elseif k == 'n' then\n" \
     "    ok, r = pcall(renew, k1, k2, ARGV[a - 1], ARGV[a])\n" \
     "  elseif k == 'f' then\n" \
@@ -190,9 +231,12 @@ static const char script_renew_any[] =
 static const char script_who[] =
     "local f = redis.pcall('hkeys', KEYS[1])\n"
     "if type(f) ~= 'table' or #f == 0 then return {-2, '', ''} end\n"
-    "local uuid = string.match(f[1], '^(.*):[^:]*$') or f[1]\n"
+    "local who = f[1] == 'mode' and f[2] or f[1]\n"
+    "if not who then return {-2, '', ''} end\n"
+    "who = string.gsub(who, ':write$', '')\n"
+    "local uuid = string.match(who, '^(.*):[^:]*$') or who\n"
     "local e = KEYS[2] and redis.call('hget', KEYS[2], uuid) or ''\n"
-    "return {redis.call('pttl', KEYS[1]), f[1], e}\n";
+    "return {redis.call('pttl', KEYS[1]), who, e}\n";
 
 /* KEYS[1] registry; ARGV[1] uuid, ARGV[2] "dlockd:<host>:<pid>", ARGV[3]
  * the age past which an entry is gone. Sets ours to "<now ms> <name>" and
@@ -210,9 +254,107 @@ static const char script_register[] =
     "end\n"
     "return 1\n";
 
+/* Read/write locks in Redisson's RReadWriteLock layout. K1 the lock hash,
+ * with 'mode' ('read' or 'write'), a reader's field <owner> holding its
+ * read holds and the writer's <owner>:write its write holds; K2 the fence
+ * counter; K3 the channel (redisson_rwlock:{K1}); K4 the timeout keys'
+ * prefix ({K1}, or K1 when it has a '{'): each read hold n has a key
+ * K4:<owner>:rwlock_timeout:n with the reader's lease, so
+ * a dead reader's holds end with their keys. A1 the op: 'r'/'w' acquire,
+ * 'R'/'W' release all of the owner's read/write holds, 'd'/'D' one hold
+ * less (never the last); A2 the lease; A3 the owner; P the publish
+ * command. Renewals go in the batch script (LUA_RW_RENEW). Replies as the mutex scripts give them, and an acquire
+ * of a name held as a plain lock (a hash without 'mode') gets {3, 0},
+ * changing nothing. A write grant raises the fence as LUA_ACQUIRE does; a
+ * read grant returns the counter as it is: readers learn whether a newer
+ * writer came. Releases publish as Redisson does ('0' after reads, '1'
+ * after a write), and a write release that leaves this owner's reads
+ * (a downgrade) publishes too, since readers elsewhere may go now.
+ *
+ * The hash's TTL is never shortened by a grant or a renewal, so it is at
+ * least every live read hold's: a reader's release sets it to the longest
+ * the other readers' timeout keys have left, as Redisson's unlock does,
+ * so that the holds of a dead daemon end with their lease; but it stops
+ * looking at the first key within a tenth of the TTL the hash has, and
+ * keeps that TTL: with many live readers a release reads one or two keys,
+ * not one per reader. */
+static const char script_rw[] =
+    "local K1, K2, K3, K4 = KEYS[1], KEYS[2], KEYS[3], KEYS[4]\n"
+    "local op, A2, A3, P = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
+    "local W = A3 .. ':write'\n"
+    "local T = K4 .. ':' .. A3 .. ':rwlock_timeout:'\n"
+    "local mode = redis.call('hget', K1, 'mode')\n"
+    "if op == 'r' or op == 'w' then\n"
+    "  if redis.call('exists', K1) == 1 and not mode then return {3, 0} end\n"
+    "  local f = tonumber(redis.call('get', K2) or '0')\n"
+    "  if op == 'r' then\n"
+    "    if mode == 'write' and redis.call('hexists', K1, W) == 0 then\n"
+    "      return {2, redis.call('pttl', K1)}\n"
+    "    end\n"
+    "    if not mode then redis.call('hset', K1, 'mode', 'read') end\n"
+    "    local n = redis.call('hincrby', K1, A3, 1)\n"
+    "    redis.call('set', T .. n, 1, 'px', A2)\n"
+    "    if redis.call('pttl', K1) < tonumber(A2) then redis.call('pexpire', K1, A2) end\n"
+    "    if n == 1 then return {0, f} end\n"
+    "    return {1, n}\n"
+    "  end\n"
+    "  if not mode then\n"
+    "    redis.call('hset', K1, 'mode', 'write', W, 1)\n"
+    "    redis.call('pexpire', K1, A2)\n"
+    "    f = f + 1\n"
+    "    local t = redis.call('time')\n"
+    "    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
+    "    if now > f then f = now end\n"
+    "    redis.call('set', K2, string.format('%d', f))\n"
+    "    return {0, f}\n"
+    "  end\n"
+    "  if mode == 'write' and redis.call('hexists', K1, W) == 1 then\n"
+    "    local n = redis.call('hincrby', K1, W, 1)\n"
+    "    if redis.call('pttl', K1) < tonumber(A2) then redis.call('pexpire', K1, A2) end\n"
+    "    return {1, n}\n"
+    "  end\n"
+    "  return {2, redis.call('pttl', K1)}\n"
+    "end\n"
+
+    "local field = (op == 'r' or op == 'R' or op == 'd') and A3 or W\n"
+    "local n = mode and tonumber(redis.call('hget', K1, field))\n"
+    "if not n then return -1 end\n"
+    "if op == 'd' or op == 'D' then\n"
+    "  if n <= 1 then return n end\n"
+    "  if op == 'd' then redis.call('del', T .. n) end\n"
+    "  return redis.call('hincrby', K1, field, -1)\n"
+    "end\n"
+    "redis.call('hdel', K1, field)\n"
+    "if op == 'R' then\n"
+    "  for i = 1, n do redis.call('del', T .. i) end\n"
+    "  if redis.call('hlen', K1) > 1 then\n"
+    "    local cur, left = redis.call('pttl', K1), -3\n"
+    "    for _, k in ipairs(redis.call('hkeys', K1)) do\n"
+    "      local c = tonumber(redis.call('hget', K1, k))\n"
+    "      for i = c or 0, 1, -1 do\n"
+    "        left = math.max(left, redis.call('pttl', K4 .. ':' .. k .. ':rwlock_timeout:' .. i))\n"
+    "        if left >= cur - cur / 10 then return 0 end\n"
+    "      end\n"
+    "    end\n"
+    "    if left > 0 then\n"
+    "      redis.call('pexpire', K1, left)\n"
+    "      return 0\n"
+    "    end\n"
+    "    if mode == 'write' then return 0 end\n"
+    "  end\n"
+    "  redis.call('del', K1)\n"
+    "  return {0, redis.call(P, K3, '0')}\n"
+    "end\n"
+    "if redis.call('hlen', K1) == 1 then\n"
+    "  redis.call('del', K1)\n"
+    "else\n"
+    "  redis.call('hset', K1, 'mode', 'read')\n"
+    "end\n"
+    "return {0, redis.call(P, K3, '1')}\n";
+
 const char *const scripts_text[SCRIPT_COUNT] = {
     script_acquire, script_release, script_status, script_force, script_ops, script_renew,
-    script_who, script_register, script_ops_any, script_renew_any,
+    script_who, script_register, script_ops_any, script_renew_any, script_rw,
 };
 
 /* ---- calls ---------------------------------------------------------------- */
@@ -222,6 +364,7 @@ int scripts_loaded(script_id_t id, unsigned flags) {
 }
 
 int scripts_batchable(const backend_op_t *op) {
+    if (op->mode != BACKEND_MUTEX) return op->kind == BACKEND_RENEW; /* else SCRIPT_RW */
     return op->kind == BACKEND_ACQUIRE || op->kind == BACKEND_RELEASE ||
            op->kind == BACKEND_DROP || op->kind == BACKEND_RENEW || op->kind == BACKEND_FENCE;
 }
@@ -229,6 +372,12 @@ int scripts_batchable(const backend_op_t *op) {
 script_id_t scripts_choose(backend_op_t *const *ops, size_t n, unsigned flags) {
     int any = (flags & SCRIPTS_F_ANY_SLOT) != 0;
     if (n == 1 && any && scripts_batchable(ops[0])) return SCRIPT_OPS_ANY;
+    if (n == 1 && ops[0]->mode != BACKEND_MUTEX &&
+        (ops[0]->kind == BACKEND_ACQUIRE || ops[0]->kind == BACKEND_RELEASE ||
+         ops[0]->kind == BACKEND_DROP))
+        return SCRIPT_RW;
+    if (n == 1 && ops[0]->mode != BACKEND_MUTEX && ops[0]->kind == BACKEND_RENEW)
+        return SCRIPT_OPS;
     /* A quorum's acquires carry its fence rule, which only the batch
      * script takes; a raise has no script of its own. */
     if (n == 1 && (ops[0]->kind == BACKEND_FENCE ||
@@ -236,7 +385,8 @@ script_id_t scripts_choose(backend_op_t *const *ops, size_t n, unsigned flags) {
         return SCRIPT_OPS;
     if (n > 1) {
         for (size_t i = 0; i < n; i++)
-            if (ops[i]->kind != BACKEND_RENEW || ops[i]->lease_ms != ops[0]->lease_ms)
+            if (ops[i]->kind != BACKEND_RENEW || ops[i]->mode != BACKEND_MUTEX ||
+                ops[i]->lease_ms != ops[0]->lease_ms)
                 return any ? SCRIPT_OPS_ANY : SCRIPT_OPS;
         return any ? SCRIPT_RENEW_ANY : SCRIPT_RENEW;
     }
@@ -273,7 +423,7 @@ static size_t put_bulk(char *p, const char *s, size_t len) {
 /* Room one argument of len bytes takes at most. */
 #define ARG_ROOM(len) (1 + 20 + 2 + (len) + 2)
 /* Room any one operation's arguments take at most. */
-#define OP_ROOM (ARG_ROOM(KEYS_KEY_MAX) + 2 * ARG_ROOM(KEYS_COMPANION_MAX) + \
+#define OP_ROOM (ARG_ROOM(KEYS_KEY_MAX) + 4 * ARG_ROOM(KEYS_COMPANION_MAX) + \
                  ARG_ROOM(24) + ARG_ROOM(KEYS_FIELD_MAX) + ARG_ROOM(1))
 /* The publish command releases use: classic or sharded pub/sub. */
 #define PUB_CMD(flags) ((flags) & SCRIPTS_F_SHARDED ? "spublish" : "publish")
@@ -311,6 +461,20 @@ static size_t put_keys(char *p, const backend_op_t *op, script_id_t id, const ch
     p[k++] = '\r';
     p[k++] = '\n';
     if (id == SCRIPT_STATUS) return k;
+    int braces = memchr(key, '{', klen) == NULL;
+    if (id == SCRIPT_RW) {
+        k += put_companion(p + k, KIND(KEYS_TOKEN), key, klen, braces);
+        k += put_companion(p + k, KIND(KEYS_RW_CHANNEL), key, klen, braces);
+        /* the timeout keys' prefix: "{key}", or the key as it is */
+        k += put_head(p + k, '$', klen + (braces ? 2 : 0));
+        if (braces) p[k++] = '{';
+        memcpy(p + k, key, klen);
+        k += klen;
+        if (braces) p[k++] = '}';
+        p[k++] = '\r';
+        p[k++] = '\n';
+        return k;
+    }
     if (id == SCRIPT_WHO) {
         if (flags & SCRIPTS_F_NO_REGISTRY) return k;
         k += put_head(p + k, '$', plen + sizeof(KEYS_REGISTRY) - 1);
@@ -321,7 +485,6 @@ static size_t put_keys(char *p, const backend_op_t *op, script_id_t id, const ch
         p[k++] = '\n';
         return k;
     }
-    int braces = memchr(key, '{', klen) == NULL;
     if (id == SCRIPT_FORCE) {
         k += put_companion(p + k, KIND(KEYS_CHANNEL), key, klen, braces);
         return k + put_companion(p + k, KIND(KEYS_FORCED), key, klen, braces);
@@ -354,7 +517,9 @@ static size_t put_args(char *p, const backend_op_t *op, script_id_t id, const ch
     case SCRIPT_OPS_ANY:
         k += put_bulk(p,
                       op->kind == BACKEND_ACQUIRE ? (flags & SCRIPTS_F_QUORUM ? "q" : "a")
-                      : op->kind == BACKEND_RENEW ? "n"
+                      : op->kind == BACKEND_RENEW ? (op->mode == BACKEND_READ    ? "v"
+                                                     : op->mode == BACKEND_WRITE ? "V"
+                                                                                 : "n")
                       : op->kind == BACKEND_FENCE ? "f"
                                                   : "r",
                       1);
@@ -366,6 +531,16 @@ static size_t put_args(char *p, const backend_op_t *op, script_id_t id, const ch
     case SCRIPT_RELEASE:
         k += put_bulk(p, field, flen);
         return k + put_bulk(p + k, num, nlen);
+    case SCRIPT_RW: {
+        static const char letters[][BACKEND_MODE_COUNT] = {
+            [BACKEND_ACQUIRE] = {'a', 'r', 'w'}, [BACKEND_RELEASE] = {'r', 'R', 'W'},
+            [BACKEND_DROP] = {'r', 'd', 'D'},
+        };
+        char letter = letters[op->kind][op->mode];
+        k += put_bulk(p, &letter, 1);
+        k += put_bulk(p + k, num, keys_u64(num, op->lease_ms));
+        return k + put_bulk(p + k, field, flen);
+    }
     case SCRIPT_WHO:
         return 0;
     case SCRIPT_STATUS:
@@ -395,6 +570,7 @@ int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *co
         argc = 3 + numkeys;
         break;
     case SCRIPT_FORCE: numkeys = 3; argc = 8; break;
+    case SCRIPT_RW: numkeys = 4; argc = 3 + 4 + 4; break;
     default: numkeys = 2; argc = 8; break; /* acquire 7: no publish command */
     }
     if (id == SCRIPT_ACQUIRE) argc = 7;
@@ -424,7 +600,7 @@ int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *co
         buf_commit(out, put_args(p, ops[i], id, uuid, flags));
     }
     if (id == SCRIPT_OPS || id == SCRIPT_OPS_ANY || id == SCRIPT_RELEASE ||
-        id == SCRIPT_FORCE) {
+        id == SCRIPT_FORCE || id == SCRIPT_RW) {
         if ((p = buf_reserve(out, ARG_ROOM(8))) == NULL) goto nomem;
         const char *pub = PUB_CMD(flags);
         buf_commit(out, put_bulk(p, pub, strlen(pub)));
@@ -466,6 +642,7 @@ static int set_acquire(backend_result_t *res, long long kind, long long v) {
     case BACKEND_GRANTED: res->fence = (uint64_t)v; return 0;
     case BACKEND_REENTERED: res->holds = v; return 0;
     case BACKEND_TAKEN: res->ttl_ms = v; return 0;
+    case BACKEND_WRONG_KIND: res->held = (backend_mode_t)v; return 0;
     default: return -1;
     }
 }
@@ -588,9 +765,16 @@ int scripts_decode(script_id_t id, backend_op_t *const *ops, size_t n, redisRepl
         }
         break;
     case SCRIPT_STATUS:
-        if (is_pair(r)) {
+        if (r->type == REDIS_REPLY_ARRAY && r->elements == 5) {
+            for (size_t i = 0; i < 5; i++)
+                if (!is_int(r->element[i])) goto bad;
             res->ttl_ms = r->element[0]->integer;
             res->holds = r->element[1]->integer;
+            res->held = (backend_mode_t)r->element[2]->integer;
+            res->holders = r->element[3]->integer;
+            /* a write hold's count: the mode asked about decides */
+            if (ops[0]->mode == BACKEND_WRITE) res->holds = r->element[4]->integer;
+            if (res->held == BACKEND_WRITE) res->holders = 1;
             return 0;
         }
         break;
@@ -613,9 +797,25 @@ int scripts_decode(script_id_t id, backend_op_t *const *ops, size_t n, redisRepl
             return 0;
         }
         break;
+    case SCRIPT_RW:
+        if (ops[0]->kind == BACKEND_ACQUIRE) {
+            if (is_pair(r) &&
+                set_acquire(res, r->element[0]->integer, r->element[1]->integer) == 0)
+                return 0;
+        } else if (is_pair(r)) {
+            res->holds = r->element[0]->integer;
+            long long v = r->element[1]->integer;
+            res->others_waiting = (int)(v > 1000000 ? 1000000 : v);
+            return 0;
+        } else if (is_int(r)) {
+            res->holds = r->integer;
+            return 0;
+        }
+        break;
     default:
         break;
     }
+bad:
     snprintf(err, errlen, "unexpected reply type %d from a script", r->type);
     return -1;
 }

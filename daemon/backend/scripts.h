@@ -36,6 +36,7 @@ typedef enum {
     SCRIPT_REGISTER,      /* a daemon's entry in the registry (not an op) */
     SCRIPT_OPS_ANY,       /* SCRIPT_OPS for keys of many Cluster slots on one node */
     SCRIPT_RENEW_ANY,     /* SCRIPT_RENEW likewise */
+    SCRIPT_RW,            /* one op on a read/write lock */
     SCRIPT_COUNT
 } script_id_t;
 
