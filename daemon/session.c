@@ -223,6 +223,7 @@ static void send_lock_reply(session_t *s, const lock_reply_t *r) {
         [LOCK_ERR_LIMIT] = PROTO_ERR_LIMIT,
         [LOCK_ERR_DENIED] = PROTO_ERR_DENIED,
         [LOCK_ERR_ARGS] = PROTO_ERR_ARGS,
+        [LOCK_ERR_KIND] = PROTO_ERR_KIND,
     };
     char line[PROTO_REPLY_MAX];
     int n;
@@ -254,6 +255,11 @@ static void send_lock_reply(session_t *s, const lock_reply_t *r) {
     case LOCK_REPLY_MINE:
         n = proto_reply_ok(line, sizeof(line), "MINE %lld %lld %llu", r->holds, r->ttl_ms,
                            (unsigned long long)r->fence);
+        break;
+    case LOCK_REPLY_RW:
+        n = proto_reply_ok(line, sizeof(line), "%s %lld %lld %lld",
+                           r->mode == LOCK_MODE_WRITE ? "WRITE" : "READ", r->holders, r->holds,
+                           r->ttl_ms);
         break;
     case LOCK_REPLY_HELD: {
         /* HELD <ttl_ms> <host> <dlockd pid> <pid> <uid>, "-" for unknown */
@@ -311,13 +317,31 @@ static void on_lock_event(void *data, const char *name, size_t len, lock_loss_t 
 /* The protocol's lock commands as lock manager requests. */
 static lock_req_kind_t request_kind(proto_cmd_t cmd) {
     switch (cmd) {
-    case PROTO_CMD_LOCK: return LOCK_REQ_LOCK;
-    case PROTO_CMD_TRYLOCK: return LOCK_REQ_TRYLOCK;
-    case PROTO_CMD_UNLOCK: return LOCK_REQ_UNLOCK;
+    case PROTO_CMD_LOCK:
+    case PROTO_CMD_RLOCK:
+    case PROTO_CMD_WLOCK: return LOCK_REQ_LOCK;
+    case PROTO_CMD_TRYLOCK:
+    case PROTO_CMD_TRYRLOCK:
+    case PROTO_CMD_TRYWLOCK: return LOCK_REQ_TRYLOCK;
+    case PROTO_CMD_UNLOCK:
+    case PROTO_CMD_RUNLOCK:
+    case PROTO_CMD_WUNLOCK: return LOCK_REQ_UNLOCK;
     case PROTO_CMD_RENEW: return LOCK_REQ_RENEW;
     case PROTO_CMD_STATUS: return LOCK_REQ_STATUS;
     case PROTO_CMD_WHO: return LOCK_REQ_WHO;
     default: return LOCK_REQ_FORCE;
+    }
+}
+
+static lock_mode_t request_mode(proto_cmd_t cmd) {
+    switch (cmd) {
+    case PROTO_CMD_RLOCK:
+    case PROTO_CMD_TRYRLOCK:
+    case PROTO_CMD_RUNLOCK: return LOCK_MODE_READ;
+    case PROTO_CMD_WLOCK:
+    case PROTO_CMD_TRYWLOCK:
+    case PROTO_CMD_WUNLOCK: return LOCK_MODE_WRITE;
+    default: return LOCK_MODE_MUTEX;
     }
 }
 
@@ -354,9 +378,16 @@ static void dispatch(session_t *s, const proto_request_t *req) {
     case PROTO_CMD_RENEW:
     case PROTO_CMD_STATUS:
     case PROTO_CMD_WHO:
-    case PROTO_CMD_FORCEUNLOCK: {
+    case PROTO_CMD_FORCEUNLOCK:
+    case PROTO_CMD_RLOCK:
+    case PROTO_CMD_WLOCK:
+    case PROTO_CMD_TRYRLOCK:
+    case PROTO_CMD_TRYWLOCK:
+    case PROTO_CMD_RUNLOCK:
+    case PROTO_CMD_WUNLOCK: {
         lock_request_t lr = {
             .kind = request_kind(req->cmd),
+            .mode = request_mode(req->cmd),
             .name = req->name,
             .len = req->name_len,
             .wait_ms = req->wait_ms,

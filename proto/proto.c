@@ -142,7 +142,8 @@ proto_status_t proto_parse_line(const char *line, size_t len,
         if (proto_parse_num(word[n], wlen[n], &num[n - 2]) != 0)
             return fail(req, PROTO_ERR_ARGS, "numbers are decimal digits, 0 to 2147483647");
     }
-    if (req->cmd == PROTO_CMD_TRYLOCK) {
+    if (req->cmd == PROTO_CMD_TRYLOCK || req->cmd == PROTO_CMD_TRYRLOCK ||
+        req->cmd == PROTO_CMD_TRYWLOCK) {
         req->wait_ms = num[0];
         req->lease_ms = num[1];
     } else {

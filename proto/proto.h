@@ -28,6 +28,12 @@
     XX(STATUS, "STATUS", 1, 1, "STATUS <name>")                              \
     XX(WHO, "WHO", 1, 1, "WHO <name>")                                       \
     XX(FORCEUNLOCK, "FORCEUNLOCK", 1, 1, "FORCEUNLOCK <name>")               \
+    XX(RLOCK, "RLOCK", 1, 2, "RLOCK <name> [<lease_ms>]")                    \
+    XX(WLOCK, "WLOCK", 1, 2, "WLOCK <name> [<lease_ms>]")                    \
+    XX(TRYRLOCK, "TRYRLOCK", 1, 3, "TRYRLOCK <name> [<wait_ms> [<lease_ms>]]") \
+    XX(TRYWLOCK, "TRYWLOCK", 1, 3, "TRYWLOCK <name> [<wait_ms> [<lease_ms>]]") \
+    XX(RUNLOCK, "RUNLOCK", 1, 1, "RUNLOCK <name>")                           \
+    XX(WUNLOCK, "WUNLOCK", 1, 1, "WUNLOCK <name>")                           \
     XX(INFO, "INFO", 0, 0, "INFO")                                           \
     XX(CLIENTS, "CLIENTS", 0, 0, "CLIENTS")                                  \
     XX(QUIT, "QUIT", 0, 0, "QUIT")
@@ -49,7 +55,8 @@ typedef enum {
     XX(NOTHELD, "this connection does not hold that lock")                   \
     XX(BACKEND, "redis unavailable")                                         \
     XX(LIMIT, "limit reached")                                               \
-    XX(DENIED, "not allowed for this peer")
+    XX(DENIED, "not allowed for this peer")                                  \
+    XX(KIND, "the name is another kind of lock")
 
 typedef enum {
     PROTO_ERR_NONE = 0,
@@ -65,8 +72,8 @@ typedef struct proto_request_s {
     proto_err_t err;                  /* PROTO_ERR_NONE unless proto_feed said error */
     char name[PROTO_NAME_MAX + 1];    /* NUL-terminated lock name */
     size_t name_len;
-    uint32_t wait_ms;                 /* TRYLOCK only; 0 when absent */
-    uint32_t lease_ms;                /* LOCK, TRYLOCK, RENEW; 0 when absent */
+    uint32_t wait_ms;                 /* TRYLOCK, TRYRLOCK, TRYWLOCK; 0 when absent */
+    uint32_t lease_ms;                /* the locking commands, RENEW; 0 when absent */
     const char *detail;               /* static text explaining err, or NULL */
 } proto_request_t;
 

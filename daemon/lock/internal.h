@@ -65,6 +65,7 @@ struct hold_s {
     lock_t *lock;
     lock_owner_t *owner;
     uint32_t count;            /* reentrant holds */
+    lock_mode_t mode;          /* an owner may hold a name twice: READ and WRITE */
     uint64_t fence;
     uint32_t lease_ms;         /* the lease asked for; 0: watchdog-kept */
     uint64_t grant_id;         /* unique per grant: ops in flight compare it */
@@ -88,7 +89,7 @@ typedef struct queue_s {
     struct wait_list_s waiters; /* first come first served; only the head tries */
     lock_t *lock;
     timers_entry_t retry;      /* the holder's lease ends, or a yield ends: try again */
-    int wake;                  /* a wake-up came during the attempt */
+    int wake;                  /* a wake-up came during an attempt */
     int subscribed;            /* watching the name for releases */
     int yielding;              /* local hand-off held back for other daemons */
 } queue_t;
@@ -98,10 +99,13 @@ struct lock_s {
     lockmgr_t *mgr;
     struct hold_list_s holds;  /* local holders */
     queue_t *q;                /* while anyone waits */
-    wait_t *attempt;           /* the wait whose acquire is in flight */
+    LIST_HEAD(, wait_s) flying; /* waits whose acquire is in flight: one, or
+                                  readers at the head, together */
+    unsigned attempts;         /* ... how many */
     int remote_interest;       /* our last release woke other daemons' waiters */
     int busy;                  /* backend calls in flight that name this lock */
     int first_used;            /* first holds a hold */
+    int rw;                    /* a read/write lock (while held or waited for) */
     hold_t first;              /* the first holder's hold lives here: a mutex
                                   needs no other allocation, and the watchdog
                                   finds the hold next to its name */
@@ -116,6 +120,12 @@ struct wait_s {
     lock_t *lock;
     TAILQ_ENTRY(wait_s) link;
     int queued;                /* in lock's queue */
+    int in_flight;             /* its acquire is in flight (on lock->flying) */
+    int parked;                /* a reader Redis refused: it tries again on a
+                                  wake-up, a retry turn or Redis coming back,
+                                  not whenever the queue moves */
+    LIST_ENTRY(wait_s) flight;
+    lock_mode_t mode;
     int once;                  /* TRYLOCK with wait 0: one try */
     int tried;                 /* Redis said TAKEN at least once */
     uint32_t lease_ms;
@@ -125,7 +135,7 @@ struct wait_s {
     uint64_t sent_at;
     uint64_t started_ns;       /* uv_hrtime() at the request, for the metrics */
     timers_entry_t deadline;   /* TRYLOCK's wait_ms */
-    backend_op_t acquire;      /* its acquire, while it is the lock's attempt */
+    backend_op_t acquire;      /* its acquire, while in flight */
 };
 
 /* A release that must reach Redis even if it is down now. */
@@ -134,6 +144,7 @@ struct release_s {
     lockmgr_t *mgr;
     STAILQ_ENTRY(release_s) link;
     uint64_t give_up_at;       /* the lease has run out by then anyway */
+    lock_mode_t mode;
     int counted;               /* shutdown waits for this one */
     size_t len;
     char name[];
@@ -208,9 +219,11 @@ void watchdog_stop(lockmgr_t *m);
 /* release.c */
 /* Deletes owner's holds on name in Redis, retrying while Redis is away,
  * for at most lease_ms (0: the configured lease). */
-void release_all(lockmgr_t *m, const char *name, size_t len, uint64_t owner, uint32_t lease_ms);
-/* A new grant to owner makes older queued releases of it stale. */
-void release_forget(lockmgr_t *m, const char *name, size_t len, uint64_t owner);
+void release_all(lockmgr_t *m, const char *name, size_t len, uint64_t owner, uint32_t lease_ms,
+                 lock_mode_t mode);
+/* A new grant to owner makes older queued releases of it (of that mode) stale. */
+void release_forget(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
+                    lock_mode_t mode);
 /* Redis is back: send the queued releases. */
 void release_resend(lockmgr_t *m);
 /* Shutdown: send every queued release once more, counted. */

@@ -25,6 +25,7 @@ struct op_s {
     lock_owner_t *owner;       /* NULL once the owner left */
     lock_t *lock;              /* holds a busy reference, or NULL */
     lock_req_kind_t kind;
+    lock_mode_t mode;          /* the hold it is about */
     uint64_t grant_id;         /* of the owner's hold when sent */
     uint32_t lease_ms;         /* as asked for */
     uint32_t keep_lease;       /* reentry, RENEW: the hold's lease_ms once done */
@@ -44,8 +45,8 @@ typedef struct drop_s {
 
 static const char *const loss_names[] = {"expired", "forced", "backend"};
 
-static void start_wait(lockmgr_t *m, lock_owner_t *o, lock_req_kind_t kind, const char *name,
-                       size_t len, uint32_t wait_ms, uint32_t lease_ms);
+static void start_wait(lockmgr_t *m, lock_owner_t *o, lock_req_kind_t kind, lock_mode_t mode,
+                       const char *name, size_t len, uint32_t wait_ms, uint32_t lease_ms);
 
 /* ---- replies ------------------------------------------------------------------ */
 
@@ -118,6 +119,7 @@ static lock_t *lock_get(lockmgr_t *m, const char *name, size_t len) {
     if (l == NULL) return NULL;
     l->mgr = m;
     LIST_INIT(&l->holds);
+    LIST_INIT(&l->flying);
     memcpy(l->name, name, len);
     l->len = len;
     l->node.key = l->name;
@@ -127,7 +129,7 @@ static lock_t *lock_get(lockmgr_t *m, const char *name, size_t len) {
 }
 
 void lock_maybe_free(lock_t *l) {
-    if (!LIST_EMPTY(&l->holds) || l->q != NULL || l->attempt || l->busy) return;
+    if (!LIST_EMPTY(&l->holds) || l->q != NULL || l->attempts || l->busy) return;
     hmap_del(&l->mgr->locks, &l->node);
     free(l);
 }
@@ -136,12 +138,33 @@ hold_t *hold_first(const lock_t *l) {
     return LIST_FIRST(&l->holds);
 }
 
-static hold_t *hold_of(const lock_t *l, const lock_owner_t *o) {
+static hold_t *hold_of(const lock_t *l, const lock_owner_t *o, lock_mode_t mode) {
     hold_t *h;
     if (l == NULL) return NULL;
     LIST_FOREACH(h, &l->holds, by_lock)
-        if (h->owner == o) return h;
+        if (h->owner == o && h->mode == mode) return h;
     return NULL;
+}
+
+/* The owner's hold of any mode, its write hold first. */
+static hold_t *hold_mine(const lock_t *l, const lock_owner_t *o) {
+    hold_t *h = hold_of(l, o, LOCK_MODE_WRITE);
+    if (h == NULL) h = hold_of(l, o, LOCK_MODE_READ);
+    return h ? h : hold_of(l, o, LOCK_MODE_MUTEX);
+}
+
+/* Someone here holds or waits for l: its kind is set until then. */
+static int lock_in_use(const lock_t *l) {
+    return l != NULL && (!LIST_EMPTY(&l->holds) || l->q != NULL || l->attempts > 0);
+}
+
+/* 1 if a local hold keeps a waiter of mode for o from trying: a read waits
+ * only for another owner's write, anything else for any hold. */
+static int blocked(const lock_t *l, const lock_owner_t *o, lock_mode_t mode) {
+    const hold_t *h;
+    LIST_FOREACH(h, &l->holds, by_lock)
+        if (mode != LOCK_MODE_READ || (h->mode == LOCK_MODE_WRITE && h->owner != o)) return 1;
+    return 0;
 }
 
 uint32_t hold_redis_lease(const hold_t *h) {
@@ -165,7 +188,8 @@ static long long local_ttl(const lock_t *l) {
 
 /* ---- holds ------------------------------------------------------------------------- */
 
-static hold_t *hold_new(lock_t *l, lock_owner_t *o, uint64_t fence, uint32_t lease_ms) {
+static hold_t *hold_new(lock_t *l, lock_owner_t *o, uint64_t fence, uint32_t lease_ms,
+                        lock_mode_t mode) {
     lockmgr_t *m = l->mgr;
     hold_t *h;
     if (!l->first_used) {
@@ -178,6 +202,7 @@ static hold_t *hold_new(lock_t *l, lock_owner_t *o, uint64_t fence, uint32_t lea
     h->lock = l;
     h->owner = o;
     h->count = 1;
+    h->mode = mode;
     h->fence = fence;
     h->lease_ms = lease_ms;
     h->grant_id = ++m->grant_seq;
@@ -226,8 +251,9 @@ static void release_local(hold_t *h) {
     lockmgr_t *m = l->mgr;
     uint64_t owner = h->owner->id;
     uint32_t lease = hold_redis_lease(h);
+    lock_mode_t mode = h->mode;
     hold_drop(h);
-    release_all(m, l->name, l->len, owner, lease);
+    release_all(m, l->name, l->len, owner, lease, mode);
     if (l->remote_interest && l->q != NULL) {
         /* Handing the lock straight to the next local waiter keeps it
          * taken in Redis, and waiters of other daemons, woken by our last
@@ -255,7 +281,8 @@ static void queue_idle(lock_t *l) {
     queue_t *q = l->q;
     if (q == NULL || !TAILQ_EMPTY(&q->waiters)) return;
     timers_stop(l->mgr->timers, &q->retry);
-    if (q->subscribed) backend_unwatch(l->mgr->backend, l->name, l->len, BACKEND_MUTEX);
+    if (q->subscribed)
+        backend_unwatch(l->mgr->backend, l->name, l->len, l->rw ? BACKEND_READ : BACKEND_MUTEX);
     l->q = NULL;
     free(q);
 }
@@ -283,24 +310,25 @@ static void wait_end(wait_t *w) {
     timers_stop(l->mgr->timers, &w->deadline);
     if (w->owner && w->owner->pending == &w->hdr) w->owner->pending = NULL;
     w->owner = NULL;
-    if (l->attempt != w) free(w);
-    if (was_head) lock_kick(l);
+    if (!w->in_flight) free(w);
+    /* The head left, or a reader that may have been holding back others */
+    if (was_head || w->mode == LOCK_MODE_READ) lock_kick(l);
     queue_idle(l);
 }
 
 static void grant(lock_t *l, wait_t *w, uint64_t fence) {
     lockmgr_t *m = l->mgr;
     lock_owner_t *o = w->owner;
-    hold_t *h = hold_new(l, o, fence, w->lease_ms);
+    hold_t *h = hold_new(l, o, fence, w->lease_ms, w->mode);
     if (h == NULL) {
-        release_all(m, l->name, l->len, o->id, w->lease_ms);
+        release_all(m, l->name, l->len, o->id, w->lease_ms, w->mode);
         answer_error(m, o, LOCK_ERR_LIMIT, "out of memory");
         wait_end(w);
         return;
     }
     m->stats.grants++;
     histo_add(&m->wait_time, (uv_hrtime() - w->started_ns) / 1000);
-    release_forget(m, l->name, l->len, o->id);
+    release_forget(m, l->name, l->len, o->id, w->mode);
     watchdog_set_confirmed(h, w->sent_at, w->acquire.lease_ms);
     answer_grant(o, fence, 1);
     wait_end(w);
@@ -308,15 +336,17 @@ static void grant(lock_t *l, wait_t *w, uint64_t fence) {
 
 static void on_attempt(backend_op_t *op);
 
-static void attempt(lock_t *l) {
+static void attempt(lock_t *l, wait_t *w) {
     lockmgr_t *m = l->mgr;
-    wait_t *w = queue_head(l);
-    l->attempt = w;
-    l->q->wake = 0;
+    if (l->attempts++ == 0) l->q->wake = 0;
+    w->in_flight = 1;
+    w->parked = 0;
+    LIST_INSERT_HEAD(&l->flying, w, flight);
     timers_stop(m->timers, &l->q->retry);
     w->sent_at = timers_now(m->timers);
     backend_op_t *op = &w->acquire;
     op->kind = BACKEND_ACQUIRE;
+    op->mode = (backend_mode_t)w->mode;
     op->name = l->name;
     op->len = l->len;
     op->owner = w->owner->id;
@@ -325,20 +355,38 @@ static void attempt(lock_t *l) {
     backend_submit(m->backend, op);
 }
 
-/* Lets the head try if nothing stands in its way locally. */
+/* Lets the head try if nothing stands in its way locally; readers at the
+ * head try together: they share the lock, and one round trip each in a
+ * row would make them wait for each other. */
 void lock_kick(lock_t *l) {
-    if (queue_head(l) == NULL || l->attempt != NULL || !LIST_EMPTY(&l->holds) ||
-        l->mgr->stopping || l->q->yielding)
-        return;
+    wait_t *w = queue_head(l);
+    if (w == NULL || l->mgr->stopping || l->q->yielding) return;
     /* While Redis is away, queued requests keep waiting; they try again
      * when it is back (on_backend_state). */
     if (!backend_available(l->mgr->backend, l->name, l->len)) return;
-    attempt(l);
+    if (w->mode != LOCK_MODE_READ) {
+        if (l->attempts == 0 && !blocked(l, w->owner, w->mode)) attempt(l, w);
+        return;
+    }
+    for (; w != NULL && w->mode == LOCK_MODE_READ && l->attempts < LOCKMGR_READS_INFLIGHT;
+         w = TAILQ_NEXT(w, link)) {
+        if (w->in_flight || w->parked) continue;
+        if (blocked(l, w->owner, w->mode)) return;
+        attempt(l, w);
+    }
+}
+
+/* A wake-up or a retry turn: readers Redis refused may try again. */
+static void unpark(lock_t *l) {
+    wait_t *w;
+    if (l->q == NULL) return;
+    TAILQ_FOREACH(w, &l->q->waiters, link) w->parked = 0;
 }
 
 static void on_retry(timers_entry_t *t) {
     queue_t *q = container_of(t, queue_t, retry);
     q->yielding = 0;
+    unpark(q->lock);
     lock_kick(q->lock);
 }
 
@@ -346,8 +394,17 @@ static void on_watch(void *data, backend_event_t ev) {
     lock_t *l = data;
     (void)ev;
     if (l->q == NULL) return; /* cannot happen: unwatched with the queue */
-    if (l->attempt != NULL) l->q->wake = 1;
-    else lock_kick(l);
+    if (l->attempts > 0) l->q->wake = 1;
+    unpark(l);
+    lock_kick(l);
+}
+
+/* ERR KIND's text for name held as held; lives in m until the next one. */
+static const char *kind_text(lock_t *l, backend_mode_t held) {
+    snprintf(l->mgr->why, sizeof(l->mgr->why), "%.*s is held as %s", (int)l->len, l->name,
+             held == BACKEND_MUTEX ? "a plain lock (LOCK, UNLOCK)"
+                                   : "a read/write lock (RLOCK, WLOCK, RUNLOCK, WUNLOCK)");
+    return l->mgr->why;
 }
 
 static void on_attempt(backend_op_t *op) {
@@ -355,12 +412,15 @@ static void on_attempt(backend_op_t *op) {
     lock_t *l = w->lock;
     lockmgr_t *m = l->mgr;
     const backend_result_t *res = &op->res;
-    l->attempt = NULL;
+    w->in_flight = 0;
+    LIST_REMOVE(w, flight);
+    l->attempts--;
 
     if (w->owner == NULL || m->stopping) {
         /* Cancelled while in flight: undo a grant it may have got. */
-        if (res->status != BACKEND_OK || res->outcome != BACKEND_TAKEN)
-            release_all(m, l->name, l->len, w->owner_id, w->lease_ms);
+        if (res->status != BACKEND_OK ||
+            (res->outcome != BACKEND_TAKEN && res->outcome != BACKEND_WRONG_KIND))
+            release_all(m, l->name, l->len, w->owner_id, w->lease_ms, w->mode);
         if (w->owner != NULL) {
             answer_error(m, w->owner, LOCK_ERR_BACKEND, "shutting down");
             wait_end(w);
@@ -375,16 +435,18 @@ static void on_attempt(backend_op_t *op) {
     if (res->status != BACKEND_OK) {
         /* The script may have run: make sure no grant is left behind. */
         if (res->status != BACKEND_FAILED)
-            release_all(m, l->name, l->len, w->owner->id, w->lease_ms);
+            release_all(m, l->name, l->len, w->owner->id, w->lease_ms, w->mode);
         if (res->status == BACKEND_UNACKED && !w->once) {
             /* Not replicated in time, so undone: a LOCK waits on, a
              * TRYLOCK until its wait runs out, and both try again soon. */
             snprintf(w->unacked, sizeof(w->unacked), "%s", res->error);
+            w->parked = 1;
             timers_start(m->timers, &l->q->retry, LOCKMGR_UNACKED_RETRY_MS, on_retry);
             return;
         }
         if (w->tried && res->status != BACKEND_FAILED && res->status != BACKEND_UNACKED) {
             /* A waiter that was already waiting keeps waiting. */
+            w->parked = 1;
             return;
         }
         log_debug("acquire %s: %s", l->name, res->error);
@@ -400,8 +462,12 @@ static void on_attempt(backend_op_t *op) {
     case BACKEND_REENTERED:
         /* A stale field of this owner (a release that has not got through
          * yet): clear it, then try again behind it. */
-        release_all(m, l->name, l->len, w->owner->id, w->lease_ms);
-        attempt(l);
+        release_all(m, l->name, l->len, w->owner->id, w->lease_ms, w->mode);
+        attempt(l, w);
+        break;
+    case BACKEND_WRONG_KIND:
+        answer_error(m, w->owner, LOCK_ERR_KIND, kind_text(l, res->held));
+        wait_end(w);
         break;
     case BACKEND_TAKEN:
         w->ttl_ms = res->ttl_ms;
@@ -413,14 +479,16 @@ static void on_attempt(backend_op_t *op) {
         }
         w->tried = 1;
         if (l->q->wake) {
-            attempt(l);
+            attempt(l, w);
             break;
         }
+        w->parked = 1;
         if (!l->q->subscribed) {
             /* Once the watch is in force, its confirmation triggers one
              * more try, so a release in between is not missed. */
             l->q->subscribed = 1;
-            backend_watch(m->backend, l->name, l->len, BACKEND_MUTEX, on_watch, l);
+            backend_watch(m->backend, l->name, l->len, l->rw ? BACKEND_READ : BACKEND_MUTEX,
+                          on_watch, l);
         }
         /* Expiry publishes nothing: try again when the holder's lease ends. */
         timers_start(m->timers, &l->q->retry,
@@ -443,8 +511,8 @@ static void on_wait_deadline(timers_entry_t *t) {
     lock_maybe_free(l);
 }
 
-static void start_wait(lockmgr_t *m, lock_owner_t *o, lock_req_kind_t kind, const char *name,
-                       size_t len, uint32_t wait_ms, uint32_t lease_ms) {
+static void start_wait(lockmgr_t *m, lock_owner_t *o, lock_req_kind_t kind, lock_mode_t mode,
+                       const char *name, size_t len, uint32_t wait_ms, uint32_t lease_ms) {
     if (o->held_count >= m->conf->max_locks_per_client) {
         answer_error(m, o, LOCK_ERR_LIMIT, "max_locks_per_client reached");
         return;
@@ -464,8 +532,9 @@ static void start_wait(lockmgr_t *m, lock_owner_t *o, lock_req_kind_t kind, cons
         if (l) lock_maybe_free(l);
         return;
     }
+    if (!lock_in_use(l)) l->rw = mode != LOCK_MODE_MUTEX;
     int once = kind == LOCK_REQ_TRYLOCK && wait_ms == 0;
-    if (once && (queue_head(l) != NULL || !LIST_EMPTY(&l->holds))) {
+    if (once && (queue_head(l) != NULL || blocked(l, o, mode))) {
         /* Someone here is ahead: no try, to keep first come first served. */
         free(w);
         answer_timeout(m, o, local_ttl(l));
@@ -482,6 +551,7 @@ static void start_wait(lockmgr_t *m, lock_owner_t *o, lock_req_kind_t kind, cons
     w->owner_id = o->id;
     w->lock = l;
     w->once = once;
+    w->mode = mode;
     w->lease_ms = lease_ms;
     w->ttl_ms = -1;
     w->started_ns = uv_hrtime();
@@ -499,14 +569,15 @@ static void start_wait(lockmgr_t *m, lock_owner_t *o, lock_req_kind_t kind, cons
 static void on_op(backend_op_t *bop);
 
 static op_t *op_new(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req,
-                    backend_op_kind_t kind, op_done_cb done) {
+                    backend_op_kind_t kind, lock_mode_t mode, op_done_cb done) {
     op_t *op = calloc(1, sizeof(*op) + req->len + 1);
     if (op == NULL) {
         answer_error(m, o, LOCK_ERR_LIMIT, "out of memory");
         return NULL;
     }
-    const hold_t *h = hold_of(l, o);
+    const hold_t *h = hold_of(l, o, mode);
     op->hdr.kind = PENDING_OP;
+    op->mode = mode;
     op->mgr = m;
     op->owner = o;
     op->lock = l;
@@ -520,6 +591,7 @@ static op_t *op_new(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request
     if (l) l->busy++;
     o->pending = &op->hdr;
     op->bop.kind = kind;
+    op->bop.mode = (backend_mode_t)mode;
     op->bop.name = op->name;
     op->bop.len = op->len;
     op->bop.owner = o->id;
@@ -530,7 +602,7 @@ static op_t *op_new(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request
 
 /* The op's owner still holds the lock under the same grant. */
 static hold_t *op_hold(const op_t *op) {
-    hold_t *h = op->owner ? hold_of(op->lock, op->owner) : NULL;
+    hold_t *h = op->owner ? hold_of(op->lock, op->owner, op->mode) : NULL;
     return h && h->grant_id == op->grant_id ? h : NULL;
 }
 
@@ -554,7 +626,7 @@ static void on_op(backend_op_t *bop) {
             /* A reentry found our hold gone and took the lock anew, but
              * that grant was not replicated: undo it; the hold is lost. */
             if (h != NULL) hold_lost(h, LOCK_LOST_EXPIRED);
-            release_all(op->mgr, op->name, op->len, bop->owner, bop->lease_ms);
+            release_all(op->mgr, op->name, op->len, bop->owner, bop->lease_ms, op->mode);
         }
         if (o != NULL) answer_error(op->mgr, o, LOCK_ERR_BACKEND, bop->res.error);
     } else {
@@ -562,6 +634,39 @@ static void on_op(backend_op_t *bop) {
     }
     if (op->lock) lock_maybe_free(op->lock);
     free(op);
+}
+
+/* A downgrade's read grant (the owner holds the write lock): a new hold
+ * that waited for no one. */
+static void downgrade_done(op_t *op, lock_owner_t *o, hold_t *h) {
+    lockmgr_t *m = op->mgr;
+    lock_t *l = op->lock;
+    const backend_result_t *res = &op->bop.res;
+    (void)h; /* no read hold: that is why it came here */
+
+    if (o == NULL) return; /* the owner left; its release covers every hold */
+    hold_t *w = hold_of(l, o, LOCK_MODE_WRITE);
+    if (res->outcome == BACKEND_TAKEN || res->outcome == BACKEND_WRONG_KIND || w == NULL) {
+        /* Our write hold had ended in Redis without our knowing. */
+        if (res->outcome == BACKEND_GRANTED || res->outcome == BACKEND_REENTERED)
+            release_all(m, l->name, l->len, o->id, op->bop.lease_ms, LOCK_MODE_READ);
+        if (w != NULL) hold_lost(w, LOCK_LOST_EXPIRED);
+        start_wait(m, o, op->kind, LOCK_MODE_READ, op->name, op->len, op->wait_ms,
+                   op->lease_ms);
+        return;
+    }
+    /* REENTERED: a field of ours a release has not cleared yet; the new
+     * hold's release deletes it whole. */
+    hold_t *r = hold_new(l, o, w->fence, op->lease_ms, LOCK_MODE_READ);
+    if (r == NULL) {
+        release_all(m, l->name, l->len, o->id, op->bop.lease_ms, LOCK_MODE_READ);
+        answer_error(m, o, LOCK_ERR_LIMIT, "out of memory");
+        return;
+    }
+    m->stats.grants++;
+    release_forget(m, l->name, l->len, o->id, LOCK_MODE_READ);
+    watchdog_set_confirmed(r, op->sent_at, op->bop.lease_ms);
+    answer_grant(o, w->fence, 1);
 }
 
 static void reentry_done(op_t *op, lock_owner_t *o, hold_t *h) {
@@ -581,9 +686,13 @@ static void reentry_done(op_t *op, lock_owner_t *o, hold_t *h) {
     /* Our hold had ended in Redis without our knowing. */
     if (h != NULL) hold_lost(h, LOCK_LOST_EXPIRED);
     if (res->outcome == BACKEND_GRANTED || res->outcome == BACKEND_REENTERED)
-        release_all(m, l->name, l->len, o->id, op->bop.lease_ms);
+        release_all(m, l->name, l->len, o->id, op->bop.lease_ms, op->mode);
+    if (res->outcome == BACKEND_WRONG_KIND) {
+        answer_error(m, o, LOCK_ERR_KIND, kind_text(l, res->held));
+        return;
+    }
     /* A fresh grant: with the lease this request asked for. */
-    start_wait(m, o, op->kind, op->name, op->len, op->wait_ms, op->lease_ms);
+    start_wait(m, o, op->kind, op->mode, op->name, op->len, op->wait_ms, op->lease_ms);
 }
 
 static void on_drop(backend_op_t *bop) {
@@ -594,10 +703,17 @@ static void on_drop(backend_op_t *bop) {
     free(d);
 }
 
-static void do_unlock(lockmgr_t *m, lock_owner_t *o, lock_t *l) {
-    hold_t *h = hold_of(l, o);
+static void do_unlock(lockmgr_t *m, lock_owner_t *o, lock_t *l, lock_mode_t mode) {
+    hold_t *h = hold_of(l, o, mode);
     if (h == NULL) {
-        answer_error(m, o, LOCK_ERR_NOTHELD, NULL);
+        const hold_t *other = hold_mine(l, o);
+        if (other != NULL && (other->mode == LOCK_MODE_MUTEX) != (mode == LOCK_MODE_MUTEX))
+            answer_error(m, o, LOCK_ERR_KIND,
+                         other->mode == LOCK_MODE_MUTEX
+                             ? "held as a plain lock: UNLOCK releases it"
+                             : "held as a read/write lock: RUNLOCK or WUNLOCK releases it");
+        else
+            answer_error(m, o, LOCK_ERR_NOTHELD, NULL);
         return;
     }
     if (h->count > 1) {
@@ -607,6 +723,7 @@ static void do_unlock(lockmgr_t *m, lock_owner_t *o, lock_t *l) {
             d->lock = l;
             l->busy++;
             d->bop.kind = BACKEND_DROP;
+            d->bop.mode = (backend_mode_t)mode;
             d->bop.name = l->name;
             d->bop.len = l->len;
             d->bop.owner = o->id;
@@ -642,12 +759,12 @@ static void renew_done(op_t *op, lock_owner_t *o, hold_t *h) {
 }
 
 static void do_renew(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req) {
-    hold_t *h = hold_of(l, o);
+    hold_t *h = hold_mine(l, o);
     if (h == NULL) {
         answer_error(m, o, LOCK_ERR_NOTHELD, NULL);
         return;
     }
-    op_t *op = op_new(m, o, l, req, BACKEND_RENEW, renew_done);
+    op_t *op = op_new(m, o, l, req, BACKEND_RENEW, h->mode, renew_done);
     if (op == NULL) return;
     if (h->lease_ms) {
         /* A hold with a lease: reset to the lease given, which becomes its
@@ -666,20 +783,30 @@ static void do_renew(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_reques
 
 static void status_done(op_t *op, lock_owner_t *o, hold_t *h) {
     const backend_result_t *res = &op->bop.res;
+    int held = res->ttl_ms != -2;
+    int rw = held && res->held != BACKEND_MUTEX;
 
     if (o == NULL) return;
-    if (h != NULL && res->holds > 0) {
+    /* Our hold (op->mode's) is alive if Redis has it, as that kind. */
+    if (h != NULL && (!held || res->holds <= 0 || (h->mode != LOCK_MODE_MUTEX) != rw)) {
+        hold_lost(h, LOCK_LOST_EXPIRED);
+        lock_kick(op->lock);
+        h = NULL;
+    }
+    if (rw) {
+        lock_reply_t r = {.kind = LOCK_REPLY_RW, .mode = (lock_mode_t)res->held,
+                          .holders = res->holders, .ttl_ms = res->ttl_ms,
+                          .holds = h != NULL && h->mode == (lock_mode_t)res->held ? h->count : 0};
+        answer(o, &r);
+        return;
+    }
+    if (h != NULL) {
         lock_reply_t r = {.kind = LOCK_REPLY_MINE, .holds = h->count, .ttl_ms = res->ttl_ms,
                           .fence = h->fence};
         answer(o, &r);
         return;
     }
-    if (h != NULL) {
-        hold_lost(h, LOCK_LOST_EXPIRED);
-        lock_kick(op->lock);
-    }
-    lock_reply_t r = {.kind = res->ttl_ms == -2 ? LOCK_REPLY_FREE : LOCK_REPLY_TAKEN,
-                      .ttl_ms = res->ttl_ms};
+    lock_reply_t r = {.kind = held ? LOCK_REPLY_TAKEN : LOCK_REPLY_FREE, .ttl_ms = res->ttl_ms};
     answer(o, &r);
 }
 
@@ -722,7 +849,7 @@ static void force_done(op_t *op, lock_owner_t *o, hold_t *h) {
     lock_t *l = lock_find(op->mgr, op->name, op->len);
     (void)h;
     if (op->bop.res.removed && l != NULL && hold_first(l) != NULL) {
-        hold_lost(hold_first(l), LOCK_LOST_FORCED);
+        while (hold_first(l) != NULL) hold_lost(hold_first(l), LOCK_LOST_FORCED);
         lock_kick(l);
         lock_maybe_free(l);
     }
@@ -737,8 +864,10 @@ static void on_backend_state(void *data) {
     /* Releases first, so that the acquires below see them done. */
     release_resend(m);
     size_t i = 0;
-    for (hmap_node_t *n = hmap_next(&m->locks, &i, NULL); n; n = hmap_next(&m->locks, &i, n))
+    for (hmap_node_t *n = hmap_next(&m->locks, &i, NULL); n; n = hmap_next(&m->locks, &i, n)) {
+        unpark(container_of(n, lock_t, node));
         lock_kick(container_of(n, lock_t, node));
+    }
     watchdog_sweep(m);
 }
 
@@ -810,16 +939,52 @@ static void dispatch(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
     switch (req->kind) {
     case LOCK_REQ_LOCK:
     case LOCK_REQ_TRYLOCK: {
-        hold_t *h = hold_of(l, o);
+        if (req->mode != LOCK_MODE_MUTEX && !(m->backend->caps & BACKEND_CAP_RW)) {
+            snprintf(m->why, sizeof(m->why), "read/write locks are not available with %s",
+                     m->backend->type->name);
+            answer_error(m, o, LOCK_ERR_KIND, m->why);
+            return;
+        }
+        if (lock_in_use(l) && l->rw != (req->mode != LOCK_MODE_MUTEX)) {
+            answer_error(m, o, LOCK_ERR_KIND,
+                         kind_text(l, l->rw ? BACKEND_READ : BACKEND_MUTEX));
+            return;
+        }
+        hold_t *h = hold_of(l, o, req->mode);
+        if (h == NULL && req->mode == LOCK_MODE_WRITE && hold_of(l, o, LOCK_MODE_READ) != NULL) {
+            /* It would wait for its own read hold forever. */
+            answer_error(m, o, LOCK_ERR_KIND,
+                         "upgrade not allowed: this connection holds a read lock of it "
+                         "(RUNLOCK it first)");
+            return;
+        }
+        if (h == NULL && req->mode == LOCK_MODE_READ && hold_of(l, o, LOCK_MODE_WRITE) != NULL) {
+            /* A downgrade: queued behind waiters that wait for this
+             * owner's write lock, it would never be granted. */
+            if (!backend_available(m->backend, l->name, l->len)) {
+                answer_unavailable(m, o, l->name, l->len);
+                return;
+            }
+            if (o->held_count >= m->conf->max_locks_per_client) {
+                answer_error(m, o, LOCK_ERR_LIMIT, "max_locks_per_client reached");
+                return;
+            }
+            op = op_new(m, o, l, req, BACKEND_ACQUIRE, LOCK_MODE_READ, downgrade_done);
+            if (op == NULL) return;
+            op->bop.lease_ms = req->lease_ms ? req->lease_ms : m->conf->lease_ms;
+            backend_submit(m->backend, &op->bop);
+            return;
+        }
         if (h == NULL) {
-            start_wait(m, o, req->kind, req->name, req->len, req->wait_ms, req->lease_ms);
+            start_wait(m, o, req->kind, req->mode, req->name, req->len, req->wait_ms,
+                       req->lease_ms);
             return;
         }
         if (!backend_available(m->backend, l->name, l->len)) {
             answer_unavailable(m, o, l->name, l->len);
             return;
         }
-        op = op_new(m, o, l, req, BACKEND_ACQUIRE, reentry_done);
+        op = op_new(m, o, l, req, BACKEND_ACQUIRE, req->mode, reentry_done);
         if (op == NULL) return;
         /* The hold gets the longest of the modes asked for, the watchdog
          * being longer than any lease: no lease on either side makes it a
@@ -832,22 +997,24 @@ static void dispatch(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
         return;
     }
     case LOCK_REQ_UNLOCK:
-        do_unlock(m, o, l);
+        do_unlock(m, o, l, req->mode);
         return;
     case LOCK_REQ_RENEW:
         do_renew(m, o, l, req);
         return;
-    case LOCK_REQ_STATUS:
-        op = op_new(m, o, l, req, BACKEND_STATUS, status_done);
+    case LOCK_REQ_STATUS: {
+        const hold_t *h = hold_mine(l, o);
+        op = op_new(m, o, l, req, BACKEND_STATUS, h ? h->mode : LOCK_MODE_MUTEX, status_done);
         if (op == NULL) return;
         backend_submit(m->backend, &op->bop);
         return;
+    }
     case LOCK_REQ_WHO:
         if (l != NULL && hold_first(l) != NULL) {
             who_local(m, o, l);
             return;
         }
-        op = op_new(m, o, NULL, req, BACKEND_WHO, who_done);
+        op = op_new(m, o, NULL, req, BACKEND_WHO, LOCK_MODE_MUTEX, who_done);
         if (op == NULL) return;
         op->bop.who = &op->who;
         backend_submit(m->backend, &op->bop);
@@ -861,7 +1028,7 @@ static void dispatch(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
         }
         log_info("client %llu (uid %u) FORCEUNLOCK %.*s", (unsigned long long)o->id,
                  (unsigned)o->uid, (int)req->len, req->name);
-        op = op_new(m, o, NULL, req, BACKEND_FORCE, force_done);
+        op = op_new(m, o, NULL, req, BACKEND_FORCE, LOCK_MODE_MUTEX, force_done);
         if (op == NULL) return;
         backend_submit(m->backend, &op->bop);
         return;
@@ -963,14 +1130,15 @@ void lockmgr_shutdown(lockmgr_t *m, lockmgr_done_cb done, void *data) {
         while ((h = LIST_FIRST(&l->holds)) != NULL) {
             uint64_t owner = h->owner->id;
             uint32_t lease = hold_redis_lease(h);
+            lock_mode_t mode = h->mode;
             hold_drop(h);
-            release_all(m, l->name, l->len, owner, lease);
+            release_all(m, l->name, l->len, owner, lease, mode);
         }
     }
     /* Acquires in flight are undone when they return. */
     i = 0;
     for (n = hmap_next(&m->locks, &i, NULL); n != NULL; n = hmap_next(&m->locks, &i, n))
-        if (container_of(n, lock_t, node)->attempt) m->shutdown_left++;
+        m->shutdown_left += container_of(n, lock_t, node)->attempts;
     /* Queued releases will not get another chance. */
     release_flush_for_shutdown(m);
     lockmgr_shutdown_step(m);

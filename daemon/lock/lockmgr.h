@@ -33,8 +33,16 @@ typedef enum {
     LOCK_REQ_WHO          /* who holds it */
 } lock_req_kind_t;
 
+/* What kind of hold a request is about; the values are backend_mode_t's. */
+typedef enum {
+    LOCK_MODE_MUTEX = BACKEND_MUTEX,   /* LOCK, TRYLOCK, UNLOCK */
+    LOCK_MODE_READ = BACKEND_READ,     /* RLOCK, TRYRLOCK, RUNLOCK: shared */
+    LOCK_MODE_WRITE = BACKEND_WRITE    /* WLOCK, TRYWLOCK, WUNLOCK: exclusive */
+} lock_mode_t;
+
 typedef struct lock_request_s {
     lock_req_kind_t kind;
+    lock_mode_t mode;     /* LOCK, TRYLOCK, UNLOCK */
     const char *name;     /* valid during lockmgr_request() only */
     size_t len;
     uint32_t wait_ms;     /* TRYLOCK */
@@ -49,6 +57,9 @@ typedef enum {
     LOCK_REPLY_FREE,         /* STATUS */
     LOCK_REPLY_TAKEN,        /* STATUS: ttl_ms */
     LOCK_REPLY_MINE,         /* STATUS: holds, ttl_ms, fence */
+    LOCK_REPLY_RW,           /* STATUS of a read/write lock: mode (READ or WRITE),
+                                holders (readers, or 1 writer), holds (this
+                                owner's of that mode), ttl_ms */
     LOCK_REPLY_HELD,         /* WHO: ttl_ms and holder_* */
     LOCK_REPLY_ERROR         /* err, detail */
 } lock_reply_kind_t;
@@ -58,7 +69,8 @@ typedef enum {
     LOCK_ERR_BACKEND,
     LOCK_ERR_LIMIT,
     LOCK_ERR_DENIED,
-    LOCK_ERR_ARGS         /* a lease longer than the backend grants */
+    LOCK_ERR_ARGS,        /* a lease longer than the backend grants */
+    LOCK_ERR_KIND         /* the name is another kind of lock, or an upgrade */
 } lock_err_t;
 
 typedef struct lock_reply_s {
@@ -68,6 +80,8 @@ typedef struct lock_reply_s {
     long long ttl_ms;
     long long value;
     lock_err_t err;
+    lock_mode_t mode;     /* RW */
+    long long holders;    /* RW */
     const char *detail;   /* ERROR: NULL or text valid during the callback */
     /* WHO (HELD): its dlockd's host ("" unknown: not a dlockd's holder)
      * and pid, and the holding client's pid and uid when that dlockd is
@@ -104,6 +118,8 @@ typedef void (*lockmgr_done_cb)(lockmgr_t *mgr, void *data);
 #define LOCKMGR_RENEW_INFLIGHT 4
 /* Most locks in one watchdog batch. */
 #define LOCKMGR_RENEW_BATCH 500
+/* Readers at the head of a queue try together, at most this many at once. */
+#define LOCKMGR_READS_INFLIGHT 128
 
 /* Room for the names of the nodes down in INFO; more are cut at a comma. */
 #define LOCKMGR_NODES_DOWN_MAX 256

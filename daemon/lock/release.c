@@ -35,17 +35,20 @@ static void release_send(release_t *r) {
     lockmgr_t *m = r->mgr;
     m->stats.releases++;
     r->op.kind = BACKEND_RELEASE;
+    r->op.mode = (backend_mode_t)r->mode;
     r->op.name = r->name;
     r->op.len = r->len;
     r->op.cb = on_release;
     backend_submit(m->backend, &r->op);
 }
 
-void release_all(lockmgr_t *m, const char *name, size_t len, uint64_t owner, uint32_t lease_ms) {
+void release_all(lockmgr_t *m, const char *name, size_t len, uint64_t owner, uint32_t lease_ms,
+                 lock_mode_t mode) {
     release_t *r = calloc(1, sizeof(*r) + len + 1);
     if (r == NULL) return; /* the lease will end it */
     r->mgr = m;
     r->op.owner = owner;
+    r->mode = mode;
     r->give_up_at = timers_now(m->timers) + (lease_ms ? lease_ms : m->conf->lease_ms);
     memcpy(r->name, name, len);
     r->len = len;
@@ -56,11 +59,13 @@ void release_all(lockmgr_t *m, const char *name, size_t len, uint64_t owner, uin
     release_send(r);
 }
 
-void release_forget(lockmgr_t *m, const char *name, size_t len, uint64_t owner) {
+void release_forget(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
+                    lock_mode_t mode) {
     release_t *r, *next;
     for (r = STAILQ_FIRST(&m->retries); r != NULL; r = next) {
         next = STAILQ_NEXT(r, link);
-        if (r->op.owner == owner && r->len == len && memcmp(r->name, name, len) == 0) {
+        if (r->op.owner == owner && r->mode == mode && r->len == len &&
+            memcmp(r->name, name, len) == 0) {
             STAILQ_REMOVE(&m->retries, r, release_s, link);
             free(r);
         }
@@ -73,7 +78,11 @@ void release_forget(lockmgr_t *m, const char *name, size_t len, uint64_t owner) 
  * and its failure sends a release of its own. */
 static int behind_acquire(lockmgr_t *m, const release_t *r) {
     lock_t *l = lock_find(m, r->name, r->len);
-    return l != NULL && l->attempt != NULL && l->attempt->owner_id == r->op.owner;
+    const wait_t *w;
+    if (l == NULL) return 0;
+    LIST_FOREACH(w, &l->flying, flight)
+        if (w->owner_id == r->op.owner) return 1;
+    return 0;
 }
 
 void release_resend(lockmgr_t *m) {

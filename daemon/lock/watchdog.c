@@ -100,11 +100,12 @@ static void on_expiry(timers_entry_t *t) {
     lock_t *l = h->lock;
     uint64_t owner = h->owner->id;
     uint32_t lease = hold_redis_lease(h);
+    lock_mode_t mode = h->mode;
     hold_lost(h, LOCK_LOST_EXPIRED);
     /* The lease is counted from when the grant was sent, so Redis may keep
      * the key a moment longer: delete our field now, which also wakes the
      * waiters at once. */
-    release_all(l->mgr, l->name, l->len, owner, lease);
+    release_all(l->mgr, l->name, l->len, owner, lease, mode);
     lock_kick(l);
     lock_maybe_free(l);
 }
@@ -193,11 +194,12 @@ static void on_renewed(backend_op_t *op) {
         } else {
             uint64_t owner = h->owner->id;
             uint32_t lease = hold_redis_lease(h);
+            lock_mode_t mode = h->mode;
             hold_lost(h, op->res.renewal == BACKEND_FORCED ? LOCK_LOST_FORCED
                                                            : LOCK_LOST_EXPIRED);
             /* Gone where it counts, it may linger elsewhere (a quorum's
              * minority): delete our field everywhere, which wakes waiters. */
-            release_all(l->mgr, l->name, l->len, owner, lease);
+            release_all(l->mgr, l->name, l->len, owner, lease, mode);
             lock_kick(l);
         }
     }
@@ -227,6 +229,7 @@ static void renew_batch(lockmgr_t *m, hold_t **holds, size_t count) {
         it->lock = h->lock;
         it->grant_id = h->grant_id;
         it->op.kind = BACKEND_RENEW;
+        it->op.mode = (backend_mode_t)h->mode;
         it->op.name = h->lock->name;
         it->op.len = h->lock->len;
         it->op.owner = h->owner->id;
@@ -299,13 +302,14 @@ static void on_loss(timers_entry_t *t) {
         lock_t *l = h->lock;
         uint64_t owner = h->owner->id;
         uint32_t lease = hold_redis_lease(h);
+        lock_mode_t mode = h->mode;
         /* Renewals that failed (no answer, or not replicated in time), or
          * no backend: the backend's fault, not an expiry. */
         hold_lost(h, backend_available(m->backend, l->name, l->len) && !h->renew_failed
                          ? LOCK_LOST_EXPIRED
                          : LOCK_LOST_BACKEND);
         /* What Redis still keeps of it goes as soon as Redis can be told. */
-        release_all(m, l->name, l->len, owner, lease);
+        release_all(m, l->name, l->len, owner, lease, mode);
         lock_kick(l);
         lock_maybe_free(l);
     }

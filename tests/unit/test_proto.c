@@ -147,6 +147,15 @@ static const struct {
     {"INFO", PROTO_CMD_INFO, "", 0, 0},
     {"CLIENTS", PROTO_CMD_CLIENTS, "", 0, 0},
     {"QUIT", PROTO_CMD_QUIT, "", 0, 0},
+    {"RLOCK r", PROTO_CMD_RLOCK, "r", 0, 0},
+    {"RLOCK r 3000", PROTO_CMD_RLOCK, "r", 0, 3000},
+    {"WLOCK w 3000", PROTO_CMD_WLOCK, "w", 0, 3000},
+    {"TRYRLOCK r 20", PROTO_CMD_TRYRLOCK, "r", 20, 0},
+    {"TRYRLOCK r 20 900", PROTO_CMD_TRYRLOCK, "r", 20, 900},
+    {"TRYWLOCK w", PROTO_CMD_TRYWLOCK, "w", 0, 0},
+    {"TRYWLOCK w 0 900", PROTO_CMD_TRYWLOCK, "w", 0, 900},
+    {"RUNLOCK r", PROTO_CMD_RUNLOCK, "r", 0, 0},
+    {"WUNLOCK w", PROTO_CMD_WUNLOCK, "w", 0, 0},
 };
 
 START_TEST(test_parse_each_command) {
@@ -383,6 +392,12 @@ START_TEST(test_too_many_args) {
         {"LOCK a 1 2 3 4 5 6 7 8", PROTO_CMD_LOCK},
         {"PING a b c d e f", PROTO_CMD_PING},
         {"TRYLOCK a 1 2 3 4 5", PROTO_CMD_TRYLOCK},
+        {"RLOCK a 1 2", PROTO_CMD_RLOCK},
+        {"WLOCK a 1 2", PROTO_CMD_WLOCK},
+        {"TRYRLOCK a 1 2 3", PROTO_CMD_TRYRLOCK},
+        {"TRYWLOCK a 1 2 3", PROTO_CMD_TRYWLOCK},
+        {"RUNLOCK a b", PROTO_CMD_RUNLOCK},
+        {"WUNLOCK a 1", PROTO_CMD_WUNLOCK},
     };
     for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
         proto_request_t req;
@@ -1472,6 +1487,7 @@ START_TEST(test_err_names_and_texts) {
         {PROTO_ERR_BACKEND, "BACKEND", "redis unavailable"},
         {PROTO_ERR_LIMIT, "LIMIT", "limit reached"},
         {PROTO_ERR_DENIED, "DENIED", "not allowed for this peer"},
+        {PROTO_ERR_KIND, "KIND", "the name is another kind of lock"},
     };
     ck_assert_int_eq(ARRAY_LEN(want), PROTO_ERR_COUNT);
     for (size_t i = 0; i < ARRAY_LEN(want); i++) {
@@ -1501,6 +1517,12 @@ START_TEST(test_cmd_names_and_usages) {
         {PROTO_CMD_INFO, "INFO", "INFO"},
         {PROTO_CMD_CLIENTS, "CLIENTS", "CLIENTS"},
         {PROTO_CMD_QUIT, "QUIT", "QUIT"},
+        {PROTO_CMD_RLOCK, "RLOCK", "RLOCK <name> [<lease_ms>]"},
+        {PROTO_CMD_WLOCK, "WLOCK", "WLOCK <name> [<lease_ms>]"},
+        {PROTO_CMD_TRYRLOCK, "TRYRLOCK", "TRYRLOCK <name> [<wait_ms> [<lease_ms>]]"},
+        {PROTO_CMD_TRYWLOCK, "TRYWLOCK", "TRYWLOCK <name> [<wait_ms> [<lease_ms>]]"},
+        {PROTO_CMD_RUNLOCK, "RUNLOCK", "RUNLOCK <name>"},
+        {PROTO_CMD_WUNLOCK, "WUNLOCK", "WUNLOCK <name>"},
     };
     ck_assert_int_eq(ARRAY_LEN(want), PROTO_CMD_COUNT - 1);
     for (size_t i = 0; i < ARRAY_LEN(want); i++) {
