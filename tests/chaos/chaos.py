@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """dlockd fault-injection suite (`make chaos`; `--short` for `make test`).
 
-Four stages in one run, fenced stores and one analysis over them all.
+Five stages in one run, fenced stores and one analysis over them all.
 
 Stage 1 (standalone): one redis-server and three dlockd instances sharing
 it, all on Unix sockets in a temporary directory, lease 1000 ms. Twelve
@@ -142,6 +142,14 @@ than command_timeout_ms + slack; a (re)started node counts only after
 rejoin_delay_ms. The short run (make test) does q-kill2 and q-restart-empty
 in about 10 s.
 
+Stage 5 (kinds, kinds.py): its own redis-server and two dlockd; eight
+workers take a read/write lock of one name (a quarter of them as writers)
+while workers are SIGKILLed and one dlockd is SIGKILLed and restarted. A
+tracker checks that no writer is ever inside alongside anyone, that write
+fences rise and reads see the last write's fence, that readers do share,
+and that both kinds are granted after every fault (about 10 s short, 20 s
+full).
+
 Every stage: no dlockd crash, each exits 0 on SIGTERM, and no sanitizer
 report or assertion failure in any dlockd log.
 
@@ -158,7 +166,7 @@ lost update, but the fence-order invariant fails). This suite runs on one
 machine and does not exercise that case.
 
     DLOCKD_BIN=$PWD/build/dlockd python3 tests/chaos/chaos.py [--short] [--keep] [--seed N]
-        [--stage all|standalone|failover|cluster|quorum] [--log-level debug]
+        [--stage all|standalone|failover|cluster|quorum|kinds] [--log-level debug]
         [--lenient-failover]
 
 Python 3.9+, standard library only.
@@ -188,6 +196,7 @@ sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
 
 import cluster  # noqa: E402
 import dlock  # noqa: E402
+import kinds  # noqa: E402
 import quorum  # noqa: E402
 import sentinel  # noqa: E402
 from redisproc import RespError, Spawner  # noqa: E402
@@ -286,7 +295,7 @@ PROFILES = {
                   cl_hang_slack_ms=1000, cl_resume_ms=2500, cl_migrate_ms=5000,
                   q_lease_ms=3000, q_down_s=2.0, q_pause_s=2.0, q_majority=True,
                   q_maj_down_s=2.0, q_settle=1.0, q_budget=120, q_hang_slack_ms=1000,
-                  q_late_ms=3000, q_resume_ms=2000, q_progress_ms=2000),
+                  q_late_ms=3000, q_resume_ms=2000, q_progress_ms=2000, k_budget=60),
     "short": dict(kills=3, dkills=1, restarts=1, pauses=1, slow=1, settle=1.0, budget=60,
                   handoff_ms=LEASE_MS // 2, free_ms=LEASE_MS + 1000,
                   fkills=1, forced=0, heal=False, fo_settle=2.0, fo_budget=60,
@@ -295,7 +304,7 @@ PROFILES = {
                   cl_hang_slack_ms=3000, cl_resume_ms=6000, cl_migrate_ms=15000,
                   q_lease_ms=2000, q_down_s=1.0, q_pause_s=0.0, q_majority=False,
                   q_maj_down_s=0.0, q_settle=0.5, q_budget=60, q_hang_slack_ms=3000,
-                  q_late_ms=6000, q_resume_ms=6000, q_progress_ms=6000),
+                  q_late_ms=6000, q_resume_ms=6000, q_progress_ms=6000, k_budget=45),
 }
 
 
@@ -1235,6 +1244,9 @@ class Chaos(object):
             self.q_serve_check()
         self.finish_workers()
         self.stop_probes()
+        if self.args.stage in ("all", "kinds"):
+            with self.phase("kinds"):
+                kinds.run_stage(self, spawn, self.args.short)
 
     def finish_workers(self):
         with self.phase("stop"):
@@ -3552,7 +3564,8 @@ def main():
                          "promoted primary made itself count as the failover window's, as in "
                          "the Sentinel stage; by default they are violations (no lost write "
                          "explains them)")
-    ap.add_argument("--stage", choices=("all", "standalone", "failover", "cluster", "quorum"),
+    ap.add_argument("--stage", choices=("all", "standalone", "failover", "cluster", "quorum",
+                                        "kinds"),
                     default="all", help="run every stage (default) or one")
     args = ap.parse_args()
     if args.seed is None:
@@ -3572,7 +3585,8 @@ def main():
     signal.alarm((c.prof["budget"] if args.stage in ("all", "standalone") else 0) +
                  (c.prof["fo_budget"] if args.stage in ("all", "failover") else 0) +
                  (c.prof["cl_budget"] if args.stage in ("all", "cluster") else 0) +
-                 (c.prof["q_budget"] if args.stage in ("all", "quorum") else 0))
+                 (c.prof["q_budget"] if args.stage in ("all", "quorum") else 0) +
+                 (c.prof["k_budget"] if args.stage in ("all", "kinds") else 0))
     fatal = None
     try:
         try:
