@@ -1,6 +1,6 @@
 /* dlock-bench: load generator for dlockd benchmarks (`make bench`).
  *
- *   dlock-bench throughput -s SOCK [-c 50] [-d 10] [-w 1]
+ *   dlock-bench throughput -s SOCK [-c 50] [-d 10] [-w 1] [-m read -k NAME]
  *   dlock-bench handoff    -s SOCK1 [-S SOCK2 -R REDIS_SOCK] [-n 1000] [-k NAME]
  *   dlock-bench scale      -s SOCK [-c 10000] [-l 10] [-H 40]
  *   dlock-bench herd       -s SOCK [-c 1000] [-R REDIS_SOCK] [-k NAME]
@@ -324,6 +324,12 @@ static unsigned long long parse_grant(const char *line, long *holds) {
     return fence;
 }
 
+/* "OK 0 <holds>": a read grant of a name no write grant ever raised. */
+static int read_grant(const char *line, long *holds) {
+    char extra;
+    return sscanf(line, "OK 0 %ld%c", holds, &extra) == 1;
+}
+
 /* The value of key in an INFO line, or -1. */
 static long long info_value(const char *line, const char *key) {
     size_t kl = strlen(key);
@@ -415,7 +421,7 @@ static void ep_init(void) {
 /* ---- options ----------------------------------------------------------- */
 
 typedef struct {
-    const char *sock, *sock2, *redis, *name;
+    const char *sock, *sock2, *redis, *name, *mode;
     long conns, seconds, warmup, rounds, locks, hold, timeout_ms;
 } opts_t;
 
@@ -436,6 +442,7 @@ static void parse_opts(int argc, char **argv, opts_t *o) {
         else if (!strcmp(a, "-S")) o->sock2 = v;
         else if (!strcmp(a, "-R")) o->redis = v;
         else if (!strcmp(a, "-k")) o->name = v;
+        else if (!strcmp(a, "-m")) o->mode = v;
         else if (!strcmp(a, "-c")) o->conns = num_arg(a, v);
         else if (!strcmp(a, "-d")) o->seconds = num_arg(a, v);
         else if (!strcmp(a, "-w")) o->warmup = num_arg(a, v);
@@ -608,11 +615,22 @@ static long long numsub(conn_t *r, const char *channel) {
 
 /* ---- throughput -------------------------------------------------------- */
 
-/* LOCK k<id>: each connection has a lock name of its own. */
+/* LOCK k<id>: each connection has a lock name of its own; with -m read,
+ * RLOCK <name>: every connection reads one name. */
+static const char *tp_shared; /* the read lock's name, or NULL */
+
 static void send_lock(conn_t *c, int64_t t) {
-    char buf[128];
-    int n = snprintf(buf, sizeof(buf), "LOCK k%d\n", c->id);
+    char buf[320];
+    int n = tp_shared ? snprintf(buf, sizeof(buf), "RLOCK %s\n", tp_shared)
+                      : snprintf(buf, sizeof(buf), "LOCK k%d\n", c->id);
     c->sent_at = t;
+    ep_send(c, buf, (size_t)n);
+}
+
+static void send_unlock(conn_t *c) {
+    char buf[320];
+    int n = tp_shared ? snprintf(buf, sizeof(buf), "RUNLOCK %s\n", tp_shared)
+                      : snprintf(buf, sizeof(buf), "UNLOCK k%d\n", c->id);
     ep_send(c, buf, (size_t)n);
 }
 
@@ -620,6 +638,10 @@ static int cmd_throughput(opts_t *o) {
     long nc = o->conns ? o->conns : 50;
     long secs = o->seconds ? o->seconds : 10;
     long warm = o->warmup;
+    if (o->mode != NULL && strcmp(o->mode, "read") != 0)
+        die(EXIT_USAGE, "-m takes read, not '%s'", o->mode);
+    if (o->mode != NULL && o->name == NULL) die(EXIT_USAGE, "-m read needs -k NAME");
+    tp_shared = o->mode != NULL ? o->name : NULL;
     raise_nofile((size_t)nc + 16);
     ep_init();
     conn_t *cs = xmalloc((size_t)nc * sizeof(*cs));
@@ -656,15 +678,17 @@ static int cmd_throughput(opts_t *o) {
                 last_progress = now;
                 if (c->state == ST_LOCK_SENT) {
                     long holds = 0;
-                    if (parse_grant(line, &holds) == 0 || holds != 1)
-                        die(EXIT_DAEMON, "LOCK k%d answered: %s", c->id, line);
+                    /* a read grant's fence is 0 while the name was never written */
+                    if ((parse_grant(line, &holds) == 0 && !(tp_shared && read_grant(line, &holds))) ||
+                        holds != 1)
+                        die(EXIT_DAEMON, "%s of connection %d answered: %s",
+                            tp_shared ? "RLOCK" : "LOCK", c->id, line);
                     c->state = ST_UNLOCK_SENT;
-                    char buf[64];
-                    int bl = snprintf(buf, sizeof(buf), "UNLOCK k%d\n", c->id);
-                    ep_send(c, buf, (size_t)bl);
+                    send_unlock(c);
                 } else if (c->state == ST_UNLOCK_SENT) {
                     if (strcmp(line, "OK 0") != 0)
-                        die(EXIT_DAEMON, "UNLOCK k%d answered: %s", c->id, line);
+                        die(EXIT_DAEMON, "%s of connection %d answered: %s",
+                            tp_shared ? "RUNLOCK" : "UNLOCK", c->id, line);
                     all_pairs++;
                     if (now >= t0 && now < t1) {
                         pairs++;
@@ -1066,7 +1090,7 @@ static int cmd_info(opts_t *o) {
 
 static void usage(void) {
     fprintf(stderr,
-            "usage: %s throughput -s SOCK [-c 50] [-d 10] [-w 1]\n"
+            "usage: %s throughput -s SOCK [-c 50] [-d 10] [-w 1] [-m read -k NAME]\n"
             "       %s handoff -s SOCK1 [-S SOCK2 -R REDIS_SOCK] [-n 1000] [-k NAME]\n"
             "       %s scale -s SOCK [-c 10000] [-l 10] [-H 40]\n"
             "       %s herd -s SOCK [-c 1000] [-R REDIS_SOCK] [-k NAME]\n"

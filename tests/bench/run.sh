@@ -51,15 +51,20 @@
 #      standalone, quorum, quorum, standalone; the Redis commands per grant
 #      (INFO commandstats, summed over the nodes) and the fence raise ops
 #      among them; then the hand-off of 4. (one daemon) on each.
+#  11. Lock kinds: its own redis-server (Unix socket) and dlockd: 50
+#      connections taking and dropping read locks of ONE name (RLOCK/RUNLOCK:
+#      they share it, each grant a Redis round trip with a timeout key per
+#      hold), against the throughput of 2. (50 names, LOCK/UNLOCK) on the
+#      same daemon, in three rounds: plain, read, plain.
 #
 # Knobs (environment): BENCH_SECONDS (throughput, 10), BENCH_PEER_SECONDS
 # (8), BENCH_SCALE_WINDOW (30), BENCH_SCALE_CONNS (10000), BENCH_HERD_CLIENTS
 # (1000), BENCH_REPL_SECONDS (7., per round, 5), BENCH_FAILOVER_RUNS (8., 3),
 # BENCH_CLUSTER_SECONDS (9., per round, 5), BENCH_QUORUM_SECONDS (10., per
-# round, 5), BENCH_BUILD_DIR (default: the directory of DLOCK_BENCH_BIN),
+# round, 5), BENCH_KIND_SECONDS (11., per round, 5), BENCH_BUILD_DIR (default: the directory of DLOCK_BENCH_BIN),
 # BENCH_ONLY (unset: every section; else a comma-separated list of the
-# sections to run, among 7, 8, 9 and 10, which set up their own servers,
-# e.g. BENCH_ONLY=10; sections 1 to 6 share a dlockd and figures and run in
+# sections to run, among 7, 8, 9, 10 and 11, which set up their own servers,
+# e.g. BENCH_ONLY=11; sections 1 to 6 share a dlockd and figures and run in
 # a full run only; the report's rows are numbered in the order they ran).
 # SPDX-License-Identifier: MIT
 set -u -o pipefail
@@ -89,6 +94,8 @@ QU_S=${BENCH_QUORUM_SECONDS:-5}
 QU_N=3
 QU_LEASE=3000
 QU_HANDOFFS=2000
+KI_S=${BENCH_KIND_SECONDS:-5}
+KI_NAME=catalog
 ONLY=${BENCH_ONLY-}
 PY=/usr/bin/python3
 T=""
@@ -320,8 +327,8 @@ release_locks() {
 # ---- preflight --------------------------------------------------------------
 
 cd "$root" || fatal "cannot cd to $root"
-[[ -z $ONLY || $ONLY =~ ^(7|8|9|10)(,(7|8|9|10))*$ ]] ||
-    fatal "BENCH_ONLY='$ONLY': expected a comma-separated list of 7, 8, 9, 10 (sections 1 to 6 run in a full run only)"
+[[ -z $ONLY || $ONLY =~ ^(7|8|9|10|11)(,(7|8|9|10|11))*$ ]] ||
+    fatal "BENCH_ONLY='$ONLY': expected a comma-separated list of 7, 8, 9, 10, 11 (sections 1 to 6 run in a full run only)"
 [ -x "$DLOCKD" ] || fatal "no dlockd binary at $DLOCKD (make build/dlockd)"
 [ -x "$BENCH" ] || fatal "no dlock-bench binary at $BENCH"
 # The commands dlockd's scripts run inside Redis (redis.call, and the
@@ -353,7 +360,7 @@ redis_version=$(rcli INFO server | awk -F: '/^redis_version/ { sub(/\r/, "", $2)
 # Sections 1 to 6 share the redis-server on the Unix socket, dlockd main and
 # figures (the ceiling, the throughput): they run in a full run only.
 if [ -z "$ONLY" ]; then
-    say "== 1/10 Redis ceiling: dlockd's acquire script under redis-benchmark"
+    say "== 1/11 Redis ceiling: dlockd's acquire script under redis-benchmark"
     awk 'BEGIN { printf "local K1, K2, A1, A2, Q = KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]\n" }
          /^#define LUA_ACQUIRE \\$/ { on = 1; next }
          on {
@@ -390,7 +397,7 @@ if [ -z "$ONLY" ]; then
 
 # ---- 2. uncontended throughput ------------------------------------------------
 
-    say "== 2/10 dlockd uncontended throughput: 50 connections, ${TP_S} s"
+    say "== 2/11 dlockd uncontended throughput: 50 connections, ${TP_S} s"
     tp=""
     c0=$(now_s) d0=$(cpu_ticks "${DPID[main]}") r0=$(cpu_ticks "$REDIS_PID")
     if run_bench throughput $((TP_S + 40)) throughput -s "${DSOCK[main]}" -c 50 -d "$TP_S" -w 1; then
@@ -412,7 +419,7 @@ if [ -z "$ONLY" ]; then
 
 # ---- 3. peers -------------------------------------------------------------------
 
-    say "== 3/10 peers on the same Redis: redis-py, node redlock, node redis-semaphore"
+    say "== 3/11 peers on the same Redis: redis-py, node redlock, node redis-semaphore"
     py_ok=1
     if ! "$PY" -c 'import redis' 2>/dev/null; then
         say "bench: installing python3-redis"
@@ -476,7 +483,7 @@ if [ -z "$ONLY" ]; then
 
 # ---- 4. hand-off ----------------------------------------------------------------
 
-    say "== 4/10 hand-off latency"
+    say "== 4/11 hand-off latency"
     ensure_dlockd main
     if run_bench handoff-local 120 handoff -s "${DSOCK[main]}" -n 2000; then
         check "hand-off, one daemon: p50 (UNLOCK written -> waiter's OK read)" "$(kv "$OUT" p50_us)" " us" "<=" 150
@@ -503,7 +510,7 @@ if [ -z "$ONLY" ]; then
 
 # ---- 5. scale -------------------------------------------------------------------
 
-    say "== 5/10 scale: $SCALE_C connections x $SCALE_L locks, lease ${SCALE_LEASE} ms, ${SCALE_WIN} s window"
+    say "== 5/11 scale: $SCALE_C connections x $SCALE_L locks, lease ${SCALE_LEASE} ms, ${SCALE_WIN} s window"
     stop_dlockd main # nothing but the scale daemon talks to Redis now
     flush_redis
     start_dlockd scale "$(printf '[lock]\nlease_ms = %s\n' "$SCALE_LEASE")"
@@ -574,7 +581,7 @@ if [ -z "$ONLY" ]; then
 
 # ---- 6. herd --------------------------------------------------------------------
 
-    say "== 6/10 herd: $HERD_C waiters on one lock"
+    say "== 6/11 herd: $HERD_C waiters on one lock"
     ensure_dlockd main
     if run_bench herd 120 herd -s "${DSOCK[main]}" -c "$HERD_C" -R "$RSOCK"; then
         hms=$(kv "$OUT" herd_ms) sent=$(kv "$OUT" redis_sent_commands) total=$(kv "$OUT" redis_total_commands)
@@ -594,7 +601,7 @@ fi
 # ---- 7. replicas: the price of WAIT ---------------------------------------------
 
 if want 7; then
-    say "== 7/10 replicas: pairs/s on a primary with one replica (TCP), replicas_ack auto/0/0/auto, ${REPL_S} s each"
+    say "== 7/11 replicas: pairs/s on a primary with one replica (TCP), replicas_ack auto/0/0/auto, ${REPL_S} s each"
     read -r RP_PORT RR_PORT <<<"$(free_ports 2)"
     need "$RP_PORT" "a free TCP port"
     need "$RR_PORT" "a free TCP port"
@@ -666,7 +673,7 @@ fi
 # ---- 8. failover --------------------------------------------------------------------
 
 if want 8; then
-    say "== 8/10 failover: SIGKILL the primary under Sentinel, $FO_RUNS runs (down-after-milliseconds $FO_DOWN_AFTER_MS)"
+    say "== 8/11 failover: SIGKILL the primary under Sentinel, $FO_RUNS runs (down-after-milliseconds $FO_DOWN_AFTER_MS)"
     fo_rc=0
     fo_out=$(timeout -k 5 $((FO_RUNS * 60 + 30)) "$PY" - "$root" "$DLOCKD" "$T" "$FO_RUNS" "$FO_DOWN_AFTER_MS" \
         2>"$T/failover.err" <<'PYEOF'
@@ -826,7 +833,7 @@ fi
 # ---- 9. cluster -----------------------------------------------------------------------
 
 if want 9; then
-    say "== 9/10 cluster: $CL_N primaries against one standalone redis-server (TCP), rounds standalone/cluster/cluster/standalone, ${CL_S} s each; the watchdog on the cluster"
+    say "== 9/11 cluster: $CL_N primaries against one standalone redis-server (TCP), rounds standalone/cluster/cluster/standalone, ${CL_S} s each; the watchdog on the cluster"
     # The most ops in one script call, and in one watchdog batch.
     SCRIPTS_BATCH=$(awk '$1 == "#define" && $2 == "SCRIPTS_BATCH_MAX" { print $3 }' daemon/backend/scripts.h)
     RENEW_BATCH=$(awk '$1 == "#define" && $2 == "LOCKMGR_RENEW_BATCH" { print $3 }' daemon/lock/lockmgr.h)
@@ -1032,7 +1039,7 @@ fi
 # ---- 10. quorum ------------------------------------------------------------------------
 
 if want 10; then
-    say "== 10/10 quorum: $QU_N independent redis-servers against one standalone redis-server (TCP), rounds standalone/quorum/quorum/standalone, ${QU_S} s each; hand-off on both"
+    say "== 10/11 quorum: $QU_N independent redis-servers against one standalone redis-server (TCP), rounds standalone/quorum/quorum/standalone, ${QU_S} s each; hand-off on both"
     read -r -a qu_free <<<"$(free_ports $((QU_N + 1)))"
     ((${#qu_free[@]} == QU_N + 1)) || fatal "free_ports gave '${qu_free[*]}'"
     for p in "${qu_free[@]}"; do need "$p" "a free TCP port"; done
@@ -1192,6 +1199,50 @@ if want 10; then
         wait "$pid" 2>/dev/null
         forget_pid "$pid"
     done
+fi
+
+# ---- 11. lock kinds ----------------------------------------------------------------
+
+if want 11; then
+    say "== 11/11 lock kinds: read locks of one name (50 connections) against LOCK/UNLOCK of 50 names, rounds plain/read/plain, ${KI_S} s each"
+    d="$T/kinds"
+    mkdir -p "$d"
+    redis-server --port 0 --unixsocket "$d/redis.sock" --unixsocketperm 700 --save "" --appendonly no \
+        --dir "$d" --logfile "$d/redis.log" &
+    KI_PID=$!
+    PIDS+=("$!")
+    for ((i = 0; i < 500; i++)); do redis-cli -s "$d/redis.sock" PING >/dev/null 2>&1 && break; sleep 0.01; done
+    redis-cli -s "$d/redis.sock" PING >/dev/null 2>&1 || fatal "the lock kinds' redis-server did not start"
+    start_dlockd kinds "" "url = unix://$d/redis.sock"
+    ki_plain=() ki_read="" ki_lat=""
+    for round in plain read plain; do
+        ki_args=()
+        [ "$round" = read ] && ki_args=(-m read -k "$KI_NAME")
+        if run_bench "kinds-$round" $((KI_S + 40)) throughput -s "${DSOCK[kinds]}" -c 50 -d "$KI_S" -w 1 "${ki_args[@]}"; then
+            v=$(kv "$OUT" pairs_per_sec)
+            need "$v" "kinds $round pairs_per_sec"
+            say "bench: kinds $round round: $v pairs/s"
+            if [ "$round" = read ]; then
+                ki_read=$v
+                ki_lat="$(kv "$OUT" pair_p50_us) / $(kv "$OUT" pair_p99_us) us"
+            else
+                ki_plain+=("$v")
+            fi
+        fi
+    done
+    if [ -n "$ki_read" ] && ((${#ki_plain[@]} == 2)); then
+        plain=$(calc "(${ki_plain[0]} + ${ki_plain[1]}) / 2" 0)
+        info "read locks: RLOCK+RUNLOCK pairs/s (50 readers, one name)" "$ki_read/s"
+        info "read locks: pair latency p50 / p99 (50 readers, one name)" "$ki_lat"
+        check "read pairs/s (one name) / LOCK pairs/s (50 names), same daemon" "$(calc "$ki_read / $plain" 2)" "" ">=" 0.5
+    else
+        failed "read locks: RLOCK+RUNLOCK pairs/s (50 readers, one name)" "see problems" "-"
+        failed "read pairs/s (one name) / LOCK pairs/s (50 names), same daemon" "no throughput" ">= 0.5"
+    fi
+    stop_dlockd kinds
+    kill -TERM "$KI_PID" 2>/dev/null
+    wait "$KI_PID" 2>/dev/null
+    forget_pid "$KI_PID"
 fi
 
 # ---- report ---------------------------------------------------------------------
