@@ -11,8 +11,10 @@
 
 /* K1 lock hash, K2 fence counter; A1 lease ms, A2 owner, Q 'q' for a
  * quorum's rule. {0, fence} new grant, {1, holds} reentered, {2, pttl}
- * taken, {3, 1 or 2} held as a read/write lock (reads, a write). A grant's fence is the greater of the counter plus one and Redis
- * TIME in microseconds, and the counter is set to it: fences keep rising
+ * taken, {3, 1 or 2} held as a read/write lock (reads, a write: checked
+ * first, since a reader's field has the same name as the owner's). A
+ * grant's fence is the greater of the counter plus one and Redis TIME in
+ * microseconds, and the counter is set to it: fences keep rising
  * when Redis loses the counter (a restart without persistence) or a
  * promoted replica missed its last writes, as long as that server's clock
  * is not behind by more than the outage lasted. Microseconds stay below
@@ -33,13 +35,13 @@
     "  redis.call('set', K2, string.format('%d', f))\n" \
     "  return {0, f}\n" \
     "end\n" \
+    "local m = redis.call('hget', K1, 'mode')\n" \
+    "if m then return {3, m == 'read' and 1 or 2} end\n" \
     "if redis.call('hexists', K1, A2) == 1 then\n" \
     "  local n = redis.call('hincrby', K1, A2, 1)\n" \
     "  redis.call('pexpire', K1, A1)\n" \
     "  return {1, n}\n" \
     "end\n" \
-    "local m = redis.call('hget', K1, 'mode')\n" \
-    "if m then return {3, m == 'read' and 1 or 2} end\n" \
     "return {2, redis.call('pttl', K1)}\n"
 static const char script_acquire[] =
     "local K1, K2, A1, A2, Q = KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]\n" LUA_ACQUIRE;
@@ -48,13 +50,14 @@ static const char script_acquire[] =
  * and publish '0', as Redisson's unlock does) or '0' to drop one hold
  * without ever deleting; P the publish command ('publish', or 'spublish'
  * for sharded pub/sub), as Redisson passes it too. Returns holds left, -1
- * if not held, or {0, subscribers that got the release message}. Every key
+ * if not held (a read/write lock's field of the owner is not this lock),
+ * or {0, subscribers that got the release message}. Every key
  * is read before anything is written: on a Cluster node that does not
  * hold the key (a slot moving away), the first access fails and nothing
  * has changed. */
 #define LUA_RELEASE \
     "local n = redis.call('hget', K1, A1)\n" \
-    "if not n then return -1 end\n" \
+    "if not n or redis.call('hexists', K1, 'mode') == 1 then return -1 end\n" \
     "if A2 == '0' then\n" \
     "  if tonumber(n) > 1 then return redis.call('hincrby', K1, A1, -1) end\n" \
     "  return tonumber(n)\n" \

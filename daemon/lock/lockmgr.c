@@ -310,9 +310,10 @@ static void wait_end(wait_t *w) {
     timers_stop(l->mgr->timers, &w->deadline);
     if (w->owner && w->owner->pending == &w->hdr) w->owner->pending = NULL;
     w->owner = NULL;
-    if (!w->in_flight) free(w);
     /* The head left, or a reader that may have been holding back others */
-    if (was_head || w->mode == LOCK_MODE_READ) lock_kick(l);
+    int kick = was_head || w->mode == LOCK_MODE_READ;
+    if (!w->in_flight) free(w);
+    if (kick) lock_kick(l);
     queue_idle(l);
 }
 
@@ -627,6 +628,11 @@ static void on_op(backend_op_t *bop) {
              * that grant was not replicated: undo it; the hold is lost. */
             if (h != NULL) hold_lost(h, LOCK_LOST_EXPIRED);
             release_all(op->mgr, op->name, op->len, bop->owner, bop->lease_ms, op->mode);
+        } else if (bop->res.status == BACKEND_DOWN && bop->kind == BACKEND_ACQUIRE && h == NULL) {
+            /* A downgrade's (or a reentry's whose hold ended meanwhile) may
+             * have granted a hold nobody has: the owner's one request in
+             * flight was this, so it has no newer grant to lose. */
+            release_all(op->mgr, op->name, op->len, bop->owner, bop->lease_ms, op->mode);
         }
         if (o != NULL) answer_error(op->mgr, o, LOCK_ERR_BACKEND, bop->res.error);
     } else {
@@ -644,7 +650,12 @@ static void downgrade_done(op_t *op, lock_owner_t *o, hold_t *h) {
     const backend_result_t *res = &op->bop.res;
     (void)h; /* no read hold: that is why it came here */
 
-    if (o == NULL) return; /* the owner left; its release covers every hold */
+    if (o == NULL) {
+        /* The owner left: its release covered the holds it had, not this. */
+        if (res->outcome == BACKEND_GRANTED || res->outcome == BACKEND_REENTERED)
+            release_all(m, l->name, l->len, op->bop.owner, op->bop.lease_ms, LOCK_MODE_READ);
+        return;
+    }
     hold_t *w = hold_of(l, o, LOCK_MODE_WRITE);
     if (res->outcome == BACKEND_TAKEN || res->outcome == BACKEND_WRONG_KIND || w == NULL) {
         /* Our write hold had ended in Redis without our knowing. */
@@ -971,6 +982,8 @@ static void dispatch(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
             }
             op = op_new(m, o, l, req, BACKEND_ACQUIRE, LOCK_MODE_READ, downgrade_done);
             if (op == NULL) return;
+            /* A queued release of an older read hold would run after it. */
+            release_forget(m, l->name, l->len, o->id, LOCK_MODE_READ);
             op->bop.lease_ms = req->lease_ms ? req->lease_ms : m->conf->lease_ms;
             backend_submit(m->backend, &op->bop);
             return;
