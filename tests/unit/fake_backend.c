@@ -20,10 +20,15 @@
         if (!(cond)) ck_abort_msg(__VA_ARGS__); \
     } while (0)
 
-/* One owner field of a lock hash. */
+/* One owner field of a lock hash, kept in the order Redis keeps a small
+ * hash's fields (insertion order: FORCEUNLOCK's marker names the first). */
 typedef struct field_s {
     char *name;
     long long count;
+    /* a reader's field: its read holds' timeout keys, n = 1.. at [n - 1]
+     * (when each expires on the timers' clock, TMO_GONE, TMO_FOREVER) */
+    uint64_t *tmo;
+    size_t ntmo;
 } field_t;
 
 /* Everything the fake knows of one name: the model's keys and the watch. */
@@ -31,7 +36,9 @@ typedef struct entry_s {
     struct entry_s *next;
     char *name;
     size_t len;
-    /* the lock hash */
+    /* the lock hash; a read/write lock's 'mode' is kept apart */
+    backend_mode_t mode;       /* BACKEND_READ or BACKEND_WRITE: a read/write lock;
+                                  BACKEND_MUTEX: a plain one (or no key) */
     field_t *fields;
     size_t nfields, cap;
     int has_expiry;
@@ -44,6 +51,7 @@ typedef struct entry_s {
     int remote_waiters;        /* a release answers others_waiting = this */
     /* the watch */
     int watched;
+    int watch_mode;            /* of the last watch; -1 never watched */
     backend_watch_cb cb;
     void *data;
     unsigned watch_calls;
@@ -110,6 +118,7 @@ static entry_t *entry_get(fake_t *fb, const char *name, size_t len) {
     e->name = xstrndup(name, len);
     e->len = len;
     e->fence = FAKE_FENCE_START - 1;
+    e->watch_mode = -1;
     e->next = fb->entries;
     fb->entries = e;
     return e;
@@ -124,9 +133,22 @@ static uint64_t now_of(const fake_t *fb) {
 }
 
 static void key_delete(entry_t *e) {
-    for (size_t i = 0; i < e->nfields; i++) free(e->fields[i].name);
+    for (size_t i = 0; i < e->nfields; i++) {
+        free(e->fields[i].name);
+        free(e->fields[i].tmo);
+    }
     e->nfields = 0;
     e->has_expiry = 0;
+    e->mode = BACKEND_MUTEX;
+}
+
+/* HDEL (a reader's timeout keys go with it); the last field takes the key. */
+static void field_del(entry_t *e, field_t *f) {
+    size_t i = (size_t)(f - e->fields);
+    free(f->name);
+    free(f->tmo);
+    memmove(&e->fields[i], &e->fields[i + 1], (e->nfields - i - 1) * sizeof(e->fields[0]));
+    if (--e->nfields == 0) key_delete(e);
 }
 
 /* Redis forgets keys whose time is up. */
@@ -151,6 +173,7 @@ static field_t *field_add(entry_t *e, const char *field, long long count) {
         e->fields = xrealloc(e->fields, e->cap * sizeof(e->fields[0]));
     }
     field_t *f = &e->fields[e->nfields++];
+    memset(f, 0, sizeof(*f));
     f->name = xstrndup(field, strlen(field));
     f->count = count;
     return f;
@@ -185,21 +208,225 @@ static int key_force(const fake_t *fb, entry_t *e) {
     return 1;
 }
 
+/* A lock manager owner's field: "o<id>", and "o<id>:write" for its write holds. */
+#define FIELD_MAX 48
+
 static void owner_field(char *out, size_t cap, uint64_t owner) {
     snprintf(out, cap, "o%" PRIu64, owner);
+}
+
+static void owner_field_mode(char *out, size_t cap, uint64_t owner, backend_mode_t mode) {
+    snprintf(out, cap, "o%" PRIu64 "%s", owner, mode == BACKEND_WRITE ? ":write" : "");
+}
+
+static int is_write_field(const char *field) {
+    size_t n = strlen(field);
+    return n >= 6 && strcmp(field + n - 6, ":write") == 0;
+}
+
+/* ---- a reader's timeout keys ({K}:<field>:rwlock_timeout:<n>) ---------------- */
+
+#define TMO_GONE 0               /* no such key */
+#define TMO_FOREVER UINT64_MAX   /* a key without expiry */
+
+/* PTTL of hold n's key: -2 none, -1 no expiry. */
+static long long tmo_pttl(const fake_t *fb, const field_t *f, long long n) {
+    if (n < 1 || (size_t)n > f->ntmo) return -2;
+    uint64_t t = f->tmo[n - 1], now = now_of(fb);
+    if (t == TMO_GONE || (t != TMO_FOREVER && t <= now)) return -2;
+    return t == TMO_FOREVER ? -1 : (long long)(t - now);
+}
+
+/* SET <key n> 1 PX ms (ms < 0: without expiry). */
+static void tmo_set(const fake_t *fb, field_t *f, long long n, long long ms) {
+    if ((size_t)n > f->ntmo) {
+        f->tmo = xrealloc(f->tmo, (size_t)n * sizeof(f->tmo[0]));
+        for (size_t i = f->ntmo; i < (size_t)n; i++) f->tmo[i] = TMO_GONE;
+        f->ntmo = (size_t)n;
+    }
+    f->tmo[n - 1] = ms < 0 ? TMO_FOREVER : now_of(fb) + (uint64_t)ms;
+}
+
+/* PEXPIRE <key n> ms: only a key that exists. */
+static void tmo_pexpire(const fake_t *fb, field_t *f, long long n, long long ms) {
+    if (tmo_pttl(fb, f, n) != -2) tmo_set(fb, f, n, ms);
+}
+
+static void tmo_del(field_t *f, long long n) {
+    if (n >= 1 && (size_t)n <= f->ntmo) f->tmo[n - 1] = TMO_GONE;
+}
+
+/* ---- the scripts ---------------------------------------------------------------- */
+
+/* The hash's PEXPIRE where its PTTL is shorter (a read/write lock's TTL
+ * only grows). */
+static void key_expire_at_least(const fake_t *fb, entry_t *e, long long ms) {
+    if (key_pttl(fb, e) < ms) key_expire_in(fb, e, ms);
+}
+
+/* A reader's release left other fields: script_rw's TTL rule. Returns 1
+ * when the key is to be deleted (no live read hold left, no writer). */
+static int rw_release_rest(const fake_t *fb, entry_t *e) {
+    long long cur = key_pttl(fb, e), left = -3;
+    for (size_t i = 0; i < e->nfields; i++) {
+        const field_t *g = &e->fields[i];
+        /* a writer's field has no timeout keys: each reads -2 */
+        for (long long n = g->count; n >= 1; n--) {
+            long long t = is_write_field(g->name) ? -2 : tmo_pttl(fb, g, n);
+            if (t > left) left = t;
+            if (10 * left >= 9 * cur) return 0; /* left >= cur - cur / 10 */
+        }
+    }
+    if (left > 0) {
+        key_expire_in(fb, e, left);
+        return 0;
+    }
+    return e->mode != BACKEND_WRITE;
+}
+
+/* A read/write lock's op, as script_rw (ACQUIRE, RELEASE, DROP) and
+ * LUA_RW_RENEW (RENEW) run it. */
+static void model_run_rw(fake_t *fb, backend_op_t *op, entry_t *e) {
+    backend_result_t *res = &op->res;
+    char rfield[FIELD_MAX], wfield[FIELD_MAX];
+    int write = op->mode == BACKEND_WRITE;
+    owner_field_mode(rfield, sizeof(rfield), op->owner, BACKEND_READ);
+    owner_field_mode(wfield, sizeof(wfield), op->owner, BACKEND_WRITE);
+    const char *fname = write ? wfield : rfield;
+    /* "mode and hget(field)": a plain lock's fields do not count */
+    int rw = e->nfields > 0 && e->mode != BACKEND_MUTEX;
+    field_t *f = rw ? field_find(e, fname) : NULL;
+
+    switch (op->kind) {
+    case BACKEND_ACQUIRE:
+        if (e->nfields > 0 && !rw) {
+            res->outcome = BACKEND_WRONG_KIND;
+            res->held = BACKEND_MUTEX;
+            break;
+        }
+        if (!write) {
+            if (rw && e->mode == BACKEND_WRITE && field_find(e, wfield) == NULL) {
+                res->outcome = BACKEND_TAKEN;
+                res->ttl_ms = key_pttl(fb, e);
+                break;
+            }
+            if (!rw) e->mode = BACKEND_READ;
+            if (f == NULL) f = field_add(e, rfield, 0);
+            long long n = ++f->count;
+            tmo_set(fb, f, n, op->lease_ms);
+            key_expire_at_least(fb, e, op->lease_ms);
+            if (n == 1) {
+                res->outcome = BACKEND_GRANTED;
+                res->fence = e->fence; /* the counter as it is */
+            } else {
+                res->outcome = BACKEND_REENTERED;
+                res->holds = n;
+            }
+            break;
+        }
+        if (!rw) {
+            e->mode = BACKEND_WRITE;
+            field_add(e, wfield, 1);
+            key_expire_in(fb, e, op->lease_ms);
+            res->outcome = BACKEND_GRANTED;
+            res->fence = ++e->fence;
+        } else if (e->mode == BACKEND_WRITE && f != NULL) {
+            res->outcome = BACKEND_REENTERED;
+            res->holds = ++f->count;
+            key_expire_at_least(fb, e, op->lease_ms);
+        } else { /* another's write, or reads (ours too: an upgrade) */
+            res->outcome = BACKEND_TAKEN;
+            res->ttl_ms = key_pttl(fb, e);
+        }
+        break;
+    case BACKEND_RELEASE:
+        if (f == NULL) {
+            res->holds = -1;
+            break;
+        }
+        res->holds = 0;
+        field_del(e, f); /* and a reader's timeout keys */
+        if (e->nfields == 0) { /* deleted: published */
+            res->others_waiting = e->remote_waiters;
+        } else if (write) { /* the owner's reads stay: published too */
+            e->mode = BACKEND_READ;
+            res->others_waiting = e->remote_waiters;
+        } else if (rw_release_rest(fb, e)) {
+            key_delete(e);
+            res->others_waiting = e->remote_waiters;
+        }
+        break;
+    case BACKEND_DROP:
+        if (f == NULL) {
+            res->holds = -1;
+        } else if (f->count <= 1) {
+            res->holds = f->count;
+        } else {
+            if (!write) tmo_del(f, f->count);
+            res->holds = --f->count;
+        }
+        break;
+    case BACKEND_RENEW:
+        if (f != NULL) {
+            key_expire_at_least(fb, e, op->lease_ms);
+            if (!write)
+                for (long long n = 1; n <= f->count; n++) tmo_pexpire(fb, f, n, op->lease_ms);
+            res->renewal = BACKEND_RENEWED;
+        } else if (e->marker != NULL && strcmp(e->marker, fname) == 0) {
+            res->renewal = BACKEND_FORCED;
+        } else {
+            res->renewal = BACKEND_GONE;
+        }
+        break;
+    default:
+        ck_abort_msg("fake backend: read/write op of kind %d", (int)op->kind);
+    }
+}
+
+/* script_status, as scripts_decode() reads it. */
+static void model_status(fake_t *fb, backend_op_t *op, entry_t *e) {
+    backend_result_t *res = &op->res;
+    char field[FIELD_MAX];
+    owner_field(field, sizeof(field), op->owner);
+    const field_t *f = field_find(e, field);
+    res->ttl_ms = key_pttl(fb, e);
+    res->holds = f ? f->count : 0;
+    if (e->nfields == 0 || e->mode == BACKEND_MUTEX) {
+        /* {t, n, 0, 0, 0}: a WRITE op reads the last one */
+        if (op->mode == BACKEND_WRITE) res->holds = 0;
+        return;
+    }
+    res->held = e->mode;
+    for (size_t i = 0; i < e->nfields; i++)
+        if (!is_write_field(e->fields[i].name)) res->holders++;
+    if (op->mode == BACKEND_WRITE) {
+        owner_field_mode(field, sizeof(field), op->owner, BACKEND_WRITE);
+        f = field_find(e, field);
+        res->holds = f ? f->count : 0;
+    }
+    if (e->mode == BACKEND_WRITE) res->holders = 1;
 }
 
 /* One op, as its script would run it. */
 static void model_run(fake_t *fb, backend_op_t *op) {
     backend_result_t *res = &op->res;
     entry_t *e = entry_get(fb, op->name, op->len);
-    char field[32];
+    char field[FIELD_MAX];
     field_t *f;
 
     owner_field(field, sizeof(field), op->owner);
     key_check(fb, e);
     f = field_find(e, field);
     res->status = BACKEND_OK;
+    if (op->mode != BACKEND_MUTEX &&
+        (op->kind == BACKEND_ACQUIRE || op->kind == BACKEND_RELEASE ||
+         op->kind == BACKEND_DROP || op->kind == BACKEND_RENEW)) {
+        model_run_rw(fb, op, e);
+        return;
+    }
+    /* The plain-lock scripts: an acquire, release or drop of a name held
+     * as a read/write lock changes nothing, whatever fields the owner has
+     * there (see fake_backend.h). */
     switch (op->kind) {
     case BACKEND_ACQUIRE:
         if (e->nfields == 0) {
@@ -207,6 +434,9 @@ static void model_run(fake_t *fb, backend_op_t *op) {
             key_expire_in(fb, e, op->lease_ms);
             res->outcome = BACKEND_GRANTED;
             res->fence = ++e->fence;
+        } else if (e->mode != BACKEND_MUTEX) {
+            res->outcome = BACKEND_WRONG_KIND;
+            res->held = e->mode;
         } else if (f != NULL) {
             res->outcome = BACKEND_REENTERED;
             res->holds = ++f->count;
@@ -217,7 +447,7 @@ static void model_run(fake_t *fb, backend_op_t *op) {
         }
         break;
     case BACKEND_RELEASE:
-        if (f == NULL) {
+        if (f == NULL || e->mode != BACKEND_MUTEX) {
             res->holds = -1;
         } else {
             key_delete(e);
@@ -226,7 +456,7 @@ static void model_run(fake_t *fb, backend_op_t *op) {
         }
         break;
     case BACKEND_DROP:
-        if (f == NULL) res->holds = -1;
+        if (f == NULL || e->mode != BACKEND_MUTEX) res->holds = -1;
         else if (f->count > 1) res->holds = --f->count;
         else res->holds = f->count;
         break;
@@ -241,17 +471,18 @@ static void model_run(fake_t *fb, backend_op_t *op) {
         }
         break;
     case BACKEND_STATUS:
-        res->ttl_ms = key_pttl(fb, e);
-        res->holds = f ? f->count : 0;
+        model_status(fb, op, e);
         break;
     case BACKEND_FORCE:
         res->removed = key_force(fb, e);
         break;
-    case BACKEND_WHO: /* the holder's field; no daemon registers here */
+    case BACKEND_WHO: /* the holder's field (":write" cut); no daemon registers here */
         res->ttl_ms = key_pttl(fb, e);
         if (op->who != NULL) {
-            snprintf(op->who->owner, sizeof(op->who->owner), "%s",
-                     e->nfields > 0 ? e->fields[0].name : "");
+            const char *who = e->nfields > 0 ? e->fields[0].name : "";
+            size_t n = strlen(who);
+            if (is_write_field(who)) n -= 6;
+            snprintf(op->who->owner, sizeof(op->who->owner), "%.*s", (int)n, who);
             op->who->daemon[0] = '\0';
         }
         break;
@@ -427,6 +658,7 @@ static void fk_submit(backend_t *b, backend_op_t *op) {
     fake_rec_t *r = &fb->log[fb->log_len++];
     memset(r, 0, sizeof(*r));
     r->kind = op->kind;
+    r->mode = op->mode;
     memcpy(r->name, op->name, op->len < FAKE_NAME_MAX ? op->len : FAKE_NAME_MAX);
     r->owner = op->owner;
     r->lease_ms = op->lease_ms;
@@ -437,9 +669,9 @@ static void fk_submit(backend_t *b, backend_op_t *op) {
 static void fk_watch(backend_t *b, const char *name, size_t len, backend_mode_t mode,
                      backend_watch_cb cb, void *data) {
     fake_t *fb = FB(b);
-    (void)mode;
     entry_t *e = entry_get(fb, name, len);
     fb->stats.watch_calls++;
+    e->watch_mode = (int)mode;
     e->watch_calls++;
     e->watched = 1;
     e->cb = cb;
@@ -518,6 +750,10 @@ void fake_set_drift(fake_t *fb, uint32_t drift_ms) {
     fb->drift_ms = drift_ms;
 }
 
+void fake_set_caps(fake_t *fb, unsigned caps) {
+    fb->base.caps = caps;
+}
+
 static const backend_type_t fake_type = {
     .name = "fake",
     .submit = fk_submit,
@@ -535,7 +771,7 @@ fake_t *fake_new(timers_t *timers) {
     fake_t *fb = xrealloc(NULL, sizeof(*fb));
     memset(fb, 0, sizeof(*fb));
     fb->base.type = &fake_type;
-    fb->base.caps = BACKEND_CAP_MONOTONIC_FENCE | BACKEND_CAP_WAKEUPS;
+    fb->base.caps = BACKEND_CAP_MONOTONIC_FENCE | BACKEND_CAP_WAKEUPS | BACKEND_CAP_RW;
     fb->timers = timers;
     fb->up = 1;
     STAILQ_INIT(&fb->queue);
@@ -572,6 +808,14 @@ size_t fake_log_count(const fake_t *fb, size_t from, backend_op_kind_t kind) {
     return n;
 }
 
+size_t fake_log_count_mode(const fake_t *fb, size_t from, backend_op_kind_t kind,
+                           backend_mode_t mode) {
+    size_t n = 0;
+    for (size_t i = from; i < fb->log_len; i++)
+        if (fb->log[i].kind == kind && fb->log[i].mode == mode) n++;
+    return n;
+}
+
 /* ---- watches ---------------------------------------------------------------- */
 
 int fake_watched(const fake_t *fb, const char *name) {
@@ -582,6 +826,11 @@ int fake_watched(const fake_t *fb, const char *name) {
 unsigned fake_watch_calls(const fake_t *fb, const char *name) {
     const entry_t *e = entry_find(fb, name, strlen(name));
     return e ? e->watch_calls : 0;
+}
+
+int fake_watch_mode(const fake_t *fb, const char *name) {
+    const entry_t *e = entry_find(fb, name, strlen(name));
+    return e ? e->watch_mode : -1;
 }
 
 int fake_publish(fake_t *fb, const char *name) {
@@ -610,6 +859,31 @@ void fake_take(fake_t *fb, const char *name, const char *field, long long ttl_ms
     e->fence++;
 }
 
+void fake_take_rw(fake_t *fb, const char *name, const char *field, backend_mode_t mode,
+                  long long ttl_ms) {
+    entry_t *e = entry_named(fb, name);
+    char wfield[128];
+    EXPECT(mode == BACKEND_READ || mode == BACKEND_WRITE, "fake_take_rw: mode %d", (int)mode);
+    key_check(fb, e);
+    if (mode == BACKEND_WRITE) {
+        snprintf(wfield, sizeof(wfield), "%s:write", field);
+        key_delete(e);
+        e->mode = BACKEND_WRITE;
+        field_add(e, wfield, 1);
+        key_expire_in(fb, e, ttl_ms);
+        e->fence++;
+        return;
+    }
+    if (e->nfields > 0 && e->mode != BACKEND_READ) key_delete(e);
+    e->mode = BACKEND_READ;
+    field_t *f = field_find(e, field);
+    if (f == NULL) f = field_add(e, field, 0);
+    long long n = ++f->count;
+    tmo_set(fb, f, n, ttl_ms);
+    if (ttl_ms < 0) key_expire_in(fb, e, -1);
+    else key_expire_at_least(fb, e, ttl_ms);
+}
+
 void fake_force(fake_t *fb, const char *name) {
     key_force(fb, entry_named(fb, name));
 }
@@ -625,6 +899,35 @@ long long fake_holds(fake_t *fb, uint64_t owner, const char *name) {
     char field[32];
     owner_field(field, sizeof(field), owner);
     return fake_holds_field(fb, field, name);
+}
+
+long long fake_holds_mode(fake_t *fb, uint64_t owner, const char *name, backend_mode_t mode) {
+    char field[FIELD_MAX];
+    owner_field_mode(field, sizeof(field), owner, mode);
+    return fake_holds_field(fb, field, name);
+}
+
+int fake_mode(fake_t *fb, const char *name) {
+    entry_t *e = entry_named(fb, name);
+    key_check(fb, e);
+    return e->nfields > 0 ? (int)e->mode : -1;
+}
+
+long long fake_readers(fake_t *fb, const char *name) {
+    entry_t *e = entry_named(fb, name);
+    long long n = 0;
+    key_check(fb, e);
+    if (e->mode == BACKEND_MUTEX) return 0;
+    for (size_t i = 0; i < e->nfields; i++)
+        if (!is_write_field(e->fields[i].name)) n++;
+    return n;
+}
+
+long long fake_timeout_pttl(fake_t *fb, const char *field, const char *name, long long n) {
+    entry_t *e = entry_named(fb, name);
+    key_check(fb, e);
+    const field_t *f = field_find(e, field);
+    return f ? tmo_pttl(fb, f, n) : -2;
 }
 
 long long fake_pttl(fake_t *fb, const char *name) {

@@ -16,7 +16,48 @@
  * a Redisson client). Watches are recorded; a watch's BACKEND_WATCHING
  * confirmation comes from fake_run(), a BACKEND_RELEASED from
  * fake_publish(). Nothing here allocates in a way a test needs to check:
- * out of memory aborts. */
+ * out of memory aborts.
+ *
+ * Read/write locks (ops of mode BACKEND_READ or BACKEND_WRITE) follow
+ * scripts.c's script_rw, LUA_RW_RENEW and script_status, in Redisson's
+ * RReadWriteLock layout:
+ *
+ *   - the hash has a mode (READ or WRITE; BACKEND_MUTEX for a plain lock),
+ *     a reader's field "o<id>" with its read holds and the writer's field
+ *     "o<id>:write" with its write holds;
+ *   - each read hold n of a reader has its own timeout key with the
+ *     reader's lease (kept with the field: fake_timeout_pttl());
+ *   - an acquire of a name held as a plain lock gets BACKEND_WRONG_KIND
+ *     (held BACKEND_MUTEX), changing nothing; a read is granted unless
+ *     another owner writes (the writer itself may read: a downgrade), a
+ *     write only on a free name; a write grant raises the fence, a read
+ *     grant (n == 1) returns the counter as it is, a further hold of the
+ *     same field is BACKEND_REENTERED; an upgrade (a write asked by a
+ *     reader) is BACKEND_TAKEN, as the script answers it;
+ *   - grants, reentries and renewals never shorten the hash's TTL;
+ *   - a reader's release (all its read holds) deletes the key when no
+ *     other field is left; otherwise it keeps the TTL if some other
+ *     reader's timeout key has at least 9/10 of it left, else sets it to
+ *     the longest one left, else (none alive) deletes the key unless a
+ *     writer's field remains; a writer's release leaves the owner's reads
+ *     (mode READ) or deletes the key, and answers others_waiting either
+ *     way (it publishes);
+ *   - DROP takes one hold off (never the last), a read hold's timeout key
+ *     with it; RENEW of a read resets the hash's TTL if shorter and every
+ *     live timeout key of the reader; FORCED for the field the
+ *     FORCEUNLOCK marker names (the first field, ":write" and all);
+ *   - STATUS: ttl_ms, held (the mode), holders (readers, or 1 for a
+ *     write) and holds: the owner's write holds for an op of mode WRITE,
+ *     else its field "o<id>" (read holds, or a plain lock's holds).
+ *
+ * The plain-lock scripts look at the mode first, and so does the model: a
+ * plain ACQUIRE of a read/write lock is BACKEND_WRONG_KIND with held = its
+ * mode (even by an owner with a reader's field there, whose name is the
+ * same), and a plain RELEASE or DROP of one answers -1 and changes
+ * nothing.
+ *
+ * The fake announces BACKEND_CAP_RW (with MONOTONIC_FENCE and WAKEUPS);
+ * fake_set_caps() changes that. */
 #ifndef DLOCK_FAKE_BACKEND_H
 #define DLOCK_FAKE_BACKEND_H
 
@@ -38,6 +79,7 @@ typedef struct fake_s fake_t;
 /* One submitted op, as the log keeps it. */
 typedef struct fake_rec_s {
     backend_op_kind_t kind;
+    backend_mode_t mode;       /* the op's mode */
     char name[FAKE_NAME_MAX + 1];
     uint64_t owner;
     uint32_t lease_ms;
@@ -70,6 +112,9 @@ void fake_close(fake_t *fb);
 
 /* A clock drift allowance, as a quorum has: taken off every lease. */
 void fake_set_drift(fake_t *fb, uint32_t drift_ms);
+/* What the topology promises (backend_t.caps, BACKEND_CAP_*); the fake
+ * starts with MONOTONIC_FENCE | WAKEUPS | RW. */
+void fake_set_caps(fake_t *fb, unsigned caps);
 
 /* ---- answering --------------------------------------------------------- */
 
@@ -111,6 +156,9 @@ size_t fake_log_len(const fake_t *fb);
 const fake_rec_t *fake_log(const fake_t *fb, size_t i);
 /* Ops of kind in the log (all of it, or from position from on). */
 size_t fake_log_count(const fake_t *fb, size_t from, backend_op_kind_t kind);
+/* The same, of kind and mode. */
+size_t fake_log_count_mode(const fake_t *fb, size_t from, backend_op_kind_t kind,
+                           backend_mode_t mode);
 
 /* ---- watches ------------------------------------------------------------- */
 
@@ -118,6 +166,8 @@ size_t fake_log_count(const fake_t *fb, size_t from, backend_op_kind_t kind);
 int fake_watched(const fake_t *fb, const char *name);
 /* backend_watch() calls for name. */
 unsigned fake_watch_calls(const fake_t *fb, const char *name);
+/* The mode (channel) of name's last backend_watch(); -1 if never watched. */
+int fake_watch_mode(const fake_t *fb, const char *name);
 /* Delivers BACKEND_RELEASED to name's watcher now, as a release message
  * would; returns 1 if it was watched (and the backend up), else 0. */
 int fake_publish(fake_t *fb, const char *name);
@@ -132,12 +182,32 @@ void fake_expire(fake_t *fb, const char *name);
 /* Another owner (field) takes name, replacing whoever held it, for ttl_ms
  * (<0: no expiry); a new grant, so the fence rises. */
 void fake_take(fake_t *fb, const char *name, const char *field, long long ttl_ms);
+/* A foreign read/write hold, as another daemon's or Redisson's script
+ * would leave it, for ttl_ms (<0: no expiry). BACKEND_WRITE: field takes
+ * the write lock (its field "<field>:write"), replacing whoever held the
+ * name; a new grant, so the fence rises. BACKEND_READ: field adds one read
+ * hold (and its timeout key) to a read lock; a name held otherwise is
+ * replaced; the hash's TTL only grows (ttl_ms < 0 takes its expiry
+ * away) and the fence stays. */
+void fake_take_rw(fake_t *fb, const char *name, const char *field, backend_mode_t mode,
+                  long long ttl_ms);
 /* Another daemon's FORCEUNLOCK: deletes the key and leaves the marker. */
 void fake_force(fake_t *fb, const char *name);
 /* The lock manager owner's holds on name in the model (0: none). */
 long long fake_holds(fake_t *fb, uint64_t owner, const char *name);
 /* The same for any field. */
 long long fake_holds_field(fake_t *fb, const char *field, const char *name);
+/* The lock manager owner's holds of mode on name: BACKEND_WRITE its field
+ * "o<id>:write", else its field "o<id>" (read holds, or plain). */
+long long fake_holds_mode(fake_t *fb, uint64_t owner, const char *name, backend_mode_t mode);
+/* What name holds: -1 nothing (no key), else BACKEND_MUTEX, BACKEND_READ
+ * or BACKEND_WRITE (a downgraded writer's reads keep it WRITE until the
+ * write hold goes). */
+int fake_mode(fake_t *fb, const char *name);
+/* Owners with read holds on name (its fields other than "...:write"). */
+long long fake_readers(fake_t *fb, const char *name);
+/* PTTL of read hold n's timeout key of field on name: -2 none, -1 no expiry. */
+long long fake_timeout_pttl(fake_t *fb, const char *field, const char *name, long long n);
 /* PTTL: -2 no key, -1 no expiry, else ms left. */
 long long fake_pttl(fake_t *fb, const char *name);
 /* The last fence handed out for name (FAKE_FENCE_START - 1: none yet). */
