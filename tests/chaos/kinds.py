@@ -11,11 +11,12 @@ inside, or anyone enters while a writer is. A section is reported after its
 grant's reply and ended before its unlock is sent, so a tracked section lies
 inside the real hold: an overlap of tracked sections is an overlap of holds.
 
-Faults: workers SIGKILLed (their connection closes; the orchestrator ends
-their section at the kill, before the daemon can release anything), and
-one dlockd SIGKILLed and restarted (its workers' sections end at the kill:
-the lock dies with the daemon's connections, as the docs say; the keys it
-left in Redis keep the others out until their lease runs out).
+Faults: workers SIGKILLed (the orchestrator ends their section just before
+the kill: their hold lasts until the connection closes, after it, and what
+they still send is ignored), and one dlockd SIGKILLed and restarted (its
+workers' sections end just before the kill: their holds die with the
+daemon's connections, as the docs say, and the keys it left in Redis keep
+the others out until their lease runs out).
 
 Checks: no overlap; write fences rise strictly in grant order and a read's
 fence is at least that of every write that ended before it was granted;
@@ -54,7 +55,7 @@ def _line(f):
             return l.strip()
 
 
-def worker(wid, dsock, tsock, seed):
+def worker(inc, dsock, tsock, seed):
     rnd = random.Random(seed)
     tr = socket.socket(socket.AF_UNIX)
     tr.connect(tsock)
@@ -79,9 +80,9 @@ def worker(wid, dsock, tsock, seed):
             r = _line(d)
             if not r.startswith("OK "):
                 raise EOFError
-            tell("G %d %s %s" % (wid, "W" if write else "R", r.split()[1]))
+            tell("G %d %s %s" % (inc, "W" if write else "R", r.split()[1]))
             time.sleep(rnd.uniform(0.001, 0.004))
-            tell("E %d" % wid)
+            tell("E %d" % inc)
             d.write("%s %s\n" % ("WUNLOCK" if write else "RUNLOCK", KI_NAME))
             d.flush()
             _line(d)
@@ -96,9 +97,10 @@ class Tracker(object):
     def __init__(self, path):
         self.path = path
         self.lock = threading.Lock()
-        self.inside = {}            # wid -> (mode, fence, t)
-        self.grants = []            # (t, wid, mode, fence)
-        self.ends = []              # (t, wid, mode, fence)
+        self.inside = {}            # incarnation -> (mode, fence, t)
+        self.dead = set()           # killed incarnations: what they still send is late
+        self.grants = []            # (t, incarnation, mode, fence)
+        self.ends = []              # (t, incarnation, mode, fence)
         self.violations = []
         self.max_readers = 0
         self.srv = socket.socket(socket.AF_UNIX)
@@ -122,7 +124,9 @@ class Tracker(object):
                 w = l.split()
                 t = time.monotonic()
                 with self.lock:
-                    if w[0] == "G":
+                    if int(w[1]) in self.dead:
+                        pass        # sent before its kill, read after: its hold died with it
+                    elif w[0] == "G":
                         self.enter(t, int(w[1]), w[2], int(w[3]))
                     else:
                         self.leave(t, int(w[1]))
@@ -131,25 +135,28 @@ class Tracker(object):
         except (OSError, ValueError, IndexError):
             pass
 
-    def enter(self, t, wid, mode, fence):
-        others = [(o, m) for o, (m, _, _) in self.inside.items() if o != wid]
+    def enter(self, t, inc, mode, fence):
+        others = [(o, m) for o, (m, _, _) in self.inside.items() if o != inc]
         if any(mode == "W" or m == "W" for _, m in others):
-            self.violations.append((t, wid, mode, sorted(others)))
-        self.inside[wid] = (mode, fence, t)
-        self.grants.append((t, wid, mode, fence))
+            self.violations.append((t, inc, mode, sorted(others)))
+        self.inside[inc] = (mode, fence, t)
+        self.grants.append((t, inc, mode, fence))
         readers = sum(1 for m, _, _ in self.inside.values() if m == "R")
         self.max_readers = max(self.max_readers, readers)
 
-    def leave(self, t, wid):
-        x = self.inside.pop(wid, None)
+    def leave(self, t, inc):
+        x = self.inside.pop(inc, None)
         if x is not None:
-            self.ends.append((t, wid, x[0], x[1]))
+            self.ends.append((t, inc, x[0], x[1]))
 
-    def kill(self, wids):
-        """Their sections end now: they were killed, or their daemon was."""
+    def kill(self, incs, dead=True):
+        """Their sections end now: they were killed, or their daemon was (then
+        they go on, with new grants)."""
         with self.lock:
-            for wid in wids:
-                self.leave(time.monotonic(), wid)
+            for inc in incs:
+                self.leave(time.monotonic(), inc)
+                if dead:
+                    self.dead.add(inc)
 
     def close(self):
         self.closed = True
@@ -203,7 +210,8 @@ class Stage(object):
         self.rsock = os.path.join(self.tmp, "redis.sock")
         self.dsock = [os.path.join(self.tmp, "d%d.sock" % i) for i in range(KI_DAEMONS)]
         self.daemons = [None] * KI_DAEMONS
-        self.workers = {}
+        self.workers = {}           # wid -> its process
+        self.winc = {}              # wid -> its incarnation (unique per process)
         self.wdaemon = {}
         self.rnd = random.Random(c.args.seed + 13)
         self.faults = []            # (label, t)
@@ -222,10 +230,19 @@ class Stage(object):
 
     def start_worker(self, wid):
         d = wid % KI_DAEMONS
+        inc = self.winc[wid] = max(self.winc.values(), default=-1) + 1
         self.workers[wid] = self.spawn(
-            [sys.executable, os.path.abspath(__file__), "worker", str(wid), self.dsock[d],
+            [sys.executable, os.path.abspath(__file__), "worker", str(inc), self.dsock[d],
              self.tracker.path, str(self.rnd.randrange(1 << 30))], "kinds-w%d.log" % wid)
         self.wdaemon[wid] = d
+
+    def kill_worker(self, wid):
+        """Its section ends in the tracker first: the hold it may have lasts
+        until its connection closes, after the kill, so no conflicting grant
+        can come in between."""
+        self.tracker.kill([self.winc[wid]])
+        self.workers[wid].send_signal(signal.SIGKILL)
+        self.workers[wid].wait()
 
     def progress(self, since):
         """Both kinds granted since `since`, within the bound."""
@@ -257,24 +274,20 @@ class Stage(object):
         kills = 3 if self.short else 9
         for k in range(kills):
             wid = self.rnd.randrange(KI_WORKERS)
-            self.workers[wid].send_signal(signal.SIGKILL)
-            self.workers[wid].wait()
-            self.tracker.kill([wid])
+            self.kill_worker(wid)
             t = time.monotonic()
             self.faults.append(("worker %d SIGKILL" % wid, t, self.progress(t)))
             self.start_worker(wid)
         d = 1
+        self.tracker.kill([self.winc[w] for w, x in self.wdaemon.items() if x == d], dead=False)
         self.daemons[d].send_signal(signal.SIGKILL)
         self.daemons[d].wait()
-        self.tracker.kill([w for w, x in self.wdaemon.items() if x == d])
         t = time.monotonic()
         self.start_dlockd(d)
         self.faults.append(("dlockd %d SIGKILL and restart" % d, t, self.progress(t)))
         time.sleep(1.0 if self.short else 3.0)
-        for wid, p in self.workers.items():
-            p.send_signal(signal.SIGKILL)
-            p.wait()
-        self.tracker.kill(list(self.workers))
+        for wid in self.workers:
+            self.kill_worker(wid)
         for i, p in enumerate(self.daemons):
             alive = p.poll() is None
             p.send_signal(signal.SIGTERM)
@@ -303,12 +316,12 @@ class Stage(object):
                    "no overlap" if not tr.violations else "overlaps: %s" % tr.violations[:5]))
         bad = []
         last_w = 0
-        for t, wid, mode, fence in tr.grants:
+        for t, _, mode, fence in tr.grants:
             if mode == "W":
                 if fence <= last_w:
                     bad.append("write fence %d after %d" % (fence, last_w))
                 last_w = fence
-        for t, wid, mode, fence in tr.grants:
+        for t, _, mode, fence in tr.grants:
             if mode != "R":
                 continue
             before = [f for te, _, m, f in tr.ends if m == "W" and te < t]
@@ -338,4 +351,4 @@ if __name__ == "__main__":
         except (KeyboardInterrupt, BrokenPipeError, ConnectionResetError):
             pass
         sys.exit(0)
-    sys.exit("usage: kinds.py worker <wid> <dlockd-socket> <tracker-socket> <seed>")
+    sys.exit("usage: kinds.py worker <incarnation> <dlockd-socket> <tracker-socket> <seed>")
