@@ -258,36 +258,81 @@ static int parse_grant(const dlock_t *d, uint64_t *fence, uint32_t *holds) {
     return 0;
 }
 
-int dlock_lock(dlock_t *d, const char *name, uint32_t lease_ms, uint64_t *fence,
-               uint32_t *holds) {
+/* verb NAME LEASE_MS: LOCK, RLOCK or WLOCK. */
+static int take(dlock_t *d, const char *verb, const char *name, uint32_t lease_ms,
+                uint64_t *fence, uint32_t *holds) {
     char line[DLOCK_NAME_MAX + 64];
     if (!name_ok(name)) return DLOCK_ENAME;
-    snprintf(line, sizeof(line), "LOCK %s %u", name, lease_ms);
+    snprintf(line, sizeof(line), "%s %s %u", verb, name, lease_ms);
     int r = roundtrip(d, line);
     return r == 0 ? parse_grant(d, fence, holds) : r;
 }
 
-int dlock_trylock(dlock_t *d, const char *name, uint32_t wait_ms, uint32_t lease_ms,
-                  uint64_t *fence, uint32_t *holds, long long *ttl_ms) {
+/* verb NAME WAIT_MS LEASE_MS: TRYLOCK, TRYRLOCK or TRYWLOCK. */
+static int try_take(dlock_t *d, const char *verb, const char *name, uint32_t wait_ms,
+                    uint32_t lease_ms, uint64_t *fence, uint32_t *holds, long long *ttl_ms) {
     char line[DLOCK_NAME_MAX + 64];
     if (!name_ok(name)) return DLOCK_ENAME;
-    snprintf(line, sizeof(line), "TRYLOCK %s %u %u", name, wait_ms, lease_ms);
+    snprintf(line, sizeof(line), "%s %s %u %u", verb, name, wait_ms, lease_ms);
     int r = roundtrip(d, line);
     if (r == DLOCK_ETIMEOUT && ttl_ms != NULL && sscanf(d->line, "TIMEOUT %lld", ttl_ms) != 1)
         *ttl_ms = -1;
     return r == 0 ? parse_grant(d, fence, holds) : r;
 }
 
-int dlock_unlock(dlock_t *d, const char *name, uint32_t *holds_left) {
+/* verb NAME: UNLOCK, RUNLOCK or WUNLOCK, answered "OK <holds_left>". */
+static int drop(dlock_t *d, const char *verb, const char *name, uint32_t *holds_left) {
     char line[DLOCK_NAME_MAX + 16];
     unsigned left;
     if (!name_ok(name)) return DLOCK_ENAME;
-    snprintf(line, sizeof(line), "UNLOCK %s", name);
+    snprintf(line, sizeof(line), "%s %s", verb, name);
     int r = roundtrip(d, line);
     if (r != 0) return r;
     if (sscanf(d->line, "OK %u", &left) != 1) return DLOCK_EPROTO;
     if (holds_left) *holds_left = left;
     return 0;
+}
+
+int dlock_lock(dlock_t *d, const char *name, uint32_t lease_ms, uint64_t *fence,
+               uint32_t *holds) {
+    return take(d, "LOCK", name, lease_ms, fence, holds);
+}
+
+int dlock_trylock(dlock_t *d, const char *name, uint32_t wait_ms, uint32_t lease_ms,
+                  uint64_t *fence, uint32_t *holds, long long *ttl_ms) {
+    return try_take(d, "TRYLOCK", name, wait_ms, lease_ms, fence, holds, ttl_ms);
+}
+
+int dlock_unlock(dlock_t *d, const char *name, uint32_t *holds_left) {
+    return drop(d, "UNLOCK", name, holds_left);
+}
+
+int dlock_rlock(dlock_t *d, const char *name, uint32_t lease_ms, uint64_t *fence,
+                uint32_t *holds) {
+    return take(d, "RLOCK", name, lease_ms, fence, holds);
+}
+
+int dlock_wlock(dlock_t *d, const char *name, uint32_t lease_ms, uint64_t *fence,
+                uint32_t *holds) {
+    return take(d, "WLOCK", name, lease_ms, fence, holds);
+}
+
+int dlock_tryrlock(dlock_t *d, const char *name, uint32_t wait_ms, uint32_t lease_ms,
+                   uint64_t *fence, uint32_t *holds, long long *ttl_ms) {
+    return try_take(d, "TRYRLOCK", name, wait_ms, lease_ms, fence, holds, ttl_ms);
+}
+
+int dlock_trywlock(dlock_t *d, const char *name, uint32_t wait_ms, uint32_t lease_ms,
+                   uint64_t *fence, uint32_t *holds, long long *ttl_ms) {
+    return try_take(d, "TRYWLOCK", name, wait_ms, lease_ms, fence, holds, ttl_ms);
+}
+
+int dlock_runlock(dlock_t *d, const char *name, uint32_t *holds_left) {
+    return drop(d, "RUNLOCK", name, holds_left);
+}
+
+int dlock_wunlock(dlock_t *d, const char *name, uint32_t *holds_left) {
+    return drop(d, "WUNLOCK", name, holds_left);
 }
 
 int dlock_renew(dlock_t *d, const char *name, uint32_t lease_ms, long long *ttl_ms) {
@@ -306,6 +351,7 @@ int dlock_status(dlock_t *d, const char *name, dlock_status_t *out) {
     char line[DLOCK_NAME_MAX + 16];
     dlock_status_t st = {DLOCK_FREE, 0, -1, 0};
     unsigned long long fence;
+    unsigned readers;
     if (!name_ok(name)) return DLOCK_ENAME;
     snprintf(line, sizeof(line), "STATUS %s", name);
     int r = roundtrip(d, line);
@@ -317,6 +363,10 @@ int dlock_status(dlock_t *d, const char *name, dlock_status_t *out) {
         st.fence = fence;
     } else if (sscanf(d->line, "OK TAKEN %lld", &st.ttl_ms) == 1) {
         st.state = DLOCK_TAKEN;
+    } else if (sscanf(d->line, "OK READ %u %u %lld", &readers, &st.holds, &st.ttl_ms) == 3) {
+        st.state = DLOCK_READ;
+    } else if (sscanf(d->line, "OK WRITE %u %u %lld", &readers, &st.holds, &st.ttl_ms) == 3) {
+        st.state = DLOCK_WRITE;
     } else {
         return DLOCK_EPROTO;
     }

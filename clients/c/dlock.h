@@ -24,7 +24,13 @@ extern "C" {
 #define DLOCK_NAME_MAX       255
 #define DLOCK_LINE_MAX       4096   /* longest reply line accepted */
 
-/* Every error: enum, name and message come from one table. */
+/* Every error: enum, name and message come from one table. New codes go
+ * at the end, so that the values of the others never change.
+ * DLOCK_EKIND: the name is held as the other kind of lock (a plain lock
+ * and a read/write lock of one name exclude each other only so), or the
+ * request does not fit this connection's hold of it (UNLOCK of a read or
+ * write hold, RUNLOCK/WUNLOCK of a plain one, WLOCK while holding a read
+ * hold: an upgrade), or dlockd offers no read/write locks (quorum). */
 #define DLOCK_ERR_MAP(XX)                                                    \
     XX(CONNECT, "cannot connect to dlockd")                                  \
     XX(IO, "i/o error talking to dlockd")                                    \
@@ -40,7 +46,8 @@ extern "C" {
     XX(UNKNOWN, "dlockd does not know the command")                          \
     XX(TOOLONG, "request line too long")                                     \
     XX(NOMEM, "out of memory")                                               \
-    XX(LOST, "the lock was lost")
+    XX(LOST, "the lock was lost")                                            \
+    XX(KIND, "not allowed for this kind of lock")
 
 enum {
     DLOCK_OK = 0,
@@ -59,15 +66,21 @@ typedef void (*dlock_lost_cb)(dlock_t *d, const char *name, const char *reason,
 
 typedef enum {
     DLOCK_FREE = 0,   /* nobody holds it */
-    DLOCK_MINE,       /* this connection holds it */
-    DLOCK_TAKEN       /* someone else holds it */
+    DLOCK_MINE,       /* this connection holds it (a plain lock) */
+    DLOCK_TAKEN,      /* someone else holds it (a plain lock) */
+    DLOCK_READ,       /* a read/write lock with read holds */
+    DLOCK_WRITE       /* a read/write lock with a write hold */
 } dlock_state_t;
 
+/* The layout stays as it was before read/write locks (libdlock.so.0): the
+ * number of readers of a DLOCK_READ lock is in the raw reply,
+ * "OK READ <readers> <mine> <ttl_ms>" (dlock_request "STATUS <name>"). */
 typedef struct dlock_status_s {
     dlock_state_t state;
-    uint32_t holds;       /* DLOCK_MINE */
-    long long ttl_ms;     /* DLOCK_MINE, DLOCK_TAKEN; -1 when unknown */
-    uint64_t fence;       /* DLOCK_MINE */
+    uint32_t holds;       /* DLOCK_MINE; DLOCK_READ, DLOCK_WRITE: this
+                             connection's holds of that kind (0: others') */
+    long long ttl_ms;     /* all but DLOCK_FREE; -1 when unknown */
+    uint64_t fence;       /* DLOCK_MINE; 0 otherwise */
 } dlock_status_t;
 
 /* Connects to path; NULL means $DLOCK_SOCKET, else DLOCK_DEFAULT_SOCKET.
@@ -90,6 +103,29 @@ int dlock_trylock(dlock_t *d, const char *name, uint32_t wait_ms, uint32_t lease
 int dlock_unlock(dlock_t *d, const char *name, uint32_t *holds_left);
 /* Resets the lease (0: the lock's own); *ttl_ms is the new lease. */
 int dlock_renew(dlock_t *d, const char *name, uint32_t lease_ms, long long *ttl_ms);
+/* Read/write locks: any number of owners may hold read holds at once, a
+ * write hold excludes every other hold. They take, wait and time out as
+ * dlock_lock(), dlock_trylock() and dlock_unlock() do, and are released
+ * by their own unlock, one hold at a time. A read grant's fence is the
+ * name's fence counter as it is (0 if never written; two readers may get
+ * the same one); a write grant raises it. A writer may take read holds too
+ * (a downgrade); WLOCK while holding a read hold (an upgrade) is
+ * DLOCK_EKIND, as is any of these on a name held as a plain lock, and
+ * dlock_lock() or dlock_unlock() on a read/write lock. */
+int dlock_rlock(dlock_t *d, const char *name, uint32_t lease_ms, uint64_t *fence,
+                uint32_t *holds);
+int dlock_wlock(dlock_t *d, const char *name, uint32_t lease_ms, uint64_t *fence,
+                uint32_t *holds);
+int dlock_tryrlock(dlock_t *d, const char *name, uint32_t wait_ms, uint32_t lease_ms,
+                   uint64_t *fence, uint32_t *holds, long long *ttl_ms);
+int dlock_trywlock(dlock_t *d, const char *name, uint32_t wait_ms, uint32_t lease_ms,
+                   uint64_t *fence, uint32_t *holds, long long *ttl_ms);
+/* Drops one read (write) hold; *holds_left tells how many of that kind
+ * remain. */
+int dlock_runlock(dlock_t *d, const char *name, uint32_t *holds_left);
+int dlock_wunlock(dlock_t *d, const char *name, uint32_t *holds_left);
+/* Any lock's state: a plain lock is FREE, MINE or TAKEN, a read/write lock
+ * READ or WRITE (FREE once nobody holds it). */
 int dlock_status(dlock_t *d, const char *name, dlock_status_t *out);
 /* *removed is 1 if a lock was removed, 0 if there was none. */
 int dlock_force_unlock(dlock_t *d, const char *name, int *removed);

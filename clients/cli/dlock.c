@@ -11,6 +11,7 @@
 #include <string.h>
 #include <netdb.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -20,6 +21,7 @@
 
 /* Exit codes (sysexits.h where one fits). */
 #define EXIT_USAGE       64
+#define EXIT_DATAERR     65
 #define EXIT_UNAVAILABLE 69
 #define EXIT_SOFTWARE    70
 #define EXIT_OSERR       71
@@ -36,18 +38,23 @@ static int sigpipe[2] = {-1, -1};  /* signal handler -> main loop */
 
 static void usage(FILE *out) {
     fprintf(out,
-        "usage: dlock [-s SOCKET] [-n | -w SECONDS] [-E CODE] [-l LEASE_MS] [-k SECONDS]\n"
-        "             NAME COMMAND [ARG...]\n"
-        "       dlock [-s SOCKET] --status NAME | --force-unlock NAME | --info | --ping\n"
-        "       dlock [-s SOCKET] --who NAME | --metrics\n"
-        "  -s SOCKET   dlockd's socket (default $DLOCK_SOCKET, else %s)\n"
+        "usage: dlock [-S SOCKET] [-s | -x] [-n | -w SECONDS] [-E CODE] [-l LEASE_MS]\n"
+        "             [-k SECONDS] NAME COMMAND [ARG...]\n"
+        "       dlock [-S SOCKET] --status NAME | --force-unlock NAME | --info | --ping\n"
+        "       dlock [-S SOCKET] --who NAME | --metrics\n"
+        "  -S SOCKET   dlockd's socket (default $DLOCK_SOCKET, else %s)\n"
+        "  -s          take a read lock (shared with other readers; --shared)\n"
+        "  -x          take a write lock (excludes readers and writers; --exclusive)\n"
+        "              without -s or -x, a plain lock: every user of NAME must take\n"
+        "              the same kind (plain, or -s and -x)\n"
         "  -n          fail at once if the lock is held\n"
         "  -w SECONDS  give up after SECONDS (fractions allowed)\n"
         "  -E CODE     exit code when -n or -w could not get the lock (default 1)\n"
         "  -l LEASE_MS hold the lock with a lease instead of while running\n"
         "  -k SECONDS  after the lock is lost, SIGKILL COMMAND this long after SIGTERM\n"
         "              (default 5)\n"
-        "COMMAND gets DLOCK_NAME and DLOCK_FENCE in its environment. See dlock(1).\n",
+        "COMMAND gets DLOCK_NAME and DLOCK_FENCE in its environment. -s used to name\n"
+        "the socket: use -S (--socket). See dlock(1).\n",
         DLOCK_DEFAULT_SOCKET);
 }
 
@@ -106,9 +113,29 @@ static int exit_for(int err) {
     case DLOCK_EIO: return EXIT_UNAVAILABLE;
     case DLOCK_ENAME:
     case DLOCK_EARGS: return EXIT_USAGE;
+    case DLOCK_EKIND: return EXIT_DATAERR;
     default: return EXIT_SOFTWARE;
     }
 }
+
+/* The kinds of lock dlock can hold, chosen once from -s and -x. */
+typedef struct lock_kind_s {
+    int (*take)(dlock_t *d, const char *name, uint32_t lease_ms, uint64_t *fence,
+                uint32_t *holds);
+    int (*try_take)(dlock_t *d, const char *name, uint32_t wait_ms, uint32_t lease_ms,
+                    uint64_t *fence, uint32_t *holds, long long *ttl_ms);
+    const char *on_kind;  /* after "dlock: NAME: " when dlockd answers ERR KIND */
+} lock_kind_t;
+
+static const char held_as_plain[] =
+    "held as a plain lock (take it without -s and -x, as its other users do), "
+    "or this dlockd has no read/write locks (quorum)";
+
+static const lock_kind_t plain_kind = {
+    dlock_lock, dlock_trylock,
+    "held as a read/write lock: take it with -s or -x, as its other users do"};
+static const lock_kind_t read_kind = {dlock_rlock, dlock_tryrlock, held_as_plain};
+static const lock_kind_t write_kind = {dlock_wlock, dlock_trywlock, held_as_plain};
 
 static void on_signal(int sig) {
     int saved = errno;
@@ -357,18 +384,24 @@ int main(int argc, char **argv) {
         {"metrics", no_argument, NULL, OPT_METRICS},
         {"who", required_argument, NULL, OPT_WHO},
         {"version", no_argument, NULL, OPT_VERSION},
+        {"socket", required_argument, NULL, 'S'},
+        {"shared", no_argument, NULL, 's'},
+        {"exclusive", no_argument, NULL, 'x'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *sock = NULL;
-    int nonblock = 0, have_wait = 0, metrics = 0, opt;
+    const lock_kind_t *kind = &plain_kind;
+    int nonblock = 0, have_wait = 0, metrics = 0, shared = 0, exclusive = 0, opt;
     uint32_t wait_ms = 0, lease_ms = 0, conflict = 1, grace_ms = DEFAULT_GRACE_MS;
     char query_line[DLOCK_NAME_MAX + 32] = "";
 
     /* '+': stop at the first non-option, so COMMAND keeps its own options. */
-    while ((opt = getopt_long(argc, argv, "+s:nw:E:l:k:h", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "+S:sxnw:E:l:k:h", longopts, NULL)) != -1) {
         switch (opt) {
-        case 's': sock = optarg; break;
+        case 'S': sock = optarg; break;
+        case 's': shared = 1; break;
+        case 'x': exclusive = 1; break;
         case 'n': nonblock = 1; break;
         case 'w':
             if (parse_seconds(optarg, &wait_ms) != 0)
@@ -413,10 +446,18 @@ int main(int argc, char **argv) {
         return query(sock, query_line);
     }
     if (nonblock && have_wait) return usage_error("-n and -w exclude each other", NULL, NULL);
+    if (shared && exclusive) return usage_error("-s and -x exclude each other", NULL, NULL);
     if (optind + 2 > argc)
         return usage_error(optind == argc ? "missing NAME and COMMAND" : "missing COMMAND", NULL, NULL);
+    if (shared) kind = &read_kind;
+    if (exclusive) kind = &write_kind;
 
     run_t run = {.name = argv[optind]};
+    /* -s used to name the socket: say so when NAME looks like one. */
+    struct stat st;
+    if (shared && stat(run.name, &st) == 0 && S_ISSOCK(st.st_mode))
+        fprintf(stderr, "dlock: note: -s takes a read lock (--shared); %s is a socket: "
+                        "name dlockd's socket with -S\n", run.name);
     dlock_t *d = connect_or_say(sock);
     if (d == NULL) return EXIT_UNAVAILABLE;
     dlock_set_lost_cb(d, on_lost, &run);
@@ -424,15 +465,16 @@ int main(int argc, char **argv) {
     uint64_t fence = 0;
     int r;
     if (nonblock || have_wait)
-        r = dlock_trylock(d, run.name, nonblock ? 0 : wait_ms, lease_ms, &fence, NULL, NULL);
+        r = kind->try_take(d, run.name, nonblock ? 0 : wait_ms, lease_ms, &fence, NULL, NULL);
     else
-        r = dlock_lock(d, run.name, lease_ms, &fence, NULL);
+        r = kind->take(d, run.name, lease_ms, &fence, NULL);
     if (r == DLOCK_ETIMEOUT) {
         dlock_close(d);
         return (int)conflict;
     }
     if (r != 0) {
-        fprintf(stderr, "dlock: %s: %s\n", run.name, dlock_strerror(r));
+        fprintf(stderr, "dlock: %s: %s\n", run.name,
+                r == DLOCK_EKIND ? kind->on_kind : dlock_strerror(r));
         dlock_close(d);
         return exit_for(r);
     }

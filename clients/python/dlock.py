@@ -17,6 +17,12 @@ thread.
         finally:
             lk.release()
 
+    with dlock.Client() as c:       # read/write locks, over one connection
+        with c.read_lock("catalog"):    # shared with other readers
+            ...
+        with c.write_lock("catalog"):   # alone
+            ...
+
 Loss notifications (``!LOST <name> <reason>``) are collected whenever the
 client reads from dlockd and are reported as LockLost by the next call on
 that name, by check(), or by leaving a ``with dlock.Lock(...)`` block.
@@ -38,8 +44,8 @@ import time
 __all__ = [
     "DEFAULT_SOCKET", "SOCKET_ENV", "NAME_MAX", "NUM_MAX", "Status",
     "DlockError", "BadRequest", "Timeout", "NotHeld", "BackendError",
-    "LimitError", "Denied", "LockLost", "ConnectionClosed", "ConnectFailed",
-    "ProtocolError", "Client", "Lock", "validate_name",
+    "LimitError", "Denied", "KindError", "LockLost", "ConnectionClosed",
+    "ConnectFailed", "ProtocolError", "Client", "Lock", "ClientLock", "validate_name",
 ]
 
 DEFAULT_SOCKET = "/run/dlockd/dlockd.sock"
@@ -49,13 +55,33 @@ NUM_MAX = 2147483647           # largest number the protocol accepts
 _LINE_MAX = 65536              # longest line accepted from dlockd
 _QUIT_TIMEOUT = 2.0            # seconds close() waits for "OK BYE"
 
-Status = collections.namedtuple("Status", "state holds ttl_ms fence")
-Status.__doc__ = """STATUS of a lock.
 
-state: "FREE", "MINE" (held by this connection) or "TAKEN" (held by another).
-holds: this connection's holds (0 unless MINE).
-ttl_ms: remaining lease in ms (None when FREE; may be -1 when unknown).
-fence: this connection's fence (only when MINE, else None)."""
+
+class Status(collections.namedtuple("Status", "state holds ttl_ms fence")):
+    """STATUS of a lock.
+
+    state: "FREE", "MINE" (a plain lock held by this connection), "TAKEN" (a
+    plain lock held by another), "READ" (a read/write lock with read holds)
+    or "WRITE" (a read/write lock with a write hold).
+    holds: this connection's holds (MINE; READ, WRITE: of that kind; else 0).
+    ttl_ms: remaining lease in ms (None when FREE; may be -1 when unknown).
+    fence: this connection's fence (only when MINE, else None).
+    readers: the owners holding read holds (READ), 1 (WRITE), else None; an
+    attribute, not one of the tuple's four items."""
+
+    readers = None
+
+    def __new__(cls, state, holds, ttl_ms, fence, readers=None):
+        self = super().__new__(cls, state, holds, ttl_ms, fence)
+        if readers is not None:
+            self.readers = readers
+        return self
+
+    def __repr__(self):
+        text = super().__repr__()
+        if self.readers is None:
+            return text
+        return "%s, readers=%r)" % (text[:-1], self.readers)
 
 
 # ---- errors ------------------------------------------------------------
@@ -110,6 +136,15 @@ class LimitError(DlockError):
 
 class Denied(DlockError):
     """ERR DENIED: not allowed for this peer."""
+
+
+class KindError(DlockError):
+    """ERR KIND: the name is held as the other kind of lock (a plain lock and
+    a read/write lock of one name exclude each other only so: every user of
+    a name must take the same kind), or the request does not fit this
+    connection's hold (UNLOCK of a read or write hold, RUNLOCK/WUNLOCK of a
+    plain one, write_lock while holding a read lock: an upgrade), or dlockd
+    offers no read/write locks (quorum)."""
 
 
 class LockLost(DlockError):
@@ -175,6 +210,7 @@ _ERRORS = {
     "BACKEND": BackendError,
     "LIMIT": LimitError,
     "DENIED": Denied,
+    "KIND": KindError,
 }
 
 _DIGITS = re.compile(r"[0-9]+\Z")
@@ -235,10 +271,10 @@ class Client(object):
 
     socket: path of dlockd's socket; default $DLOCK_SOCKET, else
     /run/dlockd/dlockd.sock. timeout: seconds allowed for connecting and for
-    each reply, except the wait of LOCK (unbounded) and of TRYLOCK (its
-    wait_ms plus timeout); None waits forever. When a reply does not come in
-    time the connection is closed (its locks are released) and
-    ConnectionClosed is raised.
+    each reply, except the wait of LOCK, RLOCK and WLOCK (unbounded) and of
+    TRYLOCK, TRYRLOCK and TRYWLOCK (its wait_ms plus timeout); None waits
+    forever. When a reply does not come in time the connection is closed
+    (its locks are released) and ConnectionClosed is raised.
     """
 
     def __init__(self, socket=None, timeout=None):
@@ -479,31 +515,87 @@ class Client(object):
 
     # -- requests --
 
-    def lock(self, name, lease_ms=0):
-        """LOCK: wait as long as it takes. Returns (fence, holds). lease_ms 0
-        means watchdog mode (held as long as this connection lives)."""
+    def _take(self, verb, name, lease_ms):
+        """LOCK, RLOCK or WLOCK: (fence, holds)."""
         name = validate_name(name)
-        words = ["LOCK", name]
+        words = [verb, name]
         if _check_num("lease_ms", lease_ms):
             words.append(str(lease_ms))
         return self._grant(self._call(words, name, unbounded=True))
 
-    def trylock(self, name, wait_ms=0, lease_ms=0):
-        """TRYLOCK: wait at most wait_ms. Returns (fence, holds) or raises
-        Timeout (with the holder's ttl_ms)."""
+    def _try_take(self, verb, name, wait_ms, lease_ms):
+        """TRYLOCK, TRYRLOCK or TRYWLOCK: (fence, holds), or Timeout."""
         name = validate_name(name)
-        words = ["TRYLOCK", name, str(_check_num("wait_ms", wait_ms))]
+        words = [verb, name, str(_check_num("wait_ms", wait_ms))]
         if _check_num("lease_ms", lease_ms):
             words.append(str(lease_ms))
         return self._grant(self._call(words, name, wait=wait_ms / 1000.0))
 
+    def _drop(self, verb, name):
+        """UNLOCK, RUNLOCK or WUNLOCK: the holds left."""
+        name = validate_name(name)
+        rw = self._call([verb, name], name)
+        if len(rw) != 2:
+            raise ProtocolError(None, "bad %s reply: %r" % (verb, " ".join(rw)))
+        return _to_int(rw[1])
+
+    def lock(self, name, lease_ms=0):
+        """LOCK: wait as long as it takes. Returns (fence, holds). lease_ms 0
+        means watchdog mode (held as long as this connection lives)."""
+        return self._take("LOCK", name, lease_ms)
+
+    def trylock(self, name, wait_ms=0, lease_ms=0):
+        """TRYLOCK: wait at most wait_ms. Returns (fence, holds) or raises
+        Timeout (with the holder's ttl_ms)."""
+        return self._try_take("TRYLOCK", name, wait_ms, lease_ms)
+
     def unlock(self, name):
         """UNLOCK: drop one hold; returns the holds left (0: the lock is free)."""
-        name = validate_name(name)
-        rw = self._call(["UNLOCK", name], name)
-        if len(rw) != 2:
-            raise ProtocolError(None, "bad UNLOCK reply: %r" % " ".join(rw))
-        return _to_int(rw[1])
+        return self._drop("UNLOCK", name)
+
+    # Read/write locks: any number of owners may hold read holds of a name
+    # at once; a write hold excludes every other hold. A name is one kind of
+    # lock at a time: the other kind's requests raise KindError.
+
+    def rlock(self, name, lease_ms=0):
+        """RLOCK: a read (shared) hold, waiting as long as it takes. Returns
+        (fence, holds): the fence is the name's counter as it is (0 if no
+        write hold was ever granted); a read grant does not raise it."""
+        return self._take("RLOCK", name, lease_ms)
+
+    def wlock(self, name, lease_ms=0):
+        """WLOCK: a write (exclusive) hold, waiting as long as it takes.
+        Returns (fence, holds). KindError while this connection holds a read
+        hold of the name (an upgrade would wait for itself)."""
+        return self._take("WLOCK", name, lease_ms)
+
+    def tryrlock(self, name, wait_ms=0, lease_ms=0):
+        """TRYRLOCK: as trylock, for a read hold."""
+        return self._try_take("TRYRLOCK", name, wait_ms, lease_ms)
+
+    def trywlock(self, name, wait_ms=0, lease_ms=0):
+        """TRYWLOCK: as trylock, for a write hold."""
+        return self._try_take("TRYWLOCK", name, wait_ms, lease_ms)
+
+    def runlock(self, name):
+        """RUNLOCK: drop one read hold; returns the read holds left."""
+        return self._drop("RUNLOCK", name)
+
+    def wunlock(self, name):
+        """WUNLOCK: drop one write hold; returns the write holds left."""
+        return self._drop("WUNLOCK", name)
+
+    def read_lock(self, name, lease_ms=0):
+        """A ClientLock for a read hold of name over this connection:
+
+            with client.read_lock("catalog") as fence:
+                ...
+        """
+        return ClientLock(self, name, "read", lease_ms)
+
+    def write_lock(self, name, lease_ms=0):
+        """A ClientLock for a write hold of name over this connection."""
+        return ClientLock(self, name, "write", lease_ms)
 
     def renew(self, name, lease_ms=0):
         """RENEW: a lock with a lease gets lease_ms (0: its own lease); a
@@ -519,7 +611,8 @@ class Client(object):
         return _to_int(rw[1])
 
     def status(self, name):
-        """STATUS: returns a Status(state, holds, ttl_ms, fence)."""
+        """STATUS: returns a Status(state, holds, ttl_ms, fence), with
+        readers for a read/write lock."""
         name = validate_name(name)
         rw = self._call(["STATUS", name], name)
         state = rw[1] if len(rw) > 1 else ""
@@ -529,6 +622,8 @@ class Client(object):
             return Status("MINE", _to_int(rw[2]), _to_int(rw[3]), _to_int(rw[4]))
         if state == "TAKEN" and len(rw) == 3:
             return Status("TAKEN", 0, _to_int(rw[2]), None)
+        if state in ("READ", "WRITE") and len(rw) == 5:
+            return Status(state, _to_int(rw[3]), _to_int(rw[4]), None, _to_int(rw[2]))
         raise ProtocolError(None, "bad STATUS reply: %r" % " ".join(rw))
 
     def force_unlock(self, name):
@@ -571,6 +666,24 @@ class Client(object):
         if self._eof:
             self._abort()
             raise ConnectionClosed(None, "dlockd closed the connection")
+
+
+def _wait_ms(blocking, timeout):
+    """acquire()'s arguments, as threading.Lock takes them, as a TRY wait in
+    ms; None to wait as long as it takes."""
+    if timeout is None:
+        timeout = -1
+    if not blocking:
+        if timeout != -1:
+            raise ValueError("can't specify a timeout for a non-blocking call")
+        return 0
+    if timeout < 0:
+        if timeout != -1:
+            raise ValueError("timeout value must be a non-negative number or -1")
+        return None
+    if timeout * 1000 >= NUM_MAX:
+        return NUM_MAX
+    return int(math.ceil(timeout * 1000))
 
 
 # ---- one lock, one connection ------------------------------------------
@@ -638,20 +751,7 @@ class Lock(object):
         ConnectFailed, BackendError (Redis trouble), LimitError, LockLost,
         ConnectionClosed, ... After False the Lock keeps its connection for
         the next try; release() closes it."""
-        if timeout is None:
-            timeout = -1
-        if not blocking:
-            if timeout != -1:
-                raise ValueError("can't specify a timeout for a non-blocking call")
-            wait_ms = 0
-        elif timeout < 0:
-            if timeout != -1:
-                raise ValueError("timeout value must be a non-negative number or -1")
-            wait_ms = None
-        elif timeout * 1000 >= NUM_MAX:
-            wait_ms = NUM_MAX
-        else:
-            wait_ms = int(math.ceil(timeout * 1000))
+        wait_ms = _wait_ms(blocking, timeout)
         c = self._conn()
         try:
             if wait_ms is None:
@@ -718,6 +818,115 @@ class Lock(object):
     def fileno(self):
         """The connection's descriptor, to wait for events with select()."""
         return self._conn().fileno()
+
+    def __enter__(self):
+        """Waits as long as it takes; ``as`` gets the fence."""
+        self.acquire()
+        return self.fence
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            self.release()
+        except DlockError:
+            if exc_type is None:
+                raise
+        return False
+
+
+# ---- a read or write hold over a Client --------------------------------
+
+class ClientLock(object):
+    """A read or a write hold of a name, taken over an existing Client (its
+    connection is the owner): made by Client.read_lock() and
+    Client.write_lock().
+
+        with client.read_lock("catalog") as fence:
+            ...
+
+        wl = client.write_lock("catalog")
+        if wl.acquire(timeout=2.5):     # like threading.Lock: True or False
+            try:
+                ...                     # wl.fence is the fence
+            finally:
+                wl.release()
+
+    Each acquire() takes one hold and each release() drops one (RUNLOCK or
+    WUNLOCK), so acquire/release pairs nest, as do ``with`` blocks. The
+    connection stays open: Client.close() drops every hold at once. Holds
+    taken over one Client are one owner's: two read_lock()s of it are one
+    reader, and a write_lock() of a name it reads raises KindError (an
+    upgrade); take a Client per owner. Leaving the ``with`` block raises
+    LockLost if the lock was lost inside it (unless another exception is
+    already on its way). ``fence`` is the last grant's, None while not held.
+    """
+
+    def __init__(self, client, name, mode, lease_ms=0):
+        if mode not in ("read", "write"):
+            raise ValueError("mode must be 'read' or 'write', not %r" % (mode,))
+        self.client = client
+        self.name = validate_name(name)
+        self.mode = mode
+        self.lease_ms = _check_num("lease_ms", lease_ms)
+        self.fence = None
+        self._holds = 0     # holds taken through this object
+
+    def __repr__(self):
+        return "<dlock.ClientLock %s %s %s>" % (
+            self.mode, self.name, "held" if self._holds else "free")
+
+    def _lost(self):
+        self._holds = 0
+        self.fence = None
+
+    def acquire(self, blocking=True, timeout=-1):
+        """Take one hold, as Lock.acquire does: True once held, with the
+        grant's fence in ``self.fence``; False when it could not be had, at
+        once with blocking=False, or after ``timeout`` seconds. Every other
+        failure raises its DlockError (KindError, LockLost, ...)."""
+        wait_ms = _wait_ms(blocking, timeout)
+        c = self.client
+        try:
+            if wait_ms is None:
+                fn = c.rlock if self.mode == "read" else c.wlock
+                fence, _ = fn(self.name, self.lease_ms)
+            else:
+                fn = c.tryrlock if self.mode == "read" else c.trywlock
+                fence, _ = fn(self.name, wait_ms, self.lease_ms)
+        except Timeout:
+            return False
+        except (LockLost, ConnectionClosed):
+            self._lost()
+            raise
+        self.fence = fence
+        self._holds += 1
+        return True
+
+    def release(self):
+        """Drop one hold taken by acquire(). NotHeld if this object holds
+        none; LockLost if the lock had been lost unnoticed."""
+        if self._holds == 0:
+            raise NotHeld(None, "%s lock %s is not held through this ClientLock"
+                          % (self.mode, self.name))
+        fn = self.client.runlock if self.mode == "read" else self.client.wunlock
+        try:
+            fn(self.name)
+        except (LockLost, ConnectionClosed, NotHeld):
+            self._lost()
+            raise
+        self._holds -= 1
+        if self._holds == 0:
+            self.fence = None
+
+    def locked(self):
+        """True while this object holds the lock (as far as dlockd has told)."""
+        c = self.client
+        if self._holds == 0 or c.closed:
+            return False
+        try:
+            c._drain_events(strict=False)
+        except DlockError:
+            return False
+        return self.name not in c.lost and not c._eof
 
     def __enter__(self):
         """Waits as long as it takes; ``as`` gets the fence."""

@@ -36,9 +36,21 @@
 #                                the holder's remaining lease in DLOCK_TTL
 #   dlock_unlock NAME            drop one hold; holds left in DLOCK_HOLDS
 #   dlock_renew NAME [LEASE_MS]  new remaining lease in DLOCK_TTL
-#   dlock_status NAME            DLOCK_STATE=FREE|MINE|TAKEN (+ DLOCK_HOLDS,
-#                                DLOCK_TTL, DLOCK_FENCE for MINE, DLOCK_TTL
-#                                for TAKEN)
+#   dlock_status NAME            DLOCK_STATE=FREE|MINE|TAKEN|READ|WRITE (+
+#                                DLOCK_HOLDS, DLOCK_TTL, DLOCK_FENCE for MINE,
+#                                DLOCK_TTL for TAKEN; DLOCK_READERS,
+#                                DLOCK_HOLDS (this connection's of that
+#                                kind) and DLOCK_TTL for READ and WRITE)
+# Read/write locks (any number of readers at once, or one writer), as
+# dlock_lock, dlock_trylock and dlock_unlock:
+#   dlock_rlock NAME [LEASE_MS]  dlock_tryrlock NAME [WAIT_MS [LEASE_MS]]
+#   dlock_wlock NAME [LEASE_MS]  dlock_trywlock NAME [WAIT_MS [LEASE_MS]]
+#   dlock_runlock NAME           dlock_wunlock NAME
+# A read grant's DLOCK_FENCE is the name's fence as it is (0 before any
+# write grant); a write grant raises it. A name is one kind of lock at a
+# time: a plain lock's name refuses dlock_rlock, a read/write lock's
+# dlock_lock, and a reader's dlock_wlock (an upgrade): 2, with "ERR KIND
+# ..." in DLOCK_REPLY.
 #   dlock_close                  QUIT, wait for socat, clean up (releases all)
 #
 # Events: lines from dlockd starting with "!" are read while waiting for a
@@ -81,6 +93,7 @@ if [ -z "${_dlock_loaded-}" ]; then
     DLOCK_HOLDS=''
     DLOCK_TTL=''
     DLOCK_STATE=''
+    DLOCK_READERS=''
     DLOCK_LOST=''
     DLOCK_EVENT=''
     _dlock_pid=''
@@ -403,27 +416,32 @@ _dlock_granted() {
     DLOCK_HOLDS=${_dlock_x#* }
 }
 
-# dlock_lock NAME [LEASE_MS]: wait for the lock (as long as it takes).
-dlock_lock() {
+# _dlock_take VERB USAGE NAME [LEASE_MS]: LOCK, RLOCK or WLOCK.
+_dlock_take() {
     DLOCK_FENCE='' DLOCK_HOLDS=''
-    _dlock_argc 1 2 $# "dlock_lock NAME [LEASE_MS]" || return 2
+    _dlock_verb=$1 _dlock_usage=$2
+    shift 2
+    _dlock_argc 1 2 $# "$_dlock_usage" || return 2
     _dlock_name "$1" || return 2
     if [ $# -ge 2 ]; then _dlock_num LEASE_MS "$2" || return 2; fi
     _dlock_rc=0
-    _dlock_run LOCK "$@" || _dlock_rc=$?
+    _dlock_run "$_dlock_verb" "$@" || _dlock_rc=$?
     if [ "$_dlock_rc" -eq 0 ]; then _dlock_granted; fi
     return "$_dlock_rc"
 }
 
-# dlock_trylock NAME [WAIT_MS [LEASE_MS]]: 0 with the lock, 1 on TIMEOUT.
-dlock_trylock() {
+# _dlock_trytake VERB USAGE NAME [WAIT_MS [LEASE_MS]]: TRYLOCK, TRYRLOCK or
+# TRYWLOCK.
+_dlock_trytake() {
     DLOCK_FENCE='' DLOCK_HOLDS='' DLOCK_TTL=''
-    _dlock_argc 1 3 $# "dlock_trylock NAME [WAIT_MS [LEASE_MS]]" || return 2
+    _dlock_verb=$1 _dlock_usage=$2
+    shift 2
+    _dlock_argc 1 3 $# "$_dlock_usage" || return 2
     _dlock_name "$1" || return 2
     if [ $# -ge 2 ]; then _dlock_num WAIT_MS "$2" || return 2; fi
     if [ $# -ge 3 ]; then _dlock_num LEASE_MS "$3" || return 2; fi
     _dlock_rc=0
-    _dlock_run TRYLOCK "$@" || _dlock_rc=$?
+    _dlock_run "$_dlock_verb" "$@" || _dlock_rc=$?
     case $_dlock_rc in
     0) _dlock_granted ;;
     1) DLOCK_TTL=${DLOCK_REPLY#TIMEOUT } ;;
@@ -431,15 +449,62 @@ dlock_trylock() {
     return "$_dlock_rc"
 }
 
-# dlock_unlock NAME: drop one hold; DLOCK_HOLDS is what is left (0: free).
-dlock_unlock() {
+# _dlock_drop VERB USAGE NAME: UNLOCK, RUNLOCK or WUNLOCK.
+_dlock_drop() {
     DLOCK_HOLDS=
-    _dlock_argc 1 1 $# "dlock_unlock NAME" || return 2
+    _dlock_verb=$1 _dlock_usage=$2
+    shift 2
+    _dlock_argc 1 1 $# "$_dlock_usage" || return 2
     _dlock_name "$1" || return 2
     _dlock_rc=0
-    _dlock_run UNLOCK "$@" || _dlock_rc=$?
+    _dlock_run "$_dlock_verb" "$@" || _dlock_rc=$?
     if [ "$_dlock_rc" -eq 0 ]; then DLOCK_HOLDS=${DLOCK_REPLY#OK }; fi
     return "$_dlock_rc"
+}
+
+# dlock_lock NAME [LEASE_MS]: wait for the lock (as long as it takes).
+dlock_lock() {
+    _dlock_take LOCK "dlock_lock NAME [LEASE_MS]" "$@"
+}
+
+# dlock_trylock NAME [WAIT_MS [LEASE_MS]]: 0 with the lock, 1 on TIMEOUT.
+dlock_trylock() {
+    _dlock_trytake TRYLOCK "dlock_trylock NAME [WAIT_MS [LEASE_MS]]" "$@"
+}
+
+# dlock_unlock NAME: drop one hold; DLOCK_HOLDS is what is left (0: free).
+dlock_unlock() {
+    _dlock_drop UNLOCK "dlock_unlock NAME" "$@"
+}
+
+# dlock_rlock NAME [LEASE_MS]: wait for a read hold (shared with readers).
+dlock_rlock() {
+    _dlock_take RLOCK "dlock_rlock NAME [LEASE_MS]" "$@"
+}
+
+# dlock_wlock NAME [LEASE_MS]: wait for a write hold (alone).
+dlock_wlock() {
+    _dlock_take WLOCK "dlock_wlock NAME [LEASE_MS]" "$@"
+}
+
+# dlock_tryrlock NAME [WAIT_MS [LEASE_MS]]: 0 with a read hold, 1 on TIMEOUT.
+dlock_tryrlock() {
+    _dlock_trytake TRYRLOCK "dlock_tryrlock NAME [WAIT_MS [LEASE_MS]]" "$@"
+}
+
+# dlock_trywlock NAME [WAIT_MS [LEASE_MS]]: 0 with a write hold, 1 on TIMEOUT.
+dlock_trywlock() {
+    _dlock_trytake TRYWLOCK "dlock_trywlock NAME [WAIT_MS [LEASE_MS]]" "$@"
+}
+
+# dlock_runlock NAME: drop one read hold; DLOCK_HOLDS is the read holds left.
+dlock_runlock() {
+    _dlock_drop RUNLOCK "dlock_runlock NAME" "$@"
+}
+
+# dlock_wunlock NAME: drop one write hold; DLOCK_HOLDS is the write holds left.
+dlock_wunlock() {
+    _dlock_drop WUNLOCK "dlock_wunlock NAME" "$@"
 }
 
 # dlock_renew NAME [LEASE_MS]: DLOCK_TTL is the new remaining lease.
@@ -454,9 +519,9 @@ dlock_renew() {
     return "$_dlock_rc"
 }
 
-# dlock_status NAME: DLOCK_STATE is FREE, MINE or TAKEN.
+# dlock_status NAME: DLOCK_STATE is FREE, MINE, TAKEN, READ or WRITE.
 dlock_status() {
-    DLOCK_STATE=
+    DLOCK_STATE='' DLOCK_READERS=
     _dlock_argc 1 1 $# "dlock_status NAME" || return 2
     _dlock_name "$1" || return 2
     _dlock_rc=0
@@ -475,6 +540,16 @@ dlock_status() {
     "OK TAKEN "*)
         DLOCK_STATE=TAKEN
         DLOCK_TTL=${DLOCK_REPLY#OK TAKEN }
+        ;;
+    "OK READ "* | "OK WRITE "*)
+        # OK READ|WRITE <readers> <mine> <ttl_ms>
+        _dlock_x=${DLOCK_REPLY#OK }
+        DLOCK_STATE=${_dlock_x%% *}
+        _dlock_x=${_dlock_x#* }
+        DLOCK_READERS=${_dlock_x%% *}
+        _dlock_x=${_dlock_x#* }
+        DLOCK_HOLDS=${_dlock_x%% *}
+        DLOCK_TTL=${_dlock_x#* }
         ;;
     *) DLOCK_STATE=${DLOCK_REPLY#OK } ;;
     esac

@@ -268,7 +268,9 @@ START_TEST(bad_usage_is_64) {
     const char *cases[][6] = {
         {NULL},
         {"name", NULL},
-        {"-x", "name", "true", NULL},
+        {"-q", "name", "true", NULL},
+        {"-s", "-x", "name", "true", NULL},
+        {"-S", NULL},
         {"-w", "abc", "name", "true", NULL},
         {"-w", "-1", "name", "true", NULL},
         {"-l", "0", "name", "true", NULL},
@@ -286,22 +288,22 @@ START_TEST(bad_usage_is_64) {
 END_TEST
 
 START_TEST(unreachable_daemon_is_69) {
-    const char *a[] = {"-s", "/nonexistent/dlockd.sock", "x", "true", NULL};
+    const char *a[] = {"-S", "/nonexistent/dlockd.sock", "x", "true", NULL};
     ck_assert_int_eq(run_dlock(a), 69);
-    const char *b[] = {"-s", "/nonexistent/dlockd.sock", "--ping", NULL};
+    const char *b[] = {"-S", "/nonexistent/dlockd.sock", "--ping", NULL};
     ck_assert_int_eq(run_dlock(b), 69);
 }
 END_TEST
 
-/* The message names the socket dlock tried, from -s or $DLOCK_SOCKET, and
+/* The message names the socket dlock tried, from -S or $DLOCK_SOCKET, and
  * hints at the cause. */
 START_TEST(unreachable_daemon_names_socket) {
     static const char want[] = "dlock: cannot connect to dlockd at /nonexistent/dlockd.sock: "
                                "No such file or directory (is dlockd running?)";
-    const char *a[] = {"-s", "/nonexistent/dlockd.sock", "x", "true", NULL};
+    const char *a[] = {"-S", "/nonexistent/dlockd.sock", "x", "true", NULL};
     ck_assert_int_eq(run_dlock(a), 69);
     ck_assert_str_eq(slurp("out"), want);
-    const char *b[] = {"-s", "/nonexistent/dlockd.sock", "--ping", NULL};
+    const char *b[] = {"--socket", "/nonexistent/dlockd.sock", "--ping", NULL};
     ck_assert_int_eq(run_dlock(b), 69);
     ck_assert_str_eq(slurp("out"), want);
     const char *c[] = {"--status", "x", NULL};
@@ -378,6 +380,151 @@ START_TEST(query_forms) {
 }
 END_TEST
 
+/* -S (--socket) names the socket, over $DLOCK_SOCKET. */
+START_TEST(socket_option_is_S) {
+    const char *sock = h_dlockd_sock(daemon_idx);
+    const char *a[] = {"-S", sock, "--ping", NULL};
+    ck_assert_int_eq(reap(spawn_dlock_full(a, "/nonexistent/dlockd.sock", (uid_t)-1)), 0);
+    ck_assert_str_eq(slurp("out"), "OK PONG");
+    const char *b[] = {"--socket", sock, "--status", "sq", NULL};
+    ck_assert_int_eq(reap(spawn_dlock_full(b, "/nonexistent/dlockd.sock", (uid_t)-1)), 0);
+    ck_assert_str_eq(slurp("out"), "OK FREE");
+    const char *c[] = {"-S", sock, "-x", "sq", "true", NULL};
+    ck_assert_int_eq(reap(spawn_dlock_full(c, "/nonexistent/dlockd.sock", (uid_t)-1)), 0);
+}
+END_TEST
+
+/* The reader script: touch DIR/<ready>, then hold until DIR/go exists (a
+ * bounded poll: reap() kills a dlock that outlives H_WAIT_MS). */
+static pid_t spawn_holder(const char *opt, const char *name, const char *ready) {
+    char script[900];
+    snprintf(script, sizeof(script),
+             "echo \"$DLOCK_FENCE\" > %s/%s; while [ ! -e %s/go ]; do sleep 0.005; done",
+             h_dir(), ready, h_dir());
+    const char *a[] = {opt, name, "sh", "-c", script, NULL};
+    return spawn_dlock(a);
+}
+
+static void touch_go(void) {
+    char path[600];
+    snprintf(path, sizeof(path), "%s/go", h_dir());
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+}
+
+/* Two dlock -s of one name run their commands at the same time: each holds
+ * its read lock until the test lets both go, which it does only once both
+ * commands have started. Meanwhile a writer cannot have the name. */
+START_TEST(shared_readers_hold_together) {
+    pid_t r1 = spawn_holder("-s", "rw", "r1");
+    pid_t r2 = spawn_holder("--shared", "rw", "r2");
+    await_file("r1");
+    await_file("r2");
+    h_conn_t *c = h_connect_index(daemon_idx);
+    h_send(c, "STATUS rw\n");
+    H_EXPECT_PREFIX(c, "OK READ 2 0 ");
+    h_send(c, "TRYWLOCK rw 0\n");
+    H_EXPECT_PREFIX(c, "TIMEOUT ");
+    const char *w[] = {"-x", "-n", "rw", "true", NULL};
+    ck_assert_int_eq(run_dlock(w), 1);
+    const char *r3[] = {"-s", "-n", "rw", "true", NULL};
+    ck_assert_int_eq(run_dlock(r3), 0); /* a third reader is let in at once */
+    touch_go();
+    ck_assert_int_eq(reap(r1), 0);
+    ck_assert_int_eq(reap(r2), 0);
+    /* Read grants do not raise the fence: both readers saw the same. */
+    char f1[64];
+    snprintf(f1, sizeof(f1), "%s", slurp("r1"));
+    ck_assert_str_eq(slurp("r2"), f1);
+    /* Both let go when their commands ended: a writer gets it now. */
+    h_send(c, "TRYWLOCK rw 5000\n");
+    H_EXPECT_PREFIX(c, "OK ");
+    h_close(c);
+}
+END_TEST
+
+/* dlock -x holds the name alone: readers and writers wait, and it waits
+ * for a reader; its fence rises past earlier ones. */
+START_TEST(exclusive_excludes) {
+    h_conn_t *c = h_connect_index(daemon_idx);
+    h_send(c, "RLOCK ex\n");
+    H_EXPECT_PREFIX(c, "OK ");
+    const char *xn[] = {"-x", "-n", "ex", "true", NULL};
+    ck_assert_int_eq(run_dlock(xn), 1);
+    const char *xw[] = {"--exclusive", "-w", "0.2", "-E", "9", "ex", "true", NULL};
+    ck_assert_int_eq(run_dlock(xw), 9);
+    h_send(c, "RUNLOCK ex\n");
+    H_EXPECT(c, "OK 0");
+
+    pid_t x = spawn_holder("-x", "ex", "x1");
+    await_file("x1");
+    h_send(c, "STATUS ex\n");
+    H_EXPECT_PREFIX(c, "OK WRITE 1 0 ");
+    h_send(c, "TRYRLOCK ex 0\n");
+    H_EXPECT_PREFIX(c, "TIMEOUT ");
+    const char *sn[] = {"-s", "-n", "ex", "true", NULL};
+    ck_assert_int_eq(run_dlock(sn), 1);
+    ck_assert_int_eq(run_dlock(xn), 1);
+    touch_go();
+    ck_assert_int_eq(reap(x), 0);
+    unsigned long long f1 = strtoull(slurp("x1"), NULL, 10);
+    ck_assert_uint_gt(f1, 0);
+
+    /* A second writer gets a higher fence; a reader then sees it as is. */
+    char script[700];
+    snprintf(script, sizeof(script), "echo \"$DLOCK_FENCE\" > %s/x2", h_dir());
+    const char *x2[] = {"-x", "ex", "sh", "-c", script, NULL};
+    ck_assert_int_eq(run_dlock(x2), 0);
+    unsigned long long f2 = strtoull(slurp("x2"), NULL, 10);
+    ck_assert_uint_gt(f2, f1);
+    snprintf(script, sizeof(script), "echo \"$DLOCK_FENCE\" > %s/r", h_dir());
+    const char *r[] = {"-s", "ex", "sh", "-c", script, NULL};
+    ck_assert_int_eq(run_dlock(r), 0);
+    ck_assert_uint_eq(strtoull(slurp("r"), NULL, 10), f2);
+    h_close(c);
+}
+END_TEST
+
+/* A plain lock and a read/write lock of one name: ERR KIND, exit 65, and
+ * the command does not run. */
+START_TEST(other_kind_is_65) {
+    h_conn_t *c = h_connect_index(daemon_idx);
+    h_send(c, "LOCK pk\n");
+    H_EXPECT_PREFIX(c, "OK ");
+    char script[700];
+    snprintf(script, sizeof(script), "touch %s/ran", h_dir());
+    const char *s[] = {"-s", "pk", "sh", "-c", script, NULL};
+    ck_assert_int_eq(run_dlock(s), 65);
+    ck_assert_msg(strstr(slurp("out"), "dlock: pk: held as a plain lock") != NULL, "%s",
+                  slurp("out"));
+    const char *x[] = {"-x", "-n", "pk", "sh", "-c", script, NULL};
+    ck_assert_int_eq(run_dlock(x), 65);
+    h_send(c, "RLOCK rk\n");
+    H_EXPECT_PREFIX(c, "OK ");
+    const char *p[] = {"-w", "5", "rk", "sh", "-c", script, NULL};
+    ck_assert_int_eq(run_dlock(p), 65);
+    ck_assert_msg(strstr(slurp("out"), "dlock: rk: held as a read/write lock") != NULL, "%s",
+                  slurp("out"));
+    ck_assert_int_eq(access(script + strlen("touch "), F_OK), -1);
+    h_close(c);
+}
+END_TEST
+
+/* -s used to take the socket's path; now the word after it is the lock's
+ * name (dlock warns when it is a socket). */
+START_TEST(old_s_socket_form_is_a_lock_name) {
+    const char *sock = h_dlockd_sock(daemon_idx);
+    char script[700];
+    snprintf(script, sizeof(script), "echo \"$DLOCK_NAME\" > %s/name", h_dir());
+    const char *a[] = {"-s", sock, "sh", "-c", script, NULL};
+    ck_assert_int_eq(run_dlock(a), 0);
+    ck_assert_msg(strstr(slurp("out"), "is a socket: name dlockd's socket with -S") != NULL,
+                  "%s", slurp("out"));
+    ck_assert_str_eq(slurp("name"), sock);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("dlock command");
     TCase *tc = tcase_create("cli");
@@ -396,6 +543,11 @@ static Suite *suite(void) {
     tcase_add_test(tc, permission_denied_names_socket_and_hints);
     tcase_add_test(tc, force_unlock_denied_is_77);
     tcase_add_test(tc, query_forms);
+    tcase_add_test(tc, socket_option_is_S);
+    tcase_add_test(tc, shared_readers_hold_together);
+    tcase_add_test(tc, exclusive_excludes);
+    tcase_add_test(tc, other_kind_is_65);
+    tcase_add_test(tc, old_s_socket_form_is_a_lock_name);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -240,6 +240,115 @@ START_TEST(close_releases_and_daemon_loss_is_seen) {
 }
 END_TEST
 
+/* Read/write locks: readers share, a writer excludes, each kind has its
+ * own unlock, and the other kind's requests are DLOCK_EKIND. */
+START_TEST(read_write_locks) {
+    dlock_t *a = open_client(), *b = open_client(), *c = open_client();
+    uint64_t fa = 1, fb = 1, fc = 0;
+    uint32_t holds = 0, left = 9;
+    long long ttl = 0;
+    dlock_status_t st;
+
+    ck_assert_int_eq(dlock_rlock(a, "rw", 0, &fa, &holds), 0);
+    ck_assert_uint_eq(holds, 1);
+    ck_assert_int_eq(dlock_tryrlock(b, "rw", 0, 0, &fb, &holds, NULL), 0);
+    ck_assert_uint_eq(holds, 1);
+    ck_assert_uint_eq(fb, fa); /* a read grant does not raise the fence */
+    ck_assert_int_eq(dlock_rlock(a, "rw", 0, NULL, &holds), 0);
+    ck_assert_uint_eq(holds, 2);
+    ck_assert_int_eq(dlock_status(a, "rw", &st), 0);
+    ck_assert_int_eq(st.state, DLOCK_READ);
+    ck_assert_uint_eq(st.holds, 2);
+    ck_assert_int_gt(st.ttl_ms, 0);
+    ck_assert_int_eq(dlock_status(c, "rw", &st), 0);
+    ck_assert_int_eq(st.state, DLOCK_READ);
+    ck_assert_uint_eq(st.holds, 0);
+    char reply[128];
+    ck_assert_int_eq(dlock_request(c, "STATUS rw", reply, sizeof(reply)), 0);
+    ck_assert_msg(strncmp(reply, "OK READ 2 0 ", 12) == 0, "%s", reply);
+
+    /* Readers keep a writer out, and the other kind's requests are refused. */
+    ck_assert_int_eq(dlock_trywlock(c, "rw", 0, 0, NULL, NULL, &ttl), DLOCK_ETIMEOUT);
+    ck_assert_int_gt(ttl, 0);
+    ck_assert_int_eq(dlock_wlock(a, "rw", 0, NULL, NULL), DLOCK_EKIND); /* an upgrade */
+    ck_assert_int_eq(dlock_unlock(a, "rw", NULL), DLOCK_EKIND);
+    ck_assert_int_eq(dlock_lock(c, "rw", 0, NULL, NULL), DLOCK_EKIND);
+    ck_assert_int_eq(dlock_trylock(c, "rw", 0, 0, NULL, NULL, NULL), DLOCK_EKIND);
+    ck_assert_int_eq(dlock_wunlock(a, "rw", NULL), DLOCK_ENOTHELD);
+
+    ck_assert_int_eq(dlock_runlock(a, "rw", &left), 0);
+    ck_assert_uint_eq(left, 1);
+    ck_assert_int_eq(dlock_runlock(a, "rw", &left), 0);
+    ck_assert_uint_eq(left, 0);
+    ck_assert_int_eq(dlock_runlock(a, "rw", &left), DLOCK_ENOTHELD);
+    ck_assert_int_eq(dlock_runlock(b, "rw", &left), 0);
+    ck_assert_uint_eq(left, 0);
+
+    /* A writer: alone, reentrant, and its fence rises. */
+    ck_assert_int_eq(dlock_trywlock(c, "rw", 5000, 0, &fc, &holds, NULL), 0);
+    ck_assert_uint_eq(holds, 1);
+    ck_assert_uint_gt(fc, fa);
+    ck_assert_int_eq(dlock_wlock(c, "rw", 0, &fb, &holds), 0);
+    ck_assert_uint_eq(fb, fc);
+    ck_assert_uint_eq(holds, 2);
+    ck_assert_int_eq(dlock_status(c, "rw", &st), 0);
+    ck_assert_int_eq(st.state, DLOCK_WRITE);
+    ck_assert_uint_eq(st.holds, 2);
+    ck_assert_int_eq(dlock_status(a, "rw", &st), 0);
+    ck_assert_int_eq(st.state, DLOCK_WRITE);
+    ck_assert_uint_eq(st.holds, 0);
+    long long t0 = h_now_ms();
+    ck_assert_int_eq(dlock_tryrlock(a, "rw", 100, 0, NULL, NULL, &ttl), DLOCK_ETIMEOUT);
+    ck_assert_int_ge(h_now_ms() - t0, 90);
+    ck_assert_int_eq(dlock_trywlock(b, "rw", 0, 0, NULL, NULL, NULL), DLOCK_ETIMEOUT);
+
+    /* A downgrade: the writer takes a read hold, then lets go of writing. */
+    ck_assert_int_eq(dlock_rlock(c, "rw", 0, NULL, &holds), 0);
+    ck_assert_int_eq(dlock_wunlock(c, "rw", &left), 0);
+    ck_assert_uint_eq(left, 1);
+    ck_assert_int_eq(dlock_wunlock(c, "rw", &left), 0);
+    ck_assert_uint_eq(left, 0);
+    ck_assert_int_eq(dlock_status(c, "rw", &st), 0);
+    ck_assert_int_eq(st.state, DLOCK_READ);
+    ck_assert_uint_eq(st.holds, 1);
+    ck_assert_int_eq(dlock_tryrlock(a, "rw", 0, 0, NULL, NULL, NULL), 0);
+
+    /* A plain lock refuses read/write requests. */
+    ck_assert_int_eq(dlock_lock(a, "p", 0, NULL, NULL), 0);
+    ck_assert_int_eq(dlock_rlock(b, "p", 0, NULL, NULL), DLOCK_EKIND);
+    ck_assert_int_eq(dlock_trywlock(b, "p", 0, 0, NULL, NULL, NULL), DLOCK_EKIND);
+    ck_assert_int_eq(dlock_runlock(a, "p", NULL), DLOCK_EKIND);
+    ck_assert_int_eq(dlock_request(b, "RLOCK p", reply, sizeof(reply)), DLOCK_EKIND);
+    ck_assert_msg(strncmp(reply, "ERR KIND ", 9) == 0, "%s", reply);
+    ck_assert_int_eq(dlock_unlock(a, "p", &left), 0);
+
+    /* Closing releases read holds too. */
+    dlock_close(a);
+    dlock_close(c);
+    ck_assert_int_eq(dlock_trywlock(b, "rw", 5000, 0, NULL, NULL, NULL), 0);
+    dlock_close(b);
+}
+END_TEST
+
+START_TEST(read_write_errors) {
+    dlock_t *d = open_client();
+    ck_assert_int_eq(dlock_rlock(d, "", 0, NULL, NULL), DLOCK_ENAME);
+    ck_assert_int_eq(dlock_wlock(d, "has space", 0, NULL, NULL), DLOCK_ENAME);
+    ck_assert_int_eq(dlock_tryrlock(d, "", 0, 0, NULL, NULL, NULL), DLOCK_ENAME);
+    ck_assert_int_eq(dlock_trywlock(d, "", 0, 0, NULL, NULL, NULL), DLOCK_ENAME);
+    ck_assert_int_eq(dlock_runlock(d, "", NULL), DLOCK_ENAME);
+    ck_assert_int_eq(dlock_wunlock(d, "", NULL), DLOCK_ENAME);
+    ck_assert_int_eq(dlock_ping(d), 0);
+    ck_assert_str_eq(dlock_err_name(DLOCK_EKIND), "KIND");
+    ck_assert_str_eq(dlock_strerror(DLOCK_EKIND), "not allowed for this kind of lock");
+    /* Codes keep their values (libdlock.so.0): new ones come last. */
+    ck_assert_int_eq(DLOCK_ECONNECT, -999);
+    ck_assert_int_eq(DLOCK_ELOST, -985);
+    ck_assert_int_eq(DLOCK_EKIND, -984);
+    dlock_close(d);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("libdlock");
     TCase *tc = tcase_create("client");
@@ -253,6 +362,8 @@ static Suite *suite(void) {
     tcase_add_test(tc, close_releases_and_daemon_loss_is_seen);
     tcase_add_test(tc, connect_error_names_socket);
     tcase_add_test(tc, connect_permission_denied_hints);
+    tcase_add_test(tc, read_write_locks);
+    tcase_add_test(tc, read_write_errors);
     suite_add_tcase(s, tc);
     return s;
 }

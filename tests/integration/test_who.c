@@ -44,7 +44,7 @@ START_TEST(who_names_the_holder) {
     /* dlock --who says the same. */
     char cmd[1024], out[512] = "";
     const char *dlock = getenv("DLOCK_BIN") ? getenv("DLOCK_BIN") : "build/dlock";
-    snprintf(cmd, sizeof(cmd), "%s -s %s --who w", dlock, h_dlockd_sock(d2));
+    snprintf(cmd, sizeof(cmd), "%s -S %s --who w", dlock, h_dlockd_sock(d2));
     FILE *p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);
     ck_assert_ptr_nonnull(fgets(out, sizeof(out), p));

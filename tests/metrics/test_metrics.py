@@ -238,7 +238,7 @@ class MetricsTest(unittest.TestCase):
         _, sock = self.dlockd("127.0.0.1:%d" % port)
         c = Client(sock)
         self.assertTrue(c.ask("LOCK cli").startswith("OK "))
-        r = subprocess.run([DLOCK, "-s", sock, "--metrics"], capture_output=True, text=True,
+        r = subprocess.run([DLOCK, "-S", sock, "--metrics"], capture_output=True, text=True,
                            timeout=WAIT_S)
         self.assertEqual(r.returncode, 0, r.stderr)
         fams = {f.name: f for f in text_string_to_metric_families(r.stdout)}
@@ -247,12 +247,12 @@ class MetricsTest(unittest.TestCase):
         # Over a Unix socket too, and a daemon without metrics says so.
         path = os.path.join(self.dir, "m.sock")
         _, sock2 = self.dlockd(path, name="u")
-        r = subprocess.run([DLOCK, "-s", sock2, "--metrics"], capture_output=True, text=True,
+        r = subprocess.run([DLOCK, "-S", sock2, "--metrics"], capture_output=True, text=True,
                            timeout=WAIT_S)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("dlockd_grants_total 0", r.stdout)
         _, sock3 = self.dlockd("", name="off")
-        r = subprocess.run([DLOCK, "-s", sock3, "--metrics"], capture_output=True, text=True,
+        r = subprocess.run([DLOCK, "-S", sock3, "--metrics"], capture_output=True, text=True,
                            timeout=WAIT_S)
         self.assertEqual(r.returncode, 1)
         self.assertIn("serves no metrics", r.stderr)

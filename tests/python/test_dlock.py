@@ -457,6 +457,148 @@ class DlockTest(unittest.TestCase):
             lk.check()
         lk.release()        # acknowledged: closes quietly
 
+    # -- read/write locks --
+
+    def test_readers_share_and_keep_a_writer_out(self):
+        a, b, w = self.client(), self.client(), self.client()
+        with a.read_lock(self.name) as f1:
+            with b.read_lock(self.name) as f2:
+                self.assertEqual(f1, f2)        # a read grant does not raise it
+                st = w.status(self.name)
+                self.assertEqual((st.state, st.holds, st.readers), ("READ", 0, 2))
+                st = a.status(self.name)
+                self.assertEqual((st.state, st.holds, st.fence), ("READ", 1, None))
+                self.assertTrue(0 < st.ttl_ms <= CONF_LEASE_MS, st.ttl_ms)
+                with self.assertRaises(dlock.Timeout):
+                    w.trywlock(self.name)
+                wl = w.write_lock(self.name)
+                self.assertIs(wl.acquire(timeout=0.05), False)
+                self.assertIs(wl.acquire(blocking=False), False)
+                self.assertIsNone(wl.fence)
+            self.assertEqual(w.status(self.name).readers, 1)
+        # Both let go on leaving their blocks: the writer gets it.
+        wl = w.write_lock(self.name)
+        self.assertIs(wl.acquire(timeout=EVENT_TIMEOUT), True)
+        self.assertGreater(wl.fence, f1)
+        self.assertTrue(wl.locked())
+        wl.release()
+        self.assertFalse(wl.locked())
+        self.assertEqual(a.status(self.name), ("FREE", 0, None, None))
+
+    def test_writer_excludes_and_wakes_a_reader(self):
+        a, b, watcher = self.client(), self.client(), self.client()
+        waiters0 = watcher.info()["waiters"]
+        result = {}
+        done = threading.Event()
+
+        def read():
+            try:
+                with b.read_lock(self.name) as fence:
+                    result["fence"] = fence
+                    result["status"] = b.status(self.name)
+            except BaseException as e:  # report it to the main thread
+                result["error"] = e
+            done.set()
+
+        with a.write_lock(self.name) as wfence:
+            self.assertGreater(wfence, 0)
+            st = a.status(self.name)
+            self.assertEqual((st.state, st.holds, st.readers), ("WRITE", 1, 1))
+            st = watcher.status(self.name)
+            self.assertEqual((st.state, st.holds), ("WRITE", 0))
+            with self.assertRaises(dlock.Timeout):
+                watcher.tryrlock(self.name)
+            with self.assertRaises(dlock.Timeout):
+                watcher.trywlock(self.name, wait_ms=50)
+            t = threading.Thread(target=read, daemon=True)
+            t.start()
+            # Bounded wait until dlockd counts the reader as waiting.
+            deadline = time.monotonic() + EVENT_TIMEOUT
+            while watcher.info()["waiters"] <= waiters0 and not done.is_set():
+                self.assertLess(time.monotonic(), deadline, "the reader never waited")
+                time.sleep(0.01)
+            self.assertFalse(done.is_set(), "read while the writer wrote: %r" % result)
+        self.assertTrue(done.wait(EVENT_TIMEOUT), "the reader was not woken")
+        t.join(EVENT_TIMEOUT)
+        self.assertNotIn("error", result)
+        self.assertEqual(result["fence"], wfence)   # the writer's, as it is
+        self.assertEqual((result["status"].state, result["status"].holds), ("READ", 1))
+
+    def test_client_lock_holds_nest(self):
+        c = self.client()
+        rl = c.read_lock(self.name)
+        with rl as f1:
+            with rl as f2:
+                self.assertEqual(f1, f2)
+                self.assertEqual(c.status(self.name).holds, 2)
+            self.assertEqual(c.status(self.name).holds, 1)
+            self.assertTrue(rl.locked())
+        self.assertFalse(rl.locked())
+        self.assertIsNone(rl.fence)
+        self.assertEqual(c.status(self.name).state, "FREE")
+        with self.assertRaises(dlock.NotHeld):
+            rl.release()
+        # A writer may read too (a downgrade), then stop writing.
+        wl = c.write_lock(self.name)
+        self.assertIs(wl.acquire(), True)
+        self.assertEqual(c.wlock(self.name), (wl.fence, 2))
+        self.assertEqual(c.wunlock(self.name), 1)
+        self.assertIs(rl.acquire(blocking=False), True)
+        self.assertEqual(rl.fence, wl.fence)
+        wl.release()
+        st = c.status(self.name)
+        self.assertEqual((st.state, st.holds), ("READ", 1))
+        self.assertEqual(c.runlock(self.name), 0)
+        with self.assertRaises(dlock.NotHeld):
+            c.runlock(self.name)
+        with self.assertRaises(dlock.NotHeld):
+            c.wunlock(self.name)
+        with self.assertRaises(ValueError):
+            dlock.ClientLock(c, self.name, "shared")
+
+    def test_kind_errors(self):
+        a, b = self.client(), self.client()
+        plain, rw = self.name, self.name + "-rw"
+        a.lock(plain)
+        for call in (lambda: b.rlock(plain), lambda: b.trywlock(plain),
+                     lambda: b.read_lock(plain).acquire(timeout=0),
+                     lambda: a.runlock(plain), lambda: a.wunlock(plain)):
+            with self.assertRaises(dlock.KindError) as cm:
+                call()
+            self.assertEqual(cm.exception.code, "KIND")
+            self.assertIsInstance(cm.exception, dlock.DlockError)
+        with self.assertRaises(dlock.KindError):
+            with b.write_lock(plain):
+                self.fail("granted a write lock of a plain lock")
+        self.assertEqual(a.unlock(plain), 0)
+        # The other way round, and an upgrade.
+        a.rlock(rw)
+        with self.assertRaises(dlock.KindError):
+            b.lock(rw)
+        with self.assertRaises(dlock.KindError):
+            a.unlock(rw)
+        with self.assertRaises(dlock.KindError) as cm:
+            a.wlock(rw)
+        self.assertIn("upgrade", cm.exception.message)
+        with self.assertRaises(dlock.KindError):
+            with a.write_lock(rw):
+                self.fail("upgraded a read lock")
+        # Nothing changed: still one reader, and both connections work.
+        self.assertEqual(b.status(rw).readers, 1)
+        self.assertEqual(a.runlock(rw), 0)
+        self.assertTrue(a.ping() and b.ping())
+
+    def test_read_lock_lost_raises_on_exit(self):
+        c = self.client()
+        rl = c.read_lock(self.name, lease_ms=200)
+        with self.assertRaises(dlock.LockLost) as cm:
+            with rl:
+                wait_readable(self, c.fileno())
+        self.assertEqual((cm.exception.name, cm.exception.reason), (self.name, "expired"))
+        self.assertFalse(rl.locked())
+        self.assertIsNone(rl.fence)
+        self.assertTrue(c.ping())
+
     # -- admin and ownership --
 
     def test_force_unlock(self):
@@ -504,7 +646,9 @@ class DlockTest(unittest.TestCase):
         before = c.info()["requests"]
         bad = ["", "a b", "x" * 256, "tab\there", "caf\u00e9", "nl\n", b"\x7f", 42]
         for name in bad:
-            for call in (c.lock, c.trylock, c.unlock, c.renew, c.status, c.force_unlock):
+            for call in (c.lock, c.trylock, c.unlock, c.renew, c.status, c.force_unlock,
+                         c.rlock, c.wlock, c.tryrlock, c.trywlock, c.runlock, c.wunlock,
+                         c.read_lock, c.write_lock):
                 with self.assertRaises(dlock.DlockError):
                     call(name)
             with self.assertRaises(dlock.DlockError):

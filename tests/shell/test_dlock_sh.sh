@@ -173,6 +173,122 @@ scenario() {
     dlock_cmd PING || rc=$?
     sc_check "the connection is in step after the refusals" [ "$rc.$DLOCK_REPLY" = "0.OK PONG" ]
 
+    # -- read/write locks
+    rc=0
+    dlock_rlock rw || rc=$?
+    rfence=$DLOCK_FENCE
+    sc_check "dlock_rlock rw returns 0 with 1 hold and a fence ($rfence)" \
+        [ "$rc.$DLOCK_HOLDS" = "0.1" ]
+    sc_check "the read fence is digits" is_digits "$rfence"
+    out=$(other 'dlock_tryrlock rw 0; echo "$? $DLOCK_FENCE"; dlock_status rw
+        echo "$DLOCK_STATE $DLOCK_READERS $DLOCK_HOLDS"')
+    sc_check "another process reads rw too, with the same fence, and sees 2 readers (got '$(echo "$out" | tr '\n' ' ')')" \
+        [ "$out" = "0 $rfence
+READ 2 1" ]
+    out=$(other 'dlock_trywlock rw 0; echo "$? $DLOCK_TTL"')
+    case $out in
+    "1 "*) sc_check "another process: dlock_trywlock rw 0 gets TIMEOUT with a ttl ($out)" is_digits "${out#1 }" ;;
+    *) sc_nok "another process: dlock_trywlock rw 0 gets TIMEOUT (got '$out')" ;;
+    esac
+    rc=0
+    dlock_wlock rw 2>/dev/null || rc=$?
+    case $rc.$DLOCK_REPLY in
+    "2.ERR KIND upgrade"*) sc_ok "dlock_wlock of a name we read (an upgrade): 2 and ERR KIND" ;;
+    *) sc_nok "dlock_wlock of a name we read (an upgrade): 2 and ERR KIND (rc $rc, '$DLOCK_REPLY')" ;;
+    esac
+    rc=0
+    dlock_unlock rw 2>/dev/null || rc=$?
+    case $rc.$DLOCK_REPLY in
+    "2.ERR KIND "*) sc_ok "dlock_unlock of a read hold: 2 and ERR KIND" ;;
+    *) sc_nok "dlock_unlock of a read hold: 2 and ERR KIND (rc $rc, '$DLOCK_REPLY')" ;;
+    esac
+    rc=0
+    dlock_status rw || rc=$?
+    sc_check "dlock_status rw: READ, 1 reader, 1 hold, a ttl" \
+        [ "$rc.$DLOCK_STATE.$DLOCK_READERS.$DLOCK_HOLDS" = "0.READ.1.1" ]
+    sc_check "dlock_status rw reports a ttl ($DLOCK_TTL)" is_digits "$DLOCK_TTL"
+    # A writer that waits for our read hold, granted once we let go.
+    wout="$TMPDIR/w.out"
+    "$SC_SH" -c '. "$1" && dlock_open "$2" || exit 9
+        dlock_wlock rw && echo "got $DLOCK_FENCE"
+        dlock_status rw; echo "$DLOCK_STATE $DLOCK_HOLDS"' sh "$LIB" "$SOCK" >"$wout" 2>&1 &
+    wpid=$!
+    i=0
+    waiting=''
+    while [ "$i" -lt 250 ]; do
+        if oneshot INFO | grep -q ' waiters=1 '; then waiting=1 && break; fi
+        i=$((i + 1))
+        sleep 0.02
+    done
+    if [ -s "$wout" ]; then waiting="granted early: $(cat "$wout")"; fi
+    sc_check "a dlock_wlock of another process waits while we read ($waiting)" \
+        [ "$waiting" = 1 ]
+    rc=0
+    dlock_runlock rw || rc=$?
+    sc_check "dlock_runlock rw leaves 0 holds" [ "$rc.$DLOCK_HOLDS" = "0.0" ]
+    wait "$wpid"
+    out=$(cat "$wout")
+    case $out in
+    "got "*"
+WRITE 1")
+        wfence=${out#got }
+        wfence=${wfence%%"$_dlock_nl"*}
+        if is_digits "$wfence" && [ "$wfence" -gt "$rfence" ]; then
+            sc_ok "the waiting writer got rw once we let go, with a higher fence"
+        else
+            sc_nok "the waiting writer got rw, with a higher fence (got '$wfence', read $rfence)"
+        fi
+        ;;
+    *) sc_nok "the waiting writer got rw once we let go (got '$(echo "$out" | tr '\n' ' ')')" ;;
+    esac
+    rc=0
+    dlock_runlock rw 2>/dev/null || rc=$?
+    case $rc.$DLOCK_REPLY in
+    "2.ERR NOTHELD"*) sc_ok "a second dlock_runlock rw: 2 and ERR NOTHELD" ;;
+    *) sc_nok "a second dlock_runlock rw: 2 and ERR NOTHELD (rc $rc, '$DLOCK_REPLY')" ;;
+    esac
+    rc=0
+    dlock_wlock rw && dlock_trywlock rw 0 || rc=$?
+    wfence=$DLOCK_FENCE
+    sc_check "dlock_wlock, then a reentrant dlock_trywlock: 2 holds" [ "$rc.$DLOCK_HOLDS" = "0.2" ]
+    out=$(other 'dlock_tryrlock rw 100; echo "$?"; dlock_status rw
+        echo "$DLOCK_STATE $DLOCK_HOLDS"')
+    sc_check "another process cannot read while we write (got '$(echo "$out" | tr '\n' ' ')')" \
+        [ "$out" = "1
+WRITE 0" ]
+    rc=0
+    dlock_rlock rw || rc=$?
+    sc_check "a writer reads too, with the writer's fence" [ "$rc.$DLOCK_FENCE" = "0.$wfence" ]
+    rc=0
+    dlock_wunlock rw && dlock_wunlock rw || rc=$?
+    sc_check "then stops writing (a downgrade)" [ "$rc.$DLOCK_HOLDS" = "0.0" ]
+    dlock_status rw
+    sc_check "after the downgrade rw is READ with our 1 hold" \
+        [ "$DLOCK_STATE.$DLOCK_HOLDS" = "READ.1" ]
+    dlock_runlock rw
+    out=$(other 'dlock_trywlock rw 2000; echo "$?"')
+    sc_check "another process can write rw now (got '$out')" [ "$out" = 0 ]
+    # A plain lock's name refuses read/write requests, and the reverse.
+    dlock_lock pk
+    out=$(other 'dlock_rlock pk; echo "$? $DLOCK_REPLY"' 2>/dev/null)
+    case $out in
+    "2 ERR KIND "*) sc_ok "another process: dlock_rlock of a plain lock: 2 and ERR KIND" ;;
+    *) sc_nok "another process: dlock_rlock of a plain lock: 2 and ERR KIND (got '$out')" ;;
+    esac
+    rc=0
+    dlock_runlock pk 2>/dev/null || rc=$?
+    sc_check "dlock_runlock of a plain hold: 2" [ "$rc" -eq 2 ]
+    dlock_unlock pk
+    rc=0
+    dlock_rlock "a b" 2>/dev/null || rc=$?
+    sc_check "dlock_rlock of a name with a space is refused with 2" [ "$rc" -eq 2 ]
+    rc=0
+    dlock_trywlock rw 12x 2>/dev/null || rc=$?
+    sc_check "dlock_trywlock with a WAIT_MS that is not a number is refused with 2" [ "$rc" -eq 2 ]
+    rc=0
+    dlock_wunlock 2>/dev/null || rc=$?
+    sc_check "dlock_wunlock without a name is refused with 2" [ "$rc" -eq 2 ]
+
     # -- a lease that runs out: !LOST is seen at the next request
     rc=0
     dlock_lock z 200 || rc=$?
