@@ -86,25 +86,13 @@ static const char *log_tail(int d) {
 
 /* ---- helpers ------------------------------------------------------------ */
 
-/* Runs redis-cli -s <sock> args... without a shell; returns all its output
- * (stdout and stderr) without the trailing newline, in a static buffer. */
-static const char *cli(const char *const args[]) {
-    const char *argv[32] = {"redis-cli", "-s", h_redis_sock()};
-    size_t n = 3;
-    for (size_t i = 0; args[i] != NULL; i++) {
-        ck_assert_uint_lt(n, sizeof(argv) / sizeof(argv[0]) - 1);
-        argv[n++] = args[i];
-    }
-    argv[n] = NULL;
-    return h_run(argv);
-}
 
 /* Waits until key is gone: UNLOCK answers once the release is sent, not
  * once Redis ran it (PROTOCOL.md). */
 static void await_gone(const char *key) {
     const char *exists[] = {"EXISTS", key, NULL};
     long long t0 = h_now_ms();
-    while (strcmp(cli(exists), "0") != 0) {
+    while (strcmp(h_redis_argv(exists), "0") != 0) {
         ck_assert_msg(h_now_ms() - t0 < H_WAIT_MS, "%s still exists %d ms after the UNLOCK",
                       key, H_WAIT_MS);
         usleep(1000);
@@ -115,13 +103,13 @@ static void await_gone(const char *key) {
  * the reply: "(nil)" when acquired, "(integer) <pttl>" when taken. */
 static const char *redisson_try_lock(const char *key, const char *field) {
     const char *a[] = {"--no-raw", "EVAL", redisson_lock, "1", key, "30000", field, NULL};
-    return cli(a);
+    return h_redis_argv(a);
 }
 
 static const char *redisson_unlock_x(const char *field) {
     const char *a[] = {"--no-raw", "EVAL", redisson_unlock, "2", "dlock:x", CHANNEL_X,
                        "0", "30000", field, NULL};
-    return cli(a);
+    return h_redis_argv(a);
 }
 
 /* The next reply line, skipping events; NULL on timeout. */
@@ -190,19 +178,6 @@ static int start_d(const char *extra) {
     return d;
 }
 
-/* Polls until someone is subscribed to channel, at most H_WAIT_MS. */
-static void wait_subscribed(const char *channel) {
-    const char *a[] = {"PUBSUB", "NUMSUB", channel, NULL};
-    long long end = h_now_ms() + H_WAIT_MS;
-    for (;;) {
-        const char *out = cli(a); /* raw: "<channel>\n<count>" */
-        const char *nl = strrchr(out, '\n');
-        if (nl != NULL && atoi(nl + 1) >= 1) return;
-        ck_assert_msg(h_now_ms() < end, "nobody subscribed to %s: '%s'", channel, out);
-        usleep(5000);
-    }
-}
-
 /* A RESP line from a raw Redis connection, without its CR. */
 static const char *resp_line(h_conn_t *c) {
     const char *l = h_recv(c, H_WAIT_MS);
@@ -252,7 +227,7 @@ START_TEST(redisson_release_wakes_dlockd_waiter) {
     h_send(c, "LOCK x\n");
     const char *early = h_recv(c, 300);
     ck_assert_msg(early == NULL, "LOCK x answered '%s' while Redisson holds it", early);
-    wait_subscribed(CHANNEL_X);
+    h_redis_await_subscribed(CHANNEL_X);
 
     long long t0 = h_now_ms();
     ck_assert_str_eq(redisson_unlock_x("javauuid:1"), "(integer) 1");
@@ -307,7 +282,7 @@ START_TEST(layout_fields) {
 
     const char *hgetall[] = {"HGETALL", "dlock:x", NULL};
     char field[256], value[64], extra[64];
-    const char *out = cli(hgetall);
+    const char *out = h_redis_argv(hgetall);
     ck_assert_msg(sscanf(out, "%255s\n%63s\n%63s", field, value, extra) == 2,
                   "HGETALL dlock:x is not one field: '%s'", out);
     ck_assert_str_eq(value, "2");
@@ -322,7 +297,7 @@ START_TEST(layout_fields) {
         ck_assert_msg(field[i] >= '0' && field[i] <= '9', "field '%s': id not digits", field);
 
     const char *pttl[] = {"PTTL", "dlock:x", NULL};
-    ck_assert_msg(atoll(cli(pttl)) > 0, "PTTL dlock:x = '%s'", cli(pttl));
+    ck_assert_msg(atoll(h_redis_argv(pttl)) > 0, "PTTL dlock:x = '%s'", h_redis_argv(pttl));
 
     /* UNLOCK answers once its op is sent, not once Redis ran it
      * (PROTOCOL.md): what Redis holds follows soon after. */
@@ -330,12 +305,12 @@ START_TEST(layout_fields) {
     H_EXPECT(c, "OK 1");
     const char *hget[] = {"HGET", "dlock:x", field, NULL};
     long long t0 = h_now_ms();
-    while (strcmp(cli(hget), "1") != 0) {
+    while (strcmp(h_redis_argv(hget), "1") != 0) {
         ck_assert_msg(h_now_ms() - t0 < H_WAIT_MS, "the hold count of %s is '%s' %d ms after "
-                      "one UNLOCK of two holds", field, cli(hget), H_WAIT_MS);
+                      "one UNLOCK of two holds", field, h_redis_argv(hget), H_WAIT_MS);
         usleep(1000);
     }
-    out = cli(hgetall);
+    out = h_redis_argv(hgetall);
     ck_assert_msg(sscanf(out, "%255s\n%63s\n%63s", field, value, extra) == 2,
                   "HGETALL dlock:x after one UNLOCK: '%s'", out);
 
@@ -469,15 +444,15 @@ START_TEST(sigterm_releases_locks) {
     lock_ok(c, "y", 1);
     const char *ex[] = {"EXISTS", "dlock:x", NULL};
     const char *ey[] = {"EXISTS", "dlock:y", NULL};
-    ck_assert_str_eq(cli(ex), "1");
-    ck_assert_str_eq(cli(ey), "1");
+    ck_assert_str_eq(h_redis_argv(ex), "1");
+    ck_assert_str_eq(h_redis_argv(ey), "1");
 
     int status = h_dlockd_stop(d, SIGTERM);
     ck_assert_msg(status != -1, "dlockd did not exit within %d ms of SIGTERM", H_WAIT_MS);
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
                   "dlockd exit status 0x%x after SIGTERM", status);
-    ck_assert_str_eq(cli(ex), "0");
-    ck_assert_str_eq(cli(ey), "0");
+    ck_assert_str_eq(h_redis_argv(ex), "0");
+    ck_assert_str_eq(h_redis_argv(ey), "0");
     h_close(c);
     PASSED();
 }
@@ -495,7 +470,7 @@ START_TEST(two_daemons_share_redis_pubsub_handoff) {
     const char *early = h_recv(c2, 300);
     ck_assert_msg(early == NULL, "LOCK x on daemon 2 answered '%s' while daemon 1 holds it",
                   early);
-    wait_subscribed(CHANNEL_X);
+    h_redis_await_subscribed(CHANNEL_X);
 
     long long t0 = h_now_ms();
     h_send(c1, "UNLOCK x\n");
@@ -572,8 +547,8 @@ START_TEST(auth_and_db) {
                          NULL};
     const char *db0[] = {"--no-auth-warning", "-a", "s3cret", "-n", "0", "EXISTS", "dlock:x",
                          NULL};
-    ck_assert_str_eq(cli(db3), "1");
-    ck_assert_str_eq(cli(db0), "0");
+    ck_assert_str_eq(h_redis_argv(db3), "1");
+    ck_assert_str_eq(h_redis_argv(db0), "0");
 
     /* Spawned, not started: the harness would only say "exited before it
      * was ready" if it dies, and the log would be lost. */
@@ -599,8 +574,8 @@ START_TEST(auth_and_db) {
     const char *conns[] = {"--no-auth-warning", "-a", "s3cret", "--raw", "EVAL",
                            "return string.match(redis.call('info', 'stats'), "
                            "'total_connections_received:(%d+)')", "0", NULL};
-    long long seen = atoll(cli(conns)), end = h_now_ms() + H_WAIT_MS;
-    while (atoll(cli(conns)) < seen + 8) {
+    long long seen = atoll(h_redis_argv(conns)), end = h_now_ms() + H_WAIT_MS;
+    while (atoll(h_redis_argv(conns)) < seen + 8) {
         ck_assert_msg(h_now_ms() < end, "the daemon with a wrong password stopped retrying");
         usleep(20000);
     }
@@ -615,7 +590,7 @@ START_TEST(wrongtype_is_backend_error) {
     h_redis_start();
     int d = start_d(NULL);
     const char *set[] = {"SET", "dlock:w", "string", NULL};
-    ck_assert_str_eq(cli(set), "OK");
+    ck_assert_str_eq(h_redis_argv(set), "OK");
     h_conn_t *c = h_connect_index(d);
     h_send(c, "LOCK w\n");
     const char *l = reply(c, H_WAIT_MS);
@@ -668,7 +643,7 @@ START_TEST(oom_is_backend_error) {
     h_conn_t *c = h_connect_index(d);
     lock_ok(c, "before", 1);
     const char *oom[] = {"CONFIG", "SET", "maxmemory", "1", NULL};
-    ck_assert_str_eq(cli(oom), "OK");
+    ck_assert_str_eq(h_redis_argv(oom), "OK");
     h_send(c, "LOCK full\n");
     const char *l = reply(c, H_WAIT_MS);
     ck_assert_msg(l != NULL && strncmp(l, "ERR BACKEND", 11) == 0 && strstr(l, "OOM"),
@@ -678,7 +653,7 @@ START_TEST(oom_is_backend_error) {
     ck_assert_int_eq(info_num(c, "locks_held"), 1);
     ck_assert_int_eq(info_num(c, "waiters"), 0);
     const char *ok[] = {"CONFIG", "SET", "maxmemory", "0", NULL};
-    ck_assert_str_eq(cli(ok), "OK");
+    ck_assert_str_eq(h_redis_argv(ok), "OK");
     lock_ok(c, "full", 1);
     h_send(c, "STATUS before\n");
     ck_assert_msg(strncmp(reply(c, H_WAIT_MS), "OK MINE 1 ", 10) == 0, "before was lost");
@@ -691,7 +666,7 @@ START_TEST(busy_script_is_backend_error) {
     h_redis_start();
     int d = start_d("[redis]\ncommand_timeout_ms = 5000\n");
     const char *threshold[] = {"CONFIG", "SET", "busy-reply-threshold", "100", NULL};
-    ck_assert_str_eq(cli(threshold), "OK");
+    ck_assert_str_eq(h_redis_argv(threshold), "OK");
     h_conn_t *c = h_connect_index(d);
     const char *busy[] = {"EVAL", "while true do end", "0", NULL};
     pid_t spinner = cli_background(busy);
@@ -712,7 +687,7 @@ START_TEST(busy_script_is_backend_error) {
     }
     ck_assert_msg(strncmp(l, "ERR BACKEND", 11) == 0, "BUSY came as '%s'", l);
     const char *kill_script[] = {"SCRIPT", "KILL", NULL};
-    cli(kill_script);
+    h_redis_argv(kill_script);
     waitpid(spinner, NULL, 0);
     wait_redis(c, "up");
     lock_ok(c, "b", 1);
@@ -730,16 +705,16 @@ START_TEST(connection_killed_mid_request) {
     /* Hold writes in Redis, so that the next LOCK is in flight, then cut
      * the daemon's connections under it. */
     const char *pause[] = {"CLIENT", "PAUSE", "3000", "WRITE", NULL};
-    ck_assert_str_eq(cli(pause), "OK");
+    ck_assert_str_eq(h_redis_argv(pause), "OK");
     h_send(c, "LOCK cut\n");
     ck_assert_ptr_null(h_recv(c, 200)); /* really in flight */
     const char *kill[] = {"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes", NULL};
-    cli(kill);
+    h_redis_argv(kill);
     const char *l = reply(c, H_WAIT_MS);
     ck_assert_msg(l != NULL && strncmp(l, "ERR BACKEND", 11) == 0,
                   "LOCK whose connection was killed: '%s'", l ? l : "(no reply)");
     const char *unpause[] = {"CLIENT", "UNPAUSE", NULL};
-    cli(unpause);
+    h_redis_argv(unpause);
     wait_redis(c, "up");
     lock_ok(c, "cut", 1);
     /* The holder's lock outlived the reconnect, renewed and still its own. */
@@ -866,7 +841,7 @@ static void wait_bgsave_failed(void) {
     const char *a[] = {"INFO", "persistence", NULL};
     long long end = h_now_ms() + H_WAIT_MS;
     for (;;) {
-        const char *out = cli(a);
+        const char *out = h_redis_argv(a);
         if (strstr(out, "rdb_bgsave_in_progress:0") && strstr(out, "rdb_last_bgsave_status:err"))
             return;
         ck_assert_msg(h_now_ms() < end, "BGSAVE never failed: '%s'", out);
@@ -883,16 +858,16 @@ START_TEST(long_redis_error_is_truncated_not_dropped) {
     snprintf(rdb, sizeof(rdb), "%s/dump.rdb", h_dir());
     ck_assert_int_eq(mkdir(rdb, 0700), 0);
     const char *save[] = {"CONFIG", "SET", "save", "3600 1", NULL};
-    ck_assert_str_eq(cli(save), "OK");
+    ck_assert_str_eq(h_redis_argv(save), "OK");
     const char *bgsave[] = {"BGSAVE", NULL};
-    cli(bgsave);
+    h_redis_argv(bgsave);
     wait_bgsave_failed();
 
     /* What Redis answers a script that writes on its third line, as the
      * daemon's acquire script does: longer than any reply may be. */
     const char *probe[] = {"EVAL", "local k = KEYS[1]\nif k then\n  redis.call('set', k, 1)\nend\n",
                            "1", "dlock:probe", NULL};
-    const char *err = cli(probe);
+    const char *err = h_redis_argv(probe);
     ck_assert_msg(strncmp(err, "MISCONF ", 8) == 0, "a write under a failed save: '%s'", err);
     size_t whole = strlen("ERR BACKEND ") + strlen(err) + 1;
     ck_assert_msg(whole > PROTO_REPLY_MAX, "the whole reply would be %zu bytes, not more than "
@@ -918,7 +893,7 @@ START_TEST(long_redis_error_is_truncated_not_dropped) {
 
     /* Redis takes writes again: the same connection gets the lock. */
     const char *nosave[] = {"CONFIG", "SET", "save", "", NULL};
-    ck_assert_str_eq(cli(nosave), "OK");
+    ck_assert_str_eq(h_redis_argv(nosave), "OK");
     rmdir(rdb);
     lock_ok(c, "long", 1);
     h_close(c);

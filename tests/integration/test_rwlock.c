@@ -231,26 +231,13 @@ static void await_waiters(h_conn_t *adm, long long want) {
 
 /* ---- Redis --------------------------------------------------------------- */
 
-/* Runs redis-cli -s <sock> args... (raw output unless --no-raw); returns
- * its output without the trailing newline (static buffer). */
-static const char *cli(const char *const args[]) {
-    const char *argv[32] = {"redis-cli", "-s", h_redis_sock()};
-    size_t n = 3;
-    for (size_t i = 0; args[i] != NULL; i++) {
-        ck_assert_uint_lt(n, sizeof(argv) / sizeof(argv[0]) - 1);
-        argv[n++] = args[i];
-    }
-    argv[n] = NULL;
-    return h_run(argv);
-}
-
 /* Polls until redis-cli args prints want: RUNLOCK, WUNLOCK and a close
  * answer once the release is sent, not once Redis ran it (PROTOCOL.md). */
 static void await_cli(const char *const args[], const char *want) {
     long long end = h_now_ms() + H_WAIT_MS;
-    while (strcmp(cli(args), want) != 0) {
+    while (strcmp(h_redis_argv(args), want) != 0) {
         ck_assert_msg(h_now_ms() < end, "%s %s is '%s' after %d ms, wanted '%s'", args[0], args[1],
-                      cli(args), H_WAIT_MS, want);
+                      h_redis_argv(args), H_WAIT_MS, want);
         usleep(1000);
     }
 }
@@ -258,13 +245,13 @@ static void await_cli(const char *const args[], const char *want) {
 /* HGETALL key, copied into out. */
 static void hgetall(const char *key, char *out, size_t len) {
     const char *a[] = {"HGETALL", key, NULL};
-    snprintf(out, len, "%s", cli(a));
+    snprintf(out, len, "%s", h_redis_argv(a));
 }
 
 /* The fence counter of dlock:x, 0 while no writer made it. */
 static unsigned long long counter_x(void) {
     const char *a[] = {"GET", "redisson_lock_token:{dlock:x}", NULL};
-    return strtoull(cli(a), NULL, 10);
+    return strtoull(h_redis_argv(a), NULL, 10);
 }
 
 /* The read holds' timeout keys of name, {dlock:<name>}:<owner>:rwlock_timeout:<n>,
@@ -274,7 +261,7 @@ static const char *timeout_keys(const char *name) {
     char pattern[300];
     snprintf(pattern, sizeof(pattern), "{dlock:%s}:*:rwlock_timeout:*", name);
     const char *a[] = {"KEYS", pattern, NULL};
-    snprintf(out, sizeof(out), "%s", cli(a));
+    snprintf(out, sizeof(out), "%s", h_redis_argv(a));
     return out;
 }
 
@@ -282,19 +269,6 @@ static int lines(const char *s) {
     int n = s[0] != '\0';
     for (; *s != '\0'; s++) n += *s == '\n';
     return n;
-}
-
-/* Polls until someone is subscribed to channel. */
-static void await_subscribed(const char *channel) {
-    const char *a[] = {"PUBSUB", "NUMSUB", channel, NULL};
-    long long end = h_now_ms() + H_WAIT_MS;
-    for (;;) {
-        const char *out = cli(a); /* raw: "<channel>\n<count>" */
-        const char *nl = strrchr(out, '\n');
-        if (nl != NULL && atoi(nl + 1) >= 1) return;
-        ck_assert_msg(h_now_ms() < end, "nobody subscribed to %s: '%s'", channel, out);
-        usleep(2000);
-    }
 }
 
 /* ---- Redisson's scripts, as redis-cli shows their replies -------------------
@@ -312,26 +286,26 @@ static const char *java_latch(void) {
 static const char *java_read_lock(void) {
     const char *a[] = {"--no-raw", "EVAL", redisson_read_lock, "2", "dlock:x", JAVA_TIMEOUT,
                        JAVA_LEASE, JAVA_OWNER, JAVA_WRITER, NULL};
-    return cli(a);
+    return h_redis_argv(a);
 }
 
 static const char *java_read_unlock(void) {
     const char *a[] = {"--no-raw", "EVAL", redisson_read_unlock, "5", "dlock:x", RW_CHANNEL_X,
                        JAVA_TIMEOUT, "{dlock:x}", java_latch(), "0", JAVA_OWNER, "publish",
                        "10000", NULL};
-    return cli(a);
+    return h_redis_argv(a);
 }
 
 static const char *java_write_lock(void) {
     const char *a[] = {"--no-raw", "EVAL", redisson_write_lock, "1", "dlock:x", JAVA_LEASE,
                        JAVA_WRITER, NULL};
-    return cli(a);
+    return h_redis_argv(a);
 }
 
 static const char *java_write_unlock(void) {
     const char *a[] = {"--no-raw", "EVAL", redisson_write_unlock, "3", "dlock:x", RW_CHANNEL_X,
                        java_latch(), "1", JAVA_LEASE, JAVA_WRITER, "publish", "10000", NULL};
-    return cli(a);
+    return h_redis_argv(a);
 }
 
 /* ---- sharing and fairness ------------------------------------------------ */
@@ -552,7 +526,7 @@ START_TEST(watchdog_keeps_reads_and_lease_ends_them) {
     const char *keys = timeout_keys("y");
     ck_assert_int_eq(lines(keys), 1);
     const char *pttl[] = {"PTTL", keys, NULL};
-    long long left = atoll(cli(pttl));
+    long long left = atoll(h_redis_argv(pttl));
     ck_assert_msg(left > 0 && left <= 1000, "PTTL %s = %lld after 2500 ms", keys, left);
     h_close(l);
     h_close(k);
@@ -568,7 +542,7 @@ static unsigned long long handoff(h_conn_t *holder, const char *release, h_conn_
                                   const char *request, const char *what) {
     h_send(waiter, "%s\n", request);
     expect_silence(waiter, 300, request);
-    await_subscribed(RW_CHANNEL_X);
+    h_redis_await_subscribed(RW_CHANNEL_X);
     long long t0 = h_now_ms();
     h_send(holder, "%s\n", release);
     H_EXPECT(holder, "OK 0");
@@ -620,7 +594,7 @@ START_TEST(redisson_write_unlock_wakes_dlockd_reader) {
     ck_assert_str_eq(java_write_lock(), "(nil)");
     h_send(c, "RLOCK x\n");
     expect_silence(c, 300, "RLOCK x while Redisson writes");
-    await_subscribed(RW_CHANNEL_X);
+    h_redis_await_subscribed(RW_CHANNEL_X);
     long long t0 = h_now_ms();
     ck_assert_str_eq(java_write_unlock(), "(integer) 1");
     granted(c, "RLOCK x after Redisson's write unlock", 1, PROMPT_MS);

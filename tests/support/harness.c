@@ -401,6 +401,29 @@ const char *h_redis_cli(const char *fmt, ...) {
     return out;
 }
 
+const char *h_redis_argv(const char *const args[]) {
+    const char *argv[32] = {"redis-cli", "-s", h_redis_sock()};
+    size_t n = 3;
+    for (size_t i = 0; args[i] != NULL; i++) {
+        ck_assert_uint_lt(n, sizeof(argv) / sizeof(argv[0]) - 1);
+        argv[n++] = args[i];
+    }
+    argv[n] = NULL;
+    return h_run(argv);
+}
+
+void h_redis_await_subscribed(const char *channel) {
+    const char *a[] = {"PUBSUB", "NUMSUB", channel, NULL};
+    long long end = h_now_ms() + H_WAIT_MS;
+    for (;;) {
+        const char *out = h_redis_argv(a); /* raw: "<channel>\n<count>" */
+        const char *nl = strrchr(out, '\n');
+        if (nl != NULL && atoi(nl + 1) >= 1) return;
+        ck_assert_msg(h_now_ms() < end, "nobody subscribed to %s: '%s'", channel, out);
+        usleep(2000);
+    }
+}
+
 int h_free_port(void) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     ck_assert_msg(fd >= 0, "socket: %s", strerror(errno));

@@ -42,6 +42,13 @@ const char *h_redis_sock(void);
 /* Runs one redis command (words separated by spaces) with redis-cli and
  * returns its first output line (static buffer). */
 const char *h_redis_cli(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Runs redis-cli -s <the redis socket> args... (NULL-terminated) without a
+ * shell: any argument bytes (a Lua script) pass as they are. All its
+ * output as h_run() gives it. */
+const char *h_redis_argv(const char *const args[]);
+/* Polls until the redis has a subscriber to channel (PUBSUB NUMSUB), for
+ * at most H_WAIT_MS. */
+void h_redis_await_subscribed(const char *channel);
 /* Runs argv (argv[0] found on PATH) without a shell, stdin from /dev/null,
  * and returns its stdout and stderr together without trailing newlines
  * (static buffer, 8 kB). */
