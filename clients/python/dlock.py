@@ -688,7 +688,25 @@ def _wait_ms(blocking, timeout):
 
 # ---- one lock, one connection ------------------------------------------
 
-class Lock(object):
+class _Hold(object):
+    """``with``: acquire() waiting as long as it takes, ``as`` the fence;
+    release() on the way out (a loss raises, unless an exception is
+    already on its way)."""
+
+    def __enter__(self):
+        self.acquire()
+        return self.fence
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            self.release()
+        except DlockError:
+            if exc_type is None:
+                raise
+        return False
+
+
+class Lock(_Hold):
     """A named lock with its own connection to dlockd.
 
         with dlock.Lock("name") as fence:
@@ -819,23 +837,10 @@ class Lock(object):
         """The connection's descriptor, to wait for events with select()."""
         return self._conn().fileno()
 
-    def __enter__(self):
-        """Waits as long as it takes; ``as`` gets the fence."""
-        self.acquire()
-        return self.fence
-
-    def __exit__(self, exc_type, exc, tb):
-        try:
-            self.release()
-        except DlockError:
-            if exc_type is None:
-                raise
-        return False
-
 
 # ---- a read or write hold over a Client --------------------------------
 
-class ClientLock(object):
+class ClientLock(_Hold):
     """A read or a write hold of a name, taken over an existing Client (its
     connection is the owner): made by Client.read_lock() and
     Client.write_lock().
@@ -927,16 +932,3 @@ class ClientLock(object):
         except DlockError:
             return False
         return self.name not in c.lost and not c._eof
-
-    def __enter__(self):
-        """Waits as long as it takes; ``as`` gets the fence."""
-        self.acquire()
-        return self.fence
-
-    def __exit__(self, exc_type, exc, tb):
-        try:
-            self.release()
-        except DlockError:
-            if exc_type is None:
-                raise
-        return False
