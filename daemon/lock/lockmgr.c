@@ -512,6 +512,16 @@ static void on_wait_deadline(timers_entry_t *t) {
     lock_maybe_free(l);
 }
 
+/* 1 if nobody waits for l, or a reader asks and only readers wait: it
+ * goes ahead of no one it could not share with. */
+static int only_readers_queued(const lock_t *l, lock_mode_t mode) {
+    const wait_t *w = queue_head(l);
+    if (w != NULL && mode != LOCK_MODE_READ) return 0;
+    for (; w != NULL; w = TAILQ_NEXT(w, link))
+        if (w->mode != LOCK_MODE_READ) return 0;
+    return 1;
+}
+
 static void start_wait(lockmgr_t *m, lock_owner_t *o, lock_req_kind_t kind, lock_mode_t mode,
                        const char *name, size_t len, uint32_t wait_ms, uint32_t lease_ms) {
     if (o->held_count >= m->conf->max_locks_per_client) {
@@ -535,7 +545,7 @@ static void start_wait(lockmgr_t *m, lock_owner_t *o, lock_req_kind_t kind, lock
     }
     if (!lock_in_use(l)) l->rw = mode != LOCK_MODE_MUTEX;
     int once = kind == LOCK_REQ_TRYLOCK && wait_ms == 0;
-    if (once && (queue_head(l) != NULL || blocked(l, o, mode))) {
+    if (once && (blocked(l, o, mode) || !only_readers_queued(l, mode))) {
         /* Someone here is ahead: no try, to keep first come first served. */
         free(w);
         answer_timeout(m, o, local_ttl(l));

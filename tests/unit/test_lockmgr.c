@@ -2497,6 +2497,32 @@ static void detail_has(const lock_reply_t *r, const char *text) {
 /* Readers share: one READ acquire each, both granted at once with the
  * counter as it is; a writer waits, without a try, until both RUNLOCK,
  * then gets a higher fence. */
+/* A one-try TRYRLOCK shares with readers whose acquires are in flight:
+ * only readers wait, so it goes ahead of no one it could not share with.
+ * Behind a waiting writer it still answers TIMEOUT without trying. */
+START_TEST(test_rw_tryrlock_shares_with_readers_in_flight) {
+    client_t *a = client(), *t = client(), *w = client(), *u = client();
+
+    ck_assert_int_eq(rlock_req(a, "rq", 0), 0);
+    ck_assert_int_eq(request_mode(t, LOCK_REQ_TRYLOCK, LOCK_MODE_READ, "rq", 0, 0), 0);
+    ck_assert_uint_eq(fake_queued(fb), 2);
+    queued_mode_is(1, BACKEND_ACQUIRE, BACKEND_READ, "rq", t);
+    fake_settle(fb);
+    uint64_t fa = expect_granted(a, 1);
+    ck_assert_uint_eq(expect_granted(t, 1), fa);
+
+    fake_take_rw(fb, "rq2", "foreign:1", BACKEND_WRITE, 5000);
+    ck_assert_int_eq(wlock_req(w, "rq2", 0), 0);
+    fake_settle(fb);
+    no_reply(w);
+    size_t mark = fake_log_len(fb);
+    ck_assert_int_eq(request_mode(u, LOCK_REQ_TRYLOCK, LOCK_MODE_READ, "rq2", 0, 0), 1);
+    expect_timeout(u, -1);
+    ck_assert_uint_eq(fake_queued(fb), 0);
+    ck_assert_uint_eq(fake_log_len(fb), mark);
+}
+END_TEST
+
 START_TEST(test_rw_readers_share_writer_waits) {
     client_t *a = client(), *b = client(), *w = client();
 
@@ -3446,6 +3472,7 @@ static Suite *lockmgr_suite(void) {
 
     TC("rwlock");
     tcase_add_test(tc, test_rw_readers_share_writer_waits);
+    tcase_add_test(tc, test_rw_tryrlock_shares_with_readers_in_flight);
     tcase_add_test(tc, test_rw_reader_waits_behind_writer);
     tcase_add_test(tc, test_rw_reader_behind_parked_writer);
     tcase_add_test(tc, test_rw_readers_behind_writer_all_granted);
