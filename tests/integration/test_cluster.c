@@ -215,6 +215,37 @@ START_TEST(locks_spread_over_every_primary) {
     lock_ok(a, "{tag}fine");
     unlock_ok(a, "{tag}fine");
 
+    /* Read/write locks on every primary: readers of both daemons share,
+     * a writer waits for them, and a release (SPUBLISH on the name's
+     * redisson_rwlock channel) wakes the other daemon's writer. */
+    h_conn_t *r2 = h_connect_index(d1);
+    for (int p = 0; p < 3; p++) {
+        char rw[32];
+        snprintf(rw, sizeof(rw), "%s", name_on("rw", h_cluster_port(p)));
+        h_send(a, "RLOCK %s\n", rw);
+        l = reply(a, H_WAIT_MS);
+        ck_assert_msg(l != NULL && strncmp(l, "OK ", 3) == 0, "RLOCK %s: %s", rw, l ? l : "-");
+        h_send(r2, "RLOCK %s\n", rw);
+        l = reply(r2, H_WAIT_MS);
+        ck_assert_msg(l != NULL && strncmp(l, "OK ", 3) == 0, "RLOCK %s on the other daemon: %s",
+                      rw, l ? l : "-");
+        h_send(b, "WLOCK %s\n", rw);
+        ck_assert_ptr_null(reply(b, 300));
+        h_send(r2, "RUNLOCK %s\n", rw);
+        H_EXPECT(r2, "OK 0");
+        ck_assert_ptr_null(reply(b, 100));
+        t0 = h_now_ms();
+        h_send(a, "RUNLOCK %s\n", rw);
+        H_EXPECT(a, "OK 0");
+        l = reply(b, WAKE_MS);
+        ck_assert_msg(l != NULL && strncmp(l, "OK ", 3) == 0, "WLOCK %s: %s", rw, l ? l : "-");
+        printf("cluster: %s on %d: writer of another daemon granted %lld ms after the last "
+               "reader's release\n", rw, h_cluster_port(p), h_now_ms() - t0);
+        h_send(b, "WUNLOCK %s\n", rw);
+        H_EXPECT(b, "OK 0");
+    }
+    h_close(r2);
+
     /* INFO names the topology and counts the primaries. */
     ck_assert_int_eq(h_info_value(a, "redis_nodes"), 3);
     ck_assert_int_eq(h_info_value(a, "redis_nodes_up"), 3);
