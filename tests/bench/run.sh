@@ -124,6 +124,16 @@ cleanup() {
 trap cleanup EXIT
 trap 'say "bench: interrupted"; exit 130' INT TERM
 
+# stop_pids PID...: SIGTERM each server a section started, reap it, forget it.
+stop_pids() {
+    local pid
+    for pid in "$@"; do
+        kill -TERM "$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
+        forget_pid "$pid"
+    done
+}
+
 # A child that has been reaped leaves the cleanup list.
 forget_pid() {
     local p keep=()
@@ -663,11 +673,7 @@ if want 7; then
     if isnum "${REPL_TP[auto]-}" && isnum "${REPL_TP[0]-}"; then
         info "replicas: price of WAIT, pairs/s with replicas_ack = auto / with 0" "$(calc "${REPL_TP[auto]} / ${REPL_TP[0]}" 2)"
     fi
-    for pid in "$RP_PID" "$RR_PID"; do
-        kill -TERM "$pid" 2>/dev/null
-        wait "$pid" 2>/dev/null
-        forget_pid "$pid"
-    done
+    stop_pids "$RP_PID" "$RR_PID"
 fi
 
 # ---- 8. failover --------------------------------------------------------------------
@@ -1029,11 +1035,7 @@ if want 9; then
         failed "Redis commands dlockd sent per pair: cluster" "no cluster" "<= $CL_N x standalone's"
         failed "cluster watchdog: renewal EVALSHA per round, worst primary" "no cluster" "-"
     fi
-    for pid in "${CL_PIDS[@]}" "$CS_PID"; do
-        kill -TERM "$pid" 2>/dev/null
-        wait "$pid" 2>/dev/null
-        forget_pid "$pid"
-    done
+    stop_pids "${CL_PIDS[@]}" "$CS_PID"
 fi
 
 # ---- 10. quorum ------------------------------------------------------------------------
@@ -1194,11 +1196,7 @@ if want 10; then
         failed "Redis commands per grant: quorum" "no quorum" "-"
         failed "quorum: hand-off, one daemon: p50 / p99" "no quorum" "-"
     fi
-    for pid in "${QU_PIDS[@]}" "$QS_PID"; do
-        kill -TERM "$pid" 2>/dev/null
-        wait "$pid" 2>/dev/null
-        forget_pid "$pid"
-    done
+    stop_pids "${QU_PIDS[@]}" "$QS_PID"
 fi
 
 # ---- 11. lock kinds ----------------------------------------------------------------
@@ -1240,9 +1238,7 @@ if want 11; then
         failed "read pairs/s (one name) / LOCK pairs/s (50 names), same daemon" "no throughput" ">= 0.5"
     fi
     stop_dlockd kinds
-    kill -TERM "$KI_PID" 2>/dev/null
-    wait "$KI_PID" 2>/dev/null
-    forget_pid "$KI_PID"
+    stop_pids "$KI_PID"
 fi
 
 # ---- report ---------------------------------------------------------------------
