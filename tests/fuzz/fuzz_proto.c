@@ -63,8 +63,8 @@ static const uint8_t *find_lf(const uint8_t *s, size_t from, size_t to) {
 }
 
 /* From the command table itself, so that a new command needs no edit here. */
-static int takes_name(proto_cmd_t cmd) {
-    return strstr(proto_cmd_usage(cmd), "<name>") != NULL;
+static int takes(proto_cmd_t cmd, const char *word) {
+    return strstr(proto_cmd_usage(cmd), word) != NULL;
 }
 
 static void check_request(const proto_request_t *req) {
@@ -74,15 +74,13 @@ static void check_request(const proto_request_t *req) {
     CHECK(req->name[req->name_len] == '\0');
     CHECK(strlen(req->name) == req->name_len);
     CHECK(req->wait_ms <= PROTO_NUM_MAX && req->lease_ms <= PROTO_NUM_MAX);
-    if (takes_name(req->cmd)) {
+    if (takes(req->cmd, "<name>")) {
         CHECK(proto_name_valid(req->name, req->name_len));
     } else {
         CHECK(req->name_len == 0);
     }
-    if (req->cmd != PROTO_CMD_TRYLOCK) CHECK(req->wait_ms == 0);
-    if (req->cmd != PROTO_CMD_LOCK && req->cmd != PROTO_CMD_TRYLOCK &&
-        req->cmd != PROTO_CMD_RENEW)
-        CHECK(req->lease_ms == 0);
+    if (!takes(req->cmd, "<wait_ms>")) CHECK(req->wait_ms == 0);
+    if (!takes(req->cmd, "<lease_ms>")) CHECK(req->lease_ms == 0);
 }
 
 static void record(outcomes_t *out, proto_status_t st, const proto_request_t *req) {
