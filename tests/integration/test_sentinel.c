@@ -364,6 +364,21 @@ START_TEST(primary_killed_with_holders_and_waiters) {
                       "failover", name, wf, before);
         unlock_ok(w, name);
     }
+
+    /* Read/write locks on the promoted primary (its scripts loaded on the
+     * new connection): a reader of one daemon keeps the other's writer
+     * waiting until its release wakes it, with a fence above all before. */
+    h_send(n1->c, "RLOCK rw\n");
+    const char *l = cl_reply(n1, H_WAIT_MS);
+    ck_assert_msg(l != NULL && strncmp(l, "OK ", 3) == 0, "RLOCK rw: %s", l ? l : "(none)");
+    h_send(n2->c, "WLOCK rw\n");
+    ck_assert_msg(cl_reply(n2, 300) == NULL, "WLOCK rw answered while d1 reads it");
+    h_send(n1->c, "RUNLOCK rw\n");
+    l = cl_reply(n1, H_WAIT_MS);
+    ck_assert_msg(l != NULL && strcmp(l, "OK 0") == 0, "RUNLOCK rw: %s", l ? l : "(none)");
+    l = cl_reply(n2, H_FAILOVER_MS);
+    ck_assert_msg(l != NULL && grant_fence(l, 1) > before, "WLOCK rw after the read: %s",
+                  l ? l : "(none)");
     cl_close(h1);
     cl_close(h2);
     cl_close(w1);
