@@ -1,6 +1,7 @@
 /* Integration tests of read/write locks against a real Redis: sharing,
  * FIFO, downgrade, kinds, disconnects, leases, two daemons, Redisson.
  * SPDX-License-Identifier: MIT */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -566,6 +567,34 @@ START_TEST(two_daemons_wake_each_other) {
 }
 END_TEST
 
+/* A daemon dies holding a read lock: its hold ends with its lease (1 s),
+ * not with the longer lease of a reader still alive. The survivor's
+ * release sets the hash's TTL to what the dead reader's timeout key has
+ * left, as Redisson's does, so the writer waits about one lease, not the
+ * 30 s the survivor's RLOCK asked for. */
+START_TEST(dead_daemons_read_ends_with_its_lease) {
+    h_redis_start();
+    int d1 = start_d("[lock]\nlease_ms = 1000\n"), d2 = start_d("[lock]\nlease_ms = 1000\n");
+    h_conn_t *dead = h_connect_index(d1), *live = h_connect_index(d2), *w = h_connect_index(d2);
+    take(dead, "RLOCK x", 1);
+    take(live, "RLOCK x 30000", 1);
+    h_send(w, "WLOCK x\n");
+    expect_silence(w, 300, "WLOCK x while two read");
+    long long t0 = h_now_ms();
+    ck_assert_int_ne(h_dlockd_stop(d1, SIGKILL), -1);
+    h_send(live, "RUNLOCK x\n");
+    H_EXPECT(live, "OK 0");
+    granted(w, "WLOCK x after the dead daemon's lease", 1, 1000 + 4000);
+    long long took = h_now_ms() - t0;
+    printf("rwlock: a dead daemon's read ended %lld ms after its SIGKILL (lease 1000 ms; "
+           "the live reader's was 30000 ms)\n", took);
+    h_close(w);
+    h_close(live);
+    h_close(dead);
+    h_keep_passed();
+}
+END_TEST
+
 /* ---- Redisson interop ---------------------------------------------------- */
 
 START_TEST(redisson_and_dlockd_readers_share) {
@@ -638,6 +667,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, close_releases_reads_and_their_timeout_keys);
     tcase_add_test(tc, watchdog_keeps_reads_and_lease_ends_them);
     tcase_add_test(tc, two_daemons_wake_each_other);
+    tcase_add_test(tc, dead_daemons_read_ends_with_its_lease);
     tcase_add_test(tc, redisson_and_dlockd_readers_share);
     tcase_add_test(tc, redisson_write_unlock_wakes_dlockd_reader);
     tcase_add_test(tc, dlockd_writer_excludes_redisson_reader);
