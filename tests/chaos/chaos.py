@@ -657,6 +657,24 @@ class Chaos(object):
         with self.client(i) as c:
             return c.info()
 
+    def info_all_up(self, i, nodes):
+        """Daemon i's INFO once it counts all `nodes` up (redis=up, none
+        down), waiting up to EVENT_TIMEOUT; otherwise its last INFO (or the
+        error) with "bad" set."""
+        def full():
+            x = self.info(i)
+            ok = (x.get("redis_nodes") == x.get("redis_nodes_up") == nodes and
+                  x.get("redis_down") == "-" and x.get("redis") == "up")
+            return x if ok else None
+        x = wait_until(full, EVENT_TIMEOUT, 0.05)
+        if x is None:
+            try:
+                x = self.info(i)
+            except (dlock.DlockError, OSError) as e:
+                x = {"redis": str(e)}
+            x["bad"] = True
+        return x
+
     # -- redis --
 
     def start_redis(self):
@@ -1861,19 +1879,7 @@ class Chaos(object):
                         out = "%s: %s" % (type(e).__name__, e)
                     res.append((i, port, name, out, (time.monotonic() - t) * 1000))
 
-                def full(i=i):
-                    x = self.info(i)
-                    ok = (x.get("redis_nodes") == x.get("redis_nodes_up") == CL_PRIMARIES and
-                          x.get("redis_down") == "-" and x.get("redis") == "up")
-                    return x if ok else None
-                x = wait_until(full, EVENT_TIMEOUT, 0.05)
-                if x is None:
-                    try:
-                        x = self.info(i)
-                    except (dlock.DlockError, OSError) as e:
-                        x = {"redis": str(e)}
-                    x["bad"] = True
-                infos.append(x)
+                infos.append(self.info_all_up(i, CL_PRIMARIES))
             self.m["cl_serve"] = dict(res=res, infos=infos)
             self.say("  every shard from every daemon: %s; INFO %s"
                      % (", ".join("d%d :%d %s %.0f ms" % (i, port, out, ms)
@@ -2396,19 +2402,7 @@ class Chaos(object):
         with self.phase("q-final"):
             res, infos = [], []
             for i in range(Q_DAEMONS):
-                def full(i=i):
-                    x = self.info(i)
-                    ok = (x.get("redis_nodes") == x.get("redis_nodes_up") == Q_NODES and
-                          x.get("redis_down") == "-" and x.get("redis") == "up")
-                    return x if ok else None
-                x = wait_until(full, EVENT_TIMEOUT, 0.05)
-                if x is None:
-                    try:
-                        x = self.info(i)
-                    except (dlock.DlockError, OSError) as e:
-                        x = {"redis": str(e)}
-                    x["bad"] = True
-                infos.append(x)
+                infos.append(self.info_all_up(i, Q_NODES))
                 t = time.monotonic()
                 try:
                     with self.client(i, timeout=EVENT_TIMEOUT + 5) as c:
