@@ -2523,6 +2523,27 @@ START_TEST(test_rw_tryrlock_shares_with_readers_in_flight) {
 }
 END_TEST
 
+/* Read and write holds count against max_locks_per_client, a downgrade's
+ * second hold of one name too; refused at once, with no op sent. */
+START_TEST(test_rw_limit_locks_per_client) {
+    client_t *a = client();
+    conf.max_locks_per_client = 2;
+    rlock_ok(a, "r1", 0);
+    wlock_ok(a, "w1", 0);
+    size_t ops = fake_log_len(fb);
+    ck_assert_int_eq(rlock_req(a, "r2", 0), 1);
+    expect_error(a, LOCK_ERR_LIMIT);
+    ck_assert_int_eq(rlock_req(a, "w1", 0), 1); /* a downgrade: a third hold */
+    lock_reply_t r = expect_error(a, LOCK_ERR_LIMIT);
+    ck_assert_ptr_nonnull(strstr(r.detail, "max_locks_per_client"));
+    ck_assert_uint_eq(fake_log_len(fb), ops);
+    /* A reentry is not a new hold. */
+    ck_assert_int_eq(rlock_req(a, "r1", 0), 0);
+    fake_settle(fb);
+    expect_granted(a, 2);
+}
+END_TEST
+
 START_TEST(test_rw_readers_share_writer_waits) {
     client_t *a = client(), *b = client(), *w = client();
 
@@ -3472,6 +3493,7 @@ static Suite *lockmgr_suite(void) {
 
     TC("rwlock");
     tcase_add_test(tc, test_rw_readers_share_writer_waits);
+    tcase_add_test(tc, test_rw_limit_locks_per_client);
     tcase_add_test(tc, test_rw_tryrlock_shares_with_readers_in_flight);
     tcase_add_test(tc, test_rw_reader_waits_behind_writer);
     tcase_add_test(tc, test_rw_reader_behind_parked_writer);
