@@ -595,6 +595,36 @@ START_TEST(dead_daemons_read_ends_with_its_lease) {
 }
 END_TEST
 
+/* Redis loses its data (a restart without persistence, here FLUSHALL):
+ * the watchdog's next batched renewal of a read and of a write hold finds
+ * them gone, and each holder hears !LOST expired; the name is free again. */
+START_TEST(holds_lost_with_redis_data_are_reported) {
+    h_redis_start();
+    int d = start_d("[lock]\nlease_ms = 1000\n");
+    h_conn_t *r = h_connect_index(d), *w = h_connect_index(d);
+    take(r, "RLOCK lr", 1);
+    take(w, "WLOCK lw", 1);
+    const char *flush[] = {"FLUSHALL", NULL};
+    h_redis_argv(flush);
+    long long t0 = h_now_ms();
+    const char *ev = h_recv(r, 1000 + 4000);
+    ck_assert_msg(ev != NULL && strcmp(ev, "!LOST lr expired") == 0, "reader: '%s'",
+                  ev ? ev : "(none)");
+    ev = h_recv(w, 1000 + 4000);
+    ck_assert_msg(ev != NULL && strcmp(ev, "!LOST lw expired") == 0, "writer: '%s'",
+                  ev ? ev : "(none)");
+    printf("rwlock: read and write holds reported lost %lld ms after Redis lost them\n",
+           h_now_ms() - t0);
+    h_send(r, "RUNLOCK lr\n");
+    const char *l = h_recv(r, H_WAIT_MS);
+    ck_assert_msg(l != NULL && strncmp(l, "ERR NOTHELD", 11) == 0, "RUNLOCK: %s", l ? l : "-");
+    take(r, "WLOCK lr", 1);
+    h_close(w);
+    h_close(r);
+    h_keep_passed();
+}
+END_TEST
+
 /* ---- Redisson interop ---------------------------------------------------- */
 
 START_TEST(redisson_and_dlockd_readers_share) {
@@ -668,6 +698,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, watchdog_keeps_reads_and_lease_ends_them);
     tcase_add_test(tc, two_daemons_wake_each_other);
     tcase_add_test(tc, dead_daemons_read_ends_with_its_lease);
+    tcase_add_test(tc, holds_lost_with_redis_data_are_reported);
     tcase_add_test(tc, redisson_and_dlockd_readers_share);
     tcase_add_test(tc, redisson_write_unlock_wakes_dlockd_reader);
     tcase_add_test(tc, dlockd_writer_excludes_redisson_reader);
