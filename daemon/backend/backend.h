@@ -42,6 +42,8 @@ typedef enum {
     BACKEND_WHO,          /* who holds it: ttl_ms (-2 free), and *who */
     BACKEND_FENCE,        /* a quorum's own: raise the fence counter to raise_to
                              while owner holds the lock: holds 1, else 0 */
+    BACKEND_SEMINIT,      /* a semaphore's permits, unless set: holds 1, or 0
+                             when they were set already */
     BACKEND_OP_COUNT
 } backend_op_kind_t;
 
@@ -51,6 +53,9 @@ typedef enum {
     BACKEND_MUTEX = 0,    /* RLock: a reentrant exclusive lock */
     BACKEND_READ,         /* RReadWriteLock's shared side */
     BACKEND_WRITE,        /* ... and its exclusive side */
+    BACKEND_SEM,          /* RPermitExpirableSemaphore: the owner's permits are
+                             ids <owner>:<k>, k = permit_base + 1 ...
+                             permit_base + permits */
     BACKEND_MODE_COUNT
 } backend_mode_t;
 
@@ -70,8 +75,10 @@ typedef enum {
     BACKEND_GRANTED = 0,  /* a new grant: fence is set */
     BACKEND_REENTERED,    /* the owner already held it: holds is set */
     BACKEND_TAKEN,        /* someone else holds it: ttl_ms is set (-1: no expiry) */
-    BACKEND_WRONG_KIND    /* the name is held as another kind of lock: held says
+    BACKEND_WRONG_KIND,   /* the name is held as another kind of lock: held says
                              which; nothing was changed */
+    BACKEND_HOLD_GONE     /* SEM, permit_base > 0: the owner's earlier permits
+                             are gone (expired, forced); nothing was changed */
 } backend_outcome_t;
 
 typedef enum {
@@ -94,7 +101,8 @@ typedef struct backend_result_s {
                                    ours (other daemons, Redisson clients) */
     backend_mode_t held;        /* ACQUIRE WRONG_KIND; STATUS (ttl_ms >= -1): what
                                    the name holds now */
-    long long holders;          /* STATUS of a READ hold: how many owners read */
+    long long holders;          /* STATUS of a READ hold: how many owners read;
+                                   of a SEM: the permits available */
 } backend_result_t;
 
 /* WHO's answer, in memory the caller gives (op->who). */
@@ -123,6 +131,9 @@ struct backend_op_s {
     void *data;                 /* the caller's */
     backend_who_t *who;         /* WHO: where the answer goes */
     uint64_t raise_to;          /* FENCE */
+    uint32_t permits;           /* SEM: ACQUIRE, RELEASE and RENEW's permits,
+                                   SEMINIT's size */
+    uint32_t permit_base;       /* SEM: the ids start after this one */
     /* out */
     backend_result_t res;
     /* the backend's while submitted */
@@ -163,6 +174,7 @@ typedef void (*backend_node_cb)(void *data, const backend_node_info_t *node);
 #define BACKEND_CAP_PARTIAL          0x4u  /* part of the keyspace can be down
                                               while the rest serves */
 #define BACKEND_CAP_RW               0x8u  /* READ and WRITE modes */
+#define BACKEND_CAP_SEM              0x10u /* SEM mode */
 
 /* One topology: a table of operations, chosen once at start. */
 typedef struct backend_type_s {

@@ -26,6 +26,10 @@
 #define KEYS_TOKEN    "redisson_lock_token"     /* fence counter */
 #define KEYS_CHANNEL  "redisson_lock__channel"  /* release messages */
 #define KEYS_RW_CHANNEL "redisson_rwlock"       /* a read/write lock's releases */
+#define KEYS_SEM_CHANNEL "redisson_sc"          /* a semaphore's releases */
+/* A semaphore's sorted set of permit ids is the key's suffix companion:
+ * "{PN}:timeout", or "PN:timeout" when PN has a '{' (Redisson's suffixName). */
+#define KEYS_SEM_TIMEOUT "timeout"
 #define KEYS_FORCED   "dlock_forced"            /* who FORCEUNLOCK removed */
 /* The daemons' registry (prefix + this): a hash of uuid -> "<seen ms>
  * dlockd:<host>:<pid>". The space keeps it apart from every lock key:

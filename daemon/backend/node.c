@@ -596,8 +596,11 @@ static size_t channel_of(const node_t *nd, char *out, const char *name, size_t l
                          backend_mode_t mode) {
     char key[KEYS_KEY_MAX];
     size_t klen = keys_lock(key, nd->key_prefix, name, len);
-    return keys_companion(out, mode == BACKEND_MUTEX ? KEYS_CHANNEL : KEYS_RW_CHANNEL, key,
-                          klen);
+    static const char *const kinds[BACKEND_MODE_COUNT] = {
+        [BACKEND_MUTEX] = KEYS_CHANNEL, [BACKEND_READ] = KEYS_RW_CHANNEL,
+        [BACKEND_WRITE] = KEYS_RW_CHANNEL, [BACKEND_SEM] = KEYS_SEM_CHANNEL,
+    };
+    return keys_companion(out, kinds[mode], key, klen);
 }
 
 void node_watch(node_t *nd, const char *name, size_t len, backend_mode_t mode,

@@ -12,7 +12,8 @@
 /* K1 lock hash, K2 fence counter; A1 lease ms, A2 owner, Q 'q' for a
  * quorum's rule. {0, fence} new grant, {1, holds} reentered, {2, pttl}
  * taken, {3, 1 or 2} held as a read/write lock (reads, a write: checked
- * first, since a reader's field has the same name as the owner's). A
+ * first, since a reader's field has the same name as the owner's), {3, 3}
+ * a semaphore (a string: its permits). A
  * grant's fence is the greater of the counter plus one and Redis TIME in
  * microseconds, and the counter is set to it: fences keep rising
  * when Redis loses the counter (a restart without persistence) or a
@@ -35,7 +36,11 @@
     "  redis.call('set', K2, string.format('%d', f))\n" \
     "  return {0, f}\n" \
     "end\n" \
-    "local m = redis.call('hget', K1, 'mode')\n" \
+    "local m = redis.pcall('hget', K1, 'mode')\n" \
+    "if type(m) == 'table' then\n" \
+    "  if redis.call('type', K1).ok == 'string' then return {3, 3} end\n" \
+    "  error(m)\n" \
+    "end\n" \
     "if m then return {3, m == 'read' and 1 or 2} end\n" \
     "if redis.call('hexists', K1, A2) == 1 then\n" \
     "  local n = redis.call('hincrby', K1, A2, 1)\n" \
@@ -104,6 +109,23 @@ static const char script_release[] =
     "if redis.pcall('get', K2) == f then return 2 end\n" \
     "return 0\n"
 
+/* A semaphore's renewal (the watchdog's, batched with the others): K1 the
+ * semaphore, K2 its permit ids' sorted set; A1 lease ms, A2 owner, c how
+ * many permits it holds: ids A2:1 .. A2:c, each scored by when it expires
+ * (ms since the epoch, Redis TIME). All of them get now + lease: 1; or 0,
+ * changing nothing, when any is gone or expired (the holder has lost
+ * them: its release gives back the rest). */
+#define LUA_SEM_RENEW \
+    "local t = redis.call('time')\n" \
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n" \
+    "local id = A2 .. ':'\n" \
+    "for i = 1, c do\n" \
+    "  local s = redis.call('zscore', K2, id .. i)\n" \
+    "  if not s or tonumber(s) <= now then return 0 end\n" \
+    "end\n" \
+    "for i = 1, c do redis.call('zadd', K2, now + tonumber(A1), id .. i) end\n" \
+    "return 1\n"
+
 /* K1 lock hash, K2 fence counter; A1 a fence, A2 owner. A quorum's grant
  * raises the counter to its fence where it was lower, only while the
  * owner still holds the lock there: 1, or 0 when it does not. */
@@ -114,11 +136,20 @@ static const char script_release[] =
     "end\n" \
     "return 1\n"
 
-/* KEYS[1] lock hash; ARGV[1] owner. {pttl, this owner's holds, what is
- * held (0 a plain lock, 1 reads, 2 a write), readers, this owner's write
- * holds}; a plain lock's holds are its owner field's, a read/write lock's
- * this owner's read holds. */
+/* KEYS[1] lock hash (or semaphore), KEYS[2] a semaphore's permit ids;
+ * ARGV[1] owner. {pttl, this owner's holds, what is held (0 a plain lock,
+ * 1 reads, 2 a write, 3 a semaphore), readers (a semaphore: permits
+ * available, counting expired ones, which the next acquire takes back),
+ * this owner's write holds}; a plain lock's holds are its owner field's,
+ * a read/write lock's this owner's read holds. Reads only. */
 static const char script_status[] =
+    "if redis.call('type', KEYS[1]).ok == 'string' then\n"
+    "  local c = redis.call('time')\n"
+    "  local now = tonumber(c[1]) * 1000 + math.floor(tonumber(c[2]) / 1000)\n"
+    "  local v = (tonumber(redis.call('get', KEYS[1])) or 0) +\n"
+    "            redis.call('zcount', KEYS[2], 0, now)\n"
+    "  return {redis.call('pttl', KEYS[1]), 0, 3, v, 0}\n"
+    "end\n"
     "local t = redis.call('pttl', KEYS[1])\n"
     "local m = redis.call('hget', KEYS[1], 'mode')\n"
     "local n = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')\n"
@@ -130,10 +161,20 @@ static const char script_status[] =
     "local w = tonumber(redis.call('hget', KEYS[1], ARGV[1] .. ':write') or '0')\n"
     "return {t, n, m == 'read' and 1 or 2, readers, w}\n";
 
-/* KEYS[1] lock hash, KEYS[2] channel, KEYS[3] forced marker; ARGV[1] how
- * long the marker outlives the lock, ARGV[2] the publish command. Removes the lock whoever holds it,
- * leaves a marker naming the owner so its daemon can say 'forced'. */
+/* KEYS[1] lock hash, KEYS[2] channel, KEYS[3] forced marker, KEYS[4] and
+ * KEYS[5] a semaphore's permit ids and channel; ARGV[1] how long the marker
+ * outlives the lock, ARGV[2] the publish command. Removes the lock whoever
+ * holds it, leaves a marker naming the owner so its daemon can say
+ * 'forced'. A semaphore gets every permit back (its holders find theirs
+ * gone). */
 static const char script_force[] =
+    "if redis.call('type', KEYS[1]).ok == 'string' then\n"
+    "  local n = redis.call('zcard', KEYS[4])\n"
+    "  if n == 0 then return 0 end\n"
+    "  redis.call('del', KEYS[4])\n"
+    "  redis.call(ARGV[2], KEYS[5], redis.call('incrby', KEYS[1], n))\n"
+    "  return 1\n"
+    "end\n"
     "local f = redis.call('hkeys', KEYS[1])\n"
     "if #f == 0 then return 0 end\n"
     "local t = redis.call('pttl', KEYS[1])\n"
@@ -149,8 +190,9 @@ static const char script_force[] =
  * operation (the lock, and its token, channel or forced marker), then
  * three arguments per operation: 'a' lease owner (an acquire; 'q' with a
  * quorum's fence rule), 'r' all owner, 'n' lease owner (a renewal; 'v'
- * and 'V' of a read/write lock's read or write holds) or 'f' fence owner
- * (a quorum's raise); the last argument is the publish
+ * and 'V' of a read/write lock's read or write holds, 's<c>' of a
+ * semaphore's c permits) or 'f' fence owner (a quorum's raise); the last
+ * argument is the publish
  * command. One line per operation comes back: "0:<fence>", "1:<holds>",
  * "2:<pttl>", a release's "<holds left>" or "0:<subscribers>", a renewal's
  * or raise's digit, or "E<error>"
@@ -169,6 +211,7 @@ static const char script_force[] =
     "local renew = function(K1, K2, A1, A2)\n" LUA_RENEW "end\n" \
     "local rw_renew = function(K1, K2, A1, A2, k)\n" LUA_RW_RENEW "end\n" \
     "local raise = function(K1, K2, A1, A2)\n" LUA_RAISE "end\n" \
+    "local sem_renew = function(K1, K2, A1, A2, c)\n" LUA_SEM_RENEW "end\n" \
     "local out = {}\n" \
     "for i = 1, n do\n" \
     "  local ok, r\n" \
@@ -183,6 +226,8 @@ static const char script_force[] =
     "    ok, r = pcall(renew, k1, k2, ARGV[a - 1], ARGV[a])\n" \
     "  elseif k == 'f' then\n" \
     "    ok, r = pcall(raise, k1, k2, ARGV[a - 1], ARGV[a])\n" \
+    "  elseif string.byte(k) == 115 then\n" \
+    "    ok, r = pcall(sem_renew, k1, k2, ARGV[a - 1], ARGV[a], tonumber(string.sub(k, 2)))\n" \
     "  else\n" \
     "    ok, r = pcall(release, k1, k2, ARGV[a], ARGV[a - 1])\n" \
     "  end\n" \
@@ -228,11 +273,12 @@ static const char script_renew_any[] =
     "local K, ko, ao = ARGV, 1, 1 + 2 * n\n" LUA_RENEW_BODY;
 
 /* KEYS[1] lock hash, KEYS[2] registry. {pttl, the holder's field, its
- * registry entry}: -2 and empty strings when free, '' for a holder no
+ * registry entry}: -2 and empty strings when free (-3 a semaphore), '' for a holder no
  * dlockd registered (a Redisson client). Without KEYS[2] (under Cluster
  * the registry is in another slot) the entry is ''. Reads only. */
 static const char script_who[] =
     "local f = redis.pcall('hkeys', KEYS[1])\n"
+    "if f.err and redis.call('type', KEYS[1]).ok == 'string' then return {-3, '', ''} end\n"
     "if type(f) ~= 'table' or #f == 0 then return {-2, '', ''} end\n"
     "local who = f[1] == 'mode' and f[2] or f[1]\n"
     "if not who then return {-2, '', ''} end\n"
@@ -286,7 +332,12 @@ static const char script_rw[] =
     "local op, A2, A3, P = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
     "local W = A3 .. ':write'\n"
     "local T = K4 .. ':' .. A3 .. ':rwlock_timeout:'\n"
-    "local mode = redis.call('hget', K1, 'mode')\n"
+    "local mode = redis.pcall('hget', K1, 'mode')\n"
+    "if type(mode) == 'table' then\n"
+    "  if redis.call('type', K1).ok ~= 'string' then error(mode) end\n"
+    "  if op == 'r' or op == 'w' then return {3, 3} end\n"
+    "  return -1\n"
+    "end\n"
     "if op == 'r' or op == 'w' then\n"
     "  if redis.call('exists', K1) == 1 and not mode then return {3, 0} end\n"
     "  local f = tonumber(redis.call('get', K2) or '0')\n"
@@ -355,9 +406,78 @@ static const char script_rw[] =
     "end\n"
     "return {0, redis.call(P, K3, '1')}\n";
 
+/* Semaphores in Redisson's RPermitExpirableSemaphore layout. K1 the
+ * semaphore, a string: the permits available; K2 its permit ids' sorted
+ * set ({K1}:timeout), each id scored by when it expires (ms since the
+ * epoch, Redis TIME; Redisson's non-expiring ids have 922337203685477);
+ * K3 the channel (redisson_sc:{K1}). A1 the op: 'a' acquire, 'r' release,
+ * 'i' set the permits unless set (Redisson's trySetPermits: 1, or 0);
+ * A2 permits (of 'i': the size); A3 base: the owner's ids are
+ * A5:1 .. A5:base already (an acquire's) or the ids released are
+ * A5:base+1 .. A5:base+A2; A4 the lease; P the publish command.
+ *
+ * An acquire first checks that the owner's earlier ids are all there
+ * ({4, 0} and nothing changed when not: its permits were lost), takes
+ * back expired ids as Redisson's acquire does, then, with A2 permits
+ * available, adds ids base+1 .. base+A2 and scores them all now + lease:
+ * {0, permits held}; or {2, ms until the first id expires, -1 for none}.
+ * Permits available go down by the ids actually added, and a release
+ * gives back the ids actually removed: available plus ids is the size,
+ * whatever ids a lost answer left behind. Releases publish the permits
+ * available (Redisson's message), and return {0, subscribers} or -1 when
+ * none of the ids was there. A name that is a lock (a hash) gets {3, its
+ * kind} from 'a' and 'i' and -1 from 'r', changing nothing. */
+static const char script_sem[] =
+    "local K1, K2, K3 = KEYS[1], KEYS[2], KEYS[3]\n"
+    "local op, n, b, P = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[6]\n"
+    "local id = ARGV[5] .. ':'\n"
+    "local ty = redis.call('type', K1).ok\n"
+    "if ty == 'hash' then\n"
+    "  if op == 'r' then return -1 end\n"
+    "  local m = redis.call('hget', K1, 'mode')\n"
+    "  return {3, m == 'read' and 1 or m == 'write' and 2 or 0}\n"
+    "end\n"
+    "if op == 'i' then\n"
+    "  if ty ~= 'none' then return 0 end\n"
+    "  redis.call('set', K1, n)\n"
+    "  redis.call(P, K3, n)\n"
+    "  return 1\n"
+    "end\n"
+    "if op == 'r' then\n"
+    "  local removed = 0\n"
+    "  for i = b + 1, b + n do removed = removed + redis.call('zrem', K2, id .. i) end\n"
+    "  if removed == 0 then return -1 end\n"
+    "  return {0, redis.call(P, K3, redis.call('incrby', K1, removed))}\n"
+    "end\n"
+    "local t = redis.call('time')\n"
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "for i = 1, b do\n"
+    "  local s = redis.call('zscore', K2, id .. i)\n"
+    "  if not s or tonumber(s) <= now then return {4, 0} end\n"
+    "end\n"
+    "local x = redis.call('zrangebyscore', K2, 0, now, 'limit', 0, 1000)\n"
+    "if #x > 0 then\n"
+    "  redis.call('zrem', K2, unpack(x))\n"
+    "  local v = redis.call('incrby', K1, #x)\n"
+    "  if v > 0 then redis.call(P, K3, v) end\n"
+    "end\n"
+    "if (tonumber(redis.call('get', K1)) or -1) < n then\n"
+    "  local e = redis.call('zrange', K2, 0, 0, 'withscores')\n"
+    "  if e[2] and tonumber(e[2]) < 922337203685477 then\n"
+    "    return {2, math.max(0, tonumber(e[2]) - now)}\n"
+    "  end\n"
+    "  return {2, -1}\n"
+    "end\n"
+    "local added, till = 0, now + tonumber(ARGV[4])\n"
+    "for i = 1, b + n do added = added + redis.call('zadd', K2, till, id .. i) end\n"
+    "if added > 0 then redis.call('decrby', K1, added) end\n"
+    "local ttl = redis.call('pttl', K1)\n"
+    "if ttl > 0 then redis.call('pexpire', K2, ttl) end\n"
+    "return {0, b + n}\n";
+
 const char *const scripts_text[SCRIPT_COUNT] = {
     script_acquire, script_release, script_status, script_force, script_ops, script_renew,
-    script_who, script_register, script_ops_any, script_renew_any, script_rw,
+    script_who, script_register, script_ops_any, script_renew_any, script_rw, script_sem,
 };
 
 /* ---- calls ---------------------------------------------------------------- */
@@ -375,6 +495,10 @@ int scripts_batchable(const backend_op_t *op) {
 script_id_t scripts_choose(backend_op_t *const *ops, size_t n, unsigned flags) {
     int any = (flags & SCRIPTS_F_ANY_SLOT) != 0;
     if (n == 1 && any && scripts_batchable(ops[0])) return SCRIPT_OPS_ANY;
+    if (n == 1 && ops[0]->mode == BACKEND_SEM &&
+        (ops[0]->kind == BACKEND_ACQUIRE || ops[0]->kind == BACKEND_RELEASE ||
+         ops[0]->kind == BACKEND_SEMINIT))
+        return SCRIPT_SEM;
     if (n == 1 && ops[0]->mode != BACKEND_MUTEX &&
         (ops[0]->kind == BACKEND_ACQUIRE || ops[0]->kind == BACKEND_RELEASE ||
          ops[0]->kind == BACKEND_DROP))
@@ -450,6 +574,23 @@ static size_t put_companion(char *p, const char *kind, size_t kindlen, const cha
     return k;
 }
 
+/* A suffix companion of key (Redisson's suffixName): "{key}:kind", or
+ * "key:kind" when the key has a '{' already. */
+static size_t put_suffix(char *p, const char *kind, size_t kindlen, const char *key, size_t klen,
+                         int braces) {
+    size_t k = put_head(p, '$', klen + (braces ? 2 : 0) + 1 + kindlen);
+    if (braces) p[k++] = '{';
+    memcpy(p + k, key, klen);
+    k += klen;
+    if (braces) p[k++] = '}';
+    p[k++] = ':';
+    memcpy(p + k, kind, kindlen);
+    k += kindlen;
+    p[k++] = '\r';
+    p[k++] = '\n';
+    return k;
+}
+
 #define KIND(s) (s), (sizeof(s) - 1)
 
 static size_t put_keys(char *p, const backend_op_t *op, script_id_t id, const char *prefix,
@@ -463,8 +604,12 @@ static size_t put_keys(char *p, const backend_op_t *op, script_id_t id, const ch
     k += klen;
     p[k++] = '\r';
     p[k++] = '\n';
-    if (id == SCRIPT_STATUS) return k;
     int braces = memchr(key, '{', klen) == NULL;
+    if (id == SCRIPT_STATUS) return k + put_suffix(p + k, KIND(KEYS_SEM_TIMEOUT), key, klen, braces);
+    if (id == SCRIPT_SEM) {
+        k += put_suffix(p + k, KIND(KEYS_SEM_TIMEOUT), key, klen, braces);
+        return k + put_companion(p + k, KIND(KEYS_SEM_CHANNEL), key, klen, braces);
+    }
     if (id == SCRIPT_RW) {
         k += put_companion(p + k, KIND(KEYS_TOKEN), key, klen, braces);
         k += put_companion(p + k, KIND(KEYS_RW_CHANNEL), key, klen, braces);
@@ -490,8 +635,12 @@ static size_t put_keys(char *p, const backend_op_t *op, script_id_t id, const ch
     }
     if (id == SCRIPT_FORCE) {
         k += put_companion(p + k, KIND(KEYS_CHANNEL), key, klen, braces);
-        return k + put_companion(p + k, KIND(KEYS_FORCED), key, klen, braces);
+        k += put_companion(p + k, KIND(KEYS_FORCED), key, klen, braces);
+        k += put_suffix(p + k, KIND(KEYS_SEM_TIMEOUT), key, klen, braces);
+        return k + put_companion(p + k, KIND(KEYS_SEM_CHANNEL), key, klen, braces);
     }
+    if (op->mode == BACKEND_SEM) /* a renewal */
+        return k + put_suffix(p + k, KIND(KEYS_SEM_TIMEOUT), key, klen, braces);
     if (op->kind == BACKEND_ACQUIRE || op->kind == BACKEND_FENCE)
         return k + put_companion(p + k, KIND(KEYS_TOKEN), key, klen, braces);
     if (op->kind == BACKEND_RENEW) return k + put_companion(p + k, KIND(KEYS_FORCED), key, klen, braces);
@@ -518,6 +667,13 @@ static size_t put_args(char *p, const backend_op_t *op, script_id_t id, const ch
     switch (id) {
     case SCRIPT_OPS:
     case SCRIPT_OPS_ANY:
+        if (op->mode == BACKEND_SEM) { /* a renewal of c permits: 's<c>' */
+            char letter[24];
+            letter[0] = 's';
+            k += put_bulk(p, letter, 1 + keys_u64(letter + 1, op->permits));
+            k += put_bulk(p + k, num, nlen);
+            return k + put_bulk(p + k, field, flen);
+        }
         k += put_bulk(p,
                       op->kind == BACKEND_ACQUIRE ? (flags & SCRIPTS_F_QUORUM ? "q" : "a")
                       : op->kind == BACKEND_RENEW ? (op->mode == BACKEND_READ    ? "v"
@@ -544,6 +700,16 @@ static size_t put_args(char *p, const backend_op_t *op, script_id_t id, const ch
         k += put_bulk(p + k, num, keys_u64(num, op->lease_ms));
         return k + put_bulk(p + k, field, flen);
     }
+    case SCRIPT_SEM: {
+        char letter = op->kind == BACKEND_ACQUIRE   ? 'a'
+                      : op->kind == BACKEND_SEMINIT ? 'i'
+                                                    : 'r';
+        k += put_bulk(p, &letter, 1);
+        k += put_bulk(p + k, num, keys_u64(num, op->permits));
+        k += put_bulk(p + k, num, keys_u64(num, op->permit_base));
+        k += put_bulk(p + k, num, keys_u64(num, op->lease_ms));
+        return k + put_bulk(p + k, field, flen);
+    }
     case SCRIPT_WHO:
         return 0;
     case SCRIPT_STATUS:
@@ -567,13 +733,14 @@ int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *co
     case SCRIPT_OPS_ANY: numkeys = 0; argc = 3 + 1 + 5 * n + 1; break;
     case SCRIPT_RENEW: numkeys = 2 * n; argc = 3 + 3 * n + 1; break;
     case SCRIPT_RENEW_ANY: numkeys = 0; argc = 3 + 1 + 3 * n + 1; break;
-    case SCRIPT_STATUS: numkeys = 1; argc = 5; break;
+    case SCRIPT_STATUS: numkeys = 2; argc = 6; break;
     case SCRIPT_WHO:
         numkeys = flags & SCRIPTS_F_NO_REGISTRY ? 1 : 2;
         argc = 3 + numkeys;
         break;
-    case SCRIPT_FORCE: numkeys = 3; argc = 8; break;
+    case SCRIPT_FORCE: numkeys = 5; argc = 10; break;
     case SCRIPT_RW: numkeys = 4; argc = 3 + 4 + 4; break;
+    case SCRIPT_SEM: numkeys = 3; argc = 3 + 3 + 6; break;
     default: numkeys = 2; argc = 8; break; /* acquire 7: no publish command */
     }
     if (id == SCRIPT_ACQUIRE) argc = 7;
@@ -603,7 +770,7 @@ int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *co
         buf_commit(out, put_args(p, ops[i], id, uuid, flags));
     }
     if (id == SCRIPT_OPS || id == SCRIPT_OPS_ANY || id == SCRIPT_RELEASE ||
-        id == SCRIPT_FORCE || id == SCRIPT_RW) {
+        id == SCRIPT_FORCE || id == SCRIPT_RW || id == SCRIPT_SEM) {
         if ((p = buf_reserve(out, ARG_ROOM(8))) == NULL) goto nomem;
         const char *pub = PUB_CMD(flags);
         buf_commit(out, put_bulk(p, pub, strlen(pub)));
@@ -646,6 +813,7 @@ static int set_acquire(backend_result_t *res, long long kind, long long v) {
     case BACKEND_REENTERED: res->holds = v; return 0;
     case BACKEND_TAKEN: res->ttl_ms = v; return 0;
     case BACKEND_WRONG_KIND: res->held = (backend_mode_t)v; return 0;
+    case BACKEND_HOLD_GONE: return 0;
     default: return -1;
     }
 }
@@ -800,17 +968,18 @@ int scripts_decode(script_id_t id, backend_op_t *const *ops, size_t n, redisRepl
             return 0;
         }
         break;
+    case SCRIPT_SEM:
     case SCRIPT_RW:
-        if (ops[0]->kind == BACKEND_ACQUIRE) {
-            if (is_pair(r) &&
-                set_acquire(res, r->element[0]->integer, r->element[1]->integer) == 0)
-                return 0;
-        } else if (is_pair(r)) {
+        /* an acquire's (or SEMINIT's refusal) pair; a release's pair, or
+         * holds left (SEMINIT: 1 or 0) */
+        if (is_pair(r) && (ops[0]->kind == BACKEND_ACQUIRE || ops[0]->kind == BACKEND_SEMINIT)) {
+            if (set_acquire(res, r->element[0]->integer, r->element[1]->integer) == 0) return 0;
+        } else if (is_pair(r) && ops[0]->kind != BACKEND_ACQUIRE) {
             res->holds = r->element[0]->integer;
             long long v = r->element[1]->integer;
             res->others_waiting = (int)(v > 1000000 ? 1000000 : v);
             return 0;
-        } else if (is_int(r)) {
+        } else if (is_int(r) && ops[0]->kind != BACKEND_ACQUIRE) {
             res->holds = r->integer;
             return 0;
         }

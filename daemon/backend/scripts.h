@@ -37,6 +37,7 @@ typedef enum {
     SCRIPT_OPS_ANY,       /* SCRIPT_OPS for keys of many Cluster slots on one node */
     SCRIPT_RENEW_ANY,     /* SCRIPT_RENEW likewise */
     SCRIPT_RW,            /* one op on a read/write lock */
+    SCRIPT_SEM,           /* one op on a semaphore (its renewals batch) */
     SCRIPT_COUNT
 } script_id_t;
 
