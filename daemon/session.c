@@ -261,6 +261,9 @@ static void send_lock_reply(session_t *s, const lock_reply_t *r) {
                            r->mode == LOCK_MODE_WRITE ? "WRITE" : "READ", r->holders, r->holds,
                            r->ttl_ms);
         break;
+    case LOCK_REPLY_SEM:
+        n = proto_reply_ok(line, sizeof(line), "SEM %lld %lld", r->holders, r->holds);
+        break;
     case LOCK_REPLY_HELD: {
         /* HELD <ttl_ms> <host> <dlockd pid> <pid> <uid>, "-" for unknown */
         char dpid[24] = "-", pid[24] = "-", uid[24] = "-";
@@ -326,6 +329,10 @@ static lock_req_kind_t request_kind(proto_cmd_t cmd) {
     case PROTO_CMD_UNLOCK:
     case PROTO_CMD_RUNLOCK:
     case PROTO_CMD_WUNLOCK: return LOCK_REQ_UNLOCK;
+    case PROTO_CMD_ACQUIRE: return LOCK_REQ_LOCK;
+    case PROTO_CMD_TRYACQUIRE: return LOCK_REQ_TRYLOCK;
+    case PROTO_CMD_RELEASE: return LOCK_REQ_UNLOCK;
+    case PROTO_CMD_SEMINIT: return LOCK_REQ_SEMINIT;
     case PROTO_CMD_RENEW: return LOCK_REQ_RENEW;
     case PROTO_CMD_STATUS: return LOCK_REQ_STATUS;
     case PROTO_CMD_WHO: return LOCK_REQ_WHO;
@@ -341,6 +348,10 @@ static lock_mode_t request_mode(proto_cmd_t cmd) {
     case PROTO_CMD_WLOCK:
     case PROTO_CMD_TRYWLOCK:
     case PROTO_CMD_WUNLOCK: return LOCK_MODE_WRITE;
+    case PROTO_CMD_SEMINIT:
+    case PROTO_CMD_ACQUIRE:
+    case PROTO_CMD_TRYACQUIRE:
+    case PROTO_CMD_RELEASE: return LOCK_MODE_SEM;
     default: return LOCK_MODE_MUTEX;
     }
 }
@@ -384,7 +395,11 @@ static void dispatch(session_t *s, const proto_request_t *req) {
     case PROTO_CMD_TRYRLOCK:
     case PROTO_CMD_TRYWLOCK:
     case PROTO_CMD_RUNLOCK:
-    case PROTO_CMD_WUNLOCK: {
+    case PROTO_CMD_WUNLOCK:
+    case PROTO_CMD_SEMINIT:
+    case PROTO_CMD_ACQUIRE:
+    case PROTO_CMD_TRYACQUIRE:
+    case PROTO_CMD_RELEASE: {
         lock_request_t lr = {
             .kind = request_kind(req->cmd),
             .mode = request_mode(req->cmd),
@@ -392,6 +407,7 @@ static void dispatch(session_t *s, const proto_request_t *req) {
             .len = req->name_len,
             .wait_ms = req->wait_ms,
             .lease_ms = req->lease_ms,
+            .permits = req->permits,
         };
         lock_reply_t now;
         s->waits = lr.kind == LOCK_REQ_LOCK || (lr.kind == LOCK_REQ_TRYLOCK && lr.wait_ms > 0);

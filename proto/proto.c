@@ -31,8 +31,8 @@ static const struct {
 #undef XX
 };
 
-/* The most words any request has: command, name, two numbers. */
-#define PROTO_WORDS_MAX 4
+/* The most words any request has: command, name, three numbers. */
+#define PROTO_WORDS_MAX 5
 
 const char *proto_cmd_name(proto_cmd_t cmd) {
     return cmd > PROTO_CMD_NONE && cmd < PROTO_CMD_COUNT ? commands[cmd].word : "?";
@@ -95,6 +95,7 @@ proto_status_t proto_parse_line(const char *line, size_t len,
     req->name_len = 0;
     req->wait_ms = 0;
     req->lease_ms = 0;
+    req->permits = 0;
     req->detail = NULL;
 
     if (len > 0 && line[len - 1] == '\r') len--;
@@ -137,18 +138,20 @@ proto_status_t proto_parse_line(const char *line, size_t len,
     req->name[wlen[1]] = '\0';
     req->name_len = wlen[1];
 
-    uint32_t num[2] = {0, 0};
+    uint32_t num[PROTO_WORDS_MAX - 2] = {0};
     for (int n = 2; n < nwords; n++) {
         if (proto_parse_num(word[n], wlen[n], &num[n - 2]) != 0)
             return fail(req, PROTO_ERR_ARGS, "numbers are decimal digits, 0 to 2147483647");
     }
+    /* A semaphore's commands say how many permits first. */
+    int k = 0;
+    if (req->cmd == PROTO_CMD_SEMINIT || req->cmd == PROTO_CMD_ACQUIRE ||
+        req->cmd == PROTO_CMD_TRYACQUIRE || req->cmd == PROTO_CMD_RELEASE)
+        req->permits = num[k++];
     if (req->cmd == PROTO_CMD_TRYLOCK || req->cmd == PROTO_CMD_TRYRLOCK ||
-        req->cmd == PROTO_CMD_TRYWLOCK) {
-        req->wait_ms = num[0];
-        req->lease_ms = num[1];
-    } else {
-        req->lease_ms = num[0];
-    }
+        req->cmd == PROTO_CMD_TRYWLOCK || req->cmd == PROTO_CMD_TRYACQUIRE)
+        req->wait_ms = num[k++];
+    req->lease_ms = num[k];
     return PROTO_REQUEST;
 }
 

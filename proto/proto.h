@@ -34,6 +34,11 @@
     XX(TRYWLOCK, "TRYWLOCK", 1, 3, "TRYWLOCK <name> [<wait_ms> [<lease_ms>]]") \
     XX(RUNLOCK, "RUNLOCK", 1, 1, "RUNLOCK <name>")                           \
     XX(WUNLOCK, "WUNLOCK", 1, 1, "WUNLOCK <name>")                           \
+    XX(SEMINIT, "SEMINIT", 2, 2, "SEMINIT <name> <permits>")                 \
+    XX(ACQUIRE, "ACQUIRE", 2, 3, "ACQUIRE <name> <permits> [<lease_ms>]")    \
+    XX(TRYACQUIRE, "TRYACQUIRE", 2, 4,                                       \
+       "TRYACQUIRE <name> <permits> [<wait_ms> [<lease_ms>]]")               \
+    XX(RELEASE, "RELEASE", 2, 2, "RELEASE <name> <permits>")                 \
     XX(INFO, "INFO", 0, 0, "INFO")                                           \
     XX(CLIENTS, "CLIENTS", 0, 0, "CLIENTS")                                  \
     XX(QUIT, "QUIT", 0, 0, "QUIT")
@@ -72,8 +77,9 @@ typedef struct proto_request_s {
     proto_err_t err;                  /* PROTO_ERR_NONE unless proto_feed said error */
     char name[PROTO_NAME_MAX + 1];    /* NUL-terminated lock name */
     size_t name_len;
-    uint32_t wait_ms;                 /* TRYLOCK, TRYRLOCK, TRYWLOCK; 0 when absent */
+    uint32_t wait_ms;                 /* TRYLOCK, TRYRLOCK, TRYWLOCK, TRYACQUIRE; 0 when absent */
     uint32_t lease_ms;                /* the locking commands, RENEW; 0 when absent */
+    uint32_t permits;                 /* SEMINIT, ACQUIRE, TRYACQUIRE, RELEASE */
     const char *detail;               /* static text explaining err, or NULL */
 } proto_request_t;
 

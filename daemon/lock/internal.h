@@ -4,10 +4,12 @@
  *   lockmgr.c   requests, owners, the lock table, waiting and granting
  *   watchdog.c  renewals of watchdog-kept holds, loss deadlines
  *   release.c   releases that must reach Redis even while it is away
+ *   semaphore.c a semaphore's own requests: permits in, permits out
  *
  * A lock_t is one name this daemon cares about: its local holds (hold_t,
  * one per holder; a mutex has at most one), its FIFO of waiters, and the
- * one acquire attempt in flight. It lives while anything refers to it. */
+ * one acquire attempt in flight. It lives while anything refers to it.
+ * A name is one kind of lock at a time here (lock_kind_t), as in Redis. */
 #ifndef DLOCK_LOCK_INTERNAL_H
 #define DLOCK_LOCK_INTERNAL_H
 
@@ -22,6 +24,12 @@
 
 typedef struct lock_s lock_t;
 typedef struct hold_s hold_t;
+
+typedef enum {
+    LOCK_KIND_MUTEX = 0,       /* LOCK, UNLOCK */
+    LOCK_KIND_RW,              /* RLOCK, WLOCK: holds of modes READ and WRITE */
+    LOCK_KIND_SEM              /* ACQUIRE, RELEASE: holds of permits */
+} lock_kind_t;
 typedef struct wait_s wait_t;
 
 /* The text kept of why a waiter's last grant was undone. */
@@ -64,7 +72,8 @@ struct lock_owner_s {
 struct hold_s {
     lock_t *lock;
     lock_owner_t *owner;
-    uint32_t count;            /* reentrant holds */
+    uint32_t count;            /* reentrant holds; a semaphore's: permits, its ids
+                                  in Redis <owner>:1 .. <owner>:count */
     lock_mode_t mode;          /* an owner may hold a name twice: READ and WRITE */
     uint64_t fence;
     uint32_t lease_ms;         /* the lease asked for; 0: watchdog-kept */
@@ -105,7 +114,7 @@ struct lock_s {
     int remote_interest;       /* our last release woke other daemons' waiters */
     int busy;                  /* backend calls in flight that name this lock */
     int first_used;            /* first holds a hold */
-    int rw;                    /* a read/write lock (while held or waited for) */
+    lock_kind_t kind;          /* while held or waited for */
     hold_t first;              /* the first holder's hold lives here: a mutex
                                   needs no other allocation, and the watchdog
                                   finds the hold next to its name */
@@ -126,6 +135,9 @@ struct wait_s {
                                   not whenever the queue moves */
     LIST_ENTRY(wait_s) flight;
     lock_mode_t mode;
+    uint32_t permits;          /* SEM: asked for */
+    uint32_t base;             /* SEM: the owner's permits when the attempt went */
+    uint32_t hold_lease;       /* SEM: the hold's lease once granted (0 watchdog) */
     int once;                  /* TRYLOCK with wait 0: one try */
     int tried;                 /* Redis said TAKEN at least once */
     uint32_t lease_ms;
@@ -186,6 +198,28 @@ struct lockmgr_s {
 
 /* lockmgr.c */
 void lock_kick(lock_t *l);
+lock_t *lock_get(lockmgr_t *m, const char *name, size_t len);
+int lock_in_use(const lock_t *l);
+lock_kind_t lock_kind_of(lock_mode_t mode);
+hold_t *hold_of(const lock_t *l, const lock_owner_t *o, lock_mode_t mode);
+hold_t *hold_new(lock_t *l, lock_owner_t *o, uint64_t fence, uint32_t lease_ms,
+                 lock_mode_t mode);
+/* The hold's last permit or hold is given back: Redis is told, the next
+ * waiter may go. */
+void release_local(hold_t *h);
+void answer(lock_owner_t *o, const lock_reply_t *r);
+void answer_value(lock_owner_t *o, long long v);
+void answer_error(lockmgr_t *m, lock_owner_t *o, lock_err_t err, const char *detail);
+/* ERR NOTHELD, or ERR KIND when o holds l as another kind. */
+void answer_notheld(lockmgr_t *m, lock_owner_t *o, const lock_t *l, lock_mode_t mode);
+/* ERR KIND's text for l held as held; lives in m until the next one. */
+const char *kind_text(lock_t *l, backend_mode_t held);
+/* Sends w's acquire. */
+void attempt(lock_t *l, wait_t *w);
+/* Takes w out of its queue; frees it unless its acquire is in flight. */
+void wait_end(wait_t *w);
+/* Undoes what w's acquire may have granted. */
+void wait_undo(lock_t *l, const wait_t *w, uint64_t owner);
 void lock_maybe_free(lock_t *l);
 lock_t *lock_find(lockmgr_t *m, const char *name, size_t len);
 hold_t *hold_first(const lock_t *l);
@@ -221,6 +255,21 @@ void watchdog_stop(lockmgr_t *m);
  * for at most lease_ms (0: the configured lease). */
 void release_all(lockmgr_t *m, const char *name, size_t len, uint64_t owner, uint32_t lease_ms,
                  lock_mode_t mode);
+/* Gives back a semaphore's permits base + 1 .. base + permits of owner. */
+void release_permits(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
+                     uint32_t lease_ms, uint32_t base, uint32_t permits);
+/* Deletes everything h holds in Redis (before h is dropped). */
+void release_hold(const hold_t *h);
+
+/* semaphore.c */
+/* A semaphore's attempt: its permits, its base, the hold's lease. */
+void sem_prepare(lock_t *l, wait_t *w, backend_op_t *op);
+/* Redis granted w's permits (GRANTED) or found the earlier ones gone
+ * (HOLD_GONE). */
+void sem_granted(lock_t *l, wait_t *w);
+void sem_hold_gone(lock_t *l, wait_t *w);
+/* RELEASE <name> <permits>. */
+void sem_release(lockmgr_t *m, lock_owner_t *o, lock_t *l, uint32_t permits);
 /* A new grant to owner makes older queued releases of it (of that mode) stale. */
 void release_forget(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
                     lock_mode_t mode);

@@ -46,11 +46,12 @@ typedef struct drop_s {
 static const char *const loss_names[] = {"expired", "forced", "backend"};
 
 static void start_wait(lockmgr_t *m, lock_owner_t *o, lock_req_kind_t kind, lock_mode_t mode,
-                       const char *name, size_t len, uint32_t wait_ms, uint32_t lease_ms);
+                       const char *name, size_t len, uint32_t wait_ms, uint32_t lease_ms,
+                       uint32_t permits);
 
 /* ---- replies ------------------------------------------------------------------ */
 
-static void answer(lock_owner_t *o, const lock_reply_t *r) {
+void answer(lock_owner_t *o, const lock_reply_t *r) {
     if (o == NULL) return;
     o->pending = NULL;
     if (o->now != NULL) { /* inside lockmgr_request: answered at once */
@@ -64,7 +65,7 @@ static void answer(lock_owner_t *o, const lock_reply_t *r) {
     o->in_callback--;
 }
 
-static void answer_value(lock_owner_t *o, long long v) {
+void answer_value(lock_owner_t *o, long long v) {
     lock_reply_t r = {.kind = LOCK_REPLY_VALUE, .value = v};
     answer(o, &r);
 }
@@ -80,7 +81,7 @@ static void answer_timeout(lockmgr_t *m, lock_owner_t *o, long long ttl_ms) {
     answer(o, &r);
 }
 
-static void answer_error(lockmgr_t *m, lock_owner_t *o, lock_err_t err, const char *detail) {
+void answer_error(lockmgr_t *m, lock_owner_t *o, lock_err_t err, const char *detail) {
     lock_reply_t r = {.kind = LOCK_REPLY_ERROR, .err = err, .detail = detail};
     if (err == LOCK_ERR_BACKEND) m->stats.backend_errors++;
     answer(o, &r);
@@ -112,7 +113,7 @@ lock_t *lock_find(lockmgr_t *m, const char *name, size_t len) {
     return n ? container_of(n, lock_t, node) : NULL;
 }
 
-static lock_t *lock_get(lockmgr_t *m, const char *name, size_t len) {
+lock_t *lock_get(lockmgr_t *m, const char *name, size_t len) {
     lock_t *l = lock_find(m, name, len);
     if (l != NULL) return l;
     l = calloc(1, sizeof(*l) + len + 1);
@@ -138,7 +139,7 @@ hold_t *hold_first(const lock_t *l) {
     return LIST_FIRST(&l->holds);
 }
 
-static hold_t *hold_of(const lock_t *l, const lock_owner_t *o, lock_mode_t mode) {
+hold_t *hold_of(const lock_t *l, const lock_owner_t *o, lock_mode_t mode) {
     hold_t *h;
     if (l == NULL) return NULL;
     LIST_FOREACH(h, &l->holds, by_lock)
@@ -150,18 +151,34 @@ static hold_t *hold_of(const lock_t *l, const lock_owner_t *o, lock_mode_t mode)
 static hold_t *hold_mine(const lock_t *l, const lock_owner_t *o) {
     hold_t *h = hold_of(l, o, LOCK_MODE_WRITE);
     if (h == NULL) h = hold_of(l, o, LOCK_MODE_READ);
+    if (h == NULL) h = hold_of(l, o, LOCK_MODE_SEM);
     return h ? h : hold_of(l, o, LOCK_MODE_MUTEX);
 }
 
 /* Someone here holds or waits for l: its kind is set until then. */
-static int lock_in_use(const lock_t *l) {
+int lock_in_use(const lock_t *l) {
     return l != NULL && (!LIST_EMPTY(&l->holds) || l->q != NULL || l->attempts > 0);
 }
 
+lock_kind_t lock_kind_of(lock_mode_t mode) {
+    return mode == LOCK_MODE_MUTEX ? LOCK_KIND_MUTEX
+           : mode == LOCK_MODE_SEM ? LOCK_KIND_SEM
+                                   : LOCK_KIND_RW;
+}
+
+/* The channel a lock's releases come on. */
+static backend_mode_t watch_mode(const lock_t *l) {
+    return l->kind == LOCK_KIND_MUTEX ? BACKEND_MUTEX
+           : l->kind == LOCK_KIND_SEM ? BACKEND_SEM
+                                      : BACKEND_READ;
+}
+
 /* 1 if a local hold keeps a waiter of mode for o from trying: a read waits
- * only for another owner's write, anything else for any hold. */
+ * only for another owner's write, a semaphore's waiter for nothing here
+ * (Redis counts the permits), anything else for any hold. */
 static int blocked(const lock_t *l, const lock_owner_t *o, lock_mode_t mode) {
     const hold_t *h;
+    if (mode == LOCK_MODE_SEM) return 0;
     LIST_FOREACH(h, &l->holds, by_lock)
         if (mode != LOCK_MODE_READ || (h->mode == LOCK_MODE_WRITE && h->owner != o)) return 1;
     return 0;
@@ -188,8 +205,8 @@ static long long local_ttl(const lock_t *l) {
 
 /* ---- holds ------------------------------------------------------------------------- */
 
-static hold_t *hold_new(lock_t *l, lock_owner_t *o, uint64_t fence, uint32_t lease_ms,
-                        lock_mode_t mode) {
+hold_t *hold_new(lock_t *l, lock_owner_t *o, uint64_t fence, uint32_t lease_ms,
+                 lock_mode_t mode) {
     lockmgr_t *m = l->mgr;
     hold_t *h;
     if (!l->first_used) {
@@ -246,14 +263,11 @@ static void on_retry(timers_entry_t *t);
 /* Local release of a hold's last count: the next waiter may go at once;
  * the Redis release goes first on the same connection, so the next
  * acquire sees it done. */
-static void release_local(hold_t *h) {
+void release_local(hold_t *h) {
     lock_t *l = h->lock;
     lockmgr_t *m = l->mgr;
-    uint64_t owner = h->owner->id;
-    uint32_t lease = hold_redis_lease(h);
-    lock_mode_t mode = h->mode;
+    release_hold(h);
     hold_drop(h);
-    release_all(m, l->name, l->len, owner, lease, mode);
     if (l->remote_interest && l->q != NULL) {
         /* Handing the lock straight to the next local waiter keeps it
          * taken in Redis, and waiters of other daemons, woken by our last
@@ -282,7 +296,7 @@ static void queue_idle(lock_t *l) {
     if (q == NULL || !TAILQ_EMPTY(&q->waiters)) return;
     timers_stop(l->mgr->timers, &q->retry);
     if (q->subscribed)
-        backend_unwatch(l->mgr->backend, l->name, l->len, l->rw ? BACKEND_READ : BACKEND_MUTEX);
+        backend_unwatch(l->mgr->backend, l->name, l->len, watch_mode(l));
     l->q = NULL;
     free(q);
 }
@@ -302,8 +316,7 @@ static wait_t *queue_head(const lock_t *l) {
     return l->q ? TAILQ_FIRST(&l->q->waiters) : NULL;
 }
 
-/* Takes w out of its queue; frees it unless its acquire is in flight. */
-static void wait_end(wait_t *w) {
+void wait_end(wait_t *w) {
     lock_t *l = w->lock;
     int was_head = queue_head(l) == w;
     wait_unlink(w);
@@ -322,7 +335,7 @@ static void grant(lock_t *l, wait_t *w, uint64_t fence) {
     lock_owner_t *o = w->owner;
     hold_t *h = hold_new(l, o, fence, w->lease_ms, w->mode);
     if (h == NULL) {
-        release_all(m, l->name, l->len, o->id, w->lease_ms, w->mode);
+        wait_undo(l, w, o->id);
         answer_error(m, o, LOCK_ERR_LIMIT, "out of memory");
         wait_end(w);
         return;
@@ -337,7 +350,15 @@ static void grant(lock_t *l, wait_t *w, uint64_t fence) {
 
 static void on_attempt(backend_op_t *op);
 
-static void attempt(lock_t *l, wait_t *w) {
+void wait_undo(lock_t *l, const wait_t *w, uint64_t owner) {
+    if (w->mode == LOCK_MODE_SEM)
+        release_permits(l->mgr, l->name, l->len, owner, w->acquire.lease_ms, w->base,
+                        w->permits);
+    else
+        release_all(l->mgr, l->name, l->len, owner, w->lease_ms, w->mode);
+}
+
+void attempt(lock_t *l, wait_t *w) {
     lockmgr_t *m = l->mgr;
     if (l->attempts++ == 0) l->q->wake = 0;
     w->in_flight = 1;
@@ -352,6 +373,7 @@ static void attempt(lock_t *l, wait_t *w) {
     op->len = l->len;
     op->owner = w->owner->id;
     op->lease_ms = w->lease_ms ? w->lease_ms : m->conf->lease_ms;
+    if (w->mode == LOCK_MODE_SEM) sem_prepare(l, w, op);
     op->cb = on_attempt;
     backend_submit(m->backend, op);
 }
@@ -400,11 +422,11 @@ static void on_watch(void *data, backend_event_t ev) {
     lock_kick(l);
 }
 
-/* ERR KIND's text for name held as held; lives in m until the next one. */
-static const char *kind_text(lock_t *l, backend_mode_t held) {
-    snprintf(l->mgr->why, sizeof(l->mgr->why), "%.*s is held as %s", (int)l->len, l->name,
-             held == BACKEND_MUTEX ? "a plain lock (LOCK, UNLOCK)"
-                                   : "a read/write lock (RLOCK, WLOCK, RUNLOCK, WUNLOCK)");
+const char *kind_text(lock_t *l, backend_mode_t held) {
+    snprintf(l->mgr->why, sizeof(l->mgr->why), "%.*s is %s", (int)l->len, l->name,
+             held == BACKEND_MUTEX ? "held as a plain lock (LOCK, UNLOCK)"
+             : held == BACKEND_SEM ? "a semaphore (SEMINIT, ACQUIRE, RELEASE)"
+                                   : "held as a read/write lock (RLOCK, WLOCK, RUNLOCK, WUNLOCK)");
     return l->mgr->why;
 }
 
@@ -420,8 +442,9 @@ static void on_attempt(backend_op_t *op) {
     if (w->owner == NULL || m->stopping) {
         /* Cancelled while in flight: undo a grant it may have got. */
         if (res->status != BACKEND_OK ||
-            (res->outcome != BACKEND_TAKEN && res->outcome != BACKEND_WRONG_KIND))
-            release_all(m, l->name, l->len, w->owner_id, w->lease_ms, w->mode);
+            (res->outcome != BACKEND_TAKEN && res->outcome != BACKEND_WRONG_KIND &&
+             res->outcome != BACKEND_HOLD_GONE))
+            wait_undo(l, w, w->owner_id);
         if (w->owner != NULL) {
             answer_error(m, w->owner, LOCK_ERR_BACKEND, "shutting down");
             wait_end(w);
@@ -435,8 +458,7 @@ static void on_attempt(backend_op_t *op) {
     }
     if (res->status != BACKEND_OK) {
         /* The script may have run: make sure no grant is left behind. */
-        if (res->status != BACKEND_FAILED)
-            release_all(m, l->name, l->len, w->owner->id, w->lease_ms, w->mode);
+        if (res->status != BACKEND_FAILED) wait_undo(l, w, w->owner->id);
         if (res->status == BACKEND_UNACKED && !w->once) {
             /* Not replicated in time, so undone: a LOCK waits on, a
              * TRYLOCK until its wait runs out, and both try again soon. */
@@ -458,7 +480,11 @@ static void on_attempt(backend_op_t *op) {
     }
     switch (res->outcome) {
     case BACKEND_GRANTED:
-        grant(l, w, res->fence);
+        if (w->mode == LOCK_MODE_SEM) sem_granted(l, w);
+        else grant(l, w, res->fence);
+        break;
+    case BACKEND_HOLD_GONE:
+        sem_hold_gone(l, w);
         break;
     case BACKEND_REENTERED:
         /* A stale field of this owner (a release that has not got through
@@ -488,8 +514,7 @@ static void on_attempt(backend_op_t *op) {
             /* Once the watch is in force, its confirmation triggers one
              * more try, so a release in between is not missed. */
             l->q->subscribed = 1;
-            backend_watch(m->backend, l->name, l->len, l->rw ? BACKEND_READ : BACKEND_MUTEX,
-                          on_watch, l);
+            backend_watch(m->backend, l->name, l->len, watch_mode(l), on_watch, l);
         }
         /* Expiry publishes nothing: try again when the holder's lease ends. */
         timers_start(m->timers, &l->q->retry,
@@ -503,7 +528,9 @@ static void on_attempt(backend_op_t *op) {
 static void on_wait_deadline(timers_entry_t *t) {
     wait_t *w = container_of(t, wait_t, deadline);
     lock_t *l = w->lock;
-    long long ttl = !LIST_EMPTY(&l->holds) ? local_ttl(l) : (w->tried ? w->ttl_ms : -1);
+    long long ttl = !LIST_EMPTY(&l->holds) && w->mode != LOCK_MODE_SEM
+                        ? local_ttl(l)
+                        : (w->tried ? w->ttl_ms : -1);
     if (w->unacked[0] != '\0' && LIST_EMPTY(&l->holds))
         answer_error(l->mgr, w->owner, LOCK_ERR_BACKEND, w->unacked);
     else
@@ -523,8 +550,11 @@ static int only_readers_queued(const lock_t *l, lock_mode_t mode) {
 }
 
 static void start_wait(lockmgr_t *m, lock_owner_t *o, lock_req_kind_t kind, lock_mode_t mode,
-                       const char *name, size_t len, uint32_t wait_ms, uint32_t lease_ms) {
-    if (o->held_count >= m->conf->max_locks_per_client) {
+                       const char *name, size_t len, uint32_t wait_ms, uint32_t lease_ms,
+                       uint32_t permits) {
+    lock_t *l = lock_find(m, name, len);
+    if (o->held_count >= m->conf->max_locks_per_client &&
+        !(mode == LOCK_MODE_SEM && hold_of(l, o, mode) != NULL)) {
         answer_error(m, o, LOCK_ERR_LIMIT, "max_locks_per_client reached");
         return;
     }
@@ -536,19 +566,19 @@ static void start_wait(lockmgr_t *m, lock_owner_t *o, lock_req_kind_t kind, lock
         answer_unavailable(m, o, name, len);
         return;
     }
-    lock_t *l = lock_get(m, name, len);
+    l = lock_get(m, name, len);
     wait_t *w = l ? calloc(1, sizeof(*w)) : NULL;
     if (w == NULL) {
         answer_error(m, o, LOCK_ERR_LIMIT, "out of memory");
         if (l) lock_maybe_free(l);
         return;
     }
-    if (!lock_in_use(l)) l->rw = mode != LOCK_MODE_MUTEX;
+    if (!lock_in_use(l)) l->kind = lock_kind_of(mode);
     int once = kind == LOCK_REQ_TRYLOCK && wait_ms == 0;
     if (once && (blocked(l, o, mode) || !only_readers_queued(l, mode))) {
         /* Someone here is ahead: no try, to keep first come first served. */
         free(w);
-        answer_timeout(m, o, local_ttl(l));
+        answer_timeout(m, o, mode == LOCK_MODE_SEM ? -1 : local_ttl(l));
         return;
     }
     if (queue_get(l) == NULL) {
@@ -563,6 +593,7 @@ static void start_wait(lockmgr_t *m, lock_owner_t *o, lock_req_kind_t kind, lock
     w->lock = l;
     w->once = once;
     w->mode = mode;
+    w->permits = permits;
     w->lease_ms = lease_ms;
     w->ttl_ms = -1;
     w->started_ns = uv_hrtime();
@@ -673,7 +704,7 @@ static void downgrade_done(op_t *op, lock_owner_t *o, hold_t *h) {
             release_all(m, l->name, l->len, o->id, op->bop.lease_ms, LOCK_MODE_READ);
         if (w != NULL) hold_lost(w, LOCK_LOST_EXPIRED);
         start_wait(m, o, op->kind, LOCK_MODE_READ, op->name, op->len, op->wait_ms,
-                   op->lease_ms);
+                   op->lease_ms, 0);
         return;
     }
     /* REENTERED: a field of ours a release has not cleared yet; the new
@@ -713,7 +744,7 @@ static void reentry_done(op_t *op, lock_owner_t *o, hold_t *h) {
         return;
     }
     /* A fresh grant: with the lease this request asked for. */
-    start_wait(m, o, op->kind, op->mode, op->name, op->len, op->wait_ms, op->lease_ms);
+    start_wait(m, o, op->kind, op->mode, op->name, op->len, op->wait_ms, op->lease_ms, 0);
 }
 
 static void on_drop(backend_op_t *bop) {
@@ -724,17 +755,22 @@ static void on_drop(backend_op_t *bop) {
     free(d);
 }
 
+void answer_notheld(lockmgr_t *m, lock_owner_t *o, const lock_t *l, lock_mode_t mode) {
+    const hold_t *other = hold_mine(l, o);
+    if (other != NULL && lock_kind_of(other->mode) != lock_kind_of(mode))
+        answer_error(m, o, LOCK_ERR_KIND,
+                     other->mode == LOCK_MODE_MUTEX ? "held as a plain lock: UNLOCK releases it"
+                     : other->mode == LOCK_MODE_SEM
+                         ? "a semaphore: RELEASE gives its permits back"
+                         : "held as a read/write lock: RUNLOCK or WUNLOCK releases it");
+    else
+        answer_error(m, o, LOCK_ERR_NOTHELD, NULL);
+}
+
 static void do_unlock(lockmgr_t *m, lock_owner_t *o, lock_t *l, lock_mode_t mode) {
     hold_t *h = hold_of(l, o, mode);
     if (h == NULL) {
-        const hold_t *other = hold_mine(l, o);
-        if (other != NULL && (other->mode == LOCK_MODE_MUTEX) != (mode == LOCK_MODE_MUTEX))
-            answer_error(m, o, LOCK_ERR_KIND,
-                         other->mode == LOCK_MODE_MUTEX
-                             ? "held as a plain lock: UNLOCK releases it"
-                             : "held as a read/write lock: RUNLOCK or WUNLOCK releases it");
-        else
-            answer_error(m, o, LOCK_ERR_NOTHELD, NULL);
+        answer_notheld(m, o, l, mode);
         return;
     }
     if (h->count > 1) {
@@ -787,6 +823,7 @@ static void do_renew(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_reques
     }
     op_t *op = op_new(m, o, l, req, BACKEND_RENEW, h->mode, renew_done);
     if (op == NULL) return;
+    op->bop.permits = h->count;
     if (h->lease_ms) {
         /* A hold with a lease: reset to the lease given, which becomes its
          * own, or to its own. */
@@ -805,9 +842,18 @@ static void do_renew(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_reques
 static void status_done(op_t *op, lock_owner_t *o, hold_t *h) {
     const backend_result_t *res = &op->bop.res;
     int held = res->ttl_ms != -2;
-    int rw = held && res->held != BACKEND_MUTEX;
+    int sem = held && res->held == BACKEND_SEM;
+    int rw = held && res->held != BACKEND_MUTEX && !sem;
 
     if (o == NULL) return;
+    if (sem || (h != NULL && h->mode == LOCK_MODE_SEM)) {
+        /* A semaphore: what Redis has available, and what this owner holds
+         * as far as this daemon knows (the watchdog checks its ids). */
+        lock_reply_t r = {.kind = LOCK_REPLY_SEM, .holders = sem ? res->holders : 0,
+                          .holds = h != NULL && h->mode == LOCK_MODE_SEM ? h->count : 0};
+        answer(o, &r);
+        return;
+    }
     /* Our hold (op->mode's) is alive if Redis has it, as that kind. */
     if (h != NULL && (!held || res->holds <= 0 || (h->mode != LOCK_MODE_MUTEX) != rw)) {
         hold_lost(h, LOCK_LOST_EXPIRED);
@@ -831,6 +877,26 @@ static void status_done(op_t *op, lock_owner_t *o, hold_t *h) {
     answer(o, &r);
 }
 
+#define SEM_WHO_TEXT "a semaphore has no one holder: STATUS tells its permits"
+
+/* SEMINIT: 1 set now, 0 set already. */
+static void seminit_done(op_t *op, lock_owner_t *o, hold_t *h) {
+    const backend_result_t *res = &op->bop.res;
+    (void)h;
+    if (o == NULL) return;
+    if (res->outcome == BACKEND_WRONG_KIND) {
+        lock_t *l = lock_get(op->mgr, op->name, op->len);
+        if (l == NULL) {
+            answer_error(op->mgr, o, LOCK_ERR_KIND, "the name is a lock");
+            return;
+        }
+        answer_error(op->mgr, o, LOCK_ERR_KIND, kind_text(l, res->held));
+        lock_maybe_free(l);
+        return;
+    }
+    answer_value(o, res->holds);
+}
+
 /* WHO a local holder: from memory, with its pid and uid. */
 static void who_local(lockmgr_t *m, lock_owner_t *o, lock_t *l) {
     const hold_t *h = hold_first(l);
@@ -852,6 +918,10 @@ static void who_done(op_t *op, lock_owner_t *o, hold_t *h) {
     if (res->ttl_ms == -2) {
         lock_reply_t r = {.kind = LOCK_REPLY_FREE, .ttl_ms = -2};
         answer(o, &r);
+        return;
+    }
+    if (res->ttl_ms == -3) {
+        answer_error(op->mgr, o, LOCK_ERR_KIND, SEM_WHO_TEXT);
         return;
     }
     const char *d = op->who.daemon, *colon = strrchr(d, ':');
@@ -957,21 +1027,45 @@ static void dispatch(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
         answer_error(m, o, LOCK_ERR_ARGS, m->why);
         return;
     }
-    switch (req->kind) {
-    case LOCK_REQ_LOCK:
-    case LOCK_REQ_TRYLOCK: {
-        if (req->mode != LOCK_MODE_MUTEX && !(m->backend->caps & BACKEND_CAP_RW)) {
-            snprintf(m->why, sizeof(m->why), "read/write locks are not available with %s",
+    if (req->kind == LOCK_REQ_LOCK || req->kind == LOCK_REQ_TRYLOCK ||
+        req->kind == LOCK_REQ_SEMINIT) {
+        lock_kind_t kind = req->kind == LOCK_REQ_SEMINIT ? LOCK_KIND_SEM : lock_kind_of(req->mode);
+        unsigned cap = kind == LOCK_KIND_RW ? BACKEND_CAP_RW : BACKEND_CAP_SEM;
+        if (kind != LOCK_KIND_MUTEX && !(m->backend->caps & cap)) {
+            snprintf(m->why, sizeof(m->why), "%s are not available with %s",
+                     kind == LOCK_KIND_RW ? "read/write locks" : "semaphores",
                      m->backend->type->name);
             answer_error(m, o, LOCK_ERR_KIND, m->why);
             return;
         }
-        if (lock_in_use(l) && l->rw != (req->mode != LOCK_MODE_MUTEX)) {
-            answer_error(m, o, LOCK_ERR_KIND,
-                         kind_text(l, l->rw ? BACKEND_READ : BACKEND_MUTEX));
+        if (lock_in_use(l) && l->kind != kind) {
+            answer_error(m, o, LOCK_ERR_KIND, kind_text(l, watch_mode(l)));
             return;
         }
+    }
+    if (req->mode == LOCK_MODE_SEM && req->kind != LOCK_REQ_SEMINIT &&
+        (req->permits == 0 || req->permits > LOCKMGR_SEM_PERMITS_MAX)) {
+        snprintf(m->why, sizeof(m->why), "permits are 1 to %u", LOCKMGR_SEM_PERMITS_MAX);
+        answer_error(m, o, LOCK_ERR_ARGS, m->why);
+        return;
+    }
+    switch (req->kind) {
+    case LOCK_REQ_LOCK:
+    case LOCK_REQ_TRYLOCK: {
         hold_t *h = hold_of(l, o, req->mode);
+        if (req->mode == LOCK_MODE_SEM) {
+            /* More permits: a wait like the first ones, whoever holds. */
+            if ((h ? h->count : 0) + req->permits > LOCKMGR_SEM_PERMITS_MAX) {
+                snprintf(m->why, sizeof(m->why),
+                         "a connection holds at most %u permits of a semaphore",
+                         LOCKMGR_SEM_PERMITS_MAX);
+                answer_error(m, o, LOCK_ERR_LIMIT, m->why);
+                return;
+            }
+            start_wait(m, o, req->kind, req->mode, req->name, req->len, req->wait_ms,
+                       req->lease_ms, req->permits);
+            return;
+        }
         if (h == NULL && req->mode == LOCK_MODE_WRITE && hold_of(l, o, LOCK_MODE_READ) != NULL) {
             /* It would wait for its own read hold forever. */
             answer_error(m, o, LOCK_ERR_KIND,
@@ -1000,7 +1094,7 @@ static void dispatch(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
         }
         if (h == NULL) {
             start_wait(m, o, req->kind, req->mode, req->name, req->len, req->wait_ms,
-                       req->lease_ms);
+                       req->lease_ms, 0);
             return;
         }
         if (!backend_available(m->backend, l->name, l->len)) {
@@ -1020,7 +1114,18 @@ static void dispatch(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
         return;
     }
     case LOCK_REQ_UNLOCK:
-        do_unlock(m, o, l, req->mode);
+        if (req->mode == LOCK_MODE_SEM) sem_release(m, o, l, req->permits);
+        else do_unlock(m, o, l, req->mode);
+        return;
+    case LOCK_REQ_SEMINIT:
+        if (!backend_available(m->backend, req->name, req->len)) {
+            answer_unavailable(m, o, req->name, req->len);
+            return;
+        }
+        op = op_new(m, o, l, req, BACKEND_SEMINIT, LOCK_MODE_SEM, seminit_done);
+        if (op == NULL) return;
+        op->bop.permits = req->permits;
+        backend_submit(m->backend, &op->bop);
         return;
     case LOCK_REQ_RENEW:
         do_renew(m, o, l, req);
@@ -1033,6 +1138,10 @@ static void dispatch(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
         return;
     }
     case LOCK_REQ_WHO:
+        if (lock_in_use(l) && l->kind == LOCK_KIND_SEM) {
+            answer_error(m, o, LOCK_ERR_KIND, SEM_WHO_TEXT);
+            return;
+        }
         if (l != NULL && hold_first(l) != NULL) {
             who_local(m, o, l);
             return;
@@ -1151,11 +1260,8 @@ void lockmgr_shutdown(lockmgr_t *m, lockmgr_done_cb done, void *data) {
         lock_t *l = container_of(n, lock_t, node);
         hold_t *h;
         while ((h = LIST_FIRST(&l->holds)) != NULL) {
-            uint64_t owner = h->owner->id;
-            uint32_t lease = hold_redis_lease(h);
-            lock_mode_t mode = h->mode;
+            release_hold(h);
             hold_drop(h);
-            release_all(m, l->name, l->len, owner, lease, mode);
         }
     }
     /* Acquires in flight are undone when they return. */

@@ -30,29 +30,35 @@ typedef enum {
     LOCK_REQ_RENEW,       /* reset the lease now */
     LOCK_REQ_STATUS,
     LOCK_REQ_FORCE,       /* FORCEUNLOCK, for admins */
-    LOCK_REQ_WHO          /* who holds it */
+    LOCK_REQ_WHO,         /* who holds it */
+    LOCK_REQ_SEMINIT      /* a semaphore's size, unless set */
 } lock_req_kind_t;
 
 /* What kind of hold a request is about; the values are backend_mode_t's. */
 typedef enum {
     LOCK_MODE_MUTEX = BACKEND_MUTEX,   /* LOCK, TRYLOCK, UNLOCK */
     LOCK_MODE_READ = BACKEND_READ,     /* RLOCK, TRYRLOCK, RUNLOCK: shared */
-    LOCK_MODE_WRITE = BACKEND_WRITE    /* WLOCK, TRYWLOCK, WUNLOCK: exclusive */
+    LOCK_MODE_WRITE = BACKEND_WRITE,   /* WLOCK, TRYWLOCK, WUNLOCK: exclusive */
+    LOCK_MODE_SEM = BACKEND_SEM        /* ACQUIRE, TRYACQUIRE, RELEASE: a
+                                          semaphore's permits */
 } lock_mode_t;
 
 typedef struct lock_request_s {
     lock_req_kind_t kind;
-    lock_mode_t mode;     /* LOCK, TRYLOCK, UNLOCK */
+    lock_mode_t mode;     /* LOCK, TRYLOCK, UNLOCK (SEM: ACQUIRE, TRYACQUIRE, RELEASE) */
     const char *name;     /* valid during lockmgr_request() only */
     size_t len;
     uint32_t wait_ms;     /* TRYLOCK */
     uint32_t lease_ms;    /* LOCK, TRYLOCK: 0 asks for watchdog mode; RENEW: 0 the
                              hold's own; a watchdog hold ignores it (PROTOCOL.md) */
+    uint32_t permits;     /* SEM: how many to take or give back; SEMINIT: the size */
 } lock_request_t;
 
 typedef enum {
     LOCK_REPLY_GRANTED = 0,  /* fence, holds */
-    LOCK_REPLY_VALUE,        /* value: UNLOCK holds left, RENEW lease ms, FORCE removed */
+    LOCK_REPLY_VALUE,        /* value: UNLOCK holds left, RENEW lease ms, FORCE removed;
+                                a semaphore's grant and RELEASE: the permits held,
+                                SEMINIT 1 or 0 */
     LOCK_REPLY_TIMEOUT,      /* ttl_ms: the holder's, -1 unknown */
     LOCK_REPLY_FREE,         /* STATUS */
     LOCK_REPLY_TAKEN,        /* STATUS: ttl_ms */
@@ -60,6 +66,8 @@ typedef enum {
     LOCK_REPLY_RW,           /* STATUS of a read/write lock: mode (READ or WRITE),
                                 holders (readers, or 1 writer), holds (this
                                 owner's of that mode), ttl_ms */
+    LOCK_REPLY_SEM,          /* STATUS of a semaphore: holders (permits available),
+                                holds (this owner's) */
     LOCK_REPLY_HELD,         /* WHO: ttl_ms and holder_* */
     LOCK_REPLY_ERROR         /* err, detail */
 } lock_reply_kind_t;
@@ -120,6 +128,9 @@ typedef void (*lockmgr_done_cb)(lockmgr_t *mgr, void *data);
 #define LOCKMGR_RENEW_BATCH 500
 /* Readers at the head of a queue try together, at most this many at once. */
 #define LOCKMGR_READS_INFLIGHT 128
+/* Most permits of one semaphore a connection holds (and asks for at
+ * once): each is an id in Redis that its scripts visit one by one. */
+#define LOCKMGR_SEM_PERMITS_MAX 10000
 
 /* Room for the names of the nodes down in INFO; more are cut at a comma. */
 #define LOCKMGR_NODES_DOWN_MAX 256

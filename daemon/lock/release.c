@@ -42,12 +42,14 @@ static void release_send(release_t *r) {
     backend_submit(m->backend, &r->op);
 }
 
-void release_all(lockmgr_t *m, const char *name, size_t len, uint64_t owner, uint32_t lease_ms,
-                 lock_mode_t mode) {
+static void release_queue(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
+                          uint32_t lease_ms, lock_mode_t mode, uint32_t base, uint32_t permits) {
     release_t *r = calloc(1, sizeof(*r) + len + 1);
     if (r == NULL) return; /* the lease will end it */
     r->mgr = m;
     r->op.owner = owner;
+    r->op.permit_base = base;
+    r->op.permits = permits;
     r->mode = mode;
     r->give_up_at = timers_now(m->timers) + (lease_ms ? lease_ms : m->conf->lease_ms);
     memcpy(r->name, name, len);
@@ -57,6 +59,24 @@ void release_all(lockmgr_t *m, const char *name, size_t len, uint64_t owner, uin
         m->shutdown_left++;
     }
     release_send(r);
+}
+
+void release_all(lockmgr_t *m, const char *name, size_t len, uint64_t owner, uint32_t lease_ms,
+                 lock_mode_t mode) {
+    release_queue(m, name, len, owner, lease_ms, mode, 0, 0);
+}
+
+void release_permits(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
+                     uint32_t lease_ms, uint32_t base, uint32_t permits) {
+    release_queue(m, name, len, owner, lease_ms, LOCK_MODE_SEM, base, permits);
+}
+
+void release_hold(const hold_t *h) {
+    const lock_t *l = h->lock;
+    if (h->mode == LOCK_MODE_SEM)
+        release_permits(l->mgr, l->name, l->len, h->owner->id, hold_redis_lease(h), 0, h->count);
+    else
+        release_all(l->mgr, l->name, l->len, h->owner->id, hold_redis_lease(h), h->mode);
 }
 
 void release_forget(lockmgr_t *m, const char *name, size_t len, uint64_t owner,

@@ -98,14 +98,11 @@ static void dog_insert(lockmgr_t *m, hold_t *h) {
 static void on_expiry(timers_entry_t *t) {
     hold_t *h = container_of(t, hold_t, expiry);
     lock_t *l = h->lock;
-    uint64_t owner = h->owner->id;
-    uint32_t lease = hold_redis_lease(h);
-    lock_mode_t mode = h->mode;
-    hold_lost(h, LOCK_LOST_EXPIRED);
     /* The lease is counted from when the grant was sent, so Redis may keep
      * the key a moment longer: delete our field now, which also wakes the
      * waiters at once. */
-    release_all(l->mgr, l->name, l->len, owner, lease, mode);
+    release_hold(h);
+    hold_lost(h, LOCK_LOST_EXPIRED);
     lock_kick(l);
     lock_maybe_free(l);
 }
@@ -192,14 +189,12 @@ static void on_renewed(backend_op_t *op) {
             b->mgr->stats.renewals++;
             if (!h->lease_ms) watchdog_confirm(h, b->sent_at, op->lease_ms);
         } else {
-            uint64_t owner = h->owner->id;
-            uint32_t lease = hold_redis_lease(h);
-            lock_mode_t mode = h->mode;
+            /* Gone where it counts, it may linger elsewhere (a quorum's
+             * minority, a semaphore's other permits): delete what is left
+             * of it everywhere, which wakes waiters. */
+            release_hold(h);
             hold_lost(h, op->res.renewal == BACKEND_FORCED ? LOCK_LOST_FORCED
                                                            : LOCK_LOST_EXPIRED);
-            /* Gone where it counts, it may linger elsewhere (a quorum's
-             * minority): delete our field everywhere, which wakes waiters. */
-            release_all(l->mgr, l->name, l->len, owner, lease, mode);
             lock_kick(l);
         }
     }
@@ -230,6 +225,7 @@ static void renew_batch(lockmgr_t *m, hold_t **holds, size_t count) {
         it->grant_id = h->grant_id;
         it->op.kind = BACKEND_RENEW;
         it->op.mode = (backend_mode_t)h->mode;
+        it->op.permits = h->count;
         it->op.name = h->lock->name;
         it->op.len = h->lock->len;
         it->op.owner = h->owner->id;
@@ -300,16 +296,13 @@ static void on_loss(timers_entry_t *t) {
     hold_t *h;
     while ((h = loss_first(m)) != NULL && loss_deadline(h) <= now) {
         lock_t *l = h->lock;
-        uint64_t owner = h->owner->id;
-        uint32_t lease = hold_redis_lease(h);
-        lock_mode_t mode = h->mode;
+        /* What Redis still keeps of it goes as soon as Redis can be told. */
+        release_hold(h);
         /* Renewals that failed (no answer, or not replicated in time), or
          * no backend: the backend's fault, not an expiry. */
         hold_lost(h, backend_available(m->backend, l->name, l->len) && !h->renew_failed
                          ? LOCK_LOST_EXPIRED
                          : LOCK_LOST_BACKEND);
-        /* What Redis still keeps of it goes as soon as Redis can be told. */
-        release_all(m, l->name, l->len, owner, lease, mode);
         lock_kick(l);
         lock_maybe_free(l);
     }

@@ -586,17 +586,26 @@ START_TEST(auth_and_db) {
 }
 END_TEST
 
-START_TEST(wrongtype_is_backend_error) {
+START_TEST(wrongtype_is_kind_or_backend_error) {
     h_redis_start();
     int d = start_d(NULL);
+    /* A string is a semaphore's (Redisson's layout): ERR KIND. */
     const char *set[] = {"SET", "dlock:w", "string", NULL};
     ck_assert_str_eq(h_redis_argv(set), "OK");
     h_conn_t *c = h_connect_index(d);
     h_send(c, "LOCK w\n");
     const char *l = reply(c, H_WAIT_MS);
     ck_assert_msg(l != NULL, "LOCK w on a string key: no reply");
+    ck_assert_msg(strncmp(l, "ERR KIND w is a semaphore", 25) == 0,
+                  "LOCK w on a string key: got '%s', wanted 'ERR KIND w is a semaphore ...'", l);
+    /* Any other type is no lock of ours: Redis's error. */
+    const char *push[] = {"RPUSH", "dlock:wl", "x", NULL};
+    ck_assert_str_eq(h_redis_argv(push), "1");
+    h_send(c, "LOCK wl\n");
+    l = reply(c, H_WAIT_MS);
+    ck_assert_msg(l != NULL, "LOCK wl on a list key: no reply");
     ck_assert_msg(strncmp(l, "ERR BACKEND", 11) == 0 && strstr(l, "WRONGTYPE") != NULL,
-                  "LOCK w on a string key: got '%s', wanted 'ERR BACKEND ...WRONGTYPE...'", l);
+                  "LOCK wl on a list key: got '%s', wanted 'ERR BACKEND ...WRONGTYPE...'", l);
     h_send(c, "PING\n");
     H_EXPECT(c, "OK PONG");
     lock_ok(c, "other", 1);
@@ -917,7 +926,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, sigterm_releases_locks);
     tcase_add_test(tc, two_daemons_share_redis_pubsub_handoff);
     tcase_add_test(tc, auth_and_db);
-    tcase_add_test(tc, wrongtype_is_backend_error);
+    tcase_add_test(tc, wrongtype_is_kind_or_backend_error);
     tcase_add_test(tc, oom_is_backend_error);
     tcase_add_test(tc, busy_script_is_backend_error);
     tcase_add_test(tc, connection_killed_mid_request);

@@ -130,32 +130,41 @@ static const struct {
     const char *name;
     uint32_t wait_ms;
     uint32_t lease_ms;
+    uint32_t permits;
 } good_lines[] = {
-    {"PING", PROTO_CMD_PING, "", 0, 0},
-    {"LOCK job.42", PROTO_CMD_LOCK, "job.42", 0, 0},
-    {"LOCK job.42 5000", PROTO_CMD_LOCK, "job.42", 0, 5000},
-    {"TRYLOCK a", PROTO_CMD_TRYLOCK, "a", 0, 0},
-    {"TRYLOCK a 250", PROTO_CMD_TRYLOCK, "a", 250, 0},
-    {"TRYLOCK a 250 9000", PROTO_CMD_TRYLOCK, "a", 250, 9000},
-    {"TRYLOCK a 0 1", PROTO_CMD_TRYLOCK, "a", 0, 1},
-    {"UNLOCK a/b:c", PROTO_CMD_UNLOCK, "a/b:c", 0, 0},
-    {"RENEW a", PROTO_CMD_RENEW, "a", 0, 0},
-    {"RENEW a 7000", PROTO_CMD_RENEW, "a", 0, 7000},
-    {"STATUS ~!", PROTO_CMD_STATUS, "~!", 0, 0},
-    {"WHO a.b", PROTO_CMD_WHO, "a.b", 0, 0},
-    {"FORCEUNLOCK x", PROTO_CMD_FORCEUNLOCK, "x", 0, 0},
-    {"INFO", PROTO_CMD_INFO, "", 0, 0},
-    {"CLIENTS", PROTO_CMD_CLIENTS, "", 0, 0},
-    {"QUIT", PROTO_CMD_QUIT, "", 0, 0},
-    {"RLOCK r", PROTO_CMD_RLOCK, "r", 0, 0},
-    {"RLOCK r 3000", PROTO_CMD_RLOCK, "r", 0, 3000},
-    {"WLOCK w 3000", PROTO_CMD_WLOCK, "w", 0, 3000},
-    {"TRYRLOCK r 20", PROTO_CMD_TRYRLOCK, "r", 20, 0},
-    {"TRYRLOCK r 20 900", PROTO_CMD_TRYRLOCK, "r", 20, 900},
-    {"TRYWLOCK w", PROTO_CMD_TRYWLOCK, "w", 0, 0},
-    {"TRYWLOCK w 0 900", PROTO_CMD_TRYWLOCK, "w", 0, 900},
-    {"RUNLOCK r", PROTO_CMD_RUNLOCK, "r", 0, 0},
-    {"WUNLOCK w", PROTO_CMD_WUNLOCK, "w", 0, 0},
+    {"PING", PROTO_CMD_PING, "", 0, 0, 0},
+    {"LOCK job.42", PROTO_CMD_LOCK, "job.42", 0, 0, 0},
+    {"LOCK job.42 5000", PROTO_CMD_LOCK, "job.42", 0, 5000, 0},
+    {"TRYLOCK a", PROTO_CMD_TRYLOCK, "a", 0, 0, 0},
+    {"TRYLOCK a 250", PROTO_CMD_TRYLOCK, "a", 250, 0, 0},
+    {"TRYLOCK a 250 9000", PROTO_CMD_TRYLOCK, "a", 250, 9000, 0},
+    {"TRYLOCK a 0 1", PROTO_CMD_TRYLOCK, "a", 0, 1, 0},
+    {"UNLOCK a/b:c", PROTO_CMD_UNLOCK, "a/b:c", 0, 0, 0},
+    {"RENEW a", PROTO_CMD_RENEW, "a", 0, 0, 0},
+    {"RENEW a 7000", PROTO_CMD_RENEW, "a", 0, 7000, 0},
+    {"STATUS ~!", PROTO_CMD_STATUS, "~!", 0, 0, 0},
+    {"WHO a.b", PROTO_CMD_WHO, "a.b", 0, 0, 0},
+    {"FORCEUNLOCK x", PROTO_CMD_FORCEUNLOCK, "x", 0, 0, 0},
+    {"INFO", PROTO_CMD_INFO, "", 0, 0, 0},
+    {"CLIENTS", PROTO_CMD_CLIENTS, "", 0, 0, 0},
+    {"QUIT", PROTO_CMD_QUIT, "", 0, 0, 0},
+    {"RLOCK r", PROTO_CMD_RLOCK, "r", 0, 0, 0},
+    {"RLOCK r 3000", PROTO_CMD_RLOCK, "r", 0, 3000, 0},
+    {"WLOCK w 3000", PROTO_CMD_WLOCK, "w", 0, 3000, 0},
+    {"TRYRLOCK r 20", PROTO_CMD_TRYRLOCK, "r", 20, 0, 0},
+    {"TRYRLOCK r 20 900", PROTO_CMD_TRYRLOCK, "r", 20, 900, 0},
+    {"TRYWLOCK w", PROTO_CMD_TRYWLOCK, "w", 0, 0, 0},
+    {"TRYWLOCK w 0 900", PROTO_CMD_TRYWLOCK, "w", 0, 900, 0},
+    {"RUNLOCK r", PROTO_CMD_RUNLOCK, "r", 0, 0, 0},
+    {"WUNLOCK w", PROTO_CMD_WUNLOCK, "w", 0, 0, 0},
+    {"SEMINIT s 0", PROTO_CMD_SEMINIT, "s", 0, 0, 0},
+    {"SEMINIT s 2147483647", PROTO_CMD_SEMINIT, "s", 0, 0, 2147483647},
+    {"ACQUIRE s 3", PROTO_CMD_ACQUIRE, "s", 0, 0, 3},
+    {"ACQUIRE s 3 800", PROTO_CMD_ACQUIRE, "s", 0, 800, 3},
+    {"TRYACQUIRE s 2", PROTO_CMD_TRYACQUIRE, "s", 0, 0, 2},
+    {"TRYACQUIRE s 2 50", PROTO_CMD_TRYACQUIRE, "s", 50, 0, 2},
+    {"TRYACQUIRE s 2 50 700", PROTO_CMD_TRYACQUIRE, "s", 50, 700, 2},
+    {"RELEASE s 1", PROTO_CMD_RELEASE, "s", 0, 0, 1},
 };
 
 START_TEST(test_parse_each_command) {
@@ -169,6 +178,7 @@ START_TEST(test_parse_each_command) {
     ck_assert_uint_eq(req.name_len, strlen(good_lines[_i].name));
     ck_assert_uint_eq(req.wait_ms, good_lines[_i].wait_ms);
     ck_assert_uint_eq(req.lease_ms, good_lines[_i].lease_ms);
+    ck_assert_uint_eq(req.permits, good_lines[_i].permits);
     ck_assert_ptr_null(req.detail);
 }
 END_TEST
@@ -363,6 +373,8 @@ START_TEST(test_too_few_args) {
         {"UNLOCK", PROTO_CMD_UNLOCK}, {"RENEW", PROTO_CMD_RENEW},
         {"STATUS", PROTO_CMD_STATUS}, {"FORCEUNLOCK", PROTO_CMD_FORCEUNLOCK},
         {"lock   ", PROTO_CMD_LOCK},
+        {"SEMINIT s", PROTO_CMD_SEMINIT}, {"ACQUIRE s", PROTO_CMD_ACQUIRE},
+        {"TRYACQUIRE s", PROTO_CMD_TRYACQUIRE}, {"RELEASE s", PROTO_CMD_RELEASE},
     };
     for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
         proto_request_t req;
@@ -398,6 +410,11 @@ START_TEST(test_too_many_args) {
         {"TRYWLOCK a 1 2 3", PROTO_CMD_TRYWLOCK},
         {"RUNLOCK a b", PROTO_CMD_RUNLOCK},
         {"WUNLOCK a 1", PROTO_CMD_WUNLOCK},
+        {"SEMINIT s 1 2", PROTO_CMD_SEMINIT},
+        {"ACQUIRE s 1 2 3", PROTO_CMD_ACQUIRE},
+        {"TRYACQUIRE s 1 2 3 4", PROTO_CMD_TRYACQUIRE},
+        {"TRYACQUIRE s 1 2 3 4 5 6", PROTO_CMD_TRYACQUIRE},
+        {"RELEASE s 1 2", PROTO_CMD_RELEASE},
     };
     for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
         proto_request_t req;
@@ -1523,6 +1540,11 @@ START_TEST(test_cmd_names_and_usages) {
         {PROTO_CMD_TRYWLOCK, "TRYWLOCK", "TRYWLOCK <name> [<wait_ms> [<lease_ms>]]"},
         {PROTO_CMD_RUNLOCK, "RUNLOCK", "RUNLOCK <name>"},
         {PROTO_CMD_WUNLOCK, "WUNLOCK", "WUNLOCK <name>"},
+        {PROTO_CMD_SEMINIT, "SEMINIT", "SEMINIT <name> <permits>"},
+        {PROTO_CMD_ACQUIRE, "ACQUIRE", "ACQUIRE <name> <permits> [<lease_ms>]"},
+        {PROTO_CMD_TRYACQUIRE, "TRYACQUIRE",
+         "TRYACQUIRE <name> <permits> [<wait_ms> [<lease_ms>]]"},
+        {PROTO_CMD_RELEASE, "RELEASE", "RELEASE <name> <permits>"},
     };
     ck_assert_int_eq(ARRAY_LEN(want), PROTO_CMD_COUNT - 1);
     for (size_t i = 0; i < ARRAY_LEN(want); i++) {
