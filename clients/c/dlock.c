@@ -335,6 +335,60 @@ int dlock_wunlock(dlock_t *d, const char *name, uint32_t *holds_left) {
     return drop(d, "WUNLOCK", name, holds_left);
 }
 
+/* Parses "OK <n>" (a count of permits, SEMINIT's 0 or 1). */
+static int parse_count(const dlock_t *d, uint32_t *n) {
+    unsigned v;
+    if (sscanf(d->line, "OK %u", &v) != 1) return DLOCK_EPROTO;
+    if (n) *n = v;
+    return 0;
+}
+
+int dlock_seminit(dlock_t *d, const char *name, uint32_t permits, int *set) {
+    char line[DLOCK_NAME_MAX + 32];
+    uint32_t v;
+    if (!name_ok(name)) return DLOCK_ENAME;
+    snprintf(line, sizeof(line), "SEMINIT %s %u", name, permits);
+    int r = roundtrip(d, line);
+    if (r == 0) r = parse_count(d, &v);
+    if (r == 0 && v > 1) r = DLOCK_EPROTO;
+    if (r == 0 && set) *set = (int)v;
+    return r;
+}
+
+/* ACQUIRE NAME PERMITS, or TRYACQUIRE NAME PERMITS WAIT_MS (wait_ms >= 0),
+ * with LEASE_MS when it is not 0: "OK <held>". */
+static int sem_take(dlock_t *d, const char *name, uint32_t permits, long long wait_ms,
+                    uint32_t lease_ms, uint32_t *held) {
+    char line[DLOCK_NAME_MAX + 64];
+    int n;
+    if (!name_ok(name)) return DLOCK_ENAME;
+    if (wait_ms < 0)
+        n = snprintf(line, sizeof(line), "ACQUIRE %s %u", name, permits);
+    else
+        n = snprintf(line, sizeof(line), "TRYACQUIRE %s %u %lld", name, permits, wait_ms);
+    if (lease_ms != 0) snprintf(line + n, sizeof(line) - (size_t)n, " %u", lease_ms);
+    int r = roundtrip(d, line);
+    return r == 0 ? parse_count(d, held) : r;
+}
+
+int dlock_acquire(dlock_t *d, const char *name, uint32_t permits, uint32_t lease_ms,
+                  uint32_t *held) {
+    return sem_take(d, name, permits, -1, lease_ms, held);
+}
+
+int dlock_tryacquire(dlock_t *d, const char *name, uint32_t permits, uint32_t wait_ms,
+                     uint32_t lease_ms, uint32_t *held) {
+    return sem_take(d, name, permits, wait_ms, lease_ms, held);
+}
+
+int dlock_release(dlock_t *d, const char *name, uint32_t permits, uint32_t *left) {
+    char line[DLOCK_NAME_MAX + 32];
+    if (!name_ok(name)) return DLOCK_ENAME;
+    snprintf(line, sizeof(line), "RELEASE %s %u", name, permits);
+    int r = roundtrip(d, line);
+    return r == 0 ? parse_count(d, left) : r;
+}
+
 int dlock_renew(dlock_t *d, const char *name, uint32_t lease_ms, long long *ttl_ms) {
     char line[DLOCK_NAME_MAX + 32];
     long long ttl;
@@ -349,9 +403,9 @@ int dlock_renew(dlock_t *d, const char *name, uint32_t lease_ms, long long *ttl_
 
 int dlock_status(dlock_t *d, const char *name, dlock_status_t *out) {
     char line[DLOCK_NAME_MAX + 16];
-    dlock_status_t st = {DLOCK_FREE, 0, -1, 0};
+    dlock_status_t st = {DLOCK_FREE, 0, -1, {0}};
     unsigned long long fence;
-    unsigned readers;
+    unsigned readers, available, mine;
     if (!name_ok(name)) return DLOCK_ENAME;
     snprintf(line, sizeof(line), "STATUS %s", name);
     int r = roundtrip(d, line);
@@ -367,6 +421,11 @@ int dlock_status(dlock_t *d, const char *name, dlock_status_t *out) {
         st.state = DLOCK_READ;
     } else if (sscanf(d->line, "OK WRITE %u %u %lld", &readers, &st.holds, &st.ttl_ms) == 3) {
         st.state = DLOCK_WRITE;
+    } else if (sscanf(d->line, "OK SEM %u %u", &available, &mine) == 2) {
+        st.state = DLOCK_SEM;
+        st.holds = mine;
+        st.sem.available = available;
+        st.sem.mine = mine;
     } else {
         return DLOCK_EPROTO;
     }

@@ -23,14 +23,16 @@ extern "C" {
 #define DLOCK_SOCKET_ENV     "DLOCK_SOCKET"
 #define DLOCK_NAME_MAX       255
 #define DLOCK_LINE_MAX       4096   /* longest reply line accepted */
+#define DLOCK_PERMITS_MAX    10000  /* permits in one ACQUIRE or RELEASE */
 
 /* Every error: enum, name and message come from one table. New codes go
  * at the end, so that the values of the others never change.
- * DLOCK_EKIND: the name is held as the other kind of lock (a plain lock
- * and a read/write lock of one name exclude each other only so), or the
- * request does not fit this connection's hold of it (UNLOCK of a read or
- * write hold, RUNLOCK/WUNLOCK of a plain one, WLOCK while holding a read
- * hold: an upgrade), or dlockd offers no read/write locks (quorum). */
+ * DLOCK_EKIND: the name is another kind of lock (a plain lock, a
+ * read/write lock and a semaphore of one name exclude each other only
+ * so), or the request does not fit this connection's hold of it (UNLOCK of
+ * a read or write hold, RUNLOCK/WUNLOCK of a plain one, WLOCK while
+ * holding a read hold: an upgrade), or dlockd offers no read/write locks
+ * or semaphores (quorum). */
 #define DLOCK_ERR_MAP(XX)                                                    \
     XX(CONNECT, "cannot connect to dlockd")                                  \
     XX(IO, "i/o error talking to dlockd")                                    \
@@ -69,18 +71,33 @@ typedef enum {
     DLOCK_MINE,       /* this connection holds it (a plain lock) */
     DLOCK_TAKEN,      /* someone else holds it (a plain lock) */
     DLOCK_READ,       /* a read/write lock with read holds */
-    DLOCK_WRITE       /* a read/write lock with a write hold */
+    DLOCK_WRITE,      /* a read/write lock with a write hold */
+    DLOCK_SEM         /* a semaphore (permits set, held or not) */
 } dlock_state_t;
 
-/* The layout stays as it was before read/write locks (libdlock.so.0): the
- * number of readers of a DLOCK_READ lock is in the raw reply,
- * "OK READ <readers> <mine> <ttl_ms>" (dlock_request "STATUS <name>"). */
+/* A semaphore's numbers in dlock_status_t ("OK SEM <available> <mine>"). */
+typedef struct dlock_sem_s {
+    uint32_t available;   /* permits free now */
+    uint32_t mine;        /* permits this connection holds */
+} dlock_sem_t;
+
+/* The layout and size stay as they were before read/write locks
+ * (libdlock.so.0): the number of readers of a DLOCK_READ lock is in the
+ * raw reply, "OK READ <readers> <mine> <ttl_ms>" (dlock_request "STATUS
+ * <name>"), and a semaphore's numbers share fence's place, which only
+ * DLOCK_MINE uses. */
 typedef struct dlock_status_s {
     dlock_state_t state;
     uint32_t holds;       /* DLOCK_MINE; DLOCK_READ, DLOCK_WRITE: this
-                             connection's holds of that kind (0: others') */
-    long long ttl_ms;     /* all but DLOCK_FREE; -1 when unknown */
-    uint64_t fence;       /* DLOCK_MINE; 0 otherwise */
+                             connection's holds of that kind (0: others');
+                             DLOCK_SEM: the permits it holds (= sem.mine) */
+    long long ttl_ms;     /* DLOCK_MINE, DLOCK_TAKEN, DLOCK_READ,
+                             DLOCK_WRITE; -1 when unknown, and for
+                             DLOCK_FREE and DLOCK_SEM */
+    union {
+        uint64_t fence;   /* DLOCK_MINE; 0 for the others but DLOCK_SEM */
+        dlock_sem_t sem;  /* DLOCK_SEM only */
+    };
 } dlock_status_t;
 
 /* Connects to path; NULL means $DLOCK_SOCKET, else DLOCK_DEFAULT_SOCKET.
@@ -101,7 +118,8 @@ int dlock_trylock(dlock_t *d, const char *name, uint32_t wait_ms, uint32_t lease
                   uint64_t *fence, uint32_t *holds, long long *ttl_ms);
 /* Drops one hold; *holds_left tells how many remain. */
 int dlock_unlock(dlock_t *d, const char *name, uint32_t *holds_left);
-/* Resets the lease (0: the lock's own); *ttl_ms is the new lease. */
+/* Resets the lease (0: the lock's own); *ttl_ms is the new lease. Also
+ * for the permits this connection holds of a semaphore. */
 int dlock_renew(dlock_t *d, const char *name, uint32_t lease_ms, long long *ttl_ms);
 /* Read/write locks: any number of owners may hold read holds at once, a
  * write hold excludes every other hold. They take, wait and time out as
@@ -124,10 +142,41 @@ int dlock_trywlock(dlock_t *d, const char *name, uint32_t wait_ms, uint32_t leas
  * remain. */
 int dlock_runlock(dlock_t *d, const char *name, uint32_t *holds_left);
 int dlock_wunlock(dlock_t *d, const char *name, uint32_t *holds_left);
+/* Counting semaphores (Redisson's RPermitExpirableSemaphore layout):
+ * a name with a number of permits, set once with dlock_seminit(); each
+ * owner takes and gives back any number of them at a time. Permits belong
+ * to the connection that acquired them, as locks do: dlock_close() or the
+ * process dying gives them back at once. A semaphore's name refuses the
+ * lock calls above, and a lock's name these, with DLOCK_EKIND (so does a
+ * dlockd in quorum mode). Bad numbers are DLOCK_EARGS.
+ *
+ * Sets the semaphore's permits (0..2147483647) if they were never set:
+ * *set is 1 then, 0 if they were already set (they stay as they were). */
+int dlock_seminit(dlock_t *d, const char *name, uint32_t permits, int *set);
+/* Waits until permits (1..DLOCK_PERMITS_MAX) are free and takes them;
+ * *held is how many of the semaphore's permits this connection holds now
+ * (a holder may acquire more). A semaphore whose permits were never set
+ * is waited for until someone sets them. lease_ms 0: the permits are held
+ * while connected (watchdog); else they end after lease_ms unless renewed
+ * with dlock_renew(), and the connection gets !LOST <name> expired. Any
+ * !LOST of a semaphore means that every permit this connection held of
+ * it is gone. */
+int dlock_acquire(dlock_t *d, const char *name, uint32_t permits, uint32_t lease_ms,
+                  uint32_t *held);
+/* As dlock_acquire(), waiting at most wait_ms (0: one try): DLOCK_ETIMEOUT
+ * if not enough permits were free by then (or they were never set). */
+int dlock_tryacquire(dlock_t *d, const char *name, uint32_t permits, uint32_t wait_ms,
+                     uint32_t lease_ms, uint32_t *held);
+/* Gives permits back; *left is how many this connection still holds.
+ * DLOCK_ENOTHELD, releasing none, if it holds fewer than permits. */
+int dlock_release(dlock_t *d, const char *name, uint32_t permits, uint32_t *left);
 /* Any lock's state: a plain lock is FREE, MINE or TAKEN, a read/write lock
- * READ or WRITE (FREE once nobody holds it). */
+ * READ or WRITE (FREE once nobody holds it), a semaphore SEM with its
+ * numbers in sem. */
 int dlock_status(dlock_t *d, const char *name, dlock_status_t *out);
-/* *removed is 1 if a lock was removed, 0 if there was none. */
+/* *removed is 1 if a lock was removed, 0 if there was none. On a
+ * semaphore it gives back every permit, whoever holds them (1), or finds
+ * none held (0); the holders get !LOST <name> forced. */
 int dlock_force_unlock(dlock_t *d, const char *name, int *removed);
 int dlock_ping(dlock_t *d);
 /* Copies INFO's key=value line (without "OK ") into buf. */

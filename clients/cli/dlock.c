@@ -38,24 +38,31 @@ static int sigpipe[2] = {-1, -1};  /* signal handler -> main loop */
 
 static void usage(FILE *out) {
     fprintf(out,
-        "usage: dlock [-S SOCKET] [-s | -x] [-n | -w SECONDS] [-E CODE] [-l LEASE_MS]\n"
-        "             [-k SECONDS] NAME COMMAND [ARG...]\n"
+        "usage: dlock [-S SOCKET] [-s | -x | --permits N] [--seminit N]\n"
+        "             [-n | -w SECONDS] [-E CODE] [-l LEASE_MS] [-k SECONDS] [-v]\n"
+        "             NAME COMMAND [ARG...]\n"
+        "       dlock [-S SOCKET] [-v] --seminit N NAME\n"
         "       dlock [-S SOCKET] --status NAME | --force-unlock NAME | --info | --ping\n"
         "       dlock [-S SOCKET] --who NAME | --metrics\n"
         "  -S SOCKET   dlockd's socket (default $DLOCK_SOCKET, else %s)\n"
         "  -s          take a read lock (shared with other readers; --shared)\n"
         "  -x          take a write lock (excludes readers and writers; --exclusive)\n"
-        "              without -s or -x, a plain lock: every user of NAME must take\n"
-        "              the same kind (plain, or -s and -x)\n"
-        "  -n          fail at once if the lock is held\n"
+        "  --permits N hold N permits of the semaphore NAME (1-%d)\n"
+        "              without -s, -x or --permits, a plain lock: every user of NAME\n"
+        "              must take the same kind (plain, -s and -x, or --permits)\n"
+        "  --seminit N first give the semaphore NAME N permits, unless it has its\n"
+        "              permits already; without COMMAND, only that\n"
+        "  -n          fail at once if the lock is held (or the permits are not free)\n"
         "  -w SECONDS  give up after SECONDS (fractions allowed)\n"
         "  -E CODE     exit code when -n or -w could not get the lock (default 1)\n"
         "  -l LEASE_MS hold the lock with a lease instead of while running\n"
         "  -k SECONDS  after the lock is lost, SIGKILL COMMAND this long after SIGTERM\n"
         "              (default 5)\n"
-        "COMMAND gets DLOCK_NAME and DLOCK_FENCE in its environment. -s used to name\n"
-        "the socket: use -S (--socket). See dlock(1).\n",
-        DLOCK_DEFAULT_SOCKET);
+        "  -v          say on stderr what was set and acquired (--verbose)\n"
+        "COMMAND gets DLOCK_NAME and DLOCK_FENCE (a lock) or DLOCK_PERMITS (a\n"
+        "semaphore) in its environment. -s used to name the socket: use -S (--socket).\n"
+        "See dlock(1).\n",
+        DLOCK_DEFAULT_SOCKET, DLOCK_PERMITS_MAX);
 }
 
 /* Prints "dlock: <before>'<arg>'<after>" (arg quoted only when given). */
@@ -118,24 +125,61 @@ static int exit_for(int err) {
     }
 }
 
-/* The kinds of lock dlock can hold, chosen once from -s and -x. */
+/* What dlock holds while COMMAND runs. */
+typedef struct grant_s {
+    uint64_t fence;       /* a lock's */
+    uint32_t permits;     /* a semaphore's: how many to take */
+    uint32_t held;        /* a semaphore's: how many this connection holds */
+} grant_t;
+
+/* The kinds of lock dlock can hold, chosen once from -s, -x and
+ * --permits. wait_ms < 0: wait as long as it takes. */
 typedef struct lock_kind_s {
-    int (*take)(dlock_t *d, const char *name, uint32_t lease_ms, uint64_t *fence,
-                uint32_t *holds);
-    int (*try_take)(dlock_t *d, const char *name, uint32_t wait_ms, uint32_t lease_ms,
-                    uint64_t *fence, uint32_t *holds, long long *ttl_ms);
+    int (*take)(dlock_t *d, const char *name, long long wait_ms, uint32_t lease_ms,
+                grant_t *g);
     const char *on_kind;  /* after "dlock: NAME: " when dlockd answers ERR KIND */
 } lock_kind_t;
 
+static int take_plain(dlock_t *d, const char *name, long long wait_ms, uint32_t lease_ms,
+                      grant_t *g) {
+    if (wait_ms < 0) return dlock_lock(d, name, lease_ms, &g->fence, NULL);
+    return dlock_trylock(d, name, (uint32_t)wait_ms, lease_ms, &g->fence, NULL, NULL);
+}
+
+static int take_read(dlock_t *d, const char *name, long long wait_ms, uint32_t lease_ms,
+                     grant_t *g) {
+    if (wait_ms < 0) return dlock_rlock(d, name, lease_ms, &g->fence, NULL);
+    return dlock_tryrlock(d, name, (uint32_t)wait_ms, lease_ms, &g->fence, NULL, NULL);
+}
+
+static int take_write(dlock_t *d, const char *name, long long wait_ms, uint32_t lease_ms,
+                      grant_t *g) {
+    if (wait_ms < 0) return dlock_wlock(d, name, lease_ms, &g->fence, NULL);
+    return dlock_trywlock(d, name, (uint32_t)wait_ms, lease_ms, &g->fence, NULL, NULL);
+}
+
+static int take_permits(dlock_t *d, const char *name, long long wait_ms, uint32_t lease_ms,
+                        grant_t *g) {
+    if (wait_ms < 0) return dlock_acquire(d, name, g->permits, lease_ms, &g->held);
+    return dlock_tryacquire(d, name, g->permits, (uint32_t)wait_ms, lease_ms, &g->held);
+}
+
 static const char held_as_plain[] =
-    "held as a plain lock (take it without -s and -x, as its other users do), "
-    "or this dlockd has no read/write locks (quorum)";
+    "held as a plain lock or a semaphore (take it as its other users do: without "
+    "-s and -x, or with --permits), or this dlockd has no read/write locks (quorum)";
+
+/* SEMINIT's and ACQUIRE's ERR KIND. */
+static const char not_a_semaphore[] =
+    "held as a lock, not a semaphore (take it as its other users do: without "
+    "--permits), or this dlockd has no semaphores (quorum)";
 
 static const lock_kind_t plain_kind = {
-    dlock_lock, dlock_trylock,
-    "held as a read/write lock: take it with -s or -x, as its other users do"};
-static const lock_kind_t read_kind = {dlock_rlock, dlock_tryrlock, held_as_plain};
-static const lock_kind_t write_kind = {dlock_wlock, dlock_trywlock, held_as_plain};
+    take_plain,
+    "held as a read/write lock or a semaphore: take it with -s or -x, or with "
+    "--permits, as its other users do"};
+static const lock_kind_t read_kind = {take_read, held_as_plain};
+static const lock_kind_t write_kind = {take_write, held_as_plain};
+static const lock_kind_t sem_kind = {take_permits, not_a_semaphore};
 
 static void on_signal(int sig) {
     int saved = errno;
@@ -374,8 +418,25 @@ static int run_child(dlock_t *d, run_t *run, char **argv, uint32_t grace_ms) {
     return EXIT_SOFTWARE;
 }
 
+/* --seminit: SEMINIT NAME PERMITS. 0, or dlock's exit code after saying why. */
+static int seminit(dlock_t *d, const char *name, uint32_t permits, int verbose) {
+    int set = 0;
+    int r = dlock_seminit(d, name, permits, &set);
+    if (r != 0) {
+        fprintf(stderr, "dlock: %s: %s\n", name,
+                r == DLOCK_EKIND ? not_a_semaphore : dlock_strerror(r));
+        return exit_for(r);
+    }
+    if (verbose && set)
+        fprintf(stderr, "dlock: %s: semaphore set to %u permits\n", name, permits);
+    else if (verbose)
+        fprintf(stderr, "dlock: %s: semaphore had its permits already (unchanged)\n", name);
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    enum { OPT_STATUS = 256, OPT_FORCE, OPT_INFO, OPT_PING, OPT_VERSION, OPT_METRICS, OPT_WHO };
+    enum { OPT_STATUS = 256, OPT_FORCE, OPT_INFO, OPT_PING, OPT_VERSION, OPT_METRICS, OPT_WHO,
+           OPT_PERMITS, OPT_SEMINIT };
     static const struct option longopts[] = {
         {"status", required_argument, NULL, OPT_STATUS},
         {"force-unlock", required_argument, NULL, OPT_FORCE},
@@ -387,21 +448,41 @@ int main(int argc, char **argv) {
         {"socket", required_argument, NULL, 'S'},
         {"shared", no_argument, NULL, 's'},
         {"exclusive", no_argument, NULL, 'x'},
+        {"permits", required_argument, NULL, OPT_PERMITS},
+        {"seminit", required_argument, NULL, OPT_SEMINIT},
+        {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *sock = NULL;
     const lock_kind_t *kind = &plain_kind;
     int nonblock = 0, have_wait = 0, metrics = 0, shared = 0, exclusive = 0, opt;
+    int have_seminit = 0, verbose = 0;
     uint32_t wait_ms = 0, lease_ms = 0, conflict = 1, grace_ms = DEFAULT_GRACE_MS;
+    uint32_t permits = 0, sem_size = 0;
     char query_line[DLOCK_NAME_MAX + 32] = "";
 
     /* '+': stop at the first non-option, so COMMAND keeps its own options. */
-    while ((opt = getopt_long(argc, argv, "+S:sxnw:E:l:k:h", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "+S:sxnw:E:l:k:vh", longopts, NULL)) != -1) {
         switch (opt) {
         case 'S': sock = optarg; break;
         case 's': shared = 1; break;
         case 'x': exclusive = 1; break;
+        case 'v': verbose = 1; break;
+        case OPT_PERMITS:
+            if (parse_uint(optarg, DLOCK_PERMITS_MAX, &permits) != 0 || permits == 0) {
+                char range[48];
+                snprintf(range, sizeof(range), " is not a number of permits (1-%d)",
+                         DLOCK_PERMITS_MAX);
+                return usage_error("--permits: ", optarg, range);
+            }
+            break;
+        case OPT_SEMINIT:
+            if (parse_uint(optarg, 2147483647u, &sem_size) != 0)
+                return usage_error("--seminit: ", optarg,
+                                   " is not a number of permits (0-2147483647)");
+            have_seminit = 1;
+            break;
         case 'n': nonblock = 1; break;
         case 'w':
             if (parse_seconds(optarg, &wait_ms) != 0)
@@ -447,10 +528,19 @@ int main(int argc, char **argv) {
     }
     if (nonblock && have_wait) return usage_error("-n and -w exclude each other", NULL, NULL);
     if (shared && exclusive) return usage_error("-s and -x exclude each other", NULL, NULL);
-    if (optind + 2 > argc)
+    if (permits && (shared || exclusive))
+        return usage_error("--permits excludes -s and -x", NULL, NULL);
+    if (have_seminit && (shared || exclusive))
+        return usage_error("--seminit excludes -s and -x", NULL, NULL);
+    /* --seminit N NAME alone sets the permits and is done. */
+    int init_only = have_seminit && !permits && optind + 1 == argc;
+    if (optind + 2 > argc && !init_only)
         return usage_error(optind == argc ? "missing NAME and COMMAND" : "missing COMMAND", NULL, NULL);
+    if (have_seminit && !permits && !init_only)
+        return usage_error("--seminit with a COMMAND needs --permits", NULL, NULL);
     if (shared) kind = &read_kind;
     if (exclusive) kind = &write_kind;
+    if (permits) kind = &sem_kind;
 
     run_t run = {.name = argv[optind]};
     /* -s used to name the socket: say so when NAME looks like one. */
@@ -462,12 +552,17 @@ int main(int argc, char **argv) {
     if (d == NULL) return EXIT_UNAVAILABLE;
     dlock_set_lost_cb(d, on_lost, &run);
 
-    uint64_t fence = 0;
-    int r;
-    if (nonblock || have_wait)
-        r = kind->try_take(d, run.name, nonblock ? 0 : wait_ms, lease_ms, &fence, NULL, NULL);
-    else
-        r = kind->take(d, run.name, lease_ms, &fence, NULL);
+    if (have_seminit) {
+        int code = seminit(d, run.name, sem_size, verbose);
+        if (code != 0 || init_only) {
+            dlock_close(d);
+            return code;
+        }
+    }
+
+    grant_t grant = {.permits = permits};
+    long long wait = nonblock ? 0 : have_wait ? (long long)wait_ms : -1;
+    int r = kind->take(d, run.name, wait, lease_ms, &grant);
     if (r == DLOCK_ETIMEOUT) {
         dlock_close(d);
         return (int)conflict;
@@ -479,10 +574,21 @@ int main(int argc, char **argv) {
         return exit_for(r);
     }
 
-    char fence_s[24];
-    snprintf(fence_s, sizeof(fence_s), "%llu", (unsigned long long)fence);
+    char num[24];
     setenv("DLOCK_NAME", run.name, 1);
-    setenv("DLOCK_FENCE", fence_s, 1);
+    if (kind == &sem_kind) {
+        /* A semaphore has no fence: an outer dlock's must not show through. */
+        snprintf(num, sizeof(num), "%u", grant.permits);
+        setenv("DLOCK_PERMITS", num, 1);
+        unsetenv("DLOCK_FENCE");
+        if (verbose)
+            fprintf(stderr, "dlock: %s: acquired %u permits\n", run.name, grant.held);
+    } else {
+        snprintf(num, sizeof(num), "%llu", (unsigned long long)grant.fence);
+        setenv("DLOCK_FENCE", num, 1);
+        unsetenv("DLOCK_PERMITS");
+        if (verbose) fprintf(stderr, "dlock: %s: acquired (fence %s)\n", run.name, num);
+    }
     int code = run_child(d, &run, argv + optind + 1, grace_ms);
     dlock_close(d); /* releases the lock */
     return code;

@@ -23,6 +23,11 @@ thread.
         with c.write_lock("catalog"):   # alone
             ...
 
+    with dlock.Client() as c:       # a counting semaphore
+        c.seminit("transcode", 4)       # its permits, set once for every user
+        with c.semaphore("transcode", 2):   # 2 of the 4 while inside
+            ...
+
 Loss notifications (``!LOST <name> <reason>``) are collected whenever the
 client reads from dlockd and are reported as LockLost by the next call on
 that name, by check(), or by leaving a ``with dlock.Lock(...)`` block.
@@ -45,13 +50,15 @@ __all__ = [
     "DEFAULT_SOCKET", "SOCKET_ENV", "NAME_MAX", "NUM_MAX", "Status",
     "DlockError", "BadRequest", "Timeout", "NotHeld", "BackendError",
     "LimitError", "Denied", "KindError", "LockLost", "ConnectionClosed",
-    "ConnectFailed", "ProtocolError", "Client", "Lock", "ClientLock", "validate_name",
+    "ConnectFailed", "ProtocolError", "Client", "Lock", "ClientLock", "ClientSemaphore",
+    "validate_name", "PERMITS_MAX",
 ]
 
 DEFAULT_SOCKET = "/run/dlockd/dlockd.sock"
 SOCKET_ENV = "DLOCK_SOCKET"
 NAME_MAX = 255                 # bytes in a lock name
 NUM_MAX = 2147483647           # largest number the protocol accepts
+PERMITS_MAX = 10000            # permits in one ACQUIRE or RELEASE
 _LINE_MAX = 65536              # longest line accepted from dlockd
 _QUIT_TIMEOUT = 2.0            # seconds close() waits for "OK BYE"
 
@@ -61,27 +68,34 @@ class Status(collections.namedtuple("Status", "state holds ttl_ms fence")):
     """STATUS of a lock.
 
     state: "FREE", "MINE" (a plain lock held by this connection), "TAKEN" (a
-    plain lock held by another), "READ" (a read/write lock with read holds)
-    or "WRITE" (a read/write lock with a write hold).
-    holds: this connection's holds (MINE; READ, WRITE: of that kind; else 0).
-    ttl_ms: remaining lease in ms (None when FREE; may be -1 when unknown).
+    plain lock held by another), "READ" (a read/write lock with read holds),
+    "WRITE" (a read/write lock with a write hold) or "SEM" (a semaphore).
+    holds: this connection's holds (MINE; READ, WRITE: of that kind; SEM:
+    the permits it holds; else 0).
+    ttl_ms: remaining lease in ms (None when FREE or SEM; may be -1 when
+    unknown).
     fence: this connection's fence (only when MINE, else None).
-    readers: the owners holding read holds (READ), 1 (WRITE), else None; an
-    attribute, not one of the tuple's four items."""
+    readers: the owners holding read holds (READ), 1 (WRITE), else None;
+    available: the permits free now (SEM), else None. Attributes, not items
+    of the tuple of four."""
 
     readers = None
+    available = None
 
-    def __new__(cls, state, holds, ttl_ms, fence, readers=None):
+    def __new__(cls, state, holds, ttl_ms, fence, readers=None, available=None):
         self = super().__new__(cls, state, holds, ttl_ms, fence)
         if readers is not None:
             self.readers = readers
+        if available is not None:
+            self.available = available
         return self
 
     def __repr__(self):
         text = super().__repr__()
-        if self.readers is None:
-            return text
-        return "%s, readers=%r)" % (text[:-1], self.readers)
+        for attr in ("readers", "available"):
+            if getattr(self, attr) is not None:
+                text = "%s, %s=%r)" % (text[:-1], attr, getattr(self, attr))
+        return text
 
 
 # ---- errors ------------------------------------------------------------
@@ -109,8 +123,9 @@ class BadRequest(DlockError):
 
 
 class Timeout(DlockError):
-    """TRYLOCK did not get the lock in time. ``ttl_ms`` is the holder's
-    remaining lease (-1 when unknown)."""
+    """TRYLOCK (TRYRLOCK, TRYWLOCK) did not get the lock in time, or
+    TRYACQUIRE the permits. ``ttl_ms`` is the holder's remaining lease (-1
+    when unknown)."""
 
     def __init__(self, ttl_ms=-1, message=None):
         self.ttl_ms = ttl_ms
@@ -139,12 +154,12 @@ class Denied(DlockError):
 
 
 class KindError(DlockError):
-    """ERR KIND: the name is held as the other kind of lock (a plain lock and
-    a read/write lock of one name exclude each other only so: every user of
-    a name must take the same kind), or the request does not fit this
+    """ERR KIND: the name is another kind of lock (a plain lock, a read/write
+    lock and a semaphore of one name exclude each other only so: every user
+    of a name must take the same kind), or the request does not fit this
     connection's hold (UNLOCK of a read or write hold, RUNLOCK/WUNLOCK of a
     plain one, write_lock while holding a read lock: an upgrade), or dlockd
-    offers no read/write locks (quorum)."""
+    offers no read/write locks or semaphores (quorum)."""
 
 
 class LockLost(DlockError):
@@ -239,12 +254,16 @@ def validate_name(name):
     return raw.decode("ascii")
 
 
-def _check_num(what, value):
+def _check_num(what, value, low=0, high=NUM_MAX):
     if isinstance(value, bool) or not isinstance(value, int):
         raise BadRequest(None, "%s must be an int, not %s" % (what, type(value).__name__))
-    if not 0 <= value <= NUM_MAX:
-        raise BadRequest(None, "%s must be 0 to %d, not %d" % (what, NUM_MAX, value))
+    if not low <= value <= high:
+        raise BadRequest(None, "%s must be %d to %d, not %d" % (what, low, high, value))
     return value
+
+
+def _check_permits(permits):
+    return _check_num("permits", permits, 1, PERMITS_MAX)
 
 
 def _to_int(word):
@@ -271,10 +290,11 @@ class Client(object):
 
     socket: path of dlockd's socket; default $DLOCK_SOCKET, else
     /run/dlockd/dlockd.sock. timeout: seconds allowed for connecting and for
-    each reply, except the wait of LOCK, RLOCK and WLOCK (unbounded) and of
-    TRYLOCK, TRYRLOCK and TRYWLOCK (its wait_ms plus timeout); None waits
-    forever. When a reply does not come in time the connection is closed
-    (its locks are released) and ConnectionClosed is raised.
+    each reply, except the wait of LOCK, RLOCK, WLOCK and ACQUIRE
+    (unbounded) and of TRYLOCK, TRYRLOCK, TRYWLOCK and TRYACQUIRE (its
+    wait_ms plus timeout); None waits forever. When a reply does not come
+    in time the connection is closed (its locks are released) and
+    ConnectionClosed is raised.
     """
 
     def __init__(self, socket=None, timeout=None):
@@ -597,9 +617,82 @@ class Client(object):
         """A ClientLock for a write hold of name over this connection."""
         return ClientLock(self, name, "write", lease_ms)
 
+    # Counting semaphores: a name with a number of permits, set once with
+    # seminit(); each owner takes and gives back any number at a time. The
+    # permits belong to this connection, as locks do: close() gives them
+    # back. A semaphore's name refuses the lock requests above, and a lock's
+    # name these, with KindError.
+
+    def seminit(self, name, permits):
+        """SEMINIT: give the semaphore ``permits`` permits (0 to NUM_MAX)
+        if it never had its permits set. True when they were set now, False
+        when they had been set already (they stay as they were)."""
+        name = validate_name(name)
+        rw = self._call(["SEMINIT", name, str(_check_num("permits", permits))], name)
+        if len(rw) != 2 or rw[1] not in ("0", "1"):
+            raise ProtocolError(None, "bad SEMINIT reply: %r" % " ".join(rw))
+        return rw[1] == "1"
+
+    def _count(self, verb, rw):
+        if rw[0] == "TIMEOUT":
+            raise Timeout(_to_int(rw[1]) if len(rw) > 1 else -1,
+                          "permits not acquired within the wait")
+        if len(rw) != 2:
+            raise ProtocolError(None, "bad %s reply: %r" % (verb, " ".join(rw)))
+        return _to_int(rw[1])
+
+    def acquire(self, name, permits, lease_ms=None):
+        """ACQUIRE: wait as long as it takes until ``permits`` (1 to
+        PERMITS_MAX) are free, and take them. Returns the permits this
+        connection holds of the semaphore now (a holder may acquire more).
+        Waits, too, while the semaphore's permits were never set. lease_ms
+        None or 0: held while this connection lives (watchdog); else they
+        end after lease_ms unless renewed, reported as LockLost."""
+        return self._acquire("ACQUIRE", name, permits, None, lease_ms)
+
+    def tryacquire(self, name, permits, wait_ms=0, lease_ms=None):
+        """TRYACQUIRE: as acquire, waiting at most wait_ms (0: one try).
+        Returns the permits held, or raises Timeout, as trylock does (also
+        while the permits were never set)."""
+        return self._acquire("TRYACQUIRE", name, permits, wait_ms, lease_ms)
+
+    def _acquire(self, verb, name, permits, wait_ms, lease_ms):
+        name = validate_name(name)
+        words = [verb, name, str(_check_permits(permits))]
+        if wait_ms is not None:
+            words.append(str(_check_num("wait_ms", wait_ms)))
+        if lease_ms is not None and _check_num("lease_ms", lease_ms):
+            words.append(str(lease_ms))
+        if wait_ms is None:
+            rw = self._call(words, name, unbounded=True)
+        else:
+            rw = self._call(words, name, wait=wait_ms / 1000.0)
+        return self._count(verb, rw)
+
+    def release(self, name, permits):
+        """RELEASE: give ``permits`` back; returns the permits this
+        connection still holds. NotHeld, releasing none, when it holds
+        fewer."""
+        name = validate_name(name)
+        return self._count("RELEASE", self._call(["RELEASE", name, str(_check_permits(permits))],
+                                                 name))
+
+    def semaphore(self, name, permits, lease_ms=None, wait_ms=None):
+        """A ClientSemaphore for ``permits`` permits of the semaphore name
+        over this connection:
+
+            with client.semaphore("transcode", 2) as held:
+                ...
+
+        lease_ms as for acquire(). wait_ms: how long the ``with`` statement
+        waits for them (None: as long as it takes); when they could not be
+        had by then it raises Timeout."""
+        return ClientSemaphore(self, name, permits, lease_ms, wait_ms)
+
     def renew(self, name, lease_ms=0):
         """RENEW: a lock with a lease gets lease_ms (0: its own lease); a
         watchdog lock is renewed now and stays one (lease_ms is ignored).
+        The same for the permits this connection holds of a semaphore.
         Returns the new ttl in ms."""
         name = validate_name(name)
         words = ["RENEW", name]
@@ -612,7 +705,7 @@ class Client(object):
 
     def status(self, name):
         """STATUS: returns a Status(state, holds, ttl_ms, fence), with
-        readers for a read/write lock."""
+        readers for a read/write lock, available for a semaphore."""
         name = validate_name(name)
         rw = self._call(["STATUS", name], name)
         state = rw[1] if len(rw) > 1 else ""
@@ -624,11 +717,15 @@ class Client(object):
             return Status("TAKEN", 0, _to_int(rw[2]), None)
         if state in ("READ", "WRITE") and len(rw) == 5:
             return Status(state, _to_int(rw[3]), _to_int(rw[4]), None, _to_int(rw[2]))
+        if state == "SEM" and len(rw) == 4:
+            return Status("SEM", _to_int(rw[3]), None, None, available=_to_int(rw[2]))
         raise ProtocolError(None, "bad STATUS reply: %r" % " ".join(rw))
 
     def force_unlock(self, name):
         """FORCEUNLOCK (uid 0 or admin_uids only): True when a lock was
-        removed. Its owner gets !LOST <name> forced."""
+        removed. Its owner gets !LOST <name> forced. Of a semaphore: every
+        permit is given back, whoever holds it (True), or none was held
+        (False)."""
         name = validate_name(name)
         rw = self._call(["FORCEUNLOCK", name], name)
         if len(rw) != 2 or rw[1] not in ("0", "1"):
@@ -926,6 +1023,108 @@ class ClientLock(_Hold):
         """True while this object holds the lock (as far as dlockd has told)."""
         c = self.client
         if self._holds == 0 or c.closed:
+            return False
+        try:
+            c._drain_events(strict=False)
+        except DlockError:
+            return False
+        return self.name not in c.lost and not c._eof
+
+
+# ---- permits of a semaphore over a Client ------------------------------
+
+class ClientSemaphore(_Hold):
+    """Permits of a semaphore, taken over an existing Client (its
+    connection is the owner): made by Client.semaphore().
+
+        with client.semaphore("transcode", 2) as held:
+            ...                         # 2 permits; held: all this client holds
+
+        sem = client.semaphore("transcode", 1)
+        if sem.acquire(timeout=2.5):    # like threading.Semaphore: True or False
+            try:
+                ...
+            finally:
+                sem.release()
+
+    Each acquire() takes ``permits`` permits and each release() gives that
+    many back, so acquire/release pairs nest, as do ``with`` blocks. The
+    ``with`` statement waits ``wait_ms`` (None: as long as it takes) and
+    raises Timeout when the permits could not be had by then; acquire()
+    takes its own timeout. The connection stays open: Client.close() gives
+    every permit back at once. Leaving the ``with`` block raises LockLost
+    if the permits were lost inside it (unless another exception is already
+    on its way). ``held`` is what the last grant or release answered: the
+    permits the connection holds of the semaphore (None before the first).
+    """
+
+    def __init__(self, client, name, permits, lease_ms=None, wait_ms=None):
+        self.client = client
+        self.name = validate_name(name)
+        self.permits = _check_permits(permits)
+        if lease_ms is not None:
+            _check_num("lease_ms", lease_ms)
+        if wait_ms is not None:
+            _check_num("wait_ms", wait_ms)
+        self.lease_ms = lease_ms
+        self.wait_ms = wait_ms
+        self.held = None
+        self._taken = 0     # acquires through this object not yet released
+
+    def __repr__(self):
+        return "<dlock.ClientSemaphore %s %d permits %s>" % (
+            self.name, self.permits, "held" if self._taken else "free")
+
+    def __enter__(self):
+        self._take(self.wait_ms)
+        return self.held
+
+    def _lost(self):
+        self._taken = 0
+        self.held = 0
+
+    def _take(self, wait_ms):
+        """ACQUIRE (wait_ms None) or TRYACQUIRE; Timeout propagates."""
+        c = self.client
+        try:
+            if wait_ms is None:
+                held = c.acquire(self.name, self.permits, self.lease_ms)
+            else:
+                held = c.tryacquire(self.name, self.permits, wait_ms, self.lease_ms)
+        except (LockLost, ConnectionClosed):
+            self._lost()
+            raise
+        self.held = held
+        self._taken += 1
+
+    def acquire(self, blocking=True, timeout=-1):
+        """Take the permits, as Lock.acquire does: True once they are held;
+        False when they could not be had, at once with blocking=False, or
+        after ``timeout`` seconds (-1 or None: as long as it takes). Every
+        other failure raises its DlockError (KindError, LockLost, ...)."""
+        try:
+            self._take(_wait_ms(blocking, timeout))
+        except Timeout:
+            return False
+        return True
+
+    def release(self):
+        """Give back the permits of one acquire(). NotHeld if this object
+        holds none; LockLost if they had been lost unnoticed."""
+        if self._taken == 0:
+            raise NotHeld(None, "no permits of %s are held through this ClientSemaphore"
+                          % self.name)
+        try:
+            self.held = self.client.release(self.name, self.permits)
+        except (LockLost, ConnectionClosed, NotHeld):
+            self._lost()
+            raise
+        self._taken -= 1
+
+    def locked(self):
+        """True while this object holds permits (as far as dlockd has told)."""
+        c = self.client
+        if self._taken == 0 or c.closed:
             return False
         try:
             c._drain_events(strict=False)

@@ -36,11 +36,14 @@
 #                                the holder's remaining lease in DLOCK_TTL
 #   dlock_unlock NAME            drop one hold; holds left in DLOCK_HOLDS
 #   dlock_renew NAME [LEASE_MS]  new remaining lease in DLOCK_TTL
-#   dlock_status NAME            DLOCK_STATE=FREE|MINE|TAKEN|READ|WRITE (+
-#                                DLOCK_HOLDS, DLOCK_TTL, DLOCK_FENCE for MINE,
-#                                DLOCK_TTL for TAKEN; DLOCK_READERS,
+#   dlock_status NAME            DLOCK_STATE=FREE|MINE|TAKEN|READ|WRITE|SEM
+#                                (+ DLOCK_HOLDS, DLOCK_TTL, DLOCK_FENCE for
+#                                MINE, DLOCK_TTL for TAKEN; DLOCK_READERS,
 #                                DLOCK_HOLDS (this connection's of that
-#                                kind) and DLOCK_TTL for READ and WRITE)
+#                                kind) and DLOCK_TTL for READ and WRITE;
+#                                DLOCK_AVAILABLE (permits free) and
+#                                DLOCK_HOLDS (permits held by this
+#                                connection) for SEM)
 # Read/write locks (any number of readers at once, or one writer), as
 # dlock_lock, dlock_trylock and dlock_unlock:
 #   dlock_rlock NAME [LEASE_MS]  dlock_tryrlock NAME [WAIT_MS [LEASE_MS]]
@@ -51,6 +54,25 @@
 # time: a plain lock's name refuses dlock_rlock, a read/write lock's
 # dlock_lock, and a reader's dlock_wlock (an upgrade): 2, with "ERR KIND
 # ..." in DLOCK_REPLY.
+# Counting semaphores (a name with a number of permits; each owner takes
+# and gives back any number at a time; a semaphore's name refuses the lock
+# functions and a lock's name these, with 2 and "ERR KIND ..."):
+#   dlock_seminit NAME PERMITS   give the semaphore PERMITS permits, unless
+#                                it has its permits already: DLOCK_SET is 1
+#                                (set now) or 0 (unchanged)
+#   dlock_acquire NAME PERMITS [LEASE_MS]
+#                                wait until PERMITS (1-10000) are free and
+#                                take them (also waits while the permits
+#                                were never set); DLOCK_HOLDS is the
+#                                permits this connection holds now
+#   dlock_tryacquire NAME PERMITS [WAIT_MS [LEASE_MS]]
+#                                the same, or 1 after WAIT_MS (default 0)
+#                                with DLOCK_TTL from the TIMEOUT reply
+#   dlock_release NAME PERMITS   give PERMITS back; DLOCK_HOLDS is the
+#                                permits still held (2, with ERR NOTHELD and
+#                                none released, when fewer are held)
+# dlock_renew renews the permits held of a semaphore too, and a "!LOST
+# NAME ..." of a semaphore means every permit held of it is gone.
 #   dlock_close                  QUIT, wait for socat, clean up (releases all)
 #
 # Events: lines from dlockd starting with "!" are read while waiting for a
@@ -94,6 +116,8 @@ if [ -z "${_dlock_loaded-}" ]; then
     DLOCK_TTL=''
     DLOCK_STATE=''
     DLOCK_READERS=''
+    DLOCK_AVAILABLE=''
+    DLOCK_SET=''
     DLOCK_LOST=''
     DLOCK_EVENT=''
     _dlock_pid=''
@@ -507,6 +531,71 @@ dlock_wunlock() {
     _dlock_drop WUNLOCK "dlock_wunlock NAME" "$@"
 }
 
+# _dlock_semtake VERB USAGE NAME PERMITS [...]: ACQUIRE NAME PERMITS
+# [LEASE_MS] or TRYACQUIRE NAME PERMITS [WAIT_MS [LEASE_MS]]; DLOCK_HOLDS is
+# the permits held after the grant, DLOCK_TTL the TIMEOUT's.
+_dlock_semtake() {
+    DLOCK_HOLDS='' DLOCK_TTL=''
+    _dlock_verb=$1 _dlock_usage=$2
+    shift 2
+    # The words after PERMITS: how many, and what the first of them is.
+    if [ "$_dlock_verb" = TRYACQUIRE ]; then
+        _dlock_max=4 _dlock_third=WAIT_MS
+    else
+        _dlock_max=3 _dlock_third=LEASE_MS
+    fi
+    _dlock_argc 2 "$_dlock_max" $# "$_dlock_usage" || return 2
+    _dlock_name "$1" || return 2
+    _dlock_num PERMITS "$2" || return 2
+    if [ $# -ge 3 ]; then _dlock_num "$_dlock_third" "$3" || return 2; fi
+    if [ $# -ge 4 ]; then _dlock_num LEASE_MS "$4" || return 2; fi
+    _dlock_rc=0
+    _dlock_run "$_dlock_verb" "$@" || _dlock_rc=$?
+    case $_dlock_rc in
+    0) DLOCK_HOLDS=${DLOCK_REPLY#OK } ;;
+    1) DLOCK_TTL=${DLOCK_REPLY#TIMEOUT } ;;
+    esac
+    return "$_dlock_rc"
+}
+
+# dlock_seminit NAME PERMITS: DLOCK_SET is 1 when the permits were set now,
+# 0 when the semaphore had them already (unchanged).
+dlock_seminit() {
+    DLOCK_SET=
+    _dlock_argc 2 2 $# "dlock_seminit NAME PERMITS" || return 2
+    _dlock_name "$1" || return 2
+    _dlock_num PERMITS "$2" || return 2
+    _dlock_rc=0
+    _dlock_run SEMINIT "$@" || _dlock_rc=$?
+    if [ "$_dlock_rc" -eq 0 ]; then DLOCK_SET=${DLOCK_REPLY#OK }; fi
+    return "$_dlock_rc"
+}
+
+# dlock_acquire NAME PERMITS [LEASE_MS]: wait for PERMITS permits (as long
+# as it takes); DLOCK_HOLDS is the permits this connection holds now.
+dlock_acquire() {
+    _dlock_semtake ACQUIRE "dlock_acquire NAME PERMITS [LEASE_MS]" "$@"
+}
+
+# dlock_tryacquire NAME PERMITS [WAIT_MS [LEASE_MS]]: 0 with the permits,
+# 1 on TIMEOUT.
+dlock_tryacquire() {
+    _dlock_semtake TRYACQUIRE "dlock_tryacquire NAME PERMITS [WAIT_MS [LEASE_MS]]" "$@"
+}
+
+# dlock_release NAME PERMITS: give PERMITS back; DLOCK_HOLDS is what is
+# still held.
+dlock_release() {
+    DLOCK_HOLDS=
+    _dlock_argc 2 2 $# "dlock_release NAME PERMITS" || return 2
+    _dlock_name "$1" || return 2
+    _dlock_num PERMITS "$2" || return 2
+    _dlock_rc=0
+    _dlock_run RELEASE "$@" || _dlock_rc=$?
+    if [ "$_dlock_rc" -eq 0 ]; then DLOCK_HOLDS=${DLOCK_REPLY#OK }; fi
+    return "$_dlock_rc"
+}
+
 # dlock_renew NAME [LEASE_MS]: DLOCK_TTL is the new remaining lease.
 dlock_renew() {
     DLOCK_TTL=
@@ -519,9 +608,9 @@ dlock_renew() {
     return "$_dlock_rc"
 }
 
-# dlock_status NAME: DLOCK_STATE is FREE, MINE, TAKEN, READ or WRITE.
+# dlock_status NAME: DLOCK_STATE is FREE, MINE, TAKEN, READ, WRITE or SEM.
 dlock_status() {
-    DLOCK_STATE='' DLOCK_READERS=
+    DLOCK_STATE='' DLOCK_READERS='' DLOCK_AVAILABLE=
     _dlock_argc 1 1 $# "dlock_status NAME" || return 2
     _dlock_name "$1" || return 2
     _dlock_rc=0
@@ -550,6 +639,13 @@ dlock_status() {
         _dlock_x=${_dlock_x#* }
         DLOCK_HOLDS=${_dlock_x%% *}
         DLOCK_TTL=${_dlock_x#* }
+        ;;
+    "OK SEM "*)
+        # OK SEM <available> <mine>
+        DLOCK_STATE=SEM
+        _dlock_x=${DLOCK_REPLY#OK SEM }
+        DLOCK_AVAILABLE=${_dlock_x%% *}
+        DLOCK_HOLDS=${_dlock_x#* }
         ;;
     *) DLOCK_STATE=${DLOCK_REPLY#OK } ;;
     esac

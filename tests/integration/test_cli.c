@@ -525,6 +525,181 @@ START_TEST(old_s_socket_form_is_a_lock_name) {
 }
 END_TEST
 
+/* --seminit N NAME alone sets the permits once, prints nothing and exits
+ * 0 either way; -v says which it was. */
+START_TEST(seminit_alone) {
+    const char *a[] = {"--seminit", "2", "pool", NULL};
+    ck_assert_int_eq(run_dlock(a), 0);
+    ck_assert_str_eq(slurp("out"), "");
+    const char *b[] = {"--seminit", "5", "pool", NULL};
+    ck_assert_int_eq(run_dlock(b), 0);
+    ck_assert_str_eq(slurp("out"), "");
+    h_conn_t *c = h_connect_index(daemon_idx);
+    h_send(c, "STATUS pool\n");
+    H_EXPECT(c, "OK SEM 2 0");
+    const char *v[] = {"-v", "--seminit", "3", "pool", NULL};
+    ck_assert_int_eq(run_dlock(v), 0);
+    ck_assert_msg(strstr(slurp("out"), "already") != NULL, "%s", slurp("out"));
+    const char *v2[] = {"--verbose", "--seminit", "3", "pool2", NULL};
+    ck_assert_int_eq(run_dlock(v2), 0);
+    ck_assert_msg(strstr(slurp("out"), "set to 3 permits") != NULL, "%s", slurp("out"));
+    h_send(c, "STATUS pool2\n");
+    H_EXPECT(c, "OK SEM 3 0");
+    h_close(c);
+}
+END_TEST
+
+/* --permits N runs the command holding N permits: two holders of one
+ * permit each run at once, a third cannot have one (-n, -w), the command
+ * sees DLOCK_PERMITS and no DLOCK_FENCE, and the permits come back when
+ * the commands end. */
+START_TEST(permits_run_commands_side_by_side) {
+    const char *init[] = {"--seminit", "2", "pool", NULL};
+    ck_assert_int_eq(run_dlock(init), 0);
+    char script[900];
+    snprintf(script, sizeof(script),
+             "echo \"$DLOCK_NAME $DLOCK_PERMITS ${DLOCK_FENCE-unset}\" > %s/$0; "
+             "while [ ! -e %s/go ]; do sleep 0.005; done", h_dir(), h_dir());
+    const char *h1[] = {"--permits", "1", "pool", "sh", "-c", script, "p1", NULL};
+    const char *h2[] = {"--permits", "1", "pool", "sh", "-c", script, "p2", NULL};
+    pid_t p1 = spawn_dlock(h1);
+    pid_t p2 = spawn_dlock(h2);
+    await_file("p1");
+    await_file("p2");
+    ck_assert_str_eq(slurp("p1"), "pool 1 unset");
+    h_conn_t *c = h_connect_index(daemon_idx);
+    h_send(c, "STATUS pool\n");
+    H_EXPECT(c, "OK SEM 0 0");
+    h_send(c, "TRYACQUIRE pool 1 0\n");
+    H_EXPECT_PREFIX(c, "TIMEOUT ");
+    const char *n[] = {"--permits", "1", "-n", "pool", "true", NULL};
+    ck_assert_int_eq(run_dlock(n), 1);
+    const char *w[] = {"--permits", "1", "-w", "0.2", "-E", "9", "pool", "true", NULL};
+    ck_assert_int_eq(run_dlock(w), 9);
+    touch_go();
+    ck_assert_int_eq(reap(p1), 0);
+    ck_assert_int_eq(reap(p2), 0);
+    /* Both gave their permit back: two at once are free again. */
+    h_send(c, "TRYACQUIRE pool 2 %d\n", H_WAIT_MS);
+    H_EXPECT(c, "OK 2");
+    h_send(c, "RELEASE pool 2\n");
+    H_EXPECT(c, "OK 0");
+
+    /* Two permits for one command, and the exit status passes through. */
+    snprintf(script, sizeof(script), "echo \"$DLOCK_PERMITS\" > %s/two; exit 7", h_dir());
+    const char *two[] = {"-v", "--permits", "2", "-w", "10", "pool", "sh", "-c", script, NULL};
+    ck_assert_int_eq(run_dlock(two), 7);
+    ck_assert_str_eq(slurp("two"), "2");
+    ck_assert_str_eq(slurp("out"), "dlock: pool: acquired 2 permits"); /* -v */
+    h_close(c);
+}
+END_TEST
+
+/* --seminit with --permits and a command: sets the semaphore if need be,
+ * then runs the command; a semaphore never set makes -n give up. */
+START_TEST(seminit_and_permits_together) {
+    const char *nope[] = {"--permits", "1", "-n", "fresh", "true", NULL};
+    ck_assert_int_eq(run_dlock(nope), 1);
+    char script[700];
+    snprintf(script, sizeof(script), "echo \"$DLOCK_PERMITS\" > %s/got", h_dir());
+    const char *a[] = {"--seminit", "3", "--permits", "3", "fresh", "sh", "-c", script, NULL};
+    ck_assert_int_eq(run_dlock(a), 0);
+    ck_assert_str_eq(slurp("got"), "3");
+    /* Already set: --seminit 1 leaves 3, so 3 can be had again. */
+    const char *b[] = {"--seminit", "1", "--permits", "3", "-w", "10", "fresh", "true", NULL};
+    ck_assert_int_eq(run_dlock(b), 0);
+    h_conn_t *c = h_connect_index(daemon_idx);
+    h_send(c, "TRYACQUIRE fresh 3 %d\n", H_WAIT_MS);
+    H_EXPECT(c, "OK 3");
+    h_close(c);
+}
+END_TEST
+
+/* The permits are lost when their lease runs out: the command is stopped
+ * and dlock exits 79. */
+START_TEST(lost_permits_stop_command) {
+    const char *init[] = {"--seminit", "1", "leased", NULL};
+    ck_assert_int_eq(run_dlock(init), 0);
+    char script[700];
+    snprintf(script, sizeof(script),
+             "trap 'echo term > %s/term; exit 0' TERM; sleep 30 & wait", h_dir());
+    const char *a[] = {"--permits", "1", "-l", "300", "-k", "2", "leased", "sh", "-c", script,
+                       NULL};
+    ck_assert_int_eq(run_dlock(a), 79);
+    ck_assert_str_eq(slurp("term"), "term");
+}
+END_TEST
+
+/* A semaphore and a lock of one name: ERR KIND, exit 65, and the command
+ * does not run. */
+START_TEST(semaphore_other_kind_is_65) {
+    h_conn_t *c = h_connect_index(daemon_idx);
+    char script[700];
+    snprintf(script, sizeof(script), "touch %s/ran", h_dir());
+    h_send(c, "LOCK pk\n");
+    H_EXPECT_PREFIX(c, "OK ");
+    const char *p[] = {"--permits", "1", "pk", "sh", "-c", script, NULL};
+    ck_assert_int_eq(run_dlock(p), 65);
+    ck_assert_msg(strstr(slurp("out"), "dlock: pk: held as a lock, not a semaphore") != NULL,
+                  "%s", slurp("out"));
+    const char *i[] = {"--seminit", "2", "pk", NULL};
+    ck_assert_int_eq(run_dlock(i), 65);
+    ck_assert_msg(strstr(slurp("out"), "dlock: pk: held as a lock, not a semaphore") != NULL,
+                  "%s", slurp("out"));
+    const char *ip[] = {"--seminit", "2", "--permits", "1", "pk", "sh", "-c", script, NULL};
+    ck_assert_int_eq(run_dlock(ip), 65);
+
+    h_send(c, "SEMINIT sem 2\n");
+    H_EXPECT(c, "OK 1");
+    h_send(c, "ACQUIRE sem 1\n");
+    H_EXPECT(c, "OK 1");
+    const char *l[] = {"sem", "sh", "-c", script, NULL};
+    ck_assert_int_eq(run_dlock(l), 65);
+    ck_assert_msg(strstr(slurp("out"), "dlock: sem: held as a read/write lock or a semaphore") !=
+                      NULL, "%s", slurp("out"));
+    const char *r[] = {"-s", "-n", "sem", "sh", "-c", script, NULL};
+    ck_assert_int_eq(run_dlock(r), 65);
+    ck_assert_msg(strstr(slurp("out"), "dlock: sem: held as a plain lock or a semaphore") !=
+                      NULL, "%s", slurp("out"));
+    const char *x[] = {"-x", "-w", "5", "sem", "sh", "-c", script, NULL};
+    ck_assert_int_eq(run_dlock(x), 65);
+    ck_assert_int_eq(access(script + strlen("touch "), F_OK), -1);
+    /* The query forms show a semaphore's STATUS. */
+    const char *st[] = {"--status", "sem", NULL};
+    ck_assert_int_eq(run_dlock(st), 0);
+    ck_assert_str_eq(slurp("out"), "OK SEM 1 0");
+    h_close(c);
+}
+END_TEST
+
+START_TEST(semaphore_bad_usage_is_64) {
+    const char *cases[][8] = {
+        {"--permits", "0", "pool", "true", NULL},
+        {"--permits", "10001", "pool", "true", NULL},
+        {"--permits", "x", "pool", "true", NULL},
+        {"--permits", "1", "-s", "pool", "true", NULL},
+        {"-x", "--permits", "1", "pool", "true", NULL},
+        {"--permits", "1", "pool", NULL},
+        {"--seminit", "-1", "pool", NULL},
+        {"--seminit", "2147483648", "pool", NULL},
+        {"--seminit", "2", NULL},
+        {"--seminit", "2", "pool", "true", NULL},
+        {"--seminit", "2", "-s", "pool", NULL},
+        {"--seminit", "2", "has space", NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int rc = run_dlock(cases[i]);
+        ck_assert_msg(rc == 64, "case %zu: exit %d, wanted 64", i, rc);
+        ck_assert_msg(strstr(slurp("out"), "dlock") != NULL, "case %zu: no message", i);
+    }
+    /* None of them got as far as setting anything. */
+    h_conn_t *c = h_connect_index(daemon_idx);
+    h_send(c, "TRYACQUIRE pool 1 0\n");
+    H_EXPECT_PREFIX(c, "TIMEOUT ");
+    h_close(c);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("dlock command");
     TCase *tc = tcase_create("cli");
@@ -548,6 +723,12 @@ static Suite *suite(void) {
     tcase_add_test(tc, exclusive_excludes);
     tcase_add_test(tc, other_kind_is_65);
     tcase_add_test(tc, old_s_socket_form_is_a_lock_name);
+    tcase_add_test(tc, seminit_alone);
+    tcase_add_test(tc, permits_run_commands_side_by_side);
+    tcase_add_test(tc, seminit_and_permits_together);
+    tcase_add_test(tc, lost_permits_stop_command);
+    tcase_add_test(tc, semaphore_other_kind_is_65);
+    tcase_add_test(tc, semaphore_bad_usage_is_64);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -349,6 +349,292 @@ START_TEST(read_write_errors) {
 }
 END_TEST
 
+/* A semaphore's STATUS through dlock_status: DLOCK_SEM with its numbers. */
+static void assert_sem(dlock_t *d, const char *name, uint32_t available, uint32_t mine) {
+    dlock_status_t st;
+    ck_assert_int_eq(dlock_status(d, name, &st), 0);
+    ck_assert_int_eq(st.state, DLOCK_SEM);
+    ck_assert_uint_eq(st.sem.available, available);
+    ck_assert_uint_eq(st.sem.mine, mine);
+    ck_assert_uint_eq(st.holds, mine);
+    ck_assert_int_eq(st.ttl_ms, -1);
+}
+
+/* Waits (H_WAIT_MS at most) until dlockd counts at least n waiting
+ * requests. */
+static void await_waiters(long long n) {
+    h_conn_t *c = h_connect_index(daemon_idx);
+    long long end = h_now_ms() + H_WAIT_MS;
+    while (h_info_value(c, "waiters") < n) {
+        ck_assert_msg(h_now_ms() < end, "never %lld waiters", n);
+        usleep(1000);
+    }
+    h_close(c);
+}
+
+/* A child process that takes permits of name over a connection of its own
+ * (dlock_acquire when wait_ms < 0, else dlock_tryacquire) and exits 0 if
+ * that answered held_want permits, 1 if it answered otherwise. */
+static pid_t spawn_acquire(const char *name, uint32_t permits, long long wait_ms,
+                           uint32_t held_want) {
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int err = 0;
+        uint32_t held = 0;
+        dlock_t *d = dlock_connect(NULL, &err);
+        if (d == NULL) _exit(2);
+        int r = wait_ms < 0 ? dlock_acquire(d, name, permits, 0, &held)
+                            : dlock_tryacquire(d, name, permits, (uint32_t)wait_ms, 0, &held);
+        _exit(r == 0 && held == held_want ? 0 : 1);
+    }
+    return pid;
+}
+
+/* Its exit code, within H_WAIT_MS. */
+static int reap_child(pid_t pid) {
+    long long end = h_now_ms() + H_WAIT_MS;
+    int status;
+    while (waitpid(pid, &status, WNOHANG) != pid) {
+        if (h_now_ms() > end) {
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+            ck_abort_msg("the child did not finish in time");
+        }
+        usleep(1000);
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* Semaphores: permits set once, acquired up to the size by one holder
+ * (which may take more), another connection's try timing out until they
+ * are released, RELEASE of more than held refused without releasing
+ * anything, and STATUS's numbers on the way. */
+START_TEST(semaphore_permits) {
+    dlock_t *a = open_client(), *b = open_client();
+    int set = -1;
+    uint32_t held = 0, left = 9;
+    char reply[128];
+
+    ck_assert_int_eq(dlock_seminit(a, "s", 3, &set), 0);
+    ck_assert_int_eq(set, 1);
+    ck_assert_int_eq(dlock_seminit(b, "s", 5, &set), 0);
+    ck_assert_int_eq(set, 0);
+    ck_assert_int_eq(dlock_seminit(a, "s", 3, &set), 0);
+    ck_assert_int_eq(set, 0);
+    assert_sem(b, "s", 3, 0); /* the later SEMINITs changed nothing */
+
+    ck_assert_int_eq(dlock_acquire(a, "s", 2, 0, &held), 0);
+    ck_assert_uint_eq(held, 2);
+    assert_sem(a, "s", 1, 2);
+    assert_sem(b, "s", 1, 0);
+    ck_assert_int_eq(dlock_request(a, "STATUS s", reply, sizeof(reply)), 0);
+    ck_assert_str_eq(reply, "OK SEM 1 2");
+
+    /* Two are not free for b: at once, nor after a wait. */
+    ck_assert_int_eq(dlock_tryacquire(b, "s", 2, 0, 0, &held), DLOCK_ETIMEOUT);
+    long long t0 = h_now_ms();
+    ck_assert_int_eq(dlock_tryacquire(b, "s", 2, 200, 0, &held), DLOCK_ETIMEOUT);
+    ck_assert_int_ge(h_now_ms() - t0, 190);
+
+    /* A holder takes more: the last one. */
+    ck_assert_int_eq(dlock_tryacquire(a, "s", 1, 0, 0, &held), 0);
+    ck_assert_uint_eq(held, 3);
+    assert_sem(a, "s", 0, 3);
+    ck_assert_int_eq(dlock_tryacquire(b, "s", 1, 0, 0, NULL), DLOCK_ETIMEOUT);
+
+    /* More than held: NOTHELD, and nothing is released. */
+    ck_assert_int_eq(dlock_release(a, "s", 4, &left), DLOCK_ENOTHELD);
+    ck_assert_int_eq(dlock_release(b, "s", 1, &left), DLOCK_ENOTHELD);
+    assert_sem(a, "s", 0, 3);
+
+    /* After a RELEASE b gets its two. */
+    ck_assert_int_eq(dlock_release(a, "s", 2, &left), 0);
+    ck_assert_uint_eq(left, 1);
+    ck_assert_int_eq(dlock_tryacquire(b, "s", 2, H_WAIT_MS, 0, &held), 0);
+    ck_assert_uint_eq(held, 2);
+    assert_sem(b, "s", 0, 2);
+    ck_assert_int_eq(dlock_release(a, "s", 1, &left), 0);
+    ck_assert_uint_eq(left, 0);
+    ck_assert_int_eq(dlock_release(a, "s", 1, &left), DLOCK_ENOTHELD);
+    ck_assert_int_eq(dlock_release(b, "s", 1, &left), 0);
+    ck_assert_uint_eq(left, 1);
+    ck_assert_int_eq(dlock_release(b, "s", 1, &left), 0);
+    ck_assert_uint_eq(left, 0);
+    /* All three are free again. */
+    ck_assert_int_eq(dlock_tryacquire(a, "s", 3, H_WAIT_MS, 0, &held), 0);
+    ck_assert_uint_eq(held, 3);
+    dlock_close(a);
+    dlock_close(b);
+}
+END_TEST
+
+/* A waiting TRYACQUIRE is granted by a RELEASE, a waiting ACQUIRE by a
+ * SEMINIT (until then a semaphore whose permits were never set has none). */
+START_TEST(semaphore_waiters_are_woken) {
+    dlock_t *a = open_client();
+    uint32_t held = 0, left = 9;
+    int set = -1;
+
+    ck_assert_int_eq(dlock_seminit(a, "w", 2, &set), 0);
+    ck_assert_int_eq(dlock_acquire(a, "w", 2, 0, &held), 0);
+    pid_t waiter = spawn_acquire("w", 1, H_WAIT_MS, 1);
+    await_waiters(1);
+    ck_assert_int_eq(dlock_release(a, "w", 1, &left), 0);
+    ck_assert_uint_eq(left, 1);
+    ck_assert_int_eq(reap_child(waiter), 0);
+
+    ck_assert_int_eq(dlock_tryacquire(a, "unset", 1, 0, 0, &held), DLOCK_ETIMEOUT);
+    ck_assert_int_eq(dlock_tryacquire(a, "unset", 1, 100, 0, &held), DLOCK_ETIMEOUT);
+    waiter = spawn_acquire("unset", 2, -1, 2);
+    await_waiters(1);
+    ck_assert_int_eq(dlock_seminit(a, "unset", 2, &set), 0);
+    ck_assert_int_eq(set, 1);
+    ck_assert_int_eq(reap_child(waiter), 0);
+    /* The waiter's connection closed: its two are back. */
+    ck_assert_int_eq(dlock_tryacquire(a, "unset", 2, H_WAIT_MS, 0, &held), 0);
+    ck_assert_uint_eq(held, 2);
+    dlock_close(a);
+}
+END_TEST
+
+/* Closing a connection gives its permits back; permits with a lease are
+ * renewed with dlock_renew and lost (!LOST) when the lease runs out. */
+START_TEST(semaphore_close_and_lease) {
+    dlock_t *a = open_client(), *b = open_client();
+    uint32_t held = 0, left = 9;
+    long long ttl = 0;
+
+    ck_assert_int_eq(dlock_seminit(a, "c", 2, NULL), 0);
+    ck_assert_int_eq(dlock_acquire(a, "c", 1, 0, &held), 0);
+    ck_assert_int_eq(dlock_acquire(a, "c", 1, 0, &held), 0);
+    ck_assert_uint_eq(held, 2);
+    ck_assert_int_eq(dlock_tryacquire(b, "c", 1, 0, 0, &held), DLOCK_ETIMEOUT);
+    dlock_close(a);
+    ck_assert_int_eq(dlock_tryacquire(b, "c", 2, H_WAIT_MS, 0, &held), 0);
+    ck_assert_uint_eq(held, 2);
+
+    ck_assert_int_eq(dlock_seminit(b, "cl", 1, NULL), 0);
+    ck_assert_int_eq(dlock_acquire(b, "cl", 1, 10000, &held), 0);
+    ck_assert_int_eq(dlock_renew(b, "cl", 5000, &ttl), 0);
+    ck_assert_int_eq(ttl, 5000);
+
+    seen_t seen = {0};
+    dlock_set_lost_cb(b, on_lost, &seen);
+    ck_assert_int_eq(dlock_seminit(b, "ce", 1, NULL), 0);
+    ck_assert_int_eq(dlock_acquire(b, "ce", 1, 200, &held), 0);
+    struct pollfd pfd = {.fd = dlock_fd(b), .events = POLLIN};
+    ck_assert_int_eq(poll(&pfd, 1, H_WAIT_MS), 1);
+    ck_assert_int_eq(dlock_poll(b, 0), 1);
+    ck_assert_int_eq(seen.count, 1);
+    ck_assert_str_eq(seen.name, "ce");
+    ck_assert_str_eq(seen.reason, "expired");
+    ck_assert_int_eq(dlock_release(b, "ce", 1, &left), DLOCK_ENOTHELD);
+    dlock_t *c = open_client();
+    ck_assert_int_eq(dlock_tryacquire(c, "ce", 1, H_WAIT_MS, 0, &held), 0);
+    dlock_close(b);
+    dlock_close(c);
+}
+END_TEST
+
+/* A semaphore's name refuses the lock calls, a lock's name the semaphore
+ * calls: DLOCK_EKIND, and nothing changes. */
+START_TEST(semaphore_kind_errors) {
+    dlock_t *a = open_client(), *b = open_client();
+    uint32_t held = 0;
+    char reply[128];
+
+    ck_assert_int_eq(dlock_seminit(a, "sk", 2, NULL), 0);
+    /* Set, and nobody holds a permit: already a semaphore. */
+    ck_assert_int_eq(dlock_lock(b, "sk", 0, NULL, NULL), DLOCK_EKIND);
+    ck_assert_int_eq(dlock_acquire(a, "sk", 1, 0, &held), 0);
+    ck_assert_int_eq(dlock_lock(b, "sk", 0, NULL, NULL), DLOCK_EKIND);
+    ck_assert_int_eq(dlock_trylock(b, "sk", 0, 0, NULL, NULL, NULL), DLOCK_EKIND);
+    ck_assert_int_eq(dlock_rlock(b, "sk", 0, NULL, NULL), DLOCK_EKIND);
+    ck_assert_int_eq(dlock_trywlock(b, "sk", 0, 0, NULL, NULL, NULL), DLOCK_EKIND);
+    ck_assert_int_eq(dlock_unlock(a, "sk", NULL), DLOCK_EKIND);
+    ck_assert_int_eq(dlock_request(b, "LOCK sk", reply, sizeof(reply)), DLOCK_EKIND);
+    ck_assert_msg(strncmp(reply, "ERR KIND ", 9) == 0, "%s", reply);
+    ck_assert_int_eq(dlock_request(b, "WHO sk", reply, sizeof(reply)), DLOCK_EKIND);
+    ck_assert_msg(strncmp(reply, "ERR KIND ", 9) == 0, "%s", reply);
+    assert_sem(a, "sk", 1, 1);
+
+    ck_assert_int_eq(dlock_lock(a, "pl", 0, NULL, NULL), 0);
+    ck_assert_int_eq(dlock_seminit(b, "pl", 2, NULL), DLOCK_EKIND);
+    ck_assert_int_eq(dlock_acquire(b, "pl", 1, 0, NULL), DLOCK_EKIND);
+    ck_assert_int_eq(dlock_tryacquire(b, "pl", 1, 0, 0, NULL), DLOCK_EKIND);
+    ck_assert_int_eq(dlock_release(a, "pl", 1, NULL), DLOCK_EKIND);
+    ck_assert_int_eq(dlock_rlock(a, "rl", 0, NULL, NULL), 0);
+    ck_assert_int_eq(dlock_seminit(b, "rl", 2, NULL), DLOCK_EKIND);
+    ck_assert_int_eq(dlock_acquire(b, "rl", 1, 0, NULL), DLOCK_EKIND);
+    ck_assert_int_eq(dlock_release(a, "rl", 1, NULL), DLOCK_EKIND);
+    dlock_status_t st;
+    ck_assert_int_eq(dlock_status(a, "pl", &st), 0);
+    ck_assert_int_eq(st.state, DLOCK_MINE);
+    ck_assert_int_eq(dlock_status(a, "rl", &st), 0);
+    ck_assert_int_eq(st.state, DLOCK_READ);
+    ck_assert_uint_eq(st.holds, 1);
+    ck_assert_int_eq(dlock_ping(a), 0);
+    ck_assert_int_eq(dlock_ping(b), 0);
+    dlock_close(a);
+    dlock_close(b);
+}
+END_TEST
+
+/* FORCEUNLOCK of a semaphore gives back every permit, whoever holds it,
+ * and each holder hears !LOST <name> forced. */
+START_TEST(semaphore_force_unlock) {
+    dlock_t *a = open_client(), *b = open_client(), *c = open_client();
+    seen_t sa = {0}, sb = {0};
+    uint32_t held = 0;
+    int removed = -1;
+
+    dlock_set_lost_cb(a, on_lost, &sa);
+    dlock_set_lost_cb(b, on_lost, &sb);
+    ck_assert_int_eq(dlock_seminit(c, "f", 3, NULL), 0);
+    ck_assert_int_eq(dlock_acquire(a, "f", 2, 0, &held), 0);
+    ck_assert_int_eq(dlock_acquire(b, "f", 1, 0, &held), 0);
+    ck_assert_int_eq(dlock_force_unlock(c, "f", &removed), 0);
+    ck_assert_int_eq(removed, 1);
+    ck_assert_int_eq(dlock_poll(a, H_WAIT_MS), 1);
+    ck_assert_int_eq(dlock_poll(b, H_WAIT_MS), 1);
+    ck_assert_str_eq(sa.name, "f");
+    ck_assert_str_eq(sa.reason, "forced");
+    ck_assert_str_eq(sb.name, "f");
+    ck_assert_str_eq(sb.reason, "forced");
+    ck_assert_int_eq(dlock_force_unlock(c, "f", &removed), 0);
+    ck_assert_int_eq(removed, 0);
+    ck_assert_int_eq(dlock_tryacquire(c, "f", 3, H_WAIT_MS, 0, &held), 0);
+    ck_assert_uint_eq(held, 3);
+    dlock_close(a);
+    dlock_close(b);
+    dlock_close(c);
+}
+END_TEST
+
+START_TEST(semaphore_errors) {
+    dlock_t *d = open_client();
+    ck_assert_int_eq(dlock_seminit(d, "", 1, NULL), DLOCK_ENAME);
+    ck_assert_int_eq(dlock_acquire(d, "has space", 1, 0, NULL), DLOCK_ENAME);
+    ck_assert_int_eq(dlock_tryacquire(d, "", 1, 0, 0, NULL), DLOCK_ENAME);
+    ck_assert_int_eq(dlock_release(d, "", 1, NULL), DLOCK_ENAME);
+    ck_assert_int_eq(dlock_seminit(d, "e", 2147483648u, NULL), DLOCK_EARGS);
+    ck_assert_int_eq(dlock_acquire(d, "e", 0, 0, NULL), DLOCK_EARGS);
+    ck_assert_int_eq(dlock_acquire(d, "e", DLOCK_PERMITS_MAX + 1, 0, NULL), DLOCK_EARGS);
+    ck_assert_int_eq(dlock_tryacquire(d, "e", 0, 0, 0, NULL), DLOCK_EARGS);
+    ck_assert_int_eq(dlock_release(d, "e", 0, NULL), DLOCK_EARGS);
+    ck_assert_int_eq(dlock_ping(d), 0);
+    /* The largest size and request are fine. */
+    int set = -1;
+    uint32_t held = 0;
+    ck_assert_int_eq(dlock_seminit(d, "e", 2147483647u, &set), 0);
+    ck_assert_int_eq(set, 1);
+    ck_assert_int_eq(dlock_tryacquire(d, "e", DLOCK_PERMITS_MAX, 0, 0, &held), 0);
+    ck_assert_uint_eq(held, DLOCK_PERMITS_MAX);
+    dlock_close(d);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("libdlock");
     TCase *tc = tcase_create("client");
@@ -364,6 +650,12 @@ static Suite *suite(void) {
     tcase_add_test(tc, connect_permission_denied_hints);
     tcase_add_test(tc, read_write_locks);
     tcase_add_test(tc, read_write_errors);
+    tcase_add_test(tc, semaphore_permits);
+    tcase_add_test(tc, semaphore_waiters_are_woken);
+    tcase_add_test(tc, semaphore_close_and_lease);
+    tcase_add_test(tc, semaphore_kind_errors);
+    tcase_add_test(tc, semaphore_force_unlock);
+    tcase_add_test(tc, semaphore_errors);
     suite_add_tcase(s, tc);
     return s;
 }

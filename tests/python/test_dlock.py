@@ -599,6 +599,230 @@ class DlockTest(unittest.TestCase):
         self.assertIsNone(rl.fence)
         self.assertTrue(c.ping())
 
+    # -- semaphores --
+
+    def await_waiters(self, watcher, n):
+        """Bounded wait until dlockd counts at least n waiting requests."""
+        deadline = time.monotonic() + EVENT_TIMEOUT
+        while watcher.info()["waiters"] < n:
+            self.assertLess(time.monotonic(), deadline, "never %d waiters" % n)
+            time.sleep(0.01)    # poll interval
+
+    def test_semaphore_permits(self):
+        a, b = self.client(), self.client()
+        self.assertIs(a.seminit(self.name, 3), True)
+        self.assertIs(b.seminit(self.name, 5), False)     # set once
+        self.assertIs(a.seminit(self.name, 3), False)
+        st = b.status(self.name)
+        self.assertEqual(st, ("SEM", 0, None, None))
+        self.assertEqual(st.available, 3)
+        self.assertIn("available=3", repr(st))
+        self.assertEqual(a.acquire(self.name, 2), 2)
+        st = a.status(self.name)
+        self.assertEqual((st.state, st.holds, st.available, st.ttl_ms, st.fence),
+                         ("SEM", 2, 1, None, None))
+        self.assertIsNone(st.readers)
+        self.assertEqual((b.status(self.name).holds, b.status(self.name).available), (0, 1))
+        # Two are not free for b, at once nor after a wait.
+        with self.assertRaises(dlock.Timeout) as cm:
+            b.tryacquire(self.name, 2)
+        self.assertIsInstance(cm.exception.ttl_ms, int)
+        t0 = time.monotonic()
+        with self.assertRaises(dlock.Timeout):
+            b.tryacquire(self.name, 2, wait_ms=100)
+        self.assertGreaterEqual(time.monotonic() - t0, 0.08)
+        # A holder takes more: the last one.
+        self.assertEqual(a.tryacquire(self.name, 1), 3)
+        self.assertEqual(a.status(self.name).available, 0)
+        with self.assertRaises(dlock.Timeout):
+            b.tryacquire(self.name, 1)
+        # More than held: NotHeld, nothing released.
+        with self.assertRaises(dlock.NotHeld) as cm:
+            a.release(self.name, 4)
+        self.assertEqual(cm.exception.code, "NOTHELD")
+        with self.assertRaises(dlock.NotHeld):
+            b.release(self.name, 1)
+        st = a.status(self.name)
+        self.assertEqual((st.holds, st.available), (3, 0))
+        # After a release b gets its two.
+        self.assertEqual(a.release(self.name, 2), 1)
+        self.assertEqual(b.tryacquire(self.name, 2, wait_ms=int(EVENT_TIMEOUT * 1000)), 2)
+        self.assertEqual(a.release(self.name, 1), 0)
+        self.assertEqual(b.release(self.name, 2), 0)
+        self.assertEqual(a.tryacquire(self.name, 3, wait_ms=int(EVENT_TIMEOUT * 1000)), 3)
+
+    def test_semaphore_waiters_are_woken(self):
+        a, b, watcher = self.client(), self.client(), self.client()
+        waiters0 = watcher.info()["waiters"]
+        a.seminit(self.name, 2)
+        a.acquire(self.name, 2)
+        result = {}
+        done = threading.Event()
+
+        def run(fn, *args):
+            try:
+                result["held"] = fn(*args)
+            except BaseException as e:  # report it to the main thread
+                result["error"] = e
+            done.set()
+
+        t = threading.Thread(target=run, args=(b.acquire, self.name, 1), daemon=True)
+        t.start()
+        self.await_waiters(watcher, waiters0 + 1)
+        self.assertFalse(done.is_set(), "acquired while none was free: %r" % result)
+        self.assertEqual(a.release(self.name, 1), 1)
+        self.assertTrue(done.wait(EVENT_TIMEOUT), "the waiting acquire did not return")
+        t.join(EVENT_TIMEOUT)
+        self.assertEqual(result, {"held": 1})
+        # A semaphore whose permits were never set: try times out, acquire
+        # waits for SEMINIT.
+        unset = self.name + "-unset"
+        with self.assertRaises(dlock.Timeout):
+            b.tryacquire(unset, 1, wait_ms=50)
+        result.clear()
+        done.clear()
+        t = threading.Thread(target=run, args=(b.tryacquire, unset, 2,
+                                               int(EVENT_TIMEOUT * 1000)), daemon=True)
+        t.start()
+        self.await_waiters(watcher, waiters0 + 1)
+        self.assertIs(a.seminit(unset, 2), True)
+        self.assertTrue(done.wait(EVENT_TIMEOUT), "the waiting tryacquire did not return")
+        t.join(EVENT_TIMEOUT)
+        self.assertEqual(result, {"held": 2})
+
+    def test_semaphore_context_manager(self):
+        a, b = self.client(), self.client()
+        a.seminit(self.name, 3)
+        sem = a.semaphore(self.name, 2)
+        with sem as held:
+            self.assertEqual(held, 2)
+            self.assertTrue(sem.locked())
+            self.assertEqual(b.status(self.name).available, 1)
+            with a.semaphore(self.name, 1) as held2:     # a holder takes more
+                self.assertEqual(held2, 3)
+                with self.assertRaises(dlock.Timeout):
+                    with b.semaphore(self.name, 1, wait_ms=50):
+                        self.fail("got a permit while none was free")
+            self.assertEqual(a.status(self.name).holds, 2)
+        self.assertFalse(sem.locked())
+        self.assertEqual(sem.held, 0)
+        with self.assertRaises(dlock.NotHeld):
+            sem.release()
+        # acquire() as threading.Semaphore's: True or False.
+        bs = b.semaphore(self.name, 3)
+        self.assertIs(bs.acquire(timeout=EVENT_TIMEOUT), True)    # all three, once back
+        self.assertEqual(bs.held, 3)
+        self.assertIs(sem.acquire(timeout=0.05), False)
+        self.assertIs(sem.acquire(blocking=False), False)
+        self.assertFalse(sem.locked())
+        bs.release()
+        self.assertIs(sem.acquire(timeout=EVENT_TIMEOUT), True)
+        self.assertIs(a.semaphore(self.name, 2).acquire(timeout=0.05), False)  # one left
+        sem.release()
+        self.assertEqual(a.status(self.name).holds, 0)
+        # Nested blocks of one object each take and give back their permits.
+        one = a.semaphore(self.name, 1, wait_ms=int(EVENT_TIMEOUT * 1000))
+        with one:
+            with one as held:
+                self.assertEqual(held, 2)
+            self.assertEqual(a.status(self.name).holds, 1)
+        self.assertEqual(a.status(self.name).holds, 0)
+
+    def test_semaphore_close_gives_permits_back(self):
+        a, b = self.client(), self.client()
+        a.seminit(self.name, 2)
+        a.acquire(self.name, 1)
+        self.assertEqual(a.acquire(self.name, 1), 2)
+        with self.assertRaises(dlock.Timeout):
+            b.tryacquire(self.name, 1)
+        a.close()
+        self.assertEqual(b.tryacquire(self.name, 2, wait_ms=int(EVENT_TIMEOUT * 1000)), 2)
+
+    def test_semaphore_lease_lost_and_renewed(self):
+        c = self.client()
+        c.seminit(self.name, 2)
+        self.assertEqual(c.acquire(self.name, 1, lease_ms=10000), 1)
+        self.assertEqual(c.renew(self.name, 5000), 5000)
+        lost = self.name + "-lost"
+        c.seminit(lost, 1)
+        sem = c.semaphore(lost, 1, lease_ms=200)
+        with self.assertRaises(dlock.LockLost) as cm:
+            with sem:
+                wait_readable(self, c.fileno())
+        self.assertEqual((cm.exception.name, cm.exception.reason), (lost, "expired"))
+        self.assertFalse(sem.locked())
+        with self.assertRaises(dlock.NotHeld):
+            c.release(lost, 1)
+        self.assertEqual(self.client().tryacquire(lost, 1, wait_ms=int(EVENT_TIMEOUT * 1000)), 1)
+
+    def test_semaphore_kind_errors(self):
+        a, b = self.client(), self.client()
+        sem, plain, rw = self.name, self.name + "-plain", self.name + "-rw"
+        a.seminit(sem, 2)
+        a.acquire(sem, 1)
+        for call in (lambda: b.lock(sem), lambda: b.trylock(sem), lambda: b.rlock(sem),
+                     lambda: b.trywlock(sem), lambda: a.unlock(sem), lambda: a.runlock(sem),
+                     lambda: b._call(["WHO", sem])):
+            with self.assertRaises(dlock.KindError) as cm:
+                call()
+            self.assertEqual(cm.exception.code, "KIND")
+        a.lock(plain)
+        b.rlock(rw)
+        for call in (lambda: b.seminit(plain, 2), lambda: b.acquire(plain, 1),
+                     lambda: b.tryacquire(plain, 1), lambda: a.release(plain, 1),
+                     lambda: a.seminit(rw, 2), lambda: a.tryacquire(rw, 1, 10),
+                     lambda: b.release(rw, 1), lambda: b.semaphore(plain, 1).acquire(timeout=0)):
+            with self.assertRaises(dlock.KindError):
+                call()
+        with self.assertRaises(dlock.KindError):
+            with b.semaphore(plain, 1):
+                self.fail("granted permits of a plain lock")
+        # Nothing changed.
+        st = b.status(sem)
+        self.assertEqual((st.state, st.available, st.holds), ("SEM", 1, 0))
+        self.assertEqual(a.status(plain).state, "MINE")
+        self.assertEqual(b.status(rw).holds, 1)
+        self.assertTrue(a.ping() and b.ping())
+
+    def test_semaphore_force_unlock(self):
+        a, b, admin = self.client(), self.client(), self.client()
+        admin.seminit(self.name, 3)
+        a.acquire(self.name, 2)
+        b.acquire(self.name, 1)
+        if os.geteuid() != 0:
+            with self.assertRaises(dlock.Denied):
+                admin.force_unlock(self.name)
+            return
+        self.assertIs(admin.force_unlock(self.name), True)
+        for c in (a, b):
+            wait_readable(self, c.fileno())
+            with self.assertRaises(dlock.LockLost) as cm:
+                c.check()
+            self.assertEqual((cm.exception.name, cm.exception.reason), (self.name, "forced"))
+        self.assertIs(admin.force_unlock(self.name), False)
+        self.assertEqual(admin.tryacquire(self.name, 3, wait_ms=int(EVENT_TIMEOUT * 1000)), 3)
+
+    def test_semaphore_bad_arguments_not_sent(self):
+        c = self.client()
+        before = c.info()["requests"]
+        for call in (lambda: c.seminit("a b", 1), lambda: c.seminit(self.name, -1),
+                     lambda: c.seminit(self.name, 2 ** 31), lambda: c.seminit(self.name, "2"),
+                     lambda: c.acquire(self.name, 0), lambda: c.acquire(self.name, 10001),
+                     lambda: c.acquire(self.name, True), lambda: c.acquire("", 1),
+                     lambda: c.acquire(self.name, 1, lease_ms=-1),
+                     lambda: c.tryacquire(self.name, 1, wait_ms=-1),
+                     lambda: c.tryacquire(self.name, 0), lambda: c.release(self.name, 0),
+                     lambda: c.release(self.name, dlock.PERMITS_MAX + 1),
+                     lambda: c.semaphore(self.name, 0), lambda: c.semaphore("a b", 1),
+                     lambda: c.semaphore(self.name, 1, wait_ms=-5)):
+            with self.assertRaises(dlock.BadRequest):
+                call()
+        self.assertEqual(c.info()["requests"], before + 1)   # only this INFO
+        # The largest request is fine.
+        c.seminit(self.name, dlock.PERMITS_MAX)
+        self.assertEqual(c.tryacquire(self.name, dlock.PERMITS_MAX), dlock.PERMITS_MAX)
+        self.assertEqual(c.release(self.name, dlock.PERMITS_MAX), 0)
+
     # -- admin and ownership --
 
     def test_force_unlock(self):

@@ -29,6 +29,12 @@ sc_check() {
     if "$@"; then sc_ok "$sc_desc"; else sc_nok "$sc_desc"; fi
 }
 is_digits() { case ${1-} in '' | *[!0-9]*) return 1 ;; *) return 0 ;; esac; }
+# refused COMMAND...: COMMAND returns 2 (its message on stderr dropped).
+refused() {
+    rf_rc=0
+    "$@" 2>/dev/null || rf_rc=$?
+    [ "$rf_rc" -eq 2 ]
+}
 
 # oneshot LINE: one request on a fresh connection; prints the reply.
 oneshot() {
@@ -288,6 +294,129 @@ WRITE 0" ]
     rc=0
     dlock_wunlock 2>/dev/null || rc=$?
     sc_check "dlock_wunlock without a name is refused with 2" [ "$rc" -eq 2 ]
+
+    # -- semaphores (a name per shell: a semaphore's permits stay set; the
+    # processes that other starts get it from the environment)
+    S=sem-$SC_SHELL
+    export S
+    rc=0
+    dlock_seminit "$S" 3 || rc=$?
+    sc_check "dlock_seminit $S 3: 0, set now" [ "$rc.$DLOCK_SET" = "0.1" ]
+    rc=0
+    dlock_seminit "$S" 5 || rc=$?
+    sc_check "a second dlock_seminit $S: 0, already set" [ "$rc.$DLOCK_SET" = "0.0" ]
+    out=$(other 'dlock_seminit "$S" 9; echo "$? $DLOCK_SET"')
+    sc_check "another process: dlock_seminit $S changes nothing (got '$out')" [ "$out" = "0 0" ]
+    rc=0
+    dlock_acquire "$S" 2 || rc=$?
+    sc_check "dlock_acquire $S 2: 2 held" [ "$rc.$DLOCK_HOLDS" = "0.2" ]
+    rc=0
+    dlock_status "$S" || rc=$?
+    sc_check "dlock_status $S: SEM, 1 available, 2 ours ('$DLOCK_REPLY')" \
+        [ "$rc.$DLOCK_STATE.$DLOCK_AVAILABLE.$DLOCK_HOLDS" = "0.SEM.1.2" ]
+    out=$(other 'dlock_tryacquire "$S" 2 0; echo "$? $DLOCK_TTL"; dlock_status "$S"
+        echo "$DLOCK_STATE $DLOCK_AVAILABLE $DLOCK_HOLDS"')
+    case $out in
+    "1 "*"
+SEM 1 0") sc_ok "another process: dlock_tryacquire $S 2 0 gets TIMEOUT, and sees 1 free" ;;
+    *) sc_nok "another process: dlock_tryacquire $S 2 0 gets TIMEOUT, and sees 1 free (got '$(echo "$out" | tr '\n' ' ')')" ;;
+    esac
+    out=$(other 'dlock_tryacquire "$S" 2 150; echo "$?"')
+    sc_check "another process: dlock_tryacquire $S 2 150 waits, then TIMEOUT (got '$out')" \
+        [ "$out" = 1 ]
+    rc=0
+    dlock_tryacquire "$S" 1 || rc=$?
+    sc_check "a holder takes one more: 3 held" [ "$rc.$DLOCK_HOLDS" = "0.3" ]
+    rc=0
+    dlock_release "$S" 4 2>/dev/null || rc=$?
+    case $rc.$DLOCK_REPLY in
+    "2.ERR NOTHELD"*) sc_ok "dlock_release of more than we hold: 2 and ERR NOTHELD" ;;
+    *) sc_nok "dlock_release of more than we hold: 2 and ERR NOTHELD (rc $rc, '$DLOCK_REPLY')" ;;
+    esac
+    dlock_status "$S"
+    sc_check "nothing was released ('$DLOCK_REPLY')" \
+        [ "$DLOCK_STATE.$DLOCK_AVAILABLE.$DLOCK_HOLDS" = "SEM.0.3" ]
+    # Another process waiting for two gets them once we give two back, and
+    # gives them back when it exits.
+    sout="$TMPDIR/s.out"
+    "$SC_SH" -c '. "$1" && dlock_open "$2" || exit 9
+        dlock_tryacquire "$S" 2 10000 && echo "got $DLOCK_HOLDS"' sh "$LIB" "$SOCK" >"$sout" 2>&1 &
+    spid=$!
+    i=0
+    waiting=''
+    while [ "$i" -lt 250 ]; do
+        if oneshot INFO | grep -q ' waiters=1 '; then waiting=1 && break; fi
+        i=$((i + 1))
+        sleep 0.02
+    done
+    if [ -s "$sout" ]; then waiting="granted early: $(cat "$sout")"; fi
+    sc_check "a dlock_tryacquire of another process waits while none is free ($waiting)" \
+        [ "$waiting" = 1 ]
+    rc=0
+    dlock_release "$S" 2 || rc=$?
+    sc_check "dlock_release $S 2 leaves 1 held" [ "$rc.$DLOCK_HOLDS" = "0.1" ]
+    wait "$spid"
+    out=$(cat "$sout")
+    sc_check "the waiting process got its two (got '$out')" [ "$out" = "got 2" ]
+    rc=0
+    dlock_tryacquire "$S" 2 5000 || rc=$?
+    sc_check "its two are back once it exited: 3 held" [ "$rc.$DLOCK_HOLDS" = "0.3" ]
+    rc=0
+    dlock_release "$S" 3 || rc=$?
+    sc_check "dlock_release $S 3 leaves none held" [ "$rc.$DLOCK_HOLDS" = "0.0" ]
+    # A semaphore's name refuses the lock functions, a lock's name these.
+    rc=0
+    dlock_lock "$S" 2>/dev/null || rc=$?
+    case $rc.$DLOCK_REPLY in
+    "2.ERR KIND "*) sc_ok "dlock_lock of a semaphore: 2 and ERR KIND" ;;
+    *) sc_nok "dlock_lock of a semaphore: 2 and ERR KIND (rc $rc, '$DLOCK_REPLY')" ;;
+    esac
+    rc=0
+    dlock_tryrlock "$S" 2>/dev/null || rc=$?
+    sc_check "dlock_tryrlock of a semaphore: 2 ('$DLOCK_REPLY')" [ "$rc" -eq 2 ]
+    dlock_lock pk2
+    out=$(other 'dlock_acquire pk2 1; echo "$? $DLOCK_REPLY"' 2>/dev/null)
+    case $out in
+    "2 ERR KIND "*) sc_ok "another process: dlock_acquire of a plain lock: 2 and ERR KIND" ;;
+    *) sc_nok "another process: dlock_acquire of a plain lock: 2 and ERR KIND (got '$out')" ;;
+    esac
+    out=$(other 'dlock_seminit pk2 2; echo "$?"' 2>/dev/null)
+    sc_check "another process: dlock_seminit of a plain lock: 2 (got '$out')" [ "$out" = 2 ]
+    rc=0
+    dlock_release pk2 1 2>/dev/null || rc=$?
+    sc_check "dlock_release of a plain hold: 2 ('$DLOCK_REPLY')" [ "$rc" -eq 2 ]
+    dlock_unlock pk2
+    # Arguments are checked before sending.
+    sc_check "dlock_acquire without PERMITS is refused with 2" refused dlock_acquire "$S"
+    sc_check "dlock_acquire with PERMITS not a number is refused with 2" refused dlock_acquire "$S" x
+    sc_check "dlock_acquire with too many arguments is refused with 2" refused dlock_acquire "$S" 1 2 3
+    sc_check "dlock_acquire of a name with a space is refused with 2" refused dlock_acquire "a b" 1
+    sc_check "dlock_tryacquire with a WAIT_MS that is not a number is refused with 2" \
+        refused dlock_tryacquire "$S" 1 12x
+    sc_check "dlock_release without PERMITS is refused with 2" refused dlock_release "$S"
+    sc_check "dlock_seminit without PERMITS is refused with 2" refused dlock_seminit "$S"
+    rc=0
+    dlock_acquire "$S" 0 2>/dev/null || rc=$?
+    case $rc.$DLOCK_REPLY in
+    "2.ERR ARGS"*) sc_ok "dlock_acquire $S 0: 2 and dlockd's ERR ARGS" ;;
+    *) sc_nok "dlock_acquire $S 0: 2 and dlockd's ERR ARGS (rc $rc, '$DLOCK_REPLY')" ;;
+    esac
+    # Permits with a lease: lost when it runs out, and given back.
+    rc=0
+    dlock_acquire "$S" 1 200 || rc=$?
+    sc_check "dlock_acquire $S 1 200 (a lease)" [ "$rc.$DLOCK_HOLDS" = "0.1" ]
+    out=$(other 'dlock_tryacquire "$S" 3 5000; echo "$?"')
+    sc_check "another process gets all three once the lease ran out (got '$out')" [ "$out" = 0 ]
+    i=0
+    while [ "$DLOCK_LOST" != "$S expired" ] && [ "$i" -lt 50 ]; do
+        dlock_cmd PING 2>/dev/null
+        i=$((i + 1))
+        sleep 0.1
+    done
+    sc_check "DLOCK_LOST is '$S expired' (got '$DLOCK_LOST')" [ "$DLOCK_LOST" = "$S expired" ]
+    rc=0
+    dlock_release "$S" 1 2>/dev/null || rc=$?
+    sc_check "dlock_release of the lost permit: 2 (NOTHELD)" [ "$rc" -eq 2 ]
 
     # -- a lease that runs out: !LOST is seen at the next request
     rc=0
