@@ -31,6 +31,7 @@ typedef struct outcome_s {
     size_t name_len;
     uint32_t wait_ms;
     uint32_t lease_ms;
+    uint32_t permits;
 } outcome_t;
 
 typedef struct outcomes_s {
@@ -73,7 +74,8 @@ static void check_request(const proto_request_t *req) {
     CHECK(req->name_len <= PROTO_NAME_MAX);
     CHECK(req->name[req->name_len] == '\0');
     CHECK(strlen(req->name) == req->name_len);
-    CHECK(req->wait_ms <= PROTO_NUM_MAX && req->lease_ms <= PROTO_NUM_MAX);
+    CHECK(req->wait_ms <= PROTO_NUM_MAX && req->lease_ms <= PROTO_NUM_MAX &&
+          req->permits <= PROTO_NUM_MAX);
     if (takes(req->cmd, "<name>")) {
         CHECK(proto_name_valid(req->name, req->name_len));
     } else {
@@ -81,6 +83,7 @@ static void check_request(const proto_request_t *req) {
     }
     if (!takes(req->cmd, "<wait_ms>")) CHECK(req->wait_ms == 0);
     if (!takes(req->cmd, "<lease_ms>")) CHECK(req->lease_ms == 0);
+    if (!takes(req->cmd, "<permits>")) CHECK(req->permits == 0);
 }
 
 static void record(outcomes_t *out, proto_status_t st, const proto_request_t *req) {
@@ -94,6 +97,7 @@ static void record(outcomes_t *out, proto_status_t st, const proto_request_t *re
     memcpy(o->name, req->name, o->name_len);
     o->wait_ms = req->wait_ms;
     o->lease_ms = req->lease_ms;
+    o->permits = req->permits;
 }
 
 /* A request or a one-line error ended at stream offset end (just past its
@@ -121,7 +125,8 @@ static void check_line_report(run_t *r, size_t end, proto_status_t st,
     CHECK(rst == st);
     CHECK(ref.cmd == req->cmd && ref.err == req->err);
     CHECK(ref.name_len == req->name_len && strcmp(ref.name, req->name) == 0);
-    CHECK(ref.wait_ms == req->wait_ms && ref.lease_ms == req->lease_ms);
+    CHECK(ref.wait_ms == req->wait_ms && ref.lease_ms == req->lease_ms &&
+          ref.permits == req->permits);
     CHECK(ref.detail == req->detail);
     r->blank_to = end;
 }
