@@ -155,11 +155,22 @@ static sub_t *sub_find(const node_t *nd, const char *channel, size_t len) {
     return h ? container_of(h, sub_t, node) : NULL;
 }
 
-/* A release's subscriber count, less our own subscription. */
+static size_t channel_of(const node_t *nd, char *out, const char *name, size_t len,
+                         backend_mode_t mode) {
+    char key[KEYS_KEY_MAX];
+    size_t klen = keys_lock(key, nd->key_prefix, name, len);
+    static const char *const kinds[BACKEND_MODE_COUNT] = {
+        [BACKEND_MUTEX] = KEYS_CHANNEL, [BACKEND_READ] = KEYS_RW_CHANNEL,
+        [BACKEND_WRITE] = KEYS_RW_CHANNEL, [BACKEND_SEM] = KEYS_SEM_CHANNEL,
+    };
+    return keys_companion(out, kinds[mode], key, klen);
+}
+
+/* A release's subscriber count, less our own subscription (to the channel
+ * of the op's kind of lock). */
 static int others_waiting(const node_t *nd, const backend_op_t *op, int receivers) {
-    char key[KEYS_KEY_MAX], channel[KEYS_COMPANION_MAX];
-    size_t klen = keys_lock(key, nd->key_prefix, op->name, op->len);
-    size_t clen = keys_companion(channel, KEYS_CHANNEL, key, klen);
+    char channel[KEYS_COMPANION_MAX];
+    size_t clen = channel_of(nd, channel, op->name, op->len, op->mode);
     const sub_t *s = sub_find(nd, channel, clen);
     int own = s != NULL && s->state == SUB_ACTIVE;
     return receivers > own;
@@ -592,16 +603,6 @@ static void on_push(void *data, redisReply *r) {
     }
 }
 
-static size_t channel_of(const node_t *nd, char *out, const char *name, size_t len,
-                         backend_mode_t mode) {
-    char key[KEYS_KEY_MAX];
-    size_t klen = keys_lock(key, nd->key_prefix, name, len);
-    static const char *const kinds[BACKEND_MODE_COUNT] = {
-        [BACKEND_MUTEX] = KEYS_CHANNEL, [BACKEND_READ] = KEYS_RW_CHANNEL,
-        [BACKEND_WRITE] = KEYS_RW_CHANNEL, [BACKEND_SEM] = KEYS_SEM_CHANNEL,
-    };
-    return keys_companion(out, kinds[mode], key, klen);
-}
 
 void node_watch(node_t *nd, const char *name, size_t len, backend_mode_t mode,
                 backend_watch_cb cb, void *data) {
