@@ -92,7 +92,8 @@ typedef struct backend_result_s {
     const char *error;          /* status != BACKEND_OK; valid during the callback */
     backend_outcome_t outcome;  /* ACQUIRE */
     backend_renewal_t renewal;  /* RENEW */
-    uint64_t fence;             /* ACQUIRE, GRANTED */
+    uint64_t fence;             /* ACQUIRE, GRANTED (SEM: the permits still
+                                   available after it) */
     long long holds;            /* ACQUIRE REENTERED; RELEASE/DROP: holds left, -1 if
                                    not held; STATUS: the owner's holds */
     long long ttl_ms;           /* ACQUIRE TAKEN; STATUS: -2 free, -1 no expiry */

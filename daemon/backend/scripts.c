@@ -420,7 +420,8 @@ static const char script_rw[] =
  * ({4, 0} and nothing changed when not: its permits were lost), takes
  * back expired ids as Redisson's acquire does, then, with A2 permits
  * available, adds ids base+1 .. base+A2 and scores them all now + lease:
- * {0, permits held}; or {2, ms until the first id expires, -1 for none}.
+ * {0, permits still available}; or {2, ms until the first id expires, -1
+ * for none}.
  * Permits available go down by the ids actually added, and a release
  * gives back the ids actually removed: available plus ids is the size,
  * whatever ids a lost answer left behind. Releases publish the permits
@@ -473,7 +474,7 @@ static const char script_sem[] =
     "if added > 0 then redis.call('decrby', K1, added) end\n"
     "local ttl = redis.call('pttl', K1)\n"
     "if ttl > 0 then redis.call('pexpire', K2, ttl) end\n"
-    "return {0, b + n}\n";
+    "return {0, tonumber(redis.call('get', K1))}\n";
 
 const char *const scripts_text[SCRIPT_COUNT] = {
     script_acquire, script_release, script_status, script_force, script_ops, script_renew,

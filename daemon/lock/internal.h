@@ -115,6 +115,9 @@ struct lock_s {
     int busy;                  /* backend calls in flight that name this lock */
     int first_used;            /* first holds a hold */
     lock_kind_t kind;          /* while held or waited for */
+    long long sem_free;        /* a semaphore's permits free in Redis after
+                                  our last grant, plus those we gave back
+                                  since; 0 after a refusal (sem_kick) */
     hold_t first;              /* the first holder's hold lives here: a mutex
                                   needs no other allocation, and the watchdog
                                   finds the hold next to its name */
@@ -268,6 +271,8 @@ void sem_prepare(lock_t *l, wait_t *w, backend_op_t *op);
  * (HOLD_GONE). */
 void sem_granted(lock_t *l, wait_t *w);
 void sem_hold_gone(lock_t *l, wait_t *w);
+/* Lets a semaphore's waiters try, from the head (sem_kick's rule). */
+void sem_kick(lock_t *l);
 /* RELEASE <name> <permits>. */
 void sem_release(lockmgr_t *m, lock_owner_t *o, lock_t *l, uint32_t permits);
 /* A new grant to owner makes older queued releases of it (of that mode) stale. */

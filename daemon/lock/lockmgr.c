@@ -266,6 +266,7 @@ static void on_retry(timers_entry_t *t);
 void release_local(hold_t *h) {
     lock_t *l = h->lock;
     lockmgr_t *m = l->mgr;
+    if (h->mode == LOCK_MODE_SEM) l->sem_free += h->count;
     release_hold(h);
     hold_drop(h);
     if (l->remote_interest && l->q != NULL) {
@@ -387,6 +388,10 @@ void lock_kick(lock_t *l) {
     /* While Redis is away, queued requests keep waiting; they try again
      * when it is back (on_backend_state). */
     if (!backend_available(l->mgr->backend, l->name, l->len)) return;
+    if (w->mode == LOCK_MODE_SEM) {
+        sem_kick(l);
+        return;
+    }
     if (w->mode != LOCK_MODE_READ) {
         if (l->attempts == 0 && !blocked(l, w->owner, w->mode)) attempt(l, w);
         return;
@@ -497,6 +502,7 @@ static void on_attempt(backend_op_t *op) {
         wait_end(w);
         break;
     case BACKEND_TAKEN:
+        l->sem_free = 0; /* a semaphore's next waiters wait for the head */
         w->ttl_ms = res->ttl_ms;
         w->unacked[0] = '\0'; /* someone holds it: that is why now */
         if (w->once) {

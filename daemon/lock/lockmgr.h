@@ -126,7 +126,8 @@ typedef void (*lockmgr_done_cb)(lockmgr_t *mgr, void *data);
 #define LOCKMGR_RENEW_INFLIGHT 4
 /* Most locks in one watchdog batch. */
 #define LOCKMGR_RENEW_BATCH 500
-/* Readers at the head of a queue try together, at most this many at once. */
+/* Readers at the head of a queue try together, at most this many at once;
+ * so do a semaphore's waiters while the permits known free cover them. */
 #define LOCKMGR_READS_INFLIGHT 128
 /* Most permits of one semaphore a connection holds (and asks for at
  * once): each is an id in Redis that its scripts visit one by one. */

@@ -7,7 +7,16 @@
  * connection has one hold per semaphore, whose count is its permits; in
  * Redis they are the ids <owner>:1 .. <owner>:count of the permit set
  * (scripts.c), renewed together by the watchdog. More permits extend the
- * hold with the next ids; a RELEASE gives back the top ones. */
+ * hold with the next ids; a RELEASE gives back the top ones.
+ *
+ * The head always tries. Waiters behind it try at once too, in order,
+ * while the permits Redis said were free after our last grant (plus what
+ * we gave back since) cover them and those ahead in flight: one round
+ * trip per grant in a row would hold the next back for nothing. Redis
+ * runs them in order, so the head goes first; a refusal closes the window
+ * until a grant opens it again. A waiter behind may thus be served before
+ * a head refused in the same moment (another daemon took permits), but a
+ * refused head keeps everyone behind it waiting from then on. */
 #include <stdio.h>
 
 #include "daemon/lock/internal.h"
@@ -25,6 +34,18 @@ void sem_prepare(lock_t *l, wait_t *w, backend_op_t *op) {
     op->permits = w->permits;
     op->permit_base = w->base;
     op->lease_ms = w->hold_lease ? w->hold_lease : l->mgr->conf->lease_ms;
+}
+
+void sem_kick(lock_t *l) {
+    long long room = l->sem_free;
+    wait_t *w = TAILQ_FIRST(&l->q->waiters);
+    for (int head = 1; w != NULL && l->attempts < LOCKMGR_READS_INFLIGHT;
+         w = TAILQ_NEXT(w, link), head = 0) {
+        room -= w->permits;
+        if (w->in_flight) continue;
+        if (!head && (w->parked || room < 0)) return;
+        attempt(l, w);
+    }
 }
 
 void sem_granted(lock_t *l, wait_t *w) {
@@ -49,6 +70,7 @@ void sem_granted(lock_t *l, wait_t *w) {
     }
     h->count += w->permits;
     h->lease_ms = w->hold_lease;
+    l->sem_free = (long long)w->acquire.res.fence;
     m->stats.grants++;
     histo_add(&m->wait_time, (uv_hrtime() - w->started_ns) / 1000);
     release_forget(m, l->name, l->len, o->id, LOCK_MODE_SEM);
@@ -88,6 +110,7 @@ void sem_release(lockmgr_t *m, lock_owner_t *o, lock_t *l, uint32_t permits) {
     }
     /* The top ids go; Redis sees the release before any acquire after it. */
     h->count -= permits;
+    l->sem_free += permits;
     release_permits(m, l->name, l->len, o->id, hold_redis_lease(h), h->count, permits);
     answer_value(o, h->count);
     lock_kick(l);

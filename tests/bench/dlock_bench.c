@@ -1,6 +1,6 @@
 /* dlock-bench: load generator for dlockd benchmarks (`make bench`).
  *
- *   dlock-bench throughput -s SOCK [-c 50] [-d 10] [-w 1] [-m read -k NAME]
+ *   dlock-bench throughput -s SOCK [-c 50] [-d 10] [-w 1] [-m read|sem -k NAME [-p PERMITS]]
  *   dlock-bench handoff    -s SOCK1 [-S SOCK2 -R REDIS_SOCK] [-n 1000] [-k NAME]
  *   dlock-bench scale      -s SOCK [-c 10000] [-l 10] [-H 40]
  *   dlock-bench herd       -s SOCK [-c 1000] [-R REDIS_SOCK] [-k NAME]
@@ -422,7 +422,7 @@ static void ep_init(void) {
 
 typedef struct {
     const char *sock, *sock2, *redis, *name, *mode;
-    long conns, seconds, warmup, rounds, locks, hold, timeout_ms;
+    long conns, seconds, warmup, rounds, locks, hold, timeout_ms, permits;
 } opts_t;
 
 static long num_arg(const char *flag, const char *v) {
@@ -450,6 +450,7 @@ static void parse_opts(int argc, char **argv, opts_t *o) {
         else if (!strcmp(a, "-l")) o->locks = num_arg(a, v);
         else if (!strcmp(a, "-H")) o->hold = num_arg(a, v);
         else if (!strcmp(a, "-t")) o->timeout_ms = num_arg(a, v);
+        else if (!strcmp(a, "-p")) o->permits = num_arg(a, v);
         else die(EXIT_USAGE, "unknown option %s", a);
     }
     if (o->sock == NULL) die(EXIT_USAGE, "-s SOCKET is required");
@@ -616,21 +617,26 @@ static long long numsub(conn_t *r, const char *channel) {
 /* ---- throughput -------------------------------------------------------- */
 
 /* LOCK k<id>: each connection has a lock name of its own; with -m read,
- * RLOCK <name>: every connection reads one name. */
-static const char *tp_shared; /* the read lock's name, or NULL */
+ * RLOCK <name>: every connection reads one name; with -m sem, ACQUIRE
+ * <name> 1: every connection takes a permit of one semaphore (of -p
+ * permits, default one per connection: nobody waits). */
+static const char *tp_shared; /* the read lock's or semaphore's name, or NULL */
+static int tp_sem;
 
 static void send_lock(conn_t *c, int64_t t) {
     char buf[320];
-    int n = tp_shared ? snprintf(buf, sizeof(buf), "RLOCK %s\n", tp_shared)
-                      : snprintf(buf, sizeof(buf), "LOCK k%d\n", c->id);
+    int n = tp_sem      ? snprintf(buf, sizeof(buf), "ACQUIRE %s 1\n", tp_shared)
+            : tp_shared ? snprintf(buf, sizeof(buf), "RLOCK %s\n", tp_shared)
+                        : snprintf(buf, sizeof(buf), "LOCK k%d\n", c->id);
     c->sent_at = t;
     ep_send(c, buf, (size_t)n);
 }
 
 static void send_unlock(conn_t *c) {
     char buf[320];
-    int n = tp_shared ? snprintf(buf, sizeof(buf), "RUNLOCK %s\n", tp_shared)
-                      : snprintf(buf, sizeof(buf), "UNLOCK k%d\n", c->id);
+    int n = tp_sem      ? snprintf(buf, sizeof(buf), "RELEASE %s 1\n", tp_shared)
+            : tp_shared ? snprintf(buf, sizeof(buf), "RUNLOCK %s\n", tp_shared)
+                        : snprintf(buf, sizeof(buf), "UNLOCK k%d\n", c->id);
     ep_send(c, buf, (size_t)n);
 }
 
@@ -638,11 +644,22 @@ static int cmd_throughput(opts_t *o) {
     long nc = o->conns ? o->conns : 50;
     long secs = o->seconds ? o->seconds : 10;
     long warm = o->warmup;
-    if (o->mode != NULL && strcmp(o->mode, "read") != 0)
-        die(EXIT_USAGE, "-m takes read, not '%s'", o->mode);
-    if (o->mode != NULL && o->name == NULL) die(EXIT_USAGE, "-m read needs -k NAME");
+    if (o->mode != NULL && strcmp(o->mode, "read") != 0 && strcmp(o->mode, "sem") != 0)
+        die(EXIT_USAGE, "-m takes read or sem, not '%s'", o->mode);
+    if (o->mode != NULL && o->name == NULL) die(EXIT_USAGE, "-m %s needs -k NAME", o->mode);
     tp_shared = o->mode != NULL ? o->name : NULL;
+    tp_sem = o->mode != NULL && strcmp(o->mode, "sem") == 0;
     raise_nofile((size_t)nc + 16);
+    if (tp_sem) { /* the semaphore's size, which must be this one */
+        char req[320], line[512];
+        long permits = o->permits ? o->permits : nc;
+        conn_t *adm = conn_open(o->sock, (int)nc + 1);
+        snprintf(req, sizeof(req), "SEMINIT %s %ld", tp_shared, permits);
+        request(adm, req, line, sizeof(line));
+        if (strcmp(line, "OK 1") != 0) die(EXIT_DAEMON, "%s answered: %s (a fresh name?)", req, line);
+        conn_close(adm);
+        free(adm);
+    }
     ep_init();
     conn_t *cs = xmalloc((size_t)nc * sizeof(*cs));
     for (long i = 0; i < nc; i++) {
@@ -678,17 +695,20 @@ static int cmd_throughput(opts_t *o) {
                 last_progress = now;
                 if (c->state == ST_LOCK_SENT) {
                     long holds = 0;
-                    /* a read grant's fence is 0 while the name was never written */
-                    if ((parse_grant(line, &holds) == 0 && !(tp_shared && read_grant(line, &holds))) ||
-                        holds != 1)
+                    /* a read grant's fence is 0 while the name was never
+                     * written; a semaphore's grant is "OK <permits held>" */
+                    if (tp_sem ? strcmp(line, "OK 1") != 0
+                               : (parse_grant(line, &holds) == 0 &&
+                                  !(tp_shared && read_grant(line, &holds))) ||
+                                     holds != 1)
                         die(EXIT_DAEMON, "%s of connection %d answered: %s",
-                            tp_shared ? "RLOCK" : "LOCK", c->id, line);
+                            tp_sem ? "ACQUIRE" : tp_shared ? "RLOCK" : "LOCK", c->id, line);
                     c->state = ST_UNLOCK_SENT;
                     send_unlock(c);
                 } else if (c->state == ST_UNLOCK_SENT) {
                     if (strcmp(line, "OK 0") != 0)
                         die(EXIT_DAEMON, "%s of connection %d answered: %s",
-                            tp_shared ? "RUNLOCK" : "UNLOCK", c->id, line);
+                            tp_sem ? "RELEASE" : tp_shared ? "RUNLOCK" : "UNLOCK", c->id, line);
                     all_pairs++;
                     if (now >= t0 && now < t1) {
                         pairs++;
@@ -1090,7 +1110,7 @@ static int cmd_info(opts_t *o) {
 
 static void usage(void) {
     fprintf(stderr,
-            "usage: %s throughput -s SOCK [-c 50] [-d 10] [-w 1] [-m read -k NAME]\n"
+            "usage: %s throughput -s SOCK [-c 50] [-d 10] [-w 1] [-m read|sem -k NAME [-p N]]\n"
             "       %s handoff -s SOCK1 [-S SOCK2 -R REDIS_SOCK] [-n 1000] [-k NAME]\n"
             "       %s scale -s SOCK [-c 10000] [-l 10] [-H 40]\n"
             "       %s herd -s SOCK [-c 1000] [-R REDIS_SOCK] [-k NAME]\n"

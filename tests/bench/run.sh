@@ -54,8 +54,10 @@
 #  11. Lock kinds: its own redis-server (Unix socket) and dlockd: 50
 #      connections taking and dropping read locks of ONE name (RLOCK/RUNLOCK:
 #      they share it, each grant a Redis round trip with a timeout key per
-#      hold), against the throughput of 2. (50 names, LOCK/UNLOCK) on the
-#      same daemon, in three rounds: plain, read, plain.
+#      hold), and 50 connections taking and giving back one permit of ONE
+#      semaphore (ACQUIRE 1/RELEASE 1) of 50 permits (nobody waits) and of
+#      10 (40 wait), against the throughput of 2. (50 names, LOCK/UNLOCK) on
+#      the same daemon, in five rounds: plain, read, sem, sem10, plain.
 #
 # Knobs (environment): BENCH_SECONDS (throughput, 10), BENCH_PEER_SECONDS
 # (8), BENCH_SCALE_WINDOW (30), BENCH_SCALE_CONNS (10000), BENCH_HERD_CLIENTS
@@ -1202,7 +1204,7 @@ fi
 # ---- 11. lock kinds ----------------------------------------------------------------
 
 if want 11; then
-    say "== 11/11 lock kinds: read locks of one name (50 connections) against LOCK/UNLOCK of 50 names, rounds plain/read/plain, ${KI_S} s each"
+    say "== 11/11 lock kinds: read locks of one name and a semaphore's permits (50 connections) against LOCK/UNLOCK of 50 names, rounds plain/read/sem/sem10/plain, ${KI_S} s each"
     d="$T/kinds"
     mkdir -p "$d"
     redis-server --port 0 --unixsocket "$d/redis.sock" --unixsocketperm 700 --save "" --appendonly no \
@@ -1212,10 +1214,13 @@ if want 11; then
     for ((i = 0; i < 500; i++)); do redis-cli -s "$d/redis.sock" PING >/dev/null 2>&1 && break; sleep 0.01; done
     redis-cli -s "$d/redis.sock" PING >/dev/null 2>&1 || fatal "the lock kinds' redis-server did not start"
     start_dlockd kinds "" "url = unix://$d/redis.sock"
-    ki_plain=() ki_read="" ki_lat=""
-    for round in plain read plain; do
+    ki_plain=() ki_read="" ki_lat="" ki_sem="" ki_sem_lat="" ki_sem10="" ki_sem10_lat=""
+    for round in plain read sem sem10 plain; do
         ki_args=()
         [ "$round" = read ] && ki_args=(-m read -k "$KI_NAME")
+        # a semaphore of 50 permits (nobody waits), and of 10 (40 wait)
+        [ "$round" = sem ] && ki_args=(-m sem -k "$KI_NAME-sem" -p 50)
+        [ "$round" = sem10 ] && ki_args=(-m sem -k "$KI_NAME-sem10" -p 10)
         if run_bench "kinds-$round" $((KI_S + 40)) throughput -s "${DSOCK[kinds]}" -c 50 -d "$KI_S" -w 1 "${ki_args[@]}"; then
             v=$(kv "$OUT" pairs_per_sec)
             need "$v" "kinds $round pairs_per_sec"
@@ -1223,6 +1228,12 @@ if want 11; then
             if [ "$round" = read ]; then
                 ki_read=$v
                 ki_lat="$(kv "$OUT" pair_p50_us) / $(kv "$OUT" pair_p99_us) us"
+            elif [ "$round" = sem ]; then
+                ki_sem=$v
+                ki_sem_lat="$(kv "$OUT" pair_p50_us) / $(kv "$OUT" pair_p99_us) us"
+            elif [ "$round" = sem10 ]; then
+                ki_sem10=$v
+                ki_sem10_lat="$(kv "$OUT" pair_p50_us) / $(kv "$OUT" pair_p99_us) us"
             else
                 ki_plain+=("$v")
             fi
@@ -1236,6 +1247,17 @@ if want 11; then
     else
         failed "read locks: RLOCK+RUNLOCK pairs/s (50 readers, one name)" "see problems" "-"
         failed "read pairs/s (one name) / LOCK pairs/s (50 names), same daemon" "no throughput" ">= 0.5"
+    fi
+    if [ -n "$ki_sem" ] && [ -n "$ki_sem10" ] && ((${#ki_plain[@]} == 2)); then
+        plain=$(calc "(${ki_plain[0]} + ${ki_plain[1]}) / 2" 0)
+        info "semaphore: ACQUIRE 1+RELEASE 1 pairs/s (50 connections, 50 permits)" "$ki_sem/s"
+        info "semaphore: pair latency p50 / p99 (50 permits)" "$ki_sem_lat"
+        info "semaphore: ACQUIRE 1+RELEASE 1 pairs/s (50 connections, 10 permits)" "$ki_sem10/s"
+        info "semaphore: pair latency p50 / p99 (10 permits, 40 waiting)" "$ki_sem10_lat"
+        check "semaphore pairs/s (50 permits, one name) / LOCK pairs/s (50 names)" "$(calc "$ki_sem / $plain" 2)" "" ">=" 0.5
+    else
+        failed "semaphore: ACQUIRE 1+RELEASE 1 pairs/s (50 connections)" "see problems" "-"
+        failed "semaphore pairs/s (50 permits, one name) / LOCK pairs/s (50 names)" "no throughput" ">= 0.5"
     fi
     stop_dlockd kinds
     stop_pids "$KI_PID"
