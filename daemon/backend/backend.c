@@ -21,12 +21,13 @@ void backend_submit(backend_t *b, backend_op_t *op) {
 }
 
 void backend_watch(backend_t *b, const char *name, size_t len, backend_mode_t mode,
-                   backend_watch_cb cb, void *data) {
-    b->type->watch(b, name, len, mode, cb, data);
+                   uint64_t owner, backend_watch_cb cb, void *data) {
+    b->type->watch(b, name, len, mode, owner, cb, data);
 }
 
-void backend_unwatch(backend_t *b, const char *name, size_t len, backend_mode_t mode) {
-    b->type->unwatch(b, name, len, mode);
+void backend_unwatch(backend_t *b, const char *name, size_t len, backend_mode_t mode,
+                     uint64_t owner) {
+    b->type->unwatch(b, name, len, mode, owner);
 }
 
 int backend_available(const backend_t *b, const char *name, size_t len) {

@@ -56,6 +56,8 @@ typedef enum {
     BACKEND_SEM,          /* RPermitExpirableSemaphore: the owner's permits are
                              ids <owner>:<k>, k = permit_base + 1 ...
                              permit_base + permits */
+    BACKEND_FAIR,         /* RFairLock: an RLock whose waiters queue in Redis,
+                             each woken on a channel of its own */
     BACKEND_MODE_COUNT
 } backend_mode_t;
 
@@ -181,10 +183,13 @@ typedef void (*backend_node_cb)(void *data, const backend_node_info_t *node);
 typedef struct backend_type_s {
     const char *name;
     void (*submit)(backend_t *b, backend_op_t *op);
-    /* A name has one watch at a time, of one mode (its channel). */
+    /* A name has one watch at a time, of one mode (its channel); a fair
+     * lock's channel is its waiter's own: owner says whose (0 for the
+     * other kinds). */
     void (*watch)(backend_t *b, const char *name, size_t len, backend_mode_t mode,
-                  backend_watch_cb cb, void *data);
-    void (*unwatch)(backend_t *b, const char *name, size_t len, backend_mode_t mode);
+                  uint64_t owner, backend_watch_cb cb, void *data);
+    void (*unwatch)(backend_t *b, const char *name, size_t len, backend_mode_t mode,
+                    uint64_t owner);
     /* name NULL: is any of it up */
     int (*available)(const backend_t *b, const char *name, size_t len);
     /* name NULL: a short description for INFO and logs; otherwise why that
@@ -238,8 +243,9 @@ void backend_close(backend_t *b);
 void backend_on_state(backend_t *b, backend_state_cb cb, void *data);
 void backend_submit(backend_t *b, backend_op_t *op);
 void backend_watch(backend_t *b, const char *name, size_t len, backend_mode_t mode,
-                   backend_watch_cb cb, void *data);
-void backend_unwatch(backend_t *b, const char *name, size_t len, backend_mode_t mode);
+                   uint64_t owner, backend_watch_cb cb, void *data);
+void backend_unwatch(backend_t *b, const char *name, size_t len, backend_mode_t mode,
+                     uint64_t owner);
 int backend_available(const backend_t *b, const char *name, size_t len);
 void backend_describe(const backend_t *b, const char *name, size_t len, char *buf,
                       size_t cap);

@@ -76,6 +76,7 @@ typedef struct cwatch_s {
     void *data;
     cnode_t *on;              /* the node it is watched on; NULL: nowhere */
     backend_mode_t mode;      /* its channel */
+    uint64_t owner;           /* ... a fair lock waiter's own */
     int lost;                 /* Redis ended it: place it again */
     int same;                 /* maps since, naming the same owner */
     unsigned slot;
@@ -914,11 +915,11 @@ static void watch_place(cluster_t *cl, cwatch_t *cw) {
         refresh_soon(cl);
         return;
     }
-    if (cw->on != NULL) node_unwatch(cw->on->nd, cw->name, cw->len, cw->mode);
+    if (cw->on != NULL) node_unwatch(cw->on->nd, cw->name, cw->len, cw->mode, cw->owner);
     cw->on = to;
     cw->lost = 0;
     cw->same = 0;
-    if (to != NULL) node_watch(to->nd, cw->name, cw->len, cw->mode, on_cw_event, cw);
+    if (to != NULL) node_watch(to->nd, cw->name, cw->len, cw->mode, cw->owner, on_cw_event, cw);
 }
 
 static void place_watches(cluster_t *cl) {
@@ -956,7 +957,7 @@ static void cl_submit(backend_t *b, backend_op_t *op) {
 }
 
 static void cl_watch(backend_t *b, const char *name, size_t len, backend_mode_t mode,
-                     backend_watch_cb cb, void *data) {
+                     uint64_t owner, backend_watch_cb cb, void *data) {
     cluster_t *cl = CL(b);
     hmap_node_t *h = hmap_get(&cl->watches, name, len);
     cwatch_t *cw = h ? container_of(h, cwatch_t, node) : NULL;
@@ -970,29 +971,34 @@ static void cl_watch(backend_t *b, const char *name, size_t len, backend_mode_t 
         cw->node.key = cw->name;
         cw->node.len = len;
         cw->mode = mode;
+        cw->owner = owner;
         hmap_put(&cl->watches, &cw->node);
     }
-    if (cw->mode != mode) { /* one watch per name: the new mode replaces it */
-        if (cw->on != NULL) node_unwatch(cw->on->nd, name, len, cw->mode);
+    if (cw->mode != mode || cw->owner != owner) { /* one watch per name: the new
+                                                      channel replaces it */
+        if (cw->on != NULL) node_unwatch(cw->on->nd, name, len, cw->mode, cw->owner);
         cw->on = NULL;
         cw->mode = mode;
+        cw->owner = owner;
     }
     cw->cb = cb;
     cw->data = data;
     if (cw->on != NULL && !cw->lost && cw->on == cl->slots[cw->slot])
-        node_watch(cw->on->nd, name, len, mode, on_cw_event, cw); /* confirms it */
+        node_watch(cw->on->nd, name, len, mode, owner, on_cw_event, cw); /* confirms it */
     else
         watch_place(cl, cw);
     if (cw->on == NULL) refresh_soon(cl);
 }
 
-static void cl_unwatch(backend_t *b, const char *name, size_t len, backend_mode_t mode) {
+static void cl_unwatch(backend_t *b, const char *name, size_t len, backend_mode_t mode,
+                       uint64_t owner) {
     cluster_t *cl = CL(b);
     hmap_node_t *h = hmap_get(&cl->watches, name, len);
     if (h == NULL) return;
     cwatch_t *cw = container_of(h, cwatch_t, node);
     (void)mode;
-    if (cw->on != NULL) node_unwatch(cw->on->nd, name, len, cw->mode);
+    (void)owner;
+    if (cw->on != NULL) node_unwatch(cw->on->nd, name, len, cw->mode, cw->owner);
     hmap_del(&cl->watches, h);
     free(cw);
 }

@@ -18,6 +18,8 @@
 /* Room for a lock key, and for any companion of it, with the NUL. */
 #define KEYS_KEY_MAX      (CONF_PREFIX_MAX + KEYS_NAME_MAX + 1)
 #define KEYS_COMPANION_MAX (KEYS_KEY_MAX + 32)
+/* Room for a channel: a companion, and a fair lock waiter's ":<field>". */
+#define KEYS_CHANNEL_MAX  (KEYS_COMPANION_MAX + KEYS_FIELD_MAX)
 /* "<uuid>:<owner>" with the NUL. */
 #define KEYS_FIELD_MAX    64
 #define KEYS_UUID_LEN     36

@@ -155,22 +155,34 @@ static sub_t *sub_find(const node_t *nd, const char *channel, size_t len) {
     return h ? container_of(h, sub_t, node) : NULL;
 }
 
+/* The channel a watch of name listens to: its kind's, and a fair lock
+ * waiter's own (Redisson's RFairLock wakes only the queue's head):
+ * "redisson_lock__channel:{key}:<uuid>:<owner>". out has KEYS_CHANNEL_MAX. */
 static size_t channel_of(const node_t *nd, char *out, const char *name, size_t len,
-                         backend_mode_t mode) {
+                         backend_mode_t mode, uint64_t owner) {
     char key[KEYS_KEY_MAX];
     size_t klen = keys_lock(key, nd->key_prefix, name, len);
     static const char *const kinds[BACKEND_MODE_COUNT] = {
         [BACKEND_MUTEX] = KEYS_CHANNEL, [BACKEND_READ] = KEYS_RW_CHANNEL,
         [BACKEND_WRITE] = KEYS_RW_CHANNEL, [BACKEND_SEM] = KEYS_SEM_CHANNEL,
+        [BACKEND_FAIR] = KEYS_CHANNEL,
     };
-    return keys_companion(out, kinds[mode], key, klen);
+    size_t n = keys_companion(out, kinds[mode], key, klen);
+    if (mode == BACKEND_FAIR) {
+        out[n++] = ':';
+        n += keys_owner_field(out + n, nd->uuid, owner);
+    }
+    return n;
 }
 
 /* A release's subscriber count, less our own subscription (to the channel
  * of the op's kind of lock). */
 static int others_waiting(const node_t *nd, const backend_op_t *op, int receivers) {
-    char channel[KEYS_COMPANION_MAX];
-    size_t clen = channel_of(nd, channel, op->name, op->len, op->mode);
+    char channel[KEYS_CHANNEL_MAX];
+    /* A fair lock's release wakes one waiter, whoever's: never a reason
+     * to hold ours back (Redis keeps the order). */
+    if (op->mode == BACKEND_FAIR) return 0;
+    size_t clen = channel_of(nd, channel, op->name, op->len, op->mode, 0);
     const sub_t *s = sub_find(nd, channel, clen);
     int own = s != NULL && s->state == SUB_ACTIVE;
     return receivers > own;
@@ -604,10 +616,10 @@ static void on_push(void *data, redisReply *r) {
 }
 
 
-void node_watch(node_t *nd, const char *name, size_t len, backend_mode_t mode,
+void node_watch(node_t *nd, const char *name, size_t len, backend_mode_t mode, uint64_t owner,
                 backend_watch_cb cb, void *data) {
-    char channel[KEYS_COMPANION_MAX];
-    size_t clen = channel_of(nd, channel, name, len, mode);
+    char channel[KEYS_CHANNEL_MAX];
+    size_t clen = channel_of(nd, channel, name, len, mode, owner);
     sub_t *s = sub_find(nd, channel, clen);
     if (s == NULL) {
         s = calloc(1, sizeof(*s) + clen + 1);
@@ -632,9 +644,10 @@ void node_watch(node_t *nd, const char *name, size_t len, backend_mode_t mode,
      * again when the unsubscribe reply arrives. */
 }
 
-void node_unwatch(node_t *nd, const char *name, size_t len, backend_mode_t mode) {
-    char channel[KEYS_COMPANION_MAX];
-    size_t clen = channel_of(nd, channel, name, len, mode);
+void node_unwatch(node_t *nd, const char *name, size_t len, backend_mode_t mode,
+                  uint64_t owner) {
+    char channel[KEYS_CHANNEL_MAX];
+    size_t clen = channel_of(nd, channel, name, len, mode, owner);
     sub_t *s = sub_find(nd, channel, clen);
     if (s == NULL) return;
     s->want = 0;

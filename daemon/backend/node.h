@@ -105,9 +105,10 @@ void node_submit(node_t *nd, backend_op_t *op);
 int node_command(node_t *nd, int argc, const char **argv, const size_t *argvlen,
                  resp_reply_cb cb, void *data);
 /* Subscribes to the release channel of name's mode (keys.h). */
-void node_watch(node_t *nd, const char *name, size_t len, backend_mode_t mode,
+void node_watch(node_t *nd, const char *name, size_t len, backend_mode_t mode, uint64_t owner,
                 backend_watch_cb cb, void *data);
-void node_unwatch(node_t *nd, const char *name, size_t len, backend_mode_t mode);
+void node_unwatch(node_t *nd, const char *name, size_t len, backend_mode_t mode,
+                  uint64_t owner);
 /* 1 while the command connection is up (handshake done). */
 int node_up(const node_t *nd);
 /* What the metrics show of it; role as the topology names it. */

@@ -137,6 +137,7 @@ typedef struct qwatch_s {
     backend_watch_cb cb;
     void *data;
     backend_mode_t mode;      /* its channel */
+    uint64_t owner;           /* ... a fair lock waiter's own */
     unsigned in_force;        /* nodes that confirmed it */
     int announced;            /* told the lock manager it is in force */
     qsub_t sub[CONF_QUORUM_MAX];
@@ -865,7 +866,7 @@ static void on_sub_event(void *data, backend_event_t ev) {
 }
 
 static void q_watch(backend_t *b, const char *name, size_t len, backend_mode_t mode,
-                    backend_watch_cb cb, void *data) {
+                    uint64_t owner, backend_watch_cb cb, void *data) {
     quorum_t *q = QB(b);
     hmap_node_t *h = hmap_get(&q->watches, name, len);
     qwatch_t *w = h ? container_of(h, qwatch_t, node) : NULL;
@@ -878,11 +879,15 @@ static void q_watch(backend_t *b, const char *name, size_t len, backend_mode_t m
         w->node.len = len;
         for (unsigned i = 0; i < q->n; i++) w->sub[i].w = w;
         w->mode = mode;
+        w->owner = owner;
         hmap_put(&q->watches, &w->node);
     } else {
-        if (w->mode != mode) /* one watch per name: the new mode replaces it */
-            for (unsigned i = 0; i < q->n; i++) node_unwatch(q->nodes[i].nd, name, len, w->mode);
+        if (w->mode != mode || w->owner != owner) /* one watch per name: the new
+                                                     channel replaces it */
+            for (unsigned i = 0; i < q->n; i++)
+                node_unwatch(q->nodes[i].nd, name, len, w->mode, w->owner);
         w->mode = mode;
+        w->owner = owner;
         /* Asked again: confirm again once a majority confirms. */
         w->in_force = 0;
         w->announced = 0;
@@ -891,16 +896,19 @@ static void q_watch(backend_t *b, const char *name, size_t len, backend_mode_t m
     w->cb = cb;
     w->data = data;
     for (unsigned i = 0; i < q->n; i++)
-        node_watch(q->nodes[i].nd, name, len, mode, on_sub_event, &w->sub[i]);
+        node_watch(q->nodes[i].nd, name, len, mode, owner, on_sub_event, &w->sub[i]);
 }
 
-static void q_unwatch(backend_t *b, const char *name, size_t len, backend_mode_t mode) {
+static void q_unwatch(backend_t *b, const char *name, size_t len, backend_mode_t mode,
+                      uint64_t owner) {
     quorum_t *q = QB(b);
     hmap_node_t *h = hmap_get(&q->watches, name, len);
     if (h == NULL) return;
     (void)mode;
-    backend_mode_t was = container_of(h, qwatch_t, node)->mode;
-    for (unsigned i = 0; i < q->n; i++) node_unwatch(q->nodes[i].nd, name, len, was);
+    (void)owner;
+    const qwatch_t *was = container_of(h, qwatch_t, node);
+    for (unsigned i = 0; i < q->n; i++)
+        node_unwatch(q->nodes[i].nd, name, len, was->mode, was->owner);
     hmap_del(&q->watches, h);
     free(container_of(h, qwatch_t, node));
 }

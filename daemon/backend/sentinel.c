@@ -360,12 +360,13 @@ static void st_submit(backend_t *b, backend_op_t *op) {
 }
 
 static void st_watch(backend_t *b, const char *name, size_t len, backend_mode_t mode,
-                     backend_watch_cb cb, void *data) {
-    node_watch(ST(b)->node, name, len, mode, cb, data);
+                     uint64_t owner, backend_watch_cb cb, void *data) {
+    node_watch(ST(b)->node, name, len, mode, owner, cb, data);
 }
 
-static void st_unwatch(backend_t *b, const char *name, size_t len, backend_mode_t mode) {
-    node_unwatch(ST(b)->node, name, len, mode);
+static void st_unwatch(backend_t *b, const char *name, size_t len, backend_mode_t mode,
+                       uint64_t owner) {
+    node_unwatch(ST(b)->node, name, len, mode, owner);
 }
 
 static int st_available(const backend_t *b, const char *name, size_t len) {

@@ -21,12 +21,13 @@ static void sa_submit(backend_t *b, backend_op_t *op) {
 }
 
 static void sa_watch(backend_t *b, const char *name, size_t len, backend_mode_t mode,
-                     backend_watch_cb cb, void *data) {
-    node_watch(SA(b)->node, name, len, mode, cb, data);
+                     uint64_t owner, backend_watch_cb cb, void *data) {
+    node_watch(SA(b)->node, name, len, mode, owner, cb, data);
 }
 
-static void sa_unwatch(backend_t *b, const char *name, size_t len, backend_mode_t mode) {
-    node_unwatch(SA(b)->node, name, len, mode);
+static void sa_unwatch(backend_t *b, const char *name, size_t len, backend_mode_t mode,
+                       uint64_t owner) {
+    node_unwatch(SA(b)->node, name, len, mode, owner);
 }
 
 static int sa_available(const backend_t *b, const char *name, size_t len) {

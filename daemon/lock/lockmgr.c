@@ -297,7 +297,7 @@ static void queue_idle(lock_t *l) {
     if (q == NULL || !TAILQ_EMPTY(&q->waiters)) return;
     timers_stop(l->mgr->timers, &q->retry);
     if (q->subscribed)
-        backend_unwatch(l->mgr->backend, l->name, l->len, watch_mode(l));
+        backend_unwatch(l->mgr->backend, l->name, l->len, watch_mode(l), 0);
     l->q = NULL;
     free(q);
 }
@@ -520,7 +520,7 @@ static void on_attempt(backend_op_t *op) {
             /* Once the watch is in force, its confirmation triggers one
              * more try, so a release in between is not missed. */
             l->q->subscribed = 1;
-            backend_watch(m->backend, l->name, l->len, watch_mode(l), on_watch, l);
+            backend_watch(m->backend, l->name, l->len, watch_mode(l), 0, on_watch, l);
         }
         /* Expiry publishes nothing: try again when the holder's lease ends. */
         timers_start(m->timers, &l->q->retry,

@@ -344,13 +344,13 @@ static void on_watch(void *data, backend_event_t ev) {
 
 static void watch(const char *name, watcher_t *w) {
     in_call++;
-    node_watch(nd, name, strlen(name), BACKEND_MUTEX, on_watch, w);
+    node_watch(nd, name, strlen(name), BACKEND_MUTEX, 0, on_watch, w);
     in_call--;
 }
 
 static void unwatch(const char *name) {
     in_call++;
-    node_unwatch(nd, name, strlen(name), BACKEND_MUTEX);
+    node_unwatch(nd, name, strlen(name), BACKEND_MUTEX, 0);
     in_call--;
 }
 

@@ -667,8 +667,9 @@ static void fk_submit(backend_t *b, backend_op_t *op) {
 }
 
 static void fk_watch(backend_t *b, const char *name, size_t len, backend_mode_t mode,
-                     backend_watch_cb cb, void *data) {
+                     uint64_t owner, backend_watch_cb cb, void *data) {
     fake_t *fb = FB(b);
+    (void)owner;
     entry_t *e = entry_get(fb, name, len);
     fb->stats.watch_calls++;
     e->watch_mode = (int)mode;
@@ -681,9 +682,11 @@ static void fk_watch(backend_t *b, const char *name, size_t len, backend_mode_t 
     e->confirm_seq = ++fb->confirm_seq;
 }
 
-static void fk_unwatch(backend_t *b, const char *name, size_t len, backend_mode_t mode) {
+static void fk_unwatch(backend_t *b, const char *name, size_t len, backend_mode_t mode,
+                       uint64_t owner) {
     fake_t *fb = FB(b);
     (void)mode;
+    (void)owner;
     entry_t *e = entry_find(fb, name, len);
     fb->stats.unwatch_calls++;
     if (e == NULL) return;
