@@ -44,6 +44,7 @@ typedef enum {
                              while owner holds the lock: holds 1, else 0 */
     BACKEND_SEMINIT,      /* a semaphore's permits, unless set: holds 1, or 0
                              when they were set already */
+    BACKEND_LEAVE,        /* FAIR: the owner stops waiting: out of the queue */
     BACKEND_OP_COUNT
 } backend_op_kind_t;
 
@@ -137,6 +138,9 @@ struct backend_op_s {
     uint32_t permits;           /* SEM: ACQUIRE, RELEASE and RENEW's permits,
                                    SEMINIT's size */
     uint32_t permit_base;       /* SEM: the ids start after this one */
+    uint32_t queue_ms;          /* FAIR ACQUIRE: how long the owner's place in
+                                   the queue lasts unless it asks again */
+    int once;                   /* FAIR ACQUIRE: try, but take no place */
     /* out */
     backend_result_t res;
     /* the backend's while submitted */
@@ -178,6 +182,7 @@ typedef void (*backend_node_cb)(void *data, const backend_node_info_t *node);
                                               while the rest serves */
 #define BACKEND_CAP_RW               0x8u  /* READ and WRITE modes */
 #define BACKEND_CAP_SEM              0x10u /* SEM mode */
+#define BACKEND_CAP_FAIR             0x20u /* FAIR mode */
 
 /* One topology: a table of operations, chosen once at start. */
 typedef struct backend_type_s {

@@ -162,11 +162,12 @@ static const char script_status[] =
     "return {t, n, m == 'read' and 1 or 2, readers, w}\n";
 
 /* KEYS[1] lock hash, KEYS[2] channel, KEYS[3] forced marker, KEYS[4] and
- * KEYS[5] a semaphore's permit ids and channel; ARGV[1] how long the marker
- * outlives the lock, ARGV[2] the publish command. Removes the lock whoever
- * holds it, leaves a marker naming the owner so its daemon can say
- * 'forced'. A semaphore gets every permit back (its holders find theirs
- * gone). */
+ * KEYS[5] a semaphore's permit ids and channel, KEYS[6] a fair lock's
+ * queue; ARGV[1] how long the marker outlives the lock, ARGV[2] the
+ * publish command. Removes the lock whoever holds it, leaves a marker
+ * naming the owner so its daemon can say 'forced', and wakes a fair
+ * lock's first waiter on its own channel. A semaphore gets every permit
+ * back (its holders find theirs gone). */
 static const char script_force[] =
     "if redis.call('type', KEYS[1]).ok == 'string' then\n"
     "  local n = redis.call('zcard', KEYS[4])\n"
@@ -183,6 +184,8 @@ static const char script_force[] =
     "redis.call('set', KEYS[3], who or '', 'px', t + tonumber(ARGV[1]))\n"
     "redis.call('del', KEYS[1])\n"
     "redis.call(ARGV[2], KEYS[2], '0')\n"
+    "local nx = redis.call('lindex', KEYS[6], 0)\n"
+    "if nx then redis.call(ARGV[2], KEYS[2] .. ':' .. nx, '0') end\n"
     "return 1\n";
 
 /* Many operations in one call: the bodies above as functions (K1, K2, A1,
@@ -476,9 +479,104 @@ static const char script_sem[] =
     "if ttl > 0 then redis.call('pexpire', K2, ttl) end\n"
     "return {0, tonumber(redis.call('get', K1))}\n";
 
+/* Fair locks in Redisson's RFairLock layout: an RLock hash (K1) whose
+ * waiters queue in K2 (redisson_lock_queue:{K1}, a list of owner fields)
+ * with K3 (redisson_lock_timeout:{K1}, a sorted set) saying when each
+ * place ends (ms since the epoch); the lock goes to the queue's head
+ * only, and a release wakes just it, on K4 .. ':' .. <its field> (K4
+ * redisson_lock__channel:{K1}). K5 the fence counter. A1 the op: 'a'
+ * acquire or queue (keeping the owner's place A4 ms more), 'o' acquire
+ * without queueing, 'r' release all holds, 'd' one hold less (never the
+ * last), 'l' leave the queue; A2 lease, A3 owner, P the publish command.
+ *
+ * Every op first drops the places at the head that have ended, as
+ * Redisson's scripts do: a waiter that died (its dlockd or its Java
+ * client) holds the queue up only until its place ends. dlockd keeps its
+ * waiters' places alive by asking again while they wait, and takes them
+ * out at once when they stop ('l', which also wakes the new head if the
+ * lock is free). A grant is as LUA_ACQUIRE's; unlike Redisson's, it does
+ * not shorten the other places (Redisson chains them, each waiter's its
+ * predecessor's plus its wait; dlockd's are their own). Replies as the
+ * read/write script's; a waiter's {2, ttl} is the holder's lease, or when
+ * the head's place ends if the lock is free, -1 unknown. */
+static const char script_fair[] =
+    "local K1, K2, K3, K4, K5 = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]\n"
+    "local op, A2, A3, A4, P = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]\n"
+    "local t = redis.call('time')\n"
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "while true do\n"
+    "  local h = redis.call('lindex', K2, 0)\n"
+    "  if not h then break end\n"
+    "  local s = redis.call('zscore', K3, h)\n"
+    "  if not s or tonumber(s) > now then break end\n"
+    "  redis.call('zrem', K3, h)\n"
+    "  redis.call('lpop', K2)\n"
+    "end\n"
+    "local wake = function()\n"
+    "  local h = redis.call('lindex', K2, 0)\n"
+    "  if h then return redis.call(P, K4 .. ':' .. h, '0') end\n"
+    "  return 0\n"
+    "end\n"
+    "if op == 'l' then\n"
+    "  redis.call('zrem', K3, A3)\n"
+    "  redis.call('lrem', K2, 0, A3)\n"
+    "  if redis.call('exists', K1) == 0 then wake() end\n"
+    "  return 0\n"
+    "end\n"
+    "local m = redis.pcall('hget', K1, 'mode')\n"
+    "if type(m) == 'table' then\n"
+    "  if redis.call('type', K1).ok ~= 'string' then error(m) end\n"
+    "  m = 'sem'\n"
+    "end\n"
+    "if m then\n"
+    "  if op == 'a' or op == 'o' then\n"
+    "    return {3, m == 'read' and 1 or m == 'write' and 2 or 3}\n"
+    "  end\n"
+    "  return -1\n"
+    "end\n"
+    "if op == 'r' or op == 'd' then\n"
+    "  local n = tonumber(redis.call('hget', K1, A3))\n"
+    "  if not n then return -1 end\n"
+    "  if op == 'd' then\n"
+    "    if n > 1 then return redis.call('hincrby', K1, A3, -1) end\n"
+    "    return n\n"
+    "  end\n"
+    "  redis.call('del', K1)\n"
+    "  return {0, wake()}\n"
+    "end\n"
+    "if redis.call('exists', K1) == 0 then\n"
+    "  local h = redis.call('lindex', K2, 0)\n"
+    "  if not h or h == A3 then\n"
+    "    if h then redis.call('lpop', K2) end\n"
+    "    redis.call('zrem', K3, A3)\n"
+    "    redis.call('hset', K1, A3, 1)\n"
+    "    redis.call('pexpire', K1, A2)\n"
+    "    local f = tonumber(redis.call('get', K5) or '0') + 1\n"
+    "    local us = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
+    "    if us > f then f = us end\n"
+    "    redis.call('set', K5, string.format('%d', f))\n"
+    "    return {0, f}\n"
+    "  end\n"
+    "elseif redis.call('hexists', K1, A3) == 1 then\n"
+    "  local n = redis.call('hincrby', K1, A3, 1)\n"
+    "  redis.call('pexpire', K1, A2)\n"
+    "  return {1, n}\n"
+    "end\n"
+    "local ttl = redis.call('pttl', K1)\n"
+    "if ttl < 0 then\n"
+    "  local h = redis.call('lindex', K2, 0)\n"
+    "  local s = h and redis.call('zscore', K3, h)\n"
+    "  ttl = s and math.max(0, tonumber(s) - now) or -1\n"
+    "end\n"
+    "if op == 'a' and redis.call('zadd', K3, now + tonumber(A4), A3) == 1 then\n"
+    "  redis.call('rpush', K2, A3)\n"
+    "end\n"
+    "return {2, ttl}\n";
+
 const char *const scripts_text[SCRIPT_COUNT] = {
     script_acquire, script_release, script_status, script_force, script_ops, script_renew,
     script_who, script_register, script_ops_any, script_renew_any, script_rw, script_sem,
+    script_fair,
 };
 
 /* ---- calls ---------------------------------------------------------------- */
@@ -500,6 +598,10 @@ script_id_t scripts_choose(backend_op_t *const *ops, size_t n, unsigned flags) {
         (ops[0]->kind == BACKEND_ACQUIRE || ops[0]->kind == BACKEND_RELEASE ||
          ops[0]->kind == BACKEND_SEMINIT))
         return SCRIPT_SEM;
+    if (n == 1 && ops[0]->mode == BACKEND_FAIR &&
+        (ops[0]->kind == BACKEND_ACQUIRE || ops[0]->kind == BACKEND_RELEASE ||
+         ops[0]->kind == BACKEND_DROP || ops[0]->kind == BACKEND_LEAVE))
+        return SCRIPT_FAIR;
     if (n == 1 && ops[0]->mode != BACKEND_MUTEX &&
         (ops[0]->kind == BACKEND_ACQUIRE || ops[0]->kind == BACKEND_RELEASE ||
          ops[0]->kind == BACKEND_DROP))
@@ -638,7 +740,14 @@ static size_t put_keys(char *p, const backend_op_t *op, script_id_t id, const ch
         k += put_companion(p + k, KIND(KEYS_CHANNEL), key, klen, braces);
         k += put_companion(p + k, KIND(KEYS_FORCED), key, klen, braces);
         k += put_suffix(p + k, KIND(KEYS_SEM_TIMEOUT), key, klen, braces);
-        return k + put_companion(p + k, KIND(KEYS_SEM_CHANNEL), key, klen, braces);
+        k += put_companion(p + k, KIND(KEYS_SEM_CHANNEL), key, klen, braces);
+        return k + put_companion(p + k, KIND(KEYS_QUEUE), key, klen, braces);
+    }
+    if (id == SCRIPT_FAIR) {
+        k += put_companion(p + k, KIND(KEYS_QUEUE), key, klen, braces);
+        k += put_companion(p + k, KIND(KEYS_QUEUE_TIMEOUT), key, klen, braces);
+        k += put_companion(p + k, KIND(KEYS_CHANNEL), key, klen, braces);
+        return k + put_companion(p + k, KIND(KEYS_TOKEN), key, klen, braces);
     }
     if (op->mode == BACKEND_SEM) /* a renewal */
         return k + put_suffix(p + k, KIND(KEYS_SEM_TIMEOUT), key, klen, braces);
@@ -711,6 +820,16 @@ static size_t put_args(char *p, const backend_op_t *op, script_id_t id, const ch
         k += put_bulk(p + k, num, keys_u64(num, op->lease_ms));
         return k + put_bulk(p + k, field, flen);
     }
+    case SCRIPT_FAIR: {
+        char letter = op->kind == BACKEND_ACQUIRE ? (op->once ? 'o' : 'a')
+                      : op->kind == BACKEND_RELEASE ? 'r'
+                      : op->kind == BACKEND_DROP    ? 'd'
+                                                    : 'l';
+        k += put_bulk(p, &letter, 1);
+        k += put_bulk(p + k, num, keys_u64(num, op->lease_ms));
+        k += put_bulk(p + k, field, flen);
+        return k + put_bulk(p + k, num, keys_u64(num, op->queue_ms));
+    }
     case SCRIPT_WHO:
         return 0;
     case SCRIPT_STATUS:
@@ -739,7 +858,8 @@ int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *co
         numkeys = flags & SCRIPTS_F_NO_REGISTRY ? 1 : 2;
         argc = 3 + numkeys;
         break;
-    case SCRIPT_FORCE: numkeys = 5; argc = 10; break;
+    case SCRIPT_FORCE: numkeys = 6; argc = 11; break;
+    case SCRIPT_FAIR: numkeys = 5; argc = 3 + 5 + 5; break;
     case SCRIPT_RW: numkeys = 4; argc = 3 + 4 + 4; break;
     case SCRIPT_SEM: numkeys = 3; argc = 3 + 3 + 6; break;
     default: numkeys = 2; argc = 8; break; /* acquire 7: no publish command */
@@ -771,7 +891,7 @@ int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *co
         buf_commit(out, put_args(p, ops[i], id, uuid, flags));
     }
     if (id == SCRIPT_OPS || id == SCRIPT_OPS_ANY || id == SCRIPT_RELEASE ||
-        id == SCRIPT_FORCE || id == SCRIPT_RW || id == SCRIPT_SEM) {
+        id == SCRIPT_FORCE || id == SCRIPT_RW || id == SCRIPT_SEM || id == SCRIPT_FAIR) {
         if ((p = buf_reserve(out, ARG_ROOM(8))) == NULL) goto nomem;
         const char *pub = PUB_CMD(flags);
         buf_commit(out, put_bulk(p, pub, strlen(pub)));
@@ -970,6 +1090,7 @@ int scripts_decode(script_id_t id, backend_op_t *const *ops, size_t n, redisRepl
         }
         break;
     case SCRIPT_SEM:
+    case SCRIPT_FAIR:
     case SCRIPT_RW:
         /* an acquire's (or SEMINIT's refusal) pair; a release's pair, or
          * holds left (SEMINIT: 1 or 0) */

@@ -38,6 +38,7 @@ typedef enum {
     SCRIPT_RENEW_ANY,     /* SCRIPT_RENEW likewise */
     SCRIPT_RW,            /* one op on a read/write lock */
     SCRIPT_SEM,           /* one op on a semaphore (its renewals batch) */
+    SCRIPT_FAIR,          /* one op on a fair lock (its renewals batch) */
     SCRIPT_COUNT
 } script_id_t;
 
