@@ -329,7 +329,9 @@ static lock_req_kind_t request_kind(proto_cmd_t cmd) {
     case PROTO_CMD_UNLOCK:
     case PROTO_CMD_RUNLOCK:
     case PROTO_CMD_WUNLOCK: return LOCK_REQ_UNLOCK;
-    case PROTO_CMD_ACQUIRE: return LOCK_REQ_LOCK;
+    case PROTO_CMD_ACQUIRE:
+    case PROTO_CMD_FAIRLOCK: return LOCK_REQ_LOCK;
+    case PROTO_CMD_TRYFAIRLOCK: return LOCK_REQ_TRYLOCK;
     case PROTO_CMD_TRYACQUIRE: return LOCK_REQ_TRYLOCK;
     case PROTO_CMD_RELEASE: return LOCK_REQ_UNLOCK;
     case PROTO_CMD_SEMINIT: return LOCK_REQ_SEMINIT;
@@ -352,6 +354,8 @@ static lock_mode_t request_mode(proto_cmd_t cmd) {
     case PROTO_CMD_ACQUIRE:
     case PROTO_CMD_TRYACQUIRE:
     case PROTO_CMD_RELEASE: return LOCK_MODE_SEM;
+    case PROTO_CMD_FAIRLOCK:
+    case PROTO_CMD_TRYFAIRLOCK: return LOCK_MODE_FAIR;
     default: return LOCK_MODE_MUTEX;
     }
 }
@@ -399,7 +403,9 @@ static void dispatch(session_t *s, const proto_request_t *req) {
     case PROTO_CMD_SEMINIT:
     case PROTO_CMD_ACQUIRE:
     case PROTO_CMD_TRYACQUIRE:
-    case PROTO_CMD_RELEASE: {
+    case PROTO_CMD_RELEASE:
+    case PROTO_CMD_FAIRLOCK:
+    case PROTO_CMD_TRYFAIRLOCK: {
         lock_request_t lr = {
             .kind = request_kind(req->cmd),
             .mode = request_mode(req->cmd),

@@ -149,7 +149,8 @@ proto_status_t proto_parse_line(const char *line, size_t len,
         req->cmd == PROTO_CMD_TRYACQUIRE || req->cmd == PROTO_CMD_RELEASE)
         req->permits = num[k++];
     if (req->cmd == PROTO_CMD_TRYLOCK || req->cmd == PROTO_CMD_TRYRLOCK ||
-        req->cmd == PROTO_CMD_TRYWLOCK || req->cmd == PROTO_CMD_TRYACQUIRE)
+        req->cmd == PROTO_CMD_TRYWLOCK || req->cmd == PROTO_CMD_TRYACQUIRE ||
+        req->cmd == PROTO_CMD_TRYFAIRLOCK)
         req->wait_ms = num[k++];
     req->lease_ms = num[k];
     return PROTO_REQUEST;

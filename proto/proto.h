@@ -39,6 +39,9 @@
     XX(TRYACQUIRE, "TRYACQUIRE", 2, 4,                                       \
        "TRYACQUIRE <name> <permits> [<wait_ms> [<lease_ms>]]")               \
     XX(RELEASE, "RELEASE", 2, 2, "RELEASE <name> <permits>")                 \
+    XX(FAIRLOCK, "FAIRLOCK", 1, 2, "FAIRLOCK <name> [<lease_ms>]")           \
+    XX(TRYFAIRLOCK, "TRYFAIRLOCK", 1, 3,                                     \
+       "TRYFAIRLOCK <name> [<wait_ms> [<lease_ms>]]")                        \
     XX(INFO, "INFO", 0, 0, "INFO")                                           \
     XX(CLIENTS, "CLIENTS", 0, 0, "CLIENTS")                                  \
     XX(QUIT, "QUIT", 0, 0, "QUIT")
@@ -77,7 +80,7 @@ typedef struct proto_request_s {
     proto_err_t err;                  /* PROTO_ERR_NONE unless proto_feed said error */
     char name[PROTO_NAME_MAX + 1];    /* NUL-terminated lock name */
     size_t name_len;
-    uint32_t wait_ms;                 /* TRYLOCK, TRYRLOCK, TRYWLOCK, TRYACQUIRE; 0 when absent */
+    uint32_t wait_ms;                 /* the TRY commands; 0 when absent */
     uint32_t lease_ms;                /* the locking commands, RENEW; 0 when absent */
     uint32_t permits;                 /* SEMINIT, ACQUIRE, TRYACQUIRE, RELEASE */
     const char *detail;               /* static text explaining err, or NULL */

@@ -4,7 +4,8 @@
  *   lockmgr.c   requests, owners, the lock table, waiting and granting
  *   watchdog.c  renewals of watchdog-kept holds, loss deadlines
  *   release.c   releases that must reach Redis even while it is away
- *   semaphore.c a semaphore's own requests: permits in, permits out
+ *   semaphore.c a semaphore's own steps: permits in, permits out
+ *   fair.c      a fair lock's own steps: places in Redis's queue
  *
  * A lock_t is one name this daemon cares about: its local holds (hold_t,
  * one per holder; a mutex has at most one), its FIFO of waiters, and the
@@ -28,7 +29,8 @@ typedef struct hold_s hold_t;
 typedef enum {
     LOCK_KIND_MUTEX = 0,       /* LOCK, UNLOCK */
     LOCK_KIND_RW,              /* RLOCK, WLOCK: holds of modes READ and WRITE */
-    LOCK_KIND_SEM              /* ACQUIRE, RELEASE: holds of permits */
+    LOCK_KIND_SEM,             /* ACQUIRE, RELEASE: holds of permits */
+    LOCK_KIND_FAIR             /* FAIRLOCK, UNLOCK: waiters queue in Redis */
 } lock_kind_t;
 typedef struct wait_s wait_t;
 
@@ -101,6 +103,7 @@ typedef struct queue_s {
     int wake;                  /* a wake-up came during an attempt */
     int subscribed;            /* watching the name for releases */
     int yielding;              /* local hand-off held back for other daemons */
+    uint64_t watch_owner;      /* a fair lock's: whose channel is watched */
 } queue_t;
 
 struct lock_s {
@@ -136,6 +139,9 @@ struct wait_s {
     int parked;                /* a reader Redis refused: it tries again on a
                                   wake-up, a retry turn or Redis coming back,
                                   not whenever the queue moves */
+    int granted;               /* answered with a grant: it leaves no place */
+    timers_entry_t keep;       /* a fair lock's waiter asks again, keeping its
+                                  place in Redis's queue */
     LIST_ENTRY(wait_s) flight;
     lock_mode_t mode;
     uint32_t permits;          /* SEM: asked for */
@@ -219,6 +225,8 @@ void answer_notheld(lockmgr_t *m, lock_owner_t *o, const lock_t *l, lock_mode_t 
 const char *kind_text(lock_t *l, backend_mode_t held);
 /* Sends w's acquire. */
 void attempt(lock_t *l, wait_t *w);
+/* A watch's wake-up (backend_watch_cb), data the lock_t. */
+void lock_on_watch(void *data, backend_event_t ev);
 /* Takes w out of its queue; frees it unless its acquire is in flight. */
 void wait_end(wait_t *w);
 /* Undoes what w's acquire may have granted. */
@@ -275,6 +283,20 @@ void sem_hold_gone(lock_t *l, wait_t *w);
 void sem_kick(lock_t *l);
 /* RELEASE <name> <permits>. */
 void sem_release(lockmgr_t *m, lock_owner_t *o, lock_t *l, uint32_t permits);
+
+/* fair.c */
+/* Every waiter that is not waiting for a wake-up asks Redis, which keeps
+ * the order: each takes its place in Redis's queue. */
+void fair_kick(lock_t *l);
+/* w's attempt: its place's length, and whether it takes one. */
+void fair_prepare(lock_t *l, wait_t *w, backend_op_t *op);
+/* Redis put w in its queue (TAKEN): keep the place, watch the head's channel. */
+void fair_queued(lock_t *l, wait_t *w);
+/* w stops waiting: its place goes (unless it was granted), and a new
+ * head's channel is watched. Call before w leaves the queue. */
+void fair_leave(lock_t *l, wait_t *w, int was_head);
+/* The channel a fair lock's waiters are woken on: its local head's. */
+void fair_watch(lock_t *l);
 /* A new grant to owner makes older queued releases of it (of that mode) stale. */
 void release_forget(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
                     lock_mode_t mode);

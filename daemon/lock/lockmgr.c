@@ -152,6 +152,7 @@ static hold_t *hold_mine(const lock_t *l, const lock_owner_t *o) {
     hold_t *h = hold_of(l, o, LOCK_MODE_WRITE);
     if (h == NULL) h = hold_of(l, o, LOCK_MODE_READ);
     if (h == NULL) h = hold_of(l, o, LOCK_MODE_SEM);
+    if (h == NULL) h = hold_of(l, o, LOCK_MODE_FAIR);
     return h ? h : hold_of(l, o, LOCK_MODE_MUTEX);
 }
 
@@ -161,16 +162,18 @@ int lock_in_use(const lock_t *l) {
 }
 
 lock_kind_t lock_kind_of(lock_mode_t mode) {
-    return mode == LOCK_MODE_MUTEX ? LOCK_KIND_MUTEX
-           : mode == LOCK_MODE_SEM ? LOCK_KIND_SEM
-                                   : LOCK_KIND_RW;
+    return mode == LOCK_MODE_MUTEX  ? LOCK_KIND_MUTEX
+           : mode == LOCK_MODE_SEM  ? LOCK_KIND_SEM
+           : mode == LOCK_MODE_FAIR ? LOCK_KIND_FAIR
+                                    : LOCK_KIND_RW;
 }
 
 /* The channel a lock's releases come on. */
 static backend_mode_t watch_mode(const lock_t *l) {
-    return l->kind == LOCK_KIND_MUTEX ? BACKEND_MUTEX
-           : l->kind == LOCK_KIND_SEM ? BACKEND_SEM
-                                      : BACKEND_READ;
+    return l->kind == LOCK_KIND_MUTEX  ? BACKEND_MUTEX
+           : l->kind == LOCK_KIND_SEM  ? BACKEND_SEM
+           : l->kind == LOCK_KIND_FAIR ? BACKEND_FAIR
+                                       : BACKEND_READ;
 }
 
 /* 1 if a local hold keeps a waiter of mode for o from trying: a read waits
@@ -297,7 +300,7 @@ static void queue_idle(lock_t *l) {
     if (q == NULL || !TAILQ_EMPTY(&q->waiters)) return;
     timers_stop(l->mgr->timers, &q->retry);
     if (q->subscribed)
-        backend_unwatch(l->mgr->backend, l->name, l->len, watch_mode(l), 0);
+        backend_unwatch(l->mgr->backend, l->name, l->len, watch_mode(l), q->watch_owner);
     l->q = NULL;
     free(q);
 }
@@ -322,6 +325,7 @@ void wait_end(wait_t *w) {
     int was_head = queue_head(l) == w;
     wait_unlink(w);
     timers_stop(l->mgr->timers, &w->deadline);
+    if (w->mode == LOCK_MODE_FAIR) fair_leave(l, w, was_head);
     if (w->owner && w->owner->pending == &w->hdr) w->owner->pending = NULL;
     w->owner = NULL;
     /* The head left, or a reader that may have been holding back others */
@@ -346,6 +350,7 @@ static void grant(lock_t *l, wait_t *w, uint64_t fence) {
     release_forget(m, l->name, l->len, o->id, w->mode);
     watchdog_set_confirmed(h, w->sent_at, w->acquire.lease_ms);
     answer_grant(o, fence, 1);
+    w->granted = 1;
     wait_end(w);
 }
 
@@ -375,6 +380,7 @@ void attempt(lock_t *l, wait_t *w) {
     op->owner = w->owner->id;
     op->lease_ms = w->lease_ms ? w->lease_ms : m->conf->lease_ms;
     if (w->mode == LOCK_MODE_SEM) sem_prepare(l, w, op);
+    if (w->mode == LOCK_MODE_FAIR) fair_prepare(l, w, op);
     op->cb = on_attempt;
     backend_submit(m->backend, op);
 }
@@ -392,6 +398,10 @@ void lock_kick(lock_t *l) {
         sem_kick(l);
         return;
     }
+    if (w->mode == LOCK_MODE_FAIR) {
+        fair_kick(l);
+        return;
+    }
     if (w->mode != LOCK_MODE_READ) {
         if (l->attempts == 0 && !blocked(l, w->owner, w->mode)) attempt(l, w);
         return;
@@ -404,10 +414,16 @@ void lock_kick(lock_t *l) {
     }
 }
 
-/* A wake-up or a retry turn: readers Redis refused may try again. */
+/* A wake-up or a retry turn: readers Redis refused may try again; of a
+ * fair lock's waiters, the head (the others wait for their turn in Redis,
+ * keeping their places). */
 static void unpark(lock_t *l) {
     wait_t *w;
     if (l->q == NULL) return;
+    if (l->kind == LOCK_KIND_FAIR) {
+        if ((w = queue_head(l)) != NULL) w->parked = 0;
+        return;
+    }
     TAILQ_FOREACH(w, &l->q->waiters, link) w->parked = 0;
 }
 
@@ -418,7 +434,7 @@ static void on_retry(timers_entry_t *t) {
     lock_kick(q->lock);
 }
 
-static void on_watch(void *data, backend_event_t ev) {
+void lock_on_watch(void *data, backend_event_t ev) {
     lock_t *l = data;
     (void)ev;
     if (l->q == NULL) return; /* cannot happen: unwatched with the queue */
@@ -431,6 +447,7 @@ const char *kind_text(lock_t *l, backend_mode_t held) {
     snprintf(l->mgr->why, sizeof(l->mgr->why), "%.*s is %s", (int)l->len, l->name,
              held == BACKEND_MUTEX ? "held as a plain lock (LOCK, UNLOCK)"
              : held == BACKEND_SEM ? "a semaphore (SEMINIT, ACQUIRE, RELEASE)"
+             : held == BACKEND_FAIR ? "held as a fair lock (FAIRLOCK, UNLOCK)"
                                    : "held as a read/write lock (RLOCK, WLOCK, RUNLOCK, WUNLOCK)");
     return l->mgr->why;
 }
@@ -511,6 +528,23 @@ static void on_attempt(backend_op_t *op) {
             break;
         }
         w->tried = 1;
+        if (w->mode == LOCK_MODE_FAIR) {
+            /* In Redis's queue now: the head waits for its wake-up or its
+             * holder's lease, the others for their turn. */
+            int head = queue_head(l) == w;
+            if (head && l->q->wake) {
+                attempt(l, w);
+                break;
+            }
+            w->parked = 1;
+            fair_queued(l, w);
+            if (head)
+                timers_start(m->timers, &l->q->retry,
+                             res->ttl_ms >= 0 ? (uint64_t)res->ttl_ms + 1
+                                              : LOCKMGR_NO_TTL_RETRY_MS,
+                             on_retry);
+            break;
+        }
         if (l->q->wake) {
             attempt(l, w);
             break;
@@ -520,7 +554,7 @@ static void on_attempt(backend_op_t *op) {
             /* Once the watch is in force, its confirmation triggers one
              * more try, so a release in between is not missed. */
             l->q->subscribed = 1;
-            backend_watch(m->backend, l->name, l->len, watch_mode(l), 0, on_watch, l);
+            backend_watch(m->backend, l->name, l->len, watch_mode(l), 0, lock_on_watch, l);
         }
         /* Expiry publishes nothing: try again when the holder's lease ends. */
         timers_start(m->timers, &l->q->retry,
@@ -644,6 +678,8 @@ static op_t *op_new(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request
     op->bop.len = op->len;
     op->bop.owner = o->id;
     op->bop.cb = on_op;
+    op->bop.queue_ms = m->conf->lease_ms; /* a fair lock's reentry that finds
+                                             it gone takes a place */
     op->done = done;
     return op;
 }
@@ -861,7 +897,8 @@ static void status_done(op_t *op, lock_owner_t *o, hold_t *h) {
         return;
     }
     /* Our hold (op->mode's) is alive if Redis has it, as that kind. */
-    if (h != NULL && (!held || res->holds <= 0 || (h->mode != LOCK_MODE_MUTEX) != rw)) {
+    if (h != NULL && (!held || res->holds <= 0 ||
+                      (h->mode == LOCK_MODE_READ || h->mode == LOCK_MODE_WRITE) != rw)) {
         hold_lost(h, LOCK_LOST_EXPIRED);
         lock_kick(op->lock);
         h = NULL;
@@ -1036,10 +1073,14 @@ static void dispatch(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
     if (req->kind == LOCK_REQ_LOCK || req->kind == LOCK_REQ_TRYLOCK ||
         req->kind == LOCK_REQ_SEMINIT) {
         lock_kind_t kind = req->kind == LOCK_REQ_SEMINIT ? LOCK_KIND_SEM : lock_kind_of(req->mode);
-        unsigned cap = kind == LOCK_KIND_RW ? BACKEND_CAP_RW : BACKEND_CAP_SEM;
+        unsigned cap = kind == LOCK_KIND_RW    ? BACKEND_CAP_RW
+                       : kind == LOCK_KIND_SEM ? BACKEND_CAP_SEM
+                                               : BACKEND_CAP_FAIR;
         if (kind != LOCK_KIND_MUTEX && !(m->backend->caps & cap)) {
             snprintf(m->why, sizeof(m->why), "%s are not available with %s",
-                     kind == LOCK_KIND_RW ? "read/write locks" : "semaphores",
+                     kind == LOCK_KIND_RW    ? "read/write locks"
+                     : kind == LOCK_KIND_SEM ? "semaphores"
+                                             : "fair locks",
                      m->backend->type->name);
             answer_error(m, o, LOCK_ERR_KIND, m->why);
             return;
@@ -1121,6 +1162,8 @@ static void dispatch(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
     }
     case LOCK_REQ_UNLOCK:
         if (req->mode == LOCK_MODE_SEM) sem_release(m, o, l, req->permits);
+        else if (req->mode == LOCK_MODE_MUTEX && hold_of(l, o, LOCK_MODE_FAIR) != NULL)
+            do_unlock(m, o, l, LOCK_MODE_FAIR); /* UNLOCK releases a fair lock too */
         else do_unlock(m, o, l, req->mode);
         return;
     case LOCK_REQ_SEMINIT:

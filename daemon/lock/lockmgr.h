@@ -39,8 +39,10 @@ typedef enum {
     LOCK_MODE_MUTEX = BACKEND_MUTEX,   /* LOCK, TRYLOCK, UNLOCK */
     LOCK_MODE_READ = BACKEND_READ,     /* RLOCK, TRYRLOCK, RUNLOCK: shared */
     LOCK_MODE_WRITE = BACKEND_WRITE,   /* WLOCK, TRYWLOCK, WUNLOCK: exclusive */
-    LOCK_MODE_SEM = BACKEND_SEM        /* ACQUIRE, TRYACQUIRE, RELEASE: a
+    LOCK_MODE_SEM = BACKEND_SEM,       /* ACQUIRE, TRYACQUIRE, RELEASE: a
                                           semaphore's permits */
+    LOCK_MODE_FAIR = BACKEND_FAIR      /* FAIRLOCK, TRYFAIRLOCK (UNLOCK): a lock
+                                          whose waiters queue in Redis */
 } lock_mode_t;
 
 typedef struct lock_request_s {

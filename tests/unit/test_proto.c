@@ -165,6 +165,10 @@ static const struct {
     {"TRYACQUIRE s 2 50", PROTO_CMD_TRYACQUIRE, "s", 50, 0, 2},
     {"TRYACQUIRE s 2 50 700", PROTO_CMD_TRYACQUIRE, "s", 50, 700, 2},
     {"RELEASE s 1", PROTO_CMD_RELEASE, "s", 0, 0, 1},
+    {"FAIRLOCK f", PROTO_CMD_FAIRLOCK, "f", 0, 0, 0},
+    {"FAIRLOCK f 900", PROTO_CMD_FAIRLOCK, "f", 0, 900, 0},
+    {"TRYFAIRLOCK f", PROTO_CMD_TRYFAIRLOCK, "f", 0, 0, 0},
+    {"TRYFAIRLOCK f 30 900", PROTO_CMD_TRYFAIRLOCK, "f", 30, 900, 0},
 };
 
 START_TEST(test_parse_each_command) {
@@ -415,6 +419,8 @@ START_TEST(test_too_many_args) {
         {"TRYACQUIRE s 1 2 3 4", PROTO_CMD_TRYACQUIRE},
         {"TRYACQUIRE s 1 2 3 4 5 6", PROTO_CMD_TRYACQUIRE},
         {"RELEASE s 1 2", PROTO_CMD_RELEASE},
+        {"FAIRLOCK f 1 2", PROTO_CMD_FAIRLOCK},
+        {"TRYFAIRLOCK f 1 2 3", PROTO_CMD_TRYFAIRLOCK},
     };
     for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
         proto_request_t req;
@@ -1545,6 +1551,8 @@ START_TEST(test_cmd_names_and_usages) {
         {PROTO_CMD_TRYACQUIRE, "TRYACQUIRE",
          "TRYACQUIRE <name> <permits> [<wait_ms> [<lease_ms>]]"},
         {PROTO_CMD_RELEASE, "RELEASE", "RELEASE <name> <permits>"},
+        {PROTO_CMD_FAIRLOCK, "FAIRLOCK", "FAIRLOCK <name> [<lease_ms>]"},
+        {PROTO_CMD_TRYFAIRLOCK, "TRYFAIRLOCK", "TRYFAIRLOCK <name> [<wait_ms> [<lease_ms>]]"},
     };
     ck_assert_int_eq(ARRAY_LEN(want), PROTO_CMD_COUNT - 1);
     for (size_t i = 0; i < ARRAY_LEN(want); i++) {

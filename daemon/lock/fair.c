@@ -1,0 +1,92 @@
+/* Fair locks: waiters queue in Redis, across every daemon and Redisson client of the name.
+ * SPDX-License-Identifier: MIT
+ *
+ * A fair lock is an RLock whose waiters take places in Redis's queue
+ * (scripts.c, Redisson's RFairLock layout): the lock goes only to the
+ * queue's head, and a release wakes only it, on a channel of its own. So
+ * every local waiter asks Redis as soon as it comes, taking its place,
+ * and then waits: the local head for the wake-up of its own channel (the
+ * one watch of the name follows the head) or its retry turn, every waiter
+ * for its keep-alive turn, which asks again and so keeps its place from
+ * ending (renew_every_ms, the place lasting lease_ms). A waiter that stops
+ * waiting (its client left, its TRYFAIRLOCK timed out) leaves its place at
+ * once, so no dead waiter of ours holds the queue up; a dlockd that died
+ * leaves places that end within lease_ms. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/lock/internal.h"
+#include "daemon/log.h"
+#include "daemon/util/util.h"
+
+/* A place left, sent and forgotten: if it does not get through, it ends
+ * on its own within lease_ms. */
+typedef struct leave_s {
+    backend_op_t bop;
+    size_t len;
+    char name[];
+} leave_t;
+
+static void on_leave(backend_op_t *bop) {
+    if (bop->res.status != BACKEND_OK) log_debug("leaving a fair queue: %s", bop->res.error);
+    free(container_of(bop, leave_t, bop));
+}
+
+void fair_kick(lock_t *l) {
+    wait_t *w;
+    TAILQ_FOREACH(w, &l->q->waiters, link) {
+        if (l->attempts >= LOCKMGR_READS_INFLIGHT) return;
+        if (!w->in_flight && !w->parked) attempt(l, w);
+    }
+}
+
+void fair_prepare(lock_t *l, wait_t *w, backend_op_t *op) {
+    op->once = w->once;
+    op->queue_ms = l->mgr->conf->lease_ms;
+    timers_stop(l->mgr->timers, &w->keep);
+}
+
+static void on_keep(timers_entry_t *t) {
+    wait_t *w = container_of(t, wait_t, keep);
+    w->parked = 0;
+    lock_kick(w->lock);
+}
+
+void fair_watch(lock_t *l) {
+    lockmgr_t *m = l->mgr;
+    queue_t *q = l->q;
+    wait_t *head = q ? TAILQ_FIRST(&q->waiters) : NULL;
+    if (head == NULL || (q->subscribed && q->watch_owner == head->owner_id)) return;
+    if (q->subscribed) backend_unwatch(m->backend, l->name, l->len, BACKEND_FAIR, q->watch_owner);
+    /* Once the watch is in force its confirmation lets the head try once
+     * more: a release in between is not missed. */
+    q->subscribed = 1;
+    q->watch_owner = head->owner_id;
+    backend_watch(m->backend, l->name, l->len, BACKEND_FAIR, head->owner_id, lock_on_watch, l);
+}
+
+void fair_queued(lock_t *l, wait_t *w) {
+    lockmgr_t *m = l->mgr;
+    timers_start(m->timers, &w->keep, m->conf->renew_every_ms, on_keep);
+    if (TAILQ_FIRST(&l->q->waiters) == w) fair_watch(l);
+}
+
+void fair_leave(lock_t *l, wait_t *w, int was_head) {
+    lockmgr_t *m = l->mgr;
+    timers_stop(m->timers, &w->keep);
+    if (!w->granted && !w->once && (w->tried || w->in_flight)) {
+        leave_t *lv = calloc(1, sizeof(*lv) + l->len + 1);
+        if (lv != NULL) {
+            memcpy(lv->name, l->name, l->len);
+            lv->len = l->len;
+            lv->bop.kind = BACKEND_LEAVE;
+            lv->bop.mode = BACKEND_FAIR;
+            lv->bop.name = lv->name;
+            lv->bop.len = lv->len;
+            lv->bop.owner = w->owner_id;
+            lv->bop.cb = on_leave;
+            backend_submit(m->backend, &lv->bop);
+        }
+    }
+    if (was_head) fair_watch(l);
+}
