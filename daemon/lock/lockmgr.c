@@ -281,6 +281,10 @@ void release_local(hold_t *h) {
         timers_start(m->timers, &l->q->retry, LOCKMGR_YIELD_MS, on_retry);
         return;
     }
+    /* A fair lock's head may be Redis's too: it asks right behind our
+     * release rather than waiting for the wake-up on its channel. */
+    if (l->kind == LOCK_KIND_FAIR && l->q != NULL && !TAILQ_EMPTY(&l->q->waiters))
+        TAILQ_FIRST(&l->q->waiters)->parked = 0;
     lock_kick(l);
 }
 
