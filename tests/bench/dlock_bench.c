@@ -2,6 +2,7 @@
  *
  *   dlock-bench throughput -s SOCK [-c 50] [-d 10] [-w 1] [-m read|sem -k NAME [-p PERMITS]]
  *   dlock-bench handoff    -s SOCK1 [-S SOCK2 -R REDIS_SOCK] [-n 1000] [-k NAME]
+ *   dlock-bench fair       -s SOCK [-c 100] [-n 1000] [-k NAME]   a fair lock's hand-off, 99 queued
  *   dlock-bench scale      -s SOCK [-c 10000] [-l 10] [-H 40]
  *   dlock-bench herd       -s SOCK [-c 1000] [-R REDIS_SOCK] [-k NAME]
  *   dlock-bench redisping  -s REDIS_SOCK [-n 10000]
@@ -831,6 +832,93 @@ static int cmd_handoff(opts_t *o) {
     return 0;
 }
 
+/* ---- fair -------------------------------------------------------------- */
+
+/* A fair lock's hand-off with a long queue: -c connections (100) take
+ * turns on one fair lock. The first holds it; the others queue behind it
+ * (INFO waiters says when all are in); then -n times the holder sends
+ * UNLOCK and FAIRLOCK again (to the queue's tail), and the hand-off is
+ * from the UNLOCK written to the next holder's OK read. That next holder
+ * must be the one that queued first: a grant out of order ends the run. */
+static int cmd_fair(opts_t *o) {
+    long nc = o->conns ? o->conns : 100, rounds = o->rounds ? o->rounds : 1000;
+    const char *name = o->name ? o->name : "fair";
+    if (nc < 2) die(EXIT_USAGE, "fair needs -c 2 or more");
+    raise_nofile((size_t)nc + 16);
+    conn_t **cs = xmalloc((size_t)nc * sizeof(*cs));
+    conn_t *adm = conn_open(o->sock, (int)nc);
+    char lock_line[300], unlock_line[300], line[512];
+    int ll = snprintf(lock_line, sizeof(lock_line), "FAIRLOCK %s\n", name);
+    int ul = snprintf(unlock_line, sizeof(unlock_line), "UNLOCK %s\n", name);
+    /* order[]: the connections in the order they queued; order[0] holds. */
+    long *order = xmalloc((size_t)nc * sizeof(*order));
+    for (long i = 0; i < nc; i++) {
+        cs[i] = conn_open(o->sock, (int)i);
+        order[i] = i;
+        sync_send(cs[i], lock_line, (size_t)ll);
+        if (i == 0) {
+            sync_line(cs[0], line, sizeof(line), "the first FAIRLOCK");
+            if (parse_grant(line, NULL) == 0) die(EXIT_DAEMON, "FAIRLOCK answered: %s", line);
+        } else {
+            /* one at a time, so that the queue's order is known */
+            wait_info(adm, "waiters", i, 0, REPLY_TIMEOUT_MS, NULL, 0);
+        }
+    }
+    struct pollfd *pf = xmalloc((size_t)nc * sizeof(*pf));
+    samples_t lat = {0};
+    unsigned long long last_fence = 0;
+    long warm = o->warmup > 0 ? 10 : 0;
+    for (long r = 0; r < warm + rounds; r++) {
+        conn_t *holder = cs[order[0]], *next = cs[order[1]];
+        int64_t t0 = now_us();
+        if (conn_send(holder, unlock_line, (size_t)ul) != 0)
+            die(EXIT_LOCAL, "UNLOCK did not fit the socket buffer");
+        /* the first grant to come, from whichever connection */
+        conn_t *got = NULL;
+        int64_t end = t0 + REPLY_TIMEOUT_MS * 1000LL;
+        while (got == NULL) {
+            for (long i = 0; i < nc; i++) pf[i] = (struct pollfd){.fd = cs[i]->fd, .events = POLLIN};
+            int64_t left = (end - now_us()) / 1000;
+            if (left <= 0) die(EXIT_DAEMON, "no grant within %d ms of an UNLOCK", REPLY_TIMEOUT_MS);
+            if (poll(pf, (nfds_t)nc, (int)left) <= 0) continue;
+            for (long i = 0; i < nc && got == NULL; i++) {
+                if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR)) || cs[i] == holder) continue;
+                conn_read(cs[i]);
+                if (conn_line(cs[i], line, sizeof(line))) got = cs[i];
+            }
+        }
+        int64_t t1 = now_us();
+        if (got != next)
+            die(EXIT_DAEMON, "out of order: connection %d was granted, %d queued first", got->id,
+                next->id);
+        unsigned long long fence = parse_grant(line, NULL);
+        if (fence == 0 || fence <= last_fence)
+            die(EXIT_DAEMON, "the next holder's FAIRLOCK answered: %s (after fence %llu)", line,
+                last_fence);
+        last_fence = fence;
+        sync_line(holder, line, sizeof(line), "UNLOCK");
+        if (strcmp(line, "OK 0") != 0) die(EXIT_DAEMON, "UNLOCK answered: %s", line);
+        if (r >= warm) samples_add(&lat, t1 - t0);
+        /* the old holder queues again, last */
+        sync_send(holder, lock_line, (size_t)ll);
+        long h = order[0];
+        memmove(order, order + 1, (size_t)(nc - 1) * sizeof(*order));
+        order[nc - 1] = h;
+        wait_info(adm, "waiters", nc - 1, 0, REPLY_TIMEOUT_MS, NULL, 0);
+    }
+    qsort(lat.v, lat.n, sizeof(*lat.v), cmp_i64);
+    printf("p50_us=%lld p99_us=%lld rounds=%zu waiters=%ld min_us=%lld max_us=%lld\n",
+           (long long)pct(lat.v, lat.n, 50), (long long)pct(lat.v, lat.n, 99), lat.n, nc - 1,
+           lat.n ? (long long)lat.v[0] : -1, lat.n ? (long long)lat.v[lat.n - 1] : -1);
+    for (long i = 0; i < nc; i++) {
+        conn_close(cs[i]);
+        free(cs[i]);
+    }
+    conn_close(adm);
+    free(adm), free(cs), free(order), free(pf), free(lat.v);
+    return 0;
+}
+
 /* ---- scale ------------------------------------------------------------- */
 
 static int cmd_scale(opts_t *o) {
@@ -1112,12 +1200,13 @@ static void usage(void) {
     fprintf(stderr,
             "usage: %s throughput -s SOCK [-c 50] [-d 10] [-w 1] [-m read|sem -k NAME [-p N]]\n"
             "       %s handoff -s SOCK1 [-S SOCK2 -R REDIS_SOCK] [-n 1000] [-k NAME]\n"
+            "       %s fair -s SOCK [-c 100] [-n 1000] [-k NAME]\n"
             "       %s scale -s SOCK [-c 10000] [-l 10] [-H 40]\n"
             "       %s herd -s SOCK [-c 1000] [-R REDIS_SOCK] [-k NAME]\n"
             "       %s redisping -s REDIS_SOCK [-n 10000]\n"
             "       %s wait -s SOCK [-t 5000]\n"
             "       %s info -s SOCK\n",
-            prog, prog, prog, prog, prog, prog, prog);
+            prog, prog, prog, prog, prog, prog, prog, prog);
 }
 
 int main(int argc, char **argv) {
@@ -1140,6 +1229,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "handoff")) return cmd_handoff(&o);
     if (!strcmp(cmd, "scale")) return cmd_scale(&o);
     if (!strcmp(cmd, "herd")) return cmd_herd(&o);
+    if (!strcmp(cmd, "fair")) return cmd_fair(&o);
     if (!strcmp(cmd, "redisping")) return cmd_redisping(&o);
     if (!strcmp(cmd, "wait")) return cmd_wait(&o);
     if (!strcmp(cmd, "info")) return cmd_info(&o);

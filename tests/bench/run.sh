@@ -57,13 +57,16 @@
 #      hold), and 50 connections taking and giving back one permit of ONE
 #      semaphore (ACQUIRE 1/RELEASE 1) of 50 permits (nobody waits) and of
 #      10 (40 wait), against the throughput of 2. (50 names, LOCK/UNLOCK) on
-#      the same daemon, in five rounds: plain, read, sem, sem10, plain.
+#      the same daemon, in five rounds: plain, read, sem, sem10, plain. Then
+#      a fair lock's hand-off with 99 connections queued behind its holder
+#      (dlock-bench fair: FAIRLOCK, UNLOCK and queue again, BENCH_FAIR_ROUNDS
+#      hand-offs, default 2000), and with one.
 #
 # Knobs (environment): BENCH_SECONDS (throughput, 10), BENCH_PEER_SECONDS
 # (8), BENCH_SCALE_WINDOW (30), BENCH_SCALE_CONNS (10000), BENCH_HERD_CLIENTS
 # (1000), BENCH_REPL_SECONDS (7., per round, 5), BENCH_FAILOVER_RUNS (8., 3),
 # BENCH_CLUSTER_SECONDS (9., per round, 5), BENCH_QUORUM_SECONDS (10., per
-# round, 5), BENCH_KIND_SECONDS (11., per round, 5), BENCH_BUILD_DIR (default: the directory of DLOCK_BENCH_BIN),
+# round, 5), BENCH_KIND_SECONDS (11., per round, 5), BENCH_FAIR_ROUNDS (11., 2000), BENCH_BUILD_DIR (default: the directory of DLOCK_BENCH_BIN),
 # BENCH_ONLY (unset: every section; else a comma-separated list of the
 # sections to run, among 7, 8, 9, 10 and 11, which set up their own servers,
 # e.g. BENCH_ONLY=11; sections 1 to 6 share a dlockd and figures and run in
@@ -98,6 +101,7 @@ QU_LEASE=3000
 QU_HANDOFFS=2000
 KI_S=${BENCH_KIND_SECONDS:-5}
 KI_NAME=catalog
+KI_FAIR_N=${BENCH_FAIR_ROUNDS:-2000}
 ONLY=${BENCH_ONLY-}
 PY=/usr/bin/python3
 T=""
@@ -1258,6 +1262,18 @@ if want 11; then
     else
         failed "semaphore: ACQUIRE 1+RELEASE 1 pairs/s (50 connections)" "see problems" "-"
         failed "semaphore pairs/s (50 permits, one name) / LOCK pairs/s (50 names)" "no throughput" ">= 0.5"
+    fi
+    # a fair lock with 100 connections: 99 queued behind the holder
+    if run_bench kinds-fair $((KI_S * 10 + 60)) fair -s "${DSOCK[kinds]}" -c 100 -n "$KI_FAIR_N" -k "$KI_NAME-fair"; then
+        info "fair lock: hand-off p50 / p99, 99 waiters queued (UNLOCK written -> next OK read)" \
+            "$(kv "$OUT" p50_us) / $(kv "$OUT" p99_us) us"
+    else
+        failed "fair lock: hand-off p50 / p99, 99 waiters queued (UNLOCK written -> next OK read)" "see problems" "-"
+    fi
+    if run_bench kinds-fair1 $((KI_S * 10 + 60)) fair -s "${DSOCK[kinds]}" -c 2 -n "$KI_FAIR_N" -k "$KI_NAME-fair1"; then
+        info "fair lock: hand-off p50 / p99, 1 waiter" "$(kv "$OUT" p50_us) / $(kv "$OUT" p99_us) us"
+    else
+        failed "fair lock: hand-off p50 / p99, 1 waiter" "see problems" "-"
     fi
     stop_dlockd kinds
     stop_pids "$KI_PID"
