@@ -100,7 +100,6 @@ typedef struct queue_s {
     struct wait_list_s waiters; /* first come first served; only the head tries */
     lock_t *lock;
     timers_entry_t retry;      /* the holder's lease ends, or a yield ends: try again */
-    int wake;                  /* a wake-up came during an attempt */
     int subscribed;            /* watching the name for releases */
     int yielding;              /* local hand-off held back for other daemons */
     uint64_t watch_owner;      /* a fair lock's: whose channel is watched */
@@ -147,6 +146,7 @@ struct wait_s {
     uint32_t permits;          /* SEM: asked for */
     uint32_t base;             /* SEM: the owner's permits when the attempt went */
     uint32_t hold_lease;       /* SEM: the hold's lease once granted (0 watchdog) */
+    int woken;                 /* a wake-up came while its acquire was in flight */
     int once;                  /* TRYLOCK with wait 0: one try */
     int tried;                 /* Redis said TAKEN at least once */
     uint32_t lease_ms;
@@ -279,6 +279,9 @@ void sem_prepare(lock_t *l, wait_t *w, backend_op_t *op);
  * (HOLD_GONE). */
 void sem_granted(lock_t *l, wait_t *w);
 void sem_hold_gone(lock_t *l, wait_t *w);
+/* w's acquire got no answer (or was not acknowledged) but may have run:
+ * it set the earlier ids to its lease, which may end before the hold's. */
+void sem_unanswered(lock_t *l, const wait_t *w);
 /* Lets a semaphore's waiters try, from the head (sem_kick's rule). */
 void sem_kick(lock_t *l);
 /* RELEASE <name> <permits>. */
@@ -300,6 +303,10 @@ void fair_watch(lock_t *l);
 /* A new grant to owner makes older queued releases of it (of that mode) stale. */
 void release_forget(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
                     lock_mode_t mode);
+/* A semaphore's grant to owner of ids 1..count: queued releases of those
+ * ids are stale, of the ids above they still stand. */
+void release_forget_permits(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
+                            uint32_t count);
 /* Redis is back: send the queued releases. */
 void release_resend(lockmgr_t *m);
 /* Shutdown: send every queued release once more, counted. */

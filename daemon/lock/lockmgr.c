@@ -370,7 +370,8 @@ void wait_undo(lock_t *l, const wait_t *w, uint64_t owner) {
 
 void attempt(lock_t *l, wait_t *w) {
     lockmgr_t *m = l->mgr;
-    if (l->attempts++ == 0) l->q->wake = 0;
+    l->attempts++;
+    w->woken = 0;
     w->in_flight = 1;
     w->parked = 0;
     LIST_INSERT_HEAD(&l->flying, w, flight);
@@ -441,8 +442,10 @@ static void on_retry(timers_entry_t *t) {
 void lock_on_watch(void *data, backend_event_t ev) {
     lock_t *l = data;
     (void)ev;
+    wait_t *f;
     if (l->q == NULL) return; /* cannot happen: unwatched with the queue */
-    if (l->attempts > 0) l->q->wake = 1;
+    /* Each acquire in flight may have run before the release: one more try. */
+    LIST_FOREACH(f, &l->flying, flight) f->woken = 1;
     unpark(l);
     lock_kick(l);
 }
@@ -484,7 +487,10 @@ static void on_attempt(backend_op_t *op) {
     }
     if (res->status != BACKEND_OK) {
         /* The script may have run: make sure no grant is left behind. */
-        if (res->status != BACKEND_FAILED) wait_undo(l, w, w->owner->id);
+        if (res->status != BACKEND_FAILED) {
+            wait_undo(l, w, w->owner->id);
+            if (w->mode == LOCK_MODE_SEM) sem_unanswered(l, w);
+        }
         if (res->status == BACKEND_UNACKED && !w->once) {
             /* Not replicated in time, so undone: a LOCK waits on, a
              * TRYLOCK until its wait runs out, and both try again soon. */
@@ -536,7 +542,7 @@ static void on_attempt(backend_op_t *op) {
             /* In Redis's queue now: the head waits for its wake-up or its
              * holder's lease, the others for their turn. */
             int head = queue_head(l) == w;
-            if (head && l->q->wake) {
+            if (head && w->woken) {
                 attempt(l, w);
                 break;
             }
@@ -549,7 +555,9 @@ static void on_attempt(backend_op_t *op) {
                              on_retry);
             break;
         }
-        if (l->q->wake) {
+        /* A semaphore's waiter behind the head does not: the refused head
+         * goes first (sem_kick lets it try once that is settled). */
+        if (w->woken && (w->mode != LOCK_MODE_SEM || w == queue_head(l))) {
             attempt(l, w);
             break;
         }
@@ -855,6 +863,9 @@ static void renew_done(op_t *op, lock_owner_t *o, hold_t *h) {
         watchdog_set_confirmed(h, op->sent_at, op->bop.lease_ms);
         answer_value(o, op->bop.lease_ms);
     } else {
+        /* Gone where it counts, it may linger elsewhere (a semaphore's
+         * other ids): delete what is left of it, as the watchdog does. */
+        release_hold(h);
         hold_lost(h, res->renewal == BACKEND_FORCED ? LOCK_LOST_FORCED : LOCK_LOST_EXPIRED);
         answer_error(m, o, LOCK_ERR_NOTHELD, NULL);
         lock_kick(op->lock);

@@ -92,6 +92,25 @@ void release_forget(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
     }
 }
 
+void release_forget_permits(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
+                            uint32_t count) {
+    release_t *r, *next;
+    for (r = STAILQ_FIRST(&m->retries); r != NULL; r = next) {
+        next = STAILQ_NEXT(r, link);
+        if (r->op.owner != owner || r->mode != LOCK_MODE_SEM || r->len != len ||
+            memcmp(r->name, name, len) != 0)
+            continue;
+        uint32_t end = r->op.permit_base + r->op.permits;
+        if (end <= count) {
+            STAILQ_REMOVE(&m->retries, r, release_s, link);
+            free(r);
+        } else if (r->op.permit_base < count) {
+            r->op.permit_base = count;
+            r->op.permits = end - count;
+        }
+    }
+}
+
 /* The owner's acquire of the name is in flight: a release sent now would
  * run after it (ops of one name keep their order) and delete the grant it
  * may make. It waits: that acquire's grant forgets it (release_forget),

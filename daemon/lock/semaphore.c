@@ -73,11 +73,17 @@ void sem_granted(lock_t *l, wait_t *w) {
     l->sem_free = (long long)w->acquire.res.fence;
     m->stats.grants++;
     histo_add(&m->wait_time, (uv_hrtime() - w->started_ns) / 1000);
-    release_forget(m, l->name, l->len, o->id, LOCK_MODE_SEM);
+    release_forget_permits(m, l->name, l->len, o->id, h->count);
     /* The acquire set every id of the hold to the lease. */
     watchdog_set_confirmed(h, w->sent_at, w->acquire.lease_ms);
     answer_value(o, h->count);
     wait_end(w);
+}
+
+void sem_unanswered(lock_t *l, const wait_t *w) {
+    hold_t *h = hold_of(l, w->owner, LOCK_MODE_SEM);
+    if (h != NULL && w->base > 0 && h->count == w->base)
+        watchdog_limit(h, w->acquire.lease_ms, w->sent_at);
 }
 
 void sem_hold_gone(lock_t *l, wait_t *w) {

@@ -226,6 +226,9 @@ static void renew_batch(lockmgr_t *m, hold_t **holds, size_t count) {
         it->op.kind = BACKEND_RENEW;
         it->op.mode = (backend_mode_t)h->mode;
         it->op.permits = h->count;
+        it->op.permit_base = 0;
+        it->op.queue_ms = 0;
+        it->op.once = 0;
         it->op.name = h->lock->name;
         it->op.len = h->lock->len;
         it->op.owner = h->owner->id;
