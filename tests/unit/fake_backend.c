@@ -31,6 +31,19 @@ typedef struct field_s {
     size_t ntmo;
 } field_t;
 
+/* One owner field's permit ids in a semaphore's sorted set: "<field>:<k>"
+ * scored score[k - 1] (when it expires on the timers' clock; SEM_NONE:
+ * no such id). */
+typedef struct sem_owner_s {
+    char *field;
+    uint64_t *score;
+    size_t n;
+} sem_owner_t;
+
+#define SEM_NONE 0
+/* scripts.c's acquire takes back at most this many expired ids at once */
+#define SEM_RECLAIM_MAX 1000
+
 /* Everything the fake knows of one name: the model's keys and the watch. */
 typedef struct entry_s {
     struct entry_s *next;
@@ -49,6 +62,11 @@ typedef struct entry_s {
     char *marker;
     uint64_t marker_until;
     int remote_waiters;        /* a release answers others_waiting = this */
+    /* a semaphore: the key as a string, and {name}:timeout */
+    int sem;                   /* the key is a string: a semaphore's */
+    long long sem_avail;       /* ... its value, the permits available */
+    sem_owner_t *ids;          /* the permit ids, by owner field */
+    size_t nids, ids_cap;
     /* the watch */
     int watched;
     int watch_mode;            /* of the last watch; -1 never watched */
@@ -195,8 +213,12 @@ static long long key_pttl(const fake_t *fb, entry_t *e) {
     return (long long)(e->expires_at - now_of(fb));
 }
 
-/* FORCEUNLOCK's script: marker for the first field, delete, publish. */
+static int sem_force(entry_t *e);
+
+/* FORCEUNLOCK's script: marker for the first field, delete, publish; a
+ * semaphore gets every permit back, and no marker. */
 static int key_force(const fake_t *fb, entry_t *e) {
+    if (e->sem) return sem_force(e);
     key_check(fb, e);
     if (e->nfields == 0) return 0;
     long long t = key_pttl(fb, e);
@@ -256,6 +278,147 @@ static void tmo_del(field_t *f, long long n) {
     if (n >= 1 && (size_t)n <= f->ntmo) f->tmo[n - 1] = TMO_GONE;
 }
 
+/* ---- a semaphore's permit ids ({K}:timeout) --------------------------------- */
+
+static sem_owner_t *sem_owner(entry_t *e, const char *field, int make) {
+    for (size_t i = 0; i < e->nids; i++)
+        if (strcmp(e->ids[i].field, field) == 0) return &e->ids[i];
+    if (!make) return NULL;
+    if (e->nids == e->ids_cap) {
+        e->ids_cap = e->ids_cap ? 2 * e->ids_cap : 4;
+        e->ids = xrealloc(e->ids, e->ids_cap * sizeof(e->ids[0]));
+    }
+    sem_owner_t *o = &e->ids[e->nids++];
+    memset(o, 0, sizeof(*o));
+    o->field = xstrndup(field, strlen(field));
+    return o;
+}
+
+/* ZSCORE of "<field>:<k>": SEM_NONE when there is no such id. */
+static uint64_t sem_score(entry_t *e, const char *field, long long k) {
+    const sem_owner_t *o = sem_owner(e, field, 0);
+    if (o == NULL || k < 1 || (size_t)k > o->n) return SEM_NONE;
+    return o->score[k - 1];
+}
+
+/* ZADD: 1 if the id is new, 0 if only its score changed. */
+static int sem_zadd(entry_t *e, const char *field, long long k, uint64_t score) {
+    sem_owner_t *o = sem_owner(e, field, 1);
+    EXPECT(k >= 1 && score != SEM_NONE, "fake: ZADD of id %lld, score %" PRIu64, k, score);
+    if ((size_t)k > o->n) {
+        o->score = xrealloc(o->score, (size_t)k * sizeof(o->score[0]));
+        for (size_t i = o->n; i < (size_t)k; i++) o->score[i] = SEM_NONE;
+        o->n = (size_t)k;
+    }
+    int added = o->score[k - 1] == SEM_NONE;
+    o->score[k - 1] = score;
+    return added;
+}
+
+/* ZREM: 1 if the id was there. */
+static int sem_zrem(entry_t *e, const char *field, long long k) {
+    sem_owner_t *o = sem_owner(e, field, 0);
+    if (o == NULL || k < 1 || (size_t)k > o->n || o->score[k - 1] == SEM_NONE) return 0;
+    o->score[k - 1] = SEM_NONE;
+    return 1;
+}
+
+/* ZCARD of one owner's ids (NULL: of all). */
+static size_t sem_count(const entry_t *e, const sem_owner_t *only) {
+    size_t n = 0;
+    for (size_t i = 0; i < e->nids; i++) {
+        const sem_owner_t *o = &e->ids[i];
+        if (only != NULL && o != only) continue;
+        for (size_t k = 0; k < o->n; k++)
+            if (o->score[k] != SEM_NONE) n++;
+    }
+    return n;
+}
+
+/* ZCOUNT 0 now: the expired ids. */
+static long long sem_expired(const fake_t *fb, const entry_t *e) {
+    uint64_t now = now_of(fb);
+    long long n = 0;
+    for (size_t i = 0; i < e->nids; i++)
+        for (size_t k = 0; k < e->ids[i].n; k++)
+            if (e->ids[i].score[k] != SEM_NONE && e->ids[i].score[k] <= now) n++;
+    return n;
+}
+
+/* INCRBY on the key, which it makes a semaphore's string if there was none. */
+static long long sem_incrby(entry_t *e, long long v) {
+    EXPECT(e->nfields == 0, "fake: INCRBY of %s, a lock hash", e->name);
+    if (!e->sem) {
+        e->sem = 1;
+        e->sem_avail = 0;
+    }
+    e->sem_avail += v;
+    return e->sem_avail;
+}
+
+/* One expired id, for ZRANGEBYSCORE's order: by score, then by member. */
+typedef struct sem_expired_s {
+    uint64_t score;
+    sem_owner_t *o;
+    long long k;
+    char member[FIELD_MAX + 24];
+} sem_expired_t;
+
+static int sem_expired_cmp(const void *a, const void *b) {
+    const sem_expired_t *x = a, *y = b;
+    if (x->score != y->score) return x->score < y->score ? -1 : 1;
+    return strcmp(x->member, y->member);
+}
+
+/* The acquire's take-back: ZRANGEBYSCORE 0 now LIMIT 0 1000, ZREM them,
+ * INCRBY their number. Returns how many. */
+static long long sem_reclaim(const fake_t *fb, entry_t *e) {
+    uint64_t now = now_of(fb);
+    size_t n = (size_t)sem_expired(fb, e), j = 0;
+    if (n == 0) return 0;
+    sem_expired_t *x = xrealloc(NULL, n * sizeof(*x));
+    for (size_t i = 0; i < e->nids; i++) {
+        sem_owner_t *o = &e->ids[i];
+        for (size_t k = 0; k < o->n; k++) {
+            if (o->score[k] == SEM_NONE || o->score[k] > now) continue;
+            x[j].score = o->score[k];
+            x[j].o = o;
+            x[j].k = (long long)k + 1;
+            snprintf(x[j].member, sizeof(x[j].member), "%s:%zu", o->field, k + 1);
+            j++;
+        }
+    }
+    if (n > SEM_RECLAIM_MAX) {
+        qsort(x, n, sizeof(*x), sem_expired_cmp);
+        n = SEM_RECLAIM_MAX;
+    }
+    for (size_t i = 0; i < n; i++) x[i].o->score[x[i].k - 1] = SEM_NONE;
+    free(x);
+    sem_incrby(e, (long long)n);
+    return (long long)n;
+}
+
+/* The lowest score of any id (SEM_NONE: no id). */
+static uint64_t sem_first(const entry_t *e) {
+    uint64_t first = SEM_NONE;
+    for (size_t i = 0; i < e->nids; i++)
+        for (size_t k = 0; k < e->ids[i].n; k++) {
+            uint64_t s = e->ids[i].score[k];
+            if (s != SEM_NONE && (first == SEM_NONE || s < first)) first = s;
+        }
+    return first;
+}
+
+/* FORCEUNLOCK's semaphore branch: every id goes, its permit back. */
+static int sem_force(entry_t *e) {
+    size_t n = sem_count(e, NULL);
+    if (n == 0) return 0;
+    for (size_t i = 0; i < e->nids; i++)
+        for (size_t k = 0; k < e->ids[i].n; k++) e->ids[i].score[k] = SEM_NONE;
+    sem_incrby(e, (long long)n);
+    return 1;
+}
+
 /* ---- the scripts ---------------------------------------------------------------- */
 
 /* The hash's PEXPIRE where its PTTL is shorter (a read/write lock's TTL
@@ -297,6 +460,20 @@ static void model_run_rw(fake_t *fb, backend_op_t *op, entry_t *e) {
     int rw = e->nfields > 0 && e->mode != BACKEND_MUTEX;
     field_t *f = rw ? field_find(e, fname) : NULL;
 
+    if (e->sem) {
+        /* script_rw's WRONGTYPE branch: {3, 3} for an acquire, -1 else;
+         * LUA_RW_RENEW takes it as gone */
+        if (op->kind == BACKEND_ACQUIRE) {
+            res->outcome = BACKEND_WRONG_KIND;
+            res->held = BACKEND_SEM;
+        } else if (op->kind == BACKEND_RENEW) {
+            res->renewal = e->marker != NULL && strcmp(e->marker, fname) == 0 ? BACKEND_FORCED
+                                                                               : BACKEND_GONE;
+        } else {
+            res->holds = -1;
+        }
+        return;
+    }
     switch (op->kind) {
     case BACKEND_ACQUIRE:
         if (e->nfields > 0 && !rw) {
@@ -387,6 +564,13 @@ static void model_run_rw(fake_t *fb, backend_op_t *op, entry_t *e) {
 static void model_status(fake_t *fb, backend_op_t *op, entry_t *e) {
     backend_result_t *res = &op->res;
     char field[FIELD_MAX];
+    if (e->sem) { /* {pttl, 0, 3, available + expired ids, 0} */
+        res->ttl_ms = -1;
+        res->holds = 0;
+        res->held = BACKEND_SEM;
+        res->holders = e->sem_avail + sem_expired(fb, e);
+        return;
+    }
     owner_field(field, sizeof(field), op->owner);
     const field_t *f = field_find(e, field);
     res->ttl_ms = key_pttl(fb, e);
@@ -407,6 +591,87 @@ static void model_status(fake_t *fb, backend_op_t *op, entry_t *e) {
     if (e->mode == BACKEND_WRITE) res->holders = 1;
 }
 
+/* A semaphore's op, as script_sem (ACQUIRE, RELEASE, SEMINIT) and
+ * LUA_SEM_RENEW (RENEW) run it. */
+static void model_run_sem(fake_t *fb, backend_op_t *op, entry_t *e) {
+    backend_result_t *res = &op->res;
+    char field[FIELD_MAX];
+    uint64_t now = now_of(fb);
+    long long n = op->permits, b = op->permit_base;
+    owner_field(field, sizeof(field), op->owner);
+
+    if (op->kind == BACKEND_RENEW) { /* the ids only, whatever the key is */
+        for (long long i = 1; i <= n; i++) {
+            uint64_t sc = sem_score(e, field, i);
+            if (sc == SEM_NONE || sc <= now) {
+                res->renewal = BACKEND_GONE;
+                return;
+            }
+        }
+        for (long long i = 1; i <= n; i++) sem_zadd(e, field, i, now + op->lease_ms);
+        res->renewal = BACKEND_RENEWED;
+        return;
+    }
+    if (e->nfields > 0) { /* a lock hash: {3, its kind}, a release -1 */
+        if (op->kind == BACKEND_RELEASE) {
+            res->holds = -1;
+        } else {
+            res->outcome = BACKEND_WRONG_KIND;
+            res->held = e->mode;
+        }
+        return;
+    }
+    switch (op->kind) {
+    case BACKEND_SEMINIT:
+        if (e->sem) {
+            res->holds = 0;
+            break;
+        }
+        e->sem = 1;
+        e->sem_avail = n;
+        res->holds = 1;
+        break;
+    case BACKEND_RELEASE: {
+        long long removed = 0;
+        for (long long i = b + 1; i <= b + n; i++) removed += sem_zrem(e, field, i);
+        if (removed == 0) {
+            res->holds = -1;
+            break;
+        }
+        sem_incrby(e, removed);
+        res->holds = 0;
+        res->others_waiting = e->remote_waiters;
+        break;
+    }
+    case BACKEND_ACQUIRE: {
+        for (long long i = 1; i <= b; i++) {
+            uint64_t sc = sem_score(e, field, i);
+            if (sc == SEM_NONE || sc <= now) {
+                res->outcome = BACKEND_HOLD_GONE;
+                return;
+            }
+        }
+        sem_reclaim(fb, e);
+        if (!e->sem || e->sem_avail < n) {
+            uint64_t first = sem_first(e);
+            res->outcome = BACKEND_TAKEN;
+            res->ttl_ms = first != SEM_NONE && first < FAKE_SEM_FOREVER
+                              ? (first > now ? (long long)(first - now) : 0)
+                              : -1;
+            break;
+        }
+        long long added = 0;
+        for (long long i = 1; i <= b + n; i++) added += sem_zadd(e, field, i, now + op->lease_ms);
+        e->sem_avail -= added;
+        res->outcome = BACKEND_GRANTED;
+        res->fence = (uint64_t)e->sem_avail; /* {0, permits still available} */
+        break;
+    }
+    default:
+        ck_abort_msg("fake backend: semaphore op of kind %d", (int)op->kind);
+    }
+}
+
 /* One op, as its script would run it. */
 static void model_run(fake_t *fb, backend_op_t *op) {
     backend_result_t *res = &op->res;
@@ -418,6 +683,30 @@ static void model_run(fake_t *fb, backend_op_t *op) {
     key_check(fb, e);
     f = field_find(e, field);
     res->status = BACKEND_OK;
+    if (op->kind == BACKEND_SEMINIT ||
+        (op->mode == BACKEND_SEM && (op->kind == BACKEND_ACQUIRE || op->kind == BACKEND_RELEASE ||
+                                     op->kind == BACKEND_DROP || op->kind == BACKEND_RENEW))) {
+        model_run_sem(fb, op, e);
+        return;
+    }
+    if (e->sem && op->kind != BACKEND_STATUS && op->kind != BACKEND_FORCE &&
+        op->kind != BACKEND_WHO && op->mode == BACKEND_MUTEX) {
+        /* The plain-lock scripts on a string: LUA_ACQUIRE answers {3, 3},
+         * LUA_RELEASE's HGET raises WRONGTYPE, LUA_RENEW counts it gone. */
+        if (op->kind == BACKEND_ACQUIRE) {
+            res->outcome = BACKEND_WRONG_KIND;
+            res->held = BACKEND_SEM;
+        } else if (op->kind == BACKEND_RENEW) {
+            res->renewal = e->marker != NULL && strcmp(e->marker, field) == 0 ? BACKEND_FORCED
+                                                                              : BACKEND_GONE;
+        } else {
+            snprintf(fb->error, sizeof(fb->error),
+                     "WRONGTYPE Operation against a key holding the wrong kind of value");
+            res->status = BACKEND_FAILED;
+            res->error = fb->error;
+        }
+        return;
+    }
     if (op->mode != BACKEND_MUTEX &&
         (op->kind == BACKEND_ACQUIRE || op->kind == BACKEND_RELEASE ||
          op->kind == BACKEND_DROP || op->kind == BACKEND_RENEW)) {
@@ -477,8 +766,11 @@ static void model_run(fake_t *fb, backend_op_t *op) {
         res->removed = key_force(fb, e);
         break;
     case BACKEND_WHO: /* the holder's field (":write" cut); no daemon registers here */
-        res->ttl_ms = key_pttl(fb, e);
-        if (op->who != NULL) {
+        res->ttl_ms = e->sem ? -3 : key_pttl(fb, e);
+        if (op->who != NULL && e->sem) {
+            op->who->owner[0] = '\0';
+            op->who->daemon[0] = '\0';
+        } else if (op->who != NULL) {
             const char *who = e->nfields > 0 ? e->fields[0].name : "";
             size_t n = strlen(who);
             if (is_write_field(who)) n -= 6;
@@ -558,6 +850,16 @@ size_t fake_run(fake_t *fb) {
         }
     }
     return n;
+}
+
+size_t fake_run_one(fake_t *fb) {
+    backend_op_t *op = STAILQ_FIRST(&fb->queue);
+    if (fb->held || op == NULL) return 0;
+    STAILQ_REMOVE_HEAD(&fb->queue, link);
+    int doomed = fb->doomed > 0;
+    if (doomed) fb->doomed--;
+    answer(fb, op, doomed ? "fake: connection lost" : NULL);
+    return 1;
 }
 
 static int confirms_owed(const fake_t *fb) {
@@ -643,6 +945,20 @@ static void fk_submit(backend_t *b, backend_op_t *op) {
     STAILQ_FOREACH(q, &fb->queue, link)
         EXPECT(q != op, "op %p (kind %d, %.*s) submitted again while in flight", (void *)op,
                (int)op->kind, (int)op->len, op->name);
+    /* What scripts.c would send for a semaphore: script_sem takes SEMINIT
+     * only in mode SEM; an acquire, release or renewal names one permit at
+     * least, and a lease. */
+    EXPECT(op->kind != BACKEND_SEMINIT || op->mode == BACKEND_SEM, "SEMINIT of mode %d",
+           (int)op->mode);
+    if (op->mode == BACKEND_SEM) {
+        EXPECT(op->kind != BACKEND_DROP, "a DROP of a semaphore (%.*s)", (int)op->len, op->name);
+        if (op->kind == BACKEND_ACQUIRE || op->kind == BACKEND_RELEASE ||
+            op->kind == BACKEND_RENEW)
+            EXPECT(op->permits >= 1, "semaphore op of kind %d with no permits (%.*s)",
+                   (int)op->kind, (int)op->len, op->name);
+        if (op->kind == BACKEND_ACQUIRE || op->kind == BACKEND_RENEW)
+            EXPECT(op->lease_ms > 0, "semaphore op of kind %d without a lease", (int)op->kind);
+    }
 
     op->queued_at = now_of(fb);
     STAILQ_INSERT_TAIL(&fb->queue, op, link);
@@ -662,6 +978,8 @@ static void fk_submit(backend_t *b, backend_op_t *op) {
     memcpy(r->name, op->name, op->len < FAKE_NAME_MAX ? op->len : FAKE_NAME_MAX);
     r->owner = op->owner;
     r->lease_ms = op->lease_ms;
+    r->permits = op->permits;
+    r->permit_base = op->permit_base;
     r->at = now_of(fb);
     r->round = fb->stats.rounds;
 }
@@ -722,6 +1040,11 @@ static void fk_close(backend_t *b) {
     for (e = fb->entries; e != NULL; e = next) {
         next = e->next;
         key_delete(e);
+        for (size_t i = 0; i < e->nids; i++) {
+            free(e->ids[i].field);
+            free(e->ids[i].score);
+        }
+        free(e->ids);
         free(e->fields);
         free(e->marker);
         free(e->name);
@@ -774,7 +1097,8 @@ fake_t *fake_new(timers_t *timers) {
     fake_t *fb = xrealloc(NULL, sizeof(*fb));
     memset(fb, 0, sizeof(*fb));
     fb->base.type = &fake_type;
-    fb->base.caps = BACKEND_CAP_MONOTONIC_FENCE | BACKEND_CAP_WAKEUPS | BACKEND_CAP_RW;
+    fb->base.caps =
+        BACKEND_CAP_MONOTONIC_FENCE | BACKEND_CAP_WAKEUPS | BACKEND_CAP_RW | BACKEND_CAP_SEM;
     fb->timers = timers;
     fb->up = 1;
     STAILQ_INIT(&fb->queue);
@@ -856,6 +1180,7 @@ void fake_expire(fake_t *fb, const char *name) {
 
 void fake_take(fake_t *fb, const char *name, const char *field, long long ttl_ms) {
     entry_t *e = entry_named(fb, name);
+    EXPECT(!e->sem, "fake_take: %s is a semaphore", name);
     key_delete(e);
     field_add(e, field, 1);
     key_expire_in(fb, e, ttl_ms);
@@ -867,6 +1192,7 @@ void fake_take_rw(fake_t *fb, const char *name, const char *field, backend_mode_
     entry_t *e = entry_named(fb, name);
     char wfield[128];
     EXPECT(mode == BACKEND_READ || mode == BACKEND_WRITE, "fake_take_rw: mode %d", (int)mode);
+    EXPECT(!e->sem, "fake_take_rw: %s is a semaphore", name);
     key_check(fb, e);
     if (mode == BACKEND_WRITE) {
         snprintf(wfield, sizeof(wfield), "%s:write", field);
@@ -912,6 +1238,7 @@ long long fake_holds_mode(fake_t *fb, uint64_t owner, const char *name, backend_
 
 int fake_mode(fake_t *fb, const char *name) {
     entry_t *e = entry_named(fb, name);
+    if (e->sem) return BACKEND_SEM;
     key_check(fb, e);
     return e->nfields > 0 ? (int)e->mode : -1;
 }
@@ -934,10 +1261,103 @@ long long fake_timeout_pttl(fake_t *fb, const char *field, const char *name, lon
 }
 
 long long fake_pttl(fake_t *fb, const char *name) {
-    return key_pttl(fb, entry_named(fb, name));
+    entry_t *e = entry_named(fb, name);
+    return e->sem ? -1 : key_pttl(fb, e); /* a semaphore's string: no expiry */
 }
 
 uint64_t fake_fence(const fake_t *fb, const char *name) {
     const entry_t *e = entry_find(fb, name, strlen(name));
     return e ? e->fence : FAKE_FENCE_START - 1;
+}
+
+/* ---- semaphores, for tests -------------------------------------------------------- */
+
+int fake_seminit(fake_t *fb, const char *name, long long permits) {
+    entry_t *e = entry_named(fb, name);
+    key_check(fb, e);
+    EXPECT(e->nfields == 0, "fake_seminit: %s is a lock", name);
+    if (e->sem) return 0;
+    e->sem = 1;
+    e->sem_avail = permits;
+    return 1;
+}
+
+long long fake_sem_available(fake_t *fb, const char *name) {
+    const entry_t *e = entry_named(fb, name);
+    return e->sem ? e->sem_avail : -1;
+}
+
+size_t fake_sem_card(fake_t *fb, const char *name) {
+    return sem_count(entry_named(fb, name), NULL);
+}
+
+size_t fake_sem_ids_field(fake_t *fb, const char *name, const char *field) {
+    entry_t *e = entry_named(fb, name);
+    const sem_owner_t *o = sem_owner(e, field, 0);
+    return o ? sem_count(e, o) : 0;
+}
+
+size_t fake_sem_ids(fake_t *fb, const char *name, uint64_t owner) {
+    char field[FIELD_MAX];
+    owner_field(field, sizeof(field), owner);
+    return fake_sem_ids_field(fb, name, field);
+}
+
+long long fake_sem_id_pttl(fake_t *fb, const char *name, uint64_t owner, long long k) {
+    char field[FIELD_MAX];
+    owner_field(field, sizeof(field), owner);
+    uint64_t sc = sem_score(entry_named(fb, name), field, k), now = now_of(fb);
+    if (sc == SEM_NONE) return -2;
+    if (sc == FAKE_SEM_FOREVER) return -1;
+    return sc > now ? (long long)(sc - now) : -(long long)(now - sc);
+}
+
+int fake_sem_ids_are(fake_t *fb, const char *name, uint64_t owner, long long n) {
+    if ((long long)fake_sem_ids(fb, name, owner) != n) return 0;
+    for (long long k = 1; k <= n; k++) {
+        long long t = fake_sem_id_pttl(fb, name, owner, k);
+        if (t != -1 && t <= 0) return 0;
+    }
+    return 1;
+}
+
+void fake_sem_expire_id(fake_t *fb, const char *name, uint64_t owner, long long k) {
+    char field[FIELD_MAX];
+    entry_t *e = entry_named(fb, name);
+    owner_field(field, sizeof(field), owner);
+    EXPECT(sem_score(e, field, k) != SEM_NONE, "fake_sem_expire_id: no id %s:%lld of %s", field,
+           k, name);
+    sem_zadd(e, field, k, now_of(fb));
+}
+
+void fake_sem_del_id(fake_t *fb, const char *name, uint64_t owner, long long k) {
+    char field[FIELD_MAX];
+    entry_t *e = entry_named(fb, name);
+    owner_field(field, sizeof(field), owner);
+    EXPECT(sem_zrem(e, field, k) == 1, "fake_sem_del_id: no id %s:%lld of %s", field, k, name);
+    sem_incrby(e, 1);
+}
+
+void fake_sem_take(fake_t *fb, const char *name, const char *field, long long permits,
+                   long long ttl_ms) {
+    entry_t *e = entry_named(fb, name);
+    key_check(fb, e);
+    EXPECT(e->nfields == 0 && e->sem && e->sem_avail >= permits,
+           "fake_sem_take: %lld permits of %s not available", permits, name);
+    uint64_t till = ttl_ms < 0 ? FAKE_SEM_FOREVER : now_of(fb) + (uint64_t)ttl_ms;
+    long long added = 0;
+    for (long long k = 1; k <= permits; k++) added += sem_zadd(e, field, k, till);
+    e->sem_avail -= added;
+}
+
+void fake_sem_release_field(fake_t *fb, const char *name, const char *field) {
+    entry_t *e = entry_named(fb, name);
+    sem_owner_t *o = sem_owner(e, field, 0);
+    long long removed = 0;
+    for (size_t k = 0; o != NULL && k < o->n; k++)
+        if (o->score[k] != SEM_NONE) {
+            o->score[k] = SEM_NONE;
+            removed++;
+        }
+    if (removed > 0) sem_incrby(e, removed);
 }

@@ -56,8 +56,47 @@
  * same), and a plain RELEASE or DROP of one answers -1 and changes
  * nothing.
  *
- * The fake announces BACKEND_CAP_RW (with MONOTONIC_FENCE and WAKEUPS);
- * fake_set_caps() changes that. */
+ * Semaphores (ops of mode BACKEND_SEM, and SEMINIT) follow scripts.c's
+ * script_sem and LUA_SEM_RENEW, in Redisson's RPermitExpirableSemaphore
+ * layout, on the timers' clock instead of Redis TIME:
+ *
+ *   - the name's key is a string, the permits available (absent until a
+ *     SEMINIT, or until a release or a reclaim INCRBYs it), never with an
+ *     expiry here; a name is a string or a lock hash, never both;
+ *   - the sorted set {name}:timeout holds the permit ids "<field>:<k>"
+ *     (a lock manager owner's field is "o<id>"), each scored by when it
+ *     expires (FAKE_SEM_FOREVER: Redisson's ids without expiry); an id
+ *     scored at or before now is expired;
+ *   - ACQUIRE (permits n, permit_base b): BACKEND_HOLD_GONE, changing
+ *     nothing, when any of the owner's ids 1..b is missing or expired;
+ *     then up to 1000 expired ids (earliest first) are taken back into
+ *     the count; with fewer than n available (or no key) BACKEND_TAKEN
+ *     with the ms until the first id expires (-1: none, or FOREVER);
+ *     else ids 1..b+n all get now + lease, the count goes down by the ids
+ *     actually added, and BACKEND_GRANTED's fence is the permits still
+ *     available after it;
+ *   - RELEASE removes ids b+1..b+n and gives back the ids actually
+ *     removed (INCRBY: it makes the key if there was none): holds 0 and
+ *     others_waiting as for locks, or holds -1 when none was there;
+ *   - SEMINIT sets the permits unless the key exists: holds 1, or 0;
+ *   - RENEW (permits c) gives ids 1..c now + lease: BACKEND_RENEWED, or
+ *     BACKEND_GONE changing nothing when any is missing or expired;
+ *   - STATUS of a semaphore: ttl_ms -1, held BACKEND_SEM, holds 0 and
+ *     holders the permits available plus the expired ids; FORCE gives
+ *     every id back (removed 1; 0 when there was none) and leaves no
+ *     FORCEUNLOCK marker; WHO answers ttl_ms -3;
+ *   - a semaphore op on a lock hash: ACQUIRE and SEMINIT get
+ *     BACKEND_WRONG_KIND with held = the lock's mode, RELEASE holds -1;
+ *     a lock op on a semaphore: ACQUIRE gets BACKEND_WRONG_KIND held
+ *     BACKEND_SEM, a read/write RELEASE or DROP holds -1, a plain one
+ *     BACKEND_FAILED (Redis's WRONGTYPE error), RENEW BACKEND_GONE.
+ *
+ * Available plus the number of ids (expired ones too) stays the size
+ * SEMINIT set, whatever ops ran or lost their answers; the tests check
+ * it with fake_sem_available() and fake_sem_card().
+ *
+ * The fake announces BACKEND_CAP_RW and BACKEND_CAP_SEM (with
+ * MONOTONIC_FENCE and WAKEUPS); fake_set_caps() changes that. */
 #ifndef DLOCK_FAKE_BACKEND_H
 #define DLOCK_FAKE_BACKEND_H
 
@@ -83,6 +122,8 @@ typedef struct fake_rec_s {
     char name[FAKE_NAME_MAX + 1];
     uint64_t owner;
     uint32_t lease_ms;
+    uint32_t permits;          /* SEM: the op's permits (SEMINIT: the size) */
+    uint32_t permit_base;      /* SEM: the ids start after this one */
     uint64_t at;               /* the clock when submitted */
     uint64_t round;            /* fake_run() calls before it was submitted */
 } fake_rec_t;
@@ -113,7 +154,7 @@ void fake_close(fake_t *fb);
 /* A clock drift allowance, as a quorum has: taken off every lease. */
 void fake_set_drift(fake_t *fb, uint32_t drift_ms);
 /* What the topology promises (backend_t.caps, BACKEND_CAP_*); the fake
- * starts with MONOTONIC_FENCE | WAKEUPS | RW. */
+ * starts with MONOTONIC_FENCE | WAKEUPS | RW | SEM. */
 void fake_set_caps(fake_t *fb, unsigned caps);
 
 /* ---- answering --------------------------------------------------------- */
@@ -124,6 +165,10 @@ void fake_set_caps(fake_t *fb, unsigned caps);
  * confirmations wait for the backend to be up. Returns the ops answered;
  * does nothing while held. */
 size_t fake_run(fake_t *fb);
+/* Answers only the next op queued, as fake_run() would (no watch
+ * confirmations); returns 1, or 0 when nothing is queued or it is held.
+ * A test changes the model between two ops of one batch with it. */
+size_t fake_run_one(fake_t *fb);
 /* fake_run() until nothing is queued and no confirmation is pending;
  * fails the test if that takes more than 1000 rounds. */
 void fake_settle(fake_t *fb);
@@ -202,7 +247,7 @@ long long fake_holds_field(fake_t *fb, const char *field, const char *name);
 long long fake_holds_mode(fake_t *fb, uint64_t owner, const char *name, backend_mode_t mode);
 /* What name holds: -1 nothing (no key), else BACKEND_MUTEX, BACKEND_READ
  * or BACKEND_WRITE (a downgraded writer's reads keep it WRITE until the
- * write hold goes). */
+ * write hold goes), or BACKEND_SEM (a semaphore's key). */
 int fake_mode(fake_t *fb, const char *name);
 /* Owners with read holds on name (its fields other than "...:write"). */
 long long fake_readers(fake_t *fb, const char *name);
@@ -212,5 +257,39 @@ long long fake_timeout_pttl(fake_t *fb, const char *field, const char *name, lon
 long long fake_pttl(fake_t *fb, const char *name);
 /* The last fence handed out for name (FAKE_FENCE_START - 1: none yet). */
 uint64_t fake_fence(const fake_t *fb, const char *name);
+
+/* ---- semaphores -------------------------------------------------------------- */
+
+/* The score Redisson gives a permit id that never expires. */
+#define FAKE_SEM_FOREVER 922337203685477ull
+
+/* Redisson's trySetPermits from elsewhere: the key is set to permits
+ * unless it exists; 1 if it was set, 0 if not. Publishes nothing. */
+int fake_seminit(fake_t *fb, const char *name, long long permits);
+/* The permits available (the key's value), -1 when there is no key. */
+long long fake_sem_available(fake_t *fb, const char *name);
+/* Permit ids in name's sorted set, of every owner, expired ones too. */
+size_t fake_sem_card(fake_t *fb, const char *name);
+/* The lock manager owner's ids (expired ones too), and any field's. */
+size_t fake_sem_ids(fake_t *fb, const char *name, uint64_t owner);
+size_t fake_sem_ids_field(fake_t *fb, const char *name, const char *field);
+/* 1 if the owner's ids are exactly 1..n, all unexpired. */
+int fake_sem_ids_are(fake_t *fb, const char *name, uint64_t owner, long long n);
+/* How long the owner's id k has: -2 no such id, -1 FAKE_SEM_FOREVER, else
+ * its score less now (0 or less: expired, not yet taken back). */
+long long fake_sem_id_pttl(fake_t *fb, const char *name, uint64_t owner, long long k);
+/* The owner's id k expires now (its score becomes now); it stays in the
+ * set until an acquire takes it back. */
+void fake_sem_expire_id(fake_t *fb, const char *name, uint64_t owner, long long k);
+/* The owner's id k is removed and its permit given back (as a release of
+ * that one id would); nothing is published. */
+void fake_sem_del_id(fake_t *fb, const char *name, uint64_t owner, long long k);
+/* Another owner (field) takes permits ids "<field>:1.." for ttl_ms (<0:
+ * FAKE_SEM_FOREVER), as its acquire with base 0 would; the permits must
+ * be available. */
+void fake_sem_take(fake_t *fb, const char *name, const char *field, long long permits,
+                   long long ttl_ms);
+/* That field's ids all go, their permits given back; nothing is published. */
+void fake_sem_release_field(fake_t *fb, const char *name, const char *field);
 
 #endif
