@@ -379,6 +379,34 @@ START_TEST(primary_killed_with_holders_and_waiters) {
     l = cl_reply(n2, H_FAILOVER_MS);
     ck_assert_msg(l != NULL && grant_fence(l, 1) > before, "WLOCK rw after the read: %s",
                   l ? l : "(none)");
+
+    /* A semaphore and a fair lock there too: the other daemon's waiter is
+     * woken by the release, on redisson_sc:{..} and on its own channel. */
+    h_send(n1->c, "SEMINIT sem 1\n");
+    l = cl_reply(n1, H_WAIT_MS);
+    ck_assert_msg(l != NULL && strcmp(l, "OK 1") == 0, "SEMINIT sem: %s", l ? l : "(none)");
+    h_send(n1->c, "ACQUIRE sem 1\n");
+    l = cl_reply(n1, H_WAIT_MS);
+    ck_assert_msg(l != NULL && strcmp(l, "OK 1") == 0, "ACQUIRE sem: %s", l ? l : "(none)");
+    h_send(n2->c, "ACQUIRE sem 1\n");
+    ck_assert_msg(cl_reply(n2, 300) == NULL, "ACQUIRE sem answered while d1 holds the permit");
+    h_send(n1->c, "RELEASE sem 1\n");
+    l = cl_reply(n1, H_WAIT_MS);
+    ck_assert_msg(l != NULL && strcmp(l, "OK 0") == 0, "RELEASE sem: %s", l ? l : "(none)");
+    l = cl_reply(n2, H_FAILOVER_MS);
+    ck_assert_msg(l != NULL && strcmp(l, "OK 1") == 0, "ACQUIRE sem after the release: %s",
+                  l ? l : "(none)");
+    h_send(n1->c, "FAIRLOCK fair\n");
+    l = cl_reply(n1, H_WAIT_MS);
+    ck_assert_msg(l != NULL && grant_fence(l, 1) > before, "FAIRLOCK fair: %s", l ? l : "(none)");
+    h_send(n2->c, "FAIRLOCK fair\n");
+    ck_assert_msg(cl_reply(n2, 300) == NULL, "FAIRLOCK fair answered while d1 holds it");
+    h_send(n1->c, "UNLOCK fair\n");
+    l = cl_reply(n1, H_WAIT_MS);
+    ck_assert_msg(l != NULL && strcmp(l, "OK 0") == 0, "UNLOCK fair: %s", l ? l : "(none)");
+    l = cl_reply(n2, H_FAILOVER_MS);
+    ck_assert_msg(l != NULL && grant_fence(l, 1) > before, "FAIRLOCK fair after the UNLOCK: %s",
+                  l ? l : "(none)");
     cl_close(h1);
     cl_close(h2);
     cl_close(w1);
