@@ -258,7 +258,7 @@ static int parse_grant(const dlock_t *d, uint64_t *fence, uint32_t *holds) {
     return 0;
 }
 
-/* verb NAME LEASE_MS: LOCK, RLOCK or WLOCK. */
+/* verb NAME LEASE_MS: LOCK, RLOCK, WLOCK or FAIRLOCK. */
 static int take(dlock_t *d, const char *verb, const char *name, uint32_t lease_ms,
                 uint64_t *fence, uint32_t *holds) {
     char line[DLOCK_NAME_MAX + 64];
@@ -268,7 +268,7 @@ static int take(dlock_t *d, const char *verb, const char *name, uint32_t lease_m
     return r == 0 ? parse_grant(d, fence, holds) : r;
 }
 
-/* verb NAME WAIT_MS LEASE_MS: TRYLOCK, TRYRLOCK or TRYWLOCK. */
+/* verb NAME WAIT_MS LEASE_MS: TRYLOCK, TRYRLOCK, TRYWLOCK or TRYFAIRLOCK. */
 static int try_take(dlock_t *d, const char *verb, const char *name, uint32_t wait_ms,
                     uint32_t lease_ms, uint64_t *fence, uint32_t *holds, long long *ttl_ms) {
     char line[DLOCK_NAME_MAX + 64];
@@ -333,6 +333,16 @@ int dlock_runlock(dlock_t *d, const char *name, uint32_t *holds_left) {
 
 int dlock_wunlock(dlock_t *d, const char *name, uint32_t *holds_left) {
     return drop(d, "WUNLOCK", name, holds_left);
+}
+
+int dlock_fairlock(dlock_t *d, const char *name, uint32_t lease_ms, uint64_t *fence,
+                   uint32_t *holds) {
+    return take(d, "FAIRLOCK", name, lease_ms, fence, holds);
+}
+
+int dlock_tryfairlock(dlock_t *d, const char *name, uint32_t wait_ms, uint32_t lease_ms,
+                      uint64_t *fence, uint32_t *holds, long long *ttl_ms) {
+    return try_take(d, "TRYFAIRLOCK", name, wait_ms, lease_ms, fence, holds, ttl_ms);
 }
 
 /* Parses "OK <n>" (a count of permits, SEMINIT's 0 or 1). */

@@ -28,11 +28,11 @@ extern "C" {
 /* Every error: enum, name and message come from one table. New codes go
  * at the end, so that the values of the others never change.
  * DLOCK_EKIND: the name is another kind of lock (a plain lock, a
- * read/write lock and a semaphore of one name exclude each other only
- * so), or the request does not fit this connection's hold of it (UNLOCK of
- * a read or write hold, RUNLOCK/WUNLOCK of a plain one, WLOCK while
- * holding a read hold: an upgrade), or dlockd offers no read/write locks
- * or semaphores (quorum). */
+ * read/write lock, a semaphore and, on one dlockd, a fair lock of one name
+ * exclude each other only so), or the request does not fit this
+ * connection's hold of it (UNLOCK of a read or write hold, RUNLOCK/WUNLOCK
+ * of a plain one, WLOCK while holding a read hold: an upgrade), or dlockd
+ * offers no read/write locks, semaphores or fair locks (quorum). */
 #define DLOCK_ERR_MAP(XX)                                                    \
     XX(CONNECT, "cannot connect to dlockd")                                  \
     XX(IO, "i/o error talking to dlockd")                                    \
@@ -68,8 +68,8 @@ typedef void (*dlock_lost_cb)(dlock_t *d, const char *name, const char *reason,
 
 typedef enum {
     DLOCK_FREE = 0,   /* nobody holds it */
-    DLOCK_MINE,       /* this connection holds it (a plain lock) */
-    DLOCK_TAKEN,      /* someone else holds it (a plain lock) */
+    DLOCK_MINE,       /* this connection holds it (a plain or a fair lock) */
+    DLOCK_TAKEN,      /* someone else holds it (a plain or a fair lock) */
     DLOCK_READ,       /* a read/write lock with read holds */
     DLOCK_WRITE,      /* a read/write lock with a write hold */
     DLOCK_SEM         /* a semaphore (permits set, held or not) */
@@ -116,7 +116,8 @@ int dlock_lock(dlock_t *d, const char *name, uint32_t lease_ms, uint64_t *fence,
  * remaining lease in *ttl_ms (-1 unknown) when ttl_ms is not NULL. */
 int dlock_trylock(dlock_t *d, const char *name, uint32_t wait_ms, uint32_t lease_ms,
                   uint64_t *fence, uint32_t *holds, long long *ttl_ms);
-/* Drops one hold; *holds_left tells how many remain. */
+/* Drops one hold (of a plain or a fair lock); *holds_left tells how many
+ * remain. */
 int dlock_unlock(dlock_t *d, const char *name, uint32_t *holds_left);
 /* Resets the lease (0: the lock's own); *ttl_ms is the new lease. Also
  * for the permits this connection holds of a semaphore. */
@@ -142,6 +143,29 @@ int dlock_trywlock(dlock_t *d, const char *name, uint32_t wait_ms, uint32_t leas
  * remain. */
 int dlock_runlock(dlock_t *d, const char *name, uint32_t *holds_left);
 int dlock_wunlock(dlock_t *d, const char *name, uint32_t *holds_left);
+/* Fair locks (Redisson's RFairLock layout): waiters queue in Redis and are
+ * granted in the order they came, across every dlockd and Redisson client
+ * of the name. They take, wait, time out and are renewed as dlock_lock()
+ * and dlock_trylock() do (reentrant, fenced, leased or kept by the
+ * watchdog, !LOST when lost), dlock_unlock() releases them, and
+ * dlock_status() shows them as a plain lock (MINE, TAKEN or FREE). A
+ * waiter's place in the queue is kept while it waits and given up at once
+ * when its connection closes or its wait ends. On one dlockd a name is one
+ * kind at a time: the other lock calls on a name it holds or waits for as
+ * a fair lock, or these on a name it holds as another kind, are
+ * DLOCK_EKIND (and so are these on a dlockd in quorum mode). Across
+ * dlockds a fair and a plain lock of one name exclude each other, but a
+ * dlock_lock() waiter takes no place in the queue.
+ *
+ * Waits for its turn, as long as it takes. */
+int dlock_fairlock(dlock_t *d, const char *name, uint32_t lease_ms, uint64_t *fence,
+                   uint32_t *holds);
+/* Waits at most wait_ms for its turn; DLOCK_ETIMEOUT if not acquired, with
+ * the holder's remaining lease in *ttl_ms (-1 unknown) when ttl_ms is not
+ * NULL, and its place is gone. wait_ms 0 tries once without taking a
+ * place: DLOCK_ETIMEOUT when the lock is held or anyone waits for it. */
+int dlock_tryfairlock(dlock_t *d, const char *name, uint32_t wait_ms, uint32_t lease_ms,
+                      uint64_t *fence, uint32_t *holds, long long *ttl_ms);
 /* Counting semaphores (Redisson's RPermitExpirableSemaphore layout):
  * a name with a number of permits, set once with dlock_seminit(); each
  * owner takes and gives back any number of them at a time. Permits belong
@@ -170,9 +194,9 @@ int dlock_tryacquire(dlock_t *d, const char *name, uint32_t permits, uint32_t wa
 /* Gives permits back; *left is how many this connection still holds.
  * DLOCK_ENOTHELD, releasing none, if it holds fewer than permits. */
 int dlock_release(dlock_t *d, const char *name, uint32_t permits, uint32_t *left);
-/* Any lock's state: a plain lock is FREE, MINE or TAKEN, a read/write lock
- * READ or WRITE (FREE once nobody holds it), a semaphore SEM with its
- * numbers in sem. */
+/* Any lock's state: a plain or a fair lock is FREE, MINE or TAKEN, a
+ * read/write lock READ or WRITE (FREE once nobody holds it), a semaphore
+ * SEM with its numbers in sem. */
 int dlock_status(dlock_t *d, const char *name, dlock_status_t *out);
 /* *removed is 1 if a lock was removed, 0 if there was none. On a
  * semaphore it gives back every permit, whoever holds them (1), or finds

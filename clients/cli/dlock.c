@@ -38,7 +38,7 @@ static int sigpipe[2] = {-1, -1};  /* signal handler -> main loop */
 
 static void usage(FILE *out) {
     fprintf(out,
-        "usage: dlock [-S SOCKET] [-s | -x | --permits N] [--seminit N]\n"
+        "usage: dlock [-S SOCKET] [-s | -x | --fair | --permits N] [--seminit N]\n"
         "             [-n | -w SECONDS] [-E CODE] [-l LEASE_MS] [-k SECONDS] [-v]\n"
         "             NAME COMMAND [ARG...]\n"
         "       dlock [-S SOCKET] [-v] --seminit N NAME\n"
@@ -47,9 +47,11 @@ static void usage(FILE *out) {
         "  -S SOCKET   dlockd's socket (default $DLOCK_SOCKET, else %s)\n"
         "  -s          take a read lock (shared with other readers; --shared)\n"
         "  -x          take a write lock (excludes readers and writers; --exclusive)\n"
+        "  --fair      take a fair lock (waiters served first come, first served)\n"
         "  --permits N hold N permits of the semaphore NAME (1-%d)\n"
-        "              without -s, -x or --permits, a plain lock: every user of NAME\n"
-        "              must take the same kind (plain, -s and -x, or --permits)\n"
+        "              without -s, -x, --fair or --permits, a plain lock: every user\n"
+        "              of NAME must take the same kind (plain, -s and -x, --fair, or\n"
+        "              --permits)\n"
         "  --seminit N first give the semaphore NAME N permits, unless it has its\n"
         "              permits already; without COMMAND, only that\n"
         "  -n          fail at once if the lock is held (or the permits are not free)\n"
@@ -132,7 +134,7 @@ typedef struct grant_s {
     uint32_t held;        /* a semaphore's: how many this connection holds */
 } grant_t;
 
-/* The kinds of lock dlock can hold, chosen once from -s, -x and
+/* The kinds of lock dlock can hold, chosen once from -s, -x, --fair and
  * --permits. wait_ms < 0: wait as long as it takes. */
 typedef struct lock_kind_s {
     int (*take)(dlock_t *d, const char *name, long long wait_ms, uint32_t lease_ms,
@@ -158,6 +160,12 @@ static int take_write(dlock_t *d, const char *name, long long wait_ms, uint32_t 
     return dlock_trywlock(d, name, (uint32_t)wait_ms, lease_ms, &g->fence, NULL, NULL);
 }
 
+static int take_fair(dlock_t *d, const char *name, long long wait_ms, uint32_t lease_ms,
+                     grant_t *g) {
+    if (wait_ms < 0) return dlock_fairlock(d, name, lease_ms, &g->fence, NULL);
+    return dlock_tryfairlock(d, name, (uint32_t)wait_ms, lease_ms, &g->fence, NULL, NULL);
+}
+
 static int take_permits(dlock_t *d, const char *name, long long wait_ms, uint32_t lease_ms,
                         grant_t *g) {
     if (wait_ms < 0) return dlock_acquire(d, name, g->permits, lease_ms, &g->held);
@@ -165,8 +173,9 @@ static int take_permits(dlock_t *d, const char *name, long long wait_ms, uint32_
 }
 
 static const char held_as_plain[] =
-    "held as a plain lock or a semaphore (take it as its other users do: without "
-    "-s and -x, or with --permits), or this dlockd has no read/write locks (quorum)";
+    "held as a plain lock, a semaphore or a fair lock (take it as its other users do: "
+    "without -s and -x, or with --permits or --fair), or this dlockd has no read/write "
+    "locks (quorum)";
 
 /* SEMINIT's and ACQUIRE's ERR KIND. */
 static const char not_a_semaphore[] =
@@ -175,10 +184,14 @@ static const char not_a_semaphore[] =
 
 static const lock_kind_t plain_kind = {
     take_plain,
-    "held as a read/write lock or a semaphore: take it with -s or -x, or with "
-    "--permits, as its other users do"};
+    "held as a read/write lock, a semaphore or a fair lock: take it with -s or -x, "
+    "--permits or --fair, as its other users do"};
 static const lock_kind_t read_kind = {take_read, held_as_plain};
 static const lock_kind_t write_kind = {take_write, held_as_plain};
+static const lock_kind_t fair_kind = {
+    take_fair,
+    "held as a plain lock, a read/write lock or a semaphore, not a fair lock (take it "
+    "as its other users do: without --fair), or this dlockd has no fair locks (quorum)"};
 static const lock_kind_t sem_kind = {take_permits, not_a_semaphore};
 
 static void on_signal(int sig) {
@@ -436,7 +449,7 @@ static int seminit(dlock_t *d, const char *name, uint32_t permits, int verbose) 
 
 int main(int argc, char **argv) {
     enum { OPT_STATUS = 256, OPT_FORCE, OPT_INFO, OPT_PING, OPT_VERSION, OPT_METRICS, OPT_WHO,
-           OPT_PERMITS, OPT_SEMINIT };
+           OPT_PERMITS, OPT_SEMINIT, OPT_FAIR };
     static const struct option longopts[] = {
         {"status", required_argument, NULL, OPT_STATUS},
         {"force-unlock", required_argument, NULL, OPT_FORCE},
@@ -448,6 +461,7 @@ int main(int argc, char **argv) {
         {"socket", required_argument, NULL, 'S'},
         {"shared", no_argument, NULL, 's'},
         {"exclusive", no_argument, NULL, 'x'},
+        {"fair", no_argument, NULL, OPT_FAIR},
         {"permits", required_argument, NULL, OPT_PERMITS},
         {"seminit", required_argument, NULL, OPT_SEMINIT},
         {"verbose", no_argument, NULL, 'v'},
@@ -457,7 +471,7 @@ int main(int argc, char **argv) {
     const char *sock = NULL;
     const lock_kind_t *kind = &plain_kind;
     int nonblock = 0, have_wait = 0, metrics = 0, shared = 0, exclusive = 0, opt;
-    int have_seminit = 0, verbose = 0;
+    int have_seminit = 0, verbose = 0, fair = 0;
     uint32_t wait_ms = 0, lease_ms = 0, conflict = 1, grace_ms = DEFAULT_GRACE_MS;
     uint32_t permits = 0, sem_size = 0;
     char query_line[DLOCK_NAME_MAX + 32] = "";
@@ -469,6 +483,7 @@ int main(int argc, char **argv) {
         case 's': shared = 1; break;
         case 'x': exclusive = 1; break;
         case 'v': verbose = 1; break;
+        case OPT_FAIR: fair = 1; break;
         case OPT_PERMITS:
             if (parse_uint(optarg, DLOCK_PERMITS_MAX, &permits) != 0 || permits == 0) {
                 char range[48];
@@ -528,6 +543,8 @@ int main(int argc, char **argv) {
     }
     if (nonblock && have_wait) return usage_error("-n and -w exclude each other", NULL, NULL);
     if (shared && exclusive) return usage_error("-s and -x exclude each other", NULL, NULL);
+    if (fair && (shared || exclusive || permits || have_seminit))
+        return usage_error("--fair excludes -s, -x, --permits and --seminit", NULL, NULL);
     if (permits && (shared || exclusive))
         return usage_error("--permits excludes -s and -x", NULL, NULL);
     if (have_seminit && (shared || exclusive))
@@ -540,6 +557,7 @@ int main(int argc, char **argv) {
         return usage_error("--seminit with a COMMAND needs --permits", NULL, NULL);
     if (shared) kind = &read_kind;
     if (exclusive) kind = &write_kind;
+    if (fair) kind = &fair_kind;
     if (permits) kind = &sem_kind;
 
     run_t run = {.name = argv[optind]};

@@ -23,6 +23,10 @@ thread.
         with c.write_lock("catalog"):   # alone
             ...
 
+    with dlock.Client() as c:       # a fair lock: first come, first served
+        with c.fair_lock("payroll") as fence:
+            ...
+
     with dlock.Client() as c:       # a counting semaphore
         c.seminit("transcode", 4)       # its permits, set once for every user
         with c.semaphore("transcode", 2):   # 2 of the 4 while inside
@@ -123,9 +127,9 @@ class BadRequest(DlockError):
 
 
 class Timeout(DlockError):
-    """TRYLOCK (TRYRLOCK, TRYWLOCK) did not get the lock in time, or
-    TRYACQUIRE the permits. ``ttl_ms`` is the holder's remaining lease (-1
-    when unknown)."""
+    """TRYLOCK (TRYRLOCK, TRYWLOCK, TRYFAIRLOCK) did not get the lock in
+    time, or TRYACQUIRE the permits. ``ttl_ms`` is the holder's remaining
+    lease (-1 when unknown)."""
 
     def __init__(self, ttl_ms=-1, message=None):
         self.ttl_ms = ttl_ms
@@ -155,11 +159,12 @@ class Denied(DlockError):
 
 class KindError(DlockError):
     """ERR KIND: the name is another kind of lock (a plain lock, a read/write
-    lock and a semaphore of one name exclude each other only so: every user
-    of a name must take the same kind), or the request does not fit this
-    connection's hold (UNLOCK of a read or write hold, RUNLOCK/WUNLOCK of a
-    plain one, write_lock while holding a read lock: an upgrade), or dlockd
-    offers no read/write locks or semaphores (quorum)."""
+    lock, a semaphore and, on one dlockd, a fair lock of one name exclude
+    each other only so: every user of a name must take the same kind), or
+    the request does not fit this connection's hold (UNLOCK of a read or
+    write hold, RUNLOCK/WUNLOCK of a plain one, write_lock while holding a
+    read lock: an upgrade), or dlockd offers no read/write locks,
+    semaphores or fair locks (quorum)."""
 
 
 class LockLost(DlockError):
@@ -290,11 +295,11 @@ class Client(object):
 
     socket: path of dlockd's socket; default $DLOCK_SOCKET, else
     /run/dlockd/dlockd.sock. timeout: seconds allowed for connecting and for
-    each reply, except the wait of LOCK, RLOCK, WLOCK and ACQUIRE
-    (unbounded) and of TRYLOCK, TRYRLOCK, TRYWLOCK and TRYACQUIRE (its
-    wait_ms plus timeout); None waits forever. When a reply does not come
-    in time the connection is closed (its locks are released) and
-    ConnectionClosed is raised.
+    each reply, except the wait of LOCK, RLOCK, WLOCK, FAIRLOCK and ACQUIRE
+    (unbounded) and of TRYLOCK, TRYRLOCK, TRYWLOCK, TRYFAIRLOCK and
+    TRYACQUIRE (its wait_ms plus timeout); None waits forever. When a reply
+    does not come in time the connection is closed (its locks are released)
+    and ConnectionClosed is raised.
     """
 
     def __init__(self, socket=None, timeout=None):
@@ -536,7 +541,7 @@ class Client(object):
     # -- requests --
 
     def _take(self, verb, name, lease_ms):
-        """LOCK, RLOCK or WLOCK: (fence, holds)."""
+        """LOCK, RLOCK, WLOCK or FAIRLOCK: (fence, holds)."""
         name = validate_name(name)
         words = [verb, name]
         if _check_num("lease_ms", lease_ms):
@@ -544,7 +549,8 @@ class Client(object):
         return self._grant(self._call(words, name, unbounded=True))
 
     def _try_take(self, verb, name, wait_ms, lease_ms):
-        """TRYLOCK, TRYRLOCK or TRYWLOCK: (fence, holds), or Timeout."""
+        """TRYLOCK, TRYRLOCK, TRYWLOCK or TRYFAIRLOCK: (fence, holds), or
+        Timeout."""
         name = validate_name(name)
         words = [verb, name, str(_check_num("wait_ms", wait_ms))]
         if _check_num("lease_ms", lease_ms):
@@ -570,7 +576,8 @@ class Client(object):
         return self._try_take("TRYLOCK", name, wait_ms, lease_ms)
 
     def unlock(self, name):
-        """UNLOCK: drop one hold; returns the holds left (0: the lock is free)."""
+        """UNLOCK: drop one hold (of a plain or a fair lock); returns the holds
+        left (0: the lock is free)."""
         return self._drop("UNLOCK", name)
 
     # Read/write locks: any number of owners may hold read holds of a name
@@ -616,6 +623,39 @@ class Client(object):
     def write_lock(self, name, lease_ms=0):
         """A ClientLock for a write hold of name over this connection."""
         return ClientLock(self, name, "write", lease_ms)
+
+    # Fair locks: as lock() and trylock(), reentrant, fenced and released
+    # by unlock(), but waiters queue in Redis and get the lock in the order
+    # they came, across every dlockd and Redisson client of the name. A
+    # waiter's place goes as soon as it stops waiting (its Timeout, close()).
+    # On one dlockd a name is one kind at a time: the other requests on a
+    # name it holds or waits for as a fair lock, and these on a name it
+    # holds as another kind, raise KindError.
+
+    def fairlock(self, name, lease_ms=None):
+        """FAIRLOCK: wait for its turn, as long as it takes. Returns (fence,
+        holds). lease_ms None or 0: held while this connection lives
+        (watchdog); else it ends after lease_ms unless renewed."""
+        return self._take("FAIRLOCK", name, 0 if lease_ms is None else lease_ms)
+
+    def tryfairlock(self, name, wait_ms=0, lease_ms=None):
+        """TRYFAIRLOCK: wait at most wait_ms for its turn. Returns (fence,
+        holds) or raises Timeout (with the holder's ttl_ms), its place in
+        the queue gone. wait_ms 0 tries once without taking a place: Timeout
+        when the lock is held or anyone waits for it."""
+        return self._try_take("TRYFAIRLOCK", name, wait_ms,
+                              0 if lease_ms is None else lease_ms)
+
+    def fair_lock(self, name, lease_ms=None, wait_ms=None):
+        """A ClientLock for a fair lock of name over this connection:
+
+            with client.fair_lock("payroll") as fence:
+                ...
+
+        lease_ms as for fairlock(). wait_ms: how long the ``with`` statement
+        waits for its turn (None: as long as it takes); when the lock could
+        not be had by then it raises Timeout."""
+        return ClientLock(self, name, "fair", lease_ms, wait_ms)
 
     # Counting semaphores: a name with a number of permits, set once with
     # seminit(); each owner takes and gives back any number at a time. The
@@ -821,20 +861,24 @@ class Lock(_Hold):
     raises LockLost if the lock was lost inside it (unless another exception
     is already on its way). ``fence`` is the fence of the current grant, None
     while the lock is not held. ``timeout`` is the connection's timeout (see
-    Client), not a wait for the lock: that is acquire()'s.
+    Client), not a wait for the lock: that is acquire()'s. fair=True takes
+    it as a fair lock (FAIRLOCK, TRYFAIRLOCK: waiters get it in the order
+    they came; see Client.fairlock), which every user of the name should do.
     """
 
-    def __init__(self, name, socket=None, lease_ms=0, timeout=None):
+    def __init__(self, name, socket=None, lease_ms=0, timeout=None, fair=False):
         self.name = validate_name(name)
         self.socket = socket
         self.lease_ms = _check_num("lease_ms", lease_ms)
         self.timeout = timeout
+        self.fair = bool(fair)
         self.fence = None
         self._holds = 0
         self._client = None
 
     def __repr__(self):
-        return "<dlock.Lock %s %s>" % (self.name, "held" if self._holds else "free")
+        return "<dlock.Lock %s%s %s>" % (self.name, " fair" if self.fair else "",
+                                         "held" if self._holds else "free")
 
     def _conn(self):
         if self._client is None or self._client.closed:
@@ -870,9 +914,11 @@ class Lock(_Hold):
         c = self._conn()
         try:
             if wait_ms is None:
-                fence, holds = self._do(c.lock, self.name, self.lease_ms)
+                fn = c.fairlock if self.fair else c.lock
+                fence, holds = self._do(fn, self.name, self.lease_ms)
             else:
-                fence, holds = self._do(c.trylock, self.name, wait_ms, self.lease_ms)
+                fn = c.tryfairlock if self.fair else c.trylock
+                fence, holds = self._do(fn, self.name, wait_ms, self.lease_ms)
         except Timeout:
             return False
         self.fence = fence
@@ -935,12 +981,12 @@ class Lock(_Hold):
         return self._conn().fileno()
 
 
-# ---- a read or write hold over a Client --------------------------------
+# ---- a read, write or fair hold over a Client --------------------------
 
 class ClientLock(_Hold):
-    """A read or a write hold of a name, taken over an existing Client (its
-    connection is the owner): made by Client.read_lock() and
-    Client.write_lock().
+    """A read or a write hold of a name, or a fair lock's, taken over an
+    existing Client (its connection is the owner): made by
+    Client.read_lock(), Client.write_lock() and Client.fair_lock().
 
         with client.read_lock("catalog") as fence:
             ...
@@ -952,23 +998,36 @@ class ClientLock(_Hold):
             finally:
                 wl.release()
 
-    Each acquire() takes one hold and each release() drops one (RUNLOCK or
-    WUNLOCK), so acquire/release pairs nest, as do ``with`` blocks. The
-    connection stays open: Client.close() drops every hold at once. Holds
-    taken over one Client are one owner's: two read_lock()s of it are one
-    reader, and a write_lock() of a name it reads raises KindError (an
-    upgrade); take a Client per owner. Leaving the ``with`` block raises
-    LockLost if the lock was lost inside it (unless another exception is
-    already on its way). ``fence`` is the last grant's, None while not held.
+    Each acquire() takes one hold and each release() drops one (RUNLOCK,
+    WUNLOCK, or UNLOCK of a fair lock), so acquire/release pairs nest, as
+    do ``with`` blocks. The ``with`` statement waits ``wait_ms`` (None: as
+    long as it takes) and raises Timeout when the lock could not be had by
+    then; acquire() takes its own timeout. The connection stays open:
+    Client.close() drops every hold at once. Holds taken over one Client
+    are one owner's: two read_lock()s of it are one reader, and a
+    write_lock() of a name it reads raises KindError (an upgrade); take a
+    Client per owner. Leaving the ``with`` block raises LockLost if the
+    lock was lost inside it (unless another exception is already on its
+    way). ``fence`` is the last grant's, None while not held.
     """
 
-    def __init__(self, client, name, mode, lease_ms=0):
-        if mode not in ("read", "write"):
-            raise ValueError("mode must be 'read' or 'write', not %r" % (mode,))
+    # mode: (the request that waits, the one that tries, the release)
+    _VERBS = {
+        "read": ("rlock", "tryrlock", "runlock"),
+        "write": ("wlock", "trywlock", "wunlock"),
+        "fair": ("fairlock", "tryfairlock", "unlock"),
+    }
+
+    def __init__(self, client, name, mode, lease_ms=0, wait_ms=None):
+        if mode not in self._VERBS:
+            raise ValueError("mode must be 'read', 'write' or 'fair', not %r" % (mode,))
         self.client = client
         self.name = validate_name(name)
         self.mode = mode
-        self.lease_ms = _check_num("lease_ms", lease_ms)
+        self.lease_ms = _check_num("lease_ms", 0 if lease_ms is None else lease_ms)
+        if wait_ms is not None:
+            _check_num("wait_ms", wait_ms)
+        self.wait_ms = wait_ms
         self.fence = None
         self._holds = 0     # holds taken through this object
 
@@ -980,27 +1039,35 @@ class ClientLock(_Hold):
         self._holds = 0
         self.fence = None
 
-    def acquire(self, blocking=True, timeout=-1):
-        """Take one hold, as Lock.acquire does: True once held, with the
-        grant's fence in ``self.fence``; False when it could not be had, at
-        once with blocking=False, or after ``timeout`` seconds. Every other
-        failure raises its DlockError (KindError, LockLost, ...)."""
-        wait_ms = _wait_ms(blocking, timeout)
+    def __enter__(self):
+        self._take(self.wait_ms)
+        return self.fence
+
+    def _take(self, wait_ms):
+        """One hold, waiting as long as it takes (wait_ms None) or trying;
+        Timeout propagates."""
         c = self.client
+        wait, try_, _ = self._VERBS[self.mode]
         try:
             if wait_ms is None:
-                fn = c.rlock if self.mode == "read" else c.wlock
-                fence, _ = fn(self.name, self.lease_ms)
+                fence, _ = getattr(c, wait)(self.name, self.lease_ms)
             else:
-                fn = c.tryrlock if self.mode == "read" else c.trywlock
-                fence, _ = fn(self.name, wait_ms, self.lease_ms)
-        except Timeout:
-            return False
+                fence, _ = getattr(c, try_)(self.name, wait_ms, self.lease_ms)
         except (LockLost, ConnectionClosed):
             self._lost()
             raise
         self.fence = fence
         self._holds += 1
+
+    def acquire(self, blocking=True, timeout=-1):
+        """Take one hold, as Lock.acquire does: True once held, with the
+        grant's fence in ``self.fence``; False when it could not be had, at
+        once with blocking=False, or after ``timeout`` seconds. Every other
+        failure raises its DlockError (KindError, LockLost, ...)."""
+        try:
+            self._take(_wait_ms(blocking, timeout))
+        except Timeout:
+            return False
         return True
 
     def release(self):
@@ -1009,7 +1076,7 @@ class ClientLock(_Hold):
         if self._holds == 0:
             raise NotHeld(None, "%s lock %s is not held through this ClientLock"
                           % (self.mode, self.name))
-        fn = self.client.runlock if self.mode == "read" else self.client.wunlock
+        fn = getattr(self.client, self._VERBS[self.mode][2])
         try:
             fn(self.name)
         except (LockLost, ConnectionClosed, NotHeld):

@@ -34,13 +34,15 @@
 #   dlock_trylock NAME [WAIT_MS [LEASE_MS]]
 #                                the same, or 1 after WAIT_MS (default 0) with
 #                                the holder's remaining lease in DLOCK_TTL
-#   dlock_unlock NAME            drop one hold; holds left in DLOCK_HOLDS
+#   dlock_unlock NAME            drop one hold (of a plain or a fair lock);
+#                                holds left in DLOCK_HOLDS
 #   dlock_renew NAME [LEASE_MS]  new remaining lease in DLOCK_TTL
 #   dlock_status NAME            DLOCK_STATE=FREE|MINE|TAKEN|READ|WRITE|SEM
 #                                (+ DLOCK_HOLDS, DLOCK_TTL, DLOCK_FENCE for
-#                                MINE, DLOCK_TTL for TAKEN; DLOCK_READERS,
-#                                DLOCK_HOLDS (this connection's of that
-#                                kind) and DLOCK_TTL for READ and WRITE;
+#                                MINE, DLOCK_TTL for TAKEN, of a plain or a
+#                                fair lock; DLOCK_READERS, DLOCK_HOLDS (this
+#                                connection's of that kind) and DLOCK_TTL
+#                                for READ and WRITE;
 #                                DLOCK_AVAILABLE (permits free) and
 #                                DLOCK_HOLDS (permits held by this
 #                                connection) for SEM)
@@ -54,6 +56,21 @@
 # time: a plain lock's name refuses dlock_rlock, a read/write lock's
 # dlock_lock, and a reader's dlock_wlock (an upgrade): 2, with "ERR KIND
 # ..." in DLOCK_REPLY.
+# Fair locks (waiters queue in Redis and get the lock in the order they
+# came, across every dlockd and Redisson client of the name), as dlock_lock
+# and dlock_trylock, released by dlock_unlock:
+#   dlock_fairlock NAME [LEASE_MS]
+#                                wait for its turn; sets DLOCK_FENCE,
+#                                DLOCK_HOLDS
+#   dlock_tryfairlock NAME [WAIT_MS [LEASE_MS]]
+#                                the same, or 1 after WAIT_MS (default 0)
+#                                with DLOCK_TTL; its place in the queue is
+#                                gone then (WAIT_MS 0 takes none, and gives
+#                                up when the lock is held or anyone waits)
+# A waiter's place goes as soon as it stops waiting or its connection
+# closes. On one dlockd a name is one kind at a time: the other lock
+# functions on a name it holds or waits for as a fair lock, and these on a
+# name held as another kind, return 2 with "ERR KIND ..." in DLOCK_REPLY.
 # Counting semaphores (a name with a number of permits; each owner takes
 # and gives back any number at a time; a semaphore's name refuses the lock
 # functions and a lock's name these, with 2 and "ERR KIND ..."):
@@ -440,7 +457,7 @@ _dlock_granted() {
     DLOCK_HOLDS=${_dlock_x#* }
 }
 
-# _dlock_take VERB USAGE NAME [LEASE_MS]: LOCK, RLOCK or WLOCK.
+# _dlock_take VERB USAGE NAME [LEASE_MS]: LOCK, RLOCK, WLOCK or FAIRLOCK.
 _dlock_take() {
     DLOCK_FENCE='' DLOCK_HOLDS=''
     _dlock_verb=$1 _dlock_usage=$2
@@ -454,8 +471,8 @@ _dlock_take() {
     return "$_dlock_rc"
 }
 
-# _dlock_trytake VERB USAGE NAME [WAIT_MS [LEASE_MS]]: TRYLOCK, TRYRLOCK or
-# TRYWLOCK.
+# _dlock_trytake VERB USAGE NAME [WAIT_MS [LEASE_MS]]: TRYLOCK, TRYRLOCK,
+# TRYWLOCK or TRYFAIRLOCK.
 _dlock_trytake() {
     DLOCK_FENCE='' DLOCK_HOLDS='' DLOCK_TTL=''
     _dlock_verb=$1 _dlock_usage=$2
@@ -529,6 +546,18 @@ dlock_runlock() {
 # dlock_wunlock NAME: drop one write hold; DLOCK_HOLDS is the write holds left.
 dlock_wunlock() {
     _dlock_drop WUNLOCK "dlock_wunlock NAME" "$@"
+}
+
+# dlock_fairlock NAME [LEASE_MS]: wait for a fair lock's turn (as long as it
+# takes).
+dlock_fairlock() {
+    _dlock_take FAIRLOCK "dlock_fairlock NAME [LEASE_MS]" "$@"
+}
+
+# dlock_tryfairlock NAME [WAIT_MS [LEASE_MS]]: 0 with the fair lock, 1 on
+# TIMEOUT (its place in the queue gone).
+dlock_tryfairlock() {
+    _dlock_trytake TRYFAIRLOCK "dlock_tryfairlock NAME [WAIT_MS [LEASE_MS]]" "$@"
 }
 
 # _dlock_semtake VERB USAGE NAME PERMITS [...]: ACQUIRE NAME PERMITS

@@ -114,6 +114,25 @@ static void await_file(const char *name) {
     }
 }
 
+/* Waits until h_dir()/name has a whole line in it: a command's echo has
+ * been written, not only the file created by its redirection. */
+static void await_line(const char *name) {
+    char path[600];
+    snprintf(path, sizeof(path), "%s/%s", h_dir(), name);
+    long long end = h_now_ms() + H_WAIT_MS;
+    for (;;) {
+        FILE *f = fopen(path, "r");
+        int c = EOF, last = EOF;
+        if (f != NULL) {
+            while ((c = fgetc(f)) != EOF) last = c;
+            fclose(f);
+        }
+        if (last == '\n') return;
+        ck_assert_msg(h_now_ms() < end, "%s never got a line", name);
+        usleep(2000);
+    }
+}
+
 static void setup(void) {
     h_setup();
     h_redis_start();
@@ -419,8 +438,8 @@ static void touch_go(void) {
 START_TEST(shared_readers_hold_together) {
     pid_t r1 = spawn_holder("-s", "rw", "r1");
     pid_t r2 = spawn_holder("--shared", "rw", "r2");
-    await_file("r1");
-    await_file("r2");
+    await_line("r1");
+    await_line("r2");
     h_conn_t *c = h_connect_index(daemon_idx);
     h_send(c, "STATUS rw\n");
     H_EXPECT_PREFIX(c, "OK READ 2 0 ");
@@ -458,7 +477,7 @@ START_TEST(exclusive_excludes) {
     H_EXPECT(c, "OK 0");
 
     pid_t x = spawn_holder("-x", "ex", "x1");
-    await_file("x1");
+    await_line("x1");
     h_send(c, "STATUS ex\n");
     H_EXPECT_PREFIX(c, "OK WRITE 1 0 ");
     h_send(c, "TRYRLOCK ex 0\n");
@@ -564,8 +583,8 @@ START_TEST(permits_run_commands_side_by_side) {
     const char *h2[] = {"--permits", "1", "pool", "sh", "-c", script, "p2", NULL};
     pid_t p1 = spawn_dlock(h1);
     pid_t p2 = spawn_dlock(h2);
-    await_file("p1");
-    await_file("p2");
+    await_line("p1");
+    await_line("p2");
     ck_assert_str_eq(slurp("p1"), "pool 1 unset");
     h_conn_t *c = h_connect_index(daemon_idx);
     h_send(c, "STATUS pool\n");
@@ -655,12 +674,14 @@ START_TEST(semaphore_other_kind_is_65) {
     H_EXPECT(c, "OK 1");
     const char *l[] = {"sem", "sh", "-c", script, NULL};
     ck_assert_int_eq(run_dlock(l), 65);
-    ck_assert_msg(strstr(slurp("out"), "dlock: sem: held as a read/write lock or a semaphore") !=
-                      NULL, "%s", slurp("out"));
+    ck_assert_msg(strstr(slurp("out"), "dlock: sem: held as a read/write lock, a semaphore or "
+                                       "a fair lock") != NULL,
+                  "%s", slurp("out"));
     const char *r[] = {"-s", "-n", "sem", "sh", "-c", script, NULL};
     ck_assert_int_eq(run_dlock(r), 65);
-    ck_assert_msg(strstr(slurp("out"), "dlock: sem: held as a plain lock or a semaphore") !=
-                      NULL, "%s", slurp("out"));
+    ck_assert_msg(strstr(slurp("out"), "dlock: sem: held as a plain lock, a semaphore or a "
+                                       "fair lock") != NULL,
+                  "%s", slurp("out"));
     const char *x[] = {"-x", "-w", "5", "sem", "sh", "-c", script, NULL};
     ck_assert_int_eq(run_dlock(x), 65);
     ck_assert_int_eq(access(script + strlen("touch "), F_OK), -1);
@@ -700,6 +721,204 @@ START_TEST(semaphore_bad_usage_is_64) {
 }
 END_TEST
 
+/* Waits (H_WAIT_MS at most) until dlockd counts n waiting requests. */
+static void await_waiters(long long n) {
+    h_conn_t *c = h_connect_index(daemon_idx);
+    long long end = h_now_ms() + H_WAIT_MS;
+    while (h_info_value(c, "waiters") != n) {
+        ck_assert_msg(h_now_ms() < end, "never %lld waiters", n);
+        usleep(1000);
+    }
+    h_close(c);
+}
+
+/* Starts dlock --fair NAME, whose command appends "ID FENCE" to
+ * h_dir()/order while it holds the lock: the lines come in the order of
+ * the grants. */
+static pid_t spawn_fair_waiter(const char *name, const char *id) {
+    char script[700];
+    snprintf(script, sizeof(script), "echo \"$0 $DLOCK_FENCE\" >> %s/order", h_dir());
+    const char *a[] = {"--fair", name, "sh", "-c", script, id, NULL};
+    return spawn_dlock(a);
+}
+
+/* h_dir()/order's lines "ID FENCE": the IDs, joined by spaces, and every
+ * fence rising past *fence (updated). */
+static const char *order_ids(unsigned long long *fence) {
+    static char ids[256];
+    char path[600], id[32];
+    unsigned long long f;
+    snprintf(path, sizeof(path), "%s/order", h_dir());
+    ids[0] = '\0';
+    FILE *fp = fopen(path, "r");
+    if (fp == NULL) return ids;
+    while (fscanf(fp, "%31s %llu", id, &f) == 2) {
+        ck_assert_msg(f > *fence, "fence %llu of %s not above %llu", f, id, *fence);
+        *fence = f;
+        snprintf(ids + strlen(ids), sizeof(ids) - strlen(ids), "%s%s", ids[0] ? " " : "", id);
+    }
+    fclose(fp);
+    return ids;
+}
+
+/* --fair runs the command holding a fair lock, with its fence; -n and -w
+ * give up while another connection holds it, and the exit status passes
+ * through. */
+START_TEST(fair_runs_command) {
+    char script[700];
+    snprintf(script, sizeof(script), "echo \"$DLOCK_NAME $DLOCK_FENCE\" > %s/env; exit 3",
+             h_dir());
+    const char *a[] = {"--fair", "fj", "sh", "-c", script, NULL};
+    ck_assert_int_eq(run_dlock(a), 3);
+    const char *env = slurp("env");
+    ck_assert_msg(strncmp(env, "fj ", 3) == 0, "%s", env);
+    unsigned long long f1 = strtoull(env + 3, NULL, 10);
+    ck_assert_uint_gt(f1, 0);
+
+    h_conn_t *c = h_connect_index(daemon_idx);
+    h_send(c, "FAIRLOCK fj\n");
+    H_EXPECT_PREFIX(c, "OK ");
+    const char *n[] = {"--fair", "-n", "fj", "true", NULL};
+    ck_assert_int_eq(run_dlock(n), 1);
+    const char *w[] = {"--fair", "-w", "0.2", "-E", "9", "fj", "true", NULL};
+    ck_assert_int_eq(run_dlock(w), 9);
+    h_send(c, "UNLOCK fj\n");
+    H_EXPECT(c, "OK 0");
+    /* The waits of -n and -w left no place behind: one try gets it. */
+    h_send(c, "TRYFAIRLOCK fj 0\n");
+    H_EXPECT_PREFIX(c, "OK ");
+    h_send(c, "UNLOCK fj\n");
+    H_EXPECT(c, "OK 0");
+
+    snprintf(script, sizeof(script), "echo \"$DLOCK_FENCE\" > %s/env", h_dir());
+    const char *v[] = {"-v", "--fair", "-w", "10", "fj", "sh", "-c", script, NULL};
+    ck_assert_int_eq(run_dlock(v), 0);
+    ck_assert_uint_gt(strtoull(slurp("env"), NULL, 10), f1);
+    ck_assert_msg(strncmp(slurp("out"), "dlock: fj: acquired (fence ", 27) == 0, "%s",
+                  slurp("out"));
+    /* The command ended: the lock is free. */
+    h_send(c, "STATUS fj\n");
+    H_EXPECT(c, "OK FREE");
+    h_close(c);
+}
+END_TEST
+
+/* Three dlock --fair, each queued (INFO's waiters) before the next one
+ * starts, run their commands in that order, one at a time, with rising
+ * fences. */
+START_TEST(fair_commands_run_in_order) {
+    h_conn_t *c = h_connect_index(daemon_idx);
+    h_send(c, "FAIRLOCK fo\n");
+    const char *line = h_recv(c, H_WAIT_MS);
+    ck_assert_msg(line != NULL && strncmp(line, "OK ", 3) == 0, "%s", line ? line : "(none)");
+    unsigned long long fence = strtoull(line + 3, NULL, 10);
+    pid_t w[3];
+    const char *ids[] = {"w1", "w2", "w3"};
+    for (int i = 0; i < 3; i++) {
+        w[i] = spawn_fair_waiter("fo", ids[i]);
+        await_waiters(i + 1);
+    }
+    ck_assert_str_eq(order_ids(&fence), ""); /* nobody ran while it was held */
+    h_send(c, "UNLOCK fo\n");
+    H_EXPECT(c, "OK 0");
+    for (int i = 0; i < 3; i++) ck_assert_int_eq(reap(w[i]), 0);
+    ck_assert_str_eq(order_ids(&fence), "w1 w2 w3");
+    h_close(c);
+}
+END_TEST
+
+/* A waiting dlock --fair that is killed leaves the queue at once: the one
+ * behind it runs as soon as the holder lets go (not after the dead one's
+ * place ends, lease_ms: 30 s, past H_WAIT_MS). */
+START_TEST(fair_killed_waiter_lets_next_go) {
+    h_conn_t *c = h_connect_index(daemon_idx);
+    h_send(c, "FAIRLOCK fk\n");
+    H_EXPECT_PREFIX(c, "OK ");
+    pid_t w1 = spawn_fair_waiter("fk", "w1");
+    await_waiters(1);
+    pid_t w2 = spawn_fair_waiter("fk", "w2");
+    await_waiters(2);
+    kill(w1, SIGKILL);
+    ck_assert_int_eq(reap(w1), 128 + SIGKILL);
+    await_waiters(1);
+    h_send(c, "UNLOCK fk\n");
+    H_EXPECT(c, "OK 0");
+    ck_assert_int_eq(reap(w2), 0);
+    unsigned long long fence = 0;
+    ck_assert_str_eq(order_ids(&fence), "w2");
+    h_close(c);
+}
+END_TEST
+
+/* A fair lock and the other kinds of one name on one dlockd: ERR KIND,
+ * exit 65, and the command does not run. */
+START_TEST(fair_other_kind_is_65) {
+    h_conn_t *c = h_connect_index(daemon_idx);
+    char script[700];
+    snprintf(script, sizeof(script), "touch %s/ran", h_dir());
+    h_send(c, "LOCK pk\n");
+    H_EXPECT_PREFIX(c, "OK ");
+    const char *f[] = {"--fair", "pk", "sh", "-c", script, NULL};
+    ck_assert_int_eq(run_dlock(f), 65);
+    ck_assert_msg(strstr(slurp("out"), "dlock: pk: held as a plain lock, a read/write lock or "
+                                       "a semaphore, not a fair lock") != NULL,
+                  "%s", slurp("out"));
+    const char *fn[] = {"--fair", "-n", "pk", "sh", "-c", script, NULL};
+    ck_assert_int_eq(run_dlock(fn), 65);
+
+    h_send(c, "FAIRLOCK fk\n");
+    H_EXPECT_PREFIX(c, "OK ");
+    const char *p[] = {"fk", "sh", "-c", script, NULL};
+    ck_assert_int_eq(run_dlock(p), 65);
+    ck_assert_msg(strstr(slurp("out"), "dlock: fk: held as a read/write lock, a semaphore or "
+                                       "a fair lock") != NULL,
+                  "%s", slurp("out"));
+    const char *pw[] = {"-w", "5", "fk", "sh", "-c", script, NULL};
+    ck_assert_int_eq(run_dlock(pw), 65);
+    const char *s[] = {"-s", "fk", "sh", "-c", script, NULL};
+    ck_assert_int_eq(run_dlock(s), 65);
+    ck_assert_msg(strstr(slurp("out"), "dlock: fk: held as a plain lock, a semaphore or a fair "
+                                       "lock") != NULL,
+                  "%s", slurp("out"));
+    const char *x[] = {"-x", "-n", "fk", "sh", "-c", script, NULL};
+    ck_assert_int_eq(run_dlock(x), 65);
+    const char *sem[] = {"--permits", "1", "-n", "fk", "sh", "-c", script, NULL};
+    ck_assert_int_eq(run_dlock(sem), 65);
+    ck_assert_int_eq(access(script + strlen("touch "), F_OK), -1);
+    /* The query forms show a fair lock as a plain one. */
+    const char *st[] = {"--status", "fk", NULL};
+    ck_assert_int_eq(run_dlock(st), 0);
+    ck_assert_msg(strncmp(slurp("out"), "OK TAKEN ", 9) == 0, "%s", slurp("out"));
+    h_close(c);
+}
+END_TEST
+
+START_TEST(fair_bad_usage_is_64) {
+    const char *cases[][8] = {
+        {"--fair", "-s", "fb", "true", NULL},
+        {"-x", "--fair", "fb", "true", NULL},
+        {"--fair", "--permits", "1", "fb", "true", NULL},
+        {"--permits", "1", "--fair", "fb", "true", NULL},
+        {"--fair", "--seminit", "2", "fb", NULL},
+        {"--fair", "--seminit", "2", "fb", "true", NULL},
+        {"--fair", "fb", NULL},
+        {"--fair", "-n", "-w", "1", "fb", "true", NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int rc = run_dlock(cases[i]);
+        ck_assert_msg(rc == 64, "case %zu: exit %d, wanted 64", i, rc);
+        ck_assert_msg(strstr(slurp("out"), "dlock") != NULL, "case %zu: no message", i);
+    }
+    /* None of them took anything. */
+    h_conn_t *c = h_connect_index(daemon_idx);
+    h_send(c, "STATUS fb\n");
+    H_EXPECT(c, "OK FREE");
+    h_send(c, "TRYACQUIRE fb 1 0\n");
+    H_EXPECT_PREFIX(c, "TIMEOUT ");
+    h_close(c);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("dlock command");
     TCase *tc = tcase_create("cli");
@@ -729,6 +948,11 @@ static Suite *suite(void) {
     tcase_add_test(tc, lost_permits_stop_command);
     tcase_add_test(tc, semaphore_other_kind_is_65);
     tcase_add_test(tc, semaphore_bad_usage_is_64);
+    tcase_add_test(tc, fair_runs_command);
+    tcase_add_test(tc, fair_commands_run_in_order);
+    tcase_add_test(tc, fair_killed_waiter_lets_next_go);
+    tcase_add_test(tc, fair_other_kind_is_65);
+    tcase_add_test(tc, fair_bad_usage_is_64);
     suite_add_tcase(s, tc);
     return s;
 }

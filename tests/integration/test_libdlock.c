@@ -635,6 +635,294 @@ START_TEST(semaphore_errors) {
 }
 END_TEST
 
+/* Waits (H_WAIT_MS at most) until dlockd counts at most n waiting
+ * requests. */
+static void await_waiters_at_most(long long n) {
+    h_conn_t *c = h_connect_index(daemon_idx);
+    long long end = h_now_ms() + H_WAIT_MS;
+    while (h_info_value(c, "waiters") > n) {
+        ck_assert_msg(h_now_ms() < end, "still more than %lld waiters", n);
+        usleep(1000);
+    }
+    h_close(c);
+}
+
+/* What a fair lock's waiter reports through its pipe: who it is, and the
+ * fence it was granted. */
+typedef struct fair_grant_s {
+    int id;
+    uint64_t fence;
+} fair_grant_t;
+
+/* A child process that waits for the fair lock name over a connection of
+ * its own (dlock_fairlock), writes its id and fence to fd while it holds
+ * the lock, unlocks and exits 0 (1 if a call failed). So the order of the
+ * reports on fd is the order of the grants. */
+static pid_t spawn_fairlock(const char *name, int id, int fd) {
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int err = 0;
+        fair_grant_t g = {id, 0};
+        dlock_t *d = dlock_connect(NULL, &err);
+        if (d == NULL) _exit(2);
+        if (dlock_fairlock(d, name, 0, &g.fence, NULL) != 0) _exit(1);
+        if (write(fd, &g, sizeof(g)) != (ssize_t)sizeof(g)) _exit(1);
+        _exit(dlock_unlock(d, name, NULL) == 0 ? 0 : 1);
+    }
+    return pid;
+}
+
+/* The next grant a waiter reported on fd, within H_WAIT_MS. */
+static fair_grant_t next_grant(int fd) {
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    fair_grant_t g = {0, 0};
+    ck_assert_msg(poll(&pfd, 1, H_WAIT_MS) == 1, "no grant within %d ms", H_WAIT_MS);
+    ck_assert_int_eq(read(fd, &g, sizeof(g)), (ssize_t)sizeof(g));
+    return g;
+}
+
+/* 1 if a grant was reported on fd and not read yet. */
+static int grant_pending(int fd) {
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    return poll(&pfd, 1, 0) == 1;
+}
+
+/* Fair locks are granted, reentered, renewed and released by dlock_unlock
+ * as plain locks are: one fence per grant, a larger one for the next;
+ * dlock_status shows them as plain locks; a lease that runs out is lost. */
+START_TEST(fair_lock_reenter_unlock) {
+    dlock_t *a = open_client(), *b = open_client();
+    uint64_t f1 = 0, f2 = 0;
+    uint32_t holds = 0, left = 9;
+    long long ttl = 0;
+    dlock_status_t st;
+
+    ck_assert_int_eq(dlock_fairlock(a, "fl", 0, &f1, &holds), 0);
+    ck_assert_uint_gt(f1, 0);
+    ck_assert_uint_eq(holds, 1);
+    ck_assert_int_eq(dlock_fairlock(a, "fl", 0, &f2, &holds), 0);
+    ck_assert_uint_eq(f2, f1);
+    ck_assert_uint_eq(holds, 2);
+    /* The holder's one try (no wait) gets it again too. */
+    ck_assert_int_eq(dlock_tryfairlock(a, "fl", 0, 0, &f2, &holds, NULL), 0);
+    ck_assert_uint_eq(f2, f1);
+    ck_assert_uint_eq(holds, 3);
+    ck_assert_int_eq(dlock_status(a, "fl", &st), 0);
+    ck_assert_int_eq(st.state, DLOCK_MINE);
+    ck_assert_uint_eq(st.holds, 3);
+    ck_assert_uint_eq(st.fence, f1);
+    ck_assert_int_gt(st.ttl_ms, 0);
+    ck_assert_int_eq(dlock_status(b, "fl", &st), 0);
+    ck_assert_int_eq(st.state, DLOCK_TAKEN);
+    ck_assert_int_eq(dlock_renew(a, "fl", 0, &ttl), 0);
+    ck_assert_int_gt(ttl, 0);
+    ck_assert_int_eq(dlock_renew(b, "fl", 0, &ttl), DLOCK_ENOTHELD);
+    ck_assert_int_eq(dlock_unlock(b, "fl", &left), DLOCK_ENOTHELD);
+
+    ck_assert_int_eq(dlock_unlock(a, "fl", &left), 0);
+    ck_assert_uint_eq(left, 2);
+    ck_assert_int_eq(dlock_unlock(a, "fl", &left), 0);
+    ck_assert_uint_eq(left, 1);
+    ck_assert_int_eq(dlock_unlock(a, "fl", &left), 0);
+    ck_assert_uint_eq(left, 0);
+    ck_assert_int_eq(dlock_unlock(a, "fl", &left), DLOCK_ENOTHELD);
+    ck_assert_int_eq(dlock_status(b, "fl", &st), 0);
+    ck_assert_int_eq(st.state, DLOCK_FREE);
+    /* The next grant, to another connection, gets a larger fence. */
+    ck_assert_int_eq(dlock_tryfairlock(b, "fl", H_WAIT_MS, 0, &f2, &holds, NULL), 0);
+    ck_assert_uint_gt(f2, f1);
+    ck_assert_uint_eq(holds, 1);
+
+    /* With a lease: renewed to the lease asked for, and lost when it runs
+     * out. */
+    ck_assert_int_eq(dlock_fairlock(a, "fll", 10000, NULL, NULL), 0);
+    ck_assert_int_eq(dlock_renew(a, "fll", 5000, &ttl), 0);
+    ck_assert_int_eq(ttl, 5000);
+    seen_t seen = {0};
+    dlock_set_lost_cb(a, on_lost, &seen);
+    ck_assert_int_eq(dlock_tryfairlock(a, "fle", 0, 200, NULL, NULL, NULL), 0);
+    struct pollfd pfd = {.fd = dlock_fd(a), .events = POLLIN};
+    ck_assert_int_eq(poll(&pfd, 1, H_WAIT_MS), 1);
+    ck_assert_int_eq(dlock_poll(a, 0), 1);
+    ck_assert_int_eq(seen.count, 1);
+    ck_assert_str_eq(seen.name, "fle");
+    ck_assert_str_eq(seen.reason, "expired");
+    ck_assert_int_eq(dlock_unlock(a, "fle", NULL), DLOCK_ENOTHELD);
+    ck_assert_int_eq(dlock_tryfairlock(b, "fle", H_WAIT_MS, 0, NULL, NULL, NULL), 0);
+    dlock_close(a);
+    dlock_close(b);
+}
+END_TEST
+
+/* Another connection's TRYFAIRLOCK times out while the lock is held, at
+ * once or after its wait, and leaves no place behind: once the holder lets
+ * go, a third connection's one try (which fails while anyone queues) gets
+ * the lock. */
+START_TEST(fair_trylock_times_out_and_leaves) {
+    dlock_t *a = open_client(), *b = open_client(), *c = open_client();
+    uint64_t fence = 0;
+    long long ttl = 0;
+
+    ck_assert_int_eq(dlock_fairlock(a, "ft", 0, &fence, NULL), 0);
+    ck_assert_int_eq(dlock_tryfairlock(b, "ft", 0, 0, NULL, NULL, &ttl), DLOCK_ETIMEOUT);
+    ck_assert_int_gt(ttl, 0);
+    long long t0 = h_now_ms();
+    ck_assert_int_eq(dlock_tryfairlock(b, "ft", 200, 0, NULL, NULL, &ttl), DLOCK_ETIMEOUT);
+    ck_assert_int_ge(h_now_ms() - t0, 190);
+    ck_assert_int_gt(ttl, 0);
+    await_waiters_at_most(0);
+    ck_assert_int_eq(dlock_unlock(a, "ft", NULL), 0);
+    uint64_t next = 0;
+    ck_assert_int_eq(dlock_tryfairlock(c, "ft", 0, 0, &next, NULL, NULL), 0);
+    ck_assert_uint_gt(next, fence);
+    /* And b, whose place went with its wait, is just another try now. */
+    ck_assert_int_eq(dlock_tryfairlock(b, "ft", 0, 0, NULL, NULL, NULL), DLOCK_ETIMEOUT);
+    ck_assert_int_eq(dlock_unlock(c, "ft", NULL), 0);
+    ck_assert_int_eq(dlock_tryfairlock(b, "ft", 0, 0, NULL, NULL, NULL), 0);
+    dlock_close(a);
+    dlock_close(b);
+    dlock_close(c);
+}
+END_TEST
+
+/* Three waiters, each queued (INFO's waiters) before the next one comes,
+ * are granted in that order, each only after the one before it let go,
+ * with rising fences. */
+START_TEST(fair_waiters_in_order) {
+    dlock_t *a = open_client();
+    uint64_t fence = 0;
+    int fds[2];
+    pid_t w[3];
+
+    ck_assert_int_eq(pipe(fds), 0);
+    ck_assert_int_eq(dlock_fairlock(a, "fifo", 0, &fence, NULL), 0);
+    for (int i = 0; i < 3; i++) {
+        w[i] = spawn_fairlock("fifo", i + 1, fds[1]);
+        await_waiters(i + 1);
+    }
+    ck_assert_int_eq(grant_pending(fds[0]), 0);
+    ck_assert_int_eq(dlock_unlock(a, "fifo", NULL), 0);
+    for (int i = 0; i < 3; i++) {
+        fair_grant_t g = next_grant(fds[0]);
+        ck_assert_int_eq(g.id, i + 1);
+        ck_assert_uint_gt(g.fence, fence);
+        fence = g.fence;
+    }
+    for (int i = 0; i < 3; i++) ck_assert_int_eq(reap_child(w[i]), 0);
+    close(fds[0]);
+    close(fds[1]);
+    dlock_close(a);
+}
+END_TEST
+
+/* A waiter whose connection closes (its process killed) leaves the queue
+ * at once: the next waiter gets the lock as soon as the holder lets go, not
+ * after the dead one's place ends (lease_ms, 30 s, past H_WAIT_MS). */
+START_TEST(fair_closed_waiter_lets_next_go) {
+    dlock_t *a = open_client();
+    int fds[2];
+    pid_t w[3];
+
+    ck_assert_int_eq(pipe(fds), 0);
+    ck_assert_int_eq(dlock_fairlock(a, "fc", 0, NULL, NULL), 0);
+    for (int i = 0; i < 3; i++) {
+        w[i] = spawn_fairlock("fc", i + 1, fds[1]);
+        await_waiters(i + 1);
+    }
+    /* The head goes, then the holder lets go: the second is next. */
+    kill(w[0], SIGKILL);
+    ck_assert_int_eq(reap_child(w[0]), 128 + SIGKILL);
+    await_waiters_at_most(2);
+    ck_assert_int_eq(dlock_unlock(a, "fc", NULL), 0);
+    ck_assert_int_eq(next_grant(fds[0]).id, 2);
+    ck_assert_int_eq(next_grant(fds[0]).id, 3);
+    ck_assert_int_eq(reap_child(w[1]), 0);
+    ck_assert_int_eq(reap_child(w[2]), 0);
+
+    /* A waiter in the middle goes: the one behind it follows the head. */
+    ck_assert_int_eq(dlock_fairlock(a, "fc", 0, NULL, NULL), 0);
+    for (int i = 0; i < 3; i++) {
+        w[i] = spawn_fairlock("fc", i + 4, fds[1]);
+        await_waiters(i + 1);
+    }
+    kill(w[1], SIGKILL);
+    ck_assert_int_eq(reap_child(w[1]), 128 + SIGKILL);
+    await_waiters_at_most(2);
+    ck_assert_int_eq(grant_pending(fds[0]), 0);
+    ck_assert_int_eq(dlock_unlock(a, "fc", NULL), 0);
+    ck_assert_int_eq(next_grant(fds[0]).id, 4);
+    ck_assert_int_eq(next_grant(fds[0]).id, 6);
+    ck_assert_int_eq(reap_child(w[0]), 0);
+    ck_assert_int_eq(reap_child(w[2]), 0);
+    /* Nobody queues any more: one try gets it. */
+    ck_assert_int_eq(dlock_tryfairlock(a, "fc", 0, 0, NULL, NULL, NULL), 0);
+    close(fds[0]);
+    close(fds[1]);
+    dlock_close(a);
+}
+END_TEST
+
+/* On one dlockd a name is one kind: a fair lock's name refuses the other
+ * lock calls, even from its holder, and a plain lock's name the fair ones
+ * (DLOCK_EKIND, nothing changes); once free, a name may be taken as the
+ * other kind. */
+START_TEST(fair_kind_errors) {
+    dlock_t *a = open_client(), *b = open_client();
+    char reply[256];
+    dlock_status_t st;
+
+    ck_assert_int_eq(dlock_fairlock(a, "fk", 0, NULL, NULL), 0);
+    ck_assert_int_eq(dlock_lock(b, "fk", 0, NULL, NULL), DLOCK_EKIND);
+    ck_assert_int_eq(dlock_trylock(b, "fk", 0, 0, NULL, NULL, NULL), DLOCK_EKIND);
+    ck_assert_int_eq(dlock_lock(a, "fk", 0, NULL, NULL), DLOCK_EKIND);
+    ck_assert_int_eq(dlock_rlock(b, "fk", 0, NULL, NULL), DLOCK_EKIND);
+    ck_assert_int_eq(dlock_trywlock(b, "fk", 0, 0, NULL, NULL, NULL), DLOCK_EKIND);
+    ck_assert_int_eq(dlock_acquire(b, "fk", 1, 0, NULL), DLOCK_EKIND);
+    ck_assert_int_eq(dlock_seminit(b, "fk", 1, NULL), DLOCK_EKIND);
+    ck_assert_int_eq(dlock_request(b, "LOCK fk", reply, sizeof(reply)), DLOCK_EKIND);
+    ck_assert_str_eq(reply, "ERR KIND fk is held as a fair lock (FAIRLOCK, UNLOCK)");
+
+    ck_assert_int_eq(dlock_lock(a, "pk", 0, NULL, NULL), 0);
+    ck_assert_int_eq(dlock_fairlock(b, "pk", 0, NULL, NULL), DLOCK_EKIND);
+    ck_assert_int_eq(dlock_tryfairlock(b, "pk", 0, 0, NULL, NULL, NULL), DLOCK_EKIND);
+    ck_assert_int_eq(dlock_fairlock(a, "pk", 0, NULL, NULL), DLOCK_EKIND);
+    ck_assert_int_eq(dlock_request(b, "FAIRLOCK pk", reply, sizeof(reply)), DLOCK_EKIND);
+    ck_assert_str_eq(reply, "ERR KIND pk is held as a plain lock (LOCK, UNLOCK)");
+    ck_assert_int_eq(dlock_rlock(a, "rk", 0, NULL, NULL), 0);
+    ck_assert_int_eq(dlock_fairlock(b, "rk", 0, NULL, NULL), DLOCK_EKIND);
+
+    /* Nothing changed. */
+    ck_assert_int_eq(dlock_status(a, "fk", &st), 0);
+    ck_assert_int_eq(st.state, DLOCK_MINE);
+    ck_assert_uint_eq(st.holds, 1);
+    ck_assert_int_eq(dlock_status(a, "pk", &st), 0);
+    ck_assert_int_eq(st.state, DLOCK_MINE);
+    ck_assert_uint_eq(st.holds, 1);
+    ck_assert_int_eq(dlock_ping(b), 0);
+
+    /* Free again, each name may be the other kind. */
+    ck_assert_int_eq(dlock_unlock(a, "fk", NULL), 0);
+    ck_assert_int_eq(dlock_unlock(a, "pk", NULL), 0);
+    ck_assert_int_eq(dlock_trylock(b, "fk", H_WAIT_MS, 0, NULL, NULL, NULL), 0);
+    ck_assert_int_eq(dlock_tryfairlock(b, "pk", H_WAIT_MS, 0, NULL, NULL, NULL), 0);
+    dlock_close(a);
+    dlock_close(b);
+}
+END_TEST
+
+START_TEST(fair_lock_errors) {
+    dlock_t *d = open_client();
+    ck_assert_int_eq(dlock_fairlock(d, "", 0, NULL, NULL), DLOCK_ENAME);
+    ck_assert_int_eq(dlock_fairlock(d, "has space", 0, NULL, NULL), DLOCK_ENAME);
+    ck_assert_int_eq(dlock_tryfairlock(d, "", 0, 0, NULL, NULL, NULL), DLOCK_ENAME);
+    ck_assert_int_eq(dlock_fairlock(d, "e", 2147483648u, NULL, NULL), DLOCK_EARGS);
+    ck_assert_int_eq(dlock_tryfairlock(d, "e", 2147483648u, 0, NULL, NULL, NULL), DLOCK_EARGS);
+    ck_assert_int_eq(dlock_ping(d), 0);
+    dlock_close(d);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("libdlock");
     TCase *tc = tcase_create("client");
@@ -656,6 +944,12 @@ static Suite *suite(void) {
     tcase_add_test(tc, semaphore_kind_errors);
     tcase_add_test(tc, semaphore_force_unlock);
     tcase_add_test(tc, semaphore_errors);
+    tcase_add_test(tc, fair_lock_reenter_unlock);
+    tcase_add_test(tc, fair_trylock_times_out_and_leaves);
+    tcase_add_test(tc, fair_waiters_in_order);
+    tcase_add_test(tc, fair_closed_waiter_lets_next_go);
+    tcase_add_test(tc, fair_kind_errors);
+    tcase_add_test(tc, fair_lock_errors);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -823,6 +823,248 @@ class DlockTest(unittest.TestCase):
         self.assertEqual(c.tryacquire(self.name, dlock.PERMITS_MAX), dlock.PERMITS_MAX)
         self.assertEqual(c.release(self.name, dlock.PERMITS_MAX), 0)
 
+    # -- fair locks --
+
+    def await_waiters_at_most(self, watcher, n):
+        """Bounded wait until dlockd counts at most n waiting requests."""
+        deadline = time.monotonic() + EVENT_TIMEOUT
+        while watcher.info()["waiters"] > n:
+            self.assertLess(time.monotonic(), deadline, "still more than %d waiters" % n)
+            time.sleep(0.01)    # poll interval
+
+    def test_fair_lock_reenter_unlock(self):
+        a, b = self.client(), self.client()
+        f1, holds = a.fairlock(self.name)
+        self.assertGreater(f1, 0)
+        self.assertEqual(holds, 1)
+        self.assertEqual(a.fairlock(self.name), (f1, 2))
+        self.assertEqual(a.tryfairlock(self.name), (f1, 3))    # the holder's one try
+        st = a.status(self.name)
+        self.assertEqual((st.state, st.holds, st.fence), ("MINE", 3, f1))
+        self.assertEqual(b.status(self.name).state, "TAKEN")
+        with self.assertRaises(dlock.NotHeld):
+            b.unlock(self.name)
+        self.assertEqual([a.unlock(self.name) for _ in range(3)], [2, 1, 0])
+        with self.assertRaises(dlock.NotHeld):
+            a.unlock(self.name)
+        self.assertEqual(b.status(self.name).state, "FREE")
+        f2, holds = b.tryfairlock(self.name, wait_ms=int(EVENT_TIMEOUT * 1000))
+        self.assertGreater(f2, f1)
+        self.assertEqual(holds, 1)
+        # With a lease: renewed to what is asked, lost when it runs out.
+        leased, lost = self.name + "-lease", self.name + "-lost"
+        a.fairlock(leased, lease_ms=10000)
+        self.assertEqual(a.renew(leased, 5000), 5000)
+        a.tryfairlock(lost, lease_ms=200)
+        wait_readable(self, a.fileno())
+        with self.assertRaises(dlock.LockLost) as cm:
+            a.check()
+        self.assertEqual((cm.exception.name, cm.exception.reason), (lost, "expired"))
+        with self.assertRaises(dlock.NotHeld):
+            a.unlock(lost)
+
+    def test_fair_trylock_times_out_and_leaves(self):
+        a, b, c, watcher = self.client(), self.client(), self.client(), self.client()
+        waiters0 = watcher.info()["waiters"]
+        fence, _ = a.fairlock(self.name)
+        with self.assertRaises(dlock.Timeout) as cm:
+            b.tryfairlock(self.name)
+        self.assertGreater(cm.exception.ttl_ms, 0)
+        t0 = time.monotonic()
+        with self.assertRaises(dlock.Timeout):
+            b.tryfairlock(self.name, wait_ms=100)
+        self.assertGreaterEqual(time.monotonic() - t0, 0.08)
+        self.await_waiters_at_most(watcher, waiters0)
+        self.assertEqual(a.unlock(self.name), 0)
+        # b left no place behind: one try, refused while anyone queues, gets it.
+        f2, holds = c.tryfairlock(self.name)
+        self.assertGreater(f2, fence)
+        self.assertEqual(holds, 1)
+
+    def test_fair_waiters_in_order(self):
+        a, watcher = self.client(), self.client()
+        waiters0 = watcher.info()["waiters"]
+        fence, _ = a.fairlock(self.name)
+        order, errors = [], []
+
+        def wait_turn(i, c):
+            try:
+                f, _ = c.fairlock(self.name)
+                order.append((i, f))        # while it holds the lock
+                c.unlock(self.name)
+            except BaseException as e:      # report it to the main thread
+                errors.append(e)
+
+        threads = []
+        for i in range(3):
+            t = threading.Thread(target=wait_turn, args=(i, self.client()), daemon=True)
+            t.start()
+            threads.append(t)
+            self.await_waiters(watcher, waiters0 + i + 1)   # queued before the next
+        self.assertEqual(order, [])
+        self.assertEqual(a.unlock(self.name), 0)
+        for t in threads:
+            t.join(EVENT_TIMEOUT)
+            self.assertFalse(t.is_alive(), "a waiter was never granted")
+        self.assertEqual(errors, [])
+        self.assertEqual([i for i, _ in order], [0, 1, 2])
+        fences = [fence] + [f for _, f in order]
+        self.assertEqual(fences, sorted(set(fences)))       # rising
+
+    def spawn_fair_waiter(self, name):
+        """A process of its own waiting for the fair lock name; it prints
+        "granted" if it ever gets it."""
+        code = ("import sys; sys.path.insert(0, sys.argv[1]); import dlock; "
+                "dlock.Client(sys.argv[2]).fairlock(sys.argv[3]); print('granted')")
+        p = subprocess.Popen([sys.executable, "-c", code, os.path.join(ROOT, "clients", "python"),
+                              self.sock, name], stdout=subprocess.PIPE)
+
+        def cleanup():
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+            p.stdout.close()
+        self.addCleanup(cleanup)
+        return p
+
+    def test_fair_closed_waiter_lets_next_go(self):
+        a, b, c, watcher = self.client(), self.client(), self.client(), self.client()
+        waiters0 = watcher.info()["waiters"]
+        a.fairlock(self.name)
+        head = self.spawn_fair_waiter(self.name)
+        self.await_waiters(watcher, waiters0 + 1)
+        result = {}
+        done = threading.Event()
+
+        def run():
+            try:
+                result["grant"] = b.fairlock(self.name)
+            except BaseException as e:  # report it to the main thread
+                result["error"] = e
+            done.set()
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        self.await_waiters(watcher, waiters0 + 2)
+        # The head's process dies while it waits: the one behind it is next.
+        head.kill()
+        head.wait(EVENT_TIMEOUT)
+        self.assertEqual(head.stdout.read(), b"")
+        self.await_waiters_at_most(watcher, waiters0 + 1)
+        self.assertFalse(done.is_set(), "granted while the holder held: %r" % result)
+        self.assertEqual(a.unlock(self.name), 0)
+        self.assertTrue(done.wait(EVENT_TIMEOUT), "the waiter behind was not granted")
+        t.join(EVENT_TIMEOUT)
+        self.assertEqual(result["grant"][1], 1)
+        self.assertEqual(b.unlock(self.name), 0)
+        # The only waiter dies: once the holder lets go, nobody queues, and
+        # one try (refused while anyone queues) gets it.
+        a.fairlock(self.name)
+        only = self.spawn_fair_waiter(self.name)
+        self.await_waiters(watcher, waiters0 + 1)
+        only.kill()
+        only.wait(EVENT_TIMEOUT)
+        self.await_waiters_at_most(watcher, waiters0)
+        self.assertEqual(a.unlock(self.name), 0)
+        self.assertEqual(c.tryfairlock(self.name)[1], 1)
+
+    def test_fair_lock_context_manager(self):
+        a, b = self.client(), self.client()
+        fl = a.fair_lock(self.name)
+        self.assertIn("fair", repr(fl))
+        with fl as f1:
+            self.assertGreater(f1, 0)
+            self.assertTrue(fl.locked())
+            with fl as f2:                                  # holds nest
+                self.assertEqual(f2, f1)
+                self.assertEqual(a.status(self.name).holds, 2)
+            self.assertEqual(a.status(self.name).holds, 1)
+            with self.assertRaises(dlock.Timeout):
+                with b.fair_lock(self.name, wait_ms=50):
+                    self.fail("got a fair lock while it was held")
+            self.assertIs(b.fair_lock(self.name).acquire(timeout=0.05), False)
+            self.assertIs(b.fair_lock(self.name).acquire(blocking=False), False)
+        self.assertFalse(fl.locked())
+        self.assertIsNone(fl.fence)
+        self.assertEqual(a.status(self.name).state, "FREE")
+        with self.assertRaises(dlock.NotHeld):
+            fl.release()
+        bl = b.fair_lock(self.name, wait_ms=int(EVENT_TIMEOUT * 1000))
+        with bl as f3:
+            self.assertGreater(f3, f1)
+            self.assertEqual(b.status(self.name).state, "MINE")
+        # A lease, lost inside the block.
+        lost = b.fair_lock(self.name + "-lost", lease_ms=200)
+        with self.assertRaises(dlock.LockLost) as cm:
+            with lost:
+                wait_readable(self, b.fileno())
+        self.assertEqual(cm.exception.reason, "expired")
+        self.assertFalse(lost.locked())
+        # dlock.Lock(name, fair=True): its own connection, a fair lock.
+        lk = self.lock_obj(fair=True)
+        self.assertIn("fair", repr(lk))
+        with lk as f4:
+            self.assertGreater(f4, f3)
+            with self.assertRaises(dlock.KindError):
+                b.lock(self.name)                           # one kind on one dlockd
+            self.assertIs(self.lock_obj(fair=True).acquire(timeout=0.05), False)
+        self.assertEqual(a.status(self.name).state, "FREE")
+        self.assertIs(lk.acquire(blocking=False), True)
+        self.assertEqual(a.status(self.name).state, "TAKEN")
+        lk.release()
+        with self.assertRaises(ValueError):
+            dlock.ClientLock(a, self.name, "unfair")
+
+    def test_fair_kind_errors(self):
+        a, b = self.client(), self.client()
+        fair, plain = self.name, self.name + "-plain"
+        a.fairlock(fair)
+        for call in (lambda: b.lock(fair), lambda: b.trylock(fair), lambda: a.lock(fair),
+                     lambda: b.rlock(fair), lambda: b.trywlock(fair),
+                     lambda: b.acquire(fair, 1), lambda: b.seminit(fair, 1),
+                     lambda: self.lock_obj(fair).acquire(timeout=0)):
+            with self.assertRaises(dlock.KindError) as cm:
+                call()
+            self.assertEqual(cm.exception.code, "KIND")
+        self.assertEqual(cm.exception.message,
+                         "%s is held as a fair lock (FAIRLOCK, UNLOCK)" % fair)
+        a.lock(plain)
+        for call in (lambda: b.fairlock(plain), lambda: b.tryfairlock(plain),
+                     lambda: a.fairlock(plain), lambda: b.fair_lock(plain).acquire(timeout=0),
+                     lambda: self.lock_obj(plain, fair=True).acquire(blocking=False)):
+            with self.assertRaises(dlock.KindError) as cm:
+                call()
+        self.assertEqual(cm.exception.message,
+                         "%s is held as a plain lock (LOCK, UNLOCK)" % plain)
+        with self.assertRaises(dlock.KindError):
+            with b.fair_lock(plain):
+                self.fail("granted a fair lock of a plain lock")
+        # Nothing changed, and once free each name may be the other kind.
+        self.assertEqual((a.status(fair).state, a.status(fair).holds), ("MINE", 1))
+        self.assertEqual((a.status(plain).state, a.status(plain).holds), ("MINE", 1))
+        self.assertEqual(a.unlock(fair), 0)
+        self.assertEqual(a.unlock(plain), 0)
+        b.trylock(fair, wait_ms=int(EVENT_TIMEOUT * 1000))
+        b.tryfairlock(plain, wait_ms=int(EVENT_TIMEOUT * 1000))
+        self.assertTrue(a.ping() and b.ping())
+
+    def test_fair_bad_arguments_not_sent(self):
+        c = self.client()
+        before = c.info()["requests"]
+        for call in (lambda: c.fairlock("a b"), lambda: c.fairlock(""),
+                     lambda: c.fairlock(self.name, lease_ms=-1),
+                     lambda: c.fairlock(self.name, lease_ms=dlock.NUM_MAX + 1),
+                     lambda: c.fairlock(self.name, lease_ms="5"),
+                     lambda: c.tryfairlock(self.name, wait_ms=-1),
+                     lambda: c.tryfairlock(self.name, wait_ms=None),
+                     lambda: c.tryfairlock(self.name, lease_ms=True),
+                     lambda: c.fair_lock("a b"), lambda: c.fair_lock(self.name, lease_ms=-1),
+                     lambda: c.fair_lock(self.name, wait_ms=-5),
+                     lambda: dlock.Lock("a b", socket=self.sock, fair=True)):
+            with self.assertRaises(dlock.BadRequest):
+                call()
+        self.assertEqual(c.info()["requests"], before + 1)   # only this INFO
+
     # -- admin and ownership --
 
     def test_force_unlock(self):

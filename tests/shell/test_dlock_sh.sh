@@ -50,6 +50,24 @@ wait_free() {
         sleep 0.1
     done
 }
+# await_waiters N: INFO from another connection counts N waiting requests,
+# within about 5 s (else 1).
+await_waiters() {
+    aw_i=0
+    until oneshot INFO | grep -q " waiters=$1 "; do
+        aw_i=$((aw_i + 1))
+        if [ "$aw_i" -ge 250 ]; then return 1; fi
+        sleep 0.02
+    done
+}
+# fair_waiter ID FILE: another process that waits for the fair lock $F and,
+# once granted, appends "ID FENCE" to FILE while it holds it, then lets go;
+# its pid is $!.
+fair_waiter() {
+    "$SC_SH" -c '. "$1" && dlock_open "$2" || exit 9
+        dlock_fairlock "$F" && echo "$3 $DLOCK_FENCE" >>"$4"
+        dlock_unlock "$F"' sh "$LIB" "$SOCK" "$1" "$2" >/dev/null 2>&1 &
+}
 # other SNIPPET: run SNIPPET in a separate process of the same shell, with
 # the library sourced and $SOCK open; prints what the snippet prints.
 other() {
@@ -417,6 +435,152 @@ SEM 1 0") sc_ok "another process: dlock_tryacquire $S 2 0 gets TIMEOUT, and sees
     rc=0
     dlock_release "$S" 1 2>/dev/null || rc=$?
     sc_check "dlock_release of the lost permit: 2 (NOTHELD)" [ "$rc" -eq 2 ]
+
+    # -- fair locks (a name per shell; the processes that other starts get
+    # it from the environment)
+    F=fair-$SC_SHELL
+    export F
+    forder="$TMPDIR/fair.order"
+    rc=0
+    dlock_fairlock "$F" || rc=$?
+    ffence=$DLOCK_FENCE
+    sc_check "dlock_fairlock $F: 0 and 1 hold" [ "$rc.$DLOCK_HOLDS" = "0.1" ]
+    sc_check "the fair lock's fence is digits ($ffence)" is_digits "$ffence"
+    rc=0
+    dlock_fairlock "$F" && dlock_tryfairlock "$F" || rc=$?
+    sc_check "reentrant dlock_fairlock and dlock_tryfairlock: same fence, 3 holds" \
+        [ "$rc.$DLOCK_FENCE.$DLOCK_HOLDS" = "0.$ffence.3" ]
+    rc=0
+    dlock_status "$F" || rc=$?
+    sc_check "dlock_status $F: MINE, 3 holds, our fence ('$DLOCK_REPLY')" \
+        [ "$rc.$DLOCK_STATE.$DLOCK_HOLDS.$DLOCK_FENCE" = "0.MINE.3.$ffence" ]
+    out=$(other 'dlock_tryfairlock "$F"; echo "$? $DLOCK_TTL"; dlock_status "$F"
+        echo "$DLOCK_STATE"')
+    case $out in
+    "1 "*"
+TAKEN") sc_ok "another process: dlock_tryfairlock $F gets TIMEOUT, and sees it TAKEN" ;;
+    *) sc_nok "another process: dlock_tryfairlock $F gets TIMEOUT, and sees it TAKEN (got '$(echo "$out" | tr '\n' ' ')')" ;;
+    esac
+    # A waiter whose dlock_tryfairlock timed out keeps its connection (it
+    # waits for $F-hold next) but has no place left in $F's queue: once we
+    # let go, another process's one try, refused while anyone queues, gets
+    # $F.
+    dlock_lock "$F-hold"
+    tout="$TMPDIR/try.out"
+    "$SC_SH" -c '. "$1" && dlock_open "$2" || exit 9
+        dlock_tryfairlock "$F" 150; echo "timeout $?"
+        dlock_lock "$F-hold" && echo "got hold"' sh "$LIB" "$SOCK" >"$tout" 2>&1 &
+    tpid=$!
+    i=0
+    until grep -q '^timeout' "$tout" 2>/dev/null || [ "$i" -ge 250 ]; do
+        i=$((i + 1))
+        sleep 0.02
+    done
+    sc_check "another process: dlock_tryfairlock $F 150 waits, then TIMEOUT ($(head -n 1 "$tout"))" \
+        grep -q '^timeout 1$' "$tout"
+    rc=0
+    dlock_unlock "$F" && dlock_unlock "$F" && dlock_unlock "$F" || rc=$?
+    sc_check "three dlock_unlock $F leave 0 holds" [ "$rc.$DLOCK_HOLDS" = "0.0" ]
+    out=$(other 'dlock_tryfairlock "$F"; echo "$? $DLOCK_FENCE"')
+    case $out in
+    "0 "*)
+        if is_digits "${out#0 }" && [ "${out#0 }" -gt "$ffence" ]; then
+            sc_ok "the timed-out waiter left no place: one try of another process gets $F"
+        else
+            sc_nok "the timed-out waiter left no place: a higher fence (got '$out', had $ffence)"
+        fi
+        ;;
+    *) sc_nok "the timed-out waiter left no place: one try of another process gets $F (got '$out')" ;;
+    esac
+    dlock_unlock "$F-hold"
+    wait "$tpid"
+    sc_check "the timed-out waiter then got $F-hold" grep -q '^got hold$' "$tout"
+    # Three waiters of other processes, each queued before the next comes,
+    # get $F in that order, each while the one before no longer holds it.
+    dlock_fairlock "$F"
+    ffence=$DLOCK_FENCE
+    : >"$forder"
+    fpids=''
+    queued=''
+    for n in 1 2 3; do
+        fair_waiter "w$n" "$forder"
+        fpids="$fpids $!"
+        await_waiters "$n" && queued="$queued $n"
+    done
+    sc_check "three dlock_fairlock of other processes queue one by one ($queued)" \
+        [ "$queued" = " 1 2 3" ]
+    sc_check "and wait while we hold $F" [ ! -s "$forder" ]
+    dlock_unlock "$F"
+    for p in $fpids; do wait "$p"; done
+    ids=''
+    prev=$ffence
+    rising=1
+    while read -r w f; do
+        ids="$ids $w"
+        if ! is_digits "$f" || [ "$f" -le "$prev" ]; then rising=''; fi
+        prev=$f
+    done <"$forder"
+    sc_check "they got $F in the order they came (got '$ids')" [ "$ids" = " w1 w2 w3" ]
+    sc_check "with rising fences ($(tr '\n' ' ' <"$forder"))" [ -n "$rising" ]
+    # A waiter killed while it waits leaves the queue: the next one goes.
+    dlock_fairlock "$F"
+    : >"$forder"
+    fair_waiter w1 "$forder"
+    pid1=$!
+    await_waiters 1
+    fair_waiter w2 "$forder"
+    pid2=$!
+    sc_check "two dlock_fairlock of other processes queue" await_waiters 2
+    kill -9 "$pid1" 2>/dev/null
+    wait "$pid1" 2>/dev/null
+    sc_check "the first one, killed while it waits, leaves the queue" await_waiters 1
+    # The next one goes at once: not after the dead one's place ends
+    # (lease_ms, 30 s).
+    dlock_unlock "$F"
+    i=0
+    until [ -s "$forder" ] || [ "$i" -ge 250 ]; do
+        i=$((i + 1))
+        sleep 0.02
+    done
+    fw=$(cut -d ' ' -f 1 "$forder" | tr '\n' ' ')
+    sc_check "the waiter behind the killed one got $F within 5 s (got '$fw')" [ "$fw" = "w2 " ]
+    wait "$pid2"
+    # One kind per name on one dlockd.
+    dlock_fairlock "$F"
+    rc=0
+    dlock_lock "$F" 2>/dev/null || rc=$?
+    case $rc.$DLOCK_REPLY in
+    "2.ERR KIND $F is held as a fair lock"*) sc_ok "dlock_lock of our fair lock: 2 and ERR KIND" ;;
+    *) sc_nok "dlock_lock of our fair lock: 2 and ERR KIND (rc $rc, '$DLOCK_REPLY')" ;;
+    esac
+    out=$(other 'dlock_trylock "$F" 100; echo "$? $DLOCK_REPLY"' 2>/dev/null)
+    case $out in
+    "2 ERR KIND "*) sc_ok "another process: dlock_trylock of a fair lock: 2 and ERR KIND" ;;
+    *) sc_nok "another process: dlock_trylock of a fair lock: 2 and ERR KIND (got '$out')" ;;
+    esac
+    dlock_unlock "$F"
+    dlock_lock pk3
+    out=$(other 'dlock_fairlock pk3; echo "$? $DLOCK_REPLY"' 2>/dev/null)
+    case $out in
+    "2 ERR KIND pk3 is held as a plain lock"*) sc_ok "another process: dlock_fairlock of a plain lock: 2 and ERR KIND" ;;
+    *) sc_nok "another process: dlock_fairlock of a plain lock: 2 and ERR KIND (got '$out')" ;;
+    esac
+    out=$(other 'dlock_tryfairlock pk3 100; echo "$?"' 2>/dev/null)
+    sc_check "another process: dlock_tryfairlock of a plain lock: 2 (got '$out')" [ "$out" = 2 ]
+    dlock_unlock pk3
+    # Arguments are checked before sending.
+    sc_check "dlock_fairlock without a name is refused with 2" refused dlock_fairlock
+    sc_check "dlock_fairlock of a name with a space is refused with 2" refused dlock_fairlock "a b"
+    sc_check "dlock_fairlock with too many arguments is refused with 2" \
+        refused dlock_fairlock "$F" 1 2
+    sc_check "dlock_fairlock with a LEASE_MS that is not a number is refused with 2" \
+        refused dlock_fairlock "$F" x
+    sc_check "dlock_tryfairlock with a WAIT_MS that is not a number is refused with 2" \
+        refused dlock_tryfairlock "$F" 12x
+    sc_check "dlock_tryfairlock with too many arguments is refused with 2" \
+        refused dlock_tryfairlock "$F" 1 2 3
+    dlock_status "$F"
+    sc_check "after all that $F is FREE ('$DLOCK_REPLY')" [ "$DLOCK_STATE" = FREE ]
 
     # -- a lease that runs out: !LOST is seen at the next request
     rc=0
