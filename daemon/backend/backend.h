@@ -140,6 +140,8 @@ struct backend_op_s {
     uint32_t permit_base;       /* SEM: the ids start after this one */
     uint32_t queue_ms;          /* FAIR ACQUIRE: how long the owner's place in
                                    the queue lasts unless it asks again */
+    uint32_t queue_foreign_ms;  /* FAIR ACQUIRE: ... plus this much for each
+                                   place ahead that is not a dlockd's */
     int once;                   /* FAIR ACQUIRE: try, but take no place */
     /* out */
     backend_result_t res;

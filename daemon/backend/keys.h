@@ -31,6 +31,7 @@
 #define KEYS_SEM_CHANNEL "redisson_sc"          /* a semaphore's releases */
 #define KEYS_QUEUE    "redisson_lock_queue"     /* a fair lock's waiters, in order */
 #define KEYS_QUEUE_TIMEOUT "redisson_lock_timeout" /* ... and when each place ends */
+#define KEYS_FAIR_OWNERS "dlock_fair"           /* which places are dlockd's */
 /* A semaphore's sorted set of permit ids is the key's suffix companion:
  * "{PN}:timeout", or "PN:timeout" when PN has a '{' (Redisson's suffixName). */
 #define KEYS_SEM_TIMEOUT "timeout"

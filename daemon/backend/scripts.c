@@ -484,10 +484,12 @@ static const char script_sem[] =
  * with K3 (redisson_lock_timeout:{K1}, a sorted set) saying when each
  * place ends (ms since the epoch); the lock goes to the queue's head
  * only, and a release wakes just it, on K4 .. ':' .. <its field> (K4
- * redisson_lock__channel:{K1}). K5 the fence counter. A1 the op: 'a'
- * acquire or queue (keeping the owner's place A4 ms more), 'o' acquire
- * without queueing, 'r' release all holds, 'd' one hold less (never the
- * last), 'l' leave the queue; A2 lease, A3 owner, P the publish command.
+ * redisson_lock__channel:{K1}). K5 the fence counter, K6 (dlock_fair:{K1},
+ * a set) the fields of the places that are dlockd's. A1 the op: 'a'
+ * acquire or queue (keeping the owner's place A4 ms more, plus A5 for
+ * each place ahead that is not dlockd's), 'o' acquire without queueing,
+ * 'r' release all holds, 'd' one hold less (never the last), 'l' leave
+ * the queue; A2 lease, A3 owner, P the publish command.
  *
  * Every op first drops the places at the head that have ended, as
  * Redisson's scripts do: a waiter that died (its dlockd or its Java
@@ -496,12 +498,17 @@ static const char script_sem[] =
  * out at once when they stop ('l', which also wakes the new head if the
  * lock is free). A grant is as LUA_ACQUIRE's; unlike Redisson's, it does
  * not shorten the other places (Redisson chains them, each waiter's its
- * predecessor's plus its wait; dlockd's are their own). Replies as the
+ * predecessor's plus its wait; dlockd's are their own). But Redisson's
+ * grants take their wait off every place, ours too: so a place of ours
+ * lasts A5 (at least any Redisson client's wait) more for each Redisson
+ * place ahead of it, which only such a grant can use up (a long queue,
+ * over 64, is only read when it has more places than K6 has dlockd's:
+ * with none of Redisson's, none is ahead). Replies as the
  * read/write script's; a waiter's {2, ttl} is the holder's lease, or when
  * the head's place ends if the lock is free, -1 unknown. */
 static const char script_fair[] =
-    "local K1, K2, K3, K4, K5 = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]\n"
-    "local op, A2, A3, A4, P = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]\n"
+    "local K1, K2, K3, K4, K5, K6 = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]\n"
+    "local op, A2, A3, A4, A5, P = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]\n"
     "local t = redis.call('time')\n"
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
     "while true do\n"
@@ -510,6 +517,7 @@ static const char script_fair[] =
     "  local s = redis.call('zscore', K3, h)\n"
     "  if not s or tonumber(s) > now then break end\n"
     "  redis.call('zrem', K3, h)\n"
+    "  redis.call('srem', K6, h)\n"
     "  redis.call('lpop', K2)\n"
     "end\n"
     "local wake = function()\n"
@@ -519,6 +527,7 @@ static const char script_fair[] =
     "end\n"
     "if op == 'l' then\n"
     "  redis.call('zrem', K3, A3)\n"
+    "  redis.call('srem', K6, A3)\n"
     "  redis.call('lrem', K2, 0, A3)\n"
     "  if redis.call('exists', K1) == 0 then wake() end\n"
     "  return 0\n"
@@ -549,6 +558,7 @@ static const char script_fair[] =
     "  if not h or h == A3 then\n"
     "    if h then redis.call('lpop', K2) end\n"
     "    redis.call('zrem', K3, A3)\n"
+    "    redis.call('srem', K6, A3)\n"
     "    redis.call('hset', K1, A3, 1)\n"
     "    redis.call('pexpire', K1, A2)\n"
     "    local f = tonumber(redis.call('get', K5) or '0') + 1\n"
@@ -568,8 +578,21 @@ static const char script_fair[] =
     "  local s = h and redis.call('zscore', K3, h)\n"
     "  ttl = s and math.max(0, tonumber(s) - now) or -1\n"
     "end\n"
-    "if op == 'a' and redis.call('zadd', K3, now + tonumber(A4), A3) == 1 then\n"
-    "  redis.call('rpush', K2, A3)\n"
+    "if op == 'a' then\n"
+    "  local ahead, queued, n = 0, false, redis.call('llen', K2)\n"
+    "  if n > 0 and (n <= 64 or n > redis.call('scard', K6)) then\n"
+    "    for _, f in ipairs(redis.call('lrange', K2, 0, -1)) do\n"
+    "      if f == A3 then queued = true break end\n"
+    "      if redis.call('sismember', K6, f) == 0 then ahead = ahead + 1 end\n"
+    "    end\n"
+    "  else\n"
+    "    queued = redis.call('zscore', K3, A3) ~= false\n"
+    "  end\n"
+    "  redis.call('sadd', K6, A3)\n"
+    "  local e = tonumber(A4) + ahead * tonumber(A5)\n"
+    "  redis.call('zadd', K3, now + e, A3)\n"
+    "  if not queued then redis.call('rpush', K2, A3) end\n"
+    "  if redis.call('pttl', K6) < e then redis.call('pexpire', K6, e) end\n"
     "end\n"
     "return {2, ttl}\n";
 
@@ -652,8 +675,9 @@ static size_t put_bulk(char *p, const char *s, size_t len) {
 
 /* Room one argument of len bytes takes at most. */
 #define ARG_ROOM(len) (1 + 20 + 2 + (len) + 2)
-/* Room any one operation's arguments take at most. */
-#define OP_ROOM (ARG_ROOM(KEYS_KEY_MAX) + 4 * ARG_ROOM(KEYS_COMPANION_MAX) + \
+/* Room any one operation's arguments take at most (SCRIPT_FORCE's and
+ * SCRIPT_FAIR's keys: the lock and five companions). */
+#define OP_ROOM (ARG_ROOM(KEYS_KEY_MAX) + 5 * ARG_ROOM(KEYS_COMPANION_MAX) + \
                  ARG_ROOM(24) + ARG_ROOM(KEYS_FIELD_MAX) + ARG_ROOM(1))
 /* The publish command releases use: classic or sharded pub/sub. */
 #define PUB_CMD(flags) ((flags) & SCRIPTS_F_SHARDED ? "spublish" : "publish")
@@ -747,7 +771,8 @@ static size_t put_keys(char *p, const backend_op_t *op, script_id_t id, const ch
         k += put_companion(p + k, KIND(KEYS_QUEUE), key, klen, braces);
         k += put_companion(p + k, KIND(KEYS_QUEUE_TIMEOUT), key, klen, braces);
         k += put_companion(p + k, KIND(KEYS_CHANNEL), key, klen, braces);
-        return k + put_companion(p + k, KIND(KEYS_TOKEN), key, klen, braces);
+        k += put_companion(p + k, KIND(KEYS_TOKEN), key, klen, braces);
+        return k + put_companion(p + k, KIND(KEYS_FAIR_OWNERS), key, klen, braces);
     }
     if (op->mode == BACKEND_SEM) /* a renewal */
         return k + put_suffix(p + k, KIND(KEYS_SEM_TIMEOUT), key, klen, braces);
@@ -828,7 +853,8 @@ static size_t put_args(char *p, const backend_op_t *op, script_id_t id, const ch
         k += put_bulk(p, &letter, 1);
         k += put_bulk(p + k, num, keys_u64(num, op->lease_ms));
         k += put_bulk(p + k, field, flen);
-        return k + put_bulk(p + k, num, keys_u64(num, op->queue_ms));
+        k += put_bulk(p + k, num, keys_u64(num, op->queue_ms));
+        return k + put_bulk(p + k, num, keys_u64(num, op->queue_foreign_ms));
     }
     case SCRIPT_WHO:
         return 0;
@@ -859,7 +885,7 @@ int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *co
         argc = 3 + numkeys;
         break;
     case SCRIPT_FORCE: numkeys = 6; argc = 11; break;
-    case SCRIPT_FAIR: numkeys = 5; argc = 3 + 5 + 5; break;
+    case SCRIPT_FAIR: numkeys = 6; argc = 3 + 6 + 6; break;
     case SCRIPT_RW: numkeys = 4; argc = 3 + 4 + 4; break;
     case SCRIPT_SEM: numkeys = 3; argc = 3 + 3 + 6; break;
     default: numkeys = 2; argc = 8; break; /* acquire 7: no publish command */

@@ -43,6 +43,7 @@ void fair_kick(lock_t *l) {
 void fair_prepare(lock_t *l, wait_t *w, backend_op_t *op) {
     op->once = w->once;
     op->queue_ms = l->mgr->conf->lease_ms;
+    op->queue_foreign_ms = LOCKMGR_FAIR_FOREIGN_WAIT_MS;
     timers_stop(l->mgr->timers, &w->keep);
 }
 

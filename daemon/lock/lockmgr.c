@@ -692,6 +692,7 @@ static op_t *op_new(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request
     op->bop.cb = on_op;
     op->bop.queue_ms = m->conf->lease_ms; /* a fair lock's reentry that finds
                                              it gone takes a place */
+    op->bop.queue_foreign_ms = LOCKMGR_FAIR_FOREIGN_WAIT_MS;
     op->done = done;
     return op;
 }

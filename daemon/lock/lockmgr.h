@@ -124,6 +124,10 @@ typedef void (*lockmgr_done_cb)(lockmgr_t *mgr, void *data);
 #define LOCKMGR_UNACKED_RETRY_MS 100
 /* A waiter retries this often when the holder's key has no expiry. */
 #define LOCKMGR_NO_TTL_RETRY_MS 1000
+/* A fair lock's place outlives this much per Redisson place ahead of it:
+ * each Redisson grant takes its wait off every place, at most this
+ * (Redisson's default fairLockWaitTimeout, what lock() passes). */
+#define LOCKMGR_FAIR_FOREIGN_WAIT_MS 300000
 /* Watchdog batches in flight at once. */
 #define LOCKMGR_RENEW_INFLIGHT 4
 /* Most locks in one watchdog batch. */
