@@ -99,7 +99,8 @@ struct hold_s {
 typedef struct queue_s {
     struct wait_list_s waiters; /* first come first served; only the head tries */
     lock_t *lock;
-    timers_entry_t retry;      /* the holder's lease ends, or a yield ends: try again */
+    timers_entry_t retry;      /* the holder's lease ends: try again */
+    timers_entry_t yield;      /* a yield to other daemons' waiters ends */
     int subscribed;            /* watching the name for releases */
     int yielding;              /* local hand-off held back for other daemons */
     uint64_t watch_owner;      /* a fair lock's: whose channel is watched */

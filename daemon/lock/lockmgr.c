@@ -262,6 +262,7 @@ void hold_lost(hold_t *h, lock_loss_t why) {
 }
 
 static void on_retry(timers_entry_t *t);
+static void on_yield_end(timers_entry_t *t);
 
 /* Local release of a hold's last count: the next waiter may go at once;
  * the Redis release goes first on the same connection, so the next
@@ -278,7 +279,7 @@ void release_local(hold_t *h) {
          * release, would never get it. Leave it free for a moment. */
         l->remote_interest = 0;
         l->q->yielding = 1;
-        timers_start(m->timers, &l->q->retry, LOCKMGR_YIELD_MS, on_retry);
+        timers_start(m->timers, &l->q->yield, LOCKMGR_YIELD_MS, on_yield_end);
         return;
     }
     /* A fair lock's head may be Redis's too: it asks right behind our
@@ -303,6 +304,7 @@ static void queue_idle(lock_t *l) {
     queue_t *q = l->q;
     if (q == NULL || !TAILQ_EMPTY(&q->waiters)) return;
     timers_stop(l->mgr->timers, &q->retry);
+    timers_stop(l->mgr->timers, &q->yield);
     if (q->subscribed)
         backend_unwatch(l->mgr->backend, l->name, l->len, watch_mode(l), q->watch_owner);
     l->q = NULL;
@@ -434,6 +436,15 @@ static void unpark(lock_t *l) {
 
 static void on_retry(timers_entry_t *t) {
     queue_t *q = container_of(t, queue_t, retry);
+    unpark(q->lock);
+    lock_kick(q->lock);
+}
+
+/* The yield has its own timer: an attempt in flight meanwhile (a
+ * semaphore's, a reader's) stops and re-arms the retry timer, and the
+ * queue would then sleep until the holder's lease ended. */
+static void on_yield_end(timers_entry_t *t) {
+    queue_t *q = container_of(t, queue_t, yield);
     q->yielding = 0;
     unpark(q->lock);
     lock_kick(q->lock);
