@@ -143,12 +143,21 @@ rejoin_delay_ms. The short run (make test) does q-kill2 and q-restart-empty
 in about 10 s.
 
 Stage 5 (kinds, kinds.py): its own redis-server and two dlockd; eight
-workers take a read/write lock of one name (a quarter of them as writers)
-while workers are SIGKILLed and one dlockd is SIGKILLed and restarted. A
-tracker checks that no writer is ever inside alongside anyone, that write
-fences rise and reads see the last write's fence, that readers do share,
-and that both kinds are granted after every fault (about 10 s short, 20 s
-full).
+workers take a read/write lock of one name (a quarter of them as writers),
+and eight more 1 or 2 permits of a semaphore of 3 (SEMINIT; mostly watchdog
+mode, some with a lease, some by TRYACQUIRE, some 1 + 1 or given back
+1 + 1, and once each past a short lease), while workers are SIGKILLed (the
+semaphore's while they hold permits) and one dlockd is SIGKILLed and
+restarted. A tracker checks that no writer is ever inside alongside anyone,
+that write fences rise and reads see the last write's fence, that readers do
+share, and that both kinds are granted after every fault. Another counts
+the permits of every holding it can prove alive (a dead daemon's until
+their lease ends) and checks that they are never more than 3, that they do
+reach 3, that 1- and 2-permit grants go on after every fault, a killed
+holder's permits at once and a dead daemon's after their lease, that no
+acquisition waits long outside those faults, that every RELEASE answers as
+it should (an overstayed lease: !LOST expired), and that at the end STATUS
+and Redis say all 3 are free (about 5 s short, 10 s full).
 
 Every stage: no dlockd crash, each exits 0 on SIGTERM, and no sanitizer
 report or assertion failure in any dlockd log.
