@@ -486,6 +486,11 @@ static void on_attempt(backend_op_t *op) {
              res->outcome != BACKEND_HOLD_GONE))
             wait_undo(l, w, w->owner_id);
         if (w->owner != NULL) {
+            /* A place in a fair lock's queue it may have taken just now
+             * goes with it (fair_leave). */
+            if (res->status != BACKEND_FAILED &&
+                (res->status != BACKEND_OK || res->outcome == BACKEND_TAKEN))
+                w->tried = 1;
             answer_error(m, w->owner, LOCK_ERR_BACKEND, "shutting down");
             wait_end(w);
         } else {
@@ -511,8 +516,10 @@ static void on_attempt(backend_op_t *op) {
             return;
         }
         if (w->tried && res->status != BACKEND_FAILED && res->status != BACKEND_UNACKED) {
-            /* A waiter that was already waiting keeps waiting. */
+            /* A waiter that was already waiting keeps waiting; a fair
+             * lock's keeps asking, or its place in Redis ends. */
             w->parked = 1;
+            if (w->mode == LOCK_MODE_FAIR) fair_queued(l, w);
             return;
         }
         log_debug("acquire %s: %s", l->name, res->error);
@@ -564,6 +571,9 @@ static void on_attempt(backend_op_t *op) {
                              res->ttl_ms >= 0 ? (uint64_t)res->ttl_ms + 1
                                               : LOCKMGR_NO_TTL_RETRY_MS,
                              on_retry);
+            /* Its ask is done: a waiter the cap on asks in flight held
+             * back may ask now. */
+            lock_kick(l);
             break;
         }
         /* A semaphore's waiter behind the head does not: the refused head
@@ -826,6 +836,7 @@ void answer_notheld(lockmgr_t *m, lock_owner_t *o, const lock_t *l, lock_mode_t 
     if (other != NULL && lock_kind_of(other->mode) != lock_kind_of(mode))
         answer_error(m, o, LOCK_ERR_KIND,
                      other->mode == LOCK_MODE_MUTEX ? "held as a plain lock: UNLOCK releases it"
+                     : other->mode == LOCK_MODE_FAIR ? "held as a fair lock: UNLOCK releases it"
                      : other->mode == LOCK_MODE_SEM
                          ? "a semaphore: RELEASE gives its permits back"
                          : "held as a read/write lock: RUNLOCK or WUNLOCK releases it");
@@ -1177,6 +1188,8 @@ static void dispatch(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
         }
         op = op_new(m, o, l, req, BACKEND_ACQUIRE, req->mode, reentry_done);
         if (op == NULL) return;
+        /* TRYFAIRLOCK 0 takes no place, even when the hold is gone */
+        op->bop.once = req->kind == LOCK_REQ_TRYLOCK && req->wait_ms == 0;
         /* The hold gets the longest of the modes asked for, the watchdog
          * being longer than any lease: no lease on either side makes it a
          * watchdog hold, two leases give the longer one, from now. */
