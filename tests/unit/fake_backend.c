@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/lock/lockmgr.h"
 #include "daemon/util/util.h"
 
 #define FAKE_INJECT_MAX 16
@@ -44,6 +45,34 @@ typedef struct sem_owner_s {
 /* scripts.c's acquire takes back at most this many expired ids at once */
 #define SEM_RECLAIM_MAX 1000
 
+/* One place in a fair lock's queue: redisson_lock_queue's entry (an owner
+ * field) and its score in redisson_lock_timeout (when the place ends, on
+ * the timers' clock). The script keeps the two together; so does this. */
+typedef struct fair_place_s {
+    char *field;
+    uint64_t ends;
+} fair_place_t;
+
+/* A fair lock waiter's own channel (redisson_lock__channel:{K}:<field>),
+ * watched for the lock manager owner whose field it is. Channels live as
+ * long as the fake: an unwatch only marks one, so a callback may watch
+ * and unwatch while fake_run() walks them. */
+typedef struct fair_chan_s {
+    struct fair_chan_s *next;
+    uint64_t owner;
+    int watched;
+    backend_watch_cb cb;
+    void *data;
+    int confirm;               /* a BACKEND_WATCHING is owed */
+    uint64_t confirm_seq;
+} fair_chan_t;
+
+/* Release messages a fair script published, delivered to the channel's
+ * watcher once the op's own callback has returned (the message comes on
+ * another connection, just after the reply). */
+#define FAIR_PUB_MAX 8
+#define FAIR_PUB_FIELD 64
+
 /* Everything the fake knows of one name: the model's keys and the watch. */
 typedef struct entry_s {
     struct entry_s *next;
@@ -67,6 +96,14 @@ typedef struct entry_s {
     long long sem_avail;       /* ... its value, the permits available */
     sem_owner_t *ids;          /* the permit ids, by owner field */
     size_t nids, ids_cap;
+    /* a fair lock's queue, first place first */
+    fair_place_t *queue;
+    size_t nqueue, queue_cap;
+    /* dlock_fair:{K}: the fields whose places are dlockd's, and its expiry */
+    char **dlockd;
+    size_t ndlockd, dlockd_cap;
+    uint64_t dlockd_until;     /* on the timers' clock (0: no key) */
+    fair_chan_t *chans;        /* its waiters' channels, newest first */
     /* the watch */
     int watched;
     int watch_mode;            /* of the last watch; -1 never watched */
@@ -98,6 +135,11 @@ struct fake_s {
     char error[160];           /* the text of the op being answered */
     uint64_t confirm_seq;
     uint32_t drift_ms;         /* what the topology takes off every lease */
+    struct {
+        entry_t *e;
+        char field[FAIR_PUB_FIELD];
+    } pubs[FAIR_PUB_MAX];      /* fair release messages not delivered yet */
+    size_t npubs;
     fake_stats_t stats;
     fake_rec_t *log;
     size_t log_len, log_cap;
@@ -419,6 +461,138 @@ static int sem_force(entry_t *e) {
     return 1;
 }
 
+/* ---- a fair lock's queue and its waiters' channels ------------------------------ */
+
+/* The index of field's place (LPOS), or -1. */
+static long long place_pos(const entry_t *e, const char *field) {
+    for (size_t i = 0; i < e->nqueue; i++)
+        if (strcmp(e->queue[i].field, field) == 0) return (long long)i;
+    return -1;
+}
+
+static void place_remove_at(entry_t *e, size_t i) {
+    free(e->queue[i].field);
+    memmove(&e->queue[i], &e->queue[i + 1], (e->nqueue - i - 1) * sizeof(e->queue[0]));
+    e->nqueue--;
+}
+
+/* ZREM and LREM of field: 1 if it had a place. */
+static int place_del(entry_t *e, const char *field) {
+    long long i = place_pos(e, field);
+    if (i < 0) return 0;
+    place_remove_at(e, (size_t)i);
+    return 1;
+}
+
+/* ZADD field ends, and RPUSH it when the ZADD added it (a new place at the
+ * tail; a place kept moves only its end). */
+static void place_set(entry_t *e, const char *field, uint64_t ends) {
+    long long i = place_pos(e, field);
+    if (i >= 0) {
+        e->queue[i].ends = ends;
+        return;
+    }
+    if (e->nqueue == e->queue_cap) {
+        e->queue_cap = e->queue_cap ? 2 * e->queue_cap : 4;
+        e->queue = xrealloc(e->queue, e->queue_cap * sizeof(e->queue[0]));
+    }
+    e->queue[e->nqueue].field = xstrndup(field, strlen(field));
+    e->queue[e->nqueue].ends = ends;
+    e->nqueue++;
+}
+
+/* ---- dlock_fair:{K}, a set with an expiry ---- */
+
+static void dlockd_check(const fake_t *fb, entry_t *e) {
+    if (e->ndlockd == 0 || e->dlockd_until > now_of(fb)) return;
+    for (size_t i = 0; i < e->ndlockd; i++) free(e->dlockd[i]);
+    e->ndlockd = 0;
+    e->dlockd_until = 0;
+}
+
+static long long dlockd_pos(const entry_t *e, const char *field) {
+    for (size_t i = 0; i < e->ndlockd; i++)
+        if (strcmp(e->dlockd[i], field) == 0) return (long long)i;
+    return -1;
+}
+
+static void dlockd_srem(entry_t *e, const char *field) {
+    long long i = dlockd_pos(e, field);
+    if (i < 0) return;
+    free(e->dlockd[i]);
+    e->dlockd[i] = e->dlockd[--e->ndlockd];
+    if (e->ndlockd == 0) e->dlockd_until = 0;
+}
+
+static void dlockd_sadd(entry_t *e, const char *field) {
+    if (dlockd_pos(e, field) >= 0) return;
+    if (e->ndlockd == e->dlockd_cap) {
+        e->dlockd_cap = e->dlockd_cap ? 2 * e->dlockd_cap : 4;
+        e->dlockd = xrealloc(e->dlockd, e->dlockd_cap * sizeof(e->dlockd[0]));
+    }
+    e->dlockd[e->ndlockd++] = xstrndup(field, strlen(field));
+}
+
+/* What every fair script does first: the places at the head that have
+ * ended go (and only those: an ended place behind a live one stays until
+ * it reaches the head); script_fair takes them out of dlock_fair too,
+ * Redisson's script (srem 0) does not know that set. */
+static void fair_purge(const fake_t *fb, entry_t *e, int srem) {
+    uint64_t now = now_of(fb);
+    while (e->nqueue > 0 && e->queue[0].ends <= now) {
+        if (srem) dlockd_srem(e, e->queue[0].field);
+        place_remove_at(e, 0);
+    }
+}
+
+static const char *fair_head(const entry_t *e) {
+    return e->nqueue > 0 ? e->queue[0].field : NULL;
+}
+
+static fair_chan_t *chan_find(const entry_t *e, uint64_t owner) {
+    for (fair_chan_t *c = e->chans; c != NULL; c = c->next)
+        if (c->owner == owner) return c;
+    return NULL;
+}
+
+/* The watched channel of field ("o<id>"), or NULL: nobody here listens. */
+static fair_chan_t *chan_of_field(const entry_t *e, const char *field) {
+    char f[FIELD_MAX];
+    for (fair_chan_t *c = e->chans; c != NULL; c = c->next) {
+        if (!c->watched) continue;
+        owner_field(f, sizeof(f), c->owner);
+        if (strcmp(f, field) == 0) return c;
+    }
+    return NULL;
+}
+
+/* PUBLISH on field's channel, delivered now: 1 if someone here listened. */
+static int fair_publish_now(fake_t *fb, entry_t *e, const char *field) {
+    fair_chan_t *c = chan_of_field(e, field);
+    if (c == NULL || !fb->up) return 0;
+    fb->stats.published++;
+    c->cb(c->data, BACKEND_RELEASED);
+    return 1;
+}
+
+/* A script's wake(): a message on the head's own channel, delivered after
+ * the op's callback (fair_deliver); nothing when nobody queues. */
+static void fair_wake(fake_t *fb, entry_t *e) {
+    const char *h = fair_head(e);
+    if (h == NULL) return;
+    EXPECT(fb->npubs < FAIR_PUB_MAX, "fake: too many fair release messages at once");
+    EXPECT(strlen(h) < FAIR_PUB_FIELD, "fake: field %s too long", h);
+    fb->pubs[fb->npubs].e = e;
+    snprintf(fb->pubs[fb->npubs].field, FAIR_PUB_FIELD, "%s", h);
+    fb->npubs++;
+    fb->stats.fair_wakes++;
+}
+
+static void fair_deliver(fake_t *fb) {
+    for (size_t i = 0; i < fb->npubs; i++) fair_publish_now(fb, fb->pubs[i].e, fb->pubs[i].field);
+    fb->npubs = 0;
+}
+
 /* ---- the scripts ---------------------------------------------------------------- */
 
 /* The hash's PEXPIRE where its PTTL is shorter (a read/write lock's TTL
@@ -672,6 +846,132 @@ static void model_run_sem(fake_t *fb, backend_op_t *op, entry_t *e) {
     }
 }
 
+/* script_fair's long-queue bound: a queue longer than this is only read
+ * when it has more places than dlock_fair has members. */
+#define FAIR_SCAN_MAX 64
+
+/* script_fair for field: op 'a' acquire (or queue, the place lasting
+ * queue_ms more, plus foreign_ms for each place ahead that is not a
+ * dlockd's), 'o' acquire without queueing, 'r' release, 'd' one hold
+ * less, 'l' leave the queue; lease_ms < 0: no expiry (a foreign holder). */
+static void fair_script(fake_t *fb, entry_t *e, char op, const char *field, long long lease_ms,
+                        long long queue_ms, long long foreign_ms, backend_result_t *res) {
+    uint64_t now = now_of(fb);
+    key_check(fb, e);
+    dlockd_check(fb, e);
+    fair_purge(fb, e, 1);
+    if (op == 'l') {
+        place_del(e, field);
+        dlockd_srem(e, field);
+        if (!e->sem && e->nfields == 0) fair_wake(fb, e);
+        res->holds = 0;
+        return;
+    }
+    /* a semaphore's string, or a read/write lock's hash: {3, its kind}, -1 */
+    if (e->sem || (e->nfields > 0 && e->mode != BACKEND_MUTEX)) {
+        if (op == 'a' || op == 'o') {
+            res->outcome = BACKEND_WRONG_KIND;
+            res->held = e->sem ? BACKEND_SEM : e->mode;
+        } else {
+            res->holds = -1;
+        }
+        return;
+    }
+    field_t *f = field_find(e, field);
+    if (op == 'd') { /* one hold less, never the last */
+        res->holds = f == NULL ? -1 : f->count > 1 ? --f->count : f->count;
+        return;
+    }
+    if (op == 'r') {
+        res->holds = -1;
+        if (f == NULL) return;
+        key_delete(e);
+        fair_wake(fb, e);
+        res->holds = 0;
+        res->others_waiting = 0; /* node.c: a fair release never counts */
+        return;
+    }
+    const char *h = fair_head(e);
+    if (e->nfields == 0 && (h == NULL || strcmp(h, field) == 0)) {
+        place_del(e, field); /* LPOP of the head, ZREM */
+        dlockd_srem(e, field);
+        field_add(e, field, 1);
+        key_expire_in(fb, e, lease_ms);
+        res->outcome = BACKEND_GRANTED;
+        res->fence = ++e->fence;
+        return;
+    }
+    if (f != NULL) {
+        res->outcome = BACKEND_REENTERED;
+        res->holds = ++f->count;
+        key_expire_in(fb, e, lease_ms);
+        return;
+    }
+    long long ttl = key_pttl(fb, e);
+    if (ttl < 0) /* free, or held without expiry: when the head's place ends */
+        ttl = h == NULL ? -1 : e->queue[0].ends > now ? (long long)(e->queue[0].ends - now) : 0;
+    if (op == 'a') {
+        /* Redisson's places ahead (not in dlock_fair), read unless the
+         * queue is long and dlock_fair has as many members */
+        long long ahead = 0;
+        size_t n = e->nqueue;
+        if (n > 0 && (n <= FAIR_SCAN_MAX || n > e->ndlockd))
+            for (size_t i = 0; i < n && strcmp(e->queue[i].field, field) != 0; i++)
+                if (dlockd_pos(e, e->queue[i].field) < 0) ahead++;
+        dlockd_sadd(e, field);
+        uint64_t len = (uint64_t)queue_ms + (uint64_t)ahead * (uint64_t)foreign_ms;
+        place_set(e, field, now + len);
+        if (e->dlockd_until < now + len) e->dlockd_until = now + len; /* PEXPIRE if shorter */
+    }
+    res->outcome = BACKEND_TAKEN;
+    res->ttl_ms = ttl;
+}
+
+/* Redisson's RFairLock tryLock script for field, as far as the lock
+ * manager can tell: the ended places at the head go (dlock_fair is not
+ * touched); granted when free and the queue is empty or field is its
+ * head, which then takes wait_ms off every other place; reentered; else
+ * a place at the tail ending place_ms from now, or the place it has
+ * (Redisson chains the ends; the test gives one). */
+static int redisson_script(fake_t *fb, entry_t *e, const char *field, long long lease_ms,
+                           long long place_ms, long long wait_ms) {
+    uint64_t now = now_of(fb);
+    key_check(fb, e);
+    dlockd_check(fb, e);
+    fair_purge(fb, e, 0);
+    EXPECT(!e->sem && (e->nfields == 0 || e->mode == BACKEND_MUTEX),
+           "fake: Redisson's fair lock on %s, another kind", e->name);
+    const char *h = fair_head(e);
+    if (e->nfields == 0 && (h == NULL || strcmp(h, field) == 0)) {
+        place_del(e, field);
+        for (size_t i = 0; i < e->nqueue; i++) e->queue[i].ends -= (uint64_t)wait_ms;
+        field_add(e, field, 1); /* Redisson knows no fence counter */
+        key_expire_in(fb, e, lease_ms);
+        return BACKEND_GRANTED;
+    }
+    field_t *f = field_find(e, field);
+    if (f != NULL) {
+        f->count++;
+        key_expire_in(fb, e, lease_ms);
+        return BACKEND_REENTERED;
+    }
+    if (place_pos(e, field) < 0) place_set(e, field, now + (uint64_t)place_ms);
+    return BACKEND_TAKEN;
+}
+
+/* A fair lock's op, as script_fair runs it (ACQUIRE 'a', or 'o' with
+ * op->once; RELEASE 'r', DROP 'd', LEAVE 'l'); its renewals, STATUS, WHO
+ * and FORCE are a plain lock's (model_run). */
+static void model_run_fair(fake_t *fb, backend_op_t *op, entry_t *e) {
+    char field[FIELD_MAX];
+    owner_field(field, sizeof(field), op->owner);
+    char c = op->kind == BACKEND_ACQUIRE ? (op->once ? 'o' : 'a')
+             : op->kind == BACKEND_RELEASE ? 'r'
+             : op->kind == BACKEND_DROP    ? 'd'
+                                           : 'l';
+    fair_script(fb, e, c, field, op->lease_ms, op->queue_ms, op->queue_foreign_ms, &op->res);
+}
+
 /* One op, as its script would run it. */
 static void model_run(fake_t *fb, backend_op_t *op) {
     backend_result_t *res = &op->res;
@@ -689,8 +989,15 @@ static void model_run(fake_t *fb, backend_op_t *op) {
         model_run_sem(fb, op, e);
         return;
     }
+    if (op->mode == BACKEND_FAIR &&
+        (op->kind == BACKEND_ACQUIRE || op->kind == BACKEND_RELEASE ||
+         op->kind == BACKEND_DROP || op->kind == BACKEND_LEAVE)) {
+        model_run_fair(fb, op, e);
+        return;
+    }
+    /* A fair lock's renewal is a plain one (the batch script's 'n'). */
     if (e->sem && op->kind != BACKEND_STATUS && op->kind != BACKEND_FORCE &&
-        op->kind != BACKEND_WHO && op->mode == BACKEND_MUTEX) {
+        op->kind != BACKEND_WHO && (op->mode == BACKEND_MUTEX || op->mode == BACKEND_FAIR)) {
         /* The plain-lock scripts on a string: LUA_ACQUIRE answers {3, 3},
          * LUA_RELEASE's HGET raises WRONGTYPE, LUA_RENEW counts it gone. */
         if (op->kind == BACKEND_ACQUIRE) {
@@ -707,7 +1014,7 @@ static void model_run(fake_t *fb, backend_op_t *op) {
         }
         return;
     }
-    if (op->mode != BACKEND_MUTEX &&
+    if ((op->mode == BACKEND_READ || op->mode == BACKEND_WRITE) &&
         (op->kind == BACKEND_ACQUIRE || op->kind == BACKEND_RELEASE ||
          op->kind == BACKEND_DROP || op->kind == BACKEND_RENEW)) {
         model_run_rw(fb, op, e);
@@ -762,8 +1069,9 @@ static void model_run(fake_t *fb, backend_op_t *op) {
     case BACKEND_STATUS:
         model_status(fb, op, e);
         break;
-    case BACKEND_FORCE:
+    case BACKEND_FORCE: /* a lock hash removed: its queue's first waiter is woken */
         res->removed = key_force(fb, e);
+        if (res->removed && !e->sem) fair_wake(fb, e);
         break;
     case BACKEND_WHO: /* the holder's field (":write" cut); no daemon registers here */
         res->ttl_ms = e->sem ? -3 : key_pttl(fb, e);
@@ -821,6 +1129,7 @@ static void answer(fake_t *fb, backend_op_t *op, const char *down_text) {
     }
     fb->stats.answered++;
     op->cb(op);
+    fair_deliver(fb);
 }
 
 size_t fake_run(fake_t *fb) {
@@ -842,11 +1151,20 @@ size_t fake_run(fake_t *fb) {
     if (!fb->up) return n;
     /* New entries go in at the head: the ones from before are all after it. */
     for (entry_t *e = fb->entries; e != NULL; e = e->next) {
-        if (!e->confirm || e->confirm_seq > seq) continue;
-        e->confirm = 0;
-        if (e->watched && fb->up) {
-            fb->stats.confirms++;
-            e->cb(e->data, BACKEND_WATCHING);
+        if (e->confirm && e->confirm_seq <= seq) {
+            e->confirm = 0;
+            if (e->watched && fb->up) {
+                fb->stats.confirms++;
+                e->cb(e->data, BACKEND_WATCHING);
+            }
+        }
+        for (fair_chan_t *c = e->chans; c != NULL; c = c->next) {
+            if (!c->confirm || c->confirm_seq > seq) continue;
+            c->confirm = 0;
+            if (c->watched && fb->up) {
+                fb->stats.confirms++;
+                c->cb(c->data, BACKEND_WATCHING);
+            }
         }
     }
     return n;
@@ -864,8 +1182,11 @@ size_t fake_run_one(fake_t *fb) {
 
 static int confirms_owed(const fake_t *fb) {
     if (!fb->up) return 0;
-    for (const entry_t *e = fb->entries; e != NULL; e = e->next)
+    for (const entry_t *e = fb->entries; e != NULL; e = e->next) {
         if (e->confirm && e->watched) return 1;
+        for (const fair_chan_t *c = e->chans; c != NULL; c = c->next)
+            if (c->confirm && c->watched) return 1;
+    }
     return 0;
 }
 
@@ -911,6 +1232,11 @@ void fake_set_up(fake_t *fb, int up) {
     if (up) {
         /* Resubscribed: every watch is confirmed again. */
         for (entry_t *e = fb->entries; e != NULL; e = e->next) {
+            for (fair_chan_t *c = e->chans; c != NULL; c = c->next) {
+                if (!c->watched) continue;
+                c->confirm = 1;
+                c->confirm_seq = ++fb->confirm_seq;
+            }
             if (!e->watched) continue;
             e->confirm = 1;
             e->confirm_seq = ++fb->confirm_seq;
@@ -960,6 +1286,17 @@ static void fk_submit(backend_t *b, backend_op_t *op) {
             EXPECT(op->lease_ms > 0, "semaphore op of kind %d without a lease", (int)op->kind);
     }
 
+    /* A fair lock's: script_fair takes LEAVE in mode FAIR only; an acquire
+     * has a lease, and a place's length unless it takes none ('o'). */
+    EXPECT(op->kind != BACKEND_LEAVE || op->mode == BACKEND_FAIR, "LEAVE of mode %d",
+           (int)op->mode);
+    if (op->mode == BACKEND_FAIR && op->kind == BACKEND_ACQUIRE) {
+        EXPECT(op->lease_ms > 0, "fair acquire without a lease (%.*s)", (int)op->len, op->name);
+        EXPECT(op->once == 0 || op->once == 1, "fair acquire with once %d", op->once);
+        EXPECT(op->once || op->queue_ms > 0, "fair acquire taking a place of 0 ms (%.*s)",
+               (int)op->len, op->name);
+    }
+
     op->queued_at = now_of(fb);
     STAILQ_INSERT_TAIL(&fb->queue, op, link);
     fb->stats.submitted[op->kind]++;
@@ -980,6 +1317,9 @@ static void fk_submit(backend_t *b, backend_op_t *op) {
     r->lease_ms = op->lease_ms;
     r->permits = op->permits;
     r->permit_base = op->permit_base;
+    r->queue_ms = op->mode == BACKEND_FAIR ? op->queue_ms : 0;
+    r->queue_foreign_ms = op->mode == BACKEND_FAIR ? op->queue_foreign_ms : 0;
+    r->once = op->mode == BACKEND_FAIR ? op->once : 0;
     r->at = now_of(fb);
     r->round = fb->stats.rounds;
 }
@@ -987,11 +1327,28 @@ static void fk_submit(backend_t *b, backend_op_t *op) {
 static void fk_watch(backend_t *b, const char *name, size_t len, backend_mode_t mode,
                      uint64_t owner, backend_watch_cb cb, void *data) {
     fake_t *fb = FB(b);
-    (void)owner;
     entry_t *e = entry_get(fb, name, len);
     fb->stats.watch_calls++;
     e->watch_mode = (int)mode;
     e->watch_calls++;
+    if (mode == BACKEND_FAIR) { /* the waiter's own channel: one per owner */
+        fair_chan_t *c = chan_find(e, owner);
+        if (c == NULL) {
+            c = xrealloc(NULL, sizeof(*c));
+            memset(c, 0, sizeof(*c));
+            c->owner = owner;
+            c->next = e->chans;
+            e->chans = c;
+        }
+        c->watched = 1;
+        c->cb = cb;
+        c->data = data;
+        c->confirm = 1;
+        c->confirm_seq = ++fb->confirm_seq;
+        return;
+    }
+    EXPECT(owner == 0, "watch of %.*s in mode %d for owner %" PRIu64, (int)len, name,
+           (int)mode, owner);
     e->watched = 1;
     e->cb = cb;
     e->data = data;
@@ -1003,10 +1360,20 @@ static void fk_watch(backend_t *b, const char *name, size_t len, backend_mode_t 
 static void fk_unwatch(backend_t *b, const char *name, size_t len, backend_mode_t mode,
                        uint64_t owner) {
     fake_t *fb = FB(b);
-    (void)mode;
-    (void)owner;
     entry_t *e = entry_find(fb, name, len);
     fb->stats.unwatch_calls++;
+    if (mode == BACKEND_FAIR) {
+        fair_chan_t *c = e ? chan_find(e, owner) : NULL;
+        if (c == NULL || !c->watched) {
+            fb->stats.stray_unwatches++;
+            return;
+        }
+        c->watched = 0;
+        c->confirm = 0;
+        c->cb = NULL;
+        c->data = NULL;
+        return;
+    }
     if (e == NULL) return;
     e->watched = 0;
     e->confirm = 0;
@@ -1045,6 +1412,14 @@ static void fk_close(backend_t *b) {
             free(e->ids[i].score);
         }
         free(e->ids);
+        for (size_t i = 0; i < e->nqueue; i++) free(e->queue[i].field);
+        free(e->queue);
+        for (size_t i = 0; i < e->ndlockd; i++) free(e->dlockd[i]);
+        free(e->dlockd);
+        for (fair_chan_t *c = e->chans, *cn; c != NULL; c = cn) {
+            cn = c->next;
+            free(c);
+        }
         free(e->fields);
         free(e->marker);
         free(e->name);
@@ -1097,8 +1472,8 @@ fake_t *fake_new(timers_t *timers) {
     fake_t *fb = xrealloc(NULL, sizeof(*fb));
     memset(fb, 0, sizeof(*fb));
     fb->base.type = &fake_type;
-    fb->base.caps =
-        BACKEND_CAP_MONOTONIC_FENCE | BACKEND_CAP_WAKEUPS | BACKEND_CAP_RW | BACKEND_CAP_SEM;
+    fb->base.caps = BACKEND_CAP_MONOTONIC_FENCE | BACKEND_CAP_WAKEUPS | BACKEND_CAP_RW |
+                    BACKEND_CAP_SEM | BACKEND_CAP_FAIR;
     fb->timers = timers;
     fb->up = 1;
     STAILQ_INIT(&fb->queue);
@@ -1147,7 +1522,10 @@ size_t fake_log_count_mode(const fake_t *fb, size_t from, backend_op_kind_t kind
 
 int fake_watched(const fake_t *fb, const char *name) {
     const entry_t *e = entry_find(fb, name, strlen(name));
-    return e != NULL && e->watched;
+    if (e == NULL) return 0;
+    for (const fair_chan_t *c = e->chans; c != NULL; c = c->next)
+        if (c->watched) return 1;
+    return e->watched;
 }
 
 unsigned fake_watch_calls(const fake_t *fb, const char *name) {
@@ -1214,7 +1592,11 @@ void fake_take_rw(fake_t *fb, const char *name, const char *field, backend_mode_
 }
 
 void fake_force(fake_t *fb, const char *name) {
-    key_force(fb, entry_named(fb, name));
+    entry_t *e = entry_named(fb, name);
+    if (key_force(fb, e) && !e->sem) {
+        fair_wake(fb, e);
+        fair_deliver(fb);
+    }
 }
 
 long long fake_holds_field(fake_t *fb, const char *field, const char *name) {
@@ -1360,4 +1742,110 @@ void fake_sem_release_field(fake_t *fb, const char *name, const char *field) {
             removed++;
         }
     if (removed > 0) sem_incrby(e, removed);
+}
+
+/* ---- fair locks, for tests ------------------------------------------------------ */
+
+size_t fake_fair_queue_len(fake_t *fb, const char *name) {
+    return entry_named(fb, name)->nqueue;
+}
+
+const char *fake_fair_queue(fake_t *fb, const char *name) {
+    static char buf[4][512];
+    static unsigned k;
+    char *out = buf[k++ % 4];
+    const entry_t *e = entry_named(fb, name);
+    size_t n = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < e->nqueue && n < sizeof(buf[0]); i++)
+        n += (size_t)snprintf(out + n, sizeof(buf[0]) - n, "%s%s", i ? " " : "",
+                              e->queue[i].field);
+    return out;
+}
+
+long long fake_fair_pos_field(fake_t *fb, const char *name, const char *field) {
+    return place_pos(entry_named(fb, name), field);
+}
+
+long long fake_fair_pos(fake_t *fb, const char *name, uint64_t owner) {
+    char field[FIELD_MAX];
+    owner_field(field, sizeof(field), owner);
+    return fake_fair_pos_field(fb, name, field);
+}
+
+long long fake_fair_place_pttl_field(fake_t *fb, const char *name, const char *field) {
+    const entry_t *e = entry_named(fb, name);
+    long long i = place_pos(e, field);
+    if (i < 0) return -2;
+    uint64_t ends = e->queue[i].ends, now = now_of(fb);
+    return ends > now ? (long long)(ends - now) : -(long long)(now - ends);
+}
+
+long long fake_fair_place_pttl(fake_t *fb, const char *name, uint64_t owner) {
+    char field[FIELD_MAX];
+    owner_field(field, sizeof(field), owner);
+    return fake_fair_place_pttl_field(fb, name, field);
+}
+
+void fake_fair_expire_place(fake_t *fb, const char *name, const char *field) {
+    entry_t *e = entry_named(fb, name);
+    long long i = place_pos(e, field);
+    EXPECT(i >= 0, "fake_fair_expire_place: %s has no place in %s's queue", field, name);
+    e->queue[i].ends = now_of(fb);
+}
+
+int fake_fair_acquire_field(fake_t *fb, const char *name, const char *field, long long lease_ms,
+                            long long queue_ms) {
+    backend_result_t res;
+    memset(&res, 0, sizeof(res));
+    fair_script(fb, entry_named(fb, name), queue_ms < 0 ? 'o' : 'a', field, lease_ms, queue_ms,
+                LOCKMGR_FAIR_FOREIGN_WAIT_MS, &res);
+    fair_deliver(fb);
+    return (int)res.outcome;
+}
+
+int fake_fair_redisson_acquire(fake_t *fb, const char *name, const char *field,
+                               long long lease_ms, long long place_ms, long long wait_ms) {
+    return redisson_script(fb, entry_named(fb, name), field, lease_ms, place_ms, wait_ms);
+}
+
+int fake_fair_is_dlockd(fake_t *fb, const char *name, const char *field) {
+    entry_t *e = entry_named(fb, name);
+    dlockd_check(fb, e);
+    return dlockd_pos(e, field) >= 0;
+}
+
+long long fake_fair_release_field(fake_t *fb, const char *name, const char *field) {
+    backend_result_t res;
+    memset(&res, 0, sizeof(res));
+    fair_script(fb, entry_named(fb, name), 'r', field, 0, 0, 0, &res);
+    fair_deliver(fb);
+    return res.holds;
+}
+
+void fake_fair_leave_field(fake_t *fb, const char *name, const char *field) {
+    backend_result_t res;
+    memset(&res, 0, sizeof(res));
+    fair_script(fb, entry_named(fb, name), 'l', field, 0, 0, 0, &res);
+    fair_deliver(fb);
+}
+
+int fake_fair_watching(const fake_t *fb, const char *name, uint64_t owner) {
+    const entry_t *e = entry_find(fb, name, strlen(name));
+    const fair_chan_t *c = e ? chan_find(e, owner) : NULL;
+    return c != NULL && c->watched;
+}
+
+size_t fake_fair_channels(const fake_t *fb, const char *name) {
+    const entry_t *e = entry_find(fb, name, strlen(name));
+    size_t n = 0;
+    for (const fair_chan_t *c = e ? e->chans : NULL; c != NULL; c = c->next)
+        if (c->watched) n++;
+    return n;
+}
+
+int fake_fair_publish(fake_t *fb, const char *name, uint64_t owner) {
+    char field[FIELD_MAX];
+    owner_field(field, sizeof(field), owner);
+    return fair_publish_now(fb, entry_named(fb, name), field);
 }

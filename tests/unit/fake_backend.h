@@ -95,8 +95,52 @@
  * SEMINIT set, whatever ops ran or lost their answers; the tests check
  * it with fake_sem_available() and fake_sem_card().
  *
- * The fake announces BACKEND_CAP_RW and BACKEND_CAP_SEM (with
- * MONOTONIC_FENCE and WAKEUPS); fake_set_caps() changes that. */
+ * Fair locks (ops of mode BACKEND_FAIR) follow scripts.c's script_fair
+ * (ACQUIRE, RELEASE, DROP, LEAVE), in Redisson's RFairLock layout, on the
+ * timers' clock instead of Redis TIME:
+ *
+ *   - the lock hash is a plain lock's (fields, expiry, fence counter, the
+ *     FORCEUNLOCK marker), and a plain lock's ops see no difference;
+ *   - the queue: places in order, each an owner field ("o<id>", or any
+ *     text: another daemon's, a Redisson client's) with when it ends
+ *     (redisson_lock_queue and redisson_lock_timeout, kept together), and
+ *     dlock_fair, the set of the fields whose places are dlockd's (an
+ *     expiry on the timers' clock, taking every member with it);
+ *   - every fair op first drops the places at the head that have ended
+ *     (an ended place behind a live one stays until it reaches the head),
+ *     taking them out of dlock_fair;
+ *   - ACQUIRE: on a semaphore or a read/write lock BACKEND_WRONG_KIND
+ *     (held its kind); granted when the hash is free and the queue is
+ *     empty or its head is the owner (whose place goes), the fence rising
+ *     as a plain grant's; BACKEND_REENTERED when the owner holds it; else
+ *     BACKEND_TAKEN with the hash's PTTL or, when that is < 0, the ms
+ *     until the head's place ends (-1: no one queues), the owner's place
+ *     taken at the tail or kept, unless op->once ('o': no place): its end
+ *     moves to now + op->queue_ms + op->queue_foreign_ms for each place
+ *     ahead of it not in dlock_fair (those are not counted when the queue
+ *     has over 64 places and dlock_fair at least as many members), the
+ *     owner joins dlock_fair, whose expiry is made at least that long;
+ *     a grant or LEAVE takes the owner out of dlock_fair;
+ *   - RELEASE deletes the hash and wakes the head (others_waiting is
+ *     always 0, as node.c answers a fair release); DROP takes one hold
+ *     off, never the last; either of a field not there: holds -1;
+ *   - LEAVE takes the owner's place out and wakes the head if the hash is
+ *     free (holds 0);
+ *   - RENEW, STATUS and WHO are a plain lock's (no places dropped);
+ *     FORCE also wakes the head (as script_force does, dropping none);
+ *   - a wake-up is a BACKEND_RELEASED on the head's own channel, given to
+ *     the lock manager only if it watches that channel (backend_watch of
+ *     mode BACKEND_FAIR with that owner), right after the op's callback.
+ *
+ * A fair watch is per owner, as node.c's channels are: watching one
+ * owner's channel leaves the others as they are, an unwatch ends only the
+ * owner's it names (one of a channel not watched counts as a stray
+ * unwatch, fake_stats()), and each is confirmed from fake_run(). The
+ * fake checks every fair op's shape: LEAVE only in mode FAIR, an acquire
+ * with a lease and, unless once, a place's length.
+ *
+ * The fake announces BACKEND_CAP_RW, BACKEND_CAP_SEM and BACKEND_CAP_FAIR
+ * (with MONOTONIC_FENCE and WAKEUPS); fake_set_caps() changes that. */
 #ifndef DLOCK_FAKE_BACKEND_H
 #define DLOCK_FAKE_BACKEND_H
 
@@ -124,6 +168,9 @@ typedef struct fake_rec_s {
     uint32_t lease_ms;
     uint32_t permits;          /* SEM: the op's permits (SEMINIT: the size) */
     uint32_t permit_base;      /* SEM: the ids start after this one */
+    uint32_t queue_ms;         /* FAIR: an acquire's place length */
+    uint32_t queue_foreign_ms; /* FAIR: ... more per Redisson place ahead */
+    int once;                  /* FAIR: an acquire that takes no place */
     uint64_t at;               /* the clock when submitted */
     uint64_t round;            /* fake_run() calls before it was submitted */
 } fake_rec_t;
@@ -139,6 +186,8 @@ typedef struct fake_stats_s {
     uint64_t unwatch_calls;
     uint64_t confirms;                      /* BACKEND_WATCHING delivered */
     uint64_t published;                     /* BACKEND_RELEASED delivered */
+    uint64_t fair_wakes;                    /* fair scripts' messages to a head */
+    uint64_t stray_unwatches;               /* fair: of a channel not watched */
     uint64_t rounds;                        /* fake_run() calls */
 } fake_stats_t;
 
@@ -154,7 +203,7 @@ void fake_close(fake_t *fb);
 /* A clock drift allowance, as a quorum has: taken off every lease. */
 void fake_set_drift(fake_t *fb, uint32_t drift_ms);
 /* What the topology promises (backend_t.caps, BACKEND_CAP_*); the fake
- * starts with MONOTONIC_FENCE | WAKEUPS | RW | SEM. */
+ * starts with MONOTONIC_FENCE | WAKEUPS | RW | SEM | FAIR. */
 void fake_set_caps(fake_t *fb, unsigned caps);
 
 /* ---- answering --------------------------------------------------------- */
@@ -207,7 +256,7 @@ size_t fake_log_count_mode(const fake_t *fb, size_t from, backend_op_kind_t kind
 
 /* ---- watches ------------------------------------------------------------- */
 
-/* 1 while name is watched. */
+/* 1 while name is watched (of a fair lock: any owner's channel). */
 int fake_watched(const fake_t *fb, const char *name);
 /* backend_watch() calls for name. */
 unsigned fake_watch_calls(const fake_t *fb, const char *name);
@@ -291,5 +340,50 @@ void fake_sem_take(fake_t *fb, const char *name, const char *field, long long pe
                    long long ttl_ms);
 /* That field's ids all go, their permits given back; nothing is published. */
 void fake_sem_release_field(fake_t *fb, const char *name, const char *field);
+
+/* ---- fair locks -------------------------------------------------------------- */
+
+/* Places in name's queue (ended ones not dropped yet too), and the whole
+ * queue as "f1 f2 ..." (in one of four buffers the fake keeps). */
+size_t fake_fair_queue_len(fake_t *fb, const char *name);
+const char *fake_fair_queue(fake_t *fb, const char *name);
+/* Where the lock manager owner's (any field's) place is: 0 the head, -1 none. */
+long long fake_fair_pos(fake_t *fb, const char *name, uint64_t owner);
+long long fake_fair_pos_field(fake_t *fb, const char *name, const char *field);
+/* How long the place has: -2 no place, else its end less now (0 or less:
+ * ended, not dropped yet). */
+long long fake_fair_place_pttl(fake_t *fb, const char *name, uint64_t owner);
+long long fake_fair_place_pttl_field(fake_t *fb, const char *name, const char *field);
+/* The field's place ends now (as when Redis lost time, or Redisson's grants
+ * shortened it); the next fair op drops it once it is at the head. */
+void fake_fair_expire_place(fake_t *fb, const char *name, const char *field);
+/* Another daemon's acquire, as script_fair runs it for field: a lease of
+ * lease_ms (<0: no expiry), a place of queue_ms (<0: 'o', no place) plus
+ * LOCKMGR_FAIR_FOREIGN_WAIT_MS per Redisson place ahead. Returns its
+ * outcome (BACKEND_GRANTED, _REENTERED, _TAKEN, _WRONG_KIND). */
+int fake_fair_acquire_field(fake_t *fb, const char *name, const char *field, long long lease_ms,
+                            long long queue_ms);
+/* A Redisson client's RFairLock tryLock for field: the ended places at the
+ * head go (dlock_fair untouched: Redisson does not know it); granted when
+ * free and no one queues or field is the head, taking wait_ms (Redisson's
+ * fairLockWaitTimeout) off every other place; reentered; else TAKEN,
+ * with a place at the tail ending place_ms from now (Redisson chains
+ * them: the test says where), or the one it has, unchanged. Publishes
+ * nothing; returns the outcome. */
+int fake_fair_redisson_acquire(fake_t *fb, const char *name, const char *field,
+                               long long lease_ms, long long place_ms, long long wait_ms);
+/* 1 if field is in name's dlock_fair set (its place is a dlockd's). */
+int fake_fair_is_dlockd(fake_t *fb, const char *name, const char *field);
+/* That field's release ('r': -1 not held, else 0) and leaving ('l'), as
+ * script_fair runs them: the head is woken at once. */
+long long fake_fair_release_field(fake_t *fb, const char *name, const char *field);
+void fake_fair_leave_field(fake_t *fb, const char *name, const char *field);
+/* 1 while the lock manager owner's channel of name is watched. */
+int fake_fair_watching(const fake_t *fb, const char *name, uint64_t owner);
+/* Fair channels of name watched now (of any owner). */
+size_t fake_fair_channels(const fake_t *fb, const char *name);
+/* A BACKEND_RELEASED on owner's channel now: 1 if it was watched (and the
+ * backend up). */
+int fake_fair_publish(fake_t *fb, const char *name, uint64_t owner);
 
 #endif
