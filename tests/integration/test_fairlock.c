@@ -206,18 +206,6 @@ static unsigned long long take(h_conn_t *c, const char *request, long long holds
     return granted(c, request, holds, H_WAIT_MS);
 }
 
-static void expect_silence(h_conn_t *c, int ms, const char *why) {
-    const char *l = h_recv(c, ms);
-    ck_assert_msg(l == NULL, "%s: got '%s'", why, l ? l : "");
-}
-
-static void expect_reply(h_conn_t *c, const char *request, const char *want) {
-    h_send(c, "%s\n", request);
-    const char *l = h_recv(c, H_WAIT_MS);
-    ck_assert_msg(l != NULL && strcmp(l, want) == 0, "%s: got '%s', wanted '%s'", request,
-                  l ? l : "(nothing)", want);
-}
-
 /* Sends request; its reply must start with prefix, at once: a refusal,
  * not a wait. */
 static void expect_prefix(h_conn_t *c, const char *request, const char *prefix) {
@@ -226,34 +214,6 @@ static void expect_prefix(h_conn_t *c, const char *request, const char *prefix) 
     ck_assert_msg(l != NULL && strncmp(l, prefix, strlen(prefix)) == 0,
                   "%s: got '%s' within %d ms, wanted '%s...'", request, l ? l : "(nothing)",
                   PROMPT_MS, prefix);
-}
-
-/* The next line on c must be the event want, within timeout_ms. */
-static void expect_event(h_conn_t *c, const char *want, int timeout_ms, const char *what) {
-    const char *l = h_recv(c, timeout_ms);
-    ck_assert_msg(l != NULL, "%s: no '%s' within %d ms", what, want, timeout_ms);
-    ck_assert_msg(strcmp(l, want) == 0, "%s: got '%s', wanted '%s'", what, l, want);
-}
-
-/* Sends request; its reply must be TIMEOUT <ttl_ms> (-1: no expiry
- * known). Returns the ttl. */
-static long long expect_timeout(h_conn_t *c, const char *request) {
-    h_send(c, "%s\n", request);
-    const char *l = h_recv(c, H_WAIT_MS);
-    long long ttl = -2;
-    char tail;
-    ck_assert_msg(l != NULL && sscanf(l, "TIMEOUT %lld%c", &ttl, &tail) == 1 && ttl >= -1,
-                  "%s: got '%s', wanted 'TIMEOUT <ttl>'", request, l ? l : "(nothing)");
-    return ttl;
-}
-
-/* Waits until the daemon has want requests waiting. */
-static void await_waiters(h_conn_t *adm, long long want) {
-    long long end = h_now_ms() + H_WAIT_MS;
-    while (h_info_value(adm, "waiters") != want) {
-        ck_assert_msg(h_now_ms() < end, "never saw %lld waiters", want);
-        usleep(1000);
-    }
 }
 
 /* Waits for the first line any of conns[0..n) gets (skipping those whose
@@ -343,23 +303,6 @@ static const char *waiter_channel(const char *name, const char *field) {
     char *out = k[i++ % 4];
     snprintf(out, 450, "redisson_lock__channel:{dlock:%s}:%s", name, field);
     return out;
-}
-
-/* Redis TIME in milliseconds: the clock dlockd's scripts score places with. */
-static long long redis_now_ms(void) {
-    const char *a[] = {"TIME", NULL};
-    long long s = 0, us = 0;
-    const char *out = h_redis_argv(a);
-    ck_assert_msg(sscanf(out, "%lld\n%lld", &s, &us) == 2, "TIME: '%s'", out);
-    return s * 1000 + us / 1000;
-}
-
-/* The client's wall clock, which Redisson passes as "now"
- * (System.currentTimeMillis()). */
-static long long wall_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static long long redis_num(const char *const a[]) {
@@ -453,7 +396,7 @@ static void enqueue(h_conn_t *c, const char *request, const char *name, int at, 
     snprintf(field, FIELD_MAX, "%s", q.f[at]);
     for (int i = 0; i < at; i++)
         ck_assert_msg(strcmp(q.f[i], field) != 0, "%s: %s has two places", request, field);
-    expect_silence(c, 0, request);
+    h_expect_silence(c, 0, request);
 }
 
 static long long hexists(const char *name, const char *field) {
@@ -477,33 +420,6 @@ static void await_free(const char *name) {
                       H_WAIT_MS);
         usleep(1000);
     }
-}
-
-/* Polls until channel has at least n subscribers. */
-static void await_numsub(const char *channel, int n) {
-    const char *a[] = {"PUBSUB", "NUMSUB", channel, NULL};
-    long long end = h_now_ms() + H_WAIT_MS;
-    for (;;) {
-        const char *out = h_redis_argv(a); /* raw: "<channel>\n<count>" */
-        const char *nl = strrchr(out, '\n');
-        if (nl != NULL && atoi(nl + 1) >= n) return;
-        ck_assert_msg(h_now_ms() < end, "%s never had %d subscribers: '%s'", channel, n, out);
-        usleep(2000);
-    }
-}
-
-/* A client of a channel on this test's redis-server, as a Redisson
- * waiter subscribes to its own (inline SUBSCRIBE over the Unix socket). */
-static h_conn_t *spy_open(const char *channel) {
-    h_conn_t *s = h_connect(h_redis_sock());
-    h_send(s, "SUBSCRIBE %s\r\n", channel);
-    /* *3 $9 subscribe $<n> <channel> :1 */
-    for (int i = 0; i < 6; i++) {
-        const char *l = h_recv(s, H_WAIT_MS);
-        ck_assert_msg(l != NULL, "SUBSCRIBE %s: no reply", channel);
-        if (i == 5) ck_assert_str_eq(l, ":1\r");
-    }
-    return s;
 }
 
 /* The next message's payload (static buffer), or NULL if none comes
@@ -535,7 +451,7 @@ static void expect_message(h_conn_t *s, const char *channel, const char *want) {
 
 static const char *java_try_lock(const char *name, const char *thread, const char *wait) {
     char now[24];
-    snprintf(now, sizeof(now), "%lld", wall_ms());
+    snprintf(now, sizeof(now), "%lld", h_wall_ms());
     const char *a[] = {"--no-raw", "EVAL", redisson_try_lock, "3", lock_key(name),
                        queue_key(name), timeout_key(name), JAVA_LEASE, thread, wait, now, NULL};
     return h_redis_argv(a);
@@ -544,7 +460,7 @@ static const char *java_try_lock(const char *name, const char *thread, const cha
 static const char *java_unlock(const char *name, const char *thread) {
     static int seq;
     char now[24], latch[340];
-    snprintf(now, sizeof(now), "%lld", wall_ms());
+    snprintf(now, sizeof(now), "%lld", h_wall_ms());
     snprintf(latch, sizeof(latch), "redisson_unlock_latch:{dlock:%s}:req%d", name, ++seq);
     const char *a[] = {"--no-raw", "EVAL", redisson_unlock, "5", lock_key(name), queue_key(name),
                        timeout_key(name), channel_key(name), latch, "0", JAVA_LEASE, thread, now,
@@ -585,22 +501,22 @@ START_TEST(reentry_fences_status_unlock) {
                   "STATUS s: got '%s', wanted 'OK MINE 2 <ttl> %llu'", l ? l : "-", f1);
     expect_prefix(o, "STATUS s", "OK TAKEN ");
     expect_prefix(o, "WHO s", "OK HELD ");
-    ck_assert_int_gt(expect_timeout(o, "TRYFAIRLOCK s 0"), 0);
-    ck_assert_int_gt(expect_timeout(o, "TRYFAIRLOCK s"), 0);
+    ck_assert_int_gt(h_expect_timeout(o, "TRYFAIRLOCK s 0"), 0);
+    ck_assert_int_gt(h_expect_timeout(o, "TRYFAIRLOCK s"), 0);
     ck_assert_int_eq(llen("s"), 0); /* a TRYFAIRLOCK without a wait takes no place */
     const char *hvals[] = {"HVALS", lock_key("s"), NULL};
     ck_assert_str_eq(h_redis_argv(hvals), "2"); /* one owner field, two holds */
 
-    expect_reply(c, "UNLOCK s", "OK 1");
-    expect_reply(c, "UNLOCK s", "OK 0");
+    h_expect_reply(c, "UNLOCK s", "OK 1");
+    h_expect_reply(c, "UNLOCK s", "OK 0");
     expect_prefix(c, "UNLOCK s", "ERR NOTHELD");
-    expect_reply(c, "STATUS s", "OK FREE");
+    h_expect_reply(c, "STATUS s", "OK FREE");
     await_free("s");
 
     /* Fences rise with every new grant, through either command. */
     unsigned long long f2 = take(o, "FAIRLOCK s", 1);
     ck_assert_uint_gt(f2, f1);
-    expect_reply(o, "UNLOCK s", "OK 0");
+    h_expect_reply(o, "UNLOCK s", "OK 0");
     unsigned long long f3 = take(c, "TRYFAIRLOCK s 200", 1);
     ck_assert_uint_gt(f3, f2);
     const char *token[] = {"GET", "redisson_lock_token:{dlock:s}", NULL};
@@ -615,7 +531,7 @@ START_TEST(reentry_fences_status_unlock) {
     ck_assert_msg(l != NULL && sscanf(l, "OK %lld%c", &ttl, &tail) == 1 && ttl > 0 &&
                       ttl <= SHORT_LEASE_MS,
                   "RENEW s 5000 of a watchdog hold: got '%s'", l ? l : "-");
-    expect_reply(c, "UNLOCK s", "OK 0");
+    h_expect_reply(c, "UNLOCK s", "OK 0");
     take(c, "FAIRLOCK s 2000", 1);
     h_send(c, "RENEW s 5000\n");
     l = h_recv(c, H_WAIT_MS);
@@ -624,7 +540,7 @@ START_TEST(reentry_fences_status_unlock) {
                   "RENEW s 5000 of a hold with lease 2000: got '%s'", l ? l : "-");
     const char *pttl[] = {"PTTL", lock_key("s"), NULL};
     ck_assert_int_gt(redis_num(pttl), 4000);
-    expect_reply(c, "UNLOCK s", "OK 0");
+    h_expect_reply(c, "UNLOCK s", "OK 0");
     h_close(o);
     h_close(c);
     h_keep_passed();
@@ -645,12 +561,12 @@ START_TEST(lease_ends_watchdog_keeps) {
     ck_assert_str_eq(ev, "!LOST leased expired");
     ck_assert_int_ge(lost, 450); /* not before the lease: a little slack for timer rounding */
     printf("fairlock: a fair hold with lease 500 ms lost after %lld ms\n", lost);
-    expect_reply(l, "STATUS leased", "OK FREE");
+    h_expect_reply(l, "STATUS leased", "OK FREE");
     expect_prefix(l, "UNLOCK leased", "ERR NOTHELD");
 
     /* 3.5 leases later the watchdog still keeps kept. */
     long long rest = 3500 - (h_now_ms() - t0);
-    expect_silence(k, rest > 0 ? (int)rest : 0, "the watchdog's fair hold");
+    h_expect_silence(k, rest > 0 ? (int)rest : 0, "the watchdog's fair hold");
     h_send(k, "STATUS kept\n");
     H_EXPECT_PREFIX(k, "OK MINE 1 ");
     const char *pttl[] = {"PTTL", lock_key("kept"), NULL};
@@ -659,7 +575,7 @@ START_TEST(lease_ends_watchdog_keeps) {
                   left);
     printf("fairlock: a watchdog fair hold kept for %lld ms (lease_ms %d)\n", h_now_ms() - t0,
            SHORT_LEASE_MS);
-    expect_reply(k, "UNLOCK kept", "OK 0");
+    h_expect_reply(k, "UNLOCK kept", "OK 0");
     h_close(l);
     h_close(k);
     h_keep_passed();
@@ -687,14 +603,14 @@ START_TEST(fifo_across_two_daemons) {
         fields[i] = field[i];
     }
     expect_queue("f", fields, FIFO_N, "six waiters");
-    await_waiters(adm_a, FIFO_N / 2);
-    await_waiters(adm_b, FIFO_N / 2);
+    h_await_waiters(adm_a, FIFO_N / 2);
+    h_await_waiters(adm_b, FIFO_N / 2);
     expect_all_silent(w, NULL, FIFO_N, 0, "while h holds f");
 
     int done[FIFO_N] = {0};
     long long lat_us[FIFO_N];
     long long t0 = h_now_us();
-    expect_reply(h, "UNLOCK f", "OK 0");
+    h_expect_reply(h, "UNLOCK f", "OK 0");
     for (int i = 0; i < FIFO_N; i++) {
         const char *l = NULL;
         int who = first_line(w, done, FIFO_N, PROMPT_MS, &l);
@@ -714,7 +630,7 @@ START_TEST(fifo_across_two_daemons) {
         ck_assert_int_eq(hexists("f", field[i]), 1);
         expect_queue("f", fields + i + 1, FIFO_N - i - 1, "after a grant");
         t0 = h_now_us();
-        expect_reply(w[i], "UNLOCK f", "OK 0");
+        h_expect_reply(w[i], "UNLOCK f", "OK 0");
     }
     await_free("f");
     for (int i = 0; i < FIFO_N; i++)
@@ -780,12 +696,12 @@ START_TEST(places_left_at_once) {
     /* The holder's UNLOCK serves the next waiter at once, not when the
      * places of those who left would have ended. */
     long long t0 = h_now_us();
-    expect_reply(h, "UNLOCK q", "OK 0");
+    h_expect_reply(h, "UNLOCK q", "OK 0");
     granted(w1, "w1 after the holder's UNLOCK", 1, PROMPT_MS);
     long long lat1 = h_now_us() - t0;
-    expect_silence(w2, 0, "w2 while w1 holds q");
+    h_expect_silence(w2, 0, "w2 while w1 holds q");
     t0 = h_now_us();
-    expect_reply(w1, "UNLOCK q", "OK 0");
+    h_expect_reply(w1, "UNLOCK q", "OK 0");
     granted(w2, "w2 after w1's UNLOCK", 1, PROMPT_MS);
     long long lat2 = h_now_us() - t0;
     printf("fairlock: after two waiters left, the next granted %.2f ms after the UNLOCK (A to A), "
@@ -794,7 +710,7 @@ START_TEST(places_left_at_once) {
     ck_assert_int_lt(lat2 / 1000, QUEUE_LEASE_MS / 2);
     ck_assert_int_eq(llen("q"), 0);
     ck_assert_int_eq(zcard("q"), 0);
-    expect_reply(w2, "UNLOCK q", "OK 0");
+    h_expect_reply(w2, "UNLOCK q", "OK 0");
     h_close(w2);
     h_close(w1);
     h_close(t);
@@ -819,7 +735,7 @@ START_TEST(places_kept_alive) {
     int moved1 = 0, moved2 = 0, checks = 0;
     while (h_now_ms() - t0 < 3500) {
         expect_queue("k", both, 2, "while waiting");
-        long long now = redis_now_ms(), s1 = zscore("k", f1), s2 = zscore("k", f2);
+        long long now = h_redis_now_ms(), s1 = zscore("k", f1), s2 = zscore("k", f2);
         ck_assert_msg(s1 > now && s2 > now, "a place ended while its waiter waits: %s %lld, "
                       "%s %lld, Redis time %lld", f1, s1, f2, s2, now);
         moved1 += s1 != last1;
@@ -833,12 +749,12 @@ START_TEST(places_kept_alive) {
            "times over %d checks\n", h_now_ms() - t0, SHORT_LEASE_MS, moved1, moved2, checks);
     ck_assert_int_ge(moved1, 3);
     ck_assert_int_ge(moved2, 3);
-    expect_reply(h, "UNLOCK k", "OK 0");
+    h_expect_reply(h, "UNLOCK k", "OK 0");
     granted(w1, "the first waiter", 1, PROMPT_MS);
-    expect_silence(w2, 0, "the second waiter while the first holds k");
-    expect_reply(w1, "UNLOCK k", "OK 0");
+    h_expect_silence(w2, 0, "the second waiter while the first holds k");
+    h_expect_reply(w1, "UNLOCK k", "OK 0");
     granted(w2, "the second waiter", 1, PROMPT_MS);
-    expect_reply(w2, "UNLOCK k", "OK 0");
+    h_expect_reply(w2, "UNLOCK k", "OK 0");
     h_close(w2);
     h_close(w1);
     h_close(h);
@@ -857,11 +773,11 @@ START_TEST(dead_daemons_place_ends) {
     enqueue(wb, "FAIRLOCK dd", "dd", 0, fb);
     enqueue(wa, "FAIRLOCK dd", "dd", 1, fa);
     ck_assert_int_ne(h_dlockd_stop(db, SIGKILL), -1);
-    long long sb = zscore("dd", fb), now = redis_now_ms();
+    long long sb = zscore("dd", fb), now = h_redis_now_ms();
     ck_assert_msg(sb > now, "B's place ended before the test could use it (%lld <= %lld)", sb,
                   now);
     long long t0 = h_now_ms();
-    expect_reply(h, "UNLOCK dd", "OK 0");
+    h_expect_reply(h, "UNLOCK dd", "OK 0");
     unsigned long long fence = granted(wa, "A's waiter behind a dead daemon's", 1,
                                        SHORT_LEASE_MS + 4000);
     long long took = h_now_ms() - t0;
@@ -874,7 +790,7 @@ START_TEST(dead_daemons_place_ends) {
                   "granted at %llu us, before B's place ended at %lld ms", fence, sb);
     ck_assert_int_eq(llen("dd"), 0);
     ck_assert_int_eq(zscore("dd", fb), -1);
-    expect_reply(wa, "UNLOCK dd", "OK 0");
+    h_expect_reply(wa, "UNLOCK dd", "OK 0");
     h_close(wa);
     h_close(wb);
     h_close(h);
@@ -893,25 +809,25 @@ START_TEST(tryfairlock_zero_takes_no_place) {
     const char *one[] = {fw};
     /* Daemon A has nobody here: it asks Redis, which refuses without a place. */
     long long calls = h_redis_calls("evalsha");
-    ck_assert_int_gt(expect_timeout(oa, "TRYFAIRLOCK z 0"), 0);
-    ck_assert_int_gt(expect_timeout(oa, "TRYFAIRLOCK z"), 0);
+    ck_assert_int_gt(h_expect_timeout(oa, "TRYFAIRLOCK z 0"), 0);
+    ck_assert_int_gt(h_expect_timeout(oa, "TRYFAIRLOCK z"), 0);
     ck_assert_int_gt(h_redis_calls("evalsha"), calls);
     expect_queue("z", one, 1, "after daemon A's TRYFAIRLOCK z 0");
     /* Daemon B has a holder and a waiter ahead: it answers untried. */
-    expect_timeout(ob, "TRYFAIRLOCK z 0");
+    h_expect_timeout(ob, "TRYFAIRLOCK z 0");
     expect_queue("z", one, 1, "after daemon B's TRYFAIRLOCK z 0");
-    expect_reply(hb, "UNLOCK z", "OK 0");
+    h_expect_reply(hb, "UNLOCK z", "OK 0");
     granted(w, "the waiter", 1, PROMPT_MS);
-    expect_reply(w, "UNLOCK z", "OK 0");
+    h_expect_reply(w, "UNLOCK z", "OK 0");
     await_free("z");
 
     /* Free, but a Redisson thread's place is at the head: no try jumps it. */
     take(hb, "FAIRLOCK z", 1);
     ck_assert_int_ge(java_queued(java_try_lock("z", JAVA_T1, JAVA_WAIT_TRY)), 0);
-    expect_reply(hb, "UNLOCK z", "OK 0");
+    h_expect_reply(hb, "UNLOCK z", "OK 0");
     await_free("z");
     const char *java[] = {JAVA_T1};
-    expect_timeout(oa, "TRYFAIRLOCK z 0");
+    h_expect_timeout(oa, "TRYFAIRLOCK z 0");
     expect_queue("z", java, 1, "after TRYFAIRLOCK z 0 behind Redisson's place");
     const char *exists[] = {"EXISTS", lock_key("z"), NULL};
     ck_assert_int_eq(redis_num(exists), 0);
@@ -919,7 +835,7 @@ START_TEST(tryfairlock_zero_takes_no_place) {
     expect_queue("z", NULL, 0, "after Redisson's acquireFailed");
     take(oa, "TRYFAIRLOCK z 0", 1);
     expect_queue("z", NULL, 0, "after a TRYFAIRLOCK z 0 grant");
-    expect_reply(oa, "UNLOCK z", "OK 0");
+    h_expect_reply(oa, "UNLOCK z", "OK 0");
     h_close(ob);
     h_close(oa);
     h_close(w);
@@ -970,22 +886,22 @@ START_TEST(kinds_do_not_mix) {
 
     /* Across daemons the hash is a plain RLock's: plain and fair exclude
      * each other, and a plain LOCK takes no place. */
-    expect_timeout(e, "TRYLOCK k 0");
-    expect_timeout(e, "TRYLOCK k 200");
+    h_expect_timeout(e, "TRYLOCK k 0");
+    h_expect_timeout(e, "TRYLOCK k 200");
     ck_assert_int_eq(llen("k"), 0);
-    expect_timeout(e, "TRYFAIRLOCK p 0");
+    h_expect_timeout(e, "TRYFAIRLOCK p 0");
     ck_assert_int_eq(llen("p"), 0);
-    expect_reply(a, "UNLOCK k", "OK 0");
+    h_expect_reply(a, "UNLOCK k", "OK 0");
     await_free("k");
     take(e, "LOCK k", 1); /* B never held k: a plain lock there now */
-    expect_reply(e, "UNLOCK k", "OK 0");
+    h_expect_reply(e, "UNLOCK k", "OK 0");
 
     /* The refusals took nothing away. */
     h_send(o, "STATUS p\n");
     H_EXPECT_PREFIX(o, "OK MINE 1 ");
     h_send(e, "STATUS m\n");
     H_EXPECT_PREFIX(e, "OK MINE 1 ");
-    expect_reply(e, "UNLOCK m", "OK 0");
+    h_expect_reply(e, "UNLOCK m", "OK 0");
     granted(wa, "A's waiter for m", 1, PROMPT_MS);
     h_close(wa);
     h_close(e);
@@ -1006,24 +922,24 @@ START_TEST(plain_and_fair_exclude_across_daemons) {
     h_conn_t *fa = h_connect_index(da), *pb = h_connect_index(db);
     take(fa, "FAIRLOCK pf", 1);
     h_send(pb, "LOCK pf\n");
-    expect_silence(pb, 300, "a plain LOCK while another daemon holds the fair lock");
+    h_expect_silence(pb, 300, "a plain LOCK while another daemon holds the fair lock");
     ck_assert_int_eq(llen("pf"), 0); /* a plain LOCK takes no place */
     long long t0 = h_now_ms();
-    expect_reply(fa, "UNLOCK pf", "OK 0");
+    h_expect_reply(fa, "UNLOCK pf", "OK 0");
     granted(pb, "the plain waiter after the fair UNLOCK", 1, SHORT_LEASE_MS + 4000);
     long long plain = h_now_ms() - t0;
 
     h_send(fa, "FAIRLOCK pf\n");
     await_llen("pf", 1, H_WAIT_MS);
-    expect_silence(fa, 300, "a FAIRLOCK while another daemon holds the plain lock");
+    h_expect_silence(fa, 300, "a FAIRLOCK while another daemon holds the plain lock");
     t0 = h_now_ms();
-    expect_reply(pb, "UNLOCK pf", "OK 0");
+    h_expect_reply(pb, "UNLOCK pf", "OK 0");
     granted(fa, "the fair waiter after the plain UNLOCK", 1, SHORT_LEASE_MS + 4000);
     long long fair = h_now_ms() - t0;
     printf("fairlock: across daemons a plain waiter got the lock %lld ms after the fair UNLOCK, "
            "a fair waiter %lld ms after the plain UNLOCK (lease_ms %d)\n", plain, fair,
            SHORT_LEASE_MS);
-    expect_reply(fa, "UNLOCK pf", "OK 0");
+    h_expect_reply(fa, "UNLOCK pf", "OK 0");
     h_close(pb);
     h_close(fa);
     h_keep_passed();
@@ -1070,22 +986,22 @@ START_TEST(forceunlock_wakes_first_waiter) {
     enqueue(w1, "FAIRLOCK fu", "fu", 0, f1);
     enqueue(w2, "FAIRLOCK fu", "fu", 1, f2);
     const char *ch1 = waiter_channel("fu", f1);
-    h_conn_t *spy = spy_open(ch1);
-    await_numsub(ch1, 2); /* B's watch of its head's channel, and ours */
+    h_conn_t *spy = h_redis_subscriber(ch1);
+    h_redis_await_subscribers(ch1, 2); /* B's watch of its head's channel, and ours */
     long long t0 = h_now_ms();
-    expect_reply(adm, "FORCEUNLOCK fu", "OK 1");
-    expect_event(h, "!LOST fu forced", PROMPT_MS, "the holder");
+    h_expect_reply(adm, "FORCEUNLOCK fu", "OK 1");
+    h_expect_event(h, "!LOST fu forced", PROMPT_MS, "the holder");
     expect_message(spy, ch1, "0");
     ck_assert_uint_gt(granted(w1, "the first waiter after FORCEUNLOCK", 1, PROMPT_MS), fh);
     long long took = h_now_ms() - t0;
     printf("fairlock: the first waiter (another daemon's) granted %lld ms after FORCEUNLOCK\n",
            took);
-    expect_silence(w2, 200, "the second waiter while the first holds fu");
+    h_expect_silence(w2, 200, "the second waiter while the first holds fu");
     const char *one[] = {f2};
     expect_queue("fu", one, 1, "after the first waiter's grant");
-    expect_reply(w1, "UNLOCK fu", "OK 0");
+    h_expect_reply(w1, "UNLOCK fu", "OK 0");
     granted(w2, "the second waiter", 1, PROMPT_MS);
-    expect_reply(w2, "UNLOCK fu", "OK 0");
+    h_expect_reply(w2, "UNLOCK fu", "OK 0");
     h_close(spy);
     h_close(adm);
     h_close(w2);
@@ -1112,20 +1028,20 @@ START_TEST(redisson_ahead_served_first_then_wakes_dlockd) {
     const char *order[] = {JAVA_T1, fw};
     expect_queue("x", order, 2, "Redisson's thread, then dlockd's waiter");
     const char *chj = waiter_channel("x", JAVA_T1), *chw = waiter_channel("x", fw);
-    h_conn_t *spy_j = spy_open(chj), *spy_w = spy_open(chw);
-    await_numsub(chw, 2); /* dlockd's watch of its waiter's channel, and ours */
+    h_conn_t *spy_j = h_redis_subscriber(chj), *spy_w = h_redis_subscriber(chw);
+    h_redis_await_subscribers(chw, 2); /* dlockd's watch of its waiter's channel, and ours */
 
-    expect_reply(h, "UNLOCK x", "OK 0");
+    h_expect_reply(h, "UNLOCK x", "OK 0");
     expect_message(spy_j, chj, "0"); /* dlockd woke the Redisson thread */
-    expect_silence(w, 300, "dlockd's waiter behind Redisson's thread");
+    h_expect_silence(w, 300, "dlockd's waiter behind Redisson's thread");
     ck_assert_str_eq(java_try_lock("x", JAVA_T1, JAVA_WAIT_TRY), "(nil)");
     ck_assert_int_eq(hexists("x", JAVA_T1), 1);
     const char *left[] = {fw};
     expect_queue("x", left, 1, "after Redisson's grant");
-    long long s = zscore("x", fw), now = redis_now_ms();
+    long long s = zscore("x", fw), now = h_redis_now_ms();
     ck_assert_msg(s > now, "dlockd's waiter lost its place to Redisson's grant: %lld <= %lld", s,
                   now);
-    expect_silence(w, 200, "dlockd's waiter while Redisson holds x");
+    h_expect_silence(w, 200, "dlockd's waiter while Redisson holds x");
 
     long long t0 = h_now_ms();
     ck_assert_str_eq(java_unlock("x", JAVA_T1), "(integer) 1");
@@ -1134,7 +1050,7 @@ START_TEST(redisson_ahead_served_first_then_wakes_dlockd) {
     printf("fairlock: dlockd's waiter granted %lld ms after Redisson's unlock\n",
            h_now_ms() - t0);
     expect_queue("x", NULL, 0, "after the dlockd waiter's grant");
-    expect_reply(w, "UNLOCK x", "OK 0");
+    h_expect_reply(w, "UNLOCK x", "OK 0");
     h_close(spy_w);
     h_close(spy_j);
     h_close(w);
@@ -1152,9 +1068,9 @@ START_TEST(dlockd_unlock_wakes_redisson_waiter) {
     take(h, "FAIRLOCK y", 1);
     ck_assert_int_gt(java_queued(java_try_lock("y", JAVA_T1, JAVA_WAIT_TRY)), 0);
     const char *chj = waiter_channel("y", JAVA_T1);
-    h_conn_t *spy = spy_open(chj);
+    h_conn_t *spy = h_redis_subscriber(chj);
     long long t0 = h_now_ms();
-    expect_reply(h, "UNLOCK y", "OK 0");
+    h_expect_reply(h, "UNLOCK y", "OK 0");
     expect_message(spy, chj, "0");
     printf("fairlock: Redisson's waiter heard dlockd's UNLOCK after %lld ms\n", h_now_ms() - t0);
     ck_assert_str_eq(java_try_lock("y", JAVA_T1, JAVA_WAIT_TRY), "(nil)");
@@ -1165,12 +1081,12 @@ START_TEST(dlockd_unlock_wakes_redisson_waiter) {
     const char *l = h_recv(o, H_WAIT_MS);
     ck_assert_msg(l != NULL && strlen(l) > 8 && strcmp(l + strlen(l) - 8, " - - - -") == 0,
                   "WHO of a Redisson holder: '%s'", l ? l : "-");
-    ck_assert_int_gt(expect_timeout(o, "TRYFAIRLOCK y 0"), 0);
+    ck_assert_int_gt(h_expect_timeout(o, "TRYFAIRLOCK y 0"), 0);
     expect_queue("y", NULL, 0, "after TRYFAIRLOCK y 0");
     ck_assert_str_eq(java_unlock("y", JAVA_T1), "(integer) 1");
     await_free("y");
     take(o, "TRYFAIRLOCK y 0", 1);
-    expect_reply(o, "UNLOCK y", "OK 0");
+    h_expect_reply(o, "UNLOCK y", "OK 0");
     h_close(spy);
     h_close(o);
     h_close(h);
@@ -1207,7 +1123,7 @@ START_TEST(redisson_refused_while_dlockd_holds) {
                   "STATUS r: '%s'", l ? l : "-");
     java_acquire_failed("r", JAVA_T1, JAVA_WAIT_TRY);
     expect_queue("r", NULL, 0, "after Redisson's acquireFailed");
-    expect_reply(h, "UNLOCK r", "OK 0");
+    h_expect_reply(h, "UNLOCK r", "OK 0");
     await_free("r");
     h_close(h);
     h_keep_passed();
@@ -1232,19 +1148,19 @@ static void redisson_grant_keeps_fifo(const char *extra, const char *wait, int h
     expect_queue("g", order, 3, "Redisson 1, dlockd, Redisson 2");
     const char *ch1 = waiter_channel("g", JAVA_T1), *chw = waiter_channel("g", fw);
     const char *ch2 = waiter_channel("g", JAVA_T2);
-    h_conn_t *spy1 = spy_open(ch1), *spyw = spy_open(chw), *spy2 = spy_open(ch2);
-    await_numsub(chw, 2);
+    h_conn_t *spy1 = h_redis_subscriber(ch1), *spyw = h_redis_subscriber(chw), *spy2 = h_redis_subscriber(ch2);
+    h_redis_await_subscribers(chw, 2);
     long long t0 = h_now_ms();
     while (h_now_ms() - t0 < hold_ms) {
         expect_queue("g", order, 3, "while the dlockd holder holds g");
-        expect_silence(w, 50, "dlockd's waiter while h holds g");
+        h_expect_silence(w, 50, "dlockd's waiter while h holds g");
     }
 
-    expect_reply(h, "UNLOCK g", "OK 0");
+    h_expect_reply(h, "UNLOCK g", "OK 0");
     expect_message(spy1, ch1, "0");
     ck_assert_str_eq(java_try_lock("g", JAVA_T1, wait), "(nil)");
     /* What Redisson's grant left of the places behind thread 1. */
-    long long sw = zscore("g", fw), s2 = zscore("g", JAVA_T2), now = redis_now_ms();
+    long long sw = zscore("g", fw), s2 = zscore("g", JAVA_T2), now = h_redis_now_ms();
     fqueue_t q;
     queue_read("g", &q);
     ck_assert_str_eq(java_unlock("g", JAVA_T1), "(integer) 1");
@@ -1272,7 +1188,7 @@ static void redisson_grant_keeps_fifo(const char *extra, const char *wait, int h
                   "Redisson thread 2 was granted ahead of the dlockd waiter queued before it");
     ck_assert_msg(w_woken, "Redisson's unlock did not publish on the dlockd waiter's channel");
     granted(w, "dlockd's waiter after Redisson thread 1", 1, PROMPT_MS);
-    expect_reply(w, "UNLOCK g", "OK 0");
+    h_expect_reply(w, "UNLOCK g", "OK 0");
     expect_message(spy2, ch2, "0");
     ck_assert_str_eq(java_try_lock("g", JAVA_T2, wait), "(nil)");
     ck_assert_str_eq(java_unlock("g", JAVA_T2), "(integer) 1");

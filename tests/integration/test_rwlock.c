@@ -180,11 +180,6 @@ static unsigned long long take(h_conn_t *c, const char *request, long long holds
     return granted(c, request, holds, H_WAIT_MS);
 }
 
-static void expect_silence(h_conn_t *c, int ms, const char *why) {
-    const char *l = h_recv(c, ms);
-    ck_assert_msg(l == NULL, "%s: got '%s'", why, l ? l : "");
-}
-
 /* Sends request and expects TIMEOUT <ttl_ms> with a ttl. */
 static void expect_timeout(h_conn_t *c, const char *request) {
     h_send(c, "%s\n", request);
@@ -219,15 +214,6 @@ static void expect_status(h_conn_t *c, const char *name, const char *mode, long 
     ck_assert_msg(ok && strcmp(m, mode) == 0 && n == holders && me == mine && ttl > 0,
                   "STATUS %s: got '%s', wanted 'OK %s %lld %lld <ttl>'", name, l ? l : "(nothing)",
                   mode, holders, mine);
-}
-
-/* Waits until the daemon has want requests waiting: they are queued. */
-static void await_waiters(h_conn_t *adm, long long want) {
-    long long end = h_now_ms() + H_WAIT_MS;
-    while (h_info_value(adm, "waiters") != want) {
-        ck_assert_msg(h_now_ms() < end, "never saw %lld waiters", want);
-        usleep(1000);
-    }
 }
 
 /* ---- Redis --------------------------------------------------------------- */
@@ -326,8 +312,8 @@ START_TEST(readers_share_writer_waits) {
 
     expect_timeout(w, "TRYWLOCK x 0");
     h_send(w, "WLOCK x\n");
-    await_waiters(adm, 1);
-    expect_silence(w, 300, "WLOCK x while two read it");
+    h_await_waiters(adm, 1);
+    h_expect_silence(w, 300, "WLOCK x while two read it");
     h_send(r1, "RUNLOCK x\n");
     H_EXPECT(r1, "OK 0");
     expect_status(r2, "x", "READ", 1, 1);
@@ -359,17 +345,17 @@ START_TEST(reader_after_waiting_writer_waits_fifo) {
     h_conn_t *adm = h_connect_index(d);
     take(a, "RLOCK f", 1);
     h_send(w, "WLOCK f\n");
-    await_waiters(adm, 1);
+    h_await_waiters(adm, 1);
     /* Shared with a, but queued behind the writer: readers cannot starve it. */
     h_send(r, "RLOCK f\n");
-    await_waiters(adm, 2);
-    expect_silence(r, 300, "RLOCK f behind a waiting WLOCK");
-    expect_silence(w, 0, "WLOCK f while a reads");
+    h_await_waiters(adm, 2);
+    h_expect_silence(r, 300, "RLOCK f behind a waiting WLOCK");
+    h_expect_silence(w, 0, "WLOCK f while a reads");
 
     h_send(a, "RUNLOCK f\n");
     H_EXPECT(a, "OK 0");
     unsigned long long wf = granted(w, "WLOCK f", 1, PROMPT_MS);
-    expect_silence(r, 300, "RLOCK f while the writer holds it");
+    h_expect_silence(r, 300, "RLOCK f while the writer holds it");
     h_send(w, "WUNLOCK f\n");
     H_EXPECT(w, "OK 0");
     ck_assert_uint_eq(granted(r, "RLOCK f", 1, PROMPT_MS), wf);
@@ -473,7 +459,7 @@ START_TEST(close_releases_reads_and_their_timeout_keys) {
 
     h_send(c, "WLOCK x\n");
     h_send(e, "RLOCK y\n");
-    await_waiters(adm, 2);
+    h_await_waiters(adm, 2);
     h_close(a);
     h_close(b);
     h_close(dw);
@@ -522,7 +508,7 @@ START_TEST(watchdog_keeps_reads_and_lease_ends_them) {
 
     /* 2.5 leases later the watchdog still keeps y, its timeout key too. */
     long long rest = 2500 - (h_now_ms() - t0);
-    expect_silence(k, rest > 0 ? (int)rest : 0, "the watchdog's read hold of y");
+    h_expect_silence(k, rest > 0 ? (int)rest : 0, "the watchdog's read hold of y");
     expect_status(k, "y", "READ", 1, 1);
     const char *keys = timeout_keys("y");
     ck_assert_int_eq(lines(keys), 1);
@@ -542,7 +528,7 @@ END_TEST
 static unsigned long long handoff(h_conn_t *holder, const char *release, h_conn_t *waiter,
                                   const char *request, const char *what) {
     h_send(waiter, "%s\n", request);
-    expect_silence(waiter, 300, request);
+    h_expect_silence(waiter, 300, request);
     h_redis_await_subscribed(RW_CHANNEL_X);
     long long t0 = h_now_ms();
     h_send(holder, "%s\n", release);
@@ -579,7 +565,7 @@ START_TEST(dead_daemons_read_ends_with_its_lease) {
     take(dead, "RLOCK x", 1);
     take(live, "RLOCK x 30000", 1);
     h_send(w, "WLOCK x\n");
-    expect_silence(w, 300, "WLOCK x while two read");
+    h_expect_silence(w, 300, "WLOCK x while two read");
     long long t0 = h_now_ms();
     ck_assert_int_ne(h_dlockd_stop(d1, SIGKILL), -1);
     h_send(live, "RUNLOCK x\n");
@@ -652,7 +638,7 @@ START_TEST(redisson_write_unlock_wakes_dlockd_reader) {
     h_conn_t *c = h_connect_index(d);
     ck_assert_str_eq(java_write_lock(), "(nil)");
     h_send(c, "RLOCK x\n");
-    expect_silence(c, 300, "RLOCK x while Redisson writes");
+    h_expect_silence(c, 300, "RLOCK x while Redisson writes");
     h_redis_await_subscribed(RW_CHANNEL_X);
     long long t0 = h_now_ms();
     ck_assert_str_eq(java_write_unlock(), "(integer) 1");

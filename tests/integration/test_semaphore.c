@@ -136,14 +136,6 @@ static void take(h_conn_t *c, const char *request, long long held) {
     expect_held(c, request, held, H_WAIT_MS);
 }
 
-/* Sends request; its reply must be want. */
-static void expect_reply(h_conn_t *c, const char *request, const char *want) {
-    h_send(c, "%s\n", request);
-    const char *l = h_recv(c, H_WAIT_MS);
-    ck_assert_msg(l != NULL && strcmp(l, want) == 0, "%s: got '%s', wanted '%s'", request,
-                  l ? l : "(nothing)", want);
-}
-
 /* Sends request; its reply must start with prefix, at once: a refusal, not
  * a wait. */
 static void expect_err(h_conn_t *c, const char *request, const char *prefix) {
@@ -152,30 +144,6 @@ static void expect_err(h_conn_t *c, const char *request, const char *prefix) {
     ck_assert_msg(l != NULL && strncmp(l, prefix, strlen(prefix)) == 0,
                   "%s: got '%s' within %d ms, wanted '%s...'", request, l ? l : "(nothing)",
                   PROMPT_MS, prefix);
-}
-
-static void expect_silence(h_conn_t *c, int ms, const char *why) {
-    const char *l = h_recv(c, ms);
-    ck_assert_msg(l == NULL, "%s: got '%s'", why, l ? l : "");
-}
-
-/* The next line on c must be the event want, within timeout_ms. */
-static void expect_event(h_conn_t *c, const char *want, int timeout_ms, const char *what) {
-    const char *l = h_recv(c, timeout_ms);
-    ck_assert_msg(l != NULL, "%s: no '%s' within %d ms", what, want, timeout_ms);
-    ck_assert_msg(strcmp(l, want) == 0, "%s: got '%s', wanted '%s'", what, l, want);
-}
-
-/* Sends request; its reply must be TIMEOUT <ttl_ms> (-1: no expiry
- * known). Returns the ttl. */
-static long long expect_timeout(h_conn_t *c, const char *request) {
-    h_send(c, "%s\n", request);
-    const char *l = h_recv(c, H_WAIT_MS);
-    long long ttl = -2;
-    char tail;
-    ck_assert_msg(l != NULL && sscanf(l, "TIMEOUT %lld%c", &ttl, &tail) == 1 && ttl >= -1,
-                  "%s: got '%s', wanted 'TIMEOUT <ttl>'", request, l ? l : "(nothing)");
-    return ttl;
 }
 
 /* STATUS name on c must say OK SEM <available> <mine>. */
@@ -188,33 +156,7 @@ static void expect_sem(h_conn_t *c, const char *name, long long available, long 
                   l ? l : "(nothing)", want);
 }
 
-/* Waits until the daemon has want requests waiting: they are queued. */
-static void await_waiters(h_conn_t *adm, long long want) {
-    long long end = h_now_ms() + H_WAIT_MS;
-    while (h_info_value(adm, "waiters") != want) {
-        ck_assert_msg(h_now_ms() < end, "never saw %lld waiters", want);
-        usleep(1000);
-    }
-}
-
 /* ---- Redis --------------------------------------------------------------- */
-
-/* Redis TIME in milliseconds: the clock the scripts score permits with. */
-static long long redis_now_ms(void) {
-    const char *a[] = {"TIME", NULL};
-    long long s = 0, us = 0;
-    const char *out = h_redis_argv(a);
-    ck_assert_msg(sscanf(out, "%lld\n%lld", &s, &us) == 2, "TIME: '%s'", out);
-    return s * 1000 + us / 1000;
-}
-
-/* The client's wall clock, which Redisson passes as "now" and adds
- * leases to (System.currentTimeMillis()). */
-static long long wall_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Redisson's names for redisson.getPermitExpirableSemaphore("dlock:<name>"):
  * the semaphore, suffixName(name, "timeout"), prefixName("redisson_sc",
@@ -341,34 +283,6 @@ static void await_calls(const char *command, long long want) {
     }
 }
 
-/* Polls until channel has at least n subscribers. */
-static void await_numsub(const char *channel, int n) {
-    const char *a[] = {"PUBSUB", "NUMSUB", channel, NULL};
-    long long end = h_now_ms() + H_WAIT_MS;
-    for (;;) {
-        const char *out = h_redis_argv(a); /* raw: "<channel>\n<count>" */
-        const char *nl = strrchr(out, '\n');
-        if (nl != NULL && atoi(nl + 1) >= n) return;
-        ck_assert_msg(h_now_ms() < end, "%s never had %d subscribers: '%s'", channel, n, out);
-        usleep(2000);
-    }
-}
-
-/* A client of the channel on this test's redis-server, as a Redisson
- * client subscribes (inline SUBSCRIBE over the Unix socket): it hears what
- * waiters hear. */
-static h_conn_t *spy_open(const char *channel) {
-    h_conn_t *s = h_connect(h_redis_sock());
-    h_send(s, "SUBSCRIBE %s\r\n", channel);
-    /* *3 $9 subscribe $<n> <channel> :1 */
-    for (int i = 0; i < 6; i++) {
-        const char *l = h_recv(s, H_WAIT_MS);
-        ck_assert_msg(l != NULL, "SUBSCRIBE %s: no reply", channel);
-        if (i == 5) ck_assert_str_eq(l, ":1\r");
-    }
-    return s;
-}
-
 /* The next message's payload (static buffer). */
 static const char *spy_next(h_conn_t *s, int timeout_ms) {
     static char payload[64];
@@ -412,14 +326,14 @@ static const char *java_try_acquire(const char *name, long long timeout_date,
     a[k] = NULL;
     snprintf(n, sizeof(n), "%zu", count);
     snprintf(date, sizeof(date), "%lld", timeout_date);
-    snprintf(now, sizeof(now), "%lld", wall_ms());
+    snprintf(now, sizeof(now), "%lld", h_wall_ms());
     snprintf(forever, sizeof(forever), "%lld", NON_EXPIRABLE);
     return h_redis_argv(a);
 }
 
 static const char *java_try_release(const char *name, const char *id) {
     char key[300], zset[310], ch[320], now[24];
-    snprintf(now, sizeof(now), "%lld", wall_ms());
+    snprintf(now, sizeof(now), "%lld", h_wall_ms());
     const char *a[] = {"--no-raw", "EVAL", redisson_try_release, "3",
                        sem_key(name, key, sizeof(key)), sem_channel(name, ch, sizeof(ch)),
                        sem_ids_key(name, zset, sizeof(zset)), id, "1", now, "publish", NULL};
@@ -438,7 +352,7 @@ static const char *java_try_release_list(const char *name, const char *const ids
     }
     a[k] = NULL;
     snprintf(n, sizeof(n), "%zu", count);
-    snprintf(now, sizeof(now), "%lld", wall_ms());
+    snprintf(now, sizeof(now), "%lld", h_wall_ms());
     return h_redis_argv(a);
 }
 
@@ -458,9 +372,9 @@ START_TEST(permits_counted_and_given_back) {
     h_conn_t *a = h_connect_index(d), *b = h_connect_index(d);
 
     /* Never set: a try times out (an ACQUIRE would wait, as Redisson's). */
-    ck_assert_int_eq(expect_timeout(b, "TRYACQUIRE s 1"), -1);
-    expect_reply(a, "SEMINIT s 3", "OK 1");
-    expect_reply(b, "SEMINIT s 5", "OK 0"); /* set once: unchanged */
+    ck_assert_int_eq(h_expect_timeout(b, "TRYACQUIRE s 1"), -1);
+    h_expect_reply(a, "SEMINIT s 3", "OK 1");
+    h_expect_reply(b, "SEMINIT s 5", "OK 0"); /* set once: unchanged */
     expect_counts("s", 3, 0, "after SEMINIT s 3 and 5");
     expect_sem(a, "s", 3, 0);
 
@@ -469,9 +383,9 @@ START_TEST(permits_counted_and_given_back) {
     expect_sem(a, "s", 1, 2);
     expect_sem(b, "s", 1, 0);
     expect_counts("s", 1, 2, "a holds 2");
-    expect_timeout(b, "TRYACQUIRE s 2");
+    h_expect_timeout(b, "TRYACQUIRE s 2");
     long long t0 = h_now_ms();
-    expect_timeout(b, "TRYACQUIRE s 2 200");
+    h_expect_timeout(b, "TRYACQUIRE s 2 200");
     ck_assert_int_ge(h_now_ms() - t0, 190);
     take(b, "TRYACQUIRE s 1 0 60000", 1);
     expect_sem(b, "s", 0, 1);
@@ -501,7 +415,7 @@ START_TEST(permits_counted_and_given_back) {
     expect_counts("s", 2, 1, "after the bad requests");
 
     /* The most one request may ask for. */
-    expect_reply(a, "SEMINIT big 10000", "OK 1");
+    h_expect_reply(a, "SEMINIT big 10000", "OK 1");
     take(a, "TRYACQUIRE big 10000", 10000);
     expect_counts("big", 0, 10000, "a holds all 10000");
     /* ... and a connection may hold of one semaphore (LOCKMGR_SEM_PERMITS_MAX). */
@@ -535,7 +449,7 @@ START_TEST(semaphores_and_locks_do_not_mix) {
     int d1 = start_d(NULL), d2 = start_d(NULL);
     h_conn_t *a = h_connect_index(d1), *b = h_connect_index(d1), *o = h_connect_index(d1);
     h_conn_t *e = h_connect_index(d2);
-    expect_reply(a, "SEMINIT s 3", "OK 1");
+    h_expect_reply(a, "SEMINIT s 3", "OK 1");
     /* With a lease, so that no renewal moves the scores meanwhile. */
     take(a, "ACQUIRE s 2 60000", 2);
     h_send(b, "LOCK p\n");
@@ -631,9 +545,9 @@ START_TEST(redis_layout_is_redissons) {
     int d = start_d(NULL);
     h_conn_t *a = h_connect_index(d), *b = h_connect_index(d), *w = h_connect_index(d);
     h_conn_t *adm = h_connect_index(d);
-    h_conn_t *spy = spy_open("redisson_sc:{dlock:s}");
+    h_conn_t *spy = h_redis_subscriber("redisson_sc:{dlock:s}");
 
-    expect_reply(a, "SEMINIT s 4", "OK 1");
+    h_expect_reply(a, "SEMINIT s 4", "OK 1");
     /* trySetPermits's message: the permits. */
     ck_assert_str_eq(spy_next(spy, PROMPT_MS), "4");
     const char *type_s[] = {"TYPE", "dlock:s", NULL}, *pttl_s[] = {"PTTL", "dlock:s", NULL};
@@ -642,10 +556,10 @@ START_TEST(redis_layout_is_redissons) {
     ck_assert_str_eq(h_redis_argv(type_s), "string");
     ck_assert_str_eq(h_redis_argv(pttl_s), "-1");
 
-    long long before = redis_now_ms();
+    long long before = h_redis_now_ms();
     take(a, "ACQUIRE s 2", 2);
     take(b, "ACQUIRE s 1 5000", 1);
-    long long after = redis_now_ms();
+    long long after = h_redis_now_ms();
     ck_assert_str_eq(h_redis_argv(type_z), "zset");
     ck_assert_str_eq(h_redis_argv(pttl_z), "-1");
     expect_counts("s", 1, 3, "a holds 2, b 1");
@@ -700,8 +614,8 @@ START_TEST(redis_layout_is_redissons) {
     /* A waiter listens on the channel; a release publishes the permits
      * available, as Redisson's does. */
     h_send(w, "ACQUIRE s 3\n");
-    await_waiters(adm, 1);
-    await_numsub("redisson_sc:{dlock:s}", 2); /* the spy and the daemon */
+    h_await_waiters(adm, 1);
+    h_redis_await_subscribers("redisson_sc:{dlock:s}", 2); /* the spy and the daemon */
     take(a, "RELEASE s 2", 0);
     ck_assert_str_eq(spy_next(spy, PROMPT_MS), "3");
     expect_held(w, "ACQUIRE s 3 after a's release", 3, PROMPT_MS);
@@ -722,28 +636,28 @@ START_TEST(fifo_large_request_not_overtaken) {
     int d = start_d(NULL);
     h_conn_t *a = h_connect_index(d), *w2 = h_connect_index(d), *w1 = h_connect_index(d);
     h_conn_t *t = h_connect_index(d), *adm = h_connect_index(d);
-    expect_reply(a, "SEMINIT f 3", "OK 1");
+    h_expect_reply(a, "SEMINIT f 3", "OK 1");
     take(a, "ACQUIRE f 2", 2);
     long long calls = h_redis_calls("evalsha");
     h_send(w2, "ACQUIRE f 2\n");
-    await_waiters(adm, 1);
+    h_await_waiters(adm, 1);
     /* w2 tried, subscribed, and tried again once the subscription was in
      * force: two scripts. Then it waits quietly, and nothing is in flight
      * that would keep a newcomer from trying. */
     await_daemon_subscribed(d);
     await_calls("evalsha", calls + 2);
-    await_waiters(adm, 1);
+    h_await_waiters(adm, 1);
     /* One permit is free, but w2 came first and wants two. */
     h_send(w1, "ACQUIRE f 1\n");
-    await_waiters(adm, 2);
-    expect_silence(w1, 300, "ACQUIRE f 1 behind a waiting ACQUIRE f 2");
+    h_await_waiters(adm, 2);
+    h_expect_silence(w1, 300, "ACQUIRE f 1 behind a waiting ACQUIRE f 2");
     /* No try ahead of the queue either: TIMEOUT -1, untried. */
-    ck_assert_int_eq(expect_timeout(t, "TRYACQUIRE f 1"), -1);
+    ck_assert_int_eq(h_expect_timeout(t, "TRYACQUIRE f 1"), -1);
     expect_counts("f", 1, 2, "the free permit still free");
 
     take(a, "RELEASE f 1", 1);
     expect_held(w2, "ACQUIRE f 2 once two are free", 2, PROMPT_MS);
-    expect_silence(w1, 300, "ACQUIRE f 1 while none is free");
+    h_expect_silence(w1, 300, "ACQUIRE f 1 while none is free");
     take(a, "RELEASE f 1", 0);
     expect_held(w1, "ACQUIRE f 1", 1, PROMPT_MS);
     expect_counts("f", 0, 3, "w2 holds 2, w1 1");
@@ -764,12 +678,12 @@ START_TEST(two_daemons_wake_each_other) {
     int d1 = start_d(NULL), d2 = start_d(NULL);
     h_conn_t *a = h_connect_index(d1), *c = h_connect_index(d1), *adm1 = h_connect_index(d1);
     h_conn_t *b = h_connect_index(d2), *n = h_connect_index(d2), *adm2 = h_connect_index(d2);
-    expect_reply(a, "SEMINIT s 2", "OK 1");
+    h_expect_reply(a, "SEMINIT s 2", "OK 1");
     take(a, "ACQUIRE s 2", 2);
     h_send(b, "ACQUIRE s 1\n");
-    await_waiters(adm2, 1);
+    h_await_waiters(adm2, 1);
     await_daemon_subscribed(d2);
-    expect_silence(b, 300, "ACQUIRE s 1 while the other daemon holds both");
+    h_expect_silence(b, 300, "ACQUIRE s 1 while the other daemon holds both");
     long long t0 = h_now_ms();
     take(a, "RELEASE s 1", 1);
     expect_held(b, "ACQUIRE s 1 on daemon B after A's RELEASE", 1, PROMPT_MS);
@@ -778,7 +692,7 @@ START_TEST(two_daemons_wake_each_other) {
 
     /* And the other way. */
     h_send(c, "ACQUIRE s 1\n");
-    await_waiters(adm1, 1);
+    h_await_waiters(adm1, 1);
     await_daemon_subscribed(d1);
     t0 = h_now_ms();
     take(b, "RELEASE s 1", 0);
@@ -789,10 +703,10 @@ START_TEST(two_daemons_wake_each_other) {
 
     /* SEMINIT on A wakes an ACQUIRE of a semaphore never set, on B. */
     h_send(n, "ACQUIRE n 2\n");
-    await_waiters(adm2, 1);
-    await_numsub("redisson_sc:{dlock:n}", 1);
+    h_await_waiters(adm2, 1);
+    h_redis_await_subscribers("redisson_sc:{dlock:n}", 1);
     t0 = h_now_ms();
-    expect_reply(a, "SEMINIT n 2", "OK 1");
+    h_expect_reply(a, "SEMINIT n 2", "OK 1");
     expect_held(n, "ACQUIRE n 2 on daemon B after SEMINIT on A", 2, PROMPT_MS);
     printf("semaphore: a waiter on daemon B granted %lld ms after SEMINIT on daemon A "
            "(the 1 s retry would also have found it)\n",
@@ -815,16 +729,16 @@ START_TEST(close_gives_permits_back_at_once) {
     int d1 = start_d(NULL), d2 = start_d(NULL);
     h_conn_t *a = h_connect_index(d1), *wl = h_connect_index(d1), *adm1 = h_connect_index(d1);
     h_conn_t *wr = h_connect_index(d2), *adm2 = h_connect_index(d2);
-    expect_reply(a, "SEMINIT s 3", "OK 1");
+    h_expect_reply(a, "SEMINIT s 3", "OK 1");
     take(a, "ACQUIRE s 3", 3);
     permit_t had[4];
     ck_assert_int_eq(permits_of("s", had, 4), 3);
     h_send(wl, "ACQUIRE s 2\n");
     h_send(wr, "ACQUIRE s 1\n");
-    await_waiters(adm1, 1);
-    await_waiters(adm2, 1);
+    h_await_waiters(adm1, 1);
+    h_await_waiters(adm2, 1);
     await_daemon_subscribed(d2);
-    expect_silence(wr, 300, "ACQUIRE s 1 while a holds all");
+    h_expect_silence(wr, 300, "ACQUIRE s 1 while a holds all");
 
     long long t0 = h_now_ms();
     h_close(a);
@@ -845,7 +759,7 @@ START_TEST(close_gives_permits_back_at_once) {
     /* A daemon stopped with SIGTERM gives its permits back too. */
     h_conn_t *w3 = h_connect_index(d2);
     h_send(w3, "ACQUIRE s 2\n");
-    await_waiters(adm2, 1);
+    h_await_waiters(adm2, 1);
     await_daemon_subscribed(d2);
     t0 = h_now_ms();
     ck_assert_int_eq(h_dlockd_stop(d1, SIGTERM), 0);
@@ -865,12 +779,12 @@ START_TEST(lease_ends_permits_watchdog_keeps_them) {
     h_redis_start();
     int d = start_d(SHORT_LEASE);
     h_conn_t *k = h_connect_index(d), *l = h_connect_index(d);
-    expect_reply(k, "SEMINIT s 4", "OK 1");
+    h_expect_reply(k, "SEMINIT s 4", "OK 1");
     long long t0 = h_now_ms();
     take(k, "ACQUIRE s 2", 2);
     long long tl = h_now_ms();
     take(l, "ACQUIRE s 1 500", 1);
-    expect_event(l, "!LOST s expired", PROMPT_MS, "a 500 ms lease");
+    h_expect_event(l, "!LOST s expired", PROMPT_MS, "a 500 ms lease");
     long long lost = h_now_ms() - tl;
     ck_assert_int_ge(lost, 450); /* not before the lease: slack for timer rounding */
     printf("semaphore: permits with lease 500 ms lost after %lld ms\n", lost);
@@ -880,24 +794,24 @@ START_TEST(lease_ends_permits_watchdog_keeps_them) {
 
     /* 3.5 leases later the watchdog still keeps k's. */
     long long rest = 3500 - (h_now_ms() - t0);
-    expect_silence(k, rest > 0 ? (int)rest : 0, "the watchdog's permits");
+    h_expect_silence(k, rest > 0 ? (int)rest : 0, "the watchdog's permits");
     expect_sem(k, "s", 2, 2);
-    long long now = redis_now_ms();
+    long long now = h_redis_now_ms();
     permit_t p[4];
     ck_assert_int_eq(permits_of("s", p, 4), 2);
     for (int i = 0; i < 2; i++)
         ck_assert_msg(p[i].score > now && p[i].score <= now + SHORT_LEASE_MS,
                       "%s scored %lld at %lld, lease %d", p[i].id, p[i].score, now,
                       SHORT_LEASE_MS);
-    expect_reply(k, "RENEW s", "OK 1000"); /* a watchdog hold stays one */
+    h_expect_reply(k, "RENEW s", "OK 1000"); /* a watchdog hold stays one */
     expect_counts("s", 2, 2, "k holds 2");
 
     /* RENEW of permits with a lease sets a new one. */
     take(l, "ACQUIRE s 1 60000", 1);
-    long long before = redis_now_ms();
+    long long before = h_redis_now_ms();
     tl = h_now_ms();
-    expect_reply(l, "RENEW s 800", "OK 800");
-    long long after = redis_now_ms();
+    h_expect_reply(l, "RENEW s 800", "OK 800");
+    long long after = h_redis_now_ms();
     permit_t q[4];
     ck_assert_int_eq(permits_of("s", q, 4), 3);
     int renewed = 0;
@@ -909,7 +823,7 @@ START_TEST(lease_ends_permits_watchdog_keeps_them) {
         renewed++;
     }
     ck_assert_int_eq(renewed, 1);
-    expect_event(l, "!LOST s expired", PROMPT_MS, "RENEW s 800");
+    h_expect_event(l, "!LOST s expired", PROMPT_MS, "RENEW s 800");
     ck_assert_int_ge(h_now_ms() - tl, 750);
     await_counts("s", 2, 2, "after the renewed lease ended");
     h_close(l);
@@ -924,12 +838,12 @@ START_TEST(dead_daemons_permits_end_with_their_lease) {
     h_redis_start();
     int d1 = start_d(SHORT_LEASE), d2 = start_d(SHORT_LEASE);
     h_conn_t *dead = h_connect_index(d1), *w = h_connect_index(d2), *adm2 = h_connect_index(d2);
-    expect_reply(dead, "SEMINIT s 2", "OK 1");
+    h_expect_reply(dead, "SEMINIT s 2", "OK 1");
     take(dead, "ACQUIRE s 2", 2);
     h_send(w, "ACQUIRE s 1\n");
-    await_waiters(adm2, 1);
+    h_await_waiters(adm2, 1);
     await_daemon_subscribed(d2);
-    expect_silence(w, 300, "ACQUIRE s 1 while the other daemon holds both");
+    h_expect_silence(w, 300, "ACQUIRE s 1 while the other daemon holds both");
 
     /* Once the watchdog renewed them, the waiter's own retry (when the
      * ids it last saw expire) comes before they really do: it must ask
@@ -947,7 +861,7 @@ START_TEST(dead_daemons_permits_end_with_their_lease) {
      * (a renewal after this only pushes it later). */
     long long expires = p[0].score < p[1].score ? p[0].score : p[1].score;
     long long t0 = h_now_ms(); /* before TIME: took counts from no later than at */
-    long long at = redis_now_ms();
+    long long at = h_redis_now_ms();
     ck_assert_int_ne(h_dlockd_stop(d1, SIGKILL), -1);
     expect_held(w, "ACQUIRE s 1 after the dead daemon's lease", 1, SHORT_LEASE_MS + 4000);
     long long took = h_now_ms() - t0;
@@ -973,19 +887,19 @@ START_TEST(permits_lost_with_redis_data_are_reported) {
     h_redis_start();
     int d = start_d(SHORT_LEASE);
     h_conn_t *h1 = h_connect_index(d), *h2 = h_connect_index(d), *adm = h_connect_index(d);
-    expect_reply(adm, "SEMINIT s 3", "OK 1");
+    h_expect_reply(adm, "SEMINIT s 3", "OK 1");
     take(h1, "ACQUIRE s 2", 2);
     take(h2, "ACQUIRE s 1", 1);
     const char *flush[] = {"FLUSHALL", NULL};
     ck_assert_str_eq(h_redis_argv(flush), "OK");
     long long t0 = h_now_ms();
-    expect_reply(adm, "SEMINIT s 3", "OK 1");
+    h_expect_reply(adm, "SEMINIT s 3", "OK 1");
     /* h2 asks for more at once: its earlier permit is gone, so it hears
      * that first, and then holds only the new one. */
     h_send(h2, "ACQUIRE s 1\n");
-    expect_event(h2, "!LOST s expired", SHORT_LEASE_MS + 4000, "h2 after FLUSHALL");
+    h_expect_event(h2, "!LOST s expired", SHORT_LEASE_MS + 4000, "h2 after FLUSHALL");
     expect_held(h2, "ACQUIRE s 1 after the loss", 1, H_WAIT_MS);
-    expect_event(h1, "!LOST s expired", SHORT_LEASE_MS + 4000, "h1 after FLUSHALL");
+    h_expect_event(h1, "!LOST s expired", SHORT_LEASE_MS + 4000, "h1 after FLUSHALL");
     printf("semaphore: permits reported lost %lld ms after Redis lost them\n", h_now_ms() - t0);
     await_counts("s", 2, 1, "after the losses");
     expect_err(h1, "RELEASE s 1", "ERR NOTHELD");
@@ -1005,21 +919,21 @@ START_TEST(forceunlock_gives_every_permit_back) {
     int d1 = start_d(SHORT_LEASE), d2 = start_d(SHORT_LEASE);
     h_conn_t *a = h_connect_index(d1), *b = h_connect_index(d1), *adm1 = h_connect_index(d1);
     h_conn_t *e = h_connect_index(d2), *w = h_connect_index(d2), *adm2 = h_connect_index(d2);
-    expect_reply(a, "SEMINIT s 5", "OK 1");
+    h_expect_reply(a, "SEMINIT s 5", "OK 1");
     take(a, "ACQUIRE s 2", 2);
     take(b, "ACQUIRE s 1 60000", 1);
     take(e, "ACQUIRE s 1", 1);
     h_send(w, "ACQUIRE s 3\n");
-    await_waiters(adm2, 1);
+    h_await_waiters(adm2, 1);
     await_daemon_subscribed(d2);
     expect_counts("s", 1, 4, "a 2, b 1, e 1");
 
     long long t0 = h_now_ms();
-    expect_reply(adm1, "FORCEUNLOCK s", "OK 1");
-    expect_event(a, "!LOST s forced", PROMPT_MS, "a, a holder on the forcing daemon");
-    expect_event(b, "!LOST s forced", PROMPT_MS, "b, a holder with a lease");
+    h_expect_reply(adm1, "FORCEUNLOCK s", "OK 1");
+    h_expect_event(a, "!LOST s forced", PROMPT_MS, "a, a holder on the forcing daemon");
+    h_expect_event(b, "!LOST s forced", PROMPT_MS, "b, a holder with a lease");
     expect_held(w, "ACQUIRE s 3 after FORCEUNLOCK", 3, PROMPT_MS);
-    expect_event(e, "!LOST s expired", SHORT_LEASE_MS + 4000, "e, on another daemon");
+    h_expect_event(e, "!LOST s expired", SHORT_LEASE_MS + 4000, "e, on another daemon");
     printf("semaphore: another daemon's holder heard of FORCEUNLOCK after %lld ms\n",
            h_now_ms() - t0);
     await_counts("s", 2, 3, "after FORCEUNLOCK, w holds 3");
@@ -1028,7 +942,7 @@ START_TEST(forceunlock_gives_every_permit_back) {
     expect_sem(a, "s", 2, 0);
     take(w, "RELEASE s 3", 0);
     await_counts("s", 5, 0, "all back");
-    expect_reply(adm1, "FORCEUNLOCK s", "OK 0");
+    h_expect_reply(adm1, "FORCEUNLOCK s", "OK 0");
     expect_counts("s", 5, 0, "after FORCEUNLOCK of nothing");
     h_close(adm2);
     h_close(w);
@@ -1047,7 +961,7 @@ START_TEST(redisson_holder_times_dlockd_out) {
     int d = start_d(NULL);
     h_conn_t *c = h_connect_index(d);
     ck_assert_str_eq(java_try_set_permits("s", 3), "(integer) 1");
-    expect_reply(c, "SEMINIT s 5", "OK 0"); /* Redisson set it: unchanged */
+    h_expect_reply(c, "SEMINIT s 5", "OK 0"); /* Redisson set it: unchanged */
     expect_counts("s", 3, 0, "after trySetPermits");
     ck_assert_str_eq(java_try_set_permits("s", 7), "(integer) 0");
 
@@ -1055,9 +969,9 @@ START_TEST(redisson_holder_times_dlockd_out) {
     ck_assert_str_eq(java_try_acquire("s", NON_EXPIRABLE, all), "\"OK\"");
     check_counts("s", 3, "Redisson holds all");
     expect_sem(c, "s", 0, 0);
-    ck_assert_int_eq(expect_timeout(c, "TRYACQUIRE s 1"), -1); /* no expiry known */
+    ck_assert_int_eq(h_expect_timeout(c, "TRYACQUIRE s 1"), -1); /* no expiry known */
     long long t0 = h_now_ms();
-    expect_timeout(c, "TRYACQUIRE s 1 300");
+    h_expect_timeout(c, "TRYACQUIRE s 1 300");
     ck_assert_int_ge(h_now_ms() - t0, 290);
     check_counts("s", 3, "after dlockd's tries");
     static const char *const more[] = {"java-4", NULL};
@@ -1069,7 +983,7 @@ START_TEST(redisson_holder_times_dlockd_out) {
     check_counts("s", 3, "after Redisson's tryRelease");
     take(c, "TRYACQUIRE s 1", 1);
     check_counts("s", 3, "dlockd holds 1");
-    long long now = wall_ms();
+    long long now = h_wall_ms();
     long long ms = java_refusal_ms(java_try_acquire("s", NON_EXPIRABLE, more));
     ck_assert_msg(ms > now && ms <= now + DEFAULT_LEASE_MS + 1000,
                   "Redisson's tryAcquire: ':%lld', wanted when dlockd's permit expires (%lld + "
@@ -1091,15 +1005,15 @@ START_TEST(redisson_release_wakes_dlockd) {
     ck_assert_str_eq(java_try_set_permits("s", 2), "(integer) 1");
     /* With a lease of 60 s: dlockd's own retry comes only then. */
     static const char *const ids[] = {"java-1", "java-2", NULL};
-    ck_assert_str_eq(java_try_acquire("s", wall_ms() + 60000, ids), "\"OK\"");
+    ck_assert_str_eq(java_try_acquire("s", h_wall_ms() + 60000, ids), "\"OK\"");
     check_counts("s", 2, "Redisson holds both");
     h_send(c, "ACQUIRE s 2\n");
-    await_waiters(adm, 1);
+    h_await_waiters(adm, 1);
     await_daemon_subscribed(d);
-    expect_silence(c, 300, "ACQUIRE s 2 while Redisson holds both");
+    h_expect_silence(c, 300, "ACQUIRE s 2 while Redisson holds both");
     ck_assert_str_eq(java_try_release("s", "java-1"), "(integer) 1");
     check_counts("s", 2, "after tryRelease(java-1)");
-    expect_silence(c, 300, "ACQUIRE s 2 with one free");
+    h_expect_silence(c, 300, "ACQUIRE s 2 with one free");
     static const char *const last[] = {"java-2", NULL};
     long long t0 = h_now_ms();
     ck_assert_str_eq(java_try_release_list("s", last), "(integer) 1");
@@ -1117,18 +1031,18 @@ START_TEST(dlockd_holder_fails_redisson_acquire) {
     h_redis_start();
     int d = start_d(NULL);
     h_conn_t *c = h_connect_index(d), *o = h_connect_index(d);
-    expect_reply(c, "SEMINIT s 2", "OK 1");
+    h_expect_reply(c, "SEMINIT s 2", "OK 1");
     take(c, "ACQUIRE s 1", 1);
     take(o, "ACQUIRE s 1 20000", 1);
     check_counts("s", 2, "dlockd holds both");
     static const char *const one[] = {"java-1", NULL};
-    long long now = wall_ms();
+    long long now = h_wall_ms();
     const char *r = java_try_acquire("s", NON_EXPIRABLE, one);
     long long ms = java_refusal_ms(r);
     /* The first permit to expire: o's, with its 20 s lease. */
     ck_assert_msg(ms > now + 10000 && ms <= now + 20000 + 1000,
                   "Redisson's tryAcquire under dlockd's permits: '%s' at %lld", r, now);
-    ck_assert_int_gt(java_refusal_ms(java_try_acquire("s", wall_ms() + 5000, one)), now);
+    ck_assert_int_gt(java_refusal_ms(java_try_acquire("s", h_wall_ms() + 5000, one)), now);
     check_counts("s", 2, "after Redisson's refused tries");
     expect_counts("s", 0, 2, "nothing taken");
 
@@ -1136,7 +1050,7 @@ START_TEST(dlockd_holder_fails_redisson_acquire) {
     await_counts("s", 1, 1, "after o's release");
     ck_assert_str_eq(java_try_acquire("s", NON_EXPIRABLE, one), "\"OK\"");
     check_counts("s", 2, "Redisson holds 1, dlockd 1");
-    expect_timeout(o, "TRYACQUIRE s 1");
+    h_expect_timeout(o, "TRYACQUIRE s 1");
     ck_assert_str_eq(java_try_release("s", "java-1"), "(integer) 1");
     take(o, "TRYACQUIRE s 1", 1);
     expect_counts("s", 0, 2, "dlockd holds both again");
@@ -1150,12 +1064,12 @@ START_TEST(expired_redisson_permits_taken_back) {
     h_redis_start();
     int d = start_d(NULL);
     h_conn_t *c = h_connect_index(d);
-    h_conn_t *spy = spy_open("redisson_sc:{dlock:s}");
+    h_conn_t *spy = h_redis_subscriber("redisson_sc:{dlock:s}");
     ck_assert_str_eq(java_try_set_permits("s", 3), "(integer) 1");
     ck_assert_str_eq(spy_next(spy, PROMPT_MS), "3");
     /* Taken with a lease that is already over (timeoutDate in the past). */
     static const char *const ids[] = {"java-1", "java-2", NULL};
-    ck_assert_str_eq(java_try_acquire("s", wall_ms() - 1000, ids), "\"OK\"");
+    ck_assert_str_eq(java_try_acquire("s", h_wall_ms() - 1000, ids), "\"OK\"");
     expect_counts("s", 1, 2, "Redisson's expired permits still listed");
     expect_sem(c, "s", 3, 0); /* expired ones count as available */
     take(c, "TRYACQUIRE s 3", 3);

@@ -412,16 +412,82 @@ const char *h_redis_argv(const char *const args[]) {
     return h_run(argv);
 }
 
-void h_redis_await_subscribed(const char *channel) {
+void h_redis_await_subscribers(const char *channel, int n) {
     const char *a[] = {"PUBSUB", "NUMSUB", channel, NULL};
     long long end = h_now_ms() + H_WAIT_MS;
     for (;;) {
         const char *out = h_redis_argv(a); /* raw: "<channel>\n<count>" */
         const char *nl = strrchr(out, '\n');
-        if (nl != NULL && atoi(nl + 1) >= 1) return;
-        ck_assert_msg(h_now_ms() < end, "nobody subscribed to %s: '%s'", channel, out);
+        if (nl != NULL && atoi(nl + 1) >= n) return;
+        ck_assert_msg(h_now_ms() < end, "%s never had %d subscribers: '%s'", channel, n, out);
         usleep(2000);
     }
+}
+
+void h_redis_await_subscribed(const char *channel) {
+    h_redis_await_subscribers(channel, 1);
+}
+
+long long h_redis_now_ms(void) {
+    const char *a[] = {"TIME", NULL};
+    long long s = 0, us = 0;
+    const char *out = h_redis_argv(a);
+    ck_assert_msg(sscanf(out, "%lld\n%lld", &s, &us) == 2, "TIME: '%s'", out);
+    return s * 1000 + us / 1000;
+}
+
+long long h_wall_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+h_conn_t *h_redis_subscriber(const char *channel) {
+    h_conn_t *s = h_connect(h_redis_sock());
+    h_send(s, "SUBSCRIBE %s\r\n", channel);
+    /* *3 $9 subscribe $<n> <channel> :1 */
+    for (int i = 0; i < 6; i++) {
+        const char *l = h_recv(s, H_WAIT_MS);
+        ck_assert_msg(l != NULL, "SUBSCRIBE %s: no reply", channel);
+        if (i == 5) ck_assert_str_eq(l, ":1\r");
+    }
+    return s;
+}
+
+void h_await_waiters(h_conn_t *adm, long long want) {
+    long long end = h_now_ms() + H_WAIT_MS;
+    while (h_info_value(adm, "waiters") != want) {
+        ck_assert_msg(h_now_ms() < end, "never saw %lld waiters", want);
+        usleep(1000);
+    }
+}
+
+void h_expect_reply(h_conn_t *c, const char *request, const char *want) {
+    h_send(c, "%s\n", request);
+    const char *l = h_recv(c, H_WAIT_MS);
+    ck_assert_msg(l != NULL && strcmp(l, want) == 0, "%s: got '%s', wanted '%s'", request,
+                  l ? l : "(nothing)", want);
+}
+
+void h_expect_silence(h_conn_t *c, int ms, const char *why) {
+    const char *l = h_recv(c, ms);
+    ck_assert_msg(l == NULL, "%s: got '%s'", why, l ? l : "");
+}
+
+void h_expect_event(h_conn_t *c, const char *want, int timeout_ms, const char *what) {
+    const char *l = h_recv(c, timeout_ms);
+    ck_assert_msg(l != NULL, "%s: no '%s' within %d ms", what, want, timeout_ms);
+    ck_assert_msg(strcmp(l, want) == 0, "%s: got '%s', wanted '%s'", what, l, want);
+}
+
+long long h_expect_timeout(h_conn_t *c, const char *request) {
+    h_send(c, "%s\n", request);
+    const char *l = h_recv(c, H_WAIT_MS);
+    long long ttl = -2;
+    char tail;
+    ck_assert_msg(l != NULL && sscanf(l, "TIMEOUT %lld%c", &ttl, &tail) == 1 && ttl >= -1,
+                  "%s: got '%s', wanted 'TIMEOUT <ttl>'", request, l ? l : "(nothing)");
+    return ttl;
 }
 
 int h_free_port(void) {

@@ -49,6 +49,16 @@ const char *h_redis_argv(const char *const args[]);
 /* Polls until the redis has a subscriber to channel (PUBSUB NUMSUB), for
  * at most H_WAIT_MS. */
 void h_redis_await_subscribed(const char *channel);
+/* ... until it has at least n subscribers. */
+void h_redis_await_subscribers(const char *channel, int n);
+/* Redis TIME in milliseconds: the clock dlockd's scripts score with. */
+long long h_redis_now_ms(void);
+/* The wall clock in ms since the epoch, as a Redisson client passes
+ * "now" (System.currentTimeMillis()). */
+long long h_wall_ms(void);
+/* A client subscribed to channel on this test's redis-server (inline
+ * SUBSCRIBE over the Unix socket), as a Redisson waiter listens. */
+h_conn_t *h_redis_subscriber(const char *channel);
 /* Runs argv (argv[0] found on PATH) without a shell, stdin from /dev/null,
  * and returns its stdout and stderr together without trailing newlines
  * (static buffer, 8 kB). */
@@ -134,6 +144,18 @@ void h_send(h_conn_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 
 void h_send_raw(h_conn_t *c, const void *data, size_t len);
 /* The next line without its LF, or NULL on timeout or EOF. */
 const char *h_recv(h_conn_t *c, int timeout_ms);
+/* Waits (up to H_WAIT_MS) until INFO's waiters= on adm is want: that many
+ * requests are queued in its daemon. */
+void h_await_waiters(h_conn_t *adm, long long want);
+/* Sends request; its reply must be want (within H_WAIT_MS). */
+void h_expect_reply(h_conn_t *c, const char *request, const char *want);
+/* Nothing comes on c for ms (why says what must not happen). */
+void h_expect_silence(h_conn_t *c, int ms, const char *why);
+/* The next line on c is the event want, within timeout_ms. */
+void h_expect_event(h_conn_t *c, const char *want, int timeout_ms, const char *what);
+/* Sends request; its reply must be TIMEOUT <ttl_ms> (-1: no expiry
+ * known). Returns the ttl. */
+long long h_expect_timeout(h_conn_t *c, const char *request);
 /* 1 if the peer closed (EOF) within timeout_ms, with nothing else sent. */
 int h_eof(h_conn_t *c, int timeout_ms);
 void h_close(h_conn_t *c);
