@@ -6,9 +6,10 @@
  * queue's head, and a release wakes only it, on a channel of its own. So
  * every local waiter asks Redis as soon as it comes, taking its place,
  * and then waits: the local head for the wake-up of its own channel (the
- * one watch of the name follows the head) or its retry turn, every waiter
- * for its keep-alive turn, which asks again and so keeps its place from
- * ending (renew_every_ms, the place lasting lease_ms). A waiter that stops
+ * one watch of the name follows the head) or its retry turn, and every
+ * renew_every_ms all of them ask again, in their order, which keeps their
+ * places from ending (a place lasts lease_ms) and, should Redis have lost
+ * the queue, puts them back in the same order. A waiter that stops
  * waiting (its client left, its TRYFAIRLOCK timed out) leaves its place at
  * once, so no dead waiter of ours holds the queue up; a dlockd that died
  * leaves places that end within lease_ms. */
@@ -44,13 +45,17 @@ void fair_prepare(lock_t *l, wait_t *w, backend_op_t *op) {
     op->once = w->once;
     op->queue_ms = l->mgr->conf->lease_ms;
     op->queue_foreign_ms = LOCKMGR_FAIR_FOREIGN_WAIT_MS;
-    timers_stop(l->mgr->timers, &w->keep);
 }
 
+/* Every waiter asks again, in the queue's order: those whose places Redis
+ * still has keep them, the others take them back in that order. */
 static void on_keep(timers_entry_t *t) {
-    wait_t *w = container_of(t, wait_t, keep);
-    w->parked = 0;
-    lock_kick(w->lock);
+    queue_t *q = container_of(t, queue_t, keep);
+    lock_t *l = q->lock;
+    wait_t *w;
+    TAILQ_FOREACH(w, &q->waiters, link) w->parked = 0;
+    timers_start(l->mgr->timers, &q->keep, l->mgr->conf->renew_every_ms, on_keep);
+    lock_kick(l);
 }
 
 void fair_watch(lock_t *l) {
@@ -68,13 +73,13 @@ void fair_watch(lock_t *l) {
 
 void fair_queued(lock_t *l, wait_t *w) {
     lockmgr_t *m = l->mgr;
-    timers_start(m->timers, &w->keep, m->conf->renew_every_ms, on_keep);
+    if (!timers_active(&l->q->keep))
+        timers_start(m->timers, &l->q->keep, m->conf->renew_every_ms, on_keep);
     if (TAILQ_FIRST(&l->q->waiters) == w) fair_watch(l);
 }
 
 void fair_leave(lock_t *l, wait_t *w, int was_head) {
     lockmgr_t *m = l->mgr;
-    timers_stop(m->timers, &w->keep);
     if (!w->granted && !w->once && (w->tried || w->in_flight)) {
         leave_t *lv = calloc(1, sizeof(*lv) + l->len + 1);
         if (lv != NULL) {

@@ -104,6 +104,8 @@ typedef struct queue_s {
     int subscribed;            /* watching the name for releases */
     int yielding;              /* local hand-off held back for other daemons */
     uint64_t watch_owner;      /* a fair lock's: whose channel is watched */
+    timers_entry_t keep;       /* a fair lock's waiters ask again, in order,
+                                  keeping their places in Redis's queue */
 } queue_t;
 
 struct lock_s {
@@ -140,8 +142,6 @@ struct wait_s {
                                   wake-up, a retry turn or Redis coming back,
                                   not whenever the queue moves */
     int granted;               /* answered with a grant: it leaves no place */
-    timers_entry_t keep;       /* a fair lock's waiter asks again, keeping its
-                                  place in Redis's queue */
     LIST_ENTRY(wait_s) flight;
     lock_mode_t mode;
     uint32_t permits;          /* SEM: asked for */

@@ -305,6 +305,7 @@ static void queue_idle(lock_t *l) {
     if (q == NULL || !TAILQ_EMPTY(&q->waiters)) return;
     timers_stop(l->mgr->timers, &q->retry);
     timers_stop(l->mgr->timers, &q->yield);
+    timers_stop(l->mgr->timers, &q->keep);
     if (q->subscribed)
         backend_unwatch(l->mgr->backend, l->name, l->len, watch_mode(l), q->watch_owner);
     l->q = NULL;

@@ -762,6 +762,41 @@ START_TEST(places_kept_alive) {
 }
 END_TEST
 
+/* Redis loses its data (FLUSHALL) under a held fair lock with three
+ * waiters: the holder is told !LOST at its next renewal, and the waiters
+ * take their places back in their order and are served in it. */
+START_TEST(queue_lost_with_redis_data) {
+    h_redis_start();
+    int d = start_d(SHORT_LEASE);
+    h_conn_t *h = h_connect_index(d), *w[3];
+    char f[3][FIELD_MAX];
+    unsigned long long before = take(h, "FAIRLOCK ql", 1);
+    for (int i = 0; i < 3; i++) {
+        w[i] = h_connect_index(d);
+        enqueue(w[i], "FAIRLOCK ql", "ql", i, f[i]);
+    }
+    const char *flush[] = {"FLUSHALL", NULL};
+    ck_assert_str_eq(h_redis_argv(flush), "OK");
+    long long t0 = h_now_ms();
+    h_expect_event(h, "!LOST ql expired", H_WAIT_MS, "the holder after FLUSHALL");
+    unsigned long long last = before;
+    for (int i = 0; i < 3; i++) {
+        unsigned long long fence = granted(w[i], "a waiter after FLUSHALL", 1, H_WAIT_MS);
+        ck_assert_msg(fence > last, "fence %llu after %llu", fence, last);
+        last = fence;
+        if (i == 0)
+            printf("fairlock: after FLUSHALL the first waiter was granted %lld ms later "
+                   "(lease_ms %d)\n", h_now_ms() - t0, SHORT_LEASE_MS);
+        for (int j = i + 1; j < 3; j++)
+            h_expect_silence(w[j], 0, "a later waiter while an earlier one holds ql");
+        h_expect_reply(w[i], "UNLOCK ql", "OK 0");
+    }
+    for (int i = 0; i < 3; i++) h_close(w[i]);
+    h_close(h);
+    h_keep_passed();
+}
+END_TEST
+
 /* Daemon B dies while its waiter is at the head of the queue: A's next
  * waiter gets the lock once B's place ended, within about lease_ms. */
 START_TEST(dead_daemons_place_ends) {
@@ -1225,6 +1260,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, places_left_at_once);
     tcase_add_test(tc, places_kept_alive);
     tcase_add_test(tc, dead_daemons_place_ends);
+    tcase_add_test(tc, queue_lost_with_redis_data);
     tcase_add_test(tc, tryfairlock_zero_takes_no_place);
     tcase_add_test(tc, kinds_do_not_mix);
     tcase_add_test(tc, plain_and_fair_exclude_across_daemons);
