@@ -133,7 +133,8 @@ typedef void (*lockmgr_done_cb)(lockmgr_t *mgr, void *data);
 /* Most locks in one watchdog batch. */
 #define LOCKMGR_RENEW_BATCH 500
 /* Readers at the head of a queue try together, at most this many at once;
- * so do a semaphore's waiters while the permits known free cover them. */
+ * so do a semaphore's waiters while the permits known free cover them, and
+ * a fair lock's waiters asking for their places. */
 #define LOCKMGR_READS_INFLIGHT 128
 /* Most permits of one semaphore a connection holds (and asks for at
  * once): each is an id in Redis that its scripts visit one by one. */
