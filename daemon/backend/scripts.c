@@ -23,54 +23,65 @@
  * seconds (times a million): nodes whose counters agree then mostly
  * return the same fence, and the grant needs no round to raise counters
  * (quorum.c); fences still rise with up to a million grants a second.
- * The free case comes first, with the fewest calls: it is the common one. */
-#define LUA_ACQUIRE \
+ * The free case comes first, with the fewest calls: it is the common one;
+ * GETSET writes TIME and reads the last fence in one call, and a second
+ * write follows only when the last was not below it. L and R bracket the
+ * two results: "{" and "}" where they are the script's reply, nothing in
+ * the batch script, whose functions return them as two values. */
+#define LUA_ACQUIRE(L, R) \
     "if redis.call('exists', K1) == 0 then\n" \
     "  redis.call('hset', K1, A2, 1)\n" \
     "  redis.call('pexpire', K1, A1)\n" \
-    "  local f = tonumber(redis.call('get', K2) or '0') + 1\n" \
     "  local t = redis.call('time')\n" \
-    "  local now = tonumber(t[1]) * 1000000\n" \
-    "  if Q ~= 'q' then now = now + tonumber(t[2]) end\n" \
-    "  if now > f then f = now end\n" \
+    "  local f\n" \
+    "  if Q == 'q' then\n" \
+    "    f = math.max(tonumber(redis.call('get', K2) or '0') + 1, tonumber(t[1]) * 1000000)\n" \
+    "  else\n" \
+    "    f = tonumber(t[1]) * 1000000 + tonumber(t[2])\n" \
+    "    local last = tonumber(redis.call('getset', K2, string.format('%d', f)) or '0')\n" \
+    "    if last < f then return " L "0, f" R " end\n" \
+    "    f = last + 1\n" \
+    "  end\n" \
     "  redis.call('set', K2, string.format('%d', f))\n" \
-    "  return {0, f}\n" \
+    "  return " L "0, f" R "\n" \
     "end\n" \
     "local m = redis.pcall('hget', K1, 'mode')\n" \
     "if type(m) == 'table' then\n" \
-    "  if redis.call('type', K1).ok == 'string' then return {3, 3} end\n" \
+    "  if redis.call('type', K1).ok == 'string' then return " L "3, 3" R " end\n" \
     "  error(m)\n" \
     "end\n" \
-    "if m then return {3, m == 'read' and 1 or 2} end\n" \
+    "if m then return " L "3, m == 'read' and 1 or 2" R " end\n" \
     "if redis.call('hexists', K1, A2) == 1 then\n" \
     "  local n = redis.call('hincrby', K1, A2, 1)\n" \
     "  redis.call('pexpire', K1, A1)\n" \
-    "  return {1, n}\n" \
+    "  return " L "1, n" R "\n" \
     "end\n" \
-    "return {2, redis.call('pttl', K1)}\n"
+    "return " L "2, redis.call('pttl', K1)" R "\n"
 static const char script_acquire[] =
-    "local K1, K2, A1, A2, Q = KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]\n" LUA_ACQUIRE;
+    "local K1, K2, A1, A2, Q = KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]\n" LUA_ACQUIRE("{", "}");
 
 /* K1 lock hash, K2 channel; A1 owner, A2 '1' to release all holds (delete
  * and publish '0', as Redisson's unlock does) or '0' to drop one hold
  * without ever deleting; P the publish command ('publish', or 'spublish'
  * for sharded pub/sub), as Redisson passes it too. Returns holds left, -1
  * if not held (a read/write lock's field of the owner is not this lock),
- * or {0, subscribers that got the release message}. Every key
+ * or {0, subscribers that got the release message} (L and R as in
+ * LUA_ACQUIRE). Every key
  * is read before anything is written: on a Cluster node that does not
  * hold the key (a slot moving away), the first access fails and nothing
  * has changed. */
-#define LUA_RELEASE \
-    "local n = redis.call('hget', K1, A1)\n" \
-    "if not n or redis.call('hexists', K1, 'mode') == 1 then return -1 end\n" \
+#define LUA_RELEASE(L, R) \
+    "local v = redis.call('hmget', K1, A1, 'mode')\n" \
+    "local n = v[1]\n" \
+    "if not n or v[2] then return -1 end\n" \
     "if A2 == '0' then\n" \
     "  if tonumber(n) > 1 then return redis.call('hincrby', K1, A1, -1) end\n" \
     "  return tonumber(n)\n" \
     "end\n" \
     "redis.call('del', K1)\n" \
-    "return {0, redis.call(P, K2, '0')}\n"
+    "return " L "0, redis.call(P, K2, '0')" R "\n"
 static const char script_release[] =
-    "local K1, K2, A1, A2, P = KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]\n" LUA_RELEASE;
+    "local K1, K2, A1, A2, P = KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]\n" LUA_RELEASE("{", "}");
 
 /* K1 lock hash, K2 forced marker; A1 lease ms, A2 owner. 1 renewed, 0
  * gone, 2 removed by force. A key of another type counts as gone; any
@@ -195,11 +206,16 @@ static const char script_force[] =
  * quorum's fence rule), 'r' all owner, 'n' lease owner (a renewal; 'v'
  * and 'V' of a read/write lock's read or write holds, 's<c>' of a
  * semaphore's c permits) or 'f' fence owner (a quorum's raise); the last
- * argument is the publish
- * command. One line per operation comes back: "0:<fence>", "1:<holds>",
- * "2:<pttl>", a release's "<holds left>" or "0:<subscribers>", a renewal's
- * or raise's digit, or "E<error>"
- * when that operation failed (the others still run).
+ * argument is the publish command.
+ *
+ * The reply is an array of two elements per operation: the pair an
+ * acquire or a release returns ({0, fence}, {1, holds}, {2, pttl};
+ * {0, subscribers}), or a number (holds left, a renewal's or a raise's
+ * digit) and nil; or the error's text and nil when that operation failed
+ * (the others still run). The operations run under one pcall: when one
+ * fails, the loop goes on after it under a new one, so a batch where
+ * nothing failed pays for one (a failed operation did not write: see
+ * below).
  *
  * Two layouts share the body. SCRIPT_OPS passes the keys in KEYS, so they
  * must share one Cluster slot (or there is no Cluster). SCRIPT_OPS_ANY is
@@ -209,40 +225,44 @@ static const char script_force[] =
  * touch keys of any slot this node serves. An operation whose key the
  * node does not serve (its slot moved) fails alone, before it writes. */
 #define LUA_OPS_BODY \
-    "local acquire = function(K1, K2, A1, A2, Q)\n" LUA_ACQUIRE "end\n" \
-    "local release = function(K1, K2, A1, A2)\n" LUA_RELEASE "end\n" \
+    "local acquire = function(K1, K2, A1, A2, Q)\n" LUA_ACQUIRE("", "") "end\n" \
+    "local release = function(K1, K2, A1, A2)\n" LUA_RELEASE("", "") "end\n" \
     "local renew = function(K1, K2, A1, A2)\n" LUA_RENEW "end\n" \
     "local rw_renew = function(K1, K2, A1, A2, k)\n" LUA_RW_RENEW "end\n" \
     "local raise = function(K1, K2, A1, A2)\n" LUA_RAISE "end\n" \
     "local sem_renew = function(K1, K2, A1, A2, c)\n" LUA_SEM_RENEW "end\n" \
-    "local out = {}\n" \
-    "for i = 1, n do\n" \
-    "  local ok, r\n" \
-    "  local k1, k2 = K[ko + 2 * i - 1], K[ko + 2 * i]\n" \
-    "  local a = ao + 3 * i\n" \
-    "  local k = ARGV[a - 2]\n" \
-    "  if k == 'a' or k == 'q' then\n" \
-    "    ok, r = pcall(acquire, k1, k2, ARGV[a - 1], ARGV[a], k)\n" \
-    "  elseif k == 'v' or k == 'V' then\n" \
-    "    ok, r = pcall(rw_renew, k1, k2, ARGV[a - 1], ARGV[a], k)\n" \
-    "  elseif k == 'n' then\n" \
-    "    ok, r = pcall(renew, k1, k2, ARGV[a - 1], ARGV[a])\n" \
-    "  elseif k == 'f' then\n" \
-    "    ok, r = pcall(raise, k1, k2, ARGV[a - 1], ARGV[a])\n" \
-    "  elseif string.byte(k) == 115 then\n" \
-    "    ok, r = pcall(sem_renew, k1, k2, ARGV[a - 1], ARGV[a], tonumber(string.sub(k, 2)))\n" \
-    "  else\n" \
-    "    ok, r = pcall(release, k1, k2, ARGV[a], ARGV[a - 1])\n" \
-    "  end\n" \
-    "  if not ok then\n" \
-    "    out[i] = 'E' .. tostring(type(r) == 'table' and r.err or r)\n" \
-    "  elseif type(r) == 'table' then\n" \
-    "    out[i] = string.format('%d:%d', r[1], r[2])\n" \
-    "  else\n" \
-    "    out[i] = string.format('%d', r)\n" \
+    "local out, i = {}, 1\n" \
+    "local run = function()\n" \
+    "  while i <= n do\n" \
+    "    local r, v\n" \
+    "    local k1, k2 = K[ko + 2 * i - 1], K[ko + 2 * i]\n" \
+    "    local a = ao + 3 * i\n" \
+    "    local k = ARGV[a - 2]\n" \
+    "    if k == 'r' then\n" \
+    "      r, v = release(k1, k2, ARGV[a], ARGV[a - 1])\n" \
+    "    elseif k == 'a' or k == 'q' then\n" \
+    "      r, v = acquire(k1, k2, ARGV[a - 1], ARGV[a], k)\n" \
+    "    elseif k == 'n' then\n" \
+    "      r = renew(k1, k2, ARGV[a - 1], ARGV[a])\n" \
+    "    elseif k == 'v' or k == 'V' then\n" \
+    "      r = rw_renew(k1, k2, ARGV[a - 1], ARGV[a], k)\n" \
+    "    elseif k == 'f' then\n" \
+    "      r = raise(k1, k2, ARGV[a - 1], ARGV[a])\n" \
+    "    elseif string.byte(k) == 115 then\n" \
+    "      r = sem_renew(k1, k2, ARGV[a - 1], ARGV[a], tonumber(string.sub(k, 2)))\n" \
+    "    else\n" \
+    "      r, v = release(k1, k2, ARGV[a], ARGV[a - 1])\n" \
+    "    end\n" \
+    "    out[2 * i - 1], out[2 * i] = r, v or false\n" \
+    "    i = i + 1\n" \
     "  end\n" \
     "end\n" \
-    "return table.concat(out, '\\n')\n"
+    "while true do\n" \
+    "  local ok, e = pcall(run)\n" \
+    "  if ok then return out end\n" \
+    "  out[2 * i - 1], out[2 * i] = tostring(type(e) == 'table' and e.err or e), false\n" \
+    "  i = i + 1\n" \
+    "end\n"
 static const char script_ops[] =
     "local n, K, ko, ao = #KEYS / 2, KEYS, 0, 0\n"
     "local P = ARGV[#ARGV]\n" LUA_OPS_BODY;
@@ -939,19 +959,6 @@ static int is_pair(const redisReply *r) {
            is_int(r->element[1]);
 }
 
-/* Parses a decimal, possibly negative; returns the end. */
-static const char *get_ll(const char *p, const char *end, long long *v) {
-    int neg = 0;
-    long long x = 0;
-    if (p < end && *p == '-') {
-        neg = 1;
-        p++;
-    }
-    while (p < end && *p >= '0' && *p <= '9') x = x * 10 + (*p++ - '0');
-    *v = neg ? -x : x;
-    return p;
-}
-
 /* An acquire's (kind, value) pair into res; -1 if kind is unknown. */
 static int set_acquire(backend_result_t *res, long long kind, long long v) {
     res->outcome = (backend_outcome_t)kind;
@@ -974,45 +981,40 @@ static void set_renewal(backend_result_t *res, long long v) {
  * it points into the reply, which outlives the callbacks. */
 static int decode_ops(backend_op_t *const *ops, size_t n, redisReply *r, char *err,
                       size_t errlen) {
-    if (r->type != REDIS_REPLY_STRING) {
-        snprintf(err, errlen, "unexpected reply type %d from the batch script", r->type);
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 * n) {
+        snprintf(err, errlen, "unexpected reply (type %d) from the batch script", r->type);
         return -1;
     }
-    const char *p = r->str, *end = r->str + r->len;
     for (size_t i = 0; i < n; i++) {
         backend_result_t *res = &ops[i]->res;
-        const char *eol = memchr(p, '\n', (size_t)(end - p));
-        if (eol == NULL) eol = end;
-        long long a = 0, v = 0;
+        const redisReply *x = r->element[2 * i], *y = r->element[2 * i + 1];
+        int pair = is_int(y);
+        long long a = is_int(x) ? x->integer : 0, v = pair ? y->integer : 0;
         memset(res, 0, sizeof(*res));
-        if (p >= end) {
+        if (x->type == REDIS_REPLY_STRING) { /* the error's text */
             res->status = BACKEND_FAILED;
-            res->error = "short reply from the batch script";
-        } else if (*p == 'E') {
-            /* The error text ends at the next LF; replace it by a NUL. */
-            res->status = BACKEND_FAILED;
-            res->error = p + 1;
-            if (eol < end) r->str[eol - r->str] = '\0';
-        } else {
-            const char *q = get_ll(p, eol, &a);
-            int pair = q < eol && *q == ':';
-            if (pair) get_ll(q + 1, eol, &v);
-            switch (ops[i]->kind) {
-            case BACKEND_ACQUIRE:
-                if (set_acquire(res, a, v) != 0) {
-                    res->status = BACKEND_FAILED;
-                    res->error = "bad acquire result from the batch script";
-                }
-                break;
-            case BACKEND_RENEW: set_renewal(res, a); break;
-            case BACKEND_FENCE: res->holds = a; break;
-            default: /* release, drop */
-                res->holds = a;
-                if (pair) res->others_waiting = (int)(v > 1000000 ? 1000000 : v);
-                break;
-            }
+            res->error = x->str;
+            continue;
         }
-        p = eol < end ? eol + 1 : end;
+        if (!is_int(x)) {
+            res->status = BACKEND_FAILED;
+            res->error = "bad result from the batch script";
+            continue;
+        }
+        switch (ops[i]->kind) {
+        case BACKEND_ACQUIRE:
+            if (!pair || set_acquire(res, a, v) != 0) {
+                res->status = BACKEND_FAILED;
+                res->error = "bad acquire result from the batch script";
+            }
+            break;
+        case BACKEND_RENEW: set_renewal(res, a); break;
+        case BACKEND_FENCE: res->holds = a; break;
+        default: /* release, drop */
+            res->holds = a;
+            if (pair) res->others_waiting = (int)(v > 1000000 ? 1000000 : v);
+            break;
+        }
     }
     return 0;
 }
