@@ -236,11 +236,10 @@ static void send_lock_reply(session_t *s, const lock_reply_t *r) {
             log_info("client %llu (pid %d uid %u) connected %.1f s ago holds its first lock",
                      (unsigned long long)s->id, (int)s->pid, (unsigned)s->uid,
                      (double)(uv_now(s->ss->loop) - s->connected_ms) / 1000.0);
-        n = proto_reply_ok(line, sizeof(line), "%llu %lld", (unsigned long long)r->fence,
-                           r->holds);
+        n = proto_reply_ok_num2(line, sizeof(line), (unsigned long long)r->fence, r->holds);
         break;
     case LOCK_REPLY_VALUE:
-        n = proto_reply_ok(line, sizeof(line), "%lld", r->value);
+        n = proto_reply_ok_num(line, sizeof(line), r->value);
         break;
     case LOCK_REPLY_TIMEOUT:
         if (s->waits) s->timeouts++;

@@ -310,6 +310,33 @@ int proto_reply_ok(char *out, size_t cap, const char *fmt, ...) {
     return end_line(out, out + 3 + keep, keep < m);
 }
 
+/* Writes v in decimal at p; returns the end. */
+static char *put_ull(char *p, unsigned long long v) {
+    char d[20];
+    int n = 0;
+    do d[n++] = (char)('0' + v % 10); while ((v /= 10) != 0);
+    while (n > 0) *p++ = d[--n];
+    return p;
+}
+
+static char *put_ll(char *p, long long v) {
+    if (v >= 0) return put_ull(p, (unsigned long long)v);
+    *p++ = '-';
+    return put_ull(p, 0ULL - (unsigned long long)v);
+}
+
+int proto_reply_ok_num(char *out, size_t cap, long long v) {
+    if (cap < sizeof("OK -9223372036854775808\n")) return -1;
+    return end_line(out, put_ll(put(out, "OK ", 3), v), 0);
+}
+
+int proto_reply_ok_num2(char *out, size_t cap, unsigned long long a, long long b) {
+    if (cap < sizeof("OK 18446744073709551615 -9223372036854775808\n")) return -1;
+    char *p = put_ull(put(out, "OK ", 3), a);
+    *p++ = ' ';
+    return end_line(out, put_ll(p, b), 0);
+}
+
 int proto_reply_timeout(char *out, size_t cap, long long ttl_ms) {
     char head[PROTO_REPLY_MIN];
     if (ttl_ms < 0) ttl_ms = -1;

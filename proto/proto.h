@@ -148,6 +148,11 @@ const char *proto_err_text(proto_err_t err);
  * TIMEOUT has no free text; it fits any cap >= PROTO_REPLY_MIN. */
 int proto_reply_ok(char *out, size_t cap, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* "OK <v>" and "OK <a> <b>" (a grant's fence and holds), without a
+ * format: the lock requests' replies. -1 when cap is below the longest
+ * such line (46 bytes with the NUL), whatever the numbers. */
+int proto_reply_ok_num(char *out, size_t cap, long long v);
+int proto_reply_ok_num2(char *out, size_t cap, unsigned long long a, long long b);
 int proto_reply_timeout(char *out, size_t cap, long long ttl_ms);
 int proto_reply_error(char *out, size_t cap, proto_err_t err,
                       const char *detail);

@@ -1114,6 +1114,34 @@ START_TEST(test_reply_ok) {
 }
 END_TEST
 
+START_TEST(test_reply_ok_nums) {
+    char out[64];
+
+    ck_assert_int_eq(proto_reply_ok_num(out, sizeof(out), 0), 5);
+    ck_assert_str_eq(out, "OK 0\n");
+    ck_assert_int_eq(proto_reply_ok_num(out, sizeof(out), -1), 6);
+    ck_assert_str_eq(out, "OK -1\n");
+    ck_assert_int_eq(proto_reply_ok_num(out, sizeof(out), LLONG_MIN), 24);
+    ck_assert_str_eq(out, "OK -9223372036854775808\n");
+    ck_assert_int_eq(proto_reply_ok_num2(out, sizeof(out), 1795699899691153ULL, 1), 22);
+    ck_assert_str_eq(out, "OK 1795699899691153 1\n");
+    ck_assert_int_eq(proto_reply_ok_num2(out, sizeof(out), ULLONG_MAX, LLONG_MAX), 44);
+    ck_assert_str_eq(out, "OK 18446744073709551615 9223372036854775807\n");
+    /* The same bytes as the format would give. */
+    char fmt[64];
+    for (long long v = -1000; v <= 1000; v += 7) {
+        proto_reply_ok_num2(out, sizeof(out), (unsigned long long)(v + 1000) * 1000003ULL, v);
+        proto_reply_ok(fmt, sizeof(fmt), "%llu %lld", (unsigned long long)(v + 1000) * 1000003ULL, v);
+        ck_assert_str_eq(out, fmt);
+    }
+    /* The cap is checked against the longest line, not this one. */
+    ck_assert_int_eq(proto_reply_ok_num(out, 24, 1), -1);
+    ck_assert_int_eq(proto_reply_ok_num(out, 25, 1), 5);
+    ck_assert_int_eq(proto_reply_ok_num2(out, 45, 1, 1), -1);
+    ck_assert_int_eq(proto_reply_ok_num2(out, 46, 1, 1), 7);
+}
+END_TEST
+
 START_TEST(test_reply_ok_cap) {
     char out[64];
     const char *no_fmt = NULL;
@@ -1625,6 +1653,7 @@ static Suite *proto_suite(void) {
 
     tc = tcase_create("replies");
     tcase_add_test(tc, test_reply_ok);
+    tcase_add_test(tc, test_reply_ok_nums);
     tcase_add_test(tc, test_reply_ok_cap);
     tcase_add_test(tc, test_reply_timeout);
     tcase_add_test(tc, test_reply_error);
