@@ -256,6 +256,97 @@ static void drop_later(resp_conn_t *c, const char *why) {
 
 /* ---- replies ----------------------------------------------------------- */
 
+/* The reader's objects. hiredis's own allocate every element of an array
+ * afresh: the batch script's reply, two elements per operation, would
+ * cost two callocs and two frees per operation. These keep freed replies
+ * (all of one size) for reuse, up to RESP_SPARE_REPLIES of them; a
+ * sanitized build allocates each afresh, so that ASan still sees a use
+ * after free. One loop thread: no locking. */
+#define RESP_SPARE_REPLIES 4096
+#if defined(__SANITIZE_ADDRESS__)
+#define RESP_KEEP_SPARES 0
+#else
+#define RESP_KEEP_SPARES 1
+#endif
+static redisReply *spare_replies[RESP_SPARE_REPLIES];
+static size_t nspare;
+
+static void *reply_new(const redisReadTask *task, int type) {
+    redisReply *r;
+    if (RESP_KEEP_SPARES && nspare > 0) {
+        r = spare_replies[--nspare];
+        memset(r, 0, sizeof(*r));
+    } else if ((r = calloc(1, sizeof(*r))) == NULL) {
+        return NULL;
+    }
+    r->type = type;
+    if (task->parent != NULL) {
+        redisReply *parent = task->parent->obj;
+        parent->element[task->idx] = r;
+    }
+    return r;
+}
+
+static void reply_free(void *p) {
+    redisReply *r = p;
+    if (r == NULL) return;
+    if (r->type == REDIS_REPLY_ARRAY) {
+        for (size_t i = 0; i < r->elements; i++) reply_free(r->element[i]);
+        free(r->element);
+    } else {
+        free(r->str);
+    }
+    if (RESP_KEEP_SPARES && nspare < RESP_SPARE_REPLIES) spare_replies[nspare++] = r;
+    else free(r);
+}
+
+static void *reply_string(const redisReadTask *task, char *str, size_t len) {
+    char *copy = malloc(len + 1);
+    if (copy == NULL) return NULL;
+    redisReply *r = reply_new(task, task->type);
+    if (r == NULL) {
+        free(copy);
+        return NULL;
+    }
+    memcpy(copy, str, len);
+    copy[len] = '\0';
+    r->str = copy;
+    r->len = len;
+    return r;
+}
+
+static void *reply_array(const redisReadTask *task, int elements) {
+    redisReply **e = NULL;
+    if (elements > 0 && (e = calloc((size_t)elements, sizeof(*e))) == NULL) return NULL;
+    redisReply *r = reply_new(task, REDIS_REPLY_ARRAY);
+    if (r == NULL) {
+        free(e);
+        return NULL;
+    }
+    r->element = e;
+    r->elements = elements > 0 ? (size_t)elements : 0;
+    return r;
+}
+
+static void *reply_integer(const redisReadTask *task, long long value) {
+    redisReply *r = reply_new(task, REDIS_REPLY_INTEGER);
+    if (r != NULL) r->integer = value;
+    return r;
+}
+
+static void *reply_nil(const redisReadTask *task) {
+    return reply_new(task, REDIS_REPLY_NIL);
+}
+
+static redisReplyObjectFunctions reply_fns = {
+    .createString = reply_string,
+    .createArray = reply_array,
+    .createInteger = reply_integer,
+    .createNil = reply_nil,
+    .freeObject = reply_free,
+};
+
+
 static int is_push(const redisReply *r) {
     static const char *const kinds[] = {
         "message",   "smessage",    "pmessage",     "subscribe",   "ssubscribe",
@@ -274,7 +365,7 @@ static int is_push(const redisReply *r) {
 static void deliver(resp_conn_t *c, redisReply *r) {
     if (c->opts.on_push != NULL && is_push(r)) {
         c->opts.on_push(c->opts.data, r);
-        freeReplyObject(r);
+        reply_free(r);
         return;
     }
     resp_cmd_t *cmd = STAILQ_FIRST(&c->pending);
@@ -284,7 +375,7 @@ static void deliver(resp_conn_t *c, redisReply *r) {
                  r->type == REDIS_REPLY_ERROR ? ": " : "",
                  r->type == REDIS_REPLY_ERROR ? (int)r->len : 0,
                  r->type == REDIS_REPLY_ERROR ? r->str : "");
-        freeReplyObject(r);
+        reply_free(r);
         drop(c, why);
         return;
     }
@@ -292,7 +383,7 @@ static void deliver(resp_conn_t *c, redisReply *r) {
     c->npending--;
     arm_deadline(c);
     cmd->cb(cmd->data, r, NULL);
-    freeReplyObject(r);
+    reply_free(r);
     free(cmd);
 }
 
@@ -749,7 +840,7 @@ int resp_open(resp_conn_t *c, const resp_addr_t *addr) {
     uv_update_time(c->loop); /* the deadline counts from now, not from the iteration's start */
     if (c->opts.connect_timeout_ms > 0)
         timers_start(c->timers, &c->deadline, c->opts.connect_timeout_ms, on_deadline);
-    c->reader = redisReaderCreate();
+    c->reader = redisReaderCreateWithFunctions(&reply_fns);
     if (c->reader == NULL) {
         drop_later(c, "out of memory");
         return 0;
