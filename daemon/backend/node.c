@@ -434,7 +434,7 @@ static int replicas_needed(const node_t *nd) {
 
 /* Sends ops[0..n) as one script call, confirmed by wg's WAIT if not NULL. */
 static void send_call(node_t *nd, backend_op_t *const *ops, size_t n, wgroup_t *wg) {
-    call_t *call = calloc(1, sizeof(*call) + n * sizeof(call->ops[0]));
+    call_t *call = zalloc(sizeof(*call) + n * sizeof(call->ops[0]));
     if (call == NULL) {
         ops_fail(nd, ops, n, BACKEND_FAILED, "out of memory");
         return;
@@ -622,7 +622,7 @@ void node_watch(node_t *nd, const char *name, size_t len, backend_mode_t mode, u
     size_t clen = channel_of(nd, channel, name, len, mode, owner);
     sub_t *s = sub_find(nd, channel, clen);
     if (s == NULL) {
-        s = calloc(1, sizeof(*s) + clen + 1);
+        s = zalloc(sizeof(*s) + clen + 1);
         if (s == NULL) return; /* waiters fall back to TTL-based retries */
         memcpy(s->channel, channel, clen + 1);
         s->len = clen;
@@ -1042,7 +1042,7 @@ static int conn_init(node_t *nd, nconn_t *nc, int is_sub) {
 #define COPY(dst, src) snprintf((dst), sizeof(dst), "%s", (src) ? (src) : "")
 
 node_t *node_new(uv_loop_t *loop, timers_t *timers, const node_opts_t *opts) {
-    node_t *nd = calloc(1, sizeof(*nd));
+    node_t *nd = zalloc(sizeof(*nd));
     if (nd == NULL) return NULL;
     nd->loop = loop;
     nd->timers = timers;

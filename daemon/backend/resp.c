@@ -14,6 +14,7 @@
 
 #include "daemon/log.h"
 #include "daemon/util/buf.h"
+#include "daemon/util/pool.h"
 #include "daemon/util/util.h"
 
 /* Bytes asked for per read from the socket, and per TLS call. */
@@ -115,7 +116,7 @@ static void set_state(resp_conn_t *c, resp_state_t to) {
 /* The record of a command that will call cb; NULL on no memory, before
  * anything is queued, so that the caller is told at once. */
 static resp_cmd_t *cmd_new(resp_reply_cb cb, void *data) {
-    resp_cmd_t *cmd = calloc(1, sizeof(*cmd));
+    resp_cmd_t *cmd = zalloc(sizeof(*cmd));
     if (cmd == NULL) return NULL;
     cmd->cb = cb;
     cmd->data = data;
@@ -258,27 +259,17 @@ static void drop_later(resp_conn_t *c, const char *why) {
 
 /* The reader's objects. hiredis's own allocate every element of an array
  * afresh: the batch script's reply, two elements per operation, would
- * cost two callocs and two frees per operation. These keep freed replies
- * (all of one size) for reuse, up to RESP_SPARE_REPLIES of them; a
- * sanitized build allocates each afresh, so that ASan still sees a use
- * after free. One loop thread: no locking. */
+ * cost two allocations and two frees per operation. These keep freed
+ * replies (all of one size) for reuse, up to RESP_SPARE_REPLIES of them.
+ * One loop thread: one pool. */
 #define RESP_SPARE_REPLIES 4096
-#if defined(__SANITIZE_ADDRESS__)
-#define RESP_KEEP_SPARES 0
-#else
-#define RESP_KEEP_SPARES 1
-#endif
-static redisReply *spare_replies[RESP_SPARE_REPLIES];
-static size_t nspare;
+static pool_t spare_replies = {
+    .size = sizeof(redisReply), .keep = POOL_KEEPS ? RESP_SPARE_REPLIES : 0,
+};
 
 static void *reply_new(const redisReadTask *task, int type) {
-    redisReply *r;
-    if (RESP_KEEP_SPARES && nspare > 0) {
-        r = spare_replies[--nspare];
-        memset(r, 0, sizeof(*r));
-    } else if ((r = calloc(1, sizeof(*r))) == NULL) {
-        return NULL;
-    }
+    redisReply *r = pool_get(&spare_replies);
+    if (r == NULL) return NULL;
     r->type = type;
     if (task->parent != NULL) {
         redisReply *parent = task->parent->obj;
@@ -296,8 +287,7 @@ static void reply_free(void *p) {
     } else {
         free(r->str);
     }
-    if (RESP_KEEP_SPARES && nspare < RESP_SPARE_REPLIES) spare_replies[nspare++] = r;
-    else free(r);
+    pool_put(&spare_replies, r);
 }
 
 static void *reply_string(const redisReadTask *task, char *str, size_t len) {
@@ -317,7 +307,7 @@ static void *reply_string(const redisReadTask *task, char *str, size_t len) {
 
 static void *reply_array(const redisReadTask *task, int elements) {
     redisReply **e = NULL;
-    if (elements > 0 && (e = calloc((size_t)elements, sizeof(*e))) == NULL) return NULL;
+    if (elements > 0 && (e = zalloc((size_t)elements * sizeof(*e))) == NULL) return NULL;
     redisReply *r = reply_new(task, REDIS_REPLY_ARRAY);
     if (r == NULL) {
         free(e);
@@ -765,7 +755,7 @@ static void start_connect(resp_conn_t *c) {
         if (r < 0) drop_later(c, uv_strerror(r));
         return;
     }
-    resp_resolve_t *rs = calloc(1, sizeof(*rs));
+    resp_resolve_t *rs = zalloc(sizeof(*rs));
     if (rs == NULL) {
         drop_later(c, "out of memory");
         return;
@@ -789,7 +779,7 @@ static void start_connect(resp_conn_t *c) {
 /* ---- public ------------------------------------------------------------ */
 
 resp_conn_t *resp_new(uv_loop_t *loop, timers_t *timers, const resp_opts_t *opts) {
-    resp_conn_t *c = calloc(1, sizeof(*c));
+    resp_conn_t *c = zalloc(sizeof(*c));
     if (c == NULL) return NULL;
     c->loop = loop;
     c->timers = timers;

@@ -81,7 +81,7 @@ void fair_queued(lock_t *l, wait_t *w) {
 void fair_leave(lock_t *l, wait_t *w, int was_head) {
     lockmgr_t *m = l->mgr;
     if (!w->granted && !w->once && (w->tried || w->in_flight)) {
-        leave_t *lv = calloc(1, sizeof(*lv) + l->len + 1);
+        leave_t *lv = zalloc(sizeof(*lv) + l->len + 1);
         if (lv != NULL) {
             memcpy(lv->name, l->name, l->len);
             lv->len = l->len;

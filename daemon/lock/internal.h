@@ -21,6 +21,7 @@
 #include "daemon/backend/backend.h"
 #include "daemon/lock/lockmgr.h"
 #include "daemon/util/hmap.h"
+#include "daemon/util/pool.h"
 #include "daemon/util/timers.h"
 
 typedef struct lock_s lock_t;
@@ -177,6 +178,7 @@ struct lockmgr_s {
     timers_t *timers;
     backend_t *backend;
     hmap_t locks;
+    pool_t lock_pool, queue_pool, wait_pool, release_pool; /* freed ones, for reuse */
     uint64_t grant_seq;
     histo_t wait_time;         /* for the metrics */
     histo_t hold_time;

@@ -116,7 +116,7 @@ lock_t *lock_find(lockmgr_t *m, const char *name, size_t len) {
 lock_t *lock_get(lockmgr_t *m, const char *name, size_t len) {
     lock_t *l = lock_find(m, name, len);
     if (l != NULL) return l;
-    l = calloc(1, sizeof(*l) + len + 1);
+    l = len <= LOCKMGR_POOL_NAME ? pool_get(&m->lock_pool) : zalloc(sizeof(*l) + len + 1);
     if (l == NULL) return NULL;
     l->mgr = m;
     LIST_INIT(&l->holds);
@@ -132,7 +132,8 @@ lock_t *lock_get(lockmgr_t *m, const char *name, size_t len) {
 void lock_maybe_free(lock_t *l) {
     if (!LIST_EMPTY(&l->holds) || l->q != NULL || l->attempts || l->busy) return;
     hmap_del(&l->mgr->locks, &l->node);
-    free(l);
+    if (l->len <= LOCKMGR_POOL_NAME) pool_put(&l->mgr->lock_pool, l);
+    else free(l);
 }
 
 hold_t *hold_first(const lock_t *l) {
@@ -216,7 +217,7 @@ hold_t *hold_new(lock_t *l, lock_owner_t *o, uint64_t fence, uint32_t lease_ms,
         h = &l->first;
         memset(h, 0, sizeof(*h));
         l->first_used = 1;
-    } else if ((h = calloc(1, sizeof(*h))) == NULL) {
+    } else if ((h = zalloc(sizeof(*h))) == NULL) {
         return NULL;
     }
     h->lock = l;
@@ -309,13 +310,13 @@ static void queue_idle(lock_t *l) {
     if (q->subscribed)
         backend_unwatch(l->mgr->backend, l->name, l->len, watch_mode(l), q->watch_owner);
     l->q = NULL;
-    free(q);
+    pool_put(&l->mgr->queue_pool, q);
 }
 
 /* The first waiter makes the queue; NULL on no memory. */
 static queue_t *queue_get(lock_t *l) {
     if (l->q != NULL) return l->q;
-    queue_t *q = calloc(1, sizeof(*q));
+    queue_t *q = pool_get(&l->mgr->queue_pool);
     if (q == NULL) return NULL;
     TAILQ_INIT(&q->waiters);
     q->lock = l;
@@ -337,7 +338,7 @@ void wait_end(wait_t *w) {
     w->owner = NULL;
     /* The head left, or a reader that may have been holding back others */
     int kick = was_head || w->mode == LOCK_MODE_READ;
-    if (!w->in_flight) free(w);
+    if (!w->in_flight) pool_put(&l->mgr->wait_pool, w);
     if (kick) lock_kick(l);
     queue_idle(l);
 }
@@ -495,7 +496,7 @@ static void on_attempt(backend_op_t *op) {
             answer_error(m, w->owner, LOCK_ERR_BACKEND, "shutting down");
             wait_end(w);
         } else {
-            free(w);
+            pool_put(&m->wait_pool, w);
         }
         if (m->stopping) lockmgr_shutdown_step(m);
         lock_kick(l);
@@ -641,7 +642,7 @@ static void start_wait(lockmgr_t *m, lock_owner_t *o, lock_req_kind_t kind, lock
         return;
     }
     l = lock_get(m, name, len);
-    wait_t *w = l ? calloc(1, sizeof(*w)) : NULL;
+    wait_t *w = l ? pool_get(&m->wait_pool) : NULL;
     if (w == NULL) {
         answer_error(m, o, LOCK_ERR_LIMIT, "out of memory");
         if (l) lock_maybe_free(l);
@@ -651,12 +652,12 @@ static void start_wait(lockmgr_t *m, lock_owner_t *o, lock_req_kind_t kind, lock
     int once = kind == LOCK_REQ_TRYLOCK && wait_ms == 0;
     if (once && (blocked(l, o, mode) || !only_readers_queued(l, mode))) {
         /* Someone here is ahead: no try, to keep first come first served. */
-        free(w);
+        pool_put(&m->wait_pool, w);
         answer_timeout(m, o, mode == LOCK_MODE_SEM ? -1 : local_ttl(l));
         return;
     }
     if (queue_get(l) == NULL) {
-        free(w);
+        pool_put(&m->wait_pool, w);
         answer_error(m, o, LOCK_ERR_LIMIT, "out of memory");
         lock_maybe_free(l);
         return;
@@ -686,7 +687,7 @@ static void on_op(backend_op_t *bop);
 
 static op_t *op_new(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req,
                     backend_op_kind_t kind, lock_mode_t mode, op_done_cb done) {
-    op_t *op = calloc(1, sizeof(*op) + req->len + 1);
+    op_t *op = zalloc(sizeof(*op) + req->len + 1);
     if (op == NULL) {
         answer_error(m, o, LOCK_ERR_LIMIT, "out of memory");
         return NULL;
@@ -852,7 +853,7 @@ static void do_unlock(lockmgr_t *m, lock_owner_t *o, lock_t *l, lock_mode_t mode
         return;
     }
     if (h->count > 1) {
-        drop_t *d = calloc(1, sizeof(*d));
+        drop_t *d = zalloc(sizeof(*d));
         h->count--;
         if (d != NULL) { /* without it Redis keeps one hold more until the release */
             d->lock = l;
@@ -1047,7 +1048,7 @@ static void on_backend_state(void *data) {
 /* ---- public ------------------------------------------------------------------------- */
 
 lockmgr_t *lockmgr_new(const conf_t *conf, timers_t *timers, backend_t *backend) {
-    lockmgr_t *m = calloc(1, sizeof(*m));
+    lockmgr_t *m = zalloc(sizeof(*m));
     if (m == NULL) return NULL;
     m->conf = conf;
     m->timers = timers;
@@ -1058,6 +1059,10 @@ lockmgr_t *lockmgr_new(const conf_t *conf, timers_t *timers, backend_t *backend)
     TAILQ_INIT(&m->dog);
     TAILQ_INIT(&m->stale);
     STAILQ_INIT(&m->retries);
+    pool_init(&m->lock_pool, sizeof(lock_t) + LOCKMGR_POOL_NAME + 1, LOCKMGR_POOL_KEEP);
+    pool_init(&m->queue_pool, sizeof(queue_t), LOCKMGR_POOL_KEEP);
+    pool_init(&m->wait_pool, sizeof(wait_t), LOCKMGR_POOL_KEEP);
+    pool_init(&m->release_pool, sizeof(release_t) + LOCKMGR_POOL_NAME + 1, LOCKMGR_POOL_KEEP);
     if (hmap_init(&m->locks) != 0) {
         free(m);
         return NULL;
@@ -1068,7 +1073,7 @@ lockmgr_t *lockmgr_new(const conf_t *conf, timers_t *timers, backend_t *backend)
 
 lock_owner_t *lockmgr_owner_new(lockmgr_t *m, uint64_t id, uid_t uid, lock_reply_cb on_reply,
                                 lock_event_cb on_event, void *data) {
-    lock_owner_t *o = calloc(1, sizeof(*o));
+    lock_owner_t *o = zalloc(sizeof(*o));
     (void)m;
     if (o == NULL) return NULL;
     o->id = id;
@@ -1387,5 +1392,9 @@ void lockmgr_free(lockmgr_t *m) {
     release_free_all(m);
     timers_stop(m->timers, &m->done_timer);
     watchdog_stop(m);
+    pool_drain(&m->lock_pool);
+    pool_drain(&m->queue_pool);
+    pool_drain(&m->wait_pool);
+    pool_drain(&m->release_pool);
     free(m);
 }

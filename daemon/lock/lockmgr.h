@@ -142,6 +142,10 @@ typedef void (*lockmgr_done_cb)(lockmgr_t *mgr, void *data);
 
 /* Room for the names of the nodes down in INFO; more are cut at a comma. */
 #define LOCKMGR_NODES_DOWN_MAX 256
+/* Freed locks, queues, waiters and releases kept for reuse, of each
+ * (daemon/util/pool.h); those of names up to LOCKMGR_POOL_NAME bytes. */
+#define LOCKMGR_POOL_KEEP 1024
+#define LOCKMGR_POOL_NAME 64
 
 typedef struct lockmgr_stats_s {
     uint64_t locks_held;      /* holds this daemon has now */

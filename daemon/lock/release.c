@@ -7,6 +7,12 @@
 #include "daemon/log.h"
 #include "daemon/util/util.h"
 
+/* A release done with goes back to its pool. */
+static void release_dispose(lockmgr_t *m, release_t *r) {
+    if (r->len <= LOCKMGR_POOL_NAME) pool_put(&m->release_pool, r);
+    else free(r);
+}
+
 static void release_send(release_t *r);
 
 static void on_release(backend_op_t *op) {
@@ -23,7 +29,7 @@ static void on_release(backend_op_t *op) {
         if (res->status == BACKEND_FAILED)
             log_warn("release of %.*s failed: %s", (int)r->len, r->name, res->error);
         int counted = r->counted;
-        free(r);
+        release_dispose(m, r);
         if (counted) lockmgr_shutdown_step(m);
         return;
     }
@@ -44,7 +50,8 @@ static void release_send(release_t *r) {
 
 static void release_queue(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
                           uint32_t lease_ms, lock_mode_t mode, uint32_t base, uint32_t permits) {
-    release_t *r = calloc(1, sizeof(*r) + len + 1);
+    release_t *r = len <= LOCKMGR_POOL_NAME ? pool_get(&m->release_pool)
+                                            : zalloc(sizeof(*r) + len + 1);
     if (r == NULL) return; /* the lease will end it */
     r->mgr = m;
     r->op.owner = owner;
@@ -87,7 +94,7 @@ void release_forget(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
         if (r->op.owner == owner && r->mode == mode && r->len == len &&
             memcmp(r->name, name, len) == 0) {
             STAILQ_REMOVE(&m->retries, r, release_s, link);
-            free(r);
+            release_dispose(m, r);
         }
     }
 }
@@ -103,7 +110,7 @@ void release_forget_permits(lockmgr_t *m, const char *name, size_t len, uint64_t
         uint32_t end = r->op.permit_base + r->op.permits;
         if (end <= count) {
             STAILQ_REMOVE(&m->retries, r, release_s, link);
-            free(r);
+            release_dispose(m, r);
         } else if (r->op.permit_base < count) {
             r->op.permit_base = count;
             r->op.permits = end - count;
@@ -148,6 +155,6 @@ void release_free_all(lockmgr_t *m) {
     release_t *r;
     while ((r = STAILQ_FIRST(&m->retries)) != NULL) {
         STAILQ_REMOVE_HEAD(&m->retries, link);
-        free(r);
+        release_dispose(m, r);
     }
 }
