@@ -64,6 +64,7 @@ NAME_MAX = 255                 # bytes in a lock name
 NUM_MAX = 2147483647           # largest number the protocol accepts
 PERMITS_MAX = 10000            # permits in one ACQUIRE or RELEASE
 _LINE_MAX = 65536              # longest line accepted from dlockd
+_RECV_SIZE = 4096              # a Client's read buffer (replies are short)
 _QUIT_TIMEOUT = 2.0            # seconds close() waits for "OK BYE"
 
 
@@ -235,11 +236,14 @@ _ERRORS = {
 
 _DIGITS = re.compile(r"[0-9]+\Z")
 _INT = re.compile(r"-?[0-9]+\Z")
+_NAME = re.compile(r"[!-~]{1,%d}\Z" % NAME_MAX)     # a valid name, as str
 
 
 def validate_name(name):
     """Return ``name`` as str if it is a valid lock name (1-255 bytes, each
     0x21-0x7E), else raise BadRequest (a DlockError) with code None."""
+    if type(name) is str and _NAME.match(name):
+        return name
     if isinstance(name, (bytes, bytearray)):
         raw = bytes(name)
     elif isinstance(name, str):
@@ -272,6 +276,8 @@ def _check_permits(permits):
 
 
 def _to_int(word):
+    if word.isascii() and word.isdigit():
+        return int(word)
     if not _INT.match(word):
         raise ProtocolError(None, "expected a number from dlockd, got %r" % word)
     return int(word)
@@ -308,9 +314,11 @@ class Client(object):
         self.path = socket
         self.timeout = timeout
         self.lost = {}              # name -> reason, reported and not yet raised
-        self._buf = bytearray()
+        self._buf = ""              # what was read and not yet taken (latin-1)
+        self._rbuf = bytearray(_RECV_SIZE)
         self._eof = False
         self._sock = None
+        self._poll = None
         s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:
             s.settimeout(timeout)
@@ -324,6 +332,9 @@ class Client(object):
             raise ConnectFailed(socket, e) from None
         s.settimeout(None)
         self._sock = s
+        if hasattr(select, "poll"):
+            self._poll = select.poll()
+            self._poll.register(s, select.POLLIN | select.POLLPRI)
 
     # -- context manager and plumbing --
 
@@ -396,38 +407,44 @@ class Client(object):
             self.lost[words[1]] = words[2]
         # other events are ignored
 
+    def _can_read(self, timeout):
+        """Wait until the socket is readable; timeout in seconds or None."""
+        if self._poll is None:
+            return _readable(self._sock, timeout)
+        ms = None if timeout is None else max(0, int(math.ceil(timeout * 1000)))
+        return bool(self._poll.poll(ms))
+
     def _recv(self, deadline):
-        """Read once into the buffer. Returns False on end of stream."""
-        while True:
-            if deadline is None:
-                wait = None
-            else:
+        """Read once into the buffer. Returns False on end of stream. With
+        no deadline the socket is blocking and recv waits."""
+        if deadline is not None:
+            while True:
                 wait = deadline - time.monotonic()
                 if wait <= 0:
                     raise _socket.timeout("timed out")
-            if _readable(self._sock, wait):
-                break
+                if self._can_read(wait):
+                    break
         try:
-            data = self._sock.recv(65536)
+            n = self._sock.recv_into(self._rbuf)
         except (BlockingIOError, InterruptedError):
             return True
-        if not data:
+        if not n:
             self._eof = True
             return False
-        self._buf += data
+        self._buf += self._rbuf[:n].decode("latin-1")
         return True
 
     def _take_line(self):
-        i = self._buf.find(b"\n")
+        buf = self._buf
+        i = buf.find("\n")
         if i < 0:
-            if len(self._buf) > _LINE_MAX:
+            if len(buf) > _LINE_MAX:
                 raise ProtocolError(None, "line from dlockd longer than %d bytes" % _LINE_MAX)
             return None
-        raw = bytes(self._buf[:i])
-        del self._buf[:i + 1]
-        if raw.endswith(b"\r"):
-            raw = raw[:-1]
-        return raw.decode("latin-1")
+        self._buf = buf[i + 1:]
+        if i and buf[i - 1] == "\r":
+            return buf[:i - 1]
+        return buf[:i]
 
     def _read_line(self, deadline):
         """The next line, or None at end of stream."""
@@ -438,22 +455,46 @@ class Client(object):
             if self._eof or not self._recv(deadline):
                 return None
 
+    def _reply(self, deadline):
+        """The next line that is not an event (nor empty), handling the
+        events before it; None at end of stream."""
+        buf = self._buf
+        while True:
+            i = buf.find("\n")
+            if i < 0:
+                if len(buf) > _LINE_MAX:
+                    raise ProtocolError(None, "line from dlockd longer than %d bytes" % _LINE_MAX)
+                if self._eof or not self._recv(deadline):
+                    return None
+                buf = self._buf
+                continue
+            line = buf[:i - 1] if i and buf[i - 1] == "\r" else buf[:i]
+            buf = self._buf = buf[i + 1:]
+            if line.startswith("!"):
+                self._event(line)
+            elif line:
+                return line
+
     def _drain_events(self, strict=True):
         """Read whatever dlockd has sent without blocking; with no request
         outstanding, every complete line is an event."""
         if self._sock is None:
             return
         try:
-            while not self._eof and _readable(self._sock, 0):
-                data = self._sock.recv(65536)
-                if not data:
+            while not self._eof and self._can_read(0):
+                n = self._sock.recv_into(self._rbuf)
+                if not n:
                     self._eof = True
                     break
-                self._buf += data
+                self._buf += self._rbuf[:n].decode("latin-1")
         except (BlockingIOError, InterruptedError):
             pass
         except OSError:
             self._eof = True
+        self._take_events(strict)
+
+    def _take_events(self, strict=True):
+        """Handle the complete lines already read, as events."""
         while True:
             line = self._take_line()
             if line is None:
@@ -471,36 +512,38 @@ class Client(object):
     def _call(self, words, name=None, wait=None, unbounded=False):
         """Send one request and return its reply's words (the first is "OK"
         or "TIMEOUT"); raise the matching DlockError for ERR."""
-        if self._sock is None:
+        sock = self._sock
+        if sock is None:
             raise ConnectionClosed(None, "connection is closed")
-        self._drain_events()
-        if name is not None:
-            self._raise_lost(name)
+        # What came since the last reply (events, the end of the stream).
+        poll = self._poll
+        if self._buf or (poll.poll(0) if poll is not None else _readable(sock, 0)):
+            self._drain_events()
+        if name is not None and name in self.lost:
+            raise LockLost(name, self.lost.pop(name))
         if self._eof:
             self._abort()
             raise ConnectionClosed(None, "dlockd closed the connection")
-        line = " ".join(words).encode("ascii") + b"\n"
-        if unbounded or self.timeout is None:
+        line = (" ".join(words) + "\n").encode("ascii")
+        timeout = self.timeout
+        if unbounded or timeout is None:
             deadline = None
         else:
-            deadline = time.monotonic() + self.timeout + (wait or 0)
+            deadline = time.monotonic() + timeout + (wait or 0)
         try:
-            self._sock.settimeout(self.timeout)
-            try:
-                self._sock.sendall(line)
-            finally:
-                if self._sock is not None:
-                    self._sock.settimeout(None)
-            while True:
-                reply = self._read_line(deadline)
-                if reply is None:
-                    self._abort()
-                    raise ConnectionClosed(None, "dlockd closed the connection")
-                if reply.startswith("!"):
-                    self._event(reply)
-                    continue
-                if reply:
-                    break
+            if timeout is None:
+                sock.sendall(line)      # the socket is blocking
+            else:
+                sock.settimeout(timeout)
+                try:
+                    sock.sendall(line)
+                finally:
+                    if self._sock is not None:
+                        self._sock.settimeout(None)
+            reply = self._reply(deadline)
+            if reply is None:
+                self._abort()
+                raise ConnectionClosed(None, "dlockd closed the connection")
         except _socket.timeout:
             self._abort()
             raise ConnectionClosed(None, "no reply from dlockd within %ss; connection "
@@ -516,7 +559,8 @@ class Client(object):
             # resynchronised. Closing cancels any wait and frees our locks.
             self._abort()
             raise
-        self._drain_events()
+        if self._buf:
+            self._take_events()     # events read with the reply
         rw = reply.split()
         if rw[0] == "ERR":
             code = rw[1] if len(rw) > 1 else "UNKNOWN"
