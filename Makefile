@@ -362,10 +362,11 @@ bench: deps-chaos
 	@$(MAKE) --no-print-directory $(BUILD)/dlockd $(BUILD)/dlock-bench
 	@bash tests/bench/run.sh $(BUILD)/dlockd $(BUILD)/dlock-bench
 
-$(BUILD)/dlock-bench: tests/bench/dlock_bench.c
+# dlock-bench blocking drives libdlock.
+$(BUILD)/dlock-bench: tests/bench/dlock_bench.c clients/c/dlock.h $(BUILD)/libdlock.a
 	@mkdir -p $(dir $@)
 	$(call say,CC,$<)
-	$(Q)$(CC) $(WARN) -D_GNU_SOURCE -O2 -o $@ $< $(LDFLAGS)
+	$(Q)$(CC) $(WARN) -D_GNU_SOURCE -I. -O2 -o $@ $< $(BUILD)/libdlock.a $(LDFLAGS)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR) \

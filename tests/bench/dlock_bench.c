@@ -1,6 +1,7 @@
 /* dlock-bench: load generator for dlockd benchmarks (`make bench`).
  *
  *   dlock-bench throughput -s SOCK [-c 50] [-d 10] [-w 1] [-m read|sem -k NAME [-p PERMITS]]
+ *   dlock-bench blocking   -s SOCK [-c 8] [-d 10] [-w 1]   -c processes, libdlock's blocking calls
  *   dlock-bench handoff    -s SOCK1 [-S SOCK2 -R REDIS_SOCK] [-n 1000] [-k NAME]
  *   dlock-bench fair       -s SOCK [-c 100] [-n 1000] [-k NAME]   a fair lock's hand-off, 99 queued
  *   dlock-bench scale      -s SOCK [-c 10000] [-l 10] [-H 40]
@@ -9,8 +10,9 @@
  *   dlock-bench wait       -s SOCK [-t 5000]     until dlockd answers INFO with redis=up
  *   dlock-bench info       -s SOCK               prints dlockd's INFO line
  *
- * Only libc: non-blocking Unix sockets, epoll for the many-connection
- * subcommands, poll for the lock-step ones. Single-threaded. Results go to
+ * libc: non-blocking Unix sockets, epoll for the many-connection
+ * subcommands, poll for the lock-step ones; single-threaded. `blocking`
+ * alone uses libdlock (clients/c), in processes of its own. Results go to
  * stdout as key=value words. Exit status: 0 done, 2 usage, 1 a local
  * problem (out of memory, file limits), 3 the daemon (or Redis)
  * misbehaved: refused a connection, closed one, answered something
@@ -34,8 +36,11 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "clients/c/dlock.h"
 
 #define EXIT_LOCAL 1
 #define EXIT_USAGE 2
@@ -743,6 +748,152 @@ static int cmd_throughput(opts_t *o) {
     return 0;
 }
 
+/* ---- blocking ---------------------------------------------------------- */
+
+/* What one process of `blocking` sends back through the result pipe. */
+typedef struct {
+    long long pairs, all_pairs;
+    int64_t us;       /* the measured interval */
+    int64_t cpu_us;   /* this process's CPU over it */
+} blk_result_t;
+
+static int64_t cpu_self_us(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000 + ru.ru_utime.tv_usec +
+           ru.ru_stime.tv_usec;
+}
+
+static void blk_pair(dlock_t *d, const char *name, long id) {
+    uint64_t fence;
+    uint32_t holds, left;
+    int rc = dlock_lock(d, name, 0, &fence, &holds);
+    if (rc != 0) die(EXIT_DAEMON, "process %ld: LOCK %s: %s", id, name, dlock_strerror(rc));
+    if (holds != 1) die(EXIT_DAEMON, "process %ld: LOCK %s: %u holds, not 1", id, name, holds);
+    rc = dlock_unlock(d, name, &left);
+    if (rc != 0) die(EXIT_DAEMON, "process %ld: UNLOCK %s: %s", id, name, dlock_strerror(rc));
+    if (left != 0) die(EXIT_DAEMON, "process %ld: UNLOCK %s: %u holds left", id, name, left);
+}
+
+/* One process: connects, says ready ('1', or '0' on failure), waits for
+ * the start (EOF on go), loops LOCK/UNLOCK b<id> as peers.py does, and
+ * writes its blk_result_t. */
+static void blk_child(const opts_t *o, long id, int ready_fd, int go_fd, int res_fd) {
+    long secs = o->seconds ? o->seconds : 10;
+    alarm((unsigned)(o->warmup + secs + 60)); /* a hung daemon must not keep us */
+    int err = 0;
+    dlock_t *d = dlock_connect(o->sock, &err);
+    if (d != NULL) err = dlock_ping(d);
+    if (err) {
+        fprintf(stderr, "%s: daemon problem: process %ld: %s\n", prog, id, dlock_strerror(err));
+        if (write(ready_fd, "0", 1) != 1) _exit(EXIT_LOCAL);
+        _exit(EXIT_DAEMON);
+    }
+    if (write(ready_fd, "1", 1) != 1) _exit(EXIT_LOCAL);
+    char c;
+    while (read(go_fd, &c, 1) < 0 && errno == EINTR) {
+    }
+    char name[32];
+    snprintf(name, sizeof(name), "b%ld", id);
+    blk_result_t r = {0};
+    int64_t end = now_us() + o->warmup * 1000000LL;
+    while (now_us() < end) {
+        blk_pair(d, name, id);
+        r.all_pairs++;
+    }
+    int64_t t0 = now_us(), c0 = cpu_self_us(), now = t0;
+    end = t0 + secs * 1000000LL;
+    while (now < end) {
+        blk_pair(d, name, id);
+        r.pairs++;
+        now = now_us();
+    }
+    r.us = now - t0;
+    r.cpu_us = cpu_self_us() - c0;
+    r.all_pairs += r.pairs;
+    dlock_close(d);
+    if (write(res_fd, &r, sizeof(r)) != (ssize_t)sizeof(r)) _exit(EXIT_LOCAL);
+    _exit(0);
+}
+
+/* -c processes, each with one libdlock connection, looping dlock_lock()
+ * and dlock_unlock() on a name of its own, after a common start. The rate
+ * is the sum of the processes' rates, as in peers.py. */
+static int cmd_blocking(opts_t *o) {
+    long np = o->conns ? o->conns : 8;
+    if (np > 1024) die(EXIT_USAGE, "blocking: at most 1024 processes");
+    int ready[2], go[2], res[2];
+    if (pipe(ready) != 0 || pipe(go) != 0 || pipe(res) != 0)
+        die(EXIT_LOCAL, "pipe: %s", strerror(errno));
+    pid_t *pids = xmalloc((size_t)np * sizeof(*pids));
+    fflush(stdout);
+    for (long i = 0; i < np; i++) {
+        pids[i] = fork();
+        if (pids[i] < 0) {
+            int e = errno;
+            for (long j = 0; j < i; j++) kill(pids[j], SIGTERM);
+            die(EXIT_LOCAL, "fork: %s", strerror(e));
+        }
+        if (pids[i] == 0) {
+            close(ready[0]);
+            close(go[1]);
+            close(res[0]);
+            blk_child(o, i, ready[1], go[0], res[1]);
+        }
+    }
+    close(ready[1]);
+    close(go[0]);
+    close(res[1]);
+    int ok = 1;
+    for (long i = 0; i < np && ok; i++) {
+        char c = '0';
+        ssize_t n;
+        while ((n = read(ready[0], &c, 1)) < 0 && errno == EINTR) {
+        }
+        ok = n == 1 && c == '1';
+    }
+    if (!ok) { /* a child said why on stderr */
+        for (long i = 0; i < np; i++) kill(pids[i], SIGTERM);
+    }
+    close(go[1]); /* start */
+    long long pairs = 0, all_pairs = 0;
+    int64_t cpu_us = 0;
+    double rate = 0;
+    long got = 0;
+    blk_result_t r;
+    while (ok && got < np) {
+        ssize_t n = read(res[0], &r, sizeof(r));
+        if (n < 0 && errno == EINTR) continue;
+        if (n != (ssize_t)sizeof(r)) break;
+        got++;
+        pairs += r.pairs;
+        all_pairs += r.all_pairs;
+        cpu_us += r.cpu_us;
+        if (r.us > 0) rate += (double)r.pairs * 1e6 / (double)r.us;
+    }
+    int code = 0;
+    for (long i = 0; i < np; i++) {
+        int st;
+        while (waitpid(pids[i], &st, 0) < 0 && errno == EINTR) {
+        }
+        int c = WIFEXITED(st) ? WEXITSTATUS(st) : EXIT_DAEMON;
+        if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM)
+            fprintf(stderr, "%s: daemon problem: process %ld: no reply in time\n", prog, i);
+        if (c != 0 && code == 0) code = c;
+    }
+    free(pids);
+    if (!ok) return code ? code : EXIT_DAEMON;
+    if (code != 0 || got != np) {
+        if (code == 0) fprintf(stderr, "%s: error: %ld of %ld processes reported\n", prog, got, np);
+        return code ? code : EXIT_LOCAL;
+    }
+    printf("pairs_per_sec=%.0f pairs=%lld seconds=%ld procs=%ld all_pairs=%lld "
+           "client_cpu_us_per_pair=%.1f\n",
+           rate, pairs, o->seconds ? o->seconds : 10, np, all_pairs,
+           pairs ? (double)cpu_us / (double)pairs : 0.0);
+    return 0;
+}
+
 /* ---- handoff ----------------------------------------------------------- */
 
 static int cmd_handoff(opts_t *o) {
@@ -1109,7 +1260,8 @@ static int cmd_herd(opts_t *o) {
          * counts them too, but they are not round trips. */
         static const char *const inner[] = {"hget", "hincrby", "pexpire", "exists", "hset",
                                             "time", "set", "incr", "pttl", "del",
-                                            "publish", "hexists", "get", "hkeys", NULL};
+                                            "publish", "hexists", "get", "hkeys", "getset",
+                                            "hmget", NULL};
         long long inner_sum = 0, info_calls = 0;
         printf(" redis_total_commands=%lld", total);
         for (size_t i = 0; i < na; i++) {
@@ -1199,6 +1351,7 @@ static int cmd_info(opts_t *o) {
 static void usage(void) {
     fprintf(stderr,
             "usage: %s throughput -s SOCK [-c 50] [-d 10] [-w 1] [-m read|sem -k NAME [-p N]]\n"
+            "       %s blocking -s SOCK [-c 8] [-d 10] [-w 1]\n"
             "       %s handoff -s SOCK1 [-S SOCK2 -R REDIS_SOCK] [-n 1000] [-k NAME]\n"
             "       %s fair -s SOCK [-c 100] [-n 1000] [-k NAME]\n"
             "       %s scale -s SOCK [-c 10000] [-l 10] [-H 40]\n"
@@ -1206,7 +1359,7 @@ static void usage(void) {
             "       %s redisping -s REDIS_SOCK [-n 10000]\n"
             "       %s wait -s SOCK [-t 5000]\n"
             "       %s info -s SOCK\n",
-            prog, prog, prog, prog, prog, prog, prog, prog);
+            prog, prog, prog, prog, prog, prog, prog, prog, prog);
 }
 
 int main(int argc, char **argv) {
@@ -1226,6 +1379,7 @@ int main(int argc, char **argv) {
     }
     parse_opts(argc, argv, &o);
     if (!strcmp(cmd, "throughput")) return cmd_throughput(&o);
+    if (!strcmp(cmd, "blocking")) return cmd_blocking(&o);
     if (!strcmp(cmd, "handoff")) return cmd_handoff(&o);
     if (!strcmp(cmd, "scale")) return cmd_scale(&o);
     if (!strcmp(cmd, "herd")) return cmd_herd(&o);

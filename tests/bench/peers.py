@@ -1,43 +1,82 @@
 #!/usr/bin/python3
-"""Peer lock clients for `make bench`: what a program gets without dlockd.
+"""Python lock clients for `make bench`: redis-py's Lock (what a program
+gets without dlockd), and dlockd's own Python client, in the same shape.
 
     /usr/bin/python3 peers.py redispy --socket REDIS_SOCK [--procs 8] [--seconds 8]
+    /usr/bin/python3 peers.py dlockpy --socket DLOCKD_SOCK [--procs 8] [--seconds 8]
 
-Each of --procs processes opens its own redis-py connection over the Unix
-socket and loops, on a lock name of its own (no contention):
+Each of --procs processes opens its own connection over the Unix socket and
+loops, on a lock name of its own (no contention):
 
-    lock = r.lock(name, timeout=30); lock.acquire(); lock.release()
+    redispy: lock = r.lock(name, timeout=30); lock.acquire(); lock.release()
+    dlockpy: c.lock(name); c.unlock(name)     (a dlock.Client, from
+             clients/python/dlock.py of this tree)
 
 After a one-second warm-up every process counts pairs for --seconds; the
-output is the sum of the processes' rates: pairs_per_sec=<n>.
+output is the sum of the processes' rates, pairs_per_sec=<n>, and
+cpu_us_per_pair=<x>: the processes' own CPU time (time.process_time) over
+the counted pairs.
 
-Needs redis-py (Debian: python3-redis); run.sh installs it when missing.
+redispy needs redis-py (Debian: python3-redis); run.sh installs it when
+missing. dlockpy needs nothing but the standard library.
 SPDX-License-Identifier: MIT
 """
 import argparse
+import importlib.util
 import multiprocessing as mp
+import os
 import sys
 import time
 
+CLIENT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                          "clients", "python")
 
-def redispy_worker(sock, idx, seconds, warmup, barrier, out):
+
+def redispy_pair(sock, idx):
     import redis
 
     r = redis.Redis(unix_socket_path=sock)
     r.ping()
     name = "bench:redispy:%d" % idx
-    barrier.wait()
 
     def pair():
         lock = r.lock(name, timeout=30)
         if not lock.acquire():
             raise RuntimeError("acquire of %s failed" % name)
         lock.release()
+    return pair
 
+
+def dlockpy_pair(sock, idx):
+    sys.path.insert(0, CLIENT_DIR)
+    import dlock
+
+    c = dlock.Client(sock)
+    c.ping()
+    name = "bench:dlockpy:%d" % idx
+
+    def pair():
+        _, holds = c.lock(name)
+        if holds != 1 or c.unlock(name) != 0:
+            raise RuntimeError("%s: reentered or not released" % name)
+    return pair
+
+
+PEERS = {"redispy": redispy_pair, "dlockpy": dlockpy_pair}
+
+
+def worker(peer, sock, idx, seconds, warmup, barrier, out):
+    try:
+        pair = PEERS[peer](sock, idx)
+    except BaseException:
+        barrier.abort()     # the others stop waiting
+        raise
+    barrier.wait()
     end = time.monotonic() + warmup
     while time.monotonic() < end:
         pair()
     n = 0
+    c0 = time.process_time()
     t0 = time.monotonic()
     end = t0 + seconds
     now = t0
@@ -45,21 +84,19 @@ def redispy_worker(sock, idx, seconds, warmup, barrier, out):
         pair()
         n += 1
         now = time.monotonic()
-    out.put((n, now - t0))
+    out.put((n, now - t0, time.process_time() - c0))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("peer", choices=["redispy"])
-    ap.add_argument("--socket", required=True, help="Redis Unix socket")
+    ap.add_argument("peer", choices=sorted(PEERS))
+    ap.add_argument("--socket", required=True, help="Redis's (redispy) or dlockd's (dlockpy) Unix socket")
     ap.add_argument("--procs", type=int, default=8)
     ap.add_argument("--seconds", type=float, default=8)
     ap.add_argument("--warmup", type=float, default=1)
     a = ap.parse_args()
 
-    try:
-        import redis  # noqa: F401
-    except ImportError:
+    if a.peer == "redispy" and importlib.util.find_spec("redis") is None:
         print("peers.py: redis-py is missing (apt-get install python3-redis)", file=sys.stderr)
         return 1
 
@@ -67,8 +104,8 @@ def main():
     barrier = ctx.Barrier(a.procs)
     out = ctx.Queue()
     procs = [
-        ctx.Process(target=redispy_worker,
-                    args=(a.socket, i, a.seconds, a.warmup, barrier, out))
+        ctx.Process(target=worker,
+                    args=(a.peer, a.socket, i, a.seconds, a.warmup, barrier, out))
         for i in range(a.procs)
     ]
     for p in procs:
@@ -92,9 +129,11 @@ def main():
         print("peers.py: only %d of %d processes finished" % (len(results), a.procs),
               file=sys.stderr)
         return 1
-    rate = sum(n / t for n, t in results)
-    pairs = sum(n for n, _ in results)
-    print("pairs_per_sec=%.0f pairs=%d procs=%d seconds=%.1f" % (rate, pairs, a.procs, a.seconds))
+    rate = sum(n / t for n, t, _ in results)
+    pairs = sum(n for n, _, _ in results)
+    cpu = sum(c for _, _, c in results)
+    print("pairs_per_sec=%.0f pairs=%d procs=%d seconds=%.1f cpu_us_per_pair=%.1f"
+          % (rate, pairs, a.procs, a.seconds, cpu * 1e6 / pairs if pairs else 0))
     return 0
 
 
