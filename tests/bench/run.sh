@@ -278,6 +278,12 @@ flush_redis() { rcli FLUSHALL >/dev/null || fatal "FLUSHALL failed"; }
 
 clk_tck=$(getconf CLK_TCK)
 cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat" 2>/dev/null; }
+# "<user ticks> <kernel ticks> <read syscalls + write syscalls>" of PID
+# (/proc/PID/io counts read-like and write-like calls; epoll_wait is not).
+cpu_split() {
+    { awk '{ sub(/^.*\) /, ""); printf "%s %s ", $12, $13 }' "/proc/$1/stat" &&
+        awk -F': ' '/^sysc[rw]:/ { n += $2 } END { print n + 0 }' "/proc/$1/io"; } 2>/dev/null
+}
 rss_kb() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
 now_s() { date +%s.%N; }
 
@@ -293,10 +299,16 @@ cmdstats() {
     for p in "$@"; do redis-cli -h 127.0.0.1 -p "$p" INFO commandstats; done |
         awk -F'[:=,]' '/^cmdstat_/ { n[substr($1, 9)] += $3 } END { for (c in n) print c, n[c] }'
 }
-# evalsha_stat: "<calls> <usec>" of EVALSHA on the main redis-server.
+# evalsha_stat: "<calls> <usec> <inner calls> <inner usec>" on the main
+# redis-server: EVALSHA's, and those of the commands run inside scripts
+# (SCRIPT_INNER: their redis.call()s and the time spent in them).
 evalsha_stat() {
     rcli INFO commandstats |
-        awk -F'[:=,]' '/^cmdstat_evalsha:/ { c = $3; u = $5 } END { print c + 0, u + 0 }'
+        awk -F'[:=,]' -v inner="$SCRIPT_INNER" '
+            BEGIN { n = split(inner, a, " "); for (i = 1; i <= n; i++) in_script["cmdstat_" a[i]] = 1 }
+            /^cmdstat_evalsha:/ { c = $3; u = $5 }
+            $1 in in_script { ic += $3; iu += $5 }
+            END { print c + 0, u + 0, ic + 0, iu + 0 }'
 }
 # calls_of COMMAND SNAPSHOT: the calls of COMMAND in a cmdstats snapshot.
 calls_of() { awk -v c="$1" '$1 == c { n = $2 } END { print n + 0 }' <<<"$2"; }
@@ -431,11 +443,11 @@ if want 1-3; then
 
     say "== 2/11 dlockd uncontended throughput: 50 connections, ${TP_S} s"
     tp=""
-    ev0=$(evalsha_stat)
+    ev0=$(evalsha_stat) ds0=$(cpu_split "${DPID[main]}")
     c0=$(now_s) d0=$(cpu_ticks "${DPID[main]}") r0=$(cpu_ticks "$REDIS_PID")
     if run_bench throughput $((TP_S + 40)) throughput -s "${DSOCK[main]}" -c 50 -d "$TP_S" -w 1; then
         c1=$(now_s) d1=$(cpu_ticks "${DPID[main]}") r1=$(cpu_ticks "$REDIS_PID")
-        ev1=$(evalsha_stat)
+        ev1=$(evalsha_stat) ds1=$(cpu_split "${DPID[main]}")
         tp=$(kv "$OUT" pairs_per_sec)
         need "$tp" "throughput pairs_per_sec"
         info "dlockd uncontended LOCK+UNLOCK pairs/s (50 connections)" "$tp/s"
@@ -452,11 +464,23 @@ if want 1-3; then
                     "$(calc "($d1 - $d0) / $clk_tck * 1000000 / $all" 1)" " us" "<=" 5
                 check "redis-server CPU per LOCK+UNLOCK pair (50 connections)" \
                     "$(calc "($r1 - $r0) / $clk_tck * 1000000 / $all" 1)" " us" "<=" 6
-                read -r evc0 evu0 <<<"$ev0"
-                read -r evc1 evu1 <<<"$ev1"
+                # The floors: what the syscalls alone cost dlockd, and what
+                # the commands inside the scripts cost Redis.
+                read -r du0 dk0 dn0 <<<"$ds0"
+                read -r du1 dk1 dn1 <<<"$ds1"
+                if isnum "${dn1-}" && ((dn1 > dn0)); then
+                    info "dlockd CPU per pair: user / kernel" \
+                        "$(calc "($du1 - $du0) / $clk_tck * 1000000 / $all" 1) / $(calc "($dk1 - $dk0) / $clk_tck * 1000000 / $all" 1) us"
+                    info "dlockd read+write syscalls per pair; kernel CPU per syscall (the floor: their product)" \
+                        "$(calc "($dn1 - $dn0) / $all" 2); $(calc "($dk1 - $dk0) / $clk_tck * 1000000 / ($dn1 - $dn0)" 2) us"
+                fi
+                read -r evc0 evu0 inc0 inu0 <<<"$ev0"
+                read -r evc1 evu1 inc1 inu1 <<<"$ev1"
                 if ((evc1 > evc0)); then
                     info "Redis: EVALSHA calls per pair; script time per lock operation (commandstats)" \
                         "$(calc "($evc1 - $evc0) / $all" 2); $(calc "($evu1 - $evu0) / (2 * $all)" 2) us"
+                    info "Redis per pair: redis.call()s; time inside them; the rest of the scripts' time" \
+                        "$(calc "($inc1 - $inc0) / $all" 2); $(calc "($inu1 - $inu0) / $all" 2) us; $(calc "($evu1 - $evu0 - $inu1 + $inu0) / $all" 2) us"
                 fi
             fi
         fi
@@ -548,11 +572,18 @@ if want 1-3; then
             skipped "$label" "skipped (npm unavailable)"
             continue
         fi
+        r0=$(cpu_ticks "$REDIS_PID")
         nout=$(cd "$node_dir" && timeout -k 5 $((PEER_S + 60)) node bench.js "$peer" --socket "$RSOCK" \
             --loops 50 --seconds "$PEER_S" 2>"$T/node-$peer.err") || fatal "node bench.js $peer failed: $(cat "$T/node-$peer.err")"
+        r1=$(cpu_ticks "$REDIS_PID")
         v=$(kv "$nout" pairs_per_sec)
         need "$v" "node $peer pairs_per_sec"
         info "$label" "$v/s"
+        all=$(kv "$nout" all_pairs)
+        if isnum "$all" && ((all > 0)) && isnum "$r1"; then
+            info "redis-server CPU per pair, node $peer (dlockd: row \"redis-server CPU per LOCK+UNLOCK pair\")" \
+                "$(calc "($r1 - $r0) / $clk_tck * 1000000 / $all" 1) us"
+        fi
         isnum "$tp" && info "dlockd (50 connections) / node $peer" "$(calc "$tp / $v" 2)x"
         if [ -z "$best_node" ] || holds "$v" ">" "$best_node"; then best_node=$v best_node_name=$peer; fi
         flush_redis

@@ -8,7 +8,8 @@
 //   redlock:   lock = await redlock.acquire([name], 30000); await lock.release()
 //   semaphore: m = new Mutex(redis, name, {lockTimeout: 30000});
 //              await m.acquire(); await m.release()
-// After the warm-up, pairs are counted for --seconds: pairs_per_sec=<n>.
+// After the warm-up, pairs are counted for --seconds: pairs_per_sec=<n>;
+// all_pairs=<n> counts the warm-up's too.
 //
 // run.sh copies this directory to build/bench/node and runs `npm install`
 // there; node_modules never lands in the source tree.
@@ -58,12 +59,14 @@ async function main() {
   let counting = false;
   let stop = false;
   let pairs = 0;
+  let all = 0; // warm-up included: what Redis's CPU time is divided by
   const loops = [];
   for (let i = 0; i < a.loops; i++) {
     const name = `bench:${a.mode}:${i}`;
     loops.push((async () => {
       while (!stop) {
         await pair(name);
+        all++;
         if (counting) pairs++;
       }
     })());
@@ -79,7 +82,7 @@ async function main() {
   await Promise.all(loops);
   await redis.quit();
   const secs = Number(t1 - t0) / 1e9;
-  console.log(`pairs_per_sec=${Math.round(n / secs)} pairs=${n} loops=${a.loops} seconds=${secs.toFixed(3)}`);
+  console.log(`pairs_per_sec=${Math.round(n / secs)} pairs=${n} loops=${a.loops} seconds=${secs.toFixed(3)} all_pairs=${all}`);
 }
 
 main().catch((e) => {
