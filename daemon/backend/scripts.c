@@ -27,12 +27,15 @@
  * GETSET writes TIME and reads the last fence in one call, and a second
  * write follows only when the last was not below it. L and R bracket the
  * two results: "{" and "}" where they are the script's reply, nothing in
- * the batch script, whose functions return them as two values. */
-#define LUA_ACQUIRE(L, R) \
+ * the batch script, whose functions return them as two values. TIME is
+ * how Redis TIME is read: the batch script reads it once per call (its
+ * grants follow within microseconds, and a second grant of one name in
+ * it takes the counter plus one). */
+#define LUA_ACQUIRE(L, R, TIME) \
     "if redis.call('exists', K1) == 0 then\n" \
     "  redis.call('hset', K1, A2, 1)\n" \
     "  redis.call('pexpire', K1, A1)\n" \
-    "  local t = redis.call('time')\n" \
+    "  local t = " TIME "\n" \
     "  local f\n" \
     "  if Q == 'q' then\n" \
     "    f = math.max(tonumber(redis.call('get', K2) or '0') + 1, tonumber(t[1]) * 1000000)\n" \
@@ -58,7 +61,8 @@
     "end\n" \
     "return " L "2, redis.call('pttl', K1)" R "\n"
 static const char script_acquire[] =
-    "local K1, K2, A1, A2, Q = KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]\n" LUA_ACQUIRE("{", "}");
+    "local K1, K2, A1, A2, Q = KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]\n"
+    LUA_ACQUIRE("{", "}", "redis.call('time')");
 
 /* K1 lock hash, K2 channel; A1 owner, A2 '1' to release all holds (delete
  * and publish '0', as Redisson's unlock does) or '0' to drop one hold
@@ -225,7 +229,12 @@ static const char script_force[] =
  * touch keys of any slot this node serves. An operation whose key the
  * node does not serve (its slot moved) fails alone, before it writes. */
 #define LUA_OPS_BODY \
-    "local acquire = function(K1, K2, A1, A2, Q)\n" LUA_ACQUIRE("", "") "end\n" \
+    "local tm\n" \
+    "local now = function()\n" \
+    "  tm = tm or redis.call('time')\n" \
+    "  return tm\n" \
+    "end\n" \
+    "local acquire = function(K1, K2, A1, A2, Q)\n" LUA_ACQUIRE("", "", "now()") "end\n" \
     "local release = function(K1, K2, A1, A2)\n" LUA_RELEASE("", "") "end\n" \
     "local renew = function(K1, K2, A1, A2)\n" LUA_RENEW "end\n" \
     "local rw_renew = function(K1, K2, A1, A2, k)\n" LUA_RW_RENEW "end\n" \

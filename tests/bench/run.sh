@@ -13,7 +13,7 @@
 # ends. In order:
 #   1. Redis ceiling: dlockd's acquire script with redis-benchmark (EVALSHA,
 #      50 clients, pipeline 16). The Lua text is extracted at run time from
-#      daemon/backend/scripts.c (the string macro LUA_ACQUIRE("{", "}") behind script_acquire, unescaped by
+#      daemon/backend/scripts.c (the string macro LUA_ACQUIRE behind script_acquire, unescaped by
 #      awk); its SHA1 must equal the one dlockd itself loads (checked with
 #      SCRIPT EXISTS after a SCRIPT FLUSH and a dlockd start), so the bench
 #      always measures the script dlockd really runs.
@@ -405,11 +405,12 @@ redis_version=$(rcli INFO server | awk -F: '/^redis_version/ { sub(/\r/, "", $2)
 if want 1-3; then
     say "== 1/11 Redis ceiling: dlockd's acquire script under redis-benchmark"
     awk 'BEGIN { printf "local K1, K2, A1, A2, Q = KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]\n" }
-         /^#define LUA_ACQUIRE\(L, R\) \\$/ { on = 1; next }
+         /^#define LUA_ACQUIRE\(L, R, TIME\) \\$/ { on = 1; next }
          on {
              line = $0; s = index(line, "\""); e = match(line, /"[ \t]*\\?[ \t]*$/)
              body = substr(line, s + 1, e - s - 1)
              gsub(/" L "/, "{", body); gsub(/" R "/, "}", body) # as script_acquire expands it
+             gsub(/" TIME "/, "redis.call('"'"'time'"'"')", body)
              gsub(/\\n/, "\n", body); gsub(/\\"/, "\"", body); gsub(/\\\\/, "\\", body)
              printf "%s", body
              if (line !~ /\\[ \t]*$/) exit
