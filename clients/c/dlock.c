@@ -170,13 +170,15 @@ static int take_line(dlock_t *d) {
  * or a negative code. */
 static int fill(dlock_t *d, int timeout_ms) {
     if (d->closed) return DLOCK_ECLOSED;
-    struct pollfd pfd = {.fd = d->fd, .events = POLLIN};
-    int r;
-    do {
-        r = poll(&pfd, 1, timeout_ms);
-    } while (r < 0 && errno == EINTR);
-    if (r < 0) return DLOCK_EIO;
-    if (r == 0) return 0;
+    if (timeout_ms >= 0) { /* with none, the blocking read waits */
+        struct pollfd pfd = {.fd = d->fd, .events = POLLIN};
+        int r;
+        do {
+            r = poll(&pfd, 1, timeout_ms);
+        } while (r < 0 && errno == EINTR);
+        if (r < 0) return DLOCK_EIO;
+        if (r == 0) return 0;
+    }
     ssize_t n;
     do {
         n = read(d->fd, d->buf + d->len, sizeof(d->buf) - d->len);
