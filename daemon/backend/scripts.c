@@ -358,7 +358,9 @@ static const char script_register[] =
  * so that the holds of a dead daemon end with their lease; but it stops
  * looking at the first key within a tenth of the TTL the hash has, and
  * keeps that TTL: with many live readers a release reads one or two keys,
- * not one per reader. */
+ * not one per reader. It looks at two readers picked at random first
+ * (HRANDFIELD, Redis 6.2), and only when neither will do at them all
+ * (HKEYS): fifty readers' release no longer lists fifty fields. */
 static const char script_rw[] =
     "local K1, K2, K3, K4 = KEYS[1], KEYS[2], KEYS[3], KEYS[4]\n"
     "local op, A2, A3, P = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
@@ -415,13 +417,17 @@ static const char script_rw[] =
     "  for i = 1, n do redis.call('del', T .. i) end\n"
     "  if redis.call('hlen', K1) > 1 then\n"
     "    local cur, left = redis.call('pttl', K1), -3\n"
-    "    for _, k in ipairs(redis.call('hkeys', K1)) do\n"
-    "      local c = tonumber(redis.call('hget', K1, k))\n"
-    "      for i = c or 0, 1, -1 do\n"
-    "        left = math.max(left, redis.call('pttl', K4 .. ':' .. k .. ':rwlock_timeout:' .. i))\n"
-    "        if left >= cur - cur / 10 then return 0 end\n"
+    "    local look = function(fields)\n"
+    "      for _, k in ipairs(fields) do\n"
+    "        local c = tonumber(redis.call('hget', K1, k))\n"
+    "        for i = c or 0, 1, -1 do\n"
+    "          left = math.max(left, redis.call('pttl', K4 .. ':' .. k .. ':rwlock_timeout:' .. i))\n"
+    "          if left >= cur - cur / 10 then return true end\n"
+    "        end\n"
     "      end\n"
     "    end\n"
+    "    local ok, some = pcall(redis.call, 'hrandfield', K1, 2)\n"
+    "    if (ok and look(some)) or look(redis.call('hkeys', K1)) then return 0 end\n"
     "    if left > 0 then\n"
     "      redis.call('pexpire', K1, left)\n"
     "      return 0\n"

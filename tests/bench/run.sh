@@ -1225,11 +1225,12 @@ if want 10; then
                 all0=$(printf '%s\n' "${snap0[@]}") all1=$(printf '%s\n' "${snap1[@]}")
                 delta=$(cmd_delta "$all0" "$all1")
                 # Fence raises, from what the scripts run inside Redis: a
-                # quorum node's grant runs time, get and set once each, a
-                # standalone grant time and getset (the register script, one
-                # hgetall, runs time too); a raise runs get once where its
-                # owner still holds the lock, and set where the counter was lower.
-                acq=$(($(delta_of time "$all0" "$all1") - $(delta_of hgetall "$all0" "$all1") -
+                # grant runs hset once (so does the register script, with
+                # one hgetall), a quorum node's get and set once each, a
+                # standalone grant getset instead; a raise runs get once where
+                # its owner still holds the lock, and set where the counter
+                # was lower.
+                acq=$(($(delta_of hset "$all0" "$all1") - $(delta_of hgetall "$all0" "$all1") -
                     $(delta_of getset "$all0" "$all1")))
                 QU_RAISE[$mode]=$((${QU_RAISE[$mode]-0} + $(delta_of get "$all0" "$all1") - acq))
                 QU_WROTE[$mode]=$((${QU_WROTE[$mode]-0} + $(delta_of set "$all0" "$all1") - acq))
@@ -1445,7 +1446,7 @@ echo "    each load-generator run, divided by the pairs of the whole run (warm-u
 echo "  - quorum: per grant = the same commandstats deltas, summed over the $QU_N nodes, divided by"
 echo "    dlockd's INFO grants over the run. A fence raise is an op in the batch script's EVALSHA"
 echo "    like the others, so it shows as an op, not as a call: raises = get calls - quorum"
-echo "    grants (time calls - getset calls, the register script's excluded), written = set"
+echo "    grants (hset calls - getset calls, the register script's excluded), written = set"
 echo "    calls - the same."
 echo "  - hand-off clock: CLOCK_MONOTONIC just before the holder's UNLOCK write() to just after"
 echo "    the read() that returns the waiter's OK. The waiter is known to be queued (INFO"
