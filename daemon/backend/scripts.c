@@ -500,7 +500,8 @@ static const char script_sem[] =
     "  local v = redis.call('incrby', K1, #x)\n"
     "  if v > 0 then redis.call(P, K3, v) end\n"
     "end\n"
-    "if (tonumber(redis.call('get', K1)) or -1) < n then\n"
+    "local avail = tonumber(redis.call('get', K1)) or -1\n"
+    "if avail < n then\n"
     "  local e = redis.call('zrange', K2, 0, 0, 'withscores')\n"
     "  if e[2] and tonumber(e[2]) < 922337203685477 then\n"
     "    return {2, math.max(0, tonumber(e[2]) - now)}\n"
@@ -509,10 +510,10 @@ static const char script_sem[] =
     "end\n"
     "local added, till = 0, now + tonumber(ARGV[4])\n"
     "for i = 1, b + n do added = added + redis.call('zadd', K2, till, id .. i) end\n"
-    "if added > 0 then redis.call('decrby', K1, added) end\n"
+    "if added > 0 then avail = redis.call('decrby', K1, added) end\n"
     "local ttl = redis.call('pttl', K1)\n"
     "if ttl > 0 then redis.call('pexpire', K2, ttl) end\n"
-    "return {0, tonumber(redis.call('get', K1))}\n";
+    "return {0, avail}\n";
 
 /* Fair locks in Redisson's RFairLock layout: an RLock hash (K1) whose
  * waiters queue in K2 (redisson_lock_queue:{K1}, a list of owner fields)
