@@ -124,7 +124,7 @@ $(BUILD)/itests/test_resp: $(call obj,$(RESP_SRC) $(CONF_SRC))
 $(BUILD)/itests/test_node: $(call obj,$(RESP_SRC) $(CONF_SRC) daemon/backend/node.c \
                              daemon/backend/scripts.c daemon/backend/keys.c daemon/util/hmap.c \
                              daemon/util/histo.c)
-$(BUILD)/itests/test_node: override LDFLAGS += -Wl,--wrap=calloc,--wrap=realloc
+$(BUILD)/itests/test_node: override LDFLAGS += -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc
 
 # test_cluster picks lock names by slot with daemon/backend/keys.c.
 $(BUILD)/itests/test_cluster: $(call obj,daemon/backend/keys.c)

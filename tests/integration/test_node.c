@@ -4,8 +4,8 @@
  * Each test drives a node_t on a private uv loop: it runs the loop until
  * what it waits for has happened, bounded by a guard timer, never by
  * sleeping. Redis is looked at with redis-cli. The test links with
- * -Wl,--wrap=calloc,--wrap=realloc (see the Makefile) so that it can make
- * one chosen allocation of the daemon's code fail. */
+ * -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc (see the Makefile) so
+ * that it can make one chosen allocation of the daemon's code fail. */
 #include <errno.h>
 #include <signal.h>
 #include <stdint.h>
@@ -26,20 +26,34 @@
 
 /* ---- failing allocations on demand ---------------------------------------- */
 
-/* The linker sends every calloc and realloc of the objects linked into this
- * test (node.c, buf.c, resp.c, ...) here; libc's and the shared libraries'
- * own calls are not affected. The names are the linker's (--wrap), hence the
- * reserved-looking prefix. */
+/* The linker sends every malloc, calloc and realloc of the objects linked
+ * into this test (node.c, buf.c, resp.c, ...) here; libc's and the shared
+ * libraries' own calls are not affected. The names are the linker's
+ * (--wrap), hence the reserved-looking prefix. The daemon makes its
+ * records with zalloc() (util.h: malloc and memset), which counts as a
+ * calloc here. */
+void *__real_malloc(size_t size);
 void *__real_calloc(size_t n, size_t size);
 void *__real_realloc(void *p, size_t size);
+void *__wrap_malloc(size_t size);
 void *__wrap_calloc(size_t n, size_t size);
 void *__wrap_realloc(void *p, size_t size);
 
-static int calloc_fail_at;     /* 0: off; n: the n-th call from now fails */
+static int calloc_fail_at;     /* 0: off; n: the n-th malloc or calloc from now fails */
 static int realloc_fail_at;
 static int alloc_failures;     /* failures made */
 static size_t failed_size;     /* the size the last failure was asked for */
 static const void *failed_ptr; /* the pointer a failed realloc was given */
+
+void *__wrap_malloc(size_t size) {
+    if (calloc_fail_at > 0 && --calloc_fail_at == 0) {
+        alloc_failures++;
+        failed_size = size;
+        errno = ENOMEM;
+        return NULL;
+    }
+    return __real_malloc(size);
+}
 
 void *__wrap_calloc(size_t n, size_t size) {
     if (calloc_fail_at > 0 && --calloc_fail_at == 0) {
