@@ -499,6 +499,11 @@ class SemTracker(object):
         self.grants.append((t, inc, d, k, lease, ghost, t_req))
         self.levels.append((t, live, gh))
 
+    def full_since(self, t):
+        """True once live holders held every permit after time t."""
+        with self.cond:
+            return any(x[0] > t and x[1] == KS_PERMITS for x in self.levels)
+
     def inside(self):
         with self.cond:
             return [(inc, x["k"], x["d"]) for inc, x in self.held.items()
@@ -781,6 +786,13 @@ class Stage(object):
         self.sfaults.append(dict(label="dlockd %d SIGKILL and restart (its workers holding %d)"
                                  % (d, ghosts), t=t_kill, t_up=t_up, kind="dlockd", daemon=d,
                                  permits=ghosts, ok=self.sem_progress(t, daemon=d)))
+        # The dead daemon's permits come back when their lease ends, up to
+        # KS_LEASE_MS after the kill: the run goes on until live holders hold
+        # them all again (or the check's bound passes), then as long again
+        # as every other fault gets.
+        dead_s = (KS_LEASE_MS + KS_DEAD_SLACK_MS * (3 if self.short else 1)) / 1000.0
+        _wait(lambda: self.stracker.full_since(t_kill), max(0.0, t_kill + dead_s - time.monotonic()),
+              0.01)
         time.sleep(1.0 if self.short else 3.0)
         self.stop_sem_workers()
         for wid in self.workers:
