@@ -203,6 +203,117 @@ static const char script_force[] =
     "if nx then redis.call(ARGV[2], KEYS[2] .. ':' .. nx, '0') end\n"
     "return 1\n";
 
+/* Read/write locks in Redisson's RReadWriteLock layout. K1 the lock hash,
+ * with 'mode' ('read' or 'write'), a reader's field <owner> holding its
+ * read holds and the writer's <owner>:write its write holds; K2 the fence
+ * counter; K3 the channel (redisson_rwlock:{K1}); K4 the timeout keys'
+ * prefix ({K1}, or K1 when it has a '{'): each read hold n has a key
+ * K4:<owner>:rwlock_timeout:n with the reader's lease, so
+ * a dead reader's holds end with their keys. A1 the op: 'r'/'w' acquire,
+ * 'R'/'W' release all of the owner's read/write holds, 'd'/'D' one hold
+ * less (never the last); A2 the lease; A3 the owner; P the publish
+ * command. Renewals go in the batch script (LUA_RW_RENEW). Replies as the mutex scripts give them, and an acquire
+ * of a name held as a plain lock (a hash without 'mode') gets {3, 0},
+ * changing nothing. A write grant raises the fence as LUA_ACQUIRE does; a
+ * read grant returns the counter as it is: readers learn whether a newer
+ * writer came. Releases publish as Redisson does ('0' after reads, '1'
+ * after a write), and a write release that leaves this owner's reads
+ * (a downgrade) publishes too, since readers elsewhere may go now.
+ *
+ * The hash's TTL is never shortened by a grant or a renewal, so it is at
+ * least every live read hold's: a reader's release sets it to the longest
+ * the other readers' timeout keys have left, as Redisson's unlock does,
+ * so that the holds of a dead daemon end with their lease; but it stops
+ * looking at the first key within a tenth of the TTL the hash has, and
+ * keeps that TTL: with many live readers a release reads one or two keys,
+ * not one per reader. It looks at two readers picked at random first
+ * (HRANDFIELD, Redis 6.2), and only when neither will do at them all
+ * (HKEYS): fifty readers' release no longer lists fifty fields. */
+#define LUA_RW(L, R) \
+    "local W = A3 .. ':write'\n" \
+    "local T = K4 .. ':' .. A3 .. ':rwlock_timeout:'\n" \
+    "local field = (op == 'r' or op == 'R' or op == 'd') and A3 or W\n" \
+    "local got = redis.pcall('hmget', K1, 'mode', field)\n" \
+    "if got.err then\n" \
+    "  if redis.call('type', K1).ok ~= 'string' then error(got) end\n" \
+    "  if op == 'r' or op == 'w' then return " L "3, 3" R " end\n" \
+    "  return -1\n" \
+    "end\n" \
+    "local mode = got[1]\n" \
+    "if op == 'r' or op == 'w' then\n" \
+    "  if not mode and redis.call('exists', K1) == 1 then return " L "3, 0" R " end\n" \
+    "  local f = tonumber(redis.call('get', K2) or '0')\n" \
+    "  if op == 'r' then\n" \
+    "    if mode == 'write' and redis.call('hexists', K1, W) == 0 then\n" \
+    "      return " L "2, redis.call('pttl', K1)" R "\n" \
+    "    end\n" \
+    "    if not mode then redis.call('hset', K1, 'mode', 'read') end\n" \
+    "    local n = redis.call('hincrby', K1, A3, 1)\n" \
+    "    redis.call('set', T .. n, 1, 'px', A2)\n" \
+    "    if redis.call('pttl', K1) < tonumber(A2) then redis.call('pexpire', K1, A2) end\n" \
+    "    if n == 1 then return " L "0, f" R " end\n" \
+    "    return " L "1, n" R "\n" \
+    "  end\n" \
+    "  if not mode then\n" \
+    "    redis.call('hset', K1, 'mode', 'write', W, 1)\n" \
+    "    redis.call('pexpire', K1, A2)\n" \
+    "    f = f + 1\n" \
+    "    local t = redis.call('time')\n" \
+    "    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n" \
+    "    if now > f then f = now end\n" \
+    "    redis.call('set', K2, string.format('%d', f))\n" \
+    "    return " L "0, f" R "\n" \
+    "  end\n" \
+    "  if mode == 'write' and got[2] then\n" \
+    "    local n = redis.call('hincrby', K1, W, 1)\n" \
+    "    if redis.call('pttl', K1) < tonumber(A2) then redis.call('pexpire', K1, A2) end\n" \
+    "    return " L "1, n" R "\n" \
+    "  end\n" \
+    "  return " L "2, redis.call('pttl', K1)" R "\n" \
+    "end\n" \
+    "local n = mode and tonumber(got[2])\n" \
+    "if not n then return -1 end\n" \
+    "if op == 'd' or op == 'D' then\n" \
+    "  if n <= 1 then return n end\n" \
+    "  if op == 'd' then redis.call('del', T .. n) end\n" \
+    "  return redis.call('hincrby', K1, field, -1)\n" \
+    "end\n" \
+    "redis.call('hdel', K1, field)\n" \
+    "if op == 'R' then\n" \
+    "  for i = 1, n do redis.call('del', T .. i) end\n" \
+    "  if redis.call('hlen', K1) > 1 then\n" \
+    "    local cur, left = redis.call('pttl', K1), -3\n" \
+    "    local look = function(list, paired)\n" \
+    "      for j = 1, #list, paired and 2 or 1 do\n" \
+    "        local k = list[j]\n" \
+    "        local c = tonumber(paired and list[j + 1] or redis.call('hget', K1, k))\n" \
+    "        for i = c or 0, 1, -1 do\n" \
+    "          left = math.max(left, redis.call('pttl', K4 .. ':' .. k .. ':rwlock_timeout:' .. i))\n" \
+    "          if left >= cur - cur / 10 then return true end\n" \
+    "        end\n" \
+    "      end\n" \
+    "    end\n" \
+    "    local ok, some = pcall(redis.call, 'hrandfield', K1, 2, 'withvalues')\n" \
+    "    if (ok and look(some, true)) or look(redis.call('hkeys', K1)) then return 0 end\n" \
+    "    if left > 0 then\n" \
+    "      redis.call('pexpire', K1, left)\n" \
+    "      return 0\n" \
+    "    end\n" \
+    "    if mode == 'write' then return 0 end\n" \
+    "  end\n" \
+    "  redis.call('del', K1)\n" \
+    "  return " L "0, redis.call(P, K3, '0')" R "\n" \
+    "end\n" \
+    "if redis.call('hlen', K1) == 1 then\n" \
+    "  redis.call('del', K1)\n" \
+    "else\n" \
+    "  redis.call('hset', K1, 'mode', 'read')\n" \
+    "end\n" \
+    "return " L "0, redis.call(P, K3, '1')" R "\n"
+static const char script_rw[] =
+    "local K1, K2, K3, K4 = KEYS[1], KEYS[2], KEYS[3], KEYS[4]\n"
+    "local op, A2, A3, P = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n" LUA_RW("{", "}");
+
 /* Many operations in one call: the bodies above as functions (K1, K2, A1,
  * A2 are their parameters), run in the order asked for. Two keys per
  * operation (the lock, and its token, channel or forced marker), then
@@ -335,116 +446,7 @@ static const char script_register[] =
     "end\n"
     "return 1\n";
 
-/* Read/write locks in Redisson's RReadWriteLock layout. K1 the lock hash,
- * with 'mode' ('read' or 'write'), a reader's field <owner> holding its
- * read holds and the writer's <owner>:write its write holds; K2 the fence
- * counter; K3 the channel (redisson_rwlock:{K1}); K4 the timeout keys'
- * prefix ({K1}, or K1 when it has a '{'): each read hold n has a key
- * K4:<owner>:rwlock_timeout:n with the reader's lease, so
- * a dead reader's holds end with their keys. A1 the op: 'r'/'w' acquire,
- * 'R'/'W' release all of the owner's read/write holds, 'd'/'D' one hold
- * less (never the last); A2 the lease; A3 the owner; P the publish
- * command. Renewals go in the batch script (LUA_RW_RENEW). Replies as the mutex scripts give them, and an acquire
- * of a name held as a plain lock (a hash without 'mode') gets {3, 0},
- * changing nothing. A write grant raises the fence as LUA_ACQUIRE does; a
- * read grant returns the counter as it is: readers learn whether a newer
- * writer came. Releases publish as Redisson does ('0' after reads, '1'
- * after a write), and a write release that leaves this owner's reads
- * (a downgrade) publishes too, since readers elsewhere may go now.
- *
- * The hash's TTL is never shortened by a grant or a renewal, so it is at
- * least every live read hold's: a reader's release sets it to the longest
- * the other readers' timeout keys have left, as Redisson's unlock does,
- * so that the holds of a dead daemon end with their lease; but it stops
- * looking at the first key within a tenth of the TTL the hash has, and
- * keeps that TTL: with many live readers a release reads one or two keys,
- * not one per reader. It looks at two readers picked at random first
- * (HRANDFIELD, Redis 6.2), and only when neither will do at them all
- * (HKEYS): fifty readers' release no longer lists fifty fields. */
-static const char script_rw[] =
-    "local K1, K2, K3, K4 = KEYS[1], KEYS[2], KEYS[3], KEYS[4]\n"
-    "local op, A2, A3, P = ARGV[1], ARGV[2], ARGV[3], ARGV[4]\n"
-    "local W = A3 .. ':write'\n"
-    "local T = K4 .. ':' .. A3 .. ':rwlock_timeout:'\n"
-    "local field = (op == 'r' or op == 'R' or op == 'd') and A3 or W\n"
-    "local got = redis.pcall('hmget', K1, 'mode', field)\n"
-    "if got.err then\n"
-    "  if redis.call('type', K1).ok ~= 'string' then error(got) end\n"
-    "  if op == 'r' or op == 'w' then return {3, 3} end\n"
-    "  return -1\n"
-    "end\n"
-    "local mode = got[1]\n"
-    "if op == 'r' or op == 'w' then\n"
-    "  if not mode and redis.call('exists', K1) == 1 then return {3, 0} end\n"
-    "  local f = tonumber(redis.call('get', K2) or '0')\n"
-    "  if op == 'r' then\n"
-    "    if mode == 'write' and redis.call('hexists', K1, W) == 0 then\n"
-    "      return {2, redis.call('pttl', K1)}\n"
-    "    end\n"
-    "    if not mode then redis.call('hset', K1, 'mode', 'read') end\n"
-    "    local n = redis.call('hincrby', K1, A3, 1)\n"
-    "    redis.call('set', T .. n, 1, 'px', A2)\n"
-    "    if redis.call('pttl', K1) < tonumber(A2) then redis.call('pexpire', K1, A2) end\n"
-    "    if n == 1 then return {0, f} end\n"
-    "    return {1, n}\n"
-    "  end\n"
-    "  if not mode then\n"
-    "    redis.call('hset', K1, 'mode', 'write', W, 1)\n"
-    "    redis.call('pexpire', K1, A2)\n"
-    "    f = f + 1\n"
-    "    local t = redis.call('time')\n"
-    "    local now = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"
-    "    if now > f then f = now end\n"
-    "    redis.call('set', K2, string.format('%d', f))\n"
-    "    return {0, f}\n"
-    "  end\n"
-    "  if mode == 'write' and got[2] then\n"
-    "    local n = redis.call('hincrby', K1, W, 1)\n"
-    "    if redis.call('pttl', K1) < tonumber(A2) then redis.call('pexpire', K1, A2) end\n"
-    "    return {1, n}\n"
-    "  end\n"
-    "  return {2, redis.call('pttl', K1)}\n"
-    "end\n"
 
-    "local n = mode and tonumber(got[2])\n"
-    "if not n then return -1 end\n"
-    "if op == 'd' or op == 'D' then\n"
-    "  if n <= 1 then return n end\n"
-    "  if op == 'd' then redis.call('del', T .. n) end\n"
-    "  return redis.call('hincrby', K1, field, -1)\n"
-    "end\n"
-    "redis.call('hdel', K1, field)\n"
-    "if op == 'R' then\n"
-    "  for i = 1, n do redis.call('del', T .. i) end\n"
-    "  if redis.call('hlen', K1) > 1 then\n"
-    "    local cur, left = redis.call('pttl', K1), -3\n"
-    "    local look = function(list, paired)\n"
-    "      for j = 1, #list, paired and 2 or 1 do\n"
-    "        local k = list[j]\n"
-    "        local c = tonumber(paired and list[j + 1] or redis.call('hget', K1, k))\n"
-    "        for i = c or 0, 1, -1 do\n"
-    "          left = math.max(left, redis.call('pttl', K4 .. ':' .. k .. ':rwlock_timeout:' .. i))\n"
-    "          if left >= cur - cur / 10 then return true end\n"
-    "        end\n"
-    "      end\n"
-    "    end\n"
-    "    local ok, some = pcall(redis.call, 'hrandfield', K1, 2, 'withvalues')\n"
-    "    if (ok and look(some, true)) or look(redis.call('hkeys', K1)) then return 0 end\n"
-    "    if left > 0 then\n"
-    "      redis.call('pexpire', K1, left)\n"
-    "      return 0\n"
-    "    end\n"
-    "    if mode == 'write' then return 0 end\n"
-    "  end\n"
-    "  redis.call('del', K1)\n"
-    "  return {0, redis.call(P, K3, '0')}\n"
-    "end\n"
-    "if redis.call('hlen', K1) == 1 then\n"
-    "  redis.call('del', K1)\n"
-    "else\n"
-    "  redis.call('hset', K1, 'mode', 'read')\n"
-    "end\n"
-    "return {0, redis.call(P, K3, '1')}\n";
 
 /* Semaphores in Redisson's RPermitExpirableSemaphore layout. K1 the
  * semaphore, a string: the permits available; K2 its permit ids' sorted
