@@ -320,8 +320,11 @@ static const char script_rw[] =
  * three arguments per operation: 'a' lease owner (an acquire; 'q' with a
  * quorum's fence rule), 'r' all owner, 'n' lease owner (a renewal; 'v'
  * and 'V' of a read/write lock's read or write holds, 's<c>' of a
- * semaphore's c permits) or 'f' fence owner (a quorum's raise); the last
- * argument is the publish command.
+ * semaphore's c permits), 'f' fence owner (a quorum's raise) or 'x<op>'
+ * lease owner (a read/write lock's acquire, release or drop: LUA_RW's op,
+ * with the fence counter or the channel as the second key; the timeout
+ * keys' prefix is made from the first as SCRIPT_RW's caller makes it); the
+ * last argument is the publish command.
  *
  * The reply is an array of two elements per operation: the pair an
  * acquire or a release returns ({0, fence}, {1, holds}, {2, pttl};
@@ -351,6 +354,10 @@ static const char script_rw[] =
     "local rw_renew = function(K1, K2, A1, A2, k)\n" LUA_RW_RENEW "end\n" \
     "local raise = function(K1, K2, A1, A2)\n" LUA_RAISE "end\n" \
     "local sem_renew = function(K1, K2, A1, A2, c)\n" LUA_SEM_RENEW "end\n" \
+    "local rw = function(K1, KX, A2, A3, op)\n" \
+    "  local K2, K3 = KX, KX\n" \
+    "  local K4 = string.find(K1, '{', 1, true) and K1 or '{' .. K1 .. '}'\n" \
+    LUA_RW("", "") "end\n" \
     "local out, i = {}, 1\n" \
     "local run = function()\n" \
     "  while i <= n do\n" \
@@ -368,6 +375,8 @@ static const char script_rw[] =
     "      r = rw_renew(k1, k2, ARGV[a - 1], ARGV[a], k)\n" \
     "    elseif k == 'f' then\n" \
     "      r = raise(k1, k2, ARGV[a - 1], ARGV[a])\n" \
+    "    elseif string.byte(k) == 120 then\n" \
+    "      r, v = rw(k1, k2, ARGV[a - 1], ARGV[a], string.sub(k, 2))\n" \
     "    elseif string.byte(k) == 115 then\n" \
     "      r = sem_renew(k1, k2, ARGV[a - 1], ARGV[a], tonumber(string.sub(k, 2)))\n" \
     "    else\n" \
@@ -649,7 +658,10 @@ int scripts_loaded(script_id_t id, unsigned flags) {
 }
 
 int scripts_batchable(const backend_op_t *op) {
-    if (op->mode != BACKEND_MUTEX) return op->kind == BACKEND_RENEW; /* else SCRIPT_RW */
+    if (op->mode == BACKEND_READ || op->mode == BACKEND_WRITE)
+        return op->kind == BACKEND_RENEW || op->kind == BACKEND_ACQUIRE ||
+               op->kind == BACKEND_RELEASE || op->kind == BACKEND_DROP;
+    if (op->mode != BACKEND_MUTEX) return op->kind == BACKEND_RENEW;
     return op->kind == BACKEND_ACQUIRE || op->kind == BACKEND_RELEASE ||
            op->kind == BACKEND_DROP || op->kind == BACKEND_RENEW || op->kind == BACKEND_FENCE;
 }
@@ -819,7 +831,18 @@ static size_t put_keys(char *p, const backend_op_t *op, script_id_t id, const ch
     if (op->kind == BACKEND_ACQUIRE || op->kind == BACKEND_FENCE)
         return k + put_companion(p + k, KIND(KEYS_TOKEN), key, klen, braces);
     if (op->kind == BACKEND_RENEW) return k + put_companion(p + k, KIND(KEYS_FORCED), key, klen, braces);
+    if (op->mode == BACKEND_READ || op->mode == BACKEND_WRITE) /* a release or drop */
+        return k + put_companion(p + k, KIND(KEYS_RW_CHANNEL), key, klen, braces);
     return k + put_companion(p + k, KIND(KEYS_CHANNEL), key, klen, braces);
+}
+
+/* LUA_RW's op for a read/write lock's acquire, release or drop. */
+static char rw_letter(const backend_op_t *op) {
+    static const char letters[][BACKEND_MODE_COUNT] = {
+        [BACKEND_ACQUIRE] = {'a', 'r', 'w'}, [BACKEND_RELEASE] = {'r', 'R', 'W'},
+        [BACKEND_DROP] = {'r', 'd', 'D'},
+    };
+    return letters[op->kind][op->mode];
 }
 
 /* An operation's arguments, in the order its script wants them: SCRIPT_OPS
@@ -842,6 +865,13 @@ static size_t put_args(char *p, const backend_op_t *op, script_id_t id, const ch
     switch (id) {
     case SCRIPT_OPS:
     case SCRIPT_OPS_ANY:
+        if ((op->mode == BACKEND_READ || op->mode == BACKEND_WRITE) &&
+            op->kind != BACKEND_RENEW) { /* 'x<op>' */
+            char letter[2] = {'x', rw_letter(op)};
+            k += put_bulk(p, letter, 2);
+            k += put_bulk(p + k, num, keys_u64(num, op->lease_ms));
+            return k + put_bulk(p + k, field, flen);
+        }
         if (op->mode == BACKEND_SEM) { /* a renewal of c permits: 's<c>' */
             char letter[24];
             letter[0] = 's';
@@ -866,11 +896,7 @@ static size_t put_args(char *p, const backend_op_t *op, script_id_t id, const ch
         k += put_bulk(p, field, flen);
         return k + put_bulk(p + k, num, nlen);
     case SCRIPT_RW: {
-        static const char letters[][BACKEND_MODE_COUNT] = {
-            [BACKEND_ACQUIRE] = {'a', 'r', 'w'}, [BACKEND_RELEASE] = {'r', 'R', 'W'},
-            [BACKEND_DROP] = {'r', 'd', 'D'},
-        };
-        char letter = letters[op->kind][op->mode];
+        char letter = rw_letter(op);
         k += put_bulk(p, &letter, 1);
         k += put_bulk(p + k, num, keys_u64(num, op->lease_ms));
         return k + put_bulk(p + k, field, flen);
