@@ -100,6 +100,7 @@ $(BUILD)/tests/test_proto: $(call obj,tests/unit/test_proto.c $(PROTO_SRC))
 $(BUILD)/tests/test_conf: $(call obj,tests/unit/test_conf.c $(CONF_SRC))
 $(BUILD)/tests/test_hmap: $(call obj,tests/unit/test_hmap.c daemon/util/hmap.c)
 $(BUILD)/tests/test_heap: $(call obj,tests/unit/test_heap.c daemon/util/heap.c)
+$(BUILD)/tests/test_pool: $(call obj,tests/unit/test_pool.c)
 $(BUILD)/tests/test_keys: $(call obj,tests/unit/test_keys.c daemon/backend/keys.c)
 $(BUILD)/tests/test_lockmgr: $(call obj,tests/unit/test_lockmgr.c tests/unit/fake_backend.c daemon/lock/lockmgr.c daemon/lock/watchdog.c daemon/lock/release.c daemon/lock/semaphore.c daemon/lock/fair.c daemon/backend/backend.c daemon/util/timers.c daemon/util/heap.c daemon/util/hmap.c daemon/util/histo.c daemon/log.c $(CONF_SRC))
 

@@ -336,7 +336,6 @@ static redisReplyObjectFunctions reply_fns = {
     .freeObject = reply_free,
 };
 
-
 static int is_push(const redisReply *r) {
     static const char *const kinds[] = {
         "message",   "smessage",    "pmessage",     "subscribe",   "ssubscribe",

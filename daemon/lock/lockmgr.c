@@ -116,7 +116,7 @@ lock_t *lock_find(lockmgr_t *m, const char *name, size_t len) {
 lock_t *lock_get(lockmgr_t *m, const char *name, size_t len) {
     lock_t *l = lock_find(m, name, len);
     if (l != NULL) return l;
-    l = len <= LOCKMGR_POOL_NAME ? pool_get(&m->lock_pool) : zalloc(sizeof(*l) + len + 1);
+    l = pool_get_sized(&m->lock_pool, sizeof(*l) + len + 1);
     if (l == NULL) return NULL;
     l->mgr = m;
     LIST_INIT(&l->holds);
@@ -132,8 +132,7 @@ lock_t *lock_get(lockmgr_t *m, const char *name, size_t len) {
 void lock_maybe_free(lock_t *l) {
     if (!LIST_EMPTY(&l->holds) || l->q != NULL || l->attempts || l->busy) return;
     hmap_del(&l->mgr->locks, &l->node);
-    if (l->len <= LOCKMGR_POOL_NAME) pool_put(&l->mgr->lock_pool, l);
-    else free(l);
+    pool_put_sized(&l->mgr->lock_pool, l, sizeof(*l) + l->len + 1);
 }
 
 hold_t *hold_first(const lock_t *l) {

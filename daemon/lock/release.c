@@ -9,8 +9,7 @@
 
 /* A release done with goes back to its pool. */
 static void release_dispose(lockmgr_t *m, release_t *r) {
-    if (r->len <= LOCKMGR_POOL_NAME) pool_put(&m->release_pool, r);
-    else free(r);
+    pool_put_sized(&m->release_pool, r, sizeof(*r) + r->len + 1);
 }
 
 static void release_send(release_t *r);
@@ -50,8 +49,7 @@ static void release_send(release_t *r) {
 
 static void release_queue(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
                           uint32_t lease_ms, lock_mode_t mode, uint32_t base, uint32_t permits) {
-    release_t *r = len <= LOCKMGR_POOL_NAME ? pool_get(&m->release_pool)
-                                            : zalloc(sizeof(*r) + len + 1);
+    release_t *r = pool_get_sized(&m->release_pool, sizeof(*r) + len + 1);
     if (r == NULL) return; /* the lease will end it */
     r->mgr = m;
     r->op.owner = owner;

@@ -65,6 +65,18 @@ static inline void pool_put(pool_t *p, void *o) {
     p->n++;
 }
 
+/* An object of n bytes: from the pool when it fits the pool's size, else
+ * from malloc; pool_put_sized() with the same n gives it back to where it
+ * came from. For objects with a name at their end. */
+static inline void *pool_get_sized(pool_t *p, size_t n) {
+    return n <= p->size ? pool_get(p) : zalloc(n);
+}
+
+static inline void pool_put_sized(pool_t *p, void *o, size_t n) {
+    if (n <= p->size) pool_put(p, o);
+    else free(o);
+}
+
 /* Frees what the pool keeps. */
 static inline void pool_drain(pool_t *p) {
     while (p->first != NULL) {
