@@ -102,7 +102,15 @@ $(BUILD)/tests/test_hmap: $(call obj,tests/unit/test_hmap.c daemon/util/hmap.c)
 $(BUILD)/tests/test_heap: $(call obj,tests/unit/test_heap.c daemon/util/heap.c)
 $(BUILD)/tests/test_pool: $(call obj,tests/unit/test_pool.c)
 $(BUILD)/tests/test_keys: $(call obj,tests/unit/test_keys.c daemon/backend/keys.c)
-$(BUILD)/tests/test_lockmgr: $(call obj,tests/unit/test_lockmgr.c tests/unit/fake_backend.c daemon/lock/lockmgr.c daemon/lock/watchdog.c daemon/lock/release.c daemon/lock/semaphore.c daemon/lock/fair.c daemon/backend/backend.c daemon/util/timers.c daemon/util/heap.c daemon/util/hmap.c daemon/util/histo.c daemon/log.c $(CONF_SRC))
+# The lock manager's tests (the core, and one per lock kind) share their
+# world, tests/unit/lockmgr_support.c, and the fake backend.
+LOCKMGR_TEST_SRC := tests/unit/lockmgr_support.c tests/unit/fake_backend.c daemon/lock/lockmgr.c \
+                    daemon/lock/watchdog.c daemon/lock/release.c daemon/lock/semaphore.c \
+                    daemon/lock/fair.c daemon/backend/backend.c daemon/util/timers.c \
+                    daemon/util/heap.c daemon/util/hmap.c daemon/util/histo.c daemon/log.c \
+                    $(CONF_SRC)
+LOCKMGR_TESTS := $(filter $(BUILD)/tests/test_lockmgr $(BUILD)/tests/test_lockmgr_%,$(UNIT_TESTS))
+$(LOCKMGR_TESTS): $(BUILD)/tests/%: $(call obj,tests/unit/%.c $(LOCKMGR_TEST_SRC))
 
 $(UNIT_TESTS):
 	@mkdir -p $(dir $@)
@@ -249,8 +257,7 @@ SAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
 # The tests that link daemon code themselves (the RESP connection, a backend
 # node, the lock manager) are built with the sanitizers too, and run so;
 # the other integration tests run against the sanitized dlockd.
-SAN_SELF_TESTS := $(filter %/test_resp %/test_node,$(INTEG_TESTS)) \
-                  $(filter %/test_lockmgr,$(UNIT_TESTS))
+SAN_SELF_TESTS := $(filter %/test_resp %/test_node,$(INTEG_TESTS)) $(LOCKMGR_TESTS)
 
 sanitize-build:
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/san CFLAGS="$(SAN_FLAGS)" \
@@ -261,7 +268,7 @@ sanitize-build:
 SAN_SKIP := $(filter %/test_cluster_harness,$(INTEG_TESTS))
 
 integration-sanitized: $(INTEG_TESTS)
-	@set -e; for t in $(filter-out $(SAN_SKIP),$(INTEG_TESTS)) $(filter %/test_lockmgr,$(UNIT_TESTS)); do \
+	@set -e; for t in $(filter-out $(SAN_SKIP),$(INTEG_TESTS)) $(LOCKMGR_TESTS); do \
 	  case " $(SAN_SELF_TESTS) " in *" $$t "*) t=$$(echo $$t | sed 's|^$(BUILD)/|$(BUILD)/san/|');; esac; \
 	  echo "== $$t (sanitized)"; \
 	  ASAN_OPTIONS=detect_leaks=1:exitcode=86 UBSAN_OPTIONS=print_stacktrace=1 \
