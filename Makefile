@@ -104,9 +104,8 @@ $(BUILD)/tests/test_pool: $(call obj,tests/unit/test_pool.c)
 $(BUILD)/tests/test_keys: $(call obj,tests/unit/test_keys.c daemon/backend/keys.c)
 # The lock manager's tests (the core, and one per lock kind) share their
 # world, tests/unit/lockmgr_support.c, and the fake backend.
-LOCKMGR_TEST_SRC := tests/unit/lockmgr_support.c tests/unit/fake_backend.c daemon/lock/lockmgr.c \
-                    daemon/lock/watchdog.c daemon/lock/release.c daemon/lock/semaphore.c \
-                    daemon/lock/fair.c daemon/backend/backend.c daemon/util/timers.c \
+LOCKMGR_TEST_SRC := tests/unit/lockmgr_support.c tests/unit/fake_backend.c \
+                    $(wildcard daemon/lock/*.c) daemon/backend/backend.c daemon/util/timers.c \
                     daemon/util/heap.c daemon/util/hmap.c daemon/util/histo.c daemon/log.c \
                     $(CONF_SRC)
 LOCKMGR_TESTS := $(filter $(BUILD)/tests/test_lockmgr $(BUILD)/tests/test_lockmgr_%,$(UNIT_TESTS))

@@ -215,6 +215,63 @@ static void send_clients(session_t *s) {
     free(line);
 }
 
+/* What each lock mode's kind is called in errors: what it is held as,
+ * what releases it, its plural. */
+static const struct {
+    const char *held_as, *release, *plural;
+} kind_words[LOCK_MODE_COUNT] = {
+    [LOCK_MODE_MUTEX] = {"held as a plain lock (LOCK, UNLOCK)",
+                         "held as a plain lock: UNLOCK releases it", "plain locks"},
+    [LOCK_MODE_READ] = {"held as a read/write lock (RLOCK, WLOCK, RUNLOCK, WUNLOCK)",
+                        "held as a read/write lock: RUNLOCK or WUNLOCK releases it",
+                        "read/write locks"},
+    [LOCK_MODE_WRITE] = {"held as a read/write lock (RLOCK, WLOCK, RUNLOCK, WUNLOCK)",
+                         "held as a read/write lock: RUNLOCK or WUNLOCK releases it",
+                         "read/write locks"},
+    [LOCK_MODE_SEM] = {"a semaphore (SEMINIT, ACQUIRE, RELEASE)",
+                       "a semaphore: RELEASE gives its permits back", "semaphores"},
+    [LOCK_MODE_FAIR] = {"held as a fair lock (FAIRLOCK, UNLOCK)",
+                        "held as a fair lock: UNLOCK releases it", "fair locks"},
+};
+
+/* The words of a lock manager error: NULL for none, else in buf. */
+static const char *error_words(const lock_reply_t *r, char *buf, size_t cap) {
+    switch (r->why) {
+    case LOCK_WHY_NONE: return NULL;
+    case LOCK_WHY_BACKEND: return r->detail;
+    case LOCK_WHY_SHUTDOWN: return "shutting down";
+    case LOCK_WHY_NOMEM: return "out of memory";
+    case LOCK_WHY_MAX_LOCKS: return "max_locks_per_client reached";
+    case LOCK_WHY_MAX_WAITERS: return "max_waiters reached";
+    case LOCK_WHY_UPGRADE:
+        return "upgrade not allowed: this connection holds a read lock of it (RUNLOCK it first)";
+    case LOCK_WHY_NO_HOLDER: return "a semaphore has no one holder: STATUS tells its permits";
+    case LOCK_WHY_FORCE_DENIED: return "FORCEUNLOCK needs uid 0 or one in admin_uids";
+    case LOCK_WHY_RELEASE_AS: return kind_words[r->mode].release;
+    case LOCK_WHY_HELD_AS:
+        snprintf(buf, cap, "%.*s is %s", (int)r->len, r->name, kind_words[r->mode].held_as);
+        return buf;
+    case LOCK_WHY_UNSUPPORTED:
+        snprintf(buf, cap, "%s are not available with %s", kind_words[r->mode].plural,
+                 r->detail);
+        return buf;
+    case LOCK_WHY_LEASE_MAX:
+        snprintf(buf, cap, "lease_ms above %lld, the longest lease in quorum mode (rejoin_delay_ms)",
+                 r->limit);
+        return buf;
+    case LOCK_WHY_PERMITS_RANGE:
+        snprintf(buf, cap, "permits are 1 to %lld", r->limit);
+        return buf;
+    case LOCK_WHY_PERMITS_MAX:
+        snprintf(buf, cap, "a connection holds at most %lld permits of a semaphore", r->limit);
+        return buf;
+    case LOCK_WHY_PERMITS_HELD:
+        snprintf(buf, cap, "this connection holds %lld permits of it", r->limit);
+        return buf;
+    }
+    return NULL;
+}
+
 /* A lock manager reply as one protocol line. */
 static void send_lock_reply(session_t *s, const lock_reply_t *r) {
     static const proto_err_t errs[] = {
@@ -274,10 +331,13 @@ static void send_lock_reply(session_t *s, const lock_reply_t *r) {
                            pid, uid);
         break;
     }
-    default:
+    default: {
+        char words[PROTO_REPLY_MAX];
         s->ss->stats.errors++;
-        n = proto_reply_error(line, sizeof(line), errs[r->err], r->detail);
+        n = proto_reply_error(line, sizeof(line), errs[r->err],
+                              error_words(r, words, sizeof(words)));
         break;
+    }
     }
     count_reply(s, r->kind == LOCK_REPLY_TIMEOUT ? SESSION_RESULT_TIMEOUT
                    : r->kind == LOCK_REPLY_ERROR ? SESSION_RESULT_ERR(errs[r->err])

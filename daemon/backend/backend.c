@@ -2,6 +2,11 @@
  * SPDX-License-Identifier: MIT */
 #include "backend.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 void backend_on_state(backend_t *b, backend_state_cb cb, void *data) {
     b->on_state = cb;
     b->state_data = data;
@@ -49,4 +54,22 @@ void backend_reconfigure(backend_t *b, const conf_t *conf) {
 
 uint32_t backend_drift(const backend_t *b, uint32_t lease_ms) {
     return b->type->drift ? b->type->drift(b, lease_ms) : 0;
+}
+
+/* The registry's entries read "dlockd:<host>:<pid>" (backend_open()'s
+ * CLIENT SETNAME); anything else names no dlockd. */
+void backend_who_daemon(const backend_who_t *w, char *host, size_t cap, long long *pid) {
+    static const char prefix[] = "dlockd:";
+    const char *d = w->daemon, *colon = strrchr(d, ':');
+    *pid = -1;
+    if (cap > 0) host[0] = '\0';
+    if (strncmp(d, prefix, sizeof(prefix) - 1) != 0 || colon == NULL ||
+        colon <= d + sizeof(prefix) - 1 || colon[1] < '1' || colon[1] > '9')
+        return;
+    char *end;
+    errno = 0;
+    long long v = strtoll(colon + 1, &end, 10);
+    if (errno != 0 || *end != '\0' || v <= 0) return;
+    *pid = v;
+    snprintf(host, cap, "%.*s", (int)(colon - d - (sizeof(prefix) - 1)), d + sizeof(prefix) - 1);
 }

@@ -99,12 +99,14 @@ typedef struct backend_result_s {
                                    available after it) */
     long long holds;            /* ACQUIRE REENTERED; RELEASE/DROP: holds left, -1 if
                                    not held; STATUS: the owner's holds */
-    long long ttl_ms;           /* ACQUIRE TAKEN; STATUS: -2 free, -1 no expiry */
+    long long ttl_ms;           /* ACQUIRE TAKEN; STATUS: -2 free, -1 no expiry;
+                                   WHO: -2 free, -3 held by no one holder */
     int removed;                /* FORCE: 1 or 0 */
     int others_waiting;         /* RELEASE: the release woke waiters that are not
                                    ours (other daemons, Redisson clients) */
     backend_mode_t held;        /* ACQUIRE WRONG_KIND; STATUS (ttl_ms >= -1): what
-                                   the name holds now */
+                                   the name holds now; WHO (ttl_ms -3): the kind
+                                   that has no one holder (SEM) */
     long long holders;          /* STATUS of a READ hold: how many owners read;
                                    of a SEM: the permits available */
 } backend_result_t;
@@ -118,6 +120,10 @@ typedef struct backend_who_s {
     char daemon[BACKEND_WHO_DAEMON_MAX]; /* its dlockd as it registered, "" if
                                             none did (Redisson, another tool) */
 } backend_who_t;
+
+/* The dlockd a WHO answer names, as it registered: its host into host
+ * (cap bytes, "" when it names none) and its pid (-1 when none). Pure. */
+void backend_who_daemon(const backend_who_t *w, char *host, size_t cap, long long *pid);
 
 typedef void (*backend_op_cb)(backend_op_t *op);
 

@@ -714,6 +714,7 @@ static void ask_all_decide(qop_t *qo) {
             p->who->owner[0] = p->who->daemon[0] = '\0';
         } else {
             p->res.ttl_ms = qo->ch[best].op.res.ttl_ms;
+            p->res.held = qo->ch[best].op.res.held;
             *p->who = qo->who[best];
             for (unsigned j = 0; j < q->n && p->who->daemon[0] == '\0'; j++)
                 if (strcmp(qo->who[j].owner, p->who->owner) == 0)

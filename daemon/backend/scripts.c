@@ -1158,6 +1158,7 @@ int scripts_decode(script_id_t id, backend_op_t *const *ops, size_t n, redisRepl
             backend_who_t *w = ops[0]->who;
             const char *entry = strchr(r->element[2]->str, ' '); /* after "<seen ms> " */
             res->ttl_ms = r->element[0]->integer;
+            if (res->ttl_ms == -3) res->held = BACKEND_SEM;
             snprintf(w->owner, sizeof(w->owner), "%s", r->element[1]->str);
             snprintf(w->daemon, sizeof(w->daemon), "%s", entry ? entry + 1 : "");
             return 0;

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/lock/internal.h"
+#include "daemon/lock/kind.h"
 #include "daemon/log.h"
 #include "daemon/util/util.h"
 
@@ -33,15 +33,18 @@ static void on_leave(backend_op_t *bop) {
     free(container_of(bop, leave_t, bop));
 }
 
-void fair_kick(lock_t *l) {
+/* Every waiter that is not waiting for a wake-up asks Redis, which keeps
+ * the order: each takes its place in Redis's queue. */
+static void fair_kick(lock_t *l) {
     wait_t *w;
     TAILQ_FOREACH(w, &l->q->waiters, link) {
         if (l->attempts >= LOCKMGR_READS_INFLIGHT) return;
-        if (!w->in_flight && !w->parked) attempt(l, w);
+        if (!w->in_flight && !w->parked) lock_attempt(l, w);
     }
 }
 
-void fair_prepare(lock_t *l, wait_t *w, backend_op_t *op) {
+/* w's attempt: its place's length, and whether it takes one. */
+static void fair_prepare(lock_t *l, wait_t *w, backend_op_t *op) {
     op->once = w->once;
     op->queue_ms = l->mgr->conf->lease_ms;
     op->queue_foreign_ms = LOCKMGR_FAIR_FOREIGN_WAIT_MS;
@@ -58,41 +61,75 @@ static void on_keep(timers_entry_t *t) {
     lock_kick(l);
 }
 
-void fair_watch(lock_t *l) {
-    lockmgr_t *m = l->mgr;
+/* The channel a fair lock's waiters are woken on: its local head's. */
+static void fair_watch(lock_t *l) {
     queue_t *q = l->q;
     wait_t *head = q ? TAILQ_FIRST(&q->waiters) : NULL;
     if (head == NULL || (q->subscribed && q->watch_owner == head->owner_id)) return;
-    if (q->subscribed) backend_unwatch(m->backend, l->name, l->len, BACKEND_FAIR, q->watch_owner);
+    lock_unwatch(l);
     /* Once the watch is in force its confirmation lets the head try once
      * more: a release in between is not missed. */
-    q->subscribed = 1;
-    q->watch_owner = head->owner_id;
-    backend_watch(m->backend, l->name, l->len, BACKEND_FAIR, head->owner_id, lock_on_watch, l);
+    lock_watch(l, BACKEND_FAIR, head->owner_id);
 }
 
-void fair_queued(lock_t *l, wait_t *w) {
+/* Redis put w in its queue: keep the place, watch the head's channel. */
+static void fair_queued(lock_t *l, wait_t *w) {
     lockmgr_t *m = l->mgr;
     if (!timers_active(&l->q->keep))
         timers_start(m->timers, &l->q->keep, m->conf->renew_every_ms, on_keep);
     if (TAILQ_FIRST(&l->q->waiters) == w) fair_watch(l);
 }
 
-void fair_leave(lock_t *l, wait_t *w, int was_head) {
+/* In Redis's queue now: the head waits for its wake-up or its holder's
+ * lease, the others for their turn. */
+static void fair_taken(lock_t *l, wait_t *w, const backend_result_t *res) {
+    int head = lock_queue_head(l) == w;
+    if (head && w->woken) {
+        lock_attempt(l, w);
+        return;
+    }
+    w->parked = 1;
+    fair_queued(l, w);
+    if (head) lock_retry_at(l, res->ttl_ms);
+    /* Its ask is done: a waiter the cap on asks in flight held back may
+     * ask now. */
+    lock_kick(l);
+}
+
+/* w stops waiting: its place goes (unless it was granted), and a new
+ * head's channel is watched. */
+static void fair_leave(lock_t *l, wait_t *w, int was_head) {
     lockmgr_t *m = l->mgr;
     if (!w->granted && !w->once && (w->tried || w->in_flight)) {
         leave_t *lv = zalloc(sizeof(*lv) + l->len + 1);
         if (lv != NULL) {
             memcpy(lv->name, l->name, l->len);
             lv->len = l->len;
-            lv->bop.kind = BACKEND_LEAVE;
-            lv->bop.mode = BACKEND_FAIR;
-            lv->bop.name = lv->name;
-            lv->bop.len = lv->len;
-            lv->bop.owner = w->owner_id;
-            lv->bop.cb = on_leave;
+            lock_op_init(&lv->bop, BACKEND_LEAVE, LOCK_MODE_FAIR, lv->name, lv->len, w->owner_id,
+                         on_leave);
             backend_submit(m->backend, &lv->bop);
         }
     }
     if (was_head) fair_watch(l);
 }
+
+/* A fair lock's head may be Redis's too: it asks right behind our release
+ * rather than waiting for the wake-up on its channel. */
+static void fair_released(lock_t *l, hold_t *h) {
+    (void)h;
+    if (l->q != NULL && !TAILQ_EMPTY(&l->q->waiters)) TAILQ_FIRST(&l->q->waiters)->parked = 0;
+}
+
+const lock_kind_t lock_kind_fair = {
+    .name = "fair",
+    .cap = BACKEND_CAP_FAIR,
+    .watch = BACKEND_FAIR,
+    .status = LOCK_STATUS_EXCLUSIVE,
+    .head_wakes = 1,
+    .kick = fair_kick,
+    .prepare = fair_prepare,
+    .taken = fair_taken,
+    .requeued = fair_queued,
+    .leave = fair_leave,
+    .released = fair_released,
+};

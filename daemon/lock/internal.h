@@ -1,16 +1,19 @@
 /* The lock manager's own structures, shared by its files and no one else.
  * SPDX-License-Identifier: MIT
  *
- *   lockmgr.c   requests, owners, the lock table, waiting and granting
+ *   lockmgr.c   owners, holds, the lock table, answers, the public calls
+ *   wait.c      waiting and granting: queues, attempts, wake-ups
+ *   request.c   requests on a name: reentry, UNLOCK, RENEW, STATUS, WHO,
+ *               FORCEUNLOCK
  *   watchdog.c  renewals of watchdog-kept holds, loss deadlines
  *   release.c   releases that must reach Redis even while it is away
- *   semaphore.c a semaphore's own steps: permits in, permits out
- *   fair.c      a fair lock's own steps: places in Redis's queue
+ *   kind.h      the lock-kind interface; kind.c the modes' table, and one
+ *               file per kind: mutex.c, rwlock.c, semaphore.c, fair.c
  *
  * A lock_t is one name this daemon cares about: its local holds (hold_t,
  * one per holder; a mutex has at most one), its FIFO of waiters, and the
  * one acquire attempt in flight. It lives while anything refers to it.
- * A name is one kind of lock at a time here (lock_kind_t), as in Redis. */
+ * A name is one kind of lock at a time here (lock_t.kind), as in Redis. */
 #ifndef DLOCK_LOCK_INTERNAL_H
 #define DLOCK_LOCK_INTERNAL_H
 
@@ -26,13 +29,7 @@
 
 typedef struct lock_s lock_t;
 typedef struct hold_s hold_t;
-
-typedef enum {
-    LOCK_KIND_MUTEX = 0,       /* LOCK, UNLOCK */
-    LOCK_KIND_RW,              /* RLOCK, WLOCK: holds of modes READ and WRITE */
-    LOCK_KIND_SEM,             /* ACQUIRE, RELEASE: holds of permits */
-    LOCK_KIND_FAIR             /* FAIRLOCK, UNLOCK: waiters queue in Redis */
-} lock_kind_t;
+typedef struct lock_kind_s lock_kind_t;
 typedef struct wait_s wait_t;
 
 /* The text kept of why a waiter's last grant was undone. */
@@ -104,7 +101,8 @@ typedef struct queue_s {
     timers_entry_t yield;      /* a yield to other daemons' waiters ends */
     int subscribed;            /* watching the name for releases */
     int yielding;              /* local hand-off held back for other daemons */
-    uint64_t watch_owner;      /* a fair lock's: whose channel is watched */
+    backend_mode_t watch_mode; /* the channel watched ... */
+    uint64_t watch_owner;      /* ... and whose (a fair lock's waiter's), or 0 */
     timers_entry_t keep;       /* a fair lock's waiters ask again, in order,
                                   keeping their places in Redis's queue */
 } queue_t;
@@ -120,7 +118,7 @@ struct lock_s {
     int remote_interest;       /* our last release woke other daemons' waiters */
     int busy;                  /* backend calls in flight that name this lock */
     int first_used;            /* first holds a hold */
-    lock_kind_t kind;          /* while held or waited for */
+    const lock_kind_t *kind;   /* while held or waited for */
     long long sem_free;        /* a semaphore's permits free in Redis after
                                   our last grant, plus those we gave back
                                   since; 0 after a refusal (sem_kick) */
@@ -208,45 +206,65 @@ struct lockmgr_s {
     void *done_data;
 };
 
+/* One backend call for a request on a held lock, or STATUS, WHO, FORCE. */
+typedef struct lock_op_s lock_op_t;
+typedef void (*lock_op_done_cb)(lock_op_t *op, lock_owner_t *o, hold_t *h);
+struct lock_op_s {
+    pending_t hdr;
+    backend_op_t bop;
+    lockmgr_t *mgr;
+    lock_owner_t *owner;       /* NULL once the owner left */
+    lock_t *lock;              /* holds a busy reference, or NULL */
+    lock_req_kind_t kind;
+    lock_mode_t mode;          /* the hold it is about */
+    uint64_t grant_id;         /* of the owner's hold when sent */
+    uint32_t lease_ms;         /* as asked for */
+    uint32_t keep_lease;       /* reentry, RENEW: the hold's lease_ms once done */
+    uint64_t sent_at;
+    uint32_t wait_ms;          /* to retry a reentry as a fresh wait */
+    lock_op_done_cb done;      /* on success, and on any answer once the owner left */
+    backend_who_t who;         /* WHO's answer */
+    size_t len;
+    char name[];
+};
+
 /* lockmgr.c */
-void lock_kick(lock_t *l);
 lock_t *lock_get(lockmgr_t *m, const char *name, size_t len);
-int lock_in_use(const lock_t *l);
-lock_kind_t lock_kind_of(lock_mode_t mode);
-hold_t *hold_of(const lock_t *l, const lock_owner_t *o, lock_mode_t mode);
-hold_t *hold_new(lock_t *l, lock_owner_t *o, uint64_t fence, uint32_t lease_ms,
-                 lock_mode_t mode);
-/* The hold's last permit or hold is given back: Redis is told, the next
- * waiter may go. */
-void release_local(hold_t *h);
-void answer(lock_owner_t *o, const lock_reply_t *r);
-void answer_value(lock_owner_t *o, long long v);
-void answer_error(lockmgr_t *m, lock_owner_t *o, lock_err_t err, const char *detail);
-/* ERR NOTHELD, or ERR KIND when o holds l as another kind. */
-void answer_notheld(lockmgr_t *m, lock_owner_t *o, const lock_t *l, lock_mode_t mode);
-/* ERR KIND's text for l held as held; lives in m until the next one. */
-const char *kind_text(lock_t *l, backend_mode_t held);
-/* Sends w's acquire. */
-void attempt(lock_t *l, wait_t *w);
-/* A watch's wake-up (backend_watch_cb), data the lock_t. */
-void lock_on_watch(void *data, backend_event_t ev);
-/* Takes w out of its queue; frees it unless its acquire is in flight. */
-void wait_end(wait_t *w);
-/* Undoes what w's acquire may have granted. */
-void wait_undo(lock_t *l, const wait_t *w, uint64_t owner);
-void lock_maybe_free(lock_t *l);
 lock_t *lock_find(lockmgr_t *m, const char *name, size_t len);
-hold_t *hold_first(const lock_t *l);
+/* Someone here holds or waits for l: its kind is set until then. */
+int lock_in_use(const lock_t *l);
+hold_t *lock_hold_first(const lock_t *l);
+/* The owner's hold of any mode, a shared mode's last. */
+hold_t *lock_hold_mine(const lock_t *l, const lock_owner_t *o);
 /* The hold has ended without Redis being told: forget it and free it. */
-void hold_drop(hold_t *h);
-/* The holder can no longer count on the hold: tell it, drop it. */
-void hold_lost(hold_t *h, lock_loss_t why);
-/* How long Redis may keep the hold after its last confirmation. */
-uint32_t hold_redis_lease(const hold_t *h);
+void lock_hold_drop(hold_t *h);
 /* How long a lease of lease_ms vouches for a hold after Redis confirmed
  * it: the lease less the backend's clock drift allowance (a quorum's). */
-uint32_t hold_valid(const lockmgr_t *m, uint32_t lease_ms);
+uint32_t lock_hold_valid(const lockmgr_t *m, uint32_t lease_ms);
+/* Remaining lease of the local holder, or -1. */
+long long lock_local_ttl(const lock_t *l);
+void lock_answer(lock_owner_t *o, const lock_reply_t *r);
+void lock_answer_timeout(lockmgr_t *m, lock_owner_t *o, long long ttl_ms);
+/* ERR BACKEND with why the backend cannot serve name now. */
+void lock_answer_unavailable(lockmgr_t *m, lock_owner_t *o, const char *name, size_t len);
+/* Fills the fields every op of the lock manager's sets. */
+void lock_op_init(backend_op_t *op, backend_op_kind_t kind, lock_mode_t mode, const char *name,
+                  size_t len, uint64_t owner, backend_op_cb cb);
 void lockmgr_shutdown_step(lockmgr_t *m);
+
+/* wait.c */
+/* A watch's wake-up (backend_watch_cb), data the lock_t. */
+void lock_on_watch(void *data, backend_event_t ev);
+/* A wake-up or a retry turn: waiters Redis refused may try again (the
+ * kind says which). */
+void lock_unpark(lock_t *l);
+/* Frees l's queue and its waiters (lockmgr_free). */
+void lock_queue_free(lock_t *l);
+
+/* request.c */
+void lock_request(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req);
+/* The owner left while op was in flight. */
+void lock_op_orphan(lock_op_t *op);
 
 /* watchdog.c */
 /* Redis confirmed the hold as of sent_at, with an op that set its TTL to
@@ -271,45 +289,20 @@ void release_all(lockmgr_t *m, const char *name, size_t len, uint64_t owner, uin
                  lock_mode_t mode);
 /* Gives back a semaphore's permits base + 1 .. base + permits of owner. */
 void release_permits(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
-                     uint32_t lease_ms, uint32_t base, uint32_t permits);
-/* Deletes everything h holds in Redis (before h is dropped). */
+                     uint32_t lease_ms, lock_mode_t mode, uint32_t base, uint32_t permits);
+/* Deletes everything h holds in Redis (before h is dropped), as its kind
+ * says. */
 void release_hold(const hold_t *h);
+/* ... all of the owner's holds of h's mode: most kinds' way. */
+void release_hold_all(const hold_t *h);
 
-/* semaphore.c */
-/* A semaphore's attempt: its permits, its base, the hold's lease. */
-void sem_prepare(lock_t *l, wait_t *w, backend_op_t *op);
-/* Redis granted w's permits (GRANTED) or found the earlier ones gone
- * (HOLD_GONE). */
-void sem_granted(lock_t *l, wait_t *w);
-void sem_hold_gone(lock_t *l, wait_t *w);
-/* w's acquire got no answer (or was not acknowledged) but may have run:
- * it set the earlier ids to its lease, which may end before the hold's. */
-void sem_unanswered(lock_t *l, const wait_t *w);
-/* Lets a semaphore's waiters try, from the head (sem_kick's rule). */
-void sem_kick(lock_t *l);
-/* RELEASE <name> <permits>. */
-void sem_release(lockmgr_t *m, lock_owner_t *o, lock_t *l, uint32_t permits);
-
-/* fair.c */
-/* Every waiter that is not waiting for a wake-up asks Redis, which keeps
- * the order: each takes its place in Redis's queue. */
-void fair_kick(lock_t *l);
-/* w's attempt: its place's length, and whether it takes one. */
-void fair_prepare(lock_t *l, wait_t *w, backend_op_t *op);
-/* Redis put w in its queue (TAKEN): keep the place, watch the head's channel. */
-void fair_queued(lock_t *l, wait_t *w);
-/* w stops waiting: its place goes (unless it was granted), and a new
- * head's channel is watched. Call before w leaves the queue. */
-void fair_leave(lock_t *l, wait_t *w, int was_head);
-/* The channel a fair lock's waiters are woken on: its local head's. */
-void fair_watch(lock_t *l);
 /* A new grant to owner makes older queued releases of it (of that mode) stale. */
 void release_forget(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
                     lock_mode_t mode);
 /* A semaphore's grant to owner of ids 1..count: queued releases of those
  * ids are stale, of the ids above they still stand. */
 void release_forget_permits(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
-                            uint32_t count);
+                            lock_mode_t mode, uint32_t count);
 /* Redis is back: send the queued releases. */
 void release_resend(lockmgr_t *m);
 /* Shutdown: send every queued release once more, counted. */

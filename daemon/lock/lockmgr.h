@@ -17,11 +17,12 @@
 #include <uv.h>
 
 #include "conf/conf.h"
-#include "daemon/backend/backend.h"
+#include "daemon/util/histo.h"
 #include "daemon/util/timers.h"
 
 typedef struct lockmgr_s lockmgr_t;
 typedef struct lock_owner_s lock_owner_t;
+typedef struct backend_s backend_t;
 
 typedef enum {
     LOCK_REQ_LOCK = 0,    /* wait for the lock */
@@ -34,15 +35,17 @@ typedef enum {
     LOCK_REQ_SEMINIT      /* a semaphore's size, unless set */
 } lock_req_kind_t;
 
-/* What kind of hold a request is about; the values are backend_mode_t's. */
+/* What kind of hold a request is about. Each mode belongs to one lock
+ * kind (daemon/lock/kind.h), which says what the mode does. */
 typedef enum {
-    LOCK_MODE_MUTEX = BACKEND_MUTEX,   /* LOCK, TRYLOCK, UNLOCK */
-    LOCK_MODE_READ = BACKEND_READ,     /* RLOCK, TRYRLOCK, RUNLOCK: shared */
-    LOCK_MODE_WRITE = BACKEND_WRITE,   /* WLOCK, TRYWLOCK, WUNLOCK: exclusive */
-    LOCK_MODE_SEM = BACKEND_SEM,       /* ACQUIRE, TRYACQUIRE, RELEASE: a
-                                          semaphore's permits */
-    LOCK_MODE_FAIR = BACKEND_FAIR      /* FAIRLOCK, TRYFAIRLOCK (UNLOCK): a lock
-                                          whose waiters queue in Redis */
+    LOCK_MODE_MUTEX = 0,  /* LOCK, TRYLOCK, UNLOCK */
+    LOCK_MODE_READ,       /* RLOCK, TRYRLOCK, RUNLOCK: shared */
+    LOCK_MODE_WRITE,      /* WLOCK, TRYWLOCK, WUNLOCK: exclusive */
+    LOCK_MODE_SEM,        /* SEMINIT, ACQUIRE, TRYACQUIRE, RELEASE: a
+                             semaphore's permits */
+    LOCK_MODE_FAIR,       /* FAIRLOCK, TRYFAIRLOCK (UNLOCK): a lock whose
+                             waiters queue in Redis */
+    LOCK_MODE_COUNT
 } lock_mode_t;
 
 typedef struct lock_request_s {
@@ -83,6 +86,30 @@ typedef enum {
     LOCK_ERR_KIND         /* the name is another kind of lock, or an upgrade */
 } lock_err_t;
 
+/* Why an error, typed: the session words it. The reply's fields each one
+ * uses are named. */
+typedef enum {
+    LOCK_WHY_NONE = 0,        /* nothing more to say */
+    LOCK_WHY_BACKEND,         /* detail: the backend's own text */
+    LOCK_WHY_SHUTDOWN,        /* the daemon is stopping */
+    LOCK_WHY_NOMEM,           /* out of memory */
+    LOCK_WHY_MAX_LOCKS,       /* max_locks_per_client reached */
+    LOCK_WHY_MAX_WAITERS,     /* max_waiters reached */
+    LOCK_WHY_LEASE_MAX,       /* limit: the longest lease the backend grants */
+    LOCK_WHY_PERMITS_RANGE,   /* limit: permits are 1 to this */
+    LOCK_WHY_PERMITS_MAX,     /* limit: a connection's permits of one semaphore */
+    LOCK_WHY_PERMITS_HELD,    /* limit: the permits this connection holds */
+    LOCK_WHY_HELD_AS,         /* name is held as held's kind */
+    LOCK_WHY_RELEASE_AS,      /* this connection holds it as held's kind: that
+                                 kind's verb releases it */
+    LOCK_WHY_UPGRADE,         /* a write lock asked while holding a read lock */
+    LOCK_WHY_UNSUPPORTED,     /* held's kind is not offered by the topology
+                                 named in detail */
+    LOCK_WHY_NO_HOLDER,       /* WHO of a name held as held's kind, which has
+                                 no one holder */
+    LOCK_WHY_FORCE_DENIED     /* FORCEUNLOCK by a uid not allowed it */
+} lock_why_t;
+
 typedef struct lock_reply_s {
     lock_reply_kind_t kind;
     uint64_t fence;
@@ -90,9 +117,16 @@ typedef struct lock_reply_s {
     long long ttl_ms;
     long long value;
     lock_err_t err;
-    lock_mode_t mode;     /* RW */
+    lock_why_t why;       /* ERROR: why, typed */
+    lock_mode_t mode;     /* RW; ERROR: the mode held (HELD_AS, RELEASE_AS,
+                             UNSUPPORTED, NO_HOLDER) */
     long long holders;    /* RW */
-    const char *detail;   /* ERROR: NULL or text valid during the callback */
+    long long limit;      /* ERROR: the number the why names */
+    const char *detail;   /* ERROR: NULL, the backend's text (BACKEND) or the
+                             topology's name (UNSUPPORTED), valid during the
+                             callback */
+    const char *name;     /* ERROR HELD_AS: the name, len bytes */
+    size_t len;
     /* WHO (HELD): its dlockd's host ("" unknown: not a dlockd's holder)
      * and pid, and the holding client's pid and uid when that dlockd is
      * this one; -1 for what is not known. */

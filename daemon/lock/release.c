@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/lock/internal.h"
+#include "daemon/lock/kind.h"
 #include "daemon/log.h"
 #include "daemon/util/util.h"
 
@@ -39,11 +39,7 @@ static void on_release(backend_op_t *op) {
 static void release_send(release_t *r) {
     lockmgr_t *m = r->mgr;
     m->stats.releases++;
-    r->op.kind = BACKEND_RELEASE;
-    r->op.mode = (backend_mode_t)r->mode;
-    r->op.name = r->name;
-    r->op.len = r->len;
-    r->op.cb = on_release;
+    lock_op_init(&r->op, BACKEND_RELEASE, r->mode, r->name, r->len, r->op.owner, on_release);
     backend_submit(m->backend, &r->op);
 }
 
@@ -72,16 +68,19 @@ void release_all(lockmgr_t *m, const char *name, size_t len, uint64_t owner, uin
 }
 
 void release_permits(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
-                     uint32_t lease_ms, uint32_t base, uint32_t permits) {
-    release_queue(m, name, len, owner, lease_ms, LOCK_MODE_SEM, base, permits);
+                     uint32_t lease_ms, lock_mode_t mode, uint32_t base, uint32_t permits) {
+    release_queue(m, name, len, owner, lease_ms, mode, base, permits);
+}
+
+void release_hold_all(const hold_t *h) {
+    const lock_t *l = h->lock;
+    release_all(l->mgr, l->name, l->len, h->owner->id, lock_hold_redis_lease(h), h->mode);
 }
 
 void release_hold(const hold_t *h) {
-    const lock_t *l = h->lock;
-    if (h->mode == LOCK_MODE_SEM)
-        release_permits(l->mgr, l->name, l->len, h->owner->id, hold_redis_lease(h), 0, h->count);
-    else
-        release_all(l->mgr, l->name, l->len, h->owner->id, hold_redis_lease(h), h->mode);
+    const lock_kind_t *k = lock_kind_of(h->mode);
+    if (k->release_hold) k->release_hold(h);
+    else release_hold_all(h);
 }
 
 void release_forget(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
@@ -98,11 +97,11 @@ void release_forget(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
 }
 
 void release_forget_permits(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
-                            uint32_t count) {
+                            lock_mode_t mode, uint32_t count) {
     release_t *r, *next;
     for (r = STAILQ_FIRST(&m->retries); r != NULL; r = next) {
         next = STAILQ_NEXT(r, link);
-        if (r->op.owner != owner || r->mode != LOCK_MODE_SEM || r->len != len ||
+        if (r->op.owner != owner || r->mode != mode || r->len != len ||
             memcmp(r->name, name, len) != 0)
             continue;
         uint32_t end = r->op.permit_base + r->op.permits;

@@ -19,11 +19,12 @@
  * refused head keeps everyone behind it waiting from then on. */
 #include <stdio.h>
 
-#include "daemon/lock/internal.h"
+#include "daemon/lock/kind.h"
 #include "daemon/util/util.h"
 
-void sem_prepare(lock_t *l, wait_t *w, backend_op_t *op) {
-    const hold_t *h = hold_of(l, w->owner, LOCK_MODE_SEM);
+/* A semaphore's attempt: its permits, its base, the hold's lease. */
+static void sem_prepare(lock_t *l, wait_t *w, backend_op_t *op) {
+    const hold_t *h = lock_hold_of(l, w->owner, LOCK_MODE_SEM);
     w->base = h ? h->count : 0;
     /* More permits join the hold: its ids share one lease, the longest of
      * those asked for, the watchdog being longer than any (as a reentry). */
@@ -36,7 +37,15 @@ void sem_prepare(lock_t *l, wait_t *w, backend_op_t *op) {
     op->lease_ms = w->hold_lease ? w->hold_lease : l->mgr->conf->lease_ms;
 }
 
-void sem_kick(lock_t *l) {
+/* Nothing here blocks a semaphore's waiter: Redis counts the permits. */
+static int sem_blocked(const lock_t *l, const lock_owner_t *o, lock_mode_t mode) {
+    (void)l;
+    (void)o;
+    (void)mode;
+    return 0;
+}
+
+static void sem_kick(lock_t *l) {
     long long room = l->sem_free;
     wait_t *w = TAILQ_FIRST(&l->q->waiters);
     for (int head = 1; w != NULL && l->attempts < LOCKMGR_READS_INFLIGHT;
@@ -44,28 +53,35 @@ void sem_kick(lock_t *l) {
         room -= w->permits;
         if (w->in_flight) continue;
         if (!head && (w->parked || room < 0)) return;
-        attempt(l, w);
+        lock_attempt(l, w);
     }
 }
 
-void sem_granted(lock_t *l, wait_t *w) {
+static void sem_undo(lock_t *l, const wait_t *w, uint64_t owner) {
+    release_permits(l->mgr, l->name, l->len, owner, w->acquire.lease_ms, LOCK_MODE_SEM, w->base,
+                    w->permits);
+}
+
+/* Redis granted w's permits. */
+static void sem_granted(lock_t *l, wait_t *w) {
     lockmgr_t *m = l->mgr;
     lock_owner_t *o = w->owner;
-    hold_t *h = hold_of(l, o, LOCK_MODE_SEM);
+    hold_t *h = lock_hold_of(l, o, LOCK_MODE_SEM);
 
     if ((h ? h->count : 0) != w->base) {
         /* The hold was lost while the acquire was in flight, and its ids
          * are being given back behind it: give these back too, and ask
          * again from what is left. */
-        wait_undo(l, w, o->id);
-        attempt(l, w);
+        sem_undo(l, w, o->id);
+        lock_attempt(l, w);
         return;
     }
-    if (h == NULL && (h = hold_new(l, o, 0, w->hold_lease, LOCK_MODE_SEM)) != NULL) h->count = 0;
+    if (h == NULL && (h = lock_hold_new(l, o, 0, w->hold_lease, LOCK_MODE_SEM)) != NULL)
+        h->count = 0;
     if (h == NULL) {
-        wait_undo(l, w, o->id);
-        answer_error(m, o, LOCK_ERR_LIMIT, "out of memory");
-        wait_end(w);
+        sem_undo(l, w, o->id);
+        lock_answer_error(m, o, LOCK_ERR_LIMIT, LOCK_WHY_NOMEM, 0);
+        lock_wait_end(w);
         return;
     }
     h->count += w->permits;
@@ -73,51 +89,146 @@ void sem_granted(lock_t *l, wait_t *w) {
     l->sem_free = (long long)w->acquire.res.fence;
     m->stats.grants++;
     histo_add(&m->wait_time, (uv_hrtime() - w->started_ns) / 1000);
-    release_forget_permits(m, l->name, l->len, o->id, h->count);
+    release_forget_permits(m, l->name, l->len, o->id, LOCK_MODE_SEM, h->count);
     /* The acquire set every id of the hold to the lease. */
     watchdog_set_confirmed(h, w->sent_at, w->acquire.lease_ms);
-    answer_value(o, h->count);
-    wait_end(w);
+    lock_answer_value(o, h->count);
+    lock_wait_end(w);
 }
 
-void sem_unanswered(lock_t *l, const wait_t *w) {
-    hold_t *h = hold_of(l, w->owner, LOCK_MODE_SEM);
+/* A refusal closes the window: the next waiters wait for the head. */
+static void sem_refused(lock_t *l, wait_t *w) {
+    (void)w;
+    l->sem_free = 0;
+}
+
+/* A waiter behind the head does not try again at once on a wake-up: the
+ * refused head goes first (sem_kick lets it try once that is settled). */
+static void sem_taken(lock_t *l, wait_t *w, const backend_result_t *res) {
+    lock_wait_taken(l, w, res, w->woken && w == lock_queue_head(l));
+}
+
+/* w's acquire got no answer (or was not acknowledged) but may have run:
+ * it set the earlier ids to its lease, which may end before the hold's. */
+static void sem_unanswered(lock_t *l, const wait_t *w) {
+    hold_t *h = lock_hold_of(l, w->owner, LOCK_MODE_SEM);
     if (h != NULL && w->base > 0 && h->count == w->base)
         watchdog_limit(h, w->acquire.lease_ms, w->sent_at);
 }
 
-void sem_hold_gone(lock_t *l, wait_t *w) {
-    hold_t *h = hold_of(l, w->owner, LOCK_MODE_SEM);
+/* Redis found the owner's earlier permits gone. */
+static void sem_hold_gone(lock_t *l, wait_t *w) {
+    hold_t *h = lock_hold_of(l, w->owner, LOCK_MODE_SEM);
     if (h != NULL) {
         /* Its ids expired, were taken back or forced: what is left of
          * them goes, and the owner hears that it lost them. */
         release_hold(h);
-        hold_lost(h, LOCK_LOST_EXPIRED);
+        lock_hold_lost(h, LOCK_LOST_EXPIRED);
     }
-    attempt(l, w);
+    lock_attempt(l, w);
 }
 
-void sem_release(lockmgr_t *m, lock_owner_t *o, lock_t *l, uint32_t permits) {
-    hold_t *h = hold_of(l, o, LOCK_MODE_SEM);
+static void sem_released(lock_t *l, hold_t *h) {
+    l->sem_free += h->count;
+}
+
+static void sem_release_hold(const hold_t *h) {
+    const lock_t *l = h->lock;
+    release_permits(l->mgr, l->name, l->len, h->owner->id, lock_hold_redis_lease(h),
+                    LOCK_MODE_SEM, 0, h->count);
+}
+
+/* 1 with the answer given when permits is not 1 to the most. */
+static int permits_bad(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
+    if (req->permits != 0 && req->permits <= LOCKMGR_SEM_PERMITS_MAX) return 0;
+    lock_answer_error(m, o, LOCK_ERR_ARGS, LOCK_WHY_PERMITS_RANGE, LOCKMGR_SEM_PERMITS_MAX);
+    return 1;
+}
+
+/* ACQUIRE, TRYACQUIRE: more permits are a wait like the first ones,
+ * whoever holds. */
+static void sem_acquire(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req) {
+    const hold_t *h = lock_hold_of(l, o, req->mode);
+    if (permits_bad(m, o, req)) return;
+    if ((h ? h->count : 0) + req->permits > LOCKMGR_SEM_PERMITS_MAX) {
+        lock_answer_error(m, o, LOCK_ERR_LIMIT, LOCK_WHY_PERMITS_MAX, LOCKMGR_SEM_PERMITS_MAX);
+        return;
+    }
+    lock_start_wait(m, o, req->kind, req->mode, req->name, req->len, req->wait_ms, req->lease_ms,
+                    req->permits);
+}
+
+/* RELEASE <name> <permits>. */
+static void sem_release(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req) {
+    uint32_t permits = req->permits;
+    if (permits_bad(m, o, req)) return;
+    hold_t *h = lock_hold_of(l, o, LOCK_MODE_SEM);
     if (h == NULL) {
-        answer_notheld(m, o, l, LOCK_MODE_SEM);
+        lock_answer_notheld(m, o, l, LOCK_MODE_SEM);
         return;
     }
     if (permits > h->count) {
-        snprintf(m->why, sizeof(m->why), "this connection holds %u permits of it", h->count);
-        answer_error(m, o, LOCK_ERR_NOTHELD, m->why);
+        lock_answer_error(m, o, LOCK_ERR_NOTHELD, LOCK_WHY_PERMITS_HELD, h->count);
         return;
     }
     if (permits == h->count) {
-        release_local(h);
-        answer_value(o, 0);
+        lock_release_local(h);
+        lock_answer_value(o, 0);
         lock_maybe_free(l);
         return;
     }
     /* The top ids go; Redis sees the release before any acquire after it. */
     h->count -= permits;
     l->sem_free += permits;
-    release_permits(m, l->name, l->len, o->id, hold_redis_lease(h), h->count, permits);
-    answer_value(o, h->count);
+    release_permits(m, l->name, l->len, o->id, lock_hold_redis_lease(h), LOCK_MODE_SEM, h->count,
+                    permits);
+    lock_answer_value(o, h->count);
     lock_kick(l);
 }
+
+/* SEMINIT: 1 set now, 0 set already. */
+static void seminit_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
+    const backend_result_t *res = &op->bop.res;
+    (void)h;
+    if (o == NULL) return;
+    if (res->outcome == BACKEND_WRONG_KIND) {
+        lock_answer_kind(op->mgr, o, LOCK_WHY_HELD_AS, lock_mode_of_backend(res->held), op->name,
+                         op->len);
+        return;
+    }
+    lock_answer_value(o, res->holds);
+}
+
+static void sem_request(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req) {
+    if (req->kind != LOCK_REQ_SEMINIT) return;
+    if (!backend_available(m->backend, req->name, req->len)) {
+        lock_answer_unavailable(m, o, req->name, req->len);
+        return;
+    }
+    lock_op_t *op = lock_op_new(m, o, l, req, BACKEND_SEMINIT, LOCK_MODE_SEM, seminit_done);
+    if (op == NULL) return;
+    op->bop.permits = req->permits;
+    backend_submit(m->backend, &op->bop);
+}
+
+const lock_kind_t lock_kind_sem = {
+    .name = "semaphore",
+    .cap = BACKEND_CAP_SEM,
+    .watch = BACKEND_SEM,
+    .status = LOCK_STATUS_PERMITS,
+    .permits = 1,
+    .blocked = sem_blocked,
+    .kick = sem_kick,
+    .prepare = sem_prepare,
+    .granted = sem_granted,
+    .refused = sem_refused,
+    .taken = sem_taken,
+    .unanswered = sem_unanswered,
+    .hold_gone = sem_hold_gone,
+    .undo = sem_undo,
+    .released = sem_released,
+    .release_hold = sem_release_hold,
+    .acquire = sem_acquire,
+    .unlock = sem_release,
+    .request = sem_request,
+};

@@ -15,7 +15,7 @@
  * current one, so that its order is both the renewal and the loss order. */
 #include <stdlib.h>
 
-#include "daemon/lock/internal.h"
+#include "daemon/lock/kind.h"
 #include "daemon/log.h"
 #include "daemon/util/util.h"
 
@@ -44,7 +44,7 @@ static uint64_t renew_slack(const lockmgr_t *m) {
 /* Given up as lost (reason backend) a margin before Redis could drop it. */
 static uint64_t loss_deadline(const hold_t *h) {
     uint32_t lease = h->redis_lease_ms;
-    return h->confirmed_at + hold_valid(h->lock->mgr, lease) - lease / LOCKMGR_LOSS_MARGIN_DIV;
+    return h->confirmed_at + lock_hold_valid(h->lock->mgr, lease) - lease / LOCKMGR_LOSS_MARGIN_DIV;
 }
 
 /* ---- the lists: m->dog by confirmed_at, m->stale by loss deadline --------- */
@@ -102,7 +102,7 @@ static void on_expiry(timers_entry_t *t) {
      * the key a moment longer: delete our field now, which also wakes the
      * waiters at once. */
     release_hold(h);
-    hold_lost(h, LOCK_LOST_EXPIRED);
+    lock_hold_lost(h, LOCK_LOST_EXPIRED);
     lock_kick(l);
     lock_maybe_free(l);
 }
@@ -117,7 +117,7 @@ void watchdog_confirm(hold_t *h, uint64_t sent_at, uint32_t lease_ms) {
     watchdog_remove(h);
     if (h->lease_ms) {
         timers_start_at(m->timers, &h->expiry,
-                        h->confirmed_at + hold_valid(m, h->redis_lease_ms), on_expiry);
+                        h->confirmed_at + lock_hold_valid(m, h->redis_lease_ms), on_expiry);
     } else {
         timers_stop(m->timers, &h->expiry);
         dog_insert(m, h);
@@ -193,7 +193,7 @@ static void on_renewed(backend_op_t *op) {
              * minority, a semaphore's other permits): delete what is left
              * of it everywhere, which wakes waiters. */
             release_hold(h);
-            hold_lost(h, op->res.renewal == BACKEND_FORCED ? LOCK_LOST_FORCED
+            lock_hold_lost(h, op->res.renewal == BACKEND_FORCED ? LOCK_LOST_FORCED
                                                            : LOCK_LOST_EXPIRED);
             lock_kick(l);
         }
@@ -223,17 +223,13 @@ static void renew_batch(lockmgr_t *m, hold_t **holds, size_t count) {
         it->batch = b;
         it->lock = h->lock;
         it->grant_id = h->grant_id;
-        it->op.kind = BACKEND_RENEW;
-        it->op.mode = (backend_mode_t)h->mode;
+        lock_op_init(&it->op, BACKEND_RENEW, h->mode, h->lock->name, h->lock->len,
+                     h->owner->id, on_renewed);
         it->op.permits = h->count;
         it->op.permit_base = 0;
         it->op.queue_ms = 0;
         it->op.once = 0;
-        it->op.name = h->lock->name;
-        it->op.len = h->lock->len;
-        it->op.owner = h->owner->id;
         it->op.lease_ms = m->dog_lease;
-        it->op.cb = on_renewed;
         it->op.data = NULL;
     }
     /* Submitted together: the backend sends them in as few calls as it can. */
@@ -303,7 +299,7 @@ static void on_loss(timers_entry_t *t) {
         release_hold(h);
         /* Renewals that failed (no answer, or not replicated in time), or
          * no backend: the backend's fault, not an expiry. */
-        hold_lost(h, backend_available(m->backend, l->name, l->len) && !h->renew_failed
+        lock_hold_lost(h, backend_available(m->backend, l->name, l->len) && !h->renew_failed
                          ? LOCK_LOST_EXPIRED
                          : LOCK_LOST_BACKEND);
         lock_kick(l);
@@ -321,9 +317,9 @@ static void on_loss(timers_entry_t *t) {
 void watchdog_limit(hold_t *h, uint32_t lease_ms, uint64_t sent_at) {
     lockmgr_t *m = h->lock->mgr;
     if (h->confirmed_at > sent_at) return;
-    if (h->lease_ms ? sent_at + hold_valid(m, lease_ms) >=
-                          h->confirmed_at + hold_valid(m, h->redis_lease_ms)
-                    : sent_at + hold_valid(m, lease_ms) - lease_ms / LOCKMGR_LOSS_MARGIN_DIV >=
+    if (h->lease_ms ? sent_at + lock_hold_valid(m, lease_ms) >=
+                          h->confirmed_at + lock_hold_valid(m, h->redis_lease_ms)
+                    : sent_at + lock_hold_valid(m, lease_ms) - lease_ms / LOCKMGR_LOSS_MARGIN_DIV >=
                           loss_deadline(h))
         return;
     watchdog_set_confirmed(h, sent_at, lease_ms);

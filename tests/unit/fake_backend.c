@@ -1075,6 +1075,7 @@ static void model_run(fake_t *fb, backend_op_t *op) {
         break;
     case BACKEND_WHO: /* the holder's field (":write" cut); no daemon registers here */
         res->ttl_ms = e->sem ? -3 : key_pttl(fb, e);
+        if (e->sem) res->held = BACKEND_SEM;
         if (op->who != NULL && e->sem) {
             op->who->owner[0] = '\0';
             op->who->daemon[0] = '\0';

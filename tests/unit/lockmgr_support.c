@@ -48,6 +48,10 @@ static void record(client_t *c, const lock_reply_t *r) {
         snprintf(c->details[k], DETAIL_LEN, "%s", r->detail);
         c->replies[k].detail = c->details[k];
     }
+    if (r->name != NULL) { /* valid during the callback only */
+        snprintf(c->names[k], DETAIL_LEN, "%.*s", (int)r->len, r->name);
+        c->replies[k].name = c->names[k];
+    }
     c->nreplies++;
 }
 
@@ -347,9 +351,14 @@ void queued_mode_is(size_t i, backend_op_kind_t kind, backend_mode_t mode,
     ck_assert_int_eq(fake_queued_op(fb, i)->mode, mode);
 }
 
-void detail_has(const lock_reply_t *r, const char *text) {
-    ck_assert_msg(r->detail != NULL && strstr(r->detail, text) != NULL,
-                  "detail \"%s\" lacks \"%s\"", r->detail ? r->detail : "(null)", text);
+/* READ and WRITE are one kind: either names it. */
+static int kind_group(int mode) {
+    return mode == LOCK_MODE_WRITE ? LOCK_MODE_READ : mode;
+}
+
+void why_is(const lock_reply_t *r, lock_why_t why, int mode) {
+    ck_assert_int_eq(r->why, why);
+    if (mode >= 0) ck_assert_int_eq(kind_group((int)r->mode), kind_group(mode));
 }
 
 int acquire_req(client_t *c, const char *name, uint32_t permits, uint32_t lease_ms) {

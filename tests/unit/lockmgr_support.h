@@ -51,6 +51,7 @@ typedef struct client_s {
     /* rings: entry n at [n % MAX_LOG] */
     lock_reply_t replies[MAX_LOG];
     char details[MAX_LOG][DETAIL_LEN];
+    char names[MAX_LOG][DETAIL_LEN];
     uint64_t rseq[MAX_LOG];
     size_t nreplies, rhead;
     struct {
@@ -129,7 +130,8 @@ uint64_t wlock_ok(client_t *c, const char *name, uint32_t lease_ms);
 /* The op at position i of the fake's queue is kind of mode on name for c. */
 void queued_mode_is(size_t i, backend_op_kind_t kind, backend_mode_t mode, const char *name,
                     const client_t *c);
-void detail_has(const lock_reply_t *r, const char *text);
+/* r's typed error is why, about mode's kind (-1: no mode). */
+void why_is(const lock_reply_t *r, lock_why_t why, int mode);
 
 int acquire_req(client_t *c, const char *name, uint32_t permits, uint32_t lease_ms);
 int tryacquire_req(client_t *c, const char *name, uint32_t permits, uint32_t wait_ms,

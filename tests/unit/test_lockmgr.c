@@ -1511,7 +1511,7 @@ START_TEST(test_force_denied_for_non_admin) {
     size_t ops = fake_log_len(fb);
     ck_assert_int_eq(request(u, LOCK_REQ_FORCE, "f", 0, 0), 1);
     lock_reply_t r = expect_error(u, LOCK_ERR_DENIED);
-    ck_assert_ptr_nonnull(r.detail);
+    why_is(&r, LOCK_WHY_FORCE_DENIED, -1);
     ck_assert_uint_eq(fake_log_len(fb), ops);
     no_event(a);
     ck_assert_uint_eq(lockmgr_owner_held(a->o), 1);
@@ -1567,8 +1567,7 @@ START_TEST(test_limit_locks_per_client) {
     size_t ops = fake_log_len(fb);
     ck_assert_int_eq(lock_req(a, "l3", 0), 1);
     lock_reply_t r = expect_error(a, LOCK_ERR_LIMIT);
-    ck_assert_ptr_nonnull(r.detail);
-    ck_assert_ptr_nonnull(strstr(r.detail, "max_locks_per_client"));
+    why_is(&r, LOCK_WHY_MAX_LOCKS, -1);
     ck_assert_int_eq(request(a, LOCK_REQ_TRYLOCK, "l3", 0, 0), 1);
     expect_error(a, LOCK_ERR_LIMIT);
     ck_assert_uint_eq(fake_log_len(fb), ops);
@@ -1587,7 +1586,7 @@ START_TEST(test_limit_waiters) {
     ck_assert_int_eq(lock_req(c, "w", 0), 0);
     ck_assert_int_eq(lock_req(d, "w", 0), 1);
     lock_reply_t r = expect_error(d, LOCK_ERR_LIMIT);
-    ck_assert_ptr_nonnull(strstr(r.detail, "max_waiters"));
+    why_is(&r, LOCK_WHY_MAX_WAITERS, -1);
     ck_assert_uint_eq(stats().waiters, 2);
     drop(b);
     ck_assert_int_eq(lock_req(d, "w", 0), 0);
@@ -2124,6 +2123,7 @@ START_TEST(test_manual_clock) {
     ck_assert_uint_eq(now(), T0 + 109);
 }
 END_TEST
+
 
 /* ---- the suite --------------------------------------------------------------- */
 

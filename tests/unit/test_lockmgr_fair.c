@@ -744,7 +744,9 @@ START_TEST(test_fair_kinds) {
 
     ck_assert_int_eq(lock_req(b, "f", 0), 1);
     lock_reply_t r = expect_error(b, LOCK_ERR_KIND);
-    detail_has(&r, "f is held as a fair lock (FAIRLOCK, UNLOCK)");
+    why_is(&r, LOCK_WHY_HELD_AS, LOCK_MODE_FAIR);
+    ck_assert_int_eq(r.len, 1);
+    ck_assert_int_eq(r.name[0], 'f');
     ck_assert_int_eq(request(b, LOCK_REQ_TRYLOCK, "f", 0, 0), 1);
     expect_error(b, LOCK_ERR_KIND);
     ck_assert_int_eq(rlock_req(b, "f", 0), 1);
@@ -755,17 +757,19 @@ START_TEST(test_fair_kinds) {
     expect_error(b, LOCK_ERR_KIND);
     ck_assert_int_eq(fairlock_req(b, "p", 0), 1);
     r = expect_error(b, LOCK_ERR_KIND);
-    detail_has(&r, "p is held as a plain lock (LOCK, UNLOCK)");
+    why_is(&r, LOCK_WHY_HELD_AS, LOCK_MODE_MUTEX);
+    ck_assert_int_eq(r.len, 1);
+    ck_assert_int_eq(r.name[0], 'p');
     ck_assert_int_eq(tryfair_req(b, "p", 0, 0), 1);
     expect_error(b, LOCK_ERR_KIND);
     ck_assert_int_eq(tryfair_req(b, "p", 100, 0), 1);
     expect_error(b, LOCK_ERR_KIND);
     ck_assert_int_eq(fairlock_req(b, "r", 0), 1);
     r = expect_error(b, LOCK_ERR_KIND);
-    detail_has(&r, "read/write");
+    why_is(&r, LOCK_WHY_HELD_AS, LOCK_MODE_READ);
     ck_assert_int_eq(fairlock_req(b, "s", 0), 1);
     r = expect_error(b, LOCK_ERR_KIND);
-    detail_has(&r, "semaphore");
+    why_is(&r, LOCK_WHY_HELD_AS, LOCK_MODE_SEM);
     ck_assert_uint_eq(fake_log_len(fb), ops);
 
     /* Waited for only. */
@@ -775,7 +779,7 @@ START_TEST(test_fair_kinds) {
     ops = fake_log_len(fb);
     ck_assert_int_eq(lock_req(c, "w", 0), 1);
     r = expect_error(c, LOCK_ERR_KIND);
-    detail_has(&r, "fair lock");
+    why_is(&r, LOCK_WHY_HELD_AS, LOCK_MODE_FAIR);
     ck_assert_uint_eq(fake_log_len(fb), ops);
     no_reply(b);
 
@@ -784,12 +788,12 @@ START_TEST(test_fair_kinds) {
     ck_assert_int_eq(fairlock_req(d, "y", 0), 0);
     fake_settle(fb);
     r = expect_error(d, LOCK_ERR_KIND);
-    detail_has(&r, "read/write");
+    why_is(&r, LOCK_WHY_HELD_AS, LOCK_MODE_READ);
     fake_seminit(fb, "z", 2);
     ck_assert_int_eq(tryfair_req(d, "z", 1000, 0), 0);
     fake_settle(fb);
     r = expect_error(d, LOCK_ERR_KIND);
-    detail_has(&r, "semaphore");
+    why_is(&r, LOCK_WHY_HELD_AS, LOCK_MODE_SEM);
     queue_is("y", "");
     queue_is("z", "");
     ck_assert_uint_eq(leaves(0, d), 0);
@@ -801,7 +805,8 @@ START_TEST(test_fair_kinds) {
     ops = fake_log_len(fb);
     ck_assert_int_eq(fairlock_req(e, "q", 0), 1);
     r = expect_error(e, LOCK_ERR_KIND);
-    detail_has(&r, "fair locks are not available with fake");
+    why_is(&r, LOCK_WHY_UNSUPPORTED, LOCK_MODE_FAIR);
+    ck_assert_str_eq(r.detail, "fake");
     ck_assert_int_eq(tryfair_req(e, "q", 0, 0), 1);
     expect_error(e, LOCK_ERR_KIND);
     ck_assert_int_eq(tryfair_req(e, "q", 100, 0), 1);
@@ -820,13 +825,13 @@ START_TEST(test_fair_other_unlock_kind_text) {
     fair_ok(a, "f", 0);
     ck_assert_int_eq(runlock_req(a, "f"), 1);
     lock_reply_t r = expect_error(a, LOCK_ERR_KIND);
-    detail_has(&r, "fair lock");
+    why_is(&r, LOCK_WHY_RELEASE_AS, LOCK_MODE_FAIR);
     ck_assert_int_eq(wunlock_req(a, "f"), 1);
     r = expect_error(a, LOCK_ERR_KIND);
-    detail_has(&r, "fair lock");
+    why_is(&r, LOCK_WHY_RELEASE_AS, LOCK_MODE_FAIR);
     ck_assert_int_eq(release_req(a, "f", 1), 1);
     r = expect_error(a, LOCK_ERR_KIND);
-    detail_has(&r, "fair lock");
+    why_is(&r, LOCK_WHY_RELEASE_AS, LOCK_MODE_FAIR);
     ck_assert_uint_eq(lockmgr_owner_held(a->o), 1);
     ck_assert_int_eq(fake_holds(fb, a->id, "f"), 1);
 }
@@ -1095,6 +1100,7 @@ START_TEST(test_fair_try_zero_reentry_takes_no_place) {
                   "TRYFAIRLOCK 0 left a place in Redis's queue (\"%s\")", fake_fair_queue(fb, "f"));
 }
 END_TEST
+
 
 /* ---- the suite --------------------------------------------------------------- */
 

@@ -89,7 +89,7 @@ START_TEST(test_rw_limit_locks_per_client) {
     expect_error(a, LOCK_ERR_LIMIT);
     ck_assert_int_eq(rlock_req(a, "w1", 0), 1); /* a downgrade: a third hold */
     lock_reply_t r = expect_error(a, LOCK_ERR_LIMIT);
-    ck_assert_ptr_nonnull(strstr(r.detail, "max_locks_per_client"));
+    why_is(&r, LOCK_WHY_MAX_LOCKS, -1);
     ck_assert_uint_eq(fake_log_len(fb), ops);
     /* A reentry is not a new hold. */
     ck_assert_int_eq(rlock_req(a, "r1", 0), 0);
@@ -407,7 +407,7 @@ START_TEST(test_rw_upgrade_refused) {
 
     ck_assert_int_eq(wlock_req(a, "u", 0), 1);
     lock_reply_t r = expect_error(a, LOCK_ERR_KIND);
-    detail_has(&r, "upgrade");
+    why_is(&r, LOCK_WHY_UPGRADE, -1);
     ck_assert_int_eq(request_mode(a, LOCK_REQ_TRYLOCK, LOCK_MODE_WRITE, "u", 500, 0), 1);
     expect_error(a, LOCK_ERR_KIND);
     ck_assert_uint_eq(fake_log_len(fb), ops);
@@ -440,7 +440,7 @@ START_TEST(test_rw_kind_mismatch_local) {
 
     ck_assert_int_eq(rlock_req(b, "p", 0), 1);
     lock_reply_t r = expect_error(b, LOCK_ERR_KIND);
-    detail_has(&r, "plain");
+    why_is(&r, LOCK_WHY_HELD_AS, LOCK_MODE_MUTEX);
     ck_assert_int_eq(wlock_req(b, "p", 0), 1);
     expect_error(b, LOCK_ERR_KIND);
     ck_assert_int_eq(request_mode(b, LOCK_REQ_TRYLOCK, LOCK_MODE_READ, "p", 0, 0), 1);
@@ -458,7 +458,7 @@ START_TEST(test_rw_kind_mismatch_local) {
     ops = fake_log_len(fb);
     ck_assert_int_eq(lock_req(d, "q", 0), 1);
     r = expect_error(d, LOCK_ERR_KIND);
-    detail_has(&r, "read/write");
+    why_is(&r, LOCK_WHY_HELD_AS, LOCK_MODE_READ);
     ck_assert_int_eq(request(d, LOCK_REQ_TRYLOCK, "q", 100, 0), 1);
     expect_error(d, LOCK_ERR_KIND);
     ck_assert_int_eq(unlock_req(c, "q"), 1);
@@ -490,7 +490,7 @@ START_TEST(test_rw_wrong_kind_in_redis) {
     queued_mode_is(0, BACKEND_ACQUIRE, BACKEND_READ, "z", a);
     fake_run(fb);
     lock_reply_t r = expect_error(a, LOCK_ERR_KIND);
-    detail_has(&r, "plain");
+    why_is(&r, LOCK_WHY_HELD_AS, LOCK_MODE_MUTEX);
     ck_assert(!lockmgr_owner_waiting(a->o));
     ck_assert_uint_eq(stats().waiters, 0);
     ck_assert_uint_eq(fake_queued(fb), 0);
@@ -510,7 +510,7 @@ START_TEST(test_rw_wrong_kind_in_redis) {
     queued_mode_is(0, BACKEND_ACQUIRE, BACKEND_MUTEX, "y", b);
     fake_run(fb);
     r = expect_error(b, LOCK_ERR_KIND);
-    detail_has(&r, "read/write");
+    why_is(&r, LOCK_WHY_HELD_AS, LOCK_MODE_READ);
     ck_assert_uint_eq(stats().waiters, 0);
     fake_settle(fb);
     ck_assert_uint_eq(fake_queued(fb), 0);
@@ -790,7 +790,8 @@ START_TEST(test_rw_needs_backend_cap) {
 
     ck_assert_int_eq(rlock_req(a, "c", 0), 1);
     lock_reply_t r = expect_error(a, LOCK_ERR_KIND);
-    detail_has(&r, "fake");
+    why_is(&r, LOCK_WHY_UNSUPPORTED, LOCK_MODE_READ);
+    ck_assert_str_eq(r.detail, "fake");
     ck_assert_int_eq(wlock_req(a, "c", 0), 1);
     expect_error(a, LOCK_ERR_KIND);
     ck_assert_int_eq(request_mode(a, LOCK_REQ_TRYLOCK, LOCK_MODE_READ, "c", 100, 0), 1);
@@ -938,6 +939,7 @@ START_TEST(test_rw_wake_while_readers_in_flight) {
     expect_granted(r2, 1);
 }
 END_TEST
+
 
 /* ---- the suite --------------------------------------------------------------- */
 

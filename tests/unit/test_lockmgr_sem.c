@@ -77,7 +77,7 @@ START_TEST(test_sem_seminit) {
     ck_assert_int_eq(seminit_req(a, "p", 5), 0);
     fake_run(fb);
     lock_reply_t r = expect_error(a, LOCK_ERR_KIND);
-    detail_has(&r, "plain");
+    why_is(&r, LOCK_WHY_HELD_AS, LOCK_MODE_MUTEX);
     ck_assert_int_eq(fake_holds_field(fb, "other", "p"), 1);
     ck_assert_int_eq(fake_sem_available(fb, "p"), -1);
 
@@ -85,7 +85,7 @@ START_TEST(test_sem_seminit) {
     size_t ops = fake_log_len(fb);
     ck_assert_int_eq(seminit_req(a, "q", 5), 1);
     r = expect_error(a, LOCK_ERR_KIND);
-    detail_has(&r, "plain");
+    why_is(&r, LOCK_WHY_HELD_AS, LOCK_MODE_MUTEX);
     ck_assert_uint_eq(fake_log_len(fb), ops);
     ck_assert_int_eq(fake_sem_available(fb, "q"), -1);
     ck_assert_uint_eq(stats().locks_held, 1);
@@ -151,7 +151,7 @@ START_TEST(test_sem_more_permits_extend) {
     /* At max_locks_per_client: more of it, yes; another name or a lock, no. */
     ck_assert_int_eq(acquire_req(a, "t", 1, 0), 1);
     lock_reply_t r = expect_error(a, LOCK_ERR_LIMIT);
-    detail_has(&r, "max_locks_per_client");
+    why_is(&r, LOCK_WHY_MAX_LOCKS, -1);
     ck_assert_int_eq(lock_req(a, "x", 0), 1);
     expect_error(a, LOCK_ERR_LIMIT);
     ck_assert_int_eq(tryacquire_req(a, "s", 5, 0, 0), 0);
@@ -205,7 +205,8 @@ START_TEST(test_sem_release_more_than_held) {
     size_t ops = fake_log_len(fb);
     ck_assert_int_eq(release_req(a, "s", 3), 1);
     lock_reply_t r = expect_error(a, LOCK_ERR_NOTHELD);
-    detail_has(&r, "holds 2 permits");
+    why_is(&r, LOCK_WHY_PERMITS_HELD, -1);
+    ck_assert_int_eq(r.limit, 2);
     ck_assert_int_eq(release_req(b, "s", 1), 1); /* holds none */
     expect_error(b, LOCK_ERR_NOTHELD);
     ck_assert_uint_eq(fake_log_len(fb), ops);
@@ -732,7 +733,7 @@ START_TEST(test_sem_kind_errors_local) {
 
     ck_assert_int_eq(lock_req(b, "s", 0), 1);
     lock_reply_t r = expect_error(b, LOCK_ERR_KIND);
-    detail_has(&r, "semaphore");
+    why_is(&r, LOCK_WHY_HELD_AS, LOCK_MODE_SEM);
     ck_assert_int_eq(rlock_req(b, "s", 0), 1);
     expect_error(b, LOCK_ERR_KIND);
     ck_assert_int_eq(wlock_req(b, "s", 0), 1);
@@ -741,26 +742,26 @@ START_TEST(test_sem_kind_errors_local) {
     expect_error(b, LOCK_ERR_KIND);
     ck_assert_int_eq(unlock_req(a, "s"), 1);
     r = expect_error(a, LOCK_ERR_KIND);
-    detail_has(&r, "RELEASE gives");
+    why_is(&r, LOCK_WHY_RELEASE_AS, LOCK_MODE_SEM);
     ck_assert_int_eq(runlock_req(a, "s"), 1);
     expect_error(a, LOCK_ERR_KIND);
     ck_assert_int_eq(request(b, LOCK_REQ_WHO, "s", 0, 0), 1);
     r = expect_error(b, LOCK_ERR_KIND);
-    detail_has(&r, "no one holder");
+    why_is(&r, LOCK_WHY_NO_HOLDER, LOCK_MODE_SEM);
 
     ck_assert_int_eq(acquire_req(b, "p", 1, 0), 1);
     r = expect_error(b, LOCK_ERR_KIND);
-    detail_has(&r, "plain");
+    why_is(&r, LOCK_WHY_HELD_AS, LOCK_MODE_MUTEX);
     ck_assert_int_eq(tryacquire_req(b, "p", 1, 0, 0), 1);
     expect_error(b, LOCK_ERR_KIND);
     ck_assert_int_eq(seminit_req(b, "p", 3), 1);
     expect_error(b, LOCK_ERR_KIND);
     ck_assert_int_eq(release_req(c, "p", 1), 1);
     r = expect_error(c, LOCK_ERR_KIND);
-    detail_has(&r, "UNLOCK");
+    why_is(&r, LOCK_WHY_RELEASE_AS, LOCK_MODE_MUTEX);
     ck_assert_int_eq(acquire_req(b, "r", 1, 0), 1);
     r = expect_error(b, LOCK_ERR_KIND);
-    detail_has(&r, "read/write");
+    why_is(&r, LOCK_WHY_HELD_AS, LOCK_MODE_READ);
     ck_assert_uint_eq(fake_log_len(fb), ops);
     ck_assert_uint_eq(stats().waiters, 0);
     sem_ids_are(a, "s", 1);
@@ -774,7 +775,7 @@ START_TEST(test_sem_kind_errors_local) {
     ops = fake_log_len(fb);
     ck_assert_int_eq(lock_req(e, "w", 0), 1);
     r = expect_error(e, LOCK_ERR_KIND);
-    detail_has(&r, "semaphore");
+    why_is(&r, LOCK_WHY_HELD_AS, LOCK_MODE_SEM);
     ck_assert_int_eq(rlock_req(e, "w", 0), 1);
     expect_error(e, LOCK_ERR_KIND);
     ck_assert_uint_eq(fake_log_len(fb), ops);
@@ -793,7 +794,7 @@ START_TEST(test_sem_wrong_kind_in_redis) {
     sem_queued(0, BACKEND_ACQUIRE, "z", a, 0, 1);
     fake_run(fb);
     lock_reply_t r = expect_error(a, LOCK_ERR_KIND);
-    detail_has(&r, "plain");
+    why_is(&r, LOCK_WHY_HELD_AS, LOCK_MODE_MUTEX);
     ck_assert_uint_eq(stats().waiters, 0);
     ck_assert_uint_eq(fake_queued(fb), 0);
     ck_assert_uint_eq(fake_watch_calls(fb, "z"), 0);
@@ -804,7 +805,7 @@ START_TEST(test_sem_wrong_kind_in_redis) {
     ck_assert_int_eq(tryacquire_req(a, "y", 1, 1000, 0), 0);
     fake_run(fb);
     r = expect_error(a, LOCK_ERR_KIND);
-    detail_has(&r, "read/write");
+    why_is(&r, LOCK_WHY_HELD_AS, LOCK_MODE_READ);
     timers_advance(tm, 1000);
     fake_settle(fb);
     no_reply(a);
@@ -814,7 +815,7 @@ START_TEST(test_sem_wrong_kind_in_redis) {
     ck_assert_int_eq(lock_req(b, "q", 0), 0);
     fake_run(fb);
     r = expect_error(b, LOCK_ERR_KIND);
-    detail_has(&r, "semaphore");
+    why_is(&r, LOCK_WHY_HELD_AS, LOCK_MODE_SEM);
     ck_assert_int_eq(rlock_req(b, "q", 0), 0);
     fake_run(fb);
     expect_error(b, LOCK_ERR_KIND);
@@ -824,7 +825,7 @@ START_TEST(test_sem_wrong_kind_in_redis) {
     ck_assert_int_eq(request(b, LOCK_REQ_WHO, "q", 0, 0), 0);
     fake_run(fb);
     r = expect_error(b, LOCK_ERR_KIND);
-    detail_has(&r, "no one holder");
+    why_is(&r, LOCK_WHY_NO_HOLDER, LOCK_MODE_SEM);
     sem_status_is(b, "q", 2, 0);
     fake_settle(fb);
     ck_assert_int_eq(fake_sem_available(fb, "q"), 2);
@@ -843,7 +844,8 @@ START_TEST(test_sem_permits_bounds) {
     fake_seminit(fb, "s", MAX + 5);
     ck_assert_int_eq(acquire_req(a, "s", 0, 0), 1);
     lock_reply_t r = expect_error(a, LOCK_ERR_ARGS);
-    detail_has(&r, "permits are 1 to 10000");
+    why_is(&r, LOCK_WHY_PERMITS_RANGE, -1);
+    ck_assert_int_eq(r.limit, 10000);
     ck_assert_int_eq(tryacquire_req(a, "s", 0, 100, 0), 1);
     expect_error(a, LOCK_ERR_ARGS);
     ck_assert_int_eq(acquire_req(a, "s", MAX + 1, 0), 1);
@@ -861,7 +863,8 @@ START_TEST(test_sem_permits_bounds) {
     size_t ops = fake_log_len(fb);
     ck_assert_int_eq(acquire_req(a, "s", MAX, 0), 1);
     r = expect_error(a, LOCK_ERR_LIMIT);
-    detail_has(&r, "at most 10000");
+    why_is(&r, LOCK_WHY_PERMITS_MAX, -1);
+    ck_assert_int_eq(r.limit, 10000);
     ck_assert_uint_eq(fake_log_len(fb), ops);
     acquire_ok(a, "s", MAX - 1, 0, MAX);
     ck_assert_int_eq(fake_sem_available(fb, "s"), 5);
@@ -879,7 +882,8 @@ START_TEST(test_sem_needs_backend_cap) {
     fake_set_caps(fb, fake_backend(fb)->caps & ~BACKEND_CAP_SEM);
     ck_assert_int_eq(acquire_req(a, "c", 1, 0), 1);
     lock_reply_t r = expect_error(a, LOCK_ERR_KIND);
-    detail_has(&r, "semaphores are not available with fake");
+    why_is(&r, LOCK_WHY_UNSUPPORTED, LOCK_MODE_SEM);
+    ck_assert_str_eq(r.detail, "fake");
     ck_assert_int_eq(tryacquire_req(a, "c", 1, 0, 0), 1);
     expect_error(a, LOCK_ERR_KIND);
     ck_assert_int_eq(tryacquire_req(a, "c", 1, 100, 0), 1);

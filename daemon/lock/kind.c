@@ -1,0 +1,28 @@
+/* The request modes: which kind each belongs to, and how Redis's scripts name it.
+ * SPDX-License-Identifier: MIT */
+#include "daemon/lock/kind.h"
+
+const lock_mode_info_t lock_modes[LOCK_MODE_COUNT] = {
+    [LOCK_MODE_MUTEX] = {.kind = &lock_kind_mutex, .backend = BACKEND_MUTEX,
+                         .released_by = LOCK_MODE_MUTEX},
+    [LOCK_MODE_READ] = {.kind = &lock_kind_rw, .backend = BACKEND_READ,
+                        .released_by = LOCK_MODE_READ, .shared = 1},
+    [LOCK_MODE_WRITE] = {.kind = &lock_kind_rw, .backend = BACKEND_WRITE,
+                         .released_by = LOCK_MODE_WRITE},
+    [LOCK_MODE_SEM] = {.kind = &lock_kind_sem, .backend = BACKEND_SEM,
+                       .released_by = LOCK_MODE_SEM},
+    [LOCK_MODE_FAIR] = {.kind = &lock_kind_fair, .backend = BACKEND_FAIR,
+                        .released_by = LOCK_MODE_MUTEX},
+};
+
+lock_mode_t lock_mode_of_backend(backend_mode_t bmode) {
+    for (int m = 0; m < LOCK_MODE_COUNT; m++)
+        if (lock_modes[m].backend == bmode) return (lock_mode_t)m;
+    return LOCK_MODE_MUTEX;
+}
+
+lock_mode_t lock_kind_mode(const lock_kind_t *k) {
+    for (int m = 0; m < LOCK_MODE_COUNT; m++)
+        if (lock_modes[m].kind == k) return (lock_mode_t)m;
+    return LOCK_MODE_MUTEX;
+}

@@ -1,0 +1,168 @@
+/* The lock-kind interface: what differs between a mutex, a read/write lock, a semaphore, a fair lock.
+ * SPDX-License-Identifier: MIT
+ *
+ * Each kind is one file (mutex.c, rwlock.c, semaphore.c, fair.c) holding a
+ * lock_kind_t table; each request mode belongs to one kind (lock_modes[],
+ * kind.c). The core (lockmgr.c, wait.c, request.c, watchdog.c,
+ * release.c) calls the table and never names a kind; a kind reaches the
+ * core through the lock_* functions below and the watchdog_* and release_*
+ * ones (internal.h).
+ *
+ * Adding a kind: a lock_mode_t value (lockmgr.h) for each of its modes, a
+ * row for each in lock_modes[] (kind.c), its file with its table, its
+ * backend mode and script (daemon/backend/), and its protocol words
+ * (session.c). */
+#ifndef DLOCK_LOCK_KIND_H
+#define DLOCK_LOCK_KIND_H
+
+#include "daemon/lock/internal.h"
+
+/* How STATUS answers for a hold of the kind. */
+typedef enum {
+    LOCK_STATUS_EXCLUSIVE = 0, /* FREE, TAKEN <ttl>, MINE <holds> <ttl> <fence> */
+    LOCK_STATUS_SHARED,        /* READ|WRITE <holders> <holds> <ttl> */
+    LOCK_STATUS_PERMITS        /* SEM <available> <held> */
+} lock_status_form_t;
+
+struct lock_kind_s {
+    const char *name;          /* for logs */
+    unsigned cap;              /* the BACKEND_CAP_* a topology needs for it; 0 any */
+    backend_mode_t watch;      /* the channel its releases come on */
+    lock_status_form_t status; /* STATUS's form */
+    unsigned permits : 1;      /* a hold counts permits: Redis, not a local
+                                  holder, says how long a waiter waits, and
+                                  WHO has no one holder */
+    unsigned head_wakes : 1;   /* a wake-up lets only the queue's head try
+                                  (the others wait for their turn in Redis) */
+
+    /* Waiting. */
+    /* 1 if a local hold keeps a waiter of mode for o from trying; NULL:
+     * any local hold does. */
+    int (*blocked)(const lock_t *l, const lock_owner_t *o, lock_mode_t mode);
+    /* Lets the waiters that may try now try (lock_attempt()). */
+    void (*kick)(lock_t *l);
+    /* Optional: fills what the kind adds to w's acquire. */
+    void (*prepare)(lock_t *l, wait_t *w, backend_op_t *op);
+    /* Redis granted w: a hold, and w's answer; NULL: lock_grant() with
+     * the fence Redis gave. */
+    void (*granted)(lock_t *l, wait_t *w);
+    /* Optional: Redis refused w (TAKEN), before anything else is done. */
+    void (*refused)(lock_t *l, wait_t *w);
+    /* Redis refused w, a waiter that waits on: how it waits; NULL:
+     * lock_wait_taken(), trying again at once if woken meanwhile. */
+    void (*taken)(lock_t *l, wait_t *w, const backend_result_t *res);
+    /* Optional: w's acquire got no answer after it had tried, and it waits
+     * on. */
+    void (*requeued)(lock_t *l, wait_t *w);
+    /* Optional: w's acquire got no answer but may have run. */
+    void (*unanswered)(lock_t *l, const wait_t *w);
+    /* Optional: Redis found the owner's earlier holds gone (HOLD_GONE). */
+    void (*hold_gone)(lock_t *l, wait_t *w);
+    /* Undoes what w's acquire may have granted to owner; NULL: releases
+     * the owner's holds of w's mode. */
+    void (*undo)(lock_t *l, const wait_t *w, uint64_t owner);
+    /* Optional: w stops waiting; was_head if it was the queue's head. */
+    void (*leave)(lock_t *l, wait_t *w, int was_head);
+    /* Optional: h's last count is given back, before Redis is told. */
+    void (*released)(lock_t *l, hold_t *h);
+    /* Optional: deletes everything h holds in Redis (release_hold_all()
+     * where NULL). */
+    void (*release_hold)(const hold_t *h);
+
+    /* Requests: LOCK and TRYLOCK, UNLOCK; l may be NULL. Optional:
+     * lock_acquire() and lock_unlock() serve where NULL. */
+    void (*acquire)(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req);
+    void (*unlock)(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req);
+    /* Optional: a request only this kind has (SEMINIT). */
+    void (*request)(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req);
+};
+
+/* What each mode is: its kind, its backend mode. */
+typedef struct lock_mode_info_s {
+    const lock_kind_t *kind;
+    backend_mode_t backend;    /* the scripts' mode */
+    lock_mode_t released_by;   /* the mode of the UNLOCK that releases it */
+    unsigned shared : 1;       /* its holders share the lock: a waiter of the
+                                  mode at the head goes with the others */
+} lock_mode_info_t;
+
+extern const lock_kind_t lock_kind_mutex, lock_kind_rw, lock_kind_sem, lock_kind_fair;
+extern const lock_mode_info_t lock_modes[LOCK_MODE_COUNT];
+
+static inline const lock_kind_t *lock_kind_of(lock_mode_t mode) {
+    return lock_modes[mode].kind;
+}
+
+static inline backend_mode_t lock_backend_mode(lock_mode_t mode) {
+    return lock_modes[mode].backend;
+}
+
+/* The mode whose backend mode is bmode (MUTEX if none). */
+lock_mode_t lock_mode_of_backend(backend_mode_t bmode);
+/* The kind's first mode, which names it. */
+lock_mode_t lock_kind_mode(const lock_kind_t *k);
+
+/* ---- the core, for the kinds ------------------------------------------------------- */
+
+/* Waiting (wait.c). */
+void lock_attempt(lock_t *l, wait_t *w);
+/* The kind's sharing rule, and its undo (or their defaults). */
+int lock_blocked(const lock_t *l, const lock_owner_t *o, lock_mode_t mode);
+void lock_undo(lock_t *l, const wait_t *w, uint64_t owner);
+/* Lets the kind's waiters try. */
+void lock_kick(lock_t *l);
+/* The head tries if nothing here holds it back and nothing is in flight. */
+void lock_kick_head(lock_t *l);
+/* A new hold for w with fence, and its answer. */
+void lock_grant(lock_t *l, wait_t *w, uint64_t fence);
+/* w waits on after Redis refused it: for a wake-up, or the holder's lease
+ * (res->ttl_ms); may_retry: a wake-up came while it was in flight, so it
+ * tries again at once. */
+void lock_wait_taken(lock_t *l, wait_t *w, const backend_result_t *res, int may_retry);
+wait_t *lock_queue_head(const lock_t *l);
+/* Arms the retry turn: the holder's lease (ttl_ms, -1 none) ends. */
+void lock_retry_at(lock_t *l, long long ttl_ms);
+/* Takes w out of its queue; frees it unless its acquire is in flight. */
+void lock_wait_end(wait_t *w);
+/* The wake-ups of l's releases on channel mode (and owner's, 0: none). */
+void lock_watch(lock_t *l, backend_mode_t mode, uint64_t owner);
+void lock_unwatch(lock_t *l);
+
+/* Requests (request.c): a wait or a reentry, and an UNLOCK of h's mode. */
+void lock_acquire(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req);
+void lock_unlock(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req);
+/* Queues o for l (LOCK, TRYLOCK), as the request's kind and mode say. */
+void lock_start_wait(lockmgr_t *m, lock_owner_t *o, lock_req_kind_t kind, lock_mode_t mode,
+                     const char *name, size_t len, uint32_t wait_ms, uint32_t lease_ms,
+                     uint32_t permits);
+/* One backend call for o's request (internal.h's lock_op_t): done gets
+ * its answer; NULL (answered) on no memory. Submit op->bop. */
+lock_op_t *lock_op_new(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req,
+                       backend_op_kind_t kind, lock_mode_t mode, lock_op_done_cb done);
+
+/* Holds and the table (lockmgr.c). */
+hold_t *lock_hold_of(const lock_t *l, const lock_owner_t *o, lock_mode_t mode);
+hold_t *lock_hold_new(lock_t *l, lock_owner_t *o, uint64_t fence, uint32_t lease_ms,
+                      lock_mode_t mode);
+/* The holder can no longer count on the hold: tell it, drop it. */
+void lock_hold_lost(hold_t *h, lock_loss_t why);
+/* How long Redis may keep the hold after its last confirmation. */
+uint32_t lock_hold_redis_lease(const hold_t *h);
+/* The hold's last count is given back: Redis is told, the next waiter may go. */
+void lock_release_local(hold_t *h);
+void lock_maybe_free(lock_t *l);
+
+/* Answers (lockmgr.c). */
+void lock_answer_value(lock_owner_t *o, long long v);
+void lock_answer_error(lockmgr_t *m, lock_owner_t *o, lock_err_t err, lock_why_t why,
+                       long long limit);
+/* ERR BACKEND with the backend's text. */
+void lock_answer_backend(lockmgr_t *m, lock_owner_t *o, const char *text);
+/* ERR KIND: name is held as mode's kind (why HELD_AS, RELEASE_AS,
+ * NO_HOLDER). */
+void lock_answer_kind(lockmgr_t *m, lock_owner_t *o, lock_why_t why, lock_mode_t mode,
+                      const char *name, size_t len);
+/* ERR NOTHELD, or ERR KIND when o holds l as another kind. */
+void lock_answer_notheld(lockmgr_t *m, lock_owner_t *o, const lock_t *l, lock_mode_t mode);
+
+#endif
