@@ -258,7 +258,7 @@ void lock_on_watch(void *data, backend_event_t ev);
 /* A wake-up or a retry turn: waiters Redis refused may try again (the
  * kind says which). */
 void lock_unpark(lock_t *l);
-/* Frees l's queue and its waiters (lockmgr_free). */
+/* Stops l's queue's and waiters' timers and frees them (lockmgr_free). */
 void lock_queue_free(lock_t *l);
 
 /* request.c */

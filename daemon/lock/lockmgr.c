@@ -409,6 +409,8 @@ void lockmgr_free(lockmgr_t *m) {
     if (m == NULL) return;
     size_t i = 0;
     hmap_node_t *n, *next;
+    /* Every timer of ours stops before its memory goes: the timer
+     * structure is the caller's, and outlives us. */
     for (n = hmap_next(&m->locks, &i, NULL); n != NULL; n = next) {
         next = hmap_next(&m->locks, &i, n);
         lock_t *l = container_of(n, lock_t, node);
@@ -416,6 +418,7 @@ void lockmgr_free(lockmgr_t *m) {
         hold_t *h;
         while ((h = LIST_FIRST(&l->holds)) != NULL) {
             LIST_REMOVE(h, by_lock);
+            timers_stop(m->timers, &h->expiry);
             hold_free(h);
         }
         free(l);

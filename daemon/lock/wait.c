@@ -74,12 +74,15 @@ static queue_t *queue_get(lock_t *l) {
 }
 
 void lock_queue_free(lock_t *l) {
+    lockmgr_t *m = l->mgr;
     wait_t *w;
     if (l->q == NULL) return;
     while ((w = TAILQ_FIRST(&l->q->waiters)) != NULL) {
         TAILQ_REMOVE(&l->q->waiters, w, link);
+        timers_stop(m->timers, &w->deadline);
         free(w);
     }
+    queue_stop(l);
     free(l->q);
     l->q = NULL;
 }

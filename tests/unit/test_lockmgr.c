@@ -2125,6 +2125,33 @@ START_TEST(test_manual_clock) {
 END_TEST
 
 
+/* Regression: lockmgr_free() freed waiters, queues and holds with their
+ * timers still in the caller's timer heap, and timers_free()'s heap_clear
+ * then wrote into freed memory (AddressSanitizer, in make test's
+ * sanitized run, reports it). A leased hold (its expiry), a TRYLOCK
+ * behind it (its deadline) and a refused waiter's retry turn are all
+ * armed when the manager goes. */
+START_TEST(test_free_stops_timers) {
+    client_t *a = client(), *b = client(), *c = client();
+    lock_ok(a, "h", 2000);
+    ck_assert_int_eq(request(b, LOCK_REQ_TRYLOCK, "h", 5000, 0), 0);
+    fake_take(fb, "x", "r1", 1000);
+    ck_assert_int_eq(lock_req(c, "x", 0), 0);
+    fake_settle(fb);
+    no_reply(b);
+    no_reply(c);
+    fake_close(fb);
+    fb = NULL;
+    lockmgr_free(mgr);
+    mgr = NULL;
+    timers_free(tm);
+    tm = NULL;
+    /* The owners are the session's to free; then a fresh world for teardown. */
+    for (size_t i = 0; i < nclients; i++) free(clients[i].o);
+    setup();
+}
+END_TEST
+
 /* ---- the suite --------------------------------------------------------------- */
 
 static Suite *lockmgr_suite(void) {
@@ -2220,6 +2247,7 @@ static Suite *lockmgr_suite(void) {
 
     TC("shutdown");
     tcase_add_test(tc, test_shutdown_idle);
+    tcase_add_test(tc, test_free_stops_timers);
     tcase_add_test(tc, test_shutdown_waits_for_everything);
     tcase_add_test(tc, test_shutdown_while_down);
 
