@@ -145,7 +145,10 @@ void lock_attempt(lock_t *l, wait_t *w) {
     w->in_flight = 1;
     w->parked = 0;
     LIST_INSERT_HEAD(&l->flying, w, flight);
-    timers_stop(m->timers, &l->q->retry);
+    /* The retry turn stays: waiters parked on it (a refused head behind
+     * which another waiter asks, a refused reader ahead of one that is
+     * granted) would sleep past the holder's lease. A turn that comes
+     * while this attempt is in flight lets no one try twice. */
     w->sent_at = timers_now(m->timers);
     backend_op_t *op = &w->acquire;
     lock_op_init(op, BACKEND_ACQUIRE, w->mode, l->name, l->len, w->owner->id, on_attempt);
@@ -190,8 +193,8 @@ void lock_retry_at(lock_t *l, long long ttl_ms) {
                  ttl_ms >= 0 ? (uint64_t)ttl_ms + 1 : LOCKMGR_NO_TTL_RETRY_MS, on_retry);
 }
 
-/* The yield has its own timer: an attempt in flight meanwhile (a
- * semaphore's, a reader's) stops and re-arms the retry timer, and the queue would
+/* The yield has its own timer: an attempt refused meanwhile (a
+ * semaphore's, a reader's) re-arms the retry timer, and the queue would
  * then sleep until the holder's lease ended. */
 static void on_yield_end(timers_entry_t *t) {
     queue_t *q = container_of(t, queue_t, yield);

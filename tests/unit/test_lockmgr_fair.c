@@ -1102,6 +1102,32 @@ START_TEST(test_fair_try_zero_reentry_takes_no_place) {
 END_TEST
 
 
+/* Regression: a second local waiter that queues behind a refused head
+ * stopped the queue's one retry timer, and the head then waited for the
+ * next keep-alive (renew_every_ms) instead of the holder's lease. A
+ * foreign holder's 1 s lease, a keep-alive far later: the head is granted
+ * when the lease ends. */
+START_TEST(test_fair_second_waiter_keeps_head_retry) {
+    client_t *a = client(), *b = client();
+    conf.renew_every_ms = LEASE - 500; /* places last LEASE: kept in time */
+    fake_take(fb, "f", "x", 1000);
+    uint64_t t = now();
+    ck_assert_int_eq(fairlock_req(a, "f", 0), 0);
+    fake_settle(fb);
+    run_for(200);
+    ck_assert_int_eq(fairlock_req(b, "f", 0), 0);
+    fake_settle(fb);
+    while (replies_left(a) == 0 && now() < t + 2 * LEASE) {
+        timers_advance(tm, 1);
+        fake_settle(fb);
+    }
+    expect_granted(a, 1);
+    ck_assert_msg(now() <= t + 1001 + 10, "granted %" PRIu64 " ms after the lease began",
+                  now() - t);
+    no_reply(b);
+}
+END_TEST
+
 /* ---- the suite --------------------------------------------------------------- */
 
 static Suite *lockmgr_fair_suite(void) {
@@ -1115,6 +1141,7 @@ static Suite *lockmgr_fair_suite(void) {
 
     TC("fair");
     tcase_add_test(tc, test_fair_grant_reentry_unlock);
+    tcase_add_test(tc, test_fair_second_waiter_keeps_head_retry);
     tcase_add_test(tc, test_fair_fifo_local);
     tcase_add_test(tc, test_fair_fifo_with_foreign_waiters);
     tcase_add_test(tc, test_fair_only_head_woken);

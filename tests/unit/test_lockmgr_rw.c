@@ -941,6 +941,30 @@ START_TEST(test_rw_wake_while_readers_in_flight) {
 END_TEST
 
 
+/* Regression: a reader granted just after a writer's lease ended stopped
+ * the retry timer that a refused reader ahead of it was parked on, and
+ * that reader then waited for a release that might never come. */
+START_TEST(test_rw_late_reader_keeps_retry) {
+    client_t *a = client(), *b = client();
+    fake_take_rw(fb, "r", "x", BACKEND_WRITE, 1000);
+    uint64_t t = now();
+    ck_assert_int_eq(rlock_req(a, "r", 0), 0);
+    fake_settle(fb);
+    no_reply(a);
+    run_for(1000); /* the writer's lease ends; a's retry turn is 1 ms on */
+    ck_assert_int_eq(rlock_req(b, "r", 0), 0);
+    fake_settle(fb);
+    expect_granted(b, 1);
+    while (replies_left(a) == 0 && now() < t + 2 * LEASE) {
+        timers_advance(tm, 1);
+        fake_settle(fb);
+    }
+    expect_granted(a, 1);
+    ck_assert_msg(now() <= t + 1001 + 10, "granted %" PRIu64 " ms after the lease began",
+                  now() - t);
+}
+END_TEST
+
 /* ---- the suite --------------------------------------------------------------- */
 
 static Suite *lockmgr_rw_suite(void) {
@@ -954,6 +978,7 @@ static Suite *lockmgr_rw_suite(void) {
 
     TC("rwlock");
     tcase_add_test(tc, test_rw_readers_share_writer_waits);
+    tcase_add_test(tc, test_rw_late_reader_keeps_retry);
     tcase_add_test(tc, test_rw_limit_locks_per_client);
     tcase_add_test(tc, test_rw_tryrlock_shares_with_readers_in_flight);
     tcase_add_test(tc, test_rw_reader_waits_behind_writer);
