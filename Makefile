@@ -130,6 +130,7 @@ RESP_SRC := daemon/backend/resp.c daemon/backend/tls.c daemon/util/timers.c daem
 $(BUILD)/itests/test_resp: $(call obj,$(RESP_SRC) $(CONF_SRC))
 # test_node drives daemon/backend/node.c directly; --wrap lets it fail chosen allocations.
 $(BUILD)/itests/test_node: $(call obj,$(RESP_SRC) $(CONF_SRC) daemon/backend/node.c \
+                             daemon/backend/node_batch.c daemon/backend/node_watch.c \
                              daemon/backend/scripts.c daemon/backend/keys.c daemon/util/hmap.c \
                              daemon/util/histo.c)
 $(BUILD)/itests/test_node: override LDFLAGS += -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc
