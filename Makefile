@@ -74,6 +74,19 @@ $(BUILD)/obj/%.o: %.c
 	$(call say,CC,$<)
 	$(Q)$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
+# The Lua scripts (daemon/backend/lua), composed and embedded in a header
+# that scripts.c includes; the composed scripts land in $(BUILD)/gen/lua.
+LUA_DIR     := daemon/backend/lua
+LUA_SCRIPTS := $(patsubst $(LUA_DIR)/%.lua,%,$(wildcard $(LUA_DIR)/*.lua))
+LUA_SRC     := $(wildcard $(LUA_DIR)/*.lua $(LUA_DIR)/part/*.lua)
+
+$(BUILD)/gen/scripts_lua.h: $(LUA_SRC) $(LUA_DIR)/embed.sh
+	$(call say,GEN,$@)
+	$(Q)sh $(LUA_DIR)/embed.sh $(LUA_DIR) $(BUILD)/gen $(LUA_SCRIPTS)
+
+$(BUILD)/obj/daemon/backend/scripts.o: $(BUILD)/gen/scripts_lua.h
+$(BUILD)/obj/daemon/backend/scripts.o: ALL_CFLAGS += -I$(BUILD)/gen
+
 $(BUILD)/dlockd: $(call obj,$(DAEMON_SRC) $(LIB_SRC))
 	$(call say,LD,$@)
 	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)

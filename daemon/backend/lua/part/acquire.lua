@@ -1,0 +1,55 @@
+-- One acquire of a lock (RLock's layout): the body of acquire.lua, and of
+-- the batch script's acquire (part/ops.lua), which includes it with "pair"
+-- (its pairs come back as two values) and "time=now()" (Redis TIME read
+-- once per call). K1 lock hash, K2 fence counter; A1 lease ms, A2 owner,
+-- Q 'q' for a quorum's rule.
+--
+-- Replies ({code, value}, codes as daemon/backend/scripts.h names them):
+-- {0, fence} a new grant, {1, holds} reentered, {2, pttl} taken, {3, 1 or
+-- 2} held as a read/write lock (reads, a write: checked first, since a
+-- reader's field has the same name as the owner's), {3, 3} a semaphore (a
+-- string: its permits).
+--
+-- A grant's fence is the greater of the counter plus one and Redis TIME in
+-- microseconds, and the counter is set to it: fences keep rising when
+-- Redis loses the counter (a restart without persistence) or a promoted
+-- replica missed its last writes, as long as that server's clock is not
+-- behind by more than the outage lasted. Microseconds stay below 2^53,
+-- exact in Lua's doubles. A quorum's nodes count TIME in whole seconds
+-- (times a million): nodes whose counters agree then mostly return the
+-- same fence, and the grant needs no round to raise counters (quorum.c);
+-- fences still rise with up to a million grants a second. The free case
+-- comes first, with the fewest calls: it is the common one; GETSET writes
+-- TIME and reads the last fence in one call, and a second write follows
+-- only when the last was not below it. The batch script reads TIME once
+-- per call (its grants follow within microseconds, and a second grant of
+-- one name in it takes the counter plus one).
+-- luacheck: globals K1 K2 A1 A2 Q
+if redis.call('exists', K1) == 0 then
+  redis.call('hset', K1, A2, 1)
+  redis.call('pexpire', K1, A1)
+  local t = redis.call('time')
+  local f
+  if Q == 'q' then
+    f = math.max(tonumber(redis.call('get', K2) or '0') + 1, tonumber(t[1]) * 1000000)
+  else
+    f = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    local last = tonumber(redis.call('getset', K2, string.format('%d', f)) or '0')
+    if last < f then return {0, f} end
+    f = last + 1
+  end
+  redis.call('set', K2, string.format('%d', f))
+  return {0, f}
+end
+local m = redis.pcall('hget', K1, 'mode')
+if type(m) == 'table' then
+  if redis.call('type', K1).ok == 'string' then return {3, 3} end
+  error(m)
+end
+if m then return {3, m == 'read' and 1 or 2} end
+if redis.call('hexists', K1, A2) == 1 then
+  local n = redis.call('hincrby', K1, A2, 1)
+  redis.call('pexpire', K1, A1)
+  return {1, n}
+end
+return {2, redis.call('pttl', K1)}
