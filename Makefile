@@ -64,6 +64,7 @@ SUPPORT_SRC := $(wildcard tests/support/*.c)
 .SECONDARY:
 
 .PHONY: fuzz fuzz-build fuzz-short chaos chaos-short metrics-test
+.PHONY: luacheck
 .PHONY: all deps deps-run deps-test deps-deb deps-chaos deb package-test run test bench unit integration integration-sanitized integration-valgrind sanitize-build clients-test \
         unit-build integration-build install uninstall clean
 
@@ -83,6 +84,12 @@ LUA_SRC     := $(wildcard $(LUA_DIR)/*.lua $(LUA_DIR)/part/*.lua)
 $(BUILD)/gen/scripts_lua.h: $(LUA_SRC) $(LUA_DIR)/embed.sh
 	$(call say,GEN,$@)
 	$(Q)sh $(LUA_DIR)/embed.sh $(LUA_DIR) $(BUILD)/gen $(LUA_SCRIPTS)
+
+# luacheck (.luacheckrc) reads the scripts Redis runs, as composed, and
+# each part on its own; a file that includes parts is read composed only.
+luacheck: $(BUILD)/gen/scripts_lua.h
+	@echo "== luacheck $(LUA_DIR)"
+	@luacheck -q --no-color $(shell grep -L '^--#include' $(LUA_SRC)) $(BUILD)/gen/lua
 
 $(BUILD)/obj/daemon/backend/scripts.o: $(BUILD)/gen/scripts_lua.h
 $(BUILD)/obj/daemon/backend/scripts.o: ALL_CFLAGS += -I$(BUILD)/gen
@@ -161,7 +168,7 @@ $(BUILD)/itests/test_libdlock: $(BUILD)/libdlock.a
 #   deps-deb    make deb: the build's libraries and Debian's packaging tools
 #   deps-chaos  make chaos, make bench: deps-run, python3, redis-sentinel
 #   deps-test   make test: all of the above, Check, valgrind, clang's libFuzzer,
-#               openssl, the metrics test's prometheus_client
+#               openssl, luacheck, the metrics test's prometheus_client
 #   deps        everything (= deps-test)
 DEPS_BUILD_CMDS := cc:build-essential pkg-config:pkg-config
 DEPS_BUILD_PKGS := libuv:libuv1-dev hiredis:libhiredis-dev uuid:uuid-dev inih:libinih-dev \
@@ -173,7 +180,7 @@ DEPS_DEB_CMDS   := $(DEPS_BUILD_CMDS) dpkg-buildpackage:dpkg-dev dh:debhelper \
 DEPS_DEB_PKGS   := $(DEPS_BUILD_PKGS) systemd:systemd
 DEPS_CHAOS_CMDS := $(DEPS_RUN_CMDS) python3:python3 redis-sentinel:redis-sentinel
 DEPS_TEST_CMDS  := $(sort $(DEPS_RUN_CMDS) $(DEPS_DEB_CMDS) $(DEPS_CHAOS_CMDS)) \
-                   valgrind:valgrind clang:clang openssl:openssl
+                   valgrind:valgrind clang:clang openssl:openssl luacheck:lua-check
 DEPS_TEST_PKGS  := $(sort $(DEPS_RUN_PKGS) $(DEPS_DEB_PKGS)) check:check
 DEPS_TEST_PYMODS := prometheus_client:python3-prometheus-client
 # Everything, as the one list `make deps` checks.
@@ -233,7 +240,7 @@ TEST_BUILD_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 test: deps-test
 	@$(MAKE) --no-print-directory -j$(TEST_BUILD_JOBS) all unit-build integration-build \
 	  sanitize-build fuzz-build
-	@$(MAKE) --no-print-directory INTEG_SKIP="$(SAN_ONLY)" unit integration clients-test \
+	@$(MAKE) --no-print-directory INTEG_SKIP="$(SAN_ONLY)" luacheck unit integration clients-test \
 	  metrics-test chaos-short integration-sanitized integration-valgrind
 	@$(MAKE) --no-print-directory -j2 --output-sync=target fuzz-short package-test
 

@@ -1,6 +1,6 @@
 -- One acquire of a lock (RLock's layout): the body of acquire.lua, and of
 -- the batch script's acquire (part/ops.lua), which includes it with "pair"
--- (its pairs come back as two values) and "time=now()" (Redis TIME read
+-- (its pairs come back as two values) and "time=clock()" (Redis TIME read
 -- once per call). K1 lock hash, K2 fence counter; A1 lease ms, A2 owner,
 -- Q 'q' for a quorum's rule.
 --

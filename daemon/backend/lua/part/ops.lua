@@ -1,5 +1,5 @@
 -- Many operations in one call: the body of ops.lua and ops_any.lua, which
--- set n (how many), K and ko (where the keys are: K[ko + 1] ...), ao
+-- set nops (how many), K and ko (where the keys are: K[ko + 1] ...), ao
 -- (ARGV[ao + 1] is the first op's first argument) and P (the publish
 -- command). The bodies of the one-op scripts are its functions (K1, K2,
 -- A1, A2 are their parameters), run in the order asked for. Two keys per
@@ -20,14 +20,14 @@
 -- fails, the loop goes on after it under a new one, so a batch where
 -- nothing failed pays for one (a failed operation did not write: see
 -- part/release.lua).
--- luacheck: globals n K ko ao P
+-- luacheck: globals nops K ko ao P
 local tm
-local now = function()
+local clock = function()
   tm = tm or redis.call('time')
   return tm
 end
 local acquire = function(K1, K2, A1, A2, Q)
---#include part/acquire.lua pair time=now()
+--#include part/acquire.lua pair time=clock()
 end
 local release = function(K1, K2, A1, A2)
 --#include part/release.lua pair
@@ -41,7 +41,7 @@ end
 local raise = function(K1, K2, A1, A2)
 --#include part/raise.lua
 end
-local sem_renew = function(K1, K2, A1, A2, c)
+local sem_renew = function(_, K2, A1, A2, c)
 --#include part/sem_renew.lua
 end
 local rw = function(K1, KX, A2, A3, op)
@@ -51,7 +51,7 @@ local rw = function(K1, KX, A2, A3, op)
 end
 local out, i = {}, 1
 local run = function()
-  while i <= n do
+  while i <= nops do
     local r, v
     local k1, k2 = K[ko + 2 * i - 1], K[ko + 2 * i]
     local a = ao + 3 * i

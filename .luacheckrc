@@ -1,0 +1,5 @@
+-- luacheck's settings for dlockd's Redis scripts (daemon/backend/lua): make luacheck.
+-- SPDX-License-Identifier: MIT
+std = "lua51"
+-- What Redis gives a script (cjson, cmsgpack, struct and bit are not used).
+read_globals = { "redis", "KEYS", "ARGV" }
