@@ -24,6 +24,30 @@ const char *const scripts_text[SCRIPT_COUNT] = {
     [SCRIPT_FAIR] = lua_fair,
 };
 
+/* The codes are backend.h's outcomes, modes and renewals, number for number:
+ * a reply decodes by a cast. */
+_Static_assert(SCRIPTS_GRANTED == (int)BACKEND_GRANTED, "GRANTED");
+_Static_assert(SCRIPTS_REENTERED == (int)BACKEND_REENTERED, "REENTERED");
+_Static_assert(SCRIPTS_TAKEN == (int)BACKEND_TAKEN, "TAKEN");
+_Static_assert(SCRIPTS_WRONG_KIND == (int)BACKEND_WRONG_KIND, "WRONG_KIND");
+_Static_assert(SCRIPTS_HOLD_GONE == (int)BACKEND_HOLD_GONE, "HOLD_GONE");
+_Static_assert(SCRIPTS_HELD_LOCK == (int)BACKEND_MUTEX, "HELD_LOCK");
+_Static_assert(SCRIPTS_HELD_READ == (int)BACKEND_READ, "HELD_READ");
+_Static_assert(SCRIPTS_HELD_WRITE == (int)BACKEND_WRITE, "HELD_WRITE");
+_Static_assert(SCRIPTS_HELD_SEM == (int)BACKEND_SEM, "HELD_SEM");
+_Static_assert(SCRIPTS_GONE == (int)BACKEND_GONE, "GONE");
+_Static_assert(SCRIPTS_RENEWED == (int)BACKEND_RENEWED, "RENEWED");
+_Static_assert(SCRIPTS_FORCED == (int)BACKEND_FORCED, "FORCED");
+
+#define CODE(name) {#name, SCRIPTS_##name}
+const scripts_code_t scripts_codes[] = {
+    CODE(GRANTED),   CODE(REENTERED), CODE(TAKEN),      CODE(WRONG_KIND), CODE(HOLD_GONE),
+    CODE(HELD_LOCK), CODE(HELD_READ), CODE(HELD_WRITE), CODE(HELD_SEM),   CODE(NOT_HELD),
+    CODE(GONE),      CODE(RENEWED),   CODE(FORCED),
+};
+#undef CODE
+const size_t scripts_codes_count = sizeof(scripts_codes) / sizeof(scripts_codes[0]);
+
 /* ---- calls ---------------------------------------------------------------- */
 
 int scripts_loaded(script_id_t id, unsigned flags) {
@@ -382,17 +406,19 @@ static int is_pair(const redisReply *r) {
 static int set_acquire(backend_result_t *res, long long kind, long long v) {
     res->outcome = (backend_outcome_t)kind;
     switch (kind) {
-    case BACKEND_GRANTED: res->fence = (uint64_t)v; return 0;
-    case BACKEND_REENTERED: res->holds = v; return 0;
-    case BACKEND_TAKEN: res->ttl_ms = v; return 0;
-    case BACKEND_WRONG_KIND: res->held = (backend_mode_t)v; return 0;
-    case BACKEND_HOLD_GONE: return 0;
+    case SCRIPTS_GRANTED: res->fence = (uint64_t)v; return 0;
+    case SCRIPTS_REENTERED: res->holds = v; return 0;
+    case SCRIPTS_TAKEN: res->ttl_ms = v; return 0;
+    case SCRIPTS_WRONG_KIND: res->held = (backend_mode_t)v; return 0;
+    case SCRIPTS_HOLD_GONE: return 0;
     default: return -1;
     }
 }
 
 static void set_renewal(backend_result_t *res, long long v) {
-    res->renewal = v == 1 ? BACKEND_RENEWED : v == 2 ? BACKEND_FORCED : BACKEND_GONE;
+    res->renewal = v == SCRIPTS_RENEWED ? BACKEND_RENEWED
+                   : v == SCRIPTS_FORCED ? BACKEND_FORCED
+                                         : BACKEND_GONE;
 }
 
 /* The batch script's one line per operation. An operation's own error

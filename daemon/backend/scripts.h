@@ -44,6 +44,37 @@ typedef enum {
 
 extern const char *const scripts_text[SCRIPT_COUNT];
 
+/* The numbers the scripts answer with, as daemon/backend/lua/part/codes.lua
+ * names them too (test_scripts checks that each script's agree). An
+ * acquire's pair is {code, value}: */
+enum {
+    SCRIPTS_GRANTED = 0,     /* {0, fence} (a semaphore: permits left) */
+    SCRIPTS_REENTERED = 1,   /* {1, holds} */
+    SCRIPTS_TAKEN = 2,       /* {2, pttl}, -1 none */
+    SCRIPTS_WRONG_KIND = 3,  /* {3, SCRIPTS_HELD_*} */
+    SCRIPTS_HOLD_GONE = 4,   /* {4, 0}: a semaphore's earlier permits are gone */
+    /* WRONG_KIND's value, and STATUS's third element: what a name holds */
+    SCRIPTS_HELD_LOCK = 0,
+    SCRIPTS_HELD_READ = 1,
+    SCRIPTS_HELD_WRITE = 2,
+    SCRIPTS_HELD_SEM = 3,
+    /* a release's or drop's holds left when the owner held none */
+    SCRIPTS_NOT_HELD = -1,
+    /* a renewal's digit */
+    SCRIPTS_GONE = 0,
+    SCRIPTS_RENEWED = 1,
+    SCRIPTS_FORCED = 2,
+};
+
+/* The codes as names and numbers, for the test that holds the scripts to them. */
+typedef struct scripts_code_s {
+    const char *name;        /* as the scripts name it: "GRANTED" */
+    int value;
+} scripts_code_t;
+
+extern const scripts_code_t scripts_codes[];
+extern const size_t scripts_codes_count;
+
 /* How a node's calls are made (scripts_format's flags). */
 #define SCRIPTS_F_ANY_SLOT    0x1u  /* a Cluster node: batches carry keys of many
                                        slots (the _ANY scripts, Redis 7.0+) */

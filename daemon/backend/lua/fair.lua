@@ -10,7 +10,7 @@
 -- without queueing, 'r' release all holds, 'd' one hold less (never the
 -- last), 'l' leave the queue; A2 lease ms, A3 owner field, A4, A5, P the
 -- publish command.
---   redis-cli --eval daemon/backend/lua/fair.lua myfair 'redisson_lock_queue:{myfair}' \
+--   redis-cli --eval build/gen/lua/fair.lua myfair 'redisson_lock_queue:{myfair}' \
 --     'redisson_lock_timeout:{myfair}' 'redisson_lock__channel:{myfair}' \
 --     'redisson_lock_token:{myfair}' 'dlock_fair:{myfair}' , a 30000 me:1 60000 5000 publish
 --
@@ -29,6 +29,7 @@
 -- with none of Redisson's, none is ahead). Replies as rw.lua's; a
 -- waiter's {2, ttl} is the holder's lease, or when the head's place ends
 -- if the lock is free, -1 unknown.
+--#include part/codes.lua
 local K1, K2, K3, K4, K5, K6 = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local op, A2, A3, A4, A5, P = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local t = redis.call('time')
@@ -61,13 +62,13 @@ if type(m) == 'table' then
 end
 if m then
   if op == 'a' or op == 'o' then
-    return {3, m == 'read' and 1 or m == 'write' and 2 or 3}
+    return {WRONG_KIND, m == 'read' and HELD_READ or m == 'write' and HELD_WRITE or HELD_SEM}
   end
-  return -1
+  return NOT_HELD
 end
 if op == 'r' or op == 'd' then
   local n = tonumber(redis.call('hget', K1, A3))
-  if not n then return -1 end
+  if not n then return NOT_HELD end
   if op == 'd' then
     if n > 1 then return redis.call('hincrby', K1, A3, -1) end
     return n
@@ -87,12 +88,12 @@ if redis.call('exists', K1) == 0 then
     local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
     if us > f then f = us end
     redis.call('set', K5, string.format('%d', f))
-    return {0, f}
+    return {GRANTED, f}
   end
 elseif redis.call('hexists', K1, A3) == 1 then
   local n = redis.call('hincrby', K1, A3, 1)
   redis.call('pexpire', K1, A2)
-  return {1, n}
+  return {REENTERED, n}
 end
 local ttl = redis.call('pttl', K1)
 if ttl < 0 then
@@ -116,4 +117,4 @@ if op == 'a' then
   if not queued then redis.call('rpush', K2, A3) end
   if redis.call('pttl', K6) < e then redis.call('pexpire', K6, e) end
 end
-return {2, ttl}
+return {TAKEN, ttl}

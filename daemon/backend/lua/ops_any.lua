@@ -8,6 +8,7 @@
 -- KEYS: none. ARGV: n, 2 n keys as for ops.lua, 3 n op arguments, the
 -- publish command.
 --   redis-cli --eval build/gen/lua/ops_any.lua , 1 mylock 'redisson_lock_token:{mylock}' a 30000 me:1 publish
+--#include part/codes.lua
 local nops = tonumber(ARGV[1])
 local K, ko, ao = ARGV, 1, 1 + 2 * nops
 local P = ARGV[#ARGV]

@@ -4,5 +4,6 @@
 -- KEYS: two per lock (the lock hash, its forced marker).
 -- ARGV: the lease ms, then one owner field per lock.
 --   redis-cli --eval build/gen/lua/renew.lua mylock 'dlock_forced:{mylock}' , 30000 me:1
+--#include part/codes.lua
 local n, K, ko, ao = #KEYS / 2, KEYS, 0, 0
 --#include part/renew_batch.lua

@@ -9,7 +9,7 @@
 -- the owner's ids are <owner>:1 .. <owner>:base already (an acquire's) or
 -- the ids released are <owner>:base+1 .. <owner>:base+permits; the lease
 -- ms; the owner field; the publish command.
---   redis-cli --eval daemon/backend/lua/sem.lua mysem '{mysem}:timeout' 'redisson_sc:{mysem}' \
+--   redis-cli --eval build/gen/lua/sem.lua mysem '{mysem}:timeout' 'redisson_sc:{mysem}' \
 --     , i 3 0 0 me:1 publish
 --
 -- An acquire first checks that the owner's earlier ids are all there
@@ -24,14 +24,15 @@
 -- {0, subscribers} or -1 when none of the ids was there. A name that is a
 -- lock (a hash) gets {3, its kind} from 'a' and 'i' and -1 from 'r',
 -- changing nothing.
+--#include part/codes.lua
 local K1, K2, K3 = KEYS[1], KEYS[2], KEYS[3]
 local op, n, b, P = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[6]
 local id = ARGV[5] .. ':'
 local ty = redis.call('type', K1).ok
 if ty == 'hash' then
-  if op == 'r' then return -1 end
+  if op == 'r' then return NOT_HELD end
   local m = redis.call('hget', K1, 'mode')
-  return {3, m == 'read' and 1 or m == 'write' and 2 or 0}
+  return {WRONG_KIND, m == 'read' and HELD_READ or m == 'write' and HELD_WRITE or HELD_LOCK}
 end
 if op == 'i' then
   if ty ~= 'none' then return 0 end
@@ -42,14 +43,14 @@ end
 if op == 'r' then
   local removed = 0
   for i = b + 1, b + n do removed = removed + redis.call('zrem', K2, id .. i) end
-  if removed == 0 then return -1 end
+  if removed == 0 then return NOT_HELD end
   return {0, redis.call(P, K3, redis.call('incrby', K1, removed))}
 end
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 for i = 1, b do
   local s = redis.call('zscore', K2, id .. i)
-  if not s or tonumber(s) <= now then return {4, 0} end
+  if not s or tonumber(s) <= now then return {HOLD_GONE, 0} end
 end
 local x = redis.call('zrangebyscore', K2, 0, now, 'limit', 0, 1000)
 if #x > 0 then
@@ -61,13 +62,13 @@ local avail = tonumber(redis.call('get', K1)) or -1
 if avail < n then
   local e = redis.call('zrange', K2, 0, 0, 'withscores')
   if e[2] and tonumber(e[2]) < 922337203685477 then
-    return {2, math.max(0, tonumber(e[2]) - now)}
+    return {TAKEN, math.max(0, tonumber(e[2]) - now)}
   end
-  return {2, -1}
+  return {TAKEN, -1}
 end
 local added, till = 0, now + tonumber(ARGV[4])
 for i = 1, b + n do added = added + redis.call('zadd', K2, till, id .. i) end
 if added > 0 then avail = redis.call('decrby', K1, added) end
 local ttl = redis.call('pttl', K1)
 if ttl > 0 then redis.call('pexpire', K2, ttl) end
-return {0, avail}
+return {GRANTED, avail}

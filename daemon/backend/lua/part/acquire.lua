@@ -25,6 +25,7 @@
 -- per call (its grants follow within microseconds, and a second grant of
 -- one name in it takes the counter plus one).
 -- luacheck: globals K1 K2 A1 A2 Q
+-- luacheck: read globals GRANTED REENTERED TAKEN WRONG_KIND HELD_READ HELD_WRITE HELD_SEM
 if redis.call('exists', K1) == 0 then
   redis.call('hset', K1, A2, 1)
   redis.call('pexpire', K1, A1)
@@ -35,21 +36,21 @@ if redis.call('exists', K1) == 0 then
   else
     f = tonumber(t[1]) * 1000000 + tonumber(t[2])
     local last = tonumber(redis.call('getset', K2, string.format('%d', f)) or '0')
-    if last < f then return {0, f} end
+    if last < f then return {GRANTED, f} end
     f = last + 1
   end
   redis.call('set', K2, string.format('%d', f))
-  return {0, f}
+  return {GRANTED, f}
 end
 local m = redis.pcall('hget', K1, 'mode')
 if type(m) == 'table' then
-  if redis.call('type', K1).ok == 'string' then return {3, 3} end
+  if redis.call('type', K1).ok == 'string' then return {WRONG_KIND, HELD_SEM} end
   error(m)
 end
-if m then return {3, m == 'read' and 1 or 2} end
+if m then return {WRONG_KIND, m == 'read' and HELD_READ or HELD_WRITE} end
 if redis.call('hexists', K1, A2) == 1 then
   local n = redis.call('hincrby', K1, A2, 1)
   redis.call('pexpire', K1, A1)
-  return {1, n}
+  return {REENTERED, n}
 end
-return {2, redis.call('pttl', K1)}
+return {TAKEN, redis.call('pttl', K1)}

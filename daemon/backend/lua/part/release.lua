@@ -11,9 +11,10 @@
 -- node that does not hold the key (a slot moving away), the first access
 -- fails and nothing has changed.
 -- luacheck: globals K1 K2 A1 A2 P
+-- luacheck: read globals NOT_HELD
 local v = redis.call('hmget', K1, A1, 'mode')
 local n = v[1]
-if not n or v[2] then return -1 end
+if not n or v[2] then return NOT_HELD end
 if A2 == '0' then
   if tonumber(n) > 1 then return redis.call('hincrby', K1, A1, -1) end
   return tonumber(n)

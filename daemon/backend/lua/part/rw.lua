@@ -29,29 +29,30 @@
 -- (HRANDFIELD, Redis 6.2), and only when neither will do at them all
 -- (HKEYS): fifty readers' release no longer lists fifty fields.
 -- luacheck: globals K1 K2 K3 K4 op A2 A3 P
+-- luacheck: read globals GRANTED REENTERED TAKEN WRONG_KIND HELD_LOCK HELD_SEM NOT_HELD
 local W = A3 .. ':write'
 local T = K4 .. ':' .. A3 .. ':rwlock_timeout:'
 local field = (op == 'r' or op == 'R' or op == 'd') and A3 or W
 local got = redis.pcall('hmget', K1, 'mode', field)
 if got.err then
   if redis.call('type', K1).ok ~= 'string' then error(got) end
-  if op == 'r' or op == 'w' then return {3, 3} end
-  return -1
+  if op == 'r' or op == 'w' then return {WRONG_KIND, HELD_SEM} end
+  return NOT_HELD
 end
 local mode = got[1]
 if op == 'r' or op == 'w' then
-  if not mode and redis.call('exists', K1) == 1 then return {3, 0} end
+  if not mode and redis.call('exists', K1) == 1 then return {WRONG_KIND, HELD_LOCK} end
   local f = tonumber(redis.call('get', K2) or '0')
   if op == 'r' then
     if mode == 'write' and redis.call('hexists', K1, W) == 0 then
-      return {2, redis.call('pttl', K1)}
+      return {TAKEN, redis.call('pttl', K1)}
     end
     if not mode then redis.call('hset', K1, 'mode', 'read') end
     local n = redis.call('hincrby', K1, A3, 1)
     redis.call('set', T .. n, 1, 'px', A2)
     if redis.call('pttl', K1) < tonumber(A2) then redis.call('pexpire', K1, A2) end
-    if n == 1 then return {0, f} end
-    return {1, n}
+    if n == 1 then return {GRANTED, f} end
+    return {REENTERED, n}
   end
   if not mode then
     redis.call('hset', K1, 'mode', 'write', W, 1)
@@ -61,17 +62,17 @@ if op == 'r' or op == 'w' then
     local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
     if now > f then f = now end
     redis.call('set', K2, string.format('%d', f))
-    return {0, f}
+    return {GRANTED, f}
   end
   if mode == 'write' and got[2] then
     local n = redis.call('hincrby', K1, W, 1)
     if redis.call('pttl', K1) < tonumber(A2) then redis.call('pexpire', K1, A2) end
-    return {1, n}
+    return {REENTERED, n}
   end
-  return {2, redis.call('pttl', K1)}
+  return {TAKEN, redis.call('pttl', K1)}
 end
 local n = mode and tonumber(got[2])
-if not n then return -1 end
+if not n then return NOT_HELD end
 if op == 'd' or op == 'D' then
   if n <= 1 then return n end
   if op == 'd' then redis.call('del', T .. n) end

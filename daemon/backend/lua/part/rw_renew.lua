@@ -4,6 +4,7 @@
 -- Redisson's ReadLockTask renews them) or 'V' for its write hold. The
 -- hash's TTL only grows (see part/rw.lua). Replies as part/renew.lua.
 -- luacheck: globals K1 K2 A1 A2 k
+-- luacheck: read globals GONE RENEWED FORCED
 local m = redis.pcall('hget', K1, 'mode')
 if type(m) == 'table' then
   if not string.find(m.err, '^WRONGTYPE') then error(m) end
@@ -17,7 +18,7 @@ if n then
     local t = (string.find(K1, '{', 1, true) and K1 or '{' .. K1 .. '}') .. ':' .. A2
     for i = 1, n do redis.call('pexpire', t .. ':rwlock_timeout:' .. i, A1) end
   end
-  return 1
+  return RENEWED
 end
-if redis.pcall('get', K2) == f then return 2 end
-return 0
+if redis.pcall('get', K2) == f then return FORCED end
+return GONE
