@@ -35,19 +35,7 @@ static sub_t *sub_find(const node_t *nd, const char *channel, size_t len) {
  * "redisson_lock__channel:{key}:<uuid>:<owner>". out has KEYS_CHANNEL_MAX. */
 static size_t channel_of(const node_t *nd, char *out, const char *name, size_t len,
                          backend_mode_t mode, uint64_t owner) {
-    char key[KEYS_KEY_MAX];
-    size_t klen = keys_lock(key, nd->key_prefix, name, len);
-    static const char *const kinds[BACKEND_MODE_COUNT] = {
-        [BACKEND_MUTEX] = KEYS_CHANNEL, [BACKEND_READ] = KEYS_RW_CHANNEL,
-        [BACKEND_WRITE] = KEYS_RW_CHANNEL, [BACKEND_SEM] = KEYS_SEM_CHANNEL,
-        [BACKEND_FAIR] = KEYS_CHANNEL,
-    };
-    size_t n = keys_companion(out, kinds[mode], key, klen);
-    if (mode == BACKEND_FAIR) {
-        out[n++] = ':';
-        n += keys_owner_field(out + n, nd->uuid, owner);
-    }
-    return n;
+    return scripts_channel(out, nd->key_prefix, nd->uuid, name, len, mode, owner);
 }
 
 /* A release's subscriber count, less our own subscription (to the channel

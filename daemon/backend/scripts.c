@@ -48,6 +48,88 @@ const scripts_code_t scripts_codes[] = {
 #undef CODE
 const size_t scripts_codes_count = sizeof(scripts_codes) / sizeof(scripts_codes[0]);
 
+/* ---- the kinds of lock -------------------------------------------------------- */
+
+#define K_ACQ SCRIPTS_KIND(BACKEND_ACQUIRE)
+#define K_REL SCRIPTS_KIND(BACKEND_RELEASE)
+#define K_DROP SCRIPTS_KIND(BACKEND_DROP)
+#define K_RENEW SCRIPTS_KIND(BACKEND_RENEW)
+#define K_FENCE SCRIPTS_KIND(BACKEND_FENCE)
+#define K_SEMINIT SCRIPTS_KIND(BACKEND_SEMINIT)
+#define K_LEAVE SCRIPTS_KIND(BACKEND_LEAVE)
+
+#define PREFIX(kind) {SCRIPTS_KEY_PREFIX, kind}
+#define SUFFIX(kind) {SCRIPTS_KEY_SUFFIX, kind}
+
+/* A read/write lock's own script (rw.lua) and its place in the batch. */
+#define RW_MODE(acquire, release, drop, renew_letter)                                          \
+    {                                                                                          \
+        .script = SCRIPT_RW, .own = K_ACQ | K_REL | K_DROP,                                    \
+        .keys = {PREFIX(KEYS_TOKEN), PREFIX(KEYS_RW_CHANNEL), {SCRIPTS_KEY_TAG, ""}},          \
+        .args = {SCRIPTS_ARG_LETTER, SCRIPTS_ARG_LEASE, SCRIPTS_ARG_FIELD},                    \
+        .letters = {[BACKEND_ACQUIRE] = acquire, [BACKEND_RELEASE] = release,                  \
+                    [BACKEND_DROP] = drop},                                                    \
+        .batch = K_ACQ | K_REL | K_DROP | K_RENEW, .batch_own = 1, .renew = renew_letter,     \
+        .acquire_key = PREFIX(KEYS_TOKEN), .renew_key = PREFIX(KEYS_FORCED),                   \
+        .release_key = PREFIX(KEYS_RW_CHANNEL), .channel = KEYS_RW_CHANNEL,                    \
+    }
+
+static const scripts_mode_t modes[BACKEND_MODE_COUNT] = {
+    [BACKEND_MUTEX] = {
+        .script = SCRIPT_COUNT, .own = 0,
+        .batch = K_ACQ | K_REL | K_DROP | K_RENEW | K_FENCE, .renew = 'n',
+        .acquire_key = PREFIX(KEYS_TOKEN), .renew_key = PREFIX(KEYS_FORCED),
+        .release_key = PREFIX(KEYS_CHANNEL), .channel = KEYS_CHANNEL,
+    },
+    [BACKEND_READ] = RW_MODE('r', 'R', 'd', 'v'),
+    [BACKEND_WRITE] = RW_MODE('w', 'W', 'D', 'V'),
+    [BACKEND_SEM] = {
+        .script = SCRIPT_SEM, .own = K_ACQ | K_REL | K_SEMINIT,
+        .keys = {SUFFIX(KEYS_SEM_TIMEOUT), PREFIX(KEYS_SEM_CHANNEL)},
+        .args = {SCRIPTS_ARG_LETTER, SCRIPTS_ARG_PERMITS, SCRIPTS_ARG_BASE, SCRIPTS_ARG_LEASE,
+                 SCRIPTS_ARG_FIELD},
+        .letters = {[BACKEND_ACQUIRE] = 'a', [BACKEND_RELEASE] = 'r', [BACKEND_SEMINIT] = 'i'},
+        .batch = K_RENEW, .renew = 's',
+        .acquire_key = SUFFIX(KEYS_SEM_TIMEOUT), .renew_key = SUFFIX(KEYS_SEM_TIMEOUT),
+        .release_key = SUFFIX(KEYS_SEM_TIMEOUT), .channel = KEYS_SEM_CHANNEL,
+    },
+    [BACKEND_FAIR] = {
+        .script = SCRIPT_FAIR, .own = K_ACQ | K_REL | K_DROP | K_LEAVE,
+        .keys = {PREFIX(KEYS_QUEUE), PREFIX(KEYS_QUEUE_TIMEOUT), PREFIX(KEYS_CHANNEL),
+                 PREFIX(KEYS_TOKEN), PREFIX(KEYS_FAIR_OWNERS)},
+        .args = {SCRIPTS_ARG_LETTER, SCRIPTS_ARG_LEASE, SCRIPTS_ARG_FIELD, SCRIPTS_ARG_QUEUE,
+                 SCRIPTS_ARG_QUEUE_FOREIGN},
+        .letters = {[BACKEND_ACQUIRE] = 'a', [BACKEND_RELEASE] = 'r', [BACKEND_DROP] = 'd',
+                    [BACKEND_LEAVE] = 'l'},
+        .once = 'o', .batch = K_RENEW, .renew = 'n',
+        .acquire_key = PREFIX(KEYS_TOKEN), .renew_key = PREFIX(KEYS_FORCED),
+        .release_key = PREFIX(KEYS_CHANNEL), .channel = KEYS_CHANNEL, .own_channel = 1,
+    },
+};
+
+/* The companions of the scripts that are no mode's own. */
+static const scripts_key_t status_keys[SCRIPTS_MODE_KEYS] = {SUFFIX(KEYS_SEM_TIMEOUT)};
+static const scripts_key_t force_keys[SCRIPTS_MODE_KEYS] = {
+    PREFIX(KEYS_CHANNEL), PREFIX(KEYS_FORCED), SUFFIX(KEYS_SEM_TIMEOUT),
+    PREFIX(KEYS_SEM_CHANNEL), PREFIX(KEYS_QUEUE),
+};
+
+const scripts_mode_t *scripts_mode(backend_mode_t mode) {
+    return &modes[mode];
+}
+
+size_t scripts_channel(char *out, const char *prefix, const char *uuid, const char *name,
+                       size_t len, backend_mode_t mode, uint64_t owner) {
+    char key[KEYS_KEY_MAX];
+    size_t klen = keys_lock(key, prefix, name, len);
+    size_t n = keys_companion(out, modes[mode].channel, key, klen);
+    if (modes[mode].own_channel) {
+        out[n++] = ':';
+        n += keys_owner_field(out + n, uuid, owner);
+    }
+    return n;
+}
+
 /* ---- calls ---------------------------------------------------------------- */
 
 int scripts_loaded(script_id_t id, unsigned flags) {
@@ -55,36 +137,17 @@ int scripts_loaded(script_id_t id, unsigned flags) {
 }
 
 int scripts_batchable(const backend_op_t *op) {
-    if (op->mode == BACKEND_READ || op->mode == BACKEND_WRITE)
-        return op->kind == BACKEND_RENEW || op->kind == BACKEND_ACQUIRE ||
-               op->kind == BACKEND_RELEASE || op->kind == BACKEND_DROP;
-    if (op->mode != BACKEND_MUTEX) return op->kind == BACKEND_RENEW;
-    return op->kind == BACKEND_ACQUIRE || op->kind == BACKEND_RELEASE ||
-           op->kind == BACKEND_DROP || op->kind == BACKEND_RENEW || op->kind == BACKEND_FENCE;
+    return (modes[op->mode].batch & SCRIPTS_KIND(op->kind)) != 0;
 }
 
 script_id_t scripts_choose(backend_op_t *const *ops, size_t n, unsigned flags) {
     int any = (flags & SCRIPTS_F_ANY_SLOT) != 0;
+    const scripts_mode_t *m = &modes[ops[0]->mode];
     if (n == 1 && any && scripts_batchable(ops[0])) return SCRIPT_OPS_ANY;
-    if (n == 1 && ops[0]->mode == BACKEND_SEM &&
-        (ops[0]->kind == BACKEND_ACQUIRE || ops[0]->kind == BACKEND_RELEASE ||
-         ops[0]->kind == BACKEND_SEMINIT))
-        return SCRIPT_SEM;
-    if (n == 1 && ops[0]->mode == BACKEND_FAIR &&
-        (ops[0]->kind == BACKEND_ACQUIRE || ops[0]->kind == BACKEND_RELEASE ||
-         ops[0]->kind == BACKEND_DROP || ops[0]->kind == BACKEND_LEAVE))
-        return SCRIPT_FAIR;
-    if (n == 1 && ops[0]->mode != BACKEND_MUTEX &&
-        (ops[0]->kind == BACKEND_ACQUIRE || ops[0]->kind == BACKEND_RELEASE ||
-         ops[0]->kind == BACKEND_DROP))
-        return SCRIPT_RW;
-    if (n == 1 && ops[0]->mode != BACKEND_MUTEX && ops[0]->kind == BACKEND_RENEW)
-        return SCRIPT_OPS;
+    if (n == 1 && (m->own & SCRIPTS_KIND(ops[0]->kind))) return m->script;
     /* A quorum's acquires carry its fence rule, which only the batch
      * script takes; a raise has no script of its own. */
-    if (n == 1 && (ops[0]->kind == BACKEND_FENCE ||
-                   (ops[0]->kind == BACKEND_ACQUIRE && (flags & SCRIPTS_F_QUORUM))))
-        return SCRIPT_OPS;
+    if (n == 1 && ops[0]->kind == BACKEND_ACQUIRE && (flags & SCRIPTS_F_QUORUM)) return SCRIPT_OPS;
     if (n > 1) {
         for (size_t i = 0; i < n; i++)
             if (ops[i]->kind != BACKEND_RENEW || ops[i]->mode != BACKEND_MUTEX ||
@@ -99,7 +162,7 @@ script_id_t scripts_choose(backend_op_t *const *ops, size_t n, unsigned flags) {
     case BACKEND_STATUS: return SCRIPT_STATUS;
     case BACKEND_FORCE: return SCRIPT_FORCE;
     case BACKEND_WHO: return SCRIPT_WHO;
-    default: return SCRIPT_OPS;
+    default: return SCRIPT_OPS; /* a renewal, a raise */
     }
 }
 
@@ -126,53 +189,52 @@ static size_t put_bulk(char *p, const char *s, size_t len) {
 #define ARG_ROOM(len) (1 + 20 + 2 + (len) + 2)
 /* Room any one operation's arguments take at most (SCRIPT_FORCE's and
  * SCRIPT_FAIR's keys: the lock and five companions). */
-#define OP_ROOM (ARG_ROOM(KEYS_KEY_MAX) + 5 * ARG_ROOM(KEYS_COMPANION_MAX) + \
+#define OP_ROOM (ARG_ROOM(KEYS_KEY_MAX) + SCRIPTS_MODE_KEYS * ARG_ROOM(KEYS_COMPANION_MAX) + \
                  ARG_ROOM(24) + ARG_ROOM(KEYS_FIELD_MAX) + ARG_ROOM(1))
 /* The publish command releases use: classic or sharded pub/sub. */
 #define PUB_CMD(flags) ((flags) & SCRIPTS_F_SHARDED ? "spublish" : "publish")
 
-/* An operation's two keys: the lock, and its token, channel or forced
- * marker (the companion SCRIPT_OPS passes; SCRIPT_FORCE takes two). */
 /* A companion of key as a bulk string, written in place: the same bytes
- * as keys_companion() gives, without a copy in between. */
-static size_t put_companion(char *p, const char *kind, size_t kindlen, const char *key,
-                            size_t klen, int braces) {
-    size_t k = put_head(p, '$', kindlen + 1 + klen + (braces ? 2 : 0));
-    memcpy(p + k, kind, kindlen);
-    k += kindlen;
-    p[k++] = ':';
+ * as keys_companion() gives (a suffix: Redisson's suffixName), without a
+ * copy in between. braces: key has no '{'. */
+static size_t put_key(char *p, const scripts_key_t *c, const char *key, size_t klen, int braces) {
+    size_t kindlen = strlen(c->kind), k;
+    size_t len = klen + (braces ? 2 : 0) + (c->form == SCRIPTS_KEY_TAG ? 0 : kindlen + 1);
+    k = put_head(p, '$', len);
+    if (c->form == SCRIPTS_KEY_PREFIX) {
+        memcpy(p + k, c->kind, kindlen);
+        k += kindlen;
+        p[k++] = ':';
+    }
     if (braces) p[k++] = '{';
     memcpy(p + k, key, klen);
     k += klen;
     if (braces) p[k++] = '}';
+    if (c->form == SCRIPTS_KEY_SUFFIX) {
+        p[k++] = ':';
+        memcpy(p + k, c->kind, kindlen);
+        k += kindlen;
+    }
     p[k++] = '\r';
     p[k++] = '\n';
     return k;
 }
 
-/* A suffix companion of key (Redisson's suffixName): "{key}:kind", or
- * "key:kind" when the key has a '{' already. */
-static size_t put_suffix(char *p, const char *kind, size_t kindlen, const char *key, size_t klen,
-                         int braces) {
-    size_t k = put_head(p, '$', klen + (braces ? 2 : 0) + 1 + kindlen);
-    if (braces) p[k++] = '{';
-    memcpy(p + k, key, klen);
-    k += klen;
-    if (braces) p[k++] = '}';
-    p[k++] = ':';
-    memcpy(p + k, kind, kindlen);
-    k += kindlen;
-    p[k++] = '\r';
-    p[k++] = '\n';
+static size_t put_keylist(char *p, const scripts_key_t *list, const char *key, size_t klen,
+                          int braces) {
+    size_t k = 0;
+    for (size_t i = 0; i < SCRIPTS_MODE_KEYS && list[i].form != 0; i++)
+        k += put_key(p + k, &list[i], key, klen, braces);
     return k;
 }
 
-#define KIND(s) (s), (sizeof(s) - 1)
-
+/* An operation's keys: the lock, then its script's companions (the batch
+ * script's one: the token, channel, forced marker or permit ids). */
 static size_t put_keys(char *p, const backend_op_t *op, script_id_t id, const char *prefix,
                        size_t plen, unsigned flags) {
-    /* The lock key, prefix and name, straight into place; its companion
-     * copies it from there. */
+    const scripts_mode_t *m = &modes[op->mode];
+    /* The lock key, prefix and name, straight into place; its companions
+     * copy it from there. */
     size_t klen = plen + op->len, k = put_head(p, '$', klen);
     char *key = p + k;
     memcpy(key, prefix, plen);
@@ -181,25 +243,13 @@ static size_t put_keys(char *p, const backend_op_t *op, script_id_t id, const ch
     p[k++] = '\r';
     p[k++] = '\n';
     int braces = memchr(key, '{', klen) == NULL;
-    if (id == SCRIPT_STATUS) return k + put_suffix(p + k, KIND(KEYS_SEM_TIMEOUT), key, klen, braces);
-    if (id == SCRIPT_SEM) {
-        k += put_suffix(p + k, KIND(KEYS_SEM_TIMEOUT), key, klen, braces);
-        return k + put_companion(p + k, KIND(KEYS_SEM_CHANNEL), key, klen, braces);
-    }
-    if (id == SCRIPT_RW) {
-        k += put_companion(p + k, KIND(KEYS_TOKEN), key, klen, braces);
-        k += put_companion(p + k, KIND(KEYS_RW_CHANNEL), key, klen, braces);
-        /* the timeout keys' prefix: "{key}", or the key as it is */
-        k += put_head(p + k, '$', klen + (braces ? 2 : 0));
-        if (braces) p[k++] = '{';
-        memcpy(p + k, key, klen);
-        k += klen;
-        if (braces) p[k++] = '}';
-        p[k++] = '\r';
-        p[k++] = '\n';
-        return k;
-    }
-    if (id == SCRIPT_WHO) {
+    switch (id) {
+    case SCRIPT_STATUS: return k + put_keylist(p + k, status_keys, key, klen, braces);
+    case SCRIPT_FORCE: return k + put_keylist(p + k, force_keys, key, klen, braces);
+    case SCRIPT_SEM:
+    case SCRIPT_RW:
+    case SCRIPT_FAIR: return k + put_keylist(p + k, m->keys, key, klen, braces);
+    case SCRIPT_WHO:
         if (flags & SCRIPTS_F_NO_REGISTRY) return k;
         k += put_head(p + k, '$', plen + sizeof(KEYS_REGISTRY) - 1);
         memcpy(p + k, prefix, plen);
@@ -208,46 +258,49 @@ static size_t put_keys(char *p, const backend_op_t *op, script_id_t id, const ch
         p[k++] = '\r';
         p[k++] = '\n';
         return k;
+    default: /* the lock's scripts and the batch scripts */
+        if (op->kind == BACKEND_RENEW) return k + put_key(p + k, &m->renew_key, key, klen, braces);
+        if (op->kind == BACKEND_ACQUIRE || op->kind == BACKEND_FENCE)
+            return k + put_key(p + k, &m->acquire_key, key, klen, braces);
+        return k + put_key(p + k, &m->release_key, key, klen, braces);
     }
-    if (id == SCRIPT_FORCE) {
-        k += put_companion(p + k, KIND(KEYS_CHANNEL), key, klen, braces);
-        k += put_companion(p + k, KIND(KEYS_FORCED), key, klen, braces);
-        k += put_suffix(p + k, KIND(KEYS_SEM_TIMEOUT), key, klen, braces);
-        k += put_companion(p + k, KIND(KEYS_SEM_CHANNEL), key, klen, braces);
-        return k + put_companion(p + k, KIND(KEYS_QUEUE), key, klen, braces);
-    }
-    if (id == SCRIPT_FAIR) {
-        k += put_companion(p + k, KIND(KEYS_QUEUE), key, klen, braces);
-        k += put_companion(p + k, KIND(KEYS_QUEUE_TIMEOUT), key, klen, braces);
-        k += put_companion(p + k, KIND(KEYS_CHANNEL), key, klen, braces);
-        k += put_companion(p + k, KIND(KEYS_TOKEN), key, klen, braces);
-        return k + put_companion(p + k, KIND(KEYS_FAIR_OWNERS), key, klen, braces);
-    }
-    if (op->mode == BACKEND_SEM) /* a renewal */
-        return k + put_suffix(p + k, KIND(KEYS_SEM_TIMEOUT), key, klen, braces);
-    if (op->kind == BACKEND_ACQUIRE || op->kind == BACKEND_FENCE)
-        return k + put_companion(p + k, KIND(KEYS_TOKEN), key, klen, braces);
-    if (op->kind == BACKEND_RENEW) return k + put_companion(p + k, KIND(KEYS_FORCED), key, klen, braces);
-    if (op->mode == BACKEND_READ || op->mode == BACKEND_WRITE) /* a release or drop */
-        return k + put_companion(p + k, KIND(KEYS_RW_CHANNEL), key, klen, braces);
-    return k + put_companion(p + k, KIND(KEYS_CHANNEL), key, klen, braces);
 }
 
-/* part/rw.lua's op for a read/write lock's acquire, release or drop. */
-static char rw_letter(const backend_op_t *op) {
-    static const char letters[][BACKEND_MODE_COUNT] = {
-        [BACKEND_ACQUIRE] = {'a', 'r', 'w'}, [BACKEND_RELEASE] = {'r', 'R', 'W'},
-        [BACKEND_DROP] = {'r', 'd', 'D'},
-    };
-    return letters[op->kind][op->mode];
+/* A mode's own script's arguments, as its args list says. */
+static size_t put_own_args(char *p, const backend_op_t *op, const scripts_mode_t *m,
+                           const char *field, size_t flen) {
+    char num[24];
+    size_t k = 0;
+    for (size_t i = 0; i < SCRIPTS_MODE_ARGS && m->args[i] != SCRIPTS_ARG_END; i++) {
+        switch ((scripts_arg_t)m->args[i]) {
+        case SCRIPTS_ARG_LETTER: {
+            char letter = op->kind == BACKEND_ACQUIRE && op->once && m->once ? m->once
+                                                                               : m->letters[op->kind];
+            k += put_bulk(p + k, &letter, 1);
+            break;
+        }
+        case SCRIPTS_ARG_LEASE: k += put_bulk(p + k, num, keys_u64(num, op->lease_ms)); break;
+        case SCRIPTS_ARG_FIELD: k += put_bulk(p + k, field, flen); break;
+        case SCRIPTS_ARG_PERMITS: k += put_bulk(p + k, num, keys_u64(num, op->permits)); break;
+        case SCRIPTS_ARG_BASE: k += put_bulk(p + k, num, keys_u64(num, op->permit_base)); break;
+        case SCRIPTS_ARG_QUEUE: k += put_bulk(p + k, num, keys_u64(num, op->queue_ms)); break;
+        case SCRIPTS_ARG_QUEUE_FOREIGN:
+            k += put_bulk(p + k, num, keys_u64(num, op->queue_foreign_ms));
+            break;
+        case SCRIPTS_ARG_END: break;
+        }
+    }
+    return k;
 }
 
 /* An operation's arguments, in the order its script wants them: SCRIPT_OPS
- * takes kind, number, owner ('a' lease, 'n' lease, or 'r' all); the
- * acquire script lease, owner; the release script owner, all; status the
- * owner; force how long its marker stays. */
+ * takes kind, number, owner ('a' lease, 'n' lease, 'r' all, 'x<letter>'
+ * lease of a mode's own op, 's<permits>' lease); the acquire script lease,
+ * owner; the release script owner, all; a mode's own script its args;
+ * status the owner; force how long its marker stays. */
 static size_t put_args(char *p, const backend_op_t *op, script_id_t id, const char *uuid,
                        unsigned flags) {
+    const scripts_mode_t *m = &modes[op->mode];
     char num[24], field[KEYS_FIELD_MAX];
     size_t nlen, flen = keys_owner_field(field, uuid, op->owner), k = 0;
     int release = op->kind == BACKEND_RELEASE || op->kind == BACKEND_DROP;
@@ -261,64 +314,35 @@ static size_t put_args(char *p, const backend_op_t *op, script_id_t id, const ch
     }
     switch (id) {
     case SCRIPT_OPS:
-    case SCRIPT_OPS_ANY:
-        if ((op->mode == BACKEND_READ || op->mode == BACKEND_WRITE) &&
-            op->kind != BACKEND_RENEW) { /* 'x<op>' */
-            char letter[2] = {'x', rw_letter(op)};
-            k += put_bulk(p, letter, 2);
-            k += put_bulk(p + k, num, keys_u64(num, op->lease_ms));
-            return k + put_bulk(p + k, field, flen);
+    case SCRIPT_OPS_ANY: {
+        char letter[24];
+        size_t llen = 1;
+        if (m->batch_own && op->kind != BACKEND_RENEW) { /* 'x<letter>' */
+            letter[0] = 'x';
+            letter[1] = m->letters[op->kind];
+            llen = 2;
+            nlen = keys_u64(num, op->lease_ms);
+        } else if (op->kind == BACKEND_RENEW) {
+            letter[0] = m->renew;
+            if (m->renew == 's') llen += keys_u64(letter + 1, op->permits);
+        } else {
+            letter[0] = op->kind == BACKEND_ACQUIRE ? (flags & SCRIPTS_F_QUORUM ? 'q' : 'a')
+                        : op->kind == BACKEND_FENCE ? 'f'
+                                                    : 'r';
         }
-        if (op->mode == BACKEND_SEM) { /* a renewal of c permits: 's<c>' */
-            char letter[24];
-            letter[0] = 's';
-            k += put_bulk(p, letter, 1 + keys_u64(letter + 1, op->permits));
-            k += put_bulk(p + k, num, nlen);
-            return k + put_bulk(p + k, field, flen);
-        }
-        k += put_bulk(p,
-                      op->kind == BACKEND_ACQUIRE ? (flags & SCRIPTS_F_QUORUM ? "q" : "a")
-                      : op->kind == BACKEND_RENEW ? (op->mode == BACKEND_READ    ? "v"
-                                                     : op->mode == BACKEND_WRITE ? "V"
-                                                                                 : "n")
-                      : op->kind == BACKEND_FENCE ? "f"
-                                                  : "r",
-                      1);
+        k += put_bulk(p, letter, llen);
         k += put_bulk(p + k, num, nlen);
         return k + put_bulk(p + k, field, flen);
+    }
     case SCRIPT_ACQUIRE:
         k += put_bulk(p, num, nlen);
         return k + put_bulk(p + k, field, flen);
     case SCRIPT_RELEASE:
         k += put_bulk(p, field, flen);
         return k + put_bulk(p + k, num, nlen);
-    case SCRIPT_RW: {
-        char letter = rw_letter(op);
-        k += put_bulk(p, &letter, 1);
-        k += put_bulk(p + k, num, keys_u64(num, op->lease_ms));
-        return k + put_bulk(p + k, field, flen);
-    }
-    case SCRIPT_SEM: {
-        char letter = op->kind == BACKEND_ACQUIRE   ? 'a'
-                      : op->kind == BACKEND_SEMINIT ? 'i'
-                                                    : 'r';
-        k += put_bulk(p, &letter, 1);
-        k += put_bulk(p + k, num, keys_u64(num, op->permits));
-        k += put_bulk(p + k, num, keys_u64(num, op->permit_base));
-        k += put_bulk(p + k, num, keys_u64(num, op->lease_ms));
-        return k + put_bulk(p + k, field, flen);
-    }
-    case SCRIPT_FAIR: {
-        char letter = op->kind == BACKEND_ACQUIRE ? (op->once ? 'o' : 'a')
-                      : op->kind == BACKEND_RELEASE ? 'r'
-                      : op->kind == BACKEND_DROP    ? 'd'
-                                                    : 'l';
-        k += put_bulk(p, &letter, 1);
-        k += put_bulk(p + k, num, keys_u64(num, op->lease_ms));
-        k += put_bulk(p + k, field, flen);
-        k += put_bulk(p + k, num, keys_u64(num, op->queue_ms));
-        return k + put_bulk(p + k, num, keys_u64(num, op->queue_foreign_ms));
-    }
+    case SCRIPT_RW:
+    case SCRIPT_SEM:
+    case SCRIPT_FAIR: return put_own_args(p, op, m, field, flen);
     case SCRIPT_WHO:
         return 0;
     case SCRIPT_STATUS:

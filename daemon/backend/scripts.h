@@ -86,6 +86,67 @@ extern const size_t scripts_codes_count;
 /* The error of a renewal in a batch whose key the node does not serve. */
 #define SCRIPTS_NOT_HERE "key not served by this node"
 
+/* A key a script gets beside the lock's own, made from the lock's key:
+ * kind "redisson_lock_token" and form SCRIPTS_KEY_PREFIX give
+ * "redisson_lock_token:{key}" (keys.h's companions; the braces only when
+ * the key has no '{'). */
+typedef enum {
+    SCRIPTS_KEY_PREFIX = 1,  /* "<kind>:{key}" */
+    SCRIPTS_KEY_SUFFIX,      /* "{key}:<kind>" (Redisson's suffixName) */
+    SCRIPTS_KEY_TAG,         /* "{key}": a prefix the script appends to */
+} scripts_key_form_t;
+
+typedef struct scripts_key_s {
+    scripts_key_form_t form;
+    const char *kind;
+} scripts_key_t;
+
+/* An argument of a mode's own script (scripts_mode_t.args). */
+typedef enum {
+    SCRIPTS_ARG_END = 0,
+    SCRIPTS_ARG_LETTER,        /* the op's letter (letters[kind], or once) */
+    SCRIPTS_ARG_LEASE,         /* lease_ms */
+    SCRIPTS_ARG_FIELD,         /* the owner's field */
+    SCRIPTS_ARG_PERMITS,       /* permits */
+    SCRIPTS_ARG_BASE,          /* permit_base */
+    SCRIPTS_ARG_QUEUE,         /* queue_ms */
+    SCRIPTS_ARG_QUEUE_FOREIGN, /* queue_foreign_ms */
+} scripts_arg_t;
+
+#define SCRIPTS_MODE_KEYS 5
+#define SCRIPTS_MODE_ARGS 6
+#define SCRIPTS_KIND(k) (1u << (k))
+
+/* What differs between the kinds of lock (backend_mode_t) in their calls:
+ * one of these per mode, scripts_mode(mode). */
+typedef struct scripts_mode_s {
+    /* its own script, for the op kinds in own (a mutex has none: its ops
+     * pick SCRIPT_ACQUIRE, SCRIPT_RELEASE or the batch by kind) */
+    script_id_t script;
+    unsigned own;                          /* SCRIPTS_KIND() bits */
+    scripts_key_t keys[SCRIPTS_MODE_KEYS]; /* its companions, in order ({0} ends) */
+    unsigned char args[SCRIPTS_MODE_ARGS]; /* scripts_arg_t, in order (END ends) */
+    char letters[BACKEND_OP_COUNT];        /* the op letter of each kind in own */
+    char once;                             /* an acquire's letter with once set, or 0 */
+    /* in the batch script (SCRIPT_OPS) */
+    unsigned batch;                        /* the op kinds it may run */
+    int batch_own;                         /* its ops but renewals go as 'x<letter>' */
+    char renew;                            /* a renewal's letter; 's' takes permits after it */
+    scripts_key_t acquire_key;             /* an acquire's or raise's companion */
+    scripts_key_t renew_key;               /* a renewal's */
+    scripts_key_t release_key;             /* a release's or drop's */
+    /* the channel a watch listens to: "<channel>:{key}", and with own_channel
+     * the waiter's own, "<channel>:{key}:<owner field>" */
+    const char *channel;
+    int own_channel;
+} scripts_mode_t;
+
+const scripts_mode_t *scripts_mode(backend_mode_t mode);
+/* The channel a watch of name (in mode, by owner) listens to, into out
+ * (KEYS_CHANNEL_MAX); its length. */
+size_t scripts_channel(char *out, const char *prefix, const char *uuid, const char *name,
+                       size_t len, backend_mode_t mode, uint64_t owner);
+
 /* 1 if a node with these flags loads script id (the _ANY ones need Redis
  * 7.0's script flags: only Cluster nodes load them). */
 int scripts_loaded(script_id_t id, unsigned flags);
