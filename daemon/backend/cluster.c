@@ -31,6 +31,7 @@
 #include <strings.h>
 
 #include "daemon/backend/backend.h"
+#include "daemon/backend/cluster_map.h"
 #include "daemon/backend/keys.h"
 #include "daemon/backend/node.h"
 #include "daemon/backend/resp.h"
@@ -49,8 +50,8 @@
 #define CLUSTER_RETRY_MS       25
 /* Redirections (MOVED, ASK) one op follows before it waits for the map. */
 #define CLUSTER_REDIRECTS_MAX  8
-/* Primaries (and ASK targets) known at once. */
-#define CLUSTER_NODES_MAX      1024
+/* Primaries (and ASK targets) known at once: as many as a map names. */
+#define CLUSTER_NODES_MAX      CLUSTER_MAP_NODES_MAX
 /* A node the map no longer names stays this long (ASK targets, a slot
  * moving back), then goes. */
 #define CLUSTER_RETIRE_MS      10000
@@ -163,6 +164,16 @@ static int name_fits(const cluster_t *cl, const char *name, size_t len) {
 
 static int addr_eq(const resp_addr_t *a, const resp_addr_t *b) {
     return a->port == b->port && strcmp(a->host, b->host) == 0;
+}
+
+/* A map's address as a connection's. */
+static resp_addr_t to_resp_addr(const cluster_map_addr_t *m) {
+    _Static_assert(sizeof(((resp_addr_t *)0)->host) >= sizeof(m->host), "host room");
+    resp_addr_t a;
+    memset(&a, 0, sizeof(a));
+    memcpy(a.host, m->host, sizeof(m->host));
+    a.port = m->port;
+    return a;
 }
 
 static cnode_t *node_find(const cluster_t *cl, const resp_addr_t *a) {
@@ -383,27 +394,6 @@ static void retry_all(cluster_t *cl) {
     }
 }
 
-/* "MOVED 3999 127.0.0.1:6381": the slot and the address. 0, or -1. */
-static int parse_redirect(const char *err, unsigned *slot, resp_addr_t *a) {
-    const char *sp = strchr(err, ' ');
-    if (sp == NULL) return -1;
-    char *end;
-    unsigned long s = strtoul(sp + 1, &end, 10);
-    if (end == sp + 1 || *end != ' ' || s >= KEYS_SLOTS) return -1;
-    const char *hp = end + 1, *colon = strrchr(hp, ':');
-    if (colon == NULL || colon == hp || (size_t)(colon - hp) >= sizeof(a->host)) return -1;
-    long port = strtol(colon + 1, &end, 10);
-    if (port <= 0 || port > 65535 || (*end != '\0' && *end != ' ' && *end != '\n')) return -1;
-    memset(a, 0, sizeof(*a));
-    if (hp[0] == '[' && colon[-1] == ']')
-        snprintf(a->host, sizeof(a->host), "%.*s", (int)(colon - hp - 2), hp + 1);
-    else
-        snprintf(a->host, sizeof(a->host), "%.*s", (int)(colon - hp), hp);
-    a->port = (int)port;
-    *slot = (unsigned)s;
-    return 0;
-}
-
 /* An op of an _ANY call met a key this node does not serve: raised inside
  * the script ("ERR Script attempted to access a non local key in a cluster
  * node"), before the op wrote anything. */
@@ -446,7 +436,7 @@ static void on_op_done(void *data, backend_op_t *op) {
     cluster_t *cl = from->cl;
     backend_result_t *res = &op->res;
     unsigned slot;
-    resp_addr_t a;
+    cluster_map_addr_t ma;
 
     if (cl->closed) {
         op->cb(op);
@@ -461,9 +451,9 @@ static void on_op_done(void *data, backend_op_t *op) {
     int later = op->tries >= CLUSTER_REDIRECTS_MAX ? CL_OP_LATER : 0;
     if (later) op->tries = 0;
     if (res->status == BACKEND_FAILED && res->error != NULL) {
-        int moved = strncmp(res->error, "MOVED ", 6) == 0;
-        int ask = strncmp(res->error, "ASK ", 4) == 0;
-        if ((moved || ask) && parse_redirect(res->error, &slot, &a) == 0) {
+        cluster_map_redirect_t kind = cluster_map_redirect(res->error, &slot, &ma);
+        if (kind != CLUSTER_MAP_NO_REDIRECT) {
+            resp_addr_t a = to_resp_addr(&ma);
             log_debug("cluster: %s: %s (op %d on %.*s)", from->label, res->error,
                       (int)op->kind, (int)op->len, op->name);
             /* After MOVED the new owner has the whole slot: the op goes as
@@ -473,7 +463,7 @@ static void on_op_done(void *data, backend_op_t *op) {
              * where making it anew would clash with MIGRATE); a renewal or
              * a release checking its keys one by one, which the importing
              * node serves after ASKING: it never creates a key. */
-            if (moved) {
+            if (kind == CLUSTER_MAP_MOVED) {
                 cnode_t *to = node_get(cl, &a);
                 if (to != NULL) cl->slots[slot] = to;
                 refresh_soon(cl);
@@ -550,125 +540,24 @@ static void who_registry(cluster_t *cl, backend_op_t *op) {
 
 /* ---- the map ---------------------------------------------------------------- */
 
-/* The primaries the map names and their slots, as read. */
-typedef struct map_s {
-    resp_addr_t addr[CLUSTER_NODES_MAX];
-    size_t n;
-    uint16_t owner[KEYS_SLOTS]; /* index into addr, or UINT16_MAX */
-} map_t;
-
-static const redisReply *field(const redisReply *m, const char *name) {
-    if (m == NULL || m->type != REDIS_REPLY_ARRAY) return NULL;
-    for (size_t i = 0; i + 1 < m->elements; i += 2)
-        if (m->element[i]->type == REDIS_REPLY_STRING && strcmp(m->element[i]->str, name) == 0)
-            return m->element[i + 1];
-    return NULL;
-}
-
-static long long field_int(const redisReply *m, const char *name) {
-    const redisReply *v = field(m, name);
-    if (v == NULL) return -1;
-    if (v->type == REDIS_REPLY_INTEGER) return v->integer;
-    if (v->type == REDIS_REPLY_STRING) return atoll(v->str);
-    return -1;
-}
-
-/* Index of host:port in map, added if new; -1 when full or bad. */
-static int map_addr(map_t *m, const char *host, size_t hlen, long long port) {
-    if (port <= 0 || port > 65535 || hlen == 0 || hlen >= sizeof(m->addr[0].host)) return -1;
-    for (size_t i = 0; i < m->n; i++)
-        if (m->addr[i].port == port && strlen(m->addr[i].host) == hlen &&
-            memcmp(m->addr[i].host, host, hlen) == 0)
-            return (int)i;
-    if (m->n == CLUSTER_NODES_MAX) return -1;
-    resp_addr_t *a = &m->addr[m->n];
-    memset(a, 0, sizeof(*a));
-    memcpy(a->host, host, hlen);
-    a->port = (int)port;
-    return (int)m->n++;
-}
-
-static int map_range(map_t *m, long long from, long long to, int owner) {
-    if (from < 0 || to >= KEYS_SLOTS || from > to || owner < 0) return -1;
-    for (long long s = from; s <= to; s++) m->owner[s] = (uint16_t)owner;
-    return 0;
-}
-
-/* CLUSTER SHARDS: [["slots", [from, to, ...], "nodes", [{...}, ...]], ...].
- * A node that does not know its own address (an empty ip or endpoint: a
- * single node never met by others) is the one asked, at asked. */
-static int parse_shards(const cluster_t *cl, const redisReply *r, const char *asked, map_t *m) {
-    if (r->type != REDIS_REPLY_ARRAY) return -1;
-    for (size_t i = 0; i < r->elements; i++) {
-        const redisReply *sh = r->element[i], *slots = field(sh, "slots"),
-                         *nodes = field(sh, "nodes");
-        if (slots == NULL || nodes == NULL || slots->type != REDIS_REPLY_ARRAY ||
-            nodes->type != REDIS_REPLY_ARRAY)
-            return -1;
-        if (slots->elements == 0) continue; /* a shard without slots */
-        int owner = -1;
-        for (size_t j = 0; j < nodes->elements && owner < 0; j++) {
-            const redisReply *nd = nodes->element[j], *role = field(nd, "role");
-            if (role == NULL || role->type != REDIS_REPLY_STRING || strcmp(role->str, "master") != 0)
-                continue;
-            const redisReply *host = field(nd, "endpoint");
-            if (host == NULL || host->type != REDIS_REPLY_STRING || host->len == 0 ||
-                strcmp(host->str, "?") == 0)
-                host = field(nd, "ip");
-            if (host == NULL || host->type != REDIS_REPLY_STRING) return -1;
-            long long port = cl->tls ? field_int(nd, "tls-port") : field_int(nd, "port");
-            if (port <= 0) port = field_int(nd, "port");
-            if (host->len == 0 || strcmp(host->str, "?") == 0)
-                owner = map_addr(m, asked, strlen(asked), port);
-            else
-                owner = map_addr(m, host->str, host->len, port);
-            if (owner < 0) return -1;
-        }
-        if (owner < 0) continue; /* no primary named: those slots stay unknown */
-        for (size_t j = 0; j + 1 < slots->elements; j += 2)
-            if (slots->element[j]->type != REDIS_REPLY_INTEGER ||
-                slots->element[j + 1]->type != REDIS_REPLY_INTEGER ||
-                map_range(m, slots->element[j]->integer, slots->element[j + 1]->integer, owner) != 0)
-                return -1;
-    }
-    return 0;
-}
-
-/* CLUSTER SLOTS: [[from, to, [host, port, id, ...], replicas...], ...]; an
- * empty host is the node asked, as with CLUSTER SHARDS. */
-static int parse_slots(const redisReply *r, const char *asked, map_t *m) {
-    if (r->type != REDIS_REPLY_ARRAY) return -1;
-    for (size_t i = 0; i < r->elements; i++) {
-        const redisReply *e = r->element[i];
-        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
-            e->element[0]->type != REDIS_REPLY_INTEGER ||
-            e->element[1]->type != REDIS_REPLY_INTEGER ||
-            e->element[2]->type != REDIS_REPLY_ARRAY || e->element[2]->elements < 2 ||
-            e->element[2]->element[0]->type != REDIS_REPLY_STRING ||
-            e->element[2]->element[1]->type != REDIS_REPLY_INTEGER)
-            return -1;
-        const redisReply *p = e->element[2];
-        const char *host = p->element[0]->len > 0 ? p->element[0]->str : asked;
-        int owner = map_addr(m, host, strlen(host), p->element[1]->integer);
-        if (map_range(m, e->element[0]->integer, e->element[1]->integer, owner) != 0) return -1;
-    }
-    return 0;
-}
-
 static void place_watches(cluster_t *cl);
 
 /* Makes m the map: nodes for its primaries, slots pointing at them;
  * nodes no longer named go after CLUSTER_RETIRE_MS. */
-static void map_apply(cluster_t *cl, const map_t *m) {
+static void map_apply(cluster_t *cl, const cluster_map_t *m) {
     cnode_t *by[CLUSTER_NODES_MAX];
     uint64_t now = timers_now(cl->timers);
     size_t covered = 0, moved = 0;
     unsigned first = 0;
     const cnode_t *was = NULL, *now_on = NULL;
-    for (size_t i = 0; i < m->n; i++) by[i] = node_get(cl, &m->addr[i]);
+    for (size_t i = 0; i < m->n; i++) {
+        resp_addr_t a = to_resp_addr(&m->addr[i]);
+        by[i] = node_get(cl, &a);
+    }
     for (size_t i = 0; i < cl->nnodes; i++) cl->nodes[i]->slots = 0;
     for (unsigned s = 0; s < KEYS_SLOTS; s++) {
-        cnode_t *cn = m->owner[s] == UINT16_MAX ? NULL : by[m->owner[s]];
+        int owner = cluster_map_owner(m, s);
+        cnode_t *cn = owner < 0 ? NULL : by[owner];
         if (cl->slots[s] != cn && cl->mapped && moved++ == 0) {
             first = s;
             was = cl->slots[s];
@@ -763,7 +652,8 @@ static const char *cn_label(const resp_addr_t *a) {
 static void on_shards_reply(void *data, redisReply *r, const char *error) {
     cluster_t *cl = data;
     const resp_addr_t *at = &cl->cand[cl->ask_i];
-    static map_t m; /* 32 kB: not on the stack */
+    static cluster_map_t m; /* 32 kB: not on the stack */
+    char why[CLUSTER_MAP_ERR_LEN];
 
     if (error != NULL || !cl->asking) return; /* a drop: on_ask_down goes on */
     if (r->type == REDIS_REPLY_ERROR && cl->shards && !cl->mapped &&
@@ -775,15 +665,14 @@ static void on_shards_reply(void *data, redisReply *r, const char *error) {
         ask_send(cl);
         return;
     }
-    memset(&m, 0, sizeof(m));
-    memset(m.owner, 0xff, sizeof(m.owner));
-    int rc = r->type == REDIS_REPLY_ERROR ? -1
-             : cl->shards                  ? parse_shards(cl, r, at->host, &m)
-                                           : parse_slots(r, at->host, &m);
+    int rc = -1;
+    if (r->type != REDIS_REPLY_ERROR)
+        rc = cl->shards ? cluster_map_shards(&m, r, at->host, cl->tls, why, sizeof(why))
+                        : cluster_map_slots(&m, r, at->host, why, sizeof(why));
     if (rc != 0 || m.n == 0) {
         snprintf(cl->why, sizeof(cl->why), "%.60s:%d: %.160s", at->host, at->port,
                  r->type == REDIS_REPLY_ERROR ? r->str
-                 : rc != 0                    ? "unexpected map reply"
+                 : rc != 0                    ? why
                                               : "no primary with slots");
         log_debug("cluster: %s", cl->why);
         ask_next(cl);
