@@ -126,6 +126,7 @@ struct cluster_s {
     uint64_t refreshed_at;    /* when the last round started */
     timers_entry_t refresh;
     int warned;               /* "no node answered" was logged */
+    log_once_t bad_map;       /* a node answered a map that cannot be read */
     char why[BACKEND_ERR_LEN];
 
     hmap_t names;             /* cname_t: the ops of each name in our hands */
@@ -674,7 +675,14 @@ static void on_shards_reply(void *data, redisReply *r, const char *error) {
                  r->type == REDIS_REPLY_ERROR ? r->str
                  : rc != 0                    ? why
                                               : "no primary with slots");
-        log_debug("cluster: %s", cl->why);
+        if (r->type != REDIS_REPLY_ERROR && rc != 0) {
+            log_once_restart_if_quiet(&cl->bad_map);
+            log_once(&cl->bad_map, CONF_LOG_WARN,
+                     "cluster: %.60s:%d answered a map that cannot be read: %s", at->host,
+                     at->port, why);
+        } else {
+            log_debug("cluster: %s", cl->why);
+        }
         ask_next(cl);
         return;
     }

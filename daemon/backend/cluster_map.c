@@ -2,9 +2,9 @@
  * SPDX-License-Identifier: MIT */
 #include "daemon/backend/cluster_map.h"
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #define PORT_MAX 65535
@@ -45,12 +45,54 @@ static const redisReply *field(const redisReply *m, const char *name) {
     return NULL;
 }
 
-static long long field_int(const redisReply *m, const char *name) {
-    const redisReply *v = field(m, name);
-    if (v == NULL) return -1;
-    if (v->type == REDIS_REPLY_INTEGER) return v->integer;
-    if (v->type == REDIS_REPLY_STRING) return atoll(v->str);
-    return -1;
+/* s[0 .. len) as a number up to max: digits only, at least one, nothing
+ * else. 0, or -1. */
+static int parse_num(const char *s, size_t len, unsigned long long max, unsigned long long *out) {
+    unsigned long long v = 0;
+    if (len == 0) return -1;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9') return -1;
+        unsigned d = (unsigned)(s[i] - '0');
+        if (v > (max - d) / 10) return -1;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
+
+/* The integer field name of m into *v: an integer, or a string of digits.
+ * 0; -1 when m has none (or one of another type); -2 with why in err
+ * when it is a string that is no number. */
+static int field_int(const redisReply *m, const char *name, long long *v, char *err,
+                     size_t errlen) {
+    const redisReply *f = field(m, name);
+    unsigned long long u;
+    if (f == NULL) return -1;
+    if (f->type == REDIS_REPLY_INTEGER) {
+        *v = f->integer;
+        return 0;
+    }
+    if (f->type != REDIS_REPLY_STRING) return -1;
+    if (parse_num(f->str, f->len, LLONG_MAX, &u) != 0) {
+        fail(err, errlen, "%s \"%.20s%s\" is not a number", name, f->str,
+             f->len > 20 ? "..." : "");
+        return -2;
+    }
+    *v = (long long)u;
+    return 0;
+}
+
+/* A node's port: its tls-port with tls, if it has one above 0, else its
+ * port; -1 if none. 0, or -1 with why in err (a field that is no number). */
+static int node_port(const redisReply *nd, int tls, long long *port, char *err, size_t errlen) {
+    int rc = -1;
+    *port = -1;
+    if (tls && (rc = field_int(nd, "tls-port", port, err, errlen)) == -2) return -1;
+    if (rc != 0 || *port <= 0) {
+        *port = -1;
+        if (field_int(nd, "port", port, err, errlen) == -2) return -1;
+    }
+    return 0;
 }
 
 /* Index of host:port in m, added if new; -1 with why in err when m is full
@@ -105,14 +147,18 @@ int cluster_map_shards(cluster_map_t *m, const redisReply *r, const char *asked,
                 host = field(nd, "ip");
             if (host == NULL || host->type != REDIS_REPLY_STRING)
                 return fail(err, errlen, "CLUSTER SHARDS: shard %zu node %zu: no ip", i, j);
-            long long port = tls ? field_int(nd, "tls-port") : field_int(nd, "port");
-            if (port <= 0) port = field_int(nd, "port");
-            if (host->len == 0 || strcmp(host->str, "?") == 0)
-                owner = map_addr(m, asked, strlen(asked), port, why, sizeof(why));
-            else
-                owner = map_addr(m, host->str, host->len, port, why, sizeof(why));
+            const char *h = host->str;
+            size_t hlen = host->len;
+            if (hlen == 0 || strcmp(h, "?") == 0) {
+                h = asked;
+                hlen = strlen(asked);
+            }
+            long long port;
+            if (node_port(nd, tls, &port, why, sizeof(why)) == 0)
+                owner = map_addr(m, h, hlen, port, why, sizeof(why));
             if (owner < 0)
-                return fail(err, errlen, "CLUSTER SHARDS: shard %zu node %zu: %s", i, j, why);
+                return fail(err, errlen, "CLUSTER SHARDS: shard %zu node %zu (%.60s): %s", i, j,
+                            h, why);
         }
         if (owner < 0) continue; /* no primary named: those slots stay unknown */
         for (size_t j = 0; j + 1 < slots->elements; j += 2)
@@ -157,15 +203,15 @@ cluster_map_redirect_t cluster_map_redirect(const char *err, unsigned *slot,
                                   : strncmp(err, "ASK ", 4) == 0 ? CLUSTER_MAP_ASK
                                                                  : CLUSTER_MAP_NO_REDIRECT;
     if (kind == CLUSTER_MAP_NO_REDIRECT) return kind;
-    const char *sp = strchr(err, ' ');
-    char *end;
-    unsigned long s = strtoul(sp + 1, &end, 10);
-    if (end == sp + 1 || *end != ' ' || s >= KEYS_SLOTS) return CLUSTER_MAP_NO_REDIRECT;
+    const char *sp = strchr(err, ' ') + 1, *end = strchr(sp, ' ');
+    unsigned long long s, port;
+    if (end == NULL || parse_num(sp, (size_t)(end - sp), KEYS_SLOTS - 1, &s) != 0)
+        return CLUSTER_MAP_NO_REDIRECT;
     const char *hp = end + 1, *colon = strrchr(hp, ':');
     if (colon == NULL || colon == hp || (size_t)(colon - hp) >= sizeof(a->host))
         return CLUSTER_MAP_NO_REDIRECT;
-    long port = strtol(colon + 1, &end, 10);
-    if (port <= 0 || port > PORT_MAX || (*end != '\0' && *end != ' ' && *end != '\n'))
+    /* The port ends the error (or its line, or its first word). */
+    if (parse_num(colon + 1, strcspn(colon + 1, " \n"), PORT_MAX, &port) != 0 || port == 0)
         return CLUSTER_MAP_NO_REDIRECT;
     memset(a, 0, sizeof(*a));
     if (hp[0] == '[' && colon[-1] == ']')

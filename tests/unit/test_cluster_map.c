@@ -362,6 +362,38 @@ START_TEST(host_names_too_long) {
 }
 END_TEST
 
+/* field_int took a port given as a string with atoll(): "6379abc" was port
+ * 6379, and a bad tls-port was 0, so the plain port was used instead. */
+START_TEST(a_port_string_that_is_no_number_was_taken_as_one) {
+    const char *bad[] = {"6379abc", "", " 6379", "+6379", "6379 ", "-1", "0x10",
+                         "99999999999999999999"};
+    char r[512];
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(r, sizeof(r), "[[\"slots\" [:0 :1] \"nodes\" [[\"ip\" \"10.0.0.1\" "
+                 "\"port\" \"%s\" \"role\" \"master\"]]]]", bad[i]);
+        ck_assert_msg(shards(r, "x", 0) == -1, "port \"%s\" taken as %d", bad[i],
+                      map.n > 0 ? map.addr[0].port : -1);
+        ERR_HAS("shard 0 node 0 (10.0.0.1)");
+        ERR_HAS("port");
+        ERR_HAS("not a number");
+        /* The same as tls-port, with a good plain port beside it. */
+        snprintf(r, sizeof(r), "[[\"slots\" [:0 :1] \"nodes\" [[\"ip\" \"10.0.0.1\" "
+                 "\"port\" :7000 \"tls-port\" \"%s\" \"role\" \"master\"]]]]", bad[i]);
+        ck_assert_msg(shards(r, "x", 1) == -1, "tls-port \"%s\" taken: port %d", bad[i],
+                      map.n > 0 ? map.addr[0].port : -1);
+        ERR_HAS("tls-port");
+        ERR_HAS("not a number");
+    }
+    /* Digits are a port, as an integer is. */
+    ck_assert_int_eq(shards("[[\"slots\" [:0 :1] \"nodes\" [[\"ip\" \"h\" \"port\" \"6379\" "
+                            "\"role\" \"master\"]]]]", "x", 0), 0);
+    ck_assert_str_eq(owner_of(0), "h:6379");
+    ck_assert_int_eq(shards("[[\"slots\" [:0 :1] \"nodes\" [[\"ip\" \"h\" \"port\" :7000 "
+                            "\"tls-port\" \"6380\" \"role\" \"master\"]]]]", "x", 1), 0);
+    ck_assert_str_eq(owner_of(0), "h:6380");
+}
+END_TEST
+
 /* ---- CLUSTER SLOTS --------------------------------------------------------- */
 
 START_TEST(slots_primaries_replicas_and_gaps) {
@@ -446,6 +478,13 @@ START_TEST(redirects_malformed) {
         "MOVED ",
         "MOVED",
         "ASK 3999 h:x",
+        "MOVED +5 h:1",
+        "MOVED  5 h:1",
+        "MOVED -0 h:1",
+        "MOVED 5 h:+1",
+        "MOVED 5 h: 1",
+        "MOVED 5 h:6379abc",
+        "MOVED 5 h:99999999999999999999",
         "ASK x h:1",
         "moved 3999 h:1",
         "ERR MOVED 3999 h:1",
@@ -476,6 +515,7 @@ static Suite *cluster_map_suite(void) {
     tcase_add_test(tc, shards_missing_fields_and_bad_ranges);
     tcase_add_test(tc, too_many_primaries);
     tcase_add_test(tc, host_names_too_long);
+    tcase_add_test(tc, a_port_string_that_is_no_number_was_taken_as_one);
     tcase_add_test(tc, slots_primaries_replicas_and_gaps);
     tcase_add_test(tc, slots_malformed);
     tcase_add_test(tc, redirects);
