@@ -1017,11 +1017,9 @@ static const backend_type_t cluster_type = {
 backend_t *cluster_open(const backend_env_t *env, char *err, size_t errlen) {
     const conf_t *conf = env->conf;
     cluster_t *cl = calloc(1, sizeof(*cl));
-    if (cl == NULL || hmap_init(&cl->watches) != 0 || hmap_init(&cl->names) != 0) {
-        free(cl);
-        snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
+    if (cl == NULL) goto nomem;
+    if (hmap_init(&cl->watches) != 0) goto nomem;
+    if (hmap_init(&cl->names) != 0) goto nomem_watches;
     cl->base.type = &cluster_type;
     /* Fences are at least Redis TIME on every primary: they keep rising
      * across a failover and a slot's move (the counter moves with it). */
@@ -1080,12 +1078,15 @@ backend_t *cluster_open(const backend_env_t *env, char *err, size_t errlen) {
         .on_down = on_ask_down,
         .data = cl,
     };
-    if ((cl->ask = resp_new(env->loop, env->timers, &ro)) == NULL) {
-        hmap_free(&cl->watches);
-        free(cl);
-        snprintf(err, errlen, "out of memory");
-        return NULL;
-    }
+    if ((cl->ask = resp_new(env->loop, env->timers, &ro)) == NULL) goto nomem_names;
     ask_start(cl);
     return &cl->base;
+nomem_names:
+    hmap_free(&cl->names);
+nomem_watches:
+    hmap_free(&cl->watches);
+nomem:
+    free(cl);
+    snprintf(err, errlen, "out of memory");
+    return NULL;
 }
