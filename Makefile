@@ -157,12 +157,13 @@ $(BUILD)/itests/test_node: $(call obj,$(RESP_SRC) $(CONF_SRC) daemon/backend/nod
                              daemon/backend/scripts.c daemon/backend/keys.c daemon/util/hmap.c \
                              daemon/util/histo.c)
 $(BUILD)/itests/test_node: override LDFLAGS += -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc
-# test_cluster_open opens the Cluster topology with no server; --wrap fails and counts allocations.
-$(BUILD)/tests/test_cluster_open: $(call obj,tests/unit/test_cluster_open.c $(RESP_SRC) $(CONF_SRC) \
-                                    daemon/backend/cluster.c daemon/backend/cluster_map.c \
-                                    daemon/backend/node.c daemon/backend/scripts.c \
-                                    daemon/backend/keys.c daemon/backend/backend.c \
-                                    daemon/util/hmap.c daemon/util/histo.c)
+# test_cluster_open opens the Cluster topology with no server (open.c, for
+# backend_node_opts, brings the other topologies); --wrap fails and counts allocations.
+$(BUILD)/tests/test_cluster_open: $(call obj,tests/unit/test_cluster_open.c $(RESP_SRC) \
+        $(CONF_SRC) daemon/backend/cluster.c daemon/backend/cluster_map.c \
+        daemon/backend/standalone.c daemon/backend/sentinel.c daemon/backend/quorum.c \
+        daemon/backend/open.c daemon/backend/backend.c daemon/backend/node.c \
+        daemon/backend/scripts.c daemon/backend/keys.c daemon/util/hmap.c daemon/util/histo.c)
 $(BUILD)/tests/test_cluster_open: override LDFLAGS += -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free
 
 # test_cluster picks lock names by slot with daemon/backend/keys.c.

@@ -1047,25 +1047,19 @@ backend_t *cluster_open(const backend_env_t *env, char *err, size_t errlen) {
     TAILQ_INIT(&cl->stalled);
 
     const char *sni = cl->sni[0] ? cl->sni : NULL;
-    node_opts_t o = {
-        .username = cl->username,
-        .password = cl->password,
-        .db = 0,
-        .key_prefix = cl->prefix,
-        .uuid = cl->uuid,
-        .client_name = cl->client_name,
-        .connect_timeout_ms = conf->connect_timeout_ms,
-        .command_timeout_ms = conf->command_timeout_ms,
-        .tls = env->tls,
-        .tls_server_name = sni,
-        .register_every_ms = 0, /* the registry's primary: map_apply */
-        .replicas_ack = conf->replicas_ack,
-        .replicas_timeout_ms = conf->replicas_timeout_ms,
-        .on_done = on_op_done,
-        .on_watch_lost = on_watch_lost,
-        .on_state = on_node_state,
-    };
-    cl->opts = o;
+    /* Its strings are the copies above: nodes are made long after this. */
+    backend_node_opts(env, &cl->opts);
+    cl->opts.username = cl->username;
+    cl->opts.password = cl->password;
+    cl->opts.db = 0;
+    cl->opts.key_prefix = cl->prefix;
+    cl->opts.uuid = cl->uuid;
+    cl->opts.client_name = cl->client_name;
+    cl->opts.tls_server_name = sni;
+    cl->opts.register_every_ms = 0; /* the registry's primary: map_apply */
+    cl->opts.on_done = on_op_done;
+    cl->opts.on_watch_lost = on_watch_lost;
+    cl->opts.on_state = on_node_state;
 
     uint32_t ask_ms = CLUSTER_ASK_TIMEOUT_MS;
     resp_opts_t ro = {

@@ -75,6 +75,13 @@ typedef struct node_opts_s {
     void *data;
 } node_opts_t;
 
+/* The options every topology's nodes share, from env and its configuration
+ * (open.c): credentials, db, key prefix, uuid, client name, timeouts, TLS
+ * and its server name, registry refreshes every renew_every_ms,
+ * replicas_ack. The rest is zero: the topology sets the address, label,
+ * callbacks and what else differs. The strings are env's and its conf's. */
+void backend_node_opts(const backend_env_t *env, node_opts_t *out);
+
 /* Strings in opts are copied. Starts connecting at once. */
 node_t *node_new(uv_loop_t *loop, timers_t *timers, const node_opts_t *opts);
 /* Pending ops get BACKEND_DOWN inside; no callback fires afterwards. Not

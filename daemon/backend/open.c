@@ -6,6 +6,7 @@
 
 #include "daemon/backend/backend.h"
 #include "daemon/backend/keys.h"
+#include "daemon/backend/node.h"
 #include "daemon/backend/tls.h"
 
 backend_t *backend_open(uv_loop_t *loop, timers_t *timers, const conf_t *conf, char *err,
@@ -54,6 +55,25 @@ backend_t *backend_open(uv_loop_t *loop, timers_t *timers, const conf_t *conf, c
     }
     b->tls = tls;
     return b;
+}
+
+void backend_node_opts(const backend_env_t *env, node_opts_t *out) {
+    const conf_t *conf = env->conf;
+    *out = (node_opts_t){
+        .username = conf->username,
+        .password = conf->password,
+        .db = conf->redis_db,
+        .key_prefix = conf->key_prefix,
+        .uuid = env->uuid,
+        .client_name = env->client_name,
+        .connect_timeout_ms = conf->connect_timeout_ms,
+        .command_timeout_ms = conf->command_timeout_ms,
+        .tls = env->tls,
+        .tls_server_name = conf->tls_server_name[0] ? conf->tls_server_name : NULL,
+        .register_every_ms = conf->renew_every_ms,
+        .replicas_ack = conf->replicas_ack,
+        .replicas_timeout_ms = conf->replicas_timeout_ms,
+    };
 }
 
 void backend_close(backend_t *b) {

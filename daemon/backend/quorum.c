@@ -1075,26 +1075,18 @@ backend_t *quorum_open(const backend_env_t *env, char *err, size_t errlen) {
         else if (strchr(u->host, ':') != NULL)
             snprintf(qn->label, sizeof(qn->label), "[%s]:%d", u->host, u->port);
         else snprintf(qn->label, sizeof(qn->label), "%s:%d", u->host, u->port);
-        node_opts_t o = {
-            .label = qn->label,
-            .username = u->username[0] || u->password[0] ? u->username : conf->username,
-            .password = u->password[0] ? u->password : conf->password,
-            .db = u->db,
-            .key_prefix = conf->key_prefix,
-            .uuid = env->uuid,
-            .client_name = env->client_name,
-            .connect_timeout_ms = conf->connect_timeout_ms,
-            .command_timeout_ms = conf->command_timeout_ms,
-            .tls = u->tls || conf->tls_key == 1 ? env->tls : NULL,
-            .tls_server_name = conf->tls_server_name[0] ? conf->tls_server_name : NULL,
-            .register_every_ms = conf->renew_every_ms,
-            .replicas_ack = conf->replicas_ack,
-            .replicas_timeout_ms = conf->replicas_timeout_ms,
-            .script_flags = SCRIPTS_F_QUORUM,
-            .on_done = on_child,
-            .on_state = on_node_state,
-            .data = qn,
-        };
+        node_opts_t o;
+        backend_node_opts(env, &o);
+        o.label = qn->label;
+        /* Each node's URL may have its own credentials, db and TLS. */
+        if (u->username[0] || u->password[0]) o.username = u->username;
+        if (u->password[0]) o.password = u->password;
+        o.db = u->db;
+        if (!u->tls && conf->tls_key != 1) o.tls = NULL;
+        o.script_flags = SCRIPTS_F_QUORUM;
+        o.on_done = on_child;
+        o.on_state = on_node_state;
+        o.data = qn;
         o.addr.is_unix = u->kind == CONF_REDIS_UNIX;
         snprintf(o.addr.host, sizeof(o.addr.host), "%s", u->host);
         o.addr.port = u->port;

@@ -480,26 +480,13 @@ backend_t *sentinel_open(const backend_env_t *env, char *err, size_t errlen) {
         if ((w->c = resp_new(env->loop, env->timers, &ro)) == NULL) ok = 0;
     }
 
-    node_opts_t o = {
-        .label = st->label,
-        .username = conf->username,
-        .password = conf->password,
-        .db = conf->redis_db,
-        .key_prefix = conf->key_prefix,
-        .uuid = env->uuid,
-        .client_name = env->client_name,
-        .connect_timeout_ms = conf->connect_timeout_ms,
-        .command_timeout_ms = conf->command_timeout_ms,
-        .tls = env->tls,
-        .tls_server_name = sni,
-        .register_every_ms = conf->renew_every_ms,
-        .replicas_ack = conf->replicas_ack,
-        .replicas_timeout_ms = conf->replicas_timeout_ms,
-        .managed = 1,
-        .on_lost = on_node_lost,
-        .on_state = on_node_state,
-        .data = st,
-    };
+    node_opts_t o;
+    backend_node_opts(env, &o);
+    o.label = st->label;
+    o.managed = 1;
+    o.on_lost = on_node_lost;
+    o.on_state = on_node_state;
+    o.data = st;
     if (ok) st->node = node_new(env->loop, env->timers, &o);
     if (st->node == NULL) {
         if (st->ask) resp_free(st->ask);

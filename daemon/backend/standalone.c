@@ -89,24 +89,11 @@ backend_t *standalone_open(const backend_env_t *env, char *err, size_t errlen) {
      * rising across a restart of this one server. */
     sa->base.caps = BACKEND_CAP_MONOTONIC_FENCE | BACKEND_CAP_WAKEUPS | BACKEND_CAP_RW |
                      BACKEND_CAP_SEM | BACKEND_CAP_FAIR;
-    node_opts_t o = {
-        .label = sa->label,
-        .username = conf->username,
-        .password = conf->password,
-        .db = conf->redis_db,
-        .key_prefix = conf->key_prefix,
-        .uuid = env->uuid,
-        .client_name = env->client_name,
-        .connect_timeout_ms = conf->connect_timeout_ms,
-        .command_timeout_ms = conf->command_timeout_ms,
-        .tls = env->tls,
-        .tls_server_name = conf->tls_server_name[0] ? conf->tls_server_name : NULL,
-        .register_every_ms = conf->renew_every_ms,
-        .replicas_ack = conf->replicas_ack,
-        .replicas_timeout_ms = conf->replicas_timeout_ms,
-        .on_state = on_node_state,
-        .data = &sa->base,
-    };
+    node_opts_t o;
+    backend_node_opts(env, &o);
+    o.label = sa->label;
+    o.on_state = on_node_state;
+    o.data = &sa->base;
     o.addr.is_unix = conf->redis_kind == CONF_REDIS_UNIX;
     snprintf(o.addr.host, sizeof(o.addr.host), "%s", conf->redis_host);
     o.addr.port = conf->redis_port;
