@@ -100,8 +100,8 @@ static int node_port(const redisReply *nd, int tls, long long *port, char *err, 
 static int map_addr(cluster_map_t *m, const char *host, size_t hlen, long long port, char *err,
                     size_t errlen) {
     if (port <= 0 || port > PORT_MAX)
-        return fail(err, errlen, "port %lld of %.*s out of range", port, (int)(hlen > 60 ? 60 : hlen),
-                    host);
+        return fail(err, errlen, "port %lld of %.*s out of range", port,
+                    (int)(hlen > 60 ? 60 : hlen), host);
     if (hlen == 0 || hlen >= sizeof(m->addr[0].host))
         return fail(err, errlen, "a host name of %zu bytes", hlen);
     for (size_t i = 0; i < m->n; i++)

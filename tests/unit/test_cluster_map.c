@@ -1,4 +1,4 @@
-/* Unit tests of daemon/backend/cluster_map: CLUSTER SHARDS and SLOTS replies, slot lookup, MOVED/ASK.
+/* Unit tests of daemon/backend/cluster_map: SHARDS and SLOTS replies, slot lookup, MOVED/ASK.
  * SPDX-License-Identifier: MIT
  *
  * Replies are written in a short notation, turned into RESP2 bytes and
@@ -172,7 +172,8 @@ START_TEST(shards_endpoint_hostname_ip_and_the_node_asked) {
         " [\"slots\" [:400 :499] \"nodes\" ["
         NODE("e", "?", "?", 7004, "master", "online") "]]"
         " [\"slots\" [:500 :599] \"nodes\" ["
-        "  [\"id\" \"f\" \"port\" :7005 \"ip\" \"10.0.0.6\" \"role\" \"master\"]]]" /* no endpoint */
+        /* no endpoint */
+        "  [\"id\" \"f\" \"port\" :7005 \"ip\" \"10.0.0.6\" \"role\" \"master\"]]]"
         "]";
     ck_assert_int_eq(shards(r, "seed.example", 0), 0);
     ck_assert_uint_eq(map.n, 6);
@@ -281,8 +282,8 @@ START_TEST(shards_missing_fields_and_bad_ranges) {
     snprintf(r, sizeof(r), "[[\"slots\" \"0-1\" \"nodes\" [%s]]]", node);
     ck_assert_int_eq(shards(r, "x", 0), -1);
     /* a primary without ip, or without port */
-    ck_assert_int_eq(shards("[[\"slots\" [:0 :1] \"nodes\" [[\"port\" :7000 \"role\" \"master\"]]]]",
-                            "x", 0), -1);
+    ck_assert_int_eq(shards("[[\"slots\" [:0 :1] \"nodes\" [[\"port\" :7000 "
+                            "\"role\" \"master\"]]]]", "x", 0), -1);
     ERR_HAS("shard 0 node 0");
     ck_assert_int_eq(shards("[[\"slots\" [:0 :1] \"nodes\" [[\"ip\" \"h\" \"role\" \"master\"]]]]",
                             "x", 0), -1);

@@ -1,4 +1,4 @@
-/* Tests of cluster_open() when memory runs out: every allocation it makes fails in turn, nothing leaks.
+/* cluster_open() when memory runs out: each of its allocations fails in turn, and nothing leaks.
  * SPDX-License-Identifier: MIT
  *
  * No server: the seed is a closed port, and cluster_open() connects only
