@@ -33,6 +33,7 @@
 
 #include "daemon/backend/backend.h"
 #include "daemon/backend/node.h"
+#include "daemon/backend/quorum_vote.h"
 #include "daemon/backend/scripts.h"
 #include "daemon/log.h"
 #include "daemon/util/hmap.h"
@@ -65,7 +66,7 @@ typedef struct qnode_s {
     char label[QUORUM_LABEL_MAX];
     int checked;              /* INFO read since the connection came up */
     uint64_t counts_at;       /* with checked: it counts from then on */
-    char run_id[48];          /* as last read; "" before */
+    char run_id[QUORUM_VOTE_RUN_ID_MAX]; /* as last read; "" before */
     int same_as;              /* 1 + the index of a node with the same run_id:
                                  one server under two addresses never counts
                                  twice; 0 when none */
@@ -115,8 +116,8 @@ struct qop_s {
     timers_entry_t straggle;  /* QUORUM_STRAGGLER_MS after an acquire's send */
     unsigned char undone[CONF_QUORUM_MAX];
     unsigned char raise_sent[CONF_QUORUM_MAX];
-    unsigned char raised[CONF_QUORUM_MAX]; /* 1 raised, 2 no longer held there,
-                                              3 no answer */
+    unsigned char raised[CONF_QUORUM_MAX]; /* QUORUM_VOTE_RAISE*: raised, no longer
+                                              held there, no answer */
     char err[BACKEND_ERR_LEN];
     backend_who_t *who;       /* WHO: one per node, after the children */
     size_t len;
@@ -166,9 +167,19 @@ struct quorum_s {
 
 /* ---- which nodes count -------------------------------------------------------- */
 
+static quorum_vote_node_t vote_node(const qnode_t *qn) {
+    quorum_vote_node_t n = {
+        .up = qn->nd != NULL && node_up(qn->nd),
+        .checked = qn->checked,
+        .same_as = qn->same_as,
+        .counts_at = qn->counts_at,
+    };
+    return n;
+}
+
 static int counts(const qnode_t *qn) {
-    return qn->nd != NULL && qn->checked && !qn->same_as && node_up(qn->nd) &&
-           timers_now(qn->q->timers) >= qn->counts_at;
+    quorum_vote_node_t n = vote_node(qn);
+    return quorum_vote_counts(&n, timers_now(qn->q->timers));
 }
 
 static unsigned counting(const quorum_t *q) {
@@ -184,51 +195,31 @@ static void on_rejoin(timers_entry_t *t) {
     backend_notify_state(&qn->q->base);
 }
 
-/* "run_id:<hex>" and "uptime_in_seconds:<n>" of INFO server. */
-static int info_field(const char *info, const char *key, char *out, size_t cap) {
-    size_t klen = strlen(key);
-    for (const char *p = info; p != NULL && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
-        if (strncmp(p, key, klen) != 0 || p[klen] != ':') continue;
-        p += klen + 1;
-        size_t n = strcspn(p, "\r\n");
-        if (n >= cap) n = cap - 1;
-        memcpy(out, p, n);
-        out[n] = '\0';
-        return 0;
-    }
-    return -1;
-}
-
 /* The connection's INFO server: has the node restarted lately? */
 static void on_info(void *data, redisReply *r, const char *error) {
     qnode_t *qn = data;
     quorum_t *q = qn->q;
-    char run_id[sizeof(qn->run_id)], up[24];
+    quorum_vote_info_t info;
+    char why[BACKEND_ERR_LEN];
+    const char *run_id = info.run_id;
     if (q->closed || !node_up(qn->nd)) return;
-    uint64_t now = timers_now(q->timers), uptime_ms;
+    uint64_t now = timers_now(q->timers);
     if (error != NULL || r == NULL || r->type != REDIS_REPLY_STRING ||
-        info_field(r->str, "run_id", run_id, sizeof(run_id)) != 0 ||
-        info_field(r->str, "uptime_in_seconds", up, sizeof(up)) != 0) {
+        quorum_vote_info(r->str, &info, why, sizeof(why)) != 0) {
         /* Nothing tells whether it lost its data: it sits out a whole delay. */
         log_warn("quorum: %s: cannot read INFO server (%s): it counts toward a majority in "
                  "%u ms (rejoin_delay_ms)", qn->label, error ? error : "unexpected reply",
                  q->rejoin_delay_ms);
         qn->counts_at = now + q->rejoin_delay_ms;
-        run_id[0] = '\0';
+        info.run_id[0] = '\0';
     } else {
-        /* Whole seconds of wall clock, start and now each rounded down: it
-         * started less than (uptime + 1) s ago, and maybe just after
-         * (uptime - 1) s ago. Count from the latest. */
-        uptime_ms = strtoull(up, NULL, 10) * 1000;
-        uptime_ms = uptime_ms >= 1000 ? uptime_ms - 1000 : 0;
-        uint64_t started = now > uptime_ms ? now - uptime_ms : 0;
-        qn->counts_at = started + q->rejoin_delay_ms;
+        qn->counts_at = quorum_vote_counts_at(now, info.uptime_s, q->rejoin_delay_ms);
         if (qn->counts_at > now) {
             int restarted = qn->run_id[0] != '\0' && strcmp(qn->run_id, run_id) != 0;
             log_warn("quorum: %s %s %llu s ago: it may have lost locks, so it counts toward a "
                      "majority only in %llu ms (rejoin_delay_ms)", qn->label,
                      restarted ? "restarted (new run_id)" : "started",
-                     (unsigned long long)(uptime_ms / 1000),
+                     (unsigned long long)(info.uptime_s > 0 ? info.uptime_s - 1 : 0),
                      (unsigned long long)(qn->counts_at - now));
         }
     }
@@ -389,86 +380,43 @@ static void say_no_quorum(qop_t *qo) {
     }
 }
 
-typedef struct tally_s {
-    unsigned yes;      /* counting nodes that did it (granted, renewed, released) */
-    unsigned no;       /* counting nodes that refused (taken, gone) */
-    unsigned silent;   /* counting nodes that failed (down, an error) */
-    unsigned pending;  /* counting nodes not answered */
-    unsigned answered; /* counting nodes answered ok */
-} tally_t;
-
-static int child_yes(const qchild_t *c) {
-    const backend_result_t *r = &c->op.res;
-    switch (c->op.kind) {
-    case BACKEND_ACQUIRE: return r->outcome == BACKEND_GRANTED || r->outcome == BACKEND_REENTERED;
-    case BACKEND_RENEW: return r->renewal == BACKEND_RENEWED;
-    default: return 1;
-    }
-}
-
-static tally_t tally(const qop_t *qo) {
-    tally_t t = {0};
+/* The children of the first phase as the vote sees them; v has room for
+ * CONF_QUORUM_MAX. */
+static unsigned votes(const qop_t *qo, quorum_vote_t *v) {
     for (unsigned i = 0; i < qo->q->n; i++) {
         const qchild_t *c = &qo->ch[i];
-        if (!c->counts) continue;
-        if (!c->done) t.pending++;
-        else if (c->op.res.status != BACKEND_OK) t.silent++;
-        else {
-            t.answered++;
-            if (child_yes(c)) t.yes++;
-            else t.no++;
-        }
+        v[i].kind = c->op.kind;
+        v[i].counts = c->counts;
+        v[i].done = c->done;
+        v[i].res = c->op.res;
     }
-    return t;
+    return qo->q->n;
 }
 
 /* Undo an acquire on node i, where it ran or may have: a release, or for a
  * hold that was there before (a reentry), one hold less. */
-static void undo(qop_t *qo, unsigned i) {
-    const qchild_t *c = &qo->ch[i];
+static void undo(qop_t *qo, const quorum_vote_t *v, unsigned i) {
     if (qo->undone[i]) return;
-    if (c->done && c->op.res.status == BACKEND_OK && c->op.res.outcome == BACKEND_TAKEN) return;
-    if (c->done && c->op.res.status == BACKEND_FAILED) return;
-    int reentered = c->done && c->op.res.status == BACKEND_OK &&
-                    c->op.res.outcome == BACKEND_REENTERED;
-    /* Where the answer is not known, a reentry may have added a hold to
-     * one that was there before: leave it (the owner's release ends it). */
-    if (!reentered && qo->reentry && !(c->done && c->op.res.status == BACKEND_OK)) return;
+    quorum_vote_undo_t u = quorum_vote_undo(&v[i], qo->reentry);
+    if (u == QUORUM_VOTE_UNDO_NONE) return;
     qo->undone[i] = 1;
-    extra_send(qo, i, PH_BACK, reentered ? BACKEND_DROP : BACKEND_RELEASE);
+    extra_send(qo, i, PH_BACK, u == QUORUM_VOTE_UNDO_DROP ? BACKEND_DROP : BACKEND_RELEASE);
 }
 
-/* The time until a majority could be free, from the holders' TTLs. */
-static long long free_in(const qop_t *qo) {
-    quorum_t *q = qo->q;
-    long long ttls[CONF_QUORUM_MAX];
-    unsigned n = 0, free_now = 0;
-    for (unsigned i = 0; i < q->n; i++) {
-        const qchild_t *c = &qo->ch[i];
-        if (!c->counts || !c->done || c->op.res.status != BACKEND_OK) continue;
-        if (c->op.res.outcome == BACKEND_TAKEN) ttls[n++] = c->op.res.ttl_ms;
-        else free_now++;
-    }
-    if (free_now + n < q->majority || n == 0 || free_now >= q->majority) return -3;
-    /* sort: few */
-    for (unsigned i = 1; i < n; i++)
-        for (unsigned j = i; j > 0; j--) {
-            long long a = ttls[j - 1] < 0 ? LLONG_MAX : ttls[j - 1];
-            long long b = ttls[j] < 0 ? LLONG_MAX : ttls[j];
-            if (a <= b) break;
-            long long t = ttls[j];
-            ttls[j] = ttls[j - 1];
-            ttls[j - 1] = t;
-        }
-    return ttls[q->majority - free_now - 1];
+static void undo_all(qop_t *qo) {
+    quorum_vote_t v[CONF_QUORUM_MAX];
+    unsigned n = votes(qo, v);
+    for (unsigned i = 0; i < n; i++) undo(qo, v, i);
 }
 
 static void acquire_fail(qop_t *qo) {
     quorum_t *q = qo->q;
-    tally_t t = tally(qo);
+    quorum_vote_t v[CONF_QUORUM_MAX];
+    unsigned n = votes(qo, v);
+    quorum_vote_tally_t t = quorum_vote_tally(v, n);
     backend_op_t *p = qo->parent;
     qo->failed = 1;
-    for (unsigned i = 0; i < q->n; i++) undo(qo, i);
+    for (unsigned i = 0; i < n; i++) undo(qo, v, i);
     memset(&p->res, 0, sizeof(p->res));
     if (t.no == 0) {
         /* Nobody else holds it: too few nodes answered in time. */
@@ -476,8 +424,8 @@ static void acquire_fail(qop_t *qo) {
         answer(qo, BACKEND_DOWN);
         return;
     }
-    long long ttl = free_in(qo);
-    if (ttl == -3) /* a split, or silent nodes: soon, at a random moment */
+    long long ttl = quorum_vote_free_in(v, n, q->majority);
+    if (ttl == QUORUM_VOTE_SPLIT) /* a split, or silent nodes: soon, at a random moment */
         ttl = 1 + (long long)(rand_r(&q->seed) % QUORUM_SPLIT_RETRY_MS);
     p->res.outcome = BACKEND_TAKEN;
     p->res.ttl_ms = ttl;
@@ -491,13 +439,13 @@ static void acquire_grant(qop_t *qo) {
     backend_op_t *p = qo->parent;
     uint64_t elapsed = timers_now(q->timers) - qo->started;
     uint32_t lease = p->lease_ms, drift = backend_drift(&q->base, lease);
-    if (elapsed + drift >= lease) {
+    if (!quorum_vote_lease_left(elapsed, lease, drift)) {
         /* Nothing would be left of it: undone, and said as it is. */
         snprintf(qo->err, sizeof(qo->err), "quorum: the grant took %llu ms of its %u ms lease "
                  "(clock_drift_ms %u): undone", (unsigned long long)elapsed, lease, drift);
         log_warn("%s (%.*s)", qo->err, (int)qo->len, qo->name);
         qo->failed = 1;
-        for (unsigned i = 0; i < q->n; i++) undo(qo, i);
+        undo_all(qo);
         memset(&p->res, 0, sizeof(p->res));
         answer(qo, BACKEND_FAILED);
         return;
@@ -510,216 +458,138 @@ static void acquire_grant(qop_t *qo) {
     answer(qo, BACKEND_OK);
 }
 
-/* The raise round, or its end: how many counting nodes hold the lock with
- * a counter >= F, and how many still may. */
+/* The raise round, or its end: grants once a majority holds the lock with
+ * a counter >= F, fails once none still may. */
 static void fence_check(qop_t *qo) {
-    quorum_t *q = qo->q;
-    unsigned sure = 0, maybe = 0;
-    for (unsigned i = 0; i < q->n; i++) {
-        const qchild_t *c = &qo->ch[i];
-        if (!c->counts || !c->done || c->op.res.status != BACKEND_OK ||
-            c->op.res.outcome != BACKEND_GRANTED)
-            continue;
-        if (c->op.res.fence >= qo->fence || qo->raised[i] == 1) sure++;
-        else if (qo->raise_sent[i] && qo->raised[i] == 0) maybe++;
+    quorum_vote_t v[CONF_QUORUM_MAX];
+    unsigned n = votes(qo, v);
+    switch (quorum_vote_fence_check(v, n, qo->q->majority, qo->fence, qo->raise_sent, qo->raised,
+                                    qo->raising)) {
+    case QUORUM_VOTE_GRANT: acquire_grant(qo); break;
+    case QUORUM_VOTE_FAIL: acquire_fail(qo); break;
+    default: break;
     }
-    if (sure >= q->majority) acquire_grant(qo);
-    else if (sure + maybe + tally(qo).pending < q->majority ||
-             (qo->raising == 0 && tally(qo).pending == 0))
-        acquire_fail(qo);
 }
 
 /* Raises every granting node below F; phase PH_RAISE when the grant waits
  * for them, PH_BACK when enough agree already (so that the counters agree
  * next time). */
 static void raise_below(qop_t *qo, unsigned phase) {
-    for (unsigned i = 0; i < qo->q->n; i++) {
-        const qchild_t *c = &qo->ch[i];
-        if (qo->raise_sent[i] || !c->done || c->op.res.status != BACKEND_OK ||
-            c->op.res.outcome != BACKEND_GRANTED || c->op.res.fence >= qo->fence)
-            continue;
+    quorum_vote_t v[CONF_QUORUM_MAX];
+    unsigned n = votes(qo, v);
+    for (unsigned i = 0; i < n; i++) {
+        if (!quorum_vote_needs_raise(&v[i], qo->fence, qo->raise_sent[i])) continue;
         qo->raise_sent[i] = 1;
         extra_send(qo, i, phase, BACKEND_FENCE);
     }
 }
 
 static void acquire_decide(qop_t *qo) {
-    quorum_t *q = qo->q;
-    tally_t t = tally(qo);
+    quorum_vote_t v[CONF_QUORUM_MAX];
     if (qo->fence != 0) { /* the raise round is on: late grants join it */
         raise_below(qo, PH_RAISE);
         fence_check(qo);
         return;
     }
-    if (t.yes >= q->majority) {
-        long long holds = 0;
-        uint64_t f = 0;
-        for (unsigned i = 0; i < q->n; i++) {
-            const qchild_t *c = &qo->ch[i];
-            if (!c->done || c->op.res.status != BACKEND_OK) continue;
-            if (c->op.res.outcome == BACKEND_REENTERED) {
-                qo->reentry = 1;
-                if (c->op.res.holds > holds) holds = c->op.res.holds;
-            } else if (c->counts && c->op.res.outcome == BACKEND_GRANTED &&
-                       c->op.res.fence > f) {
-                f = c->op.res.fence;
-            }
-        }
-        if (qo->reentry) {
-            /* The owner held it already (a reentry, or a hold its release
-             * has not cleared): the lock manager knows which. */
-            backend_op_t *p = qo->parent;
-            memset(&p->res, 0, sizeof(p->res));
-            p->res.outcome = BACKEND_REENTERED;
-            p->res.holds = holds;
-            answer(qo, BACKEND_OK);
-            return;
-        }
-        qo->fence = f;
-        unsigned agree = 0;
-        for (unsigned i = 0; i < q->n; i++) {
-            const qchild_t *c = &qo->ch[i];
-            if (c->counts && c->done && c->op.res.status == BACKEND_OK &&
-                c->op.res.outcome == BACKEND_GRANTED && c->op.res.fence >= f)
-                agree++;
-        }
-        raise_below(qo, agree >= q->majority ? PH_BACK : PH_RAISE);
-        fence_check(qo);
-        return;
+    quorum_vote_acquire_t a = quorum_vote_acquire(v, votes(qo, v), qo->q->majority);
+    switch (a.what) {
+    case QUORUM_VOTE_REENTERED: {
+        /* The owner held it already (a reentry, or a hold its release
+         * has not cleared): the lock manager knows which. */
+        backend_op_t *p = qo->parent;
+        qo->reentry = 1;
+        memset(&p->res, 0, sizeof(p->res));
+        p->res.outcome = BACKEND_REENTERED;
+        p->res.holds = a.holds;
+        answer(qo, BACKEND_OK);
+        break;
     }
-    if (t.yes + t.pending < q->majority) acquire_fail(qo);
+    case QUORUM_VOTE_FENCE:
+        qo->fence = a.fence;
+        raise_below(qo, a.agree ? PH_BACK : PH_RAISE);
+        fence_check(qo);
+        break;
+    case QUORUM_VOTE_FAIL: acquire_fail(qo); break;
+    default: break;
+    }
 }
 
 /* An acquire's child answered after the op was. */
 static void acquire_late(qop_t *qo, unsigned i) {
-    const qchild_t *c = &qo->ch[i];
-    if (c->op.res.status == BACKEND_FAILED) return;
+    quorum_vote_t v[CONF_QUORUM_MAX];
+    votes(qo, v);
+    if (v[i].res.status == BACKEND_FAILED) return;
     if (qo->failed) {
-        undo(qo, i);
+        undo(qo, v, i);
         return;
     }
     if (qo->granted) raise_below(qo, PH_BACK);
 }
 
 static void renew_decide(qop_t *qo) {
-    quorum_t *q = qo->q;
-    tally_t t = tally(qo);
+    quorum_vote_t v[CONF_QUORUM_MAX];
     backend_op_t *p = qo->parent;
-    if (t.yes >= q->majority) {
-        memset(&p->res, 0, sizeof(p->res));
-        p->res.renewal = BACKEND_RENEWED;
-        answer(qo, BACKEND_OK);
-        return;
-    }
-    if (t.yes + t.pending >= q->majority) return;
+    quorum_vote_decision_t d = quorum_vote_renew(v, votes(qo, v), qo->q->majority);
+    if (d == QUORUM_VOTE_WAIT) return;
     memset(&p->res, 0, sizeof(p->res));
-    if (t.yes + t.silent >= q->majority) {
-        /* The silent ones might have renewed it: not known. */
+    if (d == QUORUM_VOTE_DOWN) {
         say_no_quorum(qo);
         answer(qo, BACKEND_DOWN);
         return;
     }
-    int forced = 0;
-    for (unsigned i = 0; i < q->n; i++) {
-        const qchild_t *c = &qo->ch[i];
-        if (c->done && c->op.res.status == BACKEND_OK && c->op.res.renewal == BACKEND_FORCED)
-            forced = 1;
-    }
-    p->res.renewal = forced ? BACKEND_FORCED : BACKEND_GONE;
+    p->res.renewal = d == QUORUM_VOTE_RENEWED ? BACKEND_RENEWED
+                     : d == QUORUM_VOTE_FORCED ? BACKEND_FORCED
+                                               : BACKEND_GONE;
     answer(qo, BACKEND_OK);
 }
 
 static void release_decide(qop_t *qo) {
     quorum_t *q = qo->q;
-    tally_t t = tally(qo);
+    quorum_vote_t v[CONF_QUORUM_MAX];
     backend_op_t *p = qo->parent;
-    if (t.answered < q->majority && t.pending > 0 && t.answered + t.pending >= q->majority)
-        return;
+    long long holds;
+    int others;
+    quorum_vote_decision_t d = quorum_vote_release(v, votes(qo, v), q->majority, &holds, &others);
+    if (d == QUORUM_VOTE_WAIT) return;
     memset(&p->res, 0, sizeof(p->res));
-    if (t.answered < q->majority) {
+    if (d == QUORUM_VOTE_DOWN) {
         say_no_quorum(qo);
         answer(qo, BACKEND_DOWN); /* the lock manager sends it again */
         return;
     }
-    long long holds = -1;
+    /* A node that already failed it gets it when it is back; those still
+     * out park it when they fail (on_child). */
     for (unsigned i = 0; i < q->n; i++) {
         const qchild_t *c = &qo->ch[i];
-        /* A node that already failed it gets it when it is back; those
-         * still out park it when they fail (on_child). */
         if (c->done && c->op.res.status == BACKEND_DOWN) retry_park(&q->nodes[i], &c->op);
-        if (!c->done || c->op.res.status != BACKEND_OK) continue;
-        if (c->op.res.holds > holds) holds = c->op.res.holds;
-        if (c->op.res.others_waiting) p->res.others_waiting = 1;
     }
     p->res.holds = holds;
+    p->res.others_waiting = others;
     answer(qo, BACKEND_OK);
 }
 
 /* STATUS, FORCE and WHO wait for every node. */
 static void ask_all_decide(qop_t *qo) {
     quorum_t *q = qo->q;
-    tally_t t = tally(qo);
+    quorum_vote_t v[CONF_QUORUM_MAX];
     backend_op_t *p = qo->parent;
-    for (unsigned i = 0; i < q->n; i++)
-        if (!qo->ch[i].done) return;
+    unsigned n = votes(qo, v);
+    quorum_vote_decision_t d = quorum_vote_ask_all(v, n, q->majority);
+    if (d == QUORUM_VOTE_WAIT) return;
     memset(&p->res, 0, sizeof(p->res));
-    if (t.answered < q->majority) {
+    if (d == QUORUM_VOTE_DOWN) {
         say_no_quorum(qo);
         answer(qo, BACKEND_DOWN);
         return;
     }
-    long long v[CONF_QUORUM_MAX], h[CONF_QUORUM_MAX];
-    unsigned n = 0, best = 0, best_votes = 0;
-    for (unsigned i = 0; i < q->n; i++) {
-        const qchild_t *c = &qo->ch[i];
-        if (!c->counts || c->op.res.status != BACKEND_OK) continue;
-        switch (p->kind) {
-        case BACKEND_FORCE:
-            if (c->op.res.removed) p->res.removed = 1;
-            break;
-        case BACKEND_STATUS:
-            v[n] = c->op.res.ttl_ms == -1 ? LLONG_MAX : c->op.res.ttl_ms;
-            h[n] = c->op.res.holds;
-            n++;
-            break;
-        default: { /* WHO: the holder most nodes name */
-            unsigned votes = 0;
-            if (qo->who[i].owner[0] == '\0') break;
-            for (unsigned j = 0; j < q->n; j++)
-                if (qo->ch[j].counts && qo->ch[j].op.res.status == BACKEND_OK &&
-                    strcmp(qo->who[j].owner, qo->who[i].owner) == 0)
-                    votes++;
-            if (votes > best_votes) {
-                best_votes = votes;
-                best = i;
-            }
-        }
-        }
-    }
-    if (p->kind == BACKEND_STATUS) {
-        /* What a majority has at least: sorted down, the majority-th. */
-        for (unsigned i = 1; i < n; i++)
-            for (unsigned j = i; j > 0 && v[j - 1] < v[j]; j--) {
-                long long x = v[j]; v[j] = v[j - 1]; v[j - 1] = x;
-            }
-        for (unsigned i = 1; i < n; i++)
-            for (unsigned j = i; j > 0 && h[j - 1] < h[j]; j--) {
-                long long x = h[j]; h[j] = h[j - 1]; h[j - 1] = x;
-            }
-        p->res.ttl_ms = v[q->majority - 1] == LLONG_MAX ? -1 : v[q->majority - 1];
-        p->res.holds = h[q->majority - 1];
-    } else if (p->kind == BACKEND_WHO) {
-        if (best_votes == 0) {
-            p->res.ttl_ms = -2;
-            p->who->owner[0] = p->who->daemon[0] = '\0';
-        } else {
-            p->res.ttl_ms = qo->ch[best].op.res.ttl_ms;
-            p->res.held = qo->ch[best].op.res.held;
-            *p->who = qo->who[best];
-            for (unsigned j = 0; j < q->n && p->who->daemon[0] == '\0'; j++)
-                if (strcmp(qo->who[j].owner, p->who->owner) == 0)
-                    memcpy(p->who->daemon, qo->who[j].daemon, sizeof(p->who->daemon));
-        }
+    switch (p->kind) {
+    case BACKEND_FORCE: p->res.removed = quorum_vote_removed(v, n); break;
+    case BACKEND_STATUS: quorum_vote_status(v, n, q->majority, &p->res.ttl_ms, &p->res.holds); break;
+    case BACKEND_WHO:
+        quorum_vote_who(v, qo->who, n, p->who, &p->res.ttl_ms);
+        if (p->res.ttl_ms == -3) p->res.held = BACKEND_SEM; /* no one holder */
+        break;
+    default: break;
     }
     answer(qo, BACKEND_OK);
 }
@@ -771,7 +641,7 @@ static void on_child(void *data, backend_op_t *op) {
         if (op->res.status == BACKEND_DOWN && is_release) retry_park(qn, op);
         if (raise) {
             qo->raising--;
-            qo->raised[idx] = op->res.status != BACKEND_OK ? 3 : op->res.holds == 1 ? 1 : 2;
+            qo->raised[idx] = quorum_vote_raised(op->res.status, op->res.holds);
         }
         free(c);
         if (raise && qo->parent != NULL) fence_check(qo);
@@ -786,9 +656,9 @@ static void on_child(void *data, backend_op_t *op) {
  * holders' releases wake the waiter). */
 static void on_straggle(timers_entry_t *t) {
     qop_t *qo = container_of(t, qop_t, straggle);
+    quorum_vote_t v[CONF_QUORUM_MAX];
     if (qo->parent == NULL || qo->fence != 0) return;
-    tally_t n = tally(qo);
-    if (n.no > 0 && n.pending > 0 && n.yes < qo->q->majority) acquire_fail(qo);
+    if (quorum_vote_straggle(v, votes(qo, v), qo->q->majority)) acquire_fail(qo);
 }
 
 static void fail_orphans(quorum_t *q, const char *why) {
@@ -922,10 +792,8 @@ static int q_available(const backend_t *b, const char *name, size_t len) {
 }
 
 static const char *node_state(const qnode_t *qn) {
-    if (qn->nd == NULL || !node_up(qn->nd)) return "down";
-    if (!qn->checked) return "checking";
-    if (qn->same_as) return "duplicate";
-    return counts(qn) ? "up" : "rejoining";
+    quorum_vote_node_t n = vote_node(qn);
+    return quorum_vote_node_state(&n, timers_now(qn->q->timers));
 }
 
 static void q_describe(const backend_t *b, const char *name, size_t len, char *buf,
@@ -992,7 +860,7 @@ static void q_nodes(const backend_t *b, backend_node_cb cb, void *data) {
 
 static uint32_t q_drift(const backend_t *b, uint32_t lease_ms) {
     const quorum_t *q = QB_CONST(b);
-    return q->drift_ms != CONF_DRIFT_AUTO ? q->drift_ms : lease_ms / 100 + 2;
+    return quorum_vote_drift(q->drift_ms, lease_ms);
 }
 
 static void q_close(backend_t *b) {
