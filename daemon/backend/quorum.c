@@ -204,12 +204,19 @@ static void on_info(void *data, redisReply *r, const char *error) {
     const char *run_id = info.run_id;
     if (q->closed || !node_up(qn->nd)) return;
     uint64_t now = timers_now(q->timers);
-    if (error != NULL || r == NULL || r->type != REDIS_REPLY_STRING ||
-        quorum_vote_info(r->str, &info, why, sizeof(why)) != 0) {
-        /* Nothing tells whether it lost its data: it sits out a whole delay. */
-        log_warn("quorum: %s: cannot read INFO server (%s): it counts toward a majority in "
-                 "%u ms (rejoin_delay_ms)", qn->label, error ? error : "unexpected reply",
-                 q->rejoin_delay_ms);
+    int rc = QUORUM_VOTE_INFO_MISSING;
+    if (error == NULL && r != NULL && r->type == REDIS_REPLY_STRING)
+        rc = quorum_vote_info(r->str, &info, why, sizeof(why));
+    if (rc != 0) {
+        /* Nothing tells whether it lost its data: it sits out a whole delay
+         * from now, as if it had just started, and its run_id is not taken. */
+        if (rc == QUORUM_VOTE_INFO_BAD)
+            log_error("quorum: %s: bad INFO server: %s: it counts toward a majority in %u ms "
+                      "(rejoin_delay_ms)", qn->label, why, q->rejoin_delay_ms);
+        else
+            log_warn("quorum: %s: cannot read INFO server (%s): it counts toward a majority in "
+                     "%u ms (rejoin_delay_ms)", qn->label, error ? error : "unexpected reply",
+                     q->rejoin_delay_ms);
         qn->counts_at = now + q->rejoin_delay_ms;
         info.run_id[0] = '\0';
     } else {

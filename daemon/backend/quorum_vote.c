@@ -33,6 +33,22 @@ static const char *info_field(const char *info, const char *key, size_t *len) {
     return NULL;
 }
 
+/* s[0 .. len) is all digits, at most QUORUM_VOTE_UPTIME_MAX, and its line
+ * ends right after it ("\r\n" as INFO has it, "\n", or the text's end). */
+static int parse_uptime(const char *s, size_t len, uint64_t *out) {
+    uint64_t v = 0;
+    if (len == 0) return -1;
+    if (s[len] == '\r' ? s[len + 1] != '\n' : s[len] != '\n' && s[len] != '\0') return -1;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9') return -1;
+        unsigned d = (unsigned)(s[i] - '0');
+        if (v > (QUORUM_VOTE_UPTIME_MAX - d) / 10) return -1;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
+
 int quorum_vote_info(const char *info, quorum_vote_info_t *out, char *err, size_t errlen) {
     size_t rlen, ulen;
     const char *run_id = info_field(info, "run_id", &rlen);
@@ -44,11 +60,11 @@ int quorum_vote_info(const char *info, quorum_vote_info_t *out, char *err, size_
     if (rlen >= sizeof(out->run_id)) rlen = sizeof(out->run_id) - 1;
     memcpy(out->run_id, run_id, rlen);
     out->run_id[rlen] = '\0';
-    char buf[24];
-    if (ulen >= sizeof(buf)) ulen = sizeof(buf) - 1;
-    memcpy(buf, up, ulen);
-    buf[ulen] = '\0';
-    out->uptime_s = strtoull(buf, NULL, 10);
+    if (parse_uptime(up, ulen, &out->uptime_s) != 0) {
+        snprintf(err, errlen, "uptime_in_seconds \"%.*s\" is not a number of seconds",
+                 (int)(ulen < 40 ? ulen : 40), up);
+        return QUORUM_VOTE_INFO_BAD;
+    }
     return 0;
 }
 

@@ -173,6 +173,32 @@ START_TEST(test_info_missing) {
 }
 END_TEST
 
+/* uptime_in_seconds is digits only, in range, up to the line's end: anything
+ * else is an error, not the number its digits begin with. */
+START_TEST(test_info_uptime_malformed) {
+    const char *bad[] = {"12abc", "", " 12", "+12", "-1", "12 ", "0x10", "1e3", "12\tx",
+                         "18446744073709552", /* QUORUM_VOTE_UPTIME_MAX + 1 */
+                         "18446744073709551616", "99999999999999999999999999999"};
+    quorum_vote_info_t in;
+    char err[128];
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err[0] = '\0';
+        ck_assert_msg(quorum_vote_info(info_text(bad[i]), &in, err, sizeof(err)) ==
+                          QUORUM_VOTE_INFO_BAD,
+                      "uptime_in_seconds:%s accepted (as %llu)", bad[i],
+                      (unsigned long long)in.uptime_s);
+        ck_assert_msg(strstr(err, "uptime_in_seconds") != NULL, "err: %s", err);
+    }
+    /* A \r that does not end the line is not its end. */
+    ck_assert_int_eq(quorum_vote_info("run_id:ab\r\nuptime_in_seconds:12\rx\r\n", &in, err,
+                                      sizeof(err)),
+                     QUORUM_VOTE_INFO_BAD);
+    /* The greatest taken. */
+    ck_assert_int_eq(quorum_vote_info(info_text("18446744073709551"), &in, err, sizeof(err)), 0);
+    ck_assert_uint_eq(in.uptime_s, QUORUM_VOTE_UPTIME_MAX);
+}
+END_TEST
+
 /* ---- tally ----------------------------------------------------------------------- */
 
 START_TEST(test_tally) {
@@ -578,6 +604,7 @@ static Suite *quorum_vote_suite(void) {
     tcase_add_test(tc, test_counts_at_from_uptime);
     tcase_add_test(tc, test_info_good);
     tcase_add_test(tc, test_info_missing);
+    tcase_add_test(tc, test_info_uptime_malformed);
     tcase_add_test(tc, test_tally);
     suite_add_tcase(s, tc);
     tc = tcase_create("acquire");
