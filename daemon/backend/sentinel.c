@@ -22,6 +22,7 @@
 #include "daemon/backend/backend.h"
 #include "daemon/backend/node.h"
 #include "daemon/backend/resp.h"
+#include "daemon/backend/sentinel_reply.h"
 #include "daemon/log.h"
 #include "daemon/util/util.h"
 
@@ -151,31 +152,36 @@ static void ask_next(sentinel_t *st) {
 static void on_ask_reply(void *data, redisReply *r, const char *error) {
     sentinel_t *st = data;
     const conf_addr_t *s = &st->addrs[st->ask_i];
+    char host[sizeof(st->primary.host)], why[BACKEND_ERR_LEN];
+    int port;
 
     if (error != NULL || !st->asking) return; /* a drop: on_ask_down goes on */
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-        r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING) {
-        int port = atoi(r->element[1]->str);
-        if (port > 0 && port < 65536 && r->element[0]->len < sizeof(st->primary.host)) {
-            /* The one that answered goes first next time. */
-            if (st->ask_i > 0) {
-                conf_addr_t first = st->addrs[st->ask_i];
-                memmove(&st->addrs[1], &st->addrs[0], st->ask_i * sizeof(st->addrs[0]));
-                st->addrs[0] = first;
-                st->ask_i = 0;
-            }
-            round_end(st, 1);
-            adopt(st, r->element[0]->str, r->element[0]->len, port, "asked the Sentinels");
-            return;
+    switch (sentinel_reply_addr(r, host, sizeof(host), &port, why, sizeof(why))) {
+    case 0:
+        /* The one that answered goes first next time. */
+        if (st->ask_i > 0) {
+            conf_addr_t first = st->addrs[st->ask_i];
+            memmove(&st->addrs[1], &st->addrs[0], st->ask_i * sizeof(st->addrs[0]));
+            st->addrs[0] = first;
+            st->ask_i = 0;
         }
-    }
-    if (r->type == REDIS_REPLY_NIL)
+        round_end(st, 1);
+        adopt(st, host, strlen(host), port, "asked the Sentinels");
+        return;
+    case SENTINEL_REPLY_UNKNOWN:
         snprintf(st->why, sizeof(st->why), "%.100s:%d does not know %.100s", s->host, s->port,
                  st->master);
-    else
-        snprintf(st->why, sizeof(st->why), "%.100s:%d: %.100s", s->host, s->port,
-                 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
-    log_debug("sentinel: %s", st->why);
+        log_debug("sentinel: %s", st->why);
+        break;
+    case SENTINEL_REPLY_BAD:
+        snprintf(st->why, sizeof(st->why), "%.100s:%d: %.120s", s->host, s->port, why);
+        log_warn("sentinel: %s", st->why);
+        break;
+    default:
+        snprintf(st->why, sizeof(st->why), "%.100s:%d: %.100s", s->host, s->port, why);
+        log_debug("sentinel: %s", st->why);
+        break;
+    }
     ask_next(st);
 }
 
