@@ -23,6 +23,7 @@
 #include "daemon/backend/node.h"
 #include "daemon/backend/resp.h"
 #include "daemon/backend/sentinel_reply.h"
+#include "daemon/backend/single.h"
 #include "daemon/log.h"
 #include "daemon/util/util.h"
 
@@ -49,7 +50,7 @@ typedef struct watch_s {
 } watch_t;
 
 struct sentinel_s {
-    backend_t base;
+    SINGLE_FIELDS             /* node: the managed node, at the primary */
     timers_t *timers;
     conf_addr_t addrs[CONF_SENTINELS_MAX]; /* the one that answered last first */
     size_t n;
@@ -57,7 +58,6 @@ struct sentinel_s {
     char username[CONF_STR_MAX];
     char password[CONF_STR_MAX];
     char label[CONF_STR_MAX + 32];
-    node_t *node;
     resp_addr_t primary;      /* adopted last */
     int known;                /* ... if any */
 
@@ -74,6 +74,8 @@ struct sentinel_s {
     watch_t watch[CONF_SENTINELS_MAX]; /* one per Sentinel, in the configured order */
     int closed;
 };
+
+_Static_assert(offsetof(sentinel_t, node) == offsetof(single_t, node), "single.h's head");
 
 #define ST(b) container_of((b), sentinel_t, base)
 #define ST_CONST(b) ((const sentinel_t *)(const void *)(b))
@@ -361,26 +363,6 @@ static void watch_start(watch_t *w) {
 
 /* ---- the interface ------------------------------------------------------------- */
 
-static void st_submit(backend_t *b, backend_op_t *op) {
-    node_submit(ST(b)->node, op);
-}
-
-static void st_watch(backend_t *b, const char *name, size_t len, backend_mode_t mode,
-                     uint64_t owner, backend_watch_cb cb, void *data) {
-    node_watch(ST(b)->node, name, len, mode, owner, cb, data);
-}
-
-static void st_unwatch(backend_t *b, const char *name, size_t len, backend_mode_t mode,
-                       uint64_t owner) {
-    node_unwatch(ST(b)->node, name, len, mode, owner);
-}
-
-static int st_available(const backend_t *b, const char *name, size_t len) {
-    (void)name;
-    (void)len;
-    return node_up(ST_CONST(b)->node);
-}
-
 static void st_describe(const backend_t *b, const char *name, size_t len, char *buf,
                         size_t cap) {
     const sentinel_t *st = ST_CONST(b);
@@ -400,8 +382,7 @@ static void st_describe(const backend_t *b, const char *name, size_t len, char *
 static void st_reconfigure(backend_t *b, const conf_t *conf) {
     sentinel_t *st = ST(b);
     uint32_t ask = SENTINEL_ASK_TIMEOUT_MS;
-    node_set_timeouts(st->node, conf->connect_timeout_ms, conf->command_timeout_ms,
-                      conf->replicas_timeout_ms);
+    single_reconfigure(b, conf);
     resp_set_timeouts(st->ask, ask < conf->connect_timeout_ms ? ask : conf->connect_timeout_ms,
                       ask < conf->command_timeout_ms ? ask : conf->command_timeout_ms);
     for (size_t i = 0; i < st->n; i++)
@@ -411,8 +392,7 @@ static void st_reconfigure(backend_t *b, const conf_t *conf) {
 }
 
 static void st_nodes(const backend_t *b, backend_node_cb cb, void *data) {
-    const sentinel_t *st = ST_CONST(b);
-    if (st->known) node_info(st->node, "primary", cb, data);
+    if (ST_CONST(b)->known) single_nodes(b, cb, data);
 }
 
 static void st_close(backend_t *b) {
@@ -431,10 +411,10 @@ static void st_close(backend_t *b) {
 
 static const backend_type_t sentinel_type = {
     .name = "sentinel",
-    .submit = st_submit,
-    .watch = st_watch,
-    .unwatch = st_unwatch,
-    .available = st_available,
+    .submit = single_submit,
+    .watch = single_watch,
+    .unwatch = single_unwatch,
+    .available = single_available,
     .describe = st_describe,
     .reconfigure = st_reconfigure,
     .nodes = st_nodes,

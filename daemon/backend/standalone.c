@@ -5,36 +5,18 @@
 
 #include "daemon/backend/backend.h"
 #include "daemon/backend/node.h"
+#include "daemon/backend/single.h"
 #include "daemon/util/util.h"
 
 typedef struct standalone_s {
-    backend_t base;
-    node_t *node;
+    SINGLE_FIELDS
     char label[CONF_STR_MAX + 32];
 } standalone_t;
 
+_Static_assert(offsetof(standalone_t, node) == offsetof(single_t, node), "single.h's head");
+
 #define SA(b) container_of((b), standalone_t, base)
 #define SA_CONST(b) ((const standalone_t *)(const void *)(b))
-
-static void sa_submit(backend_t *b, backend_op_t *op) {
-    node_submit(SA(b)->node, op);
-}
-
-static void sa_watch(backend_t *b, const char *name, size_t len, backend_mode_t mode,
-                     uint64_t owner, backend_watch_cb cb, void *data) {
-    node_watch(SA(b)->node, name, len, mode, owner, cb, data);
-}
-
-static void sa_unwatch(backend_t *b, const char *name, size_t len, backend_mode_t mode,
-                       uint64_t owner) {
-    node_unwatch(SA(b)->node, name, len, mode, owner);
-}
-
-static int sa_available(const backend_t *b, const char *name, size_t len) {
-    (void)name;
-    (void)len;
-    return node_up(SA_CONST(b)->node);
-}
 
 static void sa_describe(const backend_t *b, const char *name, size_t len, char *buf,
                         size_t cap) {
@@ -46,15 +28,6 @@ static void sa_describe(const backend_t *b, const char *name, size_t len, char *
         node_why_down(sa->node, buf, cap);
 }
 
-static void sa_reconfigure(backend_t *b, const conf_t *conf) {
-    node_set_timeouts(SA(b)->node, conf->connect_timeout_ms, conf->command_timeout_ms,
-                      conf->replicas_timeout_ms);
-}
-
-static void sa_nodes(const backend_t *b, backend_node_cb cb, void *data) {
-    node_info(SA_CONST(b)->node, "primary", cb, data);
-}
-
 static void sa_close(backend_t *b) {
     standalone_t *sa = SA(b);
     node_free(sa->node);
@@ -63,13 +36,13 @@ static void sa_close(backend_t *b) {
 
 static const backend_type_t standalone_type = {
     .name = "standalone",
-    .submit = sa_submit,
-    .watch = sa_watch,
-    .unwatch = sa_unwatch,
-    .available = sa_available,
+    .submit = single_submit,
+    .watch = single_watch,
+    .unwatch = single_unwatch,
+    .available = single_available,
     .describe = sa_describe,
-    .reconfigure = sa_reconfigure,
-    .nodes = sa_nodes,
+    .reconfigure = single_reconfigure,
+    .nodes = single_nodes,
     .close = sa_close,
 };
 
