@@ -26,7 +26,10 @@
  * run_id changed, or its uptime is shorter) may have lost its locks, so it
  * sits out until it has been up that long: Redlock's delayed restart, done
  * here so that operators need not. It still gets every op meanwhile, so
- * that it holds what the others hold when it counts again. */
+ * that it holds what the others hold when it counts again.
+ *
+ * The rules above are pure functions in quorum_vote.c; this file sends the
+ * children, keeps the nodes and the timers, and does what those decide. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
