@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <ini.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,34 +25,6 @@ static void seterr(char *err, size_t errlen, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
-}
-
-void conf_defaults(conf_t *c) {
-    char err[CONF_ERR_LEN];
-
-    memset(c, 0, sizeof(*c));
-    snprintf(c->socket, sizeof(c->socket), "%s", "/run/dlockd/dlockd.sock");
-    c->socket_mode = 0660;
-    c->max_clients = 10000;
-    c->max_line = 4096;
-    c->max_output = 1048576;
-    c->admin_uids[0] = 0;
-    c->admin_uids_count = 1;
-    c->log_level = CONF_LOG_INFO;
-
-    conf_parse_redis_url(c, "redis://127.0.0.1:6379/0", err, sizeof(err));
-    c->connect_timeout_ms = 1000;
-    c->command_timeout_ms = 2000;
-    snprintf(c->key_prefix, sizeof(c->key_prefix), "%s", "dlock:");
-    c->tls_key = -1;
-    c->replicas_ack = CONF_REPLICAS_AUTO;
-    c->replicas_timeout_ms = 1000;
-    c->clock_drift_ms = CONF_DRIFT_AUTO;
-
-    c->lease_ms = 30000;
-    c->renew_every_ms = 0;
-    c->max_locks_per_client = 1000;
-    c->max_waiters = 100000;
 }
 
 /* Strict unsigned decimal in [min, max]. */
@@ -395,56 +368,6 @@ bad:
     return -1;
 }
 
-static int set_server(conf_t *c, const char *key, const char *v, char *err,
-                      size_t errlen) {
-    if (strcmp(key, "socket") == 0) {
-        if (v[0] == '\0') {
-            seterr(err, errlen, "socket must not be empty");
-            return -1;
-        }
-        return copy_str(c->socket, sizeof(c->socket), v, "socket", err, errlen);
-    }
-    if (strcmp(key, "socket_mode") == 0) return parse_mode(v, &c->socket_mode, err, errlen);
-    if (strcmp(key, "max_clients") == 0)
-        return parse_u32(v, 1, 1000000, &c->max_clients, err, errlen);
-    if (strcmp(key, "max_line") == 0)
-        return parse_u32(v, 64, 1048576, &c->max_line, err, errlen);
-    if (strcmp(key, "max_output") == 0)
-        return parse_u32(v, 4096, 1073741824, &c->max_output, err, errlen);
-    if (strcmp(key, "admin_uids") == 0) return parse_uids(c, v, err, errlen);
-    if (strcmp(key, "socket_group") == 0) {
-        uint32_t gid;
-        c->socket_group_set = 0;
-        if (v[0] == '\0') return 0;
-        if (v[0] >= '0' && v[0] <= '9') {
-            if (parse_u32(v, 0, CONF_NUM_MAX, &gid, err, errlen) != 0) return -1;
-        } else {
-            struct group *g = getgrnam(v);
-            if (g == NULL) {
-                seterr(err, errlen, "socket_group '%s': no such group", v);
-                return -1;
-            }
-            gid = (uint32_t)g->gr_gid;
-        }
-        c->socket_gid = (gid_t)gid;
-        c->socket_group_set = 1;
-        return 0;
-    }
-    if (strcmp(key, "metrics") == 0) return parse_metrics(c, v, err, errlen);
-    if (strcmp(key, "log_level") == 0) {
-        for (int l = CONF_LOG_ERROR; l <= CONF_LOG_DEBUG; l++) {
-            if (strcmp(v, conf_log_level_name((conf_log_level_t)l)) == 0) {
-                c->log_level = (conf_log_level_t)l;
-                return 0;
-            }
-        }
-        seterr(err, errlen, "log_level '%s' is not one of error, warn, info, debug", v);
-        return -1;
-    }
-    seterr(err, errlen, "unknown key '%s' in [server]", key);
-    return -1;
-}
-
 /* "host:port host:port ...", an IPv6 host in brackets; :port defaults to
  * dport. Empty: none. what names one address in errors ("sentinel"). */
 static int parse_addrs(conf_addr_t *out, size_t *count, size_t max, int dport,
@@ -517,150 +440,374 @@ static int one_topology(const conf_t *c, const char *key, char *err, size_t errl
     return -1;
 }
 
-static int set_redis(conf_t *c, const char *key, const char *v, char *err,
-                     size_t errlen) {
-    if (strcmp(key, "url") == 0) {
-        if (one_topology(c, key, err, errlen) != 0) return -1;
-        c->url_set = 1;
-        return conf_parse_redis_url(c, v, err, errlen);
-    }
-    if (strcmp(key, "sentinels") == 0) {
-        if (v[0] != '\0' && one_topology(c, key, err, errlen) != 0) return -1;
-        return parse_addrs(c->sentinels, &c->sentinels_count, CONF_SENTINELS_MAX,
-                           CONF_SENTINEL_PORT, "sentinel", v, err, errlen);
-    }
-    if (strcmp(key, "cluster") == 0) {
-        if (v[0] != '\0' && one_topology(c, key, err, errlen) != 0) return -1;
-        return parse_addrs(c->cluster, &c->cluster_count, CONF_CLUSTER_SEEDS_MAX,
-                           CONF_REDIS_PORT, "cluster", v, err, errlen);
-    }
-    if (strcmp(key, "quorum") == 0) {
-        if (strspn(v, " \t") != strlen(v) && one_topology(c, key, err, errlen) != 0) return -1;
-        return parse_quorum(c, v, err, errlen);
-    }
-    if (strcmp(key, "rejoin_delay_ms") == 0) {
-        c->rejoin_delay_set = 1;
-        return parse_u32(v, 10, 86400000, &c->rejoin_delay_ms, err, errlen);
-    }
-    if (strcmp(key, "clock_drift_ms") == 0) {
-        if (strcmp(v, "auto") == 0) {
-            c->clock_drift_ms = CONF_DRIFT_AUTO;
-            return 0;
-        }
-        return parse_u32(v, 0, 600000, &c->clock_drift_ms, err, errlen);
-    }
-    if (strcmp(key, "sharded_pubsub") == 0) {
-        if (strcmp(v, "auto") == 0) c->sharded_pubsub = CONF_SHARDED_AUTO;
-        else if (strcmp(v, "yes") == 0) c->sharded_pubsub = CONF_SHARDED_YES;
-        else if (strcmp(v, "no") == 0) c->sharded_pubsub = CONF_SHARDED_NO;
-        else {
-            seterr(err, errlen, "sharded_pubsub '%s' is not one of auto, yes, no", v);
+/* ---- the keys' own parsers ---------------------------------------------- */
+
+static int set_socket_group(conf_t *c, const conf_key_t *k, const char *v, char *err,
+                            size_t errlen) {
+    uint32_t gid;
+    (void)k;
+    c->socket_group_set = 0;
+    if (v[0] == '\0') return 0;
+    if (v[0] >= '0' && v[0] <= '9') {
+        if (parse_u32(v, 0, CONF_NUM_MAX, &gid, err, errlen) != 0) return -1;
+    } else {
+        struct group *g = getgrnam(v);
+        if (g == NULL) {
+            seterr(err, errlen, "socket_group '%s': no such group", v);
             return -1;
         }
+        gid = (uint32_t)g->gr_gid;
+    }
+    c->socket_gid = (gid_t)gid;
+    c->socket_group_set = 1;
+    return 0;
+}
+
+static int set_admin_uids(conf_t *c, const conf_key_t *k, const char *v, char *err,
+                          size_t errlen) {
+    (void)k;
+    return parse_uids(c, v, err, errlen);
+}
+
+static int set_metrics(conf_t *c, const conf_key_t *k, const char *v, char *err,
+                       size_t errlen) {
+    (void)k;
+    return parse_metrics(c, v, err, errlen);
+}
+
+static int set_url(conf_t *c, const conf_key_t *k, const char *v, char *err, size_t errlen) {
+    if (one_topology(c, k->name, err, errlen) != 0) return -1;
+    c->url_set = 1;
+    return conf_parse_redis_url(c, v, err, errlen);
+}
+
+static int set_sentinels(conf_t *c, const conf_key_t *k, const char *v, char *err,
+                         size_t errlen) {
+    if (v[0] != '\0' && one_topology(c, k->name, err, errlen) != 0) return -1;
+    return parse_addrs(c->sentinels, &c->sentinels_count, CONF_SENTINELS_MAX,
+                       CONF_SENTINEL_PORT, "sentinel", v, err, errlen);
+}
+
+static int set_cluster(conf_t *c, const conf_key_t *k, const char *v, char *err,
+                       size_t errlen) {
+    if (v[0] != '\0' && one_topology(c, k->name, err, errlen) != 0) return -1;
+    return parse_addrs(c->cluster, &c->cluster_count, CONF_CLUSTER_SEEDS_MAX,
+                       CONF_REDIS_PORT, "cluster", v, err, errlen);
+}
+
+static int set_quorum(conf_t *c, const conf_key_t *k, const char *v, char *err,
+                      size_t errlen) {
+    if (strspn(v, " \t") != strlen(v) && one_topology(c, k->name, err, errlen) != 0) return -1;
+    return parse_quorum(c, v, err, errlen);
+}
+
+static int set_rejoin_delay(conf_t *c, const conf_key_t *k, const char *v, char *err,
+                            size_t errlen) {
+    c->rejoin_delay_set = 1;
+    return parse_u32(v, k->min, k->max, &c->rejoin_delay_ms, err, errlen);
+}
+
+static int set_clock_drift(conf_t *c, const conf_key_t *k, const char *v, char *err,
+                           size_t errlen) {
+    if (strcmp(v, "auto") == 0) {
+        c->clock_drift_ms = CONF_DRIFT_AUTO;
         return 0;
     }
-    if (strcmp(key, "master_name") == 0) {
-        for (const char *p = v; *p; p++) {
-            if ((unsigned char)*p < 0x21 || (unsigned char)*p > 0x7e) {
-                seterr(err, errlen, "master_name may hold only bytes 0x21-0x7E");
-                return -1;
-            }
-        }
-        return copy_str(c->master_name, sizeof(c->master_name), v, key, err, errlen);
-    }
-    if (strcmp(key, "sentinel_username") == 0)
-        return copy_str(c->sentinel_username, sizeof(c->sentinel_username), v, key, err, errlen);
-    if (strcmp(key, "sentinel_password") == 0)
-        return copy_str(c->sentinel_password, sizeof(c->sentinel_password), v, key, err, errlen);
-    if (strcmp(key, "replicas_ack") == 0) {
-        uint32_t n;
-        if (strcmp(v, "auto") == 0) {
-            c->replicas_ack = CONF_REPLICAS_AUTO;
-            return 0;
-        }
-        if (parse_u32(v, 0, CONF_REPLICAS_MAX, &n, err, errlen) != 0) {
-            seterr(err, errlen, "replicas_ack '%s' is not auto or a number from 0 to %d", v,
-                   CONF_REPLICAS_MAX);
-            return -1;
-        }
-        c->replicas_ack = (int)n;
+    return parse_u32(v, k->min, k->max, &c->clock_drift_ms, err, errlen);
+}
+
+static int set_replicas_ack(conf_t *c, const conf_key_t *k, const char *v, char *err,
+                            size_t errlen) {
+    uint32_t n;
+    (void)k;
+    if (strcmp(v, "auto") == 0) {
+        c->replicas_ack = CONF_REPLICAS_AUTO;
         return 0;
     }
-    if (strcmp(key, "replicas_timeout_ms") == 0) {
-        c->replicas_timeout_set = 1;
-        return parse_u32(v, 1, 600000, &c->replicas_timeout_ms, err, errlen);
-    }
-    if (strcmp(key, "password") == 0) {
-        if (v[0] == '\0') return 0; /* empty: keep what the url says */
-        c->password_set = 1;
-        return copy_str(c->password, sizeof(c->password), v, "password", err, errlen);
-    }
-    if (strcmp(key, "username") == 0) {
-        if (v[0] == '\0') return 0; /* empty: keep what the url says */
-        c->username_set = 1;
-        return copy_str(c->username, sizeof(c->username), v, "username", err, errlen);
-    }
-    if (strcmp(key, "password_file") == 0)
-        return copy_str(c->password_file, sizeof(c->password_file), v, "password_file", err,
-                        errlen);
-    if (strcmp(key, "connect_timeout_ms") == 0)
-        return parse_u32(v, 1, 600000, &c->connect_timeout_ms, err, errlen);
-    if (strcmp(key, "command_timeout_ms") == 0)
-        return parse_u32(v, 1, 600000, &c->command_timeout_ms, err, errlen);
-    if (strcmp(key, "key_prefix") == 0) {
-        for (const char *p = v; *p; p++) {
-            if ((unsigned char)*p < 0x21 || (unsigned char)*p > 0x7e) {
-                seterr(err, errlen, "key_prefix may hold only bytes 0x21-0x7E");
-                return -1;
-            }
-        }
-        return copy_str(c->key_prefix, sizeof(c->key_prefix), v, "key_prefix", err, errlen);
-    }
-    if (strcmp(key, "tls") == 0) {
-        if (strcmp(v, "yes") == 0 || strcmp(v, "no") == 0) {
-            c->tls_key = v[0] == 'y';
-            return 0;
-        }
-        seterr(err, errlen, "tls '%s' is not yes or no", v);
+    if (parse_u32(v, 0, CONF_REPLICAS_MAX, &n, err, errlen) != 0) {
+        seterr(err, errlen, "replicas_ack '%s' is not auto or a number from 0 to %d", v,
+               CONF_REPLICAS_MAX);
         return -1;
     }
-    if (strcmp(key, "tls_ca_file") == 0)
-        return copy_str(c->tls_ca_file, sizeof(c->tls_ca_file), v, key, err, errlen);
-    if (strcmp(key, "tls_cert_file") == 0)
-        return copy_str(c->tls_cert_file, sizeof(c->tls_cert_file), v, key, err, errlen);
-    if (strcmp(key, "tls_key_file") == 0)
-        return copy_str(c->tls_key_file, sizeof(c->tls_key_file), v, key, err, errlen);
-    if (strcmp(key, "tls_server_name") == 0)
-        return copy_str(c->tls_server_name, sizeof(c->tls_server_name), v, key, err, errlen);
-    seterr(err, errlen, "unknown key '%s' in [redis]", key);
+    c->replicas_ack = (int)n;
+    return 0;
+}
+
+static int set_replicas_timeout(conf_t *c, const conf_key_t *k, const char *v, char *err,
+                                size_t errlen) {
+    c->replicas_timeout_set = 1;
+    return parse_u32(v, k->min, k->max, &c->replicas_timeout_ms, err, errlen);
+}
+
+/* password and username: empty keeps what the url says. */
+static int set_password(conf_t *c, const conf_key_t *k, const char *v, char *err,
+                        size_t errlen) {
+    if (v[0] == '\0') return 0;
+    c->password_set = 1;
+    return copy_str(c->password, sizeof(c->password), v, k->name, err, errlen);
+}
+
+static int set_username(conf_t *c, const conf_key_t *k, const char *v, char *err,
+                        size_t errlen) {
+    if (v[0] == '\0') return 0;
+    c->username_set = 1;
+    return copy_str(c->username, sizeof(c->username), v, k->name, err, errlen);
+}
+
+/* The key only; conf_finish() makes c->tls of it and the urls. */
+static int set_tls(conf_t *c, const conf_key_t *k, const char *v, char *err, size_t errlen) {
+    if (strcmp(v, "yes") == 0 || strcmp(v, "no") == 0) {
+        c->tls_key = v[0] == 'y';
+        return 0;
+    }
+    seterr(err, errlen, "%s '%s' is not yes or no", k->name, v);
     return -1;
 }
 
-static int set_lock(conf_t *c, const char *key, const char *v, char *err,
-                    size_t errlen) {
-    if (strcmp(key, "lease_ms") == 0)
-        return parse_u32(v, 10, 86400000, &c->lease_ms, err, errlen);
-    if (strcmp(key, "renew_every_ms") == 0)
-        return parse_u32(v, 0, 86400000, &c->renew_every_ms, err, errlen);
-    if (strcmp(key, "max_locks_per_client") == 0)
-        return parse_u32(v, 1, 1000000, &c->max_locks_per_client, err, errlen);
-    if (strcmp(key, "max_waiters") == 0)
-        return parse_u32(v, 1, 10000000, &c->max_waiters, err, errlen);
-    seterr(err, errlen, "unknown key '%s' in [lock]", key);
-    return -1;
+/* ---- the table ---------------------------------------------------------- */
+
+static const char *const log_level_names[] = {"error", "warn", "info", "debug", NULL};
+static const char *const sharded_names[] = {"auto", "yes", "no", NULL};
+
+_Static_assert(sizeof(conf_log_level_t) == sizeof(int), "an ENUM key's field is an int");
+_Static_assert(sizeof(conf_sharded_t) == sizeof(int), "an ENUM key's field is an int");
+
+/* The field f of conf_t: where a key's value lives, and its size. */
+#define AT(f) .offset = offsetof(conf_t, f), .size = sizeof(((conf_t *)0)->f)
+#define U32(lo, hi) .type = CONF_TYPE_U32, .min = (lo), .max = (hi)
+
+static const conf_key_t keys[] = {
+    /* [server] */
+    {"server", "socket", .type = CONF_TYPE_STR, .def = "/run/dlockd/dlockd.sock",
+     .flags = CONF_KEY_NONEMPTY, AT(socket)},
+    {"server", "socket_mode", .type = CONF_TYPE_MODE, .def = "0660", AT(socket_mode)},
+    {"server", "socket_group", .type = CONF_TYPE_GROUP, .def = "", AT(socket_gid),
+     .parse = set_socket_group},
+    {"server", "max_clients", U32(1, 1000000), .def = "10000", .reload = CONF_LIVE,
+     AT(max_clients)},
+    {"server", "max_line", U32(64, 1048576), .def = "4096", .reload = CONF_LIVE, AT(max_line)},
+    {"server", "max_output", U32(4096, 1073741824), .def = "1048576", .reload = CONF_LIVE,
+     AT(max_output)},
+    {"server", "admin_uids", .type = CONF_TYPE_UIDS, .def = "0", .reload = CONF_LIVE,
+     AT(admin_uids), .count = offsetof(conf_t, admin_uids_count), .parse = set_admin_uids},
+    {"server", "log_level", .type = CONF_TYPE_ENUM, .def = "info", .reload = CONF_LIVE,
+     AT(log_level), .names = log_level_names},
+    {"server", "metrics", .type = CONF_TYPE_ENDPOINT, .def = "", AT(metrics),
+     .parse = set_metrics},
+
+    /* [redis] */
+    {"redis", "url", .type = CONF_TYPE_URL, .def = "redis://127.0.0.1:6379/0", AT(url),
+     .parse = set_url},
+    {"redis", "password", .type = CONF_TYPE_STR, .def = "", AT(password),
+     .parse = set_password},
+    {"redis", "password_file", .type = CONF_TYPE_STR, .def = "", .flags = CONF_KEY_INDIRECT,
+     AT(password_file)},
+    {"redis", "username", .type = CONF_TYPE_STR, .def = "", AT(username),
+     .parse = set_username},
+    {"redis", "connect_timeout_ms", U32(1, 600000), .def = "1000",
+     .reload = CONF_LIVE_BACKEND, AT(connect_timeout_ms)},
+    {"redis", "command_timeout_ms", U32(1, 600000), .def = "2000",
+     .reload = CONF_LIVE_BACKEND, AT(command_timeout_ms)},
+    {"redis", "key_prefix", .type = CONF_TYPE_STR, .def = "dlock:",
+     .flags = CONF_KEY_PRINTABLE, AT(key_prefix)},
+    /* Unset, a rediss:// url turns TLS on; the daemon reads c->tls. */
+    {"redis", "tls", .type = CONF_TYPE_BOOL, .def = NULL, AT(tls), .parse = set_tls},
+    {"redis", "tls_ca_file", .type = CONF_TYPE_STR, .def = "", AT(tls_ca_file)},
+    {"redis", "tls_cert_file", .type = CONF_TYPE_STR, .def = "", AT(tls_cert_file)},
+    {"redis", "tls_key_file", .type = CONF_TYPE_STR, .def = "", AT(tls_key_file)},
+    {"redis", "tls_server_name", .type = CONF_TYPE_STR, .def = "", AT(tls_server_name)},
+    {"redis", "sentinels", .type = CONF_TYPE_ADDRS, .def = "", AT(sentinels),
+     .count = offsetof(conf_t, sentinels_count), .parse = set_sentinels},
+    {"redis", "master_name", .type = CONF_TYPE_STR, .def = "", .flags = CONF_KEY_PRINTABLE,
+     AT(master_name)},
+    {"redis", "sentinel_username", .type = CONF_TYPE_STR, .def = "", AT(sentinel_username)},
+    {"redis", "sentinel_password", .type = CONF_TYPE_STR, .def = "", AT(sentinel_password)},
+    {"redis", "cluster", .type = CONF_TYPE_ADDRS, .def = "", AT(cluster),
+     .count = offsetof(conf_t, cluster_count), .parse = set_cluster},
+    {"redis", "sharded_pubsub", .type = CONF_TYPE_ENUM, .def = "auto", AT(sharded_pubsub),
+     .names = sharded_names},
+    {"redis", "quorum", .type = CONF_TYPE_URLS, .def = "", AT(quorum),
+     .count = offsetof(conf_t, quorum_count), .parse = set_quorum},
+    /* Unset, conf_finish() makes it CONF_REJOIN_DEFAULT_MS or lease_ms. */
+    {"redis", "rejoin_delay_ms", U32(10, 86400000), .def = NULL, AT(rejoin_delay_ms),
+     .parse = set_rejoin_delay},
+    {"redis", "clock_drift_ms", U32(0, 600000), .def = "auto", AT(clock_drift_ms),
+     .parse = set_clock_drift},
+    {"redis", "replicas_ack", .type = CONF_TYPE_INT, .def = "auto", AT(replicas_ack),
+     .parse = set_replicas_ack},
+    {"redis", "replicas_timeout_ms", U32(1, 600000), .def = "1000",
+     .reload = CONF_LIVE_BACKEND, AT(replicas_timeout_ms), .parse = set_replicas_timeout},
+
+    /* [lock] */
+    {"lock", "lease_ms", U32(10, 86400000), .def = "30000", .reload = CONF_LIVE_LOCKS,
+     AT(lease_ms)},
+    {"lock", "renew_every_ms", U32(0, 86400000), .def = "0", .reload = CONF_LIVE_LOCKS,
+     AT(renew_every_ms)},
+    {"lock", "max_locks_per_client", U32(1, 1000000), .def = "1000", .reload = CONF_LIVE,
+     AT(max_locks_per_client)},
+    {"lock", "max_waiters", U32(1, 10000000), .def = "100000", .reload = CONF_LIVE,
+     AT(max_waiters)},
+};
+
+#undef AT
+#undef U32
+
+_Static_assert(sizeof(keys) / sizeof(keys[0]) <= CONF_KEYS_MAX, "raise CONF_KEYS_MAX");
+
+const conf_key_t *conf_keys(size_t *n) {
+    *n = sizeof(keys) / sizeof(keys[0]);
+    return keys;
+}
+
+const conf_key_t *conf_key_find(const char *section, const char *name) {
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        if (strcmp(keys[i].name, name) == 0 && strcmp(keys[i].section, section) == 0)
+            return &keys[i];
+    return NULL;
+}
+
+static int known_section(const char *section) {
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        if (strcmp(keys[i].section, section) == 0) return 1;
+    return 0;
+}
+
+#define FIELD(c, k) ((char *)(c) + (k)->offset)
+#define CFIELD(c, k) ((const char *)(c) + (k)->offset)
+#define COUNT(c, k) (*(const size_t *)((const char *)(c) + (k)->count))
+
+/* The parsers of the types that need no key's own. */
+static int set_by_type(conf_t *c, const conf_key_t *k, const char *v, char *err,
+                       size_t errlen) {
+    switch (k->type) {
+    case CONF_TYPE_U32:
+        return parse_u32(v, k->min, k->max, (uint32_t *)(void *)FIELD(c, k), err, errlen);
+    case CONF_TYPE_MODE:
+        return parse_mode(v, (unsigned *)(void *)FIELD(c, k), err, errlen);
+    case CONF_TYPE_ENUM: {
+        char words[128] = "";
+        for (int i = 0; k->names[i] != NULL; i++) {
+            if (strcmp(v, k->names[i]) == 0) {
+                memcpy(FIELD(c, k), &i, sizeof(i));
+                return 0;
+            }
+            size_t len = strlen(words);
+            snprintf(words + len, sizeof(words) - len, "%s%s", i ? ", " : "", k->names[i]);
+        }
+        seterr(err, errlen, "%s '%s' is not one of %s", k->name, v, words);
+        return -1;
+    }
+    case CONF_TYPE_STR:
+        if ((k->flags & CONF_KEY_NONEMPTY) && v[0] == '\0') {
+            seterr(err, errlen, "%s must not be empty", k->name);
+            return -1;
+        }
+        if (k->flags & CONF_KEY_PRINTABLE) {
+            for (const char *p = v; *p; p++) {
+                if ((unsigned char)*p < 0x21 || (unsigned char)*p > 0x7e) {
+                    seterr(err, errlen, "%s may hold only bytes 0x21-0x7E", k->name);
+                    return -1;
+                }
+            }
+        }
+        return copy_str(FIELD(c, k), k->size, v, k->name, err, errlen);
+    default:
+        seterr(err, errlen, "%s has no parser", k->name); /* a row without one: a bug */
+        return -1;
+    }
+}
+
+static int set_key(conf_t *c, const conf_key_t *k, const char *v, char *err, size_t errlen) {
+    return k->parse != NULL ? k->parse(c, k, v, err, errlen) : set_by_type(c, k, v, err, errlen);
 }
 
 int conf_set(conf_t *c, const char *section, const char *key,
              const char *value, char *err, size_t errlen) {
-    if (strcmp(section, "server") == 0) return set_server(c, key, value, err, errlen);
-    if (strcmp(section, "redis") == 0) return set_redis(c, key, value, err, errlen);
-    if (strcmp(section, "lock") == 0) return set_lock(c, key, value, err, errlen);
+    const conf_key_t *k = conf_key_find(section, key);
+    if (k != NULL) return set_key(c, k, value, err, errlen);
     if (section[0] == '\0')
         seterr(err, errlen, "key '%s' outside of any section", key);
+    else if (known_section(section))
+        seterr(err, errlen, "unknown key '%s' in [%s]", key, section);
     else
         seterr(err, errlen, "unknown section [%s]", section);
     return -1;
 }
+
+void conf_defaults(conf_t *c) {
+    char err[CONF_ERR_LEN];
+
+    memset(c, 0, sizeof(*c));
+    /* Each default parses (test_conf checks that every one does). */
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        if (keys[i].def != NULL) (void)set_key(c, &keys[i], keys[i].def, err, sizeof(err));
+    /* No key has been given yet. */
+    c->password_set = 0;
+    c->username_set = 0;
+    c->url_set = 0;
+    c->replicas_timeout_set = 0;
+    c->rejoin_delay_set = 0;
+    c->tls_key = -1;
+}
+
+int conf_key_same(const conf_t *a, const conf_t *b, const conf_key_t *k) {
+    const char *fa = CFIELD(a, k), *fb = CFIELD(b, k);
+    switch (k->type) {
+    case CONF_TYPE_STR:
+    case CONF_TYPE_URL:
+    case CONF_TYPE_ENDPOINT:
+        return strcmp(fa, fb) == 0;
+    case CONF_TYPE_GROUP: /* the gid counts only where one is set */
+        return a->socket_group_set == b->socket_group_set &&
+               (!a->socket_group_set || a->socket_gid == b->socket_gid);
+    case CONF_TYPE_UIDS:
+        return COUNT(a, k) == COUNT(b, k) &&
+               memcmp(fa, fb, COUNT(a, k) * sizeof(uid_t)) == 0;
+    case CONF_TYPE_ADDRS: {
+        const conf_addr_t *x = (const conf_addr_t *)(const void *)fa;
+        const conf_addr_t *y = (const conf_addr_t *)(const void *)fb;
+        if (COUNT(a, k) != COUNT(b, k)) return 0;
+        for (size_t i = 0; i < COUNT(a, k); i++)
+            if (x[i].port != y[i].port || strcmp(x[i].host, y[i].host) != 0) return 0;
+        return 1;
+    }
+    case CONF_TYPE_URLS: /* parse_quorum() zeroes them first: whole bytes compare */
+        return COUNT(a, k) == COUNT(b, k) &&
+               memcmp(fa, fb, COUNT(a, k) * sizeof(conf_url_t)) == 0;
+    default: /* numbers, words and flags */
+        return memcmp(fa, fb, k->size) == 0;
+    }
+}
+
+void conf_key_copy(conf_t *dst, const conf_t *src, const conf_key_t *k) {
+    memcpy(FIELD(dst, k), CFIELD(src, k), k->size);
+    if (k->count != 0) memcpy((char *)dst + k->count, (const char *)src + k->count, sizeof(size_t));
+    if (k->type == CONF_TYPE_GROUP) dst->socket_group_set = src->socket_group_set;
+}
+
+uint32_t conf_key_u32(const conf_t *c, const conf_key_t *k) {
+    uint32_t v;
+    memcpy(&v, CFIELD(c, k), sizeof(v));
+    return v;
+}
+
+void conf_diff(const conf_t *a, const conf_t *b, conf_diff_t *d) {
+    memset(d, 0, sizeof(*d));
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        const conf_key_t *k = &keys[i];
+        if ((k->flags & CONF_KEY_INDIRECT) || conf_key_same(a, b, k)) continue;
+        if (k->reload == CONF_RESTART) {
+            d->restart[d->restart_count++] = k;
+        } else {
+            d->live[d->live_count++] = k;
+            d->live_kinds |= 1u << k->reload;
+        }
+    }
+}
+
+#undef FIELD
+#undef CFIELD
+#undef COUNT
 
 /* Reads the first line of the password file. */
 static int read_password_file(conf_t *c, char *err, size_t errlen) {
@@ -962,11 +1109,7 @@ int conf_is_admin(const conf_t *c, uid_t uid) {
 }
 
 const char *conf_log_level_name(conf_log_level_t level) {
-    switch (level) {
-    case CONF_LOG_ERROR: return "error";
-    case CONF_LOG_WARN: return "warn";
-    case CONF_LOG_INFO: return "info";
-    case CONF_LOG_DEBUG: return "debug";
-    }
+    if ((unsigned)level < sizeof(log_level_names) / sizeof(log_level_names[0]) - 1)
+        return log_level_names[level];
     return "?";
 }

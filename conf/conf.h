@@ -131,6 +131,100 @@ typedef struct conf_s {
     int rejoin_delay_set;            /* the rejoin_delay_ms key was given */
 } conf_t;
 
+/* ---- the keys: one row each ---------------------------------------------
+ *
+ * Every key of the file is one conf_key_t in one table (conf.c): its
+ * section and name, its type, its default, the conf_t field it fills and
+ * whether a reload applies it. conf_set() parses through it, conf_defaults()
+ * fills in its defaults, conf_diff() compares through it, and tests iterate
+ * it. Rules across keys (one topology, url against username and password,
+ * password_file, the Sentinel and TLS checks) stay in conf_set()'s parsers
+ * and conf_finish(). */
+
+#define CONF_KEYS_MAX 64           /* rows in the table (a diff's capacity) */
+
+typedef enum {
+    CONF_TYPE_U32 = 0,             /* uint32_t, decimal in [min, max] */
+    CONF_TYPE_INT,                 /* int, a number or a word (replicas_ack) */
+    CONF_TYPE_BOOL,                /* yes or no */
+    CONF_TYPE_ENUM,                /* one of names[], stored as its index */
+    CONF_TYPE_STR,                 /* text, at most size - 1 bytes */
+    CONF_TYPE_MODE,                /* octal permission bits */
+    CONF_TYPE_GROUP,               /* a group name or number */
+    CONF_TYPE_UIDS,                /* uids separated by commas or spaces */
+    CONF_TYPE_ADDRS,               /* host:port addresses (conf_addr_t) */
+    CONF_TYPE_URL,                 /* one redis url */
+    CONF_TYPE_URLS,                /* redis urls separated by spaces (conf_url_t) */
+    CONF_TYPE_ENDPOINT             /* host:port, [ipv6]:port, a socket path, or "" */
+} conf_type_t;
+
+/* What a reload (SIGHUP) does with a changed key. */
+typedef enum {
+    CONF_RESTART = 0,              /* made into sockets or connections at start: a
+                                      reload names it and the running value stays */
+    CONF_LIVE,                     /* read afresh at each use: a reload copies it */
+    CONF_LIVE_BACKEND,             /* copied, then the backend is told
+                                      (backend_reconfigure) */
+    CONF_LIVE_LOCKS                /* copied, then the lock manager is told
+                                      (lockmgr_reconfigure) */
+} conf_reload_t;
+
+#define CONF_KEY_NONEMPTY  0x1u    /* STR: may not be empty */
+#define CONF_KEY_PRINTABLE 0x2u    /* STR: bytes 0x21-0x7E only */
+#define CONF_KEY_INDIRECT  0x4u    /* its value reaches the daemon through another
+                                      key (password_file: password); a diff
+                                      compares that one */
+
+typedef struct conf_key_s conf_key_t;
+
+/* A key's own parser, where its type's is not enough. 0, or -1 with err. */
+typedef int (*conf_parse_cb)(conf_t *c, const conf_key_t *k, const char *v, char *err,
+                             size_t errlen);
+
+struct conf_key_s {
+    const char *section;           /* "server", "redis" or "lock" */
+    const char *name;
+    conf_type_t type;
+    const char *def;               /* the default, as the file would say it; NULL:
+                                      unset, which conf_finish() reads as such */
+    conf_reload_t reload;
+    unsigned flags;                /* CONF_KEY_* */
+    size_t offset;                 /* the conf_t field the daemon reads: a reload */
+    size_t size;                   /*   compares and copies these bytes */
+    size_t count;                  /* lists: offset of the size_t entry count */
+    uint32_t min, max;             /* U32: the range */
+    const char *const *names;      /* ENUM: the words, by value, NULL-terminated */
+    conf_parse_cb parse;           /* NULL: the type's parser (U32, ENUM, STR) */
+};
+
+/* The table, in the order of the shipped file; *n gets its length. */
+const conf_key_t *conf_keys(size_t *n);
+
+/* The row of [section] name, or NULL. */
+const conf_key_t *conf_key_find(const char *section, const char *name);
+
+/* 1 if a and b hold the same value for k (as the daemon reads it). */
+int conf_key_same(const conf_t *a, const conf_t *b, const conf_key_t *k);
+
+/* Copies k's value from src into dst (a reload applying a live key). */
+void conf_key_copy(conf_t *dst, const conf_t *src, const conf_key_t *k);
+
+/* k's value in c, for a U32 key. */
+uint32_t conf_key_u32(const conf_t *c, const conf_key_t *k);
+
+/* What a reload from the running a to the new b changes: the rows whose
+ * values differ, in table order, split by what a reload does with them. */
+typedef struct conf_diff_s {
+    const conf_key_t *restart[CONF_KEYS_MAX]; /* CONF_RESTART: named, not applied */
+    size_t restart_count;
+    const conf_key_t *live[CONF_KEYS_MAX];    /* every CONF_LIVE*: applied */
+    size_t live_count;
+    unsigned live_kinds;           /* bit 1 << conf_reload_t of each live row */
+} conf_diff_t;
+
+/* Fills d with what differs between a and b. Pure. */
+void conf_diff(const conf_t *a, const conf_t *b, conf_diff_t *d);
+
 /* Fills c with the built-in defaults. */
 void conf_defaults(conf_t *c);
 
