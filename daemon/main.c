@@ -129,48 +129,45 @@ static void add_name(char *out, size_t cap, const char *name) {
     snprintf(out + len, cap - len, "%s%s", len ? ", " : "", name);
 }
 
-/* The [redis] keys whose values a reload would change, by name only (some
- * are secrets); "" if none. They live in the backend's connections, made
- * at start, so they wait for a restart. */
-static void redis_changes(const conf_t *c, const conf_t *n, char *out, size_t cap) {
+/* Names in the log the changed keys that a reload cannot apply, one line
+ * per section (the table keeps a section's keys together), by name only
+ * (some are secrets). They went into sockets and connections at start, so
+ * they wait for a restart. */
+static void warn_restart(const conf_diff_t *diff) {
+    size_t i = 0;
+    while (i < diff->restart_count) {
+        const char *section = diff->restart[i]->section;
+        char names[512] = "";
+        for (; i < diff->restart_count && strcmp(diff->restart[i]->section, section) == 0; i++)
+            add_name(names, sizeof(names), diff->restart[i]->name);
+        log_warn("reload: [%s] changes only with a restart (%s); the running settings stay",
+                 section, names);
+    }
+}
+
+/* "name old -> new" for every number a reload of this kind applies, changed
+ * or not, comma-separated. */
+static void describe_kind(const conf_t *c, const conf_t *n, conf_reload_t kind, char *out,
+                          size_t cap) {
+    size_t count;
+    const conf_key_t *keys = conf_keys(&count);
     out[0] = '\0';
-    if (strcmp(c->url, n->url) != 0) add_name(out, cap, "url");
-    if (strcmp(c->username, n->username) != 0) add_name(out, cap, "username");
-    if (strcmp(c->password, n->password) != 0) add_name(out, cap, "password");
-    if (c->tls != n->tls) add_name(out, cap, "tls");
-    if (strcmp(c->tls_ca_file, n->tls_ca_file) != 0) add_name(out, cap, "tls_ca_file");
-    if (strcmp(c->tls_cert_file, n->tls_cert_file) != 0) add_name(out, cap, "tls_cert_file");
-    if (strcmp(c->tls_key_file, n->tls_key_file) != 0) add_name(out, cap, "tls_key_file");
-    if (strcmp(c->tls_server_name, n->tls_server_name) != 0)
-        add_name(out, cap, "tls_server_name");
-    if (strcmp(c->key_prefix, n->key_prefix) != 0) add_name(out, cap, "key_prefix");
-    if (c->sentinels_count != n->sentinels_count ||
-        memcmp(c->sentinels, n->sentinels, sizeof(c->sentinels)) != 0)
-        add_name(out, cap, "sentinels");
-    if (strcmp(c->master_name, n->master_name) != 0) add_name(out, cap, "master_name");
-    if (c->cluster_count != n->cluster_count ||
-        memcmp(c->cluster, n->cluster, sizeof(c->cluster)) != 0)
-        add_name(out, cap, "cluster");
-    if (c->sharded_pubsub != n->sharded_pubsub) add_name(out, cap, "sharded_pubsub");
-    if (c->quorum_count != n->quorum_count ||
-        memcmp(c->quorum, n->quorum, c->quorum_count * sizeof(c->quorum[0])) != 0)
-        add_name(out, cap, "quorum");
-    if (c->rejoin_delay_ms != n->rejoin_delay_ms) add_name(out, cap, "rejoin_delay_ms");
-    if (c->clock_drift_ms != n->clock_drift_ms) add_name(out, cap, "clock_drift_ms");
-    if (strcmp(c->sentinel_username, n->sentinel_username) != 0)
-        add_name(out, cap, "sentinel_username");
-    if (strcmp(c->sentinel_password, n->sentinel_password) != 0)
-        add_name(out, cap, "sentinel_password");
-    if (c->replicas_ack != n->replicas_ack) add_name(out, cap, "replicas_ack");
+    for (size_t i = 0; i < count; i++) {
+        if (keys[i].reload != kind || keys[i].type != CONF_TYPE_U32) continue;
+        size_t len = strlen(out);
+        snprintf(out + len, cap - len, "%s%s %u -> %u", len ? ", " : "", keys[i].name,
+                 conf_key_u32(c, &keys[i]), conf_key_u32(n, &keys[i]));
+    }
 }
 
 /* SIGHUP: read the configuration again and apply what can change while
- * running; what cannot is named in the log and waits for a restart. A
- * file with an error changes nothing. */
+ * running (the keys conf.c's table marks live); what cannot is named in the
+ * log and waits for a restart. A file with an error changes nothing. */
 static void on_reload(uv_signal_t *handle, int signum) {
     daemon_t *d = handle->data;
     conf_t n, *c = &d->conf;
-    char err[CONF_ERR_LEN], redis[512];
+    conf_diff_t diff;
+    char err[CONF_ERR_LEN], line[512];
     int have_file;
     (void)signum;
 
@@ -181,34 +178,6 @@ static void on_reload(uv_signal_t *handle, int signum) {
         sd_notify(0, "READY=1");
         return;
     }
-    if (strcmp(c->socket, n.socket) != 0 || c->socket_mode != n.socket_mode ||
-        c->socket_group_set != n.socket_group_set ||
-        (n.socket_group_set && c->socket_gid != n.socket_gid))
-        log_warn("reload: the socket's path, mode and group change only with a restart");
-    if (strcmp(c->metrics, n.metrics) != 0)
-        log_warn("reload: metrics (where the endpoint listens) changes only with a restart");
-    redis_changes(c, &n, redis, sizeof(redis));
-    /* The timeouts apply to what is sent from now on. */
-    if (c->connect_timeout_ms != n.connect_timeout_ms ||
-        c->command_timeout_ms != n.command_timeout_ms ||
-        c->replicas_timeout_ms != n.replicas_timeout_ms) {
-        log_info("reload: connect_timeout_ms %u -> %u, command_timeout_ms %u -> %u, "
-                 "replicas_timeout_ms %u -> %u", c->connect_timeout_ms, n.connect_timeout_ms,
-                 c->command_timeout_ms, n.command_timeout_ms, c->replicas_timeout_ms,
-                 n.replicas_timeout_ms);
-        c->connect_timeout_ms = n.connect_timeout_ms;
-        c->command_timeout_ms = n.command_timeout_ms;
-        c->replicas_timeout_ms = n.replicas_timeout_ms;
-        c->replicas_timeout_set = n.replicas_timeout_set;
-        backend_reconfigure(d->backend, c);
-    }
-    if (redis[0] != '\0')
-        log_warn("reload: [redis] changes only with a restart (%s); the running settings stay",
-                 redis);
-    /* The lock manager reads lease_ms and renew_every_ms at each grant,
-     * RENEW and renewal; each lock it holds counts from the lease Redis has
-     * for it, and those the watchdog keeps are renewed with the new lease
-     * at once. Locks with a lease of their own keep it. */
     if (c->quorum_count > 0 && n.lease_ms > c->rejoin_delay_ms) {
         /* A restarted node must sit out longer than any lease: the running
          * rejoin delay stays until a restart. */
@@ -218,6 +187,19 @@ static void on_reload(uv_signal_t *handle, int signum) {
         n.lease_ms = c->lease_ms;
         n.renew_every_ms = c->renew_every_ms;
     }
+    conf_diff(c, &n, &diff);
+    warn_restart(&diff);
+    int backend = (diff.live_kinds & (1u << CONF_LIVE_BACKEND)) != 0;
+    int locks = (diff.live_kinds & (1u << CONF_LIVE_LOCKS)) != 0;
+    /* The timeouts apply to what is sent from now on. */
+    if (backend) {
+        describe_kind(c, &n, CONF_LIVE_BACKEND, line, sizeof(line));
+        log_info("reload: %s", line);
+    }
+    /* The lock manager reads lease_ms and renew_every_ms at each grant,
+     * RENEW and renewal; each lock it holds counts from the lease Redis has
+     * for it, and those the watchdog keeps are renewed with the new lease at
+     * once. Locks with a lease of their own keep it. */
     if (c->lease_ms != n.lease_ms)
         log_info("reload: lease_ms %u -> %u, renew_every_ms %u -> %u: new locks get them, and "
                  "the watchdog renews the locks it keeps with the new lease now",
@@ -225,20 +207,10 @@ static void on_reload(uv_signal_t *handle, int signum) {
     else if (c->renew_every_ms != n.renew_every_ms)
         log_info("reload: renew_every_ms %u -> %u: the watchdog's next renewals follow it",
                  c->renew_every_ms, n.renew_every_ms);
-    if (c->lease_ms != n.lease_ms || c->renew_every_ms != n.renew_every_ms) {
-        c->lease_ms = n.lease_ms;
-        c->renew_every_ms = n.renew_every_ms;
-        lockmgr_reconfigure(d->locks);
-    }
-    /* What every module reads afresh each time. */
-    c->max_clients = n.max_clients;
-    c->max_line = n.max_line;
-    c->max_output = n.max_output;
-    memcpy(c->admin_uids, n.admin_uids, sizeof(c->admin_uids));
-    c->admin_uids_count = n.admin_uids_count;
-    c->log_level = n.log_level;
-    c->max_locks_per_client = n.max_locks_per_client;
-    c->max_waiters = n.max_waiters;
+    /* Every other live key is read afresh at each use. */
+    for (size_t i = 0; i < diff.live_count; i++) conf_key_copy(c, &n, diff.live[i]);
+    if (backend) backend_reconfigure(d->backend, c);
+    if (locks) lockmgr_reconfigure(d->locks);
     log_set_level(d->verbose ? CONF_LOG_DEBUG : c->log_level);
     log_info("configuration %s reloaded",
              have_file ? (d->conf_path ? d->conf_path : CONF_DEFAULT_PATH)
