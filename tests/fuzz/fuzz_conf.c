@@ -79,6 +79,27 @@ static void check_conf(const conf_t *c) {
     CHECK(terminated(c->tls_server_name, sizeof(c->tls_server_name)));
 }
 
+/* A reload from the defaults to c: each changed key in the list for what a
+ * reload does with it; once the live ones are copied, only the restart-only
+ * ones differ. c against itself: no change. */
+static void check_diff(const conf_t *c) {
+    conf_t run;
+    conf_diff_t d;
+    conf_diff(c, c, &d);
+    CHECK(d.restart_count == 0 && d.live_count == 0 && d.live_kinds == 0);
+    conf_defaults(&run);
+    conf_diff(&run, c, &d);
+    size_t restart = d.restart_count;
+    for (size_t i = 0; i < d.restart_count; i++) CHECK(d.restart[i]->reload == CONF_RESTART);
+    for (size_t i = 0; i < d.live_count; i++) {
+        CHECK(d.live[i]->reload != CONF_RESTART);
+        CHECK(d.live_kinds & (1u << d.live[i]->reload));
+        conf_key_copy(&run, c, d.live[i]);
+    }
+    conf_diff(&run, c, &d);
+    CHECK(d.live_count == 0 && d.restart_count == restart);
+}
+
 /* A load error reads "fuzz:<line>: ..." with a line the input has, or
  * "fuzz: cannot read the file". */
 static void check_load_error(const char *err, const uint8_t *data, size_t size) {
@@ -135,6 +156,7 @@ static void fuzz_load(const uint8_t *data, size_t size) {
         return;
     }
     check_conf(&c);
+    check_diff(&c);
 }
 
 static void fuzz_url(const uint8_t *data, size_t size) {

@@ -1646,6 +1646,250 @@ START_TEST(test_tls_url_errors_hide_credentials) {
 }
 END_TEST
 
+/* ---- the key table and the reload diff ---------------------------------- */
+
+static int diff_has(const conf_key_t *const *rows, size_t n, const char *name) {
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(rows[i]->name, name) == 0) return 1;
+    return 0;
+}
+
+/* Each (section, name) once, found by conf_key_find, with what its type
+ * needs: a parser, a field inside conf_t, a count for a list. */
+START_TEST(test_key_table_is_well_formed) {
+    size_t n;
+    const conf_key_t *keys = conf_keys(&n);
+
+    ck_assert_uint_gt(n, 0);
+    ck_assert_uint_le(n, CONF_KEYS_MAX);
+    for (size_t i = 0; i < n; i++) {
+        const conf_key_t *k = &keys[i];
+        ck_assert_msg(k->section != NULL && k->name != NULL && k->name[0] != '\0', "row %zu", i);
+        for (size_t j = 0; j < i; j++)
+            ck_assert_msg(strcmp(keys[j].section, k->section) != 0 ||
+                          strcmp(keys[j].name, k->name) != 0,
+                          "[%s] %s is in the table twice", k->section, k->name);
+        ck_assert_ptr_eq(conf_key_find(k->section, k->name), k);
+        /* A section's keys together (a reload names them one line each). */
+        if (i > 0 && strcmp(keys[i - 1].section, k->section) != 0)
+            for (size_t j = 0; j + 1 < i; j++)
+                ck_assert_msg(strcmp(keys[j].section, k->section) != 0,
+                              "[%s] %s is apart from its section's other keys", k->section,
+                              k->name);
+        ck_assert_uint_gt(k->size, 0);
+        ck_assert_uint_le(k->offset + k->size, sizeof(conf_t));
+        if (k->parse == NULL)
+            ck_assert_msg(k->type == CONF_TYPE_U32 || k->type == CONF_TYPE_ENUM ||
+                          k->type == CONF_TYPE_STR || k->type == CONF_TYPE_MODE,
+                          "[%s] %s: its type has no parser of its own", k->section, k->name);
+        if (k->type == CONF_TYPE_ENUM) ck_assert_ptr_nonnull(k->names);
+        if (k->type == CONF_TYPE_U32) ck_assert_uint_le(k->min, k->max);
+        if (k->type == CONF_TYPE_UIDS || k->type == CONF_TYPE_ADDRS || k->type == CONF_TYPE_URLS)
+            ck_assert_msg(k->count != 0, "[%s] %s: a list without a count", k->section, k->name);
+    }
+    ck_assert_ptr_null(conf_key_find("redis", "socket"));
+    ck_assert_ptr_null(conf_key_find("", "socket"));
+    ck_assert_ptr_null(conf_key_find("server", "nope"));
+}
+END_TEST
+
+/* Every key parses its own default, to the value conf_defaults() gives it. */
+START_TEST(test_key_defaults_parse) {
+    size_t n;
+    const conf_key_t *keys = conf_keys(&n);
+    conf_t want, c;
+    conf_diff_t d;
+
+    conf_defaults(&want);
+    for (size_t i = 0; i < n; i++) {
+        const conf_key_t *k = &keys[i];
+        char err[CONF_ERR_LEN] = "";
+        if (k->def == NULL) continue; /* unset: conf_finish() derives it */
+        conf_defaults(&c);
+        ck_assert_msg(conf_set(&c, k->section, k->name, k->def, err, sizeof(err)) == 0,
+                      "[%s] %s = %s: %s", k->section, k->name, k->def, err);
+        ck_assert_msg(conf_key_same(&c, &want, k), "[%s] %s = %s is not its default",
+                      k->section, k->name, k->def);
+        conf_diff(&want, &c, &d);
+        ck_assert_uint_eq(d.restart_count + d.live_count, 0);
+    }
+}
+END_TEST
+
+/* The man page states the range and the default a row has. */
+START_TEST(test_key_table_matches_the_man_page) {
+    char path[4096], *text;
+    const char *dir = getenv("DLOCK_SRCDIR");
+    size_t n, len = 0;
+    const conf_key_t *keys = conf_keys(&n);
+
+    snprintf(path, sizeof(path), "%s/conf/dlockd.conf.5",
+             dir != NULL && dir[0] != '\0' ? dir : ".");
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+    text = calloc(1, 1 << 20);
+    ck_assert_ptr_nonnull(text);
+    len = fread(text, 1, (1 << 20) - 1, f);
+    fclose(f);
+    ck_assert_uint_gt(len, 0);
+    for (size_t i = 0; i < n; i++) {
+        const conf_key_t *k = &keys[i];
+        char first[128], other[128], line[512], want[128];
+        /* Its item: ".BR name " or a second name on it, '", " name "'. */
+        snprintf(first, sizeof(first), "\n.BR %s \"", k->name);
+        snprintf(other, sizeof(other), "\", \" %s \"", k->name);
+        const char *at = strstr(text, first);
+        if (at == NULL) {
+            at = strstr(text, other);
+            while (at != NULL && at > text && at[-1] != '\n') at--;
+        } else {
+            at++;
+        }
+        ck_assert_msg(at != NULL, "%s does not describe [%s] %s", path, k->section, k->name);
+        snprintf(line, sizeof(line), "%.*s", (int)strcspn(at, "\n"), at);
+        if (k->type == CONF_TYPE_U32 && strstr(line, "..") != NULL) {
+            snprintf(want, sizeof(want), "%u..%u", k->min, k->max);
+            ck_assert_msg(strstr(line, want) != NULL, "%s says '%s', the table %s", path, line,
+                          want);
+        }
+        if (k->def != NULL && k->def[0] != '\0' && strstr(line, "default \"") != NULL) {
+            snprintf(want, sizeof(want), "default \" %s ", k->def);
+            ck_assert_msg(strstr(line, want) != NULL, "%s says '%s', the table default %s",
+                          path, line, k->def);
+        }
+    }
+    free(text);
+}
+END_TEST
+
+/* The shipped file names every key, at its default or commented out. */
+START_TEST(test_key_table_matches_the_shipped_file) {
+    char path[4096], text[16384], want[128];
+    size_t n;
+    const conf_key_t *keys = conf_keys(&n);
+
+    shipped_conf_path(path, sizeof(path));
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+    size_t len = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    ck_assert_uint_lt(len, sizeof(text) - 1);
+    text[len] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        snprintf(want, sizeof(want), "\n%s =", keys[i].name);
+        const char *at = strstr(text, want);
+        snprintf(want, sizeof(want), "\n; %s =", keys[i].name);
+        if (at == NULL) at = strstr(text, want);
+        ck_assert_msg(at != NULL, "%s does not name [%s] %s", path, keys[i].section,
+                      keys[i].name);
+    }
+}
+END_TEST
+
+/* A changed key lands in the diff's list for what a reload does with it. */
+static const struct {
+    const char *section, *name, *value;
+    conf_reload_t reload;
+} changes[] = {
+    {"server", "socket", "/tmp/other.sock", CONF_RESTART},
+    {"server", "socket_mode", "0600", CONF_RESTART},
+    {"server", "socket_group", "0", CONF_RESTART},
+    {"server", "metrics", "127.0.0.1:9717", CONF_RESTART},
+    {"server", "max_clients", "5", CONF_LIVE},
+    {"server", "admin_uids", "0 1000", CONF_LIVE},
+    {"server", "log_level", "debug", CONF_LIVE},
+    {"redis", "url", "redis://other:6390/1", CONF_RESTART},
+    {"redis", "password", "pw", CONF_RESTART},
+    {"redis", "key_prefix", "other:", CONF_RESTART},
+    {"redis", "tls", "yes", CONF_RESTART},
+    {"redis", "sharded_pubsub", "no", CONF_RESTART},
+    {"redis", "replicas_ack", "2", CONF_RESTART},
+    {"redis", "command_timeout_ms", "3000", CONF_LIVE_BACKEND},
+    {"redis", "replicas_timeout_ms", "500", CONF_LIVE_BACKEND},
+    {"lock", "renew_every_ms", "1000", CONF_LIVE_LOCKS},
+    {"lock", "max_locks_per_client", "7", CONF_LIVE},
+};
+
+START_TEST(test_diff_classifies_changes) {
+    conf_t a, b;
+    conf_diff_t d;
+    char err[CONF_ERR_LEN] = "";
+
+    conf_defaults(&a);
+    conf_defaults(&b);
+    set_ok(&b, changes[_i].section, changes[_i].name, changes[_i].value);
+    ck_assert_msg(conf_finish(&a, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_msg(conf_finish(&b, err, sizeof(err)) == 0, "%s", err);
+    conf_diff(&a, &b, &d);
+    int restart = changes[_i].reload == CONF_RESTART;
+    ck_assert_msg(diff_has(restart ? d.restart : d.live, restart ? d.restart_count : d.live_count,
+                           changes[_i].name),
+                  "%s changed, not in the diff's %s list", changes[_i].name,
+                  restart ? "restart" : "live");
+    ck_assert_uint_eq(d.restart_count + d.live_count, 1);
+    if (!restart) ck_assert_uint_eq(d.live_kinds, 1u << changes[_i].reload);
+    else ck_assert_uint_eq(d.live_kinds, 0);
+}
+END_TEST
+
+/* One live and one restart-only key changed: each in its list; copying the
+ * live ones leaves only the restart-only one different. */
+START_TEST(test_diff_live_and_restart) {
+    conf_t a, b;
+    conf_diff_t d;
+
+    conf_defaults(&a);
+    conf_defaults(&b);
+    conf_diff(&a, &a, &d);
+    ck_assert_uint_eq(d.restart_count + d.live_count, 0);
+    set_ok(&b, "lock", "max_waiters", "5");
+    set_ok(&b, "redis", "key_prefix", "other:");
+    set_ok(&b, "server", "admin_uids", "0 7 8");
+    set_ok(&b, "redis", "connect_timeout_ms", "250");
+    set_ok(&b, "lock", "lease_ms", "9000");
+    set_ok(&b, "redis", "sentinels", "s1 s2:26380");
+    set_ok(&b, "redis", "master_name", "m");
+    conf_diff(&a, &b, &d);
+    ck_assert_uint_eq(d.restart_count, 3);
+    ck_assert_str_eq(d.restart[0]->name, "key_prefix"); /* table order */
+    ck_assert_str_eq(d.restart[1]->name, "sentinels");
+    ck_assert_str_eq(d.restart[2]->name, "master_name");
+    ck_assert_uint_eq(d.live_count, 4);
+    ck_assert_int_eq(diff_has(d.live, d.live_count, "max_waiters"), 1);
+    ck_assert_int_eq(diff_has(d.live, d.live_count, "admin_uids"), 1);
+    ck_assert_int_eq(diff_has(d.live, d.live_count, "connect_timeout_ms"), 1);
+    ck_assert_int_eq(diff_has(d.live, d.live_count, "lease_ms"), 1);
+    ck_assert_uint_eq(d.live_kinds, (1u << CONF_LIVE) | (1u << CONF_LIVE_BACKEND) |
+                                        (1u << CONF_LIVE_LOCKS));
+
+    for (size_t i = 0; i < d.live_count; i++) conf_key_copy(&a, &b, d.live[i]);
+    ck_assert_uint_eq(a.max_waiters, 5);
+    ck_assert_uint_eq(a.admin_uids_count, 3);
+    ck_assert_uint_eq(a.admin_uids[2], 8);
+    ck_assert_str_eq(a.key_prefix, "dlock:"); /* restart-only: not copied */
+    conf_diff(&a, &b, &d);
+    ck_assert_uint_eq(d.live_count, 0);
+    ck_assert_uint_eq(d.restart_count, 3);
+}
+END_TEST
+
+/* password_file reaches the daemon as password: the diff names that. */
+START_TEST(test_diff_password_file_is_password) {
+    conf_t a, b;
+    conf_diff_t d;
+
+    conf_defaults(&a);
+    conf_defaults(&b);
+    set_ok(&b, "redis", "password_file", "/etc/dlockd/pw");
+    conf_diff(&a, &b, &d);
+    ck_assert_uint_eq(d.restart_count + d.live_count, 0);
+    set_ok(&b, "redis", "password", "pw");
+    conf_diff(&a, &b, &d);
+    ck_assert_uint_eq(d.restart_count, 1);
+    ck_assert_str_eq(d.restart[0]->name, "password");
+}
+END_TEST
+
 static Suite *conf_suite(void) {
     Suite *s = suite_create("conf");
     TCase *tc;
@@ -1741,6 +1985,16 @@ static Suite *conf_suite(void) {
     tcase_add_test(tc, test_cluster_excludes_url_and_sentinels);
     tcase_add_test(tc, test_quorum_keys);
     tcase_add_test(tc, test_quorum_refused);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("table");
+    tcase_add_test(tc, test_key_table_is_well_formed);
+    tcase_add_test(tc, test_key_defaults_parse);
+    tcase_add_test(tc, test_key_table_matches_the_man_page);
+    tcase_add_test(tc, test_key_table_matches_the_shipped_file);
+    tcase_add_loop_test(tc, test_diff_classifies_changes, 0, (int)ARRAY_LEN(changes));
+    tcase_add_test(tc, test_diff_live_and_restart);
+    tcase_add_test(tc, test_diff_password_file_is_password);
     suite_add_tcase(s, tc);
 
     return s;
