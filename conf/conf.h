@@ -194,7 +194,7 @@ struct conf_key_s {
     size_t count;                  /* lists: offset of the size_t entry count */
     uint32_t min, max;             /* U32: the range */
     const char *const *names;      /* ENUM: the words, by value, NULL-terminated */
-    conf_parse_cb parse;           /* NULL: the type's parser (U32, ENUM, STR) */
+    conf_parse_cb parse;           /* NULL: the type's parser (U32, ENUM, STR, MODE) */
 };
 
 /* The table, in the order of the shipped file; *n gets its length. */
