@@ -162,10 +162,8 @@ $(BUILD)/itests/test_node: override LDFLAGS += -Wl,--wrap=malloc,--wrap=calloc,-
 # test_cluster_open opens the Cluster topology with no server (open.c, for
 # backend_node_opts, brings the other topologies); --wrap fails and counts allocations.
 $(BUILD)/tests/test_cluster_open: $(call obj,tests/unit/test_cluster_open.c $(RESP_SRC) \
-        $(CONF_SRC) daemon/backend/cluster.c daemon/backend/cluster_map.c \
-        daemon/backend/standalone.c daemon/backend/sentinel.c daemon/backend/quorum.c \
-        daemon/backend/open.c daemon/backend/backend.c daemon/backend/node.c \
-        daemon/backend/scripts.c daemon/backend/keys.c daemon/util/hmap.c daemon/util/histo.c)
+        $(CONF_SRC) $(filter-out $(RESP_SRC),$(wildcard daemon/backend/*.c)) \
+        daemon/util/hmap.c daemon/util/histo.c)
 $(BUILD)/tests/test_cluster_open: override LDFLAGS += -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=free
 
 # test_cluster picks lock names by slot with daemon/backend/keys.c.
