@@ -776,14 +776,20 @@ done
 
 # A socket the user may not use: dlock_open names it and says what to do.
 # As root, run as nobody (the socket is 0660 and root's, its directory is
-# opened up to be searched); as anyone else, a path in a directory that
-# cannot be searched.
+# opened up to be searched) a copy of the library in a directory of its
+# own, since the tree may be out of nobody's reach (a clone in root's home
+# or in a mktemp -d directory, mode 0700); as anyone else, a path in a
+# directory that cannot be searched.
 perm_sock=''
 perm_run=''
+perm_lib=$LIB
 if [ "$(id -u)" = 0 ]; then
     if command -v setpriv >/dev/null 2>&1; then
         chmod 0711 "$T"
         mkdir "$T/tmp-nobody" && chmod 1777 "$T/tmp-nobody"
+        mkdir "$T/pub" && chmod 0755 "$T/pub"
+        perm_lib=$T/pub/dlock.sh
+        cp "$LIB" "$perm_lib" && chmod 0644 "$perm_lib"
         perm_sock=$SOCK
         perm_run="setpriv --reuid=65534 --regid=65534 --clear-groups"
     fi
@@ -795,7 +801,7 @@ fi
 if [ -n "$perm_sock" ]; then
     # shellcheck disable=SC2086 # $perm_run is empty or several words
     out=$(TMPDIR="$T/tmp-nobody" $perm_run sh -c '. "$1" || exit 9
-        dlock_open "$2"; echo "rc $?"' sh "$LIB" "$perm_sock" 2>&1)
+        dlock_open "$2"; echo "rc $?"' sh "$perm_lib" "$perm_sock" 2>&1)
     want="dlock: cannot connect to dlockd at $perm_sock: Permission denied (add yourself to the dlockd group, or check socket_mode)
 rc 3"
     if [ "$out" = "$want" ]; then

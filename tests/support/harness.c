@@ -830,6 +830,36 @@ const char *h_request_as(int index, uid_t uid, const char *request) {
     return got;
 }
 
+void h_dirs_searchable(void) {
+    ck_assert_msg(chmod(test_dir, 0711) == 0 && chmod(run_dir, 0711) == 0,
+                  "chmod 0711 %s: %s", test_dir, strerror(errno));
+}
+
+void h_public_copy(const char *path, char *copy, size_t len) {
+    char dir[sizeof(test_dir) + 8];
+    h_dirs_searchable();
+    snprintf(dir, sizeof(dir), "%s/pub", test_dir);
+    ck_assert_msg(mkdir(dir, 0755) == 0 || errno == EEXIST, "mkdir %s: %s", dir,
+                  strerror(errno));
+    ck_assert_int_eq(chmod(dir, 0755), 0);
+    const char *base = strrchr(path, '/');
+    base = base != NULL ? base + 1 : path;
+    ck_assert_uint_lt((size_t)snprintf(copy, len, "%s/%s", dir, base), len);
+    if (access(copy, F_OK) == 0) return;
+    int in = open(path, O_RDONLY | O_CLOEXEC);
+    ck_assert_msg(in >= 0, "open %s: %s", path, strerror(errno));
+    int out = open(copy, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+    ck_assert_msg(out >= 0, "create %s: %s", copy, strerror(errno));
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(in, buf, sizeof(buf))) > 0)
+        ck_assert_msg(write(out, buf, (size_t)n) == n, "write %s: %s", copy, strerror(errno));
+    ck_assert_msg(n == 0, "read %s: %s", path, strerror(errno));
+    close(in);
+    ck_assert_int_eq(fchmod(out, 0755), 0); /* whatever the umask */
+    ck_assert_msg(close(out) == 0, "close %s: %s", copy, strerror(errno));
+}
+
 h_conn_t *h_connect(const char *sock) {
     h_conn_t *c = calloc(1, sizeof(*c));
     ck_assert_ptr_nonnull(c);

@@ -165,6 +165,17 @@ void h_close(h_conn_t *c);
  * let that user connect (socket_mode 0666). */
 const char *h_request_as(int index, uid_t uid, const char *request);
 
+/* For a child that drops root. The run's and this test's directories (in
+ * /tmp, where the sockets and config files are) made searchable by anyone
+ * (0711). */
+void h_dirs_searchable(void);
+/* The same, and a copy of the file at path (a binary, a script) in
+ * h_dir()/pub (0755), mode 0755, its path in copy: what a child that drops
+ * root runs, since the build itself may be out of its reach (a clone in
+ * root's home or in a mktemp -d directory, mode 0700). A second copy of the
+ * same name in one test is the first. */
+void h_public_copy(const char *path, char *copy, size_t len);
+
 /* Monotonic milliseconds and microseconds. */
 long long h_now_ms(void);
 long long h_now_us(void);
