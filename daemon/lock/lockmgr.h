@@ -47,6 +47,9 @@ typedef enum {
                              waiters queue in Redis */
     LOCK_MODE_COUNT
 } lock_mode_t;
+/* The mode of a request about a name whatever its kind (STATUS, WHO,
+ * FORCEUNLOCK, RENEW). */
+#define LOCK_MODE_ANY LOCK_MODE_MUTEX
 
 typedef struct lock_request_s {
     lock_req_kind_t kind;

@@ -332,7 +332,7 @@ static void do_who(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_
         who_local(m, o, l);
         return;
     }
-    lock_op_t *op = lock_op_new(m, o, NULL, req, BACKEND_WHO, LOCK_MODE_MUTEX, who_done);
+    lock_op_t *op = lock_op_new(m, o, NULL, req, BACKEND_WHO, LOCK_MODE_ANY, who_done);
     if (op == NULL) return;
     op->bop.who = &op->who;
     backend_submit(m->backend, &op->bop);
@@ -361,7 +361,7 @@ static void do_force(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
     }
     log_info("client %llu (uid %u) FORCEUNLOCK %.*s", (unsigned long long)o->id,
              (unsigned)o->uid, (int)req->len, req->name);
-    lock_op_t *op = lock_op_new(m, o, NULL, req, BACKEND_FORCE, LOCK_MODE_MUTEX, force_done);
+    lock_op_t *op = lock_op_new(m, o, NULL, req, BACKEND_FORCE, LOCK_MODE_ANY, force_done);
     if (op == NULL) return;
     backend_submit(m->backend, &op->bop);
 }
@@ -419,7 +419,7 @@ void lock_request(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
     case LOCK_REQ_STATUS: {
         const hold_t *h = lock_hold_mine(l, o);
         lock_op_t *op = lock_op_new(m, o, l, req, BACKEND_STATUS,
-                                    h ? h->mode : LOCK_MODE_MUTEX, status_done);
+                                    h ? h->mode : LOCK_MODE_ANY, status_done);
         if (op == NULL) return;
         backend_submit(m->backend, &op->bop);
         return;
