@@ -12,9 +12,9 @@
 # instances; a trap stops them and removes the directory however the run
 # ends. In order:
 #   1. Redis ceiling: dlockd's acquire script with redis-benchmark (EVALSHA,
-#      50 clients, pipeline 16). The Lua text is extracted at run time from
-#      daemon/backend/scripts.c (the string macro LUA_ACQUIRE behind script_acquire, unescaped by
-#      awk); its SHA1 must equal the one dlockd itself loads (checked with
+#      50 clients, pipeline 16). The Lua text is the build's composed
+#      acquire script (<build>/gen/lua/acquire.lua, made from
+#      daemon/backend/lua/); its SHA1 must equal the one dlockd itself loads (checked with
 #      SCRIPT EXISTS after a SCRIPT FLUSH and a dlockd start), so the bench
 #      always measures the script dlockd really runs.
 #   2. dlockd uncontended throughput: 50 connections, LOCK/UNLOCK pairs
@@ -377,7 +377,7 @@ cd "$root" || fatal "cannot cd to $root"
 # The commands dlockd's scripts run inside Redis (redis.call, and the
 # publish command passed in ARGV): Redis 7 counts them in commandstats too,
 # but they are not round trips. Read from the scripts, as in section 1.
-SCRIPT_INNER="publish spublish $(grep -o "redis\.p\?call('[a-z]*'" daemon/backend/scripts.c | cut -d"'" -f2 | sort -u | tr '\n' ' ')"
+SCRIPT_INNER="publish spublish $(cat daemon/backend/lua/*.lua daemon/backend/lua/part/*.lua | grep -o "redis\.p\?call('[a-z]*'" | cut -d"'" -f2 | sort -u | tr '\n' ' ')"
 for tool in redis-server redis-cli redis-benchmark awk sha1sum timeout; do
     command -v "$tool" >/dev/null || fatal "$tool is missing"
 done
@@ -404,18 +404,9 @@ redis_version=$(rcli INFO server | awk -F: '/^redis_version/ { sub(/\r/, "", $2)
 # (each starts it when it needs it); 2 and 3 use the figures of 1 and 2.
 if want 1-3; then
     say "== 1/11 Redis ceiling: dlockd's acquire script under redis-benchmark"
-    awk 'BEGIN { printf "local K1, K2, A1, A2, Q = KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]\n" }
-         /^#define LUA_ACQUIRE\(L, R, TIME\) \\$/ { on = 1; next }
-         on {
-             line = $0; s = index(line, "\""); e = match(line, /"[ \t]*\\?[ \t]*$/)
-             body = substr(line, s + 1, e - s - 1)
-             gsub(/" L "/, "{", body); gsub(/" R "/, "}", body) # as script_acquire expands it
-             gsub(/" TIME "/, "redis.call('"'"'time'"'"')", body)
-             gsub(/\\n/, "\n", body); gsub(/\\"/, "\"", body); gsub(/\\\\/, "\\", body)
-             printf "%s", body
-             if (line !~ /\\[ \t]*$/) exit
-         }' daemon/backend/scripts.c >"$T/acquire.lua"
-    [ -s "$T/acquire.lua" ] || fatal "could not extract LUA_ACQUIRE from daemon/backend/scripts.c"
+    # The acquire script as the build composed it from daemon/backend/lua/.
+    cp "$(dirname "$DLOCKD")/gen/lua/acquire.lua" "$T/acquire.lua" 2>/dev/null
+    [ -s "$T/acquire.lua" ] || fatal "no $(dirname "$DLOCKD")/gen/lua/acquire.lua: build dlockd first"
     SHA=$(rcli -x SCRIPT LOAD <"$T/acquire.lua")
     [ "$SHA" = "$(sha1sum <"$T/acquire.lua" | cut -c1-40)" ] || fatal "SCRIPT LOAD returned '$SHA'"
     rcli CONFIG RESETSTAT >/dev/null
@@ -438,7 +429,7 @@ if want 1-3; then
     flush_redis
     start_dlockd main
     [ "$(rcli SCRIPT EXISTS "$SHA")" = 1 ] ||
-        fatal "the script extracted from daemon/backend/scripts.c is not the one dlockd loads"
+        fatal "the build's gen/lua/acquire.lua is not the script dlockd loads"
 
 # ---- 2. uncontended throughput ------------------------------------------------
 
