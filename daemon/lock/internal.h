@@ -26,6 +26,7 @@
 #include "daemon/util/hmap.h"
 #include "daemon/util/pool.h"
 #include "daemon/util/timers.h"
+#include "daemon/util/util.h"
 
 typedef struct lock_s lock_t;
 typedef struct hold_s hold_t;
@@ -228,12 +229,31 @@ struct lock_op_s {
     char name[];
 };
 
-/* lockmgr.c */
+/* lockmgr.c; the few on every request's path are inline here. */
 lock_t *lock_get(lockmgr_t *m, const char *name, size_t len);
-lock_t *lock_find(lockmgr_t *m, const char *name, size_t len);
+
+static inline lock_t *lock_find(lockmgr_t *m, const char *name, size_t len) {
+    hmap_node_t *n = hmap_get(&m->locks, name, len);
+    return n ? container_of(n, lock_t, node) : NULL;
+}
+
 /* Someone here holds or waits for l: its kind is set until then. */
-int lock_in_use(const lock_t *l);
-hold_t *lock_hold_first(const lock_t *l);
+static inline int lock_in_use(const lock_t *l) {
+    return l != NULL && (!LIST_EMPTY(&l->holds) || l->q != NULL || l->attempts > 0);
+}
+
+static inline hold_t *lock_hold_first(const lock_t *l) {
+    return LIST_FIRST(&l->holds);
+}
+
+/* The owner's hold of mode, or NULL (l may be NULL). */
+static inline hold_t *lock_hold_of(const lock_t *l, const lock_owner_t *o, lock_mode_t mode) {
+    hold_t *h;
+    if (l == NULL) return NULL;
+    LIST_FOREACH(h, &l->holds, by_lock)
+        if (h->owner == o && h->mode == mode) return h;
+    return NULL;
+}
 /* The owner's hold of any mode, a shared mode's last. */
 hold_t *lock_hold_mine(const lock_t *l, const lock_owner_t *o);
 /* The hold has ended without Redis being told: forget it and free it. */
@@ -247,9 +267,6 @@ void lock_answer(lock_owner_t *o, const lock_reply_t *r);
 void lock_answer_timeout(lockmgr_t *m, lock_owner_t *o, long long ttl_ms);
 /* ERR BACKEND with why the backend cannot serve name now. */
 void lock_answer_unavailable(lockmgr_t *m, lock_owner_t *o, const char *name, size_t len);
-/* Fills the fields every op of the lock manager's sets. */
-void lock_op_init(backend_op_t *op, backend_op_kind_t kind, lock_mode_t mode, const char *name,
-                  size_t len, uint64_t owner, backend_op_cb cb);
 void lockmgr_shutdown_step(lockmgr_t *m);
 
 /* wait.c */

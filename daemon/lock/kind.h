@@ -97,6 +97,17 @@ static inline backend_mode_t lock_backend_mode(lock_mode_t mode) {
     return lock_modes[mode].backend;
 }
 
+/* Fills the fields every backend op of the lock manager's sets. */
+static inline void lock_op_init(backend_op_t *op, backend_op_kind_t kind, lock_mode_t mode,
+                                const char *name, size_t len, uint64_t owner, backend_op_cb cb) {
+    op->kind = kind;
+    op->mode = lock_backend_mode(mode);
+    op->name = name;
+    op->len = len;
+    op->owner = owner;
+    op->cb = cb;
+}
+
 /* The mode whose backend mode is bmode (MUTEX if none). */
 lock_mode_t lock_mode_of_backend(backend_mode_t bmode);
 /* The kind's first mode, which names it. */
@@ -141,7 +152,6 @@ lock_op_t *lock_op_new(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_requ
                        backend_op_kind_t kind, lock_mode_t mode, lock_op_done_cb done);
 
 /* Holds and the table (lockmgr.c). */
-hold_t *lock_hold_of(const lock_t *l, const lock_owner_t *o, lock_mode_t mode);
 hold_t *lock_hold_new(lock_t *l, lock_owner_t *o, uint64_t fence, uint32_t lease_ms,
                       lock_mode_t mode);
 /* The holder can no longer count on the hold: tell it, drop it. */

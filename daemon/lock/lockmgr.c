@@ -88,22 +88,7 @@ void lockmgr_shutdown_step(lockmgr_t *m) {
         timers_start(m->timers, &m->done_timer, 0, on_done_timer);
 }
 
-void lock_op_init(backend_op_t *op, backend_op_kind_t kind, lock_mode_t mode, const char *name,
-                  size_t len, uint64_t owner, backend_op_cb cb) {
-    op->kind = kind;
-    op->mode = lock_backend_mode(mode);
-    op->name = name;
-    op->len = len;
-    op->owner = owner;
-    op->cb = cb;
-}
-
 /* ---- the lock table -------------------------------------------------------------- */
-
-lock_t *lock_find(lockmgr_t *m, const char *name, size_t len) {
-    hmap_node_t *n = hmap_get(&m->locks, name, len);
-    return n ? container_of(n, lock_t, node) : NULL;
-}
 
 lock_t *lock_get(lockmgr_t *m, const char *name, size_t len) {
     lock_t *l = lock_find(m, name, len);
@@ -125,22 +110,6 @@ void lock_maybe_free(lock_t *l) {
     if (!LIST_EMPTY(&l->holds) || l->q != NULL || l->attempts || l->busy) return;
     hmap_del(&l->mgr->locks, &l->node);
     pool_put_sized(&l->mgr->lock_pool, l, sizeof(*l) + l->len + 1);
-}
-
-int lock_in_use(const lock_t *l) {
-    return l != NULL && (!LIST_EMPTY(&l->holds) || l->q != NULL || l->attempts > 0);
-}
-
-hold_t *lock_hold_first(const lock_t *l) {
-    return LIST_FIRST(&l->holds);
-}
-
-hold_t *lock_hold_of(const lock_t *l, const lock_owner_t *o, lock_mode_t mode) {
-    hold_t *h;
-    if (l == NULL) return NULL;
-    LIST_FOREACH(h, &l->holds, by_lock)
-        if (h->owner == o && h->mode == mode) return h;
-    return NULL;
 }
 
 hold_t *lock_hold_mine(const lock_t *l, const lock_owner_t *o) {
