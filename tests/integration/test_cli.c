@@ -729,11 +729,7 @@ END_TEST
 /* Waits (H_WAIT_MS at most) until dlockd counts n waiting requests. */
 static void await_waiters(long long n) {
     h_conn_t *c = h_connect_index(daemon_idx);
-    long long end = h_now_ms() + H_WAIT_MS;
-    while (h_info_value(c, "waiters") != n) {
-        ck_assert_msg(h_now_ms() < end, "never %lld waiters", n);
-        usleep(1000);
-    }
+    h_await_waiters(c, n);
     h_close(c);
 }
 

@@ -176,16 +176,6 @@ static const char redisson_acquire_failed[] =
 #define MAX_FIELDS 16
 #define FIELD_MAX 128
 
-/* ---- failure reports ----------------------------------------------------- */
-
-/* Starts a dlockd on this test's redis-server and keeps its log if the
- * test fails (h_keep_passed drops it when it passes). */
-static int start_d(const char *extra) {
-    int d = h_dlockd_start(extra);
-    h_keep_log(d, "fairlock.%s.dlockd%d", tcase_name(), d);
-    return d;
-}
-
 /* ---- dlockd -------------------------------------------------------------- */
 
 /* The fence of the "OK <fence> <holds>" line c gets next. */
@@ -406,8 +396,7 @@ static long long hexists(const char *name, const char *field) {
 
 /* HGETALL, copied into out. */
 static void hgetall(const char *name, char *out, size_t len) {
-    const char *a[] = {"HGETALL", lock_key(name), NULL};
-    snprintf(out, len, "%s", h_redis_argv(a));
+    h_redis_hgetall(lock_key(name), out, len);
 }
 
 /* Polls until the lock's hash is gone: UNLOCK and a close answer once the
@@ -486,7 +475,7 @@ static long long java_queued(const char *reply) {
 
 START_TEST(reentry_fences_status_unlock) {
     h_redis_start();
-    int d = start_d(SHORT_LEASE);
+    int d = h_dlockd_start_kept("fairlock", SHORT_LEASE);
     h_conn_t *c = h_connect_index(d), *o = h_connect_index(d);
     unsigned long long f1 = take(c, "FAIRLOCK s", 1);
     ck_assert_uint_eq(take(c, "FAIRLOCK s", 2), f1); /* reentrant: the same fence */
@@ -549,7 +538,7 @@ END_TEST
 
 START_TEST(lease_ends_watchdog_keeps) {
     h_redis_start();
-    int d = start_d(SHORT_LEASE);
+    int d = h_dlockd_start_kept("fairlock", SHORT_LEASE);
     h_conn_t *k = h_connect_index(d), *l = h_connect_index(d);
     long long t0 = h_now_ms();
     take(k, "FAIRLOCK kept", 1);
@@ -591,7 +580,8 @@ END_TEST
  * unlocks. */
 START_TEST(fifo_across_two_daemons) {
     h_redis_start();
-    int da = start_d(SHORT_LEASE), db = start_d(SHORT_LEASE);
+    int da = h_dlockd_start_kept("fairlock", SHORT_LEASE);
+    int db = h_dlockd_start_kept("fairlock", SHORT_LEASE);
     h_conn_t *h = h_connect_index(da), *adm_a = h_connect_index(da), *adm_b = h_connect_index(db);
     h_conn_t *w[FIFO_N];
     char field[FIFO_N][FIELD_MAX];
@@ -653,7 +643,8 @@ END_TEST
 
 START_TEST(places_left_at_once) {
     h_redis_start();
-    int da = start_d(QUEUE_LEASE), db = start_d(QUEUE_LEASE);
+    int da = h_dlockd_start_kept("fairlock", QUEUE_LEASE);
+    int db = h_dlockd_start_kept("fairlock", QUEUE_LEASE);
     h_conn_t *h = h_connect_index(da), *t = h_connect_index(da), *c = h_connect_index(db);
     h_conn_t *w1 = h_connect_index(da), *w2 = h_connect_index(db);
     char ft[FIELD_MAX], fc[FIELD_MAX], f1[FIELD_MAX], f2[FIELD_MAX];
@@ -723,7 +714,8 @@ END_TEST
  * which never ends while it waits, and they are served in order. */
 START_TEST(places_kept_alive) {
     h_redis_start();
-    int da = start_d(SHORT_LEASE), db = start_d(SHORT_LEASE);
+    int da = h_dlockd_start_kept("fairlock", SHORT_LEASE);
+    int db = h_dlockd_start_kept("fairlock", SHORT_LEASE);
     h_conn_t *h = h_connect_index(da), *w1 = h_connect_index(db), *w2 = h_connect_index(da);
     char f1[FIELD_MAX], f2[FIELD_MAX];
     take(h, "FAIRLOCK k", 1);
@@ -767,7 +759,7 @@ END_TEST
  * take their places back in their order and are served in it. */
 START_TEST(queue_lost_with_redis_data) {
     h_redis_start();
-    int d = start_d(SHORT_LEASE);
+    int d = h_dlockd_start_kept("fairlock", SHORT_LEASE);
     h_conn_t *h = h_connect_index(d), *w[3];
     char f[3][FIELD_MAX];
     unsigned long long before = take(h, "FAIRLOCK ql", 1);
@@ -801,7 +793,8 @@ END_TEST
  * waiter gets the lock once B's place ended, within about lease_ms. */
 START_TEST(dead_daemons_place_ends) {
     h_redis_start();
-    int da = start_d(SHORT_LEASE), db = start_d(SHORT_LEASE);
+    int da = h_dlockd_start_kept("fairlock", SHORT_LEASE);
+    int db = h_dlockd_start_kept("fairlock", SHORT_LEASE);
     h_conn_t *h = h_connect_index(da), *wb = h_connect_index(db), *wa = h_connect_index(da);
     char fb[FIELD_MAX], fa[FIELD_MAX];
     take(h, "FAIRLOCK dd", 1);
@@ -835,7 +828,7 @@ END_TEST
 
 START_TEST(tryfairlock_zero_takes_no_place) {
     h_redis_start();
-    int da = start_d(NULL), db = start_d(NULL);
+    int da = h_dlockd_start_kept("fairlock", NULL), db = h_dlockd_start_kept("fairlock", NULL);
     h_conn_t *hb = h_connect_index(db), *w = h_connect_index(db);
     h_conn_t *oa = h_connect_index(da), *ob = h_connect_index(db);
     char fw[FIELD_MAX];
@@ -886,7 +879,7 @@ END_TEST
 
 START_TEST(kinds_do_not_mix) {
     h_redis_start();
-    int da = start_d(NULL), db = start_d(NULL);
+    int da = h_dlockd_start_kept("fairlock", NULL), db = h_dlockd_start_kept("fairlock", NULL);
     h_conn_t *a = h_connect_index(da), *o = h_connect_index(da), *e = h_connect_index(db);
     h_conn_t *wa = h_connect_index(da);
     char before[1024], after[1024];
@@ -953,7 +946,8 @@ END_TEST
  * waiter's keep-alive turn. Measured, bounded by lease_ms. */
 START_TEST(plain_and_fair_exclude_across_daemons) {
     h_redis_start();
-    int da = start_d(SHORT_LEASE), db = start_d(SHORT_LEASE);
+    int da = h_dlockd_start_kept("fairlock", SHORT_LEASE);
+    int db = h_dlockd_start_kept("fairlock", SHORT_LEASE);
     h_conn_t *fa = h_connect_index(da), *pb = h_connect_index(db);
     take(fa, "FAIRLOCK pf", 1);
     h_send(pb, "LOCK pf\n");
@@ -1013,7 +1007,7 @@ END_TEST
  * granted long before its keep-alive turn (renew_every_ms, 10 s here). */
 START_TEST(forceunlock_wakes_first_waiter) {
     h_redis_start();
-    int da = start_d(NULL), db = start_d(NULL);
+    int da = h_dlockd_start_kept("fairlock", NULL), db = h_dlockd_start_kept("fairlock", NULL);
     h_conn_t *h = h_connect_index(da), *w1 = h_connect_index(db), *w2 = h_connect_index(da);
     h_conn_t *adm = h_connect_index(da);
     char f1[FIELD_MAX], f2[FIELD_MAX];
@@ -1053,7 +1047,7 @@ END_TEST
  * and wakes it. */
 START_TEST(redisson_ahead_served_first_then_wakes_dlockd) {
     h_redis_start();
-    int d = start_d(NULL);
+    int d = h_dlockd_start_kept("fairlock", NULL);
     h_conn_t *h = h_connect_index(d), *w = h_connect_index(d);
     char fw[FIELD_MAX];
     unsigned long long fh = take(h, "FAIRLOCK x", 1);
@@ -1098,7 +1092,7 @@ END_TEST
  * channel; Redisson's tryLock then grants it, and dlockd sees it taken. */
 START_TEST(dlockd_unlock_wakes_redisson_waiter) {
     h_redis_start();
-    int d = start_d(NULL);
+    int d = h_dlockd_start_kept("fairlock", NULL);
     h_conn_t *h = h_connect_index(d), *o = h_connect_index(d);
     take(h, "FAIRLOCK y", 1);
     ck_assert_int_gt(java_queued(java_try_lock("y", JAVA_T1, JAVA_WAIT_TRY)), 0);
@@ -1134,7 +1128,7 @@ END_TEST
  * acquireFailed takes the place back. */
 START_TEST(redisson_refused_while_dlockd_holds) {
     h_redis_start();
-    int d = start_d(NULL);
+    int d = h_dlockd_start_kept("fairlock", NULL);
     h_conn_t *h = h_connect_index(d);
     unsigned long long fh = take(h, "FAIRLOCK r", 1);
     char before[1024], after[1024];
@@ -1172,7 +1166,7 @@ END_TEST
  * has had its turn, the dlockd waiter comes before thread 2. */
 static void redisson_grant_keeps_fifo(const char *extra, const char *wait, int hold_ms) {
     h_redis_start();
-    int da = start_d(extra), db = start_d(extra);
+    int da = h_dlockd_start_kept("fairlock", extra), db = h_dlockd_start_kept("fairlock", extra);
     h_conn_t *h = h_connect_index(da), *w = h_connect_index(db);
     char fw[FIELD_MAX];
     take(h, "FAIRLOCK g", 1);

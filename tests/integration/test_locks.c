@@ -29,21 +29,6 @@ static unsigned long long lock_ok(h_conn_t *c, const char *name) {
     return fence_of(r);
 }
 
-/* Waits until the daemon reports want waiters (replies, not sleeps). */
-static void await_waiters(h_conn_t *admin, long long want) {
-    long long end = h_now_ms() + H_WAIT_MS;
-    while (h_info_value(admin, "waiters") != want) {
-        ck_assert_msg(h_now_ms() < end, "never saw %lld waiters", want);
-        usleep(1000);
-    }
-}
-
-/* Asserts that nothing arrives on c within ms. */
-static void expect_silence(h_conn_t *c, int ms) {
-    const char *r = h_recv(c, ms);
-    ck_assert_msg(r == NULL, "unexpected line '%s'", r ? r : "");
-}
-
 START_TEST(reentrancy_and_fences) {
     h_redis_start();
     int d = h_dlockd_start(NULL);
@@ -154,7 +139,7 @@ START_TEST(wakeup_follows_release) {
     h_conn_t *a = h_connect_index(d), *b = h_connect_index(d), *adm = h_connect_index(d);
     lock_ok(a, "w");
     h_send(b, "LOCK w\n");
-    await_waiters(adm, 1);
+    h_await_waiters(adm, 1);
     long long t0 = h_now_us();
     h_send(a, "UNLOCK w\n");
     const char *r = h_recv(b, H_WAIT_MS);
@@ -177,7 +162,7 @@ START_TEST(fifo_four_waiters) {
     for (int i = 0; i < 4; i++) {
         w[i] = h_connect_index(d);
         h_send(w[i], "LOCK q\n");
-        await_waiters(adm, i + 1);
+        h_await_waiters(adm, i + 1);
     }
     /* The holder unlocks and at once asks again: it queues behind all four. */
     h_send(a, "UNLOCK q\nLOCK q\n");
@@ -187,8 +172,8 @@ START_TEST(fifo_four_waiters) {
         unsigned long long f = fence_of(h_recv(w[i], H_WAIT_MS));
         ck_assert_uint_gt(f, last);
         last = f;
-        for (int j = i + 1; j < 4; j++) expect_silence(w[j], 20);
-        expect_silence(a, 20);
+        for (int j = i + 1; j < 4; j++) h_expect_silence(w[j], 20, "unexpected line");
+        h_expect_silence(a, 20, "unexpected line");
         h_send(w[i], "UNLOCK q\n");
         H_EXPECT(w[i], "OK 0");
     }
@@ -207,7 +192,7 @@ START_TEST(disconnect_releases_holder) {
     lock_ok(a, "h2");
     lock_ok(a, "h2"); /* two holds: all go with the connection */
     h_send(b, "LOCK h\n");
-    await_waiters(adm, 1);
+    h_await_waiters(adm, 1);
     h_close(a);
     const char *r = h_recv(b, H_WAIT_MS);
     ck_assert_msg(r && strncmp(r, "OK ", 3) == 0, "got '%s'", r ? r : "nothing");
@@ -229,12 +214,12 @@ START_TEST(disconnect_removes_waiter) {
     h_conn_t *adm = h_connect_index(d);
     lock_ok(a, "r");
     h_send(b, "LOCK r\n");
-    await_waiters(adm, 1);
+    h_await_waiters(adm, 1);
     h_send(c, "LOCK r\n");
-    await_waiters(adm, 2);
+    h_await_waiters(adm, 2);
     long long grants = h_info_value(adm, "grants");
     h_close(b);
-    await_waiters(adm, 1);
+    h_await_waiters(adm, 1);
     h_send(a, "UNLOCK r\n");
     H_EXPECT(a, "OK 0");
     const char *r = h_recv(c, H_WAIT_MS);
@@ -274,10 +259,10 @@ START_TEST(half_closed_waiter_then_gone_is_noticed) {
     h_send(b, "LOCK k\nLOCK busy\n");
     shutdown(b->fd, SHUT_WR);
     fence_of(h_recv(b, H_WAIT_MS));
-    await_waiters(adm, 1);
+    h_await_waiters(adm, 1);
     /* Now b goes away for good: its wait ends and k is released. */
     h_close(b);
-    await_waiters(adm, 0);
+    h_await_waiters(adm, 0);
     h_send(c, "TRYLOCK k 5000\n");
     fence_of(h_recv(c, H_WAIT_MS));
     h_close(a);
@@ -292,7 +277,7 @@ START_TEST(watchdog_keeps_lock) {
     h_conn_t *a = h_connect_index(d), *b = h_connect_index(d);
     lock_ok(a, "dog");
     /* Five leases pass: no !LOST, and it is still ours. */
-    expect_silence(a, 1500);
+    h_expect_silence(a, 1500, "unexpected line");
     h_send(a, "STATUS dog\n");
     H_EXPECT_PREFIX(a, "OK MINE 1 ");
     h_send(b, "TRYLOCK dog\n");
@@ -313,7 +298,7 @@ START_TEST(watchdog_renews_in_batches) {
     for (int i = 0; i < LOCKS; i++) h_send(a, "LOCK many%d\n", i);
     for (int i = 0; i < LOCKS; i++) H_EXPECT_PREFIX(a, "OK ");
     long long renewals = h_info_value(b, "renewals"), calls = h_redis_calls("evalsha");
-    expect_silence(a, 1000);
+    h_expect_silence(a, 1000, "unexpected line");
     renewals = h_info_value(b, "renewals") - renewals;
     calls = h_redis_calls("evalsha") - calls;
     /* About five rounds of 200 renewals; the registry's refresh (one call
@@ -363,7 +348,7 @@ START_TEST(renew_extends) {
     fence_of(h_recv(a, H_WAIT_MS));
     h_send(a, "RENEW rn 3000\n");
     H_EXPECT(a, "OK 3000");
-    expect_silence(a, 700); /* past the first lease */
+    h_expect_silence(a, 700, "unexpected line"); /* past the first lease */
     h_send(a, "STATUS rn\n");
     const char *r = h_recv(a, H_WAIT_MS);
     unsigned holds;
@@ -404,7 +389,7 @@ START_TEST(lease_and_watchdog_mix) {
     snprintf(want, sizeof(want), "OK %llu 2", f);
     H_EXPECT(a, want);
     /* Well past 2 s and the 400 ms lease: both still held, no !LOST. */
-    expect_silence(a, 2500);
+    h_expect_silence(a, 2500, "unexpected line");
     h_send(a, "STATUS w\nSTATUS x\n");
     H_EXPECT_PREFIX(a, "OK MINE 2 ");
     H_EXPECT_PREFIX(a, "OK MINE 2 ");
@@ -421,7 +406,7 @@ START_TEST(lease_and_watchdog_mix) {
     h_send(a, "LOCK y 5000\nLOCK y 200\n");
     fence_of(h_recv(a, H_WAIT_MS));
     fence_of(h_recv(a, H_WAIT_MS));
-    expect_silence(a, 500);
+    h_expect_silence(a, 500, "unexpected line");
     t = atoll(h_redis_cli("PTTL dlock:y"));
     ck_assert_msg(t > 4000 && t <= 5000, "PTTL %lld", t);
     ck_assert_int_eq(h_info_value(b, "lost"), 0);
@@ -436,7 +421,7 @@ START_TEST(forceunlock_and_denied) {
     h_conn_t *a = h_connect_index(d), *adm = h_connect_index(d), *w = h_connect_index(d);
     lock_ok(a, "f");
     h_send(w, "LOCK f\n");
-    await_waiters(adm, 1);
+    h_await_waiters(adm, 1);
     h_send(adm, "FORCEUNLOCK f\n");
     H_EXPECT(adm, "OK 1");
     H_EXPECT(a, "!LOST f forced");
@@ -483,7 +468,7 @@ START_TEST(limits) {
     H_EXPECT_PREFIX(a, "ERR LIMIT ");
     lock_ok(a, "l1"); /* reentry is no new lock */
     h_send(b, "LOCK l1\n");
-    await_waiters(adm, 1);
+    h_await_waiters(adm, 1);
     h_send(c, "LOCK l2\n");
     H_EXPECT_PREFIX(c, "ERR LIMIT ");
     h_send(c, "PING\n");

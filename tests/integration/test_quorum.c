@@ -41,10 +41,6 @@
 
 #define KEEP(d) h_keep_log((d), "quorum.%s.dlockd%d", __func__, (d))
 
-static void passed(void) {
-    h_keep_passed();
-}
-
 /* ---- state of one test -------------------------------------------------------- */
 
 static int node[NODES_MAX];     /* redis-server indexes */
@@ -252,17 +248,6 @@ static int down_names(const char *line, int port) {
 
 /* ---- client requests ------------------------------------------------------------------ */
 
-/* The next reply line; NULL on timeout. An event here fails the test. */
-static const char *reply(h_conn_t *c, int timeout_ms) {
-    long long end = h_now_ms() + timeout_ms;
-    for (;;) {
-        long long left = end - h_now_ms();
-        const char *l = h_recv(c, left > 0 ? (int)left : 0);
-        if (l == NULL || l[0] != '!') return l;
-        ck_assert_msg(0, "unexpected event '%s'", l);
-    }
-}
-
 /* A grant line "OK <fence> <holds>": the fence, 0 if it is not one. */
 static unsigned long long parse_grant(const char *l, long long *holds) {
     unsigned long long f;
@@ -285,7 +270,7 @@ static unsigned long long granted(const char *what, const char *name, const char
 
 static unsigned long long request_grant(h_conn_t *c, const char *name, const char *req) {
     h_send(c, "%s\n", req);
-    return granted(req, name, reply(c, H_WAIT_MS));
+    return granted(req, name, h_reply(c, H_WAIT_MS, H_EVENTS_FAIL));
 }
 
 static unsigned long long lock_ok(h_conn_t *c, const char *name) {
@@ -302,7 +287,7 @@ static unsigned long long trylock_ok(h_conn_t *c, const char *name) {
 
 static void unlock_ok(h_conn_t *c, const char *name) {
     h_send(c, "UNLOCK %s\n", name);
-    const char *l = reply(c, H_WAIT_MS);
+    const char *l = h_reply(c, H_WAIT_MS, H_EVENTS_FAIL);
     ck_assert_msg(l != NULL && strcmp(l, "OK 0") == 0, "UNLOCK %s: got '%s', wanted 'OK 0'",
                   name, l ? l : "(no reply)");
 }
@@ -310,7 +295,7 @@ static void unlock_ok(h_conn_t *c, const char *name) {
 /* req must answer a line starting with want. */
 static const char *expect_prefix(h_conn_t *c, const char *req, const char *want) {
     h_send(c, "%s\n", req);
-    const char *l = reply(c, H_WAIT_MS);
+    const char *l = h_reply(c, H_WAIT_MS, H_EVENTS_FAIL);
     ck_assert_msg(l != NULL && strncmp(l, want, strlen(want)) == 0, "%s: got '%s', wanted "
                   "'%s...'", req, l ? l : "(no reply)", want);
     return l;
@@ -533,7 +518,7 @@ START_TEST(basic_two_daemons_over_five_nodes) {
     expect_prefix(a2, "TRYLOCK basic 0", "TIMEOUT ");
     expect_prefix(b, "TRYLOCK basic 0", "TIMEOUT ");
     h_send(a, "LOCK basic\n");
-    const char *l = reply(a, H_WAIT_MS);
+    const char *l = h_reply(a, H_WAIT_MS, H_EVENTS_FAIL);
     long long holds = 0;
     ck_assert_msg(parse_grant(l, &holds) == f1 && holds == 2,
                   "reentrant LOCK basic: '%s', wanted 'OK %llu 2'", l ? l : "(no reply)", f1);
@@ -557,10 +542,10 @@ START_TEST(basic_two_daemons_over_five_nodes) {
      * sooner than the holder's 2000 ms lease would let it retry. */
     request_grant(a, "wake", "LOCK wake 2000");
     h_send(b, "LOCK wake\n");
-    ck_assert_ptr_null(reply(b, 300));
+    ck_assert_ptr_null(h_reply(b, 300, H_EVENTS_FAIL));
     long long t0 = h_now_ms();
     unlock_ok(a, "wake");
-    l = reply(b, 1000);
+    l = h_reply(b, 1000, H_EVENTS_FAIL);
     long long woke = h_now_ms() - t0;
     granted("the waiter of daemon B", "wake", l);
     printf("quorum: waiter of another daemon granted %lld ms after the release\n", woke);
@@ -585,7 +570,7 @@ START_TEST(basic_two_daemons_over_five_nodes) {
     h_close(a);
     h_close(a2);
     h_close(b);
-    passed();
+    h_keep_passed();
 }
 END_TEST
 
@@ -658,7 +643,7 @@ START_TEST(minority_down_works_majority_down_refuses) {
     long long tr = h_now_ms();
     for (int i = 2; i < 5; i++) h_redis_restart_index(node[i]);
     h_send(c, "TRYLOCK nq 0\n");
-    const char *l = reply(c, H_WAIT_MS);
+    const char *l = h_reply(c, H_WAIT_MS, H_EVENTS_FAIL);
     ck_assert_msg(l != NULL, "TRYLOCK nq 0 after the restarts: no reply");
     ck_assert_msg(parse_grant(l, NULL) == 0 || h_now_ms() - tr >= rejoin,
                   "granted %lld ms after the restarts, before they could rejoin (%u ms): '%s'",
@@ -691,7 +676,7 @@ START_TEST(minority_down_works_majority_down_refuses) {
     h_close(a);
     h_close(h);
     h_close(c);
-    passed();
+    h_keep_passed();
 }
 END_TEST
 
@@ -796,7 +781,7 @@ START_TEST(paused_node_stalls_nothing) {
     ck_assert_msg(held_up[0] == '\0', "%s", held_up);
     h_close(a);
     h_close(b);
-    passed();
+    h_keep_passed();
 }
 END_TEST
 
@@ -867,7 +852,7 @@ START_TEST(restarted_empty_node_sits_out) {
         }
         if (bgrant >= 0) continue;
         h_send(b, "TRYLOCK L 0\n");
-        const char *l = reply(b, H_WAIT_MS);
+        const char *l = h_reply(b, H_WAIT_MS, H_EVENTS_FAIL);
         tries++;
         ck_assert_msg(l != NULL, "TRYLOCK L 0 on B: no reply");
         if (parse_grant(l, NULL) == 0) {
@@ -906,13 +891,13 @@ START_TEST(restarted_empty_node_sits_out) {
            up);
     lock_ok(b, "L");
     h_send(a, "LOCK L\n");
-    ck_assert_ptr_null(reply(a, 200));
+    ck_assert_ptr_null(h_reply(a, 200, H_EVENTS_FAIL));
     unlock_ok(b, "L");
-    granted("A's LOCK L after B's release", "L", reply(a, H_WAIT_MS));
+    granted("A's LOCK L after B's release", "L", h_reply(a, H_WAIT_MS, H_EVENTS_FAIL));
     unlock_ok(a, "L");
     h_close(a);
     h_close(b);
-    passed();
+    h_keep_passed();
 }
 END_TEST
 
@@ -934,7 +919,7 @@ START_TEST(redisson_redlock_and_dlockd_exclude_and_wake) {
         ck_assert_msg(r[0] == '\0', "Redisson's lock on node %d: '%s'", i, r);
     }
     h_send(c, "LOCK rs\n");
-    ck_assert_ptr_null(reply(c, 500));
+    ck_assert_ptr_null(h_reply(c, 500, H_EVENTS_FAIL));
     const char *l = expect_prefix(t, "TRYLOCK rs 0", "TIMEOUT ");
     printf("quorum: TRYLOCK rs 0 while Redisson holds it: %s\n", l);
     /* the waiter listens on the lock's channel */
@@ -958,7 +943,7 @@ START_TEST(redisson_redlock_and_dlockd_exclude_and_wake) {
         const char *r = rs_unlock(i, key, i);
         ck_assert_msg(strcmp(r, "1") == 0, "Redisson's unlock on node %d: '%s'", i, r);
     }
-    l = reply(c, 5000);
+    l = h_reply(c, 5000, H_EVENTS_FAIL);
     long long woke = h_now_ms() - t0;
     granted("the dlockd waiter after Redisson's unlock", "rs", l);
     printf("quorum: dlockd waiter granted %lld ms after Redisson's unlock (%d subscriptions)\n",
@@ -1008,7 +993,7 @@ START_TEST(redisson_redlock_and_dlockd_exclude_and_wake) {
     unlock_ok(t, "rs");
     h_close(c);
     h_close(t);
-    passed();
+    h_keep_passed();
 }
 END_TEST
 
@@ -1048,9 +1033,9 @@ START_TEST(tls_with_passwords_per_node) {
     for (int i = 0; i < 3; i++) holding += exists_on(i, "dlock:tls") == 1;
     ck_assert_msg(holding >= 2, "dlock:tls on %d TLS nodes of 3", holding);
     h_send(a2, "LOCK tls\n");
-    ck_assert_ptr_null(reply(a2, 300));
+    ck_assert_ptr_null(h_reply(a2, 300, H_EVENTS_FAIL));
     unlock_ok(a, "tls");
-    granted("the waiter over TLS", "tls", reply(a2, 3000));
+    granted("the waiter over TLS", "tls", h_reply(a2, 3000, H_EVENTS_FAIL));
     unlock_ok(a2, "tls");
 
     /* B reaches two nodes of three: a majority, node 1 named down. */
@@ -1072,7 +1057,7 @@ START_TEST(tls_with_passwords_per_node) {
     h_close(a);
     h_close(a2);
     h_close(b);
-    passed();
+    h_keep_passed();
 }
 END_TEST
 
@@ -1243,7 +1228,7 @@ START_TEST(config_and_limits) {
     h_close(cc);
     h_close(a);
     h_close(b);
-    passed();
+    h_keep_passed();
 }
 END_TEST
 
@@ -1282,7 +1267,7 @@ START_TEST(release_reaches_node_back_with_its_data) {
     ck_assert_msg(gone < ttl - 500, "r left node 2 %lld ms after its restart, with %lld ms of "
                   "lease left at the restart: not by the release", gone, ttl);
     h_close(a);
-    passed();
+    h_keep_passed();
 }
 END_TEST
 
@@ -1334,7 +1319,7 @@ START_TEST(three_daemons_contend) {
             ck_assert_msg(j == got || (l = h_recv(c[j], 0)) == NULL,
                           "daemon %d answered '%s' while daemon %d held hot", j, l, got);
         h_send(c[got], "UNLOCK hot\n");
-        ck_assert_str_eq(reply(c[got], H_WAIT_MS), "OK 0");
+        ck_assert_str_eq(h_reply(c[got], H_WAIT_MS, H_EVENTS_FAIL), "OK 0");
         h_send(c[got], "LOCK hot\n");
         asked[got] = h_now_ms();
     }
@@ -1345,7 +1330,7 @@ START_TEST(three_daemons_contend) {
         ck_assert_msg(grants[i] >= GRANTS / 10, "daemon %d got %d of %d grants", i, grants[i],
                       GRANTS);
     for (int i = 0; i < DAEMONS; i++) h_close(c[i]);
-    passed();
+    h_keep_passed();
 }
 END_TEST
 

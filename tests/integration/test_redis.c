@@ -58,15 +58,11 @@ static void keep_log(int d) {
     h_keep_log(d, "%s.dlockd%d", tcase_name(), d);
 }
 
-static void passed(void) {
-    h_keep_passed();
-}
-
 static void setup(void) {
     h_setup();
 }
 
-#define PASSED() passed()
+#define PASSED() h_keep_passed()
 
 /* The last bytes of dlockd d's log, for a failure message (static buffer). */
 static const char *log_tail(int d) {
@@ -112,20 +108,10 @@ static const char *redisson_unlock_x(const char *field) {
     return h_redis_argv(a);
 }
 
-/* The next reply line, skipping events; NULL on timeout. */
-static const char *reply(h_conn_t *c, int timeout_ms) {
-    long long end = h_now_ms() + timeout_ms;
-    for (;;) {
-        long long left = end - h_now_ms();
-        const char *l = h_recv(c, left > 0 ? (int)left : 0);
-        if (l == NULL || l[0] != '!') return l;
-    }
-}
-
 /* Sends LOCK <name> and returns the fence of the "OK <fence> <holds>" reply. */
 static unsigned long long lock_ok(h_conn_t *c, const char *name, long long holds) {
     h_send(c, "LOCK %s\n", name);
-    const char *l = reply(c, H_WAIT_MS);
+    const char *l = h_reply(c, H_WAIT_MS, H_EVENTS_SKIP);
     ck_assert_msg(l != NULL, "LOCK %s: no reply", name);
     unsigned long long fence;
     long long h;
@@ -149,7 +135,7 @@ static unsigned long long fence_of(const char *line) {
 /* 1 if INFO on c says redis=<state>. */
 static int redis_is(h_conn_t *c, const char *state) {
     h_send(c, "INFO\n");
-    const char *l = reply(c, H_WAIT_MS);
+    const char *l = h_reply(c, H_WAIT_MS, H_EVENTS_SKIP);
     ck_assert_ptr_nonnull(l);
     ck_assert_msg(strncmp(l, "OK ", 3) == 0, "INFO said '%s'", l);
     char want[32];
@@ -207,7 +193,7 @@ START_TEST(redisson_excluded_by_dlockd_holder) {
 
     h_conn_t *c2 = h_connect_index(d);
     h_send(c2, "TRYLOCK x 0\n");
-    const char *l = reply(c2, H_WAIT_MS);
+    const char *l = h_reply(c2, H_WAIT_MS, H_EVENTS_SKIP);
     ck_assert_ptr_nonnull(l);
     long long ttl = 0;
     ck_assert_msg(sscanf(l, "TIMEOUT %lld", &ttl) == 1 && ttl > 0,
@@ -231,7 +217,7 @@ START_TEST(redisson_release_wakes_dlockd_waiter) {
 
     long long t0 = h_now_ms();
     ck_assert_str_eq(redisson_unlock_x("javauuid:1"), "(integer) 1");
-    const char *l = reply(c, 2000);
+    const char *l = h_reply(c, 2000, H_EVENTS_SKIP);
     long long took = h_now_ms() - t0;
     ck_assert_msg(l != NULL, "no grant within 2000 ms of Redisson's unlock");
     fence_of(l);
@@ -361,7 +347,7 @@ START_TEST(redis_down_backend_error_and_recovery) {
     h_conn_t *b = h_connect_index(d);
     long long t1 = h_now_ms();
     h_send(b, "LOCK y\n");
-    const char *l = reply(b, 3000);
+    const char *l = h_reply(b, 3000, H_EVENTS_SKIP);
     long long took = h_now_ms() - t1;
     ck_assert_msg(l != NULL, "LOCK y with Redis down: no reply within 3000 ms");
     ck_assert_msg(strncmp(l, "ERR BACKEND", 11) == 0, "LOCK y with Redis down: '%s'", l);
@@ -390,7 +376,7 @@ START_TEST(redis_hung_request_does_not_hang) {
     const char *pong = h_recv(p, 1000);
     ck_assert_msg(pong != NULL, "PING did not answer within 1000 ms while Redis hangs");
     ck_assert_str_eq(pong, "OK PONG");
-    const char *l = reply(c, 3000);
+    const char *l = h_reply(c, 3000, H_EVENTS_SKIP);
     long long took = h_now_ms() - t0;
     ck_assert_msg(l != NULL, "LOCK z with Redis hung: no reply within 3000 ms");
     ck_assert_msg(strncmp(l, "ERR BACKEND", 11) == 0, "LOCK z with Redis hung: '%s'", l);
@@ -475,7 +461,7 @@ START_TEST(two_daemons_share_redis_pubsub_handoff) {
     long long t0 = h_now_ms();
     h_send(c1, "UNLOCK x\n");
     H_EXPECT(c1, "OK 0");
-    const char *l = reply(c2, 2000);
+    const char *l = h_reply(c2, 2000, H_EVENTS_SKIP);
     long long took = h_now_ms() - t0;
     ck_assert_msg(l != NULL, "daemon 2's waiter not granted within 2000 ms of the unlock");
     unsigned long long f2 = fence_of(l);
@@ -524,7 +510,7 @@ static void wait_serving(int d, pid_t pid) {
         if (up) {
             h_conn_t *c = h_connect_index(d);
             h_send(c, "PING\n");
-            const char *l = reply(c, 1000);
+            const char *l = h_reply(c, 1000, H_EVENTS_SKIP);
             int ok = l != NULL && strcmp(l, "OK PONG") == 0;
             h_close(c);
             if (ok) return;
@@ -565,7 +551,7 @@ START_TEST(auth_and_db) {
     wait_serving(bad, pid);
     h_conn_t *b = h_connect_index(bad);
     h_send(b, "LOCK x\n");
-    const char *l = reply(b, 3000);
+    const char *l = h_reply(b, 3000, H_EVENTS_SKIP);
     ck_assert_msg(l != NULL && strncmp(l, "ERR BACKEND", 11) == 0 && strstr(l, "WRONGPASS"),
                   "LOCK x with a wrong Redis password: '%s', wanted ERR BACKEND with "
                   "Redis's WRONGPASS", l ? l : "(no reply)");
@@ -594,7 +580,7 @@ START_TEST(wrongtype_is_kind_or_backend_error) {
     ck_assert_str_eq(h_redis_argv(set), "OK");
     h_conn_t *c = h_connect_index(d);
     h_send(c, "LOCK w\n");
-    const char *l = reply(c, H_WAIT_MS);
+    const char *l = h_reply(c, H_WAIT_MS, H_EVENTS_SKIP);
     ck_assert_msg(l != NULL, "LOCK w on a string key: no reply");
     ck_assert_msg(strncmp(l, "ERR KIND w is a semaphore", 25) == 0,
                   "LOCK w on a string key: got '%s', wanted 'ERR KIND w is a semaphore ...'", l);
@@ -602,7 +588,7 @@ START_TEST(wrongtype_is_kind_or_backend_error) {
     const char *push[] = {"RPUSH", "dlock:wl", "x", NULL};
     ck_assert_str_eq(h_redis_argv(push), "1");
     h_send(c, "LOCK wl\n");
-    l = reply(c, H_WAIT_MS);
+    l = h_reply(c, H_WAIT_MS, H_EVENTS_SKIP);
     ck_assert_msg(l != NULL, "LOCK wl on a list key: no reply");
     ck_assert_msg(strncmp(l, "ERR BACKEND", 11) == 0 && strstr(l, "WRONGTYPE") != NULL,
                   "LOCK wl on a list key: got '%s', wanted 'ERR BACKEND ...WRONGTYPE...'", l);
@@ -638,7 +624,7 @@ static pid_t cli_background(const char *const args[]) {
 /* The value of INFO's key=..., or -1. */
 static long long info_num(h_conn_t *c, const char *key) {
     h_send(c, "INFO\n");
-    const char *l = reply(c, H_WAIT_MS);
+    const char *l = h_reply(c, H_WAIT_MS, H_EVENTS_SKIP);
     ck_assert_ptr_nonnull(l);
     char pat[64];
     snprintf(pat, sizeof(pat), " %s=", key);
@@ -654,7 +640,7 @@ START_TEST(oom_is_backend_error) {
     const char *oom[] = {"CONFIG", "SET", "maxmemory", "1", NULL};
     ck_assert_str_eq(h_redis_argv(oom), "OK");
     h_send(c, "LOCK full\n");
-    const char *l = reply(c, H_WAIT_MS);
+    const char *l = h_reply(c, H_WAIT_MS, H_EVENTS_SKIP);
     ck_assert_msg(l != NULL && strncmp(l, "ERR BACKEND", 11) == 0 && strstr(l, "OOM"),
                   "LOCK under maxmemory: got '%s', wanted ERR BACKEND with Redis's OOM",
                   l ? l : "(no reply)");
@@ -665,7 +651,8 @@ START_TEST(oom_is_backend_error) {
     ck_assert_str_eq(h_redis_argv(ok), "OK");
     lock_ok(c, "full", 1);
     h_send(c, "STATUS before\n");
-    ck_assert_msg(strncmp(reply(c, H_WAIT_MS), "OK MINE 1 ", 10) == 0, "before was lost");
+    ck_assert_msg(strncmp(h_reply(c, H_WAIT_MS, H_EVENTS_SKIP), "OK MINE 1 ", 10) == 0,
+                  "before was lost");
     h_close(c);
     PASSED();
 }
@@ -684,13 +671,13 @@ START_TEST(busy_script_is_backend_error) {
     long long end = h_now_ms() + H_WAIT_MS;
     for (;;) {
         h_send(c, "LOCK b\n");
-        l = reply(c, H_WAIT_MS);
+        l = h_reply(c, H_WAIT_MS, H_EVENTS_SKIP);
         ck_assert_ptr_nonnull(l);
         if (strstr(l, "BUSY") != NULL) break;
         ck_assert_msg(h_now_ms() < end, "never saw BUSY, last reply '%s'", l);
         if (strncmp(l, "OK ", 3) == 0) { /* got in before the script started */
             h_send(c, "UNLOCK b\n");
-            reply(c, H_WAIT_MS);
+            h_reply(c, H_WAIT_MS, H_EVENTS_SKIP);
         }
         usleep(20000);
     }
@@ -719,7 +706,7 @@ START_TEST(connection_killed_mid_request) {
     ck_assert_ptr_null(h_recv(c, 200)); /* really in flight */
     const char *kill[] = {"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes", NULL};
     h_redis_argv(kill);
-    const char *l = reply(c, H_WAIT_MS);
+    const char *l = h_reply(c, H_WAIT_MS, H_EVENTS_SKIP);
     ck_assert_msg(l != NULL && strncmp(l, "ERR BACKEND", 11) == 0,
                   "LOCK whose connection was killed: '%s'", l ? l : "(no reply)");
     const char *unpause[] = {"CLIENT", "UNPAUSE", NULL};
@@ -728,7 +715,7 @@ START_TEST(connection_killed_mid_request) {
     lock_ok(c, "cut", 1);
     /* The holder's lock outlived the reconnect, renewed and still its own. */
     h_send(holder, "STATUS kept\n");
-    l = reply(holder, H_WAIT_MS);
+    l = h_reply(holder, H_WAIT_MS, H_EVENTS_SKIP);
     ck_assert_msg(l && strncmp(l, "OK MINE 1 ", 10) == 0, "kept: '%s'", l ? l : "");
     ck_assert_int_eq(info_num(c, "lost"), 0);
     h_close(holder);
@@ -762,7 +749,8 @@ START_TEST(password_from_file_and_env_never_logged) {
     h_conn_t *a = h_connect_index(d1), *b = h_connect_index(d2);
     lock_ok(a, "pw", 1);
     h_send(b, "TRYLOCK pw\n");
-    ck_assert_msg(strncmp(reply(b, H_WAIT_MS), "TIMEOUT ", 8) == 0, "d2 does not see d1's lock");
+    ck_assert_msg(strncmp(h_reply(b, H_WAIT_MS, H_EVENTS_SKIP), "TIMEOUT ", 8) == 0,
+                  "d2 does not see d1's lock");
     h_close(a);
     h_close(b);
     for (int d = d1; d <= d2; d++) {
@@ -819,13 +807,13 @@ START_TEST(local_handoffs_do_not_starve_other_daemons) {
     for (int round = 0; round < 5; round++) {
         long long t0 = h_now_ms();
         h_send(other, "TRYLOCK busy 3000\n");
-        const char *l = reply(other, H_WAIT_MS);
+        const char *l = h_reply(other, H_WAIT_MS, H_EVENTS_SKIP);
         ck_assert_msg(l && strncmp(l, "OK ", 3) == 0,
                       "round %d: a client of another daemon got '%s' while d0 churned", round,
                       l ? l : "(nothing)");
         fprintf(stderr, "other daemon's turn came after %lld ms\n", h_now_ms() - t0);
         h_send(other, "UNLOCK busy\n");
-        reply(other, H_WAIT_MS);
+        h_reply(other, H_WAIT_MS, H_EVENTS_SKIP);
     }
     close(p[1]);
     waitpid(pid, NULL, 0);

@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tests/support/harness.h"
@@ -22,27 +21,11 @@
 
 #define KEEP(d) h_keep_log((d), "replicas.%s.dlockd%d", __func__, (d))
 
-static void passed(void) {
-    h_keep_passed();
-}
-
 static void setup(void) {
     h_setup();
 }
 
 /* ---- helpers -------------------------------------------------------------- */
-
-/* The next reply line; NULL on timeout. No event is expected where this
- * is used: one fails the test. */
-static const char *reply(h_conn_t *c, int timeout_ms) {
-    long long end = h_now_ms() + timeout_ms;
-    for (;;) {
-        long long left = end - h_now_ms();
-        const char *l = h_recv(c, left > 0 ? (int)left : 0);
-        if (l == NULL || l[0] != '!') return l;
-        ck_assert_msg(0, "unexpected event '%s'", l);
-    }
-}
 
 static unsigned long long grant_fence(const char *line) {
     unsigned long long fence;
@@ -55,7 +38,7 @@ static unsigned long long grant_fence(const char *line) {
 
 static unsigned long long lock_ok(h_conn_t *c, const char *req) {
     h_send(c, "%s\n", req);
-    const char *l = reply(c, H_WAIT_MS);
+    const char *l = h_reply(c, H_WAIT_MS, H_EVENTS_FAIL);
     ck_assert_msg(l != NULL, "%s: no reply within %d ms", req, H_WAIT_MS);
     unsigned long long f = grant_fence(l);
     ck_assert_msg(f > 0, "%s: got '%s', wanted 'OK <fence> 1'", req, l);
@@ -64,7 +47,7 @@ static unsigned long long lock_ok(h_conn_t *c, const char *req) {
 
 static void unlock_ok(h_conn_t *c, const char *name) {
     h_send(c, "UNLOCK %s\n", name);
-    const char *l = reply(c, H_WAIT_MS);
+    const char *l = h_reply(c, H_WAIT_MS, H_EVENTS_FAIL);
     ck_assert_msg(l != NULL, "UNLOCK %s: no reply", name);
     ck_assert_msg(strcmp(l, "OK 0") == 0, "UNLOCK %s: got '%s', wanted 'OK 0'", name, l);
 }
@@ -72,7 +55,7 @@ static void unlock_ok(h_conn_t *c, const char *name) {
 /* The reply to a request that must be refused for want of replicas. */
 static void refused(h_conn_t *c, const char *req) {
     h_send(c, "%s\n", req);
-    const char *l = reply(c, H_WAIT_MS);
+    const char *l = h_reply(c, H_WAIT_MS, H_EVENTS_FAIL);
     ck_assert_msg(l != NULL, "%s with replicas stopped: no reply within %d ms", req, H_WAIT_MS);
     ck_assert_msg(strncmp(l, "ERR BACKEND replicas:", 21) == 0,
                   "%s with replicas stopped: got '%s', wanted 'ERR BACKEND replicas: ...'", req, l);
@@ -117,24 +100,13 @@ static void cont_replicas(int n) {
     for (int i = 0; i < n; i++) h_redis_signal_index(h_replica(i), SIGCONT);
 }
 
-static const char *info(int d) {
-    static char line[H_LINE_MAX];
-    h_conn_t *c = h_connect_index(d);
-    h_send(c, "INFO\n");
-    const char *l = h_recv(c, H_WAIT_MS);
-    ck_assert_msg(l != NULL, "no INFO reply");
-    snprintf(line, sizeof(line), "%s", l);
-    h_close(c);
-    return line;
-}
-
 /* ---- 1. auto -------------------------------------------------------------- */
 
 START_TEST(auto_needs_a_replica_when_there_are_some) {
     int p = h_replicas_start(2);
     int d = h_dlockd_start_tcp(p, "[redis]\nreplicas_ack = auto\nreplicas_timeout_ms = 300\n");
     KEEP(d);
-    const char *inf = info(d);
+    const char *inf = h_info_line(d);
     ck_assert_msg(strstr(inf, " backend=standalone") != NULL, "INFO: '%s'", inf);
 
     /* With replicas answering, grants go through and are WAITed for. */
@@ -150,14 +122,14 @@ START_TEST(auto_needs_a_replica_when_there_are_some) {
     refused(a, "TRYLOCK t 0");
     await_undone(p, "dlock:t");
     h_send(a, "STATUS t\n");
-    const char *l = reply(a, H_WAIT_MS);
+    const char *l = h_reply(a, H_WAIT_MS, H_EVENTS_FAIL);
     ck_assert_msg(l != NULL && strcmp(l, "OK FREE") == 0, "STATUS t after the refusal: '%s'",
                   l ? l : "(no reply)");
 
     /* A TRYLOCK with a wait tries until its wait runs out. */
     long long t0 = h_now_ms();
     h_send(a, "TRYLOCK t2 1000\n");
-    l = reply(a, H_WAIT_MS);
+    l = h_reply(a, H_WAIT_MS, H_EVENTS_FAIL);
     long long took = h_now_ms() - t0;
     ck_assert_msg(l != NULL, "TRYLOCK t2 1000: no reply within %d ms", H_WAIT_MS);
     ck_assert_msg(strncmp(l, "ERR BACKEND replicas:", 21) == 0 || strncmp(l, "TIMEOUT", 7) == 0,
@@ -172,7 +144,7 @@ START_TEST(auto_needs_a_replica_when_there_are_some) {
 
     /* ...and is granted once the replicas answer again. */
     cont_replicas(2);
-    l = reply(b, H_WAIT_MS);
+    l = h_reply(b, H_WAIT_MS, H_EVENTS_FAIL);
     ck_assert_msg(l != NULL, "LOCK w not granted within %d ms of the replicas' return", H_WAIT_MS);
     ck_assert_msg(grant_fence(l) > 0, "LOCK w: got '%s'", l);
     lock_ok(a, "TRYLOCK t 0");
@@ -180,7 +152,7 @@ START_TEST(auto_needs_a_replica_when_there_are_some) {
     unlock_ok(b, "w");
     h_close(a);
     h_close(b);
-    passed();
+    h_keep_passed();
 }
 END_TEST
 
@@ -216,7 +188,7 @@ START_TEST(auto_follows_the_replicas_there_are) {
     lock_ok(a, "TRYLOCK z 0");
     unlock_ok(a, "z");
     h_close(a);
-    passed();
+    h_keep_passed();
 }
 END_TEST
 
@@ -238,7 +210,7 @@ START_TEST(zero_does_not_wait) {
     ck_assert_int_eq(wait_calls(p), w0);
     cont_replicas(2);
     h_close(a);
-    passed();
+    h_keep_passed();
 }
 END_TEST
 
@@ -262,7 +234,7 @@ START_TEST(two_needs_both) {
 
     /* It comes back: the LOCK is granted, and the rest works. */
     h_redis_signal_index(h_replica(0), SIGCONT);
-    l = reply(b, H_WAIT_MS);
+    l = h_reply(b, H_WAIT_MS, H_EVENTS_FAIL);
     ck_assert_msg(l != NULL && grant_fence(l) > 0, "LOCK r after the replica's return: '%s'",
                   l ? l : "(no reply)");
     lock_ok(a, "TRYLOCK r2 0");
@@ -270,7 +242,7 @@ START_TEST(two_needs_both) {
     unlock_ok(b, "r");
     h_close(a);
     h_close(b);
-    passed();
+    h_keep_passed();
 }
 END_TEST
 
@@ -288,7 +260,7 @@ START_TEST(unacknowledged_renewals_lose_the_lock) {
     long long granted = h_now_ms();
     while (h_now_ms() - granted < 3300) {
         h_send(a, "STATUS x\n");
-        const char *l = reply(a, H_WAIT_MS);
+        const char *l = h_reply(a, H_WAIT_MS, H_EVENTS_FAIL);
         char want[64];
         snprintf(want, sizeof(want), " %llu", f);
         ck_assert_msg(l != NULL && strncmp(l, "OK MINE 1 ", 10) == 0 &&
@@ -308,7 +280,7 @@ START_TEST(unacknowledged_renewals_lose_the_lock) {
     ck_assert_msg(strcmp(ev, "!LOST x backend") == 0, "got '%s', wanted '!LOST x backend'", ev);
     fprintf(stderr, "!LOST x backend %lld ms after the replicas stopped\n", took);
     h_send(a, "UNLOCK x\n");
-    const char *l = reply(a, H_WAIT_MS);
+    const char *l = h_reply(a, H_WAIT_MS, H_EVENTS_FAIL);
     ck_assert_msg(l != NULL && strncmp(l, "ERR NOTHELD", 11) == 0, "UNLOCK x after !LOST: '%s'",
                   l ? l : "(no reply)");
 
@@ -318,38 +290,19 @@ START_TEST(unacknowledged_renewals_lose_the_lock) {
     ck_assert_msg(g > f, "fence %llu after %llu", g, f);
     unlock_ok(a, "x");
     h_close(a);
-    passed();
+    h_keep_passed();
 }
 END_TEST
 
 /* ---- 5. configuration ------------------------------------------------------- */
-
-static int run_t(const char *conf_text, char *out, size_t outlen) {
-    char path[600], cmd[2048];
-    snprintf(path, sizeof(path), "%s/t.conf", h_dir());
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(conf_text, f);
-    fclose(f);
-    const char *bin = getenv("DLOCKD_BIN") ? getenv("DLOCKD_BIN") : "build/dlockd";
-    snprintf(cmd, sizeof(cmd), "%s -t -c %s 2>&1", bin, path);
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    out[0] = '\0';
-    if (fgets(out, (int)outlen, p) == NULL) out[0] = '\0';
-    out[strcspn(out, "\n")] = '\0';
-    char skip[512];
-    while (fgets(skip, sizeof(skip), p) != NULL) {}
-    int rc = pclose(p);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
-}
 
 /* conf_text is refused, with a message naming the file, and the line
  * (file:line:) when need_line; a rule between two keys may name only the
  * file (file: reason). */
 static void bad(const char *conf_text, const char *what, int need_line) {
     char out[1024], want[700];
-    ck_assert_msg(run_t(conf_text, out, sizeof(out)) != 0, "%s accepted: '%s'", what, out);
+    ck_assert_msg(h_dlockd_test_conf(conf_text, out, sizeof(out)) != 0,
+                  "%s accepted: '%s'", what, out);
     snprintf(want, sizeof(want), "%s/t.conf:", h_dir());
     const char *p = strstr(out, want);
     ck_assert_msg(p != NULL, "%s: '%s' does not name %s", what, out, want);
@@ -362,7 +315,8 @@ static void bad(const char *conf_text, const char *what, int need_line) {
 
 static void good(const char *conf_text, const char *what) {
     char out[1024];
-    ck_assert_msg(run_t(conf_text, out, sizeof(out)) == 0, "%s refused: '%s'", what, out);
+    ck_assert_msg(h_dlockd_test_conf(conf_text, out, sizeof(out)) == 0,
+                  "%s refused: '%s'", what, out);
 }
 
 START_TEST(config_replicas_checked) {
@@ -379,7 +333,7 @@ START_TEST(config_replicas_checked) {
         "replicas_timeout_ms equal to command_timeout_ms", 0);
     bad("[redis]\ncommand_timeout_ms = 500\nreplicas_timeout_ms = 2000\n",
         "replicas_timeout_ms above command_timeout_ms", 0);
-    passed();
+    h_keep_passed();
 }
 END_TEST
 

@@ -150,16 +150,6 @@ static const char redisson_write_unlock[] =
 /* A wake-up, or an answer that must not wait, comes within this. */
 #define PROMPT_MS 5000
 
-/* ---- failure reports ----------------------------------------------------- */
-
-/* Starts a dlockd on this test's redis-server and keeps its log if the
- * test fails (h_keep_passed drops it when it passes). */
-static int start_d(const char *extra) {
-    int d = h_dlockd_start(extra);
-    h_keep_log(d, "rwlock.%s.dlockd%d", tcase_name(), d);
-    return d;
-}
-
 /* ---- dlockd -------------------------------------------------------------- */
 
 /* The fence of the "OK <fence> <holds>" line c gets next. */
@@ -229,12 +219,6 @@ static void await_cli(const char *const args[], const char *want) {
     }
 }
 
-/* HGETALL key, copied into out. */
-static void hgetall(const char *key, char *out, size_t len) {
-    const char *a[] = {"HGETALL", key, NULL};
-    snprintf(out, len, "%s", h_redis_argv(a));
-}
-
 /* The fence counter of dlock:x, 0 while no writer made it. */
 static unsigned long long counter_x(void) {
     const char *a[] = {"GET", "redisson_lock_token:{dlock:x}", NULL};
@@ -299,7 +283,7 @@ static const char *java_write_unlock(void) {
 
 START_TEST(readers_share_writer_waits) {
     h_redis_start();
-    int d = start_d(NULL);
+    int d = h_dlockd_start_kept("rwlock", NULL);
     h_conn_t *r1 = h_connect_index(d), *r2 = h_connect_index(d), *w = h_connect_index(d);
     h_conn_t *adm = h_connect_index(d);
     unsigned long long f1 = take(r1, "RLOCK x", 1);
@@ -340,7 +324,7 @@ END_TEST
 
 START_TEST(reader_after_waiting_writer_waits_fifo) {
     h_redis_start();
-    int d = start_d(NULL);
+    int d = h_dlockd_start_kept("rwlock", NULL);
     h_conn_t *a = h_connect_index(d), *w = h_connect_index(d), *r = h_connect_index(d);
     h_conn_t *adm = h_connect_index(d);
     take(a, "RLOCK f", 1);
@@ -369,7 +353,7 @@ END_TEST
 
 START_TEST(downgrade_allowed_upgrade_refused) {
     h_redis_start();
-    int d = start_d(NULL);
+    int d = h_dlockd_start_kept("rwlock", NULL);
     h_conn_t *c = h_connect_index(d), *o = h_connect_index(d);
     unsigned long long wf = take(c, "WLOCK x", 1);
     /* The read under one's own write gets the write's fence. */
@@ -386,10 +370,10 @@ START_TEST(downgrade_allowed_upgrade_refused) {
     /* A reader asking to write would wait for itself. */
     take(o, "RLOCK u", 1);
     char before[1024], after[1024];
-    hgetall("dlock:u", before, sizeof(before));
+    h_redis_hgetall("dlock:u", before, sizeof(before));
     expect_kind(o, "WLOCK u", "upgrade not allowed");
     expect_kind(o, "TRYWLOCK u 0", "upgrade not allowed");
-    hgetall("dlock:u", after, sizeof(after));
+    h_redis_hgetall("dlock:u", after, sizeof(after));
     ck_assert_str_eq(after, before);
     expect_status(o, "u", "READ", 1, 1);
     h_close(o);
@@ -400,7 +384,7 @@ END_TEST
 
 START_TEST(plain_and_rw_kinds_do_not_mix) {
     h_redis_start();
-    int d1 = start_d(NULL), d2 = start_d(NULL);
+    int d1 = h_dlockd_start_kept("rwlock", NULL), d2 = h_dlockd_start_kept("rwlock", NULL);
     h_conn_t *a = h_connect_index(d1), *b = h_connect_index(d1), *e = h_connect_index(d2);
     take(a, "LOCK p", 1);
     expect_kind(b, "RLOCK p", "p is held as a plain lock");
@@ -413,17 +397,17 @@ START_TEST(plain_and_rw_kinds_do_not_mix) {
 
     /* Another daemon knows nothing of q and p: the Redis scripts refuse. */
     char before[1024], after[1024];
-    hgetall("dlock:q", before, sizeof(before));
+    h_redis_hgetall("dlock:q", before, sizeof(before));
     long long t0 = h_now_ms();
     expect_kind(e, "LOCK q", "q is held as a read/write lock");
     printf("rwlock: LOCK of another daemon's read lock refused in %lld ms\n", h_now_ms() - t0);
     expect_kind(e, "TRYLOCK q 0", "q is held as a read/write lock");
-    hgetall("dlock:q", after, sizeof(after));
+    h_redis_hgetall("dlock:q", after, sizeof(after));
     ck_assert_str_eq(after, before);
-    hgetall("dlock:p", before, sizeof(before));
+    h_redis_hgetall("dlock:p", before, sizeof(before));
     expect_kind(e, "RLOCK p", "p is held as a plain lock");
     expect_kind(e, "TRYWLOCK p 0", "p is held as a plain lock");
-    hgetall("dlock:p", after, sizeof(after));
+    h_redis_hgetall("dlock:p", after, sizeof(after));
     ck_assert_str_eq(after, before);
 
     /* The refusals took nothing away. */
@@ -441,7 +425,7 @@ END_TEST
 
 START_TEST(close_releases_reads_and_their_timeout_keys) {
     h_redis_start();
-    int d = start_d(NULL);
+    int d = h_dlockd_start_kept("rwlock", NULL);
     h_conn_t *a = h_connect_index(d), *b = h_connect_index(d), *c = h_connect_index(d);
     h_conn_t *dw = h_connect_index(d), *e = h_connect_index(d), *adm = h_connect_index(d);
     take(b, "WLOCK x", 1);
@@ -490,7 +474,7 @@ END_TEST
 
 START_TEST(watchdog_keeps_reads_and_lease_ends_them) {
     h_redis_start();
-    int d = start_d("[lock]\nlease_ms = 1000\n");
+    int d = h_dlockd_start_kept("rwlock", "[lock]\nlease_ms = 1000\n");
     h_conn_t *k = h_connect_index(d), *l = h_connect_index(d);
     long long t0 = h_now_ms();
     take(k, "RLOCK y", 1);
@@ -541,7 +525,7 @@ static unsigned long long handoff(h_conn_t *holder, const char *release, h_conn_
 
 START_TEST(two_daemons_wake_each_other) {
     h_redis_start();
-    int d1 = start_d(NULL), d2 = start_d(NULL);
+    int d1 = h_dlockd_start_kept("rwlock", NULL), d2 = h_dlockd_start_kept("rwlock", NULL);
     h_conn_t *r = h_connect_index(d1), *w = h_connect_index(d2);
     unsigned long long rf = take(r, "RLOCK x", 1);
     unsigned long long wf = handoff(r, "RUNLOCK x", w, "WLOCK x", "writer");
@@ -560,7 +544,8 @@ END_TEST
  * 30 s the survivor's RLOCK asked for. */
 START_TEST(dead_daemons_read_ends_with_its_lease) {
     h_redis_start();
-    int d1 = start_d("[lock]\nlease_ms = 1000\n"), d2 = start_d("[lock]\nlease_ms = 1000\n");
+    int d1 = h_dlockd_start_kept("rwlock", "[lock]\nlease_ms = 1000\n");
+    int d2 = h_dlockd_start_kept("rwlock", "[lock]\nlease_ms = 1000\n");
     h_conn_t *dead = h_connect_index(d1), *live = h_connect_index(d2), *w = h_connect_index(d2);
     take(dead, "RLOCK x", 1);
     take(live, "RLOCK x 30000", 1);
@@ -586,7 +571,7 @@ END_TEST
  * them gone, and each holder hears !LOST expired; the name is free again. */
 START_TEST(holds_lost_with_redis_data_are_reported) {
     h_redis_start();
-    int d = start_d("[lock]\nlease_ms = 1000\n");
+    int d = h_dlockd_start_kept("rwlock", "[lock]\nlease_ms = 1000\n");
     h_conn_t *r = h_connect_index(d), *w = h_connect_index(d);
     take(r, "RLOCK lr", 1);
     take(w, "WLOCK lw", 1);
@@ -615,7 +600,7 @@ END_TEST
 
 START_TEST(redisson_and_dlockd_readers_share) {
     h_redis_start();
-    int d = start_d(NULL);
+    int d = h_dlockd_start_kept("rwlock", NULL);
     h_conn_t *c = h_connect_index(d);
     ck_assert_str_eq(java_read_lock(), "(nil)");
     take(c, "RLOCK x", 1);
@@ -634,7 +619,7 @@ END_TEST
 
 START_TEST(redisson_write_unlock_wakes_dlockd_reader) {
     h_redis_start();
-    int d = start_d(NULL);
+    int d = h_dlockd_start_kept("rwlock", NULL);
     h_conn_t *c = h_connect_index(d);
     ck_assert_str_eq(java_write_lock(), "(nil)");
     h_send(c, "RLOCK x\n");
@@ -653,7 +638,7 @@ END_TEST
 
 START_TEST(dlockd_writer_excludes_redisson_reader) {
     h_redis_start();
-    int d = start_d(NULL);
+    int d = h_dlockd_start_kept("rwlock", NULL);
     h_conn_t *c = h_connect_index(d);
     take(c, "WLOCK x", 1);
     const char *r = java_read_lock();

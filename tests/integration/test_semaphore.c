@@ -109,16 +109,6 @@ static const char redisson_try_set_permits[] =
 /* dlockd's default lease_ms. */
 #define DEFAULT_LEASE_MS 30000
 
-/* ---- failure reports ----------------------------------------------------- */
-
-/* Starts a dlockd on this test's redis-server and keeps its log if the
- * test fails (h_keep_passed drops it when it passes). */
-static int start_d(const char *extra) {
-    int d = h_dlockd_start(extra);
-    h_keep_log(d, "semaphore.%s.dlockd%d", tcase_name(), d);
-    return d;
-}
-
 /* ---- dlockd -------------------------------------------------------------- */
 
 /* The next line on c must be "OK <held>", within timeout_ms. */
@@ -368,7 +358,7 @@ static long long java_refusal_ms(const char *reply) {
 
 START_TEST(permits_counted_and_given_back) {
     h_redis_start();
-    int d = start_d(NULL);
+    int d = h_dlockd_start_kept("semaphore", NULL);
     h_conn_t *a = h_connect_index(d), *b = h_connect_index(d);
 
     /* Never set: a try times out (an ACQUIRE would wait, as Redisson's). */
@@ -439,14 +429,9 @@ static void sem_snapshot(const char *name, char *out, size_t len) {
     snprintf(out + n, len - (size_t)n, "%s", h_redis_argv(z));
 }
 
-static void hgetall(const char *key, char *out, size_t len) {
-    const char *a[] = {"HGETALL", key, NULL};
-    snprintf(out, len, "%s", h_redis_argv(a));
-}
-
 START_TEST(semaphores_and_locks_do_not_mix) {
     h_redis_start();
-    int d1 = start_d(NULL), d2 = start_d(NULL);
+    int d1 = h_dlockd_start_kept("semaphore", NULL), d2 = h_dlockd_start_kept("semaphore", NULL);
     h_conn_t *a = h_connect_index(d1), *b = h_connect_index(d1), *o = h_connect_index(d1);
     h_conn_t *e = h_connect_index(d2);
     h_expect_reply(a, "SEMINIT s 3", "OK 1");
@@ -458,8 +443,8 @@ START_TEST(semaphores_and_locks_do_not_mix) {
     H_EXPECT_PREFIX(b, "OK ");
     char s0[2048], p0[1024], q0[1024], now[2048];
     sem_snapshot("s", s0, sizeof(s0));
-    hgetall("dlock:p", p0, sizeof(p0));
-    hgetall("dlock:q", q0, sizeof(q0));
+    h_redis_hgetall("dlock:p", p0, sizeof(p0));
+    h_redis_hgetall("dlock:q", q0, sizeof(q0));
 
     /* This daemon knows what each name is. */
     static const char *const lock_words[] = {"LOCK s", "TRYLOCK s", "TRYLOCK s 100", "RLOCK s",
@@ -510,9 +495,9 @@ START_TEST(semaphores_and_locks_do_not_mix) {
     /* Nothing changed in Redis, and the refusals took nothing away. */
     sem_snapshot("s", now, sizeof(now));
     ck_assert_str_eq(now, s0);
-    hgetall("dlock:p", now, sizeof(now));
+    h_redis_hgetall("dlock:p", now, sizeof(now));
     ck_assert_str_eq(now, p0);
-    hgetall("dlock:q", now, sizeof(now));
+    h_redis_hgetall("dlock:q", now, sizeof(now));
     ck_assert_str_eq(now, q0);
     expect_sem(a, "s", 1, 2);
     expect_sem(e, "s", 1, 0);
@@ -542,7 +527,7 @@ static void split_id(const char *id, char *uuid, size_t ulen, long long *conn, l
 
 START_TEST(redis_layout_is_redissons) {
     h_redis_start();
-    int d = start_d(NULL);
+    int d = h_dlockd_start_kept("semaphore", NULL);
     h_conn_t *a = h_connect_index(d), *b = h_connect_index(d), *w = h_connect_index(d);
     h_conn_t *adm = h_connect_index(d);
     h_conn_t *spy = h_redis_subscriber("redisson_sc:{dlock:s}");
@@ -633,7 +618,7 @@ END_TEST
 
 START_TEST(fifo_large_request_not_overtaken) {
     h_redis_start();
-    int d = start_d(NULL);
+    int d = h_dlockd_start_kept("semaphore", NULL);
     h_conn_t *a = h_connect_index(d), *w2 = h_connect_index(d), *w1 = h_connect_index(d);
     h_conn_t *t = h_connect_index(d), *adm = h_connect_index(d);
     h_expect_reply(a, "SEMINIT f 3", "OK 1");
@@ -675,7 +660,7 @@ END_TEST
  * never set is asked again every 1 s (LOCKMGR_NO_TTL_RETRY_MS). */
 START_TEST(two_daemons_wake_each_other) {
     h_redis_start();
-    int d1 = start_d(NULL), d2 = start_d(NULL);
+    int d1 = h_dlockd_start_kept("semaphore", NULL), d2 = h_dlockd_start_kept("semaphore", NULL);
     h_conn_t *a = h_connect_index(d1), *c = h_connect_index(d1), *adm1 = h_connect_index(d1);
     h_conn_t *b = h_connect_index(d2), *n = h_connect_index(d2), *adm2 = h_connect_index(d2);
     h_expect_reply(a, "SEMINIT s 2", "OK 1");
@@ -726,7 +711,7 @@ END_TEST
 
 START_TEST(close_gives_permits_back_at_once) {
     h_redis_start();
-    int d1 = start_d(NULL), d2 = start_d(NULL);
+    int d1 = h_dlockd_start_kept("semaphore", NULL), d2 = h_dlockd_start_kept("semaphore", NULL);
     h_conn_t *a = h_connect_index(d1), *wl = h_connect_index(d1), *adm1 = h_connect_index(d1);
     h_conn_t *wr = h_connect_index(d2), *adm2 = h_connect_index(d2);
     h_expect_reply(a, "SEMINIT s 3", "OK 1");
@@ -777,7 +762,7 @@ END_TEST
 
 START_TEST(lease_ends_permits_watchdog_keeps_them) {
     h_redis_start();
-    int d = start_d(SHORT_LEASE);
+    int d = h_dlockd_start_kept("semaphore", SHORT_LEASE);
     h_conn_t *k = h_connect_index(d), *l = h_connect_index(d);
     h_expect_reply(k, "SEMINIT s 4", "OK 1");
     long long t0 = h_now_ms();
@@ -836,7 +821,8 @@ END_TEST
  * them once their last renewal's lease runs out, not before. */
 START_TEST(dead_daemons_permits_end_with_their_lease) {
     h_redis_start();
-    int d1 = start_d(SHORT_LEASE), d2 = start_d(SHORT_LEASE);
+    int d1 = h_dlockd_start_kept("semaphore", SHORT_LEASE);
+    int d2 = h_dlockd_start_kept("semaphore", SHORT_LEASE);
     h_conn_t *dead = h_connect_index(d1), *w = h_connect_index(d2), *adm2 = h_connect_index(d2);
     h_expect_reply(dead, "SEMINIT s 2", "OK 1");
     take(dead, "ACQUIRE s 2", 2);
@@ -885,7 +871,7 @@ END_TEST
  * watchdog's renewal or from an ACQUIRE of more, and the counts add up. */
 START_TEST(permits_lost_with_redis_data_are_reported) {
     h_redis_start();
-    int d = start_d(SHORT_LEASE);
+    int d = h_dlockd_start_kept("semaphore", SHORT_LEASE);
     h_conn_t *h1 = h_connect_index(d), *h2 = h_connect_index(d), *adm = h_connect_index(d);
     h_expect_reply(adm, "SEMINIT s 3", "OK 1");
     take(h1, "ACQUIRE s 2", 2);
@@ -916,7 +902,8 @@ END_TEST
 
 START_TEST(forceunlock_gives_every_permit_back) {
     h_redis_start();
-    int d1 = start_d(SHORT_LEASE), d2 = start_d(SHORT_LEASE);
+    int d1 = h_dlockd_start_kept("semaphore", SHORT_LEASE);
+    int d2 = h_dlockd_start_kept("semaphore", SHORT_LEASE);
     h_conn_t *a = h_connect_index(d1), *b = h_connect_index(d1), *adm1 = h_connect_index(d1);
     h_conn_t *e = h_connect_index(d2), *w = h_connect_index(d2), *adm2 = h_connect_index(d2);
     h_expect_reply(a, "SEMINIT s 5", "OK 1");
@@ -958,7 +945,7 @@ END_TEST
 
 START_TEST(redisson_holder_times_dlockd_out) {
     h_redis_start();
-    int d = start_d(NULL);
+    int d = h_dlockd_start_kept("semaphore", NULL);
     h_conn_t *c = h_connect_index(d);
     ck_assert_str_eq(java_try_set_permits("s", 3), "(integer) 1");
     h_expect_reply(c, "SEMINIT s 5", "OK 0"); /* Redisson set it: unchanged */
@@ -1000,7 +987,7 @@ END_TEST
 
 START_TEST(redisson_release_wakes_dlockd) {
     h_redis_start();
-    int d = start_d(NULL);
+    int d = h_dlockd_start_kept("semaphore", NULL);
     h_conn_t *c = h_connect_index(d), *adm = h_connect_index(d);
     ck_assert_str_eq(java_try_set_permits("s", 2), "(integer) 1");
     /* With a lease of 60 s: dlockd's own retry comes only then. */
@@ -1029,7 +1016,7 @@ END_TEST
 
 START_TEST(dlockd_holder_fails_redisson_acquire) {
     h_redis_start();
-    int d = start_d(NULL);
+    int d = h_dlockd_start_kept("semaphore", NULL);
     h_conn_t *c = h_connect_index(d), *o = h_connect_index(d);
     h_expect_reply(c, "SEMINIT s 2", "OK 1");
     take(c, "ACQUIRE s 1", 1);
@@ -1062,7 +1049,7 @@ END_TEST
 
 START_TEST(expired_redisson_permits_taken_back) {
     h_redis_start();
-    int d = start_d(NULL);
+    int d = h_dlockd_start_kept("semaphore", NULL);
     h_conn_t *c = h_connect_index(d);
     h_conn_t *spy = h_redis_subscriber("redisson_sc:{dlock:s}");
     ck_assert_str_eq(java_try_set_permits("s", 3), "(integer) 1");

@@ -43,10 +43,6 @@ static void keep_logs(const char *test, int d) {
 
 #define KEEP(d) keep_logs(__func__, (d))
 
-static void passed(void) {
-    h_keep_passed();
-}
-
 static void setup(void) {
     h_setup();
 }
@@ -152,20 +148,8 @@ static unsigned long long lock_until(cl_t *c, const char *name, long long end_ms
     }
 }
 
-/* The INFO line of dlockd d (static). */
-static const char *info(int d) {
-    static char line[H_LINE_MAX];
-    h_conn_t *c = h_connect_index(d);
-    h_send(c, "INFO\n");
-    const char *l = h_recv(c, H_WAIT_MS);
-    ck_assert_msg(l != NULL, "no INFO reply");
-    snprintf(line, sizeof(line), "%s", l);
-    h_close(c);
-    return line;
-}
-
 static long long info_num(int d, const char *key) {
-    const char *l = info(d);
+    const char *l = h_info_line(d);
     char pat[64];
     snprintf(pat, sizeof(pat), " %s=", key);
     const char *p = strstr(l, pat);
@@ -200,7 +184,7 @@ START_TEST(normal_use_through_discovery) {
     int p = h_sentinels_start(2, 3);
     int d = h_dlockd_start_sentinel("[lock]\nlease_ms = 1000\n");
     KEEP(d);
-    const char *inf = info(d);
+    const char *inf = h_info_line(d);
     ck_assert_msg(strstr(inf, " backend=sentinel") != NULL, "INFO lacks backend=sentinel: '%s'",
                   inf);
     ck_assert_msg(strstr(inf, " redis=up ") != NULL, "INFO lacks redis=up: '%s'", inf);
@@ -255,7 +239,7 @@ START_TEST(normal_use_through_discovery) {
     ck_assert_int_eq(h_log_count(d, ADOPTED), 1);
     cl_close(a);
     cl_close(b);
-    passed();
+    h_keep_passed();
 }
 END_TEST
 
@@ -413,7 +397,7 @@ START_TEST(primary_killed_with_holders_and_waiters) {
     cl_close(w2);
     cl_close(n1);
     cl_close(n2);
-    passed();
+    h_keep_passed();
 }
 END_TEST
 
@@ -461,10 +445,10 @@ START_TEST(old_primary_returns_as_replica) {
     ck_assert_msg(h_log_count(d, adopted(old)) == 1,
                   "dlockd adopted the old primary again (%d lines '%s')",
                   h_log_count(d, adopted(old)), adopted(old));
-    const char *inf = info(d);
+    const char *inf = h_info_line(d);
     ck_assert_msg(strstr(inf, " redis=up ") != NULL, "INFO: '%s'", inf);
     cl_close(c);
-    passed();
+    h_keep_passed();
 }
 END_TEST
 
@@ -568,7 +552,7 @@ START_TEST(sentinels_down_primary_keeps_serving) {
     unlock_ok(holder, "held");
     for (int d = 0; d < 2; d++) {
         int index = d == 0 ? d1 : d2;
-        const char *inf = info(index);
+        const char *inf = h_info_line(index);
         ck_assert_msg(strstr(inf, " redis=up ") != NULL, "dlockd %d with all Sentinels down: "
                       "INFO '%s'", index, inf);
         ck_assert_msg(h_log_count(index, ADOPTED) == adoptions[d],
@@ -586,7 +570,7 @@ START_TEST(sentinels_down_primary_keeps_serving) {
                 index, n);
     }
     cl_close(holder);
-    passed();
+    h_keep_passed();
 }
 END_TEST
 
@@ -780,33 +764,11 @@ START_TEST(forced_failover_under_load) {
                   v ? v : "(no answer)");
     unlock_ok(c, "after");
     cl_close(c);
-    passed();
+    h_keep_passed();
 }
 END_TEST
 
 /* ---- 6. configuration ------------------------------------------------------ */
-
-/* Runs dlockd -t on conf_text; returns its exit status, its first output
- * line in out. */
-static int run_t(const char *conf_text, char *out, size_t outlen) {
-    char path[600], cmd[2048];
-    snprintf(path, sizeof(path), "%s/t.conf", h_dir());
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(conf_text, f);
-    fclose(f);
-    const char *bin = getenv("DLOCKD_BIN") ? getenv("DLOCKD_BIN") : "build/dlockd";
-    snprintf(cmd, sizeof(cmd), "%s -t -c %s 2>&1", bin, path);
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    out[0] = '\0';
-    if (fgets(out, (int)outlen, p) == NULL) out[0] = '\0';
-    out[strcspn(out, "\n")] = '\0';
-    char skip[512];
-    while (fgets(skip, sizeof(skip), p) != NULL) {}
-    int rc = pclose(p);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
-}
 
 /* out starts with "<h_dir()>/t.conf:<line>:". */
 static void names_file_and_line(const char *out, const char *what) {
@@ -825,23 +787,24 @@ START_TEST(config_sentinels_checked) {
     char out[1024];
     const char *good = "[redis]\nsentinels = 127.0.0.1:26379 127.0.0.1:26380 127.0.0.1:26381\n"
                        "master_name = mymaster\n";
-    ck_assert_msg(run_t(good, out, sizeof(out)) == 0, "sentinels with master_name refused: '%s'",
-                  out);
+    ck_assert_msg(h_dlockd_test_conf(good, out, sizeof(out)) == 0,
+                  "sentinels with master_name refused: '%s'", out);
     const char *with_auth = "[redis]\nsentinels = 127.0.0.1:26379\nmaster_name = m\n"
                             "sentinel_username = u\nsentinel_password = p\n";
-    ck_assert_msg(run_t(with_auth, out, sizeof(out)) == 0,
+    ck_assert_msg(h_dlockd_test_conf(with_auth, out, sizeof(out)) == 0,
                   "sentinel_username/sentinel_password refused: '%s'", out);
 
     const char *both = "[redis]\nurl = redis://127.0.0.1:6379\n"
                        "sentinels = 127.0.0.1:26379\nmaster_name = m\n";
-    ck_assert_msg(run_t(both, out, sizeof(out)) != 0, "url plus sentinels accepted: '%s'", out);
+    ck_assert_msg(h_dlockd_test_conf(both, out, sizeof(out)) != 0,
+                  "url plus sentinels accepted: '%s'", out);
     names_file_and_line(out, "url plus sentinels");
 
     const char *nameless = "[redis]\nsentinels = 127.0.0.1:26379 127.0.0.1:26380\n";
-    ck_assert_msg(run_t(nameless, out, sizeof(out)) != 0, "sentinels without master_name "
-                  "accepted: '%s'", out);
+    ck_assert_msg(h_dlockd_test_conf(nameless, out, sizeof(out)) != 0,
+                  "sentinels without master_name accepted: '%s'", out);
     names_file_and_line(out, "sentinels without master_name");
-    passed();
+    h_keep_passed();
 }
 END_TEST
 
@@ -915,7 +878,7 @@ START_TEST(everything_over_tls) {
     long long t0 = h_now_ms();
     int d = h_dlockd_start_sentinel(tls);
     KEEP(d);
-    const char *inf = info(d);
+    const char *inf = h_info_line(d);
     ck_assert_msg(strstr(inf, " backend=sentinel") != NULL, "INFO lacks backend=sentinel: '%s'",
                   inf);
     ck_assert_msg(strstr(inf, " redis=up ") != NULL, "INFO lacks redis=up: '%s'", inf);
@@ -949,15 +912,15 @@ START_TEST(everything_over_tls) {
     h_await_log_ms(d, adopted_exactly(np), 1, H_FAILOVER_MS);
     await_key_unix(h_redis_index_of_port(np), "dlock:t2", "1");
     unlock_ok(c, "t2");
-    inf = info(d);
+    inf = h_info_line(d);
     ck_assert_msg(strstr(inf, " redis=up ") != NULL, "INFO after the failover: '%s'", inf);
     cl_close(c);
 
     /* The distrustful daemon never had a primary, nor redis=up. */
-    inf = info(bad);
+    inf = h_info_line(bad);
     ck_assert_msg(strstr(inf, " redis=down ") != NULL, "wrong CA: INFO '%s'", inf);
     ck_assert_int_eq(h_log_count(bad, ADOPTED), 0);
-    passed();
+    h_keep_passed();
 }
 END_TEST
 
@@ -1024,7 +987,7 @@ START_TEST(sentinel_and_data_passwords) {
 
     /* 1. Both right: discovery, and locks on the primary. */
     h_await_redis(d, 1);
-    const char *inf = info(d);
+    const char *inf = h_info_line(d);
     ck_assert_msg(strstr(inf, " backend=sentinel") != NULL && strstr(inf, " redis=up ") != NULL,
                   "right passwords: INFO '%s'", inf);
     h_await_log(d, adopted_exactly(port), 1);
@@ -1063,15 +1026,15 @@ START_TEST(sentinel_and_data_passwords) {
     h_await_log(bd, "handshake failed: WRONGPASS", 1);
 
     /* Still so, seconds later; and the right ones still up. */
-    inf = info(bs);
+    inf = h_info_line(bs);
     ck_assert_msg(strstr(inf, " redis=down ") != NULL, "wrong sentinel_password: INFO '%s'", inf);
     ck_assert_int_eq(h_log_count(bs, ADOPTED), 0);
-    inf = info(bd);
+    inf = h_info_line(bd);
     ck_assert_msg(strstr(inf, " redis=down ") != NULL, "wrong password: INFO '%s'", inf);
     ck_assert_int_eq(h_log_count(bd, ADOPTED), 1);
     const int good[] = {d, e};
     for (int i = 0; i < 2; i++) {
-        inf = info(good[i]);
+        inf = h_info_line(good[i]);
         ck_assert_msg(strstr(inf, " redis=up ") != NULL, "dlockd %d: INFO '%s'", good[i], inf);
     }
 
@@ -1108,7 +1071,7 @@ START_TEST(sentinel_and_data_passwords) {
         for (int j = 0; j < 4; j++)
             ck_assert_msg(h_log_count(all[i], secrets[j]) == 0, "'%s' is in %s", secrets[j],
                           h_dlockd_log(all[i]));
-    passed();
+    h_keep_passed();
 }
 END_TEST
 
@@ -1350,12 +1313,12 @@ START_TEST(readonly_primary_turned_replica) {
     else
         ck_assert_msg(strcmp(l, "OK 0") == 0, "UNLOCK held (never lost): '%s'", l);
     fprintf(stderr, "readonly: holder %s\n", holder->events[0] ? holder->events : "kept it");
-    const char *inf = info(d);
+    const char *inf = h_info_line(d);
     ck_assert_msg(strstr(inf, " redis=up ") != NULL, "INFO: '%s'", inf);
     for (int i = 0; i < SIGN_CLIENTS; i++) cl_close(c[i]);
     cl_close(holder);
     cl_close(rel);
-    passed();
+    h_keep_passed();
 }
 END_TEST
 
@@ -1494,7 +1457,7 @@ START_TEST(loading_primary_reloads) {
     cl_close(c);
     cl_close(holder);
     cl_close(rel);
-    passed();
+    h_keep_passed();
 }
 END_TEST
 

@@ -276,27 +276,13 @@ START_TEST(stale_socket_removed_live_refused) {
 }
 END_TEST
 
-static int run_t(const char *conf_text, char *out, size_t outlen) {
-    char path[600], cmd[2048];
-    snprintf(path, sizeof(path), "%s/t.conf", h_dir());
-    FILE *f = fopen(path, "w");
-    fputs(conf_text, f);
-    fclose(f);
-    snprintf(cmd, sizeof(cmd), "%s -t -c %s 2>&1", getenv("DLOCKD_BIN") ? getenv("DLOCKD_BIN") : "build/dlockd", path);
-    FILE *p = popen(cmd, "r");
-    out[0] = '\0';
-    if (fgets(out, (int)outlen, p) == NULL) out[0] = '\0';
-    int rc = pclose(p);
-    return WEXITSTATUS(rc);
-}
-
 START_TEST(config_test_mode) {
     char out[1024], want[700];
-    ck_assert_int_eq(run_t("[lock]\nlease_ms = 5000\n", out, sizeof(out)), 0);
-    ck_assert_int_eq(run_t("[lock]\n\nlease_ms = 5x\n", out, sizeof(out)), 1);
+    ck_assert_int_eq(h_dlockd_test_conf("[lock]\nlease_ms = 5000\n", out, sizeof(out)), 0);
+    ck_assert_int_eq(h_dlockd_test_conf("[lock]\n\nlease_ms = 5x\n", out, sizeof(out)), 1);
     snprintf(want, sizeof(want), "%s/t.conf:3:", h_dir());
     ck_assert_msg(strstr(out, want) != NULL, "'%s' does not name %s", out, want);
-    ck_assert_int_eq(run_t("[nosuch]\nkey = 1\n", out, sizeof(out)), 1);
+    ck_assert_int_eq(h_dlockd_test_conf("[nosuch]\nkey = 1\n", out, sizeof(out)), 1);
     ck_assert_msg(strstr(out, "unknown section") != NULL, "%s", out);
     /* A missing -c file is an error. */
     char cmd[1024];

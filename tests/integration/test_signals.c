@@ -147,12 +147,6 @@ static void await_pttl_at_most(const char *name, long long max) {
     }
 }
 
-/* Nothing comes on c within ms (no !LOST). */
-static void expect_silence(h_conn_t *c, int ms) {
-    const char *r = h_recv(c, ms);
-    ck_assert_msg(r == NULL, "unexpected line '%s'", r ? r : "");
-}
-
 /* lease_ms and renew_every_ms apply live: new locks get the new lease, and
  * locks the watchdog keeps go on being renewed, with the new lease, and
  * never reported lost. Both ways: a longer lease (a watchdog lock leased
@@ -176,7 +170,7 @@ START_TEST(sighup_applies_lease_live) {
     h_send(c, "STATUS new\n");
     H_EXPECT_PREFIX(c, "OK MINE 1 ");
     /* The old one, renewed with the new lease at once. */
-    expect_silence(c, 1500); /* over two of its old leases */
+    h_expect_silence(c, 1500, "unexpected line"); /* over two of its old leases */
     t = pttl("old");
     ck_assert_msg(t > 15000 && t <= 20000, "old lock's PTTL %lld", t);
 
@@ -188,7 +182,7 @@ START_TEST(sighup_applies_lease_live) {
     h_send(c, "LOCK newer\n");
     H_EXPECT_PREFIX(c, "OK ");
     ck_assert_int_le(pttl("newer"), 600);
-    expect_silence(c, 1500);
+    h_expect_silence(c, 1500, "unexpected line");
     h_send(c, "STATUS old\nSTATUS new\nSTATUS newer\n");
     H_EXPECT_PREFIX(c, "OK MINE 1 ");
     H_EXPECT_PREFIX(c, "OK MINE 1 ");

@@ -490,6 +490,34 @@ long long h_expect_timeout(h_conn_t *c, const char *request) {
     return ttl;
 }
 
+const char *h_reply(h_conn_t *c, int timeout_ms, h_events_t events) {
+    long long end = h_now_ms() + timeout_ms;
+    for (;;) {
+        long long left = end - h_now_ms();
+        const char *l = h_recv(c, left > 0 ? (int)left : 0);
+        if (l == NULL || l[0] != '!') return l;
+        if (events == H_EVENTS_FAIL) ck_abort_msg("unexpected event '%s'", l);
+        if (events == H_EVENTS_SKIP_BUT_LOST)
+            ck_assert_msg(strncmp(l, "!LOST", 5) != 0, "unexpected event '%s'", l);
+    }
+}
+
+const char *h_info_line(int index) {
+    static char line[H_LINE_MAX];
+    h_conn_t *c = h_connect_index(index);
+    h_send(c, "INFO\n");
+    const char *l = h_recv(c, H_WAIT_MS);
+    ck_assert_msg(l != NULL, "no INFO reply");
+    snprintf(line, sizeof(line), "%s", l);
+    h_close(c);
+    return line;
+}
+
+void h_redis_hgetall(const char *key, char *out, size_t len) {
+    const char *a[] = {"HGETALL", key, NULL};
+    snprintf(out, len, "%s", h_redis_argv(a));
+}
+
 int h_free_port(void) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     ck_assert_msg(fd >= 0, "socket: %s", strerror(errno));
@@ -858,6 +886,32 @@ void h_public_copy(const char *path, char *copy, size_t len) {
     close(in);
     ck_assert_int_eq(fchmod(out, 0755), 0); /* whatever the umask */
     ck_assert_msg(close(out) == 0, "close %s: %s", copy, strerror(errno));
+}
+
+int h_dlockd_start_kept(const char *suite, const char *extra) {
+    int d = h_dlockd_start(extra);
+    h_keep_log(d, "%s.%s.dlockd%d", suite, tcase_name(), d);
+    return d;
+}
+
+int h_dlockd_test_conf(const char *conf_text, char *out, size_t outlen) {
+    char path[600], cmd[2048];
+    snprintf(path, sizeof(path), "%s/t.conf", h_dir());
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(conf_text, f);
+    fclose(f);
+    const char *bin = getenv("DLOCKD_BIN") ? getenv("DLOCKD_BIN") : "build/dlockd";
+    snprintf(cmd, sizeof(cmd), "%s -t -c %s 2>&1", bin, path);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    out[0] = '\0';
+    if (fgets(out, (int)outlen, p) == NULL) out[0] = '\0';
+    out[strcspn(out, "\n")] = '\0';
+    char skip[512];
+    while (fgets(skip, sizeof(skip), p) != NULL) {}
+    int rc = pclose(p);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
 }
 
 h_conn_t *h_connect(const char *sock) {

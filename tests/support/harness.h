@@ -109,6 +109,13 @@ int h_dlockd_start_conf(const char *conf_text);
 /* Starts dlockd with conf_text as its whole config file, without waiting
  * for it to be ready. Returns its pid. */
 pid_t h_dlockd_spawn(const char *conf_text, const char *sock, int *index);
+/* h_dlockd_start, its log kept (h_keep_log) as
+ * <suite>.<test case>.dlockd<index> if the test fails. */
+int h_dlockd_start_kept(const char *suite, const char *extra);
+/* Runs dlockd -t -c h_dir()/t.conf with conf_text in that file; returns
+ * its exit status (128 for a signal), its first line of output (stdout and
+ * stderr) in out. */
+int h_dlockd_test_conf(const char *conf_text, char *out, size_t outlen);
 const char *h_dlockd_sock(int index);
 /* Asks INFO on c and returns the number after " key="; fails the test if
  * there is none. */
@@ -156,6 +163,18 @@ void h_expect_event(h_conn_t *c, const char *want, int timeout_ms, const char *w
 /* Sends request; its reply must be TIMEOUT <ttl_ms> (-1: no expiry
  * known). Returns the ttl. */
 long long h_expect_timeout(h_conn_t *c, const char *request);
+/* What h_reply does with an event line ("!...") before the reply. */
+typedef enum {
+    H_EVENTS_FAIL,              /* fails the test */
+    H_EVENTS_SKIP,              /* skips it */
+    H_EVENTS_SKIP_BUT_LOST      /* skips it, but a !LOST fails the test */
+} h_events_t;
+/* The next reply line on c within timeout_ms, NULL on timeout. */
+const char *h_reply(h_conn_t *c, int timeout_ms, h_events_t events);
+/* dlockd index's INFO line, asked on a connection of its own (static). */
+const char *h_info_line(int index);
+/* HGETALL key on this test's redis-server, copied into out. */
+void h_redis_hgetall(const char *key, char *out, size_t len);
 /* 1 if the peer closed (EOF) within timeout_ms, with nothing else sent. */
 int h_eof(h_conn_t *c, int timeout_ms);
 void h_close(h_conn_t *c);
