@@ -286,6 +286,13 @@ void run_for(uint64_t ms) {
 
 /* c's hold on name is kept by the watchdog: renewed with the conf's lease
  * for many leases, no !LOST, Redis's TTL never below one period's worth. */
+void run_until_reply(const client_t *c, uint64_t until) {
+    while (replies_left(c) == 0 && now() < until) {
+        timers_advance(tm, 1);
+        fake_settle(fb);
+    }
+}
+
 void stays_watchdog(client_t *c, const char *name) {
     size_t mark = fake_log_len(fb);
     for (int step = 0; step < 40; step++) { /* 4 leases */

@@ -116,6 +116,9 @@ void queued_is(size_t i, backend_op_kind_t kind, const char *name, const client_
 /* ---- time, the watchdog, shutdown ------------------------------------------- */
 
 void run_for(uint64_t ms);       /* the fake answers as it goes, in steps of 10 ms */
+/* The clock on 1 ms at a time, the fake answering, until c has a reply or
+ * the clock reads until. */
+void run_until_reply(const client_t *c, uint64_t until);
 void stays_watchdog(client_t *c, const char *name);
 void shutdown_now(void);         /* lockmgr_shutdown; done counts in done_calls */
 
