@@ -52,6 +52,8 @@ struct session_s {
     uint64_t grants;           /* LOCK and TRYLOCK answered OK */
     uint64_t timeouts;         /* TRYLOCKs with a wait that timed out */
     int waits;                 /* the request in flight may wait for a holder */
+    int cancel_checked;        /* the line after the request in flight was seen */
+    int cancelled;             /* ... was CANCEL, and withdrew its wait */
 
     /* lists */
     LIST_ENTRY(session_s) all;          /* all sessions */
@@ -155,7 +157,7 @@ static void send_info(session_t *s) {
         "redis=%s backend=%s redis_nodes=%u redis_nodes_up=%u redis_down=%s "
         "connections_total=%llu rejected=%llu requests=%llu errors=%llu "
         "output_overflows=%llu grants=%llu reentries=%llu releases=%llu "
-        "timeouts=%llu lost=%llu renewals=%llu backend_errors=%llu "
+        "timeouts=%llu cancelled=%llu lost=%llu renewals=%llu backend_errors=%llu "
         "peer_pid=%d peer_uid=%u peer_gid=%u metrics=%s",
         DLOCKD_VERSION, (unsigned long long)st.uptime_s,
         (unsigned long long)st.connections, (unsigned long long)ls.locks_held,
@@ -165,7 +167,8 @@ static void send_info(session_t *s) {
         (unsigned long long)st.requests, (unsigned long long)st.errors,
         (unsigned long long)st.output_overflows, (unsigned long long)ls.grants,
         (unsigned long long)ls.reentries, (unsigned long long)ls.releases,
-        (unsigned long long)ls.timeouts, (unsigned long long)ls.lost,
+        (unsigned long long)ls.timeouts, (unsigned long long)ls.cancelled,
+        (unsigned long long)ls.lost,
         (unsigned long long)ls.renewals, (unsigned long long)ls.backend_errors,
         (int)s->pid, (unsigned)s->uid, (unsigned)s->gid,
         s->ss->conf->metrics[0] ? s->ss->conf->metrics : "-");
@@ -281,6 +284,7 @@ static void send_lock_reply(session_t *s, const lock_reply_t *r) {
         [LOCK_ERR_DENIED] = PROTO_ERR_DENIED,
         [LOCK_ERR_ARGS] = PROTO_ERR_ARGS,
         [LOCK_ERR_KIND] = PROTO_ERR_KIND,
+        [LOCK_ERR_CANCELLED] = PROTO_ERR_CANCELLED,
     };
     char line[PROTO_REPLY_MAX];
     int n;
@@ -425,7 +429,8 @@ static void dispatch(session_t *s, const proto_request_t *req) {
 
     s->ss->stats.requests++;
     s->cmd = req->cmd;
-    if (req->cmd == PROTO_CMD_PING || req->cmd == PROTO_CMD_QUIT || req->cmd == PROTO_CMD_INFO)
+    if (req->cmd == PROTO_CMD_PING || req->cmd == PROTO_CMD_QUIT || req->cmd == PROTO_CMD_INFO ||
+        req->cmd == PROTO_CMD_CANCEL)
         count_reply(s, SESSION_RESULT_OK);
     switch (req->cmd) {
     case PROTO_CMD_PING:
@@ -442,6 +447,12 @@ static void dispatch(session_t *s, const proto_request_t *req) {
         return;
     case PROTO_CMD_INFO:
         send_info(s);
+        return;
+    case PROTO_CMD_CANCEL:
+        /* 1: it withdrew the wait right before it (check_cancel). */
+        n = proto_reply_ok_num(line, sizeof(line), s->cancelled);
+        s->cancelled = 0;
+        send_line(s, line, (size_t)n);
         return;
     case PROTO_CMD_CLIENTS:
         send_clients(s);
@@ -482,6 +493,7 @@ static void dispatch(session_t *s, const proto_request_t *req) {
             return;
         }
         s->state = SESSION_WAITING;
+        s->cancel_checked = 0;
         deaf_add(s);
         return;
     }
@@ -518,6 +530,16 @@ static size_t handle_input(session_t *s, const char *data, size_t len) {
     return off;
 }
 
+/* While a request waits, the line right after it may be CANCEL: then the
+ * wait is withdrawn now, and the CANCEL, read in its turn, says so. */
+static void check_cancel(session_t *s) {
+    if (s->state != SESSION_WAITING || s->cancel_checked) return;
+    int next = proto_next_is(buf_start(&s->in), s->in.len, PROTO_CMD_CANCEL);
+    if (next < 0) return; /* no whole line yet */
+    s->cancel_checked = 1;
+    if (next == 1) s->cancelled = lockmgr_cancel(s->ss->locks, s->owner);
+}
+
 /* Keeps input that arrived while a request is in flight. */
 static void keep_input(session_t *s, const char *data, size_t len) {
     if (buf_append(&s->in, data, len) != 0) {
@@ -525,6 +547,7 @@ static void keep_input(session_t *s, const char *data, size_t len) {
         session_close(s);
         return;
     }
+    check_cancel(s);
     if (s->in.len >= SESSION_INBUF_MAX && !s->paused) {
         s->paused = 1;
         uv_read_stop((uv_stream_t *)&s->pipe);
@@ -563,6 +586,7 @@ static void resume_input(session_t *s) {
         if (s->state == SESSION_CLOSING) return;
         buf_consume(&s->in, used);
         buf_shrink(&s->in);
+        check_cancel(s);
     }
     if (s->paused && s->in.len < SESSION_INBUF_MAX && s->state != SESSION_DRAINING &&
         !s->eof) {

@@ -156,6 +156,19 @@ proto_status_t proto_parse_line(const char *line, size_t len,
     return PROTO_REQUEST;
 }
 
+int proto_next_is(const char *data, size_t len, proto_cmd_t cmd) {
+    proto_request_t req;
+    const char *lf;
+    while ((lf = memchr(data, '\n', len)) != NULL) {
+        size_t n = (size_t)(lf - data);
+        proto_status_t st = proto_parse_line(data, n, &req);
+        if (st != PROTO_NEED_MORE) return st == PROTO_REQUEST && req.cmd == cmd;
+        len -= n + 1; /* a blank line: the next one */
+        data = lf + 1;
+    }
+    return -1;
+}
+
 int proto_parser_init(proto_parser_t *p, size_t max_line) {
     memset(p, 0, sizeof(*p));
     if (max_line < PROTO_LINE_MIN || max_line > PROTO_LINE_LIMIT) return -1;

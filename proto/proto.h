@@ -42,6 +42,7 @@
     XX(FAIRLOCK, "FAIRLOCK", 1, 2, "FAIRLOCK <name> [<lease_ms>]")           \
     XX(TRYFAIRLOCK, "TRYFAIRLOCK", 1, 3,                                     \
        "TRYFAIRLOCK <name> [<wait_ms> [<lease_ms>]]")                        \
+    XX(CANCEL, "CANCEL", 0, 0, "CANCEL")                                     \
     XX(INFO, "INFO", 0, 0, "INFO")                                           \
     XX(CLIENTS, "CLIENTS", 0, 0, "CLIENTS")                                  \
     XX(QUIT, "QUIT", 0, 0, "QUIT")
@@ -64,7 +65,8 @@ typedef enum {
     XX(BACKEND, "redis unavailable")                                         \
     XX(LIMIT, "limit reached")                                               \
     XX(DENIED, "not allowed for this peer")                                  \
-    XX(KIND, "the name is another kind of lock")
+    XX(KIND, "the name is another kind of lock")                             \
+    XX(CANCELLED, "the wait was cancelled")
 
 typedef enum {
     PROTO_ERR_NONE = 0,
@@ -118,6 +120,9 @@ proto_status_t proto_feed(proto_parser_t *p, const char *data, size_t len,
 proto_status_t proto_parse_line(const char *line, size_t len,
                                 proto_request_t *req);
 
+/* The first request in data (blank lines skipped): 1 if it is cmd, well
+ * formed; 0 if it is another (or a bad line); -1 if no line is whole yet. */
+int proto_next_is(const char *data, size_t len, proto_cmd_t cmd);
 /* Strict decimal: digits only, 0..PROTO_NUM_MAX. Returns 0 or -1. */
 int proto_parse_num(const char *s, size_t len, uint32_t *out);
 

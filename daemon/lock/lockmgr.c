@@ -277,6 +277,17 @@ int lockmgr_request(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req,
     return o->answered;
 }
 
+int lockmgr_cancel(lockmgr_t *m, lock_owner_t *o) {
+    if (o->pending == NULL || o->pending->kind != PENDING_WAIT) return 0;
+    wait_t *w = (wait_t *)o->pending;
+    lock_t *l = w->lock;
+    m->stats.cancelled++;
+    lock_answer_error(m, o, LOCK_ERR_CANCELLED, LOCK_WHY_NONE, 0);
+    lock_wait_end(w);  /* an acquire in flight is undone when it returns */
+    lock_maybe_free(l);
+    return 1;
+}
+
 static void owner_drop_now(lock_owner_t *o) {
     if (o->pending != NULL) {
         if (o->pending->kind == PENDING_WAIT) {

@@ -86,7 +86,8 @@ typedef enum {
     LOCK_ERR_LIMIT,
     LOCK_ERR_DENIED,
     LOCK_ERR_ARGS,        /* a lease longer than the backend grants */
-    LOCK_ERR_KIND         /* the name is another kind of lock, or an upgrade */
+    LOCK_ERR_KIND,        /* the name is another kind of lock, or an upgrade */
+    LOCK_ERR_CANCELLED    /* the wait was withdrawn (lockmgr_cancel) */
 } lock_err_t;
 
 /* Why an error, typed: the session words it. The reply's fields each one
@@ -197,6 +198,7 @@ typedef struct lockmgr_stats_s {
     uint64_t reentries;       /* reentrant grants */
     uint64_t releases;
     uint64_t timeouts;        /* TRYLOCKs that timed out */
+    uint64_t cancelled;       /* waits withdrawn by CANCEL */
     uint64_t lost;            /* !LOST events sent */
     uint64_t lost_by[3];      /* ... by lock_loss_t */
     uint64_t renewals;        /* locks renewed by the watchdog */
@@ -234,6 +236,13 @@ int lockmgr_owner_waiting(const lock_owner_t *owner);
  * conf_is_admin() accepts. */
 int lockmgr_request(lockmgr_t *mgr, lock_owner_t *owner, const lock_request_t *req,
                     lock_reply_t *now);
+
+/* Withdraws the owner's request in flight if it is a wait (LOCK, TRYLOCK
+ * with a wait, and the other kinds' alike): it is answered ERR CANCELLED
+ * through the reply callback, from inside this call, and nothing it may
+ * have been granted stays held. Returns 1, or 0 when no wait was in flight
+ * (nothing in flight, or a request that does not wait: its answer comes). */
+int lockmgr_cancel(lockmgr_t *mgr, lock_owner_t *owner);
 
 void lockmgr_stats(const lockmgr_t *mgr, lockmgr_stats_t *out);
 

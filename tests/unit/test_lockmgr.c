@@ -1745,6 +1745,61 @@ START_TEST(test_unacked_renewals_lose_the_lock) {
 }
 END_TEST
 
+/* ---- CANCEL --------------------------------------------------------------------- */
+
+/* A queued wait withdrawn: ERR CANCELLED at once, out of the queue, the
+ * owner goes on; the next waiter is served as if it had never come. */
+START_TEST(test_cancel_queued_wait) {
+    client_t *a = client(), *b = client(), *c = client();
+    lock_ok(a, "x", 0);
+    ck_assert_int_eq(lock_req(b, "x", 0), 0);
+    ck_assert_int_eq(lock_req(c, "x", 0), 0);
+    ck_assert_uint_eq(stats().waiters, 2);
+    ck_assert_int_eq(lockmgr_cancel(mgr, b->o), 1);
+    expect_error(b, LOCK_ERR_CANCELLED);
+    ck_assert_uint_eq(stats().waiters, 1);
+    ck_assert_uint_eq(stats().cancelled, 1);
+    ck_assert_int_eq(lockmgr_cancel(mgr, b->o), 0); /* nothing waits now */
+    ck_assert_int_eq(unlock_req(a, "x"), 1);
+    expect_value(a, 0);
+    fake_settle(fb);
+    expect_granted(c, 1);
+    no_reply(b);
+    ck_assert_int_eq(fake_holds(fb, b->id, "x"), 0);
+}
+END_TEST
+
+/* An acquire in Redis when its wait is withdrawn: the grant it brings
+ * back is undone, and the owner hears nothing more. */
+START_TEST(test_cancel_acquire_in_flight) {
+    client_t *a = client();
+    ck_assert_int_eq(lock_req(a, "x", 0), 0);
+    queued_is(0, BACKEND_ACQUIRE, "x", a);
+    ck_assert_int_eq(lockmgr_cancel(mgr, a->o), 1);
+    expect_error(a, LOCK_ERR_CANCELLED);
+    fake_settle(fb);
+    ck_assert_int_eq(fake_holds(fb, a->id, "x"), 0);
+    ck_assert_int_eq(fake_pttl(fb, "x"), -2);
+    no_reply(a);
+    no_event(a);
+    ck_assert_uint_eq(stats().locks_held, 0);
+    lock_ok(a, "x", 0); /* and it may ask again */
+}
+END_TEST
+
+/* What does not wait is not withdrawn: its answer comes. */
+START_TEST(test_cancel_not_a_wait) {
+    client_t *a = client();
+    ck_assert_int_eq(lockmgr_cancel(mgr, a->o), 0);
+    ck_assert_int_eq(request(a, LOCK_REQ_STATUS, "x", 0, 0), 0);
+    ck_assert_int_eq(lockmgr_cancel(mgr, a->o), 0);
+    fake_settle(fb);
+    lock_reply_t r = next_reply(a);
+    ck_assert_int_eq(r.kind, LOCK_REPLY_FREE);
+    ck_assert_uint_eq(stats().cancelled, 0);
+}
+END_TEST
+
 /* ---- shutdown ---------------------------------------------------------------- */
 
 START_TEST(test_shutdown_idle) {
@@ -2246,6 +2301,9 @@ static Suite *lockmgr_suite(void) {
     tcase_add_test(tc, test_backend_down_at_once);
 
     TC("shutdown");
+    tcase_add_test(tc, test_cancel_queued_wait);
+    tcase_add_test(tc, test_cancel_acquire_in_flight);
+    tcase_add_test(tc, test_cancel_not_a_wait);
     tcase_add_test(tc, test_shutdown_idle);
     tcase_add_test(tc, test_free_stops_timers);
     tcase_add_test(tc, test_shutdown_waits_for_everything);

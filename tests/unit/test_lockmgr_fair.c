@@ -491,6 +491,26 @@ START_TEST(test_fair_owner_drop_leaves) {
 }
 END_TEST
 
+/* A cancelled wait leaves its place at once, as a departed owner's does,
+ * and the next head's channel is watched. */
+START_TEST(test_fair_cancel_leaves) {
+    client_t *a = client(), *b = client(), *c = client();
+    (void)a;
+    ck_assert_int_eq(fake_fair_acquire_field(fb, "f", "x", -1, LEASE), BACKEND_GRANTED);
+    ck_assert_int_eq(fairlock_req(b, "f", 0), 0);
+    ck_assert_int_eq(fairlock_req(c, "f", 0), 0);
+    fake_settle(fb);
+    queue_is("f", "o2 o3");
+    ck_assert_int_eq(lockmgr_cancel(mgr, b->o), 1);
+    expect_error(b, LOCK_ERR_CANCELLED);
+    queued_mode_is(0, BACKEND_LEAVE, BACKEND_FAIR, "f", b);
+    fake_settle(fb);
+    queue_is("f", "o3");
+    watching("f", c);
+    no_reply(b);
+}
+END_TEST
+
 /* A waiter granted has no place left to give up: no LEAVE when it is
  * granted, when its TRYFAIRLOCK's wait would have run out, nor when its
  * owner leaves holding the lock (a RELEASE, and the next head asks at once). */
@@ -1146,6 +1166,7 @@ static Suite *lockmgr_fair_suite(void) {
     tcase_add_test(tc, test_fair_keep_alive);
     tcase_add_test(tc, test_fair_trylock_times_out_leaves);
     tcase_add_test(tc, test_fair_owner_drop_leaves);
+    tcase_add_test(tc, test_fair_cancel_leaves);
     tcase_add_test(tc, test_fair_granted_sends_no_leave);
     tcase_add_test(tc, test_fair_tryfairlock_zero);
     tcase_add_test(tc, test_fair_owner_drop_ask_in_flight);

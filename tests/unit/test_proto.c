@@ -148,6 +148,7 @@ static const struct {
     {"INFO", PROTO_CMD_INFO, "", 0, 0, 0},
     {"CLIENTS", PROTO_CMD_CLIENTS, "", 0, 0, 0},
     {"QUIT", PROTO_CMD_QUIT, "", 0, 0, 0},
+    {"CANCEL", PROTO_CMD_CANCEL, "", 0, 0, 0},
     {"RLOCK r", PROTO_CMD_RLOCK, "r", 0, 0, 0},
     {"RLOCK r 3000", PROTO_CMD_RLOCK, "r", 0, 3000, 0},
     {"WLOCK w 3000", PROTO_CMD_WLOCK, "w", 0, 3000, 0},
@@ -184,6 +185,32 @@ START_TEST(test_parse_each_command) {
     ck_assert_uint_eq(req.lease_ms, good_lines[_i].lease_ms);
     ck_assert_uint_eq(req.permits, good_lines[_i].permits);
     ck_assert_ptr_null(req.detail);
+}
+END_TEST
+
+/* proto_next_is: the first whole request in a buffer, blank lines
+ * skipped; -1 until a line is whole. */
+START_TEST(test_next_is) {
+    const struct {
+        const char *data;
+        int want;
+    } cases[] = {
+        {"CANCEL\n", 1},
+        {"cancel\r\n", 1},
+        {"  Cancel \t\nPING\n", 1},
+        {"\n\r\n \nCANCEL\n", 1},
+        {"PING\nCANCEL\n", 0},
+        {"CANCEL x\n", 0},  /* bad arguments: not a CANCEL */
+        {"CANCELX\n", 0},
+        {"CANC", -1},
+        {"CANCEL", -1},      /* no LF yet */
+        {"\n\n", -1},
+        {"", -1},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        ck_assert_msg(proto_next_is(cases[i].data, strlen(cases[i].data), PROTO_CMD_CANCEL) ==
+                          cases[i].want,
+                      "case %zu", i);
 }
 END_TEST
 
@@ -399,6 +426,7 @@ START_TEST(test_too_many_args) {
         {"PING x", PROTO_CMD_PING},
         {"INFO all", PROTO_CMD_INFO},
         {"QUIT now", PROTO_CMD_QUIT},
+        {"CANCEL x", PROTO_CMD_CANCEL},
         {"LOCK a 1 2", PROTO_CMD_LOCK},
         {"TRYLOCK a 1 2 3", PROTO_CMD_TRYLOCK},
         {"UNLOCK a b", PROTO_CMD_UNLOCK},
@@ -1539,6 +1567,7 @@ START_TEST(test_err_names_and_texts) {
         {PROTO_ERR_LIMIT, "LIMIT", "limit reached"},
         {PROTO_ERR_DENIED, "DENIED", "not allowed for this peer"},
         {PROTO_ERR_KIND, "KIND", "the name is another kind of lock"},
+        {PROTO_ERR_CANCELLED, "CANCELLED", "the wait was cancelled"},
     };
     ck_assert_int_eq(ARRAY_LEN(want), PROTO_ERR_COUNT);
     for (size_t i = 0; i < ARRAY_LEN(want); i++) {
@@ -1568,6 +1597,7 @@ START_TEST(test_cmd_names_and_usages) {
         {PROTO_CMD_INFO, "INFO", "INFO"},
         {PROTO_CMD_CLIENTS, "CLIENTS", "CLIENTS"},
         {PROTO_CMD_QUIT, "QUIT", "QUIT"},
+        {PROTO_CMD_CANCEL, "CANCEL", "CANCEL"},
         {PROTO_CMD_RLOCK, "RLOCK", "RLOCK <name> [<lease_ms>]"},
         {PROTO_CMD_WLOCK, "WLOCK", "WLOCK <name> [<lease_ms>]"},
         {PROTO_CMD_TRYRLOCK, "TRYRLOCK", "TRYRLOCK <name> [<wait_ms> [<lease_ms>]]"},
@@ -1603,6 +1633,7 @@ static Suite *proto_suite(void) {
     tc = tcase_create("commands");
     tcase_add_loop_test(tc, test_parse_each_command, 0, (int)ARRAY_LEN(good_lines));
     tcase_add_test(tc, test_every_command_word_is_covered);
+    tcase_add_test(tc, test_next_is);
     tcase_add_test(tc, test_command_word_case_insensitive);
     tcase_add_test(tc, test_name_case_sensitive);
     tcase_add_test(tc, test_request_fields_reset_between_parses);
