@@ -191,7 +191,10 @@ DEPS_DEB_CMDS   := $(DEPS_BUILD_CMDS) dpkg-buildpackage:dpkg-dev dh:debhelper \
                    dh_python3:dh-python lintian:lintian /usr/bin/python3:python3
 DEPS_DEB_PKGS   := $(DEPS_BUILD_PKGS) systemd:systemd
 DEPS_CHAOS_CMDS := $(DEPS_RUN_CMDS) python3:python3 redis-sentinel:redis-sentinel
-DEPS_TEST_CMDS  := $(sort $(DEPS_RUN_CMDS) $(DEPS_DEB_CMDS) $(DEPS_CHAOS_CMDS)) \
+# The clients in other languages: their toolchains, and JUnit 5 for Java's tests.
+DEPS_CLIENT_CMDS := go:golang-go javac:default-jdk-headless jar:default-jdk-headless node:nodejs
+DEPS_CLIENT_FILES := /usr/share/java/junit-platform-console-standalone.jar:junit5
+DEPS_TEST_CMDS  := $(sort $(DEPS_RUN_CMDS) $(DEPS_DEB_CMDS) $(DEPS_CHAOS_CMDS) $(DEPS_CLIENT_CMDS)) \
                    valgrind:valgrind clang:clang openssl:openssl luacheck:lua-check
 DEPS_TEST_PKGS  := $(sort $(DEPS_RUN_PKGS) $(DEPS_DEB_PKGS)) check:check
 DEPS_TEST_PYMODS := prometheus_client:python3-prometheus-client
@@ -199,9 +202,10 @@ DEPS_TEST_PYMODS := prometheus_client:python3-prometheus-client
 DEPS_CMDS := $(DEPS_TEST_CMDS)
 DEPS_PKGS := $(DEPS_TEST_PKGS)
 
-# $(call deps_install,TARGET,CMDS,PKGS,PYMODS,FUZZ): apt-get install the
-# packages of the CMDS, PKGS and PYMODS that are missing, and with FUZZ
-# non-empty libclang-rt-dev when clang cannot link a libFuzzer target.
+# $(call deps_install,TARGET,CMDS,PKGS,PYMODS,FUZZ,FILES): apt-get install
+# the packages of the CMDS, PKGS, PYMODS and FILES (path:package) that are
+# missing, and with FUZZ non-empty libclang-rt-dev when clang cannot link a
+# libFuzzer target.
 define deps_install
 @missing=""; \
 for d in $(2); do \
@@ -212,6 +216,9 @@ for d in $(3); do \
 done; \
 for d in $(4); do \
   /usr/bin/python3 -c "import $${d%%:*}" >/dev/null 2>&1 || missing="$$missing $${d#*:}"; \
+done; \
+for d in $(6); do \
+  [ -e $${d%%:*} ] || missing="$$missing $${d#*:}"; \
 done; \
 if [ -n "$(5)" ]; then \
   printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' \
@@ -229,7 +236,7 @@ fi
 endef
 
 deps deps-test:
-	$(call deps_install,$@,$(DEPS_TEST_CMDS),$(DEPS_TEST_PKGS),$(DEPS_TEST_PYMODS),fuzz)
+	$(call deps_install,$@,$(DEPS_TEST_CMDS),$(DEPS_TEST_PKGS),$(DEPS_TEST_PYMODS),fuzz,$(DEPS_CLIENT_FILES))
 
 deps-run:
 	$(call deps_install,$@,$(DEPS_RUN_CMDS),$(DEPS_RUN_PKGS))
