@@ -1,0 +1,239 @@
+// The dlockd client: one connection, many tasks; locks, semaphores, status, ping, using().
+// SPDX-License-Identifier: MIT
+
+import { openConnection } from './connection.js';
+import { ProtocolError, abortError, errorFromReply } from './errors.js';
+import { Gate } from './gate.js';
+import { KINDS, LockHandle, PermitsHandle, leaseWords } from './handles.js';
+import {
+  DEFAULT_SOCKET, PERMITS_MAX, checkName, checkNum, parseCount, parseGrant, parseStatus,
+} from './proto.js';
+
+/**
+ * Connects to dlockd at `path`, else $DLOCK_SOCKET, else /run/dlockd/dlockd.sock.
+ * Rejects with a ConnectError whose message names the path.
+ */
+export async function connect({ path } = {}) {
+  const p = path || process.env.DLOCK_SOCKET || DEFAULT_SOCKET;
+  return new Client(await openConnection(p));
+}
+
+export class Client {
+  #names = new Map(); // name -> { gate, handles }
+
+  constructor(conn) {
+    this._conn = conn;
+    conn.onEvent = (name, reason) => this.#lost(name, reason);
+    conn.onClose = (err) => this.#closed(err);
+  }
+
+  /** The socket path. */
+  get path() { return this._conn.path; }
+
+  /** True once the connection ended. */
+  get closed() { return this._conn.closed; }
+
+  /** Closes the connection: dlockd releases its locks; every live handle's signal aborts ('closed'). */
+  close() { return this._conn.close(); }
+
+  lock(name, opts) { return this.#take('lock', name, opts, false); }
+  tryLock(name, opts) { return this.#take('lock', name, opts, true); }
+  rlock(name, opts) { return this.#take('read', name, opts, false); }
+  tryRLock(name, opts) { return this.#take('read', name, opts, true); }
+  wlock(name, opts) { return this.#take('write', name, opts, false); }
+  tryWLock(name, opts) { return this.#take('write', name, opts, true); }
+  fairLock(name, opts) { return this.#take('fair', name, opts, false); }
+  tryFairLock(name, opts) { return this.#take('fair', name, opts, true); }
+
+  /**
+   * Locks `name` (opts.kind: 'lock' (default), 'fair', 'read' or 'write'), runs
+   * `fn(signal, handle)`, and always unlocks. `signal` aborts if the lock is
+   * lost; then the call rejects with that LockLostError even if fn resolved.
+   */
+  async using(name, fn, opts = {}) {
+    const h = await this.#take(opts.kind ?? 'lock', name, opts, false);
+    let ok = false;
+    let result;
+    let error;
+    try {
+      result = await fn(h.signal, h);
+      ok = true;
+    } catch (err) {
+      error = err;
+    }
+    try {
+      while (!h.done) await h.unlock();
+    } catch (err) {
+      if (ok && !h.lost) {
+        ok = false;
+        error = err;
+      }
+    }
+    if (!ok) throw error;
+    if (h.lost) throw h.lost;
+    return result;
+  }
+
+  /** SEMINIT: sets the semaphore's size unless it was set; resolves true if set now. */
+  async semInit(name, permits) {
+    checkName(name);
+    checkNum('permits', permits);
+    return parseCount(await this.#call(`SEMINIT ${name} ${permits}`)) === 1;
+  }
+
+  acquire(name, permits = 1, opts = {}) { return this.#acquire(name, permits, opts, false); }
+  tryAcquire(name, permits = 1, opts = {}) { return this.#acquire(name, permits, opts, true); }
+
+  /** STATUS as {state, holds, ttl, fence, readers, available}. */
+  async status(name) {
+    checkName(name);
+    return parseStatus(await this.#call(`STATUS ${name}`));
+  }
+
+  /** FORCEUNLOCK (admins only): resolves true if a lock was removed. */
+  async forceUnlock(name) {
+    checkName(name);
+    return parseCount(await this.#call(`FORCEUNLOCK ${name}`)) === 1;
+  }
+
+  /** PING: resolves once dlockd answered. */
+  async ping() {
+    const words = await this.#call('PING');
+    if (words[1] !== 'PONG') throw new ProtocolError(`bad PING reply: ${words.join(' ')}`);
+  }
+
+  /** INFO as an object of strings. */
+  async info() {
+    const out = {};
+    for (const w of (await this.#call('INFO')).slice(1)) {
+      const eq = w.indexOf('=');
+      if (eq > 0) out[w.slice(0, eq)] = w.slice(eq + 1);
+    }
+    return out;
+  }
+
+  async #call(line) {
+    const reply = await this._conn.request(line);
+    if (reply.type === 'OK') return reply.words;
+    if (reply.type === 'ERR') throw errorFromReply(reply.code, reply.text);
+    throw new ProtocolError(`unexpected reply: ${reply.words.join(' ')}`);
+  }
+
+  async #take(kind, name, opts = {}, isTry) {
+    const { lease, signal } = opts;
+    checkName(name);
+    leaseWords(lease);
+    const wait = isTry ? checkNum('wait', opts.wait ?? 0) : undefined;
+    const k = KINDS[kind];
+    const what = `${k.take} ${name}`;
+    const entry = this.#entry(name);
+    const t0 = performance.now();
+    let passed;
+    try {
+      passed = await entry.gate.enter(k.mode, { waitMs: wait, signal, what });
+    } catch (err) {
+      this.#tidy(name);
+      throw err;
+    }
+    if (!passed) {
+      this.#tidy(name);
+      return null;
+    }
+    let granted = false;
+    try {
+      let line;
+      let waits = true;
+      if (isTry) {
+        const left = Math.max(0, wait - Math.floor(performance.now() - t0));
+        line = `${k.try} ${name} ${left}${leaseWords(lease)}`;
+        waits = left > 0;
+      } else {
+        line = `${k.take} ${name}${leaseWords(lease)}`;
+      }
+      const reply = await this._conn.request(line, { waits, signal, what });
+      if (reply.cancelled) {
+        if (reply.type === 'OK') await this._dropQuietly(k.drop, name); // the grant raced the cancel
+        throw abortError(what, signal);
+      }
+      if (reply.type === 'TIMEOUT') return null;
+      if (reply.type === 'ERR') throw errorFromReply(reply.code, reply.text);
+      const g = parseGrant(reply.words);
+      const h = new LockHandle(this, kind, name, g.fence, 1);
+      entry.handles.add(h);
+      granted = true;
+      return h;
+    } finally {
+      if (!granted) this._leaveGate(name, k.mode);
+    }
+  }
+
+  async #acquire(name, permits, opts, isTry) {
+    if (typeof permits === 'object' && permits !== null) {
+      opts = permits;
+      permits = 1;
+    }
+    const { lease, signal } = opts ?? {};
+    checkName(name);
+    checkNum('permits', permits, 1, PERMITS_MAX);
+    const wait = isTry ? checkNum('wait', opts?.wait ?? 0) : 0;
+    const what = `ACQUIRE ${name} ${permits}`;
+    const line = isTry
+      ? `TRYACQUIRE ${name} ${permits} ${wait}${leaseWords(lease)}`
+      : `ACQUIRE ${name} ${permits}${leaseWords(lease)}`;
+    const reply = await this._conn.request(line, { waits: !isTry || wait > 0, signal, what });
+    if (reply.cancelled) {
+      if (reply.type === 'OK') await this._dropQuietly('RELEASE', name, permits);
+      throw abortError(what, signal);
+    }
+    if (reply.type === 'TIMEOUT') return null;
+    if (reply.type === 'ERR') throw errorFromReply(reply.code, reply.text);
+    const h = new PermitsHandle(this, name, permits, parseCount(reply.words));
+    this.#entry(name).handles.add(h);
+    return h;
+  }
+
+  /** Gives back a grant nobody will hold (it raced a cancel, or came after a loss). */
+  async _dropQuietly(verb, name, permits) {
+    try {
+      await this._conn.request(permits === undefined ? `${verb} ${name}` : `${verb} ${name} ${permits}`);
+    } catch {
+      // the connection ended: dlockd released it with the connection
+    }
+  }
+
+  #entry(name) {
+    let e = this.#names.get(name);
+    if (e === undefined) {
+      e = { gate: new Gate(), handles: new Set() };
+      this.#names.set(name, e);
+    }
+    return e;
+  }
+
+  #tidy(name) {
+    const e = this.#names.get(name);
+    if (e && e.gate.idle && e.handles.size === 0) this.#names.delete(name);
+  }
+
+  _leaveGate(name, mode) {
+    this.#names.get(name)?.gate.leave(mode);
+    this.#tidy(name);
+  }
+
+  _forget(handle) {
+    this.#names.get(handle.name)?.handles.delete(handle);
+    this.#tidy(handle.name);
+  }
+
+  #lost(name, reason) {
+    const e = this.#names.get(name);
+    if (e) for (const h of [...e.handles]) h._lose(reason);
+  }
+
+  #closed(err) {
+    for (const e of [...this.#names.values()]) {
+      e.gate.fail(err);
+      for (const h of [...e.handles]) h._lose('closed');
+    }
+  }
+}
