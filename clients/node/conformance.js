@@ -1,0 +1,149 @@
+#!/usr/bin/env node
+// Conformance adapter: speaks tests/conformance/README.md's protocol through the public API only.
+// SPDX-License-Identifier: MIT
+
+import { createInterface } from 'node:readline';
+import { connect, DlockError, LockLostError } from './index.js';
+
+const clients = new Map(); // cid -> Client
+const handles = new Map(); // hid -> LockHandle | PermitsHandle
+const inflight = new Map(); // rid -> AbortController
+
+const say = (line) => process.stdout.write(`${line}\n`);
+const oneLine = (s) => String(s).replace(/[\r\n]+/g, ' ');
+
+const KIND_OF_CODE = {
+  NAME: 'name', ARGS: 'args', KIND: 'kind', NOTHELD: 'notheld', LIMIT: 'limit', DENIED: 'denied',
+  BACKEND: 'backend', CANCELLED: 'cancelled', CLOSED: 'closed', CONNECT: 'connect',
+};
+
+function errKind(e) {
+  if (e?.name === 'AbortError') return 'cancelled';
+  if (e instanceof LockLostError) return e.reason === 'closed' ? 'closed' : 'notheld';
+  if (e instanceof DlockError) return KIND_OF_CODE[e.code] ?? 'other';
+  return 'other';
+}
+
+function client(cid) {
+  const c = clients.get(cid);
+  if (!c) throw new Error(`no client ${cid}`);
+  return c;
+}
+
+function handle(hid) {
+  const h = handles.get(hid);
+  if (!h) throw new Error(`no handle ${hid}`);
+  return h;
+}
+
+function keep(hid, h) {
+  handles.set(hid, h);
+  h.signal.addEventListener('abort', () => say(`* lost ${hid} ${h.signal.reason.reason}`), { once: true });
+  return h;
+}
+
+const lease = (w) => Number(w);
+
+function statusWords(s) {
+  switch (s.state) {
+    case 'FREE': return 'FREE';
+    case 'MINE': return `MINE ${s.holds} ${s.ttl} ${s.fence}`;
+    case 'TAKEN': return `TAKEN ${s.ttl}`;
+    case 'READ': case 'WRITE': return `${s.state} ${s.readers} ${s.holds} ${s.ttl}`;
+    case 'SEM': return `SEM ${s.available} ${s.holds}`;
+    default: return s.state;
+  }
+}
+
+async function grant(hid, p) {
+  const h = await p;
+  if (h === null) return 'timeout';
+  keep(hid, h);
+  return `ok ${h.fence} ${h.holds}`;
+}
+
+async function contend(c, tasks, names, rounds, prefix) {
+  const holder = new Map();
+  const last = new Map();
+  let grants = 0;
+  let overlaps = 0;
+  let nonrising = 0;
+  const task = async (t) => {
+    for (let r = 0; r < rounds; r++) {
+      const name = `${prefix}${(t + r) % names}`;
+      const h = await c.lock(name);
+      grants++;
+      if (holder.has(name)) overlaps++;
+      holder.set(name, t);
+      if (last.has(name) && h.fence <= last.get(name)) nonrising++;
+      last.set(name, h.fence);
+      await new Promise((res) => setImmediate(res));
+      holder.delete(name);
+      await h.unlock();
+    }
+  };
+  await Promise.all(Array.from({ length: tasks }, (_, t) => task(t)));
+  return `ok ${grants} ${overlaps} ${nonrising}`;
+}
+
+async function run(cmd, a, signal) {
+  switch (cmd) {
+    case 'connect':
+      clients.set(a[0], await connect(a[1] === '-' ? {} : { path: a[1] }));
+      return 'ok';
+    case 'close':
+      await client(a[0]).close();
+      return 'ok';
+    case 'lock': return grant(a[1], client(a[0]).lock(a[2], { lease: lease(a[3]), signal }));
+    case 'rlock': return grant(a[1], client(a[0]).rlock(a[2], { lease: lease(a[3]), signal }));
+    case 'wlock': return grant(a[1], client(a[0]).wlock(a[2], { lease: lease(a[3]), signal }));
+    case 'fairlock': return grant(a[1], client(a[0]).fairLock(a[2], { lease: lease(a[3]), signal }));
+    case 'trylock':
+      return grant(a[1], client(a[0]).tryLock(a[2], { wait: Number(a[3]), lease: lease(a[4]), signal }));
+    case 'reenter': {
+      const h = await handle(a[0]).relock();
+      return `ok ${h.fence} ${h.holds}`;
+    }
+    case 'unlock': return `ok ${await handle(a[0]).unlock()}`;
+    case 'renew': return `ok ${await handle(a[0]).renew(lease(a[1]))}`;
+    case 'seminit': return `ok ${(await client(a[0]).semInit(a[1], Number(a[2]))) ? 1 : 0}`;
+    case 'acquire': {
+      const h = await client(a[0]).acquire(a[2], Number(a[3]), { lease: lease(a[4]), signal });
+      keep(a[1], h);
+      return `ok ${h.held}`;
+    }
+    case 'release': return `ok ${await handle(a[0]).release(Number(a[1]))}`;
+    case 'status': return `ok ${statusWords(await client(a[0]).status(a[1]))}`;
+    case 'ping':
+      await client(a[0]).ping();
+      return 'ok';
+    case 'contend':
+      return contend(client(a[0]), Number(a[1]), Number(a[2]), Number(a[3]), a[4]);
+    default:
+      throw new Error(`unknown command ${cmd}`);
+  }
+}
+
+function command(line) {
+  const [rid, cmd, ...args] = line.split(' ');
+  if (!rid || !cmd) return;
+  if (cmd === 'cancel') {
+    inflight.get(args[0])?.abort();
+    say(`${rid} ok`);
+    return;
+  }
+  const ac = new AbortController();
+  inflight.set(rid, ac);
+  run(cmd, args, ac.signal).then(
+    (answer) => say(`${rid} ${answer}`),
+    (e) => say(`${rid} err ${errKind(e)} ${oneLine(e?.message ?? e)}`),
+  ).finally(() => inflight.delete(rid));
+}
+
+const rl = createInterface({ input: process.stdin, crlfDelay: Infinity });
+rl.on('line', (line) => { if (line.trim() !== '') command(line.trim()); });
+rl.on('close', async () => {
+  await Promise.all([...clients.values()].map((c) => c.close()));
+  process.stdout.write('', () => process.exit(0));
+});
+say('* ready');
