@@ -65,6 +65,7 @@ SUPPORT_SRC := $(wildcard tests/support/*.c)
 
 .PHONY: fuzz fuzz-build fuzz-short chaos chaos-short metrics-test
 .PHONY: luacheck
+.PHONY: clients-node clients-node-test
 .PHONY: all deps deps-run deps-test deps-deb deps-chaos deb package-test run test bench unit integration integration-sanitized integration-valgrind sanitize-build clients-test \
         unit-build integration-build install uninstall clean
 
@@ -269,6 +270,19 @@ clients-test: $(BUILD)/dlockd
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/python/test_dlock.py
 	@echo "== tests/shell/test_dlock_sh.sh"
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) sh tests/shell/test_dlock_sh.sh
+
+# The Node client (clients/node): nothing to compile; each file is syntax-checked
+# and the package's files copied to $(BUILD)/node (what `npm pack` ships).
+clients-node:
+	@for f in clients/node/*.js clients/node/lib/*.js clients/node/test/*.js; do node --check "$$f" || exit 1; done
+	@rm -rf $(BUILD)/node && mkdir -p $(BUILD)/node
+	@cp -R clients/node/package.json clients/node/index.js clients/node/index.d.ts clients/node/README.md \
+	  clients/node/lib $(BUILD)/node/
+
+# The Node client's own tests (node --test), against the real daemon.
+clients-node-test: $(BUILD)/dlockd clients-node
+	@echo "== clients/node/test"
+	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) node --test clients/node/test/*.test.js
 
 # The Prometheus endpoint, scraped for real and parsed with Debian's
 # python3-prometheus-client; against the plain and the sanitized daemon.

@@ -1,0 +1,161 @@
+// Type declarations of dlockd-client, the Node.js client of dlockd (hand-written).
+// SPDX-License-Identifier: MIT
+
+/** Default socket path when neither `path` nor $DLOCK_SOCKET is given. */
+export const DEFAULT_SOCKET: string;
+/** Longest lock name, in bytes. */
+export const NAME_MAX: number;
+/** Largest number the protocol accepts (ms, permits). */
+export const NUM_MAX: number;
+/** Most permits in one acquire or release. */
+export const PERMITS_MAX: number;
+/** Returns `name` if it is a valid lock name (1-255 chars of 0x21-0x7E), else throws a BadRequestError (code NAME). */
+export function checkName(name: string): string;
+
+export type ErrorCode =
+  | 'NAME' | 'ARGS' | 'KIND' | 'NOTHELD' | 'LIMIT' | 'DENIED' | 'BACKEND' | 'CANCELLED'
+  | 'CLOSED' | 'CONNECT' | 'LOST' | 'PROTOCOL' | 'UNKNOWN' | 'TOOLONG';
+
+export type LossReason = 'expired' | 'forced' | 'backend' | 'closed';
+
+/** Any dlockd error; `code` is the protocol's ERR code or the client's own. */
+export class DlockError extends Error {
+  readonly code: ErrorCode | string;
+}
+/** NAME, ARGS (also UNKNOWN, TOOLONG). */
+export class BadRequestError extends DlockError {}
+export class KindError extends DlockError {}
+export class NotHeldError extends DlockError {}
+export class LimitError extends DlockError {}
+export class DeniedError extends DlockError {}
+export class BackendError extends DlockError {}
+/** The connection ended (dlockd went away, or the client was closed). */
+export class ClosedError extends DlockError {}
+/** dlockd said something this client does not understand. */
+export class ProtocolError extends DlockError {}
+/** The connect failed; the message names the path, with a hint. */
+export class ConnectError extends DlockError {
+  readonly path: string;
+  /** The system error code, e.g. 'ENOENT'. */
+  readonly errno: string | undefined;
+}
+/** A held lock is gone: the `reason` of a handle's `signal`. */
+export class LockLostError extends DlockError {
+  readonly lockName: string;
+  readonly reason: LossReason;
+}
+
+export interface ConnectOptions {
+  /** Socket path; default $DLOCK_SOCKET, else /run/dlockd/dlockd.sock. */
+  path?: string;
+}
+
+export interface LockOptions {
+  /** Lease in ms; 0 or absent: watchdog mode (dlockd renews while the connection lives). */
+  lease?: number;
+  /** Aborting it cancels the wait: the call rejects with a DOMException named 'AbortError'. */
+  signal?: AbortSignal;
+}
+
+export interface TryLockOptions extends LockOptions {
+  /** How long to wait, in ms (default 0: one try). */
+  wait?: number;
+}
+
+export interface UsingOptions extends LockOptions {
+  /** The lock kind: 'lock' (default), 'fair', 'read' or 'write'. */
+  kind?: 'lock' | 'fair' | 'read' | 'write';
+}
+
+export type LockKind = 'lock' | 'fair' | 'read' | 'write';
+
+/** A held plain, fair, read or write lock. */
+export class LockHandle {
+  readonly name: string;
+  readonly kind: LockKind;
+  /** The grant's fence: rises strictly from grant to grant of the name. */
+  readonly fence: bigint;
+  /** This handle's holds. */
+  readonly holds: number;
+  /** Aborted when the lock is lost; `signal.reason` is a LockLostError. */
+  readonly signal: AbortSignal;
+  /** The LockLostError once lost, else null. */
+  readonly lost: LockLostError | null;
+  /** True once fully unlocked, or lost. */
+  readonly done: boolean;
+  /** Reentry: same fence, one hold more. Resolves this handle. */
+  relock(opts?: { lease?: number }): Promise<this>;
+  /** One hold less (the last releases the lock); resolves the holds left. Rejects with the LockLostError if lost. */
+  unlock(): Promise<number>;
+  /** RENEW; resolves the new ttl in ms. */
+  renew(lease?: number): Promise<number>;
+}
+
+/** Permits of a semaphore, acquired through a client. */
+export class PermitsHandle {
+  readonly name: string;
+  readonly kind: 'sem';
+  /** Permits this handle holds. */
+  readonly permits: number;
+  /** Permits the connection held of the semaphore at the last grant or release. */
+  readonly held: number;
+  readonly signal: AbortSignal;
+  readonly lost: LockLostError | null;
+  readonly done: boolean;
+  /** Gives back `n` (default: all) of this handle's permits; resolves what the connection still holds. */
+  release(n?: number): Promise<number>;
+  renew(lease?: number): Promise<number>;
+}
+
+/** STATUS of a name. */
+export interface Status {
+  state: 'FREE' | 'MINE' | 'TAKEN' | 'READ' | 'WRITE' | 'SEM';
+  /** This connection's holds (MINE, READ, WRITE) or permits (SEM); else 0. */
+  holds: number;
+  /** Remaining lease in ms (MINE, TAKEN, READ, WRITE; may be -1), else null. */
+  ttl: number | null;
+  /** This connection's fence when MINE, else null. */
+  fence: bigint | null;
+  /** Owners holding read holds (READ), 1 (WRITE), else null. */
+  readers: number | null;
+  /** Permits free now (SEM), else null. */
+  available: number | null;
+}
+
+/**
+ * One connection to dlockd, shared by many async tasks. A request that waits
+ * holds back the client's later requests until it is granted or cancelled:
+ * put independent waiters on separate clients.
+ */
+export class Client {
+  readonly path: string;
+  readonly closed: boolean;
+  lock(name: string, opts?: LockOptions): Promise<LockHandle>;
+  /** Resolves null on TIMEOUT. */
+  tryLock(name: string, opts?: TryLockOptions): Promise<LockHandle | null>;
+  rlock(name: string, opts?: LockOptions): Promise<LockHandle>;
+  tryRLock(name: string, opts?: TryLockOptions): Promise<LockHandle | null>;
+  wlock(name: string, opts?: LockOptions): Promise<LockHandle>;
+  tryWLock(name: string, opts?: TryLockOptions): Promise<LockHandle | null>;
+  fairLock(name: string, opts?: LockOptions): Promise<LockHandle>;
+  tryFairLock(name: string, opts?: TryLockOptions): Promise<LockHandle | null>;
+  /** Locks, runs fn, always unlocks; rejects with the LockLostError if the lock was lost meanwhile. */
+  using<T>(name: string, fn: (signal: AbortSignal, handle: LockHandle) => Promise<T> | T, opts?: UsingOptions): Promise<T>;
+  /** Sets a semaphore's size unless it was set; resolves true if set now. */
+  semInit(name: string, permits: number): Promise<boolean>;
+  acquire(name: string, permits?: number, opts?: LockOptions): Promise<PermitsHandle>;
+  acquire(name: string, opts: LockOptions): Promise<PermitsHandle>;
+  /** Resolves null on TIMEOUT. */
+  tryAcquire(name: string, permits?: number, opts?: TryLockOptions): Promise<PermitsHandle | null>;
+  tryAcquire(name: string, opts: TryLockOptions): Promise<PermitsHandle | null>;
+  status(name: string): Promise<Status>;
+  /** FORCEUNLOCK (uid 0 or admin_uids): resolves true if a lock was removed. */
+  forceUnlock(name: string): Promise<boolean>;
+  ping(): Promise<void>;
+  info(): Promise<Record<string, string>>;
+  /** Closes the connection: dlockd releases its locks; every live handle's signal aborts with reason 'closed'. */
+  close(): Promise<void>;
+}
+
+/** Connects to dlockd; rejects with a ConnectError naming the path. */
+export function connect(opts?: ConnectOptions): Promise<Client>;
