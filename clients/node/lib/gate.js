@@ -26,6 +26,13 @@ export class Gate {
     else this.shared++;
   }
 
+  /** Passes at once if the gate is free for `mode` (nobody queued); returns whether it did. */
+  tryEnter(mode) {
+    if (this.queue.length > 0 || !this.#fits(mode)) return false;
+    this.#take(mode);
+    return true;
+  }
+
   /**
    * Resolves true once passed, false when `waitMs` (undefined: forever) ran
    * out first; rejects with an AbortError when `signal` aborts first.
