@@ -3,7 +3,9 @@
 One Client is one connection to dlockd and one lock owner: every lock it
 holds is released when it is closed or the process dies. A Lock owns its own
 Client, so one Lock is one owner. Neither class is thread-safe; use one per
-thread.
+thread. The one exception is Client.cancel(): another thread calls it to
+withdraw the wait of a request blocked in the client's thread, which then
+raises Cancelled.
 
     import dlock
 
@@ -32,6 +34,17 @@ thread.
         with c.semaphore("transcode", 2):   # 2 of the 4 while inside
             ...
 
+A waiting request (lock, rlock, wlock, fairlock, acquire, or a try... with a
+wait) holds the connection until it is answered; Client.cancel() from
+another thread withdraws it:
+
+    c = dlock.Client()
+    threading.Timer(5, c.cancel).start()
+    try:
+        c.lock("invoices")
+    except dlock.Cancelled:
+        ...             # nothing is held; the client stays usable
+
 Loss notifications (``!LOST <name> <reason>``) are collected whenever the
 client reads from dlockd and are reported as LockLost by the next call on
 that name, by check(), or by leaving a ``with dlock.Lock(...)`` block.
@@ -48,12 +61,13 @@ import os
 import re
 import select
 import socket as _socket
+import threading
 import time
 
 __all__ = [
     "DEFAULT_SOCKET", "SOCKET_ENV", "NAME_MAX", "NUM_MAX", "Status",
     "DlockError", "BadRequest", "Timeout", "NotHeld", "BackendError",
-    "LimitError", "Denied", "KindError", "LockLost", "ConnectionClosed",
+    "LimitError", "Denied", "KindError", "Cancelled", "LockLost", "ConnectionClosed",
     "ConnectFailed", "ProtocolError", "Client", "Lock", "ClientLock", "ClientSemaphore",
     "validate_name", "PERMITS_MAX",
 ]
@@ -168,6 +182,11 @@ class KindError(DlockError):
     semaphores or fair locks (quorum)."""
 
 
+class Cancelled(DlockError):
+    """A wait was withdrawn by Client.cancel() (ERR CANCELLED): nothing is
+    held by it."""
+
+
 class LockLost(DlockError):
     """dlockd reported ``!LOST <name> <reason>``: the lock is no longer held.
     ``reason`` is "expired", "forced" or "backend"."""
@@ -232,7 +251,13 @@ _ERRORS = {
     "LIMIT": LimitError,
     "DENIED": Denied,
     "KIND": KindError,
+    "CANCELLED": Cancelled,
 }
+
+# The request that gives back what a waiting request got.
+_UNDO = {"LOCK": "UNLOCK", "TRYLOCK": "UNLOCK", "FAIRLOCK": "UNLOCK", "TRYFAIRLOCK": "UNLOCK",
+         "RLOCK": "RUNLOCK", "TRYRLOCK": "RUNLOCK", "WLOCK": "WUNLOCK", "TRYWLOCK": "WUNLOCK",
+         "ACQUIRE": "RELEASE", "TRYACQUIRE": "RELEASE"}
 
 _DIGITS = re.compile(r"[0-9]+\Z")
 _INT = re.compile(r"-?[0-9]+\Z")
@@ -319,6 +344,11 @@ class Client(object):
         self._eof = False
         self._sock = None
         self._poll = None
+        # A waiting request's state, for cancel() from another thread: None
+        # (none), "sending", "sent", "pending" (cancelled while being sent)
+        # or "cancelled" (CANCEL written after it).
+        self._wait_lock = threading.Lock()
+        self._wait_state = None
         s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:
             s.settimeout(timeout)
@@ -509,9 +539,39 @@ class Client(object):
         if name in self.lost:
             raise LockLost(name, self.lost.pop(name))
 
+    def cancel(self):
+        """Withdraw the wait of the request blocked in another thread on
+        this client (lock, rlock, wlock, fairlock, acquire, or a try... with
+        a wait): that call raises Cancelled, holding nothing (a grant that
+        raced the cancel is given back). Safe to call from any thread; the
+        client stays usable. Returns True if a wait was being cancelled,
+        False if none was in progress (then nothing is done)."""
+        with self._wait_lock:
+            state = self._wait_state
+            if state == "sending":
+                self._wait_state = "pending"    # the caller writes CANCEL
+                return True
+            if state != "sent" or self._sock is None:
+                return False
+            try:
+                self._sock.sendall(b"CANCEL\n")
+            except OSError:
+                return False    # the waiting call sees the connection end
+            self._wait_state = "cancelled"
+            return True
+
+    def _wait_mark(self, state, only_from=None):
+        """Set the waiting request's state; the state it had."""
+        with self._wait_lock:
+            old = self._wait_state
+            if only_from is None or old == only_from:
+                self._wait_state = state
+            return old
+
     def _call(self, words, name=None, wait=None, unbounded=False):
         """Send one request and return its reply's words (the first is "OK"
-        or "TIMEOUT"); raise the matching DlockError for ERR."""
+        or "TIMEOUT"); raise the matching DlockError for ERR. A request that
+        may wait can be withdrawn by cancel()."""
         sock = self._sock
         if sock is None:
             raise ConnectionClosed(None, "connection is closed")
@@ -530,6 +590,10 @@ class Client(object):
             deadline = None
         else:
             deadline = time.monotonic() + timeout + (wait or 0)
+        cancellable = unbounded or bool(wait)
+        cancelled = False
+        if cancellable:
+            self._wait_mark("sending")
         try:
             if timeout is None:
                 sock.sendall(line)      # the socket is blocking
@@ -540,7 +604,22 @@ class Client(object):
                 finally:
                     if self._sock is not None:
                         self._sock.settimeout(None)
+            if cancellable:
+                with self._wait_lock:
+                    if self._wait_state == "pending":
+                        sock.sendall(b"CANCEL\n")     # right behind the request
+                        self._wait_state = "cancelled"
+                    else:
+                        self._wait_state = "sent"
             reply = self._reply(deadline)
+            if reply is not None and cancellable:
+                cancelled = self._wait_mark(None) == "cancelled"
+                ack = self._reply(deadline) if cancelled else "OK"
+                if ack is None:
+                    reply = None
+                elif not ack.startswith("OK"):
+                    self._abort()
+                    raise ProtocolError(None, "unexpected reply to CANCEL: %r" % ack)
             if reply is None:
                 self._abort()
                 raise ConnectionClosed(None, "dlockd closed the connection")
@@ -559,9 +638,14 @@ class Client(object):
             # resynchronised. Closing cancels any wait and frees our locks.
             self._abort()
             raise
+        finally:
+            if cancellable:
+                self._wait_mark(None)
         if self._buf:
             self._take_events()     # events read with the reply
         rw = reply.split()
+        if cancelled:
+            self._cancelled(words, rw)
         if rw[0] == "ERR":
             code = rw[1] if len(rw) > 1 else "UNKNOWN"
             text = reply.split(None, 2)[2] if len(rw) > 2 else ""
@@ -574,6 +658,22 @@ class Client(object):
             self._abort()
             raise ProtocolError(None, "unexpected reply from dlockd: %r" % reply)
         return rw
+
+    def _cancelled(self, words, rw):
+        """The request words was cancelled and answered rw: give back a
+        grant that raced the cancel, and raise Cancelled."""
+        if rw[0] == "OK" and words[0] in _UNDO:
+            undo = [_UNDO[words[0]], words[1]]
+            if undo[0] == "RELEASE":
+                undo.append(words[2])
+            try:
+                self._call(undo)
+            except ConnectionClosed:
+                raise
+            except DlockError:
+                pass    # lost meanwhile: nothing is held either way
+        text = " ".join(rw[2:]) if rw[0] == "ERR" else "the wait was cancelled"
+        raise Cancelled("CANCELLED", text)
 
     def _grant(self, rw):
         if rw[0] == "TIMEOUT":

@@ -1,0 +1,303 @@
+#!/usr/bin/env python3
+"""The blocking Python client's conformance adapter (tests/conformance/README.md).
+
+A thread per client runs its commands one at a time and, while idle, watches
+its connection for loss events (Client.check()); `cancel` calls
+Client.cancel() from the main thread.
+"""
+# SPDX-License-Identifier: MIT
+
+import collections
+import os
+import select
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dlock  # noqa: E402
+
+_out = threading.Lock()
+
+
+def say(*words):
+    with _out:
+        sys.stdout.write(" ".join(str(w) for w in words) + "\n")
+        sys.stdout.flush()
+
+
+def err_kind(e):
+    if isinstance(e, dlock.Cancelled):
+        return "cancelled"
+    if isinstance(e, dlock.ConnectFailed):
+        return "connect"
+    if isinstance(e, dlock.ConnectionClosed):
+        return "closed"
+    if isinstance(e, dlock.BadRequest):
+        if e.code == "NAME" or (e.code is None and "name" in e.message):
+            return "name"
+        return "args"
+    return {dlock.KindError: "kind", dlock.NotHeld: "notheld", dlock.LockLost: "notheld",
+            dlock.LimitError: "limit", dlock.Denied: "denied",
+            dlock.BackendError: "backend"}.get(type(e), "other")
+
+
+class Handle(object):
+    def __init__(self, cid, name, kind, lease, permits=0):
+        self.cid, self.name, self.kind, self.lease = cid, name, kind, lease
+        self.permits = permits
+        self.live = True
+
+
+class Worker(object):
+    """One client: its connection and the thread that runs its commands."""
+
+    def __init__(self, adapter, cid, client):
+        self.adapter, self.cid, self.c = adapter, cid, client
+        self.q = collections.deque()
+        self.cv = threading.Condition()
+        self.current = None     # the rid running now
+        self.wake_r, self.wake_w = os.pipe()
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+        self.thread.start()
+
+    def put(self, rid, fn):
+        with self.cv:
+            self.q.append((rid, fn))
+        os.write(self.wake_w, b"x")
+
+    def cancel(self, rid):
+        """Drop rid if it waits in the queue; else cancel it while it runs."""
+        with self.cv:
+            for item in self.q:
+                if item[0] == rid:
+                    self.q.remove(item)
+                    say(rid, "err", "cancelled", "dropped before it ran")
+                    return
+        # Running (or about to): cancel() finds its wait once it is sent.
+        while True:
+            with self.cv:
+                if self.current != rid:
+                    return
+            if self.c.cancel():
+                return
+            time.sleep(0.001)   # the call has not reached its wait yet
+
+    def loop(self):
+        while True:
+            with self.cv:
+                item = self.q.popleft() if self.q else None
+                self.current = item[0] if item else None
+            if item is None:
+                self.idle()
+                continue
+            rid, fn = item
+            if fn is None:
+                return
+            try:
+                say(rid, *fn())
+            except dlock.DlockError as e:
+                say(rid, "err", err_kind(e), str(e).replace("\n", " "))
+                if isinstance(e, dlock.ConnectionClosed):
+                    self.adapter.lost_all(self.cid, "closed")
+            except Exception as e:
+                say(rid, "err", "other", "%s: %s" % (type(e).__name__, e))
+            with self.cv:
+                self.current = None
+            self.events()
+
+    def idle(self):
+        """Wait for a command, meanwhile reporting the connection's events."""
+        fds = [self.wake_r]
+        if not self.c.closed:
+            fds.append(self.c.fileno())
+        r, _, _ = select.select(fds, [], [])
+        if self.wake_r in r:
+            os.read(self.wake_r, 4096)
+        if len(fds) > 1 and fds[1] in r:
+            self.events()
+
+    def events(self):
+        """Client.check(): each loss reported to its handles."""
+        if self.c.closed:
+            return
+        while True:
+            try:
+                self.c.check()
+                return
+            except dlock.LockLost as e:
+                self.adapter.lost_name(self.cid, e.name, e.reason)
+            except dlock.DlockError:
+                self.adapter.lost_all(self.cid, "closed")
+                return
+
+    def stop(self):
+        self.put(None, None)
+        self.thread.join()
+        os.close(self.wake_r)
+        os.close(self.wake_w)
+
+
+class Adapter(object):
+    def __init__(self):
+        self.workers = {}
+        self.handles = {}
+        self.lock = threading.Lock()
+        self.rid_worker = {}
+
+    def lost_name(self, cid, name, reason):
+        with self.lock:
+            hs = [(hid, h) for hid, h in self.handles.items()
+                  if h.cid == cid and h.name == name and h.live]
+            for hid, h in hs:
+                h.live = False
+        for hid, _ in hs:
+            say("*", "lost", hid, reason)
+
+    def lost_all(self, cid, reason):
+        with self.lock:
+            hs = [hid for hid, h in self.handles.items() if h.cid == cid and h.live]
+            for hid in hs:
+                self.handles[hid].live = False
+        for hid in hs:
+            say("*", "lost", hid, reason)
+
+    def grant(self, hid, cid, name, kind, lease, got):
+        with self.lock:
+            self.handles[hid] = Handle(cid, name, kind, lease)
+        return ["ok", got[0], got[1]]
+
+    # -- commands (run on the client's thread) --
+
+    def do(self, w, op, args):
+        c, cid = w.c, w.cid
+        if op in ("lock", "rlock", "wlock", "fairlock"):
+            hid, name, lease = args[0], args[1], int(args[2])
+            return self.grant(hid, cid, name, op, lease, getattr(c, op)(name, lease))
+        if op == "trylock":
+            hid, name, wait, lease = args[0], args[1], int(args[2]), int(args[3])
+            try:
+                got = c.trylock(name, wait, lease)
+            except dlock.Timeout:
+                return ["timeout"]
+            return self.grant(hid, cid, name, "lock", lease, got)
+        if op == "close":
+            c.close()
+            self.lost_all(cid, "closed")
+            return ["ok"]
+        if op == "seminit":
+            return ["ok", 1 if c.seminit(args[0], int(args[1])) else 0]
+        if op == "acquire":
+            hid, name, permits, lease = args[0], args[1], int(args[2]), int(args[3])
+            held = c.acquire(name, permits, lease)
+            with self.lock:
+                self.handles[hid] = Handle(cid, name, "sem", lease, permits)
+            return ["ok", held]
+        if op == "status":
+            st = c.status(args[0])
+            if st.state == "FREE":
+                return ["ok", "FREE"]
+            if st.state == "MINE":
+                return ["ok", "MINE", st.holds, st.ttl_ms, st.fence]
+            if st.state == "TAKEN":
+                return ["ok", "TAKEN", st.ttl_ms]
+            if st.state in ("READ", "WRITE"):
+                return ["ok", st.state, st.readers, st.holds, st.ttl_ms]
+            return ["ok", "SEM", st.available, st.holds]
+        if op == "ping":
+            c.ping()
+            return ["ok"]
+        if op == "contend":
+            return self.contend(c, int(args[0]), int(args[1]), int(args[2]), args[3])
+        raise dlock.DlockError(None, "unknown command %s" % op)
+
+    def do_handle(self, w, op, h, args):
+        c = w.c
+        if op == "reenter":
+            fn = {"lock": c.lock, "fairlock": c.fairlock, "rlock": c.rlock, "wlock": c.wlock}
+            return ["ok"] + list(fn[h.kind](h.name, h.lease))
+        if op == "unlock":
+            fn = {"lock": c.unlock, "fairlock": c.unlock, "rlock": c.runlock,
+                  "wlock": c.wunlock}[h.kind]
+            left = fn(h.name)
+            if left == 0:
+                h.live = False
+            return ["ok", left]
+        if op == "renew":
+            return ["ok", c.renew(h.name, int(args[0]))]
+        if op == "release":
+            left = c.release(h.name, int(args[0]))
+            if left == 0:
+                h.live = False
+            return ["ok", left]
+        raise dlock.DlockError(None, "unknown command %s" % op)
+
+    def contend(self, c, tasks, names, rounds, prefix):
+        """A blocking client serves one call at a time: the tasks take
+        their turns one after another on this thread."""
+        grants = overlaps = nonrising = 0
+        holder, last = {}, {}
+        for r in range(rounds):
+            for t in range(tasks):
+                name = "%s%d" % (prefix, (t + r) % names)
+                fence, _ = c.lock(name)
+                grants += 1
+                if holder.get(name) is not None:
+                    overlaps += 1
+                if fence <= last.get(name, 0):
+                    nonrising += 1
+                holder[name], last[name] = t, fence
+                holder[name] = None
+                c.unlock(name)
+        return ["ok", grants, overlaps, nonrising]
+
+    # -- the main thread --
+
+    def command(self, line):
+        words = line.split(" ")
+        if len(words) < 2:
+            return
+        rid, op, args = words[0], words[1], words[2:]
+        if op == "connect":
+            cid, path = args[0], args[1]
+            try:
+                c = dlock.Client(None if path == "-" else path)
+            except dlock.DlockError as e:
+                say(rid, "err", err_kind(e), str(e))
+                return
+            self.workers[cid] = Worker(self, cid, c)
+            say(rid, "ok")
+            return
+        if op == "cancel":
+            w = self.rid_worker.get(args[0])
+            say(rid, "ok")
+            if w is not None:
+                w.cancel(args[0])
+            return
+        if op in ("reenter", "unlock", "renew", "release"):
+            h = self.handles.get(args[0])
+            if h is None:
+                say(rid, "err", "notheld", "no handle", args[0])
+                return
+            w = self.workers[h.cid]
+            self.rid_worker[rid] = w
+            w.put(rid, lambda: self.do_handle(w, op, h, args[1:]))
+            return
+        w = self.workers.get(args[0]) if args else None
+        if w is None:
+            say(rid, "err", "other", "no client", args[0] if args else "")
+            return
+        self.rid_worker[rid] = w
+        w.put(rid, lambda: self.do(w, op, args[1:]))
+
+    def run(self):
+        say("*", "ready")
+        for line in sys.stdin:
+            self.command(line.rstrip("\n"))
+        for w in self.workers.values():
+            w.stop()
+            w.c.close()
+
+
+if __name__ == "__main__":
+    Adapter().run()

@@ -1,0 +1,747 @@
+#!/usr/bin/env python3
+"""The client conformance suite: every scenario against every client's adapter.
+
+Run: python3 tests/conformance/run.py [scenario ...]
+  DLOCKD_BIN           the daemon (default build/dlockd)
+  CONFORMANCE_CLIENTS  c,python,... (default: every client whose adapter exists)
+  CONFORMANCE_ADAPTER_<CLIENT>  an adapter command line replacing the table's
+                       (shell words; <CLIENT> upper-case, '-' as '_')
+  CONFORMANCE_VERBOSE=1  a line per scenario
+
+See tests/conformance/README.md for the adapter protocol. Standard library only.
+"""
+# SPDX-License-Identifier: MIT
+
+import atexit
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+BUILD = os.environ.get("BUILD") or os.path.join(ROOT, "build")
+if not os.path.isabs(BUILD):
+    BUILD = os.path.join(ROOT, BUILD)
+
+GUARD = 20.0            # seconds any wait for an answer, event or daemon may take
+CONTEND_GUARD = 120.0   # contend_100 does 1000 grants
+CONF_LEASE_MS = 1500    # the daemons' watchdog lease
+NUM_MAX = 2147483647
+
+
+def _exe(path):
+    return lambda: os.access(path, os.X_OK) or "%s not built" % os.path.relpath(path, ROOT)
+
+
+def _file_and_tool(path, tool):
+    def check():
+        if not os.path.exists(path):
+            return "%s missing" % os.path.relpath(path, ROOT)
+        if shutil.which(tool) is None:
+            return "%s not installed" % tool
+        return True
+    return check
+
+
+# client: (adapter argv, check: True when available, else why not). The
+# compiled adapters are built by `make conformance` (c) and by each
+# language's `make clients-<lang>` (go, java).
+ADAPTERS = {
+    "c": ([os.path.join(BUILD, "conformance", "adapter-c")],
+          _exe(os.path.join(BUILD, "conformance", "adapter-c"))),
+    "python": (["python3", os.path.join(ROOT, "clients", "python", "conformance.py")],
+               _file_and_tool(os.path.join(ROOT, "clients", "python", "conformance.py"),
+                              "python3")),
+    "python-asyncio": (["python3", os.path.join(ROOT, "clients", "python",
+                                                "conformance_asyncio.py")],
+                       _file_and_tool(os.path.join(ROOT, "clients", "python",
+                                                   "conformance_asyncio.py"), "python3")),
+    "shell": (["sh", os.path.join(ROOT, "clients", "shell", "conformance.sh")],
+              _file_and_tool(os.path.join(ROOT, "clients", "shell", "conformance.sh"),
+                             "socat")),
+    "go": ([os.path.join(BUILD, "go", "dlock-conformance")],
+           _exe(os.path.join(BUILD, "go", "dlock-conformance"))),
+    "java": (["java", "-cp", os.path.join(BUILD, "java", "dlock.jar"), "dlock.Conformance"],
+             _file_and_tool(os.path.join(BUILD, "java", "dlock.jar"), "java")),
+    "node": (["node", os.path.join(ROOT, "clients", "node", "conformance.js")],
+             _file_and_tool(os.path.join(ROOT, "clients", "node", "conformance.js"), "node")),
+}
+
+
+class Fail(Exception):
+    """A scenario's check failed."""
+
+
+# ---- processes -------------------------------------------------------------
+
+def _pdeathsig():
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+class World(object):
+    """One redis-server and the shared dlockd in a temporary directory, and
+    what the scenarios start besides (private daemons)."""
+
+    def __init__(self):
+        self.tmp = tempfile.mkdtemp(prefix="dlock-conf-")
+        self.procs = []
+        self.dlockd_bin = os.environ.get("DLOCKD_BIN") or os.path.join(BUILD, "dlockd")
+        self.rsock = os.path.join(self.tmp, "redis.sock")
+        self.serial = 0
+        atexit.register(self.stop)
+
+    def spawn(self, argv, logname):
+        log = open(os.path.join(self.tmp, logname), "ab")
+        try:
+            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
+                                 stderr=subprocess.STDOUT, cwd=self.tmp,
+                                 preexec_fn=_pdeathsig)
+        finally:
+            log.close()
+        p.logname = logname
+        self.procs.append(p)
+        return p
+
+    def log(self, p, lines=20):
+        try:
+            with open(os.path.join(self.tmp, p.logname), "rb") as f:
+                text = f.read().decode("utf-8", "replace").splitlines()
+        except OSError:
+            return ""
+        return "\n".join(text[-lines:])
+
+    def start(self):
+        redis = shutil.which("redis-server")
+        if redis is None:
+            raise RuntimeError("redis-server not found in PATH")
+        if not os.access(self.dlockd_bin, os.X_OK):
+            raise RuntimeError("dlockd %s not built (make build/dlockd, or set DLOCKD_BIN)"
+                               % self.dlockd_bin)
+        self.redis = self.spawn([redis, "--port", "0", "--unixsocket", self.rsock,
+                                 "--save", "", "--appendonly", "no", "--dir", self.tmp],
+                                "redis.log")
+        self.sock, self.dlockd = self.start_dlockd()
+
+    def start_dlockd(self):
+        """A dlockd of its own on a fresh socket: (socket, process), ready."""
+        self.serial += 1
+        sock = os.path.join(self.tmp, "d%d.sock" % self.serial)
+        conf = os.path.join(self.tmp, "d%d.conf" % self.serial)
+        with open(conf, "w") as f:
+            f.write("[server]\nsocket = %s\nadmin_uids = 0\n[redis]\nurl = unix://%s\n"
+                    "[lock]\nlease_ms = %d\n" % (sock, self.rsock, CONF_LEASE_MS))
+        os.chmod(conf, 0o600)   # dlockd refuses, as root, a file others can write
+        p = self.spawn([self.dlockd_bin, "-c", conf], "dlockd%d.log" % self.serial)
+        deadline = time.monotonic() + GUARD
+        last = None
+        while time.monotonic() < deadline:
+            for q in (self.redis, p):
+                if q.poll() is not None:
+                    raise RuntimeError("%s exited with %s\n%s" % (q.logname, q.returncode,
+                                                                   self.log(q)))
+            try:
+                with Raw(sock, 1.0) as r:
+                    info = r.info()
+                    if info.get("redis") == "up":
+                        return sock, p
+                    last = "redis=%s" % info.get("redis")
+            except (OSError, Fail) as e:
+                last = e
+            time.sleep(0.02)    # poll interval while it starts
+        raise RuntimeError("dlockd not ready within %ss (%s)\n%s" % (GUARD, last, self.log(p)))
+
+    def stop(self):
+        procs, self.procs = self.procs, []
+        for p in reversed(procs):
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(5)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        if self.tmp:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self.tmp = None
+
+
+# ---- the runner's own connection --------------------------------------------
+
+class Raw(object):
+    """The runner's own connection to a dlockd: raw protocol lines."""
+
+    def __init__(self, path, timeout=GUARD):
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.settimeout(timeout)
+        self.s.connect(path)
+        self.buf = b""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def close(self):
+        self.s.close()
+
+    def req(self, line):
+        """Send one request; its reply line (events skipped)."""
+        self.s.sendall(line.encode() + b"\n")
+        while True:
+            i = self.buf.find(b"\n")
+            if i >= 0:
+                out, self.buf = self.buf[:i].decode(), self.buf[i + 1:]
+                if not out.startswith("!"):
+                    return out
+                continue
+            try:
+                d = self.s.recv(4096)
+            except socket.timeout:
+                raise Fail("dlockd did not answer %r within %ss" % (line, GUARD))
+            if not d:
+                raise Fail("dlockd closed the runner's connection at %r" % line)
+            self.buf += d
+
+    def expect(self, line, prefix):
+        reply = self.req(line)
+        if not reply.startswith(prefix):
+            raise Fail("runner: %s answered %r, expected %s..." % (line, reply, prefix))
+        return reply
+
+    def info(self):
+        return dict(w.split("=", 1) for w in self.req("INFO").split()[1:] if "=" in w)
+
+
+def wait_waiters(sock, n):
+    """Until dlockd at sock has at least n requests waiting (INFO waiters)."""
+    deadline = time.monotonic() + GUARD
+    with Raw(sock) as r:
+        while time.monotonic() < deadline:
+            if int(r.info().get("waiters", 0)) >= n:
+                return
+            time.sleep(0.005)   # poll interval, bounded by the guard
+    raise Fail("dlockd had fewer than %d waiters within %ss" % (n, GUARD))
+
+
+# ---- the adapter -------------------------------------------------------------
+
+class Adapter(object):
+    """One adapter process: commands out, answers and events in."""
+
+    def __init__(self, argv, logpath):
+        self.log = open(logpath, "wb")
+        self.logpath = logpath
+        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=self.log, cwd=ROOT, preexec_fn=_pdeathsig)
+        self.cv = threading.Condition()
+        self.answers = {}       # rid -> words after the rid
+        self.events = []        # words after "*"
+        self.junk = []          # lines that fit nothing
+        self.eof = False
+        self.next_rid = 0
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        self._wait(lambda: ["ready"] in self.events, GUARD, "* ready")
+
+    def _read(self):
+        for raw in self.p.stdout:
+            words = raw.decode("utf-8", "replace").rstrip("\n").split(" ")
+            with self.cv:
+                if words[0] == "*":
+                    self.events.append(words[1:])
+                elif len(words) >= 2 and words[0] not in self.answers:
+                    self.answers[words[0]] = words[1:]
+                else:
+                    self.junk.append(" ".join(words))
+                self.cv.notify_all()
+        with self.cv:
+            self.eof = True
+            self.cv.notify_all()
+
+    def _wait(self, pred, guard, what):
+        deadline = time.monotonic() + guard
+        with self.cv:
+            while not pred():
+                left = deadline - time.monotonic()
+                if self.eof and not pred():
+                    raise Fail("adapter exited (status %s) while waiting for %s%s"
+                               % (self.p.poll(), what, self.stderr_tail()))
+                if left <= 0:
+                    raise Fail("no %s within %ss%s" % (what, guard, self.stderr_tail()))
+                self.cv.wait(left)
+
+    def stderr_tail(self, lines=6):
+        self.log.flush()
+        try:
+            with open(self.logpath, "rb") as f:
+                text = f.read().decode("utf-8", "replace").splitlines()[-lines:]
+        except OSError:
+            text = []
+        junk = ["  stdout: " + j for j in self.junk[-3:]]
+        tail = ["  stderr: " + t for t in text]
+        return ("\n" + "\n".join(junk + tail)) if junk or tail else ""
+
+    def send(self, *words):
+        """Write a command; its rid."""
+        self.next_rid += 1
+        rid = "r%d" % self.next_rid
+        line = " ".join([rid] + [str(w) for w in words])
+        self.sent = getattr(self, "sent", {})
+        self.sent[rid] = line
+        try:
+            self.p.stdin.write(line.encode() + b"\n")
+            self.p.stdin.flush()
+        except (BrokenPipeError, OSError):
+            raise Fail("adapter gone when sending %r%s" % (line, self.stderr_tail()))
+        return rid
+
+    def answer(self, rid, guard=GUARD):
+        self._wait(lambda: rid in self.answers, guard, "answer to %r" % self.sent[rid])
+        return self.answers[rid]
+
+    def first_of(self, rids, guard=GUARD):
+        """The rid among rids answered first (when several are, the first in rids)."""
+        self._wait(lambda: any(r in self.answers for r in rids), guard,
+                   "answer to any of %s" % [self.sent[r] for r in rids])
+        return next(r for r in rids if r in self.answers)
+
+    def answered(self, rid):
+        with self.cv:
+            return rid in self.answers
+
+    def ok(self, rid, n=None, guard=GUARD):
+        """The answer to rid must be ok [with n words]: its words after ok,
+        as ints where they are numbers."""
+        a = self.answer(rid, guard)
+        if a[0] != "ok" or (n is not None and len(a) != n + 1):
+            raise Fail("%r answered %r, expected ok%s" % (
+                self.sent[rid], " ".join(a), "" if n is None else " and %d words" % n))
+        return [int(w) if w.lstrip("-").isdigit() else w for w in a[1:]]
+
+    def call(self, *words, n=None, guard=GUARD):
+        return self.ok(self.send(*words), n, guard)
+
+    def err(self, rid, kind, guard=GUARD):
+        """The answer to rid must be err <kind>: its text."""
+        a = self.answer(rid, guard)
+        if a[:2] != ["err", kind]:
+            raise Fail("%r answered %r, expected err %s" % (self.sent[rid], " ".join(a), kind))
+        return " ".join(a[2:])
+
+    def event(self, hid, reason, guard=GUARD):
+        self._wait(lambda: ["lost", hid, reason] in self.events, guard,
+                   "'* lost %s %s' (events: %s)" % (hid, reason, self.events))
+
+    def finish(self):
+        """End stdin: the adapter must exit 0."""
+        try:
+            self.p.stdin.close()
+        except OSError:
+            pass
+        try:
+            rc = self.p.wait(GUARD)
+        except subprocess.TimeoutExpired:
+            raise Fail("adapter did not exit within %ss of its stdin's end" % GUARD)
+        if rc != 0:
+            raise Fail("adapter exited with status %s%s" % (rc, self.stderr_tail()))
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+        try:
+            self.p.stdin.close()
+        except OSError:
+            pass
+        self.reader.join(5)
+        self.log.close()
+
+
+class T(object):
+    """What a scenario gets: the adapter (a), the shared daemon's socket,
+    fresh names, the runner's own connections, and the world."""
+
+    def __init__(self, world, client, scenario, adapter):
+        self.world = world
+        self.client = client
+        self.scenario = scenario
+        self.a = adapter
+        self.sock = world.sock
+        self.raws = []
+        self.private = []
+        self.free_checks = []       # (socket, name, kind) checked free at the end
+        self.n = 0
+
+    def name(self, kind="lock", check=True, sock=None):
+        """A fresh lock name; checked free after the scenario unless check
+        is False."""
+        self.n += 1
+        world = self.world
+        world.serial += 1
+        name = "conf-%s-%s-%d-%d" % (self.client, self.scenario, self.n, world.serial)
+        if check:
+            self.free_checks.append((sock or self.sock, name, kind))
+        return name
+
+    def raw(self, sock=None):
+        r = Raw(sock or self.sock)
+        self.raws.append(r)
+        return r
+
+    def dlockd(self):
+        """A private dlockd for this scenario (killed at its end): socket, process."""
+        sock, p = self.world.start_dlockd()
+        self.private.append(p)
+        return sock, p
+
+    def check_free(self):
+        """Nothing the scenario used is left held: the runner takes each name."""
+        for sock, name, kind in self.free_checks:
+            with Raw(sock) as r:
+                if kind == "sem":
+                    continue    # checked by the scenario (the permits it expects)
+                take, drop = {"lock": ("TRYLOCK", "UNLOCK"), "rw": ("TRYWLOCK", "WUNLOCK"),
+                              "fair": ("TRYFAIRLOCK", "UNLOCK")}[kind]
+                reply = r.req("%s %s %d" % (take, name, int(GUARD * 1000)))
+                if not reply.startswith("OK "):
+                    raise Fail("%s is still held after the scenario: %s answered %r"
+                               % (name, take, reply))
+                r.expect("%s %s" % (drop, name), "OK 0")
+
+    def cleanup(self):
+        for r in self.raws:
+            r.close()
+        for p in self.private:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+# ---- the scenarios ------------------------------------------------------------
+# Each takes a T; t.a is the adapter. Fail (or any exception) fails it.
+
+def grant_rising_fences(t):
+    a, x = t.a, t.name()
+    a.call("connect", "c", t.sock)
+    f1, h = a.call("lock", "c", "h1", x, 0, n=2)
+    if h != 1 or f1 <= 0:
+        raise Fail("lock: fence %s holds %s, expected a fence > 0 and 1 hold" % (f1, h))
+    a.call("unlock", "h1", n=1)
+    f2, _ = a.call("lock", "c", "h2", x, 0, n=2)
+    a.call("unlock", "h2", n=1)
+    f3, _ = a.call("trylock", "c", "h3", x, 0, 0, n=2)
+    a.call("unlock", "h3", n=1)
+    if not f1 < f2 < f3:
+        raise Fail("fences did not rise: %s %s %s" % (f1, f2, f3))
+
+
+def trylock_timeout(t):
+    a, x = t.a, t.name()
+    t.raw().expect("LOCK %s" % x, "OK ")
+    a.call("connect", "c", t.sock)
+    t0 = time.monotonic()
+    rid = a.send("trylock", "c", "h", x, 200, 0)
+    if a.answer(rid) != ["timeout"]:
+        raise Fail("trylock of a held name answered %r, expected timeout" % a.answer(rid))
+    if time.monotonic() - t0 < 0.19:
+        raise Fail("trylock with wait 200 timed out after %.0f ms" % ((time.monotonic() - t0) * 1000))
+    t.raws[0].expect("UNLOCK %s" % x, "OK 0")
+
+
+def reentry(t):
+    a, x = t.a, t.name()
+    a.call("connect", "c", t.sock)
+    f, h = a.call("lock", "c", "h", x, 0, n=2)
+    f2, h2 = a.call("reenter", "h", n=2)
+    if (f2, h2) != (f, 2):
+        raise Fail("reenter: fence %s holds %s, expected %s 2" % (f2, h2, f))
+    st = a.call("status", "c", x)
+    if st[:2] != ["MINE", 2] or st[-1] != f:
+        raise Fail("status while holding twice: %r, expected MINE 2 <ttl> %s" % (st, f))
+    if a.call("unlock", "h", n=1) != [1] or a.call("unlock", "h", n=1) != [0]:
+        raise Fail("unlock did not count holds down 1, 0")
+    if a.call("status", "c", x) != ["FREE"]:
+        raise Fail("status after the last unlock is not FREE")
+
+
+def lease_expiry_loss(t):
+    a, x = t.a, t.name()
+    a.call("connect", "c", t.sock)
+    a.call("lock", "c", "h", x, 400, n=2)
+    a.event("h", "expired")
+
+
+def force_unlock_loss(t):
+    a, x = t.a, t.name()
+    a.call("connect", "c", t.sock)
+    a.call("lock", "c", "h", x, 0, n=2)
+    t.raw().expect("FORCEUNLOCK %s" % x, "OK 1")
+    a.event("h", "forced")
+
+
+def closed_client_frees(t):
+    a, x = t.a, t.name()
+    a.call("connect", "c", t.sock)
+    a.call("lock", "c", "h", x, 0, n=2)
+    r = t.raw()
+    if not r.req("TRYLOCK %s" % x).startswith("TIMEOUT"):
+        raise Fail("the runner got %s while the client held it" % x)
+    a.call("close", "c")
+    a.event("h", "closed")
+    r.expect("TRYLOCK %s %d" % (x, GUARD * 1000), "OK ")
+    r.expect("UNLOCK %s" % x, "OK 0")
+
+
+def contend_100(t):
+    a = t.a
+    a.call("connect", "c", t.sock)
+    prefix = t.name(check=False) + "-"
+    got = a.call("contend", "c", 100, 5, 10, prefix, n=3, guard=CONTEND_GUARD)
+    if got != [1000, 0, 0]:
+        raise Fail("contend answered grants overlaps nonrising = %s, expected 1000 0 0" % got)
+    for i in range(5):
+        t.free_checks.append((t.sock, prefix + str(i), "lock"))
+
+
+def cancel_wait(t):
+    a, x = t.a, t.name()
+    r = t.raw()
+    r.expect("LOCK %s" % x, "OK ")
+    a.call("connect", "c", t.sock)
+    rid = a.send("lock", "c", "h", x, 0)
+    wait_waiters(t.sock, 1)
+    a.call("cancel", rid)
+    a.err(rid, "cancelled")
+    r.expect("UNLOCK %s" % x, "OK 0")
+    # Free, and it stays so: had the wait lived on, dlockd would grant it now.
+    r.expect("TRYLOCK %s %d" % (x, GUARD * 1000), "OK ")
+    st = r.req("STATUS %s" % x)
+    if not st.startswith("OK MINE 1 "):
+        raise Fail("STATUS after the runner took it back: %r" % st)
+    r.expect("UNLOCK %s" % x, "OK 0")
+
+
+def dlockd_killed_during_wait(t):
+    a = t.a
+    sock, p = t.dlockd()
+    x, y = t.name(check=False), t.name(check=False)
+    t.raw(sock).expect("LOCK %s" % x, "OK ")
+    a.call("connect", "c", sock)
+    a.call("lock", "c", "hy", y, 0, n=2)
+    rid = a.send("lock", "c", "hx", x, 0)
+    wait_waiters(sock, 1)
+    p.kill()
+    p.wait()
+    a.err(rid, "closed")
+    a.event("hy", "closed")
+
+
+def socket_missing(t):
+    a = t.a
+    path = os.path.join(t.world.tmp, "no-such-%s.sock" % t.client)
+    text = a.err(a.send("connect", "c", path), "connect")
+    if path not in text:
+        raise Fail("the connect error %r does not name %s" % (text, path))
+
+
+def rwlock_once(t):
+    a, x = t.a, t.name("rw")
+    for c in ("c1", "c2", "c3"):
+        a.call("connect", c, t.sock)
+    fr, hr = a.call("rlock", "c1", "r1", x, 0, n=2)
+    a.call("rlock", "c2", "r2", x, 0, n=2)
+    st = a.call("status", "c1", x)
+    if st[:3] != ["READ", 2, 1]:
+        raise Fail("status with two readers: %r, expected READ 2 1 <ttl>" % st)
+    rid = a.send("wlock", "c3", "w", x, 0)
+    wait_waiters(t.sock, 1)
+    a.call("unlock", "r1", n=1)
+    if a.answered(rid):
+        raise Fail("the writer got %s while a reader held it" % x)
+    a.call("unlock", "r2", n=1)
+    fw, hw = a.ok(rid, 2)
+    if fw <= fr or hw != 1:
+        raise Fail("write grant fence %s holds %s: expected a fence > the read's %s, 1 hold"
+                   % (fw, hw, fr))
+    st = a.call("status", "c3", x)
+    if st[:3] != ["WRITE", 1, 1]:
+        raise Fail("status of the writer: %r, expected WRITE 1 1 <ttl>" % st)
+    a.call("unlock", "w", n=1)
+
+
+def semaphore_once(t):
+    a, s = t.a, t.name("sem")
+    a.call("connect", "c1", t.sock)
+    a.call("connect", "c2", t.sock)
+    if a.call("seminit", "c1", s, 3) != [1] or a.call("seminit", "c2", s, 5) != [0]:
+        raise Fail("seminit did not answer 1, then 0")
+    if a.call("acquire", "c1", "a1", s, 2, 0) != [2]:
+        raise Fail("acquire 2 did not answer 2 held")
+    rid = a.send("acquire", "c2", "a2", s, 2, 0)
+    wait_waiters(t.sock, 1)
+    st = a.call("status", "c1", s)
+    if st != ["SEM", 1, 2]:
+        raise Fail("status: %r, expected SEM 1 2" % st)
+    a.call("release", "a1", 2, n=1)
+    if a.ok(rid, 1) != [2]:
+        raise Fail("the waiting acquire got %r, expected 2 held" % a.answer(rid))
+    a.call("release", "a2", 2, n=1)
+    with Raw(t.sock) as r:
+        r.expect("TRYACQUIRE %s 3 %d" % (s, GUARD * 1000), "OK 3")
+
+
+def fairlock_once(t):
+    a, x = t.a, t.name("fair")
+    for c in ("c1", "c2", "c3"):
+        a.call("connect", c, t.sock)
+    f1, _ = a.call("fairlock", "c1", "f1", x, 0, n=2)
+    r2 = a.send("fairlock", "c2", "f2", x, 0)
+    wait_waiters(t.sock, 1)
+    r3 = a.send("fairlock", "c3", "f3", x, 0)
+    wait_waiters(t.sock, 2)
+    a.call("unlock", "f1", n=1)
+    if a.first_of([r2, r3]) != r2:
+        raise Fail("the second waiter was granted before the first")
+    f2, _ = a.ok(r2, 2)
+    a.call("unlock", "f2", n=1)
+    f3, _ = a.ok(r3, 2)
+    a.call("unlock", "f3", n=1)
+    if not f1 < f2 < f3:
+        raise Fail("fair fences did not rise: %s %s %s" % (f1, f2, f3))
+
+
+def bad_input(t):
+    a, x = t.a, t.name()
+    a.call("connect", "c", t.sock)
+    a.err(a.send("lock", "c", "h1", "n" * 300, 0), "name")
+    a.err(a.send("trylock", "c", "h2", x, 0, NUM_MAX + 1), "args")
+    a.err(a.send("acquire", "c", "h3", x + "-sem", 0, 0), "args")
+    a.call("ping", "c")
+    a.call("lock", "c", "h4", x, 0, n=2)
+    a.call("unlock", "h4", n=1)
+
+
+SCENARIOS = [grant_rising_fences, trylock_timeout, reentry, lease_expiry_loss,
+             force_unlock_loss, closed_client_frees, contend_100, cancel_wait,
+             dlockd_killed_during_wait, socket_missing, rwlock_once, semaphore_once,
+             fairlock_once, bad_input]
+
+
+# ---- the run ------------------------------------------------------------------
+
+def run_one(world, client, argv, fn):
+    """None if the scenario passed, else what failed."""
+    logpath = os.path.join(world.tmp, "adapter-%s-%s.log" % (client, fn.__name__))
+    a = None
+    t = None
+    try:
+        a = Adapter(argv, logpath)
+        t = T(world, client, fn.__name__, a)
+        fn(t)
+        a.finish()
+        t.check_free()
+        return None
+    except Fail as e:
+        return str(e)
+    except Exception as e:
+        return "%s: %s%s" % (type(e).__name__, e, a.stderr_tail() if a else "")
+    finally:
+        if t is not None:
+            t.cleanup()
+        if a is not None:
+            a.kill()
+
+
+def adapter_argv(client):
+    env = "CONFORMANCE_ADAPTER_" + client.upper().replace("-", "_")
+    if os.environ.get(env):
+        return shlex.split(os.environ[env]), lambda: True
+    return ADAPTERS[client]
+
+
+def main(argv):
+    verbose = os.environ.get("CONFORMANCE_VERBOSE") == "1"
+    scenarios = SCENARIOS
+    if argv:
+        byname = {f.__name__: f for f in SCENARIOS}
+        unknown = [n for n in argv if n not in byname]
+        if unknown:
+            print("conformance: no scenario %s (have: %s)" % (
+                ", ".join(unknown), " ".join(byname)), file=sys.stderr)
+            return 2
+        scenarios = [byname[n] for n in argv]
+
+    wanted = os.environ.get("CONFORMANCE_CLIENTS", "").strip()
+    clients, failed = [], False
+    if wanted:
+        for c in wanted.split(","):
+            if c not in ADAPTERS:
+                print("conformance: no client %r (have: %s)" % (c, ",".join(ADAPTERS)),
+                      file=sys.stderr)
+                return 2
+            ok = adapter_argv(c)[1]()
+            if ok is not True:
+                print("conformance %s: adapter missing: %s" % (c, ok))
+                failed = True
+            else:
+                clients.append(c)
+        skipped = [c for c in ADAPTERS if c not in wanted.split(",")]
+        if skipped:
+            print("conformance: skipped %s (not in CONFORMANCE_CLIENTS)" % ", ".join(skipped))
+    else:
+        why = []
+        for c in ADAPTERS:
+            ok = adapter_argv(c)[1]()
+            if ok is True:
+                clients.append(c)
+            else:
+                why.append("%s (%s)" % (c, ok))
+        if why:
+            print("conformance: skipped %s" % ", ".join(why))
+
+    world = World()
+    t0 = time.monotonic()
+    try:
+        world.start()
+        for c in clients:
+            argv_c = adapter_argv(c)[0]
+            passed, fails = 0, []
+            for fn in scenarios:
+                s0 = time.monotonic()
+                err = run_one(world, c, argv_c, fn)
+                if verbose:
+                    print("  %s %s %s (%.2f s)" % (c, fn.__name__, "FAIL" if err else "ok",
+                                                   time.monotonic() - s0), flush=True)
+                if err is None:
+                    passed += 1
+                else:
+                    fails.append((fn.__name__, err))
+            print("conformance %s: %d passed, %d failed" % (c, passed, len(fails)), flush=True)
+            for name, err in fails:
+                print("  %s: %s" % (name, err.replace("\n", "\n    ")))
+            failed = failed or bool(fails)
+    except RuntimeError as e:
+        print("conformance: %s" % e, file=sys.stderr)
+        return 2
+    finally:
+        world.stop()
+    if verbose:
+        print("conformance: %.1f s" % (time.monotonic() - t0))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
