@@ -1192,6 +1192,100 @@ class DlockTest(unittest.TestCase):
         self.assertEqual(cm.exception.code, "ARGS")
         self.assertTrue(c.ping())
 
+    # -- cancel --
+
+    def _blocked(self, fn, *args):
+        """Run fn(*args) in a thread until dlockd counts it waiting: (thread,
+        result dict, done event)."""
+        watcher = self.client()
+        waiters0 = watcher.info()["waiters"]
+        result, done = {}, threading.Event()
+
+        def run():
+            try:
+                result["value"] = fn(*args)
+            except BaseException as e:  # report it to the main thread
+                result["error"] = e
+            done.set()
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        deadline = time.monotonic() + EVENT_TIMEOUT
+        while watcher.info()["waiters"] <= waiters0 and not done.is_set():
+            self.assertLess(time.monotonic(), deadline, "the waiter never showed up")
+            time.sleep(0.01)    # poll interval, bounded by the deadline
+        self.assertFalse(done.is_set(), "returned while it should wait: %r" % result)
+        return t, result, done
+
+    def test_cancel_withdraws_a_waiting_lock(self):
+        holder, c = self.client(), self.client()
+        holder.lock(self.name)
+        t, result, done = self._blocked(c.lock, self.name)
+        self.assertTrue(c.cancel())
+        self.assertTrue(done.wait(EVENT_TIMEOUT), "cancelled lock did not return")
+        t.join(EVENT_TIMEOUT)
+        self.assertIsInstance(result.get("error"), dlock.Cancelled, result)
+        self.assertEqual(result["error"].code, "CANCELLED")
+        # Nothing held, nothing waiting: the holder lets go, and the name is
+        # free for a third client; c is still usable.
+        self.assertEqual(holder.unlock(self.name), 0)
+        other = self.client()
+        fence, _ = other.trylock(self.name, 2000)
+        self.assertGreater(fence, 0)
+        self.assertEqual(c.status(self.name).state, "TAKEN")
+        self.assertTrue(c.ping())
+        self.assertGreaterEqual(c.info()["cancelled"], 1)
+
+    def test_cancel_withdraws_a_waiting_acquire_and_trylock(self):
+        holder, c = self.client(), self.client()
+        holder.seminit(self.name, 1)
+        holder.acquire(self.name, 1)
+        t, result, done = self._blocked(c.acquire, self.name, 1)
+        self.assertTrue(c.cancel())
+        self.assertTrue(done.wait(EVENT_TIMEOUT))
+        self.assertIsInstance(result.get("error"), dlock.Cancelled, result)
+        self.assertEqual(c.status(self.name).holds, 0)
+        lock_name = self.name + "-l"
+        holder.lock(lock_name)
+        t, result, done = self._blocked(c.trylock, lock_name, 60000)
+        self.assertTrue(c.cancel())
+        self.assertTrue(done.wait(EVENT_TIMEOUT))
+        self.assertIsInstance(result.get("error"), dlock.Cancelled, result)
+        self.assertTrue(c.ping())
+
+    def test_cancel_with_nothing_waiting_does_nothing(self):
+        c = self.client()
+        self.assertFalse(c.cancel())
+        fence, holds = c.lock(self.name)
+        self.assertFalse(c.cancel())
+        self.assertEqual(c.unlock(self.name), 0)
+        self.assertTrue(c.ping())
+
+    def test_cancel_racing_a_grant_gives_it_back(self):
+        # The grant comes first: CANCEL answers OK 0 and the client gives
+        # the lock back. Simulated by cancelling while the request is being
+        # sent (the "pending" state), when nothing else holds the name.
+        c = self.client()
+        real_sendall = c._sock.sendall
+        sock = c._sock
+
+        class Sock(object):
+            def __getattr__(self, attr):
+                return getattr(sock, attr)
+
+            def sendall(self, data):
+                if data.startswith(b"LOCK "):
+                    self_client.cancel()
+                return real_sendall(data)
+
+        self_client = c
+        c._sock = Sock()
+        with self.assertRaises(dlock.Cancelled):
+            c.lock(self.name)
+        c._sock = sock
+        self.assertEqual(c.status(self.name).state, "FREE")
+        self.assertTrue(c.ping())
+
 
 if __name__ == "__main__":
     unittest.main()
