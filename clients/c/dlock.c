@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,9 +12,19 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+/* A waiting call's state, for dlock_cancel() from another thread. */
+enum {
+    WAIT_NONE,       /* no waiting call */
+    WAIT_SENDING,    /* its request is being written */
+    WAIT_SENT,       /* it waits for its reply */
+    WAIT_PENDING,    /* cancelled while being written: the call sends CANCEL */
+    WAIT_CANCELLED   /* CANCEL was written behind it: its reply comes too */
+};
+
 struct dlock_s {
     int fd;
     int closed;                     /* EOF or an error was seen */
+    atomic_int wait;                /* WAIT_*: the only field another thread touches */
     dlock_lost_cb lost_cb;
     void *lost_data;
     size_t len;                     /* bytes in buf */
@@ -223,6 +234,17 @@ static int send_all(dlock_t *d, const char *data, size_t len) {
     return 0;
 }
 
+/* The reply in d->line: 0 for OK, a negative code for TIMEOUT and ERR. */
+static int classify(const dlock_t *d) {
+    if (strncmp(d->line, "OK", 2) == 0 && (d->line[2] == '\0' || d->line[2] == ' ')) return 0;
+    if (strncmp(d->line, "TIMEOUT ", 8) == 0) return DLOCK_ETIMEOUT;
+    if (strncmp(d->line, "ERR ", 4) == 0) {
+        const char *code = d->line + 4;
+        return err_from_code(code, strcspn(code, " "));
+    }
+    return DLOCK_EPROTO;
+}
+
 /* Sends line + LF and leaves the reply in d->line. Returns 0 for OK, a
  * negative code for TIMEOUT and ERR replies. */
 static int roundtrip(dlock_t *d, const char *line) {
@@ -233,14 +255,64 @@ static int roundtrip(dlock_t *d, const char *line) {
     req[n++] = '\n';
     int r = send_all(d, req, n);
     if (r == 0) r = read_reply(d);
-    if (r < 0) return r;
-    if (strncmp(d->line, "OK", 2) == 0 && (d->line[2] == '\0' || d->line[2] == ' ')) return 0;
-    if (strncmp(d->line, "TIMEOUT ", 8) == 0) return DLOCK_ETIMEOUT;
-    if (strncmp(d->line, "ERR ", 4) == 0) {
-        const char *code = d->line + 4;
-        return err_from_code(code, strcspn(code, " "));
+    return r < 0 ? r : classify(d);
+}
+
+int dlock_cancel(dlock_t *d) {
+    int s = atomic_load(&d->wait);
+    for (;;) {
+        if (s == WAIT_SENDING) {
+            if (atomic_compare_exchange_weak(&d->wait, &s, WAIT_PENDING)) return 1;
+        } else if (s == WAIT_SENT) {
+            if (atomic_compare_exchange_weak(&d->wait, &s, WAIT_CANCELLED)) {
+                /* A failed write ends the connection: the call sees that. */
+                ssize_t n = send(d->fd, "CANCEL\n", 7, MSG_NOSIGNAL);
+                (void)n;
+                return 1;
+            }
+        } else {
+            return 0;
+        }
     }
-    return DLOCK_EPROTO;
+}
+
+/* roundtrip() for a request that may wait, which dlock_cancel() may
+ * withdraw: then DLOCK_ECANCELLED, and a grant that raced the cancel is
+ * given back with the request undo ("UNLOCK x", "RELEASE x 2"). */
+static int roundtrip_wait(dlock_t *d, const char *line, const char *undo) {
+    char req[DLOCK_LINE_MAX + 2];
+    size_t n = strlen(line);
+    if (n > DLOCK_LINE_MAX) return DLOCK_ETOOLONG;
+    memcpy(req, line, n);
+    req[n++] = '\n';
+    atomic_store(&d->wait, WAIT_SENDING);
+    int r = send_all(d, req, n);
+    int s = WAIT_SENDING;
+    if (r == 0 && !atomic_compare_exchange_strong(&d->wait, &s, WAIT_SENT)) {
+        atomic_store(&d->wait, WAIT_CANCELLED); /* cancelled while sending */
+        r = send_all(d, "CANCEL\n", 7);
+    }
+    if (r == 0) r = read_reply(d);
+    s = atomic_exchange(&d->wait, WAIT_NONE);
+    if (r < 0) return r;
+    if (s != WAIT_CANCELLED) return classify(d);
+    int granted = classify(d) == 0;
+    r = read_reply(d); /* CANCEL's: OK 1 (withdrawn), or OK 0 (it was answered) */
+    if (r < 0) return r;
+    if (strncmp(d->line, "OK", 2) != 0) return DLOCK_EPROTO;
+    if (granted) {
+        r = roundtrip(d, undo);
+        if (r == DLOCK_ECLOSED || r == DLOCK_EIO || r == DLOCK_EPROTO) return r;
+    }
+    return DLOCK_ECANCELLED;
+}
+
+/* The request that gives back a grant of verb (LOCK, TRYRLOCK, ...). */
+static const char *undo_verb(const char *verb) {
+    if (strncmp(verb, "TRY", 3) == 0) verb += 3;
+    if (strcmp(verb, "RLOCK") == 0) return "RUNLOCK";
+    if (strcmp(verb, "WLOCK") == 0) return "WUNLOCK";
+    return "UNLOCK"; /* LOCK, FAIRLOCK */
 }
 
 int dlock_request(dlock_t *d, const char *line, char *buf, size_t len) {
@@ -264,9 +336,11 @@ static int parse_grant(const dlock_t *d, uint64_t *fence, uint32_t *holds) {
 static int take(dlock_t *d, const char *verb, const char *name, uint32_t lease_ms,
                 uint64_t *fence, uint32_t *holds) {
     char line[DLOCK_NAME_MAX + 64];
+    char undo[DLOCK_NAME_MAX + 16];
     if (!name_ok(name)) return DLOCK_ENAME;
     snprintf(line, sizeof(line), "%s %s %u", verb, name, lease_ms);
-    int r = roundtrip(d, line);
+    snprintf(undo, sizeof(undo), "%s %s", undo_verb(verb), name);
+    int r = roundtrip_wait(d, line, undo);
     return r == 0 ? parse_grant(d, fence, holds) : r;
 }
 
@@ -274,9 +348,11 @@ static int take(dlock_t *d, const char *verb, const char *name, uint32_t lease_m
 static int try_take(dlock_t *d, const char *verb, const char *name, uint32_t wait_ms,
                     uint32_t lease_ms, uint64_t *fence, uint32_t *holds, long long *ttl_ms) {
     char line[DLOCK_NAME_MAX + 64];
+    char undo[DLOCK_NAME_MAX + 16];
     if (!name_ok(name)) return DLOCK_ENAME;
     snprintf(line, sizeof(line), "%s %s %u %u", verb, name, wait_ms, lease_ms);
-    int r = roundtrip(d, line);
+    snprintf(undo, sizeof(undo), "%s %s", undo_verb(verb), name);
+    int r = wait_ms > 0 ? roundtrip_wait(d, line, undo) : roundtrip(d, line);
     if (r == DLOCK_ETIMEOUT && ttl_ms != NULL && sscanf(d->line, "TIMEOUT %lld", ttl_ms) != 1)
         *ttl_ms = -1;
     return r == 0 ? parse_grant(d, fence, holds) : r;
@@ -379,7 +455,9 @@ static int sem_take(dlock_t *d, const char *name, uint32_t permits, long long wa
     else
         n = snprintf(line, sizeof(line), "TRYACQUIRE %s %u %lld", name, permits, wait_ms);
     if (lease_ms != 0) snprintf(line + n, sizeof(line) - (size_t)n, " %u", lease_ms);
-    int r = roundtrip(d, line);
+    char undo[DLOCK_NAME_MAX + 32];
+    snprintf(undo, sizeof(undo), "RELEASE %s %u", name, permits);
+    int r = wait_ms != 0 ? roundtrip_wait(d, line, undo) : roundtrip(d, line);
     return r == 0 ? parse_count(d, held) : r;
 }
 

@@ -3,7 +3,9 @@
  *
  * One dlock_t is one connection to dlockd, and one lock owner: every lock
  * it takes is released when dlock_close() is called or the process dies.
- * Calls block until dlockd answers. A dlock_t is not thread-safe.
+ * Calls block until dlockd answers. A dlock_t is not thread-safe, but for
+ * dlock_cancel(): another thread, or a signal handler, calls it to withdraw
+ * the wait of a call blocked on the dlock_t.
  *
  * Functions return 0 (or a documented non-negative value) on success and a
  * negative DLOCK_E* code on failure; dlock_strerror() names it. Loss
@@ -49,7 +51,8 @@ extern "C" {
     XX(TOOLONG, "request line too long")                                     \
     XX(NOMEM, "out of memory")                                               \
     XX(LOST, "the lock was lost")                                            \
-    XX(KIND, "not allowed for this kind of lock")
+    XX(KIND, "not allowed for this kind of lock")                            \
+    XX(CANCELLED, "the wait was cancelled")
 
 enum {
     DLOCK_OK = 0,
@@ -209,6 +212,19 @@ int dlock_info(dlock_t *d, char *buf, size_t len);
 /* Sends one raw request line (without LF) and copies the reply line into
  * buf. Events met on the way go to the lost callback. */
 int dlock_request(dlock_t *d, const char *line, char *buf, size_t len);
+
+/* Withdraws the wait of the waiting call blocked on d now: dlock_lock(),
+ * dlock_rlock(), dlock_wlock(), dlock_fairlock(), dlock_acquire(), or a
+ * dlock_try*() with a wait_ms above 0. That call then returns
+ * DLOCK_ECANCELLED holding nothing: when the grant raced the cancel, it
+ * gives back what it got (one hold, or its permits) before returning. d
+ * stays usable. Safe to call from another thread, and from a signal
+ * handler (it sets an atomic flag and writes "CANCEL" with one send(2)).
+ * Returns 1 if a wait was being cancelled, 0 if no waiting call was in
+ * progress: then nothing is done (a cancel is not kept for a later call),
+ * and dlock_cancel() after the call returned changes nothing. A waiting
+ * call keeps d's other requests from being sent until it returns. */
+int dlock_cancel(dlock_t *d);
 
 /* Loss notifications. */
 void dlock_set_lost_cb(dlock_t *d, dlock_lost_cb cb, void *data);
