@@ -4,11 +4,13 @@
 #include <grp.h>
 #include <libgen.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -923,6 +925,110 @@ START_TEST(fair_lock_errors) {
 }
 END_TEST
 
+/* A call blocked on a dlock_t in a thread of its own, for dlock_cancel(). */
+typedef struct blocked_s {
+    dlock_t *d;
+    const char *name;
+    int sem; /* dlock_acquire() of 1 permit, else dlock_lock() */
+    int result;
+} blocked_t;
+
+static void *blocked_call(void *arg) {
+    blocked_t *b = arg;
+    b->result = b->sem ? dlock_acquire(b->d, b->name, 1, 0, NULL)
+                       : dlock_lock(b->d, b->name, 0, NULL, NULL);
+    return NULL;
+}
+
+/* Starts b's call and returns once dlockd counts it waiting. */
+static pthread_t start_blocked(blocked_t *b, h_conn_t *adm) {
+    pthread_t t;
+    long long before = h_info_value(adm, "waiters");
+    ck_assert_int_eq(pthread_create(&t, NULL, blocked_call, b), 0);
+    h_await_waiters(adm, before + 1);
+    return t;
+}
+
+START_TEST(cancel_withdraws_a_blocked_lock) {
+    dlock_t *holder = open_client(), *d = open_client();
+    h_conn_t *adm = h_connect_index(daemon_idx);
+    ck_assert_int_eq(dlock_lock(holder, "c", 0, NULL, NULL), 0);
+    blocked_t b = {.d = d, .name = "c", .result = 1};
+    pthread_t t = start_blocked(&b, adm);
+    ck_assert_int_eq(dlock_cancel(d), 1);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_int_eq(b.result, DLOCK_ECANCELLED);
+    ck_assert_str_eq(dlock_err_name(b.result), "CANCELLED");
+    /* Nothing held and nothing waiting: once the holder lets go the name is
+     * free for a third client, and d stays usable. */
+    ck_assert_int_eq(h_info_value(adm, "waiters"), 0);
+    ck_assert_int_eq(dlock_unlock(holder, "c", NULL), 0);
+    dlock_t *other = open_client();
+    ck_assert_int_eq(dlock_trylock(other, "c", H_WAIT_MS, 0, NULL, NULL, NULL), 0);
+    dlock_status_t st;
+    ck_assert_int_eq(dlock_status(d, "c", &st), 0);
+    ck_assert_int_eq(st.state, DLOCK_TAKEN);
+    ck_assert_int_eq(dlock_ping(d), 0);
+    /* Nothing waits now: a cancel does nothing, and is not kept. */
+    ck_assert_int_eq(dlock_cancel(d), 0);
+    ck_assert_int_eq(dlock_unlock(other, "c", NULL), 0);
+    ck_assert_int_eq(dlock_lock(d, "c", 0, NULL, NULL), 0);
+    ck_assert_int_eq(dlock_unlock(d, "c", NULL), 0);
+    h_close(adm);
+    dlock_close(other);
+    dlock_close(holder);
+    dlock_close(d);
+}
+END_TEST
+
+START_TEST(cancel_withdraws_a_blocked_acquire) {
+    dlock_t *holder = open_client(), *d = open_client();
+    h_conn_t *adm = h_connect_index(daemon_idx);
+    ck_assert_int_eq(dlock_seminit(holder, "cs", 1, NULL), 0);
+    ck_assert_int_eq(dlock_acquire(holder, "cs", 1, 0, NULL), 0);
+    blocked_t b = {.d = d, .name = "cs", .sem = 1, .result = 1};
+    pthread_t t = start_blocked(&b, adm);
+    ck_assert_int_eq(dlock_cancel(d), 1);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_int_eq(b.result, DLOCK_ECANCELLED);
+    dlock_status_t st;
+    ck_assert_int_eq(dlock_status(d, "cs", &st), 0);
+    ck_assert_int_eq(st.state, DLOCK_SEM);
+    ck_assert_uint_eq(st.sem.mine, 0);
+    ck_assert_int_eq(dlock_release(holder, "cs", 1, NULL), 0);
+    ck_assert_int_eq(dlock_tryacquire(d, "cs", 1, H_WAIT_MS, 0, NULL), 0);
+    h_close(adm);
+    dlock_close(holder);
+    dlock_close(d);
+}
+END_TEST
+
+static dlock_t *cancel_from_handler;
+
+static void on_alarm(int sig) {
+    (void)sig;
+    dlock_cancel(cancel_from_handler);
+}
+
+START_TEST(cancel_from_a_signal_handler) {
+    dlock_t *holder = open_client(), *d = open_client();
+    ck_assert_int_eq(dlock_lock(holder, "cg", 0, NULL, NULL), 0);
+    cancel_from_handler = d;
+    struct sigaction sa = {.sa_handler = on_alarm};
+    ck_assert_int_eq(sigaction(SIGALRM, &sa, NULL), 0);
+    /* The handler runs every 20 ms (a cancel while nothing waits does
+     * nothing), so the lock waits until the first one after its request. */
+    struct itimerval every = {{0, 20000}, {0, 20000}}, off = {{0, 0}, {0, 0}};
+    ck_assert_int_eq(setitimer(ITIMER_REAL, &every, NULL), 0);
+    int r = dlock_lock(d, "cg", 0, NULL, NULL);
+    ck_assert_int_eq(setitimer(ITIMER_REAL, &off, NULL), 0);
+    ck_assert_int_eq(r, DLOCK_ECANCELLED);
+    ck_assert_int_eq(dlock_ping(d), 0);
+    dlock_close(holder);
+    dlock_close(d);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("libdlock");
     TCase *tc = tcase_create("client");
@@ -950,6 +1056,9 @@ static Suite *suite(void) {
     tcase_add_test(tc, fair_closed_waiter_lets_next_go);
     tcase_add_test(tc, fair_kind_errors);
     tcase_add_test(tc, fair_lock_errors);
+    tcase_add_test(tc, cancel_withdraws_a_blocked_lock);
+    tcase_add_test(tc, cancel_withdraws_a_blocked_acquire);
+    tcase_add_test(tc, cancel_from_a_signal_handler);
     suite_add_tcase(s, tc);
     return s;
 }
