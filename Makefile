@@ -63,7 +63,7 @@ SUPPORT_SRC := $(wildcard tests/support/*.c)
 
 .SECONDARY:
 
-.PHONY: fuzz fuzz-build fuzz-short chaos chaos-short metrics-test
+.PHONY: fuzz fuzz-build fuzz-short chaos chaos-short metrics-test conformance
 .PHONY: luacheck
 .PHONY: clients-node clients-node-test
 .PHONY: all deps deps-run deps-test deps-deb deps-chaos deb package-test run test bench unit integration integration-sanitized integration-valgrind sanitize-build clients-test \
@@ -417,6 +417,21 @@ chaos: deps-chaos
 chaos-short: $(BUILD)/dlockd
 	@echo "== tests/chaos/chaos.py --short"
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/chaos/chaos.py --short
+
+# The client conformance suite (tests/conformance/README.md): every scenario
+# against every client's adapter whose adapter is there. It builds the C
+# adapter; the other compiled adapters come from clients-go and clients-java
+# (and clients-node installs the Node client's dependencies), which are not
+# prerequisites here: CONFORMANCE_CLIENTS=c,python,... names the clients
+# that must run (a missing adapter then fails the run).
+conformance: $(BUILD)/dlockd $(BUILD)/libdlock.a $(BUILD)/libdlock.so $(BUILD)/conformance/adapter-c
+	@echo "== tests/conformance/run.py"
+	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) BUILD=$(abspath $(BUILD)) python3 tests/conformance/run.py
+
+$(BUILD)/conformance/adapter-c: tests/conformance/adapter_c.c clients/c/dlock.h $(BUILD)/libdlock.a
+	@mkdir -p $(dir $@)
+	$(call say,CC,$<)
+	$(Q)$(CC) $(WARN) -D_GNU_SOURCE -I. $(CFLAGS) -pthread -o $@ $< $(BUILD)/libdlock.a $(LDFLAGS)
 
 # Benchmarks: numbers, not tests; see tests/bench/README.md.
 bench: deps-chaos

@@ -1,0 +1,490 @@
+/* libdlock's conformance adapter (tests/conformance/README.md): a thread per
+ * client runs its commands one at a time through the public API and, while
+ * idle, polls its descriptor for loss events; cancel is dlock_cancel().
+ * SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clients/c/dlock.h"
+
+#define MAX_CLIENTS 64
+#define MAX_HANDLES 256
+#define MAX_ARGS 8
+#define ID_MAX 64
+
+typedef struct cmd_s {
+    struct cmd_s *next;
+    char rid[ID_MAX];
+    int argc;             /* words after the rid: argv[0] is the command */
+    char *argv[MAX_ARGS];
+    char buf[1024];
+} cmd_t;
+
+typedef struct client_s {
+    char cid[ID_MAX];
+    dlock_t *d;           /* NULL once closed */
+    pthread_t thread;
+    pthread_mutex_t mu;   /* queue, current */
+    cmd_t *head, *tail;
+    char current[ID_MAX]; /* the rid running now, "" when idle */
+    int stop;
+    int wake[2];
+} client_t;
+
+typedef struct handle_s {
+    char hid[ID_MAX];
+    client_t *c;
+    char name[DLOCK_NAME_MAX + 1];
+    char kind[16];        /* lock, rlock, wlock, fairlock, sem */
+    uint32_t lease;
+    int live;
+} handle_t;
+
+static client_t *clients[MAX_CLIENTS];
+static int nclients;
+static handle_t handles[MAX_HANDLES];
+static int nhandles;
+static pthread_mutex_t handles_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t out_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    pthread_mutex_lock(&out_mu);
+    vprintf(fmt, ap);
+    putchar('\n');
+    fflush(stdout);
+    pthread_mutex_unlock(&out_mu);
+    va_end(ap);
+}
+
+static const char *err_kind(int r) {
+    switch (r) {
+    case DLOCK_ENAME: return "name";
+    case DLOCK_EARGS: return "args";
+    case DLOCK_EKIND: return "kind";
+    case DLOCK_ENOTHELD: return "notheld";
+    case DLOCK_ELIMIT: return "limit";
+    case DLOCK_EDENIED: return "denied";
+    case DLOCK_EBACKEND: return "backend";
+    case DLOCK_ECANCELLED: return "cancelled";
+    case DLOCK_ECLOSED:
+    case DLOCK_EIO: return "closed";
+    case DLOCK_ECONNECT: return "connect";
+    default: return "other";
+    }
+}
+
+/* Every live handle of c with name (any name when NULL) is lost. */
+static void lost(client_t *c, const char *name, const char *reason) {
+    pthread_mutex_lock(&handles_mu);
+    for (int i = 0; i < nhandles; i++) {
+        handle_t *h = &handles[i];
+        if (h->c == c && h->live && (name == NULL || strcmp(h->name, name) == 0)) {
+            h->live = 0;
+            say("* lost %s %s", h->hid, reason);
+        }
+    }
+    pthread_mutex_unlock(&handles_mu);
+}
+
+static void on_lost(dlock_t *d, const char *name, const char *reason, void *data) {
+    (void)d;
+    lost(data, name, reason);
+}
+
+static handle_t *handle_find(const char *hid) {
+    handle_t *found = NULL;
+    pthread_mutex_lock(&handles_mu);
+    for (int i = 0; i < nhandles; i++)
+        if (strcmp(handles[i].hid, hid) == 0) found = &handles[i];
+    pthread_mutex_unlock(&handles_mu);
+    return found;
+}
+
+static void handle_add(const char *hid, client_t *c, const char *name, const char *kind,
+                       uint32_t lease) {
+    pthread_mutex_lock(&handles_mu);
+    handle_t *h = NULL;
+    for (int i = 0; i < nhandles; i++)
+        if (strcmp(handles[i].hid, hid) == 0) h = &handles[i];
+    if (h == NULL && nhandles < MAX_HANDLES) h = &handles[nhandles++];
+    if (h != NULL) {
+        snprintf(h->hid, sizeof(h->hid), "%s", hid);
+        snprintf(h->name, sizeof(h->name), "%s", name);
+        snprintf(h->kind, sizeof(h->kind), "%s", kind);
+        h->c = c;
+        h->lease = lease;
+        h->live = 1;
+    }
+    pthread_mutex_unlock(&handles_mu);
+}
+
+/* A number word; -1 if it is none (or above UINT32_MAX). */
+static long long num(const char *w) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(w, &end, 10);
+    if (errno || *end || end == w || w[0] == '-' || v > UINT32_MAX) return -1;
+    return (long long)v;
+}
+
+typedef int (*take_fn)(dlock_t *, const char *, uint32_t, uint64_t *, uint32_t *);
+
+static take_fn take_of(const char *kind) {
+    if (strcmp(kind, "rlock") == 0) return dlock_rlock;
+    if (strcmp(kind, "wlock") == 0) return dlock_wlock;
+    if (strcmp(kind, "fairlock") == 0) return dlock_fairlock;
+    return dlock_lock;
+}
+
+/* The blocking client serves one call at a time: the tasks take their
+ * turns one after another on the client's thread. */
+static int contend(client_t *c, const char *rid, int tasks, int names, int rounds,
+                   const char *prefix) {
+    uint64_t last[64] = {0};
+    int holder[64], grants = 0, overlaps = 0, nonrising = 0;
+    if (names < 1 || names > 64) return DLOCK_EARGS;
+    for (int i = 0; i < names; i++) holder[i] = -1;
+    for (int r = 0; r < rounds; r++) {
+        for (int t = 0; t < tasks; t++) {
+            char name[DLOCK_NAME_MAX + 16];
+            int k = (t + r) % names;
+            uint64_t fence;
+            snprintf(name, sizeof(name), "%s%d", prefix, k);
+            int e = dlock_lock(c->d, name, 0, &fence, NULL);
+            if (e != 0) return e;
+            grants++;
+            if (holder[k] != -1) overlaps++;
+            if (fence <= last[k]) nonrising++;
+            holder[k] = t;
+            last[k] = fence;
+            holder[k] = -1;
+            if ((e = dlock_unlock(c->d, name, NULL)) != 0) return e;
+        }
+    }
+    say("%s ok %d %d %d", rid, grants, overlaps, nonrising);
+    return 0;
+}
+
+static void status(client_t *c, const char *rid, const char *name) {
+    dlock_status_t st;
+    int r = dlock_status(c->d, name, &st);
+    if (r != 0) {
+        say("%s err %s %s", rid, err_kind(r), dlock_strerror(r));
+        return;
+    }
+    switch (st.state) {
+    case DLOCK_FREE: say("%s ok FREE", rid); break;
+    case DLOCK_MINE:
+        say("%s ok MINE %u %lld %llu", rid, st.holds, st.ttl_ms, (unsigned long long)st.fence);
+        break;
+    case DLOCK_TAKEN: say("%s ok TAKEN %lld", rid, st.ttl_ms); break;
+    case DLOCK_READ:
+    case DLOCK_WRITE: {
+        /* dlock_status_t has no readers: dlock.h points at the raw reply. */
+        char line[DLOCK_NAME_MAX + 16], reply[DLOCK_LINE_MAX];
+        unsigned readers = 1;
+        snprintf(line, sizeof(line), "STATUS %s", name);
+        if (st.state == DLOCK_READ && dlock_request(c->d, line, reply, sizeof(reply)) == 0)
+            sscanf(reply, "OK READ %u", &readers);
+        say("%s ok %s %u %u %lld", rid, st.state == DLOCK_READ ? "READ" : "WRITE", readers,
+            st.holds, st.ttl_ms);
+        break;
+    }
+    case DLOCK_SEM: say("%s ok SEM %u %u", rid, st.sem.available, st.sem.mine); break;
+    }
+}
+
+/* Runs one command on c's thread; answers it. */
+static void run(client_t *c, cmd_t *m) {
+    const char *rid = m->rid, *op = m->argv[0];
+    char **a = m->argv + 1;
+    int n = m->argc - 1, r = 0;
+    uint64_t fence = 0;
+    uint32_t holds = 0;
+    handle_t *h = NULL;
+
+    if (strcmp(op, "reenter") == 0 || strcmp(op, "unlock") == 0 || strcmp(op, "renew") == 0 ||
+        strcmp(op, "release") == 0) {
+        h = handle_find(a[0]);
+    }
+    if (c->d == NULL) {
+        say("%s err closed the client is closed", rid);
+        return;
+    }
+    if ((strcmp(op, "lock") == 0 || strcmp(op, "rlock") == 0 || strcmp(op, "wlock") == 0 ||
+         strcmp(op, "fairlock") == 0) && n == 4) {
+        long long lease = num(a[3]);
+        if (lease < 0) goto bad_args;
+        r = take_of(op)(c->d, a[2], (uint32_t)lease, &fence, &holds);
+        if (r == 0) handle_add(a[1], c, a[2], op, (uint32_t)lease);
+    } else if (strcmp(op, "trylock") == 0 && n == 5) {
+        long long wait = num(a[3]), lease = num(a[4]);
+        if (wait < 0 || lease < 0) goto bad_args;
+        r = dlock_trylock(c->d, a[2], (uint32_t)wait, (uint32_t)lease, &fence, &holds, NULL);
+        if (r == DLOCK_ETIMEOUT) {
+            say("%s timeout", rid);
+            return;
+        }
+        if (r == 0) handle_add(a[1], c, a[2], "lock", (uint32_t)lease);
+    } else if (strcmp(op, "reenter") == 0 && h != NULL) {
+        r = take_of(h->kind)(c->d, h->name, h->lease, &fence, &holds);
+    } else if (strcmp(op, "unlock") == 0 && h != NULL) {
+        if (strcmp(h->kind, "rlock") == 0)
+            r = dlock_runlock(c->d, h->name, &holds);
+        else if (strcmp(h->kind, "wlock") == 0)
+            r = dlock_wunlock(c->d, h->name, &holds);
+        else
+            r = dlock_unlock(c->d, h->name, &holds);
+        if (r == 0) {
+            if (holds == 0) h->live = 0;
+            say("%s ok %u", rid, holds);
+            return;
+        }
+    } else if (strcmp(op, "renew") == 0 && h != NULL && n == 2) {
+        long long lease = num(a[1]), ttl = 0;
+        if (lease < 0) goto bad_args;
+        if ((r = dlock_renew(c->d, h->name, (uint32_t)lease, &ttl)) == 0) {
+            say("%s ok %lld", rid, ttl);
+            return;
+        }
+    } else if (strcmp(op, "release") == 0 && h != NULL && n == 2) {
+        long long permits = num(a[1]);
+        if (permits < 0) goto bad_args;
+        if ((r = dlock_release(c->d, h->name, (uint32_t)permits, &holds)) == 0) {
+            if (holds == 0) h->live = 0;
+            say("%s ok %u", rid, holds);
+            return;
+        }
+    } else if (strcmp(op, "seminit") == 0 && n == 3) {
+        long long permits = num(a[2]);
+        int set = 0;
+        if (permits < 0) goto bad_args;
+        if ((r = dlock_seminit(c->d, a[1], (uint32_t)permits, &set)) == 0) {
+            say("%s ok %d", rid, set);
+            return;
+        }
+    } else if (strcmp(op, "acquire") == 0 && n == 5) {
+        long long permits = num(a[3]), lease = num(a[4]);
+        if (permits < 0 || lease < 0) goto bad_args;
+        r = dlock_acquire(c->d, a[2], (uint32_t)permits, (uint32_t)lease, &holds);
+        if (r == 0) {
+            handle_add(a[1], c, a[2], "sem", (uint32_t)lease);
+            say("%s ok %u", rid, holds);
+            return;
+        }
+    } else if (strcmp(op, "status") == 0 && n == 2) {
+        status(c, rid, a[1]);
+        return;
+    } else if (strcmp(op, "ping") == 0) {
+        if ((r = dlock_ping(c->d)) == 0) {
+            say("%s ok", rid);
+            return;
+        }
+    } else if (strcmp(op, "close") == 0) {
+        dlock_close(c->d);
+        c->d = NULL;
+        lost(c, NULL, "closed");
+        say("%s ok", rid);
+        return;
+    } else if (strcmp(op, "contend") == 0 && n == 5) {
+        long long tasks = num(a[1]), names = num(a[2]), rounds = num(a[3]);
+        if (tasks < 0 || names < 0 || rounds < 0) goto bad_args;
+        if ((r = contend(c, rid, (int)tasks, (int)names, (int)rounds, a[4])) == 0) return;
+    } else if (h == NULL && (strcmp(op, "reenter") == 0 || strcmp(op, "unlock") == 0 ||
+                             strcmp(op, "renew") == 0 || strcmp(op, "release") == 0)) {
+        say("%s err notheld no handle %s", rid, a[0]);
+        return;
+    } else {
+        say("%s err other unknown command or arguments: %s", rid, op);
+        return;
+    }
+    if (r == 0) {
+        say("%s ok %llu %u", rid, (unsigned long long)fence, holds);
+        return;
+    }
+    say("%s err %s %s", rid, err_kind(r), dlock_strerror(r));
+    if (r == DLOCK_ECLOSED || r == DLOCK_EIO) lost(c, NULL, "closed");
+    return;
+bad_args:
+    say("%s err args a number out of range", rid);
+}
+
+/* While idle: wait for a command, reporting the connection's events. */
+static void idle(client_t *c) {
+    struct pollfd p[2] = {{.fd = c->wake[0], .events = POLLIN},
+                          {.fd = c->d ? dlock_fd(c->d) : -1, .events = POLLIN}};
+    if (poll(p, 2, -1) < 0) return;
+    if (p[0].revents) {
+        char buf[64];
+        ssize_t n = read(c->wake[0], buf, sizeof(buf));
+        (void)n;
+    }
+    if (c->d != NULL && p[1].revents && dlock_poll(c->d, 0) == DLOCK_ECLOSED) {
+        lost(c, NULL, "closed");
+        dlock_close(c->d);
+        c->d = NULL;
+    }
+}
+
+static void *client_main(void *arg) {
+    client_t *c = arg;
+    for (;;) {
+        pthread_mutex_lock(&c->mu);
+        cmd_t *m = c->head;
+        if (m != NULL) {
+            c->head = m->next;
+            if (c->head == NULL) c->tail = NULL;
+            snprintf(c->current, sizeof(c->current), "%s", m->rid);
+        }
+        int stop = c->stop;
+        pthread_mutex_unlock(&c->mu);
+        if (m == NULL) {
+            if (stop) return NULL;
+            idle(c);
+            continue;
+        }
+        run(c, m);
+        free(m);
+        pthread_mutex_lock(&c->mu);
+        c->current[0] = '\0';
+        pthread_mutex_unlock(&c->mu);
+    }
+}
+
+static void wake(client_t *c) {
+    ssize_t n = write(c->wake[1], "x", 1);
+    (void)n;
+}
+
+static void enqueue(client_t *c, cmd_t *m) {
+    pthread_mutex_lock(&c->mu);
+    m->next = NULL;
+    if (c->tail) c->tail->next = m;
+    else c->head = m;
+    c->tail = m;
+    pthread_mutex_unlock(&c->mu);
+    wake(c);
+}
+
+static client_t *client_find(const char *cid) {
+    for (int i = 0; i < nclients; i++)
+        if (strcmp(clients[i]->cid, cid) == 0) return clients[i];
+    return NULL;
+}
+
+/* cancel rid: dropped from its client's queue, or dlock_cancel() while it runs. */
+static void cancel(const char *rid) {
+    for (int i = 0; i < nclients; i++) {
+        client_t *c = clients[i];
+        pthread_mutex_lock(&c->mu);
+        for (cmd_t **p = &c->head; *p; p = &(*p)->next) {
+            if (strcmp((*p)->rid, rid) == 0) {
+                cmd_t *m = *p;
+                *p = m->next;
+                if (c->tail == m) {
+                    c->tail = NULL;
+                    for (cmd_t *q = c->head; q; q = q->next) c->tail = q;
+                }
+                pthread_mutex_unlock(&c->mu);
+                say("%s err cancelled dropped before it ran", rid);
+                free(m);
+                return;
+            }
+        }
+        pthread_mutex_unlock(&c->mu);
+        /* Running, or about to: retry until its wait is there to cancel. */
+        for (;;) {
+            pthread_mutex_lock(&c->mu);
+            int running = strcmp(c->current, rid) == 0;
+            int done = running && c->d != NULL && dlock_cancel(c->d) == 1;
+            pthread_mutex_unlock(&c->mu);
+            if (!running || done) break;
+            nanosleep(&(struct timespec){0, 1000000}, NULL);
+        }
+    }
+}
+
+static void connect_client(const char *rid, const char *cid, const char *path) {
+    int err = 0;
+    dlock_t *d = dlock_connect(strcmp(path, "-") == 0 ? NULL : path, &err);
+    if (d == NULL) {
+        say("%s err %s %s", rid, err_kind(err), dlock_strerror(err));
+        return;
+    }
+    if (nclients == MAX_CLIENTS) {
+        dlock_close(d);
+        say("%s err other too many clients", rid);
+        return;
+    }
+    client_t *c = calloc(1, sizeof(*c));
+    if (c == NULL || pipe(c->wake) != 0) abort();
+    snprintf(c->cid, sizeof(c->cid), "%s", cid);
+    c->d = d;
+    pthread_mutex_init(&c->mu, NULL);
+    dlock_set_lost_cb(d, on_lost, c);
+    pthread_create(&c->thread, NULL, client_main, c);
+    clients[nclients++] = c;
+    say("%s ok", rid);
+}
+
+int main(void) {
+    char line[1024];
+    say("* ready");
+    while (fgets(line, sizeof(line), stdin) != NULL) {
+        cmd_t *m = calloc(1, sizeof(*m));
+        if (m == NULL) abort();
+        line[strcspn(line, "\n")] = '\0';
+        snprintf(m->buf, sizeof(m->buf), "%s", line);
+        char *save = NULL, *w = strtok_r(m->buf, " ", &save);
+        if (w == NULL) {
+            free(m);
+            continue;
+        }
+        snprintf(m->rid, sizeof(m->rid), "%s", w);
+        while ((w = strtok_r(NULL, " ", &save)) != NULL && m->argc < MAX_ARGS)
+            m->argv[m->argc++] = w;
+        const char *op = m->argc ? m->argv[0] : "";
+        client_t *c = NULL;
+        if (strcmp(op, "connect") == 0 && m->argc == 3) {
+            connect_client(m->rid, m->argv[1], m->argv[2]);
+        } else if (strcmp(op, "cancel") == 0 && m->argc == 2) {
+            say("%s ok", m->rid);
+            cancel(m->argv[1]);
+        } else if (m->argc >= 2 && (strcmp(op, "reenter") == 0 || strcmp(op, "unlock") == 0 ||
+                                    strcmp(op, "renew") == 0 || strcmp(op, "release") == 0)) {
+            handle_t *h = handle_find(m->argv[1]);
+            if (h != NULL) {
+                enqueue(h->c, m);
+                continue;
+            }
+            say("%s err notheld no handle %s", m->rid, m->argv[1]);
+        } else if (m->argc >= 2 && (c = client_find(m->argv[1])) != NULL) {
+            enqueue(c, m);
+            continue;
+        } else {
+            say("%s err other unknown command, or no such client", m->rid);
+        }
+        free(m);
+    }
+    for (int i = 0; i < nclients; i++) {
+        client_t *c = clients[i];
+        pthread_mutex_lock(&c->mu);
+        c->stop = 1;
+        pthread_mutex_unlock(&c->mu);
+        wake(c);
+        pthread_join(c->thread, NULL);
+        if (c->d) dlock_close(c->d);
+    }
+    return 0;
+}
