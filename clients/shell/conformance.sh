@@ -22,6 +22,7 @@ say() {
 
 # The job's handles: $handles lists them; h_<hid>_name, _kind, _lease, _live.
 handles=''
+hname='' hkind='' hlease='' hlive='' held='' last=0 cid=''
 
 hset() { # hid name kind lease
     eval "h_$1_name=\$2 h_$1_kind=\$3 h_$1_lease=\$4 h_$1_live=1"
@@ -78,6 +79,7 @@ answer() {
 }
 
 client_job() { # rid cid socket; commands on fd 3
+    # shellcheck source=clients/shell/dlock.sh
     . "$here/dlock.sh"
     sock=$3
     [ "$sock" = - ] && sock=''
@@ -103,7 +105,7 @@ client_job() { # rid cid socket; commands on fd 3
             done
             ;;
         lock | rlock | wlock | fairlock)
-            dlock_$op "$a3" "$a4" 2>/dev/null || rc=$?
+            "dlock_$op" "$a3" "$a4" 2>/dev/null || rc=$?
             [ "$rc" = 0 ] && hset "$a2" "$a3" "$op" "$a4"
             answer "$r" "$rc" "$DLOCK_FENCE" "$DLOCK_HOLDS"
             ;;
@@ -114,7 +116,7 @@ client_job() { # rid cid socket; commands on fd 3
             ;;
         reenter)
             hget "$a1"
-            dlock_$hkind "$hname" "$hlease" 2>/dev/null || rc=$?
+            "dlock_$hkind" "$hname" "$hlease" 2>/dev/null || rc=$?
             answer "$r" "$rc" "$DLOCK_FENCE" "$DLOCK_HOLDS"
             ;;
         unlock)
