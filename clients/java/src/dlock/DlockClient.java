@@ -1,0 +1,507 @@
+// The dlockd client: one connection shared by many threads, every lock kind, blocking and async.
+// SPDX-License-Identifier: MIT
+package dlock;
+
+import java.io.IOException;
+import java.net.StandardProtocolFamily;
+import java.net.UnixDomainSocketAddress;
+import java.nio.channels.SocketChannel;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Executor;
+import java.util.concurrent.SynchronousQueue;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.Lock;
+import java.util.function.Function;
+
+/**
+ * A client of dlockd: one connection to its Unix socket, shared safely by any number of
+ * threads. Requests are pipelined; one daemon thread reads the replies and events.
+ *
+ * <p><b>The owner is the connection.</b> dlockd counts holds per connection, so this
+ * client keeps its own threads apart: a second {@code lock(name)} of a name this client
+ * holds waits here until the first handle is fully unlocked (read locks are shared).
+ * Any thread may unlock a handle.
+ *
+ * <p><b>Waiting holds back the connection.</b> While a request waits in dlockd (a
+ * {@code lock}, or a {@code tryLock} with a wait), this client's other requests queue
+ * behind it until it is granted, times out or is cancelled. Independent waiters belong on
+ * separate clients.
+ *
+ * <p><b>Cancellation.</b> Waiting calls throw {@link InterruptedException} when their
+ * thread is interrupted; the wait is withdrawn (dlockd's {@code CANCEL}) and, if the grant
+ * raced the interrupt, released before the call returns: nothing stays held. The
+ * {@code …Async} variants return a {@link CompletableFuture} whose {@code cancel} does the
+ * same (the release of a raced grant follows at once, ahead of this client's later
+ * requests). {@code tryLock} returns {@link Optional#empty()} when its wait runs out.
+ *
+ * <p><b>Failure.</b> When dlockd closes the connection (or dies, or {@link #close()} is
+ * called), every pending call fails at once with {@link ConnectionClosedException} and
+ * every live handle is lost with reason {@code closed}.
+ *
+ * <p>Leases: {@code null} or zero means watchdog mode (dlockd renews the lock while the
+ * connection lives).
+ */
+public final class DlockClient implements AutoCloseable {
+    /** The socket used when neither a path nor {@code $DLOCK_SOCKET} is given. */
+    public static final Path DEFAULT_SOCKET = Path.of("/run/dlockd/dlockd.sock");
+    static final long NUM_MAX = 2147483647L;
+
+    private final Path path;
+    private final Conn conn;
+    private final Gates gates = new Gates();
+    private final Map<String, List<Handle>> handles = new HashMap<>();
+    private final ThreadPoolExecutor callbacks = new ThreadPoolExecutor(0, Integer.MAX_VALUE,
+            5, TimeUnit.SECONDS, new SynchronousQueue<>(), r -> {
+                Thread t = new Thread(r, "dlock-callback");
+                t.setDaemon(true);
+                return t;
+            });
+
+    private DlockClient(Path path, SocketChannel ch) {
+        this.path = path;
+        this.conn = new Conn(ch, this::event, e -> closed());
+    }
+
+    /** Connects to {@code $DLOCK_SOCKET}, else {@link #DEFAULT_SOCKET}. */
+    public static DlockClient connect() {
+        String env = System.getenv("DLOCK_SOCKET");
+        return connect(env == null || env.isEmpty() ? DEFAULT_SOCKET : Path.of(env));
+    }
+
+    /**
+     * Connects to dlockd's socket at {@code socket}.
+     *
+     * @throws DlockConnectException naming the path, with a hint ("is dlockd running?")
+     */
+    public static DlockClient connect(Path socket) {
+        SocketChannel ch = null;
+        try {
+            ch = SocketChannel.open(StandardProtocolFamily.UNIX);
+            ch.connect(UnixDomainSocketAddress.of(socket));
+            return new DlockClient(socket, ch);
+        } catch (IOException e) {
+            if (ch != null) {
+                try {
+                    ch.close();
+                } catch (IOException ignored) {
+                    // the error below says it
+                }
+            }
+            throw new DlockConnectException(socket, e.getMessage(), e);
+        }
+    }
+
+    /** The socket this client is connected to. */
+    public Path socket() {
+        return path;
+    }
+
+    // ---- plain locks
+
+    /** Takes the lock in watchdog mode, waiting as long as it takes. */
+    public DlockLock lock(String name) throws InterruptedException {
+        return lock(name, null);
+    }
+
+    /** Takes the lock with a lease ({@code null} or zero: watchdog), waiting as long as it takes. */
+    public DlockLock lock(String name, Duration lease) throws InterruptedException {
+        return await(this.<DlockLock>take(Kind.PLAIN, name, 0, -1, millis(lease, "lease"))).orElseThrow();
+    }
+
+    /** Takes the lock, waiting at most {@code wait}; empty when the wait ran out. */
+    public Optional<DlockLock> tryLock(String name, Duration wait) throws InterruptedException {
+        return tryLock(name, wait, null);
+    }
+
+    /** As {@link #tryLock(String, Duration)}, with a lease. */
+    public Optional<DlockLock> tryLock(String name, Duration wait, Duration lease) throws InterruptedException {
+        return await(this.<DlockLock>take(Kind.PLAIN, name, 0, waitMillis(wait), millis(lease, "lease")));
+    }
+
+    /** {@link #lock(String, Duration)} as a future; {@code cancel} withdraws the wait. */
+    public CompletableFuture<DlockLock> lockAsync(String name, Duration lease) {
+        return untimed(this.<DlockLock>take(Kind.PLAIN, name, 0, -1, millis(lease, "lease")));
+    }
+
+    /** {@link #tryLock(String, Duration, Duration)} as a future; {@code cancel} withdraws the wait. */
+    public CompletableFuture<Optional<DlockLock>> tryLockAsync(String name, Duration wait, Duration lease) {
+        return this.<DlockLock>take(Kind.PLAIN, name, 0, waitMillis(wait), millis(lease, "lease"));
+    }
+
+    // ---- read/write locks
+
+    /** A read (shared) hold, waiting as long as it takes. */
+    public DlockLock readLock(String name, Duration lease) throws InterruptedException {
+        return await(this.<DlockLock>take(Kind.READ, name, 0, -1, millis(lease, "lease"))).orElseThrow();
+    }
+
+    /** A write (exclusive) hold, waiting as long as it takes. */
+    public DlockLock writeLock(String name, Duration lease) throws InterruptedException {
+        return await(this.<DlockLock>take(Kind.WRITE, name, 0, -1, millis(lease, "lease"))).orElseThrow();
+    }
+
+    /** A read hold, waiting at most {@code wait}; empty when it ran out. */
+    public Optional<DlockLock> tryReadLock(String name, Duration wait, Duration lease) throws InterruptedException {
+        return await(this.<DlockLock>take(Kind.READ, name, 0, waitMillis(wait), millis(lease, "lease")));
+    }
+
+    /** A write hold, waiting at most {@code wait}; empty when it ran out. */
+    public Optional<DlockLock> tryWriteLock(String name, Duration wait, Duration lease) throws InterruptedException {
+        return await(this.<DlockLock>take(Kind.WRITE, name, 0, waitMillis(wait), millis(lease, "lease")));
+    }
+
+    /** {@link #readLock} as a future; {@code cancel} withdraws the wait. */
+    public CompletableFuture<DlockLock> readLockAsync(String name, Duration lease) {
+        return untimed(this.<DlockLock>take(Kind.READ, name, 0, -1, millis(lease, "lease")));
+    }
+
+    /** {@link #writeLock} as a future; {@code cancel} withdraws the wait. */
+    public CompletableFuture<DlockLock> writeLockAsync(String name, Duration lease) {
+        return untimed(this.<DlockLock>take(Kind.WRITE, name, 0, -1, millis(lease, "lease")));
+    }
+
+    // ---- fair locks
+
+    /** A fair lock: waiters are served in the order they came, across every daemon. */
+    public DlockLock fairLock(String name, Duration lease) throws InterruptedException {
+        return await(this.<DlockLock>take(Kind.FAIR, name, 0, -1, millis(lease, "lease"))).orElseThrow();
+    }
+
+    /** A fair lock, waiting at most {@code wait}; empty when it ran out. */
+    public Optional<DlockLock> tryFairLock(String name, Duration wait, Duration lease) throws InterruptedException {
+        return await(this.<DlockLock>take(Kind.FAIR, name, 0, waitMillis(wait), millis(lease, "lease")));
+    }
+
+    /** {@link #fairLock} as a future; {@code cancel} withdraws the wait. */
+    public CompletableFuture<DlockLock> fairLockAsync(String name, Duration lease) {
+        return untimed(this.<DlockLock>take(Kind.FAIR, name, 0, -1, millis(lease, "lease")));
+    }
+
+    // ---- semaphores
+
+    /** Sets a semaphore's size unless it was set: true if set now, false if it had been. */
+    public boolean semInit(String name, int permits) {
+        checkName(name);
+        checkNumber(permits, "permits");
+        return call("SEMINIT " + name + " " + permits, reply -> reply.equals("OK 1"));
+    }
+
+    /** Takes {@code permits} (1 to 10000), waiting as long as it takes. */
+    public DlockPermits acquire(String name, int permits, Duration lease) throws InterruptedException {
+        checkPermits(permits);
+        return await(this.<DlockPermits>take(Kind.SEM, name, permits, -1, millis(lease, "lease"))).orElseThrow();
+    }
+
+    /** Takes {@code permits}, waiting at most {@code wait}; empty when it ran out. */
+    public Optional<DlockPermits> tryAcquire(String name, int permits, Duration wait, Duration lease)
+            throws InterruptedException {
+        checkPermits(permits);
+        return await(this.<DlockPermits>take(Kind.SEM, name, permits, waitMillis(wait), millis(lease, "lease")));
+    }
+
+    /** {@link #acquire} as a future; {@code cancel} withdraws the wait. */
+    public CompletableFuture<DlockPermits> acquireAsync(String name, int permits, Duration lease) {
+        checkPermits(permits);
+        return untimed(this.<DlockPermits>take(Kind.SEM, name, permits, -1, millis(lease, "lease")));
+    }
+
+    /** {@link #tryAcquire} as a future; {@code cancel} withdraws the wait. */
+    public CompletableFuture<Optional<DlockPermits>> tryAcquireAsync(String name, int permits, Duration wait,
+                                                                   Duration lease) {
+        checkPermits(permits);
+        return this.<DlockPermits>take(Kind.SEM, name, permits, waitMillis(wait), millis(lease, "lease"));
+    }
+
+    // ---- the rest
+
+    /** What dlockd knows of the name, for this connection. */
+    public LockStatus status(String name) {
+        checkName(name);
+        return call("STATUS " + name, LockStatus::parse);
+    }
+
+    /** Checks that dlockd answers. */
+    public void ping() {
+        call("PING", reply -> null);
+    }
+
+    /** Removes the lock whoever holds it (admins only): true if one was removed. */
+    public boolean forceUnlock(String name) {
+        checkName(name);
+        return call("FORCEUNLOCK " + name, reply -> reply.equals("OK 1"));
+    }
+
+    /** dlockd's INFO, as key/value pairs. */
+    public Map<String, String> info() {
+        return call("INFO", reply -> {
+            Map<String, String> m = new LinkedHashMap<>();
+            for (String w : reply.split(" ")) {
+                int eq = w.indexOf('=');
+                if (eq > 0)
+                    m.put(w.substring(0, eq), w.substring(eq + 1));
+            }
+            return m;
+        });
+    }
+
+    /**
+     * The name as a {@link Lock} in watchdog mode. The owner is this client's connection,
+     * not a thread: any thread may {@code unlock()} what another locked. It is not
+     * reentrant: a second {@code lock()} waits for the {@code unlock()} (reenter through
+     * {@link DlockLock#relock()} instead). {@code newCondition()} is not supported.
+     */
+    public Lock asLock(String name) {
+        checkName(name);
+        return new LockAdapter(this, name);
+    }
+
+    /** Whether the connection is closed. */
+    public boolean isClosed() {
+        return conn.isClosed();
+    }
+
+    /** Closes the connection: dlockd releases everything it held; live handles are lost ({@code closed}). */
+    @Override
+    public void close() {
+        conn.close("client closed");
+    }
+
+    // ---- the machinery
+
+    private <H extends Handle> Op<Optional<H>> take(Kind kind, String name, int permits, long waitMs, long leaseMs) {
+        checkName(name);
+        Op<Optional<H>> op = new Op<>(callbacks);
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Math.max(waitMs, 0));
+        if (!kind.gated) {
+            send(op, kind, name, permits, waitMs, leaseMs);
+            return op;
+        }
+        Gates.Waiter w = gates.enter(name, kind.shared);
+        op.stage(() -> gates.withdraw(w) ? CompletableFuture.completedFuture(null) : null);
+        if (waitMs >= 0 && !w.isDone())
+            CompletableFuture.delayedExecutor(waitMs, TimeUnit.MILLISECONDS).execute(() -> gates.withdraw(w));
+        w.thenAccept(in -> {
+            if (!in) {
+                op.finish(Optional.empty(), null);
+                return;
+            }
+            long left = waitMs < 0 ? -1
+                    : Math.max(0, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()));
+            send(op, kind, name, permits, left, leaseMs);
+        });
+        return op;
+    }
+
+    @SuppressWarnings("unchecked")
+    private <H extends Handle> void send(Op<Optional<H>> op, Kind kind, String name, int permits, long waitMs,
+                                         long leaseMs) {
+        Runnable leave = () -> leaveGate(kind, name);
+        if (op.isDone()) {
+            leave.run();
+            op.settle();
+            return;
+        }
+        Conn.Request r = conn.send(kind.line(name, permits, waitMs, leaseMs), waitMs != 0,
+                reply -> kind.release(name, permits), (reply, err) -> {
+                    if (err != null || reply.startsWith("TIMEOUT")) {
+                        leave.run();
+                        if (err != null)
+                            op.fail(err);
+                        else
+                            op.finish(Optional.empty(), null);
+                        return;
+                    }
+                    String[] w = reply.split(" ");
+                    H h = (H) (kind == Kind.SEM
+                            ? new DlockPermits(this, name, permits, Integer.parseInt(w[1]))
+                            : new DlockLock(this, kind, name, leaseMs, Long.parseLong(w[1])));
+                    register(h);
+                    op.finish(Optional.of(h), () -> {
+                        if (h instanceof DlockLock)
+                            ((DlockLock) h).close();
+                        else
+                            ((DlockPermits) h).close();
+                    });
+                });
+        op.stage(() -> conn.cancel(r) ? r.settled.thenRun(leave) : null);
+    }
+
+    /** A blocking, non-waiting request: waits for its reply without giving in to interrupts. */
+    <T> T call(String line, Function<String, T> onOk) {
+        CompletableFuture<T> f = new CompletableFuture<>();
+        conn.send(line, false, null, (reply, err) -> {
+            if (err != null) {
+                f.completeExceptionally(err);
+                return;
+            }
+            try {
+                f.complete(onOk.apply(reply));
+            } catch (RuntimeException e) {
+                f.completeExceptionally(e);
+            }
+        });
+        return join(f);
+    }
+
+    /** Waits for a waiting call; on interrupt withdraws it and waits until nothing is held. */
+    static <T> T await(Op<T> op) throws InterruptedException {
+        try {
+            return op.get();
+        } catch (InterruptedException e) {
+            if (!op.cancel(true)) {
+                Thread.currentThread().interrupt();
+                return join(op);
+            }
+            join(op.settled);
+            throw e;
+        } catch (ExecutionException e) {
+            throw unwrap(e);
+        }
+    }
+
+    private static <T> T join(CompletableFuture<T> f) {
+        boolean interrupted = false;
+        try {
+            while (true) {
+                try {
+                    return f.get();
+                } catch (InterruptedException e) {
+                    interrupted = true;
+                } catch (ExecutionException e) {
+                    throw unwrap(e);
+                }
+            }
+        } finally {
+            if (interrupted)
+                Thread.currentThread().interrupt();
+        }
+    }
+
+    private static RuntimeException unwrap(ExecutionException e) {
+        Throwable c = e.getCause();
+        if (c instanceof RuntimeException)
+            return (RuntimeException) c;
+        if (c instanceof Error)
+            throw (Error) c;
+        return new DlockException(null, String.valueOf(c), c);
+    }
+
+    private static <T> CompletableFuture<T> untimed(Op<Optional<T>> op) {
+        // A future whose cancel reaches the op; the value is always present (no wait limit).
+        CompletableFuture<T> f = new CompletableFuture<>() {
+            @Override
+            public boolean cancel(boolean mayInterruptIfRunning) {
+                return op.cancel(mayInterruptIfRunning) && super.cancel(mayInterruptIfRunning);
+            }
+        };
+        op.whenComplete((v, e) -> {
+            if (e != null)
+                f.completeExceptionally(e instanceof java.util.concurrent.CompletionException ? e.getCause() : e);
+            else
+                f.complete(v.orElseThrow());
+        });
+        return f;
+    }
+
+    Executor callbacks() {
+        return callbacks;
+    }
+
+    void leaveGate(Kind kind, String name) {
+        if (kind.gated)
+            gates.leave(name, kind.shared);
+    }
+
+    private void register(Handle h) {
+        synchronized (handles) {
+            handles.computeIfAbsent(h.name, n -> new ArrayList<>()).add(h);
+        }
+        if (conn.isClosed())
+            h.markLost("closed");
+    }
+
+    void unregister(Handle h) {
+        synchronized (handles) {
+            List<Handle> l = handles.get(h.name);
+            if (l != null && l.remove(h) && l.isEmpty())
+                handles.remove(h.name);
+        }
+    }
+
+    private void event(String line) {
+        String[] w = line.split(" ");
+        if (w.length >= 3 && w[0].equals("!LOST")) {
+            List<Handle> l;
+            synchronized (handles) {
+                l = handles.remove(w[1]);
+            }
+            if (l != null)
+                l.forEach(h -> h.markLost(w[2]));
+        }
+    }
+
+    private void closed() {
+        List<Handle> all = new ArrayList<>();
+        synchronized (handles) {
+            handles.values().forEach(all::addAll);
+            handles.clear();
+        }
+        all.forEach(h -> h.markLost("closed"));
+    }
+
+    // ---- local checks, the daemon's rules
+
+    /** Names are 1 to 255 bytes of 0x21 to 0x7E. */
+    static void checkName(String name) {
+        if (name == null || name.isEmpty() || name.length() > 255)
+            throw new NameException("a lock name is 1 to 255 bytes of 0x21 to 0x7E"
+                    + (name == null ? "" : " (this one has " + name.length() + ")"));
+        for (int i = 0; i < name.length(); i++) {
+            char c = name.charAt(i);
+            if (c < 0x21 || c > 0x7e)
+                throw new NameException("a lock name is 1 to 255 bytes of 0x21 to 0x7E (byte " + i + " is not)");
+        }
+    }
+
+    static void checkNumber(long n, String what) {
+        if (n < 0 || n > NUM_MAX)
+            throw new ArgsException(what + " is 0 to " + NUM_MAX + ", not " + n);
+    }
+
+    static void checkPermits(int permits) {
+        if (permits < 1 || permits > 10000)
+            throw new ArgsException("permits are 1 to 10000, not " + permits);
+    }
+
+    /** A duration as wire milliseconds; null is 0. */
+    static long millis(Duration d, String what) {
+        if (d == null)
+            return 0;
+        if (d.isNegative())
+            throw new ArgsException(what + " is negative: " + d);
+        long ms;
+        try {
+            ms = d.toMillis();
+        } catch (ArithmeticException e) {
+            ms = Long.MAX_VALUE;
+        }
+        checkNumber(ms, what + " in ms");
+        return ms;
+    }
+
+    private static long waitMillis(Duration wait) {
+        if (wait == null)
+            throw new ArgsException("a try needs a wait (Duration.ZERO: one try)");
+        return millis(wait, "wait");
+    }
+}
