@@ -525,3 +525,29 @@ clean:
 	rm -rf $(BUILD)
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+# The Java client (JDK 17, no dependencies): classes and dlock.jar under
+# $(BUILD); its tests run with Debian's JUnit 5 console launcher.
+JAVA_SRC      := $(wildcard clients/java/src/dlock/*.java clients/java/src/dlock/*/*.java)
+JAVA_TEST_SRC := $(wildcard clients/java/test/dlock/*.java)
+JUNIT_DIR     ?= /usr/share/java
+JUNIT_CP      := $(JUNIT_DIR)/junit-jupiter-api.jar:$(JUNIT_DIR)/apiguardian-api.jar:$(JUNIT_DIR)/opentest4j.jar
+.PHONY: clients-java clients-java-test
+
+clients-java: $(BUILD)/dlock.jar
+
+$(BUILD)/dlock.jar: $(JAVA_SRC)
+	$(call say,JAVAC,$(BUILD)/java/classes)
+	$(Q)rm -rf $(BUILD)/java/classes && mkdir -p $(BUILD)/java/classes
+	$(Q)javac -Xlint:all -Werror --release 17 -d $(BUILD)/java/classes $(JAVA_SRC)
+	$(call say,JAR,$@)
+	$(Q)jar --create --file $@ -C $(BUILD)/java/classes .
+
+clients-java-test: $(BUILD)/dlock.jar $(BUILD)/dlockd
+	$(call say,JAVAC,$(BUILD)/java/test-classes)
+	$(Q)rm -rf $(BUILD)/java/test-classes && mkdir -p $(BUILD)/java/test-classes
+	$(Q)javac -Xlint:all,-try --release 17 -cp $(BUILD)/dlock.jar:$(JUNIT_CP) -d $(BUILD)/java/test-classes $(JAVA_TEST_SRC)
+	@echo "== clients/java tests"
+	$(Q)DLOCKD_BIN=$(abspath $(BUILD)/dlockd) java -jar $(JUNIT_DIR)/junit-platform-console-standalone.jar \
+	  --disable-banner --details=tree --fail-if-no-tests \
+	  -cp $(BUILD)/dlock.jar:$(BUILD)/java/test-classes --select-package dlock

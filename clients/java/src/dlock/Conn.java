@@ -10,6 +10,7 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.function.BiConsumer;
 import java.util.function.Consumer;
 import java.util.function.Function;
@@ -18,7 +19,7 @@ import java.util.function.Function;
  * Requests are written in FIFO order and replies matched FIFO. While a request that may
  * wait is in flight nothing is written behind it (dlockd would not read it anyway), so
  * that {@code CANCEL} can always be its very next line. Callbacks run on the reader
- * thread, in wire order, outside the lock; they must not block.
+ * thread, in wire order, outside the lock; they must not block. One writer thread writes.
  */
 final class Conn {
     /** One request line and what to do with its reply. */
@@ -51,6 +52,8 @@ final class Conn {
     private final ArrayDeque<Request> pending = new ArrayDeque<>();
     private boolean blocked;
     private ConnectionClosedException closed;
+    private final LinkedBlockingQueue<String> outbox = new LinkedBlockingQueue<>();
+    private static final String STOP = new String("");  // compared by identity
 
     Conn(SocketChannel ch, Consumer<String> onEvent, Consumer<Throwable> onClose) {
         this.ch = ch;
@@ -59,6 +62,9 @@ final class Conn {
         Thread t = new Thread(this::readLoop, "dlock-reader");
         t.setDaemon(true);
         t.start();
+        Thread w = new Thread(this::writeLoop, "dlock-writer");
+        w.setDaemon(true);
+        w.start();
     }
 
     boolean isClosed() {
@@ -134,13 +140,33 @@ final class Conn {
         }
     }
 
+    /** Hands a line to the writer thread; caller holds the lock, so lines keep their order. */
     private void write(String line) {
-        ByteBuffer b = ByteBuffer.wrap((line + "\n").getBytes(StandardCharsets.US_ASCII));
+        outbox.add(line);
+    }
+
+    /**
+     * Writes queued lines. The channel is written by this thread only, because a
+     * SocketChannel closes when a thread doing I/O on it is interrupted, and the callers'
+     * threads are interrupted to cancel their waits.
+     */
+    private void writeLoop() {
+        StringBuilder sb = new StringBuilder();
         try {
-            while (b.hasRemaining())
-                ch.write(b);
-        } catch (IOException e) {
-            // The reader sees the broken socket too; fail() runs once.
+            while (true) {
+                String line = outbox.take();
+                do {
+                    if (line == STOP)
+                        return;
+                    sb.append(line).append('\n');
+                } while ((line = outbox.poll()) != null);
+                ByteBuffer b = ByteBuffer.wrap(sb.toString().getBytes(StandardCharsets.US_ASCII));
+                sb.setLength(0);
+                while (b.hasRemaining())
+                    ch.write(b);
+            }
+        } catch (IOException | InterruptedException e) {
+            // The reader sees the broken socket too, and fails what is pending.
             try {
                 ch.close();
             } catch (IOException ignored) {
@@ -225,6 +251,7 @@ final class Conn {
             inflight.clear();
             pending.clear();
         }
+        outbox.add(STOP);
         try {
             ch.close();
         } catch (IOException ignored) {
