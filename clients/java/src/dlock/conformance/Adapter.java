@@ -1,0 +1,243 @@
+// The Java client's conformance adapter (tests/conformance/README.md), through the public API only.
+// SPDX-License-Identifier: MIT
+package dlock.conformance;
+
+import dlock.ArgsException;
+import dlock.BackendException;
+import dlock.CancelledException;
+import dlock.ConnectionClosedException;
+import dlock.DeniedException;
+import dlock.DlockClient;
+import dlock.DlockConnectException;
+import dlock.DlockLock;
+import dlock.DlockPermits;
+import dlock.KindException;
+import dlock.LimitException;
+import dlock.NameException;
+import dlock.NotHeldException;
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * Reads the runner's commands on stdin, runs each on its own thread through the client's
+ * public API, answers on stdout. {@code cancel <rid>} interrupts that command's thread.
+ * Run: {@code java -cp build/dlock.jar dlock.conformance.Adapter}.
+ */
+public final class Adapter {
+    private final PrintStream out = new PrintStream(System.out, false, StandardCharsets.UTF_8);
+    private final Map<String, DlockClient> clients = new ConcurrentHashMap<>();
+    private final Map<String, Object> handles = new ConcurrentHashMap<>();
+    private final Map<String, Thread> running = new ConcurrentHashMap<>();
+
+    public static void main(String[] args) throws Exception {
+        new Adapter().run();
+        System.exit(0);
+    }
+
+    private void run() throws Exception {
+        emit("* ready");
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        List<Thread> threads = new ArrayList<>();
+        for (String line; (line = in.readLine()) != null; ) {
+            String[] w = line.trim().split(" ");
+            if (w.length < 2)
+                continue;
+            String rid = w[0];
+            if (w[1].equals("cancel") && w.length == 3) {
+                Thread t = running.get(w[2]);
+                if (t != null)
+                    t.interrupt();
+                emit(rid + " ok");
+                continue;
+            }
+            Thread t = new Thread(() -> {
+                try {
+                    emit(rid + " " + perform(w));
+                } catch (Throwable e) {
+                    emit(rid + " err " + kind(e) + " " + text(e));
+                } finally {
+                    running.remove(rid);
+                }
+            }, "cmd-" + rid);
+            running.put(rid, t);
+            threads.add(t);
+            t.start();
+        }
+        clients.values().forEach(DlockClient::close);
+        for (Thread t : threads)
+            t.join(5000);
+        out.flush();
+    }
+
+    private synchronized void emit(String line) {
+        out.print(line + "\n");
+        out.flush();
+    }
+
+    private String perform(String[] w) throws Exception {
+        switch (w[1]) {
+            case "connect":
+                clients.put(w[2], w[3].equals("-") ? DlockClient.connect() : DlockClient.connect(Path.of(w[3])));
+                return "ok";
+            case "close":
+                client(w[2]).close();
+                return "ok";
+            case "lock":
+                return granted(w[3], client(w[2]).lock(w[4], ms(w[5])));
+            case "trylock": {
+                Optional<DlockLock> l = client(w[2]).tryLock(w[4], ms(w[5]), ms(w[6]));
+                return l.isPresent() ? granted(w[3], l.get()) : "timeout";
+            }
+            case "rlock":
+                return granted(w[3], client(w[2]).readLock(w[4], ms(w[5])));
+            case "wlock":
+                return granted(w[3], client(w[2]).writeLock(w[4], ms(w[5])));
+            case "fairlock":
+                return granted(w[3], client(w[2]).fairLock(w[4], ms(w[5])));
+            case "reenter": {
+                DlockLock l = lock(w[2]);
+                int holds = l.relock();
+                return "ok " + l.fence() + " " + holds;
+            }
+            case "unlock":
+                return "ok " + lock(w[2]).unlock();
+            case "renew": {
+                long lease = Long.parseLong(w[3]);
+                return "ok " + lock(w[2]).renew(lease == 0 ? null : Duration.ofMillis(lease)).toMillis();
+            }
+            case "seminit":
+                return client(w[2]).semInit(w[3], Integer.parseInt(w[4])) ? "ok 1" : "ok 0";
+            case "acquire": {
+                DlockPermits p = client(w[2]).acquire(w[4], Integer.parseInt(w[5]), ms(w[6]));
+                watch(w[3], p);
+                return "ok " + p.held();
+            }
+            case "release":
+                return "ok " + ((DlockPermits) handle(w[2])).release(Integer.parseInt(w[3]));
+            case "status":
+                return "ok " + client(w[2]).status(w[3]);
+            case "ping":
+                client(w[2]).ping();
+                return "ok";
+            case "contend":
+                return contend(client(w[2]), Integer.parseInt(w[3]), Integer.parseInt(w[4]),
+                        Integer.parseInt(w[5]), w[6]);
+            default:
+                throw new IllegalArgumentException("unknown command " + w[1]);
+        }
+    }
+
+    private String granted(String hid, DlockLock l) {
+        watch(hid, l);
+        return "ok " + l.fence() + " " + l.holds();
+    }
+
+    private void watch(String hid, Object h) {
+        handles.put(hid, h);
+        if (h instanceof DlockLock)
+            ((DlockLock) h).onLost(e -> emit("* lost " + hid + " " + e.reason()));
+        else
+            ((DlockPermits) h).onLost(e -> emit("* lost " + hid + " " + e.reason()));
+    }
+
+    private String contend(DlockClient c, int tasks, int names, int rounds, String prefix) throws Exception {
+        AtomicInteger[] inside = new AtomicInteger[names];
+        AtomicLong[] last = new AtomicLong[names];
+        for (int i = 0; i < names; i++) {
+            inside[i] = new AtomicInteger();
+            last[i] = new AtomicLong();
+        }
+        AtomicInteger grants = new AtomicInteger(), overlaps = new AtomicInteger(), nonRising = new AtomicInteger();
+        List<Throwable> errors = new ArrayList<>();
+        List<Thread> ts = new ArrayList<>();
+        for (int t = 0; t < tasks; t++) {
+            int task = t;
+            Thread th = new Thread(() -> {
+                try {
+                    for (int r = 0; r < rounds; r++) {
+                        int n = (task + r) % names;
+                        try (DlockLock l = c.lock(prefix + n)) {
+                            if (inside[n].incrementAndGet() != 1)
+                                overlaps.incrementAndGet();
+                            if (l.fence() <= last[n].getAndSet(l.fence()))
+                                nonRising.incrementAndGet();
+                            grants.incrementAndGet();
+                            Thread.yield();
+                            inside[n].decrementAndGet();
+                        }
+                    }
+                } catch (Throwable e) {
+                    synchronized (errors) {
+                        errors.add(e);
+                    }
+                }
+            });
+            ts.add(th);
+            th.start();
+        }
+        try {
+            for (Thread th : ts)
+                th.join();
+        } catch (InterruptedException e) {
+            ts.forEach(Thread::interrupt);
+            throw e;
+        }
+        if (!errors.isEmpty())
+            throw (errors.get(0) instanceof Exception) ? (Exception) errors.get(0) : new RuntimeException(errors.get(0));
+        return "ok " + grants + " " + overlaps + " " + nonRising;
+    }
+
+    private DlockClient client(String cid) {
+        DlockClient c = clients.get(cid);
+        if (c == null)
+            throw new IllegalArgumentException("no client " + cid);
+        return c;
+    }
+
+    private Object handle(String hid) {
+        Object h = handles.get(hid);
+        if (h == null)
+            throw new IllegalArgumentException("no handle " + hid);
+        return h;
+    }
+
+    private DlockLock lock(String hid) {
+        return (DlockLock) handle(hid);
+    }
+
+    private static Duration ms(String word) {
+        return Duration.ofMillis(Long.parseLong(word));
+    }
+
+    private static String kind(Throwable e) {
+        if (e instanceof NameException) return "name";
+        if (e instanceof ArgsException || e instanceof NumberFormatException) return "args";
+        if (e instanceof KindException) return "kind";
+        if (e instanceof NotHeldException) return "notheld";
+        if (e instanceof LimitException) return "limit";
+        if (e instanceof DeniedException) return "denied";
+        if (e instanceof BackendException) return "backend";
+        if (e instanceof InterruptedException || e instanceof CancellationException
+                || e instanceof CancelledException) return "cancelled";
+        if (e instanceof ConnectionClosedException) return "closed";
+        if (e instanceof DlockConnectException) return "connect";
+        return "other";
+    }
+
+    private static String text(Throwable e) {
+        String m = e.getMessage() == null ? e.getClass().getSimpleName() : e.getMessage();
+        return m.replace('\n', ' ').replace('\r', ' ');
+    }
+}
