@@ -231,6 +231,36 @@ class DlockClientTest {
         }
     }
 
+    @Test
+    void cancelRacingTheGrantLeavesNothingHeld() throws Exception {
+        try (DlockClient a = DlockClient.connect(sock); DlockClient b = DlockClient.connect(sock)) {
+            for (int i = 0; i < 30; i++) {
+                DlockLock held = a.lock(name);
+                CompletableFuture<Throwable> outcome = new CompletableFuture<>();
+                Thread waiter = new Thread(() -> {
+                    try {
+                        b.lock(name).close();
+                        outcome.complete(null);
+                    } catch (Throwable e) {
+                        outcome.complete(e);
+                    }
+                });
+                waiter.start();
+                awaitBusy(a, 1);
+                // the release and the interrupt race: either outcome, nothing left held by b
+                held.close();
+                waiter.interrupt();
+                Throwable e = within(outcome);
+                if (e != null)
+                    assertInstanceOf(InterruptedException.class, e);
+                assertFalse(b.status(name) instanceof LockStatus.Mine, "b still holds " + name);
+                try (DlockLock l = a.tryLock(name, Duration.ofSeconds(HANG_GUARD_S)).orElseThrow()) {
+                    assertEquals(1, l.holds());
+                }
+            }
+        }
+    }
+
     /** Waits until dlockd reports {@code n} waiters (INFO waiters), with a hang guard. */
     static void awaitBusy(DlockClient c, int n) throws InterruptedException {
         long deadline = System.currentTimeMillis() + HANG_GUARD_S * 1000;
