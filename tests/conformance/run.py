@@ -68,8 +68,8 @@ ADAPTERS = {
                              "socat")),
     "go": ([os.path.join(BUILD, "go", "dlock-conformance")],
            _exe(os.path.join(BUILD, "go", "dlock-conformance"))),
-    "java": (["java", "-cp", os.path.join(BUILD, "java", "dlock.jar"), "dlock.Conformance"],
-             _file_and_tool(os.path.join(BUILD, "java", "dlock.jar"), "java")),
+    "java": (["java", "-cp", os.path.join(BUILD, "dlock.jar"), "dlock.conformance.Adapter"],
+             _file_and_tool(os.path.join(BUILD, "dlock.jar"), "java")),
     "node": (["node", os.path.join(ROOT, "clients", "node", "conformance.js")],
              _file_and_tool(os.path.join(ROOT, "clients", "node", "conformance.js"), "node")),
 }
