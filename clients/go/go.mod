@@ -1,0 +1,3 @@
+module dlockd.local/dlock
+
+go 1.19
