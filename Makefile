@@ -66,6 +66,7 @@ SUPPORT_SRC := $(wildcard tests/support/*.c)
 .PHONY: fuzz fuzz-build fuzz-short chaos chaos-short metrics-test conformance
 .PHONY: luacheck
 .PHONY: clients-node clients-node-test
+.PHONY: clients-go clients-go-test
 .PHONY: all deps deps-run deps-test deps-deb deps-chaos deb package-test run test bench unit integration integration-sanitized integration-valgrind sanitize-build clients-test \
         unit-build integration-build install uninstall clean
 
@@ -263,6 +264,22 @@ test: deps-test
 	@$(MAKE) --no-print-directory INTEG_SKIP="$(SAN_ONLY)" luacheck unit integration clients-test \
 	  metrics-test chaos-short integration-sanitized integration-valgrind
 	@$(MAKE) --no-print-directory -j2 --output-sync=target fuzz-short package-test
+
+# The Go client (clients/go): standard library only, so no network. Its
+# cache and GOPATH stay under $(BUILD)/go; binaries go to $(BUILD)/go/bin.
+GO     ?= go
+GO_ENV := GOCACHE=$(abspath $(BUILD)/go/cache) GOPATH=$(abspath $(BUILD)/go/path) \
+          GOFLAGS=-mod=mod GOPROXY=off GO111MODULE=on
+clients-go:
+	@mkdir -p $(BUILD)/go/bin
+	cd clients/go && $(GO_ENV) $(GO) build -o $(abspath $(BUILD)/go/bin)/ ./...
+
+# gofmt, go vet, then its tests (with the race detector) against the real daemon.
+clients-go-test: $(BUILD)/dlockd
+	@echo "== clients/go: gofmt, go vet, go test -race"
+	@cd clients/go && test -z "$$(gofmt -l .)" || { gofmt -l .; echo "clients/go: run gofmt -w"; exit 1; }
+	cd clients/go && $(GO_ENV) $(GO) vet ./...
+	cd clients/go && $(GO_ENV) DLOCKD_BIN=$(abspath $(BUILD)/dlockd) $(GO) test -race -count=1 ./...
 
 # The Python and shell clients' own tests, against the real daemon.
 clients-test: $(BUILD)/dlockd
