@@ -277,6 +277,9 @@ func (c *Client) reply(line string) {
 // CANCEL; a grant that came anyway is released; the error is then
 // ErrCancelled (wrapping ctx.Err()). Otherwise the reply is in cl.reply.
 func (c *Client) do(ctx context.Context, cl *call) error {
+	if ctx.Err() != nil {
+		return cancelError(ctx)
+	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()

@@ -62,6 +62,9 @@ func (l *Lock) Fence() uint64 { return l.fence }
 func (l *Lock) Holds() int {
 	l.c.mu.Lock()
 	defer l.c.mu.Unlock()
+	if l.ended {
+		return 0
+	}
 	return l.holds
 }
 

@@ -24,6 +24,9 @@ type Permits struct {
 func (p *Permits) Count() int {
 	p.c.mu.Lock()
 	defer p.c.mu.Unlock()
+	if p.ended {
+		return 0
+	}
 	return p.n
 }
 
