@@ -66,7 +66,7 @@ SUPPORT_SRC := $(wildcard tests/support/*.c)
 .PHONY: fuzz fuzz-build fuzz-short chaos chaos-short metrics-test conformance
 .PHONY: luacheck
 .PHONY: clients-node clients-node-test
-.PHONY: clients-go clients-go-test
+.PHONY: clients-go clients-go-test clients-build conformance
 .PHONY: all deps deps-run deps-test deps-deb deps-chaos deb package-test run test bench unit integration integration-sanitized integration-valgrind sanitize-build clients-test \
         unit-build integration-build install uninstall clean
 
@@ -260,9 +260,9 @@ TEST_BUILD_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
 test: deps-test
 	@$(MAKE) --no-print-directory -j$(TEST_BUILD_JOBS) all unit-build integration-build \
-	  sanitize-build fuzz-build
+	  sanitize-build fuzz-build clients-build
 	@$(MAKE) --no-print-directory INTEG_SKIP="$(SAN_ONLY)" luacheck unit integration clients-test \
-	  metrics-test chaos-short integration-sanitized integration-valgrind
+	  conformance metrics-test chaos-short integration-sanitized integration-valgrind
 	@$(MAKE) --no-print-directory -j2 --output-sync=target fuzz-short package-test
 
 # The Go client (clients/go): standard library only, so no network. Its
@@ -281,8 +281,11 @@ clients-go-test: $(BUILD)/dlockd
 	cd clients/go && $(GO_ENV) $(GO) vet ./...
 	cd clients/go && $(GO_ENV) DLOCKD_BIN=$(abspath $(BUILD)/dlockd) $(GO) test -race -count=1 ./...
 
-# The Python and shell clients' own tests, against the real daemon.
-clients-test: $(BUILD)/dlockd
+# Every client's own tests, against the real daemon: Python and shell here,
+# the others in their clients-<lang>-test.
+CLIENT_LANGS := go java node
+clients-build: $(addprefix clients-,$(CLIENT_LANGS)) $(BUILD)/conformance/adapter-c
+clients-test: $(BUILD)/dlockd $(addprefix clients-,$(addsuffix -test,$(CLIENT_LANGS)))
 	@echo "== tests/python/test_dlock.py"
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/python/test_dlock.py
 	@echo "== tests/shell/test_dlock_sh.sh"
@@ -441,9 +444,12 @@ chaos-short: $(BUILD)/dlockd
 # (and clients-node installs the Node client's dependencies), which are not
 # prerequisites here: CONFORMANCE_CLIENTS=c,python,... names the clients
 # that must run (a missing adapter then fails the run).
-conformance: $(BUILD)/dlockd $(BUILD)/libdlock.a $(BUILD)/libdlock.so $(BUILD)/conformance/adapter-c
+# Every client must be there: a missing adapter fails the run.
+CONFORMANCE_CLIENTS ?= c,python,python-asyncio,shell,go,java,node
+conformance: $(BUILD)/dlockd $(BUILD)/libdlock.a $(BUILD)/libdlock.so clients-build
 	@echo "== tests/conformance/run.py"
-	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) BUILD=$(abspath $(BUILD)) python3 tests/conformance/run.py
+	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) BUILD=$(abspath $(BUILD)) \
+	  CONFORMANCE_CLIENTS=$(CONFORMANCE_CLIENTS) python3 tests/conformance/run.py
 
 $(BUILD)/conformance/adapter-c: tests/conformance/adapter_c.c clients/c/dlock.h $(BUILD)/libdlock.a
 	@mkdir -p $(dir $@)
@@ -452,7 +458,8 @@ $(BUILD)/conformance/adapter-c: tests/conformance/adapter_c.c clients/c/dlock.h 
 
 # Benchmarks: numbers, not tests; see tests/bench/README.md.
 bench: deps-chaos
-	@$(MAKE) --no-print-directory $(BUILD)/dlockd $(BUILD)/dlock-bench
+	@$(MAKE) --no-print-directory $(BUILD)/dlockd $(BUILD)/dlock-bench \
+	  $(if $(shell command -v go 2>/dev/null),clients-go)
 	@bash tests/bench/run.sh $(BUILD)/dlockd $(BUILD)/dlock-bench
 
 # dlock-bench blocking drives libdlock.

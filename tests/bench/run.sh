@@ -85,6 +85,7 @@
 set -u -o pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$here/../.." && pwd)
 root=$(cd "$here/../.." && pwd)
 invocation="$0${*:+ $*}"
 DLOCKD=${1:-build/dlockd}
@@ -586,6 +587,44 @@ if want 1-3; then
         check "dlockd / best node peer ($best_node_name)" "$(calc "$tp / $best_node" 2)" "x" ">=" 1.5
     else
         failed "dlockd / best node peer" "no dlockd throughput" ">= 1.5x"
+    fi
+
+    # dlockd's own clients in the peers' shape: one process, 50 async loops
+    # (Node) or goroutines (Go), ONE connection to dlockd, a name each.
+    # $1 label, $2... the command; sets cl_v (pairs/s) and prints the rows.
+    client_row() {
+        local label=$1 out d0 d1 r0 r1 all
+        shift
+        d0=$(cpu_ticks "${DPID[main]}") r0=$(cpu_ticks "$REDIS_PID")
+        out=$(timeout -k 5 $((PEER_S + 60)) "$@" 2>"$T/client-row.err") ||
+            { problem "$label: $(tail -n 3 "$T/client-row.err" | tr '\n' ' ')"; cl_v=""; return; }
+        d1=$(cpu_ticks "${DPID[main]}") r1=$(cpu_ticks "$REDIS_PID")
+        cl_v=$(kv "$out" pairs_per_sec) all=$(kv "$out" all_pairs)
+        need "$cl_v" "$label pairs_per_sec"
+        info "$label pairs/s (50 loops, 1 connection)" "$cl_v/s"
+        if isnum "$all" && ((all > 0)); then
+            info "$label: CPU per pair, dlockd / redis-server" \
+                "$(calc "($d1 - $d0) / $clk_tck * 1000000 / $all" 1) / $(calc "($r1 - $r0) / $clk_tck * 1000000 / $all" 1) us"
+        fi
+        flush_redis
+    }
+    if command -v node >/dev/null; then
+        client_row "dlockd Node client" node "$ROOT/clients/node/bench.js" --socket "${DSOCK[main]}" \
+            --loops 50 --seconds "$PEER_S"
+        if ((node_ok)) && isnum "$cl_v"; then
+            check "dlockd Node client / best node peer ($best_node_name)" \
+                "$(calc "$cl_v / $best_node" 2)" "x" ">=" 1.0
+        else
+            skipped "dlockd Node client / best node peer" "skipped (no peer or no client figure)" ">= 1.0x"
+        fi
+    else
+        skipped "dlockd Node client pairs/s" "skipped (no node)"
+    fi
+    if [ -x "$BUILD_DIR/go/bin/dlock-bench-go" ]; then
+        client_row "dlockd Go client" "$BUILD_DIR/go/bin/dlock-bench-go" -s "${DSOCK[main]}" -c 50 \
+            -d "$PEER_S" -w 1
+    else
+        skipped "dlockd Go client pairs/s" "skipped (make clients-go)"
     fi
 fi
 
