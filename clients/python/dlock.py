@@ -308,6 +308,22 @@ def _to_int(word):
     return int(word)
 
 
+def _parse_status(rw):
+    """A STATUS reply's words (the first "OK") as a Status."""
+    state = rw[1] if len(rw) > 1 else ""
+    if state == "FREE" and len(rw) == 2:
+        return Status("FREE", 0, None, None)
+    if state == "MINE" and len(rw) == 5:
+        return Status("MINE", _to_int(rw[2]), _to_int(rw[3]), _to_int(rw[4]))
+    if state == "TAKEN" and len(rw) == 3:
+        return Status("TAKEN", 0, _to_int(rw[2]), None)
+    if state in ("READ", "WRITE") and len(rw) == 5:
+        return Status(state, _to_int(rw[3]), _to_int(rw[4]), None, _to_int(rw[2]))
+    if state == "SEM" and len(rw) == 4:
+        return Status("SEM", _to_int(rw[3]), None, None, available=_to_int(rw[2]))
+    raise ProtocolError(None, "bad STATUS reply: %r" % " ".join(rw))
+
+
 def _readable(sock, timeout):
     """Wait until sock is readable; timeout in seconds or None (forever)."""
     if hasattr(select, "poll"):
@@ -891,19 +907,7 @@ class Client(object):
         """STATUS: returns a Status(state, holds, ttl_ms, fence), with
         readers for a read/write lock, available for a semaphore."""
         name = validate_name(name)
-        rw = self._call(["STATUS", name], name)
-        state = rw[1] if len(rw) > 1 else ""
-        if state == "FREE" and len(rw) == 2:
-            return Status("FREE", 0, None, None)
-        if state == "MINE" and len(rw) == 5:
-            return Status("MINE", _to_int(rw[2]), _to_int(rw[3]), _to_int(rw[4]))
-        if state == "TAKEN" and len(rw) == 3:
-            return Status("TAKEN", 0, _to_int(rw[2]), None)
-        if state in ("READ", "WRITE") and len(rw) == 5:
-            return Status(state, _to_int(rw[3]), _to_int(rw[4]), None, _to_int(rw[2]))
-        if state == "SEM" and len(rw) == 4:
-            return Status("SEM", _to_int(rw[3]), None, None, available=_to_int(rw[2]))
-        raise ProtocolError(None, "bad STATUS reply: %r" % " ".join(rw))
+        return _parse_status(self._call(["STATUS", name], name))
 
     def force_unlock(self, name):
         """FORCEUNLOCK (uid 0 or admin_uids only): True when a lock was
