@@ -1,0 +1,825 @@
+"""dlock_asyncio: an asyncio client for the dlockd lock daemon, many tasks over one connection.
+
+One Client is one connection to dlockd, and dlockd's lock owner is the
+connection: every lock it holds is released when it is closed or the
+process dies. Many tasks may share a Client; the client keeps two of its
+own tasks from holding one name at once (read locks are shared).
+
+    import dlock_asyncio
+
+    async with await dlock_asyncio.connect() as c:
+        async with c.lock("invoices") as h:     # cancelled if the lock is lost
+            ...                                  # pass h.fence to the resource
+
+        h = await c.trylock("invoices", wait_ms=2500)   # or dlock.Timeout
+        try:
+            ...
+        finally:
+            await h.unlock()
+
+A lock lost while a task runs inside ``async with c.lock(...)`` (its lease
+ran out, FORCEUNLOCK, Redis unreachable, the connection ended) cancels that
+task, and leaving the block raises LockLost (``.reason`` "expired",
+"forced", "backend" or "closed"). Code holding a handle itself watches
+``h.lost`` (an asyncio.Event) and ``h.reason``.
+
+Cancelling a task that waits for a lock withdraws the wait (dlockd's
+CANCEL): the await raises CancelledError and nothing stays held. A waiting
+request holds back the client's other requests until it is granted or
+cancelled (dlockd serves one request of a connection at a time): give
+independent waiters their own Clients.
+
+Standard library only; Python 3.11 or newer. The errors, Status and the
+name rules are the blocking module's (dlock); the protocol is described in
+proto/PROTOCOL.md of the dlockd sources.
+"""
+# SPDX-License-Identifier: MIT
+
+import asyncio
+import collections
+import os
+
+from dlock import (  # noqa: F401  (re-exported)
+    DEFAULT_SOCKET, SOCKET_ENV, NAME_MAX, NUM_MAX, PERMITS_MAX, Status,
+    DlockError, BadRequest, Timeout, NotHeld, BackendError, LimitError, Denied,
+    KindError, LockLost, ConnectionClosed, ConnectFailed, ProtocolError, validate_name)
+from dlock import _ERRORS, _check_num, _check_permits, _parse_status, _to_int
+
+__all__ = [
+    "connect", "Client", "Lock", "Permits", "DEFAULT_SOCKET", "SOCKET_ENV", "NAME_MAX",
+    "NUM_MAX", "PERMITS_MAX", "Status", "DlockError", "BadRequest", "Timeout", "NotHeld",
+    "BackendError", "LimitError", "Denied", "KindError", "LockLost", "ConnectionClosed",
+    "ConnectFailed", "ProtocolError", "validate_name",
+]
+
+_LINE_MAX = 65536          # longest line accepted from dlockd
+_QUIT_TIMEOUT = 2.0        # seconds close() waits for dlockd to end the connection
+
+# kind: (the request that waits, the one that tries, the release)
+_VERBS = {
+    "lock": ("LOCK", "TRYLOCK", "UNLOCK"),
+    "fair": ("FAIRLOCK", "TRYFAIRLOCK", "UNLOCK"),
+    "read": ("RLOCK", "TRYRLOCK", "RUNLOCK"),
+    "write": ("WLOCK", "TRYWLOCK", "WUNLOCK"),
+}
+
+
+async def connect(path=None):
+    """Connect to dlockd's socket: ``path``, else $DLOCK_SOCKET, else
+    /run/dlockd/dlockd.sock. Raises ConnectFailed (naming the path)."""
+    if path is None:
+        path = os.environ.get(SOCKET_ENV) or DEFAULT_SOCKET
+    try:
+        reader, writer = await asyncio.open_unix_connection(path, limit=_LINE_MAX)
+    except OSError as e:
+        raise ConnectFailed(path, e) from None
+    return Client(path, reader, writer)
+
+
+def _line(words):
+    return (" ".join(words) + "\n").encode("ascii")
+
+
+def _lease_words(lease_ms):
+    return [str(lease_ms)] if _check_num("lease_ms", lease_ms) else []
+
+
+def _raise_err(words):
+    if words[0] == "ERR":
+        code = words[1] if len(words) > 1 else "UNKNOWN"
+        raise _ERRORS.get(code, DlockError)(code, " ".join(words[2:]))
+    if words[0] not in ("OK", "TIMEOUT"):
+        raise ProtocolError(None, "unexpected reply from dlockd: %r" % " ".join(words))
+
+
+def _grant(words):
+    """(fence, holds) of a grant; Timeout for TIMEOUT."""
+    _raise_err(words)
+    if words[0] == "TIMEOUT":
+        raise Timeout(_to_int(words[1]) if len(words) > 1 else -1)
+    if len(words) != 3:
+        raise ProtocolError(None, "bad grant from dlockd: %r" % " ".join(words))
+    return _to_int(words[1]), _to_int(words[2])
+
+
+def _number(words):
+    """The one number of an OK reply (holds left, ttl, permits held)."""
+    _raise_err(words)
+    if words[0] == "TIMEOUT":
+        raise Timeout(_to_int(words[1]) if len(words) > 1 else -1,
+                      "permits not acquired within the wait")
+    if len(words) != 2:
+        raise ProtocolError(None, "bad reply from dlockd: %r" % " ".join(words))
+    return _to_int(words[1])
+
+
+def _resolve(fut, value=None):
+    if not fut.done():
+        fut.set_result(value)
+
+
+async def _through(fut):
+    """Await fut to its end even when the awaiting task is cancelled
+    meanwhile (a release must not be left half done); then raise the
+    cancellation, else return fut's result."""
+    cancelled = None
+    while not fut.done():
+        try:
+            await asyncio.shield(fut)
+        except asyncio.CancelledError as e:
+            cancelled = e
+        except BaseException:
+            break
+    if cancelled is not None:
+        raise cancelled
+    return fut.result()
+
+
+class _Req:
+    """One request: its line, whether dlockd may keep it waiting, how its
+    reply is read (parse) and applied (commit, run by the reader as the
+    reply comes, so that events after it find the state it made), and what
+    gives back a grant nobody awaits any more (undo: a release line)."""
+
+    __slots__ = ("line", "waits", "parse", "commit", "undo", "rollback", "future",
+                 "settled", "state", "abandoned", "cancel_sent")
+
+    def __init__(self, loop, line, waits=False, parse=None, commit=None, undo=None,
+                 rollback=None):
+        self.line = line
+        self.waits = waits
+        self.parse = parse
+        self.commit = commit
+        self.undo = undo            # value -> release line, for a grant abandoned
+        self.rollback = rollback    # value -> coroutine, for a grant committed and abandoned
+        self.future = loop.create_future()
+        self.settled = loop.create_future()     # done once nothing of it is pending
+        self.state = "queued"       # queued, sent, answered
+        self.abandoned = False
+        self.cancel_sent = False
+
+
+class _Gate:
+    """A name's local turn among the client's tasks: exclusive (plain,
+    fair, write locks) or shared (read locks), first come, first served."""
+
+    __slots__ = ("shared", "exclusive", "waiters")
+
+    def __init__(self):
+        self.shared = 0
+        self.exclusive = False
+        self.waiters = collections.deque()      # [shared, future]
+
+    def fits(self, shared):
+        return not self.exclusive and (shared or self.shared == 0)
+
+    def take(self, shared):
+        if shared:
+            self.shared += 1
+        else:
+            self.exclusive = True
+
+    def idle(self):
+        return not self.exclusive and self.shared == 0 and not self.waiters
+
+
+class _Held:
+    """What a grant returns: loss signal, scoping and the client's books."""
+
+    def __init__(self, client, name, lease_ms):
+        self.client = client
+        self.name = name
+        self.lease_ms = lease_ms
+        self.lost = asyncio.Event()     # set when the lock is lost
+        self.reason = None              # "expired", "forced", "backend" or "closed"
+        self._task = None               # the task inside ``async with``
+        self._cancelled_task = False
+        self._live = False
+
+    def _register(self):
+        self._live = True
+        self.client._handles.setdefault(self.name, set()).add(self)
+
+    def _end(self):
+        """No holds left through this handle (released, lost or never
+        granted): forget it. Idempotent."""
+        if self._live:
+            self._live = False
+            hs = self.client._handles.get(self.name)
+            if hs is not None:
+                hs.discard(self)
+                if not hs:
+                    del self.client._handles[self.name]
+
+    def _lose(self, reason):
+        if self.reason is not None or not self._live:
+            return
+        self.reason = reason
+        self._lost_now()
+        self._end()
+        self.lost.set()
+        t = self._task
+        if t is not None and not t.done() and t is not asyncio.current_task():
+            self._cancelled_task = True
+            t.cancel("lock %s lost: %s" % (self.name, reason))
+
+    def _lost_now(self):
+        pass
+
+    def _check(self):
+        if self.reason is not None:
+            raise LockLost(self.name, self.reason)
+
+    async def renew(self, lease_ms=0):
+        """RENEW: a lease gets lease_ms (0: its own lease); watchdog mode
+        stays so. Returns the new ttl in ms."""
+        self._check()
+        req = _Req(self.client._loop, _line(["RENEW", self.name] + _lease_words(lease_ms)),
+                   parse=_number)
+        try:
+            return await self.client._call(req)
+        except NotHeld:
+            self._check()
+            raise
+
+
+class Lock(_Held):
+    """A grant of a plain, fair, read or write lock. ``fence``: the grant's
+    fence; ``holds``: the holds taken through this handle; ``lost``: an
+    asyncio.Event set when the lock is lost, ``reason`` saying why."""
+
+    def __init__(self, client, name, kind, lease_ms):
+        super().__init__(client, name, lease_ms)
+        self.kind = kind
+        self.fence = None
+        self.holds = 0
+        self._gated = False     # holds the name's local turn
+
+    def __repr__(self):
+        state = ("lost: %s" % self.reason if self.reason else
+                 "holds %d fence %s" % (self.holds, self.fence))
+        return "<dlock_asyncio.Lock %s %s %s>" % (self.kind, self.name, state)
+
+    def _release_line(self, _value=None):
+        return _line([_VERBS[self.kind][2], self.name])
+
+    def _end(self):
+        super()._end()
+        if self._gated:
+            self._gated = False
+            self.client._leave_gate(self.name, self.kind == "read")
+
+    def _lost_now(self):
+        self.holds = 0
+
+    def _granted(self, grant):
+        self.fence, _ = grant
+        self.holds = 1
+        self._register()
+        return self
+
+    async def relock(self, lease_ms=None):
+        """Lock it again through this handle (reentry): the same fence, one
+        hold more. Returns (fence, holds)."""
+        self._check()
+        if self.holds == 0:
+            raise NotHeld(None, "lock %s is not held through this handle" % self.name)
+        lease = self.lease_ms if lease_ms is None else lease_ms
+        c = self.client
+        req = _Req(c._loop, _line([_VERBS[self.kind][0], self.name] + _lease_words(lease)),
+                   waits=True, parse=_grant, commit=self._regranted, undo=self._release_line,
+                   rollback=lambda _v: self.unlock())
+        return await c._call(req)
+
+    def _regranted(self, grant):
+        if self.reason is not None or not self._live:
+            # Lost (or unlocked) while the request went: this grant is a
+            # new one that nobody holds.
+            self.client._send_first(self._release_line())
+            self._check()
+            raise NotHeld(None, "lock %s is not held through this handle" % self.name)
+        self.fence = grant[0]
+        self.holds += 1
+        return self.fence, self.holds
+
+    async def unlock(self):
+        """One hold less; the last releases the lock. Returns the holds
+        left through this handle. LockLost if it was lost. Completes even
+        if the task is cancelled meanwhile (then raises CancelledError)."""
+        self._check()
+        if self.holds == 0:
+            raise NotHeld(None, "lock %s is not held through this handle" % self.name)
+        req = _Req(self.client._loop, self._release_line(), parse=_number,
+                   commit=self._unlocked)
+        self.client._submit(req)
+        try:
+            return await _through(req.future)
+        except NotHeld:
+            self._check()
+            self.holds = 0
+            self._end()
+            raise
+
+    def _unlocked(self, _left):
+        if self.holds > 0:
+            self.holds -= 1
+        if self.holds == 0:
+            self._end()
+        return self.holds
+
+    async def _release_all(self):
+        while self.holds > 0:
+            await self.unlock()
+
+
+class Permits(_Held):
+    """Permits of a semaphore taken by one acquire. ``permits``: those held
+    through this handle; ``held``: what the connection held of the
+    semaphore at the last grant or release; ``lost``, ``reason`` as Lock's."""
+
+    def __init__(self, client, name, permits, lease_ms):
+        super().__init__(client, name, lease_ms)
+        self.permits = 0
+        self.held = 0
+        self._asked = permits
+
+    def __repr__(self):
+        state = "lost: %s" % self.reason if self.reason else "%d permits" % self.permits
+        return "<dlock_asyncio.Permits %s %s>" % (self.name, state)
+
+    def _lost_now(self):
+        self.permits = 0
+
+    def _granted(self, held):
+        self.held = held
+        self.permits = self._asked
+        self._register()
+        return self
+
+    def _release_line(self, _value=None):
+        return _line(["RELEASE", self.name, str(self._asked)])
+
+    async def release(self, permits=None):
+        """Give back ``permits`` (default: all held through this handle).
+        Returns the permits the connection still holds of the semaphore."""
+        self._check()
+        n = self.permits if permits is None else _check_permits(permits)
+        if n == 0 or n > self.permits:
+            raise NotHeld(None, "%d permits of %s are not held through this handle"
+                          % (n, self.name))
+        req = _Req(self.client._loop, _line(["RELEASE", self.name, str(n)]), parse=_number,
+                   commit=lambda held: self._released(n, held))
+        self.client._submit(req)
+        try:
+            return await _through(req.future)
+        except NotHeld:
+            self._check()
+            raise
+
+    def _released(self, n, held):
+        self.permits -= n
+        self.held = held
+        if self.permits == 0:
+            self._end()
+        return held
+
+    async def _release_all(self):
+        if self.permits > 0:
+            await self.release()
+
+
+class _Pending:
+    """What lock(), trylock(), acquire() ... return: ``await`` it for the
+    handle (release it yourself), or ``async with`` it: the task running
+    the block is cancelled if the lock is lost, leaving the block raises
+    LockLost then, and the lock is released at the exit."""
+
+    def __init__(self, start):
+        self._start = start
+        self._h = None
+
+    def __await__(self):
+        return self._start().__await__()
+
+    async def __aenter__(self):
+        h = await self._start()
+        h._check()
+        h._task = asyncio.current_task()
+        self._h = h
+        return h
+
+    async def __aexit__(self, exc_type, exc, tb):
+        h, self._h = self._h, None
+        task, h._task = h._task, None
+        by_loss, h._cancelled_task = h._cancelled_task, False
+        if by_loss:
+            task.uncancel()
+        if h.reason is None:
+            try:
+                await h._release_all()
+            except DlockError:
+                if exc_type is None:
+                    raise
+            return False
+        if exc_type is None or (issubclass(exc_type, asyncio.CancelledError) and by_loss
+                                and task.cancelling() == 0):
+            raise LockLost(h.name, h.reason) from None
+        return False
+
+
+class Client:
+    """One connection to dlockd, shared by any number of tasks. Make it with
+    ``await connect()``; ``async with`` it, or ``await close()`` it."""
+
+    def __init__(self, path, reader, writer):
+        self.path = path
+        self._reader = reader
+        self._writer = writer
+        self._loop = asyncio.get_running_loop()
+        self._queue = collections.deque()       # requests not written yet
+        self._inflight = collections.deque()    # written, their replies to come
+        self._waiting = None    # the request in flight dlockd may keep waiting
+        self._gates = {}        # name -> _Gate
+        self._handles = {}      # name -> set of live handles
+        self._closed = None     # why the connection ended (a message), once it did
+        self._closing = False
+        self._read_task = self._loop.create_task(self._read_loop())
+
+    def __repr__(self):
+        return "<dlock_asyncio.Client %s%s>" % (self.path, " closed" if self._closed else "")
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, exc_type, exc, tb):
+        await self.close()
+        return False
+
+    @property
+    def closed(self):
+        return self._closed is not None
+
+    async def close(self):
+        """Close the connection: every lock it holds is released, every
+        pending call fails with ConnectionClosed and every handle not
+        released reports its loss ("closed"). Safe to call more than once."""
+        if self._closed is None and not self._closing:
+            self._closing = True
+            try:
+                if self._waiting is None:
+                    self._submit(_Req(self._loop, b"QUIT\n"))
+                    try:
+                        async with asyncio.timeout(_QUIT_TIMEOUT):
+                            await asyncio.shield(self._read_task)
+                    except TimeoutError:
+                        pass
+            finally:
+                self._shutdown("connection is closed")
+        self._read_task.cancel()
+        try:
+            await self._writer.wait_closed()
+        except (OSError, asyncio.CancelledError):
+            pass
+
+    # -- the wire --
+
+    def _closed_error(self):
+        return ConnectionClosed(None, self._closed or "connection is closed")
+
+    def _submit(self, req, first=False):
+        if self._closed is not None:
+            raise self._closed_error()
+        if first:
+            self._queue.appendleft(req)
+        else:
+            self._queue.append(req)
+        self._pump()
+
+    def _send_first(self, line):
+        """A release of a grant nobody holds, ahead of everything queued."""
+        if self._closed is None:
+            self._submit(_Req(self._loop, line), first=True)
+
+    def _pump(self):
+        """Write what may go: everything queued, up to and including a
+        request dlockd may keep waiting (nothing goes behind it, so that
+        a CANCEL can follow it)."""
+        out = []
+        while self._queue and self._waiting is None:
+            req = self._queue.popleft()
+            req.state = "sent"
+            self._inflight.append(req)
+            if req.waits:
+                self._waiting = req
+            out.append(req.line)
+        if out:
+            self._writer.write(b"".join(out))
+
+    async def _call(self, req):
+        """Send req and await its reply; a cancelled await withdraws it (and
+        gives back what it was granted) before CancelledError goes on."""
+        self._submit(req)
+        try:
+            return await req.future
+        except asyncio.CancelledError:
+            await self._withdraw(req)
+            raise
+
+    async def _withdraw(self, req):
+        fut = req.future
+        if fut.done() and not fut.cancelled():
+            # Answered and applied before the task could go on.
+            if fut.exception() is None and req.rollback is not None:
+                try:
+                    await req.rollback(fut.result())
+                except DlockError:
+                    pass
+            return
+        req.abandoned = True
+        if req.state == "queued":
+            try:
+                self._queue.remove(req)
+            except ValueError:
+                pass
+            return
+        if req.state == "sent" and req is self._waiting and not req.cancel_sent \
+                and self._closed is None:
+            req.cancel_sent = True
+            cancel = _Req(self._loop, b"CANCEL\n")
+            cancel.state = "sent"
+            self._inflight.append(cancel)       # the very next line after it
+            self._writer.write(cancel.line)
+        await _through(req.settled)
+
+    def _answer(self, req, text):
+        req.state = "answered"
+        if req is self._waiting:
+            self._waiting = None
+        words = text.split()
+        err = value = None
+        try:
+            value = req.parse(words) if req.parse is not None else words
+        except DlockError as e:
+            err = e
+        if req.abandoned or req.future.cancelled():
+            req.abandoned = True
+            if err is None and req.undo is not None:
+                release = _Req(self._loop, req.undo(value))
+                release.settled = req.settled   # settled once given back
+                self._queue.appendleft(release)
+            else:
+                _resolve(req.settled)
+            return
+        if err is None and req.commit is not None:
+            try:
+                value = req.commit(value)
+            except DlockError as e:
+                err = e
+        if err is not None:
+            req.future.set_exception(err)
+        else:
+            req.future.set_result(value)
+        _resolve(req.settled)
+
+    def _event(self, text):
+        words = text[1:].split()
+        if len(words) >= 3 and words[0] == "LOST":
+            for h in list(self._handles.get(words[1], ())):
+                h._lose(words[2])
+        # other events are ignored
+
+    async def _read_loop(self):
+        why = "dlockd closed the connection"
+        try:
+            while True:
+                raw = await self._reader.readline()
+                if not raw.endswith(b"\n"):
+                    break
+                text = raw[:-1].decode("latin-1")
+                if text.endswith("\r"):
+                    text = text[:-1]
+                if text.startswith("!"):
+                    self._event(text)
+                elif text:
+                    if not self._inflight:
+                        why = "unexpected line from dlockd: %r" % text
+                        break
+                    self._answer(self._inflight.popleft(), text)
+                    self._pump()
+        except asyncio.CancelledError:
+            why = "connection is closed"
+        except ValueError:
+            why = "line from dlockd longer than %d bytes" % _LINE_MAX
+        except OSError as e:
+            why = "connection to dlockd broken: %s" % e
+        finally:
+            self._shutdown("connection is closed" if self._closing else why)
+
+    def _shutdown(self, why):
+        """The connection ended: fail every pending call, report every
+        handle lost ("closed")."""
+        if self._closed is not None:
+            return
+        self._closed = why
+        reqs = list(self._inflight) + list(self._queue)
+        self._inflight.clear()
+        self._queue.clear()
+        self._waiting = None
+        for r in reqs:
+            if not r.future.done():
+                r.future.set_exception(self._closed_error())
+            _resolve(r.settled)
+        for gate in self._gates.values():
+            for _, fut in gate.waiters:
+                if not fut.done():
+                    fut.set_exception(self._closed_error())
+            gate.waiters.clear()
+        for hs in list(self._handles.values()):
+            for h in list(hs):
+                h._lose("closed")
+        self._writer.close()
+
+    # -- the local turn of a name --
+
+    async def _enter_gate(self, name, shared, timeout=None):
+        gate = self._gates.get(name)
+        if gate is None:
+            gate = self._gates[name] = _Gate()
+        if not gate.waiters and gate.fits(shared):
+            gate.take(shared)
+            return
+        entry = [shared, self._loop.create_future()]
+        gate.waiters.append(entry)
+        fut = entry[1]
+        try:
+            async with asyncio.timeout(timeout):
+                await fut
+        except BaseException:
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
+                self._leave_gate(name, shared)      # it had come: give it on
+            else:
+                try:
+                    gate.waiters.remove(entry)
+                except ValueError:
+                    pass
+                self._wake(name)
+            raise
+
+    def _leave_gate(self, name, shared):
+        gate = self._gates.get(name)
+        if gate is None:
+            return
+        if shared:
+            gate.shared -= 1
+        else:
+            gate.exclusive = False
+        self._wake(name)
+
+    def _wake(self, name):
+        gate = self._gates.get(name)
+        if gate is None:
+            return
+        while gate.waiters and gate.fits(gate.waiters[0][0]):
+            shared, fut = gate.waiters.popleft()
+            if not fut.done():
+                gate.take(shared)
+                fut.set_result(None)
+        if gate.idle():
+            del self._gates[name]
+
+    # -- locks --
+
+    async def _take(self, kind, name, lease_ms, wait_ms):
+        name = validate_name(name)
+        lease = _lease_words(lease_ms)
+        if wait_ms is not None:
+            _check_num("wait_ms", wait_ms)
+        if self._closed is not None:
+            raise self._closed_error()
+        shared = kind == "read"
+        start = self._loop.time()
+        try:
+            await self._enter_gate(name, shared, None if wait_ms is None else wait_ms / 1000.0)
+        except TimeoutError:
+            raise Timeout(-1, "lock %s is held by another task of this client" % name) from None
+        h = Lock(self, name, kind, lease_ms)
+        h._gated = True
+        ok = False
+        try:
+            if wait_ms is None:
+                words, waits = [_VERBS[kind][0], name] + lease, True
+            else:
+                left = max(0, wait_ms - int((self._loop.time() - start) * 1000))
+                words, waits = [_VERBS[kind][1], name, str(left)] + lease, left > 0
+            req = _Req(self._loop, _line(words), waits, parse=_grant, commit=h._granted,
+                       undo=h._release_line, rollback=lambda _v: h._release_all())
+            await self._call(req)
+            ok = True
+            return h
+        finally:
+            if not ok:
+                h._end()        # and the name's local turn goes to the next
+
+    def lock(self, name, lease_ms=0):
+        """LOCK: wait as long as it takes. ``await`` it for a Lock handle, or
+        ``async with c.lock(name) as h:``. lease_ms 0: held while the
+        connection lives (watchdog); else it ends unless renewed."""
+        return _Pending(lambda: self._take("lock", name, lease_ms, None))
+
+    def trylock(self, name, wait_ms=0, lease_ms=0):
+        """TRYLOCK: as lock(), waiting at most wait_ms; raises Timeout (with
+        the holder's ttl_ms, -1 when another task of this client holds it)."""
+        return _Pending(lambda: self._take("lock", name, lease_ms, wait_ms))
+
+    def rlock(self, name, lease_ms=0):
+        """RLOCK: a read (shared) hold; this client's tasks share it."""
+        return _Pending(lambda: self._take("read", name, lease_ms, None))
+
+    def tryrlock(self, name, wait_ms=0, lease_ms=0):
+        return _Pending(lambda: self._take("read", name, lease_ms, wait_ms))
+
+    def wlock(self, name, lease_ms=0):
+        """WLOCK: a write (exclusive) hold."""
+        return _Pending(lambda: self._take("write", name, lease_ms, None))
+
+    def trywlock(self, name, wait_ms=0, lease_ms=0):
+        return _Pending(lambda: self._take("write", name, lease_ms, wait_ms))
+
+    def fairlock(self, name, lease_ms=0):
+        """FAIRLOCK: waiters are served in the order they came, across every
+        dlockd and Redisson client of the name."""
+        return _Pending(lambda: self._take("fair", name, lease_ms, None))
+
+    def tryfairlock(self, name, wait_ms=0, lease_ms=0):
+        return _Pending(lambda: self._take("fair", name, lease_ms, wait_ms))
+
+    # -- semaphores --
+
+    async def seminit(self, name, permits):
+        """SEMINIT: True when the permits were set now, False when they had
+        been set (they stay as they were)."""
+        name = validate_name(name)
+        req = _Req(self._loop, _line(["SEMINIT", name, str(_check_num("permits", permits))]),
+                   parse=lambda w: _number(w) == 1)
+        return await self._call(req)
+
+    async def _acquire(self, name, permits, lease_ms, wait_ms):
+        name = validate_name(name)
+        words = [name, str(_check_permits(permits))]
+        if wait_ms is None:
+            words.insert(0, "ACQUIRE")
+        else:
+            words = ["TRYACQUIRE"] + words + [str(_check_num("wait_ms", wait_ms))]
+        if lease_ms is not None and _check_num("lease_ms", lease_ms):
+            words.append(str(lease_ms))
+        p = Permits(self, name, permits, lease_ms)
+        req = _Req(self._loop, _line(words), waits=wait_ms is None or wait_ms > 0,
+                   parse=_number, commit=p._granted, undo=p._release_line,
+                   rollback=lambda _v: p._release_all())
+        return await self._call(req)
+
+    def acquire(self, name, permits, lease_ms=None):
+        """ACQUIRE: wait until ``permits`` are free and take them. ``await``
+        it for a Permits handle, or ``async with`` it."""
+        return _Pending(lambda: self._acquire(name, permits, lease_ms, None))
+
+    def tryacquire(self, name, permits, wait_ms=0, lease_ms=None):
+        """TRYACQUIRE: as acquire(), waiting at most wait_ms; raises Timeout."""
+        return _Pending(lambda: self._acquire(name, permits, lease_ms, wait_ms))
+
+    # -- the rest --
+
+    async def status(self, name):
+        """STATUS, as the blocking module's Status."""
+        name = validate_name(name)
+        def parse(words):
+            _raise_err(words)
+            return _parse_status(words)
+        return await self._call(_Req(self._loop, _line(["STATUS", name]), parse=parse))
+
+    async def force_unlock(self, name):
+        """FORCEUNLOCK (uid 0 or admin_uids): True when a lock was removed."""
+        name = validate_name(name)
+        req = _Req(self._loop, _line(["FORCEUNLOCK", name]), parse=lambda w: _number(w) == 1)
+        return await self._call(req)
+
+    async def ping(self):
+        """PING; returns True."""
+        def parse(words):
+            _raise_err(words)
+            if words[1:] != ["PONG"]:
+                raise ProtocolError(None, "bad PING reply: %r" % " ".join(words))
+            return True
+        return await self._call(_Req(self._loop, b"PING\n", parse=parse))
+
+    async def info(self):
+        """INFO as a dict; values that are all digits become ints."""
+        def parse(words):
+            _raise_err(words)
+            out = {}
+            for w in words[1:]:
+                k, sep, v = w.partition("=")
+                if sep:
+                    out[k] = int(v) if v.isascii() and v.isdigit() else v
+            return out
+        return await self._call(_Req(self._loop, b"INFO\n", parse=parse))
