@@ -283,7 +283,7 @@ clients-go-test: $(BUILD)/dlockd
 
 # Every client's own tests, against the real daemon: Python and shell here,
 # the others in their clients-<lang>-test.
-CLIENT_LANGS := go java node
+CLIENT_LANGS := go java node python-asyncio
 clients-build: $(addprefix clients-,$(CLIENT_LANGS)) $(BUILD)/conformance/adapter-c
 clients-test: $(BUILD)/dlockd $(addprefix clients-,$(addsuffix -test,$(CLIENT_LANGS)))
 	@echo "== tests/python/test_dlock.py"
@@ -303,6 +303,17 @@ clients-node:
 clients-node-test: $(BUILD)/dlockd clients-node
 	@echo "== clients/node/test"
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) node --test clients/node/test/*.test.js
+
+# The asyncio Python client (clients/python/dlock_asyncio.py): nothing to
+# build but a syntax check; its own tests against the real daemon.
+.PHONY: clients-python-asyncio clients-python-asyncio-test
+clients-python-asyncio:
+	@PYTHONPYCACHEPREFIX=$(abspath $(BUILD))/pycache python3 -m py_compile \
+	  clients/python/dlock.py clients/python/dlock_asyncio.py
+
+clients-python-asyncio-test: $(BUILD)/dlockd clients-python-asyncio
+	@echo "== tests/python/test_dlock_asyncio.py"
+	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/python/test_dlock_asyncio.py
 
 # The Prometheus endpoint, scraped for real and parsed with Debian's
 # python3-prometheus-client; against the plain and the sanitized daemon.
