@@ -263,6 +263,20 @@ class AsyncioTest(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(h.holds, 1)
         await h.unlock()
 
+    async def test_asyncio_timeout_withdraws_the_wait(self):
+        self.need_cancel()
+        a, c = await self.client(), await self.client()
+        held = await a.lock(self.name)
+        with self.assertRaises(TimeoutError):
+            async with asyncio.timeout(0.2):
+                await c.lock(self.name)
+        self.assertEqual(asyncio.current_task().cancelling(), 0)
+        self.assertTrue(await c.ping())
+        await held.unlock()
+        h = await c.trylock(self.name, wait_ms=1000)
+        self.assertEqual(h.holds, 1)
+        await h.unlock()
+
     async def test_cancel_racing_the_grant_leaves_nothing_held(self):
         self.need_cancel()
         a, c, watcher = await self.client(), await self.client(), await self.client()
