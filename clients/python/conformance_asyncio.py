@@ -229,21 +229,23 @@ class Adapter:
 
     async def main(self):
         loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=1 << 20)
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
         self.say("* ready")
         while True:
-            raw = await reader.readline()
+            # A thread reads standard input: a pipe, a file or /dev/null alike.
+            raw = await loop.run_in_executor(None, sys.stdin.buffer.readline)
             if not raw:
                 break
             line = raw.decode().rstrip("\n")
             if line:
                 self.command(line)
+        # Commands still running get a moment to finish; closing the
+        # clients then ends the rest (they answer err closed).
+        if self.tasks:
+            await asyncio.wait(list(self.tasks.values()), timeout=2)
         for c in list(self.clients.values()):
             await c.close()
-        pending = list(self.tasks.values())
-        if pending:
-            await asyncio.wait(pending, timeout=5)
+        if self.tasks:
+            await asyncio.wait(list(self.tasks.values()), timeout=5)
         for w in self.watchers.values():
             w.cancel()
 
