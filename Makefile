@@ -495,6 +495,7 @@ install: all
 	sed 's|@PREFIX@|$(PREFIX)|g; s|@VERSION@|$(VERSION)|g; s|^libdir=.*|libdir=$(patsubst $(PREFIX)/%,$${prefix}/%,$(LIBDIR))|' \
 	  clients/c/dlock.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/dlock.pc
 	install -m 0644 clients/python/dlock.py $(DESTDIR)$(PYTHONDIR)/dlock.py
+	install -m 0644 clients/python/dlock_asyncio.py $(DESTDIR)$(PYTHONDIR)/dlock_asyncio.py
 	install -m 0644 clients/shell/dlock.sh $(DESTDIR)$(SHCLIENTDIR)/dlock.sh
 	@# The configuration may hold the Redis password: 0640, group dlockd's
 	@# (the service's) when that group exists and this is the real system.
@@ -528,6 +529,7 @@ uninstall:
 	  $(DESTDIR)$(MANDIR)/man1/dlock.1 $(DESTDIR)$(MANDIR)/man5/dlockd.conf.5 \
 	  $(DESTDIR)$(MANDIR)/man8/dlockd.8 \
 	  $(DESTDIR)$(PYTHONDIR)/dlock.py $(DESTDIR)$(PYTHONDIR)/__pycache__/dlock.*.pyc \
+	  $(DESTDIR)$(PYTHONDIR)/dlock_asyncio.py $(DESTDIR)$(PYTHONDIR)/__pycache__/dlock_asyncio.*.pyc \
 	  $(DESTDIR)$(SHCLIENTDIR)/dlock.sh
 	-@rmdir $(DESTDIR)$(SHCLIENTDIR) 2>/dev/null || true
 	@if [ -z "$(DESTDIR)" ]; then echo ldconfig; PATH="$$PATH:/sbin:/usr/sbin" ldconfig || true; fi

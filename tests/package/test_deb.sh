@@ -131,7 +131,8 @@ check "dpkg -L dlock" listed dlock /usr/bin/dlock /usr/share/man/man1/dlock.1.gz
 check "dpkg -L libdlock0" listed libdlock0 "/usr/lib/$ma/libdlock.so.0"
 check "dpkg -L libdlock-dev" listed libdlock-dev /usr/include/dlock.h "/usr/lib/$ma/libdlock.so" \
     "/usr/lib/$ma/libdlock.a" "/usr/lib/$ma/pkgconfig/dlock.pc"
-check "dpkg -L python3-dlock" listed python3-dlock /usr/lib/python3/dist-packages/dlock.py
+check "dpkg -L python3-dlock" listed python3-dlock /usr/lib/python3/dist-packages/dlock.py \
+    /usr/lib/python3/dist-packages/dlock_asyncio.py
 check "$CONF is a conffile of dlockd" sh -c "dpkg-query -W -f='\${Conffiles}' dlockd | grep -q ' $CONF '"
 
 # 5. The installed things work.
@@ -145,6 +146,8 @@ check "/usr/bin/dlock --help" /usr/bin/dlock --help
 check "/usr/bin/dlock links no libdlock.so (static)" sh -c '! ldd /usr/bin/dlock | grep -q libdlock'
 check "python3 -c 'import dlock' (from dist-packages)" \
     sh -c "cd / && /usr/bin/python3 -I -c 'import dlock, sys; sys.exit(dlock.__file__ != \"/usr/lib/python3/dist-packages/dlock.py\")'"
+check "python3 -c 'import dlock_asyncio' (from dist-packages)" \
+    sh -c "cd / && /usr/bin/python3 -I -c 'import dlock_asyncio'"
 cat >"$T/app.c" <<'EOF'
 #include <dlock.h>
 #include <stdio.h>
