@@ -261,7 +261,7 @@ TEST_BUILD_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 test: deps-test
 	@$(MAKE) --no-print-directory -j$(TEST_BUILD_JOBS) all unit-build integration-build \
 	  sanitize-build fuzz-build clients-build
-	@$(MAKE) --no-print-directory INTEG_SKIP="$(SAN_ONLY)" luacheck unit integration clients-test \
+	@$(MAKE) --no-print-directory INTEG_SKIP="$(SAN_ONLY)" luacheck docs-test unit integration clients-test \
 	  conformance metrics-test chaos-short integration-sanitized integration-valgrind
 	@$(MAKE) --no-print-directory -j2 --output-sync=target fuzz-short package-test
 
@@ -377,6 +377,28 @@ integration: $(INTEG_TESTS) $(BUILD)/dlockd $(BUILD)/dlock
 	@set -e; for t in $(filter-out $(INTEG_SKIP),$(INTEG_TESTS)); do echo "== $$t"; \
 	  DLOCKD_BIN=$(abspath $(BUILD)/dlockd) DLOCK_BIN=$(abspath $(BUILD)/dlock) \
 	  CK_DEFAULT_TIMEOUT=60 $$t; done
+
+# The docs that tests keep true (tests/docs): the README's socat tour
+# replayed against a live dlockd, every config key in the man page and the
+# shipped file, every verb in PROTOCOL.md and dlock(1), the man pages free
+# of groff warnings, and every relative Markdown link pointing at a file.
+.PHONY: docs-test
+$(BUILD)/docs/conf_keys: $(call obj,tests/docs/conf_keys.c $(CONF_SRC))
+	@mkdir -p $(dir $@)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+docs-test: $(BUILD)/dlockd $(BUILD)/docs/conf_keys
+	@echo "== tests/docs/test_tour.py"
+	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/docs/test_tour.py
+	@echo "== tests/docs/test_conf_keys.py"
+	@CONF_KEYS_BIN=$(abspath $(BUILD)/docs/conf_keys) python3 tests/docs/test_conf_keys.py
+	@echo "== tests/docs/test_verbs.py"
+	@python3 tests/docs/test_verbs.py
+	@echo "== tests/docs/test_man_warnings.sh"
+	@sh tests/docs/test_man_warnings.sh
+	@echo "== tests/docs/test_md_links.py"
+	@python3 tests/docs/test_md_links.py
 
 MANDIR ?= $(PREFIX)/share/man
 
