@@ -119,6 +119,15 @@ def shape_matches(shown, got):
 
 # ---- the servers ---------------------------------------------------------------
 
+def _pdeathsig():
+    # Linux: the child dies with us even if we are killed.
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
 class Servers:
     """A private redis-server and dlockd on Unix sockets in a temporary directory."""
 
@@ -131,15 +140,22 @@ class Servers:
         with open(conf, "w") as f:
             f.write("[server]\nsocket = %s\n[redis]\nurl = unix://%s\n" % (self.sock, rsock))
         os.chmod(conf, 0o600)  # dlockd refuses, as root, a file others can write
-        self.spawn(["redis-server", "--port", "0", "--unixsocket", rsock, "--save", "",
-                    "--appendonly", "no", "--dir", self.tmp], "redis.log")
-        self.spawn([dlockd, "-c", conf], "dlockd.log")
+        try:
+            self.spawn(["redis-server", "--port", "0", "--unixsocket", rsock, "--save", "",
+                        "--appendonly", "no", "--dir", self.tmp], "redis.log")
+            self.spawn([dlockd, "-c", conf], "dlockd.log")
+        except OSError as e:
+            self.close()
+            raise TourError("cannot start %s: %s" % (e.filename, e.strerror))
 
     def spawn(self, argv, logname):
         log = open(os.path.join(self.tmp, logname), "wb")
-        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
-                             stderr=subprocess.STDOUT, cwd=self.tmp)
-        log.close()
+        kw = {"preexec_fn": _pdeathsig} if sys.platform.startswith("linux") else {}
+        try:
+            p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
+                                 stderr=subprocess.STDOUT, cwd=self.tmp, **kw)
+        finally:
+            log.close()
         self.procs.append((p, logname))
 
     def logs(self):
@@ -243,7 +259,7 @@ def replay(path, steps, sock):
 
 
 def main():
-    dlockd = os.environ.get("DLOCKD_BIN") or os.path.join(ROOT, "build", "dlockd")
+    dlockd = os.path.abspath(os.environ.get("DLOCKD_BIN") or os.path.join(ROOT, "build", "dlockd"))
     if not os.access(dlockd, os.X_OK):
         print("test_tour: dlockd binary %s not found; run `make build/dlockd` or set DLOCKD_BIN"
               % dlockd, file=sys.stderr)
