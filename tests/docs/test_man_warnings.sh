@@ -19,7 +19,8 @@ elif command -v man >/dev/null 2>&1; then
     render() { MANWIDTH=80 man --warnings -l "$1" 2>&1 >/dev/null; }
     how="man --warnings -l"
 else
-    echo "test_man_warnings: FAIL: neither groff nor man is installed (apt-get install groff-base)" >&2
+    echo "test_man_warnings: FAIL: neither groff nor man is installed" \
+        "(apt-get install groff-base)" >&2
     exit 1
 fi
 
