@@ -2,6 +2,8 @@
  *
  *   dlock-bench throughput -s SOCK [-c 50] [-d 10] [-w 1] [-m read|sem -k NAME [-p PERMITS]]
  *   dlock-bench blocking   -s SOCK [-c 8] [-d 10] [-w 1]   -c processes, libdlock's blocking calls
+ *   dlock-bench fleet      -s PREFIX [-N 32] [-c 8] [-K 65536] [-d 10] [-w 1]
+ *                          -N x -c processes, -c per dlockd PREFIX<h>.sock, -K shared names
  *   dlock-bench handoff    -s SOCK1 [-S SOCK2 -R REDIS_SOCK] [-n 1000] [-k NAME]
  *   dlock-bench fair       -s SOCK [-c 100] [-n 1000] [-k NAME]   a fair lock's hand-off, 99 queued
  *   dlock-bench scale      -s SOCK [-c 10000] [-l 10] [-H 40]
@@ -12,7 +14,7 @@
  *
  * libc: non-blocking Unix sockets, epoll for the many-connection
  * subcommands, poll for the lock-step ones; single-threaded. `blocking`
- * alone uses libdlock (clients/c), in processes of its own. Results go to
+ * and `fleet` alone use libdlock (clients/c), in processes of their own. Results go to
  * stdout as key=value words. Exit status: 0 done, 2 usage, 1 a local
  * problem (out of memory, file limits), 3 the daemon (or Redis)
  * misbehaved: refused a connection, closed one, answered something
@@ -33,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -429,6 +432,7 @@ static void ep_init(void) {
 typedef struct {
     const char *sock, *sock2, *redis, *name, *mode;
     long conns, seconds, warmup, rounds, locks, hold, timeout_ms, permits;
+    long hosts, names; /* fleet: -N dlockd sockets, -K lock names */
 } opts_t;
 
 static long num_arg(const char *flag, const char *v) {
@@ -457,6 +461,8 @@ static void parse_opts(int argc, char **argv, opts_t *o) {
         else if (!strcmp(a, "-H")) o->hold = num_arg(a, v);
         else if (!strcmp(a, "-t")) o->timeout_ms = num_arg(a, v);
         else if (!strcmp(a, "-p")) o->permits = num_arg(a, v);
+        else if (!strcmp(a, "-N")) o->hosts = num_arg(a, v);
+        else if (!strcmp(a, "-K")) o->names = num_arg(a, v);
         else die(EXIT_USAGE, "unknown option %s", a);
     }
     if (o->sock == NULL) die(EXIT_USAGE, "-s SOCKET is required");
@@ -755,6 +761,8 @@ typedef struct {
     long long pairs, all_pairs;
     int64_t us;       /* the measured interval */
     int64_t cpu_us;   /* this process's CPU over it */
+    long id;          /* fleet: the process's index */
+    long long nsamples; /* fleet: latencies it left in its slot */
 } blk_result_t;
 
 static int64_t cpu_self_us(void) {
@@ -891,6 +899,185 @@ static int cmd_blocking(opts_t *o) {
            "client_cpu_us_per_pair=%.1f\n",
            rate, pairs, o->seconds ? o->seconds : 10, np, all_pairs,
            pairs ? (double)cpu_us / (double)pairs : 0.0);
+    return 0;
+}
+
+/* ---- fleet ------------------------------------------------------------- */
+
+/* A fleet on one Redis: -N hosts (dlockd sockets PREFIX0.sock ..
+ * PREFIX<N-1>.sock), -c client processes per host, each with one libdlock
+ * connection to its host's dlockd, looping dlock_lock()/dlock_unlock() of a
+ * name drawn at random among -K shared names (fleet:0 .. fleet:<K-1>: many
+ * names, little contention; 16, a hot set every host waits on). Each
+ * process keeps its pair latencies in a shared mapping; the parent merges
+ * them. Output: pairs_per_sec (the sum of the processes' rates), all_pairs
+ * (warm-up included), pair_p50_us, pair_p99_us. */
+
+#define FLEET_HOSTS_MAX 256
+#define FLEET_PROCS_MAX 4096
+#define FLEET_SAMPLES_MAX (1 << 15) /* per process; later pairs are counted, not sampled */
+
+/* A per-process xorshift64: names drawn without libc's shared state. */
+static uint64_t fleet_rand(uint64_t *s) {
+    uint64_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *s = x;
+}
+
+static void fleet_child(const opts_t *o, long id, const char *sock, int64_t *samples,
+                        int ready_fd, int go_fd, int res_fd) {
+    long secs = o->seconds ? o->seconds : 10;
+    long names = o->names ? o->names : 65536;
+    alarm((unsigned)(o->warmup + secs + 60)); /* a hung daemon must not keep us */
+    int err = 0;
+    dlock_t *d = dlock_connect(sock, &err);
+    if (d != NULL) err = dlock_ping(d);
+    if (err) {
+        fprintf(stderr, "%s: daemon problem: process %ld (%s): %s\n", prog, id, sock,
+                dlock_strerror(err));
+        if (write(ready_fd, "0", 1) != 1) _exit(EXIT_LOCAL);
+        _exit(EXIT_DAEMON);
+    }
+    if (write(ready_fd, "1", 1) != 1) _exit(EXIT_LOCAL);
+    char c;
+    while (read(go_fd, &c, 1) < 0 && errno == EINTR) {
+    }
+    uint64_t seed = 0x9e3779b97f4a7c15ULL * (uint64_t)(id + 1);
+    char name[48];
+    blk_result_t r = {.id = id};
+    int64_t t0 = now_us() + o->warmup * 1000000LL, end = t0 + secs * 1000000LL;
+    int64_t c0 = 0, now = now_us(), started = -1;
+    while (now < end) {
+        snprintf(name, sizeof(name), "fleet:%llu",
+                 (unsigned long long)(fleet_rand(&seed) % (uint64_t)names));
+        int64_t sent = now;
+        blk_pair(d, name, id);
+        now = now_us();
+        r.all_pairs++;
+        if (sent < t0) continue;
+        if (started < 0) {
+            started = sent;
+            c0 = cpu_self_us();
+        }
+        if (r.nsamples < FLEET_SAMPLES_MAX) samples[r.nsamples++] = now - sent;
+        r.pairs++;
+    }
+    r.us = started < 0 ? 0 : now - started;
+    r.cpu_us = started < 0 ? 0 : cpu_self_us() - c0;
+    dlock_close(d);
+    if (write(res_fd, &r, sizeof(r)) != (ssize_t)sizeof(r)) _exit(EXIT_LOCAL);
+    _exit(0);
+}
+
+static int cmd_fleet(opts_t *o) {
+    long hosts = o->hosts ? o->hosts : 32, per = o->conns ? o->conns : 8;
+    if (hosts < 1 || hosts > FLEET_HOSTS_MAX)
+        die(EXIT_USAGE, "fleet: -N takes 1 to %d hosts", FLEET_HOSTS_MAX);
+    if (per < 1 || hosts * per > FLEET_PROCS_MAX)
+        die(EXIT_USAGE, "fleet: at most %d processes in all (-N x -c)", FLEET_PROCS_MAX);
+    long np = hosts * per;
+    char **socks = xmalloc((size_t)hosts * sizeof(*socks));
+    for (long h = 0; h < hosts; h++) {
+        size_t len = strlen(o->sock) + 32;
+        socks[h] = xmalloc(len);
+        snprintf(socks[h], len, "%s%ld.sock", o->sock, h);
+    }
+    size_t map_len = (size_t)np * FLEET_SAMPLES_MAX * sizeof(int64_t);
+    int64_t *samples = mmap(NULL, map_len, PROT_READ | PROT_WRITE,
+                            MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (samples == MAP_FAILED) die(EXIT_LOCAL, "mmap %zu bytes: %s", map_len, strerror(errno));
+    int ready[2], go[2], res[2];
+    if (pipe(ready) != 0 || pipe(go) != 0 || pipe(res) != 0)
+        die(EXIT_LOCAL, "pipe: %s", strerror(errno));
+    pid_t *pids = xmalloc((size_t)np * sizeof(*pids));
+    fflush(stdout);
+    for (long i = 0; i < np; i++) {
+        pids[i] = fork();
+        if (pids[i] < 0) {
+            int e = errno;
+            for (long j = 0; j < i; j++) kill(pids[j], SIGTERM);
+            die(EXIT_LOCAL, "fork: %s", strerror(e));
+        }
+        if (pids[i] == 0) {
+            close(ready[0]);
+            close(go[1]);
+            close(res[0]);
+            fleet_child(o, i, socks[i / per], samples + (size_t)i * FLEET_SAMPLES_MAX, ready[1],
+                        go[0], res[1]);
+        }
+    }
+    close(ready[1]);
+    close(go[0]);
+    close(res[1]);
+    int ok = 1;
+    for (long i = 0; i < np && ok; i++) {
+        char c = '0';
+        ssize_t n;
+        while ((n = read(ready[0], &c, 1)) < 0 && errno == EINTR) {
+        }
+        ok = n == 1 && c == '1';
+    }
+    if (!ok) { /* a child said why on stderr */
+        for (long i = 0; i < np; i++) kill(pids[i], SIGTERM);
+    }
+    close(go[1]); /* start */
+    long long pairs = 0, all_pairs = 0;
+    int64_t cpu_us = 0;
+    double rate = 0;
+    long got = 0;
+    size_t *nsamples = xmalloc((size_t)np * sizeof(*nsamples)), nlat = 0;
+    memset(nsamples, 0, (size_t)np * sizeof(*nsamples));
+    blk_result_t r;
+    while (ok && got < np) {
+        ssize_t n = read(res[0], &r, sizeof(r));
+        if (n < 0 && errno == EINTR) continue;
+        if (n != (ssize_t)sizeof(r)) break;
+        got++;
+        pairs += r.pairs;
+        all_pairs += r.all_pairs;
+        cpu_us += r.cpu_us;
+        if (r.us > 0) rate += (double)r.pairs * 1e6 / (double)r.us;
+        if (r.id >= 0 && r.id < np && r.nsamples <= FLEET_SAMPLES_MAX) {
+            nsamples[r.id] = (size_t)r.nsamples;
+            nlat += (size_t)r.nsamples;
+        }
+    }
+    int code = 0;
+    for (long i = 0; i < np; i++) {
+        int st;
+        while (waitpid(pids[i], &st, 0) < 0 && errno == EINTR) {
+        }
+        int c = WIFEXITED(st) ? WEXITSTATUS(st) : EXIT_DAEMON;
+        if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM)
+            fprintf(stderr, "%s: daemon problem: process %ld: no reply in time\n", prog, i);
+        if (c != 0 && code == 0) code = c;
+    }
+    free(pids);
+    if (!ok || code != 0 || got != np) {
+        if (ok && code == 0) fprintf(stderr, "%s: error: %ld of %ld processes reported\n", prog, got, np);
+        munmap(samples, map_len);
+        return code ? code : ok ? EXIT_LOCAL : EXIT_DAEMON;
+    }
+    /* Every process's samples, in one array. */
+    int64_t *lat = xmalloc(nlat * sizeof(*lat));
+    size_t k = 0;
+    for (long i = 0; i < np; i++) {
+        memcpy(lat + k, samples + (size_t)i * FLEET_SAMPLES_MAX, nsamples[i] * sizeof(*lat));
+        k += nsamples[i];
+    }
+    qsort(lat, nlat, sizeof(*lat), cmp_i64);
+    printf("pairs_per_sec=%.0f pairs=%lld seconds=%ld hosts=%ld procs=%ld all_pairs=%lld "
+           "pair_p50_us=%lld pair_p99_us=%lld samples=%zu client_cpu_us_per_pair=%.1f\n",
+           rate, pairs, o->seconds ? o->seconds : 10, hosts, np, all_pairs,
+           (long long)pct(lat, nlat, 50), (long long)pct(lat, nlat, 99), nlat,
+           pairs ? (double)cpu_us / (double)pairs : 0.0);
+    free(lat);
+    free(nsamples);
+    munmap(samples, map_len);
+    for (long h = 0; h < hosts; h++) free(socks[h]);
+    free(socks);
     return 0;
 }
 
@@ -1352,6 +1539,7 @@ static void usage(void) {
     fprintf(stderr,
             "usage: %s throughput -s SOCK [-c 50] [-d 10] [-w 1] [-m read|sem -k NAME [-p N]]\n"
             "       %s blocking -s SOCK [-c 8] [-d 10] [-w 1]\n"
+            "       %s fleet -s PREFIX [-N 32] [-c 8] [-K 65536] [-d 10] [-w 1]\n"
             "       %s handoff -s SOCK1 [-S SOCK2 -R REDIS_SOCK] [-n 1000] [-k NAME]\n"
             "       %s fair -s SOCK [-c 100] [-n 1000] [-k NAME]\n"
             "       %s scale -s SOCK [-c 10000] [-l 10] [-H 40]\n"
@@ -1359,7 +1547,7 @@ static void usage(void) {
             "       %s redisping -s REDIS_SOCK [-n 10000]\n"
             "       %s wait -s SOCK [-t 5000]\n"
             "       %s info -s SOCK\n",
-            prog, prog, prog, prog, prog, prog, prog, prog, prog);
+            prog, prog, prog, prog, prog, prog, prog, prog, prog, prog);
 }
 
 int main(int argc, char **argv) {
@@ -1380,6 +1568,7 @@ int main(int argc, char **argv) {
     parse_opts(argc, argv, &o);
     if (!strcmp(cmd, "throughput")) return cmd_throughput(&o);
     if (!strcmp(cmd, "blocking")) return cmd_blocking(&o);
+    if (!strcmp(cmd, "fleet")) return cmd_fleet(&o);
     if (!strcmp(cmd, "handoff")) return cmd_handoff(&o);
     if (!strcmp(cmd, "scale")) return cmd_scale(&o);
     if (!strcmp(cmd, "herd")) return cmd_herd(&o);
