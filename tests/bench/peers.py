@@ -4,9 +4,12 @@ gets without dlockd), and dlockd's own Python client, in the same shape.
 
     /usr/bin/python3 peers.py redispy --socket REDIS_SOCK [--procs 8] [--seconds 8]
     /usr/bin/python3 peers.py dlockpy --socket DLOCKD_SOCK [--procs 8] [--seconds 8]
+    ... [--names K]   the fleet of `make bench`: each pair on a name drawn
+                      at random among fleet:0 .. fleet:<K-1>, shared by all
 
 Each of --procs processes opens its own connection over the Unix socket and
-loops, on a lock name of its own (no contention):
+loops, on a lock name of its own (no contention; or, with --names, on
+shared names, waiting as the client does: redis-py polls every 0.1 s):
 
     redispy: lock = r.lock(name, timeout=30); lock.acquire(); lock.release()
     dlockpy: c.lock(name); c.unlock(name)     (a dlock.Client, from
@@ -15,7 +18,8 @@ loops, on a lock name of its own (no contention):
 After a one-second warm-up every process counts pairs for --seconds; the
 output is the sum of the processes' rates, pairs_per_sec=<n>, and
 cpu_us_per_pair=<x>: the processes' own CPU time (time.process_time) over
-the counted pairs.
+the counted pairs; all_pairs=<n>, every pair made, warm-up included; and
+pair_p50_us, pair_p99_us over the counted pairs of all processes.
 
 redispy needs redis-py (Debian: python3-redis); run.sh installs it when
 missing. dlockpy needs nothing but the standard library.
@@ -25,6 +29,7 @@ import argparse
 import importlib.util
 import multiprocessing as mp
 import os
+import random
 import sys
 import time
 
@@ -32,14 +37,24 @@ CLIENT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."
                           "clients", "python")
 
 
-def redispy_pair(sock, idx):
+def pick_name(prefix, idx, names):
+    """A name of its own, or (names > 0) one drawn among the shared ones."""
+    if names <= 0:
+        own = "%s%d" % (prefix, idx)
+        return lambda: own
+    rnd = random.Random(idx)    # forked processes must not draw alike
+    return lambda: "fleet:%d" % rnd.randrange(names)
+
+
+def redispy_pair(sock, idx, names):
     import redis
 
     r = redis.Redis(unix_socket_path=sock)
     r.ping()
-    name = "bench:redispy:%d" % idx
+    pick = pick_name("bench:redispy:", idx, names)
 
     def pair():
+        name = pick()
         lock = r.lock(name, timeout=30)
         if not lock.acquire():
             raise RuntimeError("acquire of %s failed" % name)
@@ -47,15 +62,16 @@ def redispy_pair(sock, idx):
     return pair
 
 
-def dlockpy_pair(sock, idx):
+def dlockpy_pair(sock, idx, names):
     sys.path.insert(0, CLIENT_DIR)
     import dlock
 
     c = dlock.Client(sock)
     c.ping()
-    name = "bench:dlockpy:%d" % idx
+    pick = pick_name("bench:dlockpy:", idx, names)
 
     def pair():
+        name = pick()
         _, holds = c.lock(name)
         if holds != 1 or c.unlock(name) != 0:
             raise RuntimeError("%s: reentered or not released" % name)
@@ -65,17 +81,20 @@ def dlockpy_pair(sock, idx):
 PEERS = {"redispy": redispy_pair, "dlockpy": dlockpy_pair}
 
 
-def worker(peer, sock, idx, seconds, warmup, barrier, out):
+def worker(peer, sock, idx, seconds, warmup, names, barrier, out):
     try:
-        pair = PEERS[peer](sock, idx)
+        pair = PEERS[peer](sock, idx, names)
     except BaseException:
         barrier.abort()     # the others stop waiting
         raise
     barrier.wait()
+    warm = 0
     end = time.monotonic() + warmup
     while time.monotonic() < end:
         pair()
+        warm += 1
     n = 0
+    lat = []
     c0 = time.process_time()
     t0 = time.monotonic()
     end = t0 + seconds
@@ -83,8 +102,9 @@ def worker(peer, sock, idx, seconds, warmup, barrier, out):
     while now < end:
         pair()
         n += 1
-        now = time.monotonic()
-    out.put((n, now - t0, time.process_time() - c0))
+        before, now = now, time.monotonic()
+        lat.append(now - before)
+    out.put((n, now - t0, time.process_time() - c0, warm + n, lat))
 
 
 def main():
@@ -94,18 +114,22 @@ def main():
     ap.add_argument("--procs", type=int, default=8)
     ap.add_argument("--seconds", type=float, default=8)
     ap.add_argument("--warmup", type=float, default=1)
+    ap.add_argument("--names", type=int, default=0,
+                    help="draw each pair's name among this many shared names (0: one of its own)")
     a = ap.parse_args()
 
     if a.peer == "redispy" and importlib.util.find_spec("redis") is None:
         print("peers.py: redis-py is missing (apt-get install python3-redis)", file=sys.stderr)
         return 1
+    if a.peer == "redispy":
+        importlib.import_module("redis.lock")   # once here, not in each forked process
 
     ctx = mp.get_context("fork")
     barrier = ctx.Barrier(a.procs)
     out = ctx.Queue()
     procs = [
         ctx.Process(target=worker,
-                    args=(a.peer, a.socket, i, a.seconds, a.warmup, barrier, out))
+                    args=(a.peer, a.socket, i, a.seconds, a.warmup, a.names, barrier, out))
         for i in range(a.procs)
     ]
     for p in procs:
@@ -129,11 +153,21 @@ def main():
         print("peers.py: only %d of %d processes finished" % (len(results), a.procs),
               file=sys.stderr)
         return 1
-    rate = sum(n / t for n, t, _ in results)
-    pairs = sum(n for n, _, _ in results)
-    cpu = sum(c for _, _, c in results)
-    print("pairs_per_sec=%.0f pairs=%d procs=%d seconds=%.1f cpu_us_per_pair=%.1f"
-          % (rate, pairs, a.procs, a.seconds, cpu * 1e6 / pairs if pairs else 0))
+    rate = sum(r[0] / r[1] for r in results)
+    pairs = sum(r[0] for r in results)
+    cpu = sum(r[2] for r in results)
+    all_pairs = sum(r[3] for r in results)
+    lat = sorted(x for r in results for x in r[4])
+
+    def pct(p):     # nearest rank, in microseconds, as dlock-bench's
+        if not lat:
+            return -1
+        rank = min(len(lat), max(1, int(p / 100.0 * len(lat) + 0.999999)))
+        return round(lat[rank - 1] * 1e6)
+    print("pairs_per_sec=%.0f pairs=%d procs=%d seconds=%.1f cpu_us_per_pair=%.1f all_pairs=%d"
+          " pair_p50_us=%d pair_p99_us=%d"
+          % (rate, pairs, a.procs, a.seconds, cpu * 1e6 / pairs if pairs else 0, all_pairs,
+             pct(50), pct(99)))
     return 0
 
 
