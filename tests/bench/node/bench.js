@@ -114,7 +114,8 @@ async function main() {
   counting = false;
   let left = a.loops;
   for (const l of loops) l.then(() => { left--; });
-  await Promise.race([Promise.all(loops), sleep(20000)]);
+  // The grace timer must not keep the process alive once the loops end.
+  await Promise.race([Promise.all(loops), new Promise((r) => setTimeout(r, 20000).unref())]);
   if (a.samples) {
     require('fs').writeFileSync(a.samples, lat.map((x) => Math.round(x)).join('\n') + '\n');
   }
