@@ -1479,7 +1479,7 @@ fi
 # but no client sent.
 lua_calls() {
     cat "$@" 2>/dev/null | grep -oi "redis\.p\?call(['\"][a-z]*" | sed "s/.*['\"]//" |
-        tr 'A-Z' 'a-z' | sort -u | tr '\n' ' '
+        tr '[:upper:]' '[:lower:]' | sort -u | tr '\n' ' '
 }
 # fleet_delta BEFORE AFTER INNER: "total=N sent=N pttl=N evalsha=N subs=N"
 # between two commandstats snapshots of the main redis-server: every
@@ -1623,7 +1623,6 @@ if want 12; then
     stop_dlockd main
     redispy_ready
     node_peers_ready
-    FL_NP=$((FL_HOSTS * FL_CLIENTS))
     kinds=(dlockd)
     ((py_ok)) && kinds+=(redispy)
     ((node_ok)) && kinds+=(redlock semaphore)
@@ -1690,7 +1689,7 @@ if want 12; then
     best="" best_kind=""
     for kind in redispy redlock semaphore; do
         v=${FP[$kind-spread-conn]-}
-        [ -z "${FP[$kind-spread-err]-}" ] && isnum "$v" || continue
+        if [ -n "${FP[$kind-spread-err]-}" ] || ! isnum "$v"; then continue; fi
         if [ -z "$best" ] || ((v < best)); then best=$v best_kind=$kind; fi
     done
     label="fleet: Redis connections, best peer / dlockd"
