@@ -827,6 +827,24 @@ static void blk_child(const opts_t *o, long id, int ready_fd, int go_fd, int res
 /* -c processes, each with one libdlock connection, looping dlock_lock()
  * and dlock_unlock() on a name of its own, after a common start. The rate
  * is the sum of the processes' rates, as in peers.py. */
+/* The np children of a run each write '1' on ready_fd once set up (or say
+ * why on stderr and write something else); then closing go_w starts them
+ * all at once. Returns 1 when all are ready; else they are sent SIGTERM. */
+static int children_go(long np, const pid_t *pids, int ready_fd, int go_w) {
+    int ok = 1;
+    for (long i = 0; i < np && ok; i++) {
+        char c = '0';
+        ssize_t n;
+        while ((n = read(ready_fd, &c, 1)) < 0 && errno == EINTR) {
+        }
+        ok = n == 1 && c == '1';
+    }
+    if (!ok)
+        for (long i = 0; i < np; i++) kill(pids[i], SIGTERM);
+    close(go_w); /* start */
+    return ok;
+}
+
 static int cmd_blocking(opts_t *o) {
     long np = o->conns ? o->conns : 8;
     if (np > 1024) die(EXIT_USAGE, "blocking: at most 1024 processes");
@@ -852,18 +870,7 @@ static int cmd_blocking(opts_t *o) {
     close(ready[1]);
     close(go[0]);
     close(res[1]);
-    int ok = 1;
-    for (long i = 0; i < np && ok; i++) {
-        char c = '0';
-        ssize_t n;
-        while ((n = read(ready[0], &c, 1)) < 0 && errno == EINTR) {
-        }
-        ok = n == 1 && c == '1';
-    }
-    if (!ok) { /* a child said why on stderr */
-        for (long i = 0; i < np; i++) kill(pids[i], SIGTERM);
-    }
-    close(go[1]); /* start */
+    int ok = children_go(np, pids, ready[0], go[1]);
     long long pairs = 0, all_pairs = 0;
     int64_t cpu_us = 0;
     double rate = 0;
@@ -1011,18 +1018,7 @@ static int cmd_fleet(opts_t *o) {
     close(ready[1]);
     close(go[0]);
     close(res[1]);
-    int ok = 1;
-    for (long i = 0; i < np && ok; i++) {
-        char c = '0';
-        ssize_t n;
-        while ((n = read(ready[0], &c, 1)) < 0 && errno == EINTR) {
-        }
-        ok = n == 1 && c == '1';
-    }
-    if (!ok) { /* a child said why on stderr */
-        for (long i = 0; i < np; i++) kill(pids[i], SIGTERM);
-    }
-    close(go[1]); /* start */
+    int ok = children_go(np, pids, ready[0], go[1]);
     long long pairs = 0, all_pairs = 0;
     int64_t cpu_us = 0;
     double rate = 0;
