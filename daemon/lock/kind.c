@@ -2,6 +2,9 @@
  * SPDX-License-Identifier: MIT */
 #include "daemon/lock/kind.h"
 
+/* Each kind's table, in its own file. */
+extern const lock_kind_t lock_kind_mutex, lock_kind_rw, lock_kind_sem, lock_kind_fair;
+
 const lock_mode_info_t lock_modes[LOCK_MODE_COUNT] = {
     [LOCK_MODE_MUTEX] = {.kind = &lock_kind_mutex, .backend = BACKEND_MUTEX,
                          .released_by = LOCK_MODE_MUTEX},

@@ -9,9 +9,9 @@
  * ones (internal.h).
  *
  * Adding a kind: a lock_mode_t value (lockmgr.h) for each of its modes, a
- * row for each in lock_modes[] (kind.c), its file with its table, its
- * backend mode and script (daemon/backend/), and its protocol words
- * (session.c). */
+ * row for each in lock_modes[] and its table's name (kind.c), its file
+ * with its table, its backend mode and script (daemon/backend/), and its
+ * protocol words (session.c). */
 #ifndef DLOCK_LOCK_KIND_H
 #define DLOCK_LOCK_KIND_H
 
@@ -86,7 +86,6 @@ typedef struct lock_mode_info_s {
                                   mode at the head goes with the others */
 } lock_mode_info_t;
 
-extern const lock_kind_t lock_kind_mutex, lock_kind_rw, lock_kind_sem, lock_kind_fair;
 extern const lock_mode_info_t lock_modes[LOCK_MODE_COUNT];
 
 static inline const lock_kind_t *lock_kind_of(lock_mode_t mode) {
