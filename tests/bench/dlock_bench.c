@@ -824,12 +824,14 @@ static void blk_child(const opts_t *o, long id, int ready_fd, int go_fd, int res
     _exit(0);
 }
 
-/* -c processes, each with one libdlock connection, looping dlock_lock()
- * and dlock_unlock() on a name of its own, after a common start. The rate
- * is the sum of the processes' rates, as in peers.py. */
-/* The np children of a run each write '1' on ready_fd once set up (or say
- * why on stderr and write something else); then closing go_w starts them
- * all at once. Returns 1 when all are ready; else they are sent SIGTERM. */
+/* One child of a run: it sets up, writes '1' on ready_fd (or says why on
+ * stderr and writes something else), waits for go_fd to close, runs, writes
+ * its result on res_fd and _exits. */
+typedef void (*child_fn)(void *arg, long id, int ready_fd, int go_fd, int res_fd);
+
+/* The np children each write '1' on ready_fd once set up; then closing go_w
+ * starts them all at once. Returns 1 when all are ready; else they are
+ * sent SIGTERM. */
 static int children_go(long np, const pid_t *pids, int ready_fd, int go_w) {
     int ok = 1;
     for (long i = 0; i < np && ok; i++) {
@@ -845,9 +847,9 @@ static int children_go(long np, const pid_t *pids, int ready_fd, int go_w) {
     return ok;
 }
 
-static int cmd_blocking(opts_t *o) {
-    long np = o->conns ? o->conns : 8;
-    if (np > 1024) die(EXIT_USAGE, "blocking: at most 1024 processes");
+/* Forks np children running child(arg, i, ...) and starts them together
+ * (children_go, whose answer goes in *ok). Their results come on *res_r. */
+static pid_t *children_start(long np, child_fn child, void *arg, int *res_r, int *ok) {
     int ready[2], go[2], res[2];
     if (pipe(ready) != 0 || pipe(go) != 0 || pipe(res) != 0)
         die(EXIT_LOCAL, "pipe: %s", strerror(errno));
@@ -864,20 +866,38 @@ static int cmd_blocking(opts_t *o) {
             close(ready[0]);
             close(go[1]);
             close(res[0]);
-            blk_child(o, i, ready[1], go[0], res[1]);
+            child(arg, i, ready[1], go[0], res[1]);
         }
     }
     close(ready[1]);
     close(go[0]);
     close(res[1]);
-    int ok = children_go(np, pids, ready[0], go[1]);
+    *ok = children_go(np, pids, ready[0], go[1]);
+    close(ready[0]);
+    *res_r = res[0];
+    return pids;
+}
+
+static void blk_run(void *arg, long id, int ready_fd, int go_fd, int res_fd) {
+    blk_child(arg, id, ready_fd, go_fd, res_fd);
+}
+
+/* -c processes, each with one libdlock connection, looping dlock_lock()
+ * and dlock_unlock() on a name of its own, after a common start. The rate
+ * is the sum of the processes' rates, as in peers.py. */
+
+static int cmd_blocking(opts_t *o) {
+    long np = o->conns ? o->conns : 8;
+    if (np > 1024) die(EXIT_USAGE, "blocking: at most 1024 processes");
+    int ok, res_r;
+    pid_t *pids = children_start(np, blk_run, o, &res_r, &ok);
     long long pairs = 0, all_pairs = 0;
     int64_t cpu_us = 0;
     double rate = 0;
     long got = 0;
     blk_result_t r;
     while (ok && got < np) {
-        ssize_t n = read(res[0], &r, sizeof(r));
+        ssize_t n = read(res_r, &r, sizeof(r));
         if (n < 0 && errno == EINTR) continue;
         if (n != (ssize_t)sizeof(r)) break;
         got++;
@@ -886,6 +906,7 @@ static int cmd_blocking(opts_t *o) {
         cpu_us += r.cpu_us;
         if (r.us > 0) rate += (double)r.pairs * 1e6 / (double)r.us;
     }
+    close(res_r);
     int code = 0;
     for (long i = 0; i < np; i++) {
         int st;
@@ -978,6 +999,20 @@ static void fleet_child(const opts_t *o, long id, const char *sock, int64_t *sam
     _exit(0);
 }
 
+/* What each fleet child needs: its host's socket, its samples. */
+typedef struct fleet_ctx_s {
+    const opts_t *o;
+    char **socks;
+    long per;
+    int64_t *samples;
+} fleet_ctx_t;
+
+static void fleet_run(void *arg, long id, int ready_fd, int go_fd, int res_fd) {
+    const fleet_ctx_t *x = arg;
+    fleet_child(x->o, id, x->socks[id / x->per], x->samples + (size_t)id * FLEET_SAMPLES_MAX,
+                ready_fd, go_fd, res_fd);
+}
+
 static int cmd_fleet(opts_t *o) {
     long hosts = o->hosts ? o->hosts : 32, per = o->conns ? o->conns : 8;
     if (hosts < 1 || hosts > FLEET_HOSTS_MAX)
@@ -995,30 +1030,9 @@ static int cmd_fleet(opts_t *o) {
     int64_t *samples = mmap(NULL, map_len, PROT_READ | PROT_WRITE,
                             MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (samples == MAP_FAILED) die(EXIT_LOCAL, "mmap %zu bytes: %s", map_len, strerror(errno));
-    int ready[2], go[2], res[2];
-    if (pipe(ready) != 0 || pipe(go) != 0 || pipe(res) != 0)
-        die(EXIT_LOCAL, "pipe: %s", strerror(errno));
-    pid_t *pids = xmalloc((size_t)np * sizeof(*pids));
-    fflush(stdout);
-    for (long i = 0; i < np; i++) {
-        pids[i] = fork();
-        if (pids[i] < 0) {
-            int e = errno;
-            for (long j = 0; j < i; j++) kill(pids[j], SIGTERM);
-            die(EXIT_LOCAL, "fork: %s", strerror(e));
-        }
-        if (pids[i] == 0) {
-            close(ready[0]);
-            close(go[1]);
-            close(res[0]);
-            fleet_child(o, i, socks[i / per], samples + (size_t)i * FLEET_SAMPLES_MAX, ready[1],
-                        go[0], res[1]);
-        }
-    }
-    close(ready[1]);
-    close(go[0]);
-    close(res[1]);
-    int ok = children_go(np, pids, ready[0], go[1]);
+    fleet_ctx_t ctx = {.o = o, .socks = socks, .per = per, .samples = samples};
+    int ok, res_r;
+    pid_t *pids = children_start(np, fleet_run, &ctx, &res_r, &ok);
     long long pairs = 0, all_pairs = 0;
     int64_t cpu_us = 0;
     double rate = 0;
@@ -1027,7 +1041,7 @@ static int cmd_fleet(opts_t *o) {
     memset(nsamples, 0, (size_t)np * sizeof(*nsamples));
     blk_result_t r;
     while (ok && got < np) {
-        ssize_t n = read(res[0], &r, sizeof(r));
+        ssize_t n = read(res_r, &r, sizeof(r));
         if (n < 0 && errno == EINTR) continue;
         if (n != (ssize_t)sizeof(r)) break;
         got++;
@@ -1040,6 +1054,7 @@ static int cmd_fleet(opts_t *o) {
             nlat += (size_t)r.nsamples;
         }
     }
+    close(res_r);
     int code = 0;
     for (long i = 0; i < np; i++) {
         int st;
