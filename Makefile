@@ -48,7 +48,7 @@ say = @echo "  $(1)	$(2)"
 endif
 
 PROTO_SRC  := proto/proto.c
-CONF_SRC   := conf/conf.c
+CONF_SRC   := conf/conf.c conf/access.c
 DAEMON_SRC := $(wildcard daemon/*.c daemon/*/*.c)
 LIB_SRC    := $(PROTO_SRC) $(CONF_SRC)
 CLIENT_SRC := clients/c/dlock.c
@@ -120,6 +120,8 @@ $(BUILD)/dlock: $(call obj,$(CLI_SRC)) $(BUILD)/libdlock.a
 # Unit tests link the pure modules they test, nothing else.
 $(BUILD)/tests/test_proto: $(call obj,tests/unit/test_proto.c $(PROTO_SRC))
 $(BUILD)/tests/test_conf: $(call obj,tests/unit/test_conf.c $(CONF_SRC))
+$(BUILD)/tests/test_access: $(call obj,tests/unit/test_access.c conf/access.c daemon/access.c \
+                              daemon/util/hmap.c)
 $(BUILD)/tests/test_hmap: $(call obj,tests/unit/test_hmap.c daemon/util/hmap.c)
 $(BUILD)/tests/test_heap: $(call obj,tests/unit/test_heap.c daemon/util/heap.c)
 $(BUILD)/tests/test_pool: $(call obj,tests/unit/test_pool.c)

@@ -585,6 +585,12 @@ static const conf_key_t keys[] = {
      .parse = set_socket_group},
     {"server", "max_clients", U32(1, 1000000), .def = "10000", .reload = CONF_LIVE,
      AT(max_clients)},
+    {"server", "max_clients_per_uid", U32(1, 1000000), .def = "5000", .reload = CONF_LIVE,
+     AT(max_clients_per_uid)},
+    {"server", "max_locks_per_uid", U32(1, 100000000), .def = "100000", .reload = CONF_LIVE,
+     AT(max_locks_per_uid)},
+    {"server", "max_waiters_per_uid", U32(1, 10000000), .def = "50000", .reload = CONF_LIVE,
+     AT(max_waiters_per_uid)},
     {"server", "max_line", U32(64, 1048576), .def = "4096", .reload = CONF_LIVE, AT(max_line)},
     {"server", "max_output", U32(4096, 1073741824), .def = "1048576", .reload = CONF_LIVE,
      AT(max_output)},
@@ -667,6 +673,7 @@ const conf_key_t *conf_key_find(const char *section, const char *name) {
 }
 
 static int known_section(const char *section) {
+    if (strcmp(section, "access") == 0) return 1;
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
         if (strcmp(keys[i].section, section) == 0) return 1;
     return 0;
@@ -721,8 +728,19 @@ static int set_key(conf_t *c, const conf_key_t *k, const char *v, char *err, siz
     return k->parse != NULL ? k->parse(c, k, v, err, errlen) : set_by_type(c, k, v, err, errlen);
 }
 
+/* One [access] rule, from the file's line (0: not from a file). */
+static int set_access(conf_t *c, const char *key, const char *value, int line, char *err,
+                      size_t errlen) {
+    if (c->access == NULL && (c->access = access_rules_new()) == NULL) {
+        seterr(err, errlen, "out of memory");
+        return -1;
+    }
+    return access_rules_add(c->access, key, value, line, err, errlen);
+}
+
 int conf_set(conf_t *c, const char *section, const char *key,
              const char *value, char *err, size_t errlen) {
+    if (strcmp(section, "access") == 0) return set_access(c, key, value, 0, err, errlen);
     const conf_key_t *k = conf_key_find(section, key);
     if (k != NULL) return set_key(c, k, value, err, errlen);
     if (section[0] == '\0')
@@ -732,6 +750,11 @@ int conf_set(conf_t *c, const char *section, const char *key,
     else
         seterr(err, errlen, "unknown section [%s]", section);
     return -1;
+}
+
+void conf_free(conf_t *c) {
+    access_rules_free(c->access);
+    c->access = NULL;
 }
 
 void conf_defaults(conf_t *c) {
@@ -914,6 +937,12 @@ int conf_finish(conf_t *c, char *err, size_t errlen) {
             return -1;
         }
     }
+    /* The rules: the default without [access] keys, and admin_uids. */
+    if ((c->access == NULL && (c->access = access_rules_new()) == NULL) ||
+        access_rules_finish(c->access, c->admin_uids, c->admin_uids_count) != 0) {
+        seterr(err, errlen, "out of memory");
+        return -1;
+    }
     if (c->renew_every_ms == 0) c->renew_every_ms = c->lease_ms / 3;
     if (c->renew_every_ms == 0) c->renew_every_ms = 1;
     if (c->renew_every_ms >= c->lease_ms) {
@@ -1031,7 +1060,10 @@ static int on_key(void *user, const char *section, const char *name,
     if (strcmp(section, "redis") == 0 &&
         (strcmp(name, "sentinels") == 0 || strcmp(name, "master_name") == 0))
         ld->sentinels_line = ld->line;
-    if (conf_set(ld->conf, section, name, value, err, sizeof(err)) == 0) return 1;
+    int rc = strcmp(section, "access") == 0
+                 ? set_access(ld->conf, name, value, ld->line, err, sizeof(err))
+                 : conf_set(ld->conf, section, name, value, err, sizeof(err));
+    if (rc == 0) return 1;
     if (ld->err_line == 0) {
         ld->err_line = ld->line;
         snprintf(ld->err, sizeof(ld->err), "%s", err);

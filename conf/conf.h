@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "conf/access.h"
+
 #define CONF_DEFAULT_PATH    "/etc/dlockd/dlockd.conf"
 #define CONF_ERR_LEN         512
 #define CONF_PATH_MAX        107   /* sun_path holds 108 bytes with the NUL */
@@ -71,6 +73,9 @@ typedef struct conf_s {
     gid_t socket_gid;                /* group of the socket file, if set */
     int socket_group_set;
     uint32_t max_clients;
+    uint32_t max_clients_per_uid;    /* connections of one uid */
+    uint32_t max_locks_per_uid;      /* holds of one uid's connections together */
+    uint32_t max_waiters_per_uid;    /* waiting requests of one uid's connections */
     uint32_t max_line;               /* bytes in a request line */
     uint32_t max_output;             /* bytes of queued replies per connection */
     uid_t admin_uids[CONF_ADMIN_UIDS_MAX];
@@ -120,6 +125,10 @@ typedef struct conf_s {
     uint32_t renew_every_ms;         /* 0 in the file means lease_ms / 3 */
     uint32_t max_locks_per_client;
     uint32_t max_waiters;
+
+    /* [access]: the rules, completed by conf_finish() (admin_uids, the
+     * default); owned, freed by conf_free(). NULL before the first rule. */
+    access_rules_t *access;
 
     /* bookkeeping */
     int password_set;                /* the password key was given */
@@ -182,7 +191,8 @@ typedef int (*conf_parse_cb)(conf_t *c, const conf_key_t *k, const char *v, char
                              size_t errlen);
 
 struct conf_key_s {
-    const char *section;           /* "server", "redis" or "lock" */
+    const char *section;           /* "server", "redis" or "lock" ([access] has
+                                      no fixed keys: conf/access.h) */
     const char *name;
     conf_type_t type;
     const char *def;               /* the default, as the file would say it; NULL:
@@ -227,6 +237,9 @@ void conf_diff(const conf_t *a, const conf_t *b, conf_diff_t *d);
 
 /* Fills c with the built-in defaults. */
 void conf_defaults(conf_t *c);
+
+/* Frees what c owns (its access rules). */
+void conf_free(conf_t *c);
 
 /* Reads path into c (which should hold defaults). Returns 0, or -1 with
  * "path:line: message" in err. Every error in the file is fatal. */

@@ -175,6 +175,7 @@ static void on_reload(uv_signal_t *handle, int signum) {
     sd_notify(0, "RELOADING=1");
     if (conf_read(d, &n, &have_file, err, sizeof(err)) != 0) {
         log_error("reload failed, the running configuration stays: %s", err);
+        conf_free(&n);
         sd_notify(0, "READY=1");
         return;
     }
@@ -209,6 +210,16 @@ static void on_reload(uv_signal_t *handle, int signum) {
                  c->renew_every_ms, n.renew_every_ms);
     /* Every other live key is read afresh at each use. */
     for (size_t i = 0; i < diff.live_count; i++) conf_key_copy(c, &n, diff.live[i]);
+    /* The access rules: every connection is judged by the new ones from its
+     * next request (its view notices the new generation); what is held or
+     * waited for stays. */
+    access_rules_t *old = c->access;
+    c->access = n.access;
+    n.access = old;
+    log_info("reload: %zu access rule%s%s", c->access->file_rules,
+             c->access->file_rules == 1 ? "" : "s",
+             c->access->file_rules ? "" : " (everyone may lock every name)");
+    conf_free(&n);
     if (backend) backend_reconfigure(d->backend, c);
     if (locks) lockmgr_reconfigure(d->locks);
     log_set_level(d->verbose ? CONF_LOG_DEBUG : c->log_level);
@@ -216,6 +227,12 @@ static void on_reload(uv_signal_t *handle, int signum) {
              have_file ? (d->conf_path ? d->conf_path : CONF_DEFAULT_PATH)
                        : "(built-in defaults)");
     sd_notify(0, "READY=1");
+}
+
+/* dlockd -t: a warning about the access rules. */
+static void on_access_warning(void *data, const char *msg) {
+    (void)data;
+    fprintf(stderr, "dlockd: warning: %s\n", msg);
 }
 
 static void on_signal(uv_signal_t *handle, int signum) {
@@ -277,6 +294,7 @@ int main(int argc, char **argv) {
     int warned = conf_warning(&d.conf, advice, sizeof(advice));
     if (test_only) {
         if (warned) fprintf(stderr, "dlockd: warning: %s\n", advice);
+        access_rules_check(d.conf.access, path, on_access_warning, NULL);
         printf("dlockd: configuration %s is valid\n", have_file ? path : "(built-in defaults)");
         return 0;
     }

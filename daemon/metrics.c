@@ -168,8 +168,12 @@ int metrics_render(sessions_t *sessions, lockmgr_t *locks, backend_t *backend, b
             ls.backend_errors);
     counter(&o, "dlockd_connections_accepted_total", "Client connections accepted.",
             ss.connections_total);
-    counter(&o, "dlockd_connections_rejected_total", "Client connections refused at max_clients.",
-            ss.rejected);
+    counter(&o, "dlockd_connections_rejected_total",
+            "Client connections refused at max_clients or max_clients_per_uid.", ss.rejected);
+    counter(&o, "dlockd_connections_rejected_per_uid_total",
+            "Client connections refused at max_clients_per_uid.", ss.rejected_per_uid);
+    counter(&o, "dlockd_access_denied_total", "Requests answered ERR DENIED by the [access] rules.",
+            ss.denied);
     counter(&o, "dlockd_output_overflows_total",
             "Clients cut off for not reading max_output bytes of replies.", ss.output_overflows);
 

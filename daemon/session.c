@@ -9,6 +9,7 @@
 #include <sys/queue.h>
 #include <sys/socket.h>
 
+#include "daemon/access.h"
 #include "daemon/log.h"
 #include "daemon/util/buf.h"
 #include "proto/proto.h"
@@ -46,6 +47,9 @@ struct session_s {
     pid_t pid;
     uid_t uid;
     gid_t gid;
+    access_peer_t peer;        /* uid and groups, as access rules see them */
+    access_view_t view;        /* the rules that apply to it, its last decision */
+    int counted;               /* counted in ss->users (max_clients_per_uid) */
 
     /* what it did with locks, for the line that says it is gone */
     uint64_t connected_ms;     /* loop time of the accept */
@@ -82,7 +86,8 @@ struct sessions_s {
     /* failures a client can repeat at will: said once, then summed up */
     log_once_t full_log;       /* refused at max_clients */
     log_once_t overflow_log;   /* closed past max_output */
-    log_once_t denied_log;     /* CLIENTS denied */
+    access_log_t deny_log;     /* ERR DENIED: a line per uid and rule a minute */
+    access_users_t users;      /* connections per uid */
     void (*closed_cb)(void *data);
     void *closed_data;
     int closing_handles;       /* sessions_close_all: handles not yet closed */
@@ -180,13 +185,6 @@ static void send_info(session_t *s) {
  * entry per client, newest first, at most SESSION_CLIENTS_SHOWN. */
 static void send_clients(session_t *s) {
     sessions_t *ss = s->ss;
-    if (s->uid != 0 && !conf_is_admin(ss->conf, s->uid)) {
-        log_once_restart_if_quiet(&ss->denied_log);
-        log_once(&ss->denied_log, CONF_LOG_WARN, "client %llu (pid %d uid %u) denied CLIENTS",
-                 (unsigned long long)s->id, (int)s->pid, (unsigned)s->uid);
-        send_error(s, PROTO_ERR_DENIED, "CLIENTS needs uid 0 or one in admin_uids");
-        return;
-    }
     size_t cap = 64 + (size_t)SESSION_CLIENTS_SHOWN * 80;
     char *line = malloc(cap);
     if (line == NULL) {
@@ -246,10 +244,11 @@ static const char *error_words(const lock_reply_t *r, char *buf, size_t cap) {
     case LOCK_WHY_NOMEM: return "out of memory";
     case LOCK_WHY_MAX_LOCKS: return "max_locks_per_client reached";
     case LOCK_WHY_MAX_WAITERS: return "max_waiters reached";
+    case LOCK_WHY_MAX_LOCKS_UID: return "max_locks_per_uid reached";
+    case LOCK_WHY_MAX_WAITERS_UID: return "max_waiters_per_uid reached";
     case LOCK_WHY_UPGRADE:
         return "upgrade not allowed: this connection holds a read lock of it (RUNLOCK it first)";
     case LOCK_WHY_NO_HOLDER: return "a semaphore has no one holder: STATUS tells its permits";
-    case LOCK_WHY_FORCE_DENIED: return "FORCEUNLOCK needs uid 0 or one in admin_uids";
     case LOCK_WHY_RELEASE_AS: return kind_words[r->mode].release;
     case LOCK_WHY_HELD_AS:
         snprintf(buf, cap, "%.*s is %s", (int)r->len, r->name, kind_words[r->mode].held_as);
@@ -423,12 +422,56 @@ static lock_mode_t request_mode(proto_cmd_t cmd) {
     }
 }
 
+/* A denial's log line: one per uid and rule a minute, then how many more. */
+static void log_denied(session_t *s, const proto_request_t *req, int rule, const char *why) {
+    const access_rules_t *r = s->ss->conf->access;
+    int key = rule < 0 ? -1
+              : r->rules[rule].from == ACCESS_FROM_FILE ? r->rules[rule].line
+                                                        : -2 - (int)r->rules[rule].from;
+    uint64_t more;
+    if (!access_log_deny(&s->ss->deny_log, s->uid, key, uv_now(s->ss->loop), &more)) return;
+    char extra[96] = "";
+    if (more > 0)
+        snprintf(extra, sizeof(extra), " (and %llu more of uid %u by this rule in the last %d s)",
+                 (unsigned long long)more, (unsigned)s->uid, ACCESS_LOG_EVERY_MS / 1000);
+    log_warn("client %llu (pid %d uid %u gid %u) denied %s%s%.*s: %s%s",
+             (unsigned long long)s->id, (int)s->pid, (unsigned)s->uid, (unsigned)s->gid,
+             proto_cmd_name(req->cmd), req->name_len ? " " : "", (int)req->name_len, req->name,
+             why, extra);
+}
+
+/* 1 if the peer has the right req's verb needs (proto.h's table) on its
+ * name, or on some name for a verb without one. Else it is answered
+ * ERR DENIED, logged and counted, and nothing else happens. */
+static int allowed(session_t *s, const proto_request_t *req) {
+    access_right_t need = (access_right_t)proto_cmd_right(req->cmd);
+    if (need == ACCESS_NONE) return 1;
+    const access_rules_t *r = s->ss->conf->access;
+    int rule;
+    const char *name = req->name_len > 0 ? req->name : NULL;
+    access_right_t got = name ? access_decide(r, &s->view, &s->peer, name, req->name_len, &rule)
+                              : access_best(r, &s->view, &s->peer, &rule);
+    if (got >= need) return 1;
+    char why[PROTO_REPLY_MAX];
+    access_explain(r, rule, &s->peer, need, name, req->name_len, why, sizeof(why));
+    log_denied(s, req, rule, why);
+    s->ss->stats.denied++;
+    send_error(s, PROTO_ERR_DENIED, why);
+    return 0;
+}
+
+_Static_assert((int)PROTO_RIGHT_READ == (int)ACCESS_READ &&
+                   (int)PROTO_RIGHT_LOCK == (int)ACCESS_LOCK &&
+                   (int)PROTO_RIGHT_ADMIN == (int)ACCESS_ADMIN,
+               "proto.h's rights are access.h's");
+
 static void dispatch(session_t *s, const proto_request_t *req) {
     char line[PROTO_REPLY_MAX];
     int n;
 
     s->ss->stats.requests++;
     s->cmd = req->cmd;
+    if (!allowed(s, req)) return;
     if (req->cmd == PROTO_CMD_PING || req->cmd == PROTO_CMD_QUIT || req->cmd == PROTO_CMD_INFO ||
         req->cmd == PROTO_CMD_CANCEL)
         count_reply(s, SESSION_RESULT_OK);
@@ -639,6 +682,8 @@ static void on_close(uv_handle_t *handle) {
     sessions_t *ss = s->ss;
 
     LIST_REMOVE(s, all);
+    if (s->counted) access_users_leave(&ss->users, s->uid);
+    access_view_free(&s->view);
     proto_parser_free(&s->parser);
     buf_free(&s->in);
     buf_free(&s->out);
@@ -810,6 +855,10 @@ sessions_t *sessions_new(uv_loop_t *loop, const conf_t *conf, lockmgr_t *locks) 
     ss->keepalive.data = ss;
     uv_timer_init(loop, &ss->hangups);
     ss->hangups.data = ss;
+    if (access_users_init(&ss->users) != 0 || access_log_init(&ss->deny_log) != 0) {
+        log_error("out of memory");
+        abort(); /* at start only: main has nothing to unwind yet */
+    }
     return ss;
 }
 
@@ -854,6 +903,39 @@ static void reject(sessions_t *ss, uv_stream_t *server) {
     uv_close((uv_handle_t *)client, on_rejected_close);
 }
 
+/* max_clients_per_uid: 1 if s is refused (closed and freed), 0 if it is
+ * counted in. Groups are read from /proc at connect when rules exist. */
+static int refuse_per_uid(session_t *s) {
+    sessions_t *ss = s->ss;
+    int rc = access_users_join(&ss->users, s->uid, ss->conf->max_clients_per_uid);
+    if (rc == 0) {
+        s->counted = 1;
+        s->peer.uid = s->uid;
+        s->peer.gids[0] = s->gid;
+        s->peer.ngids = 1;
+        if (ss->conf->access->file_rules > 0) access_peer_read(&s->peer, s->pid, s->uid, s->gid);
+        return 0;
+    }
+    char line[PROTO_REPLY_MAX];
+    const char *why = rc > 0 ? "max_clients_per_uid reached" : "out of memory";
+    int n = proto_reply_error(line, sizeof(line), PROTO_ERR_LIMIT, why);
+    uv_buf_t b = uv_buf_init(line, (unsigned)n);
+    uv_try_write((uv_stream_t *)&s->pipe, &b, 1);
+    ss->stats.rejected++;
+    ss->stats.rejected_per_uid++;
+    uint64_t more;
+    if (access_log_deny(&ss->deny_log, s->uid, ACCESS_LOG_KEY_LIMIT, uv_now(ss->loop), &more)) {
+        char extra[96] = "";
+        if (more > 0)
+            snprintf(extra, sizeof(extra), " (and %llu more of uid %u in the last %d s)",
+                     (unsigned long long)more, (unsigned)s->uid, ACCESS_LOG_EVERY_MS / 1000);
+        log_warn("client (pid %d uid %u) refused: %s (%u)%s", (int)s->pid, (unsigned)s->uid,
+                 why, ss->conf->max_clients_per_uid, extra);
+    }
+    uv_close((uv_handle_t *)&s->pipe, on_rejected_close); /* s is first */
+    return 1;
+}
+
 void sessions_accept(sessions_t *ss, uv_stream_t *server) {
     if (ss->stats.connections >= ss->conf->max_clients || ss->closed_cb != NULL) {
         reject(ss, server);
@@ -871,8 +953,9 @@ void sessions_accept(sessions_t *ss, uv_stream_t *server) {
         uv_close((uv_handle_t *)&s->pipe, on_rejected_close); /* s is first */
         return;
     }
-    proto_parser_init(&s->parser, ss->conf->max_line);
     peer_credentials(s);
+    if (refuse_per_uid(s)) return;
+    proto_parser_init(&s->parser, ss->conf->max_line);
     s->id = ++ss->next_id;
     s->owner = lockmgr_owner_new(ss->locks, s->id, s->uid, on_lock_reply, on_lock_event, s);
     if (s->owner == NULL) {
@@ -916,7 +999,10 @@ void sessions_close_all(sessions_t *ss, void (*done)(void *data), void *data) {
 
 static void on_sessions_handle_close(uv_handle_t *handle) {
     sessions_t *ss = handle->data;
-    if (--ss->closing_handles == 0) free(ss);
+    if (--ss->closing_handles != 0) return;
+    access_users_free(&ss->users);
+    access_log_free(&ss->deny_log);
+    free(ss);
 }
 
 /* Frees ss once its own handles are closed; the loop must run on. */

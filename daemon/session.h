@@ -31,7 +31,9 @@ typedef struct sessions_s sessions_t;
 typedef struct sessions_stats_s {
     uint64_t connections;       /* open now */
     uint64_t connections_total; /* accepted since start */
-    uint64_t rejected;          /* refused at max_clients */
+    uint64_t rejected;          /* refused at max_clients or max_clients_per_uid */
+    uint64_t rejected_per_uid;  /* ... at max_clients_per_uid */
+    uint64_t denied;            /* requests answered ERR DENIED by the access rules */
     uint64_t requests;
     uint64_t errors;            /* ERR replies */
     uint64_t output_overflows;  /* closed past max_output */

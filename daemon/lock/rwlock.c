@@ -89,6 +89,10 @@ static void rw_acquire(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_requ
         lock_answer_error(m, o, LOCK_ERR_LIMIT, LOCK_WHY_MAX_LOCKS, 0);
         return;
     }
+    if (lock_acct_new_hold(m, o) != LOCK_WHY_NONE) {
+        lock_answer_error(m, o, LOCK_ERR_LIMIT, LOCK_WHY_MAX_LOCKS_UID, 0);
+        return;
+    }
     lock_op_t *op = lock_op_new(m, o, l, req, BACKEND_ACQUIRE, LOCK_MODE_READ, downgrade_done);
     if (op == NULL) return;
     /* A queued release of an older read hold would run after it. */

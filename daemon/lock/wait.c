@@ -28,6 +28,7 @@ static void wait_unlink(wait_t *w) {
     TAILQ_REMOVE(&l->q->waiters, w, link);
     w->queued = 0;
     l->mgr->waiting--;
+    if (w->owner != NULL) lock_acct_waiting(w->owner, -1);
 }
 
 void lock_watch(lock_t *l, backend_mode_t mode, uint64_t owner) {
@@ -396,8 +397,12 @@ void lock_start_wait(lockmgr_t *m, lock_owner_t *o, lock_req_kind_t kind, lock_m
         lock_answer_error(m, o, LOCK_ERR_LIMIT, LOCK_WHY_MAX_LOCKS, 0);
         return;
     }
-    if (m->waiting >= m->conf->max_waiters) {
-        lock_answer_error(m, o, LOCK_ERR_LIMIT, LOCK_WHY_MAX_WAITERS, 0);
+    lock_why_t why = LOCK_WHY_NONE;
+    if (m->waiting >= m->conf->max_waiters) why = LOCK_WHY_MAX_WAITERS;
+    else if (!(k->permits && lock_hold_of(l, o, mode) != NULL)) why = lock_acct_new_hold(m, o);
+    if (why == LOCK_WHY_NONE) why = lock_acct_new_wait(m, o);
+    if (why != LOCK_WHY_NONE) {
+        lock_answer_error(m, o, LOCK_ERR_LIMIT, why, 0);
         return;
     }
     if (!backend_available(m->backend, name, len)) {
@@ -438,6 +443,7 @@ void lock_start_wait(lockmgr_t *m, lock_owner_t *o, lock_req_kind_t kind, lock_m
     TAILQ_INSERT_TAIL(&l->q->waiters, w, link);
     w->queued = 1;
     m->waiting++;
+    lock_acct_waiting(o, 1);
     o->pending = &w->hdr;
     if (kind == LOCK_REQ_TRYLOCK && wait_ms > 0)
         timers_start(m->timers, &w->deadline, wait_ms, on_wait_deadline);

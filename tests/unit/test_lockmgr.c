@@ -1505,16 +1505,16 @@ START_TEST(test_status) {
 }
 END_TEST
 
-START_TEST(test_force_denied_for_non_admin) {
+/* Who may FORCEUNLOCK is the session's to check (conf/access.h): the lock
+ * manager does what it is asked. */
+START_TEST(test_force_not_checked_here) {
     client_t *a = client(), *u = client_uid(1000);
     lock_ok(a, "f", 0);
-    size_t ops = fake_log_len(fb);
-    ck_assert_int_eq(request(u, LOCK_REQ_FORCE, "f", 0, 0), 1);
-    lock_reply_t r = expect_error(u, LOCK_ERR_DENIED);
-    why_is(&r, LOCK_WHY_FORCE_DENIED, -1);
-    ck_assert_uint_eq(fake_log_len(fb), ops);
-    no_event(a);
-    ck_assert_uint_eq(lockmgr_owner_held(a->o), 1);
+    ck_assert_int_eq(request(u, LOCK_REQ_FORCE, "f", 0, 0), 0);
+    queued_is(0, BACKEND_FORCE, "f", u);
+    fake_run(fb);
+    expect_value(u, 1);
+    expect_event(a, "f", LOCK_LOST_FORCED);
 }
 END_TEST
 
@@ -1545,15 +1545,13 @@ START_TEST(test_force_by_root) {
 END_TEST
 
 START_TEST(test_force_by_admin_uid) {
-    client_t *adm = client_uid(4242), *other = client_uid(4343);
+    client_t *adm = client_uid(4242);
     conf.admin_uids[conf.admin_uids_count++] = 4242;
     fake_take(fb, "f", "other", 5000);
     ck_assert_int_eq(request(adm, LOCK_REQ_FORCE, "f", 0, 0), 0);
     fake_run(fb);
     expect_value(adm, 1);
     ck_assert_int_eq(fake_pttl(fb, "f"), -2);
-    ck_assert_int_eq(request(other, LOCK_REQ_FORCE, "f", 0, 0), 1);
-    expect_error(other, LOCK_ERR_DENIED);
 }
 END_TEST
 
@@ -1591,6 +1589,45 @@ START_TEST(test_limit_waiters) {
     drop(b);
     ck_assert_int_eq(lock_req(d, "w", 0), 0);
     ck_assert_uint_eq(stats().waiters, 2);
+}
+END_TEST
+
+/* max_locks_per_uid counts the holds of all of one uid's owners; another
+ * uid is not touched, and a released hold makes room. */
+START_TEST(test_limit_locks_per_uid) {
+    client_t *a = client_uid(1000), *b = client_uid(1000), *c = client_uid(1001);
+    conf.max_locks_per_uid = 2;
+    lock_ok(a, "u1", 0);
+    lock_ok(b, "u2", 0);
+    size_t ops = fake_log_len(fb);
+    ck_assert_int_eq(lock_req(a, "u3", 0), 1);
+    lock_reply_t r = expect_error(a, LOCK_ERR_LIMIT);
+    why_is(&r, LOCK_WHY_MAX_LOCKS_UID, -1);
+    ck_assert_uint_eq(fake_log_len(fb), ops);
+    lock_ok(c, "u3", 0);
+    /* Reentry is not a new lock. */
+    ck_assert_int_eq(lock_req(a, "u1", 0), 0);
+    fake_run(fb);
+    expect_granted(a, 2);
+    drop(b);
+    lock_ok(a, "u4", 0);
+}
+END_TEST
+
+/* max_waiters_per_uid: one uid's queued requests together. */
+START_TEST(test_limit_waiters_per_uid) {
+    client_t *h = client(), *a = client_uid(1000), *b = client_uid(1000),
+             *c = client_uid(1001);
+    conf.max_waiters_per_uid = 1;
+    lock_ok(h, "w", 0);
+    ck_assert_int_eq(lock_req(a, "w", 0), 0);
+    ck_assert_int_eq(lock_req(b, "w", 0), 1);
+    lock_reply_t r = expect_error(b, LOCK_ERR_LIMIT);
+    why_is(&r, LOCK_WHY_MAX_WAITERS_UID, -1);
+    ck_assert_int_eq(lock_req(c, "w", 0), 0); /* another uid waits */
+    ck_assert_uint_eq(stats().waiters, 2);
+    drop(a);
+    ck_assert_int_eq(lock_req(b, "w", 0), 0);
 }
 END_TEST
 
@@ -2291,13 +2328,15 @@ static Suite *lockmgr_suite(void) {
 
     TC("status_force");
     tcase_add_test(tc, test_status);
-    tcase_add_test(tc, test_force_denied_for_non_admin);
+    tcase_add_test(tc, test_force_not_checked_here);
     tcase_add_test(tc, test_force_by_root);
     tcase_add_test(tc, test_force_by_admin_uid);
 
     TC("limits");
     tcase_add_test(tc, test_limit_locks_per_client);
     tcase_add_test(tc, test_limit_waiters);
+    tcase_add_test(tc, test_limit_locks_per_uid);
+    tcase_add_test(tc, test_limit_waiters_per_uid);
     tcase_add_test(tc, test_backend_down_at_once);
 
     TC("shutdown");
