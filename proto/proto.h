@@ -20,7 +20,10 @@
 
 /* The right a verb needs on its name (conf/access.h's rights, in order;
  * a verb without a name needs it on some name): NONE, READ (it only
- * looks), LOCK (it takes, waits for, renews or releases), ADMIN. */
+ * looks), LOCK (it takes, waits for or renews), ADMIN. A release needs
+ * none: it touches only the connection's own holds (ERR NOTHELD
+ * otherwise), and a hold kept through a reload that took the right away
+ * must still be released. */
 typedef enum {
     PROTO_RIGHT_NONE = 0,
     PROTO_RIGHT_READ,
@@ -34,7 +37,7 @@ typedef enum {
     XX(PING, "PING", 0, 0, NONE, "PING")                                     \
     XX(LOCK, "LOCK", 1, 2, LOCK, "LOCK <name> [<lease_ms>]")                 \
     XX(TRYLOCK, "TRYLOCK", 1, 3, LOCK, "TRYLOCK <name> [<wait_ms> [<lease_ms>]]") \
-    XX(UNLOCK, "UNLOCK", 1, 1, LOCK, "UNLOCK <name>")                        \
+    XX(UNLOCK, "UNLOCK", 1, 1, NONE, "UNLOCK <name>")                        \
     XX(RENEW, "RENEW", 1, 2, LOCK, "RENEW <name> [<lease_ms>]")              \
     XX(STATUS, "STATUS", 1, 1, READ, "STATUS <name>")                        \
     XX(WHO, "WHO", 1, 1, READ, "WHO <name>")                                 \
@@ -43,13 +46,13 @@ typedef enum {
     XX(WLOCK, "WLOCK", 1, 2, LOCK, "WLOCK <name> [<lease_ms>]")              \
     XX(TRYRLOCK, "TRYRLOCK", 1, 3, LOCK, "TRYRLOCK <name> [<wait_ms> [<lease_ms>]]") \
     XX(TRYWLOCK, "TRYWLOCK", 1, 3, LOCK, "TRYWLOCK <name> [<wait_ms> [<lease_ms>]]") \
-    XX(RUNLOCK, "RUNLOCK", 1, 1, LOCK, "RUNLOCK <name>")                     \
-    XX(WUNLOCK, "WUNLOCK", 1, 1, LOCK, "WUNLOCK <name>")                     \
+    XX(RUNLOCK, "RUNLOCK", 1, 1, NONE, "RUNLOCK <name>")                     \
+    XX(WUNLOCK, "WUNLOCK", 1, 1, NONE, "WUNLOCK <name>")                     \
     XX(SEMINIT, "SEMINIT", 2, 2, LOCK, "SEMINIT <name> <permits>")           \
     XX(ACQUIRE, "ACQUIRE", 2, 3, LOCK, "ACQUIRE <name> <permits> [<lease_ms>]") \
     XX(TRYACQUIRE, "TRYACQUIRE", 2, 4, LOCK,                                 \
        "TRYACQUIRE <name> <permits> [<wait_ms> [<lease_ms>]]")               \
-    XX(RELEASE, "RELEASE", 2, 2, LOCK, "RELEASE <name> <permits>")           \
+    XX(RELEASE, "RELEASE", 2, 2, NONE, "RELEASE <name> <permits>")           \
     XX(FAIRLOCK, "FAIRLOCK", 1, 2, LOCK, "FAIRLOCK <name> [<lease_ms>]")     \
     XX(TRYFAIRLOCK, "TRYFAIRLOCK", 1, 3, LOCK,                               \
        "TRYFAIRLOCK <name> [<wait_ms> [<lease_ms>]]")                        \
