@@ -416,7 +416,7 @@ $(BUILD)/fuzz/fuzz_proto: tests/fuzz/fuzz_proto.c $(PROTO_SRC) proto/proto.h
 	$(call say,FUZZ,$@)
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz/fuzz_proto.c $(PROTO_SRC)
 
-$(BUILD)/fuzz/fuzz_conf: tests/fuzz/fuzz_conf.c $(CONF_SRC) conf/conf.h
+$(BUILD)/fuzz/fuzz_conf: tests/fuzz/fuzz_conf.c $(CONF_SRC) conf/conf.h conf/access.h
 	@mkdir -p $(dir $@)
 	$(call say,FUZZ,$@)
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ tests/fuzz/fuzz_conf.c $(CONF_SRC) \

@@ -1,4 +1,4 @@
-/* libFuzzer target for conf/: the INI loader and the redis URL parser.
+/* libFuzzer target for conf/: the INI loader (with the [access] rules) and the redis URL parser.
  * SPDX-License-Identifier: MIT
  *
  * The input is read as a config file named "fuzz" (through fmemopen, no
@@ -79,6 +79,43 @@ static void check_conf(const conf_t *c) {
     CHECK(terminated(c->tls_server_name, sizeof(c->tls_server_name)));
 }
 
+/* The [access] rules after conf_finish: every rule well formed, every
+ * glob one access_glob_check() takes, the built-in ones present, and
+ * matching (with and without a view, for the globs themselves as names)
+ * agreeing and never above admin; the checks of dlockd -t run. */
+static void on_warning(void *data, const char *msg) {
+    (void)data;
+    CHECK(strncmp(msg, "fuzz:", 5) == 0);
+}
+
+static void check_access(const conf_t *c) {
+    const access_rules_t *r = c->access;
+    char err[ACCESS_ERR_LEN];
+    CHECK(r != NULL && r->finished && r->file_rules <= ACCESS_RULES_MAX);
+    CHECK(r->count >= r->file_rules + 1); /* uid 0's, at least */
+    access_peer_t peer = {.uid = 1000, .gids = {1000, 0}, .ngids = 2};
+    access_view_t view = {0};
+    for (size_t i = 0; i < r->count; i++) {
+        const access_rule_t *x = &r->rules[i];
+        CHECK(x->right >= ACCESS_READ && x->right <= ACCESS_ADMIN);
+        CHECK(x->who <= ACCESS_WHO_GID);
+        CHECK(x->nglobs >= 1 && x->nglobs <= ACCESS_GLOBS_MAX);
+        CHECK(terminated(x->principal, sizeof(x->principal)));
+        CHECK(x->from != ACCESS_FROM_FILE || x->line >= 1);
+        for (size_t g = 0; g < x->nglobs; g++) {
+            CHECK(access_glob_check(x->globs[g], err, sizeof(err)) == 0);
+            int a, b;
+            const char *name = x->globs[g];
+            access_right_t ra = access_decide(r, &view, &peer, name, strlen(name), &a);
+            access_right_t rb = access_decide(r, NULL, &peer, name, strlen(name), &b);
+            CHECK(ra == rb && ra <= ACCESS_ADMIN);
+            CHECK((a < 0) == (ra == ACCESS_NONE) && (b < 0) == (rb == ACCESS_NONE));
+        }
+    }
+    access_view_free(&view);
+    access_rules_check(r, "fuzz", on_warning, NULL);
+}
+
 /* A reload from the defaults to c: each changed key in the list for what a
  * reload does with it; once the live ones are copied, only the restart-only
  * ones differ. c against itself: no change. */
@@ -114,6 +151,38 @@ static void check_load_error(const char *err, const uint8_t *data, size_t size) 
     CHECK(line >= 1 && (size_t)line <= lines);
 }
 
+/* conf_finish on a loaded c, and what must hold after it. */
+static void fuzz_finish(conf_t *c, char *err) {
+    err[0] = '\0';
+    if (conf_finish(c, err, CONF_ERR_LEN) != 0) {
+        /* Only these rules can fail here: reading password_file (the
+         * input may name any path), the TLS rules, and the renewal period. */
+        CHECK(err[0] != '\0');
+        if (strncmp(err, "password_file", 13) == 0) {
+            CHECK(c->password_file[0] != '\0');
+            return;
+        }
+        if (strstr(err, "rediss://") != NULL) {
+            CHECK(c->url_tls && c->tls_key == 0);
+            return;
+        }
+        if (strncmp(err, "tls applies to TCP", 18) == 0) {
+            CHECK(c->redis_kind == CONF_REDIS_UNIX);
+            return;
+        }
+        if (strncmp(err, "tls_cert_file and tls_key_file", 30) == 0) {
+            CHECK((c->tls_cert_file[0] != '\0') != (c->tls_key_file[0] != '\0'));
+            return;
+        }
+        CHECK(strncmp(err, "renew_every_ms", 14) == 0);
+        CHECK(c->renew_every_ms >= c->lease_ms);
+        return;
+    }
+    check_conf(c);
+    check_access(c);
+    check_diff(c);
+}
+
 static void fuzz_load(const uint8_t *data, size_t size) {
     conf_t c;
     char err[CONF_ERR_LEN];
@@ -128,35 +197,10 @@ static void fuzz_load(const uint8_t *data, size_t size) {
     if (rc != 0) {
         CHECK(rc == -1);
         check_load_error(err, data, size);
-        return;
+    } else {
+        fuzz_finish(&c, err);
     }
-    err[0] = '\0';
-    if (conf_finish(&c, err, sizeof(err)) != 0) {
-        /* Only these rules can fail here: reading password_file (the
-         * input may name any path), the TLS rules, and the renewal period. */
-        CHECK(err[0] != '\0');
-        if (strncmp(err, "password_file", 13) == 0) {
-            CHECK(c.password_file[0] != '\0');
-            return;
-        }
-        if (strstr(err, "rediss://") != NULL) {
-            CHECK(c.url_tls && c.tls_key == 0);
-            return;
-        }
-        if (strncmp(err, "tls applies to TCP", 18) == 0) {
-            CHECK(c.redis_kind == CONF_REDIS_UNIX);
-            return;
-        }
-        if (strncmp(err, "tls_cert_file and tls_key_file", 30) == 0) {
-            CHECK((c.tls_cert_file[0] != '\0') != (c.tls_key_file[0] != '\0'));
-            return;
-        }
-        CHECK(strncmp(err, "renew_every_ms", 14) == 0);
-        CHECK(c.renew_every_ms >= c.lease_ms);
-        return;
-    }
-    check_conf(&c);
-    check_diff(&c);
+    conf_free(&c);
 }
 
 static void fuzz_url(const uint8_t *data, size_t size) {
