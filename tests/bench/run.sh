@@ -85,6 +85,11 @@
 #      Targets, as ratios: connections >= 8x fewer than the best peer,
 #      Redis CPU per pair <= 0.5x redis-py's, hand-offs per command sent
 #      >= 3x redis-py's (16 hot names).
+#  13. Access rules: the throughput of 2. (50 connections, LOCK/UNLOCK
+#      pairs) through a dlockd with 50 [access] rules against one with
+#      none, rounds none/rules/rules/none/rules/none/none/rules, the load generator as a uid that
+#      is not root (BENCH_ACCESS_UID, 65534, through setpriv when the bench
+#      runs as root). Target: >= 0.95x.
 #
 # Knobs (environment): BENCH_SECONDS (throughput, 10), BENCH_PEER_SECONDS
 # (8), BENCH_SCALE_WINDOW (30), BENCH_SCALE_CONNS (10000), BENCH_HERD_CLIENTS
@@ -92,9 +97,10 @@
 # BENCH_CLUSTER_SECONDS (9., per round, 5), BENCH_QUORUM_SECONDS (10., per
 # round, 5), BENCH_KIND_SECONDS (11., per round, 5), BENCH_FAIR_ROUNDS (11., 2000),
 # BENCH_FLEET_HOSTS (12., 32), BENCH_FLEET_CLIENTS (12., per host, 8),
-# BENCH_FLEET_SECONDS (12., per run, 4), BENCH_BUILD_DIR (default: the directory of DLOCK_BENCH_BIN),
+# BENCH_FLEET_SECONDS (12., per run, 4), BENCH_ACCESS_SECONDS (13., per round, 5),
+# BENCH_ACCESS_UID (13., 65534), BENCH_BUILD_DIR (default: the directory of DLOCK_BENCH_BIN),
 # BENCH_ONLY (unset: every section; else a comma-separated list of the
-# sections to run, among 1-3, 4, 5, 6, 7, 8, 9, 10, 11 and 12, e.g.
+# sections to run, among 1-3, 4, 5, 6, 7, 8, 9, 10, 11, 12 and 13, e.g.
 # BENCH_ONLY=1-3,11: sections 1 to 3 run together, as 2 and 3 are set
 # against the figures of 1 and 2; the report's rows are numbered in the
 # order they ran).
@@ -128,6 +134,10 @@ QU_N=3
 QU_LEASE=3000
 QU_HANDOFFS=2000
 KI_S=${BENCH_KIND_SECONDS:-5}
+# 13: seconds of each access-rules round, and the uid the load generator
+# runs as when the bench runs as root
+AC_S=${BENCH_ACCESS_SECONDS:-4}
+AC_UID=${BENCH_ACCESS_UID:-65534}
 KI_NAME=catalog
 KI_FAIR_N=${BENCH_FAIR_ROUNDS:-2000}
 FL_HOSTS=${BENCH_FLEET_HOSTS:-32}
@@ -426,8 +436,8 @@ node_peers_ready() {
 # ---- preflight --------------------------------------------------------------
 
 cd "$root" || fatal "cannot cd to $root"
-[[ -z $ONLY || $ONLY =~ ^(1-3|[4-9]|1[0-2])(,(1-3|[4-9]|1[0-2]))*$ ]] ||
-    fatal "BENCH_ONLY='$ONLY': expected a comma-separated list of 1-3, 4, 5, 6, 7, 8, 9, 10, 11, 12"
+[[ -z $ONLY || $ONLY =~ ^(1-3|[4-9]|1[0-3])(,(1-3|[4-9]|1[0-3]))*$ ]] ||
+    fatal "BENCH_ONLY='$ONLY': expected a comma-separated list of 1-3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13"
 [ -x "$DLOCKD" ] || fatal "no dlockd binary at $DLOCKD (make build/dlockd)"
 [ -x "$BENCH" ] || fatal "no dlock-bench binary at $BENCH"
 # The commands dlockd's scripts run inside Redis (redis.call, and the
@@ -459,7 +469,7 @@ redis_version=$(rcli INFO server | awk -F: '/^redis_version/ { sub(/\r/, "", $2)
 # Sections 1 to 6 share the redis-server on the Unix socket and dlockd main
 # (each starts it when it needs it); 2 and 3 use the figures of 1 and 2.
 if want 1-3; then
-    say "== 1/12 Redis ceiling: dlockd's acquire script under redis-benchmark"
+    say "== 1/13 Redis ceiling: dlockd's acquire script under redis-benchmark"
     # The acquire script as the build composed it from daemon/backend/lua/.
     cp "$(dirname "$DLOCKD")/gen/lua/acquire.lua" "$T/acquire.lua" 2>/dev/null
     [ -s "$T/acquire.lua" ] || fatal "no $(dirname "$DLOCKD")/gen/lua/acquire.lua: build dlockd first"
@@ -489,7 +499,7 @@ if want 1-3; then
 
 # ---- 2. uncontended throughput ------------------------------------------------
 
-    say "== 2/12 dlockd uncontended throughput: 50 connections, ${TP_S} s"
+    say "== 2/13 dlockd uncontended throughput: 50 connections, ${TP_S} s"
     tp="" redis_pair_us=""
     ev0=$(evalsha_stat) ds0=$(cpu_split "${DPID[main]}")
     c0=$(now_s) d0=$(cpu_ticks "${DPID[main]}") r0=$(cpu_ticks "$REDIS_PID")
@@ -545,7 +555,7 @@ if want 1-3; then
 
 # ---- 3. peers -------------------------------------------------------------------
 
-    say "== 3/12 peers on the same Redis: 8 processes (redis-py, dlockd's Python and C clients); 50 async loops (node)"
+    say "== 3/13 peers on the same Redis: 8 processes (redis-py, dlockd's Python and C clients); 50 async loops (node)"
     ensure_dlockd main
     # 8 processes, one connection each, each looping on a name of its own.
     redispy_ready
@@ -684,7 +694,7 @@ fi
 # ---- 4. hand-off ----------------------------------------------------------------
 
 if want 4; then
-    say "== 4/12 hand-off latency"
+    say "== 4/13 hand-off latency"
     ensure_dlockd main
     if run_bench handoff-local 120 handoff -s "${DSOCK[main]}" -n 2000; then
         check "hand-off, one daemon: p50 (UNLOCK written -> waiter's OK read)" "$(kv "$OUT" p50_us)" " us" "<=" 150
@@ -713,7 +723,7 @@ fi
 # ---- 5. scale -------------------------------------------------------------------
 
 if want 5; then
-    say "== 5/12 scale: $SCALE_C connections x $SCALE_L locks, lease ${SCALE_LEASE} ms, ${SCALE_WIN} s window"
+    say "== 5/13 scale: $SCALE_C connections x $SCALE_L locks, lease ${SCALE_LEASE} ms, ${SCALE_WIN} s window"
     stop_dlockd main # nothing but the scale daemon talks to Redis now
     flush_redis
     start_dlockd scale "$(printf '[lock]\nlease_ms = %s\n' "$SCALE_LEASE")"
@@ -786,7 +796,7 @@ fi
 # ---- 6. herd --------------------------------------------------------------------
 
 if want 6; then
-    say "== 6/12 herd: $HERD_C waiters on one lock"
+    say "== 6/13 herd: $HERD_C waiters on one lock"
     ensure_dlockd main
     if run_bench herd 120 herd -s "${DSOCK[main]}" -c "$HERD_C" -R "$RSOCK"; then
         hms=$(kv "$OUT" herd_ms) sent=$(kv "$OUT" redis_sent_commands) total=$(kv "$OUT" redis_total_commands)
@@ -807,7 +817,7 @@ stop_dlockd main # left running by 1-3 or 4 without 6
 # ---- 7. replicas: the price of WAIT ---------------------------------------------
 
 if want 7; then
-    say "== 7/12 replicas: pairs/s on a primary with one replica (TCP), replicas_ack auto/0/0/auto, ${REPL_S} s each"
+    say "== 7/13 replicas: pairs/s on a primary with one replica (TCP), replicas_ack auto/0/0/auto, ${REPL_S} s each"
     read -r RP_PORT RR_PORT <<<"$(free_ports 2)"
     need "$RP_PORT" "a free TCP port"
     need "$RR_PORT" "a free TCP port"
@@ -875,7 +885,7 @@ fi
 # ---- 8. failover --------------------------------------------------------------------
 
 if want 8; then
-    say "== 8/12 failover: SIGKILL the primary under Sentinel, $FO_RUNS runs (down-after-milliseconds $FO_DOWN_AFTER_MS)"
+    say "== 8/13 failover: SIGKILL the primary under Sentinel, $FO_RUNS runs (down-after-milliseconds $FO_DOWN_AFTER_MS)"
     fo_rc=0
     fo_out=$(timeout -k 5 $((FO_RUNS * 60 + 30)) "$PY" - "$root" "$DLOCKD" "$T" "$FO_RUNS" "$FO_DOWN_AFTER_MS" \
         2>"$T/failover.err" <<'PYEOF'
@@ -1035,7 +1045,7 @@ fi
 # ---- 9. cluster -----------------------------------------------------------------------
 
 if want 9; then
-    say "== 9/12 cluster: $CL_N primaries against one standalone redis-server (TCP), rounds standalone/cluster/cluster/standalone, ${CL_S} s each; the watchdog on the cluster"
+    say "== 9/13 cluster: $CL_N primaries against one standalone redis-server (TCP), rounds standalone/cluster/cluster/standalone, ${CL_S} s each; the watchdog on the cluster"
     # The most ops in one script call, and in one watchdog batch.
     SCRIPTS_BATCH=$(awk '$1 == "#define" && $2 == "SCRIPTS_BATCH_MAX" { print $3 }' daemon/backend/scripts.h)
     RENEW_BATCH=$(awk '$1 == "#define" && $2 == "LOCKMGR_RENEW_BATCH" { print $3 }' daemon/lock/lockmgr.h)
@@ -1237,7 +1247,7 @@ fi
 # ---- 10. quorum ------------------------------------------------------------------------
 
 if want 10; then
-    say "== 10/12 quorum: $QU_N independent redis-servers against one standalone redis-server (TCP), rounds standalone/quorum/quorum/standalone, ${QU_S} s each; hand-off on both"
+    say "== 10/13 quorum: $QU_N independent redis-servers against one standalone redis-server (TCP), rounds standalone/quorum/quorum/standalone, ${QU_S} s each; hand-off on both"
     read -r -a qu_free <<<"$(free_ports $((QU_N + 1)))"
     ((${#qu_free[@]} == QU_N + 1)) || fatal "free_ports gave '${qu_free[*]}'"
     for p in "${qu_free[@]}"; do need "$p" "a free TCP port"; done
@@ -1401,7 +1411,7 @@ fi
 # ---- 11. lock kinds ----------------------------------------------------------------
 
 if want 11; then
-    say "== 11/12 lock kinds: read locks of one name and a semaphore's permits (50 connections) against LOCK/UNLOCK of 50 names, rounds plain/read/sem/sem10/plain, ${KI_S} s each"
+    say "== 11/13 lock kinds: read locks of one name and a semaphore's permits (50 connections) against LOCK/UNLOCK of 50 names, rounds plain/read/sem/sem10/plain, ${KI_S} s each"
     d="$T/kinds"
     mkdir -p "$d"
     redis-server --port 0 --unixsocket "$d/redis.sock" --unixsocketperm 700 --save "" --appendonly no \
@@ -1619,7 +1629,7 @@ fleet_phase() {
 }
 
 if want 12; then
-    say "== 12/12 fleet: $FL_HOSTS hosts x $FL_CLIENTS client processes on one Redis (dlockd, redis-py, node peers), on $FL_NAMES names and on $FL_HOT hot names, ${FL_S} s each"
+    say "== 12/13 fleet: $FL_HOSTS hosts x $FL_CLIENTS client processes on one Redis (dlockd, redis-py, node peers), on $FL_NAMES names and on $FL_HOT hot names, ${FL_S} s each"
     stop_dlockd main
     redispy_ready
     node_peers_ready
@@ -1723,6 +1733,82 @@ if want 12; then
     else
         skipped "$label" "skipped (no redis-py or no figures)" ">= 3x"
     fi
+fi
+
+# ---- 13. access rules ---------------------------------------------------------------
+# The throughput of 2. with 50 [access] rules against none, on one Redis, in
+# four rounds: none, rules, rules, none. The load generator runs as a uid
+# that is not root (root administers whatever the rules say, so its requests
+# would not be matched): as itself when it is not root, else as uid
+# AC_UID through setpriv, from a copy in a directory it can reach.
+if want 13; then
+    say "== 13/13 access rules: LOCK+UNLOCK pairs/s with 50 [access] rules against none, rounds none/rules/rules/none/rules/none/none/rules, ${AC_S} s each"
+    ac_run=("$BENCH")
+    if [ "$(id -u)" = 0 ]; then
+        command -v setpriv >/dev/null || fatal "section 13 needs setpriv (util-linux) to run as uid $AC_UID"
+        chmod 711 "$T"
+        mkdir -p "$T/pub"
+        chmod 755 "$T/pub"
+        cp "$BENCH" "$T/pub/dlock-bench"
+        chmod 755 "$T/pub/dlock-bench"
+        ac_run=(setpriv --reuid="$AC_UID" --regid="$AC_UID" --clear-groups "$T/pub/dlock-bench")
+        ac_uid=$AC_UID
+    else
+        ac_uid=$(id -u)
+    fi
+    # 48 rules for other users and a group, a rule for everyone, and the
+    # load generator's own (its names are k<N>) last.
+    ac_rules="[access]"$'\n'
+    for ((i = 0; i < 48; i++)); do
+        ac_rules+="uid:$((71000 + i)) = lock svc$i/* svc$i-batch/* shared/svc$i-*"$'\n'
+    done
+    ac_rules+="gid:71999 = read *"$'\n'"* = read status/*"$'\n'"uid:$ac_uid = lock k* tmp/*"$'\n'
+    ac_server=$'[server]\nsocket_mode = 0666\n'
+    start_dlockd acnone "$ac_server"
+    start_dlockd acrules "$ac_server$ac_rules"
+    nrules=$(grep -c ' = ' "$T/acrules.conf")
+    ((nrules >= 50)) || fatal "section 13: $nrules rules in acrules.conf, wanted 50"
+    ac_none=() ac_with=() ac_cpu_none=0 ac_cpu_with=0 ac_pairs_none=0 ac_pairs_with=0
+    # ABBA BAAB: each configuration runs as often early as late, so that
+    # a machine whose load drifts during the section favours neither.
+    for round in none rules rules none rules none none rules; do
+        name=acnone
+        [ "$round" = rules ] && name=acrules
+        t0=$(cpu_ticks "${DPID[$name]}")
+        if OUT=$(timeout -k 5 $((AC_S + 40)) "${ac_run[@]}" throughput -s "${DSOCK[$name]}" -c 50 -d "$AC_S" -w 1 2>"$T/bench-access-$round.err"); then
+            t1=$(cpu_ticks "${DPID[$name]}")
+            v=$(kv "$OUT" pairs_per_sec) all=$(kv "$OUT" all_pairs)
+            need "$v" "access $round pairs_per_sec"
+            need "$all" "access $round all_pairs"
+            say "bench: access $round round: $v pairs/s"
+            if [ "$round" = rules ]; then
+                ac_with+=("$v")
+                ac_cpu_with=$((ac_cpu_with + t1 - t0)) ac_pairs_with=$((ac_pairs_with + all))
+            else
+                ac_none+=("$v")
+                ac_cpu_none=$((ac_cpu_none + t1 - t0)) ac_pairs_none=$((ac_pairs_none + all))
+            fi
+        else
+            problem "access $round: $(tr '\n' ' ' <"$T/bench-access-$round.err")"
+        fi
+    done
+    denied=$(grep -c ' denied ' "$T/dlockd-acrules.log")
+    ((denied == 0)) || problem "access: $denied requests denied under the bench's rules"
+    if ((${#ac_none[@]} == 4 && ${#ac_with[@]} == 4)); then
+        none=$(calc "(${ac_none[0]} + ${ac_none[1]} + ${ac_none[2]} + ${ac_none[3]}) / 4" 0)
+        with=$(calc "(${ac_with[0]} + ${ac_with[1]} + ${ac_with[2]} + ${ac_with[3]}) / 4" 0)
+        info "access: LOCK+UNLOCK pairs/s, no rules / 50 rules (uid $ac_uid, 50 connections; rounds ${ac_none[*]} / ${ac_with[*]})" "$none/s / $with/s"
+        if ((ac_pairs_none > 0 && ac_pairs_with > 0)); then
+            # CPU time per pair: steadier than pairs/s on a shared machine.
+            info "access: dlockd CPU per pair, no rules / 50 rules" \
+                "$(calc "$ac_cpu_none / $clk_tck * 1000000 / $ac_pairs_none" 2) / $(calc "$ac_cpu_with / $clk_tck * 1000000 / $ac_pairs_with" 2) us"
+        fi
+        check "access: pairs/s with 50 [access] rules / with none" "$(calc "$with / $none" 3)" "" ">=" 0.95
+    else
+        failed "access: pairs/s with 50 [access] rules / with none" "see problems" ">= 0.95"
+    fi
+    stop_dlockd acnone
+    stop_dlockd acrules
 fi
 
 # ---- report ---------------------------------------------------------------------
