@@ -41,6 +41,18 @@ access_rules_t *access_rules_new(void) {
 static void rule_free(access_rule_t *rule) {
     for (size_t i = 0; i < rule->nglobs; i++) free(rule->globs[i]);
     free(rule->globs);
+    free(rule->prefix);
+}
+
+/* The bytes of glob before its first special character. */
+static size_t literal_prefix(const char *glob) {
+    return strcspn(glob, "*?[\\");
+}
+
+/* For a glob "<literal>*", the literal's length, else ACCESS_NO_PREFIX. */
+static size_t star_prefix(const char *glob) {
+    size_t len = strlen(glob), lit = literal_prefix(glob);
+    return len > 0 && lit == len - 1 && glob[len - 1] == '*' ? lit : ACCESS_NO_PREFIX;
 }
 
 void access_rules_free(access_rules_t *r) {
@@ -236,9 +248,12 @@ int access_rules_add(access_rules_t *r, const char *key, const char *value, int 
                    ACCESS_GLOBS_MAX);
             goto fail;
         }
-        if (rule.nglobs == 0 && (rule.globs = calloc(ACCESS_GLOBS_MAX, sizeof(char *))) == NULL)
+        if (rule.nglobs == 0 &&
+            ((rule.globs = calloc(ACCESS_GLOBS_MAX, sizeof(char *))) == NULL ||
+             (rule.prefix = calloc(ACCESS_GLOBS_MAX, sizeof(size_t))) == NULL))
             goto nomem;
         if ((rule.globs[rule.nglobs] = strdup(glob)) == NULL) goto nomem;
+        rule.prefix[rule.nglobs] = star_prefix(glob);
         rule.nglobs++;
         if (strcmp(glob, "*") == 0) rule.any_name = 1;
     }
@@ -264,7 +279,8 @@ static int add_builtin(access_rules_t *r, access_who_t who, uint32_t id, access_
                           .any_name = 1, .nglobs = 1};
     snprintf(rule.principal, sizeof(rule.principal), "%s", principal);
     rule.globs = calloc(1, sizeof(char *));
-    if (rule.globs == NULL || (rule.globs[0] = strdup("*")) == NULL ||
+    rule.prefix = calloc(1, sizeof(size_t));
+    if (rule.globs == NULL || rule.prefix == NULL || (rule.globs[0] = strdup("*")) == NULL ||
         add_rule(r, &rule) != 0) {
         rule_free(&rule);
         return -1;
@@ -292,11 +308,6 @@ int access_rules_finish(access_rules_t *r, const uid_t *admin_uids, size_t nadmi
 }
 
 /* ---- checks --------------------------------------------------------------------- */
-
-/* The bytes of glob before its first special character. */
-static size_t literal_prefix(const char *glob) {
-    return strcspn(glob, "*?[\\");
-}
 
 /* 1 if every name glob b matches, glob a matches too: a is "*", or the
  * same text, or "<literal>*" whose literal starts b's literal prefix. */
@@ -397,8 +408,12 @@ int access_rule_applies(const access_rule_t *rule, const access_peer_t *peer) {
 
 static int rule_matches(const access_rule_t *rule, const char *name) {
     if (rule->any_name) return 1;
-    for (size_t g = 0; g < rule->nglobs; g++)
-        if (fnmatch(rule->globs[g], name, 0) == 0) return 1;
+    for (size_t g = 0; g < rule->nglobs; g++) {
+        size_t p = rule->prefix[g];
+        if (p != ACCESS_NO_PREFIX ? strncmp(rule->globs[g], name, p) == 0
+                                  : fnmatch(rule->globs[g], name, 0) == 0)
+            return 1;
+    }
     return 0;
 }
 

@@ -21,6 +21,7 @@
 #define ACCESS_GROUPS_MAX  64    /* a peer's groups that rules see */
 #define ACCESS_PRINCIPAL_MAX 64  /* bytes of "uid:<name>" kept for messages */
 #define ACCESS_ERR_LEN     512
+#define ACCESS_NO_PREFIX   ((size_t)-1)
 
 /* The rights, each including the ones before it. proto.h's PROTO_RIGHT_*
  * are the same numbers. */
@@ -54,6 +55,9 @@ typedef struct access_rule_s {
     int line;                    /* the file's line (ACCESS_FROM_FILE) */
     char principal[ACCESS_PRINCIPAL_MAX]; /* as written: "uid:billing", "*" */
     char **globs;
+    size_t *prefix;              /* per glob: for "<literal>*", the literal's
+                                    length (matched without fnmatch), else
+                                    ACCESS_NO_PREFIX */
     size_t nglobs;
     int any_name;                /* one glob is "*": every name matches */
 } access_rule_t;

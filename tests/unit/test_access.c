@@ -5,6 +5,7 @@
 #include "daemon/access.h"
 
 #include <check.h>
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,6 +183,26 @@ START_TEST(test_rules_add_up) {
     ck_assert_int_eq(right_on(r, peer(0, 0), "x"), ACCESS_ADMIN);
     ck_assert_int_eq(right_on(r, peer(4242, 0), "x"), ACCESS_ADMIN);
     access_rules_free(r);
+}
+END_TEST
+
+/* A "<literal>*" glob is matched without fnmatch: the same answers. */
+START_TEST(test_prefix_globs_match_as_fnmatch) {
+    const char *globs[] = {"k*", "ab/*", "a*", "x\\*", "a*b", "*", "a?*", "ab"};
+    const char *names[] = {"k", "k1", "kk/x", "ab/", "ab/c/d", "ab", "a", "x*", "xy", "ab2b", "b"};
+    for (size_t g = 0; g < sizeof(globs) / sizeof(globs[0]); g++) {
+        char err[ACCESS_ERR_LEN], v[64];
+        snprintf(v, sizeof(v), "lock %s", globs[g]);
+        access_rules_t *r = access_rules_new();
+        ck_assert_int_eq(access_rules_add(r, "uid:5", v, 1, err, sizeof(err)), 0);
+        for (size_t n = 0; n < sizeof(names) / sizeof(names[0]); n++) {
+            int want = fnmatch(globs[g], names[n], 0) == 0;
+            access_right_t got = right_on(r, peer(5, 5), names[n]);
+            ck_assert_msg((got == ACCESS_LOCK) == want, "%s against %s: %d, fnmatch %d", globs[g],
+                          names[n], got, want);
+        }
+        access_rules_free(r);
+    }
 }
 END_TEST
 
@@ -371,6 +392,7 @@ static Suite *access_suite(void) {
     tc = tcase_create("match");
     tcase_add_test(tc, test_default_without_rules);
     tcase_add_test(tc, test_rules_add_up);
+    tcase_add_test(tc, test_prefix_globs_match_as_fnmatch);
     tcase_add_test(tc, test_view_caches_and_follows_generation);
     tcase_add_test(tc, test_explain);
     suite_add_tcase(s, tc);
