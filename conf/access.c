@@ -127,11 +127,12 @@ static int add_rule(access_rules_t *r, const access_rule_t *rule) {
 
 /* The principal: "*", "uid:<name or number>", "gid:<name or number>". */
 static int parse_principal(access_rule_t *rule, const char *p, char *err, size_t errlen) {
-    if (strlen(p) >= ACCESS_PRINCIPAL_MAX) {
+    size_t pl = strlen(p);
+    if (pl >= ACCESS_PRINCIPAL_MAX) {
         seterr(err, errlen, "principal '%.40s...' is too long", p);
         return -1;
     }
-    snprintf(rule->principal, sizeof(rule->principal), "%s", p);
+    memcpy(rule->principal, p, pl + 1);
     rule->known = 1;
     if (strcmp(p, "*") == 0) {
         rule->who = ACCESS_WHO_ANY;
