@@ -288,6 +288,7 @@ int main(int argc, char **argv) {
     int have_file;
     if (conf_read(&d, &d.conf, &have_file, err, sizeof(err)) != 0) {
         fprintf(stderr, "dlockd: %s\n", err);
+        conf_free(&d.conf);
         return 1;
     }
     char advice[CONF_ERR_LEN];
@@ -296,6 +297,7 @@ int main(int argc, char **argv) {
         if (warned) fprintf(stderr, "dlockd: warning: %s\n", advice);
         access_rules_check(d.conf.access, path, on_access_warning, NULL);
         printf("dlockd: configuration %s is valid\n", have_file ? path : "(built-in defaults)");
+        conf_free(&d.conf);
         return 0;
     }
     log_set_level(verbose ? CONF_LOG_DEBUG : d.conf.log_level);
@@ -358,6 +360,7 @@ int main(int argc, char **argv) {
     uv_walk(d.loop, on_walk_close, NULL);
     uv_run(d.loop, UV_RUN_DEFAULT);
     uv_loop_close(d.loop);
+    conf_free(&d.conf);
     log_info("stopped");
     return 0;
 }
