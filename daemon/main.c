@@ -229,6 +229,13 @@ static void on_reload(uv_signal_t *handle, int signum) {
     sd_notify(0, "READY=1");
 }
 
+/* An error at start: what main made so far is left to the exit, but for
+ * the configuration's rules (leak checkers would count them). */
+static int stop_early(daemon_t *d) {
+    conf_free(&d->conf);
+    return 1;
+}
+
 /* dlockd -t: a warning about the access rules. */
 static void on_access_warning(void *data, const char *msg) {
     (void)data;
@@ -314,30 +321,30 @@ int main(int argc, char **argv) {
     d.timers = timers_new(d.loop);
     if (d.timers == NULL) {
         log_error("out of memory at start");
-        return 1;
+        return stop_early(&d);
     }
     d.backend = backend_open(d.loop, d.timers, &d.conf, err, sizeof(err));
     if (d.backend == NULL) {
         log_error("cannot open the redis backend: %s", err);
-        return 1;
+        return stop_early(&d);
     }
     d.locks = lockmgr_new(&d.conf, d.timers, d.backend);
     d.sessions = d.locks ? sessions_new(d.loop, &d.conf, d.locks) : NULL;
     if (d.sessions == NULL) {
         log_error("out of memory at start");
-        return 1;
+        return stop_early(&d);
     }
     char serr[SERVER_ERR_LEN];
     d.server = server_listen(d.loop, &d.conf, d.sessions, serr, sizeof(serr));
     if (d.server == NULL) {
         log_error("cannot listen: %s", serr);
-        return 1;
+        return stop_early(&d);
     }
     if (d.conf.metrics[0] != '\0' &&
         (d.metrics = metrics_start(d.loop, &d.conf, d.sessions, d.locks, d.backend, err,
                                    sizeof(err))) == NULL) {
         log_error("cannot serve metrics: %s", err);
-        return 1;
+        return stop_early(&d);
     }
     uv_signal_init(d.loop, &d.sigterm);
     uv_signal_init(d.loop, &d.sigint);
