@@ -92,9 +92,9 @@
 # BENCH_CLUSTER_SECONDS (9., per round, 5), BENCH_QUORUM_SECONDS (10., per
 # round, 5), BENCH_KIND_SECONDS (11., per round, 5), BENCH_FAIR_ROUNDS (11., 2000),
 # BENCH_FLEET_HOSTS (12., 32), BENCH_FLEET_CLIENTS (12., per host, 8),
-# BENCH_FLEET_SECONDS (12., per run, 4), BENCH_BUILD_DIR (default: the directory of DLOCK_BENCH_BIN),
+# BENCH_FLEET_SECONDS (12., per run, 4), BENCH_ELECT_ROUNDS (13., 400), BENCH_BUILD_DIR (default: the directory of DLOCK_BENCH_BIN),
 # BENCH_ONLY (unset: every section; else a comma-separated list of the
-# sections to run, among 1-3, 4, 5, 6, 7, 8, 9, 10, 11 and 12, e.g.
+# sections to run, among 1-3, 4, 5, 6, 7, 8, 9, 10, 11, 12 and 13, e.g.
 # BENCH_ONLY=1-3,11: sections 1 to 3 run together, as 2 and 3 are set
 # against the figures of 1 and 2; the report's rows are numbered in the
 # order they ran).
@@ -136,6 +136,7 @@ FL_S=${BENCH_FLEET_SECONDS:-4}
 FL_NAMES=65536
 FL_HOT=16
 FL_SAMPLE_S=0.5
+EL_ROUNDS=${BENCH_ELECT_ROUNDS:-400}
 ONLY=${BENCH_ONLY-}
 PY=/usr/bin/python3
 T=""
@@ -426,8 +427,8 @@ node_peers_ready() {
 # ---- preflight --------------------------------------------------------------
 
 cd "$root" || fatal "cannot cd to $root"
-[[ -z $ONLY || $ONLY =~ ^(1-3|[4-9]|1[0-2])(,(1-3|[4-9]|1[0-2]))*$ ]] ||
-    fatal "BENCH_ONLY='$ONLY': expected a comma-separated list of 1-3, 4, 5, 6, 7, 8, 9, 10, 11, 12"
+[[ -z $ONLY || $ONLY =~ ^(1-3|[4-9]|1[0-3])(,(1-3|[4-9]|1[0-3]))*$ ]] ||
+    fatal "BENCH_ONLY='$ONLY': expected a comma-separated list of 1-3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13"
 [ -x "$DLOCKD" ] || fatal "no dlockd binary at $DLOCKD (make build/dlockd)"
 [ -x "$BENCH" ] || fatal "no dlock-bench binary at $BENCH"
 # The commands dlockd's scripts run inside Redis (redis.call, and the
@@ -1723,6 +1724,33 @@ if want 12; then
     else
         skipped "$label" "skipped (no redis-py or no figures)" ">= 3x"
     fi
+fi
+
+# ---- 13. election hand-over ---------------------------------------------------------
+
+if want 13; then
+    say "== 13 election hand-over: a leader's connection closes (tests/bench/elect.py, $EL_ROUNDS rounds)"
+    flush_redis
+    ensure_dlockd main
+    start_dlockd second
+    if OUT=$(timeout -k 5 120 "$PY" "$here/elect.py" "${DSOCK[main]}" "${DSOCK[second]}" "$RSOCK" \
+        "$EL_ROUNDS" 2>"$T/bench-elect.err"); then
+        check "election hand-over, same daemon: p99 (leader's close -> next leader's OK)" \
+            "$(calc "$(kv "$OUT" same_p99_us) / 1000" 2)" " ms" "<=" 100
+        info "election hand-over, same daemon: p50" "$(calc "$(kv "$OUT" same_p50_us) / 1000" 2) ms"
+        check "election hand-over, another daemon: p99" "$(calc "$(kv "$OUT" other_p99_us) / 1000" 2)" \
+            " ms" "<=" 500
+        info "election hand-over, another daemon: p50" "$(calc "$(kv "$OUT" other_p50_us) / 1000" 2) ms"
+        info "election hand-over to an observer on the other daemon (!LEADER read): p50 / p99" \
+            "$(calc "$(kv "$OUT" observer_p50_us) / 1000" 2) / $(calc "$(kv "$OUT" observer_p99_us) / 1000" 2) ms"
+    else
+        problem "election bench: $(tail -n 3 "$T/bench-elect.err" | tr '\n' ' ')"
+        failed "election hand-over, same daemon: p99" "see problems" "<= 100 ms"
+        failed "election hand-over, another daemon: p99" "see problems" "<= 500 ms"
+    fi
+    stop_dlockd second
+    stop_dlockd main
+    flush_redis
 fi
 
 # ---- report ---------------------------------------------------------------------
