@@ -63,11 +63,24 @@ void elect_maybe_free(lockmgr_t *m) {
     m->elect = NULL;
 }
 
+static void cand_free(cand_t *c);
+
 void lockmgr_on_leader(lockmgr_t *m, lock_leader_cb cb) {
-    elect_t *e = elect_get(m);
+    elect_t *e = cb != NULL ? elect_get(m) : m->elect;
     if (e == NULL) return; /* no events: observers get ERR LIMIT (no memory) */
     e->cb = cb;
     e->closing = cb == NULL;
+    if (e->closing) {
+        /* Every owner is gone: the values left are those of acquires still
+         * in flight, which the backend, closed next, sends no more. */
+        size_t i = 0;
+        hmap_node_t *n, *next;
+        for (n = hmap_next(&e->cands, &i, NULL); n != NULL; n = next) {
+            next = hmap_next(&e->cands, &i, n);
+            cand_free(container_of(n, cand_t, node));
+            if (m->elect == NULL) return;
+        }
+    }
     elect_maybe_free(m);
 }
 

@@ -274,7 +274,9 @@ int lockmgr_cancel(lockmgr_t *mgr, lock_owner_t *owner);
 void lockmgr_stats(const lockmgr_t *mgr, lockmgr_stats_t *out);
 
 /* Elections (daemon/lock/elect.c, observe.c). cb gets every owner's
- * !LEADER events; set it once, before any OBSERVE. */
+ * !LEADER events; set it once, before any OBSERVE. NULL, once every owner
+ * is dropped and right before the backend is closed: the elections' state
+ * goes as soon as no read of it is in flight. */
 void lockmgr_on_leader(lockmgr_t *mgr, lock_leader_cb cb);
 /* RESIGN: 1 if the owner led name (it leads no more: the next candidate
  * takes over), 0 otherwise. Answered here, never through a callback. */
