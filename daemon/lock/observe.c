@@ -177,6 +177,16 @@ static void on_timer(timers_entry_t *t) {
     read_leader(container_of(t, oname_t, timer));
 }
 
+/* An answered read: the next one when the leader's lease ends, or a poll. */
+static void plan_next(oname_t *on, const backend_result_t *res) {
+    lockmgr_t *m = on->m;
+    uint64_t next = m->conf->lease_ms / ELECT_POLL_DIV;
+    if (res->outcome != BACKEND_WRONG_KIND && res->fence && res->ttl_ms >= 0 &&
+        (uint64_t)res->ttl_ms + ELECT_EXPIRY_SLACK_MS < next)
+        next = (uint64_t)res->ttl_ms + ELECT_EXPIRY_SLACK_MS;
+    timers_start(m->timers, &on->timer, next, on_timer);
+}
+
 static void on_read(backend_op_t *bop) {
     oname_t *on = container_of(bop, oname_t, op);
     lockmgr_t *m = on->m;
@@ -194,11 +204,7 @@ static void on_read(backend_op_t *bop) {
             if (res->outcome == BACKEND_WRONG_KIND) tell(on, 0, "", 0);
             else tell(on, res->fence, res->value ? res->value : "", res->value_len);
         }
-        uint64_t next = lease / ELECT_POLL_DIV;
-        if (res->outcome != BACKEND_WRONG_KIND && res->fence && res->ttl_ms >= 0 &&
-            (uint64_t)res->ttl_ms + ELECT_EXPIRY_SLACK_MS < next)
-            next = (uint64_t)res->ttl_ms + ELECT_EXPIRY_SLACK_MS;
-        timers_start(m->timers, &on->timer, next, on_timer);
+        plan_next(on, res);
     } else {
         /* Unanswered for a lease: nobody here can vouch for the leader. */
         if (now - on->ok_at >= lease) tell(on, 0, "", 0);
@@ -340,6 +346,10 @@ static void leader_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
     if (on == NULL) return;
     if (op->sent_at >= on->view_at) {
         on->view_at = op->sent_at;
+        if (op->sent_at >= on->ok_at) on->ok_at = op->sent_at;
+        /* a name watched already (its candidates' here, or observed) gets
+         * no confirmation: this read plans the next */
+        if (!on->reading) plan_next(on, res);
         tell(on, res->fence, value, vlen);
     } else {
         tell(on, on->fence, on->value, on->vlen);

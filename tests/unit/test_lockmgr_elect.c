@@ -317,6 +317,33 @@ START_TEST(expiry_read_at_the_leases_end) {
 }
 END_TEST
 
+/* An observer that joins a name whose watch is in force already (its
+ * local candidates') gets no confirmation: its answer plans the next
+ * read (the leader's lease end), which tells it of the next leader
+ * though no message comes. */
+START_TEST(observer_joining_a_watched_name_reads_at_the_leases_end) {
+    client_t *a = client(), *b = client(), *o = observer();
+    ck_assert_int_eq(elect_req(a, "j", "A", 400), 0);
+    fake_run(fb);
+    uint64_t fa = expect_granted(a, 1);
+    ck_assert_int_eq(elect_req(b, "j", "B", 0), 0);
+    fake_run(fb);
+    fake_run(fb); /* the watch's confirmation: b tries again, refused */
+    no_reply(b);
+    unsigned watches = fake_watch_calls(fb, "j");
+    ck_assert_int_eq(read_req(o, LOCK_REQ_OBSERVE, "j"), 0);
+    fake_run(fb);
+    expect_leader(o, fa, "A");
+    ck_assert_uint_eq(fake_watch_calls(fb, "j"), watches); /* the same watch */
+    run_for(450); /* a's lease ends: b's retry turn, and the observer's read */
+    uint64_t fb_ = expect_granted(b, 1);
+    expect_event(a, "j", LOCK_LOST_EXPIRED);
+    run_for(10);
+    expect_told(o, "j", fb_, "B");
+    nothing_told();
+}
+END_TEST
+
 /* Redis unanswered for a lease: NONE (the leader here lost its lead too,
  * !LOST backend, and gives it up once Redis is back); its next grant is
  * told with a higher fence. */
@@ -405,6 +432,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, kinds_do_not_mix);
     tcase_add_test(tc, observers_told_each_leader);
     tcase_add_test(tc, expiry_read_at_the_leases_end);
+    tcase_add_test(tc, observer_joining_a_watched_name_reads_at_the_leases_end);
     tcase_add_test(tc, none_after_a_lease_without_redis);
     tcase_add_test(tc, observe_limit);
     tcase_add_test(tc, observers_leave_mid_flight);
