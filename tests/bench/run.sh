@@ -98,9 +98,10 @@
 # round, 5), BENCH_KIND_SECONDS (11., per round, 5), BENCH_FAIR_ROUNDS (11., 2000),
 # BENCH_FLEET_HOSTS (12., 32), BENCH_FLEET_CLIENTS (12., per host, 8),
 # BENCH_FLEET_SECONDS (12., per run, 4), BENCH_ACCESS_SECONDS (13., per round, 5),
-# BENCH_ACCESS_UID (13., 65534), BENCH_BUILD_DIR (default: the directory of DLOCK_BENCH_BIN),
+# BENCH_ACCESS_UID (13., 65534), BENCH_ELECT_ROUNDS (14., 400),
+# BENCH_BUILD_DIR (default: the directory of DLOCK_BENCH_BIN),
 # BENCH_ONLY (unset: every section; else a comma-separated list of the
-# sections to run, among 1-3, 4, 5, 6, 7, 8, 9, 10, 11, 12 and 13, e.g.
+# sections to run, among 1-3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13 and 14, e.g.
 # BENCH_ONLY=1-3,11: sections 1 to 3 run together, as 2 and 3 are set
 # against the figures of 1 and 2; the report's rows are numbered in the
 # order they ran).
@@ -146,6 +147,7 @@ FL_S=${BENCH_FLEET_SECONDS:-4}
 FL_NAMES=65536
 FL_HOT=16
 FL_SAMPLE_S=0.5
+EL_ROUNDS=${BENCH_ELECT_ROUNDS:-400}
 ONLY=${BENCH_ONLY-}
 PY=/usr/bin/python3
 T=""
@@ -436,8 +438,8 @@ node_peers_ready() {
 # ---- preflight --------------------------------------------------------------
 
 cd "$root" || fatal "cannot cd to $root"
-[[ -z $ONLY || $ONLY =~ ^(1-3|[4-9]|1[0-3])(,(1-3|[4-9]|1[0-3]))*$ ]] ||
-    fatal "BENCH_ONLY='$ONLY': expected a comma-separated list of 1-3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13"
+[[ -z $ONLY || $ONLY =~ ^(1-3|[4-9]|1[0-4])(,(1-3|[4-9]|1[0-4]))*$ ]] ||
+    fatal "BENCH_ONLY='$ONLY': expected a comma-separated list of 1-3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14"
 [ -x "$DLOCKD" ] || fatal "no dlockd binary at $DLOCKD (make build/dlockd)"
 [ -x "$BENCH" ] || fatal "no dlock-bench binary at $BENCH"
 # The commands dlockd's scripts run inside Redis (redis.call, and the
@@ -469,7 +471,7 @@ redis_version=$(rcli INFO server | awk -F: '/^redis_version/ { sub(/\r/, "", $2)
 # Sections 1 to 6 share the redis-server on the Unix socket and dlockd main
 # (each starts it when it needs it); 2 and 3 use the figures of 1 and 2.
 if want 1-3; then
-    say "== 1/13 Redis ceiling: dlockd's acquire script under redis-benchmark"
+    say "== 1/14 Redis ceiling: dlockd's acquire script under redis-benchmark"
     # The acquire script as the build composed it from daemon/backend/lua/.
     cp "$(dirname "$DLOCKD")/gen/lua/acquire.lua" "$T/acquire.lua" 2>/dev/null
     [ -s "$T/acquire.lua" ] || fatal "no $(dirname "$DLOCKD")/gen/lua/acquire.lua: build dlockd first"
@@ -499,7 +501,7 @@ if want 1-3; then
 
 # ---- 2. uncontended throughput ------------------------------------------------
 
-    say "== 2/13 dlockd uncontended throughput: 50 connections, ${TP_S} s"
+    say "== 2/14 dlockd uncontended throughput: 50 connections, ${TP_S} s"
     tp="" redis_pair_us=""
     ev0=$(evalsha_stat) ds0=$(cpu_split "${DPID[main]}")
     c0=$(now_s) d0=$(cpu_ticks "${DPID[main]}") r0=$(cpu_ticks "$REDIS_PID")
@@ -555,7 +557,7 @@ if want 1-3; then
 
 # ---- 3. peers -------------------------------------------------------------------
 
-    say "== 3/13 peers on the same Redis: 8 processes (redis-py, dlockd's Python and C clients); 50 async loops (node)"
+    say "== 3/14 peers on the same Redis: 8 processes (redis-py, dlockd's Python and C clients); 50 async loops (node)"
     ensure_dlockd main
     # 8 processes, one connection each, each looping on a name of its own.
     redispy_ready
@@ -694,7 +696,7 @@ fi
 # ---- 4. hand-off ----------------------------------------------------------------
 
 if want 4; then
-    say "== 4/13 hand-off latency"
+    say "== 4/14 hand-off latency"
     ensure_dlockd main
     if run_bench handoff-local 120 handoff -s "${DSOCK[main]}" -n 2000; then
         check "hand-off, one daemon: p50 (UNLOCK written -> waiter's OK read)" "$(kv "$OUT" p50_us)" " us" "<=" 150
@@ -723,7 +725,7 @@ fi
 # ---- 5. scale -------------------------------------------------------------------
 
 if want 5; then
-    say "== 5/13 scale: $SCALE_C connections x $SCALE_L locks, lease ${SCALE_LEASE} ms, ${SCALE_WIN} s window"
+    say "== 5/14 scale: $SCALE_C connections x $SCALE_L locks, lease ${SCALE_LEASE} ms, ${SCALE_WIN} s window"
     stop_dlockd main # nothing but the scale daemon talks to Redis now
     flush_redis
     start_dlockd scale "$(printf '[lock]\nlease_ms = %s\n' "$SCALE_LEASE")"
@@ -796,7 +798,7 @@ fi
 # ---- 6. herd --------------------------------------------------------------------
 
 if want 6; then
-    say "== 6/13 herd: $HERD_C waiters on one lock"
+    say "== 6/14 herd: $HERD_C waiters on one lock"
     ensure_dlockd main
     if run_bench herd 120 herd -s "${DSOCK[main]}" -c "$HERD_C" -R "$RSOCK"; then
         hms=$(kv "$OUT" herd_ms) sent=$(kv "$OUT" redis_sent_commands) total=$(kv "$OUT" redis_total_commands)
@@ -817,7 +819,7 @@ stop_dlockd main # left running by 1-3 or 4 without 6
 # ---- 7. replicas: the price of WAIT ---------------------------------------------
 
 if want 7; then
-    say "== 7/13 replicas: pairs/s on a primary with one replica (TCP), replicas_ack auto/0/0/auto, ${REPL_S} s each"
+    say "== 7/14 replicas: pairs/s on a primary with one replica (TCP), replicas_ack auto/0/0/auto, ${REPL_S} s each"
     read -r RP_PORT RR_PORT <<<"$(free_ports 2)"
     need "$RP_PORT" "a free TCP port"
     need "$RR_PORT" "a free TCP port"
@@ -885,7 +887,7 @@ fi
 # ---- 8. failover --------------------------------------------------------------------
 
 if want 8; then
-    say "== 8/13 failover: SIGKILL the primary under Sentinel, $FO_RUNS runs (down-after-milliseconds $FO_DOWN_AFTER_MS)"
+    say "== 8/14 failover: SIGKILL the primary under Sentinel, $FO_RUNS runs (down-after-milliseconds $FO_DOWN_AFTER_MS)"
     fo_rc=0
     fo_out=$(timeout -k 5 $((FO_RUNS * 60 + 30)) "$PY" - "$root" "$DLOCKD" "$T" "$FO_RUNS" "$FO_DOWN_AFTER_MS" \
         2>"$T/failover.err" <<'PYEOF'
@@ -1045,7 +1047,7 @@ fi
 # ---- 9. cluster -----------------------------------------------------------------------
 
 if want 9; then
-    say "== 9/13 cluster: $CL_N primaries against one standalone redis-server (TCP), rounds standalone/cluster/cluster/standalone, ${CL_S} s each; the watchdog on the cluster"
+    say "== 9/14 cluster: $CL_N primaries against one standalone redis-server (TCP), rounds standalone/cluster/cluster/standalone, ${CL_S} s each; the watchdog on the cluster"
     # The most ops in one script call, and in one watchdog batch.
     SCRIPTS_BATCH=$(awk '$1 == "#define" && $2 == "SCRIPTS_BATCH_MAX" { print $3 }' daemon/backend/scripts.h)
     RENEW_BATCH=$(awk '$1 == "#define" && $2 == "LOCKMGR_RENEW_BATCH" { print $3 }' daemon/lock/lockmgr.h)
@@ -1247,7 +1249,7 @@ fi
 # ---- 10. quorum ------------------------------------------------------------------------
 
 if want 10; then
-    say "== 10/13 quorum: $QU_N independent redis-servers against one standalone redis-server (TCP), rounds standalone/quorum/quorum/standalone, ${QU_S} s each; hand-off on both"
+    say "== 10/14 quorum: $QU_N independent redis-servers against one standalone redis-server (TCP), rounds standalone/quorum/quorum/standalone, ${QU_S} s each; hand-off on both"
     read -r -a qu_free <<<"$(free_ports $((QU_N + 1)))"
     ((${#qu_free[@]} == QU_N + 1)) || fatal "free_ports gave '${qu_free[*]}'"
     for p in "${qu_free[@]}"; do need "$p" "a free TCP port"; done
@@ -1411,7 +1413,7 @@ fi
 # ---- 11. lock kinds ----------------------------------------------------------------
 
 if want 11; then
-    say "== 11/13 lock kinds: read locks of one name and a semaphore's permits (50 connections) against LOCK/UNLOCK of 50 names, rounds plain/read/sem/sem10/plain, ${KI_S} s each"
+    say "== 11/14 lock kinds: read locks of one name and a semaphore's permits (50 connections) against LOCK/UNLOCK of 50 names, rounds plain/read/sem/sem10/plain, ${KI_S} s each"
     d="$T/kinds"
     mkdir -p "$d"
     redis-server --port 0 --unixsocket "$d/redis.sock" --unixsocketperm 700 --save "" --appendonly no \
@@ -1629,7 +1631,7 @@ fleet_phase() {
 }
 
 if want 12; then
-    say "== 12/13 fleet: $FL_HOSTS hosts x $FL_CLIENTS client processes on one Redis (dlockd, redis-py, node peers), on $FL_NAMES names and on $FL_HOT hot names, ${FL_S} s each"
+    say "== 12/14 fleet: $FL_HOSTS hosts x $FL_CLIENTS client processes on one Redis (dlockd, redis-py, node peers), on $FL_NAMES names and on $FL_HOT hot names, ${FL_S} s each"
     stop_dlockd main
     redispy_ready
     node_peers_ready
@@ -1742,7 +1744,7 @@ fi
 # would not be matched): as itself when it is not root, else as uid
 # AC_UID through setpriv, from a copy in a directory it can reach.
 if want 13; then
-    say "== 13/13 access rules: LOCK+UNLOCK pairs/s with 50 [access] rules against none, rounds none/rules/rules/none/rules/none/none/rules, ${AC_S} s each"
+    say "== 13/14 access rules: LOCK+UNLOCK pairs/s with 50 [access] rules against none, rounds none/rules/rules/none/rules/none/none/rules, ${AC_S} s each"
     ac_run=("$BENCH")
     if [ "$(id -u)" = 0 ]; then
         command -v setpriv >/dev/null || fatal "section 13 needs setpriv (util-linux) to run as uid $AC_UID"
@@ -1809,6 +1811,32 @@ if want 13; then
     fi
     stop_dlockd acnone
     stop_dlockd acrules
+
+# ---- 14. election hand-over ---------------------------------------------------------
+
+if want 14; then
+    say "== 14/14 election hand-over: a leader's connection closes (tests/bench/elect.py, $EL_ROUNDS rounds)"
+    flush_redis
+    ensure_dlockd main
+    start_dlockd second
+    if OUT=$(timeout -k 5 120 "$PY" "$here/elect.py" "${DSOCK[main]}" "${DSOCK[second]}" "$RSOCK" \
+        "$EL_ROUNDS" 2>"$T/bench-elect.err"); then
+        check "election hand-over, same daemon: p99 (leader's close -> next leader's OK)" \
+            "$(calc "$(kv "$OUT" same_p99_us) / 1000" 2)" " ms" "<=" 100
+        info "election hand-over, same daemon: p50" "$(calc "$(kv "$OUT" same_p50_us) / 1000" 2) ms"
+        check "election hand-over, another daemon: p99" "$(calc "$(kv "$OUT" other_p99_us) / 1000" 2)" \
+            " ms" "<=" 500
+        info "election hand-over, another daemon: p50" "$(calc "$(kv "$OUT" other_p50_us) / 1000" 2) ms"
+        info "election hand-over to an observer on the other daemon (!LEADER read): p50 / p99" \
+            "$(calc "$(kv "$OUT" observer_p50_us) / 1000" 2) / $(calc "$(kv "$OUT" observer_p99_us) / 1000" 2) ms"
+    else
+        problem "election bench: $(tail -n 3 "$T/bench-elect.err" | tr '\n' ' ')"
+        failed "election hand-over, same daemon: p99" "see problems" "<= 100 ms"
+        failed "election hand-over, another daemon: p99" "see problems" "<= 500 ms"
+    fi
+    stop_dlockd second
+    stop_dlockd main
+    flush_redis
 fi
 
 # ---- report ---------------------------------------------------------------------

@@ -503,6 +503,84 @@ END_TEST
 
 /* Every "local NAME = number" line of every script names a code scripts.h
  * has, with its number; and every script that answers codes has them all. */
+/* An election's op: its six keys (the leader's record last), its value
+ * after the place's length; LEADER by its own letter; renewals batch as a
+ * plain lock's. */
+START_TEST(test_format_elect) {
+    script_id_t id;
+    backend_op_t e = mkop(BACKEND_ACQUIRE, BACKEND_ELECT, "e");
+    e.queue_ms = 5000;
+    e.value = "10.0.0.5:8080";
+    e.value_len = 13;
+#define ELECT_KEYS "dlock:e", "dlock_elect_queue:{dlock:e}", "dlock_elect_timeout:{dlock:e}", \
+                   "redisson_lock__channel:{dlock:e}", "redisson_lock_token:{dlock:e}",    \
+                   "dlock_leader:{dlock:e}"
+    ck_assert_str_eq(format1(&e, 0, &id), resp("EVALSHA", SHA, "6", ELECT_KEYS, "a", "30000",
+                                               FIELD, "5000", "10.0.0.5:8080", "publish", NULL));
+    ck_assert_int_eq(id, SCRIPT_ELECT);
+    e.kind = BACKEND_LEADER;
+    e.value = NULL;
+    e.value_len = 0;
+    ck_assert_str_eq(format1(&e, SCRIPTS_F_SHARDED | SCRIPTS_F_ANY_SLOT, &id),
+                     resp("EVALSHA", SHA, "6", ELECT_KEYS, "g", "30000", FIELD, "5000", "",
+                          "spublish", NULL));
+    ck_assert_int_eq(id, SCRIPT_ELECT);
+    e.kind = BACKEND_RELEASE;
+    ck_assert_str_eq(format1(&e, 0, &id), resp("EVALSHA", SHA, "6", ELECT_KEYS, "r", "30000",
+                                               FIELD, "5000", "", "publish", NULL));
+#undef ELECT_KEYS
+    e.kind = BACKEND_RENEW;
+    ck_assert_str_eq(format1(&e, 0, &id),
+                     resp("EVALSHA", SHA, "2", "dlock:e", "dlock_forced:{dlock:e}", "n", "30000",
+                          FIELD, "publish", NULL));
+    ck_assert_int_eq(id, SCRIPT_OPS);
+}
+END_TEST
+
+/* LEADER's {fence, value, pttl} into the op's own buffer (the reply may
+ * be gone by its callback), cut to BACKEND_VALUE_MAX; {-1, '', held} is
+ * another kind; anything else, or no buffer, a bad reply. */
+START_TEST(test_decode_leader) {
+    char err[128], buf[BACKEND_VALUE_MAX + 1];
+    backend_op_t op = mkop(BACKEND_LEADER, BACKEND_ELECT, "e");
+    op.leader = buf;
+    ck_assert_int_eq(decode1(SCRIPT_ELECT, &op, array(0, 3, integer(0, 1795807655362825LL),
+                                                      string(1, "h:1"), integer(2, 900)), err),
+                     0);
+    ck_assert_uint_eq(op.res.fence, 1795807655362825ULL);
+    ck_assert_ptr_eq(op.res.value, buf);
+    ck_assert_uint_eq(op.res.value_len, 3);
+    ck_assert_str_eq(buf, "h:1");
+    ck_assert_int_eq(op.res.ttl_ms, 900);
+    ck_assert_int_eq(decode1(SCRIPT_ELECT, &op, array(0, 3, integer(0, 0), string(1, ""),
+                                                      integer(2, -2)), err), 0);
+    ck_assert_uint_eq(op.res.fence, 0);
+    ck_assert_int_eq(op.res.ttl_ms, -2);
+    ck_assert_int_eq(decode1(SCRIPT_ELECT, &op, array(0, 3, integer(0, -1), string(1, ""),
+                                                      integer(2, SCRIPTS_HELD_LOCK)), err), 0);
+    ck_assert_int_eq(op.res.outcome, BACKEND_WRONG_KIND);
+    ck_assert_int_eq(op.res.held, BACKEND_MUTEX);
+    char *big = malloc(BACKEND_VALUE_MAX + 11);
+    memset(big, 'v', BACKEND_VALUE_MAX + 10);
+    big[BACKEND_VALUE_MAX + 10] = '\0';
+    ck_assert_int_eq(decode1(SCRIPT_ELECT, &op, array(0, 3, integer(0, 5), string(1, big),
+                                                      integer(2, 1)), err), 0);
+    ck_assert_uint_eq(op.res.value_len, BACKEND_VALUE_MAX);
+    free(big);
+    ck_assert_int_eq(decode1(SCRIPT_ELECT, &op, array(0, 2, integer(0, 5), string(1, "x")), err),
+                     -1);
+    op.leader = NULL;
+    ck_assert_int_eq(decode1(SCRIPT_ELECT, &op, array(0, 3, integer(0, 5), string(1, "x"),
+                                                      integer(2, 1)), err), -1);
+    /* an acquire decodes as a fair lock's */
+    op.kind = BACKEND_ACQUIRE;
+    ck_assert_int_eq(decode1(SCRIPT_ELECT, &op, array(0, 2, integer(0, SCRIPTS_TAKEN),
+                                                      integer(1, 40)), err), 0);
+    ck_assert_int_eq(op.res.outcome, BACKEND_TAKEN);
+    ck_assert_int_eq(op.res.ttl_ms, 40);
+}
+END_TEST
+
 START_TEST(test_codes_agree) {
     for (int id = 0; id < SCRIPT_COUNT; id++) {
         const char *s = scripts_text[id];
@@ -526,7 +604,8 @@ START_TEST(test_codes_agree) {
         }
         ck_assert_msg(found == 0 || found == scripts_codes_count, "script %d: %zu codes of %zu",
                       id, found, scripts_codes_count);
-        if (id == SCRIPT_ACQUIRE || id == SCRIPT_OPS || id == SCRIPT_SEM || id == SCRIPT_FAIR)
+        if (id == SCRIPT_ACQUIRE || id == SCRIPT_OPS || id == SCRIPT_SEM || id == SCRIPT_FAIR ||
+            id == SCRIPT_ELECT)
             ck_assert_msg(found == scripts_codes_count, "script %d names no codes", id);
     }
 }
@@ -548,6 +627,8 @@ static Suite *scripts_suite(void) {
     tcase_add_test(tc, test_decode_status_force_who);
     tcase_add_test(tc, test_decode_batches);
     tcase_add_test(tc, test_codes_agree);
+    tcase_add_test(tc, test_format_elect);
+    tcase_add_test(tc, test_decode_leader);
     suite_add_tcase(s, tc);
     return s;
 }
