@@ -448,7 +448,7 @@ static int run_child(dlock_t *d, run_t *run, char **argv, uint32_t grace_ms) {
 static int print_leader(uint64_t fence, const char *value) {
     if (value != NULL) printf("%llu %s\n", (unsigned long long)fence, value);
     else printf("NONE\n");
-    return fflush(stdout) == 0 ? 0 : -1;
+    return fflush(stdout) == 0 && !ferror(stdout) ? 0 : -1;
 }
 
 static void on_leader(dlock_t *d, const char *name, uint64_t fence, const char *value,
