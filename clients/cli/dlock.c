@@ -462,7 +462,7 @@ static void on_leader(dlock_t *d, const char *name, uint64_t fence, const char *
 /* ELECT's ERR KIND. */
 static const char not_an_election[] =
     "held as a lock or a semaphore, not an election (choose another name), or this "
-    "dlockd has no elections";
+    "dlockd has no elections (quorum)";
 
 /* --observe NAME: the leader now, then every change, until killed or the
  * reader of stdout goes (0), or dlockd goes (69). --leader NAME (once):
