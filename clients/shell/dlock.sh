@@ -254,6 +254,7 @@ _dlock_teardown() {
         rm -rf "$_dlock_dir"
     fi
     _dlock_pid='' _dlock_dir='' _dlock_owner='' _dlock_w='' _dlock_r=''
+    _dlock_leaders=''   # changes of the connection's observations
 }
 
 _dlock_gone() {
