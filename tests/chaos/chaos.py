@@ -159,6 +159,11 @@ acquisition waits long outside those faults, that every RELEASE answers as
 it should (an overstayed lease: !LOST expired), and that at the end STATUS
 and Redis say all 3 are free (about 5 s short, 10 s full).
 
+Stage 6 (elect, elect.py): an election's candidates churning (resigning,
+SIGKILLed while they lead, leases let run out) on two dlockd, one of them
+SIGKILLed and restarted; at most one leader at a time, grants' and
+observers' fences rising, and every observer agreeing with LEADER at the end.
+
 Every stage: no dlockd crash, each exits 0 on SIGTERM, and no sanitizer
 report or assertion failure in any dlockd log.
 
@@ -175,7 +180,7 @@ lost update, but the fence-order invariant fails). This suite runs on one
 machine and does not exercise that case.
 
     DLOCKD_BIN=$PWD/build/dlockd python3 tests/chaos/chaos.py [--short] [--keep] [--seed N]
-        [--stage all|standalone|failover|cluster|quorum|kinds] [--log-level debug]
+        [--stage all|standalone|failover|cluster|quorum|kinds|elect] [--log-level debug]
         [--lenient-failover]
 
 Python 3.9+, standard library only.
@@ -205,6 +210,7 @@ sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
 
 import cluster  # noqa: E402
 import dlock  # noqa: E402
+import elect  # noqa: E402
 import kinds  # noqa: E402
 import quorum  # noqa: E402
 import sentinel  # noqa: E402
@@ -1274,6 +1280,9 @@ class Chaos(object):
         if self.args.stage in ("all", "kinds"):
             with self.phase("kinds"):
                 kinds.run_stage(self, spawn, self.args.short)
+        if self.args.stage in ("all", "elect"):
+            with self.phase("elect"):
+                elect.run_stage(self, spawn, self.args.short)
 
     def finish_workers(self):
         with self.phase("stop"):
@@ -3568,7 +3577,7 @@ def main():
                          "the Sentinel stage; by default they are violations (no lost write "
                          "explains them)")
     ap.add_argument("--stage", choices=("all", "standalone", "failover", "cluster", "quorum",
-                                        "kinds"),
+                                        "kinds", "elect"),
                     default="all", help="run every stage (default) or one")
     args = ap.parse_args()
     if args.seed is None:

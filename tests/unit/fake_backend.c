@@ -104,6 +104,11 @@ typedef struct entry_s {
     size_t ndlockd, dlockd_cap;
     uint64_t dlockd_until;     /* on the timers' clock (0: no key) */
     fair_chan_t *chans;        /* its waiters' channels, newest first */
+    /* an election's leader record (dlock_leader:{K}): counts while the
+     * hash holds its field */
+    char leader_field[64];      /* FIELD_MAX */
+    char leader_value[BACKEND_VALUE_MAX + 1];
+    uint64_t leader_fence;
     /* the watch */
     int watched;
     int watch_mode;            /* of the last watch; -1 never watched */
@@ -972,6 +977,65 @@ static void model_run_fair(fake_t *fb, backend_op_t *op, entry_t *e) {
     fair_script(fb, e, c, field, op->lease_ms, op->queue_ms, op->queue_foreign_ms, &op->res);
 }
 
+/* An election's op, as elect.lua runs it: a fair lock's queue and hash
+ * (fair_script) with the leader's record beside it, set by a grant and
+ * cleared by a release; LEADER reads it ({fence, value, pttl} into
+ * op->leader; fence 0 when nobody leads; WRONG_KIND when the hash is
+ * another kind's, a plain lock's included). The release's message on the
+ * name's channel is the test's to deliver (fake_publish). */
+static void model_run_elect(fake_t *fb, backend_op_t *op, entry_t *e) {
+    backend_result_t *res = &op->res;
+    char field[FIELD_MAX];
+    owner_field(field, sizeof(field), op->owner);
+    key_check(fb, e);
+    int other = e->sem || (e->nfields > 0 && e->mode != BACKEND_MUTEX) ||
+                (e->nfields > 0 && field_find(e, e->leader_field) == NULL);
+    if (op->kind == BACKEND_LEADER) {
+        EXPECT(op->leader != NULL, "LEADER of %.*s without room for its value", (int)op->len,
+               op->name);
+        if (other) {
+            res->outcome = BACKEND_WRONG_KIND;
+            res->held = e->sem ? BACKEND_SEM : e->mode;
+        } else if (e->nfields > 0) {
+            size_t n = strlen(e->leader_value);
+            memcpy(op->leader, e->leader_value, n + 1);
+            res->value = op->leader;
+            res->value_len = n;
+            res->fence = e->leader_fence;
+            res->ttl_ms = key_pttl(fb, e);
+        } else {
+            op->leader[0] = '\0';
+            res->value = op->leader;
+            res->ttl_ms = -2;
+        }
+        return;
+    }
+    if (other && op->kind == BACKEND_ACQUIRE) {
+        res->outcome = BACKEND_WRONG_KIND;
+        res->held = e->sem ? BACKEND_SEM : e->mode;
+        return;
+    }
+    char c = op->kind == BACKEND_ACQUIRE ? (op->once ? 'o' : 'a')
+             : op->kind == BACKEND_RELEASE ? 'r'
+             : op->kind == BACKEND_DROP    ? 'd'
+                                           : 'l';
+    size_t pubs = fb->npubs; /* no waiter's own channel: the name's one (fake_publish) */
+    fair_script(fb, e, c, field, op->lease_ms, op->queue_ms, 0, res);
+    fb->npubs = pubs;
+    if (op->kind == BACKEND_ACQUIRE && res->outcome == BACKEND_GRANTED) {
+        EXPECT(op->value != NULL && op->value_len <= BACKEND_VALUE_MAX,
+               "ELECT of %.*s without a value", (int)op->len, op->name);
+        snprintf(e->leader_field, sizeof(e->leader_field), "%s", field);
+        snprintf(e->leader_value, sizeof(e->leader_value), "%.*s", (int)op->value_len,
+                 op->value);
+        e->leader_fence = res->fence;
+    }
+    if (op->kind == BACKEND_RELEASE && res->holds == 0) {
+        e->leader_field[0] = '\0';
+        e->leader_value[0] = '\0';
+    }
+}
+
 /* One op, as its script would run it. */
 static void model_run(fake_t *fb, backend_op_t *op) {
     backend_result_t *res = &op->res;
@@ -989,6 +1053,12 @@ static void model_run(fake_t *fb, backend_op_t *op) {
         model_run_sem(fb, op, e);
         return;
     }
+    if (op->mode == BACKEND_ELECT &&
+        (op->kind == BACKEND_ACQUIRE || op->kind == BACKEND_RELEASE || op->kind == BACKEND_DROP ||
+         op->kind == BACKEND_LEAVE || op->kind == BACKEND_LEADER)) {
+        model_run_elect(fb, op, e);
+        return;
+    }
     if (op->mode == BACKEND_FAIR &&
         (op->kind == BACKEND_ACQUIRE || op->kind == BACKEND_RELEASE ||
          op->kind == BACKEND_DROP || op->kind == BACKEND_LEAVE)) {
@@ -997,7 +1067,8 @@ static void model_run(fake_t *fb, backend_op_t *op) {
     }
     /* A fair lock's renewal is a plain one (the batch script's 'n'). */
     if (e->sem && op->kind != BACKEND_STATUS && op->kind != BACKEND_FORCE &&
-        op->kind != BACKEND_WHO && (op->mode == BACKEND_MUTEX || op->mode == BACKEND_FAIR)) {
+        op->kind != BACKEND_WHO &&
+        (op->mode == BACKEND_MUTEX || op->mode == BACKEND_FAIR || op->mode == BACKEND_ELECT)) {
         /* The plain-lock scripts on a string: LUA_ACQUIRE answers {3, 3},
          * LUA_RELEASE's HGET raises WRONGTYPE, LUA_RENEW counts it gone. */
         if (op->kind == BACKEND_ACQUIRE) {
@@ -1289,7 +1360,9 @@ static void fk_submit(backend_t *b, backend_op_t *op) {
 
     /* A fair lock's: script_fair takes LEAVE in mode FAIR only; an acquire
      * has a lease, and a place's length unless it takes none ('o'). */
-    EXPECT(op->kind != BACKEND_LEAVE || op->mode == BACKEND_FAIR, "LEAVE of mode %d",
+    EXPECT(op->kind != BACKEND_LEAVE || op->mode == BACKEND_FAIR || op->mode == BACKEND_ELECT,
+           "LEAVE of mode %d", (int)op->mode);
+    EXPECT(op->kind != BACKEND_LEADER || op->mode == BACKEND_ELECT, "LEADER of mode %d",
            (int)op->mode);
     if (op->mode == BACKEND_FAIR && op->kind == BACKEND_ACQUIRE) {
         EXPECT(op->lease_ms > 0, "fair acquire without a lease (%.*s)", (int)op->len, op->name);
@@ -1318,7 +1391,7 @@ static void fk_submit(backend_t *b, backend_op_t *op) {
     r->lease_ms = op->lease_ms;
     r->permits = op->permits;
     r->permit_base = op->permit_base;
-    r->queue_ms = op->mode == BACKEND_FAIR ? op->queue_ms : 0;
+    r->queue_ms = op->mode == BACKEND_FAIR || op->mode == BACKEND_ELECT ? op->queue_ms : 0;
     r->queue_foreign_ms = op->mode == BACKEND_FAIR ? op->queue_foreign_ms : 0;
     r->once = op->mode == BACKEND_FAIR ? op->once : 0;
     r->at = now_of(fb);

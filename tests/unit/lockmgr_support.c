@@ -48,6 +48,10 @@ static void record(client_t *c, const lock_reply_t *r) {
         snprintf(c->details[k], DETAIL_LEN, "%s", r->detail);
         c->replies[k].detail = c->details[k];
     }
+    if (r->kind == LOCK_REPLY_LEADER && r->leader != NULL) { /* the same */
+        snprintf(c->names[k], DETAIL_LEN, "%.*s", (int)r->leader_len, r->leader);
+        c->replies[k].leader = c->names[k];
+    }
     if (r->name != NULL) { /* valid during the callback only */
         snprintf(c->names[k], DETAIL_LEN, "%.*s", (int)r->len, r->name);
         c->replies[k].name = c->names[k];
