@@ -56,12 +56,40 @@ class ElectionTest {
     /** Changes an observation reported, read with a hang guard. */
     static final class Changes {
         final LinkedBlockingQueue<LeaderChange> q = new LinkedBlockingQueue<>();
+        final List<LeaderChange> told = new ArrayList<>();
 
         LeaderChange next() throws InterruptedException {
             LeaderChange c = q.poll(HANG_GUARD_S, TimeUnit.SECONDS);
             if (c == null)
                 throw new AssertionError("no leader change");
+            told.add(c);
             return c;
+        }
+
+        /** The next leader: dlockd may tell a NONE between two leaders (PROTOCOL.md). */
+        LeaderChange nextLeader() throws InterruptedException {
+            LeaderChange c;
+            while ((c = next()).isNone()) {
+                // skipped
+            }
+            return c;
+        }
+
+        /** The observers' promises: fences rise; one is told again only after a NONE. */
+        void checkOrder() {
+            long last = 0;
+            LeaderChange prev = null;
+            for (LeaderChange c : told) {
+                if (c.isNone()) {
+                    assertFalse(prev != null && prev.isNone(), "NONE twice in a row: " + told);
+                } else {
+                    long f = c.leader().orElseThrow().fence();
+                    assertTrue(f > last || f == last && prev != null && prev.isNone(),
+                            "fence " + f + " after " + last + ": " + told);
+                    last = f;
+                }
+                prev = c;
+            }
         }
     }
 
@@ -126,12 +154,12 @@ class ElectionTest {
             List<Long> fences = new ArrayList<>();
             for (int round = 0; round < 3; round++) {
                 DlockLeadership la = a.elect(name, "a");
-                assertEquals(leads(name, la.fence(), "a"), seen.next());
+                assertEquals(leads(name, la.fence(), "a"), seen.nextLeader());
                 CompletableFuture<DlockLeadership> fb = b.electAsync(name, "b", null);
                 DlockClientTest.awaitBusy(oc, 1);
                 la.close();
                 DlockLeadership lb = within(fb);
-                assertEquals(leads(name, lb.fence(), "b"), seen.next());
+                assertEquals(leads(name, lb.fence(), "b"), seen.nextLeader());
                 lb.close();
                 assertTrue(seen.next().isNone());
                 fences.add(la.fence());
@@ -139,6 +167,7 @@ class ElectionTest {
             }
             for (int i = 1; i < fences.size(); i++)
                 assertTrue(fences.get(i) > fences.get(i - 1), fences.toString());
+            seen.checkOrder();
             o.close();
             assertTrue(o.isClosed());
             within(o.done());
