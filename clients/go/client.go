@@ -35,15 +35,16 @@ type Client struct {
 	path string
 	conn *net.UnixConn
 
-	mu       sync.Mutex
-	wcond    *sync.Cond // the writer waits on it for out
-	closed   bool
-	out      []byte  // request lines not yet written
-	inflight []*call // written, in the order their replies come
-	queued   []*call // held back behind the waiting request
-	blocking *call   // the request in flight that may wait, or nil
-	holders  map[string][]*hold
-	gates    map[string]*gate
+	mu        sync.Mutex
+	wcond     *sync.Cond // the writer waits on it for out
+	closed    bool
+	out       []byte  // request lines not yet written
+	inflight  []*call // written, in the order their replies come
+	queued    []*call // held back behind the waiting request
+	blocking  *call   // the request in flight that may wait, or nil
+	holders   map[string][]*hold
+	gates     map[string]*gate
+	observers map[string]*observed
 
 	closeOnce  sync.Once
 	readerDone chan struct{}
@@ -64,6 +65,10 @@ type call struct {
 	lock    *Lock      // the handle the grant made (new grants)
 	permits *Permits   // likewise, for ACQUIRE
 	stale   bool       // a reentry's grant that is not its handle's hold
+
+	elect      *electSpec   // an ELECT: the reader makes the *Leadership on OK
+	leadership *Leadership  // the handle it made
+	obs        *Observation // an OBSERVE: the reader starts it on OK
 }
 
 func newCall(line string, waits bool) *call {
@@ -83,6 +88,7 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 		conn:       conn.(*net.UnixConn),
 		holders:    make(map[string][]*hold),
 		gates:      make(map[string]*gate),
+		observers:  make(map[string]*observed),
 		readerDone: make(chan struct{}),
 	}
 	c.wcond = sync.NewCond(&c.mu)
@@ -153,6 +159,12 @@ func (c *Client) fail(err error) {
 		}
 	}
 	c.holders = map[string][]*hold{}
+	for _, ob := range c.observers {
+		for _, o := range append([]*Observation(nil), ob.active...) {
+			o.endLocked(err)
+		}
+	}
+	c.observers = map[string]*observed{}
 	for _, g := range c.gates {
 		for _, w := range g.waiters {
 			w.err, w.granted = err, true
@@ -229,9 +241,17 @@ func (c *Client) readLoop() {
 	}
 }
 
-// event handles "!LOST <name> <reason>"; other events are ignored.
+// event handles "!LOST <name> <reason>" and "!LEADER <name> …"; other
+// events are ignored.
 func (c *Client) event(line string) {
-	words := strings.Fields(line[1:])
+	words := strings.SplitN(line[1:], " ", 3)
+	if len(words) == 3 && words[0] == "LEADER" {
+		c.mu.Lock()
+		c.leaderEventLocked(words[1], words[2])
+		c.mu.Unlock()
+		return
+	}
+	words = strings.Fields(line[1:])
 	if len(words) < 3 || words[0] != "LOST" {
 		return
 	}
@@ -256,8 +276,15 @@ func (c *Client) reply(line string) {
 	c.inflight[0] = nil
 	c.inflight = c.inflight[1:]
 	cl.reply, cl.answered = line, true
-	if cl.spec != nil && strings.HasPrefix(line, "OK ") {
-		c.grantedLocked(cl)
+	if strings.HasPrefix(line, "OK ") {
+		switch {
+		case cl.spec != nil:
+			c.grantedLocked(cl)
+		case cl.elect != nil:
+			c.electedLocked(cl)
+		case cl.obs != nil:
+			c.observedLocked(cl)
+		}
 	}
 	if cl == c.blocking {
 		c.blocking = nil
@@ -334,6 +361,8 @@ func (c *Client) undo(cl *call) {
 	switch {
 	case cl.lock != nil:
 		_ = cl.lock.Unlock()
+	case cl.leadership != nil:
+		_ = cl.leadership.Resign()
 	case cl.permits != nil:
 		_, _ = cl.permits.Release(cl.permits.Count())
 	case cl.spec != nil && cl.spec.reentry != nil && !cl.stale:

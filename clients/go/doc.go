@@ -20,6 +20,11 @@
 //	defer l.Unlock()
 //	err = work(l.Context(), l.Fence()) // l.Context() ends if the lock is lost
 //
+// Leader election: Elect campaigns for a name and returns a *Leadership
+// once the client leads (its Context ends on loss; Resign hands over);
+// Leader tells who leads; Observe streams every change of leader on a
+// channel, in fence order.
+//
 // Loss: dlockd tells a client when it can no longer vouch for a lock
 // (lease ran out, FORCEUNLOCK, Redis unreachable); the handle's Context is
 // then cancelled and Err returns a *LostError with the reason. When the

@@ -26,7 +26,13 @@ type handle struct {
 	cid     string
 	lock    *dlock.Lock
 	permits *dlock.Permits
+	lead    *dlock.Leadership
 	watched chan struct{} // closed when the loss watcher is done
+}
+
+type observation struct {
+	obs     *dlock.Observation
+	watched chan struct{} // closed when its watcher wrote its last line
 }
 
 type adapter struct {
@@ -36,6 +42,8 @@ type adapter struct {
 	clients map[string]*dlock.Client
 	handles map[string]*handle
 	cancels map[string]context.CancelFunc
+	obs     map[string]*observation
+	after   map[string]func() // run once the command's answer is written
 	wg      sync.WaitGroup
 }
 
@@ -45,6 +53,8 @@ func main() {
 		clients: map[string]*dlock.Client{},
 		handles: map[string]*handle{},
 		cancels: map[string]context.CancelFunc{},
+		obs:     map[string]*observation{},
+		after:   map[string]func(){},
 	}
 	a.emit("* ready")
 	in := bufio.NewScanner(os.Stdin)
@@ -66,7 +76,7 @@ func main() {
 			a.emit(rid + " ok")
 			continue
 		}
-		ctx, cancel := context.WithCancel(context.Background())
+		ctx, cancel := context.WithCancel(context.WithValue(context.Background(), ridKey{}, rid))
 		a.mu.Lock()
 		a.cancels[rid] = cancel
 		a.mu.Unlock()
@@ -79,9 +89,14 @@ func main() {
 			}
 			a.mu.Lock()
 			delete(a.cancels, rid)
+			after := a.after[rid]
+			delete(a.after, rid)
 			a.mu.Unlock()
 			cancel()
 			a.emit(strings.TrimRight(rid+" "+answer, " "))
+			if after != nil {
+				after()
+			}
 		}()
 	}
 	a.mu.Lock()
@@ -92,6 +107,14 @@ func main() {
 		c.Close()
 	}
 	a.wg.Wait()
+}
+
+// ridKey keys the command's id in its context.
+type ridKey struct{}
+
+func (a *adapter) ridOf(ctx context.Context) string {
+	rid, _ := ctx.Value(ridKey{}).(string)
+	return rid
 }
 
 func (a *adapter) emit(line string) {
@@ -163,15 +186,21 @@ func (a *adapter) handle(hid string) (*handle, error) {
 
 // keep records a grant's handle and reports its loss as "* lost".
 func (a *adapter) keep(cid, hid string, l *dlock.Lock, p *dlock.Permits) {
-	h := &handle{cid: cid, lock: l, permits: p, watched: make(chan struct{})}
+	a.keepHandle(hid, &handle{cid: cid, lock: l, permits: p, watched: make(chan struct{})})
+}
+
+func (a *adapter) keepHandle(hid string, h *handle) {
 	a.mu.Lock()
 	a.handles[hid] = h
 	a.mu.Unlock()
 	done, errf := func() (<-chan struct{}, func() error) {
-		if l != nil {
-			return l.Done(), l.Err
+		switch {
+		case h.lock != nil:
+			return h.lock.Done(), h.lock.Err
+		case h.lead != nil:
+			return h.lead.Done(), h.lead.Err
 		}
-		return p.Done(), p.Err
+		return h.permits.Done(), h.permits.Err
 	}()
 	go func() {
 		defer close(h.watched)
@@ -352,6 +381,8 @@ func (a *adapter) run(ctx context.Context, cmd string, args []string) (string, e
 			return "", err
 		}
 		return "ok", c.Ping(ctx)
+	case "elect", "resign", "leader", "observe", "unobserve":
+		return a.election(ctx, cmd, args)
 	case "contend":
 		if err := need(args, 5); err != nil {
 			return "", err
@@ -389,7 +420,9 @@ func (a *adapter) onHandle(ctx context.Context, cmd string, h *handle, args []st
 			return "", err
 		}
 		var ttl time.Duration
-		if h.lock != nil {
+		if h.lead != nil {
+			ttl, err = h.lead.Renew(ctx, time.Duration(lease)*time.Millisecond)
+		} else if h.lock != nil {
 			ttl, err = h.lock.Renew(ctx, time.Duration(lease)*time.Millisecond)
 		} else {
 			ttl, err = h.permits.Renew(ctx, time.Duration(lease)*time.Millisecond)

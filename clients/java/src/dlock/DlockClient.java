@@ -13,6 +13,7 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Optional;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
@@ -21,6 +22,7 @@ import java.util.concurrent.SynchronousQueue;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.Lock;
+import java.util.function.Consumer;
 import java.util.function.Function;
 
 /**
@@ -60,6 +62,8 @@ public final class DlockClient implements AutoCloseable {
     private final Conn conn;
     private final Gates gates = new Gates();
     private final Map<String, List<Handle>> handles = new HashMap<>();
+    /** Live observations per name: OBSERVE goes for each, UNOBSERVE when the last ends. */
+    private final Map<String, Observed> observed = new HashMap<>();
     private final ThreadPoolExecutor callbacks = new ThreadPoolExecutor(0, Integer.MAX_VALUE,
             5, TimeUnit.SECONDS, new SynchronousQueue<>(), r -> {
                 Thread t = new Thread(r, "dlock-callback");
@@ -222,6 +226,84 @@ public final class DlockClient implements AutoCloseable {
         return this.<DlockPermits>take(Kind.SEM, name, permits, waitMillis(wait), millis(lease, "lease"));
     }
 
+    // ---- leader election
+
+    /** Campaigns with {@code value}, leading while the connection lives; see {@link #elect(String, String, Duration)}. */
+    public DlockLeadership elect(String name, String value) throws InterruptedException {
+        return elect(name, value, null);
+    }
+
+    /**
+     * Campaigns for leadership of {@code name} and waits until this client leads
+     * (candidates are served in the order they came, across daemons). {@code value} (1 to
+     * 255 bytes of 0x21 to 0x7E, e.g. {@code 10.0.0.5:8080}) is what {@link #leader} and
+     * observers are told. With a lease the leadership ends unless renewed
+     * ({@link DlockLeadership#renew}); {@code null} or zero: it lasts while the connection
+     * lives. An interrupt withdraws the campaign ({@code CANCEL}) and nothing stays held.
+     * A campaign always waits in dlockd, so it holds back this client's other requests
+     * until it wins: campaign on a client of its own. Two threads of one client electing one
+     * name take turns, as with locks.
+     */
+    public DlockLeadership elect(String name, String value, Duration lease) throws InterruptedException {
+        return await(campaign(name, value, millis(lease, "lease")));
+    }
+
+    /** {@link #elect(String, String, Duration)} as a future; {@code cancel} withdraws the campaign. */
+    public CompletableFuture<DlockLeadership> electAsync(String name, String value, Duration lease) {
+        return campaign(name, value, millis(lease, "lease"));
+    }
+
+    /** Who leads {@code name} now; empty when nobody does. */
+    public Optional<Leader> leader(String name) {
+        checkName(name);
+        return call("LEADER " + name, reply -> Leader.parse(reply.split(" "), 1, reply));
+    }
+
+    /**
+     * Observes the election {@code name}: {@code onChange} gets the leader now first, then
+     * every change, in order, one at a time on the client's callback threads (it must not
+     * wait for this client's replies for long: other observations' callbacks and loss
+     * signals do not wait for it, but its own next changes do). Close the observation to
+     * stop; it also ends when the connection does.
+     */
+    public Observation observe(String name, Consumer<LeaderChange> onChange) {
+        checkName(name);
+        Objects.requireNonNull(onChange, "onChange");
+        Observation o = new Observation(this, name, onChange);
+        CompletableFuture<Void> answered = new CompletableFuture<>();
+        synchronized (observed) {
+            if (conn.isClosed())
+                throw new ConnectionClosedException("client closed");
+            observed.computeIfAbsent(name, n -> new Observed()).count++;
+            conn.send("OBSERVE " + name, false, null, (reply, err) -> {
+                if (err == null) {
+                    try {
+                        Optional<Leader> now = Leader.parse(reply.split(" "), 1, reply);
+                        synchronized (observed) {
+                            Observed ob = observed.get(name);
+                            if (ob != null && !o.isClosed())
+                                ob.active.add(o);
+                        }
+                        o.push(new LeaderChange(name, now));
+                    } catch (RuntimeException e) {
+                        err = e;
+                    }
+                }
+                if (err != null)
+                    answered.completeExceptionally(err);
+                else
+                    answered.complete(null);
+            });
+        }
+        try {
+            join(answered);
+        } catch (RuntimeException e) {
+            o.close();
+            throw e;
+        }
+        return o;
+    }
+
     // ---- the rest
 
     /** What dlockd knows of the name, for this connection. */
@@ -277,6 +359,79 @@ public final class DlockClient implements AutoCloseable {
     }
 
     // ---- the machinery
+
+    private Op<DlockLeadership> campaign(String name, String value, long leaseMs) {
+        checkName(name);
+        checkValue(value);
+        Op<DlockLeadership> op = new Op<>(callbacks);
+        Gates.Waiter w = gates.enter(electGate(name), false);
+        op.stage(() -> gates.withdraw(w) ? CompletableFuture.completedFuture(null) : null);
+        w.thenAccept(in -> {
+            if (in)
+                sendElect(op, name, value, leaseMs);
+        });
+        return op;
+    }
+
+    private void sendElect(Op<DlockLeadership> op, String name, String value, long leaseMs) {
+        if (op.isDone()) {
+            leaveElectGate(name);
+            op.settle();
+            return;
+        }
+        String line = "ELECT " + name + " " + value + (leaseMs > 0 ? " " + leaseMs : "");
+        Conn.Request r = conn.send(line, true, reply -> "RESIGN " + name, (reply, err) -> {
+            long fence = 0;
+            if (err == null) {
+                String[] w = reply.split(" ");
+                try {
+                    if (w.length != 2)
+                        throw new NumberFormatException(reply);
+                    fence = Long.parseLong(w[1]);
+                } catch (NumberFormatException e) {
+                    err = new ProtocolException(null, "unexpected ELECT reply: " + reply);
+                }
+            }
+            if (err != null) {
+                leaveElectGate(name);
+                op.fail(err);
+                return;
+            }
+            DlockLeadership l = new DlockLeadership(this, name, value, fence);
+            register(l);
+            op.finish(l, l::close);
+        });
+        op.stage(() -> conn.cancel(r) ? r.settled.thenRun(() -> leaveElectGate(name)) : null);
+    }
+
+    /** The local gate of an election: one campaign (or leadership) of a name per client. */
+    private static String electGate(String name) {
+        return "elect " + name;
+    }
+
+    void leaveElectGate(String name) {
+        gates.leave(electGate(name), false);
+    }
+
+    /** Ends an observation's share of its name: UNOBSERVE when it was the last. */
+    void unobserve(Observation o) {
+        synchronized (observed) {
+            Observed ob = observed.get(o.name());
+            if (ob == null)
+                return;
+            ob.active.remove(o);
+            if (--ob.count == 0) {
+                observed.remove(o.name());
+                conn.send("UNOBSERVE " + o.name(), false, null, (reply, err) -> { });
+            }
+        }
+    }
+
+    /** A name's observations on this client. */
+    private static final class Observed {
+        int count;
+        final List<Observation> active = new ArrayList<>();
+    }
 
     private <H extends Handle> Op<Optional<H>> take(Kind kind, String name, int permits, long waitMs, long leaseMs) {
         checkName(name);
@@ -440,6 +595,18 @@ public final class DlockClient implements AutoCloseable {
 
     private void event(String line) {
         String[] w = line.split(" ");
+        if (w.length >= 3 && w[0].equals("!LEADER")) {
+            List<Observation> to;
+            synchronized (observed) {
+                Observed ob = observed.get(w[1]);
+                to = ob == null ? List.of() : new ArrayList<>(ob.active);
+            }
+            if (!to.isEmpty()) {
+                LeaderChange c = new LeaderChange(w[1], Leader.parse(w, 2, line));
+                to.forEach(o -> o.push(c));
+            }
+            return;
+        }
         if (w.length >= 3 && w[0].equals("!LOST")) {
             List<Handle> l;
             synchronized (handles) {
@@ -457,6 +624,12 @@ public final class DlockClient implements AutoCloseable {
             handles.clear();
         }
         all.forEach(h -> h.markLost("closed"));
+        List<Observation> obs = new ArrayList<>();
+        synchronized (observed) {
+            observed.values().forEach(ob -> obs.addAll(ob.active));
+            observed.clear();
+        }
+        obs.forEach(o -> o.end(new ConnectionClosedException("connection to dlockd closed")));
     }
 
     // ---- local checks, the daemon's rules
@@ -470,6 +643,15 @@ public final class DlockClient implements AutoCloseable {
             char c = name.charAt(i);
             if (c < 0x21 || c > 0x7e)
                 throw new NameException("a lock name is 1 to 255 bytes of 0x21 to 0x7E (byte " + i + " is not)");
+        }
+    }
+
+    /** Leader values are 1 to 255 bytes of 0x21 to 0x7E, as names are (else ERR ARGS). */
+    static void checkValue(String value) {
+        try {
+            checkName(value);
+        } catch (NameException e) {
+            throw new ArgsException("a leader value is 1 to 255 bytes of 0x21 to 0x7E");
         }
     }
 

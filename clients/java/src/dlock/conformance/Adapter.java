@@ -9,12 +9,15 @@ import dlock.ConnectionClosedException;
 import dlock.DeniedException;
 import dlock.DlockClient;
 import dlock.DlockConnectException;
+import dlock.DlockLeadership;
 import dlock.DlockLock;
 import dlock.DlockPermits;
 import dlock.KindException;
+import dlock.LeaderChange;
 import dlock.LimitException;
 import dlock.NameException;
 import dlock.NotHeldException;
+import dlock.Observation;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
@@ -26,7 +29,10 @@ import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 import java.util.concurrent.CancellationException;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 
@@ -36,10 +42,15 @@ import java.util.concurrent.atomic.AtomicLong;
  * Run: {@code java -cp build/dlock.jar dlock.conformance.Adapter}.
  */
 public final class Adapter {
+    /** A hang guard for what is already on its way. */
+    private static final long GUARD_S = 60;
     private final PrintStream out = new PrintStream(System.out, false, StandardCharsets.UTF_8);
     private final Map<String, DlockClient> clients = new ConcurrentHashMap<>();
     private final Map<String, Object> handles = new ConcurrentHashMap<>();
     private final Map<String, Thread> running = new ConcurrentHashMap<>();
+    private final Map<String, Observation> observations = new ConcurrentHashMap<>();
+    /** What runs once a command's answer is written, by the command's id. */
+    private final Map<String, Runnable> after = new ConcurrentHashMap<>();
 
     public static void main(String[] args) throws Exception {
         new Adapter().run();
@@ -69,6 +80,9 @@ public final class Adapter {
                     emit(rid + " err " + kind(e) + " " + text(e));
                 } finally {
                     running.remove(rid);
+                    Runnable then = after.remove(rid);
+                    if (then != null)
+                        then.run();
                 }
             }, "cmd-" + rid);
             running.put(rid, t);
@@ -115,7 +129,10 @@ public final class Adapter {
                 return "ok " + lock(w[2]).unlock();
             case "renew": {
                 long lease = Long.parseLong(w[3]);
-                return "ok " + lock(w[2]).renew(lease == 0 ? null : Duration.ofMillis(lease)).toMillis();
+                Duration d = lease == 0 ? null : Duration.ofMillis(lease);
+                if (handle(w[2]) instanceof DlockLeadership)
+                    return "ok " + ((DlockLeadership) handle(w[2])).renew(d).toMillis();
+                return "ok " + lock(w[2]).renew(d).toMillis();
             }
             case "seminit":
                 return client(w[2]).semInit(w[3], Integer.parseInt(w[4])) ? "ok 1" : "ok 0";
@@ -131,12 +148,64 @@ public final class Adapter {
             case "ping":
                 client(w[2]).ping();
                 return "ok";
+            case "elect": {
+                DlockLeadership l = client(w[2]).elect(w[4], w[5], ms(w[6]));
+                handles.put(w[3], l);
+                String hid = w[3];
+                l.onLost(e -> emit("* lost " + hid + " " + e.reason()));
+                return "ok " + l.fence();
+            }
+            case "resign": {
+                Object h = handle(w[2]);
+                if (!(h instanceof DlockLeadership))
+                    throw new IllegalArgumentException(w[2] + " is not a leadership");
+                return ((DlockLeadership) h).resign() ? "ok 1" : "ok 0";
+            }
+            case "leader":
+                return "ok " + client(w[2]).leader(w[3]).map(Object::toString).orElse("NONE");
+            case "observe":
+                return observe(w[0], client(w[2]), w[3], w[4]);
+            case "unobserve": {
+                Observation o = observations.remove(w[2]);
+                if (o == null)
+                    throw new IllegalArgumentException("no observation " + w[2]);
+                o.close(); // waits for a "* leader" line being written
+                return "ok";
+            }
             case "contend":
                 return contend(client(w[2]), Integer.parseInt(w[3]), Integer.parseInt(w[4]),
                         Integer.parseInt(w[5]), w[6]);
             default:
                 throw new IllegalArgumentException("unknown command " + w[1]);
         }
+    }
+
+    /**
+     * The first change (the leader now) is the answer; later ones are written as
+     * "* leader" lines, from the moment the answer is out.
+     */
+    private String observe(String rid, DlockClient c, String oid, String name) throws Exception {
+        CompletableFuture<LeaderChange> first = new CompletableFuture<>();
+        CountDownLatch answered = new CountDownLatch(1);
+        Observation o = c.observe(name, change -> {
+            if (first.complete(change))
+                return;
+            boolean interrupted = false;
+            while (true) {
+                try {
+                    answered.await();
+                    break;
+                } catch (InterruptedException e) {
+                    interrupted = true;
+                }
+            }
+            if (interrupted)
+                Thread.currentThread().interrupt();
+            emit("* leader " + oid + " " + change);
+        });
+        observations.put(oid, o);
+        after.put(rid, answered::countDown);
+        return "ok " + first.get(GUARD_S, TimeUnit.SECONDS);
     }
 
     private String granted(String hid, DlockLock l) {
