@@ -85,7 +85,7 @@ async function observe(c, oid, name, signal) {
       // the connection ended
     }
   };
-  return { answer: `ok ${leaderWords(first.value)}`, then: tell };
+  return { answer: `ok ${leaderWords(first.value)}`, after: tell };
 }
 
 async function contend(c, tasks, names, rounds, prefix) {
@@ -180,7 +180,7 @@ function command(line) {
     (answer) => {
       if (typeof answer === 'string') return say(`${rid} ${answer}`);
       say(`${rid} ${answer.answer}`);
-      answer.then();
+      answer.after();
     },
     (e) => say(`${rid} err ${errKind(e)} ${oneLine(e?.message ?? e)}`),
   ).finally(() => inflight.delete(rid));

@@ -527,12 +527,16 @@ class _Observation:
                 return
             self._top, self._gap, self._last_none = item.fence, False, False
         self.items.append(item)
-        _resolve(self.waiter)
+        self._wake()
 
     def fail(self, err):
         self.error = err
         self.stop()
-        _resolve(self.waiter)
+        self._wake()
+
+    def _wake(self):
+        if self.waiter is not None:
+            _resolve(self.waiter)
 
     async def get(self):
         while not self.items:

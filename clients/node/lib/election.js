@@ -54,8 +54,8 @@ export class Leadership extends Held {
    * Resolves true if it was still held, false if it had ended (lost, or resigned).
    */
   resign() {
-    if (this.#resigning) return this.#resigning;
     if (this.done) return Promise.resolve(false);
+    if (this.#resigning) return this.#resigning; // one in flight: share its answer
     this.#resigning = this.#resign();
     return this.#resigning;
   }
