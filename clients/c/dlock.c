@@ -21,12 +21,21 @@ enum {
     WAIT_CANCELLED   /* CANCEL was written behind it: its reply comes too */
 };
 
+/* A name observed with dlock_observe(). */
+typedef struct observer_s {
+    struct observer_s *next;
+    dlock_leader_cb cb;
+    void *data;
+    char name[DLOCK_NAME_MAX + 1];
+} observer_t;
+
 struct dlock_s {
     int fd;
     int closed;                     /* EOF or an error was seen */
     atomic_int wait;                /* WAIT_*: the only field another thread touches */
     dlock_lost_cb lost_cb;
     void *lost_data;
+    observer_t *observers;          /* the names observed, newest first */
     size_t len;                     /* bytes in buf */
     char buf[2 * DLOCK_LINE_MAX];   /* read but not yet consumed */
     char line[DLOCK_LINE_MAX + 1];  /* the last line taken from buf */
@@ -137,6 +146,11 @@ void dlock_close(dlock_t *d) {
         (void)n;
     }
     close(d->fd);
+    while (d->observers != NULL) {
+        observer_t *o = d->observers;
+        d->observers = o->next;
+        free(o);
+    }
     free(d);
 }
 
@@ -149,8 +163,56 @@ int dlock_fd(const dlock_t *d) {
     return d->fd;
 }
 
+static observer_t *observer_find(const dlock_t *d, const char *name) {
+    for (observer_t *o = d->observers; o != NULL; o = o->next)
+        if (strcmp(o->name, name) == 0) return o;
+    return NULL;
+}
+
+/* Strict decimal: 0 with *v, or -1. */
+static int parse_u64(const char *s, uint64_t *v) {
+    uint64_t n = 0;
+    if (*s == '\0') return -1;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9' || n > (UINT64_MAX - 9) / 10) return -1;
+        n = n * 10 + (uint64_t)(*s - '0');
+    }
+    *v = n;
+    return 0;
+}
+
+/* "<fence> <value>" or "NONE" (changed in place): 1 and the leader, 0 for
+ * NONE (fence 0, value NULL), -1 if it is neither. */
+static int parse_leader(char *words, uint64_t *fence, const char **value) {
+    *fence = 0;
+    *value = NULL;
+    if (strcmp(words, "NONE") == 0) return 0;
+    char *sp = strchr(words, ' ');
+    if (sp == NULL || sp[1] == '\0' || strchr(sp + 1, ' ') != NULL) return -1;
+    *sp = '\0';
+    if (parse_u64(words, fence) != 0) return -1;
+    *value = sp + 1;
+    return 1;
+}
+
+/* "!LEADER <name> <fence> <value>" or "!LEADER <name> NONE". */
+static void on_leader(dlock_t *d, char *name) {
+    char *sp = strchr(name, ' ');
+    if (sp == NULL) return;
+    *sp = '\0';
+    observer_t *o = observer_find(d, name);
+    uint64_t fence;
+    const char *value;
+    if (o == NULL || o->cb == NULL || parse_leader(sp + 1, &fence, &value) < 0) return;
+    o->cb(d, name, fence, value, o->data);
+}
+
 /* Handles an event line ("!..."). */
 static void on_event(dlock_t *d, char *line) {
+    if (strncmp(line, "!LEADER ", 8) == 0) {
+        on_leader(d, line + 8);
+        return;
+    }
     if (strncmp(line, "!LOST ", 6) != 0 || d->lost_cb == NULL) return;
     char *name = line + 6;
     char *sp = strchr(name, ' ');
@@ -545,6 +607,101 @@ int dlock_info(dlock_t *d, char *buf, size_t len) {
     if (r == 0 && buf != NULL && len > 0)
         snprintf(buf, len, "%s", d->line[2] == ' ' ? d->line + 3 : "");
     return r;
+}
+
+/* A leader's value: a word as a name is. */
+static int value_ok(const char *value) {
+    return value != NULL && name_ok(value);
+}
+
+int dlock_elect(dlock_t *d, const char *name, const char *value, uint32_t lease_ms,
+                uint64_t *fence) {
+    char line[DLOCK_NAME_MAX + DLOCK_VALUE_MAX + 32];
+    char undo[DLOCK_NAME_MAX + 16];
+    uint64_t f;
+    if (!name_ok(name)) return DLOCK_ENAME;
+    if (!value_ok(value) || lease_ms > 2147483647u) return DLOCK_EARGS;
+    int n = snprintf(line, sizeof(line), "ELECT %s %s", name, value);
+    if (lease_ms != 0) snprintf(line + n, sizeof(line) - (size_t)n, " %u", lease_ms);
+    snprintf(undo, sizeof(undo), "RESIGN %s", name);
+    int r = roundtrip_wait(d, line, undo);
+    if (r != 0) return r;
+    if (strncmp(d->line, "OK ", 3) != 0 || parse_u64(d->line + 3, &f) != 0) return DLOCK_EPROTO;
+    if (fence) *fence = f;
+    return 0;
+}
+
+/* verb NAME answered "OK 0" or "OK 1": RESIGN, UNOBSERVE. */
+static int yes_no(dlock_t *d, const char *verb, const char *name, int *was) {
+    char line[DLOCK_NAME_MAX + 16];
+    if (!name_ok(name)) return DLOCK_ENAME;
+    snprintf(line, sizeof(line), "%s %s", verb, name);
+    int r = roundtrip(d, line);
+    if (r != 0) return r;
+    if (strcmp(d->line, "OK 0") != 0 && strcmp(d->line, "OK 1") != 0) return DLOCK_EPROTO;
+    if (was) *was = d->line[3] == '1';
+    return 0;
+}
+
+int dlock_resign(dlock_t *d, const char *name, int *was) {
+    return yes_no(d, "RESIGN", name, was);
+}
+
+/* verb NAME answered as LEADER: 1 or 0 with the leader, or a negative code. */
+static int ask_leader(dlock_t *d, const char *verb, const char *name, uint64_t *fence,
+                      char *value, size_t cap) {
+    char line[DLOCK_NAME_MAX + 16];
+    uint64_t f;
+    const char *v;
+    if (!name_ok(name)) return DLOCK_ENAME;
+    snprintf(line, sizeof(line), "%s %s", verb, name);
+    int r = roundtrip(d, line);
+    if (r != 0) return r;
+    if (strncmp(d->line, "OK ", 3) != 0) return DLOCK_EPROTO;
+    int led = parse_leader(d->line + 3, &f, &v);
+    if (led < 0) return DLOCK_EPROTO;
+    if (fence) *fence = f;
+    if (value != NULL && cap > 0) snprintf(value, cap, "%s", led ? v : "");
+    return led;
+}
+
+int dlock_leader(dlock_t *d, const char *name, uint64_t *fence, char *value, size_t cap) {
+    return ask_leader(d, "LEADER", name, fence, value, cap);
+}
+
+int dlock_observe(dlock_t *d, const char *name, dlock_leader_cb cb, void *data,
+                  uint64_t *fence, char *value, size_t cap) {
+    if (!name_ok(name)) return DLOCK_ENAME;
+    observer_t *o = observer_find(d, name);
+    int fresh = o == NULL;
+    if (fresh && (o = calloc(1, sizeof(*o))) == NULL) return DLOCK_ENOMEM;
+    int r = ask_leader(d, "OBSERVE", name, fence, value, cap);
+    if (r < 0) {
+        if (fresh) free(o);
+        return r;
+    }
+    o->cb = cb;
+    o->data = data;
+    if (fresh) {
+        snprintf(o->name, sizeof(o->name), "%s", name);
+        o->next = d->observers;
+        d->observers = o;
+    }
+    return r;
+}
+
+int dlock_unobserve(dlock_t *d, const char *name, int *was) {
+    int r = yes_no(d, "UNOBSERVE", name, was);
+    if (r != 0) return r;
+    for (observer_t **p = &d->observers; *p != NULL; p = &(*p)->next) {
+        if (strcmp((*p)->name, name) == 0) {
+            observer_t *o = *p;
+            *p = o->next;
+            free(o);
+            break;
+        }
+    }
+    return 0;
 }
 
 int dlock_poll(dlock_t *d, int timeout_ms) {

@@ -10,7 +10,8 @@
  * Functions return 0 (or a documented non-negative value) on success and a
  * negative DLOCK_E* code on failure; dlock_strerror() names it. Loss
  * notifications (!LOST) are delivered to the callback set with
- * dlock_set_lost_cb(), while a call reads replies or from dlock_poll(). */
+ * dlock_set_lost_cb(), while a call reads replies or from dlock_poll();
+ * so are leader changes (!LEADER) of the names given to dlock_observe(). */
 #ifndef DLOCK_H
 #define DLOCK_H
 
@@ -24,6 +25,7 @@ extern "C" {
 #define DLOCK_DEFAULT_SOCKET "/run/dlockd/dlockd.sock"
 #define DLOCK_SOCKET_ENV     "DLOCK_SOCKET"
 #define DLOCK_NAME_MAX       255
+#define DLOCK_VALUE_MAX      255    /* bytes in a leader's value */
 #define DLOCK_LINE_MAX       4096   /* longest reply line accepted */
 #define DLOCK_PERMITS_MAX    10000  /* permits in one ACQUIRE or RELEASE */
 
@@ -68,6 +70,14 @@ typedef struct dlock_s dlock_t;
 /* Called for each "!LOST <name> <reason>" event. */
 typedef void (*dlock_lost_cb)(dlock_t *d, const char *name, const char *reason,
                               void *data);
+
+/* Called for each "!LEADER <name> <fence> <value>" of a name observed with
+ * dlock_observe(): a new leader; value is NULL and fence 0 for "!LEADER
+ * <name> NONE" (nobody leads, or dlockd cannot tell). Called from inside
+ * the dlock call or dlock_poll() that read it: it must not make requests
+ * on d (dlock_cancel() aside). */
+typedef void (*dlock_leader_cb)(dlock_t *d, const char *name, uint64_t fence,
+                                const char *value, void *data);
 
 typedef enum {
     DLOCK_FREE = 0,   /* nobody holds it */
@@ -209,15 +219,55 @@ int dlock_ping(dlock_t *d);
 /* Copies INFO's key=value line (without "OK ") into buf. */
 int dlock_info(dlock_t *d, char *buf, size_t len);
 
+/* Leader election: a name's leader is one connection at a time. Its value
+ * (1..DLOCK_VALUE_MAX bytes of 0x21-0x7E, as a name; otherwise
+ * DLOCK_EARGS) is what observers and dlock_leader() are told, e.g.
+ * "10.0.0.5:8080"; its fence rises from leadership to leadership. An
+ * election's name is its own kind: the lock calls on it, and dlock_elect()
+ * on a lock's name, are DLOCK_EKIND.
+ *
+ * Campaigns for name and waits, as long as it takes, until this
+ * connection leads it; *fence is the leadership's fence. Candidates are
+ * served in the order they came. dlock_cancel() withdraws the campaign as
+ * it does a lock's wait (DLOCK_ECANCELLED, leading nothing: a leadership
+ * won as the cancel raced it is resigned). lease_ms 0: it leads while
+ * connected (watchdog); else until lease_ms runs out without dlock_renew().
+ * Losing the leadership (expired, forced, backend) reaches the lost
+ * callback as a lock's loss does. Campaigning again for a name it leads
+ * answers at once with the same fence. */
+int dlock_elect(dlock_t *d, const char *name, const char *value, uint32_t lease_ms,
+                uint64_t *fence);
+/* Gives up leading name (the next candidate leads at once) or campaigning
+ * for it: *was is 1 then, 0 if this connection did neither. */
+int dlock_resign(dlock_t *d, const char *name, int *was);
+/* The leader of name now, seen from any dlockd: returns 1 with its fence
+ * and its value (copied into value, cut to cap - 1 bytes; cap
+ * DLOCK_VALUE_MAX + 1 holds every value; value may be NULL), or 0 when
+ * nobody leads (*fence 0, value ""). */
+int dlock_leader(dlock_t *d, const char *name, uint64_t *fence, char *value, size_t cap);
+/* Observes name: returns as dlock_leader() (the leader now), and from then
+ * on calls cb with data for every leader change dlockd tells, through the
+ * event path (while a call reads replies, or from dlock_poll(); poll
+ * dlock_fd() to learn when one waits). The fences told never go down; one
+ * is told again only after a "none" came between. Observing a name again
+ * replaces its callback. Above dlockd's limit of observed names per
+ * connection, DLOCK_ELIMIT. */
+int dlock_observe(dlock_t *d, const char *name, dlock_leader_cb cb, void *data,
+                  uint64_t *fence, char *value, size_t cap);
+/* Stops observing name: no callback for it after this returns. *was is 1
+ * if it was observed, 0 if not (was may be NULL). */
+int dlock_unobserve(dlock_t *d, const char *name, int *was);
+
 /* Sends one raw request line (without LF) and copies the reply line into
  * buf. Events met on the way go to the lost callback. */
 int dlock_request(dlock_t *d, const char *line, char *buf, size_t len);
 
 /* Withdraws the wait of the waiting call blocked on d now: dlock_lock(),
- * dlock_rlock(), dlock_wlock(), dlock_fairlock(), dlock_acquire(), or a
- * dlock_try*() with a wait_ms above 0. That call then returns
- * DLOCK_ECANCELLED holding nothing: when the grant raced the cancel, it
- * gives back what it got (one hold, or its permits) before returning. d
+ * dlock_rlock(), dlock_wlock(), dlock_fairlock(), dlock_acquire(),
+ * dlock_elect(), or a dlock_try*() with a wait_ms above 0. That call then
+ * returns DLOCK_ECANCELLED holding nothing: when the grant raced the
+ * cancel, it gives back what it got (one hold, its permits, or the
+ * leadership) before returning. d
  * stays usable. Safe to call from another thread, and from a signal
  * handler (it sets an atomic flag and writes "CANCEL" with one send(2)).
  * Returns 1 if a wait was being cancelled, 0 if no waiting call was in

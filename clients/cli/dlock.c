@@ -44,6 +44,9 @@ static void usage(FILE *out) {
         "       dlock [-S SOCKET] [-v] --seminit N NAME\n"
         "       dlock [-S SOCKET] --status NAME | --force-unlock NAME | --info | --ping\n"
         "       dlock [-S SOCKET] --who NAME | --metrics\n"
+        "       dlock [-S SOCKET] [-l LEASE_MS] [-k SECONDS] [-v] --elect NAME\n"
+        "             [--value VALUE] [--] COMMAND [ARG...]\n"
+        "       dlock [-S SOCKET] --observe NAME | --leader NAME\n"
         "  -S SOCKET   dlockd's socket (default $DLOCK_SOCKET, else %s)\n"
         "  -s          take a read lock (shared with other readers; --shared)\n"
         "  -x          take a write lock (excludes readers and writers; --exclusive)\n"
@@ -61,8 +64,15 @@ static void usage(FILE *out) {
         "  -k SECONDS  after the lock is lost, SIGKILL COMMAND this long after SIGTERM\n"
         "              (default 5)\n"
         "  -v          say on stderr what was set and acquired (--verbose)\n"
-        "COMMAND gets DLOCK_NAME and DLOCK_FENCE (a lock) or DLOCK_PERMITS (a\n"
-        "semaphore) in its environment. -s used to name the socket: use -S (--socket).\n"
+        "  --elect NAME  campaign to lead NAME; run COMMAND while leading, resign when\n"
+        "              it exits; on loss of the leadership stop it and exit 75\n"
+        "  --value VALUE what observers are told of this leader (default: the host name)\n"
+        "  --observe NAME  print NAME's leader, then every change, one line each\n"
+        "              (FENCE VALUE, or NONE), until killed\n"
+        "  --leader NAME   print NAME's leader now (FENCE VALUE); NONE and exit 1 if none\n"
+        "COMMAND gets DLOCK_NAME and DLOCK_FENCE (a lock, a leadership) or DLOCK_PERMITS\n"
+        "(a semaphore), and DLOCK_LEADER_VALUE (a leadership), in its environment.\n"
+        "-s used to name the socket: use -S (--socket).\n"
         "See dlock(1).\n",
         DLOCK_DEFAULT_SOCKET, DLOCK_PERMITS_MAX);
 }
@@ -204,6 +214,8 @@ static void on_signal(int sig) {
 
 typedef struct run_s {
     const char *name;
+    const char *what;  /* "lock" or "leadership of" */
+    int lost_code;     /* dlock's exit code once lost */
     int lost;          /* the lock can no longer be counted on */
 } run_t;
 
@@ -211,7 +223,7 @@ static void on_lost(dlock_t *d, const char *name, const char *reason, void *data
     run_t *run = data;
     (void)d;
     if (strcmp(name, run->name) != 0) return;
-    fprintf(stderr, "dlock: lock %s lost (%s): stopping the command\n", name, reason);
+    fprintf(stderr, "dlock: %s %s lost (%s): stopping the command\n", run->what, name, reason);
     run->lost = 1;
 }
 
@@ -425,10 +437,105 @@ static int run_child(dlock_t *d, run_t *run, char **argv, uint32_t grace_ms) {
         pid_t w = waitpid(child, &status, WNOHANG);
         if (w == child) exited = 1;
     }
-    if (run->lost) return EXIT_LOST;
+    if (run->lost) return run->lost_code;
     if (WIFEXITED(status)) return WEXITSTATUS(status);
     if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
     return EXIT_SOFTWARE;
+}
+
+/* A leader as --observe and --leader print it. 0, or -1 when stdout is
+ * gone (EPIPE: the reader of a pipeline left). */
+static int print_leader(uint64_t fence, const char *value) {
+    if (value != NULL) printf("%llu %s\n", (unsigned long long)fence, value);
+    else printf("NONE\n");
+    return fflush(stdout) == 0 && !ferror(stdout) ? 0 : -1;
+}
+
+static void on_leader(dlock_t *d, const char *name, uint64_t fence, const char *value,
+                      void *data) {
+    int *gone = data;
+    (void)d;
+    (void)name;
+    if (!*gone && print_leader(fence, value) != 0) *gone = 1;
+}
+
+/* ELECT's ERR KIND. */
+static const char not_an_election[] =
+    "held as a lock or a semaphore, not an election (choose another name), or this "
+    "dlockd has no elections";
+
+/* --observe NAME: the leader now, then every change, until killed or the
+ * reader of stdout goes (0), or dlockd goes (69). --leader NAME (once):
+ * 0 when someone leads, 1 when nobody does. */
+static int observe(const char *sock, const char *name, int once) {
+    char value[DLOCK_VALUE_MAX + 1];
+    uint64_t fence = 0;
+    int gone = 0;
+    signal(SIGPIPE, SIG_IGN);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    dlock_t *d = connect_or_say(sock);
+    if (d == NULL) return EXIT_UNAVAILABLE;
+    int r = once ? dlock_leader(d, name, &fence, value, sizeof(value))
+                 : dlock_observe(d, name, on_leader, &gone, &fence, value, sizeof(value));
+    if (r < 0) {
+        fprintf(stderr, "dlock: %s: %s\n", name,
+                r == DLOCK_EKIND ? not_an_election : dlock_strerror(r));
+        dlock_close(d);
+        return exit_for(r);
+    }
+    if (print_leader(fence, r == 1 ? value : NULL) != 0 || once) {
+        dlock_close(d);
+        return once && r == 0 ? 1 : 0;
+    }
+    while (!gone) {
+        r = dlock_poll(d, -1);
+        if (r < 0 && !gone) {
+            fprintf(stderr, "dlock: %s: %s\n", name, dlock_strerror(r));
+            dlock_close(d);
+            return EXIT_UNAVAILABLE;
+        }
+    }
+    dlock_close(d);
+    return 0;
+}
+
+/* --elect NAME: campaigns, runs argv while leading, resigns when it exits. */
+static int elect(const char *sock, run_t *run, const char *value, uint32_t lease_ms,
+                 char **argv, uint32_t grace_ms, int verbose) {
+    char host[DLOCK_VALUE_MAX + 1], num[24];
+    uint64_t fence = 0;
+    if (value == NULL) {
+        if (gethostname(host, sizeof(host)) != 0 || host[0] == '\0') {
+            fprintf(stderr, "dlock: --elect: no host name for a value: give --value\n");
+            return EXIT_USAGE;
+        }
+        host[sizeof(host) - 1] = '\0';
+        value = host;
+    }
+    dlock_t *d = connect_or_say(sock);
+    if (d == NULL) return EXIT_UNAVAILABLE;
+    dlock_set_lost_cb(d, on_lost, run);
+    if (verbose) fprintf(stderr, "dlock: %s: campaigning as %s\n", run->name, value);
+    int r = dlock_elect(d, run->name, value, lease_ms, &fence);
+    if (r != 0) {
+        fprintf(stderr, "dlock: %s: %s\n", run->name,
+                r == DLOCK_EKIND ? not_an_election
+                : r == DLOCK_EARGS ? "bad --value or lease (a value is 1-255 printable "
+                                     "characters without blanks)"
+                : dlock_strerror(r));
+        dlock_close(d);
+        return exit_for(r);
+    }
+    snprintf(num, sizeof(num), "%llu", (unsigned long long)fence);
+    setenv("DLOCK_NAME", run->name, 1);
+    setenv("DLOCK_FENCE", num, 1);
+    setenv("DLOCK_LEADER_VALUE", value, 1);
+    unsetenv("DLOCK_PERMITS");
+    if (verbose) fprintf(stderr, "dlock: %s: leading (fence %s)\n", run->name, num);
+    int code = run_child(d, run, argv, grace_ms);
+    if (!run->lost) dlock_resign(d, run->name, NULL); /* the next candidate leads now */
+    dlock_close(d);
+    return code;
 }
 
 /* --seminit: SEMINIT NAME PERMITS. 0, or dlock's exit code after saying why. */
@@ -449,7 +556,8 @@ static int seminit(dlock_t *d, const char *name, uint32_t permits, int verbose) 
 
 int main(int argc, char **argv) {
     enum { OPT_STATUS = 256, OPT_FORCE, OPT_INFO, OPT_PING, OPT_VERSION, OPT_METRICS, OPT_WHO,
-           OPT_PERMITS, OPT_SEMINIT, OPT_FAIR };
+           OPT_PERMITS, OPT_SEMINIT, OPT_FAIR, OPT_ELECT, OPT_VALUE, OPT_OBSERVE,
+           OPT_LEADER };
     static const struct option longopts[] = {
         {"status", required_argument, NULL, OPT_STATUS},
         {"force-unlock", required_argument, NULL, OPT_FORCE},
@@ -465,6 +573,11 @@ int main(int argc, char **argv) {
         {"permits", required_argument, NULL, OPT_PERMITS},
         {"seminit", required_argument, NULL, OPT_SEMINIT},
         {"verbose", no_argument, NULL, 'v'},
+        {"lease", required_argument, NULL, 'l'},
+        {"elect", required_argument, NULL, OPT_ELECT},
+        {"value", required_argument, NULL, OPT_VALUE},
+        {"observe", required_argument, NULL, OPT_OBSERVE},
+        {"leader", required_argument, NULL, OPT_LEADER},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -475,6 +588,8 @@ int main(int argc, char **argv) {
     uint32_t wait_ms = 0, lease_ms = 0, conflict = 1, grace_ms = DEFAULT_GRACE_MS;
     uint32_t permits = 0, sem_size = 0;
     char query_line[DLOCK_NAME_MAX + 32] = "";
+    const char *elect_name = NULL, *value = NULL, *observe_name = NULL;
+    int leader_once = 0;
 
     /* '+': stop at the first non-option, so COMMAND keeps its own options. */
     while ((opt = getopt_long(argc, argv, "+S:sxnw:E:l:k:vh", longopts, NULL)) != -1) {
@@ -525,6 +640,22 @@ int main(int argc, char **argv) {
                      opt == OPT_STATUS ? "STATUS" : opt == OPT_WHO ? "WHO" : "FORCEUNLOCK",
                      optarg);
             break;
+        case OPT_ELECT:
+        case OPT_OBSERVE:
+        case OPT_LEADER:
+            if (strlen(optarg) > DLOCK_NAME_MAX || strpbrk(optarg, " \t\r\n") != NULL)
+                return usage_error("", optarg, " is not a name");
+            if (opt == OPT_ELECT) elect_name = optarg;
+            else observe_name = optarg;
+            leader_once = opt == OPT_LEADER;
+            break;
+        case OPT_VALUE:
+            if (optarg[0] == '\0' || strlen(optarg) > DLOCK_VALUE_MAX ||
+                strpbrk(optarg, " \t\r\n") != NULL)
+                return usage_error("--value: ", optarg,
+                                   " is not a value (1-255 printable characters, no blanks)");
+            value = optarg;
+            break;
         case OPT_INFO: snprintf(query_line, sizeof(query_line), "INFO"); break;
         case OPT_PING: snprintf(query_line, sizeof(query_line), "PING"); break;
         case OPT_METRICS: metrics = 1; break;
@@ -540,6 +671,23 @@ int main(int argc, char **argv) {
     if (query_line[0] != '\0') {
         if (optind < argc) return usage_error("unexpected argument ", argv[optind], "");
         return query(sock, query_line);
+    }
+    if (observe_name != NULL) {
+        if (optind < argc) return usage_error("unexpected argument ", argv[optind], "");
+        if (elect_name != NULL)
+            return usage_error("--elect excludes --observe and --leader", NULL, NULL);
+        return observe(sock, observe_name, leader_once);
+    }
+    if (value != NULL && elect_name == NULL)
+        return usage_error("--value goes with --elect", NULL, NULL);
+    if (elect_name != NULL) {
+        if (shared || exclusive || fair || permits || have_seminit || nonblock || have_wait)
+            return usage_error("--elect excludes -s, -x, --fair, --permits, --seminit, -n "
+                               "and -w", NULL, NULL);
+        if (optind == argc) return usage_error("missing COMMAND", NULL, NULL);
+        run_t run = {.name = elect_name, .what = "leadership of",
+                     .lost_code = EXIT_TEMPFAIL};
+        return elect(sock, &run, value, lease_ms, argv + optind, grace_ms, verbose);
     }
     if (nonblock && have_wait) return usage_error("-n and -w exclude each other", NULL, NULL);
     if (shared && exclusive) return usage_error("-s and -x exclude each other", NULL, NULL);
@@ -560,7 +708,7 @@ int main(int argc, char **argv) {
     if (fair) kind = &fair_kind;
     if (permits) kind = &sem_kind;
 
-    run_t run = {.name = argv[optind]};
+    run_t run = {.name = argv[optind], .what = "lock", .lost_code = EXIT_LOST};
     /* -s used to name the socket: say so when NAME looks like one. */
     struct stat st;
     if (shared && stat(run.name, &st) == 0 && S_ISSOCK(st.st_mode))

@@ -144,6 +144,7 @@ class Adapter(object):
         self.handles = {}
         self.lock = threading.Lock()
         self.rid_worker = {}
+        self.observations = {}  # oid -> (worker, Observation)
 
     def lost_name(self, cid, name, reason):
         with self.lock:
@@ -207,6 +208,23 @@ class Adapter(object):
         if op == "ping":
             c.ping()
             return ["ok"]
+        if op == "elect":
+            hid, name, value, lease = args[0], args[1], args[2], int(args[3])
+            leadership = c.elect(name, value, lease)
+            with self.lock:
+                h = self.handles[hid] = Handle(cid, name, "elect", lease)
+                h.leadership = leadership
+            return ["ok", leadership.fence]
+        if op == "leader":
+            return ["ok"] + self.leader_words(c.leader(args[0]))
+        if op == "observe":
+            oid, name = args[0], args[1]
+
+            def changed(_name, leader, oid=oid):
+                say("*", "leader", oid, *self.leader_words(leader))
+            obs = c.observe(name, changed)
+            self.observations[oid] = (w, obs)
+            return ["ok"] + self.leader_words(obs.leader)
         if op == "contend":
             return self.contend(c, int(args[0]), int(args[1]), int(args[2]), args[3])
         raise dlock.DlockError(None, "unknown command %s" % op)
@@ -225,12 +243,20 @@ class Adapter(object):
             return ["ok", left]
         if op == "renew":
             return ["ok", c.renew(h.name, int(args[0]))]
+        if op == "resign":
+            was = h.leadership.resign()
+            h.live = False
+            return ["ok", 1 if was else 0]
         if op == "release":
             left = c.release(h.name, int(args[0]))
             if left == 0:
                 h.live = False
             return ["ok", left]
         raise dlock.DlockError(None, "unknown command %s" % op)
+
+    @staticmethod
+    def leader_words(leader):
+        return ["NONE"] if leader is None else [leader[0], leader[1]]
 
     def contend(self, c, tasks, names, rounds, prefix):
         """A blocking client serves one call at a time: the tasks take
@@ -274,7 +300,19 @@ class Adapter(object):
             if w is not None:
                 w.cancel(args[0])
             return
-        if op in ("reenter", "unlock", "renew", "release"):
+        if op == "unobserve":
+            w, obs = self.observations.get(args[0], (None, None))
+            if w is None:
+                say(rid, "err", "other", "no observation", args[0])
+                return
+            self.rid_worker[rid] = w
+
+            def unobserve():
+                obs.close()
+                return ["ok"]
+            w.put(rid, unobserve)
+            return
+        if op in ("reenter", "unlock", "renew", "release", "resign"):
             h = self.handles.get(args[0])
             if h is None:
                 say(rid, "err", "notheld", "no handle", args[0])

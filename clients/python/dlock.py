@@ -45,6 +45,18 @@ another thread withdraws it:
     except dlock.Cancelled:
         ...             # nothing is held; the client stays usable
 
+Leader election: one connection leads a name at a time; observers are
+told every leader:
+
+    with dlock.Client() as c:
+        with c.elect("billing", "10.0.0.5:8080") as leader:   # waits its turn
+            serve(leader.fence)     # leader.check() raises LockLost once lost
+                                    # resigned on the way out
+
+    with dlock.Client() as c:
+        for leader in c.observe("billing"):     # now, then every change
+            print(leader)           # (fence, value), or None: nobody leads
+
 Loss notifications (``!LOST <name> <reason>``) are collected whenever the
 client reads from dlockd and are reported as LockLost by the next call on
 that name, by check(), or by leaving a ``with dlock.Lock(...)`` block.
@@ -69,7 +81,7 @@ __all__ = [
     "DlockError", "BadRequest", "Timeout", "NotHeld", "BackendError",
     "LimitError", "Denied", "KindError", "Cancelled", "LockLost", "ConnectionClosed",
     "ConnectFailed", "ProtocolError", "Client", "Lock", "ClientLock", "ClientSemaphore",
-    "validate_name", "PERMITS_MAX",
+    "validate_name", "PERMITS_MAX", "VALUE_MAX", "Leadership", "Observation",
 ]
 
 DEFAULT_SOCKET = "/run/dlockd/dlockd.sock"
@@ -77,6 +89,7 @@ SOCKET_ENV = "DLOCK_SOCKET"
 NAME_MAX = 255                 # bytes in a lock name
 NUM_MAX = 2147483647           # largest number the protocol accepts
 PERMITS_MAX = 10000            # permits in one ACQUIRE or RELEASE
+VALUE_MAX = 255                # bytes in a leader's value
 _LINE_MAX = 65536              # longest line accepted from dlockd
 _RECV_SIZE = 4096              # a Client's read buffer (replies are short)
 _QUIT_TIMEOUT = 2.0            # seconds close() waits for "OK BYE"
@@ -257,7 +270,7 @@ _ERRORS = {
 # The request that gives back what a waiting request got.
 _UNDO = {"LOCK": "UNLOCK", "TRYLOCK": "UNLOCK", "FAIRLOCK": "UNLOCK", "TRYFAIRLOCK": "UNLOCK",
          "RLOCK": "RUNLOCK", "TRYRLOCK": "RUNLOCK", "WLOCK": "WUNLOCK", "TRYWLOCK": "WUNLOCK",
-         "ACQUIRE": "RELEASE", "TRYACQUIRE": "RELEASE"}
+         "ACQUIRE": "RELEASE", "TRYACQUIRE": "RELEASE", "ELECT": "RESIGN"}
 
 _DIGITS = re.compile(r"[0-9]+\Z")
 _INT = re.compile(r"-?[0-9]+\Z")
@@ -286,6 +299,29 @@ def validate_name(name):
             raise BadRequest(None, "bad lock name %r: only printable ASCII "
                                    "without spaces is allowed" % (name,))
     return raw.decode("ascii")
+
+
+def _check_value(value):
+    """A leader's value: a word as a name is (1-255 bytes of 0x21-0x7E)."""
+    if type(value) is str and _NAME.match(value):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            return _check_value(bytes(value).decode("ascii"))
+        except UnicodeDecodeError:
+            pass
+    raise BadRequest(None, "bad leader value: it must be 1 to %d printable ASCII bytes "
+                           "without spaces" % VALUE_MAX)
+
+
+def _parse_leader(words):
+    """LEADER's words after OK (or !LEADER's after the name): (fence,
+    value), or None for NONE."""
+    if words == ["NONE"]:
+        return None
+    if len(words) != 2:
+        raise ProtocolError(None, "bad leader from dlockd: %r" % " ".join(words))
+    return _to_int(words[0]), words[1]
 
 
 def _check_num(what, value, low=0, high=NUM_MAX):
@@ -355,6 +391,7 @@ class Client(object):
         self.path = socket
         self.timeout = timeout
         self.lost = {}              # name -> reason, reported and not yet raised
+        self._observers = {}        # name -> Observation
         self._buf = ""              # what was read and not yet taken (latin-1)
         self._rbuf = bytearray(_RECV_SIZE)
         self._eof = False
@@ -451,6 +488,10 @@ class Client(object):
         if len(words) >= 3 and words[0] == "LOST":
             self.lost.pop(words[1], None)       # keep the order of arrival
             self.lost[words[1]] = words[2]
+        elif len(words) >= 3 and words[0] == "LEADER":
+            obs = self._observers.get(words[1])
+            if obs is not None:
+                obs._told(_parse_leader(words[2:]))
         # other events are ignored
 
     def _can_read(self, timeout):
@@ -938,6 +979,94 @@ class Client(object):
             out[k] = int(v) if _DIGITS.match(v) else v
         return out
 
+    # Leader election: a name's leader is one connection at a time; its
+    # value (a word, as a name) is what observers are told, its fence rises
+    # from leadership to leadership. An election's name is its own kind:
+    # the lock requests on it, and elect() on a lock's name, raise
+    # KindError.
+
+    def elect(self, name, value, lease_ms=0):
+        """ELECT: campaign for name and wait, as long as it takes, until
+        this connection leads it; candidates are served in the order they
+        came. Returns a Leadership (its ``fence``; ``with`` resigns on the
+        way out). cancel() from another thread withdraws the campaign
+        (Cancelled; a leadership won as the cancel raced it is resigned).
+        lease_ms 0: it leads while this connection lives (watchdog); else
+        until lease_ms runs out without renew(). Losing it (expired, forced,
+        backend) is reported as LockLost, as for a lock. Campaigning again
+        for a name it leads returns at once, with the same fence."""
+        name = validate_name(name)
+        words = ["ELECT", name, _check_value(value)]
+        if _check_num("lease_ms", lease_ms):
+            words.append(str(lease_ms))
+        self.lost.pop(name, None)   # an old loss of the name is not this leadership's
+        rw = self._call(words, unbounded=True)
+        if len(rw) != 2:
+            raise ProtocolError(None, "bad ELECT reply: %r" % " ".join(rw))
+        return Leadership(self, name, value, _to_int(rw[1]), lease_ms)
+
+    def resign(self, name):
+        """RESIGN: stop leading name (the next candidate leads at once) or
+        campaigning for it. True if it did either, False if not."""
+        name = validate_name(name)
+        rw = self._call(["RESIGN", name])
+        if len(rw) != 2 or rw[1] not in ("0", "1"):
+            raise ProtocolError(None, "bad RESIGN reply: %r" % " ".join(rw))
+        return rw[1] == "1"
+
+    def leader(self, name):
+        """LEADER: the leader of name now, seen from any dlockd: (fence,
+        value), or None when nobody leads."""
+        name = validate_name(name)
+        return _parse_leader(self._call(["LEADER", name])[1:])
+
+    def observe(self, name, callback=None):
+        """OBSERVE: returns an Observation of name, whose ``leader`` is the
+        leader now ((fence, value), or None) and follows every change dlockd
+        tells. Iterating it yields the leader now, then each change as it
+        comes (blocking this client's thread). With ``callback``, each
+        change goes to ``callback(name, leader)`` instead, from whichever
+        call of this client reads it (wait_event() or check() while idle). Fences told never go down;
+        one is told again only after a None came between. Observing a name
+        again replaces its Observation. LimitError above dlockd's limit of
+        observed names per connection."""
+        name = validate_name(name)
+        rw = self._call(["OBSERVE", name])
+        obs = Observation(self, name, _parse_leader(rw[1:]), callback)
+        old = self._observers.get(name)
+        if old is not None:
+            old._ended = True
+        self._observers[name] = obs
+        return obs
+
+    def unobserve(self, name):
+        """UNOBSERVE: no more changes of name after this returns. True if it
+        was observed."""
+        name = validate_name(name)
+        rw = self._call(["UNOBSERVE", name])
+        if len(rw) != 2 or rw[1] not in ("0", "1"):
+            raise ProtocolError(None, "bad UNOBSERVE reply: %r" % " ".join(rw))
+        obs = self._observers.pop(name, None)
+        if obs is not None:
+            obs._ended = True
+        return rw[1] == "1"
+
+    def wait_event(self, timeout=None):
+        """Wait for what dlockd sends (with no request outstanding: events)
+        and handle it: leader changes go to their Observations, losses to
+        check(). timeout in seconds, None: as long as it takes. True if
+        something came, False after timeout; ConnectionClosed when dlockd
+        closed the connection."""
+        if self._sock is None:
+            raise ConnectionClosed(None, "connection is closed")
+        got = self._can_read(timeout)
+        if got:
+            self._drain_events()
+        if self._eof:
+            self._abort()
+            raise ConnectionClosed(None, "dlockd closed the connection")
+        return got
+
     def check(self):
         """Read pending events without blocking. Raises LockLost for the first
         lost lock not yet reported (and forgets it), ConnectionClosed when
@@ -1346,3 +1475,149 @@ class ClientSemaphore(_Hold):
         except DlockError:
             return False
         return self.name not in c.lost and not c._eof
+
+
+# ---- leader election over a Client -------------------------------------
+
+class Leadership(object):
+    """A won campaign: what Client.elect() returns.
+
+        with client.elect("billing", "10.0.0.5:8080") as leader:
+            serve(leader.fence)
+
+    ``fence`` is the leadership's fence, ``name`` and ``value`` what was
+    campaigned with. check() raises LockLost once dlockd reported the
+    leadership lost; ``leading`` is False from then on, or after resign().
+    Leaving the ``with`` block resigns, and raises LockLost if the
+    leadership was lost inside it (unless another exception is already on
+    its way).
+    """
+
+    def __init__(self, client, name, value, fence, lease_ms=0):
+        self.client = client
+        self.name = name
+        self.value = value
+        self.fence = fence
+        self.lease_ms = lease_ms
+        self.lost = None        # the reason, once lost
+        self._resigned = False
+
+    def __repr__(self):
+        state = "lost" if self.lost else "resigned" if self._resigned else "leading"
+        return "<dlock.Leadership %s fence %s %s>" % (self.name, self.fence, state)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            self.check()
+            self.resign()
+        except DlockError:
+            if exc_type is None:
+                raise
+        return False
+
+    def _seen(self):
+        """Take a loss of the name the client has read."""
+        c = self.client
+        if self.lost is None and not self._resigned and self.name in c.lost:
+            self.lost = c.lost.pop(self.name)
+
+    def check(self):
+        """Raise LockLost if dlockd reported the leadership lost (or the
+        connection ended: reason "closed"); never blocks."""
+        c = self.client
+        if self.lost is None and not self._resigned:
+            if c.closed:
+                self.lost = "closed"
+            else:
+                try:
+                    c._drain_events()
+                except DlockError:
+                    self.lost = "closed"
+                if c._eof:
+                    self.lost = "closed"
+                self._seen()
+        if self.lost is not None:
+            raise LockLost(self.name, self.lost, "leadership of %s lost: %s"
+                           % (self.name, self.lost))
+
+    @property
+    def leading(self):
+        """True while this leadership holds (as far as dlockd has told)."""
+        try:
+            self.check()
+        except LockLost:
+            return False
+        return not self._resigned
+
+    def resign(self):
+        """RESIGN: the next candidate leads at once. True if dlockd still
+        counted this connection as the leader (or a candidate)."""
+        if self._resigned:
+            return False
+        self._resigned = True
+        return self.client.resign(self.name)
+
+    def renew(self, lease_ms=0):
+        """RENEW the leadership's lease; returns the new ttl in ms."""
+        return self.client.renew(self.name, lease_ms)
+
+
+class Observation(object):
+    """An observed name: what Client.observe() returns.
+
+        for leader in client.observe("billing"):
+            ...     # (fence, value), or None while nobody leads
+
+    ``leader`` is the latest leader told. Iterating yields the leader at
+    the time of observe(), then every change (unless a callback takes
+    them), waiting for it on the client's connection; it ends after close() (UNOBSERVE), and raises
+    ConnectionClosed when the connection ends. A ``with`` block closes it.
+    """
+
+    def __init__(self, client, name, leader, callback=None):
+        self.client = client
+        self.name = name
+        self.leader = leader
+        self.callback = callback
+        self._pending = collections.deque([leader])
+        self._ended = False
+
+    def __repr__(self):
+        return "<dlock.Observation %s %r>" % (self.name, self.leader)
+
+    def _told(self, leader):
+        self.leader = leader
+        if self.callback is not None:
+            self.callback(self.name, leader)
+        else:
+            self._pending.append(leader)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        while not self._pending:
+            if self._ended:
+                raise StopIteration
+            self.client.wait_event()
+        return self._pending.popleft()
+
+    def close(self):
+        """UNOBSERVE: no more changes after this returns."""
+        if not self._ended and not self.client.closed:
+            self.client.unobserve(self.name)
+        self._ended = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            self.close()
+        except DlockError:
+            if exc_type is None:
+                raise
+        return False

@@ -22,7 +22,7 @@ say() {
 
 # The job's handles: $handles lists them; h_<hid>_name, _kind, _lease, _live.
 handles=''
-hname='' hkind='' hlease='' hlive='' held='' last=0 cid=''
+hname='' hkind='' hlease='' hlive='' held='' last=0 cid='' oname='' olive=''
 
 hset() { # hid name kind lease
     eval "h_$1_name=\$2 h_$1_kind=\$3 h_$1_lease=\$4 h_$1_live=1"
@@ -44,12 +44,23 @@ lost() {
     done
 }
 
-# After each call: the loss dlock.sh saw, if any.
+# The job's observations: $observations lists them; o_<oid>_name, _live.
+observations=''
+
+# After each call: the loss dlock.sh saw, if any, and the leader changes.
 events() {
     if [ -n "$DLOCK_LOST" ]; then
         lost "${DLOCK_LOST%% *}" "${DLOCK_LOST#* }"
         DLOCK_LOST=''
     fi
+    while dlock_leader_event; do
+        for o in $observations; do
+            eval "oname=\${o_${o}_name-} olive=\${o_${o}_live-}"
+            if [ "$olive" = 1 ] && [ "$oname" = "$DLOCK_LEADER_NAME" ]; then
+                say "* leader $o $DLOCK_LEADER"
+            fi
+        done
+    done
 }
 
 # answer RID RC [OK-WORDS...]: ok, timeout, or err from DLOCK_REPLY.
@@ -94,7 +105,7 @@ client_job() { # rid cid socket; commands on fd 3
     while IFS=' ' read -r r op a1 a2 a3 a4 a5 <&3; do
         rc=0
         case $op in
-        '') # a tick: look for events while a handle lives
+        '') # a tick: look for events while a handle or an observation lives
             for h in $handles; do
                 hget "$h"
                 if [ "$hlive" = 1 ]; then
@@ -103,6 +114,44 @@ client_job() { # rid cid socket; commands on fd 3
                     break
                 fi
             done
+            for o in $observations; do
+                eval "olive=\${o_${o}_live-}"
+                if [ "$olive" = 1 ]; then
+                    dlock_cmd PING >/dev/null 2>&1
+                    events
+                    break
+                fi
+            done
+            ;;
+        elect) # cid hid name value lease
+            dlock_elect "$a3" "$a4" "$a5" 2>/dev/null || rc=$?
+            [ "$rc" = 0 ] && hset "$a2" "$a3" elect "$a5"
+            answer "$r" "$rc" "$DLOCK_FENCE"
+            ;;
+        resign)
+            hget "$a1"
+            dlock_resign "$hname" 2>/dev/null || rc=$?
+            [ "$rc" = 0 ] && eval "h_${a1}_live=0"
+            answer "$r" "$rc" "$DLOCK_WAS"
+            ;;
+        leader) # cid name
+            dlock_leader "$a2" 2>/dev/null || rc=$?
+            answer "$r" "$rc" "$DLOCK_LEADER"
+            ;;
+        observe) # cid oid name
+            dlock_observe "$a3" 2>/dev/null || rc=$?
+            if [ "$rc" = 0 ]; then
+                eval "o_${a2}_name=\$a3 o_${a2}_live=1"
+                observations="$observations $a2"
+            fi
+            answer "$r" "$rc" "$DLOCK_LEADER"
+            ;;
+        unobserve) # oid
+            eval "oname=\${o_${a1}_name-}"
+            dlock_unobserve "$oname" 2>/dev/null || rc=$?
+            events
+            [ "$rc" = 0 ] && eval "o_${a1}_live=0"
+            answer "$r" "$rc"
             ;;
         lock | rlock | wlock | fairlock)
             "dlock_$op" "$a3" "$a4" 2>/dev/null || rc=$?
@@ -229,14 +278,20 @@ while IFS=' ' read -r rid op a1 a2 rest; do
             say "$a1 err cancelled the client's job was ended"
         fi
         ;;
-    reenter | unlock | renew | release)
+    reenter | unlock | renew | release | resign)
         eval "cid=\${hc_$a1-}"
         eval "rc_$rid=\$cid"
         send "$cid" "$rid $op $a1 $a2"
         ;;
+    unobserve)
+        eval "cid=\${oc_$a1-}"
+        eval "rc_$rid=\$cid"
+        send "$cid" "$rid $op $a1"
+        ;;
     *)
         case $op in
-        lock | rlock | wlock | fairlock | trylock | acquire) eval "hc_$a2=\$a1" ;;
+        lock | rlock | wlock | fairlock | trylock | acquire | elect) eval "hc_$a2=\$a1" ;;
+        observe) eval "oc_$a2=\$a1" ;;
         esac
         eval "rc_$rid=\$a1"
         send "$a1" "$rid $op $a1 $a2${rest:+ $rest}"

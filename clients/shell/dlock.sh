@@ -90,6 +90,33 @@
 #                                none released, when fewer are held)
 # dlock_renew renews the permits held of a semaphore too, and a "!LOST
 # NAME ..." of a semaphore means every permit held of it is gone.
+# Leader election (one connection leads a name at a time; its VALUE, a word
+# as a name is, is what others are told; its fence rises from leadership
+# to leadership; an election's name refuses the lock functions, and a
+# lock's name dlock_elect, with 2 and "ERR KIND ..."):
+#   dlock_elect NAME VALUE [LEASE_MS]
+#                                campaign and wait (as long as it takes)
+#                                until this connection leads NAME; sets
+#                                DLOCK_FENCE. Without LEASE_MS it leads
+#                                while connected; a loss is "!LOST NAME ..."
+#   dlock_resign NAME            stop leading (the next candidate leads at
+#                                once) or campaigning: DLOCK_WAS is 1, or 0
+#                                when it did neither
+#   dlock_leader NAME            DLOCK_LEADER is "FENCE VALUE" or NONE, with
+#                                DLOCK_LEADER_FENCE and DLOCK_LEADER_VALUE
+#                                (empty for NONE)
+#   dlock_observe NAME           as dlock_leader (the leader now); from then
+#                                on dlockd tells every change, kept in order
+#                                until taken with dlock_leader_event or
+#                                dlock_wait_leader
+#   dlock_unobserve NAME         no more changes of NAME: DLOCK_WAS is 1 if
+#                                it was observed
+#   dlock_leader_event           take the oldest change told and not yet
+#                                taken: 0 with DLOCK_LEADER_NAME and
+#                                DLOCK_LEADER* as dlock_leader sets them, 1
+#                                if none is pending (it does not wait)
+#   dlock_wait_leader            the same, waiting (as long as it takes) for
+#                                a change when none is pending
 #   dlock_close                  QUIT, wait for socat, clean up (releases all)
 #
 # Events: lines from dlockd starting with "!" are read while waiting for a
@@ -137,6 +164,12 @@ if [ -z "${_dlock_loaded-}" ]; then
     DLOCK_SET=''
     DLOCK_LOST=''
     DLOCK_EVENT=''
+    DLOCK_WAS=''
+    DLOCK_LEADER=''
+    DLOCK_LEADER_NAME=''
+    DLOCK_LEADER_FENCE=''
+    DLOCK_LEADER_VALUE=''
+    _dlock_leaders=''
     _dlock_pid=''
     _dlock_dir=''
     _dlock_owner=''
@@ -189,6 +222,11 @@ _dlock_event() {
     "LOST "*)
         DLOCK_LOST=${DLOCK_EVENT#LOST }
         _dlock_err "lost lock ${DLOCK_LOST%% *} (${DLOCK_LOST#* })"
+        ;;
+    "LEADER "*)
+        # Kept, in order, for dlock_leader_event: "NAME FENCE VALUE" or
+        # "NAME NONE", one a line.
+        _dlock_leaders="$_dlock_leaders${DLOCK_EVENT#LEADER }$_dlock_nl"
         ;;
     esac
 }
@@ -679,6 +717,117 @@ dlock_status() {
     *) DLOCK_STATE=${DLOCK_REPLY#OK } ;;
     esac
     return 0
+}
+
+# _dlock_set_leader WORDS: DLOCK_LEADER* from "FENCE VALUE" or "NONE".
+_dlock_set_leader() {
+    DLOCK_LEADER=$1
+    case $1 in
+    NONE) DLOCK_LEADER_FENCE='' DLOCK_LEADER_VALUE='' ;;
+    *) DLOCK_LEADER_FENCE=${1%% *} DLOCK_LEADER_VALUE=${1#* } ;;
+    esac
+}
+
+# dlock_elect NAME VALUE [LEASE_MS]: campaign; DLOCK_FENCE once leading.
+dlock_elect() {
+    DLOCK_FENCE=''
+    _dlock_argc 2 3 $# "dlock_elect NAME VALUE [LEASE_MS]" || return 2
+    _dlock_name "$1" || return 2
+    case $2 in
+    '' | *[![:graph:]]*) _dlock_x='' ;;
+    *) if [ "${#2}" -le 255 ]; then _dlock_x=ok; else _dlock_x=''; fi ;;
+    esac
+    if [ -z "$_dlock_x" ]; then
+        DLOCK_REPLY="ERR ARGS a leader's value is 1-255 printable characters without blanks"
+        _dlock_err "bad leader value '$2'"
+        return 2
+    fi
+    if [ $# -ge 3 ]; then _dlock_num LEASE_MS "$3" || return 2; fi
+    _dlock_rc=0
+    _dlock_run ELECT "$@" || _dlock_rc=$?
+    if [ "$_dlock_rc" -eq 0 ]; then DLOCK_FENCE=${DLOCK_REPLY#OK }; fi
+    return "$_dlock_rc"
+}
+
+# _dlock_yesno VERB USAGE NAME: RESIGN or UNOBSERVE; DLOCK_WAS is 1 or 0.
+_dlock_yesno() {
+    DLOCK_WAS=
+    _dlock_verb=$1 _dlock_usage=$2
+    shift 2
+    _dlock_argc 1 1 $# "$_dlock_usage" || return 2
+    _dlock_name "$1" || return 2
+    _dlock_rc=0
+    _dlock_run "$_dlock_verb" "$@" || _dlock_rc=$?
+    if [ "$_dlock_rc" -eq 0 ]; then DLOCK_WAS=${DLOCK_REPLY#OK }; fi
+    return "$_dlock_rc"
+}
+
+# dlock_resign NAME: DLOCK_WAS is 1 if it led or campaigned, else 0.
+dlock_resign() {
+    _dlock_yesno RESIGN "dlock_resign NAME" "$@"
+}
+
+# _dlock_ask VERB USAGE NAME: LEADER or OBSERVE, answered with the leader.
+_dlock_ask() {
+    DLOCK_LEADER='' DLOCK_LEADER_FENCE='' DLOCK_LEADER_VALUE=''
+    _dlock_verb=$1 _dlock_usage=$2
+    shift 2
+    _dlock_argc 1 1 $# "$_dlock_usage" || return 2
+    _dlock_name "$1" || return 2
+    _dlock_rc=0
+    _dlock_run "$_dlock_verb" "$@" || _dlock_rc=$?
+    if [ "$_dlock_rc" -eq 0 ]; then
+        DLOCK_LEADER_NAME=$1
+        _dlock_set_leader "${DLOCK_REPLY#OK }"
+    fi
+    return "$_dlock_rc"
+}
+
+# dlock_leader NAME: DLOCK_LEADER is "FENCE VALUE" or NONE.
+dlock_leader() {
+    _dlock_ask LEADER "dlock_leader NAME" "$@"
+}
+
+# dlock_observe NAME: the leader now, as dlock_leader; changes follow as
+# events, for dlock_leader_event and dlock_wait_leader.
+dlock_observe() {
+    _dlock_ask OBSERVE "dlock_observe NAME" "$@"
+}
+
+# dlock_unobserve NAME: DLOCK_WAS is 1 if NAME was observed.
+dlock_unobserve() {
+    _dlock_yesno UNOBSERVE "dlock_unobserve NAME" "$@"
+}
+
+# dlock_leader_event: the oldest leader change not yet taken (0), or 1.
+dlock_leader_event() {
+    if [ -z "$_dlock_leaders" ]; then
+        return 1
+    fi
+    _dlock_x=${_dlock_leaders%%"$_dlock_nl"*}
+    _dlock_leaders=${_dlock_leaders#*"$_dlock_nl"}
+    DLOCK_LEADER_NAME=${_dlock_x%% *}
+    _dlock_set_leader "${_dlock_x#* }"
+    return 0
+}
+
+# dlock_wait_leader: dlock_leader_event, reading from dlockd until a change
+# comes. 3 when the connection is gone.
+dlock_wait_leader() {
+    if [ -z "$_dlock_pid" ]; then
+        _dlock_err "not connected (call dlock_open first)"
+        return 3
+    fi
+    while [ -z "$_dlock_leaders" ]; do
+        if ! _dlock_readline; then
+            _dlock_gone
+            return 3
+        fi
+        case $_dlock_l in
+        '!'*) _dlock_event "$_dlock_l" ;;
+        esac
+    done
+    dlock_leader_event
 }
 
 # dlock_close: QUIT (dlockd releases every lock of the connection), wait for

@@ -48,6 +48,15 @@ typedef struct handle_s {
     int live;
 } handle_t;
 
+/* An observation: dlock_observe() of name on c, reported as oid. */
+typedef struct observation_s {
+    char oid[ID_MAX];
+    client_t *c;
+    char name[DLOCK_NAME_MAX + 1];
+} observation_t;
+
+static observation_t observations[MAX_HANDLES];
+static int nobservations;
 static client_t *clients[MAX_CLIENTS];
 static int nclients;
 static handle_t handles[MAX_HANDLES];
@@ -100,6 +109,45 @@ static void lost(client_t *c, const char *name, const char *reason) {
 static void on_lost(dlock_t *d, const char *name, const char *reason, void *data) {
     (void)d;
     lost(data, name, reason);
+}
+
+/* The leader callback, on the client's thread: data is the observation. */
+static void on_leader(dlock_t *d, const char *name, uint64_t fence, const char *value,
+                      void *data) {
+    observation_t *o = data;
+    (void)d;
+    (void)name;
+    if (value == NULL) say("* leader %s NONE", o->oid);
+    else say("* leader %s %llu %s", o->oid, (unsigned long long)fence, value);
+}
+
+static observation_t *observation_find(const char *oid) {
+    observation_t *found = NULL;
+    pthread_mutex_lock(&handles_mu);
+    for (int i = 0; i < nobservations; i++)
+        if (strcmp(observations[i].oid, oid) == 0) found = &observations[i];
+    pthread_mutex_unlock(&handles_mu);
+    return found;
+}
+
+static observation_t *observation_add(const char *oid, client_t *c, const char *name) {
+    observation_t *o = NULL;
+    pthread_mutex_lock(&handles_mu);
+    if (nobservations < MAX_HANDLES) {
+        o = &observations[nobservations++];
+        snprintf(o->oid, sizeof(o->oid), "%s", oid);
+        snprintf(o->name, sizeof(o->name), "%s", name);
+        o->c = c;
+    }
+    pthread_mutex_unlock(&handles_mu);
+    return o;
+}
+
+/* "<rid> ok <fence> <value>" or "<rid> ok NONE" for dlock_leader()'s and
+ * dlock_observe()'s answer r. */
+static void say_leader(const char *rid, int r, uint64_t fence, const char *value) {
+    if (r == 1) say("%s ok %llu %s", rid, (unsigned long long)fence, value);
+    else say("%s ok NONE", rid);
 }
 
 static handle_t *handle_find(const char *hid) {
@@ -215,7 +263,7 @@ static void run(client_t *c, cmd_t *m) {
     handle_t *h = NULL;
 
     if (strcmp(op, "reenter") == 0 || strcmp(op, "unlock") == 0 || strcmp(op, "renew") == 0 ||
-        strcmp(op, "release") == 0) {
+        strcmp(op, "release") == 0 || strcmp(op, "resign") == 0) {
         h = handle_find(a[0]);
     }
     if (c->d == NULL) {
@@ -283,6 +331,49 @@ static void run(client_t *c, cmd_t *m) {
             say("%s ok %u", rid, holds);
             return;
         }
+    } else if (strcmp(op, "elect") == 0 && n == 5) {
+        long long lease = num(a[4]);
+        if (lease < 0 || lease > 2147483647) goto bad_args;
+        r = dlock_elect(c->d, a[2], a[3], (uint32_t)lease, &fence);
+        if (r == 0) {
+            handle_add(a[1], c, a[2], "elect", (uint32_t)lease);
+            say("%s ok %llu", rid, (unsigned long long)fence);
+            return;
+        }
+    } else if (strcmp(op, "resign") == 0 && h != NULL) {
+        int was = 0;
+        if ((r = dlock_resign(c->d, h->name, &was)) == 0) {
+            h->live = 0;
+            say("%s ok %d", rid, was);
+            return;
+        }
+    } else if (strcmp(op, "leader") == 0 && n == 2) {
+        char value[DLOCK_VALUE_MAX + 1];
+        if ((r = dlock_leader(c->d, a[1], &fence, value, sizeof(value))) >= 0) {
+            say_leader(rid, r, fence, value);
+            return;
+        }
+    } else if (strcmp(op, "observe") == 0 && n == 3) {
+        char value[DLOCK_VALUE_MAX + 1];
+        observation_t *o = observation_add(a[1], c, a[2]);
+        if (o == NULL) {
+            say("%s err other too many observations", rid);
+            return;
+        }
+        if ((r = dlock_observe(c->d, a[2], on_leader, o, &fence, value, sizeof(value))) >= 0) {
+            say_leader(rid, r, fence, value);
+            return;
+        }
+    } else if (strcmp(op, "unobserve") == 0 && n == 1) {
+        observation_t *o = observation_find(a[0]);
+        if (o == NULL) {
+            say("%s err other no observation %s", rid, a[0]);
+            return;
+        }
+        if ((r = dlock_unobserve(c->d, o->name, NULL)) == 0) {
+            say("%s ok", rid);
+            return;
+        }
     } else if (strcmp(op, "status") == 0 && n == 2) {
         status(c, rid, a[1]);
         return;
@@ -302,7 +393,8 @@ static void run(client_t *c, cmd_t *m) {
         if (tasks < 0 || names < 0 || rounds < 0) goto bad_args;
         if ((r = contend(c, rid, (int)tasks, (int)names, (int)rounds, a[4])) == 0) return;
     } else if (h == NULL && (strcmp(op, "reenter") == 0 || strcmp(op, "unlock") == 0 ||
-                             strcmp(op, "renew") == 0 || strcmp(op, "release") == 0)) {
+                             strcmp(op, "renew") == 0 || strcmp(op, "release") == 0 ||
+                             strcmp(op, "resign") == 0)) {
         say("%s err notheld no handle %s", rid, a[0]);
         return;
     } else {
@@ -461,8 +553,16 @@ int main(void) {
         } else if (strcmp(op, "cancel") == 0 && m->argc == 2) {
             say("%s ok", m->rid);
             cancel(m->argv[1]);
+        } else if (m->argc == 2 && strcmp(op, "unobserve") == 0) {
+            observation_t *o = observation_find(m->argv[1]);
+            if (o != NULL) {
+                enqueue(o->c, m);
+                continue;
+            }
+            say("%s err other no observation %s", m->rid, m->argv[1]);
         } else if (m->argc >= 2 && (strcmp(op, "reenter") == 0 || strcmp(op, "unlock") == 0 ||
-                                    strcmp(op, "renew") == 0 || strcmp(op, "release") == 0)) {
+                                    strcmp(op, "renew") == 0 || strcmp(op, "release") == 0 ||
+                                    strcmp(op, "resign") == 0)) {
             handle_t *h = handle_find(m->argv[1]);
             if (h != NULL) {
                 enqueue(h->c, m);

@@ -248,6 +248,7 @@ class Adapter(object):
                                   stderr=self.log, cwd=ROOT, preexec_fn=_pdeathsig)
         self.cv = threading.Condition()
         self.answers = {}       # rid -> words after the rid
+        self.answer_at = {}     # rid -> how many events had come before its answer
         self.events = []        # words after "*"
         self.junk = []          # lines that fit nothing
         self.eof = False
@@ -264,6 +265,7 @@ class Adapter(object):
                     self.events.append(words[1:])
                 elif len(words) >= 2 and words[0] not in self.answers:
                     self.answers[words[0]] = words[1:]
+                    self.answer_at[words[0]] = len(self.events)
                 else:
                     self.junk.append(" ".join(words))
                 self.cv.notify_all()
@@ -345,6 +347,20 @@ class Adapter(object):
         self._wait(lambda: ["lost", hid, reason] in self.events, guard,
                    "'* lost %s %s' (events: %s)" % (hid, reason, self.events))
 
+    def leaders(self, oid, after=0):
+        """The leaders observation oid reported (from event number after
+        on): [fence, value] or ["NONE"] each, fences as ints."""
+        with self.cv:
+            evs = [e[2:] for e in self.events[after:] if e[:2] == ["leader", oid]]
+        return [[int(e[0]), e[1]] if len(e) == 2 and e[0].isdigit() else e for e in evs]
+
+    def leader_event(self, oid, want, guard=GUARD):
+        """Until oid reported want ([fence, value] or ["NONE"]) as its
+        latest leader."""
+        self._wait(lambda: self.leaders(oid)[-1:] == [want], guard,
+                   "'* leader %s %s' (its reports: %s)" % (
+                       oid, " ".join(str(w) for w in want), self.leaders(oid)))
+
     def finish(self):
         """End stdin: the adapter must exit 0."""
         try:
@@ -413,6 +429,14 @@ class T(object):
             with Raw(sock) as r:
                 if kind == "sem":
                     continue    # checked by the scenario (the permits it expects)
+                if kind == "elect":
+                    # No leader and no candidate left: the runner leads at once.
+                    reply = r.req("ELECT %s conformance-check" % name)
+                    if not reply.startswith("OK "):
+                        raise Fail("ELECT %s by the runner after the scenario answered %r"
+                                   % (name, reply))
+                    r.expect("RESIGN %s" % name, "OK 1")
+                    continue
                 take, drop = {"lock": ("TRYLOCK", "UNLOCK"), "rw": ("TRYWLOCK", "WUNLOCK"),
                               "fair": ("TRYFAIRLOCK", "UNLOCK")}[kind]
                 reply = r.req("%s %s %d" % (take, name, int(GUARD * 1000)))
@@ -634,10 +658,210 @@ def bad_input(t):
     a.call("unlock", "h4", n=1)
 
 
+# ---- leader election ----
+
+def observed_in_order(a, oid, start=None):
+    """oid's reports keep the observer's promises: fences never go down, a
+    fence is told again only after a NONE, no NONE twice in a row. start is
+    the observe answer's [fence, value] or ["NONE"]."""
+    seen = ([start] if start is not None else []) + a.leaders(oid)
+    last, prev = 0, None
+    for e in seen:
+        if e == ["NONE"]:
+            if prev == ["NONE"]:
+                raise Fail("%s was told NONE twice in a row: %s" % (oid, seen))
+        elif len(e) != 2 or not isinstance(e[0], int):
+            raise Fail("%s reported %r, not <fence> <value> or NONE" % (oid, e))
+        elif e[0] < last or (e[0] == last and prev != ["NONE"]):
+            raise Fail("%s was told fence %s after %s: %s" % (oid, e[0], last, seen))
+        else:
+            last = e[0]
+        prev = e
+    return seen
+
+
+def no_lost(a, hid):
+    with a.cv:
+        bad = [e for e in a.events if e[:2] == ["lost", hid]]
+    if bad:
+        raise Fail("%s reported %s, and it had not lost its leadership" % (hid, bad))
+
+
+def election_handover(t):
+    a, x = t.a, t.name("elect")
+    for c in ("ca", "cb", "co"):
+        a.call("connect", c, t.sock)
+    fa = a.call("elect", "ca", "ha", x, "node-a:1", 0, n=1)[0]
+    start = a.call("observe", "co", "o", x, n=2)
+    if start != [fa, "node-a:1"]:
+        raise Fail("observe while A leads answered %s, expected %s node-a:1" % (start, fa))
+    if a.call("leader", "cb", x, n=2) != [fa, "node-a:1"]:
+        raise Fail("leader while A leads did not answer %s node-a:1" % fa)
+    rid = a.send("elect", "cb", "hb", x, "node-b:2", 0)
+    wait_waiters(t.sock, 1)
+    if a.answered(rid):
+        raise Fail("B's campaign was answered %r while A led" % a.answer(rid))
+    if a.call("resign", "ha", n=1) != [1]:
+        raise Fail("resign of the leader did not answer ok 1")
+    fb = a.ok(rid, 1)[0]
+    if fb <= fa:
+        raise Fail("B leads with fence %s, not above A's %s" % (fb, fa))
+    a.leader_event("o", [fb, "node-b:2"])
+    if a.call("leader", "ca", x, n=2) != [fb, "node-b:2"]:
+        raise Fail("leader after the hand-over did not answer %s node-b:2" % fb)
+    if a.call("resign", "ha", n=1) != [0]:
+        raise Fail("resign by A, no longer leading nor campaigning, did not answer ok 0")
+    if a.call("resign", "hb", n=1) != [1]:
+        raise Fail("resign of B did not answer ok 1")
+    a.leader_event("o", ["NONE"])
+    if a.call("leader", "co", x, n=1) != ["NONE"]:
+        raise Fail("leader after both resigned did not answer NONE")
+    observed_in_order(a, "o", start)
+    no_lost(a, "ha")
+    no_lost(a, "hb")
+
+
+def election_leader_closed(t):
+    a, x = t.a, t.name("elect")
+    for c in ("ca", "cb", "co"):
+        a.call("connect", c, t.sock)
+    fa = a.call("elect", "ca", "ha", x, "a", 0, n=1)[0]
+    start = a.call("observe", "co", "o", x, n=2)
+    rid = a.send("elect", "cb", "hb", x, "b", 0)
+    wait_waiters(t.sock, 1)
+    a.call("close", "ca")
+    a.event("ha", "closed")
+    fb = a.ok(rid, 1)[0]
+    if fb <= fa:
+        raise Fail("B leads with fence %s, not above the closed A's %s" % (fb, fa))
+    a.leader_event("o", [fb, "b"])
+    observed_in_order(a, "o", start)
+    if a.call("resign", "hb", n=1) != [1]:
+        raise Fail("resign of B did not answer ok 1")
+    a.leader_event("o", ["NONE"])
+    no_lost(a, "hb")
+
+
+def election_cancel(t):
+    a, x = t.a, t.name("elect")
+    for c in ("ca", "cb", "co"):
+        a.call("connect", c, t.sock)
+    fa = a.call("elect", "ca", "ha", x, "a", 0, n=1)[0]
+    if a.call("observe", "co", "o", x, n=2) != [fa, "a"]:
+        raise Fail("observe while A leads did not answer %s a" % fa)
+    rid = a.send("elect", "cb", "hb", x, "b", 0)
+    wait_waiters(t.sock, 1)
+    a.call("cancel", rid)
+    a.err(rid, "cancelled")
+    if a.call("resign", "ha", n=1) != [1]:
+        raise Fail("resign of the leader did not answer ok 1")
+    # Had B's campaign lived on, B would lead now.
+    a.leader_event("o", ["NONE"])
+    if a.call("leader", "co", x, n=1) != ["NONE"]:
+        raise Fail("leader after the cancel and the resign did not answer NONE")
+    if any(e != ["NONE"] and e[1] == "b" for e in a.leaders("o")):
+        raise Fail("the cancelled candidate was reported leading: %s" % a.leaders("o"))
+
+
+def election_observe_none(t):
+    a, x = t.a, t.name("elect")
+    for c in ("ca", "co", "cp"):
+        a.call("connect", c, t.sock)
+    if a.call("observe", "co", "o", x, n=1) != ["NONE"]:
+        raise Fail("observe of a name nobody leads did not answer NONE")
+    if a.call("leader", "co", x, n=1) != ["NONE"]:
+        raise Fail("leader of a name nobody leads did not answer NONE")
+    f1 = a.call("elect", "ca", "h1", x, "v1", 0, n=1)[0]
+    a.leader_event("o", [f1, "v1"])
+    rid = a.send("unobserve", "o")
+    a.ok(rid, 0)
+    after = a.answer_at[rid]
+    # A second observation on another client sees what o no longer may.
+    if a.call("observe", "cp", "p", x, n=2) != [f1, "v1"]:
+        raise Fail("observe while v1 leads did not answer %s v1" % f1)
+    a.call("resign", "h1", n=1)
+    a.leader_event("p", ["NONE"])
+    f2 = a.call("elect", "ca", "h2", x, "v2", 0, n=1)[0]
+    a.leader_event("p", [f2, "v2"])
+    if f2 <= f1:
+        raise Fail("the second leadership's fence %s is not above the first's %s" % (f2, f1))
+    a.call("ping", "co")    # whatever dlockd sent co before this is read
+    a.call("resign", "h2", n=1)
+    a.leader_event("p", ["NONE"])
+    a.call("ping", "co")
+    if a.leaders("o", after):
+        raise Fail("o reported %s after unobserve answered" % a.leaders("o", after))
+    observed_in_order(a, "o", ["NONE"])
+    observed_in_order(a, "p", [f1, "v1"])
+
+
+def election_lease_expiry(t):
+    a, x = t.a, t.name("elect")
+    a.call("connect", "ca", t.sock)
+    a.call("connect", "co", t.sock)
+    fa = a.call("elect", "ca", "ha", x, "a", 400, n=1)[0]
+    start = a.call("observe", "co", "o", x, n=2)
+    if start != [fa, "a"] and start != ["NONE"]:
+        raise Fail("observe of a leader with a 400 ms lease answered %s" % start)
+    a.event("ha", "expired")
+    if start != ["NONE"]:
+        a.leader_event("o", ["NONE"])
+    if a.call("leader", "co", x, n=1) != ["NONE"]:
+        raise Fail("leader after the lease ran out did not answer NONE")
+    observed_in_order(a, "o", start)
+    if a.call("resign", "ha", n=1) != [0]:
+        raise Fail("resign after the leadership expired did not answer ok 0")
+
+
+def election_two_daemons(t):
+    a = t.a
+    sock2, _ = t.dlockd()
+    x = t.name("elect")
+    a.call("connect", "ca", t.sock)
+    a.call("connect", "cb", sock2)
+    a.call("connect", "co", sock2)
+    fa = a.call("elect", "ca", "ha", x, "on-1", 0, n=1)[0]
+    start = a.call("observe", "co", "o", x, n=2)
+    if start != [fa, "on-1"]:
+        raise Fail("observe on the second dlockd answered %s, expected %s on-1" % (start, fa))
+    if a.call("leader", "cb", x, n=2) != [fa, "on-1"]:
+        raise Fail("leader on the second dlockd did not answer %s on-1" % fa)
+    rid = a.send("elect", "cb", "hb", x, "on-2", 0)
+    wait_waiters(sock2, 1)
+    a.call("resign", "ha", n=1)
+    fb = a.ok(rid, 1)[0]
+    if fb <= fa:
+        raise Fail("B on the second dlockd leads with fence %s, not above %s" % (fb, fa))
+    a.leader_event("o", [fb, "on-2"])
+    a.call("resign", "hb", n=1)
+    a.leader_event("o", ["NONE"])
+    observed_in_order(a, "o", start)
+
+
+def election_bad_input(t):
+    a, x = t.a, t.name("elect")
+    a.call("connect", "c", t.sock)
+    a.err(a.send("elect", "c", "h1", x, "v" * 300, 0), "args")
+    a.err(a.send("elect", "c", "h2", "n" * 300, "v", 0), "name")
+    a.err(a.send("elect", "c", "h3", x, "v", NUM_MAX + 1), "args")
+    a.err(a.send("leader", "c", "n" * 300), "name")
+    a.err(a.send("observe", "c", "o", "n" * 300), "name")
+    a.call("ping", "c")
+    if a.call("leader", "c", x, n=1) != ["NONE"]:
+        raise Fail("a refused campaign left a leader of %s" % x)
+    f = a.call("elect", "c", "h4", x, "v" * 255, 0, n=1)[0]
+    if a.call("leader", "c", x, n=2) != [f, "v" * 255]:
+        raise Fail("leader did not tell the 255-byte value back")
+    if a.call("resign", "h4", n=1) != [1]:
+        raise Fail("resign did not answer ok 1")
+
+
 SCENARIOS = [grant_rising_fences, trylock_timeout, reentry, lease_expiry_loss,
              force_unlock_loss, closed_client_frees, contend_100, cancel_wait,
              dlockd_killed_during_wait, socket_missing, rwlock_once, semaphore_once,
-             fairlock_once, bad_input]
+             fairlock_once, bad_input, election_handover, election_leader_closed,
+             election_cancel, election_observe_none, election_lease_expiry,
+             election_two_daemons, election_bad_input]
 
 
 # ---- the run ------------------------------------------------------------------

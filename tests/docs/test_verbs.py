@@ -47,10 +47,13 @@ CLI_VERBS = {
     "info": ["INFO"],
     "ping": ["PING"],
     "who": ["WHO"],
+    "elect": ["ELECT", "RESIGN"],
+    "observe": ["OBSERVE"],
+    "leader": ["LEADER"],
 }
 # Long options that send no verb of their own (--metrics speaks HTTP to the
 # metrics endpoint; it reads INFO only to find it).
-NO_VERB = {"socket", "verbose", "help", "version", "metrics"}
+NO_VERB = {"socket", "verbose", "help", "version", "metrics", "value", "lease"}
 
 
 def read(path):

@@ -920,6 +920,192 @@ START_TEST(fair_bad_usage_is_64) {
 }
 END_TEST
 
+/* ---- leader election: --elect, --observe, --leader ---- */
+
+/* The lines of h_dir()/name, as one string with '|' between them; waits
+ * (H_WAIT_MS at most) until it has n of them. */
+static const char *await_lines(const char *name, int n) {
+    static char all[4096];
+    char path[600], line[1024];
+    snprintf(path, sizeof(path), "%s/%s", h_dir(), name);
+    long long end = h_now_ms() + H_WAIT_MS;
+    for (;;) {
+        int got = 0;
+        all[0] = '\0';
+        FILE *f = fopen(path, "r");
+        while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+            if (strchr(line, '\n') == NULL) break; /* not whole yet */
+            line[strcspn(line, "\n")] = '\0';
+            snprintf(all + strlen(all), sizeof(all) - strlen(all), "%s%s", got ? "|" : "", line);
+            got++;
+        }
+        if (f != NULL) fclose(f);
+        if (got >= n) return all;
+        ck_assert_msg(h_now_ms() < end, "%s has %d lines (%s), wanted %d", name, got, all, n);
+        usleep(2000);
+    }
+}
+
+/* --elect runs the command while leading, with its fence and value in the
+ * environment, resigns when it exits and passes its status on. */
+START_TEST(elect_runs_command_and_resigns) {
+    char script[700];
+    snprintf(script, sizeof(script),
+             "echo \"$DLOCK_NAME $DLOCK_FENCE $DLOCK_LEADER_VALUE\" > %s/env; exit 3", h_dir());
+    const char *a[] = {"--elect", "svc", "--value", "10.0.0.5:8080", "--", "sh", "-c", script,
+                       NULL};
+    ck_assert_int_eq(run_dlock(a), 3);
+    char name[64], value[64];
+    unsigned long long fence = 0;
+    ck_assert_int_eq(sscanf(slurp("env"), "%63s %llu %63s", name, &fence, value), 3);
+    ck_assert_str_eq(name, "svc");
+    ck_assert_uint_gt(fence, 0);
+    ck_assert_str_eq(value, "10.0.0.5:8080");
+    h_conn_t *c = h_connect_index(daemon_idx);
+    h_send(c, "LEADER svc\n");
+    H_EXPECT(c, "OK NONE");
+    h_close(c);
+}
+END_TEST
+
+/* A second candidate waits for the leader, then leads with a higher fence;
+ * its value defaults to the host name. */
+START_TEST(elect_waits_then_leads) {
+    h_conn_t *leader = h_connect_index(daemon_idx);
+    h_send(leader, "ELECT svc2 first\n");
+    const char *got = h_recv(leader, H_WAIT_MS);
+    unsigned long long first = 0, fence = 0;
+    ck_assert_msg(got && sscanf(got, "OK %llu", &first) == 1, "ELECT answered %s", got);
+    char script[700];
+    snprintf(script, sizeof(script), "echo \"$DLOCK_FENCE $DLOCK_LEADER_VALUE\" > %s/env",
+             h_dir());
+    const char *a[] = {"--elect", "svc2", "sh", "-c", script, NULL};
+    pid_t pid = spawn_dlock(a);
+    await_waiters(1);
+    h_send(leader, "RESIGN svc2\n");
+    H_EXPECT(leader, "OK 1");
+    ck_assert_int_eq(reap(pid), 0);
+    char value[300], host[256] = "";
+    ck_assert_int_eq(sscanf(slurp("env"), "%llu %299s", &fence, value), 2);
+    ck_assert_uint_gt(fence, first);
+    gethostname(host, sizeof(host));
+    ck_assert_str_eq(value, host);
+    h_close(leader);
+}
+END_TEST
+
+/* A leadership lost while the command runs: SIGTERM, then exit 75. */
+START_TEST(elect_lost_is_75) {
+    char script[700];
+    snprintf(script, sizeof(script),
+             "trap 'echo term > %s/term; exit 0' TERM; sleep 30 & wait", h_dir());
+    long long t0 = h_now_ms();
+    const char *a[] = {"-l", "300", "-k", "2", "--elect", "svc3", "--", "sh", "-c", script,
+                       NULL};
+    ck_assert_int_eq(run_dlock(a), 75);
+    ck_assert_int_lt(h_now_ms() - t0, 5000);
+    ck_assert_str_eq(slurp("term"), "term");
+}
+END_TEST
+
+/* --observe prints the leader now, then each change, a line each. */
+START_TEST(observe_prints_changes) {
+    const char *a[] = {"--observe", "svc4", NULL};
+    pid_t pid = spawn_dlock(a);
+    ck_assert_str_eq(await_lines("out", 1), "NONE");
+    h_conn_t *c = h_connect_index(daemon_idx);
+    h_send(c, "ELECT svc4 v1\n");
+    const char *got = h_recv(c, H_WAIT_MS);
+    unsigned long long fence = 0;
+    ck_assert_msg(got && sscanf(got, "OK %llu", &fence) == 1, "ELECT answered %s", got);
+    char want[128];
+    snprintf(want, sizeof(want), "NONE|%llu v1", fence);
+    ck_assert_str_eq(await_lines("out", 2), want);
+    h_send(c, "RESIGN svc4\n");
+    H_EXPECT(c, "OK 1");
+    snprintf(want, sizeof(want), "NONE|%llu v1|NONE", fence);
+    ck_assert_str_eq(await_lines("out", 3), want);
+    kill(pid, SIGTERM);
+    ck_assert_int_eq(reap(pid), 128 + SIGTERM);
+    h_close(c);
+}
+END_TEST
+
+/* In a pipeline whose reader has gone, --observe exits 0 at its next line,
+ * saying nothing. */
+START_TEST(observe_quiet_on_epipe) {
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    char err[600];
+    snprintf(err, sizeof(err), "%s/err", h_dir());
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int fd = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        dup2(fds[1], 1);
+        if (fd >= 0) dup2(fd, 2);
+        close(fds[0]);
+        setenv("DLOCK_SOCKET", h_dlockd_sock(daemon_idx), 1);
+        execl(dlock_bin(), dlock_bin(), "--observe", "svc5", (char *)NULL);
+        _exit(99);
+    }
+    close(fds[1]);
+    char buf[64];
+    ssize_t n = read(fds[0], buf, sizeof(buf));
+    ck_assert_int_eq(n, 5); /* "NONE\n" */
+    close(fds[0]);
+    h_conn_t *c = h_connect_index(daemon_idx);
+    h_send(c, "ELECT svc5 v\n");
+    H_EXPECT_PREFIX(c, "OK ");
+    ck_assert_int_eq(reap(pid), 0);
+    ck_assert_str_eq(slurp("err"), "");
+    h_close(c);
+}
+END_TEST
+
+/* --leader: the leader now; 1 and NONE when nobody leads. */
+START_TEST(leader_one_shot) {
+    const char *a[] = {"--leader", "svc6", NULL};
+    ck_assert_int_eq(run_dlock(a), 1);
+    ck_assert_str_eq(slurp("out"), "NONE");
+    h_conn_t *c = h_connect_index(daemon_idx);
+    h_send(c, "ELECT svc6 node-b\n");
+    const char *got = h_recv(c, H_WAIT_MS);
+    unsigned long long fence = 0;
+    ck_assert_msg(got && sscanf(got, "OK %llu", &fence) == 1, "ELECT answered %s", got);
+    ck_assert_int_eq(run_dlock(a), 0);
+    char want[64];
+    snprintf(want, sizeof(want), "%llu node-b", fence);
+    ck_assert_str_eq(slurp("out"), want);
+    h_close(c);
+}
+END_TEST
+
+START_TEST(elect_bad_usage_is_64) {
+    const char *a[] = {"--elect", "x", "-s", "true", NULL};
+    ck_assert_int_eq(run_dlock(a), 64);
+    const char *b[] = {"--elect", "x", NULL};
+    ck_assert_int_eq(run_dlock(b), 64);
+    const char *c[] = {"--elect", "x", "--value", "a b", "true", NULL};
+    ck_assert_int_eq(run_dlock(c), 64);
+    const char *d[] = {"--value", "v", "x", "true", NULL};
+    ck_assert_int_eq(run_dlock(d), 64);
+    const char *e[] = {"--observe", "x", "true", NULL};
+    ck_assert_int_eq(run_dlock(e), 64);
+}
+END_TEST
+
+/* An election's name held as a lock: ERR KIND, 65. */
+START_TEST(elect_other_kind_is_65) {
+    h_conn_t *c = h_connect_index(daemon_idx);
+    h_send(c, "LOCK svc7\n");
+    H_EXPECT_PREFIX(c, "OK ");
+    const char *a[] = {"--elect", "svc7", "true", NULL};
+    ck_assert_int_eq(run_dlock(a), 65);
+    h_close(c);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("dlock command");
     TCase *tc = tcase_create("cli");
@@ -954,6 +1140,14 @@ static Suite *suite(void) {
     tcase_add_test(tc, fair_killed_waiter_lets_next_go);
     tcase_add_test(tc, fair_other_kind_is_65);
     tcase_add_test(tc, fair_bad_usage_is_64);
+    tcase_add_test(tc, elect_runs_command_and_resigns);
+    tcase_add_test(tc, elect_waits_then_leads);
+    tcase_add_test(tc, elect_lost_is_75);
+    tcase_add_test(tc, observe_prints_changes);
+    tcase_add_test(tc, observe_quiet_on_epipe);
+    tcase_add_test(tc, leader_one_shot);
+    tcase_add_test(tc, elect_bad_usage_is_64);
+    tcase_add_test(tc, elect_other_kind_is_65);
     suite_add_tcase(s, tc);
     return s;
 }

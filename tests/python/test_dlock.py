@@ -1290,5 +1290,169 @@ class DlockTest(unittest.TestCase):
         self.assertTrue(c.ping())
 
 
+class ElectTest(unittest.TestCase):
+    """Leader election: Client.elect, resign, leader, observe."""
+
+    setUp = DlockTest.setUp
+    client = DlockTest.client
+
+    def until(self, c, pred, timeout=EVENT_TIMEOUT):
+        """Handle c's events until pred() holds (a hang guard, not a pause)."""
+        deadline = time.monotonic() + timeout
+        while not pred():
+            left = deadline - time.monotonic()
+            self.assertGreater(left, 0, "no such event within %ss" % timeout)
+            c.wait_event(left)
+
+    def waiters(self, n):
+        """Until dlockd counts n waiting requests."""
+        c = self.client()
+        deadline = time.monotonic() + EVENT_TIMEOUT
+        while c.info().get("waiters", 0) < n:
+            self.assertLess(time.monotonic(), deadline, "fewer than %d waiters" % n)
+            time.sleep(0.005)   # poll interval, bounded by the deadline
+
+    def test_elect_resign_hands_over(self):
+        a, b, o = self.client(), self.client(), self.client()
+        la = a.elect(self.name, "node-a:1")
+        self.assertGreater(la.fence, 0)
+        self.assertTrue(la.leading)
+        self.assertEqual(o.leader(self.name), (la.fence, "node-a:1"))
+        got = []
+        t = threading.Thread(target=lambda: got.append(b.elect(self.name, "node-b:2")))
+        t.start()
+        self.waiters(1)
+        self.assertEqual(got, [])
+        self.assertTrue(la.resign())
+        t.join(EVENT_TIMEOUT)
+        self.assertFalse(t.is_alive())
+        lb = got[0]
+        self.assertGreater(lb.fence, la.fence)
+        self.assertFalse(la.leading)
+        self.assertEqual(o.leader(self.name), (lb.fence, "node-b:2"))
+        self.assertFalse(a.resign(self.name))
+        self.assertTrue(lb.resign())
+        self.assertIsNone(o.leader(self.name))
+
+    def test_elect_again_same_fence(self):
+        c = self.client()
+        f = c.elect(self.name, "v").fence
+        self.assertEqual(c.elect(self.name, "v").fence, f)
+        self.assertTrue(c.resign(self.name))
+
+    def test_with_block_resigns(self):
+        c, o = self.client(), self.client()
+        with c.elect(self.name, "10.0.0.5:8080") as leader:
+            self.assertEqual(o.leader(self.name), (leader.fence, "10.0.0.5:8080"))
+        self.assertIsNone(o.leader(self.name))
+        self.assertFalse(leader.leading)
+
+    def test_lease_lost_raises_on_check_and_exit(self):
+        c = self.client()
+        with self.assertRaises(dlock.LockLost) as cm:
+            with c.elect(self.name, "v", lease_ms=200) as leader:
+                wait_readable(self, c.fileno())
+                self.until(c, lambda: not leader.leading)
+        self.assertEqual((cm.exception.name, cm.exception.reason), (self.name, "expired"))
+        self.assertIsNone(self.client().leader(self.name))
+
+    def test_closed_leader_replaced(self):
+        a, b = self.client(), self.client()
+        la = a.elect(self.name, "a")
+        got = []
+        t = threading.Thread(target=lambda: got.append(b.elect(self.name, "b")))
+        t.start()
+        self.waiters(1)
+        a.close()
+        t.join(EVENT_TIMEOUT)
+        self.assertFalse(t.is_alive())
+        self.assertGreater(got[0].fence, la.fence)
+        self.assertFalse(la.leading)
+        with self.assertRaises(dlock.LockLost) as cm:
+            la.check()
+        self.assertEqual(cm.exception.reason, "closed")
+
+    def test_cancel_leaves_no_candidate(self):
+        a, b, o = self.client(), self.client(), self.client()
+        la = a.elect(self.name, "a")
+        errs = []
+
+        def campaign():
+            try:
+                b.elect(self.name, "b")
+            except dlock.DlockError as e:
+                errs.append(e)
+        t = threading.Thread(target=campaign)
+        t.start()
+        self.waiters(1)
+        self.assertTrue(b.cancel())
+        t.join(EVENT_TIMEOUT)
+        self.assertFalse(t.is_alive())
+        self.assertIsInstance(errs[0], dlock.Cancelled)
+        self.assertTrue(la.resign())
+        self.assertIsNone(o.leader(self.name))
+        self.assertTrue(b.ping())
+
+    def test_observe_iterates_changes(self):
+        a, o = self.client(), self.client()
+        it = iter(o.observe(self.name))
+        self.assertIsNone(next(it))
+        f1 = a.elect(self.name, "v1").fence
+        self.assertEqual(next(it), (f1, "v1"))
+        a.resign(self.name)
+        self.assertIsNone(next(it))
+        f2 = a.elect(self.name, "v2").fence
+        self.assertEqual(next(it), (f2, "v2"))
+        self.assertGreater(f2, f1)
+        a.resign(self.name)
+
+    def test_observe_callback_and_unobserve(self):
+        a, o = self.client(), self.client()
+        seen = []
+        obs = o.observe(self.name, lambda name, leader: seen.append((name, leader)))
+        self.assertIsNone(obs.leader)
+        la = a.elect(self.name, "v")
+        self.until(o, lambda: seen)
+        self.assertEqual(seen, [(self.name, (la.fence, "v"))])
+        self.assertEqual(obs.leader, (la.fence, "v"))
+        self.assertTrue(o.unobserve(self.name))
+        self.assertFalse(o.unobserve(self.name))
+        la.resign()
+        a.elect(self.name, "w")
+        o.ping()
+        o.check()
+        self.assertEqual(len(seen), 1)
+        self.assertEqual(list(obs), [])     # ended: the iterator stops
+
+    def test_bad_input_not_sent(self):
+        c = self.client()
+        for value in ("v" * 256, "", "a b", "caf\u00e9", None):
+            with self.assertRaises(dlock.BadRequest) as cm:
+                c.elect(self.name, value)
+            self.assertIsNone(cm.exception.code)
+        with self.assertRaises(dlock.BadRequest):
+            c.elect("n" * 256, "v")
+        with self.assertRaises(dlock.BadRequest):
+            c.elect(self.name, "v", lease_ms=dlock.NUM_MAX + 1)
+        with self.assertRaises(dlock.BadRequest):
+            c.observe("a b")
+        self.assertTrue(c.ping())
+        self.assertEqual(c.elect(self.name, "v" * 255).value, "v" * 255)
+        self.assertEqual(c.leader(self.name)[1], "v" * 255)
+        c.resign(self.name)
+
+    def test_kind_errors(self):
+        c = self.client()
+        c.lock(self.name)
+        with self.assertRaises(dlock.KindError):
+            self.client().elect(self.name, "v")
+        c.unlock(self.name)
+        other = self.name + "-e"
+        c.elect(other, "v")
+        with self.assertRaises(dlock.KindError):
+            c.unlock(other)
+        c.resign(other)
+
+
 if __name__ == "__main__":
     unittest.main()

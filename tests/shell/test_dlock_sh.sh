@@ -628,6 +628,49 @@ TAKEN") sc_ok "another process: dlock_tryfairlock $F gets TIMEOUT, and sees it T
     dlock_status x
     sc_check "x stays ours" [ "$DLOCK_STATE" = MINE ]
 
+    # -- leader election
+    rc=0
+    dlock_elect el node-a:1 || rc=$?
+    sc_check "dlock_elect el returns 0 with a fence ($DLOCK_FENCE)" is_digits "$DLOCK_FENCE"
+    el_f=$DLOCK_FENCE
+    other 'dlock_leader el && echo "$DLOCK_LEADER|$DLOCK_LEADER_FENCE|$DLOCK_LEADER_VALUE"' >"$TMPDIR/el.out" 2>&1
+    sc_check "another connection's dlock_leader el: $el_f node-a:1 ($(cat "$TMPDIR/el.out"))" \
+        [ "$(cat "$TMPDIR/el.out")" = "$el_f node-a:1|$el_f|node-a:1" ]
+    dlock_resign el
+    sc_check "dlock_resign el: DLOCK_WAS 1 ($DLOCK_WAS)" [ "$DLOCK_WAS" = 1 ]
+    dlock_resign el
+    sc_check "dlock_resign el again: DLOCK_WAS 0 ($DLOCK_WAS)" [ "$DLOCK_WAS" = 0 ]
+    dlock_leader el
+    sc_check "dlock_leader el after resigning: NONE ($DLOCK_LEADER)" [ "$DLOCK_LEADER" = NONE ]
+    sc_check "dlock_elect with a value with a blank returns 2" refused dlock_elect el "a b"
+    sc_check "dlock_elect with a 300-byte value returns 2" \
+        refused dlock_elect el "$(printf '%0300d' 0)"
+    sc_check "dlock_elect without a value returns 2" refused dlock_elect el
+    dlock_lock ek
+    sc_check "dlock_elect of a lock's name returns 2" refused dlock_elect ek v
+    sc_check "... with ERR KIND ($DLOCK_REPLY)" eval 'case $DLOCK_REPLY in "ERR KIND"*) true ;; *) false ;; esac'
+    dlock_unlock ek
+    dlock_observe eo
+    sc_check "dlock_observe eo: NONE ($DLOCK_LEADER)" [ "$DLOCK_LEADER" = NONE ]
+    # Another process leads eo and exits: its connection's end resigns.
+    eo_f=$(other 'dlock_elect eo v2 && echo "$DLOCK_FENCE"' 2>/dev/null)
+    dlock_wait_leader
+    sc_check "dlock_wait_leader: eo led by $eo_f v2 ($DLOCK_LEADER_NAME $DLOCK_LEADER)" \
+        [ "$DLOCK_LEADER_NAME $DLOCK_LEADER" = "eo $eo_f v2" ]
+    dlock_wait_leader
+    sc_check "dlock_wait_leader: eo NONE after its leader exited ($DLOCK_LEADER)" \
+        [ "$DLOCK_LEADER_NAME $DLOCK_LEADER" = "eo NONE" ]
+    rc=0
+    dlock_leader_event || rc=$?
+    sc_check "dlock_leader_event with nothing pending returns 1" [ "$rc" -eq 1 ]
+    dlock_unobserve eo
+    sc_check "dlock_unobserve eo: DLOCK_WAS 1 ($DLOCK_WAS)" [ "$DLOCK_WAS" = 1 ]
+    other 'dlock_elect eo v3' >/dev/null 2>&1
+    dlock_cmd PING
+    rc=0
+    dlock_leader_event || rc=$?
+    sc_check "no change of eo after dlock_unobserve" [ "$rc" -eq 1 ]
+
     # -- dlock_close releases
     rc=0
     dlock_close || rc=$?
