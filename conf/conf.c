@@ -588,6 +588,8 @@ static const conf_key_t keys[] = {
     {"server", "max_line", U32(64, 1048576), .def = "4096", .reload = CONF_LIVE, AT(max_line)},
     {"server", "max_output", U32(4096, 1073741824), .def = "1048576", .reload = CONF_LIVE,
      AT(max_output)},
+    {"server", "max_observes_per_client", U32(1, 1000000), .def = "1024", .reload = CONF_LIVE,
+     AT(max_observes_per_client)},
     {"server", "admin_uids", .type = CONF_TYPE_UIDS, .def = "0", .reload = CONF_LIVE,
      AT(admin_uids), .count = offsetof(conf_t, admin_uids_count), .parse = set_admin_uids},
     {"server", "log_level", .type = CONF_TYPE_ENUM, .def = "info", .reload = CONF_LIVE,

@@ -148,16 +148,19 @@ static void send_error(session_t *s, proto_err_t err, const char *detail) {
 static void send_info(session_t *s) {
     sessions_stats_t st;
     lockmgr_stats_t ls;
+    lockmgr_elect_stats_t es;
     char line[1024];
 
     sessions_stats(s->ss, &st);
     lockmgr_stats(s->ss->locks, &ls);
+    lockmgr_elect_stats(s->ss->locks, &es);
     int n = proto_reply_ok(line, sizeof(line),
         "version=%s uptime_s=%llu connections=%llu locks_held=%llu waiters=%llu "
         "redis=%s backend=%s redis_nodes=%u redis_nodes_up=%u redis_down=%s "
         "connections_total=%llu rejected=%llu requests=%llu errors=%llu "
         "output_overflows=%llu grants=%llu reentries=%llu releases=%llu "
         "timeouts=%llu cancelled=%llu lost=%llu renewals=%llu backend_errors=%llu "
+        "observers=%llu observed=%llu candidates=%llu leader_events=%llu "
         "peer_pid=%d peer_uid=%u peer_gid=%u metrics=%s",
         DLOCKD_VERSION, (unsigned long long)st.uptime_s,
         (unsigned long long)st.connections, (unsigned long long)ls.locks_held,
@@ -170,6 +173,8 @@ static void send_info(session_t *s) {
         (unsigned long long)ls.timeouts, (unsigned long long)ls.cancelled,
         (unsigned long long)ls.lost,
         (unsigned long long)ls.renewals, (unsigned long long)ls.backend_errors,
+        (unsigned long long)es.observers, (unsigned long long)es.observed,
+        (unsigned long long)es.candidates, (unsigned long long)es.leader_events,
         (int)s->pid, (unsigned)s->uid, (unsigned)s->gid,
         s->ss->conf->metrics[0] ? s->ss->conf->metrics : "-");
     if (n > 0) send_line(s, line, (size_t)n);
@@ -235,6 +240,8 @@ static const struct {
                        "a semaphore: RELEASE gives its permits back", "semaphores"},
     [LOCK_MODE_FAIR] = {"held as a fair lock (FAIRLOCK, UNLOCK)",
                         "held as a fair lock: UNLOCK releases it", "fair locks"},
+    [LOCK_MODE_ELECT] = {"an election (ELECT, RESIGN, LEADER, OBSERVE)",
+                         "an election: RESIGN ends its leadership", "elections"},
 };
 
 /* The words of a lock manager error: NULL for none, else in buf. */
@@ -250,6 +257,9 @@ static const char *error_words(const lock_reply_t *r, char *buf, size_t cap) {
         return "upgrade not allowed: this connection holds a read lock of it (RUNLOCK it first)";
     case LOCK_WHY_NO_HOLDER: return "a semaphore has no one holder: STATUS tells its permits";
     case LOCK_WHY_FORCE_DENIED: return "FORCEUNLOCK needs uid 0 or one in admin_uids";
+    case LOCK_WHY_MAX_OBSERVES:
+        snprintf(buf, cap, "max_observes_per_client (%lld) reached", r->limit);
+        return buf;
     case LOCK_WHY_RELEASE_AS: return kind_words[r->mode].release;
     case LOCK_WHY_HELD_AS:
         snprintf(buf, cap, "%.*s is %s", (int)r->len, r->name, kind_words[r->mode].held_as);
@@ -297,7 +307,13 @@ static void send_lock_reply(session_t *s, const lock_reply_t *r) {
             log_info("client %llu (pid %d uid %u) connected %.1f s ago holds its first lock",
                      (unsigned long long)s->id, (int)s->pid, (unsigned)s->uid,
                      (double)(uv_now(s->ss->loop) - s->connected_ms) / 1000.0);
-        n = proto_reply_ok_num2(line, sizeof(line), (unsigned long long)r->fence, r->holds);
+        if (s->cmd == PROTO_CMD_ELECT) /* OK <fence>: a leader holds once */
+            n = proto_reply_ok_num(line, sizeof(line), (long long)r->fence);
+        else
+            n = proto_reply_ok_num2(line, sizeof(line), (unsigned long long)r->fence, r->holds);
+        break;
+    case LOCK_REPLY_LEADER:
+        n = proto_reply_leader(line, sizeof(line), r->fence, r->leader, r->leader_len);
         break;
     case LOCK_REPLY_VALUE:
         n = proto_reply_ok_num(line, sizeof(line), r->value);
@@ -380,6 +396,16 @@ static void on_lock_event(void *data, const char *name, size_t len, lock_loss_t 
     if (n > 0) send_line(s, line, (size_t)n);
 }
 
+/* An observed election's new leader: !LEADER <name> <fence> <value>, or NONE. */
+static void on_leader(void *data, const char *name, size_t len, uint64_t fence,
+                      const char *value, size_t value_len) {
+    session_t *s = data;
+    char line[PROTO_REPLY_MAX];
+    if (s->state == SESSION_CLOSING) return;
+    int n = proto_event_leader(line, sizeof(line), name, len, fence, value, value_len);
+    if (n > 0) send_line(s, line, (size_t)n);
+}
+
 /* The protocol's lock commands as lock manager requests. */
 static lock_req_kind_t request_kind(proto_cmd_t cmd) {
     switch (cmd) {
@@ -401,6 +427,9 @@ static lock_req_kind_t request_kind(proto_cmd_t cmd) {
     case PROTO_CMD_RENEW: return LOCK_REQ_RENEW;
     case PROTO_CMD_STATUS: return LOCK_REQ_STATUS;
     case PROTO_CMD_WHO: return LOCK_REQ_WHO;
+    case PROTO_CMD_ELECT: return LOCK_REQ_LOCK;
+    case PROTO_CMD_LEADER: return LOCK_REQ_LEADER;
+    case PROTO_CMD_OBSERVE: return LOCK_REQ_OBSERVE;
     default: return LOCK_REQ_FORCE;
     }
 }
@@ -419,6 +448,9 @@ static lock_mode_t request_mode(proto_cmd_t cmd) {
     case PROTO_CMD_RELEASE: return LOCK_MODE_SEM;
     case PROTO_CMD_FAIRLOCK:
     case PROTO_CMD_TRYFAIRLOCK: return LOCK_MODE_FAIR;
+    case PROTO_CMD_ELECT:
+    case PROTO_CMD_LEADER:
+    case PROTO_CMD_OBSERVE: return LOCK_MODE_ELECT;
     default: return LOCK_MODE_MUTEX;
     }
 }
@@ -457,6 +489,16 @@ static void dispatch(session_t *s, const proto_request_t *req) {
     case PROTO_CMD_CLIENTS:
         send_clients(s);
         return;
+    case PROTO_CMD_RESIGN:
+    case PROTO_CMD_UNOBSERVE: {
+        int had = req->cmd == PROTO_CMD_RESIGN
+                      ? lockmgr_resign(s->ss->locks, s->owner, req->name, req->name_len)
+                      : lockmgr_unobserve(s->ss->locks, s->owner, req->name, req->name_len);
+        count_reply(s, SESSION_RESULT_OK);
+        n = proto_reply_ok_num(line, sizeof(line), had);
+        send_line(s, line, (size_t)n);
+        return;
+    }
     case PROTO_CMD_LOCK:
     case PROTO_CMD_TRYLOCK:
     case PROTO_CMD_UNLOCK:
@@ -475,7 +517,10 @@ static void dispatch(session_t *s, const proto_request_t *req) {
     case PROTO_CMD_TRYACQUIRE:
     case PROTO_CMD_RELEASE:
     case PROTO_CMD_FAIRLOCK:
-    case PROTO_CMD_TRYFAIRLOCK: {
+    case PROTO_CMD_TRYFAIRLOCK:
+    case PROTO_CMD_ELECT:
+    case PROTO_CMD_LEADER:
+    case PROTO_CMD_OBSERVE: {
         lock_request_t lr = {
             .kind = request_kind(req->cmd),
             .mode = request_mode(req->cmd),
@@ -484,6 +529,8 @@ static void dispatch(session_t *s, const proto_request_t *req) {
             .wait_ms = req->wait_ms,
             .lease_ms = req->lease_ms,
             .permits = req->permits,
+            .value = req->value,
+            .value_len = req->value_len,
         };
         lock_reply_t now;
         s->waits = lr.kind == LOCK_REQ_LOCK || (lr.kind == LOCK_REQ_TRYLOCK && lr.wait_ms > 0);
@@ -713,6 +760,7 @@ static void session_close(session_t *s) {
     unmark_dirty(s);
     deaf_remove(s);
     log_closed(s);
+    if (s->owner != NULL) lockmgr_unobserve_all(s->ss->locks, s->owner);
     if (s->owner != NULL) lockmgr_owner_drop(s->ss->locks, s->owner);
     s->owner = NULL;
     uv_close((uv_handle_t *)&s->pipe, on_close);
@@ -810,6 +858,7 @@ sessions_t *sessions_new(uv_loop_t *loop, const conf_t *conf, lockmgr_t *locks) 
     ss->keepalive.data = ss;
     uv_timer_init(loop, &ss->hangups);
     ss->hangups.data = ss;
+    lockmgr_on_leader(locks, on_leader);
     return ss;
 }
 
@@ -921,6 +970,7 @@ static void on_sessions_handle_close(uv_handle_t *handle) {
 
 /* Frees ss once its own handles are closed; the loop must run on. */
 void sessions_free(sessions_t *ss) {
+    lockmgr_on_leader(ss->locks, NULL);
     ss->closing_handles = 3;
     uv_close((uv_handle_t *)&ss->flusher, on_sessions_handle_close);
     uv_close((uv_handle_t *)&ss->keepalive, on_sessions_handle_close);

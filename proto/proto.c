@@ -96,6 +96,8 @@ proto_status_t proto_parse_line(const char *line, size_t len,
     req->wait_ms = 0;
     req->lease_ms = 0;
     req->permits = 0;
+    req->value[0] = '\0';
+    req->value_len = 0;
     req->detail = NULL;
 
     if (len > 0 && line[len - 1] == '\r') len--;
@@ -138,9 +140,19 @@ proto_status_t proto_parse_line(const char *line, size_t len,
     req->name[wlen[1]] = '\0';
     req->name_len = wlen[1];
 
+    /* ELECT's value comes before its number: a word as a name is. */
+    int first = 2;
+    if (req->cmd == PROTO_CMD_ELECT) {
+        if (!proto_name_valid(word[2], wlen[2]))
+            return fail(req, PROTO_ERR_ARGS, "values are 1-255 bytes of 0x21-0x7E");
+        memcpy(req->value, word[2], wlen[2]);
+        req->value[wlen[2]] = '\0';
+        req->value_len = wlen[2];
+        first = 3;
+    }
     uint32_t num[PROTO_WORDS_MAX - 2] = {0};
-    for (int n = 2; n < nwords; n++) {
-        if (proto_parse_num(word[n], wlen[n], &num[n - 2]) != 0)
+    for (int n = first; n < nwords; n++) {
+        if (proto_parse_num(word[n], wlen[n], &num[n - first]) != 0)
             return fail(req, PROTO_ERR_ARGS, "numbers are decimal digits, 0 to 2147483647");
     }
     /* A semaphore's commands say how many permits first. */
@@ -381,4 +393,31 @@ int proto_event_lost(char *out, size_t cap, const char *name,
     p = put(p, name, name_len);
     *p++ = ' ';
     return end_line(out, put(p, reason, (size_t)keep), (size_t)keep < len);
+}
+
+int proto_reply_leader(char *out, size_t cap, uint64_t fence, const char *value,
+                       size_t value_len) {
+    if (fence == 0) {
+        if (cap < sizeof("OK NONE\n")) return -1;
+        return end_line(out, put(out, "OK NONE", 7), 0);
+    }
+    if (value_len > PROTO_VALUE_MAX || cap < sizeof("OK 18446744073709551615 \n") + value_len)
+        return -1;
+    char *p = put_ull(put(out, "OK ", 3), fence);
+    *p++ = ' ';
+    return end_line(out, put(p, value, value_len), 0);
+}
+
+int proto_event_leader(char *out, size_t cap, const char *name, size_t name_len,
+                       uint64_t fence, const char *value, size_t value_len) {
+    if (name_len > PROTO_NAME_MAX || value_len > PROTO_VALUE_MAX) return -1;
+    size_t need = sizeof("!LEADER  18446744073709551615 \n") + name_len + value_len;
+    if (cap < need) return -1;
+    char *p = put(out, "!LEADER ", 8);
+    p = put(p, name, name_len);
+    *p++ = ' ';
+    if (fence == 0) return end_line(out, put(p, "NONE", 4), 0);
+    p = put_ull(p, fence);
+    *p++ = ' ';
+    return end_line(out, put(p, value, value_len), 0);
 }

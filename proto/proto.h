@@ -15,7 +15,9 @@
 #define PROTO_LINE_MIN      64           /* smallest max_line a parser accepts */
 #define PROTO_LINE_DEFAULT  4096         /* default max_line */
 #define PROTO_LINE_LIMIT    (1024 * 1024) /* largest max_line a parser accepts */
-#define PROTO_REPLY_MAX     (PROTO_NAME_MAX + 128) /* any reply but INFO fits */
+#define PROTO_VALUE_MAX     255          /* bytes in an ELECT value */
+/* Any reply but INFO fits, !LEADER <name> <fence> <value> included. */
+#define PROTO_REPLY_MAX     (PROTO_NAME_MAX + PROTO_VALUE_MAX + 128)
 #define PROTO_REPLY_MIN     32           /* smallest cap at which a long text is cut */
 
 /* Every command word. */
@@ -42,6 +44,11 @@
     XX(FAIRLOCK, "FAIRLOCK", 1, 2, "FAIRLOCK <name> [<lease_ms>]")           \
     XX(TRYFAIRLOCK, "TRYFAIRLOCK", 1, 3,                                     \
        "TRYFAIRLOCK <name> [<wait_ms> [<lease_ms>]]")                        \
+    XX(ELECT, "ELECT", 2, 3, "ELECT <name> <value> [<lease_ms>]")            \
+    XX(RESIGN, "RESIGN", 1, 1, "RESIGN <name>")                              \
+    XX(LEADER, "LEADER", 1, 1, "LEADER <name>")                              \
+    XX(OBSERVE, "OBSERVE", 1, 1, "OBSERVE <name>")                           \
+    XX(UNOBSERVE, "UNOBSERVE", 1, 1, "UNOBSERVE <name>")                     \
     XX(CANCEL, "CANCEL", 0, 0, "CANCEL")                                     \
     XX(INFO, "INFO", 0, 0, "INFO")                                           \
     XX(CLIENTS, "CLIENTS", 0, 0, "CLIENTS")                                  \
@@ -85,6 +92,8 @@ typedef struct proto_request_s {
     uint32_t wait_ms;                 /* the TRY commands; 0 when absent */
     uint32_t lease_ms;                /* the locking commands, RENEW; 0 when absent */
     uint32_t permits;                 /* SEMINIT, ACQUIRE, TRYACQUIRE, RELEASE */
+    char value[PROTO_VALUE_MAX + 1];  /* ELECT: NUL-terminated, as a name is */
+    size_t value_len;
     const char *detail;               /* static text explaining err, or NULL */
 } proto_request_t;
 
@@ -163,5 +172,13 @@ int proto_reply_error(char *out, size_t cap, proto_err_t err,
                       const char *detail);
 int proto_event_lost(char *out, size_t cap, const char *name,
                      const char *reason);
+/* LEADER's and OBSERVE's answer: "OK <fence> <value>", or "OK NONE" when
+ * fence is 0; and the event "!LEADER <name> <fence> <value>" or
+ * "!LEADER <name> NONE". Names and values are never cut: -1 when the line
+ * does not fit (PROTO_REPLY_MAX holds any). */
+int proto_reply_leader(char *out, size_t cap, uint64_t fence, const char *value,
+                       size_t value_len);
+int proto_event_leader(char *out, size_t cap, const char *name, size_t name_len,
+                       uint64_t fence, const char *value, size_t value_len);
 
 #endif

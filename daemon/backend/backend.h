@@ -44,7 +44,10 @@ typedef enum {
                              while owner holds the lock: holds 1, else 0 */
     BACKEND_SEMINIT,      /* a semaphore's permits, unless set: holds 1, or 0
                              when they were set already */
-    BACKEND_LEAVE,        /* FAIR: the owner stops waiting: out of the queue */
+    BACKEND_LEAVE,        /* FAIR, ELECT: the owner stops waiting: out of the queue */
+    BACKEND_LEADER,       /* ELECT: the leader now: fence (0 none) and value;
+                             ttl_ms its lease left; WRONG_KIND outcome (held)
+                             when the name is another kind of lock */
     BACKEND_OP_COUNT
 } backend_op_kind_t;
 
@@ -59,6 +62,9 @@ typedef enum {
                              permit_base + permits */
     BACKEND_FAIR,         /* RFairLock: an RLock whose waiters queue in Redis,
                              each woken on a channel of its own */
+    BACKEND_ELECT,        /* an election: a fair lock's queue and an RLock hash,
+                             with the leader's record beside it; every change
+                             is published on the name's one channel */
     BACKEND_MODE_COUNT
 } backend_mode_t;
 
@@ -109,6 +115,9 @@ typedef struct backend_result_s {
                                    that has no one holder (SEM) */
     long long holders;          /* STATUS of a READ hold: how many owners read;
                                    of a SEM: the permits available */
+    const char *value;          /* LEADER: the leader's value, value_len bytes,
+                                   valid during the callback */
+    size_t value_len;
 } backend_result_t;
 
 /* WHO's answer, in memory the caller gives (op->who). */
@@ -149,6 +158,9 @@ struct backend_op_s {
     uint32_t queue_foreign_ms;  /* FAIR ACQUIRE: ... plus this much for each
                                    place ahead that is not a dlockd's */
     int once;                   /* FAIR ACQUIRE: try, but take no place */
+    const char *value;          /* ELECT ACQUIRE: the leader's value, value_len
+                                   bytes, valid until cb */
+    size_t value_len;
     /* out */
     backend_result_t res;
     /* the backend's while submitted */

@@ -21,7 +21,7 @@ const char *const scripts_text[SCRIPT_COUNT] = {
     [SCRIPT_WHO] = lua_who,             [SCRIPT_REGISTER] = lua_register,
     [SCRIPT_OPS_ANY] = lua_ops_any,     [SCRIPT_RENEW_ANY] = lua_renew_any,
     [SCRIPT_RW] = lua_rw,               [SCRIPT_SEM] = lua_sem,
-    [SCRIPT_FAIR] = lua_fair,
+    [SCRIPT_FAIR] = lua_fair,           [SCRIPT_ELECT] = lua_elect,
 };
 
 /* The codes are backend.h's outcomes, modes and renewals, number for number:
@@ -57,6 +57,13 @@ const size_t scripts_codes_count = sizeof(scripts_codes) / sizeof(scripts_codes[
 #define K_FENCE SCRIPTS_KIND(BACKEND_FENCE)
 #define K_SEMINIT SCRIPTS_KIND(BACKEND_SEMINIT)
 #define K_LEAVE SCRIPTS_KIND(BACKEND_LEAVE)
+#define K_LEADER SCRIPTS_KIND(BACKEND_LEADER)
+
+/* An election's companions of its own (elect.lua): its candidates' queue,
+ * when each place ends, and the leader's record. */
+#define ELECT_QUEUE "dlock_elect_queue"
+#define ELECT_TIMEOUT "dlock_elect_timeout"
+#define ELECT_LEADER "dlock_leader"
 
 #define PREFIX(kind) {SCRIPTS_KEY_PREFIX, kind}
 #define SUFFIX(kind) {SCRIPTS_KEY_SUFFIX, kind}
@@ -104,6 +111,18 @@ static const scripts_mode_t modes[BACKEND_MODE_COUNT] = {
         .once = 'o', .batch = K_RENEW, .renew = 'n',
         .acquire_key = PREFIX(KEYS_TOKEN), .renew_key = PREFIX(KEYS_FORCED),
         .release_key = PREFIX(KEYS_CHANNEL), .channel = KEYS_CHANNEL, .own_channel = 1,
+    },
+    [BACKEND_ELECT] = {
+        .script = SCRIPT_ELECT, .own = K_ACQ | K_REL | K_DROP | K_LEAVE | K_LEADER,
+        .keys = {PREFIX(ELECT_QUEUE), PREFIX(ELECT_TIMEOUT), PREFIX(KEYS_CHANNEL),
+                 PREFIX(KEYS_TOKEN), PREFIX(ELECT_LEADER)},
+        .args = {SCRIPTS_ARG_LETTER, SCRIPTS_ARG_LEASE, SCRIPTS_ARG_FIELD, SCRIPTS_ARG_QUEUE,
+                 SCRIPTS_ARG_VALUE},
+        .letters = {[BACKEND_ACQUIRE] = 'a', [BACKEND_RELEASE] = 'r', [BACKEND_DROP] = 'd',
+                    [BACKEND_LEAVE] = 'l', [BACKEND_LEADER] = 'g'},
+        .once = 'o', .batch = K_RENEW, .renew = 'n',
+        .acquire_key = PREFIX(KEYS_TOKEN), .renew_key = PREFIX(KEYS_FORCED),
+        .release_key = PREFIX(KEYS_CHANNEL), .channel = KEYS_CHANNEL,
     },
 };
 
@@ -248,7 +267,8 @@ static size_t put_keys(char *p, const backend_op_t *op, script_id_t id, const ch
     case SCRIPT_FORCE: return k + put_keylist(p + k, force_keys, key, klen, braces);
     case SCRIPT_SEM:
     case SCRIPT_RW:
-    case SCRIPT_FAIR: return k + put_keylist(p + k, m->keys, key, klen, braces);
+    case SCRIPT_FAIR:
+    case SCRIPT_ELECT: return k + put_keylist(p + k, m->keys, key, klen, braces);
     case SCRIPT_WHO:
         if (flags & SCRIPTS_F_NO_REGISTRY) return k;
         k += put_head(p + k, '$', plen + sizeof(KEYS_REGISTRY) - 1);
@@ -286,6 +306,9 @@ static size_t put_own_args(char *p, const backend_op_t *op, const scripts_mode_t
         case SCRIPTS_ARG_QUEUE: k += put_bulk(p + k, num, keys_u64(num, op->queue_ms)); break;
         case SCRIPTS_ARG_QUEUE_FOREIGN:
             k += put_bulk(p + k, num, keys_u64(num, op->queue_foreign_ms));
+            break;
+        case SCRIPTS_ARG_VALUE:
+            k += put_bulk(p + k, op->value ? op->value : "", op->value ? op->value_len : 0);
             break;
         case SCRIPTS_ARG_END: break;
         }
@@ -342,7 +365,8 @@ static size_t put_args(char *p, const backend_op_t *op, script_id_t id, const ch
         return k + put_bulk(p + k, num, nlen);
     case SCRIPT_RW:
     case SCRIPT_SEM:
-    case SCRIPT_FAIR: return put_own_args(p, op, m, field, flen);
+    case SCRIPT_FAIR:
+    case SCRIPT_ELECT: return put_own_args(p, op, m, field, flen);
     case SCRIPT_WHO:
         return 0;
     case SCRIPT_STATUS:
@@ -373,6 +397,7 @@ int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *co
         break;
     case SCRIPT_FORCE: numkeys = 6; argc = 11; break;
     case SCRIPT_FAIR: numkeys = 6; argc = 3 + 6 + 6; break;
+    case SCRIPT_ELECT: numkeys = 6; argc = 3 + 6 + 6; break;
     case SCRIPT_RW: numkeys = 4; argc = 3 + 4 + 4; break;
     case SCRIPT_SEM: numkeys = 3; argc = 3 + 3 + 6; break;
     default: numkeys = 2; argc = 8; break; /* acquire 7: no publish command */
@@ -404,7 +429,8 @@ int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *co
         buf_commit(out, put_args(p, ops[i], id, uuid, flags));
     }
     if (id == SCRIPT_OPS || id == SCRIPT_OPS_ANY || id == SCRIPT_RELEASE ||
-        id == SCRIPT_FORCE || id == SCRIPT_RW || id == SCRIPT_SEM || id == SCRIPT_FAIR) {
+        id == SCRIPT_FORCE || id == SCRIPT_RW || id == SCRIPT_SEM || id == SCRIPT_FAIR ||
+        id == SCRIPT_ELECT) {
         if ((p = buf_reserve(out, ARG_ROOM(8))) == NULL) goto nomem;
         const char *pub = PUB_CMD(flags);
         buf_commit(out, put_bulk(p, pub, strlen(pub)));
@@ -587,6 +613,26 @@ int scripts_decode(script_id_t id, backend_op_t *const *ops, size_t n, redisRepl
             return 0;
         }
         break;
+    case SCRIPT_ELECT:
+        /* LEADER: {fence, value, pttl}; {0, '', -2} none; {-1, '', held}
+         * another kind. The rest as a fair lock's. */
+        if (ops[0]->kind == BACKEND_LEADER) {
+            if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 || !is_int(r->element[0]) ||
+                r->element[1]->type != REDIS_REPLY_STRING || !is_int(r->element[2]))
+                break;
+            long long f = r->element[0]->integer;
+            if (f < 0) {
+                res->outcome = BACKEND_WRONG_KIND;
+                res->held = (backend_mode_t)r->element[2]->integer;
+                return 0;
+            }
+            res->fence = (uint64_t)f;
+            res->value = r->element[1]->str;
+            res->value_len = r->element[1]->len;
+            res->ttl_ms = r->element[2]->integer;
+            return 0;
+        }
+        /* fall through */
     case SCRIPT_SEM:
     case SCRIPT_FAIR:
     case SCRIPT_RW:

@@ -39,6 +39,7 @@ typedef enum {
     SCRIPT_RW,            /* one op on a read/write lock */
     SCRIPT_SEM,           /* one op on a semaphore (its renewals batch) */
     SCRIPT_FAIR,          /* one op on a fair lock (its renewals batch) */
+    SCRIPT_ELECT,         /* one op on an election (its renewals batch) */
     SCRIPT_COUNT
 } script_id_t;
 
@@ -111,6 +112,7 @@ typedef enum {
     SCRIPTS_ARG_BASE,          /* permit_base */
     SCRIPTS_ARG_QUEUE,         /* queue_ms */
     SCRIPTS_ARG_QUEUE_FOREIGN, /* queue_foreign_ms */
+    SCRIPTS_ARG_VALUE,         /* value (ELECT) */
 } scripts_arg_t;
 
 #define SCRIPTS_MODE_KEYS 5

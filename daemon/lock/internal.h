@@ -199,6 +199,8 @@ struct lockmgr_s {
     lockmgr_stats_t stats;
     char why[BACKEND_ERR_LEN]; /* detail of an ERR BACKEND given at once */
     char host[BACKEND_WHO_DAEMON_MAX]; /* ours, for WHO */
+    struct elect_s *elect;     /* elections' and observers' state (elect.h),
+                                  made by their first use */
     /* shutdown */
     int stopping;
     int shutdown_left;

@@ -3,7 +3,8 @@
 #include "daemon/lock/kind.h"
 
 /* Each kind's table, in its own file. */
-extern const lock_kind_t lock_kind_mutex, lock_kind_rw, lock_kind_sem, lock_kind_fair;
+extern const lock_kind_t lock_kind_mutex, lock_kind_rw, lock_kind_sem, lock_kind_fair,
+    lock_kind_elect;
 
 const lock_mode_info_t lock_modes[LOCK_MODE_COUNT] = {
     [LOCK_MODE_MUTEX] = {.kind = &lock_kind_mutex, .backend = BACKEND_MUTEX,
@@ -16,6 +17,8 @@ const lock_mode_info_t lock_modes[LOCK_MODE_COUNT] = {
                        .released_by = LOCK_MODE_SEM},
     [LOCK_MODE_FAIR] = {.kind = &lock_kind_fair, .backend = BACKEND_FAIR,
                         .released_by = LOCK_MODE_MUTEX},
+    [LOCK_MODE_ELECT] = {.kind = &lock_kind_elect, .backend = BACKEND_ELECT,
+                         .released_by = LOCK_MODE_ELECT},
 };
 
 lock_mode_t lock_mode_of_backend(backend_mode_t bmode) {

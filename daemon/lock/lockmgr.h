@@ -32,7 +32,9 @@ typedef enum {
     LOCK_REQ_STATUS,
     LOCK_REQ_FORCE,       /* FORCEUNLOCK, for admins */
     LOCK_REQ_WHO,         /* who holds it */
-    LOCK_REQ_SEMINIT      /* a semaphore's size, unless set */
+    LOCK_REQ_SEMINIT,     /* a semaphore's size, unless set */
+    LOCK_REQ_LEADER,      /* an election's leader now (ELECT mode) */
+    LOCK_REQ_OBSERVE      /* ... and its later leaders as events */
 } lock_req_kind_t;
 
 /* What kind of hold a request is about. Each mode belongs to one lock
@@ -45,6 +47,8 @@ typedef enum {
                              semaphore's permits */
     LOCK_MODE_FAIR,       /* FAIRLOCK, TRYFAIRLOCK (UNLOCK): a lock whose
                              waiters queue in Redis */
+    LOCK_MODE_ELECT,      /* ELECT (LOCK), RESIGN, LEADER, OBSERVE: an
+                             election, its candidates queued in Redis */
     LOCK_MODE_COUNT
 } lock_mode_t;
 /* The mode of a request about a name whatever its kind (STATUS, WHO,
@@ -60,6 +64,9 @@ typedef struct lock_request_s {
     uint32_t lease_ms;    /* LOCK, TRYLOCK: 0 asks for watchdog mode; RENEW: 0 the
                              hold's own; a watchdog hold ignores it (PROTOCOL.md) */
     uint32_t permits;     /* SEM: how many to take or give back; SEMINIT: the size */
+    const char *value;    /* ELECT: what observers are told, value_len bytes,
+                             valid during lockmgr_request() only */
+    size_t value_len;
 } lock_request_t;
 
 typedef enum {
@@ -77,6 +84,7 @@ typedef enum {
     LOCK_REPLY_SEM,          /* STATUS of a semaphore: holders (permits available),
                                 holds (this owner's) */
     LOCK_REPLY_HELD,         /* WHO: ttl_ms and holder_* */
+    LOCK_REPLY_LEADER,       /* LEADER, OBSERVE: fence and leader, fence 0: none */
     LOCK_REPLY_ERROR         /* err, detail */
 } lock_reply_kind_t;
 
@@ -111,7 +119,8 @@ typedef enum {
                                  named in detail */
     LOCK_WHY_NO_HOLDER,       /* WHO of a name held as held's kind, which has
                                  no one holder */
-    LOCK_WHY_FORCE_DENIED     /* FORCEUNLOCK by a uid not allowed it */
+    LOCK_WHY_FORCE_DENIED,    /* FORCEUNLOCK by a uid not allowed it */
+    LOCK_WHY_MAX_OBSERVES     /* limit: max_observes_per_client reached */
 } lock_why_t;
 
 typedef struct lock_reply_s {
@@ -138,6 +147,9 @@ typedef struct lock_reply_s {
     long long holder_dlockd_pid;
     long long holder_pid;
     long long holder_uid;
+    /* LEADER: the leader's value, leader_len bytes, valid during the callback */
+    const char *leader;
+    size_t leader_len;
 } lock_reply_t;
 
 typedef enum {
@@ -207,6 +219,21 @@ typedef struct lockmgr_stats_s {
     const histo_t *hold_time; /* a new grant to the hold's end, µs */
 } lockmgr_stats_t;
 
+/* An observed election's new leader (fence 0: none), for an owner that
+ * observes name (OBSERVE); data is the owner's. value is valid during the
+ * call. Never called from inside lockmgr_request(). */
+typedef void (*lock_leader_cb)(void *data, const char *name, size_t len, uint64_t fence,
+                               const char *value, size_t value_len);
+
+/* What elections and observers amount to now (INFO). */
+typedef struct lockmgr_elect_stats_s {
+    uint64_t observers;       /* OBSERVEs in force, all connections */
+    uint64_t observed;        /* names observed: one watch each */
+    uint64_t candidates;      /* ELECTs waiting here */
+    uint64_t leader_events;   /* !LEADER events sent */
+    uint64_t rereads;         /* leader reads for observers */
+} lockmgr_elect_stats_t;
+
 /* backend and timers stay the caller's; the lock manager takes the
  * backend's state callback. */
 lockmgr_t *lockmgr_new(const conf_t *conf, timers_t *timers, backend_t *backend);
@@ -245,6 +272,19 @@ int lockmgr_request(lockmgr_t *mgr, lock_owner_t *owner, const lock_request_t *r
 int lockmgr_cancel(lockmgr_t *mgr, lock_owner_t *owner);
 
 void lockmgr_stats(const lockmgr_t *mgr, lockmgr_stats_t *out);
+
+/* Elections (daemon/lock/elect.c, observe.c). cb gets every owner's
+ * !LEADER events; set it once, before any OBSERVE. */
+void lockmgr_on_leader(lockmgr_t *mgr, lock_leader_cb cb);
+/* RESIGN: 1 if the owner led name (it leads no more: the next candidate
+ * takes over), 0 otherwise. Answered here, never through a callback. */
+int lockmgr_resign(lockmgr_t *mgr, lock_owner_t *owner, const char *name, size_t len);
+/* UNOBSERVE: 1 if the owner observed name (no event of it comes after),
+ * 0 otherwise. */
+int lockmgr_unobserve(lockmgr_t *mgr, lock_owner_t *owner, const char *name, size_t len);
+/* Ends every observation of the owner's: call before lockmgr_owner_drop. */
+void lockmgr_unobserve_all(lockmgr_t *mgr, lock_owner_t *owner);
+void lockmgr_elect_stats(const lockmgr_t *mgr, lockmgr_elect_stats_t *out);
 
 /* The configuration's lease_ms or renew_every_ms changed (a reload wrote
  * the new ones into the conf given to lockmgr_new): new grants, RENEW of

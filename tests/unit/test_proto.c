@@ -170,6 +170,12 @@ static const struct {
     {"FAIRLOCK f 900", PROTO_CMD_FAIRLOCK, "f", 0, 900, 0},
     {"TRYFAIRLOCK f", PROTO_CMD_TRYFAIRLOCK, "f", 0, 0, 0},
     {"TRYFAIRLOCK f 30 900", PROTO_CMD_TRYFAIRLOCK, "f", 30, 900, 0},
+    {"ELECT e 10.0.0.5:8080", PROTO_CMD_ELECT, "e", 0, 0, 0},
+    {"ELECT e v 900", PROTO_CMD_ELECT, "e", 0, 900, 0},
+    {"RESIGN e", PROTO_CMD_RESIGN, "e", 0, 0, 0},
+    {"LEADER e", PROTO_CMD_LEADER, "e", 0, 0, 0},
+    {"OBSERVE e", PROTO_CMD_OBSERVE, "e", 0, 0, 0},
+    {"UNOBSERVE e", PROTO_CMD_UNOBSERVE, "e", 0, 0, 0},
 };
 
 START_TEST(test_parse_each_command) {
@@ -449,6 +455,12 @@ START_TEST(test_too_many_args) {
         {"RELEASE s 1 2", PROTO_CMD_RELEASE},
         {"FAIRLOCK f 1 2", PROTO_CMD_FAIRLOCK},
         {"TRYFAIRLOCK f 1 2 3", PROTO_CMD_TRYFAIRLOCK},
+        {"ELECT e", PROTO_CMD_ELECT},
+        {"ELECT e v 1 2", PROTO_CMD_ELECT},
+        {"RESIGN e 1", PROTO_CMD_RESIGN},
+        {"LEADER", PROTO_CMD_LEADER},
+        {"OBSERVE e f", PROTO_CMD_OBSERVE},
+        {"UNOBSERVE", PROTO_CMD_UNOBSERVE},
     };
     for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
         proto_request_t req;
@@ -1580,6 +1592,76 @@ START_TEST(test_err_names_and_texts) {
 }
 END_TEST
 
+/* ELECT's value: a word as a name is, 1-255 bytes of 0x21-0x7E, before
+ * its lease; anything else is ERR ARGS, the name's own checks first. */
+START_TEST(test_elect_value) {
+    proto_request_t req;
+    char *v = repeat('v', PROTO_VALUE_MAX + 1);
+    char line[PROTO_VALUE_MAX + 64];
+
+    ck_assert_int_eq(parse("ELECT e 10.0.0.5:8080 700", &req), PROTO_REQUEST);
+    ck_assert_str_eq(req.value, "10.0.0.5:8080");
+    ck_assert_uint_eq(req.value_len, 13);
+    ck_assert_uint_eq(req.lease_ms, 700);
+    /* 255 bytes: the longest value */
+    snprintf(line, sizeof(line), "ELECT e %.*s", PROTO_VALUE_MAX, v);
+    ck_assert_int_eq(parse(line, &req), PROTO_REQUEST);
+    ck_assert_uint_eq(req.value_len, PROTO_VALUE_MAX);
+    /* 256: too long */
+    snprintf(line, sizeof(line), "ELECT e %s", v);
+    ck_assert_int_eq(parse(line, &req), PROTO_ERROR);
+    ck_assert_int_eq(req.err, PROTO_ERR_ARGS);
+    /* a byte outside 0x21-0x7E */
+    ck_assert_int_eq(parse("ELECT e a\x01" "b", &req), PROTO_ERROR);
+    ck_assert_int_eq(req.err, PROTO_ERR_ARGS);
+    ck_assert_int_eq(parse("ELECT e a\x7f", &req), PROTO_ERROR);
+    ck_assert_int_eq(req.err, PROTO_ERR_ARGS);
+    /* the lease is a number; the value need not be */
+    ck_assert_int_eq(parse("ELECT e 12 x", &req), PROTO_ERROR);
+    ck_assert_int_eq(req.err, PROTO_ERR_ARGS);
+    ck_assert_int_eq(parse("ELECT e 12", &req), PROTO_REQUEST);
+    ck_assert_str_eq(req.value, "12");
+    ck_assert_uint_eq(req.lease_ms, 0);
+    /* a bad name is ERR NAME, as for every command */
+    ck_assert_int_eq(parse("ELECT \x01 v", &req), PROTO_ERROR);
+    ck_assert_int_eq(req.err, PROTO_ERR_NAME);
+    /* other commands carry no value */
+    ck_assert_int_eq(parse("LOCK a 5", &req), PROTO_REQUEST);
+    ck_assert_uint_eq(req.value_len, 0);
+    ck_assert_str_eq(req.value, "");
+    free(v);
+}
+END_TEST
+
+/* OK <fence> <value>, OK NONE, !LEADER: never cut, and the longest name
+ * and value fit PROTO_REPLY_MAX. */
+START_TEST(test_reply_leader) {
+    char out[PROTO_REPLY_MAX];
+    char *name = repeat('n', PROTO_NAME_MAX), *v = repeat('v', PROTO_VALUE_MAX);
+    ck_assert_int_eq(proto_reply_leader(out, sizeof(out), 0, "x", 1), 8);
+    ck_assert_str_eq(out, "OK NONE\n");
+    ck_assert_int_gt(proto_reply_leader(out, sizeof(out), 42, "h:1", 3), 0);
+    ck_assert_str_eq(out, "OK 42 h:1\n");
+    ck_assert_int_gt(proto_event_leader(out, sizeof(out), "e", 1, 7, "v", 1), 0);
+    ck_assert_str_eq(out, "!LEADER e 7 v\n");
+    ck_assert_int_gt(proto_event_leader(out, sizeof(out), "e", 1, 0, "", 0), 0);
+    ck_assert_str_eq(out, "!LEADER e NONE\n");
+    /* the longest of each, and the largest fence */
+    int n = proto_event_leader(out, sizeof(out), name, PROTO_NAME_MAX, UINT64_MAX, v,
+                               PROTO_VALUE_MAX);
+    ck_assert_int_eq(n, (int)(8 + PROTO_NAME_MAX + 1 + 20 + 1 + PROTO_VALUE_MAX + 1));
+    ck_assert_int_eq(out[n - 1], '\n');
+    ck_assert_int_gt(proto_reply_leader(out, sizeof(out), UINT64_MAX, v, PROTO_VALUE_MAX), 0);
+    /* never cut: -1 when it does not fit */
+    ck_assert_int_eq(proto_event_leader(out, 64, name, PROTO_NAME_MAX, 1, "v", 1), -1);
+    ck_assert_int_eq(proto_reply_leader(out, 16, 1, v, PROTO_VALUE_MAX), -1);
+    ck_assert_int_eq(proto_reply_leader(out, 8, 0, "", 0), -1);
+    ck_assert_int_eq(proto_reply_leader(out, sizeof(out), 1, v, PROTO_VALUE_MAX + 1), -1);
+    free(name);
+    free(v);
+}
+END_TEST
+
 START_TEST(test_cmd_names_and_usages) {
     static const struct {
         proto_cmd_t cmd;
@@ -1611,6 +1693,11 @@ START_TEST(test_cmd_names_and_usages) {
         {PROTO_CMD_RELEASE, "RELEASE", "RELEASE <name> <permits>"},
         {PROTO_CMD_FAIRLOCK, "FAIRLOCK", "FAIRLOCK <name> [<lease_ms>]"},
         {PROTO_CMD_TRYFAIRLOCK, "TRYFAIRLOCK", "TRYFAIRLOCK <name> [<wait_ms> [<lease_ms>]]"},
+        {PROTO_CMD_ELECT, "ELECT", "ELECT <name> <value> [<lease_ms>]"},
+        {PROTO_CMD_RESIGN, "RESIGN", "RESIGN <name>"},
+        {PROTO_CMD_LEADER, "LEADER", "LEADER <name>"},
+        {PROTO_CMD_OBSERVE, "OBSERVE", "OBSERVE <name>"},
+        {PROTO_CMD_UNOBSERVE, "UNOBSERVE", "UNOBSERVE <name>"},
     };
     ck_assert_int_eq(ARRAY_LEN(want), PROTO_CMD_COUNT - 1);
     for (size_t i = 0; i < ARRAY_LEN(want); i++) {
@@ -1698,6 +1785,8 @@ static Suite *proto_suite(void) {
     tcase_add_test(tc, test_reply_every_cap_and_length);
     tcase_add_test(tc, test_err_names_and_texts);
     tcase_add_test(tc, test_cmd_names_and_usages);
+    tcase_add_test(tc, test_elect_value);
+    tcase_add_test(tc, test_reply_leader);
     suite_add_tcase(s, tc);
 
     return s;

@@ -1,0 +1,268 @@
+/* Elections: ELECT campaigns as a fair lock's waiter does; the leader is the one holder.
+ * SPDX-License-Identifier: MIT
+ *
+ * A candidate takes its place in Redis's queue as soon as it comes (the
+ * name's candidates across every daemon are served in the order they
+ * came), keeps it by asking again every renew_every_ms, and leaves it at
+ * once when it stops waiting (CANCEL, its connection closing). The leader
+ * is a hold like a lock's: the watchdog keeps it (or its lease runs out),
+ * RENEW renews it, its loss is !LOST, and its release (RESIGN, the
+ * connection closing) lets the next candidate lead at once. Wake-ups come
+ * on the name's one channel, through observe.c's watch, which observers
+ * share. What each candidate offers as its value is kept here (cands)
+ * while it waits, for its attempts. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/lock/elect.h"
+#include "daemon/log.h"
+#include "daemon/util/util.h"
+
+/* A candidate's value, by <owner id><name>. */
+typedef struct cand_s {
+    hmap_node_t node;
+    lockmgr_t *m;
+    timers_entry_t grace;      /* its wait ended with its acquire in flight */
+    size_t vlen;
+    char value[ELECT_VALUE_MAX + 1];
+    size_t klen;
+    char key[];
+} cand_t;
+
+/* A place left, sent and forgotten (it ends on its own within lease_ms). */
+typedef struct leave_s {
+    backend_op_t bop;
+    size_t len;
+    char name[];
+} leave_t;
+
+/* ---- the state ------------------------------------------------------------------ */
+
+elect_t *elect_get(lockmgr_t *m) {
+    if (m->elect != NULL) return m->elect;
+    elect_t *e = zalloc(sizeof(*e));
+    if (e == NULL) return NULL;
+    e->m = m;
+    if (hmap_init(&e->cands) != 0 || hmap_init(&e->names) != 0 || hmap_init(&e->owners) != 0) {
+        hmap_free(&e->cands);
+        hmap_free(&e->names);
+        free(e);
+        return NULL;
+    }
+    m->elect = e;
+    return e;
+}
+
+void elect_maybe_free(lockmgr_t *m) {
+    elect_t *e = m->elect;
+    if (e == NULL || !e->closing || e->cands_count > 0 || !observe_empty(e)) return;
+    hmap_free(&e->cands);
+    hmap_free(&e->names);
+    hmap_free(&e->owners);
+    free(e);
+    m->elect = NULL;
+}
+
+void lockmgr_on_leader(lockmgr_t *m, lock_leader_cb cb) {
+    elect_t *e = elect_get(m);
+    if (e == NULL) return; /* no events: observers get ERR LIMIT (no memory) */
+    e->cb = cb;
+    e->closing = cb == NULL;
+    elect_maybe_free(m);
+}
+
+void lockmgr_elect_stats(const lockmgr_t *m, lockmgr_elect_stats_t *out) {
+    memset(out, 0, sizeof(*out));
+    if (m->elect == NULL) return;
+    *out = m->elect->stats;
+    out->candidates = m->elect->cands_count;
+}
+
+/* ---- candidates' values ---------------------------------------------------------- */
+
+static size_t cand_key(char *out, uint64_t owner, const char *name, size_t len) {
+    memcpy(out, &owner, sizeof(owner));
+    memcpy(out + sizeof(owner), name, len);
+    return sizeof(owner) + len;
+}
+
+static cand_t *cand_find(lockmgr_t *m, uint64_t owner, const char *name, size_t len) {
+    char key[sizeof(uint64_t) + ELECT_NAME_MAX];
+    if (m->elect == NULL || len > ELECT_NAME_MAX) return NULL;
+    hmap_node_t *n = hmap_get(&m->elect->cands, key, cand_key(key, owner, name, len));
+    return n ? container_of(n, cand_t, node) : NULL;
+}
+
+static void cand_free(cand_t *c) {
+    lockmgr_t *m = c->m;
+    timers_stop(m->timers, &c->grace);
+    hmap_del(&m->elect->cands, &c->node);
+    m->elect->cands_count--;
+    free(c);
+    elect_maybe_free(m);
+}
+
+static void on_grace(timers_entry_t *t) {
+    cand_free(container_of(t, cand_t, grace));
+}
+
+/* 0, or -1 on no memory. */
+static int cand_put(lockmgr_t *m, uint64_t owner, const char *name, size_t len,
+                    const char *value, size_t vlen) {
+    cand_t *c = cand_find(m, owner, name, len);
+    elect_t *e = elect_get(m);
+    if (e == NULL || vlen > ELECT_VALUE_MAX || len > ELECT_NAME_MAX) return -1;
+    if (c == NULL) {
+        c = zalloc(sizeof(*c) + sizeof(uint64_t) + len);
+        if (c == NULL) return -1;
+        c->m = m;
+        c->klen = cand_key(c->key, owner, name, len);
+        c->node.key = c->key;
+        c->node.len = c->klen;
+        hmap_put(&e->cands, &c->node);
+        e->cands_count++;
+    }
+    timers_stop(m->timers, &c->grace);
+    memcpy(c->value, value, vlen);
+    c->value[vlen] = '\0';
+    c->vlen = vlen;
+    return 0;
+}
+
+/* ---- the kind --------------------------------------------------------------------- */
+
+static void on_leave(backend_op_t *bop) {
+    if (bop->res.status != BACKEND_OK) log_debug("leaving an election's queue: %s", bop->res.error);
+    free(container_of(bop, leave_t, bop));
+}
+
+/* Every waiter that is not waiting for a wake-up asks Redis, which keeps
+ * the order: each takes its place in the candidates' queue. */
+static void elect_kick(lock_t *l) {
+    wait_t *w;
+    TAILQ_FOREACH(w, &l->q->waiters, link) {
+        if (l->attempts >= LOCKMGR_READS_INFLIGHT) return;
+        if (!w->in_flight && !w->parked) lock_attempt(l, w);
+    }
+}
+
+static void elect_prepare(lock_t *l, wait_t *w, backend_op_t *op) {
+    const cand_t *c = cand_find(l->mgr, w->owner_id, l->name, l->len);
+    op->once = w->once;
+    op->queue_ms = l->mgr->conf->lease_ms;
+    op->value = c ? c->value : "-";
+    op->value_len = c ? c->vlen : 1;
+}
+
+/* Every waiter asks again, in order: places Redis still has are kept, the
+ * others taken back in that order. */
+static void on_keep(timers_entry_t *t) {
+    queue_t *q = container_of(t, queue_t, keep);
+    lock_t *l = q->lock;
+    wait_t *w;
+    TAILQ_FOREACH(w, &q->waiters, link) w->parked = 0;
+    timers_start(l->mgr->timers, &q->keep, l->mgr->conf->renew_every_ms, on_keep);
+    lock_kick(l);
+}
+
+/* Redis put w in its queue: keep the place; the name's watch wakes it. */
+static void elect_queued(lock_t *l, wait_t *w) {
+    lockmgr_t *m = l->mgr;
+    (void)w;
+    if (!timers_active(&l->q->keep))
+        timers_start(m->timers, &l->q->keep, m->conf->renew_every_ms, on_keep);
+}
+
+static void elect_taken(lock_t *l, wait_t *w, const backend_result_t *res) {
+    int head = lock_queue_head(l) == w;
+    if (head && w->woken) {
+        lock_attempt(l, w);
+        return;
+    }
+    w->parked = 1;
+    elect_queued(l, w);
+    if (head) lock_retry_at(l, res->ttl_ms);
+    lock_kick(l);
+}
+
+static void elect_leave(lock_t *l, wait_t *w, int was_head) {
+    lockmgr_t *m = l->mgr;
+    (void)was_head;
+    if (!w->granted && !w->once && (w->tried || w->in_flight)) {
+        leave_t *lv = zalloc(sizeof(*lv) + l->len + 1);
+        if (lv != NULL) {
+            memcpy(lv->name, l->name, l->len);
+            lv->len = l->len;
+            lock_op_init(&lv->bop, BACKEND_LEAVE, LOCK_MODE_ELECT, lv->name, lv->len,
+                         w->owner_id, on_leave);
+            backend_submit(m->backend, &lv->bop);
+        }
+    }
+    cand_t *c = cand_find(m, w->owner_id, l->name, l->len);
+    if (c != NULL) {
+        if (w->in_flight)
+            timers_start(m->timers, &c->grace, m->conf->command_timeout_ms + ELECT_VALUE_GRACE_MS,
+                         on_grace);
+        else
+            cand_free(c);
+    }
+    if (TAILQ_EMPTY(&l->q->waiters)) elect_unwatch(m, l->name, l->len);
+}
+
+static void elect_released(lock_t *l, hold_t *h) {
+    (void)h;
+    if (l->q != NULL && !TAILQ_EMPTY(&l->q->waiters)) TAILQ_FIRST(&l->q->waiters)->parked = 0;
+}
+
+/* ELECT: a connection that leads is answered at once, with its fence. */
+static void elect_acquire(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req) {
+    hold_t *h = lock_hold_of(l, o, LOCK_MODE_ELECT);
+    if (h != NULL) {
+        lock_reply_t r = {.kind = LOCK_REPLY_GRANTED, .fence = h->fence, .holds = 1};
+        lock_answer(o, &r);
+        return;
+    }
+    if (cand_put(m, o->id, req->name, req->len, req->value, req->value_len) != 0) {
+        lock_answer_error(m, o, LOCK_ERR_LIMIT, LOCK_WHY_NOMEM, 0);
+        return;
+    }
+    elect_watch(m, req->name, req->len);
+    lock_acquire(m, o, l, req);
+    if (o->pending == NULL) { /* answered at once: it does not wait */
+        cand_t *c = cand_find(m, o->id, req->name, req->len);
+        if (c != NULL && !timers_active(&c->grace)) cand_free(c);
+        l = lock_find(m, req->name, req->len);
+        if (l == NULL || l->q == NULL) elect_unwatch(m, req->name, req->len);
+    }
+}
+
+/* LEADER, OBSERVE. */
+static void elect_request(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req) {
+    (void)l;
+    observe_request(m, o, req);
+}
+
+int lockmgr_resign(lockmgr_t *m, lock_owner_t *o, const char *name, size_t len) {
+    lock_t *l = lock_find(m, name, len);
+    hold_t *h = lock_hold_of(l, o, LOCK_MODE_ELECT);
+    if (h == NULL) return 0;
+    lock_release_local(h);
+    lock_maybe_free(l);
+    return 1;
+}
+
+const lock_kind_t lock_kind_elect = {
+    .name = "elect",
+    .cap = BACKEND_CAP_FAIR, /* the candidates' queue in Redis, as a fair lock's */
+    .watch = BACKEND_ELECT,
+    .status = LOCK_STATUS_EXCLUSIVE,
+    .head_wakes = 1,
+    .kick = elect_kick,
+    .prepare = elect_prepare,
+    .taken = elect_taken,
+    .requeued = elect_queued,
+    .leave = elect_leave,
+    .released = elect_released,
+    .acquire = elect_acquire,
+    .request = elect_request,
+};

@@ -1,0 +1,345 @@
+/* Integration tests of elections: hand-overs, a dead client or daemon, observers on two daemons, errors.
+ * SPDX-License-Identifier: MIT */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/support/harness.h"
+
+#define SHORT_LEASE_MS 1000
+#define SHORT_LEASE "[lock]\nlease_ms = 1000\n"
+/* Generous bounds for make test; the strict figures are make bench's. */
+#define HANDOVER_MAX_MS 5000
+
+/* "OK <fence>": the fence. */
+static unsigned long long ok_fence(const char *line, const char *what) {
+    unsigned long long f = 0;
+    char tail;
+    ck_assert_msg(line != NULL, "%s: no reply", what);
+    ck_assert_msg(sscanf(line, "OK %llu%c", &f, &tail) == 1 && f > 0, "%s: %s", what, line);
+    return f;
+}
+
+static unsigned long long elect(h_conn_t *c, const char *name, const char *value) {
+    h_send(c, "ELECT %s %s\n", name, value);
+    return ok_fence(h_reply(c, H_WAIT_MS, H_EVENTS_FAIL), "ELECT");
+}
+
+/* The next !LEADER <name> event on c: its fence, 0 for NONE; value into v. */
+static unsigned long long leader_event(h_conn_t *c, const char *name, char *v, size_t vlen,
+                                       int timeout_ms) {
+    const char *line = h_recv(c, timeout_ms);
+    char n[300], a[300];
+    ck_assert_msg(line != NULL, "no !LEADER event for %s", name);
+    int k = sscanf(line, "!LEADER %299s %299s %299s", n, a, v);
+    ck_assert_msg(k >= 2 && strcmp(n, name) == 0, "not a !LEADER of %s: %s", name, line);
+    if (strcmp(a, "NONE") == 0) return 0;
+    ck_assert_msg(k == 3 && strlen(v) < vlen, "bad !LEADER: %s", line);
+    return strtoull(a, NULL, 10);
+}
+
+/* Reads events of c until one names fence (skipping NONE), fences rising. */
+static void await_leader(h_conn_t *c, const char *name, unsigned long long fence,
+                         const char *value, unsigned long long *last) {
+    char v[300];
+    for (;;) {
+        unsigned long long f = leader_event(c, name, v, sizeof(v), H_WAIT_MS);
+        if (f == 0) continue;
+        ck_assert_msg(f > *last, "fence %llu told after %llu", f, *last);
+        *last = f;
+        ck_assert_msg(f <= fence, "fence %llu told, waiting for %llu", f, fence);
+        if (f == fence) {
+            ck_assert_str_eq(v, value);
+            return;
+        }
+    }
+}
+
+/* A child process that connects to sock, campaigns, says so on a pipe and
+ * waits to be killed. */
+static pid_t leader_child(const char *sock, const char *name, const char *value,
+                          unsigned long long *fence) {
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(p[0]);
+        h_conn_t *c = h_connect(sock);
+        h_send(c, "ELECT %s %s\n", name, value);
+        const char *r = h_recv(c, H_WAIT_MS);
+        unsigned long long f = 0;
+        if (r == NULL || sscanf(r, "OK %llu", &f) != 1) _exit(1);
+        if (write(p[1], &f, sizeof(f)) != sizeof(f)) _exit(1);
+        for (;;) pause();
+    }
+    close(p[1]);
+    ck_assert_int_eq((int)read(p[0], fence, sizeof(*fence)), (int)sizeof(*fence));
+    close(p[0]);
+    return pid;
+}
+
+static void kill_child(pid_t pid) {
+    int st;
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+}
+
+/* A SIGKILLed leader client is replaced by the next candidate at once, on
+ * its own daemon and on another; observers on both daemons see each leader. */
+START_TEST(killed_leader_client_replaced) {
+    h_redis_start();
+    int da = h_dlockd_start_kept("elect", NULL), db = h_dlockd_start_kept("elect", NULL);
+    h_conn_t *oa = h_connect_index(da), *ob = h_connect_index(db);
+    h_conn_t *ca = h_connect_index(da), *cb = h_connect_index(db);
+    h_expect_reply(oa, "OBSERVE k", "OK NONE");
+    h_expect_reply(ob, "OBSERVE k", "OK NONE");
+    unsigned long long f1, la = 0, lb = 0;
+    pid_t p1 = leader_child(h_dlockd_sock(da), "k", "one", &f1);
+    await_leader(oa, "k", f1, "one", &la);
+    await_leader(ob, "k", f1, "one", &lb);
+    /* Two candidates queue: ca (same daemon) first, then cb. */
+    h_send(ca, "ELECT k two\n");
+    h_await_waiters(oa, 1);
+    h_send(cb, "ELECT k three\n");
+    h_await_waiters(ob, 1);
+    long long t0 = h_now_ms();
+    kill_child(p1);
+    unsigned long long f2 = ok_fence(h_reply(ca, H_WAIT_MS, H_EVENTS_FAIL), "ca's ELECT");
+    long long same = h_now_ms() - t0;
+    ck_assert_uint_gt(f2, f1);
+    await_leader(oa, "k", f2, "two", &la);
+    await_leader(ob, "k", f2, "two", &lb);
+    /* ca's connection closes: cb, on the other daemon, leads. */
+    t0 = h_now_ms();
+    h_close(ca);
+    unsigned long long f3 = ok_fence(h_reply(cb, H_WAIT_MS, H_EVENTS_FAIL), "cb's ELECT");
+    long long other = h_now_ms() - t0;
+    ck_assert_uint_gt(f3, f2);
+    await_leader(oa, "k", f3, "three", &la);
+    await_leader(ob, "k", f3, "three", &lb);
+    printf("elect: hand-over %lld ms on the same daemon, %lld ms to another\n", same, other);
+    ck_assert_int_lt(same, HANDOVER_MAX_MS);
+    ck_assert_int_lt(other, HANDOVER_MAX_MS);
+    char want[64];
+    snprintf(want, sizeof(want), "OK %llu three", f3);
+    h_expect_reply(oa, "LEADER k", want);
+    h_expect_reply(ob, "LEADER k", want);
+    h_close(cb);
+    h_close(oa);
+    h_close(ob);
+    h_keep_passed();
+}
+END_TEST
+
+/* RESIGN hands over; ELECT again while leading answers the same fence;
+ * RESIGN and UNOBSERVE say whether there was anything. */
+START_TEST(resign_hands_over) {
+    h_redis_start();
+    int da = h_dlockd_start_kept("elect", NULL), db = h_dlockd_start_kept("elect", NULL);
+    h_conn_t *a = h_connect_index(da), *b = h_connect_index(db), *o = h_connect_index(db);
+    h_expect_reply(a, "RESIGN r", "OK 0");
+    unsigned long long fa = elect(a, "r", "A:1");
+    char want[64];
+    snprintf(want, sizeof(want), "OK %llu", fa);
+    h_expect_reply(a, "ELECT r A:1", want); /* no second hold */
+    snprintf(want, sizeof(want), "OK %llu A:1", fa);
+    h_expect_reply(o, "OBSERVE r", want);
+    h_expect_reply(o, "OBSERVE r", want); /* again: answered, no second stream */
+    h_send(b, "ELECT r B:2\n");
+    h_await_waiters(o, 1);
+    h_expect_reply(a, "RESIGN r", "OK 1");
+    unsigned long long fb = ok_fence(h_reply(b, H_WAIT_MS, H_EVENTS_FAIL), "b's ELECT");
+    ck_assert_uint_gt(fb, fa);
+    unsigned long long last = fa;
+    await_leader(o, "r", fb, "B:2", &last);
+    h_expect_reply(a, "RESIGN r", "OK 0");
+    h_send(b, "STATUS r\n"); /* a leader is a lock's holder to STATUS */
+    const char *st = h_reply(b, H_WAIT_MS, H_EVENTS_FAIL);
+    ck_assert_msg(st && strncmp(st, "OK MINE 1 ", 10) == 0, "STATUS of a leadership: %s", st);
+    h_expect_reply(b, "RESIGN r", "OK 1");
+    char v[300];
+    ck_assert_uint_eq(leader_event(o, "r", v, sizeof(v), H_WAIT_MS), 0); /* NONE */
+    h_expect_reply(o, "LEADER r", "OK NONE");
+    h_expect_reply(o, "UNOBSERVE r", "OK 1");
+    h_expect_reply(o, "UNOBSERVE r", "OK 0");
+    (void)elect(a, "r", "A:3");
+    h_expect_silence(o, 300, "no event after UNOBSERVE");
+    h_close(a);
+    h_close(b);
+    h_close(o);
+    h_keep_passed();
+}
+END_TEST
+
+/* A SIGKILLed dlockd's leader is replaced within its lease plus a bit;
+ * the observers on the surviving daemon see it go (NONE or the next). */
+START_TEST(killed_daemon_leader_replaced) {
+    h_redis_start();
+    int da = h_dlockd_start_kept("elect", SHORT_LEASE);
+    int db = h_dlockd_start_kept("elect", SHORT_LEASE);
+    h_conn_t *a = h_connect_index(da), *b = h_connect_index(db), *o = h_connect_index(db);
+    unsigned long long fa = elect(a, "d", "A");
+    char want[64];
+    snprintf(want, sizeof(want), "OK %llu A", fa);
+    h_expect_reply(o, "OBSERVE d", want);
+    h_send(b, "ELECT d B\n");
+    h_await_waiters(o, 1);
+    long long t0 = h_now_ms();
+    ck_assert_int_ne(h_dlockd_stop(da, SIGKILL), -1);
+    unsigned long long fb = ok_fence(h_reply(b, SHORT_LEASE_MS + 5000, H_EVENTS_FAIL),
+                                     "b's ELECT behind a dead daemon's leader");
+    long long took = h_now_ms() - t0;
+    printf("elect: a SIGKILLed dlockd's leader replaced after %lld ms (lease_ms %d)\n", took,
+           SHORT_LEASE_MS);
+    ck_assert_uint_gt(fb, fa);
+    ck_assert_int_lt(took, SHORT_LEASE_MS + 5000);
+    unsigned long long last = fa;
+    await_leader(o, "d", fb, "B", &last);
+    h_close(a);
+    h_close(b);
+    h_close(o);
+    h_keep_passed();
+}
+END_TEST
+
+/* A leased leader that is not renewed loses its leadership (!LOST
+ * expired); observers are told NONE though expiry publishes nothing. */
+START_TEST(lease_expiry_told) {
+    h_redis_start();
+    int d = h_dlockd_start_kept("elect", NULL);
+    h_conn_t *a = h_connect_index(d), *o = h_connect_index(d);
+    h_expect_reply(o, "OBSERVE x", "OK NONE");
+    h_send(a, "ELECT x A 400\n");
+    unsigned long long fa = ok_fence(h_reply(a, H_WAIT_MS, H_EVENTS_FAIL), "ELECT x");
+    unsigned long long last = 0;
+    await_leader(o, "x", fa, "A", &last);
+    h_expect_event(a, "!LOST x expired", H_WAIT_MS, "the leased leader");
+    char v[300];
+    ck_assert_uint_eq(leader_event(o, "x", v, sizeof(v), H_WAIT_MS), 0);
+    h_expect_reply(o, "LEADER x", "OK NONE");
+    h_close(a);
+    h_close(o);
+    h_keep_passed();
+}
+END_TEST
+
+/* ERR KIND both ways, ERR ARGS, ERR NAME, ERR LIMIT; CANCEL of an ELECT. */
+START_TEST(errors_and_cancel) {
+    h_redis_start();
+    int d = h_dlockd_start_kept("elect", "[server]\nmax_observes_per_client = 2\n");
+    int d2 = h_dlockd_start_kept("elect", NULL);
+    h_conn_t *a = h_connect_index(d), *b = h_connect_index(d), *c = h_connect_index(d2);
+    const char *r;
+    (void)elect(a, "e", "v");
+    h_send(a, "UNLOCK e\n");
+    r = h_reply(a, H_WAIT_MS, H_EVENTS_FAIL);
+    ck_assert_msg(r && strncmp(r, "ERR KIND", 8) == 0, "UNLOCK of a leadership: %s", r);
+    h_send(b, "LOCK e\n");
+    r = h_reply(b, H_WAIT_MS, H_EVENTS_FAIL);
+    ck_assert_msg(r && strncmp(r, "ERR KIND", 8) == 0, "LOCK of an election: %s", r);
+    h_send(b, "LOCK m\n");
+    ck_assert_ptr_nonnull(h_reply(b, H_WAIT_MS, H_EVENTS_FAIL));
+    h_send(a, "ELECT m v\n");
+    r = h_reply(a, H_WAIT_MS, H_EVENTS_FAIL);
+    ck_assert_msg(r && strncmp(r, "ERR KIND", 8) == 0, "ELECT of a lock: %s", r);
+    h_send(c, "ELECT m v\n"); /* another daemon: Redis says */
+    r = h_reply(c, H_WAIT_MS, H_EVENTS_FAIL);
+    ck_assert_msg(r && strncmp(r, "ERR KIND", 8) == 0, "ELECT of a lock elsewhere: %s", r);
+    h_send(c, "LEADER m\n");
+    r = h_reply(c, H_WAIT_MS, H_EVENTS_FAIL);
+    ck_assert_msg(r && strncmp(r, "ERR KIND", 8) == 0, "LEADER of a lock: %s", r);
+    h_send(a, "ELECT e\n");
+    r = h_reply(a, H_WAIT_MS, H_EVENTS_FAIL);
+    ck_assert_msg(r && strncmp(r, "ERR ARGS", 8) == 0, "ELECT without a value: %s", r);
+    h_send(a, "ELECT e v x\n");
+    r = h_reply(a, H_WAIT_MS, H_EVENTS_FAIL);
+    ck_assert_msg(r && strncmp(r, "ERR ARGS", 8) == 0, "a bad lease: %s", r);
+    h_send_raw(a, "ELECT e \x01\n", 10);
+    r = h_reply(a, H_WAIT_MS, H_EVENTS_FAIL);
+    ck_assert_msg(r && strncmp(r, "ERR ARGS", 8) == 0, "a bad value: %s", r);
+    h_send_raw(a, "OBSERVE \x01\n", 10);
+    r = h_reply(a, H_WAIT_MS, H_EVENTS_FAIL);
+    ck_assert_msg(r && strncmp(r, "ERR NAME", 8) == 0, "a bad name: %s", r);
+    /* max_observes_per_client = 2 */
+    h_expect_reply(b, "OBSERVE o1", "OK NONE");
+    h_expect_reply(b, "OBSERVE o2", "OK NONE");
+    h_expect_reply(b, "OBSERVE o1", "OK NONE"); /* observed already: no more */
+    h_send(b, "OBSERVE o3\n");
+    r = h_reply(b, H_WAIT_MS, H_EVENTS_FAIL);
+    ck_assert_msg(r && strncmp(r, "ERR LIMIT", 9) == 0, "a third OBSERVE: %s", r);
+    h_expect_reply(b, "UNOBSERVE o2", "OK 1");
+    h_expect_reply(b, "OBSERVE o3", "OK NONE");
+    /* CANCEL right behind a waiting ELECT: nothing left behind. */
+    h_conn_t *adm = h_connect_index(d2);
+    h_send(c, "ELECT e w\n");
+    h_await_waiters(adm, 1);
+    h_send(c, "CANCEL\n");
+    r = h_reply(c, H_WAIT_MS, H_EVENTS_FAIL);
+    ck_assert_msg(r && strncmp(r, "ERR CANCELLED", 13) == 0, "a cancelled ELECT: %s", r);
+    r = h_reply(c, H_WAIT_MS, H_EVENTS_FAIL);
+    ck_assert_msg(r && strcmp(r, "OK 1") == 0, "CANCEL: %s", r);
+    h_expect_reply(a, "RESIGN e", "OK 1");
+    h_expect_reply(a, "LEADER e", "OK NONE"); /* in order after the RESIGN */
+    h_close(adm);
+    h_close(a);
+    h_close(b);
+    h_close(c);
+    h_keep_passed();
+}
+END_TEST
+
+/* Quorum cannot keep a candidates' queue or one channel per name:
+ * elections are refused there, before Redis is asked. */
+START_TEST(not_under_quorum) {
+    int r[3];
+    char quorum[256];
+    size_t k = 0;
+    for (int i = 0; i < 3; i++) {
+        r[i] = h_redis_start_tcp(0, NULL);
+        k += (size_t)snprintf(quorum + k, sizeof(quorum) - k, "%sredis://127.0.0.1:%d",
+                              i ? " " : "", h_redis_port(r[i]));
+    }
+    char conf[1024];
+    snprintf(conf, sizeof(conf),
+             "[redis]\nquorum = %s\ncommand_timeout_ms = 1000\nconnect_timeout_ms = 500\n",
+             quorum);
+    int d = h_dlockd_start_conf(conf);
+    h_keep_log(d, "elect.%s.dlockd%d", tcase_name(), d);
+    h_conn_t *c = h_connect_index(d);
+    const char *reqs[] = {"ELECT x v", "LEADER x", "OBSERVE x"};
+    for (size_t i = 0; i < 3; i++) {
+        h_send(c, "%s\n", reqs[i]);
+        const char *line = h_reply(c, H_WAIT_MS, H_EVENTS_FAIL);
+        ck_assert_msg(line && strcmp(line, "ERR KIND elections are not available with quorum") == 0,
+                      "%s: %s", reqs[i], line);
+    }
+    h_expect_reply(c, "RESIGN x", "OK 0");
+    h_expect_reply(c, "UNOBSERVE x", "OK 0");
+    h_close(c);
+    h_keep_passed();
+}
+END_TEST
+
+static Suite *suite(void) {
+    Suite *s = suite_create("elect");
+    TCase *tc = tcase_create("elect");
+    tcase_add_checked_fixture(tc, h_setup, h_teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, killed_leader_client_replaced);
+    tcase_add_test(tc, resign_hands_over);
+    tcase_add_test(tc, killed_daemon_leader_replaced);
+    tcase_add_test(tc, lease_expiry_told);
+    tcase_add_test(tc, errors_and_cancel);
+    tcase_add_test(tc, not_under_quorum);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    return h_main(suite());
+}
