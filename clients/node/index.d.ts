@@ -194,6 +194,7 @@ export class Client {
   /**
    * OBSERVE: iterate with `for await`; ends (UNOBSERVE) when `signal` aborts
    * or the loop breaks. It starts behind a waiting campaign of this client.
+   * Throws a BadRequestError (code NAME) at once for a bad name.
    */
   observe(name: string, opts?: { signal?: AbortSignal }): Observation;
   /** Sets a semaphore's size unless it was set; resolves true if set now. */
