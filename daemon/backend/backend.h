@@ -116,9 +116,12 @@ typedef struct backend_result_s {
     long long holders;          /* STATUS of a READ hold: how many owners read;
                                    of a SEM: the permits available */
     const char *value;          /* LEADER: the leader's value, value_len bytes,
-                                   valid during the callback */
+                                   in op->leader */
     size_t value_len;
 } backend_result_t;
+
+/* The longest leader's value a LEADER op answers (the protocol's). */
+#define BACKEND_VALUE_MAX 255
 
 /* WHO's answer, in memory the caller gives (op->who). */
 #define BACKEND_WHO_OWNER_MAX  80   /* "<uuid>:<id>", as Redisson writes it too */
@@ -161,6 +164,9 @@ struct backend_op_s {
     const char *value;          /* ELECT ACQUIRE: the leader's value, value_len
                                    bytes, valid until cb */
     size_t value_len;
+    char *leader;               /* LEADER: where the answer's value goes, in
+                                   memory the caller gives (BACKEND_VALUE_MAX
+                                   + 1 bytes): the reply may be gone by cb */
     /* out */
     backend_result_t res;
     /* the backend's while submitted */

@@ -626,9 +626,14 @@ int scripts_decode(script_id_t id, backend_op_t *const *ops, size_t n, redisRepl
                 res->held = (backend_mode_t)r->element[2]->integer;
                 return 0;
             }
+            size_t vlen = r->element[1]->len;
+            if (ops[0]->leader == NULL) break;
+            if (vlen > BACKEND_VALUE_MAX) vlen = BACKEND_VALUE_MAX;
+            memcpy(ops[0]->leader, r->element[1]->str, vlen);
+            ops[0]->leader[vlen] = '\0';
             res->fence = (uint64_t)f;
-            res->value = r->element[1]->str;
-            res->value_len = r->element[1]->len;
+            res->value = ops[0]->leader;
+            res->value_len = vlen;
             res->ttl_ms = r->element[2]->integer;
             return 0;
         }

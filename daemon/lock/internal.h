@@ -226,7 +226,10 @@ struct lock_op_s {
     uint64_t sent_at;
     uint32_t wait_ms;          /* to retry a reentry as a fresh wait */
     lock_op_done_cb done;      /* on success, and on any answer once the owner left */
-    backend_who_t who;         /* WHO's answer */
+    union {
+        backend_who_t who;     /* WHO's answer */
+        char leader[BACKEND_VALUE_MAX + 1]; /* LEADER's value (elections) */
+    };
     size_t len;
     char name[];
 };

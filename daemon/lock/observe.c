@@ -49,6 +49,7 @@ struct oname_s {
     uint64_t sent_at;
     timers_entry_t timer;      /* the next read */
     backend_op_t op;
+    char answer[BACKEND_VALUE_MAX + 1]; /* op's value goes here */
     size_t len;
     char name[];
 };
@@ -220,6 +221,7 @@ static void read_leader(oname_t *on) {
     timers_stop(m->timers, &on->timer);
     memset(&on->op, 0, sizeof(on->op));
     lock_op_init(&on->op, BACKEND_LEADER, LOCK_MODE_ELECT, on->name, on->len, 0, on_read);
+    on->op.leader = on->answer;
     on->reading = 1;
     on->sent_at = timers_now(m->timers);
     m->elect->stats.rereads++;
@@ -367,6 +369,7 @@ void observe_request(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
     }
     lock_op_t *op = lock_op_new(m, o, NULL, req, BACKEND_LEADER, LOCK_MODE_ELECT, leader_done);
     if (op == NULL) return;
+    op->bop.leader = op->leader;
     backend_submit(m->backend, &op->bop);
 }
 
