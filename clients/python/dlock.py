@@ -1599,10 +1599,10 @@ class Observation(object):
         return self
 
     def __next__(self):
-        while not self._pending:
-            if self._ended:
-                raise StopIteration
+        while not self._ended and not self._pending:
             self.client.wait_event()
+        if self._ended:
+            raise StopIteration
         return self._pending.popleft()
 
     def close(self):

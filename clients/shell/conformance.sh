@@ -69,7 +69,7 @@ answer() {
     shift 2
     events
     case $rc in
-    0) say "$r ok $*" ;;
+    0) say "$r ok${*:+ $*}" ;;
     1) say "$r timeout" ;;
     3)
         say "$r err closed the connection to dlockd is gone"

@@ -225,6 +225,18 @@ class Raw(object):
         return dict(w.split("=", 1) for w in self.req("INFO").split()[1:] if "=" in w)
 
 
+def wait_no_waiters(sock):
+    """Until dlockd at sock has no request waiting (INFO waiters): a client
+    whose wait was cancelled by ending its connection (shell) is gone."""
+    deadline = time.monotonic() + GUARD
+    with Raw(sock) as r:
+        while time.monotonic() < deadline:
+            if int(r.info().get("waiters", 0)) == 0:
+                return
+            time.sleep(0.005)   # poll interval, bounded by the guard
+    raise Fail("dlockd still had waiters %ss after the cancel" % GUARD)
+
+
 def wait_waiters(sock, n):
     """Until dlockd at sock has at least n requests waiting (INFO waiters)."""
     deadline = time.monotonic() + GUARD
@@ -753,6 +765,7 @@ def election_cancel(t):
     wait_waiters(t.sock, 1)
     a.call("cancel", rid)
     a.err(rid, "cancelled")
+    wait_no_waiters(t.sock)
     if a.call("resign", "ha", n=1) != [1]:
         raise Fail("resign of the leader did not answer ok 1")
     # Had B's campaign lived on, B would lead now.
