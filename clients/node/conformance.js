@@ -6,7 +6,8 @@ import { createInterface } from 'node:readline';
 import { connect, DlockError, LockLostError } from './index.js';
 
 const clients = new Map(); // cid -> Client
-const handles = new Map(); // hid -> LockHandle | PermitsHandle
+const handles = new Map(); // hid -> LockHandle | PermitsHandle | Leadership
+const observations = new Map(); // oid -> { ac, stopped }
 const inflight = new Map(); // rid -> AbortController
 
 const say = (line) => process.stdout.write(`${line}\n`);
@@ -60,6 +61,31 @@ async function grant(hid, p) {
   if (h === null) return 'timeout';
   keep(hid, h);
   return `ok ${h.fence} ${h.holds}`;
+}
+
+const leaderWords = (l) => (l === null ? 'NONE' : `${l.fence} ${l.value}`);
+
+/** observe: answers the first leader; the loop telling later ones starts once that answer is out. */
+async function observe(c, oid, name, signal) {
+  const ac = new AbortController();
+  const it = c.observe(name, { signal: AbortSignal.any([ac.signal, signal]) });
+  const first = await it.next();
+  if (first.done) throw new DOMException('observe was aborted', { name: 'AbortError' });
+  const obs = { ac, stopped: false };
+  observations.get(oid)?.ac.abort();
+  observations.set(oid, obs);
+  const tell = async () => {
+    try {
+      for (;;) {
+        const r = await it.next();
+        if (r.done || obs.stopped) return;
+        say(`* leader ${oid} ${leaderWords(r.value)}`);
+      }
+    } catch {
+      // the connection ended
+    }
+  };
+  return { answer: `ok ${leaderWords(first.value)}`, after: tell };
 }
 
 async function contend(c, tasks, names, rounds, prefix) {
@@ -117,6 +143,22 @@ async function run(cmd, a, signal) {
     case 'ping':
       await client(a[0]).ping();
       return 'ok';
+    case 'elect': {
+      const h = await client(a[0]).elect(a[2], a[3], { lease: lease(a[4]), signal });
+      keep(a[1], h);
+      return `ok ${h.fence}`;
+    }
+    case 'resign': return `ok ${(await handle(a[0]).resign()) ? 1 : 0}`;
+    case 'leader': return `ok ${leaderWords(await client(a[0]).leader(a[1]))}`;
+    case 'observe': return observe(client(a[0]), a[1], a[2], signal);
+    case 'unobserve': {
+      const obs = observations.get(a[0]);
+      if (!obs) throw new Error(`no observation ${a[0]}`);
+      obs.stopped = true;
+      obs.ac.abort();
+      observations.delete(a[0]);
+      return 'ok';
+    }
     case 'contend':
       return contend(client(a[0]), Number(a[1]), Number(a[2]), Number(a[3]), a[4]);
     default:
@@ -135,7 +177,11 @@ function command(line) {
   const ac = new AbortController();
   inflight.set(rid, ac);
   run(cmd, args, ac.signal).then(
-    (answer) => say(`${rid} ${answer}`),
+    (answer) => {
+      if (typeof answer === 'string') return say(`${rid} ${answer}`);
+      say(`${rid} ${answer.answer}`);
+      answer.after();
+    },
     (e) => say(`${rid} err ${errKind(e)} ${oneLine(e?.message ?? e)}`),
   ).finally(() => inflight.delete(rid));
 }

@@ -107,6 +107,48 @@ export class PermitsHandle {
   renew(lease?: number): Promise<number>;
 }
 
+/** A name's leader: the leadership's fence and the value its leader campaigned with. */
+export interface Leader {
+  fence: bigint;
+  value: string;
+}
+
+export interface ElectOptions extends LockOptions {}
+
+/** Leadership of a name, won by `client.elect()`. */
+export class Leadership {
+  readonly name: string;
+  readonly kind: 'leader';
+  /** The value observers are told. */
+  readonly value: string;
+  /** The leadership's fence: rises strictly from leader to leader of the name. */
+  readonly fence: bigint;
+  /** Aborted when leadership is lost; `signal.reason` is a LockLostError. */
+  readonly signal: AbortSignal;
+  /** The LockLostError once lost, else null. */
+  readonly lost: LockLostError | null;
+  /** True once resigned, or lost. */
+  readonly done: boolean;
+  /** RESIGN: the next candidate takes over at once. Resolves true if it was still held, false if it had ended. */
+  resign(): Promise<boolean>;
+  /** RENEW of a leased leadership; resolves the new ttl in ms. */
+  renew(lease?: number): Promise<number>;
+}
+
+/**
+ * The leaders of a name as they change: first the leader when observing
+ * started, then every change; null when nobody leads. Fences never go down,
+ * and one is told again only after a null.
+ */
+export class Observation implements AsyncIterableIterator<Leader | null> {
+  readonly name: string;
+  [Symbol.asyncIterator](): this;
+  /** Rejects with the OBSERVE error (e.g. LimitError) or a ClosedError when the connection ends. */
+  next(): Promise<IteratorResult<Leader | null, undefined>>;
+  /** Ends it at once and tells dlockd (UNOBSERVE, when no other observation of the name on this client is left). */
+  return(): Promise<IteratorResult<Leader | null, undefined>>;
+}
+
 /** STATUS of a name. */
 export interface Status {
   state: 'FREE' | 'MINE' | 'TAKEN' | 'READ' | 'WRITE' | 'SEM';
@@ -141,6 +183,20 @@ export class Client {
   tryFairLock(name: string, opts?: TryLockOptions): Promise<LockHandle | null>;
   /** Locks, runs fn, always unlocks; rejects with the LockLostError if the lock was lost meanwhile. */
   using<T>(name: string, fn: (signal: AbortSignal, handle: LockHandle) => Promise<T> | T, opts?: UsingOptions): Promise<T>;
+  /**
+   * ELECT: campaigns; resolves the Leadership once this client leads. `value`
+   * (1-255 chars of 0x21-0x7E) is what observers are told. Aborting
+   * `signal` withdraws the campaign (rejects with an 'AbortError').
+   */
+  elect(name: string, value: string, opts?: ElectOptions): Promise<Leadership>;
+  /** LEADER: the name's leader, or null if nobody leads. */
+  leader(name: string): Promise<Leader | null>;
+  /**
+   * OBSERVE: iterate with `for await`; ends (UNOBSERVE) when `signal` aborts
+   * or the loop breaks. It starts behind a waiting campaign of this client.
+   * Throws a BadRequestError (code NAME) at once for a bad name.
+   */
+  observe(name: string, opts?: { signal?: AbortSignal }): Observation;
   /** Sets a semaphore's size unless it was set; resolves true if set now. */
   semInit(name: string, permits: number): Promise<boolean>;
   acquire(name: string, permits?: number, opts?: LockOptions): Promise<PermitsHandle>;

@@ -3,6 +3,7 @@
 
 export { connect, Client } from './lib/client.js';
 export { LockHandle, PermitsHandle } from './lib/handles.js';
+export { Leadership, Observation } from './lib/election.js';
 export {
   DlockError, BadRequestError, KindError, NotHeldError, LimitError, DeniedError,
   BackendError, ClosedError, ConnectError, LockLostError, ProtocolError,

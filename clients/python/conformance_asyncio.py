@@ -41,6 +41,10 @@ def one_line(text):
     return " ".join(str(text).split()) or "-"
 
 
+def leader_words(leader):
+    return "NONE" if leader is None else "%d %s" % leader
+
+
 def render_status(st):
     if st.state == "FREE":
         words = []
@@ -61,6 +65,7 @@ class Adapter:
         self.handles = {}       # hid -> (cid, handle)
         self.watchers = {}      # hid -> task printing "* lost"
         self.tasks = {}         # rid -> the command's task
+        self.observing = {}     # oid -> task telling "* leader"
 
     def say(self, line):
         sys.stdout.write(line + "\n")
@@ -193,6 +198,54 @@ class Adapter:
         await asyncio.gather(*(worker(t) for t in range(int(tasks))))
         return "ok %(grants)d %(overlaps)d %(nonrising)d" % counts
 
+    async def c_elect(self, cid, hid, name, value, lease):
+        h = await self.client(cid).elect(name, value, int(lease))
+        self.keep(cid, hid, h)
+        return "ok %d" % h.fence
+
+    async def c_resign(self, hid):
+        h = self.handle(hid)
+        led = await h.resign()
+        if h.reason is None:
+            w = self.watchers.pop(hid, None)
+            if w is not None:
+                w.cancel()
+        return "ok %d" % led
+
+    async def c_leader(self, cid, name):
+        return "ok " + leader_words(await self.client(cid).leader(name))
+
+    async def c_observe(self, cid, oid, name):
+        changes = self.client(cid).observe(name)
+        try:
+            first = await anext(changes)
+        except BaseException:
+            await changes.aclose()
+            raise
+        old = self.observing.pop(oid, None)
+        if old is not None:
+            old.cancel()
+        # Created now, it first runs after this command's answer is written.
+        self.observing[oid] = asyncio.create_task(self.tell(oid, changes))
+        return "ok " + leader_words(first)
+
+    async def tell(self, oid, changes):
+        try:
+            async for leader in changes:
+                self.say("* leader %s %s" % (oid, leader_words(leader)))
+        except da.DlockError:
+            pass        # the connection ended
+        finally:
+            await changes.aclose()
+
+    async def c_unobserve(self, oid):
+        t = self.observing.pop(oid, None)
+        if t is None:
+            raise da.DlockError(None, "no observation %s" % oid)
+        t.cancel()
+        await asyncio.gather(t, return_exceptions=True)
+        return "ok"
+
     # -- the loop --
 
     async def run_command(self, rid, verb, args):
@@ -246,7 +299,7 @@ class Adapter:
             await c.close()
         if self.tasks:
             await asyncio.wait(list(self.tasks.values()), timeout=5)
-        for w in self.watchers.values():
+        for w in list(self.watchers.values()) + list(self.observing.values()):
             w.cancel()
 
 

@@ -23,6 +23,13 @@ task, and leaving the block raises LockLost (``.reason`` "expired",
 "forced", "backend" or "closed"). Code holding a handle itself watches
 ``h.lost`` (an asyncio.Event) and ``h.reason``.
 
+Leader election: ``async with c.elect("svc", "10.0.0.5:8080") as l:`` runs
+the block while this client leads (``l.fence``); the block's task is
+cancelled if leadership is lost, and leaving resigns. ``await
+c.leader("svc")`` is a Leader (fence, value) or None, and ``async for
+leader in c.observe("svc"):`` gets the leader now, then every change
+(None: nobody leads).
+
 Cancelling a task that waits for a lock withdraws the wait (dlockd's
 CANCEL): the await raises CancelledError and nothing stays held. A waiting
 request holds back the client's other requests until it is granted or
@@ -38,6 +45,7 @@ proto/PROTOCOL.md of the dlockd sources.
 import asyncio
 import collections
 import os
+import re
 
 from dlock import (  # noqa: F401  (re-exported)
     DEFAULT_SOCKET, SOCKET_ENV, NAME_MAX, NUM_MAX, PERMITS_MAX, Status,
@@ -46,7 +54,7 @@ from dlock import (  # noqa: F401  (re-exported)
 from dlock import _ERRORS, _check_num, _check_permits, _parse_status, _to_int
 
 __all__ = [
-    "connect", "Client", "Lock", "Permits", "DEFAULT_SOCKET", "SOCKET_ENV", "NAME_MAX",
+    "connect", "Client", "Lock", "Permits", "Leadership", "Leader", "DEFAULT_SOCKET", "SOCKET_ENV", "NAME_MAX",
     "NUM_MAX", "PERMITS_MAX", "Status", "DlockError", "BadRequest", "Timeout", "NotHeld",
     "BackendError", "LimitError", "Denied", "KindError", "LockLost", "ConnectionClosed",
     "ConnectFailed", "ProtocolError", "validate_name",
@@ -54,6 +62,12 @@ __all__ = [
 
 _LINE_MAX = 65536          # longest line accepted from dlockd
 _QUIT_TIMEOUT = 2.0        # seconds close() waits for dlockd to end the connection
+
+_VALUE = re.compile(r"[\x21-\x7e]{1,255}\Z")    # a leader's value: as a name
+_VALUE_SHOWN = 40       # characters of a bad value quoted in the error
+
+Leader = collections.namedtuple("Leader", "fence value")
+Leader.__doc__ = "A name's leader: its leadership's fence and the value it campaigned with."
 
 # kind: (the request that waits, the one that tries, the release)
 _VERBS = {
@@ -111,6 +125,46 @@ def _number(words):
     if len(words) != 2:
         raise ProtocolError(None, "bad reply from dlockd: %r" % " ".join(words))
     return _to_int(words[1])
+
+
+def _check_value(value):
+    """``value`` if it is a valid leader value (1-255 bytes of 0x21-0x7E, as
+    a name), else BadRequest with code ARGS."""
+    if type(value) is str and _VALUE.match(value):
+        return value
+    shown = repr(value[:_VALUE_SHOWN]) + "..." if isinstance(value, str) and \
+        len(value) > _VALUE_SHOWN else repr(value)
+    raise BadRequest("ARGS", "bad leader value %s: must be 1 to 255 bytes of printable "
+                             "ASCII without spaces" % shown)
+
+
+def _leader(words):
+    """The words after OK (LEADER, OBSERVE) or after ``!LEADER <name>``: a
+    Leader, or None for NONE."""
+    if words == ["NONE"]:
+        return None
+    if len(words) == 2:
+        return Leader(_to_int(words[0]), words[1])
+    raise ProtocolError(None, "bad leader from dlockd: %r" % " ".join(words))
+
+
+def _leader_reply(words):
+    _raise_err(words)
+    return _leader(words[1:])
+
+
+def _elected(words):
+    """The fence of ELECT's ``OK <fence>``."""
+    _raise_err(words)
+    if len(words) != 2:
+        raise ProtocolError(None, "bad ELECT reply from dlockd: %r" % " ".join(words))
+    return _to_int(words[1])
+
+
+def _unheeded(fut):
+    """A request nobody awaits: its error (the connection ended) is not news."""
+    if not fut.cancelled():
+        fut.exception()
 
 
 def _resolve(fut, value=None):
@@ -388,6 +442,130 @@ class Permits(_Held):
             await self.release()
 
 
+class Leadership(_Held):
+    """Leadership of a name, won by Client.elect(). ``fence``: the
+    leadership's fence; ``value``: what observers are told; ``lost``,
+    ``reason`` as a Lock's."""
+
+    def __init__(self, client, name, value, lease_ms):
+        super().__init__(client, name, lease_ms)
+        self.value = value
+        self.fence = None
+        self._gated = False     # holds the name's local turn
+
+    def __repr__(self):
+        state = ("lost: %s" % self.reason if self.reason else
+                 "fence %s" % self.fence if self._live else "resigned")
+        return "<dlock_asyncio.Leadership %s %s %s>" % (self.name, self.value, state)
+
+    def _end(self):
+        super()._end()
+        if self._gated:
+            self._gated = False
+            self.client._leave_gate(self.name, False)
+
+    def _granted(self, fence):
+        self.fence = fence
+        self._register()
+        return self
+
+    def _release_line(self, _value=None):
+        return _line(["RESIGN", self.name])
+
+    async def resign(self):
+        """RESIGN: give leadership up (the next candidate takes over at
+        once). True if it was still held, False if it had ended (lost or
+        resigned). Completes even if the task is cancelled meanwhile."""
+        if not self._live:
+            return False
+        req = _Req(self.client._loop, self._release_line(), parse=_number,
+                   commit=lambda n: self.client._resigned(self.name, n))
+        self.client._submit(req)
+        try:
+            return await _through(req.future)
+        except ConnectionClosed:
+            if self.reason is not None:
+                return False
+            raise
+
+    async def _release_all(self):
+        await self.resign()
+
+
+class _Observation:
+    """One ``observe()``: its queue of leaders, told in the order dlockd
+    sent them, a fence never below one told before (and told again only
+    after a None)."""
+
+    def __init__(self, client, name):
+        self.client = client
+        self.name = name
+        self.items = collections.deque()
+        self.waiter = None
+        self.error = None
+        self.state = "new"      # new, starting, live, ended
+        self._top = -1          # the highest fence told
+        self._gap = False       # a None was told since _top
+        self._last_none = False
+
+    def answered(self, item):
+        """OBSERVE's reply, applied by the reader as it comes."""
+        if self.state == "starting":
+            self.state = "live"
+            self.client._observed[self.name][1].add(self)
+            self.offer(item)
+
+    def offer(self, item):
+        if self.state != "live":
+            return
+        if item is None:
+            if self._last_none:
+                return
+            self._last_none = self._gap = True
+        else:
+            if item.fence < self._top or (item.fence == self._top and not self._gap):
+                return
+            self._top, self._gap, self._last_none = item.fence, False, False
+        self.items.append(item)
+        self._wake()
+
+    def fail(self, err):
+        self.error = err
+        self.stop()
+        self._wake()
+
+    def _wake(self):
+        if self.waiter is not None:
+            _resolve(self.waiter)
+
+    async def get(self):
+        while not self.items:
+            if self.error is not None:
+                raise self.error
+            self.waiter = self.client._loop.create_future()
+            await self.waiter
+        return self.items.popleft()
+
+    def stop(self):
+        """No more leaders for it; the client's last observation of the
+        name sends UNOBSERVE (not awaited: it may queue behind a wait)."""
+        was, self.state = self.state, "ended"
+        if was not in ("starting", "live"):
+            return
+        c = self.client
+        entry = c._observed.get(self.name)
+        if entry is None:
+            return
+        entry[1].discard(self)
+        entry[0] -= 1
+        if entry[0] == 0:
+            del c._observed[self.name]
+            if c._closed is None:
+                req = _Req(c._loop, _line(["UNOBSERVE", self.name]))
+                req.future.add_done_callback(_unheeded)
+                c._submit(req)
+
+
 class _Pending:
     """What lock(), trylock(), acquire() ... return: ``await`` it for the
     handle (release it yourself), or ``async with`` it: the task running
@@ -441,6 +619,7 @@ class Client:
         self._waiting = None    # the request in flight dlockd may keep waiting
         self._gates = {}        # name -> _Gate
         self._handles = {}      # name -> set of live handles
+        self._observed = {}     # name -> [observations that sent OBSERVE, set of live ones]
         self._closed = None     # why the connection ended (a message), once it did
         self._closing = False
         self._read_task = self._loop.create_task(self._read_loop())
@@ -586,6 +765,13 @@ class Client:
         if len(words) >= 3 and words[0] == "LOST":
             for h in list(self._handles.get(words[1], ())):
                 h._lose(words[2])
+        elif len(words) >= 3 and words[0] == "LEADER" and words[1] in self._observed:
+            try:
+                item = _leader(words[2:])
+            except ProtocolError:
+                return      # a malformed event is ignored, as unknown ones are
+            for o in list(self._observed[words[1]][1]):
+                o.offer(item)
         # other events are ignored
 
     async def _read_loop(self):
@@ -637,6 +823,10 @@ class Client:
         for hs in list(self._handles.values()):
             for h in list(hs):
                 h._lose("closed")
+        for _, live in list(self._observed.values()):
+            for o in list(live):
+                o.fail(self._closed_error())
+        self._observed.clear()
         self._writer.close()
 
     # -- the local turn of a name --
@@ -786,6 +976,88 @@ class Client:
     def tryacquire(self, name, permits, wait_ms=0, lease_ms=None):
         """TRYACQUIRE: as acquire(), waiting at most wait_ms; raises Timeout."""
         return _Pending(lambda: self._acquire(name, permits, lease_ms, wait_ms))
+
+    # -- leader election --
+
+    def elect(self, name, value, lease_ms=0):
+        """ELECT: campaign for ``name``, telling observers ``value`` (1-255
+        bytes of 0x21-0x7E, as a name); wait until this client leads.
+        ``await`` it for a Leadership (resign it yourself), or ``async with
+        c.elect(name, value) as l:``: the block's task is cancelled if
+        leadership is lost (leaving raises LockLost), and leaving resigns.
+        lease_ms as for lock(). Cancelling the waiting task withdraws the
+        campaign. Another task of this client campaigning for the name
+        waits locally until the first leadership ends."""
+        return _Pending(lambda: self._elect(name, value, lease_ms))
+
+    async def _elect(self, name, value, lease_ms):
+        name = validate_name(name)
+        value = _check_value(value)
+        lease = _lease_words(lease_ms)
+        if self._closed is not None:
+            raise self._closed_error()
+        await self._enter_gate(name, False)
+        h = Leadership(self, name, value, lease_ms)
+        h._gated = True
+        ok = False
+        try:
+            req = _Req(self._loop, _line(["ELECT", name, value] + lease), waits=True,
+                       parse=_elected, commit=h._granted, undo=h._release_line,
+                       rollback=lambda _v: h.resign())
+            await self._call(req)
+            ok = True
+            return h
+        finally:
+            if not ok:
+                h._end()        # and the name's local turn goes to the next
+
+    async def resign(self, name):
+        """RESIGN: give up leading ``name`` (the next candidate takes over at
+        once). True if this client led it, else False. A campaign still
+        waiting is withdrawn by cancelling its task instead: this request
+        would queue behind it."""
+        name = validate_name(name)
+        req = _Req(self._loop, _line(["RESIGN", name]), parse=_number,
+                   commit=lambda n: self._resigned(name, n))
+        self._submit(req)
+        return await _through(req.future)
+
+    def _resigned(self, name, n):
+        for h in list(self._handles.get(name, ())):
+            if isinstance(h, Leadership):
+                h._end()
+        return n == 1
+
+    async def leader(self, name):
+        """LEADER: the name's Leader (fence, value), or None if nobody leads."""
+        name = validate_name(name)
+        return await self._call(_Req(self._loop, _line(["LEADER", name]), parse=_leader_reply))
+
+    def observe(self, name):
+        """OBSERVE: an async iterator of the name's leaders, each a Leader
+        (fence, value) or None (nobody leads): the leader now, then every
+        change; fences never go down. ``async for leader in
+        c.observe(name):`` -- leaving the loop ends it (UNOBSERVE); for an
+        exact moment, ``contextlib.aclosing()`` it. It raises
+        ConnectionClosed when the connection ends. Started behind a waiting
+        request of this client (a campaign), it starts once that is
+        answered: observe from another client while campaigning."""
+        return self._observe(validate_name(name))
+
+    async def _observe(self, name):
+        o = _Observation(self, name)
+        try:
+            if self._closed is not None:
+                raise self._closed_error()
+            entry = self._observed.setdefault(name, [0, set()])
+            entry[0] += 1
+            o.state = "starting"
+            await self._call(_Req(self._loop, _line(["OBSERVE", name]), parse=_leader_reply,
+                                  commit=o.answered))
+            while True:
+                yield await o.get()
+        finally:
+            o.stop()
 
     # -- the rest --
 

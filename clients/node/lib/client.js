@@ -1,7 +1,8 @@
-// The dlockd client: one connection, many tasks; locks, semaphores, status, ping, using().
+// The dlockd client: one connection, many tasks; locks, semaphores, elections, status, ping, using().
 // SPDX-License-Identifier: MIT
 
 import { openConnection } from './connection.js';
+import { Leadership, Observers, checkValue, parseElected, parseLeader } from './election.js';
 import { ProtocolError, abortError, errorFromReply } from './errors.js';
 import { Gate } from './gate.js';
 import { KINDS, LockHandle, PermitsHandle, leaseWords } from './handles.js';
@@ -20,10 +21,13 @@ export async function connect({ path } = {}) {
 
 export class Client {
   #names = new Map(); // name -> { gate, handles }
+  #observers;
 
   constructor(conn) {
     this._conn = conn;
+    this.#observers = new Observers(conn);
     conn.onEvent = (name, reason) => this.#lost(name, reason);
+    conn.onLeader = (name, words) => this.#observers.event(name, words);
     conn.onClose = (err) => this.#closed(err);
   }
 
@@ -72,6 +76,73 @@ export class Client {
     if (!ok) throw error;
     if (h.lost) throw h.lost;
     return result;
+  }
+
+  /**
+   * ELECT: campaigns for `name`, telling observers `value`; resolves a
+   * Leadership once this client leads. opts.lease as for locks; aborting
+   * opts.signal withdraws the campaign (rejects AbortError, nothing held).
+   * Another task of this client campaigning for the name waits locally
+   * until the first leadership ends.
+   */
+  async elect(name, value, opts = {}) {
+    const { lease, signal } = opts;
+    checkName(name);
+    checkValue(value);
+    leaseWords(lease);
+    const what = `ELECT ${name}`;
+    const entry = this.#entry(name);
+    if (signal?.aborted || !entry.gate.tryEnter('x')) {
+      try {
+        await entry.gate.enter('x', { signal, what });
+      } catch (err) {
+        this.#tidy(name);
+        throw err;
+      }
+    }
+    let h = null;
+    try {
+      // The handle is made as the reply is read, so that a !LOST right behind it finds it.
+      const reply = await this._conn.request(`ELECT ${name} ${value}${leaseWords(lease)}`, {
+        waits: true,
+        signal,
+        what,
+        commit: (r) => {
+          if (r.type !== 'OK' || r.cancelled) return;
+          h = new Leadership(this, name, value, parseElected(r.words));
+          entry.handles.add(h);
+        },
+      });
+      if (reply.cancelled) {
+        if (reply.type === 'OK') await this._dropQuietly('RESIGN', name); // the win raced the cancel
+        throw abortError(what, signal);
+      }
+      if (reply.type === 'ERR') throw errorFromReply(reply.code, reply.text);
+      if (reply.error) throw reply.error;
+      if (h === null) throw new ProtocolError(`unexpected ELECT reply: ${reply.words.join(' ')}`);
+      return h;
+    } finally {
+      if (h === null) this._leaveGate(name, 'x');
+    }
+  }
+
+  /** LEADER: resolves {fence, value} of the name's leader, or null if nobody leads. */
+  async leader(name) {
+    checkName(name);
+    return parseLeader((await this.#call(`LEADER ${name}`)).slice(1));
+  }
+
+  /**
+   * OBSERVE: an async iterable of the name's leaders, {fence, value} or null
+   * (nobody leads): first the leader now, then every change, fences never
+   * going down. It ends, and dlockd is told (UNOBSERVE), when opts.signal
+   * aborts or the loop breaks; it throws a ClosedError if the connection ends.
+   * Started behind a waiting request of this client (a campaign), it starts
+   * once that is answered: observe from another client while campaigning.
+   */
+  observe(name, { signal } = {}) {
+    checkName(name);
+    return this.#observers.open(name, signal);
   }
 
   /** SEMINIT: sets the semaphore's size unless it was set; resolves true if set now. */
@@ -234,6 +305,7 @@ export class Client {
   }
 
   #closed(err) {
+    this.#observers.fail(err);
     for (const e of [...this.#names.values()]) {
       e.gate.fail(err);
       for (const h of [...e.handles]) h._lose('closed');

@@ -35,6 +35,7 @@ export class Connection {
     this.waiting = null; // the waiting request in flight, if any
     this.closedError = null;
     this.onEvent = () => {};
+    this.onLeader = () => {};
     this.onClose = () => {};
     sock.setEncoding('latin1');
     sock.setNoDelay?.(true);
@@ -52,12 +53,15 @@ export class Connection {
    * (rejects AbortError); aborted while waiting in flight, CANCEL is sent and
    * the reply resolves with `cancelled: true` (the caller releases a grant
    * that raced the cancel).
+   * opts.commit: called with the reply as it is read, before any later line
+   * (an event right behind it finds what it made); what it returns or throws
+   * becomes the reply's `value` or `error`.
    */
-  request(line, { waits = false, signal, what } = {}) {
+  request(line, { waits = false, signal, what, commit } = {}) {
     if (this.closedError) return Promise.reject(this.closedError);
     if (signal?.aborted) return Promise.reject(abortError(what ?? line, signal));
     return new Promise((resolve, reject) => {
-      const req = { line, waits, resolve, reject, signal, state: 'queued', cancelled: false, onAbort: null };
+      const req = { line, waits, resolve, reject, signal, state: 'queued', cancelled: false, onAbort: null, commit };
       if (signal) {
         req.onAbort = () => this.#abort(req, what ?? line);
         signal.addEventListener('abort', req.onAbort, { once: true });
@@ -120,6 +124,7 @@ export class Connection {
   #event(line) {
     const words = line.slice(1).split(/[ \t]+/);
     if (words[0] === 'LOST' && words.length >= 3) this.onEvent(words[1], words[2]);
+    else if (words[0] === 'LEADER' && words.length >= 3) this.onLeader(words[1], words.slice(2));
   }
 
   #reply(line) {
@@ -135,6 +140,13 @@ export class Connection {
     req.state = 'done';
     req.signal?.removeEventListener('abort', req.onAbort);
     reply.cancelled = req.cancelled;
+    if (req.commit) {
+      try {
+        reply.value = req.commit(reply);
+      } catch (err) {
+        reply.error = err;
+      }
+    }
     req.resolve(reply);
     this.#flush();
   }

@@ -17,7 +17,7 @@ export function leaseWords(lease) {
 }
 
 /** What handles share: a loss signal and their client's bookkeeping. */
-class Held {
+export class Held {
   #ac = new AbortController();
   #done = false;
 
