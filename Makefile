@@ -63,7 +63,7 @@ SUPPORT_SRC := $(wildcard tests/support/*.c)
 
 .SECONDARY:
 
-.PHONY: fuzz fuzz-build fuzz-short chaos chaos-short metrics-test conformance
+.PHONY: fuzz fuzz-build fuzz-short chaos chaos-short chaos-mutants metrics-test conformance
 .PHONY: luacheck
 .PHONY: clients-node clients-node-test
 .PHONY: clients-go clients-go-test clients-build conformance
@@ -192,7 +192,7 @@ DEPS_RUN_PKGS   := $(DEPS_BUILD_PKGS)
 DEPS_DEB_CMDS   := $(DEPS_BUILD_CMDS) dpkg-buildpackage:dpkg-dev dh:debhelper \
                    dh_python3:dh-python lintian:lintian /usr/bin/python3:python3
 DEPS_DEB_PKGS   := $(DEPS_BUILD_PKGS) systemd:systemd
-DEPS_CHAOS_CMDS := $(DEPS_RUN_CMDS) python3:python3 redis-sentinel:redis-sentinel
+DEPS_CHAOS_CMDS := $(DEPS_RUN_CMDS) python3:python3 redis-sentinel:redis-sentinel faketime:faketime
 # The clients in other languages: their toolchains, and JUnit 5 for Java's tests.
 DEPS_CLIENT_CMDS := go:golang-go javac:default-jdk-headless jar:default-jdk-headless node:nodejs
 DEPS_CLIENT_FILES := /usr/share/java/junit-platform-console-standalone.jar:junit5
@@ -462,14 +462,25 @@ fuzz-short: fuzz-build
 # Sentinel topology (a primary, two replicas, three Sentinels), then on a
 # Redis Cluster (3 primaries, 3 replicas), then on a Redlock quorum of five
 # independent redis-servers: make chaos runs the full suite (about 200 s),
-# make test a short one (about 55 s).
+# make test a short one (about 55 s). Then the network faults (netfaults.py:
+# every daemon reaches Redis through its own fault-proxy link; full about
+# 40 s, short about 15 s).
 chaos: deps-chaos
 	@$(MAKE) --no-print-directory $(BUILD)/dlockd
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/chaos/chaos.py
+	@python3 tests/chaos/test_faultproxy.py && python3 tests/chaos/test_history.py
+	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/chaos/netfaults.py
 
 chaos-short: $(BUILD)/dlockd
 	@echo "== tests/chaos/chaos.py --short"
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/chaos/chaos.py --short
+	@echo "== tests/chaos/test_faultproxy.py, netfaults.py --short"
+	@python3 tests/chaos/test_faultproxy.py && python3 tests/chaos/test_history.py
+	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/chaos/netfaults.py --short
+
+# Mutant daemons (tests/chaos/mutants.py): each must fail netfaults' checks.
+chaos-mutants:
+	@python3 tests/chaos/mutants.py
 
 # The client conformance suite (tests/conformance/README.md): every scenario
 # against every client's adapter whose adapter is there. It builds the C

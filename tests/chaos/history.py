@@ -61,8 +61,8 @@ class History(object):
     def invoke(self, proc, name, op, **kw):
         return dict(proc=proc, name=name, op=op, t0=time.monotonic(), **kw)
 
-    def complete(self, rec, res, **kw):
-        rec = dict(rec, t1=time.monotonic(), res=res, **kw)
+    def complete(self, rec, res, t1=None, **kw):
+        rec = dict(rec, t1=t1 or time.monotonic(), res=res, **kw)
         self._put(rec)
         return rec
 
