@@ -4,6 +4,7 @@ time, on that link.
 
     px = FaultProxy()                        # its own asyncio loop, in a thread
     ln = px.link(("127.0.0.1", redis_port))  # ln.port: point the daemon here
+    px.link(("127.0.0.1", sentinel_port), ports={node_port: its_link_port})
     ln.blackhole()        # keep every connection, drop every byte both ways (no FIN, no RST)
     ln.drop("up")         # drop daemon -> Redis only ("down": Redis -> daemon only)
     ln.latency(200, 50)   # every byte 200 ms late each way, plus 0..50 ms of jitter
@@ -12,6 +13,15 @@ time, on that link.
     ln.heal()             # all of the above undone
     px.counts             # faults injected so far, per kind
     px.close()
+
+A link may also rewrite node addresses in what it passes to the daemon
+(link(target, ports={real: proxied})), so that a daemon led to a node by a
+Sentinel (get-master-addr-by-name, +switch-master) or by a Cluster (CLUSTER
+SHARDS/SLOTS, MOVED, ASK) is led to its own link to that node instead: the
+ports are replaced in their RESP contexts only (an integer reply, a bulk
+string, "127.0.0.1 P", "127.0.0.1:P"), keeping lengths (both ports have the
+same number of digits: ephemeral ports do). A port split across two reads
+is not rewritten; replies on a local link are read whole in practice.
 
 A dropped direction swallows its end of stream too: a black hole sends no
 FIN. Connections whose end of stream was swallowed are closed (RST) when the
@@ -35,6 +45,27 @@ UP, DOWN = "up", "down"         # daemon -> Redis, Redis -> daemon
 READ_CHUNK = 65536
 CONNECT_TIMEOUT_S = 2.0         # the proxy's own connect to the node
 CONTROL_TIMEOUT_S = 5.0         # an API call waits this long for the loop
+
+
+def port_patterns(ports, host=b"127.0.0.1"):
+    """The byte replacements for {real port: proxied port}, each pair the
+    same length."""
+    out = []
+    for real, prox in sorted(ports.items()):
+        r, p = str(real).encode(), str(prox).encode()
+        if len(r) != len(p):
+            raise ValueError("ports %s and %s differ in length" % (real, prox))
+        for fmt in (b":%s\r\n", b"$%d\r\n%%s\r\n" % len(r), host + b" %s",
+                    host + b":%s"):
+            out.append((fmt % r, fmt % p))
+    return out
+
+
+def rewrite(data, patterns):
+    for old, new in patterns:
+        if old in data:
+            data = data.replace(old, new)
+    return data
 
 
 class LinkFaults(object):
@@ -93,6 +124,8 @@ class _Pipe(object):
         try:
             while True:
                 data = await r.read(READ_CHUNK)
+                if d == DOWN and self.link.patterns:
+                    data = rewrite(data, self.link.patterns)
                 now = time.monotonic()
                 due = self.link.faults.plan(d, now, last, self.link.rnd)
                 if not data:
@@ -145,9 +178,10 @@ class Link(object):
     """One listening port forwarding to one node; the fault controls are
     called from any thread."""
 
-    def __init__(self, proxy, target, seed):
+    def __init__(self, proxy, target, seed, ports=None):
         self.proxy = proxy
         self.target = target
+        self.patterns = port_patterns(ports) if ports else []
         self.faults = LinkFaults()
         self.rnd = random.Random(seed)
         self.pipes = set()
@@ -249,8 +283,8 @@ class FaultProxy(object):
         fut = asyncio.run_coroutine_threadsafe(coro_fn(), self.loop)
         return fut.result(CONTROL_TIMEOUT_S)
 
-    def link(self, target):
-        ln = Link(self, target, self.rnd.randrange(1 << 30))
+    def link(self, target, ports=None):
+        ln = Link(self, target, self.rnd.randrange(1 << 30), ports)
         self.run(ln._listen)
         self.links.append(ln)
         return ln

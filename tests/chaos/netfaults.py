@@ -9,6 +9,14 @@ A and B, lease NF_LEASE_MS in watchdog mode, command_timeout_ms
 NF_CMD_TIMEOUT_MS):
 
   standalone  one redis-server; A and B each through their own link
+  sentinel    a primary, a replica, three Sentinels; B reaches everything
+              directly, A the Sentinels through links that rewrite the node
+              addresses they give out into A's own links to the nodes
+              (faultproxy port rewriting): a fault cuts A from the primary
+              while A still reaches the Sentinels
+  cluster     three primaries; B direct, A through a link per node that
+              rewrites the addresses in CLUSTER SHARDS/SLOTS and MOVED into
+              A's links; a fault cuts A from the primary of nf-held's slot
   quorum      five redis-servers; A and B each through their own five links;
               a fault on A cuts A from NF_Q_CUT (a majority) of them
 
@@ -46,7 +54,7 @@ no requests) is black-holed and the time until INFO says redis=down (quorum:
 redis_nodes_up drops) is measured, then healed.
 
     DLOCKD_BIN=$PWD/build/dlockd python3 tests/chaos/netfaults.py [--short]
-        [--topology all|standalone|quorum] [--keep] [--seed N] [--dlockd PATH]
+        [--topology all|standalone|sentinel|cluster|quorum] [--faults a,b] [--keep] [--seed N] [--dlockd PATH]
 
 Exit 0 only if every invariant held.
 """
@@ -66,7 +74,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import cluster  # noqa: E402
+import faultproxy  # noqa: E402
 import history  # noqa: E402
+import sentinel  # noqa: E402
 from faultproxy import DOWN, UP, FaultProxy  # noqa: E402
 from quorum import Quorum  # noqa: E402
 from redisproc import Spawner  # noqa: E402
@@ -83,11 +94,16 @@ NF_DETECT_BOUND_S = 5.0       # an idle black-holed link found out within this
 NF_Q_NODES = 5
 NF_Q_CUT = 3                  # a majority: A loses the quorum
 NF_NAMES = ("nf-a", "nf-b")
+NF_KEY_PREFIX = "dlock:"      # dlockd's default key_prefix
+NF_MASTER = "nf-primary"      # Sentinel's name for the primary
+NF_REPLICAS_TIMEOUT_MS = 200  # at most half of command_timeout_ms
+NF_CL_PRIMARIES = 3
 NF_HELD = "nf-held"
 NF_START_S = 10.0
 NF_EVENT_S = 10.0
 FAULTS_FULL = ("blackhole", "drop-up", "drop-down", "latency", "reset")
 FAULTS_SHORT = ("blackhole",)
+TOPOLOGIES = ("standalone", "sentinel", "cluster", "quorum")
 
 
 class Conn(object):
@@ -170,12 +186,35 @@ class Stage(object):
     # -- processes --
 
     def start(self):
-        n = NF_Q_NODES if self.topo == "quorum" else 1
-        self.qu = Quorum(self.tmp, n=n, spawn=self.nf.spawn, say=self.nf.say)
+        if self.topo == "sentinel":
+            self.qu = sentinel.Topology(self.tmp, name=NF_MASTER, replicas=1, sentinels=3,
+                                        spawn=self.nf.spawn, say=self.nf.say)
+        elif self.topo == "cluster":
+            self.qu = cluster.Cluster(self.tmp, primaries=NF_CL_PRIMARIES, replicas=0,
+                                      spawn=self.nf.spawn, say=self.nf.say)
+        else:
+            self.qu = Quorum(self.tmp, n=NF_Q_NODES if self.topo == "quorum" else 1,
+                             spawn=self.nf.spawn, say=self.nf.say)
         self.qu.start()
+        ports = [x["port"] for x in self.qu.nodes]
+        # A (0) reaches every node through its own link, B (1) too except
+        # under Sentinel and Cluster, where B goes straight to the nodes and
+        # A's links rewrite the node addresses Sentinel or the Cluster gives
+        # out into A's own links.
         for d in range(2):
-            for i in range(n):
-                self.links[d].append(self.px.link(("127.0.0.1", self.qu.port(i))))
+            if d == 1 and self.topo in ("sentinel", "cluster"):
+                self.links[d] = []
+                continue
+            self.links[d] = [self.px.link(("127.0.0.1", p)) for p in ports]
+        self.rewrite = {p: ln.port for p, ln in zip(ports, self.links[0])}
+        if self.topo == "cluster":
+            for i, ln in enumerate(self.links[0]):
+                ln.patterns = faultproxy.port_patterns(self.rewrite)
+        self.sen_links = []
+        if self.topo == "sentinel":
+            self.sen_links = [self.px.link(("127.0.0.1", x["port"]), ports=self.rewrite)
+                              for x in self.qu.sentinels]
+        for d in range(2):
             self.start_dlockd(d)
 
     def dsock(self, d):
@@ -184,13 +223,24 @@ class Stage(object):
     def start_dlockd(self, d):
         conf = os.path.join(self.tmp, "d%d.conf" % d)
         urls = " ".join("redis://127.0.0.1:%d" % ln.port for ln in self.links[d])
+        if self.topo == "sentinel":
+            sens = (["127.0.0.1:%d" % ln.port for ln in self.sen_links] if d == 0
+                    else self.qu.sentinel_addrs())
+            where = ("sentinels = %s\nmaster_name = %s\nreplicas_timeout_ms = %d\n"
+                     % (" ".join(sens), NF_MASTER, NF_REPLICAS_TIMEOUT_MS))
+        elif self.topo == "cluster":
+            where = ("cluster = %s\nreplicas_timeout_ms = %d\n"
+                     % (" ".join("127.0.0.1:%d" % ln.port for ln in self.links[0]) if d == 0
+                        else self.qu.addrs(), NF_REPLICAS_TIMEOUT_MS))
+        elif self.topo == "quorum":
+            where = "quorum = %s\nrejoin_delay_ms = %d\n" % (urls, NF_LEASE_MS)
+        else:
+            where = "url = %s\n" % urls
         with open(conf, "w") as f:
-            f.write("[server]\nsocket = %s\nadmin_uids = 0\n[redis]\n%s = %s\n"
-                    "command_timeout_ms = %d\nconnect_timeout_ms = %d\n%s"
+            f.write("[server]\nsocket = %s\nadmin_uids = 0\n[redis]\n%s"
+                    "command_timeout_ms = %d\nconnect_timeout_ms = %d\n"
                     "[lock]\nlease_ms = %d\n"
-                    % (self.dsock(d), "quorum" if self.topo == "quorum" else "url", urls,
-                       NF_CMD_TIMEOUT_MS, NF_CONNECT_TIMEOUT_MS,
-                       "rejoin_delay_ms = %d\n" % NF_LEASE_MS if self.topo == "quorum" else "",
+                    % (self.dsock(d), where, NF_CMD_TIMEOUT_MS, NF_CONNECT_TIMEOUT_MS,
                        NF_LEASE_MS))
         self.daemons[d] = self.nf.spawn([self.nf.dlockd, "-c", conf],
                                         "%s-dlockd%d.log" % (self.topo, d))
@@ -211,15 +261,11 @@ class Stage(object):
             i = self.info(d)
         except OSError:
             return False
-        if self.topo == "quorum":
-            return i.get("redis_nodes_up") == str(NF_Q_NODES)
-        return i.get("redis") == "up"
+        return i.get("redis") == "up" and i.get("redis_nodes_up") == i.get("redis_nodes")
 
     def down(self, d):
         i = self.info(d)
-        if self.topo == "quorum":
-            return int(i.get("redis_nodes_up", "0")) < NF_Q_NODES
-        return i.get("redis") != "up"
+        return i.get("redis") != "up" or i.get("redis_nodes_up") != i.get("redis_nodes")
 
     def wait_up(self, d, timeout):
         deadline = time.monotonic() + timeout
@@ -232,7 +278,13 @@ class Stage(object):
     # -- faults on daemon d's links --
 
     def cut_links(self, d):
-        return self.links[d][:NF_Q_CUT] if self.topo == "quorum" else self.links[d]
+        if self.topo == "quorum":
+            return self.links[d][:NF_Q_CUT]
+        if self.topo == "cluster":
+            # the primary of nf-held's slot (nf-a, nf-b: wherever they hash)
+            port = self.qu.owner(cluster.keyslot(NF_KEY_PREFIX + NF_HELD))
+            return [ln for ln in self.links[d] if ln.target[1] == port]
+        return self.links[d]
 
     def inject(self, d, kind):
         for ln in self.cut_links(d):
@@ -537,7 +589,7 @@ def main():
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--dlockd", default=None)
-    ap.add_argument("--topology", choices=("all", "standalone", "quorum"), default="all")
+    ap.add_argument("--topology", choices=("all",) + TOPOLOGIES, default="all")
     ap.add_argument("--faults", default=None, help="comma-separated subset of " +
                     ",".join(FAULTS_FULL))
     args = ap.parse_args()
@@ -550,7 +602,7 @@ def main():
     print("dlockd network faults (%s, seed %d), temp dir %s"
           % ("short" if args.short else "full", args.seed, nf.tmp), flush=True)
     try:
-        for topo in ("standalone", "quorum"):
+        for topo in TOPOLOGIES:
             if args.topology not in ("all", topo):
                 continue
             nf.say("%s: %s" % (topo, ", ".join(faults)))

@@ -13,7 +13,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from faultproxy import DOWN, UP, FaultProxy, LinkFaults  # noqa: E402
+from faultproxy import DOWN, UP, FaultProxy, LinkFaults, port_patterns, rewrite  # noqa: E402,E501
 
 QUIET_S = 0.3          # "nothing arrives": waited this long
 
@@ -55,6 +55,25 @@ class PlanTest(unittest.TestCase):
             due = self.f.plan(UP, i * 0.001, last, self.rnd)
             self.assertGreaterEqual(due, last)
             last = due
+
+
+class RewriteTest(unittest.TestCase):
+    def test_ports_in_resp_contexts_only(self):
+        pats = port_patterns({41234: 52345})
+        data = (b"*2\r\n$9\r\n127.0.0.1\r\n$5\r\n41234\r\n"     # get-master-addr
+                b":41234\r\n"                                          # CLUSTER SLOTS
+                b"-MOVED 12 127.0.0.1:41234\r\n"                        # MOVED
+                b"$40\r\nmymaster 127.0.0.1 41234 127.0.0.1 41234\r\n"  # +switch-master
+                b":1795841234000\r\n")                                  # a fence: untouched
+        out = rewrite(data, pats)
+        self.assertEqual(out.count(b"52345"), 5)
+        self.assertNotIn(b"41234\r\n", out.replace(b"1795841234000", b""))
+        self.assertIn(b":1795841234000\r\n", out)
+        self.assertEqual(len(out), len(data))
+
+    def test_lengths_must_agree(self):
+        with self.assertRaises(ValueError):
+            port_patterns({6379: 41234})
 
 
 class Echo(object):
