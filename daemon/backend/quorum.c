@@ -15,8 +15,8 @@
  *   state) need no such round. Otherwise the attempt is undone everywhere
  *   it may have run, and the waiter waits for a wake-up or the holders'
  *   leases on a majority;
- * - renew: renewed when M nodes renewed; gone or forced when M can no
- *   longer renew whatever the silent nodes would say; else not known
+ * - renew: renewed when M counting nodes renewed; gone or forced when
+ *   counting nodes say it is gone on more than N - M; else not known
  *   (BACKEND_DOWN), which the watchdog counts against the lease;
  * - release and drop: answered once M nodes did it; a node that did not
  *   answer gets it again when it is back, until any lease has run out;

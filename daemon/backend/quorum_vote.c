@@ -229,6 +229,9 @@ quorum_vote_decision_t quorum_vote_renew(const quorum_vote_t *v, unsigned n, uns
     if (t.yes + t.pending >= majority) return QUORUM_VOTE_WAIT;
     /* The silent ones might have renewed it: not known. */
     if (t.yes + t.silent >= majority) return QUORUM_VOTE_DOWN;
+    /* Nor while fewer nodes say it is gone than would rule out a majority:
+     * the others (not counting now: cut off, rejoining) may hold it still. */
+    if (n - t.no >= majority) return QUORUM_VOTE_DOWN;
     for (unsigned i = 0; i < n; i++)
         if (ok(&v[i]) && v[i].res.renewal == BACKEND_FORCED) return QUORUM_VOTE_FORCED;
     return QUORUM_VOTE_GONE;

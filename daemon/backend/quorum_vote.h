@@ -83,7 +83,7 @@ typedef enum {
     QUORUM_VOTE_DOWN,         /* too few answered: BACKEND_DOWN */
     QUORUM_VOTE_DONE,         /* release, status, force, who: answered */
     QUORUM_VOTE_RENEWED,      /* renew: M renewed */
-    QUORUM_VOTE_GONE,         /* renew: M can no longer renew */
+    QUORUM_VOTE_GONE,         /* renew: gone on more than N - M counting nodes */
     QUORUM_VOTE_FORCED        /* ... and a node says it was forced */
 } quorum_vote_decision_t;
 

@@ -452,10 +452,10 @@ class Stage(object):
                           b_during > 0, "%d grants on B in %.1f s" % (b_during, NF_FAULT_S))
         lost = a.lost(NF_HELD)
         if cut:
-            # The reason is backend, or expired when the nodes A still
-            # reaches say the lock is gone there (quorum: a minority).
-            self.nf.check("%s %s: A's holder hears !LOST %s" % (self.topo, kind, NF_HELD),
-                          bool(lost),
+            self.nf.check("%s %s: A's holder hears !LOST %s backend" % (self.topo, kind,
+                                                                      NF_HELD),
+                          bool(lost) and any(l.split()[2:3] == ["backend"]
+                                             for _, l in a.events),
                           "%s after %.0f ms" % (a.events, (lost[0] - t_fault) * 1000)
                           if lost else "nothing in %.1f s: %s" % (NF_FAULT_S, a.events))
         # A unlocks (answered in any case) and writes late with its old fence.
