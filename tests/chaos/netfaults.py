@@ -167,12 +167,13 @@ class Conn(object):
 
 
 class Stage(object):
-    def __init__(self, nf, topology):
+    def __init__(self, nf, topology, label=None):
         self.nf = nf
         self.topo = topology
-        self.tmp = os.path.join(nf.tmp, topology)
+        self.label = label or topology
+        self.tmp = os.path.join(nf.tmp, self.label)
         os.makedirs(self.tmp)
-        self.hist = history.History(os.path.join(nf.tmp, "%s.history" % topology))
+        self.hist = history.History(os.path.join(nf.tmp, "%s.history" % self.label))
         self.store = history.FencedStore(self.hist)
         self.px = FaultProxy(nf.rnd.randrange(1 << 30))
         self.stop = threading.Event()
@@ -188,13 +189,13 @@ class Stage(object):
     def start(self):
         if self.topo == "sentinel":
             self.qu = sentinel.Topology(self.tmp, name=NF_MASTER, replicas=1, sentinels=3,
-                                        spawn=self.nf.spawn, say=self.nf.say)
+                                        spawn=self.spawn_node, say=self.nf.say)
         elif self.topo == "cluster":
             self.qu = cluster.Cluster(self.tmp, primaries=NF_CL_PRIMARIES, replicas=0,
-                                      spawn=self.nf.spawn, say=self.nf.say)
+                                      spawn=self.spawn_node, say=self.nf.say)
         else:
             self.qu = Quorum(self.tmp, n=NF_Q_NODES if self.topo == "quorum" else 1,
-                             spawn=self.nf.spawn, say=self.nf.say)
+                             spawn=self.spawn_node, say=self.nf.say)
         self.qu.start()
         ports = [x["port"] for x in self.qu.nodes]
         # A (0) reaches every node through its own link, B (1) too except
@@ -216,6 +217,11 @@ class Stage(object):
                               for x in self.qu.sentinels]
         for d in range(2):
             self.start_dlockd(d)
+
+    def spawn_node(self, argv, logname, env=None):
+        """Starts a Redis process of the topology (clockskew.py: under
+        libfaketime)."""
+        return self.nf.spawn(argv, logname, env)
 
     def dsock(self, d):
         return os.path.join(self.tmp, "d%d.sock" % d)
@@ -243,7 +249,7 @@ class Stage(object):
                     % (self.dsock(d), where, NF_CMD_TIMEOUT_MS, NF_CONNECT_TIMEOUT_MS,
                        NF_LEASE_MS))
         self.daemons[d] = self.nf.spawn([self.nf.dlockd, "-c", conf],
-                                        "%s-dlockd%d.log" % (self.topo, d))
+                                        "%s-dlockd%d.log" % (self.label, d))
         if not self.wait_up(d, NF_START_S + (NF_LEASE_MS / 1000.0 if self.topo == "quorum"
                                              else 0)):
             raise RuntimeError("%s dlockd %d: not up" % (self.topo, d))
