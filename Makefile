@@ -192,7 +192,7 @@ DEPS_RUN_PKGS   := $(DEPS_BUILD_PKGS)
 DEPS_DEB_CMDS   := $(DEPS_BUILD_CMDS) dpkg-buildpackage:dpkg-dev dh:debhelper \
                    dh_python3:dh-python lintian:lintian /usr/bin/python3:python3
 DEPS_DEB_PKGS   := $(DEPS_BUILD_PKGS) systemd:systemd
-DEPS_CHAOS_CMDS := $(DEPS_RUN_CMDS) python3:python3 redis-sentinel:redis-sentinel faketime:faketime
+DEPS_CHAOS_CMDS := $(DEPS_RUN_CMDS) python3:python3 redis-sentinel:redis-sentinel
 # The clients in other languages: their toolchains, and JUnit 5 for Java's tests.
 DEPS_CLIENT_CMDS := go:golang-go javac:default-jdk-headless jar:default-jdk-headless node:nodejs
 DEPS_CLIENT_FILES := /usr/share/java/junit-platform-console-standalone.jar:junit5
@@ -470,6 +470,7 @@ chaos: deps-chaos
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/chaos/chaos.py
 	@python3 tests/chaos/test_faultproxy.py && python3 tests/chaos/test_history.py
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/chaos/netfaults.py
+	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/chaos/clockskew.py
 
 chaos-short: $(BUILD)/dlockd
 	@echo "== tests/chaos/chaos.py --short"
