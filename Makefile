@@ -126,6 +126,7 @@ $(BUILD)/tests/test_pool: $(call obj,tests/unit/test_pool.c)
 $(BUILD)/tests/test_keys: $(call obj,tests/unit/test_keys.c daemon/backend/keys.c)
 $(BUILD)/tests/test_backend: $(call obj,tests/unit/test_backend.c daemon/backend/backend.c)
 $(BUILD)/tests/test_quorum_vote: $(call obj,tests/unit/test_quorum_vote.c daemon/backend/quorum_vote.c)
+$(BUILD)/tests/test_clock_skew: $(call obj,tests/unit/test_clock_skew.c daemon/backend/clock_skew.c)
 $(BUILD)/tests/test_sentinel_reply: $(call obj,tests/unit/test_sentinel_reply.c daemon/backend/sentinel_reply.c)
 $(BUILD)/tests/test_cluster_map: $(call obj,tests/unit/test_cluster_map.c daemon/backend/cluster_map.c)
 $(BUILD)/tests/test_scripts: $(call obj,tests/unit/test_scripts.c daemon/backend/scripts.c \

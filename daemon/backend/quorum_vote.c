@@ -10,13 +10,14 @@
 /* ---- which nodes count -------------------------------------------------------- */
 
 int quorum_vote_counts(const quorum_vote_node_t *n, uint64_t now) {
-    return n->up && n->checked && !n->same_as && now >= n->counts_at;
+    return n->up && n->checked && !n->same_as && !n->clock_off && now >= n->counts_at;
 }
 
 const char *quorum_vote_node_state(const quorum_vote_node_t *n, uint64_t now) {
     if (!n->up) return "down";
     if (!n->checked) return "checking";
     if (n->same_as) return "duplicate";
+    if (n->clock_off) return "clock";
     return quorum_vote_counts(n, now) ? "up" : "rejoining";
 }
 

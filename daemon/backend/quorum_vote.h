@@ -28,11 +28,12 @@ typedef struct quorum_vote_node_s {
     int checked;              /* INFO read since the connection came up */
     int same_as;              /* the same server as another member */
     uint64_t counts_at;       /* with checked: it counts from then on */
+    int clock_off;            /* its clock runs off beyond clock_drift_ms (clock_skew.h) */
 } quorum_vote_node_t;
 
 /* Whether the node counts toward a majority at now. */
 int quorum_vote_counts(const quorum_vote_node_t *n, uint64_t now);
-/* "down", "checking", "duplicate", "rejoining" or "up" (it counts). */
+/* "down", "checking", "duplicate", "clock", "rejoining" or "up" (it counts). */
 const char *quorum_vote_node_state(const quorum_vote_node_t *n, uint64_t now);
 
 /* What INFO server says. */

@@ -50,6 +50,7 @@ CS_FAST_RATE = 1.5                            # shrinks it by a third
 CS_NAME = "q-skew"
 CS_CUT = (3, 4)                               # A's links black-holed before its grant
 CS_WAIT_S = 10.0
+CS_DETECT_S = 10.0                            # daemon start -> the fast node set aside
 SKEWCLOCK_C = os.path.join(HERE, "skewclock.c")
 
 
@@ -82,9 +83,36 @@ class SkewStage(netfaults.Stage):
                        SKEWCLOCK_RATE="%.6f" % self.rate)
         return self.nf.spawn(argv, logname, env)
 
+    def up(self, d):
+        """Up, every node counting but one set aside for its clock."""
+        try:
+            i = self.info(d)
+        except OSError:
+            return False
+        down = [x for x in i.get("redis_down", "-").split(",") if x != "-"]
+        return i.get("redis") == "up" and all(x.endswith("/clock") for x in down) and \
+            int(i.get("redis_nodes_up", "0")) + len(down) == netfaults.NF_Q_NODES
+
+    def clock_flagged(self, d):
+        return [x for x in self.info(d).get("redis_down", "-").split(",") if x.endswith("/clock")]
+
     def run_skew(self):
         nf = self.nf
+        t_start = time.monotonic()
         self.start()
+        if self.skew_label == "beyond":
+            # dlockd must set the fast node aside (INFO redis_down .../clock)
+            t = None
+            while time.monotonic() < t_start + CS_DETECT_S:
+                if all(self.clock_flagged(d) == ["127.0.0.1:%d/clock" % self.links[d][0].port]
+                       for d in range(2)):
+                    t = time.monotonic()
+                    break
+                time.sleep(0.02)
+            nf.check("quorum, a node fast by more than clock_drift_ms: both dlockd set it aside "
+                     "(redis_down <its link>/clock) within %.0f s of their start" % CS_DETECT_S,
+                     t is not None, "after %.1f s" % (t - t_start) if t else
+                     "INFO redis_down: %s" % [self.info(d).get("redis_down") for d in range(2)])
         for i in CS_CUT:
             self.links[0][i].blackhole()
         deadline = time.monotonic() + CS_WAIT_S
@@ -96,6 +124,18 @@ class SkewStage(netfaults.Stage):
         b = netfaults.Conn(self.dsock(1), self.hist, "d1/skew")
         op = self.hist.invoke(a.proc, CS_NAME, "lock")
         r = a.call("LOCK %s %d" % (CS_NAME, CS_LEASE_MS), CS_WAIT_S)
+        if self.skew_label == "beyond":
+            # A counts only 1 and 2 now: no majority, no grant to lose.
+            self.hist.complete(op, "info" if r is None else r)
+            nf.check("quorum, the fast node set aside: A (cut from nodes 3 and 4) is refused "
+                     "rather than granted on the fast node", r is not None and
+                     r.startswith("ERR BACKEND no quorum"), "LOCK %s -> %r" % (CS_NAME, r))
+            for ln in self.links[0]:
+                ln.heal()
+            a.close()
+            b.close()
+            self.hist.close()
+            return
         if r is None or not r.startswith("OK "):
             self.hist.complete(op, "info" if r is None else r)
             nf.fail("%s: A's LOCK %s answered %r" % (self.skew_label, CS_NAME, r))
@@ -139,14 +179,10 @@ class SkewStage(netfaults.Stage):
                      "at %.0f ms" % t_lost if t_lost is not None else "never", fa, fb, res.ops,
                      res.first() or "no violation"))
         nf.skew[self.skew_label] = detail
-        if self.skew_label == "within":
-            nf.check("quorum, a node fast by less than clock_drift_ms (%d ms of a %d ms lease): "
-                     "no two holders" % (CS_DRIFT_MS, CS_LEASE_MS),
-                     not res.violations and bool(lost), detail)
-        else:
-            nf.check("quorum, a node fast by more than clock_drift_ms: the checker finds the "
-                     "two holders, the fence stops the stale one",
-                     bool(res.violations) and not stale and fb > fa, detail)
+        nf.check("quorum, a node fast by less than clock_drift_ms (%d ms of a %d ms lease): "
+                 "no two holders, and the node still counts" % (CS_DRIFT_MS, CS_LEASE_MS),
+                 not res.violations and bool(lost) and not any(self.clock_flagged(d)
+                                                               for d in range(2)), detail)
 
 
 class NF(netfaults.NetFaults):
