@@ -42,6 +42,7 @@ sys.path.insert(0, HERE)
 
 import history  # noqa: E402
 import netfaults  # noqa: E402
+import sentinel  # noqa: E402
 
 CS_LEASE_MS = 2000
 CS_DRIFT_MS = CS_LEASE_MS // 100 + 2          # clock_drift_ms = auto
@@ -50,7 +51,11 @@ CS_FAST_RATE = 1.5                            # shrinks it by a third
 CS_NAME = "q-skew"
 CS_CUT = (3, 4)                               # A's links black-holed before its grant
 CS_WAIT_S = 10.0
-CS_DETECT_S = 10.0                            # daemon start -> the fast node set aside
+CS_DETECT_S = 10.0
+CS_SNAME = "s-skew"
+CS_SGRANTS = 10
+CS_SWITCH_S = 30.0
+CS_BEHIND_MS = {"within": 300, "beyond": 60000}   # the promoted replica's clock                            # daemon start -> the fast node set aside
 SKEWCLOCK_C = os.path.join(HERE, "skewclock.c")
 
 
@@ -185,6 +190,106 @@ class SkewStage(netfaults.Stage):
                                                                for d in range(2)), detail)
 
 
+class BehindStage(netfaults.Stage):
+    """netfaults' Sentinel stage with the replica's clock behind by offset_ms;
+    a forced failover promotes it."""
+
+    def __init__(self, nf, label, offset_ms):
+        self.offset_ms = offset_ms
+        super().__init__(nf, "sentinel", "behind-" + label)
+        self.skew_label = label
+
+    def spawn_node(self, argv, logname, env=None):
+        if "--replicaof" in argv:
+            env = dict(os.environ if env is None else env, LD_PRELOAD=self.nf.skewclock,
+                       SKEWCLOCK_OFFSET_MS=str(-self.offset_ms))
+        return self.nf.spawn(argv, logname, env)
+
+    def take_grants(self, c, n):
+        out = []
+        for _ in range(n):
+            op = self.hist.invoke(c.proc, CS_SNAME, "lock")
+            r = c.call("LOCK %s" % CS_SNAME, CS_WAIT_S)
+            if r is None or not r.startswith("OK "):
+                self.hist.complete(op, "info" if r is None else r)
+                return out, r
+            f = int(r.split()[1])
+            self.hist.complete(op, "ok", fence=f)
+            self.store.write(c.proc, CS_SNAME, f)
+            out.append(f)
+            op = self.hist.invoke(c.proc, CS_SNAME, "unlock")
+            self.hist.complete(op, c.call("UNLOCK %s" % CS_SNAME, CS_WAIT_S) or "info")
+        return out, None
+
+    def run_behind(self):
+        nf = self.nf
+        self.start()
+        c = netfaults.Conn(self.dsock(1), self.hist, "d1/behind")
+        before, err = self.take_grants(c, CS_SGRANTS)
+        if err is not None or not before:
+            nf.fail("sentinel %s: grants before the failover: %r" % (self.skew_label, err))
+            return
+        old = self.qu.primary
+        t = self.qu.force_failover()
+        sw = self.qu.wait_switch(t, CS_SWITCH_S)
+        if sw is None:
+            nf.fail("sentinel %s: no +switch-master within %.0f s" % (self.skew_label,
+                                                                     CS_SWITCH_S))
+            return
+        new_port = sw[2]
+        # the daemon follows: grants again on the promoted replica
+        deadline = time.monotonic() + CS_SWITCH_S
+        after = []
+        while time.monotonic() < deadline and not after:
+            after, err = self.take_grants(c, 1)
+            if not after:
+                time.sleep(0.1)
+        t_fo = time.monotonic() - t
+        more, err = self.take_grants(c, CS_SGRANTS - 1)
+        after += more
+        nf.check("sentinel, a promoted replica %d ms behind: fences still rise across the "
+                 "failover (the counter reached it)" % self.offset_ms,
+                 after and min(after) > max(before),
+                 "last before %d, first after %s, failover to a grant %.1f s (old primary :%d, "
+                 "new :%s)" % (max(before), after[0] if after else "-", t_fo,
+                               self.qu.nodes[old]["port"], new_port))
+        # The counter's last write lost in the failover (async replication):
+        # fences fall back to the promoted node's TIME.
+        for key in netfaults_keys(new_port, "*" + CS_SNAME + "*"):
+            if "token" in key:
+                sentinel.call(new_port, "DEL", key)
+        lost, err = self.take_grants(c, 1)
+        if not lost:
+            nf.fail("sentinel %s: no grant after the counter was lost: %r" % (self.skew_label,
+                                                                             err))
+            return
+        back = max(after) - lost[0]
+        accepted = self.store.top.get(CS_SNAME) == lost[0]
+        nf.skew["sentinel-" + self.skew_label] = back
+        if self.offset_ms * 1000 < t_fo * 1e6:
+            nf.check("sentinel, the counter lost and the clock behind by less than the failover "
+                     "took: fences still rise", lost[0] > max(after),
+                     "fence %d after %d" % (lost[0], max(after)))
+        else:
+            nf.check("sentinel, the counter lost and the clock behind by more than the failover "
+                     "took: the fence goes back %.1f s and the fenced store refuses the new "
+                     "holder (documented)" % (back / 1e6), lost[0] < max(after) and not accepted,
+                     "fence %d after %d: store %s" % (lost[0], max(after),
+                                                      "accepted" if accepted else "refused"))
+        c.close()
+        self.hist.close()
+        res = history.check(history.load(self.hist.path))
+        nf.ops_checked += res.ops
+        expect = self.offset_ms * 1000 >= t_fo * 1e6
+        nf.check("sentinel %s: the history checker %s" % (
+            self.skew_label, "finds the fence going back" if expect else "finds nothing"),
+            bool(res.violations) == expect, res.first() or "%d ops, no violation" % res.ops)
+
+
+def netfaults_keys(port, pattern):
+    return sentinel.call(port, "KEYS", pattern) or []
+
+
 class NF(netfaults.NetFaults):
     def __init__(self, args):
         args.dlockd = args.dlockd
@@ -197,6 +302,7 @@ def main():
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--dlockd", default=None)
+    ap.add_argument("--only", choices=("quorum", "sentinel"), default=None)
     args = ap.parse_args()
     if args.seed is None:
         args.seed = random.randrange(1 << 30)
@@ -209,11 +315,23 @@ def main():
     else:
         try:
             for label, rate in (("within", CS_SLOW_RATE), ("beyond", CS_FAST_RATE)):
+                if args.only not in (None, "quorum"):
+                    break
                 st = SkewStage(nf, label, rate)
                 try:
                     st.run_skew()
                 except (RuntimeError, OSError) as e:
                     nf.fail("%s: the stage ran to its end: %s" % (label, e))
+                finally:
+                    st.close()
+            for label, ms in sorted(CS_BEHIND_MS.items(), reverse=True):
+                if args.only not in (None, "sentinel"):
+                    break
+                st = BehindStage(nf, label, ms)
+                try:
+                    st.run_behind()
+                except (RuntimeError, OSError) as e:
+                    nf.fail("sentinel %s: the stage ran to its end: %s" % (label, e))
                 finally:
                     st.close()
         finally:
