@@ -463,9 +463,10 @@ fuzz-short: fuzz-build
 # Sentinel topology (a primary, two replicas, three Sentinels), then on a
 # Redis Cluster (3 primaries, 3 replicas), then on a Redlock quorum of five
 # independent redis-servers: make chaos runs the full suite (about 200 s),
-# make test a short one (about 55 s). Then the network faults (netfaults.py:
-# every daemon reaches Redis through its own fault-proxy link; full about
-# 40 s, short about 15 s).
+# make test a short one (about 65 s). Then the network faults (netfaults.py:
+# every daemon reaches Redis through its own fault-proxy link, four
+# topologies; full about 90 s, short about 25 s) and, in make chaos only,
+# the clock skew stages (clockskew.py, about 30 s).
 chaos: deps-chaos
 	@$(MAKE) --no-print-directory $(BUILD)/dlockd
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/chaos/chaos.py
