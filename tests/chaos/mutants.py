@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Mutant daemons for the history checker: each is dlockd built from a
 temporary copy of the tree with one deliberate bug patched in, then run
-through netfaults.py's short standalone stage; the checker must fail every
+through netfaults.py's short standalone (or quorum) stage; the checker must fail every
 one. `make chaos-mutants`.
 
     python3 tests/chaos/mutants.py [--only NAME] [--keep]
@@ -15,6 +15,8 @@ Mutants:
                    "+ 1" dropped, TIME in whole seconds): fences repeat
   no-lost          the !LOST backend is never sent: a cut-off holder is
                    never told
+  grant-before-majority  (quorum) a grant answered once one node has it,
+                   not a majority: A, cut from three nodes, and B both hold
 
 Exit 0 only if the checker (or netfaults' invariants) caught every mutant
 and the unpatched tree passes nothing but them.
@@ -44,9 +46,19 @@ MUTANTS = {
                 "lock_hold_valid(h->lock->mgr, lease) - lease / LOCKMGR_LOSS_MARGIN_DIV;",
                 "lock_hold_valid(h->lock->mgr, lease) + 3600000u;"),
 }
-# fence-no-raise also needs the "last + 1" gone, or the counter raises it.
-EXTRA = {"fence-no-raise": ("daemon/backend/lua/part/acquire.lua",
-                            "    f = last + 1\n", "    f = last\n")}
+MUTANTS["grant-before-majority"] = (
+    "daemon/backend/quorum_vote.c",
+    "    if (t.yes < majority) {\n        if (t.yes + t.pending < majority) a.what",
+    "    if (t.yes < 1) {\n        if (t.yes + t.pending < 1) a.what")
+# More lines per mutant: fence-no-raise also needs the "last + 1" gone, or
+# the counter raises it; grant-before-majority its fence round too.
+EXTRA = {"fence-no-raise": [("daemon/backend/lua/part/acquire.lua",
+                             "    f = last + 1\n", "    f = last\n")],
+         "grant-before-majority": [("daemon/backend/quorum_vote.c",
+                                    "    if (sure >= majority) return QUORUM_VOTE_GRANT;",
+                                    "    if (sure >= 1) return QUORUM_VOTE_GRANT;")]}
+# The netfaults topology each runs on (standalone unless named).
+TOPOLOGY = {"grant-before-majority": "quorum"}
 
 
 def patch(tree, path, old, new):
@@ -62,9 +74,8 @@ def patch(tree, path, old, new):
 def build(name, tmp):
     tree = os.path.join(tmp, name)
     shutil.copytree(ROOT, tree, ignore=COPY_IGNORE, symlinks=True)
-    for spec in (MUTANTS[name], EXTRA.get(name)):
-        if spec:
-            patch(tree, *spec)
+    for spec in [MUTANTS[name]] + EXTRA.get(name, []):
+        patch(tree, *spec)
     r = subprocess.run(["make", "-s", "-j" + BUILD_JOBS, "-C", tree, "build/dlockd"],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     if r.returncode != 0:
@@ -72,9 +83,9 @@ def build(name, tmp):
     return os.path.join(tree, "build", "dlockd")
 
 
-def run(dlockd):
+def run(dlockd, topology):
     r = subprocess.run([sys.executable, os.path.join(HERE, "netfaults.py"), "--short",
-                        "--topology", "standalone", "--dlockd", dlockd],
+                        "--topology", topology, "--dlockd", dlockd],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     out = r.stdout.decode("utf-8", "replace")
     lines = out.splitlines()
@@ -94,7 +105,7 @@ def main():
         for name in sorted(MUTANTS):
             if args.only not in (None, name):
                 continue
-            rc, fails = run(build(name, tmp))
+            rc, fails = run(build(name, tmp), TOPOLOGY.get(name, "standalone"))
             by_checker = [f for f in fails if "history checker" in f]
             if rc != 0 and fails:
                 caught.append(name)
