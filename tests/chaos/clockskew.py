@@ -34,7 +34,6 @@ import random
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -51,11 +50,11 @@ CS_FAST_RATE = 1.5                            # shrinks it by a third
 CS_NAME = "q-skew"
 CS_CUT = (3, 4)                               # A's links black-holed before its grant
 CS_WAIT_S = 10.0
-CS_DETECT_S = 10.0
+CS_DETECT_S = 10.0                            # daemon start -> the fast node set aside
 CS_SNAME = "s-skew"
 CS_SGRANTS = 10
 CS_SWITCH_S = 30.0
-CS_BEHIND_MS = {"within": 300, "beyond": 60000}   # the promoted replica's clock                            # daemon start -> the fast node set aside
+CS_BEHIND_MS = {"within": 300, "beyond": 60000}   # the promoted replica's clock, behind
 SKEWCLOCK_C = os.path.join(HERE, "skewclock.c")
 
 

@@ -31,9 +31,9 @@ The model (a mutex with fences, per name):
   - Fences are unique per name, and rise in real-time grant order: a grant
     completed before another was invoked carries the smaller fence.
   - The store accepts a write iff its fence is at least the highest it
-    accepted before (or read with: chaos.py's store registers reads too) (store order is the order of the records: the store
-    serialises them); an accepted write from a section that overlapped a
-    later-fenced one is what the fence must stop.
+    accepted (or, chaos.py's store, read) before; store order is the order
+    of the records (the store serialises them). An accepted write from a
+    section that overlapped a later-fenced one is what the fence must stop.
 
 Standard library only.
 """

@@ -55,7 +55,8 @@ INFO says so (redis=down, or redis_nodes_up below redis_nodes) is measured,
 then healed.
 
     DLOCKD_BIN=$PWD/build/dlockd python3 tests/chaos/netfaults.py [--short]
-        [--topology all|standalone|sentinel|cluster|quorum] [--faults a,b] [--keep] [--seed N] [--dlockd PATH]
+        [--topology all|standalone|sentinel|cluster|quorum] [--faults a,b]
+        [--keep] [--seed N] [--dlockd PATH]
 
 Exit 0 only if every invariant held.
 """
@@ -420,7 +421,6 @@ class Stage(object):
 
     def fault(self, kind):
         """Holder of nf-held on A, waiter on B, the fault on A's links."""
-        self.hist.proc_note = kind
         cut = kind in ("blackhole", "drop-up", "drop-down", "reset")
         a = Conn(self.dsock(0), self.hist, "d0/held-" + kind)
         b = Conn(self.dsock(1), self.hist, "d1/wait-" + kind)
@@ -441,7 +441,6 @@ class Stage(object):
         deadline = t_fault + NF_FAULT_S
         while time.monotonic() < deadline:
             a.poll(0.02)
-            out = None
             b._lines(0.0)
             out = b._take()
             if out is not None:
@@ -449,9 +448,6 @@ class Stage(object):
                 break
         else:
             out = None
-        if out is None and not cut:
-            # latency: A still holds; let go so that B gets it
-            pass
         t_heal = self.heal(0)
         b_during = len(self.grants[1]) - g_before[1]
         if kind != "latency":
