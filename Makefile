@@ -63,7 +63,7 @@ SUPPORT_SRC := $(wildcard tests/support/*.c)
 
 .SECONDARY:
 
-.PHONY: fuzz fuzz-build fuzz-short chaos chaos-short metrics-test conformance
+.PHONY: fuzz fuzz-build fuzz-short chaos chaos-short chaos-mutants metrics-test conformance
 .PHONY: luacheck
 .PHONY: clients-node clients-node-test
 .PHONY: clients-go clients-go-test clients-build conformance
@@ -128,6 +128,7 @@ $(BUILD)/tests/test_pool: $(call obj,tests/unit/test_pool.c)
 $(BUILD)/tests/test_keys: $(call obj,tests/unit/test_keys.c daemon/backend/keys.c)
 $(BUILD)/tests/test_backend: $(call obj,tests/unit/test_backend.c daemon/backend/backend.c)
 $(BUILD)/tests/test_quorum_vote: $(call obj,tests/unit/test_quorum_vote.c daemon/backend/quorum_vote.c)
+$(BUILD)/tests/test_clock_skew: $(call obj,tests/unit/test_clock_skew.c daemon/backend/clock_skew.c)
 $(BUILD)/tests/test_sentinel_reply: $(call obj,tests/unit/test_sentinel_reply.c daemon/backend/sentinel_reply.c)
 $(BUILD)/tests/test_cluster_map: $(call obj,tests/unit/test_cluster_map.c daemon/backend/cluster_map.c)
 $(BUILD)/tests/test_scripts: $(call obj,tests/unit/test_scripts.c daemon/backend/scripts.c \
@@ -466,14 +467,27 @@ fuzz-short: fuzz-build
 # Sentinel topology (a primary, two replicas, three Sentinels), then on a
 # Redis Cluster (3 primaries, 3 replicas), then on a Redlock quorum of five
 # independent redis-servers: make chaos runs the full suite (about 200 s),
-# make test a short one (about 55 s).
+# make test a short one (about 65 s). Then the network faults (netfaults.py:
+# every daemon reaches Redis through its own fault-proxy link, four
+# topologies; full about 90 s, short about 25 s) and, in make chaos only,
+# the clock skew stages (clockskew.py, about 30 s).
 chaos: deps-chaos
 	@$(MAKE) --no-print-directory $(BUILD)/dlockd
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/chaos/chaos.py
+	@python3 tests/chaos/test_faultproxy.py && python3 tests/chaos/test_history.py
+	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/chaos/netfaults.py
+	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/chaos/clockskew.py
 
 chaos-short: $(BUILD)/dlockd
 	@echo "== tests/chaos/chaos.py --short"
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/chaos/chaos.py --short
+	@echo "== tests/chaos/test_faultproxy.py, netfaults.py --short"
+	@python3 tests/chaos/test_faultproxy.py && python3 tests/chaos/test_history.py
+	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/chaos/netfaults.py --short
+
+# Mutant daemons (tests/chaos/mutants.py): each must fail netfaults' checks.
+chaos-mutants:
+	@python3 tests/chaos/mutants.py
 
 # The client conformance suite (tests/conformance/README.md): every scenario
 # against every client's adapter whose adapter is there. It builds the C

@@ -15,8 +15,8 @@
  *   state) need no such round. Otherwise the attempt is undone everywhere
  *   it may have run, and the waiter waits for a wake-up or the holders'
  *   leases on a majority;
- * - renew: renewed when M nodes renewed; gone or forced when M can no
- *   longer renew whatever the silent nodes would say; else not known
+ * - renew: renewed when M counting nodes renewed; gone or forced when
+ *   counting nodes say it is gone on more than N - M; else not known
  *   (BACKEND_DOWN), which the watchdog counts against the lease;
  * - release and drop: answered once M nodes did it; a node that did not
  *   answer gets it again when it is back, until any lease has run out;
@@ -34,7 +34,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <uv.h>
+
 #include "daemon/backend/backend.h"
+#include "daemon/backend/clock_skew.h"
 #include "daemon/backend/node.h"
 #include "daemon/backend/quorum_vote.h"
 #include "daemon/backend/scripts.h"
@@ -54,6 +57,10 @@
 /* Releases parked for one node while it is away, at most: beyond, the
  * oldest go (their leases end them). */
 #define QUORUM_PARKED_MAX 10000
+/* Each node's TIME is read this often against our clock (clock_skew.h),
+ * and a rate measured over at most this window. */
+#define QUORUM_CLOCK_EVERY_MS 1000
+#define QUORUM_CLOCK_WINDOW_US 5000000ULL
 /* Room for a node's label: host:port. */
 #define QUORUM_LABEL_MAX (CONF_STR_MAX + 16)
 
@@ -74,6 +81,12 @@ typedef struct qnode_s {
                                  one server under two addresses never counts
                                  twice; 0 when none */
     timers_entry_t rejoin;    /* counts_at comes */
+    /* its clock against ours */
+    timers_entry_t clock_timer;
+    clock_skew_sample_t clock_base; /* the window's first TIME */
+    int clock_have;           /* clock_base taken since the connection came up */
+    uint64_t clock_sent_us;   /* the TIME in flight was sent then */
+    int clock_off;            /* beyond clock_drift_ms: it does not count */
     STAILQ_HEAD(, qretry_s) retries; /* releases waiting for it to be back,
                                         oldest first */
     size_t parked;
@@ -176,6 +189,7 @@ static quorum_vote_node_t vote_node(const qnode_t *qn) {
         .checked = qn->checked,
         .same_as = qn->same_as,
         .counts_at = qn->counts_at,
+        .clock_off = qn->clock_off,
     };
     return n;
 }
@@ -250,6 +264,66 @@ static void on_info(void *data, redisReply *r, const char *error) {
     backend_notify_state(&q->base);
 }
 
+/* ---- the node's clock ---------------------------------------------------------- */
+
+static uint64_t mono_us(void) {
+    return uv_hrtime() / 1000;
+}
+
+static void on_clock_timer(timers_entry_t *t);
+
+static void clock_judge(qnode_t *qn, const clock_skew_sample_t *now) {
+    quorum_t *q = qn->q;
+    int64_t ppm, err;
+    if (!qn->clock_have) {
+        qn->clock_base = *now;
+        qn->clock_have = 1;
+        return;
+    }
+    if (clock_skew_rate(&qn->clock_base, now, &ppm, &err) != 0) return;
+    int64_t bound = clock_skew_bound_ppm(q->drift_ms, q->rejoin_delay_ms);
+    int verdict = clock_skew_judge(ppm, err, bound);
+    if (verdict == 1 && !qn->clock_off) {
+        qn->clock_off = 1;
+        log_warn("quorum: %s: its clock runs %+lld ppm (+- %lld) against ours, more than "
+                 "clock_drift_ms allows (%lld ppm of the longest lease): it does not count "
+                 "toward a majority until it keeps time", qn->label, (long long)ppm,
+                 (long long)err, (long long)bound);
+        backend_notify_state(&q->base);
+    } else if (verdict == 0 && qn->clock_off) {
+        qn->clock_off = 0;
+        log_info("quorum: %s: its clock keeps time again (%+lld ppm)", qn->label, (long long)ppm);
+        backend_notify_state(&q->base);
+    }
+    if (now->got_us - qn->clock_base.got_us >= QUORUM_CLOCK_WINDOW_US) qn->clock_base = *now;
+}
+
+static void on_time(void *data, redisReply *r, const char *error) {
+    qnode_t *qn = data;
+    quorum_t *q = qn->q;
+    if (q->closed || !node_up(qn->nd)) return;
+    clock_skew_sample_t smp = {.sent_us = qn->clock_sent_us, .got_us = mono_us()};
+    if (error == NULL && r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING &&
+        clock_skew_parse_time(r->element[0]->str, r->element[0]->len, r->element[1]->str,
+                              r->element[1]->len, &smp.node_us) == 0)
+        clock_judge(qn, &smp);
+    timers_start(q->timers, &qn->clock_timer, QUORUM_CLOCK_EVERY_MS, on_clock_timer);
+}
+
+static void clock_ask(qnode_t *qn) {
+    static const char *argv[] = {"TIME"};
+    static const size_t argvlen[] = {4};
+    if (!node_up(qn->nd)) return;
+    qn->clock_sent_us = mono_us();
+    if (node_command(qn->nd, 1, argv, argvlen, on_time, qn) != 0)
+        timers_start(qn->q->timers, &qn->clock_timer, QUORUM_CLOCK_EVERY_MS, on_clock_timer);
+}
+
+static void on_clock_timer(timers_entry_t *t) {
+    clock_ask(container_of(t, qnode_t, clock_timer));
+}
+
 static void retry_resend(qnode_t *qn);
 
 static void on_node_state(void *data) {
@@ -258,7 +332,10 @@ static void on_node_state(void *data) {
     if (q->closed) return;
     qn->checked = 0;
     timers_stop(q->timers, &qn->rejoin);
+    timers_stop(q->timers, &qn->clock_timer);
+    qn->clock_have = 0;
     if (node_up(qn->nd)) {
+        clock_ask(qn);
         static const char *argv[] = {"INFO", "server"};
         static const size_t argvlen[] = {4, 6};
         if (node_command(qn->nd, 2, argv, argvlen, on_info, qn) != 0)
@@ -882,6 +959,7 @@ static void q_close(backend_t *b) {
     for (unsigned i = 0; i < q->n; i++) {
         qnode_t *qn = &q->nodes[i];
         timers_stop(q->timers, &qn->rejoin);
+        timers_stop(q->timers, &qn->clock_timer);
         node_free(qn->nd);
         qn->nd = NULL;
         fail_orphans(q, "shutting down");

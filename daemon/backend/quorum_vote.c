@@ -10,13 +10,14 @@
 /* ---- which nodes count -------------------------------------------------------- */
 
 int quorum_vote_counts(const quorum_vote_node_t *n, uint64_t now) {
-    return n->up && n->checked && !n->same_as && now >= n->counts_at;
+    return n->up && n->checked && !n->same_as && !n->clock_off && now >= n->counts_at;
 }
 
 const char *quorum_vote_node_state(const quorum_vote_node_t *n, uint64_t now) {
     if (!n->up) return "down";
     if (!n->checked) return "checking";
     if (n->same_as) return "duplicate";
+    if (n->clock_off) return "clock";
     return quorum_vote_counts(n, now) ? "up" : "rejoining";
 }
 
@@ -229,6 +230,9 @@ quorum_vote_decision_t quorum_vote_renew(const quorum_vote_t *v, unsigned n, uns
     if (t.yes + t.pending >= majority) return QUORUM_VOTE_WAIT;
     /* The silent ones might have renewed it: not known. */
     if (t.yes + t.silent >= majority) return QUORUM_VOTE_DOWN;
+    /* Nor while fewer nodes say it is gone than would rule out a majority:
+     * the others (not counting now: cut off, rejoining) may hold it still. */
+    if (n - t.no >= majority) return QUORUM_VOTE_DOWN;
     for (unsigned i = 0; i < n; i++)
         if (ok(&v[i]) && v[i].res.renewal == BACKEND_FORCED) return QUORUM_VOTE_FORCED;
     return QUORUM_VOTE_GONE;

@@ -28,11 +28,12 @@ typedef struct quorum_vote_node_s {
     int checked;              /* INFO read since the connection came up */
     int same_as;              /* the same server as another member */
     uint64_t counts_at;       /* with checked: it counts from then on */
+    int clock_off;            /* its clock runs off beyond clock_drift_ms (clock_skew.h) */
 } quorum_vote_node_t;
 
 /* Whether the node counts toward a majority at now. */
 int quorum_vote_counts(const quorum_vote_node_t *n, uint64_t now);
-/* "down", "checking", "duplicate", "rejoining" or "up" (it counts). */
+/* "down", "checking", "duplicate", "clock", "rejoining" or "up" (it counts). */
 const char *quorum_vote_node_state(const quorum_vote_node_t *n, uint64_t now);
 
 /* What INFO server says. */
@@ -83,7 +84,7 @@ typedef enum {
     QUORUM_VOTE_DOWN,         /* too few answered: BACKEND_DOWN */
     QUORUM_VOTE_DONE,         /* release, status, force, who: answered */
     QUORUM_VOTE_RENEWED,      /* renew: M renewed */
-    QUORUM_VOTE_GONE,         /* renew: M can no longer renew */
+    QUORUM_VOTE_GONE,         /* renew: gone on more than N - M counting nodes */
     QUORUM_VOTE_FORCED        /* ... and a node says it was forced */
 } quorum_vote_decision_t;
 

@@ -211,6 +211,7 @@ sys.path.insert(0, os.path.join(ROOT, "clients", "python"))
 import cluster  # noqa: E402
 import dlock  # noqa: E402
 import elect  # noqa: E402
+import history  # noqa: E402
 import kinds  # noqa: E402
 import quorum  # noqa: E402
 import sentinel  # noqa: E402
@@ -2692,6 +2693,7 @@ def analyse(c):
         analyse_cluster(c)
     if "quorum" in c.stages:
         analyse_quorum(c)
+    history.check_stores(c, c.tmp)
 
     # 10. no daemon crash
     crashes = list(c.daemon_deaths)

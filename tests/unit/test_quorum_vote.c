@@ -505,6 +505,37 @@ START_TEST(test_renew_of_5) {
 }
 END_TEST
 
+START_TEST(test_clock_off_does_not_count) {
+    quorum_vote_node_t n = {.up = 1, .checked = 1, .counts_at = 0};
+    ck_assert_int_eq(quorum_vote_counts(&n, 10), 1);
+    n.clock_off = 1;
+    ck_assert_int_eq(quorum_vote_counts(&n, 10), 0);
+    ck_assert_str_eq(quorum_vote_node_state(&n, 10), "clock");
+    n.up = 0;
+    ck_assert_str_eq(quorum_vote_node_state(&n, 10), "down");
+}
+END_TEST
+
+/* A daemon cut off from a majority (those nodes stopped counting when their
+ * replies went overdue): the two it still reaches renewed the lock, none
+ * says it is gone. Not known (BACKEND_DOWN: !LOST backend at the loss
+ * deadline), not gone (!LOST expired at once), found by netfaults.py. */
+START_TEST(test_renew_cut_from_a_majority) {
+    quorum_vote_t v[] = {renewal(BACKEND_RENEWED), renewal(BACKEND_RENEWED),
+                         outsider(pending(BACKEND_RENEW)), outsider(pending(BACKEND_RENEW)),
+                         outsider(pending(BACKEND_RENEW))};
+    ck_assert_int_eq(quorum_vote_renew(v, 5, M(5)), QUORUM_VOTE_DOWN);
+    /* A node restarted empty under the lock (its L gone, not counting),
+     * two renewed, two never had it: still not known. */
+    quorum_vote_t w[] = {outsider(renewal(BACKEND_GONE)), renewal(BACKEND_RENEWED),
+                         renewal(BACKEND_RENEWED), renewal(BACKEND_GONE), renewal(BACKEND_GONE)};
+    ck_assert_int_eq(quorum_vote_renew(w, 5, M(5)), QUORUM_VOTE_DOWN);
+    /* Three counting nodes say gone: no majority can renew it. */
+    w[1] = renewal(BACKEND_GONE);
+    ck_assert_int_eq(quorum_vote_renew(w, 5, M(5)), QUORUM_VOTE_GONE);
+}
+END_TEST
+
 START_TEST(test_release) {
     long long holds = 99;
     int others = 9;
@@ -627,6 +658,8 @@ static Suite *quorum_vote_suite(void) {
     tc = tcase_create("others");
     tcase_add_test(tc, test_renew);
     tcase_add_test(tc, test_renew_of_5);
+    tcase_add_test(tc, test_renew_cut_from_a_majority);
+    tcase_add_test(tc, test_clock_off_does_not_count);
     tcase_add_test(tc, test_release);
     tcase_add_test(tc, test_ask_all_and_status);
     tcase_add_test(tc, test_force);

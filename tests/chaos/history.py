@@ -1,0 +1,280 @@
+"""The chaos suite's history: every operation a worker made (invoke and
+complete times, the request, the reply or event) and the fenced store's
+accepts and rejects, one JSON line each, one file per stage; and a checker
+that reads a history and judges it, per name, against a model of a fenced
+lock service.
+
+    h = History(path)                    # appends, thread-safe
+    op = h.invoke(proc, name, "lock")    # then h.complete(op, "ok", fence=F)
+                                         # or "timeout"/"err ..."/"info" (unknown)
+    h.event(proc, name, "lost", reason)  # a !LOST as it arrived
+    h.store(proc, name, fence)           # the fenced store's verdict: True if accepted
+    r = check(load(path))                # r.ops, r.names, r.violations (first first)
+
+The model (a mutex with fences, per name):
+
+  - A section is a grant (LOCK answered OK) until its end: the UNLOCK sent,
+    or the !LOST received, or the connection's close. A grant takes effect
+    at some moment between its invoke and its completion, a release between
+    the UNLOCK's invoke and its completion (a section that ended otherwise,
+    "closed": a broken connection, a SIGKILL, an UNLOCK answered !LOST, may
+    have ended as soon as its LOCK was sent); a !LOST means the daemon gave the
+    lock up before the event arrived, by at most LOST_TOL_S (a Unix socket's
+    delivery), so the section counts as held until then. Two sections
+    overlap for certain when each begins (at the latest) before the other
+    ends (at the earliest): a violation, named with both. A LOCK whose reply
+    never came (the connection broke, "info") is indeterminate, as in
+    Knossos and Porcupine: it may or may not have taken effect, it has no
+    observable fence, and its holder never writes, so it can explain no
+    write and is checked by nothing but the daemon's own side (a later
+    grant's fence).
+  - Fences are unique per name, and rise in real-time grant order: a grant
+    completed before another was invoked carries the smaller fence.
+  - The store accepts a write iff its fence is at least the highest it
+    accepted (or, chaos.py's store, read) before; store order is the order
+    of the records (the store serialises them). An accepted write from a
+    section that overlapped a later-fenced one is what the fence must stop.
+
+Standard library only.
+"""
+# SPDX-License-Identifier: MIT
+
+import json
+import os
+import threading
+import time
+
+LOST_TOL_S = 0.05
+
+
+class History(object):
+    def __init__(self, path):
+        self.path = path
+        self.f = open(path, "a")
+        self.mu = threading.Lock()
+        self.n = 0
+
+    def _put(self, rec):
+        with self.mu:
+            rec["i"] = self.n
+            self.n += 1
+            self.f.write(json.dumps(rec) + "\n")
+            self.f.flush()
+
+    def invoke(self, proc, name, op, **kw):
+        return dict(proc=proc, name=name, op=op, t0=time.monotonic(), **kw)
+
+    def complete(self, rec, res, t1=None, **kw):
+        rec = dict(rec, t1=t1 or time.monotonic(), res=res, **kw)
+        self._put(rec)
+        return rec
+
+    def event(self, proc, name, op, detail="", t=None):
+        self._put(dict(proc=proc, name=name, op=op, t0=t or time.monotonic(),
+                       t1=t or time.monotonic(), res=detail))
+
+    def store(self, proc, name, fence, accepted):
+        t = time.monotonic()
+        self._put(dict(proc=proc, name=name, op="write", t0=t, t1=t, fence=fence,
+                       res="accepted" if accepted else "rejected"))
+
+    def close(self):
+        with self.mu:
+            self.f.close()
+
+
+def load(path):
+    with open(path) as f:
+        return [json.loads(l) for l in f if l.strip()]
+
+
+class Result(object):
+    def __init__(self):
+        self.ops = 0
+        self.names = 0
+        self.sections = 0
+        self.indeterminate = 0
+        self.violations = []
+        self.excused = []
+
+    def first(self):
+        return self.violations[0] if self.violations else None
+
+
+def _fmt(s):
+    return ("%s fence %s granted [%.3f, %.3f] ended %s at %.3f"
+            % (s["proc"], s["fence"], s["i0"], s["c0"], s["how"], s["end"]))
+
+
+def sections(ops):
+    """Per name: the sections (dict proc, fence, i0, c0, end, how) and the
+    indeterminate LOCKs."""
+    per = {}
+    open_ = {}
+    indet = {}
+    for r in sorted(ops, key=lambda r: (r["t1"], r["i"])):
+        name, proc = r["name"], r["proc"]
+        key = (name, proc)
+        if r["op"] == "lock":
+            if r["res"] == "ok":
+                s = dict(proc=proc, fence=r["fence"], i0=r["t0"], c0=r["t1"], end=None,
+                         how=None, name=name)
+                open_[key] = s
+                per.setdefault(name, []).append(s)
+            elif r["res"] == "info":
+                indet[name] = indet.get(name, 0) + 1
+        elif r["op"] in ("unlock", "lost", "closed") and key in open_:
+            s = open_.pop(key)
+            if r["op"] == "unlock":
+                s["end"], s["how"] = r["t0"], "by UNLOCK"
+            elif r["op"] == "lost":
+                s["end"], s["how"] = r["t1"] - LOST_TOL_S, "by !LOST " + r["res"]
+            else:
+                # it may have ended as soon as it began: only the LOCK's
+                # sending is sure to lie before its end
+                s["end"], s["how"] = s["i0"], "at an unknown moment (%s)" % r["res"]
+    for s in open_.values():
+        s["end"], s["how"] = float("inf"), "never"
+    return per, indet
+
+
+def check(ops, excuse=None):
+    """Judges ops; excuse(name, a, b), if given, may name a documented
+    fault that explains two holders at once (then counted in res.excused,
+    not a violation; the store still has to stop the stale one)."""
+    res = Result()
+    res.ops = len(ops)
+    per, indet = sections(ops)
+    res.indeterminate = sum(indet.values())
+    names = set(r["name"] for r in ops)
+    res.names = len(names)
+    for name in sorted(names):
+        ss = sorted(per.get(name, []), key=lambda s: s["c0"])
+        res.sections += len(ss)
+        seen = {}
+        for s in ss:
+            if s["fence"] in seen:
+                res.violations.append("%s: fence %s granted twice: %s; %s"
+                                      % (name, s["fence"], _fmt(seen[s["fence"]]), _fmt(s)))
+            seen[s["fence"]] = s
+        for a_i, a in enumerate(ss):
+            for b in ss[a_i + 1:]:
+                if b["i0"] > a["end"] and b["i0"] > a["c0"]:
+                    if b["fence"] <= a["fence"]:
+                        res.violations.append(
+                            "%s: fences do not rise in grant order: %s, then %s"
+                            % (name, _fmt(a), _fmt(b)))
+                if b["c0"] < a["end"] and a["c0"] < b["end"]:
+                    why = excuse(name, a, b) if excuse is not None else None
+                    if why:
+                        res.excused.append("%s: %s; %s (%s)" % (name, _fmt(a), _fmt(b), why))
+                    else:
+                        res.violations.append("%s: two holders at once: %s; %s"
+                                              % (name, _fmt(a), _fmt(b)))
+        top = None
+        for r in sorted((r for r in ops if r["name"] == name and r["op"] in ("write", "read")),
+                        key=lambda r: r["i"]):
+            if r["op"] == "read":       # a store whose reads register fences too
+                top = r["fence"] if top is None else max(top, r["fence"])
+                continue
+            ok = top is None or r["fence"] >= top
+            if ok != (r["res"] == "accepted"):
+                res.violations.append("%s: the store %s a write with fence %s (highest "
+                                      "accepted so far %s)" % (name, r["res"], r["fence"], top))
+            if r["res"] == "accepted":
+                top = r["fence"]
+    return res
+
+
+class FencedStore(object):
+    """An in-process fenced store per name: a write is accepted iff its fence
+    is at least the highest accepted so far; every verdict goes to the
+    history."""
+
+    def __init__(self, history):
+        self.h = history
+        self.mu = threading.Lock()
+        self.top = {}
+
+    def write(self, proc, name, fence):
+        with self.mu:
+            top = self.top.get(name)
+            ok = top is None or fence >= top
+            if ok:
+                self.top[name] = fence
+            self.h.store(proc, name, fence, ok)
+            return ok
+
+
+# ---- chaos.py's stages: their fenced stores' records as histories ------------------
+
+EXCUSE_SLACK_S = 7.0   # a fault's window: lease (5 s at most) + 1.5 s + timers
+EXCUSING = ("stall-watchdog", "stall-lease", "redis-restart", "redis-pause", "dlockd-kill",
+            "failover-kill", "failover-forced", "cl-kill", "cl-pause", "q-restart-empty",
+            "q-majority", "q-pause", "q-kill2")
+
+
+def from_store(st, name):
+    """chaos.py's FencedStore st as ops of one name: each grant its LOCK
+    (sent .. reply), its read and write (in the store's order), its end:
+    UNLOCK answered OK ends it when sent; any other outcome (!LOST, NOTHELD,
+    ERR BACKEND, a broken connection, a SIGKILL) leaves the end unknown but
+    for the grant itself ("closed")."""
+    ops = []
+    for g in st.grant_order:
+        proc = "w%d.%d" % (g["wid"], g["inc"])
+        ops.append(dict(proc=proc, name=name, op="lock", t0=g["t_req"], t1=g["t_start"],
+                        res="ok", fence=g["fence"], i=2 * g["read_seq"]))
+        ops.append(dict(proc=proc, name=name, op="read", t0=g["t_read"], t1=g["t_read"],
+                        fence=g["fence"], res="", i=2 * g["read_seq"] + 1))
+        w = g["write"]
+        if w is not None:
+            ops.append(dict(proc=proc, name=name, op="write", t0=w["t"], t1=w["t"],
+                            fence=w["fence"], res="accepted" if w["accepted"] else "rejected",
+                            i=2 * w["seq"] + 1))
+        if g["t_end"] is not None and g["outcome"] == "ok":
+            ops.append(dict(proc=proc, name=name, op="unlock", t0=g["t_end"],
+                            t1=g["t_done"] or g["t_end"], res="OK", i=1 << 60))
+        else:
+            ops.append(dict(proc=proc, name=name, op="closed", t0=g["t_start"],
+                            t1=g["t_start"], res=str(g["outcome"]), i=1 << 60))
+    return ops
+
+
+def check_stores(c, dump_dir=None):
+    """The checker over every chaos.py store (one name each; the standalone
+    and failover stages share "chaos"): overlaps are excused only inside a
+    fault's window (EXCUSING kinds) with the later grant's fence the greater;
+    each store's history goes to <dump_dir>/history-<name>.jsonl. One check
+    per run, with operations, names and the first violation."""
+    faults = [f for f in c.faults if f["kind"] in EXCUSING]
+
+    def excuse(name, a, b):
+        t = max(a["c0"], b["c0"])
+        if min(a["fence"], b["fence"]) == (a if a["c0"] < b["c0"] else b)["fence"]:
+            for f in faults:
+                if f["t0"] - EXCUSE_SLACK_S <= t <= f["t1"] + EXCUSE_SLACK_S:
+                    return f["kind"]
+        return None
+
+    total = Result()
+    for st in c.stores:
+        name = getattr(st, "lock_name", None) or os.path.basename(st.path)
+        ops = from_store(st, name)
+        if dump_dir:
+            with open(os.path.join(dump_dir, "history-%s.jsonl" % name), "w") as f:
+                for r in ops:
+                    f.write(json.dumps(r) + "\n")
+        r = check(ops, excuse)
+        total.ops += r.ops
+        total.names += r.names
+        total.sections += r.sections
+        total.violations += r.violations
+        total.excused += r.excused
+    c.check("the history checker: no two holders at once outside a fault's window, fences "
+            "unique and rising, the store takes only the highest",
+            not total.violations,
+            "%d ops, %d names, %d sections, %d overlaps in a fault's window (fenced)%s"
+            % (total.ops, total.names, total.sections, len(total.excused),
+               "; first violation: " + total.violations[0] if total.violations else ""))
+    return total

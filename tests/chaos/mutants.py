@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Mutant daemons for the history checker: each is dlockd built from a
+temporary copy of the tree with one deliberate bug patched in, then run
+through netfaults.py's short standalone (or quorum) stage; the checker must fail every
+one. `make chaos-mutants`.
+
+    python3 tests/chaos/mutants.py [--only NAME] [--keep]
+
+Mutants:
+  late-loss        the watchdog gives a cut-off holder up (!LOST backend) a
+                   lease after Redis could drop it, not before: another
+                   daemon's waiter is granted while it still holds
+  fence-no-raise   a grant in the same microsecond-or-later as the last
+                   fence reuses it instead of raising it (the counter's
+                   "+ 1" dropped, TIME in whole seconds): fences repeat
+  no-lost          the !LOST backend is never sent: a cut-off holder is
+                   never told
+  grant-before-majority  (quorum) a grant answered once one node has it,
+                   not a majority: A, cut from three nodes, and B both hold
+
+Exit 0 only if the checker (or netfaults' invariants) caught every mutant
+and the unpatched tree passes nothing but them.
+"""
+# SPDX-License-Identifier: MIT
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+BUILD_JOBS = "2"
+COPY_IGNORE = shutil.ignore_patterns("build", ".git", "clients", "bench", "fuzz", "*.o")
+
+MUTANTS = {
+    "late-loss": ("daemon/lock/watchdog.c",
+                  "lock_hold_valid(h->lock->mgr, lease) - lease / LOCKMGR_LOSS_MARGIN_DIV;",
+                  "lock_hold_valid(h->lock->mgr, lease) + lease;"),
+    "fence-no-raise": ("daemon/backend/lua/part/acquire.lua",
+                       "f = tonumber(t[1]) * 1000000 + tonumber(t[2])",
+                       "f = tonumber(t[1]) * 1000000"),
+    "no-lost": ("daemon/lock/watchdog.c",
+                "lock_hold_valid(h->lock->mgr, lease) - lease / LOCKMGR_LOSS_MARGIN_DIV;",
+                "lock_hold_valid(h->lock->mgr, lease) + 3600000u;"),
+}
+MUTANTS["grant-before-majority"] = (
+    "daemon/backend/quorum_vote.c",
+    "    if (t.yes < majority) {\n        if (t.yes + t.pending < majority) a.what",
+    "    if (t.yes < 1) {\n        if (t.yes + t.pending < 1) a.what")
+# More lines per mutant: fence-no-raise also needs the "last + 1" gone, or
+# the counter raises it; grant-before-majority its fence round too.
+EXTRA = {"fence-no-raise": [("daemon/backend/lua/part/acquire.lua",
+                             "    f = last + 1\n", "    f = last\n")],
+         "grant-before-majority": [("daemon/backend/quorum_vote.c",
+                                    "    if (sure >= majority) return QUORUM_VOTE_GRANT;",
+                                    "    if (sure >= 1) return QUORUM_VOTE_GRANT;")]}
+# The netfaults topology each runs on (standalone unless named).
+TOPOLOGY = {"grant-before-majority": "quorum"}
+
+
+def patch(tree, path, old, new):
+    p = os.path.join(tree, path)
+    with open(p) as f:
+        text = f.read()
+    if text.count(old) != 1:
+        raise SystemExit("mutant patch does not apply to %s: %r" % (path, old))
+    with open(p, "w") as f:
+        f.write(text.replace(old, new))
+
+
+def build(name, tmp):
+    tree = os.path.join(tmp, name)
+    shutil.copytree(ROOT, tree, ignore=COPY_IGNORE, symlinks=True)
+    for spec in [MUTANTS[name]] + EXTRA.get(name, []):
+        patch(tree, *spec)
+    r = subprocess.run(["make", "-s", "-j" + BUILD_JOBS, "-C", tree, "build/dlockd"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if r.returncode != 0:
+        raise SystemExit("mutant %s does not build:\n%s" % (name, r.stdout.decode()[-2000:]))
+    return os.path.join(tree, "build", "dlockd")
+
+
+def run(dlockd, topology):
+    r = subprocess.run([sys.executable, os.path.join(HERE, "netfaults.py"), "--short",
+                        "--topology", topology, "--dlockd", dlockd],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out = r.stdout.decode("utf-8", "replace")
+    lines = out.splitlines()
+    fails = [l.strip() + " / " + (lines[i + 1].strip() if i + 1 < len(lines) else "")
+             for i, l in enumerate(lines) if l.strip().startswith("FAIL")]
+    return r.returncode, fails
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", choices=sorted(MUTANTS), default=None)
+    ap.add_argument("--keep", action="store_true")
+    args = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="dlock-mutants-")
+    caught, missed = [], []
+    try:
+        for name in sorted(MUTANTS):
+            if args.only not in (None, name):
+                continue
+            rc, fails = run(build(name, tmp), TOPOLOGY.get(name, "standalone"))
+            by_checker = [f for f in fails if "history checker" in f]
+            if rc != 0 and fails:
+                caught.append(name)
+                print("CAUGHT %s: %d failed checks%s\n    %s"
+                      % (name, len(fails), " (the history checker among them)"
+                         if by_checker else "", (by_checker or fails)[0][:600]), flush=True)
+            else:
+                missed.append(name)
+                print("MISSED %s: netfaults passed" % name, flush=True)
+    finally:
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print("mutants: %d caught (%s), %d missed (%s)"
+          % (len(caught), " ".join(caught) or "-", len(missed), " ".join(missed) or "-"))
+    return 0 if not missed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
