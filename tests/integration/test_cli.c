@@ -211,14 +211,23 @@ START_TEST(nonblock_wait_and_code) {
 END_TEST
 
 START_TEST(lost_lock_stops_command) {
+    /* The loss comes once the command's TERM trap is set (a FORCEUNLOCK
+     * after its ready file): a lease could run out before sh set it. */
     char script[700];
     snprintf(script, sizeof(script),
-             "trap 'echo term > %s/term; exit 0' TERM; sleep 30 & wait", h_dir());
+             "trap 'echo term > %s/term; exit 0' TERM; touch %s/trapped; sleep 30 & wait",
+             h_dir(), h_dir());
+    const char *a[] = {"-k", "2", "leased", "sh", "-c", script, NULL};
+    pid_t pid = spawn_dlock(a);
+    await_file("trapped");
+    h_conn_t *adm = h_connect_index(daemon_idx);
     long long t0 = h_now_ms();
-    const char *a[] = {"-l", "300", "-k", "2", "leased", "sh", "-c", script, NULL};
-    ck_assert_int_eq(run_dlock(a), 79);
+    h_send(adm, "FORCEUNLOCK leased\n");
+    H_EXPECT(adm, "OK 1");
+    ck_assert_int_eq(reap(pid), 79);
     ck_assert_int_lt(h_now_ms() - t0, 5000);
     ck_assert_str_eq(slurp("term"), "term");
+    h_close(adm);
     /* A command that ignores SIGTERM gets SIGKILL after -k. */
     const char *b[] = {"-l", "200", "-k", "0.2", "leased", "sh", "-c",
                        "trap '' TERM; sleep 30 & wait", NULL};
