@@ -144,7 +144,7 @@ static void count_reply(session_t *s, int result) {
 
 static void send_error(session_t *s, proto_err_t err, const char *detail) {
     char line[PROTO_REPLY_MAX];
-    int n = proto_reply_error(line, sizeof(line), err, detail);
+    int n = proto_reply_error(line, PROTO_ERROR_MAX, err, detail);
     s->ss->stats.errors++;
     count_reply(s, SESSION_RESULT_ERR(err));
     if (n > 0) send_line(s, line, (size_t)n);
@@ -353,7 +353,7 @@ static void send_lock_reply(session_t *s, const lock_reply_t *r) {
     default: {
         char words[PROTO_REPLY_MAX];
         s->ss->stats.errors++;
-        n = proto_reply_error(line, sizeof(line), errs[r->err],
+        n = proto_reply_error(line, PROTO_ERROR_MAX, errs[r->err],
                               error_words(r, words, sizeof(words)));
         break;
     }
@@ -938,7 +938,7 @@ static void reject(sessions_t *ss, uv_stream_t *server) {
     uv_pipe_init(ss->loop, client, 0);
     if (uv_accept(server, (uv_stream_t *)client) == 0) {
         char line[PROTO_REPLY_MAX];
-        int n = proto_reply_error(line, sizeof(line), PROTO_ERR_LIMIT,
+        int n = proto_reply_error(line, PROTO_ERROR_MAX, PROTO_ERR_LIMIT,
                                   "max_clients reached");
         uv_buf_t b = uv_buf_init(line, (unsigned)n);
         uv_try_write((uv_stream_t *)client, &b, 1);
@@ -967,7 +967,7 @@ static int refuse_per_uid(session_t *s) {
     }
     char line[PROTO_REPLY_MAX];
     const char *why = rc > 0 ? "max_clients_per_uid reached" : "out of memory";
-    int n = proto_reply_error(line, sizeof(line), PROTO_ERR_LIMIT, why);
+    int n = proto_reply_error(line, PROTO_ERROR_MAX, PROTO_ERR_LIMIT, why);
     uv_buf_t b = uv_buf_init(line, (unsigned)n);
     uv_try_write((uv_stream_t *)&s->pipe, &b, 1);
     ss->stats.rejected++;

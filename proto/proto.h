@@ -19,6 +19,8 @@
 /* Any reply but INFO fits, !LEADER <name> <fence> <value> included. */
 #define PROTO_REPLY_MAX     (PROTO_NAME_MAX + PROTO_VALUE_MAX + 128)
 #define PROTO_REPLY_MIN     32           /* smallest cap at which a long text is cut */
+/* An ERR line is cut to this (its text, Redis's included, is for people). */
+#define PROTO_ERROR_MAX     (PROTO_NAME_MAX + 128)
 
 /* The right a verb needs on its name (conf/access.h's rights, in order;
  * a verb without a name needs it on some name): NONE, READ (it only

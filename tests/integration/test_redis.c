@@ -824,7 +824,7 @@ START_TEST(local_handoffs_do_not_starve_other_daemons) {
 END_TEST
 
 /* ---- a Redis error longer than a reply -----------------------------------
- * A reply longer than PROTO_REPLY_MAX was dropped, and the client waited
+ * An error reply longer than the cap (PROTO_ERROR_MAX) was dropped, and the client waited
  * forever. Redis's MISCONF error (an RDB save failed: a full disk, say),
  * with the place in the script that Redis adds to an error raised inside
  * EVALSHA, is longer than that once "ERR BACKEND " precedes it. The save
@@ -867,8 +867,8 @@ START_TEST(long_redis_error_is_truncated_not_dropped) {
     const char *err = h_redis_argv(probe);
     ck_assert_msg(strncmp(err, "MISCONF ", 8) == 0, "a write under a failed save: '%s'", err);
     size_t whole = strlen("ERR BACKEND ") + strlen(err) + 1;
-    ck_assert_msg(whole > PROTO_REPLY_MAX, "the whole reply would be %zu bytes, not more than "
-                  "PROTO_REPLY_MAX (%d): '%s'", whole, PROTO_REPLY_MAX, err);
+    ck_assert_msg(whole > PROTO_ERROR_MAX, "the whole reply would be %zu bytes, not more than "
+                  "PROTO_ERROR_MAX (%d): '%s'", whole, PROTO_ERROR_MAX, err);
 
     h_send(c, "LOCK long\n");
     const char *l = h_recv(c, H_WAIT_MS);
@@ -876,7 +876,7 @@ START_TEST(long_redis_error_is_truncated_not_dropped) {
                   err);
     size_t n = strlen(l);
     ck_assert_msg(strncmp(l, "ERR BACKEND MISCONF ", 20) == 0, "LOCK long: got '%s'", l);
-    ck_assert_uint_le(n + 1, PROTO_REPLY_MAX); /* with its LF */
+    ck_assert_uint_le(n + 1, PROTO_ERROR_MAX); /* with its LF */
     ck_assert_msg(n >= 3 && strcmp(l + n - 3, "...") == 0, "not marked as cut: '%s'", l);
     /* What was kept is Redis's text, up to where its script's SHA1 differs. */
     const char *sha = strstr(err, " script: ");
