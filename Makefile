@@ -470,13 +470,15 @@ fuzz-short: fuzz-build
 # make test a short one (about 65 s). Then the network faults (netfaults.py:
 # every daemon reaches Redis through its own fault-proxy link, four
 # topologies; full about 90 s, short about 25 s) and, in make chaos only,
-# the clock skew stages (clockskew.py, about 30 s).
+# the clock skew stages (clockskew.py, about 30 s) and the mutant daemons
+# (chaos-mutants, about 3 minutes: a build and a short netfaults run each).
 chaos: deps-chaos
 	@$(MAKE) --no-print-directory $(BUILD)/dlockd
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/chaos/chaos.py
 	@python3 tests/chaos/test_faultproxy.py && python3 tests/chaos/test_history.py
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/chaos/netfaults.py
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/chaos/clockskew.py
+	@$(MAKE) --no-print-directory chaos-mutants
 
 chaos-short: $(BUILD)/dlockd
 	@echo "== tests/chaos/chaos.py --short"

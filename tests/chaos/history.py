@@ -143,10 +143,54 @@ def sections(ops):
     return per, indet
 
 
-def check(ops, excuse=None):
+def free_waits(ops, names, bound_s, cancel_s, lease_s):
+    """For the names given (a stretch of the run without faults): every
+    LOCK that waited, while the name was free for certain, for longer than
+    bound_s. The name may be held from a LOCK's sending until: its
+    section's UNLOCK answered (or the !LOST or close, plus lease_s: the
+    key may outlive them); a CANCELled LOCK's answer ("cancelled") plus
+    cancel_s (an acquire in flight is undone when it returns, within
+    command_timeout_ms); an unanswered LOCK's invoke plus lease_s, or its
+    completion plus lease_s."""
+    out = []
+    for name in sorted(names):
+        mine = [r for r in ops if r["name"] == name]
+        per, _ = sections(mine)
+        busy = []
+        for s in per.get(name, []):
+            last = s["end"]
+            for r in mine:
+                if r["proc"] == s["proc"] and r["op"] == "unlock" and r["t0"] == s["end"]:
+                    last = r["t1"]
+            if not s["how"].startswith("by UNLOCK"):
+                last = last + lease_s
+            busy.append((s["proc"], s["i0"], last))
+        for r in mine:
+            if r["op"] == "lock" and r["res"] == "cancelled":
+                busy.append((r["proc"], r["t0"], r["t1"] + cancel_s))
+            elif r["op"] == "lock" and r["res"] == "info":
+                busy.append((r["proc"], r["t0"], r["t1"] + lease_s))
+        for s in per.get(name, []):
+            at, longest = s["i0"], 0.0
+            for p, b0, b1 in sorted(busy, key=lambda b: b[1]):
+                if p == s["proc"] or b1 <= at or b0 >= s["c0"]:
+                    continue
+                longest = max(longest, b0 - at)
+                at = max(at, b1)
+            longest = max(longest, s["c0"] - at)
+            if longest > bound_s:
+                out.append("%s: %s's LOCK waited %.3f s while the name was free for certain "
+                           "(granted [%.3f, %.3f])" % (name, s["proc"], longest, s["i0"],
+                                                        s["c0"]))
+    return out
+
+
+def check(ops, excuse=None, waits=None):
     """Judges ops; excuse(name, a, b), if given, may name a documented
     fault that explains two holders at once (then counted in res.excused,
-    not a violation; the store still has to stop the stale one)."""
+    not a violation; the store still has to stop the stale one). waits,
+    if given (dict of free_waits' arguments), also finds LOCKs that waited
+    while their name was free."""
     res = Result()
     res.ops = len(ops)
     per, indet = sections(ops)
@@ -188,6 +232,8 @@ def check(ops, excuse=None):
                                       "accepted so far %s)" % (name, r["res"], r["fence"], top))
             if r["res"] == "accepted":
                 top = r["fence"]
+    if waits:
+        res.violations += free_waits(ops, **waits)
     return res
 
 

@@ -15,6 +15,16 @@ Mutants:
                    "+ 1" dropped, TIME in whole seconds): fences repeat
   no-lost          the !LOST backend is never sent: a cut-off holder is
                    never told
+  uuid-shared      every dlockd has the same uuid (the owner field's daemon
+                   part): a connection on B whose number is that of A's
+                   holder re-enters A's hold, a grant with no fence raise
+                   (netfaults' twins phase makes such pairs)
+  orphan-kept      a release not waiting for its own acquire: when CANCEL
+                   withdraws a wait whose acquire is in flight, nothing is
+                   released when that acquire returns (what a release sent
+                   at the CANCEL, ahead of its acquire, would leave): the
+                   grant stays in Redis, no one's, for a lease (netfaults'
+                   cancels phase and the checker's free-wait rule)
   grant-before-majority  (quorum) a grant answered once one node has it,
                    not a majority: A, cut from three nodes, and B both hold
 
@@ -46,6 +56,11 @@ MUTANTS = {
                 "lock_hold_valid(h->lock->mgr, lease) - lease / LOCKMGR_LOSS_MARGIN_DIV;",
                 "lock_hold_valid(h->lock->mgr, lease) + 3600000u;"),
 }
+MUTANTS["uuid-shared"] = ("daemon/backend/open.c", "    uuid_generate(u);\n",
+                          "    uuid_clear(u);\n")
+MUTANTS["orphan-kept"] = ("daemon/lock/wait.c",
+                          "        lock_undo(l, w, w->owner_id);\n    if (w->owner != NULL) {",
+                          "        (void)0;\n    if (w->owner != NULL) {")
 MUTANTS["grant-before-majority"] = (
     "daemon/backend/quorum_vote.c",
     "    if (t.yes < majority) {\n        if (t.yes + t.pending < majority) a.what",

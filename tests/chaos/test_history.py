@@ -94,6 +94,26 @@ class CheckTest(unittest.TestCase):
         self.assertEqual(r.violations, [])
         self.assertEqual(r.indeterminate, 1)
 
+    def test_waiting_while_free(self):
+        h = H()
+        h._add(proc="a", op="lock", t0=0, t1=0.01, res="cancelled")
+        h.lock("b", 0.02, 1.5, 10)      # nothing held it from 0.51 on
+        h.unlock("b", 2, 2.1)
+        waits = dict(names={"n"}, bound_s=0.5, cancel_s=0.5, lease_s=2.0)
+        self.assertIn("free for certain", history.check(h.ops, waits=waits).first())
+        h = H()
+        h._add(proc="a", op="lock", t0=0, t1=0.01, res="cancelled")
+        h.lock("b", 0.02, 0.6, 10)
+        h.unlock("b", 2, 2.1)
+        h.lock("c", 1.0, 2.2, 11)       # waited for b's UNLOCK
+        h.unlock("c", 3, 3.1)
+        self.assertEqual(history.check(h.ops, waits=waits).violations, [])
+        h = H()
+        h.lock("a", 0, 0.01, 9)
+        h.lost("a", 0.5)                 # its key may outlive the !LOST by a lease
+        h.lock("b", 0.1, 2.0, 10)
+        self.assertEqual(history.check(h.ops, waits=waits).violations, [])
+
     def test_store_rule(self):
         h = H()
         h.write("a", 1, 10, True)
