@@ -382,6 +382,8 @@ integration: $(INTEG_TESTS) $(BUILD)/dlockd $(BUILD)/dlock
 	@set -e; for t in $(filter-out $(INTEG_SKIP),$(INTEG_TESTS)); do echo "== $$t"; \
 	  DLOCKD_BIN=$(abspath $(BUILD)/dlockd) DLOCK_BIN=$(abspath $(BUILD)/dlock) \
 	  CK_DEFAULT_TIMEOUT=60 $$t; done
+	@echo "== tests/integration/test_blackhole.py (a black-holed link through tests/chaos/faultproxy.py)"
+	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/integration/test_blackhole.py
 
 # The docs that tests keep true (tests/docs): the README's socat tour
 # replayed against a live dlockd, every config key in the man page and the
