@@ -98,12 +98,16 @@ def build(name, tmp):
     return os.path.join(tree, "build", "dlockd")
 
 
-def run(dlockd, topology):
+def run(dlockd, topology, keep=False):
     r = subprocess.run([sys.executable, os.path.join(HERE, "netfaults.py"), "--short",
                         "--topology", topology, "--dlockd", dlockd],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     out = r.stdout.decode("utf-8", "replace")
     lines = out.splitlines()
+    for l in lines:
+        # netfaults keeps its directory when a check fails: a caught mutant's
+        if l.startswith("kept ") and not keep:
+            shutil.rmtree(l[len("kept "):].strip(), ignore_errors=True)
     fails = [l.strip() + " / " + (lines[i + 1].strip() if i + 1 < len(lines) else "")
              for i, l in enumerate(lines) if l.strip().startswith("FAIL")]
     return r.returncode, fails
@@ -120,7 +124,7 @@ def main():
         for name in sorted(MUTANTS):
             if args.only not in (None, name):
                 continue
-            rc, fails = run(build(name, tmp), TOPOLOGY.get(name, "standalone"))
+            rc, fails = run(build(name, tmp), TOPOLOGY.get(name, "standalone"), args.keep)
             by_checker = [f for f in fails if "history checker" in f]
             if rc != 0 and fails:
                 caught.append(name)
