@@ -382,6 +382,8 @@ integration: $(INTEG_TESTS) $(BUILD)/dlockd $(BUILD)/dlock
 	@set -e; for t in $(filter-out $(INTEG_SKIP),$(INTEG_TESTS)); do echo "== $$t"; \
 	  DLOCKD_BIN=$(abspath $(BUILD)/dlockd) DLOCK_BIN=$(abspath $(BUILD)/dlock) \
 	  CK_DEFAULT_TIMEOUT=60 $$t; done
+	@echo "== tests/integration/test_blackhole.py (a black-holed link through tests/chaos/faultproxy.py)"
+	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/integration/test_blackhole.py
 
 # The docs that tests keep true (tests/docs): the README's socat tour
 # replayed against a live dlockd, every config key in the man page and the
@@ -470,13 +472,15 @@ fuzz-short: fuzz-build
 # make test a short one (about 65 s). Then the network faults (netfaults.py:
 # every daemon reaches Redis through its own fault-proxy link, four
 # topologies; full about 90 s, short about 25 s) and, in make chaos only,
-# the clock skew stages (clockskew.py, about 30 s).
+# the clock skew stages (clockskew.py, about 30 s) and the mutant daemons
+# (chaos-mutants, about 3 minutes: a build and a short netfaults run each).
 chaos: deps-chaos
 	@$(MAKE) --no-print-directory $(BUILD)/dlockd
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/chaos/chaos.py
 	@python3 tests/chaos/test_faultproxy.py && python3 tests/chaos/test_history.py
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/chaos/netfaults.py
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/chaos/clockskew.py
+	@$(MAKE) --no-print-directory chaos-mutants
 
 chaos-short: $(BUILD)/dlockd
 	@echo "== tests/chaos/chaos.py --short"

@@ -44,6 +44,8 @@ import sys
 import threading
 import time
 
+import history
+
 EL_NAME = "chaos-election"
 EL_DAEMONS = 2
 EL_WORKERS = 6
@@ -134,8 +136,10 @@ class Observer(object):
     everything told, in order: (t, fence) with 0 for NONE, and the
     reconnects (t, -1)."""
 
-    def __init__(self, path):
+    def __init__(self, path, hist=None, proc=None):
         self.path = path
+        self.hist = hist
+        self.proc = proc
         self.told = []
         self.lock = threading.Lock()
         self.running = True
@@ -145,6 +149,9 @@ class Observer(object):
     def _note(self, fence):
         with self.lock:
             self.told.append((time.monotonic(), fence))
+            if self.hist:
+                self.hist.record(proc=self.proc, name=EL_NAME, op="observe", t0=self.told[-1][0],
+                                 t1=self.told[-1][0], res="", fence=fence)
 
     def _run(self):
         while self.running:
@@ -208,6 +215,7 @@ class Stage(object):
         self.bad_lines = []
         self.faults = []         # (label, t, bound_s)
         self.observers = []
+        self.hist = history.History(os.path.join(c.tmp, "history-elect.jsonl"))
 
     def start_dlockd(self, i):
         conf = os.path.join(self.tmp, "d%d.conf" % i)
@@ -239,6 +247,9 @@ class Stage(object):
                                t_ok=float(w[3]), lease=int(w[4]), t_end=None, how=None)
                     self.leads.append(rec)
                     self.open[inc] = rec
+                    self.hist.record(proc="w%d" % inc, name=EL_NAME, op="elect",
+                                     t0=rec["t_req"], t1=rec["t_ok"], res="ok",
+                                     fence=rec["fence"], lease=rec["lease"])
                 elif w[0] == "E" and inc in self.open:
                     self._end(inc, float(w[1]), "resigned")
                 elif w[0] == "L" and inc in self.open:
@@ -257,6 +268,9 @@ class Stage(object):
             t = cap if t is None else min(t, cap)
         rec["t_end"] = t
         rec["how"] = how
+        # the end as the model takes it: an UNLOCK sent then (sorted after its grant)
+        self.hist.record(proc="w%d" % inc, name=EL_NAME, op="resign", t0=t,
+                         t1=max(t, rec["t_ok"]), res=how)
 
     def kill_worker(self, wid, how="killed"):
         p = self.workers[wid]
@@ -326,7 +340,8 @@ class Stage(object):
             raise RuntimeError("elect stage: redis-server did not start")
         for i in range(EL_DAEMONS):
             self.start_dlockd(i)
-        self.observers = [Observer(p) for p in self.dsock]
+        self.observers = [Observer(p, self.hist, "observer%d" % i)
+                          for i, p in enumerate(self.dsock)]
         for wid in range(EL_WORKERS):
             self.start_worker(wid)
         c.say("elect: redis-server, %d dlockd (lease %d ms), %d candidates on %s, an observer "
@@ -346,11 +361,15 @@ class Stage(object):
         fs = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # leads while open
         fs.settimeout(EL_LEASE_MS / 1000.0 + 5)
         fs.connect(self.dsock[0])
+        t_req = time.monotonic()
         fs.sendall(("ELECT %s final\n" % EL_NAME).encode())
         try:
             final = fs.makefile("rb").readline().decode().strip()
         except OSError as e:
             final = "(%s)" % e
+        if final.startswith("OK "):
+            self.hist.record(proc="final", name=EL_NAME, op="elect", t0=t_req,
+                             t1=time.monotonic(), res="ok", fence=int(final.split()[1]))
         self.final = final
         fence = int(final.split()[1]) if final.startswith("OK ") else None
         agree = fence is not None and _wait(
@@ -432,6 +451,14 @@ class Stage(object):
                 fence and agree and all(l == want for l in leaders),
                 "ELECT: %s; observers' last: %s; LEADER: %s"
                 % (self.final, [o.last() for o in self.observers], leaders))
+        self.hist.close()
+        r = history.check_election(history.load(self.hist.path))
+        c.check("elect: the history checker: one leader at a time, fences unique and rising, "
+                "observers' fences rising (the same only after NONE)",
+                not r.violations and r.sections and r.told,
+                "%d ops, %d names, %d leaderships, %d fences told%s"
+                % (r.ops, r.names, r.sections, r.told,
+                   "; first violation: " + r.first() if r.violations else ""))
         c.say("elect: %d leaderships (%d expired), %d faults, %.1f s"
               % (len(leads), expired, len(self.faults), took))
 

@@ -78,6 +78,11 @@ class History(object):
         self._put(dict(proc=proc, name=name, op="write", t0=t, t1=t, fence=fence,
                        res="accepted" if accepted else "rejected"))
 
+    def record(self, **rec):
+        """Any record as given (times included): the kinds' and elections'
+        trackers write their own."""
+        self._put(rec)
+
     def close(self):
         with self.mu:
             self.f.close()
@@ -138,10 +143,54 @@ def sections(ops):
     return per, indet
 
 
-def check(ops, excuse=None):
+def free_waits(ops, names, bound_s, cancel_s, lease_s):
+    """For the names given (a stretch of the run without faults): every
+    LOCK that waited, while the name was free for certain, for longer than
+    bound_s. The name may be held from a LOCK's sending until: its
+    section's UNLOCK answered (or the !LOST or close, plus lease_s: the
+    key may outlive them); a CANCELled LOCK's answer ("cancelled") plus
+    cancel_s (an acquire in flight is undone when it returns, within
+    command_timeout_ms); an unanswered LOCK's invoke plus lease_s, or its
+    completion plus lease_s."""
+    out = []
+    for name in sorted(names):
+        mine = [r for r in ops if r["name"] == name]
+        per, _ = sections(mine)
+        busy = []
+        for s in per.get(name, []):
+            last = s["end"]
+            for r in mine:
+                if r["proc"] == s["proc"] and r["op"] == "unlock" and r["t0"] == s["end"]:
+                    last = r["t1"]
+            if not s["how"].startswith("by UNLOCK"):
+                last = last + lease_s
+            busy.append((s["proc"], s["i0"], last))
+        for r in mine:
+            if r["op"] == "lock" and r["res"] == "cancelled":
+                busy.append((r["proc"], r["t0"], r["t1"] + cancel_s))
+            elif r["op"] == "lock" and r["res"] == "info":
+                busy.append((r["proc"], r["t0"], r["t1"] + lease_s))
+        for s in per.get(name, []):
+            at, longest = s["i0"], 0.0
+            for p, b0, b1 in sorted(busy, key=lambda b: b[1]):
+                if p == s["proc"] or b1 <= at or b0 >= s["c0"]:
+                    continue
+                longest = max(longest, b0 - at)
+                at = max(at, b1)
+            longest = max(longest, s["c0"] - at)
+            if longest > bound_s:
+                out.append("%s: %s's LOCK waited %.3f s while the name was free for certain "
+                           "(granted [%.3f, %.3f])" % (name, s["proc"], longest, s["i0"],
+                                                        s["c0"]))
+    return out
+
+
+def check(ops, excuse=None, waits=None):
     """Judges ops; excuse(name, a, b), if given, may name a documented
     fault that explains two holders at once (then counted in res.excused,
-    not a violation; the store still has to stop the stale one)."""
+    not a violation; the store still has to stop the stale one). waits,
+    if given (dict of free_waits' arguments), also finds LOCKs that waited
+    while their name was free."""
     res = Result()
     res.ops = len(ops)
     per, indet = sections(ops)
@@ -183,6 +232,8 @@ def check(ops, excuse=None):
                                       "accepted so far %s)" % (name, r["res"], r["fence"], top))
             if r["res"] == "accepted":
                 top = r["fence"]
+    if waits:
+        res.violations += free_waits(ops, **waits)
     return res
 
 
@@ -204,6 +255,170 @@ class FencedStore(object):
                 self.top[name] = fence
             self.h.store(proc, name, fence, ok)
             return ok
+
+
+# ---- read/write locks, semaphores, elections -------------------------------------
+
+def _end_of(r, s):
+    """The earliest end of section s by its ending record r (as sections())."""
+    if r["op"] == "lost":
+        return r["t1"] - LOST_TOL_S, "by !LOST " + r["res"]
+    if r["op"] == "closed":
+        return s["i0"], "at an unknown moment (%s)" % r["res"]
+    return r["t0"], "by " + r["op"]
+
+
+def _overlap(a, b):
+    return b["c0"] < a["end"] and a["c0"] < b["end"]
+
+
+def check_rwlock(ops):
+    """A read/write lock, per name. Records: "rlock"/"wlock" (t0 sent, t1
+    answered OK with "fence"; "info" indeterminate), ended by "runlock"/
+    "wunlock" (t0: sent), "lost" (t1: arrived) or "closed" (unknown).
+    Rules: a write section overlaps no other section for certain (readers
+    share); write fences are unique and rise in real-time grant order; a
+    read's fence is at least that of every write granted before the read
+    was sent, and below that of every write sent after the read was granted
+    (a read returns the counter, a write raises it)."""
+    res = Result()
+    res.ops = len(ops)
+    res.names = len(set(r["name"] for r in ops))
+    per, open_ = {}, {}
+    for r in sorted(ops, key=lambda r: r["i"]):
+        key = (r["name"], r["proc"])
+        if r["op"] in ("rlock", "wlock"):
+            if r["res"] == "ok":
+                s = dict(proc=r["proc"], fence=r["fence"], i0=r["t0"], c0=r["t1"],
+                         end=float("inf"), how="never", mode=r["op"][0].upper())
+                open_[key] = s
+                per.setdefault(r["name"], []).append(s)
+            elif r["res"] == "info":
+                res.indeterminate += 1
+        elif r["op"] in ("runlock", "wunlock", "lost", "closed") and key in open_:
+            s = open_.pop(key)
+            s["end"], s["how"] = _end_of(r, s)
+    for name, ss in sorted(per.items()):
+        ss.sort(key=lambda s: s["c0"])
+        res.sections += len(ss)
+        seen = {}
+        for a_i, a in enumerate(ss):
+            if a["mode"] == "W":
+                if a["fence"] in seen:
+                    res.violations.append("%s: write fence %s granted twice: %s; %s" % (
+                        name, a["fence"], _fmt(seen[a["fence"]]), _fmt(a)))
+                seen[a["fence"]] = a
+            for b in ss[a_i + 1:]:
+                if "W" in (a["mode"], b["mode"]) and _overlap(a, b):
+                    res.violations.append("%s: a writer alongside another holder: %s %s; %s %s"
+                                          % (name, a["mode"], _fmt(a), b["mode"], _fmt(b)))
+                if b["i0"] > a["c0"] and a["mode"] == "W":
+                    if b["fence"] < a["fence"] or (b["mode"] == "W" and b["fence"] == a["fence"]):
+                        res.violations.append("%s: fences do not rise in grant order: %s %s, "
+                                              "then %s %s" % (name, a["mode"], _fmt(a),
+                                                               b["mode"], _fmt(b)))
+                elif b["i0"] > a["c0"] and b["mode"] == "W" and b["fence"] <= a["fence"]:
+                    res.violations.append("%s: a write's fence not above an earlier read's: "
+                                          "R %s, then W %s" % (name, _fmt(a), _fmt(b)))
+    return res
+
+
+def check_semaphore(ops, size, tol_s=0.0):
+    """A counting semaphore of `size` permits, per name (no fences: a
+    semaphore raises none). Records, in the order they happened: "acquire"
+    (t0 sent, t1 answered OK, "permits", "lease" ms: 0 for the watchdog's,
+    "wlease" the watchdog's lease; "info" indeterminate: no effect counted),
+    "release" (t0 before it was sent, "permits": those given back, None for
+    all), "lost"/"closed" (every permit of the proc ends), "orphaned" (its
+    daemon died: the proc's permits live on until their lease runs out).
+    A holding counts from its grant's answer until its release was sent,
+    and never beyond (sent) + lease - tol_s (a lease running out without
+    the watchdog, or an orphan's). Rule: at each grant, the permits counted
+    are at most size."""
+    res = Result()
+    res.ops = len(ops)
+    res.names = len(set(r["name"] for r in ops))
+    held = {}       # (name, proc) -> [dict(k, until)]
+    orphans = {}    # name -> [dict(k, until)]
+    peak = {}
+    for r in sorted(ops, key=lambda r: r["i"]):
+        name, key = r["name"], (r["name"], r["proc"])
+        if r["op"] == "acquire":
+            if r["res"] != "ok":
+                res.indeterminate += r["res"] == "info"
+                continue
+            lease = r.get("lease") or 0
+            until = r["t0"] + lease / 1000.0 - tol_s if lease else float("inf")
+            h = dict(k=r["permits"], until=until, t0=r["t0"],
+                     lease=lease or r.get("wlease") or 0, proc=r["proc"], c0=r["t1"])
+            held.setdefault(key, []).append(h)
+            res.sections += 1
+            t = r["t1"]
+            alive = [x for (n, _), xs in held.items() if n == name for x in xs
+                     if x["until"] > t] + [x for x in orphans.get(name, []) if x["until"] > t]
+            n = sum(x["k"] for x in alive)
+            peak[name] = max(peak.get(name, 0), n)
+            if n > size:
+                res.violations.append("%s: %d permits held of %d after %s's grant of %d at "
+                                      "%.3f: %s" % (name, n, size, r["proc"], r["permits"], t,
+                                                    "; ".join("%s %d since %.3f" % (
+                                                        x["proc"], x["k"], x["c0"])
+                                                        for x in alive)))
+        elif r["op"] == "release" and key in held:
+            left = r.get("permits")
+            xs = held[key]
+            while xs and (left is None or left > 0):
+                x = xs[-1]
+                take = x["k"] if left is None else min(left, x["k"])
+                x["k"] -= take
+                if left is not None:
+                    left -= take
+                if x["k"] == 0:
+                    xs.pop()
+            if not xs:
+                del held[key]
+        elif r["op"] in ("lost", "closed"):
+            held.pop(key, None)
+        elif r["op"] == "orphaned":
+            for x in held.pop(key, []):
+                x["until"] = min(x["until"], x["t0"] + x["lease"] / 1000.0 - tol_s)
+                orphans.setdefault(name, []).append(x)
+    res.peak = peak
+    return res
+
+
+def check_election(ops, excuse=None):
+    """An election, per name. Records: "elect" (t0 sent, t1 answered OK
+    with "fence"; "info" indeterminate), ended by "resign" (t0: sent; a
+    leased leadership's end no later than its lease allows is given as
+    a "resign" at that moment), "lost" or "closed"; and an observer's
+    "observe" records (proc: the observer; "fence": the leader told, 0
+    for NONE, -1 for a new connection). Rules: the leaderships are a
+    fenced mutex's sections (check(): at most one leader at a time but
+    where excuse() names a fault and the later fence is the greater;
+    fences unique and rising in grant order); every observer's fences
+    rise strictly, the same one told again only after a NONE (or on a new
+    connection, whose first answer may repeat the last)."""
+    alias = {"elect": "lock", "resign": "unlock"}
+    leads = [dict(r, op=alias.get(r["op"], r["op"])) for r in ops if r["op"] != "observe"]
+    res = check(leads, excuse)
+    res.ops = len(ops)
+    res.names = len(set(r["name"] for r in ops))
+    res.told = 0
+    last = {}
+    for r in sorted((r for r in ops if r["op"] == "observe"), key=lambda r: r["i"]):
+        key = (r["name"], r["proc"])
+        f = r["fence"]
+        top, none = last.get(key, (0, True))
+        if f <= 0:
+            last[key] = (top, True)
+            continue
+        res.told += 1
+        if f < top or (f == top and not none):
+            res.violations.append("%s: observer %s told fence %s after %s%s" % (
+                r["name"], r["proc"], f, top, "" if f < top else " with no NONE between"))
+        last[key] = (max(f, top), False)
+    return res
 
 
 # ---- chaos.py's stages: their fenced stores' records as histories ------------------

@@ -97,6 +97,8 @@ import sys
 import threading
 import time
 
+import history
+
 KI_NAME = "chaos-rw"
 KI_DAEMONS = 2
 KI_WORKERS = 8
@@ -155,12 +157,13 @@ def worker(inc, dsock, tsock, seed):
                 s.connect(dsock)
                 d = s.makefile("rw", buffering=1)
             write = rnd.randrange(100) < KI_WRITE_PCT
+            t_req = time.monotonic()
             d.write("%s %s\n" % ("WLOCK" if write else "RLOCK", KI_NAME))
             d.flush()
             r = _line(d)
             if not r.startswith("OK "):
                 raise EOFError
-            tell("G %d %s %s" % (inc, "W" if write else "R", r.split()[1]))
+            tell("G %d %s %s %r" % (inc, "W" if write else "R", r.split()[1], t_req))
             time.sleep(rnd.uniform(0.001, 0.004))
             tell("E %d" % inc)
             d.write("%s %s\n" % ("WUNLOCK" if write else "RUNLOCK", KI_NAME))
@@ -303,8 +306,9 @@ def sem_worker(inc, daemon, dsock, tsock, seed):
 # ---- the tracker ------------------------------------------------------------------
 
 class Tracker(object):
-    def __init__(self, path):
+    def __init__(self, path, hist=None):
         self.path = path
+        self.hist = hist            # a history.History: every grant and end
         self.lock = threading.Lock()
         self.inside = {}            # incarnation -> (mode, fence, t)
         self.dead = set()           # killed incarnations: what they still send is late
@@ -336,7 +340,7 @@ class Tracker(object):
                     if int(w[1]) in self.dead:
                         pass        # sent before its kill, read after: its hold died with it
                     elif w[0] == "G":
-                        self.enter(t, int(w[1]), w[2], int(w[3]))
+                        self.enter(t, int(w[1]), w[2], int(w[3]), float(w[4]))
                     else:
                         self.leave(t, int(w[1]))
                 f.write("OK\n")
@@ -344,7 +348,10 @@ class Tracker(object):
         except (OSError, ValueError, IndexError):
             pass
 
-    def enter(self, t, inc, mode, fence):
+    def enter(self, t, inc, mode, fence, t_req):
+        if self.hist:
+            self.hist.record(proc=inc, name=KI_NAME, op=mode.lower() + "lock", t0=t_req, t1=t,
+                             res="ok", fence=fence)
         others = [(o, m) for o, (m, _, _) in self.inside.items() if o != inc]
         if any(mode == "W" or m == "W" for _, m in others):
             self.violations.append((t, inc, mode, sorted(others)))
@@ -357,6 +364,9 @@ class Tracker(object):
         x = self.inside.pop(inc, None)
         if x is not None:
             self.ends.append((t, inc, x[0], x[1]))
+            if self.hist:
+                self.hist.record(proc=inc, name=KI_NAME, op=x[0].lower() + "unlock", t0=t, t1=t,
+                                 res="")
 
     def kill(self, incs, dead=True):
         """Their sections end now: they were killed, or their daemon was (then
@@ -379,8 +389,9 @@ class SemTracker(object):
     """The semaphore's holdings, from its workers' reports (see the module's
     docstring for when one is provably alive)."""
 
-    def __init__(self, path):
+    def __init__(self, path, hist=None):
         self.path = path
+        self.hist = hist            # a history.History: grants, releases, kills, orphans
         self.cond = threading.Condition()
         self.daemon_of = {}         # incarnation -> its daemon
         self.held = {}              # incarnation -> its holding (a dict)
@@ -436,6 +447,11 @@ class SemTracker(object):
         except (OSError, ValueError, IndexError):
             pass
 
+    def rec(self, inc, op, t, **kw):
+        if self.hist:
+            self.hist.record(proc=inc, name=KS_NAME, op=op, t0=kw.pop("t0", t), t1=t, res="ok",
+                             **kw)
+
     def note(self, t, inc, w):
         if w[0] == "H":
             self.daemon_of[inc] = int(w[2])
@@ -446,8 +462,10 @@ class SemTracker(object):
             if x is not None:
                 x["k"] -= int(w[2])
                 self.partial += 1
+                self.rec(inc, "release", t, permits=int(w[2]))
         elif w[0] == "E":
-            self.held.pop(inc, None)    # none: a ghost now, alive until its lease
+            if self.held.pop(inc, None) is not None:    # none: a ghost now, alive until its lease
+                self.rec(inc, "release", t, permits=None)
             if self.stopping:
                 return "Q"
         elif w[0] == "X":
@@ -472,6 +490,9 @@ class SemTracker(object):
         ghost = d in self.killing or (d in self.killed_at and t_req < self.killed_at[d])
         x = dict(inc=inc, d=d, k=k, t=t, t_req=t_req, lease=lease,
                  until=until if (lease or ghost) else INF)
+        self.rec(inc, "acquire", t, t0=t_req, permits=k, lease=lease, wlease=KI_LEASE_MS)
+        if ghost:
+            self.rec(inc, "orphaned", t)
         if ghost:
             self.ghosts.append(x)       # a grant of the killed daemon, reported late
             self.late_ghosts += 1
@@ -518,6 +539,8 @@ class SemTracker(object):
                 x = self.held.pop(inc, None)
                 if x is not None and x["until"] > time.monotonic():
                     ended += x["k"]
+                if x is not None:
+                    self.rec(inc, "closed", time.monotonic())
                 self.dead.add(inc)
             return ended
 
@@ -531,6 +554,7 @@ class SemTracker(object):
             for inc, x in list(self.held.items()):
                 if x["d"] == d:
                     del self.held[inc]
+                    self.rec(inc, "orphaned", time.monotonic())
                     x["until"] = x["t_req"] + ((x["lease"] or KI_LEASE_MS) - KS_TOL_MS) / 1000.0
                     self.ghosts.append(x)
                     n += x["k"] if x["until"] > time.monotonic() else 0
@@ -743,8 +767,10 @@ class Stage(object):
         self.redis = self.spawn(["redis-server", "--port", "0", "--unixsocket", self.rsock,
                                  "--unixsocketperm", "700", "--save", "", "--appendonly", "no",
                                  "--dir", self.tmp], "kinds-redis.log")
-        self.tracker = Tracker(os.path.join(self.tmp, "tracker.sock"))
-        self.stracker = SemTracker(os.path.join(self.tmp, "semtracker.sock"))
+        self.hist = [history.History(os.path.join(self.c.tmp, "history-kinds-%s.jsonl" % k))
+                     for k in ("rw", "sem")]
+        self.tracker = Tracker(os.path.join(self.tmp, "tracker.sock"), self.hist[0])
+        self.stracker = SemTracker(os.path.join(self.tmp, "semtracker.sock"), self.hist[1])
         if not _wait(lambda: os.path.exists(self.rsock), 10.0):
             raise RuntimeError("kinds stage: redis-server did not start")
         for i in range(KI_DAEMONS):
@@ -813,6 +839,25 @@ class Stage(object):
         self.stracker.close()
         self.analyse(ok_start, time.monotonic() - t0)
         self.analyse_sem(ok_sem_start, time.monotonic() - t0)
+        self.check_histories()
+
+    def check_histories(self):
+        """history.py's read/write lock and semaphore models over what the
+        trackers recorded (history-kinds-rw.jsonl, -sem.jsonl)."""
+        for h in self.hist:
+            h.close()
+        rw = history.check_rwlock(history.load(self.hist[0].path))
+        sem = history.check_semaphore(history.load(self.hist[1].path), KS_PERMITS,
+                                      KS_TOL_MS / 1000.0)
+        self.c.check("kinds: the history checker: a writer alone, write fences unique and "
+                     "rising, reads between; never more than %d permits" % KS_PERMITS,
+                     not rw.violations and not sem.violations and rw.sections and sem.sections,
+                     "read/write lock: %d ops, %d names, %d sections; semaphore: %d ops, %d "
+                     "holdings, up to %d permits at once%s"
+                     % (rw.ops, rw.names, rw.sections, sem.ops, sem.sections,
+                        max(sem.peak.values() or [0]),
+                        "; first violation: " + (rw.violations + sem.violations)[0]
+                        if rw.violations or sem.violations else ""))
 
     def stop_sem_workers(self):
         """Every semaphore worker ends its section, releases, quits and exits

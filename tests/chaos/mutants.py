@@ -15,6 +15,16 @@ Mutants:
                    "+ 1" dropped, TIME in whole seconds): fences repeat
   no-lost          the !LOST backend is never sent: a cut-off holder is
                    never told
+  uuid-shared      every dlockd has the same uuid (the owner field's daemon
+                   part): a connection on B whose number is that of A's
+                   holder re-enters A's hold, a grant with no fence raise
+                   (netfaults' twins phase makes such pairs)
+  orphan-kept      a release not waiting for its own acquire: when CANCEL
+                   withdraws a wait whose acquire is in flight, nothing is
+                   released when that acquire returns (what a release sent
+                   at the CANCEL, ahead of its acquire, would leave): the
+                   grant stays in Redis, no one's, for a lease (netfaults'
+                   cancels phase and the checker's free-wait rule)
   grant-before-majority  (quorum) a grant answered once one node has it,
                    not a majority: A, cut from three nodes, and B both hold
 
@@ -46,6 +56,11 @@ MUTANTS = {
                 "lock_hold_valid(h->lock->mgr, lease) - lease / LOCKMGR_LOSS_MARGIN_DIV;",
                 "lock_hold_valid(h->lock->mgr, lease) + 3600000u;"),
 }
+MUTANTS["uuid-shared"] = ("daemon/backend/open.c", "    uuid_generate(u);\n",
+                          "    uuid_clear(u);\n")
+MUTANTS["orphan-kept"] = ("daemon/lock/wait.c",
+                          "        lock_undo(l, w, w->owner_id);\n    if (w->owner != NULL) {",
+                          "        (void)0;\n    if (w->owner != NULL) {")
 MUTANTS["grant-before-majority"] = (
     "daemon/backend/quorum_vote.c",
     "    if (t.yes < majority) {\n        if (t.yes + t.pending < majority) a.what",
@@ -83,12 +98,16 @@ def build(name, tmp):
     return os.path.join(tree, "build", "dlockd")
 
 
-def run(dlockd, topology):
+def run(dlockd, topology, keep=False):
     r = subprocess.run([sys.executable, os.path.join(HERE, "netfaults.py"), "--short",
                         "--topology", topology, "--dlockd", dlockd],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     out = r.stdout.decode("utf-8", "replace")
     lines = out.splitlines()
+    for l in lines:
+        # netfaults keeps its directory when a check fails: a caught mutant's
+        if l.startswith("kept ") and not keep:
+            shutil.rmtree(l[len("kept "):].strip(), ignore_errors=True)
     fails = [l.strip() + " / " + (lines[i + 1].strip() if i + 1 < len(lines) else "")
              for i, l in enumerate(lines) if l.strip().startswith("FAIL")]
     return r.returncode, fails
@@ -105,7 +124,7 @@ def main():
         for name in sorted(MUTANTS):
             if args.only not in (None, name):
                 continue
-            rc, fails = run(build(name, tmp), TOPOLOGY.get(name, "standalone"))
+            rc, fails = run(build(name, tmp), TOPOLOGY.get(name, "standalone"), args.keep)
             by_checker = [f for f in fails if "history checker" in f]
             if rc != 0 and fails:
                 caught.append(name)

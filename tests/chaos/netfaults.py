@@ -23,8 +23,14 @@ NF_CMD_TIMEOUT_MS):
 Workload per topology: two workers (threads) per daemon, one per name
 (nf-a, nf-b), loop LOCK -> write the fenced store with the fence -> stay
 1-20 ms -> UNLOCK, recording every operation, !LOST and store verdict in
-<stage>.history; a probe per daemon loops TRYLOCK <fresh> 0 / UNLOCK timing
-every request.
+<stage>.history; a third per daemon does the same on nf-keep (under
+Cluster a name of the shard a fault cuts) but keeps its connection through
+errors; a probe per daemon loops TRYLOCK <fresh> 0 / UNLOCK timing every
+request. Before the workload, two phases for the checker: twins
+(NF_TWINS connections on A hold a name each, NF_TWINS on B try them all:
+none is granted) and cancels (LOCK nf-cancel with CANCEL right behind it on
+A, then LOCK on B: B waits no longer than NF_FREE_WAIT_MS while the name is
+free).
 
 Faults, each on A's links only, for NF_FAULT_S, then healed (short run: the
 first of them; full run: all):
@@ -101,6 +107,11 @@ NF_MASTER = "nf-primary"      # Sentinel's name for the primary
 NF_REPLICAS_TIMEOUT_MS = 200  # at most half of command_timeout_ms
 NF_CL_PRIMARIES = 3
 NF_HELD = "nf-held"
+NF_KEEP = "nf-keep"           # its workers keep their connection through errors
+NF_CANCEL = "nf-cancel"
+NF_CANCELS = 5                # LOCK + CANCEL on A, then LOCK on B, this many times
+NF_FREE_WAIT_MS = 500         # a LOCK waits no longer while its name is free (no fault)
+NF_TWINS = 32                 # connections per daemon in the twins phase
 NF_START_S = 10.0
 NF_EVENT_S = 10.0
 FAULTS_FULL = ("blackhole", "drop-up", "drop-down", "latency", "reset")
@@ -144,6 +155,10 @@ class Conn(object):
 
     def call(self, line, timeout):
         self.s.sendall(line.encode() + b"\n")
+        return self.reply(timeout)
+
+    def reply(self, timeout):
+        """The next reply line, or None after timeout s."""
         deadline = time.monotonic() + timeout
         while True:
             out = self._take()
@@ -316,7 +331,10 @@ class Stage(object):
 
     # -- the workload --
 
-    def worker(self, d, name, wid):
+    def worker(self, d, name, wid, keep=False):
+        """LOCK, write, UNLOCK in a loop; a new connection after an error,
+        or (keep) the same one: its releases that did not get through and
+        its next acquires of the name are then the same owner's."""
         proc = "d%d/w%d" % (d, wid)
         rnd = random.Random(self.nf.rnd.randrange(1 << 30))
         c = None
@@ -334,8 +352,9 @@ class Stage(object):
                 r = None
             if r is None or not r.startswith("OK "):
                 self.hist.complete(op, "info" if r is None else r)
-                c.close()
-                c = None
+                if not (keep and r is not None):
+                    c.close()
+                    c = None
                 time.sleep(0.05)
                 continue
             fence = int(r.split()[1])
@@ -350,7 +369,9 @@ class Stage(object):
             except OSError:
                 r = None
             self.hist.complete(op, "info" if r is None else r)
-            if r is None or r.startswith("ERR") or c.events:
+            if keep and r is not None:
+                del c.events[:]
+            elif r is None or r.startswith("ERR") or c.events:
                 if r is None:
                     self.nf.fail("%s: UNLOCK %s unanswered within command_timeout_ms + slack"
                                  % (proc, name))
@@ -381,13 +402,26 @@ class Stage(object):
                     break
             time.sleep(0.02)
 
+    def keep_name(self):
+        """NF_KEEP, or under Cluster a name of the same shard as NF_HELD (the
+        one a fault cuts A from)."""
+        if self.topo != "cluster":
+            return NF_KEEP
+        port = self.qu.owner(cluster.keyslot(NF_KEY_PREFIX + NF_HELD))
+        return next(n for n in ("%s-%d" % (NF_KEEP, i) for i in range(1000))
+                    if self.qu.owner(cluster.keyslot(NF_KEY_PREFIX + n)) == port)
+
     def start_workload(self):
         wid = 0
+        keep = self.keep_name()
         for d in range(2):
             for name in NF_NAMES:
                 self.threads.append(threading.Thread(target=self.worker, args=(d, name, wid),
                                                      daemon=True))
                 wid += 1
+            self.threads.append(threading.Thread(target=self.worker,
+                                                 args=(d, keep, wid, True), daemon=True))
+            wid += 1
             self.threads.append(threading.Thread(target=self.probe, args=(d,), daemon=True))
         for t in self.threads:
             t.start()
@@ -507,8 +541,90 @@ class Stage(object):
                     % (self.topo, kind, t_heal - t_fault,
                        "+%.0f ms" % ((lost[0] - t_fault) * 1000) if lost else "-", b_during))
 
+    def twins(self):
+        """NF_TWINS connections on A each hold a name of their own; then
+        NF_TWINS on B each try every one of those names (TRYLOCK 0): none
+        may be granted. Each daemon numbers its connections from 1, so
+        some on B share their number with one on A: owners differ only by
+        their daemon's uuid, and a daemon that took another's holder for
+        its own would re-enter its hold (mutants.py: uuid-shared)."""
+        names = ["nf-twin-%d" % i for i in range(NF_TWINS)]
+        held, tries, granted = [], 0, 0
+        try:
+            for i, name in enumerate(names):
+                c = Conn(self.dsock(0), self.hist, "d0/twin%d" % i)
+                op = self.hist.invoke(c.proc, name, "lock")
+                r = c.call("LOCK %s" % name, NF_EVENT_S)
+                self.hist.complete(op, "info" if r is None else
+                                   "ok" if r.startswith("OK ") else r,
+                                   **({"fence": int(r.split()[1])} if r and r.startswith("OK ")
+                                      else {}))
+                held.append((c, name))
+            for j in range(NF_TWINS):
+                c = Conn(self.dsock(1), self.hist, "d1/twin%d" % j)
+                for name in names:
+                    op = self.hist.invoke(c.proc, name, "lock")
+                    r = c.call("TRYLOCK %s 0" % name, NF_EVENT_S)
+                    tries += 1
+                    if r is not None and r.startswith("OK "):
+                        granted += 1
+                        self.hist.complete(op, "ok", fence=int(r.split()[1]))
+                        op = self.hist.invoke(c.proc, name, "unlock")
+                        self.hist.complete(op, c.call("UNLOCK %s" % name, 2.0) or "info")
+                    else:
+                        self.hist.complete(op, "info" if r is None else r)
+                c.close()
+        finally:
+            for c, name in held:
+                op = self.hist.invoke(c.proc, name, "unlock")
+                try:
+                    r = c.call("UNLOCK %s" % name, 2.0)
+                except OSError:
+                    r = None
+                self.hist.complete(op, r or "info")
+                c.close()
+        self.nf.say("  %s twins: %d names held on A, %d TRYLOCKs on B, %d granted"
+                    % (self.topo, len(held), tries, granted))
+
+    def cancels(self):
+        """NF_CANCELS times: a new connection on A sends LOCK nf-cancel with
+        CANCEL right behind it (the acquire is in flight when the CANCEL
+        withdraws the wait: dlockd undoes it when it returns), then B LOCKs
+        the name: the checker's free-wait rule says how long B may wait
+        while the name is free (mutants.py: orphan-kept)."""
+        waited = []
+        for i in range(NF_CANCELS):
+            a = Conn(self.dsock(0), self.hist, "d0/cancel%d" % i)
+            op = self.hist.invoke(a.proc, NF_CANCEL, "lock")
+            a.s.sendall(("LOCK %s\nCANCEL\n" % NF_CANCEL).encode())
+            r = a.reply(NF_EVENT_S)
+            c = a.reply(NF_EVENT_S)             # CANCEL's: OK 1 withdrawn, OK 0 too late
+            if r is not None and r.startswith("OK "):
+                self.hist.complete(op, "ok", fence=int(r.split()[1]))
+                op = self.hist.invoke(a.proc, NF_CANCEL, "unlock")
+                self.hist.complete(op, a.call("UNLOCK %s" % NF_CANCEL, 2.0) or "info")
+            else:
+                self.hist.complete(op, "cancelled" if r and r.startswith("ERR CANCELLED") and
+                                   c == "OK 1" else "info" if r is None else r)
+            b = Conn(self.dsock(1), self.hist, "d1/cancel%d" % i)
+            op = self.hist.invoke(b.proc, NF_CANCEL, "lock")
+            t = time.monotonic()
+            r = b.call("LOCK %s" % NF_CANCEL, NF_EVENT_S)
+            waited.append((time.monotonic() - t) * 1000)
+            self.hist.complete(op, "ok" if r and r.startswith("OK ") else r or "info",
+                               **({"fence": int(r.split()[1])} if r and r.startswith("OK ")
+                                  else {}))
+            op = self.hist.invoke(b.proc, NF_CANCEL, "unlock")
+            self.hist.complete(op, b.call("UNLOCK %s" % NF_CANCEL, 2.0) or "info")
+            a.close()
+            b.close()
+        self.nf.say("  %s cancels: %d LOCK+CANCEL on A, B's LOCK after each waited %s ms"
+                    % (self.topo, NF_CANCELS, " ".join("%.0f" % w for w in waited)))
+
     def run(self, faults, detect=True):
         self.start()
+        self.twins()
+        self.cancels()
         if detect:
             self.detect()
         self.start_workload()
@@ -532,7 +648,10 @@ class Stage(object):
 
     def check_history(self):
         self.hist.close()
-        r = history.check(history.load(self.hist.path))
+        r = history.check(history.load(self.hist.path),
+                          waits=dict(names={NF_CANCEL}, bound_s=NF_FREE_WAIT_MS / 1000.0,
+                                     cancel_s=NF_CMD_TIMEOUT_MS / 1000.0,
+                                     lease_s=NF_LEASE_MS / 1000.0))
         self.nf.ops_checked += r.ops
         self.nf.check("%s: the history checker finds no violation" % self.topo,
                       not r.violations,

@@ -94,6 +94,26 @@ class CheckTest(unittest.TestCase):
         self.assertEqual(r.violations, [])
         self.assertEqual(r.indeterminate, 1)
 
+    def test_waiting_while_free(self):
+        h = H()
+        h._add(proc="a", op="lock", t0=0, t1=0.01, res="cancelled")
+        h.lock("b", 0.02, 1.5, 10)      # nothing held it from 0.51 on
+        h.unlock("b", 2, 2.1)
+        waits = dict(names={"n"}, bound_s=0.5, cancel_s=0.5, lease_s=2.0)
+        self.assertIn("free for certain", history.check(h.ops, waits=waits).first())
+        h = H()
+        h._add(proc="a", op="lock", t0=0, t1=0.01, res="cancelled")
+        h.lock("b", 0.02, 0.6, 10)
+        h.unlock("b", 2, 2.1)
+        h.lock("c", 1.0, 2.2, 11)       # waited for b's UNLOCK
+        h.unlock("c", 3, 3.1)
+        self.assertEqual(history.check(h.ops, waits=waits).violations, [])
+        h = H()
+        h.lock("a", 0, 0.01, 9)
+        h.lost("a", 0.5)                 # its key may outlive the !LOST by a lease
+        h.lock("b", 0.1, 2.0, 10)
+        self.assertEqual(history.check(h.ops, waits=waits).violations, [])
+
     def test_store_rule(self):
         h = H()
         h.write("a", 1, 10, True)
@@ -103,6 +123,130 @@ class CheckTest(unittest.TestCase):
         h.write("a", 1, 10, True)
         h.write("b", 2, 11, False)     # the highest refused
         self.assertIn("the store rejected", history.check(h.ops).first())
+
+
+def ops(*rows):
+    """Records from (proc, op, t0, t1, extra dict) rows, in order."""
+    out = []
+    for i, (p, op, t0, t1, kw) in enumerate(rows):
+        out.append(dict(dict(proc=p, name="n", op=op, t0=t0, t1=t1, res="ok", i=i), **kw))
+    return out
+
+
+class RwlockTest(unittest.TestCase):
+    def test_readers_share_writers_exclusive(self):
+        h = ops(("a", "rlock", 0, 1, dict(fence=5)),
+                ("b", "rlock", 0.5, 1.2, dict(fence=5)),      # readers share a fence
+                ("a", "runlock", 2, 2.1, {}),
+                ("b", "runlock", 2.2, 2.3, {}),
+                ("c", "wlock", 1.5, 2.4, dict(fence=7)),
+                ("c", "wunlock", 3, 3.1, {}),
+                ("a", "rlock", 3.2, 3.3, dict(fence=7)))
+        r = history.check_rwlock(h)
+        self.assertEqual(r.violations, [])
+        self.assertEqual((r.ops, r.names, r.sections), (7, 1, 4))
+
+    def test_writer_alongside_reader(self):
+        h = ops(("a", "rlock", 0, 1, dict(fence=5)),
+                ("c", "wlock", 0.5, 1.5, dict(fence=7)),
+                ("a", "runlock", 2, 2.1, {}))
+        self.assertIn("a writer alongside", history.check_rwlock(h).first())
+
+    def test_two_writers(self):
+        h = ops(("a", "wlock", 0, 1, dict(fence=5)),
+                ("c", "wlock", 0.5, 1.5, dict(fence=7)),
+                ("a", "wunlock", 2, 2.1, {}))
+        self.assertIn("a writer alongside", history.check_rwlock(h).first())
+
+    def test_fences(self):
+        h = ops(("a", "wlock", 0, 1, dict(fence=5)),
+                ("a", "wunlock", 2, 2.1, {}),
+                ("b", "rlock", 3, 4, dict(fence=4)))          # below the write before it
+        self.assertIn("do not rise", history.check_rwlock(h).first())
+        h = ops(("a", "rlock", 0, 1, dict(fence=5)),
+                ("a", "runlock", 2, 2.1, {}),
+                ("b", "wlock", 3, 4, dict(fence=5)))          # a write raises the counter
+        self.assertIn("not above an earlier read", history.check_rwlock(h).first())
+        h = ops(("a", "wlock", 0, 1, dict(fence=5)),
+                ("a", "wunlock", 2, 2.1, {}),
+                ("b", "wlock", 3, 4, dict(fence=5)))
+        self.assertIn("granted twice", " ".join(history.check_rwlock(h).violations))
+
+    def test_lost_ends_a_write(self):
+        h = ops(("a", "wlock", 0, 1, dict(fence=5)),
+                ("a", "lost", 2, 2, dict(res="backend")),
+                ("b", "rlock", 1.5, 2.2, dict(fence=5)))
+        self.assertEqual(history.check_rwlock(h).violations, [])
+
+
+class SemaphoreTest(unittest.TestCase):
+    def test_within_size(self):
+        h = ops(("a", "acquire", 0, 0.1, dict(permits=2)),
+                ("b", "acquire", 0, 0.2, dict(permits=1)),
+                ("a", "release", 0.3, 0.3, dict(permits=1)),   # part of it
+                ("c", "acquire", 0.1, 0.4, dict(permits=1)),
+                ("b", "release", 0.5, 0.5, dict(permits=None)),
+                ("d", "acquire", 0.2, 0.6, dict(permits=1, lease=300)),
+                ("d", "acquire", 1.0, 1.1, dict(permits=1)))   # its lease ran out at 0.5
+        r = history.check_semaphore(h, 3)
+        self.assertEqual(r.violations, [])
+        self.assertEqual((r.sections, r.peak["n"]), (5, 3))
+
+    def test_over_granted(self):
+        h = ops(("a", "acquire", 0, 0.1, dict(permits=2)),
+                ("b", "acquire", 0, 0.2, dict(permits=2)))
+        self.assertIn("4 permits held of 3", history.check_semaphore(h, 3).first())
+
+    def test_orphans_count_until_their_lease(self):
+        h = ops(("a", "acquire", 0, 0.1, dict(permits=2, wlease=1000)),
+                ("a", "orphaned", 0.5, 0.5, {}),
+                ("b", "acquire", 0.2, 0.8, dict(permits=2)))
+        self.assertIn("held of 3", history.check_semaphore(h, 3).first())
+        h = ops(("a", "acquire", 0, 0.1, dict(permits=2, wlease=1000)),
+                ("a", "orphaned", 0.5, 0.5, {}),
+                ("b", "acquire", 0.2, 1.2, dict(permits=2)))
+        self.assertEqual(history.check_semaphore(h, 3).violations, [])
+        h = ops(("a", "acquire", 0, 0.1, dict(permits=2)),
+                ("a", "closed", 0.5, 0.5, {}),                 # a killed holder: ends at once
+                ("b", "acquire", 0.2, 0.6, dict(permits=2)))
+        self.assertEqual(history.check_semaphore(h, 3).violations, [])
+
+
+class ElectionTest(unittest.TestCase):
+    def test_clean(self):
+        h = ops(("a", "elect", 0, 1, dict(fence=5)),
+                ("o", "observe", 1.1, 1.1, dict(fence=5)),
+                ("a", "resign", 2, 2.1, {}),
+                ("o", "observe", 2.1, 2.1, dict(fence=0)),
+                ("b", "elect", 0.5, 2.2, dict(fence=6)),
+                ("o", "observe", 2.3, 2.3, dict(fence=6)),
+                ("o", "observe", 2.4, 2.4, dict(fence=-1)),    # a new connection
+                ("o", "observe", 2.5, 2.5, dict(fence=6)))
+        r = history.check_election(h)
+        self.assertEqual(r.violations, [])
+        self.assertEqual((r.ops, r.sections, r.told), (8, 2, 3))
+
+    def test_two_leaders(self):
+        h = ops(("a", "elect", 0, 1, dict(fence=5)),
+                ("b", "elect", 0.5, 1.5, dict(fence=6)),
+                ("a", "resign", 2, 2.1, {}))
+        self.assertIn("two holders at once", history.check_election(h).first())
+        # excused where a fault explains it and the later fence is greater
+        r = history.check_election(h, lambda name, a, b: "a fault")
+        self.assertEqual((r.violations, len(r.excused)), ([], 1))
+
+    def test_fence_repeated_or_falling(self):
+        h = ops(("a", "elect", 0, 1, dict(fence=5)),
+                ("a", "resign", 2, 2.1, {}),
+                ("b", "elect", 3, 4, dict(fence=5)))
+        self.assertIn("granted twice", history.check_election(h).first())
+        h = ops(("o", "observe", 1, 1, dict(fence=6)),
+                ("o", "observe", 2, 2, dict(fence=6)))
+        self.assertIn("with no NONE between", history.check_election(h).first())
+        h = ops(("o", "observe", 1, 1, dict(fence=6)),
+                ("o", "observe", 2, 2, dict(fence=0)),
+                ("o", "observe", 3, 3, dict(fence=5)))
+        self.assertIn("told fence 5 after 6", history.check_election(h).first())
 
 
 if __name__ == "__main__":
