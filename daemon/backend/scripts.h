@@ -40,6 +40,7 @@ typedef enum {
     SCRIPT_SEM,           /* one op on a semaphore (its renewals batch) */
     SCRIPT_FAIR,          /* one op on a fair lock (its renewals batch) */
     SCRIPT_ELECT,         /* one op on an election (its renewals batch) */
+    SCRIPT_MLOCK,         /* a multi-name lock's acquire (mlock.lua) */
     SCRIPT_COUNT
 } script_id_t;
 
