@@ -118,8 +118,8 @@ typedef struct backend_result_s {
                                    that has no one holder (SEM) */
     long long holders;          /* STATUS of a READ hold: how many owners read;
                                    of a SEM: the permits available */
-    const char *value;          /* LEADER: the leader's value, value_len bytes,
-                                   in op->leader */
+    const char *value;          /* an op answering a value (LEADER: the
+                                   leader's): value_len bytes, in op->answer */
     size_t value_len;
     size_t which;               /* MULTI ACQUIRE but GRANTED: the index of the
                                    name the outcome is about */
@@ -131,8 +131,9 @@ typedef struct backend_name_s {
     size_t len;
 } backend_name_t;
 
-/* The longest leader's value a LEADER op answers (the protocol's). */
-#define BACKEND_VALUE_MAX 255
+/* The longest value an op answers (res.value; LEADER's: the protocol's
+ * word). */
+#define BACKEND_ANSWER_MAX 255
 
 /* WHO's answer, in memory the caller gives (op->who). */
 #define BACKEND_WHO_OWNER_MAX  80   /* "<uuid>:<id>", as Redisson writes it too */
@@ -172,12 +173,14 @@ struct backend_op_s {
     uint32_t queue_foreign_ms;  /* FAIR ACQUIRE: ... plus this much for each
                                    place ahead that is not a dlockd's */
     int once;                   /* FAIR ACQUIRE: try, but take no place */
-    const char *value;          /* ELECT ACQUIRE: the leader's value, value_len
-                                   bytes, valid until cb */
+    const char *value;          /* the op's value for its script, value_len
+                                   bytes, valid until cb (ELECT ACQUIRE: the
+                                   leader's value) */
     size_t value_len;
-    char *leader;               /* LEADER: where the answer's value goes, in
-                                   memory the caller gives (BACKEND_VALUE_MAX
-                                   + 1 bytes): the reply may be gone by cb */
+    char *answer;               /* an op answering a value (LEADER): where
+                                   it goes, in memory the caller gives
+                                   (BACKEND_ANSWER_MAX + 1 bytes): the reply
+                                   may be gone by cb */
     const backend_name_t *names; /* MULTI ACQUIRE: every name (name, len: the
                                    first, which routes it), valid until cb */
     size_t nnames;

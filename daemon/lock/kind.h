@@ -10,8 +10,9 @@
  *
  * Adding a kind: a lock_mode_t value (lockmgr.h) for each of its modes, a
  * row for each in lock_modes[] and its table's name (kind.c), its file
- * with its table, its backend mode and script (daemon/backend/), and its
- * protocol words (session.c). */
+ * with its table (any state of its own in m->kind_state[its first mode],
+ * freed by its free_state), its backend mode's row with its script
+ * (daemon/backend/scripts.c), and its protocol words (session.c). */
 #ifndef DLOCK_LOCK_KIND_H
 #define DLOCK_LOCK_KIND_H
 
@@ -79,6 +80,9 @@ struct lock_kind_s {
     void (*unlock)(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req);
     /* Optional: a request only this kind has (SEMINIT). */
     void (*request)(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req);
+    /* Optional: frees the kind's own state (m->kind_state at its first
+     * mode), at lockmgr_free when the slot is not NULL. */
+    void (*free_state)(lockmgr_t *m);
 };
 
 /* What each mode is: its kind, its backend mode. */

@@ -407,6 +407,9 @@ void lockmgr_free(lockmgr_t *m) {
     if (m == NULL) return;
     size_t i = 0;
     hmap_node_t *n, *next;
+    for (int k = 0; k < LOCK_MODE_COUNT; k++)
+        if (m->kind_state[k] != NULL && lock_modes[k].kind->free_state != NULL)
+            lock_modes[k].kind->free_state(m);
     /* Every timer of ours stops before its memory goes: the timer
      * structure is the caller's, and outlives us. */
     for (n = hmap_next(&m->locks, &i, NULL); n != NULL; n = next) {

@@ -1,5 +1,5 @@
 -- SPDX-License-Identifier: MIT
--- SCRIPT_MLOCK: a multi-name lock (MLOCK) granted whole or not at all, in one
+-- BACKEND_MULTI's own script: a multi-name lock (MLOCK) granted whole or not at all, in one
 -- call: every name's RLock hash is looked at first, and only when each is
 -- free (or the owner's own, as the daemon expects) are they all taken.
 -- KEYS: for each of the n names, its lock hash and its fence counter
