@@ -90,8 +90,9 @@ static void mwait_end(mwait_t *mw) {
     for (size_t i = 0; i < mw->n; i++) {
         wait_t *w = mw->part[i].w;
         if (w == NULL || !w->queued) continue;
-        lock_wait_end(w); /* one in flight stays until on_multi */
+        /* one in flight stays until on_multi; the others are freed now */
         if (!w->in_flight) mw->part[i].w = NULL;
+        lock_wait_end(w);
     }
     if (!mw->in_flight) mwait_free(mw);
 }
