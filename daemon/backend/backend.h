@@ -65,6 +65,9 @@ typedef enum {
     BACKEND_ELECT,        /* an election: a fair lock's queue and an RLock hash,
                              with the leader's record beside it; every change
                              is published on the name's one channel */
+    BACKEND_MULTI,        /* a multi-name lock's ACQUIRE: RLocks of many names
+                             (names, nnames) granted whole by one script; the
+                             holds it makes are BACKEND_MUTEX ones */
     BACKEND_MODE_COUNT
 } backend_mode_t;
 
@@ -118,7 +121,15 @@ typedef struct backend_result_s {
     const char *value;          /* an op answering a value (LEADER: the
                                    leader's): value_len bytes, in op->answer */
     size_t value_len;
+    size_t which;               /* MULTI ACQUIRE but GRANTED: the index of the
+                                   name the outcome is about */
 } backend_result_t;
+
+/* One name of a multi-name op. */
+typedef struct backend_name_s {
+    const char *name;
+    size_t len;
+} backend_name_t;
 
 /* The longest value an op answers (res.value; LEADER's: the protocol's
  * word). */
@@ -170,6 +181,14 @@ struct backend_op_s {
                                    it goes, in memory the caller gives
                                    (BACKEND_ANSWER_MAX + 1 bytes): the reply
                                    may be gone by cb */
+    const backend_name_t *names; /* MULTI ACQUIRE: every name (name, len: the
+                                   first, which routes it), valid until cb */
+    size_t nnames;
+    const char *reentry;        /* ... a letter per name: 'r' the owner holds
+                                   it already (one hold more), 'n' new */
+    uint64_t *values;           /* ... GRANTED: each name's fence (new) or
+                                   holds (reentry), nnames of them, in memory
+                                   the caller gives */
     /* out */
     backend_result_t res;
     /* the backend's while submitted */
@@ -212,6 +231,7 @@ typedef void (*backend_node_cb)(void *data, const backend_node_info_t *node);
 #define BACKEND_CAP_RW               0x8u  /* READ and WRITE modes */
 #define BACKEND_CAP_SEM              0x10u /* SEM mode */
 #define BACKEND_CAP_FAIR             0x20u /* FAIR mode */
+#define BACKEND_CAP_MULTI            0x40u /* MULTI mode: every name on one node */
 
 /* One topology: a table of operations, chosen once at start. */
 typedef struct backend_type_s {

@@ -124,6 +124,13 @@ static const scripts_mode_t modes[BACKEND_MODE_COUNT] = {
         .acquire_key = PREFIX(KEYS_TOKEN), .renew_key = PREFIX(KEYS_FORCED),
         .release_key = PREFIX(KEYS_CHANNEL), .channel = KEYS_CHANNEL,
     },
+    /* Only its acquire: its holds are BACKEND_MUTEX ones, released,
+     * renewed and watched as such. */
+    [BACKEND_MULTI] = {
+        .lua = lua_mlock, .own = K_ACQ,
+        .acquire_key = PREFIX(KEYS_TOKEN), .renew_key = PREFIX(KEYS_FORCED),
+        .release_key = PREFIX(KEYS_CHANNEL), .channel = KEYS_CHANNEL,
+    },
 };
 
 /* The companions of the scripts that are no mode's own. */
@@ -405,9 +412,52 @@ static size_t put_args(char *p, const backend_op_t *op, script_id_t id, const ch
     }
 }
 
+/* MULTI's script (SCRIPT_OWN(BACKEND_MULTI), mlock.lua): each name's lock
+ * and fence counter, then the lease, the owner's field and the reentry
+ * letters. */
+static int format_multi(buf_t *out, const char *sha, const backend_op_t *op,
+                        const char *prefix, const char *uuid) {
+    size_t start = out->len, plen = strlen(prefix), k;
+    char num[24], field[KEYS_FIELD_MAX];
+    char *p = buf_reserve(out, 1 + 20 + 2 + ARG_ROOM(7) + ARG_ROOM(SCRIPTS_SHA_LEN) + ARG_ROOM(20));
+    if (p == NULL) goto nomem;
+    k = put_head(p, '*', 3 + 2 * op->nnames + 3);
+    k += put_bulk(p + k, "EVALSHA", 7);
+    k += put_bulk(p + k, sha, SCRIPTS_SHA_LEN);
+    k += put_bulk(p + k, num, keys_u64(num, 2 * op->nnames));
+    buf_commit(out, k);
+    for (size_t i = 0; i < op->nnames; i++) {
+        if ((p = buf_reserve(out, OP_ROOM)) == NULL) goto nomem;
+        size_t klen = plen + op->names[i].len;
+        k = put_head(p, '$', klen);
+        char *key = p + k;
+        memcpy(key, prefix, plen);
+        memcpy(key + plen, op->names[i].name, op->names[i].len);
+        k += klen;
+        p[k++] = '\r';
+        p[k++] = '\n';
+        int braces = memchr(key, '{', klen) == NULL;
+        k += put_key(p + k, &modes[BACKEND_MULTI].acquire_key, key, klen, braces);
+        buf_commit(out, k);
+    }
+    size_t flen = keys_owner_field(field, uuid, op->owner);
+    if ((p = buf_reserve(out, ARG_ROOM(24) + ARG_ROOM(KEYS_FIELD_MAX) + ARG_ROOM(op->nnames))) ==
+        NULL)
+        goto nomem;
+    k = put_bulk(p, num, keys_u64(num, op->lease_ms));
+    k += put_bulk(p + k, field, flen);
+    k += put_bulk(p + k, op->reentry, op->nnames);
+    buf_commit(out, k);
+    return 0;
+nomem:
+    out->len = start;
+    return -1;
+}
+
 int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *const *ops,
                    size_t n, const char *prefix, const char *uuid, unsigned flags) {
     size_t start = out->len, numkeys, argc, k, plen = strlen(prefix);
+    if (id == SCRIPT_OWN(BACKEND_MULTI)) return format_multi(out, sha, ops[0], prefix, uuid);
     int any = id == SCRIPT_OPS_ANY || id == SCRIPT_RENEW_ANY;
     char nk[24];
     char *p;
@@ -598,8 +648,34 @@ int scripts_format_register(buf_t *out, const char *sha, const char *prefix, con
     return 0;
 }
 
+/* MULTI's script's reply: {GRANTED, v1..vn} or {code, value, index}. */
+static int decode_multi(backend_op_t *op, const redisReply *r) {
+    backend_result_t *res = &op->res;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 || !is_int(r->element[0])) return -1;
+    for (size_t i = 1; i < r->elements; i++)
+        if (!is_int(r->element[i])) return -1;
+    long long code = r->element[0]->integer;
+    if (code == SCRIPTS_GRANTED) {
+        if (r->elements != op->nnames + 1) return -1;
+        res->outcome = BACKEND_GRANTED;
+        for (size_t i = 0; i < op->nnames; i++) op->values[i] = (uint64_t)r->element[i + 1]->integer;
+        return 0;
+    }
+    if (r->elements != 3) return -1;
+    long long at = r->element[2]->integer;
+    if (at < 1 || (size_t)at > op->nnames) return -1;
+    res->which = (size_t)at - 1;
+    return set_acquire(res, code, r->element[1]->integer);
+}
+
 int scripts_decode(script_id_t id, backend_op_t *const *ops, size_t n, redisReply *r,
                    char *err, size_t errlen) {
+    if (id == SCRIPT_OWN(BACKEND_MULTI)) {
+        memset(&ops[0]->res, 0, sizeof(ops[0]->res));
+        if (decode_multi(ops[0], r) == 0) return 0;
+        snprintf(err, errlen, "unexpected reply (type %d) from the mlock script", r->type);
+        return -1;
+    }
     if (id == SCRIPT_OPS || id == SCRIPT_OPS_ANY) return decode_ops(ops, n, r, err, errlen);
     if (id == SCRIPT_RENEW || id == SCRIPT_RENEW_ANY) {
         if (r->type != REDIS_REPLY_STRING || r->len != n) {

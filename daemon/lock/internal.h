@@ -40,7 +40,8 @@ typedef struct release_s release_t;
 /* What an owner's request in flight is. */
 typedef enum {
     PENDING_WAIT = 0,   /* queued on a lock (LOCK, TRYLOCK) */
-    PENDING_OP          /* one backend call (reentry, RENEW, STATUS, FORCE) */
+    PENDING_OP,         /* one backend call (reentry, RENEW, STATUS, FORCE) */
+    PENDING_MULTI       /* a multi-name wait (multi.c): a place in each queue */
 } pending_kind_t;
 
 typedef struct pending_s {

@@ -587,6 +587,45 @@ START_TEST(test_decode_leader) {
 }
 END_TEST
 
+/* A multi-name acquire: each name's lock and token, then the lease, the
+ * field and the reentry letters; its replies, whole or about one name. */
+START_TEST(test_multi) {
+    script_id_t id;
+    char err[128];
+    backend_name_t names[2] = {{"a", 1}, {"{t}b", 4}};
+    uint64_t values[2] = {0, 0};
+    backend_op_t op = mkop(BACKEND_ACQUIRE, BACKEND_MULTI, "a");
+    op.names = names;
+    op.nnames = 2;
+    op.reentry = "rn";
+    op.values = values;
+    ck_assert_str_eq(format1(&op, 0, &id),
+                     resp("EVALSHA", SHA, "4", "dlock:a", "redisson_lock_token:{dlock:a}",
+                          "dlock:{t}b", "redisson_lock_token:dlock:{t}b", "30000", FIELD, "rn",
+                          NULL));
+    ck_assert_int_eq(id, SCRIPT_OWN(BACKEND_MULTI));
+    ck_assert_int_eq(decode1(id, &op, array(0, 3, integer(0, SCRIPTS_GRANTED), integer(1, 2),
+                                            integer(2, 99)), err), 0);
+    ck_assert_int_eq(op.res.outcome, BACKEND_GRANTED);
+    ck_assert_uint_eq(values[0], 2);
+    ck_assert_uint_eq(values[1], 99);
+    ck_assert_int_eq(decode1(id, &op, array(0, 3, integer(0, SCRIPTS_TAKEN), integer(1, 700),
+                                            integer(2, 2)), err), 0);
+    ck_assert_int_eq(op.res.outcome, BACKEND_TAKEN);
+    ck_assert_int_eq(op.res.ttl_ms, 700);
+    ck_assert_uint_eq(op.res.which, 1);
+    ck_assert_int_eq(decode1(id, &op, array(0, 3, integer(0, SCRIPTS_WRONG_KIND),
+                                            integer(1, SCRIPTS_HELD_READ), integer(2, 1)), err), 0);
+    ck_assert_int_eq(op.res.held, BACKEND_READ);
+    ck_assert_uint_eq(op.res.which, 0);
+    /* a wrong count of fences, an index out of range */
+    ck_assert_int_eq(decode1(id, &op, array(0, 2, integer(0, SCRIPTS_GRANTED), integer(1, 2)), err),
+                     -1);
+    ck_assert_int_eq(decode1(id, &op, array(0, 3, integer(0, SCRIPTS_TAKEN), integer(1, 7),
+                                            integer(2, 3)), err), -1);
+}
+END_TEST
+
 START_TEST(test_codes_agree) {
     for (int id = 0; id < SCRIPT_COUNT; id++) {
         const char *s = scripts_text((script_id_t)id);
@@ -611,7 +650,8 @@ START_TEST(test_codes_agree) {
         ck_assert_msg(found == 0 || found == scripts_codes_count, "script %d: %zu codes of %zu",
                       id, found, scripts_codes_count);
         if (id == SCRIPT_ACQUIRE || id == SCRIPT_OPS || id == SCRIPT_OWN(BACKEND_SEM) ||
-            id == SCRIPT_OWN(BACKEND_FAIR) || id == SCRIPT_OWN(BACKEND_ELECT))
+            id == SCRIPT_OWN(BACKEND_FAIR) || id == SCRIPT_OWN(BACKEND_ELECT) ||
+            id == SCRIPT_OWN(BACKEND_MULTI))
             ck_assert_msg(found == scripts_codes_count, "script %d names no codes", id);
     }
 }
@@ -635,6 +675,7 @@ static Suite *scripts_suite(void) {
     tcase_add_test(tc, test_codes_agree);
     tcase_add_test(tc, test_format_elect);
     tcase_add_test(tc, test_decode_leader);
+    tcase_add_test(tc, test_multi);
     suite_add_tcase(s, tc);
     return s;
 }
