@@ -671,22 +671,6 @@ TAKEN") sc_ok "another process: dlock_tryfairlock $F gets TIMEOUT, and sees it T
     dlock_leader_event || rc=$?
     sc_check "no change of eo after dlock_unobserve" [ "$rc" -eq 1 ]
 
-    # -- dlock_close releases
-    rc=0
-    dlock_close || rc=$?
-    sc_check "dlock_close returns 0" [ "$rc" -eq 0 ]
-    sc_check "after dlock_close, another connection's STATUS x says OK FREE" wait_free x
-    rc=0
-    dlock_cmd PING 2>/dev/null || rc=$?
-    sc_check "dlock_cmd after dlock_close returns 3" [ "$rc" -eq 3 ]
-    rc=0
-    dlock_close || rc=$?
-    sc_check "a second dlock_close is a no-op" [ "$rc" -eq 0 ]
-    rc=0
-    dlock_open "$SOCK" && dlock_trylock x 0 || rc=$?
-    sc_check "dlock_open works again after dlock_close" [ "$rc" -eq 0 ]
-    dlock_close
-
     # -- several names at once
     rc=0
     dlock_mlock 3 ma mb mc || rc=$?
@@ -731,6 +715,22 @@ TAKEN") sc_ok "another process: dlock_tryfairlock $F gets TIMEOUT, and sees it T
     esac
     out=$(oneshot "STATUS a")
     sc_check "a refused dlock_mlock took nothing ($out)" [ "$out" = "OK FREE" ]
+
+    # -- dlock_close releases
+    rc=0
+    dlock_close || rc=$?
+    sc_check "dlock_close returns 0" [ "$rc" -eq 0 ]
+    sc_check "after dlock_close, another connection's STATUS x says OK FREE" wait_free x
+    rc=0
+    dlock_cmd PING 2>/dev/null || rc=$?
+    sc_check "dlock_cmd after dlock_close returns 3" [ "$rc" -eq 3 ]
+    rc=0
+    dlock_close || rc=$?
+    sc_check "a second dlock_close is a no-op" [ "$rc" -eq 0 ]
+    rc=0
+    dlock_open "$SOCK" && dlock_trylock x 0 || rc=$?
+    sc_check "dlock_open works again after dlock_close" [ "$rc" -eq 0 ]
+    dlock_close
 
     # -- the EXIT trap closes for a script that just ends
     other 'dlock_lock e && echo "$DLOCK_FENCE"' >/dev/null
