@@ -18,6 +18,8 @@
 
 static int daemon_idx;
 
+#define ARGV_MAX 160 /* words of a dlock command line: 65 "-m NAME" pairs fit */
+
 static const char *dlock_bin(void) {
     const char *b = getenv("DLOCK_BIN");
     return b ? b : "build/dlock";
@@ -36,7 +38,7 @@ static pid_t spawn_dlock_full(const char *const args[], const char *sock, uid_t 
     int drop = uid != (uid_t)-1 && geteuid() == 0;
     if (drop) h_public_copy(dlock_bin(), bin, sizeof(bin));
     else snprintf(bin, sizeof(bin), "%s", dlock_bin());
-    const char *argv[64] = {bin};
+    const char *argv[ARGV_MAX] = {bin};
     size_t n = 1;
     for (size_t i = 0; args[i] != NULL; i++) argv[n++] = args[i];
     argv[n] = NULL;
