@@ -213,7 +213,7 @@ export class Client {
       this.#tidy(name);
       return null;
     }
-    let granted = false;
+    let h = null;
     try {
       let line;
       let waits = true;
@@ -224,20 +224,27 @@ export class Client {
       } else {
         line = `${k.take} ${name}${leaseWords(lease)}`;
       }
-      const reply = await this._conn.request(line, { waits, signal, what });
+      // The handle is made as the reply is read, so that a !LOST right behind it finds it.
+      const reply = await this._conn.request(line, {
+        waits,
+        signal,
+        what,
+        commit: (r) => {
+          if (r.type !== 'OK' || r.cancelled) return;
+          h = new LockHandle(this, kind, name, parseGrant(r.words).fence, 1);
+          entry.handles.add(h);
+        },
+      });
       if (reply.cancelled) {
         if (reply.type === 'OK') await this._dropQuietly(k.drop, name); // the grant raced the cancel
         throw abortError(what, signal);
       }
       if (reply.type === 'TIMEOUT') return null;
       if (reply.type === 'ERR') throw errorFromReply(reply.code, reply.text);
-      const g = parseGrant(reply.words);
-      const h = new LockHandle(this, kind, name, g.fence, 1);
-      entry.handles.add(h);
-      granted = true;
+      if (reply.error) throw reply.error;
       return h;
     } finally {
-      if (!granted) this._leaveGate(name, k.mode);
+      if (h === null) this._leaveGate(name, k.mode);
     }
   }
 
@@ -254,15 +261,24 @@ export class Client {
     const line = isTry
       ? `TRYACQUIRE ${name} ${permits} ${wait}${leaseWords(lease)}`
       : `ACQUIRE ${name} ${permits}${leaseWords(lease)}`;
-    const reply = await this._conn.request(line, { waits: !isTry || wait > 0, signal, what });
+    let h = null;
+    const reply = await this._conn.request(line, {
+      waits: !isTry || wait > 0,
+      signal,
+      what,
+      commit: (r) => {
+        if (r.type !== 'OK' || r.cancelled) return;
+        h = new PermitsHandle(this, name, permits, parseCount(r.words));
+        this.#entry(name).handles.add(h);
+      },
+    });
     if (reply.cancelled) {
       if (reply.type === 'OK') await this._dropQuietly('RELEASE', name, permits);
       throw abortError(what, signal);
     }
     if (reply.type === 'TIMEOUT') return null;
     if (reply.type === 'ERR') throw errorFromReply(reply.code, reply.text);
-    const h = new PermitsHandle(this, name, permits, parseCount(reply.words));
-    this.#entry(name).handles.add(h);
+    if (reply.error) throw reply.error;
     return h;
   }
 
