@@ -65,3 +65,14 @@ test('a !LOST right behind an ACQUIRE grant aborts the new permits handle', asyn
     await f.close();
   }
 });
+test('a !LOST right behind an MLOCK grant aborts the new multi-lock handle', async () => {
+  const f = await fake((line) => (line === 'MLOCK 2 a b' ? 'OK 3 4\n!LOST b expired\n' : 'OK 0\n'));
+  try {
+    const h = await guard(f.c.mlock(['a', 'b']));
+    const reason = await guard(aborted(h.signal), 2000, 'the loss signal');
+    assert.equal(reason.lockName, 'b');
+    assert.equal(reason.reason, 'expired');
+  } finally {
+    await f.close();
+  }
+});
