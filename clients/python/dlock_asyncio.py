@@ -762,7 +762,9 @@ class _Pending:
 
     async def __aenter__(self):
         h = await self._start()
-        h._check()
+        if h.reason is not None:
+            await h._release_rest()     # lost already: what is still held goes back
+            h._check()
         h._task = asyncio.current_task()
         self._h = h
         return h

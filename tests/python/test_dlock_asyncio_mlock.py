@@ -7,7 +7,9 @@ Run: DLOCKD_BIN=$PWD/build/dlockd python3 tests/python/test_dlock_asyncio_mlock.
 
 import asyncio
 import os
+import shutil
 import sys
+import tempfile
 import unittest
 import uuid
 
@@ -219,6 +221,36 @@ class MlockTest(unittest.IsolatedAsyncioTestCase):
         m = await c.mlock(many[:MNAMES_MAX])
         self.assertEqual(len(m.fences), MNAMES_MAX)
         self.assertEqual(await m.unlock(), [0] * MNAMES_MAX)
+
+
+class FakeServerTest(unittest.IsolatedAsyncioTestCase):
+    """Against a fake dlockd answering scripted lines: races on the wire."""
+
+    async def test_lost_right_behind_the_grant(self):
+        script = {"MLOCK 2 a b": "OK 3 4\n!LOST b expired\n", "MUNLOCK 1 a": "OK 0\n",
+                  "PING": "OK PONG\n"}
+        seen = []
+
+        async def serve(r, w):
+            while (line := await r.readline()) and line != b"QUIT\n":
+                seen.append(line.decode().strip())
+                w.write(script.get(seen[-1], "OK 0\n").encode())
+            w.close()
+
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        srv = await asyncio.start_unix_server(serve, os.path.join(d, "f.sock"))
+        self.addAsyncCleanup(srv.wait_closed)
+        self.addCleanup(srv.close)
+        c = await dlock_asyncio.connect(os.path.join(d, "f.sock"))
+        self.addAsyncCleanup(c.close)
+        async with asyncio.timeout(GUARD):
+            with self.assertRaises(dlock.LockLost) as cm:
+                async with c.mlock(["a", "b"]):
+                    await asyncio.Event().wait()
+            self.assertEqual((cm.exception.name, cm.exception.reason), ("b", "expired"))
+            self.assertTrue(await c.ping())
+        self.assertEqual(seen, ["MLOCK 2 a b", "MUNLOCK 1 a", "PING"])
 
 
 if __name__ == "__main__":
