@@ -107,7 +107,7 @@ typedef struct entry_s {
     /* an election's leader record (dlock_leader:{K}): counts while the
      * hash holds its field */
     char leader_field[64];      /* FIELD_MAX */
-    char leader_value[BACKEND_VALUE_MAX + 1];
+    char leader_value[BACKEND_ANSWER_MAX + 1];
     uint64_t leader_fence;
     /* the watch */
     int watched;
@@ -980,7 +980,7 @@ static void model_run_fair(fake_t *fb, backend_op_t *op, entry_t *e) {
 /* An election's op, as elect.lua runs it: a fair lock's queue and hash
  * (fair_script) with the leader's record beside it, set by a grant and
  * cleared by a release; LEADER reads it ({fence, value, pttl} into
- * op->leader; fence 0 when nobody leads; WRONG_KIND when the hash is
+ * op->answer; fence 0 when nobody leads; WRONG_KIND when the hash is
  * another kind's, a plain lock's included). The release's message on the
  * name's channel is the test's to deliver (fake_publish). */
 static void model_run_elect(fake_t *fb, backend_op_t *op, entry_t *e) {
@@ -991,21 +991,21 @@ static void model_run_elect(fake_t *fb, backend_op_t *op, entry_t *e) {
     int other = e->sem || (e->nfields > 0 && e->mode != BACKEND_MUTEX) ||
                 (e->nfields > 0 && field_find(e, e->leader_field) == NULL);
     if (op->kind == BACKEND_LEADER) {
-        EXPECT(op->leader != NULL, "LEADER of %.*s without room for its value", (int)op->len,
+        EXPECT(op->answer != NULL, "LEADER of %.*s without room for its value", (int)op->len,
                op->name);
         if (other) {
             res->outcome = BACKEND_WRONG_KIND;
             res->held = e->sem ? BACKEND_SEM : e->mode;
         } else if (e->nfields > 0) {
             size_t n = strlen(e->leader_value);
-            memcpy(op->leader, e->leader_value, n + 1);
-            res->value = op->leader;
+            memcpy(op->answer, e->leader_value, n + 1);
+            res->value = op->answer;
             res->value_len = n;
             res->fence = e->leader_fence;
             res->ttl_ms = key_pttl(fb, e);
         } else {
-            op->leader[0] = '\0';
-            res->value = op->leader;
+            op->answer[0] = '\0';
+            res->value = op->answer;
             res->ttl_ms = -2;
         }
         return;
@@ -1023,7 +1023,7 @@ static void model_run_elect(fake_t *fb, backend_op_t *op, entry_t *e) {
     fair_script(fb, e, c, field, op->lease_ms, op->queue_ms, 0, res);
     fb->npubs = pubs;
     if (op->kind == BACKEND_ACQUIRE && res->outcome == BACKEND_GRANTED) {
-        EXPECT(op->value != NULL && op->value_len <= BACKEND_VALUE_MAX,
+        EXPECT(op->value != NULL && op->value_len <= BACKEND_ANSWER_MAX,
                "ELECT of %.*s without a value", (int)op->len, op->name);
         snprintf(e->leader_field, sizeof(e->leader_field), "%s", field);
         snprintf(e->leader_value, sizeof(e->leader_value), "%.*s", (int)op->value_len,
