@@ -5,7 +5,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { connect, BadRequestError, LockLostError, MNAMES_MAX, NotHeldError } from '../index.js';
-import { Servers, guard, aborted, waiters } from './harness.js';
+import { Servers, guard, aborted, until, waiters } from './harness.js';
 
 let srv;
 const clients = [];
@@ -22,6 +22,11 @@ async function client() {
 }
 const fresh = (tag) => `node-${tag}-${randomBytes(4).toString('hex')}`;
 const isAbort = (e) => e instanceof DOMException && e.name === 'AbortError';
+
+/** Resolves once dlockd has a request waiting (a waiting set counts once per name). */
+async function someWaiting(watch) {
+  await until(async () => Number((await watch.info()).waiters) > 0, 'a waiter');
+}
 
 test('mlock grants the whole set: fences in the order given, each name MINE, unlock frees all', async () => {
   const c = await client();
@@ -50,7 +55,7 @@ test('all or nothing: a waiting mlock holds none of the set; freeing the last na
   const hy = await holder.lock(y);
   let granted = false;
   const p = guard(c.mlock([x, y, z])).then((h) => { granted = true; return h; });
-  await waiters(srv.sock, 1);
+  await someWaiting(watch);
   for (const name of [x, z]) assert.equal((await watch.status(name)).state, 'FREE');
   assert.equal(granted, false);
   await hy.unlock();
@@ -91,7 +96,7 @@ test('abort of a waiting mlock (in dlockd, and queued locally): AbortError, noth
   const hy = await holder.lock(y);
   const ac = new AbortController();
   const p = assert.rejects(guard(c.mlock([x, y], { signal: ac.signal })), isAbort);
-  await waiters(srv.sock, 1);
+  await someWaiting(watch);
   ac.abort();
   await p;
   await waiters(srv.sock, 0);
