@@ -63,6 +63,16 @@ async function grant(hid, p) {
   return `ok ${h.fence} ${h.holds}`;
 }
 
+/** The handles through which client `c` holds plain locks or sets: an mlock counts their names as reentries. */
+const heldOf = (c) => [...handles.values()].filter((h) => h.client === c && (h.kind === 'lock' || h.kind === 'multi'));
+
+async function mgrant(hid, p) {
+  const h = await p;
+  if (h === null) return 'timeout';
+  keep(hid, h);
+  return `ok ${h.fences.join(' ')}`;
+}
+
 const leaderWords = (l) => (l === null ? 'NONE' : `${l.fence} ${l.value}`);
 
 /** observe: answers the first leader; the loop telling later ones starts once that answer is out. */
@@ -126,6 +136,15 @@ async function run(cmd, a, signal) {
     case 'fairlock': return grant(a[1], client(a[0]).fairLock(a[2], { lease: lease(a[3]), signal }));
     case 'trylock':
       return grant(a[1], client(a[0]).tryLock(a[2], { wait: Number(a[3]), lease: lease(a[4]), signal }));
+    case 'mlock': {
+      const c = client(a[0]);
+      return mgrant(a[1], c.mlock(a.slice(3), { lease: lease(a[2]), signal, held: heldOf(c) }));
+    }
+    case 'trymlock': {
+      const c = client(a[0]);
+      return mgrant(a[1], c.tryMlock(a.slice(4), { wait: Number(a[2]), lease: lease(a[3]), signal, held: heldOf(c) }));
+    }
+    case 'munlock': return `ok ${(await handle(a[0]).unlock()).join(' ')}`;
     case 'reenter': {
       const h = await handle(a[0]).relock();
       return `ok ${h.fence} ${h.holds}`;

@@ -9,6 +9,8 @@ export const NAME_MAX: number;
 export const NUM_MAX: number;
 /** Most permits in one acquire or release. */
 export const PERMITS_MAX: number;
+/** Most names in one multi-lock (mlock, tryMlock). */
+export const MNAMES_MAX: number;
 /** Returns `name` if it is a valid lock name (1-255 chars of 0x21-0x7E), else throws a BadRequestError (code NAME). */
 export function checkName(name: string): string;
 
@@ -89,6 +91,44 @@ export class LockHandle {
   unlock(): Promise<number>;
   /** RENEW; resolves the new ttl in ms. */
   renew(lease?: number): Promise<number>;
+}
+
+export interface MultiLockOptions extends LockOptions {
+  /**
+   * Handles through which this task already holds some of the names (a
+   * plain lock's, or another set's): those names count as a reentry (their
+   * fence is that hold's) instead of waiting for the handle's local turn.
+   * Handles holding none of the names are ignored.
+   */
+  held?: Iterable<LockHandle | MultiLockHandle>;
+}
+
+export interface TryMultiLockOptions extends MultiLockOptions {
+  /** How long to wait, in ms (default 0: one try). */
+  wait?: number;
+}
+
+/** A set of names locked together by `client.mlock()`: one hold of each. */
+export class MultiLockHandle {
+  readonly kind: 'multi';
+  /** The names, in the order given. */
+  readonly names: readonly string[];
+  /** The grant's fences, in the order of `names`. */
+  readonly fences: readonly bigint[];
+  /** Aborted when the first of the names is lost; `signal.reason` is a LockLostError naming it. The others stay held until unlock(). */
+  readonly signal: AbortSignal;
+  /** The first LockLostError, else null. */
+  readonly lost: LockLostError | null;
+  /** True once unlocked, or every name lost. */
+  readonly done: boolean;
+  /** The fence of one of the names. */
+  fenceOf(name: string): bigint;
+  /**
+   * MUNLOCK: one hold less of every name; resolves the holds left of each, in
+   * the order of `names`. If a name was lost, releases the others still held
+   * and rejects with that LockLostError.
+   */
+  unlock(): Promise<number[]>;
 }
 
 /** Permits of a semaphore, acquired through a client. */
@@ -183,6 +223,19 @@ export class Client {
   tryFairLock(name: string, opts?: TryLockOptions): Promise<LockHandle | null>;
   /** Locks, runs fn, always unlocks; rejects with the LockLostError if the lock was lost meanwhile. */
   using<T>(name: string, fn: (signal: AbortSignal, handle: LockHandle) => Promise<T> | T, opts?: UsingOptions): Promise<T>;
+  /** The same for a set of names (mlock): `signal` aborts if any of them is lost; all are released at the end. */
+  using<T>(names: string[], fn: (signal: AbortSignal, handle: MultiLockHandle) => Promise<T> | T, opts?: MultiLockOptions): Promise<T>;
+  /**
+   * MLOCK: locks all of `names` (1 to 64 distinct names) at once, all or
+   * nothing; dlockd holds none of them while it waits, so sets taken in any
+   * order cannot deadlock. Fences in the order of `names`. Aborting
+   * `signal` withdraws the wait (rejects with an 'AbortError', nothing held).
+   * Bad input (no names, more than 64, a name twice, a bad name) rejects
+   * with a BadRequestError before anything is sent.
+   */
+  mlock(names: Iterable<string>, opts?: MultiLockOptions): Promise<MultiLockHandle>;
+  /** TRYMLOCK; resolves null on TIMEOUT. */
+  tryMlock(names: Iterable<string>, opts?: TryMultiLockOptions): Promise<MultiLockHandle | null>;
   /**
    * ELECT: campaigns; resolves the Leadership once this client leads. `value`
    * (1-255 chars of 0x21-0x7E) is what observers are told. Aborting

@@ -4,6 +4,7 @@
 export { connect, Client } from './lib/client.js';
 export { LockHandle, PermitsHandle } from './lib/handles.js';
 export { Leadership, Observation } from './lib/election.js';
+export { MultiLockHandle, MNAMES_MAX } from './lib/multi.js';
 export {
   DlockError, BadRequestError, KindError, NotHeldError, LimitError, DeniedError,
   BackendError, ClosedError, ConnectError, LockLostError, ProtocolError,

@@ -198,6 +198,37 @@ class Adapter:
         await asyncio.gather(*(worker(t) for t in range(int(tasks))))
         return "ok %(grants)d %(overlaps)d %(nonrising)d" % counts
 
+    def held_by(self, cid):
+        """The handles through which client cid holds plain locks or sets:
+        an mlock counts their names as reentries."""
+        return [h for owner, h in self.handles.values()
+                if owner == cid and isinstance(h, (da.Lock, da.MultiLock))]
+
+    async def mgrant(self, cid, hid, pending):
+        m = await pending
+        self.keep(cid, hid, m)
+        return " ".join(["ok"] + [str(f) for f in m.fences])
+
+    async def c_mlock(self, cid, hid, lease, *names):
+        return await self.mgrant(cid, hid, self.client(cid).mlock(
+            names, int(lease), held=self.held_by(cid)))
+
+    async def c_trymlock(self, cid, hid, wait, lease, *names):
+        try:
+            return await self.mgrant(cid, hid, self.client(cid).trymlock(
+                names, int(wait), int(lease), held=self.held_by(cid)))
+        except da.Timeout:
+            return "timeout"
+
+    async def c_munlock(self, hid):
+        m = self.handle(hid)
+        left = await m.unlock()
+        if m.reason is None:
+            w = self.watchers.pop(hid, None)
+            if w is not None:
+                w.cancel()
+        return " ".join(["ok"] + [str(n) for n in left])
+
     async def c_elect(self, cid, hid, name, value, lease):
         h = await self.client(cid).elect(name, value, int(lease))
         self.keep(cid, hid, h)

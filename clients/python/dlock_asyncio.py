@@ -23,6 +23,12 @@ task, and leaving the block raises LockLost (``.reason`` "expired",
 "forced", "backend" or "closed"). Code holding a handle itself watches
 ``h.lost`` (an asyncio.Event) and ``h.reason``.
 
+Multi-name locks: ``async with c.mlock(["acct-1", "acct-2"]) as m:`` holds
+every name of the set (``m.fences``, in the order given), granted all at
+once; dlockd holds none of them while it waits, so two sets in opposite
+orders cannot deadlock. The block's task is cancelled when any of the names
+is lost, and leaving releases what is still held (MUNLOCK).
+
 Leader election: ``async with c.elect("svc", "10.0.0.5:8080") as l:`` runs
 the block while this client leads (``l.fence``); the block's task is
 cancelled if leadership is lost, and leaving resigns. ``await
@@ -54,7 +60,8 @@ from dlock import (  # noqa: F401  (re-exported)
 from dlock import _ERRORS, _check_num, _check_permits, _parse_status, _to_int
 
 __all__ = [
-    "connect", "Client", "Lock", "Permits", "Leadership", "Leader", "DEFAULT_SOCKET", "SOCKET_ENV", "NAME_MAX",
+    "connect", "Client", "Lock", "MultiLock", "Permits", "Leadership", "Leader", "DEFAULT_SOCKET",
+    "SOCKET_ENV", "NAME_MAX", "MNAMES_MAX",
     "NUM_MAX", "PERMITS_MAX", "Status", "DlockError", "BadRequest", "Timeout", "NotHeld",
     "BackendError", "LimitError", "Denied", "KindError", "LockLost", "ConnectionClosed",
     "ConnectFailed", "ProtocolError", "validate_name",
@@ -62,6 +69,7 @@ __all__ = [
 
 _LINE_MAX = 65536          # longest line accepted from dlockd
 _QUIT_TIMEOUT = 2.0        # seconds close() waits for dlockd to end the connection
+MNAMES_MAX = 64            # most names in one multi-lock (the protocol's PROTO_MNAMES_MAX)
 
 _VALUE = re.compile(r"[\x21-\x7e]{1,255}\Z")    # a leader's value: as a name
 _VALUE_SHOWN = 40       # characters of a bad value quoted in the error
@@ -125,6 +133,42 @@ def _number(words):
     if len(words) != 2:
         raise ProtocolError(None, "bad reply from dlockd: %r" % " ".join(words))
     return _to_int(words[1])
+
+
+def _check_names(names):
+    """``names`` as a list if they are 1 to MNAMES_MAX valid, distinct lock
+    names; else BadRequest (ARGS; a bad name as validate_name says)."""
+    if isinstance(names, (str, bytes, bytearray)):
+        raise BadRequest("ARGS", "a multi-lock takes a list of lock names, not one string")
+    try:
+        names = list(names)
+    except TypeError:
+        raise BadRequest("ARGS", "a multi-lock takes a list of lock names, not %s"
+                         % type(names).__name__) from None
+    if not 1 <= len(names) <= MNAMES_MAX:
+        raise BadRequest("ARGS", "a multi-lock takes 1 to %d names, not %d"
+                         % (MNAMES_MAX, len(names)))
+    out = [validate_name(n) for n in names]
+    if len(set(out)) != len(out):
+        raise BadRequest("ARGS", "a multi-lock got the same lock twice")
+    return out
+
+
+def _set_words(verb, names):
+    return [verb, str(len(names))] + list(names)
+
+
+def _numbers(n, what):
+    """The parse of ``OK <x1> ... <x_n>`` (MLOCK's fences, MUNLOCK's holds
+    left); Timeout for TIMEOUT."""
+    def parse(words):
+        _raise_err(words)
+        if words[0] == "TIMEOUT":
+            raise Timeout(_to_int(words[1]) if len(words) > 1 else -1)
+        if len(words) != n + 1:
+            raise ProtocolError(None, "bad %s reply from dlockd: %r" % (what, " ".join(words)))
+        return [_to_int(w) for w in words[1:]]
+    return parse
 
 
 def _check_value(value):
@@ -217,11 +261,12 @@ class _Gate:
     """A name's local turn among the client's tasks: exclusive (plain,
     fair, write locks) or shared (read locks), first come, first served."""
 
-    __slots__ = ("shared", "exclusive", "waiters")
+    __slots__ = ("shared", "exclusive", "waiters", "lent")
 
     def __init__(self):
         self.shared = 0
         self.exclusive = False
+        self.lent = 0       # extra holders of the exclusive turn (a set's reentry)
         self.waiters = collections.deque()      # [shared, future]
 
     def fits(self, shared):
@@ -265,7 +310,7 @@ class _Held:
                 if not hs:
                     del self.client._handles[self.name]
 
-    def _lose(self, reason):
+    def _lose(self, reason, _name=None):
         if self.reason is not None or not self._live:
             return
         self.reason = reason
@@ -279,6 +324,9 @@ class _Held:
 
     def _lost_now(self):
         pass
+
+    async def _release_rest(self):
+        """After a loss: give back what is still held (a set's other names)."""
 
     def _check(self):
         if self.reason is not None:
@@ -325,6 +373,10 @@ class Lock(_Held):
 
     def _lost_now(self):
         self.holds = 0
+
+    def _holds(self, name):
+        return self._live and self.reason is None and self.kind == "lock" and \
+            self.name == name and self.holds > 0
 
     def _granted(self, grant):
         self.fence, _ = grant
@@ -384,6 +436,135 @@ class Lock(_Held):
     async def _release_all(self):
         while self.holds > 0:
             await self.unlock()
+
+
+class MultiLock(_Held):
+    """A grant of a set of names by mlock(): one hold of each. ``names``
+    (as given), ``fences`` (in their order); ``lost``: an asyncio.Event set
+    when the first of the names is lost, ``reason`` saying why and
+    ``lost_name`` which. The other names stay held until unlock()."""
+
+    def __init__(self, client, names, lease_ms):
+        super().__init__(client, None, lease_ms)
+        self.names = names
+        self.fences = None
+        self.lost_name = None
+        self._held = set()      # names held through this handle
+        self._gated = set()     # names whose local turn it has
+
+    @property
+    def name(self):
+        return self.lost_name or ",".join(self.names)
+
+    @name.setter
+    def name(self, _value):
+        pass
+
+    def __repr__(self):
+        state = ("lost %s: %s" % (self.lost_name, self.reason) if self.reason else
+                 "fences %s" % self.fences if self._held else "released")
+        return "<dlock_asyncio.MultiLock %s %s>" % (" ".join(self.names), state)
+
+    def fence_of(self, name):
+        """The fence of one of the names."""
+        return self.fences[self.names.index(name)]
+
+    def _holds(self, name):
+        return name in self._held
+
+    def _granted(self, fences):
+        self.fences = fences
+        self._live = True
+        for n in self.names:
+            self._held.add(n)
+            self.client._handles.setdefault(n, set()).add(self)
+        return self
+
+    def _let(self, name):
+        """``name`` is no longer held through this handle."""
+        self._held.discard(name)
+        hs = self.client._handles.get(name)
+        if hs is not None:
+            hs.discard(self)
+            if not hs:
+                del self.client._handles[name]
+        if name in self._gated:
+            self._gated.discard(name)
+            self.client._leave_gate(name, False)
+
+    def _end(self):
+        for n in list(self._held | self._gated):
+            self._let(n)
+        self._live = False
+
+    def _lose(self, reason, name=None):
+        if name not in self._held:
+            return
+        self._let(name)
+        if not self._held:
+            self._live = False
+        if self.reason is not None:
+            return
+        self.lost_name, self.reason = name, reason
+        self.lost.set()
+        t = self._task
+        if t is not None and not t.done() and t is not asyncio.current_task():
+            self._cancelled_task = True
+            t.cancel("lock %s lost: %s" % (name, reason))
+
+    def _check(self):
+        if self.reason is not None:
+            raise LockLost(self.lost_name, self.reason)
+
+    def _release_line(self, _value=None):
+        return _line(_set_words("MUNLOCK", self.names))
+
+    async def renew(self, lease_ms=0):
+        """RENEW of every name still held; returns their new ttls in ms."""
+        self._check()
+        return [await self.client._call(_Req(self.client._loop, _line(
+            ["RENEW", n] + _lease_words(lease_ms)), parse=_number)) for n in list(self._held)]
+
+    async def unlock(self):
+        """MUNLOCK: one hold less of every name. Returns the holds left of
+        each, in the order of ``names``. If a name was lost, the others
+        still held are released and LockLost is raised. Completes even if
+        the task is cancelled meanwhile (then raises CancelledError)."""
+        while True:
+            names = [n for n in self.names if n in self._held]
+            if not names:
+                self._check()
+                raise NotHeld(None, "locks %s are not held through this handle"
+                              % " ".join(self.names))
+            req = _Req(self.client._loop, _line(_set_words("MUNLOCK", names)),
+                       parse=_numbers(len(names), "MUNLOCK"),
+                       commit=lambda left, names=names: self._unlocked(names, left))
+            self.client._submit(req)
+            try:
+                left = await _through(req.future)
+            except NotHeld:
+                if self.reason is not None and len(self._held) < len(names):
+                    continue    # a !LOST came before the reply: release the rest
+                raise
+            self._check()
+            return left
+
+    def _unlocked(self, names, left):
+        for n in names:
+            self._let(n)
+        self._live = False
+        return left
+
+    async def _release_all(self):
+        if self._held:
+            await self.unlock()
+
+    async def _release_rest(self):
+        if self._held:
+            try:
+                await self.unlock()
+            except DlockError:
+                pass
 
 
 class Permits(_Held):
@@ -581,7 +762,9 @@ class _Pending:
 
     async def __aenter__(self):
         h = await self._start()
-        h._check()
+        if h.reason is not None:
+            await h._release_rest()     # lost already: what is still held goes back
+            h._check()
         h._task = asyncio.current_task()
         self._h = h
         return h
@@ -599,6 +782,7 @@ class _Pending:
                 if exc_type is None:
                     raise
             return False
+        await h._release_rest()
         if exc_type is None or (issubclass(exc_type, asyncio.CancelledError) and by_loss
                                 and task.cancelling() == 0):
             raise LockLost(h.name, h.reason) from None
@@ -764,7 +948,7 @@ class Client:
         words = text[1:].split()
         if len(words) >= 3 and words[0] == "LOST":
             for h in list(self._handles.get(words[1], ())):
-                h._lose(words[2])
+                h._lose(words[2], words[1])
         elif len(words) >= 3 and words[0] == "LEADER" and words[1] in self._observed:
             try:
                 item = _leader(words[2:])
@@ -820,9 +1004,9 @@ class Client:
                 if not fut.done():
                     fut.set_exception(self._closed_error())
             gate.waiters.clear()
-        for hs in list(self._handles.values()):
+        for name, hs in list(self._handles.items()):
             for h in list(hs):
-                h._lose("closed")
+                h._lose("closed", name)
         for _, live in list(self._observed.values()):
             for o in list(live):
                 o.fail(self._closed_error())
@@ -861,6 +1045,9 @@ class Client:
             return
         if shared:
             gate.shared -= 1
+        elif gate.lent > 0:
+            gate.lent -= 1      # the turn's other holder keeps it
+            return
         else:
             gate.exclusive = False
         self._wake(name)
@@ -942,6 +1129,67 @@ class Client:
 
     def tryfairlock(self, name, wait_ms=0, lease_ms=0):
         return _Pending(lambda: self._take("fair", name, lease_ms, wait_ms))
+
+    # -- multi-name locks --
+
+    def mlock(self, names, lease_ms=0, held=()):
+        """MLOCK: lock every one of ``names`` (1 to 64 distinct names) at
+        once, all or nothing: dlockd grants the set together and holds none
+        of it while it waits. ``await`` it for a MultiLock, or ``async with
+        c.mlock(names) as m:`` (the block's task is cancelled when any name
+        is lost; leaving releases the set). The names' local turns among
+        this client's tasks are taken in sorted order. A name this task
+        already holds through a handle (a plain Lock, or another MultiLock)
+        counts as a reentry: pass the handle in ``held``, so that the set
+        does not wait for the handle's own turn."""
+        return _Pending(lambda: self._mtake(names, lease_ms, None, held))
+
+    def trymlock(self, names, wait_ms=0, lease_ms=0, held=()):
+        """TRYMLOCK: as mlock(), waiting at most wait_ms; raises Timeout."""
+        return _Pending(lambda: self._mtake(names, lease_ms, wait_ms, held))
+
+    async def _mtake(self, names, lease_ms, wait_ms, held):
+        names = _check_names(names)
+        lease = _lease_words(lease_ms)
+        if wait_ms is not None:
+            _check_num("wait_ms", wait_ms)
+        held = list(held)
+        for lender in held:
+            if not isinstance(lender, (Lock, MultiLock)) or lender.client is not self:
+                raise BadRequest("ARGS", "held must list Lock or MultiLock handles of this client")
+        if self._closed is not None:
+            raise self._closed_error()
+        start = self._loop.time()
+        m = MultiLock(self, names, lease_ms)
+        lent = {n for n in names if any(lender._holds(n) for lender in held)}
+        for n in lent:
+            self._gates[n].lent += 1    # shares the holder's turn
+            m._gated.add(n)
+        ok = False
+        try:
+            for n in sorted(set(names) - lent):
+                left = None if wait_ms is None else \
+                    max(0.0, wait_ms / 1000.0 - (self._loop.time() - start))
+                try:
+                    await self._enter_gate(n, False, left)
+                except TimeoutError:
+                    raise Timeout(-1, "lock %s is held by another task of this client"
+                                  % n) from None
+                m._gated.add(n)
+            if wait_ms is None:
+                words, waits = _set_words("MLOCK", names) + lease, True
+            else:
+                left = max(0, wait_ms - int((self._loop.time() - start) * 1000))
+                words, waits = _set_words("TRYMLOCK", names) + [str(left)] + lease, left > 0
+            req = _Req(self._loop, _line(words), waits, parse=_numbers(len(names), "MLOCK"),
+                       commit=m._granted, undo=m._release_line,
+                       rollback=lambda _v: m._release_all())
+            await self._call(req)
+            ok = True
+            return m
+        finally:
+            if not ok:
+                m._end()        # and the names' local turns go to the next
 
     # -- semaphores --
 

@@ -3,9 +3,10 @@
 
 import { openConnection } from './connection.js';
 import { Leadership, Observers, checkValue, parseElected, parseLeader } from './election.js';
-import { ProtocolError, abortError, errorFromReply } from './errors.js';
+import { BadRequestError, ProtocolError, abortError, errorFromReply } from './errors.js';
 import { Gate } from './gate.js';
 import { KINDS, LockHandle, PermitsHandle, leaseWords } from './handles.js';
+import { MultiLockHandle, checkNames, parseFences, setWords } from './multi.js';
 import {
   DEFAULT_SOCKET, PERMITS_MAX, checkName, checkNum, parseCount, parseGrant, parseStatus,
 } from './proto.js';
@@ -50,12 +51,31 @@ export class Client {
   tryFairLock(name, opts) { return this.#take('fair', name, opts, true); }
 
   /**
+   * MLOCK: locks every one of `names` (1 to 64 distinct names) at once, all
+   * or nothing: dlockd grants the whole set together and holds none of it
+   * while it waits, so two sets in opposite orders cannot deadlock. Resolves
+   * a MultiLockHandle (fences in the order of names); aborting opts.signal
+   * withdraws the wait (rejects AbortError, nothing held). Another task of
+   * this client holding one of the names makes it wait locally first (the
+   * names' local turns are taken in sorted order). A name this task already
+   * holds through a handle (a plain lock's, or another set's) counts as a
+   * reentry on the wire: pass that handle in opts.held, so that the set does
+   * not wait for the handle's own local turn.
+   */
+  mlock(names, opts) { return this.#mtake(names, opts ?? {}, false); }
+
+  /** TRYMLOCK: as mlock(), waiting at most opts.wait ms (default 0); resolves null on TIMEOUT. */
+  tryMlock(names, opts) { return this.#mtake(names, opts ?? {}, true); }
+
+  /**
    * Locks `name` (opts.kind: 'lock' (default), 'fair', 'read' or 'write'), runs
    * `fn(signal, handle)`, and always unlocks. `signal` aborts if the lock is
    * lost; then the call rejects with that LockLostError even if fn resolved.
    */
   async using(name, fn, opts = {}) {
-    const h = await this.#take(opts.kind ?? 'lock', name, opts, false);
+    const h = Array.isArray(name)
+      ? await this.#mtake(name, opts, false)
+      : await this.#take(opts.kind ?? 'lock', name, opts, false);
     let ok = false;
     let result;
     let error;
@@ -213,7 +233,7 @@ export class Client {
       this.#tidy(name);
       return null;
     }
-    let granted = false;
+    let h = null;
     try {
       let line;
       let waits = true;
@@ -224,20 +244,100 @@ export class Client {
       } else {
         line = `${k.take} ${name}${leaseWords(lease)}`;
       }
-      const reply = await this._conn.request(line, { waits, signal, what });
+      // The handle is made as the reply is read, so that a !LOST right behind it finds it.
+      const reply = await this._conn.request(line, {
+        waits,
+        signal,
+        what,
+        commit: (r) => {
+          if (r.type !== 'OK' || r.cancelled) return;
+          h = new LockHandle(this, kind, name, parseGrant(r.words).fence, 1);
+          entry.handles.add(h);
+        },
+      });
       if (reply.cancelled) {
         if (reply.type === 'OK') await this._dropQuietly(k.drop, name); // the grant raced the cancel
         throw abortError(what, signal);
       }
       if (reply.type === 'TIMEOUT') return null;
       if (reply.type === 'ERR') throw errorFromReply(reply.code, reply.text);
-      const g = parseGrant(reply.words);
-      const h = new LockHandle(this, kind, name, g.fence, 1);
-      entry.handles.add(h);
-      granted = true;
+      if (reply.error) throw reply.error;
       return h;
     } finally {
-      if (!granted) this._leaveGate(name, k.mode);
+      if (h === null) this._leaveGate(name, k.mode);
+    }
+  }
+
+  async #mtake(names, opts, isTry) {
+    const { lease, signal } = opts;
+    const list = checkNames(names);
+    leaseWords(lease);
+    const wait = isTry ? checkNum('wait', opts.wait ?? 0) : undefined;
+    const held = [...(opts.held ?? [])];
+    for (const lender of held) {
+      if (lender?.client !== this || typeof lender._holds !== 'function') {
+        throw new BadRequestError('ARGS', 'opts.held must hold lock handles of this client');
+      }
+    }
+    const what = `MLOCK ${setWords(list)}`;
+    const t0 = performance.now();
+    const left = () => Math.max(0, wait - Math.floor(performance.now() - t0));
+    // Local turns in sorted order: two sets of this client cannot wait for each other.
+    const entered = [];
+    const leaveAll = () => { for (const n of entered.splice(0)) this._leaveGate(n, 'x'); };
+    const lent = new Set(list.filter((name) => held.some((lender) => lender._holds(name))));
+    for (const name of lent) {
+      this.#entry(name).lent++; // shares the holder's turn: the gate opens once both let go
+      entered.push(name);
+    }
+    for (const name of [...list].sort()) {
+      if (lent.has(name)) continue;
+      const entry = this.#entry(name);
+      // Fast paths are synchronous, so uncontended calls go out in call order.
+      let passed = !signal?.aborted && entry.gate.tryEnter('x');
+      if (!passed) {
+        try {
+          passed = await entry.gate.enter('x', { waitMs: isTry ? left() : undefined, signal, what });
+        } catch (err) {
+          this.#tidy(name);
+          leaveAll();
+          throw err;
+        }
+      }
+      if (!passed) {
+        this.#tidy(name);
+        leaveAll();
+        return null;
+      }
+      entered.push(name);
+    }
+    let h = null;
+    try {
+      const w = isTry ? left() : 0;
+      const line = isTry
+        ? `TRYMLOCK ${setWords(list)} ${w}${leaseWords(lease)}`
+        : `MLOCK ${setWords(list)}${leaseWords(lease)}`;
+      // The handle is made as the reply is read, so that a !LOST right behind it finds it.
+      const reply = await this._conn.request(line, {
+        waits: !isTry || w > 0,
+        signal,
+        what,
+        commit: (r) => {
+          if (r.type !== 'OK' || r.cancelled) return;
+          h = new MultiLockHandle(this, list, parseFences(r.words, list.length));
+          for (const name of list) this.#entry(name).handles.add(h);
+        },
+      });
+      if (reply.cancelled) {
+        if (reply.type === 'OK') await this._dropQuietly('MUNLOCK', setWords(list)); // the grant raced the cancel
+        throw abortError(what, signal);
+      }
+      if (reply.type === 'TIMEOUT') return null;
+      if (reply.type === 'ERR') throw errorFromReply(reply.code, reply.text);
+      if (reply.error) throw reply.error;
+      return h;
+    } finally {
+      if (h === null) leaveAll();
     }
   }
 
@@ -254,15 +354,24 @@ export class Client {
     const line = isTry
       ? `TRYACQUIRE ${name} ${permits} ${wait}${leaseWords(lease)}`
       : `ACQUIRE ${name} ${permits}${leaseWords(lease)}`;
-    const reply = await this._conn.request(line, { waits: !isTry || wait > 0, signal, what });
+    let h = null;
+    const reply = await this._conn.request(line, {
+      waits: !isTry || wait > 0,
+      signal,
+      what,
+      commit: (r) => {
+        if (r.type !== 'OK' || r.cancelled) return;
+        h = new PermitsHandle(this, name, permits, parseCount(r.words));
+        this.#entry(name).handles.add(h);
+      },
+    });
     if (reply.cancelled) {
       if (reply.type === 'OK') await this._dropQuietly('RELEASE', name, permits);
       throw abortError(what, signal);
     }
     if (reply.type === 'TIMEOUT') return null;
     if (reply.type === 'ERR') throw errorFromReply(reply.code, reply.text);
-    const h = new PermitsHandle(this, name, permits, parseCount(reply.words));
-    this.#entry(name).handles.add(h);
+    if (reply.error) throw reply.error;
     return h;
   }
 
@@ -278,7 +387,7 @@ export class Client {
   #entry(name) {
     let e = this.#names.get(name);
     if (e === undefined) {
-      e = { gate: new Gate(), handles: new Set() };
+      e = { gate: new Gate(), handles: new Set(), lent: 0 }; // lent: extra holders of the 'x' turn
       this.#names.set(name, e);
     }
     return e;
@@ -286,29 +395,31 @@ export class Client {
 
   #tidy(name) {
     const e = this.#names.get(name);
-    if (e && e.gate.idle && e.handles.size === 0) this.#names.delete(name);
+    if (e && e.gate.idle && e.handles.size === 0 && e.lent === 0) this.#names.delete(name);
   }
 
   _leaveGate(name, mode) {
-    this.#names.get(name)?.gate.leave(mode);
+    const e = this.#names.get(name);
+    if (e && mode === 'x' && e.lent > 0) e.lent--;
+    else e?.gate.leave(mode);
     this.#tidy(name);
   }
 
-  _forget(handle) {
-    this.#names.get(handle.name)?.handles.delete(handle);
-    this.#tidy(handle.name);
+  _forget(handle, name = handle.name) {
+    this.#names.get(name)?.handles.delete(handle);
+    this.#tidy(name);
   }
 
   #lost(name, reason) {
     const e = this.#names.get(name);
-    if (e) for (const h of [...e.handles]) h._lose(reason);
+    if (e) for (const h of [...e.handles]) h._lose(reason, name);
   }
 
   #closed(err) {
     this.#observers.fail(err);
-    for (const e of [...this.#names.values()]) {
+    for (const [name, e] of [...this.#names.entries()]) {
       e.gate.fail(err);
-      for (const h of [...e.handles]) h._lose('closed');
+      for (const h of [...e.handles]) h._lose('closed', name);
     }
   }
 }

@@ -82,6 +82,9 @@ export class LockHandle extends Held {
 
   _left() { this.client._leaveGate(this.name, KINDS[this.kind].mode); }
 
+  /** Whether this handle holds `name` as a plain lock (a multi-lock may count it as a reentry). */
+  _holds(name) { return !this.done && this.kind === 'lock' && this.name === name; }
+
   /** Reentry: locks again through this handle; same fence, one hold more. Resolves this handle. */
   async relock({ lease } = {}) {
     this._check();
