@@ -20,6 +20,7 @@ type hold struct {
 	err    error // *LostError once lost
 	ctx    context.Context
 	cancel context.CancelFunc
+	lost   func(err error) // called (under the client's mutex) when lost, or nil
 }
 
 func (c *Client) newHold(name, gate string, shared bool) hold {
@@ -54,6 +55,9 @@ func (h *hold) endLocked(err error) {
 	}
 	if h.cancel != nil {
 		h.cancel()
+	}
+	if err != nil && h.lost != nil {
+		h.lost(err)
 	}
 }
 
