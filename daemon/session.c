@@ -240,12 +240,18 @@ static const struct {
                         "held as a fair lock: UNLOCK releases it", "fair locks"},
     [LOCK_MODE_ELECT] = {"an election (ELECT, RESIGN, LEADER, OBSERVE)",
                          "an election: RESIGN ends its leadership", "elections"},
+    [LOCK_MODE_MULTI] = {"held as a plain lock (LOCK, UNLOCK)",
+                         "held as a plain lock: UNLOCK releases it", "multi-name locks"},
 };
 
 /* The words of a lock manager error: NULL for none, else in buf. */
 static const char *error_words(const lock_reply_t *r, char *buf, size_t cap) {
     switch (r->why) {
-    case LOCK_WHY_NONE: return NULL;
+    case LOCK_WHY_NONE:
+        if (r->err != LOCK_ERR_NOTHELD || r->name == NULL) return NULL;
+        /* MUNLOCK: which of its names */
+        snprintf(buf, cap, "%.*s is not held by this connection", (int)r->len, r->name);
+        return buf;
     case LOCK_WHY_BACKEND: return r->detail;
     case LOCK_WHY_SHUTDOWN: return "shutting down";
     case LOCK_WHY_NOMEM: return "out of memory";
@@ -298,6 +304,13 @@ static void send_lock_reply(session_t *s, const lock_reply_t *r) {
     char line[PROTO_REPLY_MAX];
     int n;
 
+    if (r->kind == LOCK_REPLY_LIST) { /* longer than the others */
+        char list[PROTO_REPLY_LIST_MAX];
+        n = proto_reply_ok_list(list, sizeof(list), r->list, r->count);
+        count_reply(s, SESSION_RESULT_OK);
+        if (n > 0) send_line(s, list, (size_t)n);
+        return;
+    }
     switch (r->kind) {
     case LOCK_REPLY_GRANTED:
         /* A client's connect is said at info once it holds a lock: health
@@ -429,6 +442,9 @@ static lock_req_kind_t request_kind(proto_cmd_t cmd) {
     case PROTO_CMD_ELECT: return LOCK_REQ_LOCK;
     case PROTO_CMD_LEADER: return LOCK_REQ_LEADER;
     case PROTO_CMD_OBSERVE: return LOCK_REQ_OBSERVE;
+    case PROTO_CMD_MLOCK: return LOCK_REQ_MLOCK;
+    case PROTO_CMD_TRYMLOCK: return LOCK_REQ_TRYMLOCK;
+    case PROTO_CMD_MUNLOCK: return LOCK_REQ_MUNLOCK;
     default: return LOCK_REQ_FORCE;
     }
 }
@@ -450,6 +466,9 @@ static lock_mode_t request_mode(proto_cmd_t cmd) {
     case PROTO_CMD_ELECT:
     case PROTO_CMD_LEADER:
     case PROTO_CMD_OBSERVE: return LOCK_MODE_ELECT;
+    case PROTO_CMD_MLOCK:
+    case PROTO_CMD_TRYMLOCK:
+    case PROTO_CMD_MUNLOCK: return LOCK_MODE_MULTI;
     default: return LOCK_MODE_MUTEX;
     }
 }
@@ -475,21 +494,33 @@ static void log_denied(session_t *s, const proto_request_t *req, int rule, const
 /* 1 if the peer has the right req's verb needs (proto.h's table) on its
  * name, or on some name for a verb without one. Else it is answered
  * ERR DENIED, logged and counted, and nothing else happens. */
-static int allowed(session_t *s, const proto_request_t *req) {
+static int allowed_name(session_t *s, const proto_request_t *req, const char *name,
+                        size_t len) {
     access_right_t need = (access_right_t)proto_cmd_right(req->cmd);
     if (need == ACCESS_NONE) return 1;
     const access_rules_t *r = s->ss->conf->access;
     int rule;
-    const char *name = req->name_len > 0 ? req->name : NULL;
-    access_right_t got = name ? access_decide(r, &s->view, &s->peer, name, req->name_len, &rule)
+    if (len == 0) name = NULL;
+    access_right_t got = name ? access_decide(r, &s->view, &s->peer, name, len, &rule)
                               : access_best(r, &s->view, &s->peer, &rule);
     if (got >= need) return 1;
     char why[PROTO_REPLY_MAX];
-    access_explain(r, rule, &s->peer, need, name, req->name_len, why, sizeof(why));
+    access_explain(r, rule, &s->peer, need, name, len, why, sizeof(why));
     log_denied(s, req, rule, why);
     s->ss->stats.denied++;
     send_error(s, PROTO_ERR_DENIED, why);
     return 0;
+}
+
+/* ... on each of its names, for a request of many. */
+static int allowed(session_t *s, const proto_request_t *req) {
+    if (req->nnames == 0) return allowed_name(s, req, req->name, req->name_len);
+    for (unsigned i = 0; i < req->nnames; i++) {
+        size_t len;
+        const char *name = proto_mname(req, i, &len);
+        if (!allowed_name(s, req, name, len)) return 0;
+    }
+    return 1;
 }
 
 _Static_assert((int)PROTO_RIGHT_READ == (int)ACCESS_READ &&
@@ -563,7 +594,13 @@ static void dispatch(session_t *s, const proto_request_t *req) {
     case PROTO_CMD_TRYFAIRLOCK:
     case PROTO_CMD_ELECT:
     case PROTO_CMD_LEADER:
-    case PROTO_CMD_OBSERVE: {
+    case PROTO_CMD_OBSERVE:
+    case PROTO_CMD_MLOCK:
+    case PROTO_CMD_TRYMLOCK:
+    case PROTO_CMD_MUNLOCK: {
+        lock_name_t names[PROTO_MNAMES_MAX];
+        for (unsigned i = 0; i < req->nnames; i++)
+            names[i].name = proto_mname(req, i, &names[i].len);
         lock_request_t lr = {
             .kind = request_kind(req->cmd),
             .mode = request_mode(req->cmd),
@@ -574,9 +611,17 @@ static void dispatch(session_t *s, const proto_request_t *req) {
             .permits = req->permits,
             .value = req->value,
             .value_len = req->value_len,
+            .names = names,
+            .nnames = req->nnames,
         };
         lock_reply_t now;
-        s->waits = lr.kind == LOCK_REQ_LOCK || (lr.kind == LOCK_REQ_TRYLOCK && lr.wait_ms > 0);
+        if (req->nnames > 0) { /* the request is about its names only */
+            lr.name = NULL;
+            lr.len = 0;
+        }
+        s->waits = lr.kind == LOCK_REQ_LOCK || lr.kind == LOCK_REQ_MLOCK ||
+                   ((lr.kind == LOCK_REQ_TRYLOCK || lr.kind == LOCK_REQ_TRYMLOCK) &&
+                    lr.wait_ms > 0);
         if (lockmgr_request(s->ss->locks, s->owner, &lr, &now)) {
             send_lock_reply(s, &now);
             s->waits = 0;
@@ -605,6 +650,7 @@ static size_t handle_input(session_t *s, const char *data, size_t len) {
         off += used;
         if (st == PROTO_REQUEST) {
             dispatch(s, &req);
+            proto_request_free(&req);
         } else if (st == PROTO_ERROR) {
             s->ss->stats.requests++;
             s->cmd = req.cmd;

@@ -33,8 +33,9 @@ static const struct {
 #undef XX
 };
 
-/* The most words any request has: command, name, three numbers. */
-#define PROTO_WORDS_MAX 5
+/* The most words any request has: TRYMLOCK, its count, its names, two
+ * numbers. */
+#define PROTO_WORDS_MAX (PROTO_MNAMES_MAX + 4)
 
 const char *proto_cmd_name(proto_cmd_t cmd) {
     return cmd > PROTO_CMD_NONE && cmd < PROTO_CMD_COUNT ? commands[cmd].word : "?";
@@ -89,6 +90,57 @@ static int is_space(char c) {
     return c == ' ' || c == '\t';
 }
 
+void proto_request_free(proto_request_t *req) {
+    free(req->mnames);
+    req->mnames = NULL;
+    req->nnames = 0;
+}
+
+/* MLOCK, TRYMLOCK, MUNLOCK: <n>, n names, then the numbers (as many as
+ * LOCK's or TRYLOCK's, none for MUNLOCK). */
+static proto_status_t parse_multi(proto_request_t *req, const char *const *word,
+                                  const size_t *wlen, int nwords) {
+    static const char range[] = "n is 1 to 64, and n names follow it";
+    uint32_t n, num[2] = {0, 0};
+    int extra = req->cmd == PROTO_CMD_MLOCK ? 1 : req->cmd == PROTO_CMD_TRYMLOCK ? 2 : 0;
+    if (proto_parse_num(word[1], wlen[1], &n) != 0 || n < 1 || n > PROTO_MNAMES_MAX ||
+        nwords < 2 + (int)n || nwords > 2 + (int)n + extra)
+        return fail(req, PROTO_ERR_ARGS, range);
+    size_t total = 0;
+    for (int i = 2; i < 2 + (int)n; i++) {
+        if (!proto_name_valid(word[i], wlen[i])) return fail(req, PROTO_ERR_NAME, NULL);
+        total += wlen[i] + 1;
+        for (int j = 2; j < i; j++)
+            if (wlen[j] == wlen[i] && memcmp(word[j], word[i], wlen[i]) == 0)
+                return fail(req, PROTO_ERR_ARGS, "a name twice");
+    }
+    for (int i = 2 + (int)n; i < nwords; i++)
+        if (proto_parse_num(word[i], wlen[i], &num[i - 2 - (int)n]) != 0)
+            return fail(req, PROTO_ERR_ARGS, "numbers are decimal digits, 0 to 2147483647");
+    /* Names are at most 255 bytes and 64 of them: offsets fit 16 bits. */
+    req->mnames = malloc(total);
+    if (req->mnames == NULL) return fail(req, PROTO_ERR_TOOLONG, NULL);
+    size_t off = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        memcpy(req->mnames + off, word[2 + i], wlen[2 + i]);
+        req->mnames[off + wlen[2 + i]] = '\0';
+        req->moff[i] = (uint16_t)off;
+        req->mlen[i] = (uint8_t)wlen[2 + i];
+        off += wlen[2 + i] + 1;
+    }
+    req->nnames = n;
+    memcpy(req->name, word[2], wlen[2]);
+    req->name[wlen[2]] = '\0';
+    req->name_len = wlen[2];
+    if (req->cmd == PROTO_CMD_TRYMLOCK) {
+        req->wait_ms = num[0];
+        req->lease_ms = num[1];
+    } else if (req->cmd == PROTO_CMD_MLOCK) {
+        req->lease_ms = num[0];
+    }
+    return PROTO_REQUEST;
+}
+
 proto_status_t proto_parse_line(const char *line, size_t len,
                                 proto_request_t *req) {
     const char *word[PROTO_WORDS_MAX];
@@ -105,6 +157,8 @@ proto_status_t proto_parse_line(const char *line, size_t len,
     req->value[0] = '\0';
     req->value_len = 0;
     req->detail = NULL;
+    req->nnames = 0;
+    req->mnames = NULL;
 
     if (len > 0 && line[len - 1] == '\r') len--;
 
@@ -140,6 +194,9 @@ proto_status_t proto_parse_line(const char *line, size_t len,
         return fail(req, PROTO_ERR_ARGS, commands[req->cmd].usage);
 
     if (commands[req->cmd].min_args == 0) return PROTO_REQUEST;
+    if (req->cmd == PROTO_CMD_MLOCK || req->cmd == PROTO_CMD_TRYMLOCK ||
+        req->cmd == PROTO_CMD_MUNLOCK)
+        return parse_multi(req, word, wlen, nwords);
 
     if (!proto_name_valid(word[1], wlen[1])) return fail(req, PROTO_ERR_NAME, NULL);
     memcpy(req->name, word[1], wlen[1]);
@@ -180,6 +237,7 @@ int proto_next_is(const char *data, size_t len, proto_cmd_t cmd) {
     while ((lf = memchr(data, '\n', len)) != NULL) {
         size_t n = (size_t)(lf - data);
         proto_status_t st = proto_parse_line(data, n, &req);
+        if (st == PROTO_REQUEST) proto_request_free(&req);
         if (st != PROTO_NEED_MORE) return st == PROTO_REQUEST && req.cmd == cmd;
         len -= n + 1; /* a blank line: the next one */
         data = lf + 1;
@@ -366,6 +424,17 @@ int proto_reply_ok_num2(char *out, size_t cap, unsigned long long a, long long b
     char *p = put_ull(put(out, "OK ", 3), a);
     *p++ = ' ';
     return end_line(out, put_ll(p, b), 0);
+}
+
+int proto_reply_ok_list(char *out, size_t cap, const uint64_t *v, size_t n) {
+    /* the longest the line can be: 21 bytes a number, LF and NUL */
+    if (n > PROTO_MNAMES_MAX || cap < 2 + n * 21 + 2) return -1;
+    char *p = put(out, "OK", 2);
+    for (size_t i = 0; i < n; i++) {
+        *p++ = ' ';
+        p = put_ull(p, v[i]);
+    }
+    return end_line(out, p, 0);
 }
 
 int proto_reply_timeout(char *out, size_t cap, long long ttl_ms) {

@@ -19,6 +19,11 @@
 /* Any reply but INFO fits, !LEADER <name> <fence> <value> included. */
 #define PROTO_REPLY_MAX     (PROTO_NAME_MAX + PROTO_VALUE_MAX + 128)
 #define PROTO_REPLY_MIN     32           /* smallest cap at which a long text is cut */
+/* Most names in one MLOCK, TRYMLOCK or MUNLOCK. */
+#define PROTO_MNAMES_MAX    64
+/* "OK" and up to PROTO_MNAMES_MAX numbers of 20 digits: the multi-name
+ * replies, the only ones longer than PROTO_REPLY_MAX. */
+#define PROTO_REPLY_LIST_MAX (2 + PROTO_MNAMES_MAX * 21 + 2)
 
 /* The right a verb needs on its name (conf/access.h's rights, in order;
  * a verb without a name needs it on some name): NONE, READ (it only
@@ -63,6 +68,12 @@ typedef enum {
     XX(LEADER, "LEADER", 1, 1, READ, "LEADER <name>")                        \
     XX(OBSERVE, "OBSERVE", 1, 1, READ, "OBSERVE <name>")                     \
     XX(UNOBSERVE, "UNOBSERVE", 1, 1, NONE, "UNOBSERVE <name>")               \
+    XX(MLOCK, "MLOCK", 2, PROTO_MNAMES_MAX + 2, LOCK,                        \
+       "MLOCK <n> <name1> ... <name_n> [<lease_ms>]")                       \
+    XX(TRYMLOCK, "TRYMLOCK", 2, PROTO_MNAMES_MAX + 3, LOCK,                  \
+       "TRYMLOCK <n> <name1> ... <name_n> [<wait_ms> [<lease_ms>]]")        \
+    XX(MUNLOCK, "MUNLOCK", 2, PROTO_MNAMES_MAX + 1, NONE,                    \
+       "MUNLOCK <n> <name1> ... <name_n>")                                  \
     XX(CANCEL, "CANCEL", 0, 0, NONE, "CANCEL")                               \
     XX(INFO, "INFO", 0, 0, NONE, "INFO")                                     \
     XX(CLIENTS, "CLIENTS", 0, 0, ADMIN, "CLIENTS")                           \
@@ -97,7 +108,10 @@ typedef enum {
     PROTO_ERR_COUNT
 } proto_err_t;
 
-/* A parsed request. The name is copied, so the request outlives the bytes. */
+/* A parsed request. The name is copied, so the request outlives the bytes.
+ * MLOCK, TRYMLOCK and MUNLOCK carry nnames names (name is the first): they
+ * are copied into mnames, allocated for those requests only and freed by
+ * proto_request_free(); proto_mname() gives the i-th. */
 typedef struct proto_request_s {
     proto_cmd_t cmd;                  /* PROTO_CMD_NONE on UNKNOWN */
     proto_err_t err;                  /* PROTO_ERR_NONE unless proto_feed said error */
@@ -109,7 +123,21 @@ typedef struct proto_request_s {
     char value[PROTO_VALUE_MAX + 1];  /* ELECT: NUL-terminated, as a name is */
     size_t value_len;
     const char *detail;               /* static text explaining err, or NULL */
+    unsigned nnames;                  /* MLOCK, TRYMLOCK, MUNLOCK: 1..PROTO_MNAMES_MAX */
+    char *mnames;                     /* ... their names, each NUL-terminated, or NULL */
+    uint16_t moff[PROTO_MNAMES_MAX];  /* ... where each starts in mnames */
+    uint8_t mlen[PROTO_MNAMES_MAX];   /* ... and its length */
 } proto_request_t;
+
+/* The i-th name of a multi-name request (i < nnames), NUL-terminated. */
+static inline const char *proto_mname(const proto_request_t *r, unsigned i, size_t *len) {
+    *len = r->mlen[i];
+    return r->mnames + r->moff[i];
+}
+
+/* Frees what a request of many names owns (any request: a no-op for the
+ * others). Call it once done with a PROTO_REQUEST. */
+void proto_request_free(proto_request_t *req);
 
 typedef enum {
     PROTO_NEED_MORE = 0,  /* every byte was used; feed more */
@@ -183,6 +211,9 @@ int proto_reply_ok(char *out, size_t cap, const char *fmt, ...)
  * such line (46 bytes with the NUL), whatever the numbers. */
 int proto_reply_ok_num(char *out, size_t cap, long long v);
 int proto_reply_ok_num2(char *out, size_t cap, unsigned long long a, long long b);
+/* "OK <v1> ... <vn>": the multi-name replies (fences, holds left). -1
+ * when it does not fit (PROTO_REPLY_LIST_MAX holds any). */
+int proto_reply_ok_list(char *out, size_t cap, const uint64_t *v, size_t n);
 int proto_reply_timeout(char *out, size_t cap, long long ttl_ms);
 int proto_reply_error(char *out, size_t cap, proto_err_t err,
                       const char *detail);

@@ -65,6 +65,9 @@ typedef enum {
     BACKEND_ELECT,        /* an election: a fair lock's queue and an RLock hash,
                              with the leader's record beside it; every change
                              is published on the name's one channel */
+    BACKEND_MULTI,        /* a multi-name lock's ACQUIRE: RLocks of many names
+                             (names, nnames) granted whole by one script; the
+                             holds it makes are BACKEND_MUTEX ones */
     BACKEND_MODE_COUNT
 } backend_mode_t;
 
@@ -115,13 +118,22 @@ typedef struct backend_result_s {
                                    that has no one holder (SEM) */
     long long holders;          /* STATUS of a READ hold: how many owners read;
                                    of a SEM: the permits available */
-    const char *value;          /* LEADER: the leader's value, value_len bytes,
-                                   in op->leader */
+    const char *value;          /* an op answering a value (LEADER: the
+                                   leader's): value_len bytes, in op->answer */
     size_t value_len;
+    size_t which;               /* MULTI ACQUIRE but GRANTED: the index of the
+                                   name the outcome is about */
 } backend_result_t;
 
-/* The longest leader's value a LEADER op answers (the protocol's). */
-#define BACKEND_VALUE_MAX 255
+/* One name of a multi-name op. */
+typedef struct backend_name_s {
+    const char *name;
+    size_t len;
+} backend_name_t;
+
+/* The longest value an op answers (res.value; LEADER's: the protocol's
+ * word). */
+#define BACKEND_ANSWER_MAX 255
 
 /* WHO's answer, in memory the caller gives (op->who). */
 #define BACKEND_WHO_OWNER_MAX  80   /* "<uuid>:<id>", as Redisson writes it too */
@@ -161,12 +173,22 @@ struct backend_op_s {
     uint32_t queue_foreign_ms;  /* FAIR ACQUIRE: ... plus this much for each
                                    place ahead that is not a dlockd's */
     int once;                   /* FAIR ACQUIRE: try, but take no place */
-    const char *value;          /* ELECT ACQUIRE: the leader's value, value_len
-                                   bytes, valid until cb */
+    const char *value;          /* the op's value for its script, value_len
+                                   bytes, valid until cb (ELECT ACQUIRE: the
+                                   leader's value) */
     size_t value_len;
-    char *leader;               /* LEADER: where the answer's value goes, in
-                                   memory the caller gives (BACKEND_VALUE_MAX
-                                   + 1 bytes): the reply may be gone by cb */
+    char *answer;               /* an op answering a value (LEADER): where
+                                   it goes, in memory the caller gives
+                                   (BACKEND_ANSWER_MAX + 1 bytes): the reply
+                                   may be gone by cb */
+    const backend_name_t *names; /* MULTI ACQUIRE: every name (name, len: the
+                                   first, which routes it), valid until cb */
+    size_t nnames;
+    const char *reentry;        /* ... a letter per name: 'r' the owner holds
+                                   it already (one hold more), 'n' new */
+    uint64_t *values;           /* ... GRANTED: each name's fence (new) or
+                                   holds (reentry), nnames of them, in memory
+                                   the caller gives */
     /* out */
     backend_result_t res;
     /* the backend's while submitted */
@@ -209,6 +231,7 @@ typedef void (*backend_node_cb)(void *data, const backend_node_info_t *node);
 #define BACKEND_CAP_RW               0x8u  /* READ and WRITE modes */
 #define BACKEND_CAP_SEM              0x10u /* SEM mode */
 #define BACKEND_CAP_FAIR             0x20u /* FAIR mode */
+#define BACKEND_CAP_MULTI            0x40u /* MULTI mode: every name on one node */
 
 /* One topology: a table of operations, chosen once at start. */
 typedef struct backend_type_s {

@@ -282,8 +282,8 @@ static void on_conn_open(void *data) {
         argvlen[0] = 6;
         argv[1] = "LOAD";
         argvlen[1] = 4;
-        argv[2] = scripts_text[i];
-        argvlen[2] = strlen(scripts_text[i]);
+        argv[2] = scripts_text((script_id_t)i);
+        argvlen[2] = strlen(scripts_text((script_id_t)i));
         hs_send(nc, 3, argv, argvlen, i, 0);
     }
 }

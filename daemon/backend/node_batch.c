@@ -163,8 +163,8 @@ static void on_call_reply(void *data, redisReply *r, const char *error) {
         if (strncmp(r->str, "NOSCRIPT", 8) == 0 && !call->retried && node_up(nd)) {
             /* Scripts were flushed: load this one again, then resend. Both
              * go down the same connection, so the load runs first. */
-            const char *argv[3] = {"SCRIPT", "LOAD", scripts_text[call->script]};
-            size_t argvlen[3] = {6, 4, strlen(scripts_text[call->script])};
+            const char *argv[3] = {"SCRIPT", "LOAD", scripts_text(call->script)};
+            size_t argvlen[3] = {6, 4, strlen(scripts_text(call->script))};
             log_warn("redis %s lost our scripts (NOSCRIPT): loading them again", nd->label);
             call->retried = 1;
             if (resp_send(CMD(nd)->c, 3, argv, argvlen, 0, on_reload, nd) == RESP_ENOMEM)

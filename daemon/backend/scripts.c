@@ -14,14 +14,13 @@
  * each takes and answers is said at the top of its file. */
 #include "scripts_lua.h"
 
-const char *const scripts_text[SCRIPT_COUNT] = {
+/* The scripts no mode owns; a mode's own is in its row (modes[].lua). */
+static const char *const core_text[SCRIPT_OWN_FIRST] = {
     [SCRIPT_ACQUIRE] = lua_acquire,     [SCRIPT_RELEASE] = lua_release,
     [SCRIPT_STATUS] = lua_status,       [SCRIPT_FORCE] = lua_force,
     [SCRIPT_OPS] = lua_ops,             [SCRIPT_RENEW] = lua_renew,
     [SCRIPT_WHO] = lua_who,             [SCRIPT_REGISTER] = lua_register,
     [SCRIPT_OPS_ANY] = lua_ops_any,     [SCRIPT_RENEW_ANY] = lua_renew_any,
-    [SCRIPT_RW] = lua_rw,               [SCRIPT_SEM] = lua_sem,
-    [SCRIPT_FAIR] = lua_fair,           [SCRIPT_ELECT] = lua_elect,
 };
 
 /* The codes are backend.h's outcomes, modes and renewals, number for number:
@@ -71,7 +70,7 @@ const size_t scripts_codes_count = sizeof(scripts_codes) / sizeof(scripts_codes[
 /* A read/write lock's own script (rw.lua) and its place in the batch. */
 #define RW_MODE(acquire, release, drop, renew_letter)                                          \
     {                                                                                          \
-        .script = SCRIPT_RW, .own = K_ACQ | K_REL | K_DROP,                                    \
+        .lua = lua_rw, .own = K_ACQ | K_REL | K_DROP,                                          \
         .keys = {PREFIX(KEYS_TOKEN), PREFIX(KEYS_RW_CHANNEL), {SCRIPTS_KEY_TAG, ""}},          \
         .args = {SCRIPTS_ARG_LETTER, SCRIPTS_ARG_LEASE, SCRIPTS_ARG_FIELD},                    \
         .letters = {[BACKEND_ACQUIRE] = acquire, [BACKEND_RELEASE] = release,                  \
@@ -83,7 +82,7 @@ const size_t scripts_codes_count = sizeof(scripts_codes) / sizeof(scripts_codes[
 
 static const scripts_mode_t modes[BACKEND_MODE_COUNT] = {
     [BACKEND_MUTEX] = {
-        .script = SCRIPT_COUNT, .own = 0,
+        .lua = NULL, .own = 0,
         .batch = K_ACQ | K_REL | K_DROP | K_RENEW | K_FENCE, .renew = 'n',
         .acquire_key = PREFIX(KEYS_TOKEN), .renew_key = PREFIX(KEYS_FORCED),
         .release_key = PREFIX(KEYS_CHANNEL), .channel = KEYS_CHANNEL,
@@ -91,7 +90,7 @@ static const scripts_mode_t modes[BACKEND_MODE_COUNT] = {
     [BACKEND_READ] = RW_MODE('r', 'R', 'd', 'v'),
     [BACKEND_WRITE] = RW_MODE('w', 'W', 'D', 'V'),
     [BACKEND_SEM] = {
-        .script = SCRIPT_SEM, .own = K_ACQ | K_REL | K_SEMINIT,
+        .lua = lua_sem, .own = K_ACQ | K_REL | K_SEMINIT,
         .keys = {SUFFIX(KEYS_SEM_TIMEOUT), PREFIX(KEYS_SEM_CHANNEL)},
         .args = {SCRIPTS_ARG_LETTER, SCRIPTS_ARG_PERMITS, SCRIPTS_ARG_BASE, SCRIPTS_ARG_LEASE,
                  SCRIPTS_ARG_FIELD},
@@ -101,7 +100,7 @@ static const scripts_mode_t modes[BACKEND_MODE_COUNT] = {
         .release_key = SUFFIX(KEYS_SEM_TIMEOUT), .channel = KEYS_SEM_CHANNEL,
     },
     [BACKEND_FAIR] = {
-        .script = SCRIPT_FAIR, .own = K_ACQ | K_REL | K_DROP | K_LEAVE,
+        .lua = lua_fair, .own = K_ACQ | K_REL | K_DROP | K_LEAVE,
         .keys = {PREFIX(KEYS_QUEUE), PREFIX(KEYS_QUEUE_TIMEOUT), PREFIX(KEYS_CHANNEL),
                  PREFIX(KEYS_TOKEN), PREFIX(KEYS_FAIR_OWNERS)},
         .args = {SCRIPTS_ARG_LETTER, SCRIPTS_ARG_LEASE, SCRIPTS_ARG_FIELD, SCRIPTS_ARG_QUEUE,
@@ -113,7 +112,8 @@ static const scripts_mode_t modes[BACKEND_MODE_COUNT] = {
         .release_key = PREFIX(KEYS_CHANNEL), .channel = KEYS_CHANNEL, .own_channel = 1,
     },
     [BACKEND_ELECT] = {
-        .script = SCRIPT_ELECT, .own = K_ACQ | K_REL | K_DROP | K_LEAVE | K_LEADER,
+        .lua = lua_elect, .own = K_ACQ | K_REL | K_DROP | K_LEAVE | K_LEADER,
+        .value_reply = K_LEADER,
         .keys = {PREFIX(ELECT_QUEUE), PREFIX(ELECT_TIMEOUT), PREFIX(KEYS_CHANNEL),
                  PREFIX(KEYS_TOKEN), PREFIX(ELECT_LEADER)},
         .args = {SCRIPTS_ARG_LETTER, SCRIPTS_ARG_LEASE, SCRIPTS_ARG_FIELD, SCRIPTS_ARG_QUEUE,
@@ -121,6 +121,13 @@ static const scripts_mode_t modes[BACKEND_MODE_COUNT] = {
         .letters = {[BACKEND_ACQUIRE] = 'a', [BACKEND_RELEASE] = 'r', [BACKEND_DROP] = 'd',
                     [BACKEND_LEAVE] = 'l', [BACKEND_LEADER] = 'g'},
         .once = 'o', .batch = K_RENEW, .renew = 'n',
+        .acquire_key = PREFIX(KEYS_TOKEN), .renew_key = PREFIX(KEYS_FORCED),
+        .release_key = PREFIX(KEYS_CHANNEL), .channel = KEYS_CHANNEL,
+    },
+    /* Only its acquire: its holds are BACKEND_MUTEX ones, released,
+     * renewed and watched as such. */
+    [BACKEND_MULTI] = {
+        .lua = lua_mlock, .own = K_ACQ,
         .acquire_key = PREFIX(KEYS_TOKEN), .renew_key = PREFIX(KEYS_FORCED),
         .release_key = PREFIX(KEYS_CHANNEL), .channel = KEYS_CHANNEL,
     },
@@ -135,6 +142,38 @@ static const scripts_key_t force_keys[SCRIPTS_MODE_KEYS] = {
 
 const scripts_mode_t *scripts_mode(backend_mode_t mode) {
     return &modes[mode];
+}
+
+script_id_t scripts_own(backend_mode_t mode) {
+    if (modes[mode].lua == NULL) return SCRIPT_COUNT;
+    for (int i = 0; i < (int)mode; i++)
+        if (modes[i].lua == modes[mode].lua) return SCRIPT_OWN(i);
+    return SCRIPT_OWN(mode);
+}
+
+const char *scripts_text(script_id_t id) {
+    if (id < SCRIPT_OWN_FIRST) return core_text[id];
+    if (id >= SCRIPT_COUNT) return NULL;
+    backend_mode_t mode = (backend_mode_t)(id - SCRIPT_OWN_FIRST);
+    return scripts_own(mode) == id ? modes[mode].lua : NULL;
+}
+
+/* 1 if id is a mode's own script (its ops' rows say how to call it). */
+static int is_own(script_id_t id) {
+    return id >= SCRIPT_OWN_FIRST && id < SCRIPT_COUNT;
+}
+
+/* A row's companions and arguments, as counted in a call. */
+static size_t row_keys(const scripts_mode_t *m) {
+    size_t n = 0;
+    while (n < SCRIPTS_MODE_KEYS && m->keys[n].form != 0) n++;
+    return n;
+}
+
+static size_t row_args(const scripts_mode_t *m) {
+    size_t n = 0;
+    while (n < SCRIPTS_MODE_ARGS && m->args[n] != SCRIPTS_ARG_END) n++;
+    return n;
 }
 
 size_t scripts_channel(char *out, const char *prefix, const char *uuid, const char *name,
@@ -152,6 +191,7 @@ size_t scripts_channel(char *out, const char *prefix, const char *uuid, const ch
 /* ---- calls ---------------------------------------------------------------- */
 
 int scripts_loaded(script_id_t id, unsigned flags) {
+    if (scripts_text(id) == NULL) return 0;
     return (id != SCRIPT_OPS_ANY && id != SCRIPT_RENEW_ANY) || (flags & SCRIPTS_F_ANY_SLOT);
 }
 
@@ -163,7 +203,7 @@ script_id_t scripts_choose(backend_op_t *const *ops, size_t n, unsigned flags) {
     int any = (flags & SCRIPTS_F_ANY_SLOT) != 0;
     const scripts_mode_t *m = &modes[ops[0]->mode];
     if (n == 1 && any && scripts_batchable(ops[0])) return SCRIPT_OPS_ANY;
-    if (n == 1 && (m->own & SCRIPTS_KIND(ops[0]->kind))) return m->script;
+    if (n == 1 && (m->own & SCRIPTS_KIND(ops[0]->kind))) return scripts_own(ops[0]->mode);
     /* A quorum's acquires carry its fence rule, which only the batch
      * script takes; a raise has no script of its own. */
     if (n == 1 && ops[0]->kind == BACKEND_ACQUIRE && (flags & SCRIPTS_F_QUORUM)) return SCRIPT_OPS;
@@ -262,13 +302,10 @@ static size_t put_keys(char *p, const backend_op_t *op, script_id_t id, const ch
     p[k++] = '\r';
     p[k++] = '\n';
     int braces = memchr(key, '{', klen) == NULL;
+    if (is_own(id)) return k + put_keylist(p + k, m->keys, key, klen, braces);
     switch (id) {
     case SCRIPT_STATUS: return k + put_keylist(p + k, status_keys, key, klen, braces);
     case SCRIPT_FORCE: return k + put_keylist(p + k, force_keys, key, klen, braces);
-    case SCRIPT_SEM:
-    case SCRIPT_RW:
-    case SCRIPT_FAIR:
-    case SCRIPT_ELECT: return k + put_keylist(p + k, m->keys, key, klen, braces);
     case SCRIPT_WHO:
         if (flags & SCRIPTS_F_NO_REGISTRY) return k;
         k += put_head(p + k, '$', plen + sizeof(KEYS_REGISTRY) - 1);
@@ -335,6 +372,7 @@ static size_t put_args(char *p, const backend_op_t *op, script_id_t id, const ch
     } else {
         nlen = keys_u64(num, op->lease_ms);
     }
+    if (is_own(id)) return put_own_args(p, op, m, field, flen);
     switch (id) {
     case SCRIPT_OPS:
     case SCRIPT_OPS_ANY: {
@@ -363,10 +401,6 @@ static size_t put_args(char *p, const backend_op_t *op, script_id_t id, const ch
     case SCRIPT_RELEASE:
         k += put_bulk(p, field, flen);
         return k + put_bulk(p + k, num, nlen);
-    case SCRIPT_RW:
-    case SCRIPT_SEM:
-    case SCRIPT_FAIR:
-    case SCRIPT_ELECT: return put_own_args(p, op, m, field, flen);
     case SCRIPT_WHO:
         return 0;
     case SCRIPT_STATUS:
@@ -378,9 +412,52 @@ static size_t put_args(char *p, const backend_op_t *op, script_id_t id, const ch
     }
 }
 
+/* MULTI's script (SCRIPT_OWN(BACKEND_MULTI), mlock.lua): each name's lock
+ * and fence counter, then the lease, the owner's field and the reentry
+ * letters. */
+static int format_multi(buf_t *out, const char *sha, const backend_op_t *op,
+                        const char *prefix, const char *uuid) {
+    size_t start = out->len, plen = strlen(prefix), k;
+    char num[24], field[KEYS_FIELD_MAX];
+    char *p = buf_reserve(out, 1 + 20 + 2 + ARG_ROOM(7) + ARG_ROOM(SCRIPTS_SHA_LEN) + ARG_ROOM(20));
+    if (p == NULL) goto nomem;
+    k = put_head(p, '*', 3 + 2 * op->nnames + 3);
+    k += put_bulk(p + k, "EVALSHA", 7);
+    k += put_bulk(p + k, sha, SCRIPTS_SHA_LEN);
+    k += put_bulk(p + k, num, keys_u64(num, 2 * op->nnames));
+    buf_commit(out, k);
+    for (size_t i = 0; i < op->nnames; i++) {
+        if ((p = buf_reserve(out, OP_ROOM)) == NULL) goto nomem;
+        size_t klen = plen + op->names[i].len;
+        k = put_head(p, '$', klen);
+        char *key = p + k;
+        memcpy(key, prefix, plen);
+        memcpy(key + plen, op->names[i].name, op->names[i].len);
+        k += klen;
+        p[k++] = '\r';
+        p[k++] = '\n';
+        int braces = memchr(key, '{', klen) == NULL;
+        k += put_key(p + k, &modes[BACKEND_MULTI].acquire_key, key, klen, braces);
+        buf_commit(out, k);
+    }
+    size_t flen = keys_owner_field(field, uuid, op->owner);
+    if ((p = buf_reserve(out, ARG_ROOM(24) + ARG_ROOM(KEYS_FIELD_MAX) + ARG_ROOM(op->nnames))) ==
+        NULL)
+        goto nomem;
+    k = put_bulk(p, num, keys_u64(num, op->lease_ms));
+    k += put_bulk(p + k, field, flen);
+    k += put_bulk(p + k, op->reentry, op->nnames);
+    buf_commit(out, k);
+    return 0;
+nomem:
+    out->len = start;
+    return -1;
+}
+
 int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *const *ops,
                    size_t n, const char *prefix, const char *uuid, unsigned flags) {
     size_t start = out->len, numkeys, argc, k, plen = strlen(prefix);
+    if (id == SCRIPT_OWN(BACKEND_MULTI)) return format_multi(out, sha, ops[0], prefix, uuid);
     int any = id == SCRIPT_OPS_ANY || id == SCRIPT_RENEW_ANY;
     char nk[24];
     char *p;
@@ -396,11 +473,16 @@ int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *co
         argc = 3 + numkeys;
         break;
     case SCRIPT_FORCE: numkeys = 6; argc = 11; break;
-    case SCRIPT_FAIR: numkeys = 6; argc = 3 + 6 + 6; break;
-    case SCRIPT_ELECT: numkeys = 6; argc = 3 + 6 + 6; break;
-    case SCRIPT_RW: numkeys = 4; argc = 3 + 4 + 4; break;
-    case SCRIPT_SEM: numkeys = 3; argc = 3 + 3 + 6; break;
-    default: numkeys = 2; argc = 8; break; /* acquire 7: no publish command */
+    default:
+        if (is_own(id)) { /* the lock, its keys; its args, publish */
+            const scripts_mode_t *own = &modes[ops[0]->mode];
+            numkeys = 1 + row_keys(own);
+            argc = 3 + numkeys + row_args(own) + 1;
+        } else {
+            numkeys = 2;
+            argc = 8; /* acquire 7: no publish command */
+        }
+        break;
     }
     if (id == SCRIPT_ACQUIRE) argc = 7;
     /* Room is reserved one operation at a time, so that a batch takes
@@ -429,8 +511,7 @@ int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *co
         buf_commit(out, put_args(p, ops[i], id, uuid, flags));
     }
     if (id == SCRIPT_OPS || id == SCRIPT_OPS_ANY || id == SCRIPT_RELEASE ||
-        id == SCRIPT_FORCE || id == SCRIPT_RW || id == SCRIPT_SEM || id == SCRIPT_FAIR ||
-        id == SCRIPT_ELECT) {
+        id == SCRIPT_FORCE || is_own(id)) {
         if ((p = buf_reserve(out, ARG_ROOM(8))) == NULL) goto nomem;
         const char *pub = PUB_CMD(flags);
         buf_commit(out, put_bulk(p, pub, strlen(pub)));
@@ -463,6 +544,33 @@ static int set_acquire(backend_result_t *res, long long kind, long long v) {
     case SCRIPTS_HOLD_GONE: return 0;
     default: return -1;
     }
+}
+
+/* An op's value reply, {fence, value, pttl} ({0, '', -2} none; {-1, '',
+ * held} another kind), into res, its value copied into op->answer (the
+ * reply may be gone by the callback: replicas_ack's WAIT), cut to
+ * BACKEND_ANSWER_MAX. -1 on a wrong shape or no room. */
+static int decode_value(backend_op_t *op, const redisReply *r) {
+    backend_result_t *res = &op->res;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 || !is_int(r->element[0]) ||
+        r->element[1]->type != REDIS_REPLY_STRING || !is_int(r->element[2]))
+        return -1;
+    long long f = r->element[0]->integer;
+    if (f < 0) {
+        res->outcome = BACKEND_WRONG_KIND;
+        res->held = (backend_mode_t)r->element[2]->integer;
+        return 0;
+    }
+    if (op->answer == NULL) return -1;
+    size_t vlen = r->element[1]->len;
+    if (vlen > BACKEND_ANSWER_MAX) vlen = BACKEND_ANSWER_MAX;
+    memcpy(op->answer, r->element[1]->str, vlen);
+    op->answer[vlen] = '\0';
+    res->fence = (uint64_t)f;
+    res->value = op->answer;
+    res->value_len = vlen;
+    res->ttl_ms = r->element[2]->integer;
+    return 0;
 }
 
 static void set_renewal(backend_result_t *res, long long v) {
@@ -540,8 +648,34 @@ int scripts_format_register(buf_t *out, const char *sha, const char *prefix, con
     return 0;
 }
 
+/* MULTI's script's reply: {GRANTED, v1..vn} or {code, value, index}. */
+static int decode_multi(backend_op_t *op, const redisReply *r) {
+    backend_result_t *res = &op->res;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 || !is_int(r->element[0])) return -1;
+    for (size_t i = 1; i < r->elements; i++)
+        if (!is_int(r->element[i])) return -1;
+    long long code = r->element[0]->integer;
+    if (code == SCRIPTS_GRANTED) {
+        if (r->elements != op->nnames + 1) return -1;
+        res->outcome = BACKEND_GRANTED;
+        for (size_t i = 0; i < op->nnames; i++) op->values[i] = (uint64_t)r->element[i + 1]->integer;
+        return 0;
+    }
+    if (r->elements != 3) return -1;
+    long long at = r->element[2]->integer;
+    if (at < 1 || (size_t)at > op->nnames) return -1;
+    res->which = (size_t)at - 1;
+    return set_acquire(res, code, r->element[1]->integer);
+}
+
 int scripts_decode(script_id_t id, backend_op_t *const *ops, size_t n, redisReply *r,
                    char *err, size_t errlen) {
+    if (id == SCRIPT_OWN(BACKEND_MULTI)) {
+        memset(&ops[0]->res, 0, sizeof(ops[0]->res));
+        if (decode_multi(ops[0], r) == 0) return 0;
+        snprintf(err, errlen, "unexpected reply (type %d) from the mlock script", r->type);
+        return -1;
+    }
     if (id == SCRIPT_OPS || id == SCRIPT_OPS_ANY) return decode_ops(ops, n, r, err, errlen);
     if (id == SCRIPT_RENEW || id == SCRIPT_RENEW_ANY) {
         if (r->type != REDIS_REPLY_STRING || r->len != n) {
@@ -561,6 +695,26 @@ int scripts_decode(script_id_t id, backend_op_t *const *ops, size_t n, redisRepl
     }
     backend_result_t *res = &ops[0]->res;
     memset(res, 0, sizeof(*res));
+    if (is_own(id)) {
+        if (modes[ops[0]->mode].value_reply & SCRIPTS_KIND(ops[0]->kind)) {
+            if (decode_value(ops[0], r) == 0) return 0;
+            goto bad;
+        }
+        /* an acquire's (or SEMINIT's refusal) pair; a release's pair, or
+         * holds left (SEMINIT: 1 or 0) */
+        if (is_pair(r) && (ops[0]->kind == BACKEND_ACQUIRE || ops[0]->kind == BACKEND_SEMINIT)) {
+            if (set_acquire(res, r->element[0]->integer, r->element[1]->integer) == 0) return 0;
+        } else if (is_pair(r) && ops[0]->kind != BACKEND_ACQUIRE) {
+            res->holds = r->element[0]->integer;
+            long long v = r->element[1]->integer;
+            res->others_waiting = (int)(v > 1000000 ? 1000000 : v);
+            return 0;
+        } else if (is_int(r) && ops[0]->kind != BACKEND_ACQUIRE) {
+            res->holds = r->integer;
+            return 0;
+        }
+        goto bad;
+    }
     switch (id) {
     case SCRIPT_ACQUIRE:
         if (is_pair(r) &&
@@ -610,48 +764,6 @@ int scripts_decode(script_id_t id, backend_op_t *const *ops, size_t n, redisRepl
             if (res->ttl_ms == -3) res->held = BACKEND_SEM;
             snprintf(w->owner, sizeof(w->owner), "%s", r->element[1]->str);
             snprintf(w->daemon, sizeof(w->daemon), "%s", entry ? entry + 1 : "");
-            return 0;
-        }
-        break;
-    case SCRIPT_ELECT:
-        /* LEADER: {fence, value, pttl}; {0, '', -2} none; {-1, '', held}
-         * another kind. The rest as a fair lock's. */
-        if (ops[0]->kind == BACKEND_LEADER) {
-            if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 || !is_int(r->element[0]) ||
-                r->element[1]->type != REDIS_REPLY_STRING || !is_int(r->element[2]))
-                break;
-            long long f = r->element[0]->integer;
-            if (f < 0) {
-                res->outcome = BACKEND_WRONG_KIND;
-                res->held = (backend_mode_t)r->element[2]->integer;
-                return 0;
-            }
-            size_t vlen = r->element[1]->len;
-            if (ops[0]->leader == NULL) break;
-            if (vlen > BACKEND_VALUE_MAX) vlen = BACKEND_VALUE_MAX;
-            memcpy(ops[0]->leader, r->element[1]->str, vlen);
-            ops[0]->leader[vlen] = '\0';
-            res->fence = (uint64_t)f;
-            res->value = ops[0]->leader;
-            res->value_len = vlen;
-            res->ttl_ms = r->element[2]->integer;
-            return 0;
-        }
-        /* fall through */
-    case SCRIPT_SEM:
-    case SCRIPT_FAIR:
-    case SCRIPT_RW:
-        /* an acquire's (or SEMINIT's refusal) pair; a release's pair, or
-         * holds left (SEMINIT: 1 or 0) */
-        if (is_pair(r) && (ops[0]->kind == BACKEND_ACQUIRE || ops[0]->kind == BACKEND_SEMINIT)) {
-            if (set_acquire(res, r->element[0]->integer, r->element[1]->integer) == 0) return 0;
-        } else if (is_pair(r) && ops[0]->kind != BACKEND_ACQUIRE) {
-            res->holds = r->element[0]->integer;
-            long long v = r->element[1]->integer;
-            res->others_waiting = (int)(v > 1000000 ? 1000000 : v);
-            return 0;
-        } else if (is_int(r) && ops[0]->kind != BACKEND_ACQUIRE) {
-            res->holds = r->integer;
             return 0;
         }
         break;

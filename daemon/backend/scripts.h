@@ -36,14 +36,17 @@ typedef enum {
     SCRIPT_REGISTER,      /* a daemon's entry in the registry (not an op) */
     SCRIPT_OPS_ANY,       /* SCRIPT_OPS for keys of many Cluster slots on one node */
     SCRIPT_RENEW_ANY,     /* SCRIPT_RENEW likewise */
-    SCRIPT_RW,            /* one op on a read/write lock */
-    SCRIPT_SEM,           /* one op on a semaphore (its renewals batch) */
-    SCRIPT_FAIR,          /* one op on a fair lock (its renewals batch) */
-    SCRIPT_ELECT,         /* one op on an election (its renewals batch) */
-    SCRIPT_COUNT
+    SCRIPT_OWN_FIRST,     /* then one op on a mode's own script, one id per
+                             mode: SCRIPT_OWN(mode) */
+    SCRIPT_COUNT = SCRIPT_OWN_FIRST + BACKEND_MODE_COUNT
 } script_id_t;
 
-extern const char *const scripts_text[SCRIPT_COUNT];
+/* A mode's own script's id (its text is its scripts_mode_t row's lua; modes
+ * whose rows share a text share the first one's id, scripts_own). */
+#define SCRIPT_OWN(mode) ((script_id_t)(SCRIPT_OWN_FIRST + (int)(mode)))
+
+/* A script's text; NULL for an id no script has (a mode without one). */
+const char *scripts_text(script_id_t id);
 
 /* The numbers the scripts answer with, as daemon/backend/lua/part/codes.lua
  * names them too (test_scripts checks that each script's agree). An
@@ -112,7 +115,9 @@ typedef enum {
     SCRIPTS_ARG_BASE,          /* permit_base */
     SCRIPTS_ARG_QUEUE,         /* queue_ms */
     SCRIPTS_ARG_QUEUE_FOREIGN, /* queue_foreign_ms */
-    SCRIPTS_ARG_VALUE,         /* value (ELECT) */
+    SCRIPTS_ARG_VALUE,         /* the op's value (op->value, "" when NULL):
+                                  any kind's word for its script (ELECT: the
+                                  leader's value) */
 } scripts_arg_t;
 
 #define SCRIPTS_MODE_KEYS 5
@@ -122,10 +127,17 @@ typedef enum {
 /* What differs between the kinds of lock (backend_mode_t) in their calls:
  * one of these per mode, scripts_mode(mode). */
 typedef struct scripts_mode_s {
-    /* its own script, for the op kinds in own (a mutex has none: its ops
-     * pick SCRIPT_ACQUIRE, SCRIPT_RELEASE or the batch by kind) */
-    script_id_t script;
+    /* its own script's text (daemon/backend/lua), for the op kinds in own;
+     * its id is SCRIPT_OWN(mode). A mutex has none: its ops pick
+     * SCRIPT_ACQUIRE, SCRIPT_RELEASE or the batch by kind. The script takes
+     * KEYS the lock and keys, ARGV args then the publish command; it
+     * answers an acquire's pair {code, value}, a release's {holds,
+     * subscribers} or holds, and an op in value_reply {fence, value, pttl}
+     * ({0, '', -2} none; {-1, '', SCRIPTS_HELD_*} another kind). */
+    const char *lua;
     unsigned own;                          /* SCRIPTS_KIND() bits */
+    unsigned value_reply;                  /* SCRIPTS_KIND() bits of own: the op
+                                              answers a value (op->answer) */
     scripts_key_t keys[SCRIPTS_MODE_KEYS]; /* its companions, in order ({0} ends) */
     unsigned char args[SCRIPTS_MODE_ARGS]; /* scripts_arg_t, in order (END ends) */
     char letters[BACKEND_OP_COUNT];        /* the op letter of each kind in own */
@@ -144,13 +156,17 @@ typedef struct scripts_mode_s {
 } scripts_mode_t;
 
 const scripts_mode_t *scripts_mode(backend_mode_t mode);
+/* The id of mode's own script: SCRIPT_OWN of the first mode with its text;
+ * SCRIPT_COUNT when it has none. */
+script_id_t scripts_own(backend_mode_t mode);
 /* The channel a watch of name (in mode, by owner) listens to, into out
  * (KEYS_CHANNEL_MAX); its length. */
 size_t scripts_channel(char *out, const char *prefix, const char *uuid, const char *name,
                        size_t len, backend_mode_t mode, uint64_t owner);
 
 /* 1 if a node with these flags loads script id (the _ANY ones need Redis
- * 7.0's script flags: only Cluster nodes load them). */
+ * 7.0's script flags: only Cluster nodes load them; an own id is loaded
+ * once, by its first mode, and not at all for a mode without one). */
 int scripts_loaded(script_id_t id, unsigned flags);
 /* 1 if op may share a batch call with others. */
 int scripts_batchable(const backend_op_t *op);

@@ -39,7 +39,7 @@ typedef struct leave_s {
 /* ---- the state ------------------------------------------------------------------ */
 
 elect_t *elect_get(lockmgr_t *m) {
-    if (m->elect != NULL) return m->elect;
+    if (elect_of(m) != NULL) return elect_of(m);
     elect_t *e = zalloc(sizeof(*e));
     if (e == NULL) return NULL;
     e->m = m;
@@ -49,24 +49,24 @@ elect_t *elect_get(lockmgr_t *m) {
         free(e);
         return NULL;
     }
-    m->elect = e;
+    m->kind_state[LOCK_MODE_ELECT] = e;
     return e;
 }
 
 void elect_maybe_free(lockmgr_t *m) {
-    elect_t *e = m->elect;
+    elect_t *e = elect_of(m);
     if (e == NULL || !e->closing || e->cands_count > 0 || !observe_empty(e)) return;
     hmap_free(&e->cands);
     hmap_free(&e->names);
     hmap_free(&e->owners);
     free(e);
-    m->elect = NULL;
+    m->kind_state[LOCK_MODE_ELECT] = NULL;
 }
 
 static void cand_free(cand_t *c);
 
 void lockmgr_on_leader(lockmgr_t *m, lock_leader_cb cb) {
-    elect_t *e = cb != NULL ? elect_get(m) : m->elect;
+    elect_t *e = cb != NULL ? elect_get(m) : elect_of(m);
     if (e == NULL) return; /* no events: observers get ERR LIMIT (no memory) */
     e->cb = cb;
     e->closing = cb == NULL;
@@ -78,7 +78,7 @@ void lockmgr_on_leader(lockmgr_t *m, lock_leader_cb cb) {
         for (n = hmap_next(&e->cands, &i, NULL); n != NULL; n = next) {
             next = hmap_next(&e->cands, &i, n);
             cand_free(container_of(n, cand_t, node));
-            if (m->elect == NULL) return;
+            if (elect_of(m) == NULL) return;
         }
     }
     elect_maybe_free(m);
@@ -86,9 +86,9 @@ void lockmgr_on_leader(lockmgr_t *m, lock_leader_cb cb) {
 
 void lockmgr_elect_stats(const lockmgr_t *m, lockmgr_elect_stats_t *out) {
     memset(out, 0, sizeof(*out));
-    if (m->elect == NULL) return;
-    *out = m->elect->stats;
-    out->candidates = m->elect->cands_count;
+    if (elect_of(m) == NULL) return;
+    *out = elect_of(m)->stats;
+    out->candidates = elect_of(m)->cands_count;
 }
 
 /* ---- candidates' values ---------------------------------------------------------- */
@@ -101,16 +101,16 @@ static size_t cand_key(char *out, uint64_t owner, const char *name, size_t len) 
 
 static cand_t *cand_find(lockmgr_t *m, uint64_t owner, const char *name, size_t len) {
     char key[sizeof(uint64_t) + ELECT_NAME_MAX];
-    if (m->elect == NULL || len > ELECT_NAME_MAX) return NULL;
-    hmap_node_t *n = hmap_get(&m->elect->cands, key, cand_key(key, owner, name, len));
+    if (elect_of(m) == NULL || len > ELECT_NAME_MAX) return NULL;
+    hmap_node_t *n = hmap_get(&elect_of(m)->cands, key, cand_key(key, owner, name, len));
     return n ? container_of(n, cand_t, node) : NULL;
 }
 
 static void cand_free(cand_t *c) {
     lockmgr_t *m = c->m;
     timers_stop(m->timers, &c->grace);
-    hmap_del(&m->elect->cands, &c->node);
-    m->elect->cands_count--;
+    hmap_del(&elect_of(m)->cands, &c->node);
+    elect_of(m)->cands_count--;
     free(c);
     elect_maybe_free(m);
 }
@@ -264,6 +264,11 @@ int lockmgr_resign(lockmgr_t *m, lock_owner_t *o, const char *name, size_t len) 
     return 1;
 }
 
+/* lockmgr_free with the state still there: as lockmgr_on_leader(NULL). */
+static void elect_free_state(lockmgr_t *m) {
+    lockmgr_on_leader(m, NULL);
+}
+
 const lock_kind_t lock_kind_elect = {
     .name = "elect",
     .cap = BACKEND_CAP_FAIR, /* the candidates' queue in Redis, as a fair lock's */
@@ -278,4 +283,5 @@ const lock_kind_t lock_kind_elect = {
     .released = elect_released,
     .acquire = elect_acquire,
     .request = elect_request,
+    .free_state = elect_free_state,
 };

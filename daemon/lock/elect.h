@@ -49,6 +49,10 @@ struct elect_s {
     lockmgr_elect_stats_t stats;
 };
 
+/* The state, in the lock manager's slot for the kind (kind_state), or NULL. */
+static inline elect_t *elect_of(const lockmgr_t *m) {
+    return (elect_t *)m->kind_state[LOCK_MODE_ELECT];
+}
 /* The state, made if needed (NULL on no memory). */
 elect_t *elect_get(lockmgr_t *m);
 /* Frees it once nothing uses it, after lockmgr_on_leader(NULL). */

@@ -40,7 +40,8 @@ typedef struct release_s release_t;
 /* What an owner's request in flight is. */
 typedef enum {
     PENDING_WAIT = 0,   /* queued on a lock (LOCK, TRYLOCK) */
-    PENDING_OP          /* one backend call (reentry, RENEW, STATUS, FORCE) */
+    PENDING_OP,         /* one backend call (reentry, RENEW, STATUS, FORCE) */
+    PENDING_MULTI       /* a multi-name wait (multi.c): a place in each queue */
 } pending_kind_t;
 
 typedef struct pending_s {
@@ -203,8 +204,10 @@ struct lockmgr_s {
     lockmgr_stats_t stats;
     char why[BACKEND_ERR_LEN]; /* detail of an ERR BACKEND given at once */
     char host[BACKEND_WHO_DAEMON_MAX]; /* ours, for WHO */
-    struct elect_s *elect;     /* elections' and observers' state (elect.h),
-                                  made by their first use */
+    void *kind_state[LOCK_MODE_COUNT]; /* a kind's own state, at its first
+                                  mode (lock_kind_mode), the kind's to make;
+                                  its table's free_state frees what is left
+                                  at lockmgr_free */
     /* shutdown */
     int stopping;
     int shutdown_left;
@@ -232,7 +235,7 @@ struct lock_op_s {
     lock_op_done_cb done;      /* on success, and on any answer once the owner left */
     union {
         backend_who_t who;     /* WHO's answer */
-        char leader[BACKEND_VALUE_MAX + 1]; /* LEADER's value (elections) */
+        char answer[BACKEND_ANSWER_MAX + 1]; /* a kind's op's value (bop.answer) */
     };
     size_t len;
     char name[];

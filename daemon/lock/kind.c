@@ -4,7 +4,7 @@
 
 /* Each kind's table, in its own file. */
 extern const lock_kind_t lock_kind_mutex, lock_kind_rw, lock_kind_sem, lock_kind_fair,
-    lock_kind_elect;
+    lock_kind_elect, lock_kind_multi;
 
 const lock_mode_info_t lock_modes[LOCK_MODE_COUNT] = {
     [LOCK_MODE_MUTEX] = {.kind = &lock_kind_mutex, .backend = BACKEND_MUTEX,
@@ -19,6 +19,8 @@ const lock_mode_info_t lock_modes[LOCK_MODE_COUNT] = {
                         .released_by = LOCK_MODE_MUTEX},
     [LOCK_MODE_ELECT] = {.kind = &lock_kind_elect, .backend = BACKEND_ELECT,
                          .released_by = LOCK_MODE_ELECT},
+    [LOCK_MODE_MULTI] = {.kind = &lock_kind_multi, .backend = BACKEND_MULTI,
+                         .released_by = LOCK_MODE_MUTEX},
 };
 
 lock_mode_t lock_mode_of_backend(backend_mode_t bmode) {

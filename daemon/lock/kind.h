@@ -10,8 +10,9 @@
  *
  * Adding a kind: a lock_mode_t value (lockmgr.h) for each of its modes, a
  * row for each in lock_modes[] and its table's name (kind.c), its file
- * with its table, its backend mode and script (daemon/backend/), and its
- * protocol words (session.c). */
+ * with its table (any state of its own in m->kind_state[its first mode],
+ * freed by its free_state), its backend mode's row with its script
+ * (daemon/backend/scripts.c), and its protocol words (session.c). */
 #ifndef DLOCK_LOCK_KIND_H
 #define DLOCK_LOCK_KIND_H
 
@@ -51,6 +52,10 @@ struct lock_kind_s {
     /* Redis refused w, a waiter that waits on: how it waits; NULL:
      * lock_wait_taken(), trying again at once if woken meanwhile. */
     void (*taken)(lock_t *l, wait_t *w, const backend_result_t *res);
+    /* Optional: w, at the head with nothing here in its way, may try now:
+     * the kind tries itself (a multi-name lock's place tries with the
+     * set's others); NULL: lock_attempt(). */
+    void (*attempt)(lock_t *l, wait_t *w);
     /* Optional: w's acquire got no answer after it had tried, and it waits
      * on. */
     void (*requeued)(lock_t *l, wait_t *w);
@@ -75,6 +80,9 @@ struct lock_kind_s {
     void (*unlock)(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req);
     /* Optional: a request only this kind has (SEMINIT). */
     void (*request)(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req);
+    /* Optional: frees the kind's own state (m->kind_state at its first
+     * mode), at lockmgr_free when the slot is not NULL. */
+    void (*free_state)(lockmgr_t *m);
 };
 
 /* What each mode is: its kind, its backend mode. */
@@ -134,6 +142,9 @@ wait_t *lock_queue_head(const lock_t *l);
 void lock_retry_at(lock_t *l, long long ttl_ms);
 /* Takes w out of its queue; frees it unless its acquire is in flight. */
 void lock_wait_end(wait_t *w);
+/* A place for o at the end of l's queue, in mode, counted as a waiter; it
+ * tries when the kind's kick says. NULL on no memory. The caller answers. */
+wait_t *lock_enqueue(lock_t *l, lock_owner_t *o, lock_mode_t mode, uint32_t lease_ms);
 /* The wake-ups of l's releases on channel mode (and owner's, 0: none). */
 void lock_watch(lock_t *l, backend_mode_t mode, uint64_t owner);
 void lock_unwatch(lock_t *l);
@@ -141,6 +152,8 @@ void lock_unwatch(lock_t *l);
 /* Requests (request.c): a wait or a reentry, and an UNLOCK of h's mode. */
 void lock_acquire(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req);
 void lock_unlock(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req);
+/* One hold less of h (o's, on l) as UNLOCK gives it back: the holds left. */
+long long lock_unlock_hold(lockmgr_t *m, lock_owner_t *o, lock_t *l, hold_t *h);
 /* Queues o for l (LOCK, TRYLOCK), as the request's kind and mode say. */
 void lock_start_wait(lockmgr_t *m, lock_owner_t *o, lock_req_kind_t kind, lock_mode_t mode,
                      const char *name, size_t len, uint32_t wait_ms, uint32_t lease_ms,

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "daemon/lock/kind.h"
+#include "daemon/lock/multi.h"
 #include "daemon/log.h"
 #include "daemon/util/util.h"
 
@@ -288,6 +289,10 @@ int lockmgr_request(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req,
 }
 
 int lockmgr_cancel(lockmgr_t *m, lock_owner_t *o) {
+    if (o->pending != NULL && o->pending->kind == PENDING_MULTI) {
+        multi_cancel(o->pending);
+        return 1;
+    }
     if (o->pending == NULL || o->pending->kind != PENDING_WAIT) return 0;
     wait_t *w = (wait_t *)o->pending;
     lock_t *l = w->lock;
@@ -305,6 +310,8 @@ static void owner_drop_now(lock_owner_t *o) {
             lock_t *l = w->lock;
             lock_wait_end(w);
             lock_maybe_free(l);
+        } else if (o->pending->kind == PENDING_MULTI) {
+            multi_orphan(o->pending);
         } else {
             lock_op_orphan((lock_op_t *)o->pending);
         }
@@ -400,6 +407,9 @@ void lockmgr_free(lockmgr_t *m) {
     if (m == NULL) return;
     size_t i = 0;
     hmap_node_t *n, *next;
+    for (int k = 0; k < LOCK_MODE_COUNT; k++)
+        if (m->kind_state[k] != NULL && lock_modes[k].kind->free_state != NULL)
+            lock_modes[k].kind->free_state(m);
     /* Every timer of ours stops before its memory goes: the timer
      * structure is the caller's, and outlives us. */
     for (n = hmap_next(&m->locks, &i, NULL); n != NULL; n = next) {

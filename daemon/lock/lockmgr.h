@@ -34,7 +34,10 @@ typedef enum {
     LOCK_REQ_WHO,         /* who holds it */
     LOCK_REQ_SEMINIT,     /* a semaphore's size, unless set */
     LOCK_REQ_LEADER,      /* an election's leader now (ELECT mode) */
-    LOCK_REQ_OBSERVE      /* ... and its later leaders as events */
+    LOCK_REQ_OBSERVE,     /* ... and its later leaders as events */
+    LOCK_REQ_MLOCK,       /* wait for all of names[] (MULTI mode) */
+    LOCK_REQ_TRYMLOCK,    /* ... at most wait_ms (0: one try) */
+    LOCK_REQ_MUNLOCK      /* one hold less of each of names[] */
 } lock_req_kind_t;
 
 /* What kind of hold a request is about. Each mode belongs to one lock
@@ -49,11 +52,19 @@ typedef enum {
                              waiters queue in Redis */
     LOCK_MODE_ELECT,      /* ELECT (LOCK), RESIGN, LEADER, OBSERVE: an
                              election, its candidates queued in Redis */
+    LOCK_MODE_MULTI,      /* MLOCK, TRYMLOCK, MUNLOCK: plain locks of many
+                             names granted whole (daemon/lock/multi.c) */
     LOCK_MODE_COUNT
 } lock_mode_t;
 /* The mode of a request about a name whatever its kind (STATUS, WHO,
  * FORCEUNLOCK, RENEW). */
 #define LOCK_MODE_ANY LOCK_MODE_MUTEX
+
+/* One name of a multi-name request. */
+typedef struct lock_name_s {
+    const char *name;
+    size_t len;
+} lock_name_t;
 
 typedef struct lock_request_s {
     lock_req_kind_t kind;
@@ -67,6 +78,9 @@ typedef struct lock_request_s {
     const char *value;    /* ELECT: what observers are told, value_len bytes,
                              valid during lockmgr_request() only */
     size_t value_len;
+    const lock_name_t *names; /* MULTI: nnames distinct names, valid during
+                                 lockmgr_request() only */
+    size_t nnames;
 } lock_request_t;
 
 typedef enum {
@@ -85,6 +99,8 @@ typedef enum {
                                 holds (this owner's) */
     LOCK_REPLY_HELD,         /* WHO: ttl_ms and holder_* */
     LOCK_REPLY_LEADER,       /* LEADER, OBSERVE: fence and leader, fence 0: none */
+    LOCK_REPLY_LIST,         /* MLOCK's fences, MUNLOCK's holds left: list,
+                                count of them, in the request's order */
     LOCK_REPLY_ERROR         /* err, detail */
 } lock_reply_kind_t;
 
@@ -151,6 +167,9 @@ typedef struct lock_reply_s {
     /* LEADER: the leader's value, leader_len bytes, valid during the callback */
     const char *leader;
     size_t leader_len;
+    /* LIST: count numbers, valid during the callback */
+    const uint64_t *list;
+    size_t count;
 } lock_reply_t;
 
 typedef enum {
@@ -190,6 +209,9 @@ typedef void (*lockmgr_done_cb)(lockmgr_t *mgr, void *data);
 /* Most permits of one semaphore a connection holds (and asks for at
  * once): each is an id in Redis that its scripts visit one by one. */
 #define LOCKMGR_SEM_PERMITS_MAX 10000
+
+/* Most names in one multi-name request (MLOCK). */
+#define LOCKMGR_MNAMES_MAX 64
 
 /* Room for the names of the nodes down in INFO; more are cut at a comma. */
 #define LOCKMGR_NODES_DOWN_MAX 256

@@ -49,7 +49,7 @@ struct oname_s {
     uint64_t sent_at;
     timers_entry_t timer;      /* the next read */
     backend_op_t op;
-    char answer[BACKEND_VALUE_MAX + 1]; /* op's value goes here */
+    char answer[BACKEND_ANSWER_MAX + 1]; /* op's value goes here */
     size_t len;
     char name[];
 };
@@ -74,8 +74,8 @@ int observe_empty(const elect_t *e) {
 /* ---- names ------------------------------------------------------------------------- */
 
 static oname_t *oname_find(lockmgr_t *m, const char *name, size_t len) {
-    if (m->elect == NULL) return NULL;
-    hmap_node_t *n = hmap_get(&m->elect->names, name, len);
+    if (elect_of(m) == NULL) return NULL;
+    hmap_node_t *n = hmap_get(&elect_of(m)->names, name, len);
     return n ? container_of(n, oname_t, node) : NULL;
 }
 
@@ -115,9 +115,9 @@ static void oname_maybe_free(oname_t *on) {
     timers_stop(m->timers, &on->timer);
     if (on->reading) return; /* on_read frees it */
     backend_unwatch(m->backend, on->name, on->len, BACKEND_ELECT, 0);
-    hmap_del(&m->elect->names, &on->node);
-    m->elect->names_count--;
-    m->elect->stats.observed = m->elect->names_count;
+    hmap_del(&elect_of(m)->names, &on->node);
+    elect_of(m)->names_count--;
+    elect_of(m)->stats.observed = elect_of(m)->names_count;
     free(on);
     elect_maybe_free(m);
 }
@@ -156,7 +156,7 @@ static void tell_one(elect_t *e, obs_t *ob, uint64_t fence, const char *value, s
 
 /* A new view of the leader: every observer is told what its history allows. */
 static void tell(oname_t *on, uint64_t fence, const char *value, size_t vlen) {
-    elect_t *e = on->m->elect;
+    elect_t *e = elect_of(on->m);
     if (vlen > ELECT_VALUE_MAX) vlen = ELECT_VALUE_MAX;
     on->fence = fence;
     memmove(on->value, value, vlen);
@@ -227,18 +227,18 @@ static void read_leader(oname_t *on) {
     timers_stop(m->timers, &on->timer);
     memset(&on->op, 0, sizeof(on->op));
     lock_op_init(&on->op, BACKEND_LEADER, LOCK_MODE_ELECT, on->name, on->len, 0, on_read);
-    on->op.leader = on->answer;
+    on->op.answer = on->answer;
     on->reading = 1;
     on->sent_at = timers_now(m->timers);
-    m->elect->stats.rereads++;
+    elect_of(m)->stats.rereads++;
     backend_submit(m->backend, &on->op);
 }
 
 /* ---- observers -------------------------------------------------------------------- */
 
 static oowner_t *oowner_find(lockmgr_t *m, uint64_t id) {
-    if (m->elect == NULL) return NULL;
-    hmap_node_t *n = hmap_get(&m->elect->owners, (const char *)&id, sizeof(id));
+    if (elect_of(m) == NULL) return NULL;
+    hmap_node_t *n = hmap_get(&elect_of(m)->owners, (const char *)&id, sizeof(id));
     return n ? container_of(n, oowner_t, node) : NULL;
 }
 
@@ -252,7 +252,7 @@ static obs_t *obs_of(lockmgr_t *m, const lock_owner_t *o, const char *name, size
 }
 
 static void obs_free(lockmgr_t *m, obs_t *ob) {
-    elect_t *e = m->elect;
+    elect_t *e = elect_of(m);
     oowner_t *oo = ob->oo;
     oname_t *on = ob->on;
     LIST_REMOVE(ob, by_name);
@@ -272,7 +272,7 @@ static void obs_free(lockmgr_t *m, obs_t *ob) {
 /* A new observation of on by o, told fence already (its answer). NULL on
  * no memory. */
 static obs_t *obs_new(lockmgr_t *m, lock_owner_t *o, oname_t *on, uint64_t fence) {
-    elect_t *e = m->elect;
+    elect_t *e = elect_of(m);
     oowner_t *oo = oowner_find(m, o->id);
     if (oo == NULL) {
         if ((oo = zalloc(sizeof(*oo))) == NULL) return NULL;
@@ -379,7 +379,7 @@ void observe_request(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
     }
     lock_op_t *op = lock_op_new(m, o, NULL, req, BACKEND_LEADER, LOCK_MODE_ELECT, leader_done);
     if (op == NULL) return;
-    op->bop.leader = op->leader;
+    op->bop.answer = op->answer;
     backend_submit(m->backend, &op->bop);
 }
 

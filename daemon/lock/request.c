@@ -177,6 +177,10 @@ void lock_unlock(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t 
         lock_answer_notheld(m, o, l, req->mode);
         return;
     }
+    lock_answer_value(o, lock_unlock_hold(m, o, l, h));
+}
+
+long long lock_unlock_hold(lockmgr_t *m, lock_owner_t *o, lock_t *l, hold_t *h) {
     if (h->count > 1) {
         drop_t *d = zalloc(sizeof(*d));
         h->count--;
@@ -186,14 +190,13 @@ void lock_unlock(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t 
             lock_op_init(&d->bop, BACKEND_DROP, h->mode, l->name, l->len, o->id, on_drop);
             backend_submit(m->backend, &d->bop);
         }
-        lock_answer_value(o, h->count);
-        return;
+        return h->count;
     }
     /* The last hold: answered now; the release reaches Redis in order
      * before any later acquire, and is retried while Redis is away. */
     lock_release_local(h);
-    lock_answer_value(o, 0);
     lock_maybe_free(l);
+    return 0;
 }
 
 /* ---- RENEW -------------------------------------------------------------------------- */
@@ -382,7 +385,8 @@ static int kind_refused(lockmgr_t *m, lock_owner_t *o, const lock_t *l,
 }
 
 void lock_request(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
-    lock_t *l = lock_find(m, req->name, req->len);
+    /* A request of many names (MULTI) is about no one lock. */
+    lock_t *l = req->nnames ? NULL : lock_find(m, req->name, req->len);
     const lock_kind_t *k = lock_kind_of(req->mode);
 
     if (m->stopping) {

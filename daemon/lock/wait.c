@@ -160,7 +160,10 @@ void lock_attempt(lock_t *l, wait_t *w) {
 
 void lock_kick_head(lock_t *l) {
     wait_t *w = lock_queue_head(l);
-    if (l->attempts == 0 && !lock_blocked(l, w->owner, w->mode)) lock_attempt(l, w);
+    if (l->attempts != 0 || lock_blocked(l, w->owner, w->mode)) return;
+    const lock_kind_t *k = lock_kind_of(w->mode);
+    if (k->attempt) k->attempt(l, w);
+    else lock_attempt(l, w);
 }
 
 /* Lets the waiters try if nothing stands in their way locally. */
@@ -361,6 +364,29 @@ static void on_attempt(backend_op_t *op) {
 }
 
 /* ---- a new wait ----------------------------------------------------------------------- */
+
+wait_t *lock_enqueue(lock_t *l, lock_owner_t *o, lock_mode_t mode, uint32_t lease_ms) {
+    lockmgr_t *m = l->mgr;
+    wait_t *w = pool_get(&m->wait_pool);
+    if (w == NULL) return NULL;
+    if (queue_get(l) == NULL) {
+        pool_put(&m->wait_pool, w);
+        return NULL;
+    }
+    w->hdr.kind = PENDING_WAIT;
+    w->owner = o;
+    w->owner_id = o->id;
+    w->lock = l;
+    w->mode = mode;
+    w->lease_ms = lease_ms;
+    w->ttl_ms = -1;
+    w->started_ns = uv_hrtime();
+    TAILQ_INSERT_TAIL(&l->q->waiters, w, link);
+    w->queued = 1;
+    m->waiting++;
+    lock_acct_waiting(o, 1);
+    return w;
+}
 
 static void on_wait_deadline(timers_entry_t *t) {
     wait_t *w = container_of(t, wait_t, deadline);

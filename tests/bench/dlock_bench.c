@@ -1,6 +1,6 @@
 /* dlock-bench: load generator for dlockd benchmarks (`make bench`).
  *
- *   dlock-bench throughput -s SOCK [-c 50] [-d 10] [-w 1] [-m read|sem -k NAME [-p PERMITS]]
+ *   dlock-bench throughput -s SOCK [-c 50] [-d 10] [-w 1] [-m read|sem -k NAME [-p PERMITS] | -m multi [-p NAMES]]
  *   dlock-bench blocking   -s SOCK [-c 8] [-d 10] [-w 1]   -c processes, libdlock's blocking calls
  *   dlock-bench fleet      -s PREFIX [-N 32] [-c 8] [-K 65536] [-d 10] [-w 1]
  *                          -N x -c processes, -c per dlockd PREFIX<h>.sock, -K shared names
@@ -631,13 +631,39 @@ static long long numsub(conn_t *r, const char *channel) {
 /* LOCK k<id>: each connection has a lock name of its own; with -m read,
  * RLOCK <name>: every connection reads one name; with -m sem, ACQUIRE
  * <name> 1: every connection takes a permit of one semaphore (of -p
- * permits, default one per connection: nobody waits). */
+ * permits, default one per connection: nobody waits); with -m multi,
+ * MLOCK <p> k<id>.1 .. k<id>.<p> and MUNLOCK of them (-p names, default 4:
+ * a set of names of its own). */
 static const char *tp_shared; /* the read lock's or semaphore's name, or NULL */
 static int tp_sem;
+static long tp_multi;         /* -m multi: names per set, else 0 */
+
+/* "<verb> <p> k<id>.1 ... k<id>.<p>\n" into buf (room for 64 names). */
+static int multi_line(char *buf, size_t cap, const char *verb, int id) {
+    int n = snprintf(buf, cap, "%s %ld", verb, tp_multi);
+    for (long j = 1; j <= tp_multi; j++) n += snprintf(buf + n, cap - (size_t)n, " k%d.%ld", id, j);
+    n += snprintf(buf + n, cap - (size_t)n, "\n");
+    return n;
+}
+
+/* "OK" and tp_multi numbers, each 0 when zero is set. */
+static int multi_reply(const char *line, int zero) {
+    if (strncmp(line, "OK", 2) != 0) return 0;
+    const char *p = line + 2;
+    for (long j = 0; j < tp_multi; j++) {
+        char *end;
+        if (*p != ' ') return 0;
+        unsigned long long v = strtoull(p + 1, &end, 10);
+        if (end == p + 1 || (zero ? v != 0 : v == 0)) return 0;
+        p = end;
+    }
+    return *p == '\0';
+}
 
 static void send_lock(conn_t *c, int64_t t) {
-    char buf[320];
-    int n = tp_sem      ? snprintf(buf, sizeof(buf), "ACQUIRE %s 1\n", tp_shared)
+    char buf[2048];
+    int n = tp_multi    ? multi_line(buf, sizeof(buf), "MLOCK", c->id)
+            : tp_sem    ? snprintf(buf, sizeof(buf), "ACQUIRE %s 1\n", tp_shared)
             : tp_shared ? snprintf(buf, sizeof(buf), "RLOCK %s\n", tp_shared)
                         : snprintf(buf, sizeof(buf), "LOCK k%d\n", c->id);
     c->sent_at = t;
@@ -645,8 +671,9 @@ static void send_lock(conn_t *c, int64_t t) {
 }
 
 static void send_unlock(conn_t *c) {
-    char buf[320];
-    int n = tp_sem      ? snprintf(buf, sizeof(buf), "RELEASE %s 1\n", tp_shared)
+    char buf[2048];
+    int n = tp_multi    ? multi_line(buf, sizeof(buf), "MUNLOCK", c->id)
+            : tp_sem    ? snprintf(buf, sizeof(buf), "RELEASE %s 1\n", tp_shared)
             : tp_shared ? snprintf(buf, sizeof(buf), "RUNLOCK %s\n", tp_shared)
                         : snprintf(buf, sizeof(buf), "UNLOCK k%d\n", c->id);
     ep_send(c, buf, (size_t)n);
@@ -656,10 +683,14 @@ static int cmd_throughput(opts_t *o) {
     long nc = o->conns ? o->conns : 50;
     long secs = o->seconds ? o->seconds : 10;
     long warm = o->warmup;
-    if (o->mode != NULL && strcmp(o->mode, "read") != 0 && strcmp(o->mode, "sem") != 0)
-        die(EXIT_USAGE, "-m takes read or sem, not '%s'", o->mode);
-    if (o->mode != NULL && o->name == NULL) die(EXIT_USAGE, "-m %s needs -k NAME", o->mode);
-    tp_shared = o->mode != NULL ? o->name : NULL;
+    if (o->mode != NULL && strcmp(o->mode, "read") != 0 && strcmp(o->mode, "sem") != 0 &&
+        strcmp(o->mode, "multi") != 0)
+        die(EXIT_USAGE, "-m takes read, sem or multi, not '%s'", o->mode);
+    tp_multi = o->mode != NULL && strcmp(o->mode, "multi") == 0 ? (o->permits ? o->permits : 4) : 0;
+    if (tp_multi > 64) die(EXIT_USAGE, "-m multi: -p is 1 to 64");
+    if (o->mode != NULL && !tp_multi && o->name == NULL)
+        die(EXIT_USAGE, "-m %s needs -k NAME", o->mode);
+    tp_shared = o->mode != NULL && !tp_multi ? o->name : NULL;
     tp_sem = o->mode != NULL && strcmp(o->mode, "sem") == 0;
     raise_nofile((size_t)nc + 16);
     if (tp_sem) { /* the semaphore's size, which must be this one */
@@ -688,7 +719,7 @@ static int cmd_throughput(opts_t *o) {
     }
     struct epoll_event evs[256];
     int64_t last_progress = start;
-    char line[512];
+    char line[2048];
     for (;;) {
         int64_t now = now_us();
         if (now >= t1) break;
@@ -709,18 +740,21 @@ static int cmd_throughput(opts_t *o) {
                     long holds = 0;
                     /* a read grant's fence is 0 while the name was never
                      * written; a semaphore's grant is "OK <permits held>" */
-                    if (tp_sem ? strcmp(line, "OK 1") != 0
+                    if (tp_multi ? !multi_reply(line, 0)
+                        : tp_sem ? strcmp(line, "OK 1") != 0
                                : (parse_grant(line, &holds) == 0 &&
                                   !(tp_shared && read_grant(line, &holds))) ||
                                      holds != 1)
                         die(EXIT_DAEMON, "%s of connection %d answered: %s",
-                            tp_sem ? "ACQUIRE" : tp_shared ? "RLOCK" : "LOCK", c->id, line);
+                            tp_multi ? "MLOCK" : tp_sem ? "ACQUIRE" : tp_shared ? "RLOCK" : "LOCK",
+                            c->id, line);
                     c->state = ST_UNLOCK_SENT;
                     send_unlock(c);
                 } else if (c->state == ST_UNLOCK_SENT) {
-                    if (strcmp(line, "OK 0") != 0)
+                    if (tp_multi ? !multi_reply(line, 1) : strcmp(line, "OK 0") != 0)
                         die(EXIT_DAEMON, "%s of connection %d answered: %s",
-                            tp_sem ? "RELEASE" : tp_shared ? "RUNLOCK" : "UNLOCK", c->id, line);
+                            tp_multi ? "MUNLOCK" : tp_sem ? "RELEASE" : tp_shared ? "RUNLOCK" : "UNLOCK",
+                            c->id, line);
                     all_pairs++;
                     if (now >= t0 && now < t1) {
                         pairs++;
@@ -1548,7 +1582,7 @@ static int cmd_info(opts_t *o) {
 
 static void usage(void) {
     fprintf(stderr,
-            "usage: %s throughput -s SOCK [-c 50] [-d 10] [-w 1] [-m read|sem -k NAME [-p N]]\n"
+            "usage: %s throughput -s SOCK [-c 50] [-d 10] [-w 1] [-m read|sem -k NAME [-p N] | -m multi [-p N]]\n"
             "       %s blocking -s SOCK [-c 8] [-d 10] [-w 1]\n"
             "       %s fleet -s PREFIX [-N 32] [-c 8] [-K 65536] [-d 10] [-w 1]\n"
             "       %s handoff -s SOCK1 [-S SOCK2 -R REDIS_SOCK] [-n 1000] [-k NAME]\n"

@@ -85,6 +85,12 @@
 #      Targets, as ratios: connections >= 8x fewer than the best peer,
 #      Redis CPU per pair <= 0.5x redis-py's, hand-offs per command sent
 #      >= 3x redis-py's (16 hot names).
+#  15. Multi-name locks: 50 connections, each MLOCK of 4 names of its own
+#      then MUNLOCK of them (dlock-bench throughput -m multi -p 4, no
+#      contention), against LOCK/UNLOCK pairs (2.) on the same daemon, in
+#      four rounds plain, multi, multi, plain; the ratio of sets/s to
+#      pairs/s (target: a 4-name set costs at most 2x one lock, >= 0.5),
+#      and the Redis commands sent per set and per pair (commandstats).
 #  13. Access rules: the throughput of 2. (50 connections, LOCK/UNLOCK
 #      pairs) through a dlockd with 50 [access] rules against one with
 #      none, rounds none/rules/rules/none/rules/none/none/rules, the load generator as a uid that
@@ -99,9 +105,10 @@
 # BENCH_FLEET_HOSTS (12., 32), BENCH_FLEET_CLIENTS (12., per host, 8),
 # BENCH_FLEET_SECONDS (12., per run, 4), BENCH_ACCESS_SECONDS (13., per round, 5),
 # BENCH_ACCESS_UID (13., 65534), BENCH_ELECT_ROUNDS (14., 400),
+# BENCH_MULTI_SECONDS (15., per round, 5),
 # BENCH_BUILD_DIR (default: the directory of DLOCK_BENCH_BIN),
 # BENCH_ONLY (unset: every section; else a comma-separated list of the
-# sections to run, among 1-3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13 and 14, e.g.
+# sections to run, among 1-3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14 and 15, e.g.
 # BENCH_ONLY=1-3,11: sections 1 to 3 run together, as 2 and 3 are set
 # against the figures of 1 and 2; the report's rows are numbered in the
 # order they ran).
@@ -148,6 +155,7 @@ FL_NAMES=65536
 FL_HOT=16
 FL_SAMPLE_S=0.5
 EL_ROUNDS=${BENCH_ELECT_ROUNDS:-400}
+ML_S=${BENCH_MULTI_SECONDS:-5}
 ONLY=${BENCH_ONLY-}
 PY=/usr/bin/python3
 T=""
@@ -438,8 +446,8 @@ node_peers_ready() {
 # ---- preflight --------------------------------------------------------------
 
 cd "$root" || fatal "cannot cd to $root"
-[[ -z $ONLY || $ONLY =~ ^(1-3|[4-9]|1[0-4])(,(1-3|[4-9]|1[0-4]))*$ ]] ||
-    fatal "BENCH_ONLY='$ONLY': expected a comma-separated list of 1-3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14"
+[[ -z $ONLY || $ONLY =~ ^(1-3|[4-9]|1[0-5])(,(1-3|[4-9]|1[0-5]))*$ ]] ||
+    fatal "BENCH_ONLY='$ONLY': expected a comma-separated list of 1-3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15"
 [ -x "$DLOCKD" ] || fatal "no dlockd binary at $DLOCKD (make build/dlockd)"
 [ -x "$BENCH" ] || fatal "no dlock-bench binary at $BENCH"
 # The commands dlockd's scripts run inside Redis (redis.call, and the
@@ -471,7 +479,7 @@ redis_version=$(rcli INFO server | awk -F: '/^redis_version/ { sub(/\r/, "", $2)
 # Sections 1 to 6 share the redis-server on the Unix socket and dlockd main
 # (each starts it when it needs it); 2 and 3 use the figures of 1 and 2.
 if want 1-3; then
-    say "== 1/14 Redis ceiling: dlockd's acquire script under redis-benchmark"
+    say "== 1/15 Redis ceiling: dlockd's acquire script under redis-benchmark"
     # The acquire script as the build composed it from daemon/backend/lua/.
     cp "$(dirname "$DLOCKD")/gen/lua/acquire.lua" "$T/acquire.lua" 2>/dev/null
     [ -s "$T/acquire.lua" ] || fatal "no $(dirname "$DLOCKD")/gen/lua/acquire.lua: build dlockd first"
@@ -501,7 +509,7 @@ if want 1-3; then
 
 # ---- 2. uncontended throughput ------------------------------------------------
 
-    say "== 2/14 dlockd uncontended throughput: 50 connections, ${TP_S} s"
+    say "== 2/15 dlockd uncontended throughput: 50 connections, ${TP_S} s"
     tp="" redis_pair_us=""
     ev0=$(evalsha_stat) ds0=$(cpu_split "${DPID[main]}")
     c0=$(now_s) d0=$(cpu_ticks "${DPID[main]}") r0=$(cpu_ticks "$REDIS_PID")
@@ -557,7 +565,7 @@ if want 1-3; then
 
 # ---- 3. peers -------------------------------------------------------------------
 
-    say "== 3/14 peers on the same Redis: 8 processes (redis-py, dlockd's Python and C clients); 50 async loops (node)"
+    say "== 3/15 peers on the same Redis: 8 processes (redis-py, dlockd's Python and C clients); 50 async loops (node)"
     ensure_dlockd main
     # 8 processes, one connection each, each looping on a name of its own.
     redispy_ready
@@ -696,7 +704,7 @@ fi
 # ---- 4. hand-off ----------------------------------------------------------------
 
 if want 4; then
-    say "== 4/14 hand-off latency"
+    say "== 4/15 hand-off latency"
     ensure_dlockd main
     if run_bench handoff-local 120 handoff -s "${DSOCK[main]}" -n 2000; then
         check "hand-off, one daemon: p50 (UNLOCK written -> waiter's OK read)" "$(kv "$OUT" p50_us)" " us" "<=" 150
@@ -725,7 +733,7 @@ fi
 # ---- 5. scale -------------------------------------------------------------------
 
 if want 5; then
-    say "== 5/14 scale: $SCALE_C connections x $SCALE_L locks, lease ${SCALE_LEASE} ms, ${SCALE_WIN} s window"
+    say "== 5/15 scale: $SCALE_C connections x $SCALE_L locks, lease ${SCALE_LEASE} ms, ${SCALE_WIN} s window"
     stop_dlockd main # nothing but the scale daemon talks to Redis now
     flush_redis
     start_dlockd scale "$(printf '[lock]\nlease_ms = %s\n' "$SCALE_LEASE")"
@@ -798,7 +806,7 @@ fi
 # ---- 6. herd --------------------------------------------------------------------
 
 if want 6; then
-    say "== 6/14 herd: $HERD_C waiters on one lock"
+    say "== 6/15 herd: $HERD_C waiters on one lock"
     ensure_dlockd main
     if run_bench herd 120 herd -s "${DSOCK[main]}" -c "$HERD_C" -R "$RSOCK"; then
         hms=$(kv "$OUT" herd_ms) sent=$(kv "$OUT" redis_sent_commands) total=$(kv "$OUT" redis_total_commands)
@@ -819,7 +827,7 @@ stop_dlockd main # left running by 1-3 or 4 without 6
 # ---- 7. replicas: the price of WAIT ---------------------------------------------
 
 if want 7; then
-    say "== 7/14 replicas: pairs/s on a primary with one replica (TCP), replicas_ack auto/0/0/auto, ${REPL_S} s each"
+    say "== 7/15 replicas: pairs/s on a primary with one replica (TCP), replicas_ack auto/0/0/auto, ${REPL_S} s each"
     read -r RP_PORT RR_PORT <<<"$(free_ports 2)"
     need "$RP_PORT" "a free TCP port"
     need "$RR_PORT" "a free TCP port"
@@ -887,7 +895,7 @@ fi
 # ---- 8. failover --------------------------------------------------------------------
 
 if want 8; then
-    say "== 8/14 failover: SIGKILL the primary under Sentinel, $FO_RUNS runs (down-after-milliseconds $FO_DOWN_AFTER_MS)"
+    say "== 8/15 failover: SIGKILL the primary under Sentinel, $FO_RUNS runs (down-after-milliseconds $FO_DOWN_AFTER_MS)"
     fo_rc=0
     fo_out=$(timeout -k 5 $((FO_RUNS * 60 + 30)) "$PY" - "$root" "$DLOCKD" "$T" "$FO_RUNS" "$FO_DOWN_AFTER_MS" \
         2>"$T/failover.err" <<'PYEOF'
@@ -1047,7 +1055,7 @@ fi
 # ---- 9. cluster -----------------------------------------------------------------------
 
 if want 9; then
-    say "== 9/14 cluster: $CL_N primaries against one standalone redis-server (TCP), rounds standalone/cluster/cluster/standalone, ${CL_S} s each; the watchdog on the cluster"
+    say "== 9/15 cluster: $CL_N primaries against one standalone redis-server (TCP), rounds standalone/cluster/cluster/standalone, ${CL_S} s each; the watchdog on the cluster"
     # The most ops in one script call, and in one watchdog batch.
     SCRIPTS_BATCH=$(awk '$1 == "#define" && $2 == "SCRIPTS_BATCH_MAX" { print $3 }' daemon/backend/scripts.h)
     RENEW_BATCH=$(awk '$1 == "#define" && $2 == "LOCKMGR_RENEW_BATCH" { print $3 }' daemon/lock/lockmgr.h)
@@ -1249,7 +1257,7 @@ fi
 # ---- 10. quorum ------------------------------------------------------------------------
 
 if want 10; then
-    say "== 10/14 quorum: $QU_N independent redis-servers against one standalone redis-server (TCP), rounds standalone/quorum/quorum/standalone, ${QU_S} s each; hand-off on both"
+    say "== 10/15 quorum: $QU_N independent redis-servers against one standalone redis-server (TCP), rounds standalone/quorum/quorum/standalone, ${QU_S} s each; hand-off on both"
     read -r -a qu_free <<<"$(free_ports $((QU_N + 1)))"
     ((${#qu_free[@]} == QU_N + 1)) || fatal "free_ports gave '${qu_free[*]}'"
     for p in "${qu_free[@]}"; do need "$p" "a free TCP port"; done
@@ -1413,7 +1421,7 @@ fi
 # ---- 11. lock kinds ----------------------------------------------------------------
 
 if want 11; then
-    say "== 11/14 lock kinds: read locks of one name and a semaphore's permits (50 connections) against LOCK/UNLOCK of 50 names, rounds plain/read/sem/sem10/plain, ${KI_S} s each"
+    say "== 11/15 lock kinds: read locks of one name and a semaphore's permits (50 connections) against LOCK/UNLOCK of 50 names, rounds plain/read/sem/sem10/plain, ${KI_S} s each"
     d="$T/kinds"
     mkdir -p "$d"
     redis-server --port 0 --unixsocket "$d/redis.sock" --unixsocketperm 700 --save "" --appendonly no \
@@ -1631,7 +1639,7 @@ fleet_phase() {
 }
 
 if want 12; then
-    say "== 12/14 fleet: $FL_HOSTS hosts x $FL_CLIENTS client processes on one Redis (dlockd, redis-py, node peers), on $FL_NAMES names and on $FL_HOT hot names, ${FL_S} s each"
+    say "== 12/15 fleet: $FL_HOSTS hosts x $FL_CLIENTS client processes on one Redis (dlockd, redis-py, node peers), on $FL_NAMES names and on $FL_HOT hot names, ${FL_S} s each"
     stop_dlockd main
     redispy_ready
     node_peers_ready
@@ -1744,7 +1752,7 @@ fi
 # would not be matched): as itself when it is not root, else as uid
 # AC_UID through setpriv, from a copy in a directory it can reach.
 if want 13; then
-    say "== 13/14 access rules: LOCK+UNLOCK pairs/s with 50 [access] rules against none, rounds none/rules/rules/none/rules/none/none/rules, ${AC_S} s each"
+    say "== 13/15 access rules: LOCK+UNLOCK pairs/s with 50 [access] rules against none, rounds none/rules/rules/none/rules/none/none/rules, ${AC_S} s each"
     ac_run=("$BENCH")
     if [ "$(id -u)" = 0 ]; then
         command -v setpriv >/dev/null || fatal "section 13 needs setpriv (util-linux) to run as uid $AC_UID"
@@ -1811,11 +1819,12 @@ if want 13; then
     fi
     stop_dlockd acnone
     stop_dlockd acrules
+fi
 
 # ---- 14. election hand-over ---------------------------------------------------------
 
 if want 14; then
-    say "== 14/14 election hand-over: a leader's connection closes (tests/bench/elect.py, $EL_ROUNDS rounds)"
+    say "== 14/15 election hand-over: a leader's connection closes (tests/bench/elect.py, $EL_ROUNDS rounds)"
     flush_redis
     ensure_dlockd main
     start_dlockd second
@@ -1836,6 +1845,54 @@ if want 14; then
     fi
     stop_dlockd second
     stop_dlockd main
+    flush_redis
+fi
+
+# ---- 15. multi-name locks -----------------------------------------------------------
+# MLOCK 4 + MUNLOCK 4 sets of names of each connection's own against
+# LOCK/UNLOCK pairs, on the main Redis and daemon; the commands each costs
+# Redis from commandstats around each round.
+if want 15; then
+    say "== 15/15 multi-name locks: MLOCK 4 + MUNLOCK sets/s against LOCK+UNLOCK pairs/s (50 connections, no contention), rounds plain/multi/multi/plain, ${ML_S} s each"
+    flush_redis
+    ensure_dlockd main
+    ml_stats() { rcli INFO commandstats | awk -F'[:=,]' '/^cmdstat_/ { print substr($1, 9), $3 }'; }
+    ml_plain=() ml_multi=() ml_lat="" ml_sent_plain=0 ml_n_plain=0 ml_sent_multi=0 ml_n_multi=0
+    for round in plain multi multi plain; do
+        ml_args=()
+        [ "$round" = multi ] && ml_args=(-m multi -p 4)
+        before=$(ml_stats)
+        if run_bench "multi-$round" $((ML_S + 40)) throughput -s "${DSOCK[main]}" -c 50 -d "$ML_S" -w 1 "${ml_args[@]}"; then
+            after=$(ml_stats)
+            v=$(kv "$OUT" pairs_per_sec) all=$(kv "$OUT" all_pairs)
+            need "$v" "multi $round pairs_per_sec"
+            need "$all" "multi $round all_pairs"
+            sent=$(kv "$(cmd_delta "$before" "$after")" sent)
+            say "bench: multi $round round: $v/s, $sent commands sent for $all"
+            if [ "$round" = multi ]; then
+                ml_multi+=("$v")
+                ml_lat="$(kv "$OUT" pair_p50_us) / $(kv "$OUT" pair_p99_us) us"
+                ml_sent_multi=$((ml_sent_multi + sent)) ml_n_multi=$((ml_n_multi + all))
+            else
+                ml_plain+=("$v")
+                ml_sent_plain=$((ml_sent_plain + sent)) ml_n_plain=$((ml_n_plain + all))
+            fi
+        fi
+    done
+    if ((${#ml_plain[@]} == 2 && ${#ml_multi[@]} == 2)); then
+        plain=$(calc "(${ml_plain[0]} + ${ml_plain[1]}) / 2" 0)
+        multi=$(calc "(${ml_multi[0]} + ${ml_multi[1]}) / 2" 0)
+        info "multi-name locks: MLOCK 4 + MUNLOCK sets/s / LOCK+UNLOCK pairs/s (50 connections; rounds ${ml_multi[*]} / ${ml_plain[*]})" "$multi/s / $plain/s"
+        info "multi-name locks: set latency p50 / p99" "$ml_lat"
+        info "multi-name locks: 4 names as 4 LOCK+UNLOCK pairs would go (pairs/s / 4)" "$(calc "$plain / 4" 0)/s"
+        if ((ml_n_multi > 0 && ml_n_plain > 0)); then
+            info "multi-name locks: Redis commands sent per set / per pair" \
+                "$(calc "$ml_sent_multi / $ml_n_multi" 2) / $(calc "$ml_sent_plain / $ml_n_plain" 2)"
+        fi
+        check "multi-name locks: 4-name sets/s / single-lock pairs/s (a set costs <= 2x a lock)" "$(calc "$multi / $plain" 2)" "" ">=" 0.5
+    else
+        failed "multi-name locks: 4-name sets/s / single-lock pairs/s" "see problems" ">= 0.5"
+    fi
     flush_redis
 fi
 

@@ -180,7 +180,7 @@ lost update, but the fence-order invariant fails). This suite runs on one
 machine and does not exercise that case.
 
     DLOCKD_BIN=$PWD/build/dlockd python3 tests/chaos/chaos.py [--short] [--keep] [--seed N]
-        [--stage all|standalone|failover|cluster|quorum|kinds|elect] [--log-level debug]
+        [--stage all|standalone|failover|cluster|quorum|kinds|elect|mlock] [--log-level debug]
         [--lenient-failover]
 
 Python 3.9+, standard library only.
@@ -213,6 +213,7 @@ import dlock  # noqa: E402
 import elect  # noqa: E402
 import history  # noqa: E402
 import kinds  # noqa: E402
+import mlock  # noqa: E402
 import quorum  # noqa: E402
 import sentinel  # noqa: E402
 from redisproc import RespError, Spawner  # noqa: E402
@@ -1284,6 +1285,9 @@ class Chaos(object):
         if self.args.stage in ("all", "elect"):
             with self.phase("elect"):
                 elect.run_stage(self, spawn, self.args.short)
+        if self.args.stage in ("all", "mlock"):
+            with self.phase("mlock"):
+                mlock.run_stage(self, spawn, self.args.short)
 
     def finish_workers(self):
         with self.phase("stop"):
@@ -3579,7 +3583,7 @@ def main():
                          "the Sentinel stage; by default they are violations (no lost write "
                          "explains them)")
     ap.add_argument("--stage", choices=("all", "standalone", "failover", "cluster", "quorum",
-                                        "kinds", "elect"),
+                                        "kinds", "elect", "mlock"),
                     default="all", help="run every stage (default) or one")
     args = ap.parse_args()
     if args.seed is None:

@@ -107,7 +107,7 @@ typedef struct entry_s {
     /* an election's leader record (dlock_leader:{K}): counts while the
      * hash holds its field */
     char leader_field[64];      /* FIELD_MAX */
-    char leader_value[BACKEND_VALUE_MAX + 1];
+    char leader_value[BACKEND_ANSWER_MAX + 1];
     uint64_t leader_fence;
     /* the watch */
     int watched;
@@ -980,7 +980,7 @@ static void model_run_fair(fake_t *fb, backend_op_t *op, entry_t *e) {
 /* An election's op, as elect.lua runs it: a fair lock's queue and hash
  * (fair_script) with the leader's record beside it, set by a grant and
  * cleared by a release; LEADER reads it ({fence, value, pttl} into
- * op->leader; fence 0 when nobody leads; WRONG_KIND when the hash is
+ * op->answer; fence 0 when nobody leads; WRONG_KIND when the hash is
  * another kind's, a plain lock's included). The release's message on the
  * name's channel is the test's to deliver (fake_publish). */
 static void model_run_elect(fake_t *fb, backend_op_t *op, entry_t *e) {
@@ -991,21 +991,21 @@ static void model_run_elect(fake_t *fb, backend_op_t *op, entry_t *e) {
     int other = e->sem || (e->nfields > 0 && e->mode != BACKEND_MUTEX) ||
                 (e->nfields > 0 && field_find(e, e->leader_field) == NULL);
     if (op->kind == BACKEND_LEADER) {
-        EXPECT(op->leader != NULL, "LEADER of %.*s without room for its value", (int)op->len,
+        EXPECT(op->answer != NULL, "LEADER of %.*s without room for its value", (int)op->len,
                op->name);
         if (other) {
             res->outcome = BACKEND_WRONG_KIND;
             res->held = e->sem ? BACKEND_SEM : e->mode;
         } else if (e->nfields > 0) {
             size_t n = strlen(e->leader_value);
-            memcpy(op->leader, e->leader_value, n + 1);
-            res->value = op->leader;
+            memcpy(op->answer, e->leader_value, n + 1);
+            res->value = op->answer;
             res->value_len = n;
             res->fence = e->leader_fence;
             res->ttl_ms = key_pttl(fb, e);
         } else {
-            op->leader[0] = '\0';
-            res->value = op->leader;
+            op->answer[0] = '\0';
+            res->value = op->answer;
             res->ttl_ms = -2;
         }
         return;
@@ -1023,7 +1023,7 @@ static void model_run_elect(fake_t *fb, backend_op_t *op, entry_t *e) {
     fair_script(fb, e, c, field, op->lease_ms, op->queue_ms, 0, res);
     fb->npubs = pubs;
     if (op->kind == BACKEND_ACQUIRE && res->outcome == BACKEND_GRANTED) {
-        EXPECT(op->value != NULL && op->value_len <= BACKEND_VALUE_MAX,
+        EXPECT(op->value != NULL && op->value_len <= BACKEND_ANSWER_MAX,
                "ELECT of %.*s without a value", (int)op->len, op->name);
         snprintf(e->leader_field, sizeof(e->leader_field), "%s", field);
         snprintf(e->leader_value, sizeof(e->leader_value), "%.*s", (int)op->value_len,
@@ -1037,8 +1037,72 @@ static void model_run_elect(fake_t *fb, backend_op_t *op, entry_t *e) {
 }
 
 /* One op, as its script would run it. */
+/* A multi-name acquire, as mlock.lua: every name looked at first (kind,
+ * a reentry's field still there, someone else's hold), then all taken. */
+static void model_run_multi(fake_t *fb, backend_op_t *op) {
+    backend_result_t *res = &op->res;
+    char field[FIELD_MAX];
+    long long pttl = -2;
+    size_t taken = 0;
+    owner_field(field, sizeof(field), op->owner);
+    res->status = BACKEND_OK;
+    for (size_t i = 0; i < op->nnames; i++) {
+        entry_t *e = entry_get(fb, op->names[i].name, op->names[i].len);
+        key_check(fb, e);
+        field_t *f = field_find(e, field);
+        if (op->reentry[i] == 'r') {
+            if (f == NULL || e->sem || e->mode != BACKEND_MUTEX) {
+                res->outcome = BACKEND_HOLD_GONE;
+                res->which = i;
+                return;
+            }
+            continue;
+        }
+        if (e->sem || (e->nfields > 0 && e->mode != BACKEND_MUTEX)) {
+            res->outcome = BACKEND_WRONG_KIND;
+            res->held = e->sem ? BACKEND_SEM : e->mode;
+            res->which = i;
+            return;
+        }
+        if (f != NULL) {
+            res->outcome = BACKEND_REENTERED;
+            res->holds = f->count;
+            res->which = i;
+            return;
+        }
+        if (e->nfields > 0) {
+            long long t = key_pttl(fb, e);
+            if (taken++ == 0) res->which = i;
+            if (t < 0) pttl = -1;
+            else if (pttl != -1 && t > pttl) pttl = t;
+        }
+    }
+    if (taken > 0) {
+        res->outcome = BACKEND_TAKEN;
+        res->ttl_ms = pttl;
+        return;
+    }
+    for (size_t i = 0; i < op->nnames; i++) {
+        entry_t *e = entry_get(fb, op->names[i].name, op->names[i].len);
+        field_t *f = field_find(e, field);
+        if (op->reentry[i] == 'r') {
+            op->values[i] = (uint64_t)++f->count;
+            if (key_pttl(fb, e) < (long long)op->lease_ms) key_expire_in(fb, e, op->lease_ms);
+        } else {
+            field_add(e, field, 1);
+            key_expire_in(fb, e, op->lease_ms);
+            op->values[i] = ++e->fence;
+        }
+    }
+    res->outcome = BACKEND_GRANTED;
+}
+
 static void model_run(fake_t *fb, backend_op_t *op) {
     backend_result_t *res = &op->res;
+    if (op->mode == BACKEND_MULTI) {
+        model_run_multi(fb, op);
+        return;
+    }
     entry_t *e = entry_get(fb, op->name, op->len);
     char field[FIELD_MAX];
     field_t *f;
@@ -1364,6 +1428,12 @@ static void fk_submit(backend_t *b, backend_op_t *op) {
            "LEAVE of mode %d", (int)op->mode);
     EXPECT(op->kind != BACKEND_LEADER || op->mode == BACKEND_ELECT, "LEADER of mode %d",
            (int)op->mode);
+    /* A multi-name acquire: its names, distinct, the first its name. */
+    EXPECT(op->mode != BACKEND_MULTI ||
+               (op->kind == BACKEND_ACQUIRE && op->nnames >= 1 && op->names != NULL &&
+                op->reentry != NULL && op->values != NULL && op->names[0].name == op->name &&
+                op->lease_ms > 0),
+           "a MULTI op of kind %d with %zu names", (int)op->kind, op->nnames);
     if (op->mode == BACKEND_FAIR && op->kind == BACKEND_ACQUIRE) {
         EXPECT(op->lease_ms > 0, "fair acquire without a lease (%.*s)", (int)op->len, op->name);
         EXPECT(op->once == 0 || op->once == 1, "fair acquire with once %d", op->once);
@@ -1547,7 +1617,7 @@ fake_t *fake_new(timers_t *timers) {
     memset(fb, 0, sizeof(*fb));
     fb->base.type = &fake_type;
     fb->base.caps = BACKEND_CAP_MONOTONIC_FENCE | BACKEND_CAP_WAKEUPS | BACKEND_CAP_RW |
-                    BACKEND_CAP_SEM | BACKEND_CAP_FAIR;
+                    BACKEND_CAP_SEM | BACKEND_CAP_FAIR | BACKEND_CAP_MULTI;
     fb->timers = timers;
     fb->up = 1;
     STAILQ_INIT(&fb->queue);

@@ -30,8 +30,9 @@ client_t clients[MAX_CLIENTS];
 size_t nclients;
 
 const char *kind_name(lock_reply_kind_t k) {
-    static const char *const names[] = {"GRANTED", "VALUE", "TIMEOUT", "FREE", "TAKEN",
-                                        "MINE",    "RW",    "SEM",     "HELD", "ERROR"};
+    static const char *const names[] = {"GRANTED", "VALUE", "TIMEOUT", "FREE",
+                                        "TAKEN",   "MINE",  "RW",      "SEM",
+                                        "HELD",    "LEADER", "LIST",   "ERROR"};
     return (unsigned)k < sizeof(names) / sizeof(names[0]) ? names[k] : "?";
 }
 
@@ -51,6 +52,11 @@ static void record(client_t *c, const lock_reply_t *r) {
     if (r->kind == LOCK_REPLY_LEADER && r->leader != NULL) { /* the same */
         snprintf(c->names[k], DETAIL_LEN, "%.*s", (int)r->leader_len, r->leader);
         c->replies[k].leader = c->names[k];
+    }
+    if (r->kind == LOCK_REPLY_LIST) { /* valid during the callback only */
+        ck_assert_uint_le(r->count, LIST_KEEP);
+        memcpy(c->lists[k], r->list, r->count * sizeof(r->list[0]));
+        c->replies[k].list = c->lists[k];
     }
     if (r->name != NULL) { /* valid during the callback only */
         snprintf(c->names[k], DETAIL_LEN, "%.*s", (int)r->len, r->name);
@@ -168,6 +174,29 @@ int request_permits(client_t *c, lock_req_kind_t kind, lock_mode_t mode,
                       "inside lockmgr_request", c->id);
         ck_assert_msg(lockmgr_owner_waiting(c->o), "request in flight but not waiting");
     }
+    return at_once;
+}
+
+int request_multi(client_t *c, lock_req_kind_t kind, const char *const *names, size_t n,
+                  uint32_t wait_ms, uint32_t lease_ms) {
+    lock_name_t nm[LOCKMGR_MNAMES_MAX + 1];
+    ck_assert_uint_le(n, LOCKMGR_MNAMES_MAX + 1);
+    for (size_t i = 0; i < n; i++) {
+        nm[i].name = names[i];
+        nm[i].len = strlen(names[i]);
+    }
+    lock_request_t r = {.kind = kind, .mode = LOCK_MODE_MULTI, .wait_ms = wait_ms,
+                        .lease_ms = lease_ms, .names = nm, .nnames = n};
+    lock_reply_t now;
+    ck_assert_msg(!c->dropped && c->pending == 0,
+                  "client %" PRIu64 ": a request while one is in flight", c->id);
+    c->sent++;
+    c->pending = 1;
+    in_request = 1;
+    int at_once = lockmgr_request(mgr, c->o, &r, &now);
+    in_request = 0;
+    if (at_once) record(c, &now);
+    else ck_assert_msg(lockmgr_owner_waiting(c->o), "request in flight but not waiting");
     return at_once;
 }
 

@@ -36,6 +36,7 @@
 #define MAX_CLIENTS 64
 #define MAX_LOG 256              /* replies and events kept unread, per client */
 #define DETAIL_LEN 128
+#define LIST_KEEP 8              /* numbers of a LIST reply kept */
 
 /* One connection as the lock manager sees it, with what it was told. */
 typedef struct client_s {
@@ -52,6 +53,7 @@ typedef struct client_s {
     lock_reply_t replies[MAX_LOG];
     char details[MAX_LOG][DETAIL_LEN];
     char names[MAX_LOG][DETAIL_LEN];
+    uint64_t lists[MAX_LOG][LIST_KEEP];
     uint64_t rseq[MAX_LOG];
     size_t nreplies, rhead;
     struct {
@@ -95,6 +97,9 @@ int request_mode(client_t *c, lock_req_kind_t kind, lock_mode_t mode, const char
 int request(client_t *c, lock_req_kind_t kind, const char *name, uint32_t wait_ms,
             uint32_t lease_ms);
 int lock_req(client_t *c, const char *name, uint32_t lease_ms);
+/* MLOCK, TRYMLOCK, MUNLOCK of names[0..n) (MULTI mode). */
+int request_multi(client_t *c, lock_req_kind_t kind, const char *const *names, size_t n,
+                  uint32_t wait_ms, uint32_t lease_ms);
 int unlock_req(client_t *c, const char *name);
 
 size_t replies_left(const client_t *c);

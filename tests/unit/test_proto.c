@@ -176,6 +176,11 @@ static const struct {
     {"LEADER e", PROTO_CMD_LEADER, "e", 0, 0, 0},
     {"OBSERVE e", PROTO_CMD_OBSERVE, "e", 0, 0, 0},
     {"UNOBSERVE e", PROTO_CMD_UNOBSERVE, "e", 0, 0, 0},
+    {"MLOCK 2 a b", PROTO_CMD_MLOCK, "a", 0, 0, 0},
+    {"MLOCK 1 a 900", PROTO_CMD_MLOCK, "a", 0, 900, 0},
+    {"TRYMLOCK 2 a b", PROTO_CMD_TRYMLOCK, "a", 0, 0, 0},
+    {"TRYMLOCK 2 a b 30 900", PROTO_CMD_TRYMLOCK, "a", 30, 900, 0},
+    {"MUNLOCK 3 c b a", PROTO_CMD_MUNLOCK, "c", 0, 0, 0},
 };
 
 START_TEST(test_parse_each_command) {
@@ -191,6 +196,7 @@ START_TEST(test_parse_each_command) {
     ck_assert_uint_eq(req.lease_ms, good_lines[_i].lease_ms);
     ck_assert_uint_eq(req.permits, good_lines[_i].permits);
     ck_assert_ptr_null(req.detail);
+    proto_request_free(&req);
 }
 END_TEST
 
@@ -1698,6 +1704,10 @@ START_TEST(test_cmd_names_and_usages) {
         {PROTO_CMD_LEADER, "LEADER", "LEADER <name>"},
         {PROTO_CMD_OBSERVE, "OBSERVE", "OBSERVE <name>"},
         {PROTO_CMD_UNOBSERVE, "UNOBSERVE", "UNOBSERVE <name>"},
+        {PROTO_CMD_MLOCK, "MLOCK", "MLOCK <n> <name1> ... <name_n> [<lease_ms>]"},
+        {PROTO_CMD_TRYMLOCK, "TRYMLOCK",
+         "TRYMLOCK <n> <name1> ... <name_n> [<wait_ms> [<lease_ms>]]"},
+        {PROTO_CMD_MUNLOCK, "MUNLOCK", "MUNLOCK <n> <name1> ... <name_n>"},
     };
     ck_assert_int_eq(ARRAY_LEN(want), PROTO_CMD_COUNT - 1);
     for (size_t i = 0; i < ARRAY_LEN(want); i++) {
@@ -1708,6 +1718,110 @@ START_TEST(test_cmd_names_and_usages) {
     ck_assert_str_eq(proto_cmd_usage(PROTO_CMD_NONE), "");
     ck_assert_str_eq(proto_cmd_name(PROTO_CMD_COUNT), "?");
     ck_assert_str_eq(proto_cmd_usage(PROTO_CMD_COUNT), "");
+}
+END_TEST
+
+/* Room for the longest multi-name line the test makes. */
+#define PROTO_WORDS_TEST_ROOM (16 + PROTO_MNAMES_MAX * (PROTO_NAME_MAX + 1) + 16)
+
+/* ---- multi-name requests ------------------------------------------------ */
+
+/* The names come back in order, each NUL-terminated, with the numbers
+ * after them. */
+START_TEST(test_multi_names) {
+    proto_request_t req;
+    size_t len;
+    ck_assert_int_eq(parse("TRYMLOCK 3 acct:1 {t}x acct:22 50 700", &req), PROTO_REQUEST);
+    ck_assert_uint_eq(req.nnames, 3);
+    ck_assert_str_eq(proto_mname(&req, 0, &len), "acct:1");
+    ck_assert_uint_eq(len, 6);
+    ck_assert_str_eq(proto_mname(&req, 1, &len), "{t}x");
+    ck_assert_uint_eq(len, 4);
+    ck_assert_str_eq(proto_mname(&req, 2, &len), "acct:22");
+    ck_assert_uint_eq(len, 7);
+    ck_assert_uint_eq(req.wait_ms, 50);
+    ck_assert_uint_eq(req.lease_ms, 700);
+    proto_request_free(&req);
+    ck_assert_ptr_null(req.mnames);
+    ck_assert_uint_eq(req.nnames, 0);
+    /* a single-name request carries none */
+    ck_assert_int_eq(parse("LOCK a", &req), PROTO_REQUEST);
+    ck_assert_uint_eq(req.nnames, 0);
+    ck_assert_ptr_null(req.mnames);
+    proto_request_free(&req);
+}
+END_TEST
+
+/* 64 names of 255 bytes fit a line of max_line 17000, through feed. */
+START_TEST(test_multi_max_names) {
+    static char line[PROTO_WORDS_TEST_ROOM];
+    proto_parser_t p;
+    proto_request_t req;
+    size_t used, k = (size_t)sprintf(line, "MLOCK %d", PROTO_MNAMES_MAX);
+    for (int i = 0; i < PROTO_MNAMES_MAX; i++) {
+        line[k++] = ' ';
+        memset(line + k, 'a', PROTO_NAME_MAX - 2);
+        k += PROTO_NAME_MAX - 2;
+        k += (size_t)sprintf(line + k, "%02d", i);
+    }
+    k += (size_t)sprintf(line + k, " 900\n");
+    ck_assert_int_eq(proto_parser_init(&p, 17000), 0);
+    ck_assert_int_eq(proto_feed(&p, line, k, &used, &req), PROTO_REQUEST);
+    ck_assert_uint_eq(used, k);
+    ck_assert_uint_eq(req.nnames, PROTO_MNAMES_MAX);
+    ck_assert_uint_eq(req.lease_ms, 900);
+    size_t len;
+    const char *last = proto_mname(&req, PROTO_MNAMES_MAX - 1, &len);
+    ck_assert_uint_eq(len, PROTO_NAME_MAX);
+    ck_assert_int_eq(memcmp(last + PROTO_NAME_MAX - 2, "63", 2), 0);
+    proto_request_free(&req);
+    proto_parser_free(&p);
+}
+END_TEST
+
+/* n out of range, n not matching the words, a duplicate: ERR ARGS; a bad
+ * name: ERR NAME. */
+START_TEST(test_multi_bad) {
+    const struct {
+        const char *line;
+        proto_err_t err;
+    } cases[] = {
+        {"MLOCK 0 a", PROTO_ERR_ARGS},
+        {"MLOCK 65 a", PROTO_ERR_ARGS},
+        {"MLOCK x a", PROTO_ERR_ARGS},
+        {"MLOCK -1 a", PROTO_ERR_ARGS},
+        {"MLOCK 3 a b", PROTO_ERR_ARGS},          /* fewer names than n */
+        {"MLOCK 1 a b c", PROTO_ERR_ARGS},        /* two words too many */
+        {"MLOCK 1 a b", PROTO_ERR_ARGS},          /* b is no number */
+        {"MLOCK 2 a a", PROTO_ERR_ARGS},          /* a name twice */
+        {"TRYMLOCK 3 a b a 5", PROTO_ERR_ARGS},
+        {"TRYMLOCK 1 a 1 2 3", PROTO_ERR_ARGS},
+        {"MUNLOCK 1 a 5", PROTO_ERR_ARGS},
+        {"MUNLOCK 2 a", PROTO_ERR_ARGS},
+        {"MLOCK 2 a \x7f", PROTO_ERR_NAME},
+        {"MLOCK", PROTO_ERR_ARGS},
+        {"MLOCK 1", PROTO_ERR_ARGS},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+        proto_request_t req;
+        ck_assert_msg(parse(cases[i].line, &req) == PROTO_ERROR, "%s", cases[i].line);
+        ck_assert_msg(req.err == cases[i].err, "%s: %d", cases[i].line, req.err);
+        ck_assert_ptr_null(req.mnames);
+    }
+}
+END_TEST
+
+START_TEST(test_reply_ok_list) {
+    char out[PROTO_REPLY_LIST_MAX];
+    uint64_t v[PROTO_MNAMES_MAX];
+    uint64_t three[] = {1, 0, 18446744073709551615ull};
+    ck_assert_int_eq(proto_reply_ok_list(out, sizeof(out), three, 3), 28);
+    ck_assert_str_eq(out, "OK 1 0 18446744073709551615\n");
+    for (int i = 0; i < PROTO_MNAMES_MAX; i++) v[i] = UINT64_MAX;
+    int n = proto_reply_ok_list(out, sizeof(out), v, PROTO_MNAMES_MAX);
+    ck_assert_int_eq(n, 2 + PROTO_MNAMES_MAX * 21 + 1);
+    ck_assert_int_eq(proto_reply_ok_list(out, PROTO_REPLY_LIST_MAX - 1, v, PROTO_MNAMES_MAX), -1);
+    ck_assert_int_eq(proto_reply_ok_list(out, sizeof(out), v, PROTO_MNAMES_MAX + 1), -1);
 }
 END_TEST
 
@@ -1726,6 +1840,13 @@ static Suite *proto_suite(void) {
     tcase_add_test(tc, test_request_fields_reset_between_parses);
     tcase_add_test(tc, test_trylock_wait_and_lease);
     tcase_add_test(tc, test_lock_and_renew_lease);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("multi");
+    tcase_add_test(tc, test_multi_names);
+    tcase_add_test(tc, test_multi_max_names);
+    tcase_add_test(tc, test_multi_bad);
+    tcase_add_test(tc, test_reply_ok_list);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("errors");

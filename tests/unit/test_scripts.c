@@ -108,7 +108,7 @@ START_TEST(test_format_rw) {
                      resp("EVALSHA", SHA, "4", "dlock:lk", "redisson_lock_token:{dlock:lk}",
                           "redisson_rwlock:{dlock:lk}", "{dlock:lk}", "r", "30000", FIELD,
                           "publish", NULL));
-    ck_assert_int_eq(id, SCRIPT_RW);
+    ck_assert_int_eq(id, SCRIPT_OWN(BACKEND_READ));
     /* a name with a '{' keeps its own tag */
     backend_op_t w = mkop(BACKEND_DROP, BACKEND_WRITE, "a{b}c");
     ck_assert_str_eq(format1(&w, SCRIPTS_F_SHARDED, &id),
@@ -138,7 +138,7 @@ START_TEST(test_format_sem_fair) {
                      resp("EVALSHA", SHA, "3", "dlock:s", "{dlock:s}:timeout",
                           "redisson_sc:{dlock:s}", "a", "3", "2", "30000", FIELD, "publish",
                           NULL));
-    ck_assert_int_eq(id, SCRIPT_SEM);
+    ck_assert_int_eq(id, SCRIPT_OWN(BACKEND_SEM));
     op.kind = BACKEND_SEMINIT;
     ck_assert_str_eq(format1(&op, SCRIPTS_F_ANY_SLOT, &id),
                      resp("EVALSHA", SHA, "3", "dlock:s", "{dlock:s}:timeout",
@@ -159,7 +159,7 @@ START_TEST(test_format_sem_fair) {
                           "redisson_lock_timeout:{dlock:f}", "redisson_lock__channel:{dlock:f}",
                           "redisson_lock_token:{dlock:f}", "dlock_fair:{dlock:f}", "o", "30000",
                           FIELD, "5000", "700", "publish", NULL));
-    ck_assert_int_eq(id, SCRIPT_FAIR);
+    ck_assert_int_eq(id, SCRIPT_OWN(BACKEND_FAIR));
     f.kind = BACKEND_LEAVE;
     ck_assert_str_eq(format1(&f, SCRIPTS_F_SHARDED, &id),
                      resp("EVALSHA", SHA, "6", "dlock:f", "redisson_lock_queue:{dlock:f}",
@@ -252,17 +252,17 @@ START_TEST(test_choose) {
         {BACKEND_STATUS, BACKEND_SEM, SCRIPTS_F_ANY_SLOT, SCRIPT_STATUS},
         {BACKEND_FORCE, BACKEND_MUTEX, 0, SCRIPT_FORCE},
         {BACKEND_WHO, BACKEND_FAIR, 0, SCRIPT_WHO},
-        {BACKEND_ACQUIRE, BACKEND_READ, SCRIPTS_F_QUORUM, SCRIPT_RW},
+        {BACKEND_ACQUIRE, BACKEND_READ, SCRIPTS_F_QUORUM, SCRIPT_OWN(BACKEND_READ)},
         {BACKEND_ACQUIRE, BACKEND_READ, SCRIPTS_F_ANY_SLOT, SCRIPT_OPS_ANY},
-        {BACKEND_DROP, BACKEND_WRITE, 0, SCRIPT_RW},
+        {BACKEND_DROP, BACKEND_WRITE, 0, SCRIPT_OWN(BACKEND_READ)},
         {BACKEND_RENEW, BACKEND_WRITE, 0, SCRIPT_OPS},
-        {BACKEND_ACQUIRE, BACKEND_SEM, SCRIPTS_F_ANY_SLOT, SCRIPT_SEM},
-        {BACKEND_SEMINIT, BACKEND_SEM, 0, SCRIPT_SEM},
-        {BACKEND_RELEASE, BACKEND_SEM, 0, SCRIPT_SEM},
+        {BACKEND_ACQUIRE, BACKEND_SEM, SCRIPTS_F_ANY_SLOT, SCRIPT_OWN(BACKEND_SEM)},
+        {BACKEND_SEMINIT, BACKEND_SEM, 0, SCRIPT_OWN(BACKEND_SEM)},
+        {BACKEND_RELEASE, BACKEND_SEM, 0, SCRIPT_OWN(BACKEND_SEM)},
         {BACKEND_RENEW, BACKEND_SEM, SCRIPTS_F_ANY_SLOT, SCRIPT_OPS_ANY},
-        {BACKEND_ACQUIRE, BACKEND_FAIR, SCRIPTS_F_ANY_SLOT, SCRIPT_FAIR},
-        {BACKEND_LEAVE, BACKEND_FAIR, 0, SCRIPT_FAIR},
-        {BACKEND_DROP, BACKEND_FAIR, 0, SCRIPT_FAIR},
+        {BACKEND_ACQUIRE, BACKEND_FAIR, SCRIPTS_F_ANY_SLOT, SCRIPT_OWN(BACKEND_FAIR)},
+        {BACKEND_LEAVE, BACKEND_FAIR, 0, SCRIPT_OWN(BACKEND_FAIR)},
+        {BACKEND_DROP, BACKEND_FAIR, 0, SCRIPT_OWN(BACKEND_FAIR)},
         {BACKEND_RENEW, BACKEND_FAIR, 0, SCRIPT_OPS},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -275,6 +275,12 @@ START_TEST(test_choose) {
     ck_assert(scripts_loaded(SCRIPT_OPS, 0));
     ck_assert(!scripts_loaded(SCRIPT_OPS_ANY, 0));
     ck_assert(scripts_loaded(SCRIPT_RENEW_ANY, SCRIPTS_F_ANY_SLOT));
+    /* own scripts: each text once, by its first mode; a mutex has none */
+    ck_assert(scripts_loaded(SCRIPT_OWN(BACKEND_READ), 0));
+    ck_assert(!scripts_loaded(SCRIPT_OWN(BACKEND_WRITE), 0));
+    ck_assert(!scripts_loaded(SCRIPT_OWN(BACKEND_MUTEX), 0));
+    ck_assert_int_eq(scripts_own(BACKEND_WRITE), SCRIPT_OWN(BACKEND_READ));
+    ck_assert_int_eq(scripts_own(BACKEND_MUTEX), SCRIPT_COUNT);
 }
 END_TEST
 
@@ -361,7 +367,7 @@ START_TEST(test_decode_acquire) {
     ck_assert_int_eq(op.res.outcome, BACKEND_WRONG_KIND);
     ck_assert_int_eq(op.res.held, BACKEND_SEM);
     op.mode = BACKEND_SEM;
-    ck_assert_int_eq(decode1(SCRIPT_SEM, &op, array(0, 2, integer(0, SCRIPTS_HOLD_GONE),
+    ck_assert_int_eq(decode1(SCRIPT_OWN(BACKEND_SEM), &op, array(0, 2, integer(0, SCRIPTS_HOLD_GONE),
                                                     integer(1, 0)), err), 0);
     ck_assert_int_eq(op.res.outcome, BACKEND_HOLD_GONE);
     /* an unknown code, a wrong count, a non-integer: errors with text */
@@ -394,18 +400,18 @@ START_TEST(test_decode_release) {
     ck_assert_int_eq(decode1(SCRIPT_RELEASE, &op, nil(0), err), -1);
     /* the read/write script: an acquire's pair, a release's pair or count */
     op.mode = BACKEND_READ;
-    ck_assert_int_eq(decode1(SCRIPT_RW, &op, integer(0, 2), err), 0);
+    ck_assert_int_eq(decode1(SCRIPT_OWN(BACKEND_READ), &op, integer(0, 2), err), 0);
     ck_assert_int_eq(op.res.holds, 2);
     op.kind = BACKEND_ACQUIRE;
-    ck_assert_int_eq(decode1(SCRIPT_RW, &op, integer(0, 2), err), -1);
-    ck_assert_int_eq(decode1(SCRIPT_RW, &op, array(0, 2, integer(0, SCRIPTS_WRONG_KIND),
+    ck_assert_int_eq(decode1(SCRIPT_OWN(BACKEND_READ), &op, integer(0, 2), err), -1);
+    ck_assert_int_eq(decode1(SCRIPT_OWN(BACKEND_READ), &op, array(0, 2, integer(0, SCRIPTS_WRONG_KIND),
                                                    integer(1, SCRIPTS_HELD_LOCK)), err), 0);
     ck_assert_int_eq(op.res.outcome, BACKEND_WRONG_KIND);
     ck_assert_int_eq(op.res.held, BACKEND_MUTEX);
     /* SEMINIT: 1 set, 0 set already */
     op.mode = BACKEND_SEM;
     op.kind = BACKEND_SEMINIT;
-    ck_assert_int_eq(decode1(SCRIPT_SEM, &op, integer(0, 1), err), 0);
+    ck_assert_int_eq(decode1(SCRIPT_OWN(BACKEND_SEM), &op, integer(0, 1), err), 0);
     ck_assert_int_eq(op.res.holds, 1);
 }
 END_TEST
@@ -517,14 +523,14 @@ START_TEST(test_format_elect) {
                    "dlock_leader:{dlock:e}"
     ck_assert_str_eq(format1(&e, 0, &id), resp("EVALSHA", SHA, "6", ELECT_KEYS, "a", "30000",
                                                FIELD, "5000", "10.0.0.5:8080", "publish", NULL));
-    ck_assert_int_eq(id, SCRIPT_ELECT);
+    ck_assert_int_eq(id, SCRIPT_OWN(BACKEND_ELECT));
     e.kind = BACKEND_LEADER;
     e.value = NULL;
     e.value_len = 0;
     ck_assert_str_eq(format1(&e, SCRIPTS_F_SHARDED | SCRIPTS_F_ANY_SLOT, &id),
                      resp("EVALSHA", SHA, "6", ELECT_KEYS, "g", "30000", FIELD, "5000", "",
                           "spublish", NULL));
-    ck_assert_int_eq(id, SCRIPT_ELECT);
+    ck_assert_int_eq(id, SCRIPT_OWN(BACKEND_ELECT));
     e.kind = BACKEND_RELEASE;
     ck_assert_str_eq(format1(&e, 0, &id), resp("EVALSHA", SHA, "6", ELECT_KEYS, "r", "30000",
                                                FIELD, "5000", "", "publish", NULL));
@@ -538,13 +544,13 @@ START_TEST(test_format_elect) {
 END_TEST
 
 /* LEADER's {fence, value, pttl} into the op's own buffer (the reply may
- * be gone by its callback), cut to BACKEND_VALUE_MAX; {-1, '', held} is
+ * be gone by its callback), cut to BACKEND_ANSWER_MAX; {-1, '', held} is
  * another kind; anything else, or no buffer, a bad reply. */
 START_TEST(test_decode_leader) {
-    char err[128], buf[BACKEND_VALUE_MAX + 1];
+    char err[128], buf[BACKEND_ANSWER_MAX + 1];
     backend_op_t op = mkop(BACKEND_LEADER, BACKEND_ELECT, "e");
-    op.leader = buf;
-    ck_assert_int_eq(decode1(SCRIPT_ELECT, &op, array(0, 3, integer(0, 1795807655362825LL),
+    op.answer = buf;
+    ck_assert_int_eq(decode1(SCRIPT_OWN(BACKEND_ELECT), &op, array(0, 3, integer(0, 1795807655362825LL),
                                                       string(1, "h:1"), integer(2, 900)), err),
                      0);
     ck_assert_uint_eq(op.res.fence, 1795807655362825ULL);
@@ -552,38 +558,77 @@ START_TEST(test_decode_leader) {
     ck_assert_uint_eq(op.res.value_len, 3);
     ck_assert_str_eq(buf, "h:1");
     ck_assert_int_eq(op.res.ttl_ms, 900);
-    ck_assert_int_eq(decode1(SCRIPT_ELECT, &op, array(0, 3, integer(0, 0), string(1, ""),
+    ck_assert_int_eq(decode1(SCRIPT_OWN(BACKEND_ELECT), &op, array(0, 3, integer(0, 0), string(1, ""),
                                                       integer(2, -2)), err), 0);
     ck_assert_uint_eq(op.res.fence, 0);
     ck_assert_int_eq(op.res.ttl_ms, -2);
-    ck_assert_int_eq(decode1(SCRIPT_ELECT, &op, array(0, 3, integer(0, -1), string(1, ""),
+    ck_assert_int_eq(decode1(SCRIPT_OWN(BACKEND_ELECT), &op, array(0, 3, integer(0, -1), string(1, ""),
                                                       integer(2, SCRIPTS_HELD_LOCK)), err), 0);
     ck_assert_int_eq(op.res.outcome, BACKEND_WRONG_KIND);
     ck_assert_int_eq(op.res.held, BACKEND_MUTEX);
-    char *big = malloc(BACKEND_VALUE_MAX + 11);
-    memset(big, 'v', BACKEND_VALUE_MAX + 10);
-    big[BACKEND_VALUE_MAX + 10] = '\0';
-    ck_assert_int_eq(decode1(SCRIPT_ELECT, &op, array(0, 3, integer(0, 5), string(1, big),
+    char *big = malloc(BACKEND_ANSWER_MAX + 11);
+    memset(big, 'v', BACKEND_ANSWER_MAX + 10);
+    big[BACKEND_ANSWER_MAX + 10] = '\0';
+    ck_assert_int_eq(decode1(SCRIPT_OWN(BACKEND_ELECT), &op, array(0, 3, integer(0, 5), string(1, big),
                                                       integer(2, 1)), err), 0);
-    ck_assert_uint_eq(op.res.value_len, BACKEND_VALUE_MAX);
+    ck_assert_uint_eq(op.res.value_len, BACKEND_ANSWER_MAX);
     free(big);
-    ck_assert_int_eq(decode1(SCRIPT_ELECT, &op, array(0, 2, integer(0, 5), string(1, "x")), err),
+    ck_assert_int_eq(decode1(SCRIPT_OWN(BACKEND_ELECT), &op, array(0, 2, integer(0, 5), string(1, "x")), err),
                      -1);
-    op.leader = NULL;
-    ck_assert_int_eq(decode1(SCRIPT_ELECT, &op, array(0, 3, integer(0, 5), string(1, "x"),
+    op.answer = NULL;
+    ck_assert_int_eq(decode1(SCRIPT_OWN(BACKEND_ELECT), &op, array(0, 3, integer(0, 5), string(1, "x"),
                                                       integer(2, 1)), err), -1);
     /* an acquire decodes as a fair lock's */
     op.kind = BACKEND_ACQUIRE;
-    ck_assert_int_eq(decode1(SCRIPT_ELECT, &op, array(0, 2, integer(0, SCRIPTS_TAKEN),
+    ck_assert_int_eq(decode1(SCRIPT_OWN(BACKEND_ELECT), &op, array(0, 2, integer(0, SCRIPTS_TAKEN),
                                                       integer(1, 40)), err), 0);
     ck_assert_int_eq(op.res.outcome, BACKEND_TAKEN);
     ck_assert_int_eq(op.res.ttl_ms, 40);
 }
 END_TEST
 
+/* A multi-name acquire: each name's lock and token, then the lease, the
+ * field and the reentry letters; its replies, whole or about one name. */
+START_TEST(test_multi) {
+    script_id_t id;
+    char err[128];
+    backend_name_t names[2] = {{"a", 1}, {"{t}b", 4}};
+    uint64_t values[2] = {0, 0};
+    backend_op_t op = mkop(BACKEND_ACQUIRE, BACKEND_MULTI, "a");
+    op.names = names;
+    op.nnames = 2;
+    op.reentry = "rn";
+    op.values = values;
+    ck_assert_str_eq(format1(&op, 0, &id),
+                     resp("EVALSHA", SHA, "4", "dlock:a", "redisson_lock_token:{dlock:a}",
+                          "dlock:{t}b", "redisson_lock_token:dlock:{t}b", "30000", FIELD, "rn",
+                          NULL));
+    ck_assert_int_eq(id, SCRIPT_OWN(BACKEND_MULTI));
+    ck_assert_int_eq(decode1(id, &op, array(0, 3, integer(0, SCRIPTS_GRANTED), integer(1, 2),
+                                            integer(2, 99)), err), 0);
+    ck_assert_int_eq(op.res.outcome, BACKEND_GRANTED);
+    ck_assert_uint_eq(values[0], 2);
+    ck_assert_uint_eq(values[1], 99);
+    ck_assert_int_eq(decode1(id, &op, array(0, 3, integer(0, SCRIPTS_TAKEN), integer(1, 700),
+                                            integer(2, 2)), err), 0);
+    ck_assert_int_eq(op.res.outcome, BACKEND_TAKEN);
+    ck_assert_int_eq(op.res.ttl_ms, 700);
+    ck_assert_uint_eq(op.res.which, 1);
+    ck_assert_int_eq(decode1(id, &op, array(0, 3, integer(0, SCRIPTS_WRONG_KIND),
+                                            integer(1, SCRIPTS_HELD_READ), integer(2, 1)), err), 0);
+    ck_assert_int_eq(op.res.held, BACKEND_READ);
+    ck_assert_uint_eq(op.res.which, 0);
+    /* a wrong count of fences, an index out of range */
+    ck_assert_int_eq(decode1(id, &op, array(0, 2, integer(0, SCRIPTS_GRANTED), integer(1, 2)), err),
+                     -1);
+    ck_assert_int_eq(decode1(id, &op, array(0, 3, integer(0, SCRIPTS_TAKEN), integer(1, 7),
+                                            integer(2, 3)), err), -1);
+}
+END_TEST
+
 START_TEST(test_codes_agree) {
     for (int id = 0; id < SCRIPT_COUNT; id++) {
-        const char *s = scripts_text[id];
+        const char *s = scripts_text((script_id_t)id);
         size_t found = 0;
         while (s != NULL && *s != '\0') {
             char name[64];
@@ -604,8 +649,9 @@ START_TEST(test_codes_agree) {
         }
         ck_assert_msg(found == 0 || found == scripts_codes_count, "script %d: %zu codes of %zu",
                       id, found, scripts_codes_count);
-        if (id == SCRIPT_ACQUIRE || id == SCRIPT_OPS || id == SCRIPT_SEM || id == SCRIPT_FAIR ||
-            id == SCRIPT_ELECT)
+        if (id == SCRIPT_ACQUIRE || id == SCRIPT_OPS || id == SCRIPT_OWN(BACKEND_SEM) ||
+            id == SCRIPT_OWN(BACKEND_FAIR) || id == SCRIPT_OWN(BACKEND_ELECT) ||
+            id == SCRIPT_OWN(BACKEND_MULTI))
             ck_assert_msg(found == scripts_codes_count, "script %d names no codes", id);
     }
 }
@@ -629,6 +675,7 @@ static Suite *scripts_suite(void) {
     tcase_add_test(tc, test_codes_agree);
     tcase_add_test(tc, test_format_elect);
     tcase_add_test(tc, test_decode_leader);
+    tcase_add_test(tc, test_multi);
     suite_add_tcase(s, tc);
     return s;
 }

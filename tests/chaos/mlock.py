@@ -1,0 +1,339 @@
+"""The chaos suite's multi-name lock stage: MLOCK sets of overlapping names
+under contention and faults, and the invariants that no name is ever held by
+two sets (or a set and a plain LOCK) at once and that each name's fences rise
+strictly in grant order.
+
+One redis-server (Unix socket) and two dlockd (watchdog mode, lease
+ML_LEASE_MS) serve ML_NAMES names. ML_WORKERS worker processes (this file
+run as `worker`), half on each daemon, loop: pick 2 or 3 of the names in a
+random order, MLOCK them (ML_TRY_PCT of the time TRYMLOCK with a wait of 0,
+20 or 100 ms; ML_LEASE_PCT of the time with a lease of ML_LEASE_MS), report
+the grant (each name with its fence) to the tracker, stay 1-4 ms, report the
+end, MUNLOCK them (which must answer OK and a 0 per name). ML_SINGLE workers
+take one name at a time with LOCK, as single lockers do, reported likewise.
+The tracker (a thread of the orchestrator, on a Unix socket) records a
+violation when a grant has a name someone else is inside, and when a name's
+fence is not above the last fence granted for it. A section is reported
+after its grant's reply and ended before its MUNLOCK is sent, so a tracked
+section lies inside the real holds.
+
+Faults, as the kinds stage's: workers SIGKILLed at random (the tracker ends
+their section just before the kill: their holds last until the connection
+closes, after it) and one dlockd SIGKILLed and restarted (its workers'
+sections end just before the kill: their holds die with its connections,
+and the keys it left in Redis keep the others out until their lease ends).
+
+Checks: no overlap on any name; fences rise strictly per name; sets were
+granted (of 2 and of 3 names) and single LOCKs too, on both daemons, within
+ML_PROGRESS_S of every fault (ML_LEASE_MS more after the dlockd kill); at the
+end, every worker gone, no name is left in Redis; with every stage's
+daemons, each exits 0 on SIGTERM without a sanitizer report (logs
+dlockd-mlock<N>.log).
+"""
+# SPDX-License-Identifier: MIT
+
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kinds import _info_up, _line, _redis_ints, _wait  # noqa: E402
+
+ML_NAMES = ["chaos-m%d" % i for i in range(5)]
+ML_DAEMONS = 2
+ML_WORKERS = 8
+ML_SINGLE = 2                # of ML_WORKERS: single-name LOCK workers
+ML_LEASE_MS = 1000
+ML_LEASE_PCT = 20
+ML_TRY_PCT = 20
+ML_PROGRESS_S = 5.0          # sets granted within this after a fault (short run: x2)
+ML_STOP_S = 10.0             # daemons end within this
+ML_END_S = 3.0               # no name left in Redis within this at the end
+
+
+# ---- the worker (a separate process) ------------------------------------------
+
+def worker(inc, single, dsock, tsock, seed):
+    rnd = random.Random(seed)
+    tr = socket.socket(socket.AF_UNIX)
+    tr.connect(tsock)
+    tf = tr.makefile("rw", buffering=1)
+
+    def tell(text):
+        tf.write(text + "\n")
+        tf.flush()
+        if tf.readline().strip() != "OK":
+            raise SystemExit(0)
+
+    d = None
+    while True:
+        try:
+            if d is None:
+                s = socket.socket(socket.AF_UNIX)
+                s.connect(dsock)
+                d = s.makefile("rw", buffering=1)
+            names = rnd.sample(ML_NAMES, 1 if single else rnd.choice((2, 3)))
+            lease = " %d" % ML_LEASE_MS if rnd.randrange(100) < ML_LEASE_PCT else ""
+            if single:
+                d.write("LOCK %s%s\n" % (names[0], lease))
+            elif rnd.randrange(100) < ML_TRY_PCT:
+                d.write("TRYMLOCK %d %s %d%s\n" % (len(names), " ".join(names),
+                                                    rnd.choice((0, 20, 100)), lease))
+            else:
+                d.write("MLOCK %d %s%s\n" % (len(names), " ".join(names), lease))
+            d.flush()
+            r = _line(d)
+            if r.startswith("TIMEOUT"):
+                continue
+            w = r.split()
+            if w[0] != "OK" or len(w) != (3 if single else len(names) + 1):
+                raise EOFError
+            fences = w[1:2] if single else w[1:]
+            tell("G %d %s" % (inc, " ".join("%s:%s" % x for x in zip(names, fences))))
+            time.sleep(rnd.uniform(0.001, 0.004))
+            tell("E %d" % inc)
+            if single:
+                d.write("UNLOCK %s\n" % names[0])
+            else:
+                d.write("MUNLOCK %d %s\n" % (len(names), " ".join(names)))
+            d.flush()
+            r = _line(d)
+            want = "OK 0" if single else "OK" + " 0" * len(names)
+            if r != want:
+                tell("X %d %s" % (inc, r.replace(" ", "_")))
+        except (EOFError, OSError):
+            d = None
+            time.sleep(0.02)
+
+
+# ---- the tracker ----------------------------------------------------------------
+
+class Tracker(object):
+    def __init__(self, path):
+        self.path = path
+        self.lock = threading.Lock()
+        self.inside = {}            # incarnation -> [(name, fence)], t
+        self.dead = set()
+        self.grants = []            # (t, incarnation, [(name, fence)])
+        self.last_fence = {}        # name -> the last fence granted
+        self.violations = []
+        self.bad_unlocks = []
+        self.srv = socket.socket(socket.AF_UNIX)
+        self.srv.bind(path)
+        self.srv.listen(64)
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while not self.closed:
+            try:
+                conn, _ = self.srv.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn):
+        f = conn.makefile("rw", buffering=1)
+        try:
+            for l in f:
+                w = l.split()
+                t = time.monotonic()
+                with self.lock:
+                    inc = int(w[1])
+                    if inc in self.dead:
+                        pass
+                    elif w[0] == "G":
+                        self.enter(t, inc, [(x.split(":")[0], int(x.split(":")[1]))
+                                            for x in w[2:]])
+                    elif w[0] == "X":
+                        self.bad_unlocks.append((t, inc, " ".join(w[2:])))
+                    else:
+                        self.inside.pop(inc, None)
+                f.write("OK\n")
+                f.flush()
+        except (OSError, ValueError, IndexError):
+            pass
+
+    def enter(self, t, inc, held):
+        names = set(n for n, _ in held)
+        for o, (oheld, _) in self.inside.items():
+            both = names & set(n for n, _ in oheld)
+            if o != inc and both:
+                self.violations.append("at %.3f: %d granted %s while %d holds %s"
+                                       % (t, inc, sorted(both), o, sorted(oheld)))
+        for n, f in held:
+            last = self.last_fence.get(n, 0)
+            if f <= last:
+                self.violations.append("at %.3f: %s fence %d after %d" % (t, n, f, last))
+            self.last_fence[n] = max(last, f)
+        self.inside[inc] = (held, t)
+        self.grants.append((t, inc, held))
+
+    def kill(self, incs, dead=True):
+        with self.lock:
+            for inc in incs:
+                self.inside.pop(inc, None)
+                if dead:
+                    self.dead.add(inc)
+
+    def since(self, t0):
+        with self.lock:
+            return [g for g in self.grants if g[0] >= t0]
+
+    def close(self):
+        self.closed = True
+        self.srv.close()
+
+
+# ---- the stage ----------------------------------------------------------------------
+
+class Stage(object):
+    def __init__(self, c, spawn, short):
+        self.c = c
+        self.spawn = spawn
+        self.short = short
+        self.tmp = os.path.join(c.tmp, "mlock")
+        os.makedirs(self.tmp, exist_ok=True)
+        self.rsock = os.path.join(self.tmp, "redis.sock")
+        self.dsock = [os.path.join(self.tmp, "d%d.sock" % i) for i in range(ML_DAEMONS)]
+        self.daemons = [None] * ML_DAEMONS
+        self.workers = {}
+        self.winc = {}
+        self.wdaemon = {}
+        self.rnd = random.Random(c.args.seed + 26)
+        self.faults = []            # (label, t, ok)
+        self.tracker = None
+
+    def start_dlockd(self, i):
+        conf = os.path.join(self.tmp, "d%d.conf" % i)
+        with open(conf, "w") as f:
+            f.write("[server]\nsocket = %s\n[redis]\nurl = unix://%s\n[lock]\nlease_ms = %d\n"
+                    % (self.dsock[i], self.rsock, ML_LEASE_MS))
+        os.chmod(conf, 0o600)
+        self.daemons[i] = self.spawn([self.c.dlockd_bin, "-c", conf], "dlockd-mlock%d.log" % i)
+        if not _wait(lambda: _info_up(self.dsock[i]), 10.0):
+            raise RuntimeError("mlock stage: dlockd %d did not come up" % i)
+
+    def start_worker(self, wid):
+        d = wid % ML_DAEMONS
+        inc = self.winc[wid] = max(self.winc.values(), default=-1) + 1
+        single = 1 if wid < ML_SINGLE else 0
+        self.workers[wid] = self.spawn(
+            [sys.executable, os.path.abspath(__file__), "worker", str(inc), str(single),
+             self.dsock[d], self.tracker.path, str(self.rnd.randrange(1 << 30))],
+            "mlock-w%d.log" % wid)
+        self.wdaemon[wid] = d
+
+    def kill_worker(self, wid):
+        self.tracker.kill([self.winc[wid]])
+        self.workers[wid].send_signal(signal.SIGKILL)
+        self.workers[wid].wait()
+
+    def progress(self, since, extra_s=0.0):
+        """Sets of 2 and of 3 names and single LOCKs granted since `since`."""
+        bound = ML_PROGRESS_S * (2 if self.short else 1) + extra_s
+
+        def enough():
+            sizes = set(len(g[2]) for g in self.tracker.since(since))
+            return {1, 2, 3} <= sizes
+        return _wait(enough, max(0.0, since + bound - time.monotonic()), 0.01)
+
+    def run(self):
+        c = self.c
+        self.redis = self.spawn(["redis-server", "--port", "0", "--unixsocket", self.rsock,
+                                 "--unixsocketperm", "700", "--save", "", "--appendonly", "no",
+                                 "--dir", self.tmp], "mlock-redis.log")
+        self.tracker = Tracker(os.path.join(self.tmp, "tracker.sock"))
+        if not _wait(lambda: os.path.exists(self.rsock), 10.0):
+            raise RuntimeError("mlock stage: redis-server did not start")
+        for i in range(ML_DAEMONS):
+            self.start_dlockd(i)
+        for wid in range(ML_WORKERS):
+            self.start_worker(wid)
+        c.say("mlock: redis-server, %d dlockd, %d workers (%d single-name) on %d names"
+              % (ML_DAEMONS, ML_WORKERS, ML_SINGLE, len(ML_NAMES)))
+        t0 = time.monotonic()
+        ok_start = self.progress(t0)
+        time.sleep(1.0 if self.short else 3.0)
+        for k in range(3 if self.short else 9):
+            wid = self.rnd.randrange(ML_WORKERS)
+            self.kill_worker(wid)
+            t = time.monotonic()
+            self.faults.append(("worker %d SIGKILL" % wid, t, self.progress(t)))
+            self.start_worker(wid)
+            time.sleep(0.2)
+        d = 1
+        self.tracker.kill([self.winc[w] for w, x in self.wdaemon.items() if x == d], dead=False)
+        self.daemons[d].send_signal(signal.SIGKILL)
+        self.daemons[d].wait()
+        self.start_dlockd(d)
+        t = time.monotonic()
+        self.faults.append(("dlockd %d SIGKILL and restart" % d, t,
+                            self.progress(t, ML_LEASE_MS / 1000.0)))
+        time.sleep(1.0 if self.short else 3.0)
+        for wid in list(self.workers):
+            self.kill_worker(wid)
+        keys = ["dlock:" + n for n in ML_NAMES]
+        left = []
+
+        def none_left():
+            left[:] = [k for k in keys if _redis_ints(self.rsock, "EVAL",
+                       "return {redis.call('exists', KEYS[1])}", "1", k)[0]]
+            return not left
+        end_ok = _wait(none_left, ML_END_S)
+        for i, p in enumerate(self.daemons):
+            alive = p.poll() is None
+            p.send_signal(signal.SIGTERM)
+            try:
+                rc = p.wait(ML_STOP_S)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                rc = "no exit within %.0f s" % ML_STOP_S
+            c.daemon_stops.append(("mlock dlockd %d" % i, alive, rc))
+        self.redis.terminate()
+        self.redis.wait()
+        self.tracker.close()
+        self.analyse(ok_start, time.monotonic() - t0, end_ok, left)
+
+    def analyse(self, ok_start, seconds, end_ok, left):
+        c, tr = self.c, self.tracker
+        by_size = {}
+        for g in tr.grants:
+            by_size[len(g[2])] = by_size.get(len(g[2]), 0) + 1
+        c.check("mlock: no name held by two at once, fences rise strictly per name (%d workers "
+                "over %d dlockd, %d worker kills, a dlockd kill)"
+                % (ML_WORKERS, ML_DAEMONS, len(self.faults) - 1),
+                not tr.violations and by_size.get(2, 0) > 0 and by_size.get(3, 0) > 0,
+                "grants by names: %s in %.1f s; %s"
+                % (", ".join("%d: %d" % x for x in sorted(by_size.items())), seconds,
+                   "no overlap" if not tr.violations else "; ".join(tr.violations[:5])))
+        late = [f[0] for f in self.faults if not f[2]]
+        c.check("mlock: sets of 2 and 3 names and single LOCKs granted at the start and after "
+                "every fault", ok_start and not late,
+                "late: %s" % (", ".join(late) or "none") +
+                ("" if ok_start else "; none at the start"))
+        c.check("mlock: every MUNLOCK and UNLOCK answered OK and 0 per name", not tr.bad_unlocks,
+                "; ".join("%d: %s" % (x[1], x[2]) for x in tr.bad_unlocks[:5]) or "ok")
+        c.check("mlock: no name left in Redis once every worker is gone", end_ok,
+                "left: %s" % (", ".join(left) or "none"))
+
+
+def run_stage(c, spawn, short):
+    Stage(c, spawn, short).run()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 7 and sys.argv[1] == "worker":
+        try:
+            worker(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5],
+                   int(sys.argv[6]))
+        except (KeyboardInterrupt, BrokenPipeError, ConnectionResetError):
+            pass
+        sys.exit(0)
+    sys.exit("usage: mlock.py worker <incarnation> <single> <dlockd-socket> <tracker-socket> "
+             "<seed>")

@@ -1,0 +1,396 @@
+/* Integration tests of multi-name locks (MLOCK, TRYMLOCK, MUNLOCK) against a real Redis:
+ * all or nothing, wake-ups, no deadlock, no starvation, a dead client, bad input, topologies.
+ * SPDX-License-Identifier: MIT */
+#include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/support/harness.h"
+
+/* Redisson's RedissonLock.tryLockInnerAsync and unlockInnerAsync, verbatim
+ * (as test_redis.c has them). */
+static const char redisson_lock[] =
+    "if (redis.call('exists', KEYS[1]) == 0) then "
+    "redis.call('hset', KEYS[1], ARGV[2], 1); "
+    "redis.call('pexpire', KEYS[1], ARGV[1]); "
+    "return nil; "
+    "end; "
+    "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then "
+    "redis.call('hincrby', KEYS[1], ARGV[2], 1); "
+    "redis.call('pexpire', KEYS[1], ARGV[1]); "
+    "return nil; "
+    "end; "
+    "return redis.call('pttl', KEYS[1]);";
+
+static const char redisson_unlock[] =
+    "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then "
+    "return nil;"
+    "end; "
+    "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); "
+    "if (counter > 0) then "
+    "redis.call('pexpire', KEYS[1], ARGV[2]); "
+    "return 0; "
+    "else "
+    "redis.call('del', KEYS[1]); "
+    "redis.call('publish', KEYS[2], ARGV[1]); "
+    "return 1; "
+    "end; "
+    "return nil;";
+
+#define FOREIGN "c0ffee00-0000-4000-8000-000000000000:1"
+/* How long a wake-up may take on a busy machine (make test). */
+#define PROMPT_MS 3000
+
+static void keep_log(int d) {
+    h_keep_log(d, "mlock.%s.dlockd%d", tcase_name(), d);
+}
+
+static long long key_exists(const char *name) {
+    char key[300];
+    snprintf(key, sizeof(key), "dlock:%s", name);
+    const char *a[] = {"EXISTS", key, NULL};
+    return strtoll(h_redis_argv(a), NULL, 10);
+}
+
+/* Waits until none of the names is a key in Redis. */
+static void await_gone(const char *const *names, size_t n) {
+    long long until = h_now_ms() + H_WAIT_MS;
+    for (;;) {
+        size_t left = 0;
+        for (size_t i = 0; i < n; i++) left += key_exists(names[i]) != 0;
+        if (left == 0) return;
+        ck_assert_msg(h_now_ms() < until, "%zu names still held in Redis", left);
+        usleep(20000);
+    }
+}
+
+/* "OK f1 ... fn" into fences; 0 if the line is not that. */
+static int parse_fences(const char *l, size_t n, unsigned long long *fences) {
+    if (l == NULL || strncmp(l, "OK", 2) != 0) return 0;
+    const char *p = l + 2;
+    for (size_t i = 0; i < n; i++) {
+        char *end;
+        if (*p != ' ') return 0;
+        fences[i] = strtoull(p + 1, &end, 10);
+        if (end == p + 1) return 0;
+        p = end;
+    }
+    return *p == '\0';
+}
+
+static void expect_granted(h_conn_t *c, size_t n, unsigned long long *fences, int ms,
+                           const char *what) {
+    const char *l = h_reply(c, ms, H_EVENTS_SKIP);
+    ck_assert_msg(parse_fences(l, n, fences), "%s: got '%s', wanted OK and %zu fences", what,
+                  l ? l : "-", n);
+}
+
+static void expect_prefix(h_conn_t *c, const char *request, const char *prefix) {
+    h_send(c, "%s\n", request);
+    const char *l = h_reply(c, H_WAIT_MS, H_EVENTS_SKIP);
+    ck_assert_msg(l != NULL && strncmp(l, prefix, strlen(prefix)) == 0,
+                  "%s: got '%s', wanted '%s...'", request, l ? l : "-", prefix);
+}
+
+/* ---- standalone ------------------------------------------------------------ */
+
+/* A Redisson RLock on one of three names keeps MLOCK waiting with none of
+ * the three taken; Redisson's unlock (its publish) brings the grant. */
+START_TEST(all_or_nothing_against_redisson) {
+    h_redis_start();
+    int d = h_dlockd_start(NULL);
+    keep_log(d);
+    h_conn_t *c = h_connect_index(d), *adm = h_connect_index(d);
+    const char *lk[] = {"EVAL", redisson_lock, "1", "dlock:m2", "30000", FOREIGN, NULL};
+    h_redis_argv(lk);
+    ck_assert_int_eq(key_exists("m2"), 1);
+    h_send(c, "MLOCK 3 m1 m2 m3\n");
+    h_await_waiters(adm, 3); /* a place in each name's queue */
+    h_expect_silence(c, 300, "MLOCK while Redisson holds m2");
+    ck_assert_int_eq(key_exists("m1"), 0);
+    ck_assert_int_eq(key_exists("m3"), 0);
+    long long t0 = h_now_ms();
+    const char *ul[] = {"EVAL", redisson_unlock, "2", "dlock:m2",
+                        "redisson_lock__channel:{dlock:m2}", "0", "30000", FOREIGN, NULL};
+    h_redis_argv(ul);
+    unsigned long long f[3];
+    expect_granted(c, 3, f, PROMPT_MS, "MLOCK once Redisson unlocked m2");
+    printf("mlock: granted %lld ms after Redisson's unlock\n", h_now_ms() - t0);
+    ck_assert_int_eq(key_exists("m1") + key_exists("m2") + key_exists("m3"), 3);
+    /* each is an ordinary plain lock now */
+    expect_prefix(c, "STATUS m2", "OK MINE 1 ");
+    expect_prefix(adm, "WHO m3", "OK HELD ");
+    h_send(c, "LOCK m1\n");
+    char want[64];
+    snprintf(want, sizeof(want), "OK %llu 2", f[0]);
+    ck_assert_str_eq(h_reply(c, H_WAIT_MS, H_EVENTS_SKIP), want);
+    h_expect_reply(c, "MUNLOCK 3 m3 m2 m1", "OK 0 0 1");
+    h_expect_reply(c, "UNLOCK m1", "OK 0");
+    const char *all[] = {"m1", "m2", "m3"};
+    await_gone(all, 3);
+    h_close(adm);
+    h_close(c);
+    h_keep_passed();
+}
+END_TEST
+
+/* Held here by others: the grant comes when the last is freed, not
+ * before; a set's reentry gives the hold's own fence. */
+START_TEST(grant_when_last_freed) {
+    h_redis_start();
+    int d = h_dlockd_start(NULL);
+    keep_log(d);
+    h_conn_t *a = h_connect_index(d), *b = h_connect_index(d), *c = h_connect_index(d);
+    h_conn_t *adm = h_connect_index(d);
+    expect_prefix(a, "LOCK a", "OK ");
+    expect_prefix(b, "LOCK b", "OK ");
+    expect_prefix(c, "LOCK r", "OK ");
+    h_send(c, "MLOCK 3 a r b\n");
+    h_await_waiters(adm, 2); /* r is a reentry: no place */
+    h_expect_reply(a, "UNLOCK a", "OK 0");
+    h_expect_silence(c, 300, "MLOCK while b is held");
+    ck_assert_int_eq(key_exists("a"), 0);
+    long long t0 = h_now_ms();
+    h_expect_reply(b, "UNLOCK b", "OK 0");
+    unsigned long long f[3];
+    expect_granted(c, 3, f, PROMPT_MS, "MLOCK once the last name was freed");
+    printf("mlock: granted %lld ms after the last name's UNLOCK\n", h_now_ms() - t0);
+    h_expect_reply(c, "UNLOCK r", "OK 1");
+    h_expect_reply(c, "MUNLOCK 3 a r b", "OK 0 0 0");
+    const char *all[] = {"a", "b", "r"};
+    await_gone(all, 3);
+    h_close(adm);
+    h_close(c);
+    h_close(b);
+    h_close(a);
+    h_keep_passed();
+}
+END_TEST
+
+/* Two clients lock {a,b} and {b,a} 1,000 times each: neither deadlocks,
+ * and they never hold the set together. */
+START_TEST(opposite_orders_no_deadlock) {
+    enum { ROUNDS = 1000 };
+    h_redis_start();
+    int d = h_dlockd_start(NULL);
+    keep_log(d);
+    atomic_int *inside = mmap(NULL, sizeof(*inside), PROT_READ | PROT_WRITE,
+                              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(inside, MAP_FAILED);
+    atomic_init(inside, 0);
+    const char *req[2] = {"MLOCK 2 a b\n", "MLOCK 2 b a\n"};
+    pid_t kid[2];
+    long long t0 = h_now_ms();
+    for (int k = 0; k < 2; k++) {
+        if ((kid[k] = fork()) == 0) {
+            h_conn_t *c = h_connect_index(d);
+            for (int i = 0; i < ROUNDS; i++) {
+                unsigned long long f[2];
+                h_send(c, "%s", req[k]);
+                if (!parse_fences(h_recv(c, H_WAIT_MS), 2, f)) _exit(10 + k);
+                if (atomic_fetch_add(inside, 1) != 0) _exit(20 + k);
+                atomic_fetch_sub(inside, 1);
+                h_send(c, "MUNLOCK 2 a b\n");
+                const char *l = h_recv(c, H_WAIT_MS);
+                if (l == NULL || strcmp(l, "OK 0 0") != 0) _exit(30 + k);
+            }
+            _exit(0);
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        int st;
+        ck_assert_int_eq(waitpid(kid[k], &st, 0), kid[k]);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                      "client %d: exit %d (1x: no grant, 2x: overlap, 3x: bad MUNLOCK)", k,
+                      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    }
+    printf("mlock: 2 x %d opposite-order sets in %lld ms\n", ROUNDS, h_now_ms() - t0);
+    const char *all[] = {"a", "b"};
+    await_gone(all, 2);
+    h_keep_passed();
+}
+END_TEST
+
+/* One client loops LOCK name, a few ms held, UNLOCK, a ms apart. */
+static pid_t alternate(int d, const char *name, int seconds) {
+    pid_t pid = fork();
+    if (pid != 0) return pid;
+    h_conn_t *c = h_connect_index(d);
+    long long until = h_now_ms() + seconds * 1000LL;
+    while (h_now_ms() < until) {
+        h_send(c, "LOCK %s\n", name);
+        const char *l = h_recv(c, H_WAIT_MS);
+        if (l == NULL || strncmp(l, "OK ", 3) != 0) _exit(1);
+        usleep(5000);
+        h_send(c, "UNLOCK %s\n", name);
+        l = h_recv(c, H_WAIT_MS);
+        if (l == NULL || strcmp(l, "OK 0") != 0) _exit(2);
+        usleep(1000);
+    }
+    _exit(0);
+}
+
+/* A multi-locker of {a,b} is granted within 2 s while two other clients
+ * alternate on a and on b: it keeps its place in each name's queue. */
+START_TEST(no_starvation_behind_single_lockers) {
+    h_redis_start();
+    int d = h_dlockd_start(NULL);
+    keep_log(d);
+    pid_t pa = alternate(d, "a", 10), pb = alternate(d, "b", 10);
+    usleep(500000); /* both alternating */
+    h_conn_t *c = h_connect_index(d);
+    unsigned long long f[2];
+    long long t0 = h_now_ms();
+    h_send(c, "MLOCK 2 a b\n");
+    expect_granted(c, 2, f, 2000, "MLOCK 2 a b among alternating single lockers");
+    long long took = h_now_ms() - t0;
+    printf("mlock: {a,b} granted in %lld ms among two alternating single lockers\n", took);
+    ck_assert_int_le(took, 2000);
+    usleep(20000);
+    h_expect_reply(c, "MUNLOCK 2 a b", "OK 0 0");
+    for (int k = 0; k < 2; k++) {
+        int st;
+        pid_t p = k ? pb : pa;
+        ck_assert_int_eq(waitpid(p, &st, 0), p);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "alternator %d: exit %d", k,
+                      WEXITSTATUS(st));
+    }
+    h_close(c);
+    h_keep_passed();
+}
+END_TEST
+
+/* A client that dies holding a set frees all of it, and one that dies
+ * waiting leaves nothing of it behind. */
+START_TEST(dead_client_frees_set) {
+    h_redis_start();
+    int d = h_dlockd_start(NULL);
+    keep_log(d);
+    h_conn_t *c = h_connect_index(d), *w = h_connect_index(d), *adm = h_connect_index(d);
+    unsigned long long f[3];
+    h_send(c, "MLOCK 3 d1 d2 d3 60000\n");
+    expect_granted(c, 3, f, H_WAIT_MS, "MLOCK 3 d1 d2 d3");
+    h_send(w, "MLOCK 2 d3 d4\n");
+    h_await_waiters(adm, 2);
+    h_close(w); /* dies waiting */
+    h_await_waiters(adm, 0);
+    ck_assert_int_eq(key_exists("d4"), 0);
+    h_close(c); /* dies holding */
+    const char *all[] = {"d1", "d2", "d3", "d4"};
+    await_gone(all, 4);
+    h_close(adm);
+    h_keep_passed();
+}
+END_TEST
+
+/* CANCEL of a waiting MLOCK: nothing of the set stays held. */
+START_TEST(cancel_leaves_nothing) {
+    h_redis_start();
+    int d = h_dlockd_start(NULL);
+    keep_log(d);
+    h_conn_t *h = h_connect_index(d), *c = h_connect_index(d);
+    expect_prefix(h, "LOCK k2", "OK ");
+    h_send(c, "MLOCK 2 k1 k2\n");
+    h_expect_silence(c, 200, "MLOCK while k2 is held");
+    h_send(c, "CANCEL\n");
+    const char *l = h_recv(c, H_WAIT_MS);
+    ck_assert_msg(l && strncmp(l, "ERR CANCELLED", 13) == 0, "got '%s'", l ? l : "-");
+    ck_assert_str_eq(h_recv(c, H_WAIT_MS), "OK 1");
+    ck_assert_int_eq(key_exists("k1"), 0);
+    expect_prefix(c, "STATUS k1", "OK FREE");
+    /* k1 is free for others at once */
+    expect_prefix(c, "TRYLOCK k1", "OK ");
+    h_close(c);
+    h_close(h);
+    h_keep_passed();
+}
+END_TEST
+
+/* Bad input, kinds and limits. */
+START_TEST(bad_input) {
+    h_redis_start();
+    int d = h_dlockd_start("[lock]\nmax_locks_per_client = 3\n");
+    keep_log(d);
+    h_conn_t *c = h_connect_index(d);
+    expect_prefix(c, "MLOCK 0 a", "ERR ARGS");
+    expect_prefix(c, "MLOCK 65 a", "ERR ARGS");
+    expect_prefix(c, "MLOCK 3 a b", "ERR ARGS");
+    expect_prefix(c, "MLOCK 1 a b c", "ERR ARGS");
+    expect_prefix(c, "MLOCK 2 a a", "ERR ARGS");
+    expect_prefix(c, "TRYMLOCK 3 a b a 10", "ERR ARGS");
+    expect_prefix(c, "MUNLOCK 2 a", "ERR ARGS");
+    expect_prefix(c, "MLOCK 2 a \x01", "ERR NAME");
+    expect_prefix(c, "MLOCK 4 a b c d", "ERR LIMIT");
+    expect_prefix(c, "RLOCK r", "OK ");
+    expect_prefix(c, "MLOCK 2 x r", "ERR KIND r is held as a read/write lock");
+    ck_assert_int_eq(key_exists("x"), 0);
+    unsigned long long f[2];
+    h_send(c, "MLOCK 2 x y\n");
+    expect_granted(c, 2, f, H_WAIT_MS, "MLOCK 2 x y");
+    expect_prefix(c, "MUNLOCK 2 x z", "ERR NOTHELD z ");
+    expect_prefix(c, "MUNLOCK 1 r", "ERR KIND");
+    expect_prefix(c, "STATUS x", "OK MINE 1 "); /* nothing released */
+    h_expect_reply(c, "MUNLOCK 2 y x", "OK 0 0");
+    h_close(c);
+    h_keep_passed();
+}
+END_TEST
+
+/* ---- other topologies ------------------------------------------------------ */
+
+/* Quorum refuses multi-name locks before Redis is asked. */
+START_TEST(not_under_quorum) {
+    char quorum[256];
+    size_t k = 0;
+    for (int i = 0; i < 3; i++) {
+        int r = h_redis_start_tcp(0, NULL);
+        k += (size_t)snprintf(quorum + k, sizeof(quorum) - k, "%sredis://127.0.0.1:%d",
+                              i ? " " : "", h_redis_port(r));
+    }
+    char conf[1024];
+    snprintf(conf, sizeof(conf),
+             "[redis]\nquorum = %s\ncommand_timeout_ms = 1000\nconnect_timeout_ms = 500\n",
+             quorum);
+    int d = h_dlockd_start_conf(conf);
+    keep_log(d);
+    h_conn_t *c = h_connect_index(d);
+    expect_prefix(c, "MLOCK 2 a b", "ERR KIND multi-name locks are not available with quorum");
+    expect_prefix(c, "TRYMLOCK 1 a", "ERR KIND multi-name locks are not available with quorum");
+    expect_prefix(c, "MUNLOCK 1 a", "ERR KIND multi-name locks are not available with quorum");
+    h_close(c);
+    h_keep_passed();
+}
+END_TEST
+
+static Suite *suite(void) {
+    Suite *s = suite_create("mlock");
+    TCase *tc = tcase_create("standalone");
+    tcase_add_checked_fixture(tc, h_setup, h_teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, all_or_nothing_against_redisson);
+    tcase_add_test(tc, grant_when_last_freed);
+    tcase_add_test(tc, opposite_orders_no_deadlock);
+    tcase_add_test(tc, no_starvation_behind_single_lockers);
+    tcase_add_test(tc, dead_client_frees_set);
+    tcase_add_test(tc, cancel_leaves_nothing);
+    tcase_add_test(tc, bad_input);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("topologies");
+    tcase_add_checked_fixture(tc, h_setup, h_teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, not_under_quorum);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    return h_main(suite());
+}

@@ -1,0 +1,339 @@
+/* Unit tests of daemon/lock's multi-name locks (MLOCK, TRYMLOCK, MUNLOCK) on a fake backend.
+ * SPDX-License-Identifier: MIT
+ *
+ * The world they run in (clients, requests, the fake) is tests/unit/lockmgr_support.c.
+ * The fake answers a MULTI acquire as mlock.lua does: every name looked
+ * at first, then all taken or none. x is another daemon's field. */
+#include "tests/unit/lockmgr_support.h"
+
+#include <check.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/lock/lockmgr.h"
+#include "tests/unit/fake_backend.h"
+
+#define N(...) ((const char *const[]){__VA_ARGS__}), \
+               (sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *))
+
+static int mlock_req(client_t *c, const char *const *names, size_t n, uint32_t lease_ms) {
+    return request_multi(c, LOCK_REQ_MLOCK, names, n, 0, lease_ms);
+}
+
+static int munlock_req(client_t *c, const char *const *names, size_t n) {
+    return request_multi(c, LOCK_REQ_MUNLOCK, names, n, 0, 0);
+}
+
+/* The next reply is a LIST of n numbers, into out. */
+static void expect_list(client_t *c, size_t n, uint64_t *out) {
+    lock_reply_t r = next_reply(c);
+    ck_assert_msg(r.kind == LOCK_REPLY_LIST, "client %" PRIu64 ": %s, want LIST", c->id,
+                  kind_name(r.kind));
+    ck_assert_uint_eq(r.count, n);
+    if (out != NULL) memcpy(out, r.list, n * sizeof(*out));
+}
+
+static void expect_zeros(client_t *c, size_t n) {
+    uint64_t v[LIST_KEEP];
+    expect_list(c, n, v);
+    for (size_t i = 0; i < n; i++) ck_assert_uint_eq(v[i], 0);
+}
+
+/* The whole set in one op; each name an ordinary plain hold. */
+START_TEST(test_multi_one_op_plain_holds) {
+    client_t *c = client(), *o = client();
+    uint64_t f[3];
+    ck_assert_int_eq(mlock_req(c, N("a", "b", "c"), 0), 0);
+    ck_assert_uint_eq(fake_queued(fb), 1);
+    queued_mode_is(0, BACKEND_ACQUIRE, BACKEND_MULTI, "a", c);
+    ck_assert_uint_eq(fake_queued_op(fb, 0)->nnames, 3);
+    fake_run(fb);
+    expect_list(c, 3, f);
+    ck_assert_uint_eq(f[0], fake_fence(fb, "a"));
+    ck_assert_uint_eq(f[2], fake_fence(fb, "c"));
+    ck_assert_int_eq(fake_holds(fb, c->id, "b"), 1);
+    ck_assert_uint_eq(lockmgr_owner_held(c->o), 3);
+    /* LOCK of one is a reentry; another connection waits */
+    lock_req(c, "b", 0);
+    fake_run(fb);
+    ck_assert_uint_eq(expect_granted(c, 2), f[1]);
+    lock_req(o, "c", 0);
+    fake_run(fb);
+    no_reply(o);
+    ck_assert_int_eq(unlock_req(c, "a"), 1);
+    expect_value(c, 0);
+    ck_assert_int_eq(munlock_req(c, N("b", "c")), 1);
+    uint64_t left[2];
+    expect_list(c, 2, left);
+    ck_assert_uint_eq(left[0], 1);
+    ck_assert_uint_eq(left[1], 0);
+    fake_run(fb);
+    expect_granted(o, 1);
+    ck_assert_int_eq(fake_holds(fb, c->id, "a"), 0);
+    ck_assert_int_eq(fake_holds(fb, c->id, "c"), 0);
+}
+END_TEST
+
+/* Refused by another daemon's hold of one name: nothing taken, every name
+ * watched; that name's release brings the grant. */
+START_TEST(test_multi_refused_holds_nothing) {
+    client_t *c = client();
+    fake_take(fb, "b", "x", 5000);
+    mlock_req(c, N("a", "b", "c"), 0);
+    fake_run(fb);
+    no_reply(c);
+    ck_assert_int_eq(fake_holds(fb, c->id, "a"), 0);
+    ck_assert_int_eq(fake_holds(fb, c->id, "c"), 0);
+    ck_assert(fake_watched(fb, "a") && fake_watched(fb, "b") && fake_watched(fb, "c"));
+    fake_run(fb); /* the watches' confirmations: one more try each, refused */
+    no_reply(c);
+    size_t before = submitted(BACKEND_ACQUIRE);
+    fake_expire(fb, "b");
+    ck_assert_int_eq(fake_publish(fb, "b"), 1);
+    fake_run(fb);
+    expect_list(c, 3, NULL);
+    ck_assert_uint_le(submitted(BACKEND_ACQUIRE), before + 1); /* no polling */
+    ck_assert_int_eq(fake_holds(fb, c->id, "b"), 1);
+    /* the grant ends the waiting: no watch left */
+    ck_assert(!fake_watched(fb, "a") && !fake_watched(fb, "b"));
+}
+END_TEST
+
+/* Without a release message, the refusing holder's lease end: a retry. */
+START_TEST(test_multi_retry_at_holder_ttl) {
+    client_t *c = client();
+    fake_take(fb, "b", "x", 500);
+    mlock_req(c, N("a", "b"), 0);
+    fake_run(fb);
+    fake_run(fb);
+    no_reply(c);
+    run_until_reply(c, now() + 1000);
+    expect_list(c, 2, NULL);
+}
+END_TEST
+
+/* A place in each name's FIFO: a LOCK of a free name behind a waiting set
+ * waits for it; the set goes when its last name is freed here. */
+START_TEST(test_multi_keeps_fifo_place) {
+    client_t *h = client(), *m = client(), *s = client();
+    lock_ok(h, "b", 0);
+    mlock_req(m, N("a", "b"), 0);
+    lock_req(s, "a", 0);
+    fake_run(fb);
+    no_reply(m);
+    no_reply(s);          /* a is free, but the set came first */
+    ck_assert_int_eq(fake_holds(fb, s->id, "a"), 0);
+    unlock_req(h, "b");
+    expect_value(h, 0);
+    fake_run(fb);
+    fake_run(fb);
+    expect_list(m, 2, NULL);
+    no_reply(s);
+    munlock_req(m, N("a", "b"));
+    expect_zeros(m, 2);
+    fake_run(fb);
+    expect_granted(s, 1);
+}
+END_TEST
+
+/* {a,b} and {b,a}: the second waits, holding nothing, and goes after. */
+START_TEST(test_multi_opposite_orders) {
+    client_t *p = client(), *q = client();
+    mlock_req(p, N("a", "b"), 0);
+    mlock_req(q, N("b", "a"), 0);
+    fake_run(fb);
+    expect_list(p, 2, NULL);
+    no_reply(q);
+    ck_assert_int_eq(fake_holds(fb, q->id, "b"), 0);
+    munlock_req(p, N("b", "a"));
+    expect_zeros(p, 2);
+    fake_run(fb);
+    fake_run(fb);
+    expect_list(q, 2, NULL);
+}
+END_TEST
+
+/* A name the connection holds is a reentry: its fence, one hold more. */
+START_TEST(test_multi_reentry) {
+    client_t *c = client();
+    uint64_t fa = lock_ok(c, "a", 0);
+    uint64_t f[2];
+    mlock_req(c, N("a", "b"), 0);
+    ck_assert_str_eq(fake_queued_op(fb, 0)->reentry, "rn");
+    fake_run(fb);
+    expect_list(c, 2, f);
+    ck_assert_uint_eq(f[0], fa);
+    ck_assert_int_eq(fake_holds(fb, c->id, "a"), 2);
+    ck_assert_uint_eq(lockmgr_owner_held(c->o), 2);
+    munlock_req(c, N("a", "b"));
+    uint64_t left[2];
+    expect_list(c, 2, left);
+    ck_assert_uint_eq(left[0], 1);
+    ck_assert_uint_eq(left[1], 0);
+}
+END_TEST
+
+/* CANCEL while queued, and while the attempt is in flight (its grant is
+ * undone when it comes back). */
+START_TEST(test_multi_cancel) {
+    client_t *h = client(), *c = client();
+    lock_ok(h, "b", 0);
+    mlock_req(c, N("a", "b"), 0);
+    ck_assert_int_eq(lockmgr_cancel(mgr, c->o), 1);
+    expect_error(c, LOCK_ERR_CANCELLED);
+    ck_assert_uint_eq(stats().waiters, 0);
+    unlock_req(h, "b");
+    expect_value(h, 0);
+    mlock_req(c, N("a", "b"), 0);
+    ck_assert_uint_eq(fake_queued(fb), 2); /* b's release, then the set */
+    ck_assert_int_eq(lockmgr_cancel(mgr, c->o), 1);
+    expect_error(c, LOCK_ERR_CANCELLED);
+    fake_run(fb); /* granted in Redis, then released */
+    fake_run(fb);
+    ck_assert_int_eq(fake_holds(fb, c->id, "a"), 0);
+    ck_assert_int_eq(fake_holds(fb, c->id, "b"), 0);
+    ck_assert_uint_eq(lockmgr_owner_held(c->o), 0);
+    lock_ok(h, "a", 0);
+}
+END_TEST
+
+/* A connection that goes while waiting or holding leaves nothing. */
+START_TEST(test_multi_drop) {
+    client_t *h = client(), *w = client(), *c = client();
+    lock_ok(h, "b", 0);
+    mlock_req(w, N("a", "b"), 0);
+    fake_run(fb);
+    drop(w);
+    ck_assert_uint_eq(stats().waiters, 0);
+    mlock_req(c, N("c", "d"), 0);
+    fake_run(fb);
+    expect_list(c, 2, NULL);
+    drop(c);
+    fake_run(fb);
+    ck_assert_int_eq(fake_mode(fb, "c"), -1);
+    ck_assert_int_eq(fake_mode(fb, "d"), -1);
+    ck_assert_int_eq(fake_mode(fb, "a"), -1);
+}
+END_TEST
+
+/* TRYMLOCK: behind someone here, TIMEOUT at once with wait 0; with a
+ * wait, at its end, holding nothing. */
+START_TEST(test_multi_try) {
+    client_t *h = client(), *c = client();
+    lock_ok(h, "b", 2000);
+    ck_assert_int_eq(request_multi(c, LOCK_REQ_TRYMLOCK, N("a", "b"), 0, 0), 1);
+    lock_reply_t r = next_reply(c);
+    ck_assert_int_eq(r.kind, LOCK_REPLY_TIMEOUT);
+    ck_assert_int_gt(r.ttl_ms, 0);
+    ck_assert_int_eq(request_multi(c, LOCK_REQ_TRYMLOCK, N("a", "b"), 100, 0), 0);
+    run_until_reply(c, now() + 200);
+    r = next_reply(c);
+    ck_assert_int_eq(r.kind, LOCK_REPLY_TIMEOUT);
+    ck_assert_uint_eq(stats().waiters, 0);
+    ck_assert_int_eq(fake_holds(fb, c->id, "a"), 0);
+    /* refused in Redis with wait 0: TIMEOUT with the holder's ttl */
+    fake_take(fb, "z", "x", 700);
+    ck_assert_int_eq(request_multi(c, LOCK_REQ_TRYMLOCK, N("y", "z"), 0, 0), 0);
+    fake_run(fb);
+    r = next_reply(c);
+    ck_assert_int_eq(r.kind, LOCK_REPLY_TIMEOUT);
+    ck_assert_int_eq(r.ttl_ms, 700);
+    ck_assert_int_eq(fake_holds(fb, c->id, "y"), 0);
+}
+END_TEST
+
+/* MUNLOCK of a name not held releases nothing, naming it; another kind. */
+START_TEST(test_multi_errors) {
+    client_t *c = client();
+    mlock_req(c, N("a", "b"), 0);
+    fake_run(fb);
+    expect_list(c, 2, NULL);
+    ck_assert_int_eq(munlock_req(c, N("a", "zz")), 1);
+    lock_reply_t r = expect_error(c, LOCK_ERR_NOTHELD);
+    ck_assert_str_eq(r.name, "zz");
+    ck_assert_uint_eq(lockmgr_owner_held(c->o), 2);
+    rlock_ok(c, "r", 0);
+    ck_assert_int_eq(mlock_req(c, N("q", "r"), 0), 1);
+    r = expect_error(c, LOCK_ERR_KIND);
+    ck_assert_str_eq(r.name, "r");
+    ck_assert_int_eq(fake_mode(fb, "q"), -1);
+    ck_assert_int_eq(munlock_req(c, N("r")), 1);
+    expect_error(c, LOCK_ERR_KIND);
+    /* in Redis as another kind: ERR KIND, nothing taken */
+    fake_take_rw(fb, "w", "x", BACKEND_WRITE, 5000);
+    mlock_req(c, N("v", "w"), 0);
+    fake_run(fb);
+    r = expect_error(c, LOCK_ERR_KIND);
+    ck_assert_str_eq(r.name, "w");
+    ck_assert_int_eq(fake_mode(fb, "v"), -1);
+    /* n out of range */
+    ck_assert_int_eq(request_multi(c, LOCK_REQ_MLOCK, NULL, 0, 0, 0), 1);
+    expect_error(c, LOCK_ERR_ARGS);
+}
+END_TEST
+
+START_TEST(test_multi_limit_and_topology) {
+    conf.max_locks_per_client = 3;
+    client_t *c = client();
+    lock_ok(c, "a", 0);
+    ck_assert_int_eq(mlock_req(c, N("a", "b", "c", "d"), 0), 1); /* 1 + 3 new > 3 */
+    lock_reply_t r = expect_error(c, LOCK_ERR_LIMIT);
+    ck_assert_int_eq(r.why, LOCK_WHY_MAX_LOCKS);
+    mlock_req(c, N("a", "b", "c"), 0); /* a reentry and 2 new: 3 */
+    fake_run(fb);
+    expect_list(c, 3, NULL);
+    fake_set_caps(fb, BACKEND_CAP_MONOTONIC_FENCE | BACKEND_CAP_WAKEUPS);
+    ck_assert_int_eq(mlock_req(c, N("e"), 0), 1);
+    r = expect_error(c, LOCK_ERR_KIND);
+    ck_assert_int_eq(r.why, LOCK_WHY_UNSUPPORTED);
+}
+END_TEST
+
+/* The set's holds share the lease (watchdog when none): each expires or is
+ * renewed as its own plain lock; a lost one leaves the others. */
+START_TEST(test_multi_lease_and_loss) {
+    client_t *c = client();
+    mlock_req(c, N("a", "b"), 500);
+    fake_run(fb);
+    expect_list(c, 2, NULL);
+    ck_assert_int_le(fake_pttl(fb, "a"), 500);
+    run_for(600);
+    expect_event(c, "a", LOCK_LOST_EXPIRED);
+    expect_event(c, "b", LOCK_LOST_EXPIRED);
+    mlock_req(c, N("a", "b"), 0);
+    fake_run(fb);
+    expect_list(c, 2, NULL);
+    fake_force(fb, "a");
+    run_for(2 * EVERY);
+    expect_event(c, "a", LOCK_LOST_FORCED);
+    no_event(c);
+    ck_assert_int_eq(fake_holds(fb, c->id, "b"), 1);
+    ck_assert_uint_eq(lockmgr_owner_held(c->o), 1);
+}
+END_TEST
+
+static Suite *lockmgr_multi_suite(void) {
+    Suite *s = suite_create("lockmgr_multi");
+    TCase *tc = tcase_create("multi");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_multi_one_op_plain_holds);
+    tcase_add_test(tc, test_multi_refused_holds_nothing);
+    tcase_add_test(tc, test_multi_retry_at_holder_ttl);
+    tcase_add_test(tc, test_multi_keeps_fifo_place);
+    tcase_add_test(tc, test_multi_opposite_orders);
+    tcase_add_test(tc, test_multi_reentry);
+    tcase_add_test(tc, test_multi_cancel);
+    tcase_add_test(tc, test_multi_drop);
+    tcase_add_test(tc, test_multi_try);
+    tcase_add_test(tc, test_multi_errors);
+    tcase_add_test(tc, test_multi_limit_and_topology);
+    tcase_add_test(tc, test_multi_lease_and_loss);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    return lockmgr_test_run(lockmgr_multi_suite());
+}
