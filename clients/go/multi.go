@@ -30,13 +30,15 @@ type MultiHold struct {
 	fences   []uint64
 	parts    []*hold // one per name, registered for !LOST, owning the name's local gate
 	released bool
+	left     []int // the connection's holds of each name after Unlock
 }
 
 // multiSpec is what an MLOCK or TRYMLOCK asks for, so that the reader
 // can make the *MultiHold the moment OK is read (before any later !LOST).
 type multiSpec struct {
 	names []string
-	lease int64 // ms, 0 = watchdog
+	lease int64            // ms, 0 = watchdog
+	held  map[string]*Lock // names the caller holds through these handles
 }
 
 // Names are the set's names, in the order they were asked for.
@@ -80,6 +82,15 @@ func (m *MultiHold) Holds() int {
 	return 1
 }
 
+// HoldsLeft is, after Unlock, the connection's holds of each name (in the
+// order of Names) as dlockd answered MUNLOCK: 0, or the holds of a *Lock
+// the set reentered (WithHeld); nil before Unlock.
+func (m *MultiHold) HoldsLeft() []int {
+	m.h.c.mu.Lock()
+	defer m.h.c.mu.Unlock()
+	return append([]int(nil), m.left...)
+}
+
 // Unlock releases every name of the set still held (MUNLOCK), then lets
 // the client's goroutines waiting for them go. It returns the *LostError
 // of the first name lost if one was (the others are released all the
@@ -112,6 +123,17 @@ func (m *MultiHold) Unlock() error {
 			break
 		}
 		if strings.HasPrefix(cl.reply, "OK") {
+			words := strings.Fields(cl.reply[2:])
+			left := make([]int, len(m.names))
+			for i, n := range live {
+				if i < len(words) {
+					k, _ := strconv.Atoi(words[i])
+					left[indexOf(m.names, n)] = k
+				}
+			}
+			c.mu.Lock()
+			m.left = left
+			c.mu.Unlock()
 			break
 		}
 		e := replyError(cl.reply)
@@ -143,6 +165,15 @@ func (m *MultiHold) Unlock() error {
 	}
 	c.mu.Unlock()
 	return err
+}
+
+func indexOf(words []string, w string) int {
+	for i, x := range words {
+		if x == w {
+			return i
+		}
+	}
+	return -1
 }
 
 func contains(words []string, w string) bool {
@@ -210,9 +241,21 @@ func (c *Client) multiLock(ctx context.Context, names []string, try bool, wait t
 		}
 		deadline = time.Now().Add(wait)
 	}
+	held := map[string]*Lock{}
+	for _, l := range optionsOf(opts).held {
+		if l != nil && l.c == c && l.kind == kindPlain && contains(names, l.name) && l.Holds() > 0 {
+			held[l.name] = l
+		}
+	}
 	// The local gates, in a fixed (sorted) order: no two goroutines of this
-	// client can each hold a gate the other waits for.
-	sorted := append([]string(nil), names...)
+	// client can each hold a gate the other waits for. The caller's own
+	// locks' gates are theirs already.
+	var sorted []string
+	for _, n := range names {
+		if held[n] == nil {
+			sorted = append(sorted, n)
+		}
+	}
 	sort.Strings(sorted)
 	release := func(taken []string) {
 		c.mu.Lock()
@@ -232,7 +275,7 @@ func (c *Client) multiLock(ctx context.Context, names []string, try bool, wait t
 			return nil, err
 		}
 	}
-	spec := &multiSpec{names: append([]string(nil), names...), lease: lease}
+	spec := &multiSpec{names: append([]string(nil), names...), lease: lease, held: held}
 	cl, err := c.multiGrant(ctx, spec, try, deadline)
 	if err != nil {
 		if cl.mhold == nil { // else the handle had the gates, and gave them back
@@ -316,6 +359,18 @@ func (c *Client) multiGrantedLocked(cl *call) {
 	for _, n := range s.names {
 		p := new(hold)
 		*p = c.newHold(n, gateKey(kindPlain, n), false)
+		if l := s.held[n]; l != nil { // a reentry: share the gate slot with l's hold
+			if l.ended {
+				p.gate = ""
+			} else {
+				if l.gateRefs == nil {
+					one := 1
+					l.gateRefs = &one
+				}
+				*l.gateRefs++
+				p.gateRefs = l.gateRefs
+			}
+		}
 		p.lost = func(err error) { m.h.endLocked(err) } // the first loss ends the set
 		p.registerLocked()
 		m.parts = append(m.parts, p)

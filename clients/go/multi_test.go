@@ -265,3 +265,59 @@ func TestMultiBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// WithHeld: a set with a name the caller holds reenters it (the hold's
+// fence, MINE 2), HoldsLeft says 1 0, and the name's gate stays closed
+// to the client's other goroutines until both handles let go.
+func TestMultiWithHeld(t *testing.T) {
+	c, other := dial(t), dial(t)
+	ctx := guard(t)
+	base := testName(t)
+	x, y := base+"-x", base+"-y"
+	l, err := c.Lock(ctx, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.MultiLock(ctx, []string{x, y}, WithHeld(l))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := m.Fences(); f[0] != l.Fence() {
+		t.Fatalf("fences %v, lock's %d", f, l.Fence())
+	}
+	if st := statusOf(t, c, x); st.State != "MINE" || st.Holds != 2 {
+		t.Fatalf("%s: %v", x, st)
+	}
+	if err := l.Unlock(); err != nil { // the set still holds x
+		t.Fatal(err)
+	}
+	if _, err := c.TryLock(ctx, x, 0); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("another goroutine's TryLock of %s while the set holds it: %v", x, err)
+	}
+	if err := m.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if left := m.HoldsLeft(); len(left) != 2 || left[0] != 0 || left[1] != 0 {
+		t.Fatalf("holds left %v", left)
+	}
+	for _, n := range []string{x, y} {
+		if st := statusOf(t, other, n); st.State != "FREE" {
+			t.Fatalf("%s: %v", n, st)
+		}
+	}
+	l2, err := c.TryLock(ctx, x, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2, err := c.TryMultiLock(ctx, []string{y, x}, 0, WithHeld(l2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m2.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if left := m2.HoldsLeft(); left[0] != 0 || left[1] != 1 {
+		t.Fatalf("holds left %v", left)
+	}
+	l2.Unlock()
+}

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"dlockd.local/dlock"
@@ -31,7 +30,11 @@ func (a *adapter) multi(ctx context.Context, cmd string, args []string) (string,
 		if err := h.multi.Unlock(); err != nil {
 			return "", err
 		}
-		return "ok" + strings.Repeat(" 0", len(h.multi.Names())), nil
+		answer := "ok"
+		for _, n := range h.multi.HoldsLeft() {
+			answer += " " + strconv.Itoa(n)
+		}
+		return answer, nil
 	}
 	fixed := 3
 	if cmd == "trymlock" {
@@ -44,18 +47,29 @@ func (a *adapter) multi(ctx context.Context, cmd string, args []string) (string,
 	if err != nil {
 		return "", err
 	}
-	lease, err := msOpt(args[fixed-1])
+	leaseOpt, err := msOpt(args[fixed-1])
 	if err != nil {
 		return "", err
 	}
 	names := args[fixed:]
+	// The runner's "holder locks again": this client's own locks of names
+	// of the set are reentered, not waited for.
+	a.mu.Lock()
+	var held []*dlock.Lock
+	for _, h := range a.handles {
+		if h.cid == args[0] && h.lock != nil {
+			held = append(held, h.lock)
+		}
+	}
+	a.mu.Unlock()
 	var m *dlock.MultiHold
+	lease := []dlock.Option{leaseOpt, dlock.WithHeld(held...)}
 	if cmd == "mlock" {
-		m, err = c.MultiLock(ctx, names, lease)
+		m, err = c.MultiLock(ctx, names, lease...)
 	} else {
 		var wait int
 		if wait, err = num(args[2]); err == nil {
-			m, err = c.TryMultiLock(ctx, names, time.Duration(wait)*time.Millisecond, lease)
+			m, err = c.TryMultiLock(ctx, names, time.Duration(wait)*time.Millisecond, lease...)
 			if errors.Is(err, dlock.ErrTimeout) {
 				return "timeout", nil
 			}
