@@ -485,6 +485,86 @@ int dlock_tryfairlock(dlock_t *d, const char *name, uint32_t wait_ms, uint32_t l
     return try_take(d, "TRYFAIRLOCK", name, wait_ms, lease_ms, fence, holds, ttl_ms);
 }
 
+/* Checks a multi-lock's names (DLOCK_EARGS: n out of range or a name twice;
+ * DLOCK_ENAME) and writes "<n> <name1> ... <name_n>" into buf. Returns the
+ * length, or a negative code (DLOCK_ETOOLONG when it does not fit). */
+static int mnames(char *buf, size_t cap, size_t n, const char *const *names) {
+    if (n == 0 || n > DLOCK_MNAMES_MAX || names == NULL) return DLOCK_EARGS;
+    for (size_t i = 0; i < n; i++) {
+        if (names[i] == NULL || !name_ok(names[i])) return DLOCK_ENAME;
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(names[i], names[j]) == 0) return DLOCK_EARGS;
+    }
+    int len = snprintf(buf, cap, "%zu", n);
+    for (size_t i = 0; i < n && (size_t)len < cap; i++)
+        len += snprintf(buf + len, cap - (size_t)len, " %s", names[i]);
+    return (size_t)len < cap ? len : DLOCK_ETOOLONG;
+}
+
+/* Parses "OK <v1> ... <v_n>" (n numbers, nothing more) into v (may be NULL). */
+static int parse_list(const dlock_t *d, size_t n, uint64_t *v) {
+    const char *p = d->line + 2;
+    for (size_t i = 0; i < n; i++) {
+        char word[24];
+        size_t len;
+        if (*p != ' ') return DLOCK_EPROTO;
+        p++;
+        len = strcspn(p, " ");
+        uint64_t x;
+        if (len == 0 || len >= sizeof(word)) return DLOCK_EPROTO;
+        memcpy(word, p, len);
+        word[len] = '\0';
+        if (parse_u64(word, &x) != 0) return DLOCK_EPROTO;
+        if (v) v[i] = x;
+        p += len;
+    }
+    return *p == '\0' ? 0 : DLOCK_EPROTO;
+}
+
+/* MLOCK (wait_ms < 0) or TRYMLOCK. */
+static int mtake(dlock_t *d, size_t n, const char *const *names, long long wait_ms,
+                 uint32_t lease_ms, uint64_t *fences, long long *ttl_ms) {
+    char line[DLOCK_LINE_MAX + 1], undo[DLOCK_LINE_MAX + 1];
+    int len = mnames(undo + 8, sizeof(undo) - 8, n, names);
+    if (len < 0) return len;
+    if (wait_ms > 2147483647 || lease_ms > 2147483647u) return DLOCK_EARGS;
+    memcpy(undo, "MUNLOCK ", 8);
+    if (wait_ms < 0)
+        len = snprintf(line, sizeof(line), "MLOCK %s %u", undo + 8, lease_ms);
+    else
+        len = snprintf(line, sizeof(line), "TRYMLOCK %s %lld %u", undo + 8, wait_ms, lease_ms);
+    if ((size_t)len >= sizeof(line)) return DLOCK_ETOOLONG;
+    int r = wait_ms != 0 ? roundtrip_wait(d, line, undo) : roundtrip(d, line);
+    if (r == DLOCK_ETIMEOUT && ttl_ms != NULL && sscanf(d->line, "TIMEOUT %lld", ttl_ms) != 1)
+        *ttl_ms = -1;
+    return r == 0 ? parse_list(d, n, fences) : r;
+}
+
+int dlock_mlock(dlock_t *d, size_t n, const char *const *names, uint32_t lease_ms,
+                uint64_t *fences) {
+    return mtake(d, n, names, -1, lease_ms, fences, NULL);
+}
+
+int dlock_trymlock(dlock_t *d, size_t n, const char *const *names, uint32_t wait_ms,
+                   uint32_t lease_ms, uint64_t *fences, long long *ttl_ms) {
+    return mtake(d, n, names, wait_ms, lease_ms, fences, ttl_ms);
+}
+
+int dlock_munlock(dlock_t *d, size_t n, const char *const *names, uint32_t *holds_left) {
+    char line[DLOCK_LINE_MAX + 1];
+    uint64_t left[DLOCK_MNAMES_MAX];
+    int len = mnames(line + 8, sizeof(line) - 8, n, names);
+    if (len < 0) return len;
+    memcpy(line, "MUNLOCK ", 8);
+    int r = roundtrip(d, line);
+    if (r == 0) r = parse_list(d, n, left);
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        if (left[i] > UINT32_MAX) return DLOCK_EPROTO;
+        if (holds_left) holds_left[i] = (uint32_t)left[i];
+    }
+    return r;
+}
+
 /* Parses "OK <n>" (a count of permits, SEMINIT's 0 or 1). */
 static int parse_count(const dlock_t *d, uint32_t *n) {
     unsigned v;

@@ -28,6 +28,7 @@ extern "C" {
 #define DLOCK_VALUE_MAX      255    /* bytes in a leader's value */
 #define DLOCK_LINE_MAX       4096   /* longest reply line accepted */
 #define DLOCK_PERMITS_MAX    10000  /* permits in one ACQUIRE or RELEASE */
+#define DLOCK_MNAMES_MAX     64     /* names in one MLOCK, TRYMLOCK or MUNLOCK */
 
 /* Every error: enum, name and message come from one table. New codes go
  * at the end, so that the values of the others never change.
@@ -135,6 +136,30 @@ int dlock_unlock(dlock_t *d, const char *name, uint32_t *holds_left);
 /* Resets the lease (0: the lock's own); *ttl_ms is the new lease. Also
  * for the permits this connection holds of a semaphore. */
 int dlock_renew(dlock_t *d, const char *name, uint32_t lease_ms, long long *ttl_ms);
+/* Multi-name locks: all n names (1..DLOCK_MNAMES_MAX, no name twice;
+ * otherwise DLOCK_EARGS) at once, or none. The wait holds none of them, so
+ * two callers taking overlapping sets in any order cannot deadlock. Each
+ * name granted is an ordinary plain-lock hold of this connection, as
+ * dlock_lock()'s: dlock_unlock() releases it, dlock_status() shows it, and a
+ * name already held counts as a reentry (its fence is the hold's). The
+ * names share lease_ms (0: the watchdog); a name lost reaches the lost
+ * callback alone and leaves the others held. The request must fit one
+ * line (DLOCK_LINE_MAX; dlockd's max_line): else DLOCK_ETOOLONG.
+ *
+ * Waits as long as it takes; fences[i] (n of them; may be NULL) is
+ * names[i]'s fence. dlock_cancel() withdraws the wait as on dlock_lock():
+ * DLOCK_ECANCELLED, holding none of the names. */
+int dlock_mlock(dlock_t *d, size_t n, const char *const *names, uint32_t lease_ms,
+                uint64_t *fences);
+/* Waits at most wait_ms; DLOCK_ETIMEOUT if not all acquired (none is then
+ * held), with the longest remaining lease it saw in *ttl_ms (-1 unknown)
+ * when ttl_ms is not NULL. */
+int dlock_trymlock(dlock_t *d, size_t n, const char *const *names, uint32_t wait_ms,
+                   uint32_t lease_ms, uint64_t *fences, long long *ttl_ms);
+/* Drops one hold of each name; holds_left[i] (may be NULL) is what remains
+ * of names[i]. DLOCK_ENOTHELD, releasing nothing, if this connection does
+ * not hold one of them. */
+int dlock_munlock(dlock_t *d, size_t n, const char *const *names, uint32_t *holds_left);
 /* Read/write locks: any number of owners may hold read holds at once, a
  * write hold excludes every other hold. They take, wait and time out as
  * dlock_lock(), dlock_trylock() and dlock_unlock() do, and are released
@@ -264,10 +289,10 @@ int dlock_request(dlock_t *d, const char *line, char *buf, size_t len);
 
 /* Withdraws the wait of the waiting call blocked on d now: dlock_lock(),
  * dlock_rlock(), dlock_wlock(), dlock_fairlock(), dlock_acquire(),
- * dlock_elect(), or a dlock_try*() with a wait_ms above 0. That call then
- * returns DLOCK_ECANCELLED holding nothing: when the grant raced the
- * cancel, it gives back what it got (one hold, its permits, or the
- * leadership) before returning. d
+ * dlock_elect(), dlock_mlock(), or a dlock_try*() with a wait_ms above 0.
+ * That call then returns DLOCK_ECANCELLED holding nothing: when the grant
+ * raced the cancel, it gives back what it got (one hold, its permits, the
+ * leadership, or one hold of each name) before returning. d
  * stays usable. Safe to call from another thread, and from a signal
  * handler (it sets an atomic flag and writes "CANCEL" with one send(2)).
  * Returns 1 if a wait was being cancelled, 0 if no waiting call was in

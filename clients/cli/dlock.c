@@ -41,6 +41,8 @@ static void usage(FILE *out) {
         "usage: dlock [-S SOCKET] [-s | -x | --fair | --permits N] [--seminit N]\n"
         "             [-n | -w SECONDS] [-E CODE] [-l LEASE_MS] [-k SECONDS] [-v]\n"
         "             NAME COMMAND [ARG...]\n"
+        "       dlock [-S SOCKET] [-n | -w SECONDS] [-E CODE] [-l LEASE_MS] [-k SECONDS] [-v]\n"
+        "             -m NAME [-m NAME...] [--] COMMAND [ARG...]\n"
         "       dlock [-S SOCKET] [-v] --seminit N NAME\n"
         "       dlock [-S SOCKET] --status NAME | --force-unlock NAME | --info | --ping\n"
         "       dlock [-S SOCKET] --who NAME | --metrics\n"
@@ -57,6 +59,9 @@ static void usage(FILE *out) {
         "              --permits)\n"
         "  --seminit N first give the semaphore NAME N permits, unless it has its\n"
         "              permits already; without COMMAND, only that\n"
+        "  -m NAME     take NAME and the other -m names together, all or none (up to\n"
+        "              %d; --multi); COMMAND gets DLOCK_NAMES and DLOCK_FENCES (the\n"
+        "              names and their fences, space-separated, in the order given)\n"
         "  -n          fail at once if the lock is held (or the permits are not free)\n"
         "  -w SECONDS  give up after SECONDS (fractions allowed)\n"
         "  -E CODE     exit code when -n or -w could not get the lock (default 1)\n"
@@ -74,7 +79,7 @@ static void usage(FILE *out) {
         "(a semaphore), and DLOCK_LEADER_VALUE (a leadership), in its environment.\n"
         "-s used to name the socket: use -S (--socket).\n"
         "See dlock(1).\n",
-        DLOCK_DEFAULT_SOCKET, DLOCK_PERMITS_MAX);
+        DLOCK_DEFAULT_SOCKET, DLOCK_PERMITS_MAX, DLOCK_MNAMES_MAX);
 }
 
 /* Prints "dlock: <before>'<arg>'<after>" (arg quoted only when given). */
@@ -214,6 +219,8 @@ static void on_signal(int sig) {
 
 typedef struct run_s {
     const char *name;
+    const char *const *names;  /* -m: every name held (n of them), else NULL */
+    size_t n;
     const char *what;  /* "lock" or "leadership of" */
     int lost_code;     /* dlock's exit code once lost */
     int lost;          /* the lock can no longer be counted on */
@@ -221,8 +228,10 @@ typedef struct run_s {
 
 static void on_lost(dlock_t *d, const char *name, const char *reason, void *data) {
     run_t *run = data;
+    int ours = strcmp(name, run->name) == 0;
     (void)d;
-    if (strcmp(name, run->name) != 0) return;
+    for (size_t i = 0; i < run->n && !ours; i++) ours = strcmp(name, run->names[i]) == 0;
+    if (!ours) return;
     fprintf(stderr, "dlock: %s %s lost (%s): stopping the command\n", run->what, name, reason);
     run->lost = 1;
 }
@@ -538,6 +547,51 @@ static int elect(const char *sock, run_t *run, const char *value, uint32_t lease
     return code;
 }
 
+/* -m NAME...: takes every name at once (MLOCK or TRYMLOCK), runs argv
+ * with DLOCK_NAMES and DLOCK_FENCES, and releases them all when it exits. */
+static int multi(const char *sock, run_t *run, long long wait, uint32_t lease_ms,
+                 uint32_t conflict, char **argv, uint32_t grace_ms, int verbose) {
+    uint64_t fences[DLOCK_MNAMES_MAX];
+    char names[DLOCK_MNAMES_MAX * (DLOCK_NAME_MAX + 1) + 1], list[DLOCK_MNAMES_MAX * 21 + 1];
+    size_t nlen = 0, flen = 0;
+    dlock_t *d = connect_or_say(sock);
+    if (d == NULL) return EXIT_UNAVAILABLE;
+    dlock_set_lost_cb(d, on_lost, run);
+    int r = wait < 0 ? dlock_mlock(d, run->n, run->names, lease_ms, fences)
+                     : dlock_trymlock(d, run->n, run->names, (uint32_t)wait, lease_ms, fences,
+                                      NULL);
+    if (r == DLOCK_ETIMEOUT) {
+        dlock_close(d);
+        return (int)conflict;
+    }
+    if (r != 0) {
+        fprintf(stderr, "dlock: %s%s: %s\n", run->names[0], run->n > 1 ? " ..." : "",
+                r == DLOCK_EKIND ? "one of the names is held as a read/write lock, a "
+                                   "semaphore, a fair lock or an election (-m takes plain "
+                                   "locks)"
+                : r == DLOCK_ETOOLONG ? "the names do not fit one request line (4096 bytes)"
+                : dlock_strerror(r));
+        dlock_close(d);
+        return r == DLOCK_ETOOLONG ? EXIT_USAGE : exit_for(r);
+    }
+    for (size_t i = 0; i < run->n; i++) {
+        nlen += (size_t)snprintf(names + nlen, sizeof(names) - nlen, "%s%s", i ? " " : "",
+                                 run->names[i]);
+        flen += (size_t)snprintf(list + flen, sizeof(list) - flen, "%s%llu", i ? " " : "",
+                                 (unsigned long long)fences[i]);
+    }
+    setenv("DLOCK_NAMES", names, 1);
+    setenv("DLOCK_FENCES", list, 1);
+    /* An outer dlock's must not show through. */
+    unsetenv("DLOCK_NAME");
+    unsetenv("DLOCK_FENCE");
+    unsetenv("DLOCK_PERMITS");
+    if (verbose) fprintf(stderr, "dlock: %s: acquired (fences %s)\n", names, list);
+    int code = run_child(d, run, argv, grace_ms);
+    dlock_close(d); /* releases every name */
+    return code;
+}
+
 /* --seminit: SEMINIT NAME PERMITS. 0, or dlock's exit code after saying why. */
 static int seminit(dlock_t *d, const char *name, uint32_t permits, int verbose) {
     int set = 0;
@@ -558,6 +612,8 @@ int main(int argc, char **argv) {
     enum { OPT_STATUS = 256, OPT_FORCE, OPT_INFO, OPT_PING, OPT_VERSION, OPT_METRICS, OPT_WHO,
            OPT_PERMITS, OPT_SEMINIT, OPT_FAIR, OPT_ELECT, OPT_VALUE, OPT_OBSERVE,
            OPT_LEADER };
+    const char *mnames[DLOCK_MNAMES_MAX];
+    size_t nm = 0;
     static const struct option longopts[] = {
         {"status", required_argument, NULL, OPT_STATUS},
         {"force-unlock", required_argument, NULL, OPT_FORCE},
@@ -578,6 +634,7 @@ int main(int argc, char **argv) {
         {"value", required_argument, NULL, OPT_VALUE},
         {"observe", required_argument, NULL, OPT_OBSERVE},
         {"leader", required_argument, NULL, OPT_LEADER},
+        {"multi", required_argument, NULL, 'm'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -592,7 +649,7 @@ int main(int argc, char **argv) {
     int leader_once = 0;
 
     /* '+': stop at the first non-option, so COMMAND keeps its own options. */
-    while ((opt = getopt_long(argc, argv, "+S:sxnw:E:l:k:vh", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "+S:sxnw:E:l:k:vhm:", longopts, NULL)) != -1) {
         switch (opt) {
         case 'S': sock = optarg; break;
         case 's': shared = 1; break;
@@ -612,6 +669,20 @@ int main(int argc, char **argv) {
                 return usage_error("--seminit: ", optarg,
                                    " is not a number of permits (0-2147483647)");
             have_seminit = 1;
+            break;
+        case 'm':
+            if (optarg[0] == '\0' || strlen(optarg) > DLOCK_NAME_MAX ||
+                strpbrk(optarg, " \t\r\n") != NULL)
+                return usage_error("-m: ", optarg, " is not a lock name");
+            for (size_t i = 0; i < nm; i++)
+                if (strcmp(mnames[i], optarg) == 0)
+                    return usage_error("-m: ", optarg, " is given twice");
+            if (nm == DLOCK_MNAMES_MAX) {
+                char most[48];
+                snprintf(most, sizeof(most), "at most %d -m names", DLOCK_MNAMES_MAX);
+                return usage_error(most, NULL, NULL);
+            }
+            mnames[nm++] = optarg;
             break;
         case 'n': nonblock = 1; break;
         case 'w':
@@ -690,6 +761,16 @@ int main(int argc, char **argv) {
         return elect(sock, &run, value, lease_ms, argv + optind, grace_ms, verbose);
     }
     if (nonblock && have_wait) return usage_error("-n and -w exclude each other", NULL, NULL);
+    if (nm > 0) {
+        if (shared || exclusive || fair || permits || have_seminit)
+            return usage_error("-m excludes -s, -x, --fair, --permits and --seminit", NULL,
+                               NULL);
+        if (optind == argc) return usage_error("missing COMMAND", NULL, NULL);
+        run_t run = {.name = mnames[0], .names = mnames, .n = nm, .what = "lock",
+                     .lost_code = EXIT_LOST};
+        long long wait = nonblock ? 0 : have_wait ? (long long)wait_ms : -1;
+        return multi(sock, &run, wait, lease_ms, conflict, argv + optind, grace_ms, verbose);
+    }
     if (shared && exclusive) return usage_error("-s and -x exclude each other", NULL, NULL);
     if (fair && (shared || exclusive || permits || have_seminit))
         return usage_error("--fair excludes -s, -x, --permits and --seminit", NULL, NULL);

@@ -34,7 +34,7 @@ def err_kind(e):
     if isinstance(e, dlock.ConnectionClosed):
         return "closed"
     if isinstance(e, dlock.BadRequest):
-        if e.code == "NAME" or (e.code is None and "name" in e.message):
+        if e.code == "NAME" or (e.code is None and "lock name" in e.message):
             return "name"
         return "args"
     return {dlock.KindError: "kind", dlock.NotHeld: "notheld", dlock.LockLost: "notheld",
@@ -47,6 +47,8 @@ class Handle(object):
         self.cid, self.name, self.kind, self.lease = cid, name, kind, lease
         self.permits = permits
         self.live = True
+        self.names = ()         # a multi-lock's
+        self.mlock = None
 
 
 class Worker(object):
@@ -149,7 +151,7 @@ class Adapter(object):
     def lost_name(self, cid, name, reason):
         with self.lock:
             hs = [(hid, h) for hid, h in self.handles.items()
-                  if h.cid == cid and h.name == name and h.live]
+                  if h.cid == cid and h.live and (h.name == name or name in h.names)]
             for hid, h in hs:
                 h.live = False
         for hid, _ in hs:
@@ -182,6 +184,17 @@ class Adapter(object):
             except dlock.Timeout:
                 return ["timeout"]
             return self.grant(hid, cid, name, "lock", lease, got)
+        if op in ("mlock", "trymlock"):
+            k = 3 if op == "trymlock" else 2    # names start after lease (and wait)
+            hid, nums, names = args[0], [int(w) for w in args[1:k]], args[k:]
+            try:
+                m = c.mlock(names, nums[0]) if op == "mlock" else c.trymlock(names, *nums)
+            except dlock.Timeout:
+                return ["timeout"]
+            with self.lock:
+                h = self.handles[hid] = Handle(cid, None, "mlock", nums[-1])
+                h.names, h.mlock = tuple(m.names), m
+            return ["ok"] + m.fences
         if op == "close":
             c.close()
             self.lost_all(cid, "closed")
@@ -243,6 +256,10 @@ class Adapter(object):
             return ["ok", left]
         if op == "renew":
             return ["ok", c.renew(h.name, int(args[0]))]
+        if op == "munlock":
+            left = h.mlock.unlock()
+            h.live = False
+            return ["ok"] + left
         if op == "resign":
             was = h.leadership.resign()
             h.live = False
@@ -312,7 +329,7 @@ class Adapter(object):
                 return ["ok"]
             w.put(rid, unobserve)
             return
-        if op in ("reenter", "unlock", "renew", "release", "resign"):
+        if op in ("reenter", "unlock", "renew", "release", "resign", "munlock"):
             h = self.handles.get(args[0])
             if h is None:
                 say(rid, "err", "notheld", "no handle", args[0])

@@ -29,13 +29,17 @@ raises Cancelled.
         with c.fair_lock("payroll") as fence:
             ...
 
+    with dlock.Client() as c:       # several names at once, all or none
+        with c.mlock(["acct-1", "acct-2"]) as m:
+            ...         # m.fences: one per name, in the order given
+
     with dlock.Client() as c:       # a counting semaphore
         c.seminit("transcode", 4)       # its permits, set once for every user
         with c.semaphore("transcode", 2):   # 2 of the 4 while inside
             ...
 
-A waiting request (lock, rlock, wlock, fairlock, acquire, or a try... with a
-wait) holds the connection until it is answered; Client.cancel() from
+A waiting request (lock, rlock, wlock, fairlock, acquire, mlock, or a try...
+with a wait) holds the connection until it is answered; Client.cancel() from
 another thread withdraws it:
 
     c = dlock.Client()
@@ -82,6 +86,7 @@ __all__ = [
     "LimitError", "Denied", "KindError", "Cancelled", "LockLost", "ConnectionClosed",
     "ConnectFailed", "ProtocolError", "Client", "Lock", "ClientLock", "ClientSemaphore",
     "validate_name", "PERMITS_MAX", "VALUE_MAX", "Leadership", "Observation",
+    "MNAMES_MAX", "MultiLock",
 ]
 
 DEFAULT_SOCKET = "/run/dlockd/dlockd.sock"
@@ -90,6 +95,7 @@ NAME_MAX = 255                 # bytes in a lock name
 NUM_MAX = 2147483647           # largest number the protocol accepts
 PERMITS_MAX = 10000            # permits in one ACQUIRE or RELEASE
 VALUE_MAX = 255                # bytes in a leader's value
+MNAMES_MAX = 64                # names in one MLOCK, TRYMLOCK or MUNLOCK
 _LINE_MAX = 65536              # longest line accepted from dlockd
 _RECV_SIZE = 4096              # a Client's read buffer (replies are short)
 _QUIT_TIMEOUT = 2.0            # seconds close() waits for "OK BYE"
@@ -719,7 +725,15 @@ class Client(object):
     def _cancelled(self, words, rw):
         """The request words was cancelled and answered rw: give back a
         grant that raced the cancel, and raise Cancelled."""
-        if rw[0] == "OK" and words[0] in _UNDO:
+        if rw[0] == "OK" and words[0] in ("MLOCK", "TRYMLOCK"):
+            n = int(words[1])
+            try:
+                self._call(["MUNLOCK"] + words[1:2 + n])
+            except ConnectionClosed:
+                raise
+            except DlockError:
+                pass    # lost meanwhile: nothing is held either way
+        elif rw[0] == "OK" and words[0] in _UNDO:
             undo = [_UNDO[words[0]], words[1]]
             if undo[0] == "RELEASE":
                 undo.append(words[2])
@@ -812,6 +826,58 @@ class Client(object):
     def wunlock(self, name):
         """WUNLOCK: drop one write hold; returns the write holds left."""
         return self._drop("WUNLOCK", name)
+
+    # Multi-name locks: all the names at once, or none; the wait holds none
+    # of them, so two owners taking overlapping sets in any order cannot
+    # deadlock. Each name granted is an ordinary plain-lock hold of this
+    # connection (unlock() releases it, status() shows it; a name already
+    # held counts as a reentry, with that hold's fence).
+
+    def _mwords(self, names):
+        names = [validate_name(n) for n in names]
+        if not 1 <= len(names) <= MNAMES_MAX:
+            raise BadRequest(None, "a multi-lock takes 1 to %d locks, not %d"
+                             % (MNAMES_MAX, len(names)))
+        if len(set(names)) != len(names):
+            raise BadRequest(None, "the same lock twice in one multi-lock")
+        return names, [str(len(names))] + names
+
+    def _mgrant(self, names, rw, lease_ms):
+        if rw[0] == "TIMEOUT":
+            raise Timeout(_to_int(rw[1]) if len(rw) > 1 else -1)
+        if len(rw) != len(names) + 1:
+            raise ProtocolError(None, "bad multi-lock grant: %r" % " ".join(rw))
+        return MultiLock(self, names, [_to_int(w) for w in rw[1:]], lease_ms)
+
+    def mlock(self, names, lease_ms=0):
+        """MLOCK: wait, as long as it takes, until this connection holds
+        every one of names (1 to MNAMES_MAX, none twice). Returns a
+        MultiLock (``with`` releases it; ``.fences`` in the order given).
+        The names share lease_ms (0: held while connected). cancel() from
+        another thread withdraws the wait, holding none of them."""
+        names, words = self._mwords(names)
+        lease_ms = _check_num("lease_ms", lease_ms)
+        return self._mgrant(names, self._call(["MLOCK"] + words + [str(lease_ms)],
+                                              unbounded=True), lease_ms)
+
+    def trymlock(self, names, wait_ms=0, lease_ms=0):
+        """TRYMLOCK: as mlock(), waiting at most wait_ms; raises Timeout
+        (with the longest remaining lease seen) holding none of them."""
+        names, words = self._mwords(names)
+        wait_ms = _check_num("wait_ms", wait_ms)
+        lease_ms = _check_num("lease_ms", lease_ms)
+        rw = self._call(["TRYMLOCK"] + words + [str(wait_ms), str(lease_ms)],
+                        wait=wait_ms / 1000.0)
+        return self._mgrant(names, rw, lease_ms)
+
+    def munlock(self, names):
+        """MUNLOCK: one hold less of each name; the holds left, a list in
+        the order given. NotHeld (nothing released) if one is not held."""
+        names, words = self._mwords(names)
+        rw = self._call(["MUNLOCK"] + words)
+        if len(rw) != len(names) + 1:
+            raise ProtocolError(None, "bad MUNLOCK reply: %r" % " ".join(rw))
+        return [_to_int(w) for w in rw[1:]]
 
     def read_lock(self, name, lease_ms=0):
         """A ClientLock for a read hold of name over this connection:
@@ -1478,6 +1544,110 @@ class ClientSemaphore(_Hold):
 
 
 # ---- leader election over a Client -------------------------------------
+
+class MultiLock(object):
+    """Several names held at once: what Client.mlock() and
+    Client.trymlock() return.
+
+        with client.mlock(["acct-1", "acct-2"]) as m:
+            transfer(m.fences)      # m.check() raises LockLost once one is lost
+
+    ``names`` and ``fences`` (in the order given); unlock() drops one hold
+    of each name (MUNLOCK) and returns the holds left, a list. A loss of
+    any of the names (its lease ran out, FORCEUNLOCK, Redis lost it, or
+    the connection ended: reason "closed") means the set is no longer all
+    held: check() raises LockLost for it, ``held`` is False from then on.
+    The other names stay held until unlock(). Leaving the ``with`` block
+    unlocks, and raises LockLost if a name was lost inside it (unless
+    another exception is already on its way).
+    """
+
+    def __init__(self, client, names, fences, lease_ms=0):
+        self.client = client
+        self.names = list(names)
+        self.fences = list(fences)
+        self.lease_ms = lease_ms
+        self.lost = None        # (name, reason), once one is lost
+        self._unlocked = False
+
+    def __repr__(self):
+        state = "lost" if self.lost else "unlocked" if self._unlocked else "held"
+        return "<dlock.MultiLock %s %s>" % (" ".join(self.names), state)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            try:
+                self.check()
+            finally:
+                if not self._unlocked and not self.client.closed:
+                    self.unlock()
+        except DlockError:
+            if exc_type is None:
+                raise
+        return False
+
+    def _seen(self):
+        """Take a loss of one of the names the client has read."""
+        c = self.client
+        if self.lost is None and not self._unlocked:
+            for name in self.names:
+                if name in c.lost:
+                    self.lost = (name, c.lost.pop(name))
+                    break
+
+    def check(self):
+        """Raise LockLost if dlockd reported one of the names lost (or the
+        connection ended: reason "closed"); never blocks."""
+        c = self.client
+        if self.lost is None and not self._unlocked:
+            if c.closed:
+                self.lost = (self.names[0], "closed")
+            else:
+                try:
+                    c._drain_events()
+                except DlockError:
+                    self.lost = (self.names[0], "closed")
+                self._seen()
+                if self.lost is None and c._eof:
+                    self.lost = (self.names[0], "closed")
+        if self.lost is not None:
+            raise LockLost(self.lost[0], self.lost[1], "lock %s of the set %s lost: %s"
+                           % (self.lost[0], " ".join(self.names), self.lost[1]))
+
+    @property
+    def held(self):
+        """True while every name is held (as far as dlockd has told)."""
+        try:
+            self.check()
+        except LockLost:
+            return False
+        return not self._unlocked
+
+    def unlock(self):
+        """MUNLOCK: one hold less of each name; the holds left, a list.
+        Releases what is still held even when a name was lost (then NotHeld
+        comes from dlockd for the lost one, and each other is unlocked)."""
+        if self._unlocked:
+            raise NotHeld(None, "the set %s was unlocked already" % " ".join(self.names))
+        c = self.client
+        self._seen()
+        try:
+            left = c.munlock(self.names)
+        except NotHeld:
+            if self.lost is None:
+                raise
+            left = []
+            for name in self.names:     # the lost name is gone; the others stay held
+                try:
+                    left.append(c.unlock(name))
+                except (NotHeld, LockLost):
+                    left.append(0)
+        self._unlocked = True
+        return left
+
 
 class Leadership(object):
     """A won campaign: what Client.elect() returns.

@@ -22,22 +22,25 @@ say() {
 
 # The job's handles: $handles lists them; h_<hid>_name, _kind, _lease, _live.
 handles=''
-hname='' hkind='' hlease='' hlive='' held='' last=0 cid='' oname='' olive=''
+hname='' hkind='' hlease='' hlive='' hnames='' held='' last=0 cid='' oname='' olive=''
 
-hset() { # hid name kind lease
-    eval "h_$1_name=\$2 h_$1_kind=\$3 h_$1_lease=\$4 h_$1_live=1"
+hset() { # hid name kind lease [names: an mlock's]
+    eval "h_$1_name=\$2 h_$1_kind=\$3 h_$1_lease=\$4 h_$1_live=1 h_$1_names=\${5-}"
     case " $handles " in *" $1 "*) ;; *) handles="$handles $1" ;; esac
 }
 
-hget() { # hid: hname hkind hlease hlive
+hget() { # hid: hname hkind hlease hlive hnames
     eval "hname=\${h_$1_name-} hkind=\${h_$1_kind-} hlease=\${h_$1_lease-} hlive=\${h_$1_live-}"
+    eval "hnames=\${h_$1_names-}"
 }
 
 # lost NAME REASON: every live handle of NAME (any with NAME "") is lost.
 lost() {
     for h in $handles; do
         hget "$h"
-        if [ "$hlive" = 1 ] && { [ -z "$1" ] || [ "$hname" = "$1" ]; }; then
+        mine=
+        case " $hnames " in *" $1 "*) mine=1 ;; esac
+        if [ "$hlive" = 1 ] && { [ -z "$1" ] || [ "$hname" = "$1" ] || [ -n "$mine" ]; }; then
             eval "h_${h}_live=0"
             say "* lost $h $2"
         fi
@@ -157,6 +160,32 @@ client_job() { # rid cid socket; commands on fd 3
             "dlock_$op" "$a3" "$a4" 2>/dev/null || rc=$?
             [ "$rc" = 0 ] && hset "$a2" "$a3" "$op" "$a4"
             answer "$r" "$rc" "$DLOCK_FENCE" "$DLOCK_HOLDS"
+            ;;
+        mlock | trymlock) # cid hid [wait] lease name...: a4 a5 hold the rest
+            if [ "$op" = mlock ]; then
+                nums=$a3 names="$a4${a5:+ $a5}"
+            else
+                nums="$a3 $a4" names=$a5
+            fi
+            set -f
+            # shellcheck disable=SC2086 # names and numbers are single words
+            set -- $names
+            n=$#
+            # shellcheck disable=SC2086
+            "dlock_$op" "$n" "$@" $nums 2>/dev/null || rc=$?
+            set +f
+            [ "$rc" = 0 ] && hset "$a2" "$1" mlock "${nums##* }" "$names"
+            answer "$r" "$rc" "$DLOCK_FENCES"
+            ;;
+        munlock)
+            hget "$a1"
+            set -f
+            # shellcheck disable=SC2086
+            set -- $hnames
+            set +f
+            dlock_munlock "$#" "$@" 2>/dev/null || rc=$?
+            [ "$rc" = 0 ] && eval "h_${a1}_live=0"
+            answer "$r" "$rc" "$DLOCK_HOLDS"
             ;;
         trylock)
             dlock_trylock "$a3" "$a4" "$a5" 2>/dev/null || rc=$?
@@ -278,7 +307,7 @@ while IFS=' ' read -r rid op a1 a2 rest; do
             say "$a1 err cancelled the client's job was ended"
         fi
         ;;
-    reenter | unlock | renew | release | resign)
+    reenter | unlock | renew | release | resign | munlock)
         eval "cid=\${hc_$a1-}"
         eval "rc_$rid=\$cid"
         send "$cid" "$rid $op $a1 $a2"
@@ -290,7 +319,8 @@ while IFS=' ' read -r rid op a1 a2 rest; do
         ;;
     *)
         case $op in
-        lock | rlock | wlock | fairlock | trylock | acquire | elect) eval "hc_$a2=\$a1" ;;
+        lock | rlock | wlock | fairlock | trylock | acquire | elect | mlock | trymlock)
+            eval "hc_$a2=\$a1" ;;
         observe) eval "oc_$a2=\$a1" ;;
         esac
         eval "rc_$rid=\$a1"

@@ -88,6 +88,22 @@
 #   dlock_release NAME PERMITS   give PERMITS back; DLOCK_HOLDS is the
 #                                permits still held (2, with ERR NOTHELD and
 #                                none released, when fewer are held)
+# Several names at once, all or none (the wait holds none of them, so two
+# scripts taking overlapping sets in any order cannot deadlock). N is how
+# many names follow (1-64, none twice), as on the wire. Each name granted
+# is an ordinary hold of this connection: dlock_unlock releases it,
+# dlock_status shows it, and a name already held counts as a reentry.
+#   dlock_mlock N NAME... [LEASE_MS]
+#                                wait for all N; DLOCK_FENCES is their fences,
+#                                space-separated, in the order given
+#   dlock_trymlock N NAME... [WAIT_MS [LEASE_MS]]
+#                                the same, or 1 after WAIT_MS (default 0),
+#                                holding none, with DLOCK_TTL
+#   dlock_munlock N NAME...      one hold less of each; DLOCK_HOLDS is the
+#                                holds left, space-separated (2, with ERR
+#                                NOTHELD and none released, when one is
+#                                not held)
+# A "!LOST NAME ..." is per name: the set's other names stay held.
 # dlock_renew renews the permits held of a semaphore too, and a "!LOST
 # NAME ..." of a semaphore means every permit held of it is gone.
 # Leader election (one connection leads a name at a time; its VALUE, a word
@@ -156,6 +172,7 @@ if [ -z "${_dlock_loaded-}" ]; then
     _dlock_loaded=1
     DLOCK_REPLY=''
     DLOCK_FENCE=''
+    DLOCK_FENCES=''
     DLOCK_HOLDS=''
     DLOCK_TTL=''
     DLOCK_STATE=''
@@ -555,6 +572,85 @@ dlock_trylock() {
 # dlock_unlock NAME: drop one hold; DLOCK_HOLDS is what is left (0: free).
 dlock_unlock() {
     _dlock_drop UNLOCK "dlock_unlock NAME" "$@"
+}
+
+# _dlock_mcheck NUMBERS USAGE N NAME... [NUMBER...]: N is 1-64, N distinct
+# names follow, then at most as many numbers as NUMBERS names ("WAIT_MS
+# LEASE_MS"). Words in a multi-lock request, as they go on the wire.
+_dlock_mcheck() {
+    _dlock_labels="$1 " _dlock_usage=$2
+    shift 2
+    case ${1-} in
+    '' | *[!0-9]* | ???*) _dlock_mn=0 ;;
+    *) _dlock_mn=$1 ;;
+    esac
+    if [ "$_dlock_mn" -lt 1 ] || [ "$_dlock_mn" -gt 64 ]; then
+        DLOCK_REPLY="ERR ARGS a multi-lock takes 1 to 64 names"
+        _dlock_err "bad number of names '${1-}' (1-64)"
+        return 2
+    fi
+    shift
+    case $_dlock_labels in
+    ' ') _dlock_i=0 ;;
+    *' '*' '*) _dlock_i=2 ;;
+    *) _dlock_i=1 ;;
+    esac
+    _dlock_argc "$_dlock_mn" $((_dlock_mn + _dlock_i)) $# "$_dlock_usage" || return 2
+    _dlock_seen=$_dlock_nl _dlock_i=0
+    for _dlock_x in "$@"; do
+        _dlock_i=$((_dlock_i + 1))
+        if [ "$_dlock_i" -gt "$_dlock_mn" ]; then
+            _dlock_num "${_dlock_labels%% *}" "$_dlock_x" || return 2
+            _dlock_labels=${_dlock_labels#* }
+            continue
+        fi
+        _dlock_name "$_dlock_x" || return 2
+        case $_dlock_seen in
+        *"$_dlock_nl$_dlock_x$_dlock_nl"*)
+            DLOCK_REPLY="ERR ARGS a name twice in one multi-lock"
+            _dlock_err "lock '$_dlock_x' named twice"
+            return 2
+            ;;
+        esac
+        _dlock_seen="$_dlock_seen$_dlock_x$_dlock_nl"
+    done
+}
+
+# dlock_mlock N NAME... [LEASE_MS]: wait for all N names (as long as it
+# takes); DLOCK_FENCES is their fences in the order given.
+dlock_mlock() {
+    DLOCK_FENCES='' DLOCK_FENCE='' DLOCK_HOLDS=''
+    _dlock_mcheck LEASE_MS "dlock_mlock N NAME... [LEASE_MS]" "$@" || return 2
+    _dlock_rc=0
+    _dlock_run MLOCK "$@" || _dlock_rc=$?
+    if [ "$_dlock_rc" -eq 0 ]; then DLOCK_FENCES=${DLOCK_REPLY#OK }; fi
+    return "$_dlock_rc"
+}
+
+# dlock_trymlock N NAME... [WAIT_MS [LEASE_MS]]: 0 with all N names, 1 on
+# TIMEOUT (holding none of them; DLOCK_TTL from the reply).
+dlock_trymlock() {
+    DLOCK_FENCES='' DLOCK_FENCE='' DLOCK_HOLDS='' DLOCK_TTL=''
+    _dlock_mcheck "WAIT_MS LEASE_MS" "dlock_trymlock N NAME... [WAIT_MS [LEASE_MS]]" \
+        "$@" || return 2
+    _dlock_rc=0
+    _dlock_run TRYMLOCK "$@" || _dlock_rc=$?
+    case $_dlock_rc in
+    0) DLOCK_FENCES=${DLOCK_REPLY#OK } ;;
+    1) DLOCK_TTL=${DLOCK_REPLY#TIMEOUT } ;;
+    esac
+    return "$_dlock_rc"
+}
+
+# dlock_munlock N NAME...: one hold less of each; DLOCK_HOLDS is the holds
+# left, in the order given.
+dlock_munlock() {
+    DLOCK_HOLDS=''
+    _dlock_mcheck "" "dlock_munlock N NAME..." "$@" || return 2
+    _dlock_rc=0
+    _dlock_run MUNLOCK "$@" || _dlock_rc=$?
+    if [ "$_dlock_rc" -eq 0 ]; then DLOCK_HOLDS=${DLOCK_REPLY#OK }; fi
+    return "$_dlock_rc"
 }
 
 # dlock_rlock NAME [LEASE_MS]: wait for a read hold (shared with readers).

@@ -17,7 +17,8 @@
 
 #define MAX_CLIENTS 64
 #define MAX_HANDLES 256
-#define MAX_ARGS 8
+#define MAX_ARGS (DLOCK_MNAMES_MAX + 16)  /* an mlock of 65 names, and its words */
+#define CMD_MAX 16384                      /* bytes in a command line */
 #define ID_MAX 64
 
 typedef struct cmd_s {
@@ -25,7 +26,7 @@ typedef struct cmd_s {
     char rid[ID_MAX];
     int argc;             /* words after the rid: argv[0] is the command */
     char *argv[MAX_ARGS];
-    char buf[1024];
+    char buf[CMD_MAX];
 } cmd_t;
 
 typedef struct client_s {
@@ -43,9 +44,12 @@ typedef struct handle_s {
     char hid[ID_MAX];
     client_t *c;
     char name[DLOCK_NAME_MAX + 1];
-    char kind[16];        /* lock, rlock, wlock, fairlock, sem */
+    char kind[16];        /* lock, rlock, wlock, fairlock, sem, elect, mlock */
     uint32_t lease;
     int live;
+    size_t mn;            /* mlock: its names, mnames[i] in mbuf */
+    const char *mnames[DLOCK_MNAMES_MAX];
+    char *mbuf;
 } handle_t;
 
 /* An observation: dlock_observe() of name on c, reported as oid. */
@@ -98,7 +102,9 @@ static void lost(client_t *c, const char *name, const char *reason) {
     pthread_mutex_lock(&handles_mu);
     for (int i = 0; i < nhandles; i++) {
         handle_t *h = &handles[i];
-        if (h->c == c && h->live && (name == NULL || strcmp(h->name, name) == 0)) {
+        int mine = name == NULL || (h->mn == 0 && strcmp(h->name, name) == 0);
+        for (size_t j = 0; j < h->mn && !mine; j++) mine = strcmp(h->mnames[j], name) == 0;
+        if (h->c == c && h->live && mine) {
             h->live = 0;
             say("* lost %s %s", h->hid, reason);
         }
@@ -173,8 +179,45 @@ static void handle_add(const char *hid, client_t *c, const char *name, const cha
         h->c = c;
         h->lease = lease;
         h->live = 1;
+        h->mn = 0;
     }
     pthread_mutex_unlock(&handles_mu);
+}
+
+/* An mlock's handle: its n names, copied. */
+static void mhandle_add(const char *hid, client_t *c, size_t n, char **names) {
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) len += strlen(names[i]) + 1;
+    char *buf = malloc(len), *p = buf;
+    if (buf == NULL) abort();
+    handle_add(hid, c, names[0], "mlock", 0);
+    pthread_mutex_lock(&handles_mu);
+    handle_t *h = NULL;
+    for (int i = 0; i < nhandles; i++)
+        if (strcmp(handles[i].hid, hid) == 0) h = &handles[i];
+    if (h != NULL) {
+        free(h->mbuf);
+        h->mbuf = buf;
+        for (size_t i = 0; i < n; i++) {
+            size_t l = strlen(names[i]) + 1;
+            memcpy(p, names[i], l);
+            h->mnames[i] = p;
+            p += l;
+        }
+        h->mn = n;
+    } else {
+        free(buf);
+    }
+    pthread_mutex_unlock(&handles_mu);
+}
+
+/* "<rid> ok <v1> ... <v_n>". */
+static void say_list(const char *rid, size_t n, const uint64_t *v) {
+    char out[DLOCK_MNAMES_MAX * 21 + ID_MAX + 8];
+    int len = snprintf(out, sizeof(out), "%s ok", rid);
+    for (size_t i = 0; i < n; i++)
+        len += snprintf(out + len, sizeof(out) - (size_t)len, " %llu", (unsigned long long)v[i]);
+    say("%s", out);
 }
 
 /* A number word; -1 if it is none (or above UINT32_MAX). */
@@ -263,7 +306,7 @@ static void run(client_t *c, cmd_t *m) {
     handle_t *h = NULL;
 
     if (strcmp(op, "reenter") == 0 || strcmp(op, "unlock") == 0 || strcmp(op, "renew") == 0 ||
-        strcmp(op, "release") == 0 || strcmp(op, "resign") == 0) {
+        strcmp(op, "release") == 0 || strcmp(op, "resign") == 0 || strcmp(op, "munlock") == 0) {
         h = handle_find(a[0]);
     }
     if (c->d == NULL) {
@@ -285,6 +328,37 @@ static void run(client_t *c, cmd_t *m) {
             return;
         }
         if (r == 0) handle_add(a[1], c, a[2], "lock", (uint32_t)lease);
+    } else if ((strcmp(op, "mlock") == 0 && n >= 3) || (strcmp(op, "trymlock") == 0 && n >= 4)) {
+        int try = op[0] == 't';
+        long long wait = try ? num(a[2]) : -1, lease = num(a[2 + try]);
+        size_t mn = (size_t)(n - 3 - try);
+        const char *names[MAX_ARGS];
+        for (size_t i = 0; i < mn; i++) names[i] = a[3 + try + i];
+        uint64_t fences[DLOCK_MNAMES_MAX];
+        long long ttl;
+        if ((try && wait < 0) || lease < 0) goto bad_args;
+        if (try)
+            r = dlock_trymlock(c->d, mn, names, (uint32_t)wait, (uint32_t)lease, fences, &ttl);
+        else
+            r = dlock_mlock(c->d, mn, names, (uint32_t)lease, fences);
+        if (r == DLOCK_ETIMEOUT) {
+            say("%s timeout", rid);
+            return;
+        }
+        if (r == 0) {
+            mhandle_add(a[1], c, mn, a + 3 + try);
+            say_list(rid, mn, fences);
+            return;
+        }
+    } else if (strcmp(op, "munlock") == 0 && h != NULL && h->mn > 0) {
+        uint32_t left[DLOCK_MNAMES_MAX];
+        uint64_t out[DLOCK_MNAMES_MAX];
+        if ((r = dlock_munlock(c->d, h->mn, h->mnames, left)) == 0) {
+            h->live = 0;
+            for (size_t i = 0; i < h->mn; i++) out[i] = left[i];
+            say_list(rid, h->mn, out);
+            return;
+        }
     } else if (strcmp(op, "reenter") == 0 && h != NULL) {
         r = take_of(h->kind)(c->d, h->name, h->lease, &fence, &holds);
     } else if (strcmp(op, "unlock") == 0 && h != NULL) {
@@ -394,7 +468,7 @@ static void run(client_t *c, cmd_t *m) {
         if ((r = contend(c, rid, (int)tasks, (int)names, (int)rounds, a[4])) == 0) return;
     } else if (h == NULL && (strcmp(op, "reenter") == 0 || strcmp(op, "unlock") == 0 ||
                              strcmp(op, "renew") == 0 || strcmp(op, "release") == 0 ||
-                             strcmp(op, "resign") == 0)) {
+                             strcmp(op, "resign") == 0 || strcmp(op, "munlock") == 0)) {
         say("%s err notheld no handle %s", rid, a[0]);
         return;
     } else {
@@ -531,7 +605,7 @@ static void connect_client(const char *rid, const char *cid, const char *path) {
 }
 
 int main(void) {
-    char line[1024];
+    static char line[CMD_MAX];
     say("* ready");
     while (fgets(line, sizeof(line), stdin) != NULL) {
         cmd_t *m = calloc(1, sizeof(*m));
@@ -562,7 +636,7 @@ int main(void) {
             say("%s err other no observation %s", m->rid, m->argv[1]);
         } else if (m->argc >= 2 && (strcmp(op, "reenter") == 0 || strcmp(op, "unlock") == 0 ||
                                     strcmp(op, "renew") == 0 || strcmp(op, "release") == 0 ||
-                                    strcmp(op, "resign") == 0)) {
+                                    strcmp(op, "resign") == 0 || strcmp(op, "munlock") == 0)) {
             handle_t *h = handle_find(m->argv[1]);
             if (h != NULL) {
                 enqueue(h->c, m);

@@ -869,12 +869,181 @@ def election_bad_input(t):
         raise Fail("resign did not answer ok 1")
 
 
+# ---- multi-name locks ----
+
+def mlock_all_or_nothing(t):
+    a = t.a
+    x, y, z = t.name(), t.name(), t.name()
+    a.call("connect", "ca", t.sock)
+    a.call("connect", "cb", t.sock)
+    fy, _ = a.call("lock", "ca", "hy", y, 0, n=2)
+    rid = a.send("mlock", "cb", "m", 0, x, y, z)
+    wait_waiters(t.sock, 1)
+    # B waits holding nothing: x and z are free, not taken by B.
+    for name in (x, z):
+        st = a.call("status", "ca", name)
+        if st != ["FREE"]:
+            raise Fail("status of %s while B's mlock waits: %r, expected FREE" % (name, st))
+    if a.answered(rid):
+        raise Fail("B's mlock was answered %r while A held %s" % (a.answer(rid), y))
+    a.call("unlock", "hy", n=1)
+    fences = a.ok(rid, 3)
+    if any(not isinstance(f, int) or f <= 0 for f in fences) or fences[1] <= fy:
+        raise Fail("mlock fences %s: expected three fences > 0, %s's above A's %s"
+                   % (fences, y, fy))
+    for name in (x, y, z):
+        st = a.call("status", "ca", name)
+        if st[:1] != ["TAKEN"]:
+            raise Fail("status of %s while B holds the set: %r, expected TAKEN" % (name, st))
+    if a.call("munlock", "m", n=3) != [0, 0, 0]:
+        raise Fail("munlock of the set did not answer 0 0 0")
+    no_lost(a, "m")
+
+
+def mlock_reentry_and_unlock(t):
+    a, x, y = t.a, t.name(), t.name()
+    a.call("connect", "c", t.sock)
+    fx, _ = a.call("lock", "c", "h", x, 0, n=2)
+    fences = a.call("mlock", "c", "m", 0, x, y, n=2)
+    if fences[0] != fx or fences[1] <= 0:
+        raise Fail("mlock of %s (held) and %s: fences %s, expected %s (the hold's) and a "
+                   "fence > 0" % (x, y, fences, fx))
+    st = a.call("status", "c", x)
+    if st[:2] != ["MINE", 2] or st[-1] != fx:
+        raise Fail("status of %s after the reentry: %r, expected MINE 2 <ttl> %s" % (x, st, fx))
+    st = a.call("status", "c", y)
+    if st[:2] != ["MINE", 1] or st[-1] != fences[1]:
+        raise Fail("status of %s: %r, expected MINE 1 <ttl> %s" % (y, st, fences[1]))
+    if a.call("munlock", "m", n=2) != [1, 0]:
+        raise Fail("munlock did not answer the holds left 1 0")
+    if a.call("status", "c", y) != ["FREE"]:
+        raise Fail("%s is not FREE after the munlock" % y)
+    if a.call("unlock", "h", n=1) != [0]:
+        raise Fail("unlock of %s after the munlock did not answer 0" % x)
+    no_lost(a, "m")
+
+
+def mlock_opposite_orders(t):
+    a, x, y = t.a, t.name(), t.name()
+    a.call("connect", "c1", t.sock)
+    a.call("connect", "c2", t.sock)
+    rounds = 30
+    last = {x: 0, y: 0}
+    for i in range(rounds):
+        r1 = a.send("mlock", "c1", "m1_%d" % i, 0, x, y)
+        r2 = a.send("mlock", "c2", "m2_%d" % i, 0, y, x)
+        first = a.first_of([r1, r2])
+        order = [(r1, "m1_%d" % i, (x, y)), (r2, "m2_%d" % i, (y, x))]
+        if first == r2:
+            order.reverse()
+        for k, (rid, hid, names) in enumerate(order):
+            got = dict(zip(names, a.ok(rid, 2)))
+            for name in (x, y):
+                if got[name] <= last[name]:
+                    raise Fail("round %d: %s got fence %s after %s" % (i, name, got[name],
+                                                                      last[name]))
+                last[name] = got[name]
+            if k == 0 and a.answered(order[1][0]):
+                raise Fail("round %d: both clients held %s and %s at once" % (i, x, y))
+            if a.call("munlock", hid, n=2) != [0, 0]:
+                raise Fail("round %d: munlock did not answer 0 0" % i)
+
+
+def mlock_closed_frees(t):
+    a = t.a
+    names = [t.name(), t.name(), t.name()]
+    a.call("connect", "c", t.sock)
+    a.call("mlock", "c", "m", 0, *names, n=3)
+    r = t.raw()
+    for name in names:
+        if not r.req("TRYLOCK %s" % name).startswith("TIMEOUT"):
+            raise Fail("the runner got %s while the client held the set" % name)
+    a.call("close", "c")
+    a.event("m", "closed")
+    for name in names:
+        r.expect("TRYLOCK %s %d" % (name, GUARD * 1000), "OK ")
+        r.expect("UNLOCK %s" % name, "OK 0")
+
+
+def mlock_cancel(t):
+    a, x, y = t.a, t.name(), t.name()
+    r = t.raw()
+    r.expect("LOCK %s" % y, "OK ")
+    a.call("connect", "c", t.sock)
+    rid = a.send("mlock", "c", "m", 0, x, y)
+    wait_waiters(t.sock, 1)
+    a.call("cancel", rid)
+    a.err(rid, "cancelled")
+    wait_no_waiters(t.sock)
+    st = r.req("STATUS %s" % x)
+    if st != "OK FREE":
+        raise Fail("STATUS %s after the cancelled mlock: %r, expected OK FREE" % (x, st))
+    r.expect("UNLOCK %s" % y, "OK 0")
+    # Free, and they stay so: had the wait lived on, dlockd would grant it now.
+    for name in (x, y):
+        r.expect("TRYLOCK %s %d" % (name, GUARD * 1000), "OK ")
+        st = r.req("STATUS %s" % name)
+        if not st.startswith("OK MINE 1 "):
+            raise Fail("STATUS after the runner took %s: %r" % (name, st))
+    for name in (x, y):
+        r.expect("UNLOCK %s" % name, "OK 0")
+
+
+def mlock_trymlock_timeout(t):
+    a, x, y = t.a, t.name(), t.name()
+    r = t.raw()
+    r.expect("LOCK %s" % y, "OK ")
+    a.call("connect", "c", t.sock)
+    t0 = time.monotonic()
+    rid = a.send("trymlock", "c", "m1", 200, 0, x, y)
+    if a.answer(rid) != ["timeout"]:
+        raise Fail("trymlock of a set with a held name answered %r, expected timeout"
+                   % a.answer(rid))
+    if time.monotonic() - t0 < 0.19:
+        raise Fail("trymlock with wait 200 timed out after %.0f ms"
+                   % ((time.monotonic() - t0) * 1000))
+    if a.call("status", "c", x) != ["FREE"]:
+        raise Fail("%s is not FREE after the trymlock timed out" % x)
+    if a.answer(a.send("trymlock", "c", "m2", 0, 0, y, x)) != ["timeout"]:
+        raise Fail("trymlock with wait 0 of a set with a held name did not time out")
+    r.expect("UNLOCK %s" % y, "OK 0")
+    fences = a.call("trymlock", "c", "m3", 0, 0, x, y, n=2)
+    if any(f <= 0 for f in fences):
+        raise Fail("trymlock of the free set: fences %s" % fences)
+    if a.call("munlock", "m3", n=2) != [0, 0]:
+        raise Fail("munlock did not answer 0 0")
+
+
+def mlock_bad_input(t):
+    a, x, y = t.a, t.name(), t.name()
+    a.call("connect", "c", t.sock)
+    a.err(a.send("mlock", "c", "m1", 0), "args")
+    many = ["%s-%d" % (x, i) for i in range(65)]
+    a.err(a.send("mlock", "c", "m2", 0, *many), "args")
+    a.err(a.send("trymlock", "c", "m3", 0, 0, *many), "args")
+    a.err(a.send("mlock", "c", "m4", 0, x, y, x), "args")
+    a.err(a.send("mlock", "c", "m5", 0, x, "n" * 300), "name")
+    a.err(a.send("mlock", "c", "m6", NUM_MAX + 1, x, y), "args")
+    a.call("ping", "c")
+    for name in (x, y):
+        if a.call("status", "c", name) != ["FREE"]:
+            raise Fail("a refused mlock left %s held" % name)
+    if len(a.call("mlock", "c", "m7", 0, *many[:64], n=64)) != 64:
+        raise Fail("mlock of 64 names did not answer 64 fences")
+    if a.call("munlock", "m7", n=64) != [0] * 64:
+        raise Fail("munlock of 64 names did not answer 64 zeros")
+    for name in many[:64]:
+        t.free_checks.append((t.sock, name, "lock"))
+
+
 SCENARIOS = [grant_rising_fences, trylock_timeout, reentry, lease_expiry_loss,
              force_unlock_loss, closed_client_frees, contend_100, cancel_wait,
              dlockd_killed_during_wait, socket_missing, rwlock_once, semaphore_once,
              fairlock_once, bad_input, election_handover, election_leader_closed,
              election_cancel, election_observe_none, election_lease_expiry,
-             election_two_daemons, election_bad_input]
+             election_two_daemons, election_bad_input, mlock_all_or_nothing,
+             mlock_reentry_and_unlock, mlock_opposite_orders, mlock_closed_frees,
+             mlock_cancel, mlock_trymlock_timeout, mlock_bad_input]
 
 
 # ---- the run ------------------------------------------------------------------

@@ -50,6 +50,7 @@ CLI_VERBS = {
     "elect": ["ELECT", "RESIGN"],
     "observe": ["OBSERVE"],
     "leader": ["LEADER"],
+    "multi": ["MLOCK", "TRYMLOCK"],
 }
 # Long options that send no verb of their own (--metrics speaks HTTP to the
 # metrics endpoint; it reads INFO only to find it).

@@ -18,6 +18,8 @@
 
 static int daemon_idx;
 
+#define ARGV_MAX 160 /* words of a dlock command line: 65 "-m NAME" pairs fit */
+
 static const char *dlock_bin(void) {
     const char *b = getenv("DLOCK_BIN");
     return b ? b : "build/dlock";
@@ -36,7 +38,7 @@ static pid_t spawn_dlock_full(const char *const args[], const char *sock, uid_t 
     int drop = uid != (uid_t)-1 && geteuid() == 0;
     if (drop) h_public_copy(dlock_bin(), bin, sizeof(bin));
     else snprintf(bin, sizeof(bin), "%s", dlock_bin());
-    const char *argv[64] = {bin};
+    const char *argv[ARGV_MAX] = {bin};
     size_t n = 1;
     for (size_t i = 0; args[i] != NULL; i++) argv[n++] = args[i];
     argv[n] = NULL;
@@ -1105,12 +1107,90 @@ START_TEST(elect_other_kind_is_65) {
 }
 END_TEST
 
+/* dlock -m: the names taken at once, DLOCK_NAMES and DLOCK_FENCES for the
+ * command, all released after; -n gives up while one is held, taking none. */
+START_TEST(multi_runs_command_holding_all) {
+    char script[700];
+    snprintf(script, sizeof(script),
+             "echo \"$DLOCK_NAMES|$DLOCK_FENCES|${DLOCK_NAME-unset}\" > %s/menv", h_dir());
+    const char *a[] = {"-m", "ma", "--multi", "m,b", "-m", "mc", "--", "sh", "-c", script, NULL};
+    ck_assert_int_eq(run_dlock(a), 0);
+    char names[64], rest[128];
+    unsigned long long f[3] = {0};
+    ck_assert_int_eq(sscanf(slurp("menv"), "%63[^|]|%llu %llu %llu|%127s", names, &f[0], &f[1],
+                            &f[2], rest), 5);
+    ck_assert_str_eq(names, "ma m,b mc");
+    ck_assert_str_eq(rest, "unset");
+    ck_assert_uint_gt(f[0], 0);
+    ck_assert_uint_gt(f[1], 0);
+    ck_assert_uint_gt(f[2], 0);
+    h_conn_t *c = h_connect_index(daemon_idx);
+    h_send(c, "STATUS m,b\n");
+    H_EXPECT(c, "OK FREE");
+    /* One name held elsewhere: -n gives up (1, or -E), the others untouched. */
+    h_send(c, "LOCK mc\n");
+    H_EXPECT_PREFIX(c, "OK ");
+    const char *n[] = {"-n", "-m", "ma", "-m", "mc", "true", NULL};
+    ck_assert_int_eq(run_dlock(n), 1);
+    const char *w[] = {"-w", "0.2", "-E", "9", "-m", "ma", "-m", "mc", "true", NULL};
+    ck_assert_int_eq(run_dlock(w), 9);
+    h_send(c, "STATUS ma\n");
+    H_EXPECT(c, "OK FREE");
+    h_send(c, "UNLOCK mc\n");
+    H_EXPECT(c, "OK 0");
+    h_close(c);
+}
+END_TEST
+
+/* The loss of one name of the set stops the command: exit 79. */
+START_TEST(multi_lost_name_stops_command) {
+    long long t0 = h_now_ms();
+    const char *a[] = {"-l", "300", "-k", "1", "-m", "ml1", "-m", "ml2", "sh", "-c",
+                       "sleep 30 & wait", NULL};
+    ck_assert_int_eq(run_dlock(a), 79);
+    ck_assert_int_lt(h_now_ms() - t0, 10000);
+}
+END_TEST
+
+START_TEST(multi_bad_usage_is_64) {
+    const char *cases[][8] = {
+        {"-m", "a", NULL},
+        {"-m", "a", "-m", "a", "true", NULL},
+        {"-m", "a b", "true", NULL},
+        {"-m", "a", "-s", "true", NULL},
+        {"-m", "a", "--fair", "true", NULL},
+        {"-m", "a", "--permits", "2", "true", NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int rc = run_dlock(cases[i]);
+        ck_assert_msg(rc == 64, "case %zu: exit %d, wanted 64", i, rc);
+    }
+    /* 65 names. */
+    const char *many[2 * 65 + 2];
+    char names[65][8];
+    for (int i = 0; i < 65; i++) {
+        snprintf(names[i], sizeof(names[i]), "n%d", i);
+        many[2 * i] = "-m";
+        many[2 * i + 1] = names[i];
+    }
+    many[130] = "true";
+    many[131] = NULL;
+    ck_assert_int_eq(run_dlock(many), 64);
+    many[128] = "true"; /* 64 names: fine */
+    many[129] = NULL;
+    ck_assert_int_eq(run_dlock(many), 0);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("dlock command");
     TCase *tc = tcase_create("cli");
     tcase_add_checked_fixture(tc, setup, h_teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, exit_status_passes_through);
+    tcase_add_test(tc, multi_runs_command_holding_all);
+    tcase_add_test(tc, multi_lost_name_stops_command);
+    tcase_add_test(tc, multi_bad_usage_is_64);
     tcase_add_test(tc, environment_has_name_and_fence);
     tcase_add_test(tc, nonblock_wait_and_code);
     tcase_add_test(tc, lost_lock_stops_command);

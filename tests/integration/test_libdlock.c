@@ -930,12 +930,16 @@ typedef struct blocked_s {
     dlock_t *d;
     const char *name;
     int sem; /* dlock_acquire() of 1 permit, else dlock_lock() */
+    size_t mn; /* dlock_mlock() of these names, when mn > 0 */
+    const char *const *mnames;
+    uint64_t fences[DLOCK_MNAMES_MAX];
     int result;
 } blocked_t;
 
 static void *blocked_call(void *arg) {
     blocked_t *b = arg;
-    b->result = b->sem ? dlock_acquire(b->d, b->name, 1, 0, NULL)
+    b->result = b->mn  ? dlock_mlock(b->d, b->mn, b->mnames, 0, b->fences)
+              : b->sem ? dlock_acquire(b->d, b->name, 1, 0, NULL)
                        : dlock_lock(b->d, b->name, 0, NULL, NULL);
     return NULL;
 }
@@ -945,7 +949,16 @@ static pthread_t start_blocked(blocked_t *b, h_conn_t *adm) {
     pthread_t t;
     long long before = h_info_value(adm, "waiters");
     ck_assert_int_eq(pthread_create(&t, NULL, blocked_call, b), 0);
-    h_await_waiters(adm, before + 1);
+    if (b->mn == 0) {
+        h_await_waiters(adm, before + 1);
+        return t;
+    }
+    /* An MLOCK may count once per name it waits for: at least one more. */
+    long long end = h_now_ms() + H_WAIT_MS;
+    while (h_info_value(adm, "waiters") <= before) {
+        ck_assert_msg(h_now_ms() < end, "the MLOCK never waited");
+        usleep(1000);
+    }
     return t;
 }
 
@@ -1003,6 +1016,105 @@ START_TEST(cancel_withdraws_a_blocked_acquire) {
 }
 END_TEST
 
+/* Multi-name locks: all or nothing, the grant when the last one is freed,
+ * reentry, the holds left, a cancelled wait holding nothing, errors. */
+START_TEST(mlock_all_or_nothing) {
+    dlock_t *holder = open_client(), *d = open_client();
+    h_conn_t *adm = h_connect_index(daemon_idx);
+    const char *names[] = {"ma", "mb", "mc"};
+    uint64_t fb = 0;
+    ck_assert_int_eq(dlock_lock(holder, "mb", 0, &fb, NULL), 0);
+    blocked_t b = {.d = d, .mn = 3, .mnames = names, .result = 1};
+    pthread_t t = start_blocked(&b, adm);
+    dlock_status_t st;
+    ck_assert_int_eq(dlock_status(holder, "ma", &st), 0);
+    ck_assert_int_eq(st.state, DLOCK_FREE);
+    ck_assert_int_eq(dlock_status(holder, "mc", &st), 0);
+    ck_assert_int_eq(st.state, DLOCK_FREE);
+    ck_assert_int_eq(dlock_unlock(holder, "mb", NULL), 0);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_int_eq(b.result, 0);
+    ck_assert_uint_gt(b.fences[0], 0);
+    ck_assert_uint_gt(b.fences[1], fb);
+    ck_assert_uint_gt(b.fences[2], 0);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(dlock_status(holder, names[i], &st), 0);
+        ck_assert_int_eq(st.state, DLOCK_TAKEN);
+    }
+    /* A name held already is a reentry; munlock tells the holds left. */
+    uint64_t fences[2], fa = 0;
+    uint32_t left[3];
+    ck_assert_int_eq(dlock_munlock(d, 3, names, left), 0);
+    ck_assert_uint_eq(left[0] + left[1] + left[2], 0);
+    ck_assert_int_eq(dlock_lock(d, "ma", 0, &fa, NULL), 0);
+    ck_assert_int_eq(dlock_trymlock(d, 2, names, 0, 0, fences, NULL), 0);
+    ck_assert_uint_eq(fences[0], fa);
+    ck_assert_int_eq(dlock_munlock(d, 2, names, left), 0);
+    ck_assert_uint_eq(left[0], 1);
+    ck_assert_uint_eq(left[1], 0);
+    ck_assert_int_eq(dlock_munlock(d, 2, names, left), DLOCK_ENOTHELD);
+    ck_assert_int_eq(dlock_status(d, "ma", &st), 0);
+    ck_assert_int_eq(st.state, DLOCK_MINE); /* NOTHELD released nothing */
+    ck_assert_int_eq(dlock_unlock(d, "ma", NULL), 0);
+    /* TRYMLOCK times out holding nothing. */
+    long long ttl = 0;
+    ck_assert_int_eq(dlock_lock(holder, "mc", 60000, NULL, NULL), 0);
+    ck_assert_int_eq(dlock_trymlock(d, 3, names, 50, 0, fences, &ttl), DLOCK_ETIMEOUT);
+    ck_assert_int_gt(ttl, 0);
+    ck_assert_int_eq(dlock_status(d, "ma", &st), 0);
+    ck_assert_int_eq(st.state, DLOCK_FREE);
+    /* A waiting MLOCK cancelled: nothing held, nothing waiting. */
+    blocked_t c = {.d = d, .mn = 3, .mnames = names, .result = 1};
+    t = start_blocked(&c, adm);
+    ck_assert_int_eq(dlock_cancel(d), 1);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_int_eq(c.result, DLOCK_ECANCELLED);
+    ck_assert_int_eq(h_info_value(adm, "waiters"), 0);
+    ck_assert_int_eq(dlock_status(holder, "ma", &st), 0);
+    ck_assert_int_eq(st.state, DLOCK_FREE);
+    ck_assert_int_eq(dlock_unlock(holder, "mc", NULL), 0);
+    ck_assert_int_eq(dlock_mlock(d, 3, names, 0, NULL), 0);
+    h_close(adm);
+    dlock_close(holder);
+    dlock_close(d);
+}
+END_TEST
+
+START_TEST(mlock_errors) {
+    dlock_t *d = open_client();
+    const char *dup[] = {"x", "y", "x"}, *bad[] = {"x", "a b"};
+    const char *many[DLOCK_MNAMES_MAX + 1];
+    char names[DLOCK_MNAMES_MAX + 1][8];
+    for (int i = 0; i <= DLOCK_MNAMES_MAX; i++) {
+        snprintf(names[i], sizeof(names[i]), "n%d", i);
+        many[i] = names[i];
+    }
+    ck_assert_int_eq(dlock_mlock(d, 0, many, 0, NULL), DLOCK_EARGS);
+    ck_assert_int_eq(dlock_mlock(d, DLOCK_MNAMES_MAX + 1, many, 0, NULL), DLOCK_EARGS);
+    ck_assert_int_eq(dlock_mlock(d, 3, dup, 0, NULL), DLOCK_EARGS);
+    ck_assert_int_eq(dlock_mlock(d, 2, bad, 0, NULL), DLOCK_ENAME);
+    ck_assert_int_eq(dlock_mlock(d, 2, dup, 2147483648u, NULL), DLOCK_EARGS);
+    ck_assert_int_eq(dlock_munlock(d, 3, dup, NULL), DLOCK_EARGS);
+    ck_assert_int_eq(dlock_ping(d), 0);
+    uint64_t fences[DLOCK_MNAMES_MAX];
+    uint32_t left[DLOCK_MNAMES_MAX];
+    ck_assert_int_eq(dlock_mlock(d, DLOCK_MNAMES_MAX, many, 0, fences), 0);
+    ck_assert_int_eq(dlock_munlock(d, DLOCK_MNAMES_MAX, many, left), 0);
+    ck_assert_uint_eq(left[DLOCK_MNAMES_MAX - 1], 0);
+    /* 64 names of 255 bytes do not fit a request line. */
+    static char longn[DLOCK_MNAMES_MAX][DLOCK_NAME_MAX + 1];
+    const char *longs[DLOCK_MNAMES_MAX];
+    for (int i = 0; i < DLOCK_MNAMES_MAX; i++) {
+        memset(longn[i], 'a' + i % 26, DLOCK_NAME_MAX);
+        longn[i][0] = (char)('0' + i / 26);
+        longs[i] = longn[i];
+    }
+    ck_assert_int_eq(dlock_mlock(d, DLOCK_MNAMES_MAX, longs, 0, NULL), DLOCK_ETOOLONG);
+    ck_assert_int_eq(dlock_ping(d), 0);
+    dlock_close(d);
+}
+END_TEST
+
 static dlock_t *cancel_from_handler;
 
 static void on_alarm(int sig) {
@@ -1035,6 +1147,8 @@ static Suite *suite(void) {
     tcase_add_checked_fixture(tc, setup, h_teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, lock_reenter_unlock);
+    tcase_add_test(tc, mlock_all_or_nothing);
+    tcase_add_test(tc, mlock_errors);
     tcase_add_test(tc, trylock_status_renew);
     tcase_add_test(tc, lost_event_through_poll);
     tcase_add_test(tc, event_met_while_waiting_for_reply);

@@ -1290,6 +1290,154 @@ class DlockTest(unittest.TestCase):
         self.assertTrue(c.ping())
 
 
+class MultiLockTest(unittest.TestCase):
+    """Several names at once: Client.mlock, trymlock, munlock, MultiLock."""
+
+    setUp = DlockTest.setUp
+    client = DlockTest.client
+    _blocked = DlockTest._blocked
+
+    def names(self, n):
+        return ["%s-%d" % (self.name, i) for i in range(n)]
+
+    def test_all_or_nothing_then_granted(self):
+        a, b, o = self.client(), self.client(), self.client()
+        x, y, z = self.names(3)
+        fy, _ = a.lock(y)
+        t, result, done = self._blocked(b.mlock, [x, y, z])
+        # B waits holding nothing of the set.
+        self.assertEqual(o.status(x).state, "FREE")
+        self.assertEqual(o.status(z).state, "FREE")
+        self.assertEqual(a.unlock(y), 0)
+        self.assertTrue(done.wait(EVENT_TIMEOUT), "mlock not granted after the unlock")
+        t.join(EVENT_TIMEOUT)
+        m = result.get("value")
+        self.assertIsInstance(m, dlock.MultiLock, result)
+        self.assertEqual(m.names, [x, y, z])
+        self.assertEqual(len(m.fences), 3)
+        self.assertGreater(m.fences[1], fy)
+        self.assertTrue(m.held)
+        for name in (x, y, z):
+            self.assertEqual(o.status(name).state, "TAKEN")
+        self.assertEqual(m.unlock(), [0, 0, 0])
+        self.assertFalse(m.held)
+        self.assertRaises(dlock.NotHeld, m.unlock)
+        for name in (x, y, z):
+            self.assertEqual(o.status(name).state, "FREE")
+
+    def test_with_block_releases_and_reentry(self):
+        c = self.client()
+        x, y = self.names(2)
+        fx, _ = c.lock(x)
+        with c.mlock([x, y], 5000) as m:
+            self.assertEqual(m.fences[0], fx)      # a reentry: the hold's fence
+            self.assertEqual(c.status(x).holds, 2)
+            self.assertEqual(c.status(y).state, "MINE")
+        self.assertEqual(c.status(x).holds, 1)
+        self.assertEqual(c.status(y).state, "FREE")
+        self.assertEqual(c.munlock([x]), [0])
+
+    def test_opposite_orders_do_not_deadlock(self):
+        a, b = self.client(), self.client()
+        x, y = self.names(2)
+        fences, errors = [], []
+
+        def run(c, names):
+            try:
+                for _ in range(200):
+                    with c.mlock(names) as m:
+                        fences.append(dict(zip(names, m.fences)))
+            except BaseException as e:     # report it to the main thread
+                errors.append(e)
+        ts = [threading.Thread(target=run, args=(a, [x, y]), daemon=True),
+              threading.Thread(target=run, args=(b, [y, x]), daemon=True)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(60)
+            self.assertFalse(t.is_alive(), "deadlocked")
+        self.assertEqual(errors, [])
+        self.assertEqual(len(fences), 400)
+        self.assertEqual(len({f[x] for f in fences}), 400)     # one grant each
+
+    def test_trymlock_times_out_holding_nothing(self):
+        a, c = self.client(), self.client()
+        x, y = self.names(2)
+        a.lock(y, 60000)
+        with self.assertRaises(dlock.Timeout) as cm:
+            c.trymlock([x, y], 100)
+        self.assertGreater(cm.exception.ttl_ms, 0)
+        self.assertRaises(dlock.Timeout, c.trymlock, [y, x])
+        self.assertEqual(c.status(x).state, "FREE")
+        a.unlock(y)
+        m = c.trymlock([x, y], 0, 10000)
+        self.assertEqual(m.unlock(), [0, 0])
+
+    def test_cancel_holds_nothing(self):
+        a, c = self.client(), self.client()
+        x, y = self.names(2)
+        a.lock(y)
+        t, result, done = self._blocked(c.mlock, [x, y])
+        self.assertTrue(c.cancel())
+        self.assertTrue(done.wait(EVENT_TIMEOUT))
+        self.assertIsInstance(result.get("error"), dlock.Cancelled, result)
+        self.assertEqual(c.status(x).state, "FREE")
+        self.assertEqual(a.unlock(y), 0)
+        m = self.client().trymlock([x, y], int(EVENT_TIMEOUT * 1000))
+        self.assertEqual(len(m.fences), 2)
+
+    def test_loss_of_one_name(self):
+        c, admin = self.client(), self.client()
+        x, y = self.names(2)
+        m = c.mlock([x, y])
+        self.assertEqual(admin.force_unlock(y), 1)
+        deadline = time.monotonic() + EVENT_TIMEOUT
+        while m.held:
+            self.assertLess(time.monotonic(), deadline, "no loss seen")
+            c.wait_event(0.1)
+        with self.assertRaises(dlock.LockLost) as cm:
+            m.check()
+        self.assertEqual((cm.exception.name, cm.exception.reason), (y, "forced"))
+        self.assertEqual(c.status(x).state, "MINE")   # the other stays held
+        self.assertEqual(m.unlock(), [0, 0])
+        self.assertEqual(c.status(x).state, "FREE")
+
+    def test_closed_client_frees_the_set(self):
+        c, o = self.client(), self.client()
+        names = self.names(3)
+        c.mlock(names)
+        c.close()
+        m = o.trymlock(names, int(EVENT_TIMEOUT * 1000))
+        self.assertEqual(m.unlock(), [0, 0, 0])
+
+    def test_bad_input_not_sent(self):
+        c = self.client()
+        x, y = self.names(2)
+        for names in ([], self.names(65), [x, y, x]):
+            with self.assertRaises(dlock.BadRequest) as cm:
+                c.mlock(names)
+            self.assertIsNone(cm.exception.code)
+        with self.assertRaises(dlock.BadRequest):
+            c.mlock([x, "n" * 300])
+        with self.assertRaises(dlock.BadRequest):
+            c.trymlock([x, y], -1)
+        with self.assertRaises(dlock.BadRequest):
+            c.mlock([x, y], dlock.NUM_MAX + 1)
+        self.assertTrue(c.ping())
+        m = c.mlock(self.names(64))
+        self.assertEqual(m.unlock(), [0] * 64)
+
+    def test_kind_error_changes_nothing(self):
+        c, o = self.client(), self.client()
+        x, y = self.names(2)
+        o.rlock(y)
+        with self.assertRaises(dlock.KindError):
+            c.mlock([x, y])
+        self.assertEqual(c.status(x).state, "FREE")
+        with self.assertRaises(dlock.NotHeld):
+            c.munlock([x])
+
+
 class ElectTest(unittest.TestCase):
     """Leader election: Client.elect, resign, leader, observe."""
 

@@ -671,6 +671,51 @@ TAKEN") sc_ok "another process: dlock_tryfairlock $F gets TIMEOUT, and sees it T
     dlock_leader_event || rc=$?
     sc_check "no change of eo after dlock_unobserve" [ "$rc" -eq 1 ]
 
+    # -- several names at once
+    rc=0
+    dlock_mlock 3 ma mb mc || rc=$?
+    # shellcheck disable=SC2086 # the fences, one word each
+    set -- $DLOCK_FENCES
+    sc_check "dlock_mlock 3 ma mb mc: 0 and 3 fences ($DLOCK_FENCES)" \
+        [ "$rc.$#" = "0.3" ]
+    out=$(other 'dlock_trymlock 2 mz mb 50; echo "$? $DLOCK_REPLY"')
+    case $out in
+    "1 TIMEOUT "*) sc_ok "another process: dlock_trymlock of a set with a held name times out" ;;
+    *) sc_nok "another process: dlock_trymlock of a set with a held name times out (got '$out')" ;;
+    esac
+    out=$(oneshot "STATUS mz")
+    sc_check "the timed-out set's other name is FREE ($out)" [ "$out" = "OK FREE" ]
+    dlock_lock ma >/dev/null
+    rc=0
+    dlock_munlock 3 mc ma mb || rc=$?
+    sc_check "dlock_munlock 3 mc ma mb: holds left 0 1 0 ($rc, $DLOCK_HOLDS)" \
+        [ "$rc.$DLOCK_HOLDS" = "0.0 1 0" ]
+    rc=0
+    dlock_munlock 2 ma mb 2>/dev/null || rc=$?
+    case $rc.$DLOCK_REPLY in
+    "2.ERR NOTHELD"*) sc_ok "dlock_munlock of a name not held: 2, ERR NOTHELD" ;;
+    *) sc_nok "dlock_munlock of a name not held: 2, ERR NOTHELD (rc $rc, '$DLOCK_REPLY')" ;;
+    esac
+    dlock_unlock ma >/dev/null
+    rc=0
+    dlock_trymlock 2 ma mb 0 5000 || rc=$?
+    sc_check "dlock_trymlock 2 ma mb 0 5000 of a free set: 0" [ "$rc" -eq 0 ]
+    dlock_munlock 2 ma mb >/dev/null
+    sc_check "dlock_mlock 0 is refused" refused dlock_mlock 0 0
+    sc_check "dlock_mlock 65 is refused" refused dlock_mlock 65 a
+    sc_check "dlock_mlock with a name twice is refused" refused dlock_mlock 3 a b a
+    sc_check "dlock_mlock with fewer names than N is refused" refused dlock_mlock 3 a b
+    sc_check "dlock_mlock with a bad lease is refused" refused dlock_mlock 2 a b x1
+    sc_check "dlock_trymlock with a word too many is refused" refused dlock_trymlock 1 a 0 0 0
+    rc=0
+    dlock_mlock 2 a 'b c' 2>/dev/null || rc=$?
+    case $rc.$DLOCK_REPLY in
+    "2.ERR NAME"*) sc_ok "dlock_mlock with a bad name: 2, ERR NAME" ;;
+    *) sc_nok "dlock_mlock with a bad name: 2, ERR NAME (rc $rc, '$DLOCK_REPLY')" ;;
+    esac
+    out=$(oneshot "STATUS a")
+    sc_check "a refused dlock_mlock took nothing ($out)" [ "$out" = "OK FREE" ]
+
     # -- dlock_close releases
     rc=0
     dlock_close || rc=$?
