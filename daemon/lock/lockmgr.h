@@ -167,7 +167,8 @@ typedef struct lock_reply_s {
     /* LEADER: the leader's value, leader_len bytes, valid during the callback */
     const char *leader;
     size_t leader_len;
-    /* LIST: count numbers, valid during the callback */
+    /* LIST: count numbers, valid during the callback (an answer at once:
+     * until the next call into the lock manager) */
     const uint64_t *list;
     size_t count;
 } lock_reply_t;

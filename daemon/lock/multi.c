@@ -54,7 +54,7 @@ typedef struct mwait_s {
     size_t n;
     backend_name_t *names;     /* n, for the op */
     uint64_t *values;          /* n: the op's fences or holds */
-    char *reentry;             /* n letters: 'r' a reentry, 'n' new */
+    char *reentry;             /* n letters: 'r' a reentry, 'n' new; a string */
     mpart_t part[];
 } mwait_t;
 
@@ -90,8 +90,9 @@ static void mwait_end(mwait_t *mw) {
     for (size_t i = 0; i < mw->n; i++) {
         wait_t *w = mw->part[i].w;
         if (w == NULL || !w->queued) continue;
-        lock_wait_end(w); /* one in flight stays until on_multi */
+        /* one in flight stays until on_multi; the others are freed now */
         if (!w->in_flight) mw->part[i].w = NULL;
+        lock_wait_end(w);
     }
     if (!mw->in_flight) mwait_free(mw);
 }
@@ -433,7 +434,7 @@ static void mlock(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
     int once = req->kind == LOCK_REQ_TRYMLOCK && req->wait_ms == 0;
     if (once && once_blocked(m, o, req)) return;
     mwait_t *mw = zalloc(sizeof(*mw) + n * (sizeof(mpart_t) + sizeof(backend_name_t) +
-                                            sizeof(uint64_t) + 1));
+                                            sizeof(uint64_t) + 1) + 1);
     if (mw == NULL) {
         lock_answer_error(m, o, LOCK_ERR_LIMIT, LOCK_WHY_NOMEM, 0);
         return;
@@ -472,8 +473,21 @@ nomem:
     mwait_end(mw);
 }
 
+/* MUNLOCK's answer comes at once, read after lockmgr_request() returns:
+ * its numbers live in the kind's state (m->kind_state), made by the first
+ * MUNLOCK, until the next one. */
+static uint64_t *munlock_buf(lockmgr_t *m) {
+    if (m->kind_state[LOCK_MODE_MULTI] == NULL)
+        m->kind_state[LOCK_MODE_MULTI] = malloc(LOCKMGR_MNAMES_MAX * sizeof(uint64_t));
+    return m->kind_state[LOCK_MODE_MULTI];
+}
+
+static void multi_free_state(lockmgr_t *m) {
+    free(m->kind_state[LOCK_MODE_MULTI]);
+    m->kind_state[LOCK_MODE_MULTI] = NULL;
+}
+
 static void munlock(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
-    uint64_t left[LOCKMGR_MNAMES_MAX];
     hold_t *hold[LOCKMGR_MNAMES_MAX];
     size_t n = req->nnames;
     if (n == 0 || n > LOCKMGR_MNAMES_MAX) {
@@ -494,6 +508,11 @@ static void munlock(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
         lock_reply_t r = {.kind = LOCK_REPLY_ERROR, .err = LOCK_ERR_NOTHELD,
                           .name = nm->name, .len = nm->len};
         lock_answer(o, &r);
+        return;
+    }
+    uint64_t *left = munlock_buf(m);
+    if (left == NULL) {
+        lock_answer_error(m, o, LOCK_ERR_LIMIT, LOCK_WHY_NOMEM, 0);
         return;
     }
     for (size_t i = 0; i < n; i++)
@@ -518,4 +537,5 @@ const lock_kind_t lock_kind_multi = {
     .kick = lock_kick_head,
     .attempt = multi_attempt,
     .request = multi_request,
+    .free_state = multi_free_state,
 };

@@ -76,10 +76,27 @@ static void check_request(const proto_request_t *req) {
     CHECK(strlen(req->name) == req->name_len);
     CHECK(req->wait_ms <= PROTO_NUM_MAX && req->lease_ms <= PROTO_NUM_MAX &&
           req->permits <= PROTO_NUM_MAX);
-    if (takes(req->cmd, "<name>")) {
+    if (takes(req->cmd, "<name>") || takes(req->cmd, "<name1>")) {
         CHECK(proto_name_valid(req->name, req->name_len));
     } else {
         CHECK(req->name_len == 0);
+    }
+    /* a multi-name request's names: 1 to PROTO_MNAMES_MAX, distinct, the
+     * first as its name */
+    if (takes(req->cmd, "<name1>")) {
+        CHECK(req->nnames >= 1 && req->nnames <= PROTO_MNAMES_MAX && req->mnames != NULL);
+        for (unsigned i = 0; i < req->nnames; i++) {
+            size_t a, b;
+            const char *na = proto_mname(req, i, &a);
+            CHECK(proto_name_valid(na, a) && na[a] == '\0');
+            for (unsigned j = 0; j < i; j++) {
+                const char *nb = proto_mname(req, j, &b);
+                CHECK(a != b || memcmp(na, nb, a) != 0);
+            }
+        }
+        CHECK(req->mlen[0] == req->name_len && memcmp(req->mnames, req->name, req->name_len) == 0);
+    } else {
+        CHECK(req->nnames == 0 && req->mnames == NULL);
     }
     if (!takes(req->cmd, "<wait_ms>")) CHECK(req->wait_ms == 0);
     if (!takes(req->cmd, "<lease_ms>")) CHECK(req->lease_ms == 0);
@@ -128,6 +145,13 @@ static void check_line_report(run_t *r, size_t end, proto_status_t st,
     CHECK(ref.wait_ms == req->wait_ms && ref.lease_ms == req->lease_ms &&
           ref.permits == req->permits);
     CHECK(ref.detail == req->detail);
+    CHECK(ref.nnames == req->nnames);
+    for (unsigned i = 0; i < ref.nnames; i++) {
+        size_t a, b;
+        const char *na = proto_mname(&ref, i, &a), *nb = proto_mname(req, i, &b);
+        CHECK(a == b && memcmp(na, nb, a) == 0 && proto_name_valid(na, a));
+    }
+    proto_request_free(&ref);
     r->blank_to = end;
 }
 
@@ -192,6 +216,7 @@ static void feed_chunk(run_t *r, size_t base, size_t len) {
             check_request(&req);
             check_line_report(r, base + off, st, &req);
             record(r->out, st, &req);
+            proto_request_free(&req);
             break;
         case PROTO_ERROR:
             CHECK(req.err > PROTO_ERR_NONE && req.err < PROTO_ERR_COUNT);
@@ -310,6 +335,7 @@ static void fuzz_replies(const uint8_t *s, size_t n, size_t cap, uint32_t pick) 
     proto_request_t req;
     CHECK(proto_parse_line(text, strlen(text), &req) != PROTO_REQUEST ||
           req.err == PROTO_ERR_NONE);
+    if (req.err == PROTO_ERR_NONE) proto_request_free(&req);
     CHECK(proto_cmd_name((proto_cmd_t)(pick % (PROTO_CMD_COUNT + 2))) != NULL);
     CHECK(proto_cmd_usage((proto_cmd_t)(pick % (PROTO_CMD_COUNT + 2))) != NULL);
     free(out);
