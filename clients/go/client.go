@@ -69,6 +69,8 @@ type call struct {
 	elect      *electSpec   // an ELECT: the reader makes the *Leadership on OK
 	leadership *Leadership  // the handle it made
 	obs        *Observation // an OBSERVE: the reader starts it on OK
+	multi      *multiSpec   // an MLOCK/TRYMLOCK: the reader makes the *MultiHold on OK
+	mhold      *MultiHold   // the handle it made
 }
 
 func newCall(line string, waits bool) *call {
@@ -284,6 +286,8 @@ func (c *Client) reply(line string) {
 			c.electedLocked(cl)
 		case cl.obs != nil:
 			c.observedLocked(cl)
+		case cl.multi != nil:
+			c.multiGrantedLocked(cl)
 		}
 	}
 	if cl == c.blocking {
@@ -363,6 +367,8 @@ func (c *Client) undo(cl *call) {
 		_ = cl.lock.Unlock()
 	case cl.leadership != nil:
 		_ = cl.leadership.Resign()
+	case cl.mhold != nil:
+		_ = cl.mhold.Unlock()
 	case cl.permits != nil:
 		_, _ = cl.permits.Release(cl.permits.Count())
 	case cl.spec != nil && cl.spec.reentry != nil && !cl.stale:

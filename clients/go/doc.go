@@ -20,6 +20,11 @@
 //	defer l.Unlock()
 //	err = work(l.Context(), l.Fence()) // l.Context() ends if the lock is lost
 //
+// Several names at once: MultiLock takes a set of plain locks all or
+// nothing (MLOCK), without holding part of it while it waits, and returns
+// a *MultiHold (Fences; Unlock releases the set; its Context ends when
+// any name is lost).
+//
 // Leader election: Elect campaigns for a name and returns a *Leadership
 // once the client leads (its Context ends on loss; Resign hands over);
 // Leader tells who leads; Observe streams every change of leader on a

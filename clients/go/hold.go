@@ -20,6 +20,10 @@ type hold struct {
 	err    error // *LostError once lost
 	ctx    context.Context
 	cancel context.CancelFunc
+	lost   func(err error) // called (under the client's mutex) when lost, or nil
+	// gateRefs, when set, counts the holds sharing the gate slot (a
+	// multi-lock's reentry of a name a *Lock holds): the last releases it.
+	gateRefs *int
 }
 
 func (c *Client) newHold(name, gate string, shared bool) hold {
@@ -50,10 +54,17 @@ func (h *hold) endLocked(err error) {
 		c.holders[h.name] = hs
 	}
 	if h.gate != "" && !c.closed {
-		c.gateReleaseLocked(h.gate, h.shared)
+		if h.gateRefs != nil && *h.gateRefs > 1 {
+			*h.gateRefs--
+		} else {
+			c.gateReleaseLocked(h.gate, h.shared)
+		}
 	}
 	if h.cancel != nil {
 		h.cancel()
+	}
+	if err != nil && h.lost != nil {
+		h.lost(err)
 	}
 }
 

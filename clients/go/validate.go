@@ -70,6 +70,7 @@ type Option func(*options)
 
 type options struct {
 	lease time.Duration
+	held  []*Lock // MultiLock: locks the caller holds already
 }
 
 // WithLease gives the grant a lease: it ends lease after the grant unless
@@ -78,6 +79,23 @@ type options struct {
 // connection lives.
 func WithLease(lease time.Duration) Option {
 	return func(o *options) { o.lease = lease }
+}
+
+// WithHeld tells MultiLock and TryMultiLock that the caller holds these
+// plain locks already (of this client), so that their names in the set are
+// taken as reentries (the hold's fence, one more wire hold, released by the
+// set's Unlock) instead of waiting for the caller's own handles. Other
+// grants ignore it, as MultiLock ignores locks of other names or kinds.
+func WithHeld(locks ...*Lock) Option {
+	return func(o *options) { o.held = append(o.held, locks...) }
+}
+
+func optionsOf(opts []Option) options {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
 }
 
 func leaseOf(opts []Option) (int64, error) {

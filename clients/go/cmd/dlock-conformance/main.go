@@ -27,6 +27,7 @@ type handle struct {
 	lock    *dlock.Lock
 	permits *dlock.Permits
 	lead    *dlock.Leadership
+	multi   *dlock.MultiHold
 	watched chan struct{} // closed when the loss watcher is done
 }
 
@@ -199,6 +200,8 @@ func (a *adapter) keepHandle(hid string, h *handle) {
 			return h.lock.Done(), h.lock.Err
 		case h.lead != nil:
 			return h.lead.Done(), h.lead.Err
+		case h.multi != nil:
+			return h.multi.Done(), h.multi.Err
 		}
 		return h.permits.Done(), h.permits.Err
 	}()
@@ -381,6 +384,8 @@ func (a *adapter) run(ctx context.Context, cmd string, args []string) (string, e
 			return "", err
 		}
 		return "ok", c.Ping(ctx)
+	case "mlock", "trymlock", "munlock":
+		return a.multi(ctx, cmd, args)
 	case "elect", "resign", "leader", "observe", "unobserve":
 		return a.election(ctx, cmd, args)
 	case "contend":

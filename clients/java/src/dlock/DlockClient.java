@@ -9,12 +9,15 @@ import java.nio.channels.SocketChannel;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Optional;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Executor;
@@ -140,6 +143,50 @@ public final class DlockClient implements AutoCloseable {
     /** {@link #tryLock(String, Duration, Duration)} as a future; {@code cancel} withdraws the wait. */
     public CompletableFuture<Optional<DlockLock>> tryLockAsync(String name, Duration wait, Duration lease) {
         return this.<DlockLock>take(Kind.PLAIN, name, 0, waitMillis(wait), millis(lease, "lease"));
+    }
+
+    // ---- multi-name locks
+
+    /** The most names one multi-lock may ask for (dlockd's {@code PROTO_MNAMES_MAX}). */
+    public static final int MULTI_NAMES_MAX = 64;
+
+    /**
+     * Takes the plain locks of all {@code names} at once (watchdog mode), waiting as long as
+     * it takes: dlockd grants the whole set or nothing, and nothing of it is held while it
+     * waits. Names: 1 to {@link #MULTI_NAMES_MAX}, distinct ({@link ArgsException} else,
+     * {@link NameException} for a bad name), checked before anything is sent. This client's
+     * threads never hold one name at once: the call first waits locally, name by name in
+     * sorted order, until no other handle of this client holds one of them.
+     */
+    public DlockMultiLock multiLock(List<String> names) throws InterruptedException {
+        return multiLock(names, null);
+    }
+
+    /**
+     * As {@link #multiLock(List)}, with a lease shared by every name ({@code null}: watchdog).
+     * Locks in {@code held} that this client holds of names of the set are reentered (their
+     * fence, one more hold, released by the set's unlock) instead of waited for.
+     */
+    public DlockMultiLock multiLock(List<String> names, Duration lease, DlockLock... held)
+            throws InterruptedException {
+        return await(takeMulti(names, -1, millis(lease, "lease"), held)).orElseThrow();
+    }
+
+    /** As {@link #multiLock(List, Duration, DlockLock...)}, waiting at most {@code wait}; empty when it ran out. */
+    public Optional<DlockMultiLock> tryMultiLock(List<String> names, Duration wait, Duration lease, DlockLock... held)
+            throws InterruptedException {
+        return await(takeMulti(names, waitMillis(wait), millis(lease, "lease"), held));
+    }
+
+    /** {@link #multiLock(List, Duration, DlockLock...)} as a future; {@code cancel} withdraws the wait. */
+    public CompletableFuture<DlockMultiLock> multiLockAsync(List<String> names, Duration lease, DlockLock... held) {
+        return untimed(takeMulti(names, -1, millis(lease, "lease"), held));
+    }
+
+    /** {@link #tryMultiLock} as a future; {@code cancel} withdraws the wait. */
+    public CompletableFuture<Optional<DlockMultiLock>> tryMultiLockAsync(List<String> names, Duration wait,
+                                                                          Duration lease, DlockLock... held) {
+        return takeMulti(names, waitMillis(wait), millis(lease, "lease"), held);
     }
 
     // ---- read/write locks
@@ -488,6 +535,120 @@ public final class DlockClient implements AutoCloseable {
                             ((DlockPermits) h).close();
                     });
                 });
+        op.stage(() -> conn.cancel(r) ? r.settled.thenRun(leave) : null);
+    }
+
+    /** MLOCK's rules for a set of names. */
+    static void checkNames(List<String> names) {
+        if (names == null || names.isEmpty() || names.size() > MULTI_NAMES_MAX)
+            throw new ArgsException("a multi-lock takes 1 to " + MULTI_NAMES_MAX + " names, not "
+                    + (names == null ? 0 : names.size()));
+        Set<String> seen = new HashSet<>();
+        for (String n : names) {
+            checkName(n);
+            if (!seen.add(n))
+                throw new ArgsException("name " + n + " given twice");
+        }
+    }
+
+    /** {@code <verb> <n> <name1> … <name_n>}. */
+    static String multiLine(String verb, List<String> names) {
+        return verb + " " + names.size() + " " + String.join(" ", names);
+    }
+
+    private Op<Optional<DlockMultiLock>> takeMulti(List<String> names, long waitMs, long leaseMs, DlockLock[] held) {
+        checkNames(names);
+        List<String> set = List.copyOf(names);
+        Map<String, DlockLock> mine = new HashMap<>();
+        for (DlockLock l : held == null ? new DlockLock[0] : held)
+            if (l != null && l.client == this && l.kind == Kind.PLAIN && set.contains(l.name) && l.holds() > 0)
+                mine.put(l.name, l);
+        List<String> gated = new ArrayList<>();
+        for (String n : set)
+            if (!mine.containsKey(n))
+                gated.add(n);
+        Collections.sort(gated); // a fixed order: no two local tasks wait for each other's gates
+        Op<Optional<DlockMultiLock>> op = new Op<>(callbacks);
+        long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Math.max(waitMs, 0));
+        passGates(op, gated, 0, waitMs, deadline, () -> {
+            long left = waitMs < 0 ? -1
+                    : Math.max(0, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime()));
+            sendMulti(op, set, gated, mine, left, leaseMs);
+        });
+        return op;
+    }
+
+    /** Passes the local gates of {@code gated} one after the other, then runs {@code then}. */
+    private void passGates(Op<Optional<DlockMultiLock>> op, List<String> gated, int i, long waitMs, long deadline,
+                           Runnable then) {
+        if (i == gated.size()) {
+            then.run();
+            return;
+        }
+        List<String> passed = gated.subList(0, i);
+        Gates.Waiter w = gates.enter(gated.get(i), false);
+        op.stage(() -> gates.withdraw(w) ? CompletableFuture.completedFuture(null) : null);
+        long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
+        if (waitMs >= 0 && !w.isDone())
+            CompletableFuture.delayedExecutor(Math.max(left, 0), TimeUnit.MILLISECONDS)
+                    .execute(() -> gates.withdraw(w));
+        w.thenAccept(in -> {
+            if (!in) {
+                passed.forEach(n -> leaveGate(Kind.PLAIN, n));
+                op.finish(Optional.empty(), null);
+                return;
+            }
+            if (op.isDone()) {
+                gated.subList(0, i + 1).forEach(n -> leaveGate(Kind.PLAIN, n));
+                op.settle();
+                return;
+            }
+            passGates(op, gated, i + 1, waitMs, deadline, then);
+        });
+    }
+
+    private void sendMulti(Op<Optional<DlockMultiLock>> op, List<String> names, List<String> gated,
+                           Map<String, DlockLock> mine, long waitMs, long leaseMs) {
+        Runnable leave = () -> gated.forEach(n -> leaveGate(Kind.PLAIN, n));
+        if (op.isDone()) {
+            leave.run();
+            op.settle();
+            return;
+        }
+        String line = waitMs < 0 ? multiLine("MLOCK", names) + " " + leaseMs
+                : multiLine("TRYMLOCK", names) + " " + waitMs + " " + leaseMs;
+        Conn.Request r = conn.send(line, waitMs != 0, reply -> multiLine("MUNLOCK", names), (reply, err) -> {
+            if (err != null || reply.startsWith("TIMEOUT")) {
+                leave.run();
+                if (err != null)
+                    op.fail(err);
+                else
+                    op.finish(Optional.empty(), null);
+                return;
+            }
+            String[] w = reply.split(" ");
+            long[] fences = new long[names.size()];
+            try {
+                if (w.length != names.size() + 1)
+                    throw new NumberFormatException(reply);
+                for (int i = 0; i < fences.length; i++)
+                    fences[i] = Long.parseLong(w[i + 1]);
+            } catch (NumberFormatException e) {
+                leave.run();
+                op.fail(new ProtocolException(null, "unexpected multi-lock reply: " + reply));
+                return;
+            }
+            DlockMultiLock m = new DlockMultiLock(this, names, fences);
+            for (String n : names) {
+                DlockLock l = mine.get(n);
+                if (l != null && !l.pin())
+                    l = null; // lost meanwhile: the gate is free, nothing to share
+                DlockMultiLock.Part p = new DlockMultiLock.Part(this, n, m, l, !mine.containsKey(n));
+                m.parts.add(p);
+                register(p);
+            }
+            op.finish(Optional.of(m), m::close);
+        });
         op.stage(() -> conn.cancel(r) ? r.settled.thenRun(leave) : null);
     }
 

@@ -20,6 +20,9 @@ public final class DlockLock extends Handle implements AutoCloseable {
     private final long leaseMs;
     private final long fence;
     private int holds = 1;
+    /** Multi-lock parts that reentered this lock and hold its gate slot with it. Guarded by this. */
+    private int pins;
+    private boolean gateLeft;
 
     DlockLock(DlockClient client, Kind kind, String name, long leaseMs, long fence) {
         super(client, name);
@@ -111,9 +114,34 @@ public final class DlockLock extends Handle implements AutoCloseable {
         }
     }
 
+    /** A multi-lock reenters this lock: the gate slot stays until both let go. */
+    synchronized boolean pin() {
+        if (over)
+            return false;
+        pins++;
+        return true;
+    }
+
+    void unpin() {
+        boolean leave;
+        synchronized (this) {
+            pins--;
+            leave = over && pins == 0 && !gateLeft;
+            gateLeft |= leave;
+        }
+        if (leave)
+            client.leaveGate(kind, name);
+    }
+
     @Override
     void ended() {
-        client.leaveGate(kind, name);
+        boolean leave;
+        synchronized (this) {
+            leave = pins == 0 && !gateLeft;
+            gateLeft |= leave;
+        }
+        if (leave)
+            client.leaveGate(kind, name);
     }
 
     @Override

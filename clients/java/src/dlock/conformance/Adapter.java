@@ -11,6 +11,7 @@ import dlock.DlockClient;
 import dlock.DlockConnectException;
 import dlock.DlockLeadership;
 import dlock.DlockLock;
+import dlock.DlockMultiLock;
 import dlock.DlockPermits;
 import dlock.KindException;
 import dlock.LeaderChange;
@@ -25,6 +26,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -171,6 +173,36 @@ public final class Adapter {
                     throw new IllegalArgumentException("no observation " + w[2]);
                 o.close(); // waits for a "* leader" line being written
                 return "ok";
+            }
+            case "mlock":
+            case "trymlock": {
+                boolean tr = w[1].equals("trymlock");
+                int first = tr ? 6 : 5;
+                List<String> names = Arrays.asList(w).subList(first, w.length);
+                // the runner's "holder locks again": this client's own locks are reentered
+                DlockLock[] held = handles.values().stream().filter(h -> h instanceof DlockLock)
+                        .toArray(DlockLock[]::new);
+                Optional<DlockMultiLock> m = tr
+                        ? client(w[2]).tryMultiLock(names, ms(w[4]), ms(w[5]), held)
+                        : Optional.of(client(w[2]).multiLock(names, ms(w[4]), held));
+                if (m.isEmpty())
+                    return "timeout";
+                String hid = w[3];
+                handles.put(hid, m.get());
+                m.get().onLost(e -> emit("* lost " + hid + " " + e.reason()));
+                StringBuilder b = new StringBuilder("ok");
+                for (long f : m.get().fences())
+                    b.append(' ').append(f);
+                return b.toString();
+            }
+            case "munlock": {
+                Object h = handle(w[2]);
+                if (!(h instanceof DlockMultiLock))
+                    throw new IllegalArgumentException(w[2] + " is not a multi-lock");
+                StringBuilder b = new StringBuilder("ok");
+                for (int left : ((DlockMultiLock) h).unlock())
+                    b.append(' ').append(left);
+                return b.toString();
             }
             case "contend":
                 return contend(client(w[2]), Integer.parseInt(w[3]), Integer.parseInt(w[4]),
