@@ -19,6 +19,9 @@
 /* Any reply but INFO fits, !LEADER <name> <fence> <value> included. */
 #define PROTO_REPLY_MAX     (PROTO_NAME_MAX + PROTO_VALUE_MAX + 128)
 #define PROTO_REPLY_MIN     32           /* smallest cap at which a long text is cut */
+/* LIST: the locks told when no limit is given, and the most a limit may ask. */
+#define PROTO_LIST_DEFAULT  100
+#define PROTO_LIST_MAX      1000
 
 /* The right a verb needs on its name (conf/access.h's rights, in order;
  * a verb without a name needs it on some name): NONE, READ (it only
@@ -66,6 +69,7 @@ typedef enum {
     XX(CANCEL, "CANCEL", 0, 0, NONE, "CANCEL")                               \
     XX(INFO, "INFO", 0, 0, NONE, "INFO")                                     \
     XX(CLIENTS, "CLIENTS", 0, 0, ADMIN, "CLIENTS")                           \
+    XX(LIST, "LIST", 0, 2, READ, "LIST [<pattern> [<limit>]]")               \
     XX(QUIT, "QUIT", 0, 0, NONE, "QUIT")
 
 typedef enum {
@@ -109,6 +113,8 @@ typedef struct proto_request_s {
     char value[PROTO_VALUE_MAX + 1];  /* ELECT: NUL-terminated, as a name is */
     size_t value_len;
     const char *detail;               /* static text explaining err, or NULL */
+    uint32_t limit;                   /* LIST: 1..PROTO_LIST_MAX (its pattern is in
+                                         value: it names no one lock) */
 } proto_request_t;
 
 typedef enum {

@@ -24,6 +24,9 @@ const char *const scripts_text[SCRIPT_COUNT] = {
     [SCRIPT_FAIR] = lua_fair,           [SCRIPT_ELECT] = lua_elect,
 };
 
+/* LIST's page description (list.c sends it with EVAL: it is not an op). */
+const char *const scripts_list_lua = lua_list;
+
 /* The codes are backend.h's outcomes, modes and renewals, number for number:
  * a reply decodes by a cast. */
 _Static_assert(SCRIPTS_GRANTED == (int)BACKEND_GRANTED, "GRANTED");

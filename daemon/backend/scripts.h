@@ -44,6 +44,8 @@ typedef enum {
 } script_id_t;
 
 extern const char *const scripts_text[SCRIPT_COUNT];
+/* lua/list.lua: LIST's description of a SCAN page (list.c). */
+extern const char *const scripts_list_lua;
 
 /* The numbers the scripts answer with, as daemon/backend/lua/part/codes.lua
  * names them too (test_scripts checks that each script's agree). An
