@@ -200,7 +200,8 @@ DEPS_CHAOS_CMDS := $(DEPS_RUN_CMDS) python3:python3 redis-sentinel:redis-sentine
 DEPS_CLIENT_CMDS := go:golang-go javac:default-jdk-headless jar:default-jdk-headless node:nodejs
 DEPS_CLIENT_FILES := /usr/share/java/junit-platform-console-standalone.jar:junit5
 DEPS_TEST_CMDS  := $(sort $(DEPS_RUN_CMDS) $(DEPS_DEB_CMDS) $(DEPS_CHAOS_CMDS) $(DEPS_CLIENT_CMDS)) \
-                   valgrind:valgrind clang:clang openssl:openssl luacheck:lua-check
+                   valgrind:valgrind clang:clang openssl:openssl luacheck:lua-check \
+                   chromium:chromium
 DEPS_TEST_PKGS  := $(sort $(DEPS_RUN_PKGS) $(DEPS_DEB_PKGS)) check:check
 DEPS_TEST_PYMODS := prometheus_client:python3-prometheus-client
 # Everything, as the one list `make deps` checks.
