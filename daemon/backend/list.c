@@ -260,13 +260,19 @@ static void on_timer_closed(uv_handle_t *h) {
     free(r);
 }
 
+#define LIST_WRITE_SUFFIX ":write" /* a write hold's field ends so */
+
 /* Fills in each holder's and waiter's dlockd from the registry. */
 static void name_daemons(list_run_t *r, list_who_t *w) {
     w->host[0] = '\0';
     w->dpid = w->pid = w->uid = w->age_ms = -1;
-    const char *c = strrchr(w->field, ':');
-    if (c == NULL) return;
-    size_t ul = (size_t)(c - w->field);
+    /* "<uuid>:<id>", or a write hold's "<uuid>:<id>:write" (Redisson's) */
+    size_t fl = strlen(w->field), sl = strlen(LIST_WRITE_SUFFIX);
+    if (fl > sl && strcmp(w->field + fl - sl, LIST_WRITE_SUFFIX) == 0) fl -= sl;
+    size_t ul = fl;
+    while (ul > 0 && w->field[ul - 1] != ':') ul--;
+    if (ul == 0) return;
+    const char *c = w->field + --ul; /* its last ':' */
     if (ul == strlen(r->b->uuid) && memcmp(w->field, r->b->uuid, ul) == 0) {
         w->ours = 1;
         w->owner = strtoull(c + 1, NULL, 10);
@@ -283,7 +289,7 @@ static void on_timer(uv_timer_t *t) {
     list_run_t *r = t->data;
     list_result_t *res = &r->res;
     if (res->status == BACKEND_OK) {
-        qsort(r->ents, r->n, sizeof(*r->ents), list_entry_cmp);
+        if (r->n > 0) qsort(r->ents, r->n, sizeof(*r->ents), list_entry_cmp); /* ents may be NULL */
         if (r->need > 0) r->n = list_majority(r->ents, r->n, r->need);
         for (size_t i = 0; i < r->n; i++) {
             list_entry_t *e = &r->ents[i];
