@@ -63,7 +63,7 @@ SUPPORT_SRC := $(wildcard tests/support/*.c)
 
 .SECONDARY:
 
-.PHONY: fuzz fuzz-build fuzz-short chaos chaos-short chaos-mutants metrics-test conformance
+.PHONY: fuzz fuzz-build fuzz-short chaos chaos-short chaos-mutants metrics-test board-test conformance
 .PHONY: luacheck
 .PHONY: clients-node clients-node-test
 .PHONY: clients-go clients-go-test clients-build conformance
@@ -266,7 +266,7 @@ test: deps-test
 	@$(MAKE) --no-print-directory -j$(TEST_BUILD_JOBS) all unit-build integration-build \
 	  sanitize-build fuzz-build clients-build
 	@$(MAKE) --no-print-directory INTEG_SKIP="$(SAN_ONLY)" luacheck docs-test unit integration clients-test \
-	  conformance metrics-test chaos-short integration-sanitized integration-valgrind
+	  conformance metrics-test board-test chaos-short integration-sanitized integration-valgrind
 	@$(MAKE) --no-print-directory -j2 --output-sync=target fuzz-short package-test
 
 # The Go client (clients/go): standard library only, so no network. Its
@@ -328,6 +328,14 @@ metrics-test: $(BUILD)/dlockd $(BUILD)/dlock sanitize-build
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) DLOCK_BIN=$(abspath $(BUILD)/dlock) /usr/bin/python3 tests/metrics/test_metrics.py
 	@echo "== tests/metrics/test_metrics.py (sanitized)"
 	@DLOCKD_BIN=$(abspath $(BUILD)/san/dlockd) DLOCK_BIN=$(abspath $(BUILD)/dlock) /usr/bin/python3 tests/metrics/test_metrics.py
+
+# The live board (GET /) in headless Chromium, driven over its DevTools
+# pipe: a holder's row and its waiter appear, and go when it closes.
+board-test: $(BUILD)/dlockd sanitize-build
+	@echo "== tests/metrics/test_board.py"
+	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) /usr/bin/python3 tests/metrics/test_board.py
+	@echo "== tests/metrics/test_board.py (sanitized)"
+	@DLOCKD_BIN=$(abspath $(BUILD)/san/dlockd) /usr/bin/python3 tests/metrics/test_board.py
 
 # Two integration suites with dlockd under valgrind memcheck: a memory error
 # or a definitely lost block fails the test that stopped the daemon.
