@@ -1,4 +1,4 @@
-/* Integration tests of LIST, dlock --list and GET /locks: every kind, two daemons, Redisson, access, faults, Cluster.
+/* Integration tests of LIST, dlock --list and GET /locks, across daemons and topologies.
  * SPDX-License-Identifier: MIT
  *
  * Every client here is this process (uid 0), so a holder or waiter that a
@@ -359,7 +359,8 @@ START_TEST(list_every_kind_two_daemons) {
     ck_assert_msg(strstr(row, d2at) && strstr(row, pid), "dlock --list l/fair: '%s' (a waiter %s)",
                   row, pid);
     snprintf(row, sizeof(row), "%s", table_row(out, "l/redisson"));
-    ck_assert_msg(strstr(row, " lock ") && strstr(row, " - "), "dlock --list l/redisson: '%s'", row);
+    ck_assert_msg(strstr(row, " lock ") && strstr(row, " - "), "dlock --list l/redisson: '%s'",
+                  row);
     out = dlock_out(d1, "--list --limit 2 'l/*'");
     int rows = 0;
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
@@ -637,7 +638,8 @@ START_TEST(list_on_cluster) {
                                       key);
         ck_assert_msg(r != NULL && strcmp(r, "1") == 0, "HSET on %d: %s", port, r ? r : "(none)");
         r = h_cluster_cmd(port, "PEXPIRE %s 30000", key);
-        ck_assert_msg(r != NULL && strcmp(r, "1") == 0, "PEXPIRE on %d: %s", port, r ? r : "(none)");
+        ck_assert_msg(r != NULL && strcmp(r, "1") == 0, "PEXPIRE on %d: %s", port,
+                      r ? r : "(none)");
     }
     h_await_waiters(q1, 1);
     h_await_waiters(q2, 1);
