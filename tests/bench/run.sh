@@ -1811,6 +1811,7 @@ if want 13; then
     fi
     stop_dlockd acnone
     stop_dlockd acrules
+fi
 
 # ---- 14. election hand-over ---------------------------------------------------------
 
