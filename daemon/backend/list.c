@@ -26,6 +26,9 @@ typedef struct lnode_s {
     int done;                   /* SCAN came back to 0, or enough was found */
     int failed;
     size_t found;               /* entries kept from this node */
+    char *page;                 /* the SCAN page's lock keys still to describe, */
+    size_t *offs, *lens;        /* each at page + offs[i], lens[i] bytes */
+    size_t npage, next;         /* keys in the page, the next to describe */
 } lnode_t;
 
 typedef struct ldaemon_s {
@@ -253,9 +256,20 @@ static int entry_of(list_run_t *r, const redisReply *x, list_entry_t *e) {
 /* ---- the run ------------------------------------------------------------------------ */
 
 static void scan_next(lnode_t *ln);
+static void describe_next(lnode_t *ln);
+
+static void page_free(lnode_t *ln) {
+    free(ln->page);
+    free(ln->offs);
+    free(ln->lens);
+    ln->page = NULL;
+    ln->offs = ln->lens = NULL;
+    ln->npage = ln->next = 0;
+}
 
 static void on_timer_closed(uv_handle_t *h) {
     list_run_t *r = h->data;
+    for (size_t i = 0; i < r->nnodes; i++) page_free(&r->nodes[i]);
     free(r->ents);
     free(r);
 }
@@ -366,8 +380,39 @@ static void on_describe(void *data, redisReply *reply, const char *error) {
             }
         }
     }
-    if (!ln->failed && !ln->done) scan_next(ln);
+    if (ln->failed) {
+        /* nothing more from this node */
+    } else if (ln->next < ln->npage && !r->cancelled && !enough(r, ln)) {
+        describe_next(ln); /* the rest of the page */
+    } else if (!ln->done) {
+        scan_next(ln);
+    }
     maybe_finish(r);
+}
+
+/* Describes the page's next LIST_DESCRIBE_MAX keys (at least one is left). */
+static void describe_next(lnode_t *ln) {
+    list_run_t *r = ln->run;
+    const char *argv[5 + LIST_DESCRIBE_MAX];
+    size_t argl[5 + LIST_DESCRIBE_MAX];
+    char hmax[8], wmax[8];
+    snprintf(hmax, sizeof(hmax), "%d", LIST_HOLDERS_MAX);
+    snprintf(wmax, sizeof(wmax), "%d", LIST_WAITERS_MAX);
+    argv[0] = "EVAL";
+    argv[1] = scripts_list_lua;
+    argv[2] = "0";
+    argv[3] = hmax;
+    argv[4] = wmax;
+    for (int i = 0; i < 5; i++) argl[i] = strlen(argv[i]);
+    size_t nk = 0;
+    for (; ln->next < ln->npage && nk < LIST_DESCRIBE_MAX; ln->next++, nk++) {
+        argv[5 + nk] = ln->page + ln->offs[ln->next];
+        argl[5 + nk] = ln->lens[ln->next];
+    }
+    if (node_command(ln->nd, (int)(5 + nk), argv, argl, on_describe, ln) != 0)
+        node_failed(ln, BACKEND_DOWN, "redis not connected");
+    else
+        r->pending++;
 }
 
 static void on_scan(void *data, redisReply *reply, const char *error) {
@@ -388,21 +433,17 @@ static void on_scan(void *data, redisReply *reply, const char *error) {
         ln->cursor[reply->element[0]->len] = '\0';
         if (strcmp(ln->cursor, "0") == 0) ln->done = 1;
         const redisReply *keys = reply->element[1];
-        size_t nk = 0;
-        const char **argv = malloc((keys->elements + 5) * sizeof(*argv));
-        size_t *argl = malloc((keys->elements + 5) * sizeof(*argl));
-        if (argv == NULL || argl == NULL) {
+        size_t bytes = 0;
+        for (size_t i = 0; i < keys->elements; i++)
+            if (keys->element[i]->type == REDIS_REPLY_STRING) bytes += keys->element[i]->len;
+        page_free(ln);
+        ln->page = malloc(bytes + 1);
+        ln->offs = malloc((keys->elements + 1) * sizeof(*ln->offs));
+        ln->lens = malloc((keys->elements + 1) * sizeof(*ln->lens));
+        if (ln->page == NULL || ln->offs == NULL || ln->lens == NULL) {
             node_failed(ln, BACKEND_FAILED, "out of memory");
         } else {
-            char hmax[8], wmax[8];
-            snprintf(hmax, sizeof(hmax), "%d", LIST_HOLDERS_MAX);
-            snprintf(wmax, sizeof(wmax), "%d", LIST_WAITERS_MAX);
-            argv[0] = "EVAL";
-            argv[1] = scripts_list_lua;
-            argv[2] = "0";
-            argv[3] = hmax;
-            argv[4] = wmax;
-            for (int i = 0; i < 5; i++) argl[i] = strlen(argv[i]);
+            size_t at = 0;
             for (size_t i = 0; i < keys->elements; i++) {
                 const redisReply *k = keys->element[i];
                 const char *name;
@@ -410,20 +451,14 @@ static void on_scan(void *data, redisReply *reply, const char *error) {
                 if (k->type != REDIS_REPLY_STRING) continue;
                 if (!list_key_name(k->str, k->len, r->b->prefix, &name, &len)) continue;
                 if (r->keep && !r->keep(r->data, name, len)) continue;
-                argv[5 + nk] = k->str;
-                argl[5 + nk] = k->len;
-                nk++;
+                memcpy(ln->page + at, k->str, k->len);
+                ln->offs[ln->npage] = at;
+                ln->lens[ln->npage++] = k->len;
+                at += k->len;
             }
-            if (nk > 0) {
-                if (node_command(ln->nd, (int)(5 + nk), argv, argl, on_describe, ln) != 0)
-                    node_failed(ln, BACKEND_DOWN, "redis not connected");
-                else
-                    r->pending++;
-            }
+            if (ln->npage > 0) describe_next(ln);
         }
-        free(argv);
-        free(argl);
-        if (nk == 0 && !ln->failed && !ln->done) scan_next(ln);
+        if (ln->npage == 0 && !ln->failed && !ln->done) scan_next(ln);
     }
     maybe_finish(r);
 }

@@ -428,6 +428,44 @@ START_TEST(list_every_kind_two_daemons) {
 }
 END_TEST
 
+/* ---- many keys: several SCAN pages, many describe calls ---------------------- */
+
+START_TEST(list_many_keys) {
+    h_redis_start();
+    int d = h_dlockd_start(NULL);
+    h_conn_t *q = h_connect_index(d);
+    /* 2500 Redisson-style holds m/0000 ... m/2499, and as many other keys */
+    const char *argv[] = {"EVAL", "for i = 0, 2499 do "
+                          "local k = string.format('dlock:m/%04d', i); "
+                          "redis.call('hset', k, '0b1e7b9c-0000-4000-8000-000000000003:1', 1); "
+                          "redis.call('pexpire', k, 60000); "
+                          "redis.call('set', string.format('other:%04d', i), 1) end "
+                          "return redis.call('dbsize')", "0", NULL};
+    ck_assert_str_eq(h_redis_argv(argv), "5001"); /* and the daemons' registry */
+    static listing_t l; /* large */
+    char req[64];
+    /* 100 names spread over the keyspace: every page walked */
+    h_send(q, "LIST m/00* 1000\n");
+    const char *r = h_recv(q, H_WAIT_MS);
+    ck_assert_str_eq(r, "OK LIST 100 0");
+    char prev[64] = "";
+    for (int i = 0; i < 100; i++) {
+        r = h_recv(q, H_WAIT_MS);
+        ck_assert_msg(r != NULL && strncmp(r, "= m/00", 6) == 0, "entry %d: %s", i, r ? r : "");
+        snprintf(req, sizeof(req), "%.7s", r + 2);
+        ck_assert_msg(strcmp(prev, req) < 0, "not in order: %s then %s", prev, req);
+        snprintf(prev, sizeof(prev), "%s", req);
+    }
+    /* more than the limit: cut at it */
+    h_send(q, "LIST m/* 1000\n");
+    H_EXPECT(q, "OK LIST 1000 1");
+    for (int i = 0; i < 1000; i++) H_EXPECT_PREFIX(q, "= m/");
+    list_on(q, "LIST m/* 60", &l);
+    ck_assert_msg(l.n == 60 && l.more == 1, "LIST m/* 60: %d more %d", l.n, l.more);
+    h_close(q);
+}
+END_TEST
+
 /* ---- [access] ------------------------------------------------------------------- */
 
 /* A forked child as uid sends request on its own connection to dlockd
@@ -728,6 +766,7 @@ int main(void) {
     tcase_add_checked_fixture(tc, list_setup, h_teardown);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, list_every_kind_two_daemons);
+    tcase_add_test(tc, list_many_keys);
     tcase_add_test(tc, list_shows_only_readable_names);
     tcase_add_test(tc, list_hung_redis_answers_in_time);
     tcase_add_test(tc, list_on_quorum);
