@@ -99,9 +99,10 @@
 # BENCH_FLEET_HOSTS (12., 32), BENCH_FLEET_CLIENTS (12., per host, 8),
 # BENCH_FLEET_SECONDS (12., per run, 4), BENCH_ACCESS_SECONDS (13., per round, 5),
 # BENCH_ACCESS_UID (13., 65534), BENCH_ELECT_ROUNDS (14., 400),
+# BENCH_LIST_LOCKS (16., 100000), BENCH_LIST_SECONDS (16., per probe run, 5),
 # BENCH_BUILD_DIR (default: the directory of DLOCK_BENCH_BIN),
 # BENCH_ONLY (unset: every section; else a comma-separated list of the
-# sections to run, among 1-3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13 and 14, e.g.
+# sections to run, among 1-3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14 and 16, e.g.
 # BENCH_ONLY=1-3,11: sections 1 to 3 run together, as 2 and 3 are set
 # against the figures of 1 and 2; the report's rows are numbered in the
 # order they ran).
@@ -148,6 +149,11 @@ FL_NAMES=65536
 FL_HOT=16
 FL_SAMPLE_S=0.5
 EL_ROUNDS=${BENCH_ELECT_ROUNDS:-400}
+# 16: locks in Redis, LIST's limit, rounds timed, seconds of each probe run
+LS_N=${BENCH_LIST_LOCKS:-100000}
+LS_LIMIT=1000
+LS_ROUNDS=20
+LS_S=${BENCH_LIST_SECONDS:-5}
 ONLY=${BENCH_ONLY-}
 PY=/usr/bin/python3
 T=""
@@ -438,8 +444,8 @@ node_peers_ready() {
 # ---- preflight --------------------------------------------------------------
 
 cd "$root" || fatal "cannot cd to $root"
-[[ -z $ONLY || $ONLY =~ ^(1-3|[4-9]|1[0-4])(,(1-3|[4-9]|1[0-4]))*$ ]] ||
-    fatal "BENCH_ONLY='$ONLY': expected a comma-separated list of 1-3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14"
+[[ -z $ONLY || $ONLY =~ ^(1-3|[4-9]|1[0-4]|16)(,(1-3|[4-9]|1[0-4]|16))*$ ]] ||
+    fatal "BENCH_ONLY='$ONLY': expected a comma-separated list of 1-3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 16"
 [ -x "$DLOCKD" ] || fatal "no dlockd binary at $DLOCKD (make build/dlockd)"
 [ -x "$BENCH" ] || fatal "no dlock-bench binary at $BENCH"
 # The commands dlockd's scripts run inside Redis (redis.call, and the
@@ -1837,6 +1843,48 @@ if want 14; then
     fi
     stop_dlockd second
     stop_dlockd main
+    flush_redis
+fi
+
+# ---- 16. LIST over 100,000 locks ------------------------------------------------------
+# 100,000 Redisson-style lock hashes (one owner field, a 10-minute PEXPIRE)
+# written by a Lua loop (tests/bench/list.py populate): holding that many
+# through dlockd would have its watchdog renew 100,000 leases. LIST * 1000
+# stops once it has 1001 names; a pattern that matches nothing walks the
+# whole keyspace. Then a probe connection's LOCK times alone and while
+# another connection runs LIST * 1000 back to back.
+if want 16; then
+    say "== 16/16 LIST over $LS_N locks: LIST * $LS_LIMIT ($LS_ROUNDS rounds), a full walk, LOCK p99 while listing (${LS_S} s)"
+    flush_redis
+    ensure_dlockd main
+    if OUT=$(timeout -k 5 300 "$PY" "$here/list.py" populate "$RSOCK" "$LS_N" 2>"$T/bench-list.err"); then
+        info "list: keys in Redis (Redisson-style hashes written by a Lua loop)" "$(kv "$OUT" keys)"
+    else
+        problem "list populate: $(tail -n 3 "$T/bench-list.err" | tr '\n' ' ')"
+    fi
+    if OUT=$(timeout -k 5 300 "$PY" "$here/list.py" measure "${DSOCK[main]}" "$LS_ROUNDS" '*' "$LS_LIMIT" 2>>"$T/bench-list.err"); then
+        [ "$(kv "$OUT" entries)" = "$LS_LIMIT" ] || problem "list: LIST * $LS_LIMIT told $(kv "$OUT" entries) entries"
+        check "list: LIST * $LS_LIMIT over $LS_N locks, slowest of $LS_ROUNDS" "$(kv "$OUT" max_ms)" " ms" "<=" 1000
+        info "list: LIST * $LS_LIMIT, p50" "$(kv "$OUT" p50_ms) ms"
+    else
+        problem "list measure: $(tail -n 3 "$T/bench-list.err" | tr '\n' ' ')"
+        failed "list: LIST * $LS_LIMIT over $LS_N locks, slowest of $LS_ROUNDS" "see problems" "<= 1000 ms"
+    fi
+    if OUT=$(timeout -k 5 300 "$PY" "$here/list.py" measure "${DSOCK[main]}" 5 'nomatch/*' "$LS_LIMIT" 2>>"$T/bench-list.err"); then
+        info "list: LIST nomatch/* (walks all $LS_N keys, none listed), p50 / slowest of 5" \
+            "$(kv "$OUT" p50_ms) / $(kv "$OUT" max_ms) ms"
+    else
+        problem "list walk: $(tail -n 3 "$T/bench-list.err" | tr '\n' ' ')"
+    fi
+    if OUT=$(timeout -k 5 120 "$PY" "$here/list.py" contend "${DSOCK[main]}" "$LS_S" '*' "$LS_LIMIT" 2>>"$T/bench-list.err"); then
+        check "list: another client's LOCK p99 while LIST * $LS_LIMIT runs back to back" \
+            "$(kv "$OUT" listing_p99_ms)" " ms" "<=" 10
+        info "list: that LOCK's p50 / max while listing; p50 / p99 with no LIST" \
+            "$(kv "$OUT" listing_p50_ms) / $(kv "$OUT" listing_max_ms) ms; $(kv "$OUT" alone_p50_ms) / $(kv "$OUT" alone_p99_ms) ms"
+    else
+        problem "list contend: $(tail -n 3 "$T/bench-list.err" | tr '\n' ' ')"
+        failed "list: another client's LOCK p99 while LIST * $LS_LIMIT runs back to back" "see problems" "<= 10 ms"
+    fi
     flush_redis
 fi
 
