@@ -131,6 +131,7 @@ $(BUILD)/tests/test_quorum_vote: $(call obj,tests/unit/test_quorum_vote.c daemon
 $(BUILD)/tests/test_clock_skew: $(call obj,tests/unit/test_clock_skew.c daemon/backend/clock_skew.c)
 $(BUILD)/tests/test_sentinel_reply: $(call obj,tests/unit/test_sentinel_reply.c daemon/backend/sentinel_reply.c)
 $(BUILD)/tests/test_cluster_map: $(call obj,tests/unit/test_cluster_map.c daemon/backend/cluster_map.c)
+$(BUILD)/tests/test_list: $(call obj,tests/unit/test_list.c daemon/backend/list_pure.c)
 $(BUILD)/tests/test_scripts: $(call obj,tests/unit/test_scripts.c daemon/backend/scripts.c \
                                daemon/backend/keys.c daemon/util/buf.c)
 # The lock manager's tests (the core, and one per lock kind) share their

@@ -9,8 +9,9 @@
  * Cluster: every primary; Sentinel: the primary; quorum: every node, a
  * name kept where a majority of the nodes agree on its holder. Entries
  * come sorted by name. The pure parts (which keys are locks, the MATCH
- * pattern, merging nodes' answers, registry entries) are list_* functions
- * below, tested by tests/unit/test_list.c. */
+ * pattern, merging nodes' answers, registry entries, owner fields) are
+ * the list_* functions below, in list_pure.c, tested by
+ * tests/unit/test_list.c. */
 #ifndef DLOCK_BACKEND_LIST_H
 #define DLOCK_BACKEND_LIST_H
 
@@ -116,5 +117,10 @@ void list_registry_entry(const char *entry, size_t len, char *host, size_t cap,
  * every node, sorted by name. Returns the count kept. */
 size_t list_majority(list_entry_t *a, size_t n, unsigned need);
 int list_entry_cmp(const void *a, const void *b);
+/* An owner field "<uuid>:<id>", or a write hold's "<uuid>:<id>:write"
+ * (Redisson's): the length of its uuid, and its id in *id; 0 when it has
+ * no ':' after a uuid. */
+#define LIST_WRITE_SUFFIX ":write"
+size_t list_field_uuid(const char *field, uint64_t *id);
 
 #endif
