@@ -63,7 +63,7 @@ SUPPORT_SRC := $(wildcard tests/support/*.c)
 
 .SECONDARY:
 
-.PHONY: fuzz fuzz-build fuzz-short chaos chaos-short chaos-mutants metrics-test conformance
+.PHONY: fuzz fuzz-build fuzz-short chaos chaos-short chaos-mutants metrics-test board-test conformance
 .PHONY: luacheck
 .PHONY: clients-node clients-node-test
 .PHONY: clients-go clients-go-test clients-build conformance
@@ -131,6 +131,7 @@ $(BUILD)/tests/test_quorum_vote: $(call obj,tests/unit/test_quorum_vote.c daemon
 $(BUILD)/tests/test_clock_skew: $(call obj,tests/unit/test_clock_skew.c daemon/backend/clock_skew.c)
 $(BUILD)/tests/test_sentinel_reply: $(call obj,tests/unit/test_sentinel_reply.c daemon/backend/sentinel_reply.c)
 $(BUILD)/tests/test_cluster_map: $(call obj,tests/unit/test_cluster_map.c daemon/backend/cluster_map.c)
+$(BUILD)/tests/test_list: $(call obj,tests/unit/test_list.c daemon/backend/list_pure.c)
 $(BUILD)/tests/test_scripts: $(call obj,tests/unit/test_scripts.c daemon/backend/scripts.c \
                                daemon/backend/keys.c daemon/util/buf.c)
 # The lock manager's tests (the core, and one per lock kind) share their
@@ -200,7 +201,8 @@ DEPS_CHAOS_CMDS := $(DEPS_RUN_CMDS) python3:python3 redis-sentinel:redis-sentine
 DEPS_CLIENT_CMDS := go:golang-go javac:default-jdk-headless jar:default-jdk-headless node:nodejs
 DEPS_CLIENT_FILES := /usr/share/java/junit-platform-console-standalone.jar:junit5
 DEPS_TEST_CMDS  := $(sort $(DEPS_RUN_CMDS) $(DEPS_DEB_CMDS) $(DEPS_CHAOS_CMDS) $(DEPS_CLIENT_CMDS)) \
-                   valgrind:valgrind clang:clang openssl:openssl luacheck:lua-check
+                   valgrind:valgrind clang:clang openssl:openssl luacheck:lua-check \
+                   chromium:chromium
 DEPS_TEST_PKGS  := $(sort $(DEPS_RUN_PKGS) $(DEPS_DEB_PKGS)) check:check
 DEPS_TEST_PYMODS := prometheus_client:python3-prometheus-client
 # Everything, as the one list `make deps` checks.
@@ -265,7 +267,7 @@ test: deps-test
 	@$(MAKE) --no-print-directory -j$(TEST_BUILD_JOBS) all unit-build integration-build \
 	  sanitize-build fuzz-build clients-build
 	@$(MAKE) --no-print-directory INTEG_SKIP="$(SAN_ONLY)" luacheck docs-test unit integration clients-test \
-	  conformance metrics-test chaos-short integration-sanitized integration-valgrind
+	  conformance metrics-test board-test chaos-short integration-sanitized integration-valgrind
 	@$(MAKE) --no-print-directory -j2 --output-sync=target fuzz-short package-test
 
 # The Go client (clients/go): standard library only, so no network. Its
@@ -329,6 +331,14 @@ metrics-test: $(BUILD)/dlockd $(BUILD)/dlock sanitize-build
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) DLOCK_BIN=$(abspath $(BUILD)/dlock) /usr/bin/python3 tests/metrics/test_metrics.py
 	@echo "== tests/metrics/test_metrics.py (sanitized)"
 	@DLOCKD_BIN=$(abspath $(BUILD)/san/dlockd) DLOCK_BIN=$(abspath $(BUILD)/dlock) /usr/bin/python3 tests/metrics/test_metrics.py
+
+# The live board (GET /) in headless Chromium, driven over its DevTools
+# pipe: a holder's row and its waiter appear, and go when it closes.
+board-test: $(BUILD)/dlockd sanitize-build
+	@echo "== tests/metrics/test_board.py"
+	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) /usr/bin/python3 tests/metrics/test_board.py
+	@echo "== tests/metrics/test_board.py (sanitized)"
+	@DLOCKD_BIN=$(abspath $(BUILD)/san/dlockd) /usr/bin/python3 tests/metrics/test_board.py
 
 # Two integration suites with dlockd under valgrind memcheck: a memory error
 # or a definitely lost block fails the test that stopped the daemon.

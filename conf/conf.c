@@ -564,6 +564,17 @@ static int set_tls(conf_t *c, const conf_key_t *k, const char *v, char *err, siz
     return -1;
 }
 
+/* board_remote: yes or no. */
+static int set_board_remote(conf_t *c, const conf_key_t *k, const char *v, char *err,
+                            size_t errlen) {
+    if (strcmp(v, "yes") == 0 || strcmp(v, "no") == 0) {
+        c->board_remote = v[0] == 'y';
+        return 0;
+    }
+    seterr(err, errlen, "%s '%s' is not yes or no", k->name, v);
+    return -1;
+}
+
 /* ---- the table ---------------------------------------------------------- */
 
 static const char *const log_level_names[] = {"error", "warn", "info", "debug", NULL};
@@ -602,6 +613,8 @@ static const conf_key_t keys[] = {
      AT(log_level), .names = log_level_names},
     {"server", "metrics", .type = CONF_TYPE_ENDPOINT, .def = "", AT(metrics),
      .parse = set_metrics},
+    {"server", "board_remote", .type = CONF_TYPE_BOOL, .def = "no", AT(board_remote),
+     .parse = set_board_remote},
 
     /* [redis] */
     {"redis", "url", .type = CONF_TYPE_URL, .def = "redis://127.0.0.1:6379/0", AT(url),

@@ -84,6 +84,8 @@ typedef struct conf_s {
     conf_log_level_t log_level;
     char metrics[CONF_STR_MAX];      /* "" off, "host:port", or a Unix socket path */
     conf_addr_t metrics_addr;        /* parsed: TCP host and port (port 0: a path) */
+    int board_remote;                /* a non-loopback metrics address serves the
+                                        board (GET /) and GET /locks too */
 
     /* [redis] */
     char url[CONF_STR_MAX];

@@ -12,16 +12,22 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/queue.h>
 #include <unistd.h>
 
+#include "daemon/board.h"
+#include "daemon/listfmt.h"
+#include "daemon/listing.h"
 #include "daemon/log.h"
 #include "daemon/util/buf.h"
+#include "proto/proto.h"
 
 struct metrics_s {
     uv_loop_t *loop;
@@ -33,7 +39,23 @@ struct metrics_s {
     char path[CONF_PATH_MAX + 1]; /* a Unix socket to remove at the end, or "" */
     uv_poll_t *poll;
     uv_timer_t *timer;
+    int board_ok;             /* serve GET / and /locks: loopback, a Unix
+                                 socket, or board_remote = yes */
+    LIST_HEAD(, hreq_s) reqs; /* /locks listings in flight (suspended) */
 };
+
+/* One GET /locks: suspended while its listing runs. */
+typedef struct hreq_s {
+    metrics_t *m;
+    struct MHD_Connection *conn;
+    listing_t *listing;
+    int done;
+    unsigned status;
+    buf_t body;
+    char pattern[PROTO_NAME_MAX + 1];
+    size_t limit;
+    LIST_ENTRY(hreq_s) link;
+} hreq_t;
 
 /* ---- rendering -------------------------------------------------------------- */
 
@@ -214,11 +236,113 @@ static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, const
     return rc;
 }
 
+static void run_mhd(metrics_t *m);
+
+static enum MHD_Result json_error(struct MHD_Connection *conn, unsigned status, const char *why) {
+    buf_t b = {0};
+    if (buf_append(&b, "{\"error\":", 9) != 0 || listfmt_json_str(&b, why, strlen(why)) != 0 ||
+        buf_append(&b, "}\n", 2) != 0) {
+        buf_free(&b);
+        return MHD_NO;
+    }
+    return reply(conn, status, "application/json", b.data, b.len, MHD_RESPMEM_MUST_FREE);
+}
+
+static uint64_t wall_ms(void) {
+    uv_timeval64_t tv;
+    if (uv_gettimeofday(&tv) != 0) return 0;
+    return (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
+}
+
+/* The latest !LOST events, newest first, closing the /locks object. */
+static int put_lost(buf_t *b, const listing_ring_t *ring) {
+    char x[160];
+    int n = snprintf(x, sizeof(x), ",\"now_ms\":%llu,\"lost\":[", (unsigned long long)wall_ms());
+    if (buf_append(b, x, (size_t)n) != 0) return -1;
+    const listing_lost_t *e;
+    for (size_t i = 0; (e = listing_ring_get(ring, i)) != NULL; i++) {
+        n = snprintf(x, sizeof(x), "%s{\"at_ms\":%llu,\"reason\":\"%s\",\"pid\":%lld,\"uid\":%lld,"
+                     "\"name\":", i ? "," : "", (unsigned long long)e->at_ms, e->reason, e->pid,
+                     e->uid);
+        if (buf_append(b, x, (size_t)n) != 0 || listfmt_json_str(b, e->name, strlen(e->name)) ||
+            buf_append(b, "}", 1) != 0)
+            return -1;
+    }
+    return buf_append(b, "]}\n", 3);
+}
+
+static void on_listed(void *data, list_result_t *res) {
+    hreq_t *h = data;
+    h->listing = NULL;
+    h->done = 1;
+    if (res->status != BACKEND_OK) {
+        h->status = MHD_HTTP_SERVICE_UNAVAILABLE;
+        if (buf_append(&h->body, "{\"error\":", 9) != 0 ||
+            listfmt_json_str(&h->body, res->error, strlen(res->error)) != 0 ||
+            buf_append(&h->body, "}\n", 2) != 0)
+            h->status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+    } else {
+        h->status = MHD_HTTP_OK;
+        if (listfmt_json(&h->body, res->entries, res->n, res->more, h->limit, h->pattern) != 0 ||
+            put_lost(&h->body, sessions_lost(h->m->sessions)) != 0)
+            h->status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    MHD_resume_connection(h->conn);
+    run_mhd(h->m);
+}
+
+/* GET /locks?pattern=...&limit=...: starts the listing, suspended. */
+static enum MHD_Result start_locks(metrics_t *m, struct MHD_Connection *conn, void **con_cls) {
+    const char *pat = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "pattern");
+    const char *lim = MHD_lookup_connection_value(conn, MHD_GET_ARGUMENT_KIND, "limit");
+    if (pat == NULL || pat[0] == '\0') pat = "*";
+    if (!proto_name_valid(pat, strlen(pat)))
+        return json_error(conn, MHD_HTTP_BAD_REQUEST, "pattern: 1-255 bytes of 0x21-0x7E");
+    uint32_t limit = PROTO_LIST_DEFAULT;
+    if (lim != NULL &&
+        (proto_parse_num(lim, strlen(lim), &limit) != 0 || limit < 1 || limit > PROTO_LIST_MAX))
+        return json_error(conn, MHD_HTTP_BAD_REQUEST, "limit: 1 to 1000");
+    hreq_t *h = calloc(1, sizeof(*h));
+    if (h == NULL) return json_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+    h->m = m;
+    h->conn = conn;
+    h->limit = limit;
+    snprintf(h->pattern, sizeof(h->pattern), "%s", pat);
+    h->listing = listing_start(sessions_locks(m->sessions), h->pattern, strlen(h->pattern),
+                               limit, NULL, on_listed, h);
+    if (h->listing == NULL) {
+        free(h);
+        return json_error(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+    }
+    LIST_INSERT_HEAD(&m->reqs, h, link);
+    *con_cls = h;
+    MHD_suspend_connection(conn);
+    return MHD_YES;
+}
+
+static enum MHD_Result finish_locks(metrics_t *m, struct MHD_Connection *conn, hreq_t *h,
+                                    void **con_cls) {
+    LIST_REMOVE(h, link);
+    *con_cls = m;
+    buf_t b = h->body;
+    unsigned status = h->status;
+    free(h);
+    if (b.data == NULL) return MHD_NO;
+    return reply(conn, status, "application/json", b.data, b.len, MHD_RESPMEM_MUST_FREE);
+}
+
+static int is_loopback(const conf_t *conf) {
+    const char *h = conf->metrics_addr.host;
+    if (conf->metrics_addr.port == 0) return 1; /* a Unix socket: its mode guards it */
+    return strncmp(h, "127.", 4) == 0 || strcmp(h, "localhost") == 0 || strcmp(h, "::1") == 0 ||
+           strcmp(h, "[::1]") == 0;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_size,
                                   void **con_cls) {
-    static char not_found[] = "not found: try /metrics\n";
+    static char not_found[] = "not found: try /metrics, /locks or /\n";
     static char not_allowed[] = "only GET\n";
     static char no_memory[] = "out of memory\n";
     metrics_t *m = cls;
@@ -228,6 +352,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *con_cls = m;
         return MHD_YES;
     }
+    if (*con_cls != m) { /* a /locks listing: resumed with its answer */
+        hreq_t *h = *con_cls;
+        if (!h->done) return MHD_YES;
+        return finish_locks(m, conn, h, con_cls);
+    }
     if (*upload_size != 0) {
         *upload_size = 0; /* a body is read and ignored */
         return MHD_YES;
@@ -235,6 +364,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
         return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", not_allowed,
                      sizeof(not_allowed) - 1, MHD_RESPMEM_PERSISTENT);
+    if (strcmp(url, "/locks") == 0 || strcmp(url, "/") == 0) {
+        if (!m->board_ok)
+            return json_error(conn, MHD_HTTP_FORBIDDEN,
+                              "the board is served on loopback only (set board_remote)");
+        if (strcmp(url, "/locks") == 0) return start_locks(m, conn, con_cls);
+        return reply(conn, MHD_HTTP_OK, "text/html; charset=utf-8", (void *)(uintptr_t)board_html,
+                     board_html_len, MHD_RESPMEM_PERSISTENT);
+    }
     if (strcmp(url, "/metrics") != 0)
         return reply(conn, MHD_HTTP_NOT_FOUND, "text/plain", not_found, sizeof(not_found) - 1,
                      MHD_RESPMEM_PERSISTENT);
@@ -347,7 +484,9 @@ metrics_t *metrics_start(uv_loop_t *loop, const conf_t *conf, sessions_t *sessio
         free(m);
         return NULL;
     }
-    m->mhd = MHD_start_daemon(MHD_USE_EPOLL, 0, NULL, NULL, on_request, m,
+    m->board_ok = is_loopback(conf) || conf->board_remote;
+    LIST_INIT(&m->reqs);
+    m->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL, on_request, m,
                               MHD_OPTION_LISTEN_SOCKET, m->fd,
                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)METRICS_CONN_MAX,
                               MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)METRICS_IDLE_S,
@@ -371,7 +510,8 @@ metrics_t *metrics_start(uv_loop_t *loop, const conf_t *conf, sessions_t *sessio
     uv_timer_init(loop, m->timer);
     m->timer->data = m;
     uv_poll_start(m->poll, UV_READABLE, on_poll);
-    log_info("metrics on %s (GET /metrics)", conf->metrics);
+    log_info("metrics on %s (GET /metrics%s)", conf->metrics,
+             m->board_ok ? ", /locks and the board at /" : "; no board: not loopback");
     return m;
 }
 
@@ -380,6 +520,15 @@ void metrics_stop(metrics_t *m) {
     uv_poll_stop(m->poll);
     uv_close((uv_handle_t *)m->poll, on_handle_closed);
     uv_close((uv_handle_t *)m->timer, on_handle_closed);
+    /* Listings in flight: MHD stops only with every connection resumed. */
+    hreq_t *h;
+    while ((h = LIST_FIRST(&m->reqs)) != NULL) {
+        LIST_REMOVE(h, link);
+        if (h->listing) listing_cancel(h->listing);
+        MHD_resume_connection(h->conn);
+        buf_free(&h->body);
+        free(h);
+    }
     MHD_stop_daemon(m->mhd);
     close(m->fd);
     if (m->path[0]) unlink(m->path);

@@ -10,6 +10,8 @@
 #include <sys/socket.h>
 
 #include "daemon/access.h"
+#include "daemon/listfmt.h"
+#include "daemon/listing.h"
 #include "daemon/log.h"
 #include "daemon/util/buf.h"
 #include "proto/proto.h"
@@ -58,6 +60,7 @@ struct session_s {
     int waits;                 /* the request in flight may wait for a holder */
     int cancel_checked;        /* the line after the request in flight was seen */
     int cancelled;             /* ... was CANCEL, and withdrew its wait */
+    listing_t *listing;        /* LIST in flight */
 
     /* lists */
     LIST_ENTRY(session_s) all;          /* all sessions */
@@ -91,6 +94,7 @@ struct sessions_s {
     void (*closed_cb)(void *data);
     void *closed_data;
     int closing_handles;       /* sessions_close_all: handles not yet closed */
+    listing_ring_t lost;       /* the latest !LOST events, for the board */
 };
 
 /* Stays valid only inside one on_read: every read is consumed at once. */
@@ -377,6 +381,64 @@ static void send_lock_reply(session_t *s, const lock_reply_t *r) {
     if (n > 0) send_line(s, line, (size_t)n);
 }
 
+static uint64_t now_wall_ms(void) {
+    uv_timeval64_t tv;
+    if (uv_gettimeofday(&tv) != 0) return 0;
+    return (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
+}
+
+/* LIST: only names the peer may read are listed. */
+static int list_keep(void *data, const char *name, size_t len) {
+    session_t *s = data;
+    int rule;
+    return access_decide(s->ss->conf->access, &s->view, &s->peer, name, len, &rule) >=
+           ACCESS_READ;
+}
+
+/* LIST's answer: "OK LIST <n> <more>" and n entry lines, or ERR BACKEND. */
+static void on_listed(void *data, list_result_t *res) {
+    session_t *s = data;
+    s->listing = NULL;
+    if (s->state == SESSION_CLOSING) return;
+    if (res->status != BACKEND_OK) {
+        send_error(s, PROTO_ERR_BACKEND, res->error[0] ? res->error : NULL);
+    } else {
+        buf_t b = {0};
+        /* The reply fits the connection's output limit, with room. */
+        if (listfmt_reply(&b, res->entries, res->n, res->more, s->ss->conf->max_output / 2) !=
+            0) {
+            send_error(s, PROTO_ERR_LIMIT, "out of memory");
+        } else {
+            count_reply(s, SESSION_RESULT_OK);
+            send_line(s, buf_start(&b), b.len);
+        }
+        buf_free(&b);
+    }
+    if (s->state != SESSION_WAITING) return;
+    s->state = SESSION_READY;
+    s->resume = 1;
+    mark_dirty(s);
+}
+
+static void start_list(session_t *s, const proto_request_t *req) {
+    s->listing = listing_start(s->ss->locks, req->value, req->value_len, req->limit, list_keep,
+                               on_listed, s);
+    if (s->listing == NULL) {
+        send_error(s, PROTO_ERR_LIMIT, "out of memory");
+        return;
+    }
+    s->state = SESSION_WAITING;
+    s->cancel_checked = 0;
+}
+
+const listing_ring_t *sessions_lost(const sessions_t *ss) {
+    return &ss->lost;
+}
+
+lockmgr_t *sessions_locks(const sessions_t *ss) {
+    return ss->locks;
+}
+
 /* The lock manager's later answer to the request in flight. */
 static void on_lock_reply(void *data, const lock_reply_t *reply) {
     session_t *s = data;
@@ -401,6 +463,8 @@ static void on_lock_event(void *data, const char *name, size_t len, lock_loss_t 
     char line[PROTO_REPLY_MAX], lname[PROTO_NAME_MAX + 1];
     if (s->state == SESSION_CLOSING) return;
     snprintf(lname, sizeof(lname), "%.*s", (int)len, name);
+    listing_ring_add(&s->ss->lost, now_wall_ms(), name, len, reasons[why], (long long)s->pid,
+                     (long long)s->uid);
     /* Its holder may have gone on as if it still held it: who that is. */
     log_warn("client %llu (pid %d uid %u) lost lock %s: %s", (unsigned long long)s->id,
              (int)s->pid, (unsigned)s->uid, lname, reasons[why]);
@@ -562,6 +626,9 @@ static void dispatch(session_t *s, const proto_request_t *req) {
         return;
     case PROTO_CMD_CLIENTS:
         send_clients(s);
+        return;
+    case PROTO_CMD_LIST:
+        start_list(s, req);
         return;
     case PROTO_CMD_RESIGN:
     case PROTO_CMD_UNOBSERVE: {
@@ -852,6 +919,8 @@ static void session_close(session_t *s) {
     deaf_remove(s);
     log_closed(s);
     if (s->owner != NULL) lockmgr_unobserve_all(s->ss->locks, s->owner);
+    if (s->listing != NULL) listing_cancel(s->listing);
+    s->listing = NULL;
     if (s->owner != NULL) lockmgr_owner_drop(s->ss->locks, s->owner);
     s->owner = NULL;
     uv_close((uv_handle_t *)&s->pipe, on_close);

@@ -55,4 +55,10 @@ void sessions_free(sessions_t *ss);
 
 void sessions_stats(const sessions_t *ss, sessions_stats_t *out);
 
+/* The latest !LOST events sent (the board's), newest first through
+ * listing_ring_get(). */
+struct listing_ring_s;
+const struct listing_ring_s *sessions_lost(const sessions_t *ss);
+lockmgr_t *sessions_locks(const sessions_t *ss);
+
 #endif

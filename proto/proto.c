@@ -159,6 +159,7 @@ proto_status_t proto_parse_line(const char *line, size_t len,
     req->detail = NULL;
     req->nnames = 0;
     req->mnames = NULL;
+    req->limit = 0;
 
     if (len > 0 && line[len - 1] == '\r') len--;
 
@@ -193,6 +194,23 @@ proto_status_t proto_parse_line(const char *line, size_t len,
         nargs > commands[req->cmd].max_args)
         return fail(req, PROTO_ERR_ARGS, commands[req->cmd].usage);
 
+    if (req->cmd == PROTO_CMD_LIST) {
+        /* A glob of Redis's (* ? [..] \\), as long as a name at most. */
+        memcpy(req->value, "*", 2);
+        req->value_len = 1;
+        req->limit = PROTO_LIST_DEFAULT;
+        if (nargs >= 1) {
+            if (!proto_name_valid(word[1], wlen[1]))
+                return fail(req, PROTO_ERR_ARGS, "patterns are 1-255 bytes of 0x21-0x7E");
+            memcpy(req->value, word[1], wlen[1]);
+            req->value[wlen[1]] = '\0';
+            req->value_len = wlen[1];
+        }
+        if (nargs == 2 && (proto_parse_num(word[2], wlen[2], &req->limit) != 0 ||
+                           req->limit < 1 || req->limit > PROTO_LIST_MAX))
+            return fail(req, PROTO_ERR_ARGS, "limit is 1 to 1000");
+        return PROTO_REQUEST;
+    }
     if (commands[req->cmd].min_args == 0) return PROTO_REQUEST;
     if (req->cmd == PROTO_CMD_MLOCK || req->cmd == PROTO_CMD_TRYMLOCK ||
         req->cmd == PROTO_CMD_MUNLOCK)

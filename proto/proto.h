@@ -26,6 +26,9 @@
 /* "OK" and up to PROTO_MNAMES_MAX numbers of 20 digits: the multi-name
  * replies, the only ones longer than PROTO_REPLY_MAX. */
 #define PROTO_REPLY_LIST_MAX (2 + PROTO_MNAMES_MAX * 21 + 2)
+/* LIST: the locks told when no limit is given, and the most a limit may ask. */
+#define PROTO_LIST_DEFAULT  100
+#define PROTO_LIST_MAX      1000
 
 /* The right a verb needs on its name (conf/access.h's rights, in order;
  * a verb without a name needs it on some name): NONE, READ (it only
@@ -79,6 +82,7 @@ typedef enum {
     XX(CANCEL, "CANCEL", 0, 0, NONE, "CANCEL")                               \
     XX(INFO, "INFO", 0, 0, NONE, "INFO")                                     \
     XX(CLIENTS, "CLIENTS", 0, 0, ADMIN, "CLIENTS")                           \
+    XX(LIST, "LIST", 0, 2, READ, "LIST [<pattern> [<limit>]]")               \
     XX(QUIT, "QUIT", 0, 0, NONE, "QUIT")
 
 typedef enum {
@@ -129,6 +133,8 @@ typedef struct proto_request_s {
     char *mnames;                     /* ... their names, each NUL-terminated, or NULL */
     uint16_t moff[PROTO_MNAMES_MAX];  /* ... where each starts in mnames */
     uint8_t mlen[PROTO_MNAMES_MAX];   /* ... and its length */
+    uint32_t limit;                   /* LIST: 1..PROTO_LIST_MAX (its pattern is in
+                                         value: it names no one lock) */
 } proto_request_t;
 
 /* The i-th name of a multi-name request (i < nnames), NUL-terminated. */

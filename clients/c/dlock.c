@@ -689,6 +689,103 @@ int dlock_info(dlock_t *d, char *buf, size_t len) {
     return r;
 }
 
+/* "-" or a decimal: -1 or its value; -2 when it is neither. */
+static long long num_or_dash(const char *s) {
+    if (strcmp(s, "-") == 0) return -1;
+    if (*s == '\0' || *s == '-') return -2;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    return *end != '\0' || errno != 0 ? -2 : v;
+}
+
+/* "<total>,host/dpid/pid/uid/count/age,..." into who. 0 or -1. */
+static int parse_who(char *w, size_t *total, dlock_who_t *who, size_t *n) {
+    char *save = NULL, *part = strtok_r(w, ",", &save);
+    long long t = part ? num_or_dash(part) : -2;
+    if (t < 0) return -1;
+    *total = (size_t)t;
+    *n = 0;
+    while ((part = strtok_r(NULL, ",", &save)) != NULL) {
+        char *f[6], *s2 = NULL;
+        int k = 0;
+        for (char *p = strtok_r(part, "/", &s2); p && k < 6; p = strtok_r(NULL, "/", &s2))
+            f[k++] = p;
+        if (k != 6) return -1;
+        if (*n == DLOCK_LIST_WHO_MAX) continue;
+        dlock_who_t *x = &who[(*n)++];
+        snprintf(x->host, sizeof(x->host), "%s", strcmp(f[0], "-") == 0 ? "" : f[0]);
+        x->dlockd_pid = num_or_dash(f[1]);
+        x->pid = num_or_dash(f[2]);
+        x->uid = num_or_dash(f[3]);
+        x->count = num_or_dash(f[4]);
+        x->age_ms = num_or_dash(f[5]);
+        if (x->dlockd_pid < -1 || x->pid < -1 || x->uid < -1 || x->count < -1 || x->age_ms < -1)
+            return -1;
+    }
+    return 0;
+}
+
+/* "= <name> <kind> <ttl_ms> <fence> <holders> <waiters> <value>" */
+static int parse_entry(char *line, dlock_list_entry_t *e) {
+    char *w[8], *save = NULL;
+    int k = 0;
+    for (char *p = strtok_r(line, " ", &save); p && k < 8; p = strtok_r(NULL, " ", &save))
+        w[k++] = p;
+    if (k != 8 || strcmp(w[0], "=") != 0 || strlen(w[1]) > DLOCK_NAME_MAX ||
+        strlen(w[2]) >= sizeof(e->kind) || strlen(w[7]) > DLOCK_VALUE_MAX)
+        return -1;
+    memset(e, 0, sizeof(*e));
+    snprintf(e->name, sizeof(e->name), "%s", w[1]);
+    snprintf(e->kind, sizeof(e->kind), "%s", w[2]);
+    char *end;
+    e->ttl_ms = strtoll(w[3], &end, 10);
+    if (*end != '\0') return -1;
+    long long f = num_or_dash(w[4]);
+    if (f < -1) return -1;
+    e->fence = f > 0 ? (uint64_t)f : 0;
+    if (parse_who(w[5], &e->holders_total, e->holders, &e->nholders) != 0 ||
+        parse_who(w[6], &e->waiters_total, e->waiters, &e->nwaiters) != 0)
+        return -1;
+    snprintf(e->value, sizeof(e->value), "%s", strcmp(w[7], "-") == 0 ? "" : w[7]);
+    return 0;
+}
+
+int dlock_list(dlock_t *d, const char *pattern, uint32_t limit, dlock_list_cb cb, void *data,
+               int *more) {
+    char line[DLOCK_NAME_MAX + 32];
+    if (pattern == NULL) pattern = "*";
+    if (!name_ok(pattern) || limit > DLOCK_LIST_MAX) return DLOCK_EARGS;
+    if (limit > 0)
+        snprintf(line, sizeof(line), "LIST %s %u", pattern, (unsigned)limit);
+    else
+        snprintf(line, sizeof(line), "LIST %s", pattern);
+    int r = roundtrip(d, line);
+    if (r != 0) return r;
+    unsigned n;
+    int m, used = 0;
+    if (sscanf(d->line, "OK LIST %u %d%n", &n, &m, &used) != 2 || d->line[used] != '\0')
+        return DLOCK_EPROTO;
+    if (more) *more = m;
+    int stop = 0, bad = 0;
+    dlock_list_entry_t *e = malloc(sizeof(*e));
+    if (e == NULL) return DLOCK_ENOMEM; /* the lines are left unread: close d */
+    for (unsigned i = 0; i < n; i++) {
+        r = read_reply(d);
+        if (r < 0) {
+            free(e);
+            return r;
+        }
+        if (bad || parse_entry(d->line, e) != 0) {
+            bad = 1;
+            continue;
+        }
+        if (!stop && cb != NULL) stop = cb(data, e) != 0;
+    }
+    free(e);
+    return bad ? DLOCK_EPROTO : (int)n;
+}
+
 /* A leader's value: a word as a name is. */
 static int value_ok(const char *value) {
     return value != NULL && name_ok(value);

@@ -283,6 +283,36 @@ int dlock_observe(dlock_t *d, const char *name, dlock_leader_cb cb, void *data,
  * if it was observed, 0 if not (was may be NULL). */
 int dlock_unobserve(dlock_t *d, const char *name, int *was);
 
+/* LIST: the locks whose names match a glob (Redis's: * ? [..] \), across
+ * every dlockd and Redisson client of the Redis, at most limit (1 to
+ * DLOCK_LIST_MAX; 0: dlockd's default, 100), sorted by name. cb gets each
+ * entry (valid during the call; a non-zero return stops the calls, the
+ * reply is still read); *more (may be NULL) is 1 when more names match.
+ * Returns the entries told, or a negative code. Unknown numbers are -1;
+ * host "" when no dlockd registered the holder (a Redisson client). */
+#define DLOCK_LIST_MAX      1000
+#define DLOCK_LIST_WHO_MAX  8
+typedef struct dlock_who_s {
+    char host[64];
+    long long dlockd_pid, pid, uid;
+    long long count;                /* holds, permits; a waiter: permits asked or -1 */
+    long long age_ms;               /* held or waited for (clients of the dlockd asked) */
+} dlock_who_t;
+typedef struct dlock_list_entry_s {
+    char name[DLOCK_NAME_MAX + 1];
+    char kind[8];                   /* lock, read, write, fair, elect, sem */
+    long long ttl_ms;               /* -1: no expiry */
+    uint64_t fence;                 /* 0: none */
+    size_t holders_total, nholders;
+    dlock_who_t holders[DLOCK_LIST_WHO_MAX];
+    size_t waiters_total, nwaiters;
+    dlock_who_t waiters[DLOCK_LIST_WHO_MAX];
+    char value[DLOCK_VALUE_MAX + 1]; /* elect: the leader's value; sem: permits free */
+} dlock_list_entry_t;
+typedef int (*dlock_list_cb)(void *data, const dlock_list_entry_t *e);
+int dlock_list(dlock_t *d, const char *pattern, uint32_t limit, dlock_list_cb cb, void *data,
+               int *more);
+
 /* Sends one raw request line (without LF) and copies the reply line into
  * buf. Events met on the way go to the lost callback. */
 int dlock_request(dlock_t *d, const char *line, char *buf, size_t len);

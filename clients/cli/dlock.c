@@ -46,6 +46,7 @@ static void usage(FILE *out) {
         "       dlock [-S SOCKET] [-v] --seminit N NAME\n"
         "       dlock [-S SOCKET] --status NAME | --force-unlock NAME | --info | --ping\n"
         "       dlock [-S SOCKET] --who NAME | --metrics\n"
+        "       dlock [-S SOCKET] --list [--json] [--limit N] [PATTERN]\n"
         "       dlock [-S SOCKET] [-l LEASE_MS] [-k SECONDS] [-v] --elect NAME\n"
         "             [--value VALUE] [--] COMMAND [ARG...]\n"
         "       dlock [-S SOCKET] --observe NAME | --leader NAME\n"
@@ -75,11 +76,14 @@ static void usage(FILE *out) {
         "  --observe NAME  print NAME's leader, then every change, one line each\n"
         "              (FENCE VALUE, or NONE), until killed\n"
         "  --leader NAME   print NAME's leader now (FENCE VALUE); NONE and exit 1 if none\n"
+        "  --list      list the locks matching PATTERN (a glob, default *): name,\n"
+        "              kind, holder, age (this dlockd's holders) or ttl, fence, waiters\n"
+        "  --json      ... as JSON;  --limit N  at most N (1-%d, default 100)\n"
         "COMMAND gets DLOCK_NAME and DLOCK_FENCE (a lock, a leadership) or DLOCK_PERMITS\n"
         "(a semaphore), and DLOCK_LEADER_VALUE (a leadership), in its environment.\n"
         "-s used to name the socket: use -S (--socket).\n"
         "See dlock(1).\n",
-        DLOCK_DEFAULT_SOCKET, DLOCK_PERMITS_MAX, DLOCK_MNAMES_MAX);
+        DLOCK_DEFAULT_SOCKET, DLOCK_PERMITS_MAX, DLOCK_MNAMES_MAX, DLOCK_LIST_MAX);
 }
 
 /* Prints "dlock: <before>'<arg>'<after>" (arg quoted only when given). */
@@ -592,6 +596,180 @@ static int multi(const char *sock, run_t *run, long long wait, uint32_t lease_ms
     return code;
 }
 
+/* --list: the rows kept to align the table. */
+typedef struct rows_s {
+    dlock_list_entry_t *e;
+    size_t n, cap;
+    int failed;
+} rows_t;
+
+static int on_list_entry(void *data, const dlock_list_entry_t *e) {
+    rows_t *r = data;
+    if (r->n == r->cap) {
+        size_t nc = r->cap ? r->cap * 2 : 64;
+        dlock_list_entry_t *ne = realloc(r->e, nc * sizeof(*ne));
+        if (ne == NULL) {
+            r->failed = 1;
+            return 1;
+        }
+        r->e = ne;
+        r->cap = nc;
+    }
+    r->e[r->n++] = *e;
+    return 0;
+}
+
+static void json_str(const char *s) {
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') putchar('\\');
+        putchar(*s);
+    }
+    putchar('"');
+}
+
+static void json_num(const char *key, long long v) {
+    if (v < 0)
+        printf("\"%s\":null", key);
+    else
+        printf("\"%s\":%lld", key, v);
+}
+
+static void json_who(const dlock_who_t *w, size_t n) {
+    putchar('[');
+    for (size_t i = 0; i < n; i++) {
+        printf("%s{\"host\":", i ? "," : "");
+        if (w[i].host[0])
+            json_str(w[i].host);
+        else
+            printf("null");
+        putchar(',');
+        json_num("dlockd_pid", w[i].dlockd_pid);
+        putchar(',');
+        json_num("pid", w[i].pid);
+        putchar(',');
+        json_num("uid", w[i].uid);
+        putchar(',');
+        json_num("count", w[i].count);
+        putchar(',');
+        json_num("age_ms", w[i].age_ms);
+        putchar('}');
+    }
+    putchar(']');
+}
+
+/* "host:dlockd_pid pid P uid U", or "-" (a Redisson client). */
+static void who_text(char *out, size_t cap, const dlock_who_t *w) {
+    char pid[48] = "";
+    if (w->pid >= 0) snprintf(pid, sizeof(pid), " pid %lld uid %lld", w->pid, w->uid);
+    if (w->host[0])
+        snprintf(out, cap, "%s:%lld%s", w->host, w->dlockd_pid, pid);
+    else
+        snprintf(out, cap, "-");
+}
+
+static void secs(char *out, size_t cap, const char *what, long long ms) {
+    snprintf(out, cap, "%s %lld.%llds", what, ms / 1000, ms % 1000 / 100);
+}
+
+/* One row's cells: holder, age or ttl, fence, waiters. */
+static void cells(const dlock_list_entry_t *e, char c[4][160]) {
+    if (e->nholders > 0) {
+        who_text(c[0], 160, &e->holders[0]);
+        if (e->holders_total > 1) {
+            size_t l = strlen(c[0]);
+            snprintf(c[0] + l, 160 - l, " +%zu", e->holders_total - 1);
+        }
+    } else {
+        snprintf(c[0], 160, "-");
+    }
+    if (e->nholders > 0 && e->holders[0].age_ms >= 0)
+        secs(c[1], 160, "age", e->holders[0].age_ms);
+    else if (e->ttl_ms >= 0)
+        secs(c[1], 160, "ttl", e->ttl_ms);
+    else
+        snprintf(c[1], 160, "-");
+    if (e->fence > 0)
+        snprintf(c[2], 160, "%llu", (unsigned long long)e->fence);
+    else
+        snprintf(c[2], 160, "-");
+    size_t l = (size_t)snprintf(c[3], 160, "%zu", e->waiters_total);
+    for (size_t i = 0; i < e->nwaiters && l < 120; i++) {
+        if (e->waiters[i].pid >= 0)
+            l += (size_t)snprintf(c[3] + l, 160 - l, "%spid %lld", i ? ", " : " (", e->waiters[i].pid);
+        else if (e->waiters[i].host[0])
+            l += (size_t)snprintf(c[3] + l, 160 - l, "%s%s:%lld", i ? ", " : " (", e->waiters[i].host,
+                                  e->waiters[i].dlockd_pid);
+        else
+            l += (size_t)snprintf(c[3] + l, 160 - l, "%s-", i ? ", " : " (");
+        if (i + 1 == e->nwaiters && l < 158) c[3][l++] = ')', c[3][l] = '\0';
+    }
+}
+
+/* --list: LIST PATTERN [LIMIT] as a table or JSON. 0, or the exit code
+ * after saying why. */
+static int list_locks(const char *sock, const char *pattern, uint32_t limit, int json) {
+    dlock_t *d = connect_or_say(sock);
+    if (d == NULL) return EXIT_UNAVAILABLE;
+    rows_t rows = {0};
+    int more = 0;
+    int r = dlock_list(d, pattern, limit, on_list_entry, &rows, &more);
+    dlock_close(d);
+    if (r < 0 || rows.failed) {
+        fprintf(stderr, "dlock: LIST: %s\n", rows.failed ? "out of memory" : dlock_strerror(r));
+        free(rows.e);
+        return r < 0 ? exit_for(r) : EXIT_SOFTWARE;
+    }
+    if (json) {
+        printf("{\"pattern\":");
+        json_str(pattern ? pattern : "*");
+        printf(",\"count\":%zu,\"more\":%s,\"locks\":[", rows.n, more ? "true" : "false");
+        for (size_t i = 0; i < rows.n; i++) {
+            const dlock_list_entry_t *e = &rows.e[i];
+            printf("%s{\"name\":", i ? "," : "");
+            json_str(e->name);
+            printf(",\"kind\":\"%s\",", e->kind);
+            json_num("ttl_ms", e->ttl_ms);
+            putchar(',');
+            json_num("fence", e->fence > 0 ? (long long)e->fence : -1);
+            printf(",\"holders_total\":%zu,\"holders\":", e->holders_total);
+            json_who(e->holders, e->nholders);
+            printf(",\"waiters_total\":%zu,\"waiters\":", e->waiters_total);
+            json_who(e->waiters, e->nwaiters);
+            printf(",\"value\":");
+            if (e->value[0])
+                json_str(e->value);
+            else
+                printf("null");
+            putchar('}');
+        }
+        printf("]}\n");
+    } else {
+        static const char *const head[6] = {"NAME", "KIND", "HOLDER", "AGE/TTL", "FENCE",
+                                            "WAITERS"};
+        size_t wd[6];
+        for (int k = 0; k < 6; k++) wd[k] = strlen(head[k]);
+        char c[4][160];
+        for (size_t i = 0; i < rows.n; i++) {
+            cells(&rows.e[i], c);
+            size_t l[6] = {strlen(rows.e[i].name), strlen(rows.e[i].kind), strlen(c[0]),
+                           strlen(c[1]), strlen(c[2]), 0};
+            for (int k = 0; k < 5; k++)
+                if (l[k] > wd[k]) wd[k] = l[k];
+        }
+        printf("%-*s  %-*s  %-*s  %-*s  %-*s  %s\n", (int)wd[0], head[0], (int)wd[1], head[1],
+               (int)wd[2], head[2], (int)wd[3], head[3], (int)wd[4], head[4], head[5]);
+        for (size_t i = 0; i < rows.n; i++) {
+            cells(&rows.e[i], c);
+            printf("%-*s  %-*s  %-*s  %-*s  %-*s  %s\n", (int)wd[0], rows.e[i].name, (int)wd[1],
+                   rows.e[i].kind, (int)wd[2], c[0], (int)wd[3], c[1], (int)wd[4], c[2], c[3]);
+        }
+        if (more) printf("(more match: raise --limit or narrow the pattern)\n");
+    }
+    free(rows.e);
+    return 0;
+}
+
 /* --seminit: SEMINIT NAME PERMITS. 0, or dlock's exit code after saying why. */
 static int seminit(dlock_t *d, const char *name, uint32_t permits, int verbose) {
     int set = 0;
@@ -611,7 +789,7 @@ static int seminit(dlock_t *d, const char *name, uint32_t permits, int verbose) 
 int main(int argc, char **argv) {
     enum { OPT_STATUS = 256, OPT_FORCE, OPT_INFO, OPT_PING, OPT_VERSION, OPT_METRICS, OPT_WHO,
            OPT_PERMITS, OPT_SEMINIT, OPT_FAIR, OPT_ELECT, OPT_VALUE, OPT_OBSERVE,
-           OPT_LEADER };
+           OPT_LEADER, OPT_LIST, OPT_JSON, OPT_LIMIT };
     const char *mnames[DLOCK_MNAMES_MAX];
     size_t nm = 0;
     static const struct option longopts[] = {
@@ -635,6 +813,9 @@ int main(int argc, char **argv) {
         {"observe", required_argument, NULL, OPT_OBSERVE},
         {"leader", required_argument, NULL, OPT_LEADER},
         {"multi", required_argument, NULL, 'm'},
+        {"list", no_argument, NULL, OPT_LIST},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"limit", required_argument, NULL, OPT_LIMIT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -647,6 +828,8 @@ int main(int argc, char **argv) {
     char query_line[DLOCK_NAME_MAX + 32] = "";
     const char *elect_name = NULL, *value = NULL, *observe_name = NULL;
     int leader_once = 0;
+    int list = 0, json = 0;
+    uint32_t list_limit = 0;
 
     /* '+': stop at the first non-option, so COMMAND keeps its own options. */
     while ((opt = getopt_long(argc, argv, "+S:sxnw:E:l:k:vhm:", longopts, NULL)) != -1) {
@@ -730,11 +913,23 @@ int main(int argc, char **argv) {
         case OPT_INFO: snprintf(query_line, sizeof(query_line), "INFO"); break;
         case OPT_PING: snprintf(query_line, sizeof(query_line), "PING"); break;
         case OPT_METRICS: metrics = 1; break;
+        case OPT_LIST: list = 1; break;
+        case OPT_JSON: json = 1; break;
+        case OPT_LIMIT:
+            if (parse_uint(optarg, DLOCK_LIST_MAX, &list_limit) != 0 || list_limit < 1 ||
+                list_limit > DLOCK_LIST_MAX)
+                return usage_error("--limit: ", optarg, " (1 to 1000)");
+            break;
         case OPT_VERSION: printf("dlock %s\n", DLOCKD_VERSION); return 0;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return EXIT_USAGE;
         }
     }
+    if (list) {
+        if (optind + 1 < argc) return usage_error("unexpected argument ", argv[optind + 1], "");
+        return list_locks(sock, optind < argc ? argv[optind] : NULL, list_limit, json);
+    }
+    if (json || list_limit) return usage_error("--json and --limit go with --list", NULL, NULL);
     if (metrics) {
         if (optind < argc) return usage_error("unexpected argument ", argv[optind], "");
         return show_metrics(sock);

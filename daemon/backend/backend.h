@@ -28,8 +28,10 @@
 #include "daemon/util/timers.h"
 
 #define BACKEND_ERR_LEN 256
+#define BACKEND_UUID_MAX 40  /* a uuid's text, with room */
 
 typedef struct backend_s backend_t;
+struct node_s;
 typedef struct backend_op_s backend_op_t;
 
 typedef enum {
@@ -259,6 +261,10 @@ typedef struct backend_type_s {
      * for clock drift between its servers (a quorum's); none if NULL. */
     uint32_t (*drift)(const backend_t *b, uint32_t lease_ms);
     void (*close)(backend_t *b);
+    /* LIST (list.c): the nodes to SCAN into out (at most cap), how many;
+     * *need: 0 to take every node's locks, or how many nodes must agree on
+     * a lock (a quorum's majority). */
+    size_t (*scan_nodes)(const backend_t *b, struct node_s **out, size_t cap, unsigned *need);
 } backend_type_t;
 
 /* Every topology's struct starts with this. */
@@ -269,6 +275,10 @@ struct backend_s {
     void *state_data;
     struct tls_ctx_s *tls;      /* shared by its connections; NULL: plain */
     uint32_t lease_max_ms;      /* the longest lease a request may ask for; 0: any */
+    /* set by backend_open(), for LIST (list.c) */
+    uv_loop_t *loop;
+    char uuid[BACKEND_UUID_MAX];      /* this daemon's owner-field prefix */
+    char prefix[CONF_PREFIX_MAX + 1]; /* key_prefix */
 };
 
 /* What backend_open() hands a topology's open function. */

@@ -961,6 +961,16 @@ static void cl_reconfigure(backend_t *b, const conf_t *conf) {
                       ask < conf->command_timeout_ms ? ask : conf->command_timeout_ms);
 }
 
+static size_t cl_scan_nodes(const backend_t *b, struct node_s **out, size_t cap,
+                            unsigned *need) {
+    const cluster_t *cl = CL_CONST(b);
+    size_t k = 0;
+    *need = 0;
+    for (size_t i = 0; i < cl->nnodes && k < cap; i++)
+        if (cl->nodes[i]->slots > 0) out[k++] = cl->nodes[i]->nd;
+    return k;
+}
+
 static void cl_nodes(const backend_t *b, backend_node_cb cb, void *data) {
     const cluster_t *cl = CL_CONST(b);
     for (size_t i = 0; i < cl->nnodes; i++)
@@ -1011,6 +1021,7 @@ static const backend_type_t cluster_type = {
     .describe = cl_describe,
     .reconfigure = cl_reconfigure,
     .nodes = cl_nodes,
+    .scan_nodes = cl_scan_nodes,
     .close = cl_close,
 };
 

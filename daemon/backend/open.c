@@ -54,6 +54,9 @@ backend_t *backend_open(uv_loop_t *loop, timers_t *timers, const conf_t *conf, c
         return NULL;
     }
     b->tls = tls;
+    b->loop = loop;
+    snprintf(b->uuid, sizeof(b->uuid), "%s", uuid);
+    snprintf(b->prefix, sizeof(b->prefix), "%s", conf->key_prefix);
     return b;
 }
 

@@ -935,6 +935,15 @@ static void node_seen(void *data, const backend_node_info_t *node) {
     qi->cb(qi->data, &copy);
 }
 
+static size_t q_scan_nodes(const backend_t *b, struct node_s **out, size_t cap,
+                           unsigned *need) {
+    const quorum_t *q = QB_CONST(b);
+    size_t k = 0;
+    *need = q->n / 2 + 1;
+    for (unsigned i = 0; i < q->n && k < cap; i++) out[k++] = q->nodes[i].nd;
+    return k;
+}
+
 static void q_nodes(const backend_t *b, backend_node_cb cb, void *data) {
     const quorum_t *q = QB_CONST(b);
     for (unsigned i = 0; i < q->n; i++) {
@@ -996,6 +1005,7 @@ static const backend_type_t quorum_type = {
     .describe = q_describe,
     .reconfigure = q_reconfigure,
     .nodes = q_nodes,
+    .scan_nodes = q_scan_nodes,
     .drift = q_drift,
     .close = q_close,
 };

@@ -23,6 +23,9 @@ static const char *const core_text[SCRIPT_OWN_FIRST] = {
     [SCRIPT_OPS_ANY] = lua_ops_any,     [SCRIPT_RENEW_ANY] = lua_renew_any,
 };
 
+/* LIST's page description (list.c sends it with EVAL: it is not an op). */
+const char *const scripts_list_lua = lua_list;
+
 /* The codes are backend.h's outcomes, modes and renewals, number for number:
  * a reply decodes by a cast. */
 _Static_assert(SCRIPTS_GRANTED == (int)BACKEND_GRANTED, "GRANTED");

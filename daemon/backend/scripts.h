@@ -47,6 +47,8 @@ typedef enum {
 
 /* A script's text; NULL for an id no script has (a mode without one). */
 const char *scripts_text(script_id_t id);
+/* lua/list.lua: LIST's description of a SCAN page (list.c). */
+extern const char *const scripts_list_lua;
 
 /* The numbers the scripts answer with, as daemon/backend/lua/part/codes.lua
  * names them too (test_scripts checks that each script's agree). An

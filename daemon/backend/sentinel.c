@@ -419,6 +419,7 @@ static const backend_type_t sentinel_type = {
     .reconfigure = st_reconfigure,
     .nodes = st_nodes,
     .close = st_close,
+    .scan_nodes = single_scan_nodes,
 };
 
 backend_t *sentinel_open(const backend_env_t *env, char *err, size_t errlen) {

@@ -33,3 +33,10 @@ void single_reconfigure(backend_t *b, const conf_t *conf) {
 void single_nodes(const backend_t *b, backend_node_cb cb, void *data) {
     node_info(SG_CONST(b)->node, "primary", cb, data);
 }
+
+size_t single_scan_nodes(const backend_t *b, struct node_s **out, size_t cap, unsigned *need) {
+    *need = 0;
+    if (cap == 0) return 0;
+    out[0] = SG_CONST(b)->node;
+    return 1;
+}

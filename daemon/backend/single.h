@@ -32,5 +32,7 @@ int single_available(const backend_t *b, const char *name, size_t len);
 void single_reconfigure(backend_t *b, const conf_t *conf);
 /* The node, as the primary. */
 void single_nodes(const backend_t *b, backend_node_cb cb, void *data);
+/* LIST: the one node. */
+size_t single_scan_nodes(const backend_t *b, struct node_s **out, size_t cap, unsigned *need);
 
 #endif

@@ -44,6 +44,7 @@ static const backend_type_t standalone_type = {
     .reconfigure = single_reconfigure,
     .nodes = single_nodes,
     .close = sa_close,
+    .scan_nodes = single_scan_nodes,
 };
 
 static void on_node_state(void *data) {

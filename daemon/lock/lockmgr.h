@@ -319,4 +319,12 @@ void lockmgr_elect_stats(const lockmgr_t *mgr, lockmgr_elect_stats_t *out);
  * leased with the old lease_ms are renewed at once with the new one. */
 void lockmgr_reconfigure(lockmgr_t *mgr);
 
+/* LIST (listing.c): fills in what this daemon knows of a listed name: its
+ * own holders' pid, uid and age, and its waiters (a fair lock's and an
+ * election's from Redis's queue, named where they are ours). */
+struct list_entry_s;
+void lockmgr_list_fill(lockmgr_t *mgr, struct list_entry_s *e);
+/* The backend the manager was made with. */
+backend_t *lockmgr_backend(const lockmgr_t *mgr);
+
 #endif

@@ -106,9 +106,10 @@
 # BENCH_FLEET_SECONDS (12., per run, 4), BENCH_ACCESS_SECONDS (13., per round, 5),
 # BENCH_ACCESS_UID (13., 65534), BENCH_ELECT_ROUNDS (14., 400),
 # BENCH_MULTI_SECONDS (15., per round, 5),
+# BENCH_LIST_LOCKS (16., 100000), BENCH_LIST_SECONDS (16., per probe run, 5),
 # BENCH_BUILD_DIR (default: the directory of DLOCK_BENCH_BIN),
 # BENCH_ONLY (unset: every section; else a comma-separated list of the
-# sections to run, among 1-3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14 and 15, e.g.
+# sections to run, among 1-3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 and 16, e.g.
 # BENCH_ONLY=1-3,11: sections 1 to 3 run together, as 2 and 3 are set
 # against the figures of 1 and 2; the report's rows are numbered in the
 # order they ran).
@@ -156,6 +157,11 @@ FL_HOT=16
 FL_SAMPLE_S=0.5
 EL_ROUNDS=${BENCH_ELECT_ROUNDS:-400}
 ML_S=${BENCH_MULTI_SECONDS:-5}
+# 16: locks in Redis, LIST's limit, rounds timed, seconds of each probe run
+LS_N=${BENCH_LIST_LOCKS:-100000}
+LS_LIMIT=1000
+LS_ROUNDS=20
+LS_S=${BENCH_LIST_SECONDS:-5}
 ONLY=${BENCH_ONLY-}
 PY=/usr/bin/python3
 T=""
@@ -446,8 +452,8 @@ node_peers_ready() {
 # ---- preflight --------------------------------------------------------------
 
 cd "$root" || fatal "cannot cd to $root"
-[[ -z $ONLY || $ONLY =~ ^(1-3|[4-9]|1[0-5])(,(1-3|[4-9]|1[0-5]))*$ ]] ||
-    fatal "BENCH_ONLY='$ONLY': expected a comma-separated list of 1-3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15"
+[[ -z $ONLY || $ONLY =~ ^(1-3|[4-9]|1[0-6])(,(1-3|[4-9]|1[0-6]))*$ ]] ||
+    fatal "BENCH_ONLY='$ONLY': expected a comma-separated list of 1-3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16"
 [ -x "$DLOCKD" ] || fatal "no dlockd binary at $DLOCKD (make build/dlockd)"
 [ -x "$BENCH" ] || fatal "no dlock-bench binary at $BENCH"
 # The commands dlockd's scripts run inside Redis (redis.call, and the
@@ -479,7 +485,7 @@ redis_version=$(rcli INFO server | awk -F: '/^redis_version/ { sub(/\r/, "", $2)
 # Sections 1 to 6 share the redis-server on the Unix socket and dlockd main
 # (each starts it when it needs it); 2 and 3 use the figures of 1 and 2.
 if want 1-3; then
-    say "== 1/15 Redis ceiling: dlockd's acquire script under redis-benchmark"
+    say "== 1/16 Redis ceiling: dlockd's acquire script under redis-benchmark"
     # The acquire script as the build composed it from daemon/backend/lua/.
     cp "$(dirname "$DLOCKD")/gen/lua/acquire.lua" "$T/acquire.lua" 2>/dev/null
     [ -s "$T/acquire.lua" ] || fatal "no $(dirname "$DLOCKD")/gen/lua/acquire.lua: build dlockd first"
@@ -509,7 +515,7 @@ if want 1-3; then
 
 # ---- 2. uncontended throughput ------------------------------------------------
 
-    say "== 2/15 dlockd uncontended throughput: 50 connections, ${TP_S} s"
+    say "== 2/16 dlockd uncontended throughput: 50 connections, ${TP_S} s"
     tp="" redis_pair_us=""
     ev0=$(evalsha_stat) ds0=$(cpu_split "${DPID[main]}")
     c0=$(now_s) d0=$(cpu_ticks "${DPID[main]}") r0=$(cpu_ticks "$REDIS_PID")
@@ -565,7 +571,7 @@ if want 1-3; then
 
 # ---- 3. peers -------------------------------------------------------------------
 
-    say "== 3/15 peers on the same Redis: 8 processes (redis-py, dlockd's Python and C clients); 50 async loops (node)"
+    say "== 3/16 peers on the same Redis: 8 processes (redis-py, dlockd's Python and C clients); 50 async loops (node)"
     ensure_dlockd main
     # 8 processes, one connection each, each looping on a name of its own.
     redispy_ready
@@ -704,7 +710,7 @@ fi
 # ---- 4. hand-off ----------------------------------------------------------------
 
 if want 4; then
-    say "== 4/15 hand-off latency"
+    say "== 4/16 hand-off latency"
     ensure_dlockd main
     if run_bench handoff-local 120 handoff -s "${DSOCK[main]}" -n 2000; then
         check "hand-off, one daemon: p50 (UNLOCK written -> waiter's OK read)" "$(kv "$OUT" p50_us)" " us" "<=" 150
@@ -733,7 +739,7 @@ fi
 # ---- 5. scale -------------------------------------------------------------------
 
 if want 5; then
-    say "== 5/15 scale: $SCALE_C connections x $SCALE_L locks, lease ${SCALE_LEASE} ms, ${SCALE_WIN} s window"
+    say "== 5/16 scale: $SCALE_C connections x $SCALE_L locks, lease ${SCALE_LEASE} ms, ${SCALE_WIN} s window"
     stop_dlockd main # nothing but the scale daemon talks to Redis now
     flush_redis
     start_dlockd scale "$(printf '[lock]\nlease_ms = %s\n' "$SCALE_LEASE")"
@@ -806,7 +812,7 @@ fi
 # ---- 6. herd --------------------------------------------------------------------
 
 if want 6; then
-    say "== 6/15 herd: $HERD_C waiters on one lock"
+    say "== 6/16 herd: $HERD_C waiters on one lock"
     ensure_dlockd main
     if run_bench herd 120 herd -s "${DSOCK[main]}" -c "$HERD_C" -R "$RSOCK"; then
         hms=$(kv "$OUT" herd_ms) sent=$(kv "$OUT" redis_sent_commands) total=$(kv "$OUT" redis_total_commands)
@@ -827,7 +833,7 @@ stop_dlockd main # left running by 1-3 or 4 without 6
 # ---- 7. replicas: the price of WAIT ---------------------------------------------
 
 if want 7; then
-    say "== 7/15 replicas: pairs/s on a primary with one replica (TCP), replicas_ack auto/0/0/auto, ${REPL_S} s each"
+    say "== 7/16 replicas: pairs/s on a primary with one replica (TCP), replicas_ack auto/0/0/auto, ${REPL_S} s each"
     read -r RP_PORT RR_PORT <<<"$(free_ports 2)"
     need "$RP_PORT" "a free TCP port"
     need "$RR_PORT" "a free TCP port"
@@ -895,7 +901,7 @@ fi
 # ---- 8. failover --------------------------------------------------------------------
 
 if want 8; then
-    say "== 8/15 failover: SIGKILL the primary under Sentinel, $FO_RUNS runs (down-after-milliseconds $FO_DOWN_AFTER_MS)"
+    say "== 8/16 failover: SIGKILL the primary under Sentinel, $FO_RUNS runs (down-after-milliseconds $FO_DOWN_AFTER_MS)"
     fo_rc=0
     fo_out=$(timeout -k 5 $((FO_RUNS * 60 + 30)) "$PY" - "$root" "$DLOCKD" "$T" "$FO_RUNS" "$FO_DOWN_AFTER_MS" \
         2>"$T/failover.err" <<'PYEOF'
@@ -1055,7 +1061,7 @@ fi
 # ---- 9. cluster -----------------------------------------------------------------------
 
 if want 9; then
-    say "== 9/15 cluster: $CL_N primaries against one standalone redis-server (TCP), rounds standalone/cluster/cluster/standalone, ${CL_S} s each; the watchdog on the cluster"
+    say "== 9/16 cluster: $CL_N primaries against one standalone redis-server (TCP), rounds standalone/cluster/cluster/standalone, ${CL_S} s each; the watchdog on the cluster"
     # The most ops in one script call, and in one watchdog batch.
     SCRIPTS_BATCH=$(awk '$1 == "#define" && $2 == "SCRIPTS_BATCH_MAX" { print $3 }' daemon/backend/scripts.h)
     RENEW_BATCH=$(awk '$1 == "#define" && $2 == "LOCKMGR_RENEW_BATCH" { print $3 }' daemon/lock/lockmgr.h)
@@ -1257,7 +1263,7 @@ fi
 # ---- 10. quorum ------------------------------------------------------------------------
 
 if want 10; then
-    say "== 10/15 quorum: $QU_N independent redis-servers against one standalone redis-server (TCP), rounds standalone/quorum/quorum/standalone, ${QU_S} s each; hand-off on both"
+    say "== 10/16 quorum: $QU_N independent redis-servers against one standalone redis-server (TCP), rounds standalone/quorum/quorum/standalone, ${QU_S} s each; hand-off on both"
     read -r -a qu_free <<<"$(free_ports $((QU_N + 1)))"
     ((${#qu_free[@]} == QU_N + 1)) || fatal "free_ports gave '${qu_free[*]}'"
     for p in "${qu_free[@]}"; do need "$p" "a free TCP port"; done
@@ -1421,7 +1427,7 @@ fi
 # ---- 11. lock kinds ----------------------------------------------------------------
 
 if want 11; then
-    say "== 11/15 lock kinds: read locks of one name and a semaphore's permits (50 connections) against LOCK/UNLOCK of 50 names, rounds plain/read/sem/sem10/plain, ${KI_S} s each"
+    say "== 11/16 lock kinds: read locks of one name and a semaphore's permits (50 connections) against LOCK/UNLOCK of 50 names, rounds plain/read/sem/sem10/plain, ${KI_S} s each"
     d="$T/kinds"
     mkdir -p "$d"
     redis-server --port 0 --unixsocket "$d/redis.sock" --unixsocketperm 700 --save "" --appendonly no \
@@ -1639,7 +1645,7 @@ fleet_phase() {
 }
 
 if want 12; then
-    say "== 12/15 fleet: $FL_HOSTS hosts x $FL_CLIENTS client processes on one Redis (dlockd, redis-py, node peers), on $FL_NAMES names and on $FL_HOT hot names, ${FL_S} s each"
+    say "== 12/16 fleet: $FL_HOSTS hosts x $FL_CLIENTS client processes on one Redis (dlockd, redis-py, node peers), on $FL_NAMES names and on $FL_HOT hot names, ${FL_S} s each"
     stop_dlockd main
     redispy_ready
     node_peers_ready
@@ -1752,7 +1758,7 @@ fi
 # would not be matched): as itself when it is not root, else as uid
 # AC_UID through setpriv, from a copy in a directory it can reach.
 if want 13; then
-    say "== 13/15 access rules: LOCK+UNLOCK pairs/s with 50 [access] rules against none, rounds none/rules/rules/none/rules/none/none/rules, ${AC_S} s each"
+    say "== 13/16 access rules: LOCK+UNLOCK pairs/s with 50 [access] rules against none, rounds none/rules/rules/none/rules/none/none/rules, ${AC_S} s each"
     ac_run=("$BENCH")
     if [ "$(id -u)" = 0 ]; then
         command -v setpriv >/dev/null || fatal "section 13 needs setpriv (util-linux) to run as uid $AC_UID"
@@ -1824,7 +1830,7 @@ fi
 # ---- 14. election hand-over ---------------------------------------------------------
 
 if want 14; then
-    say "== 14/15 election hand-over: a leader's connection closes (tests/bench/elect.py, $EL_ROUNDS rounds)"
+    say "== 14/16 election hand-over: a leader's connection closes (tests/bench/elect.py, $EL_ROUNDS rounds)"
     flush_redis
     ensure_dlockd main
     start_dlockd second
@@ -1853,7 +1859,7 @@ fi
 # LOCK/UNLOCK pairs, on the main Redis and daemon; the commands each costs
 # Redis from commandstats around each round.
 if want 15; then
-    say "== 15/15 multi-name locks: MLOCK 4 + MUNLOCK sets/s against LOCK+UNLOCK pairs/s (50 connections, no contention), rounds plain/multi/multi/plain, ${ML_S} s each"
+    say "== 15/16 multi-name locks: MLOCK 4 + MUNLOCK sets/s against LOCK+UNLOCK pairs/s (50 connections, no contention), rounds plain/multi/multi/plain, ${ML_S} s each"
     flush_redis
     ensure_dlockd main
     ml_stats() { rcli INFO commandstats | awk -F'[:=,]' '/^cmdstat_/ { print substr($1, 9), $3 }'; }
@@ -1892,6 +1898,48 @@ if want 15; then
         check "multi-name locks: 4-name sets/s / single-lock pairs/s (a set costs <= 2x a lock)" "$(calc "$multi / $plain" 2)" "" ">=" 0.5
     else
         failed "multi-name locks: 4-name sets/s / single-lock pairs/s" "see problems" ">= 0.5"
+    fi
+    flush_redis
+fi
+
+# ---- 16. LIST over 100,000 locks ------------------------------------------------------
+# 100,000 Redisson-style lock hashes (one owner field, a 10-minute PEXPIRE)
+# written by a Lua loop (tests/bench/list.py populate): holding that many
+# through dlockd would have its watchdog renew 100,000 leases. LIST * 1000
+# stops once it has 1001 names; a pattern that matches nothing walks the
+# whole keyspace. Then a probe connection's LOCK times alone and while
+# another connection runs LIST * 1000 back to back.
+if want 16; then
+    say "== 16/16 LIST over $LS_N locks: LIST * $LS_LIMIT ($LS_ROUNDS rounds), a full walk, LOCK p99 while listing (${LS_S} s)"
+    flush_redis
+    ensure_dlockd main
+    if OUT=$(timeout -k 5 300 "$PY" "$here/list.py" populate "$RSOCK" "$LS_N" 2>"$T/bench-list.err"); then
+        info "list: keys in Redis (Redisson-style hashes written by a Lua loop)" "$(kv "$OUT" keys)"
+    else
+        problem "list populate: $(tail -n 3 "$T/bench-list.err" | tr '\n' ' ')"
+    fi
+    if OUT=$(timeout -k 5 300 "$PY" "$here/list.py" measure "${DSOCK[main]}" "$LS_ROUNDS" '*' "$LS_LIMIT" 2>>"$T/bench-list.err"); then
+        [ "$(kv "$OUT" entries)" = "$LS_LIMIT" ] || problem "list: LIST * $LS_LIMIT told $(kv "$OUT" entries) entries"
+        check "list: LIST * $LS_LIMIT over $LS_N locks, slowest of $LS_ROUNDS" "$(kv "$OUT" max_ms)" " ms" "<=" 1000
+        info "list: LIST * $LS_LIMIT, p50" "$(kv "$OUT" p50_ms) ms"
+    else
+        problem "list measure: $(tail -n 3 "$T/bench-list.err" | tr '\n' ' ')"
+        failed "list: LIST * $LS_LIMIT over $LS_N locks, slowest of $LS_ROUNDS" "see problems" "<= 1000 ms"
+    fi
+    if OUT=$(timeout -k 5 300 "$PY" "$here/list.py" measure "${DSOCK[main]}" 5 'nomatch/*' "$LS_LIMIT" 2>>"$T/bench-list.err"); then
+        info "list: LIST nomatch/* (walks all $LS_N keys, none listed), p50 / slowest of 5" \
+            "$(kv "$OUT" p50_ms) / $(kv "$OUT" max_ms) ms"
+    else
+        problem "list walk: $(tail -n 3 "$T/bench-list.err" | tr '\n' ' ')"
+    fi
+    if OUT=$(timeout -k 5 120 "$PY" "$here/list.py" contend "${DSOCK[main]}" "$LS_S" '*' "$LS_LIMIT" 2>>"$T/bench-list.err"); then
+        check "list: another client's LOCK p99 while LIST * $LS_LIMIT runs back to back" \
+            "$(kv "$OUT" listing_p99_ms)" " ms" "<=" 10
+        info "list: that LOCK's p50 / max while listing; p50 / p99 with no LIST" \
+            "$(kv "$OUT" listing_p50_ms) / $(kv "$OUT" listing_max_ms) ms; $(kv "$OUT" alone_p50_ms) / $(kv "$OUT" alone_p99_ms) ms"
+    else
+        problem "list contend: $(tail -n 3 "$T/bench-list.err" | tr '\n' ' ')"
+        failed "list: another client's LOCK p99 while LIST * $LS_LIMIT runs back to back" "see problems" "<= 10 ms"
     fi
     flush_redis
 fi

@@ -51,10 +51,12 @@ CLI_VERBS = {
     "observe": ["OBSERVE"],
     "leader": ["LEADER"],
     "multi": ["MLOCK", "TRYMLOCK"],
+    "list": ["LIST"],
 }
 # Long options that send no verb of their own (--metrics speaks HTTP to the
 # metrics endpoint; it reads INFO only to find it).
-NO_VERB = {"socket", "verbose", "help", "version", "metrics", "value", "lease"}
+NO_VERB = {"socket", "verbose", "help", "version", "metrics", "value", "lease", "json",
+           "limit"}
 
 
 def read(path):

@@ -147,6 +147,8 @@ static const struct {
     {"FORCEUNLOCK x", PROTO_CMD_FORCEUNLOCK, "x", 0, 0, 0},
     {"INFO", PROTO_CMD_INFO, "", 0, 0, 0},
     {"CLIENTS", PROTO_CMD_CLIENTS, "", 0, 0, 0},
+    {"LIST", PROTO_CMD_LIST, "", 0, 0, 0},
+    {"list job* 10", PROTO_CMD_LIST, "", 0, 0, 0},
     {"QUIT", PROTO_CMD_QUIT, "", 0, 0, 0},
     {"CANCEL", PROTO_CMD_CANCEL, "", 0, 0, 0},
     {"RLOCK r", PROTO_CMD_RLOCK, "r", 0, 0, 0},
@@ -223,6 +225,30 @@ START_TEST(test_next_is) {
         ck_assert_msg(proto_next_is(cases[i].data, strlen(cases[i].data), PROTO_CMD_CANCEL) ==
                           cases[i].want,
                       "case %zu", i);
+}
+END_TEST
+
+START_TEST(test_list_args) {
+    proto_request_t req;
+    const char *line = "LIST";
+    ck_assert_int_eq(proto_parse_line(line, strlen(line), &req), PROTO_REQUEST);
+    ck_assert_str_eq(req.value, "*");
+    ck_assert_uint_eq(req.limit, PROTO_LIST_DEFAULT);
+    ck_assert_uint_eq(req.name_len, 0); /* names no one lock: read on some name */
+    line = "LIST job[0-9]* 1000";
+    ck_assert_int_eq(proto_parse_line(line, strlen(line), &req), PROTO_REQUEST);
+    ck_assert_str_eq(req.value, "job[0-9]*");
+    ck_assert_uint_eq(req.limit, PROTO_LIST_MAX);
+    const char *bad[] = {"LIST * 0", "LIST * 1001", "LIST * -1", "LIST * 1x", "LIST a 1 2"};
+    for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+        ck_assert_int_eq(proto_parse_line(bad[i], strlen(bad[i]), &req), PROTO_ERROR);
+        ck_assert_int_eq(req.err, PROTO_ERR_ARGS);
+    }
+    char longp[PROTO_NAME_MAX + 8] = "LIST ";
+    memset(longp + 5, 'a', PROTO_NAME_MAX + 1);
+    longp[5 + PROTO_NAME_MAX + 1] = '\0';
+    ck_assert_int_eq(proto_parse_line(longp, strlen(longp), &req), PROTO_ERROR);
+    ck_assert_int_eq(req.err, PROTO_ERR_ARGS);
 }
 END_TEST
 
@@ -1708,6 +1734,7 @@ START_TEST(test_cmd_names_and_usages) {
         {PROTO_CMD_TRYMLOCK, "TRYMLOCK",
          "TRYMLOCK <n> <name1> ... <name_n> [<wait_ms> [<lease_ms>]]"},
         {PROTO_CMD_MUNLOCK, "MUNLOCK", "MUNLOCK <n> <name1> ... <name_n>"},
+        {PROTO_CMD_LIST, "LIST", "LIST [<pattern> [<limit>]]"},
     };
     ck_assert_int_eq(ARRAY_LEN(want), PROTO_CMD_COUNT - 1);
     for (size_t i = 0; i < ARRAY_LEN(want); i++) {
@@ -1834,6 +1861,7 @@ static Suite *proto_suite(void) {
     tc = tcase_create("commands");
     tcase_add_loop_test(tc, test_parse_each_command, 0, (int)ARRAY_LEN(good_lines));
     tcase_add_test(tc, test_every_command_word_is_covered);
+    tcase_add_test(tc, test_list_args);
     tcase_add_test(tc, test_next_is);
     tcase_add_test(tc, test_command_word_case_insensitive);
     tcase_add_test(tc, test_name_case_sensitive);
