@@ -235,6 +235,20 @@ client_job() { # rid cid socket; commands on fd 3
             esac
             answer "$r" "$rc" "$@"
             ;;
+        list) # cid pattern limit ("-": dlockd's default)
+            if [ "$a3" = - ]; then
+                dlock_list "$a2" 2>/dev/null || rc=$?
+            else
+                dlock_list "$a2" "$a3" 2>/dev/null || rc=$?
+            fi
+            set -- "$DLOCK_COUNT" "$DLOCK_MORE"
+            while read -r ln lk _ lf lh _; do
+                [ -n "$ln" ] && set -- "$@" "$ln" "$lk" "$lf" "${lh%%,*}"
+            done <<EOF
+$DLOCK_LIST
+EOF
+            answer "$r" "$rc" "$@"
+            ;;
         ping)
             dlock_cmd PING 2>/dev/null || rc=$?
             answer "$r" "$rc"

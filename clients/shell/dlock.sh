@@ -133,6 +133,20 @@
 #                                if none is pending (it does not wait)
 #   dlock_wait_leader            the same, waiting (as long as it takes) for
 #                                a change when none is pending
+# Listing (every lock of every kind whose name matches a glob, across every
+# dlockd and Redisson client of the Redis; only names this peer may read):
+#   dlock_list [PATTERN [LIMIT]] PATTERN is Redis's glob (* ? [abc] \),
+#                                default *; LIMIT 1 to 1000, default
+#                                dlockd's (100). DLOCK_LIST has one line per
+#                                lock, each ending in a newline, of seven
+#                                words: NAME KIND TTL_MS FENCE HOLDERS
+#                                WAITERS VALUE (as PROTOCOL.md's LIST entry,
+#                                without its "= "); DLOCK_COUNT the lines,
+#                                DLOCK_MORE 1 when more names match:
+#       dlock_list 'job*' || exit 1
+#       printf '%s' "$DLOCK_LIST" | while read -r name kind ttl fence holders _; do
+#           echo "$name: $kind held by ${holders%%,*}"
+#       done
 #   dlock_close                  QUIT, wait for socat, clean up (releases all)
 #
 # Events: lines from dlockd starting with "!" are read while waiting for a
@@ -186,6 +200,9 @@ if [ -z "${_dlock_loaded-}" ]; then
     DLOCK_LEADER_NAME=''
     DLOCK_LEADER_FENCE=''
     DLOCK_LEADER_VALUE=''
+    DLOCK_LIST=''
+    DLOCK_COUNT=''
+    DLOCK_MORE=''
     _dlock_leaders=''
     _dlock_pid=''
     _dlock_dir=''
@@ -925,6 +942,68 @@ dlock_wait_leader() {
         esac
     done
     dlock_leader_event
+}
+
+# dlock_list [PATTERN [LIMIT]]: LIST; DLOCK_LIST (a line per lock),
+# DLOCK_COUNT, DLOCK_MORE. The entry lines come right after "OK LIST <n>
+# <more>" (no event between them): anything else there is a broken stream.
+dlock_list() {
+    DLOCK_LIST='' DLOCK_COUNT='' DLOCK_MORE=''
+    _dlock_argc 0 2 $# "dlock_list [PATTERN [LIMIT]]" || return 2
+    _dlock_pat=${1-*}
+    case $_dlock_pat in
+    '' | *[![:graph:]]*) _dlock_x='' ;;
+    *) if [ "${#_dlock_pat}" -le 255 ]; then _dlock_x=ok; else _dlock_x=''; fi ;;
+    esac
+    if [ -z "$_dlock_x" ]; then
+        DLOCK_REPLY="ERR ARGS a pattern is 1-255 printable characters without blanks"
+        _dlock_err "bad pattern '$_dlock_pat'"
+        return 2
+    fi
+    if [ $# -ge 2 ]; then
+        _dlock_num LIMIT "$2" || return 2
+        if [ "$2" -lt 1 ] || [ "$2" -gt 1000 ]; then
+            DLOCK_REPLY="ERR ARGS LIMIT must be a number from 1 to 1000"
+            _dlock_err "bad LIMIT '$2'"
+            return 2
+        fi
+    fi
+    _dlock_rc=0
+    _dlock_run LIST "$_dlock_pat" ${2+"$2"} || _dlock_rc=$?
+    if [ "$_dlock_rc" -ne 0 ]; then return "$_dlock_rc"; fi
+    _dlock_x=${DLOCK_REPLY#OK LIST }
+    DLOCK_COUNT=${_dlock_x%% *}
+    DLOCK_MORE=${_dlock_x#* }
+    case $DLOCK_REPLY:$DLOCK_COUNT:$DLOCK_MORE in
+    "OK LIST "*:*[!0-9]*:* | "OK LIST "*::* | "OK LIST "*:?????*:*) _dlock_x='' ;;
+    "OK LIST "*:*:0 | "OK LIST "*:*:1) _dlock_x=ok ;;
+    *) _dlock_x='' ;;
+    esac
+    if [ -z "$_dlock_x" ]; then
+        _dlock_err "bad LIST reply from dlockd: $DLOCK_REPLY"
+        DLOCK_COUNT='' DLOCK_MORE=''
+        _dlock_gone
+        return 3
+    fi
+    _dlock_i=0
+    while [ "$_dlock_i" -lt "$DLOCK_COUNT" ]; do
+        if ! _dlock_readline; then
+            DLOCK_LIST='' DLOCK_COUNT='' DLOCK_MORE=''
+            _dlock_gone
+            return 3
+        fi
+        case $_dlock_l in
+        "= "*) DLOCK_LIST="$DLOCK_LIST${_dlock_l#= }$_dlock_nl" ;;
+        *)
+            _dlock_err "unexpected line in a LIST reply: $_dlock_l"
+            DLOCK_LIST='' DLOCK_COUNT='' DLOCK_MORE=''
+            _dlock_gone
+            return 3
+            ;;
+        esac
+        _dlock_i=$((_dlock_i + 1))
+    done
+    return 0
 }
 
 # dlock_close: QUIT (dlockd releases every lock of the connection), wait for

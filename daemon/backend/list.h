@@ -73,7 +73,7 @@ typedef struct list_entry_s {
     list_who_t holders[LIST_HOLDERS_MAX];
     size_t waiters_total, nwaiters;
     list_who_t waiters[LIST_WAITERS_MAX];
-    char value[BACKEND_VALUE_MAX + 1]; /* an election's leader's; a semaphore's
+    char value[BACKEND_ANSWER_MAX + 1]; /* an election's leader's; a semaphore's
                                           permits available */
     int agree;                  /* quorum: nodes that agree on it */
 } list_entry_t;

@@ -716,6 +716,59 @@ TAKEN") sc_ok "another process: dlock_tryfairlock $F gets TIMEOUT, and sees it T
     out=$(oneshot "STATUS a")
     sc_check "a refused dlock_mlock took nothing ($out)" [ "$out" = "OK FREE" ]
 
+    # -- listing: every kind under one prefix
+    lp=ls$$
+    dlock_lock "$lp-lock"
+    ls_f=$DLOCK_FENCE
+    dlock_rlock "$lp-read"
+    dlock_seminit "$lp-sem" 3
+    dlock_acquire "$lp-sem" 2
+    dlock_elect "$lp-elect" node-a:1
+    ls_e=$DLOCK_FENCE
+    rc=0
+    dlock_list "$lp-*" || rc=$?
+    sc_check "dlock_list $lp-*: 0, 4 locks, no more ($rc $DLOCK_COUNT $DLOCK_MORE)" \
+        [ "$rc.$DLOCK_COUNT.$DLOCK_MORE" = "0.4.0" ]
+    sc_check "DLOCK_LIST has 4 lines" [ "$(printf '%s' "$DLOCK_LIST" | wc -l)" -eq 4 ]
+    # name:kind:fence:holders/the first holder's count:value, in name order
+    got=$(printf '%s' "$DLOCK_LIST" | while read -r n k _ f h _ v; do
+        c=${h%/*}
+        printf '%s ' "${n#"$lp"-}:$k:$f:${h%%,*}/${c##*/}:$v"; done)
+    case $got in
+    "elect:elect:$ls_e:1/1:node-a:1 lock:lock:$ls_f:1/1:- read:read:"*":1/1:- sem:sem:-:1/2:1 ")
+        sc_ok "each name, kind, fence, holder and value ($got)" ;;
+    *) sc_nok "each name, kind, fence, holder and value (got '$got')" ;;
+    esac
+    rc=0
+    dlock_list "$lp-*" 2 || rc=$?
+    sc_check "dlock_list $lp-* 2: 2 locks, more ($rc $DLOCK_COUNT $DLOCK_MORE)" \
+        [ "$rc.$DLOCK_COUNT.$DLOCK_MORE.$(printf '%s' "$DLOCK_LIST" | wc -l)" = "0.2.1.2" ]
+    rc=0
+    dlock_list "$lp-none*" || rc=$?
+    sc_check "dlock_list of no match: 0 locks, DLOCK_LIST empty" \
+        [ "$rc.$DLOCK_COUNT.$DLOCK_MORE.$DLOCK_LIST" = "0.0.0." ]
+    rc=0
+    dlock_list || rc=$?
+    sc_check "dlock_list with no pattern lists them all ($DLOCK_COUNT)" \
+        [ "$rc" -eq 0 ] && [ "$DLOCK_COUNT" -ge 4 ]
+    sc_check "dlock_list with a limit of 0 returns 2" refused dlock_list "$lp-*" 0
+    sc_check "dlock_list with a limit of 1001 returns 2" refused dlock_list "$lp-*" 1001
+    sc_check "dlock_list with a pattern with a blank returns 2" refused dlock_list "a b"
+    sc_check "dlock_list with a 256-byte pattern returns 2" \
+        refused dlock_list "$(printf '%0256d' 0)"
+    sc_check "dlock_list with three arguments returns 2" refused dlock_list "$lp-*" 1 2
+    rc=0
+    dlock_cmd LIST "$lp-*" 0 || rc=$?
+    sc_check "dlockd itself refuses LIST with a limit of 0 ($DLOCK_REPLY)" \
+        eval 'case $rc.$DLOCK_REPLY in "2.ERR ARGS"*) true ;; *) false ;; esac'
+    rc=0
+    dlock_cmd PING || rc=$?
+    sc_check "the connection is in step after the listings" [ "$rc.$DLOCK_REPLY" = "0.OK PONG" ]
+    dlock_unlock "$lp-lock"
+    dlock_runlock "$lp-read"
+    dlock_release "$lp-sem" 2
+    dlock_resign "$lp-elect"
+
     # -- dlock_close releases
     rc=0
     dlock_close || rc=$?
