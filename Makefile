@@ -320,6 +320,8 @@ clients-python-asyncio-test: $(BUILD)/dlockd clients-python-asyncio
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/python/test_dlock_asyncio.py
 	@echo "== tests/python/test_dlock_asyncio_elect.py"
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/python/test_dlock_asyncio_elect.py
+	@echo "== tests/python/test_dlock_list.py"
+	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/python/test_dlock_list.py
 
 # The Prometheus endpoint, scraped for real and parsed with Debian's
 # python3-prometheus-client; against the plain and the sanitized daemon.

@@ -225,6 +225,9 @@ class Adapter(object):
             obs = c.observe(name, changed)
             self.observations[oid] = (w, obs)
             return ["ok"] + self.leader_words(obs.leader)
+        if op == "list":
+            limit = None if args[1] == "-" else int(args[1])
+            return self.listing(c.list(args[0], limit))
         if op == "contend":
             return self.contend(c, int(args[0]), int(args[1]), int(args[2]), args[3])
         raise dlock.DlockError(None, "unknown command %s" % op)
@@ -253,6 +256,13 @@ class Adapter(object):
                 h.live = False
             return ["ok", left]
         raise dlock.DlockError(None, "unknown command %s" % op)
+
+    @staticmethod
+    def listing(got):
+        words = ["ok", len(got.entries), 1 if got.more else 0]
+        for e in got.entries:
+            words += [e.name, e.kind, "-" if e.fence is None else e.fence, e.holders_total]
+        return words
 
     @staticmethod
     def leader_words(leader):

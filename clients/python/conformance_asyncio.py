@@ -177,6 +177,13 @@ class Adapter:
         await self.client(cid).ping()
         return "ok"
 
+    async def c_list(self, cid, pattern, limit):
+        got = await self.client(cid).list(pattern, None if limit == "-" else int(limit))
+        words = ["ok", len(got.entries), 1 if got.more else 0]
+        for e in got.entries:
+            words += [e.name, e.kind, "-" if e.fence is None else e.fence, e.holders_total]
+        return " ".join(str(w) for w in words)
+
     async def c_contend(self, cid, tasks, names, rounds, prefix):
         c = self.client(cid)
         holding, last = {}, {}

@@ -57,6 +57,15 @@ told every leader:
         for leader in c.observe("billing"):     # now, then every change
             print(leader)           # (fence, value), or None: nobody leads
 
+Every lock of every kind whose name matches a glob, whoever holds it:
+
+    with dlock.Client() as c:
+        listing = c.list("job*", limit=50)      # limit: default dlockd's (100)
+        for e in listing.entries:   # name kind ttl_ms fence holders_total holders ...
+            print(e.name, e.kind, e.holders_total, e.holders[:1])
+        if listing.more:
+            ...             # more names match: raise the limit or narrow the pattern
+
 Loss notifications (``!LOST <name> <reason>``) are collected whenever the
 client reads from dlockd and are reported as LockLost by the next call on
 that name, by check(), or by leaving a ``with dlock.Lock(...)`` block.
@@ -82,6 +91,7 @@ __all__ = [
     "LimitError", "Denied", "KindError", "Cancelled", "LockLost", "ConnectionClosed",
     "ConnectFailed", "ProtocolError", "Client", "Lock", "ClientLock", "ClientSemaphore",
     "validate_name", "PERMITS_MAX", "VALUE_MAX", "Leadership", "Observation",
+    "LIST_MAX", "Who", "ListEntry", "Listing",
 ]
 
 DEFAULT_SOCKET = "/run/dlockd/dlockd.sock"
@@ -90,6 +100,7 @@ NAME_MAX = 255                 # bytes in a lock name
 NUM_MAX = 2147483647           # largest number the protocol accepts
 PERMITS_MAX = 10000            # permits in one ACQUIRE or RELEASE
 VALUE_MAX = 255                # bytes in a leader's value
+LIST_MAX = 1000                # most names one LIST tells (dlockd's PROTO_LIST_MAX)
 _LINE_MAX = 65536              # longest line accepted from dlockd
 _RECV_SIZE = 4096              # a Client's read buffer (replies are short)
 _QUIT_TIMEOUT = 2.0            # seconds close() waits for "OK BYE"
@@ -128,6 +139,27 @@ class Status(collections.namedtuple("Status", "state holds ttl_ms fence")):
             if getattr(self, attr) is not None:
                 text = "%s, %s=%r)" % (text[:-1], attr, getattr(self, attr))
         return text
+
+
+Who = collections.namedtuple("Who", "host dlockd_pid pid uid count age_ms")
+Who.__doc__ = """A holder or waiter of a listed lock: its dlockd's host and pid, and,
+for a client of the dlockd asked, its pid, uid and how long (ms) it has held
+or waited. count: its holds (a semaphore's: its permits; a waiter's: the
+permits asked). None where dlockd does not know (a Redisson client's)."""
+
+ListEntry = collections.namedtuple(
+    "ListEntry", "name kind ttl_ms fence holders_total holders waiters_total waiters value")
+ListEntry.__doc__ = """One lock of a LIST: its name; kind "lock", "read", "write", "fair",
+"elect" or "sem"; ttl_ms its lease left (-1: no expiry); fence its fence
+counter (None for a semaphore); holders_total and waiters_total the counts,
+holders and waiters the first of them (at most 8) as Who; value the leader's
+value of an election (a str), the permits available of a semaphore (an
+int), else None."""
+
+Listing = collections.namedtuple("Listing", "entries more")
+Listing.__doc__ = """What LIST told: entries, a list of ListEntry in dlockd's order, and
+more, True when more names matched than were told (raise the limit or
+narrow the pattern)."""
 
 
 # ---- errors ------------------------------------------------------------
@@ -358,6 +390,67 @@ def _parse_status(rw):
     if state == "SEM" and len(rw) == 4:
         return Status("SEM", _to_int(rw[3]), None, None, available=_to_int(rw[2]))
     raise ProtocolError(None, "bad STATUS reply: %r" % " ".join(rw))
+
+
+def _list_words(pattern, limit):
+    """LIST's request words: the pattern (a glob, 1-255 bytes as a name) and
+    the limit (1 to LIST_MAX; None: dlockd's default)."""
+    if not (type(pattern) is str and _NAME.match(pattern)):
+        raise BadRequest(None, "bad pattern %r: it must be 1 to %d printable ASCII bytes "
+                               "without spaces" % (pattern, NAME_MAX))
+    words = ["LIST", pattern]
+    if limit is not None:
+        words.append(str(_check_num("limit", limit, 1, LIST_MAX)))
+    return words
+
+
+def _list_count(header):
+    """The entry lines "OK LIST <n> <more>" announces; ProtocolError when
+    the header is not one."""
+    rw = header.split(" ")
+    if (len(rw) != 4 or rw[:2] != ["OK", "LIST"] or not _DIGITS.match(rw[2])
+            or int(rw[2]) > LIST_MAX or rw[3] not in ("0", "1")):
+        raise ProtocolError(None, "bad LIST reply: %r" % header)
+    return int(rw[2])
+
+
+def _who_num(word):
+    return None if word == "-" else _to_int(word)
+
+
+def _parse_who(word, line):
+    """A holders or waiters word: (total, [Who, ...])."""
+    parts = word.split(",")
+    if not _DIGITS.match(parts[0]):
+        raise ProtocolError(None, "bad LIST entry: %r" % line)
+    who = []
+    for part in parts[1:]:
+        f = part.split("/")
+        if len(f) != 6:
+            raise ProtocolError(None, "bad LIST entry: %r" % line)
+        who.append(Who(None if f[0] == "-" else f[0], *[_who_num(w) for w in f[1:]]))
+    return int(parts[0]), who
+
+
+def _parse_entry(line):
+    """One "= <name> <kind> <ttl_ms> <fence> <holders> <waiters> <value>"."""
+    w = line.split(" ")
+    if len(w) != 8 or w[0] != "=":
+        raise ProtocolError(None, "bad LIST entry: %r" % line)
+    holders_total, holders = _parse_who(w[5], line)
+    waiters_total, waiters = _parse_who(w[6], line)
+    kind, value = w[2], w[7]
+    if kind == "sem":
+        value = _who_num(value)
+    elif kind != "elect":
+        value = None
+    return ListEntry(w[1], kind, _to_int(w[3]), _who_num(w[4]), holders_total, holders,
+                     waiters_total, waiters, value)
+
+
+def _parse_listing(header, lines):
+    """A LIST reply (its header and its entry lines) as a Listing."""
+    return Listing([_parse_entry(line) for line in lines], header.split(" ")[3] == "1")
 
 
 def _readable(sock, timeout):
@@ -625,10 +718,11 @@ class Client(object):
                 self._wait_state = state
             return old
 
-    def _call(self, words, name=None, wait=None, unbounded=False):
+    def _call(self, words, name=None, wait=None, unbounded=False, body=None):
         """Send one request and return its reply's words (the first is "OK"
         or "TIMEOUT"); raise the matching DlockError for ERR. A request that
-        may wait can be withdrawn by cancel()."""
+        may wait can be withdrawn by cancel(). body: a list that gets the
+        entry lines of a counted reply (LIST's), read right after it."""
         sock = self._sock
         if sock is None:
             raise ConnectionClosed(None, "connection is closed")
@@ -680,6 +774,8 @@ class Client(object):
             if reply is None:
                 self._abort()
                 raise ConnectionClosed(None, "dlockd closed the connection")
+            if body is not None and reply.startswith("OK"):
+                self._read_body(reply, body, deadline)
         except _socket.timeout:
             self._abort()
             raise ConnectionClosed(None, "no reply from dlockd within %ss; connection "
@@ -715,6 +811,18 @@ class Client(object):
             self._abort()
             raise ProtocolError(None, "unexpected reply from dlockd: %r" % reply)
         return rw
+
+    def _read_body(self, header, body, deadline):
+        """The entry lines a counted reply's header announces, into body.
+        They come right after it: a line that is not one breaks the stream
+        (ProtocolError; _call closes the connection)."""
+        for _ in range(_list_count(header)):
+            line = self._read_line(deadline)
+            if line is None:
+                raise ConnectionClosed(None, "dlockd closed the connection")
+            if not line.startswith("= "):
+                raise ProtocolError(None, "unexpected line in a LIST reply: %r" % line)
+            body.append(line)
 
     def _cancelled(self, words, rw):
         """The request words was cancelled and answered rw: give back a
@@ -960,6 +1068,18 @@ class Client(object):
         if len(rw) != 2 or rw[1] not in ("0", "1"):
             raise ProtocolError(None, "bad FORCEUNLOCK reply: %r" % " ".join(rw))
         return rw[1] == "1"
+
+    def list(self, pattern="*", limit=None):
+        """LIST: the locks of every kind whose names match pattern (Redis's
+        glob: * ? [abc] and \\ escapes), across every dlockd and Redisson
+        client of the Redis, as a Listing (entries, more). limit: 1 to
+        LIST_MAX names; None: dlockd's default (100). Only the names this
+        peer may read are told."""
+        body = []
+        rw = self._call(_list_words(pattern, limit), body=body)
+        header = " ".join(rw)
+        _list_count(header)     # TIMEOUT is no answer to LIST
+        return _parse_listing(header, body)
 
     def ping(self):
         """PING; returns True."""

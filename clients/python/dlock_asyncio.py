@@ -50,14 +50,16 @@ import re
 from dlock import (  # noqa: F401  (re-exported)
     DEFAULT_SOCKET, SOCKET_ENV, NAME_MAX, NUM_MAX, PERMITS_MAX, Status,
     DlockError, BadRequest, Timeout, NotHeld, BackendError, LimitError, Denied,
-    KindError, LockLost, ConnectionClosed, ConnectFailed, ProtocolError, validate_name)
-from dlock import _ERRORS, _check_num, _check_permits, _parse_status, _to_int
+    KindError, LockLost, ConnectionClosed, ConnectFailed, ProtocolError, validate_name,
+    LIST_MAX, Who, ListEntry, Listing)
+from dlock import (_ERRORS, _check_num, _check_permits, _parse_status, _to_int, _list_words,
+                   _list_count, _parse_listing)
 
 __all__ = [
     "connect", "Client", "Lock", "Permits", "Leadership", "Leader", "DEFAULT_SOCKET", "SOCKET_ENV", "NAME_MAX",
     "NUM_MAX", "PERMITS_MAX", "Status", "DlockError", "BadRequest", "Timeout", "NotHeld",
     "BackendError", "LimitError", "Denied", "KindError", "LockLost", "ConnectionClosed",
-    "ConnectFailed", "ProtocolError", "validate_name",
+    "ConnectFailed", "ProtocolError", "validate_name", "LIST_MAX", "Who", "ListEntry", "Listing",
 ]
 
 _LINE_MAX = 65536          # longest line accepted from dlockd
@@ -196,12 +198,13 @@ class _Req:
     gives back a grant nobody awaits any more (undo: a release line)."""
 
     __slots__ = ("line", "waits", "parse", "commit", "undo", "rollback", "future",
-                 "settled", "state", "abandoned", "cancel_sent")
+                 "settled", "state", "abandoned", "cancel_sent", "body")
 
     def __init__(self, loop, line, waits=False, parse=None, commit=None, undo=None,
-                 rollback=None):
+                 rollback=None, body=None):
         self.line = line
         self.waits = waits
+        self.body = body            # a list for the entry lines of a counted reply (LIST)
         self.parse = parse
         self.commit = commit
         self.undo = undo            # value -> release line, for a grant abandoned
@@ -778,18 +781,21 @@ class Client:
         why = "dlockd closed the connection"
         try:
             while True:
-                raw = await self._reader.readline()
-                if not raw.endswith(b"\n"):
+                text = await self._read_text()
+                if text is None:
                     break
-                text = raw[:-1].decode("latin-1")
-                if text.endswith("\r"):
-                    text = text[:-1]
                 if text.startswith("!"):
                     self._event(text)
                 elif text:
                     if not self._inflight:
                         why = "unexpected line from dlockd: %r" % text
                         break
+                    req = self._inflight[0]
+                    if req.body is not None and text.startswith("OK"):
+                        bad = await self._read_body(req, text)
+                        if bad is not None:
+                            why = bad
+                            break
                     self._answer(self._inflight.popleft(), text)
                     self._pump()
         except asyncio.CancelledError:
@@ -800,6 +806,32 @@ class Client:
             why = "connection to dlockd broken: %s" % e
         finally:
             self._shutdown("connection is closed" if self._closing else why)
+
+    async def _read_text(self):
+        """The next line from dlockd without its end, or None at the end of
+        the stream."""
+        raw = await self._reader.readline()
+        if not raw.endswith(b"\n"):
+            return None
+        text = raw[:-1].decode("latin-1")
+        return text[:-1] if text.endswith("\r") else text
+
+    async def _read_body(self, req, header):
+        """The entry lines a counted reply's header announces, into
+        req.body (they come right after it); None, or why the stream
+        cannot go on."""
+        try:
+            n = _list_count(header)
+        except ProtocolError as e:
+            return e.message
+        for _ in range(n):
+            text = await self._read_text()
+            if text is None:
+                return "dlockd closed the connection"
+            if not text.startswith("= "):
+                return "unexpected line in a LIST reply: %r" % text
+            req.body.append(text)
+        return None
 
     def _shutdown(self, why):
         """The connection ended: fail every pending call, report every
@@ -1073,6 +1105,22 @@ class Client:
         """FORCEUNLOCK (uid 0 or admin_uids): True when a lock was removed."""
         name = validate_name(name)
         req = _Req(self._loop, _line(["FORCEUNLOCK", name]), parse=lambda w: _number(w) == 1)
+        return await self._call(req)
+
+    async def list(self, pattern="*", limit=None):
+        """LIST: the locks of every kind whose names match pattern (Redis's
+        glob: * ? [abc] and \\ escapes), across every dlockd and Redisson
+        client of the Redis, as a Listing (entries, more) of ListEntry.
+        limit: 1 to LIST_MAX names; None: dlockd's default (100). Only the
+        names this peer may read are told."""
+        body = []
+
+        def parse(words):
+            _raise_err(words)
+            header = " ".join(words)
+            _list_count(header)
+            return _parse_listing(header, body)
+        req = _Req(self._loop, _line(_list_words(pattern, limit)), parse=parse, body=body)
         return await self._call(req)
 
     async def ping(self):

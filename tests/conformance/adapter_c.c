@@ -253,6 +253,36 @@ static void status(client_t *c, const char *rid, const char *name) {
     }
 }
 
+/* Appends a listed entry's four words to the answer being written. */
+static int on_list_entry(void *data, const dlock_list_entry_t *e) {
+    FILE *f = data;
+    fprintf(f, " %s %s ", e->name, e->kind);
+    if (e->fence == 0)
+        fputs("-", f);
+    else
+        fprintf(f, "%llu", (unsigned long long)e->fence);
+    fprintf(f, " %zu", e->holders_total);
+    return 0;
+}
+
+/* list: dlock_list()'s entries, in one answer. dlock_list() takes 0 as
+ * "dlockd's default", so the runner's 0 is refused here (it is no limit)
+ * and its "-" becomes 0. */
+static int list(client_t *c, const char *rid, const char *pattern, const char *limit) {
+    long long lim = strcmp(limit, "-") == 0 ? 0 : num(limit);
+    if (lim < 0 || (lim == 0 && strcmp(limit, "-") != 0)) return DLOCK_EARGS;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (f == NULL) return DLOCK_ENOMEM;
+    int more = 0;
+    int r = dlock_list(c->d, pattern, (uint32_t)lim, on_list_entry, f, &more);
+    fclose(f);
+    if (r >= 0) say("%s ok %d %d%s", rid, r, more, buf);
+    free(buf);
+    return r < 0 ? r : 0;
+}
+
 /* Runs one command on c's thread; answers it. */
 static void run(client_t *c, cmd_t *m) {
     const char *rid = m->rid, *op = m->argv[0];
@@ -388,6 +418,8 @@ static void run(client_t *c, cmd_t *m) {
         lost(c, NULL, "closed");
         say("%s ok", rid);
         return;
+    } else if (strcmp(op, "list") == 0 && n == 3) {
+        if ((r = list(c, rid, a[1], a[2])) == 0) return;
     } else if (strcmp(op, "contend") == 0 && n == 5) {
         long long tasks = num(a[1]), names = num(a[2]), rounds = num(a[3]);
         if (tasks < 0 || names < 0 || rounds < 0) goto bad_args;

@@ -869,12 +869,55 @@ def election_bad_input(t):
         raise Fail("resign did not answer ok 1")
 
 
+# ---- listing ----
+
+def list_every_kind(t):
+    """LIST through the client: a lock, a read lock, a semaphore's permits
+    and an election's leader under one prefix, each told with its kind."""
+    a, base = t.a, t.name(check=False)
+    x = {k: "%s-%s" % (base, k) for k in ("lock", "read", "sem", "elect")}
+    t.free_checks += [(t.sock, x["lock"], "lock"), (t.sock, x["read"], "rw"),
+                      (t.sock, x["elect"], "elect")]
+    a.call("connect", "c1", t.sock)
+    a.call("connect", "c2", t.sock)
+    fence = a.call("lock", "c1", "hl", x["lock"], 0, n=2)[0]
+    a.call("rlock", "c1", "hr", x["read"], 0, n=2)
+    a.call("seminit", "c1", x["sem"], 3, n=1)
+    a.call("acquire", "c1", "hs", x["sem"], 2, 0, n=1)
+    fe = a.call("elect", "c2", "he", x["elect"], "v", 0, n=1)[0]
+    got = a.call("list", "c2", base + "-*", "-")
+    if got[:2] != [4, 0] or len(got) != 2 + 4 * 4:
+        raise Fail("list %s-* answered %r, expected ok 4 0 and 4 entries" % (base, got))
+    entries = {got[i]: got[i + 1:i + 4] for i in range(2, len(got), 4)}
+    want = {x["lock"]: "lock", x["read"]: "read", x["sem"]: "sem", x["elect"]: "elect"}
+    if {k: v[0] for k, v in entries.items()} != want:
+        raise Fail("list told names and kinds %r, expected %r" % (entries, want))
+    if entries[x["lock"]][1] != fence or entries[x["elect"]][1] != fe:
+        raise Fail("list told fences %r, expected the lock's %s, the leader's %s"
+                   % (entries, fence, fe))
+    if entries[x["sem"]][1] != "-":
+        raise Fail("list told the semaphore's fence %r, expected -" % entries[x["sem"]][1])
+    if any(not isinstance(v[2], int) or v[2] < 1 for v in entries.values()):
+        raise Fail("list told a held name with no holder: %r" % entries)
+    got = a.call("list", "c2", base + "-*", 2)
+    if got[:2] != [2, 1] or len(got) != 2 + 2 * 4:
+        raise Fail("list %s-* 2 answered %r, expected ok 2 1 and 2 entries" % (base, got))
+    a.err(a.send("list", "c2", "x", 0), "args")
+    a.call("ping", "c2")
+    a.call("unlock", "hl", n=1)
+    a.call("unlock", "hr", n=1)
+    a.call("release", "hs", 2, n=1)
+    a.call("resign", "he", n=1)
+    with Raw(t.sock) as r:
+        r.expect("TRYACQUIRE %s 3 %d" % (x["sem"], GUARD * 1000), "OK 3")
+
+
 SCENARIOS = [grant_rising_fences, trylock_timeout, reentry, lease_expiry_loss,
              force_unlock_loss, closed_client_frees, contend_100, cancel_wait,
              dlockd_killed_during_wait, socket_missing, rwlock_once, semaphore_once,
              fairlock_once, bad_input, election_handover, election_leader_closed,
              election_cancel, election_observe_none, election_lease_expiry,
-             election_two_daemons, election_bad_input]
+             election_two_daemons, election_bad_input, list_every_kind]
 
 
 # ---- the run ------------------------------------------------------------------
