@@ -57,9 +57,10 @@ type call struct {
 	done     chan struct{}
 	sent     bool
 	answered bool
-	cancel   bool   // CANCEL was written for it
-	reply    string // the reply line
-	err      error  // set instead of reply when the connection failed
+	cancel   bool     // CANCEL was written for it
+	reply    string   // the reply line
+	lines    []string // a counted reply's lines after reply (LIST)
+	err      error    // set instead of reply when the connection failed
 
 	spec    *grantSpec // a grant: the reader makes the handle on OK
 	lock    *Lock      // the handle the grant made (new grants)
@@ -237,8 +238,30 @@ func (c *Client) readLoop() {
 		case line == "":
 		case line[0] == '!':
 			c.event(line)
+		case strings.HasPrefix(line, "OK LIST "):
+			// A counted reply: exactly n "= …" lines follow, no event between.
+			n, _, ok := listHeader(line)
+			if !ok {
+				c.fail(protoError("bad LIST header: " + line))
+				return
+			}
+			lines := make([]string, 0, n)
+			for len(lines) < n {
+				l, err := r.ReadString('\n')
+				if err != nil {
+					c.fail(closedError(err))
+					return
+				}
+				l = strings.TrimRight(l, "\r\n")
+				if !strings.HasPrefix(l, "= ") {
+					c.fail(protoError("LIST entry expected: " + l))
+					return
+				}
+				lines = append(lines, l)
+			}
+			c.reply(line, lines)
 		default:
-			c.reply(line)
+			c.reply(line, nil)
 		}
 	}
 }
@@ -264,7 +287,7 @@ func (c *Client) event(line string) {
 	c.mu.Unlock()
 }
 
-func (c *Client) reply(line string) {
+func (c *Client) reply(line string, lines []string) {
 	c.mu.Lock()
 	if len(c.inflight) == 0 {
 		closed := c.closed
@@ -277,7 +300,7 @@ func (c *Client) reply(line string) {
 	cl := c.inflight[0]
 	c.inflight[0] = nil
 	c.inflight = c.inflight[1:]
-	cl.reply, cl.answered = line, true
+	cl.reply, cl.lines, cl.answered = line, lines, true
 	if strings.HasPrefix(line, "OK ") {
 		switch {
 		case cl.spec != nil:

@@ -162,6 +162,13 @@ async function run(cmd, a, signal) {
     case 'ping':
       await client(a[0]).ping();
       return 'ok';
+    case 'list': {
+      // '-': no limit (dlockd's default); another word goes as a number, or as-is if it is not one.
+      const limit = a[2] === '-' ? undefined : (/^-?[0-9]+$/.test(a[2]) ? Number(a[2]) : a[2]);
+      const l = await client(a[0]).list({ pattern: a[1], limit, signal });
+      const words = l.entries.map((e) => `${e.name} ${e.kind} ${e.fence ?? '-'} ${e.holders.total}`);
+      return ['ok', l.entries.length, l.more ? 1 : 0, ...words].join(' ');
+    }
     case 'elect': {
       const h = await client(a[0]).elect(a[2], a[3], { lease: lease(a[4]), signal });
       keep(a[1], h);

@@ -190,6 +190,53 @@ export class Observation implements AsyncIterableIterator<Leader | null> {
 }
 
 /** STATUS of a name. */
+export interface ListOptions {
+  /** Redis's glob (`*`, `?`, `[abc]`, `\` escapes), 1-255 chars of 0x21-0x7E; default '*'. */
+  pattern?: string;
+  /** 1 to 1000; omitted: dlockd's default (100). */
+  limit?: number;
+  /** Aborted while queued: the request is dropped; later: rejects once answered. */
+  signal?: AbortSignal;
+}
+
+/** A holder or waiter of a listed lock; null where dlockd does not know. */
+export interface ListParty {
+  host: string | null;
+  dlockdPid: number | null;
+  pid: number | null;
+  uid: number | null;
+  /** Its holds, its permits, or the permits it asks. */
+  count: number | null;
+  /** Milliseconds since it took the lock. */
+  age: number | null;
+}
+
+/** An entry's holders or waiters: how many in all, up to 8 described. */
+export interface ListParties {
+  total: number;
+  list: ListParty[];
+}
+
+/** One lock of a listing. */
+export interface ListEntry {
+  name: string;
+  kind: 'lock' | 'read' | 'write' | 'fair' | 'elect' | 'sem';
+  /** Lease left in ms; -1: no expiry. */
+  ttl: number;
+  /** null for a semaphore. */
+  fence: bigint | null;
+  holders: ListParties;
+  waiters: ListParties;
+  /** An election's value, a semaphore's free permits; null for none. */
+  value: string | null;
+}
+
+/** LIST's answer; `more` when more names matched than were told. */
+export interface Listing {
+  entries: ListEntry[];
+  more: boolean;
+}
+
 export interface Status {
   state: 'FREE' | 'MINE' | 'TAKEN' | 'READ' | 'WRITE' | 'SEM';
   /** This connection's holds (MINE, READ, WRITE) or permits (SEM); else 0. */
@@ -258,6 +305,13 @@ export class Client {
   tryAcquire(name: string, permits?: number, opts?: TryLockOptions): Promise<PermitsHandle | null>;
   tryAcquire(name: string, opts: TryLockOptions): Promise<PermitsHandle | null>;
   status(name: string): Promise<Status>;
+  /**
+   * LIST: the locks of every kind whose names match `pattern` (Redis's glob,
+   * default '*'), across every dlockd sharing the Redis, only names this peer
+   * may read; at most `limit` (1 to 1000, default dlockd's: 100). A bad
+   * pattern or limit rejects with a BadRequestError (code ARGS).
+   */
+  list(opts?: ListOptions): Promise<Listing>;
   /** FORCEUNLOCK (uid 0 or admin_uids): resolves true if a lock was removed. */
   forceUnlock(name: string): Promise<boolean>;
   ping(): Promise<void>;

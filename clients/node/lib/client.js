@@ -5,6 +5,7 @@ import { openConnection } from './connection.js';
 import { Leadership, Observers, checkValue, parseElected, parseLeader } from './election.js';
 import { BadRequestError, ProtocolError, abortError, errorFromReply } from './errors.js';
 import { Gate } from './gate.js';
+import { listLine, parseListing } from './list.js';
 import { KINDS, LockHandle, PermitsHandle, leaseWords } from './handles.js';
 import { MultiLockHandle, checkNames, parseFences, setWords } from './multi.js';
 import {
@@ -179,6 +180,25 @@ export class Client {
   async status(name) {
     checkName(name);
     return parseStatus(await this.#call(`STATUS ${name}`));
+  }
+
+  /**
+   * LIST: the locks of every kind whose names match `pattern` (Redis's glob,
+   * default '*'), across every dlockd sharing the Redis, at most `limit` (1
+   * to 1000; default dlockd's, 100), only names this peer may read. Resolves
+   * {entries, more}; a bad pattern or limit rejects with code ARGS. An abort
+   * of `signal` drops the request if it is still queued, else rejects once
+   * its reply came.
+   */
+  async list({ pattern = '*', limit, signal } = {}) {
+    const line = listLine(pattern, limit);
+    const reply = await this._conn.request(line, { signal, what: 'LIST' });
+    if (signal?.aborted) throw abortError('LIST', signal);
+    if (reply.type === 'ERR') throw errorFromReply(reply.code, reply.text);
+    if (reply.type !== 'OK' || reply.words[1] !== 'LIST') {
+      throw new ProtocolError(`unexpected reply to LIST: ${reply.words.join(' ')}`);
+    }
+    return parseListing(reply.words.join(' '), reply.lines);
   }
 
   /** FORCEUNLOCK (admins only): resolves true if a lock was removed. */

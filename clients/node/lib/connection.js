@@ -3,6 +3,7 @@
 
 import net from 'node:net';
 import { ClosedError, ConnectError, ProtocolError, abortError } from './errors.js';
+import { listCount } from './list.js';
 import { parseReply } from './proto.js';
 
 const LINE_MAX = 65536; // longest line accepted from dlockd
@@ -34,6 +35,7 @@ export class Connection {
     this.outbox = [];    // requests not written yet
     this.waiting = null; // the waiting request in flight, if any
     this.closedError = null;
+    this.counted = null; // a counted reply (LIST) being read: {header, left, lines}
     this.onEvent = () => {};
     this.onLeader = () => {};
     this.onClose = () => {};
@@ -114,11 +116,31 @@ export class Connection {
       let line = this.buf.slice(0, nl);
       this.buf = this.buf.slice(nl + 1);
       if (line.endsWith('\r')) line = line.slice(0, -1);
-      if (line.startsWith('!')) this.#event(line);
+      if (this.counted) this.#counted(line);
+      else if (line.startsWith('!')) this.#event(line);
+      else if (line.startsWith('OK LIST ')) this.#listHeader(line);
       else if (line.trim() !== '') this.#reply(line);
       if (this.closedError) return;
     }
     if (this.buf.length > LINE_MAX) this.#fail(new ProtocolError('line from dlockd too long'));
+  }
+
+  // A counted reply: `OK LIST <n> <more>` then exactly n `= …` lines, no
+  // event between them; it goes to its request as one reply (reply.lines).
+  #listHeader(line) {
+    const n = listCount(line);
+    if (n < 0) return this.#fail(new ProtocolError(`bad LIST header: ${JSON.stringify(line)}`));
+    if (n === 0) return this.#reply(line, []);
+    this.counted = { header: line, left: n, lines: [] };
+  }
+
+  #counted(line) {
+    if (!line.startsWith('= ')) return this.#fail(new ProtocolError(`LIST entry expected: ${JSON.stringify(line)}`));
+    const c = this.counted;
+    c.lines.push(line);
+    if (--c.left > 0) return;
+    this.counted = null;
+    this.#reply(c.header, c.lines);
   }
 
   #event(line) {
@@ -127,7 +149,7 @@ export class Connection {
     else if (words[0] === 'LEADER' && words.length >= 3) this.onLeader(words[1], words.slice(2));
   }
 
-  #reply(line) {
+  #reply(line, lines = []) {
     const req = this.sent.shift();
     if (req === undefined) return this.#fail(new ProtocolError(`reply with no request: ${JSON.stringify(line)}`));
     let reply;
@@ -140,6 +162,7 @@ export class Connection {
     req.state = 'done';
     req.signal?.removeEventListener('abort', req.onAbort);
     reply.cancelled = req.cancelled;
+    reply.lines = lines;
     if (req.commit) {
       try {
         reply.value = req.commit(reply);

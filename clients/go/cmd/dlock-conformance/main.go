@@ -386,6 +386,8 @@ func (a *adapter) run(ctx context.Context, cmd string, args []string) (string, e
 		return "ok", c.Ping(ctx)
 	case "mlock", "trymlock", "munlock":
 		return a.multi(ctx, cmd, args)
+	case "list":
+		return a.list(ctx, args)
 	case "elect", "resign", "leader", "observe", "unobserve":
 		return a.election(ctx, cmd, args)
 	case "contend":
@@ -504,4 +506,42 @@ func contend(ctx context.Context, c *dlock.Client, tasks, names, rounds int, pre
 		return "", firstErr
 	}
 	return fmt.Sprintf("ok %d %d %d", grants, overlaps, nonrising), nil
+}
+
+// list: "ok <n> <more>" then, per entry, "<name> <kind> <fence> <holders_total>".
+func (a *adapter) list(ctx context.Context, args []string) (string, error) {
+	if err := need(args, 3); err != nil {
+		return "", err
+	}
+	c, err := a.client(args[0])
+	if err != nil {
+		return "", err
+	}
+	var opts []dlock.ListOption
+	if args[2] != "-" {
+		n, err := strconv.Atoi(args[2])
+		if err != nil {
+			return "", &dlock.Error{Code: "ARGS", Text: "limit " + strconv.Quote(args[2]) + " is not a number"}
+		}
+		opts = append(opts, dlock.WithLimit(n))
+	}
+	l, err := c.List(ctx, args[1], opts...)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString("ok " + strconv.Itoa(len(l.Entries)))
+	if l.More {
+		b.WriteString(" 1")
+	} else {
+		b.WriteString(" 0")
+	}
+	for _, e := range l.Entries {
+		fence := "-"
+		if e.HasFence {
+			fence = strconv.FormatUint(e.Fence, 10)
+		}
+		b.WriteString(" " + e.Name + " " + e.Kind + " " + fence + " " + strconv.Itoa(e.Holders.Total))
+	}
+	return b.String(), nil
 }

@@ -185,7 +185,7 @@ final class Conn {
                 while (buf.hasRemaining()) {
                     char c = (char) (buf.get() & 0xff);
                     if (c == '\n') {
-                        dispatch(line.toString());
+                        take(line.toString());
                         line.setLength(0);
                     } else if (c != '\r') {
                         line.append(c);
@@ -199,6 +199,40 @@ final class Conn {
             why = "dlock client failed: " + e;
         }
         fail(new ConnectionClosedException(why));
+    }
+
+    /** A counted reply being read (LIST): its lines so far, and how many are still to come. */
+    private final StringBuilder counted = new StringBuilder();
+    private int countedLeft;
+
+    /**
+     * Hands a line to {@link #dispatch}, except that a counted reply ({@code OK LIST <n>
+     * <more>} and exactly n {@code = …} lines, no event between) goes as one reply, its
+     * lines joined by LF.
+     */
+    private void take(String line) {
+        if (countedLeft > 0) {
+            if (!line.startsWith("= "))
+                throw new IllegalStateException("LIST entry expected: " + line);
+            counted.append('\n').append(line);
+            if (--countedLeft == 0) {
+                String reply = counted.toString();
+                counted.setLength(0);
+                dispatch(reply);
+            }
+            return;
+        }
+        if (line.startsWith("OK LIST ")) {
+            int n = Listing.count(line);
+            if (n < 0)
+                throw new IllegalStateException("bad LIST header: " + line);
+            if (n > 0) {
+                counted.append(line);
+                countedLeft = n;
+                return;
+            }
+        }
+        dispatch(line);
     }
 
     private void dispatch(String line) {

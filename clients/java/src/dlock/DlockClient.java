@@ -359,6 +359,30 @@ public final class DlockClient implements AutoCloseable {
         return call("STATUS " + name, LockStatus::parse);
     }
 
+    /** {@link #list(String, int)} of every name ({@code *}) with dlockd's default limit. */
+    public Listing list() {
+        return list("*");
+    }
+
+    /** {@link #list(String, int)} with dlockd's default limit (100). */
+    public Listing list(String pattern) {
+        checkPattern(pattern);
+        return call("LIST " + pattern, Listing::parse);
+    }
+
+    /**
+     * dlockd's {@code LIST}: the locks of every kind whose names match {@code pattern}
+     * (Redis's glob), across every dlockd sharing the Redis, at most {@code limit} (1 to
+     * 1000) of them, only names this peer may read. A bad pattern or limit is an
+     * {@link ArgsException}.
+     */
+    public Listing list(String pattern, int limit) {
+        checkPattern(pattern);
+        if (limit < 1 || limit > Listing.LIMIT_MAX)
+            throw new ArgsException("limit is 1 to " + Listing.LIMIT_MAX + ", not " + limit);
+        return call("LIST " + pattern + " " + limit, Listing::parse);
+    }
+
     /** Checks that dlockd answers. */
     public void ping() {
         call("PING", reply -> null);
@@ -804,6 +828,15 @@ public final class DlockClient implements AutoCloseable {
             char c = name.charAt(i);
             if (c < 0x21 || c > 0x7e)
                 throw new NameException("a lock name is 1 to 255 bytes of 0x21 to 0x7E (byte " + i + " is not)");
+        }
+    }
+
+    /** LIST patterns are 1 to 255 bytes of 0x21 to 0x7E, as names are (else ERR ARGS). */
+    static void checkPattern(String pattern) {
+        try {
+            checkName(pattern);
+        } catch (NameException e) {
+            throw new ArgsException("a pattern is 1 to 255 bytes of 0x21 to 0x7E");
         }
     }
 

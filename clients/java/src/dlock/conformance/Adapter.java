@@ -16,6 +16,7 @@ import dlock.DlockPermits;
 import dlock.KindException;
 import dlock.LeaderChange;
 import dlock.LimitException;
+import dlock.Listing;
 import dlock.NameException;
 import dlock.NotHeldException;
 import dlock.Observation;
@@ -150,6 +151,16 @@ public final class Adapter {
             case "ping":
                 client(w[2]).ping();
                 return "ok";
+            case "list": {
+                Listing l = w[4].equals("-") ? client(w[2]).list(w[3])
+                        : client(w[2]).list(w[3], Integer.parseInt(w[4]));
+                StringBuilder sb = new StringBuilder("ok " + l.entries().size() + (l.more() ? " 1" : " 0"));
+                for (Listing.Entry e : l.entries())
+                    sb.append(' ').append(e.name()).append(' ').append(e.kind()).append(' ')
+                            .append(e.fence().isPresent() ? Long.toUnsignedString(e.fence().getAsLong()) : "-")
+                            .append(' ').append(e.holders().total());
+                return sb.toString();
+            }
             case "elect": {
                 DlockLeadership l = client(w[2]).elect(w[4], w[5], ms(w[6]));
                 handles.put(w[3], l);
