@@ -114,6 +114,7 @@ void drop(client_t *c) {
 
 void setup(void) {
     char err[CONF_ERR_LEN];
+    conf_free(&conf); /* a test may set up afresh (test_free_stops_timers) */
     conf_defaults(&conf);
     conf.lease_ms = LEASE;
     conf.renew_every_ms = 0;
@@ -139,6 +140,7 @@ void teardown(void) {
     fake_close(fb);
     lockmgr_free(mgr);
     timers_free(tm);
+    conf_free(&conf);
 }
 
 /* ---- requests and what comes back -------------------------------------------- */
