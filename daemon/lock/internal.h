@@ -146,6 +146,8 @@ struct wait_s {
                                   wake-up, a retry turn or Redis coming back,
                                   not whenever the queue moves */
     int granted;               /* answered with a grant: it leaves no place */
+    int undone;                /* withdrawn with its acquire in flight: the undo
+                                  went right behind it (lock_wait_withdraw) */
     LIST_ENTRY(wait_s) flight;
     lock_mode_t mode;
     uint32_t permits;          /* SEM: asked for */

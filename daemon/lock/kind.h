@@ -127,6 +127,11 @@ void lock_attempt(lock_t *l, wait_t *w);
 /* The kind's sharing rule, and its undo (or their defaults). */
 int lock_blocked(const lock_t *l, const lock_owner_t *o, lock_mode_t mode);
 void lock_undo(lock_t *l, const wait_t *w, uint64_t owner);
+/* CANCEL of w while its acquire is in flight: the undo goes now, right
+ * behind the acquire (ops of one name keep their order), so that every
+ * later request, of any connection, finds it undone; the acquire's answer
+ * then undoes nothing more. Nothing if no acquire is in flight. */
+void lock_wait_withdraw(wait_t *w);
 /* Lets the kind's waiters try. */
 void lock_kick(lock_t *l);
 /* The head tries if nothing here holds it back and nothing is in flight. */

@@ -297,8 +297,9 @@ int lockmgr_cancel(lockmgr_t *m, lock_owner_t *o) {
     wait_t *w = (wait_t *)o->pending;
     lock_t *l = w->lock;
     m->stats.cancelled++;
+    lock_wait_withdraw(w);
     lock_answer_error(m, o, LOCK_ERR_CANCELLED, LOCK_WHY_NONE, 0);
-    lock_wait_end(w);  /* an acquire in flight is undone when it returns */
+    lock_wait_end(w);
     lock_maybe_free(l);
     return 1;
 }

@@ -34,6 +34,8 @@ typedef struct mpart_s {
     lock_t *lock;              /* holds a busy reference while the set lives */
     wait_t *w;                 /* its place in the name's queue; NULL for a
                                   name the owner holds (a reentry) */
+    int undone;                /* CANCEL came with the acquire in flight: its
+                                  release went then (lock_wait_withdraw) */
 } mpart_t;
 
 typedef struct mwait_s {
@@ -80,7 +82,8 @@ static void mwait_free(mwait_t *mw) {
 }
 
 /* The set stops waiting (answered already, or its owner left): its
- * places go; what is in flight is undone when it returns. */
+ * places go; what is in flight is undone when it returns, unless CANCEL
+ * withdrew it already (multi_cancel). */
 static void mwait_end(mwait_t *mw) {
     lockmgr_t *m = mw->mgr;
     if (mw->owner != NULL && mw->owner->pending == &mw->hdr) mw->owner->pending = NULL;
@@ -110,15 +113,17 @@ static void on_drop(backend_op_t *bop) {
     free(d);
 }
 
-/* Undoes what the set's acquire granted: the new names are released, the
- * reentries lose the hold they gained (granted: 1 when Redis said so;
- * else it only may have run, and a reentry is left one hold more in
- * Redis, which its last release deletes anyway). */
+/* Undoes what the set's acquire granted: the new names are released
+ * (unless their places' ends did), the reentries lose the hold they
+ * gained (granted: 1 when Redis said so; else it only may have run, and a
+ * reentry is left one hold more in Redis, which its last release deletes
+ * anyway). */
 static void mwait_undo(mwait_t *mw, int granted) {
     lockmgr_t *m = mw->mgr;
     for (size_t i = 0; i < mw->n; i++) {
         lock_t *l = mw->part[i].lock;
         if (mw->reentry[i] == 'n') {
+            if (mw->part[i].undone) continue;
             release_all(m, l->name, l->len, mw->owner_id, mw->op.lease_ms, LOCK_MODE_MUTEX);
             continue;
         }
@@ -284,6 +289,7 @@ static void on_multi(backend_op_t *op) {
         l->attempts--;
         woken |= w->woken;
         if (!w->queued) { /* its place ended meanwhile */
+            mw->part[i].undone = w->undone;
             pool_put(&m->wait_pool, w);
             mw->part[i].w = NULL;
         }
@@ -360,6 +366,10 @@ static void on_multi(backend_op_t *op) {
 
 void multi_cancel(pending_t *pending) {
     mwait_t *mw = mwait_of(pending);
+    /* What its acquire may grant is undone right behind it, before CANCEL
+     * is answered: no later request sees a name of the set held. */
+    for (size_t i = 0; i < mw->n; i++)
+        if (mw->part[i].w != NULL) lock_wait_withdraw(mw->part[i].w);
     mw->mgr->stats.cancelled++;
     lock_answer_error(mw->mgr, mw->owner, LOCK_ERR_CANCELLED, LOCK_WHY_NONE, 0);
     mwait_end(mw);
@@ -527,6 +537,13 @@ static void multi_request(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_r
     else mlock(m, o, req);
 }
 
+/* A place withdrawn while the set's acquire was in flight
+ * (lock_wait_withdraw): the name, new to its owner, is released as a
+ * plain lock's. */
+static void multi_undo_place(lock_t *l, const wait_t *w, uint64_t owner) {
+    release_all(l->mgr, l->name, l->len, owner, w->lease_ms, LOCK_MODE_MUTEX);
+}
+
 /* The kind serves the requests only: the holds it makes are plain
  * locks', and its places in the names' queues wait as theirs do. */
 const lock_kind_t lock_kind_multi = {
@@ -536,6 +553,7 @@ const lock_kind_t lock_kind_multi = {
     .status = LOCK_STATUS_EXCLUSIVE,
     .kick = lock_kick_head,
     .attempt = multi_attempt,
+    .undo = multi_undo_place,
     .request = multi_request,
     .free_state = multi_free_state,
 };

@@ -107,6 +107,12 @@ void lock_wait_end(wait_t *w) {
 
 /* ---- attempts and grants ------------------------------------------------------------- */
 
+void lock_wait_withdraw(wait_t *w) {
+    if (!w->in_flight || w->granted || w->undone) return;
+    lock_undo(w->lock, w, w->owner_id);
+    w->undone = 1;
+}
+
 int lock_blocked(const lock_t *l, const lock_owner_t *o, lock_mode_t mode) {
     const lock_kind_t *k = lock_kind_of(mode);
     return k->blocked ? k->blocked(l, o, mode) : !LIST_EMPTY(&l->holds);
@@ -259,9 +265,9 @@ void lock_wait_taken(lock_t *l, wait_t *w, const backend_result_t *res, int may_
  * back: undo a grant it may have got. */
 static void attempt_orphaned(lock_t *l, wait_t *w, const backend_result_t *res) {
     lockmgr_t *m = l->mgr;
-    if (res->status != BACKEND_OK ||
-        (res->outcome != BACKEND_TAKEN && res->outcome != BACKEND_WRONG_KIND &&
-         res->outcome != BACKEND_HOLD_GONE))
+    if (!w->undone && (res->status != BACKEND_OK ||
+                       (res->outcome != BACKEND_TAKEN && res->outcome != BACKEND_WRONG_KIND &&
+                        res->outcome != BACKEND_HOLD_GONE)))
         lock_undo(l, w, w->owner_id);
     if (w->owner != NULL) {
         /* A place in a fair lock's queue it may have taken just now goes

@@ -313,6 +313,55 @@ START_TEST(cancel_leaves_nothing) {
 }
 END_TEST
 
+/* CANCEL right behind a waiting MLOCK whose acquire may be in Redis (the
+ * holder's UNLOCK just sent it): once CANCEL is answered, no later request
+ * of any connection sees a name of the set held. */
+START_TEST(cancel_in_flight_leaves_nothing) {
+    enum { ROUNDS = 200 };
+    h_redis_start();
+    int d = h_dlockd_start(NULL);
+    keep_log(d);
+    h_conn_t *h = h_connect_index(d), *c = h_connect_index(d), *k = h_connect_index(d);
+    int cancelled = 0;
+    for (int i = 0; i < ROUNDS; i++) {
+        char n[3][32], req[128];
+        for (int j = 0; j < 3; j++) snprintf(n[j], sizeof(n[j]), "ci%c%d", 'a' + j, i);
+        snprintf(req, sizeof(req), "LOCK %s", n[2]);
+        expect_prefix(h, req, "OK ");
+        h_send(c, "MLOCK 3 %s %s %s\n", n[0], n[1], n[2]);
+        h_await_waiters(k, 3);
+        snprintf(req, sizeof(req), "UNLOCK %s", n[2]);
+        h_expect_reply(h, req, "OK 0");
+        h_send(c, "CANCEL\n");
+        const char *l = h_recv(c, H_WAIT_MS);
+        ck_assert_msg(l != NULL, "round %d: no answer to MLOCK", i);
+        if (strncmp(l, "ERR CANCELLED", 13) == 0) {
+            cancelled++;
+            H_EXPECT(c, "OK 1");
+        } else {
+            unsigned long long f[3];
+            ck_assert_msg(parse_fences(l, 3, f), "round %d: got '%s'", i, l);
+            H_EXPECT(c, "OK 0"); /* too late: nothing to cancel */
+            snprintf(req, sizeof(req), "MUNLOCK 3 %s %s %s", n[0], n[1], n[2]);
+            h_expect_reply(c, req, "OK 0 0 0");
+        }
+        for (int j = 0; j < 3; j++) {
+            snprintf(req, sizeof(req), "STATUS %s", n[j]);
+            h_send(k, "%s\n", req);
+            const char *st = h_reply(k, H_WAIT_MS, H_EVENTS_SKIP);
+            ck_assert_msg(st != NULL && strncmp(st, "OK FREE", 7) == 0,
+                          "round %d: %s after the set's CANCEL: got '%s'", i, req,
+                          st ? st : "-");
+        }
+    }
+    printf("mlock: %d of %d rounds cancelled\n", cancelled, ROUNDS);
+    h_close(k);
+    h_close(c);
+    h_close(h);
+    h_keep_passed();
+}
+END_TEST
+
 /* Bad input, kinds and limits. */
 START_TEST(bad_input) {
     h_redis_start();
@@ -380,6 +429,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, no_starvation_behind_single_lockers);
     tcase_add_test(tc, dead_client_frees_set);
     tcase_add_test(tc, cancel_leaves_nothing);
+    tcase_add_test(tc, cancel_in_flight_leaves_nothing);
     tcase_add_test(tc, bad_input);
     suite_add_tcase(s, tc);
     tc = tcase_create("topologies");
