@@ -146,6 +146,8 @@ struct wait_s {
                                   wake-up, a retry turn or Redis coming back,
                                   not whenever the queue moves */
     int granted;               /* answered with a grant: it leaves no place */
+    int uncounted;             /* a place of a request that counts itself once
+                                  (a multi-name wait): not in waiting */
     LIST_ENTRY(wait_s) flight;
     lock_mode_t mode;
     uint32_t permits;          /* SEM: asked for */
