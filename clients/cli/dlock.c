@@ -735,6 +735,9 @@ int main(int argc, char **argv) {
         default: usage(stderr); return EXIT_USAGE;
         }
     }
+    if (nm > 0 && (metrics || query_line[0] != '\0' || observe_name != NULL || elect_name != NULL))
+        return usage_error("-m excludes --elect, --observe, --leader, --status, --who, "
+                           "--force-unlock, --info, --ping and --metrics", NULL, NULL);
     if (metrics) {
         if (optind < argc) return usage_error("unexpected argument ", argv[optind], "");
         return show_metrics(sock);
