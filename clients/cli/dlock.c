@@ -925,6 +925,9 @@ int main(int argc, char **argv) {
         default: usage(stderr); return EXIT_USAGE;
         }
     }
+    if (nm > 0 && (list || metrics || query_line[0] != '\0' || observe_name != NULL || elect_name != NULL))
+        return usage_error("-m excludes --list, --elect, --observe, --leader, --status, --who, "
+                           "--force-unlock, --info, --ping and --metrics", NULL, NULL);
     if (list) {
         if (optind + 1 < argc) return usage_error("unexpected argument ", argv[optind + 1], "");
         return list_locks(sock, optind < argc ? argv[optind] : NULL, list_limit, json);

@@ -350,14 +350,16 @@ void node_batch_flush_queue(node_t *nd) {
     }
     STAILQ_CONCAT(&q, &nd->queue);
     while (!STAILQ_EMPTY(&q)) {
-        size_t n = 0;
+        size_t n = 0, places = 0;
         backend_op_t *op = STAILQ_FIRST(&q);
         int batch = batchable(op);
         do {
             STAILQ_REMOVE_HEAD(&q, link);
             run[n++] = op;
+            places += scripts_width(op);
             op = STAILQ_FIRST(&q);
-        } while (batch && op != NULL && n < SCRIPTS_BATCH_MAX && batchable(op));
+        } while (batch && op != NULL && places + scripts_width(op) <= SCRIPTS_BATCH_MAX &&
+                 batchable(op));
         if (nd->freeing || !node_up(nd)) {
             if (nd->freeing) snprintf(why, sizeof(why), "shutting down");
             else node_why_down(nd, why, sizeof(why));

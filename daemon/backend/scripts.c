@@ -130,7 +130,7 @@ static const scripts_mode_t modes[BACKEND_MODE_COUNT] = {
     /* Only its acquire: its holds are BACKEND_MUTEX ones, released,
      * renewed and watched as such. */
     [BACKEND_MULTI] = {
-        .lua = lua_mlock, .own = K_ACQ,
+        .lua = lua_mlock, .own = K_ACQ, .batch = K_ACQ,
         .acquire_key = PREFIX(KEYS_TOKEN), .renew_key = PREFIX(KEYS_FORCED),
         .release_key = PREFIX(KEYS_CHANNEL), .channel = KEYS_CHANNEL,
     },
@@ -200,6 +200,15 @@ int scripts_loaded(script_id_t id, unsigned flags) {
 
 int scripts_batchable(const backend_op_t *op) {
     return (modes[op->mode].batch & SCRIPTS_KIND(op->kind)) != 0;
+}
+
+/* 1 if op is a multi-name acquire: it takes a place per name in a batch. */
+static int is_multi(const backend_op_t *op) {
+    return op->mode == BACKEND_MULTI && op->kind == BACKEND_ACQUIRE;
+}
+
+size_t scripts_width(const backend_op_t *op) {
+    return is_multi(op) ? op->nnames : 1;
 }
 
 script_id_t scripts_choose(backend_op_t *const *ops, size_t n, unsigned flags) {
@@ -415,6 +424,47 @@ static size_t put_args(char *p, const backend_op_t *op, script_id_t id, const ch
     }
 }
 
+/* A multi-name acquire's keys: each name's lock and fence counter. -1 on
+ * no memory (what was written stays: the caller cuts it). */
+static int put_multi_keys(buf_t *out, const backend_op_t *op, const char *prefix, size_t plen) {
+    for (size_t i = 0; i < op->nnames; i++) {
+        char *p = buf_reserve(out, OP_ROOM);
+        if (p == NULL) return -1;
+        size_t klen = plen + op->names[i].len, k = put_head(p, '$', klen);
+        char *key = p + k;
+        memcpy(key, prefix, plen);
+        memcpy(key + plen, op->names[i].name, op->names[i].len);
+        k += klen;
+        p[k++] = '\r';
+        p[k++] = '\n';
+        int braces = memchr(key, '{', klen) == NULL;
+        k += put_key(p + k, &modes[BACKEND_MULTI].acquire_key, key, klen, braces);
+        buf_commit(out, k);
+    }
+    return 0;
+}
+
+/* A multi-name acquire's arguments in the batch script: 'm<letters>',
+ * lease, owner in its first place, empty ones in the others. */
+static int put_multi_args(buf_t *out, const backend_op_t *op, const char *uuid) {
+    char num[24], field[KEYS_FIELD_MAX];
+    size_t flen = keys_owner_field(field, uuid, op->owner);
+    char *p = buf_reserve(out, ARG_ROOM(1 + op->nnames) + ARG_ROOM(24) + ARG_ROOM(KEYS_FIELD_MAX) +
+                                   3 * (op->nnames - 1) * ARG_ROOM(0));
+    if (p == NULL) return -1;
+    size_t k = put_head(p, '$', 1 + op->nnames);
+    p[k++] = 'm';
+    memcpy(p + k, op->reentry, op->nnames);
+    k += op->nnames;
+    p[k++] = '\r';
+    p[k++] = '\n';
+    k += put_bulk(p + k, num, keys_u64(num, op->lease_ms));
+    k += put_bulk(p + k, field, flen);
+    for (size_t i = 3; i < 3 * op->nnames; i++) k += put_bulk(p + k, "", 0);
+    buf_commit(out, k);
+    return 0;
+}
+
 /* MULTI's script (SCRIPT_OWN(BACKEND_MULTI), mlock.lua): each name's lock
  * and fence counter, then the lease, the owner's field and the reentry
  * letters. */
@@ -429,20 +479,7 @@ static int format_multi(buf_t *out, const char *sha, const backend_op_t *op,
     k += put_bulk(p + k, sha, SCRIPTS_SHA_LEN);
     k += put_bulk(p + k, num, keys_u64(num, 2 * op->nnames));
     buf_commit(out, k);
-    for (size_t i = 0; i < op->nnames; i++) {
-        if ((p = buf_reserve(out, OP_ROOM)) == NULL) goto nomem;
-        size_t klen = plen + op->names[i].len;
-        k = put_head(p, '$', klen);
-        char *key = p + k;
-        memcpy(key, prefix, plen);
-        memcpy(key + plen, op->names[i].name, op->names[i].len);
-        k += klen;
-        p[k++] = '\r';
-        p[k++] = '\n';
-        int braces = memchr(key, '{', klen) == NULL;
-        k += put_key(p + k, &modes[BACKEND_MULTI].acquire_key, key, klen, braces);
-        buf_commit(out, k);
-    }
+    if (put_multi_keys(out, op, prefix, plen) != 0) goto nomem;
     size_t flen = keys_owner_field(field, uuid, op->owner);
     if ((p = buf_reserve(out, ARG_ROOM(24) + ARG_ROOM(KEYS_FIELD_MAX) + ARG_ROOM(op->nnames))) ==
         NULL)
@@ -464,10 +501,12 @@ int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *co
     int any = id == SCRIPT_OPS_ANY || id == SCRIPT_RENEW_ANY;
     char nk[24];
     char *p;
+    size_t slots = 0; /* the batch script's places: an op's, or one per name */
+    for (size_t i = 0; i < n; i++) slots += scripts_width(ops[i]);
 
     switch (id) {
-    case SCRIPT_OPS: numkeys = 2 * n; argc = 3 + 5 * n + 1; break;
-    case SCRIPT_OPS_ANY: numkeys = 0; argc = 3 + 1 + 5 * n + 1; break;
+    case SCRIPT_OPS: numkeys = 2 * slots; argc = 3 + 5 * slots + 1; break;
+    case SCRIPT_OPS_ANY: numkeys = 0; argc = 3 + 1 + 5 * slots + 1; break;
     case SCRIPT_RENEW: numkeys = 2 * n; argc = 3 + 3 * n + 1; break;
     case SCRIPT_RENEW_ANY: numkeys = 0; argc = 3 + 1 + 3 * n + 1; break;
     case SCRIPT_STATUS: numkeys = 2; argc = 6; break;
@@ -498,9 +537,13 @@ int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *co
     k += put_bulk(p + k, "EVALSHA", 7);
     k += put_bulk(p + k, sha, SCRIPTS_SHA_LEN);
     k += put_bulk(p + k, nk, keys_u64(nk, numkeys));
-    if (any) k += put_bulk(p + k, nk, keys_u64(nk, n));
+    if (any) k += put_bulk(p + k, nk, keys_u64(nk, slots));
     buf_commit(out, k);
     for (size_t i = 0; i < n; i++) {
+        if (is_multi(ops[i])) {
+            if (put_multi_keys(out, ops[i], prefix, plen) != 0) goto nomem;
+            continue;
+        }
         if ((p = buf_reserve(out, OP_ROOM)) == NULL) goto nomem;
         buf_commit(out, put_keys(p, ops[i], id, prefix, plen, flags));
     }
@@ -510,6 +553,10 @@ int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *co
         buf_commit(out, put_bulk(p, lease, keys_u64(lease, ops[0]->lease_ms)));
     }
     for (size_t i = 0; i < n; i++) {
+        if (is_multi(ops[i])) {
+            if (put_multi_args(out, ops[i], uuid) != 0) goto nomem;
+            continue;
+        }
         if ((p = buf_reserve(out, OP_ROOM)) == NULL) goto nomem;
         buf_commit(out, put_args(p, ops[i], id, uuid, flags));
     }
@@ -585,21 +632,33 @@ static void set_renewal(backend_result_t *res, long long v) {
 /* The batch script's one line per operation. An operation's own error
  * fails it alone; the error text must stay valid during its callback, so
  * it points into the reply, which outlives the callbacks. */
+static int decode_multi(backend_op_t *op, const redisReply *r);
+
 static int decode_ops(backend_op_t *const *ops, size_t n, redisReply *r, char *err,
                       size_t errlen) {
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 * n) {
+    size_t slots = 0, at = 0;
+    for (size_t i = 0; i < n; i++) slots += scripts_width(ops[i]);
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 * slots) {
         snprintf(err, errlen, "unexpected reply (type %d) from the batch script", r->type);
         return -1;
     }
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; at += scripts_width(ops[i]), i++) {
         backend_result_t *res = &ops[i]->res;
-        const redisReply *x = r->element[2 * i], *y = r->element[2 * i + 1];
+        const redisReply *x = r->element[2 * at], *y = r->element[2 * at + 1];
         int pair = is_int(y);
         long long a = is_int(x) ? x->integer : 0, v = pair ? y->integer : 0;
         memset(res, 0, sizeof(*res));
         if (x->type == REDIS_REPLY_STRING) { /* the error's text */
             res->status = BACKEND_FAILED;
             res->error = x->str;
+            continue;
+        }
+        if (is_multi(ops[i])) {
+            if (decode_multi(ops[i], x) != 0) {
+                memset(res, 0, sizeof(*res));
+                res->status = BACKEND_FAILED;
+                res->error = "bad multi-name acquire result from the batch script";
+            }
             continue;
         }
         if (!is_int(x)) {

@@ -14,9 +14,10 @@
 #include "daemon/backend/backend.h"
 #include "daemon/util/buf.h"
 
-/* Most operations in one call of the batch script: a watchdog round of
- * many thousand renewals goes in few calls, and one call of this many
- * keeps Redis busy for well under a millisecond. */
+/* Most operations in one call of the batch script (places, as
+ * scripts_width counts them): a watchdog round of many thousand renewals
+ * goes in few calls, and one call of this many keeps Redis busy for well
+ * under a millisecond. */
 #define SCRIPTS_BATCH_MAX 500
 /* A registry entry not refreshed for this long is removed (by the next
  * daemon that registers): its daemon is gone. */
@@ -172,6 +173,10 @@ size_t scripts_channel(char *out, const char *prefix, const char *uuid, const ch
 int scripts_loaded(script_id_t id, unsigned flags);
 /* 1 if op may share a batch call with others. */
 int scripts_batchable(const backend_op_t *op);
+/* The places op takes in the batch script: a multi-name acquire one per
+ * name (its keys, its reply), any other op one. SCRIPTS_BATCH_MAX counts
+ * places. */
+size_t scripts_width(const backend_op_t *op);
 /* The script that runs ops[0..n) in one call: n > 1 only for batchable ops.
  * With SCRIPTS_F_ANY_SLOT every batchable op goes in an _ANY script, alone
  * too: its keys are checked one by one inside, where the node has them. */

@@ -148,6 +148,8 @@ struct wait_s {
     int granted;               /* answered with a grant: it leaves no place */
     int undone;                /* withdrawn with its acquire in flight: the undo
                                   went right behind it (lock_wait_withdraw) */
+    int uncounted;             /* a place of a request that counts itself once
+                                  (a multi-name wait): not in waiting */
     LIST_ENTRY(wait_s) flight;
     lock_mode_t mode;
     uint32_t permits;          /* SEM: asked for */

@@ -147,8 +147,10 @@ wait_t *lock_queue_head(const lock_t *l);
 void lock_retry_at(lock_t *l, long long ttl_ms);
 /* Takes w out of its queue; frees it unless its acquire is in flight. */
 void lock_wait_end(wait_t *w);
-/* A place for o at the end of l's queue, in mode, counted as a waiter; it
- * tries when the kind's kick says. NULL on no memory. The caller answers. */
+/* A place for o at the end of l's queue, in mode; it tries when the kind's
+ * kick says. Not counted as a waiter: its request, which may have places
+ * in many queues, counts itself once (waiting, lock_acct_waiting). NULL on
+ * no memory. The caller answers. */
 wait_t *lock_enqueue(lock_t *l, lock_owner_t *o, lock_mode_t mode, uint32_t lease_ms);
 /* The wake-ups of l's releases on channel mode (and owner's, 0: none). */
 void lock_watch(lock_t *l, backend_mode_t mode, uint64_t owner);

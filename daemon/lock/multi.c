@@ -46,6 +46,8 @@ typedef struct mwait_s {
     int once;                  /* TRYMLOCK with wait 0: one try */
     int in_flight;             /* its acquire is in Redis now */
     int tried;                 /* Redis refused it at least once */
+    int counted;               /* one request waiting (INFO waiters, the
+                                  waiter limits), however many places */
     uint32_t lease_ms;         /* as asked: 0 watchdog */
     long long ttl_ms;          /* the longest holder's TTL seen, -1 unknown */
     uint64_t sent_at;
@@ -81,11 +83,23 @@ static void mwait_free(mwait_t *mw) {
     free(mw);
 }
 
+/* The set counts as one request waiting while it has a place (its
+ * places are lock_enqueue's, which counts none). */
+static void mwait_count(mwait_t *mw, int waiting) {
+    lockmgr_t *m = mw->mgr;
+    if (waiting == mw->counted) return;
+    mw->counted = waiting;
+    if (waiting) m->waiting++;
+    else m->waiting--;
+    if (mw->owner != NULL) lock_acct_waiting(mw->owner, waiting ? 1 : -1);
+}
+
 /* The set stops waiting (answered already, or its owner left): its
  * places go; what is in flight is undone when it returns, unless CANCEL
  * withdrew it already (multi_cancel). */
 static void mwait_end(mwait_t *mw) {
     lockmgr_t *m = mw->mgr;
+    mwait_count(mw, 0);
     if (mw->owner != NULL && mw->owner->pending == &mw->hdr) mw->owner->pending = NULL;
     mw->owner = NULL;
     timers_stop(m->timers, &mw->deadline);
@@ -356,6 +370,7 @@ static void on_multi(backend_op_t *op) {
             mwait_end(mw);
             return;
         }
+        mwait_count(mw, 1);
         multi_try(mw);
         return;
     }
@@ -400,7 +415,7 @@ static int mlock_refused(lockmgr_t *m, lock_owner_t *o, const lock_request_t *re
     if (req->nnames > m->conf->max_locks_per_client ||
         o->held_count + *fresh > m->conf->max_locks_per_client)
         why = LOCK_WHY_MAX_LOCKS;
-    else if (*fresh > 0 && m->waiting + *fresh > m->conf->max_waiters)
+    else if (*fresh > 0 && m->waiting >= m->conf->max_waiters)
         why = LOCK_WHY_MAX_WAITERS;
     else if (*fresh > 0 && (why = lock_acct_new_hold(m, o)) == LOCK_WHY_NONE)
         why = lock_acct_new_wait(m, o);
@@ -472,6 +487,7 @@ static void mlock(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
         if (!lock_in_use(l)) l->kind = lock_kind_of(LOCK_MODE_MUTEX);
         if ((mw->part[i].w = lock_enqueue(l, o, LOCK_MODE_MULTI, req->lease_ms)) == NULL)
             goto nomem;
+        mwait_count(mw, 1);
     }
     o->pending = &mw->hdr;
     if (req->kind == LOCK_REQ_TRYMLOCK && req->wait_ms > 0)

@@ -27,6 +27,7 @@ static void wait_unlink(wait_t *w) {
     if (!w->queued) return;
     TAILQ_REMOVE(&l->q->waiters, w, link);
     w->queued = 0;
+    if (w->uncounted) return;
     l->mgr->waiting--;
     if (w->owner != NULL) lock_acct_waiting(w->owner, -1);
 }
@@ -389,8 +390,7 @@ wait_t *lock_enqueue(lock_t *l, lock_owner_t *o, lock_mode_t mode, uint32_t leas
     w->started_ns = uv_hrtime();
     TAILQ_INSERT_TAIL(&l->q->waiters, w, link);
     w->queued = 1;
-    m->waiting++;
-    lock_acct_waiting(o, 1);
+    w->uncounted = 1;
     return w;
 }
 

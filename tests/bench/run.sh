@@ -1864,12 +1864,13 @@ if want 15; then
     ensure_dlockd main
     ml_stats() { rcli INFO commandstats | awk -F'[:=,]' '/^cmdstat_/ { print substr($1, 9), $3 }'; }
     ml_plain=() ml_multi=() ml_lat="" ml_sent_plain=0 ml_n_plain=0 ml_sent_multi=0 ml_n_multi=0
+    ml_cpu_plain=0 ml_cpu_multi=0 ml_dcpu_plain=0 ml_dcpu_multi=0
     for round in plain multi multi plain; do
         ml_args=()
         [ "$round" = multi ] && ml_args=(-m multi -p 4)
-        before=$(ml_stats)
+        before=$(ml_stats) r0=$(cpu_ticks "$REDIS_PID") d0=$(cpu_ticks "${DPID[main]}")
         if run_bench "multi-$round" $((ML_S + 40)) throughput -s "${DSOCK[main]}" -c 50 -d "$ML_S" -w 1 "${ml_args[@]}"; then
-            after=$(ml_stats)
+            after=$(ml_stats) r1=$(cpu_ticks "$REDIS_PID") d1=$(cpu_ticks "${DPID[main]}")
             v=$(kv "$OUT" pairs_per_sec) all=$(kv "$OUT" all_pairs)
             need "$v" "multi $round pairs_per_sec"
             need "$all" "multi $round all_pairs"
@@ -1879,9 +1880,11 @@ if want 15; then
                 ml_multi+=("$v")
                 ml_lat="$(kv "$OUT" pair_p50_us) / $(kv "$OUT" pair_p99_us) us"
                 ml_sent_multi=$((ml_sent_multi + sent)) ml_n_multi=$((ml_n_multi + all))
+                ml_cpu_multi=$((ml_cpu_multi + r1 - r0)) ml_dcpu_multi=$((ml_dcpu_multi + d1 - d0))
             else
                 ml_plain+=("$v")
                 ml_sent_plain=$((ml_sent_plain + sent)) ml_n_plain=$((ml_n_plain + all))
+                ml_cpu_plain=$((ml_cpu_plain + r1 - r0)) ml_dcpu_plain=$((ml_dcpu_plain + d1 - d0))
             fi
         fi
     done
@@ -1894,6 +1897,10 @@ if want 15; then
         if ((ml_n_multi > 0 && ml_n_plain > 0)); then
             info "multi-name locks: Redis commands sent per set / per pair" \
                 "$(calc "$ml_sent_multi / $ml_n_multi" 2) / $(calc "$ml_sent_plain / $ml_n_plain" 2)"
+            info "multi-name locks: Redis CPU per set / per pair" \
+                "$(calc "$ml_cpu_multi * 1000000 / $clk_tck / $ml_n_multi" 1) / $(calc "$ml_cpu_plain * 1000000 / $clk_tck / $ml_n_plain" 1) us"
+            info "multi-name locks: dlockd CPU per set / per pair" \
+                "$(calc "$ml_dcpu_multi * 1000000 / $clk_tck / $ml_n_multi" 1) / $(calc "$ml_dcpu_plain * 1000000 / $clk_tck / $ml_n_plain" 1) us"
         fi
         check "multi-name locks: 4-name sets/s / single-lock pairs/s (a set costs <= 2x a lock)" "$(calc "$multi / $plain" 2)" "" ">=" 0.5
     else

@@ -1191,12 +1191,34 @@ START_TEST(multi_bad_usage_is_64) {
 }
 END_TEST
 
+/* -m with a mode of its own (an election, a query) is a usage error, not
+ * silently dropped. --observe comes last: ignoring -m there waits for ever. */
+START_TEST(multi_excludes_other_modes_64) {
+    const char *cases[][8] = {
+        {"-m", "a", "--elect", "e", "true", NULL},
+        {"--leader", "e", "-m", "a", NULL},
+        {"-m", "a", "--status", "a", NULL},
+        {"-m", "a", "--who", "a", NULL},
+        {"-m", "a", "--force-unlock", "a", NULL},
+        {"-m", "a", "--info", NULL},
+        {"-m", "a", "--ping", NULL},
+        {"-m", "a", "--metrics", NULL},
+        {"-m", "a", "--observe", "e", NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int rc = run_dlock(cases[i]);
+        ck_assert_msg(rc == 64, "case %zu (%s): exit %d, wanted 64", i, cases[i][2], rc);
+    }
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("dlock command");
     TCase *tc = tcase_create("cli");
     tcase_add_checked_fixture(tc, setup, h_teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, exit_status_passes_through);
+    tcase_add_test(tc, multi_excludes_other_modes_64);
     tcase_add_test(tc, multi_runs_command_holding_all);
     tcase_add_test(tc, multi_lost_name_stops_command);
     tcase_add_test(tc, multi_bad_usage_is_64);

@@ -274,6 +274,43 @@ START_TEST(test_multi_errors) {
 }
 END_TEST
 
+/* A waiting MLOCK is one request waiting, whatever its names: INFO's
+ * waiters, max_waiters and max_waiters_per_uid count it once. */
+START_TEST(test_multi_waits_count_once) {
+    client_t *h = client(), *a = client(), *b = client(), *c = client_uid(1001);
+    conf.max_waiters = 3;
+    conf.max_waiters_per_uid = 2;
+    lock_ok(h, "b", 0);
+    ck_assert_int_eq(mlock_req(a, N("a", "b", "c"), 0), 0);
+    fake_run(fb);
+    no_reply(a);
+    ck_assert_uint_eq(stats().waiters, 1);
+    ck_assert_int_eq(mlock_req(b, N("b", "d"), 0), 0); /* uid 1000's second */
+    ck_assert_uint_eq(stats().waiters, 2);
+    ck_assert_int_eq(lock_req(h, "d", 0), 1); /* its third: refused */
+    lock_reply_t r = expect_error(h, LOCK_ERR_LIMIT);
+    why_is(&r, LOCK_WHY_MAX_WAITERS_UID, -1);
+    ck_assert_int_eq(mlock_req(c, N("b", "e", "f", "g"), 0), 0); /* the daemon's third */
+    ck_assert_uint_eq(stats().waiters, 3);
+    client_t *d = client_uid(1002);
+    ck_assert_int_eq(lock_req(d, "b", 0), 1);
+    r = expect_error(d, LOCK_ERR_LIMIT);
+    why_is(&r, LOCK_WHY_MAX_WAITERS, -1);
+    drop(c);
+    ck_assert_uint_eq(stats().waiters, 2);
+    /* the holder's release grants a's set: one waiter less */
+    unlock_req(h, "b");
+    expect_value(h, 0);
+    fake_run(fb);
+    fake_run(fb);
+    expect_list(a, 3, NULL);
+    ck_assert_uint_eq(stats().waiters, 1);
+    ck_assert_int_eq(lockmgr_cancel(mgr, b->o), 1);
+    expect_error(b, LOCK_ERR_CANCELLED);
+    ck_assert_uint_eq(stats().waiters, 0);
+}
+END_TEST
+
 START_TEST(test_multi_limit_and_topology) {
     conf.max_locks_per_client = 3;
     client_t *c = client();
@@ -329,6 +366,7 @@ static Suite *lockmgr_multi_suite(void) {
     tcase_add_test(tc, test_multi_try);
     tcase_add_test(tc, test_multi_errors);
     tcase_add_test(tc, test_multi_limit_and_topology);
+    tcase_add_test(tc, test_multi_waits_count_once);
     tcase_add_test(tc, test_multi_lease_and_loss);
     suite_add_tcase(s, tc);
     return s;

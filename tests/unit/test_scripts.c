@@ -626,6 +626,82 @@ START_TEST(test_multi) {
 }
 END_TEST
 
+/* A multi-name acquire in the batch script: a place per name (its lock
+ * and token), 'm<letters>' lease owner in the first, empty arguments in
+ * the others; its array in its first place's reply, an error alone. */
+START_TEST(test_multi_batch) {
+    script_id_t id;
+    char err[128];
+    backend_name_t names[2] = {{"a", 1}, {"b", 1}};
+    uint64_t values[2] = {0, 0};
+    backend_op_t m = mkop(BACKEND_ACQUIRE, BACKEND_MULTI, "a"),
+                 q = mkop(BACKEND_ACQUIRE, BACKEND_MUTEX, "q"),
+                 r = mkop(BACKEND_RELEASE, BACKEND_MUTEX, "r");
+    m.names = names;
+    m.nnames = 2;
+    m.reentry = "nr";
+    m.values = values;
+    ck_assert(scripts_batchable(&m));
+    ck_assert_uint_eq(scripts_width(&m), 2);
+    ck_assert_uint_eq(scripts_width(&q), 1);
+    backend_op_t *ops[3] = {&q, &m, &r};
+    ck_assert_str_eq(format(ops, 3, 0, &id),
+                     resp("EVALSHA", SHA, "8", "dlock:q", "redisson_lock_token:{dlock:q}",
+                          "dlock:a", "redisson_lock_token:{dlock:a}", "dlock:b",
+                          "redisson_lock_token:{dlock:b}", "dlock:r",
+                          "redisson_lock__channel:{dlock:r}", "a", "30000", FIELD, "mnr", "30000",
+                          FIELD, "", "", "", "r", "1", FIELD, "publish", NULL));
+    ck_assert_int_eq(id, SCRIPT_OPS);
+    ck_assert_str_eq(format(ops, 3, SCRIPTS_F_ANY_SLOT, &id),
+                     resp("EVALSHA", SHA, "0", "4", "dlock:q", "redisson_lock_token:{dlock:q}",
+                          "dlock:a", "redisson_lock_token:{dlock:a}", "dlock:b",
+                          "redisson_lock_token:{dlock:b}", "dlock:r",
+                          "redisson_lock__channel:{dlock:r}", "a", "30000", FIELD, "mnr", "30000",
+                          FIELD, "", "", "", "r", "1", FIELD, "publish", NULL));
+    ck_assert_int_eq(id, SCRIPT_OPS_ANY);
+    /* alone it goes to its own script, as before */
+    ck_assert_int_eq(scripts_choose(&ops[1], 1, 0), SCRIPT_OWN(BACKEND_MULTI));
+    redisReply *x[8];
+    x[0] = integer(0, SCRIPTS_GRANTED);
+    x[1] = integer(1, 5);
+    x[2] = array(2, 3, integer(3, SCRIPTS_GRANTED), integer(4, 77), integer(5, 3));
+    x[3] = nil(6);
+    x[4] = nil(7);
+    x[5] = nil(8);
+    x[6] = integer(9, 0);
+    x[7] = integer(10, 1);
+    memset(&arr[3], 0, sizeof(arr[3]));
+    arr[3].type = REDIS_REPLY_ARRAY;
+    arr[3].elements = 8;
+    arr[3].element = x;
+    ck_assert_int_eq(scripts_decode(SCRIPT_OPS, ops, 3, &arr[3], err, sizeof(err)), 0);
+    ck_assert_uint_eq(q.res.fence, 5);
+    ck_assert_int_eq(m.res.status, BACKEND_OK);
+    ck_assert_int_eq(m.res.outcome, BACKEND_GRANTED);
+    ck_assert_uint_eq(values[0], 77);
+    ck_assert_uint_eq(values[1], 3);
+    ck_assert_int_eq(r.res.holds, 0);
+    ck_assert_int_eq(r.res.others_waiting, 1);
+    /* refused about its second name; an error; a bad shape */
+    x[2] = array(2, 3, integer(3, SCRIPTS_TAKEN), integer(4, 900), integer(5, 2));
+    ck_assert_int_eq(scripts_decode(SCRIPT_OPS, ops, 3, &arr[3], err, sizeof(err)), 0);
+    ck_assert_int_eq(m.res.outcome, BACKEND_TAKEN);
+    ck_assert_int_eq(m.res.ttl_ms, 900);
+    ck_assert_uint_eq(m.res.which, 1);
+    x[2] = string(2, "WRONGTYPE x");
+    ck_assert_int_eq(scripts_decode(SCRIPT_OPS, ops, 3, &arr[3], err, sizeof(err)), 0);
+    ck_assert_int_eq(m.res.status, BACKEND_FAILED);
+    ck_assert_str_eq(m.res.error, "WRONGTYPE x");
+    ck_assert_int_eq(r.res.status, BACKEND_OK);
+    x[2] = integer(2, 0);
+    ck_assert_int_eq(scripts_decode(SCRIPT_OPS, ops, 3, &arr[3], err, sizeof(err)), 0);
+    ck_assert_int_eq(m.res.status, BACKEND_FAILED);
+    /* the replies of 3 places, not 4: the call fails */
+    arr[3].elements = 6;
+    ck_assert_int_eq(scripts_decode(SCRIPT_OPS, ops, 3, &arr[3], err, sizeof(err)), -1);
+}
+END_TEST
+
 START_TEST(test_codes_agree) {
     for (int id = 0; id < SCRIPT_COUNT; id++) {
         const char *s = scripts_text((script_id_t)id);
@@ -676,6 +752,7 @@ static Suite *scripts_suite(void) {
     tcase_add_test(tc, test_format_elect);
     tcase_add_test(tc, test_decode_leader);
     tcase_add_test(tc, test_multi);
+    tcase_add_test(tc, test_multi_batch);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -11,12 +11,18 @@
 -- read/write lock's acquire, release or drop: part/rw.lua's op, with the
 -- fence counter or the channel as the second key; the timeout keys'
 -- prefix is made from the first as rw.lua's caller makes it).
+-- A multi-name acquire takes one such place per name (its keys: each
+-- name's lock and fence counter, in order); the first place's arguments
+-- are 'm<letters>' lease owner (part/mlock.lua's, a letter per name), the
+-- others' are empty.
 --
 -- The reply is an array of two elements per operation: the pair an
 -- acquire or a release returns ({0, fence}, {1, holds}, {2, pttl};
 -- {0, subscribers}), or a number (holds left, a renewal's or a raise's
 -- digit) and nil; or the error's text and nil when that operation failed
--- (the others still run). The operations run under one pcall: when one
+-- (the others still run). A multi-name acquire answers part/mlock.lua's
+-- array in its first place's first element, false in the rest of its
+-- places. The operations run under one pcall: when one
 -- fails, the loop goes on after it under a new one, so a batch where
 -- nothing failed pays for one (a failed operation did not write: see
 -- part/release.lua).
@@ -49,10 +55,14 @@ local rw = function(K1, KX, A2, A3, op)
   local K4 = string.find(K1, '{', 1, true) and K1 or '{' .. K1 .. '}'
 --#include part/rw.lua pair
 end
-local out, i = {}, 1
+local mlock = function(MK, MO, MN, ML, MF, MW)
+--#include part/mlock.lua time=clock()
+end
+local out, i, w = {}, 1, 1
 local run = function()
   while i <= nops do
     local r, v
+    w = 1
     local k1, k2 = K[ko + 2 * i - 1], K[ko + 2 * i]
     local a = ao + 3 * i
     local k = ARGV[a - 2]
@@ -70,16 +80,21 @@ local run = function()
       r, v = rw(k1, k2, ARGV[a - 1], ARGV[a], string.sub(k, 2))
     elseif string.byte(k) == 115 then
       r = sem_renew(k1, k2, ARGV[a - 1], ARGV[a], tonumber(string.sub(k, 2)))
+    elseif string.byte(k) == 109 then
+      w = #k - 1
+      for j = 2 * i + 1, 2 * (i + w) - 2 do out[j] = false end
+      r = mlock(K, ko + 2 * i - 2, w, ARGV[a - 1], ARGV[a], string.sub(k, 2))
     else
       r, v = release(k1, k2, ARGV[a], ARGV[a - 1])
     end
     out[2 * i - 1], out[2 * i] = r, v or false
-    i = i + 1
+    i = i + w
   end
 end
 while true do
   local ok, e = pcall(run)
   if ok then return out end
-  out[2 * i - 1], out[2 * i] = tostring(type(e) == 'table' and e.err or e), false
-  i = i + 1
+  for j = 2 * i, 2 * (i + w) - 2 do out[j] = false end
+  out[2 * i - 1] = tostring(type(e) == 'table' and e.err or e)
+  i = i + w
 end

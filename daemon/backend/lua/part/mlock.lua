@@ -1,0 +1,74 @@
+-- One multi-name acquire (MLOCK): the body of mlock.lua, and of the batch
+-- script's multi op (part/ops.lua, with "time=clock()"). MK is the table
+-- of keys: name i's lock hash at MK[MO + 2 i - 1], its fence counter at
+-- MK[MO + 2 i]; MN names; ML lease ms, MF owner field, MW a letter per
+-- name: 'r' the daemon holds it for this owner (a reentry: one hold more),
+-- 'n' a new grant.
+--
+-- Replies:
+--   {GRANTED, v1, ..., vn}  all taken: vi is name i's fence (a new grant, as
+--                           part/acquire.lua makes it) or its holds (a reentry)
+--   {TAKEN, pttl, i}        name i (1-based) is someone else's, with the
+--                           longest pttl among those taken (-1: one has no
+--                           expiry); nothing was changed
+--   {WRONG_KIND, held, i}   name i is another kind of lock; nothing changed
+--   {REENTERED, holds, i}   name i, asked as new, has the owner's field (a
+--                           stale one: the daemon releases it and asks
+--                           again); nothing changed
+--   {HOLD_GONE, 0, i}       name i, asked as a reentry, is not the owner's
+--                           any more (expired, forced); nothing changed
+--
+-- Every name is looked at first (one call for a free name), and only when
+-- each is free or the owner's are they written. The fences come before
+-- the locks: a counter is the one key a write may fail on (another type
+-- there), and a counter raised alone is harmless, so an error leaves no
+-- lock of the set taken. A free name costs EXISTS, GETSET, HSET, PEXPIRE
+-- (a SET more only when the counter was not below TIME).
+-- luacheck: globals MK MO MN ML MF MW
+-- luacheck: read globals GRANTED REENTERED TAKEN WRONG_KIND HOLD_GONE HELD_READ HELD_WRITE HELD_SEM
+local taken, pttl = 0, -2
+for i = 1, MN do
+  local k = MK[MO + 2 * i - 1]
+  if string.byte(MW, i) == 114 then
+    if redis.call('hexists', k, MF) == 0 then return {HOLD_GONE, 0, i} end
+  elseif redis.call('exists', k) == 1 then
+    local m = redis.pcall('hget', k, 'mode')
+    if type(m) == 'table' then
+      if redis.call('type', k).ok == 'string' then return {WRONG_KIND, HELD_SEM, i} end
+      error(m)
+    end
+    if m then return {WRONG_KIND, m == 'read' and HELD_READ or HELD_WRITE, i} end
+    local mine = redis.call('hget', k, MF)
+    if mine then return {REENTERED, tonumber(mine), i} end
+    local t = redis.call('pttl', k)
+    if taken == 0 then taken = i end
+    if t < 0 then pttl = -1 elseif pttl ~= -1 and t > pttl then pttl = t end
+  end
+end
+if taken > 0 then return {TAKEN, pttl, taken} end
+local out = {GRANTED}
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+for i = 1, MN do
+  if string.byte(MW, i) ~= 114 then
+    local c, f = MK[MO + 2 * i], now
+    local last = tonumber(redis.call('getset', c, string.format('%d', f)) or '0')
+    if last >= f then
+      f = last + 1
+      redis.call('set', c, string.format('%d', f))
+    end
+    out[i + 1] = f
+  end
+end
+for i = 1, MN do
+  local k = MK[MO + 2 * i - 1]
+  if string.byte(MW, i) == 114 then
+    out[i + 1] = redis.call('hincrby', k, MF, 1)
+    -- one lease for the set, never shortening a longer one the hold had
+    if redis.call('pttl', k) < tonumber(ML) then redis.call('pexpire', k, ML) end
+  else
+    redis.call('hset', k, MF, 1)
+    redis.call('pexpire', k, ML)
+  end
+end
+return out
