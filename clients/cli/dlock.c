@@ -925,7 +925,8 @@ int main(int argc, char **argv) {
         default: usage(stderr); return EXIT_USAGE;
         }
     }
-    if (nm > 0 && (list || metrics || query_line[0] != '\0' || observe_name != NULL || elect_name != NULL))
+    if (nm > 0 && (list || metrics || query_line[0] != '\0' || observe_name != NULL ||
+                   elect_name != NULL))
         return usage_error("-m excludes --list, --elect, --observe, --leader, --status, --who, "
                            "--force-unlock, --info, --ping and --metrics", NULL, NULL);
     if (list) {

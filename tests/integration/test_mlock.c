@@ -329,7 +329,7 @@ START_TEST(cancel_in_flight_leaves_nothing) {
         snprintf(req, sizeof(req), "LOCK %s", n[2]);
         expect_prefix(h, req, "OK ");
         h_send(c, "MLOCK 3 %s %s %s\n", n[0], n[1], n[2]);
-        h_await_waiters(k, 3);
+        h_await_waiters(k, 1); /* the set counts once */
         snprintf(req, sizeof(req), "UNLOCK %s", n[2]);
         h_expect_reply(h, req, "OK 0");
         h_send(c, "CANCEL\n");
