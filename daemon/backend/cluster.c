@@ -24,7 +24,8 @@
  *   auto finds out); when Redis ends it because the slot moved, it moves
  *   to the new owner, and its waiters try again there;
  * - a multi-name lock over several slots is one call per slot, in order,
- *   undone on refusal (cluster_multi.c); in one slot, one call.
+ *   undone on refusal (cluster_multi.c); in one slot, one call, in the
+ *   line of its first name, behind the others' ops.
  * Each primary's queue and connections are its own: a request on a healthy
  * shard never waits for a sick one. */
 #include <stdio.h>
@@ -843,11 +844,18 @@ static unsigned cl_slot_of(const backend_t *b, const char *name, size_t len) {
     return slot_of(CL_CONST(b), name, len);
 }
 
+static int cl_busy(const backend_t *b, const char *name, size_t len) {
+    return cname_find(CL_CONST(b), name, len) != NULL;
+}
+
+static const cluster_multi_env_t multi_env = {.slot_of = cl_slot_of, .busy = cl_busy};
+
 static void cl_submit(backend_t *b, backend_op_t *op) {
     cluster_t *cl = CL(b);
-    /* A multi-name lock over several slots: a call per slot (cluster_multi.c). */
-    if (!cl->closed && cluster_multi_split(b, cl_slot_of, op) &&
-        cluster_multi_submit(b, cl_slot_of, op) == 0)
+    /* A multi-name lock over several slots: a call per slot; or behind
+     * another of its names' ops (cluster_multi.c). */
+    if (!cl->closed && cluster_multi_split(b, &multi_env, op) &&
+        cluster_multi_submit(b, &multi_env, op) == 0)
         return;
     /* route and tries start clear (backend_submit). */
     op->deadline = timers_now(cl->timers) + cl->command_timeout_ms;

@@ -41,12 +41,17 @@ size_t cluster_multi_plan(const unsigned *slot, const backend_name_t *names, siz
     return groups;
 }
 
-int cluster_multi_split(const backend_t *b, cluster_multi_slot_fn slot_of,
+static void on_sub(backend_op_t *op);
+
+int cluster_multi_split(const backend_t *b, const cluster_multi_env_t *env,
                         const backend_op_t *op) {
     if (op->kind != BACKEND_ACQUIRE || op->mode != BACKEND_MULTI || op->nnames < 2) return 0;
-    unsigned first = slot_of(b, op->names[0].name, op->names[0].len);
+    if (op->cb == on_sub) return 0; /* a group of ours: it goes as it is */
+    unsigned first = env->slot_of(b, op->names[0].name, op->names[0].len);
     for (size_t i = 1; i < op->nnames; i++)
-        if (slot_of(b, op->names[i].name, op->names[i].len) != first) return 1;
+        if (env->slot_of(b, op->names[i].name, op->names[i].len) != first ||
+            env->busy(b, op->names[i].name, op->names[i].len))
+            return 1;
     return 0;
 }
 
@@ -54,7 +59,8 @@ int cluster_multi_split(const backend_t *b, cluster_multi_slot_fn slot_of,
 
 typedef struct cmulti_s cmulti_t;
 
-/* One name's undo: a release (a new name) or a drop (a reentry). */
+/* One name's undo: a release (a new name) or a drop (a reentry); or a
+ * barrier before a group goes: a STATUS behind the name's ops. */
 typedef struct cundo_s {
     backend_op_t op;
     cmulti_t *cm;
@@ -62,6 +68,7 @@ typedef struct cundo_s {
 
 struct cmulti_s {
     backend_t *b;
+    const cluster_multi_env_t *env;
     backend_op_t *parent;
     size_t n, ngroups, at;     /* at: the group in flight */
     size_t *order;             /* n: parent's index of the k-th name */
@@ -70,19 +77,55 @@ struct cmulti_s {
     char *reentry;             /* n letters, in order */
     uint64_t *values;          /* n, in order */
     backend_op_t sub;          /* the group in flight */
-    size_t undo_left;          /* undo ops not answered yet */
+    size_t undo_left;          /* undo ops (or barriers) not answered yet */
     backend_result_t res;      /* the answer, once the undo is through */
     char error[BACKEND_ERR_LEN];
-    cundo_t *undo;             /* n */
+    cundo_t *undo;             /* n: the undo, or the barriers */
 };
 
 static size_t group_start(const cmulti_t *cm, size_t g) {
     return g == 0 ? 0 : cm->ends[g - 1];
 }
 
-static void on_sub(backend_op_t *op);
+static void cundo_init(cmulti_t *cm, size_t k, backend_op_kind_t kind, backend_op_cb cb) {
+    cundo_t *u = &cm->undo[k];
+    memset(u, 0, sizeof(*u));
+    u->cm = cm;
+    u->op.kind = kind;
+    u->op.mode = BACKEND_MUTEX;
+    u->op.name = cm->names[k].name;
+    u->op.len = cm->names[k].len;
+    u->op.owner = cm->parent->owner;
+    u->op.lease_ms = cm->parent->lease_ms;
+    u->op.cb = cb;
+}
 
+static void send_group_now(cmulti_t *cm);
+
+static void on_barrier(backend_op_t *op) {
+    cmulti_t *cm = container_of(op, cundo_t, op)->cm;
+    if (--cm->undo_left == 0) send_group_now(cm);
+}
+
+/* Sends the group at, once the ops before it on its names have run. */
 static void send_group(cmulti_t *cm) {
+    size_t s = group_start(cm, cm->at), e = cm->ends[cm->at];
+    cm->undo_left = 0;
+    for (size_t k = s + 1; k < e; k++) {
+        if (!cm->env->busy(cm->b, cm->names[k].name, cm->names[k].len)) continue;
+        cundo_init(cm, k, BACKEND_STATUS, on_barrier);
+        cm->undo_left++;
+    }
+    if (cm->undo_left == 0) {
+        send_group_now(cm);
+        return;
+    }
+    /* all counted before any goes; their answers come from later turns */
+    for (size_t k = s + 1; k < e; k++)
+        if (cm->undo[k].op.cb == on_barrier) backend_submit(cm->b, &cm->undo[k].op);
+}
+
+static void send_group_now(cmulti_t *cm) {
     size_t s = group_start(cm, cm->at), e = cm->ends[cm->at];
     backend_op_t *sub = &cm->sub, *p = cm->parent;
     memset(sub, 0, sizeof(*sub));
@@ -126,18 +169,8 @@ static void undo_granted(cmulti_t *cm) {
         finish(cm);
         return;
     }
-    for (size_t k = 0; k < end; k++) {
-        cundo_t *u = &cm->undo[k];
-        memset(u, 0, sizeof(*u));
-        u->cm = cm;
-        u->op.kind = cm->reentry[k] == 'r' ? BACKEND_DROP : BACKEND_RELEASE;
-        u->op.mode = BACKEND_MUTEX;
-        u->op.name = cm->names[k].name;
-        u->op.len = cm->names[k].len;
-        u->op.owner = cm->parent->owner;
-        u->op.lease_ms = cm->parent->lease_ms;
-        u->op.cb = on_undo;
-    }
+    for (size_t k = 0; k < end; k++)
+        cundo_init(cm, k, cm->reentry[k] == 'r' ? BACKEND_DROP : BACKEND_RELEASE, on_undo);
     /* every op made before any is sent: an answer may come back at once
      * only from a later loop turn, but the count must stand first */
     for (size_t k = 0; k < end; k++) backend_submit(cm->b, &cm->undo[k].op);
@@ -168,7 +201,7 @@ static void on_sub(backend_op_t *op) {
     undo_granted(cm);
 }
 
-int cluster_multi_submit(backend_t *b, cluster_multi_slot_fn slot_of, backend_op_t *op) {
+int cluster_multi_submit(backend_t *b, const cluster_multi_env_t *env, backend_op_t *op) {
     size_t n = op->nnames;
     unsigned *slot = calloc(n, sizeof(*slot));
     cmulti_t *cm = zalloc(sizeof(*cm) + n * (2 * sizeof(size_t) + sizeof(backend_name_t) +
@@ -185,9 +218,10 @@ int cluster_multi_submit(backend_t *b, cluster_multi_slot_fn slot_of, backend_op
     cm->ends = cm->order + n;
     cm->reentry = (char *)(cm->ends + n);
     cm->b = b;
+    cm->env = env;
     cm->parent = op;
     cm->n = n;
-    for (size_t i = 0; i < n; i++) slot[i] = slot_of(b, op->names[i].name, op->names[i].len);
+    for (size_t i = 0; i < n; i++) slot[i] = env->slot_of(b, op->names[i].name, op->names[i].len);
     cm->ngroups = cluster_multi_plan(slot, op->names, n, cm->order, cm->ends);
     free(slot);
     for (size_t k = 0; k < n; k++) {

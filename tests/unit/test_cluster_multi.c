@@ -32,6 +32,22 @@ static unsigned slot_digit(const backend_t *b, const char *name, size_t len) {
     return (unsigned)(name[0] - '0');
 }
 
+/* Names with ops in the topology's hands: those starting with "1b". */
+static int busy_1b(const backend_t *b, const char *name, size_t len) {
+    (void)b;
+    return len >= 2 && memcmp(name, "1b", 2) == 0;
+}
+
+static int busy_none(const backend_t *b, const char *name, size_t len) {
+    (void)b;
+    (void)name;
+    (void)len;
+    return 0;
+}
+
+static const cluster_multi_env_t env = {.slot_of = slot_digit, .busy = busy_none};
+static const cluster_multi_env_t env_busy = {.slot_of = slot_digit, .busy = busy_1b};
+
 static void on_parent(backend_op_t *op) {
     answered = op;
     calls++;
@@ -97,11 +113,43 @@ END_TEST
 START_TEST(split_only_across_slots) {
     const char *one[] = {"4a", "4b"}, *two[] = {"4a", "5b"};
     make_parent(one, 2, "nn");
-    ck_assert_int_eq(cluster_multi_split(&rec, slot_digit, &parent), 0);
+    ck_assert_int_eq(cluster_multi_split(&rec, &env, &parent), 0);
     make_parent(two, 2, "nn");
-    ck_assert_int_eq(cluster_multi_split(&rec, slot_digit, &parent), 1);
+    ck_assert_int_eq(cluster_multi_split(&rec, &env, &parent), 1);
     parent.mode = BACKEND_MUTEX;
-    ck_assert_int_eq(cluster_multi_split(&rec, slot_digit, &parent), 0);
+    ck_assert_int_eq(cluster_multi_split(&rec, &env, &parent), 0);
+    /* one slot, but a later name has ops in the topology's hands */
+    const char *held[] = {"1a", "1b"};
+    make_parent(held, 2, "nn");
+    ck_assert_int_eq(cluster_multi_split(&rec, &env_busy, &parent), 1);
+    ck_assert_int_eq(cluster_multi_split(&rec, &env, &parent), 0);
+}
+END_TEST
+
+/* A group goes only once a STATUS behind each of its other names' ops
+ * answered; the group itself is not split again. */
+START_TEST(barrier_before_busy_names) {
+    const char *w[] = {"1bb", "1a", "1b"};
+    make_parent(w, 3, "nnn");
+    ck_assert_int_eq(cluster_multi_submit(&rec, &env_busy, &parent), 0);
+    ck_assert_uint_eq(nsent, 2); /* STATUS of 1b and of 1bb */
+    for (size_t i = 0; i < 2; i++) {
+        ck_assert_int_eq(sent[i]->kind, BACKEND_STATUS);
+        ck_assert_int_eq(sent[i]->mode, BACKEND_MUTEX);
+    }
+    answer(0, BACKEND_GRANTED);
+    ck_assert_uint_eq(nsent, 2);
+    answer(1, BACKEND_GRANTED);
+    ck_assert_uint_eq(nsent, 3);
+    ck_assert_uint_eq(sent[2]->nnames, 3);
+    ck_assert(has_name(sent[2], 0, "1a"));
+    ck_assert_int_eq(cluster_multi_split(&rec, &env_busy, sent[2]), 0);
+    for (size_t k = 0; k < 3; k++) sent[2]->values[k] = 10 + k; /* 1a 1b 1bb */
+    answer(2, BACKEND_GRANTED);
+    ck_assert_int_eq(calls, 1);
+    ck_assert_uint_eq(values[0], 12);
+    ck_assert_uint_eq(values[1], 10);
+    ck_assert_uint_eq(values[2], 11);
 }
 END_TEST
 
@@ -109,7 +157,7 @@ END_TEST
 START_TEST(granted_in_order) {
     const char *w[] = {"9z", "1b", "1a"};
     make_parent(w, 3, "nrn");
-    ck_assert_int_eq(cluster_multi_submit(&rec, slot_digit, &parent), 0);
+    ck_assert_int_eq(cluster_multi_submit(&rec, &env, &parent), 0);
     ck_assert_uint_eq(nsent, 1);
     ck_assert_int_eq(calls, 0);
     ck_assert_uint_eq(sent[0]->nnames, 2); /* slot 1: 1a then 1b */
@@ -140,7 +188,7 @@ END_TEST
 START_TEST(refused_later_undoes_earlier) {
     const char *w[] = {"3c", "1a", "2b", "2r"};
     make_parent(w, 4, "nnnr");
-    ck_assert_int_eq(cluster_multi_submit(&rec, slot_digit, &parent), 0);
+    ck_assert_int_eq(cluster_multi_submit(&rec, &env, &parent), 0);
     answer(0, BACKEND_GRANTED);                 /* 1a */
     ck_assert(has_name(sent[1], 0, "2b") && has_name(sent[1], 1, "2r"));
     answer(1, BACKEND_GRANTED);                 /* 2b 2r */
@@ -182,7 +230,7 @@ END_TEST
 START_TEST(refused_first_and_failed) {
     const char *w[] = {"5x", "1b", "1a"};
     make_parent(w, 3, "nnn");
-    ck_assert_int_eq(cluster_multi_submit(&rec, slot_digit, &parent), 0);
+    ck_assert_int_eq(cluster_multi_submit(&rec, &env, &parent), 0);
     sent[0]->res = (backend_result_t){.status = BACKEND_OK, .outcome = BACKEND_WRONG_KIND,
                                       .held = BACKEND_READ, .which = 1};
     sent[0]->cb(sent[0]);
@@ -193,7 +241,7 @@ START_TEST(refused_first_and_failed) {
     ck_assert_uint_eq(parent.res.which, 1);     /* "1b" */
 
     make_parent(w, 3, "nnn");
-    ck_assert_int_eq(cluster_multi_submit(&rec, slot_digit, &parent), 0);
+    ck_assert_int_eq(cluster_multi_submit(&rec, &env, &parent), 0);
     answer(0, BACKEND_GRANTED);
     sent[1]->res = (backend_result_t){.status = BACKEND_DOWN, .error = "cluster: slot 5 down"};
     sent[1]->cb(sent[1]);
@@ -212,6 +260,7 @@ static Suite *cluster_multi_suite(void) {
     tcase_add_test(tc, plan_orders_by_slot_then_name);
     tcase_add_test(tc, split_only_across_slots);
     tcase_add_test(tc, granted_in_order);
+    tcase_add_test(tc, barrier_before_busy_names);
     tcase_add_test(tc, refused_later_undoes_earlier);
     tcase_add_test(tc, refused_first_and_failed);
     suite_add_tcase(s, tc);
