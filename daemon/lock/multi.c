@@ -12,9 +12,10 @@
  * head, and then its names' queues wait for that one attempt. Waiters
  * behind a place wait while it waits for its other names, so a steady
  * stream of single-name lockers cannot starve it; a name may stay free
- * for the while. The script takes all the names or none, so the wait
- * holds nothing of its set while it waits. A refused set waits for a
- * release of any of its names (their channels, as a LOCK does) or the
+ * for the while. The script takes all the names or none (on Cluster
+ * across slots, the backend undoes what it took), so the wait holds
+ * nothing of its set while it waits. A refused set waits for a release
+ * of the name that refused it (its channel, as a LOCK does) or the
  * refusing holder's lease, and tries again.
  *
  * A grant makes an ordinary plain-lock hold (LOCK_MODE_MUTEX) of each new
