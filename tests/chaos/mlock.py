@@ -23,6 +23,12 @@ closes, after it) and one dlockd SIGKILLed and restarted (its workers'
 sections end just before the kill: their holds die with its connections,
 and the keys it left in Redis keep the others out until their lease ends).
 
+Each name also has a fenced store (store.py, one per name, named
+mlock-<name> for history.check_stores, which judges them with the other
+stages' at the end of the run): a worker granted a set reads and writes
+each name's store with that name's fence (read-modify-write), and reports
+the section's end there once its MUNLOCK or UNLOCK answered.
+
 Checks: no overlap on any name; fences rise strictly per name; sets were
 granted (of 2 and of 3 names) and single LOCKs too, on both daemons, within
 ML_PROGRESS_S of every fault (ML_LEASE_MS more after the dlockd kill); at the
@@ -43,6 +49,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kinds import _info_up, _line, _redis_ints, _wait  # noqa: E402
+import store  # noqa: E402
 
 ML_NAMES = ["chaos-m%d" % i for i in range(5)]
 ML_DAEMONS = 2
@@ -54,21 +61,36 @@ ML_TRY_PCT = 20
 ML_PROGRESS_S = 5.0          # sets granted within this after a fault (short run: x2)
 ML_STOP_S = 10.0             # daemons end within this
 ML_END_S = 3.0               # no name left in Redis within this at the end
+ML_WID_BASE = 900            # store worker ids: apart from the other stages'
 
 
 # ---- the worker (a separate process) ------------------------------------------
 
-def worker(inc, single, dsock, tsock, seed):
+def store_path(tmp, name):
+    return os.path.join(tmp, "store-%s.sock" % name)
+
+
+def worker(inc, single, dsock, tsock, seed, wid, daemon):
     rnd = random.Random(seed)
     tr = socket.socket(socket.AF_UNIX)
     tr.connect(tsock)
     tf = tr.makefile("rw", buffering=1)
+    stores = {}
+    for n in ML_NAMES:
+        stores[n] = store.connect(store_path(os.path.dirname(tsock), n)).makefile(
+            "rw", buffering=1)
 
-    def tell(text):
-        tf.write(text + "\n")
-        tf.flush()
-        if tf.readline().strip() != "OK":
+    def tell(text, f=tf):
+        f.write(text + "\n")
+        f.flush()
+        r = f.readline().strip()
+        if f is tf and r != "OK":
             raise SystemExit(0)
+        return r
+
+    for n in ML_NAMES:
+        tell("H %d %d %d %d" % (wid, inc, os.getpid(), daemon), stores[n])
+    it = 0
 
     d = None
     while True:
@@ -86,6 +108,7 @@ def worker(inc, single, dsock, tsock, seed):
                                                     rnd.choice((0, 20, 100)), lease))
             else:
                 d.write("MLOCK %d %s%s\n" % (len(names), " ".join(names), lease))
+            t_req = time.monotonic()
             d.flush()
             r = _line(d)
             if r.startswith("TIMEOUT"):
@@ -93,10 +116,20 @@ def worker(inc, single, dsock, tsock, seed):
             w = r.split()
             if w[0] != "OK" or len(w) != (3 if single else len(names) + 1):
                 raise EOFError
+            t_grant = time.monotonic()
             fences = w[1:2] if single else w[1:]
+            it += 1
             tell("G %d %s" % (inc, " ".join("%s:%s" % x for x in zip(names, fences))))
+            for n, f in zip(names, fences):
+                v = tell("R %d %d %d %d %s %.6f %.6f" % (wid, inc, it, daemon, f, t_grant, t_req),
+                         stores[n])
+                if v == "Q":
+                    raise SystemExit(0)
+                v = int(v.split()[1])
+                tell("W %d %d %d %s %d %d" % (wid, inc, it, f, v, v + 1), stores[n])
             time.sleep(rnd.uniform(0.001, 0.004))
             tell("E %d" % inc)
+            t_end = time.monotonic()
             if single:
                 d.write("UNLOCK %s\n" % names[0])
             else:
@@ -104,6 +137,10 @@ def worker(inc, single, dsock, tsock, seed):
             d.flush()
             r = _line(d)
             want = "OK 0" if single else "OK" + " 0" * len(names)
+            outcome = "ok" if r == want else r.split()[0] if r.split() else "closed"
+            for n in names:
+                tell("E %d %d %d %.6f %s %.6f" % (wid, inc, it, t_end, outcome,
+                                                  time.monotonic()), stores[n])
             if r != want:
                 tell("X %d %s" % (inc, r.replace(" ", "_")))
         except (EOFError, OSError):
@@ -225,7 +262,8 @@ class Stage(object):
         single = 1 if wid < ML_SINGLE else 0
         self.workers[wid] = self.spawn(
             [sys.executable, os.path.abspath(__file__), "worker", str(inc), str(single),
-             self.dsock[d], self.tracker.path, str(self.rnd.randrange(1 << 30))],
+             self.dsock[d], self.tracker.path, str(self.rnd.randrange(1 << 30)),
+             str(ML_WID_BASE + wid), str(d)],
             "mlock-w%d.log" % wid)
         self.wdaemon[wid] = d
 
@@ -233,6 +271,7 @@ class Stage(object):
         self.tracker.kill([self.winc[wid]])
         self.workers[wid].send_signal(signal.SIGKILL)
         self.workers[wid].wait()
+        self.c.killed[(ML_WID_BASE + wid, self.winc[wid])] = time.monotonic()
 
     def progress(self, since, extra_s=0.0):
         """Sets of 2 and of 3 names and single LOCKs granted since `since`."""
@@ -249,6 +288,10 @@ class Stage(object):
                                  "--unixsocketperm", "700", "--save", "", "--appendonly", "no",
                                  "--dir", self.tmp], "mlock-redis.log")
         self.tracker = Tracker(os.path.join(self.tmp, "tracker.sock"))
+        for n in ML_NAMES:
+            st = store.FencedStore(store_path(self.tmp, n))
+            st.lock_name = "mlock-" + n
+            c.stores.append(st)
         if not _wait(lambda: os.path.exists(self.rsock), 10.0):
             raise RuntimeError("mlock stage: redis-server did not start")
         for i in range(ML_DAEMONS):
@@ -328,12 +371,12 @@ def run_stage(c, spawn, short):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 7 and sys.argv[1] == "worker":
+    if len(sys.argv) == 9 and sys.argv[1] == "worker":
         try:
             worker(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5],
-                   int(sys.argv[6]))
+                   int(sys.argv[6]), int(sys.argv[7]), int(sys.argv[8]))
         except (KeyboardInterrupt, BrokenPipeError, ConnectionResetError):
             pass
         sys.exit(0)
     sys.exit("usage: mlock.py worker <incarnation> <single> <dlockd-socket> <tracker-socket> "
-             "<seed>")
+             "<seed> <store-wid> <daemon>")
