@@ -132,6 +132,8 @@ $(BUILD)/tests/test_clock_skew: $(call obj,tests/unit/test_clock_skew.c daemon/b
 $(BUILD)/tests/test_sentinel_reply: $(call obj,tests/unit/test_sentinel_reply.c daemon/backend/sentinel_reply.c)
 $(BUILD)/tests/test_cluster_map: $(call obj,tests/unit/test_cluster_map.c daemon/backend/cluster_map.c)
 $(BUILD)/tests/test_list: $(call obj,tests/unit/test_list.c daemon/backend/list_pure.c)
+$(BUILD)/tests/test_cluster_multi: $(call obj,tests/unit/test_cluster_multi.c daemon/backend/cluster_multi.c \
+                                     daemon/backend/backend.c daemon/log.c $(CONF_SRC))
 $(BUILD)/tests/test_scripts: $(call obj,tests/unit/test_scripts.c daemon/backend/scripts.c \
                                daemon/backend/keys.c daemon/util/buf.c)
 # The lock manager's tests (the core, and one per lock kind) share their
@@ -175,6 +177,7 @@ $(BUILD)/tests/test_cluster_open: override LDFLAGS += -Wl,--wrap=malloc,--wrap=c
 
 # test_cluster picks lock names by slot with daemon/backend/keys.c.
 $(BUILD)/itests/test_cluster: $(call obj,daemon/backend/keys.c)
+$(BUILD)/itests/test_mlock_cluster: $(call obj,daemon/backend/keys.c)
 
 # The C client's tests link the library itself.
 $(BUILD)/itests/test_libdlock: $(BUILD)/libdlock.a
@@ -389,7 +392,7 @@ unit: $(UNIT_TESTS)
 # tests with more checked, and their timing bounds allow for its speed;
 # make chaos-short runs the plain daemon through every topology. make
 # integration alone runs them all.
-SAN_ONLY := $(filter %/test_cluster %/test_sentinel %/test_quorum %/test_elect_topo,$(INTEG_TESTS))
+SAN_ONLY := $(filter %/test_cluster %/test_mlock_cluster %/test_sentinel %/test_quorum %/test_elect_topo,$(INTEG_TESTS))
 INTEG_SKIP ?=
 
 integration: $(INTEG_TESTS) $(BUILD)/dlockd $(BUILD)/dlock

@@ -22,7 +22,10 @@
  * - a watch subscribes on the primary that owns the channel's slot, with
  *   SSUBSCRIBE where the cluster has sharded pub/sub (sharded_pubsub =
  *   auto finds out); when Redis ends it because the slot moved, it moves
- *   to the new owner, and its waiters try again there.
+ *   to the new owner, and its waiters try again there;
+ * - a multi-name lock over several slots is one call per slot, in order,
+ *   undone on refusal (cluster_multi.c); in one slot, one call, in the
+ *   line of its first name, behind the others' ops.
  * Each primary's queue and connections are its own: a request on a healthy
  * shard never waits for a sick one. */
 #include <stdio.h>
@@ -32,6 +35,7 @@
 
 #include "daemon/backend/backend.h"
 #include "daemon/backend/cluster_map.h"
+#include "daemon/backend/cluster_multi.h"
 #include "daemon/backend/keys.h"
 #include "daemon/backend/node.h"
 #include "daemon/backend/resp.h"
@@ -836,8 +840,23 @@ static void on_watch_lost(void *data, void *watch_data) {
 
 /* ---- the interface ------------------------------------------------------------------ */
 
+static unsigned cl_slot_of(const backend_t *b, const char *name, size_t len) {
+    return slot_of(CL_CONST(b), name, len);
+}
+
+static int cl_busy(const backend_t *b, const char *name, size_t len) {
+    return cname_find(CL_CONST(b), name, len) != NULL;
+}
+
+static const cluster_multi_env_t multi_env = {.slot_of = cl_slot_of, .busy = cl_busy};
+
 static void cl_submit(backend_t *b, backend_op_t *op) {
     cluster_t *cl = CL(b);
+    /* A multi-name lock over several slots: a call per slot; or behind
+     * another of its names' ops (cluster_multi.c). */
+    if (!cl->closed && cluster_multi_split(b, &multi_env, op) &&
+        cluster_multi_submit(b, &multi_env, op) == 0)
+        return;
     /* route and tries start clear (backend_submit). */
     op->deadline = timers_now(cl->timers) + cl->command_timeout_ms;
     /* An unfit name fails from the retry turn, never from inside this call. */
@@ -1035,7 +1054,7 @@ backend_t *cluster_open(const backend_env_t *env, char *err, size_t errlen) {
     /* Fences are at least Redis TIME on every primary: they keep rising
      * across a failover and a slot's move (the counter moves with it). */
     cl->base.caps = BACKEND_CAP_MONOTONIC_FENCE | BACKEND_CAP_WAKEUPS | BACKEND_CAP_PARTIAL |
-                    BACKEND_CAP_RW | BACKEND_CAP_SEM | BACKEND_CAP_FAIR;
+                    BACKEND_CAP_RW | BACKEND_CAP_SEM | BACKEND_CAP_FAIR | BACKEND_CAP_MULTI;
     cl->loop = env->loop;
     cl->timers = env->timers;
     cl->tls = env->tls != NULL;

@@ -12,9 +12,10 @@
  * head, and then its names' queues wait for that one attempt. Waiters
  * behind a place wait while it waits for its other names, so a steady
  * stream of single-name lockers cannot starve it; a name may stay free
- * for the while. The script takes all the names or none, so the wait
- * holds nothing of its set while it waits. A refused set waits for a
- * release of any of its names (their channels, as a LOCK does) or the
+ * for the while. The script takes all the names or none (on Cluster
+ * across slots, the backend undoes what it took), so the wait holds
+ * nothing of its set while it waits. A refused set waits for a release
+ * of the name that refused it (its channel, as a LOCK does) or the
  * refusing holder's lease, and tries again.
  *
  * A grant makes an ordinary plain-lock hold (LOCK_MODE_MUTEX) of each new
@@ -48,6 +49,9 @@ typedef struct mwait_s {
     int tried;                 /* Redis refused it at least once */
     int counted;               /* one request waiting (INFO waiters, the
                                   waiter limits), however many places */
+    int refused;               /* Redis refused it: it waits for the name
+                                  that refused it (which) ... */
+    size_t which;              /* ... its release, or its lease's end */
     uint32_t lease_ms;         /* as asked: 0 watchdog */
     long long ttl_ms;          /* the longest holder's TTL seen, -1 unknown */
     uint64_t sent_at;
@@ -184,6 +188,7 @@ static void multi_try(mwait_t *mw) {
         LIST_INSERT_HEAD(&l->flying, w, flight);
     }
     mw->in_flight = 1;
+    mw->refused = 0;
     mw->sent_at = timers_now(m->timers);
     backend_op_t *op = &mw->op;
     lock_op_init(op, BACKEND_ACQUIRE, LOCK_MODE_MULTI, mw->names[0].name, mw->names[0].len,
@@ -196,11 +201,17 @@ static void multi_try(mwait_t *mw) {
     backend_submit(m->backend, op);
 }
 
-/* The kind's attempt hook: a place came to its queue's head. */
+/* The kind's attempt hook: a place came to its queue's head, or its name
+ * was released. A set Redis refused tries again only for the name that
+ * refused it: a release of another of its names is no news, and may be
+ * its own (on Cluster, the undo of a part taken in another slot, which
+ * would wake it again and again). */
 static void multi_attempt(lock_t *l, wait_t *w) {
-    (void)l;
-    if (w->owner != NULL && w->owner->pending != NULL && w->owner->pending->kind == PENDING_MULTI)
-        multi_try(mwait_of(w->owner->pending));
+    if (w->owner == NULL || w->owner->pending == NULL || w->owner->pending->kind != PENDING_MULTI)
+        return;
+    mwait_t *mw = mwait_of(w->owner->pending);
+    if (mw->refused && mw->part[mw->which].lock != l) return;
+    multi_try(mw);
 }
 
 static void on_retry(timers_entry_t *t) {
@@ -273,6 +284,8 @@ static void on_deadline(timers_entry_t *t) {
  * the refusing holder's lease. */
 static void mwait_taken(mwait_t *mw, const backend_result_t *res, int woken) {
     mw->tried = 1;
+    mw->refused = 1;
+    mw->which = res->which;
     if (woken) {
         multi_try(mw);
         return;
@@ -292,7 +305,7 @@ static void on_multi(backend_op_t *op) {
     mwait_t *mw = container_of(op, mwait_t, op);
     lockmgr_t *m = mw->mgr;
     const backend_result_t *res = &op->res;
-    int woken = 0;
+    int woken = 0; /* a release of the name Redis answered about */
     mw->in_flight = 0;
     for (size_t i = 0; i < mw->n; i++) {
         wait_t *w = mw->part[i].w;
@@ -301,7 +314,7 @@ static void on_multi(backend_op_t *op) {
         LIST_REMOVE(w, flight);
         w->in_flight = 0;
         l->attempts--;
-        woken |= w->woken;
+        if (i == res->which) woken |= w->woken;
         if (!w->queued) { /* its place ended meanwhile */
             mw->part[i].undone = w->undone;
             pool_put(&m->wait_pool, w);

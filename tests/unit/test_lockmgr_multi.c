@@ -101,6 +101,31 @@ START_TEST(test_multi_refused_holds_nothing) {
 }
 END_TEST
 
+/* A release on the channel of a name that did not refuse the set (on
+ * Cluster, the set's own undo of an earlier slot) brings no new try; the
+ * refusing name's does. */
+START_TEST(test_multi_retries_only_for_refusing_name) {
+    client_t *c = client();
+    fake_take(fb, "b", "x", 5000);
+    mlock_req(c, N("a", "b"), 0);
+    fake_run(fb);
+    fake_run(fb); /* the watches' confirmations */
+    no_reply(c);
+    size_t before = submitted(BACKEND_ACQUIRE);
+    for (int i = 0; i < 5; i++) {
+        ck_assert_int_eq(fake_publish(fb, "a"), 1);
+        fake_run(fb);
+    }
+    no_reply(c);
+    ck_assert_uint_eq(submitted(BACKEND_ACQUIRE), before);
+    fake_expire(fb, "b");
+    ck_assert_int_eq(fake_publish(fb, "b"), 1);
+    fake_run(fb);
+    expect_list(c, 2, NULL);
+    ck_assert_uint_eq(submitted(BACKEND_ACQUIRE), before + 1);
+}
+END_TEST
+
 /* Without a release message, the refusing holder's lease end: a retry. */
 START_TEST(test_multi_retry_at_holder_ttl) {
     client_t *c = client();
@@ -357,6 +382,7 @@ static Suite *lockmgr_multi_suite(void) {
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_multi_one_op_plain_holds);
     tcase_add_test(tc, test_multi_refused_holds_nothing);
+    tcase_add_test(tc, test_multi_retries_only_for_refusing_name);
     tcase_add_test(tc, test_multi_retry_at_holder_ttl);
     tcase_add_test(tc, test_multi_keeps_fifo_place);
     tcase_add_test(tc, test_multi_opposite_orders);
