@@ -195,7 +195,9 @@ func TestMultiCancel(t *testing.T) {
 		if err := c.Ping(ctx); err != nil { // the connection is in step
 			t.Fatal(err)
 		}
-		m, err := checker.TryMultiLock(ctx, ns, 0)
+		// The set's acquire may still be in Redis (its undo queued right
+		// behind it): dlockd lets the names go when its answer is back.
+		m, err := checker.TryMultiLock(ctx, ns, 5*time.Second)
 		if err != nil {
 			for _, n := range ns {
 				t.Logf("%s: %v (for c: %v)", n, statusOf(t, checker, n), statusOf(t, c, n))
