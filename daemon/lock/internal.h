@@ -166,6 +166,8 @@ struct wait_s {
     uint64_t started_ns;       /* uv_hrtime() at the request, for the metrics */
     timers_entry_t deadline;   /* TRYLOCK's wait_ms */
     backend_op_t acquire;      /* its acquire, while in flight */
+    void *kind_read;           /* a read its kind sent about it, in flight
+                                  (mutex.c's), or NULL */
 };
 
 /* A release that must reach Redis even if it is down now. */

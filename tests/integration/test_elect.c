@@ -299,6 +299,77 @@ START_TEST(errors_and_cancel) {
 }
 END_TEST
 
+/* A plain lock of a name that is an election led from another daemon is
+ * ERR KIND, as on the leader's own daemon: the first refusal of a wait
+ * reads what the name is (one LEADER read). A TRYLOCK of 0 tries once and
+ * reads nothing: TIMEOUT. The reverse, ELECT of a lock held elsewhere, is
+ * Redis's answer. */
+START_TEST(lock_of_an_election_elsewhere_is_kind) {
+    h_redis_start();
+    int da = h_dlockd_start_kept("elect", NULL), db = h_dlockd_start_kept("elect", NULL);
+    h_conn_t *a = h_connect_index(da), *a2 = h_connect_index(da), *b = h_connect_index(db);
+    h_conn_t *badm = h_connect_index(db);
+    const char *r;
+    char same[300];
+    (void)elect(a, "x", "A:1");
+    h_send(a2, "LOCK x\n"); /* the leader's own daemon: the words to match */
+    r = h_reply(a2, H_WAIT_MS, H_EVENTS_FAIL);
+    ck_assert_msg(r && strncmp(r, "ERR KIND", 8) == 0, "LOCK of an election here: %s", r);
+    snprintf(same, sizeof(same), "%s", r);
+    const char *reqs[] = {"LOCK x", "TRYLOCK x 30000", "LOCK x 5000"};
+    for (size_t i = 0; i < sizeof(reqs) / sizeof(reqs[0]); i++) {
+        long long t0 = h_now_ms();
+        h_send(b, "%s\n", reqs[i]);
+        r = h_reply(b, HANDOVER_MAX_MS, H_EVENTS_FAIL);
+        ck_assert_msg(r && strcmp(r, same) == 0, "%s of an election elsewhere: %s (want %s)",
+                      reqs[i], r ? r : "no reply", same);
+        ck_assert_int_lt(h_now_ms() - t0, HANDOVER_MAX_MS);
+    }
+    h_send(b, "TRYLOCK x 0\n");
+    r = h_reply(b, H_WAIT_MS, H_EVENTS_FAIL);
+    ck_assert_msg(r && strncmp(r, "TIMEOUT", 7) == 0, "TRYLOCK x 0 elsewhere: %s", r);
+    /* CANCEL right behind: either answer, then nothing more, nothing held. */
+    h_send(b, "LOCK x\nCANCEL\n");
+    r = h_reply(b, H_WAIT_MS, H_EVENTS_FAIL);
+    ck_assert_msg(r && (strcmp(r, same) == 0 || strncmp(r, "ERR CANCELLED", 13) == 0),
+                  "LOCK x then CANCEL: %s", r);
+    r = h_reply(b, H_WAIT_MS, H_EVENTS_FAIL);
+    ck_assert_msg(r && (strcmp(r, "OK 0") == 0 || strcmp(r, "OK 1") == 0), "CANCEL: %s", r);
+    h_await_waiters(badm, 0);
+    h_send(a2, "LEADER x\n"); /* the leadership is untouched */
+    r = h_reply(a2, H_WAIT_MS, H_EVENTS_FAIL);
+    ck_assert_msg(r && strncmp(r, "OK ", 3) == 0 && strstr(r, " A:1") != NULL, "LEADER x: %s", r);
+    /* A plain lock held elsewhere: the read finds no election, LOCK waits
+     * on and gets it at the release. */
+    h_send(a2, "LOCK y\n");
+    r = h_reply(a2, H_WAIT_MS, H_EVENTS_FAIL);
+    ck_assert_msg(r && strncmp(r, "OK ", 3) == 0, "LOCK y: %s", r);
+    h_send(b, "LOCK y\n");
+    h_await_waiters(badm, 1);
+    h_expect_silence(b, 300, "LOCK of a lock held elsewhere waits");
+    h_send(a2, "UNLOCK y\n");
+    ck_assert_ptr_nonnull(h_reply(a2, H_WAIT_MS, H_EVENTS_FAIL));
+    r = h_reply(b, H_WAIT_MS, H_EVENTS_FAIL);
+    ck_assert_msg(r && strncmp(r, "OK ", 3) == 0, "LOCK y after the release: %s", r);
+    /* The reverse: ELECT of a plain lock held elsewhere. */
+    h_send(a, "ELECT y v\n");
+    r = h_reply(a, H_WAIT_MS, H_EVENTS_FAIL);
+    ck_assert_msg(r && strncmp(r, "ERR KIND", 8) == 0, "ELECT of a lock elsewhere: %s", r);
+    h_send(b, "UNLOCK y\n");
+    ck_assert_ptr_nonnull(h_reply(b, H_WAIT_MS, H_EVENTS_FAIL));
+    /* Nothing of x is left on B (its cancelled attempt has long come back). */
+    h_send(b, "LEADER x\n");
+    r = h_reply(b, H_WAIT_MS, H_EVENTS_FAIL);
+    ck_assert_msg(r && strncmp(r, "OK ", 3) == 0 && strstr(r, " A:1") != NULL, "LEADER x on B: %s",
+                  r);
+    h_close(a);
+    h_close(a2);
+    h_close(b);
+    h_close(badm);
+    h_keep_passed();
+}
+END_TEST
+
 /* Quorum cannot keep a candidates' queue or one channel per name:
  * elections are refused there, before Redis is asked. */
 START_TEST(not_under_quorum) {
@@ -341,6 +412,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, killed_daemon_leader_replaced);
     tcase_add_test(tc, lease_expiry_told);
     tcase_add_test(tc, errors_and_cancel);
+    tcase_add_test(tc, lock_of_an_election_elsewhere_is_kind);
     tcase_add_test(tc, not_under_quorum);
     suite_add_tcase(s, tc);
     return s;
