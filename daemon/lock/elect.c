@@ -29,13 +29,6 @@ typedef struct cand_s {
     char key[];
 } cand_t;
 
-/* A place left, sent and forgotten (it ends on its own within lease_ms). */
-typedef struct leave_s {
-    backend_op_t bop;
-    size_t len;
-    char name[];
-} leave_t;
-
 /* ---- the state ------------------------------------------------------------------ */
 
 elect_t *elect_get(lockmgr_t *m) {
@@ -144,21 +137,6 @@ static int cand_put(lockmgr_t *m, uint64_t owner, const char *name, size_t len,
 
 /* ---- the kind --------------------------------------------------------------------- */
 
-static void on_leave(backend_op_t *bop) {
-    if (bop->res.status != BACKEND_OK) log_debug("leaving an election's queue: %s", bop->res.error);
-    free(container_of(bop, leave_t, bop));
-}
-
-/* Every waiter that is not waiting for a wake-up asks Redis, which keeps
- * the order: each takes its place in the candidates' queue. */
-static void elect_kick(lock_t *l) {
-    wait_t *w;
-    TAILQ_FOREACH(w, &l->q->waiters, link) {
-        if (l->attempts >= LOCKMGR_READS_INFLIGHT) return;
-        if (!w->in_flight && !w->parked) lock_attempt(l, w);
-    }
-}
-
 static void elect_prepare(lock_t *l, wait_t *w, backend_op_t *op) {
     const cand_t *c = cand_find(l->mgr, w->owner_id, l->name, l->len);
     op->once = w->once;
@@ -201,16 +179,7 @@ static void elect_taken(lock_t *l, wait_t *w, const backend_result_t *res) {
 static void elect_leave(lock_t *l, wait_t *w, int was_head) {
     lockmgr_t *m = l->mgr;
     (void)was_head;
-    if (!w->granted && !w->once && (w->tried || w->in_flight)) {
-        leave_t *lv = zalloc(sizeof(*lv) + l->len + 1);
-        if (lv != NULL) {
-            memcpy(lv->name, l->name, l->len);
-            lv->len = l->len;
-            lock_op_init(&lv->bop, BACKEND_LEAVE, LOCK_MODE_ELECT, lv->name, lv->len,
-                         w->owner_id, on_leave);
-            backend_submit(m->backend, &lv->bop);
-        }
-    }
+    lock_leave_queue(l, w);
     cand_t *c = cand_find(m, w->owner_id, l->name, l->len);
     if (c != NULL) {
         if (w->in_flight)
@@ -275,7 +244,7 @@ const lock_kind_t lock_kind_elect = {
     .watch = BACKEND_ELECT,
     .status = LOCK_STATUS_EXCLUSIVE,
     .head_wakes = 1,
-    .kick = elect_kick,
+    .kick = lock_kick_all,
     .prepare = elect_prepare,
     .taken = elect_taken,
     .requeued = elect_queued,

@@ -20,29 +20,6 @@
 #include "daemon/log.h"
 #include "daemon/util/util.h"
 
-/* A place left, sent and forgotten: if it does not get through, it ends
- * on its own within lease_ms. */
-typedef struct leave_s {
-    backend_op_t bop;
-    size_t len;
-    char name[];
-} leave_t;
-
-static void on_leave(backend_op_t *bop) {
-    if (bop->res.status != BACKEND_OK) log_debug("leaving a fair queue: %s", bop->res.error);
-    free(container_of(bop, leave_t, bop));
-}
-
-/* Every waiter that is not waiting for a wake-up asks Redis, which keeps
- * the order: each takes its place in Redis's queue. */
-static void fair_kick(lock_t *l) {
-    wait_t *w;
-    TAILQ_FOREACH(w, &l->q->waiters, link) {
-        if (l->attempts >= LOCKMGR_READS_INFLIGHT) return;
-        if (!w->in_flight && !w->parked) lock_attempt(l, w);
-    }
-}
-
 /* w's attempt: its place's length, and whether it takes one. */
 static void fair_prepare(lock_t *l, wait_t *w, backend_op_t *op) {
     op->once = w->once;
@@ -99,17 +76,7 @@ static void fair_taken(lock_t *l, wait_t *w, const backend_result_t *res) {
 /* w stops waiting: its place goes (unless it was granted), and a new
  * head's channel is watched. */
 static void fair_leave(lock_t *l, wait_t *w, int was_head) {
-    lockmgr_t *m = l->mgr;
-    if (!w->granted && !w->once && (w->tried || w->in_flight)) {
-        leave_t *lv = zalloc(sizeof(*lv) + l->len + 1);
-        if (lv != NULL) {
-            memcpy(lv->name, l->name, l->len);
-            lv->len = l->len;
-            lock_op_init(&lv->bop, BACKEND_LEAVE, LOCK_MODE_FAIR, lv->name, lv->len, w->owner_id,
-                         on_leave);
-            backend_submit(m->backend, &lv->bop);
-        }
-    }
+    lock_leave_queue(l, w);
     if (was_head) fair_watch(l);
 }
 
@@ -126,7 +93,7 @@ const lock_kind_t lock_kind_fair = {
     .watch = BACKEND_FAIR,
     .status = LOCK_STATUS_EXCLUSIVE,
     .head_wakes = 1,
-    .kick = fair_kick,
+    .kick = lock_kick_all,
     .prepare = fair_prepare,
     .taken = fair_taken,
     .requeued = fair_queued,

@@ -136,6 +136,14 @@ void lock_wait_withdraw(wait_t *w);
 void lock_kick(lock_t *l);
 /* The head tries if nothing here holds it back and nothing is in flight. */
 void lock_kick_head(lock_t *l);
+/* Every waiter not waiting for a wake-up tries, up to
+ * LOCKMGR_READS_INFLIGHT at once: for kinds whose waiters queue in Redis,
+ * which keeps the order (fair locks, elections). */
+void lock_kick_all(lock_t *l);
+/* w, of a kind whose waiters queue in Redis, stops waiting: if it may
+ * have taken a place there, BACKEND_LEAVE gives it up, sent and forgotten
+ * (a place that is not left ends on its own within lease_ms). */
+void lock_leave_queue(lock_t *l, const wait_t *w);
 /* A new hold for w with fence, and its answer. */
 void lock_grant(lock_t *l, wait_t *w, uint64_t fence);
 /* w waits on after Redis refused it: for a wake-up, or the holder's lease

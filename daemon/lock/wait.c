@@ -173,6 +173,36 @@ void lock_kick_head(lock_t *l) {
     else lock_attempt(l, w);
 }
 
+void lock_kick_all(lock_t *l) {
+    wait_t *w;
+    TAILQ_FOREACH(w, &l->q->waiters, link) {
+        if (l->attempts >= LOCKMGR_READS_INFLIGHT) return;
+        if (!w->in_flight && !w->parked) lock_attempt(l, w);
+    }
+}
+
+typedef struct leave_s {
+    backend_op_t bop;
+    size_t len;
+    char name[];
+} leave_t;
+
+static void on_leave(backend_op_t *bop) {
+    if (bop->res.status != BACKEND_OK)
+        log_debug("leaving %.*s's queue in Redis: %s", (int)bop->len, bop->name, bop->res.error);
+    free(container_of(bop, leave_t, bop));
+}
+
+void lock_leave_queue(lock_t *l, const wait_t *w) {
+    if (w->granted || w->once || !(w->tried || w->in_flight)) return;
+    leave_t *lv = zalloc(sizeof(*lv) + l->len + 1);
+    if (lv == NULL) return; /* its place ends by itself when its time runs out */
+    memcpy(lv->name, l->name, l->len);
+    lv->len = l->len;
+    lock_op_init(&lv->bop, BACKEND_LEAVE, w->mode, lv->name, lv->len, w->owner_id, on_leave);
+    backend_submit(l->mgr->backend, &lv->bop);
+}
+
 /* Lets the waiters try if nothing stands in their way locally. */
 void lock_kick(lock_t *l) {
     wait_t *w = lock_queue_head(l);
