@@ -19,12 +19,12 @@ Mutants:
                    part): a connection on B whose number is that of A's
                    holder re-enters A's hold, a grant with no fence raise
                    (netfaults' twins phase makes such pairs)
-  orphan-kept      a release not waiting for its own acquire: when CANCEL
-                   withdraws a wait whose acquire is in flight, nothing is
-                   released when that acquire returns (what a release sent
-                   at the CANCEL, ahead of its acquire, would leave): the
-                   grant stays in Redis, no one's, for a lease (netfaults'
-                   cancels phase and the checker's free-wait rule)
+  orphan-kept      an acquire CANCEL withdrew while in flight is never
+                   undone: lock_wait_withdraw marks it undone without
+                   queueing the release behind it (so the acquire's answer
+                   releases nothing either), and the grant stays in Redis,
+                   no one's, for a lease (netfaults' cancels phase and the
+                   checker's free-wait rule)
   grant-before-majority  (quorum) a grant answered once one node has it,
                    not a majority: A, cut from three nodes, and B both hold
 
@@ -59,8 +59,8 @@ MUTANTS = {
 MUTANTS["uuid-shared"] = ("daemon/backend/open.c", "    uuid_generate(u);\n",
                           "    uuid_clear(u);\n")
 MUTANTS["orphan-kept"] = ("daemon/lock/wait.c",
-                          "        lock_undo(l, w, w->owner_id);\n    if (w->owner != NULL) {",
-                          "        (void)0;\n    if (w->owner != NULL) {")
+                          "    lock_undo(w->lock, w, w->owner_id);\n    w->undone = 1;",
+                          "    w->undone = 1;")
 MUTANTS["grant-before-majority"] = (
     "daemon/backend/quorum_vote.c",
     "    if (t.yes < majority) {\n        if (t.yes + t.pending < majority) a.what",
