@@ -234,6 +234,36 @@ START_TEST(lease_expiry_told) {
 }
 END_TEST
 
+/* Redis silent (SIGSTOP) for longer than a lease: the leader hears !LOST
+ * backend and the observer NONE, since its daemon can no longer tell;
+ * once Redis is back, the next leader is told with a greater fence. */
+START_TEST(redis_away_told_none) {
+    h_redis_start();
+    int d = h_dlockd_start_kept("elect", SHORT_LEASE "[redis]\ncommand_timeout_ms = 300\n");
+    h_conn_t *a = h_connect_index(d), *o = h_connect_index(d);
+    unsigned long long fa = elect(a, "g", "A");
+    char want[64];
+    snprintf(want, sizeof(want), "OK %llu A", fa);
+    h_expect_reply(o, "OBSERVE g", want);
+    h_redis_signal(SIGSTOP);
+    h_expect_event(a, "!LOST g backend", SHORT_LEASE_MS + H_WAIT_MS, "the leader, Redis away");
+    char v[300];
+    ck_assert_uint_eq(leader_event(o, "g", v, sizeof(v), SHORT_LEASE_MS + H_WAIT_MS), 0);
+    h_redis_signal(SIGCONT);
+    h_await_redis(d, 1);
+    h_conn_t *b = h_connect_index(d);
+    h_send(b, "ELECT g B\n");
+    unsigned long long fb = ok_fence(h_reply(b, H_WAIT_MS, H_EVENTS_FAIL), "ELECT g after");
+    ck_assert_uint_gt(fb, fa);
+    unsigned long long last = fa;
+    await_leader(o, "g", fb, "B", &last);
+    h_close(a);
+    h_close(b);
+    h_close(o);
+    h_keep_passed();
+}
+END_TEST
+
 /* ERR KIND both ways, ERR ARGS, ERR NAME, ERR LIMIT; CANCEL of an ELECT. */
 START_TEST(errors_and_cancel) {
     h_redis_start();
@@ -411,6 +441,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, resign_hands_over);
     tcase_add_test(tc, killed_daemon_leader_replaced);
     tcase_add_test(tc, lease_expiry_told);
+    tcase_add_test(tc, redis_away_told_none);
     tcase_add_test(tc, errors_and_cancel);
     tcase_add_test(tc, lock_of_an_election_elsewhere_is_kind);
     tcase_add_test(tc, not_under_quorum);
