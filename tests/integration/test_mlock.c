@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "tests/support/harness.h"
+#include "tests/support/mlock_steps.h"
 
 /* Redisson's RedissonLock.tryLockInnerAsync and unlockInnerAsync, verbatim
  * (as test_redis.c has them). */
@@ -69,34 +70,6 @@ static void await_gone(const char *const *names, size_t n) {
         ck_assert_msg(h_now_ms() < until, "%zu names still held in Redis", left);
         usleep(20000);
     }
-}
-
-/* "OK f1 ... fn" into fences; 0 if the line is not that. */
-static int parse_fences(const char *l, size_t n, unsigned long long *fences) {
-    if (l == NULL || strncmp(l, "OK", 2) != 0) return 0;
-    const char *p = l + 2;
-    for (size_t i = 0; i < n; i++) {
-        char *end;
-        if (*p != ' ') return 0;
-        fences[i] = strtoull(p + 1, &end, 10);
-        if (end == p + 1) return 0;
-        p = end;
-    }
-    return *p == '\0';
-}
-
-static void expect_granted(h_conn_t *c, size_t n, unsigned long long *fences, int ms,
-                           const char *what) {
-    const char *l = h_reply(c, ms, H_EVENTS_SKIP);
-    ck_assert_msg(parse_fences(l, n, fences), "%s: got '%s', wanted OK and %zu fences", what,
-                  l ? l : "-", n);
-}
-
-static void expect_prefix(h_conn_t *c, const char *request, const char *prefix) {
-    h_send(c, "%s\n", request);
-    const char *l = h_reply(c, H_WAIT_MS, H_EVENTS_SKIP);
-    ck_assert_msg(l != NULL && strncmp(l, prefix, strlen(prefix)) == 0,
-                  "%s: got '%s', wanted '%s...'", request, l ? l : "-", prefix);
 }
 
 /* ---- standalone ------------------------------------------------------------ */

@@ -19,6 +19,7 @@
 
 #include "daemon/backend/keys.h"
 #include "tests/support/harness.h"
+#include "tests/support/mlock_steps.h"
 
 #define FOREIGN "c0ffee00-0000-4000-8000-000000000000:1"
 /* How long a wake-up may take on a busy machine (make test). */
@@ -116,33 +117,6 @@ static void await_gone(const char *const *names, size_t n) {
         ck_assert_msg(h_now_ms() < until, "%zu names still held in Redis", left);
         usleep(20000);
     }
-}
-
-static int parse_fences(const char *l, size_t n, unsigned long long *fences) {
-    if (l == NULL || strncmp(l, "OK", 2) != 0) return 0;
-    const char *p = l + 2;
-    for (size_t i = 0; i < n; i++) {
-        char *end;
-        if (*p != ' ') return 0;
-        fences[i] = strtoull(p + 1, &end, 10);
-        if (end == p + 1) return 0;
-        p = end;
-    }
-    return *p == '\0';
-}
-
-static void expect_granted(h_conn_t *c, size_t n, unsigned long long *fences, int ms,
-                           const char *what) {
-    const char *l = h_reply(c, ms, H_EVENTS_SKIP);
-    ck_assert_msg(parse_fences(l, n, fences), "%s: got '%s', wanted OK and %zu fences", what,
-                  l ? l : "-", n);
-}
-
-static void expect_prefix(h_conn_t *c, const char *request, const char *prefix) {
-    h_send(c, "%s\n", request);
-    const char *l = h_reply(c, H_WAIT_MS, H_EVENTS_SKIP);
-    ck_assert_msg(l != NULL && strncmp(l, prefix, strlen(prefix)) == 0,
-                  "%s: got '%s', wanted '%s...'", request, l ? l : "-", prefix);
 }
 
 /* Three names of one slot: a foreign hold of one keeps MLOCK waiting
