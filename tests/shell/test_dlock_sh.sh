@@ -652,11 +652,21 @@ TAKEN") sc_ok "another process: dlock_tryfairlock $F gets TIMEOUT, and sees it T
     dlock_unlock ek
     dlock_observe eo
     sc_check "dlock_observe eo: NONE ($DLOCK_LEADER)" [ "$DLOCK_LEADER" = NONE ]
-    # Another process leads eo and exits: its connection's end resigns.
-    eo_f=$(other 'dlock_elect eo v2 && echo "$DLOCK_FENCE"' 2>/dev/null)
+    # Another process leads eo until told (a FIFO), then exits: its
+    # connection's end resigns. It leads until this side has seen it, since
+    # dlockd may leave a leadership untold that ends at once (PROTOCOL.md).
+    eo_d=$(mktemp -d "${TMPDIR:-/tmp}/dlock-eo.XXXXXX")
+    mkfifo "$eo_d/go"
+    other "dlock_elect eo v2 && echo \"\$DLOCK_FENCE\" >'$eo_d/fence' && read -r _ <'$eo_d/go'" \
+        >/dev/null 2>&1 &
+    eo_pid=$!
     dlock_wait_leader
-    sc_check "dlock_wait_leader: eo led by $eo_f v2 ($DLOCK_LEADER_NAME $DLOCK_LEADER)" \
-        [ "$DLOCK_LEADER_NAME $DLOCK_LEADER" = "eo $eo_f v2" ]
+    eo_seen="$DLOCK_LEADER_NAME $DLOCK_LEADER"
+    echo go >"$eo_d/go"
+    wait "$eo_pid"
+    eo_f=$(cat "$eo_d/fence")
+    rm -rf "$eo_d"
+    sc_check "dlock_wait_leader: eo led by $eo_f v2 ($eo_seen)" [ "$eo_seen" = "eo $eo_f v2" ]
     dlock_wait_leader
     sc_check "dlock_wait_leader: eo NONE after its leader exited ($DLOCK_LEADER)" \
         [ "$DLOCK_LEADER_NAME $DLOCK_LEADER" = "eo NONE" ]
