@@ -444,16 +444,17 @@ static int put_multi_keys(buf_t *out, const backend_op_t *op, const char *prefix
     return 0;
 }
 
-/* A multi-name acquire's arguments in the batch script: 'm<letters>',
- * lease, owner in its first place, empty ones in the others. */
-static int put_multi_args(buf_t *out, const backend_op_t *op, const char *uuid) {
+/* A multi-name acquire's arguments in the batch script: 'm<letters>'
+ * ('M<letters>' on a quorum's node: its fence rule), lease, owner in its
+ * first place, empty ones in the others. */
+static int put_multi_args(buf_t *out, const backend_op_t *op, const char *uuid, unsigned flags) {
     char num[24], field[KEYS_FIELD_MAX];
     size_t flen = keys_owner_field(field, uuid, op->owner);
     char *p = buf_reserve(out, ARG_ROOM(1 + op->nnames) + ARG_ROOM(24) + ARG_ROOM(KEYS_FIELD_MAX) +
                                    3 * (op->nnames - 1) * ARG_ROOM(0));
     if (p == NULL) return -1;
     size_t k = put_head(p, '$', 1 + op->nnames);
-    p[k++] = 'm';
+    p[k++] = flags & SCRIPTS_F_QUORUM ? 'M' : 'm';
     memcpy(p + k, op->reentry, op->nnames);
     k += op->nnames;
     p[k++] = '\r';
@@ -467,26 +468,28 @@ static int put_multi_args(buf_t *out, const backend_op_t *op, const char *uuid) 
 
 /* MULTI's script (SCRIPT_OWN(BACKEND_MULTI), mlock.lua): each name's lock
  * and fence counter, then the lease, the owner's field and the reentry
- * letters. */
+ * letters, and 'q' on a quorum's node (its fence rule). */
 static int format_multi(buf_t *out, const char *sha, const backend_op_t *op,
-                        const char *prefix, const char *uuid) {
+                        const char *prefix, const char *uuid, unsigned flags) {
+    int quorum = (flags & SCRIPTS_F_QUORUM) != 0;
     size_t start = out->len, plen = strlen(prefix), k;
     char num[24], field[KEYS_FIELD_MAX];
     char *p = buf_reserve(out, 1 + 20 + 2 + ARG_ROOM(7) + ARG_ROOM(SCRIPTS_SHA_LEN) + ARG_ROOM(20));
     if (p == NULL) goto nomem;
-    k = put_head(p, '*', 3 + 2 * op->nnames + 3);
+    k = put_head(p, '*', 3 + 2 * op->nnames + 3 + (size_t)quorum);
     k += put_bulk(p + k, "EVALSHA", 7);
     k += put_bulk(p + k, sha, SCRIPTS_SHA_LEN);
     k += put_bulk(p + k, num, keys_u64(num, 2 * op->nnames));
     buf_commit(out, k);
     if (put_multi_keys(out, op, prefix, plen) != 0) goto nomem;
     size_t flen = keys_owner_field(field, uuid, op->owner);
-    if ((p = buf_reserve(out, ARG_ROOM(24) + ARG_ROOM(KEYS_FIELD_MAX) + ARG_ROOM(op->nnames))) ==
-        NULL)
+    if ((p = buf_reserve(out, ARG_ROOM(24) + ARG_ROOM(KEYS_FIELD_MAX) + ARG_ROOM(op->nnames) +
+                                  ARG_ROOM(1))) == NULL)
         goto nomem;
     k = put_bulk(p, num, keys_u64(num, op->lease_ms));
     k += put_bulk(p + k, field, flen);
     k += put_bulk(p + k, op->reentry, op->nnames);
+    if (quorum) k += put_bulk(p + k, "q", 1);
     buf_commit(out, k);
     return 0;
 nomem:
@@ -497,7 +500,7 @@ nomem:
 int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *const *ops,
                    size_t n, const char *prefix, const char *uuid, unsigned flags) {
     size_t start = out->len, numkeys, argc, k, plen = strlen(prefix);
-    if (id == SCRIPT_OWN(BACKEND_MULTI)) return format_multi(out, sha, ops[0], prefix, uuid);
+    if (id == SCRIPT_OWN(BACKEND_MULTI)) return format_multi(out, sha, ops[0], prefix, uuid, flags);
     int any = id == SCRIPT_OPS_ANY || id == SCRIPT_RENEW_ANY;
     char nk[24];
     char *p;
@@ -554,7 +557,7 @@ int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *co
     }
     for (size_t i = 0; i < n; i++) {
         if (is_multi(ops[i])) {
-            if (put_multi_args(out, ops[i], uuid) != 0) goto nomem;
+            if (put_multi_args(out, ops[i], uuid, flags) != 0) goto nomem;
             continue;
         }
         if ((p = buf_reserve(out, OP_ROOM)) == NULL) goto nomem;

@@ -604,6 +604,12 @@ START_TEST(test_multi) {
                           "dlock:{t}b", "redisson_lock_token:dlock:{t}b", "30000", FIELD, "rn",
                           NULL));
     ck_assert_int_eq(id, SCRIPT_OWN(BACKEND_MULTI));
+    /* a quorum's node: 'q' after the letters (its fence rule) */
+    ck_assert_str_eq(format1(&op, SCRIPTS_F_QUORUM, &id),
+                     resp("EVALSHA", SHA, "4", "dlock:a", "redisson_lock_token:{dlock:a}",
+                          "dlock:{t}b", "redisson_lock_token:dlock:{t}b", "30000", FIELD, "rn",
+                          "q", NULL));
+    ck_assert_int_eq(id, SCRIPT_OWN(BACKEND_MULTI));
     ck_assert_int_eq(decode1(id, &op, array(0, 3, integer(0, SCRIPTS_GRANTED), integer(1, 2),
                                             integer(2, 99)), err), 0);
     ck_assert_int_eq(op.res.outcome, BACKEND_GRANTED);
@@ -659,6 +665,14 @@ START_TEST(test_multi_batch) {
                           "redisson_lock__channel:{dlock:r}", "a", "30000", FIELD, "mnr", "30000",
                           FIELD, "", "", "", "r", "1", FIELD, "publish", NULL));
     ck_assert_int_eq(id, SCRIPT_OPS_ANY);
+    /* a quorum's node: 'M<letters>' (its fence rule), 'q' for the acquire */
+    ck_assert_str_eq(format(ops, 3, SCRIPTS_F_QUORUM, &id),
+                     resp("EVALSHA", SHA, "8", "dlock:q", "redisson_lock_token:{dlock:q}",
+                          "dlock:a", "redisson_lock_token:{dlock:a}", "dlock:b",
+                          "redisson_lock_token:{dlock:b}", "dlock:r",
+                          "redisson_lock__channel:{dlock:r}", "q", "30000", FIELD, "Mnr", "30000",
+                          FIELD, "", "", "", "r", "1", FIELD, "publish", NULL));
+    ck_assert_int_eq(id, SCRIPT_OPS);
     /* alone it goes to its own script, as before */
     ck_assert_int_eq(scripts_choose(&ops[1], 1, 0), SCRIPT_OWN(BACKEND_MULTI));
     redisReply *x[8];

@@ -5,8 +5,8 @@
 -- KEYS: for each of the n names, its lock hash and its fence counter
 -- (2n keys). ARGV: lease ms, owner field, and a letter per name: 'r' the
 -- daemon holds it for this owner (a reentry: one hold more), 'n' a new
--- grant.
+-- grant; then 'q' for a quorum's fence rule (or nothing).
 --   redis-cli --eval build/gen/lua/mlock.lua a 'redisson_lock_token:{a}' b 'redisson_lock_token:{b}' , 30000 me:1 nn
 --#include part/codes.lua
-local MK, MO, MN, ML, MF, MW = KEYS, 0, #KEYS / 2, ARGV[1], ARGV[2], ARGV[3]
+local MK, MO, MN, ML, MF, MW, MQ = KEYS, 0, #KEYS / 2, ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 --#include part/mlock.lua

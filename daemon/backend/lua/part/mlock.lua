@@ -3,7 +3,8 @@
 -- of keys: name i's lock hash at MK[MO + 2 i - 1], its fence counter at
 -- MK[MO + 2 i]; MN names; ML lease ms, MF owner field, MW a letter per
 -- name: 'r' the daemon holds it for this owner (a reentry: one hold more),
--- 'n' a new grant.
+-- 'n' a new grant; MQ 'q' for a quorum's fence rule (part/acquire.lua's:
+-- TIME in whole seconds), else anything.
 --
 -- Replies:
 --   {GRANTED, v1, ..., vn}  all taken: vi is name i's fence (a new grant, as
@@ -29,7 +30,12 @@
 -- yet, which fails as GETSET would on another type). Then HSET and
 -- PEXPIRE for each: a set of n free names costs 2n + 4 calls (one name,
 -- 5: GETSET for its counter), where n single acquires cost 4n.
--- luacheck: globals MK MO MN ML MF MW
+-- Each new name's fence is max(counter + 1, TIME), and the counter is set
+-- to it: TIME in microseconds, or for a quorum (MQ 'q') in whole seconds
+-- times a million, as part/acquire.lua's, so that nodes whose counters
+-- agree return the same fences and quorum.c needs no raise round. The
+-- calls are the same either way.
+-- luacheck: globals MK MO MN ML MF MW MQ
 -- luacheck: read globals GRANTED REENTERED TAKEN WRONG_KIND HOLD_GONE HELD_READ HELD_WRITE HELD_SEM
 local taken, pttl = 0, -2
 local locks, counters, at, nnew = {}, {}, {}, 0
@@ -61,7 +67,8 @@ end
 if taken > 0 then return {TAKEN, pttl, taken} end
 local out = {GRANTED}
 local t = redis.call('time')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = tonumber(t[1]) * 1000000
+if MQ ~= 'q' then now = now + tonumber(t[2]) end
 if nnew == 1 then
   local c, f = counters[1], now
   local last = tonumber(redis.call('getset', c, string.format('%d', f)) or '0')

@@ -13,8 +13,8 @@
 -- prefix is made from the first as rw.lua's caller makes it).
 -- A multi-name acquire takes one such place per name (its keys: each
 -- name's lock and fence counter, in order); the first place's arguments
--- are 'm<letters>' lease owner (part/mlock.lua's, a letter per name), the
--- others' are empty.
+-- are 'm<letters>' lease owner (part/mlock.lua's, a letter per name; 'M'
+-- with a quorum's fence rule), the others' are empty.
 --
 -- The reply is an array of two elements per operation: the pair an
 -- acquire or a release returns ({0, fence}, {1, holds}, {2, pttl};
@@ -55,7 +55,7 @@ local rw = function(K1, KX, A2, A3, op)
   local K4 = string.find(K1, '{', 1, true) and K1 or '{' .. K1 .. '}'
 --#include part/rw.lua pair
 end
-local mlock = function(MK, MO, MN, ML, MF, MW)
+local mlock = function(MK, MO, MN, ML, MF, MW, MQ)
 --#include part/mlock.lua time=clock()
 end
 local out, i, w = {}, 1, 1
@@ -80,10 +80,11 @@ local run = function()
       r, v = rw(k1, k2, ARGV[a - 1], ARGV[a], string.sub(k, 2))
     elseif string.byte(k) == 115 then
       r = sem_renew(k1, k2, ARGV[a - 1], ARGV[a], tonumber(string.sub(k, 2)))
-    elseif string.byte(k) == 109 then
+    elseif string.byte(k) == 109 or string.byte(k) == 77 then
       w = #k - 1
       for j = 2 * i + 1, 2 * (i + w) - 2 do out[j] = false end
-      r = mlock(K, ko + 2 * i - 2, w, ARGV[a - 1], ARGV[a], string.sub(k, 2))
+      r = mlock(K, ko + 2 * i - 2, w, ARGV[a - 1], ARGV[a], string.sub(k, 2),
+                string.byte(k) == 77 and 'q' or '')
     else
       r, v = release(k1, k2, ARGV[a], ARGV[a - 1])
     end
