@@ -15,6 +15,13 @@
  *   state) need no such round. Otherwise the attempt is undone everywhere
  *   it may have run, and the waiter waits for a wake-up or the holders'
  *   leases on a majority;
+ * - a multi-name acquire (MLOCK): one mlock.lua call per node, and the
+ *   vote above for the whole set: a node's yes is a grant of every name.
+ *   Each new name's fence is the greatest of the granting nodes' for it,
+ *   raised on those that returned less (one BACKEND_FENCE per name); the
+ *   grant stands once M nodes hold the set with counters >= the fences. A
+ *   failed set is undone on every node where it may have run: its new
+ *   names released there, a reentry's hold dropped where it was granted;
  * - renew: renewed when M counting nodes renewed; gone or forced when
  *   counting nodes say it is gone on more than N - M; else not known
  *   (BACKEND_DOWN), which the watchdog counts against the lease;
@@ -130,10 +137,18 @@ struct qop_s {
     int reentry;              /* an acquire that found holds of its owner */
     uint64_t fence;           /* F, during and after the raise round */
     timers_entry_t straggle;  /* QUORUM_STRAGGLER_MS after an acquire's send */
-    unsigned char undone[CONF_QUORUM_MAX];
+    unsigned char undone[CONF_QUORUM_MAX]; /* a set's: the quorum_vote_mundo_t sent */
     unsigned char raise_sent[CONF_QUORUM_MAX];
     unsigned char raised[CONF_QUORUM_MAX]; /* QUORUM_VOTE_RAISE*: raised, no longer
                                               held there, no answer */
+    /* a multi-name acquire's (mnames NULL otherwise): copies, for children
+       that outlive the op */
+    size_t nnames;
+    backend_name_t *mnames;
+    char *mreentry;           /* a letter per name, as the op's */
+    uint64_t *mvalues;        /* nnames per node: each node's answer */
+    uint64_t *mfence;         /* nnames: each name's F (fence is 1 meanwhile) */
+    unsigned short mraising[CONF_QUORUM_MAX]; /* a node's raises not answered */
     char err[BACKEND_ERR_LEN];
     backend_who_t *who;       /* WHO: one per node, after the children */
     size_t len;
@@ -366,17 +381,28 @@ static void child_init(qchild_t *c, qop_t *qo, unsigned idx, unsigned phase,
     p->lease_ms = qo->ch[0].op.lease_ms;
 }
 
-/* An extra child (a raise, an undo, a release again) on node idx. */
-static void extra_send(qop_t *qo, unsigned idx, unsigned phase, backend_op_kind_t kind) {
+/* An extra child (a raise to raise_to, an undo, a release again) of the
+ * name j on node idx (a plain lock's op; j is 0 but for a set's). */
+static void extra_send_name(qop_t *qo, unsigned idx, unsigned phase, backend_op_kind_t kind,
+                            size_t j, uint64_t raise_to) {
     quorum_t *q = qo->q;
     if (q->closed) return;
     qchild_t *c = malloc(sizeof(*c));
     if (c == NULL) return; /* the lease ends it; a raise not sent counts as not done */
     child_init(c, qo, idx, phase, kind);
-    c->op.raise_to = qo->fence;
+    if (qo->mnames != NULL) {
+        c->op.name = qo->mnames[j].name;
+        c->op.len = qo->mnames[j].len;
+        if (kind == BACKEND_FENCE) qo->mraising[idx]++;
+    }
+    c->op.raise_to = raise_to;
     qo->left++;
     if (phase == PH_RAISE) qo->raising++;
     child_send(&q->nodes[idx], c);
+}
+
+static void extra_send(qop_t *qo, unsigned idx, unsigned phase, backend_op_kind_t kind) {
+    extra_send_name(qo, idx, phase, kind, 0, qo->fence);
 }
 
 /* Queues rt for when qn is back, dropping what is past its time or beyond
@@ -475,7 +501,13 @@ static unsigned votes(const qop_t *qo, quorum_vote_t *v) {
         v[i].kind = c->op.kind;
         v[i].counts = c->counts;
         v[i].done = c->done;
+        v[i].multi = qo->mnames != NULL;
         v[i].res = c->op.res;
+        /* A set's fence round runs the single one's with F = 1: a node's
+         * answer "has F" when every new name there has its own F. */
+        if (v[i].multi && qo->fence != 0)
+            v[i].res.fence = (uint64_t)quorum_vote_multi_agrees(
+                &qo->mvalues[i * qo->nnames], qo->mreentry, qo->nnames, qo->mfence);
     }
     return qo->q->n;
 }
@@ -483,6 +515,20 @@ static unsigned votes(const qop_t *qo, quorum_vote_t *v) {
 /* Undo an acquire on node i, where it ran or may have: a release, or for a
  * hold that was there before (a reentry), one hold less. */
 static void undo(qop_t *qo, const quorum_vote_t *v, unsigned i) {
+    if (qo->mnames != NULL) {
+        /* undone[i]: the undo sent there so far (a mundo): the new names'
+         * releases go once, a reentry's drops once its grant is known */
+        quorum_vote_mundo_t mu = quorum_vote_multi_undo(&v[i]), was = qo->undone[i];
+        if (mu <= was) return;
+        qo->undone[i] = (unsigned char)mu;
+        for (size_t j = 0; j < qo->nnames; j++) {
+            if (qo->mreentry[j] == 'n' && was == QUORUM_VOTE_MUNDO_NONE)
+                extra_send_name(qo, i, PH_BACK, BACKEND_RELEASE, j, 0);
+            else if (qo->mreentry[j] != 'n' && mu == QUORUM_VOTE_MUNDO_ALL)
+                extra_send_name(qo, i, PH_BACK, BACKEND_DROP, j, 0);
+        }
+        return;
+    }
     if (qo->undone[i]) return;
     quorum_vote_undo_t u = quorum_vote_undo(&v[i], qo->reentry);
     if (u == QUORUM_VOTE_UNDO_NONE) return;
@@ -511,6 +557,22 @@ static void acquire_fail(qop_t *qo) {
         answer(qo, BACKEND_DOWN);
         return;
     }
+    if (qo->mnames != NULL) {
+        quorum_vote_mfail_t f = quorum_vote_multi_fail(v, n, q->majority);
+        if (f.down) { /* only a stale field's or a kind's few refusals: none counted */
+            say_no_quorum(qo);
+            answer(qo, BACKEND_DOWN);
+            return;
+        }
+        p->res.which = f.which;
+        if (f.outcome != BACKEND_TAKEN) {
+            p->res.outcome = f.outcome;
+            p->res.held = f.held;
+            p->res.holds = f.holds;
+            answer(qo, BACKEND_OK);
+            return;
+        }
+    }
     long long ttl = quorum_vote_free_in(v, n, q->majority);
     if (ttl == QUORUM_VOTE_SPLIT) /* a split, or silent nodes: soon, at a random moment */
         ttl = 1 + (long long)(rand_r(&q->seed) % QUORUM_SPLIT_RETRY_MS);
@@ -538,9 +600,17 @@ static void acquire_grant(qop_t *qo) {
         return;
     }
     qo->granted = 1;
-    retry_forget(q, qo->name, qo->len, p->owner);
     memset(&p->res, 0, sizeof(p->res));
     p->res.outcome = BACKEND_GRANTED;
+    if (qo->mnames != NULL) {
+        for (size_t j = 0; j < qo->nnames; j++) {
+            retry_forget(q, qo->mnames[j].name, qo->mnames[j].len, p->owner);
+            p->values[j] = qo->mfence[j];
+        }
+        answer(qo, BACKEND_OK);
+        return;
+    }
+    retry_forget(q, qo->name, qo->len, p->owner);
     p->res.fence = qo->fence;
     answer(qo, BACKEND_OK);
 }
@@ -567,8 +637,32 @@ static void raise_below(qop_t *qo, unsigned phase) {
     for (unsigned i = 0; i < n; i++) {
         if (!quorum_vote_needs_raise(&v[i], qo->fence, qo->raise_sent[i])) continue;
         qo->raise_sent[i] = 1;
-        extra_send(qo, i, phase, BACKEND_FENCE);
+        if (qo->mnames == NULL) {
+            extra_send(qo, i, phase, BACKEND_FENCE);
+            continue;
+        }
+        /* a set's: each new name below its F */
+        const uint64_t *got = &qo->mvalues[i * qo->nnames];
+        for (size_t j = 0; j < qo->nnames; j++)
+            if (qo->mreentry[j] == 'n' && got[j] < qo->mfence[j])
+                extra_send_name(qo, i, phase, BACKEND_FENCE, j, qo->mfence[j]);
     }
+}
+
+/* A set's fence round begins: each name's F, then the round with F = 1
+ * (votes()). */
+static void multi_fence(qop_t *qo, const quorum_vote_t *v) {
+    const uint64_t *values[CONF_QUORUM_MAX];
+    unsigned n = qo->q->n, agree = 0;
+    for (unsigned i = 0; i < n; i++) values[i] = &qo->mvalues[i * qo->nnames];
+    quorum_vote_multi_fences(v, values, n, qo->mreentry, qo->nnames, qo->mfence);
+    for (unsigned i = 0; i < n; i++)
+        agree += v[i].counts && v[i].done && v[i].res.status == BACKEND_OK &&
+                 v[i].res.outcome == BACKEND_GRANTED &&
+                 quorum_vote_multi_agrees(values[i], qo->mreentry, qo->nnames, qo->mfence);
+    qo->fence = 1;
+    raise_below(qo, agree >= qo->q->majority ? PH_BACK : PH_RAISE);
+    fence_check(qo);
 }
 
 static void acquire_decide(qop_t *qo) {
@@ -592,6 +686,10 @@ static void acquire_decide(qop_t *qo) {
         break;
     }
     case QUORUM_VOTE_FENCE:
+        if (qo->mnames != NULL) {
+            multi_fence(qo, v);
+            break;
+        }
         qo->fence = a.fence;
         raise_below(qo, a.agree ? PH_BACK : PH_RAISE);
         fence_check(qo);
@@ -728,8 +826,13 @@ static void on_child(void *data, backend_op_t *op) {
         if (op->res.status == BACKEND_DOWN && is_release) retry_park(qn, op);
         if (raise) {
             qo->raising--;
-            qo->raised[idx] = quorum_vote_raised(op->res.status, op->res.holds);
+            unsigned char r = quorum_vote_raised(op->res.status, op->res.holds);
+            if (qo->mnames == NULL) qo->raised[idx] = r;
+            else if (r != QUORUM_VOTE_RAISED) qo->raised[idx] = r; /* a set's node: any name */
+            else if (qo->mraising[idx] == 1 && qo->raised[idx] == QUORUM_VOTE_RAISE_OUT)
+                qo->raised[idx] = r; /* ... or its last */
         }
+        if (qo->mnames != NULL && op->kind == BACKEND_FENCE) qo->mraising[idx]--;
         free(c);
         if (raise && qo->parent != NULL) fence_check(qo);
     }
@@ -770,7 +873,12 @@ static void q_submit(backend_t *b, backend_op_t *op) {
         return;
     }
     size_t whos = op->kind == BACKEND_WHO ? q->n * sizeof(backend_who_t) : 0;
-    qop_t *qo = calloc(1, sizeof(*qo) + q->n * sizeof(qchild_t) + whos + op->len + 1);
+    size_t nn = op->kind == BACKEND_ACQUIRE && op->mode == BACKEND_MULTI ? op->nnames : 0;
+    size_t multi = 0; /* a set's copies: values, fences, names, letters, bytes */
+    for (size_t j = 0; j < nn; j++) multi += op->names[j].len + 1;
+    if (nn > 0)
+        multi += (q->n + 1) * nn * sizeof(uint64_t) + nn * sizeof(backend_name_t) + nn + 1;
+    qop_t *qo = calloc(1, sizeof(*qo) + q->n * sizeof(qchild_t) + whos + multi + op->len + 1);
     if (qo == NULL) { /* fails from the loop, never inside this call */
         STAILQ_INSERT_TAIL(&q->orphans, op, link);
         timers_start(q->timers, &q->orphan_timer, 0, on_orphans);
@@ -781,6 +889,22 @@ static void q_submit(backend_t *b, backend_op_t *op) {
     qo->started = timers_now(q->timers);
     qo->who = whos ? (backend_who_t *)(void *)&qo->ch[q->n] : NULL;
     qo->name = (char *)&qo->ch[q->n] + whos;
+    if (nn > 0) {
+        qo->nnames = nn;
+        qo->mvalues = (uint64_t *)(void *)&qo->ch[q->n];
+        qo->mfence = qo->mvalues + q->n * nn;
+        qo->mnames = (backend_name_t *)(void *)(qo->mfence + nn);
+        qo->mreentry = (char *)(qo->mnames + nn);
+        memcpy(qo->mreentry, op->reentry, nn);
+        char *at = qo->mreentry + nn + 1;
+        for (size_t j = 0; j < nn; j++) {
+            memcpy(at, op->names[j].name, op->names[j].len);
+            qo->mnames[j].name = at;
+            qo->mnames[j].len = op->names[j].len;
+            at += op->names[j].len + 1;
+        }
+        qo->name = at;
+    }
     memcpy(qo->name, op->name, op->len);
     qo->name[op->len] = '\0';
     qo->len = op->len;
@@ -796,6 +920,13 @@ static void q_submit(backend_t *b, backend_op_t *op) {
         c->op.owner = op->owner;
         c->op.lease_ms = op->lease_ms;
         c->op.who = qo->who ? &qo->who[i] : NULL;
+        if (nn > 0) { /* a set: the same call on every node */
+            c->op.mode = BACKEND_MULTI;
+            c->op.names = qo->mnames;
+            c->op.nnames = nn;
+            c->op.reentry = qo->mreentry;
+            c->op.values = &qo->mvalues[i * nn];
+        }
     }
     qo->left = q->n;
     if (op->kind == BACKEND_ACQUIRE)
@@ -1021,7 +1152,7 @@ backend_t *quorum_open(const backend_env_t *env, char *err, size_t errlen) {
     q->base.type = &quorum_type;
     /* Fences rise across grants by any majority (the raise round), and
      * across nodes that lost their data (TIME, and the rejoin delay). */
-    q->base.caps = BACKEND_CAP_MONOTONIC_FENCE | BACKEND_CAP_WAKEUPS;
+    q->base.caps = BACKEND_CAP_MONOTONIC_FENCE | BACKEND_CAP_WAKEUPS | BACKEND_CAP_MULTI;
     q->base.lease_max_ms = conf->rejoin_delay_ms;
     q->timers = env->timers;
     q->n = (unsigned)conf->quorum_count;

@@ -92,7 +92,8 @@ static int granted(const quorum_vote_t *v) {
 int quorum_vote_yes(const quorum_vote_t *v) {
     const backend_result_t *r = &v->res;
     switch (v->kind) {
-    case BACKEND_ACQUIRE: return r->outcome == BACKEND_GRANTED || r->outcome == BACKEND_REENTERED;
+    case BACKEND_ACQUIRE:
+        return r->outcome == BACKEND_GRANTED || (r->outcome == BACKEND_REENTERED && !v->multi);
     case BACKEND_RENEW: return r->renewal == BACKEND_RENEWED;
     default: return 1;
     }
@@ -125,7 +126,7 @@ quorum_vote_acquire_t quorum_vote_acquire(const quorum_vote_t *v, unsigned n, un
     int reentry = 0;
     for (unsigned i = 0; i < n; i++) {
         if (!ok(&v[i])) continue;
-        if (v[i].res.outcome == BACKEND_REENTERED) {
+        if (v[i].res.outcome == BACKEND_REENTERED && !v[i].multi) {
             reentry = 1;
             if (v[i].res.holds > a.holds) a.holds = v[i].res.holds;
         } else if (v[i].counts && v[i].res.outcome == BACKEND_GRANTED &&
@@ -220,6 +221,81 @@ long long quorum_vote_free_in(const quorum_vote_t *v, unsigned n, unsigned major
             ttls[j - 1] = x;
         }
     return ttls[majority - free_now - 1];
+}
+
+/* ---- a multi-name acquire ------------------------------------------------------ */
+
+void quorum_vote_multi_fences(const quorum_vote_t *v, const uint64_t *const *values, unsigned n,
+                              const char *reentry, size_t nnames, uint64_t *fence) {
+    for (size_t j = 0; j < nnames; j++) {
+        fence[j] = 0;
+        for (unsigned i = 0; i < n; i++)
+            if (v[i].counts && granted(&v[i]) && values[i][j] > fence[j]) fence[j] = values[i][j];
+    }
+    (void)reentry; /* a reentry's most holds, a new name's F: both the greatest */
+}
+
+int quorum_vote_multi_agrees(const uint64_t *values, const char *reentry, size_t nnames,
+                             const uint64_t *fence) {
+    for (size_t j = 0; j < nnames; j++)
+        if (reentry[j] == 'n' && values[j] < fence[j]) return 0;
+    return 1;
+}
+
+quorum_vote_mundo_t quorum_vote_multi_undo(const quorum_vote_t *v) {
+    if (ok(v)) return v->res.outcome == BACKEND_GRANTED ? QUORUM_VOTE_MUNDO_ALL
+                                                        : QUORUM_VOTE_MUNDO_NONE;
+    if (v->done && v->res.status == BACKEND_FAILED) return QUORUM_VOTE_MUNDO_NONE;
+    return QUORUM_VOTE_MUNDO_NEW;
+}
+
+quorum_vote_mfail_t quorum_vote_multi_fail(const quorum_vote_t *v, unsigned n, unsigned majority) {
+    quorum_vote_mfail_t f = {.down = 1, .outcome = BACKEND_TAKEN};
+    unsigned count[BACKEND_HOLD_GONE + 1] = {0};
+    int first[BACKEND_HOLD_GONE + 1];
+    for (unsigned o = 0; o <= BACKEND_HOLD_GONE; o++) first[o] = -1;
+    for (unsigned i = 0; i < n; i++) {
+        if (!v[i].counts || !ok(&v[i]) || v[i].res.outcome == BACKEND_GRANTED) continue;
+        backend_outcome_t o = v[i].res.outcome;
+        if (o > BACKEND_HOLD_GONE) continue;
+        if (first[o] < 0) first[o] = (int)i;
+        count[o]++;
+        f.down = 0;
+    }
+    if (f.down) return f;
+    static const backend_outcome_t order[] = {BACKEND_HOLD_GONE, BACKEND_WRONG_KIND};
+    for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++) {
+        backend_outcome_t o = order[k];
+        if (count[o] + majority <= n) continue;
+        f.outcome = o;
+        f.which = v[first[o]].res.which;
+        f.held = v[first[o]].res.held;
+        return f;
+    }
+    if (count[BACKEND_REENTERED] > 0) {
+        f.outcome = BACKEND_REENTERED;
+        f.which = v[first[BACKEND_REENTERED]].res.which;
+        f.holds = v[first[BACKEND_REENTERED]].res.holds;
+        return f;
+    }
+    /* TAKEN: the name most taken nodes name; with none taken (a kind or a
+     * hold gone on too few nodes to decide), the first refusal's. */
+    f.outcome = BACKEND_TAKEN;
+    unsigned best = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (!v[i].counts || !ok(&v[i]) || v[i].res.outcome == BACKEND_GRANTED) continue;
+        if (count[BACKEND_TAKEN] > 0 && v[i].res.outcome != BACKEND_TAKEN) continue;
+        unsigned same = 0;
+        for (unsigned j = 0; j < n; j++)
+            if (v[j].counts && ok(&v[j]) && v[j].res.outcome == v[i].res.outcome &&
+                v[j].res.which == v[i].res.which)
+                same++;
+        if (same > best) {
+            best = same;
+            f.which = v[i].res.which;
+        }
+    }
+    return f;
 }
 
 /* ---- the other ops ----------------------------------------------------------- */

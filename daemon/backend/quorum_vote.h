@@ -59,6 +59,9 @@ typedef struct quorum_vote_s {
     backend_op_kind_t kind;
     unsigned char counts;     /* its node counted when it was sent */
     unsigned char done;       /* its answer came: res holds it */
+    unsigned char multi;      /* a multi-name acquire (BACKEND_MULTI): only a
+                                 grant of the whole set is a yes; REENTERED
+                                 names a stale field, and changed nothing */
     backend_result_t res;
 } quorum_vote_t;
 
@@ -139,6 +142,52 @@ quorum_vote_undo_t quorum_vote_undo(const quorum_vote_t *v, int reentry);
 /* A failed acquire that others hold: how long until a majority could be
  * free, from the holders' TTLs; QUORUM_VOTE_SPLIT if no such wait. */
 long long quorum_vote_free_in(const quorum_vote_t *v, unsigned n, unsigned majority);
+
+/* ---- a multi-name acquire ------------------------------------------------------ */
+
+/* A set's vote is the single acquire's (quorum_vote_acquire, the fence
+ * round, straggle, free_in) over whole-set answers, with these for what
+ * is per name. values[i] is node i's answer per name (nnames of them):
+ * a new name's fence, a reentry's holds; reentry a letter per name ('r'
+ * a reentry, 'n' new). */
+
+/* Each name's answer: a new name's F, the greatest fence the counting
+ * granting nodes returned for it; a reentry's the most holds. */
+void quorum_vote_multi_fences(const quorum_vote_t *v, const uint64_t *const *values, unsigned n,
+                              const char *reentry, size_t nnames, uint64_t *fence);
+/* Whether a node's answer has every new name's fence >= its F: it needs
+ * no raise. */
+int quorum_vote_multi_agrees(const uint64_t *values, const char *reentry, size_t nnames,
+                             const uint64_t *fence);
+
+/* What undoes a failed set on a node. */
+typedef enum {
+    QUORUM_VOTE_MUNDO_NONE = 0, /* it changed nothing there (refused, an error) */
+    QUORUM_VOTE_MUNDO_NEW,      /* it may have run: release the new names (a
+                                   reentry's hold more, if any, stays: the
+                                   owner's release ends it) */
+    QUORUM_VOTE_MUNDO_ALL       /* it ran: release the new names, drop one
+                                   hold of each reentry */
+} quorum_vote_mundo_t;
+
+quorum_vote_mundo_t quorum_vote_multi_undo(const quorum_vote_t *v);
+
+/* A failed set's answer. */
+typedef struct quorum_vote_mfail_s {
+    int down;                 /* no counting node refused: BACKEND_DOWN */
+    backend_outcome_t outcome; /* else TAKEN, WRONG_KIND, HOLD_GONE or REENTERED */
+    size_t which;             /* the name it is about */
+    backend_mode_t held;      /* WRONG_KIND */
+    long long holds;          /* REENTERED */
+} quorum_vote_mfail_t;
+
+/* HOLD_GONE or WRONG_KIND when counting nodes say so on more than N - M
+ * (no majority can grant the set: the name is not the owner's, or another
+ * kind, there); else REENTERED when a node found a stale field of the
+ * owner (the lock manager clears it and asks again); else TAKEN about the
+ * name most refusing nodes name (the first's on a tie); DOWN when no
+ * counting node refused. */
+quorum_vote_mfail_t quorum_vote_multi_fail(const quorum_vote_t *v, unsigned n, unsigned majority);
 
 /* ---- the other ops ----------------------------------------------------------- */
 

@@ -627,6 +627,124 @@ START_TEST(test_who) {
 }
 END_TEST
 
+/* ---- a multi-name acquire ------------------------------------------------------ */
+
+static quorum_vote_t mset(quorum_vote_t v) {
+    v.multi = 1;
+    return v;
+}
+
+/* A set's refusal about name which. */
+static quorum_vote_t mrefused(backend_outcome_t outcome, size_t which) {
+    quorum_vote_t v = mset(answered(BACKEND_ACQUIRE));
+    v.res.outcome = outcome;
+    v.res.which = which;
+    v.res.ttl_ms = 100;
+    return v;
+}
+
+/* Only a grant of the whole set is a yes: a stale field (REENTERED)
+ * changed nothing, and two such nodes make no majority. */
+START_TEST(test_multi_yes) {
+    quorum_vote_t v[3] = {mset(grant(0)), mrefused(BACKEND_REENTERED, 1),
+                          mrefused(BACKEND_REENTERED, 0)};
+    ck_assert(quorum_vote_yes(&v[0]));
+    ck_assert(!quorum_vote_yes(&v[1]));
+    ck_assert_int_eq(quorum_vote_acquire(v, 3, M(3)).what, QUORUM_VOTE_FAIL);
+    /* two grants: the fence round, never REENTERED for a set */
+    v[1] = mset(grant(0));
+    ck_assert_int_eq(quorum_vote_acquire(v, 3, M(3)).what, QUORUM_VOTE_FENCE);
+    /* one grant, one pending: wait */
+    v[1] = mset(pending(BACKEND_ACQUIRE));
+    ck_assert_int_eq(quorum_vote_acquire(v, 3, M(3)).what, QUORUM_VOTE_WAIT);
+}
+END_TEST
+
+/* Each new name's F is the greatest counting grant's; a node agrees when
+ * each of its new names has its F; a reentry's holds are not fences. */
+START_TEST(test_multi_fences) {
+    quorum_vote_t v[3] = {mset(grant(0)), mset(grant(0)), mset(taken(5))};
+    uint64_t a[3] = {100, 2, 300}, b[3] = {200, 1, 250}, c[3] = {999, 9, 999};
+    const uint64_t *values[3] = {a, b, c};
+    uint64_t f[3];
+    quorum_vote_multi_fences(v, values, 3, "nrn", 3, f);
+    ck_assert_uint_eq(f[0], 200);
+    ck_assert_uint_eq(f[1], 2);
+    ck_assert_uint_eq(f[2], 300); /* c: taken there, not a grant */
+    ck_assert(!quorum_vote_multi_agrees(a, "nrn", 3, f));
+    ck_assert(!quorum_vote_multi_agrees(b, "nrn", 3, f));
+    uint64_t d[3] = {200, 0, 300};
+    ck_assert(quorum_vote_multi_agrees(d, "nrn", 3, f));
+    /* a node that does not count gives no F */
+    v[1].counts = 0;
+    quorum_vote_multi_fences(v, values, 3, "nrn", 3, f);
+    ck_assert_uint_eq(f[0], 100);
+}
+END_TEST
+
+/* Undo: a grant is undone whole, an unknown answer by its new names, a
+ * refusal or an error not at all. */
+START_TEST(test_multi_undo) {
+    quorum_vote_t g = mset(grant(0)), p = mset(pending(BACKEND_ACQUIRE));
+    ck_assert_int_eq(quorum_vote_multi_undo(&g), QUORUM_VOTE_MUNDO_ALL);
+    ck_assert_int_eq(quorum_vote_multi_undo(&p), QUORUM_VOTE_MUNDO_NEW);
+    quorum_vote_t d = mset(failed(BACKEND_ACQUIRE, BACKEND_DOWN));
+    ck_assert_int_eq(quorum_vote_multi_undo(&d), QUORUM_VOTE_MUNDO_NEW);
+    quorum_vote_t e = mset(failed(BACKEND_ACQUIRE, BACKEND_FAILED));
+    ck_assert_int_eq(quorum_vote_multi_undo(&e), QUORUM_VOTE_MUNDO_NONE);
+    quorum_vote_t t = mrefused(BACKEND_TAKEN, 1), r = mrefused(BACKEND_REENTERED, 0);
+    ck_assert_int_eq(quorum_vote_multi_undo(&t), QUORUM_VOTE_MUNDO_NONE);
+    ck_assert_int_eq(quorum_vote_multi_undo(&r), QUORUM_VOTE_MUNDO_NONE);
+}
+END_TEST
+
+/* A failed set's answer. */
+START_TEST(test_multi_fail) {
+    /* TAKEN about the name most refusing nodes name */
+    quorum_vote_t v[3] = {mrefused(BACKEND_TAKEN, 2), mrefused(BACKEND_TAKEN, 1),
+                          mrefused(BACKEND_TAKEN, 1)};
+    quorum_vote_mfail_t f = quorum_vote_multi_fail(v, 3, M(3));
+    ck_assert(!f.down);
+    ck_assert_int_eq(f.outcome, BACKEND_TAKEN);
+    ck_assert_uint_eq(f.which, 1);
+    /* a tie: the first's */
+    v[2] = mset(grant(0));
+    f = quorum_vote_multi_fail(v, 3, M(3));
+    ck_assert_uint_eq(f.which, 2);
+    /* a kind on one node of 3 decides nothing: TAKEN */
+    v[0] = mrefused(BACKEND_WRONG_KIND, 0);
+    v[0].res.held = BACKEND_READ;
+    f = quorum_vote_multi_fail(v, 3, M(3));
+    ck_assert_int_eq(f.outcome, BACKEND_TAKEN);
+    ck_assert_uint_eq(f.which, 1);
+    /* ... on two it does */
+    v[1] = v[0];
+    f = quorum_vote_multi_fail(v, 3, M(3));
+    ck_assert_int_eq(f.outcome, BACKEND_WRONG_KIND);
+    ck_assert_int_eq(f.held, BACKEND_READ);
+    ck_assert_uint_eq(f.which, 0);
+    /* a hold gone on two goes first */
+    v[2] = mrefused(BACKEND_HOLD_GONE, 2);
+    v[1] = mrefused(BACKEND_HOLD_GONE, 2);
+    f = quorum_vote_multi_fail(v, 3, M(3));
+    ck_assert_int_eq(f.outcome, BACKEND_HOLD_GONE);
+    ck_assert_uint_eq(f.which, 2);
+    /* a stale field anywhere: REENTERED, to be cleared */
+    quorum_vote_t w[3] = {mrefused(BACKEND_TAKEN, 0), mrefused(BACKEND_REENTERED, 1),
+                          mset(grant(0))};
+    w[1].res.holds = 3;
+    f = quorum_vote_multi_fail(w, 3, M(3));
+    ck_assert_int_eq(f.outcome, BACKEND_REENTERED);
+    ck_assert_uint_eq(f.which, 1);
+    ck_assert_int_eq(f.holds, 3);
+    /* no counting node refused: DOWN; a node that does not count refuses nothing */
+    quorum_vote_t x[3] = {mset(grant(0)), mset(failed(BACKEND_ACQUIRE, BACKEND_DOWN)),
+                          mrefused(BACKEND_TAKEN, 0)};
+    x[2].counts = 0;
+    ck_assert(quorum_vote_multi_fail(x, 3, M(3)).down);
+}
+END_TEST
+
 static Suite *quorum_vote_suite(void) {
     Suite *s = suite_create("quorum_vote");
     TCase *tc = tcase_create("counting");
@@ -664,6 +782,10 @@ static Suite *quorum_vote_suite(void) {
     tcase_add_test(tc, test_ask_all_and_status);
     tcase_add_test(tc, test_force);
     tcase_add_test(tc, test_who);
+    tcase_add_test(tc, test_multi_yes);
+    tcase_add_test(tc, test_multi_fences);
+    tcase_add_test(tc, test_multi_undo);
+    tcase_add_test(tc, test_multi_fail);
     suite_add_tcase(s, tc);
     return s;
 }
