@@ -392,7 +392,7 @@ unit: $(UNIT_TESTS)
 # tests with more checked, and their timing bounds allow for its speed;
 # make chaos-short runs the plain daemon through every topology. make
 # integration alone runs them all.
-SAN_ONLY := $(filter %/test_cluster %/test_mlock_cluster %/test_sentinel %/test_quorum %/test_elect_topo,$(INTEG_TESTS))
+SAN_ONLY := $(filter %/test_cluster %/test_mlock_cluster %/test_mlock_quorum %/test_sentinel %/test_quorum %/test_elect_topo,$(INTEG_TESTS))
 INTEG_SKIP ?=
 
 integration: $(INTEG_TESTS) $(BUILD)/dlockd $(BUILD)/dlock

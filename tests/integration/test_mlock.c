@@ -1,5 +1,6 @@
 /* Integration tests of multi-name locks (MLOCK, TRYMLOCK, MUNLOCK) against a real Redis:
- * all or nothing, wake-ups, no deadlock, no starvation, a dead client, bad input, topologies.
+ * all or nothing, wake-ups, no deadlock, no starvation, a dead client, bad input (quorum's:
+ * test_mlock_quorum.c; Cluster's: test_mlock_cluster.c).
  * SPDX-License-Identifier: MIT */
 #include <poll.h>
 #include <signal.h>
@@ -365,32 +366,6 @@ START_TEST(bad_input) {
 }
 END_TEST
 
-/* ---- other topologies ------------------------------------------------------ */
-
-/* Quorum refuses multi-name locks before Redis is asked. */
-START_TEST(not_under_quorum) {
-    char quorum[256];
-    size_t k = 0;
-    for (int i = 0; i < 3; i++) {
-        int r = h_redis_start_tcp(0, NULL);
-        k += (size_t)snprintf(quorum + k, sizeof(quorum) - k, "%sredis://127.0.0.1:%d",
-                              i ? " " : "", h_redis_port(r));
-    }
-    char conf[1024];
-    snprintf(conf, sizeof(conf),
-             "[redis]\nquorum = %s\ncommand_timeout_ms = 1000\nconnect_timeout_ms = 500\n",
-             quorum);
-    int d = h_dlockd_start_conf(conf);
-    keep_log(d);
-    h_conn_t *c = h_connect_index(d);
-    expect_prefix(c, "MLOCK 2 a b", "ERR KIND multi-name locks are not available with quorum");
-    expect_prefix(c, "TRYMLOCK 1 a", "ERR KIND multi-name locks are not available with quorum");
-    expect_prefix(c, "MUNLOCK 1 a", "ERR KIND multi-name locks are not available with quorum");
-    h_close(c);
-    h_keep_passed();
-}
-END_TEST
-
 static Suite *suite(void) {
     Suite *s = suite_create("mlock");
     TCase *tc = tcase_create("standalone");
@@ -404,11 +379,6 @@ static Suite *suite(void) {
     tcase_add_test(tc, cancel_leaves_nothing);
     tcase_add_test(tc, cancel_in_flight_leaves_nothing);
     tcase_add_test(tc, bad_input);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("topologies");
-    tcase_add_checked_fixture(tc, h_setup, h_teardown);
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, not_under_quorum);
     suite_add_tcase(s, tc);
     return s;
 }
