@@ -38,6 +38,14 @@ and then another name's slot move to another primary (CLUSTER SETSLOT,
 MIGRATE one key at a time) while the workers go on, between the worker
 kills and the dlockd kill.
 
+It runs a third time on a quorum of ML_QNODES independent redis-servers
+(quorum.py; rejoin_delay_ms ML_QREJOIN_MS) with names ML_QNAMES: each set
+is one script per node, granted on a majority of the nodes for the whole
+set. One node is SIGSTOPped for ML_QPAUSE_S and resumed, then another
+SIGKILLed and restarted empty (it counts again rejoin_delay_ms later),
+between the worker kills and the dlockd kill; "no name left" then means on
+no node.
+
 Checks: no overlap on any name; fences rise strictly per name; sets were
 granted (of 2 and of 3 names) and single LOCKs too, on both daemons, within
 ML_PROGRESS_S of every fault (ML_LEASE_MS more after the dlockd kill); at the
@@ -59,6 +67,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import Cluster, keyslot  # noqa: E402
 from kinds import _info_up, _line, _redis_ints, _wait  # noqa: E402
+from quorum import Quorum  # noqa: E402
 from redisproc import call  # noqa: E402
 import store  # noqa: E402
 
@@ -75,6 +84,10 @@ ML_PROGRESS_S = 5.0          # sets granted within this after a fault (short run
 ML_STOP_S = 10.0             # daemons end within this
 ML_END_S = 3.0               # no name left in Redis within this at the end
 ML_WID_BASE = 900            # store worker ids: apart from the other stages'
+ML_QNAMES = ["chaos-mq%d" % i for i in range(5)]
+ML_QNODES = 3
+ML_QREJOIN_MS = 2000         # the quorum's rejoin_delay_ms (>= the lease)
+ML_QPAUSE_S = 2.0            # a node SIGSTOPped this long
 
 
 # ---- the worker (a separate process) ------------------------------------------
@@ -244,14 +257,16 @@ class Tracker(object):
 # ---- the stage ----------------------------------------------------------------------
 
 class Stage(object):
-    def __init__(self, c, spawn, short, cluster=False):
+    def __init__(self, c, spawn, short, cluster=False, quorum=False):
         self.c = c
         self.spawn = spawn
         self.short = short
         self.cluster = None
         self.on_cluster = cluster
-        self.label = "mlock-cluster" if cluster else "mlock"
-        self.names = ML_CNAMES if cluster else ML_NAMES
+        self.qu = None
+        self.on_quorum = quorum
+        self.label = ("mlock-cluster" if cluster else "mlock-quorum" if quorum else "mlock")
+        self.names = ML_CNAMES if cluster else ML_QNAMES if quorum else ML_NAMES
         self.tmp = os.path.join(c.tmp, self.label)
         os.makedirs(self.tmp, exist_ok=True)
         self.rsock = os.path.join(self.tmp, "redis.sock")
@@ -266,8 +281,13 @@ class Stage(object):
 
     def start_dlockd(self, i):
         conf = os.path.join(self.tmp, "d%d.conf" % i)
-        redis = ("cluster = %s\ncommand_timeout_ms = 2000\n" % self.cluster.addrs()
-                 if self.cluster else "url = unix://%s\n" % self.rsock)
+        if self.cluster:
+            redis = "cluster = %s\ncommand_timeout_ms = 2000\n" % self.cluster.addrs()
+        elif self.qu:
+            redis = ("quorum = %s\ncommand_timeout_ms = 2000\nrejoin_delay_ms = %d\n"
+                     % (self.qu.urls(), ML_QREJOIN_MS))
+        else:
+            redis = "url = unix://%s\n" % self.rsock
         with open(conf, "w") as f:
             f.write("[server]\nsocket = %s\n[redis]\n%s[lock]\nlease_ms = %d\n"
                     % (self.dsock[i], redis, ML_LEASE_MS))
@@ -304,6 +324,9 @@ class Stage(object):
         return _wait(enough, max(0.0, since + bound - time.monotonic()), 0.01)
 
     def exists(self, key):
+        if self.qu is not None:
+            return sum(call(self.qu.port(i), "EXISTS", key, timeout=2.0)
+                       for i in range(ML_QNODES) if self.qu.running(i))
         if self.cluster is None:
             return _redis_ints(self.rsock, "EVAL", "return {redis.call('exists', KEYS[1])}",
                                "1", key)[0]
@@ -322,9 +345,25 @@ class Stage(object):
                       (rec["t_agreed"] - t) * 1e3))
         self.faults.append(("slot of %s migrated" % name, t, self.progress(t)))
 
+    def quorum_faults(self):
+        """Node 0 paused and resumed, then node 1 killed and restarted."""
+        t = self.qu.pause(0)
+        time.sleep(ML_QPAUSE_S)
+        self.faults.append(("quorum node 0 SIGSTOP %.0f s" % ML_QPAUSE_S, t, self.progress(t)))
+        t = self.qu.resume(0)
+        self.faults.append(("quorum node 0 SIGCONT", t, self.progress(t)))
+        t = self.qu.kill(1)
+        self.faults.append(("quorum node 1 SIGKILL", t, self.progress(t)))
+        t = time.monotonic()
+        self.qu.restart(1)
+        self.faults.append(("quorum node 1 restarted empty", t, self.progress(t)))
+
     def run(self):
         c = self.c
-        if self.on_cluster:
+        if self.on_quorum:
+            self.qu = Quorum(self.tmp, ML_QNODES, spawn=self.spawn, say=c.say)
+            self.qu.start()
+        elif self.on_cluster:
             self.cluster = Cluster(self.tmp, primaries=ML_PRIMARIES, replicas=0,
                                    spawn=self.spawn, say=c.say)
             self.cluster.start()
@@ -337,7 +376,8 @@ class Stage(object):
             st = store.FencedStore(store_path(self.tmp, n))
             st.lock_name = "%s-%s" % (self.label, n)
             c.stores.append(st)
-        if not self.on_cluster and not _wait(lambda: os.path.exists(self.rsock), 10.0):
+        if (not self.on_cluster and not self.on_quorum
+                and not _wait(lambda: os.path.exists(self.rsock), 10.0)):
             raise RuntimeError("mlock stage: redis-server did not start")
         for i in range(ML_DAEMONS):
             self.start_dlockd(i)
@@ -345,6 +385,7 @@ class Stage(object):
             self.start_worker(wid)
         c.say("%s: %s, %d dlockd, %d workers (%d single-name) on %d names"
               % (self.label, "a %d-primary cluster" % ML_PRIMARIES if self.on_cluster
+                 else "a quorum of %d nodes" % ML_QNODES if self.on_quorum
                  else "redis-server", ML_DAEMONS, ML_WORKERS, ML_SINGLE, len(self.names)))
         t0 = time.monotonic()
         ok_start = self.progress(t0)
@@ -358,6 +399,8 @@ class Stage(object):
             time.sleep(0.2)
             if self.on_cluster and k in (0, 2):
                 self.migrate(self.names[0] if k == 0 else self.names[2])
+            if self.on_quorum and k == 1:
+                self.quorum_faults()
         d = 1
         self.tracker.kill([self.winc[w] for w, x in self.wdaemon.items() if x == d], dead=False)
         self.daemons[d].send_signal(signal.SIGKILL)
@@ -387,6 +430,8 @@ class Stage(object):
             c.daemon_stops.append(("%s dlockd %d" % (self.label, i), alive, rc))
         if self.cluster is not None:
             self.cluster.stop()
+        elif self.qu is not None:
+            self.qu.stop()
         else:
             self.redis.terminate()
             self.redis.wait()
@@ -396,8 +441,10 @@ class Stage(object):
     def fault_summary(self):
         kills = sum(1 for f in self.faults if f[0].startswith("worker"))
         moves = sum(1 for f in self.faults if f[0].startswith("slot"))
-        return "%d worker kills, a dlockd kill%s" % (
-            kills, ", %d slot migrations" % moves if moves else "")
+        nodes = sum(1 for f in self.faults if f[0].startswith("quorum node"))
+        return "%d worker kills, a dlockd kill%s%s" % (
+            kills, ", %d slot migrations" % moves if moves else "",
+            ", a node paused and one killed and restarted" if nodes else "")
 
     def analyse(self, ok_start, seconds, end_ok, left):
         c, tr = self.c, self.tracker
@@ -426,6 +473,7 @@ class Stage(object):
 def run_stage(c, spawn, short):
     Stage(c, spawn, short).run()
     Stage(c, spawn, short, cluster=True).run()
+    Stage(c, spawn, short, quorum=True).run()
 
 
 if __name__ == "__main__":
