@@ -424,21 +424,24 @@ static size_t put_args(char *p, const backend_op_t *op, script_id_t id, const ch
     }
 }
 
-/* A multi-name acquire's keys: each name's lock and fence counter. -1 on
- * no memory (what was written stays: the caller cuts it). */
+/* A multi-name acquire's keys: every name's lock, then every name's fence
+ * counter (so that the script passes each range to one EXISTS or MGET as
+ * it is). -1 on no memory (what was written stays: the caller cuts it). */
 static int put_multi_keys(buf_t *out, const backend_op_t *op, const char *prefix, size_t plen) {
-    for (size_t i = 0; i < op->nnames; i++) {
+    for (size_t i = 0; i < 2 * op->nnames; i++) {
+        const backend_name_t *nm = &op->names[i % op->nnames];
         char *p = buf_reserve(out, OP_ROOM);
         if (p == NULL) return -1;
-        size_t klen = plen + op->names[i].len, k = put_head(p, '$', klen);
-        char *key = p + k;
-        memcpy(key, prefix, plen);
-        memcpy(key + plen, op->names[i].name, op->names[i].len);
-        k += klen;
-        p[k++] = '\r';
-        p[k++] = '\n';
-        int braces = memchr(key, '{', klen) == NULL;
-        k += put_key(p + k, &modes[BACKEND_MULTI].acquire_key, key, klen, braces);
+        char lock[OP_ROOM];
+        size_t klen = plen + nm->len, k;
+        memcpy(lock, prefix, plen);
+        memcpy(lock + plen, nm->name, nm->len);
+        if (i < op->nnames) {
+            k = put_bulk(p, lock, klen);
+        } else {
+            int braces = memchr(lock, '{', klen) == NULL;
+            k = put_key(p, &modes[BACKEND_MULTI].acquire_key, lock, klen, braces);
+        }
         buf_commit(out, k);
     }
     return 0;
@@ -466,8 +469,8 @@ static int put_multi_args(buf_t *out, const backend_op_t *op, const char *uuid, 
     return 0;
 }
 
-/* MULTI's script (SCRIPT_OWN(BACKEND_MULTI), mlock.lua): each name's lock
- * and fence counter, then the lease, the owner's field and the reentry
+/* MULTI's script (SCRIPT_OWN(BACKEND_MULTI), mlock.lua): the names' locks
+ * and their fence counters, then the lease, the owner's field and the reentry
  * letters, and 'q' on a quorum's node (its fence rule). */
 static int format_multi(buf_t *out, const char *sha, const backend_op_t *op,
                         const char *prefix, const char *uuid, unsigned flags) {

@@ -366,6 +366,44 @@ START_TEST(bad_input) {
 }
 END_TEST
 
+/* Each new name's fence is its counter plus one when the counter is ahead
+ * of Redis's clock, and the counters keep the fences given; a counter of
+ * another type fails the set before anything is written. */
+START_TEST(fences_from_counters) {
+    h_redis_start();
+    int d = h_dlockd_start(NULL);
+    keep_log(d);
+    h_conn_t *c = h_connect_index(d);
+    const char *ahead[] = {"SET", "redisson_lock_token:{dlock:fb}", "9000000000000000", NULL};
+    h_redis_argv(ahead);
+    unsigned long long f[3];
+    h_send(c, "MLOCK 3 fa fb fc\n");
+    expect_granted(c, 3, f, H_WAIT_MS, "MLOCK 3 fa fb fc");
+    ck_assert_uint_eq(f[1], 9000000000000001ULL);
+    ck_assert(f[0] > 0 && f[0] < f[1] && f[2] > 0 && f[2] < f[1]);
+    const char *names[] = {"fa", "fb", "fc"};
+    for (int i = 0; i < 3; i++) {
+        char key[64];
+        snprintf(key, sizeof(key), "redisson_lock_token:{dlock:%s}", names[i]);
+        const char *get[] = {"GET", key, NULL};
+        ck_assert_uint_eq(strtoull(h_redis_argv(get), NULL, 10), f[i]);
+    }
+    h_expect_reply(c, "MUNLOCK 3 fa fb fc", "OK 0 0 0");
+    const char *wrong[] = {"HSET", "redisson_lock_token:{dlock:fd}", "x", "1", NULL};
+    h_redis_argv(wrong);
+    expect_prefix(c, "MLOCK 2 fe fd", "ERR ");
+    ck_assert_int_eq(key_exists("fe"), 0);
+    ck_assert_int_eq(key_exists("fd"), 0);
+    const char *fixed[] = {"DEL", "redisson_lock_token:{dlock:fd}", NULL};
+    h_redis_argv(fixed);
+    h_send(c, "MLOCK 2 fe fd\n");
+    expect_granted(c, 2, f, H_WAIT_MS, "MLOCK 2 fe fd once the counter is a counter");
+    h_expect_reply(c, "MUNLOCK 2 fe fd", "OK 0 0");
+    h_close(c);
+    h_keep_passed();
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("mlock");
     TCase *tc = tcase_create("standalone");
@@ -379,6 +417,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, cancel_leaves_nothing);
     tcase_add_test(tc, cancel_in_flight_leaves_nothing);
     tcase_add_test(tc, bad_input);
+    tcase_add_test(tc, fences_from_counters);
     suite_add_tcase(s, tc);
     return s;
 }

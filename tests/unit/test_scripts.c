@@ -600,14 +600,14 @@ START_TEST(test_multi) {
     op.reentry = "rn";
     op.values = values;
     ck_assert_str_eq(format1(&op, 0, &id),
-                     resp("EVALSHA", SHA, "4", "dlock:a", "redisson_lock_token:{dlock:a}",
-                          "dlock:{t}b", "redisson_lock_token:dlock:{t}b", "30000", FIELD, "rn",
+                     resp("EVALSHA", SHA, "4", "dlock:a", "dlock:{t}b",
+                          "redisson_lock_token:{dlock:a}", "redisson_lock_token:dlock:{t}b", "30000", FIELD, "rn",
                           NULL));
     ck_assert_int_eq(id, SCRIPT_OWN(BACKEND_MULTI));
     /* a quorum's node: 'q' after the letters (its fence rule) */
     ck_assert_str_eq(format1(&op, SCRIPTS_F_QUORUM, &id),
-                     resp("EVALSHA", SHA, "4", "dlock:a", "redisson_lock_token:{dlock:a}",
-                          "dlock:{t}b", "redisson_lock_token:dlock:{t}b", "30000", FIELD, "rn",
+                     resp("EVALSHA", SHA, "4", "dlock:a", "dlock:{t}b",
+                          "redisson_lock_token:{dlock:a}", "redisson_lock_token:dlock:{t}b", "30000", FIELD, "rn",
                           "q", NULL));
     ck_assert_int_eq(id, SCRIPT_OWN(BACKEND_MULTI));
     ck_assert_int_eq(decode1(id, &op, array(0, 3, integer(0, SCRIPTS_GRANTED), integer(1, 2),
@@ -632,8 +632,8 @@ START_TEST(test_multi) {
 }
 END_TEST
 
-/* A multi-name acquire in the batch script: a place per name (its lock
- * and token), 'm<letters>' lease owner in the first, empty arguments in
+/* A multi-name acquire in the batch script: a place per name (its keys:
+ * the locks, then the tokens), 'm<letters>' lease owner in the first, empty arguments in
  * the others; its array in its first place's reply, an error alone. */
 START_TEST(test_multi_batch) {
     script_id_t id;
@@ -653,14 +653,14 @@ START_TEST(test_multi_batch) {
     backend_op_t *ops[3] = {&q, &m, &r};
     ck_assert_str_eq(format(ops, 3, 0, &id),
                      resp("EVALSHA", SHA, "8", "dlock:q", "redisson_lock_token:{dlock:q}",
-                          "dlock:a", "redisson_lock_token:{dlock:a}", "dlock:b",
+                          "dlock:a", "dlock:b", "redisson_lock_token:{dlock:a}",
                           "redisson_lock_token:{dlock:b}", "dlock:r",
                           "redisson_lock__channel:{dlock:r}", "a", "30000", FIELD, "mnr", "30000",
                           FIELD, "", "", "", "r", "1", FIELD, "publish", NULL));
     ck_assert_int_eq(id, SCRIPT_OPS);
     ck_assert_str_eq(format(ops, 3, SCRIPTS_F_ANY_SLOT, &id),
                      resp("EVALSHA", SHA, "0", "4", "dlock:q", "redisson_lock_token:{dlock:q}",
-                          "dlock:a", "redisson_lock_token:{dlock:a}", "dlock:b",
+                          "dlock:a", "dlock:b", "redisson_lock_token:{dlock:a}",
                           "redisson_lock_token:{dlock:b}", "dlock:r",
                           "redisson_lock__channel:{dlock:r}", "a", "30000", FIELD, "mnr", "30000",
                           FIELD, "", "", "", "r", "1", FIELD, "publish", NULL));
@@ -668,7 +668,7 @@ START_TEST(test_multi_batch) {
     /* a quorum's node: 'M<letters>' (its fence rule), 'q' for the acquire */
     ck_assert_str_eq(format(ops, 3, SCRIPTS_F_QUORUM, &id),
                      resp("EVALSHA", SHA, "8", "dlock:q", "redisson_lock_token:{dlock:q}",
-                          "dlock:a", "redisson_lock_token:{dlock:a}", "dlock:b",
+                          "dlock:a", "dlock:b", "redisson_lock_token:{dlock:a}",
                           "redisson_lock_token:{dlock:b}", "dlock:r",
                           "redisson_lock__channel:{dlock:r}", "q", "30000", FIELD, "Mnr", "30000",
                           FIELD, "", "", "", "r", "1", FIELD, "publish", NULL));

@@ -2,11 +2,10 @@
 -- BACKEND_MULTI's own script: a multi-name lock (MLOCK) granted whole or
 -- not at all, in one call (part/mlock.lua says how, and its replies). The
 -- batch script runs the same body for a multi op among others.
--- KEYS: for each of the n names, its lock hash and its fence counter
--- (2n keys). ARGV: lease ms, owner field, and a letter per name: 'r' the
+-- KEYS: the n names' lock hashes, then their fence counters (2n keys). ARGV: lease ms, owner field, and a letter per name: 'r' the
 -- daemon holds it for this owner (a reentry: one hold more), 'n' a new
 -- grant; then 'q' for a quorum's fence rule (or nothing).
---   redis-cli --eval build/gen/lua/mlock.lua a 'redisson_lock_token:{a}' b 'redisson_lock_token:{b}' , 30000 me:1 nn
+--   redis-cli --eval build/gen/lua/mlock.lua a b 'redisson_lock_token:{a}' 'redisson_lock_token:{b}' , 30000 me:1 nn
 --#include part/codes.lua
 local MK, MO, MN, ML, MF, MW, MQ = KEYS, 0, #KEYS / 2, ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 --#include part/mlock.lua
