@@ -12,7 +12,10 @@
  * the queue, puts them back in the same order. A waiter that stops
  * waiting (its client left, its TRYFAIRLOCK timed out) leaves its place at
  * once, so no dead waiter of ours holds the queue up; a dlockd that died
- * leaves places that end within lease_ms. */
+ * leaves places that end within lease_ms. A fair lock's holder is an
+ * RLock's, so a name another daemon's election leads refuses it as
+ * taken: its first refusal reads what the name is, as LOCK's does
+ * (mutex.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,6 +79,7 @@ static void fair_taken(lock_t *l, wait_t *w, const backend_result_t *res) {
 /* w stops waiting: its place goes (unless it was granted), and a new
  * head's channel is watched. */
 static void fair_leave(lock_t *l, wait_t *w, int was_head) {
+    lock_leave_read_kind(l, w);
     lock_leave_queue(l, w);
     if (was_head) fair_watch(l);
 }
@@ -95,6 +99,7 @@ const lock_kind_t lock_kind_fair = {
     .head_wakes = 1,
     .kick = lock_kick_all,
     .prepare = fair_prepare,
+    .refused = lock_refused_read_kind,
     .taken = fair_taken,
     .requeued = fair_queued,
     .leave = fair_leave,

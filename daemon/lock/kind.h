@@ -144,6 +144,13 @@ void lock_kick_all(lock_t *l);
  * have taken a place there, BACKEND_LEAVE gives it up, sent and forgotten
  * (a place that is not left ends on its own within lease_ms). */
 void lock_leave_queue(lock_t *l, const wait_t *w);
+/* Kinds whose holds are an RLock's in Redis (plain and fair locks), which
+ * Redis refuses as TAKEN where another daemon's election leads the name
+ * (mutex.c): the refused hook reads what the name is on the first refusal
+ * of a wait that waits on, and ends it with ERR KIND if an election leads
+ * it; the leave hook forgets that read. */
+void lock_refused_read_kind(lock_t *l, wait_t *w);
+void lock_leave_read_kind(lock_t *l, wait_t *w);
 /* A new hold for w with fence, and its answer. */
 void lock_grant(lock_t *l, wait_t *w, uint64_t fence);
 /* w waits on after Redis refused it: for a wake-up, or the holder's lease

@@ -12,7 +12,8 @@
  * once) therefore reads what the name is, with an election's LEADER read,
  * where the topology has elections; if it leads an election, the wait
  * ends with ERR KIND, as on the leader's own daemon. The read's answer
- * does nothing once the wait has ended (mutex_leave forgets it). */
+ * does nothing once the wait has ended (its leave hook forgets it). Fair
+ * locks, RLocks too, read the same way (fair.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,7 +48,7 @@ static void on_kind_read(backend_op_t *bop) {
 }
 
 /* The first refusal of a wait that waits on: read what the name is. */
-static void mutex_refused(lock_t *l, wait_t *w) {
+void lock_refused_read_kind(lock_t *l, wait_t *w) {
     lockmgr_t *m = l->mgr;
     unsigned cap = lock_kind_of(LOCK_MODE_ELECT)->cap;
     if (w->tried || w->once || w->kind_read != NULL || (cap && !(m->backend->caps & cap)))
@@ -63,13 +64,17 @@ static void mutex_refused(lock_t *l, wait_t *w) {
     backend_submit(m->backend, &kr->bop);
 }
 
-static void mutex_leave(lock_t *l, wait_t *w, int was_head) {
+void lock_leave_read_kind(lock_t *l, wait_t *w) {
     kind_read_t *kr = w->kind_read;
     (void)l;
-    (void)was_head;
     if (kr == NULL) return;
     kr->w = NULL;
     w->kind_read = NULL;
+}
+
+static void mutex_leave(lock_t *l, wait_t *w, int was_head) {
+    (void)was_head;
+    lock_leave_read_kind(l, w);
 }
 
 const lock_kind_t lock_kind_mutex = {
@@ -77,6 +82,6 @@ const lock_kind_t lock_kind_mutex = {
     .watch = BACKEND_MUTEX,
     .status = LOCK_STATUS_EXCLUSIVE,
     .kick = lock_kick_head,
-    .refused = mutex_refused,
+    .refused = lock_refused_read_kind,
     .leave = mutex_leave,
 };

@@ -281,7 +281,8 @@ END_TEST
 
 /* A plain lock of a name that is an election led from another daemon is
  * ERR KIND, as on the leader's own daemon: the first refusal of a wait
- * reads what the name is (one LEADER read). A TRYLOCK of 0 tries once and
+ * reads what the name is (one LEADER read). So are a fair lock and a set
+ * with the name (nothing of the set held). A TRYLOCK of 0 tries once and
  * reads nothing: TIMEOUT. The reverse, ELECT of a lock held elsewhere, is
  * Redis's answer. */
 START_TEST(lock_of_an_election_elsewhere_is_kind) {
@@ -296,7 +297,9 @@ START_TEST(lock_of_an_election_elsewhere_is_kind) {
     r = h_reply(a2, H_WAIT_MS, H_EVENTS_FAIL);
     ck_assert_msg(r && strncmp(r, "ERR KIND", 8) == 0, "LOCK of an election here: %s", r);
     snprintf(same, sizeof(same), "%s", r);
-    const char *reqs[] = {"LOCK x", "TRYLOCK x 30000", "LOCK x 5000"};
+    /* First (b's daemon knows nothing of x yet): a fair lock's holder is
+     * an RLock's too. */
+    const char *reqs[] = {"FAIRLOCK x", "LOCK x", "TRYLOCK x 30000", "LOCK x 5000"};
     for (size_t i = 0; i < sizeof(reqs) / sizeof(reqs[0]); i++) {
         long long t0 = h_now_ms();
         h_send(b, "%s\n", reqs[i]);
@@ -308,6 +311,25 @@ START_TEST(lock_of_an_election_elsewhere_is_kind) {
     h_send(b, "TRYLOCK x 0\n");
     r = h_reply(b, H_WAIT_MS, H_EVENTS_FAIL);
     ck_assert_msg(r && strncmp(r, "TIMEOUT", 7) == 0, "TRYLOCK x 0 elsewhere: %s", r);
+    /* A set with the name: its first refusal reads it too, and nothing of
+     * the set stays taken. */
+    char mset[300];
+    h_send(a2, "MLOCK 2 z x\n");
+    r = h_reply(a2, H_WAIT_MS, H_EVENTS_FAIL);
+    ck_assert_msg(r && strncmp(r, "ERR KIND", 8) == 0, "MLOCK of an election here: %s", r);
+    snprintf(mset, sizeof(mset), "%s", r);
+    const char *mreqs[] = {"MLOCK 2 z x", "TRYMLOCK 2 z x 30000"};
+    for (size_t i = 0; i < sizeof(mreqs) / sizeof(mreqs[0]); i++) {
+        long long t0 = h_now_ms();
+        h_send(b, "%s\n", mreqs[i]);
+        r = h_reply(b, HANDOVER_MAX_MS, H_EVENTS_FAIL);
+        ck_assert_msg(r && strcmp(r, mset) == 0, "%s of an election elsewhere: %s (want %s)",
+                      mreqs[i], r ? r : "no reply", mset);
+        ck_assert_int_lt(h_now_ms() - t0, HANDOVER_MAX_MS);
+        h_send(b, "STATUS z\n"); /* behind any undo of the set, on b's daemon */
+        r = h_reply(b, H_WAIT_MS, H_EVENTS_FAIL);
+        ck_assert_msg(r && strcmp(r, "OK FREE") == 0, "STATUS z after %s: %s", mreqs[i], r);
+    }
     /* CANCEL right behind: either answer, then nothing more, nothing held. */
     h_send(b, "LOCK x\nCANCEL\n");
     r = h_reply(b, H_WAIT_MS, H_EVENTS_FAIL);
