@@ -158,7 +158,8 @@ int dlock_trymlock(dlock_t *d, size_t n, const char *const *names, uint32_t wait
                    uint32_t lease_ms, uint64_t *fences, long long *ttl_ms);
 /* Drops one hold of each name; holds_left[i] (may be NULL) is what remains
  * of names[i]. DLOCK_ENOTHELD, releasing nothing, if this connection does
- * not hold one of them. */
+ * not hold one of them: after the loss of one name of a set, release each
+ * other with dlock_unlock() (DLOCK_ENOTHELD for the lost one). */
 int dlock_munlock(dlock_t *d, size_t n, const char *const *names, uint32_t *holds_left);
 /* Read/write locks: any number of owners may hold read holds at once, a
  * write hold excludes every other hold. They take, wait and time out as

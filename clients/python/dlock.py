@@ -1749,7 +1749,9 @@ class MultiLock(object):
     def unlock(self):
         """MUNLOCK: one hold less of each name; the holds left, a list.
         Releases what is still held even when a name was lost (then NotHeld
-        comes from dlockd for the lost one, and each other is unlocked)."""
+        comes from dlockd for the lost one, and each other is unlocked, 0
+        standing for the lost one), whether or not this set has seen the
+        loss yet (Client.check() may have taken it)."""
         if self._unlocked:
             raise NotHeld(None, "the set %s was unlocked already" % " ".join(self.names))
         c = self.client
@@ -1757,14 +1759,13 @@ class MultiLock(object):
         try:
             left = c.munlock(self.names)
         except NotHeld:
-            if self.lost is None:
-                raise
             left = []
             for name in self.names:     # the lost name is gone; the others stay held
                 try:
                     left.append(c.unlock(name))
                 except (NotHeld, LockLost):
                     left.append(0)
+            self._seen()
         self._unlocked = True
         return left
 

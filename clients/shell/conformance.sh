@@ -184,6 +184,21 @@ client_job() { # rid cid socket; commands on fd 3
             set -- $hnames
             set +f
             dlock_munlock "$#" "$@" 2>/dev/null || rc=$?
+            case $DLOCK_REPLY in
+            'ERR NOTHELD'*)
+                # One is gone (lost): MUNLOCK released nothing, so each
+                # name still held goes on its own (dlock.sh says so).
+                rc=0 left=''
+                for n in "$@"; do
+                    if dlock_unlock "$n" 2>/dev/null; then
+                        left="$left $DLOCK_HOLDS"
+                    else
+                        left="$left 0"
+                    fi
+                done
+                DLOCK_HOLDS=${left# }
+                ;;
+            esac
             [ "$rc" = 0 ] && eval "h_${a1}_live=0"
             answer "$r" "$rc" "$DLOCK_HOLDS"
             ;;

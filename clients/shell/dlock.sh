@@ -103,7 +103,8 @@
 #                                holds left, space-separated (2, with ERR
 #                                NOTHELD and none released, when one is
 #                                not held)
-# A "!LOST NAME ..." is per name: the set's other names stay held.
+# A "!LOST NAME ..." is per name: the set's other names stay held, until
+# dlock_unlock of each (dlock_munlock of the set then releases none).
 # dlock_renew renews the permits held of a semaphore too, and a "!LOST
 # NAME ..." of a semaphore means every permit held of it is gone.
 # Leader election (one connection leads a name at a time; its VALUE, a word

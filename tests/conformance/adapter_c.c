@@ -383,7 +383,18 @@ static void run(client_t *c, cmd_t *m) {
     } else if (strcmp(op, "munlock") == 0 && h != NULL && h->mn > 0) {
         uint32_t left[DLOCK_MNAMES_MAX];
         uint64_t out[DLOCK_MNAMES_MAX];
-        if ((r = dlock_munlock(c->d, h->mn, h->mnames, left)) == 0) {
+        r = dlock_munlock(c->d, h->mn, h->mnames, left);
+        if (r == DLOCK_ENOTHELD) {
+            /* One is gone (lost): MUNLOCK released nothing, so each name
+             * still held goes on its own (dlock.h says so). */
+            r = 0;
+            for (size_t i = 0; r == 0 && i < h->mn; i++) {
+                int u = dlock_unlock(c->d, h->mnames[i], &left[i]);
+                if (u == DLOCK_ENOTHELD) left[i] = 0;
+                else r = u;
+            }
+        }
+        if (r == 0) {
             h->live = 0;
             for (size_t i = 0; i < h->mn; i++) out[i] = left[i];
             say_list(rid, h->mn, out);

@@ -965,6 +965,27 @@ def mlock_closed_frees(t):
         r.expect("UNLOCK %s" % name, "OK 0")
 
 
+def mlock_lost_one(t):
+    a = t.a
+    x, y = t.name(), t.name()
+    a.call("connect", "c", t.sock)
+    a.call("mlock", "c", "m", 0, x, y, n=2)
+    r = t.raw()
+    r.expect("FORCEUNLOCK %s" % y, "OK 1")
+    a.event("m", "forced")
+    # The other name stays held: a loss of one name ends no other's exclusion.
+    if not r.req("TRYLOCK %s" % x).startswith("TIMEOUT"):
+        raise Fail("the runner got %s after the set lost %s" % (x, y))
+    # Its unlock may tell of the loss (an err), but frees what is held.
+    got = a.answer(a.send("munlock", "m"))
+    if got[0] not in ("ok", "err"):
+        raise Fail("munlock after the loss answered %r" % " ".join(got))
+    r.expect("TRYLOCK %s %d" % (x, GUARD * 1000), "OK ")
+    r.expect("UNLOCK %s" % x, "OK 0")
+    r.expect("TRYLOCK %s" % y, "OK ")
+    r.expect("UNLOCK %s" % y, "OK 0")
+
+
 def mlock_cancel(t):
     a, x, y = t.a, t.name(), t.name()
     r = t.raw()
@@ -1086,7 +1107,7 @@ SCENARIOS = [grant_rising_fences, trylock_timeout, reentry, lease_expiry_loss,
              election_cancel, election_observe_none, election_lease_expiry,
              election_two_daemons, election_bad_input, mlock_all_or_nothing,
              mlock_reentry_and_unlock, mlock_opposite_orders, mlock_closed_frees,
-             mlock_cancel, mlock_trymlock_timeout, mlock_bad_input,
+             mlock_cancel, mlock_trymlock_timeout, mlock_bad_input, mlock_lost_one,
              list_every_kind]
 
 
