@@ -388,11 +388,12 @@ unit: $(UNIT_TESTS)
 	@set -e; for t in $(UNIT_TESTS); do echo "== $$t"; CK_DEFAULT_TIMEOUT=30 $$t; done
 
 # make test runs the topology suites (many server processes, failovers)
-# once, against the sanitized daemon (integration-sanitized): the same
-# tests with more checked, and their timing bounds allow for its speed;
-# make chaos-short runs the plain daemon through every topology. make
-# integration alone runs them all.
-SAN_ONLY := $(filter %/test_cluster %/test_mlock_cluster %/test_mlock_quorum %/test_sentinel %/test_quorum %/test_elect_topo,$(INTEG_TESTS))
+# and the slowest single-Redis ones (replication acks, log files, fair
+# queues: each waits out leases) once, against the sanitized daemon
+# (integration-sanitized): the same tests with more checked, and their
+# timing bounds allow for its speed; make chaos-short runs the plain
+# daemon through every topology. make integration alone runs them all.
+SAN_ONLY := $(filter %/test_cluster %/test_mlock_cluster %/test_mlock_quorum %/test_sentinel %/test_quorum %/test_elect_topo %/test_replicas %/test_logs %/test_fairlock,$(INTEG_TESTS))
 INTEG_SKIP ?=
 
 integration: $(INTEG_TESTS) $(BUILD)/dlockd $(BUILD)/dlock
@@ -467,7 +468,7 @@ fuzz: deps-test fuzz-build
 # The short pass `make test` runs: every seed once, then a fixed number of
 # runs from a fixed random seed on the seeds alone, so that the same tree
 # always fuzzes the same inputs (make fuzz explores).
-FUZZ_SHORT_RUNS := 100000
+FUZZ_SHORT_RUNS := 40000
 
 fuzz-short: fuzz-build
 	@set -e; for t in $(FUZZ_TARGETS); do \
