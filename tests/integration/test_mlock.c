@@ -15,36 +15,7 @@
 
 #include "tests/support/harness.h"
 #include "tests/support/mlock_steps.h"
-
-/* Redisson's RedissonLock.tryLockInnerAsync and unlockInnerAsync, verbatim
- * (as test_redis.c has them). */
-static const char redisson_lock[] =
-    "if (redis.call('exists', KEYS[1]) == 0) then "
-    "redis.call('hset', KEYS[1], ARGV[2], 1); "
-    "redis.call('pexpire', KEYS[1], ARGV[1]); "
-    "return nil; "
-    "end; "
-    "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then "
-    "redis.call('hincrby', KEYS[1], ARGV[2], 1); "
-    "redis.call('pexpire', KEYS[1], ARGV[1]); "
-    "return nil; "
-    "end; "
-    "return redis.call('pttl', KEYS[1]);";
-
-static const char redisson_unlock[] =
-    "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then "
-    "return nil;"
-    "end; "
-    "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); "
-    "if (counter > 0) then "
-    "redis.call('pexpire', KEYS[1], ARGV[2]); "
-    "return 0; "
-    "else "
-    "redis.call('del', KEYS[1]); "
-    "redis.call('publish', KEYS[2], ARGV[1]); "
-    "return 1; "
-    "end; "
-    "return nil;";
+#include "tests/support/redisson.h"
 
 #define FOREIGN "c0ffee00-0000-4000-8000-000000000000:1"
 /* How long a wake-up may take on a busy machine (make test). */

@@ -20,6 +20,7 @@
 
 #include "tests/support/harness.h"
 #include "tests/support/mlock_steps.h"
+#include "tests/support/redisson.h"
 
 #define NODES       3
 #define CMD_MS      1000    /* every dlockd's command_timeout_ms */
@@ -33,36 +34,6 @@
 #define ROUNDS      1000
 
 #define FOREIGN "c0ffee00-0000-4000-8000-000000000000:1"
-
-/* Redisson's RedissonLock.tryLockInnerAsync and unlockInnerAsync, verbatim
- * (as test_mlock.c has them). */
-static const char redisson_lock[] =
-    "if (redis.call('exists', KEYS[1]) == 0) then "
-    "redis.call('hset', KEYS[1], ARGV[2], 1); "
-    "redis.call('pexpire', KEYS[1], ARGV[1]); "
-    "return nil; "
-    "end; "
-    "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then "
-    "redis.call('hincrby', KEYS[1], ARGV[2], 1); "
-    "redis.call('pexpire', KEYS[1], ARGV[1]); "
-    "return nil; "
-    "end; "
-    "return redis.call('pttl', KEYS[1]);";
-
-static const char redisson_unlock[] =
-    "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then "
-    "return nil;"
-    "end; "
-    "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); "
-    "if (counter > 0) then "
-    "redis.call('pexpire', KEYS[1], ARGV[2]); "
-    "return 0; "
-    "else "
-    "redis.call('del', KEYS[1]); "
-    "redis.call('publish', KEYS[2], ARGV[1]); "
-    "return 1; "
-    "end; "
-    "return nil;";
 
 static int node[NODES];
 

@@ -17,35 +17,7 @@
 
 #include "proto/proto.h"
 #include "tests/support/harness.h"
-
-/* Redisson's RedissonLock.tryLockInnerAsync and unlockInnerAsync, verbatim. */
-static const char redisson_lock[] =
-    "if (redis.call('exists', KEYS[1]) == 0) then "
-    "redis.call('hset', KEYS[1], ARGV[2], 1); "
-    "redis.call('pexpire', KEYS[1], ARGV[1]); "
-    "return nil; "
-    "end; "
-    "if (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then "
-    "redis.call('hincrby', KEYS[1], ARGV[2], 1); "
-    "redis.call('pexpire', KEYS[1], ARGV[1]); "
-    "return nil; "
-    "end; "
-    "return redis.call('pttl', KEYS[1]);";
-
-static const char redisson_unlock[] =
-    "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then "
-    "return nil;"
-    "end; "
-    "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); "
-    "if (counter > 0) then "
-    "redis.call('pexpire', KEYS[1], ARGV[2]); "
-    "return 0; "
-    "else "
-    "redis.call('del', KEYS[1]); "
-    "redis.call('publish', KEYS[2], ARGV[1]); "
-    "return 1; "
-    "end; "
-    "return nil;";
+#include "tests/support/redisson.h"
 
 #define CHANNEL_X "redisson_lock__channel:{dlock:x}"
 
@@ -81,7 +53,6 @@ static const char *log_tail(int d) {
 }
 
 /* ---- helpers ------------------------------------------------------------ */
-
 
 /* Waits until key is gone: UNLOCK answers once the release is sent, not
  * once Redis ran it (PROTOCOL.md). */
@@ -831,7 +802,6 @@ END_TEST
  * fails here because a directory is in the way of the RDB file. (A long
  * ACL user name does not do it on Redis 7.0: its NOPERM does not name the
  * user.) */
-
 
 /* Polls INFO persistence until a BGSAVE has failed and none runs. */
 static void wait_bgsave_failed(void) {
