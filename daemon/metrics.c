@@ -153,11 +153,13 @@ int metrics_render(sessions_t *sessions, lockmgr_t *locks, backend_t *backend, b
     static const char *const losses[] = {"expired", "forced", "backend"};
     sessions_stats_t ss;
     lockmgr_stats_t ls;
+    lockmgr_elect_stats_t es;
     out_t o = {.buf = *out};
     char verb[32], result[32];
 
     sessions_stats(sessions, &ss);
     lockmgr_stats(locks, &ls);
+    lockmgr_elect_stats(locks, &es);
 
     head(&o, "dlockd_build_info", "gauge", "dlockd's version, always 1.");
     put(&o, "dlockd_build_info{version=\"%s\"} 1\n", DLOCKD_VERSION);
@@ -204,6 +206,10 @@ int metrics_render(sessions_t *sessions, lockmgr_t *locks, backend_t *backend, b
     gauge(&o, "dlockd_waiters", "Requests waiting for a lock.", ls.waiters);
     gauge(&o, "dlockd_backend_up", "1 while the backend can take requests.",
           (uint64_t)ls.backend_up);
+    gauge(&o, "dlockd_election_candidates", "ELECTs waiting here.", es.candidates);
+    gauge(&o, "dlockd_observers", "OBSERVEs in force, all connections.", es.observers);
+    gauge(&o, "dlockd_observed_names", "Names observed (one watch each).", es.observed);
+    counter(&o, "dlockd_leader_events_total", "!LEADER events sent.", es.leader_events);
     head(&o, "dlockd_redis_node_up", "gauge", "1 while dlockd's connection to the node is up.");
     node_pass_t pass = {.o = &o, .rtt = 0};
     backend_nodes(backend, on_node, &pass);

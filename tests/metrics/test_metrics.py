@@ -212,6 +212,33 @@ class MetricsTest(unittest.TestCase):
         a.close()
         b.close()
 
+    def test_election_gauges(self):
+        port = free_port()
+        _, sock = self.dlockd("127.0.0.1:%d" % port)
+        leader, waiter, observer = Client(sock), Client(sock), Client(sock)
+        self.assertTrue(leader.ask("ELECT e A:1").startswith("OK "))
+        self.assertTrue(observer.ask("OBSERVE e").startswith("OK "))
+        waiter.s.sendall(b"ELECT e B:1\n")               # waits behind the leader
+
+        def scrape_when(pred, what):
+            def once():
+                fams, _ = self.scrape(http.client.HTTPConnection("127.0.0.1", port,
+                                                                 timeout=WAIT_S))
+                return fams if pred(fams) else None
+            return wait_for(what, once)
+
+        fams = scrape_when(lambda f: self.value(f, "dlockd_election_candidates") == 1,
+                           "a candidate waiting")
+        self.assertEqual(self.value(fams, "dlockd_observers"), 1)
+        self.assertEqual(self.value(fams, "dlockd_observed_names"), 1)
+        self.assertEqual(fams["dlockd_leader_events"].type, "counter")
+        self.assertEqual(leader.ask("RESIGN e"), "OK 1")     # B leads: the observer is told
+        fams = scrape_when(lambda f: self.value(f, "dlockd_leader_events") >= 1,
+                           "a !LEADER event counted")
+        self.assertEqual(self.value(fams, "dlockd_election_candidates"), 0)
+        for c in (leader, waiter, observer):
+            c.close()
+
     def test_other_paths_and_methods(self):
         port = free_port()
         self.dlockd("127.0.0.1:%d" % port)
