@@ -36,6 +36,7 @@ typedef struct wait_s wait_t;
 /* The text kept of why a waiter's last grant was undone. */
 #define WAIT_WHY_LEN 64
 typedef struct release_s release_t;
+typedef struct election_read_s election_read_t;
 
 /* What an owner's request in flight is. */
 typedef enum {
@@ -166,8 +167,8 @@ struct wait_s {
     uint64_t started_ns;       /* uv_hrtime() at the request, for the metrics */
     timers_entry_t deadline;   /* TRYLOCK's wait_ms */
     backend_op_t acquire;      /* its acquire, while in flight */
-    void *kind_read;           /* a read its kind sent about it, in flight
-                                  (mutex.c's), or NULL */
+    election_read_t *kind_read; /* a read its kind sent about it, in
+                                  flight (lock_read_election), or NULL */
 };
 
 /* A release that must reach Redis even if it is down now. */

@@ -144,11 +144,20 @@ void lock_kick_all(lock_t *l);
  * have taken a place there, BACKEND_LEAVE gives it up, sent and forgotten
  * (a place that is not left ends on its own within lease_ms). */
 void lock_leave_queue(lock_t *l, const wait_t *w);
-/* Kinds whose holds are an RLock's in Redis (plain and fair locks), which
- * Redis refuses as TAKEN where another daemon's election leads the name
- * (mutex.c): the refused hook reads what the name is on the first refusal
- * of a wait that waits on, and ends it with ERR KIND if an election leads
- * it; the leave hook forgets that read. */
+/* An election's leader holds a plain lock's hash, so Redis refuses a
+ * plain, fair or multi-name lock of a name another daemon's election
+ * leads as TAKEN (mutex.c). lock_read_election() reads whether an
+ * election leads the name (one LEADER read) and calls cb(data, leads)
+ * once, never from inside this call, unless lock_read_forget() came
+ * first; NULL when no read went (the topology has no elections, or no
+ * memory). */
+typedef void (*lock_election_cb)(void *data, int leads);
+election_read_t *lock_read_election(lockmgr_t *m, const char *name, size_t len,
+                                    lock_election_cb cb, void *data);
+void lock_read_forget(election_read_t *r);
+/* The refused and leave hooks of plain and fair locks: the first refusal
+ * of a wait that waits on reads the name, and ends the wait with ERR KIND
+ * if an election leads it; leaving forgets the read. */
 void lock_refused_read_kind(lock_t *l, wait_t *w);
 void lock_leave_read_kind(lock_t *l, wait_t *w);
 /* A new hold for w with fence, and its answer. */

@@ -39,8 +39,6 @@ typedef struct mpart_s {
                                   release went then (lock_wait_withdraw) */
 } mpart_t;
 
-typedef struct mread_s mread_t;
-
 typedef struct mwait_s {
     pending_t hdr;             /* PENDING_MULTI */
     lockmgr_t *mgr;
@@ -65,21 +63,11 @@ typedef struct mwait_s {
     backend_name_t *names;     /* n, for the op */
     uint64_t *values;          /* n: the op's fences or holds */
     char *reentry;             /* n letters: 'r' a reentry, 'n' new; a string */
-    mread_t *kind_read;        /* the read of what the refusing name is */
+    election_read_t *kind_read; /* whether an election leads the name that
+                                  first refused it (lock_read_election) */
+    size_t read_which;         /* ... that name */
     mpart_t part[];
 } mwait_t;
-
-/* The read of what the name that first refused a set is, where the
- * topology has elections: an election led from another daemon refuses
- * as TAKEN (mutex.c says why), and the set then ends with ERR KIND, as on
- * the leader's own daemon. */
-struct mread_s {
-    backend_op_t bop;
-    mwait_t *mw;               /* NULL once the set stopped waiting */
-    size_t which;              /* the name's index in the set */
-    char answer[BACKEND_ANSWER_MAX + 1];
-    char name[];
-};
 
 static void on_multi(backend_op_t *op);
 static void multi_try(mwait_t *mw);
@@ -122,7 +110,7 @@ static void mwait_end(mwait_t *mw) {
     if (mw->owner != NULL && mw->owner->pending == &mw->hdr) mw->owner->pending = NULL;
     mw->owner = NULL;
     if (mw->kind_read != NULL) {
-        mw->kind_read->mw = NULL;
+        lock_read_forget(mw->kind_read);
         mw->kind_read = NULL;
     }
     timers_stop(m->timers, &mw->deadline);
@@ -299,46 +287,30 @@ static void on_deadline(timers_entry_t *t) {
     mwait_end(mw);
 }
 
-static void on_kind_read(backend_op_t *bop) {
-    mread_t *kr = container_of(bop, mread_t, bop);
-    mwait_t *mw = kr->mw;
-    const backend_result_t *res = &bop->res;
-    int election = res->status == BACKEND_OK && res->outcome != BACKEND_WRONG_KIND &&
-                   res->fence != 0;
-    size_t which = kr->which;
-    free(kr);
-    if (mw == NULL) return;
+/* The name that first refused the set may be an election led from
+ * another daemon (mutex.c says why): then the set ends with ERR KIND, as
+ * on the leader's own daemon. */
+static void on_set_read(void *data, int leads) {
+    mwait_t *mw = data;
     mw->kind_read = NULL;
-    if (!election || mw->owner == NULL || mw->mgr->stopping) return;
+    if (!leads || mw->owner == NULL || mw->mgr->stopping) return;
     /* As a CANCEL: an acquire in flight is undone right behind it. */
     for (size_t i = 0; i < mw->n; i++)
         if (mw->part[i].w != NULL) lock_wait_withdraw(mw->part[i].w);
-    lock_answer_kind(mw->mgr, mw->owner, LOCK_WHY_HELD_AS, LOCK_MODE_ELECT, mw->names[which].name,
-                     mw->names[which].len);
+    const backend_name_t *nm = &mw->names[mw->read_which];
+    lock_answer_kind(mw->mgr, mw->owner, LOCK_WHY_HELD_AS, LOCK_MODE_ELECT, nm->name, nm->len);
     mwait_end(mw);
-}
-
-static void kind_read(mwait_t *mw, size_t which) {
-    lockmgr_t *m = mw->mgr;
-    unsigned cap = lock_kind_of(LOCK_MODE_ELECT)->cap;
-    if (mw->kind_read != NULL || (cap && !(m->backend->caps & cap))) return;
-    const backend_name_t *nm = &mw->names[which];
-    mread_t *kr = zalloc(sizeof(*kr) + nm->len + 1);
-    if (kr == NULL) return; /* it waits, as before */
-    kr->mw = mw;
-    kr->which = which;
-    memcpy(kr->name, nm->name, nm->len);
-    lock_op_init(&kr->bop, BACKEND_LEADER, LOCK_MODE_ELECT, kr->name, nm->len, 0, on_kind_read);
-    kr->bop.answer = kr->answer;
-    mw->kind_read = kr;
-    backend_submit(m->backend, &kr->bop);
 }
 
 /* Redis refused the set: it waits for a release of one of its names, or
  * the refusing holder's lease. Its first refusal reads what that name is
- * (kind_read). */
+ * (on_set_read). */
 static void mwait_taken(mwait_t *mw, const backend_result_t *res, int woken) {
-    if (!mw->tried) kind_read(mw, res->which);
+    if (!mw->tried && mw->kind_read == NULL) {
+        const backend_name_t *nm = &mw->names[res->which];
+        mw->read_which = res->which;
+        mw->kind_read = lock_read_election(mw->mgr, nm->name, nm->len, on_set_read, mw);
+    }
     mw->tried = 1;
     mw->refused = 1;
     mw->which = res->which;

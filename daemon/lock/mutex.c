@@ -13,32 +13,56 @@
  * where the topology has elections; if it leads an election, the wait
  * ends with ERR KIND, as on the leader's own daemon. The read's answer
  * does nothing once the wait has ended (its leave hook forgets it). Fair
- * locks, RLocks too, read the same way (fair.c). */
+ * locks (RLocks too) and multi-name sets read the same way (fair.c,
+ * multi.c). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "daemon/lock/kind.h"
 #include "daemon/util/util.h"
 
-/* The read of what a refused waiter's name is. */
-typedef struct kind_read_s {
+/* A read of whether an election leads a name. */
+struct election_read_s {
     backend_op_t bop;
-    wait_t *w;                 /* NULL once w stopped waiting */
+    lock_election_cb cb;       /* NULL once forgotten */
+    void *data;
     char answer[BACKEND_ANSWER_MAX + 1];
-    size_t len;
     char name[];
-} kind_read_t;
+};
 
-static void on_kind_read(backend_op_t *bop) {
-    kind_read_t *kr = container_of(bop, kind_read_t, bop);
-    wait_t *w = kr->w;
+static void on_election_read(backend_op_t *bop) {
+    election_read_t *r = container_of(bop, election_read_t, bop);
     const backend_result_t *res = &bop->res;
-    int election = res->status == BACKEND_OK && res->outcome != BACKEND_WRONG_KIND &&
-                   res->fence != 0;
-    free(kr);
-    if (w == NULL) return;
+    int leads = res->status == BACKEND_OK && res->outcome != BACKEND_WRONG_KIND && res->fence != 0;
+    lock_election_cb cb = r->cb;
+    void *data = r->data;
+    free(r);
+    if (cb != NULL) cb(data, leads);
+}
+
+election_read_t *lock_read_election(lockmgr_t *m, const char *name, size_t len,
+                                    lock_election_cb cb, void *data) {
+    unsigned cap = lock_kind_of(LOCK_MODE_ELECT)->cap;
+    if (cap && !(m->backend->caps & cap)) return NULL;
+    election_read_t *r = zalloc(sizeof(*r) + len + 1);
+    if (r == NULL) return NULL;
+    r->cb = cb;
+    r->data = data;
+    memcpy(r->name, name, len);
+    lock_op_init(&r->bop, BACKEND_LEADER, LOCK_MODE_ELECT, r->name, len, 0, on_election_read);
+    r->bop.answer = r->answer;
+    backend_submit(m->backend, &r->bop);
+    return r;
+}
+
+void lock_read_forget(election_read_t *r) {
+    r->cb = NULL;
+}
+
+static void on_wait_read(void *data, int leads) {
+    wait_t *w = data;
     w->kind_read = NULL;
-    if (!election || w->owner == NULL || w->lock->mgr->stopping) return;
+    if (!leads || w->owner == NULL || w->lock->mgr->stopping) return;
     lock_t *l = w->lock;
     /* As a CANCEL: an acquire in flight is undone right behind it. */
     lock_wait_withdraw(w);
@@ -47,28 +71,15 @@ static void on_kind_read(backend_op_t *bop) {
     lock_maybe_free(l);
 }
 
-/* The first refusal of a wait that waits on: read what the name is. */
 void lock_refused_read_kind(lock_t *l, wait_t *w) {
-    lockmgr_t *m = l->mgr;
-    unsigned cap = lock_kind_of(LOCK_MODE_ELECT)->cap;
-    if (w->tried || w->once || w->kind_read != NULL || (cap && !(m->backend->caps & cap)))
-        return;
-    kind_read_t *kr = zalloc(sizeof(*kr) + l->len + 1);
-    if (kr == NULL) return; /* it waits, as before */
-    kr->w = w;
-    memcpy(kr->name, l->name, l->len);
-    kr->len = l->len;
-    lock_op_init(&kr->bop, BACKEND_LEADER, LOCK_MODE_ELECT, kr->name, kr->len, 0, on_kind_read);
-    kr->bop.answer = kr->answer;
-    w->kind_read = kr;
-    backend_submit(m->backend, &kr->bop);
+    if (w->tried || w->once || w->kind_read != NULL) return;
+    w->kind_read = lock_read_election(l->mgr, l->name, l->len, on_wait_read, w);
 }
 
 void lock_leave_read_kind(lock_t *l, wait_t *w) {
-    kind_read_t *kr = w->kind_read;
     (void)l;
-    if (kr == NULL) return;
-    kr->w = NULL;
+    if (w->kind_read == NULL) return;
+    lock_read_forget(w->kind_read);
     w->kind_read = NULL;
 }
 
