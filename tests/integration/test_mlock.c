@@ -126,37 +126,8 @@ START_TEST(opposite_orders_no_deadlock) {
     h_redis_start();
     int d = h_dlockd_start(NULL);
     keep_log(d);
-    atomic_int *inside = mmap(NULL, sizeof(*inside), PROT_READ | PROT_WRITE,
-                              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    ck_assert_ptr_ne(inside, MAP_FAILED);
-    atomic_init(inside, 0);
-    const char *req[2] = {"MLOCK 2 a b\n", "MLOCK 2 b a\n"};
-    pid_t kid[2];
-    long long t0 = h_now_ms();
-    for (int k = 0; k < 2; k++) {
-        if ((kid[k] = fork()) == 0) {
-            h_conn_t *c = h_connect_index(d);
-            for (int i = 0; i < ROUNDS; i++) {
-                unsigned long long f[2];
-                h_send(c, "%s", req[k]);
-                if (!parse_fences(h_recv(c, H_WAIT_MS), 2, f)) _exit(10 + k);
-                if (atomic_fetch_add(inside, 1) != 0) _exit(20 + k);
-                atomic_fetch_sub(inside, 1);
-                h_send(c, "MUNLOCK 2 a b\n");
-                const char *l = h_recv(c, H_WAIT_MS);
-                if (l == NULL || strcmp(l, "OK 0 0") != 0) _exit(30 + k);
-            }
-            _exit(0);
-        }
-    }
-    for (int k = 0; k < 2; k++) {
-        int st;
-        ck_assert_int_eq(waitpid(kid[k], &st, 0), kid[k]);
-        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-                      "client %d: exit %d (1x: no grant, 2x: overlap, 3x: bad MUNLOCK)", k,
-                      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-    }
-    printf("mlock: 2 x %d opposite-order sets in %lld ms\n", ROUNDS, h_now_ms() - t0);
+    long long took = opposite_orders(d, d, ROUNDS);
+    printf("mlock: 2 x %d opposite-order sets in %lld ms\n", ROUNDS, took);
     const char *all[] = {"a", "b"};
     await_gone(all, 2);
     h_keep_passed();

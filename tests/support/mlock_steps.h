@@ -1,10 +1,15 @@
-/* Steps the multi-name lock tests share: an "OK f1 ... fn" grant, a reply's first words.
+/* Steps the multi-name lock tests share: an "OK f1 ... fn" grant, a reply's first words,
+ * two clients taking a set in opposite orders.
  * SPDX-License-Identifier: MIT */
 #ifndef DLOCK_TESTS_MLOCK_STEPS_H
 #define DLOCK_TESTS_MLOCK_STEPS_H
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "tests/support/harness.h"
 
@@ -34,6 +39,46 @@ static inline void expect_prefix(h_conn_t *c, const char *request, const char *p
     const char *l = h_reply(c, H_WAIT_MS, H_EVENTS_SKIP);
     ck_assert_msg(l != NULL && strncmp(l, prefix, strlen(prefix)) == 0,
                   "%s: got '%s', wanted '%s...'", request, l ? l : "-", prefix);
+}
+
+/* Two forked clients, of daemons da and db (the same one, or two), lock
+ * {a,b} and {b,a} rounds times each, checking in memory they share that
+ * they never hold the set together; a missing grant, an overlap or a bad
+ * MUNLOCK fails the test. The milliseconds it took. */
+static inline long long opposite_orders(int da, int db, int rounds) {
+    atomic_int *inside = mmap(NULL, sizeof(*inside), PROT_READ | PROT_WRITE,
+                              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(inside, MAP_FAILED);
+    atomic_init(inside, 0);
+    const char *req[2] = {"MLOCK 2 a b\n", "MLOCK 2 b a\n"};
+    int d[2] = {da, db};
+    pid_t kid[2];
+    long long t0 = h_now_ms();
+    for (int k = 0; k < 2; k++) {
+        if ((kid[k] = fork()) == 0) {
+            h_conn_t *c = h_connect_index(d[k]);
+            for (int i = 0; i < rounds; i++) {
+                unsigned long long f[2];
+                h_send(c, "%s", req[k]);
+                if (!parse_fences(h_recv(c, H_WAIT_MS), 2, f)) _exit(10 + k);
+                if (atomic_fetch_add(inside, 1) != 0) _exit(20 + k);
+                atomic_fetch_sub(inside, 1);
+                h_send(c, "MUNLOCK 2 a b\n");
+                const char *l = h_recv(c, H_WAIT_MS);
+                if (l == NULL || strcmp(l, "OK 0 0") != 0) _exit(30 + k);
+            }
+            _exit(0);
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        int st;
+        ck_assert_int_eq(waitpid(kid[k], &st, 0), kid[k]);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                      "client %d: exit %d (1x: no grant, 2x: overlap, 3x: bad MUNLOCK)", k,
+                      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    }
+    munmap(inside, sizeof(*inside));
+    return h_now_ms() - t0;
 }
 
 #endif
