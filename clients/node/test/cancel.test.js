@@ -1,26 +1,12 @@
 // Tests of cancelling waits with an AbortSignal: CANCEL on the wire, local drops, raced grants.
 // SPDX-License-Identifier: MIT
 
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
-import { connect } from '../index.js';
-import { Servers, guard, waiters } from './harness.js';
+import { guard, waiters, shared, fresh } from './harness.js';
 
-let srv;
-const clients = [];
-before(async () => { srv = await new Servers().start(); });
-after(async () => {
-  await Promise.all(clients.map((c) => c.close()));
-  await srv?.stop();
-});
-
-async function client() {
-  const c = await connect({ path: srv.sock });
-  clients.push(c);
-  return c;
-}
-const fresh = (tag) => `node-${tag}-${randomBytes(4).toString('hex')}`;
+const fx = shared();
+const client = () => fx.client();
 const isAbort = (e) => e instanceof DOMException && e.name === 'AbortError';
 
 test('abort during a wait in dlockd: AbortError, nothing held after, no desync', async () => {
@@ -30,7 +16,7 @@ test('abort during a wait in dlockd: AbortError, nothing held after, no desync',
   const before = Number((await watch.info()).cancelled);
   const ac = new AbortController();
   const p = assert.rejects(guard(c.lock(name, { signal: ac.signal })), isAbort);
-  await waiters(srv.sock, 1);
+  await waiters(fx.srv.sock, 1);
   ac.abort();
   await p;
   assert.equal(Number((await watch.info()).cancelled), before + 1);
@@ -57,7 +43,7 @@ test('abort of tryLock, rlock, fairLock and acquire waits', async () => {
   for (const start of waits) {
     const ac = new AbortController();
     const p = assert.rejects(guard(start(ac.signal)), isAbort);
-    await waiters(srv.sock, 1);
+    await waiters(fx.srv.sock, 1);
     ac.abort();
     await p;
   }
@@ -73,7 +59,7 @@ test('abort of a request queued behind another wait, and of a wait at the local 
   const mine = await c.lock(y);
   const first = new AbortController();
   const pFirst = assert.rejects(guard(c.lock(x, { signal: first.signal })), isAbort);
-  await waiters(srv.sock, 1);
+  await waiters(fx.srv.sock, 1);
   const queued = new AbortController();
   const pQueued = assert.rejects(guard(c.lock(fresh('cz'), { signal: queued.signal })), isAbort);
   const gated = new AbortController();
@@ -104,7 +90,7 @@ test('a grant racing the abort is released: nothing stays held', async () => {
     const held = await holder.lock(name);
     const ac = new AbortController();
     const p = c.lock(name, { signal: ac.signal });
-    await waiters(srv.sock, 1);
+    await waiters(fx.srv.sock, 1);
     await Promise.all([held.unlock(), Promise.resolve().then(() => ac.abort())]);
     try {
       const h = await guard(p);

@@ -1,29 +1,16 @@
 // Tests of the Node client against a real dlockd and redis-server: grants, loss, contention, errors.
 // SPDX-License-Identifier: MIT
 
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import {
   connect, DlockError, BadRequestError, ConnectError, ClosedError, KindError, NotHeldError, LockLostError,
 } from '../index.js';
-import { Servers, guard, aborted, waiters } from './harness.js';
+import { guard, aborted, waiters, shared, fresh } from './harness.js';
 
-let srv;
-const clients = [];
-before(async () => { srv = await new Servers().start(); });
-after(async () => {
-  await Promise.all(clients.map((c) => c.close()));
-  await srv?.stop();
-});
-
-async function client() {
-  const c = await connect({ path: srv.sock });
-  clients.push(c);
-  return c;
-}
-const fresh = (tag) => `node-${tag}-${randomBytes(4).toString('hex')}`;
+const fx = shared();
+const client = () => fx.client();
 
 test('lock grants a handle with a bigint fence that rises from grant to grant', async () => {
   const c = await client();
@@ -230,7 +217,7 @@ test('bad and 300-byte names, bad numbers: errors without desync', async () => {
 });
 
 test('a missing socket: ConnectError naming the path, with the hint', async () => {
-  const path = join(srv.dir, 'nope.sock');
+  const path = join(fx.srv.dir, 'nope.sock');
   await assert.rejects(connect({ path }), (e) => {
     assert.ok(e instanceof ConnectError);
     assert.equal(e.code, 'CONNECT');
@@ -241,7 +228,7 @@ test('a missing socket: ConnectError naming the path, with the hint', async () =
   process.env.DLOCK_SOCKET = path;
   try {
     await assert.rejects(connect(), (e) => e.path === path);
-    process.env.DLOCK_SOCKET = srv.sock;
+    process.env.DLOCK_SOCKET = fx.srv.sock;
     const c = await connect();
     await c.ping();
     await c.close();
@@ -270,7 +257,7 @@ test('close() rejects pending calls and aborts every live handle (closed)', asyn
 });
 
 test('dlockd killed during a wait: the wait rejects, no hang, signals aborted', async () => {
-  const d = await srv.daemon();
+  const d = await fx.srv.daemon();
   const holder = await client();
   const c = await connect({ path: d.sock });
   const name = fresh('killed');

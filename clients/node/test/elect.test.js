@@ -1,26 +1,13 @@
 // Tests of leader election: elect, resign, leader, observe, against a real dlockd and redis-server.
 // SPDX-License-Identifier: MIT
 
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
-import { connect, BadRequestError, ClosedError, KindError, LockLostError } from '../index.js';
-import { Servers, guard, aborted, waiters } from './harness.js';
+import { BadRequestError, ClosedError, KindError, LockLostError } from '../index.js';
+import { guard, aborted, waiters, shared, fresh } from './harness.js';
 
-let srv;
-const clients = [];
-before(async () => { srv = await new Servers().start(); });
-after(async () => {
-  await Promise.all(clients.map((c) => c.close()));
-  await srv?.stop();
-});
-
-async function client() {
-  const c = await connect({ path: srv.sock });
-  clients.push(c);
-  return c;
-}
-const fresh = (tag) => `node-${tag}-${randomBytes(4).toString('hex')}`;
+const fx = shared();
+const client = () => fx.client();
 const isAbort = (e) => e instanceof DOMException && e.name === 'AbortError';
 const show = (l) => (l === null ? 'NONE' : `${l.fence} ${l.value}`);
 
@@ -58,7 +45,7 @@ test('campaign, hand-over on resign, leader and resign results', async () => {
   assert.equal(typeof la.fence, 'bigint');
   assert.deepEqual(await watch.leader(name), { fence: la.fence, value: 'host-a:1' });
   const pb = b.elect(name, 'host-b:2');
-  await waiters(srv.sock, 1);
+  await waiters(fx.srv.sock, 1);
   assert.equal(await la.resign(), true);
   assert.equal(la.done, true);
   assert.equal(la.signal.aborted, false);
@@ -75,7 +62,7 @@ test('a leader that closes hands over to the next candidate; its signal aborts (
   const name = fresh('closed');
   const la = await a.elect(name, 'a');
   const pb = b.elect(name, 'b');
-  await waiters(srv.sock, 1);
+  await waiters(fx.srv.sock, 1);
   await a.close();
   const why = await guard(aborted(la.signal), 5000, 'loss signal');
   assert.ok(why instanceof LockLostError);
@@ -156,7 +143,7 @@ test('abort of a waiting campaign: AbortError, no candidacy left, no desync', as
   const la = await a.elect(name, 'a');
   const ac = new AbortController();
   const p = assert.rejects(guard(b.elect(name, 'b', { signal: ac.signal })), isAbort);
-  await waiters(srv.sock, 1);
+  await waiters(fx.srv.sock, 1);
   ac.abort();
   await p;
   await b.ping();

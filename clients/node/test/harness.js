@@ -2,10 +2,12 @@
 // SPDX-License-Identifier: MIT
 
 import { spawn, execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, writeFileSync, rmSync, accessSync, constants, readFileSync, openSync, closeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { before, after } from 'node:test';
 import { connect } from '../index.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
@@ -123,3 +125,28 @@ export async function waiters(sock, n) {
     await c.close();
   }
 }
+
+/**
+ * The Servers of a test file: started before its tests, stopped after them with every
+ * client that fx.client() opened. fx.srv is the Servers once started.
+ */
+export function shared() {
+  const fx = {
+    srv: undefined,
+    clients: [],
+    async client() {
+      const c = await connect({ path: fx.srv.sock });
+      fx.clients.push(c);
+      return c;
+    },
+  };
+  before(async () => { fx.srv = await new Servers().start(); });
+  after(async () => {
+    await Promise.all(fx.clients.map((c) => c.close()));
+    await fx.srv?.stop();
+  });
+  return fx;
+}
+
+/** A name no other test uses: node-<tag>-<8 hex digits>. */
+export const fresh = (tag) => `node-${tag}-${randomBytes(4).toString('hex')}`;

@@ -1,30 +1,17 @@
 // Tests of client.list() against a real dlockd and redis-server, and its framing against a scripted socket.
 // SPDX-License-Identifier: MIT
 
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect, BadRequestError } from '../index.js';
-import { Servers, guard } from './harness.js';
+import { guard, shared, fresh } from './harness.js';
 
-let srv;
-const clients = [];
-before(async () => { srv = await new Servers().start(); });
-after(async () => {
-  await Promise.all(clients.map((c) => c.close()));
-  await srv?.stop();
-});
-
-async function client() {
-  const c = await connect({ path: srv.sock });
-  clients.push(c);
-  return c;
-}
-const fresh = (tag) => `node-${tag}-${randomBytes(4).toString('hex')}`;
+const fx = shared();
+const client = () => fx.client();
 const isArgs = (e) => e instanceof BadRequestError && e.code === 'ARGS';
 
 test('list shows a held lock with its fence and holder pid, and a semaphore', async () => {

@@ -1,26 +1,13 @@
 // Tests of multi-name locks (mlock, tryMlock, MultiLockHandle) against a real dlockd and redis-server.
 // SPDX-License-Identifier: MIT
 
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
-import { connect, BadRequestError, LockLostError, MNAMES_MAX, NotHeldError } from '../index.js';
-import { Servers, guard, aborted, until, waiters } from './harness.js';
+import { BadRequestError, LockLostError, MNAMES_MAX, NotHeldError } from '../index.js';
+import { guard, aborted, until, waiters, shared, fresh } from './harness.js';
 
-let srv;
-const clients = [];
-before(async () => { srv = await new Servers().start(); });
-after(async () => {
-  await Promise.all(clients.map((c) => c.close()));
-  await srv?.stop();
-});
-
-async function client() {
-  const c = await connect({ path: srv.sock });
-  clients.push(c);
-  return c;
-}
-const fresh = (tag) => `node-${tag}-${randomBytes(4).toString('hex')}`;
+const fx = shared();
+const client = () => fx.client();
 const isAbort = (e) => e instanceof DOMException && e.name === 'AbortError';
 
 /** Resolves once dlockd has a request waiting (a waiting set counts once per name). */
@@ -99,7 +86,7 @@ test('abort of a waiting mlock (in dlockd, and queued locally): AbortError, noth
   await someWaiting(watch);
   ac.abort();
   await p;
-  await waiters(srv.sock, 0);
+  await waiters(fx.srv.sock, 0);
   assert.equal((await watch.status(x)).state, 'FREE');
   // Waiting locally behind this client's own hold of x: dropped, x keeps its holder.
   const hx = await c.lock(x);
