@@ -13,7 +13,6 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
-import java.util.UUID;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
@@ -21,40 +20,16 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.Lock;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 @Timeout(60)
-class DlockClientTest {
-    static final long HANG_GUARD_S = 10;
-    static Daemons daemons;
-    static Path sock;
-    String name;
-
-    @BeforeAll
-    static void start() throws Exception {
-        daemons = new Daemons();
-        daemons.startDlockd();
-        sock = daemons.socket(1);
+class DlockClientTest extends DaemonTest {
+    @Override
+    String prefix() {
+        return "jt-";
     }
 
-    @AfterAll
-    static void stop() throws Exception {
-        if (daemons != null)
-            daemons.close();
-    }
-
-    @BeforeEach
-    void freshName() {
-        name = "jt-" + UUID.randomUUID();
-    }
-
-    static <T> T within(CompletableFuture<T> f) throws Exception {
-        return f.get(HANG_GUARD_S, TimeUnit.SECONDS);
-    }
 
     @Test
     void grantGivesRisingFences() throws Exception {

@@ -8,50 +8,24 @@ import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Optional;
-import java.util.UUID;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 @Timeout(60)
-class ElectionTest {
-    static final long HANG_GUARD_S = DlockClientTest.HANG_GUARD_S;
-    static Daemons daemons;
-    static Path sock;
-    String name;
-
-    @BeforeAll
-    static void start() throws Exception {
-        daemons = new Daemons();
-        daemons.startDlockd();
-        sock = daemons.socket(1);
+class ElectionTest extends DaemonTest {
+    @Override
+    String prefix() {
+        return "je-";
     }
 
-    @AfterAll
-    static void stop() throws Exception {
-        if (daemons != null)
-            daemons.close();
-    }
-
-    @BeforeEach
-    void freshName() {
-        name = "je-" + UUID.randomUUID();
-    }
-
-    static <T> T within(CompletableFuture<T> f) throws Exception {
-        return f.get(HANG_GUARD_S, TimeUnit.SECONDS);
-    }
 
     /** Changes an observation reported, read with a hang guard. */
     static final class Changes {

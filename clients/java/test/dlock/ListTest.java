@@ -9,37 +9,15 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.nio.file.Path;
 import java.util.List;
-import java.util.UUID;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 @Timeout(60)
-class ListTest {
-    static Daemons daemons;
-    static Path sock;
-    String name;
-
-    @BeforeAll
-    static void start() throws Exception {
-        daemons = new Daemons();
-        daemons.startDlockd();
-        sock = daemons.socket(1);
-    }
-
-    @AfterAll
-    static void stop() throws Exception {
-        if (daemons != null)
-            daemons.close();
-    }
-
-    @BeforeEach
-    void freshName() {
-        name = "jl-" + UUID.randomUUID();
+class ListTest extends DaemonTest {
+    @Override
+    String prefix() {
+        return "jl-";
     }
 
     @Test

@@ -9,51 +9,31 @@ import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
-import java.util.UUID;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.Timeout;
 
 @Timeout(60)
-class MultiLockTest {
-    static final long HANG_GUARD_S = 10;
-    static Daemons daemons;
-    static Path sock;
+class MultiLockTest extends DaemonTest {
     List<String> names;
 
-    @BeforeAll
-    static void start() throws Exception {
-        daemons = new Daemons();
-        daemons.startDlockd();
-        sock = daemons.socket(1);
-    }
-
-    @AfterAll
-    static void stop() throws Exception {
-        if (daemons != null)
-            daemons.close();
+    @Override
+    String prefix() {
+        return "jm-";
     }
 
     @BeforeEach
     void freshNames() {
-        String base = "jm-" + UUID.randomUUID();
-        names = List.of(base + "-a", base + "-b", base + "-c");
+        names = List.of(name + "-a", name + "-b", name + "-c");
     }
 
-    static <T> T within(CompletableFuture<T> f) throws Exception {
-        return f.get(HANG_GUARD_S, TimeUnit.SECONDS);
-    }
 
     @Test
     void grantShowsInStatusAndCloseReleasesAll() throws Exception {
