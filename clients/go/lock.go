@@ -212,23 +212,37 @@ func (c *Client) lockKind(ctx context.Context, k kind, name string, try bool, wa
 	return cl.lock, nil
 }
 
-// grant asks for spec and returns the call with its OK reply, or the
-// error: *TimeoutError, *Error, ErrCancelled. A waiting form (try unset)
-// first tries without waiting, a request that pipelines with the
-// client's others, and waits on the wire only when that one timed out.
-func (c *Client) grant(ctx context.Context, spec *grantSpec, try bool, deadline time.Time) (*call, error) {
+// asked is what grant asks for: one name (*grantSpec) or a set of names
+// (*multiSpec).
+type asked interface {
+	line(try bool, wait int64) string
+	call(line string, waits bool) *call // a call that the reader hands the grant to
+	label() string                      // the name(s) a TimeoutError names
+}
+
+func (s *grantSpec) call(line string, waits bool) *call {
+	return &call{line: line, waits: waits, done: make(chan struct{}), spec: s}
+}
+
+func (s *grantSpec) label() string { return s.name }
+
+// grant asks for a and returns the call with its OK reply, or the error:
+// *TimeoutError, *Error, ErrCancelled. A waiting form (try unset) first
+// tries without waiting, a request that pipelines with the client's
+// others, and waits on the wire only when that one timed out.
+func (c *Client) grant(ctx context.Context, a asked, try bool, deadline time.Time) (*call, error) {
 	wait := int64(0)
 	if try {
 		if d := time.Until(deadline); d > 0 {
 			wait, _ = millis("wait", d)
 		}
 	}
-	cl := &call{line: spec.line(true, wait), waits: wait > 0, done: make(chan struct{}), spec: spec}
+	cl := a.call(a.line(true, wait), wait > 0)
 	if err := c.do(ctx, cl); err != nil {
 		return cl, err
 	}
 	if !try && strings.HasPrefix(cl.reply, "TIMEOUT") {
-		cl = &call{line: spec.line(false, 0), waits: true, done: make(chan struct{}), spec: spec}
+		cl = a.call(a.line(false, 0), true)
 		if err := c.do(ctx, cl); err != nil {
 			return cl, err
 		}
@@ -238,7 +252,7 @@ func (c *Client) grant(ctx context.Context, spec *grantSpec, try bool, deadline 
 		return cl, cl.err
 	case strings.HasPrefix(cl.reply, "TIMEOUT"):
 		ttl, _ := strconv.ParseInt(strings.TrimSpace(cl.reply[len("TIMEOUT"):]), 10, 64)
-		return cl, &TimeoutError{Name: spec.name, TTL: time.Duration(ttl) * time.Millisecond}
+		return cl, &TimeoutError{Name: a.label(), TTL: time.Duration(ttl) * time.Millisecond}
 	case strings.HasPrefix(cl.reply, "ERR "):
 		return cl, replyError(cl.reply)
 	}

@@ -276,7 +276,7 @@ func (c *Client) multiLock(ctx context.Context, names []string, try bool, wait t
 		}
 	}
 	spec := &multiSpec{names: append([]string(nil), names...), lease: lease, held: held}
-	cl, err := c.multiGrant(ctx, spec, try, deadline)
+	cl, err := c.grant(ctx, spec, try, deadline)
 	if err != nil {
 		if cl.mhold == nil { // else the handle had the gates, and gave them back
 			release(sorted)
@@ -286,36 +286,11 @@ func (c *Client) multiLock(ctx context.Context, names []string, try bool, wait t
 	return cl.mhold, nil
 }
 
-// multiGrant asks for the set as grant does for one name: a waiting form
-// first tries without waiting, and waits on the wire only after TIMEOUT.
-func (c *Client) multiGrant(ctx context.Context, spec *multiSpec, try bool, deadline time.Time) (*call, error) {
-	wait := int64(0)
-	if try {
-		if d := time.Until(deadline); d > 0 {
-			wait, _ = millis("wait", d)
-		}
-	}
-	cl := &call{line: spec.line(true, wait), waits: wait > 0, done: make(chan struct{}), multi: spec}
-	if err := c.do(ctx, cl); err != nil {
-		return cl, err
-	}
-	if !try && strings.HasPrefix(cl.reply, "TIMEOUT") {
-		cl = &call{line: spec.line(false, 0), waits: true, done: make(chan struct{}), multi: spec}
-		if err := c.do(ctx, cl); err != nil {
-			return cl, err
-		}
-	}
-	switch {
-	case strings.HasPrefix(cl.reply, "OK "):
-		return cl, cl.err
-	case strings.HasPrefix(cl.reply, "TIMEOUT"):
-		ttl, _ := strconv.ParseInt(strings.TrimSpace(cl.reply[len("TIMEOUT"):]), 10, 64)
-		return cl, &TimeoutError{Name: strings.Join(spec.names, ","), TTL: time.Duration(ttl) * time.Millisecond}
-	case strings.HasPrefix(cl.reply, "ERR "):
-		return cl, replyError(cl.reply)
-	}
-	return cl, protoError("unexpected reply to " + cl.line + ": " + cl.reply)
+func (s *multiSpec) call(line string, waits bool) *call {
+	return &call{line: line, waits: waits, done: make(chan struct{}), multi: s}
 }
+
+func (s *multiSpec) label() string { return strings.Join(s.names, ",") }
 
 // multiLine is "<verb> <n> <name1> … <name_n>".
 func multiLine(verb string, names []string) string {
