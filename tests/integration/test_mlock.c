@@ -126,7 +126,7 @@ START_TEST(opposite_orders_no_deadlock) {
     h_redis_start();
     int d = h_dlockd_start(NULL);
     keep_log(d);
-    long long took = opposite_orders(d, d, ROUNDS);
+    long long took = opposite_orders(d, d, "a", "b", ROUNDS);
     printf("mlock: 2 x %d opposite-order sets in %lld ms\n", ROUNDS, took);
     const char *all[] = {"a", "b"};
     await_gone(all, 2);

@@ -221,37 +221,9 @@ START_TEST(opposite_orders_no_deadlock) {
     int d[2] = {start_dlockd(), start_dlockd()};
     char lo[64], hi[64];
     two_primaries("o", lo, hi, sizeof(lo));
-    atomic_int *inside = mmap(NULL, sizeof(*inside), PROT_READ | PROT_WRITE,
-                              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    ck_assert_ptr_ne(inside, MAP_FAILED);
-    atomic_init(inside, 0);
-    pid_t kid[2];
-    long long t0 = h_now_ms();
-    for (int k = 0; k < 2; k++) {
-        if ((kid[k] = fork()) == 0) {
-            h_conn_t *c = h_connect_index(d[k]);
-            for (int i = 0; i < ROUNDS; i++) {
-                unsigned long long f[2];
-                h_send(c, "MLOCK 2 %s %s\n", k ? hi : lo, k ? lo : hi);
-                if (!parse_fences(h_recv(c, H_WAIT_MS), 2, f)) _exit(10 + k);
-                if (atomic_fetch_add(inside, 1) != 0) _exit(20 + k);
-                atomic_fetch_sub(inside, 1);
-                h_send(c, "MUNLOCK 2 %s %s\n", lo, hi);
-                const char *l = h_recv(c, H_WAIT_MS);
-                if (l == NULL || strcmp(l, "OK 0 0") != 0) _exit(30 + k);
-            }
-            _exit(0);
-        }
-    }
-    for (int k = 0; k < 2; k++) {
-        int st;
-        ck_assert_int_eq(waitpid(kid[k], &st, 0), kid[k]);
-        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-                      "client %d: exit %d (1x: no grant, 2x: overlap, 3x: bad MUNLOCK)", k,
-                      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-    }
+    long long took = opposite_orders(d[0], d[1], lo, hi, ROUNDS);
     printf("mlock_cluster: 2 x %d opposite-order two-slot sets on two daemons in %lld ms\n",
-           ROUNDS, h_now_ms() - t0);
+           ROUNDS, took);
     const char *all[] = {lo, hi};
     await_gone(all, 2);
     h_keep_passed();

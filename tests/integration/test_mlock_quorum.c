@@ -252,7 +252,7 @@ END_TEST
 START_TEST(opposite_orders_no_deadlock) {
     start_nodes();
     int d[2] = {serving_dlockd(), serving_dlockd()};
-    long long took = opposite_orders(d[0], d[1], ROUNDS);
+    long long took = opposite_orders(d[0], d[1], "a", "b", ROUNDS);
     printf("mlock_quorum: 2 x %d opposite-order sets on two daemons in %lld ms\n", ROUNDS, took);
     ck_assert_int_lt(took, 60000);
     const char *all[] = {"a", "b"};

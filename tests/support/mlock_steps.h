@@ -45,12 +45,12 @@ static inline void expect_prefix(h_conn_t *c, const char *request, const char *p
  * {a,b} and {b,a} rounds times each, checking in memory they share that
  * they never hold the set together; a missing grant, an overlap or a bad
  * MUNLOCK fails the test. The milliseconds it took. */
-static inline long long opposite_orders(int da, int db, int rounds) {
+static inline long long opposite_orders(int da, int db, const char *a, const char *b,
+                                        int rounds) {
     atomic_int *inside = mmap(NULL, sizeof(*inside), PROT_READ | PROT_WRITE,
                               MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     ck_assert_ptr_ne(inside, MAP_FAILED);
     atomic_init(inside, 0);
-    const char *req[2] = {"MLOCK 2 a b\n", "MLOCK 2 b a\n"};
     int d[2] = {da, db};
     pid_t kid[2];
     long long t0 = h_now_ms();
@@ -59,11 +59,11 @@ static inline long long opposite_orders(int da, int db, int rounds) {
             h_conn_t *c = h_connect_index(d[k]);
             for (int i = 0; i < rounds; i++) {
                 unsigned long long f[2];
-                h_send(c, "%s", req[k]);
+                h_send(c, "MLOCK 2 %s %s\n", k ? b : a, k ? a : b);
                 if (!parse_fences(h_recv(c, H_WAIT_MS), 2, f)) _exit(10 + k);
                 if (atomic_fetch_add(inside, 1) != 0) _exit(20 + k);
                 atomic_fetch_sub(inside, 1);
-                h_send(c, "MUNLOCK 2 a b\n");
+                h_send(c, "MUNLOCK 2 %s %s\n", a, b);
                 const char *l = h_recv(c, H_WAIT_MS);
                 if (l == NULL || strcmp(l, "OK 0 0") != 0) _exit(30 + k);
             }
