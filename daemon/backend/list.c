@@ -246,8 +246,20 @@ static void on_describe(void *data, redisReply *reply, const char *error) {
 }
 
 /* Describes the page's next LIST_DESCRIBE_MAX keys (at least one is left). */
+/* One command of the run to ln's node; 0, or -1 with ln failed as down
+ * (cb never fires then). */
+static int node_send(lnode_t *ln, int argc, const char **argv, const size_t *argl, resp_reply_cb cb) {
+    if (node_command(ln->nd, argc, argv, argl, cb, ln) != 0) {
+        char why[BACKEND_ERR_LEN];
+        node_why_down(ln->nd, why, sizeof(why));
+        node_failed(ln, BACKEND_DOWN, why);
+        return -1;
+    }
+    ln->run->pending++;
+    return 0;
+}
+
 static void describe_next(lnode_t *ln) {
-    list_run_t *r = ln->run;
     const char *argv[5 + LIST_DESCRIBE_MAX];
     size_t argl[5 + LIST_DESCRIBE_MAX];
     char hmax[8], wmax[8];
@@ -264,10 +276,7 @@ static void describe_next(lnode_t *ln) {
         argv[5 + nk] = ln->page + ln->offs[ln->next];
         argl[5 + nk] = ln->lens[ln->next];
     }
-    if (node_command(ln->nd, (int)(5 + nk), argv, argl, on_describe, ln) != 0)
-        node_failed(ln, BACKEND_DOWN, "redis not connected");
-    else
-        r->pending++;
+    node_send(ln, (int)(5 + nk), argv, argl, on_describe);
 }
 
 static void on_scan(void *data, redisReply *reply, const char *error) {
@@ -331,10 +340,7 @@ static void scan_next(lnode_t *ln) {
     size_t argl[6];
     for (int i = 0; i < 6; i++) argl[i] = strlen(argv[i]);
     argl[3] = r->mlen;
-    if (node_command(ln->nd, 6, argv, argl, on_scan, ln) != 0)
-        node_failed(ln, BACKEND_DOWN, "redis not connected");
-    else
-        r->pending++;
+    node_send(ln, 6, argv, argl, on_scan);
 }
 
 static void on_registry(void *data, redisReply *reply, const char *error) {
@@ -380,14 +386,7 @@ list_run_t *backend_list(backend_t *b, const char *pattern, size_t plen, size_t 
         ln->nd = nds[i];
         snprintf(ln->cursor, sizeof(ln->cursor), "0");
         const char *argv[2] = {"HGETALL", reg};
-        if (node_command(ln->nd, 2, argv, NULL, on_registry, ln) != 0) {
-            char why[BACKEND_ERR_LEN];
-            node_why_down(ln->nd, why, sizeof(why));
-            node_failed(ln, BACKEND_DOWN, why);
-            continue;
-        }
-        r->pending++;
-        scan_next(ln);
+        if (node_send(ln, 2, argv, NULL, on_registry) == 0) scan_next(ln);
     }
     maybe_finish(r);
     return r;
