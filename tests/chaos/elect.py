@@ -234,7 +234,27 @@ class Stage(object):
                               str(inc), self.dsock[d], str(self.rnd.randrange(1 << 30))],
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         self.workers[wid] = p
-        threading.Thread(target=self._read, args=(p, inc, d), daemon=True).start()
+        p.reader = threading.Thread(target=self._read, args=(p, inc, d), daemon=True)
+        p.reader.start()
+
+    def _reap(self, wids, t, how):
+        """SIGKILLs the workers wids, reads what each printed before it died
+        (a grant may still sit unread in its pipe), and ends each one's open
+        leadership at t, the moment the kill was decided: a grant read only
+        now was answered before t, so it is ended there too instead of
+        staying open for ever."""
+        for wid in wids:
+            self.workers[wid].send_signal(signal.SIGKILL)
+        for wid in wids:
+            p = self.workers[wid]
+            p.wait()
+            p.reader.join(5.0)
+            if p.reader.is_alive():
+                self.c.problem("elect: w%d's output still unread 5 s after its SIGKILL"
+                               % self.winc[wid])
+        with self.lock:
+            for wid in wids:
+                self._end(self.winc[wid], t, how)
 
     def _read(self, p, inc, d):
         for raw in p.stdout:
@@ -263,6 +283,8 @@ class Stage(object):
         rec = self.open.pop(inc, None)
         if rec is None or rec["t_end"] is not None:
             return
+        if t is not None and t < rec["t_ok"]:
+            t = rec["t_ok"]    # a grant read after its daemon's kill: it ended no earlier
         if rec["lease"]:
             cap = rec["t_req"] + (rec["lease"] - EL_TOL_MS) / 1000.0
             t = cap if t is None else min(t, cap)
@@ -273,12 +295,7 @@ class Stage(object):
                          t1=max(t, rec["t_ok"]), res=how)
 
     def kill_worker(self, wid, how="killed"):
-        p = self.workers[wid]
-        inc = self.winc[wid]
-        with self.lock:
-            self._end(inc, time.monotonic(), how)
-        p.send_signal(signal.SIGKILL)
-        p.wait()
+        self._reap([wid], time.monotonic(), how)
 
     def leader_now(self):
         """A worker that leads now (its grant reported, no end), or None."""
@@ -314,18 +331,11 @@ class Stage(object):
         wid, rec = self.leader_now()
         d = rec["d"] if rec else 0
         t = time.monotonic()
-        with self.lock:
-            for w, p in self.workers.items():
-                if w % EL_DAEMONS == d:
-                    self._end(self.winc[w], t, "its dlockd killed")
         self.daemons[d].send_signal(signal.SIGKILL)
         self.daemons[d].wait()
         self.faults.append(("dlockd %d SIGKILL%s" % (d, " (its candidate leads)" if rec else ""),
                             t, EL_LEASE_MS / 1000.0 + EL_HANDOVER_S))
-        for w in list(self.workers):
-            if w % EL_DAEMONS == d:
-                self.workers[w].send_signal(signal.SIGKILL)
-                self.workers[w].wait()
+        self._reap([w for w in self.workers if w % EL_DAEMONS == d], t, "its dlockd killed")
         self.start_dlockd(d)
         for w in list(self.workers):
             if w % EL_DAEMONS == d:

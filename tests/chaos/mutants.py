@@ -27,6 +27,11 @@ Mutants:
                    checker's free-wait rule)
   grant-before-majority  (quorum) a grant answered once one node has it,
                    not a majority: A, cut from three nodes, and B both hold
+  double-leader    (chaos.py's election stage) a campaign at the queue's
+                   head is granted while another candidate leads: two
+                   leaders at once, which the stage's checks and the history
+                   checker must see although candidates are SIGKILLed while
+                   they lead (their leaderships end at the kill)
 
 Exit 0 only if the checker (or netfaults' invariants) caught every mutant
 and the unpatched tree passes nothing but them.
@@ -65,6 +70,9 @@ MUTANTS["grant-before-majority"] = (
     "daemon/backend/quorum_vote.c",
     "    if (t.yes < majority) {\n        if (t.yes + t.pending < majority) a.what",
     "    if (t.yes < 1) {\n        if (t.yes + t.pending < 1) a.what")
+MUTANTS["double-leader"] = ("daemon/backend/lua/elect.lua",
+                            "if k == 'none' then\n  local h = redis.call('lindex', K2, 0)",
+                            "if k == 'none' or op == 'a' then\n  local h = redis.call('lindex', K2, 0)")
 # More lines per mutant: fence-no-raise also needs the "last + 1" gone, or
 # the counter raises it; grant-before-majority its fence round too.
 EXTRA = {"fence-no-raise": [("daemon/backend/lua/part/acquire.lua",
@@ -74,6 +82,8 @@ EXTRA = {"fence-no-raise": [("daemon/backend/lua/part/acquire.lua",
                                     "    if (sure >= 1) return QUORUM_VOTE_GRANT;")]}
 # The netfaults topology each runs on (standalone unless named).
 TOPOLOGY = {"grant-before-majority": "quorum"}
+# The mutants that chaos.py's election stage judges instead of netfaults.
+ELECT = ("double-leader",)
 
 
 def patch(tree, path, old, new):
@@ -98,10 +108,14 @@ def build(name, tmp):
     return os.path.join(tree, "build", "dlockd")
 
 
-def run(dlockd, topology, keep=False):
-    r = subprocess.run([sys.executable, os.path.join(HERE, "netfaults.py"), "--short",
-                        "--topology", topology, "--dlockd", dlockd],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+def run(name, dlockd, keep=False):
+    if name in ELECT:
+        cmd = [sys.executable, os.path.join(HERE, "chaos.py"), "--short", "--stage", "elect"]
+    else:
+        cmd = [sys.executable, os.path.join(HERE, "netfaults.py"), "--short",
+               "--topology", TOPOLOGY.get(name, "standalone"), "--dlockd", dlockd]
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       env=dict(os.environ, DLOCKD_BIN=dlockd))
     out = r.stdout.decode("utf-8", "replace")
     lines = out.splitlines()
     for l in lines:
@@ -124,7 +138,7 @@ def main():
         for name in sorted(MUTANTS):
             if args.only not in (None, name):
                 continue
-            rc, fails = run(build(name, tmp), TOPOLOGY.get(name, "standalone"), args.keep)
+            rc, fails = run(name, build(name, tmp), args.keep)
             by_checker = [f for f in fails if "history checker" in f]
             if rc != 0 and fails:
                 caught.append(name)
@@ -133,7 +147,8 @@ def main():
                          if by_checker else "", (by_checker or fails)[0][:600]), flush=True)
             else:
                 missed.append(name)
-                print("MISSED %s: netfaults passed" % name, flush=True)
+                print("MISSED %s: %s passed" % (name, "chaos.py --stage elect" if name in ELECT
+                                                else "netfaults"), flush=True)
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
