@@ -261,17 +261,62 @@ run: deps-run
 	@$(MAKE) --no-print-directory all
 	@sh tests/support/run-local.sh $(BUILD)/dlockd
 
-# make test compiles with this many jobs (the tests themselves run one at a
-# time, but for the fuzzer and the package test, which have no timing
-# bounds: the others' assume a machine not loaded by other tests).
+# make test builds everything first (TEST_BUILD_JOBS compilers), then runs
+# its jobs, each one suite or client, TEST_JOBS at a time, the longest first
+# (tests/support/runjobs.py: a job's output is printed whole when it ends,
+# then a table of every job's wall and CPU time). The tests' timing bounds
+# hold on a 2-core machine running three jobs.
 TEST_BUILD_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+TEST_JOBS ?= 3
+
+# The jobs. Every integration suite runs once, against the sanitized
+# dlockd (or built with the sanitizers, SAN_SELF_TESTS), which checks all
+# that the plain daemon's run would and more; the plain daemon is run by
+# the suites in PLAIN_SUITES (limits and timeouts, where its own speed is
+# the point; the harness's own check), the clients' tests, conformance,
+# metrics, the board and chaos-short. make integration runs every suite
+# plainly.
+PLAIN_SUITES := $(filter %/test_server %/test_limits %/test_cluster_harness,$(INTEG_TESTS))
+TEST_JOBLIST = luacheck docs-test unit \
+  $(patsubst $(BUILD)/%,plain/%,$(PLAIN_SUITES)) blackhole-test \
+  $(addprefix clients-,$(addsuffix -test,$(CLIENT_LANGS) python shell)) \
+  $(addprefix conformance/,$(subst $(comma), ,$(CONFORMANCE_CLIENTS))) \
+  metrics-test board-test chaos-short-stages chaos-short-netfaults \
+  $(patsubst $(BUILD)/%,san/%,$(SAN_SUITES)) $(patsubst $(BUILD)/%,vg/%,$(VALGRIND_SUITES)) \
+  fuzz-short package-test
+comma := ,
+# What each job takes (wall seconds on the 2-core machine, alone), for the
+# order only: the longest start first. A job not named here counts 5 s.
+TEST_EST := chaos-short-stages=87 san/itests/test_sentinel=47 san/itests/test_cluster=45 \
+  san/itests/test_quorum=39 package-test=36 chaos-short-netfaults=27 vg/itests/test_locks=26 \
+  vg/itests/test_server=22 san/itests/test_mlock_quorum=22 clients-go-test=17 \
+  san/itests/test_replicas=16 san/itests/test_fairlock=16 san/itests/test_logs=15 \
+  san/itests/test_mlock_cluster=13 san/itests/test_mlock=12 plain/itests/test_cluster_harness=11 \
+  fuzz-short=10 san/itests/test_semaphore=10 clients-shell-test=9 san/tests/test_lockmgr=9 \
+  san/itests/test_cli=9 san/itests/test_locks=8 board-test=8 conformance/java=7 \
+  san/itests/test_resp=7 san/itests/test_rwlock=7 conformance/shell=7 \
+  conformance/python-asyncio=7 conformance/node=6 clients-java-test=5
+test_est = $(or $(patsubst $(1)=%,%,$(filter $(1)=%,$(TEST_EST))),5)
+
+# make check: the quick loop for a change (about a minute): the build, the
+# unit tests, the plain integration suites of the daemon's core and one
+# client's conformance run, through the same scheduler. make test runs all.
+CHECK_SUITES := test_locks test_cancel test_server test_limits test_rwlock test_semaphore \
+                test_mlock test_elect test_who test_signals test_list
+CHECK_JOBLIST = luacheck unit $(addprefix plain/itests/,$(CHECK_SUITES)) conformance/python
+
+.PHONY: check
+check: deps-test
+	@$(MAKE) --no-print-directory -j$(TEST_BUILD_JOBS) $(BUILD)/dlockd $(BUILD)/dlock unit-build \
+	  $(addprefix $(BUILD)/itests/,$(CHECK_SUITES))
+	@python3 tests/support/runjobs.py -j $(TEST_JOBS) --log-dir $(BUILD)/check-logs \
+	  $(foreach j,$(CHECK_JOBLIST),$(j)=$(call test_est,$(j)))
 
 test: deps-test
 	@$(MAKE) --no-print-directory -j$(TEST_BUILD_JOBS) all unit-build integration-build \
-	  sanitize-build fuzz-build clients-build
-	@$(MAKE) --no-print-directory INTEG_SKIP="$(SAN_ONLY)" luacheck docs-test unit integration clients-test \
-	  conformance metrics-test board-test chaos-short integration-sanitized integration-valgrind
-	@$(MAKE) --no-print-directory -j2 --output-sync=target fuzz-short package-test
+	  sanitize-build fuzz-build clients-build $(BUILD)/docs/conf_keys
+	@python3 tests/support/runjobs.py -j $(TEST_JOBS) --log-dir $(BUILD)/test-logs \
+	  $(foreach j,$(TEST_JOBLIST),$(j)=$(call test_est,$(j)))
 
 # The Go client (clients/go): standard library only, so no network. Its
 # cache and GOPATH stay under $(BUILD)/go; binaries go to $(BUILD)/go/bin.
@@ -293,9 +338,14 @@ clients-go-test: $(BUILD)/dlockd
 # the others in their clients-<lang>-test.
 CLIENT_LANGS := go java node python-asyncio
 clients-build: $(addprefix clients-,$(CLIENT_LANGS)) $(BUILD)/conformance/adapter-c
-clients-test: $(BUILD)/dlockd $(addprefix clients-,$(addsuffix -test,$(CLIENT_LANGS)))
+clients-test: $(addprefix clients-,$(addsuffix -test,$(CLIENT_LANGS) python shell))
+
+.PHONY: clients-python-test clients-shell-test
+clients-python-test: $(BUILD)/dlockd
 	@echo "== tests/python/test_dlock.py"
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/python/test_dlock.py
+
+clients-shell-test: $(BUILD)/dlockd
 	@echo "== tests/shell/test_dlock_sh.sh"
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) sh tests/shell/test_dlock_sh.sh
 
@@ -349,10 +399,13 @@ board-test: $(BUILD)/dlockd sanitize-build
 # or a definitely lost block fails the test that stopped the daemon.
 VALGRIND_SUITES := $(BUILD)/itests/test_server $(BUILD)/itests/test_locks
 
-integration-valgrind: $(VALGRIND_SUITES) $(BUILD)/dlockd
-	@set -e; for t in $(VALGRIND_SUITES); do echo "== $$t (dlockd under valgrind)"; \
-	  DLOCKD_REAL_BIN=$(abspath $(BUILD)/dlockd) \
-	  DLOCKD_BIN=$(abspath tests/support/valgrind-dlockd.sh) CK_DEFAULT_TIMEOUT=120 $$t; done
+integration-valgrind: $(patsubst $(BUILD)/%,vg/%,$(VALGRIND_SUITES))
+
+# vg/itests/<suite>: one suite with dlockd under valgrind.
+vg/%: $(BUILD)/% $(BUILD)/dlockd
+	@echo "== $(BUILD)/$* (dlockd under valgrind)"
+	@DLOCKD_REAL_BIN=$(abspath $(BUILD)/dlockd) \
+	  DLOCKD_BIN=$(abspath tests/support/valgrind-dlockd.sh) CK_DEFAULT_TIMEOUT=120 $(BUILD)/$*
 
 # The daemon again with AddressSanitizer and UndefinedBehaviorSanitizer; the
 # integration tests run against it too. Any report makes dlockd exit non-zero,
@@ -373,13 +426,17 @@ sanitize-build:
 # test_cluster_harness runs no dlockd: once, in the plain run, is enough.
 SAN_SKIP := $(filter %/test_cluster_harness,$(INTEG_TESTS))
 
-integration-sanitized: $(INTEG_TESTS)
-	@set -e; for t in $(filter-out $(SAN_SKIP),$(INTEG_TESTS)) $(LOCKMGR_TESTS); do \
-	  case " $(SAN_SELF_TESTS) " in *" $$t "*) t=$$(echo $$t | sed 's|^$(BUILD)/|$(BUILD)/san/|');; esac; \
+SAN_SUITES := $(filter-out $(SAN_SKIP),$(INTEG_TESTS)) $(LOCKMGR_TESTS)
+integration-sanitized: $(patsubst $(BUILD)/%,san/%,$(SAN_SUITES))
+
+# san/itests/<suite> (or san/tests/<lockmgr test>): one suite against the
+# sanitized dlockd, or built with the sanitizers itself (SAN_SELF_TESTS).
+san/%: $(BUILD)/% $(BUILD)/dlock
+	@t=$(BUILD)/$*; case " $(SAN_SELF_TESTS) " in *" $$t "*) t=$(BUILD)/san/$*;; esac; \
 	  echo "== $$t (sanitized)"; \
 	  ASAN_OPTIONS=detect_leaks=1:exitcode=86 UBSAN_OPTIONS=print_stacktrace=1 \
 	  DLOCKD_BIN=$(abspath $(BUILD)/san/dlockd) DLOCK_BIN=$(abspath $(BUILD)/dlock) \
-	  CK_DEFAULT_TIMEOUT=60 $$t; done
+	  CK_DEFAULT_TIMEOUT=60 $$t
 
 unit-build: $(UNIT_TESTS)
 integration-build: $(INTEG_TESTS)
@@ -396,10 +453,16 @@ unit: $(UNIT_TESTS)
 SAN_ONLY := $(filter %/test_cluster %/test_mlock_cluster %/test_mlock_quorum %/test_sentinel %/test_quorum %/test_elect_topo %/test_replicas %/test_logs %/test_fairlock,$(INTEG_TESTS))
 INTEG_SKIP ?=
 
-integration: $(INTEG_TESTS) $(BUILD)/dlockd $(BUILD)/dlock
-	@set -e; for t in $(filter-out $(INTEG_SKIP),$(INTEG_TESTS)); do echo "== $$t"; \
-	  DLOCKD_BIN=$(abspath $(BUILD)/dlockd) DLOCK_BIN=$(abspath $(BUILD)/dlock) \
-	  CK_DEFAULT_TIMEOUT=60 $$t; done
+integration: $(patsubst $(BUILD)/%,plain/%,$(filter-out $(INTEG_SKIP),$(INTEG_TESTS))) blackhole-test
+
+# plain/itests/<suite>: one suite against the plain dlockd.
+plain/%: $(BUILD)/% $(BUILD)/dlockd $(BUILD)/dlock
+	@echo "== $(BUILD)/$*"
+	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) DLOCK_BIN=$(abspath $(BUILD)/dlock) \
+	  CK_DEFAULT_TIMEOUT=60 $(BUILD)/$*
+
+.PHONY: blackhole-test
+blackhole-test: $(BUILD)/dlockd
 	@echo "== tests/integration/test_blackhole.py (a black-holed link through tests/chaos/faultproxy.py)"
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/integration/test_blackhole.py
 
@@ -500,9 +563,14 @@ chaos: deps-chaos
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/chaos/clockskew.py
 	@$(MAKE) --no-print-directory chaos-mutants
 
-chaos-short: $(BUILD)/dlockd
+chaos-short: chaos-short-stages chaos-short-netfaults
+
+.PHONY: chaos-short-stages chaos-short-netfaults
+chaos-short-stages: $(BUILD)/dlockd
 	@echo "== tests/chaos/chaos.py --short"
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/chaos/chaos.py --short
+
+chaos-short-netfaults: $(BUILD)/dlockd
 	@echo "== tests/chaos/test_faultproxy.py, netfaults.py --short"
 	@python3 tests/chaos/test_faultproxy.py && python3 tests/chaos/test_history.py
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/chaos/netfaults.py --short
@@ -523,6 +591,13 @@ conformance: $(BUILD)/dlockd $(BUILD)/libdlock.a $(BUILD)/libdlock.so clients-bu
 	@echo "== tests/conformance/run.py"
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) BUILD=$(abspath $(BUILD)) \
 	  CONFORMANCE_CLIENTS=$(CONFORMANCE_CLIENTS) python3 tests/conformance/run.py
+
+# conformance/<client>: one client's run (its adapter built already, as
+# make test's build step does).
+conformance/%: $(BUILD)/dlockd
+	@echo "== tests/conformance/run.py ($*)"
+	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) BUILD=$(abspath $(BUILD)) \
+	  CONFORMANCE_CLIENTS=$* python3 tests/conformance/run.py
 
 $(BUILD)/conformance/adapter-c: tests/conformance/adapter_c.c clients/c/dlock.h $(BUILD)/libdlock.a
 	@mkdir -p $(dir $@)
