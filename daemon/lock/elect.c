@@ -4,7 +4,8 @@
  * A candidate takes its place in Redis's queue as soon as it comes (the
  * name's candidates across every daemon are served in the order they
  * came), keeps it by asking again every renew_every_ms, and leaves it at
- * once when it stops waiting (CANCEL, its connection closing). The leader
+ * once when it stops waiting (CANCEL, its connection closing), or once
+ * Redis is back (release.c retries a leave as a release). The leader
  * is a hold like a lock's: the watchdog keeps it (or its lease runs out),
  * RENEW renews it, its loss is !LOST, and its release (RESIGN, the
  * connection closing) lets the next candidate lead at once. Wake-ups come
