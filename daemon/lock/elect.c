@@ -245,6 +245,7 @@ const lock_kind_t lock_kind_elect = {
     .watch = BACKEND_ELECT,
     .status = LOCK_STATUS_EXCLUSIVE,
     .head_wakes = 1,
+    .queues = 1,
     .kick = lock_kick_all,
     .prepare = elect_prepare,
     .taken = elect_taken,

@@ -98,6 +98,7 @@ const lock_kind_t lock_kind_fair = {
     .watch = BACKEND_FAIR,
     .status = LOCK_STATUS_EXCLUSIVE,
     .head_wakes = 1,
+    .queues = 1,
     .kick = lock_kick_all,
     .prepare = fair_prepare,
     .refused = lock_refused_read_kind,

@@ -35,6 +35,8 @@ struct lock_kind_s {
                                   WHO has no one holder */
     unsigned head_wakes : 1;   /* a wake-up lets only the queue's head try
                                   (the others wait for their turn in Redis) */
+    unsigned queues : 1;       /* an acquire Redis refuses takes a place in
+                                  its queue, which BACKEND_LEAVE gives up */
 
     /* Waiting. */
     /* 1 if a local hold keeps a waiter of mode for o from trying; NULL:

@@ -1209,6 +1209,49 @@ START_TEST(test_fair_try_zero_reentry_takes_no_place) {
 }
 END_TEST
 
+/* A reentry whose hold Redis no longer has, refused by a new holder, takes
+ * a place in Redis's queue. When no wait of the owner goes on with it (the
+ * owner left while the reentry was in flight; the reentry's answer was
+ * lost), the place is left, not kept at the queue until lease_ms; when a
+ * wait goes on, that wait has one place. */
+START_TEST(test_fair_reentry_place_left) {
+    client_t *a = client(), *b = client(), *c = client();
+    /* The owner leaves with the reentry in flight. */
+    fair_ok(a, "f", 0);
+    fake_expire(fb, "f");
+    ck_assert_int_eq(fake_fair_acquire_field(fb, "f", "x", 5000, LEASE), BACKEND_GRANTED);
+    ck_assert_int_eq(fairlock_req(a, "f", 0), 0);
+    drop(a);
+    fake_settle(fb);
+    ck_assert_msg(fake_fair_pos(fb, "f", a->id) < 0,
+                  "a reentry's owner left, its place stays (\"%s\")", fake_fair_queue(fb, "f"));
+
+    /* Its answer is lost: ERR BACKEND, and the place it may have taken goes. */
+    fair_ok(b, "g", 0);
+    fake_expire(fb, "g");
+    ck_assert_int_eq(fake_fair_acquire_field(fb, "g", "x", 5000, LEASE), BACKEND_GRANTED);
+    fake_lose_next(fb, "no reply within command_timeout_ms");
+    ck_assert_int_eq(fairlock_req(b, "g", 0), 0);
+    fake_settle(fb);
+    expect_error(b, LOCK_ERR_BACKEND);
+    ck_assert_msg(fake_fair_pos(fb, "g", b->id) < 0,
+                  "a reentry got no answer, its place stays (\"%s\")", fake_fair_queue(fb, "g"));
+
+    /* Refused, it waits on: one place, its wait's. */
+    fair_ok(c, "h", 0);
+    fake_expire(fb, "h");
+    ck_assert_int_eq(fake_fair_acquire_field(fb, "h", "x", 5000, LEASE), BACKEND_GRANTED);
+    ck_assert_int_eq(fairlock_req(c, "h", 0), 0);
+    fake_settle(fb);
+    expect_event(c, "h", LOCK_LOST_EXPIRED);
+    no_reply(c);
+    ck_assert_str_eq(fake_fair_queue(fb, "h"), "o3");
+    ck_assert_int_eq(fake_fair_release_field(fb, "h", "x"), 0);
+    fake_settle(fb);
+    expect_granted(c, 1);
+    queue_is("h", "");
+}
+END_TEST
 
 /* Regression: a second local waiter that queues behind a refused head
  * stopped the queue's one retry timer, and the head then waited for the
@@ -1275,6 +1318,7 @@ static Suite *lockmgr_fair_suite(void) {
     tcase_add_test(tc, test_fair_many_waiters_take_places);
     tcase_add_test(tc, test_fair_lost_answer_asks_again);
     tcase_add_test(tc, test_fair_try_zero_reentry_takes_no_place);
+    tcase_add_test(tc, test_fair_reentry_place_left);
 #undef TC
     return s;
 }
