@@ -22,12 +22,16 @@
 #define RESP_TLS_CHUNK   (16u * 1024)
 /* Bytes handed to one uv_write: uv_buf_t lengths are unsigned int. */
 #define RESP_WRITE_MAX   (1u << 30)
+/* The deadline of a command sent while command_timeout_ms was 0. */
+#define RESP_NO_DEADLINE UINT64_MAX
 
 /* ---- types ------------------------------------------------------------- */
 
 /* A command waiting for its reply, or a refused one waiting to be told. */
 typedef struct resp_cmd_s {
     STAILQ_ENTRY(resp_cmd_s) next;
+    TAILQ_ENTRY(resp_cmd_s) soon; /* on c->soonest */
+    int on_soonest;
     resp_reply_cb cb;
     void *data;
     uint64_t deadline;          /* loop ms; pending commands */
@@ -35,6 +39,7 @@ typedef struct resp_cmd_s {
 } resp_cmd_t;
 
 STAILQ_HEAD(resp_cmds_s, resp_cmd_s);
+TAILQ_HEAD(resp_soonest_s, resp_cmd_s);
 
 /* The socket of one connection attempt. It outlives the connection that
  * made it: it is freed in its close callback, and conn is NULL from the
@@ -79,7 +84,7 @@ struct resp_conn_s {
     struct addrinfo *ai_next;   /* the next one to try */
     tls_t *tls;
     redisReader *reader;
-    timers_entry_t deadline;    /* connect deadline, then the oldest command's */
+    timers_entry_t deadline;    /* connect deadline, then the earliest command's */
 
     /* output */
     buf_t out;                  /* requests not yet written (plaintext) */
@@ -88,6 +93,10 @@ struct resp_conn_s {
     /* commands */
     struct resp_cmds_s pending; /* sent, oldest first */
     size_t npending;
+    struct resp_soonest_s soonest; /* the pending commands whose deadline comes
+                                  before that of every command sent after
+                                  them, oldest first: deadlines rise along
+                                  it, and its first is the earliest */
     struct resp_cmds_s refused; /* refused at once, told from the timer */
     size_t nrefused;
     timers_entry_t later;       /* zero delay: refused commands, a deferred drop */
@@ -133,15 +142,44 @@ static void on_deadline(timers_entry_t *t) {
         drop(c, "no reply within command_timeout_ms");
 }
 
-/* Points the deadline at the oldest pending command. */
+/* Points the deadline at the earliest of the pending commands'. Replies
+ * come in order, so a command's deadline passing is the connection's,
+ * whatever the deadlines of the commands ahead of it (a reload may have
+ * lowered command_timeout_ms since they went). */
 static void arm_deadline(resp_conn_t *c) {
-    resp_cmd_t *head = STAILQ_FIRST(&c->pending);
-    if (head == NULL || c->opts.command_timeout_ms == 0) {
+    resp_cmd_t *first = TAILQ_FIRST(&c->soonest);
+    if (first == NULL || first->deadline == RESP_NO_DEADLINE) {
         timers_stop(c->timers, &c->deadline);
         return;
     }
-    if (timers_active(&c->deadline) && c->deadline.node.when == head->deadline) return;
-    timers_start_at(c->timers, &c->deadline, head->deadline, on_deadline);
+    if (timers_active(&c->deadline) && c->deadline.node.when == first->deadline) return;
+    timers_start_at(c->timers, &c->deadline, first->deadline, on_deadline);
+}
+
+/* cmd waits for its reply, with its deadline, behind every pending one. */
+static void pending_push(resp_conn_t *c, resp_cmd_t *cmd) {
+    resp_cmd_t *last;
+    STAILQ_INSERT_TAIL(&c->pending, cmd, next);
+    c->npending++;
+    /* Those sent before it with a later deadline are due with it now. */
+    while ((last = TAILQ_LAST(&c->soonest, resp_soonest_s)) != NULL &&
+           last->deadline >= cmd->deadline) {
+        TAILQ_REMOVE(&c->soonest, last, soon);
+        last->on_soonest = 0;
+    }
+    TAILQ_INSERT_TAIL(&c->soonest, cmd, soon);
+    cmd->on_soonest = 1;
+    arm_deadline(c);
+}
+
+/* The oldest pending command, taken off the queue; NULL if none. */
+static resp_cmd_t *pending_pop(resp_conn_t *c) {
+    resp_cmd_t *cmd = STAILQ_FIRST(&c->pending);
+    if (cmd == NULL) return NULL;
+    STAILQ_REMOVE_HEAD(&c->pending, next);
+    c->npending--;
+    if (cmd->on_soonest) TAILQ_REMOVE(&c->soonest, cmd, soon);
+    return cmd;
 }
 
 /* ---- teardown ---------------------------------------------------------- */
@@ -187,9 +225,7 @@ static void transport_close(resp_conn_t *c) {
  * the connection: the queue is read again after each. */
 static void fail_pending(resp_conn_t *c, const char *why) {
     resp_cmd_t *cmd;
-    while ((cmd = STAILQ_FIRST(&c->pending)) != NULL) {
-        STAILQ_REMOVE_HEAD(&c->pending, next);
-        c->npending--;
+    while ((cmd = pending_pop(c)) != NULL) {
         cmd->cb(cmd->data, NULL, why);
         free(cmd);
     }
@@ -357,7 +393,7 @@ static void deliver(resp_conn_t *c, redisReply *r) {
         reply_free(r);
         return;
     }
-    resp_cmd_t *cmd = STAILQ_FIRST(&c->pending);
+    resp_cmd_t *cmd = pending_pop(c);
     if (cmd == NULL) {
         char why[RESP_ERR_LEN];
         snprintf(why, sizeof(why), "a reply came with no command waiting for it%s%.*s",
@@ -368,8 +404,6 @@ static void deliver(resp_conn_t *c, redisReply *r) {
         drop(c, why);
         return;
     }
-    STAILQ_REMOVE_HEAD(&c->pending, next);
-    c->npending--;
     arm_deadline(c);
     cmd->cb(cmd->data, r, NULL);
     reply_free(r);
@@ -793,6 +827,7 @@ resp_conn_t *resp_new(uv_loop_t *loop, timers_t *timers, const resp_opts_t *opts
         return NULL;
     }
     STAILQ_INIT(&c->pending);
+    TAILQ_INIT(&c->soonest);
     STAILQ_INIT(&c->refused);
     uv_prepare_init(loop, &c->flusher);
     c->flusher.data = c;
@@ -890,9 +925,10 @@ static int queued(resp_conn_t *c, unsigned flags, resp_cmd_t *cmd) {
     if (flags & RESP_F_NO_REPLY) {
         free(cmd); /* its callback was only for a refusal */
     } else {
-        cmd->deadline = timers_now(c->timers) + c->opts.command_timeout_ms;
-        STAILQ_INSERT_TAIL(&c->pending, cmd, next);
-        if (++c->npending == 1) arm_deadline(c);
+        cmd->deadline = c->opts.command_timeout_ms == 0
+                            ? RESP_NO_DEADLINE
+                            : timers_now(c->timers) + c->opts.command_timeout_ms;
+        pending_push(c, cmd);
     }
     want_flush(c);
     return 0;

@@ -4,7 +4,8 @@
  * A candidate takes its place in Redis's queue as soon as it comes (the
  * name's candidates across every daemon are served in the order they
  * came), keeps it by asking again every renew_every_ms, and leaves it at
- * once when it stops waiting (CANCEL, its connection closing). The leader
+ * once when it stops waiting (CANCEL, its connection closing), or once
+ * Redis is back (release.c retries a leave as a release). The leader
  * is a hold like a lock's: the watchdog keeps it (or its lease runs out),
  * RENEW renews it, its loss is !LOST, and its release (RESIGN, the
  * connection closing) lets the next candidate lead at once. Wake-ups come
@@ -244,6 +245,7 @@ const lock_kind_t lock_kind_elect = {
     .watch = BACKEND_ELECT,
     .status = LOCK_STATUS_EXCLUSIVE,
     .head_wakes = 1,
+    .queues = 1,
     .kick = lock_kick_all,
     .prepare = elect_prepare,
     .taken = elect_taken,

@@ -11,7 +11,8 @@
  * places from ending (a place lasts lease_ms) and, should Redis have lost
  * the queue, puts them back in the same order. A waiter that stops
  * waiting (its client left, its TRYFAIRLOCK timed out) leaves its place at
- * once, so no dead waiter of ours holds the queue up; a dlockd that died
+ * once, or once Redis is back (release.c retries a leave as a release),
+ * so no dead waiter of ours holds the queue up; a dlockd that died
  * leaves places that end within lease_ms. A fair lock's holder is an
  * RLock's, so a name another daemon's election leads refuses it as
  * taken: its first refusal reads what the name is, as LOCK's does
@@ -97,6 +98,7 @@ const lock_kind_t lock_kind_fair = {
     .watch = BACKEND_FAIR,
     .status = LOCK_STATUS_EXCLUSIVE,
     .head_wakes = 1,
+    .queues = 1,
     .kick = lock_kick_all,
     .prepare = fair_prepare,
     .refused = lock_refused_read_kind,

@@ -6,7 +6,8 @@
  *   request.c   requests on a name: reentry, UNLOCK, RENEW, STATUS, WHO,
  *               FORCEUNLOCK
  *   watchdog.c  renewals of watchdog-kept holds, loss deadlines
- *   release.c   releases that must reach Redis even while it is away
+ *   release.c   releases (and leaves of places in Redis's queues) that
+ *               must reach Redis even while it is away
  *   kind.h      the lock-kind interface; kind.c the modes' table, and one
  *               file per kind: mutex.c, rwlock.c, semaphore.c, fair.c
  *
@@ -159,6 +160,9 @@ struct wait_s {
     int woken;                 /* a wake-up came while its acquire was in flight */
     int once;                  /* TRYLOCK with wait 0: one try */
     int tried;                 /* Redis said TAKEN at least once */
+    int unanswered;            /* an attempt before its last got no answer
+                                  (or was undone unreplicated): it may have
+                                  run, and queued it in Redis all the same */
     uint32_t lease_ms;
     long long ttl_ms;          /* the holder's TTL as last seen, -1 unknown */
     char unacked[WAIT_WHY_LEN]; /* the last try's grant was not replicated in
@@ -171,12 +175,14 @@ struct wait_s {
                                   flight (lock_read_election), or NULL */
 };
 
-/* A release that must reach Redis even if it is down now. */
+/* A release that must reach Redis even if it is down now, or a leave of
+ * a place in its queue (BACKEND_LEAVE), which must as well. */
 struct release_s {
     backend_op_t op;
     lockmgr_t *mgr;
     STAILQ_ENTRY(release_s) link;
-    uint64_t give_up_at;       /* the lease has run out by then anyway */
+    uint64_t give_up_at;       /* the lease (the place) has run out by then anyway */
+    backend_op_kind_t kind;    /* BACKEND_RELEASE or BACKEND_LEAVE */
     lock_mode_t mode;
     int counted;               /* shutdown waits for this one */
     size_t len;
@@ -332,6 +338,12 @@ void release_hold(const hold_t *h);
 /* ... all of the owner's holds of h's mode: most kinds' way. */
 void release_hold_all(const hold_t *h);
 
+/* Takes owner's place out of name's queue in Redis (a fair lock's, an
+ * election's: mode's), retrying while Redis is away, after any acquire of
+ * the owner's still in flight there, for at most the configured lease_ms
+ * (the place has ended by then). Dropped unheard if the owner waits for
+ * the name in mode again meanwhile: that wait's place is its own. */
+void release_leave(lockmgr_t *m, const char *name, size_t len, uint64_t owner, lock_mode_t mode);
 /* A new grant to owner makes older queued releases of it (of that mode) stale. */
 void release_forget(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
                     lock_mode_t mode);

@@ -35,6 +35,8 @@ struct lock_kind_s {
                                   WHO has no one holder */
     unsigned head_wakes : 1;   /* a wake-up lets only the queue's head try
                                   (the others wait for their turn in Redis) */
+    unsigned queues : 1;       /* an acquire Redis refuses takes a place in
+                                  its queue, which BACKEND_LEAVE gives up */
 
     /* Waiting. */
     /* 1 if a local hold keeps a waiter of mode for o from trying; NULL:
@@ -141,8 +143,10 @@ void lock_kick_head(lock_t *l);
  * which keeps the order (fair locks, elections). */
 void lock_kick_all(lock_t *l);
 /* w, of a kind whose waiters queue in Redis, stops waiting: if it may
- * have taken a place there, BACKEND_LEAVE gives it up, sent and forgotten
- * (a place that is not left ends on its own within lease_ms). */
+ * have taken a place there (Redis said TAKEN, an attempt is in flight, or
+ * one got no answer), BACKEND_LEAVE gives it up, retried while Redis is
+ * away as a release is (release_leave): a place left behind would hold
+ * the name's queue up on every daemon until it ended, lease_ms later. */
 void lock_leave_queue(lock_t *l, const wait_t *w);
 /* An election's leader holds a plain lock's hash, so Redis refuses a
  * plain, fair or multi-name lock of a name another daemon's election

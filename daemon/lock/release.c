@@ -1,5 +1,9 @@
 /* Releases that must reach Redis: sent at once, retried while Redis is away.
- * SPDX-License-Identifier: MIT */
+ * SPDX-License-Identifier: MIT
+ *
+ * A leave of a place in a name's queue in Redis (a fair lock's waiter's,
+ * an election's candidate's) goes the same way: a place left behind would
+ * hold every waiter of the name, on every daemon, up until it ends. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,19 +18,33 @@ static void release_dispose(lockmgr_t *m, release_t *r) {
 
 static void release_send(release_t *r);
 
+/* A leave whose owner waits for the name in that mode again: the new
+ * wait's attempts keep (or take) the place, and its end leaves it. A
+ * TRYLOCK-like try once takes none. */
+static int leave_stale(lockmgr_t *m, const release_t *r) {
+    lock_t *l = r->kind == BACKEND_LEAVE ? lock_find(m, r->name, r->len) : NULL;
+    const wait_t *w;
+    if (l == NULL || l->q == NULL) return 0;
+    TAILQ_FOREACH(w, &l->q->waiters, link)
+        if (w->owner_id == r->op.owner && w->mode == r->mode && !w->once) return 1;
+    return 0;
+}
+
 static void on_release(backend_op_t *op) {
     release_t *r = container_of(op, release_t, op);
     lockmgr_t *m = r->mgr;
     const backend_result_t *res = &op->res;
 
-    if (res->status == BACKEND_OK) {
+    if (res->status == BACKEND_OK && r->kind == BACKEND_RELEASE) {
         lock_t *l = lock_find(m, r->name, r->len);
         if (l != NULL) l->remote_interest = res->others_waiting;
     }
     if (res->status == BACKEND_OK || res->status == BACKEND_FAILED || m->stopping ||
-        timers_now(m->timers) >= r->give_up_at) {
+        timers_now(m->timers) >= r->give_up_at || leave_stale(m, r)) {
         if (res->status == BACKEND_FAILED)
-            log_warn("release of %.*s failed: %s", (int)r->len, r->name, res->error);
+            log_warn("%s %.*s failed: %s",
+                     r->kind == BACKEND_LEAVE ? "leaving the queue of" : "release of",
+                     (int)r->len, r->name, res->error);
         int counted = r->counted;
         release_dispose(m, r);
         if (counted) lockmgr_shutdown_step(m);
@@ -38,16 +56,18 @@ static void on_release(backend_op_t *op) {
 
 static void release_send(release_t *r) {
     lockmgr_t *m = r->mgr;
-    m->stats.releases++;
-    lock_op_init(&r->op, BACKEND_RELEASE, r->mode, r->name, r->len, r->op.owner, on_release);
+    if (r->kind == BACKEND_RELEASE) m->stats.releases++;
+    lock_op_init(&r->op, r->kind, r->mode, r->name, r->len, r->op.owner, on_release);
     backend_submit(m->backend, &r->op);
 }
 
-static void release_queue(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
-                          uint32_t lease_ms, lock_mode_t mode, uint32_t base, uint32_t permits) {
+static void release_queue(lockmgr_t *m, backend_op_kind_t kind, const char *name, size_t len,
+                          uint64_t owner, uint32_t lease_ms, lock_mode_t mode, uint32_t base,
+                          uint32_t permits) {
     release_t *r = pool_get_sized(&m->release_pool, sizeof(*r) + len + 1);
-    if (r == NULL) return; /* the lease will end it */
+    if (r == NULL) return; /* the lease (the place's) will end it */
     r->mgr = m;
+    r->kind = kind;
     r->op.owner = owner;
     r->op.permit_base = base;
     r->op.permits = permits;
@@ -64,12 +84,18 @@ static void release_queue(lockmgr_t *m, const char *name, size_t len, uint64_t o
 
 void release_all(lockmgr_t *m, const char *name, size_t len, uint64_t owner, uint32_t lease_ms,
                  lock_mode_t mode) {
-    release_queue(m, name, len, owner, lease_ms, mode, 0, 0);
+    release_queue(m, BACKEND_RELEASE, name, len, owner, lease_ms, mode, 0, 0);
 }
 
 void release_permits(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
                      uint32_t lease_ms, lock_mode_t mode, uint32_t base, uint32_t permits) {
-    release_queue(m, name, len, owner, lease_ms, mode, base, permits);
+    release_queue(m, BACKEND_RELEASE, name, len, owner, lease_ms, mode, base, permits);
+}
+
+void release_leave(lockmgr_t *m, const char *name, size_t len, uint64_t owner, lock_mode_t mode) {
+    /* A place lasts the configured lease_ms from its last ask (fair.c's
+     * and elect.c's queue_ms), more only with Redisson's places ahead. */
+    release_queue(m, BACKEND_LEAVE, name, len, owner, 0, mode, 0, 0);
 }
 
 void release_hold_all(const hold_t *h) {
@@ -134,7 +160,8 @@ void release_resend(lockmgr_t *m) {
     STAILQ_CONCAT(&q, &m->retries);
     while ((r = STAILQ_FIRST(&q)) != NULL) {
         STAILQ_REMOVE_HEAD(&q, link);
-        if (!m->stopping && behind_acquire(m, r)) STAILQ_INSERT_TAIL(&m->retries, r, link);
+        if (!m->stopping && leave_stale(m, r)) release_dispose(m, r);
+        else if (!m->stopping && behind_acquire(m, r)) STAILQ_INSERT_TAIL(&m->retries, r, link);
         else release_send(r);
     }
 }

@@ -50,6 +50,15 @@ void lock_op_orphan(lock_op_t *op) {
     op->owner = NULL;
 }
 
+/* A reentry that found the owner's hold gone may have taken a place in a
+ * queueing kind's queue in Redis (a fair lock's reentry asks as a waiter
+ * does), which no wait of the owner's keeps or leaves: it goes, as a
+ * waiter's does. */
+static void reentry_leave(const lock_op_t *op) {
+    if (op->bop.kind == BACKEND_ACQUIRE && !op->bop.once && lock_kind_of(op->mode)->queues)
+        release_leave(op->mgr, op->name, op->len, op->bop.owner, op->mode);
+}
+
 /* The op's owner still holds the lock under the same grant. */
 static hold_t *op_hold(const lock_op_t *op) {
     hold_t *h = op->owner ? lock_hold_of(op->lock, op->owner, op->mode) : NULL;
@@ -83,6 +92,7 @@ static void on_op(backend_op_t *bop) {
              * flight was this, so it has no newer grant to lose. */
             release_all(op->mgr, op->name, op->len, bop->owner, bop->lease_ms, op->mode);
         }
+        if (bop->res.status != BACKEND_FAILED) reentry_leave(op); /* it may have run */
         if (o != NULL) lock_answer_backend(op->mgr, o, bop->res.error);
     } else {
         op->done(op, o, h);
@@ -98,6 +108,9 @@ static void reentry_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
     lock_t *l = op->lock;
     const backend_result_t *res = &op->bop.res;
 
+    /* Refused, it took a place: it goes, and a wait that goes on asks
+     * again, right behind the leave. */
+    if (res->outcome == BACKEND_TAKEN) reentry_leave(op);
     if (o == NULL) return; /* the owner left; its release covers every hold */
     if (res->outcome == BACKEND_REENTERED && h != NULL) {
         h->count++;

@@ -145,9 +145,16 @@ void lock_grant(lock_t *l, wait_t *w, uint64_t fence) {
     lock_wait_end(w);
 }
 
+/* w's last attempt got no answer, or its grant was undone for want of
+ * replicas: it may have run all the same. */
+static int attempt_unanswered(const wait_t *w) {
+    return w->acquire.res.status == BACKEND_DOWN || w->acquire.res.status == BACKEND_UNACKED;
+}
+
 void lock_attempt(lock_t *l, wait_t *w) {
     lockmgr_t *m = l->mgr;
     const lock_kind_t *k = lock_kind_of(w->mode);
+    if (attempt_unanswered(w)) w->unanswered = 1; /* its answer is gone with the next */
     l->attempts++;
     w->woken = 0;
     w->in_flight = 1;
@@ -181,26 +188,12 @@ void lock_kick_all(lock_t *l) {
     }
 }
 
-typedef struct leave_s {
-    backend_op_t bop;
-    size_t len;
-    char name[];
-} leave_t;
-
-static void on_leave(backend_op_t *bop) {
-    if (bop->res.status != BACKEND_OK)
-        log_debug("leaving %.*s's queue in Redis: %s", (int)bop->len, bop->name, bop->res.error);
-    free(container_of(bop, leave_t, bop));
-}
-
 void lock_leave_queue(lock_t *l, const wait_t *w) {
-    if (w->granted || w->once || !(w->tried || w->in_flight)) return;
-    leave_t *lv = zalloc(sizeof(*lv) + l->len + 1);
-    if (lv == NULL) return; /* its place ends by itself when its time runs out */
-    memcpy(lv->name, l->name, l->len);
-    lv->len = l->len;
-    lock_op_init(&lv->bop, BACKEND_LEAVE, w->mode, lv->name, lv->len, w->owner_id, on_leave);
-    backend_submit(l->mgr->backend, &lv->bop);
+    /* A grant took the place, a try once takes none; an attempt still in
+     * flight, or one that got no answer, may have made one. */
+    if (w->granted || w->once) return;
+    if (!(w->tried || w->in_flight || w->unanswered || attempt_unanswered(w))) return;
+    release_leave(l->mgr, l->name, l->len, w->owner_id, w->mode);
 }
 
 /* Lets the waiters try if nothing stands in their way locally. */

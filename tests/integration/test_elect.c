@@ -231,6 +231,89 @@ START_TEST(redis_away_told_none) {
 }
 END_TEST
 
+/* lease_ms 20000: a candidate's place left behind would hold the line up
+ * 20 s; one that goes with its candidate frees it within a few. */
+#define OUTAGE_LEASE_MS 20000
+#define OUTAGE_LEASE "[lock]\nlease_ms = 20000\n"
+
+/* After a candidate's place must have gone: no one is queued for name in
+ * Redis, nor waits on daemon da, and once the leader l (on daemon dl)
+ * resigns, a new candidate there leads at once. */
+static void expect_line_served(const char *name, int da, int dl, h_conn_t *l, const char *what) {
+    char key[300], resign[300];
+    long long t0 = h_now_ms();
+    await_queued(name, 0);
+    long long gone = h_now_ms() - t0;
+    snprintf(key, sizeof(key), "dlock_elect_timeout:{dlock:%s}", name);
+    const char *zcard[] = {"ZCARD", key, NULL};
+    ck_assert_str_eq(h_redis_argv(zcard), "0");
+    h_conn_t *adm = h_connect_index(da), *n = h_connect_index(dl);
+    h_await_waiters(adm, 0);
+    snprintf(resign, sizeof(resign), "RESIGN %s", name);
+    h_expect_reply(l, resign, "OK 1");
+    t0 = h_now_ms();
+    h_send(n, "ELECT %s next\n", name);
+    ok_fence(h_reply(n, OUTAGE_LEASE_MS / 4, H_EVENTS_FAIL), "the next candidate's ELECT");
+    long long took = h_now_ms() - t0;
+    printf("elect: %s: the place gone %lld ms after Redis was back, the next candidate led in "
+           "%lld ms (lease_ms %d)\n", what, gone, took, OUTAGE_LEASE_MS);
+    ck_assert_int_lt(gone, OUTAGE_LEASE_MS / 4);
+    h_expect_reply(n, resign, "OK 1");
+    ck_assert_int_eq(h_info_value(adm, "waiters"), 0);
+    ck_assert_int_eq(h_info_value(adm, "locks_held"), 0);
+    h_close(n);
+    h_close(adm);
+}
+
+/* A candidate's client closes while its daemon sees Redis away
+ * (SIGSTOPped): its place goes once Redis is back, as a release would. */
+START_TEST(candidate_place_left_after_redis_outage) {
+    h_redis_start();
+    int da = h_dlockd_start_kept("elect", OUTAGE_LEASE);
+    int db = h_dlockd_start_kept("elect", OUTAGE_LEASE);
+    h_conn_t *l = h_connect_index(db), *c = h_connect_index(da);
+    (void)elect(l, "eo", "L");
+    h_send(c, "ELECT eo C\n");
+    await_queued("eo", 1);
+    h_redis_signal(SIGSTOP);
+    h_await_redis(da, 0);
+    h_close(c);
+    h_conn_t *adm = h_connect_index(da);
+    h_await_waiters(adm, 0);
+    h_close(adm);
+    h_redis_signal(SIGCONT);
+    h_await_redis(da, 1);
+    h_await_redis(db, 1);
+    expect_line_served("eo", da, db, l, "a candidate closed while Redis was away");
+    h_close(l);
+    h_keep_passed();
+}
+END_TEST
+
+/* A first ELECT goes to a Redis that hangs: ERR BACKEND, and Redis, once
+ * resumed, runs it anyway; that place is left once Redis is back. */
+START_TEST(unanswered_first_campaign_leaves_its_place) {
+    h_redis_start();
+    int da = h_dlockd_start_kept("elect", OUTAGE_LEASE);
+    int db = h_dlockd_start_kept("elect", OUTAGE_LEASE);
+    h_conn_t *l = h_connect_index(db), *c = h_connect_index(da);
+    (void)elect(l, "eu", "L");
+    h_redis_signal(SIGSTOP);
+    h_send(c, "ELECT eu C\n");
+    const char *r = h_recv(c, H_WAIT_MS);
+    char got[256];
+    snprintf(got, sizeof(got), "%s", r ? r : "(no reply)");
+    h_redis_signal(SIGCONT);
+    ck_assert_msg(strncmp(got, "ERR BACKEND", 11) == 0, "ELECT to a hung Redis: '%s'", got);
+    h_await_redis(da, 1);
+    h_await_redis(db, 1);
+    expect_line_served("eu", da, db, l, "a first campaign never answered");
+    h_close(c);
+    h_close(l);
+    h_keep_passed();
+}
+END_TEST
+
 /* ERR KIND both ways, ERR ARGS, ERR NAME, ERR LIMIT; CANCEL of an ELECT. */
 START_TEST(errors_and_cancel) {
     h_redis_start();
@@ -437,6 +520,8 @@ static Suite *suite(void) {
     tcase_add_test(tc, killed_daemon_leader_replaced);
     tcase_add_test(tc, lease_expiry_told);
     tcase_add_test(tc, redis_away_told_none);
+    tcase_add_test(tc, candidate_place_left_after_redis_outage);
+    tcase_add_test(tc, unanswered_first_campaign_leaves_its_place);
     tcase_add_test(tc, errors_and_cancel);
     tcase_add_test(tc, lock_of_an_election_elsewhere_is_kind);
     tcase_add_test(tc, not_under_quorum);

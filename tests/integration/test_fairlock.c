@@ -826,6 +826,121 @@ START_TEST(dead_daemons_place_ends) {
 }
 END_TEST
 
+/* lease_ms 20000: a place left behind would hold the queue up 20 s; one
+ * that goes with its waiter frees it within a few. */
+#define OUTAGE_LEASE_MS 20000
+#define OUTAGE_LEASE "[lock]\nlease_ms = 20000\n"
+
+/* After a place must have gone: Redis's queue of name is empty, the lock
+ * (held on hd by h) goes to a new FAIRLOCK on hd at once after h's
+ * UNLOCK, and no one waits on daemon da. */
+static void expect_queue_served(const char *name, int da, int hd, h_conn_t *h, const char *what) {
+    char unlock[300], lock[300];
+    long long gone = await_llen(name, 0, PROMPT_MS);
+    ck_assert_int_eq(zcard(name), 0);
+    h_conn_t *adm = h_connect_index(da), *c = h_connect_index(hd);
+    h_await_waiters(adm, 0);
+    snprintf(unlock, sizeof(unlock), "UNLOCK %s", name);
+    h_expect_reply(h, unlock, "OK 0");
+    long long t0 = h_now_ms();
+    snprintf(lock, sizeof(lock), "FAIRLOCK %s\n", name);
+    h_send(c, "%s", lock);
+    granted(c, "a FAIRLOCK after the place went", 1, PROMPT_MS);
+    long long took = h_now_ms() - t0;
+    printf("fairlock: %s: the place gone %lld ms after Redis was back, the next FAIRLOCK "
+           "granted in %lld ms (lease_ms %d)\n", what, gone, took, OUTAGE_LEASE_MS);
+    ck_assert_int_lt(took, OUTAGE_LEASE_MS / 4);
+    h_expect_reply(c, unlock, "OK 0");
+    await_free(name);
+    ck_assert_int_eq(h_info_value(adm, "waiters"), 0);
+    ck_assert_int_eq(h_info_value(adm, "locks_held"), 0);
+    h_close(c);
+    h_close(adm);
+}
+
+/* A waiter's client closes while its daemon sees Redis away (SIGSTOPped):
+ * the leave cannot go then, and goes once Redis is back, as a release
+ * does; the place does not wait out lease_ms at the queue's head. */
+START_TEST(place_left_after_redis_outage) {
+    h_redis_start();
+    int da = h_dlockd_start_kept("fairlock", OUTAGE_LEASE);
+    int db = h_dlockd_start_kept("fairlock", OUTAGE_LEASE);
+    h_conn_t *h = h_connect_index(db), *w = h_connect_index(da);
+    char fw[FIELD_MAX];
+    take(h, "FAIRLOCK po", 1);
+    enqueue(w, "FAIRLOCK po", "po", 0, fw);
+    h_redis_signal(SIGSTOP);
+    h_await_redis(da, 0);
+    h_close(w);
+    h_conn_t *adm = h_connect_index(da);
+    h_await_waiters(adm, 0);
+    h_close(adm);
+    h_redis_signal(SIGCONT);
+    h_await_redis(da, 1);
+    h_await_redis(db, 1);
+    expect_queue_served("po", da, db, h, "a waiter closed while Redis was away");
+    h_close(h);
+    h_keep_passed();
+}
+END_TEST
+
+/* A waiter's client closes while Redis holds writes back (CLIENT PAUSE
+ * WRITE: the leave waits in Redis), and the daemons' connections are
+ * killed (CLIENT KILL TYPE normal), which drops the leave unrun: it goes
+ * again on the new connection, and runs once writes resume. */
+START_TEST(place_left_after_connection_killed) {
+    h_redis_start();
+    int da = h_dlockd_start_kept("fairlock", OUTAGE_LEASE);
+    int db = h_dlockd_start_kept("fairlock", OUTAGE_LEASE);
+    h_conn_t *h = h_connect_index(db), *w = h_connect_index(da);
+    char fw[FIELD_MAX];
+    take(h, "FAIRLOCK pk", 1);
+    enqueue(w, "FAIRLOCK pk", "pk", 0, fw);
+    ck_assert_str_eq(h_redis_cli("CLIENT PAUSE 10000 WRITE"), "OK");
+    h_close(w);
+    h_conn_t *adm = h_connect_index(da);
+    h_await_waiters(adm, 0);
+    h_close(adm);
+    h_expect_silence(h, 100, "the holder, Redis paused"); /* the leave reaches Redis */
+    ck_assert_int_eq(llen("pk"), 1); /* it waits there, unrun */
+    ck_assert_int_ge(atoll(h_redis_cli("CLIENT KILL TYPE normal")), 1);
+    ck_assert_int_eq(llen("pk"), 1);
+    ck_assert_str_eq(h_redis_cli("CLIENT UNPAUSE"), "OK");
+    h_await_redis(da, 1);
+    h_await_redis(db, 1);
+    expect_queue_served("pk", da, db, h, "a waiter closed, its leave killed unrun");
+    h_close(h);
+    h_keep_passed();
+}
+END_TEST
+
+/* A first FAIRLOCK goes to a Redis that hangs (SIGSTOPped): it gets ERR
+ * BACKEND at command_timeout_ms, and Redis, once resumed, runs it anyway
+ * and queues it. That place, of a request answered and gone, is left once
+ * Redis is back. */
+START_TEST(unanswered_first_request_leaves_its_place) {
+    h_redis_start();
+    int da = h_dlockd_start_kept("fairlock", OUTAGE_LEASE);
+    int db = h_dlockd_start_kept("fairlock", OUTAGE_LEASE);
+    h_conn_t *h = h_connect_index(db), *w = h_connect_index(da);
+    take(h, "FAIRLOCK pu", 1);
+    h_redis_signal(SIGSTOP);
+    h_send(w, "FAIRLOCK pu\n");
+    const char *l = h_recv(w, H_WAIT_MS);
+    char got[256];
+    snprintf(got, sizeof(got), "%s", l ? l : "(no reply)");
+    h_redis_signal(SIGCONT);
+    ck_assert_msg(strncmp(got, "ERR BACKEND", 11) == 0, "FAIRLOCK to a hung Redis: '%s'", got);
+    printf("fairlock: a FAIRLOCK to a hung Redis: '%s'\n", got);
+    h_await_redis(da, 1);
+    h_await_redis(db, 1);
+    expect_queue_served("pu", da, db, h, "a first request never answered");
+    h_close(w);
+    h_close(h);
+    h_keep_passed();
+}
+END_TEST
+
 START_TEST(tryfairlock_zero_takes_no_place) {
     h_redis_start();
     int da = h_dlockd_start_kept("fairlock", NULL), db = h_dlockd_start_kept("fairlock", NULL);
@@ -1255,6 +1370,9 @@ static Suite *suite(void) {
     tcase_add_test(tc, places_kept_alive);
     tcase_add_test(tc, dead_daemons_place_ends);
     tcase_add_test(tc, queue_lost_with_redis_data);
+    tcase_add_test(tc, place_left_after_redis_outage);
+    tcase_add_test(tc, place_left_after_connection_killed);
+    tcase_add_test(tc, unanswered_first_request_leaves_its_place);
     tcase_add_test(tc, tryfairlock_zero_takes_no_place);
     tcase_add_test(tc, kinds_do_not_mix);
     tcase_add_test(tc, plain_and_fair_exclude_across_daemons);

@@ -549,6 +549,56 @@ START_TEST(stopped_redis_command_times_out)
 }
 END_TEST
 
+/* Each command keeps the deadline it was sent with, and a lowered
+ * command_timeout_ms (a reload) covers a command queued behind older ones
+ * with longer deadlines: its reply cannot come before theirs, so the
+ * connection drops at its deadline, failing them all, as a timeout does.
+ * The order of deadlines is 20 s, 300 ms, 20 s: the earliest counts, not
+ * the first's nor the last's. A short deadline answered in time leaves
+ * nothing behind. */
+START_TEST(lowered_timeout_covers_commands_behind_an_older_one)
+{
+    int r = h_redis_start_tcp(0, NULL);
+    peer_t p;
+    peer_init_tls(&p, 5000, 20000, NULL, NULL);
+    peer_up(&p, 0, "127.0.0.1", h_redis_port(r));
+
+    /* Answered within 300 ms, then one under 20 s that takes a second. */
+    resp_set_timeouts(p.c, 5000, 300);
+    expect_status(&p, "PING", "PONG");
+    resp_set_timeouts(p.c, 5000, 20000);
+    result_t slow = {0};
+    send_ok(&p, &slow, "BLPOP nothing 1");
+    RUN_UNTIL(slow.calls == 1);
+    ck_assert_msg(slow.error[0] == '\0', "BLPOP nothing 1: %s", slow.error);
+    ck_assert_int_eq(slow.type, REDIS_REPLY_NIL);
+    ck_assert_int_eq(p.downs, 0);
+
+    h_redis_signal_index(r, SIGSTOP);
+    result_t res[3] = {{0}};
+    send_ok(&p, &res[0], "PING");
+    resp_set_timeouts(p.c, 5000, 300);
+    long long t0 = h_now_ms();
+    send_ok(&p, &res[1], "PING");
+    resp_set_timeouts(p.c, 5000, 20000);
+    send_ok(&p, &res[2], "PING");
+    RUN_UNTIL_MS(res[1].calls == 1, 5000);
+    long long took = h_now_ms() - t0;
+    h_redis_signal_index(r, SIGCONT);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(res[i].calls, 1);
+        ck_assert_str_eq(res[i].error, "no reply within command_timeout_ms");
+    }
+    ck_assert_msg(took >= 200, "timed out after %lld ms, before the 300 ms deadline", took);
+    ck_assert_int_eq(p.downs, 1);
+    ck_assert_str_eq(p.why, "no reply within command_timeout_ms");
+    ck_assert_uint_eq(resp_pending(p.c), 0);
+    peer_up(&p, 0, "127.0.0.1", h_redis_port(r));
+    expect_status(&p, "PING", "PONG");
+    resp_free(p.c);
+}
+END_TEST
+
 START_TEST(pending_commands_fail_when_redis_is_killed)
 {
     int r = h_redis_start_tcp(0, NULL);
@@ -1288,6 +1338,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, missing_unix_socket);
     tcase_add_test(tc, connect_timeout_covers_tls_handshake);
     tcase_add_test(tc, stopped_redis_command_times_out);
+    tcase_add_test(tc, lowered_timeout_covers_commands_behind_an_older_one);
     tcase_add_test(tc, pending_commands_fail_when_redis_is_killed);
     tcase_add_test(tc, resp_close_fails_pending_then_on_down);
     tcase_add_test(tc, resp_free_fails_pending_and_refused_at_once);

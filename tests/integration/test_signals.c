@@ -132,6 +132,39 @@ START_TEST(sighup_applies_timeouts_live) {
 }
 END_TEST
 
+/* A lowered command_timeout_ms covers a request sent behind one that went
+ * under the old one: with Redis hung and a STATUS pending under 15 s, a
+ * reload to 500 ms, then a STATUS on another connection answers ERR
+ * BACKEND within the new deadline (and the first with it: the connection
+ * drops), not when the first's 15 s run out. */
+START_TEST(sighup_lowered_timeout_covers_requests_queued_behind) {
+    int d = h_dlockd_start("command_timeout_ms = 15000\n");
+    h_conn_t *a = h_connect_index(d), *b = h_connect_index(d);
+    h_redis_signal(SIGSTOP);
+    h_send(a, "STATUS s1\n");
+    h_expect_silence(a, 200, "STATUS s1 to a hung Redis under 15 s");
+    rewrite_conf(d, "command_timeout_ms = 500\n");
+    signal_and_await(d, SIGHUP, "command_timeout_ms 15000 -> 500");
+    long long t0 = h_now_ms();
+    h_send(b, "STATUS s2\n");
+    const char *l = h_recv(b, H_WAIT_MS);
+    long long took = h_now_ms() - t0;
+    char got[256];
+    snprintf(got, sizeof(got), "%s", l ? l : "(no reply)");
+    const char *first = h_recv(a, H_WAIT_MS);
+    char got_a[256];
+    snprintf(got_a, sizeof(got_a), "%s", first ? first : "(no reply)");
+    h_redis_signal(SIGCONT);
+    ck_assert_msg(strncmp(got, "ERR BACKEND", 11) == 0, "STATUS s2 to a hung Redis: '%s'", got);
+    ck_assert_msg(took < 4000, "ERR BACKEND after %lld ms: the 15 s deadline ahead held", took);
+    ck_assert_msg(strncmp(got_a, "ERR BACKEND", 11) == 0, "STATUS s1: '%s'", got_a);
+    h_await_redis(d, 1);
+    h_expect_reply(b, "STATUS s2", "OK FREE");
+    h_close(b);
+    h_close(a);
+}
+END_TEST
+
 /* A lock's lease in Redis, from PTTL. */
 static long long pttl(const char *name) {
     return atoll(h_redis_cli("PTTL dlock:%s", name));
@@ -237,6 +270,7 @@ static Suite *signals_suite(void) {
     tcase_add_test(tc, sighup_names_what_needs_a_restart);
     tcase_add_test(tc, sighup_applies_lease_live);
     tcase_add_test(tc, sighup_applies_timeouts_live);
+    tcase_add_test(tc, sighup_lowered_timeout_covers_requests_queued_behind);
     tcase_add_test(tc, sigusr1_and_sigusr2_change_nothing);
     tcase_add_test(tc, sighup_without_a_file_reloads_the_defaults);
     suite_add_tcase(s, tc);

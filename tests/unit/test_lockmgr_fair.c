@@ -1016,6 +1016,94 @@ START_TEST(test_fair_shutdown_first_ask_taken_leaves) {
 }
 END_TEST
 
+/* A waiter's owner leaves while Redis is away: its LEAVE gets no answer,
+ * and goes again once Redis is back, as a release does; the place does
+ * not stay at the queue's head for lease_ms, holding every other waiter
+ * of the name up. */
+START_TEST(test_fair_leave_retried_while_away) {
+    client_t *a = client(), *b = client();
+    (void)a;
+    ck_assert_int_eq(fake_fair_acquire_field(fb, "f", "x", -1, LEASE), BACKEND_GRANTED);
+    ck_assert_int_eq(fairlock_req(b, "f", 0), 0);
+    fake_settle(fb);
+    ck_assert_int_eq(fake_fair_acquire_field(fb, "f", "r", -1, LEASE), BACKEND_TAKEN);
+    queue_is("f", "o2 r");
+    fake_set_up(fb, 0);
+    drop(b);
+    ck_assert_uint_eq(leaves(0, b), 1);
+    fake_settle(fb); /* BACKEND_DOWN */
+    queue_is("f", "o2 r");
+    size_t mark = fake_log_len(fb);
+    fake_set_up(fb, 1);
+    ck_assert_uint_eq(leaves(mark, b), 1);
+    fake_settle(fb);
+    queue_is("f", "r");
+    /* Left once: no more LEAVEs, nor anything else of b's. */
+    run_for(2 * EVERY);
+    ck_assert_uint_eq(leaves(0, b), 2);
+    ck_assert_uint_eq(asks(mark, b), 0);
+    ck_assert_uint_eq(stats().waiters, 0);
+}
+END_TEST
+
+/* A first ask whose answer is lost (it ran: Redis queued the waiter) is
+ * answered ERR BACKEND, and its place is left, though Redis never said
+ * TAKEN. An ask Redis refused with an error (it did not run) takes no
+ * place and leaves none. */
+START_TEST(test_fair_unanswered_first_ask_leaves) {
+    client_t *a = client(), *b = client(), *c = client();
+    (void)a;
+    ck_assert_int_eq(fake_fair_acquire_field(fb, "f", "x", -1, LEASE), BACKEND_GRANTED);
+    fake_lose_next(fb, "no reply within command_timeout_ms");
+    ck_assert_int_eq(fairlock_req(b, "f", 0), 0);
+    fake_run(fb);
+    expect_error(b, LOCK_ERR_BACKEND);
+    ck_assert_uint_eq(leaves(0, b), 1);
+    fake_settle(fb);
+    ck_assert_msg(fake_fair_pos(fb, "f", b->id) < 0,
+                  "the waiter was answered, but its place stays in Redis (queue \"%s\")",
+                  fake_fair_queue(fb, "f"));
+    fake_fail_next(fb, BACKEND_FAILED, "ERR something");
+    ck_assert_int_eq(fairlock_req(c, "f", 0), 0);
+    fake_settle(fb);
+    expect_error(c, LOCK_ERR_BACKEND);
+    ck_assert_uint_eq(leaves(0, c), 0);
+    queue_is("f", "");
+    ck_assert_uint_eq(stats().waiters, 0);
+}
+END_TEST
+
+/* A LEAVE that got no answer is not sent again once its owner waits for
+ * the name again: the new wait's ask kept the place (ahead of r), and a
+ * late LEAVE would send it to the queue's tail. */
+START_TEST(test_fair_stale_leave_dropped) {
+    client_t *a = client(), *b = client();
+    (void)a;
+    ck_assert_int_eq(fake_fair_acquire_field(fb, "f", "x", -1, LEASE), BACKEND_GRANTED);
+    ck_assert_int_eq(fairlock_req(b, "f", 0), 0);
+    fake_settle(fb);
+    ck_assert_int_eq(fake_fair_acquire_field(fb, "f", "r", -1, LEASE), BACKEND_TAKEN);
+    queue_is("f", "o2 r");
+    ck_assert_int_eq(lockmgr_cancel(mgr, b->o), 1);
+    expect_error(b, LOCK_ERR_CANCELLED);
+    queued_mode_is(0, BACKEND_LEAVE, BACKEND_FAIR, "f", b);
+    fake_fail_next(fb, BACKEND_DOWN, "no reply within command_timeout_ms");
+    ck_assert_int_eq(fairlock_req(b, "f", 0), 0);
+    fake_settle(fb);
+    queue_is("f", "o2 r");
+    size_t mark = fake_log_len(fb);
+    fake_set_up(fb, 0);
+    fake_set_up(fb, 1);
+    fake_settle(fb);
+    run_for(2 * EVERY);
+    ck_assert_uint_eq(leaves(mark, b), 0);
+    queue_is("f", "o2 r");
+    ck_assert_int_eq(fake_fair_release_field(fb, "f", "x"), 0);
+    fake_settle(fb);
+    expect_granted(b, 1);
+}
+END_TEST
+
 /* Owners without a client_t (their replies are counted, nothing more),
  * for a crowd of waiters; ids from BARE_ID on. */
 #define BARE_ID 1000
@@ -1121,6 +1209,49 @@ START_TEST(test_fair_try_zero_reentry_takes_no_place) {
 }
 END_TEST
 
+/* A reentry whose hold Redis no longer has, refused by a new holder, takes
+ * a place in Redis's queue. When no wait of the owner goes on with it (the
+ * owner left while the reentry was in flight; the reentry's answer was
+ * lost), the place is left, not kept at the queue until lease_ms; when a
+ * wait goes on, that wait has one place. */
+START_TEST(test_fair_reentry_place_left) {
+    client_t *a = client(), *b = client(), *c = client();
+    /* The owner leaves with the reentry in flight. */
+    fair_ok(a, "f", 0);
+    fake_expire(fb, "f");
+    ck_assert_int_eq(fake_fair_acquire_field(fb, "f", "x", 5000, LEASE), BACKEND_GRANTED);
+    ck_assert_int_eq(fairlock_req(a, "f", 0), 0);
+    drop(a);
+    fake_settle(fb);
+    ck_assert_msg(fake_fair_pos(fb, "f", a->id) < 0,
+                  "a reentry's owner left, its place stays (\"%s\")", fake_fair_queue(fb, "f"));
+
+    /* Its answer is lost: ERR BACKEND, and the place it may have taken goes. */
+    fair_ok(b, "g", 0);
+    fake_expire(fb, "g");
+    ck_assert_int_eq(fake_fair_acquire_field(fb, "g", "x", 5000, LEASE), BACKEND_GRANTED);
+    fake_lose_next(fb, "no reply within command_timeout_ms");
+    ck_assert_int_eq(fairlock_req(b, "g", 0), 0);
+    fake_settle(fb);
+    expect_error(b, LOCK_ERR_BACKEND);
+    ck_assert_msg(fake_fair_pos(fb, "g", b->id) < 0,
+                  "a reentry got no answer, its place stays (\"%s\")", fake_fair_queue(fb, "g"));
+
+    /* Refused, it waits on: one place, its wait's. */
+    fair_ok(c, "h", 0);
+    fake_expire(fb, "h");
+    ck_assert_int_eq(fake_fair_acquire_field(fb, "h", "x", 5000, LEASE), BACKEND_GRANTED);
+    ck_assert_int_eq(fairlock_req(c, "h", 0), 0);
+    fake_settle(fb);
+    expect_event(c, "h", LOCK_LOST_EXPIRED);
+    no_reply(c);
+    ck_assert_str_eq(fake_fair_queue(fb, "h"), "o3");
+    ck_assert_int_eq(fake_fair_release_field(fb, "h", "x"), 0);
+    fake_settle(fb);
+    expect_granted(c, 1);
+    queue_is("h", "");
+}
+END_TEST
 
 /* Regression: a second local waiter that queues behind a refused head
  * stopped the queue's one retry timer, and the head then waited for the
@@ -1181,9 +1312,13 @@ static Suite *lockmgr_fair_suite(void) {
     tcase_add_test(tc, test_fair_outage_waiter_keeps_place);
     tcase_add_test(tc, test_fair_shutdown);
     tcase_add_test(tc, test_fair_shutdown_first_ask_taken_leaves);
+    tcase_add_test(tc, test_fair_leave_retried_while_away);
+    tcase_add_test(tc, test_fair_unanswered_first_ask_leaves);
+    tcase_add_test(tc, test_fair_stale_leave_dropped);
     tcase_add_test(tc, test_fair_many_waiters_take_places);
     tcase_add_test(tc, test_fair_lost_answer_asks_again);
     tcase_add_test(tc, test_fair_try_zero_reentry_takes_no_place);
+    tcase_add_test(tc, test_fair_reentry_place_left);
 #undef TC
     return s;
 }
