@@ -35,6 +35,9 @@ typedef struct wait_s wait_t;
 
 /* The text kept of why a waiter's last grant was undone. */
 #define WAIT_WHY_LEN 64
+/* ERR BACKEND's text for an acquire answered HOLD_GONE where its script
+ * never says it (a reply rewritten on its way). */
+#define LOCK_UNEXPECTED_HOLD_GONE "unexpected answer from Redis: hold gone"
 typedef struct release_s release_t;
 typedef struct election_read_s election_read_t;
 

@@ -296,10 +296,11 @@ void lock_wait_taken(lock_t *l, wait_t *w, const backend_result_t *res, int may_
  * back: undo a grant it may have got. */
 static void attempt_orphaned(lock_t *l, wait_t *w, const backend_result_t *res) {
     lockmgr_t *m = l->mgr;
-    if (!w->undone && (res->status != BACKEND_OK ||
-                       (res->outcome != BACKEND_TAKEN && res->outcome != BACKEND_WRONG_KIND &&
-                        res->outcome != BACKEND_HOLD_GONE)))
-        lock_undo(l, w, w->owner_id);
+    /* HOLD_GONE changed nothing only for a kind whose script says it. */
+    int nothing = res->status == BACKEND_OK &&
+                  (res->outcome == BACKEND_TAKEN || res->outcome == BACKEND_WRONG_KIND ||
+                   (res->outcome == BACKEND_HOLD_GONE && lock_kind_of(w->mode)->hold_gone));
+    if (!w->undone && !nothing) lock_undo(l, w, w->owner_id);
     if (w->owner != NULL) {
         /* A place in a fair lock's queue it may have taken just now goes
          * with it (its kind's leave). */
@@ -346,6 +347,26 @@ static void attempt_failed(lock_t *l, wait_t *w, const backend_result_t *res) {
     lock_maybe_free(l);
 }
 
+/* An answer the waiter's kind cannot get (HOLD_GONE where its script
+ * never says it: a reply rewritten on its way) tells nothing of the name
+ * and may hide a grant: that is undone, and the waiter tries again soon,
+ * as after a grant not replicated in time; a TRYLOCK of 0 is answered. */
+static void attempt_unusable(lock_t *l, wait_t *w, const char *what) {
+    lockmgr_t *m = l->mgr;
+    log_debug("acquire %s: %s", l->name, what);
+    lock_undo(l, w, w->owner->id);
+    if (w->once) {
+        lock_answer_backend(m, w->owner, what);
+        lock_wait_end(w);
+        return;
+    }
+    /* It may have taken a place in Redis's queue (a fair lock's): its
+     * leave must go if it stops waiting. */
+    w->tried = 1;
+    snprintf(w->unacked, sizeof(w->unacked), "%s", what);
+    timers_start(m->timers, &l->q->retry, LOCKMGR_UNACKED_RETRY_MS, on_retry);
+}
+
 static void on_attempt(backend_op_t *op) {
     wait_t *w = container_of(op, wait_t, acquire);
     lock_t *l = w->lock;
@@ -371,6 +392,7 @@ static void on_attempt(backend_op_t *op) {
         break;
     case BACKEND_HOLD_GONE:
         if (k->hold_gone) k->hold_gone(l, w);
+        else attempt_unusable(l, w, LOCK_UNEXPECTED_HOLD_GONE);
         break;
     case BACKEND_REENTERED:
         /* A stale field of this owner (a release that has not got through

@@ -1678,6 +1678,74 @@ START_TEST(test_acquire_errors) {
 }
 END_TEST
 
+/* ---- answers a kind does not expect (issue 36, bug 8) -------------------------- */
+
+/* HOLD_GONE for a plain acquire (the plain script never says it: a reply
+ * rewritten on its way) may hide a grant: it is undone in Redis before the
+ * waiter tries again, and the waiter is answered; the queue behind it goes
+ * on. A TRYLOCK of 0 is answered ERR BACKEND at once. */
+START_TEST(test_hold_gone_plain_retried) {
+    client_t *a = client(), *b = client();
+    ck_assert_int_eq(lock_req(a, "g", 0), 0);
+    ck_assert_int_eq(lock_req(b, "g", 0), 0);
+    fake_rewrite_next(fb, BACKEND_HOLD_GONE);
+    fake_run(fb); /* granted in Redis, heard as HOLD_GONE */
+    no_reply(a);
+    run_until_reply(a, now() + 5 * LEASE);
+    expect_granted(a, 1);
+    ck_assert_int_eq(fake_holds(fb, a->id, "g"), 1);
+    ck_assert_uint_eq(stats().waiters, 1);
+    ck_assert_int_eq(unlock_req(a, "g"), 1);
+    expect_value(a, 0);
+    fake_settle(fb);
+    expect_granted(b, 1);
+    ck_assert_uint_eq(stats().waiters, 0);
+    ck_assert_uint_eq(stats().locks_held, 1);
+}
+END_TEST
+
+START_TEST(test_hold_gone_plain_trylock) {
+    client_t *a = client(), *b = client();
+    ck_assert_int_eq(request(a, LOCK_REQ_TRYLOCK, "g", 0, 0), 0);
+    fake_rewrite_next(fb, BACKEND_HOLD_GONE);
+    fake_run(fb);
+    lock_reply_t r = expect_error(a, LOCK_ERR_BACKEND);
+    ck_assert_ptr_nonnull(r.detail);
+    fake_settle(fb);
+    ck_assert_int_eq(fake_holds(fb, a->id, "g"), 0); /* the hidden grant undone */
+    ck_assert_uint_eq(stats().waiters, 0);
+    /* TRYLOCK with a wait: tries again, granted within it */
+    ck_assert_int_eq(request(b, LOCK_REQ_TRYLOCK, "g", 2000, 0), 0);
+    fake_rewrite_next(fb, BACKEND_HOLD_GONE);
+    fake_run(fb);
+    no_reply(b);
+    run_until_reply(b, now() + 2000);
+    expect_granted(b, 1);
+    /* one whose wait ends first: ERR BACKEND, nothing held */
+    ck_assert_int_eq(request(a, LOCK_REQ_TRYLOCK, "h", 50, 0), 0);
+    fake_rewrite_next(fb, BACKEND_HOLD_GONE);
+    fake_run(fb);
+    run_until_reply(a, now() + 200); /* its wait ends before its next try */
+    expect_error(a, LOCK_ERR_BACKEND);
+    fake_settle(fb);
+    ck_assert_int_eq(fake_holds(fb, a->id, "h"), 0);
+    ck_assert_uint_eq(stats().waiters, 0);
+}
+END_TEST
+
+/* The same answer for a waiter that left meanwhile: the grant it hides is
+ * undone. */
+START_TEST(test_hold_gone_orphan_undone) {
+    client_t *a = client(), *b = client();
+    ck_assert_int_eq(lock_req(a, "g", 0), 0);
+    drop(a);
+    fake_rewrite_next(fb, BACKEND_HOLD_GONE);
+    fake_settle(fb);
+    ck_assert_int_eq(fake_mode(fb, "g"), -1);
+    lock_ok(b, "g", 0);
+}
+END_TEST
+
 /* ---- WHO ----------------------------------------------------------------------------- */
 
 /* A holder of this daemon is named from memory, with its pid and uid; a
@@ -2264,6 +2332,9 @@ static Suite *lockmgr_suite(void) {
     tcase_add_test(tc, test_fences_rise);
     tcase_add_test(tc, test_reentrant_lock_and_unlock);
     tcase_add_test(tc, test_acquire_errors);
+    tcase_add_test(tc, test_hold_gone_plain_retried);
+    tcase_add_test(tc, test_hold_gone_plain_trylock);
+    tcase_add_test(tc, test_hold_gone_orphan_undone);
     tcase_add_test(tc, test_who);
     tcase_add_test(tc, test_unacked_grant_undone_lock_waits);
     tcase_add_test(tc, test_unacked_trylock);
