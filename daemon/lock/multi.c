@@ -21,7 +21,9 @@
  * A grant makes an ordinary plain-lock hold (LOCK_MODE_MUTEX) of each new
  * name, a reentry (one hold more) of each the connection held already;
  * each then lives on its own: UNLOCK, STATUS, WHO, the watchdog and
- * !LOST per name. */
+ * !LOST per name. A name held when the set came whose hold ends before
+ * the grant (its lease, a loss, or Redis finding it gone: HOLD_GONE) is
+ * asked for anew, from the end of its queue, as a LOCK of it would be. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,7 +59,8 @@ typedef struct mwait_s {
     uint64_t sent_at;
     uint64_t started_ns;
     timers_entry_t deadline;   /* TRYMLOCK's wait */
-    timers_entry_t retry;      /* a grant not replicated in time: again soon */
+    timers_entry_t retry;      /* a grant not replicated in time, a hold
+                                  lost: again soon */
     backend_op_t op;
     size_t n;
     backend_name_t *names;     /* n, for the op */
@@ -71,6 +74,8 @@ typedef struct mwait_s {
 
 static void on_multi(backend_op_t *op);
 static void multi_try(mwait_t *mw);
+static void on_retry(timers_entry_t *t);
+static int mwait_requeue_lost(mwait_t *mw);
 
 static mwait_t *mwait_of(pending_t *p) {
     return container_of(p, mwait_t, hdr);
@@ -142,13 +147,18 @@ static void on_drop(backend_op_t *bop) {
  * (unless their places' ends did), the reentries lose the hold they
  * gained (granted: 1 when Redis said so; else it only may have run, and a
  * reentry is left one hold more in Redis, which its last release deletes
- * anyway). */
+ * anyway). A reentry whose hold ended here meanwhile is released whole:
+ * nothing of it is held. */
 static void mwait_undo(mwait_t *mw, int granted) {
     lockmgr_t *m = mw->mgr;
     for (size_t i = 0; i < mw->n; i++) {
         lock_t *l = mw->part[i].lock;
         if (mw->reentry[i] == 'n') {
             if (mw->part[i].undone) continue;
+            release_all(m, l->name, l->len, mw->owner_id, mw->op.lease_ms, LOCK_MODE_MUTEX);
+            continue;
+        }
+        if (mw->owner != NULL && lock_hold_of(l, mw->owner, LOCK_MODE_MUTEX) == NULL) {
             release_all(m, l->name, l->len, mw->owner_id, mw->op.lease_ms, LOCK_MODE_MUTEX);
             continue;
         }
@@ -181,8 +191,28 @@ static int mwait_ready(const mwait_t *mw) {
     return 1;
 }
 
+/* 1 if a name the set counts as held (no place of its own) is held here
+ * no more. */
+static int mwait_lost_hold(const mwait_t *mw) {
+    for (size_t i = 0; i < mw->n; i++)
+        if (mw->part[i].w == NULL &&
+            lock_hold_of(mw->part[i].lock, mw->owner, LOCK_MODE_MUTEX) == NULL)
+            return 1;
+    return 0;
+}
+
 static void multi_try(mwait_t *mw) {
     lockmgr_t *m = mw->mgr;
+    if (mw->in_flight || mw->owner == NULL || m->stopping) return;
+    if (mwait_lost_hold(mw)) {
+        /* A name held when the set came whose hold has ended here may not
+         * go as a reentry: Redis, whose lease counts from when it ran,
+         * could still grant it. It takes a place first, from a timer: this
+         * may run inside a kick, where no answer (ERR KIND, a limit) may
+         * come. */
+        timers_start(m->timers, &mw->retry, 0, on_retry);
+        return;
+    }
     if (!mwait_ready(mw)) return;
     for (size_t i = 0; i < mw->n; i++) {
         wait_t *w = mw->part[i].w;
@@ -222,15 +252,73 @@ static void multi_attempt(lock_t *l, wait_t *w) {
 }
 
 static void on_retry(timers_entry_t *t) {
-    multi_try(container_of(t, mwait_t, retry));
+    mwait_t *mw = container_of(t, mwait_t, retry);
+    if (mwait_requeue_lost(mw)) return;
+    multi_try(mw);
 }
 
 /* ---- answers -------------------------------------------------------------------------- */
+
+static long long mwait_ttl(const mwait_t *mw);
+
+/* Every name the set counted as held (no place of its own) whose hold has
+ * ended here is asked for anew, from the end of its queue, as a LOCK of
+ * it would be: ERR KIND if it is another kind's now, and the waiter
+ * limits if the set did not wait yet; a TRYMLOCK of 0, which tries once,
+ * has had its try: TIMEOUT. 1 when that answered the set (it is over);
+ * never while its acquire is in flight. */
+static int mwait_requeue_lost(mwait_t *mw) {
+    lockmgr_t *m = mw->mgr;
+    lock_owner_t *o = mw->owner;
+    if (o == NULL || mw->in_flight) return 0;
+    for (size_t i = 0; i < mw->n; i++) {
+        mpart_t *p = &mw->part[i];
+        lock_t *l = p->lock;
+        if (p->w != NULL || lock_hold_of(l, o, LOCK_MODE_MUTEX) != NULL) continue;
+        lock_why_t why = LOCK_WHY_NONE;
+        if (mw->once) {
+            lock_answer_timeout(m, o, mwait_ttl(mw));
+            mwait_end(mw);
+            return 1;
+        }
+        if (lock_in_use(l) && l->kind != lock_kind_of(LOCK_MODE_MUTEX)) {
+            lock_answer_kind(m, o, LOCK_WHY_HELD_AS, lock_kind_mode(l->kind), l->name, l->len);
+            mwait_end(mw);
+            return 1;
+        }
+        if (!mw->counted && m->waiting >= m->conf->max_waiters) why = LOCK_WHY_MAX_WAITERS;
+        else if (!mw->counted) why = lock_acct_new_wait(m, o);
+        if (why == LOCK_WHY_NONE) {
+            if (!lock_in_use(l)) l->kind = lock_kind_of(LOCK_MODE_MUTEX);
+            if ((p->w = lock_enqueue(l, o, LOCK_MODE_MULTI, mw->lease_ms)) == NULL)
+                why = LOCK_WHY_NOMEM;
+        }
+        if (why != LOCK_WHY_NONE) {
+            lock_answer_error(m, o, LOCK_ERR_LIMIT, why, 0);
+            mwait_end(mw);
+            return 1;
+        }
+        mwait_count(mw, 1);
+    }
+    return 0;
+}
 
 static void mwait_grant(mwait_t *mw) {
     lockmgr_t *m = mw->mgr;
     lock_owner_t *o = mw->owner;
     size_t made = 0;
+    if (mwait_lost_hold(mw)) {
+        /* A name sent as a reentry lost its hold here meanwhile (its lease
+         * ran out, the watchdog gave it up), yet Redis, counting the lease
+         * from when it ran, still had it. No hold to count one more on,
+         * and no fresh one either: the loss's release is on its way behind
+         * the script and deletes the name. So the grant is undone and the
+         * name asked for anew. */
+        mwait_undo(mw, 1);
+        if (mwait_requeue_lost(mw)) return;
+        multi_try(mw);
+        return;
+    }
     for (; made < mw->n; made++) {
         if (mw->reentry[made] != 'n') continue;
         lock_t *l = mw->part[made].lock;

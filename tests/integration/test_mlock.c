@@ -346,6 +346,42 @@ START_TEST(fences_from_counters) {
 }
 END_TEST
 
+/* A name held with a lease, sent in a set as a reentry, whose lease ends
+ * here while the script waits in Redis, which (counting the lease from
+ * when the LOCK ran, late) still has it and grants the set (issue 36, bug
+ * 3): the daemon crashed on the hold that was no longer there. The lease's
+ * release is on its way behind the script: the holder hears !LOST, and the
+ * set asks for the name anew and is granted, one hold of each in Redis. */
+START_TEST(held_name_lapses_while_set_in_flight) {
+    h_redis_start();
+    int d = h_dlockd_start("[redis]\ncommand_timeout_ms = 15000\n");
+    keep_log(d);
+    h_conn_t *a = h_connect_index(d);
+    /* The LOCK runs 1.5 s late: Redis keeps x 1.5 s past our lease. */
+    ck_assert_str_eq(h_redis_cli("CLIENT PAUSE 20000 WRITE"), "OK");
+    h_send(a, "LOCK lx 4000\n");
+    usleep(1500 * 1000);
+    ck_assert_str_eq(h_redis_cli("CLIENT UNPAUSE"), "OK");
+    unsigned long long g[2]; /* fence, holds */
+    expect_granted(a, 2, g, H_WAIT_MS, "LOCK lx 4000");
+    ck_assert_str_eq(h_redis_cli("CLIENT PAUSE 20000 WRITE"), "OK");
+    h_send(a, "MLOCK 2 lx ly\n");
+    h_expect_event(a, "!LOST lx expired", 6000, "lx's lease, with the set in Redis");
+    ck_assert_str_eq(h_redis_cli("CLIENT UNPAUSE"), "OK");
+    unsigned long long f[2];
+    expect_granted(a, 2, f, H_WAIT_MS, "MLOCK 2 lx ly, lx asked for anew");
+    ck_assert_uint_gt(f[0], g[0]); /* a new grant of lx */
+    expect_prefix(a, "STATUS lx", "OK MINE 1 ");
+    ck_assert_str_eq(h_redis_cli("HLEN dlock:lx"), "1");
+    ck_assert_str_eq(h_redis_cli("HVALS dlock:lx"), "1");
+    h_expect_reply(a, "MUNLOCK 2 lx ly", "OK 0 0");
+    const char *all[] = {"lx", "ly"};
+    await_gone(all, 2);
+    h_close(a);
+    h_keep_passed();
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("mlock");
     TCase *tc = tcase_create("standalone");
@@ -360,6 +396,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, cancel_in_flight_leaves_nothing);
     tcase_add_test(tc, bad_input);
     tcase_add_test(tc, fences_from_counters);
+    tcase_add_test(tc, held_name_lapses_while_set_in_flight);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -376,6 +376,87 @@ START_TEST(test_multi_lease_and_loss) {
 }
 END_TEST
 
+/* A reentry whose hold's lease ends here while the set's script is in
+ * flight, and which Redis, counting the lease from when it ran, still
+ * grants (issue 36, bug 3): the lease's release is on its way behind the
+ * script and deletes that name, so the grant is undone and the name asked
+ * for anew; the set is granted as two new holds, one of each in Redis. */
+START_TEST(test_multi_reentry_lease_ends_in_flight) {
+    client_t *a = client();
+    ck_assert_int_eq(lock_req(a, "x", 500), 0);
+    timers_advance(tm, 100); /* Redis runs it late: its lease ends 100 ms after ours */
+    fake_run(fb);
+    uint64_t fx = expect_granted(a, 1);
+    timers_advance(tm, 300);
+    ck_assert_int_eq(mlock_req(a, N("x", "y"), 0), 0);
+    ck_assert_str_eq(fake_queued_op(fb, 0)->reentry, "rn");
+    timers_advance(tm, 150); /* our lease is over; Redis's is not */
+    expect_event(a, "x", LOCK_LOST_EXPIRED);
+    ck_assert_uint_eq(lockmgr_owner_held(a->o), 0);
+    fake_run(fb); /* the set, granted with x a reentry; then x's release */
+    fake_settle(fb);
+    uint64_t f[2];
+    expect_list(a, 2, f);
+    ck_assert_uint_gt(f[0], fx); /* a new grant of x, with its own fence */
+    ck_assert_int_eq(fake_holds(fb, a->id, "x"), 1);
+    ck_assert_int_eq(fake_holds(fb, a->id, "y"), 1);
+    ck_assert_uint_eq(lockmgr_owner_held(a->o), 2);
+    ck_assert_uint_eq(stats().waiters, 0);
+    ck_assert_uint_eq(stats().locks_held, 2);
+    no_event(a);
+    munlock_req(a, N("x", "y"));
+    expect_zeros(a, 2);
+    fake_settle(fb);
+    ck_assert_int_eq(fake_mode(fb, "x"), -1);
+    ck_assert_int_eq(fake_mode(fb, "y"), -1);
+}
+END_TEST
+
+/* The same with the connection gone before the set's new try: the undo
+ * leaves nothing of the set in Redis. */
+START_TEST(test_multi_reentry_lost_in_flight_then_drop) {
+    client_t *a = client();
+    ck_assert_int_eq(lock_req(a, "x", 500), 0);
+    timers_advance(tm, 100);
+    fake_run(fb);
+    expect_granted(a, 1);
+    timers_advance(tm, 300);
+    mlock_req(a, N("x", "y"), 0);
+    timers_advance(tm, 150);
+    expect_event(a, "x", LOCK_LOST_EXPIRED);
+    fake_run_one(fb); /* the set's grant only */
+    no_reply(a);
+    drop(a);
+    fake_settle(fb);
+    ck_assert_int_eq(fake_mode(fb, "x"), -1);
+    ck_assert_int_eq(fake_mode(fb, "y"), -1);
+    ck_assert_uint_eq(stats().waiters, 0);
+    ck_assert_uint_eq(stats().locks_held, 0);
+}
+END_TEST
+
+/* A TRYMLOCK of 0 tries once: a held name that lapsed during its try
+ * makes it TIMEOUT, the grant undone. */
+START_TEST(test_multi_try_zero_reentry_lapses) {
+    client_t *a = client();
+    ck_assert_int_eq(lock_req(a, "x", 500), 0);
+    timers_advance(tm, 100);
+    fake_run(fb);
+    expect_granted(a, 1);
+    timers_advance(tm, 300);
+    ck_assert_int_eq(request_multi(a, LOCK_REQ_TRYMLOCK, N("x", "y"), 0, 0), 0);
+    timers_advance(tm, 150);
+    expect_event(a, "x", LOCK_LOST_EXPIRED);
+    fake_settle(fb);
+    lock_reply_t r = next_reply(a);
+    ck_assert_int_eq(r.kind, LOCK_REPLY_TIMEOUT);
+    ck_assert_int_eq(fake_mode(fb, "x"), -1);
+    ck_assert_int_eq(fake_mode(fb, "y"), -1);
+    ck_assert_uint_eq(stats().waiters, 0);
+    ck_assert_uint_eq(lockmgr_owner_held(a->o), 0);
+}
+END_TEST
+
 static Suite *lockmgr_multi_suite(void) {
     Suite *s = suite_create("lockmgr_multi");
     TCase *tc = tcase_create("multi");
@@ -394,6 +475,9 @@ static Suite *lockmgr_multi_suite(void) {
     tcase_add_test(tc, test_multi_limit_and_topology);
     tcase_add_test(tc, test_multi_waits_count_once);
     tcase_add_test(tc, test_multi_lease_and_loss);
+    tcase_add_test(tc, test_multi_reentry_lease_ends_in_flight);
+    tcase_add_test(tc, test_multi_reentry_lost_in_flight_then_drop);
+    tcase_add_test(tc, test_multi_try_zero_reentry_lapses);
     suite_add_tcase(s, tc);
     return s;
 }
