@@ -62,6 +62,11 @@ typedef struct mwait_s {
     timers_entry_t retry;      /* a grant not replicated in time, a hold
                                   lost: again soon */
     backend_op_t op;
+    backend_op_t gone;         /* HOLD_GONE: why that hold went (a RENEW,
+                                  which changes nothing of a gone hold) */
+    size_t gone_which;         /* ... its name */
+    uint64_t gone_grant;       /* ... the hold's grant_id */
+    uint64_t gone_sent;
     size_t n;
     backend_name_t *names;     /* n, for the op */
     uint64_t *values;          /* n: the op's fences or holds */
@@ -417,6 +422,56 @@ static void mwait_taken(mwait_t *mw, const backend_result_t *res, int woken) {
     if (mw->part[res->which].w != NULL) lock_retry_at(l, res->ttl_ms);
 }
 
+/* Why the hold Redis found gone went: the RENEW's answer. FORCED: the
+ * FORCEUNLOCK marker names the owner; GONE (or no answer): it expired or
+ * was deleted. Its !LOST comes before any grant of the set, which waits
+ * for this; then the waiters here that it held back may go, and the set
+ * asks for the name anew behind them. */
+static void on_gone(backend_op_t *bop) {
+    mwait_t *mw = container_of(bop, mwait_t, gone);
+    lockmgr_t *m = mw->mgr;
+    const backend_result_t *res = &bop->res;
+    mw->in_flight = 0;
+    if (mw->owner == NULL || m->stopping) {
+        if (mw->owner != NULL)
+            lock_answer_error(m, mw->owner, LOCK_ERR_BACKEND, LOCK_WHY_SHUTDOWN, 0);
+        mwait_end(mw);
+        return;
+    }
+    lock_t *l = mw->part[mw->gone_which].lock;
+    hold_t *h = lock_hold_of(l, mw->owner, LOCK_MODE_MUTEX);
+    if (h != NULL && h->grant_id == mw->gone_grant) {
+        if (res->status == BACKEND_OK && res->renewal == BACKEND_RENEWED) {
+            /* Redis has it after all (the set's answer was not mlock.lua's):
+             * it stays, renewed, and the set tries again soon. */
+            watchdog_set_confirmed(h, mw->gone_sent, bop->lease_ms);
+            timers_start(m->timers, &mw->retry, LOCKMGR_UNACKED_RETRY_MS, on_retry);
+            return;
+        }
+        lock_hold_lost(h, res->status == BACKEND_OK && res->renewal == BACKEND_FORCED
+                              ? LOCK_LOST_FORCED
+                              : LOCK_LOST_EXPIRED);
+        lock_kick(l);
+    }
+    if (mwait_requeue_lost(mw)) return;
+    multi_try(mw);
+}
+
+static void mwait_ask_gone(mwait_t *mw, size_t which, const hold_t *h) {
+    lockmgr_t *m = mw->mgr;
+    lock_t *l = mw->part[which].lock;
+    backend_op_t *op = &mw->gone;
+    mw->gone_which = which;
+    mw->gone_grant = h->grant_id;
+    mw->gone_sent = timers_now(m->timers);
+    mw->in_flight = 1;
+    memset(op, 0, sizeof(*op));
+    lock_op_init(op, BACKEND_RENEW, LOCK_MODE_MUTEX, l->name, l->len, mw->owner_id, on_gone);
+    op->permits = h->count;
+    op->lease_ms = lock_hold_redis_lease(h);
+    backend_submit(m->backend, op);
+}
+
 static void on_multi(backend_op_t *op) {
     mwait_t *mw = container_of(op, mwait_t, op);
     lockmgr_t *m = mw->mgr;
@@ -487,19 +542,28 @@ static void on_multi(backend_op_t *op) {
         multi_try(mw);
         return;
     case BACKEND_HOLD_GONE: {
-        /* A name held here is gone in Redis: the hold is lost, and the
-         * name is asked for anew, from the end of its queue. */
-        mpart_t *p = &mw->part[res->which];
-        hold_t *h = lock_hold_of(p->lock, o, LOCK_MODE_MUTEX);
-        if (h != NULL) lock_hold_lost(h, LOCK_LOST_EXPIRED);
-        if (mw->owner == NULL) return; /* cannot happen: !LOST is an event */
-        p->w = lock_enqueue(p->lock, o, LOCK_MODE_MULTI, mw->lease_ms);
-        if (p->w == NULL) {
-            lock_answer_error(m, o, LOCK_ERR_LIMIT, LOCK_WHY_NOMEM, 0);
-            mwait_end(mw);
+        /* A name held here is gone in Redis: the hold is lost (why, a
+         * RENEW of it tells first), and the name is asked for anew. */
+        hold_t *h = lock_hold_of(mw->part[res->which].lock, o, LOCK_MODE_MUTEX);
+        if (mw->reentry[res->which] != 'r') {
+            /* Said of a new name: not mlock.lua's answer (a reply rewritten
+             * on its way), and it may hide a grant. Undone; tried again
+             * soon, as wait.c does for a single name. */
+            mwait_undo(mw, 0);
+            if (mw->once) {
+                lock_answer_backend(m, o, LOCK_UNEXPECTED_HOLD_GONE);
+                mwait_end(mw);
+                return;
+            }
+            timers_start(m->timers, &mw->retry, LOCKMGR_UNACKED_RETRY_MS, on_retry);
             return;
         }
-        mwait_count(mw, 1);
+        if (h != NULL) {
+            mwait_ask_gone(mw, res->which, h);
+            return;
+        }
+        /* its lease ended here meanwhile: told already */
+        if (mwait_requeue_lost(mw)) return;
         multi_try(mw);
         return;
     }

@@ -49,6 +49,7 @@ static void downgrade_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
         if (res->outcome == BACKEND_GRANTED || res->outcome == BACKEND_REENTERED)
             release_all(m, l->name, l->len, o->id, op->bop.lease_ms, LOCK_MODE_READ);
         if (w != NULL) lock_hold_lost(w, LOCK_LOST_EXPIRED);
+        lock_kick(l); /* the wait below, refused or not, kicks no one */
         lock_start_wait(m, o, op->kind, LOCK_MODE_READ, op->name, op->len, op->wait_ms,
                         op->lease_ms, 0);
         return;

@@ -1746,6 +1746,48 @@ START_TEST(test_hold_gone_orphan_undone) {
 }
 END_TEST
 
+/* ---- a hold lost: the waiters here behind it go (issue 36, bug 4) ------------- */
+
+/* A reentry that finds the name another kind's in Redis loses the hold:
+ * the waiter queued behind it here tries, and is answered. */
+START_TEST(test_reentry_wrong_kind_kicks_waiter) {
+    client_t *a = client(), *b = client();
+    lock_ok(a, "k", 0);
+    ck_assert_int_eq(lock_req(b, "k", 0), 0);
+    fake_settle(fb);
+    no_reply(b);
+    fake_take_rw(fb, "k", "x", BACKEND_WRITE, 5000);
+    ck_assert_int_eq(lock_req(a, "k", 0), 0);
+    fake_settle(fb);
+    expect_error(a, LOCK_ERR_KIND);
+    expect_event(a, "k", LOCK_LOST_EXPIRED);
+    run_until_reply(b, now() + 2 * LEASE);
+    expect_error(b, LOCK_ERR_KIND);
+    ck_assert_uint_eq(stats().waiters, 0);
+}
+END_TEST
+
+/* A reentry that found the hold gone and took the name anew, not
+ * replicated in time: the hold is lost and the grant undone; the waiter
+ * behind it here goes. */
+START_TEST(test_reentry_unacked_kicks_waiter) {
+    client_t *a = client(), *b = client();
+    lock_ok(a, "u", 0);
+    ck_assert_int_eq(lock_req(b, "u", 0), 0);
+    fake_settle(fb);
+    no_reply(b);
+    fake_expire(fb, "u");
+    ck_assert_int_eq(lock_req(a, "u", 0), 0);
+    fake_unack_next(fb, "replicas: acked 0 of 1");
+    fake_settle(fb);
+    expect_error(a, LOCK_ERR_BACKEND);
+    expect_event(a, "u", LOCK_LOST_EXPIRED);
+    run_until_reply(b, now() + 2 * LEASE);
+    expect_granted(b, 1);
+    ck_assert_uint_eq(stats().waiters, 0);
+}
+END_TEST
+
 /* ---- WHO ----------------------------------------------------------------------------- */
 
 /* A holder of this daemon is named from memory, with its pid and uid; a
@@ -2335,6 +2377,8 @@ static Suite *lockmgr_suite(void) {
     tcase_add_test(tc, test_hold_gone_plain_retried);
     tcase_add_test(tc, test_hold_gone_plain_trylock);
     tcase_add_test(tc, test_hold_gone_orphan_undone);
+    tcase_add_test(tc, test_reentry_wrong_kind_kicks_waiter);
+    tcase_add_test(tc, test_reentry_unacked_kicks_waiter);
     tcase_add_test(tc, test_who);
     tcase_add_test(tc, test_unacked_grant_undone_lock_waits);
     tcase_add_test(tc, test_unacked_trylock);

@@ -457,6 +457,50 @@ START_TEST(test_multi_try_zero_reentry_lapses) {
 }
 END_TEST
 
+/* A name held here that another daemon forced away, found by the set's
+ * script (HOLD_GONE) (issue 36, bug 4): its holder hears !LOST forced,
+ * the waiter queued behind that hold on this daemon is woken and granted,
+ * and the set waits behind it for the name. */
+START_TEST(test_multi_hold_gone_wakes_queue) {
+    client_t *a = client(), *b = client();
+    lock_ok(a, "x", 0);
+    ck_assert_int_eq(lock_req(b, "x", 0), 0); /* behind a's hold, here */
+    fake_settle(fb);
+    no_reply(b);
+    fake_force(fb, "x");
+    ck_assert_int_eq(mlock_req(a, N("x", "y"), 0), 0);
+    run_until_reply(b, now() + 5 * LEASE);
+    expect_granted(b, 1);
+    expect_event(a, "x", LOCK_LOST_FORCED);
+    no_event(a);
+    no_reply(a);
+    ck_assert_uint_eq(stats().waiters, 1); /* the set */
+    ck_assert_int_eq(fake_holds(fb, a->id, "y"), 0);
+    ck_assert_int_eq(unlock_req(b, "x"), 1);
+    expect_value(b, 0);
+    fake_settle(fb);
+    expect_list(a, 2, NULL);
+    ck_assert_uint_eq(stats().waiters, 0);
+    ck_assert_int_eq(fake_holds(fb, a->id, "x"), 1);
+    ck_assert_uint_eq(lockmgr_owner_held(a->o), 2);
+}
+END_TEST
+
+/* The same name expired rather than forced: !LOST expired; and with no
+ * one else waiting, the set goes on at once. */
+START_TEST(test_multi_hold_gone_expired) {
+    client_t *a = client();
+    lock_ok(a, "x", 0);
+    fake_expire(fb, "x");
+    mlock_req(a, N("x", "y"), 0);
+    fake_settle(fb);
+    expect_event(a, "x", LOCK_LOST_EXPIRED);
+    expect_list(a, 2, NULL);
+    ck_assert_int_eq(fake_holds(fb, a->id, "x"), 1);
+    ck_assert_uint_eq(stats().waiters, 0);
+}
+END_TEST
+
 static Suite *lockmgr_multi_suite(void) {
     Suite *s = suite_create("lockmgr_multi");
     TCase *tc = tcase_create("multi");
@@ -478,6 +522,8 @@ static Suite *lockmgr_multi_suite(void) {
     tcase_add_test(tc, test_multi_reentry_lease_ends_in_flight);
     tcase_add_test(tc, test_multi_reentry_lost_in_flight_then_drop);
     tcase_add_test(tc, test_multi_try_zero_reentry_lapses);
+    tcase_add_test(tc, test_multi_hold_gone_wakes_queue);
+    tcase_add_test(tc, test_multi_hold_gone_expired);
     suite_add_tcase(s, tc);
     return s;
 }
