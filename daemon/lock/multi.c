@@ -311,7 +311,8 @@ static int mwait_requeue_lost(mwait_t *mw) {
 static void mwait_grant(mwait_t *mw) {
     lockmgr_t *m = mw->mgr;
     lock_owner_t *o = mw->owner;
-    size_t made = 0;
+    size_t made = 0, fresh = 0;
+    for (size_t i = 0; i < mw->n; i++) fresh += mw->reentry[i] == 'n';
     if (mwait_lost_hold(mw)) {
         /* A name sent as a reentry lost its hold here meanwhile (its lease
          * ran out, the watchdog gave it up), yet Redis, counting the lease
@@ -322,6 +323,15 @@ static void mwait_grant(mwait_t *mw) {
         mwait_undo(mw, 1);
         if (mwait_requeue_lost(mw)) return;
         multi_try(mw);
+        return;
+    }
+    /* Limits are checked as the request came; other requests of the uid
+     * may have been granted since. */
+    lock_why_t why = lock_acct_room(m, o, fresh);
+    if (why != LOCK_WHY_NONE) {
+        mwait_undo(mw, 1);
+        lock_answer_error(m, o, LOCK_ERR_LIMIT, why, 0);
+        mwait_end(mw);
         return;
     }
     for (; made < mw->n; made++) {
@@ -610,7 +620,7 @@ static int mlock_refused(lockmgr_t *m, lock_owner_t *o, const lock_request_t *re
         why = LOCK_WHY_MAX_LOCKS;
     else if (*fresh > 0 && m->waiting >= m->conf->max_waiters)
         why = LOCK_WHY_MAX_WAITERS;
-    else if (*fresh > 0 && (why = lock_acct_new_hold(m, o)) == LOCK_WHY_NONE)
+    else if (*fresh > 0 && (why = lock_acct_new_holds(m, o, *fresh)) == LOCK_WHY_NONE)
         why = lock_acct_new_wait(m, o);
     if (why != LOCK_WHY_NONE) {
         lock_answer_error(m, o, LOCK_ERR_LIMIT, why, 0);

@@ -367,6 +367,20 @@ static void attempt_unusable(lock_t *l, wait_t *w, const char *what) {
     timers_start(m->timers, &l->q->retry, LOCKMGR_UNACKED_RETRY_MS, on_retry);
 }
 
+/* 1 if w's grant may stand. Limits are checked as a request comes, but a
+ * uid's requests wait and fly at once: a grant that would make a new hold
+ * past the connection's or the uid's limit (others of the uid were
+ * granted meanwhile) is given back in Redis and answered ERR LIMIT. */
+static int grant_fits(lock_t *l, wait_t *w) {
+    lock_why_t why;
+    if (lock_hold_of(l, w->owner, w->mode) != NULL) return 1; /* joins its hold */
+    if ((why = lock_acct_room(l->mgr, w->owner, 1)) == LOCK_WHY_NONE) return 1;
+    lock_undo(l, w, w->owner->id);
+    lock_answer_error(l->mgr, w->owner, LOCK_ERR_LIMIT, why, 0);
+    lock_wait_end(w);
+    return 0;
+}
+
 static void on_attempt(backend_op_t *op) {
     wait_t *w = container_of(op, wait_t, acquire);
     lock_t *l = w->lock;
@@ -387,6 +401,7 @@ static void on_attempt(backend_op_t *op) {
     }
     switch (res->outcome) {
     case BACKEND_GRANTED:
+        if (!grant_fits(l, w)) break;
         if (k->granted) k->granted(l, w);
         else lock_grant(l, w, res->fence);
         break;
@@ -483,7 +498,7 @@ void lock_start_wait(lockmgr_t *m, lock_owner_t *o, lock_req_kind_t kind, lock_m
     }
     lock_why_t why = LOCK_WHY_NONE;
     if (m->waiting >= m->conf->max_waiters) why = LOCK_WHY_MAX_WAITERS;
-    else if (!(k->permits && lock_hold_of(l, o, mode) != NULL)) why = lock_acct_new_hold(m, o);
+    else if (!(k->permits && lock_hold_of(l, o, mode) != NULL)) why = lock_acct_new_holds(m, o, 1);
     if (why == LOCK_WHY_NONE) why = lock_acct_new_wait(m, o);
     if (why != LOCK_WHY_NONE) {
         lock_answer_error(m, o, LOCK_ERR_LIMIT, why, 0);

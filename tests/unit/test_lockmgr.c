@@ -1746,6 +1746,61 @@ START_TEST(test_hold_gone_orphan_undone) {
 }
 END_TEST
 
+/* ---- max_locks_per_uid is a bound (issue 36, bug 5) ----------------------------- */
+
+/* Six connections of one uid ask at once, each within the limit when it
+ * comes: only the limit's worth are granted; the grants past it are given
+ * back in Redis and answered ERR LIMIT. */
+START_TEST(test_limit_locks_per_uid_at_once) {
+    conf.max_locks_per_uid = 3;
+    client_t *c[6];
+    char name[6][16];
+    for (int i = 0; i < 6; i++) {
+        c[i] = client_uid(1000);
+        snprintf(name[i], sizeof(name[i]), "p%d", i);
+        ck_assert_int_eq(lock_req(c[i], name[i], 0), 0);
+    }
+    fake_settle(fb);
+    int granted = 0, refused = 0;
+    for (int i = 0; i < 6; i++) {
+        lock_reply_t r = next_reply(c[i]);
+        if (r.kind == LOCK_REPLY_GRANTED) {
+            granted++;
+            ck_assert_int_eq(fake_holds(fb, c[i]->id, name[i]), 1);
+            continue;
+        }
+        ck_assert_int_eq(r.kind, LOCK_REPLY_ERROR);
+        ck_assert_int_eq(r.err, LOCK_ERR_LIMIT);
+        why_is(&r, LOCK_WHY_MAX_LOCKS_UID, -1);
+        ck_assert_int_eq(fake_mode(fb, name[i]), -1);
+        refused++;
+    }
+    ck_assert_int_eq(granted, 3);
+    ck_assert_int_eq(refused, 3);
+    ck_assert_uint_eq(stats().locks_held, 3);
+    ck_assert_uint_eq(stats().waiters, 0);
+}
+END_TEST
+
+/* A wait for a name another connection of the uid holds is no lock more
+ * while it waits: it is granted once that one is released. */
+START_TEST(test_limit_locks_per_uid_wait_behind_own) {
+    conf.max_locks_per_uid = 1;
+    client_t *a = client_uid(1000), *b = client_uid(1000);
+    lock_ok(a, "q", 0);
+    ck_assert_int_eq(lock_req(b, "q", 0), 1);
+    lock_reply_t r = expect_error(b, LOCK_ERR_LIMIT);
+    why_is(&r, LOCK_WHY_MAX_LOCKS_UID, -1);
+    conf.max_locks_per_uid = 2;
+    ck_assert_int_eq(lock_req(b, "q", 0), 0);
+    conf.max_locks_per_uid = 1; /* a reload lowers it while b waits */
+    ck_assert_int_eq(unlock_req(a, "q"), 1);
+    expect_value(a, 0);
+    fake_settle(fb);
+    expect_granted(b, 1);
+}
+END_TEST
+
 /* ---- a hold lost: the waiters here behind it go (issue 36, bug 4) ------------- */
 
 /* A reentry that finds the name another kind's in Redis loses the hold:
@@ -2453,6 +2508,8 @@ static Suite *lockmgr_suite(void) {
     tcase_add_test(tc, test_limit_waiters);
     tcase_add_test(tc, test_limit_locks_per_uid);
     tcase_add_test(tc, test_limit_waiters_per_uid);
+    tcase_add_test(tc, test_limit_locks_per_uid_at_once);
+    tcase_add_test(tc, test_limit_locks_per_uid_wait_behind_own);
     tcase_add_test(tc, test_backend_down_at_once);
 
     TC("shutdown");

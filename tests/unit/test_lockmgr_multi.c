@@ -501,6 +501,49 @@ START_TEST(test_multi_hold_gone_expired) {
 }
 END_TEST
 
+/* max_locks_per_uid counts every name a set would add (issue 36, bug 5). */
+START_TEST(test_multi_locks_per_uid) {
+    conf.max_locks_per_uid = 3;
+    client_t *a = client(), *b = client();
+    size_t ops = fake_log_len(fb);
+    ck_assert_int_eq(mlock_req(a, N("a", "b", "c", "d", "e"), 0), 1);
+    lock_reply_t r = expect_error(a, LOCK_ERR_LIMIT);
+    why_is(&r, LOCK_WHY_MAX_LOCKS_UID, -1);
+    ck_assert_uint_eq(fake_log_len(fb), ops);
+    lock_ok(b, "b", 0);
+    ck_assert_int_eq(mlock_req(a, N("a", "c", "d"), 0), 1); /* 1 + 3 > 3 */
+    r = expect_error(a, LOCK_ERR_LIMIT);
+    why_is(&r, LOCK_WHY_MAX_LOCKS_UID, -1);
+    mlock_req(a, N("a", "c"), 0);
+    fake_run(fb);
+    expect_list(a, 2, NULL);
+    /* a reentry adds no lock */
+    mlock_req(a, N("a", "c"), 0);
+    fake_run(fb);
+    expect_list(a, 2, NULL);
+    ck_assert_uint_eq(stats().locks_held, 3);
+}
+END_TEST
+
+/* Two sets of one uid at once, each within the limit alone: the grant that
+ * would pass it is given back and answered ERR LIMIT (issue 36, bug 5). */
+START_TEST(test_multi_locks_per_uid_at_once) {
+    conf.max_locks_per_uid = 3;
+    client_t *a = client(), *b = client();
+    ck_assert_int_eq(mlock_req(a, N("a", "b"), 0), 0);
+    ck_assert_int_eq(mlock_req(b, N("c", "d"), 0), 0);
+    fake_settle(fb);
+    expect_list(a, 2, NULL);
+    lock_reply_t r = expect_error(b, LOCK_ERR_LIMIT);
+    why_is(&r, LOCK_WHY_MAX_LOCKS_UID, -1);
+    ck_assert_int_eq(fake_mode(fb, "c"), -1);
+    ck_assert_int_eq(fake_mode(fb, "d"), -1);
+    ck_assert_uint_eq(stats().locks_held, 2);
+    ck_assert_uint_eq(stats().waiters, 0);
+    ck_assert_uint_eq(lockmgr_owner_held(b->o), 0);
+}
+END_TEST
+
 static Suite *lockmgr_multi_suite(void) {
     Suite *s = suite_create("lockmgr_multi");
     TCase *tc = tcase_create("multi");
@@ -524,6 +567,8 @@ static Suite *lockmgr_multi_suite(void) {
     tcase_add_test(tc, test_multi_try_zero_reentry_lapses);
     tcase_add_test(tc, test_multi_hold_gone_wakes_queue);
     tcase_add_test(tc, test_multi_hold_gone_expired);
+    tcase_add_test(tc, test_multi_locks_per_uid);
+    tcase_add_test(tc, test_multi_locks_per_uid_at_once);
     suite_add_tcase(s, tc);
     return s;
 }
