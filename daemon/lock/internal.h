@@ -36,6 +36,9 @@ typedef struct wait_s wait_t;
 
 /* The text kept of why a waiter's last grant was undone. */
 #define WAIT_WHY_LEN 64
+/* ERR BACKEND's text for an acquire answered HOLD_GONE where its script
+ * never says it (a reply rewritten on its way). */
+#define LOCK_UNEXPECTED_HOLD_GONE "unexpected answer from Redis: hold gone"
 typedef struct release_s release_t;
 typedef struct election_read_s election_read_t;
 
@@ -365,8 +368,14 @@ void lock_acct_leave(lock_owner_t *o);
 void lock_acct_free_all(lockmgr_t *m);
 void lock_acct_held(lock_owner_t *o, int delta);
 void lock_acct_waiting(lock_owner_t *o, int delta);
-/* LOCK_WHY_NONE, or the per-uid limit a new hold or wait would pass. */
-lock_why_t lock_acct_new_hold(const lockmgr_t *m, const lock_owner_t *o);
+/* LOCK_WHY_NONE, or the per-uid limit n new holds, or a new wait, would
+ * pass. Checked when a request comes, they cannot bound holds alone: the
+ * requests of a uid's connections wait and fly at once, so a grant that
+ * makes new holds passes lock_acct_room() too, or is given back. */
+lock_why_t lock_acct_new_holds(const lockmgr_t *m, const lock_owner_t *o, size_t n);
 lock_why_t lock_acct_new_wait(const lockmgr_t *m, const lock_owner_t *o);
+/* LOCK_WHY_NONE, or the limit that n holds more of o would pass now: its
+ * connection's max_locks_per_client, its uid's max_locks_per_uid. */
+lock_why_t lock_acct_room(const lockmgr_t *m, const lock_owner_t *o, size_t n);
 
 #endif

@@ -21,7 +21,9 @@
  * A grant makes an ordinary plain-lock hold (LOCK_MODE_MUTEX) of each new
  * name, a reentry (one hold more) of each the connection held already;
  * each then lives on its own: UNLOCK, STATUS, WHO, the watchdog and
- * !LOST per name. */
+ * !LOST per name. A name held when the set came whose hold ends before
+ * the grant (its lease, a loss, or Redis finding it gone: HOLD_GONE) is
+ * asked for anew, from the end of its queue, as a LOCK of it would be. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,8 +59,14 @@ typedef struct mwait_s {
     uint64_t sent_at;
     uint64_t started_ns;
     timers_entry_t deadline;   /* TRYMLOCK's wait */
-    timers_entry_t retry;      /* a grant not replicated in time: again soon */
+    timers_entry_t retry;      /* a grant not replicated in time, a hold
+                                  lost: again soon */
     backend_op_t op;
+    backend_op_t gone;         /* HOLD_GONE: why that hold went (a RENEW,
+                                  which changes nothing of a gone hold) */
+    size_t gone_which;         /* ... its name */
+    uint64_t gone_grant;       /* ... the hold's grant_id */
+    uint64_t gone_sent;
     size_t n;
     backend_name_t *names;     /* n, for the op */
     uint64_t *values;          /* n: the op's fences or holds */
@@ -71,6 +79,8 @@ typedef struct mwait_s {
 
 static void on_multi(backend_op_t *op);
 static void multi_try(mwait_t *mw);
+static void on_retry(timers_entry_t *t);
+static int mwait_requeue_lost(mwait_t *mw);
 
 static mwait_t *mwait_of(pending_t *p) {
     return container_of(p, mwait_t, hdr);
@@ -142,13 +152,18 @@ static void on_drop(backend_op_t *bop) {
  * (unless their places' ends did), the reentries lose the hold they
  * gained (granted: 1 when Redis said so; else it only may have run, and a
  * reentry is left one hold more in Redis, which its last release deletes
- * anyway). */
+ * anyway). A reentry whose hold ended here meanwhile is released whole:
+ * nothing of it is held. */
 static void mwait_undo(mwait_t *mw, int granted) {
     lockmgr_t *m = mw->mgr;
     for (size_t i = 0; i < mw->n; i++) {
         lock_t *l = mw->part[i].lock;
         if (mw->reentry[i] == 'n') {
             if (mw->part[i].undone) continue;
+            release_all(m, l->name, l->len, mw->owner_id, mw->op.lease_ms, LOCK_MODE_MUTEX);
+            continue;
+        }
+        if (mw->owner != NULL && lock_hold_of(l, mw->owner, LOCK_MODE_MUTEX) == NULL) {
             release_all(m, l->name, l->len, mw->owner_id, mw->op.lease_ms, LOCK_MODE_MUTEX);
             continue;
         }
@@ -181,8 +196,28 @@ static int mwait_ready(const mwait_t *mw) {
     return 1;
 }
 
+/* 1 if a name the set counts as held (no place of its own) is held here
+ * no more. */
+static int mwait_lost_hold(const mwait_t *mw) {
+    for (size_t i = 0; i < mw->n; i++)
+        if (mw->part[i].w == NULL &&
+            lock_hold_of(mw->part[i].lock, mw->owner, LOCK_MODE_MUTEX) == NULL)
+            return 1;
+    return 0;
+}
+
 static void multi_try(mwait_t *mw) {
     lockmgr_t *m = mw->mgr;
+    if (mw->in_flight || mw->owner == NULL || m->stopping) return;
+    if (mwait_lost_hold(mw)) {
+        /* A name held when the set came whose hold has ended here may not
+         * go as a reentry: Redis, whose lease counts from when it ran,
+         * could still grant it. It takes a place first, from a timer: this
+         * may run inside a kick, where no answer (ERR KIND, a limit) may
+         * come. */
+        timers_start(m->timers, &mw->retry, 0, on_retry);
+        return;
+    }
     if (!mwait_ready(mw)) return;
     for (size_t i = 0; i < mw->n; i++) {
         wait_t *w = mw->part[i].w;
@@ -222,15 +257,83 @@ static void multi_attempt(lock_t *l, wait_t *w) {
 }
 
 static void on_retry(timers_entry_t *t) {
-    multi_try(container_of(t, mwait_t, retry));
+    mwait_t *mw = container_of(t, mwait_t, retry);
+    if (mwait_requeue_lost(mw)) return;
+    multi_try(mw);
 }
 
 /* ---- answers -------------------------------------------------------------------------- */
 
+static long long mwait_ttl(const mwait_t *mw);
+
+/* Every name the set counted as held (no place of its own) whose hold has
+ * ended here is asked for anew, from the end of its queue, as a LOCK of
+ * it would be: ERR KIND if it is another kind's now, and the waiter
+ * limits if the set did not wait yet; a TRYMLOCK of 0, which tries once,
+ * has had its try: TIMEOUT. 1 when that answered the set (it is over);
+ * never while its acquire is in flight. */
+static int mwait_requeue_lost(mwait_t *mw) {
+    lockmgr_t *m = mw->mgr;
+    lock_owner_t *o = mw->owner;
+    if (o == NULL || mw->in_flight) return 0;
+    for (size_t i = 0; i < mw->n; i++) {
+        mpart_t *p = &mw->part[i];
+        lock_t *l = p->lock;
+        if (p->w != NULL || lock_hold_of(l, o, LOCK_MODE_MUTEX) != NULL) continue;
+        lock_why_t why = LOCK_WHY_NONE;
+        if (mw->once) {
+            lock_answer_timeout(m, o, mwait_ttl(mw));
+            mwait_end(mw);
+            return 1;
+        }
+        if (lock_in_use(l) && l->kind != lock_kind_of(LOCK_MODE_MUTEX)) {
+            lock_answer_kind(m, o, LOCK_WHY_HELD_AS, lock_kind_mode(l->kind), l->name, l->len);
+            mwait_end(mw);
+            return 1;
+        }
+        if (!mw->counted && m->waiting >= m->conf->max_waiters) why = LOCK_WHY_MAX_WAITERS;
+        else if (!mw->counted) why = lock_acct_new_wait(m, o);
+        if (why == LOCK_WHY_NONE) {
+            if (!lock_in_use(l)) l->kind = lock_kind_of(LOCK_MODE_MUTEX);
+            if ((p->w = lock_enqueue(l, o, LOCK_MODE_MULTI, mw->lease_ms)) == NULL)
+                why = LOCK_WHY_NOMEM;
+        }
+        if (why != LOCK_WHY_NONE) {
+            lock_answer_error(m, o, LOCK_ERR_LIMIT, why, 0);
+            mwait_end(mw);
+            return 1;
+        }
+        mwait_count(mw, 1);
+    }
+    return 0;
+}
+
 static void mwait_grant(mwait_t *mw) {
     lockmgr_t *m = mw->mgr;
     lock_owner_t *o = mw->owner;
-    size_t made = 0;
+    size_t made = 0, fresh = 0;
+    for (size_t i = 0; i < mw->n; i++) fresh += mw->reentry[i] == 'n';
+    if (mwait_lost_hold(mw)) {
+        /* A name sent as a reentry lost its hold here meanwhile (its lease
+         * ran out, the watchdog gave it up), yet Redis, counting the lease
+         * from when it ran, still had it. No hold to count one more on,
+         * and no fresh one either: the loss's release is on its way behind
+         * the script and deletes the name. So the grant is undone and the
+         * name asked for anew. */
+        mwait_undo(mw, 1);
+        if (mwait_requeue_lost(mw)) return;
+        multi_try(mw);
+        return;
+    }
+    /* Limits are checked as the request came; other requests of the uid
+     * may have been granted since. */
+    lock_why_t why = lock_acct_room(m, o, fresh);
+    if (why != LOCK_WHY_NONE) {
+        mwait_undo(mw, 1);
+        lock_answer_error(m, o, LOCK_ERR_LIMIT, why, 0);
+        mwait_end(mw);
+        return;
+    }
     for (; made < mw->n; made++) {
         if (mw->reentry[made] != 'n') continue;
         lock_t *l = mw->part[made].lock;
@@ -329,6 +432,56 @@ static void mwait_taken(mwait_t *mw, const backend_result_t *res, int woken) {
     if (mw->part[res->which].w != NULL) lock_retry_at(l, res->ttl_ms);
 }
 
+/* Why the hold Redis found gone went: the RENEW's answer. FORCED: the
+ * FORCEUNLOCK marker names the owner; GONE (or no answer): it expired or
+ * was deleted. Its !LOST comes before any grant of the set, which waits
+ * for this; then the waiters here that it held back may go, and the set
+ * asks for the name anew behind them. */
+static void on_gone(backend_op_t *bop) {
+    mwait_t *mw = container_of(bop, mwait_t, gone);
+    lockmgr_t *m = mw->mgr;
+    const backend_result_t *res = &bop->res;
+    mw->in_flight = 0;
+    if (mw->owner == NULL || m->stopping) {
+        if (mw->owner != NULL)
+            lock_answer_error(m, mw->owner, LOCK_ERR_BACKEND, LOCK_WHY_SHUTDOWN, 0);
+        mwait_end(mw);
+        return;
+    }
+    lock_t *l = mw->part[mw->gone_which].lock;
+    hold_t *h = lock_hold_of(l, mw->owner, LOCK_MODE_MUTEX);
+    if (h != NULL && h->grant_id == mw->gone_grant) {
+        if (res->status == BACKEND_OK && res->renewal == BACKEND_RENEWED) {
+            /* Redis has it after all (the set's answer was not mlock.lua's):
+             * it stays, renewed, and the set tries again soon. */
+            watchdog_set_confirmed(h, mw->gone_sent, bop->lease_ms);
+            timers_start(m->timers, &mw->retry, LOCKMGR_UNACKED_RETRY_MS, on_retry);
+            return;
+        }
+        lock_hold_lost(h, res->status == BACKEND_OK && res->renewal == BACKEND_FORCED
+                              ? LOCK_LOST_FORCED
+                              : LOCK_LOST_EXPIRED);
+        lock_kick(l);
+    }
+    if (mwait_requeue_lost(mw)) return;
+    multi_try(mw);
+}
+
+static void mwait_ask_gone(mwait_t *mw, size_t which, const hold_t *h) {
+    lockmgr_t *m = mw->mgr;
+    lock_t *l = mw->part[which].lock;
+    backend_op_t *op = &mw->gone;
+    mw->gone_which = which;
+    mw->gone_grant = h->grant_id;
+    mw->gone_sent = timers_now(m->timers);
+    mw->in_flight = 1;
+    memset(op, 0, sizeof(*op));
+    lock_op_init(op, BACKEND_RENEW, LOCK_MODE_MUTEX, l->name, l->len, mw->owner_id, on_gone);
+    op->permits = h->count;
+    op->lease_ms = lock_hold_redis_lease(h);
+    backend_submit(m->backend, op);
+}
+
 static void on_multi(backend_op_t *op) {
     mwait_t *mw = container_of(op, mwait_t, op);
     lockmgr_t *m = mw->mgr;
@@ -399,19 +552,28 @@ static void on_multi(backend_op_t *op) {
         multi_try(mw);
         return;
     case BACKEND_HOLD_GONE: {
-        /* A name held here is gone in Redis: the hold is lost, and the
-         * name is asked for anew, from the end of its queue. */
-        mpart_t *p = &mw->part[res->which];
-        hold_t *h = lock_hold_of(p->lock, o, LOCK_MODE_MUTEX);
-        if (h != NULL) lock_hold_lost(h, LOCK_LOST_EXPIRED);
-        if (mw->owner == NULL) return; /* cannot happen: !LOST is an event */
-        p->w = lock_enqueue(p->lock, o, LOCK_MODE_MULTI, mw->lease_ms);
-        if (p->w == NULL) {
-            lock_answer_error(m, o, LOCK_ERR_LIMIT, LOCK_WHY_NOMEM, 0);
-            mwait_end(mw);
+        /* A name held here is gone in Redis: the hold is lost (why, a
+         * RENEW of it tells first), and the name is asked for anew. */
+        hold_t *h = lock_hold_of(mw->part[res->which].lock, o, LOCK_MODE_MUTEX);
+        if (mw->reentry[res->which] != 'r') {
+            /* Said of a new name: not mlock.lua's answer (a reply rewritten
+             * on its way), and it may hide a grant. Undone; tried again
+             * soon, as wait.c does for a single name. */
+            mwait_undo(mw, 0);
+            if (mw->once) {
+                lock_answer_backend(m, o, LOCK_UNEXPECTED_HOLD_GONE);
+                mwait_end(mw);
+                return;
+            }
+            timers_start(m->timers, &mw->retry, LOCKMGR_UNACKED_RETRY_MS, on_retry);
             return;
         }
-        mwait_count(mw, 1);
+        if (h != NULL) {
+            mwait_ask_gone(mw, res->which, h);
+            return;
+        }
+        /* its lease ended here meanwhile: told already */
+        if (mwait_requeue_lost(mw)) return;
         multi_try(mw);
         return;
     }
@@ -458,7 +620,7 @@ static int mlock_refused(lockmgr_t *m, lock_owner_t *o, const lock_request_t *re
         why = LOCK_WHY_MAX_LOCKS;
     else if (*fresh > 0 && m->waiting >= m->conf->max_waiters)
         why = LOCK_WHY_MAX_WAITERS;
-    else if (*fresh > 0 && (why = lock_acct_new_hold(m, o)) == LOCK_WHY_NONE)
+    else if (*fresh > 0 && (why = lock_acct_new_holds(m, o, *fresh)) == LOCK_WHY_NONE)
         why = lock_acct_new_wait(m, o);
     if (why != LOCK_WHY_NONE) {
         lock_answer_error(m, o, LOCK_ERR_LIMIT, why, 0);

@@ -57,10 +57,15 @@ void lock_acct_waiting(lock_owner_t *o, int delta) {
     if (o->acct != NULL) o->acct->waiting += (uint64_t)(int64_t)delta;
 }
 
-lock_why_t lock_acct_new_hold(const lockmgr_t *m, const lock_owner_t *o) {
-    if (o->acct != NULL && o->acct->held >= m->conf->max_locks_per_uid)
+lock_why_t lock_acct_new_holds(const lockmgr_t *m, const lock_owner_t *o, size_t n) {
+    if (o->acct != NULL && o->acct->held + n > m->conf->max_locks_per_uid)
         return LOCK_WHY_MAX_LOCKS_UID;
     return LOCK_WHY_NONE;
+}
+
+lock_why_t lock_acct_room(const lockmgr_t *m, const lock_owner_t *o, size_t n) {
+    if (o->held_count + n > m->conf->max_locks_per_client) return LOCK_WHY_MAX_LOCKS;
+    return lock_acct_new_holds(m, o, n);
 }
 
 lock_why_t lock_acct_new_wait(const lockmgr_t *m, const lock_owner_t *o) {

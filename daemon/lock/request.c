@@ -84,7 +84,10 @@ static void on_op(backend_op_t *bop) {
         if (bop->res.status == BACKEND_UNACKED && bop->kind == BACKEND_ACQUIRE) {
             /* A reentry found our hold gone and took the lock anew, but
              * that grant was not replicated: undo it; the hold is lost. */
-            if (h != NULL) lock_hold_lost(h, LOCK_LOST_EXPIRED);
+            if (h != NULL) {
+                lock_hold_lost(h, LOCK_LOST_EXPIRED);
+                lock_kick(op->lock); /* waiters here held back by it */
+            }
             release_all(op->mgr, op->name, op->len, bop->owner, bop->lease_ms, op->mode);
         } else if (bop->res.status == BACKEND_DOWN && bop->kind == BACKEND_ACQUIRE && h == NULL) {
             /* A downgrade's (or a reentry's whose hold ended meanwhile) may
@@ -121,10 +124,13 @@ static void reentry_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
         lock_answer(o, &r);
         return;
     }
-    /* Our hold had ended in Redis without our knowing. */
+    /* Our hold had ended in Redis without our knowing. Waiters here that
+     * it held back may go: a wait of ours below, refused (a limit) or
+     * not, kicks no one. */
     if (h != NULL) lock_hold_lost(h, LOCK_LOST_EXPIRED);
     if (res->outcome == BACKEND_GRANTED || res->outcome == BACKEND_REENTERED)
         release_all(m, l->name, l->len, o->id, op->bop.lease_ms, op->mode);
+    lock_kick(l);
     if (res->outcome == BACKEND_WRONG_KIND) {
         lock_answer_kind(m, o, LOCK_WHY_HELD_AS, lock_mode_of_backend(res->held), l->name, l->len);
         return;

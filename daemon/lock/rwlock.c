@@ -49,8 +49,17 @@ static void downgrade_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
         if (res->outcome == BACKEND_GRANTED || res->outcome == BACKEND_REENTERED)
             release_all(m, l->name, l->len, o->id, op->bop.lease_ms, LOCK_MODE_READ);
         if (w != NULL) lock_hold_lost(w, LOCK_LOST_EXPIRED);
+        lock_kick(l); /* the wait below, refused or not, kicks no one */
         lock_start_wait(m, o, op->kind, LOCK_MODE_READ, op->name, op->len, op->wait_ms,
                         op->lease_ms, 0);
+        return;
+    }
+    /* Limits are checked as the request came; other requests of the uid
+     * may have been granted since (lock_acct_room). */
+    lock_why_t why = lock_acct_room(m, o, 1);
+    if (why != LOCK_WHY_NONE) {
+        release_all(m, l->name, l->len, o->id, op->bop.lease_ms, LOCK_MODE_READ);
+        lock_answer_error(m, o, LOCK_ERR_LIMIT, why, 0);
         return;
     }
     /* REENTERED: a field of ours a release has not cleared yet; the new
@@ -89,7 +98,7 @@ static void rw_acquire(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_requ
         lock_answer_error(m, o, LOCK_ERR_LIMIT, LOCK_WHY_MAX_LOCKS, 0);
         return;
     }
-    if (lock_acct_new_hold(m, o) != LOCK_WHY_NONE) {
+    if (lock_acct_new_holds(m, o, 1) != LOCK_WHY_NONE) {
         lock_answer_error(m, o, LOCK_ERR_LIMIT, LOCK_WHY_MAX_LOCKS_UID, 0);
         return;
     }

@@ -289,10 +289,11 @@ void lock_wait_taken(lock_t *l, wait_t *w, const backend_result_t *res, int may_
  * back: undo a grant it may have got. */
 static void attempt_orphaned(lock_t *l, wait_t *w, const backend_result_t *res) {
     lockmgr_t *m = l->mgr;
-    if (!w->undone && (res->status != BACKEND_OK ||
-                       (res->outcome != BACKEND_TAKEN && res->outcome != BACKEND_WRONG_KIND &&
-                        res->outcome != BACKEND_HOLD_GONE)))
-        lock_undo(l, w, w->owner_id);
+    /* HOLD_GONE changed nothing only for a kind whose script says it. */
+    int nothing = res->status == BACKEND_OK &&
+                  (res->outcome == BACKEND_TAKEN || res->outcome == BACKEND_WRONG_KIND ||
+                   (res->outcome == BACKEND_HOLD_GONE && lock_kind_of(w->mode)->hold_gone));
+    if (!w->undone && !nothing) lock_undo(l, w, w->owner_id);
     if (w->owner != NULL) {
         /* A place in a fair lock's queue it may have taken just now goes
          * with it (its kind's leave). */
@@ -339,6 +340,40 @@ static void attempt_failed(lock_t *l, wait_t *w, const backend_result_t *res) {
     lock_maybe_free(l);
 }
 
+/* An answer the waiter's kind cannot get (HOLD_GONE where its script
+ * never says it: a reply rewritten on its way) tells nothing of the name
+ * and may hide a grant: that is undone, and the waiter tries again soon,
+ * as after a grant not replicated in time; a TRYLOCK of 0 is answered. */
+static void attempt_unusable(lock_t *l, wait_t *w, const char *what) {
+    lockmgr_t *m = l->mgr;
+    log_debug("acquire %s: %s", l->name, what);
+    lock_undo(l, w, w->owner->id);
+    if (w->once) {
+        lock_answer_backend(m, w->owner, what);
+        lock_wait_end(w);
+        return;
+    }
+    /* It may have taken a place in Redis's queue (a fair lock's): its
+     * leave must go if it stops waiting. */
+    w->tried = 1;
+    snprintf(w->unacked, sizeof(w->unacked), "%s", what);
+    timers_start(m->timers, &l->q->retry, LOCKMGR_UNACKED_RETRY_MS, on_retry);
+}
+
+/* 1 if w's grant may stand. Limits are checked as a request comes, but a
+ * uid's requests wait and fly at once: a grant that would make a new hold
+ * past the connection's or the uid's limit (others of the uid were
+ * granted meanwhile) is given back in Redis and answered ERR LIMIT. */
+static int grant_fits(lock_t *l, wait_t *w) {
+    lock_why_t why;
+    if (lock_hold_of(l, w->owner, w->mode) != NULL) return 1; /* joins its hold */
+    if ((why = lock_acct_room(l->mgr, w->owner, 1)) == LOCK_WHY_NONE) return 1;
+    lock_undo(l, w, w->owner->id);
+    lock_answer_error(l->mgr, w->owner, LOCK_ERR_LIMIT, why, 0);
+    lock_wait_end(w);
+    return 0;
+}
+
 static void on_attempt(backend_op_t *op) {
     wait_t *w = container_of(op, wait_t, acquire);
     lock_t *l = w->lock;
@@ -359,11 +394,13 @@ static void on_attempt(backend_op_t *op) {
     }
     switch (res->outcome) {
     case BACKEND_GRANTED:
+        if (!grant_fits(l, w)) break;
         if (k->granted) k->granted(l, w);
         else lock_grant(l, w, res->fence);
         break;
     case BACKEND_HOLD_GONE:
         if (k->hold_gone) k->hold_gone(l, w);
+        else attempt_unusable(l, w, LOCK_UNEXPECTED_HOLD_GONE);
         break;
     case BACKEND_REENTERED:
         /* A stale field of this owner (a release that has not got through
@@ -454,7 +491,7 @@ void lock_start_wait(lockmgr_t *m, lock_owner_t *o, lock_req_kind_t kind, lock_m
     }
     lock_why_t why = LOCK_WHY_NONE;
     if (m->waiting >= m->conf->max_waiters) why = LOCK_WHY_MAX_WAITERS;
-    else if (!(k->permits && lock_hold_of(l, o, mode) != NULL)) why = lock_acct_new_hold(m, o);
+    else if (!(k->permits && lock_hold_of(l, o, mode) != NULL)) why = lock_acct_new_holds(m, o, 1);
     if (why == LOCK_WHY_NONE) why = lock_acct_new_wait(m, o);
     if (why != LOCK_WHY_NONE) {
         lock_answer_error(m, o, LOCK_ERR_LIMIT, why, 0);

@@ -275,6 +275,62 @@ START_TEST(gone_while_not_read_is_noticed) {
 }
 END_TEST
 
+/* Keys dlock:<prefix>0 .. <prefix>n-1 in Redis. */
+static long long keys_held(const char *prefix, int n) {
+    char cmd[512];
+    size_t k = (size_t)snprintf(cmd, sizeof(cmd), "EXISTS");
+    for (int i = 0; i < n; i++)
+        k += (size_t)snprintf(cmd + k, sizeof(cmd) - k, " dlock:%s%d", prefix, i);
+    return strtoll(h_redis_cli("%s", cmd), NULL, 10);
+}
+
+/* max_locks_per_uid is a bound on what one uid holds (issue 36, bug 5): an
+ * MLOCK counts every name it would add, and six connections asking at
+ * once (their acquires all in Redis together) are granted only the
+ * limit's worth; the grants past it are released and answered ERR LIMIT.
+ * Both were granted whole before. */
+START_TEST(locks_per_uid_is_a_bound) {
+    enum { CONNS = 6, LIMIT = 3 };
+    h_redis_start();
+    int d = h_dlockd_start("[server]\nmax_locks_per_uid = 3\n"
+                           "[redis]\ncommand_timeout_ms = 15000\n");
+    h_conn_t *m = h_connect_index(d), *adm = h_connect_index(d), *c[CONNS];
+    h_send(m, "MLOCK 5 m0 m1 m2 m3 m4\n");
+    const char *l = h_recv(m, H_WAIT_MS);
+    ck_assert_msg(l != NULL && strcmp(l, "ERR LIMIT max_locks_per_uid reached") == 0,
+                  "MLOCK of 5 names at a limit of 3: got '%s'", l ? l : "nothing");
+    ck_assert_int_eq(keys_held("m", 5), 0);
+    /* all six acquires in Redis at once: it runs none until every one is there */
+    ck_assert_str_eq(h_redis_cli("CLIENT PAUSE 20000 WRITE"), "OK");
+    for (int i = 0; i < CONNS; i++) {
+        c[i] = h_connect_index(d);
+        h_send(c[i], "LOCK p%d\n", i);
+    }
+    h_await_waiters(adm, CONNS);
+    ck_assert_str_eq(h_redis_cli("CLIENT UNPAUSE"), "OK");
+    int granted = 0, refused = 0;
+    for (int i = 0; i < CONNS; i++) {
+        l = h_recv(c[i], H_WAIT_MS);
+        ck_assert_msg(l != NULL, "LOCK p%d: no reply", i);
+        if (strncmp(l, "OK ", 3) == 0) granted++;
+        else if (strcmp(l, "ERR LIMIT max_locks_per_uid reached") == 0) refused++;
+        else ck_abort_msg("LOCK p%d: got '%s'", i, l);
+    }
+    ck_assert_int_eq(granted, LIMIT);
+    ck_assert_int_eq(refused, CONNS - LIMIT);
+    ck_assert_int_eq(h_info_value(adm, "locks_held"), LIMIT);
+    long long end = h_now_ms() + H_WAIT_MS;
+    while (keys_held("p", CONNS) != LIMIT) { /* the refused grants' releases */
+        ck_assert_msg(h_now_ms() < end, "%lld of p0..p5 held in Redis, want %d",
+                      keys_held("p", CONNS), LIMIT);
+        usleep(10000);
+    }
+    for (int i = 0; i < CONNS; i++) h_close(c[i]);
+    h_close(adm);
+    h_close(m);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("limits");
     TCase *tc = tcase_create("limits");
@@ -285,6 +341,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, idle_connections_cost_bounded_memory);
     tcase_add_test(tc, input_behind_a_wait_is_kept_in_order);
     tcase_add_test(tc, gone_while_not_read_is_noticed);
+    tcase_add_test(tc, locks_per_uid_is_a_bound);
     suite_add_tcase(s, tc);
     return s;
 }

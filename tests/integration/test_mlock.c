@@ -346,6 +346,80 @@ START_TEST(fences_from_counters) {
 }
 END_TEST
 
+/* A name held with a lease, sent in a set as a reentry, whose lease ends
+ * here while the script waits in Redis, which (counting the lease from
+ * when the LOCK ran, late) still has it and grants the set (issue 36, bug
+ * 3): the daemon crashed on the hold that was no longer there. The lease's
+ * release is on its way behind the script: the holder hears !LOST, and the
+ * set asks for the name anew and is granted, one hold of each in Redis. */
+START_TEST(held_name_lapses_while_set_in_flight) {
+    h_redis_start();
+    int d = h_dlockd_start("[redis]\ncommand_timeout_ms = 15000\n");
+    keep_log(d);
+    h_conn_t *a = h_connect_index(d);
+    /* The LOCK runs 1.5 s late: Redis keeps x 1.5 s past our lease. */
+    ck_assert_str_eq(h_redis_cli("CLIENT PAUSE 20000 WRITE"), "OK");
+    h_send(a, "LOCK lx 4000\n");
+    usleep(1500 * 1000);
+    ck_assert_str_eq(h_redis_cli("CLIENT UNPAUSE"), "OK");
+    unsigned long long g[2]; /* fence, holds */
+    expect_granted(a, 2, g, H_WAIT_MS, "LOCK lx 4000");
+    ck_assert_str_eq(h_redis_cli("CLIENT PAUSE 20000 WRITE"), "OK");
+    h_send(a, "MLOCK 2 lx ly\n");
+    h_expect_event(a, "!LOST lx expired", 6000, "lx's lease, with the set in Redis");
+    ck_assert_str_eq(h_redis_cli("CLIENT UNPAUSE"), "OK");
+    unsigned long long f[2];
+    expect_granted(a, 2, f, H_WAIT_MS, "MLOCK 2 lx ly, lx asked for anew");
+    ck_assert_uint_gt(f[0], g[0]); /* a new grant of lx */
+    expect_prefix(a, "STATUS lx", "OK MINE 1 ");
+    ck_assert_str_eq(h_redis_cli("HLEN dlock:lx"), "1");
+    ck_assert_str_eq(h_redis_cli("HVALS dlock:lx"), "1");
+    h_expect_reply(a, "MUNLOCK 2 lx ly", "OK 0 0");
+    const char *all[] = {"lx", "ly"};
+    await_gone(all, 2);
+    h_close(a);
+    h_keep_passed();
+}
+END_TEST
+
+/* A holds x, B waits for it on the same daemon; another daemon's
+ * FORCEUNLOCK takes x away, and A's MLOCK of x and y finds it gone
+ * (issue 36, bug 4): B was never woken (STATUS FREE, waiters 2). Now A
+ * hears !LOST x forced, B is granted at once, and A's set waits behind B. */
+START_TEST(forced_held_name_wakes_waiter) {
+    h_redis_start();
+    /* renewals 20 s apart: the holder's daemon learns of the force only
+     * from the set */
+    int d1 = h_dlockd_start("[lock]\nlease_ms = 60000\n"), d2 = h_dlockd_start(NULL);
+    keep_log(d1);
+    h_conn_t *a = h_connect_index(d1), *b = h_connect_index(d1), *adm = h_connect_index(d1);
+    h_conn_t *other = h_connect_index(d2);
+    expect_prefix(a, "LOCK fx", "OK ");
+    h_send(b, "LOCK fx\n");
+    h_await_waiters(adm, 1);
+    h_expect_reply(other, "FORCEUNLOCK fx", "OK 1");
+    h_send(a, "MLOCK 2 fx fy\n");
+    const char *l = h_reply(b, PROMPT_MS, H_EVENTS_FAIL);
+    ck_assert_msg(l != NULL && strncmp(l, "OK ", 3) == 0, "B waiting for fx: got '%s'",
+                  l ? l : "nothing");
+    h_expect_event(a, "!LOST fx forced", H_WAIT_MS, "fx forced away by another daemon");
+    h_expect_silence(a, 300, "MLOCK while B holds fx");
+    ck_assert_int_eq(h_info_value(adm, "waiters"), 1);
+    h_expect_reply(b, "UNLOCK fx", "OK 0");
+    unsigned long long f[2];
+    expect_granted(a, 2, f, PROMPT_MS, "MLOCK once B unlocked fx");
+    h_expect_reply(a, "MUNLOCK 2 fx fy", "OK 0 0");
+    const char *all[] = {"fx", "fy"};
+    await_gone(all, 2);
+    ck_assert_int_eq(h_info_value(adm, "waiters"), 0);
+    h_close(other);
+    h_close(adm);
+    h_close(b);
+    h_close(a);
+    h_keep_passed();
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("mlock");
     TCase *tc = tcase_create("standalone");
@@ -360,6 +434,8 @@ static Suite *suite(void) {
     tcase_add_test(tc, cancel_in_flight_leaves_nothing);
     tcase_add_test(tc, bad_input);
     tcase_add_test(tc, fences_from_counters);
+    tcase_add_test(tc, held_name_lapses_while_set_in_flight);
+    tcase_add_test(tc, forced_held_name_wakes_waiter);
     suite_add_tcase(s, tc);
     return s;
 }

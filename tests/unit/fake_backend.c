@@ -122,6 +122,8 @@ typedef struct entry_s {
 typedef struct inject_s {
     backend_status_t status;
     int run;                   /* run in the model, then lose the answer */
+    int rewrite;               /* run in the model, then answer outcome instead */
+    backend_outcome_t outcome;
     char text[128];
 } inject_t;
 
@@ -1247,7 +1249,11 @@ static void answer(fake_t *fb, backend_op_t *op, const char *down_text) {
         fb->ninject--;
         if (in.run) model_run(fb, op);
         snprintf(fb->error, sizeof(fb->error), "%s", in.text);
-        if (in.status == BACKEND_UNACKED) {
+        if (in.rewrite) {
+            /* A reply rewritten on its way: whatever ran, this is what
+             * the lock manager hears. */
+            op->res.outcome = in.outcome;
+        } else if (in.status == BACKEND_UNACKED) {
             /* As node.c does after a short WAIT: only a new grant or a
              * renewal is refused; anything else stands. */
             if ((op->kind == BACKEND_ACQUIRE && op->res.outcome == BACKEND_GRANTED) ||
@@ -1341,6 +1347,7 @@ static void inject(fake_t *fb, backend_status_t status, int run, const char *tex
     inject_t *in = &fb->inject[fb->ninject++];
     in->status = status;
     in->run = run;
+    in->rewrite = 0;
     snprintf(in->text, sizeof(in->text), "%s", text ? text : "");
 }
 
@@ -1354,6 +1361,12 @@ void fake_lose_next(fake_t *fb, const char *text) {
 
 void fake_unack_next(fake_t *fb, const char *text) {
     inject(fb, BACKEND_UNACKED, 1, text);
+}
+
+void fake_rewrite_next(fake_t *fb, backend_outcome_t outcome) {
+    inject(fb, BACKEND_OK, 1, NULL);
+    fb->inject[fb->ninject - 1].rewrite = 1;
+    fb->inject[fb->ninject - 1].outcome = outcome;
 }
 
 void fake_hold(fake_t *fb, int hold) {

@@ -231,6 +231,10 @@ void fake_lose_next(fake_t *fb, const char *text);
  * new grant or a renewal, it gets BACKEND_UNACKED and text (its WAIT saw
  * too few replicas), as node.c answers it. */
 void fake_unack_next(fake_t *fb, const char *text);
+/* The next op fake_run() answers while up runs in the model, and its
+ * outcome is then outcome, whatever the model said (a reply rewritten by
+ * a proxy: HOLD_GONE where a grant was). */
+void fake_rewrite_next(fake_t *fb, backend_outcome_t outcome);
 /* 1: fake_run() answers nothing; ops stay in flight. */
 void fake_hold(fake_t *fb, int hold);
 /* Availability: available() says it; a change calls backend_notify_state().

@@ -1678,6 +1678,171 @@ START_TEST(test_acquire_errors) {
 }
 END_TEST
 
+/* ---- answers a kind does not expect (issue 36, bug 8) -------------------------- */
+
+/* HOLD_GONE for a plain acquire (the plain script never says it: a reply
+ * rewritten on its way) may hide a grant: it is undone in Redis before the
+ * waiter tries again, and the waiter is answered; the queue behind it goes
+ * on. A TRYLOCK of 0 is answered ERR BACKEND at once. */
+START_TEST(test_hold_gone_plain_retried) {
+    client_t *a = client(), *b = client();
+    ck_assert_int_eq(lock_req(a, "g", 0), 0);
+    ck_assert_int_eq(lock_req(b, "g", 0), 0);
+    fake_rewrite_next(fb, BACKEND_HOLD_GONE);
+    fake_run(fb); /* granted in Redis, heard as HOLD_GONE */
+    no_reply(a);
+    run_until_reply(a, now() + 5 * LEASE);
+    expect_granted(a, 1);
+    ck_assert_int_eq(fake_holds(fb, a->id, "g"), 1);
+    ck_assert_uint_eq(stats().waiters, 1);
+    ck_assert_int_eq(unlock_req(a, "g"), 1);
+    expect_value(a, 0);
+    fake_settle(fb);
+    expect_granted(b, 1);
+    ck_assert_uint_eq(stats().waiters, 0);
+    ck_assert_uint_eq(stats().locks_held, 1);
+}
+END_TEST
+
+START_TEST(test_hold_gone_plain_trylock) {
+    client_t *a = client(), *b = client();
+    ck_assert_int_eq(request(a, LOCK_REQ_TRYLOCK, "g", 0, 0), 0);
+    fake_rewrite_next(fb, BACKEND_HOLD_GONE);
+    fake_run(fb);
+    lock_reply_t r = expect_error(a, LOCK_ERR_BACKEND);
+    ck_assert_ptr_nonnull(r.detail);
+    fake_settle(fb);
+    ck_assert_int_eq(fake_holds(fb, a->id, "g"), 0); /* the hidden grant undone */
+    ck_assert_uint_eq(stats().waiters, 0);
+    /* TRYLOCK with a wait: tries again, granted within it */
+    ck_assert_int_eq(request(b, LOCK_REQ_TRYLOCK, "g", 2000, 0), 0);
+    fake_rewrite_next(fb, BACKEND_HOLD_GONE);
+    fake_run(fb);
+    no_reply(b);
+    run_until_reply(b, now() + 2000);
+    expect_granted(b, 1);
+    /* one whose wait ends first: ERR BACKEND, nothing held */
+    ck_assert_int_eq(request(a, LOCK_REQ_TRYLOCK, "h", 50, 0), 0);
+    fake_rewrite_next(fb, BACKEND_HOLD_GONE);
+    fake_run(fb);
+    run_until_reply(a, now() + 200); /* its wait ends before its next try */
+    expect_error(a, LOCK_ERR_BACKEND);
+    fake_settle(fb);
+    ck_assert_int_eq(fake_holds(fb, a->id, "h"), 0);
+    ck_assert_uint_eq(stats().waiters, 0);
+}
+END_TEST
+
+/* The same answer for a waiter that left meanwhile: the grant it hides is
+ * undone. */
+START_TEST(test_hold_gone_orphan_undone) {
+    client_t *a = client(), *b = client();
+    ck_assert_int_eq(lock_req(a, "g", 0), 0);
+    drop(a);
+    fake_rewrite_next(fb, BACKEND_HOLD_GONE);
+    fake_settle(fb);
+    ck_assert_int_eq(fake_mode(fb, "g"), -1);
+    lock_ok(b, "g", 0);
+}
+END_TEST
+
+/* ---- max_locks_per_uid is a bound (issue 36, bug 5) ----------------------------- */
+
+/* Six connections of one uid ask at once, each within the limit when it
+ * comes: only the limit's worth are granted; the grants past it are given
+ * back in Redis and answered ERR LIMIT. */
+START_TEST(test_limit_locks_per_uid_at_once) {
+    conf.max_locks_per_uid = 3;
+    client_t *c[6];
+    char name[6][16];
+    for (int i = 0; i < 6; i++) {
+        c[i] = client_uid(1000);
+        snprintf(name[i], sizeof(name[i]), "p%d", i);
+        ck_assert_int_eq(lock_req(c[i], name[i], 0), 0);
+    }
+    fake_settle(fb);
+    int granted = 0, refused = 0;
+    for (int i = 0; i < 6; i++) {
+        lock_reply_t r = next_reply(c[i]);
+        if (r.kind == LOCK_REPLY_GRANTED) {
+            granted++;
+            ck_assert_int_eq(fake_holds(fb, c[i]->id, name[i]), 1);
+            continue;
+        }
+        ck_assert_int_eq(r.kind, LOCK_REPLY_ERROR);
+        ck_assert_int_eq(r.err, LOCK_ERR_LIMIT);
+        why_is(&r, LOCK_WHY_MAX_LOCKS_UID, -1);
+        ck_assert_int_eq(fake_mode(fb, name[i]), -1);
+        refused++;
+    }
+    ck_assert_int_eq(granted, 3);
+    ck_assert_int_eq(refused, 3);
+    ck_assert_uint_eq(stats().locks_held, 3);
+    ck_assert_uint_eq(stats().waiters, 0);
+}
+END_TEST
+
+/* A wait for a name another connection of the uid holds is no lock more
+ * while it waits: it is granted once that one is released. */
+START_TEST(test_limit_locks_per_uid_wait_behind_own) {
+    conf.max_locks_per_uid = 1;
+    client_t *a = client_uid(1000), *b = client_uid(1000);
+    lock_ok(a, "q", 0);
+    ck_assert_int_eq(lock_req(b, "q", 0), 1);
+    lock_reply_t r = expect_error(b, LOCK_ERR_LIMIT);
+    why_is(&r, LOCK_WHY_MAX_LOCKS_UID, -1);
+    conf.max_locks_per_uid = 2;
+    ck_assert_int_eq(lock_req(b, "q", 0), 0);
+    conf.max_locks_per_uid = 1; /* a reload lowers it while b waits */
+    ck_assert_int_eq(unlock_req(a, "q"), 1);
+    expect_value(a, 0);
+    fake_settle(fb);
+    expect_granted(b, 1);
+}
+END_TEST
+
+/* ---- a hold lost: the waiters here behind it go (issue 36, bug 4) ------------- */
+
+/* A reentry that finds the name another kind's in Redis loses the hold:
+ * the waiter queued behind it here tries, and is answered. */
+START_TEST(test_reentry_wrong_kind_kicks_waiter) {
+    client_t *a = client(), *b = client();
+    lock_ok(a, "k", 0);
+    ck_assert_int_eq(lock_req(b, "k", 0), 0);
+    fake_settle(fb);
+    no_reply(b);
+    fake_take_rw(fb, "k", "x", BACKEND_WRITE, 5000);
+    ck_assert_int_eq(lock_req(a, "k", 0), 0);
+    fake_settle(fb);
+    expect_error(a, LOCK_ERR_KIND);
+    expect_event(a, "k", LOCK_LOST_EXPIRED);
+    run_until_reply(b, now() + 2 * LEASE);
+    expect_error(b, LOCK_ERR_KIND);
+    ck_assert_uint_eq(stats().waiters, 0);
+}
+END_TEST
+
+/* A reentry that found the hold gone and took the name anew, not
+ * replicated in time: the hold is lost and the grant undone; the waiter
+ * behind it here goes. */
+START_TEST(test_reentry_unacked_kicks_waiter) {
+    client_t *a = client(), *b = client();
+    lock_ok(a, "u", 0);
+    ck_assert_int_eq(lock_req(b, "u", 0), 0);
+    fake_settle(fb);
+    no_reply(b);
+    fake_expire(fb, "u");
+    ck_assert_int_eq(lock_req(a, "u", 0), 0);
+    fake_unack_next(fb, "replicas: acked 0 of 1");
+    fake_settle(fb);
+    expect_error(a, LOCK_ERR_BACKEND);
+    expect_event(a, "u", LOCK_LOST_EXPIRED);
+    run_until_reply(b, now() + 2 * LEASE);
+    expect_granted(b, 1);
+    ck_assert_uint_eq(stats().waiters, 0);
+}
+END_TEST
+
 /* ---- WHO ----------------------------------------------------------------------------- */
 
 /* A holder of this daemon is named from memory, with its pid and uid; a
@@ -2264,6 +2429,11 @@ static Suite *lockmgr_suite(void) {
     tcase_add_test(tc, test_fences_rise);
     tcase_add_test(tc, test_reentrant_lock_and_unlock);
     tcase_add_test(tc, test_acquire_errors);
+    tcase_add_test(tc, test_hold_gone_plain_retried);
+    tcase_add_test(tc, test_hold_gone_plain_trylock);
+    tcase_add_test(tc, test_hold_gone_orphan_undone);
+    tcase_add_test(tc, test_reentry_wrong_kind_kicks_waiter);
+    tcase_add_test(tc, test_reentry_unacked_kicks_waiter);
     tcase_add_test(tc, test_who);
     tcase_add_test(tc, test_unacked_grant_undone_lock_waits);
     tcase_add_test(tc, test_unacked_trylock);
@@ -2338,6 +2508,8 @@ static Suite *lockmgr_suite(void) {
     tcase_add_test(tc, test_limit_waiters);
     tcase_add_test(tc, test_limit_locks_per_uid);
     tcase_add_test(tc, test_limit_waiters_per_uid);
+    tcase_add_test(tc, test_limit_locks_per_uid_at_once);
+    tcase_add_test(tc, test_limit_locks_per_uid_wait_behind_own);
     tcase_add_test(tc, test_backend_down_at_once);
 
     TC("shutdown");

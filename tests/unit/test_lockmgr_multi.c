@@ -376,6 +376,174 @@ START_TEST(test_multi_lease_and_loss) {
 }
 END_TEST
 
+/* A reentry whose hold's lease ends here while the set's script is in
+ * flight, and which Redis, counting the lease from when it ran, still
+ * grants (issue 36, bug 3): the lease's release is on its way behind the
+ * script and deletes that name, so the grant is undone and the name asked
+ * for anew; the set is granted as two new holds, one of each in Redis. */
+START_TEST(test_multi_reentry_lease_ends_in_flight) {
+    client_t *a = client();
+    ck_assert_int_eq(lock_req(a, "x", 500), 0);
+    timers_advance(tm, 100); /* Redis runs it late: its lease ends 100 ms after ours */
+    fake_run(fb);
+    uint64_t fx = expect_granted(a, 1);
+    timers_advance(tm, 300);
+    ck_assert_int_eq(mlock_req(a, N("x", "y"), 0), 0);
+    ck_assert_str_eq(fake_queued_op(fb, 0)->reentry, "rn");
+    timers_advance(tm, 150); /* our lease is over; Redis's is not */
+    expect_event(a, "x", LOCK_LOST_EXPIRED);
+    ck_assert_uint_eq(lockmgr_owner_held(a->o), 0);
+    fake_run(fb); /* the set, granted with x a reentry; then x's release */
+    fake_settle(fb);
+    uint64_t f[2];
+    expect_list(a, 2, f);
+    ck_assert_uint_gt(f[0], fx); /* a new grant of x, with its own fence */
+    ck_assert_int_eq(fake_holds(fb, a->id, "x"), 1);
+    ck_assert_int_eq(fake_holds(fb, a->id, "y"), 1);
+    ck_assert_uint_eq(lockmgr_owner_held(a->o), 2);
+    ck_assert_uint_eq(stats().waiters, 0);
+    ck_assert_uint_eq(stats().locks_held, 2);
+    no_event(a);
+    munlock_req(a, N("x", "y"));
+    expect_zeros(a, 2);
+    fake_settle(fb);
+    ck_assert_int_eq(fake_mode(fb, "x"), -1);
+    ck_assert_int_eq(fake_mode(fb, "y"), -1);
+}
+END_TEST
+
+/* The same with the connection gone before the set's new try: the undo
+ * leaves nothing of the set in Redis. */
+START_TEST(test_multi_reentry_lost_in_flight_then_drop) {
+    client_t *a = client();
+    ck_assert_int_eq(lock_req(a, "x", 500), 0);
+    timers_advance(tm, 100);
+    fake_run(fb);
+    expect_granted(a, 1);
+    timers_advance(tm, 300);
+    mlock_req(a, N("x", "y"), 0);
+    timers_advance(tm, 150);
+    expect_event(a, "x", LOCK_LOST_EXPIRED);
+    fake_run_one(fb); /* the set's grant only */
+    no_reply(a);
+    drop(a);
+    fake_settle(fb);
+    ck_assert_int_eq(fake_mode(fb, "x"), -1);
+    ck_assert_int_eq(fake_mode(fb, "y"), -1);
+    ck_assert_uint_eq(stats().waiters, 0);
+    ck_assert_uint_eq(stats().locks_held, 0);
+}
+END_TEST
+
+/* A TRYMLOCK of 0 tries once: a held name that lapsed during its try
+ * makes it TIMEOUT, the grant undone. */
+START_TEST(test_multi_try_zero_reentry_lapses) {
+    client_t *a = client();
+    ck_assert_int_eq(lock_req(a, "x", 500), 0);
+    timers_advance(tm, 100);
+    fake_run(fb);
+    expect_granted(a, 1);
+    timers_advance(tm, 300);
+    ck_assert_int_eq(request_multi(a, LOCK_REQ_TRYMLOCK, N("x", "y"), 0, 0), 0);
+    timers_advance(tm, 150);
+    expect_event(a, "x", LOCK_LOST_EXPIRED);
+    fake_settle(fb);
+    lock_reply_t r = next_reply(a);
+    ck_assert_int_eq(r.kind, LOCK_REPLY_TIMEOUT);
+    ck_assert_int_eq(fake_mode(fb, "x"), -1);
+    ck_assert_int_eq(fake_mode(fb, "y"), -1);
+    ck_assert_uint_eq(stats().waiters, 0);
+    ck_assert_uint_eq(lockmgr_owner_held(a->o), 0);
+}
+END_TEST
+
+/* A name held here that another daemon forced away, found by the set's
+ * script (HOLD_GONE) (issue 36, bug 4): its holder hears !LOST forced,
+ * the waiter queued behind that hold on this daemon is woken and granted,
+ * and the set waits behind it for the name. */
+START_TEST(test_multi_hold_gone_wakes_queue) {
+    client_t *a = client(), *b = client();
+    lock_ok(a, "x", 0);
+    ck_assert_int_eq(lock_req(b, "x", 0), 0); /* behind a's hold, here */
+    fake_settle(fb);
+    no_reply(b);
+    fake_force(fb, "x");
+    ck_assert_int_eq(mlock_req(a, N("x", "y"), 0), 0);
+    run_until_reply(b, now() + 5 * LEASE);
+    expect_granted(b, 1);
+    expect_event(a, "x", LOCK_LOST_FORCED);
+    no_event(a);
+    no_reply(a);
+    ck_assert_uint_eq(stats().waiters, 1); /* the set */
+    ck_assert_int_eq(fake_holds(fb, a->id, "y"), 0);
+    ck_assert_int_eq(unlock_req(b, "x"), 1);
+    expect_value(b, 0);
+    fake_settle(fb);
+    expect_list(a, 2, NULL);
+    ck_assert_uint_eq(stats().waiters, 0);
+    ck_assert_int_eq(fake_holds(fb, a->id, "x"), 1);
+    ck_assert_uint_eq(lockmgr_owner_held(a->o), 2);
+}
+END_TEST
+
+/* The same name expired rather than forced: !LOST expired; and with no
+ * one else waiting, the set goes on at once. */
+START_TEST(test_multi_hold_gone_expired) {
+    client_t *a = client();
+    lock_ok(a, "x", 0);
+    fake_expire(fb, "x");
+    mlock_req(a, N("x", "y"), 0);
+    fake_settle(fb);
+    expect_event(a, "x", LOCK_LOST_EXPIRED);
+    expect_list(a, 2, NULL);
+    ck_assert_int_eq(fake_holds(fb, a->id, "x"), 1);
+    ck_assert_uint_eq(stats().waiters, 0);
+}
+END_TEST
+
+/* max_locks_per_uid counts every name a set would add (issue 36, bug 5). */
+START_TEST(test_multi_locks_per_uid) {
+    conf.max_locks_per_uid = 3;
+    client_t *a = client(), *b = client();
+    size_t ops = fake_log_len(fb);
+    ck_assert_int_eq(mlock_req(a, N("a", "b", "c", "d", "e"), 0), 1);
+    lock_reply_t r = expect_error(a, LOCK_ERR_LIMIT);
+    why_is(&r, LOCK_WHY_MAX_LOCKS_UID, -1);
+    ck_assert_uint_eq(fake_log_len(fb), ops);
+    lock_ok(b, "b", 0);
+    ck_assert_int_eq(mlock_req(a, N("a", "c", "d"), 0), 1); /* 1 + 3 > 3 */
+    r = expect_error(a, LOCK_ERR_LIMIT);
+    why_is(&r, LOCK_WHY_MAX_LOCKS_UID, -1);
+    mlock_req(a, N("a", "c"), 0);
+    fake_run(fb);
+    expect_list(a, 2, NULL);
+    /* a reentry adds no lock */
+    mlock_req(a, N("a", "c"), 0);
+    fake_run(fb);
+    expect_list(a, 2, NULL);
+    ck_assert_uint_eq(stats().locks_held, 3);
+}
+END_TEST
+
+/* Two sets of one uid at once, each within the limit alone: the grant that
+ * would pass it is given back and answered ERR LIMIT (issue 36, bug 5). */
+START_TEST(test_multi_locks_per_uid_at_once) {
+    conf.max_locks_per_uid = 3;
+    client_t *a = client(), *b = client();
+    ck_assert_int_eq(mlock_req(a, N("a", "b"), 0), 0);
+    ck_assert_int_eq(mlock_req(b, N("c", "d"), 0), 0);
+    fake_settle(fb);
+    expect_list(a, 2, NULL);
+    lock_reply_t r = expect_error(b, LOCK_ERR_LIMIT);
+    why_is(&r, LOCK_WHY_MAX_LOCKS_UID, -1);
+    ck_assert_int_eq(fake_mode(fb, "c"), -1);
+    ck_assert_int_eq(fake_mode(fb, "d"), -1);
+    ck_assert_uint_eq(stats().locks_held, 2);
+    ck_assert_uint_eq(stats().waiters, 0);
+    ck_assert_uint_eq(lockmgr_owner_held(b->o), 0);
+}
+END_TEST
+
 static Suite *lockmgr_multi_suite(void) {
     Suite *s = suite_create("lockmgr_multi");
     TCase *tc = tcase_create("multi");
@@ -394,6 +562,13 @@ static Suite *lockmgr_multi_suite(void) {
     tcase_add_test(tc, test_multi_limit_and_topology);
     tcase_add_test(tc, test_multi_waits_count_once);
     tcase_add_test(tc, test_multi_lease_and_loss);
+    tcase_add_test(tc, test_multi_reentry_lease_ends_in_flight);
+    tcase_add_test(tc, test_multi_reentry_lost_in_flight_then_drop);
+    tcase_add_test(tc, test_multi_try_zero_reentry_lapses);
+    tcase_add_test(tc, test_multi_hold_gone_wakes_queue);
+    tcase_add_test(tc, test_multi_hold_gone_expired);
+    tcase_add_test(tc, test_multi_locks_per_uid);
+    tcase_add_test(tc, test_multi_locks_per_uid_at_once);
     suite_add_tcase(s, tc);
     return s;
 }

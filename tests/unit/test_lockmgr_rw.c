@@ -962,6 +962,30 @@ START_TEST(test_rw_late_reader_keeps_retry) {
 }
 END_TEST
 
+/* HOLD_GONE for a read or a write acquire (the read/write script never
+ * says it: a reply rewritten on its way) may hide a grant: undone in
+ * Redis, and the waiter tries again and is answered (issue 36, bug 8). */
+START_TEST(test_rw_hold_gone_retried) {
+    client_t *r = client(), *w = client();
+    ck_assert_int_eq(rlock_req(r, "h", 0), 0);
+    fake_rewrite_next(fb, BACKEND_HOLD_GONE);
+    fake_run(fb);
+    no_reply(r);
+    run_until_reply(r, now() + 5 * LEASE);
+    expect_granted(r, 1);
+    ck_assert_int_eq(fake_holds_mode(fb, r->id, "h", BACKEND_READ), 1);
+    ck_assert_int_eq(wlock_req(w, "i", 0), 0);
+    fake_rewrite_next(fb, BACKEND_HOLD_GONE);
+    fake_run(fb);
+    no_reply(w);
+    run_until_reply(w, now() + 5 * LEASE);
+    expect_granted(w, 1);
+    ck_assert_int_eq(fake_holds_mode(fb, w->id, "i", BACKEND_WRITE), 1);
+    ck_assert_uint_eq(stats().waiters, 0);
+    ck_assert_uint_eq(stats().locks_held, 2);
+}
+END_TEST
+
 /* ---- the suite --------------------------------------------------------------- */
 
 static Suite *lockmgr_rw_suite(void) {
@@ -1000,6 +1024,7 @@ static Suite *lockmgr_rw_suite(void) {
     tcase_add_test(tc, test_rw_force_readers);
     tcase_add_test(tc, test_rw_plain_lock_over_own_stale_read);
     tcase_add_test(tc, test_rw_wake_while_readers_in_flight);
+    tcase_add_test(tc, test_rw_hold_gone_retried);
 #undef TC
     return s;
 }
