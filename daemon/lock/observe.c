@@ -321,7 +321,7 @@ static void leader_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
     const char *value = res->value ? res->value : "";
     size_t vlen = res->value_len > ELECT_VALUE_MAX ? ELECT_VALUE_MAX : res->value_len;
     oname_t *on = oname_find(m, op->name, op->len);
-    if (op->kind == LOCK_REQ_OBSERVE) {
+    if (op->kind == LOCK_REQ_OBSERVE && !o->dropped) { /* a dropped owner gains none */
         obs_t *ob = obs_of(m, o, op->name, op->len);
         oowner_t *oo = oowner_find(m, o->id);
         if (ob == NULL && oo != NULL && oo->count >= m->conf->max_observes_per_client) {

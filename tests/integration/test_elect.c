@@ -543,6 +543,51 @@ START_TEST(leader_told_past_max_output) {
 }
 END_TEST
 
+/* As above, and the observer's OBSERVE of another name is answered in the
+ * same round of Redis replies (Redis stopped while both wait): the
+ * observation that answer makes must go with the connection too. It was
+ * added to the owner already dropped (a 0 ms timer freed it later, the
+ * observation left behind): INFO's observers stayed 1, and the next
+ * change of that name told freed memory (issue 36, bug 2:
+ * heap-use-after-free in tell_one). */
+START_TEST(observe_answered_behind_an_overflowing_event) {
+    h_redis_start();
+    int d = h_dlockd_start_kept("elect", SMALL_OUTPUT_CONF "[redis]\ncommand_timeout_ms = 20000\n");
+    h_conn_t *l = h_connect_index(d), *c = h_connect_index(d), *b = h_connect_index(d),
+             *adm = h_connect_index(d);
+    unsigned long long f = elect(l, "u1", "L");
+    char want[128];
+    snprintf(want, sizeof(want), "OK %llu L", f);
+    h_expect_reply(c, "OBSERVE u1", want);
+    out_fill(c, adm, SMALL_OUTPUT, 15);
+    raise_fence_quietly("u1");
+    h_redis_signal(SIGSTOP);
+    /* b's read first, then c's OBSERVE: both wait in Redis, in order. */
+    long long base = h_info_value(adm, "requests"), infos = 0;
+    h_send(b, "LEADER u1\n");
+    out_await_requests(adm, base, 1, &infos);
+    h_send(c, "OBSERVE u2\n");
+    out_await_requests(adm, base, 2, &infos);
+    h_redis_signal(SIGCONT);
+    snprintf(want, sizeof(want), "OK %llu L", f + 1);
+    const char *r = h_reply(b, H_WAIT_MS, H_EVENTS_FAIL);
+    ck_assert_msg(r && strcmp(r, want) == 0, "LEADER u1: '%s', wanted '%s'", r ? r : "", want);
+    out_await_overflowed(c, adm, 1, "!LEADER past max_output");
+    h_close(c);
+    /* u2 changes: its watch (if any is left) reads and tells. */
+    h_conn_t *e = h_connect_index(d);
+    (void)elect(e, "u2", "E");
+    await_no_observers(adm);
+    h_expect_reply(b, "PING", "OK PONG");
+    h_close(e);
+    h_close(b);
+    h_close(l);
+    await_info(adm, "locks_held", 0);
+    await_info(adm, "waiters", 0);
+    h_close(adm);
+    h_keep_passed();
+}
+END_TEST
 
 static Suite *suite(void) {
     Suite *s = suite_create("elect");
@@ -565,6 +610,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, observe_answer_past_max_output);
     tcase_add_test(tc, leader_answer_past_max_output);
     tcase_add_test(tc, leader_told_past_max_output);
+    tcase_add_test(tc, observe_answered_behind_an_overflowing_event);
     suite_add_tcase(s, tc);
     return s;
 }

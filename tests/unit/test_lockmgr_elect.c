@@ -522,6 +522,62 @@ START_TEST(observer_leaves_inside_its_answer) {
 }
 END_TEST
 
+/* An observer dropped from inside its OBSERVE's answer (the drop finishes
+ * from a timer): its observation goes with it. It stayed on the freed
+ * owner, counted in observers, and the name's next leader was told to
+ * freed memory (heap-use-after-free in tell_one). */
+START_TEST(observer_dropped_inside_its_answer) {
+    client_t *a = client(), *o = observer();
+    o->drop_in_callback = 1;
+    ck_assert_int_eq(read_req(o, LOCK_REQ_OBSERVE, "e"), 0);
+    fake_run(fb);
+    ck_assert(o->dropped);
+    timers_run_due(tm);
+    fake_run(fb);
+    observing(0, 0);
+    uint64_t fa = elect_ok(a, "e", "A");
+    fake_publish(fb, "e");
+    fake_run(fb);
+    nothing_told();
+    (void)fa;
+}
+END_TEST
+
+/* An observer dropped from inside a !LEADER of one name while its OBSERVE
+ * of another is answered in the same round: the dropped owner gains no
+ * observation (it gained one, on an owner freed by the timer next), and
+ * the one it had goes when the drop finishes. */
+START_TEST(dropped_observer_gains_no_observation) {
+    client_t *a = client(), *b = client(), *o = observer();
+    uint64_t fa = elect_ok(a, "n1", "A");
+    ck_assert_int_eq(read_req(o, LOCK_REQ_OBSERVE, "n1"), 0);
+    fake_run(fb);
+    expect_leader(o, fa, "A");
+    fake_run(fb); /* the watch's confirmation */
+    observing(1, 1);
+    /* a resigns; its message is not delivered: b's read finds out first */
+    ck_assert_int_eq(lockmgr_resign(mgr, a->o, "n1", 2), 1);
+    fake_run(fb);
+    ck_assert_int_eq(read_req(b, LOCK_REQ_LEADER, "n1"), 0);
+    ck_assert_int_eq(read_req(o, LOCK_REQ_OBSERVE, "n2"), 0);
+    o->drop_in_callback = 1;
+    fake_run(fb); /* b's answer tells o NONE, and o drops; then o's answer */
+    expect_leader(b, 0, NULL);
+    expect_told(o, "n1", 0, NULL);
+    ck_assert(o->dropped);
+    observing(1, 1); /* n1's, until the drop finishes; nothing of n2 */
+    timers_run_due(tm);
+    fake_run(fb);
+    observing(0, 0);
+    ck_assert_int_eq(fake_watched(fb, "n1"), 0);
+    ck_assert_int_eq(fake_watched(fb, "n2"), 0);
+    (void)elect_ok(a, "n2", "A2");
+    fake_publish(fb, "n2");
+    fake_run(fb);
+    nothing_told();
+}
+END_TEST
+
 /* A LEADER read tells an observer of a new view, and the observer leaves
  * from inside that !LEADER: the name, nobody's now, goes with its watch
  * once the tells are over. tell() kept it meanwhile, but leader_done
@@ -563,6 +619,8 @@ static Suite *suite(void) {
     tcase_add_test(tc, observe_limit);
     tcase_add_test(tc, observers_leave_mid_flight);
     tcase_add_test(tc, observer_leaves_inside_its_answer);
+    tcase_add_test(tc, observer_dropped_inside_its_answer);
+    tcase_add_test(tc, dropped_observer_gains_no_observation);
     tcase_add_test(tc, observer_leaves_inside_a_reads_tell);
     suite_add_tcase(s, tc);
     return s;
