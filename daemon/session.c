@@ -191,7 +191,9 @@ static void send_info(session_t *s) {
 
 /* CLIENTS: who is connected, with peer credentials, for admins only. One
  * line: "OK clients=N shown=M" and then one id:pid:uid:gid:locks:waiting
- * entry per client, newest first, at most SESSION_CLIENTS_SHOWN. */
+ * entry per client, newest first, at most SESSION_CLIENTS_SHOWN. A
+ * session being closed (until its on_close) is gone already: its owner
+ * may be dropped, or never made (no memory at accept). */
 static void send_clients(session_t *s) {
     sessions_t *ss = s->ss;
     size_t cap = 64 + (size_t)SESSION_CLIENTS_SHOWN * 80;
@@ -200,18 +202,16 @@ static void send_clients(session_t *s) {
         send_error(s, PROTO_ERR_LIMIT, "out of memory");
         return;
     }
-    size_t shown = 0;
+    size_t open = 0, shown = 0;
     session_t *c;
-    LIST_FOREACH(c, &ss->all, all) {
-        if (shown == SESSION_CLIENTS_SHOWN) break;
-        shown++;
-    }
-    int n = snprintf(line, cap, "OK clients=%llu shown=%zu",
-                     (unsigned long long)ss->stats.connections, shown);
+    LIST_FOREACH(c, &ss->all, all)
+        if (c->state != SESSION_CLOSING) open++;
+    int n = snprintf(line, cap, "OK clients=%zu shown=%zu", open,
+                     open < SESSION_CLIENTS_SHOWN ? open : (size_t)SESSION_CLIENTS_SHOWN);
     size_t len = (size_t)n;
-    shown = 0;
     LIST_FOREACH(c, &ss->all, all) {
         if (shown == SESSION_CLIENTS_SHOWN) break;
+        if (c->state == SESSION_CLOSING) continue;
         n = snprintf(line + len, cap - len, " %llu:%d:%u:%u:%zu:%d",
                      (unsigned long long)c->id, (int)c->pid, (unsigned)c->uid,
                      (unsigned)c->gid, lockmgr_owner_held(c->owner), lockmgr_owner_waiting(c->owner));
