@@ -20,7 +20,7 @@ typedef enum {
     SESSION_READY = 0, /* parsing and answering requests */
     SESSION_WAITING,   /* a lock request is in flight; input is kept */
     SESSION_DRAINING,  /* QUIT or TOOLONG: flush replies, then close */
-    SESSION_CLOSING    /* uv_close() called; the owner was dropped */
+    SESSION_CLOSING    /* uv_close() called; the owner goes in on_close */
 } session_state_t;
 
 typedef struct session_s session_t;
@@ -191,7 +191,9 @@ static void send_info(session_t *s) {
 
 /* CLIENTS: who is connected, with peer credentials, for admins only. One
  * line: "OK clients=N shown=M" and then one id:pid:uid:gid:locks:waiting
- * entry per client, newest first, at most SESSION_CLIENTS_SHOWN. */
+ * entry per client, newest first, at most SESSION_CLIENTS_SHOWN. A
+ * session being closed (until its on_close) is gone already: its owner
+ * may be dropped, or never made (no memory at accept). */
 static void send_clients(session_t *s) {
     sessions_t *ss = s->ss;
     size_t cap = 64 + (size_t)SESSION_CLIENTS_SHOWN * 80;
@@ -200,18 +202,16 @@ static void send_clients(session_t *s) {
         send_error(s, PROTO_ERR_LIMIT, "out of memory");
         return;
     }
-    size_t shown = 0;
+    size_t open = 0, shown = 0;
     session_t *c;
-    LIST_FOREACH(c, &ss->all, all) {
-        if (shown == SESSION_CLIENTS_SHOWN) break;
-        shown++;
-    }
-    int n = snprintf(line, cap, "OK clients=%llu shown=%zu",
-                     (unsigned long long)ss->stats.connections, shown);
+    LIST_FOREACH(c, &ss->all, all)
+        if (c->state != SESSION_CLOSING) open++;
+    int n = snprintf(line, cap, "OK clients=%zu shown=%zu", open,
+                     open < SESSION_CLIENTS_SHOWN ? open : (size_t)SESSION_CLIENTS_SHOWN);
     size_t len = (size_t)n;
-    shown = 0;
     LIST_FOREACH(c, &ss->all, all) {
         if (shown == SESSION_CLIENTS_SHOWN) break;
+        if (c->state == SESSION_CLOSING) continue;
         n = snprintf(line + len, cap - len, " %llu:%d:%u:%u:%zu:%d",
                      (unsigned long long)c->id, (int)c->pid, (unsigned)c->uid,
                      (unsigned)c->gid, lockmgr_owner_held(c->owner), lockmgr_owner_waiting(c->owner));
@@ -841,6 +841,12 @@ static void on_close(uv_handle_t *handle) {
     session_t *s = handle->data;
     sessions_t *ss = s->ss;
 
+    /* The owner goes here, never in session_close: a reply or an event
+     * that overflows the output closes the session from inside the lock
+     * manager's callback, and what called it still uses the owner's
+     * observations, holds and wait (issue 36). */
+    if (s->owner != NULL) lockmgr_owner_drop(ss->locks, s->owner);
+    s->owner = NULL;
     LIST_REMOVE(s, all);
     if (s->counted) access_users_leave(&ss->users, s->uid);
     access_view_free(&s->view);
@@ -912,17 +918,17 @@ static void log_closed(const session_t *s) {
             (unsigned long long)(ms % 1000 / 100));
 }
 
+/* Closes the connection: nothing more is read, answered or told. It may
+ * be called from anywhere, a lock manager callback too: its lock state
+ * goes in on_close, once the loop is out of every callback. */
 static void session_close(session_t *s) {
     if (s->state == SESSION_CLOSING) return;
     s->state = SESSION_CLOSING;
     unmark_dirty(s);
     deaf_remove(s);
     log_closed(s);
-    if (s->owner != NULL) lockmgr_unobserve_all(s->ss->locks, s->owner);
     if (s->listing != NULL) listing_cancel(s->listing);
     s->listing = NULL;
-    if (s->owner != NULL) lockmgr_owner_drop(s->ss->locks, s->owner);
-    s->owner = NULL;
     uv_close((uv_handle_t *)&s->pipe, on_close);
 }
 

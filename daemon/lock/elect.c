@@ -234,6 +234,11 @@ int lockmgr_resign(lockmgr_t *m, lock_owner_t *o, const char *name, size_t len) 
     return 1;
 }
 
+/* A dropped owner observes nothing more. */
+static void elect_owner_drop(lockmgr_t *m, lock_owner_t *o) {
+    lockmgr_unobserve_all(m, o);
+}
+
 /* lockmgr_free with the state still there: as lockmgr_on_leader(NULL). */
 static void elect_free_state(lockmgr_t *m) {
     lockmgr_on_leader(m, NULL);
@@ -255,4 +260,5 @@ const lock_kind_t lock_kind_elect = {
     .acquire = elect_acquire,
     .request = elect_request,
     .free_state = elect_free_state,
+    .owner_drop = elect_owner_drop,
 };

@@ -61,6 +61,7 @@ STAILQ_HEAD(release_list_s, release_s);
 typedef struct lock_acct_s lock_acct_t;
 
 struct lock_owner_s {
+    lockmgr_t *mgr;            /* for a drop that finishes from a timer */
     uint64_t id;               /* unique in this daemon's life */
     uid_t uid;                 /* peer credentials */
     lock_acct_t *acct;         /* its uid's account (peruid.c) */
@@ -74,7 +75,8 @@ struct lock_owner_s {
     lock_reply_t *now;         /* inside lockmgr_request: where a reply at once goes */
     int answered;              /* ... and whether it came */
     int in_callback;           /* inside its on_reply or on_event now */
-    int dropped;               /* dropped from inside one: told nothing more */
+    int dropped;               /* dropped from inside one: told nothing more,
+                                  gains no observation */
     timers_entry_t reap;       /* ... and the drop finishes from here */
 };
 

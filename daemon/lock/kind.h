@@ -85,6 +85,10 @@ struct lock_kind_s {
     /* Optional: frees the kind's own state (m->kind_state at its first
      * mode), at lockmgr_free when the slot is not NULL. */
     void (*free_state)(lockmgr_t *m);
+    /* Optional: o is being dropped, from outside its callbacks: what the
+     * kind's own state keeps of it besides holds and waits goes (an
+     * election's observations). Called when the slot is not NULL. */
+    void (*owner_drop)(lockmgr_t *m, lock_owner_t *o);
 };
 
 /* What each mode is: its kind, its backend mode. */

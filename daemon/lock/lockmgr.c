@@ -254,6 +254,7 @@ lock_owner_t *lockmgr_owner_new(lockmgr_t *m, uint64_t id, uid_t uid, lock_reply
                                 lock_event_cb on_event, void *data) {
     lock_owner_t *o = zalloc(sizeof(*o));
     if (o == NULL) return NULL;
+    o->mgr = m;
     o->id = id;
     o->uid = uid;
     if (lock_acct_join(m, o) != 0) {
@@ -305,6 +306,12 @@ int lockmgr_cancel(lockmgr_t *m, lock_owner_t *o) {
 }
 
 static void owner_drop_now(lock_owner_t *o) {
+    lockmgr_t *m = o->mgr;
+    /* What the kinds keep of it beside holds and waits: an observation
+     * left on a freed owner would be told of its name's next leader. */
+    for (int k = 0; k < LOCK_MODE_COUNT; k++)
+        if (m->kind_state[k] != NULL && lock_modes[k].kind->owner_drop != NULL)
+            lock_modes[k].kind->owner_drop(m, o);
     if (o->pending != NULL) {
         if (o->pending->kind == PENDING_WAIT) {
             wait_t *w = (wait_t *)o->pending;

@@ -271,10 +271,11 @@ void lockmgr_free(lockmgr_t *mgr);
 /* A new owner (a connection). NULL on no memory. */
 lock_owner_t *lockmgr_owner_new(lockmgr_t *mgr, uint64_t id, uid_t uid, lock_reply_cb on_reply,
                                 lock_event_cb on_event, void *data);
-/* The owner is gone: cancels its wait, releases all its locks, frees it.
- * Called from inside one of the owner's callbacks, it finishes from a
- * timer once the callback has returned (run the timers before
- * lockmgr_free()); the owner hears nothing more either way. */
+/* The owner is gone: ends its observations, cancels its wait, releases
+ * all its locks, frees it. Called from inside one of the owner's
+ * callbacks, it finishes from a timer once the callback has returned (run
+ * the timers before lockmgr_free()); the owner hears nothing more either
+ * way, and gains no observation meanwhile. */
 void lockmgr_owner_drop(lockmgr_t *mgr, lock_owner_t *owner);
 /* The peer's pid, for WHO (0: unknown). */
 void lockmgr_owner_set_pid(lock_owner_t *owner, pid_t pid);
@@ -308,7 +309,7 @@ int lockmgr_resign(lockmgr_t *mgr, lock_owner_t *owner, const char *name, size_t
 /* UNOBSERVE: 1 if the owner observed name (no event of it comes after),
  * 0 otherwise. */
 int lockmgr_unobserve(lockmgr_t *mgr, lock_owner_t *owner, const char *name, size_t len);
-/* Ends every observation of the owner's: call before lockmgr_owner_drop. */
+/* Ends every observation of the owner's (lockmgr_owner_drop does too). */
 void lockmgr_unobserve_all(lockmgr_t *mgr, lock_owner_t *owner);
 void lockmgr_elect_stats(const lockmgr_t *mgr, lockmgr_elect_stats_t *out);
 

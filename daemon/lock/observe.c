@@ -40,7 +40,7 @@ struct oname_s {
     int candidates;            /* its candidates here wake on this watch */
     int reading;               /* a read in flight (op) */
     int again;                 /* ... and another asked for meanwhile */
-    int telling;               /* inside tell(): not freed */
+    int telling;               /* inside tell() or leader_done(): not freed */
     uint64_t fence;            /* the last read's leader, 0: none */
     size_t vlen;
     char value[ELECT_VALUE_MAX + 1];
@@ -305,7 +305,9 @@ static obs_t *obs_new(lockmgr_t *m, lock_owner_t *o, oname_t *on, uint64_t fence
     return ob;
 }
 
-/* LEADER's and OBSERVE's read came back. */
+/* LEADER's and OBSERVE's read came back. Its answer and the tells may
+ * end observations (an observer's connection closing from inside): on
+ * stays until they are over, and goes then if nobody needs it. */
 static void leader_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
     lockmgr_t *m = op->mgr;
     const backend_result_t *res = &op->bop.res;
@@ -319,7 +321,7 @@ static void leader_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
     const char *value = res->value ? res->value : "";
     size_t vlen = res->value_len > ELECT_VALUE_MAX ? ELECT_VALUE_MAX : res->value_len;
     oname_t *on = oname_find(m, op->name, op->len);
-    if (op->kind == LOCK_REQ_OBSERVE) {
+    if (op->kind == LOCK_REQ_OBSERVE && !o->dropped) { /* a dropped owner gains none */
         obs_t *ob = obs_of(m, o, op->name, op->len);
         oowner_t *oo = oowner_find(m, o->id);
         if (ob == NULL && oo != NULL && oo->count >= m->conf->max_observes_per_client) {
@@ -340,10 +342,11 @@ static void leader_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
     }
     lock_reply_t r = {.kind = LOCK_REPLY_LEADER, .fence = res->fence, .leader = value,
                       .leader_len = vlen};
+    if (on != NULL) on->telling++;
     lock_answer(o, &r);
+    if (on == NULL) return;
     /* Then the observers here hear of it (this one was told it), or of
      * what a later read found. */
-    if (on == NULL) return;
     if (op->sent_at >= on->view_at) {
         on->view_at = op->sent_at;
         if (op->sent_at >= on->ok_at) on->ok_at = op->sent_at;
@@ -354,6 +357,8 @@ static void leader_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
     } else {
         tell(on, on->fence, on->value, on->vlen);
     }
+    on->telling--;
+    oname_maybe_free(on);
 }
 
 void observe_request(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {

@@ -9,6 +9,7 @@
 
 #include "tests/support/elect_steps.h"
 #include "tests/support/harness.h"
+#include "tests/support/output_steps.h"
 
 #define SHORT_LEASE_MS 1000
 #define SHORT_LEASE "[lock]\nlease_ms = 1000\n"
@@ -510,6 +511,167 @@ START_TEST(not_under_quorum) {
 }
 END_TEST
 
+/* ---- answers and events past max_output (issue 36) ---------------------------------- */
+
+#define SMALL_OUTPUT 4096
+#define SMALL_OUTPUT_CONF "[server]\nmax_output = 4096\n"
+/* A leader's value that makes its answer longer than OUT_LEFT. */
+#define LONG_VALUE "a-value-long-enough-to-pass-the-room-left-0123456789"
+#define OUT_LEFT 32
+
+/* Waits until INFO on adm says key=want. */
+static void await_info(h_conn_t *adm, const char *key, long long want) {
+    long long end = h_now_ms() + H_WAIT_MS, got;
+    while ((got = h_info_value(adm, key)) != want) {
+        ck_assert_msg(h_now_ms() < end, "INFO %s=%lld, wanted %lld", key, got, want);
+        usleep(2000);
+    }
+}
+
+/* Nothing of an observer closed past max_output is left: no observation,
+ * no watch. */
+static void await_no_observers(h_conn_t *adm) {
+    await_info(adm, "observers", 0);
+    await_info(adm, "observed", 0);
+}
+
+/* The answer to an OBSERVE of a led name nobody here observes pushes its
+ * client past max_output: the connection closes and nothing of it stays.
+ * The close freed the name's watch from inside the answer while
+ * leader_done still used it (issue 36, bug 1: heap-use-after-free). */
+START_TEST(observe_answer_past_max_output) {
+    h_redis_start();
+    int d = h_dlockd_start_kept("elect", SMALL_OUTPUT_CONF);
+    h_conn_t *l = h_connect_index(d), *c = h_connect_index(d), *adm = h_connect_index(d);
+    unsigned long long f = elect(l, "uo", LONG_VALUE);
+    out_fill(c, adm, SMALL_OUTPUT, OUT_LEFT);
+    h_send(c, "OBSERVE uo\n");
+    out_await_overflowed(c, adm, 1, "OBSERVE answered past max_output");
+    h_close(c);
+    await_no_observers(adm);
+    ck_assert_int_eq(h_info_value(adm, "output_overflows"), 1);
+    /* The name is observed afresh. */
+    char want[128];
+    snprintf(want, sizeof(want), "OK %llu %s", f, LONG_VALUE);
+    h_conn_t *o = h_connect_index(d);
+    h_expect_reply(o, "OBSERVE uo", want);
+    h_close(o);
+    await_no_observers(adm);
+    h_close(l);
+    await_info(adm, "locks_held", 0);
+    h_close(adm);
+    h_keep_passed();
+}
+END_TEST
+
+/* The same with LEADER from the name's only observer. */
+START_TEST(leader_answer_past_max_output) {
+    h_redis_start();
+    int d = h_dlockd_start_kept("elect", SMALL_OUTPUT_CONF);
+    h_conn_t *l = h_connect_index(d), *c = h_connect_index(d), *adm = h_connect_index(d);
+    unsigned long long f = elect(l, "ul", LONG_VALUE);
+    char want[128];
+    snprintf(want, sizeof(want), "OK %llu %s", f, LONG_VALUE);
+    h_expect_reply(c, "OBSERVE ul", want);
+    out_fill(c, adm, SMALL_OUTPUT, OUT_LEFT);
+    h_send(c, "LEADER ul\n");
+    out_await_overflowed(c, adm, 1, "LEADER answered past max_output");
+    h_close(c);
+    await_no_observers(adm);
+    h_close(l);
+    await_info(adm, "locks_held", 0);
+    h_close(adm);
+    h_keep_passed();
+}
+END_TEST
+
+/* Gives name's leader record a higher fence, as a grant elsewhere whose
+ * message is still on its way would: nothing is published, so only a
+ * read (a LEADER) tells this daemon's observers of it. */
+static void raise_fence_quietly(const char *name) {
+    char key[300];
+    snprintf(key, sizeof(key), "dlock_leader:{dlock:%s}", name);
+    const char *a[] = {"HINCRBY", key, "fence", "1", NULL};
+    const char *r = h_redis_argv(a);
+    ck_assert_msg(strtoll(r, NULL, 10) > 1, "HINCRBY %s fence: %s", key, r);
+}
+
+/* A LEADER read tells an observer of a new leader, and that !LEADER
+ * pushes the observer past max_output. Its observation and the name's
+ * watch go with its connection: INFO's observed comes back to 0. The
+ * close ended the observation from inside tell(), which kept the name
+ * alive meanwhile (telling) but never freed it after: the watch leaked,
+ * observed stayed 1 (issue 36, the suspicion on leader_done). */
+START_TEST(leader_told_past_max_output) {
+    h_redis_start();
+    int d = h_dlockd_start_kept("elect", SMALL_OUTPUT_CONF);
+    h_conn_t *l = h_connect_index(d), *c = h_connect_index(d), *b = h_connect_index(d),
+             *adm = h_connect_index(d);
+    unsigned long long f = elect(l, "ut", "L");
+    char want[128];
+    snprintf(want, sizeof(want), "OK %llu L", f);
+    h_expect_reply(c, "OBSERVE ut", want);
+    out_fill(c, adm, SMALL_OUTPUT, 15); /* "!LEADER ut <fence> L" is longer */
+    raise_fence_quietly("ut");
+    snprintf(want, sizeof(want), "OK %llu L", f + 1);
+    h_expect_reply(b, "LEADER ut", want);
+    out_await_overflowed(c, adm, 1, "!LEADER past max_output");
+    h_close(c);
+    await_no_observers(adm);
+    h_close(b);
+    h_close(l);
+    await_info(adm, "locks_held", 0);
+    h_close(adm);
+    h_keep_passed();
+}
+END_TEST
+
+/* As above, and the observer's OBSERVE of another name is answered in the
+ * same round of Redis replies (Redis stopped while both wait): the
+ * observation that answer makes must go with the connection too. It was
+ * added to the owner already dropped (a 0 ms timer freed it later, the
+ * observation left behind): INFO's observers stayed 1, and the next
+ * change of that name told freed memory (issue 36, bug 2:
+ * heap-use-after-free in tell_one). */
+START_TEST(observe_answered_behind_an_overflowing_event) {
+    h_redis_start();
+    int d = h_dlockd_start_kept("elect", SMALL_OUTPUT_CONF "[redis]\ncommand_timeout_ms = 20000\n");
+    h_conn_t *l = h_connect_index(d), *c = h_connect_index(d), *b = h_connect_index(d),
+             *adm = h_connect_index(d);
+    unsigned long long f = elect(l, "u1", "L");
+    char want[128];
+    snprintf(want, sizeof(want), "OK %llu L", f);
+    h_expect_reply(c, "OBSERVE u1", want);
+    out_fill(c, adm, SMALL_OUTPUT, 15);
+    raise_fence_quietly("u1");
+    h_redis_signal(SIGSTOP);
+    /* b's read first, then c's OBSERVE: both wait in Redis, in order. */
+    long long base = h_info_value(adm, "requests"), infos = 0;
+    h_send(b, "LEADER u1\n");
+    out_await_requests(adm, base, 1, &infos);
+    h_send(c, "OBSERVE u2\n");
+    out_await_requests(adm, base, 2, &infos);
+    h_redis_signal(SIGCONT);
+    snprintf(want, sizeof(want), "OK %llu L", f + 1);
+    const char *r = h_reply(b, H_WAIT_MS, H_EVENTS_FAIL);
+    ck_assert_msg(r && strcmp(r, want) == 0, "LEADER u1: '%s', wanted '%s'", r ? r : "", want);
+    out_await_overflowed(c, adm, 1, "!LEADER past max_output");
+    h_close(c);
+    /* u2 changes: its watch (if any is left) reads and tells. */
+    h_conn_t *e = h_connect_index(d);
+    (void)elect(e, "u2", "E");
+    await_no_observers(adm);
+    h_expect_reply(b, "PING", "OK PONG");
+    h_close(e);
+    h_close(b);
+    h_close(l);
+    await_info(adm, "locks_held", 0);
+    await_info(adm, "waiters", 0);
+    h_close(adm);
+    h_keep_passed();
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("elect");
     TCase *tc = tcase_create("elect");
@@ -525,6 +687,15 @@ static Suite *suite(void) {
     tcase_add_test(tc, errors_and_cancel);
     tcase_add_test(tc, lock_of_an_election_elsewhere_is_kind);
     tcase_add_test(tc, not_under_quorum);
+    suite_add_tcase(s, tc);
+    /* Answers and events that push a client past max_output. */
+    tc = tcase_create("max_output");
+    tcase_add_checked_fixture(tc, h_setup, h_teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, observe_answer_past_max_output);
+    tcase_add_test(tc, leader_answer_past_max_output);
+    tcase_add_test(tc, leader_told_past_max_output);
+    tcase_add_test(tc, observe_answered_behind_an_overflowing_event);
     suite_add_tcase(s, tc);
     return s;
 }

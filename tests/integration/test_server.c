@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "tests/support/harness.h"
+#include "tests/support/output_steps.h"
 
 /* The value of key=... in an INFO reply, or -1. */
 static long long info_value(h_conn_t *c, const char *key) {
@@ -248,6 +249,51 @@ START_TEST(socket_mode_applied) {
     ck_assert_int_eq(stat(h_dlockd_sock(g), &st), 0);
     ck_assert_int_eq(st.st_mode & 0777, 0660);
     ck_assert_int_eq(st.st_gid, 4242);
+}
+END_TEST
+
+/* CLIENTS in the same loop pass as other connections' close: those are
+ * on the list of sessions until their handle is closed, without a lock
+ * owner. CLIENTS asked each for its locks and crashed on the NULL
+ * (issue 36, bug 6); it shows only the open ones. The daemon is stopped
+ * while the peers go and CLIENTS is sent, so that it sees all of it in
+ * one pass. */
+START_TEST(clients_while_others_close) {
+    int d = h_dlockd_start("[server]\nmax_output = 4096\n");
+    pid_t pid = h_dlockd_pid(d);
+    h_conn_t *a = connect_accepted(d);
+    for (int round = 0; round < 3; round++) {
+        h_conn_t *c[5];
+        for (int i = 0; i < 5; i++) {
+            c[i] = h_connect_index(d);
+            h_expect_reply(c[i], "PING", "OK PONG");
+        }
+        kill(pid, SIGSTOP);
+        for (int i = 0; i < 5; i++) h_close(c[i]);
+        h_send(a, "CLIENTS\n");
+        kill(pid, SIGCONT);
+        const char *l = h_recv(a, H_WAIT_MS);
+        ck_assert_msg(l != NULL && strncmp(l, "OK clients=1 shown=1 ", 21) == 0,
+                      "CLIENTS with 5 closing: '%s'", l ? l : "(nothing: the daemon died?)");
+    }
+    /* A connection closed past max_output in the same pass. Its queue is
+     * filled through another connection's INFOs, while a stays idle: an
+     * epoll item just served may come first in the next pass, and a must
+     * come after x. */
+    h_conn_t *x = h_connect_index(d), *adm = h_connect_index(d);
+    out_fill(x, adm, 4096, 8);
+    kill(pid, SIGSTOP);
+    h_send(x, "PING\nPING\n");
+    h_send(a, "CLIENTS\n");
+    kill(pid, SIGCONT);
+    const char *l = h_recv(a, H_WAIT_MS);
+    ck_assert_msg(l != NULL && strncmp(l, "OK clients=2 shown=2 ", 21) == 0,
+                  "CLIENTS with one closing past max_output: '%s'",
+                  l ? l : "(nothing: the daemon died?)");
+    out_await_overflowed(x, adm, 1, "PINGs past max_output");
+    h_close(x);
+    h_close(adm);
+    h_close(a);
 }
 END_TEST
 
@@ -563,6 +609,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, sigterm_exits_zero);
     tcase_add_test(tc, socket_mode_applied);
     tcase_add_test(tc, clients_for_admins_only);
+    tcase_add_test(tc, clients_while_others_close);
     tcase_add_test(tc, stale_socket_removed_live_refused);
     tcase_add_test(tc, config_test_mode);
     tcase_add_test(tc, socket_directory_problems_are_named);

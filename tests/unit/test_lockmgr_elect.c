@@ -26,30 +26,86 @@ static struct {
     char value[64];
 } told[MAX_TOLD];
 static size_t ntold, told_head;
+static client_t *leave_in_event; /* unobserves the name from inside its !LEADER */
+
+/* A client of the test's own (not in clients[]) whose answer, when
+ * leave_in_reply is set, ends its observations and drops it from inside
+ * the answer, as a session closing past max_output once did. */
+static client_t leaver;
+static int leave_in_reply;
 
 static void on_leader(void *data, const char *name, size_t len, uint64_t fence,
                       const char *value, size_t vlen) {
+    client_t *c = data;
     ck_assert_msg(!in_request, "!LEADER inside lockmgr_request");
+    ck_assert_msg(!c->dropped, "!LEADER to client %" PRIu64 " after lockmgr_owner_drop", c->id);
     ck_assert_uint_lt(ntold, MAX_TOLD);
-    told[ntold].c = data;
+    told[ntold].c = c;
     snprintf(told[ntold].name, sizeof(told[0].name), "%.*s", (int)len, name);
     told[ntold].fence = fence;
     snprintf(told[ntold].value, sizeof(told[0].value), "%.*s", (int)vlen, value);
     ntold++;
+    if (c == leave_in_event) lockmgr_unobserve(mgr, c->o, name, len);
+    if (c->drop_in_callback) drop(c);
+}
+
+static void leaver_on_reply(void *data, const lock_reply_t *r) {
+    client_t *c = data;
+    ck_assert_msg(!in_request, "the leaver's reply inside lockmgr_request");
+    ck_assert_msg(!c->dropped, "a reply to the leaver after lockmgr_owner_drop");
+    c->replies[c->nreplies++ % MAX_LOG] = *r;
+    if (!leave_in_reply) return;
+    lockmgr_unobserve_all(mgr, c->o);
+    lockmgr_owner_drop(mgr, c->o);
+    c->dropped = 1;
+}
+
+static void leaver_on_event(void *data, const char *name, size_t len, lock_loss_t why) {
+    (void)data;
+    ck_abort_msg("!LOST %.*s (%d) to the leaver", (int)len, name, (int)why);
+}
+
+static client_t *leaver_new(void) {
+    leaver.id = MAX_CLIENTS + 1; /* unlike every client()'s */
+    leaver.o = lockmgr_owner_new(mgr, leaver.id, 1000, leaver_on_reply, leaver_on_event, &leaver);
+    ck_assert_ptr_nonnull(leaver.o);
+    return &leaver;
+}
+
+/* A LEADER or OBSERVE of name by the leaver: 0, answered later. */
+static int leaver_req(lock_req_kind_t kind, const char *name) {
+    lock_request_t r = {.kind = kind, .mode = LOCK_MODE_ELECT, .name = name, .len = strlen(name)};
+    lock_reply_t now;
+    in_request = 1;
+    int at_once = lockmgr_request(mgr, leaver.o, &r, &now);
+    in_request = 0;
+    return at_once;
 }
 
 static void elect_setup(void) {
     setup();
     ntold = told_head = 0;
+    leave_in_event = NULL;
+    memset(&leaver, 0, sizeof(leaver));
+    leave_in_reply = 0;
     lockmgr_on_leader(mgr, on_leader);
 }
 
-/* Observations end before the owners go, as a session's close does. */
+/* Observations end before the owners go, as a session's close did. */
 static void elect_teardown(void) {
     for (size_t i = 0; i < nclients; i++)
         if (!clients[i].dropped) lockmgr_unobserve_all(mgr, clients[i].o);
+    if (leaver.o != NULL && !leaver.dropped) lockmgr_owner_drop(mgr, leaver.o);
     lockmgr_on_leader(mgr, NULL);
     teardown();
+}
+
+/* INFO's observers and observed. */
+static void observing(uint64_t observers, uint64_t observed) {
+    lockmgr_elect_stats_t es;
+    lockmgr_elect_stats(mgr, &es);
+    ck_assert_uint_eq(es.observers, observers);
+    ck_assert_uint_eq(es.observed, observed);
 }
 
 /* lockmgr_support's clients record with themselves as data. */
@@ -443,6 +499,132 @@ START_TEST(hold_gone_candidate_retried) {
 }
 END_TEST
 
+/* ---- observers that go from inside an answer or an event (issue 36) ---------------- */
+
+/* An OBSERVE of a led name nobody observes here, answered to an owner
+ * that ends its observations and drops itself from inside the answer:
+ * the name's watch, made for it, went there while leader_done still used
+ * it (heap-use-after-free); it goes once the answer and the tells are
+ * over. The same for LEADER from the name's only observer. */
+START_TEST(observer_leaves_inside_its_answer) {
+    client_t *a = client();
+    uint64_t fa = elect_ok(a, "e", "A");
+    fake_run(fb);
+    ck_assert_int_eq(fake_watched(fb, "e"), 0);
+    client_t *l = leaver_new();
+    leave_in_reply = 1;
+    ck_assert_int_eq(leaver_req(LOCK_REQ_OBSERVE, "e"), 0);
+    fake_run(fb);
+    ck_assert_uint_eq(l->nreplies, 1);
+    ck_assert_int_eq(l->replies[0].kind, LOCK_REPLY_LEADER);
+    ck_assert_uint_eq(l->replies[0].fence, fa);
+    timers_run_due(tm);
+    observing(0, 0);
+    fake_run(fb);
+    ck_assert_int_eq(fake_watched(fb, "e"), 0);
+    nothing_told();
+    /* LEADER from the only observer */
+    memset(&leaver, 0, sizeof(leaver));
+    leave_in_reply = 0;
+    l = leaver_new();
+    ck_assert_int_eq(leaver_req(LOCK_REQ_OBSERVE, "e"), 0);
+    fake_run(fb);
+    fake_run(fb); /* the watch's confirmation */
+    ck_assert_uint_eq(l->nreplies, 1);
+    observing(1, 1);
+    leave_in_reply = 1;
+    ck_assert_int_eq(leaver_req(LOCK_REQ_LEADER, "e"), 0);
+    fake_run(fb);
+    ck_assert_uint_eq(l->nreplies, 2);
+    ck_assert_uint_eq(l->replies[1].fence, fa);
+    timers_run_due(tm);
+    observing(0, 0);
+    ck_assert_int_eq(fake_watched(fb, "e"), 0);
+    nothing_told();
+}
+END_TEST
+
+/* An observer dropped from inside its OBSERVE's answer (the drop finishes
+ * from a timer): its observation goes with it. It stayed on the freed
+ * owner, counted in observers, and the name's next leader was told to
+ * freed memory (heap-use-after-free in tell_one). */
+START_TEST(observer_dropped_inside_its_answer) {
+    client_t *a = client(), *o = observer();
+    o->drop_in_callback = 1;
+    ck_assert_int_eq(read_req(o, LOCK_REQ_OBSERVE, "e"), 0);
+    fake_run(fb);
+    ck_assert(o->dropped);
+    timers_run_due(tm);
+    fake_run(fb);
+    observing(0, 0);
+    uint64_t fa = elect_ok(a, "e", "A");
+    fake_publish(fb, "e");
+    fake_run(fb);
+    nothing_told();
+    (void)fa;
+}
+END_TEST
+
+/* An observer dropped from inside a !LEADER of one name while its OBSERVE
+ * of another is answered in the same round: the dropped owner gains no
+ * observation (it gained one, on an owner freed by the timer next), and
+ * the one it had goes when the drop finishes. */
+START_TEST(dropped_observer_gains_no_observation) {
+    client_t *a = client(), *b = client(), *o = observer();
+    uint64_t fa = elect_ok(a, "n1", "A");
+    ck_assert_int_eq(read_req(o, LOCK_REQ_OBSERVE, "n1"), 0);
+    fake_run(fb);
+    expect_leader(o, fa, "A");
+    fake_run(fb); /* the watch's confirmation */
+    observing(1, 1);
+    /* a resigns; its message is not delivered: b's read finds out first */
+    ck_assert_int_eq(lockmgr_resign(mgr, a->o, "n1", 2), 1);
+    fake_run(fb);
+    ck_assert_int_eq(read_req(b, LOCK_REQ_LEADER, "n1"), 0);
+    ck_assert_int_eq(read_req(o, LOCK_REQ_OBSERVE, "n2"), 0);
+    o->drop_in_callback = 1;
+    fake_run(fb); /* b's answer tells o NONE, and o drops; then o's answer */
+    expect_leader(b, 0, NULL);
+    expect_told(o, "n1", 0, NULL);
+    ck_assert(o->dropped);
+    observing(1, 1); /* n1's, until the drop finishes; nothing of n2 */
+    timers_run_due(tm);
+    fake_run(fb);
+    observing(0, 0);
+    ck_assert_int_eq(fake_watched(fb, "n1"), 0);
+    ck_assert_int_eq(fake_watched(fb, "n2"), 0);
+    (void)elect_ok(a, "n2", "A2");
+    fake_publish(fb, "n2");
+    fake_run(fb);
+    nothing_told();
+}
+END_TEST
+
+/* A LEADER read tells an observer of a new view, and the observer leaves
+ * from inside that !LEADER: the name, nobody's now, goes with its watch
+ * once the tells are over. tell() kept it meanwhile, but leader_done
+ * never freed it after: the watch stayed, observed stayed 1. */
+START_TEST(observer_leaves_inside_a_reads_tell) {
+    client_t *a = client(), *b = client(), *o = observer();
+    uint64_t fa = elect_ok(a, "e", "A");
+    ck_assert_int_eq(read_req(o, LOCK_REQ_OBSERVE, "e"), 0);
+    fake_run(fb);
+    expect_leader(o, fa, "A");
+    fake_run(fb); /* the watch's confirmation */
+    ck_assert_int_eq(lockmgr_resign(mgr, a->o, "e", 1), 1);
+    fake_run(fb); /* its message is not delivered */
+    leave_in_event = o;
+    ck_assert_int_eq(read_req(b, LOCK_REQ_LEADER, "e"), 0);
+    fake_run(fb);
+    expect_leader(b, 0, NULL);
+    expect_told(o, "e", 0, NULL);
+    observing(0, 0);
+    ck_assert_int_eq(fake_watched(fb, "e"), 0);
+    run_for(2 * LEASE); /* no read is planned for a name gone */
+    nothing_told();
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("lockmgr_elect");
     TCase *tc = tcase_create("elect");
@@ -459,6 +641,10 @@ static Suite *suite(void) {
     tcase_add_test(tc, observe_limit);
     tcase_add_test(tc, observers_leave_mid_flight);
     tcase_add_test(tc, hold_gone_candidate_retried);
+    tcase_add_test(tc, observer_leaves_inside_its_answer);
+    tcase_add_test(tc, observer_dropped_inside_its_answer);
+    tcase_add_test(tc, dropped_observer_gains_no_observation);
+    tcase_add_test(tc, observer_leaves_inside_a_reads_tell);
     suite_add_tcase(s, tc);
     return s;
 }
