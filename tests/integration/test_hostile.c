@@ -5,7 +5,7 @@
  * count is near 2^63, an election's value with blanks and a newline, and,
  * through tests/support/respproxy.c (a proxy that passes every command on
  * to the test's redis-server but answers SCAN itself), a reply claiming
- * 2^31 - 1 elements and a SCAN that never ends. dlockd must answer
+ * 2^31 - 1 elements. dlockd must answer
  * ERR BACKEND (or say the value safely), stay up and serve again. The
  * sanitized daemon runs them too: a sanitizer report fails the test. */
 #include <signal.h>
@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "tests/support/harness.h"
+#include "tests/support/respproxy.h"
 
 /* Sends request and returns its reply line (copied into out), failing the
  * test when none comes within H_WAIT_MS. */
@@ -62,18 +63,89 @@ START_TEST(semaphore_count_near_2_63) {
 }
 END_TEST
 
+/* ---- through the proxy ------------------------------------------------------------ */
+
+/* command_timeout_ms of the daemons behind the proxy. */
+#define PROXIED_TIMEOUT_MS 200
+
+/* A dlockd whose Redis is the proxy in front of the test's redis-server. */
+static int start_proxied(void) {
+    char conf[2048];
+    snprintf(conf, sizeof(conf),
+             "[server]\nadmin_uids = 0\n"
+             "[redis]\nurl = unix://%s\ncommand_timeout_ms = %d\nconnect_timeout_ms = 500\n",
+             rp_start(h_redis_sock()), PROXIED_TIMEOUT_MS);
+    int d = h_dlockd_start_conf(conf);
+    h_keep_log(d, "hostile.%s.dlockd%d", tcase_name(), d);
+    h_await_redis(d, 1);
+    return d;
+}
+
+/* LIST's reply on c: its header, and its entry lines counted (their first
+ * word checked); returns the header. */
+static const char *expect_list(h_conn_t *c, const char *request, const char *want) {
+    static char head[256];
+    h_send(c, "%s\n", request);
+    const char *r = h_recv(c, H_WAIT_MS);
+    ck_assert_msg(r != NULL, "%s: no reply", request);
+    snprintf(head, sizeof(head), "%s", r);
+    ck_assert_msg(strncmp(head, want, strlen(want)) == 0, "%s: got '%s', wanted '%s...'", request,
+                  head, want);
+    int n;
+    if (sscanf(head, "OK LIST %d", &n) == 1)
+        for (int i = 0; i < n; i++) {
+            r = h_recv(c, H_WAIT_MS);
+            ck_assert_msg(r != NULL && strncmp(r, "= ", 2) == 0, "%s: entry %d: %s", request, i,
+                          r ? r : "(none)");
+        }
+    return head;
+}
+
+/* A reply whose array claims 2^31 - 1 elements, to LIST's SCAN: the reader
+ * (hiredis 0.14's, which sets no limit) made room for all of them at once,
+ * 16 GB. */
+START_TEST(reply_claiming_2_31_elements) {
+    int d = start_proxied();
+    h_conn_t *c = h_connect_index(d);
+    expect_list(c, "LOCK held", "OK ");
+    rp_mode(RP_SCAN_HUGE);
+    long long t0 = h_now_ms();
+    const char *head = expect_list(c, "LIST *", "ERR BACKEND ");
+    ck_assert_msg(strstr(head, "RESP_ELEMENTS_MAX") != NULL, "LIST: %s", head);
+    ck_assert_msg(h_now_ms() - t0 < PROXIED_TIMEOUT_MS + 2000, "LIST took %lld ms",
+                  h_now_ms() - t0);
+    ck_assert_int_eq(rp_scans(), 1);
+    /* The connection went, not the daemon: it connects again and serves. */
+    rp_mode(RP_PASS);
+    h_await_redis(d, 1);
+    expect_list(c, "LIST *", "OK LIST 1 0");
+    h_expect_reply(c, "UNLOCK held", "OK 0");
+    h_close(c);
+    h_keep_passed();
+}
+END_TEST
+
 static void setup(void) {
     h_setup();
     h_redis_start();
 }
 
 static Suite *hostile_suite(void) {
+    const struct {
+        const char *name;
+        const TTest *test;
+    } cases[] = {
+        {"semaphore", semaphore_count_near_2_63},
+        {"reader", reply_claiming_2_31_elements},
+    };
     Suite *s = suite_create("hostile");
-    TCase *tc = tcase_create("redis");
-    tcase_add_checked_fixture(tc, setup, h_teardown);
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, semaphore_count_near_2_63);
-    suite_add_tcase(s, tc);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        TCase *tc = tcase_create(cases[i].name);
+        tcase_add_checked_fixture(tc, setup, h_teardown);
+        tcase_set_timeout(tc, 60);
+        tcase_add_test(tc, cases[i].test);
+        suite_add_tcase(s, tc);
+    }
     return s;
 }
 
