@@ -277,6 +277,7 @@ struct backend_s {
     uint32_t lease_max_ms;      /* the longest lease a request may ask for; 0: any */
     /* set by backend_open(), for LIST (list.c) */
     uv_loop_t *loop;
+    const conf_t *conf;         /* the running configuration (command_timeout_ms) */
     char uuid[BACKEND_UUID_MAX];      /* this daemon's owner-field prefix */
     char prefix[CONF_PREFIX_MAX + 1]; /* key_prefix */
 };

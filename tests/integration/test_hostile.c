@@ -5,7 +5,7 @@
  * count is near 2^63, an election's value with blanks and a newline, and,
  * through tests/support/respproxy.c (a proxy that passes every command on
  * to the test's redis-server but answers SCAN itself), a reply claiming
- * 2^31 - 1 elements. dlockd must answer
+ * 2^31 - 1 elements and a SCAN that never ends. dlockd must answer
  * ERR BACKEND (or say the value safely), stay up and serve again. The
  * sanitized daemon runs them too: a sanitizer report fails the test. */
 #include <signal.h>
@@ -68,13 +68,14 @@ END_TEST
 /* command_timeout_ms of the daemons behind the proxy. */
 #define PROXIED_TIMEOUT_MS 200
 
-/* A dlockd whose Redis is the proxy in front of the test's redis-server. */
-static int start_proxied(void) {
+/* A dlockd whose Redis is the proxy in front of the test's redis-server,
+ * with command_timeout_ms timeout_ms. */
+static int start_proxied(int timeout_ms) {
     char conf[2048];
     snprintf(conf, sizeof(conf),
              "[server]\nadmin_uids = 0\n"
              "[redis]\nurl = unix://%s\ncommand_timeout_ms = %d\nconnect_timeout_ms = 500\n",
-             rp_start(h_redis_sock()), PROXIED_TIMEOUT_MS);
+             rp_start(h_redis_sock()), timeout_ms);
     int d = h_dlockd_start_conf(conf);
     h_keep_log(d, "hostile.%s.dlockd%d", tcase_name(), d);
     h_await_redis(d, 1);
@@ -105,7 +106,7 @@ static const char *expect_list(h_conn_t *c, const char *request, const char *wan
  * (hiredis 0.14's, which sets no limit) made room for all of them at once,
  * 16 GB. */
 START_TEST(reply_claiming_2_31_elements) {
-    int d = start_proxied();
+    int d = start_proxied(PROXIED_TIMEOUT_MS);
     h_conn_t *c = h_connect_index(d);
     expect_list(c, "LOCK held", "OK ");
     rp_mode(RP_SCAN_HUGE);
@@ -125,6 +126,59 @@ START_TEST(reply_claiming_2_31_elements) {
 }
 END_TEST
 
+/* A SCAN that never comes back to cursor 0: LIST ended only when Redis did.
+ * Each SCAN answered RP_SLOW_US late, so that the deadline comes first,
+ * and most likely with a SCAN in flight, whose page (a key that names no
+ * lock) comes after the answer: the listing must not look at it. */
+START_TEST(list_scan_that_never_ends) {
+    int d = start_proxied(PROXIED_TIMEOUT_MS);
+    h_conn_t *c = h_connect_index(d);
+    expect_list(c, "LOCK held", "OK ");
+    rp_mode(RP_SCAN_SLOW);
+    long long t0 = h_now_ms();
+    const char *head = expect_list(c, "LIST *", "ERR BACKEND ");
+    long long took = h_now_ms() - t0;
+    ck_assert_msg(strstr(head, "LIST did not end within 3000 ms") != NULL, "LIST: %s", head);
+    /* LIST_DEADLINE_TIMEOUTS (15) x command_timeout_ms */
+    ck_assert_msg(took >= 15 * PROXIED_TIMEOUT_MS - 100 && took < 15 * PROXIED_TIMEOUT_MS + 2000,
+                  "LIST answered after %lld ms", took);
+    ck_assert_msg(rp_scans() > 10, "%ld SCANs", rp_scans());
+    /* The SCAN in flight at the deadline comes back (and goes nowhere). */
+    long scans = rp_scans();
+    usleep(2 * RP_SLOW_US);
+    h_expect_reply(c, "PING", "OK PONG");
+    ck_assert_int_le(rp_scans(), scans + 1);
+    /* The connection is fine: the next LIST ends as Redis's SCAN does. */
+    rp_mode(RP_PASS);
+    expect_list(c, "LIST *", "OK LIST 1 0");
+    h_expect_reply(c, "PING", "OK PONG");
+    h_close(c);
+    h_keep_passed();
+}
+END_TEST
+
+/* The same, answered at once: LIST_SCAN_ROUNDS_MAX calls (100,000; a few
+ * seconds, sanitized), well within the deadline (150 s with
+ * command_timeout_ms 10000). */
+START_TEST(list_scan_rounds_capped) {
+    int d = start_proxied(10000);
+    h_conn_t *c = h_connect_index(d);
+    rp_mode(RP_SCAN_ENDLESS);
+    h_send(c, "LIST *\n");
+    const char *head = h_recv(c, 100000);
+    ck_assert_msg(head != NULL, "LIST: no reply within 100 s");
+    ck_assert_msg(strncmp(head, "ERR BACKEND ", 12) == 0 &&
+                      strstr(head, "SCAN did not come back to cursor 0 within "
+                                   "LIST_SCAN_ROUNDS_MAX calls") != NULL,
+                  "LIST: %s", head);
+    ck_assert_int_eq(rp_scans(), 100000);
+    rp_mode(RP_PASS);
+    expect_list(c, "LIST *", "OK LIST 0 0");
+    h_close(c);
+    h_keep_passed();
+}
+END_TEST
+
 static void setup(void) {
     h_setup();
     h_redis_start();
@@ -134,15 +188,18 @@ static Suite *hostile_suite(void) {
     const struct {
         const char *name;
         const TTest *test;
+        int timeout_s;
     } cases[] = {
-        {"semaphore", semaphore_count_near_2_63},
-        {"reader", reply_claiming_2_31_elements},
+        {"semaphore", semaphore_count_near_2_63, 60},
+        {"reader", reply_claiming_2_31_elements, 60},
+        {"scan", list_scan_that_never_ends, 60},
+        {"rounds", list_scan_rounds_capped, 150},
     };
     Suite *s = suite_create("hostile");
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         TCase *tc = tcase_create(cases[i].name);
         tcase_add_checked_fixture(tc, setup, h_teardown);
-        tcase_set_timeout(tc, 60);
+        tcase_set_timeout(tc, cases[i].timeout_s);
         tcase_add_test(tc, cases[i].test);
         suite_add_tcase(s, tc);
     }

@@ -162,6 +162,10 @@ static void from_daemon(pair_t *x) {
             x->raw = 1;
         else if (strcasecmp(name, "SCAN") == 0 && shared->mode == RP_SCAN_ENDLESS)
             ours = "*2\r\n$1\r\n1\r\n*0\r\n";
+        else if (strcasecmp(name, "SCAN") == 0 && shared->mode == RP_SCAN_SLOW) {
+            usleep(RP_SLOW_US);
+            ours = "*2\r\n$1\r\n1\r\n*1\r\n$13\r\ndlock:nothing\r\n";
+        }
         else if (strcasecmp(name, "SCAN") == 0 && shared->mode == RP_SCAN_HUGE)
             ours = "*2147483647\r\n";
         if (ours != NULL) {

@@ -14,8 +14,14 @@
 typedef enum {
     RP_PASS = 0,        /* every command to Redis */
     RP_SCAN_ENDLESS,    /* SCAN: cursor 1 and no keys, every time */
+    RP_SCAN_SLOW,       /* cursor 1 and one key, dlock:nothing (no lock:
+                           LIST describes it and finds nothing), each answer
+                           RP_SLOW_US late (the proxy waits: its other
+                           connections too) */
     RP_SCAN_HUGE        /* SCAN: "*2147483647\r\n", an array that never comes */
 } rp_mode_t;
+
+#define RP_SLOW_US 20000
 
 /* Starts the proxy in front of the Unix socket upstream; returns the
  * proxy's socket path (static). One proxy per test. */
