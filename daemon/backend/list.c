@@ -113,7 +113,9 @@ static int entry_of(list_run_t *r, const redisReply *x, list_entry_t *e) {
             memset(w, 0, sizeof(*w));
             str_of(w->field, sizeof(w->field), q->element[i]);
         }
-    str_of(e->value, sizeof(e->value), x->element[8]);
+    const redisReply *v = x->element[8];
+    e->value[0] = '\0';
+    if (v->type == REDIS_REPLY_STRING) backend_clean_value(e->value, sizeof(e->value), v->str, v->len);
     return 0;
 }
 
