@@ -2,12 +2,12 @@
  * SPDX-License-Identifier: MIT
  *
  * Each case makes Redis say something dlockd never wrote: a semaphore whose
- * count is near 2^63, an election's value with blanks and a newline, and,
- * through tests/support/respproxy.c (a proxy that passes every command on
- * to the test's redis-server but answers SCAN itself), a reply claiming
- * 2^31 - 1 elements and a SCAN that never ends. dlockd must answer
- * ERR BACKEND (or say the value safely), stay up and serve again. The
- * sanitized daemon runs them too: a sanitizer report fails the test. */
+ * count is near 2^63, and, through tests/support/respproxy.c (a proxy that
+ * passes every command on to the test's redis-server but answers SCAN
+ * itself), a reply claiming 2^31 - 1 elements and a SCAN that never ends.
+ * dlockd must answer ERR BACKEND, stay up and serve again. The sanitized
+ * daemon runs them too: a sanitizer report fails the test. (An election's
+ * value with a blank and a newline is test_list's.) */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
