@@ -892,12 +892,6 @@ int conf_finish(conf_t *c, char *err, size_t errlen) {
     /* Unset, it adapts to a short command_timeout_ms. */
     if (!c->replicas_timeout_set && c->replicas_timeout_ms >= c->command_timeout_ms)
         c->replicas_timeout_ms = c->command_timeout_ms / 2 ? c->command_timeout_ms / 2 : 1;
-    if (c->replicas_ack != 0 && c->replicas_timeout_ms >= c->command_timeout_ms) {
-        seterr(err, errlen, "replicas_timeout_ms (%u) must be below command_timeout_ms (%u): "
-               "WAIT holds the connection that long", c->replicas_timeout_ms,
-               c->command_timeout_ms);
-        return -1;
-    }
     /* The password: environment, else password_file, else the key or url. */
     const char *env = getenv(CONF_PASSWORD_ENV);
     if (env != NULL && env[0] != '\0') {
@@ -935,10 +929,28 @@ int conf_finish(conf_t *c, char *err, size_t errlen) {
         seterr(err, errlen, "tls_cert_file and tls_key_file go together");
         return -1;
     }
+    if (c->quorum_count > 0 && !c->rejoin_delay_set)
+        c->rejoin_delay_ms = c->lease_ms > CONF_REJOIN_DEFAULT_MS ? c->lease_ms
+                                                               : CONF_REJOIN_DEFAULT_MS;
+    /* The rules: the default without [access] keys, and admin_uids. */
+    if ((c->access == NULL && (c->access = access_rules_new()) == NULL) ||
+        access_rules_finish(c->access, c->admin_uids, c->admin_uids_count) != 0) {
+        seterr(err, errlen, "out of memory");
+        return -1;
+    }
+    if (c->renew_every_ms == 0) c->renew_every_ms = c->lease_ms / 3;
+    if (c->renew_every_ms == 0) c->renew_every_ms = 1;
+    return conf_check_live(c, err, errlen);
+}
+
+int conf_check_live(const conf_t *c, char *err, size_t errlen) {
+    if (c->replicas_ack != 0 && c->replicas_timeout_ms >= c->command_timeout_ms) {
+        seterr(err, errlen, "replicas_timeout_ms (%u) must be below command_timeout_ms (%u): "
+               "WAIT holds the connection that long", c->replicas_timeout_ms,
+               c->command_timeout_ms);
+        return -1;
+    }
     if (c->quorum_count > 0) {
-        if (!c->rejoin_delay_set)
-            c->rejoin_delay_ms = c->lease_ms > CONF_REJOIN_DEFAULT_MS ? c->lease_ms
-                                                                   : CONF_REJOIN_DEFAULT_MS;
         uint32_t drift = conf_clock_drift(c, c->lease_ms);
         if (drift >= c->lease_ms / 2) {
             seterr(err, errlen, "clock_drift_ms (%u) must be below half of lease_ms (%u): a "
@@ -952,20 +964,19 @@ int conf_finish(conf_t *c, char *err, size_t errlen) {
             return -1;
         }
     }
-    /* The rules: the default without [access] keys, and admin_uids. */
-    if ((c->access == NULL && (c->access = access_rules_new()) == NULL) ||
-        access_rules_finish(c->access, c->admin_uids, c->admin_uids_count) != 0) {
-        seterr(err, errlen, "out of memory");
-        return -1;
-    }
-    if (c->renew_every_ms == 0) c->renew_every_ms = c->lease_ms / 3;
-    if (c->renew_every_ms == 0) c->renew_every_ms = 1;
     if (c->renew_every_ms >= c->lease_ms) {
         seterr(err, errlen, "renew_every_ms (%u) must be below lease_ms (%u)",
                c->renew_every_ms, c->lease_ms);
         return -1;
     }
     return 0;
+}
+
+void conf_in_force(conf_t *out, const conf_t *running, const conf_t *next) {
+    *out = *next;
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        if (keys[i].reload == CONF_RESTART && !(keys[i].flags & CONF_KEY_INDIRECT))
+            conf_key_copy(out, running, &keys[i]);
 }
 
 int conf_check_sentinels(const conf_t *c, char *err, size_t errlen) {

@@ -263,6 +263,19 @@ int conf_set(conf_t *c, const char *section, const char *key,
  * Call once after loading and overrides. Returns 0 or -1 with err. */
 int conf_finish(conf_t *c, char *err, size_t errlen);
 
+/* The checks across keys that a reload may change the values of (each
+ * involves a live key: command_timeout_ms, replicas_timeout_ms, lease_ms,
+ * renew_every_ms), on values as conf_finish() leaves them; conf_finish()
+ * ends with them. 0, or -1 with err. */
+int conf_check_live(const conf_t *c, char *err, size_t errlen);
+
+/* What will be in force after a reload from running to next: next's
+ * values, but the running ones of the keys that change only with a
+ * restart (CONF_RESTART). A shallow copy (next's access rules): not to be
+ * freed. A reload runs conf_check_live() on it, as well as on the file's
+ * own values. Pure. */
+void conf_in_force(conf_t *out, const conf_t *running, const conf_t *next);
+
 /* sentinels and master_name go together. 0, or -1 with err. */
 int conf_check_sentinels(const conf_t *c, char *err, size_t errlen);
 

@@ -162,7 +162,9 @@ static void describe_kind(const conf_t *c, const conf_t *n, conf_reload_t kind, 
 
 /* SIGHUP: read the configuration again and apply what can change while
  * running (the keys conf.c's table marks live); what cannot is named in the
- * log and waits for a restart. A file with an error changes nothing. */
+ * log and waits for a restart. A file with an error changes nothing, nor
+ * one whose live keys fail the checks across keys against the running
+ * values of the others. */
 static void on_reload(uv_signal_t *handle, int signum) {
     daemon_t *d = handle->data;
     conf_t n, *c = &d->conf;
@@ -187,6 +189,19 @@ static void on_reload(uv_signal_t *handle, int signum) {
                  n.lease_ms, c->rejoin_delay_ms, c->lease_ms, c->renew_every_ms);
         n.lease_ms = c->lease_ms;
         n.renew_every_ms = c->renew_every_ms;
+    }
+    /* The checks across keys passed on the file's values; they must hold
+     * for what will be in force too, where the keys that change only with
+     * a restart keep their running values (replicas_ack against the new
+     * timeouts, clock_drift_ms against the new lease_ms). */
+    conf_t in;
+    conf_in_force(&in, c, &n);
+    if (conf_check_live(&in, err, sizeof(err)) != 0) {
+        log_error("reload failed, the running configuration stays: %s (with the running values "
+                  "of the keys that change only with a restart)", err);
+        conf_free(&n);
+        sd_notify(0, "READY=1");
+        return;
     }
     conf_diff(c, &n, &diff);
     warn_restart(&diff);

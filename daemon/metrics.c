@@ -8,8 +8,10 @@
  * and renders them in the text exposition format (version 0.0.4). */
 #include "metrics.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
+#include <strings.h>
 #include <netdb.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -41,6 +43,9 @@ struct metrics_s {
     uv_timer_t *timer;
     int board_ok;             /* serve GET / and /locks: loopback, a Unix
                                  socket, or board_remote = yes */
+    int board_remote;         /* board_remote = yes */
+    int check_host;           /* TCP: GET / and /locks must name one of ours */
+    char listen_host[CONF_STR_MAX]; /* the metrics address's host ([] taken off) */
     LIST_HEAD(, hreq_s) reqs; /* /locks listings in flight (suspended) */
 };
 
@@ -344,6 +349,50 @@ static int is_loopback(const conf_t *conf) {
            strcmp(h, "[::1]") == 0;
 }
 
+/* 1 if a request's Host is one of the board's own names, with or without a
+ * port: "localhost", a loopback address (127.0.0.0/8, [::1]) or the
+ * metrics address's host; with board_remote, any address too. A web page
+ * elsewhere reaches a loopback listener through the browser by DNS
+ * rebinding (its own name made to resolve to 127.0.0.1), and then sends
+ * its own name: an address cannot be rebound, and browsers resolve
+ * localhost themselves. No Host (HTTP/1.0): no browser sent it. */
+static int host_is_ours(const metrics_t *m, const char *host) {
+    char name[256];
+    const char *at = host, *port = NULL;
+    size_t len;
+    int v6 = 0;
+    if (host == NULL || host[0] == '\0') return 1;
+    if (host[0] == '[') {
+        const char *end = strchr(host, ']');
+        if (end == NULL || (end[1] != '\0' && end[1] != ':')) return 0;
+        at = host + 1;
+        len = (size_t)(end - at);
+        port = end[1] == ':' ? end + 2 : NULL;
+        v6 = 1;
+    } else {
+        const char *colon = strchr(host, ':');
+        len = colon ? (size_t)(colon - host) : strlen(host);
+        port = colon ? colon + 1 : NULL;
+    }
+    if (len == 0 || len >= sizeof(name)) return 0;
+    if (port != NULL && (port[0] == '\0' || strlen(port) > 5 ||
+                         strspn(port, "0123456789") != strlen(port)))
+        return 0;
+    memcpy(name, at, len);
+    name[len] = '\0';
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (v6) {
+        if (inet_pton(AF_INET6, name, &a6) != 1) return 0;
+        if (IN6_IS_ADDR_LOOPBACK(&a6) || m->board_remote) return 1;
+    } else if (inet_pton(AF_INET, name, &a4) == 1) {
+        if ((ntohl(a4.s_addr) >> 24) == 127 || m->board_remote) return 1;
+    } else if (strcasecmp(name, "localhost") == 0) {
+        return 1;
+    }
+    return strcasecmp(name, m->listen_host) == 0;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_size,
@@ -374,6 +423,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (!m->board_ok)
             return json_error(conn, MHD_HTTP_FORBIDDEN,
                               "the board is served on loopback only (set board_remote)");
+        /* 421 Misdirected Request, not 403: the client is not refused (with
+         * one of our names it is served), the name it asked for is not ours. */
+        if (m->check_host &&
+            !host_is_ours(m, MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                          MHD_HTTP_HEADER_HOST)))
+            return json_error(conn, MHD_HTTP_MISDIRECTED_REQUEST,
+                              "the board answers to localhost, a loopback address or the "
+                              "metrics address only (a web page's own name: DNS rebinding?)");
         if (strcmp(url, "/locks") == 0) return start_locks(m, conn, con_cls);
         return reply(conn, MHD_HTTP_OK, "text/html; charset=utf-8", (void *)(uintptr_t)board_html,
                      board_html_len, MHD_RESPMEM_PERSISTENT);
@@ -491,6 +548,9 @@ metrics_t *metrics_start(uv_loop_t *loop, const conf_t *conf, sessions_t *sessio
         return NULL;
     }
     m->board_ok = is_loopback(conf) || conf->board_remote;
+    m->board_remote = conf->board_remote;
+    m->check_host = conf->metrics_addr.port != 0; /* a Unix socket: no browser */
+    snprintf(m->listen_host, sizeof(m->listen_host), "%s", conf->metrics_addr.host);
     LIST_INIT(&m->reqs);
     m->mhd = MHD_start_daemon(MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL, on_request, m,
                               MHD_OPTION_LISTEN_SOCKET, m->fd,

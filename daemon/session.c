@@ -1074,7 +1074,8 @@ static void reject(sessions_t *ss, uv_stream_t *server) {
 }
 
 /* max_clients_per_uid: 1 if s is refused (closed and freed), 0 if it is
- * counted in. Groups are read from /proc at connect when rules exist. */
+ * counted in. Groups are read from /proc at connect, rules or not: a reload
+ * may bring gid rules, and the groups to judge are those of the connect. */
 static int refuse_per_uid(session_t *s) {
     sessions_t *ss = s->ss;
     int rc = access_users_join(&ss->users, s->uid, ss->conf->max_clients_per_uid);
@@ -1083,7 +1084,7 @@ static int refuse_per_uid(session_t *s) {
         s->peer.uid = s->uid;
         s->peer.gids[0] = s->gid;
         s->peer.ngids = 1;
-        if (ss->conf->access->file_rules > 0) access_peer_read(&s->peer, s->pid, s->uid, s->gid);
+        access_peer_read(&s->peer, s->pid, s->uid, s->gid);
         return 0;
     }
     char line[PROTO_REPLY_MAX];

@@ -137,6 +137,18 @@ typedef struct backend_name_s {
  * word). */
 #define BACKEND_ANSWER_MAX 255
 
+/* A value Redis holds (an election's, which anyone may write there) as
+ * dlockd tells it, in LEADER's and LIST's lines alike: at most cap - 1
+ * bytes of v into out, each byte outside 0x21-0x7E (a blank, a newline)
+ * as '?', so that it stays one word of one line. A value dlockd wrote
+ * (ELECT's: 0x21-0x7E only) is never changed. */
+static inline void backend_clean_value(char *out, size_t cap, const char *v, size_t len) {
+    if (len > cap - 1) len = cap - 1;
+    for (size_t i = 0; i < len; i++)
+        out[i] = (unsigned char)v[i] >= 0x21 && (unsigned char)v[i] <= 0x7e ? v[i] : '?';
+    out[len] = '\0';
+}
+
 /* WHO's answer, in memory the caller gives (op->who). */
 #define BACKEND_WHO_OWNER_MAX  80   /* "<uuid>:<id>", as Redisson writes it too */
 #define BACKEND_WHO_DAEMON_MAX 160  /* "dlockd:<host>:<pid>" */
@@ -277,6 +289,7 @@ struct backend_s {
     uint32_t lease_max_ms;      /* the longest lease a request may ask for; 0: any */
     /* set by backend_open(), for LIST (list.c) */
     uv_loop_t *loop;
+    const conf_t *conf;         /* the running configuration (command_timeout_ms) */
     char uuid[BACKEND_UUID_MAX];      /* this daemon's owner-field prefix */
     char prefix[CONF_PREFIX_MAX + 1]; /* key_prefix */
 };

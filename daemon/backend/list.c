@@ -20,6 +20,7 @@ typedef struct lnode_s {
     char cursor[24];
     int done;                   /* SCAN came back to 0, or enough was found */
     int failed;
+    size_t rounds;              /* SCAN calls sent */
     size_t found;               /* entries kept from this node */
     char *page;                 /* the SCAN page's lock keys still to describe, */
     size_t *offs, *lens;        /* each at page + offs[i], lens[i] bytes */
@@ -52,7 +53,9 @@ struct list_run_s {
     size_t ndaemons;
     list_result_t res;
     backend_status_t first_status; /* of the first node that failed */
-    uv_timer_t timer;           /* answers from the loop, never inside backend_list */
+    uint64_t deadline_ms;       /* LIST_DEADLINE_TIMEOUTS x command_timeout_ms */
+    uv_timer_t timer;           /* the deadline; then answers from the loop, never
+                                   inside backend_list */
 };
 
 /* ---- reading replies ---------------------------------------------------------------- */
@@ -110,7 +113,9 @@ static int entry_of(list_run_t *r, const redisReply *x, list_entry_t *e) {
             memset(w, 0, sizeof(*w));
             str_of(w->field, sizeof(w->field), q->element[i]);
         }
-    str_of(e->value, sizeof(e->value), x->element[8]);
+    const redisReply *v = x->element[8];
+    e->value[0] = '\0';
+    if (v->type == REDIS_REPLY_STRING) backend_clean_value(e->value, sizeof(e->value), v->str, v->len);
     return 0;
 }
 
@@ -157,6 +162,18 @@ static void name_daemons(list_run_t *r, list_who_t *w) {
 static void on_timer(uv_timer_t *t) {
     list_run_t *r = t->data;
     list_result_t *res = &r->res;
+    if (!r->finishing) {
+        /* The deadline, with commands still out: answer now, send nothing
+         * more, and end once the last of them is back (cancelled: neither
+         * cb nor keep is called again, their data may be gone). */
+        res->status = BACKEND_DOWN;
+        snprintf(res->error, sizeof(res->error),
+                 "LIST did not end within %llu ms (%d x command_timeout_ms)",
+                 (unsigned long long)r->deadline_ms, LIST_DEADLINE_TIMEOUTS);
+        if (!r->cancelled) r->cb(r->data, res);
+        r->cancelled = 1;
+        return;
+    }
     if (res->status == BACKEND_OK) {
         if (r->n > 0) qsort(r->ents, r->n, sizeof(*r->ents), list_entry_cmp); /* ents may be NULL */
         if (r->need > 0) r->n = list_majority(r->ents, r->n, r->need);
@@ -314,13 +331,15 @@ static void on_scan(void *data, redisReply *reply, const char *error) {
                 size_t len;
                 if (k->type != REDIS_REPLY_STRING) continue;
                 if (!list_key_name(k->str, k->len, r->b->prefix, &name, &len)) continue;
+                /* Answered (the deadline) or cancelled: data may be gone. */
+                if (r->cancelled) break;
                 if (r->keep && !r->keep(r->data, name, len)) continue;
                 memcpy(ln->page + at, k->str, k->len);
                 ln->offs[ln->npage] = at;
                 ln->lens[ln->npage++] = k->len;
                 at += k->len;
             }
-            if (ln->npage > 0) describe_next(ln);
+            if (ln->npage > 0 && !r->cancelled) describe_next(ln);
         }
         if (ln->npage == 0 && !ln->failed && !ln->done) scan_next(ln);
     }
@@ -332,6 +351,11 @@ static void scan_next(lnode_t *ln) {
     if (r->cancelled || enough(r, ln)) {
         ln->done = ln->done || strcmp(ln->cursor, "0") == 0;
         if (enough(r, ln)) r->res.more = 1;
+        return;
+    }
+    if (++ln->rounds > LIST_SCAN_ROUNDS_MAX) {
+        node_failed(ln, BACKEND_FAILED,
+                    "SCAN did not come back to cursor 0 within LIST_SCAN_ROUNDS_MAX calls");
         return;
     }
     char count[16];
@@ -376,6 +400,8 @@ list_run_t *backend_list(backend_t *b, const char *pattern, size_t plen, size_t 
     r->mlen = list_match(r->match, sizeof(r->match), b->prefix, pattern, plen);
     uv_timer_init(b->loop, &r->timer);
     r->timer.data = r;
+    r->deadline_ms = (uint64_t)LIST_DEADLINE_TIMEOUTS * b->conf->command_timeout_ms;
+    uv_timer_start(&r->timer, on_timer, r->deadline_ms, 0);
     node_t *nds[LIST_NODES_MAX];
     r->nnodes = b->type->scan_nodes ? b->type->scan_nodes(b, nds, LIST_NODES_MAX, &r->need) : 0;
     char reg[CONF_PREFIX_MAX + sizeof(KEYS_REGISTRY)];

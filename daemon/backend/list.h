@@ -37,6 +37,15 @@
 #define LIST_HOST_MAX     64
 /* Nodes of a topology scanned at most. */
 #define LIST_NODES_MAX    64
+/* A listing answers within this many command_timeout_ms (30 s with the
+ * default 2000), ERR BACKEND once it is over: every call has its own
+ * command_timeout_ms, but a Redis whose SCAN never comes back to cursor 0
+ * would keep LIST going call after call. A keyspace of some 10 million keys
+ * takes about 10 s to walk. */
+#define LIST_DEADLINE_TIMEOUTS 15
+/* SCAN calls per node at most (LIST_SCAN_COUNT keys each: 100 million
+ * keys), whatever the deadline: past them the node fails the listing. */
+#define LIST_SCAN_ROUNDS_MAX 100000
 
 typedef enum {
     LIST_KIND_LOCK = 0,
@@ -93,7 +102,8 @@ typedef int (*list_keep_cb)(void *data, const char *name, size_t len);
 typedef struct list_run_s list_run_t;
 
 /* Starts a listing; cb fires exactly once, never before this returns,
- * unless list_cancel() is called first. NULL on no memory. */
+ * unless list_cancel() is called first. keep is called only before cb (or
+ * list_cancel), with data. NULL on no memory. */
 list_run_t *backend_list(backend_t *b, const char *pattern, size_t plen, size_t limit,
                          list_keep_cb keep, list_cb cb, void *data);
 /* cb will not fire; the run ends by itself. */

@@ -55,6 +55,7 @@ backend_t *backend_open(uv_loop_t *loop, timers_t *timers, const conf_t *conf, c
     }
     b->tls = tls;
     b->loop = loop;
+    b->conf = conf;
     snprintf(b->uuid, sizeof(b->uuid), "%s", uuid);
     snprintf(b->prefix, sizeof(b->prefix), "%s", conf->key_prefix);
     return b;

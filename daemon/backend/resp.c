@@ -83,7 +83,10 @@ struct resp_conn_s {
     struct addrinfo *ai_list;   /* resolved addresses */
     struct addrinfo *ai_next;   /* the next one to try */
     tls_t *tls;
-    redisReader *reader;
+    redisReader *reader;        /* its privdata is this connection */
+    size_t claimed;             /* the reply being read: elements its arrays */
+    size_t strbytes;            /*   claimed, bytes of its strings so far */
+    const char *reader_why;     /* why reply_of's checks stopped the reader */
     timers_entry_t deadline;    /* connect deadline, then the earliest command's */
 
     /* output */
@@ -326,7 +329,21 @@ static void reply_free(void *p) {
     pool_put(&spare_replies, r);
 }
 
+/* The reply a task belongs to has just begun when it is the root: what
+ * it may claim starts again. */
+static resp_conn_t *reply_of(const redisReadTask *task) {
+    resp_conn_t *c = task->privdata;
+    if (task->parent == NULL) c->claimed = c->strbytes = 0;
+    return c;
+}
+
 static void *reply_string(const redisReadTask *task, char *str, size_t len) {
+    resp_conn_t *c = reply_of(task);
+    if (len > RESP_STRINGS_MAX - c->strbytes) {
+        c->reader_why = "reply's strings longer than RESP_STRINGS_MAX";
+        return NULL; /* the reader stops: take_replies drops with c->reader_why */
+    }
+    c->strbytes += len;
     char *copy = malloc(len + 1);
     if (copy == NULL) return NULL;
     redisReply *r = reply_new(task, task->type);
@@ -342,6 +359,13 @@ static void *reply_string(const redisReadTask *task, char *str, size_t len) {
 }
 
 static void *reply_array(const redisReadTask *task, int elements) {
+    resp_conn_t *c = reply_of(task);
+    size_t n = elements > 0 ? (size_t)elements : 0;
+    if (n > RESP_ELEMENTS_MAX - c->claimed) {
+        c->reader_why = "reply claims more than RESP_ELEMENTS_MAX elements";
+        return NULL;
+    }
+    c->claimed += n;
     redisReply **e = NULL;
     if (elements > 0 && (e = zalloc((size_t)elements * sizeof(*e))) == NULL) return NULL;
     redisReply *r = reply_new(task, REDIS_REPLY_ARRAY);
@@ -417,7 +441,9 @@ static int take_replies(resp_conn_t *c) {
     for (;;) {
         void *reply = NULL;
         if (redisReaderGetReply(c->reader, &reply) != REDIS_OK) {
-            drop(c, c->reader->errstr[0] != '\0' ? c->reader->errstr : "protocol error");
+            drop(c, c->reader_why                 ? c->reader_why
+                    : c->reader->errstr[0] != '\0' ? c->reader->errstr
+                                                   : "protocol error");
             return -1;
         }
         if (reply == NULL) return 0;
@@ -869,6 +895,8 @@ int resp_open(resp_conn_t *c, const resp_addr_t *addr) {
         drop_later(c, "out of memory");
         return 0;
     }
+    c->reader->privdata = c; /* reply_of() counts each reply's claims */
+    c->reader_why = NULL;
     start_connect(c);
     return 0;
 }

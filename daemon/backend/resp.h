@@ -44,8 +44,20 @@
 #include "daemon/util/timers.h"
 
 #define RESP_ERR_LEN        256
-/* Unread reply bytes a connection buffers before it gives up on the peer. */
+/* Unread reply bytes a connection buffers before it gives up on the peer.
+ * The reader allocates a bulk string only once all of it is buffered, so
+ * this bounds one string too. */
 #define RESP_READ_MAX       (64u * 1024 * 1024)
+/* What one reply may claim, all its arrays and strings together, checked
+ * as each array's header or string arrives, before anything is allocated
+ * for it: an array's header alone ("*2147483647") would otherwise make the
+ * reader allocate room for every element it announces (hiredis 0.14's
+ * reader sets no limit). Our largest replies (a SCAN page, a batch of
+ * SCRIPTS_BATCH_MAX operations, CLUSTER SHARDS) have some thousands of
+ * elements and kilobytes of text. A reply past either fails its connection
+ * as a protocol error does. */
+#define RESP_ELEMENTS_MAX   (1024u * 1024)
+#define RESP_STRINGS_MAX    RESP_READ_MAX
 
 typedef struct resp_conn_s resp_conn_t;
 
@@ -107,8 +119,10 @@ void resp_free(resp_conn_t *c);
  * ...", "no connection within connect_timeout_ms", ...). Never calls back
  * before it returns. A host name is resolved and its addresses tried in
  * order. Later drops say "no reply within command_timeout_ms", "connection
- * closed by the server", "reply longer than RESP_READ_MAX", the reader's
- * "Protocol error, ...", a "TLS: ..." error, or what resp_close was given.
+ * closed by the server", "reply longer than RESP_READ_MAX", "reply claims
+ * more than RESP_ELEMENTS_MAX elements", "reply's strings longer than
+ * RESP_STRINGS_MAX", the reader's "Protocol error, ...", a "TLS: ..."
+ * error, or what resp_close was given.
  * resp_open may be called from on_down (not from a pending callback that
  * a drop runs before on_down: it returns -1 there). */
 int resp_open(resp_conn_t *c, const resp_addr_t *addr);

@@ -605,7 +605,8 @@ static int set_acquire(backend_result_t *res, long long kind, long long v) {
 /* An op's value reply, {fence, value, pttl} ({0, '', -2} none; {-1, '',
  * held} another kind), into res, its value copied into op->answer (the
  * reply may be gone by the callback: replicas_ack's WAIT), cut to
- * BACKEND_ANSWER_MAX. -1 on a wrong shape or no room. */
+ * BACKEND_ANSWER_MAX, each byte outside 0x21-0x7E as '?'
+ * (backend_clean_value). -1 on a wrong shape or no room. */
 static int decode_value(backend_op_t *op, const redisReply *r) {
     backend_result_t *res = &op->res;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 || !is_int(r->element[0]) ||
@@ -620,8 +621,7 @@ static int decode_value(backend_op_t *op, const redisReply *r) {
     if (op->answer == NULL) return -1;
     size_t vlen = r->element[1]->len;
     if (vlen > BACKEND_ANSWER_MAX) vlen = BACKEND_ANSWER_MAX;
-    memcpy(op->answer, r->element[1]->str, vlen);
-    op->answer[vlen] = '\0';
+    backend_clean_value(op->answer, vlen + 1, r->element[1]->str, vlen);
     res->fence = (uint64_t)f;
     res->value = op->answer;
     res->value_len = vlen;

@@ -210,6 +210,12 @@ typedef void (*lockmgr_done_cb)(lockmgr_t *mgr, void *data);
 /* Most permits of one semaphore a connection holds (and asks for at
  * once): each is an id in Redis that its scripts visit one by one. */
 #define LOCKMGR_SEM_PERMITS_MAX 10000
+/* Most permits a semaphore may have free, as a grant's reply says: sem.lua
+ * counts them in Lua's numbers (doubles), exact up to 2^53; a count above
+ * it (anyone may SET the key to 2^63 - 1, which comes back rounded to
+ * -2^63) is a bad reply, and the sums of the free count stay far from
+ * overflowing. */
+#define LOCKMGR_SEM_FREE_MAX (1ULL << 53)
 
 /* Most names in one multi-name request (MLOCK). */
 #define LOCKMGR_MNAMES_MAX 64

@@ -45,6 +45,14 @@ static int sem_blocked(const lock_t *l, const lock_owner_t *o, lock_mode_t mode)
     return 0;
 }
 
+/* Permits given back to the count of those free, which saturates at
+ * LOCKMGR_SEM_FREE_MAX (a grant sets it no higher). */
+static void sem_free_add(lock_t *l, uint64_t permits) {
+    long long room = (long long)LOCKMGR_SEM_FREE_MAX - l->sem_free;
+    l->sem_free = (long long)permits >= room ? (long long)LOCKMGR_SEM_FREE_MAX
+                                             : l->sem_free + (long long)permits;
+}
+
 static void sem_kick(lock_t *l) {
     long long room = l->sem_free;
     wait_t *w = TAILQ_FIRST(&l->q->waiters);
@@ -68,6 +76,15 @@ static void sem_granted(lock_t *l, wait_t *w) {
     lock_owner_t *o = w->owner;
     hold_t *h = lock_hold_of(l, o, LOCK_MODE_SEM);
 
+    if (w->acquire.res.fence > LOCKMGR_SEM_FREE_MAX) {
+        /* The permits left, as Redis counted them, are no count (a value
+         * set by hand, or a reply changed on the way): a bad reply. What
+         * it may have granted goes back. */
+        sem_undo(l, w, o->id);
+        lock_answer_backend(m, o, "semaphore's permits available out of range in Redis");
+        lock_wait_end(w);
+        return;
+    }
     if ((h ? h->count : 0) != w->base) {
         /* The hold was lost while the acquire was in flight, and its ids
          * are being given back behind it: give these back too, and ask
@@ -129,7 +146,7 @@ static void sem_hold_gone(lock_t *l, wait_t *w) {
 }
 
 static void sem_released(lock_t *l, hold_t *h) {
-    l->sem_free += h->count;
+    sem_free_add(l, h->count);
 }
 
 static void sem_release_hold(const hold_t *h) {
@@ -179,7 +196,7 @@ static void sem_release(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_req
     }
     /* The top ids go; Redis sees the release before any acquire after it. */
     h->count -= permits;
-    l->sem_free += permits;
+    sem_free_add(l, permits);
     release_permits(m, l->name, l->len, o->id, lock_hold_redis_lease(h), LOCK_MODE_SEM, h->count,
                     permits);
     lock_answer_value(o, h->count);

@@ -366,6 +366,32 @@ START_TEST(reload_judges_open_connections) {
 }
 END_TEST
 
+/* A connection opened while there were no rules, by a member of G_TEAM
+ * through a supplementary group: after a reload brought gid rules it is
+ * judged as one opened then (its groups as /proc said them at connect). */
+START_TEST(reload_brings_gid_rules_to_open_connections) {
+    skip_unless_root();
+    int d = h_dlockd_start(rules_conf(NULL, ""));
+    gid_t team = G_TEAM;
+    h_conn_t *sup = connect_as(d, U_MEMBER, U_MEMBER, &team, 1);
+    h_conn_t *other = connect_as(d, U_OTHER, U_OTHER, NULL, 0);
+    expect_prefix(sup, "LOCK team/a", "OK ");
+    expect_prefix(other, "LOCK elsewhere/a", "OK ");
+    rewrite_conf(d, "[access]\ngid:60100 = lock team/*\n");
+    int before = h_log_count(d, "reloaded");
+    kill(h_dlockd_pid(d), SIGHUP);
+    h_await_log(d, "reloaded", before + 1);
+    expect_prefix(sup, "LOCK team/b", "OK ");
+    denied(other, "LOCK team/c");
+    /* the same as a connection opened now */
+    h_conn_t *fresh = connect_as(d, U_MEMBER, U_MEMBER, &team, 1);
+    expect_prefix(fresh, "LOCK team/d", "OK ");
+    h_close(fresh);
+    h_close(other);
+    h_close(sup);
+}
+END_TEST
+
 /* ---- the deny log ------------------------------------------------------------- */
 
 START_TEST(deny_log_rate_limited) {
@@ -450,6 +476,7 @@ static Suite *access_suite(void) {
     tcase_add_test(tc, admin_rules_and_admin_uids);
     tcase_add_test(tc, gid_rules);
     tcase_add_test(tc, reload_judges_open_connections);
+    tcase_add_test(tc, reload_brings_gid_rules_to_open_connections);
     tcase_add_test(tc, deny_log_rate_limited);
     tcase_add_test(tc, check_bad_rules);
     suite_add_tcase(s, tc);

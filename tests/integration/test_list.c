@@ -760,6 +760,49 @@ START_TEST(list_on_quorum) {
 }
 END_TEST
 
+/* ---- what Redis holds, written there by anyone ------------------------------------ */
+
+/* An election's value, as Redis has it, with a blank, a newline and a tab:
+ * LIST copied it into its counted lines, where the newline made two lines
+ * of one entry (and LEADER into its one line). Every byte outside
+ * 0x21-0x7E shows as '?', in LIST, dlock --list and its --json, /locks and
+ * LEADER alike. */
+START_TEST(list_election_value_from_redis) {
+    char msock[300], extra[600];
+    h_redis_start();
+    snprintf(msock, sizeof(msock), "%s/metrics.sock", h_dir());
+    snprintf(extra, sizeof(extra), "[server]\nmetrics = %s\n", msock);
+    int d = h_dlockd_start(extra);
+    h_keep_log(d, "list.election_value.dlockd%d", d);
+    h_conn_t *c = h_connect_index(d), *q = h_connect_index(d);
+    expect_ok(c, "ELECT v/e good", "OK ");
+    const char *argv[] = {"HSET", "dlock_leader:{dlock:v/e}", "value", "a b\nc\td", NULL};
+    ck_assert_str_eq(h_redis_argv(argv), "0");
+    listing_t l;
+    list_on(q, "LIST v/*", &l);
+    ck_assert_int_eq(l.n, 1);
+    const char *e = entry(&l, "v/e");
+    ck_assert_msg(e != NULL, "LIST v/*: '%s'", l.line[0]);
+    ck_assert_str_eq(word(e, 1), "elect");
+    ck_assert_str_eq(word(e, 6), "a?b?c?d");
+    ck_assert_ptr_null(strchr(word(e, 6) + strlen(word(e, 6)), ' '));
+    expect_ok(q, "PING", "OK PONG"); /* nothing of the entry left over */
+    expect_ok(q, "LEADER v/e", "OK ");
+    ck_assert_msg(strstr(q->line, " a?b?c?d") != NULL && q->line[strlen(q->line) - 1] == 'd',
+                  "LEADER v/e: '%s'", q->line);
+    expect_ok(q, "PING", "OK PONG");
+    json_has(json_lock(dlock_out(d, "--list --json 'v/*'"), "v/e"), "\"value\":\"a?b?c?d\"",
+             "dlock --list --json");
+    const char *body;
+    ck_assert_int_eq(http_get(msock, "/locks?pattern=v/*", &body), 200);
+    json_has(json_lock(body, "v/e"), "\"value\":\"a?b?c?d\"", "/locks");
+    ck_assert_msg(strstr(table_row(dlock_out(d, "--list 'v/*'"), "v/e"), " elect ") != NULL,
+                  "dlock --list v/*");
+    h_close(q);
+    h_close(c);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("list");
     TCase *tc = tcase_create("list");
@@ -771,6 +814,7 @@ int main(void) {
     tcase_add_test(tc, list_hung_redis_answers_in_time);
     tcase_add_test(tc, list_on_quorum);
     tcase_add_test(tc, list_on_cluster);
+    tcase_add_test(tc, list_election_value_from_redis);
     suite_add_tcase(s, tc);
     return h_main(s);
 }

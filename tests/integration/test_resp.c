@@ -1182,6 +1182,144 @@ START_TEST(unread_input_capped_at_resp_read_max)
 }
 END_TEST
 
+/* The fake server sends len bytes of data (copied). */
+static void fake_send_bytes(fake_t *f, const char *data, size_t len) {
+    uv_write_t *req = malloc(sizeof(*req) + len);
+    ck_assert_ptr_nonnull(req);
+    char *copy = (char *)(req + 1);
+    memcpy(copy, data, len);
+    uv_buf_t b = uv_buf_init(copy, (unsigned)len);
+    ck_assert_int_eq(uv_write(req, (uv_stream_t *)&f->client, &b, 1, on_fake_written), 0);
+}
+
+/* An array's header claims 2^31 - 1 elements: refused at the header, before
+ * the reader allocates room for them (16 GB), as a protocol error. */
+START_TEST(reply_claiming_too_many_elements_drops)
+{
+    fake_t f;
+    const char *path = fake_start(&f);
+    peer_t p;
+    peer_init(&p);
+    peer_up(&p, 1, path, 0);
+    RUN_UNTIL(f.accepted);
+    result_t res = {0};
+    send_ok(&p, &res, "PING");
+    fake_send(&f, "*2147483647\r\n");
+    const char *why = peer_await_down(&p, 0);
+    ck_assert_str_eq(why, "reply claims more than RESP_ELEMENTS_MAX elements");
+    ck_assert_int_eq(res.calls, 1);
+    ck_assert_str_eq(res.error, why);
+    RUN_UNTIL(f.eof);
+    resp_free(p.c);
+    fake_stop(&f);
+}
+END_TEST
+
+/* What a reply's arrays claim adds up (RESP_ELEMENTS_MAX in all, not per
+ * array: nested headers of a few bytes each would each allocate as much),
+ * and starts again with the next reply and the next connection. */
+START_TEST(element_claims_add_up_per_reply)
+{
+    fake_t f;
+    const char *path = fake_start(&f);
+    peer_t p;
+    peer_init(&p);
+    peer_up(&p, 1, path, 0);
+    RUN_UNTIL(f.accepted);
+    /* Two replies of 700,000 empty arrays each: each under the bound. */
+    const size_t n = 700000;
+    char *big = malloc(16 + 4 * n);
+    ck_assert_ptr_nonnull(big);
+    size_t len = (size_t)sprintf(big, "*%zu\r\n", n);
+    for (size_t i = 0; i < n; i++, len += 4) memcpy(big + len, "*0\r\n", 4);
+    result_t a = {0}, b = {0};
+    send_ok(&p, &a, "LRANGE a 0 -1");
+    send_ok(&p, &b, "LRANGE b 0 -1");
+    fake_send_bytes(&f, big, len);
+    fake_send_bytes(&f, big, len);
+    free(big);
+    RUN_UNTIL_MS(b.calls == 1, 30000);
+    ck_assert_msg(a.error[0] == '\0' && b.error[0] == '\0', "%s / %s", a.error, b.error);
+    ck_assert_uint_eq(a.elements, n);
+    ck_assert_uint_eq(b.elements, n);
+    ck_assert_int_eq(p.downs, 0);
+    /* One element more than the bound, nested: the inner header is refused. */
+    result_t c = {0};
+    send_ok(&p, &c, "LRANGE c 0 -1");
+    char text[64];
+    snprintf(text, sizeof(text), "*%u\r\n*2\r\n", RESP_ELEMENTS_MAX - 1);
+    fake_send(&f, text);
+    const char *why = peer_await_down(&p, 0);
+    ck_assert_str_eq(why, "reply claims more than RESP_ELEMENTS_MAX elements");
+    ck_assert_str_eq(c.error, why);
+    RUN_UNTIL(f.eof);
+    fake_stop(&f);
+    /* A new connection starts from nothing. */
+    path = fake_start(&f);
+    peer_up(&p, 1, path, 0);
+    RUN_UNTIL(f.accepted);
+    result_t d = {0};
+    send_ok(&p, &d, "LRANGE d 0 -1");
+    snprintf(text, sizeof(text), "*%u\r\n", RESP_ELEMENTS_MAX);
+    fake_send(&f, text);
+    run_for(100);
+    ck_assert_int_eq(p.downs, 1);
+    ck_assert_int_eq(d.calls, 0);
+    resp_free(p.c);
+    RUN_UNTIL(d.calls == 1);
+    fake_stop(&f);
+}
+END_TEST
+
+/* A reply's strings together: each is at most RESP_READ_MAX (buffered
+ * whole before it is allocated), and all of them RESP_STRINGS_MAX. */
+static char *chunk;
+static size_t chunk_len, chunks_sent, chunks_max;
+static uv_write_t chunk_req;
+
+static void on_chunk_written(uv_write_t *req, int status) {
+    fake_t *f = req->data;
+    if (status != 0 || chunks_sent == chunks_max) return;
+    uv_buf_t b = uv_buf_init(chunk, (unsigned)chunk_len);
+    if (uv_write(&chunk_req, (uv_stream_t *)&f->client, &b, 1, on_chunk_written) == 0)
+        chunks_sent++;
+}
+
+START_TEST(reply_strings_capped_at_resp_strings_max)
+{
+    fake_t f;
+    const char *path = fake_start(&f);
+    peer_t p;
+    /* No command deadline: 64 MiB through a sanitizer takes a while. */
+    peer_init_tls(&p, 5000, 0, NULL, NULL);
+    peer_up(&p, 1, path, 0);
+    RUN_UNTIL(f.accepted);
+    result_t res = {0};
+    send_ok(&p, &res, "LRANGE big 0 -1");
+    const size_t mib = 1u << 20;
+    chunk = malloc(mib + 32);
+    ck_assert_ptr_nonnull(chunk);
+    chunk_len = (size_t)sprintf(chunk, "$%zu\r\n", mib);
+    memset(chunk + chunk_len, 'x', mib);
+    chunk_len += mib;
+    memcpy(chunk + chunk_len, "\r\n", 2);
+    chunk_len += 2;
+    /* 64 strings of 1 MiB are RESP_STRINGS_MAX; the 65th is one too many. */
+    chunks_sent = 0;
+    chunks_max = RESP_STRINGS_MAX / mib + 4;
+    fake_send(&f, "*100\r\n");
+    chunk_req.data = &f;
+    on_chunk_written(&chunk_req, 0);
+    RUN_UNTIL_MS(p.downs == 1, 50000);
+    ck_assert_str_eq(p.why, "reply's strings longer than RESP_STRINGS_MAX");
+    ck_assert_str_eq(res.error, p.why);
+    ck_assert_uint_ge(chunks_sent, RESP_STRINGS_MAX / mib + 1);
+    resp_free(p.c);
+    fake_stop(&f);
+    free(chunk);
+}
+END_TEST
+
 /* ---- TLS ----------------------------------------------------------------- */
 
 static tls_ctx_t *ctx_with(const char *ca, const char *cert, const char *key, int verify) {
@@ -1353,6 +1491,9 @@ static Suite *suite(void) {
     tcase_add_test(tc, protocol_error_drops_with_reader_error);
     tcase_add_test(tc, reply_with_nothing_pending_drops);
     tcase_add_test(tc, unread_input_capped_at_resp_read_max);
+    tcase_add_test(tc, reply_claiming_too_many_elements_drops);
+    tcase_add_test(tc, element_claims_add_up_per_reply);
+    tcase_add_test(tc, reply_strings_capped_at_resp_strings_max);
     tcase_add_test(tc, tls_commands_with_the_right_ca);
     tcase_add_test(tc, tls_wrong_ca_refused);
     tcase_add_test(tc, tls_wrong_server_name_refused);

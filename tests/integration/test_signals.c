@@ -165,6 +165,35 @@ START_TEST(sighup_lowered_timeout_covers_requests_queued_behind) {
 }
 END_TEST
 
+/* The checks across keys judge what will be in force, not the file alone:
+ * replicas_ack changes only with a restart, so it stays 1 here, and
+ * command_timeout_ms 400 under replicas_timeout_ms 1000 would have WAIT
+ * hold the connection past every command's deadline. The file alone (with
+ * replicas_ack 0) is valid; the reload fails and changes nothing. */
+START_TEST(sighup_checks_keys_as_they_will_be_in_force) {
+    int d = h_dlockd_start("replicas_ack = 1\nreplicas_timeout_ms = 500\n");
+    h_keep_log(d, "signals.in_force.dlockd%d", d);
+    rewrite_conf(d, "replicas_ack = 0\ncommand_timeout_ms = 400\nreplicas_timeout_ms = 1000\n");
+    signal_and_await(d, SIGHUP, "reload");
+    h_await_log(d, "reload failed", 1);
+    ck_assert_int_eq(h_log_count(d, "replicas_timeout_ms (1000) must be below "
+                                    "command_timeout_ms (400)"), 1);
+    ck_assert_int_eq(h_log_count(d, "reloaded"), 0);
+    ck_assert_int_eq(h_log_count(d, "command_timeout_ms 1000 -> 400"), 0);
+    /* The same with a command_timeout_ms above it is applied (and says
+     * that replicas_ack waits for a restart). */
+    rewrite_conf(d, "replicas_ack = 0\ncommand_timeout_ms = 1500\nreplicas_timeout_ms = 1000\n");
+    signal_and_await(d, SIGHUP, "reloaded");
+    ck_assert_int_ge(h_log_count(d, "changes only with a restart (replicas_ack)"), 1);
+    ck_assert_int_ge(h_log_count(d, "command_timeout_ms 1000 -> 1500"), 1);
+    h_conn_t *c = h_connect_index(d);
+    h_send(c, "PING\n");
+    H_EXPECT(c, "OK PONG");
+    h_close(c);
+    h_keep_passed();
+}
+END_TEST
+
 /* A lock's lease in Redis, from PTTL. */
 static long long pttl(const char *name) {
     return atoll(h_redis_cli("PTTL dlock:%s", name));
@@ -271,6 +300,7 @@ static Suite *signals_suite(void) {
     tcase_add_test(tc, sighup_applies_lease_live);
     tcase_add_test(tc, sighup_applies_timeouts_live);
     tcase_add_test(tc, sighup_lowered_timeout_covers_requests_queued_behind);
+    tcase_add_test(tc, sighup_checks_keys_as_they_will_be_in_force);
     tcase_add_test(tc, sigusr1_and_sigusr2_change_nothing);
     tcase_add_test(tc, sighup_without_a_file_reloads_the_defaults);
     suite_add_tcase(s, tc);

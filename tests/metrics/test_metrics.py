@@ -265,6 +265,59 @@ class MetricsTest(unittest.TestCase):
         for s in idle:
             s.close()
 
+    def raw_get(self, port, path, host):
+        """GET path on 127.0.0.1:port with this Host header (None: none), as
+        a browser tricked by DNS rebinding would send it: the status."""
+        s = socket.create_connection(("127.0.0.1", port), timeout=WAIT_S)
+        head = "GET %s HTTP/1.1\r\n" % path
+        if host is not None:
+            head += "Host: %s\r\n" % host
+        s.sendall((head + "Connection: close\r\n\r\n").encode())
+        got = b""
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            got += b
+        s.close()
+        status = int(got.split(b" ", 2)[1])
+        return status, got.split(b"\r\n\r\n", 1)[1].decode()
+
+    def test_board_answers_its_own_names_only(self):
+        """A page elsewhere that rebinds its name to 127.0.0.1 reaches the
+        board through the browser with its own name as Host: 421
+        (Misdirected Request: this server does not answer for that name;
+        the client itself is not refused, with a right Host it is served).
+        Loopback names and addresses, and the listen address, are the
+        board's; /metrics names no lock and answers any Host (scrapers
+        address it by whatever name)."""
+        port = free_port()
+        self.dlockd("127.0.0.1:%d" % port)
+        for host in ("localhost", "localhost:%d" % port, "LocalHost:%d" % port, "127.0.0.1",
+                     "127.0.0.1:%d" % port, "127.5.6.7:%d" % port, "[::1]", "[::1]:%d" % port):
+            for path in ("/locks", "/"):
+                status, body = self.raw_get(port, path, host)
+                self.assertEqual(status, 200, "%s with Host %s: %s" % (path, host, body))
+        for host in ("evil.example", "evil.example:%d" % port, "localhost.evil.example",
+                     "127.0.0.1.evil.example:%d" % port, "10.1.2.3:%d" % port, "[::2]:%d" % port,
+                     "localhost:x", "[::1", "localhost:%d:1" % port):
+            for path in ("/locks", "/"):
+                status, body = self.raw_get(port, path, host)
+                self.assertEqual(status, 421, "%s with Host %s: %s" % (path, host, body))
+                self.assertIn('"error":', body)
+            status, _ = self.raw_get(port, "/metrics", host)
+            self.assertEqual(status, 200, "/metrics with Host %s" % host)
+        # board_remote: any IP address too (a name that is an address
+        # cannot be rebound), and the listen address; other names still 421.
+        port2 = free_port()
+        conf = "127.0.0.1:%d\nboard_remote = yes" % port2
+        self.dlockd(conf, name="r")
+        for host in ("10.1.2.3:%d" % port2, "[2001:db8::1]:%d" % port2, "localhost"):
+            status, body = self.raw_get(port2, "/locks", host)
+            self.assertEqual(status, 200, "board_remote, Host %s: %s" % (host, body))
+        status, _ = self.raw_get(port2, "/locks", "evil.example:%d" % port2)
+        self.assertEqual(status, 421)
+
     def test_unix_socket(self):
         path = os.path.join(self.dir, "metrics.sock")
         p, sock = self.dlockd(path)

@@ -1832,6 +1832,47 @@ START_TEST(test_diff_classifies_changes) {
 }
 END_TEST
 
+/* A reload's checks across keys run on what will be in force: the file's
+ * live keys with the running values of the restart-only ones. */
+START_TEST(test_reload_checks_what_will_be_in_force) {
+    conf_t run, next, in;
+    char err[CONF_ERR_LEN];
+    const char *path;
+
+    /* replicas_ack stays the running 1 against the file's new timeouts */
+    ck_assert_msg(load_text(&run, "[redis]\nreplicas_ack = 1\nreplicas_timeout_ms = 500\n",
+                            &path, err) == 0, "%s", err);
+    ck_assert_msg(conf_finish(&run, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_msg(load_text(&next, "[redis]\nreplicas_ack = 0\ncommand_timeout_ms = 400\n"
+                                   "replicas_timeout_ms = 1000\n", &path, err) == 0, "%s", err);
+    ck_assert_msg(conf_finish(&next, err, sizeof(err)) == 0, "valid alone: %s", err);
+    conf_in_force(&in, &run, &next);
+    ck_assert_int_eq(in.replicas_ack, 1);
+    ck_assert_uint_eq(in.command_timeout_ms, 400);
+    ck_assert_uint_eq(in.replicas_timeout_ms, 1000);
+    ck_assert_int_ne(conf_check_live(&in, err, sizeof(err)), 0);
+    ASSERT_HAS(err, "replicas_timeout_ms (1000) must be below command_timeout_ms (400)");
+    conf_in_force(&in, &next, &next);
+    ck_assert_msg(conf_check_live(&in, err, sizeof(err)) == 0, "%s", err);
+    conf_free(&run);
+    conf_free(&next);
+
+    /* a quorum's clock_drift_ms stays the running 50 against a lease of 90 */
+    ck_assert_msg(load_text(&run, "[redis]\nquorum = redis://a redis://b redis://c\n"
+                                  "clock_drift_ms = 50\n", &path, err) == 0, "%s", err);
+    ck_assert_msg(conf_finish(&run, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_msg(load_text(&next, "[redis]\nquorum = redis://a redis://b redis://c\n"
+                                   "[lock]\nlease_ms = 90\n", &path, err) == 0, "%s", err);
+    ck_assert_msg(conf_finish(&next, err, sizeof(err)) == 0, "valid alone: %s", err);
+    conf_in_force(&in, &run, &next);
+    ck_assert_uint_eq(in.lease_ms, 90);
+    ck_assert_int_ne(conf_check_live(&in, err, sizeof(err)), 0);
+    ASSERT_HAS(err, "clock_drift_ms (50) must be below half of lease_ms (90)");
+    conf_free(&run);
+    conf_free(&next);
+}
+END_TEST
+
 /* One live and one restart-only key changed: each in its list; copying the
  * live ones leaves only the restart-only one different. */
 START_TEST(test_diff_live_and_restart) {
@@ -1994,6 +2035,7 @@ static Suite *conf_suite(void) {
     tcase_add_test(tc, test_key_table_matches_the_shipped_file);
     tcase_add_loop_test(tc, test_diff_classifies_changes, 0, (int)ARRAY_LEN(changes));
     tcase_add_test(tc, test_diff_live_and_restart);
+    tcase_add_test(tc, test_reload_checks_what_will_be_in_force);
     tcase_add_test(tc, test_diff_password_file_is_password);
     suite_add_tcase(s, tc);
 

@@ -77,6 +77,21 @@ START_TEST(registry_entries) {
 }
 END_TEST
 
+/* An election's value as LIST and LEADER tell it: one word, cut to the
+ * buffer; bytes outside 0x21-0x7E as '?'. */
+START_TEST(values_stay_one_word) {
+    char out[8];
+    backend_clean_value(out, sizeof(out), "10.0.0.5:80", 11);
+    ck_assert_str_eq(out, "10.0.0.");
+    backend_clean_value(out, sizeof(out), "a b\nc\r", 6);
+    ck_assert_str_eq(out, "a?b?c?");
+    backend_clean_value(out, sizeof(out), "!\x7f\x80\xff~", 5);
+    ck_assert_str_eq(out, "!?" "?" "?~");
+    backend_clean_value(out, sizeof(out), "", 0);
+    ck_assert_str_eq(out, "");
+}
+END_TEST
+
 START_TEST(owner_fields) {
     uint64_t id = 0;
     const char *u = "0b1e7b9c-0000-4000-8000-000000000001";
@@ -159,6 +174,7 @@ int main(void) {
     tcase_add_test(tc, match_escapes_the_prefix);
     tcase_add_test(tc, key_name_keeps_locks_only);
     tcase_add_test(tc, registry_entries);
+    tcase_add_test(tc, values_stay_one_word);
     tcase_add_test(tc, owner_fields);
     tcase_add_test(tc, sorted_by_name);
     tcase_add_test(tc, majority_keeps_what_most_agree_on);

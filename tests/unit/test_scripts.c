@@ -573,6 +573,12 @@ START_TEST(test_decode_leader) {
                                                       integer(2, 1)), err), 0);
     ck_assert_uint_eq(op.res.value_len, BACKEND_ANSWER_MAX);
     free(big);
+    /* A value anyone wrote into Redis stays one word: odd bytes as '?'. */
+    ck_assert_int_eq(decode1(SCRIPT_OWN(BACKEND_ELECT), &op, array(0, 3, integer(0, 5),
+                                                      string(1, "a b\nc\td\x7f\xc3\xa9"),
+                                                      integer(2, 1)), err), 0);
+    ck_assert_str_eq(buf, "a?b?c?d?" "?" "?");
+    ck_assert_uint_eq(op.res.value_len, 10);
     ck_assert_int_eq(decode1(SCRIPT_OWN(BACKEND_ELECT), &op, array(0, 2, integer(0, 5), string(1, "x")), err),
                      -1);
     op.answer = NULL;
