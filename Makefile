@@ -416,7 +416,8 @@ SAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
 # The tests that link daemon code themselves (the RESP connection, a backend
 # node, the lock manager) are built with the sanitizers too, and run so;
 # the other integration tests run against the sanitized dlockd.
-SAN_SELF_TESTS := $(filter %/test_resp %/test_node,$(INTEG_TESTS)) $(LOCKMGR_TESTS)
+SAN_SELF_TESTS := $(filter %/test_resp %/test_node,$(INTEG_TESTS)) $(LOCKMGR_TESTS) \
+                  $(BUILD)/tests/test_proto
 
 sanitize-build:
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/san CFLAGS="$(SAN_FLAGS)" \
@@ -426,7 +427,7 @@ sanitize-build:
 # test_cluster_harness runs no dlockd: once, in the plain run, is enough.
 SAN_SKIP := $(filter %/test_cluster_harness,$(INTEG_TESTS))
 
-SAN_SUITES := $(filter-out $(SAN_SKIP),$(INTEG_TESTS)) $(LOCKMGR_TESTS)
+SAN_SUITES := $(filter-out $(SAN_SKIP),$(INTEG_TESTS)) $(LOCKMGR_TESTS) $(BUILD)/tests/test_proto
 integration-sanitized: $(patsubst $(BUILD)/%,san/%,$(SAN_SUITES))
 
 # san/itests/<suite> (or san/tests/<lockmgr test>): one suite against the

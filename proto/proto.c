@@ -252,7 +252,7 @@ proto_status_t proto_parse_line(const char *line, size_t len,
 int proto_next_is(const char *data, size_t len, proto_cmd_t cmd) {
     proto_request_t req;
     const char *lf;
-    while ((lf = memchr(data, '\n', len)) != NULL) {
+    while (len > 0 && (lf = memchr(data, '\n', len)) != NULL) {
         size_t n = (size_t)(lf - data);
         proto_status_t st = proto_parse_line(data, n, &req);
         if (st == PROTO_REQUEST) proto_request_free(&req);

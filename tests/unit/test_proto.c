@@ -42,6 +42,13 @@ typedef struct outcomes_s {
     size_t n;
 } outcomes_t;
 
+/* Frees what the requests among the outcomes own (an MLOCK's names). */
+static void outcomes_free(outcomes_t *out) {
+    for (size_t i = 0; i < out->n; i++)
+        if (out->o[i].st == PROTO_REQUEST) proto_request_free(&out->o[i].req);
+    out->n = 0;
+}
+
 /* Feeds one piece until every byte of it is used, recording outcomes and
  * checking the contract of *used and the allocation bound. */
 static void feed_piece(proto_parser_t *p, const char *piece, size_t len,
@@ -225,6 +232,10 @@ START_TEST(test_next_is) {
         ck_assert_msg(proto_next_is(cases[i].data, strlen(cases[i].data), PROTO_CMD_CANCEL) ==
                           cases[i].want,
                       "case %zu", i);
+    /* A session's input buffer before its first byte: no memory at all
+     * (memchr on NULL is undefined even for 0 bytes; UBSan said so when
+     * the stateful fuzzer resumed such a session's input). */
+    ck_assert_int_eq(proto_next_is(NULL, 0, PROTO_CMD_CANCEL), -1);
 }
 END_TEST
 
@@ -922,6 +933,9 @@ START_TEST(test_byte_at_a_time_each_command) {
         assert_same_outcomes(&whole, &bytes);
         ck_assert_int_eq(parse(good_lines[i].line, &direct), PROTO_REQUEST);
         assert_same_request(&whole.o[0].req, &direct);
+        proto_request_free(&direct);
+        outcomes_free(&whole);
+        outcomes_free(&bytes);
     }
 }
 END_TEST
