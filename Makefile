@@ -64,6 +64,7 @@ SUPPORT_SRC := $(wildcard tests/support/*.c)
 .SECONDARY:
 
 .PHONY: fuzz fuzz-build fuzz-short chaos chaos-short chaos-mutants metrics-test board-test conformance
+.PHONY: fuzz-state fuzz-state-short fuzz-state-mutants
 .PHONY: luacheck
 .PHONY: clients-node clients-node-test
 .PHONY: clients-go clients-go-test clients-build conformance
@@ -283,7 +284,7 @@ TEST_JOBLIST = luacheck docs-test unit \
   $(addprefix conformance/,$(subst $(comma), ,$(CONFORMANCE_CLIENTS))) \
   metrics-test board-test chaos-short-stages chaos-short-netfaults \
   $(patsubst $(BUILD)/%,san/%,$(SAN_SUITES)) $(patsubst $(BUILD)/%,vg/%,$(VALGRIND_SUITES)) \
-  fuzz-short package-test
+  fuzz-short fuzz-state-short package-test
 comma := ,
 # What each job takes (wall seconds on the 2-core machine, alone), for the
 # order only: the longest start first. A job not named here counts 5 s.
@@ -292,7 +293,7 @@ TEST_EST := chaos-short-stages=87 san/itests/test_sentinel=47 san/itests/test_cl
   vg/itests/test_server=22 san/itests/test_mlock_quorum=22 clients-go-test=17 \
   san/itests/test_replicas=16 san/itests/test_fairlock=16 san/itests/test_logs=15 \
   san/itests/test_mlock_cluster=13 san/itests/test_mlock=12 plain/itests/test_cluster_harness=11 \
-  fuzz-short=10 san/itests/test_semaphore=10 clients-shell-test=9 san/tests/test_lockmgr=9 \
+  fuzz-short=10 fuzz-state-short=35 san/itests/test_semaphore=10 clients-shell-test=9 san/tests/test_lockmgr=9 \
   san/itests/test_cli=9 san/itests/test_locks=8 board-test=8 conformance/java=7 \
   san/itests/test_resp=7 san/itests/test_rwlock=7 conformance/shell=7 \
   conformance/python-asyncio=7 conformance/node=6 clients-java-test=5
@@ -547,6 +548,28 @@ fuzz-short: fuzz-build
 	  grep -E '^Done' $(BUILD)/fuzz/short-$$t.log || true; \
 	done
 
+# The stateful fuzzer (tests/fuzz/README.md): a seeded random walk of many
+# clients against the sanitized dlockd, two daemons on one redis-server, with
+# Redis paused, stopped, cut and delayed, slow readers, reloads, and a mode
+# whose Redis replies are mangled; the session and lock state machines are
+# checked at every step and at the end. fuzz-state walks FUZZ_STATE_SECONDS
+# from a random seed (it prints it); fuzz-state-short walks fixed seeds, about
+# 30 s; fuzz-state-mutants puts issue 36's bugs back one at a time.
+FUZZ_STATE_SECONDS ?= 600
+
+fuzz-state: sanitize-build
+	@python3 tests/fuzz/test_mangle.py
+	@FUZZ_STATE_SECONDS=$(FUZZ_STATE_SECONDS) python3 tests/fuzz/fuzz_state.py \
+	  --dlockd $(abspath $(BUILD)/san/dlockd)
+
+fuzz-state-short: sanitize-build
+	@echo "== tests/fuzz/fuzz_state.py --short"
+	@python3 tests/fuzz/test_mangle.py
+	@python3 tests/fuzz/fuzz_state.py --short --dlockd $(abspath $(BUILD)/san/dlockd)
+
+fuzz-state-mutants:
+	@python3 tests/fuzz/fuzz_state_mutants.py
+
 # Fault injection against three daemons sharing one Redis, then on a
 # Sentinel topology (a primary, two replicas, three Sentinels), then on a
 # Redis Cluster (3 primaries, 3 replicas), then on a Redlock quorum of five
@@ -563,6 +586,7 @@ chaos: deps-chaos
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/chaos/netfaults.py
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/chaos/clockskew.py
 	@$(MAKE) --no-print-directory chaos-mutants
+	@$(MAKE) --no-print-directory fuzz-state fuzz-state-mutants
 
 chaos-short: chaos-short-stages chaos-short-netfaults
 

@@ -5,6 +5,8 @@ time, on that link.
     px = FaultProxy()                        # its own asyncio loop, in a thread
     ln = px.link(("127.0.0.1", redis_port))  # ln.port: point the daemon here
     px.link(("127.0.0.1", sentinel_port), ports={node_port: its_link_port})
+    px.link(("127.0.0.1", redis_port), mangle=factory)   # factory() per connection:
+                          # a callable given each chunk from Redis, returning the bytes to pass on
     ln.blackhole()        # keep every connection, drop every byte both ways (no FIN, no RST)
     ln.drop("up")         # drop daemon -> Redis only ("down": Redis -> daemon only)
     ln.latency(200, 50)   # every byte 200 ms late each way, plus 0..50 ms of jitter
@@ -108,6 +110,7 @@ class _Pipe(object):
 
     def __init__(self, link, cr, cw, sr, sw):
         self.link = link
+        self.mangler = link.mangle() if link.mangle else None
         self.cr, self.cw, self.sr, self.sw = cr, cw, sr, sw
         self.eof_swallowed = False
         self.closed = False
@@ -126,6 +129,10 @@ class _Pipe(object):
                 data = await r.read(READ_CHUNK)
                 if d == DOWN and self.link.patterns:
                     data = rewrite(data, self.link.patterns)
+                if data and d == DOWN and self.mangler is not None:
+                    data = self.mangler(data)       # may hold bytes back
+                    if not data:
+                        continue
                 now = time.monotonic()
                 due = self.link.faults.plan(d, now, last, self.link.rnd)
                 if not data:
@@ -178,10 +185,11 @@ class Link(object):
     """One listening port forwarding to one node; the fault controls are
     called from any thread."""
 
-    def __init__(self, proxy, target, seed, ports=None):
+    def __init__(self, proxy, target, seed, ports=None, mangle=None):
         self.proxy = proxy
         self.target = target
         self.patterns = port_patterns(ports) if ports else []
+        self.mangle = mangle
         self.faults = LinkFaults()
         self.rnd = random.Random(seed)
         self.pipes = set()
@@ -283,8 +291,8 @@ class FaultProxy(object):
         fut = asyncio.run_coroutine_threadsafe(coro_fn(), self.loop)
         return fut.result(CONTROL_TIMEOUT_S)
 
-    def link(self, target, ports=None):
-        ln = Link(self, target, self.rnd.randrange(1 << 30), ports)
+    def link(self, target, ports=None, mangle=None):
+        ln = Link(self, target, self.rnd.randrange(1 << 30), ports, mangle)
         self.run(ln._listen)
         self.links.append(ln)
         return ln
