@@ -137,6 +137,25 @@ class ProxyTest(unittest.TestCase):
         with self.conn() as s:
             self.assertEqual(self.roundtrip(s), b"ping")
 
+    def test_mangler_per_connection(self):
+        """Each connection's chunks from the node go through its own
+        mangler, which may hold bytes back; bytes to the node do not."""
+        class Upper(object):
+            def __init__(self):
+                self.held = b""
+
+            def __call__(self, data):       # passes whole lines, upper-cased
+                self.held += data
+                line, nl, self.held = self.held.rpartition(b"\n")
+                return (line + nl).upper()
+        ln = self.px.link(("127.0.0.1", self.echo.port), mangle=Upper)
+        with socket.create_connection(("127.0.0.1", ln.port), timeout=2.0) as s:
+            s.sendall(b"ab")
+            self.quiet(s)
+            s.sendall(b"c\n")
+            self.assertEqual(s.recv(4096), b"ABC\n")
+        self.assertEqual(b"".join(self.echo.got[-2:]), b"abc\n")
+
     def test_blackhole_then_heal(self):
         with self.conn() as s:
             self.assertEqual(self.roundtrip(s), b"ping")

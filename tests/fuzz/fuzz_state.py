@@ -148,18 +148,27 @@ UBSAN_OPTIONS = "print_stacktrace=1:halt_on_error=1"
 # at once), with longer calms to judge their waits in.
 KNOBS = {"conf": CONF_CHOICES, "force_w": 2.0, "local_p": LOCAL_P, "storm_queued": 2,
          "storm_s": STORM_S, "calm_s": CALM_S, "patient_p": PATIENT_P,
-         "rates": {}, "force_local_p": 0.5}
+         "rates": {}, "force_local_p": 0.5,
+         "fault_kinds": ("pause", "stop", "kill", "kill", "latency", "reset"),
+         "outlast_timeout": False, "fault_closes": (1, 3)}
 PROFILES = {
     "mixed": {},
-    "queues": {"storm_queued": 4, "storm_s": (3.0, 4.5), "calm_s": (4.0, 6.0)},
-    "stale": {"force_w": 8.0, "calm_s": (8.0, 12.0), "patient_p": 0.5, "rates": {"pair": 1.0},
+    "queues": {"storm_queued": 4, "storm_s": (3.0, 4.5), "calm_s": (4.0, 6.0),
+               "fault_kinds": ("pause", "stop", "kill", "kill", "reset"),
+               "outlast_timeout": True, "fault_closes": (2, 4)},
+    "stale": {"force_w": 8.0, "calm_s": (8.0, 12.0), "rates": {"pair": 1.5},
               "force_local_p": 0.85,
-              "conf": dict(CONF_CHOICES, max_locks_per_client=(8, 1000),
-                           max_waiters_per_uid=(12, 1000), max_locks_per_uid=(10, 1000))},
+              "conf": dict(CONF_CHOICES, max_locks_per_client=(1000,), max_clients_per_uid=(64,),
+                           max_waiters_per_uid=(1000,), max_locks_per_uid=(1000,))},
 }
 # the short run: (seed, mode, profile, seconds) each
 SHORT_RUNS = ((1, "normal", "queues", 11.0), (2, "normal", "stale", 11.0),
               (3, "hostile", "mixed", 5.0))
+# a long walk (make fuzz-state) in segments of about LONG_SEGMENT_S, seeds
+# seed, seed + 1, ..., through these (mode, profile)
+LONG_SEGMENT_S = 100.0
+LONG_ROTATION = (("normal", "mixed"), ("normal", "queues"), ("normal", "stale"),
+                 ("hostile", "mixed"))
 
 # request kinds: how long an answer may take
 LOCAL, REDIS, TWAIT, WAIT, LISTING = "local", "redis", "twait", "wait", "list"
@@ -306,6 +315,7 @@ class Walk(object):
                                         # seen their hold end yet
         self.waits = []                 # (client, its head request) of the waits now
         self.crashed = False            # a daemon died or a sanitizer spoke
+        self.cleaned = False
 
     # ---- reporting --------------------------------------------------------------
 
@@ -1214,7 +1224,7 @@ class Walk(object):
             return
         # behind a wait of its own, it is read once the wait ends
         r = self.rng
-        x = r.random()
+        x = 0.0 if n.startswith(QUIET_PREFIX) else r.random()
         self.counts["re-entries of a stale hold (%s)" % why] += 1
         self.step += 1
         if x < 0.6:
@@ -1502,20 +1512,21 @@ class Walk(object):
 
     def a_fault(self):
         r = self.rng
-        kinds = ["pause", "stop", "kill", "kill", "latency", "reset"]
-        kind = r.choice(kinds)
+        kind = r.choice(self.knob("fault_kinds"))
         t = time.monotonic()
         if kind in ("pause", "stop") and not self.redis_ok():
             kind = "kill"
+        ms = r.randint(*PAUSE_MS)
+        if self.knob("outlast_timeout"):
+            # past every daemon's command_timeout_ms: what is sent then fails
+            ms = max(d.conf["command_timeout_ms"] for d in self.daemons) + r.randint(200, 1200)
         if kind == "pause":
-            ms = r.randint(*PAUSE_MS)
             how = r.choice(("ALL", "WRITE"))
             self.rc_call("CLIENT", "PAUSE", ms, how)
             self.blocked_until = t + ms / 1000.0 + 0.05
             self.faults.append(("pause", t, t + ms / 1000.0))
             self.log("fault: CLIENT PAUSE %d %s" % (ms, how))
         elif kind == "stop":
-            ms = r.randint(*PAUSE_MS)
             self.redis.pause(0)
             self.stopped = True
             self.faults.append(("stop", t, t + ms / 1000.0))
@@ -1555,7 +1566,7 @@ class Walk(object):
         # reset connection is back within about 0.1 s
         if r.random() < FAULT_CLOSE_P:
             span = self.faults[-1][2] - t if kind in ("pause", "stop", "latency") else 0.1
-            for _ in range(r.randint(1, 3)):
+            for _ in range(r.randint(*self.knob("fault_closes"))):
                 self.at(t + r.uniform(0, span), self.fault_close)
 
     def fault_close(self):
@@ -2047,6 +2058,10 @@ class Walk(object):
                     if rc == 86 else ": " + self.report_of(d)))
 
     def cleanup(self):
+        """Every process of the run ended, every socket closed (once)."""
+        if self.cleaned:
+            return
+        self.cleaned = True
         try:
             if self.px is not None:
                 self.px.close()
@@ -2080,6 +2095,9 @@ def classify(sig, detail):
         hints.append("bug 3 (MLOCK's grant of a reentry whose hold ended)")
     if "send_clients" in t or "lockmgr_owner_held" in t or "lockmgr_owner_waiting" in t:
         hints.append("bug 6 (CLIENTS during a close)")
+    if "proto_next_is" in t:
+        hints.append("memchr(NULL, .., 0) in proto_next_is: a pipeline of over 4 KiB kept, "
+                     "consumed whole while the last request waits (not among the nine)")
     if "semaphore.c" in t or "sem_kick" in t or "allocation-size-too-big" in t or \
             "requested allocation size" in t:
         hints.append("a hostile reply")
@@ -2132,8 +2150,11 @@ def run_one(args, seed, mode, profile, seconds):
             pass
         ok = not w.failures
     except KeyboardInterrupt:
-        print("interrupted at step %d" % w.step, flush=True)
-        w.failures.append(("interrupted", "", w.step, w.now()))
+        print("fuzz-state: interrupted at step %d; removed %s" % (w.step, w.tmp), flush=True)
+        w.cleanup()
+        if not args.keep:
+            shutil.rmtree(w.tmp, ignore_errors=True)
+        raise
     finally:
         w.cleanup()
     secs = time.monotonic() - t0
@@ -2173,7 +2194,8 @@ def main():
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--seconds", type=float, default=None)
     ap.add_argument("--mode", choices=("normal", "hostile"), default="normal")
-    ap.add_argument("--profile", choices=sorted(PROFILES), default="mixed")
+    ap.add_argument("--profile", choices=sorted(PROFILES), default=None,
+                    help="default mixed; a long walk without one rotates them (LONG_ROTATION)")
     ap.add_argument("--daemons", type=int, choices=(1, 2), default=2)
     ap.add_argument("--short", action="store_true",
                     help="the short run: fixed seeds and modes (SHORT_RUNS), about 30 s")
@@ -2195,17 +2217,28 @@ def main():
         print("no %s: make sanitize-build" % args.dlockd, file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, on_sigterm)
+    signal.signal(signal.SIGINT, signal.default_int_handler)   # also when started in the background
     if args.short:
         runs = SHORT_RUNS
     else:
         seed = args.seed if args.seed is not None else random.randrange(1 << 30)
-        runs = ((seed, args.mode, args.profile, args.seconds or float(
-            os.environ.get("FUZZ_STATE_SECONDS", "600"))),)
+        secs = args.seconds or float(os.environ.get("FUZZ_STATE_SECONDS", "600"))
+        if args.profile is None and args.mode == "normal" and secs >= 2 * LONG_SEGMENT_S:
+            # a long walk: segments of LONG_SEGMENT_S, each its own seed,
+            # daemons and Redis, through LONG_ROTATION
+            n = int(secs // LONG_SEGMENT_S)
+            runs = tuple((seed + i,) + LONG_ROTATION[i % len(LONG_ROTATION)] +
+                         (secs / n,) for i in range(n))
+        else:
+            runs = ((seed, args.mode, args.profile or "mixed", secs),)
     ok = True
     for seed, mode, profile, secs in runs:
-        good, _ = run_one(args, seed, mode, profile, secs)
+        try:
+            good, _ = run_one(args, seed, mode, profile, secs)
+        except KeyboardInterrupt:
+            return 130
         ok = ok and good
-        if not good:
+        if not good and not args.keep_going:
             break
     return 0 if ok else 1
 

@@ -6,31 +6,41 @@ then run through fuzz_state.py's short run; the walk must fail every one.
 
     python3 tests/fuzz/fuzz_state_mutants.py [--only NAME] [--keep] [--root DIR] [--list]
 
-A mutant is a list of text substitutions (path, old, new), each of which
-must match exactly once. The bugs' fixes were written after this driver:
-a mutant whose substitutions are not filled in yet (FILL_IN) is reported
-as UNFILLED and fails the run, so that a table left half done is seen.
-What each must put back, and what the walk catches it by:
+A mutant puts its bug back in one of two ways:
+
+  revert  a commit of the tree's history (a hash, or "grep:<regex>" for the
+          newest commit whose message matches), whose changes under daemon/,
+          proto/ and conf/ are applied in reverse to the copy: the fix
+          undone, its tests kept;
+  edits   text substitutions (path, old, new), each of which must match
+          exactly once (tests/chaos/mutants.py's way).
+
+The fixes were written after this driver: a mutant with neither filled in
+(FILL_IN) is UNFILLED and fails the run, so that a table left half done is
+seen. What each puts back, and what the walk catches it by:
 
   leader-answer-uaf  (bug 1) leader_done (lock/observe.c) goes on using the
                      observed name after lock_answer(), whose reply may
-                     close the session past max_output and free it: caught
-                     by ASan (heap-use-after-free in leader_done) through a
-                     slow reader's LEADER/OBSERVE flood
+                     close the session past max_output and free it: ASan,
+                     heap-use-after-free in leader_done, through a slow
+                     reader's LEADER/OBSERVE flood
   mlock-hold-gone    (bug 4) a set's HOLD_GONE (multi.c) re-queues the set
-                     without kicking the name's queue: caught as a wait that
-                     hangs while its names are free (a FORCEUNLOCK from the
-                     other daemon, then MLOCK re-entering the forced name)
+                     without kicking the name's queue: a wait hanging while
+                     its name is free (a pair's quiet name, FORCEUNLOCK from
+                     the other daemon, the holder's MLOCK re-entering it)
   clients-closing    (bug 6) send_clients (session.c) visits a session that
-                     is closing (owner NULL): caught by UBSan/ASan (NULL in
-                     lockmgr_owner_held/_waiting) through a burst of closes
+                     is closing (owner NULL): UBSan/ASan, NULL in
+                     lockmgr_owner_held/_waiting, through a burst of closes
                      with CLIENTS at once
   leave-dropped      (bug 7) a fair or election waiter's leave that fails
-                     (Redis cut or late) is dropped, not retried: caught as a
+                     (Redis cut or late) is dropped, not retried: a
                      FAIRLOCK/ELECT waiting while its name is free, or places
                      left in Redis after every client closed
 
-Exit 0 only if every mutant was filled in, built and caught.
+A mutant is caught when the walk fails with its own bug's hint (fuzz_state.py
+names the bug a failure looks like); failing otherwise is a miss, since the
+tree must pass but for the mutant. Exit 0 only if every mutant was filled
+in, applied, built and caught.
 """
 # SPDX-License-Identifier: MIT
 
@@ -46,10 +56,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 BUILD_JOBS = "2"
 COPY_IGNORE = shutil.ignore_patterns("build", ".git", "clients", "bench", "*.o")
-FILL_IN = None          # a substitution not written yet
+REVERT_PATHS = ("daemon", "proto", "conf")    # what a revert undoes (not the tests)
+FILL_IN = None          # not written yet
 
-# name -> (the bug, [(path, old, new), ...], fuzz_state.py's arguments: the
-# short run's by default). The old texts are those of the fixed tree.
+# name -> the bug, how it is put back (revert: a commit; edits: (path, old,
+# new) ...), fuzz_state.py's arguments (the short run's by default)
 # A session's owner dropped inside session_close, from whatever callback
 # closed it (as before issue 36): bugs 1 and 6 need it back.
 DROP_IN_CLOSE = ("daemon/session.c",
@@ -59,33 +70,63 @@ DROP_IN_CLOSE = ("daemon/session.c",
                  "    s->owner = NULL;\n"
                  "    uv_close((uv_handle_t *)&s->pipe, on_close);")
 MUTANTS = {
-    "leader-answer-uaf": ("bug 1", [
+    "leader-answer-uaf": dict(bug="bug 1", revert=None, edits=[
         DROP_IN_CLOSE,
         ("daemon/lock/observe.c",
          "    if (on != NULL) on->telling++;\n    lock_answer(o, &r);",
          "    lock_answer(o, &r);"),
         ("daemon/lock/observe.c",
          "    on->telling--;\n    oname_maybe_free(on);\n}\n\nvoid observe_request",
-         "}\n\nvoid observe_request")], ["--short"]),
-    "mlock-hold-gone": ("bug 4", [
+         "}\n\nvoid observe_request")], args=["--short"]),
+    "mlock-hold-gone": dict(bug="bug 4", revert=None, edits=[
         ("daemon/lock/multi.c",
          "        lock_kick(l);\n    }\n    if (mwait_requeue_lost(mw)) return;",
-         "    }\n    if (mwait_requeue_lost(mw)) return;")],
-        # the short run's seeds meet the sequence but judge no wait behind it
-        ["--seed", "1", "--seconds", "40"]),
-    "clients-closing": ("bug 6", [
+         "    }\n    if (mwait_requeue_lost(mw)) return;")], args=["--short"]),
+    "clients-closing": dict(bug="bug 6", revert=None, edits=[
         DROP_IN_CLOSE,
         ("daemon/session.c", "        if (c->state == SESSION_CLOSING) continue;\n", "")],
-        ["--short"]),
-    "leave-dropped": ("bug 7", [
+        args=["--short"]),
+    "leave-dropped": dict(bug="bug 7", revert=None, edits=[
         ("daemon/lock/release.c",
          "    if (res->status == BACKEND_OK || res->status == BACKEND_FAILED || m->stopping ||",
          "    if (r->kind == BACKEND_LEAVE || res->status == BACKEND_OK ||\n"
          "        res->status == BACKEND_FAILED || m->stopping ||"),
         ("daemon/lock/wait.c",
          "    if (!(w->tried || w->in_flight || w->unanswered || attempt_unanswered(w))) return;",
-         "    if (!(w->tried || w->in_flight)) return;")], ["--short"]),
+         "    if (!(w->tried || w->in_flight)) return;")], args=["--short"]),
 }
+
+
+def git(root, *args):
+    r = subprocess.run(["git", "-C", root] + list(args), stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT)
+    if r.returncode != 0:
+        raise SystemExit("git %s: %s" % (" ".join(args), r.stdout.decode()[-500:]))
+    return r.stdout.decode()
+
+
+def commit_of(root, ref):
+    if ref.startswith("grep:"):
+        h = git(root, "log", "--format=%H", "-1", "--extended-regexp", "--grep=" + ref[5:]).strip()
+        if not h:
+            raise SystemExit("no commit's message matches %r" % ref[5:])
+        return h
+    return git(root, "rev-parse", "--verify", ref + "^{commit}").strip()
+
+
+def revert(root, tree, ref):
+    """ref's changes under REVERT_PATHS, applied in reverse to tree."""
+    h = commit_of(root, ref)
+    diff = git(root, "show", "--format=", "--binary", h, "--", *REVERT_PATHS)
+    if not diff.strip():
+        raise SystemExit("commit %s changes nothing under %s" % (h[:12], " ".join(REVERT_PATHS)))
+    r = subprocess.run(["git", "apply", "--reverse", "--whitespace=nowarn", "-"],
+                       input=diff.encode(), cwd=tree, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT)
+    if r.returncode != 0:
+        raise SystemExit("commit %s does not revert on this tree:\n%s"
+                         % (h[:12], r.stdout.decode()[-1500:]))
+    return h
 
 
 def patch(tree, path, old, new):
@@ -99,18 +140,22 @@ def patch(tree, path, old, new):
         f.write(text.replace(old, new))
 
 
-def build(root, name, edits, tmp):
+def build(root, name, m, tmp):
     """The mutant's sanitized dlockd (build/san/dlockd of its copy)."""
     tree = os.path.join(tmp, name)
     shutil.copytree(root, tree, ignore=COPY_IGNORE, symlinks=True)
-    for path, old, new in edits:
+    how = []
+    if m["revert"]:
+        how.append("commit %s reverted" % revert(root, tree, m["revert"])[:12])
+    for path, old, new in m["edits"] or []:
         patch(tree, path, old, new)
+        how.append("%s edited" % path)
     # only dlockd: sanitize-build's self-tested binaries are not needed here
     r = subprocess.run(["make", "-s", "-j" + BUILD_JOBS, "-C", tree, "sanitize-build",
                         "SAN_SELF_TESTS="], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     if r.returncode != 0:
         raise SystemExit("mutant %s does not build:\n%s" % (name, r.stdout.decode()[-2000:]))
-    return os.path.join(tree, "build", "san", "dlockd")
+    return os.path.join(tree, "build", "san", "dlockd"), ", ".join(how)
 
 
 def run(dlockd, args, keep):
@@ -135,29 +180,42 @@ def main():
     ap.add_argument("--list", action="store_true", help="list the mutants and their state")
     args = ap.parse_args()
     if args.list:
-        for name, (bug, edits, wargs) in sorted(MUTANTS.items()):
-            print("%-18s %s  %s  fuzz_state.py %s" % (name, bug, "filled in" if edits
-                                                      else "UNFILLED", " ".join(wargs)))
+        for name, m in sorted(MUTANTS.items()):
+            state = ("revert %s" % m["revert"] if m["revert"] else "") + \
+                (" %d edits" % len(m["edits"]) if m["edits"] else "")
+            print("%-18s %s  %s  fuzz_state.py %s" % (name, m["bug"], state.strip() or "UNFILLED",
+                                                      " ".join(m["args"])))
         return 0
     tmp = tempfile.mkdtemp(prefix="dlock-fuzz-state-mutants-")
     caught, missed, unfilled = [], [], []
     try:
-        for name, (bug, edits, wargs) in sorted(MUTANTS.items()):
+        for name, m in sorted(MUTANTS.items()):
             if args.only not in (None, name):
                 continue
-            if not edits:
+            if not m["revert"] and not m["edits"]:
                 unfilled.append(name)
-                print("UNFILLED %s (%s): its substitutions are not written yet" % (name, bug),
-                      flush=True)
+                print("UNFILLED %s (%s): neither its revert nor its edits are written yet"
+                      % (name, m["bug"]), flush=True)
                 continue
-            rc, failed, secs = run(build(args.root, name, edits, tmp), wargs, args.keep)
-            if rc != 0 and failed:
+            dlockd, how = build(args.root, name, m, tmp)
+            rc, failed, secs = run(dlockd, m["args"], args.keep)
+            # caught by its own bug's failure (fuzz_state.py's hint names it),
+            # not by another one's: the tree must pass but for the mutant
+            mine = [f for f in failed if "; looks like " in f and
+                    "%s (" % m["bug"] in f.split("; looks like ", 1)[1]]
+            if rc != 0 and mine:
                 caught.append(name)
-                print("CAUGHT %s (%s) in %.0f s: %s" % (name, bug, secs, failed[0][len(
-                    "fuzz-state: FAILED "):][:400]), flush=True)
+                print("CAUGHT %s (%s; %s) in %.0f s: %s" % (name, m["bug"], how, secs, mine[0][
+                    len("fuzz-state: FAILED "):][:400]), flush=True)
+            elif failed:
+                missed.append(name)
+                print("MISSED %s (%s; %s): the walk failed otherwise (%.0f s): %s"
+                      % (name, m["bug"], how, secs, " | ".join(f[len("fuzz-state: FAILED "):][:300]
+                                                             for f in failed)), flush=True)
             else:
                 missed.append(name)
-                print("MISSED %s (%s): the walk passed (%.0f s)" % (name, bug, secs), flush=True)
+                print("MISSED %s (%s; %s): the walk passed (%.0f s)" % (name, m["bug"], how, secs),
+                      flush=True)
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
