@@ -71,17 +71,29 @@ DROP_IN_CLOSE = ("daemon/session.c",
                  "    uv_close((uv_handle_t *)&s->pipe, on_close);")
 MUTANTS = {
     "leader-answer-uaf": dict(bug="bug 1", revert=None, edits=[
-        DROP_IN_CLOSE,
+        # the observations ended at once, as session_close did before
+        ("daemon/session.c",
+         "    s->listing = NULL;\n    uv_close((uv_handle_t *)&s->pipe, on_close);",
+         "    s->listing = NULL;\n"
+         "    if (s->owner != NULL) lockmgr_unobserve_all(s->ss->locks, s->owner);\n"
+         "    if (s->owner != NULL) lockmgr_owner_drop(s->ss->locks, s->owner);\n"
+         "    s->owner = NULL;\n"
+         "    uv_close((uv_handle_t *)&s->pipe, on_close);"),
         ("daemon/lock/observe.c",
          "    if (on != NULL) on->telling++;\n    lock_answer(o, &r);",
          "    lock_answer(o, &r);"),
         ("daemon/lock/observe.c",
          "    on->telling--;\n    oname_maybe_free(on);\n}\n\nvoid observe_request",
-         "}\n\nvoid observe_request")], args=["--short"]),
+         "}\n\nvoid observe_request")],
+        # CLIENTS is safe on this tree; slow readers' LEADER/OBSERVE floods do it
+        args=["--seed", "1", "--seconds", "20", "--profile", "queues", "--no", "CLIENTS"]),
     "mlock-hold-gone": dict(bug="bug 4", revert=None, edits=[
         ("daemon/lock/multi.c",
          "        lock_kick(l);\n    }\n    if (mwait_requeue_lost(mw)) return;",
-         "    }\n    if (mwait_requeue_lost(mw)) return;")], args=["--short"]),
+         "    }\n    if (mwait_requeue_lost(mw)) return;")],
+        # a quiet walk, so that no later arrival wakes the stuck waiter
+        args=["--seed", "2", "--seconds", "20", "--profile", "stale", "--no",
+              "CLIENTS,slow,faults,limits"]),
     "clients-closing": dict(bug="bug 6", revert=None, edits=[
         DROP_IN_CLOSE,
         ("daemon/session.c", "        if (c->state == SESSION_CLOSING) continue;\n", "")],
