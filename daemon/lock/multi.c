@@ -256,10 +256,15 @@ static void multi_attempt(lock_t *l, wait_t *w) {
     multi_try(mw);
 }
 
-static void on_retry(timers_entry_t *t) {
-    mwait_t *mw = container_of(t, mwait_t, retry);
+/* The set goes on: its names whose holds ended here take places first
+ * (which may answer it), then it tries. */
+static void mwait_go_on(mwait_t *mw) {
     if (mwait_requeue_lost(mw)) return;
     multi_try(mw);
+}
+
+static void on_retry(timers_entry_t *t) {
+    mwait_go_on(container_of(t, mwait_t, retry));
 }
 
 /* ---- answers -------------------------------------------------------------------------- */
@@ -321,8 +326,7 @@ static void mwait_grant(mwait_t *mw) {
          * the script and deletes the name. So the grant is undone and the
          * name asked for anew. */
         mwait_undo(mw, 1);
-        if (mwait_requeue_lost(mw)) return;
-        multi_try(mw);
+        mwait_go_on(mw);
         return;
     }
     /* Limits are checked as the request came; other requests of the uid
@@ -463,8 +467,7 @@ static void on_gone(backend_op_t *bop) {
                               : LOCK_LOST_EXPIRED);
         lock_kick(l);
     }
-    if (mwait_requeue_lost(mw)) return;
-    multi_try(mw);
+    mwait_go_on(mw);
 }
 
 static void mwait_ask_gone(mwait_t *mw, size_t which, const hold_t *h) {
@@ -573,8 +576,7 @@ static void on_multi(backend_op_t *op) {
             return;
         }
         /* its lease ended here meanwhile: told already */
-        if (mwait_requeue_lost(mw)) return;
-        multi_try(mw);
+        mwait_go_on(mw);
         return;
     }
     }

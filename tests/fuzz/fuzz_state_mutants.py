@@ -89,8 +89,8 @@ MUTANTS = {
         args=["--seed", "1", "--seconds", "20", "--profile", "queues", "--no", "CLIENTS"]),
     "mlock-hold-gone": dict(bug="bug 4", revert=None, edits=[
         ("daemon/lock/multi.c",
-         "        lock_kick(l);\n    }\n    if (mwait_requeue_lost(mw)) return;",
-         "    }\n    if (mwait_requeue_lost(mw)) return;")],
+         "        lock_kick(l);\n    }\n    mwait_go_on(mw);",
+         "    }\n    mwait_go_on(mw);")],
         # a quiet walk, so that no later arrival wakes the stuck waiter
         args=["--seed", "2", "--seconds", "20", "--profile", "stale", "--no",
               "CLIENTS,slow,faults,limits"]),
