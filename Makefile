@@ -283,8 +283,11 @@ TEST_JOBLIST = luacheck docs-test unit \
   $(addprefix clients-,$(addsuffix -test,$(CLIENT_LANGS) python shell)) \
   $(addprefix conformance/,$(subst $(comma), ,$(CONFORMANCE_CLIENTS))) \
   metrics-test board-test chaos-short-stages chaos-short-netfaults \
-  $(patsubst $(BUILD)/%,san/%,$(SAN_SUITES)) $(patsubst $(BUILD)/%,vg/%,$(VALGRIND_SUITES)) \
-  fuzz-short package-test
+  $(patsubst $(BUILD)/%,san/%,$(SAN_SUITES)) fuzz-short package-test
+# The valgrind suites run alone: dlockd under memcheck is many times
+# slower, and a 300 ms watchdog lease shared with two other jobs on two
+# cores ran out once (test_locks' lease_and_watchdog_mix: !LOST expired).
+TEST_ALONE = $(patsubst $(BUILD)/%,vg/%,$(VALGRIND_SUITES))
 comma := ,
 # What each job takes (wall seconds on the 2-core machine, alone), for the
 # order only: the longest start first. A job not named here counts 5 s.
@@ -317,7 +320,8 @@ test: deps-test
 	@$(MAKE) --no-print-directory -j$(TEST_BUILD_JOBS) all unit-build integration-build \
 	  sanitize-build fuzz-build clients-build $(BUILD)/docs/conf_keys
 	@python3 tests/support/runjobs.py -j $(TEST_JOBS) --log-dir $(BUILD)/test-logs \
-	  $(foreach j,$(TEST_JOBLIST),$(j)=$(call test_est,$(j)))
+	  $(foreach j,$(TEST_JOBLIST),$(j)=$(call test_est,$(j))) \
+	  $(foreach j,$(TEST_ALONE),$(j)!=$(call test_est,$(j)))
 
 # The Go client (clients/go): standard library only, so no network. Its
 # cache and GOPATH stay under $(BUILD)/go; binaries go to $(BUILD)/go/bin.

@@ -6,7 +6,8 @@
 Each TARGET is run as `make --no-print-directory TARGET` with its output in
 DIR/TARGET.log; SECONDS is what it is expected to take (wall), which orders
 the queue: the longest first, so that the last to start are short. A
-target whose name ends in '!' runs alone: nothing else starts while it runs.
+target whose name ends in '!' runs alone, after all the others: nothing
+else runs beside it.
 When a job ends its whole output is printed at once (as make's
 --output-sync does), then, at the end, a table of every job's wall and CPU
 time (its processes' user + system, as wait4 counts them) and one closing
@@ -56,7 +57,7 @@ def main():
     ap.add_argument("jobs", nargs="+")
     args = ap.parse_args()
     jobs = [parse_job(s) for s in args.jobs]
-    queue = sorted(jobs, key=lambda j: -j["est"])
+    queue = sorted(jobs, key=lambda j: (j["alone"], -j["est"]))   # the lone ones last
     os.makedirs(args.log_dir, exist_ok=True)
     running = {}           # pid -> job
     done = []
