@@ -212,7 +212,7 @@ static void send_clients(session_t *s) {
     LIST_FOREACH(c, &ss->all, all) {
         if (shown == SESSION_CLIENTS_SHOWN) break;
         if (c->state == SESSION_CLOSING) continue;
-        n = snprintf(line + len, cap - len, " %llu:%d:%u:%u:%zu:%d",
+        n = snprintf(line + len, cap - len, " %llu:%d:%u:%u:%zu:%zu",
                      (unsigned long long)c->id, (int)c->pid, (unsigned)c->uid,
                      (unsigned)c->gid, lockmgr_owner_held(c->owner), lockmgr_owner_waiting(c->owner));
         if (n < 0 || (size_t)n >= cap - len - 2) break;
@@ -440,8 +440,9 @@ lockmgr_t *sessions_locks(const sessions_t *ss) {
 }
 
 /* The lock manager's later answer to the request in flight. */
-static void on_lock_reply(void *data, const lock_reply_t *reply) {
+static void on_lock_reply(void *data, void *call, const lock_reply_t *reply) {
     session_t *s = data;
+    (void)call; /* the one request in flight: the session */
     if (s->state == SESSION_CLOSING) return;
     send_lock_reply(s, reply);
     s->waits = 0;
@@ -689,7 +690,7 @@ static void dispatch(session_t *s, const proto_request_t *req) {
         s->waits = lr.kind == LOCK_REQ_LOCK || lr.kind == LOCK_REQ_MLOCK ||
                    ((lr.kind == LOCK_REQ_TRYLOCK || lr.kind == LOCK_REQ_TRYMLOCK) &&
                     lr.wait_ms > 0);
-        if (lockmgr_request(s->ss->locks, s->owner, &lr, &now)) {
+        if (lockmgr_request(s->ss->locks, s->owner, &lr, s, &now)) {
             send_lock_reply(s, &now);
             s->waits = 0;
             return;
@@ -740,7 +741,7 @@ static void check_cancel(session_t *s) {
     int next = proto_next_is(buf_start(&s->in), s->in.len, PROTO_CMD_CANCEL);
     if (next < 0) return; /* no whole line yet */
     s->cancel_checked = 1;
-    if (next == 1) s->cancelled = lockmgr_cancel(s->ss->locks, s->owner);
+    if (next == 1) s->cancelled = lockmgr_cancel(s->ss->locks, s->owner, s);
 }
 
 /* Keeps input that arrived while a request is in flight. */
@@ -903,7 +904,7 @@ static void on_hangups(uv_timer_t *t) {
 static void log_closed(const session_t *s) {
     sessions_t *ss = s->ss;
     size_t held = s->owner ? lockmgr_owner_held(s->owner) : 0;
-    int waiting = s->owner ? lockmgr_owner_waiting(s->owner) : 0;
+    size_t waiting = s->owner ? lockmgr_owner_waiting(s->owner) : 0;
     int locker = held > 0 || waiting || s->grants > 0 || s->timeouts > 0;
     conf_log_level_t level = locker && ss->closed_cb == NULL ? CONF_LOG_INFO : CONF_LOG_DEBUG;
     if (!log_enabled(level)) return;

@@ -202,16 +202,16 @@ static void elect_acquire(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_r
     hold_t *h = lock_hold_of(l, o, LOCK_MODE_ELECT);
     if (h != NULL) {
         lock_reply_t r = {.kind = LOCK_REPLY_GRANTED, .fence = h->fence, .holds = 1};
-        lock_answer(o, &r);
+        lock_answer(o, o->call_now, &r);
         return;
     }
     if (cand_put(m, o->id, req->name, req->len, req->value, req->value_len) != 0) {
-        lock_answer_error(m, o, LOCK_ERR_LIMIT, LOCK_WHY_NOMEM, 0);
+        lock_answer_error(m, o, o->call_now, LOCK_ERR_LIMIT, LOCK_WHY_NOMEM, 0);
         return;
     }
     elect_watch(m, req->name, req->len);
     lock_acquire(m, o, l, req);
-    if (o->pending == NULL) { /* answered at once: it does not wait */
+    if (o->answered) { /* answered at once: it does not wait */
         cand_t *c = cand_find(m, o->id, req->name, req->len);
         if (c != NULL && !timers_active(&c->grace)) cand_free(c);
         l = lock_find(m, req->name, req->len);

@@ -49,8 +49,14 @@ typedef enum {
     PENDING_MULTI       /* a multi-name wait (multi.c): a place in each queue */
 } pending_kind_t;
 
+/* One request of an owner's in flight. An owner has any number at once
+ * (tagged requests); its session keeps two that change one name from
+ * being here together. */
 typedef struct pending_s {
     pending_kind_t kind;
+    void *call;                /* lockmgr_request's call: its answer names it */
+    LIST_ENTRY(pending_s) by_owner; /* on the owner's pendings until it ends */
+    int linked;
 } pending_t;
 
 LIST_HEAD(hold_list_s, hold_s);
@@ -71,8 +77,10 @@ struct lock_owner_s {
     void *data;
     struct hold_list_s holds;  /* what it holds */
     size_t held_count;
-    pending_t *pending;        /* the request in flight, or NULL */
-    lock_reply_t *now;         /* inside lockmgr_request: where a reply at once goes */
+    LIST_HEAD(, pending_s) pendings; /* its requests in flight */
+    size_t npending;
+    void *call_now;            /* inside lockmgr_request: the call being taken */
+    lock_reply_t *now;         /* ... and where its reply at once goes */
     int answered;              /* ... and whether it came */
     int in_callback;           /* inside its on_reply or on_event now */
     int dropped;               /* dropped from inside one: told nothing more,
@@ -178,6 +186,7 @@ struct wait_s {
     backend_op_t acquire;      /* its acquire, while in flight */
     election_read_t *kind_read; /* a read its kind sent about it, in
                                   flight (lock_read_election), or NULL */
+    pending_t *set;            /* a MULTI place: its multi-name wait's */
 };
 
 /* A release that must reach Redis even if it is down now, or a leave of
@@ -293,10 +302,14 @@ void lock_hold_drop(hold_t *h);
 uint32_t lock_hold_valid(const lockmgr_t *m, uint32_t lease_ms);
 /* Remaining lease of the local holder, or -1. */
 long long lock_local_ttl(const lock_t *l);
-void lock_answer(lock_owner_t *o, const lock_reply_t *r);
-void lock_answer_timeout(lockmgr_t *m, lock_owner_t *o, long long ttl_ms);
+void lock_answer_timeout(lockmgr_t *m, lock_owner_t *o, void *call, long long ttl_ms);
 /* ERR BACKEND with why the backend cannot serve name now. */
-void lock_answer_unavailable(lockmgr_t *m, lock_owner_t *o, const char *name, size_t len);
+void lock_answer_unavailable(lockmgr_t *m, lock_owner_t *o, void *call, const char *name,
+                             size_t len);
+/* p is in flight for o, for its call; it ends (linked no more) at
+ * lock_pending_end, which every kind of pending reaches once. */
+void lock_pending_start(lock_owner_t *o, pending_t *p, pending_kind_t kind, void *call);
+void lock_pending_end(lock_owner_t *o, pending_t *p);
 void lockmgr_shutdown_step(lockmgr_t *m);
 
 /* wait.c */

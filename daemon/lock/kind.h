@@ -194,9 +194,9 @@ void lock_unlock(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t 
 /* One hold less of h (o's, on l) as UNLOCK gives it back: the holds left. */
 long long lock_unlock_hold(lockmgr_t *m, lock_owner_t *o, lock_t *l, hold_t *h);
 /* Queues o for l (LOCK, TRYLOCK), as the request's kind and mode say. */
-void lock_start_wait(lockmgr_t *m, lock_owner_t *o, lock_req_kind_t kind, lock_mode_t mode,
-                     const char *name, size_t len, uint32_t wait_ms, uint32_t lease_ms,
-                     uint32_t permits);
+void lock_start_wait(lockmgr_t *m, lock_owner_t *o, void *call, lock_req_kind_t kind,
+                     lock_mode_t mode, const char *name, size_t len, uint32_t wait_ms,
+                     uint32_t lease_ms, uint32_t permits);
 /* One backend call for o's request (internal.h's lock_op_t): done gets
  * its answer; NULL (answered) on no memory. Submit op->bop. */
 lock_op_t *lock_op_new(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req,
@@ -213,17 +213,20 @@ uint32_t lock_hold_redis_lease(const hold_t *h);
 void lock_release_local(hold_t *h);
 void lock_maybe_free(lock_t *l);
 
-/* Answers (lockmgr.c). */
-void lock_answer_value(lock_owner_t *o, long long v);
-void lock_answer_error(lockmgr_t *m, lock_owner_t *o, lock_err_t err, lock_why_t why,
-                       long long limit);
+/* Answers (lockmgr.c), each to one call of o's: the request being taken
+ * (o->call_now, inside lockmgr_request) or a pending's (p->call). */
+void lock_answer(lock_owner_t *o, void *call, const lock_reply_t *r);
+void lock_answer_value(lock_owner_t *o, void *call, long long v);
+void lock_answer_error(lockmgr_t *m, lock_owner_t *o, void *call, lock_err_t err,
+                       lock_why_t why, long long limit);
 /* ERR BACKEND with the backend's text. */
-void lock_answer_backend(lockmgr_t *m, lock_owner_t *o, const char *text);
+void lock_answer_backend(lockmgr_t *m, lock_owner_t *o, void *call, const char *text);
 /* ERR KIND: name is held as mode's kind (why HELD_AS, RELEASE_AS,
  * NO_HOLDER). */
-void lock_answer_kind(lockmgr_t *m, lock_owner_t *o, lock_why_t why, lock_mode_t mode,
-                      const char *name, size_t len);
+void lock_answer_kind(lockmgr_t *m, lock_owner_t *o, void *call, lock_why_t why,
+                      lock_mode_t mode, const char *name, size_t len);
 /* ERR NOTHELD, or ERR KIND when o holds l as another kind. */
-void lock_answer_notheld(lockmgr_t *m, lock_owner_t *o, const lock_t *l, lock_mode_t mode);
+void lock_answer_notheld(lockmgr_t *m, lock_owner_t *o, void *call, const lock_t *l,
+                         lock_mode_t mode);
 
 #endif

@@ -16,65 +16,81 @@ static const char *const loss_names[] = {"expired", "forced", "backend"};
 
 /* ---- answers ------------------------------------------------------------------ */
 
-void lock_answer(lock_owner_t *o, const lock_reply_t *r) {
+void lock_answer(lock_owner_t *o, void *call, const lock_reply_t *r) {
     if (o == NULL) return;
-    o->pending = NULL;
-    if (o->now != NULL) { /* inside lockmgr_request: answered at once */
+    if (o->now != NULL && call == o->call_now) { /* inside lockmgr_request: at once */
         *o->now = *r;
         o->answered = 1;
         return;
     }
     if (o->dropped) return;
     o->in_callback++;
-    o->on_reply(o->data, r);
+    o->on_reply(o->data, call, r);
     o->in_callback--;
 }
 
-void lock_answer_value(lock_owner_t *o, long long v) {
+void lock_answer_value(lock_owner_t *o, void *call, long long v) {
     lock_reply_t r = {.kind = LOCK_REPLY_VALUE, .value = v};
-    lock_answer(o, &r);
+    lock_answer(o, call, &r);
 }
 
-void lock_answer_timeout(lockmgr_t *m, lock_owner_t *o, long long ttl_ms) {
+void lock_answer_timeout(lockmgr_t *m, lock_owner_t *o, void *call, long long ttl_ms) {
     lock_reply_t r = {.kind = LOCK_REPLY_TIMEOUT, .ttl_ms = ttl_ms};
     m->stats.timeouts++;
-    lock_answer(o, &r);
+    lock_answer(o, call, &r);
 }
 
-static void answer_failure(lockmgr_t *m, lock_owner_t *o, lock_reply_t *r) {
+static void answer_failure(lockmgr_t *m, lock_owner_t *o, void *call, lock_reply_t *r) {
     r->kind = LOCK_REPLY_ERROR;
     if (r->err == LOCK_ERR_BACKEND) m->stats.backend_errors++;
-    lock_answer(o, r);
+    lock_answer(o, call, r);
 }
 
-void lock_answer_error(lockmgr_t *m, lock_owner_t *o, lock_err_t err, lock_why_t why,
-                       long long limit) {
+void lock_answer_error(lockmgr_t *m, lock_owner_t *o, void *call, lock_err_t err,
+                       lock_why_t why, long long limit) {
     lock_reply_t r = {.err = err, .why = why, .limit = limit};
-    answer_failure(m, o, &r);
+    answer_failure(m, o, call, &r);
 }
 
-void lock_answer_backend(lockmgr_t *m, lock_owner_t *o, const char *text) {
+void lock_answer_backend(lockmgr_t *m, lock_owner_t *o, void *call, const char *text) {
     lock_reply_t r = {.err = LOCK_ERR_BACKEND, .why = LOCK_WHY_BACKEND, .detail = text};
-    answer_failure(m, o, &r);
+    answer_failure(m, o, call, &r);
 }
 
-void lock_answer_kind(lockmgr_t *m, lock_owner_t *o, lock_why_t why, lock_mode_t mode,
-                      const char *name, size_t len) {
+void lock_answer_kind(lockmgr_t *m, lock_owner_t *o, void *call, lock_why_t why,
+                      lock_mode_t mode, const char *name, size_t len) {
     lock_reply_t r = {.err = LOCK_ERR_KIND, .why = why, .mode = mode, .name = name, .len = len};
-    answer_failure(m, o, &r);
+    answer_failure(m, o, call, &r);
 }
 
-void lock_answer_unavailable(lockmgr_t *m, lock_owner_t *o, const char *name, size_t len) {
+void lock_answer_unavailable(lockmgr_t *m, lock_owner_t *o, void *call, const char *name,
+                             size_t len) {
     backend_describe(m->backend, name, len, m->why, sizeof(m->why));
-    lock_answer_backend(m, o, m->why);
+    lock_answer_backend(m, o, call, m->why);
 }
 
-void lock_answer_notheld(lockmgr_t *m, lock_owner_t *o, const lock_t *l, lock_mode_t mode) {
+void lock_answer_notheld(lockmgr_t *m, lock_owner_t *o, void *call, const lock_t *l,
+                         lock_mode_t mode) {
     const hold_t *other = lock_hold_mine(l, o);
     if (other != NULL && lock_kind_of(other->mode) != lock_kind_of(mode))
-        lock_answer_kind(m, o, LOCK_WHY_RELEASE_AS, other->mode, l->name, l->len);
+        lock_answer_kind(m, o, call, LOCK_WHY_RELEASE_AS, other->mode, l->name, l->len);
     else
-        lock_answer_error(m, o, LOCK_ERR_NOTHELD, LOCK_WHY_NONE, 0);
+        lock_answer_error(m, o, call, LOCK_ERR_NOTHELD, LOCK_WHY_NONE, 0);
+}
+
+void lock_pending_start(lock_owner_t *o, pending_t *p, pending_kind_t kind, void *call) {
+    p->kind = kind;
+    p->call = call;
+    LIST_INSERT_HEAD(&o->pendings, p, by_owner);
+    p->linked = 1;
+    o->npending++;
+}
+
+void lock_pending_end(lock_owner_t *o, pending_t *p) {
+    if (o == NULL || !p->linked) return;
+    LIST_REMOVE(p, by_owner);
+    p->linked = 0;
+    o->npending--;
 }
 
 static void on_done_timer(timers_entry_t *t) {
@@ -265,6 +281,7 @@ lock_owner_t *lockmgr_owner_new(lockmgr_t *m, uint64_t id, uid_t uid, lock_reply
     o->on_event = on_event;
     o->data = data;
     LIST_INIT(&o->holds);
+    LIST_INIT(&o->pendings);
     return o;
 }
 
@@ -276,30 +293,46 @@ size_t lockmgr_owner_held(const lock_owner_t *o) {
     return o->held_count;
 }
 
-int lockmgr_owner_waiting(const lock_owner_t *o) {
-    return o->pending != NULL;
+size_t lockmgr_owner_waiting(const lock_owner_t *o) {
+    return o->npending;
 }
 
-int lockmgr_request(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req,
+int lockmgr_request(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req, void *call,
                     lock_reply_t *now) {
+    /* Nested: a reply callback of this owner's other calls may ask again. */
+    void *outer_call = o->call_now;
+    lock_reply_t *outer_now = o->now;
+    int outer_answered = o->answered;
+    o->call_now = call;
     o->now = now;
     o->answered = 0;
     lock_request(m, o, req);
-    o->now = NULL;
-    return o->answered;
+    int answered = o->answered;
+    o->call_now = outer_call;
+    o->now = outer_now;
+    o->answered = outer_answered;
+    return answered;
 }
 
-int lockmgr_cancel(lockmgr_t *m, lock_owner_t *o) {
-    if (o->pending != NULL && o->pending->kind == PENDING_MULTI) {
-        multi_cancel(o->pending);
+static pending_t *pending_of(lock_owner_t *o, void *call) {
+    pending_t *p;
+    LIST_FOREACH(p, &o->pendings, by_owner)
+        if (p->call == call) return p;
+    return NULL;
+}
+
+int lockmgr_cancel(lockmgr_t *m, lock_owner_t *o, void *call) {
+    pending_t *p = pending_of(o, call);
+    if (p != NULL && p->kind == PENDING_MULTI) {
+        multi_cancel(p);
         return 1;
     }
-    if (o->pending == NULL || o->pending->kind != PENDING_WAIT) return 0;
-    wait_t *w = (wait_t *)o->pending;
+    if (p == NULL || p->kind != PENDING_WAIT) return 0;
+    wait_t *w = (wait_t *)p;
     lock_t *l = w->lock;
     m->stats.cancelled++;
     lock_wait_withdraw(w);
-    lock_answer_error(m, o, LOCK_ERR_CANCELLED, LOCK_WHY_NONE, 0);
+    lock_answer_error(m, o, call, LOCK_ERR_CANCELLED, LOCK_WHY_NONE, 0);
     lock_wait_end(w);
     lock_maybe_free(l);
     return 1;
@@ -312,18 +345,19 @@ static void owner_drop_now(lock_owner_t *o) {
     for (int k = 0; k < LOCK_MODE_COUNT; k++)
         if (m->kind_state[k] != NULL && lock_modes[k].kind->owner_drop != NULL)
             lock_modes[k].kind->owner_drop(m, o);
-    if (o->pending != NULL) {
-        if (o->pending->kind == PENDING_WAIT) {
-            wait_t *w = (wait_t *)o->pending;
+    pending_t *p;
+    while ((p = LIST_FIRST(&o->pendings)) != NULL) {
+        lock_pending_end(o, p);
+        if (p->kind == PENDING_WAIT) {
+            wait_t *w = (wait_t *)p;
             lock_t *l = w->lock;
             lock_wait_end(w);
             lock_maybe_free(l);
-        } else if (o->pending->kind == PENDING_MULTI) {
-            multi_orphan(o->pending);
+        } else if (p->kind == PENDING_MULTI) {
+            multi_orphan(p);
         } else {
-            lock_op_orphan((lock_op_t *)o->pending);
+            lock_op_orphan((lock_op_t *)p);
         }
-        o->pending = NULL;
     }
     hold_t *h;
     while ((h = LIST_FIRST(&o->holds)) != NULL) {

@@ -2,10 +2,11 @@
  * SPDX-License-Identifier: MIT
  *
  * It takes typed requests and answers with typed replies; the session
- * turns them into protocol text. Each request gets exactly one reply:
- * either at once, as lockmgr_request()'s return value says, or later
- * through the owner's reply callback, never before lockmgr_request()
- * returns. Loss events come through the owner's event callback at any
+ * turns them into protocol text. An owner may have any number of requests
+ * in flight, each named by the caller's call pointer. Each request gets
+ * exactly one reply: either at once, as lockmgr_request()'s return value
+ * says, or later through the owner's reply callback with its call, never
+ * before lockmgr_request() returns. Loss events come through the owner's event callback at any
  * time outside lockmgr_request(). After lockmgr_owner_drop() neither
  * callback is called again for that owner. */
 #ifndef DLOCK_LOCKMGR_H
@@ -179,7 +180,7 @@ typedef enum {
     LOCK_LOST_BACKEND
 } lock_loss_t;
 
-typedef void (*lock_reply_cb)(void *data, const lock_reply_t *reply);
+typedef void (*lock_reply_cb)(void *data, void *call, const lock_reply_t *reply);
 typedef void (*lock_event_cb)(void *data, const char *name, size_t len, lock_loss_t why);
 typedef void (*lockmgr_done_cb)(lockmgr_t *mgr, void *data);
 
@@ -286,21 +287,28 @@ void lockmgr_owner_drop(lockmgr_t *mgr, lock_owner_t *owner);
 /* The peer's pid, for WHO (0: unknown). */
 void lockmgr_owner_set_pid(lock_owner_t *owner, pid_t pid);
 size_t lockmgr_owner_held(const lock_owner_t *owner);
-int lockmgr_owner_waiting(const lock_owner_t *owner);
+/* Its requests in flight. */
+size_t lockmgr_owner_waiting(const lock_owner_t *owner);
 
-/* Handles one request; an owner has at most one in flight. Returns 1 with
- * *now filled when it is answered at once, 0 when the reply will come
- * through the owner's reply callback. Who may ask what (FORCE is for
- * admins) is the caller's to check first (conf/access.h). */
+/* Handles one request. Returns 1 with *now filled when it is answered at
+ * once, 0 when the reply will come through the owner's reply callback,
+ * with call. call is the caller's name for the request (not NULL, and no
+ * other request of the owner's in flight has it). An owner may have many
+ * requests in flight, but the caller keeps two that change the same name
+ * (lock, release, renew) from being in flight together: they are taken
+ * in order. Who may ask what (FORCE is for admins) is the caller's to
+ * check first (conf/access.h). The reply callback may be called for the
+ * owner's other calls from inside this call. */
 int lockmgr_request(lockmgr_t *mgr, lock_owner_t *owner, const lock_request_t *req,
-                    lock_reply_t *now);
+                    void *call, lock_reply_t *now);
 
-/* Withdraws the owner's request in flight if it is a wait (LOCK, TRYLOCK
- * with a wait, and the other kinds' alike): it is answered ERR CANCELLED
+/* Withdraws the owner's request call if it is a wait (LOCK, TRYLOCK with
+ * a wait, and the other kinds' alike): it is answered ERR CANCELLED
  * through the reply callback, from inside this call, and nothing it may
- * have been granted stays held. Returns 1, or 0 when no wait was in flight
- * (nothing in flight, or a request that does not wait: its answer comes). */
-int lockmgr_cancel(lockmgr_t *mgr, lock_owner_t *owner);
+ * have been granted stays held. Returns 1, or 0 when it was no wait in
+ * flight (not in flight, or a request that does not wait: its answer
+ * comes). */
+int lockmgr_cancel(lockmgr_t *mgr, lock_owner_t *owner, void *call);
 
 void lockmgr_stats(const lockmgr_t *mgr, lockmgr_stats_t *out);
 

@@ -117,7 +117,7 @@ static void mwait_count(mwait_t *mw, int waiting) {
 static void mwait_end(mwait_t *mw) {
     lockmgr_t *m = mw->mgr;
     mwait_count(mw, 0);
-    if (mw->owner != NULL && mw->owner->pending == &mw->hdr) mw->owner->pending = NULL;
+    lock_pending_end(mw->owner, &mw->hdr);
     mw->owner = NULL;
     if (mw->kind_read != NULL) {
         lock_read_forget(mw->kind_read);
@@ -249,9 +249,8 @@ static void multi_try(mwait_t *mw) {
  * its own (on Cluster, the undo of a part taken in another slot, which
  * would wake it again and again). */
 static void multi_attempt(lock_t *l, wait_t *w) {
-    if (w->owner == NULL || w->owner->pending == NULL || w->owner->pending->kind != PENDING_MULTI)
-        return;
-    mwait_t *mw = mwait_of(w->owner->pending);
+    if (w->owner == NULL || w->set == NULL) return;
+    mwait_t *mw = mwait_of(w->set);
     if (mw->refused && mw->part[mw->which].lock != l) return;
     multi_try(mw);
 }
@@ -287,12 +286,13 @@ static int mwait_requeue_lost(mwait_t *mw) {
         if (p->w != NULL || lock_hold_of(l, o, LOCK_MODE_MUTEX) != NULL) continue;
         lock_why_t why = LOCK_WHY_NONE;
         if (mw->once) {
-            lock_answer_timeout(m, o, mwait_ttl(mw));
+            lock_answer_timeout(m, o, mw->hdr.call, mwait_ttl(mw));
             mwait_end(mw);
             return 1;
         }
         if (lock_in_use(l) && l->kind != lock_kind_of(LOCK_MODE_MUTEX)) {
-            lock_answer_kind(m, o, LOCK_WHY_HELD_AS, lock_kind_mode(l->kind), l->name, l->len);
+            lock_answer_kind(m, o, mw->hdr.call, LOCK_WHY_HELD_AS, lock_kind_mode(l->kind), l->name,
+                             l->len);
             mwait_end(mw);
             return 1;
         }
@@ -300,11 +300,12 @@ static int mwait_requeue_lost(mwait_t *mw) {
         else if (!mw->counted) why = lock_acct_new_wait(m, o);
         if (why == LOCK_WHY_NONE) {
             if (!lock_in_use(l)) l->kind = lock_kind_of(LOCK_MODE_MUTEX);
-            if ((p->w = lock_enqueue(l, o, LOCK_MODE_MULTI, mw->lease_ms)) == NULL)
-                why = LOCK_WHY_NOMEM;
+            p->w = lock_enqueue(l, o, LOCK_MODE_MULTI, mw->lease_ms);
+            if (p->w == NULL) why = LOCK_WHY_NOMEM;
+            else p->w->set = &mw->hdr;
         }
         if (why != LOCK_WHY_NONE) {
-            lock_answer_error(m, o, LOCK_ERR_LIMIT, why, 0);
+            lock_answer_error(m, o, mw->hdr.call, LOCK_ERR_LIMIT, why, 0);
             mwait_end(mw);
             return 1;
         }
@@ -334,7 +335,7 @@ static void mwait_grant(mwait_t *mw) {
     lock_why_t why = lock_acct_room(m, o, fresh);
     if (why != LOCK_WHY_NONE) {
         mwait_undo(mw, 1);
-        lock_answer_error(m, o, LOCK_ERR_LIMIT, why, 0);
+        lock_answer_error(m, o, mw->hdr.call, LOCK_ERR_LIMIT, why, 0);
         mwait_end(mw);
         return;
     }
@@ -354,7 +355,7 @@ static void mwait_grant(mwait_t *mw) {
             if (mw->reentry[i] == 'n' && h != NULL) lock_hold_drop(h);
         }
         mwait_undo(mw, 1);
-        lock_answer_error(m, o, LOCK_ERR_LIMIT, LOCK_WHY_NOMEM, 0);
+        lock_answer_error(m, o, mw->hdr.call, LOCK_ERR_LIMIT, LOCK_WHY_NOMEM, 0);
         mwait_end(mw);
         return;
     }
@@ -370,7 +371,7 @@ static void mwait_grant(mwait_t *mw) {
     lock_reply_t r = {.kind = LOCK_REPLY_LIST, .list = mw->values, .count = mw->n};
     for (size_t i = 0; i < mw->n; i++)
         if (mw->part[i].w != NULL) mw->part[i].w->granted = 1;
-    lock_answer(o, &r);
+    lock_answer(o, mw->hdr.call, &r);
     mwait_end(mw);
 }
 
@@ -390,7 +391,7 @@ static long long mwait_ttl(const mwait_t *mw) {
 
 static void on_deadline(timers_entry_t *t) {
     mwait_t *mw = container_of(t, mwait_t, deadline);
-    lock_answer_timeout(mw->mgr, mw->owner, mwait_ttl(mw));
+    lock_answer_timeout(mw->mgr, mw->owner, mw->hdr.call, mwait_ttl(mw));
     mwait_end(mw);
 }
 
@@ -405,7 +406,8 @@ static void on_set_read(void *data, int leads) {
     for (size_t i = 0; i < mw->n; i++)
         if (mw->part[i].w != NULL) lock_wait_withdraw(mw->part[i].w);
     const backend_name_t *nm = &mw->names[mw->read_which];
-    lock_answer_kind(mw->mgr, mw->owner, LOCK_WHY_HELD_AS, LOCK_MODE_ELECT, nm->name, nm->len);
+    lock_answer_kind(mw->mgr, mw->owner, mw->hdr.call, LOCK_WHY_HELD_AS, LOCK_MODE_ELECT, nm->name,
+                     nm->len);
     mwait_end(mw);
 }
 
@@ -448,7 +450,7 @@ static void on_gone(backend_op_t *bop) {
     mw->in_flight = 0;
     if (mw->owner == NULL || m->stopping) {
         if (mw->owner != NULL)
-            lock_answer_error(m, mw->owner, LOCK_ERR_BACKEND, LOCK_WHY_SHUTDOWN, 0);
+            lock_answer_error(m, mw->owner, mw->hdr.call, LOCK_ERR_BACKEND, LOCK_WHY_SHUTDOWN, 0);
         mwait_end(mw);
         return;
     }
@@ -510,7 +512,8 @@ static void on_multi(backend_op_t *op) {
                                         : res->status != BACKEND_FAILED;
     if (mw->owner == NULL || m->stopping) {
         if (ran) mwait_undo(mw, res->status == BACKEND_OK);
-        if (mw->owner != NULL) lock_answer_error(m, mw->owner, LOCK_ERR_BACKEND, LOCK_WHY_SHUTDOWN, 0);
+        if (mw->owner != NULL) lock_answer_error(m, mw->owner, mw->hdr.call, LOCK_ERR_BACKEND,
+                                                 LOCK_WHY_SHUTDOWN, 0);
         for (size_t i = 0; i < mw->n; i++) lock_kick(mw->part[i].lock);
         mwait_end(mw);
         return;
@@ -525,7 +528,7 @@ static void on_multi(backend_op_t *op) {
             return;
         }
         if (mw->tried && queued && res->status == BACKEND_DOWN) return; /* Redis back: kicked */
-        lock_answer_backend(m, o, res->error);
+        lock_answer_backend(m, o, mw->hdr.call, res->error);
         mwait_end(mw);
         return;
     }
@@ -537,14 +540,15 @@ static void on_multi(backend_op_t *op) {
     case BACKEND_TAKEN:
         if (res->ttl_ms > mw->ttl_ms || res->ttl_ms == -1) mw->ttl_ms = res->ttl_ms;
         if (mw->once) {
-            lock_answer_timeout(m, o, res->ttl_ms);
+            lock_answer_timeout(m, o, mw->hdr.call, res->ttl_ms);
             mwait_end(mw);
             return;
         }
         mwait_taken(mw, res, woken);
         return;
     case BACKEND_WRONG_KIND:
-        lock_answer_kind(m, o, LOCK_WHY_HELD_AS, lock_mode_of_backend(res->held), at->name,
+        lock_answer_kind(m, o, mw->hdr.call, LOCK_WHY_HELD_AS, lock_mode_of_backend(res->held),
+                         at->name,
                          at->len);
         mwait_end(mw);
         return;
@@ -564,7 +568,7 @@ static void on_multi(backend_op_t *op) {
              * soon, as wait.c does for a single name. */
             mwait_undo(mw, 0);
             if (mw->once) {
-                lock_answer_backend(m, o, LOCK_UNEXPECTED_HOLD_GONE);
+                lock_answer_backend(m, o, mw->hdr.call, LOCK_UNEXPECTED_HOLD_GONE);
                 mwait_end(mw);
                 return;
             }
@@ -591,7 +595,7 @@ void multi_cancel(pending_t *pending) {
     for (size_t i = 0; i < mw->n; i++)
         if (mw->part[i].w != NULL) lock_wait_withdraw(mw->part[i].w);
     mw->mgr->stats.cancelled++;
-    lock_answer_error(mw->mgr, mw->owner, LOCK_ERR_CANCELLED, LOCK_WHY_NONE, 0);
+    lock_answer_error(mw->mgr, mw->owner, mw->hdr.call, LOCK_ERR_CANCELLED, LOCK_WHY_NONE, 0);
     mwait_end(mw);
 }
 
@@ -607,11 +611,12 @@ static int mlock_refused(lockmgr_t *m, lock_owner_t *o, const lock_request_t *re
         const lock_name_t *nm = &req->names[i];
         lock_t *l = lock_find(m, nm->name, nm->len);
         if (lock_in_use(l) && l->kind != lock_kind_of(LOCK_MODE_MUTEX)) {
-            lock_answer_kind(m, o, LOCK_WHY_HELD_AS, lock_kind_mode(l->kind), nm->name, nm->len);
+            lock_answer_kind(m, o, o->call_now, LOCK_WHY_HELD_AS, lock_kind_mode(l->kind), nm->name,
+                             nm->len);
             return 1;
         }
         if (!backend_available(m->backend, nm->name, nm->len)) {
-            lock_answer_unavailable(m, o, nm->name, nm->len);
+            lock_answer_unavailable(m, o, o->call_now, nm->name, nm->len);
             return 1;
         }
         if (lock_hold_of(l, o, LOCK_MODE_MUTEX) == NULL) (*fresh)++;
@@ -625,12 +630,12 @@ static int mlock_refused(lockmgr_t *m, lock_owner_t *o, const lock_request_t *re
     else if (*fresh > 0 && (why = lock_acct_new_holds(m, o, *fresh)) == LOCK_WHY_NONE)
         why = lock_acct_new_wait(m, o);
     if (why != LOCK_WHY_NONE) {
-        lock_answer_error(m, o, LOCK_ERR_LIMIT, why, 0);
+        lock_answer_error(m, o, o->call_now, LOCK_ERR_LIMIT, why, 0);
         return 1;
     }
     uint32_t max = m->backend->lease_max_ms;
     if (max && req->lease_ms > max) {
-        lock_answer_error(m, o, LOCK_ERR_ARGS, LOCK_WHY_LEASE_MAX, max);
+        lock_answer_error(m, o, o->call_now, LOCK_ERR_ARGS, LOCK_WHY_LEASE_MAX, max);
         return 1;
     }
     return 0;
@@ -650,14 +655,14 @@ static int once_blocked(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req
             if (t > ttl) ttl = t;
         }
     }
-    if (blocked) lock_answer_timeout(m, o, ttl);
+    if (blocked) lock_answer_timeout(m, o, o->call_now, ttl);
     return blocked;
 }
 
 static void mlock(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
     size_t n = req->nnames, fresh;
     if (n == 0 || n > LOCKMGR_MNAMES_MAX) {
-        lock_answer_error(m, o, LOCK_ERR_ARGS, LOCK_WHY_NONE, 0);
+        lock_answer_error(m, o, o->call_now, LOCK_ERR_ARGS, LOCK_WHY_NONE, 0);
         return;
     }
     if (mlock_refused(m, o, req, &fresh)) return;
@@ -666,14 +671,14 @@ static void mlock(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
     mwait_t *mw = zalloc(sizeof(*mw) + n * (sizeof(mpart_t) + sizeof(backend_name_t) +
                                             sizeof(uint64_t) + 1) + 1);
     if (mw == NULL) {
-        lock_answer_error(m, o, LOCK_ERR_LIMIT, LOCK_WHY_NOMEM, 0);
+        lock_answer_error(m, o, o->call_now, LOCK_ERR_LIMIT, LOCK_WHY_NOMEM, 0);
         return;
     }
     mw->names = (backend_name_t *)(mw->part + n);
     mw->values = (uint64_t *)(mw->names + n);
     mw->reentry = (char *)(mw->values + n);
-    mw->hdr.kind = PENDING_MULTI;
     mw->mgr = m;
+    lock_pending_start(o, &mw->hdr, PENDING_MULTI, o->call_now);
     mw->owner = o;
     mw->owner_id = o->id;
     mw->once = once;
@@ -692,15 +697,15 @@ static void mlock(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
         if (!lock_in_use(l)) l->kind = lock_kind_of(LOCK_MODE_MUTEX);
         if ((mw->part[i].w = lock_enqueue(l, o, LOCK_MODE_MULTI, req->lease_ms)) == NULL)
             goto nomem;
+        mw->part[i].w->set = &mw->hdr;
         mwait_count(mw, 1);
     }
-    o->pending = &mw->hdr;
     if (req->kind == LOCK_REQ_TRYMLOCK && req->wait_ms > 0)
         timers_start(m->timers, &mw->deadline, req->wait_ms, on_deadline);
     multi_try(mw);
     return;
 nomem:
-    lock_answer_error(m, o, LOCK_ERR_LIMIT, LOCK_WHY_NOMEM, 0);
+    lock_answer_error(m, o, o->call_now, LOCK_ERR_LIMIT, LOCK_WHY_NOMEM, 0);
     mwait_end(mw);
 }
 
@@ -722,7 +727,7 @@ static void munlock(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
     hold_t *hold[LOCKMGR_MNAMES_MAX];
     size_t n = req->nnames;
     if (n == 0 || n > LOCKMGR_MNAMES_MAX) {
-        lock_answer_error(m, o, LOCK_ERR_ARGS, LOCK_WHY_NONE, 0);
+        lock_answer_error(m, o, o->call_now, LOCK_ERR_ARGS, LOCK_WHY_NONE, 0);
         return;
     }
     /* Every name first: if one is not held, nothing is released. */
@@ -733,23 +738,24 @@ static void munlock(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
         if (hold[i] != NULL) continue;
         const hold_t *other = lock_hold_mine(l, o);
         if (other != NULL) {
-            lock_answer_kind(m, o, LOCK_WHY_RELEASE_AS, other->mode, nm->name, nm->len);
+            lock_answer_kind(m, o, o->call_now, LOCK_WHY_RELEASE_AS, other->mode, nm->name,
+                             nm->len);
             return;
         }
         lock_reply_t r = {.kind = LOCK_REPLY_ERROR, .err = LOCK_ERR_NOTHELD,
                           .name = nm->name, .len = nm->len};
-        lock_answer(o, &r);
+        lock_answer(o, o->call_now, &r);
         return;
     }
     uint64_t *left = munlock_buf(m);
     if (left == NULL) {
-        lock_answer_error(m, o, LOCK_ERR_LIMIT, LOCK_WHY_NOMEM, 0);
+        lock_answer_error(m, o, o->call_now, LOCK_ERR_LIMIT, LOCK_WHY_NOMEM, 0);
         return;
     }
     for (size_t i = 0; i < n; i++)
         left[i] = (uint64_t)lock_unlock_hold(m, o, hold[i]->lock, hold[i]);
     lock_reply_t r = {.kind = LOCK_REPLY_LIST, .list = left, .count = n};
-    lock_answer(o, &r);
+    lock_answer(o, o->call_now, &r);
 }
 
 static void multi_request(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req) {

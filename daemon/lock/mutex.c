@@ -66,7 +66,8 @@ static void on_wait_read(void *data, int leads) {
     lock_t *l = w->lock;
     /* As a CANCEL: an acquire in flight is undone right behind it. */
     lock_wait_withdraw(w);
-    lock_answer_kind(l->mgr, w->owner, LOCK_WHY_HELD_AS, LOCK_MODE_ELECT, l->name, l->len);
+    lock_answer_kind(l->mgr, w->owner, w->hdr.call, LOCK_WHY_HELD_AS, LOCK_MODE_ELECT, l->name,
+                     l->len);
     lock_wait_end(w);
     lock_maybe_free(l);
 }

@@ -314,7 +314,8 @@ static void leader_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
     (void)h;
     if (o == NULL) return;
     if (res->outcome == BACKEND_WRONG_KIND) {
-        lock_answer_kind(m, o, LOCK_WHY_HELD_AS, lock_mode_of_backend(res->held), op->name,
+        lock_answer_kind(m, o, op->hdr.call, LOCK_WHY_HELD_AS, lock_mode_of_backend(res->held),
+                         op->name,
                          op->len);
         return;
     }
@@ -325,14 +326,14 @@ static void leader_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
         obs_t *ob = obs_of(m, o, op->name, op->len);
         oowner_t *oo = oowner_find(m, o->id);
         if (ob == NULL && oo != NULL && oo->count >= m->conf->max_observes_per_client) {
-            lock_answer_error(m, o, LOCK_ERR_LIMIT, LOCK_WHY_MAX_OBSERVES,
+            lock_answer_error(m, o, op->hdr.call, LOCK_ERR_LIMIT, LOCK_WHY_MAX_OBSERVES,
                               m->conf->max_observes_per_client);
             return;
         }
         if (on == NULL) on = oname_get(m, op->name, op->len);
         if (on == NULL || (ob == NULL && obs_new(m, o, on, res->fence) == NULL)) {
             if (on != NULL) oname_maybe_free(on);
-            lock_answer_error(m, o, LOCK_ERR_LIMIT, LOCK_WHY_NOMEM, 0);
+            lock_answer_error(m, o, op->hdr.call, LOCK_ERR_LIMIT, LOCK_WHY_NOMEM, 0);
             return;
         }
         if (ob != NULL) { /* observed already: this answer counts as told */
@@ -343,7 +344,7 @@ static void leader_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
     lock_reply_t r = {.kind = LOCK_REPLY_LEADER, .fence = res->fence, .leader = value,
                       .leader_len = vlen};
     if (on != NULL) on->telling++;
-    lock_answer(o, &r);
+    lock_answer(o, op->hdr.call, &r);
     if (on == NULL) return;
     /* Then the observers here hear of it (this one was told it), or of
      * what a later read found. */
@@ -366,20 +367,20 @@ void observe_request(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
         oowner_t *oo = oowner_find(m, o->id);
         if (obs_of(m, o, req->name, req->len) == NULL && oo != NULL &&
             oo->count >= m->conf->max_observes_per_client) {
-            lock_answer_error(m, o, LOCK_ERR_LIMIT, LOCK_WHY_MAX_OBSERVES,
+            lock_answer_error(m, o, o->call_now, LOCK_ERR_LIMIT, LOCK_WHY_MAX_OBSERVES,
                               m->conf->max_observes_per_client);
             return;
         }
         if (elect_get(m) == NULL) {
-            lock_answer_error(m, o, LOCK_ERR_LIMIT, LOCK_WHY_NOMEM, 0);
+            lock_answer_error(m, o, o->call_now, LOCK_ERR_LIMIT, LOCK_WHY_NOMEM, 0);
             return;
         }
     } else if (req->kind != LOCK_REQ_LEADER) {
-        lock_answer_error(m, o, LOCK_ERR_ARGS, LOCK_WHY_NONE, 0);
+        lock_answer_error(m, o, o->call_now, LOCK_ERR_ARGS, LOCK_WHY_NONE, 0);
         return;
     }
     if (!backend_available(m->backend, req->name, req->len)) {
-        lock_answer_unavailable(m, o, req->name, req->len);
+        lock_answer_unavailable(m, o, o->call_now, req->name, req->len);
         return;
     }
     lock_op_t *op = lock_op_new(m, o, NULL, req, BACKEND_LEADER, LOCK_MODE_ELECT, leader_done);

@@ -20,11 +20,10 @@ lock_op_t *lock_op_new(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_requ
                        backend_op_kind_t kind, lock_mode_t mode, lock_op_done_cb done) {
     lock_op_t *op = zalloc(sizeof(*op) + req->len + 1);
     if (op == NULL) {
-        lock_answer_error(m, o, LOCK_ERR_LIMIT, LOCK_WHY_NOMEM, 0);
+        lock_answer_error(m, o, o->call_now, LOCK_ERR_LIMIT, LOCK_WHY_NOMEM, 0);
         return NULL;
     }
     const hold_t *h = lock_hold_of(l, o, mode);
-    op->hdr.kind = PENDING_OP;
     op->mode = mode;
     op->mgr = m;
     op->owner = o;
@@ -37,7 +36,7 @@ lock_op_t *lock_op_new(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_requ
     memcpy(op->name, req->name, req->len);
     op->len = req->len;
     if (l) l->busy++;
-    o->pending = &op->hdr;
+    lock_pending_start(o, &op->hdr, PENDING_OP, o->call_now);
     lock_op_init(&op->bop, kind, mode, op->name, op->len, o->id, on_op);
     op->bop.queue_ms = m->conf->lease_ms; /* a fair lock's reentry that finds
                                              it gone takes a place */
@@ -73,7 +72,7 @@ static void on_op(backend_op_t *bop) {
     hold_t *h = op_hold(op);
 
     if (op->lock) op->lock->busy--;
-    if (o && o->pending == &op->hdr) o->pending = NULL;
+    lock_pending_end(o, &op->hdr);
     if (bop->res.status != BACKEND_OK) {
         /* It may have run (a RENEW not replicated in time did) and
          * shortened the lease. */
@@ -96,7 +95,7 @@ static void on_op(backend_op_t *bop) {
             release_all(op->mgr, op->name, op->len, bop->owner, bop->lease_ms, op->mode);
         }
         if (bop->res.status != BACKEND_FAILED) reentry_leave(op); /* it may have run */
-        if (o != NULL) lock_answer_backend(op->mgr, o, bop->res.error);
+        if (o != NULL) lock_answer_backend(op->mgr, o, op->hdr.call, bop->res.error);
     } else {
         op->done(op, o, h);
     }
@@ -121,7 +120,7 @@ static void reentry_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
         h->lease_ms = op->keep_lease;
         watchdog_set_confirmed(h, op->sent_at, op->bop.lease_ms);
         lock_reply_t r = {.kind = LOCK_REPLY_GRANTED, .fence = h->fence, .holds = h->count};
-        lock_answer(o, &r);
+        lock_answer(o, op->hdr.call, &r);
         return;
     }
     /* Our hold had ended in Redis without our knowing. Waiters here that
@@ -132,22 +131,24 @@ static void reentry_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
         release_all(m, l->name, l->len, o->id, op->bop.lease_ms, op->mode);
     lock_kick(l);
     if (res->outcome == BACKEND_WRONG_KIND) {
-        lock_answer_kind(m, o, LOCK_WHY_HELD_AS, lock_mode_of_backend(res->held), l->name, l->len);
+        lock_answer_kind(m, o, op->hdr.call, LOCK_WHY_HELD_AS, lock_mode_of_backend(res->held),
+                         l->name, l->len);
         return;
     }
     /* A fresh grant: with the lease this request asked for. */
-    lock_start_wait(m, o, op->kind, op->mode, op->name, op->len, op->wait_ms, op->lease_ms, 0);
+    lock_start_wait(m, o, op->hdr.call, op->kind, op->mode, op->name, op->len, op->wait_ms,
+                    op->lease_ms, 0);
 }
 
 void lock_acquire(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req) {
     hold_t *h = lock_hold_of(l, o, req->mode);
     if (h == NULL) {
-        lock_start_wait(m, o, req->kind, req->mode, req->name, req->len, req->wait_ms,
+        lock_start_wait(m, o, o->call_now, req->kind, req->mode, req->name, req->len, req->wait_ms,
                         req->lease_ms, 0);
         return;
     }
     if (!backend_available(m->backend, l->name, l->len)) {
-        lock_answer_unavailable(m, o, l->name, l->len);
+        lock_answer_unavailable(m, o, o->call_now, l->name, l->len);
         return;
     }
     lock_op_t *op = lock_op_new(m, o, l, req, BACKEND_ACQUIRE, req->mode, reentry_done);
@@ -193,10 +194,10 @@ static hold_t *hold_released_by(const lock_t *l, const lock_owner_t *o, lock_mod
 void lock_unlock(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req) {
     hold_t *h = hold_released_by(l, o, req->mode);
     if (h == NULL) {
-        lock_answer_notheld(m, o, l, req->mode);
+        lock_answer_notheld(m, o, o->call_now, l, req->mode);
         return;
     }
-    lock_answer_value(o, lock_unlock_hold(m, o, l, h));
+    lock_answer_value(o, o->call_now, lock_unlock_hold(m, o, l, h));
 }
 
 long long lock_unlock_hold(lockmgr_t *m, lock_owner_t *o, lock_t *l, hold_t *h) {
@@ -226,17 +227,17 @@ static void renew_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
 
     if (o == NULL) return;
     if (h == NULL) {
-        lock_answer_error(m, o, LOCK_ERR_NOTHELD, LOCK_WHY_NONE, 0);
+        lock_answer_error(m, o, op->hdr.call, LOCK_ERR_NOTHELD, LOCK_WHY_NONE, 0);
     } else if (res->renewal == BACKEND_RENEWED) {
         h->lease_ms = op->keep_lease;
         watchdog_set_confirmed(h, op->sent_at, op->bop.lease_ms);
-        lock_answer_value(o, op->bop.lease_ms);
+        lock_answer_value(o, op->hdr.call, op->bop.lease_ms);
     } else {
         /* Gone where it counts, it may linger elsewhere (a semaphore's
          * other ids): delete what is left of it, as the watchdog does. */
         release_hold(h);
         lock_hold_lost(h, res->renewal == BACKEND_FORCED ? LOCK_LOST_FORCED : LOCK_LOST_EXPIRED);
-        lock_answer_error(m, o, LOCK_ERR_NOTHELD, LOCK_WHY_NONE, 0);
+        lock_answer_error(m, o, op->hdr.call, LOCK_ERR_NOTHELD, LOCK_WHY_NONE, 0);
         lock_kick(op->lock);
     }
 }
@@ -244,7 +245,7 @@ static void renew_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
 static void do_renew(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req) {
     hold_t *h = lock_hold_mine(l, o);
     if (h == NULL) {
-        lock_answer_error(m, o, LOCK_ERR_NOTHELD, LOCK_WHY_NONE, 0);
+        lock_answer_error(m, o, o->call_now, LOCK_ERR_NOTHELD, LOCK_WHY_NONE, 0);
         return;
     }
     lock_op_t *op = lock_op_new(m, o, l, req, BACKEND_RENEW, h->mode, renew_done);
@@ -282,7 +283,7 @@ static void status_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
         lock_reply_t r = {.kind = LOCK_REPLY_SEM,
                           .holders = form == LOCK_STATUS_PERMITS ? res->holders : 0,
                           .holds = mine == LOCK_STATUS_PERMITS ? h->count : 0};
-        lock_answer(o, &r);
+        lock_answer(o, op->hdr.call, &r);
         return;
     }
     /* Our hold (op->mode's) is alive if Redis has it, in that form. */
@@ -296,17 +297,17 @@ static void status_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
         lock_reply_t r = {.kind = LOCK_REPLY_RW, .mode = redis_mode, .holders = res->holders,
                           .ttl_ms = res->ttl_ms,
                           .holds = h != NULL && h->mode == redis_mode ? h->count : 0};
-        lock_answer(o, &r);
+        lock_answer(o, op->hdr.call, &r);
         return;
     }
     if (h != NULL) {
         lock_reply_t r = {.kind = LOCK_REPLY_MINE, .holds = h->count, .ttl_ms = res->ttl_ms,
                           .fence = h->fence};
-        lock_answer(o, &r);
+        lock_answer(o, op->hdr.call, &r);
         return;
     }
     lock_reply_t r = {.kind = held ? LOCK_REPLY_TAKEN : LOCK_REPLY_FREE, .ttl_ms = res->ttl_ms};
-    lock_answer(o, &r);
+    lock_answer(o, op->hdr.call, &r);
 }
 
 /* ---- WHO ----------------------------------------------------------------------------- */
@@ -318,7 +319,7 @@ static void who_local(lockmgr_t *m, lock_owner_t *o, lock_t *l) {
                       .holder_host = m->host, .holder_dlockd_pid = (long long)getpid(),
                       .holder_pid = h->owner->pid > 0 ? (long long)h->owner->pid : -1,
                       .holder_uid = (long long)h->owner->uid};
-    lock_answer(o, &r);
+    lock_answer(o, o->call_now, &r);
 }
 
 /* WHO a holder elsewhere: Redis's answer, with its dlockd as it
@@ -329,11 +330,12 @@ static void who_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
     if (o == NULL) return;
     if (res->ttl_ms == -2) {
         lock_reply_t r = {.kind = LOCK_REPLY_FREE, .ttl_ms = -2};
-        lock_answer(o, &r);
+        lock_answer(o, op->hdr.call, &r);
         return;
     }
     if (res->ttl_ms == -3) {
-        lock_answer_kind(op->mgr, o, LOCK_WHY_NO_HOLDER, lock_mode_of_backend(res->held),
+        lock_answer_kind(op->mgr, o, op->hdr.call, LOCK_WHY_NO_HOLDER,
+                         lock_mode_of_backend(res->held),
                          op->name, op->len);
         return;
     }
@@ -342,12 +344,13 @@ static void who_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
     backend_who_daemon(&op->who, host, sizeof(host), &pid);
     lock_reply_t r = {.kind = LOCK_REPLY_HELD, .ttl_ms = res->ttl_ms, .holder_host = host,
                       .holder_dlockd_pid = pid, .holder_pid = -1, .holder_uid = -1};
-    lock_answer(o, &r);
+    lock_answer(o, op->hdr.call, &r);
 }
 
 static void do_who(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req) {
     if (lock_in_use(l) && l->kind->permits) {
-        lock_answer_kind(m, o, LOCK_WHY_NO_HOLDER, lock_kind_mode(l->kind), l->name, l->len);
+        lock_answer_kind(m, o, o->call_now, LOCK_WHY_NO_HOLDER, lock_kind_mode(l->kind), l->name,
+                         l->len);
         return;
     }
     if (l != NULL && lock_hold_first(l) != NULL) {
@@ -371,7 +374,7 @@ static void force_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
         lock_kick(l);
         lock_maybe_free(l);
     }
-    if (o != NULL) lock_answer_value(o, op->bop.res.removed);
+    if (o != NULL) lock_answer_value(o, op->hdr.call, op->bop.res.removed);
 }
 
 static void do_force(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
@@ -393,11 +396,12 @@ static int kind_refused(lockmgr_t *m, lock_owner_t *o, const lock_t *l,
         lock_reply_t r = {.kind = LOCK_REPLY_ERROR, .err = LOCK_ERR_KIND,
                           .why = LOCK_WHY_UNSUPPORTED, .mode = req->mode,
                           .detail = m->backend->type->name};
-        lock_answer(o, &r);
+        lock_answer(o, o->call_now, &r);
         return 1;
     }
     if (lock_in_use(l) && l->kind != k) {
-        lock_answer_kind(m, o, LOCK_WHY_HELD_AS, lock_kind_mode(l->kind), l->name, l->len);
+        lock_answer_kind(m, o, o->call_now, LOCK_WHY_HELD_AS, lock_kind_mode(l->kind), l->name,
+                         l->len);
         return 1;
     }
     return 0;
@@ -409,14 +413,14 @@ void lock_request(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
     const lock_kind_t *k = lock_kind_of(req->mode);
 
     if (m->stopping) {
-        lock_answer_error(m, o, LOCK_ERR_BACKEND, LOCK_WHY_SHUTDOWN, 0);
+        lock_answer_error(m, o, o->call_now, LOCK_ERR_BACKEND, LOCK_WHY_SHUTDOWN, 0);
         return;
     }
     uint32_t max = m->backend->lease_max_ms;
     if (max && req->lease_ms > max &&
         (req->kind == LOCK_REQ_LOCK || req->kind == LOCK_REQ_TRYLOCK ||
          req->kind == LOCK_REQ_RENEW)) {
-        lock_answer_error(m, o, LOCK_ERR_ARGS, LOCK_WHY_LEASE_MAX, max);
+        lock_answer_error(m, o, o->call_now, LOCK_ERR_ARGS, LOCK_WHY_LEASE_MAX, max);
         return;
     }
     switch (req->kind) {
@@ -451,7 +455,7 @@ void lock_request(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
         /* A request of one kind's own (SEMINIT). */
         if (kind_refused(m, o, l, req)) return;
         if (k->request) k->request(m, o, l, req);
-        else lock_answer_error(m, o, LOCK_ERR_ARGS, LOCK_WHY_NONE, 0);
+        else lock_answer_error(m, o, o->call_now, LOCK_ERR_ARGS, LOCK_WHY_NONE, 0);
         return;
     }
 }

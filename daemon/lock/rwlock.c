@@ -50,8 +50,8 @@ static void downgrade_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
             release_all(m, l->name, l->len, o->id, op->bop.lease_ms, LOCK_MODE_READ);
         if (w != NULL) lock_hold_lost(w, LOCK_LOST_EXPIRED);
         lock_kick(l); /* the wait below, refused or not, kicks no one */
-        lock_start_wait(m, o, op->kind, LOCK_MODE_READ, op->name, op->len, op->wait_ms,
-                        op->lease_ms, 0);
+        lock_start_wait(m, o, op->hdr.call, op->kind, LOCK_MODE_READ, op->name, op->len,
+                        op->wait_ms, op->lease_ms, 0);
         return;
     }
     /* Limits are checked as the request came; other requests of the uid
@@ -59,7 +59,7 @@ static void downgrade_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
     lock_why_t why = lock_acct_room(m, o, 1);
     if (why != LOCK_WHY_NONE) {
         release_all(m, l->name, l->len, o->id, op->bop.lease_ms, LOCK_MODE_READ);
-        lock_answer_error(m, o, LOCK_ERR_LIMIT, why, 0);
+        lock_answer_error(m, o, op->hdr.call, LOCK_ERR_LIMIT, why, 0);
         return;
     }
     /* REENTERED: a field of ours a release has not cleared yet; the new
@@ -67,21 +67,21 @@ static void downgrade_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
     hold_t *r = lock_hold_new(l, o, w->fence, op->lease_ms, LOCK_MODE_READ);
     if (r == NULL) {
         release_all(m, l->name, l->len, o->id, op->bop.lease_ms, LOCK_MODE_READ);
-        lock_answer_error(m, o, LOCK_ERR_LIMIT, LOCK_WHY_NOMEM, 0);
+        lock_answer_error(m, o, op->hdr.call, LOCK_ERR_LIMIT, LOCK_WHY_NOMEM, 0);
         return;
     }
     m->stats.grants++;
     release_forget(m, l->name, l->len, o->id, LOCK_MODE_READ);
     watchdog_set_confirmed(r, op->sent_at, op->bop.lease_ms);
     lock_reply_t g = {.kind = LOCK_REPLY_GRANTED, .fence = w->fence, .holds = 1};
-    lock_answer(o, &g);
+    lock_answer(o, op->hdr.call, &g);
 }
 
 static void rw_acquire(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req) {
     int holds = lock_hold_of(l, o, req->mode) != NULL;
     if (!holds && req->mode == LOCK_MODE_WRITE && lock_hold_of(l, o, LOCK_MODE_READ) != NULL) {
         /* It would wait for its own read hold forever. */
-        lock_answer_error(m, o, LOCK_ERR_KIND, LOCK_WHY_UPGRADE, 0);
+        lock_answer_error(m, o, o->call_now, LOCK_ERR_KIND, LOCK_WHY_UPGRADE, 0);
         return;
     }
     if (holds || req->mode != LOCK_MODE_READ || lock_hold_of(l, o, LOCK_MODE_WRITE) == NULL) {
@@ -91,15 +91,15 @@ static void rw_acquire(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_requ
     /* A downgrade: queued behind waiters that wait for this owner's write
      * lock, it would never be granted. */
     if (!backend_available(m->backend, l->name, l->len)) {
-        lock_answer_unavailable(m, o, l->name, l->len);
+        lock_answer_unavailable(m, o, o->call_now, l->name, l->len);
         return;
     }
     if (o->held_count >= m->conf->max_locks_per_client) {
-        lock_answer_error(m, o, LOCK_ERR_LIMIT, LOCK_WHY_MAX_LOCKS, 0);
+        lock_answer_error(m, o, o->call_now, LOCK_ERR_LIMIT, LOCK_WHY_MAX_LOCKS, 0);
         return;
     }
     if (lock_acct_new_holds(m, o, 1) != LOCK_WHY_NONE) {
-        lock_answer_error(m, o, LOCK_ERR_LIMIT, LOCK_WHY_MAX_LOCKS_UID, 0);
+        lock_answer_error(m, o, o->call_now, LOCK_ERR_LIMIT, LOCK_WHY_MAX_LOCKS_UID, 0);
         return;
     }
     lock_op_t *op = lock_op_new(m, o, l, req, BACKEND_ACQUIRE, LOCK_MODE_READ, downgrade_done);

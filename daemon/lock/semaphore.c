@@ -81,7 +81,8 @@ static void sem_granted(lock_t *l, wait_t *w) {
          * set by hand, or a reply changed on the way): a bad reply. What
          * it may have granted goes back. */
         sem_undo(l, w, o->id);
-        lock_answer_backend(m, o, "semaphore's permits available out of range in Redis");
+        lock_answer_backend(m, o, w->hdr.call,
+                            "semaphore's permits available out of range in Redis");
         lock_wait_end(w);
         return;
     }
@@ -97,7 +98,7 @@ static void sem_granted(lock_t *l, wait_t *w) {
         h->count = 0;
     if (h == NULL) {
         sem_undo(l, w, o->id);
-        lock_answer_error(m, o, LOCK_ERR_LIMIT, LOCK_WHY_NOMEM, 0);
+        lock_answer_error(m, o, w->hdr.call, LOCK_ERR_LIMIT, LOCK_WHY_NOMEM, 0);
         lock_wait_end(w);
         return;
     }
@@ -109,7 +110,7 @@ static void sem_granted(lock_t *l, wait_t *w) {
     release_forget_permits(m, l->name, l->len, o->id, LOCK_MODE_SEM, h->count);
     /* The acquire set every id of the hold to the lease. */
     watchdog_set_confirmed(h, w->sent_at, w->acquire.lease_ms);
-    lock_answer_value(o, h->count);
+    lock_answer_value(o, w->hdr.call, h->count);
     lock_wait_end(w);
 }
 
@@ -158,7 +159,8 @@ static void sem_release_hold(const hold_t *h) {
 /* 1 with the answer given when permits is not 1 to the most. */
 static int permits_bad(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
     if (req->permits != 0 && req->permits <= LOCKMGR_SEM_PERMITS_MAX) return 0;
-    lock_answer_error(m, o, LOCK_ERR_ARGS, LOCK_WHY_PERMITS_RANGE, LOCKMGR_SEM_PERMITS_MAX);
+    lock_answer_error(m, o, o->call_now, LOCK_ERR_ARGS, LOCK_WHY_PERMITS_RANGE,
+                      LOCKMGR_SEM_PERMITS_MAX);
     return 1;
 }
 
@@ -168,11 +170,12 @@ static void sem_acquire(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_req
     const hold_t *h = lock_hold_of(l, o, req->mode);
     if (permits_bad(m, o, req)) return;
     if ((h ? h->count : 0) + req->permits > LOCKMGR_SEM_PERMITS_MAX) {
-        lock_answer_error(m, o, LOCK_ERR_LIMIT, LOCK_WHY_PERMITS_MAX, LOCKMGR_SEM_PERMITS_MAX);
+        lock_answer_error(m, o, o->call_now, LOCK_ERR_LIMIT, LOCK_WHY_PERMITS_MAX,
+                          LOCKMGR_SEM_PERMITS_MAX);
         return;
     }
-    lock_start_wait(m, o, req->kind, req->mode, req->name, req->len, req->wait_ms, req->lease_ms,
-                    req->permits);
+    lock_start_wait(m, o, o->call_now, req->kind, req->mode, req->name, req->len, req->wait_ms,
+                    req->lease_ms, req->permits);
 }
 
 /* RELEASE <name> <permits>. */
@@ -181,16 +184,16 @@ static void sem_release(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_req
     if (permits_bad(m, o, req)) return;
     hold_t *h = lock_hold_of(l, o, LOCK_MODE_SEM);
     if (h == NULL) {
-        lock_answer_notheld(m, o, l, LOCK_MODE_SEM);
+        lock_answer_notheld(m, o, o->call_now, l, LOCK_MODE_SEM);
         return;
     }
     if (permits > h->count) {
-        lock_answer_error(m, o, LOCK_ERR_NOTHELD, LOCK_WHY_PERMITS_HELD, h->count);
+        lock_answer_error(m, o, o->call_now, LOCK_ERR_NOTHELD, LOCK_WHY_PERMITS_HELD, h->count);
         return;
     }
     if (permits == h->count) {
         lock_release_local(h);
-        lock_answer_value(o, 0);
+        lock_answer_value(o, o->call_now, 0);
         lock_maybe_free(l);
         return;
     }
@@ -199,7 +202,7 @@ static void sem_release(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_req
     sem_free_add(l, permits);
     release_permits(m, l->name, l->len, o->id, lock_hold_redis_lease(h), LOCK_MODE_SEM, h->count,
                     permits);
-    lock_answer_value(o, h->count);
+    lock_answer_value(o, o->call_now, h->count);
     lock_kick(l);
 }
 
@@ -209,17 +212,18 @@ static void seminit_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
     (void)h;
     if (o == NULL) return;
     if (res->outcome == BACKEND_WRONG_KIND) {
-        lock_answer_kind(op->mgr, o, LOCK_WHY_HELD_AS, lock_mode_of_backend(res->held), op->name,
+        lock_answer_kind(op->mgr, o, op->hdr.call, LOCK_WHY_HELD_AS,
+                         lock_mode_of_backend(res->held), op->name,
                          op->len);
         return;
     }
-    lock_answer_value(o, res->holds);
+    lock_answer_value(o, op->hdr.call, res->holds);
 }
 
 static void sem_request(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req) {
     if (req->kind != LOCK_REQ_SEMINIT) return;
     if (!backend_available(m->backend, req->name, req->len)) {
-        lock_answer_unavailable(m, o, req->name, req->len);
+        lock_answer_unavailable(m, o, o->call_now, req->name, req->len);
         return;
     }
     lock_op_t *op = lock_op_new(m, o, l, req, BACKEND_SEMINIT, LOCK_MODE_SEM, seminit_done);

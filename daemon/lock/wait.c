@@ -96,7 +96,7 @@ void lock_wait_end(wait_t *w) {
     wait_unlink(w);
     timers_stop(l->mgr->timers, &w->deadline);
     if (k->leave) k->leave(l, w, was_head);
-    if (w->owner && w->owner->pending == &w->hdr) w->owner->pending = NULL;
+    lock_pending_end(w->owner, &w->hdr);
     w->owner = NULL;
     /* The head left, or a waiter of a shared mode that may have been
      * holding back others */
@@ -131,7 +131,7 @@ void lock_grant(lock_t *l, wait_t *w, uint64_t fence) {
     hold_t *h = lock_hold_new(l, o, fence, w->lease_ms, w->mode);
     if (h == NULL) {
         lock_undo(l, w, o->id);
-        lock_answer_error(m, o, LOCK_ERR_LIMIT, LOCK_WHY_NOMEM, 0);
+        lock_answer_error(m, o, w->hdr.call, LOCK_ERR_LIMIT, LOCK_WHY_NOMEM, 0);
         lock_wait_end(w);
         return;
     }
@@ -140,7 +140,7 @@ void lock_grant(lock_t *l, wait_t *w, uint64_t fence) {
     release_forget(m, l->name, l->len, o->id, w->mode);
     watchdog_set_confirmed(h, w->sent_at, w->acquire.lease_ms);
     lock_reply_t r = {.kind = LOCK_REPLY_GRANTED, .fence = fence, .holds = 1};
-    lock_answer(o, &r);
+    lock_answer(o, w->hdr.call, &r);
     w->granted = 1;
     lock_wait_end(w);
 }
@@ -300,7 +300,7 @@ static void attempt_orphaned(lock_t *l, wait_t *w, const backend_result_t *res) 
         if (res->status != BACKEND_FAILED &&
             (res->status != BACKEND_OK || res->outcome == BACKEND_TAKEN))
             w->tried = 1;
-        lock_answer_error(m, w->owner, LOCK_ERR_BACKEND, LOCK_WHY_SHUTDOWN, 0);
+        lock_answer_error(m, w->owner, w->hdr.call, LOCK_ERR_BACKEND, LOCK_WHY_SHUTDOWN, 0);
         lock_wait_end(w);
     } else {
         pool_put(&m->wait_pool, w);
@@ -335,7 +335,7 @@ static void attempt_failed(lock_t *l, wait_t *w, const backend_result_t *res) {
         return;
     }
     log_debug("acquire %s: %s", l->name, res->error);
-    lock_answer_backend(m, w->owner, res->error);
+    lock_answer_backend(m, w->owner, w->hdr.call, res->error);
     lock_wait_end(w);
     lock_maybe_free(l);
 }
@@ -349,7 +349,7 @@ static void attempt_unusable(lock_t *l, wait_t *w, const char *what) {
     log_debug("acquire %s: %s", l->name, what);
     lock_undo(l, w, w->owner->id);
     if (w->once) {
-        lock_answer_backend(m, w->owner, what);
+        lock_answer_backend(m, w->owner, w->hdr.call, what);
         lock_wait_end(w);
         return;
     }
@@ -369,7 +369,7 @@ static int grant_fits(lock_t *l, wait_t *w) {
     if (lock_hold_of(l, w->owner, w->mode) != NULL) return 1; /* joins its hold */
     if ((why = lock_acct_room(l->mgr, w->owner, 1)) == LOCK_WHY_NONE) return 1;
     lock_undo(l, w, w->owner->id);
-    lock_answer_error(l->mgr, w->owner, LOCK_ERR_LIMIT, why, 0);
+    lock_answer_error(l->mgr, w->owner, w->hdr.call, LOCK_ERR_LIMIT, why, 0);
     lock_wait_end(w);
     return 0;
 }
@@ -409,7 +409,8 @@ static void on_attempt(backend_op_t *op) {
         lock_attempt(l, w);
         break;
     case BACKEND_WRONG_KIND:
-        lock_answer_kind(m, w->owner, LOCK_WHY_HELD_AS, lock_mode_of_backend(res->held), l->name,
+        lock_answer_kind(m, w->owner, w->hdr.call, LOCK_WHY_HELD_AS,
+                         lock_mode_of_backend(res->held), l->name,
                          l->len);
         lock_wait_end(w);
         break;
@@ -418,7 +419,7 @@ static void on_attempt(backend_op_t *op) {
         w->ttl_ms = res->ttl_ms;
         w->unacked[0] = '\0'; /* someone holds it: that is why now */
         if (w->once) {
-            lock_answer_timeout(m, w->owner, res->ttl_ms);
+            lock_answer_timeout(m, w->owner, w->hdr.call, res->ttl_ms);
             lock_wait_end(w);
             break;
         }
@@ -461,9 +462,9 @@ static void on_wait_deadline(timers_entry_t *t) {
                         ? lock_local_ttl(l)
                         : (w->tried ? w->ttl_ms : -1);
     if (w->unacked[0] != '\0' && LIST_EMPTY(&l->holds))
-        lock_answer_backend(l->mgr, w->owner, w->unacked);
+        lock_answer_backend(l->mgr, w->owner, w->hdr.call, w->unacked);
     else
-        lock_answer_timeout(l->mgr, w->owner, ttl);
+        lock_answer_timeout(l->mgr, w->owner, w->hdr.call, ttl);
     lock_wait_end(w);
     lock_maybe_free(l);
 }
@@ -478,15 +479,15 @@ static int only_sharers_queued(const lock_t *l, lock_mode_t mode) {
     return 1;
 }
 
-void lock_start_wait(lockmgr_t *m, lock_owner_t *o, lock_req_kind_t kind, lock_mode_t mode,
-                     const char *name, size_t len, uint32_t wait_ms, uint32_t lease_ms,
-                     uint32_t permits) {
+void lock_start_wait(lockmgr_t *m, lock_owner_t *o, void *call, lock_req_kind_t kind,
+                     lock_mode_t mode, const char *name, size_t len, uint32_t wait_ms,
+                     uint32_t lease_ms, uint32_t permits) {
     const lock_kind_t *k = lock_kind_of(mode);
     lock_t *l = lock_find(m, name, len);
     /* More permits join the owner's hold: no new hold. */
     if (o->held_count >= m->conf->max_locks_per_client &&
         !(k->permits && lock_hold_of(l, o, mode) != NULL)) {
-        lock_answer_error(m, o, LOCK_ERR_LIMIT, LOCK_WHY_MAX_LOCKS, 0);
+        lock_answer_error(m, o, call, LOCK_ERR_LIMIT, LOCK_WHY_MAX_LOCKS, 0);
         return;
     }
     lock_why_t why = LOCK_WHY_NONE;
@@ -494,17 +495,17 @@ void lock_start_wait(lockmgr_t *m, lock_owner_t *o, lock_req_kind_t kind, lock_m
     else if (!(k->permits && lock_hold_of(l, o, mode) != NULL)) why = lock_acct_new_holds(m, o, 1);
     if (why == LOCK_WHY_NONE) why = lock_acct_new_wait(m, o);
     if (why != LOCK_WHY_NONE) {
-        lock_answer_error(m, o, LOCK_ERR_LIMIT, why, 0);
+        lock_answer_error(m, o, call, LOCK_ERR_LIMIT, why, 0);
         return;
     }
     if (!backend_available(m->backend, name, len)) {
-        lock_answer_unavailable(m, o, name, len);
+        lock_answer_unavailable(m, o, call, name, len);
         return;
     }
     l = lock_get(m, name, len);
     wait_t *w = l ? pool_get(&m->wait_pool) : NULL;
     if (w == NULL) {
-        lock_answer_error(m, o, LOCK_ERR_LIMIT, LOCK_WHY_NOMEM, 0);
+        lock_answer_error(m, o, call, LOCK_ERR_LIMIT, LOCK_WHY_NOMEM, 0);
         if (l) lock_maybe_free(l);
         return;
     }
@@ -513,16 +514,15 @@ void lock_start_wait(lockmgr_t *m, lock_owner_t *o, lock_req_kind_t kind, lock_m
     if (once && (lock_blocked(l, o, mode) || !only_sharers_queued(l, mode))) {
         /* Someone here is ahead: no try, to keep first come first served. */
         pool_put(&m->wait_pool, w);
-        lock_answer_timeout(m, o, k->permits ? -1 : lock_local_ttl(l));
+        lock_answer_timeout(m, o, call, k->permits ? -1 : lock_local_ttl(l));
         return;
     }
     if (queue_get(l) == NULL) {
         pool_put(&m->wait_pool, w);
-        lock_answer_error(m, o, LOCK_ERR_LIMIT, LOCK_WHY_NOMEM, 0);
+        lock_answer_error(m, o, call, LOCK_ERR_LIMIT, LOCK_WHY_NOMEM, 0);
         lock_maybe_free(l);
         return;
     }
-    w->hdr.kind = PENDING_WAIT;
     w->owner = o;
     w->owner_id = o->id;
     w->lock = l;
@@ -536,7 +536,7 @@ void lock_start_wait(lockmgr_t *m, lock_owner_t *o, lock_req_kind_t kind, lock_m
     w->queued = 1;
     m->waiting++;
     lock_acct_waiting(o, 1);
-    o->pending = &w->hdr;
+    lock_pending_start(o, &w->hdr, PENDING_WAIT, call);
     if (kind == LOCK_REQ_TRYLOCK && wait_ms > 0)
         timers_start(m->timers, &w->deadline, wait_ms, on_wait_deadline);
     lock_kick(l);

@@ -66,8 +66,9 @@ static void record(client_t *c, const lock_reply_t *r) {
 }
 
 
-static void on_reply(void *data, const lock_reply_t *r) {
+static void on_reply(void *data, void *call, const lock_reply_t *r) {
     client_t *c = data;
+    ck_assert_msg(call == c, "client %" PRIu64 ": a reply for another call", c->id);
     ck_assert_msg(!in_request, "client %" PRIu64 ": %s reply callback inside lockmgr_request",
                   c->id, kind_name(r->kind));
     ck_assert_msg(!c->dropped, "client %" PRIu64 ": reply after lockmgr_owner_drop", c->id);
@@ -166,7 +167,7 @@ int request_permits(client_t *c, lock_req_kind_t kind, lock_mode_t mode,
     c->sent++;
     c->pending = 1;
     in_request = 1;
-    int at_once = lockmgr_request(mgr, c->o, &r, &now);
+    int at_once = lockmgr_request(mgr, c->o, &r, c, &now);
     in_request = 0;
     ck_assert_msg(at_once == 0 || at_once == 1, "lockmgr_request returned %d", at_once);
     if (at_once) {
@@ -195,7 +196,7 @@ int request_multi(client_t *c, lock_req_kind_t kind, const char *const *names, s
     c->sent++;
     c->pending = 1;
     in_request = 1;
-    int at_once = lockmgr_request(mgr, c->o, &r, &now);
+    int at_once = lockmgr_request(mgr, c->o, &r, c, &now);
     in_request = 0;
     if (at_once) record(c, &now);
     else ck_assert_msg(lockmgr_owner_waiting(c->o), "request in flight but not waiting");

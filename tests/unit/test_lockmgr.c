@@ -1958,11 +1958,11 @@ START_TEST(test_cancel_queued_wait) {
     ck_assert_int_eq(lock_req(b, "x", 0), 0);
     ck_assert_int_eq(lock_req(c, "x", 0), 0);
     ck_assert_uint_eq(stats().waiters, 2);
-    ck_assert_int_eq(lockmgr_cancel(mgr, b->o), 1);
+    ck_assert_int_eq(lockmgr_cancel(mgr, b->o, b), 1);
     expect_error(b, LOCK_ERR_CANCELLED);
     ck_assert_uint_eq(stats().waiters, 1);
     ck_assert_uint_eq(stats().cancelled, 1);
-    ck_assert_int_eq(lockmgr_cancel(mgr, b->o), 0); /* nothing waits now */
+    ck_assert_int_eq(lockmgr_cancel(mgr, b->o, b), 0); /* nothing waits now */
     ck_assert_int_eq(unlock_req(a, "x"), 1);
     expect_value(a, 0);
     fake_settle(fb);
@@ -1978,7 +1978,7 @@ START_TEST(test_cancel_acquire_in_flight) {
     client_t *a = client();
     ck_assert_int_eq(lock_req(a, "x", 0), 0);
     queued_is(0, BACKEND_ACQUIRE, "x", a);
-    ck_assert_int_eq(lockmgr_cancel(mgr, a->o), 1);
+    ck_assert_int_eq(lockmgr_cancel(mgr, a->o, a), 1);
     expect_error(a, LOCK_ERR_CANCELLED);
     fake_settle(fb);
     ck_assert_int_eq(fake_holds(fb, a->id, "x"), 0);
@@ -1993,9 +1993,9 @@ END_TEST
 /* What does not wait is not withdrawn: its answer comes. */
 START_TEST(test_cancel_not_a_wait) {
     client_t *a = client();
-    ck_assert_int_eq(lockmgr_cancel(mgr, a->o), 0);
+    ck_assert_int_eq(lockmgr_cancel(mgr, a->o, a), 0);
     ck_assert_int_eq(request(a, LOCK_REQ_STATUS, "x", 0, 0), 0);
-    ck_assert_int_eq(lockmgr_cancel(mgr, a->o), 0);
+    ck_assert_int_eq(lockmgr_cancel(mgr, a->o, a), 0);
     fake_settle(fb);
     lock_reply_t r = next_reply(a);
     ck_assert_int_eq(r.kind, LOCK_REPLY_FREE);

@@ -49,8 +49,9 @@ static void on_leader(void *data, const char *name, size_t len, uint64_t fence,
     if (c->drop_in_callback) drop(c);
 }
 
-static void leaver_on_reply(void *data, const lock_reply_t *r) {
+static void leaver_on_reply(void *data, void *call, const lock_reply_t *r) {
     client_t *c = data;
+    ck_assert_ptr_eq(call, c);
     ck_assert_msg(!in_request, "the leaver's reply inside lockmgr_request");
     ck_assert_msg(!c->dropped, "a reply to the leaver after lockmgr_owner_drop");
     c->replies[c->nreplies++ % MAX_LOG] = *r;
@@ -77,7 +78,7 @@ static int leaver_req(lock_req_kind_t kind, const char *name) {
     lock_request_t r = {.kind = kind, .mode = LOCK_MODE_ELECT, .name = name, .len = strlen(name)};
     lock_reply_t now;
     in_request = 1;
-    int at_once = lockmgr_request(mgr, leaver.o, &r, &now);
+    int at_once = lockmgr_request(mgr, leaver.o, &r, &leaver, &now);
     in_request = 0;
     return at_once;
 }
@@ -121,7 +122,7 @@ static int elect_req(client_t *c, const char *name, const char *value, uint32_t 
     c->sent++;
     c->pending = 1;
     in_request = 1;
-    int at_once = lockmgr_request(mgr, c->o, &r, &now);
+    int at_once = lockmgr_request(mgr, c->o, &r, c, &now);
     in_request = 0;
     if (at_once) {
         c->pending = 0;
@@ -239,7 +240,7 @@ START_TEST(cancelled_candidate_leaves_its_place) {
     ck_assert_str_eq(fake_fair_queue(fb, "e"), "o2");
     fake_run(fb); /* the watch's confirmation's try, refused */
     ck_assert_uint_eq(fake_queued(fb), 0);
-    ck_assert_int_eq(lockmgr_cancel(mgr, b->o), 1);
+    ck_assert_int_eq(lockmgr_cancel(mgr, b->o, b), 1);
     expect_error(b, LOCK_ERR_CANCELLED);
     queued_mode_is(0, BACKEND_LEAVE, BACKEND_ELECT, "e", b);
     fake_run(fb);

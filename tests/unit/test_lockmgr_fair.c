@@ -501,7 +501,7 @@ START_TEST(test_fair_cancel_leaves) {
     ck_assert_int_eq(fairlock_req(c, "f", 0), 0);
     fake_settle(fb);
     queue_is("f", "o2 o3");
-    ck_assert_int_eq(lockmgr_cancel(mgr, b->o), 1);
+    ck_assert_int_eq(lockmgr_cancel(mgr, b->o, b), 1);
     expect_error(b, LOCK_ERR_CANCELLED);
     queued_mode_is(0, BACKEND_LEAVE, BACKEND_FAIR, "f", b);
     fake_settle(fb);
@@ -1084,7 +1084,7 @@ START_TEST(test_fair_stale_leave_dropped) {
     fake_settle(fb);
     ck_assert_int_eq(fake_fair_acquire_field(fb, "f", "r", -1, LEASE), BACKEND_TAKEN);
     queue_is("f", "o2 r");
-    ck_assert_int_eq(lockmgr_cancel(mgr, b->o), 1);
+    ck_assert_int_eq(lockmgr_cancel(mgr, b->o, b), 1);
     expect_error(b, LOCK_ERR_CANCELLED);
     queued_mode_is(0, BACKEND_LEAVE, BACKEND_FAIR, "f", b);
     fake_fail_next(fb, BACKEND_DOWN, "no reply within command_timeout_ms");
@@ -1109,8 +1109,9 @@ END_TEST
 #define BARE_ID 1000
 static unsigned bare_replies;
 
-static void on_bare_reply(void *data, const lock_reply_t *r) {
+static void on_bare_reply(void *data, void *call, const lock_reply_t *r) {
     (void)data;
+    (void)call;
     (void)r;
     ck_assert_msg(!in_request, "a reply callback inside lockmgr_request");
     bare_replies++;
@@ -1142,7 +1143,7 @@ START_TEST(test_fair_many_waiters_take_places) {
                                  NULL);
         ck_assert_ptr_nonnull(w[i]);
         in_request = 1;
-        ck_assert_int_eq(lockmgr_request(mgr, w[i], &req, &at_once), 0);
+        ck_assert_int_eq(lockmgr_request(mgr, w[i], &req, w[i], &at_once), 0);
         in_request = 0;
     }
     ck_assert_uint_eq(fake_queued(fb), LOCKMGR_READS_INFLIGHT);

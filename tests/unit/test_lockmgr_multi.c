@@ -206,14 +206,14 @@ START_TEST(test_multi_cancel) {
     client_t *h = client(), *c = client();
     lock_ok(h, "b", 0);
     mlock_req(c, N("a", "b"), 0);
-    ck_assert_int_eq(lockmgr_cancel(mgr, c->o), 1);
+    ck_assert_int_eq(lockmgr_cancel(mgr, c->o, c), 1);
     expect_error(c, LOCK_ERR_CANCELLED);
     ck_assert_uint_eq(stats().waiters, 0);
     unlock_req(h, "b");
     expect_value(h, 0);
     mlock_req(c, N("a", "b"), 0);
     ck_assert_uint_eq(fake_queued(fb), 2); /* b's release, then the set */
-    ck_assert_int_eq(lockmgr_cancel(mgr, c->o), 1);
+    ck_assert_int_eq(lockmgr_cancel(mgr, c->o, c), 1);
     expect_error(c, LOCK_ERR_CANCELLED);
     fake_run(fb); /* granted in Redis, then released */
     fake_run(fb);
@@ -330,7 +330,7 @@ START_TEST(test_multi_waits_count_once) {
     fake_run(fb);
     expect_list(a, 3, NULL);
     ck_assert_uint_eq(stats().waiters, 1);
-    ck_assert_int_eq(lockmgr_cancel(mgr, b->o), 1);
+    ck_assert_int_eq(lockmgr_cancel(mgr, b->o, b), 1);
     expect_error(b, LOCK_ERR_CANCELLED);
     ck_assert_uint_eq(stats().waiters, 0);
 }
