@@ -26,6 +26,9 @@
 /* "OK" and up to PROTO_MNAMES_MAX numbers of 20 digits: the multi-name
  * replies, the only ones longer than PROTO_REPLY_MAX. */
 #define PROTO_REPLY_LIST_MAX (2 + PROTO_MNAMES_MAX * 21 + 2)
+/* Characters of a request's tag after its '#' (PROTOCOL.md, "Tagged
+ * requests"). */
+#define PROTO_TAG_MAX       16
 /* LIST: the locks told when no limit is given, and the most a limit may ask. */
 #define PROTO_LIST_DEFAULT  100
 #define PROTO_LIST_MAX      1000
@@ -135,6 +138,8 @@ typedef struct proto_request_s {
     uint8_t mlen[PROTO_MNAMES_MAX];   /* ... and its length */
     uint32_t limit;                   /* LIST: 1..PROTO_LIST_MAX (its pattern is in
                                          value: it names no one lock) */
+    char tag[PROTO_TAG_MAX + 1];      /* the line's tag without its '#', NUL-terminated */
+    uint8_t tag_len;                  /* ... 0: untagged (also for a malformed tag) */
 } proto_request_t;
 
 /* The i-th name of a multi-name request (i < nnames), NUL-terminated. */
@@ -180,7 +185,8 @@ proto_status_t proto_parse_line(const char *line, size_t len,
                                 proto_request_t *req);
 
 /* The first request in data (blank lines skipped): 1 if it is cmd, well
- * formed; 0 if it is another (or a bad line); -1 if no line is whole yet. */
+ * formed and untagged; 0 if it is another, a tagged one or a bad line; -1
+ * if no line is whole yet. */
 int proto_next_is(const char *data, size_t len, proto_cmd_t cmd);
 /* Strict decimal: digits only, 0..PROTO_NUM_MAX. Returns 0 or -1. */
 int proto_parse_num(const char *s, size_t len, uint32_t *out);
