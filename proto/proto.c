@@ -141,6 +141,21 @@ static proto_status_t parse_multi(proto_request_t *req, const char *const *word,
     return PROTO_REQUEST;
 }
 
+static const char tag_form[] = "a tag is # and 1 to 16 of 0-9 A-Z a-z _ -";
+
+/* 1 if s is a tag without its '#': 1 to PROTO_TAG_MAX of 0-9 A-Z a-z _ -,
+ * bytes that need no escaping anywhere a tag is echoed. */
+static int tag_valid(const char *s, size_t len) {
+    if (len == 0 || len > PROTO_TAG_MAX) return 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+              c == '_' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
 /* The request after the tag, if any: the words of the line. */
 static proto_status_t parse_request(const char *line, size_t len,
                                     proto_request_t *req) {
@@ -197,6 +212,15 @@ static proto_status_t parse_request(const char *line, size_t len,
             return fail(req, PROTO_ERR_ARGS, "limit is 1 to 1000");
         return PROTO_REQUEST;
     }
+    if (req->cmd == PROTO_CMD_CANCEL && nargs == 1) {
+        /* the tagged request to withdraw: its tag as the request had it */
+        if (wlen[1] < 2 || word[1][0] != '#' || !tag_valid(word[1] + 1, wlen[1] - 1))
+            return fail(req, PROTO_ERR_ARGS, commands[req->cmd].usage);
+        memcpy(req->value, word[1] + 1, wlen[1] - 1);
+        req->value[wlen[1] - 1] = '\0';
+        req->value_len = wlen[1] - 1;
+        return PROTO_REQUEST;
+    }
     if (commands[req->cmd].min_args == 0) return PROTO_REQUEST;
     if (req->cmd == PROTO_CMD_MLOCK || req->cmd == PROTO_CMD_TRYMLOCK ||
         req->cmd == PROTO_CMD_MUNLOCK)
@@ -233,21 +257,6 @@ static proto_status_t parse_request(const char *line, size_t len,
         req->wait_ms = num[k++];
     req->lease_ms = num[k];
     return PROTO_REQUEST;
-}
-
-static const char tag_form[] = "a tag is # and 1 to 16 of 0-9 A-Z a-z _ -";
-
-/* 1 if s is a tag without its '#': 1 to PROTO_TAG_MAX of 0-9 A-Z a-z _ -,
- * bytes that need no escaping anywhere a tag is echoed. */
-static int tag_valid(const char *s, size_t len) {
-    if (len == 0 || len > PROTO_TAG_MAX) return 0;
-    for (size_t i = 0; i < len; i++) {
-        char c = s[i];
-        if (!((c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-              c == '_' || c == '-'))
-            return 0;
-    }
-    return 1;
 }
 
 proto_status_t proto_parse_line(const char *line, size_t len,
@@ -289,6 +298,16 @@ proto_status_t proto_parse_line(const char *line, size_t len,
     return parse_request(line + i, len - i, req);
 }
 
+/* 1 if a line holds one word (its final CR aside): a command alone. */
+static int one_word(const char *line, size_t len) {
+    size_t i = 0;
+    if (len > 0 && line[len - 1] == '\r') len--;
+    while (i < len && is_space(line[i])) i++;
+    while (i < len && !is_space(line[i])) i++;
+    while (i < len && is_space(line[i])) i++;
+    return i == len;
+}
+
 int proto_next_is(const char *data, size_t len, proto_cmd_t cmd) {
     proto_request_t req;
     const char *lf;
@@ -297,7 +316,8 @@ int proto_next_is(const char *data, size_t len, proto_cmd_t cmd) {
         proto_status_t st = proto_parse_line(data, n, &req);
         if (st == PROTO_REQUEST) proto_request_free(&req);
         if (st != PROTO_NEED_MORE)
-            return st == PROTO_REQUEST && req.cmd == cmd && req.tag_len == 0;
+            return st == PROTO_REQUEST && req.cmd == cmd && req.tag_len == 0 &&
+                   one_word(data, n);
         len -= n + 1; /* a blank line: the next one */
         data = lf + 1;
     }

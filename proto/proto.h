@@ -82,7 +82,7 @@ typedef enum {
        "TRYMLOCK <n> <name1> ... <name_n> [<wait_ms> [<lease_ms>]]")        \
     XX(MUNLOCK, "MUNLOCK", 2, PROTO_MNAMES_MAX + 1, NONE,                    \
        "MUNLOCK <n> <name1> ... <name_n>")                                  \
-    XX(CANCEL, "CANCEL", 0, 0, NONE, "CANCEL")                               \
+    XX(CANCEL, "CANCEL", 0, 1, NONE, "CANCEL [#<tag>]")                      \
     XX(INFO, "INFO", 0, 0, NONE, "INFO")                                     \
     XX(CLIENTS, "CLIENTS", 0, 0, ADMIN, "CLIENTS")                           \
     XX(LIST, "LIST", 0, 2, READ, "LIST [<pattern> [<limit>]]")               \
@@ -129,7 +129,8 @@ typedef struct proto_request_s {
     uint32_t wait_ms;                 /* the TRY commands; 0 when absent */
     uint32_t lease_ms;                /* the locking commands, RENEW; 0 when absent */
     uint32_t permits;                 /* SEMINIT, ACQUIRE, TRYACQUIRE, RELEASE */
-    char value[PROTO_VALUE_MAX + 1];  /* ELECT: NUL-terminated, as a name is */
+    char value[PROTO_VALUE_MAX + 1];  /* ELECT: NUL-terminated, as a name is;
+                                         CANCEL #<tag>: the tag, without '#' */
     size_t value_len;
     const char *detail;               /* static text explaining err, or NULL */
     unsigned nnames;                  /* MLOCK, TRYMLOCK, MUNLOCK: 1..PROTO_MNAMES_MAX */
@@ -185,8 +186,10 @@ proto_status_t proto_parse_line(const char *line, size_t len,
                                 proto_request_t *req);
 
 /* The first request in data (blank lines skipped): 1 if it is cmd, well
- * formed and untagged; 0 if it is another, a tagged one or a bad line; -1
- * if no line is whole yet. */
+ * formed, untagged and without arguments; 0 if it is anything else (another
+ * command, cmd tagged or with arguments, a bad line); -1 if no line is
+ * whole yet. The session looks for the bare CANCEL behind an untagged wait:
+ * "CANCEL #7" and "#8 CANCEL" there are not it. */
 int proto_next_is(const char *data, size_t len, proto_cmd_t cmd);
 /* Strict decimal: digits only, 0..PROTO_NUM_MAX. Returns 0 or -1. */
 int proto_parse_num(const char *s, size_t len, uint32_t *out);

@@ -167,6 +167,7 @@ static const struct {
     {"list job* 10", PROTO_CMD_LIST, "", 0, 0, 0},
     {"QUIT", PROTO_CMD_QUIT, "", 0, 0, 0},
     {"CANCEL", PROTO_CMD_CANCEL, "", 0, 0, 0},
+    {"CANCEL #7", PROTO_CMD_CANCEL, "", 0, 0, 0},
     {"RLOCK r", PROTO_CMD_RLOCK, "r", 0, 0, 0},
     {"RLOCK r 3000", PROTO_CMD_RLOCK, "r", 0, 3000, 0},
     {"WLOCK w 3000", PROTO_CMD_WLOCK, "w", 0, 3000, 0},
@@ -219,7 +220,7 @@ START_TEST(test_parse_each_command) {
 END_TEST
 
 /* proto_next_is: the first whole request in a buffer, blank lines
- * skipped; -1 until a line is whole. */
+ * skipped, is CANCEL untagged and alone; -1 until a line is whole. */
 START_TEST(test_next_is) {
     const struct {
         const char *data;
@@ -237,6 +238,9 @@ START_TEST(test_next_is) {
         {"#8\nCANCEL\n", 0},  /* a malformed tag is a bad line */
         {"# CANCEL\n", 0},
         {"#8 CANC", -1},
+        {"CANCEL #7\n", 0},  /* withdraws a tagged request, not the wait */
+        {"CANCEL #7\nCANCEL\n", 0},
+        {"CANCEL #\n", 0},
         {"CANC", -1},
         {"CANCEL", -1},      /* no LF yet */
         {"\n\n", -1},
@@ -250,6 +254,57 @@ START_TEST(test_next_is) {
      * (memchr on NULL is undefined even for 0 bytes; UBSan said so when
      * the stateful fuzzer resumed such a session's input). */
     ck_assert_int_eq(proto_next_is(NULL, 0, PROTO_CMD_CANCEL), -1);
+}
+END_TEST
+
+/* CANCEL: no argument (the wait right before it), or #<tag>: the tagged
+ * request to withdraw, its tag in value without the '#'. */
+START_TEST(test_cancel_tag) {
+    static const struct {
+        const char *line;
+        const char *target;
+        const char *tag;
+    } good[] = {
+        {"CANCEL", "", ""},
+        {"cancel", "", ""},
+        {"CANCEL #7", "7", ""},
+        {"Cancel #0123456789abcdef", "0123456789abcdef", ""},
+        {"CANCEL\t#a-b_C  \r", "a-b_C", ""},
+        {"#8 CANCEL #7", "7", "8"},
+        {"#8 CANCEL", "", "8"},
+        {"#7 CANCEL #7", "7", "7"},  /* the session decides what that means */
+    };
+    for (size_t i = 0; i < ARRAY_LEN(good); i++) {
+        proto_request_t req;
+        ck_assert_msg(parse(good[i].line, &req) == PROTO_REQUEST, "'%s' rejected", good[i].line);
+        ck_assert_int_eq(req.cmd, PROTO_CMD_CANCEL);
+        ck_assert_str_eq(req.value, good[i].target);
+        ck_assert_uint_eq(req.value_len, strlen(good[i].target));
+        ck_assert_str_eq(req.tag, good[i].tag);
+        ck_assert_uint_eq(req.name_len, 0);
+    }
+    static const char *const bad[] = {
+        "CANCEL 7", "CANCEL now", "CANCEL #", "CANCEL #a.b", "CANCEL ##7", "CANCEL #7#",
+        "CANCEL #0123456789abcdefg", "CANCEL #7 #8", "CANCEL #7 1", "CANCEL 7 #7",
+        "CANCEL #\xc3\xa9",
+    };
+    for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+        proto_request_t req;
+        ck_assert_msg(parse(bad[i], &req) == PROTO_ERROR, "'%s' was accepted", bad[i]);
+        ck_assert_int_eq(req.err, PROTO_ERR_ARGS);
+        ck_assert_int_eq(req.cmd, PROTO_CMD_CANCEL);
+        ck_assert_str_eq(req.detail, "CANCEL [#<tag>]");
+        ck_assert_uint_eq(req.tag_len, 0);
+        char tagged[64];
+        snprintf(tagged, sizeof(tagged), "#t %s", bad[i]);
+        ck_assert_int_eq(parse(tagged, &req), PROTO_ERROR);
+        ck_assert_int_eq(req.err, PROTO_ERR_ARGS);
+        ck_assert_str_eq(req.tag, "t");
+    }
+    /* a NUL in the target tag */
+    proto_request_t req;
+    ck_assert_int_eq(proto_parse_line("CANCEL #a\0", 10, &req), PROTO_ERROR);
+    ck_assert_int_eq(req.err, PROTO_ERR_ARGS);
 }
 END_TEST
 
@@ -490,6 +545,7 @@ START_TEST(test_too_many_args) {
         {"INFO all", PROTO_CMD_INFO},
         {"QUIT now", PROTO_CMD_QUIT},
         {"CANCEL x", PROTO_CMD_CANCEL},
+        {"CANCEL #a #b", PROTO_CMD_CANCEL},
         {"LOCK a 1 2", PROTO_CMD_LOCK},
         {"TRYLOCK a 1 2 3", PROTO_CMD_TRYLOCK},
         {"UNLOCK a b", PROTO_CMD_UNLOCK},
@@ -1739,7 +1795,7 @@ START_TEST(test_cmd_names_and_usages) {
         {PROTO_CMD_INFO, "INFO", "INFO"},
         {PROTO_CMD_CLIENTS, "CLIENTS", "CLIENTS"},
         {PROTO_CMD_QUIT, "QUIT", "QUIT"},
-        {PROTO_CMD_CANCEL, "CANCEL", "CANCEL"},
+        {PROTO_CMD_CANCEL, "CANCEL", "CANCEL [#<tag>]"},
         {PROTO_CMD_RLOCK, "RLOCK", "RLOCK <name> [<lease_ms>]"},
         {PROTO_CMD_WLOCK, "WLOCK", "WLOCK <name> [<lease_ms>]"},
         {PROTO_CMD_TRYRLOCK, "TRYRLOCK", "TRYRLOCK <name> [<wait_ms> [<lease_ms>]]"},
@@ -2265,6 +2321,7 @@ static Suite *proto_suite(void) {
     tcase_add_test(tc, test_tag_reset_between_parses);
     tcase_add_test(tc, test_tag_stream);
     tcase_add_test(tc, test_tag_max_line);
+    tcase_add_test(tc, test_cancel_tag);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("errors");
