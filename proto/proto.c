@@ -524,6 +524,16 @@ int proto_reply_timeout(char *out, size_t cap, long long ttl_ms) {
     return end_line(out, put(out, head, (size_t)n), 0);
 }
 
+int proto_reply_tag(char *out, size_t cap, const char *tag, size_t tag_len) {
+    /* only a tag: its bytes are safe and it is never cut */
+    if (tag == NULL || !tag_valid(tag, tag_len) || cap < tag_len + 3) return -1;
+    char *p = put(out, "#", 1);
+    p = put(p, tag, tag_len);
+    *p++ = ' ';
+    *p = '\0';
+    return (int)(p - out);
+}
+
 int proto_reply_error(char *out, size_t cap, proto_err_t err,
                       const char *detail) {
     char head[PROTO_REPLY_MIN];

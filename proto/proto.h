@@ -232,6 +232,12 @@ int proto_reply_ok_num2(char *out, size_t cap, unsigned long long a, long long b
  * when it does not fit (PROTO_REPLY_LIST_MAX holds any). */
 int proto_reply_ok_list(char *out, size_t cap, const uint64_t *v, size_t n);
 int proto_reply_timeout(char *out, size_t cap, long long ttl_ms);
+/* "#<tag> ", the head of a tagged request's reply, written before its line
+ * (the tag as proto_request_t has it, without '#'). No LF; NUL-terminated
+ * as the others. Returns its length (tag_len + 2), or -1 when it does not
+ * fit in cap with its NUL, or when tag is not 1 to PROTO_TAG_MAX of
+ * 0-9 A-Z a-z _ - (a parsed tag always is): nothing is cut. */
+int proto_reply_tag(char *out, size_t cap, const char *tag, size_t tag_len);
 int proto_reply_error(char *out, size_t cap, proto_err_t err,
                       const char *detail);
 int proto_event_lost(char *out, size_t cap, const char *name,

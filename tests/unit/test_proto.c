@@ -2285,6 +2285,60 @@ START_TEST(test_tag_max_line) {
 }
 END_TEST
 
+/* proto_reply_tag: "#<tag> ", never cut; the reply's line follows it. */
+START_TEST(test_reply_tag) {
+    char out[64];
+
+    ck_assert_int_eq(proto_reply_tag(out, sizeof(out), "7", 1), 3);
+    ck_assert_str_eq(out, "#7 ");
+    ck_assert_int_eq(proto_reply_tag(out, sizeof(out), "0123456789abcdef", PROTO_TAG_MAX),
+                     PROTO_TAG_MAX + 2);
+    ck_assert_str_eq(out, "#0123456789abcdef ");
+    ck_assert_int_eq(proto_reply_tag(out, sizeof(out), "a-B_9", 5), 7);
+    ck_assert_str_eq(out, "#a-B_9 ");
+    ck_assert_int_eq(proto_reply_tag(out, sizeof(out), "abc", 2), 4);  /* tag_len counts */
+    ck_assert_str_eq(out, "#ab ");
+
+    /* then the reply: one line */
+    int n = proto_reply_tag(out, sizeof(out), "q", 1);
+    ck_assert_int_eq(n, 3);
+    int m = proto_reply_error(out + n, sizeof(out) - (size_t)n, PROTO_ERR_UNKNOWN, NULL);
+    ck_assert_int_gt(m, 0);
+    ck_assert_str_eq(out, "#q ERR UNKNOWN no such command\n");
+
+    /* not a tag: nothing */
+    ck_assert_int_eq(proto_reply_tag(out, sizeof(out), "", 0), -1);
+    ck_assert_int_eq(proto_reply_tag(out, sizeof(out), NULL, 0), -1);
+    ck_assert_int_eq(proto_reply_tag(out, sizeof(out), "0123456789abcdefg", PROTO_TAG_MAX + 1),
+                     -1);
+    static const char *const bad[] = {"a b", "a\nb", "a.b", "#7", "a\rb", "\xc3\xa9"};
+    for (size_t i = 0; i < ARRAY_LEN(bad); i++)
+        ck_assert_msg(proto_reply_tag(out, sizeof(out), bad[i], strlen(bad[i])) == -1,
+                      "bad tag %zu written", i);
+    ck_assert_int_eq(proto_reply_tag(out, sizeof(out), "a\0b", 3), -1);
+
+    /* cap: the tag, '#', ' ' and the NUL, exactly; one less is -1 */
+    for (size_t len = 1; len <= PROTO_TAG_MAX; len++) {
+        const char *tag = "ABCDEFGHIJKLMNOP";
+        for (size_t cap = 0; cap <= len + 4; cap++) {
+            char *o = malloc(cap ? cap : 1);  /* exactly cap bytes: ASan sees overruns */
+            ck_assert_ptr_nonnull(o);
+            int r = proto_reply_tag(cap ? o : NULL, cap, tag, len);
+            if (cap < len + 3) {
+                ck_assert_int_eq(r, -1);
+            } else {
+                ck_assert_int_eq(r, (int)len + 2);
+                ck_assert_int_eq(o[0], '#');
+                ck_assert_int_eq(memcmp(o + 1, tag, len), 0);
+                ck_assert_int_eq(o[len + 1], ' ');
+                ck_assert_int_eq(o[len + 2], '\0');
+            }
+            free(o);
+        }
+    }
+}
+END_TEST
+
 /* ---- suite -------------------------------------------------------------- */
 
 static Suite *proto_suite(void) {
@@ -2383,6 +2437,7 @@ static Suite *proto_suite(void) {
     tcase_add_test(tc, test_cmd_names_and_usages);
     tcase_add_test(tc, test_elect_value);
     tcase_add_test(tc, test_reply_leader);
+    tcase_add_test(tc, test_reply_tag);
     suite_add_tcase(s, tc);
 
     return s;
