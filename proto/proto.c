@@ -141,27 +141,28 @@ static proto_status_t parse_multi(proto_request_t *req, const char *const *word,
     return PROTO_REQUEST;
 }
 
-proto_status_t proto_parse_line(const char *line, size_t len,
-                                proto_request_t *req) {
+static const char tag_form[] = "a tag is # and 1 to 16 of 0-9 A-Z a-z _ -";
+
+/* 1 if s is a tag without its '#': 1 to PROTO_TAG_MAX of 0-9 A-Z a-z _ -,
+ * bytes that need no escaping anywhere a tag is echoed. */
+static int tag_valid(const char *s, size_t len) {
+    if (len == 0 || len > PROTO_TAG_MAX) return 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+              c == '_' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+/* The request after the tag, if any: the words of the line. */
+static proto_status_t parse_request(const char *line, size_t len,
+                                    proto_request_t *req) {
     const char *word[PROTO_WORDS_MAX];
     size_t wlen[PROTO_WORDS_MAX];
     int nwords = 0;
     size_t i = 0;
-
-    memset(req, 0, offsetof(proto_request_t, name));
-    req->name[0] = '\0';
-    req->name_len = 0;
-    req->wait_ms = 0;
-    req->lease_ms = 0;
-    req->permits = 0;
-    req->value[0] = '\0';
-    req->value_len = 0;
-    req->detail = NULL;
-    req->nnames = 0;
-    req->mnames = NULL;
-    req->limit = 0;
-
-    if (len > 0 && line[len - 1] == '\r') len--;
 
     /* Split into words; more than PROTO_WORDS_MAX is always too many. */
     int too_many = 0;
@@ -211,6 +212,15 @@ proto_status_t proto_parse_line(const char *line, size_t len,
             return fail(req, PROTO_ERR_ARGS, "limit is 1 to 1000");
         return PROTO_REQUEST;
     }
+    if (req->cmd == PROTO_CMD_CANCEL && nargs == 1) {
+        /* the tagged request to withdraw: its tag as the request had it */
+        if (wlen[1] < 2 || word[1][0] != '#' || !tag_valid(word[1] + 1, wlen[1] - 1))
+            return fail(req, PROTO_ERR_ARGS, commands[req->cmd].usage);
+        memcpy(req->value, word[1] + 1, wlen[1] - 1);
+        req->value[wlen[1] - 1] = '\0';
+        req->value_len = wlen[1] - 1;
+        return PROTO_REQUEST;
+    }
     if (commands[req->cmd].min_args == 0) return PROTO_REQUEST;
     if (req->cmd == PROTO_CMD_MLOCK || req->cmd == PROTO_CMD_TRYMLOCK ||
         req->cmd == PROTO_CMD_MUNLOCK)
@@ -249,6 +259,55 @@ proto_status_t proto_parse_line(const char *line, size_t len,
     return PROTO_REQUEST;
 }
 
+proto_status_t proto_parse_line(const char *line, size_t len,
+                                proto_request_t *req) {
+    size_t i = 0;
+
+    memset(req, 0, offsetof(proto_request_t, name));
+    req->name[0] = '\0';
+    req->name_len = 0;
+    req->wait_ms = 0;
+    req->lease_ms = 0;
+    req->permits = 0;
+    req->value[0] = '\0';
+    req->value_len = 0;
+    req->detail = NULL;
+    req->nnames = 0;
+    req->mnames = NULL;
+    req->limit = 0;
+    req->tag[0] = '\0';
+    req->tag_len = 0;
+
+    if (len > 0 && line[len - 1] == '\r') len--;
+
+    /* A first word beginning with '#' is the tag. A malformed one leaves
+     * the request untagged: it cannot be answered with a tag it does not
+     * have. The tag is set only once a request follows it. */
+    while (i < len && is_space(line[i])) i++;
+    if (i < len && line[i] == '#') {
+        size_t start = ++i;
+        while (i < len && !is_space(line[i])) i++;
+        if (!tag_valid(line + start, i - start)) return fail(req, PROTO_ERR_ARGS, tag_form);
+        size_t rest = i;
+        while (rest < len && is_space(line[rest])) rest++;
+        if (rest == len) return fail(req, PROTO_ERR_ARGS, "a tag is followed by a request");
+        memcpy(req->tag, line + start, i - start);
+        req->tag[i - start] = '\0';
+        req->tag_len = (uint8_t)(i - start);
+    }
+    return parse_request(line + i, len - i, req);
+}
+
+/* 1 if a line holds one word (its final CR aside): a command alone. */
+static int one_word(const char *line, size_t len) {
+    size_t i = 0;
+    if (len > 0 && line[len - 1] == '\r') len--;
+    while (i < len && is_space(line[i])) i++;
+    while (i < len && !is_space(line[i])) i++;
+    while (i < len && is_space(line[i])) i++;
+    return i == len;
+}
+
 int proto_next_is(const char *data, size_t len, proto_cmd_t cmd) {
     proto_request_t req;
     const char *lf;
@@ -256,7 +315,9 @@ int proto_next_is(const char *data, size_t len, proto_cmd_t cmd) {
         size_t n = (size_t)(lf - data);
         proto_status_t st = proto_parse_line(data, n, &req);
         if (st == PROTO_REQUEST) proto_request_free(&req);
-        if (st != PROTO_NEED_MORE) return st == PROTO_REQUEST && req.cmd == cmd;
+        if (st != PROTO_NEED_MORE)
+            return st == PROTO_REQUEST && req.cmd == cmd && req.tag_len == 0 &&
+                   one_word(data, n);
         len -= n + 1; /* a blank line: the next one */
         data = lf + 1;
     }
@@ -461,6 +522,16 @@ int proto_reply_timeout(char *out, size_t cap, long long ttl_ms) {
     int n = snprintf(head, sizeof(head), "TIMEOUT %lld", ttl_ms);
     if (n < 0 || (size_t)n >= sizeof(head) || fit(cap, (size_t)n, 0) < 0) return -1;
     return end_line(out, put(out, head, (size_t)n), 0);
+}
+
+int proto_reply_tag(char *out, size_t cap, const char *tag, size_t tag_len) {
+    /* only a tag: its bytes are safe and it is never cut */
+    if (tag == NULL || !tag_valid(tag, tag_len) || cap < tag_len + 3) return -1;
+    char *p = put(out, "#", 1);
+    p = put(p, tag, tag_len);
+    *p++ = ' ';
+    *p = '\0';
+    return (int)(p - out);
 }
 
 int proto_reply_error(char *out, size_t cap, proto_err_t err,

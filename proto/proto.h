@@ -26,6 +26,9 @@
 /* "OK" and up to PROTO_MNAMES_MAX numbers of 20 digits: the multi-name
  * replies, the only ones longer than PROTO_REPLY_MAX. */
 #define PROTO_REPLY_LIST_MAX (2 + PROTO_MNAMES_MAX * 21 + 2)
+/* Characters of a request's tag after its '#' (PROTOCOL.md, "Tagged
+ * requests"). */
+#define PROTO_TAG_MAX       16
 /* LIST: the locks told when no limit is given, and the most a limit may ask. */
 #define PROTO_LIST_DEFAULT  100
 #define PROTO_LIST_MAX      1000
@@ -79,7 +82,7 @@ typedef enum {
        "TRYMLOCK <n> <name1> ... <name_n> [<wait_ms> [<lease_ms>]]")        \
     XX(MUNLOCK, "MUNLOCK", 2, PROTO_MNAMES_MAX + 1, NONE,                    \
        "MUNLOCK <n> <name1> ... <name_n>")                                  \
-    XX(CANCEL, "CANCEL", 0, 0, NONE, "CANCEL")                               \
+    XX(CANCEL, "CANCEL", 0, 1, NONE, "CANCEL [#<tag>]")                      \
     XX(INFO, "INFO", 0, 0, NONE, "INFO")                                     \
     XX(CLIENTS, "CLIENTS", 0, 0, ADMIN, "CLIENTS")                           \
     XX(LIST, "LIST", 0, 2, READ, "LIST [<pattern> [<limit>]]")               \
@@ -126,7 +129,8 @@ typedef struct proto_request_s {
     uint32_t wait_ms;                 /* the TRY commands; 0 when absent */
     uint32_t lease_ms;                /* the locking commands, RENEW; 0 when absent */
     uint32_t permits;                 /* SEMINIT, ACQUIRE, TRYACQUIRE, RELEASE */
-    char value[PROTO_VALUE_MAX + 1];  /* ELECT: NUL-terminated, as a name is */
+    char value[PROTO_VALUE_MAX + 1];  /* ELECT: NUL-terminated, as a name is;
+                                         CANCEL #<tag>: the tag, without '#' */
     size_t value_len;
     const char *detail;               /* static text explaining err, or NULL */
     unsigned nnames;                  /* MLOCK, TRYMLOCK, MUNLOCK: 1..PROTO_MNAMES_MAX */
@@ -135,6 +139,8 @@ typedef struct proto_request_s {
     uint8_t mlen[PROTO_MNAMES_MAX];   /* ... and its length */
     uint32_t limit;                   /* LIST: 1..PROTO_LIST_MAX (its pattern is in
                                          value: it names no one lock) */
+    char tag[PROTO_TAG_MAX + 1];      /* the line's tag without its '#', NUL-terminated */
+    uint8_t tag_len;                  /* ... 0: untagged (also for a malformed tag) */
 } proto_request_t;
 
 /* The i-th name of a multi-name request (i < nnames), NUL-terminated. */
@@ -180,7 +186,10 @@ proto_status_t proto_parse_line(const char *line, size_t len,
                                 proto_request_t *req);
 
 /* The first request in data (blank lines skipped): 1 if it is cmd, well
- * formed; 0 if it is another (or a bad line); -1 if no line is whole yet. */
+ * formed, untagged and without arguments; 0 if it is anything else (another
+ * command, cmd tagged or with arguments, a bad line); -1 if no line is
+ * whole yet. The session looks for the bare CANCEL behind an untagged wait:
+ * "CANCEL #7" and "#8 CANCEL" there are not it. */
 int proto_next_is(const char *data, size_t len, proto_cmd_t cmd);
 /* Strict decimal: digits only, 0..PROTO_NUM_MAX. Returns 0 or -1. */
 int proto_parse_num(const char *s, size_t len, uint32_t *out);
@@ -223,6 +232,12 @@ int proto_reply_ok_num2(char *out, size_t cap, unsigned long long a, long long b
  * when it does not fit (PROTO_REPLY_LIST_MAX holds any). */
 int proto_reply_ok_list(char *out, size_t cap, const uint64_t *v, size_t n);
 int proto_reply_timeout(char *out, size_t cap, long long ttl_ms);
+/* "#<tag> ", the head of a tagged request's reply, written before its line
+ * (the tag as proto_request_t has it, without '#'). No LF; NUL-terminated
+ * as the others. Returns its length (tag_len + 2), or -1 when it does not
+ * fit in cap with its NUL, or when tag is not 1 to PROTO_TAG_MAX of
+ * 0-9 A-Z a-z _ - (a parsed tag always is): nothing is cut. */
+int proto_reply_tag(char *out, size_t cap, const char *tag, size_t tag_len);
 int proto_reply_error(char *out, size_t cap, proto_err_t err,
                       const char *detail);
 int proto_event_lost(char *out, size_t cap, const char *name,

@@ -11,6 +11,8 @@
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 static const char NUM_DETAIL[] = "numbers are decimal digits, 0 to 2147483647";
+static const char TAG_DETAIL[] = "a tag is # and 1 to 16 of 0-9 A-Z a-z _ -";
+static const char TAG_ALONE_DETAIL[] = "a tag is followed by a request";
 
 /* Parses a NUL-terminated line (given without its LF). */
 static proto_status_t parse(const char *line, proto_request_t *req) {
@@ -115,6 +117,13 @@ static void assert_same_request(const proto_request_t *a, const proto_request_t 
     ck_assert_str_eq(a->name, b->name);
     ck_assert_uint_eq(a->wait_ms, b->wait_ms);
     ck_assert_uint_eq(a->lease_ms, b->lease_ms);
+    ck_assert_uint_eq(a->permits, b->permits);
+    ck_assert_uint_eq(a->value_len, b->value_len);
+    ck_assert_str_eq(a->value, b->value);
+    ck_assert_uint_eq(a->limit, b->limit);
+    ck_assert_uint_eq(a->nnames, b->nnames);
+    ck_assert_uint_eq(a->tag_len, b->tag_len);
+    ck_assert_str_eq(a->tag, b->tag);
     if (a->detail == NULL || b->detail == NULL)
         ck_assert_ptr_eq(a->detail, b->detail);
     else
@@ -158,6 +167,7 @@ static const struct {
     {"list job* 10", PROTO_CMD_LIST, "", 0, 0, 0},
     {"QUIT", PROTO_CMD_QUIT, "", 0, 0, 0},
     {"CANCEL", PROTO_CMD_CANCEL, "", 0, 0, 0},
+    {"CANCEL #7", PROTO_CMD_CANCEL, "", 0, 0, 0},
     {"RLOCK r", PROTO_CMD_RLOCK, "r", 0, 0, 0},
     {"RLOCK r 3000", PROTO_CMD_RLOCK, "r", 0, 3000, 0},
     {"WLOCK w 3000", PROTO_CMD_WLOCK, "w", 0, 3000, 0},
@@ -210,7 +220,7 @@ START_TEST(test_parse_each_command) {
 END_TEST
 
 /* proto_next_is: the first whole request in a buffer, blank lines
- * skipped; -1 until a line is whole. */
+ * skipped, is CANCEL untagged and alone; -1 until a line is whole. */
 START_TEST(test_next_is) {
     const struct {
         const char *data;
@@ -223,6 +233,14 @@ START_TEST(test_next_is) {
         {"PING\nCANCEL\n", 0},
         {"CANCEL x\n", 0},  /* bad arguments: not a CANCEL */
         {"CANCELX\n", 0},
+        {"#8 CANCEL\n", 0},  /* tagged: not the bare CANCEL of an untagged wait */
+        {"\n #8 cancel\r\nCANCEL\n", 0},
+        {"#8\nCANCEL\n", 0},  /* a malformed tag is a bad line */
+        {"# CANCEL\n", 0},
+        {"#8 CANC", -1},
+        {"CANCEL #7\n", 0},  /* withdraws a tagged request, not the wait */
+        {"CANCEL #7\nCANCEL\n", 0},
+        {"CANCEL #\n", 0},
         {"CANC", -1},
         {"CANCEL", -1},      /* no LF yet */
         {"\n\n", -1},
@@ -236,6 +254,57 @@ START_TEST(test_next_is) {
      * (memchr on NULL is undefined even for 0 bytes; UBSan said so when
      * the stateful fuzzer resumed such a session's input). */
     ck_assert_int_eq(proto_next_is(NULL, 0, PROTO_CMD_CANCEL), -1);
+}
+END_TEST
+
+/* CANCEL: no argument (the wait right before it), or #<tag>: the tagged
+ * request to withdraw, its tag in value without the '#'. */
+START_TEST(test_cancel_tag) {
+    static const struct {
+        const char *line;
+        const char *target;
+        const char *tag;
+    } good[] = {
+        {"CANCEL", "", ""},
+        {"cancel", "", ""},
+        {"CANCEL #7", "7", ""},
+        {"Cancel #0123456789abcdef", "0123456789abcdef", ""},
+        {"CANCEL\t#a-b_C  \r", "a-b_C", ""},
+        {"#8 CANCEL #7", "7", "8"},
+        {"#8 CANCEL", "", "8"},
+        {"#7 CANCEL #7", "7", "7"},  /* the session decides what that means */
+    };
+    for (size_t i = 0; i < ARRAY_LEN(good); i++) {
+        proto_request_t req;
+        ck_assert_msg(parse(good[i].line, &req) == PROTO_REQUEST, "'%s' rejected", good[i].line);
+        ck_assert_int_eq(req.cmd, PROTO_CMD_CANCEL);
+        ck_assert_str_eq(req.value, good[i].target);
+        ck_assert_uint_eq(req.value_len, strlen(good[i].target));
+        ck_assert_str_eq(req.tag, good[i].tag);
+        ck_assert_uint_eq(req.name_len, 0);
+    }
+    static const char *const bad[] = {
+        "CANCEL 7", "CANCEL now", "CANCEL #", "CANCEL #a.b", "CANCEL ##7", "CANCEL #7#",
+        "CANCEL #0123456789abcdefg", "CANCEL #7 #8", "CANCEL #7 1", "CANCEL 7 #7",
+        "CANCEL #\xc3\xa9",
+    };
+    for (size_t i = 0; i < ARRAY_LEN(bad); i++) {
+        proto_request_t req;
+        ck_assert_msg(parse(bad[i], &req) == PROTO_ERROR, "'%s' was accepted", bad[i]);
+        ck_assert_int_eq(req.err, PROTO_ERR_ARGS);
+        ck_assert_int_eq(req.cmd, PROTO_CMD_CANCEL);
+        ck_assert_str_eq(req.detail, "CANCEL [#<tag>]");
+        ck_assert_uint_eq(req.tag_len, 0);
+        char tagged[64];
+        snprintf(tagged, sizeof(tagged), "#t %s", bad[i]);
+        ck_assert_int_eq(parse(tagged, &req), PROTO_ERROR);
+        ck_assert_int_eq(req.err, PROTO_ERR_ARGS);
+        ck_assert_str_eq(req.tag, "t");
+    }
+    /* a NUL in the target tag */
+    proto_request_t req;
+    ck_assert_int_eq(proto_parse_line("CANCEL #a\0", 10, &req), PROTO_ERROR);
+    ck_assert_int_eq(req.err, PROTO_ERR_ARGS);
 }
 END_TEST
 
@@ -476,6 +545,7 @@ START_TEST(test_too_many_args) {
         {"INFO all", PROTO_CMD_INFO},
         {"QUIT now", PROTO_CMD_QUIT},
         {"CANCEL x", PROTO_CMD_CANCEL},
+        {"CANCEL #a #b", PROTO_CMD_CANCEL},
         {"LOCK a 1 2", PROTO_CMD_LOCK},
         {"TRYLOCK a 1 2 3", PROTO_CMD_TRYLOCK},
         {"UNLOCK a b", PROTO_CMD_UNLOCK},
@@ -1725,7 +1795,7 @@ START_TEST(test_cmd_names_and_usages) {
         {PROTO_CMD_INFO, "INFO", "INFO"},
         {PROTO_CMD_CLIENTS, "CLIENTS", "CLIENTS"},
         {PROTO_CMD_QUIT, "QUIT", "QUIT"},
-        {PROTO_CMD_CANCEL, "CANCEL", "CANCEL"},
+        {PROTO_CMD_CANCEL, "CANCEL", "CANCEL [#<tag>]"},
         {PROTO_CMD_RLOCK, "RLOCK", "RLOCK <name> [<lease_ms>]"},
         {PROTO_CMD_WLOCK, "WLOCK", "WLOCK <name> [<lease_ms>]"},
         {PROTO_CMD_TRYRLOCK, "TRYRLOCK", "TRYRLOCK <name> [<wait_ms> [<lease_ms>]]"},
@@ -1866,6 +1936,409 @@ START_TEST(test_reply_ok_list) {
 }
 END_TEST
 
+/* ---- tags --------------------------------------------------------------- */
+
+/* The 64 bytes a tag is made of. */
+static int tag_byte(int c) {
+    return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+           c == '_' || c == '-';
+}
+
+/* A malformed tag: one ERR ARGS, untagged, whatever follows it. */
+static void assert_bad_tag(const char *line, size_t len, const char *detail) {
+    proto_request_t req;
+    ck_assert_msg(proto_parse_line(line, len, &req) == PROTO_ERROR, "'%.*s' was accepted",
+                  (int)len, line);
+    ck_assert_int_eq(req.err, PROTO_ERR_ARGS);
+    ck_assert_int_eq(req.cmd, PROTO_CMD_NONE);
+    ck_assert_uint_eq(req.tag_len, 0);
+    ck_assert_str_eq(req.tag, "");
+    ck_assert_ptr_nonnull(req.detail);
+    ck_assert_str_eq(req.detail, detail);
+}
+
+START_TEST(test_tag_good) {
+    static const struct {
+        const char *line;
+        const char *tag;
+    } cases[] = {
+        {"#7 LOCK a", "7"},
+        {"#0123456789 LOCK a", "0123456789"},
+        {"#ABCDEFGHIJKLMNOP LOCK a", "ABCDEFGHIJKLMNOP"},  /* 16: the most */
+        {"#QRSTUVWXYZ LOCK a", "QRSTUVWXYZ"},
+        {"#abcdefghijklmnop LOCK a", "abcdefghijklmnop"},
+        {"#qrstuvwxyz LOCK a", "qrstuvwxyz"},
+        {"#_ LOCK a", "_"},
+        {"#- LOCK a", "-"},
+        {"#a-B_9 LOCK a", "a-B_9"},
+        {"#7   LOCK a", "7"},      /* a run of blanks after it, as between words */
+        {"#7\tLOCK a", "7"},
+        {"#7 \t LOCK a", "7"},
+        {"  #7 LOCK a", "7"},      /* leading blanks are ignored, as on any line */
+        {"\t#7 LOCK a", "7"},
+        {"#7 LOCK a\r", "7"},
+        {"#7 lock a  ", "7"},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+        proto_request_t req;
+        ck_assert_msg(parse(cases[i].line, &req) == PROTO_REQUEST, "'%s' rejected",
+                      cases[i].line);
+        ck_assert_int_eq(req.cmd, PROTO_CMD_LOCK);
+        ck_assert_str_eq(req.name, "a");
+        ck_assert_str_eq(req.tag, cases[i].tag);
+        ck_assert_uint_eq(req.tag_len, strlen(cases[i].tag));
+        ck_assert_ptr_null(req.detail);
+    }
+    /* Tags are echoed as sent: case is kept. */
+    proto_request_t req;
+    ck_assert_int_eq(parse("#Ab PING", &req), PROTO_REQUEST);
+    ck_assert_str_eq(req.tag, "Ab");
+}
+END_TEST
+
+/* Every byte as a one-character tag: the 64 of 0-9 A-Z a-z _ - tag the
+ * request; any other makes the tag malformed. */
+START_TEST(test_tag_every_byte) {
+    for (int c = 0; c < 256; c++) {
+        char line[] = "#? STATUS s";
+        proto_request_t req;
+        line[1] = (char)c;
+        if (tag_byte(c)) {
+            ck_assert_int_eq(proto_parse_line(line, sizeof(line) - 1, &req), PROTO_REQUEST);
+            ck_assert_uint_eq(req.tag_len, 1);
+            ck_assert_int_eq(req.tag[0], c);
+            ck_assert_int_eq(req.tag[1], '\0');
+        } else {
+            assert_bad_tag(line, sizeof(line) - 1, TAG_DETAIL);
+        }
+        /* in the middle of a longer tag and at its end alike */
+        char mid[] = "#ab?cd STATUS s", end[] = "#abcd? STATUS s";
+        mid[3] = (char)c;
+        end[5] = (char)c;
+        if (tag_byte(c)) {
+            ck_assert_int_eq(proto_parse_line(mid, sizeof(mid) - 1, &req), PROTO_REQUEST);
+            ck_assert_uint_eq(req.tag_len, 5);
+            ck_assert_int_eq(proto_parse_line(end, sizeof(end) - 1, &req), PROTO_REQUEST);
+            ck_assert_uint_eq(req.tag_len, 5);
+        } else if (c == ' ' || c == '\t') {
+            /* a blank ends the tag: "cd" is then the command word */
+            ck_assert_int_eq(proto_parse_line(mid, sizeof(mid) - 1, &req), PROTO_ERROR);
+            ck_assert_int_eq(req.err, PROTO_ERR_UNKNOWN);
+            ck_assert_str_eq(req.tag, "ab");
+            ck_assert_int_eq(proto_parse_line(end, sizeof(end) - 1, &req), PROTO_REQUEST);
+            ck_assert_str_eq(req.tag, "abcd");
+        } else {
+            assert_bad_tag(mid, sizeof(mid) - 1, TAG_DETAIL);
+            assert_bad_tag(end, sizeof(end) - 1, TAG_DETAIL);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_tag_bad) {
+    static const struct {
+        const char *line;
+        const char *detail;
+    } cases[] = {
+        {"#", TAG_DETAIL},                       /* # alone */
+        {"# LOCK x", TAG_DETAIL},                /* # and a blank */
+        {"#\tLOCK x", TAG_DETAIL},
+        {"  #  LOCK x", TAG_DETAIL},
+        {"#\r", TAG_DETAIL},
+        {"#a.b LOCK x", TAG_DETAIL},             /* a bad character */
+        {"#a/b LOCK x", TAG_DETAIL},
+        {"#7# LOCK x", TAG_DETAIL},
+        {"##7 LOCK x", TAG_DETAIL},
+        {"#7\r LOCK x", TAG_DETAIL},             /* a CR not at the end is a byte */
+        {"#\xc3\xa9 LOCK x", TAG_DETAIL},
+        {"#0123456789abcdefg LOCK x", TAG_DETAIL},  /* 17 characters */
+        {"#0123456789abcdef0123456789abcdef LOCK x", TAG_DETAIL},
+        {"#a.b", TAG_DETAIL},                    /* bad, and nothing after it */
+        {"#7", TAG_ALONE_DETAIL},                /* a good tag with nothing after it */
+        {"#7   ", TAG_ALONE_DETAIL},
+        {"#7 \t ", TAG_ALONE_DETAIL},
+        {"#7\r", TAG_ALONE_DETAIL},
+        {" #7 \r", TAG_ALONE_DETAIL},
+        {"#7LOCK", TAG_ALONE_DETAIL},            /* one word: a tag, then nothing */
+        {"#0123456789abcdef", TAG_ALONE_DETAIL},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++)
+        assert_bad_tag(cases[i].line, strlen(cases[i].line), cases[i].detail);
+    /* NUL is a byte as any other: not in a tag. */
+    assert_bad_tag("#a\0b LOCK x", 11, TAG_DETAIL);
+    assert_bad_tag("#\0 LOCK x", 9, TAG_DETAIL);
+    /* A malformed tag is reported before the request's own errors. */
+    assert_bad_tag("#a.b FROB", 9, TAG_DETAIL);
+    assert_bad_tag("#a.b LOCK", 9, TAG_DETAIL);
+}
+END_TEST
+
+/* Only the first word may be a tag: a '#' elsewhere is an ordinary byte
+ * (a name may begin with it), and a line that does not begin with '#' is
+ * untagged. */
+START_TEST(test_tag_only_first_word) {
+    proto_request_t req;
+
+    ck_assert_int_eq(parse("LOCK #7", &req), PROTO_REQUEST);
+    ck_assert_str_eq(req.name, "#7");
+    ck_assert_uint_eq(req.tag_len, 0);
+    ck_assert_int_eq(parse("STATUS #", &req), PROTO_REQUEST);
+    ck_assert_str_eq(req.name, "#");
+    ck_assert_int_eq(parse("#7 LOCK #8", &req), PROTO_REQUEST);
+    ck_assert_str_eq(req.tag, "7");
+    ck_assert_str_eq(req.name, "#8");
+    ck_assert_int_eq(parse("PING #7", &req), PROTO_ERROR);
+    ck_assert_int_eq(req.err, PROTO_ERR_ARGS);
+    ck_assert_uint_eq(req.tag_len, 0);
+    ck_assert_int_eq(parse("#7 #8 LOCK a", &req), PROTO_ERROR);  /* one tag only */
+    ck_assert_int_eq(req.err, PROTO_ERR_UNKNOWN);
+    ck_assert_str_eq(req.tag, "7");
+}
+END_TEST
+
+/* A good tag and a bad request: the error keeps the tag, so that it is
+ * answered "#<tag> ERR ...", with the same code and text as untagged. */
+START_TEST(test_tag_kept_on_request_errors) {
+    static const char *const lines[] = {
+        "FROB x", "LOCK", "LOCK a 1 2", "LOCK bad\x7fname", "LOCK n 12a", "TRYLOCK a -1",
+        "MLOCK 2 a a", "MLOCK 0", "ACQUIRE s", "ELECT e", "LIST * 0", "PING x",
+        "LOCK a 2147483648", "LOCK\r\r",
+    };
+    for (size_t i = 0; i < ARRAY_LEN(lines); i++) {
+        char tagged[128];
+        proto_request_t want, req;
+        snprintf(tagged, sizeof(tagged), "#q-9 %s", lines[i]);
+        ck_assert_int_eq(parse(lines[i], &want), PROTO_ERROR);
+        ck_assert_msg(parse(tagged, &req) == PROTO_ERROR, "'%s' was accepted", tagged);
+        ck_assert_str_eq(req.tag, "q-9");
+        ck_assert_uint_eq(req.tag_len, 3);
+        ck_assert_int_eq(req.cmd, want.cmd);
+        ck_assert_int_eq(req.err, want.err);
+        ck_assert_ptr_eq(req.detail, want.detail);
+    }
+}
+END_TEST
+
+/* Every good line tagged parses exactly as untagged, with the tag. */
+START_TEST(test_tag_each_command) {
+    for (size_t i = 0; i < ARRAY_LEN(good_lines); i++) {
+        char tagged[160];
+        proto_request_t want, req;
+        snprintf(tagged, sizeof(tagged), "#Zz-_09abcdefghi %s", good_lines[i].line);
+        ck_assert_int_eq(parse(good_lines[i].line, &want), PROTO_REQUEST);
+        ck_assert_msg(parse(tagged, &req) == PROTO_REQUEST, "'%s' rejected", tagged);
+        ck_assert_str_eq(req.tag, "Zz-_09abcdefghi");
+        ck_assert_uint_eq(req.tag_len, 15);
+        ck_assert_uint_eq(want.tag_len, 0);
+        want.tag_len = req.tag_len;
+        memcpy(want.tag, req.tag, sizeof(want.tag));
+        assert_same_request(&req, &want);
+        for (unsigned k = 0; k < req.nnames; k++) {
+            size_t a, b;
+            const char *na = proto_mname(&req, k, &a), *nb = proto_mname(&want, k, &b);
+            ck_assert_uint_eq(a, b);
+            ck_assert_str_eq(na, nb);
+        }
+        proto_request_free(&req);
+        proto_request_free(&want);
+    }
+}
+END_TEST
+
+/* The tag is not one of the request's words: the longest request (TRYMLOCK
+ * of 64 names and both numbers) may be tagged. */
+START_TEST(test_tag_longest_request) {
+    size_t cap = 64 + PROTO_MNAMES_MAX * 8;
+    char *line = malloc(cap);
+    ck_assert_ptr_nonnull(line);
+    int n = snprintf(line, cap, "#%s TRYMLOCK %d", "0123456789abcdef", PROTO_MNAMES_MAX);
+    for (int i = 0; i < PROTO_MNAMES_MAX; i++)
+        n += snprintf(line + n, cap - (size_t)n, " n%d", i);
+    n += snprintf(line + n, cap - (size_t)n, " 5 6");
+    proto_request_t req;
+    ck_assert_int_eq(proto_parse_line(line, (size_t)n, &req), PROTO_REQUEST);
+    ck_assert_uint_eq(req.nnames, PROTO_MNAMES_MAX);
+    ck_assert_uint_eq(req.wait_ms, 5);
+    ck_assert_uint_eq(req.lease_ms, 6);
+    ck_assert_str_eq(req.tag, "0123456789abcdef");
+    proto_request_free(&req);
+    free(line);
+}
+END_TEST
+
+START_TEST(test_tag_reset_between_parses) {
+    proto_request_t req;
+
+    ck_assert_int_eq(parse("#0123456789abcdef LOCK a", &req), PROTO_REQUEST);
+    ck_assert_int_eq(parse("LOCK b", &req), PROTO_REQUEST);
+    ck_assert_uint_eq(req.tag_len, 0);
+    ck_assert_str_eq(req.tag, "");
+    ck_assert_int_eq(parse("#x FROB", &req), PROTO_ERROR);
+    ck_assert_int_eq(parse("FROB", &req), PROTO_ERROR);
+    ck_assert_uint_eq(req.tag_len, 0);
+    ck_assert_str_eq(req.tag, "");
+    /* the tag of a short line after a long one: NUL-terminated at its end */
+    ck_assert_int_eq(parse("#0123456789abcdef LOCK a", &req), PROTO_REQUEST);
+    ck_assert_int_eq(parse("#q LOCK a", &req), PROTO_REQUEST);
+    ck_assert_str_eq(req.tag, "q");
+}
+END_TEST
+
+/* Tagged, untagged, malformed and blank lines, fed whole, byte by byte and
+ * cut at every point: the same outcomes, tags included. */
+static const char tagged_stream[] =
+    "#1 LOCK alpha\n"
+    "LOCK beta 5000\r\n"
+    "\n"
+    "  #a-b_C\ttrylock gamma 100 200 \n"
+    "#0123456789abcdef MLOCK 2 x y 900\r\n"
+    "#7 FROB\n"
+    "#\n"
+    "# LOCK a\n"
+    "#a.b LOCK a\n"
+    "#0123456789abcdefg LOCK a\n"
+    "#9\n"
+    "#9 \t \r\n"
+    " \t \n"
+    "#z LOCK\n"
+    "LOCK #1\n"
+    "#Q UNLOCK alpha\n";
+
+START_TEST(test_tag_stream) {
+    static const struct {
+        proto_status_t st;
+        proto_cmd_t cmd;
+        proto_err_t err;
+        const char *tag;
+        const char *name;
+    } want[] = {
+        {PROTO_REQUEST, PROTO_CMD_LOCK, PROTO_ERR_NONE, "1", "alpha"},
+        {PROTO_REQUEST, PROTO_CMD_LOCK, PROTO_ERR_NONE, "", "beta"},
+        {PROTO_REQUEST, PROTO_CMD_TRYLOCK, PROTO_ERR_NONE, "a-b_C", "gamma"},
+        {PROTO_REQUEST, PROTO_CMD_MLOCK, PROTO_ERR_NONE, "0123456789abcdef", "x"},
+        {PROTO_ERROR, PROTO_CMD_NONE, PROTO_ERR_UNKNOWN, "7", ""},
+        {PROTO_ERROR, PROTO_CMD_NONE, PROTO_ERR_ARGS, "", ""},
+        {PROTO_ERROR, PROTO_CMD_NONE, PROTO_ERR_ARGS, "", ""},
+        {PROTO_ERROR, PROTO_CMD_NONE, PROTO_ERR_ARGS, "", ""},
+        {PROTO_ERROR, PROTO_CMD_NONE, PROTO_ERR_ARGS, "", ""},
+        {PROTO_ERROR, PROTO_CMD_NONE, PROTO_ERR_ARGS, "", ""},
+        {PROTO_ERROR, PROTO_CMD_NONE, PROTO_ERR_ARGS, "", ""},
+        {PROTO_ERROR, PROTO_CMD_LOCK, PROTO_ERR_ARGS, "z", ""},
+        {PROTO_REQUEST, PROTO_CMD_LOCK, PROTO_ERR_NONE, "", "#1"},
+        {PROTO_REQUEST, PROTO_CMD_UNLOCK, PROTO_ERR_NONE, "Q", "alpha"},
+    };
+    const size_t len = sizeof(tagged_stream) - 1;
+    outcomes_t whole, bytes, split;
+
+    feed_whole(PROTO_LINE_MIN, tagged_stream, len, &whole);
+    ck_assert_uint_eq(whole.n, ARRAY_LEN(want));
+    for (size_t i = 0; i < whole.n; i++) {
+        const proto_request_t *r = &whole.o[i].req;
+        ck_assert_msg(whole.o[i].st == want[i].st, "outcome %zu", i);
+        ck_assert_int_eq(r->cmd, want[i].cmd);
+        ck_assert_int_eq(r->err, want[i].err);
+        ck_assert_str_eq(r->tag, want[i].tag);
+        ck_assert_uint_eq(r->tag_len, strlen(want[i].tag));
+        if (want[i].st == PROTO_REQUEST) ck_assert_str_eq(r->name, want[i].name);
+    }
+    feed_bytes(PROTO_LINE_MIN, tagged_stream, len, &bytes);
+    assert_same_outcomes(&whole, &bytes);
+    outcomes_free(&bytes);
+    for (size_t k = 0; k <= len; k++) {
+        feed_cut(PROTO_LINE_MIN, tagged_stream, len, &k, 1, &split);
+        assert_same_outcomes(&whole, &split);
+        outcomes_free(&split);
+    }
+    for (size_t k = 0; k + 1 <= len; k++) {  /* two cuts: a tag split three ways */
+        size_t cuts[2] = {k, k + 1 + k % 3 < len ? k + 1 + k % 3 : len};
+        feed_cut(PROTO_LINE_MIN, tagged_stream, len, cuts, 2, &split);
+        assert_same_outcomes(&whole, &split);
+        outcomes_free(&split);
+    }
+    outcomes_free(&whole);
+}
+END_TEST
+
+/* The tag counts toward max_line; a line too long is TOOLONG, untagged
+ * (it is not read). */
+START_TEST(test_tag_max_line) {
+    char line[PROTO_LINE_MIN + 2];
+    size_t head = strlen("#0123456789abcdef LOCK ");
+    memcpy(line, "#0123456789abcdef LOCK ", head);
+    memset(line + head, 'n', PROTO_LINE_MIN - head);
+    line[PROTO_LINE_MIN] = '\n';
+    outcomes_t out;
+    feed_bytes(PROTO_LINE_MIN, line, PROTO_LINE_MIN + 1, &out);
+    ck_assert_uint_eq(out.n, 1);
+    ck_assert_int_eq(out.o[0].st, PROTO_REQUEST);
+    ck_assert_str_eq(out.o[0].req.tag, "0123456789abcdef");
+    ck_assert_uint_eq(out.o[0].req.name_len, PROTO_LINE_MIN - head);
+
+    memset(line + head, 'n', PROTO_LINE_MIN + 1 - head);
+    line[PROTO_LINE_MIN + 1] = '\n';
+    feed_whole(PROTO_LINE_MIN, line, PROTO_LINE_MIN + 2, &out);
+    ck_assert_uint_eq(out.n, 1);
+    ck_assert_int_eq(out.o[0].st, PROTO_ERROR);
+    ck_assert_int_eq(out.o[0].req.err, PROTO_ERR_TOOLONG);
+    ck_assert_uint_eq(out.o[0].req.tag_len, 0);
+    ck_assert_str_eq(out.o[0].req.tag, "");
+}
+END_TEST
+
+/* proto_reply_tag: "#<tag> ", never cut; the reply's line follows it. */
+START_TEST(test_reply_tag) {
+    char out[64];
+
+    ck_assert_int_eq(proto_reply_tag(out, sizeof(out), "7", 1), 3);
+    ck_assert_str_eq(out, "#7 ");
+    ck_assert_int_eq(proto_reply_tag(out, sizeof(out), "0123456789abcdef", PROTO_TAG_MAX),
+                     PROTO_TAG_MAX + 2);
+    ck_assert_str_eq(out, "#0123456789abcdef ");
+    ck_assert_int_eq(proto_reply_tag(out, sizeof(out), "a-B_9", 5), 7);
+    ck_assert_str_eq(out, "#a-B_9 ");
+    ck_assert_int_eq(proto_reply_tag(out, sizeof(out), "abc", 2), 4);  /* tag_len counts */
+    ck_assert_str_eq(out, "#ab ");
+
+    /* then the reply: one line */
+    int n = proto_reply_tag(out, sizeof(out), "q", 1);
+    ck_assert_int_eq(n, 3);
+    int m = proto_reply_error(out + n, sizeof(out) - (size_t)n, PROTO_ERR_UNKNOWN, NULL);
+    ck_assert_int_gt(m, 0);
+    ck_assert_str_eq(out, "#q ERR UNKNOWN no such command\n");
+
+    /* not a tag: nothing */
+    ck_assert_int_eq(proto_reply_tag(out, sizeof(out), "", 0), -1);
+    ck_assert_int_eq(proto_reply_tag(out, sizeof(out), NULL, 0), -1);
+    ck_assert_int_eq(proto_reply_tag(out, sizeof(out), "0123456789abcdefg", PROTO_TAG_MAX + 1),
+                     -1);
+    static const char *const bad[] = {"a b", "a\nb", "a.b", "#7", "a\rb", "\xc3\xa9"};
+    for (size_t i = 0; i < ARRAY_LEN(bad); i++)
+        ck_assert_msg(proto_reply_tag(out, sizeof(out), bad[i], strlen(bad[i])) == -1,
+                      "bad tag %zu written", i);
+    ck_assert_int_eq(proto_reply_tag(out, sizeof(out), "a\0b", 3), -1);
+
+    /* cap: the tag, '#', ' ' and the NUL, exactly; one less is -1 */
+    for (size_t len = 1; len <= PROTO_TAG_MAX; len++) {
+        const char *tag = "ABCDEFGHIJKLMNOP";
+        for (size_t cap = 0; cap <= len + 4; cap++) {
+            char *o = malloc(cap ? cap : 1);  /* exactly cap bytes: ASan sees overruns */
+            ck_assert_ptr_nonnull(o);
+            int r = proto_reply_tag(cap ? o : NULL, cap, tag, len);
+            if (cap < len + 3) {
+                ck_assert_int_eq(r, -1);
+            } else {
+                ck_assert_int_eq(r, (int)len + 2);
+                ck_assert_int_eq(o[0], '#');
+                ck_assert_int_eq(memcmp(o + 1, tag, len), 0);
+                ck_assert_int_eq(o[len + 1], ' ');
+                ck_assert_int_eq(o[len + 2], '\0');
+            }
+            free(o);
+        }
+    }
+}
+END_TEST
+
 /* ---- suite -------------------------------------------------------------- */
 
 static Suite *proto_suite(void) {
@@ -1889,6 +2362,20 @@ static Suite *proto_suite(void) {
     tcase_add_test(tc, test_multi_max_names);
     tcase_add_test(tc, test_multi_bad);
     tcase_add_test(tc, test_reply_ok_list);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("tags");
+    tcase_add_test(tc, test_tag_good);
+    tcase_add_test(tc, test_tag_every_byte);
+    tcase_add_test(tc, test_tag_bad);
+    tcase_add_test(tc, test_tag_only_first_word);
+    tcase_add_test(tc, test_tag_kept_on_request_errors);
+    tcase_add_test(tc, test_tag_each_command);
+    tcase_add_test(tc, test_tag_longest_request);
+    tcase_add_test(tc, test_tag_reset_between_parses);
+    tcase_add_test(tc, test_tag_stream);
+    tcase_add_test(tc, test_tag_max_line);
+    tcase_add_test(tc, test_cancel_tag);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("errors");
@@ -1950,6 +2437,7 @@ static Suite *proto_suite(void) {
     tcase_add_test(tc, test_cmd_names_and_usages);
     tcase_add_test(tc, test_elect_value);
     tcase_add_test(tc, test_reply_leader);
+    tcase_add_test(tc, test_reply_tag);
     suite_add_tcase(s, tc);
 
     return s;
