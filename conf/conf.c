@@ -607,6 +607,8 @@ static const conf_key_t keys[] = {
      AT(max_output)},
     {"server", "max_observes_per_client", U32(1, 1000000), .def = "1024", .reload = CONF_LIVE,
      AT(max_observes_per_client)},
+    {"server", "max_inflight", U32(1, 1000000), .def = "1024", .reload = CONF_LIVE,
+     AT(max_inflight)},
     {"server", "admin_uids", .type = CONF_TYPE_UIDS, .def = "0", .reload = CONF_LIVE,
      AT(admin_uids), .count = offsetof(conf_t, admin_uids_count), .parse = set_admin_uids},
     {"server", "log_level", .type = CONF_TYPE_ENUM, .def = "info", .reload = CONF_LIVE,

@@ -79,6 +79,7 @@ typedef struct conf_s {
     uint32_t max_line;               /* bytes in a request line */
     uint32_t max_output;             /* bytes of queued replies per connection */
     uint32_t max_observes_per_client; /* names one connection OBSERVEs at once */
+    uint32_t max_inflight;           /* tagged requests of one connection in progress */
     uid_t admin_uids[CONF_ADMIN_UIDS_MAX];
     size_t admin_uids_count;
     conf_log_level_t log_level;

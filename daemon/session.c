@@ -1,4 +1,4 @@
-/* Client connections: one lock owner each, requests answered strictly in order.
+/* Client connections: one lock owner each; untagged requests one at a time, tagged ones at once.
  * SPDX-License-Identifier: MIT */
 #include "session.h"
 
@@ -18,12 +18,24 @@
 
 typedef enum {
     SESSION_READY = 0, /* parsing and answering requests */
-    SESSION_WAITING,   /* a lock request is in flight; input is kept */
+    SESSION_WAITING,   /* an untagged request is in progress; input is kept */
     SESSION_DRAINING,  /* QUIT or TOOLONG: flush replies, then close */
     SESSION_CLOSING    /* uv_close() called; the owner goes in on_close */
 } session_state_t;
 
 typedef struct session_s session_t;
+
+/* One request in progress: the untagged one, or a tagged one. It is the
+ * lock manager's call (lockmgr_request), and LIST's. */
+typedef struct call_s {
+    session_t *s;
+    TAILQ_ENTRY(call_s) link;  /* s->calls, in the order they came */
+    proto_request_t req;       /* what it asks, its tag and names */
+    int started;               /* in the lock manager or listing; else it
+                                  waits for an earlier call on its names */
+    int waits;                 /* it may wait for a holder */
+    listing_t *listing;        /* LIST in flight */
+} call_t;
 
 struct session_s {
     uv_pipe_t pipe;            /* the client's socket; data points here */
@@ -57,10 +69,12 @@ struct session_s {
     uint64_t connected_ms;     /* loop time of the accept */
     uint64_t grants;           /* LOCK and TRYLOCK answered OK */
     uint64_t timeouts;         /* TRYLOCKs with a wait that timed out */
-    int waits;                 /* the request in flight may wait for a holder */
-    int cancel_checked;        /* the line after the request in flight was seen */
-    int cancelled;             /* ... was CANCEL, and withdrew its wait */
-    listing_t *listing;        /* LIST in flight */
+    TAILQ_HEAD(, call_s) calls; /* requests in progress, oldest first */
+    call_t *untagged;          /* ... the untagged one among them */
+    size_t ntagged;            /* ... tagged (max_inflight) */
+    int unpark;                /* a call ended: calls behind it may start */
+    int cancel_checked;        /* the line after the untagged call was seen */
+    int cancelled;             /* ... was CANCEL, and withdrew it */
 
     /* lists */
     LIST_ENTRY(session_s) all;          /* all sessions */
@@ -121,10 +135,17 @@ static void unmark_dirty(session_t *s) {
     s->dirty = 0;
 }
 
-/* Queues one line of output; closes the connection past max_output. */
-static void send_line(session_t *s, const char *line, size_t len) {
+/* Queues a reply (one line, or LIST's block) to the request to, with its
+ * tag first if it has one (to NULL: an event); closes the connection past
+ * max_output. */
+static void send_reply(session_t *s, const proto_request_t *to, const char *line, size_t len) {
+    char tag[PROTO_TAG_MAX + 3];
+    int tlen = 0;
     if (s->state == SESSION_CLOSING) return;
-    if (s->out.len + s->wbuf.len + len > s->ss->conf->max_output) {
+    if (to != NULL && to->tag_len > 0 &&
+        (tlen = proto_reply_tag(tag, sizeof(tag), to->tag, to->tag_len)) < 0)
+        tlen = 0; /* cannot be: a tag fits */
+    if (s->out.len + s->wbuf.len + (size_t)tlen + len > s->ss->conf->max_output) {
         log_once_restart_if_quiet(&s->ss->overflow_log);
         log_once(&s->ss->overflow_log, CONF_LOG_WARN,
                  "client %llu (pid %d uid %u): %zu bytes of replies unread, closing",
@@ -134,7 +155,8 @@ static void send_line(session_t *s, const char *line, size_t len) {
         session_close(s);
         return;
     }
-    if (buf_append(&s->out, line, len) != 0) {
+    if ((tlen > 0 && buf_append(&s->out, tag, (size_t)tlen) != 0) ||
+        buf_append(&s->out, line, len) != 0) {
         log_error("client %llu: out of memory, closing", (unsigned long long)s->id);
         session_close(s);
         return;
@@ -142,19 +164,24 @@ static void send_line(session_t *s, const char *line, size_t len) {
     mark_dirty(s);
 }
 
+static void send_line(session_t *s, const char *line, size_t len) {
+    send_reply(s, NULL, line, len);
+}
+
 static void count_reply(session_t *s, int result) {
     s->ss->stats.replies[s->cmd][result]++;
 }
 
-static void send_error(session_t *s, proto_err_t err, const char *detail) {
+static void send_error(session_t *s, const proto_request_t *to, proto_err_t err,
+                       const char *detail) {
     char line[PROTO_REPLY_MAX];
     int n = proto_reply_error(line, PROTO_ERROR_MAX, err, detail);
     s->ss->stats.errors++;
     count_reply(s, SESSION_RESULT_ERR(err));
-    if (n > 0) send_line(s, line, (size_t)n);
+    if (n > 0) send_reply(s, to, line, (size_t)n);
 }
 
-static void send_info(session_t *s) {
+static void send_info(session_t *s, const proto_request_t *to) {
     sessions_stats_t st;
     lockmgr_stats_t ls;
     lockmgr_elect_stats_t es;
@@ -186,7 +213,7 @@ static void send_info(session_t *s) {
         (unsigned long long)es.candidates, (unsigned long long)es.leader_events,
         (int)s->pid, (unsigned)s->uid, (unsigned)s->gid,
         s->ss->conf->metrics[0] ? s->ss->conf->metrics : "-");
-    if (n > 0) send_line(s, line, (size_t)n);
+    if (n > 0) send_reply(s, to, line, (size_t)n);
 }
 
 /* CLIENTS: who is connected, with peer credentials, for admins only. One
@@ -194,12 +221,12 @@ static void send_info(session_t *s) {
  * entry per client, newest first, at most SESSION_CLIENTS_SHOWN. A
  * session being closed (until its on_close) is gone already: its owner
  * may be dropped, or never made (no memory at accept). */
-static void send_clients(session_t *s) {
+static void send_clients(session_t *s, const proto_request_t *to) {
     sessions_t *ss = s->ss;
     size_t cap = 64 + (size_t)SESSION_CLIENTS_SHOWN * 80;
     char *line = malloc(cap);
     if (line == NULL) {
-        send_error(s, PROTO_ERR_LIMIT, "out of memory");
+        send_error(s, to, PROTO_ERR_LIMIT, "out of memory");
         return;
     }
     size_t open = 0, shown = 0;
@@ -221,7 +248,7 @@ static void send_clients(session_t *s) {
     }
     line[len++] = '\n';
     count_reply(s, SESSION_RESULT_OK);
-    send_line(s, line, len);
+    send_reply(s, to, line, len);
     free(line);
 }
 
@@ -294,8 +321,8 @@ static const char *error_words(const lock_reply_t *r, char *buf, size_t cap) {
     return NULL;
 }
 
-/* A lock manager reply as one protocol line. */
-static void send_lock_reply(session_t *s, const lock_reply_t *r) {
+/* A lock manager reply to c as one protocol line. */
+static void send_lock_reply(session_t *s, call_t *c, const lock_reply_t *r) {
     static const proto_err_t errs[] = {
         [LOCK_ERR_NOTHELD] = PROTO_ERR_NOTHELD,
         [LOCK_ERR_BACKEND] = PROTO_ERR_BACKEND,
@@ -312,7 +339,7 @@ static void send_lock_reply(session_t *s, const lock_reply_t *r) {
         char list[PROTO_REPLY_LIST_MAX];
         n = proto_reply_ok_list(list, sizeof(list), r->list, r->count);
         count_reply(s, SESSION_RESULT_OK);
-        if (n > 0) send_line(s, list, (size_t)n);
+        if (n > 0) send_reply(s, &c->req, list, (size_t)n);
         return;
     }
     switch (r->kind) {
@@ -323,7 +350,7 @@ static void send_lock_reply(session_t *s, const lock_reply_t *r) {
             log_info("client %llu (pid %d uid %u) connected %.1f s ago holds its first lock",
                      (unsigned long long)s->id, (int)s->pid, (unsigned)s->uid,
                      (double)(uv_now(s->ss->loop) - s->connected_ms) / 1000.0);
-        if (s->cmd == PROTO_CMD_ELECT) /* OK <fence>: a leader holds once */
+        if (c->req.cmd == PROTO_CMD_ELECT) /* OK <fence>: a leader holds once */
             n = proto_reply_ok_num(line, sizeof(line), (long long)r->fence);
         else
             n = proto_reply_ok_num2(line, sizeof(line), (unsigned long long)r->fence, r->holds);
@@ -335,7 +362,7 @@ static void send_lock_reply(session_t *s, const lock_reply_t *r) {
         n = proto_reply_ok_num(line, sizeof(line), r->value);
         break;
     case LOCK_REPLY_TIMEOUT:
-        if (s->waits) s->timeouts++;
+        if (c->waits) s->timeouts++;
         n = proto_reply_timeout(line, sizeof(line), r->ttl_ms);
         break;
     case LOCK_REPLY_FREE:
@@ -378,7 +405,7 @@ static void send_lock_reply(session_t *s, const lock_reply_t *r) {
     count_reply(s, r->kind == LOCK_REPLY_TIMEOUT ? SESSION_RESULT_TIMEOUT
                    : r->kind == LOCK_REPLY_ERROR ? SESSION_RESULT_ERR(errs[r->err])
                                                  : SESSION_RESULT_OK);
-    if (n > 0) send_line(s, line, (size_t)n);
+    if (n > 0) send_reply(s, &c->req, line, (size_t)n);
 }
 
 static uint64_t now_wall_ms(void) {
@@ -389,46 +416,37 @@ static uint64_t now_wall_ms(void) {
 
 /* LIST: only names the peer may read are listed. */
 static int list_keep(void *data, const char *name, size_t len) {
-    session_t *s = data;
+    session_t *s = ((call_t *)data)->s;
     int rule;
     return access_decide(s->ss->conf->access, &s->view, &s->peer, name, len, &rule) >=
            ACCESS_READ;
 }
 
-/* LIST's answer: "OK LIST <n> <more>" and n entry lines, or ERR BACKEND. */
+static void call_end(call_t *c);
+
+/* LIST's answer: "OK LIST <n> <more>" and n entry lines, or ERR BACKEND;
+ * the block is queued whole, its first line tagged. */
 static void on_listed(void *data, list_result_t *res) {
-    session_t *s = data;
-    s->listing = NULL;
-    if (s->state == SESSION_CLOSING) return;
+    call_t *c = data;
+    session_t *s = c->s;
+    c->listing = NULL;
+    if (s->state == SESSION_CLOSING) return; /* the call goes in on_close */
+    s->cmd = c->req.cmd;
     if (res->status != BACKEND_OK) {
-        send_error(s, PROTO_ERR_BACKEND, res->error[0] ? res->error : NULL);
+        send_error(s, &c->req, PROTO_ERR_BACKEND, res->error[0] ? res->error : NULL);
     } else {
         buf_t b = {0};
         /* The reply fits the connection's output limit, with room. */
         if (listfmt_reply(&b, res->entries, res->n, res->more, s->ss->conf->max_output / 2) !=
             0) {
-            send_error(s, PROTO_ERR_LIMIT, "out of memory");
+            send_error(s, &c->req, PROTO_ERR_LIMIT, "out of memory");
         } else {
             count_reply(s, SESSION_RESULT_OK);
-            send_line(s, buf_start(&b), b.len);
+            send_reply(s, &c->req, buf_start(&b), b.len);
         }
         buf_free(&b);
     }
-    if (s->state != SESSION_WAITING) return;
-    s->state = SESSION_READY;
-    s->resume = 1;
-    mark_dirty(s);
-}
-
-static void start_list(session_t *s, const proto_request_t *req) {
-    s->listing = listing_start(s->ss->locks, req->value, req->value_len, req->limit, list_keep,
-                               on_listed, s);
-    if (s->listing == NULL) {
-        send_error(s, PROTO_ERR_LIMIT, "out of memory");
-        return;
-    }
-    s->state = SESSION_WAITING;
-    s->cancel_checked = 0;
+    if (s->state != SESSION_CLOSING) call_end(c);
 }
 
 const listing_ring_t *sessions_lost(const sessions_t *ss) {
@@ -439,19 +457,14 @@ lockmgr_t *sessions_locks(const sessions_t *ss) {
     return ss->locks;
 }
 
-/* The lock manager's later answer to the request in flight. */
+/* The lock manager's later answer to one of the session's calls. */
 static void on_lock_reply(void *data, void *call, const lock_reply_t *reply) {
     session_t *s = data;
-    (void)call; /* the one request in flight: the session */
-    if (s->state == SESSION_CLOSING) return;
-    send_lock_reply(s, reply);
-    s->waits = 0;
-    if (s->state != SESSION_WAITING) return;
-    s->state = SESSION_READY;
-    /* Go on with kept input from the flusher, not from inside the lock
-     * manager's callback. */
-    s->resume = 1;
-    mark_dirty(s);
+    call_t *c = call;
+    if (s->state == SESSION_CLOSING) return; /* the call goes in on_close */
+    s->cmd = c->req.cmd;
+    send_lock_reply(s, c, reply);
+    if (s->state != SESSION_CLOSING) call_end(c);
 }
 
 static void on_lock_event(void *data, const char *name, size_t len, lock_loss_t why) {
@@ -573,7 +586,7 @@ static int allowed_name(session_t *s, const proto_request_t *req, const char *na
     access_explain(r, rule, &s->peer, need, name, len, why, sizeof(why));
     log_denied(s, req, rule, why);
     s->ss->stats.denied++;
-    send_error(s, PROTO_ERR_DENIED, why);
+    send_error(s, req, PROTO_ERR_DENIED, why);
     return 0;
 }
 
@@ -593,12 +606,241 @@ _Static_assert((int)PROTO_RIGHT_READ == (int)ACCESS_READ &&
                    (int)PROTO_RIGHT_ADMIN == (int)ACCESS_ADMIN,
                "proto.h's rights are access.h's");
 
-static void dispatch(session_t *s, const proto_request_t *req) {
+/* ---- calls: requests in progress ----------------------------------------------------- */
+
+/* Requests that change their names' locks: a connection's are taken in
+ * the order sent, one after the other on each name. The others only look
+ * (or, OBSERVE, subscribe) and go at once. */
+static int changes_names(proto_cmd_t cmd) {
+    switch (cmd) {
+    case PROTO_CMD_STATUS:
+    case PROTO_CMD_WHO:
+    case PROTO_CMD_LEADER:
+    case PROTO_CMD_OBSERVE:
+    case PROTO_CMD_UNOBSERVE:
+    case PROTO_CMD_LIST: return 0;
+    default: return 1;
+    }
+}
+
+static int has_name(const proto_request_t *r, const char *name, size_t len) {
+    if (r->nnames == 0) return r->name_len == len && memcmp(r->name, name, len) == 0;
+    for (unsigned i = 0; i < r->nnames; i++) {
+        size_t l;
+        const char *n = proto_mname(r, i, &l);
+        if (l == len && memcmp(n, name, len) == 0) return 1;
+    }
+    return 0;
+}
+
+/* 1 if a and b, both changing names, share one. */
+static int share_name(const proto_request_t *a, const proto_request_t *b) {
+    if (!changes_names(a->cmd) || !changes_names(b->cmd)) return 0;
+    if (b->nnames == 0) return has_name(a, b->name, b->name_len);
+    for (unsigned i = 0; i < b->nnames; i++) {
+        size_t l;
+        const char *n = proto_mname(b, i, &l);
+        if (has_name(a, n, l)) return 1;
+    }
+    return 0;
+}
+
+/* 1 if a call before c changes one of c's names: c waits for it. */
+static int waits_behind(const call_t *c) {
+    for (const call_t *e = TAILQ_FIRST(&c->s->calls); e != c; e = TAILQ_NEXT(e, link))
+        if (share_name(&e->req, &c->req)) return 1;
+    return 0;
+}
+
+static call_t *call_by_tag(const session_t *s, const char *tag, size_t len) {
+    call_t *c;
+    TAILQ_FOREACH(c, &s->calls, link)
+        if (c->req.tag_len == len && memcmp(c->req.tag, tag, len) == 0) return c;
+    return NULL;
+}
+
+/* A call for req, which it takes over (its names), at the end of the
+ * session's calls; NULL on no memory (answered). */
+static call_t *call_new(session_t *s, proto_request_t *req) {
+    call_t *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        send_error(s, req, PROTO_ERR_LIMIT, "out of memory");
+        return NULL;
+    }
+    c->s = s;
+    c->req = *req;
+    req->mnames = NULL; /* the call's now */
+    TAILQ_INSERT_TAIL(&s->calls, c, link);
+    if (c->req.tag_len > 0) {
+        s->ntagged++;
+    } else {
+        s->untagged = c;
+        s->state = SESSION_WAITING;
+        s->cancel_checked = 0;
+    }
+    return c;
+}
+
+static void call_free(call_t *c) {
+    proto_request_free(&c->req);
+    free(c);
+}
+
+/* c is answered: it goes, and calls behind it on its names may start
+ * (from the flusher, never from inside the lock manager). */
+static void call_end(call_t *c) {
+    session_t *s = c->s;
+    TAILQ_REMOVE(&s->calls, c, link);
+    if (c->req.tag_len > 0) {
+        s->ntagged--;
+    } else {
+        s->untagged = NULL;
+        if (s->state == SESSION_WAITING) {
+            s->state = SESSION_READY;
+            s->resume = 1; /* go on with kept input */
+        }
+    }
+    if (changes_names(c->req.cmd)) s->unpark = 1;
+    call_free(c);
+    mark_dirty(s);
+}
+
+static void call_start(call_t *c);
+
+/* Starts the calls whose turn has come, oldest first. A start may answer
+ * any call (one's own at once, another through the lock manager's
+ * callback), so the search begins anew after each. */
+static void start_parked(session_t *s) {
+    s->unpark = 0;
+    for (;;) {
+        call_t *c;
+        TAILQ_FOREACH(c, &s->calls, link)
+            if (!c->started && !waits_behind(c)) break;
+        if (c == NULL || s->state == SESSION_CLOSING) return;
+        call_start(c);
+    }
+}
+
+/* Withdraws c: a call waiting for its turn goes at once, one in the lock
+ * manager is cancelled there if it waits. 1 if it was withdrawn (and
+ * answered ERR CANCELLED). */
+static int call_cancel(call_t *c) {
+    session_t *s = c->s;
+    if (!c->started) {
+        s->cmd = c->req.cmd;
+        send_error(s, &c->req, PROTO_ERR_CANCELLED, NULL);
+        if (s->state != SESSION_CLOSING) call_end(c);
+        return 1;
+    }
+    if (c->listing != NULL) return 0; /* LIST's answer comes */
+    return lockmgr_cancel(s->ss->locks, s->owner, c);
+}
+
+/* The protocol's lock commands as lock manager requests: answered now, or
+ * later through on_lock_reply. */
+static void start_lock_request(call_t *c) {
+    session_t *s = c->s;
+    const proto_request_t *req = &c->req;
+    lock_name_t names[PROTO_MNAMES_MAX];
+    for (unsigned i = 0; i < req->nnames; i++)
+        names[i].name = proto_mname(req, i, &names[i].len);
+    lock_request_t lr = {
+        .kind = request_kind(req->cmd),
+        .mode = request_mode(req->cmd),
+        .name = req->name,
+        .len = req->name_len,
+        .wait_ms = req->wait_ms,
+        .lease_ms = req->lease_ms,
+        .permits = req->permits,
+        .value = req->value,
+        .value_len = req->value_len,
+        .names = names,
+        .nnames = req->nnames,
+    };
+    lock_reply_t now;
+    if (req->nnames > 0) { /* the request is about its names only */
+        lr.name = NULL;
+        lr.len = 0;
+    }
+    c->waits = lr.kind == LOCK_REQ_LOCK || lr.kind == LOCK_REQ_MLOCK ||
+               ((lr.kind == LOCK_REQ_TRYLOCK || lr.kind == LOCK_REQ_TRYMLOCK) && lr.wait_ms > 0);
+    c->started = 1;
+    if (lockmgr_request(s->ss->locks, s->owner, &lr, c, &now)) {
+        s->cmd = req->cmd;
+        send_lock_reply(s, c, &now);
+        if (s->state != SESSION_CLOSING) call_end(c);
+        return;
+    }
+    deaf_add(s);
+}
+
+static void call_start(call_t *c) {
+    session_t *s = c->s;
+    const proto_request_t *req = &c->req;
+    char line[PROTO_REPLY_MAX];
+    int n;
+
+    switch (req->cmd) {
+    case PROTO_CMD_LIST:
+        c->started = 1;
+        c->listing = listing_start(s->ss->locks, req->value, req->value_len, req->limit,
+                                   list_keep, on_listed, c);
+        if (c->listing == NULL) {
+            s->cmd = req->cmd;
+            send_error(s, req, PROTO_ERR_LIMIT, "out of memory");
+            if (s->state != SESSION_CLOSING) call_end(c);
+            return;
+        }
+        deaf_add(s);
+        return;
+    case PROTO_CMD_RESIGN:
+    case PROTO_CMD_UNOBSERVE: {
+        int had = req->cmd == PROTO_CMD_RESIGN
+                      ? lockmgr_resign(s->ss->locks, s->owner, req->name, req->name_len)
+                      : lockmgr_unobserve(s->ss->locks, s->owner, req->name, req->name_len);
+        s->cmd = req->cmd;
+        count_reply(s, SESSION_RESULT_OK);
+        n = proto_reply_ok_num(line, sizeof(line), had);
+        send_reply(s, req, line, (size_t)n);
+        if (s->state != SESSION_CLOSING) call_end(c);
+        return;
+    }
+    default:
+        start_lock_request(c);
+        return;
+    }
+}
+
+/* ---- requests ------------------------------------------------------------------------- */
+
+/* CANCEL: bare, it says whether it withdrew the untagged wait right before
+ * it (check_cancel); CANCEL #tag withdraws that tagged call. */
+static void do_cancel(session_t *s, const proto_request_t *req) {
+    char line[PROTO_REPLY_MAX];
+    int done;
+    if (req->value_len == 0) {
+        done = s->cancelled;
+        s->cancelled = 0;
+    } else {
+        call_t *c = call_by_tag(s, req->value, req->value_len);
+        done = c != NULL && call_cancel(c);
+        if (s->state == SESSION_CLOSING) return;
+    }
+    s->cmd = req->cmd;
+    int n = proto_reply_ok_num(line, sizeof(line), done);
+    send_reply(s, req, line, (size_t)n);
+}
+
+static void dispatch(session_t *s, proto_request_t *req) {
     char line[PROTO_REPLY_MAX];
     int n;
 
     s->ss->stats.requests++;
     s->cmd = req->cmd;
+    if (req->tag_len > 0 && call_by_tag(s, req->tag, req->tag_len) != NULL) {
+        send_error(s, req, PROTO_ERR_ARGS, "tag in use");
+        return;
+    }
     if (!allowed(s, req)) return;
     if (req->cmd == PROTO_CMD_PING || req->cmd == PROTO_CMD_QUIT || req->cmd == PROTO_CMD_INFO ||
         req->cmd == PROTO_CMD_CANCEL)
@@ -606,108 +848,43 @@ static void dispatch(session_t *s, const proto_request_t *req) {
     switch (req->cmd) {
     case PROTO_CMD_PING:
         n = proto_reply_ok(line, sizeof(line), "PONG");
-        send_line(s, line, (size_t)n);
+        send_reply(s, req, line, (size_t)n);
         return;
     case PROTO_CMD_QUIT:
         n = proto_reply_ok(line, sizeof(line), "BYE");
-        send_line(s, line, (size_t)n);
+        send_reply(s, req, line, (size_t)n);
         if (s->state != SESSION_CLOSING) {
             s->state = SESSION_DRAINING;
             uv_read_stop((uv_stream_t *)&s->pipe);
         }
         return;
     case PROTO_CMD_INFO:
-        send_info(s);
+        send_info(s, req);
         return;
     case PROTO_CMD_CANCEL:
-        /* 1: it withdrew the wait right before it (check_cancel). */
-        n = proto_reply_ok_num(line, sizeof(line), s->cancelled);
-        s->cancelled = 0;
-        send_line(s, line, (size_t)n);
+        do_cancel(s, req);
         return;
     case PROTO_CMD_CLIENTS:
-        send_clients(s);
+        send_clients(s, req);
         return;
-    case PROTO_CMD_LIST:
-        start_list(s, req);
+    case PROTO_CMD_NONE:
+        send_error(s, req, PROTO_ERR_UNKNOWN, NULL);
         return;
-    case PROTO_CMD_RESIGN:
-    case PROTO_CMD_UNOBSERVE: {
-        int had = req->cmd == PROTO_CMD_RESIGN
-                      ? lockmgr_resign(s->ss->locks, s->owner, req->name, req->name_len)
-                      : lockmgr_unobserve(s->ss->locks, s->owner, req->name, req->name_len);
-        count_reply(s, SESSION_RESULT_OK);
-        n = proto_reply_ok_num(line, sizeof(line), had);
-        send_line(s, line, (size_t)n);
-        return;
-    }
-    case PROTO_CMD_LOCK:
-    case PROTO_CMD_TRYLOCK:
-    case PROTO_CMD_UNLOCK:
-    case PROTO_CMD_RENEW:
-    case PROTO_CMD_STATUS:
-    case PROTO_CMD_WHO:
-    case PROTO_CMD_FORCEUNLOCK:
-    case PROTO_CMD_RLOCK:
-    case PROTO_CMD_WLOCK:
-    case PROTO_CMD_TRYRLOCK:
-    case PROTO_CMD_TRYWLOCK:
-    case PROTO_CMD_RUNLOCK:
-    case PROTO_CMD_WUNLOCK:
-    case PROTO_CMD_SEMINIT:
-    case PROTO_CMD_ACQUIRE:
-    case PROTO_CMD_TRYACQUIRE:
-    case PROTO_CMD_RELEASE:
-    case PROTO_CMD_FAIRLOCK:
-    case PROTO_CMD_TRYFAIRLOCK:
-    case PROTO_CMD_ELECT:
-    case PROTO_CMD_LEADER:
-    case PROTO_CMD_OBSERVE:
-    case PROTO_CMD_MLOCK:
-    case PROTO_CMD_TRYMLOCK:
-    case PROTO_CMD_MUNLOCK: {
-        lock_name_t names[PROTO_MNAMES_MAX];
-        for (unsigned i = 0; i < req->nnames; i++)
-            names[i].name = proto_mname(req, i, &names[i].len);
-        lock_request_t lr = {
-            .kind = request_kind(req->cmd),
-            .mode = request_mode(req->cmd),
-            .name = req->name,
-            .len = req->name_len,
-            .wait_ms = req->wait_ms,
-            .lease_ms = req->lease_ms,
-            .permits = req->permits,
-            .value = req->value,
-            .value_len = req->value_len,
-            .names = names,
-            .nnames = req->nnames,
-        };
-        lock_reply_t now;
-        if (req->nnames > 0) { /* the request is about its names only */
-            lr.name = NULL;
-            lr.len = 0;
-        }
-        s->waits = lr.kind == LOCK_REQ_LOCK || lr.kind == LOCK_REQ_MLOCK ||
-                   ((lr.kind == LOCK_REQ_TRYLOCK || lr.kind == LOCK_REQ_TRYMLOCK) &&
-                    lr.wait_ms > 0);
-        if (lockmgr_request(s->ss->locks, s->owner, &lr, s, &now)) {
-            send_lock_reply(s, &now);
-            s->waits = 0;
-            return;
-        }
-        s->state = SESSION_WAITING;
-        s->cancel_checked = 0;
-        deaf_add(s);
-        return;
-    }
     default:
-        send_error(s, PROTO_ERR_UNKNOWN, NULL);
+        break;
+    }
+    /* LIST, RESIGN, UNOBSERVE and the lock requests: a call */
+    if (req->tag_len > 0 && s->ntagged >= s->ss->conf->max_inflight) {
+        send_error(s, req, PROTO_ERR_LIMIT, "max_inflight reached");
         return;
     }
+    call_t *c = call_new(s, req);
+    if (c == NULL || waits_behind(c)) return; /* it starts when its turn comes */
+    call_start(c);
 }
 
-/* Handles requests from data until it runs out or a request must wait.
- * Returns the bytes consumed. */
+/* Handles requests from data until it runs out or an untagged request is
+ * in progress. Returns the bytes consumed. */
 static size_t handle_input(session_t *s, const char *data, size_t len) {
     size_t off = 0;
 
@@ -722,7 +899,7 @@ static size_t handle_input(session_t *s, const char *data, size_t len) {
         } else if (st == PROTO_ERROR) {
             s->ss->stats.requests++;
             s->cmd = req.cmd;
-            send_error(s, req.err, req.detail);
+            send_error(s, &req, req.err, req.detail);
             if (req.err == PROTO_ERR_TOOLONG && s->state != SESSION_CLOSING) {
                 /* The stream cannot be resynchronised: answer, then close. */
                 s->state = SESSION_DRAINING;
@@ -734,14 +911,15 @@ static size_t handle_input(session_t *s, const char *data, size_t len) {
     return off;
 }
 
-/* While a request waits, the line right after it may be CANCEL: then the
- * wait is withdrawn now, and the CANCEL, read in its turn, says so. */
+/* While an untagged request is in progress, the line right after it may be
+ * a bare CANCEL: then it is withdrawn now, and the CANCEL, read in its
+ * turn, says so. */
 static void check_cancel(session_t *s) {
-    if (s->state != SESSION_WAITING || s->cancel_checked) return;
+    if (s->state != SESSION_WAITING || s->cancel_checked || s->untagged == NULL) return;
     int next = proto_next_is(buf_start(&s->in), s->in.len, PROTO_CMD_CANCEL);
     if (next < 0) return; /* no whole line yet */
     s->cancel_checked = 1;
-    if (next == 1) s->cancelled = lockmgr_cancel(s->ss->locks, s->owner, s);
+    if (next == 1) s->cancelled = call_cancel(s->untagged);
 }
 
 /* Keeps input that arrived while a request is in flight. */
@@ -765,7 +943,7 @@ static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf);
 /* After the peer's EOF, once every request it sent is answered: close
  * when the replies are written. */
 static void maybe_finish(session_t *s) {
-    if (s->eof && s->state == SESSION_READY && s->in.len == 0) {
+    if (s->eof && s->state == SESSION_READY && s->in.len == 0 && TAILQ_EMPTY(&s->calls)) {
         s->state = SESSION_DRAINING;
         mark_dirty(s);
     }
@@ -848,6 +1026,11 @@ static void on_close(uv_handle_t *handle) {
      * observations, holds and wait (issue 36). */
     if (s->owner != NULL) lockmgr_owner_drop(ss->locks, s->owner);
     s->owner = NULL;
+    call_t *c;
+    while ((c = TAILQ_FIRST(&s->calls)) != NULL) {
+        TAILQ_REMOVE(&s->calls, c, link);
+        call_free(c);
+    }
     LIST_REMOVE(s, all);
     if (s->counted) access_users_leave(&ss->users, s->uid);
     access_view_free(&s->view);
@@ -877,9 +1060,14 @@ static void deaf_remove(session_t *s) {
     if (LIST_EMPTY(&ss->deaf)) uv_timer_stop(&ss->hangups);
 }
 
+/* 1 while s has requests in progress but reads nothing. */
+static int deaf(const session_t *s) {
+    return (s->eof || s->paused) && !TAILQ_EMPTY(&s->calls) && s->state != SESSION_CLOSING;
+}
+
 static void deaf_add(session_t *s) {
     sessions_t *ss = s->ss;
-    if (s->deaf || s->state != SESSION_WAITING || !(s->eof || s->paused)) return;
+    if (s->deaf || !deaf(s)) return;
     if (LIST_EMPTY(&ss->deaf))
         uv_timer_start(&ss->hangups, on_hangups, SESSION_HANGUP_CHECK_MS,
                        SESSION_HANGUP_CHECK_MS);
@@ -892,7 +1080,7 @@ static void on_hangups(uv_timer_t *t) {
     session_t *s = LIST_FIRST(&ss->deaf);
     while (s != NULL) {
         session_t *next = LIST_NEXT(s, deaf_link);
-        if (s->state != SESSION_WAITING || !(s->eof || s->paused)) deaf_remove(s);
+        if (!deaf(s)) deaf_remove(s);
         else if (peer_gone(s)) session_close(s);
         s = next;
     }
@@ -928,8 +1116,11 @@ static void session_close(session_t *s) {
     unmark_dirty(s);
     deaf_remove(s);
     log_closed(s);
-    if (s->listing != NULL) listing_cancel(s->listing);
-    s->listing = NULL;
+    call_t *c;
+    TAILQ_FOREACH(c, &s->calls, link) {
+        if (c->listing != NULL) listing_cancel(c->listing);
+        c->listing = NULL;
+    }
     uv_close((uv_handle_t *)&s->pipe, on_close);
 }
 
@@ -997,7 +1188,10 @@ static void on_check(uv_check_t *handle) {
     /* Sessions marked during this round wait for the next one. */
     while ((s = TAILQ_FIRST(&ss->dirty)) != NULL && s->dirty_round <= round) {
         unmark_dirty(s);
+        if (s->unpark) start_parked(s);
+        if (s->state == SESSION_CLOSING) continue;
         if (s->resume) resume_input(s);
+        else maybe_finish(s);
         if (!s->dirty) flush(s);  /* re-marked: flushed next round */
     }
     if (TAILQ_EMPTY(&ss->dirty)) uv_idle_stop(&ss->keepalive);
@@ -1119,6 +1313,7 @@ void sessions_accept(sessions_t *ss, uv_stream_t *server) {
         return;
     }
     s->ss = ss;
+    TAILQ_INIT(&s->calls);
     uv_pipe_init(ss->loop, &s->pipe, 0);
     s->pipe.data = s;
     if (uv_accept(server, (uv_stream_t *)&s->pipe) != 0) {

@@ -94,7 +94,7 @@ START_TEST(cancel_too_late_or_idle) {
     await_free(c, "y");
     h_close(c);
     h_expect_reply(b, "cancel", "OK 0"); /* the word is case-insensitive */
-    h_expect_reply(b, "CANCEL now", "ERR ARGS CANCEL");
+    h_expect_reply(b, "CANCEL now", "ERR ARGS CANCEL [#<tag>]");
     h_close(b);
 }
 END_TEST
