@@ -4,8 +4,11 @@
  * Input: two bytes choosing max_line (PROTO_LINE_MIN..4096), then the byte
  * stream a client would send. The stream is fed whole and in chunks whose
  * sizes come from a hash of the input; both runs are checked against a model
- * of the framing rules in PROTOCOL.md and must produce the same outcomes.
- * Then the reply formatters are run on text from the input with a small cap.
+ * of the framing rules in PROTOCOL.md and must produce the same outcomes:
+ * a line's tag (a first word beginning with '#') against a model of the tag
+ * rules, and the request after a tag as the same line untagged. The stream's
+ * first request is looked ahead at as the session does for CANCEL. Then the
+ * reply formatters are run on text from the input with a small cap.
  * Any broken invariant traps, which libFuzzer reports as a crash. */
 #include "proto/proto.h"
 
@@ -13,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define CHECK(cond)                          \
     do {                                     \
@@ -32,6 +36,10 @@ typedef struct outcome_s {
     uint32_t wait_ms;
     uint32_t lease_ms;
     uint32_t permits;
+    char tag[PROTO_TAG_MAX + 1];
+    uint8_t tag_len;
+    char value[PROTO_VALUE_MAX + 1];
+    size_t value_len;
 } outcome_t;
 
 typedef struct outcomes_s {
@@ -61,6 +69,22 @@ static int line_blank(const uint8_t *l, size_t len) {
 
 static const uint8_t *find_lf(const uint8_t *s, size_t from, size_t to) {
     return from < to ? memchr(s + from, '\n', to - from) : NULL;
+}
+
+static int is_blank(uint8_t c) {
+    return c == ' ' || c == '\t';
+}
+
+/* The model of a tag (without its '#'): 1 to PROTO_TAG_MAX of 0-9 A-Z a-z _ -. */
+static int model_tag(const uint8_t *t, size_t len) {
+    if (len == 0 || len > PROTO_TAG_MAX) return 0;
+    for (size_t i = 0; i < len; i++) {
+        uint8_t c = t[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+              c == '_' || c == '-'))
+            return 0;
+    }
+    return 1;
 }
 
 /* From the command table itself, so that a new command needs no edit here. */
@@ -98,6 +122,13 @@ static void check_request(const proto_request_t *req) {
     } else {
         CHECK(req->nnames == 0 && req->mnames == NULL);
     }
+    CHECK(req->tag_len <= PROTO_TAG_MAX && req->tag[req->tag_len] == '\0');
+    CHECK(strlen(req->tag) == req->tag_len);
+    if (req->tag_len > 0) CHECK(model_tag((const uint8_t *)req->tag, req->tag_len));
+    /* CANCEL's target: a tag, or nothing */
+    if (takes(req->cmd, "#<tag>") && req->value_len > 0)
+        CHECK(model_tag((const uint8_t *)req->value, req->value_len) &&
+              req->value[req->value_len] == '\0' && strlen(req->value) == req->value_len);
     if (!takes(req->cmd, "<wait_ms>")) CHECK(req->wait_ms == 0);
     if (!takes(req->cmd, "<lease_ms>")) CHECK(req->lease_ms == 0);
     if (!takes(req->cmd, "<permits>")) CHECK(req->permits == 0);
@@ -115,6 +146,56 @@ static void record(outcomes_t *out, proto_status_t st, const proto_request_t *re
     o->wait_ms = req->wait_ms;
     o->lease_ms = req->lease_ms;
     o->permits = req->permits;
+    o->tag_len = req->tag_len <= PROTO_TAG_MAX ? req->tag_len : PROTO_TAG_MAX;
+    memcpy(o->tag, req->tag, o->tag_len);
+    o->value_len = req->value_len <= PROTO_VALUE_MAX ? req->value_len : PROTO_VALUE_MAX;
+    memcpy(o->value, req->value, o->value_len);
+}
+
+/* The tag rules on one line (not blank, without its LF) that came out as
+ * st and *req: a first word beginning with '#' is a tag; a good one with a
+ * request after it tags that request, which is what the rest of the line
+ * alone gives (a second tag is no command word); a bad one, or one with
+ * nothing after it, is an untagged ERR ARGS. A line whose first word has no
+ * '#' is untagged. */
+static void check_tag(const uint8_t *l, size_t len, proto_status_t st,
+                      const proto_request_t *req) {
+    if (len > 0 && l[len - 1] == '\r') len--;
+    size_t i = 0;
+    while (i < len && is_blank(l[i])) i++;
+    if (i == len || l[i] != '#') {
+        CHECK(req->tag_len == 0);
+        return;
+    }
+    size_t start = ++i;
+    while (i < len && !is_blank(l[i])) i++;
+    size_t rest = i;
+    while (rest < len && is_blank(l[rest])) rest++;
+    if (!model_tag(l + start, i - start) || rest == len) {
+        CHECK(st == PROTO_ERROR && req->err == PROTO_ERR_ARGS && req->cmd == PROTO_CMD_NONE);
+        CHECK(req->tag_len == 0 && req->tag[0] == '\0' && req->detail != NULL);
+        return;
+    }
+    CHECK(req->tag_len == i - start && memcmp(req->tag, l + start, req->tag_len) == 0);
+    if (l[rest] == '#') {  /* one tag only: no command word begins with '#' */
+        CHECK(st == PROTO_ERROR && req->err == PROTO_ERR_UNKNOWN);
+        return;
+    }
+    proto_request_t bare;
+    proto_status_t bst = proto_parse_line((const char *)l + i, len - i, &bare);
+    CHECK(bst == st && bare.tag_len == 0);
+    CHECK(bare.cmd == req->cmd && bare.err == req->err && bare.detail == req->detail);
+    CHECK(bare.name_len == req->name_len && strcmp(bare.name, req->name) == 0);
+    CHECK(bare.value_len == req->value_len && strcmp(bare.value, req->value) == 0);
+    CHECK(bare.wait_ms == req->wait_ms && bare.lease_ms == req->lease_ms &&
+          bare.permits == req->permits && bare.limit == req->limit &&
+          bare.nnames == req->nnames);
+    for (unsigned k = 0; k < bare.nnames; k++) {
+        size_t a, b;
+        const char *na = proto_mname(&bare, k, &a), *nb = proto_mname(req, k, &b);
+        CHECK(a == b && memcmp(na, nb, a) == 0);
+    }
+    proto_request_free(&bare);
 }
 
 /* A request or a one-line error ended at stream offset end (just past its
@@ -145,6 +226,8 @@ static void check_line_report(run_t *r, size_t end, proto_status_t st,
     CHECK(ref.wait_ms == req->wait_ms && ref.lease_ms == req->lease_ms &&
           ref.permits == req->permits);
     CHECK(ref.detail == req->detail);
+    CHECK(ref.tag_len == req->tag_len && strcmp(ref.tag, req->tag) == 0);
+    CHECK(ref.value_len == req->value_len && strcmp(ref.value, req->value) == 0);
     CHECK(ref.nnames == req->nnames);
     for (unsigned i = 0; i < ref.nnames; i++) {
         size_t a, b;
@@ -152,6 +235,7 @@ static void check_line_report(run_t *r, size_t end, proto_status_t st,
         CHECK(a == b && memcmp(na, nb, a) == 0 && proto_name_valid(na, a));
     }
     proto_request_free(&ref);
+    check_tag(r->s + start, len, st, req);
     r->blank_to = end;
 }
 
@@ -237,6 +321,32 @@ static void feed_chunk(run_t *r, size_t base, size_t len) {
     } while (off < len);
 }
 
+/* proto_next_is(CANCEL) on the stream, against the model: blank lines
+ * skipped, the first other line is the bare CANCEL (one word, any case:
+ * not tagged, no argument), or not; -1 while no line is whole. */
+static void check_next_is(const uint8_t *s, size_t n) {
+    int want = -1;
+    size_t start = 0;
+    const uint8_t *lf;
+    while ((lf = find_lf(s, start, n)) != NULL) {
+        size_t len = (size_t)(lf - (s + start));
+        if (!line_blank(s + start, len)) {
+            const uint8_t *l = s + start;
+            if (l[len - 1] == '\r') len--;
+            size_t i = 0;
+            while (i < len && is_blank(l[i])) i++;
+            size_t w = i;
+            while (i < len && !is_blank(l[i])) i++;
+            size_t wl = i - w;
+            while (i < len && is_blank(l[i])) i++;
+            want = i == len && wl == 6 && strncasecmp((const char *)l + w, "CANCEL", 6) == 0;
+            break;
+        }
+        start += len + 1;
+    }
+    CHECK(proto_next_is((const char *)s, n, PROTO_CMD_CANCEL) == want);
+}
+
 static uint32_t next_rand(uint32_t *x) {
     *x ^= *x << 13;
     *x ^= *x >> 17;
@@ -318,6 +428,18 @@ static void fuzz_replies(const uint8_t *s, size_t n, size_t cap, uint32_t pick) 
     snprintf(want, sizeof(want), "OK %u %zu", pick, strlen(reason));
     check_reply(proto_reply_ok(out, cap, "%u %zu", pick, strlen(reason)), out, cap, want, 3);
 
+    /* a tag: "#<tag> " whole when it is one and fits, else nothing */
+    size_t tl2 = strlen(name) < PROTO_TAG_MAX + 2 ? strlen(name) : PROTO_TAG_MAX + 2;
+    for (size_t k = 0; k <= tl2; k++) {
+        int rc = proto_reply_tag(out, cap, name, k);
+        if (model_tag((const uint8_t *)name, k) && cap >= k + 3) {
+            CHECK(rc == (int)k + 2 && out[0] == '#' && memcmp(out + 1, name, k) == 0 &&
+                  out[k + 1] == ' ' && out[k + 2] == '\0');
+        } else {
+            CHECK(rc == -1);
+        }
+    }
+
     long long ttl = (long long)(int32_t)pick;
     snprintf(want, sizeof(want), "TIMEOUT %lld", ttl < 0 ? -1 : ttl);
     check_reply(proto_reply_timeout(out, cap, ttl), out, cap, want, strlen(want));
@@ -361,6 +483,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (size_t i = 0; i < size; i++) seed = (seed ^ data[i]) * 16777619u;
     if (seed == 0) seed = 1;
 
+    check_next_is(s, n);
     run_stream(s, n, max_line, 0, &whole);
     run_stream(s, n, max_line, seed, &chunked);
     CHECK(whole.n == chunked.n);
