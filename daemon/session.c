@@ -13,6 +13,7 @@
 #include "daemon/listfmt.h"
 #include "daemon/listing.h"
 #include "daemon/log.h"
+#include "daemon/reply.h"
 #include "daemon/util/buf.h"
 #include "proto/proto.h"
 
@@ -252,158 +253,21 @@ static void send_clients(session_t *s, const proto_request_t *to) {
     free(line);
 }
 
-/* What each lock mode's kind is called in errors: what it is held as,
- * what releases it, its plural. */
-static const struct {
-    const char *held_as, *release, *plural;
-} kind_words[LOCK_MODE_COUNT] = {
-    [LOCK_MODE_MUTEX] = {"held as a plain lock (LOCK, UNLOCK)",
-                         "held as a plain lock: UNLOCK releases it", "plain locks"},
-    [LOCK_MODE_READ] = {"held as a read/write lock (RLOCK, WLOCK, RUNLOCK, WUNLOCK)",
-                        "held as a read/write lock: RUNLOCK or WUNLOCK releases it",
-                        "read/write locks"},
-    [LOCK_MODE_WRITE] = {"held as a read/write lock (RLOCK, WLOCK, RUNLOCK, WUNLOCK)",
-                         "held as a read/write lock: RUNLOCK or WUNLOCK releases it",
-                         "read/write locks"},
-    [LOCK_MODE_SEM] = {"a semaphore (SEMINIT, ACQUIRE, RELEASE)",
-                       "a semaphore: RELEASE gives its permits back", "semaphores"},
-    [LOCK_MODE_FAIR] = {"held as a fair lock (FAIRLOCK, UNLOCK)",
-                        "held as a fair lock: UNLOCK releases it", "fair locks"},
-    [LOCK_MODE_ELECT] = {"an election (ELECT, RESIGN, LEADER, OBSERVE)",
-                         "an election: RESIGN ends its leadership", "elections"},
-    [LOCK_MODE_MULTI] = {"held as a plain lock (LOCK, UNLOCK)",
-                         "held as a plain lock: UNLOCK releases it", "multi-name locks"},
-};
-
-/* The words of a lock manager error: NULL for none, else in buf. */
-static const char *error_words(const lock_reply_t *r, char *buf, size_t cap) {
-    switch (r->why) {
-    case LOCK_WHY_NONE:
-        if (r->err != LOCK_ERR_NOTHELD || r->name == NULL) return NULL;
-        /* MUNLOCK: which of its names */
-        snprintf(buf, cap, "%.*s is not held by this connection", (int)r->len, r->name);
-        return buf;
-    case LOCK_WHY_BACKEND: return r->detail;
-    case LOCK_WHY_SHUTDOWN: return "shutting down";
-    case LOCK_WHY_NOMEM: return "out of memory";
-    case LOCK_WHY_MAX_LOCKS: return "max_locks_per_client reached";
-    case LOCK_WHY_MAX_WAITERS: return "max_waiters reached";
-    case LOCK_WHY_MAX_LOCKS_UID: return "max_locks_per_uid reached";
-    case LOCK_WHY_MAX_WAITERS_UID: return "max_waiters_per_uid reached";
-    case LOCK_WHY_UPGRADE:
-        return "upgrade not allowed: this connection holds a read lock of it (RUNLOCK it first)";
-    case LOCK_WHY_NO_HOLDER: return "a semaphore has no one holder: STATUS tells its permits";
-    case LOCK_WHY_MAX_OBSERVES:
-        snprintf(buf, cap, "max_observes_per_client (%lld) reached", r->limit);
-        return buf;
-    case LOCK_WHY_RELEASE_AS: return kind_words[r->mode].release;
-    case LOCK_WHY_HELD_AS:
-        snprintf(buf, cap, "%.*s is %s", (int)r->len, r->name, kind_words[r->mode].held_as);
-        return buf;
-    case LOCK_WHY_UNSUPPORTED:
-        snprintf(buf, cap, "%s are not available with %s", kind_words[r->mode].plural,
-                 r->detail);
-        return buf;
-    case LOCK_WHY_LEASE_MAX:
-        snprintf(buf, cap, "lease_ms above %lld, the longest lease in quorum mode (rejoin_delay_ms)",
-                 r->limit);
-        return buf;
-    case LOCK_WHY_PERMITS_RANGE:
-        snprintf(buf, cap, "permits are 1 to %lld", r->limit);
-        return buf;
-    case LOCK_WHY_PERMITS_MAX:
-        snprintf(buf, cap, "a connection holds at most %lld permits of a semaphore", r->limit);
-        return buf;
-    case LOCK_WHY_PERMITS_HELD:
-        snprintf(buf, cap, "this connection holds %lld permits of it", r->limit);
-        return buf;
-    }
-    return NULL;
-}
-
 /* A lock manager reply to c as one protocol line. */
 static void send_lock_reply(session_t *s, call_t *c, const lock_reply_t *r) {
-    static const proto_err_t errs[] = {
-        [LOCK_ERR_NOTHELD] = PROTO_ERR_NOTHELD,
-        [LOCK_ERR_BACKEND] = PROTO_ERR_BACKEND,
-        [LOCK_ERR_LIMIT] = PROTO_ERR_LIMIT,
-        [LOCK_ERR_DENIED] = PROTO_ERR_DENIED,
-        [LOCK_ERR_ARGS] = PROTO_ERR_ARGS,
-        [LOCK_ERR_KIND] = PROTO_ERR_KIND,
-        [LOCK_ERR_CANCELLED] = PROTO_ERR_CANCELLED,
-    };
-    char line[PROTO_REPLY_MAX];
-    int n;
-
-    if (r->kind == LOCK_REPLY_LIST) { /* longer than the others */
-        char list[PROTO_REPLY_LIST_MAX];
-        n = proto_reply_ok_list(list, sizeof(list), r->list, r->count);
-        count_reply(s, SESSION_RESULT_OK);
-        if (n > 0) send_reply(s, &c->req, list, (size_t)n);
-        return;
-    }
-    switch (r->kind) {
-    case LOCK_REPLY_GRANTED:
-        /* A client's connect is said at info once it holds a lock: health
-         * checks that only PING or INFO never are. */
-        if (s->grants++ == 0)
-            log_info("client %llu (pid %d uid %u) connected %.1f s ago holds its first lock",
-                     (unsigned long long)s->id, (int)s->pid, (unsigned)s->uid,
-                     (double)(uv_now(s->ss->loop) - s->connected_ms) / 1000.0);
-        if (c->req.cmd == PROTO_CMD_ELECT) /* OK <fence>: a leader holds once */
-            n = proto_reply_ok_num(line, sizeof(line), (long long)r->fence);
-        else
-            n = proto_reply_ok_num2(line, sizeof(line), (unsigned long long)r->fence, r->holds);
-        break;
-    case LOCK_REPLY_LEADER:
-        n = proto_reply_leader(line, sizeof(line), r->fence, r->leader, r->leader_len);
-        break;
-    case LOCK_REPLY_VALUE:
-        n = proto_reply_ok_num(line, sizeof(line), r->value);
-        break;
-    case LOCK_REPLY_TIMEOUT:
-        if (c->waits) s->timeouts++;
-        n = proto_reply_timeout(line, sizeof(line), r->ttl_ms);
-        break;
-    case LOCK_REPLY_FREE:
-        n = proto_reply_ok(line, sizeof(line), "FREE");
-        break;
-    case LOCK_REPLY_TAKEN:
-        n = proto_reply_ok(line, sizeof(line), "TAKEN %lld", r->ttl_ms);
-        break;
-    case LOCK_REPLY_MINE:
-        n = proto_reply_ok(line, sizeof(line), "MINE %lld %lld %llu", r->holds, r->ttl_ms,
-                           (unsigned long long)r->fence);
-        break;
-    case LOCK_REPLY_RW:
-        n = proto_reply_ok(line, sizeof(line), "%s %lld %lld %lld",
-                           r->mode == LOCK_MODE_WRITE ? "WRITE" : "READ", r->holders, r->holds,
-                           r->ttl_ms);
-        break;
-    case LOCK_REPLY_SEM:
-        n = proto_reply_ok(line, sizeof(line), "SEM %lld %lld", r->holders, r->holds);
-        break;
-    case LOCK_REPLY_HELD: {
-        /* HELD <ttl_ms> <host> <dlockd pid> <pid> <uid>, "-" for unknown */
-        char dpid[24] = "-", pid[24] = "-", uid[24] = "-";
-        if (r->holder_dlockd_pid > 0) snprintf(dpid, sizeof(dpid), "%lld", r->holder_dlockd_pid);
-        if (r->holder_pid > 0) snprintf(pid, sizeof(pid), "%lld", r->holder_pid);
-        if (r->holder_uid >= 0) snprintf(uid, sizeof(uid), "%lld", r->holder_uid);
-        n = proto_reply_ok(line, sizeof(line), "HELD %lld %s %s %s %s", r->ttl_ms,
-                           r->holder_host && r->holder_host[0] ? r->holder_host : "-", dpid,
-                           pid, uid);
-        break;
-    }
-    default: {
-        char words[PROTO_REPLY_MAX];
-        s->ss->stats.errors++;
-        n = proto_reply_error(line, PROTO_ERROR_MAX, errs[r->err],
-                              error_words(r, words, sizeof(words)));
-        break;
-    }
-    }
+    char line[PROTO_REPLY_LIST_MAX > PROTO_REPLY_MAX ? PROTO_REPLY_LIST_MAX : PROTO_REPLY_MAX];
+    int n = reply_format(line, r->kind == LOCK_REPLY_LIST ? PROTO_REPLY_LIST_MAX : PROTO_REPLY_MAX,
+                         c->req.cmd, r);
+    /* A client's connect is said at info once it holds a lock: health
+     * checks that only PING or INFO never are. */
+    if (r->kind == LOCK_REPLY_GRANTED && s->grants++ == 0)
+        log_info("client %llu (pid %d uid %u) connected %.1f s ago holds its first lock",
+                 (unsigned long long)s->id, (int)s->pid, (unsigned)s->uid,
+                 (double)(uv_now(s->ss->loop) - s->connected_ms) / 1000.0);
+    if (r->kind == LOCK_REPLY_TIMEOUT && c->waits) s->timeouts++;
+    if (r->kind == LOCK_REPLY_ERROR) s->ss->stats.errors++;
     count_reply(s, r->kind == LOCK_REPLY_TIMEOUT ? SESSION_RESULT_TIMEOUT
-                   : r->kind == LOCK_REPLY_ERROR ? SESSION_RESULT_ERR(errs[r->err])
+                   : r->kind == LOCK_REPLY_ERROR ? SESSION_RESULT_ERR(reply_err(r->err))
                                                  : SESSION_RESULT_OK);
     if (n > 0) send_reply(s, &c->req, line, (size_t)n);
 }
@@ -468,21 +332,16 @@ static void on_lock_reply(void *data, void *call, const lock_reply_t *reply) {
 }
 
 static void on_lock_event(void *data, const char *name, size_t len, lock_loss_t why) {
-    static const char *const reasons[] = {
-        [LOCK_LOST_EXPIRED] = "expired",
-        [LOCK_LOST_FORCED] = "forced",
-        [LOCK_LOST_BACKEND] = "backend",
-    };
     session_t *s = data;
     char line[PROTO_REPLY_MAX], lname[PROTO_NAME_MAX + 1];
     if (s->state == SESSION_CLOSING) return;
     snprintf(lname, sizeof(lname), "%.*s", (int)len, name);
-    listing_ring_add(&s->ss->lost, now_wall_ms(), name, len, reasons[why], (long long)s->pid,
-                     (long long)s->uid);
+    listing_ring_add(&s->ss->lost, now_wall_ms(), name, len, reply_loss_reason(why),
+                     (long long)s->pid, (long long)s->uid);
     /* Its holder may have gone on as if it still held it: who that is. */
     log_warn("client %llu (pid %d uid %u) lost lock %s: %s", (unsigned long long)s->id,
-             (int)s->pid, (unsigned)s->uid, lname, reasons[why]);
-    int n = proto_event_lost(line, sizeof(line), lname, reasons[why]);
+             (int)s->pid, (unsigned)s->uid, lname, reply_loss_reason(why));
+    int n = proto_event_lost(line, sizeof(line), lname, reply_loss_reason(why));
     if (n > 0) send_line(s, line, (size_t)n);
 }
 
