@@ -20,7 +20,9 @@
 typedef enum {
     SESSION_READY = 0, /* parsing and answering requests */
     SESSION_WAITING,   /* an untagged request is in progress; input is kept */
-    SESSION_DRAINING,  /* QUIT or TOOLONG: flush replies, then close */
+    SESSION_DRAINING,  /* QUIT or TOOLONG: nothing more is read; waits are
+                          withdrawn, the rest answered, replies flushed,
+                          then it closes */
     SESSION_CLOSING    /* uv_close() called; the owner goes in on_close */
 } session_state_t;
 
@@ -35,8 +37,22 @@ typedef struct call_s {
     int started;               /* in the lock manager or listing; else it
                                   waits for an earlier call on its names */
     int waits;                 /* it may wait for a holder */
+    int withdrawn;             /* drain() asked the lock manager to cancel it */
     listing_t *listing;        /* LIST in flight */
 } call_t;
+
+/* What the session does with each verb: answer it at once (now), or make
+ * it a call that starts when its turn comes (start); a lock request's
+ * kind and mode; whether it changes its names (then it starts after the
+ * connection's earlier calls on any of them are answered: the others only
+ * look, or subscribe). */
+typedef struct verb_s {
+    void (*now)(session_t *s, const proto_request_t *req);
+    void (*start)(call_t *c);
+    lock_req_kind_t kind;
+    lock_mode_t mode;
+    int changes;
+} verb_t;
 
 struct session_s {
     uv_pipe_t pipe;            /* the client's socket; data points here */
@@ -74,6 +90,9 @@ struct session_s {
     call_t *untagged;          /* ... the untagged one among them */
     size_t ntagged;            /* ... tagged (max_inflight) */
     int unpark;                /* a call ended: calls behind it may start */
+    int quitting;              /* QUIT: BYE once every call is answered ... */
+    char quit_tag[PROTO_TAG_MAX + 1]; /* ... tagged with QUIT's tag */
+    uint8_t quit_tag_len;
     int cancel_checked;        /* the line after the untagged call was seen */
     int cancelled;             /* ... was CANCEL, and withdrew it */
 
@@ -139,12 +158,12 @@ static void unmark_dirty(session_t *s) {
 /* Queues a reply (one line, or LIST's block) to the request to, with its
  * tag first if it has one (to NULL: an event); closes the connection past
  * max_output. */
-static void send_reply(session_t *s, const proto_request_t *to, const char *line, size_t len) {
+static void send_tagged(session_t *s, const char *to_tag, size_t to_len, const char *line,
+                        size_t len) {
     char tag[PROTO_TAG_MAX + 3];
     int tlen = 0;
     if (s->state == SESSION_CLOSING) return;
-    if (to != NULL && to->tag_len > 0 &&
-        (tlen = proto_reply_tag(tag, sizeof(tag), to->tag, to->tag_len)) < 0)
+    if (to_len > 0 && (tlen = proto_reply_tag(tag, sizeof(tag), to_tag, to_len)) < 0)
         tlen = 0; /* cannot be: a tag fits */
     if (s->out.len + s->wbuf.len + (size_t)tlen + len > s->ss->conf->max_output) {
         log_once_restart_if_quiet(&s->ss->overflow_log);
@@ -165,6 +184,11 @@ static void send_reply(session_t *s, const proto_request_t *to, const char *line
     mark_dirty(s);
 }
 
+static void send_reply(session_t *s, const proto_request_t *to, const char *line, size_t len) {
+    if (to == NULL) send_tagged(s, NULL, 0, line, len);
+    else send_tagged(s, to->tag, to->tag_len, line, len);
+}
+
 static void send_line(session_t *s, const char *line, size_t len) {
     send_reply(s, NULL, line, len);
 }
@@ -183,6 +207,7 @@ static void send_error(session_t *s, const proto_request_t *to, proto_err_t err,
 }
 
 static void send_info(session_t *s, const proto_request_t *to) {
+    count_reply(s, SESSION_RESULT_OK);
     sessions_stats_t st;
     lockmgr_stats_t ls;
     lockmgr_elect_stats_t es;
@@ -287,6 +312,7 @@ static int list_keep(void *data, const char *name, size_t len) {
 }
 
 static void call_end(call_t *c);
+static void drain_end(session_t *s);
 
 /* LIST's answer: "OK LIST <n> <more>" and n entry lines, or ERR BACKEND;
  * the block is queued whole, its first line tagged. */
@@ -355,61 +381,6 @@ static void on_leader(void *data, const char *name, size_t len, uint64_t fence,
     if (n > 0) send_line(s, line, (size_t)n);
 }
 
-/* The protocol's lock commands as lock manager requests. */
-static lock_req_kind_t request_kind(proto_cmd_t cmd) {
-    switch (cmd) {
-    case PROTO_CMD_LOCK:
-    case PROTO_CMD_RLOCK:
-    case PROTO_CMD_WLOCK: return LOCK_REQ_LOCK;
-    case PROTO_CMD_TRYLOCK:
-    case PROTO_CMD_TRYRLOCK:
-    case PROTO_CMD_TRYWLOCK: return LOCK_REQ_TRYLOCK;
-    case PROTO_CMD_UNLOCK:
-    case PROTO_CMD_RUNLOCK:
-    case PROTO_CMD_WUNLOCK: return LOCK_REQ_UNLOCK;
-    case PROTO_CMD_ACQUIRE:
-    case PROTO_CMD_FAIRLOCK: return LOCK_REQ_LOCK;
-    case PROTO_CMD_TRYFAIRLOCK: return LOCK_REQ_TRYLOCK;
-    case PROTO_CMD_TRYACQUIRE: return LOCK_REQ_TRYLOCK;
-    case PROTO_CMD_RELEASE: return LOCK_REQ_UNLOCK;
-    case PROTO_CMD_SEMINIT: return LOCK_REQ_SEMINIT;
-    case PROTO_CMD_RENEW: return LOCK_REQ_RENEW;
-    case PROTO_CMD_STATUS: return LOCK_REQ_STATUS;
-    case PROTO_CMD_WHO: return LOCK_REQ_WHO;
-    case PROTO_CMD_ELECT: return LOCK_REQ_LOCK;
-    case PROTO_CMD_LEADER: return LOCK_REQ_LEADER;
-    case PROTO_CMD_OBSERVE: return LOCK_REQ_OBSERVE;
-    case PROTO_CMD_MLOCK: return LOCK_REQ_MLOCK;
-    case PROTO_CMD_TRYMLOCK: return LOCK_REQ_TRYMLOCK;
-    case PROTO_CMD_MUNLOCK: return LOCK_REQ_MUNLOCK;
-    default: return LOCK_REQ_FORCE;
-    }
-}
-
-static lock_mode_t request_mode(proto_cmd_t cmd) {
-    switch (cmd) {
-    case PROTO_CMD_RLOCK:
-    case PROTO_CMD_TRYRLOCK:
-    case PROTO_CMD_RUNLOCK: return LOCK_MODE_READ;
-    case PROTO_CMD_WLOCK:
-    case PROTO_CMD_TRYWLOCK:
-    case PROTO_CMD_WUNLOCK: return LOCK_MODE_WRITE;
-    case PROTO_CMD_SEMINIT:
-    case PROTO_CMD_ACQUIRE:
-    case PROTO_CMD_TRYACQUIRE:
-    case PROTO_CMD_RELEASE: return LOCK_MODE_SEM;
-    case PROTO_CMD_FAIRLOCK:
-    case PROTO_CMD_TRYFAIRLOCK: return LOCK_MODE_FAIR;
-    case PROTO_CMD_ELECT:
-    case PROTO_CMD_LEADER:
-    case PROTO_CMD_OBSERVE: return LOCK_MODE_ELECT;
-    case PROTO_CMD_MLOCK:
-    case PROTO_CMD_TRYMLOCK:
-    case PROTO_CMD_MUNLOCK: return LOCK_MODE_MULTI;
-    default: return LOCK_MODE_MUTEX;
-    }
-}
-
 /* A denial's log line: one per uid and rule a minute, then how many more. */
 static void log_denied(session_t *s, const proto_request_t *req, int rule, const char *why) {
     const access_rules_t *r = s->ss->conf->access;
@@ -467,20 +438,7 @@ _Static_assert((int)PROTO_RIGHT_READ == (int)ACCESS_READ &&
 
 /* ---- calls: requests in progress ----------------------------------------------------- */
 
-/* Requests that change their names' locks: a connection's are taken in
- * the order sent, one after the other on each name. The others only look
- * (or, OBSERVE, subscribe) and go at once. */
-static int changes_names(proto_cmd_t cmd) {
-    switch (cmd) {
-    case PROTO_CMD_STATUS:
-    case PROTO_CMD_WHO:
-    case PROTO_CMD_LEADER:
-    case PROTO_CMD_OBSERVE:
-    case PROTO_CMD_UNOBSERVE:
-    case PROTO_CMD_LIST: return 0;
-    default: return 1;
-    }
-}
+static const verb_t *verb_of(proto_cmd_t cmd);
 
 static int has_name(const proto_request_t *r, const char *name, size_t len) {
     if (r->nnames == 0) return r->name_len == len && memcmp(r->name, name, len) == 0;
@@ -494,7 +452,7 @@ static int has_name(const proto_request_t *r, const char *name, size_t len) {
 
 /* 1 if a and b, both changing names, share one. */
 static int share_name(const proto_request_t *a, const proto_request_t *b) {
-    if (!changes_names(a->cmd) || !changes_names(b->cmd)) return 0;
+    if (!verb_of(a->cmd)->changes || !verb_of(b->cmd)->changes) return 0;
     if (b->nnames == 0) return has_name(a, b->name, b->name_len);
     for (unsigned i = 0; i < b->nnames; i++) {
         size_t l;
@@ -559,9 +517,10 @@ static void call_end(call_t *c) {
             s->resume = 1; /* go on with kept input */
         }
     }
-    if (changes_names(c->req.cmd)) s->unpark = 1;
+    if (verb_of(c->req.cmd)->changes) s->unpark = 1;
     call_free(c);
     mark_dirty(s);
+    drain_end(s);
 }
 
 static void call_start(call_t *c);
@@ -604,8 +563,8 @@ static void start_lock_request(call_t *c) {
     for (unsigned i = 0; i < req->nnames; i++)
         names[i].name = proto_mname(req, i, &names[i].len);
     lock_request_t lr = {
-        .kind = request_kind(req->cmd),
-        .mode = request_mode(req->cmd),
+        .kind = verb_of(req->cmd)->kind,
+        .mode = verb_of(req->cmd)->mode,
         .name = req->name,
         .len = req->name_len,
         .wait_ms = req->wait_ms,
@@ -633,44 +592,92 @@ static void start_lock_request(call_t *c) {
     deaf_add(s);
 }
 
-static void call_start(call_t *c) {
+/* LIST: a read of Redis, answered through on_listed. */
+static void start_list(call_t *c) {
     session_t *s = c->s;
     const proto_request_t *req = &c->req;
-    char line[PROTO_REPLY_MAX];
-    int n;
-
-    switch (req->cmd) {
-    case PROTO_CMD_LIST:
-        c->started = 1;
-        c->listing = listing_start(s->ss->locks, req->value, req->value_len, req->limit,
-                                   list_keep, on_listed, c);
-        if (c->listing == NULL) {
-            s->cmd = req->cmd;
-            send_error(s, req, PROTO_ERR_LIMIT, "out of memory");
-            if (s->state != SESSION_CLOSING) call_end(c);
-            return;
-        }
-        deaf_add(s);
-        return;
-    case PROTO_CMD_RESIGN:
-    case PROTO_CMD_UNOBSERVE: {
-        int had = req->cmd == PROTO_CMD_RESIGN
-                      ? lockmgr_resign(s->ss->locks, s->owner, req->name, req->name_len)
-                      : lockmgr_unobserve(s->ss->locks, s->owner, req->name, req->name_len);
+    c->started = 1;
+    c->listing = listing_start(s->ss->locks, req->value, req->value_len, req->limit, list_keep,
+                               on_listed, c);
+    if (c->listing == NULL) {
         s->cmd = req->cmd;
-        count_reply(s, SESSION_RESULT_OK);
-        n = proto_reply_ok_num(line, sizeof(line), had);
-        send_reply(s, req, line, (size_t)n);
+        send_error(s, req, PROTO_ERR_LIMIT, "out of memory");
         if (s->state != SESSION_CLOSING) call_end(c);
         return;
     }
-    default:
-        start_lock_request(c);
-        return;
-    }
+    deaf_add(s);
+}
+
+/* RESIGN, UNOBSERVE: the lock manager answers them at once, 1 or 0. */
+static void start_resign(call_t *c) {
+    session_t *s = c->s;
+    const proto_request_t *req = &c->req;
+    char line[PROTO_REPLY_MAX];
+    int had = req->cmd == PROTO_CMD_RESIGN
+                  ? lockmgr_resign(s->ss->locks, s->owner, req->name, req->name_len)
+                  : lockmgr_unobserve(s->ss->locks, s->owner, req->name, req->name_len);
+    s->cmd = req->cmd;
+    count_reply(s, SESSION_RESULT_OK);
+    int n = proto_reply_ok_num(line, sizeof(line), had);
+    send_reply(s, req, line, (size_t)n);
+    if (s->state != SESSION_CLOSING) call_end(c);
+}
+
+static void call_start(call_t *c) {
+    verb_of(c->req.cmd)->start(c);
 }
 
 /* ---- requests ------------------------------------------------------------------------- */
+
+/* The connection reads no more and closes once what it has in progress
+ * is over (QUIT, TOOLONG): every wait is withdrawn, ERR CANCELLED (a
+ * client gone quiet cannot leave it waiting for ever), the other calls
+ * (LIST, a release in flight) are answered, then QUIT's BYE, then the
+ * replies are flushed and it closes. */
+static void drain_end(session_t *s) {
+    char line[PROTO_REPLY_MAX];
+    if (s->state != SESSION_DRAINING || !TAILQ_EMPTY(&s->calls)) return;
+    if (s->quitting) {
+        s->quitting = 0;
+        int n = proto_reply_ok(line, sizeof(line), "BYE");
+        send_tagged(s, s->quit_tag, s->quit_tag_len, line, (size_t)n);
+    }
+    mark_dirty(s); /* flush closes it */
+}
+
+static void drain(session_t *s) {
+    if (s->state == SESSION_CLOSING) return;
+    s->state = SESSION_DRAINING;
+    uv_read_stop((uv_stream_t *)&s->pipe);
+    /* A withdrawal answers at once, and may end other calls through the
+     * lock manager's callback: look again from the start after each. */
+    for (;;) {
+        call_t *c;
+        TAILQ_FOREACH(c, &s->calls, link)
+            if (!c->withdrawn) break;
+        if (c == NULL) break;
+        c->withdrawn = 1;
+        call_cancel(c);
+        if (s->state == SESSION_CLOSING) return;
+    }
+    drain_end(s);
+}
+
+static void do_ping(session_t *s, const proto_request_t *req) {
+    char line[PROTO_REPLY_MAX];
+    count_reply(s, SESSION_RESULT_OK);
+    int n = proto_reply_ok(line, sizeof(line), "PONG");
+    send_reply(s, req, line, (size_t)n);
+}
+
+/* QUIT: its BYE comes once every call in progress is answered (drain). */
+static void do_quit(session_t *s, const proto_request_t *req) {
+    count_reply(s, SESSION_RESULT_OK);
+    s->quitting = 1;
+    memcpy(s->quit_tag, req->tag, req->tag_len);
+    s->quit_tag_len = req->tag_len;
+    drain(s);
+}
 
 /* CANCEL: bare, it says whether it withdrew the untagged wait right before
  * it (check_cancel); CANCEL #tag withdraws that tagged call. */
@@ -686,14 +693,57 @@ static void do_cancel(session_t *s, const proto_request_t *req) {
         if (s->state == SESSION_CLOSING) return;
     }
     s->cmd = req->cmd;
+    count_reply(s, SESSION_RESULT_OK);
     int n = proto_reply_ok_num(line, sizeof(line), done);
     send_reply(s, req, line, (size_t)n);
 }
 
-static void dispatch(session_t *s, proto_request_t *req) {
-    char line[PROTO_REPLY_MAX];
-    int n;
+#define LOCK_VERB(k, m) {.start = start_lock_request, .kind = LOCK_REQ_##k, .mode = LOCK_MODE_##m, \
+                         .changes = 1}
+#define LOOK_VERB(k, m) {.start = start_lock_request, .kind = LOCK_REQ_##k, .mode = LOCK_MODE_##m}
 
+static const verb_t verbs[PROTO_CMD_COUNT] = {
+    [PROTO_CMD_PING] = {.now = do_ping},
+    [PROTO_CMD_QUIT] = {.now = do_quit},
+    [PROTO_CMD_INFO] = {.now = send_info},
+    [PROTO_CMD_CANCEL] = {.now = do_cancel},
+    [PROTO_CMD_CLIENTS] = {.now = send_clients},
+    [PROTO_CMD_LIST] = {.start = start_list},
+    [PROTO_CMD_RESIGN] = {.start = start_resign, .changes = 1},
+    [PROTO_CMD_UNOBSERVE] = {.start = start_resign},
+    [PROTO_CMD_LOCK] = LOCK_VERB(LOCK, MUTEX),
+    [PROTO_CMD_TRYLOCK] = LOCK_VERB(TRYLOCK, MUTEX),
+    [PROTO_CMD_UNLOCK] = LOCK_VERB(UNLOCK, MUTEX),
+    [PROTO_CMD_RENEW] = LOCK_VERB(RENEW, ANY),
+    [PROTO_CMD_FORCEUNLOCK] = LOCK_VERB(FORCE, ANY),
+    [PROTO_CMD_STATUS] = LOOK_VERB(STATUS, ANY),
+    [PROTO_CMD_WHO] = LOOK_VERB(WHO, ANY),
+    [PROTO_CMD_RLOCK] = LOCK_VERB(LOCK, READ),
+    [PROTO_CMD_TRYRLOCK] = LOCK_VERB(TRYLOCK, READ),
+    [PROTO_CMD_RUNLOCK] = LOCK_VERB(UNLOCK, READ),
+    [PROTO_CMD_WLOCK] = LOCK_VERB(LOCK, WRITE),
+    [PROTO_CMD_TRYWLOCK] = LOCK_VERB(TRYLOCK, WRITE),
+    [PROTO_CMD_WUNLOCK] = LOCK_VERB(UNLOCK, WRITE),
+    [PROTO_CMD_SEMINIT] = LOCK_VERB(SEMINIT, SEM),
+    [PROTO_CMD_ACQUIRE] = LOCK_VERB(LOCK, SEM),
+    [PROTO_CMD_TRYACQUIRE] = LOCK_VERB(TRYLOCK, SEM),
+    [PROTO_CMD_RELEASE] = LOCK_VERB(UNLOCK, SEM),
+    [PROTO_CMD_FAIRLOCK] = LOCK_VERB(LOCK, FAIR),
+    [PROTO_CMD_TRYFAIRLOCK] = LOCK_VERB(TRYLOCK, FAIR),
+    [PROTO_CMD_ELECT] = LOCK_VERB(LOCK, ELECT),
+    [PROTO_CMD_LEADER] = LOOK_VERB(LEADER, ELECT),
+    [PROTO_CMD_OBSERVE] = LOOK_VERB(OBSERVE, ELECT),
+    [PROTO_CMD_MLOCK] = LOCK_VERB(MLOCK, MULTI),
+    [PROTO_CMD_TRYMLOCK] = LOCK_VERB(TRYMLOCK, MULTI),
+    [PROTO_CMD_MUNLOCK] = LOCK_VERB(MUNLOCK, MULTI),
+};
+
+static const verb_t *verb_of(proto_cmd_t cmd) {
+    return &verbs[cmd];
+}
+
+static void dispatch(session_t *s, proto_request_t *req) {
+    const verb_t *v = verb_of(req->cmd);
     s->ss->stats.requests++;
     s->cmd = req->cmd;
     if (req->tag_len > 0 && call_by_tag(s, req->tag, req->tag_len) != NULL) {
@@ -701,38 +751,14 @@ static void dispatch(session_t *s, proto_request_t *req) {
         return;
     }
     if (!allowed(s, req)) return;
-    if (req->cmd == PROTO_CMD_PING || req->cmd == PROTO_CMD_QUIT || req->cmd == PROTO_CMD_INFO ||
-        req->cmd == PROTO_CMD_CANCEL)
-        count_reply(s, SESSION_RESULT_OK);
-    switch (req->cmd) {
-    case PROTO_CMD_PING:
-        n = proto_reply_ok(line, sizeof(line), "PONG");
-        send_reply(s, req, line, (size_t)n);
+    if (v->now != NULL) {
+        v->now(s, req);
         return;
-    case PROTO_CMD_QUIT:
-        n = proto_reply_ok(line, sizeof(line), "BYE");
-        send_reply(s, req, line, (size_t)n);
-        if (s->state != SESSION_CLOSING) {
-            s->state = SESSION_DRAINING;
-            uv_read_stop((uv_stream_t *)&s->pipe);
-        }
-        return;
-    case PROTO_CMD_INFO:
-        send_info(s, req);
-        return;
-    case PROTO_CMD_CANCEL:
-        do_cancel(s, req);
-        return;
-    case PROTO_CMD_CLIENTS:
-        send_clients(s, req);
-        return;
-    case PROTO_CMD_NONE:
+    }
+    if (v->start == NULL) { /* the parser knows every verb the table has */
         send_error(s, req, PROTO_ERR_UNKNOWN, NULL);
         return;
-    default:
-        break;
     }
-    /* LIST, RESIGN, UNOBSERVE and the lock requests: a call */
     if (req->tag_len > 0 && s->ntagged >= s->ss->conf->max_inflight) {
         send_error(s, req, PROTO_ERR_LIMIT, "max_inflight reached");
         return;
@@ -761,8 +787,7 @@ static size_t handle_input(session_t *s, const char *data, size_t len) {
             send_error(s, &req, req.err, req.detail);
             if (req.err == PROTO_ERR_TOOLONG && s->state != SESSION_CLOSING) {
                 /* The stream cannot be resynchronised: answer, then close. */
-                s->state = SESSION_DRAINING;
-                uv_read_stop((uv_stream_t *)&s->pipe);
+                drain(s);
                 return len;
             }
         }
@@ -1004,7 +1029,7 @@ static void on_write(uv_write_t *req, int status) {
 static void flush(session_t *s) {
     if (s->writing || s->state == SESSION_CLOSING) return;
     if (s->out.len == 0) {
-        if (s->state == SESSION_DRAINING) session_close(s);
+        if (s->state == SESSION_DRAINING && TAILQ_EMPTY(&s->calls)) session_close(s);
         return;
     }
     /* Try a plain write first: most replies go out whole, and a uv_write
@@ -1014,7 +1039,7 @@ static void flush(session_t *s) {
     if (n == (int)s->out.len) {
         buf_clear(&s->out);
         buf_shrink(&s->out);
-        if (s->state == SESSION_DRAINING) session_close(s);
+        if (s->state == SESSION_DRAINING && TAILQ_EMPTY(&s->calls)) session_close(s);
         return;
     }
     if (n < 0 && n != UV_EAGAIN) {
