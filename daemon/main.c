@@ -80,6 +80,8 @@ static void on_sessions_closed(void *data) {
     daemon_t *d = data;
     sessions_free(d->sessions);
     d->sessions = NULL;
+    server_free(d->server); /* the sessions' per-uid counts were its */
+    d->server = NULL;
     /* The backend first: its pending callbacks still find the locks. */
     backend_close(d->backend);
     d->backend = NULL;
@@ -266,8 +268,7 @@ static void on_signal(uv_signal_t *handle, int signum) {
     d->stopping = 1;
     log_info("%s: releasing locks and stopping", strsignal(signum));
     sd_notify(0, "STOPPING=1");
-    server_close(d->server);
-    d->server = NULL;
+    server_close(d->server); /* freed once the sessions are closed */
     metrics_stop(d->metrics);
     d->metrics = NULL;
     lockmgr_shutdown(d->locks, on_locks_released, d);

@@ -1,5 +1,5 @@
 /* The listening Unix socket: stale-file check, permissions without a window,
- * accepting connections.
+ * admission (max_clients, max_clients_per_uid, peer credentials).
  * SPDX-License-Identifier: MIT */
 #include "server.h"
 
@@ -13,12 +13,21 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "access.h"
 #include "log.h"
+#include "proto/proto.h"
 
 struct server_s {
-    uv_pipe_t pipe;       /* the listener; first, so the handle frees us */
+    uv_pipe_t pipe;       /* the listener */
+    uv_loop_t *loop;
+    const conf_t *conf;
     sessions_t *ss;
     log_once_t accept_log;  /* accept errors: said once, then summed up */
+    log_once_t full_log;  /* refused at max_clients: likewise */
+    access_log_t limit_log; /* refused at max_clients_per_uid: a line per uid a minute */
+    access_users_t users; /* connections per uid, admitted and not yet gone */
+    int closed;           /* the listener's close callback ran ... */
+    int freed;            /* ... and server_free was called: both, and it goes */
     char path[CONF_PATH_MAX + 1];
 };
 
@@ -103,8 +112,113 @@ static int claim_path(const char *path, char *err, size_t errlen) {
     return 0;
 }
 
+static void server_release(server_t *srv) {
+    access_users_free(&srv->users);
+    access_log_free(&srv->limit_log);
+    free(srv);
+}
+
 static void on_listener_close(uv_handle_t *handle) {
-    free(handle->data);
+    server_t *srv = handle->data;
+    srv->closed = 1;
+    if (srv->freed) server_release(srv);
+}
+
+static void on_refused_close(uv_handle_t *handle) {
+    free(handle);
+}
+
+/* Writes "ERR LIMIT <why>" to a connection refused and closes it. */
+static void refuse(uv_pipe_t *client, const char *why) {
+    char line[PROTO_REPLY_MAX];
+    int n = proto_reply_error(line, PROTO_ERROR_MAX, PROTO_ERR_LIMIT, why);
+    uv_buf_t b = uv_buf_init(line, (unsigned)n);
+    uv_try_write((uv_stream_t *)client, &b, 1);
+    uv_close((uv_handle_t *)client, on_refused_close);
+}
+
+/* SO_PEERCRED: who is at the other end (uid -1 when it cannot be told). */
+static void peer_credentials(uv_pipe_t *client, session_peer_t *p) {
+    uv_os_fd_t fd;
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    p->pid = 0;
+    p->uid = (uid_t)-1;
+    p->gid = (gid_t)-1;
+    if (uv_fileno((uv_handle_t *)client, &fd) == 0 &&
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
+        p->pid = cred.pid;
+        p->uid = cred.uid;
+        p->gid = cred.gid;
+    }
+}
+
+/* A connection admitted ends: one less of its uid. */
+static void on_leave(void *data, uid_t uid) {
+    server_t *srv = data;
+    access_users_leave(&srv->users, uid);
+}
+
+/* max_clients_per_uid: 0 if the peer is counted in, else it is refused. */
+static int refuse_per_uid(server_t *srv, uv_pipe_t *client, const session_peer_t *p) {
+    int rc = access_users_join(&srv->users, p->uid, srv->conf->max_clients_per_uid);
+    if (rc == 0) return 0;
+    const char *why = rc > 0 ? "max_clients_per_uid reached" : "out of memory";
+    refuse(client, why);
+    sessions_count_refused(srv->ss, 1);
+    uint64_t more;
+    if (access_log_deny(&srv->limit_log, p->uid, ACCESS_LOG_KEY_LIMIT, uv_now(srv->loop),
+                        &more)) {
+        char extra[96] = "";
+        if (more > 0)
+            snprintf(extra, sizeof(extra), " (and %llu more of uid %u in the last %d s)",
+                     (unsigned long long)more, (unsigned)p->uid, ACCESS_LOG_EVERY_MS / 1000);
+        log_warn("client (pid %d uid %u) refused: %s (%u)%s", (int)p->pid, (unsigned)p->uid, why,
+                 srv->conf->max_clients_per_uid, extra);
+    }
+    return 1;
+}
+
+/* Accepts one connection: refused with ERR LIMIT at max_clients (or while
+ * every session closes, at shutdown) and max_clients_per_uid, else handed
+ * to the sessions with its credentials. Groups are read from /proc at
+ * connect, rules or not: a reload may bring gid rules, and the groups to
+ * judge are those of the connect. */
+static void admit(server_t *srv, uv_stream_t *listener) {
+    uv_pipe_t *client = malloc(sizeof(*client));
+    if (client == NULL) return; /* it waits in the backlog */
+    uv_pipe_init(srv->loop, client, 0);
+    if (uv_accept(listener, (uv_stream_t *)client) != 0) {
+        uv_close((uv_handle_t *)client, on_refused_close);
+        return;
+    }
+    if (sessions_full(srv->ss)) {
+        refuse(client, "max_clients reached");
+        sessions_count_refused(srv->ss, 0);
+        if (srv->freed || srv->closed)
+            log_debug("shutting down: connection refused");
+        else /* once, then a summary a period while it goes on */
+            log_once(&srv->full_log, CONF_LOG_WARN,
+                     "max_clients (%u) reached: connections are refused", srv->conf->max_clients);
+        return;
+    }
+    session_peer_t p = {.leave = on_leave, .leave_data = srv};
+    peer_credentials(client, &p);
+    if (refuse_per_uid(srv, client, &p)) return;
+    p.access.uid = p.uid;
+    p.access.gids[0] = p.gid;
+    p.access.ngids = 1;
+    access_peer_read(&p.access, p.pid, p.uid, p.gid);
+    /* Refusals at max_clients have no end of their own: one period
+     * without any, and a connection taken, is the end. */
+    if (log_once_quiet(&srv->full_log)) {
+        uint64_t span = srv->full_log.last_ms - srv->full_log.first_ms, refused;
+        log_once_end(&srv->full_log, &refused, NULL);
+        log_info("max_clients (%u): accepting connections again; %llu refused in %llu.%llu s",
+                 srv->conf->max_clients, (unsigned long long)refused,
+                 (unsigned long long)(span / 1000), (unsigned long long)(span % 1000 / 100));
+    }
+    sessions_adopt(srv->ss, client, &p);
 }
 
 static void on_connection(uv_stream_t *listener, int status) {
@@ -128,7 +242,7 @@ static void on_connection(uv_stream_t *listener, int status) {
                  errors == 1 ? "" : "s", (unsigned long long)(span / 1000),
                  (unsigned long long)(span % 1000 / 100));
     }
-    sessions_accept(srv->ss, listener);
+    admit(srv, listener);
 }
 
 server_t *server_listen(uv_loop_t *loop, const conf_t *conf, sessions_t *ss,
@@ -139,9 +253,16 @@ server_t *server_listen(uv_loop_t *loop, const conf_t *conf, sessions_t *ss,
         return NULL;
     }
     srv->ss = ss;
+    srv->loop = loop;
+    srv->conf = conf;
     snprintf(srv->path, sizeof(srv->path), "%s", conf->socket);
+    if (access_users_init(&srv->users) != 0 || access_log_init(&srv->limit_log) != 0) {
+        snprintf(err, errlen, "out of memory");
+        server_release(srv);
+        return NULL;
+    }
     if (check_dir(srv->path, err, errlen) != 0 || claim_path(srv->path, err, errlen) != 0) {
-        free(srv);
+        server_release(srv);
         return NULL;
     }
     uv_pipe_init(loop, &srv->pipe, 0);
@@ -160,6 +281,7 @@ server_t *server_listen(uv_loop_t *loop, const conf_t *conf, sessions_t *ss,
     if (rc == 0) rc = uv_listen((uv_stream_t *)&srv->pipe, SERVER_BACKLOG, on_connection);
     if (rc != 0) {
         snprintf(err, errlen, "%s: %s", srv->path, uv_strerror(rc));
+        srv->freed = 1;
         uv_close((uv_handle_t *)&srv->pipe, on_listener_close);
         return NULL;
     }
@@ -168,7 +290,14 @@ server_t *server_listen(uv_loop_t *loop, const conf_t *conf, sessions_t *ss,
 }
 
 void server_close(server_t *srv) {
-    if (srv == NULL) return;
+    if (srv == NULL || uv_is_closing((uv_handle_t *)&srv->pipe)) return;
     unlink(srv->path);
     uv_close((uv_handle_t *)&srv->pipe, on_listener_close);
+}
+
+void server_free(server_t *srv) {
+    if (srv == NULL) return;
+    server_close(srv);
+    srv->freed = 1;
+    if (srv->closed) server_release(srv);
 }

@@ -21,7 +21,10 @@ typedef struct server_s server_t;
 server_t *server_listen(uv_loop_t *loop, const conf_t *conf, sessions_t *ss,
                         char *err, size_t errlen);
 
-/* Stops accepting, removes the socket file, frees the server. */
+/* Stops accepting and removes the socket file. The server lives on for
+ * the connections it admitted (their per-uid counts) until server_free(),
+ * once every session is closed. */
 void server_close(server_t *srv);
+void server_free(server_t *srv);
 
 #endif

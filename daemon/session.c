@@ -55,7 +55,8 @@ typedef struct verb_s {
 } verb_t;
 
 struct session_s {
-    uv_pipe_t pipe;            /* the client's socket; data points here */
+    uv_pipe_t *pipe;           /* the client's socket, admitted by server.c; data
+                                  points here */
     sessions_t *ss;
     uint64_t id;               /* unique in this daemon's life */
     lock_owner_t *owner;       /* this connection as a lock owner */
@@ -80,7 +81,8 @@ struct session_s {
     gid_t gid;
     access_peer_t peer;        /* uid and groups, as access rules see them */
     access_view_t view;        /* the rules that apply to it, its last decision */
-    int counted;               /* counted in ss->users (max_clients_per_uid) */
+    session_leave_cb leave;    /* its admission ends with it (server.c) */
+    void *leave_data;
 
     /* what it did with locks, for the line that says it is gone */
     uint64_t connected_ms;     /* loop time of the accept */
@@ -121,10 +123,8 @@ struct sessions_s {
     uint64_t started_ms;
     sessions_stats_t stats;
     /* failures a client can repeat at will: said once, then summed up */
-    log_once_t full_log;       /* refused at max_clients */
     log_once_t overflow_log;   /* closed past max_output */
     access_log_t deny_log;     /* ERR DENIED: a line per uid and rule a minute */
-    access_users_t users;      /* connections per uid */
     void (*closed_cb)(void *data);
     void *closed_data;
     int closing_handles;       /* sessions_close_all: handles not yet closed */
@@ -648,7 +648,7 @@ static void drain_end(session_t *s) {
 static void drain(session_t *s) {
     if (s->state == SESSION_CLOSING) return;
     s->state = SESSION_DRAINING;
-    uv_read_stop((uv_stream_t *)&s->pipe);
+    uv_read_stop((uv_stream_t *)s->pipe);
     /* A withdrawal answers at once, and may end other calls through the
      * lock manager's callback: look again from the start after each. */
     for (;;) {
@@ -816,7 +816,7 @@ static void keep_input(session_t *s, const char *data, size_t len) {
     check_cancel(s);
     if (s->in.len >= SESSION_INBUF_MAX && !s->paused) {
         s->paused = 1;
-        uv_read_stop((uv_stream_t *)&s->pipe);
+        uv_read_stop((uv_stream_t *)s->pipe);
         deaf_add(s);
     }
 }
@@ -837,7 +837,7 @@ static void maybe_finish(session_t *s) {
  * its writing side, as `socat` does at the end of its input. */
 static int peer_gone(session_t *s) {
     uv_os_fd_t fd;
-    if (uv_fileno((uv_handle_t *)&s->pipe, &fd) != 0) return 1;
+    if (uv_fileno((uv_handle_t *)s->pipe, &fd) != 0) return 1;
     struct pollfd pfd = {.fd = fd, .events = POLLOUT};
     if (poll(&pfd, 1, 0) < 0) return 1;
     return (pfd.revents & (POLLHUP | POLLERR)) != 0;
@@ -857,7 +857,7 @@ static void resume_input(session_t *s) {
     if (s->paused && s->in.len < SESSION_INBUF_MAX && s->state != SESSION_DRAINING &&
         !s->eof) {
         s->paused = 0;
-        uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read);
+        uv_read_start((uv_stream_t *)s->pipe, on_alloc, on_read);
     }
     maybe_finish(s);
 }
@@ -916,12 +916,13 @@ static void on_close(uv_handle_t *handle) {
         call_free(c);
     }
     LIST_REMOVE(s, all);
-    if (s->counted) access_users_leave(&ss->users, s->uid);
+    if (s->leave != NULL) s->leave(s->leave_data, s->uid);
     access_view_free(&s->view);
     proto_parser_free(&s->parser);
     buf_free(&s->in);
     buf_free(&s->out);
     buf_free(&s->wbuf);
+    free(s->pipe);
     free(s);
     ss->stats.connections--;
     if (ss->closed_cb != NULL && LIST_EMPTY(&ss->all)) {
@@ -1005,7 +1006,7 @@ static void session_close(session_t *s) {
         if (c->listing != NULL) listing_cancel(c->listing);
         c->listing = NULL;
     }
-    uv_close((uv_handle_t *)&s->pipe, on_close);
+    uv_close((uv_handle_t *)s->pipe, on_close);
 }
 
 static void flush(session_t *s);
@@ -1035,7 +1036,7 @@ static void flush(session_t *s) {
     /* Try a plain write first: most replies go out whole, and a uv_write
      * would cost an epoll_ctl when its queue drains. */
     uv_buf_t b = uv_buf_init(buf_start(&s->out), (unsigned)s->out.len);
-    int n = uv_try_write((uv_stream_t *)&s->pipe, &b, 1);
+    int n = uv_try_write((uv_stream_t *)s->pipe, &b, 1);
     if (n == (int)s->out.len) {
         buf_clear(&s->out);
         buf_shrink(&s->out);
@@ -1054,7 +1055,7 @@ static void flush(session_t *s) {
     s->out = t;
     b = uv_buf_init(buf_start(&s->wbuf), (unsigned)s->wbuf.len);
     s->wreq.data = s;
-    int rc = uv_write(&s->wreq, (uv_stream_t *)&s->pipe, &b, 1, on_write);
+    int rc = uv_write(&s->wreq, (uv_stream_t *)s->pipe, &b, 1, on_write);
     if (rc < 0) {
         log_debug("client %llu: write: %s", (unsigned long long)s->id, uv_strerror(rc));
         session_close(s);
@@ -1103,7 +1104,7 @@ sessions_t *sessions_new(uv_loop_t *loop, const conf_t *conf, lockmgr_t *locks) 
     ss->keepalive.data = ss;
     uv_timer_init(loop, &ss->hangups);
     ss->hangups.data = ss;
-    if (access_users_init(&ss->users) != 0 || access_log_init(&ss->deny_log) != 0) {
+    if (access_log_init(&ss->deny_log) != 0) {
         log_error("out of memory");
         abort(); /* at start only: main has nothing to unwind yet */
     }
@@ -1111,130 +1112,55 @@ sessions_t *sessions_new(uv_loop_t *loop, const conf_t *conf, lockmgr_t *locks) 
     return ss;
 }
 
-static void peer_credentials(session_t *s) {
-    uv_os_fd_t fd;
-    struct ucred cred;
-    socklen_t len = sizeof(cred);
-
-    s->pid = 0;
-    s->uid = (uid_t)-1;
-    s->gid = (gid_t)-1;
-    if (uv_fileno((uv_handle_t *)&s->pipe, &fd) == 0 &&
-        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
-        s->pid = cred.pid;
-        s->uid = cred.uid;
-        s->gid = cred.gid;
-    }
-}
-
-static void on_rejected_close(uv_handle_t *handle) {
+static void session_free_pipe(uv_handle_t *handle) {
     free(handle);
 }
 
-/* Accepts and refuses one connection with ERR LIMIT. */
-static void reject(sessions_t *ss, uv_stream_t *server) {
-    uv_pipe_t *client = malloc(sizeof(*client));
-    if (client == NULL) return;
-    uv_pipe_init(ss->loop, client, 0);
-    if (uv_accept(server, (uv_stream_t *)client) == 0) {
-        char line[PROTO_REPLY_MAX];
-        int n = proto_reply_error(line, PROTO_ERROR_MAX, PROTO_ERR_LIMIT,
-                                  "max_clients reached");
-        uv_buf_t b = uv_buf_init(line, (unsigned)n);
-        uv_try_write((uv_stream_t *)client, &b, 1);
-        ss->stats.rejected++;
-        if (ss->closed_cb != NULL)
-            log_debug("shutting down: connection refused");
-        else /* once, then a summary a period while it goes on */
-            log_once(&ss->full_log, CONF_LOG_WARN,
-                     "max_clients (%u) reached: connections are refused", ss->conf->max_clients);
-    }
-    uv_close((uv_handle_t *)client, on_rejected_close);
+int sessions_full(const sessions_t *ss) {
+    return ss->stats.connections >= ss->conf->max_clients || ss->closed_cb != NULL;
 }
 
-/* max_clients_per_uid: 1 if s is refused (closed and freed), 0 if it is
- * counted in. Groups are read from /proc at connect, rules or not: a reload
- * may bring gid rules, and the groups to judge are those of the connect. */
-static int refuse_per_uid(session_t *s) {
-    sessions_t *ss = s->ss;
-    int rc = access_users_join(&ss->users, s->uid, ss->conf->max_clients_per_uid);
-    if (rc == 0) {
-        s->counted = 1;
-        s->peer.uid = s->uid;
-        s->peer.gids[0] = s->gid;
-        s->peer.ngids = 1;
-        access_peer_read(&s->peer, s->pid, s->uid, s->gid);
-        return 0;
-    }
-    char line[PROTO_REPLY_MAX];
-    const char *why = rc > 0 ? "max_clients_per_uid reached" : "out of memory";
-    int n = proto_reply_error(line, PROTO_ERROR_MAX, PROTO_ERR_LIMIT, why);
-    uv_buf_t b = uv_buf_init(line, (unsigned)n);
-    uv_try_write((uv_stream_t *)&s->pipe, &b, 1);
+void sessions_count_refused(sessions_t *ss, int per_uid) {
     ss->stats.rejected++;
-    ss->stats.rejected_per_uid++;
-    uint64_t more;
-    if (access_log_deny(&ss->deny_log, s->uid, ACCESS_LOG_KEY_LIMIT, uv_now(ss->loop), &more)) {
-        char extra[96] = "";
-        if (more > 0)
-            snprintf(extra, sizeof(extra), " (and %llu more of uid %u in the last %d s)",
-                     (unsigned long long)more, (unsigned)s->uid, ACCESS_LOG_EVERY_MS / 1000);
-        log_warn("client (pid %d uid %u) refused: %s (%u)%s", (int)s->pid, (unsigned)s->uid,
-                 why, ss->conf->max_clients_per_uid, extra);
-    }
-    uv_close((uv_handle_t *)&s->pipe, on_rejected_close); /* s is first */
-    return 1;
+    if (per_uid) ss->stats.rejected_per_uid++;
 }
 
-void sessions_accept(sessions_t *ss, uv_stream_t *server) {
-    if (ss->stats.connections >= ss->conf->max_clients || ss->closed_cb != NULL) {
-        reject(ss, server);
-        return;
-    }
+void sessions_adopt(sessions_t *ss, uv_pipe_t *pipe, const session_peer_t *peer) {
     session_t *s = calloc(1, sizeof(*s));
     if (s == NULL) {
-        reject(ss, server);
+        log_error("out of memory: a connection of uid %u closed", (unsigned)peer->uid);
+        if (peer->leave != NULL) peer->leave(peer->leave_data, peer->uid);
+        uv_close((uv_handle_t *)pipe, session_free_pipe);
         return;
     }
     s->ss = ss;
     TAILQ_INIT(&s->calls);
-    uv_pipe_init(ss->loop, &s->pipe, 0);
-    s->pipe.data = s;
-    if (uv_accept(server, (uv_stream_t *)&s->pipe) != 0) {
-        uv_close((uv_handle_t *)&s->pipe, on_rejected_close); /* s is first */
-        return;
-    }
-    peer_credentials(s);
-    if (refuse_per_uid(s)) return;
+    s->pipe = pipe;
+    pipe->data = s;
+    s->pid = peer->pid;
+    s->uid = peer->uid;
+    s->gid = peer->gid;
+    s->peer = peer->access;
+    s->leave = peer->leave;
+    s->leave_data = peer->leave_data;
     proto_parser_init(&s->parser, ss->conf->max_line);
     s->id = ++ss->next_id;
+    LIST_INSERT_HEAD(&ss->all, s, all);
+    ss->stats.connections++;
     s->owner = lockmgr_owner_new(ss->locks, s->id, s->uid, on_lock_reply, on_lock_event, s);
     if (s->owner == NULL) {
         log_error("client %llu: out of memory, closing", (unsigned long long)s->id);
         s->state = SESSION_CLOSING;
-        uv_close((uv_handle_t *)&s->pipe, on_close);
-        ss->stats.connections++; /* on_close counts it down */
-        LIST_INSERT_HEAD(&ss->all, s, all);
+        uv_close((uv_handle_t *)s->pipe, on_close);
         return;
     }
     lockmgr_owner_set_pid(s->owner, s->pid);
-    LIST_INSERT_HEAD(&ss->all, s, all);
-    ss->stats.connections++;
     ss->stats.connections_total++;
     s->connected_ms = uv_now(ss->loop);
-    /* Refusals at max_clients have no end of their own: one period
-     * without any, and a connection taken, is the end. */
-    if (log_once_quiet(&ss->full_log)) {
-        uint64_t span = ss->full_log.last_ms - ss->full_log.first_ms, refused;
-        log_once_end(&ss->full_log, &refused, NULL);
-        log_info("max_clients (%u): accepting connections again; %llu refused in %llu.%llu s",
-                 ss->conf->max_clients, (unsigned long long)refused,
-                 (unsigned long long)(span / 1000), (unsigned long long)(span % 1000 / 100));
-    }
     log_debug("client %llu connected (pid %d uid %u gid %u)",
               (unsigned long long)s->id, (int)s->pid, (unsigned)s->uid,
               (unsigned)s->gid);
-    uv_read_start((uv_stream_t *)&s->pipe, on_alloc, on_read);
+    uv_read_start((uv_stream_t *)s->pipe, on_alloc, on_read);
 }
 
 void sessions_close_all(sessions_t *ss, void (*done)(void *data), void *data) {
@@ -1251,7 +1177,6 @@ void sessions_close_all(sessions_t *ss, void (*done)(void *data), void *data) {
 static void on_sessions_handle_close(uv_handle_t *handle) {
     sessions_t *ss = handle->data;
     if (--ss->closing_handles != 0) return;
-    access_users_free(&ss->users);
     access_log_free(&ss->deny_log);
     free(ss);
 }

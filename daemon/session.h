@@ -7,6 +7,7 @@
 #include <uv.h>
 
 #include "conf/conf.h"
+#include "daemon/access.h"
 #include "daemon/lock/lockmgr.h"
 #include "proto/proto.h"
 
@@ -44,9 +45,27 @@ typedef struct sessions_stats_s {
 
 sessions_t *sessions_new(uv_loop_t *loop, const conf_t *conf, lockmgr_t *locks);
 
-/* Accepts one pending connection from server, or refuses it with
- * ERR LIMIT at max_clients. */
-void sessions_accept(sessions_t *ss, uv_stream_t *server);
+/* A connection's peer, as admission (server.c) found it: SO_PEERCRED and
+ * the groups the access rules judge. leave is called with its uid when
+ * the connection ends (NULL: nothing to say). */
+typedef void (*session_leave_cb)(void *data, uid_t uid);
+typedef struct session_peer_s {
+    pid_t pid;
+    uid_t uid;
+    gid_t gid;
+    access_peer_t access;
+    session_leave_cb leave;
+    void *leave_data;
+} session_peer_t;
+
+/* 1 while no connection may be taken: max_clients are open, or every one
+ * is being closed (shutdown). */
+int sessions_full(const sessions_t *ss);
+/* A connection admission refused (INFO's rejected, rejected_per_uid). */
+void sessions_count_refused(sessions_t *ss, int per_uid);
+/* Serves an admitted connection: pipe is accepted and the session's now
+ * (it frees it). */
+void sessions_adopt(sessions_t *ss, uv_pipe_t *pipe, const session_peer_t *peer);
 
 /* Closes every connection (their owners are dropped) and calls done once
  * all handles are closed. */
