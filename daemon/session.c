@@ -103,7 +103,6 @@ struct session_s {
     TAILQ_ENTRY(session_s) dirty_link;  /* output or input to handle */
     int dirty;
     uint64_t dirty_round;               /* the check round it was marked in */
-    int resume;                /* the request finished: read on from in */
     LIST_ENTRY(session_s) deaf_link;    /* not reading while a request waits */
     int deaf;
 };
@@ -513,8 +512,7 @@ static void call_end(call_t *c) {
     } else {
         s->untagged = NULL;
         if (s->state == SESSION_WAITING) {
-            s->state = SESSION_READY;
-            s->resume = 1; /* go on with kept input */
+            s->state = SESSION_READY; /* drive() goes on with kept input */
         }
     }
     if (verb_of(c->req.cmd)->changes) s->unpark = 1;
@@ -824,15 +822,6 @@ static void keep_input(session_t *s, const char *data, size_t len) {
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
 static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf);
 
-/* After the peer's EOF, once every request it sent is answered: close
- * when the replies are written. */
-static void maybe_finish(session_t *s) {
-    if (s->eof && s->state == SESSION_READY && s->in.len == 0 && TAILQ_EMPTY(&s->calls)) {
-        s->state = SESSION_DRAINING;
-        mark_dirty(s);
-    }
-}
-
 /* 1 if the peer closed both directions (it is gone), 0 if it only shut
  * its writing side, as `socat` does at the end of its input. */
 static int peer_gone(session_t *s) {
@@ -841,25 +830,6 @@ static int peer_gone(session_t *s) {
     struct pollfd pfd = {.fd = fd, .events = POLLOUT};
     if (poll(&pfd, 1, 0) < 0) return 1;
     return (pfd.revents & (POLLHUP | POLLERR)) != 0;
-}
-
-/* Goes on with kept input after a request finished. */
-static void resume_input(session_t *s) {
-    s->resume = 0;
-    if (s->state != SESSION_READY) return;
-    if (s->in.len > 0) {
-        size_t used = handle_input(s, buf_start(&s->in), s->in.len);
-        if (s->state == SESSION_CLOSING) return;
-        buf_consume(&s->in, used);
-        buf_shrink(&s->in);
-        check_cancel(s);
-    }
-    if (s->paused && s->in.len < SESSION_INBUF_MAX && s->state != SESSION_DRAINING &&
-        !s->eof) {
-        s->paused = 0;
-        uv_read_start((uv_stream_t *)s->pipe, on_alloc, on_read);
-    }
-    maybe_finish(s);
 }
 
 static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
@@ -881,12 +851,11 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
             session_close(s);
             return;
         }
-        /* Half-closed: answer what it sent, then close. */
+        /* Half-closed: answer what it sent, then close (drive). */
         s->eof = 1;
         uv_read_stop(stream);
-        if (s->state == SESSION_READY && s->in.len > 0) resume_input(s);
-        maybe_finish(s);
         deaf_add(s);
+        mark_dirty(s);
         return;
     }
     if (nread == 0 || s->state == SESSION_DRAINING || s->state == SESSION_CLOSING)
@@ -1064,7 +1033,55 @@ static void flush(session_t *s) {
     s->writing = 1;
 }
 
-/* After each poll: go on with finished requests and write what was queued. */
+/* The connection's state machine. It runs from the loop's check phase
+ * (on_check), never from inside a lock manager callback, whenever
+ * something happened to s (mark_dirty): a call ended, the peer shut its
+ * side, output was queued.
+ *
+ *   READY     reading: each whole line is dispatched as it comes (on_read).
+ *             An untagged call makes it WAITING; EOF with nothing left in
+ *             progress, QUIT or a line too long, DRAINING.
+ *   WAITING   an untagged call is in progress: input is kept in s->in
+ *             (reading pauses at SESSION_INBUF_MAX) and only looked at for
+ *             a bare CANCEL right behind the call; READY again when it is
+ *             answered, going on with what was kept.
+ *   DRAINING  reading no more: waits are withdrawn, the other calls
+ *             answered, QUIT's BYE queued (drain); it closes once every
+ *             reply is written (flush).
+ *   CLOSING   uv_close() was called: its owner and calls go in on_close.
+ *
+ * Tagged calls live in READY, WAITING and DRAINING alike: each starts when
+ * its turn on its names comes (start_parked), ends when answered. */
+static void drive(session_t *s) {
+    if (s->unpark) start_parked(s);
+    switch (s->state) {
+    case SESSION_READY:
+        if (s->in.len > 0) { /* kept while an untagged call was in progress */
+            size_t used = handle_input(s, buf_start(&s->in), s->in.len);
+            if (s->state == SESSION_CLOSING) return;
+            buf_consume(&s->in, used);
+            buf_shrink(&s->in);
+            if (s->state == SESSION_WAITING) check_cancel(s);
+        }
+        if (s->state != SESSION_READY) break;
+        if (s->paused && s->in.len < SESSION_INBUF_MAX && !s->eof) {
+            s->paused = 0;
+            uv_read_start((uv_stream_t *)s->pipe, on_alloc, on_read);
+        }
+        if (s->eof && s->in.len == 0 && TAILQ_EMPTY(&s->calls))
+            s->state = SESSION_DRAINING; /* everything it sent is answered */
+        break;
+    case SESSION_WAITING:
+        check_cancel(s);
+        break;
+    case SESSION_DRAINING:
+    case SESSION_CLOSING:
+        break;
+    }
+    if (s->state != SESSION_CLOSING && !s->dirty) flush(s); /* re-marked: next round */
+}
+
+/* After each poll: drive the sessions something happened to. */
 static void on_check(uv_check_t *handle) {
     sessions_t *ss = handle->data;
     uint64_t round = ss->round++;
@@ -1073,11 +1090,7 @@ static void on_check(uv_check_t *handle) {
     /* Sessions marked during this round wait for the next one. */
     while ((s = TAILQ_FIRST(&ss->dirty)) != NULL && s->dirty_round <= round) {
         unmark_dirty(s);
-        if (s->unpark) start_parked(s);
-        if (s->state == SESSION_CLOSING) continue;
-        if (s->resume) resume_input(s);
-        else maybe_finish(s);
-        if (!s->dirty) flush(s);  /* re-marked: flushed next round */
+        drive(s);
     }
     if (TAILQ_EMPTY(&ss->dirty)) uv_idle_stop(&ss->keepalive);
 }

@@ -1,4 +1,4 @@
-/* Client connections: reading requests, answering them in order, queueing output.
+/* Client connections: one state machine each; untagged requests in order, tagged ones at once.
  * SPDX-License-Identifier: MIT */
 #ifndef DLOCK_SESSION_H
 #define DLOCK_SESSION_H
