@@ -1226,6 +1226,7 @@ class Waits(object):
             self.bfence[n] = int(self.b.expect("LOCK %s" % n, "OK ").split()[1])
         self.a.call("connect", cid, t.sock)
         self.rid, self.hid, self.released = {}, {}, {}
+        self.cancelled = set()
         for i, n in enumerate(self.names):
             self.hid[n] = "h%d" % i
             self.rid[n] = self.a.send("lock", cid, self.hid[n], n, 0)
@@ -1242,9 +1243,11 @@ class Waits(object):
                    "name" % (self.cid, len(names)))
 
     def none_answered(self, when):
-        """No task whose name B still holds is answered."""
+        """No task still waiting (its name B's, its wait not cancelled) is
+        answered."""
         for n in self.names:
-            if n not in self.released and self.a.answered(self.rid[n]):
+            if n not in self.released and n not in self.cancelled and \
+                    self.a.answered(self.rid[n]):
                 raise Fail("%s was answered %r %s, while B still held %s"
                            % (self.task(n), " ".join(self.a.answer(self.rid[n])), when, n))
 
@@ -1254,11 +1257,19 @@ class Waits(object):
         self.none_answered("before %s's release" % name)
         self.released[name] = time.monotonic()
         self.b.expect("UNLOCK %s" % name, "OK 0")
-        fence, holds = prompt_ok(self.a, self.rid[name], 2, "%s not granted within %ss of its "
-                                 "name's release (released so far, in order: %s)" % (
-                                     self.task(name), PROMPT_GUARD,
-                                     " ".join(str(self.names.index(n))
-                                              for n in self.released)))
+        # Its answer, or a wrong one (another task's) if that comes first.
+        rids = [self.rid[name]] + [self.rid[n] for n in self.names if n not in self.released
+                                   and n not in self.cancelled]
+        try:
+            self.a.first_of(rids, PROMPT_GUARD)
+        except Fail:
+            raise Fail("%s not granted (nor any other) within %ss of its name's release "
+                       "(released so far, in order: %s)%s" % (
+                           self.task(name), PROMPT_GUARD,
+                           " ".join(str(self.names.index(n)) for n in self.released),
+                           self.a.stderr_tail()))
+        self.none_answered("once %s was released" % name)
+        fence, holds = self.a.ok(self.rid[name], 2)
         if holds != 1 or fence <= self.bfence[name]:
             raise Fail("%s granted fence %s holds %s: expected a fence above B's %s, 1 hold"
                        % (self.task(name), fence, holds, self.bfence[name]))
@@ -1299,6 +1310,7 @@ def cancel_one_of_many(t):
     w.all_waiting()
     gone = t.rng.choice(w.names)
     c0 = time.monotonic()
+    w.cancelled.add(gone)
     a.call("cancel", w.rid[gone])
     got = prompt(a, w.rid[gone], "the cancelled %s not answered within %ss"
                  % (w.task(gone), PROMPT_GUARD))
