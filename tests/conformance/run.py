@@ -7,6 +7,8 @@ Run: python3 tests/conformance/run.py [scenario ...]
   CONFORMANCE_ADAPTER_<CLIENT>  an adapter command line replacing the table's
                        (shell words; <CLIENT> upper-case, '-' as '_')
   CONFORMANCE_VERBOSE=1  a line per scenario
+  CONFORMANCE_SEED     the seed of the scenarios' random choices (default: a
+                       random one; the run prints it)
 
 See tests/conformance/README.md for the adapter protocol. Standard library only.
 """
@@ -14,6 +16,7 @@ See tests/conformance/README.md for the adapter protocol. Standard library only.
 
 import atexit
 import os
+import random
 import shlex
 import shutil
 import signal
@@ -32,6 +35,7 @@ if not os.path.isabs(BUILD):
 
 GUARD = 20.0            # seconds any wait for an answer, event or daemon may take
 CONTEND_GUARD = 120.0   # contend_100 does 1000 grants
+PROMPT_GUARD = 5.0      # an answer due at once, or right after its own release
 CONF_LEASE_MS = 1500    # the daemons' watchdog lease
 NUM_MAX = 2147483647
 
@@ -75,6 +79,23 @@ ADAPTERS = {
 }
 
 
+# The clients that send every request tagged (issue 38): any number of
+# their tasks wait at once on one connection. The blocking clients (c,
+# python, shell) serve one call at a time per client and skip the
+# scenarios marked for_clients(TAGGING).
+TAGGING = ("go", "java", "node", "python-asyncio")
+
+
+def for_clients(names, why):
+    """Mark a scenario as run only by these clients; the others skip it
+    (counted as skipped, with why)."""
+    def mark(fn):
+        fn.clients = frozenset(names)
+        fn.skip_why = why
+        return fn
+    return mark
+
+
 class Fail(Exception):
     """A scenario's check failed."""
 
@@ -99,6 +120,8 @@ class World(object):
         self.dlockd_bin = os.environ.get("DLOCKD_BIN") or os.path.join(BUILD, "dlockd")
         self.rsock = os.path.join(self.tmp, "redis.sock")
         self.serial = 0
+        seed = os.environ.get("CONFORMANCE_SEED", "").strip()
+        self.seed = int(seed) if seed else random.SystemRandom().randrange(1, 10 ** 9)
         atexit.register(self.stop)
 
     def spawn(self, argv, logname):
@@ -200,6 +223,10 @@ class Raw(object):
     def req(self, line):
         """Send one request; its reply line (events skipped)."""
         self.s.sendall(line.encode() + b"\n")
+        return self._line(line)
+
+    def _line(self, line):
+        """The next line that is not an event; line names the request."""
         while True:
             i = self.buf.find(b"\n")
             if i >= 0:
@@ -223,6 +250,25 @@ class Raw(object):
 
     def info(self):
         return dict(w.split("=", 1) for w in self.req("INFO").split()[1:] if "=" in w)
+
+    def list(self, pattern):
+        """LIST pattern 1000: {name: entry}, each entry a dict of kind,
+        fence, holders and waiters (their totals) and holds (the counts
+        of the holders told)."""
+        req = "LIST %s 1000" % pattern
+        head = self.req(req).split(" ")
+        if head[:2] != ["OK", "LIST"] or len(head) != 4:
+            raise Fail("runner: %s answered %r" % (req, " ".join(head)))
+        out = {}
+        for _ in range(int(head[2])):
+            w = self._line(req).split(" ")
+            if len(w) != 8 or w[0] != "=":
+                raise Fail("runner: %s told the entry %r" % (req, " ".join(w)))
+            holders, waiters = w[5].split(","), w[6].split(",")
+            out[w[1]] = {"kind": w[2], "fence": w[4], "holders": int(holders[0]),
+                         "waiters": int(waiters[0]),
+                         "holds": [h.split("/")[4] for h in holders[1:]]}
+        return out
 
 
 def wait_no_waiters(sock):
@@ -261,6 +307,7 @@ class Adapter(object):
         self.cv = threading.Condition()
         self.answers = {}       # rid -> words after the rid
         self.answer_at = {}     # rid -> how many events had come before its answer
+        self.answer_time = {}   # rid -> time.monotonic() when its answer was read
         self.events = []        # words after "*"
         self.junk = []          # lines that fit nothing
         self.eof = False
@@ -278,6 +325,7 @@ class Adapter(object):
                 elif len(words) >= 2 and words[0] not in self.answers:
                     self.answers[words[0]] = words[1:]
                     self.answer_at[words[0]] = len(self.events)
+                    self.answer_time[words[0]] = time.monotonic()
                 else:
                     self.junk.append(" ".join(words))
                 self.cv.notify_all()
@@ -406,6 +454,9 @@ class T(object):
         self.world = world
         self.client = client
         self.scenario = scenario
+        # The scenario's random choices: the run's seed, the client and the
+        # scenario give them, so that a failure repeats with the same seed.
+        self.rng = random.Random("%s %s %s" % (world.seed, client, scenario))
         self.a = adapter
         self.sock = world.sock
         self.raws = []
@@ -1100,6 +1151,303 @@ def list_every_kind(t):
         r.expect("TRYACQUIRE %s 3 %d" % (x["sem"], GUARD * 1000), "OK 3")
 
 
+# ---- many tasks on one client (tagged requests, issue 38) ----
+# One client's tasks wait at once on its one connection: each is answered
+# when its own name comes free, and nothing of one task waits behind
+# another's wait. The blocking clients serve one call at a time and skip
+# these. The runner's own connection (B) holds the names, so that a
+# release is one UNLOCK whose answer the runner has before it looks for
+# the grant it makes.
+
+TAGGED = "the client does not tag: one call at a time per client"
+
+
+def prompt(a, rid, what, guard=PROMPT_GUARD):
+    """The answer to rid, due within guard: a Fail saying what was due
+    otherwise."""
+    try:
+        return a.answer(rid, guard)
+    except Fail as e:
+        raise Fail("%s: %s" % (what, e))
+
+
+def prompt_ok(a, rid, n, what, guard=PROMPT_GUARD):
+    got = prompt(a, rid, what, guard)
+    if got[0] != "ok" or len(got) != n + 1:
+        raise Fail("%s: %r answered %r, expected ok and %d words"
+                   % (what, a.sent[rid], " ".join(got), n))
+    return [int(w) if w.isdigit() else w for w in got[1:]]
+
+
+def list_until(t, pattern, pred, what):
+    """The runner's LIST of pattern, polled until pred(entries) holds;
+    a Fail with what and the last listing otherwise."""
+    deadline = time.monotonic() + GUARD
+    with Raw(t.sock) as r:
+        while True:
+            entries = r.list(pattern)
+            if pred(entries):
+                return entries
+            if time.monotonic() >= deadline:
+                raise Fail("%s within %ss (dlockd's LIST %s: %s)" % (what, GUARD, pattern,
+                                                                    listed_briefly(entries)))
+            time.sleep(0.01)    # poll interval, bounded by the guard
+
+
+def listed_briefly(entries):
+    """A LIST's holders and waiters in a few words: names by their last
+    '-' part (a Waits task's number)."""
+    if not entries:
+        return "nothing"
+
+    def tell(key):
+        counts = {}
+        for n, e in entries.items():
+            counts.setdefault(e[key], []).append(n.rsplit("-", 1)[-1])
+        return "; ".join("%d on %s" % (k, " ".join(sorted(v, key=lambda x: (len(x), x))))
+                         for k, v in sorted(counts.items()))
+    return "%d names; holders: %s; waiters: %s" % (len(entries), tell("holders"),
+                                                  tell("waiters"))
+
+
+class Waits(object):
+    """count names held by B (the runner's connection), and one lock task
+    of client A (cid) waiting for each: names[i] is task i's, hid h<i>."""
+
+    def __init__(self, t, count, cid="ca"):
+        self.t, self.a, self.cid = t, t.a, cid
+        self.base = t.name(check=False)
+        self.pattern = self.base + "-*"
+        self.names = ["%s-%d" % (self.base, i) for i in range(count)]
+        t.free_checks += [(t.sock, n, "lock") for n in self.names]
+        self.b = t.raw()
+        self.bfence = {}
+        for n in self.names:
+            self.bfence[n] = int(self.b.expect("LOCK %s" % n, "OK ").split()[1])
+        self.a.call("connect", cid, t.sock)
+        self.rid, self.hid, self.released = {}, {}, {}
+        self.cancelled = set()
+        for i, n in enumerate(self.names):
+            self.hid[n] = "h%d" % i
+            self.rid[n] = self.a.send("lock", cid, self.hid[n], n, 0)
+
+    def task(self, name):
+        return "task %d (%s)" % (self.names.index(name), self.a.sent[self.rid[name]])
+
+    def all_waiting(self, names=None):
+        """Until dlockd has one waiter on each of names (default all)."""
+        names = self.names if names is None else names
+        list_until(self.t, self.pattern,
+                   lambda es: all(es.get(n, {}).get("waiters") == 1 for n in names),
+                   "dlockd did not have client %s's %d lock requests waiting, one on each "
+                   "name" % (self.cid, len(names)))
+
+    def none_answered(self, when):
+        """No task still waiting (its name B's, its wait not cancelled) is
+        answered."""
+        for n in self.names:
+            if n not in self.released and n not in self.cancelled and \
+                    self.a.answered(self.rid[n]):
+                raise Fail("%s was answered %r %s, while B still held %s"
+                           % (self.task(n), " ".join(self.a.answer(self.rid[n])), when, n))
+
+    def release(self, name):
+        """B releases name: its task is granted right after, with a fence
+        above B's, and no other waiting task is answered."""
+        self.none_answered("before %s's release" % name)
+        self.released[name] = time.monotonic()
+        self.b.expect("UNLOCK %s" % name, "OK 0")
+        # Its answer, or a wrong one (another task's) if that comes first.
+        rids = [self.rid[name]] + [self.rid[n] for n in self.names if n not in self.released
+                                   and n not in self.cancelled]
+        try:
+            self.a.first_of(rids, PROMPT_GUARD)
+        except Fail:
+            raise Fail("%s not granted (nor any other) within %ss of its name's release "
+                       "(released so far, in order: %s)%s" % (
+                           self.task(name), PROMPT_GUARD,
+                           " ".join(str(self.names.index(n)) for n in self.released),
+                           self.a.stderr_tail()))
+        self.none_answered("once %s was released" % name)
+        fence, holds = self.a.ok(self.rid[name], 2)
+        if holds != 1 or fence <= self.bfence[name]:
+            raise Fail("%s granted fence %s holds %s: expected a fence above B's %s, 1 hold"
+                       % (self.task(name), fence, holds, self.bfence[name]))
+        self.none_answered("once %s was granted" % name)
+
+    def release_all(self, order):
+        for n in order:
+            self.release(n)
+        # Nothing came before its own release (an answer the checks above
+        # could have missed by a hair).
+        for n in order:
+            if self.a.answer_time[self.rid[n]] < self.released[n]:
+                raise Fail("%s was answered before its name's release" % self.task(n))
+        for n in order:
+            if self.a.call("unlock", self.hid[n], n=1) != [0]:
+                raise Fail("unlock %s did not answer 0 holds left" % self.hid[n])
+
+
+@for_clients(TAGGING, TAGGED)
+def concurrent_waits(t):
+    """20 tasks of one client wait for 20 names B holds; B releases them
+    one at a time in a random order, and each task is granted right
+    after its own release."""
+    w = Waits(t, 20)
+    w.all_waiting()
+    order = list(w.names)
+    t.rng.shuffle(order)
+    w.release_all(order)
+
+
+@for_clients(TAGGING, TAGGED)
+def cancel_one_of_many(t):
+    """One of 20 waiting tasks is cancelled: it holds nothing and leaves
+    no wait; the other 19 are granted right after their releases."""
+    w = Waits(t, 20)
+    a = t.a
+    a.call("connect", "cc", t.sock)
+    w.all_waiting()
+    gone = t.rng.choice(w.names)
+    c0 = time.monotonic()
+    w.cancelled.add(gone)
+    a.call("cancel", w.rid[gone])
+    got = prompt(a, w.rid[gone], "the cancelled %s not answered within %ss"
+                 % (w.task(gone), PROMPT_GUARD))
+    if got[:2] != ["err", "cancelled"]:
+        raise Fail("the cancelled %s answered %r, expected err cancelled"
+                   % (w.task(gone), " ".join(got)))
+    if a.answer_time[w.rid[gone]] < c0:
+        raise Fail("%s was answered before its cancel" % w.task(gone))
+    rest = [n for n in w.names if n != gone]
+    w.none_answered("once %s was cancelled" % gone)
+    # No wait of it is left in dlockd, and the other 19 still wait.
+    list_until(t, w.pattern,
+               lambda es: es.get(gone, {}).get("waiters") == 0 and
+               all(es.get(n, {}).get("waiters") == 1 for n in rest),
+               "after the cancel of %s, dlockd did not have 0 waiters on %s and 1 on each "
+               "of the other 19 names" % (w.task(gone), gone))
+    # It holds nothing: the name is still B's...
+    st = w.b.req("STATUS %s" % gone)
+    if not st.startswith("OK MINE 1 "):
+        raise Fail("B's STATUS %s after the cancel: %r, expected OK MINE 1 ..." % (gone, st))
+    st = a.call("status", w.cid, gone)
+    if st[:1] != ["TAKEN"]:
+        raise Fail("client %s's status of %s after the cancel: %r, expected TAKEN"
+                   % (w.cid, gone, st))
+    # ...and once B releases it, a third client takes it at once.
+    w.b.expect("UNLOCK %s" % gone, "OK 0")
+    got = prompt(a, a.send("trylock", "cc", "hc", gone, 0, 0), "a third client's trylock of "
+                 "%s (wait 0) after B released it not answered within %ss"
+                 % (gone, PROMPT_GUARD))
+    if got[0] != "ok":
+        raise Fail("a third client's trylock of %s (wait 0) after B released it answered "
+                   "%r: the cancelled wait lived on" % (gone, " ".join(got)))
+    if a.call("unlock", "hc", n=1) != [0]:
+        raise Fail("the third client's unlock of %s did not answer 0" % gone)
+    if [j for j in a.junk if j.split(" ")[0] == w.rid[gone]]:
+        raise Fail("the cancelled %s was answered again: %s" % (w.task(gone), a.junk))
+    order = list(rest)
+    t.rng.shuffle(order)
+    w.release_all(order)
+
+
+@for_clients(TAGGING, TAGGED)
+def same_name_order(t):
+    """Two tasks of one client locking one name queue in the client (a
+    held lock is reentrant only through its handle); and an unlock of x
+    is answered at once while another task of the client waits for y."""
+    a, x, y = t.a, t.name(), t.name()
+    a.call("connect", "c", t.sock)
+    rids = {a.send("lock", "c", "h1", x, 0): "h1", a.send("lock", "c", "h2", x, 0): "h2"}
+    first = a.first_of(list(rids))
+    second = next(r for r in rids if r != first)
+    f1, holds = a.ok(first, 2)
+    if holds != 1:
+        raise Fail("the first of two tasks locking %s got %s holds, expected 1" % (x, holds))
+    # The second waits in the client: it made no reentry.
+    a.call("ping", "c")
+    st = a.call("status", "c", x)
+    if st[:2] != ["MINE", 1] or st[-1] != f1:
+        raise Fail("status of %s while the first task holds it and the second waits: %r, "
+                   "expected MINE 1 <ttl> %s (the second's lock no reentry)" % (x, st, f1))
+    if a.answered(second):
+        raise Fail("the second task's lock of %s answered %r while the first held it"
+                   % (x, " ".join(a.answer(second))))
+    u0 = time.monotonic()
+    if a.call("unlock", rids[first], n=1) != [0]:
+        raise Fail("the first task's unlock of %s did not answer 0" % x)
+    f2, holds = prompt_ok(a, second, 2, "the second task's lock of %s not granted within %ss "
+                          "of the first's unlock" % (x, PROMPT_GUARD))
+    if holds != 1 or f2 <= f1 or a.answer_time[second] < u0:
+        raise Fail("the second task's grant of %s: fence %s holds %s (after the unlock: %s), "
+                   "expected a fence above the first's %s, 1 hold, after the unlock"
+                   % (x, f2, holds, a.answer_time[second] >= u0, f1))
+    if a.call("unlock", rids[second], n=1) != [0]:
+        raise Fail("the second task's unlock of %s did not answer 0" % x)
+
+    # No head-of-line blocking: an unlock while another task waits.
+    b = t.raw()
+    fy = int(b.expect("LOCK %s" % y, "OK ").split()[1])
+    a.call("lock", "c", "hx", x, 0, n=2)
+    ry = a.send("lock", "c", "hy", y, 0)
+    list_until(t, y, lambda es: es.get(y, {}).get("waiters") == 1,
+               "dlockd did not have the client's lock of %s waiting" % y)
+    got = prompt_ok(a, a.send("unlock", "hx"), 1, "the unlock of %s not answered within %ss "
+                    "while another task of the client waited for %s (head-of-line blocking)"
+                    % (x, PROMPT_GUARD, y))
+    if got != [0]:
+        raise Fail("the unlock of %s answered %s, expected 0" % (x, got))
+    # Released at once, not only answered.
+    b.expect("TRYLOCK %s" % x, "OK ")
+    b.expect("UNLOCK %s" % x, "OK 0")
+    if a.answered(ry):
+        raise Fail("the lock of %s answered %r while B held it" % (y, " ".join(a.answer(ry))))
+    b.expect("UNLOCK %s" % y, "OK 0")
+    fence, holds = prompt_ok(a, ry, 2, "the lock of %s not granted within %ss of its release"
+                             % (y, PROMPT_GUARD))
+    if holds != 1 or fence <= fy:
+        raise Fail("the lock of %s granted fence %s holds %s: expected a fence above B's %s, "
+                   "1 hold" % (y, fence, holds, fy))
+    if a.call("unlock", "hy", n=1) != [0]:
+        raise Fail("the unlock of %s did not answer 0" % y)
+
+
+@for_clients(TAGGING, TAGGED)
+def list_while_waiting(t):
+    """While 10 tasks of client A wait for names B holds, a list on A is
+    answered at once, telling the names and their holders; the waits are
+    granted after the releases."""
+    w = Waits(t, 10)
+    a = t.a
+
+    def listed(when):
+        rid = a.send("list", w.cid, w.pattern, "-")
+        got = prompt(a, rid, "the list on client %s not answered within %ss %s"
+                     % (w.cid, PROMPT_GUARD, when))
+        words = [int(x) if x.isdigit() else x for x in got[1:]]
+        if got[0] != "ok" or words[:2] != [len(w.names), 0] or len(words) != 2 + 4 * len(w.names):
+            raise Fail("the list %s answered %r, expected ok %d 0 and %d entries"
+                       % (when, " ".join(got), len(w.names), len(w.names)))
+        entries = {words[i]: words[i + 1:i + 4] for i in range(2, len(words), 4)}
+        want = {n: ["lock", w.bfence[n], 1] for n in w.names}
+        if entries != want:
+            raise Fail("the list %s told %r, expected each name a lock with B's fence and one "
+                       "holder: %r" % (when, entries, want))
+        w.none_answered("by the time the list %s was answered" % when)
+
+    # As soon as a wait is in dlockd, the client is waiting: the list
+    # must not wait behind it.
+    list_until(t, w.pattern, lambda es: sum(e["waiters"] for e in es.values()) >= 1,
+               "dlockd had none of client %s's lock requests waiting" % w.cid)
+    listed("while a task waited")
+    w.all_waiting()
+    listed("while all 10 tasks waited")
+    order = list(w.names)
+    t.rng.shuffle(order)
+    w.release_all(order)
+
+
 SCENARIOS = [grant_rising_fences, trylock_timeout, reentry, lease_expiry_loss,
              force_unlock_loss, closed_client_frees, contend_100, cancel_wait,
              dlockd_killed_during_wait, socket_missing, rwlock_once, semaphore_once,
@@ -1108,7 +1456,8 @@ SCENARIOS = [grant_rising_fences, trylock_timeout, reentry, lease_expiry_loss,
              election_two_daemons, election_bad_input, mlock_all_or_nothing,
              mlock_reentry_and_unlock, mlock_opposite_orders, mlock_closed_frees,
              mlock_cancel, mlock_trymlock_timeout, mlock_bad_input, mlock_lost_one,
-             list_every_kind]
+             list_every_kind, concurrent_waits, cancel_one_of_many, same_name_order,
+             list_while_waiting]
 
 
 # ---- the run ------------------------------------------------------------------
@@ -1185,12 +1534,19 @@ def main(argv):
 
     world = World()
     t0 = time.monotonic()
+    print("conformance: seed %d (CONFORMANCE_SEED=%d repeats the random choices)"
+          % (world.seed, world.seed), flush=True)
     try:
         world.start()
         for c in clients:
             argv_c = adapter_argv(c)[0]
-            passed, fails = 0, []
+            passed, fails, skips = 0, [], {}
             for fn in scenarios:
+                if c not in getattr(fn, "clients", (c,)):
+                    skips.setdefault(fn.skip_why, []).append(fn.__name__)
+                    if verbose:
+                        print("  %s %s skipped (%s)" % (c, fn.__name__, fn.skip_why), flush=True)
+                    continue
                 s0 = time.monotonic()
                 err = run_one(world, c, argv_c, fn)
                 if verbose:
@@ -1200,7 +1556,11 @@ def main(argv):
                     passed += 1
                 else:
                     fails.append((fn.__name__, err))
-            print("conformance %s: %d passed, %d failed" % (c, passed, len(fails)), flush=True)
+            nskip = sum(len(v) for v in skips.values())
+            print("conformance %s: %d passed, %d failed%s" % (
+                c, passed, len(fails), ", %d skipped" % nskip if nskip else ""), flush=True)
+            for why, names in skips.items():
+                print("  skipped (%s): %s" % (why, " ".join(names)))
             for name, err in fails:
                 print("  %s: %s" % (name, err.replace("\n", "\n    ")))
             failed = failed or bool(fails)
