@@ -1,4 +1,4 @@
-// The wire: one Unix socket, FIFO requests, one reader thread, CANCEL of the wait in flight.
+// The wire: one Unix socket, every request tagged, one reader thread, CANCEL #tag.
 // SPDX-License-Identifier: MIT
 package dlock;
 
@@ -6,9 +6,10 @@ import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.channels.SocketChannel;
 import java.nio.charset.StandardCharsets;
-import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.function.BiConsumer;
@@ -16,10 +17,11 @@ import java.util.function.Consumer;
 import java.util.function.Function;
 
 /**
- * Requests are written in FIFO order and replies matched FIFO. While a request that may
- * wait is in flight nothing is written behind it (dlockd would not read it anyway), so
- * that {@code CANCEL} can always be its very next line. Callbacks run on the reader
- * thread, in wire order, outside the lock; they must not block. One writer thread writes.
+ * Every request goes out at once with a tag of its own ({@code #<tag> LOCK x}), and dlockd
+ * answers each when it is ready, its reply carrying the tag; so any number of threads wait
+ * on one connection, each for its own answer. A wait is withdrawn with {@code CANCEL
+ * #<tag>}. Callbacks run on the reader thread, outside the lock; they must not block. One
+ * writer thread writes.
  */
 final class Conn {
     /** One request line and what to do with its reply. */
@@ -32,7 +34,7 @@ final class Conn {
         final BiConsumer<String, Throwable> onReply;
         /** Completed once the wire is done with the request (and any release of a cancelled grant). */
         final CompletableFuture<Void> settled = new CompletableFuture<>();
-        boolean written;
+        String tag;
         boolean cancelled;
 
         Request(String line, boolean waits, Function<String, String> release,
@@ -48,9 +50,9 @@ final class Conn {
     private final Consumer<String> onEvent;
     private final Consumer<Throwable> onClose;
     private final Object lock = new Object();
-    private final ArrayDeque<Request> inflight = new ArrayDeque<>();
-    private final ArrayDeque<Request> pending = new ArrayDeque<>();
-    private boolean blocked;
+    /** Requests written and not answered yet, by tag. */
+    private final Map<String, Request> inflight = new HashMap<>();
+    private long nextTag;
     private ConnectionClosedException closed;
     private final LinkedBlockingQueue<String> outbox = new LinkedBlockingQueue<>();
     private static final String STOP = new String("");  // compared by identity
@@ -73,7 +75,7 @@ final class Conn {
         }
     }
 
-    /** Queues a request; {@code onReply} is called later on the reader thread (or now, if closed). */
+    /** Sends a request; {@code onReply} is called later on the reader thread (or now, if closed). */
     Request send(String line, boolean waits, Function<String, String> release,
                  BiConsumer<String, Throwable> onReply) {
         Request r = new Request(line, waits, release, onReply);
@@ -81,8 +83,7 @@ final class Conn {
         synchronized (lock) {
             err = closed;
             if (err == null) {
-                pending.add(r);
-                flush();
+                issue(r);
                 return r;
             }
         }
@@ -91,58 +92,35 @@ final class Conn {
         return r;
     }
 
+    /** Tags r and hands it to the writer; caller holds the lock. A tag is a base-36 counter,
+     * never one in flight (dlockd answers {@code ERR ARGS tag in use} to that). */
+    private void issue(Request r) {
+        r.tag = Long.toString(nextTag++, 36);
+        inflight.put(r.tag, r);
+        outbox.add("#" + r.tag + " " + r.line);
+    }
+
     /**
-     * Withdraws a request: dropped if still queued here, {@code CANCEL} written if it is the
-     * wait in flight, else abandoned (a grant is released when it comes). Returns false
-     * when its reply was already handed to its callback; then nothing changes.
+     * Withdraws a request: {@code CANCEL #<tag>} if it may wait, else abandoned (its answer
+     * comes; a grant is released when it comes). Returns false when its reply was already
+     * handed to its callback; then nothing changes.
      */
     boolean cancel(Request r) {
-        boolean dropped;
         synchronized (lock) {
             if (r.cancelled)
                 return true;
-            if (!r.written) {
-                if (!pending.remove(r))
-                    return false;
-                dropped = true;
-            } else {
-                if (!inflight.contains(r))
-                    return false;
-                dropped = false;
-                if (r.waits && inflight.peekLast() == r) {
-                    Request c = new Request("CANCEL", false, null, (l, e) -> { });
-                    inflight.add(c);
-                    c.written = true;
-                    write(c.line);
-                }
-            }
+            if (r.tag == null || inflight.get(r.tag) != r)
+                return false;
             r.cancelled = true;
+            if (r.waits)
+                issue(new Request("CANCEL #" + r.tag, false, null, (l, e) -> { }));
         }
-        if (dropped)
-            r.settled.complete(null);
         return true;
     }
 
     /** Closes the connection: pending requests fail at once. */
     void close(String why) {
         fail(new ConnectionClosedException(why));
-    }
-
-    /** Writes what may go now; caller holds the lock. */
-    private void flush() {
-        while (!blocked && closed == null && !pending.isEmpty()) {
-            Request r = pending.poll();
-            r.written = true;
-            inflight.add(r);
-            if (r.waits)
-                blocked = true;
-            write(r.line);
-        }
-    }
-
-    /** Hands a line to the writer thread; caller holds the lock, so lines keep their order. */
-    private void write(String line) {
-        outbox.add(line);
     }
 
     /**
@@ -201,14 +179,15 @@ final class Conn {
         fail(new ConnectionClosedException(why));
     }
 
-    /** A counted reply being read (LIST): its lines so far, and how many are still to come. */
+    /** A counted reply being read (LIST): its tag, its lines so far, how many are to come. */
     private final StringBuilder counted = new StringBuilder();
+    private String countedTag;
     private int countedLeft;
 
     /**
-     * Hands a line to {@link #dispatch}, except that a counted reply ({@code OK LIST <n>
-     * <more>} and exactly n {@code = …} lines, no event between) goes as one reply, its
-     * lines joined by LF.
+     * Hands a reply to {@link #dispatch} by its tag, an untagged line to the events,
+     * except that a counted reply ({@code #t OK LIST <n> <more>} and exactly n {@code = …}
+     * lines, dlockd writes them whole) goes as one reply, its lines joined by LF.
      */
     private void take(String line) {
         if (countedLeft > 0) {
@@ -218,39 +197,44 @@ final class Conn {
             if (--countedLeft == 0) {
                 String reply = counted.toString();
                 counted.setLength(0);
-                dispatch(reply);
+                dispatch(countedTag, reply);
             }
             return;
         }
-        if (line.startsWith("OK LIST ")) {
-            int n = Listing.count(line);
-            if (n < 0)
-                throw new IllegalStateException("bad LIST header: " + line);
-            if (n > 0) {
-                counted.append(line);
-                countedLeft = n;
-                return;
-            }
-        }
-        dispatch(line);
-    }
-
-    private void dispatch(String line) {
         if (line.startsWith("!")) {
             onEvent.accept(line);
             return;
         }
+        int sp = line.indexOf(' ');
+        if (!line.startsWith("#") || sp < 2)  // an untagged reply: a request it could not read
+            throw new IllegalStateException("untagged reply: " + line);
+        String tag = line.substring(1, sp);
+        String reply = line.substring(sp + 1);
+        if (reply.startsWith("OK LIST ")) {
+            int n = Listing.count(reply);
+            if (n < 0)
+                throw new IllegalStateException("bad LIST header: " + reply);
+            if (n > 0) {
+                counted.append(reply);
+                countedTag = tag;
+                countedLeft = n;
+                return;
+            }
+        }
+        dispatch(tag, reply);
+    }
+
+    private void dispatch(String tag, String line) {
         List<Runnable> after = new ArrayList<>();
         synchronized (lock) {
-            Request r = inflight.poll();
+            Request r = inflight.remove(tag);
             if (r == null)
-                throw new IllegalStateException("reply with no request: " + line);
+                throw new IllegalStateException("reply to no request: #" + tag + " " + line);
             if (r.cancelled) {
-                Request rel = null;
                 if (line.startsWith("OK") && r.release != null) {
-                    // The grant raced the cancel: give it back, ahead of everything queued.
-                    rel = new Request(r.release.apply(line), false, null, (l, e) -> { });
-                    pending.addFirst(rel);
+                    // The grant raced the cancel: give it back.
+                    Request rel = new Request(r.release.apply(line), false, null, (l, e) -> { });
+                    issue(rel);
                     rel.settled.whenComplete((v, e) -> r.settled.complete(null));
                 } else {
                     after.add(() -> r.settled.complete(null));
@@ -267,9 +251,6 @@ final class Conn {
                     }
                 });
             }
-            if (r.waits)
-                blocked = false;
-            flush();
         }
         after.forEach(Runnable::run);
     }
@@ -280,10 +261,8 @@ final class Conn {
             if (closed != null)
                 return;
             closed = why;
-            dead.addAll(inflight);
-            dead.addAll(pending);
+            dead.addAll(inflight.values());
             inflight.clear();
-            pending.clear();
         }
         outbox.add(STOP);
         try {

@@ -37,10 +37,9 @@ import java.util.function.Function;
  * holds waits here until the first handle is fully unlocked (read locks are shared).
  * Any thread may unlock a handle.
  *
- * <p><b>Waiting holds back the connection.</b> While a request waits in dlockd (a
- * {@code lock}, or a {@code tryLock} with a wait), this client's other requests queue
- * behind it until it is granted, times out or is cancelled. Independent waiters belong on
- * separate clients.
+ * <p><b>Many waits on one connection.</b> Every request is tagged, so dlockd serves a
+ * client's requests at once: any number of threads wait on one client, each for its own
+ * name and its own answer, and an unlock never waits behind another thread's wait.
  *
  * <p><b>Cancellation.</b> Waiting calls throw {@link InterruptedException} when their
  * thread is interrupted; the wait is withdrawn (dlockd's {@code CANCEL}) and, if the grant
@@ -287,9 +286,8 @@ public final class DlockClient implements AutoCloseable {
      * observers are told. With a lease the leadership ends unless renewed
      * ({@link DlockLeadership#renew}); {@code null} or zero: it lasts while the connection
      * lives. An interrupt withdraws the campaign ({@code CANCEL}) and nothing stays held.
-     * A campaign always waits in dlockd, so it holds back this client's other requests
-     * until it wins: campaign on a client of its own. Two threads of one client electing one
-     * name take turns, as with locks.
+     * The campaign holds back none of this client's other requests. Two threads of one
+     * client electing one name take turns, as with locks.
      */
     public DlockLeadership elect(String name, String value, Duration lease) throws InterruptedException {
         return await(campaign(name, value, millis(lease, "lease")));

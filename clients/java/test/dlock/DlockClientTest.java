@@ -236,10 +236,86 @@ class DlockClientTest extends DaemonTest {
         }
     }
 
+    /**
+     * Twenty waits on one client for names another client holds: each is granted right
+     * after its own release, in the order of the releases, not the order they were asked
+     * (every request is tagged: no wait holds back another).
+     */
+    @Test
+    void manyWaitsOnOneClientGrantedInReleaseOrder() throws Exception {
+        int n = 20;
+        try (DlockClient a = DlockClient.connect(sock); DlockClient b = DlockClient.connect(sock)) {
+            List<DlockLock> held = new ArrayList<>();
+            List<CompletableFuture<DlockLock>> waits = new ArrayList<>();
+            for (int i = 0; i < n; i++)
+                held.add(a.lock(name + i));
+            for (int i = 0; i < n; i++)
+                waits.add(b.lockAsync(name + i, null));
+            awaitBusy(a, n);
+            for (int i = n - 1; i >= 0; i--) { // the last asked first
+                held.get(i).close();
+                DlockLock l = within(waits.get(i));
+                assertEquals(1, l.holds());
+                for (int j = 0; j < i; j++)
+                    assertFalse(waits.get(j).isDone(), "wait " + j + " granted before its release");
+            }
+            for (CompletableFuture<DlockLock> w : waits)
+                w.join().close();
+        }
+    }
+
+    /** One wait of many cancelled: it holds nothing, the others go on undisturbed. */
+    @Test
+    void cancelOneOfManyWaits() throws Exception {
+        int n = 10;
+        try (DlockClient a = DlockClient.connect(sock); DlockClient b = DlockClient.connect(sock)) {
+            List<DlockLock> held = new ArrayList<>();
+            List<CompletableFuture<DlockLock>> waits = new ArrayList<>();
+            for (int i = 0; i < n; i++)
+                held.add(a.lock(name + i));
+            for (int i = 0; i < n; i++)
+                waits.add(b.lockAsync(name + i, null));
+            awaitBusy(a, n);
+            assertTrue(waits.get(3).cancel(true));
+            assertThrows(CancellationException.class, () -> waits.get(3).join());
+            awaitBusy(a, 0, n - 1);
+            for (int i = 0; i < n; i++) {
+                held.get(i).close();
+                if (i == 3) {
+                    assertFalse(b.status(name + i) instanceof LockStatus.Mine);
+                    continue;
+                }
+                within(waits.get(i)).close();
+            }
+        }
+    }
+
+    /** A release is not held back behind another task's wait on the same client. */
+    @Test
+    void unlockNotBehindAWait() throws Exception {
+        try (DlockClient a = DlockClient.connect(sock); DlockClient b = DlockClient.connect(sock)) {
+            DlockLock other = a.lock(name + "x");
+            DlockLock mine = b.lock(name + "y");
+            CompletableFuture<DlockLock> w = b.lockAsync(name + "x", null);
+            awaitBusy(a, 1);
+            assertEquals(0, mine.unlock()); // answered while b's other task waits
+            assertEquals(new LockStatus.Free(), a.status(name + "y"));
+            assertFalse(w.isDone());
+            other.close();
+            within(w).close();
+        }
+    }
+
     /** Waits until dlockd reports {@code n} waiters (INFO waiters), with a hang guard. */
     static void awaitBusy(DlockClient c, int n) throws InterruptedException {
+        awaitBusy(c, n, Integer.MAX_VALUE);
+    }
+
+    /** Waits until dlockd's INFO waiters is between {@code lo} and {@code hi}. */
+    static void awaitBusy(DlockClient c, int lo, int hi) throws InterruptedException {
         long deadline = System.currentTimeMillis() + HANG_GUARD_S * 1000;
-        while (Integer.parseInt(c.info().get("waiters")) < n) {
+        int w;
+        while ((w = Integer.parseInt(c.info().get("waiters"))) < lo || w > hi) {
             if (System.currentTimeMillis() > deadline)
                 throw new AssertionError("no waiter showed up");
             Thread.sleep(5); // polling the daemon's own count, with a deadline
