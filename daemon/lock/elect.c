@@ -24,6 +24,7 @@ typedef struct cand_s {
     hmap_node_t node;
     lockmgr_t *m;
     timers_entry_t grace;      /* its wait ended with its acquire in flight */
+    int lingering;             /* ... and it lives on for that (elect_leave) */
     size_t vlen;
     char value[ELECT_VALUE_MAX + 1];
     size_t klen;
@@ -82,7 +83,7 @@ void lockmgr_elect_stats(const lockmgr_t *m, lockmgr_elect_stats_t *out) {
     memset(out, 0, sizeof(*out));
     if (elect_of(m) == NULL) return;
     *out = elect_of(m)->stats;
-    out->candidates = elect_of(m)->cands_count;
+    out->candidates = elect_of(m)->cands_count - elect_of(m)->cands_lingering;
 }
 
 /* ---- candidates' values ---------------------------------------------------------- */
@@ -105,6 +106,7 @@ static void cand_free(cand_t *c) {
     timers_stop(m->timers, &c->grace);
     hmap_del(&elect_of(m)->cands, &c->node);
     elect_of(m)->cands_count--;
+    if (c->lingering) elect_of(m)->cands_lingering--;
     free(c);
     elect_maybe_free(m);
 }
@@ -130,6 +132,10 @@ static int cand_put(lockmgr_t *m, uint64_t owner, const char *name, size_t len,
         e->cands_count++;
     }
     timers_stop(m->timers, &c->grace);
+    if (c->lingering) { /* it campaigns again: a candidate once more */
+        c->lingering = 0;
+        e->cands_lingering--;
+    }
     memcpy(c->value, value, vlen);
     c->value[vlen] = '\0';
     c->vlen = vlen;
@@ -183,11 +189,17 @@ static void elect_leave(lock_t *l, wait_t *w, int was_head) {
     lock_leave_queue(l, w);
     cand_t *c = cand_find(m, w->owner_id, l->name, l->len);
     if (c != NULL) {
-        if (w->in_flight)
+        if (w->in_flight) {
+            /* Its value lives on for the acquire; the candidate does not. */
             timers_start(m->timers, &c->grace, m->conf->command_timeout_ms + ELECT_VALUE_GRACE_MS,
                          on_grace);
-        else
+            if (!c->lingering) {
+                c->lingering = 1;
+                elect_of(m)->cands_lingering++;
+            }
+        } else {
             cand_free(c);
+        }
     }
     if (TAILQ_EMPTY(&l->q->waiters)) elect_unwatch(m, l->name, l->len);
 }

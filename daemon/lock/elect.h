@@ -41,6 +41,8 @@ struct elect_s {
     int closing;               /* lockmgr_on_leader(NULL): free when empty */
     hmap_t cands;              /* <owner id><name> -> cand_t: a candidate's value */
     size_t cands_count;
+    size_t cands_lingering;    /* ... of them kept past their wait (its acquire
+                                  was in flight): no ELECT waiting, for INFO */
     hmap_t names;              /* name -> oname_t: observed, or its candidates
                                   wake on its watch */
     size_t names_count;

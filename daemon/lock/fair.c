@@ -6,7 +6,8 @@
  * queue's head, and a release wakes only it, on a channel of its own. So
  * every local waiter asks Redis as soon as it comes, taking its place,
  * and then waits: the local head for the wake-up of its own channel (the
- * one watch of the name follows the head) or its retry turn, and every
+ * one watch of the name follows the head; a grant wakes the new head as
+ * well, so that it learns the holder's lease) or its retry turn, and every
  * renew_every_ms all of them ask again, in their order, which keeps their
  * places from ending (a place lasts lease_ms) and, should Redis have lost
  * the queue, puts them back in the same order. A waiter that stops

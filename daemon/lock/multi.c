@@ -310,6 +310,10 @@ static int mwait_requeue_lost(mwait_t *mw) {
             return 1;
         }
         mwait_count(mw, 1);
+        /* The set waits for this place now, behind whoever is ahead of it
+         * here: its coming to the head is news, whatever name refused the
+         * set last (multi_attempt would take it for none). */
+        mw->refused = 0;
     }
     return 0;
 }

@@ -1155,6 +1155,73 @@ START_TEST(forceunlock_wakes_first_waiter) {
 }
 END_TEST
 
+/* The lease of the other daemon's waiter once it holds; well under the
+ * keep-alive turn (renew_every_ms, 10 s with the default lease_ms). */
+#define AHEAD_LEASE_MS 300
+
+/* Daemon A's holder h unlocks and asks again at once; B's waiter x, the
+ * queue's head, takes the lock with a lease of AHEAD_LEASE_MS; A's waiter
+ * w, next, had asked right behind h's release, while the lock was free,
+ * and heard the head's place's end (lease_ms) as its wait. x's grant tells
+ * w (it publishes on the new head's channel): w asks again and tries when
+ * x's lease ends. It waited for its keep-alive turn, up to renew_every_ms,
+ * unless B's release at the lease's end came before Redis expired the hash
+ * (about one run in two): with B stopped (stopped) it never does. */
+static void next_waiter_tries_at_lease_end(const char *name, int stopped) {
+    int da = h_dlockd_start_kept("fairlock", NULL), db = h_dlockd_start_kept("fairlock", NULL);
+    h_conn_t *h = h_connect_index(da), *x = h_connect_index(db), *w = h_connect_index(da);
+    char fx[FIELD_MAX], fw[FIELD_MAX], req[300];
+    snprintf(req, sizeof(req), "FAIRLOCK %s", name);
+    take(h, req, 1);
+    snprintf(req, sizeof(req), "FAIRLOCK %s %d", name, AHEAD_LEASE_MS);
+    enqueue(x, req, name, 0, fx);
+    snprintf(req, sizeof(req), "FAIRLOCK %s", name);
+    enqueue(w, req, name, 1, fw);
+    h_send(h, "UNLOCK %s\nFAIRLOCK %s\n", name, name);
+    H_EXPECT(h, "OK 0");
+    unsigned long long fx_grant = granted(x, "B's waiter, the queue's head", 1, PROMPT_MS);
+    long long t0 = h_now_ms();
+    if (stopped) ck_assert_int_eq(kill(h_dlockd_pid(db), SIGSTOP), 0);
+    const char *l = h_recv(w, PROMPT_MS);
+    long long took = h_now_ms() - t0;
+    if (stopped) ck_assert_int_eq(kill(h_dlockd_pid(db), SIGCONT), 0);
+    ck_assert_msg(l != NULL, "A's waiter not granted within %d ms of B's waiter's grant with a "
+                  "lease of %d ms (B %s)", PROMPT_MS, AHEAD_LEASE_MS,
+                  stopped ? "stopped" : "running");
+    unsigned long long fence;
+    long long holds;
+    char tail;
+    ck_assert_msg(sscanf(l, "OK %llu %lld%c", &fence, &holds, &tail) == 2 && holds == 1,
+                  "A's waiter: '%s'", l);
+    printf("fairlock: the next waiter granted %lld ms after the head's grant with a %d ms lease "
+           "(its daemon %s)\n", took, AHEAD_LEASE_MS, stopped ? "stopped" : "running");
+    /* Not before x's lease ended: fences are Redis TIME in microseconds. */
+    ck_assert_msg(fence >= fx_grant + (AHEAD_LEASE_MS - 1) * 1000ULL,
+                  "A's waiter granted %llu us after x's grant, within its lease of %d ms",
+                  fence - fx_grant, AHEAD_LEASE_MS);
+    char ev[300];
+    snprintf(ev, sizeof(ev), "!LOST %s expired", name);
+    h_expect_event(x, ev, PROMPT_MS, "B's waiter, its lease over");
+    /* h asked again behind w: it is next. */
+    snprintf(req, sizeof(req), "UNLOCK %s", name);
+    h_expect_reply(w, req, "OK 0");
+    granted(h, "A's holder, asking again behind w", 1, PROMPT_MS);
+    h_expect_reply(h, req, "OK 0");
+    await_free(name);
+    expect_queue(name, NULL, 0, "all served");
+    h_close(w);
+    h_close(x);
+    h_close(h);
+}
+
+START_TEST(next_waiter_tries_at_head_lease_end) {
+    h_redis_start();
+    next_waiter_tries_at_lease_end("nr", 0);
+    next_waiter_tries_at_lease_end("ns", 1);
+    h_keep_passed();
+}
+END_TEST
+
 /* ---- Redisson interop ---------------------------------------------------- */
 
 /* A Redisson thread queued ahead of a dlockd waiter is served first; its
@@ -1378,6 +1445,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, plain_and_fair_exclude_across_daemons);
     tcase_add_test(tc, not_under_quorum);
     tcase_add_test(tc, forceunlock_wakes_first_waiter);
+    tcase_add_test(tc, next_waiter_tries_at_head_lease_end);
     tcase_add_test(tc, redisson_ahead_served_first_then_wakes_dlockd);
     tcase_add_test(tc, dlockd_unlock_wakes_redisson_waiter);
     tcase_add_test(tc, redisson_refused_while_dlockd_holds);

@@ -420,6 +420,50 @@ START_TEST(forced_held_name_wakes_waiter) {
 }
 END_TEST
 
+/* A's set of x (held: a reentry) and y waits for y, held on another
+ * daemon; B waits for x here. Another daemon's FORCEUNLOCK takes x away
+ * and A's daemon hears of it at x's next renewal: !LOST x forced, B gets
+ * x. y's release then wakes the set, which asks for x anew, behind B. B's
+ * UNLOCK wakes that place, but the set, refused for y, took it for no
+ * news and waited on, every name free, until y's retry turn (the lease y
+ * had when it refused the set, 60 s here). */
+START_TEST(forced_reentry_requeued_behind_waiter) {
+    h_redis_start();
+    /* renewals every second: A's daemon hears of the force at once */
+    int d1 = h_dlockd_start("[lock]\nlease_ms = 3000\n"), d2 = h_dlockd_start(NULL);
+    keep_log(d1);
+    h_conn_t *a = h_connect_index(d1), *b = h_connect_index(d1), *adm = h_connect_index(d1);
+    h_conn_t *c = h_connect_index(d2), *other = h_connect_index(d2);
+    expect_prefix(a, "LOCK rx", "OK ");
+    expect_prefix(c, "LOCK ry 60000", "OK ");
+    h_send(a, "MLOCK 2 rx ry\n");
+    h_await_waiters(adm, 1);
+    h_expect_silence(a, 200, "MLOCK while C holds ry");
+    h_send(b, "LOCK rx\n");
+    h_await_waiters(adm, 2);
+    h_expect_reply(other, "FORCEUNLOCK rx", "OK 1");
+    h_expect_event(a, "!LOST rx forced", H_WAIT_MS, "rx forced away by another daemon");
+    const char *l = h_reply(b, PROMPT_MS, H_EVENTS_FAIL);
+    ck_assert_msg(l != NULL && strncmp(l, "OK ", 3) == 0, "B waiting for rx: got '%s'",
+                  l ? l : "nothing");
+    h_expect_reply(c, "UNLOCK ry", "OK 0");
+    h_expect_silence(a, 300, "MLOCK while B holds rx");
+    h_expect_reply(b, "UNLOCK rx", "OK 0");
+    unsigned long long f[2];
+    expect_granted(a, 2, f, PROMPT_MS, "MLOCK once B unlocked rx (ry free since)");
+    h_expect_reply(a, "MUNLOCK 2 rx ry", "OK 0 0");
+    const char *all[] = {"rx", "ry"};
+    await_gone(all, 2);
+    ck_assert_int_eq(h_info_value(adm, "waiters"), 0);
+    h_close(other);
+    h_close(c);
+    h_close(adm);
+    h_close(b);
+    h_close(a);
+    h_keep_passed();
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("mlock");
     TCase *tc = tcase_create("standalone");
@@ -436,6 +480,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, fences_from_counters);
     tcase_add_test(tc, held_name_lapses_while_set_in_flight);
     tcase_add_test(tc, forced_held_name_wakes_waiter);
+    tcase_add_test(tc, forced_reentry_requeued_behind_waiter);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -904,6 +904,7 @@ static void fair_script(fake_t *fb, entry_t *e, char op, const char *field, long
         dlockd_srem(e, field);
         field_add(e, field, 1);
         key_expire_in(fb, e, lease_ms);
+        if (h != NULL) fair_wake(fb, e); /* the next place learns the lease */
         res->outcome = BACKEND_GRANTED;
         res->fence = ++e->fence;
         return;

@@ -251,6 +251,39 @@ START_TEST(cancelled_candidate_leaves_its_place) {
 }
 END_TEST
 
+/* A candidate that stops waiting with its acquire in flight keeps its
+ * value a while (the topology may send that acquire again), but it is no
+ * ELECT waiting here: INFO's candidates drops at once (it stayed 1 for
+ * command_timeout_ms + ELECT_VALUE_GRACE_MS, which the stateful fuzzer saw
+ * at its end as candidates=1 with every client closed). Campaigning again
+ * meanwhile counts again. */
+START_TEST(candidate_left_in_flight_not_counted) {
+    client_t *a = client(), *b = client();
+    lockmgr_elect_stats_t es;
+    (void)elect_ok(a, "e", "A");
+    ck_assert_int_eq(elect_req(b, "e", "B", 0), 0);
+    lockmgr_elect_stats(mgr, &es);
+    ck_assert_uint_eq(es.candidates, 1);
+    ck_assert_int_eq(lockmgr_cancel(mgr, b->o, b), 1); /* its acquire in flight */
+    expect_error(b, LOCK_ERR_CANCELLED);
+    lockmgr_elect_stats(mgr, &es);
+    ck_assert_uint_eq(es.candidates, 0);
+    fake_settle(fb);
+    ck_assert_str_eq(fake_fair_queue(fb, "e"), "");
+    ck_assert_int_eq(elect_req(b, "e", "B2", 0), 0);
+    lockmgr_elect_stats(mgr, &es);
+    ck_assert_uint_eq(es.candidates, 1);
+    ck_assert_int_eq(lockmgr_cancel(mgr, b->o, b), 1);
+    expect_error(b, LOCK_ERR_CANCELLED);
+    lockmgr_elect_stats(mgr, &es);
+    ck_assert_uint_eq(es.candidates, 0);
+    fake_settle(fb);
+    run_for(5000); /* past every grace */
+    lockmgr_elect_stats(mgr, &es);
+    ck_assert_uint_eq(es.candidates, 0);
+}
+END_TEST
+
 /* A leased leader not renewed loses its leadership as a lock's holder
  * does; the watchdog's leader whose key is gone, likewise. */
 START_TEST(lost_leadership) {
@@ -633,6 +666,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, grant_carries_value_and_fence);
     tcase_add_test(tc, resign_hands_over_in_order);
     tcase_add_test(tc, cancelled_candidate_leaves_its_place);
+    tcase_add_test(tc, candidate_left_in_flight_not_counted);
     tcase_add_test(tc, lost_leadership);
     tcase_add_test(tc, kinds_do_not_mix);
     tcase_add_test(tc, observers_told_each_leader);

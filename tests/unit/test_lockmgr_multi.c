@@ -501,6 +501,40 @@ START_TEST(test_multi_hold_gone_expired) {
 }
 END_TEST
 
+/* A set refused for y (another's, for 60 s) holds x here; b waits for x
+ * behind that hold. x's hold ends here (its lease; a FORCEUNLOCK heard at
+ * a renewal goes the same way): b gets x. y's release wakes the set, which
+ * asks for x anew behind b; b's UNLOCK brings its place to the head, and
+ * the set tries. It took that for no news (y had refused it) and waited
+ * on, every name free, until y's retry turn, 60 s on. */
+START_TEST(test_multi_refused_set_requeued_behind_waiter) {
+    client_t *a = client(), *b = client();
+    lock_ok(a, "x", 500);
+    fake_take(fb, "y", "other", 60000);
+    ck_assert_int_eq(mlock_req(a, N("x", "y"), 0), 0);
+    fake_settle(fb);
+    no_reply(a);
+    ck_assert_int_eq(lock_req(b, "x", 0), 0); /* behind a's hold, here */
+    fake_settle(fb);
+    no_reply(b);
+    run_until_reply(b, now() + 1000);
+    expect_event(a, "x", LOCK_LOST_EXPIRED);
+    expect_granted(b, 1);
+    fake_expire(fb, "y");
+    ck_assert_int_eq(fake_publish(fb, "y"), 1);
+    run_for(100);
+    no_reply(a);
+    ck_assert_uint_eq(stats().waiters, 1); /* the set, behind b's hold of x */
+    ck_assert_int_eq(unlock_req(b, "x"), 1);
+    expect_value(b, 0);
+    run_until_reply(a, now() + 1000);
+    expect_list(a, 2, NULL);
+    ck_assert_uint_eq(stats().waiters, 0);
+    ck_assert_int_eq(fake_holds(fb, a->id, "x"), 1);
+    ck_assert_int_eq(fake_holds(fb, a->id, "y"), 1);
+}
+END_TEST
+
 /* max_locks_per_uid counts every name a set would add (issue 36, bug 5). */
 START_TEST(test_multi_locks_per_uid) {
     conf.max_locks_per_uid = 3;
@@ -567,6 +601,7 @@ static Suite *lockmgr_multi_suite(void) {
     tcase_add_test(tc, test_multi_try_zero_reentry_lapses);
     tcase_add_test(tc, test_multi_hold_gone_wakes_queue);
     tcase_add_test(tc, test_multi_hold_gone_expired);
+    tcase_add_test(tc, test_multi_refused_set_requeued_behind_waiter);
     tcase_add_test(tc, test_multi_locks_per_uid);
     tcase_add_test(tc, test_multi_locks_per_uid_at_once);
     suite_add_tcase(s, tc);

@@ -19,7 +19,8 @@
 -- client) holds the queue up only until its place ends. dlockd keeps its
 -- waiters' places alive by asking again while they wait, and takes them
 -- out at once when they stop ('l', which also wakes the new head if the
--- lock is free). A grant is as part/acquire.lua's; unlike Redisson's, it
+-- lock is free). A grant is as part/acquire.lua's, and wakes the new head
+-- too, so that it waits for this holder's lease; unlike Redisson's, it
 -- does not shorten the other places (Redisson chains them, each waiter's
 -- its predecessor's plus its wait; dlockd's are their own). But Redisson's
 -- grants take their wait off every place, ours too: so a place of ours
@@ -88,6 +89,10 @@ if redis.call('exists', K1) == 0 then
     local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
     if us > f then f = us end
     redis.call('set', K5, string.format('%d', f))
+    -- The next place's waiter may have asked while the lock was free and
+    -- heard the head's place's end as its wait: woken, it asks again and
+    -- learns this holder's lease (an expiry publishes nothing).
+    if h then wake() end
     return {GRANTED, f}
   end
 elseif redis.call('hexists', K1, A3) == 1 then
