@@ -41,17 +41,27 @@ typedef struct call_s {
     listing_t *listing;        /* LIST in flight */
 } call_t;
 
+/* Which of a connection's calls on one name take turns: those that change
+ * its lock, and, apart from them, those that change what the connection
+ * observes of it (an UNOBSERVE must find the OBSERVE before it done). */
+typedef enum {
+    ORDER_NONE = 0, /* only looks: starts at once */
+    ORDER_LOCK,
+    ORDER_OBSERVE
+} verb_order_t;
+
 /* What the session does with each verb: answer it at once (now), or make
  * it a call that starts when its turn comes (start); a lock request's
- * kind and mode; whether it changes its names (then it starts after the
- * connection's earlier calls on any of them are answered: the others only
- * look, or subscribe). */
+ * kind and mode; which calls it takes turns with on its names (then it
+ * starts after the connection's earlier such calls on any of them are
+ * answered); whether it gives back (a release passes a wait, below). */
 typedef struct verb_s {
     void (*now)(session_t *s, const proto_request_t *req);
     void (*start)(call_t *c);
     lock_req_kind_t kind;
     lock_mode_t mode;
-    int changes;
+    verb_order_t order;
+    int release;
 } verb_t;
 
 struct session_s {
@@ -449,9 +459,10 @@ static int has_name(const proto_request_t *r, const char *name, size_t len) {
     return 0;
 }
 
-/* 1 if a and b, both changing names, share one. */
+/* 1 if a and b take turns and share a name. */
 static int share_name(const proto_request_t *a, const proto_request_t *b) {
-    if (!verb_of(a->cmd)->changes || !verb_of(b->cmd)->changes) return 0;
+    verb_order_t order = verb_of(a->cmd)->order;
+    if (order == ORDER_NONE || order != verb_of(b->cmd)->order) return 0;
     if (b->nnames == 0) return has_name(a, b->name, b->name_len);
     for (unsigned i = 0; i < b->nnames; i++) {
         size_t l;
@@ -461,10 +472,32 @@ static int share_name(const proto_request_t *a, const proto_request_t *b) {
     return 0;
 }
 
-/* 1 if a call before c changes one of c's names: c waits for it. */
+/* 1 if the connection holds each of r's names now. */
+static int holds_all(const session_t *s, const proto_request_t *r) {
+    if (r->nnames == 0) return lockmgr_owner_holds(s->owner, r->name, r->name_len);
+    for (unsigned i = 0; i < r->nnames; i++) {
+        size_t l;
+        const char *n = proto_mname(r, i, &l);
+        if (!lockmgr_owner_holds(s->owner, n, l)) return 0;
+    }
+    return 1;
+}
+
+/* 1 if a call before c takes turns with it on one of its names: c waits
+ * for it. A release of what the connection holds now does not wait for a
+ * request of it that is waiting for a holder (a semaphore's ACQUIRE of
+ * more permits, which may wait for the very permits the release gives
+ * back: two tasks of one client would wait for each other for ever). */
 static int waits_behind(const call_t *c) {
-    for (const call_t *e = TAILQ_FIRST(&c->s->calls); e != c; e = TAILQ_NEXT(e, link))
-        if (share_name(&e->req, &c->req)) return 1;
+    int release = -1; /* not asked yet */
+    for (const call_t *e = TAILQ_FIRST(&c->s->calls); e != c; e = TAILQ_NEXT(e, link)) {
+        if (!share_name(&e->req, &c->req)) continue;
+        if (e->started && e->waits && verb_of(c->req.cmd)->release) {
+            if (release < 0) release = holds_all(c->s, &c->req);
+            if (release) continue;
+        }
+        return 1;
+    }
     return 0;
 }
 
@@ -515,7 +548,7 @@ static void call_end(call_t *c) {
             s->state = SESSION_READY; /* drive() goes on with kept input */
         }
     }
-    if (verb_of(c->req.cmd)->changes) s->unpark = 1;
+    if (verb_of(c->req.cmd)->order != ORDER_NONE) s->unpark = 1;
     call_free(c);
     mark_dirty(s);
     drain_end(s);
@@ -697,7 +730,9 @@ static void do_cancel(session_t *s, const proto_request_t *req) {
 }
 
 #define LOCK_VERB(k, m) {.start = start_lock_request, .kind = LOCK_REQ_##k, .mode = LOCK_MODE_##m, \
-                         .changes = 1}
+                         .order = ORDER_LOCK}
+#define RELEASE_VERB(k, m) {.start = start_lock_request, .kind = LOCK_REQ_##k, \
+                            .mode = LOCK_MODE_##m, .order = ORDER_LOCK, .release = 1}
 #define LOOK_VERB(k, m) {.start = start_lock_request, .kind = LOCK_REQ_##k, .mode = LOCK_MODE_##m}
 
 static const verb_t verbs[PROTO_CMD_COUNT] = {
@@ -707,33 +742,34 @@ static const verb_t verbs[PROTO_CMD_COUNT] = {
     [PROTO_CMD_CANCEL] = {.now = do_cancel},
     [PROTO_CMD_CLIENTS] = {.now = send_clients},
     [PROTO_CMD_LIST] = {.start = start_list},
-    [PROTO_CMD_RESIGN] = {.start = start_resign, .changes = 1},
-    [PROTO_CMD_UNOBSERVE] = {.start = start_resign},
+    [PROTO_CMD_RESIGN] = {.start = start_resign, .order = ORDER_LOCK, .release = 1},
+    [PROTO_CMD_UNOBSERVE] = {.start = start_resign, .order = ORDER_OBSERVE},
     [PROTO_CMD_LOCK] = LOCK_VERB(LOCK, MUTEX),
     [PROTO_CMD_TRYLOCK] = LOCK_VERB(TRYLOCK, MUTEX),
-    [PROTO_CMD_UNLOCK] = LOCK_VERB(UNLOCK, MUTEX),
+    [PROTO_CMD_UNLOCK] = RELEASE_VERB(UNLOCK, MUTEX),
     [PROTO_CMD_RENEW] = LOCK_VERB(RENEW, ANY),
     [PROTO_CMD_FORCEUNLOCK] = LOCK_VERB(FORCE, ANY),
     [PROTO_CMD_STATUS] = LOOK_VERB(STATUS, ANY),
     [PROTO_CMD_WHO] = LOOK_VERB(WHO, ANY),
     [PROTO_CMD_RLOCK] = LOCK_VERB(LOCK, READ),
     [PROTO_CMD_TRYRLOCK] = LOCK_VERB(TRYLOCK, READ),
-    [PROTO_CMD_RUNLOCK] = LOCK_VERB(UNLOCK, READ),
+    [PROTO_CMD_RUNLOCK] = RELEASE_VERB(UNLOCK, READ),
     [PROTO_CMD_WLOCK] = LOCK_VERB(LOCK, WRITE),
     [PROTO_CMD_TRYWLOCK] = LOCK_VERB(TRYLOCK, WRITE),
-    [PROTO_CMD_WUNLOCK] = LOCK_VERB(UNLOCK, WRITE),
+    [PROTO_CMD_WUNLOCK] = RELEASE_VERB(UNLOCK, WRITE),
     [PROTO_CMD_SEMINIT] = LOCK_VERB(SEMINIT, SEM),
     [PROTO_CMD_ACQUIRE] = LOCK_VERB(LOCK, SEM),
     [PROTO_CMD_TRYACQUIRE] = LOCK_VERB(TRYLOCK, SEM),
-    [PROTO_CMD_RELEASE] = LOCK_VERB(UNLOCK, SEM),
+    [PROTO_CMD_RELEASE] = RELEASE_VERB(UNLOCK, SEM),
     [PROTO_CMD_FAIRLOCK] = LOCK_VERB(LOCK, FAIR),
     [PROTO_CMD_TRYFAIRLOCK] = LOCK_VERB(TRYLOCK, FAIR),
     [PROTO_CMD_ELECT] = LOCK_VERB(LOCK, ELECT),
     [PROTO_CMD_LEADER] = LOOK_VERB(LEADER, ELECT),
-    [PROTO_CMD_OBSERVE] = LOOK_VERB(OBSERVE, ELECT),
+    [PROTO_CMD_OBSERVE] = {.start = start_lock_request, .kind = LOCK_REQ_OBSERVE,
+                           .mode = LOCK_MODE_ELECT, .order = ORDER_OBSERVE},
     [PROTO_CMD_MLOCK] = LOCK_VERB(MLOCK, MULTI),
     [PROTO_CMD_TRYMLOCK] = LOCK_VERB(TRYMLOCK, MULTI),
-    [PROTO_CMD_MUNLOCK] = LOCK_VERB(MUNLOCK, MULTI),
+    [PROTO_CMD_MUNLOCK] = RELEASE_VERB(MUNLOCK, MULTI),
 };
 
 static const verb_t *verb_of(proto_cmd_t cmd) {

@@ -293,6 +293,10 @@ size_t lockmgr_owner_held(const lock_owner_t *o) {
     return o->held_count;
 }
 
+int lockmgr_owner_holds(const lock_owner_t *o, const char *name, size_t len) {
+    return lock_hold_mine(lock_find(o->mgr, name, len), o) != NULL;
+}
+
 size_t lockmgr_owner_waiting(const lock_owner_t *o) {
     return o->npending;
 }

@@ -287,6 +287,8 @@ void lockmgr_owner_drop(lockmgr_t *mgr, lock_owner_t *owner);
 /* The peer's pid, for WHO (0: unknown). */
 void lockmgr_owner_set_pid(lock_owner_t *owner, pid_t pid);
 size_t lockmgr_owner_held(const lock_owner_t *owner);
+/* 1 if the owner holds name now, as any kind. */
+int lockmgr_owner_holds(const lock_owner_t *owner, const char *name, size_t len);
 /* Its requests in flight. */
 size_t lockmgr_owner_waiting(const lock_owner_t *owner);
 
