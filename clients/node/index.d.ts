@@ -50,6 +50,12 @@ export class LockLostError extends DlockError {
 export interface ConnectOptions {
   /** Socket path; default $DLOCK_SOCKET, else /run/dlockd/dlockd.sock. */
   path?: string;
+  /**
+   * Requests in flight at once (1 to 2147483647; default 1024, dlockd's
+   * default `max_inflight`); past it, the next requests wait in the client
+   * until a reply comes. Raise it with dlockd's `max_inflight`.
+   */
+  maxInflight?: number;
 }
 
 export interface LockOptions {
@@ -195,7 +201,7 @@ export interface ListOptions {
   pattern?: string;
   /** 1 to 1000; omitted: dlockd's default (100). */
   limit?: number;
-  /** Aborted while queued: the request is dropped; later: rejects once answered. */
+  /** Aborted while queued in the client (past maxInflight): the request is dropped; later: rejects once answered. */
   signal?: AbortSignal;
 }
 
@@ -252,9 +258,10 @@ export interface Status {
 }
 
 /**
- * One connection to dlockd, shared by many async tasks. A request that waits
- * holds back the client's later requests until it is granted or cancelled:
- * put independent waiters on separate clients.
+ * One connection to dlockd, shared by any number of async tasks: every
+ * request is tagged and answered when ready, so a task's wait holds back
+ * no other task's requests. Two tasks asking for one name queue in the
+ * client (a held lock is reentrant only through its handle).
  */
 export class Client {
   readonly path: string;
@@ -293,8 +300,8 @@ export class Client {
   leader(name: string): Promise<Leader | null>;
   /**
    * OBSERVE: iterate with `for await`; ends (UNOBSERVE) when `signal` aborts
-   * or the loop breaks. It starts behind a waiting campaign of this client.
-   * Throws a BadRequestError (code NAME) at once for a bad name.
+   * or the loop breaks. Throws a BadRequestError (code NAME) at once for a
+   * bad name.
    */
   observe(name: string, opts?: { signal?: AbortSignal }): Observation;
   /** Sets a semaphore's size unless it was set; resolves true if set now. */
