@@ -22,27 +22,51 @@ export type LossReason = 'expired' | 'forced' | 'backend' | 'closed';
 
 /** Any dlockd error; `code` is the protocol's ERR code or the client's own. */
 export class DlockError extends Error {
+  constructor(code: ErrorCode | string, message: string, options?: { cause?: unknown });
   readonly code: ErrorCode | string;
 }
 /** NAME, ARGS (also UNKNOWN, TOOLONG). */
-export class BadRequestError extends DlockError {}
-export class KindError extends DlockError {}
-export class NotHeldError extends DlockError {}
-export class LimitError extends DlockError {}
-export class DeniedError extends DlockError {}
-export class BackendError extends DlockError {}
+export class BadRequestError extends DlockError {
+  constructor(code: 'NAME' | 'ARGS' | 'UNKNOWN' | 'TOOLONG' | string, message: string);
+}
+/** KIND: the name is another kind of lock (or an upgrade was asked). */
+export class KindError extends DlockError {
+  constructor(message: string);
+}
+/** NOTHELD: this connection does not hold that lock (or fewer permits). */
+export class NotHeldError extends DlockError {
+  constructor(message: string);
+}
+/** LIMIT: a daemon limit was reached. */
+export class LimitError extends DlockError {
+  constructor(message: string);
+}
+/** DENIED: not allowed for this peer. */
+export class DeniedError extends DlockError {
+  constructor(message: string);
+}
+/** BACKEND: Redis is unreachable or failed. */
+export class BackendError extends DlockError {
+  constructor(message: string);
+}
 /** The connection ended (dlockd went away, or the client was closed). */
-export class ClosedError extends DlockError {}
+export class ClosedError extends DlockError {
+  constructor(message?: string, options?: { cause?: unknown });
+}
 /** dlockd said something this client does not understand. */
-export class ProtocolError extends DlockError {}
+export class ProtocolError extends DlockError {
+  constructor(message: string);
+}
 /** The connect failed; the message names the path, with a hint. */
 export class ConnectError extends DlockError {
+  constructor(path: string, err: unknown);
   readonly path: string;
   /** The system error code, e.g. 'ENOENT'. */
   readonly errno: string | undefined;
 }
 /** A held lock is gone: the `reason` of a handle's `signal`. */
 export class LockLostError extends DlockError {
+  constructor(lockName: string, reason: LossReason);
   readonly lockName: string;
   readonly reason: LossReason;
 }
@@ -79,6 +103,7 @@ export type LockKind = 'lock' | 'fair' | 'read' | 'write';
 
 /** A held plain, fair, read or write lock. */
 export class LockHandle {
+  private constructor();
   readonly name: string;
   readonly kind: LockKind;
   /** The grant's fence: rises strictly from grant to grant of the name. */
@@ -116,6 +141,7 @@ export interface TryMultiLockOptions extends MultiLockOptions {
 
 /** A set of names locked together by `client.mlock()`: one hold of each. */
 export class MultiLockHandle {
+  private constructor();
   readonly kind: 'multi';
   /** The names, in the order given. */
   readonly names: readonly string[];
@@ -139,6 +165,7 @@ export class MultiLockHandle {
 
 /** Permits of a semaphore, acquired through a client. */
 export class PermitsHandle {
+  private constructor();
   readonly name: string;
   readonly kind: 'sem';
   /** Permits this handle holds. */
@@ -163,6 +190,7 @@ export interface ElectOptions extends LockOptions {}
 
 /** Leadership of a name, won by `client.elect()`. */
 export class Leadership {
+  private constructor();
   readonly name: string;
   readonly kind: 'leader';
   /** The value observers are told. */
@@ -187,6 +215,7 @@ export class Leadership {
  * and one is told again only after a null.
  */
 export class Observation implements AsyncIterableIterator<Leader | null> {
+  private constructor();
   readonly name: string;
   [Symbol.asyncIterator](): this;
   /** Rejects with the OBSERVE error (e.g. LimitError) or a ClosedError when the connection ends. */
@@ -195,7 +224,6 @@ export class Observation implements AsyncIterableIterator<Leader | null> {
   return(): Promise<IteratorResult<Leader | null, undefined>>;
 }
 
-/** STATUS of a name. */
 export interface ListOptions {
   /** Redis's glob (`*`, `?`, `[abc]`, `\` escapes), 1-255 chars of 0x21-0x7E; default '*'. */
   pattern?: string;
@@ -243,6 +271,7 @@ export interface Listing {
   more: boolean;
 }
 
+/** STATUS of a name. */
 export interface Status {
   state: 'FREE' | 'MINE' | 'TAKEN' | 'READ' | 'WRITE' | 'SEM';
   /** This connection's holds (MINE, READ, WRITE) or permits (SEM); else 0. */
@@ -264,6 +293,7 @@ export interface Status {
  * client (a held lock is reentrant only through its handle).
  */
 export class Client {
+  private constructor();
   readonly path: string;
   readonly closed: boolean;
   lock(name: string, opts?: LockOptions): Promise<LockHandle>;
