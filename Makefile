@@ -66,7 +66,7 @@ SUPPORT_SRC := $(wildcard tests/support/*.c)
 .PHONY: fuzz fuzz-build fuzz-short chaos chaos-short chaos-mutants metrics-test board-test conformance
 .PHONY: fuzz-state fuzz-state-short fuzz-state-mutants
 .PHONY: luacheck
-.PHONY: clients-node clients-node-test
+.PHONY: clients-node clients-node-test clients-node-types
 .PHONY: clients-go clients-go-test clients-build conformance
 .PHONY: all deps deps-run deps-test deps-deb deps-chaos deb package-test run test bench unit integration integration-sanitized integration-valgrind sanitize-build clients-test \
         unit-build integration-build install uninstall clean
@@ -203,7 +203,7 @@ DEPS_DEB_CMDS   := $(DEPS_BUILD_CMDS) dpkg-buildpackage:dpkg-dev dh:debhelper \
 DEPS_DEB_PKGS   := $(DEPS_BUILD_PKGS) systemd:systemd
 DEPS_CHAOS_CMDS := $(DEPS_RUN_CMDS) python3:python3 redis-sentinel:redis-sentinel
 # The clients in other languages: their toolchains, and JUnit 5 for Java's tests.
-DEPS_CLIENT_CMDS := go:golang-go javac:default-jdk-headless jar:default-jdk-headless node:nodejs
+DEPS_CLIENT_CMDS := go:golang-go javac:default-jdk-headless jar:default-jdk-headless node:nodejs npm:npm
 DEPS_CLIENT_FILES := /usr/share/java/junit-platform-console-standalone.jar:junit5
 DEPS_TEST_CMDS  := $(sort $(DEPS_RUN_CMDS) $(DEPS_DEB_CMDS) $(DEPS_CHAOS_CMDS) $(DEPS_CLIENT_CMDS)) \
                    valgrind:valgrind clang:clang openssl:openssl luacheck:lua-check \
@@ -281,7 +281,7 @@ TEST_JOBS ?= 3
 PLAIN_SUITES := $(filter %/test_server %/test_limits %/test_cluster_harness,$(INTEG_TESTS))
 TEST_JOBLIST = luacheck docs-test unit \
   $(patsubst $(BUILD)/%,plain/%,$(PLAIN_SUITES)) blackhole-test \
-  $(addprefix clients-,$(addsuffix -test,$(CLIENT_LANGS) python shell)) \
+  $(addprefix clients-,$(addsuffix -test,$(CLIENT_LANGS) python shell)) clients-node-types \
   $(addprefix conformance/,$(subst $(comma), ,$(CONFORMANCE_CLIENTS))) \
   metrics-test board-test chaos-short-stages chaos-short-netfaults \
   $(patsubst $(BUILD)/%,san/%,$(SAN_SUITES)) fuzz-short package-test
@@ -300,7 +300,7 @@ TEST_EST := chaos-short-stages=87 san/itests/test_sentinel=47 san/itests/test_cl
   fuzz-short=10 san/itests/test_semaphore=10 clients-shell-test=9 san/tests/test_lockmgr=9 \
   san/itests/test_cli=9 san/itests/test_locks=8 board-test=8 conformance/java=7 \
   san/itests/test_resp=7 san/itests/test_rwlock=7 conformance/shell=7 \
-  conformance/python-asyncio=7 conformance/node=6 clients-java-test=5
+  conformance/python-asyncio=7 conformance/node=6 clients-java-test=5 clients-node-types=10
 test_est = $(or $(patsubst $(1)=%,%,$(filter $(1)=%,$(TEST_EST))),5)
 
 # make check: the quick loop for a change (about a minute): the build, the
@@ -367,6 +367,19 @@ clients-node:
 clients-node-test: $(BUILD)/dlockd clients-node
 	@echo "== clients/node/test"
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) node --test clients/node/test/*.test.js
+
+# index.d.ts type-checked: test/types.ts uses every export (test/types.test.js
+# checks that it does). TypeScript, the package's devDependency, is installed
+# with npm into $(BUILD)/node-dev, never into the source tree.
+NODE_TSC := $(BUILD)/node-dev/node_modules/.bin/tsc
+$(NODE_TSC): clients/node/package.json
+	@rm -rf $(BUILD)/node-dev && mkdir -p $(BUILD)/node-dev && cp clients/node/package.json $(BUILD)/node-dev/
+	cd $(BUILD)/node-dev && npm install --include=dev --ignore-scripts --no-package-lock --no-audit --no-fund \
+	  --loglevel=error
+	@touch $@
+clients-node-types: $(NODE_TSC)
+	@echo "== clients/node: tsc --noEmit --strict test/types.ts"
+	@$(NODE_TSC) --noEmit --strict --target es2022 --module nodenext clients/node/test/types.ts
 
 # The asyncio Python client (clients/python/dlock_asyncio.py): nothing to
 # build but a syntax check; its own tests against the real daemon.

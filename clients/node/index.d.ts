@@ -22,27 +22,51 @@ export type LossReason = 'expired' | 'forced' | 'backend' | 'closed';
 
 /** Any dlockd error; `code` is the protocol's ERR code or the client's own. */
 export class DlockError extends Error {
+  constructor(code: ErrorCode | string, message: string, options?: { cause?: unknown });
   readonly code: ErrorCode | string;
 }
 /** NAME, ARGS (also UNKNOWN, TOOLONG). */
-export class BadRequestError extends DlockError {}
-export class KindError extends DlockError {}
-export class NotHeldError extends DlockError {}
-export class LimitError extends DlockError {}
-export class DeniedError extends DlockError {}
-export class BackendError extends DlockError {}
+export class BadRequestError extends DlockError {
+  constructor(code: 'NAME' | 'ARGS' | 'UNKNOWN' | 'TOOLONG' | string, message: string);
+}
+/** KIND: the name is another kind of lock (or an upgrade was asked). */
+export class KindError extends DlockError {
+  constructor(message: string);
+}
+/** NOTHELD: this connection does not hold that lock (or fewer permits). */
+export class NotHeldError extends DlockError {
+  constructor(message: string);
+}
+/** LIMIT: a daemon limit was reached. */
+export class LimitError extends DlockError {
+  constructor(message: string);
+}
+/** DENIED: not allowed for this peer. */
+export class DeniedError extends DlockError {
+  constructor(message: string);
+}
+/** BACKEND: Redis is unreachable or failed. */
+export class BackendError extends DlockError {
+  constructor(message: string);
+}
 /** The connection ended (dlockd went away, or the client was closed). */
-export class ClosedError extends DlockError {}
+export class ClosedError extends DlockError {
+  constructor(message?: string, options?: { cause?: unknown });
+}
 /** dlockd said something this client does not understand. */
-export class ProtocolError extends DlockError {}
+export class ProtocolError extends DlockError {
+  constructor(message: string);
+}
 /** The connect failed; the message names the path, with a hint. */
 export class ConnectError extends DlockError {
+  constructor(path: string, err: unknown);
   readonly path: string;
   /** The system error code, e.g. 'ENOENT'. */
   readonly errno: string | undefined;
 }
 /** A held lock is gone: the `reason` of a handle's `signal`. */
 export class LockLostError extends DlockError {
+  constructor(lockName: string, reason: LossReason);
   readonly lockName: string;
   readonly reason: LossReason;
 }
@@ -50,6 +74,12 @@ export class LockLostError extends DlockError {
 export interface ConnectOptions {
   /** Socket path; default $DLOCK_SOCKET, else /run/dlockd/dlockd.sock. */
   path?: string;
+  /**
+   * Requests in flight at once (1 to 2147483647; default 1024, dlockd's
+   * default `max_inflight`); past it, the next requests wait in the client
+   * until a reply comes. Raise it with dlockd's `max_inflight`.
+   */
+  maxInflight?: number;
 }
 
 export interface LockOptions {
@@ -73,6 +103,7 @@ export type LockKind = 'lock' | 'fair' | 'read' | 'write';
 
 /** A held plain, fair, read or write lock. */
 export class LockHandle {
+  private constructor();
   readonly name: string;
   readonly kind: LockKind;
   /** The grant's fence: rises strictly from grant to grant of the name. */
@@ -110,6 +141,7 @@ export interface TryMultiLockOptions extends MultiLockOptions {
 
 /** A set of names locked together by `client.mlock()`: one hold of each. */
 export class MultiLockHandle {
+  private constructor();
   readonly kind: 'multi';
   /** The names, in the order given. */
   readonly names: readonly string[];
@@ -133,6 +165,7 @@ export class MultiLockHandle {
 
 /** Permits of a semaphore, acquired through a client. */
 export class PermitsHandle {
+  private constructor();
   readonly name: string;
   readonly kind: 'sem';
   /** Permits this handle holds. */
@@ -157,6 +190,7 @@ export interface ElectOptions extends LockOptions {}
 
 /** Leadership of a name, won by `client.elect()`. */
 export class Leadership {
+  private constructor();
   readonly name: string;
   readonly kind: 'leader';
   /** The value observers are told. */
@@ -181,6 +215,7 @@ export class Leadership {
  * and one is told again only after a null.
  */
 export class Observation implements AsyncIterableIterator<Leader | null> {
+  private constructor();
   readonly name: string;
   [Symbol.asyncIterator](): this;
   /** Rejects with the OBSERVE error (e.g. LimitError) or a ClosedError when the connection ends. */
@@ -189,13 +224,12 @@ export class Observation implements AsyncIterableIterator<Leader | null> {
   return(): Promise<IteratorResult<Leader | null, undefined>>;
 }
 
-/** STATUS of a name. */
 export interface ListOptions {
   /** Redis's glob (`*`, `?`, `[abc]`, `\` escapes), 1-255 chars of 0x21-0x7E; default '*'. */
   pattern?: string;
   /** 1 to 1000; omitted: dlockd's default (100). */
   limit?: number;
-  /** Aborted while queued: the request is dropped; later: rejects once answered. */
+  /** Aborted while queued in the client (past maxInflight): the request is dropped; later: rejects once answered. */
   signal?: AbortSignal;
 }
 
@@ -237,6 +271,7 @@ export interface Listing {
   more: boolean;
 }
 
+/** STATUS of a name. */
 export interface Status {
   state: 'FREE' | 'MINE' | 'TAKEN' | 'READ' | 'WRITE' | 'SEM';
   /** This connection's holds (MINE, READ, WRITE) or permits (SEM); else 0. */
@@ -252,11 +287,13 @@ export interface Status {
 }
 
 /**
- * One connection to dlockd, shared by many async tasks. A request that waits
- * holds back the client's later requests until it is granted or cancelled:
- * put independent waiters on separate clients.
+ * One connection to dlockd, shared by any number of async tasks: every
+ * request is tagged and answered when ready, so a task's wait holds back
+ * no other task's requests. Two tasks asking for one name queue in the
+ * client (a held lock is reentrant only through its handle).
  */
 export class Client {
+  private constructor();
   readonly path: string;
   readonly closed: boolean;
   lock(name: string, opts?: LockOptions): Promise<LockHandle>;
@@ -293,8 +330,8 @@ export class Client {
   leader(name: string): Promise<Leader | null>;
   /**
    * OBSERVE: iterate with `for await`; ends (UNOBSERVE) when `signal` aborts
-   * or the loop breaks. It starts behind a waiting campaign of this client.
-   * Throws a BadRequestError (code NAME) at once for a bad name.
+   * or the loop breaks. Throws a BadRequestError (code NAME) at once for a
+   * bad name.
    */
   observe(name: string, opts?: { signal?: AbortSignal }): Observation;
   /** Sets a semaphore's size unless it was set; resolves true if set now. */

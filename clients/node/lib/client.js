@@ -14,11 +14,13 @@ import {
 
 /**
  * Connects to dlockd at `path`, else $DLOCK_SOCKET, else /run/dlockd/dlockd.sock.
- * Rejects with a ConnectError whose message names the path.
+ * Rejects with a ConnectError whose message names the path. `maxInflight`
+ * (default 1024, dlockd's default max_inflight): requests in flight at once
+ * before the next ones wait in the client.
  */
-export async function connect({ path } = {}) {
+export async function connect({ path, maxInflight } = {}) {
   const p = path || process.env.DLOCK_SOCKET || DEFAULT_SOCKET;
-  return new Client(await openConnection(p));
+  return new Client(await openConnection(p, { maxInflight }));
 }
 
 export class Client {
@@ -158,8 +160,6 @@ export class Client {
    * (nobody leads): first the leader now, then every change, fences never
    * going down. It ends, and dlockd is told (UNOBSERVE), when opts.signal
    * aborts or the loop breaks; it throws a ClosedError if the connection ends.
-   * Started behind a waiting request of this client (a campaign), it starts
-   * once that is answered: observe from another client while campaigning.
    */
   observe(name, { signal } = {}) {
     checkName(name);
@@ -187,8 +187,8 @@ export class Client {
    * default '*'), across every dlockd sharing the Redis, at most `limit` (1
    * to 1000; default dlockd's, 100), only names this peer may read. Resolves
    * {entries, more}; a bad pattern or limit rejects with code ARGS. An abort
-   * of `signal` drops the request if it is still queued, else rejects once
-   * its reply came.
+   * of `signal` drops the request if it is still queued in the client (past
+   * maxInflight), else rejects once its reply came.
    */
   async list({ pattern = '*', limit, signal } = {}) {
     const line = listLine(pattern, limit);

@@ -75,12 +75,30 @@ export class Leadership extends Held {
   }
 }
 
-/** A client's observations, per name: how many asked dlockd (OBSERVE), and the live ones. */
+/**
+ * A client's observations, per name: how many asked dlockd (OBSERVE), and
+ * the live ones. dlockd serves a connection's OBSERVE and UNOBSERVE of a
+ * name at once, not in turn, and an OBSERVE counts only once its read of
+ * the leader came back: an UNOBSERVE sent while the OBSERVE is in flight
+ * would find nothing to end, and the observation would stay. So each
+ * name's OBSERVE and UNOBSERVE go out one at a time, in order.
+ */
 export class Observers {
   #names = new Map(); // name -> { refs, live: Set<Observation> }
+  #turns = new Map(); // name -> settles once the name's last OBSERVE or UNOBSERVE was answered
 
   constructor(conn) {
     this.conn = conn;
+  }
+
+  /** Sends OBSERVE or UNOBSERVE of `name` once the name's earlier one was answered. */
+  _request(name, line, opts) {
+    const prev = this.#turns.get(name);
+    const p = prev === undefined ? this.conn.request(line, opts) : prev.then(() => this.conn.request(line, opts));
+    const turn = p.then(() => {}, () => {});
+    this.#turns.set(name, turn);
+    turn.then(() => { if (this.#turns.get(name) === turn) this.#turns.delete(name); });
+    return p;
   }
 
   /** A new observation of `name`; it sends OBSERVE when first iterated. */
@@ -96,12 +114,12 @@ export class Observers {
     return e;
   }
 
-  /** One observation of `name` less; the last sends UNOBSERVE (not awaited: it may queue behind a wait). */
+  /** One observation of `name` less; the last sends UNOBSERVE (not awaited). */
   _unref(name) {
     const e = this.#names.get(name);
     if (e === undefined || --e.refs > 0) return;
     this.#names.delete(name);
-    if (!this.conn.closed) this.conn.request(`UNOBSERVE ${name}`).catch(() => {});
+    if (!this.conn.closed) this._request(name, `UNOBSERVE ${name}`).catch(() => {});
   }
 
   /** `!LEADER <name> …`: tells every live observation of the name. */
@@ -177,7 +195,7 @@ export class Observation {
   #start() {
     this.#state = 'starting';
     this.#entry = this.#reg._ref(this.name);
-    this.#reg.conn.request(`OBSERVE ${this.name}`, {
+    this.#reg._request(this.name, `OBSERVE ${this.name}`, {
       signal: this.#signal,
       what: `OBSERVE ${this.name}`,
       commit: (r) => this.#answered(r),

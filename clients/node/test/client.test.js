@@ -266,12 +266,16 @@ test('dlockd killed during a wait: the wait rejects, no hang, signals aborted', 
   const waiting = assert.rejects(guard(c.lock(name), 5000, 'wait after kill'),
     (e) => e instanceof ClosedError && e.code === 'CLOSED');
   await waiters(d.sock, 1);
-  const behind = assert.rejects(guard(c.status(name)), ClosedError); // queued behind the wait
+  const other = fresh('killed-other');
+  const heldOther = await holder.lock(other);
+  const second = assert.rejects(guard(c.lock(other), 5000, 'a second wait after kill'), ClosedError);
+  await waiters(d.sock, 2);
   d.proc.kill('SIGKILL');
   await waiting;
-  await behind;
+  await second;
   const why = await guard(aborted(mine.signal));
   assert.equal(why.reason, 'closed');
   await assert.rejects(c.lock(name), ClosedError);
   await held.unlock();
+  await heldOther.unlock();
 });

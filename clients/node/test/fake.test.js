@@ -7,15 +7,22 @@ import net from 'node:net';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { connect, LockLostError } from '../index.js';
-import { guard, aborted } from './harness.js';
+import { connect, ClosedError, LockLostError, ProtocolError } from '../index.js';
+import { guard, aborted, until } from './harness.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'dlock-node-fake-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 let n = 0;
 
-/** A fake dlockd at a fresh socket: `script(line)` returns what to write back (one write). */
-async function fake(script) {
+/**
+ * A fake dlockd at a fresh socket: `script(line, tag, sock)` gets each
+ * request line without its tag (tag: '#7', or '' if untagged) and returns
+ * what to write back in one write, or nothing; `t(tag, reply)` tags a reply.
+ */
+const t = (tag, reply) => (tag ? `${tag} ${reply}\n` : `${reply}\n`);
+const TAGGED = /^(#[0-9A-Za-z_-]{1,16})[ \t]+(.*)$/;
+
+async function fake(script, opts) {
   const path = join(dir, `f${n++}.sock`);
   const server = net.createServer((sock) => {
     let buf = '';
@@ -26,14 +33,15 @@ async function fake(script) {
       while ((nl = buf.indexOf('\n')) >= 0) {
         const line = buf.slice(0, nl);
         buf = buf.slice(nl + 1);
-        const out = script(line);
+        const m = TAGGED.exec(line);
+        const out = m ? script(m[2], m[1], sock) : script(line, '', sock);
         if (out) sock.write(out);
       }
     });
     sock.on('error', () => {});
   });
   await new Promise((r) => server.listen(path, r));
-  const c = await connect({ path });
+  const c = await connect({ path, ...opts });
   return {
     c,
     async close() {
@@ -44,7 +52,7 @@ async function fake(script) {
 }
 
 test('a !LOST in the same read right behind the LOCK grant aborts the new handle', async () => {
-  const f = await fake((line) => (line === 'LOCK a' ? 'OK 7 1\n!LOST a expired\n' : 'OK 0\n'));
+  const f = await fake((line, tag) => (line === 'LOCK a' ? `${t(tag, 'OK 7 1')}!LOST a expired\n` : t(tag, 'OK 0')));
   try {
     const h = await guard(f.c.lock('a'));
     const reason = await guard(aborted(h.signal), 2000, 'the loss signal');
@@ -57,7 +65,7 @@ test('a !LOST in the same read right behind the LOCK grant aborts the new handle
 });
 
 test('a !LOST right behind an ACQUIRE grant aborts the new permits handle', async () => {
-  const f = await fake((line) => (line.startsWith('ACQUIRE s') ? 'OK 1\n!LOST s forced\n' : 'OK 0\n'));
+  const f = await fake((line, tag) => (line.startsWith('ACQUIRE s') ? `${t(tag, 'OK 1')}!LOST s forced\n` : t(tag, 'OK 0')));
   try {
     const p = await guard(f.c.acquire('s', 1));
     assert.equal((await guard(aborted(p.signal), 2000, 'the loss signal')).reason, 'forced');
@@ -66,12 +74,195 @@ test('a !LOST right behind an ACQUIRE grant aborts the new permits handle', asyn
   }
 });
 test('a !LOST right behind an MLOCK grant aborts the new multi-lock handle', async () => {
-  const f = await fake((line) => (line === 'MLOCK 2 a b' ? 'OK 3 4\n!LOST b expired\n' : 'OK 0\n'));
+  const f = await fake((line, tag) => (line === 'MLOCK 2 a b' ? `${t(tag, 'OK 3 4')}!LOST b expired\n` : t(tag, 'OK 0')));
   try {
     const h = await guard(f.c.mlock(['a', 'b']));
     const reason = await guard(aborted(h.signal), 2000, 'the loss signal');
     assert.equal(reason.lockName, 'b');
     assert.equal(reason.reason, 'expired');
+  } finally {
+    await f.close();
+  }
+});
+
+test('every request goes out tagged; replies are matched by tag in any order', async () => {
+  const seen = [];
+  let sock;
+  const f = await fake((line, tag, s) => { sock = s; seen.push([tag, line]); });
+  try {
+    const calls = Promise.all([f.c.ping(), f.c.status('a'), f.c.info()]);
+    calls.catch(() => {}); // awaited below; a failed check before closes the client
+    await until(() => seen.length === 3, 'three requests on the wire');
+    for (const [tag] of seen) assert.match(tag, /^#[0-9a-z]{1,16}$/);
+    assert.equal(new Set(seen.map(([tag]) => tag)).size, 3);
+    const tagOf = (line) => seen.find(([, l]) => l === line)[0];
+    sock.write(`${tagOf('INFO')} OK answered=first\n${tagOf('STATUS a')} OK FREE\n${tagOf('PING')} OK PONG\n`);
+    const [pong, st, info] = await guard(calls);
+    assert.equal(pong, undefined);
+    assert.equal(st.state, 'FREE');
+    assert.deepEqual(info, { answered: 'first' });
+  } finally {
+    await f.close();
+  }
+});
+
+test('a tag is never in flight twice: 100 tasks locking and unlocking, answered in random order', async () => {
+  const inflight = new Map(); // tag -> line
+  const tags = [];
+  let twice = 0;
+  let sock;
+  const f = await fake((line, tag, s) => {
+    sock = s;
+    if (inflight.has(tag)) twice++;
+    inflight.set(tag, line);
+    tags.push(tag);
+  });
+  let fence = 0;
+  let stop = false;
+  const answer = () => {
+    if (stop) return;
+    const open = [...inflight.keys()];
+    if (open.length > 0) {
+      const tag = open[Math.floor(Math.random() * open.length)];
+      const line = inflight.get(tag);
+      inflight.delete(tag);
+      sock.write(line.startsWith('LOCK ') ? `${tag} OK ${++fence} 1\n` : `${tag} OK 0\n`);
+    }
+    setImmediate(answer);
+  };
+  try {
+    const tasks = Array.from({ length: 100 }, async (_, i) => {
+      for (let r = 0; r < 3; r++) {
+        const h = await f.c.lock(`n${i}`);
+        await h.unlock();
+      }
+    });
+    answer();
+    await guard(Promise.all(tasks), 10000, '100 tasks');
+    assert.equal(twice, 0);
+    assert.equal(tags.length, 600);
+    for (const tag of tags) assert.match(tag, /^#[0-9a-z]{1,16}$/);
+    assert.equal(new Set(tags).size, 600); // a counter: not even reused once answered
+  } finally {
+    stop = true;
+    await f.close();
+  }
+});
+
+test('a grant that raced the CANCEL is released before the cancelled call rejects', async () => {
+  const log = [];
+  let lockTag = '';
+  let unlockTag = '';
+  let sock;
+  const f = await fake((line, tag, s) => {
+    sock = s;
+    log.push(line);
+    if (line === 'LOCK a') lockTag = tag; // waits
+    else if (line.startsWith('CANCEL ')) return `${lockTag} OK 9 1\n${t(tag, 'OK 0')}`; // the grant came first
+    else if (line === 'UNLOCK a') unlockTag = tag; // answered below
+    else if (line === 'PING') return t(tag, 'OK PONG');
+    return undefined;
+  });
+  try {
+    const ac = new AbortController();
+    let settled = false;
+    const p = f.c.lock('a', { signal: ac.signal }).finally(() => { settled = true; });
+    p.catch(() => {}); // awaited below
+    let otherSettled = false;
+    const other = f.c.lock('b').finally(() => { otherSettled = true; }); // another task's wait
+    other.catch(() => {});
+    await until(() => lockTag !== '' && log.includes('LOCK b'), 'the waits on the wire');
+    ac.abort();
+    await until(() => unlockTag !== '', 'the UNLOCK of the raced grant');
+    assert.deepEqual(log, ['LOCK a', 'LOCK b', `CANCEL ${lockTag}`, 'UNLOCK a']);
+    await f.c.ping();
+    assert.equal(settled, false, 'the cancelled call returned before the UNLOCK was answered');
+    sock.write(t(unlockTag, 'OK 0'));
+    await assert.rejects(guard(p), (e) => e instanceof DOMException && e.name === 'AbortError');
+    await f.c.ping();
+    assert.equal(otherSettled, false, 'the other wait was disturbed');
+  } finally {
+    await f.close();
+  }
+});
+
+test('an untagged ERR (a request line dlockd could not read) fails the connection loudly', async () => {
+  const f = await fake((line, tag) => {
+    if (line === 'LOCK a') return t(tag, 'OK 3 1');
+    if (line === 'PING') return 'ERR ARGS a tag is # and 1 to 16 of 0-9 A-Z a-z _ -\n';
+    return undefined; // LOCK b waits
+  });
+  try {
+    const h = await guard(f.c.lock('a'));
+    const waiting = assert.rejects(guard(f.c.lock('b')), ClosedError);
+    await assert.rejects(guard(f.c.ping()), (e) => e instanceof ClosedError && /ERR ARGS a tag is/.test(e.message)
+      && e.cause instanceof ProtocolError);
+    await waiting;
+    assert.equal((await guard(aborted(h.signal))).reason, 'closed');
+    assert.equal(f.c.closed, true);
+  } finally {
+    await f.close();
+  }
+});
+
+test('a reply with a tag not in flight fails the connection', async () => {
+  const f = await fake(() => '#zz OK 0\n');
+  try {
+    await assert.rejects(guard(f.c.ping()), (e) => e instanceof ClosedError && e.cause instanceof ProtocolError);
+    assert.equal(f.c.closed, true);
+  } finally {
+    await f.close();
+  }
+});
+
+test('past maxInflight, requests wait in the client (an abort drops one) and go out as replies come', async () => {
+  const log = [];
+  let sock;
+  const f = await fake((line, tag, s) => { sock = s; log.push([tag, line]); }, { maxInflight: 2 });
+  try {
+    const pa = f.c.status('a');
+    const pb = f.c.status('b');
+    const ac = new AbortController();
+    const pc = f.c.lock('c', { signal: ac.signal });
+    const pd = f.c.status('d');
+    for (const q of [pa, pb, pd]) q.catch(() => {}); // awaited below
+    await until(() => log.length === 2, 'two requests on the wire');
+    ac.abort();
+    await assert.rejects(pc, (e) => e instanceof DOMException && e.name === 'AbortError');
+    sock.write(`${log[1][0]} OK FREE\n`);
+    assert.equal((await guard(pb)).state, 'FREE');
+    await until(() => log.length === 3, 'the next request on the wire');
+    assert.deepEqual(log.map(([, line]) => line), ['STATUS a', 'STATUS b', 'STATUS d']);
+    sock.write(`${log[2][0]} OK FREE\n${log[0][0]} OK FREE\n`);
+    await guard(Promise.all([pa, pd]));
+  } finally {
+    await f.close();
+  }
+});
+
+test('an UNOBSERVE goes out only once its OBSERVE was answered', async () => {
+  const log = [];
+  let observeTag = '';
+  let sock;
+  const f = await fake((line, tag, s) => {
+    sock = s;
+    log.push(line);
+    if (line === 'OBSERVE x') observeTag = tag;
+    else if (line === 'PING') return t(tag, 'OK PONG');
+    else if (line === 'UNOBSERVE x') return t(tag, 'OK 1');
+    return undefined;
+  });
+  try {
+    const ac = new AbortController();
+    const next = f.c.observe('x', { signal: ac.signal }).next();
+    await until(() => observeTag !== '', 'OBSERVE on the wire');
+    ac.abort();
+    assert.deepEqual(await guard(next), { value: undefined, done: true });
+    await f.c.ping();
+    assert.deepEqual(log, ['OBSERVE x', 'PING']);
+    sock.write(t(observeTag, 'OK NONE'));
+    await until(() => log.includes('UNOBSERVE x'), 'UNOBSERVE after the answer');
+    await f.c.ping();
   } finally {
     await f.close();
   }

@@ -71,23 +71,26 @@ test('a bad limit or pattern rejects with ARGS; dlockd says the same', async () 
   await c.ping();
 });
 
-test('framing: an event before the header, entries split across writes, the next reply behind them', async () => {
+test('framing: a tagged header after another reply and an event, entries split across writes, a reply behind', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'dlock-node-list-'));
   const path = join(dir, 'fake.sock');
   const server = net.createServer((sock) => {
     let buf = '';
     sock.on('data', (d) => {
       buf += d;
-      if (buf.includes('LIST j* 5\n') && buf.includes('PING\n')) {
-        sock.write('!LOST other expired\nOK LIST 2 1\n= j1 lock -1 17 1,vm/10/20/1000/1/5 2,vm/10/21/1000/0/-,-/-/-/-/0/- -\n= j2 el');
-        setImmediate(() => sock.write('ect 900 3 1,-/-/-/-/1/- 0 -\nOK PONG\n'));
+      const list = /^(#\S+) LIST j\* 5$/m.exec(buf);
+      const pings = [...buf.matchAll(/^(#\S+) PING$/mg)];
+      if (list && pings.length === 2) {
+        sock.write(`${pings[0][1]} OK PONG\n!LOST other expired\n${list[1]} OK LIST 2 1\n`
+          + '= j1 lock -1 17 1,vm/10/20/1000/1/5 2,vm/10/21/1000/0/-,-/-/-/-/0/- -\n= j2 el');
+        setImmediate(() => sock.write(`ect 900 3 1,-/-/-/-/1/- 0 -\n${pings[1][1]} OK PONG\n`));
       }
     });
   });
   await new Promise((resolve) => server.listen(path, resolve));
   try {
     const c = await connect({ path });
-    const [got] = await guard(Promise.all([c.list({ pattern: 'j*', limit: 5 }), c.ping()]));
+    const [, got] = await guard(Promise.all([c.ping(), c.list({ pattern: 'j*', limit: 5 }), c.ping()]));
     assert.equal(got.more, true);
     assert.deepEqual(got.entries.map((e) => [e.name, e.kind, e.ttl, e.fence]), [['j1', 'lock', -1, 17n], ['j2', 'elect', 900, 3n]]);
     assert.deepEqual(got.entries[0].waiters.list[1], { host: null, dlockdPid: null, pid: null, uid: null, count: 0, age: null });
