@@ -15,6 +15,8 @@
 #include "daemon/log.h"
 #include "daemon/reply.h"
 #include "daemon/util/buf.h"
+#include "daemon/util/hmap.h"
+#include "daemon/util/util.h"
 #include "proto/proto.h"
 
 typedef enum {
@@ -37,6 +39,7 @@ typedef struct call_s {
     int started;               /* in the lock manager or listing; else it
                                   waits for an earlier call on its names */
     int waits;                 /* it may wait for a holder */
+    hmap_node_t by_tag;        /* in s->tags, if tagged */
     int withdrawn;             /* drain() asked the lock manager to cancel it */
     listing_t *listing;        /* LIST in flight */
 } call_t;
@@ -99,6 +102,12 @@ struct session_s {
     uint64_t grants;           /* LOCK and TRYLOCK answered OK */
     uint64_t timeouts;         /* TRYLOCKs with a wait that timed out */
     TAILQ_HEAD(, call_s) calls; /* requests in progress, oldest first */
+    hmap_t tags;               /* ... the tagged ones by tag */
+    hmap_t turns;              /* names calls take turns on (turn_t), so that a
+                                  call alone on its names starts without a
+                                  look at the others */
+    int maps;                  /* tags and turns are made (at the first call) */
+    size_t nparked;            /* calls not started yet */
     call_t *untagged;          /* ... the untagged one among them */
     size_t ntagged;            /* ... tagged (max_inflight) */
     int unpark;                /* a call ended: calls behind it may start */
@@ -502,26 +511,99 @@ static int waits_behind(const call_t *c) {
 }
 
 static call_t *call_by_tag(const session_t *s, const char *tag, size_t len) {
-    call_t *c;
-    TAILQ_FOREACH(c, &s->calls, link)
-        if (c->req.tag_len == len && memcmp(c->req.tag, tag, len) == 0) return c;
-    return NULL;
+    hmap_node_t *n = s->maps ? hmap_get(&s->tags, tag, len) : NULL;
+    return n ? container_of(n, call_t, by_tag) : NULL;
+}
+
+/* A name of one order (verb_order_t) that calls of the connection take
+ * turns on, and how many of them are in progress. */
+typedef struct turn_s {
+    hmap_node_t node;
+    unsigned calls;
+    char key[];                /* the order's byte, then the name */
+} turn_t;
+
+/* c's i-th name's turn key in key (1 + PROTO_NAME_MAX bytes): its length. */
+static size_t turn_key(const call_t *c, unsigned i, char *key) {
+    size_t len = c->req.name_len;
+    const char *name = c->req.nnames ? proto_mname(&c->req, i, &len) : c->req.name;
+    key[0] = (char)verb_of(c->req.cmd)->order;
+    memcpy(key + 1, name, len);
+    return len + 1;
+}
+
+static void turn_leave(session_t *s, const char *key, size_t len) {
+    hmap_node_t *node = hmap_get(&s->turns, key, len);
+    turn_t *t = node ? container_of(node, turn_t, node) : NULL;
+    if (t != NULL && --t->calls == 0) {
+        hmap_del(&s->turns, &t->node);
+        free(t);
+    }
+}
+
+/* Counts c out of its names' turns. */
+static void turns_leave(session_t *s, const call_t *c) {
+    char key[1 + PROTO_NAME_MAX];
+    if (verb_of(c->req.cmd)->order == ORDER_NONE) return;
+    for (unsigned i = 0; i < (c->req.nnames ? c->req.nnames : 1); i++)
+        turn_leave(s, key, turn_key(c, i, key));
+}
+
+/* Counts c in its names' turns, and says whether it is alone on each
+ * (*alone). -1 on no memory: then nothing of it is counted. */
+static int turns_join(session_t *s, const call_t *c, int *alone) {
+    char key[1 + PROTO_NAME_MAX];
+    unsigned n = c->req.nnames ? c->req.nnames : 1;
+    *alone = 1;
+    if (verb_of(c->req.cmd)->order == ORDER_NONE) return 0;
+    for (unsigned i = 0; i < n; i++) {
+        size_t len = turn_key(c, i, key);
+        hmap_node_t *node = hmap_get(&s->turns, key, len);
+        turn_t *t = node ? container_of(node, turn_t, node) : NULL;
+        if (t == NULL) {
+            if ((t = calloc(1, sizeof(*t) + len)) == NULL) {
+                while (i-- > 0) turn_leave(s, key, turn_key(c, i, key));
+                return -1;
+            }
+            memcpy(t->key, key, len);
+            t->node.key = t->key;
+            t->node.len = len;
+            hmap_put(&s->turns, &t->node);
+        }
+        if (++t->calls > 1) *alone = 0;
+    }
+    return 0;
 }
 
 /* A call for req, which it takes over (its names), at the end of the
  * session's calls; NULL on no memory (answered). */
-static call_t *call_new(session_t *s, proto_request_t *req) {
-    call_t *c = calloc(1, sizeof(*c));
+static call_t *call_new(session_t *s, proto_request_t *req, int *alone) {
+    call_t *c = NULL;
+    if (!s->maps && hmap_init(&s->tags) == 0) {
+        if (hmap_init(&s->turns) == 0) s->maps = 1;
+        else hmap_free(&s->tags);
+    }
+    if (s->maps) c = calloc(1, sizeof(*c));
+    if (c != NULL) {
+        c->s = s;
+        c->req = *req;
+        if (turns_join(s, c, alone) != 0) {
+            free(c);
+            c = NULL;
+        }
+    }
     if (c == NULL) {
         send_error(s, req, PROTO_ERR_LIMIT, "out of memory");
         return NULL;
     }
-    c->s = s;
-    c->req = *req;
     req->mnames = NULL; /* the call's now */
     TAILQ_INSERT_TAIL(&s->calls, c, link);
+    s->nparked++;
     if (c->req.tag_len > 0) {
         s->ntagged++;
+        c->by_tag.key = c->req.tag;
+        c->by_tag.len = c->req.tag_len;
+        hmap_put(&s->tags, &c->by_tag);
     } else {
         s->untagged = c;
         s->state = SESSION_WAITING;
@@ -540,8 +622,11 @@ static void call_free(call_t *c) {
 static void call_end(call_t *c) {
     session_t *s = c->s;
     TAILQ_REMOVE(&s->calls, c, link);
+    turns_leave(s, c);
+    if (!c->started) s->nparked--;
     if (c->req.tag_len > 0) {
         s->ntagged--;
+        hmap_del(&s->tags, &c->by_tag);
     } else {
         s->untagged = NULL;
         if (s->state == SESSION_WAITING) {
@@ -561,6 +646,7 @@ static void call_start(call_t *c);
  * callback), so the search begins anew after each. */
 static void start_parked(session_t *s) {
     s->unpark = 0;
+    if (s->nparked == 0) return;
     for (;;) {
         call_t *c;
         TAILQ_FOREACH(c, &s->calls, link)
@@ -613,7 +699,6 @@ static void start_lock_request(call_t *c) {
     }
     c->waits = lr.kind == LOCK_REQ_LOCK || lr.kind == LOCK_REQ_MLOCK ||
                ((lr.kind == LOCK_REQ_TRYLOCK || lr.kind == LOCK_REQ_TRYMLOCK) && lr.wait_ms > 0);
-    c->started = 1;
     if (lockmgr_request(s->ss->locks, s->owner, &lr, c, &now)) {
         s->cmd = req->cmd;
         send_lock_reply(s, c, &now);
@@ -627,7 +712,6 @@ static void start_lock_request(call_t *c) {
 static void start_list(call_t *c) {
     session_t *s = c->s;
     const proto_request_t *req = &c->req;
-    c->started = 1;
     c->listing = listing_start(s->ss->locks, req->value, req->value_len, req->limit, list_keep,
                                on_listed, c);
     if (c->listing == NULL) {
@@ -655,6 +739,8 @@ static void start_resign(call_t *c) {
 }
 
 static void call_start(call_t *c) {
+    c->started = 1;
+    c->s->nparked--;
     verb_of(c->req.cmd)->start(c);
 }
 
@@ -797,8 +883,9 @@ static void dispatch(session_t *s, proto_request_t *req) {
         send_error(s, req, PROTO_ERR_LIMIT, "max_inflight reached");
         return;
     }
-    call_t *c = call_new(s, req);
-    if (c == NULL || waits_behind(c)) return; /* it starts when its turn comes */
+    int alone;
+    call_t *c = call_new(s, req, &alone);
+    if (c == NULL || (!alone && waits_behind(c))) return; /* it starts when its turn comes */
     call_start(c);
 }
 
@@ -918,7 +1005,12 @@ static void on_close(uv_handle_t *handle) {
     call_t *c;
     while ((c = TAILQ_FIRST(&s->calls)) != NULL) {
         TAILQ_REMOVE(&s->calls, c, link);
+        turns_leave(s, c);
         call_free(c);
+    }
+    if (s->maps) {
+        hmap_free(&s->tags);
+        hmap_free(&s->turns);
     }
     LIST_REMOVE(s, all);
     if (s->leave != NULL) s->leave(s->leave_data, s->uid);
