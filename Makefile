@@ -653,7 +653,8 @@ $(BUILD)/conformance/adapter-c: tests/conformance/adapter_c.c clients/c/dlock.h 
 # Benchmarks: numbers, not tests; see tests/bench/README.md.
 bench: deps-chaos
 	@$(MAKE) --no-print-directory $(BUILD)/dlockd $(BUILD)/dlock-bench \
-	  $(if $(shell command -v go 2>/dev/null),clients-go)
+	  $(if $(shell command -v go 2>/dev/null),clients-go) \
+	  $(if $(shell command -v javac 2>/dev/null),clients-java)
 	@bash tests/bench/run.sh $(BUILD)/dlockd $(BUILD)/dlock-bench
 
 # dlock-bench blocking drives libdlock.

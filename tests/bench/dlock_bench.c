@@ -6,6 +6,10 @@
  *                          -N x -c processes, -c per dlockd PREFIX<h>.sock, -K shared names
  *   dlock-bench handoff    -s SOCK1 [-S SOCK2 -R REDIS_SOCK] [-n 1000] [-k NAME]
  *   dlock-bench fair       -s SOCK [-c 100] [-n 1000] [-k NAME]   a fair lock's hand-off, 99 queued
+ *   dlock-bench hol        -s SOCK [-c 100] [-n 10] [-w 1] [-k PREFIX] [-r SEED]
+ *                          -c tagged waits on one connection, released in a random order
+ *   dlock-bench tagged     -s SOCK [-c 50] [-d 10] [-w 1]
+ *                          -c tagged LOCK/UNLOCK loops on one connection
  *   dlock-bench scale      -s SOCK [-c 10000] [-l 10] [-H 40]
  *   dlock-bench herd       -s SOCK [-c 1000] [-R REDIS_SOCK] [-k NAME]
  *   dlock-bench redisping  -s REDIS_SOCK [-n 10000]
@@ -27,6 +31,7 @@
 #endif
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -229,8 +234,8 @@ static size_t conn_flush(conn_t *c) {
     return c->outlen;
 }
 
-/* Queues data and writes as much as the socket takes now. */
-static size_t conn_send(conn_t *c, const char *data, size_t len) {
+/* Queues data to go out with the next conn_flush (or conn_send). */
+static void conn_queue(conn_t *c, const char *data, size_t len) {
     if (c->outlen + len > c->outcap) {
         size_t cap = c->outcap ? c->outcap : 256;
         while (cap < c->outlen + len) cap *= 2;
@@ -239,6 +244,11 @@ static size_t conn_send(conn_t *c, const char *data, size_t len) {
     }
     memcpy(c->out + c->outlen, data, len);
     c->outlen += len;
+}
+
+/* Queues data and writes as much as the socket takes now. */
+static size_t conn_send(conn_t *c, const char *data, size_t len) {
+    conn_queue(c, data, len);
     return conn_flush(c);
 }
 
@@ -433,6 +443,8 @@ typedef struct {
     const char *sock, *sock2, *redis, *name, *mode;
     long conns, seconds, warmup, rounds, locks, hold, timeout_ms, permits;
     long hosts, names; /* fleet: -N dlockd sockets, -K lock names */
+    long seed;         /* hol: -r, the release order's seed */
+    int has_seed;
 } opts_t;
 
 static long num_arg(const char *flag, const char *v) {
@@ -463,6 +475,7 @@ static void parse_opts(int argc, char **argv, opts_t *o) {
         else if (!strcmp(a, "-p")) o->permits = num_arg(a, v);
         else if (!strcmp(a, "-N")) o->hosts = num_arg(a, v);
         else if (!strcmp(a, "-K")) o->names = num_arg(a, v);
+        else if (!strcmp(a, "-r")) o->seed = num_arg(a, v), o->has_seed = 1;
         else die(EXIT_USAGE, "unknown option %s", a);
     }
     if (o->sock == NULL) die(EXIT_USAGE, "-s SOCKET is required");
@@ -1524,6 +1537,236 @@ static int cmd_herd(opts_t *o) {
     return 0;
 }
 
+/* ---- tagged requests: many on one connection -------------------------- */
+
+/* Splits a tagged reply "#<tag> <rest>": the tag's characters go to tag
+ * (NUL-ended), *rest to what follows the space. 0 if line is not one. */
+static int split_tagged(const char *line, char *tag, size_t cap, const char **rest) {
+    if (line[0] != '#') return 0;
+    const char *sp = strchr(line, ' ');
+    size_t len = sp ? (size_t)(sp - line - 1) : 0;
+    if (sp == NULL || len == 0 || len >= cap) return 0;
+    memcpy(tag, line + 1, len);
+    tag[len] = '\0';
+    *rest = sp + 1;
+    return 1;
+}
+
+/* The loop or name index a tag "<letter><i>" carries, or -1. */
+static long tag_index(const char *tag, char letter, long n) {
+    char *end;
+    if (tag[0] != letter || tag[1] < '0' || tag[1] > '9') return -1;
+    long i = strtol(tag + 1, &end, 10);
+    return *end == '\0' && i >= 0 && i < n ? i : -1;
+}
+
+/* The shuffle's generator (splitmix64): the same seed gives the same order
+ * on every machine, so a run's order can be replayed with -r. */
+static uint64_t mix_next(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* hol: no head-of-line blocking. Connection A holds -c names (100, named
+ * -k <prefix><i>, default "hol"); ONE connection B asks for all of them at
+ * once, "#n<i> LOCK <prefix><i>", each a tag of its own. When INFO says all
+ * of them wait, A releases the names one at a time in a random order
+ * (seeded by -r, else by the clock; the seed is printed), and a sample is
+ * from A's UNLOCK written to B's "#n<i> OK" read. The next release waits
+ * for that grant. B's first reply after a release must be the grant of
+ * the released name; any other tag answered, or any reply on B before its
+ * name is released, ends the run (exit 3): a wait stuck behind another, or
+ * a grant out of turn. -n rounds (10) are counted after -w (1) of warm-up;
+ * after each round B gives back what it got and A takes all again. */
+static int cmd_hol(opts_t *o) {
+    long nn = o->conns ? o->conns : 100, rounds = o->rounds ? o->rounds : 10;
+    long warm = o->warmup;
+    const char *prefix = o->name ? o->name : "hol";
+    /* a seed -r takes back: a non-negative long */
+    uint64_t seed = (uint64_t)o->seed;
+    if (!o->has_seed) seed = ((uint64_t)now_us() ^ (uint64_t)getpid() << 40) & (uint64_t)LONG_MAX;
+    if (nn < 1 || nn > 1000) die(EXIT_USAGE, "hol: -c is 1 to 1000 names");
+    if (strlen(prefix) > 200) die(EXIT_USAGE, "hol: -k prefix too long");
+    conn_t *a = conn_open(o->sock, 1), *b = conn_open(o->sock, 2), *adm = conn_open(o->sock, 3);
+    /* the whole batch of one kind of request, written at once */
+    size_t cap = (size_t)nn * 240;
+    char *batch = xmalloc(cap), line[512], tag[32];
+    long *order = xmalloc((size_t)nn * sizeof(*order));
+    samples_t lat = {0};
+    uint64_t rng = seed;
+    for (long r = 0; r < warm + rounds; r++) {
+        /* A takes every name: untagged, answered in order. */
+        size_t len = 0;
+        for (long i = 0; i < nn; i++)
+            len += (size_t)snprintf(batch + len, cap - len, "LOCK %s%ld\n", prefix, i);
+        sync_send(a, batch, len);
+        for (long i = 0; i < nn; i++) {
+            long holds = 0;
+            sync_line(a, line, sizeof(line), "the holder's LOCK");
+            if (parse_grant(line, &holds) == 0 || holds != 1)
+                die(EXIT_DAEMON, "the holder's LOCK %s%ld answered: %s", prefix, i, line);
+        }
+        /* B asks for all of them, each with a tag of its own. */
+        len = 0;
+        for (long i = 0; i < nn; i++)
+            len += (size_t)snprintf(batch + len, cap - len, "#n%ld LOCK %s%ld\n", i, prefix, i);
+        sync_send(b, batch, len);
+        wait_info(adm, "waiters", nn, 0, REPLY_TIMEOUT_MS, &b, 1);
+        for (long i = 0; i < nn; i++) order[i] = i;
+        for (long i = nn - 1; i > 0; i--) {
+            long j = (long)(mix_next(&rng) % (uint64_t)(i + 1)), t = order[i];
+            order[i] = order[j];
+            order[j] = t;
+        }
+        for (long k = 0; k < nn; k++) {
+            long i = order[k];
+            conn_read(b);
+            if (conn_line(b, line, sizeof(line)))
+                die(EXIT_DAEMON, "round %ld: B was answered '%s' before %s%ld was released (%ld "
+                    "released so far, seed %llu)", r, line, prefix, i, k, (unsigned long long)seed);
+            int n = snprintf(batch, cap, "UNLOCK %s%ld\n", prefix, i);
+            int64_t t0 = now_us();
+            if (conn_send(a, batch, (size_t)n) != 0)
+                die(EXIT_LOCAL, "UNLOCK did not fit the socket buffer");
+            sync_line(b, line, sizeof(line), "the waiting tagged LOCK");
+            int64_t t1 = now_us();
+            const char *rest = NULL;
+            long holds = 0;
+            if (!split_tagged(line, tag, sizeof(tag), &rest) || tag_index(tag, 'n', nn) != i ||
+                parse_grant(rest, &holds) == 0 || holds != 1)
+                die(EXIT_DAEMON, "round %ld: %s%ld released, and B's first reply was '%s', not "
+                    "#n%ld's grant (seed %llu)", r, prefix, i, line, i, (unsigned long long)seed);
+            sync_line(a, line, sizeof(line), "the holder's UNLOCK");
+            if (strcmp(line, "OK 0") != 0)
+                die(EXIT_DAEMON, "the holder's UNLOCK answered: %s", line);
+            if (r >= warm) samples_add(&lat, t1 - t0);
+        }
+        /* B gives every name back, untagged. */
+        len = 0;
+        for (long i = 0; i < nn; i++)
+            len += (size_t)snprintf(batch + len, cap - len, "UNLOCK %s%ld\n", prefix, i);
+        sync_send(b, batch, len);
+        for (long i = 0; i < nn; i++) {
+            sync_line(b, line, sizeof(line), "B's UNLOCK");
+            if (strcmp(line, "OK 0") != 0)
+                die(EXIT_DAEMON, "B's UNLOCK %s%ld answered: %s", prefix, i, line);
+        }
+    }
+    qsort(lat.v, lat.n, sizeof(*lat.v), cmp_i64);
+    long long sum = 0;
+    for (size_t i = 0; i < lat.n; i++) sum += lat.v[i];
+    printf("p50_us=%lld p99_us=%lld samples=%zu names=%ld rounds=%ld seed=%llu mean_us=%lld "
+           "max_us=%lld\n",
+           (long long)pct(lat.v, lat.n, 50), (long long)pct(lat.v, lat.n, 99), lat.n, nn, rounds,
+           (unsigned long long)seed, lat.n ? sum / (long long)lat.n : -1,
+           lat.n ? (long long)lat.v[lat.n - 1] : -1);
+    conn_close(a);
+    conn_close(b);
+    conn_close(adm);
+    free(a), free(b), free(adm), free(batch), free(order), free(lat.v);
+    return 0;
+}
+
+/* One tagged loop of `tagged`: its state and when its LOCK went out. */
+typedef struct {
+    int state;
+    int64_t sent_at;
+} tloop_t;
+
+/* tagged: ONE connection carries -c (50) loops at once, each looping
+ * "#L<t> LOCK k<t>" -> its OK -> "#U<t> UNLOCK k<t>" -> its OK, the names
+ * those of `throughput`'s 50 connections; pairs are counted for -d seconds
+ * after -w of warm-up, and printed as `throughput` prints them. The
+ * requests that one read's replies call for go out in one write, as a
+ * client that tags would send them. A reply whose tag is not in progress,
+ * or that answers a LOCK with an UNLOCK's reply, ends the run (exit 3). */
+static int cmd_tagged(opts_t *o) {
+    long nl = o->conns ? o->conns : 50, secs = o->seconds ? o->seconds : 10;
+    long warm = o->warmup;
+    if (nl > 1000) die(EXIT_USAGE, "tagged: -c is at most 1000 loops (max_inflight is 1024)");
+    ep_init();
+    conn_t c;
+    conn_init(&c, unix_connect(o->sock, REPLY_TIMEOUT_MS, 1), 0);
+    ep_add(&c);
+    tloop_t *ls = xmalloc((size_t)nl * sizeof(*ls));
+    int64_t start = now_us();
+    int64_t t0 = start + warm * 1000000LL, t1 = t0 + secs * 1000000LL;
+    long long pairs = 0, all_pairs = 0;
+    samples_t lat = {0};
+    char req[64], line[512], tag[32];
+    /* queued (conn_queue), written once per read by ep_send(c, "", 0) */
+    for (long t = 0; t < nl; t++) {
+        ls[t] = (tloop_t){.state = ST_LOCK_SENT, .sent_at = start};
+        int n = snprintf(req, sizeof(req), "#L%ld LOCK k%ld\n", t, t);
+        conn_queue(&c, req, (size_t)n);
+    }
+    ep_send(&c, "", 0);
+    struct epoll_event evs[4];
+    int64_t last_progress = start;
+    for (;;) {
+        int64_t now = now_us();
+        if (now >= t1) break;
+        if (now - last_progress > STALL_US)
+            die(EXIT_DAEMON, "tagged: no reply for %lld s (daemon hangs?)",
+                (long long)(STALL_US / 1000000));
+        int n = epoll_wait(ep, evs, 4, 100);
+        if (n < 0 && errno != EINTR) die(EXIT_LOCAL, "epoll_wait: %s", strerror(errno));
+        now = now_us();
+        for (int e = 0; e < n; e++) {
+            if (evs[e].events & EPOLLOUT) ep_writable(&c);
+            if (!(evs[e].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) continue;
+            conn_read(&c);
+            while (conn_line(&c, line, sizeof(line))) {
+                const char *rest = NULL;
+                long t = -1;
+                last_progress = now;
+                if (split_tagged(line, tag, sizeof(tag), &rest))
+                    t = tag_index(tag, tag[0] == 'U' ? 'U' : 'L', nl);
+                if (t < 0) die(EXIT_DAEMON, "tagged: a reply of no loop's: %s", line);
+                tloop_t *l = &ls[t];
+                if (tag[0] == 'L' && l->state == ST_LOCK_SENT) {
+                    long holds = 0;
+                    if (parse_grant(rest, &holds) == 0 || holds != 1)
+                        die(EXIT_DAEMON, "tagged: loop %ld's LOCK answered: %s", t, line);
+                    l->state = ST_UNLOCK_SENT;
+                    int m = snprintf(req, sizeof(req), "#U%ld UNLOCK k%ld\n", t, t);
+                    conn_queue(&c, req, (size_t)m);
+                } else if (tag[0] == 'U' && l->state == ST_UNLOCK_SENT) {
+                    if (strcmp(rest, "OK 0") != 0)
+                        die(EXIT_DAEMON, "tagged: loop %ld's UNLOCK answered: %s", t, line);
+                    all_pairs++;
+                    if (now >= t0 && now < t1) {
+                        pairs++;
+                        samples_add(&lat, now - l->sent_at);
+                    }
+                    l->state = ST_LOCK_SENT;
+                    l->sent_at = now;
+                    int m = snprintf(req, sizeof(req), "#L%ld LOCK k%ld\n", t, t);
+                    conn_queue(&c, req, (size_t)m);
+                } else {
+                    die(EXIT_DAEMON, "tagged: loop %ld got '%s' while it waited for its %s", t,
+                        line, l->state == ST_LOCK_SENT ? "LOCK" : "UNLOCK");
+                }
+            }
+            ep_send(&c, "", 0);
+        }
+    }
+    double elapsed = (double)(t1 - t0) / 1e6;
+    double cpu = (double)cpu_self_us() / 1e6;
+    qsort(lat.v, lat.n, sizeof(*lat.v), cmp_i64);
+    printf("pairs_per_sec=%.0f pairs=%lld seconds=%.3f connections=1 loops=%ld pair_p50_us=%lld "
+           "pair_p99_us=%lld events=%lld client_cpu_pct=%.1f all_pairs=%lld\n",
+           (double)pairs / elapsed, pairs, elapsed, nl, (long long)pct(lat.v, lat.n, 50),
+           (long long)pct(lat.v, lat.n, 99), events_seen,
+           100.0 * cpu / ((double)(now_us() - start) / 1e6), all_pairs);
+    conn_close(&c);
+    free(ls);
+    free(lat.v);
+    return 0;
+}
+
 /* ---- redisping, wait, info --------------------------------------------- */
 
 static int cmd_redisping(opts_t *o) {
@@ -1587,12 +1830,14 @@ static void usage(void) {
             "       %s fleet -s PREFIX [-N 32] [-c 8] [-K 65536] [-d 10] [-w 1]\n"
             "       %s handoff -s SOCK1 [-S SOCK2 -R REDIS_SOCK] [-n 1000] [-k NAME]\n"
             "       %s fair -s SOCK [-c 100] [-n 1000] [-k NAME]\n"
+            "       %s hol -s SOCK [-c 100] [-n 10] [-w 1] [-k PREFIX] [-r SEED]\n"
+            "       %s tagged -s SOCK [-c 50] [-d 10] [-w 1]\n"
             "       %s scale -s SOCK [-c 10000] [-l 10] [-H 40]\n"
             "       %s herd -s SOCK [-c 1000] [-R REDIS_SOCK] [-k NAME]\n"
             "       %s redisping -s REDIS_SOCK [-n 10000]\n"
             "       %s wait -s SOCK [-t 5000]\n"
             "       %s info -s SOCK\n",
-            prog, prog, prog, prog, prog, prog, prog, prog, prog, prog);
+            prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog);
 }
 
 int main(int argc, char **argv) {
@@ -1618,6 +1863,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "scale")) return cmd_scale(&o);
     if (!strcmp(cmd, "herd")) return cmd_herd(&o);
     if (!strcmp(cmd, "fair")) return cmd_fair(&o);
+    if (!strcmp(cmd, "hol")) return cmd_hol(&o);
+    if (!strcmp(cmd, "tagged")) return cmd_tagged(&o);
     if (!strcmp(cmd, "redisping")) return cmd_redisping(&o);
     if (!strcmp(cmd, "wait")) return cmd_wait(&o);
     if (!strcmp(cmd, "info")) return cmd_info(&o);
