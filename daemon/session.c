@@ -818,7 +818,13 @@ static size_t handle_input(session_t *s, const char *data, size_t len) {
         } else if (st == PROTO_ERROR) {
             s->ss->stats.requests++;
             s->cmd = req.cmd;
-            send_error(s, &req, req.err, req.detail);
+            /* A bad request's error under a tag in progress would pass
+             * for that request's answer (TOOLONG closes: said as ever). */
+            if (req.tag_len > 0 && req.err != PROTO_ERR_TOOLONG &&
+                call_by_tag(s, req.tag, req.tag_len) != NULL)
+                send_error(s, &req, PROTO_ERR_ARGS, "tag in use");
+            else
+                send_error(s, &req, req.err, req.detail);
             if (req.err == PROTO_ERR_TOOLONG && s->state != SESSION_CLOSING) {
                 /* The stream cannot be resynchronised: answer, then close. */
                 drain(s);
