@@ -275,10 +275,11 @@ TEST_JOBS ?= 3
 # dlockd (or built with the sanitizers, SAN_SELF_TESTS), which checks all
 # that the plain daemon's run would and more; the plain daemon is run by
 # the suites in PLAIN_SUITES (limits and timeouts, where its own speed is
-# the point; the harness's own check), the clients' tests, conformance,
+# the point; tagged requests' races and orders, which the plain daemon's
+# speed changes; the harness's own check), the clients' tests, conformance,
 # metrics, the board and chaos-short. make integration runs every suite
 # plainly.
-PLAIN_SUITES := $(filter %/test_server %/test_limits %/test_cluster_harness,$(INTEG_TESTS))
+PLAIN_SUITES := $(filter %/test_server %/test_limits %/test_tags %/test_cluster_harness,$(INTEG_TESTS))
 TEST_JOBLIST = luacheck docs-test unit \
   $(patsubst $(BUILD)/%,plain/%,$(PLAIN_SUITES)) blackhole-test \
   $(addprefix clients-,$(addsuffix -test,$(CLIENT_LANGS) python shell)) clients-node-types \
@@ -300,14 +301,15 @@ TEST_EST := chaos-short-stages=87 san/itests/test_sentinel=47 san/itests/test_cl
   fuzz-short=10 san/itests/test_semaphore=10 clients-shell-test=9 san/tests/test_lockmgr=9 \
   san/itests/test_cli=9 san/itests/test_locks=8 board-test=8 conformance/java=7 \
   san/itests/test_resp=7 san/itests/test_rwlock=7 conformance/shell=7 \
-  conformance/python-asyncio=7 conformance/node=6 clients-java-test=5 clients-node-types=10
+  conformance/python-asyncio=7 conformance/node=6 clients-java-test=5 clients-node-types=10 \
+  san/itests/test_tags=4 plain/itests/test_tags=3
 test_est = $(or $(patsubst $(1)=%,%,$(filter $(1)=%,$(TEST_EST))),5)
 
 # make check: the quick loop for a change (about a minute): the build, the
 # unit tests, the plain integration suites of the daemon's core and one
 # client's conformance run, through the same scheduler. make test runs all.
-CHECK_SUITES := test_locks test_cancel test_server test_limits test_rwlock test_semaphore \
-                test_mlock test_elect test_who test_signals test_list
+CHECK_SUITES := test_locks test_cancel test_tags test_server test_limits test_rwlock \
+                test_semaphore test_mlock test_elect test_who test_signals test_list
 CHECK_JOBLIST = luacheck unit $(addprefix plain/itests/,$(CHECK_SUITES)) conformance/python
 
 .PHONY: check

@@ -29,10 +29,28 @@ typedef enum {
 } session_state_t;
 
 typedef struct session_s session_t;
+typedef struct call_s call_t;
+
+/* A name the session's calls take turns on, and those calls in the order
+ * they came, a turn each. Its key is the calls' order (verb_order_t, one
+ * byte) and the name: those that change the lock and those that change
+ * what is observed take turns apart. */
+typedef struct name_line_s {
+    hmap_node_t node;          /* in s->lines */
+    TAILQ_HEAD(turns_s, turn_s) turns;
+    char key[];                /* a copy: the calls that named it come and go */
+} name_line_t;
+
+/* A call's place in the line of one of its names. */
+typedef struct turn_s {
+    call_t *c;
+    name_line_t *line;
+    TAILQ_ENTRY(turn_s) link;
+} turn_t;
 
 /* One request in progress: the untagged one, or a tagged one. It is the
  * lock manager's call (lockmgr_request), and LIST's. */
-typedef struct call_s {
+struct call_s {
     session_t *s;
     TAILQ_ENTRY(call_s) link;  /* s->calls, in the order they came */
     proto_request_t req;       /* what it asks, its tag and names */
@@ -42,7 +60,10 @@ typedef struct call_s {
     hmap_node_t by_tag;        /* in s->tags, if tagged */
     int withdrawn;             /* drain() asked the lock manager to cancel it */
     listing_t *listing;        /* LIST in flight */
-} call_t;
+    turn_t *turns;             /* its places in its names' lines, if it takes turns: */
+    turn_t one;                /* ... here for a request of one name */
+    unsigned nturns;
+};
 
 /* Which of a connection's calls on one name take turns: those that change
  * its lock, and, apart from them, those that change what the connection
@@ -102,12 +123,11 @@ struct session_s {
     uint64_t grants;           /* LOCK and TRYLOCK answered OK */
     uint64_t timeouts;         /* TRYLOCKs with a wait that timed out */
     TAILQ_HEAD(, call_s) calls; /* requests in progress, oldest first */
-    hmap_t tags;               /* ... the tagged ones by tag */
-    hmap_t turns;              /* names calls take turns on (turn_t), so that a
-                                  call alone on its names starts without a
-                                  look at the others */
-    int maps;                  /* tags and turns are made (at the first call) */
-    size_t nparked;            /* calls not started yet */
+    hmap_t lines;              /* ... the names they take turns on (name_line_t);
+                                  buckets made by the first such call */
+    hmap_t tags;               /* ... the tagged ones by tag; buckets made by
+                                  the first */
+    size_t nparked;            /* ... those not started yet */
     call_t *untagged;          /* ... the untagged one among them */
     size_t ntagged;            /* ... tagged (max_inflight) */
     int unpark;                /* a call ended: calls behind it may start */
@@ -458,25 +478,66 @@ _Static_assert((int)PROTO_RIGHT_READ == (int)ACCESS_READ &&
 
 static const verb_t *verb_of(proto_cmd_t cmd);
 
-static int has_name(const proto_request_t *r, const char *name, size_t len) {
-    if (r->nnames == 0) return r->name_len == len && memcmp(r->name, name, len) == 0;
-    for (unsigned i = 0; i < r->nnames; i++) {
-        size_t l;
-        const char *n = proto_mname(r, i, &l);
-        if (l == len && memcmp(n, name, len) == 0) return 1;
+/* Leaves c's places in its names' lines. */
+static void call_unqueue(call_t *c) {
+    hmap_t *lines = &c->s->lines;
+    for (unsigned i = 0; i < c->nturns; i++) {
+        turn_t *t = &c->turns[i];
+        TAILQ_REMOVE(&t->line->turns, t, link);
+        if (TAILQ_EMPTY(&t->line->turns)) {
+            hmap_del(lines, &t->line->node);
+            free(t->line);
+        }
     }
-    return 0;
+    if (c->turns != &c->one) free(c->turns);
+    c->turns = NULL;
+    c->nturns = 0;
+    /* A burst's many buckets go with it; a session keeps the few. */
+    if (lines->buckets != NULL && lines->count == 0 && lines->nbuckets > HMAP_MIN_BUCKETS)
+        hmap_free(lines);
 }
 
-/* 1 if a and b take turns and share a name. */
-static int share_name(const proto_request_t *a, const proto_request_t *b) {
-    verb_order_t order = verb_of(a->cmd)->order;
-    if (order == ORDER_NONE || order != verb_of(b->cmd)->order) return 0;
-    if (b->nnames == 0) return has_name(a, b->name, b->name_len);
-    for (unsigned i = 0; i < b->nnames; i++) {
-        size_t l;
-        const char *n = proto_mname(b, i, &l);
-        if (has_name(a, n, l)) return 1;
+/* c takes a place at the end of the line of each of its names, if its
+ * verb takes turns. The calls before it on a name are then those in the
+ * line: comparing c's names with those of every earlier call cost up to
+ * 64 x 64 comparisons a pair, and one client's max_inflight MLOCKs
+ * stalled every client for seconds. -1 on no memory, no place taken. */
+static int call_queue(call_t *c) {
+    session_t *s = c->s;
+    const proto_request_t *r = &c->req;
+    verb_order_t order = verb_of(r->cmd)->order;
+    unsigned n = r->nnames > 0 ? r->nnames : 1;
+    char key[1 + PROTO_NAME_MAX];
+    if (order == ORDER_NONE) return 0;
+    if (s->lines.buckets == NULL && hmap_init(&s->lines) != 0) return -1;
+    c->turns = n == 1 ? &c->one : calloc(n, sizeof(*c->turns));
+    if (c->turns == NULL) return -1;
+    for (unsigned i = 0; i < n; i++) {
+        size_t len = r->name_len;
+        const char *name = r->nnames > 0 ? proto_mname(r, i, &len) : r->name;
+        if (len > PROTO_NAME_MAX) len = PROTO_NAME_MAX; /* the parser's bound */
+        key[0] = (char)order;
+        memcpy(key + 1, name, len);
+        hmap_node_t *node = hmap_get(&s->lines, key, 1 + len);
+        name_line_t *line = node ? container_of(node, name_line_t, node) : NULL;
+        if (line == NULL) {
+            line = malloc(sizeof(*line) + 1 + len);
+            if (line == NULL) {
+                call_unqueue(c);
+                return -1;
+            }
+            memcpy(line->key, key, 1 + len);
+            line->node.key = line->key;
+            line->node.len = 1 + len;
+            TAILQ_INIT(&line->turns);
+            hmap_put(&s->lines, &line->node);
+        } else if (TAILQ_LAST(&line->turns, turns_s)->c == c) {
+            continue; /* a name twice (the parser refuses it): one place */
+        }
+        turn_t *t = &c->turns[c->nturns++];
+        t->c = c;
+        t->line = line;
+        TAILQ_INSERT_TAIL(&line->turns, t, link);
     }
     return 0;
 }
@@ -499,104 +560,43 @@ static int holds_all(const session_t *s, const proto_request_t *r) {
  * back: two tasks of one client would wait for each other for ever). */
 static int waits_behind(const call_t *c) {
     int release = -1; /* not asked yet */
-    for (const call_t *e = TAILQ_FIRST(&c->s->calls); e != c; e = TAILQ_NEXT(e, link)) {
-        if (!share_name(&e->req, &c->req)) continue;
-        if (e->started && e->waits && verb_of(c->req.cmd)->release) {
-            if (release < 0) release = holds_all(c->s, &c->req);
-            if (release) continue;
+    for (unsigned i = 0; i < c->nturns; i++) {
+        const turn_t *t = &c->turns[i];
+        for (const turn_t *e = TAILQ_FIRST(&t->line->turns); e != t; e = TAILQ_NEXT(e, link)) {
+            if (e->c->started && e->c->waits && verb_of(c->req.cmd)->release) {
+                if (release < 0) release = holds_all(c->s, &c->req);
+                if (release) continue;
+            }
+            return 1;
         }
-        return 1;
     }
     return 0;
 }
 
 static call_t *call_by_tag(const session_t *s, const char *tag, size_t len) {
-    hmap_node_t *n = s->maps ? hmap_get(&s->tags, tag, len) : NULL;
+    hmap_node_t *n = s->tags.buckets != NULL ? hmap_get(&s->tags, tag, len) : NULL;
     return n ? container_of(n, call_t, by_tag) : NULL;
 }
 
-/* A name of one order (verb_order_t) that calls of the connection take
- * turns on, and how many of them are in progress. */
-typedef struct turn_s {
-    hmap_node_t node;
-    unsigned calls;
-    char key[];                /* the order's byte, then the name */
-} turn_t;
-
-/* c's i-th name's turn key in key (1 + PROTO_NAME_MAX bytes): its length. */
-static size_t turn_key(const call_t *c, unsigned i, char *key) {
-    size_t len = c->req.name_len;
-    const char *name = c->req.nnames ? proto_mname(&c->req, i, &len) : c->req.name;
-    key[0] = (char)verb_of(c->req.cmd)->order;
-    memcpy(key + 1, name, len);
-    return len + 1;
-}
-
-static void turn_leave(session_t *s, const char *key, size_t len) {
-    hmap_node_t *node = hmap_get(&s->turns, key, len);
-    turn_t *t = node ? container_of(node, turn_t, node) : NULL;
-    if (t != NULL && --t->calls == 0) {
-        hmap_del(&s->turns, &t->node);
-        free(t);
-    }
-}
-
-/* Counts c out of its names' turns. */
-static void turns_leave(session_t *s, const call_t *c) {
-    char key[1 + PROTO_NAME_MAX];
-    if (verb_of(c->req.cmd)->order == ORDER_NONE) return;
-    for (unsigned i = 0; i < (c->req.nnames ? c->req.nnames : 1); i++)
-        turn_leave(s, key, turn_key(c, i, key));
-}
-
-/* Counts c in its names' turns, and says whether it is alone on each
- * (*alone). -1 on no memory: then nothing of it is counted. */
-static int turns_join(session_t *s, const call_t *c, int *alone) {
-    char key[1 + PROTO_NAME_MAX];
-    unsigned n = c->req.nnames ? c->req.nnames : 1;
-    *alone = 1;
-    if (verb_of(c->req.cmd)->order == ORDER_NONE) return 0;
-    for (unsigned i = 0; i < n; i++) {
-        size_t len = turn_key(c, i, key);
-        hmap_node_t *node = hmap_get(&s->turns, key, len);
-        turn_t *t = node ? container_of(node, turn_t, node) : NULL;
-        if (t == NULL) {
-            if ((t = calloc(1, sizeof(*t) + len)) == NULL) {
-                while (i-- > 0) turn_leave(s, key, turn_key(c, i, key));
-                return -1;
-            }
-            memcpy(t->key, key, len);
-            t->node.key = t->key;
-            t->node.len = len;
-            hmap_put(&s->turns, &t->node);
-        }
-        if (++t->calls > 1) *alone = 0;
-    }
-    return 0;
-}
+static void call_free(call_t *c);
 
 /* A call for req, which it takes over (its names), at the end of the
  * session's calls; NULL on no memory (answered). */
-static call_t *call_new(session_t *s, proto_request_t *req, int *alone) {
-    call_t *c = NULL;
-    if (!s->maps && hmap_init(&s->tags) == 0) {
-        if (hmap_init(&s->turns) == 0) s->maps = 1;
-        else hmap_free(&s->tags);
-    }
-    if (s->maps) c = calloc(1, sizeof(*c));
-    if (c != NULL) {
-        c->s = s;
-        c->req = *req;
-        if (turns_join(s, c, alone) != 0) {
-            free(c);
-            c = NULL;
-        }
-    }
+static call_t *call_new(session_t *s, proto_request_t *req) {
+    call_t *c = calloc(1, sizeof(*c));
     if (c == NULL) {
         send_error(s, req, PROTO_ERR_LIMIT, "out of memory");
         return NULL;
     }
+    c->s = s;
+    c->req = *req;
     req->mnames = NULL; /* the call's now */
+    if (call_queue(c) != 0 ||
+        (c->req.tag_len > 0 && s->tags.buckets == NULL && hmap_init(&s->tags) != 0)) {
+        send_error(s, &c->req, PROTO_ERR_LIMIT, "out of memory");
+        call_free(c);
+        return NULL;
+    }
     TAILQ_INSERT_TAIL(&s->calls, c, link);
     s->nparked++;
     if (c->req.tag_len > 0) {
@@ -613,6 +613,7 @@ static call_t *call_new(session_t *s, proto_request_t *req, int *alone) {
 }
 
 static void call_free(call_t *c) {
+    call_unqueue(c);
     proto_request_free(&c->req);
     free(c);
 }
@@ -622,7 +623,6 @@ static void call_free(call_t *c) {
 static void call_end(call_t *c) {
     session_t *s = c->s;
     TAILQ_REMOVE(&s->calls, c, link);
-    turns_leave(s, c);
     if (!c->started) s->nparked--;
     if (c->req.tag_len > 0) {
         s->ntagged--;
@@ -883,9 +883,8 @@ static void dispatch(session_t *s, proto_request_t *req) {
         send_error(s, req, PROTO_ERR_LIMIT, "max_inflight reached");
         return;
     }
-    int alone;
-    call_t *c = call_new(s, req, &alone);
-    if (c == NULL || (!alone && waits_behind(c))) return; /* it starts when its turn comes */
+    call_t *c = call_new(s, req);
+    if (c == NULL || waits_behind(c)) return; /* it starts when its turn comes */
     call_start(c);
 }
 
@@ -905,7 +904,13 @@ static size_t handle_input(session_t *s, const char *data, size_t len) {
         } else if (st == PROTO_ERROR) {
             s->ss->stats.requests++;
             s->cmd = req.cmd;
-            send_error(s, &req, req.err, req.detail);
+            /* A bad request's error under a tag in progress would pass
+             * for that request's answer (TOOLONG closes: said as ever). */
+            if (req.tag_len > 0 && req.err != PROTO_ERR_TOOLONG &&
+                call_by_tag(s, req.tag, req.tag_len) != NULL)
+                send_error(s, &req, PROTO_ERR_ARGS, "tag in use");
+            else
+                send_error(s, &req, req.err, req.detail);
             if (req.err == PROTO_ERR_TOOLONG && s->state != SESSION_CLOSING) {
                 /* The stream cannot be resynchronised: answer, then close. */
                 drain(s);
@@ -1005,13 +1010,10 @@ static void on_close(uv_handle_t *handle) {
     call_t *c;
     while ((c = TAILQ_FIRST(&s->calls)) != NULL) {
         TAILQ_REMOVE(&s->calls, c, link);
-        turns_leave(s, c);
         call_free(c);
     }
-    if (s->maps) {
-        hmap_free(&s->tags);
-        hmap_free(&s->turns);
-    }
+    if (s->lines.buckets != NULL) hmap_free(&s->lines);
+    if (s->tags.buckets != NULL) hmap_free(&s->tags);
     LIST_REMOVE(s, all);
     if (s->leave != NULL) s->leave(s->leave_data, s->uid);
     access_view_free(&s->view);
