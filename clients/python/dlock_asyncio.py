@@ -36,11 +36,12 @@ c.leader("svc")`` is a Leader (fence, value) or None, and ``async for
 leader in c.observe("svc"):`` gets the leader now, then every change
 (None: nobody leads).
 
-Cancelling a task that waits for a lock withdraws the wait (dlockd's
-CANCEL): the await raises CancelledError and nothing stays held. A waiting
-request holds back the client's other requests until it is granted or
-cancelled (dlockd serves one request of a connection at a time): give
-independent waiters their own Clients.
+Every request goes out tagged (``#<tag> LOCK x``), and dlockd answers each
+when it is ready: any number of tasks wait at once on one Client, each for
+its own names, and a task's unlock, status or list is answered at once
+while others wait. Cancelling a task that waits for a lock withdraws its
+wait alone (``CANCEL #<tag>``): the await raises CancelledError and nothing
+stays held; the other tasks go on waiting.
 
 Standard library only; Python 3.11 or newer. The errors, Status and the
 name rules are the blocking module's (dlock); the protocol is described in
@@ -70,6 +71,8 @@ __all__ = [
 ]
 
 _LINE_MAX = 65536          # longest line accepted from dlockd
+_TAG_SPACE = 36 ** 16      # tags are 1 to 16 base-36 digits (the protocol's PROTO_TAG_MAX)
+_TAG_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
 _QUIT_TIMEOUT = 2.0        # seconds close() waits for dlockd to end the connection
 MNAMES_MAX = 64            # most names in one multi-lock (the protocol's PROTO_MNAMES_MAX)
 
@@ -236,13 +239,14 @@ async def _through(fut):
 
 
 class _Req:
-    """One request: its line, whether dlockd may keep it waiting, how its
-    reply is read (parse) and applied (commit, run by the reader as the
-    reply comes, so that events after it find the state it made), and what
-    gives back a grant nobody awaits any more (undo: a release line)."""
+    """One request: its line (untagged: the tag goes before it when it is
+    sent), whether dlockd may keep it waiting, how its reply is read
+    (parse) and applied (commit, run by the reader as the reply comes, so
+    that events after it find the state it made), and what gives back a
+    grant nobody awaits any more (undo: a release line)."""
 
     __slots__ = ("line", "waits", "parse", "commit", "undo", "rollback", "future",
-                 "settled", "state", "abandoned", "cancel_sent", "body")
+                 "settled", "state", "abandoned", "cancel_sent", "body", "tag")
 
     def __init__(self, loop, line, waits=False, parse=None, commit=None, undo=None,
                  rollback=None, body=None):
@@ -255,7 +259,8 @@ class _Req:
         self.rollback = rollback    # value -> coroutine, for a grant committed and abandoned
         self.future = loop.create_future()
         self.settled = loop.create_future()     # done once nothing of it is pending
-        self.state = "queued"       # queued, sent, answered
+        self.state = "new"          # new, sent, answered
+        self.tag = None             # its tag while it is in flight (str, no '#')
         self.abandoned = False
         self.cancel_sent = False
 
@@ -404,7 +409,7 @@ class Lock(_Held):
         if self.reason is not None or not self._live:
             # Lost (or unlocked) while the request went: this grant is a
             # new one that nobody holds.
-            self.client._send_first(self._release_line())
+            self.client._send_release(self._release_line())
             self._check()
             raise NotHeld(None, "lock %s is not held through this handle" % self.name)
         self.fence = grant[0]
@@ -420,7 +425,7 @@ class Lock(_Held):
             raise NotHeld(None, "lock %s is not held through this handle" % self.name)
         req = _Req(self.client._loop, self._release_line(), parse=_number,
                    commit=self._unlocked)
-        self.client._submit(req)
+        self.client._send(req)
         try:
             return await _through(req.future)
         except NotHeld:
@@ -542,7 +547,7 @@ class MultiLock(_Held):
             req = _Req(self.client._loop, _line(_set_words("MUNLOCK", names)),
                        parse=_numbers(len(names), "MUNLOCK"),
                        commit=lambda left, names=names: self._unlocked(names, left))
-            self.client._submit(req)
+            self.client._send(req)
             try:
                 left = await _through(req.future)
             except NotHeld:
@@ -607,7 +612,7 @@ class Permits(_Held):
                           % (n, self.name))
         req = _Req(self.client._loop, _line(["RELEASE", self.name, str(n)]), parse=_number,
                    commit=lambda held: self._released(n, held))
-        self.client._submit(req)
+        self.client._send(req)
         try:
             return await _through(req.future)
         except NotHeld:
@@ -664,7 +669,7 @@ class Leadership(_Held):
             return False
         req = _Req(self.client._loop, self._release_line(), parse=_number,
                    commit=lambda n: self.client._resigned(self.name, n))
-        self.client._submit(req)
+        self.client._send(req)
         try:
             return await _through(req.future)
         except ConnectionClosed:
@@ -732,7 +737,8 @@ class _Observation:
 
     def stop(self):
         """No more leaders for it; the client's last observation of the
-        name sends UNOBSERVE (not awaited: it may queue behind a wait)."""
+        name sends UNOBSERVE (not awaited: this runs in the generator's
+        finally, and on the connection's end)."""
         was, self.state = self.state, "ended"
         if was not in ("starting", "live"):
             return
@@ -747,7 +753,7 @@ class _Observation:
             if c._closed is None:
                 req = _Req(c._loop, _line(["UNOBSERVE", self.name]))
                 req.future.add_done_callback(_unheeded)
-                c._submit(req)
+                c._send(req)
 
 
 class _Pending:
@@ -801,9 +807,9 @@ class Client:
         self._reader = reader
         self._writer = writer
         self._loop = asyncio.get_running_loop()
-        self._queue = collections.deque()       # requests not written yet
-        self._inflight = collections.deque()    # written, their replies to come
-        self._waiting = None    # the request in flight dlockd may keep waiting
+        self._pending = {}      # tag -> request sent, its reply to come
+        self._tag = 0           # the last tag given, as a number
+        self._out = []          # lines to write at the loop's next turn
         self._gates = {}        # name -> _Gate
         self._handles = {}      # name -> set of live handles
         self._observed = {}     # name -> [observations that sent OBSERVE, set of live ones]
@@ -832,8 +838,13 @@ class Client:
         if self._closed is None and not self._closing:
             self._closing = True
             try:
-                if self._waiting is None:
-                    self._submit(_Req(self._loop, b"QUIT\n"))
+                # With a wait in flight QUIT is not sent: dlockd would
+                # answer the waits CANCELLED, and a closed client's calls
+                # fail ConnectionClosed. The connection just ends.
+                if not any(r.waits for r in self._pending.values()):
+                    quit_ = _Req(self._loop, b"QUIT\n")
+                    quit_.future.add_done_callback(_unheeded)
+                    self._send(quit_)
                     try:
                         async with asyncio.timeout(_QUIT_TIMEOUT):
                             await asyncio.shield(self._read_task)
@@ -852,39 +863,49 @@ class Client:
     def _closed_error(self):
         return ConnectionClosed(None, self._closed or "connection is closed")
 
-    def _submit(self, req, first=False):
+    def _new_tag(self):
+        """The next tag: the counter in base 36, one none of the requests
+        in flight has (the counter wraps within the protocol's 16
+        characters; a tag in flight is never given again)."""
+        while True:
+            self._tag = self._tag + 1 if self._tag + 1 < _TAG_SPACE else 1
+            n, digits = self._tag, []
+            while n:
+                n, d = divmod(n, 36)
+                digits.append(_TAG_DIGITS[d])
+            tag = "".join(reversed(digits))
+            if tag not in self._pending:
+                return tag
+
+    def _send(self, req):
+        """Tag req and send it: dlockd starts it at once, whatever else is
+        in flight. The lines of one turn of the loop go out in one write,
+        in the order sent."""
         if self._closed is not None:
             raise self._closed_error()
-        if first:
-            self._queue.appendleft(req)
-        else:
-            self._queue.append(req)
-        self._pump()
+        req.tag = self._new_tag()
+        req.state = "sent"
+        self._pending[req.tag] = req
+        if not self._out:
+            self._loop.call_soon(self._flush)
+        self._out.append(b"#%s %s" % (req.tag.encode("ascii"), req.line))
 
-    def _send_first(self, line):
-        """A release of a grant nobody holds, ahead of everything queued."""
-        if self._closed is None:
-            self._submit(_Req(self._loop, line), first=True)
-
-    def _pump(self):
-        """Write what may go: everything queued, up to and including a
-        request dlockd may keep waiting (nothing goes behind it, so that
-        a CANCEL can follow it)."""
-        out = []
-        while self._queue and self._waiting is None:
-            req = self._queue.popleft()
-            req.state = "sent"
-            self._inflight.append(req)
-            if req.waits:
-                self._waiting = req
-            out.append(req.line)
-        if out:
+    def _flush(self):
+        out, self._out = self._out, []
+        if out and self._closed is None:
             self._writer.write(b"".join(out))
+
+    def _send_release(self, line):
+        """A release of a grant nobody holds: its answer is nobody's."""
+        if self._closed is None:
+            req = _Req(self._loop, line)
+            req.future.add_done_callback(_unheeded)
+            self._send(req)
 
     async def _call(self, req):
         """Send req and await its reply; a cancelled await withdraws it (and
         gives back what it was granted) before CancelledError goes on."""
-        self._submit(req)
+        self._send(req)
         try:
             return await req.future
         except asyncio.CancelledError:
@@ -902,25 +923,18 @@ class Client:
                     pass
             return
         req.abandoned = True
-        if req.state == "queued":
-            try:
-                self._queue.remove(req)
-            except ValueError:
-                pass
-            return
-        if req.state == "sent" and req is self._waiting and not req.cancel_sent \
-                and self._closed is None:
+        if req.state == "sent" and req.waits and not req.cancel_sent and self._closed is None:
+            # dlockd answers "#<tag> ERR CANCELLED", or the grant came
+            # first (CANCEL's OK 0) and _answer gives it back: either way
+            # req is settled once nothing of it is held.
             req.cancel_sent = True
-            cancel = _Req(self._loop, b"CANCEL\n")
-            cancel.state = "sent"
-            self._inflight.append(cancel)       # the very next line after it
-            self._writer.write(cancel.line)
+            cancel = _Req(self._loop, _line(["CANCEL", "#" + req.tag]))
+            cancel.future.add_done_callback(_unheeded)
+            self._send(cancel)
         await _through(req.settled)
 
     def _answer(self, req, text):
         req.state = "answered"
-        if req is self._waiting:
-            self._waiting = None
         words = text.split()
         err = value = None
         try:
@@ -929,10 +943,11 @@ class Client:
             err = e
         if req.abandoned or req.future.cancelled():
             req.abandoned = True
-            if err is None and req.undo is not None:
+            if err is None and req.undo is not None and self._closed is None:
                 release = _Req(self._loop, req.undo(value))
                 release.settled = req.settled   # settled once given back
-                self._queue.appendleft(release)
+                release.future.add_done_callback(_unheeded)
+                self._send(release)
             else:
                 _resolve(req.settled)
             return
@@ -970,18 +985,26 @@ class Client:
                     break
                 if text.startswith("!"):
                     self._event(text)
-                elif text:
-                    if not self._inflight:
-                        why = "unexpected line from dlockd: %r" % text
+                elif text.startswith("#"):
+                    tag, _, reply = text[1:].partition(" ")
+                    req = self._pending.pop(tag, None)
+                    if req is None:
+                        why = "reply from dlockd to no request in flight: %r" % text
                         break
-                    req = self._inflight[0]
-                    if req.body is not None and text.startswith("OK"):
-                        bad = await self._read_body(req, text)
+                    if req.body is not None and reply.startswith("OK"):
+                        bad = await self._read_body(req, reply)
                         if bad is not None:
                             why = bad
                             break
-                    self._answer(self._inflight.popleft(), text)
-                    self._pump()
+                    self._answer(req, reply)
+                elif text.startswith("ERR"):
+                    # Every request goes tagged: an untagged ERR is dlockd
+                    # refusing a tag (or a line too long), a bug of ours.
+                    why = "dlockd refused a request untagged (a client bug): %r" % text
+                    break
+                elif text:
+                    why = "unexpected line from dlockd: %r" % text
+                    break
         except asyncio.CancelledError:
             why = "connection is closed"
         except ValueError:
@@ -1002,8 +1025,8 @@ class Client:
 
     async def _read_body(self, req, header):
         """The entry lines a counted reply's header announces, into
-        req.body (they come right after it); None, or why the stream
-        cannot go on."""
+        req.body (dlockd writes the block whole, right after its tagged
+        header); None, or why the stream cannot go on."""
         try:
             n = _list_count(header)
         except ProtocolError as e:
@@ -1023,10 +1046,9 @@ class Client:
         if self._closed is not None:
             return
         self._closed = why
-        reqs = list(self._inflight) + list(self._queue)
-        self._inflight.clear()
-        self._queue.clear()
-        self._waiting = None
+        reqs = list(self._pending.values())
+        self._pending.clear()
+        self._out = []
         for r in reqs:
             if not r.future.done():
                 r.future.set_exception(self._closed_error())
@@ -1294,12 +1316,12 @@ class Client:
     async def resign(self, name):
         """RESIGN: give up leading ``name`` (the next candidate takes over at
         once). True if this client led it, else False. A campaign still
-        waiting is withdrawn by cancelling its task instead: this request
-        would queue behind it."""
+        waiting is withdrawn by cancelling its task instead: dlockd starts
+        a RESIGN only after this client's earlier requests on the name."""
         name = validate_name(name)
         req = _Req(self._loop, _line(["RESIGN", name]), parse=_number,
                    commit=lambda n: self._resigned(name, n))
-        self._submit(req)
+        self._send(req)
         return await _through(req.future)
 
     def _resigned(self, name, n):
@@ -1319,9 +1341,8 @@ class Client:
         change; fences never go down. ``async for leader in
         c.observe(name):`` -- leaving the loop ends it (UNOBSERVE); for an
         exact moment, ``contextlib.aclosing()`` it. It raises
-        ConnectionClosed when the connection ends. Started behind a waiting
-        request of this client (a campaign), it starts once that is
-        answered: observe from another client while campaigning."""
+        ConnectionClosed when the connection ends. It is answered at once,
+        even while a task of this client campaigns for the name."""
         return self._observe(validate_name(name))
 
     async def _observe(self, name):

@@ -7,9 +7,12 @@ Run: DLOCKD_BIN=$PWD/build/dlockd python3 tests/python/test_dlock_asyncio.py -v
 
 import asyncio
 import os
+import random
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import unittest
 import uuid
 from unittest import mock
@@ -228,6 +231,111 @@ class AsyncioTest(unittest.IsolatedAsyncioTestCase):
             await task
         self.assertEqual(order, ["unlock", ("second", 1)])
 
+    # -- many waits at once on one connection (tagged requests) --
+
+    async def _held_names(self, other, n):
+        """n names of this test, each held by other: {name: handle}."""
+        names = ["%s-%d" % (self.name, i) for i in range(n)]
+        return {name: await other.lock(name) for name in names}
+
+    async def test_20_waits_at_once_granted_as_released(self):
+        c, other, watcher = await self.client(), await self.client(), await self.client()
+        held = await self._held_names(other, 20)
+        names = list(held)
+        before = (await watcher.info())["waiters"]
+        granted = []
+
+        async def wait(name):
+            h = await c.lock(name)
+            granted.append(name)
+            return h
+
+        tasks = {n: asyncio.create_task(wait(n)) for n in names}
+        await self.await_waiters(watcher, before + 20)     # all 20 in dlockd at once
+        order = list(names)
+        random.Random(38).shuffle(order)
+        for i, n in enumerate(order):
+            self.assertFalse(tasks[n].done(), "%s granted before its release" % n)
+            await held[n].unlock()
+            async with asyncio.timeout(GUARD):
+                h = await tasks[n]
+            self.assertEqual((h.name, h.holds), (n, 1))
+            self.assertGreater(h.fence, held[n].fence)
+            self.assertEqual(granted, order[:i + 1])    # each right after its own release
+        for n in names:
+            self.assertEqual(await tasks[n].result().unlock(), 0)
+
+    async def test_cancel_one_of_many(self):
+        self.need_cancel()
+        c, other, watcher = await self.client(), await self.client(), await self.client()
+        held = await self._held_names(other, 20)
+        names = list(held)
+        before = (await watcher.info())["waiters"]
+        tasks = {n: asyncio.create_task(self._lock(c, n)) for n in names}
+        await self.await_waiters(watcher, before + 20)
+        gone = names[7]
+        tasks[gone].cancel()
+        async with asyncio.timeout(GUARD):
+            with self.assertRaises(asyncio.CancelledError):
+                await tasks[gone]
+            while (await watcher.info())["waiters"] != before + 19:    # its wait withdrawn
+                await asyncio.sleep(0.01)   # poll interval
+        self.assertEqual((await c.status(gone)).state, "TAKEN")    # nothing of it held
+        self.assertEqual([n for n in names if tasks[n].done()], [gone])
+        await held[gone].unlock()
+        self.assertEqual((await c.status(gone)).state, "FREE")     # no wait came back to life
+        for n in reversed(names):
+            if n != gone:
+                await held[n].unlock()
+                async with asyncio.timeout(GUARD):
+                    h = await tasks[n]
+                self.assertEqual(await h.unlock(), 0)
+
+    async def test_unlock_status_list_not_behind_another_wait(self):
+        c, other, watcher = await self.client(), await self.client(), await self.client()
+        x, y = self.name + "-x", self.name + "-y"
+        hx = await c.lock(x)
+        hy = await other.lock(y)
+        before = (await watcher.info())["waiters"]
+        waiting = asyncio.create_task(self._lock(c, y))
+        await self.await_waiters(watcher, before + 1)
+
+        async def meanwhile():
+            return (await hx.unlock(), (await c.status(y)).state,
+                    [e.name for e in (await c.list(self.name + "-*")).entries], await c.ping())
+
+        # A task, not a timeout: an unlock completes even when cancelled.
+        calls = asyncio.create_task(meanwhile())
+        await asyncio.wait([calls], timeout=EVENT_TIMEOUT)
+        if not calls.done():
+            await hy.unlock()       # let the wait end, and the test with it
+            self.fail("unlock, status, list and ping not answered within %ss while another "
+                      "task of the client waited" % EVENT_TIMEOUT)
+        self.assertEqual(calls.result(), (0, "TAKEN", [y], True))
+        self.assertEqual((await other.status(x)).state, "FREE")     # released, not only answered
+        self.assertFalse(waiting.done())
+        await hy.unlock()
+        async with asyncio.timeout(GUARD):
+            h = await waiting
+        self.assertEqual(await h.unlock(), 0)
+
+    async def test_tags_reused_only_once_answered_real_daemon(self):
+        # A tag space of 4 (tags 1 to 4): one wait keeps its tag while
+        # pings go round the other three; dlockd would answer a tag in
+        # flight "ERR ARGS tag in use".
+        c, other = await self.client(), await self.client()
+        held = await other.lock(self.name)
+        with mock.patch.object(dlock_asyncio, "_TAG_SPACE", 5):
+            waiting = asyncio.create_task(self._lock(c))
+            for _ in range(10):
+                self.assertTrue(await c.ping())
+            self.assertFalse(waiting.done())
+            await held.unlock()
+            async with asyncio.timeout(GUARD):
+                h = await waiting
+            self.assertEqual(await h.unlock(), 0)
+            self.assertTrue(await c.ping())
+
     # -- cancellation --
 
     async def test_cancel_local_wait_sends_nothing(self):
@@ -324,6 +432,7 @@ class AsyncioTest(unittest.IsolatedAsyncioTestCase):
         watcher = await self.client(sock2)
         holder = await self.client()
         taken = await holder.lock(self.name)
+        taken2 = await holder.lock(self.name + "-2")
         mine = await x.lock(self.name + "-mine")
         inside = asyncio.Event()
 
@@ -335,14 +444,14 @@ class AsyncioTest(unittest.IsolatedAsyncioTestCase):
         scope = asyncio.create_task(scoped())
         await inside.wait()
         waiter = asyncio.create_task(self._lock(x))
-        queued = asyncio.create_task(x.ping())     # held back behind the wait
-        await self.await_waiters(watcher, 1)
+        waiter2 = asyncio.create_task(self._lock(x, self.name + "-2"))  # beside it
+        await self.await_waiters(watcher, 2)
         proc.send_signal(signal.SIGKILL)
         async with asyncio.timeout(GUARD):
             with self.assertRaises(dlock.ConnectionClosed):
                 await waiter
             with self.assertRaises(dlock.ConnectionClosed):
-                await queued
+                await waiter2
             with self.assertRaises(dlock.LockLost) as cm:
                 await scope
             await mine.lost.wait()
@@ -354,6 +463,7 @@ class AsyncioTest(unittest.IsolatedAsyncioTestCase):
             await x.lock("another")
         proc.wait()
         await taken.unlock()
+        await taken2.unlock()
 
     async def test_close_fails_pending_and_reports_loss(self):
         a, c = await self.client(), await self.client()
@@ -449,6 +559,167 @@ class AsyncioTest(unittest.IsolatedAsyncioTestCase):
             await c.acquire(self.name + "k", 1)
         finally:
             await h.unlock()
+
+
+class FakeDlockd:
+    """A fake dlockd on a Unix socket, for what a real one will not do on
+    cue: the test reads each request line as it comes (its tag and the
+    request) and writes the replies itself; QUIT and the requests in auto
+    are answered at once. It notes a tag that comes while the same tag is
+    in flight (read, its reply not yet written)."""
+
+    def __init__(self, auto=None):
+        self.auto = auto or {}      # request -> the reply after its tag
+        self.lines = asyncio.Queue()
+        self.inflight = set()
+        self.reused = []            # lines whose tag was in flight
+        self.tags = []              # every tag read, in order
+
+    async def start(self, test):
+        d = tempfile.mkdtemp()
+        test.addCleanup(shutil.rmtree, d)
+        self.path = os.path.join(d, "fake.sock")
+        self.conn = asyncio.get_running_loop().create_future()
+        srv = await asyncio.start_unix_server(self._serve, self.path)
+        test.addAsyncCleanup(srv.wait_closed)
+        test.addCleanup(srv.close)
+        return self
+
+    async def _serve(self, r, w):
+        self.conn.set_result(w)
+        while line := await r.readline():
+            tag, _, req = line.decode().rstrip("\n").partition(" ")
+            if tag in self.inflight:
+                self.reused.append("%s %s" % (tag, req))
+            self.inflight.add(tag)
+            self.tags.append(tag)
+            if req == "QUIT":
+                self.write("%s OK BYE\n" % tag)
+                break
+            if req in self.auto:
+                self.write("%s %s\n" % (tag, self.auto[req]))
+            else:
+                self.lines.put_nowait((tag, req))
+        w.close()
+
+    def write(self, text):
+        """Replies (and events): a tagged line's tag is no longer in flight."""
+        for line in text.splitlines():
+            if line.startswith("#"):
+                self.inflight.discard(line.split(" ", 1)[0])
+        self.conn.result().write(text.encode())
+
+    async def read(self):
+        """The next request not answered at once: (tag, request)."""
+        async with asyncio.timeout(GUARD):
+            return await self.lines.get()
+
+
+class WireTest(unittest.IsolatedAsyncioTestCase):
+    """The tagged wire against a fake dlockd: races and replies on cue."""
+
+    async def fake(self, auto=None):
+        f = await FakeDlockd(auto).start(self)
+        c = await dlock_asyncio.connect(f.path)
+        self.addAsyncCleanup(c.close)
+        return f, c
+
+    async def test_replies_matched_by_tag_in_any_order(self):
+        f, c = await self.fake()
+        a = asyncio.ensure_future(c.lock("a"))
+        b = asyncio.ensure_future(c.lock("b"))
+        (ta, ra), (tb, rb) = await f.read(), await f.read()
+        self.assertEqual((ra, rb), ("LOCK a", "LOCK b"))
+        self.assertNotEqual(ta, tb)
+        f.write("%s OK 9 1\n%s OK 8 1\n" % (tb, ta))
+        async with asyncio.timeout(GUARD):
+            ha, hb = await a, await b
+        self.assertEqual((ha.name, ha.fence, hb.name, hb.fence), ("a", 8, "b", 9))
+
+    async def test_grant_racing_the_cancel_released_before_the_call_returns(self):
+        f, c = await self.fake()
+        task = asyncio.ensure_future(c.lock("a"))
+        tag, req = await f.read()
+        self.assertEqual(req, "LOCK a")
+        task.cancel()
+        ctag, creq = await f.read()
+        self.assertEqual(creq, "CANCEL %s" % tag)       # the CANCEL tagged too
+        self.assertNotEqual(ctag, tag)
+        f.write("%s OK 7 1\n%s OK 0\n" % (tag, ctag))   # the grant came first
+        utag, ureq = await f.read()
+        self.assertEqual(ureq, "UNLOCK a")
+        for _ in range(20):             # turns of the loop, the UNLOCK unanswered
+            await asyncio.sleep(0)
+        self.assertFalse(task.done(), "the cancelled call returned before its grant was released")
+        f.write("%s OK 0\n" % utag)
+        async with asyncio.timeout(GUARD):
+            with self.assertRaises(asyncio.CancelledError):
+                await task
+        self.assertEqual(c._handles, {})
+        self.assertEqual(c._gates, {})      # the name's local turn given on
+
+    async def test_cancel_answered_cancelled_sends_nothing_more(self):
+        f, c = await self.fake({"PING": "OK PONG"})
+        task = asyncio.ensure_future(c.lock("a"))
+        other = asyncio.ensure_future(c.lock("b"))
+        tag, _ = await f.read()
+        otag, _ = await f.read()
+        task.cancel()
+        ctag, creq = await f.read()
+        self.assertEqual(creq, "CANCEL %s" % tag)
+        f.write("%s ERR CANCELLED the wait was cancelled\n%s OK 1\n" % (tag, ctag))
+        async with asyncio.timeout(GUARD):
+            with self.assertRaises(asyncio.CancelledError):
+                await task
+            self.assertTrue(await c.ping())
+        self.assertTrue(f.lines.empty())    # no release, no other CANCEL
+        self.assertFalse(other.done())      # the other wait undisturbed
+        f.write("%s OK 3 1\n" % otag)
+        async with asyncio.timeout(GUARD):
+            self.assertEqual((await other).fence, 3)
+
+    async def test_tags_never_reused_while_in_flight(self):
+        # A tag space of 4 (tags 1 to 4), so that the counter wraps while
+        # one wait keeps its tag: pings go round the other three.
+        with mock.patch.object(dlock_asyncio, "_TAG_SPACE", 5):
+            f, c = await self.fake({"PING": "OK PONG"})
+            waiting = asyncio.ensure_future(c.lock("a"))
+            tag, _ = await f.read()
+            async with asyncio.timeout(GUARD):
+                for _ in range(12):
+                    self.assertTrue(await c.ping())
+                # Many at once too: each gets a tag not in flight.
+                self.assertEqual(await asyncio.gather(c.ping(), c.ping(), c.ping()), [True] * 3)
+            self.assertEqual(f.reused, [])
+            f.write("%s OK 5 1\n" % tag)
+            async with asyncio.timeout(GUARD):
+                await waiting
+                self.assertTrue(await c.ping())
+        self.assertEqual(f.reused, [])
+        self.assertEqual(len(f.tags), 17)
+        self.assertLessEqual(set(f.tags), {"#1", "#2", "#3", "#4"})   # the counter wrapped
+        self.assertEqual(f.tags[-1], tag)       # the wait's tag, free again once answered
+
+    async def test_untagged_err_fails_the_connection(self):
+        f, c = await self.fake()
+        task = asyncio.ensure_future(c.lock("a"))
+        await f.read()
+        f.write("ERR ARGS a tag is # and 1 to 16 of 0-9 A-Z a-z _ -\n")
+        async with asyncio.timeout(GUARD):
+            with self.assertRaises(dlock.ConnectionClosed) as cm:
+                await task
+        self.assertIn("ERR ARGS a tag is", str(cm.exception))
+        self.assertTrue(c.closed)
+
+    async def test_reply_to_no_request_fails_the_connection(self):
+        f, c = await self.fake()
+        task = asyncio.ensure_future(c.lock("a"))
+        await f.read()
+        f.write("#zz OK 1 1\n")
+        async with asyncio.timeout(GUARD):
+            with self.assertRaises(dlock.ConnectionClosed) as cm:
+                await task
+        self.assertIn("no request in flight", str(cm.exception))
 
 
 if __name__ == "__main__":

@@ -187,6 +187,27 @@ class ElectTest(unittest.IsolatedAsyncioTestCase):
         async with b.elect(self.name, "b") as lb:
             self.assertGreater(lb.fence, la.fence)
 
+    async def test_observe_while_campaigning_on_one_client(self):
+        # OBSERVE is answered while this client's own campaign waits
+        # (tagged requests); the campaign's win is then observed.
+        a, b, watch = await self.client(), await self.client(), await self.client()
+        la = await a.elect(self.name, "a")
+        before = (await watch.info())["waiters"]
+        campaign = asyncio.create_task(self._elect(b, "b"))
+        await self.await_waiters(watch, before + 1)
+        r = Reader(b.observe(self.name))
+        await r.until(1)
+        self.assertEqual(r.items, [(la.fence, "a")])
+        self.assertFalse(campaign.done())
+        self.assertTrue(await la.resign())
+        async with asyncio.timeout(GUARD):
+            lb = await campaign
+        await r.until(2)
+        self.assertEqual(r.items[-1], (lb.fence, "b"))
+        r.task.cancel()
+        await asyncio.gather(r.task, return_exceptions=True)
+        self.assertTrue(await lb.resign())
+
     async def test_second_task_campaigns_after_the_first(self):
         c = await self.client()
         l1 = await c.elect(self.name, "one")

@@ -234,10 +234,16 @@ class FakeServerTest(unittest.IsolatedAsyncioTestCase):
         seen = []
 
         async def serve(r, w):
-            while (line := await r.readline()) and line != b"QUIT\n":
-                seen.append(line.decode().strip())
-                w.write(script.get(seen[-1], "OK 0\n").encode())
-            w.write(b"OK BYE\n")
+            # Each request comes tagged; its reply's first line takes the
+            # tag, an event after it none.
+            while line := await r.readline():
+                tag, _, req = line.decode().strip().partition(" ")
+                self.assertRegex(tag, r"^#[0-9A-Za-z_-]{1,16}$")
+                if req == "QUIT":
+                    w.write(b"%s OK BYE\n" % tag.encode())
+                    break
+                seen.append(req)
+                w.write(("%s %s" % (tag, script.get(req, "OK 0\n"))).encode())
             w.close()
 
         d = tempfile.mkdtemp()
