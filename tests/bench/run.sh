@@ -739,20 +739,32 @@ if want 1-3; then
         skipped "dlockd Java client pairs/s" "skipped (make clients-java)"
     fi
 
-    # ======== ASYNCIO ROWS GO HERE (issue 38) ========
     # dlockd's asyncio client, 50 tasks on one dlock_asyncio client, against
     # redis-py's asyncio Lock (redis.asyncio.lock.Lock, 50 tasks, one
-    # connection pool), on the same Redis: pairs/s of each (info), dlockd's
-    # and redis-server's CPU per pair (client_row gives them), and the ratio,
-    # target >= 1.5x. Its bench script is being written on branch
-    # tags-python-asyncio; once it is in, run it here like client_row does
-    # (it must print pairs_per_sec= and all_pairs=), and the redis-py side
-    # like the node peers above, then replace this skipped row with
-    #   check "dlockd asyncio client / redis-py asyncio Lock (50 tasks each)" \
-    #       "$(calc "$dlock_v / $redispy_v" 2)" "x" ">=" 1.5
-    skipped "dlockd asyncio client / redis-py asyncio Lock (50 tasks each)" \
-        "skipped (not wired yet: branch tags-python-asyncio)" ">= 1.5x"
-    # ======== END OF THE ASYNCIO ROWS ========
+    # connection pool), on the same Redis, one after the other
+    # (asyncio_peers.py): pairs/s of each, dlockd's and redis-server's CPU
+    # per pair under the client (client_row), and the ratio, target >= 1.5x.
+    aio_label="dlockd asyncio client / redis-py asyncio Lock (50 tasks each)"
+    if ! "$PY" -c 'import redis.asyncio' 2>/dev/null; then
+        skipped "$aio_label" "skipped (python3-redis without redis.asyncio)" ">= 1.5x"
+    elif ! aio_out=$(timeout -k 5 $((PEER_S + 60)) "$PY" "$here/asyncio_peers.py" redisaio \
+            --socket "$RSOCK" --tasks 50 --seconds "$PEER_S" 2>"$T/aio.err"); then
+        failed "$aio_label" "redis-py asyncio: $(tail -n 3 "$T/aio.err" | tr '\n' ' ')" ">= 1.5x"
+    else
+        aio_peer=$(kv "$aio_out" pairs_per_sec)
+        need "$aio_peer" "asyncio_peers.py redisaio pairs_per_sec"
+        info "redis-py asyncio Lock pairs/s (50 tasks, 1 connection pool)" "$aio_peer/s"
+        flush_redis
+        cl_shape="50 tasks, 1 connection"
+        client_row "dlockd asyncio client" "$PY" "$here/asyncio_peers.py" dlockaio \
+            --socket "${DSOCK[main]}" --tasks 50 --seconds "$PEER_S"
+        cl_shape="50 loops, 1 connection"
+        if isnum "$cl_v" && isnum "$aio_peer"; then
+            check "$aio_label" "$(calc "$cl_v / $aio_peer" 2)" "x" ">=" 1.5
+        else
+            failed "$aio_label" "no figure" ">= 1.5x"
+        fi
+    fi
 
     # Tagged requests, the protocol itself (dlock-bench speaks it): no
     # head-of-line blocking, and what one connection carrying 50 loops
