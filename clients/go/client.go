@@ -1,4 +1,4 @@
-// The connection: dialing, the FIFO of requests, the writer and the one reader goroutine.
+// The connection: dialing, tagged requests, the writer and the one reader goroutine that matches replies to them.
 // SPDX-License-Identifier: MIT
 
 package dlock
@@ -8,6 +8,7 @@ import (
 	"context"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -25,12 +26,15 @@ const closeWait = 2 * time.Second
 
 // Client is one connection to dlockd, and one lock owner: dlockd counts
 // holds per connection, and closing it releases every lock it holds.
-// A Client is safe for use by many goroutines: their requests share the
-// connection, written in order and answered in order. A request that may
-// wait (a Lock that found the lock taken, a Try… with a wait) holds back
-// the client's later requests until it is granted, times out or is
-// cancelled, because dlockd serves one request of a connection at a time;
-// give independent waiters clients of their own.
+// A Client is safe for use by many goroutines, and any number of them may
+// wait at once: every request goes out tagged, dlockd serves each as soon
+// as it reads it and answers it when it is ready, and the client hands
+// each answer to the goroutine that asked. One goroutine's wait (a Lock of
+// a taken lock, a Try… with a wait, an Elect) holds back no other's
+// request, an Unlock included. Two goroutines asking for one name still
+// take turns in the client (see Lock). dlockd serves at most its
+// max_inflight (1024 by default) of a connection's requests at once; a
+// request past that fails with ErrLimit.
 type Client struct {
 	path string
 	conn *net.UnixConn
@@ -38,27 +42,28 @@ type Client struct {
 	mu        sync.Mutex
 	wcond     *sync.Cond // the writer waits on it for out
 	closed    bool
-	out       []byte  // request lines not yet written
-	inflight  []*call // written, in the order their replies come
-	queued    []*call // held back behind the waiting request
-	blocking  *call   // the request in flight that may wait, or nil
+	shut      bool             // Close: the writer flushes out, then shuts the writing side
+	out       []byte           // request lines not yet written
+	seq       uint64           // the last tag's number
+	pending   map[string]*call // by tag: requests sent and not yet answered
 	holders   map[string][]*hold
 	gates     map[string]*gate
 	observers map[string]*observed
 
 	closeOnce  sync.Once
 	readerDone chan struct{}
+	writerDone chan struct{}
 }
 
 // call is one request and, once done is closed, its reply.
 type call struct {
 	line     string
-	waits    bool // may wait: nothing is sent behind it until it is answered
+	tag      string // its tag on the wire, without the '#'
+	waits    bool   // it may wait in dlockd
 	done     chan struct{}
-	sent     bool
 	answered bool
-	cancel   bool     // CANCEL was written for it
-	reply    string   // the reply line
+	cancel   bool     // CANCEL #tag was sent for it
+	reply    string   // the reply line, without its tag
 	lines    []string // a counted reply's lines after reply (LIST)
 	err      error    // set instead of reply when the connection failed
 
@@ -89,10 +94,12 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 	c := &Client{
 		path:       path,
 		conn:       conn.(*net.UnixConn),
+		pending:    make(map[string]*call),
 		holders:    make(map[string][]*hold),
 		gates:      make(map[string]*gate),
 		observers:  make(map[string]*observed),
 		readerDone: make(chan struct{}),
+		writerDone: make(chan struct{}),
 	}
 	c.wcond = sync.NewCond(&c.mu)
 	go c.readLoop()
@@ -122,22 +129,34 @@ func (c *Client) Path() string { return c.path }
 // the locks are free when it returns. Calling it again does nothing.
 func (c *Client) Close() error {
 	c.mu.Lock()
-	waiting := !c.closed && c.blocking != nil && !c.blocking.cancel
+	if !c.closed {
+		// dlockd answers what it read before it closes a connection whose
+		// writing side is shut: withdraw every request in progress (a wait
+		// would keep it open), then shut it (the writer does, after these).
+		for tag, cl := range c.pending {
+			if !strings.HasPrefix(cl.line, "CANCEL ") {
+				c.writeLineLocked(c.nextTagLocked(), "CANCEL #"+tag)
+			}
+		}
+		c.shut = true
+	}
+	calls := c.failLocked(&Error{Code: "CLOSED", Text: "client closed"})
 	c.mu.Unlock()
-	c.fail(&Error{Code: "CLOSED", Text: "client closed"})
+	closeCalls(calls)
 	c.closeOnce.Do(func() {
-		if waiting { // dlockd reads nothing else while a request waits
-			_, _ = c.conn.Write([]byte("CANCEL\n"))
+		ctx, cancel := context.WithTimeout(context.Background(), closeWait)
+		select { // the last lines written and the writing side shut
+		case <-c.writerDone:
+		case <-ctx.Done():
 		}
-		_ = c.conn.CloseWrite() // dlockd answers what it read, then closes
-		t := time.NewTimer(closeWait)
-		select {
+		select { // dlockd ended the connection: its locks are gone
 		case <-c.readerDone:
-		case <-t.C:
+		case <-ctx.Done():
 		}
-		t.Stop()
+		cancel()
 		_ = c.conn.Close()
 		<-c.readerDone
+		<-c.writerDone
 	})
 	return nil
 }
@@ -146,16 +165,24 @@ func (c *Client) Close() error {
 // ("closed"), local waiters wake with err. Only the first call acts.
 func (c *Client) fail(err error) {
 	c.mu.Lock()
+	calls := c.failLocked(err)
+	c.mu.Unlock()
+	closeCalls(calls)
+}
+
+// failLocked is fail's work under the mutex; it returns the calls whose
+// done the caller closes once it has unlocked.
+func (c *Client) failLocked(err error) []*call {
 	if c.closed {
-		c.mu.Unlock()
-		return
+		return nil
 	}
 	c.closed = true
-	calls := append(c.inflight, c.queued...)
-	c.inflight, c.queued, c.blocking = nil, nil, nil
-	for _, cl := range calls {
+	calls := make([]*call, 0, len(c.pending))
+	for _, cl := range c.pending {
 		cl.err, cl.answered = err, true
+		calls = append(calls, cl)
 	}
+	c.pending = map[string]*call{}
 	for _, hs := range c.holders {
 		for _, h := range append([]*hold(nil), hs...) {
 			h.endLocked(&LostError{Name: h.name, Reason: ReasonClosed})
@@ -176,49 +203,75 @@ func (c *Client) fail(err error) {
 	}
 	c.gates = map[string]*gate{}
 	c.wcond.Broadcast()
-	c.mu.Unlock()
+	return calls
+}
+
+func closeCalls(calls []*call) {
 	for _, cl := range calls {
 		close(cl.done)
 	}
 }
 
-// enqueueLocked sends cl now, or queues it behind a waiting request.
-func (c *Client) enqueueLocked(cl *call) {
-	if c.blocking != nil || len(c.queued) > 0 {
-		c.queued = append(c.queued, cl)
-		return
-	}
-	c.sendLocked(cl)
+// failProto fails the client on something dlockd should never say, and
+// drops the connection: dlockd then releases what it held.
+func (c *Client) failProto(err error) {
+	c.fail(err)
+	_ = c.conn.Close()
 }
 
+// nextTagLocked is the next tag: the connection's counter in base 36,
+// skipping any tag still in progress (after the counter wrapped).
+func (c *Client) nextTagLocked() string {
+	for {
+		c.seq++
+		tag := strconv.FormatUint(c.seq, 36)
+		if c.pending[tag] == nil {
+			return tag
+		}
+	}
+}
+
+// sendLocked tags cl, registers it for its reply and queues its line.
 func (c *Client) sendLocked(cl *call) {
-	cl.sent = true
-	c.inflight = append(c.inflight, cl)
+	cl.tag = c.nextTagLocked()
+	c.pending[cl.tag] = cl
+	c.writeLineLocked(cl.tag, cl.line)
+}
+
+func (c *Client) writeLineLocked(tag, line string) {
 	if len(c.out) == 0 {
 		c.wcond.Signal()
 	}
-	c.out = append(c.out, cl.line...)
+	c.out = append(c.out, '#')
+	c.out = append(c.out, tag...)
+	c.out = append(c.out, ' ')
+	c.out = append(c.out, line...)
 	c.out = append(c.out, '\n')
-	if cl.waits {
-		c.blocking = cl
-	}
 }
 
 func (c *Client) writeLoop() {
+	defer close(c.writerDone)
 	var buf []byte
 	for {
 		c.mu.Lock()
 		for len(c.out) == 0 && !c.closed {
 			c.wcond.Wait()
 		}
-		if c.closed {
+		if c.closed && !c.shut {
 			c.mu.Unlock()
 			return
 		}
+		last := c.closed // closed by Close: these are the last lines
 		buf, c.out = c.out, buf[:0]
 		c.mu.Unlock()
-		if _, err := c.conn.Write(buf); err != nil {
-			c.fail(closedError(err))
+		if len(buf) > 0 {
+			if _, err := c.conn.Write(buf); err != nil {
+				c.fail(closedError(err))
+				return
+			}
+		}
+		if last {
+			_ = c.conn.CloseWrite() // dlockd answers what it read, then closes
 			return
 		}
 	}
@@ -238,30 +291,46 @@ func (c *Client) readLoop() {
 		case line == "":
 		case line[0] == '!':
 			c.event(line)
-		case strings.HasPrefix(line, "OK LIST "):
-			// A counted reply: exactly n "= …" lines follow, no event between.
-			n, _, ok := listHeader(line)
-			if !ok {
-				c.fail(protoError("bad LIST header: " + line))
+		case line[0] == '#':
+			tag, rest, ok := strings.Cut(line[1:], " ")
+			if !ok || tag == "" {
+				c.failProto(protoError("bad tagged reply: " + line))
 				return
 			}
-			lines := make([]string, 0, n)
-			for len(lines) < n {
-				l, err := r.ReadString('\n')
-				if err != nil {
-					c.fail(closedError(err))
+			var lines []string
+			if strings.HasPrefix(rest, "OK LIST ") {
+				// A counted reply: its first line is tagged, exactly n
+				// "= …" lines follow, with nothing between them.
+				n, _, ok := listHeader(rest)
+				if !ok {
+					c.failProto(protoError("bad LIST header: " + line))
 					return
 				}
-				l = strings.TrimRight(l, "\r\n")
-				if !strings.HasPrefix(l, "= ") {
-					c.fail(protoError("LIST entry expected: " + l))
-					return
+				lines = make([]string, 0, n)
+				for len(lines) < n {
+					l, err := r.ReadString('\n')
+					if err != nil {
+						c.fail(closedError(err))
+						return
+					}
+					l = strings.TrimRight(l, "\r\n")
+					if !strings.HasPrefix(l, "= ") {
+						c.failProto(protoError("LIST entry expected: " + l))
+						return
+					}
+					lines = append(lines, l)
 				}
-				lines = append(lines, l)
 			}
-			c.reply(line, lines)
+			if !c.reply(tag, rest, lines) {
+				c.failProto(protoError("reply to no request in progress: " + line))
+				return
+			}
 		default:
-			c.reply(line, nil)
+			// Every request is tagged, so an untagged reply is dlockd's
+			// answer to a malformed tag: the client's bug, which leaves
+			// the request it garbled unanswered. Fail loudly.
+			c.failProto(protoError("untagged reply (a request's tag was malformed): " + line))
+			return
 		}
 	}
 }
@@ -287,19 +356,20 @@ func (c *Client) event(line string) {
 	c.mu.Unlock()
 }
 
-func (c *Client) reply(line string, lines []string) {
+// reply hands the reply of the request tagged tag to its call; false if
+// no request of that tag is in progress.
+func (c *Client) reply(tag, line string, lines []string) bool {
 	c.mu.Lock()
-	if len(c.inflight) == 0 {
-		closed := c.closed
+	if c.closed {
 		c.mu.Unlock()
-		if !closed {
-			c.fail(protoError("reply with no request: " + line))
-		}
-		return
+		return true
 	}
-	cl := c.inflight[0]
-	c.inflight[0] = nil
-	c.inflight = c.inflight[1:]
+	cl := c.pending[tag]
+	if cl == nil {
+		c.mu.Unlock()
+		return false
+	}
+	delete(c.pending, tag)
 	cl.reply, cl.lines, cl.answered = line, lines, true
 	if strings.HasPrefix(line, "OK ") {
 		switch {
@@ -313,23 +383,15 @@ func (c *Client) reply(line string, lines []string) {
 			c.multiGrantedLocked(cl)
 		}
 	}
-	if cl == c.blocking {
-		c.blocking = nil
-		for len(c.queued) > 0 && c.blocking == nil {
-			next := c.queued[0]
-			c.queued[0] = nil
-			c.queued = c.queued[1:]
-			c.sendLocked(next)
-		}
-	}
 	c.mu.Unlock()
 	close(cl.done)
+	return true
 }
 
-// do sends cl and waits for its reply. When ctx ends first, a request
-// still queued is dropped and one waiting on the wire is withdrawn with
-// CANCEL; a grant that came anyway is released; the error is then
-// ErrCancelled (wrapping ctx.Err()). Otherwise the reply is in cl.reply.
+// do sends cl and waits for its reply. When ctx ends first, the request
+// is withdrawn with CANCEL #tag (the other requests in progress go on);
+// a grant that came anyway is released; the error is then ErrCancelled
+// (wrapping ctx.Err()). Otherwise the reply is in cl.reply.
 func (c *Client) do(ctx context.Context, cl *call) error {
 	if ctx.Err() != nil {
 		return cancelError(ctx)
@@ -339,7 +401,7 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 		c.mu.Unlock()
 		return closedError(nil)
 	}
-	c.enqueueLocked(cl)
+	c.sendLocked(cl)
 	c.mu.Unlock()
 	select {
 	case <-cl.done:
@@ -353,15 +415,11 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 	case <-ctx.Done():
 	}
 	c.mu.Lock()
-	switch {
-	case cl.answered:
-	case !cl.sent:
-		c.removeQueuedLocked(cl)
-		c.mu.Unlock()
-		return cancelError(ctx)
-	case cl == c.blocking && !cl.cancel:
+	if !cl.answered && !cl.cancel && !c.closed {
+		// Nobody waits for the CANCEL's own reply: cl's comes first
+		// (ERR CANCELLED, or the grant that raced it).
 		cl.cancel = true
-		c.sendLocked(newCall("CANCEL", false))
+		c.sendLocked(newCall("CANCEL #"+cl.tag, false))
 	}
 	c.mu.Unlock()
 	<-cl.done
@@ -372,15 +430,6 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 		c.undo(cl)
 	}
 	return cancelError(ctx)
-}
-
-func (c *Client) removeQueuedLocked(cl *call) {
-	for i, q := range c.queued {
-		if q == cl {
-			c.queued = append(c.queued[:i], c.queued[i+1:]...)
-			return
-		}
-	}
 }
 
 // undo releases what a granted call got for a caller that gave up.

@@ -288,7 +288,7 @@ func TestCancelRace(t *testing.T) {
 }
 
 // A cancel of a goroutine waiting in the client (for the name's local
-// FIFO, or behind another request's wait) sends nothing.
+// FIFO) sends nothing.
 func TestCancelLocalWaits(t *testing.T) {
 	c := dial(t)
 	ctx, name := guard(t), testName(t)

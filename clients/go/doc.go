@@ -37,16 +37,24 @@
 // pending call fails at once with ErrClosed.
 //
 // Cancellation: every call that may wait takes a context. When it ends,
-// a request still queued in the client is dropped and one waiting in
-// dlockd is withdrawn (CANCEL); if the grant raced the cancel, the client
-// releases it. The call returns ErrCancelled (which wraps ctx.Err()), and
-// nothing stays held.
+// a goroutine still waiting in the client for a name's turn gives up its
+// place, and a request in dlockd is withdrawn (CANCEL #<its tag>); if the
+// grant raced the cancel, the client releases it before the call returns.
+// The call returns ErrCancelled (which wraps ctx.Err()), nothing stays
+// held, and the client's other requests go on undisturbed.
 //
-// dlockd serves one request of a connection at a time, so while a request
-// of the client waits in dlockd (a Lock of a lock that is taken, a Try…
-// with a wait), the client's other requests wait behind it until it is
-// granted, times out or is cancelled. Lock, RLock, WLock, FairLock and
-// Acquire first try without waiting (a request that pipelines with the
-// others) and wait only when that finds the lock taken. Give goroutines
-// that wait independently clients of their own.
+// Any number of goroutines may wait at once on one Client: every request
+// goes out tagged (#<tag>), dlockd serves it as soon as it reads it and
+// answers when it is ready, and the client hands each answer to the
+// goroutine that asked. A wait holds back no other request of the client;
+// ending one goroutine's ctx withdraws its request alone (CANCEL #<tag>).
+//
+//	for _, job := range jobs { // 100 goroutines, one connection
+//		go func(job string) {
+//			l, err := c.Lock(ctx, "job-"+job)
+//			if err != nil { ... }
+//			defer l.Unlock()
+//			run(l.Context(), job)
+//		}(job)
+//	}
 package dlock

@@ -50,10 +50,8 @@ func (l *Leadership) Value() string { return l.value }
 // Resign gives leadership up (RESIGN): the next candidate takes over at
 // once. It returns nil if dlockd said this connection led, the handle's
 // *LostError if leadership had been lost, and ErrNotHeld if it had been
-// resigned already or dlockd no longer counted it. It does not wait for
-// other requests than its own (but, like every request, it goes after a
-// request of the client that waits in dlockd), so `defer lead.Resign()`
-// is safe.
+// resigned already or dlockd no longer counted it. It waits for no other
+// request than its own, so `defer lead.Resign()` is safe.
 func (l *Leadership) Resign() error {
 	c := l.c
 	c.mu.Lock()
@@ -66,7 +64,7 @@ func (l *Leadership) Resign() error {
 		return err
 	}
 	cl := newCall("RESIGN "+l.name, false)
-	c.enqueueLocked(cl) // before the gate opens: the client's next Elect goes after it
+	c.sendLocked(cl) // before the gate opens: the client's next Elect goes after it
 	l.endLocked(nil)
 	c.mu.Unlock()
 	<-cl.done
@@ -114,9 +112,9 @@ func checkValue(value string) error {
 // stays held: ErrCancelled. WithLease gives the leadership a lease to
 // Renew; without it the leadership lasts while the connection lives.
 //
-// ELECT always waits in dlockd, so while a campaign waits the client's
-// other requests wait behind it: campaign on a client of its own. Two
-// goroutines of one client electing one name take turns, as with Lock.
+// A campaign holds back none of the client's other requests while it
+// waits (an Observe of the same name, a Lock). Two goroutines of one
+// client electing one name take turns in the client, as with Lock.
 func (c *Client) Elect(ctx context.Context, name, value string, opts ...Option) (*Leadership, error) {
 	if err := checkName(name); err != nil {
 		return nil, err

@@ -35,10 +35,10 @@ func TestFakeElectCancel(t *testing.T) {
 		_, err := c.Elect(ctx, "e", "v1", WithLease(3*time.Second))
 		res <- err
 	}()
-	f.expect(t, "ELECT e v1 3000")
+	te := f.expect(t, "ELECT e v1 3000")
 	cancel()
-	f.expect(t, "CANCEL")
-	f.send(t, "ERR CANCELLED withdrawn", "OK 1")
+	tc := f.expect(t, "CANCEL #"+te)
+	f.send(t, "#"+te+" ERR CANCELLED withdrawn", "#"+tc+" OK 1")
 	if err := <-res; !errors.Is(err, ErrCancelled) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("elect: %v", err)
 	}
@@ -48,12 +48,11 @@ func TestFakeElectCancel(t *testing.T) {
 		_, err := c.Elect(ctx, "e", "v2")
 		res <- err
 	}()
-	f.expect(t, "ELECT e v2")
+	te = f.expect(t, "ELECT e v2")
 	cancel()
-	f.expect(t, "CANCEL")
-	f.send(t, "OK 12", "OK 0")
-	f.expect(t, "RESIGN e")
-	f.send(t, "OK 1")
+	tc = f.expect(t, "CANCEL #"+te)
+	f.send(t, "#"+te+" OK 12", "#"+tc+" OK 0")
+	f.reply(t, f.expect(t, "RESIGN e"), "OK 1")
 	if err := <-res; !errors.Is(err, ErrCancelled) {
 		t.Fatalf("raced elect: %v", err)
 	}
@@ -64,9 +63,11 @@ func TestFakeElectCancel(t *testing.T) {
 	}
 }
 
-// Nothing goes behind a waiting ELECT: an OBSERVE, a second campaign of
-// the name and a RESIGN wait in the client until it is answered.
-func TestFakeNothingBehindElect(t *testing.T) {
+// A waiting ELECT holds back none of the client's other requests: an
+// OBSERVE goes out and is answered while it waits. A second campaign of
+// the same name waits in the client (nothing sent) until the first
+// leadership ends, and RESIGN goes out before it.
+func TestFakeObserveBesideElect(t *testing.T) {
 	c, f := newFake(t)
 	ctx := guard(t)
 	type res struct {
@@ -78,7 +79,7 @@ func TestFakeNothingBehindElect(t *testing.T) {
 		l, err := c.Elect(ctx, "n", "a")
 		first <- res{l, err}
 	}()
-	f.expect(t, "ELECT n a")
+	te := f.expect(t, "ELECT n a")
 	go func() {
 		l, err := c.Elect(ctx, "n", "b") // waits for the first's leadership to end
 		second <- res{l, err}
@@ -91,21 +92,24 @@ func TestFakeNothingBehindElect(t *testing.T) {
 		}
 		obs <- o
 	}()
+	f.reply(t, f.expect(t, "OBSERVE m"), "OK NONE")
+	o := <-obs
+	if ch := next(t, o); !ch.None {
+		t.Fatalf("first change %+v", ch)
+	}
 	select {
 	case l := <-f.lines:
-		t.Fatalf("sent %q behind a waiting ELECT", l)
+		t.Fatalf("sent %q: a second campaign of n beside the first", l)
 	case <-time.After(100 * time.Millisecond): // a check that nothing is sent
 	}
-	f.send(t, "OK 4")
-	f.expect(t, "OBSERVE m")
-	f.send(t, "OK 4 a")
+	f.send(t, "!LEADER m 4 a")
+	f.reply(t, te, "OK 4")
 	r := <-first
 	if r.err != nil || r.l.Fence() != 4 {
 		t.Fatalf("first: %+v", r)
 	}
-	o := <-obs
 	if ch := next(t, o); ch.None || ch.Fence != 4 || ch.Value != "a" {
-		t.Fatalf("first change %+v", ch)
+		t.Fatalf("second change %+v", ch)
 	}
 	go f.serve(t, "RESIGN n", "OK 1")
 	if err := r.l.Resign(); err != nil {
@@ -115,13 +119,13 @@ func TestFakeNothingBehindElect(t *testing.T) {
 	if err := r.l.Resign(); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("second resign: %v", err)
 	}
-	f.expect(t, "ELECT n b")
-	f.send(t, "!LEADER m 5 b", "OK 5")
+	te = f.expect(t, "ELECT n b")
+	f.send(t, "!LEADER m 5 b", "#"+te+" OK 5")
 	if r := <-second; r.err != nil || r.l.Fence() != 5 {
 		t.Fatalf("second: %+v", r)
 	}
 	if ch := next(t, o); ch.Fence != 5 || ch.Value != "b" {
-		t.Fatalf("second change %+v", ch)
+		t.Fatalf("third change %+v", ch)
 	}
 }
 
@@ -166,8 +170,7 @@ func TestFakeObserveAndLoss(t *testing.T) {
 	if !errors.Is(o2.Err(), ErrCancelled) {
 		t.Fatalf("o2 err %v", o2.Err())
 	}
-	f.expect(t, "UNOBSERVE x")
-	f.send(t, "OK 1")
+	f.reply(t, f.expect(t, "UNOBSERVE x"), "OK 1")
 
 	go f.serve(t, "ELECT x v 500", "OK 3", "!LOST x expired")
 	l, err := c.Elect(ctx, "x", "v", WithLease(500*time.Millisecond))
@@ -190,9 +193,8 @@ func TestFakeObserveAndLoss(t *testing.T) {
 	if _, err := c.Observe(ctx, "w"); !errors.Is(err, ErrLimit) {
 		t.Fatalf("observe above the limit: %v", err)
 	}
-	f.expect(t, "UNOBSERVE w") // harmless: OK 0
-	f.send(t, "OK 0")
-	f.conn.Close() // dlockd goes away
+	f.reply(t, f.expect(t, "UNOBSERVE w"), "OK 0") // harmless
+	f.conn.Close()                                 // dlockd goes away
 	c.Close()
 	if err := l.Resign(); !errors.Is(err, ErrLost) {
 		t.Fatalf("resign after close: %v", err)

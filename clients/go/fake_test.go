@@ -9,6 +9,7 @@ import (
 	"errors"
 	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -52,37 +53,95 @@ func newFake(t *testing.T) (*Client, *fake) {
 	return c, f
 }
 
-func (f *fake) expect(t *testing.T, want string) {
+// next reads the client's next request: its tag and the request after it.
+// Every request of the client is tagged.
+func (f *fake) next(t *testing.T) (tag, req string) {
 	t.Helper()
 	select {
-	case got := <-f.lines:
-		if got != want {
-			t.Fatalf("fake read %q, want %q", got, want)
+	case got, ok := <-f.lines:
+		if !ok {
+			t.Fatal("the client closed the connection")
 		}
+		tag, req, ok = cutTag(got)
+		if !ok {
+			t.Fatalf("fake read %q: not a tagged request", got)
+		}
+		return tag, req
 	case <-time.After(hangGuard):
-		t.Fatalf("fake did not get %q", want)
+		t.Fatal("fake got no request")
+	}
+	return "", ""
+}
+
+// cutTag splits "#<tag> <request>", checking the tag's form.
+func cutTag(line string) (tag, req string, ok bool) {
+	if !strings.HasPrefix(line, "#") {
+		return "", "", false
+	}
+	tag, req, ok = strings.Cut(line[1:], " ")
+	if !ok || len(tag) < 1 || len(tag) > 16 {
+		return "", "", false
+	}
+	for _, ch := range tag {
+		if !(ch >= '0' && ch <= '9' || ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch == '_' || ch == '-') {
+			return "", "", false
+		}
+	}
+	return tag, req, true
+}
+
+// expect reads the next request, which must be want; it returns its tag.
+func (f *fake) expect(t *testing.T, want string) string {
+	t.Helper()
+	tag, got := f.next(t)
+	if got != want {
+		t.Fatalf("fake read %q, want %q", got, want)
+	}
+	return tag
+}
+
+// tagged is lines as the reply to tag: each line tagged, but events
+// ("!…") and a LIST block's entries ("= …").
+func tagged(tag string, lines []string) []byte {
+	var b []byte
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "!") && !strings.HasPrefix(l, "= ") {
+			b = append(b, "#"+tag+" "...)
+		}
+		b = append(b, l+"\n"...)
+	}
+	return b
+}
+
+// reply answers the request tagged tag with lines (see tagged).
+func (f *fake) reply(t *testing.T, tag string, lines ...string) {
+	t.Helper()
+	if _, err := f.conn.Write(tagged(tag, lines)); err != nil {
+		t.Fatal(err)
 	}
 }
 
-// serve, for a goroutine of the test: reads want, then answers replies.
+// serve, for a goroutine of the test: reads want, then answers replies
+// (see tagged).
 func (f *fake) serve(t *testing.T, want string, replies ...string) {
+	var line string
 	select {
-	case got := <-f.lines:
-		if got != want {
-			t.Errorf("fake read %q, want %q", got, want)
-			return
-		}
+	case line = <-f.lines:
 	case <-time.After(hangGuard):
 		t.Errorf("fake did not get %q", want)
 		return
 	}
-	for _, l := range replies {
-		if _, err := f.conn.Write([]byte(l + "\n")); err != nil {
-			t.Error(err)
-		}
+	tag, got, ok := cutTag(line)
+	if !ok || got != want {
+		t.Errorf("fake read %q, want #<tag> %q", line, want)
+		return
+	}
+	if _, err := f.conn.Write(tagged(tag, replies)); err != nil {
+		t.Error(err)
 	}
 }
 
+// send writes lines as they are.
 func (f *fake) send(t *testing.T, lines ...string) {
 	t.Helper()
 	for _, l := range lines {
@@ -92,8 +151,9 @@ func (f *fake) send(t *testing.T, lines ...string) {
 	}
 }
 
-// The grant raced the CANCEL (OK 0): the client releases the lock it got
-// and the call fails with ErrCancelled.
+// The grant raced the CANCEL (#t OK …, then the CANCEL's OK 0): the
+// client releases the lock it got before the call returns ErrCancelled,
+// and another goroutine's wait in progress meanwhile is undisturbed.
 func TestFakeGrantRacesCancel(t *testing.T) {
 	c, f := newFake(t)
 	ctx, cancel := context.WithCancel(guard(t))
@@ -102,24 +162,35 @@ func TestFakeGrantRacesCancel(t *testing.T) {
 		_, err := c.Lock(ctx, "x")
 		res <- err
 	}()
-	f.expect(t, "TRYLOCK x 0")
-	f.send(t, "TIMEOUT 500")
-	f.expect(t, "LOCK x")
-	// a request behind the waiting LOCK stays in the client meanwhile
-	pctx, pcancel := context.WithCancel(guard(t))
-	pres := make(chan error, 1)
-	go func() { pres <- c.Ping(pctx) }()
-	pcancel()
-	if err := <-pres; !errors.Is(err, ErrCancelled) {
-		t.Fatalf("queued ping: %v", err)
-	}
+	tx := f.expect(t, "LOCK x")
+	other := make(chan *Lock, 1)
+	go func() {
+		l, err := c.Lock(guard(t), "y")
+		if err != nil {
+			t.Error(err)
+		}
+		other <- l
+	}()
+	ty := f.expect(t, "LOCK y")
 	cancel()
-	f.expect(t, "CANCEL")
-	f.send(t, "OK 7 1", "OK 0")
-	f.expect(t, "UNLOCK x")
-	f.send(t, "OK 0")
+	tc := f.expect(t, "CANCEL #"+tx)
+	if tc == tx || tc == ty {
+		t.Fatalf("CANCEL tagged %q, a tag in progress", tc)
+	}
+	f.send(t, "#"+tx+" OK 7 1", "#"+tc+" OK 0")
+	tu := f.expect(t, "UNLOCK x")
+	select {
+	case err := <-res:
+		t.Fatalf("the cancelled Lock returned (%v) before its raced grant was released", err)
+	default:
+	}
+	f.reply(t, tu, "OK 0")
 	if err := <-res; !errors.Is(err, ErrCancelled) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("lock: %v", err)
+	}
+	f.reply(t, ty, "OK 8 1")
+	if l := <-other; l == nil || l.Fence() != 8 {
+		t.Fatalf("the other wait: %+v", l)
 	}
 	go f.serve(t, "PING", "OK PONG")
 	if err := c.Ping(guard(t)); err != nil {
@@ -127,7 +198,7 @@ func TestFakeGrantRacesCancel(t *testing.T) {
 	}
 }
 
-// CANCEL answered the dlockd way: ERR CANCELLED, then OK 1.
+// CANCEL answered the dlockd way: #t ERR CANCELLED, then the CANCEL's OK 1.
 func TestFakeCancelled(t *testing.T) {
 	c, f := newFake(t)
 	ctx, cancel := context.WithCancel(guard(t))
@@ -136,10 +207,10 @@ func TestFakeCancelled(t *testing.T) {
 		_, err := c.TryLock(ctx, "y", time.Minute, WithLease(2*time.Second))
 		res <- err
 	}()
-	f.expect(t, "TRYLOCK y 60000 2000")
+	ty := f.expect(t, "TRYLOCK y 60000 2000")
 	cancel()
-	f.expect(t, "CANCEL")
-	f.send(t, "ERR CANCELLED withdrawn", "OK 1")
+	tc := f.expect(t, "CANCEL #"+ty)
+	f.send(t, "#"+ty+" ERR CANCELLED withdrawn", "#"+tc+" OK 1")
 	if err := <-res; !errors.Is(err, ErrCancelled) {
 		t.Fatalf("trylock: %v", err)
 	}
@@ -150,7 +221,7 @@ func TestFakeCancelled(t *testing.T) {
 func TestFakeLostAndStaleReentry(t *testing.T) {
 	c, f := newFake(t)
 	ctx := guard(t)
-	go f.serve(t, "TRYLOCK z 0", "OK 9 1", "!LOST z expired")
+	go f.serve(t, "LOCK z", "OK 9 1", "!LOST z expired")
 	l, err := c.Lock(ctx, "z")
 	if err != nil {
 		t.Fatal(err)

@@ -86,7 +86,7 @@ func (l *Lock) Unlock() error {
 	}
 	l.holds--
 	cl := newCall(verbs[l.kind].unlock+" "+l.name, false)
-	c.enqueueLocked(cl) // before the gate opens: the next holder's LOCK goes after it
+	c.sendLocked(cl) // before the gate opens: the next holder's LOCK goes after it
 	if l.holds == 0 {
 		l.endLocked(nil)
 	}
@@ -134,8 +134,13 @@ func (l *Lock) Renew(ctx context.Context, lease time.Duration) (time.Duration, e
 }
 
 // Lock takes the plain lock name, waiting as long as it takes (or until
-// ctx ends: ErrCancelled, and nothing stays held). While this client's
-// request waits on the wire, the client's other requests wait behind it.
+// ctx ends: ErrCancelled, and nothing stays held). Any number of the
+// client's goroutines may wait at once, for different names: each is
+// granted when its own name is, and its wait holds back no other request
+// of the client. Goroutines of one client asking for the same name take
+// turns in the client (dlockd would count the second a reentry of the
+// first's hold): the second one's request goes out once the first's
+// handle has let go.
 func (c *Client) Lock(ctx context.Context, name string, opts ...Option) (*Lock, error) {
 	return c.lockKind(ctx, kindPlain, name, false, 0, opts)
 }
@@ -227,9 +232,8 @@ func (s *grantSpec) call(line string, waits bool) *call {
 func (s *grantSpec) label() string { return s.name }
 
 // grant asks for a and returns the call with its OK reply, or the error:
-// *TimeoutError, *Error, ErrCancelled. A waiting form (try unset) first
-// tries without waiting, a request that pipelines with the client's
-// others, and waits on the wire only when that one timed out.
+// *TimeoutError, *Error, ErrCancelled. The waiting form (try unset) waits
+// in dlockd; the client's other requests go on meanwhile.
 func (c *Client) grant(ctx context.Context, a asked, try bool, deadline time.Time) (*call, error) {
 	wait := int64(0)
 	if try {
@@ -237,15 +241,9 @@ func (c *Client) grant(ctx context.Context, a asked, try bool, deadline time.Tim
 			wait, _ = millis("wait", d)
 		}
 	}
-	cl := a.call(a.line(true, wait), wait > 0)
+	cl := a.call(a.line(try, wait), !try || wait > 0)
 	if err := c.do(ctx, cl); err != nil {
 		return cl, err
-	}
-	if !try && strings.HasPrefix(cl.reply, "TIMEOUT") {
-		cl = a.call(a.line(false, 0), true)
-		if err := c.do(ctx, cl); err != nil {
-			return cl, err
-		}
 	}
 	switch {
 	case strings.HasPrefix(cl.reply, "OK "):

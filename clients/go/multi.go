@@ -196,7 +196,7 @@ func contains(words []string, w string) bool {
 // Two goroutines of one client never hold one name at once: MultiLock
 // waits locally, in the order of the sorted names, until none of the set
 // is held through another handle of this client. While the request waits
-// in dlockd, the client's other requests wait behind it.
+// in dlockd, the client's other requests go on.
 func (c *Client) MultiLock(ctx context.Context, names []string, opts ...Option) (*MultiHold, error) {
 	return c.multiLock(ctx, names, false, 0, opts)
 }

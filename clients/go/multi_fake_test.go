@@ -44,7 +44,7 @@ func TestFakeMultiBadInput(t *testing.T) {
 	}
 }
 
-// MultiLock tries first, then waits; the fences come in the order asked;
+// MultiLock waits in dlockd (MLOCK); the fences come in the order asked;
 // Unlock sends MUNLOCK of the set.
 func TestFakeMultiGrantAndUnlock(t *testing.T) {
 	c, f := newFake(t)
@@ -57,10 +57,7 @@ func TestFakeMultiGrantAndUnlock(t *testing.T) {
 		}
 		res <- m
 	}()
-	f.expect(t, "TRYMLOCK 2 b a 0 5000")
-	f.send(t, "TIMEOUT 300")
-	f.expect(t, "MLOCK 2 b a 5000")
-	f.send(t, "OK 7 3")
+	f.reply(t, f.expect(t, "MLOCK 2 b a 5000"), "OK 7 3")
 	m := <-res
 	if m == nil {
 		t.FailNow()
@@ -98,24 +95,21 @@ func TestFakeMultiCancel(t *testing.T) {
 			_, err := c.MultiLock(ctx, []string{"x", "y"})
 			res <- err
 		}()
-		f.expect(t, "TRYMLOCK 2 x y 0")
-		f.send(t, "TIMEOUT 100")
-		f.expect(t, "MLOCK 2 x y")
+		tm := f.expect(t, "MLOCK 2 x y")
 		cancel()
-		f.expect(t, "CANCEL")
+		tc := f.expect(t, "CANCEL #"+tm)
 		if raced {
-			f.send(t, "OK 4 5", "OK 0")
-			f.expect(t, "MUNLOCK 2 x y")
-			f.send(t, "OK 0 0")
+			f.send(t, "#"+tm+" OK 4 5", "#"+tc+" OK 0")
+			f.reply(t, f.expect(t, "MUNLOCK 2 x y"), "OK 0 0")
 		} else {
-			f.send(t, "ERR CANCELLED withdrawn", "OK 1")
+			f.send(t, "#"+tm+" ERR CANCELLED withdrawn", "#"+tc+" OK 1")
 		}
 		if err := <-res; !errors.Is(err, ErrCancelled) || !errors.Is(err, context.Canceled) {
 			t.Fatalf("raced %v: %v", raced, err)
 		}
 	}
 	// the local gates were given back: a Lock of y goes straight out
-	go f.serve(t, "TRYLOCK y 0", "OK 6 1")
+	go f.serve(t, "LOCK y", "OK 6 1")
 	if _, err := c.Lock(guard(t), "y"); err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +174,7 @@ func TestFakeMultiLoss(t *testing.T) {
 func TestFakeMultiLocalGates(t *testing.T) {
 	c, f := newFake(t)
 	ctx := guard(t)
-	go f.serve(t, "TRYMLOCK 2 a b 0", "OK 1 1")
+	go f.serve(t, "MLOCK 2 a b", "OK 1 1")
 	first, err := c.MultiLock(ctx, []string{"a", "b"})
 	if err != nil {
 		t.Fatal(err)
@@ -211,37 +205,32 @@ func TestFakeMultiLocalGates(t *testing.T) {
 		t.Fatal(err)
 	}
 	// whichever queued first on b's gate goes first; serve both in turn
-	var got string
-	select {
-	case got = <-f.lines:
-	case <-time.After(hangGuard):
-		t.Fatal("nothing sent after the unlock")
-	}
+	tag, got := f.next(t)
 	if strings.HasPrefix(got, "TRYLOCK b ") { // its wait is what is left of a minute
 		got = "TRYLOCK b"
 	}
 	switch got {
-	case "TRYMLOCK 2 b a 0":
-		f.send(t, "OK 2 2")
+	case "MLOCK 2 b a":
+		f.reply(t, tag, "OK 2 2")
 		m := <-second
 		go f.serve(t, "MUNLOCK 2 b a", "OK 0 0")
 		if err := m.Unlock(); err != nil {
 			t.Fatal(err)
 		}
-		if l := <-f.lines; !strings.HasPrefix(l, "TRYLOCK b ") {
+		tag, l := f.next(t)
+		if !strings.HasPrefix(l, "TRYLOCK b ") {
 			t.Fatalf("sent %q", l)
 		}
-		f.send(t, "OK 3 1")
+		f.reply(t, tag, "OK 3 1")
 		<-single
 	case "TRYLOCK b":
-		f.send(t, "OK 2 1")
+		f.reply(t, tag, "OK 2 1")
 		l := <-single
 		go f.serve(t, "UNLOCK b", "OK 0")
 		if err := l.Unlock(); err != nil {
 			t.Fatal(err)
 		}
-		f.expect(t, "TRYMLOCK 2 b a 0")
-		f.send(t, "OK 3 3")
+		f.reply(t, f.expect(t, "MLOCK 2 b a"), "OK 3 3")
 		<-second
 	default:
 		t.Fatalf("unexpected %q", got)

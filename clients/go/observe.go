@@ -224,6 +224,6 @@ func (o *Observation) endLocked(err error) {
 	}
 	if ob.count--; ob.count == 0 {
 		delete(c.observers, o.name)
-		c.enqueueLocked(newCall("UNOBSERVE "+o.name, false)) // nobody waits for its answer
+		c.sendLocked(newCall("UNOBSERVE "+o.name, false)) // nobody waits for its answer
 	}
 }

@@ -57,7 +57,7 @@ func (p *Permits) Release(n int) (int, error) {
 	}
 	p.n -= n
 	cl := newCall("RELEASE "+p.name+" "+strconv.Itoa(n), false)
-	c.enqueueLocked(cl)
+	c.sendLocked(cl)
 	if p.n == 0 {
 		p.endLocked(nil)
 	}
