@@ -83,14 +83,17 @@ export interface ConnectOptions {
 }
 
 export interface LockOptions {
-  /** Lease in ms; 0 or absent: watchdog mode (dlockd renews while the connection lives). */
+  /**
+   * Lease in ms, a fraction rounded up (0.5 is 1 ms, never "no lease"); 0 or
+   * absent: watchdog mode (dlockd renews while the connection lives).
+   */
   lease?: number;
   /** Aborting it cancels the wait: the call rejects with a DOMException named 'AbortError'. */
   signal?: AbortSignal;
 }
 
 export interface TryLockOptions extends LockOptions {
-  /** How long to wait, in ms (default 0: one try). */
+  /** How long to wait, in ms, a fraction rounded up (default 0: one try). */
   wait?: number;
 }
 
@@ -135,7 +138,7 @@ export interface MultiLockOptions extends LockOptions {
 }
 
 export interface TryMultiLockOptions extends MultiLockOptions {
-  /** How long to wait, in ms (default 0: one try). */
+  /** How long to wait, in ms, a fraction rounded up (default 0: one try). */
   wait?: number;
 }
 

@@ -9,7 +9,7 @@ import { listLine, parseListing } from './list.js';
 import { KINDS, LockHandle, PermitsHandle, leaseWords } from './handles.js';
 import { MultiLockHandle, checkNames, parseFences, setWords } from './multi.js';
 import {
-  DEFAULT_SOCKET, PERMITS_MAX, checkName, checkNum, parseCount, parseGrant, parseStatus,
+  DEFAULT_SOCKET, PERMITS_MAX, checkMs, checkName, checkNum, parseCount, parseGrant, parseStatus,
 } from './proto.js';
 
 /**
@@ -234,7 +234,7 @@ export class Client {
     const { lease, signal } = opts;
     checkName(name);
     leaseWords(lease);
-    const wait = isTry ? checkNum('wait', opts.wait ?? 0) : undefined;
+    const wait = isTry ? checkMs('wait', opts.wait ?? 0) : undefined;
     const k = KINDS[kind];
     const what = `${k.take} ${name}`;
     const entry = this.#entry(name);
@@ -292,7 +292,7 @@ export class Client {
     const { lease, signal } = opts;
     const list = checkNames(names);
     leaseWords(lease);
-    const wait = isTry ? checkNum('wait', opts.wait ?? 0) : undefined;
+    const wait = isTry ? checkMs('wait', opts.wait ?? 0) : undefined;
     const held = [...(opts.held ?? [])];
     for (const lender of held) {
       if (lender?.client !== this || typeof lender._holds !== 'function') {
@@ -369,7 +369,7 @@ export class Client {
     const { lease, signal } = opts ?? {};
     checkName(name);
     checkNum('permits', permits, 1, PERMITS_MAX);
-    const wait = isTry ? checkNum('wait', opts?.wait ?? 0) : 0;
+    const wait = isTry ? checkMs('wait', opts?.wait ?? 0) : 0;
     const what = `ACQUIRE ${name} ${permits}`;
     const line = isTry
       ? `TRYACQUIRE ${name} ${permits} ${wait}${leaseWords(lease)}`

@@ -2,7 +2,7 @@
 // SPDX-License-Identifier: MIT
 
 import { LockLostError, NotHeldError, ProtocolError, errorFromReply } from './errors.js';
-import { checkNum, parseCount, parseGrant } from './proto.js';
+import { checkMs, checkNum, parseCount, parseGrant } from './proto.js';
 
 /** The verbs of each lock kind, and how it passes the client's local gate. */
 export const KINDS = {
@@ -12,8 +12,10 @@ export const KINDS = {
   write: { take: 'WLOCK', try: 'TRYWLOCK', drop: 'WUNLOCK', mode: 'x' },
 };
 
+/** A request's lease words: none for absent or 0 (watchdog, or RENEW's own lease), else ` <ms>`. */
 export function leaseWords(lease) {
-  return lease === undefined || checkNum('lease', lease) === 0 ? '' : ` ${lease}`;
+  const ms = lease === undefined ? 0 : checkMs('lease', lease);
+  return ms === 0 ? '' : ` ${ms}`;
 }
 
 /** What handles share: a loss signal and their client's bookkeeping. */

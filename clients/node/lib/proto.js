@@ -35,6 +35,21 @@ export function checkNum(what, v, low = 0, high = NUM_MAX) {
   return v;
 }
 
+/**
+ * Returns v, a time in ms, as the whole ms sent on the wire: a fraction is
+ * rounded up (a lease of 0.5 ms is 1 ms, never 0, which for a lease means
+ * "no lease"; the Go and Java clients round their durations so too). Throws
+ * code ARGS unless v is a number from 0 to NUM_MAX once rounded.
+ */
+export function checkMs(what, v) {
+  if (typeof v !== 'number' || Number.isNaN(v)) {
+    throw new BadRequestError('ARGS', `${what} must be a number of ms, not ${typeof v === 'number' ? v : typeof v}`);
+  }
+  const ms = Math.ceil(v);
+  if (v < 0 || !(ms <= NUM_MAX)) throw new BadRequestError('ARGS', `${what} must be 0 to ${NUM_MAX} ms, not ${v}`);
+  return ms + 0; // -0 as 0
+}
+
 /** A reply line as {type: 'OK'|'TIMEOUT'|'ERR', words, code, text}. */
 export function parseReply(line) {
   const words = line.split(/[ \t]+/).filter((w) => w !== '');
