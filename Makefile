@@ -360,19 +360,24 @@ clients-shell-test: $(BUILD)/dlockd
 # The Node client (clients/node): nothing to compile; each file is syntax-checked
 # and the package's files copied to $(BUILD)/node (what `npm pack` ships).
 clients-node:
-	@for f in clients/node/*.js clients/node/lib/*.js clients/node/test/*.js; do node --check "$$f" || exit 1; done
+	@for f in clients/node/*.js clients/node/*.cjs clients/node/lib/*.cjs clients/node/test/*.js; do \
+	  node --check "$$f" || exit 1; done
 	@rm -rf $(BUILD)/node && mkdir -p $(BUILD)/node
-	@cp -R clients/node/package.json clients/node/index.js clients/node/index.d.ts clients/node/README.md \
-	  clients/node/lib $(BUILD)/node/
+	@cp -R clients/node/package.json clients/node/index.js clients/node/index.cjs clients/node/index.d.ts \
+	  clients/node/index.d.cts clients/node/README.md clients/node/lib $(BUILD)/node/
 
 # The Node client's own tests (node --test), against the real daemon.
 clients-node-test: $(BUILD)/dlockd clients-node
 	@echo "== clients/node/test"
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) node --test clients/node/test/*.test.js
 
-# index.d.ts type-checked: test/types.ts uses every export (test/types.test.js
-# checks that it does). TypeScript, the package's devDependency, is installed
-# with npm into $(BUILD)/node-dev, never into the source tree.
+# The types checked as consumers see them: test/types.ts uses every export
+# (test/types.test.js checks that it does) and is compiled in an ES module
+# and in a CommonJS project (package.json's type) with module node16, which
+# takes the package's exports (import, require), and in the CommonJS one
+# with module commonjs too (its main and types), dlockd-client linked into
+# each project's node_modules. TypeScript, the package's devDependency, is
+# installed with npm into $(BUILD)/node-dev, never into the source tree.
 NODE_TSC := $(BUILD)/node-dev/node_modules/.bin/tsc
 $(NODE_TSC): clients/node/package.json
 	@rm -rf $(BUILD)/node-dev && mkdir -p $(BUILD)/node-dev && cp clients/node/package.json $(BUILD)/node-dev/
@@ -380,8 +385,11 @@ $(NODE_TSC): clients/node/package.json
 	  --loglevel=error
 	@touch $@
 clients-node-types: $(NODE_TSC)
-	@echo "== clients/node: tsc --noEmit --strict test/types.ts"
-	@$(NODE_TSC) --noEmit --strict --target es2022 --module nodenext clients/node/test/types.ts
+	@for c in module:node16 commonjs:node16 commonjs:commonjs; do t=$${c%:*} m=$${c#*:}; d=$(BUILD)/node-types/$$t; \
+	  echo "== clients/node: tsc --noEmit --strict --module $$m test/types.ts, in a project of type $$t"; \
+	  rm -rf $$d && mkdir -p $$d/node_modules && printf '{ "type": "%s" }\n' $$t >$$d/package.json && \
+	  cp clients/node/test/types.ts $$d/ && ln -s $(abspath clients/node) $$d/node_modules/dlockd-client && \
+	  $(NODE_TSC) --noEmit --strict --target es2022 --module $$m $$d/types.ts || exit 1; done
 
 # The asyncio Python client (clients/python/dlock_asyncio.py): nothing to
 # build but a syntax check; its own tests against the real daemon.

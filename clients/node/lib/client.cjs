@@ -1,16 +1,17 @@
 // The dlockd client: one connection, many tasks; locks, semaphores, elections, status, ping, using().
 // SPDX-License-Identifier: MIT
+'use strict';
 
-import { openConnection } from './connection.js';
-import { Leadership, Observers, checkValue, parseElected, parseLeader } from './election.js';
-import { BadRequestError, ProtocolError, abortError, errorFromReply } from './errors.js';
-import { Gate } from './gate.js';
-import { listLine, parseListing } from './list.js';
-import { KINDS, LockHandle, PermitsHandle, leaseWords } from './handles.js';
-import { MultiLockHandle, checkNames, parseFences, setWords } from './multi.js';
-import {
+const { openConnection } = require('./connection.cjs');
+const { Leadership, Observers, checkValue, parseElected, parseLeader } = require('./election.cjs');
+const { BadRequestError, ProtocolError, abortError, errorFromReply } = require('./errors.cjs');
+const { Gate } = require('./gate.cjs');
+const { listLine, parseListing } = require('./list.cjs');
+const { KINDS, LockHandle, PermitsHandle, leaseWords } = require('./handles.cjs');
+const { MultiLockHandle, checkNames, parseFences, setWords } = require('./multi.cjs');
+const {
   DEFAULT_SOCKET, PERMITS_MAX, checkMs, checkName, checkNum, parseCount, parseGrant, parseStatus,
-} from './proto.js';
+} = require('./proto.cjs');
 
 /**
  * Connects to dlockd at `path`, else $DLOCK_SOCKET, else /run/dlockd/dlockd.sock.
@@ -18,12 +19,12 @@ import {
  * (default 1024, dlockd's default max_inflight): requests in flight at once
  * before the next ones wait in the client.
  */
-export async function connect({ path, maxInflight } = {}) {
+async function connect({ path, maxInflight } = {}) {
   const p = path || process.env.DLOCK_SOCKET || DEFAULT_SOCKET;
   return new Client(await openConnection(p, { maxInflight }));
 }
 
-export class Client {
+class Client {
   #names = new Map(); // name -> { gate, handles }
   #observers;
 
@@ -443,3 +444,5 @@ export class Client {
     }
   }
 }
+
+module.exports = { connect, Client };
