@@ -282,7 +282,7 @@ TEST_JOBS ?= 3
 PLAIN_SUITES := $(filter %/test_server %/test_limits %/test_tags %/test_cluster_harness,$(INTEG_TESTS))
 TEST_JOBLIST = luacheck docs-test unit \
   $(patsubst $(BUILD)/%,plain/%,$(PLAIN_SUITES)) blackhole-test \
-  $(addprefix clients-,$(addsuffix -test,$(CLIENT_LANGS) python shell)) clients-node-types \
+  $(addprefix clients-,$(addsuffix -test,$(CLIENT_LANGS) python shell)) clients-node-types consumer-node \
   $(addprefix conformance/,$(subst $(comma), ,$(CONFORMANCE_CLIENTS))) \
   metrics-test board-test chaos-short-stages chaos-short-netfaults \
   $(patsubst $(BUILD)/%,san/%,$(SAN_SUITES)) fuzz-short package-test
@@ -301,8 +301,8 @@ TEST_EST := chaos-short-stages=87 san/itests/test_sentinel=47 san/itests/test_cl
   fuzz-short=10 san/itests/test_semaphore=10 clients-shell-test=9 san/tests/test_lockmgr=9 \
   san/itests/test_cli=9 san/itests/test_locks=8 board-test=8 conformance/java=7 \
   san/itests/test_resp=7 san/itests/test_rwlock=7 conformance/shell=7 \
-  conformance/python-asyncio=7 conformance/node=6 clients-java-test=5 clients-node-types=10 \
-  san/itests/test_tags=4 plain/itests/test_tags=3
+  conformance/python-asyncio=7 conformance/node=6 clients-java-test=5 clients-node-types=12 \
+  san/itests/test_tags=4 plain/itests/test_tags=3 consumer-node=6
 test_est = $(or $(patsubst $(1)=%,%,$(filter $(1)=%,$(TEST_EST))),5)
 
 # make check: the quick loop for a change (about a minute): the build, the
@@ -321,7 +321,7 @@ check: deps-test
 
 test: deps-test
 	@$(MAKE) --no-print-directory -j$(TEST_BUILD_JOBS) all unit-build integration-build \
-	  sanitize-build fuzz-build clients-build $(BUILD)/docs/conf_keys
+	  sanitize-build fuzz-build clients-build $(NODE_TSC) $(BUILD)/docs/conf_keys
 	@python3 tests/support/runjobs.py -j $(TEST_JOBS) --log-dir $(BUILD)/test-logs \
 	  $(foreach j,$(TEST_JOBLIST),$(j)=$(call test_est,$(j))) \
 	  $(foreach j,$(TEST_ALONE),$(j)!=$(call test_est,$(j)))
@@ -360,19 +360,24 @@ clients-shell-test: $(BUILD)/dlockd
 # The Node client (clients/node): nothing to compile; each file is syntax-checked
 # and the package's files copied to $(BUILD)/node (what `npm pack` ships).
 clients-node:
-	@for f in clients/node/*.js clients/node/lib/*.js clients/node/test/*.js; do node --check "$$f" || exit 1; done
+	@for f in clients/node/*.js clients/node/*.cjs clients/node/lib/*.cjs clients/node/test/*.js; do \
+	  node --check "$$f" || exit 1; done
 	@rm -rf $(BUILD)/node && mkdir -p $(BUILD)/node
-	@cp -R clients/node/package.json clients/node/index.js clients/node/index.d.ts clients/node/README.md \
-	  clients/node/lib $(BUILD)/node/
+	@cp -R clients/node/package.json clients/node/index.js clients/node/index.cjs clients/node/index.d.ts \
+	  clients/node/index.d.cts clients/node/README.md clients/node/lib $(BUILD)/node/
 
 # The Node client's own tests (node --test), against the real daemon.
 clients-node-test: $(BUILD)/dlockd clients-node
 	@echo "== clients/node/test"
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) node --test clients/node/test/*.test.js
 
-# index.d.ts type-checked: test/types.ts uses every export (test/types.test.js
-# checks that it does). TypeScript, the package's devDependency, is installed
-# with npm into $(BUILD)/node-dev, never into the source tree.
+# The types checked as consumers see them: test/types.ts uses every export
+# (test/types.test.js checks that it does) and is compiled in an ES module
+# and in a CommonJS project (package.json's type) with module node16, which
+# takes the package's exports (import, require), and in the CommonJS one
+# with module commonjs too (its main and types), dlockd-client linked into
+# each project's node_modules. TypeScript, the package's devDependency, is
+# installed with npm into $(BUILD)/node-dev, never into the source tree.
 NODE_TSC := $(BUILD)/node-dev/node_modules/.bin/tsc
 $(NODE_TSC): clients/node/package.json
 	@rm -rf $(BUILD)/node-dev && mkdir -p $(BUILD)/node-dev && cp clients/node/package.json $(BUILD)/node-dev/
@@ -380,8 +385,19 @@ $(NODE_TSC): clients/node/package.json
 	  --loglevel=error
 	@touch $@
 clients-node-types: $(NODE_TSC)
-	@echo "== clients/node: tsc --noEmit --strict test/types.ts"
-	@$(NODE_TSC) --noEmit --strict --target es2022 --module nodenext clients/node/test/types.ts
+	@for c in module:node16 commonjs:node16 commonjs:commonjs; do t=$${c%:*} m=$${c#*:}; d=$(BUILD)/node-types/$$t; \
+	  echo "== clients/node: tsc --noEmit --strict --module $$m test/types.ts, in a project of type $$t"; \
+	  rm -rf $$d && mkdir -p $$d/node_modules && printf '{ "type": "%s" }\n' $$t >$$d/package.json && \
+	  cp clients/node/test/types.ts $$d/ && ln -s $(abspath clients/node) $$d/node_modules/dlockd-client && \
+	  $(NODE_TSC) --noEmit --strict --target es2022 --module $$m $$d/types.ts || exit 1; done
+
+# The Node client as a user installs it: tests/consumer/node.py runs the
+# README's install steps in a project outside the checkout (npm offline),
+# then ES module, CommonJS and TypeScript consumers against a live dlockd.
+.PHONY: consumer-node
+consumer-node: $(BUILD)/dlockd $(NODE_TSC)
+	@echo "== tests/consumer/node.py"
+	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) NODE_TSC=$(abspath $(NODE_TSC)) python3 tests/consumer/node.py
 
 # The asyncio Python client (clients/python/dlock_asyncio.py): nothing to
 # build but a syntax check; its own tests against the real daemon.

@@ -39,11 +39,19 @@ function handle(hid) {
 
 function keep(hid, h) {
   handles.set(hid, h);
-  h.signal.addEventListener('abort', () => say(`* lost ${hid} ${h.signal.reason.reason}`), { once: true });
+  const tell = () => say(`* lost ${hid} ${h.signal.reason.reason}`);
+  // A !LOST read with the grant (a 1 ms lease) aborts the signal before the
+  // grant's await resumes, and an aborted signal fires no more 'abort': tell
+  // it after the answer.
+  if (h.signal.aborted) setImmediate(tell);
+  else h.signal.addEventListener('abort', tell, { once: true });
   return h;
 }
 
+/** A <lease> in ms, maybe with a fraction (below 1 ms): passed as it is, for the client to round. */
 const lease = (w) => Number(w);
+/** lock's <name>: `%` and hex digits stand for the name's bytes (`%` alone: the empty name). */
+const nameArg = (w) => (w.startsWith('%') ? Buffer.from(w.slice(1), 'hex').toString('latin1') : w);
 
 function statusWords(s) {
   switch (s.state) {
@@ -130,10 +138,10 @@ async function run(cmd, a, signal) {
     case 'close':
       await client(a[0]).close();
       return 'ok';
-    case 'lock': return grant(a[1], client(a[0]).lock(a[2], { lease: lease(a[3]), signal }));
-    case 'rlock': return grant(a[1], client(a[0]).rlock(a[2], { lease: lease(a[3]), signal }));
-    case 'wlock': return grant(a[1], client(a[0]).wlock(a[2], { lease: lease(a[3]), signal }));
-    case 'fairlock': return grant(a[1], client(a[0]).fairLock(a[2], { lease: lease(a[3]), signal }));
+    case 'lock': return grant(a[1], client(a[0]).lock(nameArg(a[2]), { lease: lease(a[3]), signal }));
+    case 'rlock': return grant(a[1], client(a[0]).rlock(nameArg(a[2]), { lease: lease(a[3]), signal }));
+    case 'wlock': return grant(a[1], client(a[0]).wlock(nameArg(a[2]), { lease: lease(a[3]), signal }));
+    case 'fairlock': return grant(a[1], client(a[0]).fairLock(nameArg(a[2]), { lease: lease(a[3]), signal }));
     case 'trylock':
       return grant(a[1], client(a[0]).tryLock(a[2], { wait: Number(a[3]), lease: lease(a[4]), signal }));
     case 'mlock': {

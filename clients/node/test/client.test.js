@@ -81,6 +81,26 @@ test('a lease running out aborts the handle signal with reason expired', async (
   await h2.unlock();
 });
 
+test('a lease below 1 ms is 1 ms, not "no lease": the lock expires (issue 42)', async () => {
+  const c = await client();
+  const name = fresh('subms');
+  const h = await c.lock(name, { lease: 0.5 });
+  const why = await guard(aborted(h.signal), 5000, 'loss signal of a 0.5 ms lease');
+  assert.equal(why.reason, 'expired');
+  assert.equal((await c.status(name)).state, 'FREE');
+  // a fraction above 1 ms rounds up too, as the Go and Java clients' durations do
+  const h2 = await c.lock(name, { lease: 30000 });
+  assert.equal(await h2.renew(1000.25), 1001);
+  await h2.unlock();
+  const holder = await c.lock(name);
+  const other = await client();
+  assert.equal(await other.tryLock(name, { wait: 0.5 }), null);
+  await holder.unlock();
+  for (const bad of [-0.5, NaN, Infinity, 2 ** 31 - 0.5]) {
+    await assert.rejects(c.lock(name, { lease: bad }), (e) => e.code === 'ARGS', `lease ${bad}`);
+  }
+});
+
 test('FORCEUNLOCK aborts the holder signal with reason forced', async () => {
   const [a, admin] = [await client(), await client()];
   const name = fresh('forced');
@@ -203,6 +223,8 @@ test('bad and 300-byte names, bad numbers: errors without desync', async () => {
   for (const bad of ['', 'a b', 'x'.repeat(300), 'caf\u00e9', 'a\nPING']) {
     await assert.rejects(c.lock(bad), (e) => e instanceof BadRequestError && e.code === 'NAME');
     await assert.rejects(c.status(bad), (e) => e.code === 'NAME');
+    // the error shows the name, as every client's does (issue 42): the first 40 characters
+    await assert.rejects(c.lock(bad), (e) => e.message.includes(JSON.stringify(bad.slice(0, 40))));
   }
   assert.ok(await c.tryLock('x'.repeat(255)).then((h) => h.unlock()) === 0);
   await assert.rejects(c.lock('ok', { lease: -1 }), (e) => e instanceof DlockError && e.code === 'ARGS');

@@ -1,21 +1,23 @@
-// index.d.ts under tsc --noEmit --strict: every export used as a program would (make clients-node-types).
+// The package's types under tsc --noEmit --strict: every export used as a program would.
 // SPDX-License-Identifier: MIT
 //
 // Never run, only type-checked; types.test.js checks that it names every
-// export of index.d.ts. A `@ts-expect-error` line is a misuse the types
-// must refuse: tsc fails if it is accepted.
+// export of index.d.cts (index.d.ts re-exports it). make clients-node-types
+// compiles it twice, as an ES module and as CommonJS, each importing the
+// package by its name through package.json's exports. A `@ts-expect-error`
+// line is a misuse the types must refuse: tsc fails if it is accepted.
 
 import {
   connect, Client, LockHandle, PermitsHandle, Leadership, Observation, MultiLockHandle,
   DlockError, BadRequestError, KindError, NotHeldError, LimitError, DeniedError, BackendError,
   ClosedError, ConnectError, LockLostError, ProtocolError,
   DEFAULT_SOCKET, NAME_MAX, NUM_MAX, PERMITS_MAX, MNAMES_MAX, checkName,
-} from '../index.js';
+} from 'dlockd-client';
 import type {
   ErrorCode, LossReason, ConnectOptions, LockOptions, TryLockOptions, UsingOptions, LockKind,
   MultiLockOptions, TryMultiLockOptions, Leader, ElectOptions, ListOptions, ListParty, ListParties,
   ListEntry, Listing, Status,
-} from '../index.js';
+} from 'dlockd-client';
 
 const limits: number[] = [NAME_MAX, NUM_MAX, PERMITS_MAX, MNAMES_MAX];
 const socket: string = DEFAULT_SOCKET;

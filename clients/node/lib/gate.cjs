@@ -1,14 +1,15 @@
 // Local exclusion per name: a FIFO gate that lets one exclusive holder or many shared ones pass.
 // SPDX-License-Identifier: MIT
+'use strict';
 
-import { abortError } from './errors.js';
+const { abortError } = require('./errors.cjs');
 
 /**
  * dlockd's owner is the connection, so two tasks of one client must not hold
  * one name at once: plain, fair and write locks pass the gate exclusively
  * ('x'), read locks shared ('s'), first come first served.
  */
-export class Gate {
+class Gate {
   constructor() {
     this.excl = false;
     this.shared = 0;
@@ -87,3 +88,5 @@ export class Gate {
     }
   }
 }
+
+module.exports = { Gate };

@@ -1,23 +1,26 @@
 // Lock and permit handles: fence, holds, unlock/relock/renew, and the loss signal.
 // SPDX-License-Identifier: MIT
+'use strict';
 
-import { LockLostError, NotHeldError, ProtocolError, errorFromReply } from './errors.js';
-import { checkNum, parseCount, parseGrant } from './proto.js';
+const { LockLostError, NotHeldError, ProtocolError, errorFromReply } = require('./errors.cjs');
+const { checkMs, checkNum, parseCount, parseGrant } = require('./proto.cjs');
 
 /** The verbs of each lock kind, and how it passes the client's local gate. */
-export const KINDS = {
+const KINDS = {
   lock: { take: 'LOCK', try: 'TRYLOCK', drop: 'UNLOCK', mode: 'x' },
   fair: { take: 'FAIRLOCK', try: 'TRYFAIRLOCK', drop: 'UNLOCK', mode: 'x' },
   read: { take: 'RLOCK', try: 'TRYRLOCK', drop: 'RUNLOCK', mode: 's' },
   write: { take: 'WLOCK', try: 'TRYWLOCK', drop: 'WUNLOCK', mode: 'x' },
 };
 
-export function leaseWords(lease) {
-  return lease === undefined || checkNum('lease', lease) === 0 ? '' : ` ${lease}`;
+/** A request's lease words: none for absent or 0 (watchdog, or RENEW's own lease), else ` <ms>`. */
+function leaseWords(lease) {
+  const ms = lease === undefined ? 0 : checkMs('lease', lease);
+  return ms === 0 ? '' : ` ${ms}`;
 }
 
 /** What handles share: a loss signal and their client's bookkeeping. */
-export class Held {
+class Held {
   #ac = new AbortController();
   #done = false;
 
@@ -70,7 +73,7 @@ export class Held {
 }
 
 /** A plain, fair, read or write lock held through a client. */
-export class LockHandle extends Held {
+class LockHandle extends Held {
   constructor(client, kind, name, fence, holds) {
     super(client, name);
     this.kind = kind;
@@ -117,7 +120,7 @@ export class LockHandle extends Held {
 }
 
 /** Permits of a semaphore this handle acquired. */
-export class PermitsHandle extends Held {
+class PermitsHandle extends Held {
   constructor(client, name, permits, held) {
     super(client, name);
     this.kind = 'sem';
@@ -138,3 +141,5 @@ export class PermitsHandle extends Held {
     return still;
   }
 }
+
+module.exports = { KINDS, leaseWords, Held, LockHandle, PermitsHandle };

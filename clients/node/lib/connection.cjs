@@ -1,18 +1,19 @@
 // One Unix-socket connection to dlockd: tagged requests answered in any order, one reader, events, CANCEL #tag.
 // SPDX-License-Identifier: MIT
+'use strict';
 
-import net from 'node:net';
-import { BadRequestError, ClosedError, ConnectError, ProtocolError, abortError } from './errors.js';
-import { listCount } from './list.js';
-import { NUM_MAX, parseReply } from './proto.js';
+const net = require('node:net');
+const { BadRequestError, ClosedError, ConnectError, ProtocolError, abortError } = require('./errors.cjs');
+const { listCount } = require('./list.cjs');
+const { NUM_MAX, parseReply } = require('./proto.cjs');
 
 const LINE_MAX = 65536; // longest line accepted from dlockd
 /** Requests in flight at once before the client queues them: dlockd's default max_inflight. */
-export const INFLIGHT_MAX = 1024;
+const INFLIGHT_MAX = 1024;
 const TAGGED_RE = /^#([0-9A-Za-z_-]{1,16}) (.*)$/; // a reply line: `#<tag> <reply>`
 
 /** Opens the socket; resolves a Connection or rejects with a ConnectError naming the path. */
-export function openConnection(path, { maxInflight = INFLIGHT_MAX } = {}) {
+function openConnection(path, { maxInflight = INFLIGHT_MAX } = {}) {
   if (!Number.isInteger(maxInflight) || maxInflight < 1 || maxInflight > NUM_MAX) {
     return Promise.reject(new BadRequestError('ARGS', `maxInflight must be an integer 1 to ${NUM_MAX}, not ${maxInflight}`));
   }
@@ -35,7 +36,7 @@ export function openConnection(path, { maxInflight = INFLIGHT_MAX } = {}) {
  * dlockd could not read: a bug, which ends the connection. Past
  * maxInflight requests in flight, the next ones wait in the outbox.
  */
-export class Connection {
+class Connection {
   constructor(sock, path, maxInflight = INFLIGHT_MAX) {
     this.path = path;
     this.sock = sock;
@@ -236,3 +237,5 @@ export class Connection {
     this.onClose(err);
   }
 }
+
+module.exports = { INFLIGHT_MAX, openConnection, Connection };

@@ -1,10 +1,11 @@
 // The dlockd client's error classes: one per ERR code family, plus closed, connect and loss.
 // SPDX-License-Identifier: MIT
+'use strict';
 
-import { getSystemErrorMap } from 'node:util';
+const { getSystemErrorMap } = require('node:util');
 
 /** Any dlockd error. `code` is the protocol's ERR code or the client's own. */
-export class DlockError extends Error {
+class DlockError extends Error {
   constructor(code, message, options) {
     super(message, options);
     this.name = 'DlockError';
@@ -13,37 +14,37 @@ export class DlockError extends Error {
 }
 
 /** NAME, ARGS (also UNKNOWN, TOOLONG): a bad request, found by dlockd or the client. */
-export class BadRequestError extends DlockError {
+class BadRequestError extends DlockError {
   constructor(code, message) { super(code, message); this.name = 'BadRequestError'; }
 }
 
 /** KIND: the name is another kind of lock (or an upgrade was asked). */
-export class KindError extends DlockError {
+class KindError extends DlockError {
   constructor(message) { super('KIND', message); this.name = 'KindError'; }
 }
 
 /** NOTHELD: this connection does not hold that lock (or fewer permits). */
-export class NotHeldError extends DlockError {
+class NotHeldError extends DlockError {
   constructor(message) { super('NOTHELD', message); this.name = 'NotHeldError'; }
 }
 
 /** LIMIT: a daemon limit was reached. */
-export class LimitError extends DlockError {
+class LimitError extends DlockError {
   constructor(message) { super('LIMIT', message); this.name = 'LimitError'; }
 }
 
 /** DENIED: not allowed for this peer (FORCEUNLOCK, CLIENTS). */
-export class DeniedError extends DlockError {
+class DeniedError extends DlockError {
   constructor(message) { super('DENIED', message); this.name = 'DeniedError'; }
 }
 
 /** BACKEND: Redis is unreachable or failed. */
-export class BackendError extends DlockError {
+class BackendError extends DlockError {
   constructor(message) { super('BACKEND', message); this.name = 'BackendError'; }
 }
 
 /** CLOSED: the connection ended (dlockd went away, or the client was closed). */
-export class ClosedError extends DlockError {
+class ClosedError extends DlockError {
   constructor(message = 'dlockd connection closed', options) {
     super('CLOSED', message, options);
     this.name = 'ClosedError';
@@ -51,7 +52,7 @@ export class ClosedError extends DlockError {
 }
 
 /** PROTOCOL: dlockd said something this client does not understand. */
-export class ProtocolError extends DlockError {
+class ProtocolError extends DlockError {
   constructor(message) { super('PROTOCOL', message); this.name = 'ProtocolError'; }
 }
 
@@ -68,7 +69,7 @@ function strerror(err) {
 }
 
 /** CONNECT: the client could not connect; the message names the path, with a hint. */
-export class ConnectError extends DlockError {
+class ConnectError extends DlockError {
   constructor(path, err) {
     super('CONNECT', `cannot connect to dlockd at ${path}: ${strerror(err)}${CONNECT_HINTS[err?.code] ?? ''}`,
       { cause: err });
@@ -79,7 +80,7 @@ export class ConnectError extends DlockError {
 }
 
 /** LOST: a held lock is gone; `reason` is expired, forced, backend or closed. */
-export class LockLostError extends DlockError {
+class LockLostError extends DlockError {
   constructor(lockName, reason) {
     super('LOST', `lock ${lockName} lost: ${reason}`);
     this.name = 'LockLostError';
@@ -101,12 +102,17 @@ const BY_CODE = {
 };
 
 /** The error for an `ERR <code> <text>` reply. */
-export function errorFromReply(code, text) {
+function errorFromReply(code, text) {
   const make = BY_CODE[code];
   return make ? make(code, text) : new DlockError(code, text);
 }
 
 /** The rejection of a cancelled wait: a DOMException named AbortError, as fetch() gives. */
-export function abortError(what, signal) {
+function abortError(what, signal) {
   return new DOMException(`${what} was aborted`, { name: 'AbortError', cause: signal?.reason });
 }
+
+module.exports = {
+  DlockError, BadRequestError, KindError, NotHeldError, LimitError, DeniedError, BackendError,
+  ClosedError, ProtocolError, ConnectError, LockLostError, errorFromReply, abortError,
+};

@@ -1,16 +1,17 @@
 // LIST: checking its arguments and parsing its counted reply (OK LIST <n> <more>, then n '=' lines).
 // SPDX-License-Identifier: MIT
+'use strict';
 
-import { BadRequestError, ProtocolError } from './errors.js';
-import { toFence, toInt } from './proto.js';
+const { BadRequestError, ProtocolError } = require('./errors.cjs');
+const { toFence, toInt } = require('./proto.cjs');
 
-export const LIST_MAX = 1000; // the largest limit LIST takes
+const LIST_MAX = 1000; // the largest limit LIST takes
 
 const PATTERN_RE = /^[\x21-\x7e]{1,255}$/;
 const HEADER_RE = /^OK LIST (0|[1-9][0-9]{0,3}) ([01])$/;
 
 /** The LIST request line for {pattern, limit}; throws code ARGS for a bad one. */
-export function listLine(pattern = '*', limit) {
+function listLine(pattern = '*', limit) {
   if (typeof pattern !== 'string' || !PATTERN_RE.test(pattern)) {
     throw new BadRequestError('ARGS', 'a LIST pattern is 1 to 255 bytes of 0x21-0x7E');
   }
@@ -22,13 +23,13 @@ export function listLine(pattern = '*', limit) {
 }
 
 /** n of a header `OK LIST <n> <more>`, or -1 when the line is not one. */
-export function listCount(line) {
+function listCount(line) {
   const m = HEADER_RE.exec(line);
   return m && Number(m[1]) <= LIST_MAX ? Number(m[1]) : -1;
 }
 
 /** The header and its entry lines as {entries, more}. */
-export function parseListing(header, lines) {
+function parseListing(header, lines) {
   const n = listCount(header);
   if (n !== lines.length) throw new ProtocolError(`bad LIST reply: ${header}`);
   return { entries: lines.map(parseEntry), more: header.endsWith(' 1') };
@@ -70,3 +71,5 @@ function parseParties(word, line) {
   });
   return { total: Number(parts[0]), list };
 }
+
+module.exports = { LIST_MAX, listLine, listCount, parseListing };

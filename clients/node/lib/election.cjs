@@ -1,14 +1,15 @@
 // Leader election: the Leadership handle, leader values and replies, and observing a name's leaders.
 // SPDX-License-Identifier: MIT
+'use strict';
 
-import { BadRequestError, ClosedError, ProtocolError, errorFromReply } from './errors.js';
-import { Held } from './handles.js';
-import { NAME_MAX, parseCount, toFence } from './proto.js';
+const { BadRequestError, ClosedError, ProtocolError, errorFromReply } = require('./errors.cjs');
+const { Held } = require('./handles.cjs');
+const { NAME_MAX, parseCount, toFence } = require('./proto.cjs');
 
 const VALUE_RE = /^[\x21-\x7e]{1,255}$/;
 
 /** Returns value if it is a valid leader value (1-255 bytes of 0x21-0x7E, as a name), else throws code ARGS. */
-export function checkValue(value) {
+function checkValue(value) {
   if (typeof value !== 'string') {
     throw new BadRequestError('ARGS', `leader value must be a string, not ${typeof value}`);
   }
@@ -22,20 +23,20 @@ export function checkValue(value) {
 }
 
 /** The words after `OK` (LEADER, OBSERVE) or after `!LEADER <name>`: {fence, value}, or null for NONE. */
-export function parseLeader(words) {
+function parseLeader(words) {
   if (words.length === 1 && words[0] === 'NONE') return null;
   if (words.length === 2) return { fence: toFence(words[0]), value: words[1] };
   throw new ProtocolError(`bad leader from dlockd: ${words.join(' ')}`);
 }
 
 /** `OK <fence>` of ELECT as the fence. */
-export function parseElected(words) {
+function parseElected(words) {
   if (words.length !== 2) throw new ProtocolError(`bad ELECT reply: ${words.join(' ')}`);
   return toFence(words[1]);
 }
 
 /** Leadership of a name, won by `client.elect()`. */
-export class Leadership extends Held {
+class Leadership extends Held {
   #resigning = null;
 
   constructor(client, name, value, fence) {
@@ -83,7 +84,7 @@ export class Leadership extends Held {
  * would find nothing to end, and the observation would stay. So each
  * name's OBSERVE and UNOBSERVE go out one at a time, in order.
  */
-export class Observers {
+class Observers {
   #names = new Map(); // name -> { refs, live: Set<Observation> }
   #turns = new Map(); // name -> settles once the name's last OBSERVE or UNOBSERVE was answered
 
@@ -148,7 +149,7 @@ export class Observers {
  * go down; one is told again only after a null. Ends (and UNOBSERVEs) when
  * its signal aborts or return() is called (a `for await` loop's break).
  */
-export class Observation {
+class Observation {
   #reg;
   #signal;
   #onAbort = null;
@@ -273,3 +274,5 @@ export class Observation {
     for (const w of waiters.slice(1)) w.resolve({ value: undefined, done: true });
   }
 }
+
+module.exports = { checkValue, parseLeader, parseElected, Leadership, Observers, Observation };

@@ -1,16 +1,17 @@
 // The dlockd client: one connection, many tasks; locks, semaphores, elections, status, ping, using().
 // SPDX-License-Identifier: MIT
+'use strict';
 
-import { openConnection } from './connection.js';
-import { Leadership, Observers, checkValue, parseElected, parseLeader } from './election.js';
-import { BadRequestError, ProtocolError, abortError, errorFromReply } from './errors.js';
-import { Gate } from './gate.js';
-import { listLine, parseListing } from './list.js';
-import { KINDS, LockHandle, PermitsHandle, leaseWords } from './handles.js';
-import { MultiLockHandle, checkNames, parseFences, setWords } from './multi.js';
-import {
-  DEFAULT_SOCKET, PERMITS_MAX, checkName, checkNum, parseCount, parseGrant, parseStatus,
-} from './proto.js';
+const { openConnection } = require('./connection.cjs');
+const { Leadership, Observers, checkValue, parseElected, parseLeader } = require('./election.cjs');
+const { BadRequestError, ProtocolError, abortError, errorFromReply } = require('./errors.cjs');
+const { Gate } = require('./gate.cjs');
+const { listLine, parseListing } = require('./list.cjs');
+const { KINDS, LockHandle, PermitsHandle, leaseWords } = require('./handles.cjs');
+const { MultiLockHandle, checkNames, parseFences, setWords } = require('./multi.cjs');
+const {
+  DEFAULT_SOCKET, PERMITS_MAX, checkMs, checkName, checkNum, parseCount, parseGrant, parseStatus,
+} = require('./proto.cjs');
 
 /**
  * Connects to dlockd at `path`, else $DLOCK_SOCKET, else /run/dlockd/dlockd.sock.
@@ -18,12 +19,12 @@ import {
  * (default 1024, dlockd's default max_inflight): requests in flight at once
  * before the next ones wait in the client.
  */
-export async function connect({ path, maxInflight } = {}) {
+async function connect({ path, maxInflight } = {}) {
   const p = path || process.env.DLOCK_SOCKET || DEFAULT_SOCKET;
   return new Client(await openConnection(p, { maxInflight }));
 }
 
-export class Client {
+class Client {
   #names = new Map(); // name -> { gate, handles }
   #observers;
 
@@ -234,7 +235,7 @@ export class Client {
     const { lease, signal } = opts;
     checkName(name);
     leaseWords(lease);
-    const wait = isTry ? checkNum('wait', opts.wait ?? 0) : undefined;
+    const wait = isTry ? checkMs('wait', opts.wait ?? 0) : undefined;
     const k = KINDS[kind];
     const what = `${k.take} ${name}`;
     const entry = this.#entry(name);
@@ -292,7 +293,7 @@ export class Client {
     const { lease, signal } = opts;
     const list = checkNames(names);
     leaseWords(lease);
-    const wait = isTry ? checkNum('wait', opts.wait ?? 0) : undefined;
+    const wait = isTry ? checkMs('wait', opts.wait ?? 0) : undefined;
     const held = [...(opts.held ?? [])];
     for (const lender of held) {
       if (lender?.client !== this || typeof lender._holds !== 'function') {
@@ -369,7 +370,7 @@ export class Client {
     const { lease, signal } = opts ?? {};
     checkName(name);
     checkNum('permits', permits, 1, PERMITS_MAX);
-    const wait = isTry ? checkNum('wait', opts?.wait ?? 0) : 0;
+    const wait = isTry ? checkMs('wait', opts?.wait ?? 0) : 0;
     const what = `ACQUIRE ${name} ${permits}`;
     const line = isTry
       ? `TRYACQUIRE ${name} ${permits} ${wait}${leaseWords(lease)}`
@@ -443,3 +444,5 @@ export class Client {
     }
   }
 }
+
+module.exports = { connect, Client };

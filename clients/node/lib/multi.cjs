@@ -1,14 +1,15 @@
 // Multi-name locks (MLOCK, TRYMLOCK, MUNLOCK): checking a set of names, and the handle of a set.
 // SPDX-License-Identifier: MIT
+'use strict';
 
-import { BadRequestError, LockLostError, NotHeldError, ProtocolError, errorFromReply } from './errors.js';
-import { checkName, toFence, toInt } from './proto.js';
+const { BadRequestError, LockLostError, NotHeldError, ProtocolError, errorFromReply } = require('./errors.cjs');
+const { checkName, toFence, toInt } = require('./proto.cjs');
 
 /** Most names in one MLOCK (the protocol's PROTO_MNAMES_MAX). */
-export const MNAMES_MAX = 64;
+const MNAMES_MAX = 64;
 
 /** Returns the names as an array if they are 1 to MNAMES_MAX valid, distinct names; else throws (ARGS, NAME). */
-export function checkNames(names) {
+function checkNames(names) {
   if (typeof names === 'string' || typeof names?.[Symbol.iterator] !== 'function') {
     throw new BadRequestError('ARGS', 'names must be an array of lock names');
   }
@@ -26,10 +27,10 @@ export function checkNames(names) {
 }
 
 /** The words of a set's request: `<n> <name1> … <name_n>`. */
-export const setWords = (names) => `${names.length} ${names.join(' ')}`;
+const setWords = (names) => `${names.length} ${names.join(' ')}`;
 
 /** `OK <fence1> … <fence_n>` as the fences (bigint). */
-export function parseFences(words, n) {
+function parseFences(words, n) {
   if (words.length !== n + 1) throw new ProtocolError(`bad MLOCK reply: ${words.join(' ')}`);
   return words.slice(1).map(toFence);
 }
@@ -45,7 +46,7 @@ function parseLefts(words, n) {
  * Its signal aborts when the first of them is lost (the set is no longer
  * all held); the others stay held until unlock().
  */
-export class MultiLockHandle {
+class MultiLockHandle {
   #ac = new AbortController();
   #held;              // the names still held through this handle
   #unlocking = null;
@@ -129,3 +130,5 @@ export class MultiLockHandle {
     }
   }
 }
+
+module.exports = { MNAMES_MAX, checkNames, setWords, parseFences, MultiLockHandle };
