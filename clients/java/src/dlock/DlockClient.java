@@ -53,7 +53,8 @@ import java.util.function.Function;
  * every live handle is lost with reason {@code closed}.
  *
  * <p>Leases: {@code null} or zero means watchdog mode (dlockd renews the lock while the
- * connection lives).
+ * connection lives). A lease is sent in whole milliseconds, a fraction rounded up: a lease
+ * under 1 ms is 1 ms, never watchdog mode.
  */
 public final class DlockClient implements AutoCloseable {
     /** The socket used when neither a path nor {@code $DLOCK_SOCKET} is given. */
@@ -866,6 +867,10 @@ public final class DlockClient implements AutoCloseable {
         long ms;
         try {
             ms = d.toMillis();
+            // toMillis truncates: a positive fraction of a millisecond rounds up, so that a
+            // lease under 1 ms is 1 ms, not 0 (= watchdog, a lock that never expires).
+            if (d.getNano() % 1_000_000 != 0)
+                ms++;
         } catch (ArithmeticException e) {
             ms = Long.MAX_VALUE;
         }

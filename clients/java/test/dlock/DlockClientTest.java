@@ -102,6 +102,21 @@ class DlockClientTest extends DaemonTest {
     }
 
     @Test
+    void subMillisecondLeaseRoundsUpAndExpires() throws Exception {
+        // A lease under 1 ms is 1 ms on the wire, never 0 (watchdog: no expiry).
+        try (DlockClient c = DlockClient.connect(sock)) {
+            DlockLock l = c.lock(name, Duration.ofNanos(999_999));
+            assertEquals("expired", within(l.lost()).reason());
+            l.close();
+            assertEquals(new LockStatus.Free(), c.status(name));
+        }
+        assertEquals(1, DlockClient.millis(Duration.ofNanos(1), "lease"));
+        assertEquals(1, DlockClient.millis(Duration.ofNanos(999_999), "lease"));
+        assertEquals(2, DlockClient.millis(Duration.ofNanos(1_000_001), "lease"));
+        assertEquals(0, DlockClient.millis(Duration.ZERO, "lease"));
+    }
+
+    @Test
     void renewExtendsTheLease() throws Exception {
         try (DlockClient c = DlockClient.connect(sock); DlockLock l = c.lock(name, Duration.ofMillis(5000))) {
             assertEquals(Duration.ofMillis(20000), l.renew(Duration.ofMillis(20000)));
