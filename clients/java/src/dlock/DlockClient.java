@@ -6,6 +6,7 @@ import java.io.IOException;
 import java.net.StandardProtocolFamily;
 import java.net.UnixDomainSocketAddress;
 import java.nio.channels.SocketChannel;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -60,6 +61,10 @@ public final class DlockClient implements AutoCloseable {
     /** The socket used when neither a path nor {@code $DLOCK_SOCKET} is given. */
     public static final Path DEFAULT_SOCKET = Path.of("/run/dlockd/dlockd.sock");
     static final long NUM_MAX = 2147483647L;
+    /** A lock name's most bytes (dlockd's {@code PROTO_NAME_MAX}). */
+    static final int NAME_MAX = 255;
+    /** How many characters of a bad name its error shows. */
+    static final int NAME_SHOWN = 40;
 
     private final Path path;
     private final Conn conn;
@@ -820,14 +825,44 @@ public final class DlockClient implements AutoCloseable {
 
     /** Names are 1 to 255 bytes of 0x21 to 0x7E. */
     static void checkName(String name) {
-        if (name == null || name.isEmpty() || name.length() > 255)
-            throw new NameException("a lock name is 1 to 255 bytes of 0x21 to 0x7E"
-                    + (name == null ? "" : " (this one has " + name.length() + ")"));
-        for (int i = 0; i < name.length(); i++) {
-            char c = name.charAt(i);
-            if (c < 0x21 || c > 0x7e)
-                throw new NameException("a lock name is 1 to 255 bytes of 0x21 to 0x7E (byte " + i + " is not)");
+        if (name == null)
+            throw new NameException("lock name must be a string, not null");
+        byte[] b = name.getBytes(StandardCharsets.UTF_8);
+        if (b.length < 1 || b.length > NAME_MAX)
+            throw new NameException("bad lock name " + shown(name, b.length) + ": must be 1 to " + NAME_MAX + " bytes");
+        for (int i = 0; i < b.length; i++)
+            if (b[i] < 0x21 || b[i] > 0x7e)        // a signed byte: UTF-8's lead bytes are negative
+                throw new NameException("bad lock name " + shown(name, b.length)
+                        + ": only printable ASCII without spaces is allowed"
+                        + String.format(" (byte %d is 0x%02X)", i + 1, b[i] & 0xff));
+    }
+
+    /** How a bad name is shown in its error, as the other clients show it: quoted, escaped,
+     *  the first {@link #NAME_SHOWN} characters of a longer one and its length in bytes. */
+    static String shown(String name, int bytes) {
+        if (name.length() <= NAME_SHOWN)
+            return quote(name);
+        return quote(name.substring(0, NAME_SHOWN)) + "... (" + bytes + " bytes)";
+    }
+
+    private static String quote(String s) {
+        StringBuilder sb = new StringBuilder("\"");
+        for (int i = 0; i < s.length(); i++) {
+            char c = s.charAt(i);
+            switch (c) {
+                case '"': sb.append("\\\""); break;
+                case '\\': sb.append("\\\\"); break;
+                case '\n': sb.append("\\n"); break;
+                case '\r': sb.append("\\r"); break;
+                case '\t': sb.append("\\t"); break;
+                default:
+                    if (c < 0x20 || c == 0x7f)
+                        sb.append(String.format("\\u%04x", (int) c));
+                    else
+                        sb.append(c);
+            }
         }
+        return sb.append('"').toString();
     }
 
     /** LIST patterns are 1 to 255 bytes of 0x21 to 0x7E, as names are (else ERR ARGS). */

@@ -451,6 +451,26 @@ class DlockClientTest extends DaemonTest {
     }
 
     @Test
+    void badNameErrorsShowTheName() {
+        NameException e = assertThrows(NameException.class, () -> DlockClient.checkName("a b"));
+        assertEquals("bad lock name \"a b\": only printable ASCII without spaces is allowed (byte 2 is 0x20)",
+                e.getMessage());
+        e = assertThrows(NameException.class, () -> DlockClient.checkName("caf\u00e9"));
+        assertEquals("bad lock name \"caf\u00e9\": only printable ASCII without spaces is allowed (byte 4 is 0xC3)",
+                e.getMessage());
+        e = assertThrows(NameException.class, () -> DlockClient.checkName("tab\there"));
+        assertEquals("bad lock name \"tab\\there\": only printable ASCII without spaces is allowed (byte 4 is 0x09)",
+                e.getMessage());
+        e = assertThrows(NameException.class, () -> DlockClient.checkName(""));
+        assertEquals("bad lock name \"\": must be 1 to 255 bytes", e.getMessage());
+        e = assertThrows(NameException.class, () -> DlockClient.checkName("x".repeat(300)));
+        assertEquals("bad lock name \"" + "x".repeat(40) + "\"... (300 bytes): must be 1 to 255 bytes",
+                e.getMessage());
+        e = assertThrows(NameException.class, () -> DlockClient.checkName(null));
+        assertEquals("lock name must be a string, not null", e.getMessage());
+    }
+
+    @Test
     void serverErrorsAreTyped() throws Exception {
         try (DlockClient c = DlockClient.connect(sock); DlockClient d = DlockClient.connect(sock)) {
             try (DlockLock l = c.lock(name)) {
