@@ -297,7 +297,7 @@ TEST_JOBLIST = luacheck docs-test unit \
   $(patsubst $(BUILD)/%,plain/%,$(PLAIN_SUITES)) blackhole-test \
   $(addprefix clients-,$(addsuffix -test,$(CLIENT_LANGS) python shell)) clients-node-types \
   $(addprefix conformance/,$(subst $(comma), ,$(CONFORMANCE_CLIENTS))) \
-  metrics-test board-test chaos-short-stages chaos-short-netfaults \
+  metrics-test board-test chaos-short-stages chaos-short-netfaults consumer-java \
   $(patsubst $(BUILD)/%,san/%,$(SAN_SUITES)) fuzz-short package-test
 # The valgrind suites run alone: dlockd under memcheck is many times
 # slower, and a 300 ms watchdog lease shared with two other jobs on two
@@ -314,7 +314,7 @@ TEST_EST := chaos-short-stages=87 san/itests/test_sentinel=47 san/itests/test_cl
   fuzz-short=10 san/itests/test_semaphore=10 clients-shell-test=9 san/tests/test_lockmgr=9 \
   san/itests/test_cli=9 san/itests/test_locks=8 board-test=8 conformance/java=7 \
   san/itests/test_resp=7 san/itests/test_rwlock=7 conformance/shell=7 \
-  conformance/python-asyncio=7 conformance/node=6 clients-java-test=5 clients-node-types=10 \
+  conformance/python-asyncio=7 conformance/node=6 clients-java-test=17 clients-node-types=10 consumer-java=27 \
   san/itests/test_tags=4 plain/itests/test_tags=3
 test_est = $(or $(patsubst $(1)=%,%,$(filter $(1)=%,$(TEST_EST))),5)
 
@@ -789,3 +789,9 @@ clients-java-test: $(BUILD)/dlock.jar $(BUILD)/dlockd
 	$(Q)DLOCKD_BIN=$(abspath $(BUILD)/dlockd) $(JAVA_MVN) \
 	  -Ddlock.target=$(abspath $(BUILD))/java/test-target package
 	$(Q)python3 tests/java/check_jars.py $(BUILD)/java/test-target dlock-$(JAVA_VERSION)
+
+# A Java project outside the repository uses the client as clients/java/README.md says.
+.PHONY: consumer-java
+consumer-java: $(BUILD)/dlockd
+	@echo "== tests/java/test_consumer.py"
+	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/java/test_consumer.py
