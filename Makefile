@@ -202,9 +202,22 @@ DEPS_DEB_CMDS   := $(DEPS_BUILD_CMDS) dpkg-buildpackage:dpkg-dev dh:debhelper \
                    dh_python3:dh-python lintian:lintian /usr/bin/python3:python3
 DEPS_DEB_PKGS   := $(DEPS_BUILD_PKGS) systemd:systemd
 DEPS_CHAOS_CMDS := $(DEPS_RUN_CMDS) python3:python3 redis-sentinel:redis-sentinel
-# The clients in other languages: their toolchains, and JUnit 5 for Java's tests.
-DEPS_CLIENT_CMDS := go:golang-go javac:default-jdk-headless jar:default-jdk-headless node:nodejs npm:npm
-DEPS_CLIENT_FILES := /usr/share/java/junit-platform-console-standalone.jar:junit5
+# The clients in other languages: their toolchains, and Maven for Java.
+DEPS_CLIENT_CMDS := go:golang-go javac:default-jdk-headless jar:default-jdk-headless node:nodejs npm:npm \
+                    mvn:maven
+# Java's Maven build (clients/java/pom.xml): the plugins and JUnit at the
+# versions Debian ships, in /usr/share/maven-repo.
+MAVEN_REPO := /usr/share/maven-repo
+maven_plugin = $(MAVEN_REPO)/org/apache/maven/plugins/maven-$(1)-plugin/$(2)/maven-$(1)-plugin-$(2).jar:$(3)
+DEPS_CLIENT_FILES := $(MAVEN_REPO)/org/junit/jupiter/junit-jupiter-engine/5.9.2/junit-jupiter-engine-5.9.2.jar:junit5 \
+  $(call maven_plugin,clean,3.2.0,libmaven-clean-plugin-java) \
+  $(call maven_plugin,resources,3.3.0,libmaven-resources-plugin-java) \
+  $(call maven_plugin,compiler,3.10.1,libmaven-compiler-plugin-java) \
+  $(call maven_plugin,surefire,2.22.3,libsurefire-java) \
+  $(call maven_plugin,jar,3.3.0,libmaven-jar-plugin-java) \
+  $(call maven_plugin,source,3.2.1,libmaven-source-plugin-java) \
+  $(call maven_plugin,javadoc,3.4.1,libmaven-javadoc-plugin-java) \
+  $(call maven_plugin,install,3.1.0,libmaven-install-plugin-java)
 DEPS_TEST_CMDS  := $(sort $(DEPS_RUN_CMDS) $(DEPS_DEB_CMDS) $(DEPS_CHAOS_CMDS) $(DEPS_CLIENT_CMDS)) \
                    valgrind:valgrind clang:clang openssl:openssl luacheck:lua-check \
                    chromium:chromium
@@ -284,7 +297,7 @@ TEST_JOBLIST = luacheck docs-test unit \
   $(patsubst $(BUILD)/%,plain/%,$(PLAIN_SUITES)) blackhole-test \
   $(addprefix clients-,$(addsuffix -test,$(CLIENT_LANGS) python shell)) clients-node-types consumer-node \
   $(addprefix conformance/,$(subst $(comma), ,$(CONFORMANCE_CLIENTS))) \
-  metrics-test board-test chaos-short-stages chaos-short-netfaults \
+  metrics-test board-test chaos-short-stages chaos-short-netfaults consumer-java \
   $(patsubst $(BUILD)/%,san/%,$(SAN_SUITES)) fuzz-short package-test
 # The valgrind suites run alone: dlockd under memcheck is many times
 # slower, and a 300 ms watchdog lease shared with two other jobs on two
@@ -301,8 +314,8 @@ TEST_EST := chaos-short-stages=87 san/itests/test_sentinel=47 san/itests/test_cl
   fuzz-short=10 san/itests/test_semaphore=10 clients-shell-test=9 san/tests/test_lockmgr=9 \
   san/itests/test_cli=9 san/itests/test_locks=8 board-test=8 conformance/java=7 \
   san/itests/test_resp=7 san/itests/test_rwlock=7 conformance/shell=7 \
-  conformance/python-asyncio=7 conformance/node=6 clients-java-test=5 clients-node-types=12 \
-  san/itests/test_tags=4 plain/itests/test_tags=3 consumer-node=6
+  conformance/python-asyncio=7 conformance/node=6 clients-java-test=17 clients-node-types=12 \
+  consumer-java=27 san/itests/test_tags=4 plain/itests/test_tags=3 consumer-node=6
 test_est = $(or $(patsubst $(1)=%,%,$(filter $(1)=%,$(TEST_EST))),5)
 
 # make check: the quick loop for a change (about a minute): the build, the
@@ -672,7 +685,7 @@ $(BUILD)/conformance/adapter-c: tests/conformance/adapter_c.c clients/c/dlock.h 
 bench: deps-chaos
 	@$(MAKE) --no-print-directory $(BUILD)/dlockd $(BUILD)/dlock-bench \
 	  $(if $(shell command -v go 2>/dev/null),clients-go) \
-	  $(if $(shell command -v javac 2>/dev/null),clients-java)
+	  $(if $(shell command -v mvn 2>/dev/null),clients-java)
 	@bash tests/bench/run.sh $(BUILD)/dlockd $(BUILD)/dlock-bench
 
 # dlock-bench blocking drives libdlock.
@@ -765,28 +778,36 @@ clean:
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
-# The Java client (JDK 17, no dependencies): classes and dlock.jar under
-# $(BUILD); its tests run with Debian's JUnit 5 console launcher.
-JAVA_SRC      := $(wildcard clients/java/src/dlock/*.java clients/java/src/dlock/*/*.java)
-JAVA_TEST_SRC := $(wildcard clients/java/test/dlock/*.java)
-JUNIT_DIR     ?= /usr/share/java
-JUNIT_CP      := $(JUNIT_DIR)/junit-jupiter-api.jar:$(JUNIT_DIR)/apiguardian-api.jar:$(JUNIT_DIR)/opentest4j.jar
+# The Java client (clients/java, JDK 17, no dependencies): Maven, offline, with
+# Debian's packaged plugins (clients/java/.mvn: -o and the settings). Its build
+# goes under $(BUILD)/java (target/, test-target/ and the local repository
+# m2/); $(BUILD)/dlock.jar (the library) and $(BUILD)/dlock-tests.jar (the
+# conformance adapter and the benchmark) are copies of its jars.
+MVN          ?= mvn
+JAVA_VERSION := $(shell sed -n 's:^  <version>\(.*\)</version>$$:\1:p' clients/java/pom.xml)
+JAVA_SRC     := clients/java/pom.xml $(shell find clients/java/src -name '*.java' 2>/dev/null)
+JAVA_MVN      = cd clients/java && $(MVN) -B -Dmaven.repo.local=$(abspath $(BUILD))/java/m2
 .PHONY: clients-java clients-java-test
 
 clients-java: $(BUILD)/dlock.jar
 
 $(BUILD)/dlock.jar: $(JAVA_SRC)
-	$(call say,JAVAC,$(BUILD)/java/classes)
-	$(Q)rm -rf $(BUILD)/java/classes && mkdir -p $(BUILD)/java/classes
-	$(Q)javac -Xlint:all -Werror --release 17 -d $(BUILD)/java/classes $(JAVA_SRC)
-	$(call say,JAR,$@)
-	$(Q)jar --create --file $@ -C $(BUILD)/java/classes .
+	$(call say,MVN,$@)
+	$(Q)$(JAVA_MVN) -q -Ddlock.target=$(abspath $(BUILD))/java/target \
+	  -DskipTests -Dmaven.javadoc.skip -Dmaven.source.skip package
+	$(Q)cp $(BUILD)/java/target/dlock-$(JAVA_VERSION)-tests.jar $(BUILD)/dlock-tests.jar
+	$(Q)cp $(BUILD)/java/target/dlock-$(JAVA_VERSION).jar $@
 
+# mvn package as clients/java/README.md has it: the JUnit 5 tests (against a
+# real dlockd and redis-server), the jars; then what went into them.
 clients-java-test: $(BUILD)/dlock.jar $(BUILD)/dlockd
-	$(call say,JAVAC,$(BUILD)/java/test-classes)
-	$(Q)rm -rf $(BUILD)/java/test-classes && mkdir -p $(BUILD)/java/test-classes
-	$(Q)javac -Xlint:all,-try --release 17 -cp $(BUILD)/dlock.jar:$(JUNIT_CP) -d $(BUILD)/java/test-classes $(JAVA_TEST_SRC)
-	@echo "== clients/java tests"
-	$(Q)DLOCKD_BIN=$(abspath $(BUILD)/dlockd) java -jar $(JUNIT_DIR)/junit-platform-console-standalone.jar \
-	  --disable-banner --details=tree --fail-if-no-tests \
-	  -cp $(BUILD)/dlock.jar:$(BUILD)/java/test-classes --select-package dlock
+	@echo "== clients/java: mvn package"
+	$(Q)DLOCKD_BIN=$(abspath $(BUILD)/dlockd) $(JAVA_MVN) \
+	  -Ddlock.target=$(abspath $(BUILD))/java/test-target package
+	$(Q)python3 tests/java/check_jars.py $(BUILD)/java/test-target dlock-$(JAVA_VERSION)
+
+# A Java project outside the repository uses the client as clients/java/README.md says.
+.PHONY: consumer-java
+consumer-java: $(BUILD)/dlockd
+	@echo "== tests/java/test_consumer.py"
+	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/java/test_consumer.py

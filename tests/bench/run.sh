@@ -727,9 +727,10 @@ if want 1-3; then
         skipped "dlockd Go client / best node peer" "skipped (make clients-go)" ">= 1.0x"
     fi
     # Java: threads, not loops; its figure is reported (no target).
-    if [ -f "$BUILD_DIR/dlock.jar" ] && command -v java >/dev/null; then
+    if [ -f "$BUILD_DIR/dlock-tests.jar" ] && command -v java >/dev/null; then
         cl_shape="50 threads, 1 connection"
-        client_row "dlockd Java client" java -cp "$BUILD_DIR/dlock.jar" dlock.bench.Bench \
+        client_row "dlockd Java client" java -cp "$BUILD_DIR/dlock.jar:$BUILD_DIR/dlock-tests.jar" \
+            io.github.dlockd.dlock.bench.Bench \
             --socket "${DSOCK[main]}" --threads 50 --seconds "$PEER_S"
         cl_shape="50 loops, 1 connection"
         if ((node_ok)) && isnum "$cl_v"; then

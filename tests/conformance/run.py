@@ -72,8 +72,9 @@ ADAPTERS = {
                              "socat")),
     "go": ([os.path.join(BUILD, "go", "bin", "dlock-conformance")],
            _exe(os.path.join(BUILD, "go", "bin", "dlock-conformance"))),
-    "java": (["java", "-cp", os.path.join(BUILD, "dlock.jar"), "dlock.conformance.Adapter"],
-             _file_and_tool(os.path.join(BUILD, "dlock.jar"), "java")),
+    "java": (["java", "-cp", os.path.join(BUILD, "dlock.jar") + ":" +
+              os.path.join(BUILD, "dlock-tests.jar"), "io.github.dlockd.dlock.conformance.Adapter"],
+             _file_and_tool(os.path.join(BUILD, "dlock-tests.jar"), "java")),
     "node": (["node", os.path.join(ROOT, "clients", "node", "conformance.js")],
              _file_and_tool(os.path.join(ROOT, "clients", "node", "conformance.js"), "node")),
 }
