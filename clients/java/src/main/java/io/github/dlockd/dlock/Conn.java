@@ -46,6 +46,9 @@ final class Conn {
         }
     }
 
+    /** The reader thread's name: callbacks never block it. */
+    static final String READER_THREAD = "dlock-reader";
+
     private final SocketChannel ch;
     private final Consumer<String> onEvent;
     private final Consumer<Throwable> onClose;
@@ -61,7 +64,7 @@ final class Conn {
         this.ch = ch;
         this.onEvent = onEvent;
         this.onClose = onClose;
-        Thread t = new Thread(this::readLoop, "dlock-reader");
+        Thread t = new Thread(this::readLoop, READER_THREAD);
         t.setDaemon(true);
         t.start();
         Thread w = new Thread(this::writeLoop, "dlock-writer");

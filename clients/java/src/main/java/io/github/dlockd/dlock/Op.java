@@ -46,6 +46,12 @@ final class Op<T> extends CompletableFuture<T> {
             s = stage;
         }
         withdraw(s);
+        // As a cancelled blocking call does, return once nothing of it is left: a
+        // grant that raced the CANCEL is released first, so that this client's next
+        // request (sent at once, tagged, not queued behind the release) finds the name
+        // free. Its answers come on the reader thread, which must not wait for them.
+        if (!Thread.currentThread().getName().equals(Conn.READER_THREAD))
+            settled.join();
         return true;
     }
 
