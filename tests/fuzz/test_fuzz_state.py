@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""fuzz_state.py's pure part: which FORCEUNLOCK may have removed a hold
+between two grants (forced_between), as the mutexes' history checker
+excuses two holders at once with it.
+
+    python3 tests/fuzz/test_fuzz_state.py
+"""
+# SPDX-License-Identifier: MIT
+
+import os
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "chaos"))
+
+import history  # noqa: E402
+from fuzz_state import forced_between  # noqa: E402
+
+
+class Force(object):
+    def __init__(self, t_sent, ran_by=None, removed=True):
+        self.t_sent = t_sent
+        self.ran_by = ran_by
+        self.removed = removed
+
+
+# A short run's walk (seed 1, profile queues, on a busy machine): c39 (d1)
+# sent LOCK p3 at 5.200 and was granted fence ...2580; c38 (d0) sent
+# FORCEUNLOCK p3 at 6.344, answered OK 1 at 6.503, which removed c39's
+# hold before its answer was read; c7 (d0), waiting since 1.407, was
+# granted ...4535 after it. d1 hears of the force at c39's lease's end, so
+# c39 held on: both answers were read at 6.504-6.505, after the force was
+# sent, so forced_now could not end c39's section.
+C7 = ("c7", 1795945556004535, 1.407, 6.504, 6.540)
+C39 = ("c39", 1795945556002580, 5.200, 6.505, 6.530)
+
+
+def lock_ops(*holds):
+    ops = []
+    for proc, fence, t0, t1, unlock in holds:
+        ops.append(dict(proc=proc, name="p3", op="lock", t0=t0, t1=t1, res="ok", fence=fence,
+                        i=len(ops)))
+        ops.append(dict(proc=proc, name="p3", op="unlock", t0=unlock, t1=unlock, res="OK",
+                        i=len(ops)))
+    return ops
+
+
+def check(ops, forces):
+    def excuse(name, a, b):
+        x, y = (a, b) if a["fence"] < b["fence"] else (b, a)
+        f = forced_between(forces, x["i0"], y["c0"])
+        return "forced at %.3f" % f.t_sent if f is not None else None
+    return history.check(ops, excuse=excuse)
+
+
+class TestForcedBetween(unittest.TestCase):
+    def test_the_walk_is_excused_by_its_force(self):
+        ops = lock_ops(C7, C39)
+        self.assertEqual(len(history.check(ops).violations), 1)
+        res = check(ops, [Force(6.344, 6.503)])
+        self.assertEqual(res.violations, [])
+        self.assertEqual(len(res.excused), 1)
+
+    def test_in_flight_excuses(self):
+        self.assertEqual(check(lock_ops(C7, C39), [Force(6.344)]).violations, [])
+
+    def test_no_force_no_excuse(self):
+        self.assertEqual(len(check(lock_ops(C7, C39), []).violations), 1)
+
+    def test_a_force_that_ran_before_the_first_was_sent(self):
+        # answered before c39 asked: it removed someone else's hold
+        self.assertEqual(len(check(lock_ops(C7, C39), [Force(5.0, 5.1)]).violations), 1)
+
+    def test_a_force_sent_after_the_second_grant(self):
+        self.assertEqual(len(check(lock_ops(C7, C39), [Force(6.51, 6.52)]).violations), 1)
+
+    def test_a_force_that_removed_nothing(self):
+        f = Force(6.344, 6.503, removed=False)
+        self.assertEqual(len(check(lock_ops(C7, C39), [f]).violations), 1)
+
+    def test_a_force_never_sent(self):
+        self.assertEqual(len(check(lock_ops(C7, C39), [Force(None)]).violations), 1)
+
+    def test_the_latest_of_several(self):
+        fs = [Force(1.0, 1.1), Force(6.3, 6.4), Force(6.344, 6.503), Force(7.0)]
+        self.assertIs(forced_between(fs, 5.2, 6.504), fs[2])
+        self.assertIsNone(forced_between(fs, 6.6, 6.9))
+        self.assertIs(forced_between(fs, 6.6, 7.1), fs[3])
+
+
+if __name__ == "__main__":
+    unittest.main()
