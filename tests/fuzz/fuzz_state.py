@@ -578,7 +578,12 @@ class Walk(object):
             s.connect(self.daemons[d].sock)
         except OSError as e:
             s.close()
-            self.fail("dlockd %d accepts" % d, "connect: %s" % e, fatal=True)
+            self.check_daemons()        # one gone is the failure, with its report
+            path = self.daemons[d].sock
+            gone = ("; the run's directory %s is gone: removed from outside the run" % self.tmp
+                    if not os.path.isdir(self.tmp) else
+                    "; its socket %s is gone" % path if not os.path.exists(path) else "")
+            self.fail("dlockd %d accepts" % d, "connect: %s%s" % (e, gone), fatal=True)
         s.setblocking(False)
         c.sock = s
         c.fd = s.fileno()
@@ -1984,7 +1989,8 @@ class Walk(object):
             time.sleep(0.05)
         for c in list(self.clients.values()):
             self.close_client(c, "the end")
-        t_end = self.quiet_since() if self.quiet_since() > time.monotonic() else time.monotonic()
+        t_closed = time.monotonic()
+        t_end = max(self.quiet_since(), t_closed)  # a fault's planned end, though healed now
         bound = END_S + max(self.timeout_s(d, self.t0) for d in self.daemons)
         if self.mode == "hostile":
             bound += self.lease_s()     # a mangled grant stays until its lease ends
@@ -2007,8 +2013,8 @@ class Walk(object):
                               "; ".join(left[:20]))
                 break
             time.sleep(0.1)
-        self.say("converged %.1f s after the last close (bound %.1f s)"
-                 % (time.monotonic() - t_end, bound))
+        self.say("converged %.1f s after the last close (bound %.1f s from %.1f s after it)"
+                 % (time.monotonic() - t_closed, bound, t_end - t_closed))
 
     def leftovers(self):
         zero = []
@@ -2172,6 +2178,8 @@ def classify(sig, detail):
     if "semaphore.c" in t or "sem_kick" in t or "allocation-size-too-big" in t or \
             "requested allocation size" in t:
         hints.append("a hostile reply")
+    if "accepts" in sig and "gone" in detail:
+        hints.append("not dlockd's doing: its socket file was removed under it")
     if "max_locks_per_uid" in sig or "max_waiters_per_uid" in sig or \
             "max_clients_per_uid" in sig:
         hints.append("bug 5 (a per-uid limit not a bound)")
