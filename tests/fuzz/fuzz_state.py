@@ -180,6 +180,13 @@ class Failed(Exception):
     pass
 
 
+def grant_order(s):
+    """A history section's place in its name's grant order: by fence (a
+    read's is the counter, which a write raises: a read with a write's
+    fence came after it)."""
+    return (s["fence"], s.get("mode") == "R")
+
+
 def forced_between(forces, after, before):
     """The latest of forces (FORCEUNLOCK requests of one name, in sending
     order: t_sent, ran_by, removed) that may have removed a hold in Redis
@@ -711,13 +718,13 @@ class Walk(object):
         # A FORCEUNLOCK of the name that crossed this grant may have run in
         # Redis after it and removed it, unseen by its daemon if another
         # until its next renewal (forced_now ends only the holds known when
-        # it is sent): the mutexes' checker excuses an overlap that such a
-        # force lies between (excuse_forced); a read/write hold's section
-        # ends at an unknown moment, a semaphore's grant counts for nothing
-        # (its permits may have been given back before a later grant came)
+        # it is sent): the mutexes' and read/write locks' checkers excuse an
+        # overlap that such a force lies between (excuse_forced); a
+        # semaphore's grant counts for nothing (its permits may have been
+        # given back before a later grant came: a semaphore has no fences)
         crossed = self.forced_in_flight(name, req, t)
         if crossed:
-            self.counts["grants crossed by a FORCEUNLOCK"] += 1
+            self.counts["grants crossed by a FORCEUNLOCK (%s)" % pool] += 1
             self.forced_holders.setdefault(name, set()).add(c.cid)
         if not c.recorded:
             return
@@ -727,10 +734,6 @@ class Walk(object):
         elif pool == "rw":
             self.hist["rw"].record(proc=c.proc, name=name, op="rlock" if kind == "r" else "wlock",
                                    t0=req.t_sent, t1=t, res="ok", fence=fence)
-            if crossed:
-                h = c.held[name]
-                self.end_hold(c, name, "closed", t, "forced")
-                c.held[name] = h        # the client still thinks it holds it
         elif pool == "sem" and kind == "s":
             self.hist["sem"].record(proc=c.proc, name=name, op="acquire", t0=req.t_sent, t1=t,
                                     res="info" if crossed else "ok", permits=req.permits,
@@ -741,11 +744,11 @@ class Walk(object):
         return forced_between(self.forces.get(name, ()), req.t_sent, t) is not None
 
     def excuse_forced(self, name, a, b):
-        """The mutexes' checker: two holders at once are no fault when a
-        FORCEUNLOCK of the name may have run between the first grant (the
-        lower fence) and the second, removing the first unseen by its
+        """The mutexes' and read/write locks' checkers: two holders at once
+        are no fault when a FORCEUNLOCK of the name may have run between
+        the first grant and the second, removing the first unseen by its
         daemon (it hears at its next renewal: PROTOCOL.md's FORCEUNLOCK)."""
-        x, y = (a, b) if a["fence"] < b["fence"] else (b, a)
+        x, y = sorted((a, b), key=grant_order)
         f = forced_between(self.forces.get(name, ()), x["i0"], y["c0"])
         return "FORCEUNLOCK sent at %.3f" % f.t_sent if f is not None else None
 
@@ -2094,7 +2097,7 @@ class Walk(object):
             h.close()
         ops = {k: history.load(h.path) for k, h in self.hist.items()}
         res = [("mutex", history.check(ops["mutex"], excuse=self.excuse_forced)),
-               ("rw", history.check_rwlock(ops["rw"]))]
+               ("rw", history.check_rwlock(ops["rw"], excuse=self.excuse_forced))]
         for n, size in sorted(SEMS.items()):
             res.append(("sem " + n, history.check_semaphore(
                 [r for r in ops["sem"] if r["name"] == n], size, tol_s=0.05)))

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """fuzz_state.py's pure part: which FORCEUNLOCK may have removed a hold
-between two grants (forced_between), as the mutexes' history checker
-excuses two holders at once with it.
+between two grants (forced_between, in grant_order), as the mutexes' and
+read/write locks' history checkers excuse two holders at once with it.
 
     python3 tests/fuzz/test_fuzz_state.py
 """
@@ -16,7 +16,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "chaos"))
 
 import history  # noqa: E402
-from fuzz_state import forced_between  # noqa: E402
+from fuzz_state import forced_between, grant_order  # noqa: E402
 
 
 class Force(object):
@@ -47,12 +47,26 @@ def lock_ops(*holds):
     return ops
 
 
-def check(ops, forces):
+def excuser(forces):
     def excuse(name, a, b):
-        x, y = (a, b) if a["fence"] < b["fence"] else (b, a)
+        x, y = sorted((a, b), key=grant_order)
         f = forced_between(forces, x["i0"], y["c0"])
         return "forced at %.3f" % f.t_sent if f is not None else None
-    return history.check(ops, excuse=excuse)
+    return excuse
+
+
+def check(ops, forces):
+    return history.check(ops, excuse=excuser(forces))
+
+
+def rw_ops():
+    """c1 writes (fence 10), c2 reads after it (a read returns the
+    counter: 10 too) while c1 still holds, as after a force that removed
+    c1's write unseen."""
+    return [dict(proc="c1", name="r0", op="wlock", t0=1.0, t1=1.1, res="ok", fence=10, i=0),
+            dict(proc="c2", name="r0", op="rlock", t0=1.5, t1=2.0, res="ok", fence=10, i=1),
+            dict(proc="c2", name="r0", op="runlock", t0=2.5, t1=2.5, res="OK", i=2),
+            dict(proc="c1", name="r0", op="wunlock", t0=3.0, t1=3.0, res="OK", i=3)]
 
 
 class TestForcedBetween(unittest.TestCase):
@@ -88,6 +102,29 @@ class TestForcedBetween(unittest.TestCase):
         self.assertIs(forced_between(fs, 5.2, 6.504), fs[2])
         self.assertIsNone(forced_between(fs, 6.6, 6.9))
         self.assertIs(forced_between(fs, 6.6, 7.1), fs[3])
+
+
+class TestReadWrite(unittest.TestCase):
+    def test_no_force_no_excuse(self):
+        self.assertEqual(len(history.check_rwlock(rw_ops()).violations), 1)
+        self.assertEqual(len(history.check_rwlock(rw_ops(), excuse=excuser([])).violations), 1)
+
+    def test_a_force_between_the_write_and_the_read(self):
+        # sent after the read was (1.95), before it was answered: the write
+        # (the same fence, so first) may have been removed before it
+        res = history.check_rwlock(rw_ops(), excuse=excuser([Force(1.95, 1.97)]))
+        self.assertEqual(res.violations, [])
+        self.assertEqual(len(res.excused), 1)
+
+    def test_a_force_before_the_write(self):
+        res = history.check_rwlock(rw_ops(), excuse=excuser([Force(0.8, 0.9)]))
+        self.assertEqual(len(res.violations), 1)
+
+    def test_grant_order(self):
+        w = dict(fence=10, mode="W")
+        r = dict(fence=10, mode="R")
+        self.assertEqual(sorted((r, w), key=grant_order), [w, r])
+        self.assertEqual(sorted((dict(fence=11, mode="W"), r), key=grant_order)[0], r)
 
 
 if __name__ == "__main__":
