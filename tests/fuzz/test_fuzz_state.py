@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """fuzz_state.py's pure part: which FORCEUNLOCK may have removed a hold
 between two grants (forced_between, in grant_order), as the mutexes' and
-read/write locks' history checkers excuse two holders at once with it.
+read/write locks' history checkers excuse two holders at once with it;
+which queue's places have all ended (places_ended), as the hostile end
+lets them stay.
 
     python3 tests/fuzz/test_fuzz_state.py
 """
@@ -16,7 +18,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "chaos"))
 
 import history  # noqa: E402
-from fuzz_state import forced_between, grant_order  # noqa: E402
+from fuzz_state import forced_between, grant_order, places_ended  # noqa: E402
 
 
 class Force(object):
@@ -125,6 +127,25 @@ class TestReadWrite(unittest.TestCase):
         r = dict(fence=10, mode="R")
         self.assertEqual(sorted((r, w), key=grant_order), [w, r])
         self.assertEqual(sorted((dict(fence=11, mode="W"), r), key=grant_order)[0], r)
+
+
+class TestPlacesEnded(unittest.TestCase):
+    # the hostile short run's end: FAIRLOCK f1's reply mangled, its place
+    # d0:5 stayed in redisson_lock_queue:{fz:f1}, ended 1812 ms before
+    NOW = 1795948650000
+
+    def test_an_ended_place(self):
+        self.assertTrue(places_ended(["d0:5"], {"d0:5": self.NOW - 1812}, self.NOW))
+
+    def test_a_place_not_ended(self):
+        self.assertFalse(places_ended(["d0:5"], {"d0:5": self.NOW + 8972}, self.NOW))
+        self.assertFalse(places_ended(["d0:5", "d1:3"], {"d0:5": self.NOW - 1, "d1:3": self.NOW + 1},
+                                      self.NOW))
+
+    def test_a_place_without_its_time(self):
+        self.assertFalse(places_ended(["d0:5"], {}, self.NOW))
+        self.assertFalse(places_ended([], {"d0:5": self.NOW + 5}, self.NOW))
+        self.assertTrue(places_ended([], {"d0:5": self.NOW - 5}, self.NOW))
 
 
 if __name__ == "__main__":
