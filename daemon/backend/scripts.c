@@ -140,7 +140,7 @@ static const scripts_mode_t modes[BACKEND_MODE_COUNT] = {
 static const scripts_key_t status_keys[SCRIPTS_MODE_KEYS] = {SUFFIX(KEYS_SEM_TIMEOUT)};
 static const scripts_key_t force_keys[SCRIPTS_MODE_KEYS] = {
     PREFIX(KEYS_CHANNEL), PREFIX(KEYS_FORCED), SUFFIX(KEYS_SEM_TIMEOUT),
-    PREFIX(KEYS_SEM_CHANNEL), PREFIX(KEYS_QUEUE),
+    PREFIX(KEYS_SEM_CHANNEL), PREFIX(KEYS_QUEUE), PREFIX(KEYS_RW_CHANNEL),
 };
 
 const scripts_mode_t *scripts_mode(backend_mode_t mode) {
@@ -258,8 +258,8 @@ static size_t put_bulk(char *p, const char *s, size_t len) {
 
 /* Room one argument of len bytes takes at most. */
 #define ARG_ROOM(len) (1 + 20 + 2 + (len) + 2)
-/* Room any one operation's arguments take at most (SCRIPT_FORCE's and
- * SCRIPT_FAIR's keys: the lock and five companions). */
+/* Room any one operation's arguments take at most (SCRIPT_FORCE's keys:
+ * the lock and six companions). */
 #define OP_ROOM (ARG_ROOM(KEYS_KEY_MAX) + SCRIPTS_MODE_KEYS * ARG_ROOM(KEYS_COMPANION_MAX) + \
                  ARG_ROOM(24) + ARG_ROOM(KEYS_FIELD_MAX) + ARG_ROOM(1))
 /* The publish command releases use: classic or sharded pub/sub. */
@@ -520,7 +520,7 @@ int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *co
         numkeys = flags & SCRIPTS_F_NO_REGISTRY ? 1 : 2;
         argc = 3 + numkeys;
         break;
-    case SCRIPT_FORCE: numkeys = 6; argc = 11; break;
+    case SCRIPT_FORCE: numkeys = 7; argc = 12; break;
     default:
         if (is_own(id)) { /* the lock, its keys; its args, publish */
             const scripts_mode_t *own = &modes[ops[0]->mode];

@@ -123,7 +123,7 @@ typedef enum {
                                   leader's value) */
 } scripts_arg_t;
 
-#define SCRIPTS_MODE_KEYS 5
+#define SCRIPTS_MODE_KEYS 6
 #define SCRIPTS_MODE_ARGS 6
 #define SCRIPTS_KIND(k) (1u << (k))
 

@@ -365,11 +365,14 @@ static void do_who(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_
 
 /* ---- FORCEUNLOCK --------------------------------------------------------------------- */
 
-/* The lock is gone from Redis: a local holder has lost it. */
+/* The lock is gone from Redis: a local holder has lost it, and the local
+ * waiters try at once. Those behind a holder of another daemon (or of a
+ * Redisson client) hold none here to lose: they would wait for the gone
+ * holder's lease, as the script's message reaches only those watching. */
 static void force_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
     lock_t *l = lock_find(op->mgr, op->name, op->len);
     (void)h;
-    if (op->bop.res.removed && l != NULL && lock_hold_first(l) != NULL) {
+    if (op->bop.res.removed && l != NULL) {
         while (lock_hold_first(l) != NULL) lock_hold_lost(lock_hold_first(l), LOCK_LOST_FORCED);
         lock_kick(l);
         lock_maybe_free(l);

@@ -61,27 +61,28 @@ FILL_IN = None          # not written yet
 
 # name -> the bug, how it is put back (revert: a commit; edits: (path, old,
 # new) ...), fuzz_state.py's arguments (the short run's by default)
+# session_close's end, where its uv_close is (the listings of its calls
+# cancelled just before)
+CLOSE_AT = ("        c->listing = NULL;\n    }\n"
+            "    uv_close((uv_handle_t *)s->pipe, on_close);")
 # A session's owner dropped inside session_close, from whatever callback
 # closed it (as before issue 36): bugs 1 and 6 need it back.
 DROP_IN_CLOSE = ("daemon/session.c",
-                 "    s->listing = NULL;\n    uv_close((uv_handle_t *)&s->pipe, on_close);",
-                 "    s->listing = NULL;\n"
-                 "    if (s->owner != NULL) lockmgr_owner_drop(s->ss->locks, s->owner);\n"
-                 "    s->owner = NULL;\n"
-                 "    uv_close((uv_handle_t *)&s->pipe, on_close);")
+                 CLOSE_AT,
+                 CLOSE_AT.replace("    uv_close", "    if (s->owner != NULL) lockmgr_owner_drop("
+                                  "s->ss->locks, s->owner);\n    s->owner = NULL;\n    uv_close"))
 MUTANTS = {
     "leader-answer-uaf": dict(bug="bug 1", revert=None, edits=[
         # the observations ended at once, as session_close did before
         ("daemon/session.c",
-         "    s->listing = NULL;\n    uv_close((uv_handle_t *)&s->pipe, on_close);",
-         "    s->listing = NULL;\n"
-         "    if (s->owner != NULL) lockmgr_unobserve_all(s->ss->locks, s->owner);\n"
-         "    if (s->owner != NULL) lockmgr_owner_drop(s->ss->locks, s->owner);\n"
-         "    s->owner = NULL;\n"
-         "    uv_close((uv_handle_t *)&s->pipe, on_close);"),
+         CLOSE_AT,
+         CLOSE_AT.replace("    uv_close", "    if (s->owner != NULL) lockmgr_unobserve_all("
+                          "s->ss->locks, s->owner);\n"
+                          "    if (s->owner != NULL) lockmgr_owner_drop(s->ss->locks, s->owner);\n"
+                          "    s->owner = NULL;\n    uv_close")),
         ("daemon/lock/observe.c",
-         "    if (on != NULL) on->telling++;\n    lock_answer(o, &r);",
-         "    lock_answer(o, &r);"),
+         "    if (on != NULL) on->telling++;\n    lock_answer(o, op->hdr.call, &r);",
+         "    lock_answer(o, op->hdr.call, &r);"),
         ("daemon/lock/observe.c",
          "    on->telling--;\n    oname_maybe_free(on);\n}\n\nvoid observe_request",
          "}\n\nvoid observe_request")],

@@ -1,5 +1,6 @@
 /* Integration tests of read/write locks against a real Redis: sharing,
- * FIFO, downgrade, kinds, disconnects, leases, two daemons, Redisson.
+ * FIFO, downgrade, kinds, disconnects, leases, two daemons, FORCEUNLOCK,
+ * Redisson.
  * SPDX-License-Identifier: MIT */
 #include <signal.h>
 #include <stdio.h>
@@ -537,6 +538,39 @@ START_TEST(two_daemons_wake_each_other) {
 }
 END_TEST
 
+/* FORCEUNLOCK of a read/write lock wakes its waiters on every daemon: a
+ * writer of daemon 2 waits for daemon 1's writer, and the lock is forced,
+ * first from daemon 2 (which holds nothing of it), then from daemon 1
+ * (the holder's). Either way the waiter is granted at once, not when the
+ * gone holder's lease (lease_ms, 30 s) would have ended. */
+START_TEST(forceunlock_wakes_waiters_of_every_daemon) {
+    h_redis_start();
+    int d[2] = {h_dlockd_start_kept("rwlock", NULL), h_dlockd_start_kept("rwlock", NULL)};
+    for (int from = 1; from >= 0; from--) {
+        h_conn_t *holder = h_connect_index(d[0]), *waiter = h_connect_index(d[1]);
+        h_conn_t *adm = h_connect_index(d[from]); /* tests run as root: admin */
+        take(holder, "WLOCK x", 1);
+        h_send(waiter, "WLOCK x\n");
+        h_expect_silence(waiter, 300, "WLOCK x while another daemon's writer holds it");
+        h_redis_await_subscribed(RW_CHANNEL_X);
+        long long t0 = h_now_ms();
+        h_send(adm, "FORCEUNLOCK x\n");
+        H_EXPECT(adm, "OK 1");
+        granted(waiter, from ? "WLOCK x after FORCEUNLOCK from the waiter's daemon"
+                             : "WLOCK x after FORCEUNLOCK from the holder's daemon",
+                1, PROMPT_MS);
+        printf("rwlock: a writer granted %lld ms after FORCEUNLOCK from the %s daemon\n",
+               h_now_ms() - t0, from ? "waiter's" : "holder's");
+        h_send(waiter, "WUNLOCK x\n");
+        H_EXPECT(waiter, "OK 0");
+        h_close(adm);
+        h_close(waiter);
+        h_close(holder);
+    }
+    h_keep_passed();
+}
+END_TEST
+
 /* A daemon dies holding a read lock: its hold ends with its lease (1 s),
  * not with the longer lease of a reader still alive. The survivor's
  * release sets the hash's TTL to what the dead reader's timeout key has
@@ -668,6 +702,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, close_releases_reads_and_their_timeout_keys);
     tcase_add_test(tc, watchdog_keeps_reads_and_lease_ends_them);
     tcase_add_test(tc, two_daemons_wake_each_other);
+    tcase_add_test(tc, forceunlock_wakes_waiters_of_every_daemon);
     tcase_add_test(tc, dead_daemons_read_ends_with_its_lease);
     tcase_add_test(tc, holds_lost_with_redis_data_are_reported);
     tcase_add_test(tc, redisson_and_dlockd_readers_share);

@@ -207,10 +207,10 @@ START_TEST(test_format_status_force_who) {
     ck_assert_int_eq(id, SCRIPT_STATUS);
     op.kind = BACKEND_FORCE;
     ck_assert_str_eq(format1(&op, SCRIPTS_F_SHARDED, &id),
-                     resp("EVALSHA", SHA, "6", "dlock:lk", "redisson_lock__channel:{dlock:lk}",
+                     resp("EVALSHA", SHA, "7", "dlock:lk", "redisson_lock__channel:{dlock:lk}",
                           "dlock_forced:{dlock:lk}", "{dlock:lk}:timeout",
-                          "redisson_sc:{dlock:lk}", "redisson_lock_queue:{dlock:lk}", "60000",
-                          "spublish", NULL));
+                          "redisson_sc:{dlock:lk}", "redisson_lock_queue:{dlock:lk}",
+                          "redisson_rwlock:{dlock:lk}", "60000", "spublish", NULL));
     ck_assert_int_eq(id, SCRIPT_FORCE);
     op.kind = BACKEND_WHO;
     ck_assert_str_eq(format1(&op, 0, &id),
