@@ -184,6 +184,11 @@ void lock_wait_end(wait_t *w);
  * in many queues, counts itself once (waiting, lock_acct_waiting). NULL on
  * no memory. The caller answers. */
 wait_t *lock_enqueue(lock_t *l, lock_owner_t *o, lock_mode_t mode, uint32_t lease_ms);
+/* Moves w (queued) ahead of the waiters that came after arrived_ns (its
+ * request's arrival), short of one whose acquire is in flight: a request
+ * that asks anew for one of its names keeps its place in the order of
+ * arrival, as a multi-name wait must (multi.c). */
+void lock_enqueue_in_order(wait_t *w, uint64_t arrived_ns);
 /* The wake-ups of l's releases on channel mode (and owner's, 0: none). */
 void lock_watch(lock_t *l, backend_mode_t mode, uint64_t owner);
 void lock_unwatch(lock_t *l);

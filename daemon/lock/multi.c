@@ -6,7 +6,9 @@
  * a LOCK would. The names' queues are first come first served, and every
  * wait enters all its queues in one step, so the places of any two waits
  * are in the same order in every queue they share: no cycle, so no
- * deadlock here. A place at the head of its queue, with no hold of its
+ * deadlock here. A place asked for anew (its name's hold ended while the
+ * set waited) goes in the same order, ahead of the waiters that came
+ * after the set, not at the end of its queue. A place at the head of its queue, with no hold of its
  * name here, does not try alone (the kind's attempt hook): the set tries,
  * in one script (mlock.lua), once every one of its places is at its
  * head, and then its names' queues wait for that one attempt. Waiters
@@ -301,8 +303,14 @@ static int mwait_requeue_lost(mwait_t *mw) {
         if (why == LOCK_WHY_NONE) {
             if (!lock_in_use(l)) l->kind = lock_kind_of(LOCK_MODE_MUTEX);
             p->w = lock_enqueue(l, o, LOCK_MODE_MULTI, mw->lease_ms);
-            if (p->w == NULL) why = LOCK_WHY_NOMEM;
-            else p->w->set = &mw->hdr;
+            if (p->w == NULL) {
+                why = LOCK_WHY_NOMEM;
+            } else {
+                p->w->set = &mw->hdr;
+                /* Ahead of the sets that came after this one: at the end it
+                 * could wait behind one that waits behind it elsewhere. */
+                lock_enqueue_in_order(p->w, mw->started_ns);
+            }
         }
         if (why != LOCK_WHY_NONE) {
             lock_answer_error(m, o, mw->hdr.call, LOCK_ERR_LIMIT, why, 0);
@@ -702,6 +710,7 @@ static void mlock(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
         if ((mw->part[i].w = lock_enqueue(l, o, LOCK_MODE_MULTI, req->lease_ms)) == NULL)
             goto nomem;
         mw->part[i].w->set = &mw->hdr;
+        mw->part[i].w->started_ns = mw->started_ns;
         mwait_count(mw, 1);
     }
     if (req->kind == LOCK_REQ_TRYMLOCK && req->wait_ms > 0)

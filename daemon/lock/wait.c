@@ -431,6 +431,17 @@ static void on_attempt(backend_op_t *op) {
     lock_maybe_free(l);
 }
 
+void lock_enqueue_in_order(wait_t *w, uint64_t arrived_ns) {
+    queue_t *q = w->lock->q;
+    wait_t *x;
+    w->started_ns = arrived_ns;
+    TAILQ_FOREACH(x, &q->waiters, link)
+        if (x != w && x->started_ns > arrived_ns && !x->in_flight) break;
+    if (x == NULL || x == w) return;
+    TAILQ_REMOVE(&q->waiters, w, link);
+    TAILQ_INSERT_BEFORE(x, w, link);
+}
+
 /* ---- a new wait ----------------------------------------------------------------------- */
 
 wait_t *lock_enqueue(lock_t *l, lock_owner_t *o, lock_mode_t mode, uint32_t lease_ms) {

@@ -535,6 +535,36 @@ START_TEST(test_multi_refused_set_requeued_behind_waiter) {
 }
 END_TEST
 
+/* A set whose re-entered name's hold ends while it waits asks for that
+ * name anew in its arrival order, not at the end of the queue: places of
+ * two sets stay in the same order in every queue they share, or they wait
+ * for each other for ever (the stateful fuzzer's long run: c272 re-entered
+ * q0 and led p4's queue, c269 led q0's and waited behind c272 on p4; a
+ * FORCEUNLOCK of q0 put c272's new place behind c269, every name free). */
+START_TEST(test_multi_lost_reentry_keeps_arrival_order) {
+    client_t *a = client(), *b = client();
+    lock_ok(a, "x", 500);
+    fake_take(fb, "y", "other", 60000);
+    ck_assert_int_eq(mlock_req(a, N("x", "y"), 0), 0); /* x a reentry; y held elsewhere */
+    fake_settle(fb);
+    no_reply(a);
+    ck_assert_int_eq(mlock_req(b, N("x", "y"), 0), 0); /* heads x's queue; behind a on y */
+    fake_settle(fb);
+    no_reply(b);
+    run_for(1000); /* a's lease of x ends: it asks for x anew */
+    expect_event(a, "x", LOCK_LOST_EXPIRED);
+    fake_expire(fb, "y");
+    ck_assert_int_eq(fake_publish(fb, "y"), 1);
+    run_until_reply(a, now() + 1000);
+    expect_list(a, 2, NULL); /* a came first: it gets both */
+    no_reply(b);
+    ck_assert_int_eq(munlock_req(a, N("x", "y")), 1);
+    run_until_reply(b, now() + 1000);
+    expect_list(b, 2, NULL);
+    ck_assert_uint_eq(stats().waiters, 0);
+}
+END_TEST
+
 /* max_locks_per_uid counts every name a set would add (issue 36, bug 5). */
 START_TEST(test_multi_locks_per_uid) {
     conf.max_locks_per_uid = 3;
@@ -602,6 +632,7 @@ static Suite *lockmgr_multi_suite(void) {
     tcase_add_test(tc, test_multi_hold_gone_wakes_queue);
     tcase_add_test(tc, test_multi_hold_gone_expired);
     tcase_add_test(tc, test_multi_refused_set_requeued_behind_waiter);
+    tcase_add_test(tc, test_multi_lost_reentry_keeps_arrival_order);
     tcase_add_test(tc, test_multi_locks_per_uid);
     tcase_add_test(tc, test_multi_locks_per_uid_at_once);
     suite_add_tcase(s, tc);
