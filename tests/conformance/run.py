@@ -302,8 +302,11 @@ class Adapter(object):
     def __init__(self, argv, logpath):
         self.log = open(logpath, "wb")
         self.logpath = logpath
+        # A process group of its own: kill() ends what it started too (the
+        # shell adapter's client jobs, which would hold their connections).
         self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=self.log, cwd=ROOT, preexec_fn=_pdeathsig)
+                                  stderr=self.log, cwd=ROOT, preexec_fn=_pdeathsig,
+                                  start_new_session=True)
         self.cv = threading.Condition()
         self.answers = {}       # rid -> words after the rid
         self.answer_at = {}     # rid -> how many events had come before its answer
@@ -435,9 +438,11 @@ class Adapter(object):
             raise Fail("adapter exited with status %s%s" % (rc, self.stderr_tail()))
 
     def kill(self):
-        if self.p.poll() is None:
-            self.p.kill()
-            self.p.wait()
+        try:
+            os.killpg(self.p.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass    # the group is gone
+        self.p.wait()
         try:
             self.p.stdin.close()
         except OSError:
