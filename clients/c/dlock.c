@@ -264,7 +264,27 @@ static int fill(dlock_t *d, int timeout_ms) {
     return (int)n;
 }
 
-/* Reads lines until a reply (not an event) is in d->line. */
+/* Hands the complete event lines at the head of buf to on_event(): they
+ * came in the same read as a reply, so the caller polling dlock_fd() for
+ * events would never see them. d->line (the reply) is left as it is. */
+static void on_buffered_events(dlock_t *d) {
+    char ev[DLOCK_LINE_MAX + 1];
+    while (d->len > 0 && d->buf[0] == '!') {
+        char *lf = memchr(d->buf, '\n', d->len);
+        if (lf == NULL) return;
+        size_t n = (size_t)(lf - d->buf);
+        if (n > DLOCK_LINE_MAX) return; /* take_line() says DLOCK_EPROTO later */
+        memcpy(ev, d->buf, n);
+        if (n > 0 && ev[n - 1] == '\r') n--;
+        ev[n] = '\0';
+        d->len -= (size_t)(lf - d->buf) + 1;
+        memmove(d->buf, lf + 1, d->len);
+        on_event(d, ev);
+    }
+}
+
+/* Reads lines until a reply (not an event) is in d->line; the events
+ * before it, and those read along with it, go to on_event(). */
 static int read_reply(dlock_t *d) {
     for (;;) {
         int r = take_line(d);
@@ -274,6 +294,7 @@ static int read_reply(dlock_t *d) {
                 on_event(d, d->line);
                 continue;
             }
+            on_buffered_events(d);
             return 0;
         }
         r = fill(d, -1);

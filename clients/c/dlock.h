@@ -10,8 +10,10 @@
  * Functions return 0 (or a documented non-negative value) on success and a
  * negative DLOCK_E* code on failure; dlock_strerror() names it. Loss
  * notifications (!LOST) are delivered to the callback set with
- * dlock_set_lost_cb(), while a call reads replies or from dlock_poll();
- * so are leader changes (!LEADER) of the names given to dlock_observe(). */
+ * dlock_set_lost_cb(), while a call reads replies (also those read along
+ * with its reply, before it returns: a lease of 1 ms can end that soon) or
+ * from dlock_poll(); so are leader changes (!LEADER) of the names given to
+ * dlock_observe(). */
 #ifndef DLOCK_H
 #define DLOCK_H
 

@@ -38,6 +38,14 @@ typedef struct client_s {
     char current[ID_MAX]; /* the rid running now, "" when idle */
     int stop;
     int wake[2];
+    /* Losses told while a command ran that matched no live handle: its own
+     * grant's, told with the reply (a 1 ms lease), before the handle is
+     * added. Reported once the command is done. The client's thread only. */
+    size_t nmissed;
+    struct {
+        char name[DLOCK_NAME_MAX + 1];
+        char reason[16];
+    } missed[DLOCK_MNAMES_MAX];
 } client_t;
 
 typedef struct handle_s {
@@ -97,8 +105,9 @@ static const char *err_kind(int r) {
     }
 }
 
-/* Every live handle of c with name (any name when NULL) is lost. */
-static void lost(client_t *c, const char *name, const char *reason) {
+/* Every live handle of c with name (any name when NULL) is lost; how many. */
+static int lost_handles(client_t *c, const char *name, const char *reason) {
+    int n = 0;
     pthread_mutex_lock(&handles_mu);
     for (int i = 0; i < nhandles; i++) {
         handle_t *h = &handles[i];
@@ -107,9 +116,21 @@ static void lost(client_t *c, const char *name, const char *reason) {
         if (h->c == c && h->live && mine) {
             h->live = 0;
             say("* lost %s %s", h->hid, reason);
+            n++;
         }
     }
     pthread_mutex_unlock(&handles_mu);
+    return n;
+}
+
+/* As lost_handles(); a name no handle has yet is kept in c->missed. */
+static void lost(client_t *c, const char *name, const char *reason) {
+    if (lost_handles(c, name, reason) > 0 || name == NULL) return;
+    if (c->nmissed < sizeof(c->missed) / sizeof(c->missed[0])) {
+        snprintf(c->missed[c->nmissed].name, sizeof(c->missed[0].name), "%s", name);
+        snprintf(c->missed[c->nmissed].reason, sizeof(c->missed[0].reason), "%s", reason);
+        c->nmissed++;
+    }
 }
 
 static void on_lost(dlock_t *d, const char *name, const char *reason, void *data) {
@@ -563,8 +584,12 @@ static void *client_main(void *arg) {
             idle(c);
             continue;
         }
+        c->nmissed = 0;
         run(c, m);
         free(m);
+        for (size_t i = 0; i < c->nmissed; i++)
+            lost_handles(c, c->missed[i].name, c->missed[i].reason);
+        c->nmissed = 0;
         pthread_mutex_lock(&c->mu);
         c->current[0] = '\0';
         pthread_mutex_unlock(&c->mu);
