@@ -250,6 +250,49 @@ static long long num(const char *w) {
     return (long long)v;
 }
 
+/* lock's <lease>: ms, maybe with a fraction (a lease below 1 ms). libdlock
+ * takes whole ms, so the fraction is rounded up here, as dlock.h asks of a
+ * caller: 0.000001 is 1 ms, not 0 (no lease). -1 if it is no such number. */
+static long long lease_num(const char *w) {
+    const char *dot = strchr(w, '.');
+    if (dot == NULL) return num(w);
+    char whole[16];
+    size_t n = (size_t)(dot - w);
+    if (n == 0 || n >= sizeof(whole) || dot[1] == '\0') return -1;
+    memcpy(whole, w, n);
+    whole[n] = '\0';
+    long long v = num(whole);
+    int frac = 0;
+    for (const char *p = dot + 1; *p; p++) {
+        if (*p < '0' || *p > '9') return -1;
+        frac |= *p != '0';
+    }
+    return v < 0 || v + frac > UINT32_MAX ? -1 : v + frac;
+}
+
+static int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* lock's <name>: "%" and hex digits are the name's bytes ("%" alone: the
+ * empty name), decoded into buf; the word itself otherwise. NULL if the
+ * hex is bad or does not fit. */
+static const char *name_arg(const char *w, char *buf, size_t cap) {
+    if (w[0] != '%') return w;
+    size_t n = strlen(w + 1) / 2;
+    if (strlen(w + 1) % 2 != 0 || n >= cap) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        int hi = hex_digit(w[1 + 2 * i]), lo = hex_digit(w[2 + 2 * i]);
+        if (hi < 0 || lo < 0) return NULL;
+        buf[i] = (char)(hi * 16 + lo);
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
 typedef int (*take_fn)(dlock_t *, const char *, uint32_t, uint64_t *, uint32_t *);
 
 static take_fn take_of(const char *kind) {
@@ -366,10 +409,12 @@ static void run(client_t *c, cmd_t *m) {
     }
     if ((strcmp(op, "lock") == 0 || strcmp(op, "rlock") == 0 || strcmp(op, "wlock") == 0 ||
          strcmp(op, "fairlock") == 0) && n == 4) {
-        long long lease = num(a[3]);
-        if (lease < 0) goto bad_args;
-        r = take_of(op)(c->d, a[2], (uint32_t)lease, &fence, &holds);
-        if (r == 0) handle_add(a[1], c, a[2], op, (uint32_t)lease);
+        char nbuf[2 * DLOCK_NAME_MAX];
+        const char *name = name_arg(a[2], nbuf, sizeof(nbuf));
+        long long lease = lease_num(a[3]);
+        if (lease < 0 || name == NULL) goto bad_args;
+        r = take_of(op)(c->d, name, (uint32_t)lease, &fence, &holds);
+        if (r == 0) handle_add(a[1], c, name, op, (uint32_t)lease);
     } else if (strcmp(op, "trylock") == 0 && n == 5) {
         long long wait = num(a[3]), lease = num(a[4]);
         if (wait < 0 || lease < 0) goto bad_args;

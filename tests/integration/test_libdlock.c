@@ -227,6 +227,32 @@ START_TEST(errors_and_names) {
 }
 END_TEST
 
+/* dlock_strerror(DLOCK_ENAME) after a call refused a name shows the name,
+ * quoted and escaped, as every client's error does (issue 42); a long one
+ * cut after 40 bytes. */
+START_TEST(bad_name_error_shows_it) {
+    dlock_t *d = open_client();
+    ck_assert_int_eq(dlock_lock(d, "has space", 0, NULL, NULL), DLOCK_ENAME);
+    ck_assert_str_eq(dlock_strerror(DLOCK_ENAME),
+                     "bad lock name \"has space\": only printable ASCII without spaces is allowed");
+    ck_assert_int_eq(dlock_status(d, "", NULL), DLOCK_ENAME);
+    ck_assert_str_eq(dlock_strerror(DLOCK_ENAME), "bad lock name \"\": must be 1 to 255 bytes");
+    ck_assert_int_eq(dlock_trylock(d, "ctl\001\"q\\\n", 0, 0, NULL, NULL, NULL), DLOCK_ENAME);
+    ck_assert_str_eq(dlock_strerror(DLOCK_ENAME), "bad lock name \"ctl\\x01\\\"q\\\\\\x0a\": "
+                                                  "only printable ASCII without spaces is allowed");
+    char big[257];
+    memset(big, 'n', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    const char *names[] = {"ok", big};
+    ck_assert_int_eq(dlock_mlock(d, 2, names, 0, NULL), DLOCK_ENAME);
+    ck_assert_str_eq(dlock_strerror(DLOCK_ENAME), "bad lock name "
+                     "\"nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn\"... (256 bytes): "
+                     "must be 1 to 255 bytes");
+    ck_assert_int_eq(dlock_ping(d), 0); /* refused by the client: nothing was sent */
+    dlock_close(d);
+}
+END_TEST
+
 /* dlock_strerror(DLOCK_ECONNECT) after a failed dlock_connect names the
  * socket it tried (given, or from $DLOCK_SOCKET) and why, with a hint. */
 START_TEST(connect_error_names_socket) {
@@ -1215,6 +1241,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, event_met_while_waiting_for_reply);
     tcase_add_test(tc, event_read_with_the_reply);
     tcase_add_test(tc, errors_and_names);
+    tcase_add_test(tc, bad_name_error_shows_it);
     tcase_add_test(tc, close_releases_and_daemon_loss_is_seen);
     tcase_add_test(tc, connect_error_names_socket);
     tcase_add_test(tc, connect_permission_denied_hints);
