@@ -222,7 +222,8 @@ DEPS_TEST_CMDS  := $(sort $(DEPS_RUN_CMDS) $(DEPS_DEB_CMDS) $(DEPS_CHAOS_CMDS) $
                    valgrind:valgrind clang:clang openssl:openssl luacheck:lua-check \
                    chromium:chromium
 DEPS_TEST_PKGS  := $(sort $(DEPS_RUN_PKGS) $(DEPS_DEB_PKGS)) check:check
-DEPS_TEST_PYMODS := prometheus_client:python3-prometheus-client
+DEPS_TEST_PYMODS := prometheus_client:python3-prometheus-client setuptools:python3-setuptools \
+                    wheel:python3-wheel ensurepip:python3-venv
 # Everything, as the one list `make deps` checks.
 DEPS_CMDS := $(DEPS_TEST_CMDS)
 DEPS_PKGS := $(DEPS_TEST_PKGS)
@@ -296,6 +297,7 @@ PLAIN_SUITES := $(filter %/test_server %/test_limits %/test_tags %/test_cluster_
 TEST_JOBLIST = luacheck docs-test unit \
   $(patsubst $(BUILD)/%,plain/%,$(PLAIN_SUITES)) blackhole-test \
   $(addprefix clients-,$(addsuffix -test,$(CLIENT_LANGS) python shell)) clients-node-types consumer-node \
+  consumer-python \
   $(addprefix conformance/,$(subst $(comma), ,$(CONFORMANCE_CLIENTS))) \
   metrics-test board-test chaos-short-stages chaos-short-netfaults consumer-java \
   $(patsubst $(BUILD)/%,san/%,$(SAN_SUITES)) fuzz-short package-test
@@ -315,7 +317,7 @@ TEST_EST := chaos-short-stages=87 san/itests/test_sentinel=47 san/itests/test_cl
   san/itests/test_cli=9 san/itests/test_locks=8 board-test=8 conformance/java=7 \
   san/itests/test_resp=7 san/itests/test_rwlock=7 conformance/shell=7 \
   conformance/python-asyncio=7 conformance/node=6 clients-java-test=17 clients-node-types=12 \
-  consumer-java=27 san/itests/test_tags=4 plain/itests/test_tags=3 consumer-node=6
+  consumer-java=27 san/itests/test_tags=4 plain/itests/test_tags=3 consumer-node=6 consumer-python=6
 test_est = $(or $(patsubst $(1)=%,%,$(filter $(1)=%,$(TEST_EST))),5)
 
 # make check: the quick loop for a change (about a minute): the build, the
@@ -365,6 +367,13 @@ clients-test: $(addprefix clients-,$(addsuffix -test,$(CLIENT_LANGS) python shel
 clients-python-test: $(BUILD)/dlockd
 	@echo "== tests/python/test_dlock.py"
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/python/test_dlock.py
+
+# The Python clients installed as clients/python/README.md says, offline, in
+# a throwaway project outside the tree, then a lock (test_consumer.py).
+.PHONY: consumer-python
+consumer-python: $(BUILD)/dlockd
+	@echo "== tests/python/test_consumer.py"
+	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/python/test_consumer.py
 
 clients-shell-test: $(BUILD)/dlockd
 	@echo "== tests/shell/test_dlock_sh.sh"

@@ -61,6 +61,14 @@ static int err_index(int err) {
  * returns it. */
 static _Thread_local char connect_msg[512];
 
+/* Why this thread's last call refused a name itself (bad_name()): the
+ * name shown quoted, each byte outside 0x20-0x7E (and '"', '\\') escaped,
+ * cut after NAME_SHOWN bytes; empty once dlockd answered ERR NAME.
+ * dlock_strerror(DLOCK_ENAME) returns it. */
+#define NAME_SHOWN 40          /* bytes of a bad name shown; the rest is "..." */
+#define NAME_MSG_MAX 320       /* fits NAME_SHOWN bytes escaped (4 each) and the words */
+static _Thread_local char name_msg[NAME_MSG_MAX];
+
 /* A hint for the usual reasons a connect fails. */
 static const char *connect_hint(int e) {
     switch (e) {
@@ -79,6 +87,7 @@ static void set_connect_msg(const char *path, int e) {
 const char *dlock_strerror(int err) {
     if (err == 0) return "success";
     if (err == DLOCK_ECONNECT && connect_msg[0] != '\0') return connect_msg;
+    if (err == DLOCK_ENAME && name_msg[0] != '\0') return name_msg;
     int i = err_index(err);
     return i >= 0 ? errors[i].text : "unknown error";
 }
@@ -103,6 +112,38 @@ static int name_ok(const char *name) {
     for (size_t i = 0; i < len; i++)
         if ((unsigned char)name[i] < 0x21 || (unsigned char)name[i] > 0x7e) return 0;
     return 1;
+}
+
+/* DLOCK_ENAME for a name name_ok() refused, with name_msg saying which
+ * name and why: the same words as the other clients', so that a caller
+ * printing dlock_strerror() shows the name. */
+static int bad_name(const char *name) {
+    if (name == NULL) {
+        snprintf(name_msg, sizeof(name_msg), "%s: NULL", errors[err_index(DLOCK_ENAME)].text);
+        return DLOCK_ENAME;
+    }
+    size_t len = strlen(name), at = 0;
+    char shown[NAME_SHOWN * 4 + 1];
+    for (size_t i = 0; i < len && i < NAME_SHOWN; i++) {
+        unsigned char b = (unsigned char)name[i];
+        if (b == '"' || b == '\\')
+            at += (size_t)snprintf(shown + at, sizeof(shown) - at, "\\%c", b);
+        else if (b < 0x20 || b > 0x7e)
+            at += (size_t)snprintf(shown + at, sizeof(shown) - at, "\\x%02x", b);
+        else
+            shown[at++] = (char)b;
+    }
+    shown[at] = '\0';
+    char cut[48] = "";
+    if (len > NAME_SHOWN) snprintf(cut, sizeof(cut), "... (%zu bytes)", len);
+    if (len == 0 || len > DLOCK_NAME_MAX)
+        snprintf(name_msg, sizeof(name_msg), "%s \"%s\"%s: must be 1 to %d bytes",
+                 errors[err_index(DLOCK_ENAME)].text, shown, cut, DLOCK_NAME_MAX);
+    else
+        snprintf(name_msg, sizeof(name_msg),
+                 "%s \"%s\"%s: only printable ASCII without spaces is allowed",
+                 errors[err_index(DLOCK_ENAME)].text, shown, cut);
+    return DLOCK_ENAME;
 }
 
 dlock_t *dlock_connect(const char *path, int *err) {
@@ -264,7 +305,27 @@ static int fill(dlock_t *d, int timeout_ms) {
     return (int)n;
 }
 
-/* Reads lines until a reply (not an event) is in d->line. */
+/* Hands the complete event lines at the head of buf to on_event(): they
+ * came in the same read as a reply, so the caller polling dlock_fd() for
+ * events would never see them. d->line (the reply) is left as it is. */
+static void on_buffered_events(dlock_t *d) {
+    char ev[DLOCK_LINE_MAX + 1];
+    while (d->len > 0 && d->buf[0] == '!') {
+        char *lf = memchr(d->buf, '\n', d->len);
+        if (lf == NULL) return;
+        size_t n = (size_t)(lf - d->buf);
+        if (n > DLOCK_LINE_MAX) return; /* take_line() says DLOCK_EPROTO later */
+        memcpy(ev, d->buf, n);
+        if (n > 0 && ev[n - 1] == '\r') n--;
+        ev[n] = '\0';
+        d->len -= (size_t)(lf - d->buf) + 1;
+        memmove(d->buf, lf + 1, d->len);
+        on_event(d, ev);
+    }
+}
+
+/* Reads lines until a reply (not an event) is in d->line; the events
+ * before it, and those read along with it, go to on_event(). */
 static int read_reply(dlock_t *d) {
     for (;;) {
         int r = take_line(d);
@@ -274,6 +335,7 @@ static int read_reply(dlock_t *d) {
                 on_event(d, d->line);
                 continue;
             }
+            on_buffered_events(d);
             return 0;
         }
         r = fill(d, -1);
@@ -302,7 +364,9 @@ static int classify(const dlock_t *d) {
     if (strncmp(d->line, "TIMEOUT ", 8) == 0) return DLOCK_ETIMEOUT;
     if (strncmp(d->line, "ERR ", 4) == 0) {
         const char *code = d->line + 4;
-        return err_from_code(code, strcspn(code, " "));
+        int err = err_from_code(code, strcspn(code, " "));
+        if (err == DLOCK_ENAME) name_msg[0] = '\0'; /* not a name this thread refused */
+        return err;
     }
     return DLOCK_EPROTO;
 }
@@ -399,7 +463,7 @@ static int take(dlock_t *d, const char *verb, const char *name, uint32_t lease_m
                 uint64_t *fence, uint32_t *holds) {
     char line[DLOCK_NAME_MAX + 64];
     char undo[DLOCK_NAME_MAX + 16];
-    if (!name_ok(name)) return DLOCK_ENAME;
+    if (!name_ok(name)) return bad_name(name);
     snprintf(line, sizeof(line), "%s %s %u", verb, name, lease_ms);
     snprintf(undo, sizeof(undo), "%s %s", undo_verb(verb), name);
     int r = roundtrip_wait(d, line, undo);
@@ -411,7 +475,7 @@ static int try_take(dlock_t *d, const char *verb, const char *name, uint32_t wai
                     uint32_t lease_ms, uint64_t *fence, uint32_t *holds, long long *ttl_ms) {
     char line[DLOCK_NAME_MAX + 64];
     char undo[DLOCK_NAME_MAX + 16];
-    if (!name_ok(name)) return DLOCK_ENAME;
+    if (!name_ok(name)) return bad_name(name);
     snprintf(line, sizeof(line), "%s %s %u %u", verb, name, wait_ms, lease_ms);
     snprintf(undo, sizeof(undo), "%s %s", undo_verb(verb), name);
     int r = wait_ms > 0 ? roundtrip_wait(d, line, undo) : roundtrip(d, line);
@@ -424,7 +488,7 @@ static int try_take(dlock_t *d, const char *verb, const char *name, uint32_t wai
 static int drop(dlock_t *d, const char *verb, const char *name, uint32_t *holds_left) {
     char line[DLOCK_NAME_MAX + 16];
     unsigned left;
-    if (!name_ok(name)) return DLOCK_ENAME;
+    if (!name_ok(name)) return bad_name(name);
     snprintf(line, sizeof(line), "%s %s", verb, name);
     int r = roundtrip(d, line);
     if (r != 0) return r;
@@ -491,7 +555,7 @@ int dlock_tryfairlock(dlock_t *d, const char *name, uint32_t wait_ms, uint32_t l
 static int mnames(char *buf, size_t cap, size_t n, const char *const *names) {
     if (n == 0 || n > DLOCK_MNAMES_MAX || names == NULL) return DLOCK_EARGS;
     for (size_t i = 0; i < n; i++) {
-        if (names[i] == NULL || !name_ok(names[i])) return DLOCK_ENAME;
+        if (names[i] == NULL || !name_ok(names[i])) return bad_name(names[i]);
         for (size_t j = 0; j < i; j++)
             if (strcmp(names[i], names[j]) == 0) return DLOCK_EARGS;
     }
@@ -576,7 +640,7 @@ static int parse_count(const dlock_t *d, uint32_t *n) {
 int dlock_seminit(dlock_t *d, const char *name, uint32_t permits, int *set) {
     char line[DLOCK_NAME_MAX + 32];
     uint32_t v;
-    if (!name_ok(name)) return DLOCK_ENAME;
+    if (!name_ok(name)) return bad_name(name);
     snprintf(line, sizeof(line), "SEMINIT %s %u", name, permits);
     int r = roundtrip(d, line);
     if (r == 0) r = parse_count(d, &v);
@@ -591,7 +655,7 @@ static int sem_take(dlock_t *d, const char *name, uint32_t permits, long long wa
                     uint32_t lease_ms, uint32_t *held) {
     char line[DLOCK_NAME_MAX + 64];
     int n;
-    if (!name_ok(name)) return DLOCK_ENAME;
+    if (!name_ok(name)) return bad_name(name);
     if (wait_ms < 0)
         n = snprintf(line, sizeof(line), "ACQUIRE %s %u", name, permits);
     else
@@ -615,7 +679,7 @@ int dlock_tryacquire(dlock_t *d, const char *name, uint32_t permits, uint32_t wa
 
 int dlock_release(dlock_t *d, const char *name, uint32_t permits, uint32_t *left) {
     char line[DLOCK_NAME_MAX + 32];
-    if (!name_ok(name)) return DLOCK_ENAME;
+    if (!name_ok(name)) return bad_name(name);
     snprintf(line, sizeof(line), "RELEASE %s %u", name, permits);
     int r = roundtrip(d, line);
     return r == 0 ? parse_count(d, left) : r;
@@ -624,7 +688,7 @@ int dlock_release(dlock_t *d, const char *name, uint32_t permits, uint32_t *left
 int dlock_renew(dlock_t *d, const char *name, uint32_t lease_ms, long long *ttl_ms) {
     char line[DLOCK_NAME_MAX + 32];
     long long ttl;
-    if (!name_ok(name)) return DLOCK_ENAME;
+    if (!name_ok(name)) return bad_name(name);
     snprintf(line, sizeof(line), "RENEW %s %u", name, lease_ms);
     int r = roundtrip(d, line);
     if (r != 0) return r;
@@ -638,7 +702,7 @@ int dlock_status(dlock_t *d, const char *name, dlock_status_t *out) {
     dlock_status_t st = {DLOCK_FREE, 0, -1, {0}};
     unsigned long long fence;
     unsigned readers, available, mine;
-    if (!name_ok(name)) return DLOCK_ENAME;
+    if (!name_ok(name)) return bad_name(name);
     snprintf(line, sizeof(line), "STATUS %s", name);
     int r = roundtrip(d, line);
     if (r != 0) return r;
@@ -668,7 +732,7 @@ int dlock_status(dlock_t *d, const char *name, dlock_status_t *out) {
 int dlock_force_unlock(dlock_t *d, const char *name, int *removed) {
     char line[DLOCK_NAME_MAX + 16];
     int n;
-    if (!name_ok(name)) return DLOCK_ENAME;
+    if (!name_ok(name)) return bad_name(name);
     snprintf(line, sizeof(line), "FORCEUNLOCK %s", name);
     int r = roundtrip(d, line);
     if (r != 0) return r;
@@ -796,7 +860,7 @@ int dlock_elect(dlock_t *d, const char *name, const char *value, uint32_t lease_
     char line[DLOCK_NAME_MAX + DLOCK_VALUE_MAX + 32];
     char undo[DLOCK_NAME_MAX + 16];
     uint64_t f;
-    if (!name_ok(name)) return DLOCK_ENAME;
+    if (!name_ok(name)) return bad_name(name);
     if (!value_ok(value) || lease_ms > 2147483647u) return DLOCK_EARGS;
     int n = snprintf(line, sizeof(line), "ELECT %s %s", name, value);
     if (lease_ms != 0) snprintf(line + n, sizeof(line) - (size_t)n, " %u", lease_ms);
@@ -811,7 +875,7 @@ int dlock_elect(dlock_t *d, const char *name, const char *value, uint32_t lease_
 /* verb NAME answered "OK 0" or "OK 1": RESIGN, UNOBSERVE. */
 static int yes_no(dlock_t *d, const char *verb, const char *name, int *was) {
     char line[DLOCK_NAME_MAX + 16];
-    if (!name_ok(name)) return DLOCK_ENAME;
+    if (!name_ok(name)) return bad_name(name);
     snprintf(line, sizeof(line), "%s %s", verb, name);
     int r = roundtrip(d, line);
     if (r != 0) return r;
@@ -830,7 +894,7 @@ static int ask_leader(dlock_t *d, const char *verb, const char *name, uint64_t *
     char line[DLOCK_NAME_MAX + 16];
     uint64_t f;
     const char *v;
-    if (!name_ok(name)) return DLOCK_ENAME;
+    if (!name_ok(name)) return bad_name(name);
     snprintf(line, sizeof(line), "%s %s", verb, name);
     int r = roundtrip(d, line);
     if (r != 0) return r;
@@ -848,7 +912,7 @@ int dlock_leader(dlock_t *d, const char *name, uint64_t *fence, char *value, siz
 
 int dlock_observe(dlock_t *d, const char *name, dlock_leader_cb cb, void *data,
                   uint64_t *fence, char *value, size_t cap) {
-    if (!name_ok(name)) return DLOCK_ENAME;
+    if (!name_ok(name)) return bad_name(name);
     observer_t *o = observer_find(d, name);
     int fresh = o == NULL;
     if (fresh && (o = calloc(1, sizeof(*o))) == NULL) return DLOCK_ENOMEM;

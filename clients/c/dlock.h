@@ -10,8 +10,10 @@
  * Functions return 0 (or a documented non-negative value) on success and a
  * negative DLOCK_E* code on failure; dlock_strerror() names it. Loss
  * notifications (!LOST) are delivered to the callback set with
- * dlock_set_lost_cb(), while a call reads replies or from dlock_poll();
- * so are leader changes (!LEADER) of the names given to dlock_observe(). */
+ * dlock_set_lost_cb(), while a call reads replies (also those read along
+ * with its reply, before it returns: a lease of 1 ms can end that soon) or
+ * from dlock_poll(); so are leader changes (!LEADER) of the names given to
+ * dlock_observe(). */
 #ifndef DLOCK_H
 #define DLOCK_H
 
@@ -123,7 +125,10 @@ dlock_t *dlock_connect(const char *path, int *err);
 /* Sends QUIT if possible and closes: every held lock is released. */
 void dlock_close(dlock_t *d);
 
-/* Waits as long as it takes. lease_ms 0: held while connected (watchdog). */
+/* Waits as long as it takes. lease_ms 0: held while connected (watchdog).
+ * Every lease_ms is whole milliseconds: round a lease computed from a time
+ * left up, never down to 0 (no lease), as the other clients round a
+ * fraction (a lease below 1 ms is 1 ms). */
 int dlock_lock(dlock_t *d, const char *name, uint32_t lease_ms, uint64_t *fence,
                uint32_t *holds);
 /* Waits at most wait_ms; DLOCK_ETIMEOUT if not acquired, with the holder's
@@ -346,7 +351,13 @@ int dlock_poll(dlock_t *d, int timeout_ms);
  * DLOCK_ECONNECT right after dlock_connect() failed with it in the same
  * thread, when it is the full reason with the socket's path and a hint
  * (in thread-local storage, valid until that thread's next dlock_connect();
- * elsewhere DLOCK_ECONNECT gives "cannot connect to dlockd"). */
+ * elsewhere DLOCK_ECONNECT gives "cannot connect to dlockd"), and
+ * DLOCK_ENAME after a call in the same thread refused a name itself, when
+ * it shows the name quoted (bytes outside 0x20-0x7E as \xHH, cut after 40
+ * bytes) and why, as the other clients do: 'bad lock name "a b": only
+ * printable ASCII without spaces is allowed', 'bad lock name "": must be 1
+ * to 255 bytes' (thread-local too, until that thread's next refused name;
+ * "bad lock name" when dlockd answered ERR NAME). */
 const char *dlock_strerror(int err);
 /* The code's name: "NOTHELD", "DENIED", ... ("OK" for 0, "?" if unknown). */
 const char *dlock_err_name(int err);

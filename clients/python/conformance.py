@@ -42,6 +42,19 @@ def err_kind(e):
             dlock.BackendError: "backend"}.get(type(e), "other")
 
 
+def lease_arg(word):
+    """A <lease> in ms: an int, or a float when it has a fraction (a lease
+    below 1 ms), passed as it is for the client to round."""
+    return float(word) if "." in word else int(word)
+
+
+def name_arg(word):
+    """lock's <name>: %<hex> is the name's bytes in hex (% alone: empty)."""
+    if word.startswith("%"):
+        return bytes.fromhex(word[1:]).decode("latin-1")
+    return word
+
+
 class Handle(object):
     def __init__(self, cid, name, kind, lease, permits=0):
         self.cid, self.name, self.kind, self.lease = cid, name, kind, lease
@@ -175,7 +188,7 @@ class Adapter(object):
     def do(self, w, op, args):
         c, cid = w.c, w.cid
         if op in ("lock", "rlock", "wlock", "fairlock"):
-            hid, name, lease = args[0], args[1], int(args[2])
+            hid, name, lease = args[0], name_arg(args[1]), lease_arg(args[2])
             return self.grant(hid, cid, name, op, lease, getattr(c, op)(name, lease))
         if op == "trylock":
             hid, name, wait, lease = args[0], args[1], int(args[2]), int(args[3])

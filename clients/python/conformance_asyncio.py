@@ -37,6 +37,19 @@ def error_kind(e):
     return "other"
 
 
+def lease_arg(word):
+    """A <lease> in ms: an int, or a float when it has a fraction (a lease
+    below 1 ms), passed as it is for the client to round."""
+    return float(word) if "." in word else int(word)
+
+
+def name_arg(word):
+    """lock's <name>: %<hex> is the name's bytes in hex (% alone: empty)."""
+    if word.startswith("%"):
+        return bytes.fromhex(word[1:]).decode("latin-1")
+    return word
+
+
 def one_line(text):
     return " ".join(str(text).split()) or "-"
 
@@ -125,7 +138,8 @@ class Adapter:
         return "ok %d %d" % (h.fence, h.holds)
 
     async def c_lock(self, cid, hid, name, lease):
-        return await self.grant(cid, hid, self.client(cid).lock(name, int(lease)))
+        return await self.grant(cid, hid, self.client(cid).lock(name_arg(name),
+                                                                lease_arg(lease)))
 
     async def c_trylock(self, cid, hid, name, wait, lease):
         try:

@@ -370,6 +370,21 @@ def _check_num(what, value, low=0, high=NUM_MAX):
     return value
 
 
+def _lease(lease_ms):
+    """A lease as dlockd takes it: whole milliseconds, 0 to NUM_MAX. A
+    float's fraction is rounded up, so that a lease below 1 ms is 1 ms and
+    never 0, which means no lease (the watchdog: held while connected).
+    Else BadRequest."""
+    if isinstance(lease_ms, bool) or not isinstance(lease_ms, (int, float)):
+        raise BadRequest(None, "lease_ms must be an int or a float, not %s"
+                         % type(lease_ms).__name__)
+    if isinstance(lease_ms, float):
+        if not 0 <= lease_ms <= NUM_MAX:    # NaN too
+            raise BadRequest(None, "lease_ms must be 0 to %d, not %r" % (NUM_MAX, lease_ms))
+        lease_ms = math.ceil(lease_ms)
+    return _check_num("lease_ms", lease_ms)
+
+
 def _check_permits(permits):
     return _check_num("permits", permits, 1, PERMITS_MAX)
 
@@ -867,8 +882,9 @@ class Client(object):
         """LOCK, RLOCK, WLOCK or FAIRLOCK: (fence, holds)."""
         name = validate_name(name)
         words = [verb, name]
-        if _check_num("lease_ms", lease_ms):
-            words.append(str(lease_ms))
+        lease = _lease(lease_ms)
+        if lease:
+            words.append(str(lease))
         return self._grant(self._call(words, name, unbounded=True))
 
     def _try_take(self, verb, name, wait_ms, lease_ms):
@@ -876,8 +892,9 @@ class Client(object):
         Timeout."""
         name = validate_name(name)
         words = [verb, name, str(_check_num("wait_ms", wait_ms))]
-        if _check_num("lease_ms", lease_ms):
-            words.append(str(lease_ms))
+        lease = _lease(lease_ms)
+        if lease:
+            words.append(str(lease))
         return self._grant(self._call(words, name, wait=wait_ms / 1000.0))
 
     def _drop(self, verb, name):
@@ -890,7 +907,9 @@ class Client(object):
 
     def lock(self, name, lease_ms=0):
         """LOCK: wait as long as it takes. Returns (fence, holds). lease_ms 0
-        means watchdog mode (held as long as this connection lives)."""
+        means watchdog mode (held as long as this connection lives). Every
+        lease_ms is an int or a float of ms: a fraction is rounded up, so a
+        lease below 1 ms is 1 ms, never 0."""
         return self._take("LOCK", name, lease_ms)
 
     def trylock(self, name, wait_ms=0, lease_ms=0):
@@ -964,7 +983,7 @@ class Client(object):
         The names share lease_ms (0: held while connected). cancel() from
         another thread withdraws the wait, holding none of them."""
         names, words = self._mwords(names)
-        lease_ms = _check_num("lease_ms", lease_ms)
+        lease_ms = _lease(lease_ms)
         return self._mgrant(names, self._call(["MLOCK"] + words + [str(lease_ms)],
                                               unbounded=True), lease_ms)
 
@@ -973,7 +992,7 @@ class Client(object):
         (with the longest remaining lease seen) holding none of them."""
         names, words = self._mwords(names)
         wait_ms = _check_num("wait_ms", wait_ms)
-        lease_ms = _check_num("lease_ms", lease_ms)
+        lease_ms = _lease(lease_ms)
         rw = self._call(["TRYMLOCK"] + words + [str(wait_ms), str(lease_ms)],
                         wait=wait_ms / 1000.0)
         return self._mgrant(names, rw, lease_ms)
@@ -1076,8 +1095,9 @@ class Client(object):
         words = [verb, name, str(_check_permits(permits))]
         if wait_ms is not None:
             words.append(str(_check_num("wait_ms", wait_ms)))
-        if lease_ms is not None and _check_num("lease_ms", lease_ms):
-            words.append(str(lease_ms))
+        lease = None if lease_ms is None else _lease(lease_ms)
+        if lease:
+            words.append(str(lease))
         if wait_ms is None:
             rw = self._call(words, name, unbounded=True)
         else:
@@ -1111,8 +1131,9 @@ class Client(object):
         Returns the new ttl in ms."""
         name = validate_name(name)
         words = ["RENEW", name]
-        if _check_num("lease_ms", lease_ms):
-            words.append(str(lease_ms))
+        lease = _lease(lease_ms)
+        if lease:
+            words.append(str(lease))
         rw = self._call(words, name)
         if len(rw) != 2:
             raise ProtocolError(None, "bad RENEW reply: %r" % " ".join(rw))
@@ -1183,8 +1204,9 @@ class Client(object):
         for a name it leads returns at once, with the same fence."""
         name = validate_name(name)
         words = ["ELECT", name, _check_value(value)]
-        if _check_num("lease_ms", lease_ms):
-            words.append(str(lease_ms))
+        lease = _lease(lease_ms)
+        if lease:
+            words.append(str(lease))
         self.lost.pop(name, None)   # an old loss of the name is not this leadership's
         rw = self._call(words, unbounded=True)
         if len(rw) != 2:
@@ -1332,7 +1354,7 @@ class Lock(_Hold):
     def __init__(self, name, socket=None, lease_ms=0, timeout=None, fair=False):
         self.name = validate_name(name)
         self.socket = socket
-        self.lease_ms = _check_num("lease_ms", lease_ms)
+        self.lease_ms = _lease(lease_ms)
         self.timeout = timeout
         self.fair = bool(fair)
         self.fence = None
@@ -1487,7 +1509,7 @@ class ClientLock(_Hold):
         self.client = client
         self.name = validate_name(name)
         self.mode = mode
-        self.lease_ms = _check_num("lease_ms", 0 if lease_ms is None else lease_ms)
+        self.lease_ms = _lease(0 if lease_ms is None else lease_ms)
         if wait_ms is not None:
             _check_num("wait_ms", wait_ms)
         self.wait_ms = wait_ms
@@ -1593,7 +1615,7 @@ class ClientSemaphore(_Hold):
         self.name = validate_name(name)
         self.permits = _check_permits(permits)
         if lease_ms is not None:
-            _check_num("lease_ms", lease_ms)
+            lease_ms = _lease(lease_ms)
         if wait_ms is not None:
             _check_num("wait_ms", wait_ms)
         self.lease_ms = lease_ms

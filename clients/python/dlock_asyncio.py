@@ -59,7 +59,7 @@ from dlock import (  # noqa: F401  (re-exported)
     DlockError, BadRequest, Timeout, NotHeld, BackendError, LimitError, Denied,
     KindError, LockLost, ConnectionClosed, ConnectFailed, ProtocolError, validate_name,
     LIST_MAX, Who, ListEntry, Listing)
-from dlock import (_ERRORS, _check_num, _check_permits, _parse_status, _to_int, _list_words,
+from dlock import (_ERRORS, _check_num, _check_permits, _lease, _parse_status, _to_int, _list_words,
                    _list_count, _parse_listing)
 
 __all__ = [
@@ -108,7 +108,8 @@ def _line(words):
 
 
 def _lease_words(lease_ms):
-    return [str(lease_ms)] if _check_num("lease_ms", lease_ms) else []
+    lease = _lease(lease_ms)
+    return [str(lease)] if lease else []
 
 
 def _raise_err(words):
@@ -1262,8 +1263,8 @@ class Client:
             words.insert(0, "ACQUIRE")
         else:
             words = ["TRYACQUIRE"] + words + [str(_check_num("wait_ms", wait_ms))]
-        if lease_ms is not None and _check_num("lease_ms", lease_ms):
-            words.append(str(lease_ms))
+        if lease_ms is not None:
+            words += _lease_words(lease_ms)
         p = Permits(self, name, permits, lease_ms)
         req = _Req(self._loop, _line(words), waits=wait_ms is None or wait_ms > 0,
                    parse=_number, commit=p._granted, undo=p._release_line,

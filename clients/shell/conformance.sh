@@ -23,6 +23,7 @@ say() {
 # The job's handles: $handles lists them; h_<hid>_name, _kind, _lease, _live.
 handles=''
 hname='' hkind='' hlease='' hlive='' hnames='' held='' last=0 cid='' oname='' olive=''
+name='' h='' esc=''
 
 hset() { # hid name kind lease [names: an mlock's]
     eval "h_$1_name=\$2 h_$1_kind=\$3 h_$1_lease=\$4 h_$1_live=1 h_$1_names=\${5-}"
@@ -64,6 +65,26 @@ events() {
             fi
         done
     done
+}
+
+# name_arg WORD: lock's <name> in $name; "%" and hex digits stand for its
+# bytes ("%" alone: the empty name).
+name_arg() {
+    case $1 in
+    %*) ;;
+    *)
+        name=$1
+        return
+        ;;
+    esac
+    h=${1#%} esc=''
+    while [ -n "$h" ]; do
+        esc="$esc\\$(printf '%03o' "$((0x${h%"${h#??}"}))")"
+        h=${h#??}
+    done
+    # shellcheck disable=SC2059 # the format is the octal escapes
+    name=$(printf "${esc}x")
+    name=${name%x}
 }
 
 # answer RID RC [OK-WORDS...]: ok, timeout, or err from DLOCK_REPLY.
@@ -157,8 +178,9 @@ client_job() { # rid cid socket; commands on fd 3
             answer "$r" "$rc"
             ;;
         lock | rlock | wlock | fairlock)
-            "dlock_$op" "$a3" "$a4" 2>/dev/null || rc=$?
-            [ "$rc" = 0 ] && hset "$a2" "$a3" "$op" "$a4"
+            name_arg "$a3"
+            "dlock_$op" "$name" "$a4" 2>/dev/null || rc=$?
+            [ "$rc" = 0 ] && hset "$a2" "$name" "$op" "$a4"
             answer "$r" "$rc" "$DLOCK_FENCE" "$DLOCK_HOLDS"
             ;;
         mlock | trymlock) # cid hid [wait] lease name...: a4 a5 hold the rest

@@ -24,7 +24,11 @@
 # (and with it the connection) alive until dlock_close or the script's end.
 #
 # Functions (all return 0 on OK, 1 on TIMEOUT, 2 on ERR or a bad argument,
-# 3 when there is no connection or it was lost):
+# 3 when there is no connection or it was lost). A LEASE_MS may have a
+# fraction, rounded up to whole ms: a lease below 1 ms (0.5) is 1 ms, never
+# 0, which is no lease (held while connected). A bad NAME's DLOCK_REPLY
+# shows it: ERR NAME bad lock name "a b": only printable ASCII without spaces
+# is allowed.
 #   dlock_open [SOCKET]          connect; checks with PING that dlockd answers,
 #                                else says why on stderr, naming the socket:
 #                                "dlock: cannot connect to dlockd at SOCKET:
@@ -299,14 +303,33 @@ _dlock_gone() {
 
 # _dlock_name NAME: 1 to 255 printable ASCII bytes, no blanks (dlockd checks
 # the ASCII range itself; this keeps the request one line of the right words).
+# A bad one's DLOCK_REPLY shows it, as the other clients' errors do.
 _dlock_name() {
     case $1 in
-    '' | *[![:graph:]]*) ;;
+    '' | *[![:graph:]]*) _dlock_x='only printable ASCII without spaces is allowed' ;;
     *) if [ "${#1}" -le 255 ]; then return 0; fi ;;
     esac
-    DLOCK_REPLY="ERR NAME lock names are 1-255 printable characters without blanks"
-    _dlock_err "bad lock name '$1'"
+    if [ -z "$1" ] || [ "${#1}" -gt 255 ]; then _dlock_x='must be 1 to 255 bytes'; fi
+    _dlock_shown "$1"
+    DLOCK_REPLY="ERR NAME bad lock name $_dlock_shown: $_dlock_x"
+    _dlock_err "bad lock name $_dlock_shown: $_dlock_x"
     return 2
+}
+
+# _dlock_shown NAME: NAME for a message, in _dlock_shown: in double quotes,
+# each byte outside 0x20-0x7E as \xHH (" and \ as \" and \\), cut after 40
+# bytes ("..." and its length after the quote).
+_dlock_shown() {
+    _dlock_shown=$(printf '%s' "$1" | LC_ALL=C od -An -v -tu1 | LC_ALL=C awk '
+        { for (i = 1; i <= NF; i++) {
+            n++
+            if (n > 40) continue
+            c = $i + 0
+            if (c == 34 || c == 92) s = s "\\" sprintf("%c", c)
+            else if (c < 32 || c > 126) s = s sprintf("\\x%02x", c)
+            else s = s sprintf("%c", c)
+        } }
+        END { printf "\"%s\"", s; if (n > 40) printf "... (%d bytes)", n }')
 }
 
 # _dlock_num WHAT VALUE: decimal digits, 0 to 2147483647.
@@ -317,6 +340,34 @@ _dlock_num() {
     esac
     DLOCK_REPLY="ERR ARGS $1 must be a number from 0 to 2147483647"
     _dlock_err "bad $1 '$2'"
+    return 2
+}
+
+# _dlock_lease VALUE: a lease in ms, 0 to 2147483647, as digits with maybe
+# a fraction: _dlock_lease is it in whole ms, the fraction rounded up, so
+# that a lease below 1 ms (0.5) is 1 ms and never 0, which is no lease
+# (held while connected).
+_dlock_lease() {
+    _dlock_lease=${1%%.*} _dlock_f=0
+    case $1 in *.*) _dlock_f=${1#*.} ;; esac
+    case $_dlock_lease in
+    '' | *[!0-9]* | ???????????*) _dlock_f=bad ;;
+    esac
+    case $_dlock_f in
+    '' | *[!0-9]*) ;;
+    *)
+        while :; do # no leading 0: $((...)) would take it as octal
+            case $_dlock_lease in
+            0?*) _dlock_lease=${_dlock_lease#0} ;;
+            *) break ;;
+            esac
+        done
+        case $_dlock_f in *[1-9]*) _dlock_lease=$((_dlock_lease + 1)) ;; esac
+        if [ "$_dlock_lease" -le 2147483647 ]; then return 0; fi
+        ;;
+    esac
+    DLOCK_REPLY="ERR ARGS LEASE_MS must be a number from 0 to 2147483647 (a fraction is rounded up)"
+    _dlock_err "bad LEASE_MS '$1'"
     return 2
 }
 
@@ -538,7 +589,10 @@ _dlock_take() {
     shift 2
     _dlock_argc 1 2 $# "$_dlock_usage" || return 2
     _dlock_name "$1" || return 2
-    if [ $# -ge 2 ]; then _dlock_num LEASE_MS "$2" || return 2; fi
+    if [ $# -ge 2 ]; then
+        _dlock_lease "$2" || return 2
+        set -- "$1" "$_dlock_lease"
+    fi
     _dlock_rc=0
     _dlock_run "$_dlock_verb" "$@" || _dlock_rc=$?
     if [ "$_dlock_rc" -eq 0 ]; then _dlock_granted; fi
@@ -554,7 +608,10 @@ _dlock_trytake() {
     _dlock_argc 1 3 $# "$_dlock_usage" || return 2
     _dlock_name "$1" || return 2
     if [ $# -ge 2 ]; then _dlock_num WAIT_MS "$2" || return 2; fi
-    if [ $# -ge 3 ]; then _dlock_num LEASE_MS "$3" || return 2; fi
+    if [ $# -ge 3 ]; then
+        _dlock_lease "$3" || return 2
+        set -- "$1" "$2" "$_dlock_lease"
+    fi
     _dlock_rc=0
     _dlock_run "$_dlock_verb" "$@" || _dlock_rc=$?
     case $_dlock_rc in
@@ -594,9 +651,10 @@ dlock_unlock() {
 
 # _dlock_mcheck NUMBERS USAGE N NAME... [NUMBER...]: N is 1-64, N distinct
 # names follow, then at most as many numbers as NUMBERS names ("WAIT_MS
-# LEASE_MS"). Words in a multi-lock request, as they go on the wire.
+# LEASE_MS"). Words in a multi-lock request, as they go on the wire, in
+# _dlock_mwords (a LEASE_MS in whole ms, as _dlock_lease makes it).
 _dlock_mcheck() {
-    _dlock_labels="$1 " _dlock_usage=$2
+    _dlock_labels="$1 " _dlock_usage=$2 _dlock_mwords=${3-}
     shift 2
     case ${1-} in
     '' | *[!0-9]* | ???*) _dlock_mn=0 ;;
@@ -618,11 +676,18 @@ _dlock_mcheck() {
     for _dlock_x in "$@"; do
         _dlock_i=$((_dlock_i + 1))
         if [ "$_dlock_i" -gt "$_dlock_mn" ]; then
-            _dlock_num "${_dlock_labels%% *}" "$_dlock_x" || return 2
+            if [ "${_dlock_labels%% *}" = LEASE_MS ]; then
+                _dlock_lease "$_dlock_x" || return 2
+                _dlock_x=$_dlock_lease
+            else
+                _dlock_num "${_dlock_labels%% *}" "$_dlock_x" || return 2
+            fi
+            _dlock_mwords="$_dlock_mwords $_dlock_x"
             _dlock_labels=${_dlock_labels#* }
             continue
         fi
         _dlock_name "$_dlock_x" || return 2
+        _dlock_mwords="$_dlock_mwords $_dlock_x"
         case $_dlock_seen in
         *"$_dlock_nl$_dlock_x$_dlock_nl"*)
             DLOCK_REPLY="ERR ARGS a name twice in one multi-lock"
@@ -640,7 +705,7 @@ dlock_mlock() {
     DLOCK_FENCES='' DLOCK_FENCE='' DLOCK_HOLDS=''
     _dlock_mcheck LEASE_MS "dlock_mlock N NAME... [LEASE_MS]" "$@" || return 2
     _dlock_rc=0
-    _dlock_run MLOCK "$@" || _dlock_rc=$?
+    _dlock_run MLOCK "$_dlock_mwords" || _dlock_rc=$?
     if [ "$_dlock_rc" -eq 0 ]; then DLOCK_FENCES=${DLOCK_REPLY#OK }; fi
     return "$_dlock_rc"
 }
@@ -652,7 +717,7 @@ dlock_trymlock() {
     _dlock_mcheck "WAIT_MS LEASE_MS" "dlock_trymlock N NAME... [WAIT_MS [LEASE_MS]]" \
         "$@" || return 2
     _dlock_rc=0
-    _dlock_run TRYMLOCK "$@" || _dlock_rc=$?
+    _dlock_run TRYMLOCK "$_dlock_mwords" || _dlock_rc=$?
     case $_dlock_rc in
     0) DLOCK_FENCES=${DLOCK_REPLY#OK } ;;
     1) DLOCK_TTL=${DLOCK_REPLY#TIMEOUT } ;;
@@ -720,17 +785,25 @@ _dlock_semtake() {
     DLOCK_HOLDS='' DLOCK_TTL=''
     _dlock_verb=$1 _dlock_usage=$2
     shift 2
-    # The words after PERMITS: how many, and what the first of them is.
+    # How many words after PERMITS: WAIT_MS comes first in TRYACQUIRE's.
     if [ "$_dlock_verb" = TRYACQUIRE ]; then
-        _dlock_max=4 _dlock_third=WAIT_MS
+        _dlock_max=4
     else
-        _dlock_max=3 _dlock_third=LEASE_MS
+        _dlock_max=3
     fi
     _dlock_argc 2 "$_dlock_max" $# "$_dlock_usage" || return 2
     _dlock_name "$1" || return 2
     _dlock_num PERMITS "$2" || return 2
-    if [ $# -ge 3 ]; then _dlock_num "$_dlock_third" "$3" || return 2; fi
-    if [ $# -ge 4 ]; then _dlock_num LEASE_MS "$4" || return 2; fi
+    if [ "$_dlock_verb" = ACQUIRE ] && [ $# -ge 3 ]; then
+        _dlock_lease "$3" || return 2
+        set -- "$1" "$2" "$_dlock_lease"
+    elif [ $# -ge 3 ]; then
+        _dlock_num WAIT_MS "$3" || return 2
+    fi
+    if [ $# -ge 4 ]; then
+        _dlock_lease "$4" || return 2
+        set -- "$1" "$2" "$3" "$_dlock_lease"
+    fi
     _dlock_rc=0
     _dlock_run "$_dlock_verb" "$@" || _dlock_rc=$?
     case $_dlock_rc in
@@ -783,7 +856,10 @@ dlock_renew() {
     DLOCK_TTL=
     _dlock_argc 1 2 $# "dlock_renew NAME [LEASE_MS]" || return 2
     _dlock_name "$1" || return 2
-    if [ $# -ge 2 ]; then _dlock_num LEASE_MS "$2" || return 2; fi
+    if [ $# -ge 2 ]; then
+        _dlock_lease "$2" || return 2
+        set -- "$1" "$_dlock_lease"
+    fi
     _dlock_rc=0
     _dlock_run RENEW "$@" || _dlock_rc=$?
     if [ "$_dlock_rc" -eq 0 ]; then DLOCK_TTL=${DLOCK_REPLY#OK }; fi
@@ -857,7 +933,10 @@ dlock_elect() {
         _dlock_err "bad leader value '$2'"
         return 2
     fi
-    if [ $# -ge 3 ]; then _dlock_num LEASE_MS "$3" || return 2; fi
+    if [ $# -ge 3 ]; then
+        _dlock_lease "$3" || return 2
+        set -- "$1" "$2" "$_dlock_lease"
+    fi
     _dlock_rc=0
     _dlock_run ELECT "$@" || _dlock_rc=$?
     if [ "$_dlock_rc" -eq 0 ]; then DLOCK_FENCE=${DLOCK_REPLY#OK }; fi

@@ -38,6 +38,14 @@ typedef struct client_s {
     char current[ID_MAX]; /* the rid running now, "" when idle */
     int stop;
     int wake[2];
+    /* Losses told while a command ran that matched no live handle: its own
+     * grant's, told with the reply (a 1 ms lease), before the handle is
+     * added. Reported once the command is done. The client's thread only. */
+    size_t nmissed;
+    struct {
+        char name[DLOCK_NAME_MAX + 1];
+        char reason[16];
+    } missed[DLOCK_MNAMES_MAX];
 } client_t;
 
 typedef struct handle_s {
@@ -97,8 +105,9 @@ static const char *err_kind(int r) {
     }
 }
 
-/* Every live handle of c with name (any name when NULL) is lost. */
-static void lost(client_t *c, const char *name, const char *reason) {
+/* Every live handle of c with name (any name when NULL) is lost; how many. */
+static int lost_handles(client_t *c, const char *name, const char *reason) {
+    int n = 0;
     pthread_mutex_lock(&handles_mu);
     for (int i = 0; i < nhandles; i++) {
         handle_t *h = &handles[i];
@@ -107,9 +116,21 @@ static void lost(client_t *c, const char *name, const char *reason) {
         if (h->c == c && h->live && mine) {
             h->live = 0;
             say("* lost %s %s", h->hid, reason);
+            n++;
         }
     }
     pthread_mutex_unlock(&handles_mu);
+    return n;
+}
+
+/* As lost_handles(); a name no handle has yet is kept in c->missed. */
+static void lost(client_t *c, const char *name, const char *reason) {
+    if (lost_handles(c, name, reason) > 0 || name == NULL) return;
+    if (c->nmissed < sizeof(c->missed) / sizeof(c->missed[0])) {
+        snprintf(c->missed[c->nmissed].name, sizeof(c->missed[0].name), "%s", name);
+        snprintf(c->missed[c->nmissed].reason, sizeof(c->missed[0].reason), "%s", reason);
+        c->nmissed++;
+    }
 }
 
 static void on_lost(dlock_t *d, const char *name, const char *reason, void *data) {
@@ -229,6 +250,49 @@ static long long num(const char *w) {
     return (long long)v;
 }
 
+/* lock's <lease>: ms, maybe with a fraction (a lease below 1 ms). libdlock
+ * takes whole ms, so the fraction is rounded up here, as dlock.h asks of a
+ * caller: 0.000001 is 1 ms, not 0 (no lease). -1 if it is no such number. */
+static long long lease_num(const char *w) {
+    const char *dot = strchr(w, '.');
+    if (dot == NULL) return num(w);
+    char whole[16];
+    size_t n = (size_t)(dot - w);
+    if (n == 0 || n >= sizeof(whole) || dot[1] == '\0') return -1;
+    memcpy(whole, w, n);
+    whole[n] = '\0';
+    long long v = num(whole);
+    int frac = 0;
+    for (const char *p = dot + 1; *p; p++) {
+        if (*p < '0' || *p > '9') return -1;
+        frac |= *p != '0';
+    }
+    return v < 0 || v + frac > UINT32_MAX ? -1 : v + frac;
+}
+
+static int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* lock's <name>: "%" and hex digits are the name's bytes ("%" alone: the
+ * empty name), decoded into buf; the word itself otherwise. NULL if the
+ * hex is bad or does not fit. */
+static const char *name_arg(const char *w, char *buf, size_t cap) {
+    if (w[0] != '%') return w;
+    size_t n = strlen(w + 1) / 2;
+    if (strlen(w + 1) % 2 != 0 || n >= cap) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        int hi = hex_digit(w[1 + 2 * i]), lo = hex_digit(w[2 + 2 * i]);
+        if (hi < 0 || lo < 0) return NULL;
+        buf[i] = (char)(hi * 16 + lo);
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
 typedef int (*take_fn)(dlock_t *, const char *, uint32_t, uint64_t *, uint32_t *);
 
 static take_fn take_of(const char *kind) {
@@ -345,10 +409,12 @@ static void run(client_t *c, cmd_t *m) {
     }
     if ((strcmp(op, "lock") == 0 || strcmp(op, "rlock") == 0 || strcmp(op, "wlock") == 0 ||
          strcmp(op, "fairlock") == 0) && n == 4) {
-        long long lease = num(a[3]);
-        if (lease < 0) goto bad_args;
-        r = take_of(op)(c->d, a[2], (uint32_t)lease, &fence, &holds);
-        if (r == 0) handle_add(a[1], c, a[2], op, (uint32_t)lease);
+        char nbuf[2 * DLOCK_NAME_MAX];
+        const char *name = name_arg(a[2], nbuf, sizeof(nbuf));
+        long long lease = lease_num(a[3]);
+        if (lease < 0 || name == NULL) goto bad_args;
+        r = take_of(op)(c->d, name, (uint32_t)lease, &fence, &holds);
+        if (r == 0) handle_add(a[1], c, name, op, (uint32_t)lease);
     } else if (strcmp(op, "trylock") == 0 && n == 5) {
         long long wait = num(a[3]), lease = num(a[4]);
         if (wait < 0 || lease < 0) goto bad_args;
@@ -563,8 +629,12 @@ static void *client_main(void *arg) {
             idle(c);
             continue;
         }
+        c->nmissed = 0;
         run(c, m);
         free(m);
+        for (size_t i = 0; i < c->nmissed; i++)
+            lost_handles(c, c->missed[i].name, c->missed[i].reason);
+        c->nmissed = 0;
         pthread_mutex_lock(&c->mu);
         c->current[0] = '\0';
         pthread_mutex_unlock(&c->mu);

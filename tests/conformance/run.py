@@ -15,8 +15,10 @@ See tests/conformance/README.md for the adapter protocol. Standard library only.
 # SPDX-License-Identifier: MIT
 
 import atexit
+import json
 import os
 import random
+import re
 import shlex
 import shutil
 import signal
@@ -38,6 +40,8 @@ CONTEND_GUARD = 120.0   # contend_100 does 1000 grants
 PROMPT_GUARD = 5.0      # an answer due at once, or right after its own release
 CONF_LEASE_MS = 1500    # the daemons' watchdog lease
 NUM_MAX = 2147483647
+NAME_MAX = 255          # bytes in a lock name
+NAME_SHOWN_MIN = 40     # a bad name longer than this may be shown cut, after this many bytes
 
 
 def _exe(path):
@@ -303,8 +307,11 @@ class Adapter(object):
     def __init__(self, argv, logpath):
         self.log = open(logpath, "wb")
         self.logpath = logpath
+        # A process group of its own: kill() ends what it started too (the
+        # shell adapter's client jobs, which would hold their connections).
         self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=self.log, cwd=ROOT, preexec_fn=_pdeathsig)
+                                  stderr=self.log, cwd=ROOT, preexec_fn=_pdeathsig,
+                                  start_new_session=True)
         self.cv = threading.Condition()
         self.answers = {}       # rid -> words after the rid
         self.answer_at = {}     # rid -> how many events had come before its answer
@@ -436,9 +443,11 @@ class Adapter(object):
             raise Fail("adapter exited with status %s%s" % (rc, self.stderr_tail()))
 
     def kill(self):
-        if self.p.poll() is None:
-            self.p.kill()
-            self.p.wait()
+        try:
+            os.killpg(self.p.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass    # the group is gone
+        self.p.wait()
         try:
             self.p.stdin.close()
         except OSError:
@@ -720,6 +729,130 @@ def bad_input(t):
     a.call("ping", "c")
     a.call("lock", "c", "h4", x, 0, n=2)
     a.call("unlock", "h4", n=1)
+
+
+
+# ---- what every client agrees on (issue 42) ----
+
+def sub_ms_lease(t):
+    """A lease below 1 ms is rounded up to 1 ms, never down to 0 (no
+    lease: the watchdog's, held while the connection lives): the lock is
+    granted, runs out, and is FREE to another client."""
+    a = t.a
+    a.call("connect", "c", t.sock)
+    leases = ["0.000001", "0.999999"]      # 1 ns, and 999 999 ns
+    names = {}
+    for i, lease in enumerate(leases):
+        x = t.name()
+        rid = a.send("lock", "c", "h%d" % i, x, lease)
+        got = a.answer(rid)
+        if got[0] != "ok":
+            raise Fail("lock with a lease of %s ms answered %r, expected ok (the lease rounded "
+                       "up to 1 ms)" % (lease, " ".join(got)))
+        names["h%d" % i] = (x, lease)
+    deadline = time.monotonic() + GUARD
+    with Raw(t.sock) as r:
+        for hid, (x, lease) in names.items():
+            while True:
+                st = r.req("STATUS %s" % x)
+                if st == "OK FREE":
+                    break
+                w = st.split(" ")
+                if w[:2] == ["OK", "TAKEN"] and len(w) == 3 and w[2].isdigit() and \
+                        int(w[2]) > 1:
+                    raise Fail("the lock taken with a lease of %s ms has %s ms left (STATUS: "
+                               "%r): its lease is not 1 ms (0, no lease, is the watchdog's)"
+                               % (lease, w[2], st))
+                if time.monotonic() >= deadline:
+                    raise Fail("the lock taken with a lease of %s ms was not FREE within %ss "
+                               "(STATUS: %r)" % (lease, GUARD, st))
+                time.sleep(0.01)    # poll interval, bounded by the guard
+            a.event(hid, "expired")
+
+
+def hex_name(name):
+    """lock's <name> in the adapter protocol's hex form: % and the bytes' hex."""
+    return "%" + name.encode("latin-1").hex()
+
+
+_ESC = re.compile(r"""\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|[0-7]{1,3}|[abtnvfr\\"'])""")
+_ESC_SIMPLE = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, "\\": 92,
+               '"': 34, "'": 39}
+
+
+def _escaped(m):
+    """The byte a backslash escape stands for."""
+    e = m.group(1)
+    if e[0] in "xu":
+        return int(e[1:], 16)
+    if e[0] in "01234567":
+        return int(e, 8)
+    return _ESC_SIMPLE[e]
+
+
+def shows_name(text, name):
+    """Whether an error's text shows name: in double or single quotes,
+    each byte of 0x20-0x7E as itself (the quote and the backslash may be
+    escaped), every other byte as a backslash escape of it (\\x01, \\n,
+    \\u0001, \\001); a name longer than NAME_SHOWN_MIN bytes may be cut
+    after at least that many, with "..." right after the cut, inside or
+    outside the closing quote."""
+    raw = name.encode("latin-1")
+    for start, q in enumerate(text):
+        if q not in "\"'":
+            continue
+        i, n = start + 1, 0
+        while n < len(raw):
+            b = raw[n]
+            plain = 0x20 <= b <= 0x7E and chr(b) not in (q, "\\")
+            if plain and text.startswith(chr(b), i):
+                i += 1
+            else:
+                m = _ESC.match(text, i)
+                if m is None or _escaped(m) != b:
+                    break
+                i = m.end()
+            n += 1
+        if n == len(raw) and text.startswith(q, i):
+            return True
+        if len(raw) > NAME_SHOWN_MIN and n >= NAME_SHOWN_MIN and \
+                (text.startswith("...", i) or text.startswith(q + "...", i)):
+            return True
+    return False
+
+
+def bad_name_shown(t):
+    """A bad name's error (err name) shows the name, in every client the
+    same way (shows_name): empty, one byte too long, with a space, with a
+    control byte, with a newline. The client refuses it itself: the
+    connection goes on."""
+    a = t.a
+    a.call("connect", "c", t.sock)
+    base = t.name(check=False)
+    cases = [("empty", ""),
+             ("%d bytes" % (NAME_MAX + 1), (base + "-").ljust(NAME_MAX + 1, "x")),
+             ("with a space", base + " x"),
+             ("with a control byte", base + "\x01x"),
+             ("with a newline", base + "\nx")]
+    for i, (what, name) in enumerate(cases):
+        word = hex_name(name) if what != cases[1][0] else name
+        text = a.err(a.send("lock", "c", "h%d" % i, word, 0), "name")
+        if not shows_name(text, name):
+            raise Fail("the error for a bad name (%s) does not show it: %r; expected it "
+                       "quoted, e.g. %s" % (what, text, json_quote(name)))
+    a.call("ping", "c")
+    x = t.name()
+    a.call("lock", "c", "hx", x, 0, n=2)
+    a.call("unlock", "hx", n=1)
+
+
+def json_quote(name):
+    """name as a JSON string, cut after NAME_SHOWN_MIN bytes: one form
+    shows_name takes."""
+    import json
+    if len(name) > NAME_SHOWN_MIN:
+        return json.dumps(name[:NAME_SHOWN_MIN]) + "..."
+    return json.dumps(name)
 
 
 # ---- leader election ----
@@ -1452,13 +1585,13 @@ def list_while_waiting(t):
 SCENARIOS = [grant_rising_fences, trylock_timeout, reentry, lease_expiry_loss,
              force_unlock_loss, closed_client_frees, contend_100, cancel_wait,
              dlockd_killed_during_wait, socket_missing, rwlock_once, semaphore_once,
-             fairlock_once, bad_input, election_handover, election_leader_closed,
-             election_cancel, election_observe_none, election_lease_expiry,
-             election_two_daemons, election_bad_input, mlock_all_or_nothing,
-             mlock_reentry_and_unlock, mlock_opposite_orders, mlock_closed_frees,
-             mlock_cancel, mlock_trymlock_timeout, mlock_bad_input, mlock_lost_one,
-             list_every_kind, concurrent_waits, cancel_one_of_many, same_name_order,
-             list_while_waiting]
+             fairlock_once, bad_input, sub_ms_lease, bad_name_shown, election_handover,
+             election_leader_closed, election_cancel, election_observe_none,
+             election_lease_expiry, election_two_daemons, election_bad_input,
+             mlock_all_or_nothing, mlock_reentry_and_unlock, mlock_opposite_orders,
+             mlock_closed_frees, mlock_cancel, mlock_trymlock_timeout, mlock_bad_input,
+             mlock_lost_one, list_every_kind, concurrent_waits, cancel_one_of_many,
+             same_name_order, list_while_waiting]
 
 
 # ---- the run ------------------------------------------------------------------

@@ -9,8 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -140,6 +142,65 @@ START_TEST(event_met_while_waiting_for_reply) {
 }
 END_TEST
 
+/* A fake dlockd for one connection: answers its first request line with
+ * reply, all of it in one write, then waits until the client closes. */
+typedef struct fake_s {
+    int lfd;
+    const char *reply;
+} fake_t;
+
+static void *fake_serve(void *arg) {
+    fake_t *f = arg;
+    int fd = accept(f->lfd, NULL, NULL);
+    if (fd < 0) return NULL;
+    char buf[512];
+    size_t got = 0;
+    while (got < sizeof(buf) && memchr(buf, '\n', got) == NULL) {
+        ssize_t n = read(fd, buf + got, sizeof(buf) - got);
+        if (n <= 0) break;
+        got += (size_t)n;
+    }
+    ssize_t n = write(fd, f->reply, strlen(f->reply));
+    (void)n;
+    while (read(fd, buf, sizeof(buf)) > 0) continue;
+    close(fd);
+    return NULL;
+}
+
+/* An event read together with a call's reply reaches the lost callback
+ * before the call returns: it is read already, so poll(dlock_fd()) would
+ * never see it. A 1 ms lease (issue 42) has dlockd send "!LOST x expired"
+ * right behind the grant. */
+START_TEST(event_read_with_the_reply) {
+    char path[512];
+    snprintf(path, sizeof(path), "%s/fake.sock", h_dir());
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    ck_assert_uint_lt(strlen(path), sizeof(sa.sun_path));
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    int lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    ck_assert_int_ge(lfd, 0);
+    ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    ck_assert_int_eq(listen(lfd, 1), 0);
+    fake_t f = {lfd, "OK 7 1\n!LOST x expired\n"};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, fake_serve, &f), 0);
+    int err = 0;
+    dlock_t *d = dlock_connect(path, &err);
+    ck_assert_msg(d != NULL, "connect: %s", dlock_strerror(err));
+    seen_t seen = {0};
+    dlock_set_lost_cb(d, on_lost, &seen);
+    uint64_t fence = 0;
+    ck_assert_int_eq(dlock_lock(d, "x", 1, &fence, NULL), 0);
+    ck_assert_uint_eq(fence, 7);
+    ck_assert_int_eq(seen.count, 1);
+    ck_assert_str_eq(seen.name, "x");
+    ck_assert_str_eq(seen.reason, "expired");
+    dlock_close(d);
+    pthread_join(t, NULL);
+    close(lfd);
+}
+END_TEST
+
 START_TEST(errors_and_names) {
     dlock_t *d = open_client();
     ck_assert_int_eq(dlock_lock(d, "", 0, NULL, NULL), DLOCK_ENAME);
@@ -163,6 +224,32 @@ START_TEST(errors_and_names) {
     int err = 0;
     ck_assert_ptr_null(dlock_connect("/nonexistent/dlockd.sock", &err));
     ck_assert_int_eq(err, DLOCK_ECONNECT);
+}
+END_TEST
+
+/* dlock_strerror(DLOCK_ENAME) after a call refused a name shows the name,
+ * quoted and escaped, as every client's error does (issue 42); a long one
+ * cut after 40 bytes. */
+START_TEST(bad_name_error_shows_it) {
+    dlock_t *d = open_client();
+    ck_assert_int_eq(dlock_lock(d, "has space", 0, NULL, NULL), DLOCK_ENAME);
+    ck_assert_str_eq(dlock_strerror(DLOCK_ENAME),
+                     "bad lock name \"has space\": only printable ASCII without spaces is allowed");
+    ck_assert_int_eq(dlock_status(d, "", NULL), DLOCK_ENAME);
+    ck_assert_str_eq(dlock_strerror(DLOCK_ENAME), "bad lock name \"\": must be 1 to 255 bytes");
+    ck_assert_int_eq(dlock_trylock(d, "ctl\001\"q\\\n", 0, 0, NULL, NULL, NULL), DLOCK_ENAME);
+    ck_assert_str_eq(dlock_strerror(DLOCK_ENAME), "bad lock name \"ctl\\x01\\\"q\\\\\\x0a\": "
+                                                  "only printable ASCII without spaces is allowed");
+    char big[257];
+    memset(big, 'n', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    const char *names[] = {"ok", big};
+    ck_assert_int_eq(dlock_mlock(d, 2, names, 0, NULL), DLOCK_ENAME);
+    ck_assert_str_eq(dlock_strerror(DLOCK_ENAME), "bad lock name "
+                     "\"nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn\"... (256 bytes): "
+                     "must be 1 to 255 bytes");
+    ck_assert_int_eq(dlock_ping(d), 0); /* refused by the client: nothing was sent */
+    dlock_close(d);
 }
 END_TEST
 
@@ -1152,7 +1239,9 @@ static Suite *suite(void) {
     tcase_add_test(tc, trylock_status_renew);
     tcase_add_test(tc, lost_event_through_poll);
     tcase_add_test(tc, event_met_while_waiting_for_reply);
+    tcase_add_test(tc, event_read_with_the_reply);
     tcase_add_test(tc, errors_and_names);
+    tcase_add_test(tc, bad_name_error_shows_it);
     tcase_add_test(tc, close_releases_and_daemon_loss_is_seen);
     tcase_add_test(tc, connect_error_names_socket);
     tcase_add_test(tc, connect_permission_denied_hints);

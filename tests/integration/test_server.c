@@ -561,6 +561,36 @@ START_TEST(second_make_run_refuses_and_spares_the_first) {
 }
 END_TEST
 
+/* make run prints the line that points every client at its dlockd (issue
+ * 42: they look for /run/dlockd/dlockd.sock otherwise), and the socket it
+ * names answers. */
+START_TEST(make_run_prints_the_export_line) {
+    char dir[PATH_MAX], dsock[PATH_MAX + 32], out[700], want[PATH_MAX + 64];
+    ck_assert_ptr_nonnull(realpath(h_dir(), dir));
+    snprintf(dsock, sizeof(dsock), "%s/run/dlockd.sock", dir);
+    snprintf(out, sizeof(out), "%s/run.out", h_dir());
+    pid_t pid = run_local(h_dir(), out);
+    long long end = h_now_ms() + H_WAIT_MS;
+    while (!answers(dsock, "PING\n", "OK PONG")) {
+        ck_assert_msg(h_now_ms() < end, "make run never answered: %s", read_text(out));
+        ck_assert_msg(waitpid(pid, NULL, WNOHANG) == 0, "make run ended: %s", read_text(out));
+        usleep(20000);
+    }
+    snprintf(want, sizeof(want), "\n    export DLOCK_SOCKET=%s\n", dsock);
+    ck_assert_msg(strstr(read_text(out), want) != NULL, "make run said:\n%s\nwithout the line%s",
+                  read_text(out), want);
+    kill(pid, SIGTERM);
+    int status = -1;
+    end = h_now_ms() + H_WAIT_MS;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+        ck_assert_msg(h_now_ms() < end, "make run did not stop");
+        usleep(10000);
+    }
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "make run exited %d: %s",
+                  status, read_text(out));
+}
+END_TEST
+
 START_TEST(make_run_fails_when_its_dlockd_does) {
     char run[600], dsock[700], rsock[700], out[700];
     snprintf(run, sizeof(run), "%s/run", h_dir());
@@ -616,6 +646,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, socket_directory_not_writable_is_named);
     tcase_add_test(tc, second_make_run_refuses_and_spares_the_first);
     tcase_add_test(tc, make_run_fails_when_its_dlockd_does);
+    tcase_add_test(tc, make_run_prints_the_export_line);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -174,9 +174,37 @@ scenario() {
     rc=0
     dlock_lock "a b" 2>/dev/null || rc=$?
     sc_check "a name with a space is refused with 2" [ "$rc" -eq 2 ]
+    sc_check "its DLOCK_REPLY shows the name ('$DLOCK_REPLY')" [ "$DLOCK_REPLY" = \
+        'ERR NAME bad lock name "a b": only printable ASCII without spaces is allowed' ]
     rc=0
     dlock_lock "" 2>/dev/null || rc=$?
     sc_check "an empty name is refused with 2" [ "$rc" -eq 2 ]
+    sc_check "its DLOCK_REPLY shows the name ('$DLOCK_REPLY')" \
+        [ "$DLOCK_REPLY" = 'ERR NAME bad lock name "": must be 1 to 255 bytes' ]
+    rc=0
+    dlock_lock "$(printf 'ctl\001"\134')" 2>/dev/null || rc=$?
+    sc_check "a name with a control byte: 2, the bytes escaped ('$DLOCK_REPLY')" \
+        [ "$rc.$DLOCK_REPLY" = '2.ERR NAME bad lock name "ctl\x01\"\\": only printable ASCII without spaces is allowed' ]
+
+    # -- a LEASE_MS with a fraction is rounded up to whole ms (issue 42)
+    rc=0
+    dlock_lock lsub 0.5 || rc=$?
+    sc_check "dlock_lock lsub 0.5 is granted (a 1 ms lease)" [ "$rc" -eq 0 ]
+    sc_check "and lsub runs out: FREE to another connection" wait_free lsub
+    rc=0
+    dlock_mlock 2 lsa lsb 0.5 || rc=$?
+    sc_check "dlock_mlock 2 lsa lsb 0.5 is granted (a 1 ms lease)" [ "$rc" -eq 0 ]
+    sc_check "and both run out" eval 'wait_free lsa && wait_free lsb'
+    rc=0
+    dlock_lock lr 60000 || rc=$?
+    dlock_renew lr 2999.001 || rc=$?
+    sc_check "dlock_renew lr 2999.001 sets 3000 ms ($rc, $DLOCK_TTL)" [ "$rc.$DLOCK_TTL" = "0.3000" ]
+    dlock_renew lr 0010.0 || rc=$?
+    sc_check "dlock_renew lr 0010.0 sets 10 ms ($rc, $DLOCK_TTL)" [ "$rc.$DLOCK_TTL" = "0.10" ]
+    for bad in 1. .5 1e3 1.5.2 -1 2147483647.1; do
+        sc_check "LEASE_MS '$bad' is refused with 2" refused dlock_renew lr "$bad"
+    done
+    dlock_unlock lr 2>/dev/null || :
     n255=$(printf '%0255d' 0)
     rc=0
     dlock_status "${n255}1" 2>/dev/null || rc=$?

@@ -77,9 +77,17 @@ url = $REDIS_URL
 CONF
 chmod 600 "$dir/dlockd.conf" # dlockd refuses, as root, a file others can write
 
+# The clients look for /run/dlockd/dlockd.sock unless told; the line to tell
+# them, quoted for sh when the path needs it.
+sock=$dir/dlockd.sock
+case $sock in
+*[!A-Za-z0-9_./+:@%=,-]*) sock="'$(printf '%s' "$sock" | sed "s/'/'\\\\''/g")'" ;;
+esac
 cat <<MSG
 dlockd on run/dlockd.sock, Redis at $REDIS_URL. Talk to it with:
     socat - UNIX-CONNECT:run/dlockd.sock
+Point the clients (dlock, libdlock, Python, Go, Java, Node, dlock.sh) at it:
+    export DLOCK_SOCKET=$sock
 Ctrl-C stops both.
 MSG
 "$bin" -c "$dir/dlockd.conf" &
