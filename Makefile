@@ -619,13 +619,15 @@ fuzz-short: fuzz-build
 FUZZ_STATE_SECONDS ?= 600
 
 fuzz-state: sanitize-build
-	@python3 tests/fuzz/test_mangle.py && python3 tests/fuzz/test_fuzz_state.py
+	@python3 tests/fuzz/test_mangle.py && python3 tests/fuzz/test_fuzz_state.py && \
+	  python3 tests/fuzz/test_fuzz_state_limits.py
 	@FUZZ_STATE_SECONDS=$(FUZZ_STATE_SECONDS) python3 tests/fuzz/fuzz_state.py \
 	  --dlockd $(abspath $(BUILD)/san/dlockd)
 
 fuzz-state-short: sanitize-build
 	@echo "== tests/fuzz/fuzz_state.py --short"
-	@python3 tests/fuzz/test_mangle.py && python3 tests/fuzz/test_fuzz_state.py
+	@python3 tests/fuzz/test_mangle.py && python3 tests/fuzz/test_fuzz_state.py && \
+	  python3 tests/fuzz/test_fuzz_state_limits.py
 	@python3 tests/fuzz/fuzz_state.py --short --dlockd $(abspath $(BUILD)/san/dlockd)
 
 fuzz-state-mutants:

@@ -130,6 +130,16 @@ SAMPLE_S = 0.25                     # Redis: which names are free
 INFO_S = 0.5                        # INFO's counters, the per-uid limits
 HOLDS_S = 1.0                       # Redis: each daemon's holds
 LIMIT_SAMPLES = 2                   # a limit exceeded this many samples in a row
+# The per-uid limits and what measures each (every client is one uid).
+# After a reload lowered one, each measure keeps the old bound until a
+# sample of its own is at or under the new one (holds made before the
+# reload stay). Redis may have fewer holds of a daemon than its INFO counts
+# (one forced by the other daemon is gone from Redis, its daemon hears of
+# it at its next renewal; only the latest pairs' names are read), so
+# Redis under the bound says nothing of INFO.
+LIMITS = {"max_clients_per_uid": ("INFO connections",),
+          "max_locks_per_uid": ("INFO locks_held", "holds in Redis"),
+          "max_waiters_per_uid": ("INFO waiters",)}
 PROBE_TIMEOUT_S = 10.0              # INFO unanswered this long: the daemon hangs
 END_S = 8.0                         # the end's convergence, over command_timeout_ms
 START_S = 15.0
@@ -294,9 +304,15 @@ class Daemon(object):
         self.info = {}
         self.up = False
         self.uuid = None
-        self.allow = {}                 # limit key -> the bound judged now
-        self.lower = {}                 # limit key -> (new value, reload number): lowered
-        self.over = collections.Counter()  # limit key -> samples in a row above it
+        self.allow = {}                 # (limit key, measure) -> the bound judged now
+        self.lower = {}                 # (limit key, measure) -> (new value, reload number)
+        self.over = collections.Counter()  # (limit key, measure) -> samples in a row above it
+
+    def judge_conf(self):
+        """Every limit judged at its value in self.conf."""
+        for k, measures in LIMITS.items():
+            for m in measures:
+                self.allow[(k, m)] = self.conf[k]
 
 
 class Walk(object):
@@ -396,8 +412,7 @@ class Walk(object):
                                   else None)
             d.conf = {k: self.rng.choice(v) for k, v in self.knob("conf").items()}
             d.timeouts.append((0.0, d.conf["command_timeout_ms"]))
-            for k in ("max_clients_per_uid", "max_locks_per_uid", "max_waiters_per_uid"):
-                d.allow[k] = d.conf[k]
+            d.judge_conf()
             self.write_conf(d)
             env = dict(os.environ, ASAN_OPTIONS=ASAN_OPTIONS, UBSAN_OPTIONS=UBSAN_OPTIONS)
             d.proc = self.spawner([self.args.dlockd, "-c", d.conf_path], d.logname, env)
@@ -1685,12 +1700,13 @@ class Walk(object):
             t = time.monotonic()
             d.timeouts.append((t, d.conf["command_timeout_ms"]))
             d.reloads_sent += 1
-            for k in ("max_clients_per_uid", "max_locks_per_uid", "max_waiters_per_uid"):
-                if d.conf[k] >= d.allow[k]:
-                    d.allow[k] = d.conf[k]
-                    d.lower.pop(k, None)
-                else:
-                    d.lower[k] = (d.conf[k], d.reloads_sent)
+            for k, measures in LIMITS.items():
+                for tag in ((k, m) for m in measures):
+                    if d.conf[k] >= d.allow[tag]:
+                        d.allow[tag] = d.conf[k]
+                        d.lower.pop(tag, None)
+                    else:
+                        d.lower[tag] = (d.conf[k], d.reloads_sent)
             self.write_conf(d)
             d.proc.send_signal(signal.SIGHUP)
             self.counts["reloads"] += 1
@@ -1916,17 +1932,18 @@ class Walk(object):
     def limit(self, d, key, n, what):
         if "limits" in self.no:
             return
-        low = d.lower.get(key)
-        if low is not None and d.reloads_seen >= low[1] and n <= low[0]:
-            d.allow[key] = low[0]
-            del d.lower[key]
         tag = (key, what)
-        if n > d.allow[key]:
+        low = d.lower.get(tag)
+        if low is not None and d.reloads_seen >= low[1] and n <= low[0]:
+            self.log("d%d: %s %d judged on %s (%d) from now" % (d.i, key, low[0], what, n))
+            d.allow[tag] = low[0]
+            del d.lower[tag]
+        if n > d.allow[tag]:
             d.over[tag] += 1
             if d.over[tag] >= LIMIT_SAMPLES:
                 self.fail("%s is never exceeded" % key,
                           "dlockd %d: %s %d > %d, %d samples in a row"
-                          % (d.i, what, n, d.allow[key], d.over[tag]))
+                          % (d.i, what, n, d.allow[tag], d.over[tag]))
         else:
             d.over[tag] = 0
 
