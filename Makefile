@@ -300,7 +300,7 @@ TEST_JOBLIST = luacheck docs-test unit \
   consumer-python \
   $(addprefix conformance/,$(subst $(comma), ,$(CONFORMANCE_CLIENTS))) \
   metrics-test board-test chaos-short-stages chaos-short-netfaults consumer-java \
-  $(patsubst $(BUILD)/%,san/%,$(SAN_SUITES)) fuzz-short package-test
+  $(patsubst $(BUILD)/%,san/%,$(SAN_SUITES)) fuzz-short fuzz-state-short package-test
 # The valgrind suites run alone: dlockd under memcheck is many times
 # slower, and a 300 ms watchdog lease shared with two other jobs on two
 # cores ran out once (test_locks' lease_and_watchdog_mix: !LOST expired).
@@ -317,7 +317,8 @@ TEST_EST := chaos-short-stages=87 san/itests/test_sentinel=47 san/itests/test_cl
   san/itests/test_cli=9 san/itests/test_locks=8 board-test=8 conformance/java=7 \
   san/itests/test_resp=7 san/itests/test_rwlock=7 conformance/shell=7 \
   conformance/python-asyncio=7 conformance/node=6 clients-java-test=17 clients-node-types=12 \
-  consumer-java=27 san/itests/test_tags=4 plain/itests/test_tags=3 consumer-node=6 consumer-python=6
+  consumer-java=27 san/itests/test_tags=4 plain/itests/test_tags=3 consumer-node=6 consumer-python=6 \
+  fuzz-state-short=40
 test_est = $(or $(patsubst $(1)=%,%,$(filter $(1)=%,$(TEST_EST))),5)
 
 # make check: the quick loop for a change (about a minute): the build, the
@@ -612,10 +613,8 @@ fuzz-short: fuzz-build
 # whose Redis replies are mangled; the session and lock state machines are
 # checked at every step and at the end. fuzz-state walks FUZZ_STATE_SECONDS
 # from a random seed (it prints it); fuzz-state-short walks fixed seeds, about
-# 30 s; fuzz-state-mutants puts issue 36's bugs back one at a time. All
-# three run in make chaos, not in make test: the walks still find bugs
-# that are open (tests/fuzz/README.md), so a short run fails about one
-# time in three.
+# 30 s; fuzz-state-mutants puts issue 36's bugs back one at a time. The
+# short run is a job of make test; all three run in make chaos.
 FUZZ_STATE_SECONDS ?= 600
 
 fuzz-state: sanitize-build
