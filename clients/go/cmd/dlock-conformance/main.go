@@ -20,7 +20,7 @@ import (
 	"sync"
 	"time"
 
-	"dlockd.local/dlock"
+	dlock "github.com/dlockd/dlockd/clients/go"
 )
 
 type handle struct {
