@@ -297,7 +297,7 @@ PLAIN_SUITES := $(filter %/test_server %/test_limits %/test_tags %/test_cluster_
 TEST_JOBLIST = luacheck docs-test unit \
   $(patsubst $(BUILD)/%,plain/%,$(PLAIN_SUITES)) blackhole-test \
   $(addprefix clients-,$(addsuffix -test,$(CLIENT_LANGS) python shell)) clients-node-types consumer-node \
-  consumer-python \
+  consumer-python consumer-go \
   $(addprefix conformance/,$(subst $(comma), ,$(CONFORMANCE_CLIENTS))) \
   metrics-test board-test chaos-short-stages chaos-short-netfaults consumer-java \
   $(patsubst $(BUILD)/%,san/%,$(SAN_SUITES)) fuzz-short fuzz-state-short package-test
@@ -317,7 +317,7 @@ TEST_EST := chaos-short-stages=87 san/itests/test_sentinel=47 san/itests/test_cl
   san/itests/test_cli=9 san/itests/test_locks=8 board-test=8 conformance/java=7 \
   san/itests/test_resp=7 san/itests/test_rwlock=7 conformance/shell=7 \
   conformance/python-asyncio=7 conformance/node=6 clients-java-test=17 clients-node-types=12 \
-  consumer-java=27 san/itests/test_tags=4 plain/itests/test_tags=3 consumer-node=6 consumer-python=6 \
+  consumer-java=27 san/itests/test_tags=4 plain/itests/test_tags=3 consumer-node=6 consumer-python=6 consumer-go=6 \
   fuzz-state-short=40
 test_est = $(or $(patsubst $(1)=%,%,$(filter $(1)=%,$(TEST_EST))),5)
 
@@ -357,6 +357,14 @@ clients-go-test: $(BUILD)/dlockd
 	@cd clients/go && test -z "$$(gofmt -l .)" || { gofmt -l .; echo "clients/go: run gofmt -w"; exit 1; }
 	cd clients/go && $(GO_ENV) $(GO) vet ./...
 	cd clients/go && $(GO_ENV) DLOCKD_BIN=$(abspath $(BUILD)/dlockd) $(GO) test -race -count=1 ./...
+
+# The Go client as a user's module takes it (tests/consumer/go.py): the
+# README's offline recipes (go mod edit -replace, go.work) in modules
+# outside the tree, GOPROXY=off, then a lock against a live dlockd.
+.PHONY: consumer-go
+consumer-go: $(BUILD)/dlockd
+	@echo "== tests/consumer/go.py"
+	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/consumer/go.py
 
 # Every client's own tests, against the real daemon: Python and shell here,
 # the others in their clients-<lang>-test.

@@ -584,3 +584,24 @@ func TestLocker(t *testing.T) {
 func ms(d time.Duration) string {
 	return strings.TrimSuffix(strings.TrimSuffix((d.Truncate(time.Millisecond)/time.Millisecond*time.Millisecond).String(), "ms"), "s")
 }
+
+// A lease of 1 ns is 1 ms in dlockd, not 0 (no lease: the watchdog's,
+// held while the connection lives): the lock runs out and is free.
+func TestSubMsLeaseExpires(t *testing.T) {
+	c, other := dial(t), dial(t)
+	ctx, name := guard(t), testName(t)
+	l, err := c.Lock(ctx, name, WithLease(time.Nanosecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, "the loss of a 1 ns lease", l.Context().Done())
+	var lost *LostError
+	if !errors.As(l.Err(), &lost) || lost.Reason != ReasonExpired {
+		t.Fatalf("err %v", l.Err())
+	}
+	l2, err := other.TryLock(ctx, name, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2.Unlock()
+}

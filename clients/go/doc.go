@@ -2,7 +2,10 @@
 // SPDX-License-Identifier: MIT
 
 // Package dlock is a Go client for dlockd, the lock-manager daemon that
-// keeps Redisson-compatible locks in Redis. Standard library only.
+// keeps Redisson-compatible locks in Redis. Standard library only. Its
+// module is clients/go of the dlockd repository:
+//
+//	import dlock "github.com/dlockd/dlockd/clients/go"
 //
 // A Client is one connection to dlockd's Unix socket and one lock owner:
 // dlockd counts holds per connection, and when the connection ends (Close,

@@ -97,12 +97,7 @@ func checkValue(value string) error {
 	if ValidValue(value) {
 		return nil
 	}
-	shown := value
-	if len(shown) > 40 {
-		shown = shown[:40] + "..."
-	}
-	return &Error{Code: "ARGS", Text: "bad leader value " + strconv.Quote(shown) +
-		": 1 to 255 bytes of printable ASCII without spaces"}
+	return &Error{Code: "ARGS", Text: badWord("bad leader value", value)}
 }
 
 // Elect campaigns for leadership of name with value (what observers and

@@ -1,3 +1,3 @@
-module dlockd.local/dlock
+module github.com/dlockd/dlockd/clients/go
 
 go 1.19

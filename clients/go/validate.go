@@ -4,6 +4,7 @@
 package dlock
 
 import (
+	"fmt"
 	"strconv"
 	"time"
 )
@@ -33,12 +34,31 @@ func checkName(name string) error {
 	if ValidName(name) {
 		return nil
 	}
-	shown := name
-	if len(shown) > 40 {
-		shown = shown[:40] + "..."
+	return &Error{Code: "NAME", Text: badWord("bad lock name", name)}
+}
+
+// shownMax is how much of a bad name or value its error shows: the first
+// 40 bytes of a longer one, then its length.
+const shownMax = 40
+
+// badWord is the error text for a bad name or leader value s (1 to 255
+// bytes of 0x21-0x7E), worded as the other clients word it: what, s
+// quoted and escaped, and what is wrong with it (bytes counted from 1).
+func badWord(what, s string) string {
+	shown := strconv.Quote(s)
+	if len(s) > shownMax {
+		shown = strconv.Quote(s[:shownMax]) + "... (" + strconv.Itoa(len(s)) + " bytes)"
 	}
-	return &Error{Code: "NAME", Text: "bad lock name " + strconv.Quote(shown) +
-		": 1 to 255 bytes of printable ASCII without spaces"}
+	if len(s) < 1 || len(s) > NameMax {
+		return what + " " + shown + ": must be 1 to " + strconv.Itoa(NameMax) + " bytes"
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return fmt.Sprintf("%s %s: only printable ASCII without spaces is allowed (byte %d is 0x%02X)",
+				what, shown, i+1, s[i])
+		}
+	}
+	return what + " " + shown
 }
 
 // millis converts d to whole milliseconds for the wire, rounding a
@@ -76,7 +96,8 @@ type options struct {
 // WithLease gives the grant a lease: it ends lease after the grant unless
 // renewed (Lock.Renew), and the handle reports ReasonExpired. Without it
 // (or with 0) the lock is in watchdog mode: dlockd renews it while the
-// connection lives.
+// connection lives. A fraction of a millisecond is rounded up: a lease
+// below 1 ms is 1 ms, never 0.
 func WithLease(lease time.Duration) Option {
 	return func(o *options) { o.lease = lease }
 }

@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"dlockd.local/dlock"
+	dlock "github.com/dlockd/dlockd/clients/go"
 )
 
 func main() {

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"dlockd.local/dlock"
+	dlock "github.com/dlockd/dlockd/clients/go"
 )
 
 func leaderWords(ch dlock.LeaderChange) string {

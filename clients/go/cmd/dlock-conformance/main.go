@@ -10,6 +10,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -19,7 +20,7 @@ import (
 	"sync"
 	"time"
 
-	"dlockd.local/dlock"
+	dlock "github.com/dlockd/dlockd/clients/go"
 )
 
 type handle struct {
@@ -162,9 +163,32 @@ func num(s string) (int, error) {
 	return n, nil
 }
 
+// msOpt is a <lease> in ms as dlock.WithLease: a whole number, or one with
+// a fraction (below 1 ms too), passed as the exact nanoseconds for the
+// client to round.
 func msOpt(s string) (dlock.Option, error) {
+	if strings.Contains(s, ".") {
+		d, err := time.ParseDuration(s + "ms")
+		if err != nil {
+			return nil, fmt.Errorf("%w: %q is not a lease in ms", errUsage, s)
+		}
+		return dlock.WithLease(d), nil
+	}
 	n, err := num(s)
 	return dlock.WithLease(time.Duration(n) * time.Millisecond), err
+}
+
+// nameArg is a lock's <name>: "%" and hex digits stand for the name's
+// bytes ("%" alone is the empty name), for names a line cannot carry.
+func nameArg(s string) (string, error) {
+	if !strings.HasPrefix(s, "%") {
+		return s, nil
+	}
+	b, err := hex.DecodeString(s[1:])
+	if err != nil {
+		return "", fmt.Errorf("%w: %q is not %%<hex>", errUsage, s)
+	}
+	return string(b), nil
 }
 
 func (a *adapter) client(cid string) (*dlock.Client, error) {
@@ -283,20 +307,24 @@ func (a *adapter) run(ctx context.Context, cmd string, args []string) (string, e
 		if err != nil {
 			return "", err
 		}
+		name, err := nameArg(args[2])
+		if err != nil {
+			return "", err
+		}
 		var l *dlock.Lock
 		switch cmd {
 		case "lock":
-			l, err = c.Lock(ctx, args[2], lease)
+			l, err = c.Lock(ctx, name, lease)
 		case "rlock":
-			l, err = c.RLock(ctx, args[2], lease)
+			l, err = c.RLock(ctx, name, lease)
 		case "wlock":
-			l, err = c.WLock(ctx, args[2], lease)
+			l, err = c.WLock(ctx, name, lease)
 		case "fairlock":
-			l, err = c.FairLock(ctx, args[2], lease)
+			l, err = c.FairLock(ctx, name, lease)
 		case "trylock":
 			var wait int
 			if wait, err = num(args[3]); err == nil {
-				l, err = c.TryLock(ctx, args[2], time.Duration(wait)*time.Millisecond, lease)
+				l, err = c.TryLock(ctx, name, time.Duration(wait)*time.Millisecond, lease)
 				if errors.Is(err, dlock.ErrTimeout) {
 					return "timeout", nil
 				}

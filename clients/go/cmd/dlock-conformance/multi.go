@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"dlockd.local/dlock"
+	dlock "github.com/dlockd/dlockd/clients/go"
 )
 
 // multi runs "mlock <cid> <hid> <lease> <names…>", "trymlock <cid> <hid>
