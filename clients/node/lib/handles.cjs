@@ -21,16 +21,23 @@ function leaseWords(lease) {
 
 /** What handles share: a loss signal and their client's bookkeeping. */
 class Held {
-  #ac = new AbortController();
+  #ac = null; // made at the first look at signal: most handles never need one
   #done = false;
 
   constructor(client, name) {
     this.client = client;
     this.name = name;
-    /** Aborted when the lock is lost; `signal.reason` is a LockLostError. */
-    this.signal = this.#ac.signal;
     /** The LockLostError once lost, else null. */
     this.lost = null;
+  }
+
+  /** Aborted when the lock is lost; `signal.reason` is a LockLostError. */
+  get signal() {
+    if (this.#ac === null) {
+      this.#ac = new AbortController();
+      if (this.lost) this.#ac.abort(this.lost);
+    }
+    return this.#ac.signal;
   }
 
   /** True once fully unlocked / released, or lost. */
@@ -45,7 +52,7 @@ class Held {
     if (this.#done) return;
     this.lost = new LockLostError(this.name, reason);
     this._finish();
-    this.#ac.abort(this.lost);
+    if (this.#ac !== null) this.#ac.abort(this.lost);
   }
 
   _finish() {
