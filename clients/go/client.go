@@ -8,6 +8,7 @@ import (
 	"context"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -253,6 +254,10 @@ func (c *Client) writeLoop() {
 	defer close(c.writerDone)
 	var buf []byte
 	for {
+		// Let the goroutines the last replies woke queue their next
+		// requests first: one write then carries them all (a write a
+		// request cost more in syscalls than the rest of the client).
+		runtime.Gosched()
 		c.mu.Lock()
 		for len(c.out) == 0 && !c.closed {
 			c.wcond.Wait()
