@@ -336,7 +336,9 @@ send() {
         say "${2%% *} err closed the client is closed"
         return
     fi
-    printf '%s\n' "$2" >"$dir/$1.in"
+    # Read-write: opening a FIFO only to write blocks until a reader opens
+    # it, for ever if the client's job ended after the check above.
+    printf '%s\n' "$2" 1<>"$dir/$1.in"
 }
 
 say "* ready"
@@ -382,7 +384,7 @@ done
 for c in $clients; do
     eval "pid=\${pid_$c-}"
     if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-        printf 'q quit\n' >"$dir/$c.in"
+        printf 'q quit\n' 1<>"$dir/$c.in"
         wait "$pid"
     fi
 done
