@@ -86,7 +86,7 @@ const char *reply_error_words(const lock_reply_t *r, char *buf, size_t cap) {
 }
 
 int reply_format(char *out, size_t cap, proto_cmd_t cmd, const lock_reply_t *r) {
-    switch (r->kind) {
+    switch (r->type) {
     case LOCK_REPLY_LIST: return proto_reply_ok_list(out, cap, r->list, r->count);
     case LOCK_REPLY_GRANTED:
         if (cmd == PROTO_CMD_ELECT) /* OK <fence>: a leader holds once */

@@ -82,7 +82,7 @@ typedef enum {
 typedef struct verb_s {
     void (*now)(session_t *s, const proto_request_t *req);
     void (*start)(call_t *c);
-    lock_req_kind_t kind;
+    lock_verb_t verb;
     lock_mode_t mode;
     verb_order_t order;
     int release;
@@ -319,18 +319,18 @@ static void send_clients(session_t *s, const proto_request_t *to) {
 /* A lock manager reply to c as one protocol line. */
 static void send_lock_reply(session_t *s, call_t *c, const lock_reply_t *r) {
     char line[PROTO_REPLY_LIST_MAX > PROTO_REPLY_MAX ? PROTO_REPLY_LIST_MAX : PROTO_REPLY_MAX];
-    int n = reply_format(line, r->kind == LOCK_REPLY_LIST ? PROTO_REPLY_LIST_MAX : PROTO_REPLY_MAX,
+    int n = reply_format(line, r->type == LOCK_REPLY_LIST ? PROTO_REPLY_LIST_MAX : PROTO_REPLY_MAX,
                          c->req.cmd, r);
     /* A client's connect is said at info once it holds a lock: health
      * checks that only PING or INFO never are. */
-    if (r->kind == LOCK_REPLY_GRANTED && s->grants++ == 0)
+    if (r->type == LOCK_REPLY_GRANTED && s->grants++ == 0)
         log_info("client %llu (pid %d uid %u) connected %.1f s ago holds its first lock",
                  (unsigned long long)s->id, (int)s->pid, (unsigned)s->uid,
                  (double)(uv_now(s->ss->loop) - s->connected_ms) / 1000.0);
-    if (r->kind == LOCK_REPLY_TIMEOUT && c->waits) s->timeouts++;
-    if (r->kind == LOCK_REPLY_ERROR) s->ss->stats.errors++;
-    count_reply(s, r->kind == LOCK_REPLY_TIMEOUT ? SESSION_RESULT_TIMEOUT
-                   : r->kind == LOCK_REPLY_ERROR ? SESSION_RESULT_ERR(reply_err(r->err))
+    if (r->type == LOCK_REPLY_TIMEOUT && c->waits) s->timeouts++;
+    if (r->type == LOCK_REPLY_ERROR) s->ss->stats.errors++;
+    count_reply(s, r->type == LOCK_REPLY_TIMEOUT ? SESSION_RESULT_TIMEOUT
+                   : r->type == LOCK_REPLY_ERROR ? SESSION_RESULT_ERR(reply_err(r->err))
                                                  : SESSION_RESULT_OK);
     if (n > 0) send_reply(s, &c->req, line, (size_t)n);
 }
@@ -680,7 +680,7 @@ static void start_lock_request(call_t *c) {
     for (unsigned i = 0; i < req->nnames; i++)
         names[i].name = proto_mname(req, i, &names[i].len);
     lock_request_t lr = {
-        .kind = verb_of(req->cmd)->kind,
+        .verb = verb_of(req->cmd)->verb,
         .mode = verb_of(req->cmd)->mode,
         .name = req->name,
         .len = req->name_len,
@@ -697,8 +697,8 @@ static void start_lock_request(call_t *c) {
         lr.name = NULL;
         lr.len = 0;
     }
-    c->waits = lr.kind == LOCK_REQ_LOCK || lr.kind == LOCK_REQ_MLOCK ||
-               ((lr.kind == LOCK_REQ_TRYLOCK || lr.kind == LOCK_REQ_TRYMLOCK) && lr.wait_ms > 0);
+    c->waits = lr.verb == LOCK_VERB_LOCK || lr.verb == LOCK_VERB_MLOCK ||
+               ((lr.verb == LOCK_VERB_TRYLOCK || lr.verb == LOCK_VERB_TRYMLOCK) && lr.wait_ms > 0);
     if (lockmgr_request(s->ss->locks, s->owner, &lr, c, &now)) {
         s->cmd = req->cmd;
         send_lock_reply(s, c, &now);
@@ -815,11 +815,11 @@ static void do_cancel(session_t *s, const proto_request_t *req) {
     send_reply(s, req, line, (size_t)n);
 }
 
-#define LOCK_VERB(k, m) {.start = start_lock_request, .kind = LOCK_REQ_##k, .mode = LOCK_MODE_##m, \
+#define LOCK_VERB(k, m) {.start = start_lock_request, .verb = LOCK_VERB_##k, .mode = LOCK_MODE_##m, \
                          .order = ORDER_LOCK}
-#define RELEASE_VERB(k, m) {.start = start_lock_request, .kind = LOCK_REQ_##k, \
+#define RELEASE_VERB(k, m) {.start = start_lock_request, .verb = LOCK_VERB_##k, \
                             .mode = LOCK_MODE_##m, .order = ORDER_LOCK, .release = 1}
-#define LOOK_VERB(k, m) {.start = start_lock_request, .kind = LOCK_REQ_##k, .mode = LOCK_MODE_##m}
+#define LOOK_VERB(k, m) {.start = start_lock_request, .verb = LOCK_VERB_##k, .mode = LOCK_MODE_##m}
 
 static const verb_t verbs[PROTO_CMD_COUNT] = {
     [PROTO_CMD_PING] = {.now = do_ping},
@@ -851,7 +851,7 @@ static const verb_t verbs[PROTO_CMD_COUNT] = {
     [PROTO_CMD_TRYFAIRLOCK] = LOCK_VERB(TRYLOCK, FAIR),
     [PROTO_CMD_ELECT] = LOCK_VERB(LOCK, ELECT),
     [PROTO_CMD_LEADER] = LOOK_VERB(LEADER, ELECT),
-    [PROTO_CMD_OBSERVE] = {.start = start_lock_request, .kind = LOCK_REQ_OBSERVE,
+    [PROTO_CMD_OBSERVE] = {.start = start_lock_request, .verb = LOCK_VERB_OBSERVE,
                            .mode = LOCK_MODE_ELECT, .order = ORDER_OBSERVE},
     [PROTO_CMD_MLOCK] = LOCK_VERB(MLOCK, MULTI),
     [PROTO_CMD_TRYMLOCK] = LOCK_VERB(TRYMLOCK, MULTI),

@@ -51,7 +51,7 @@ typedef enum {
                              ttl_ms its lease left; WRONG_KIND outcome (held)
                              when the name is another kind of lock */
     BACKEND_OP_COUNT
-} backend_op_kind_t;
+} backend_op_type_t;
 
 /* What kind of lock an op or a watch is about: each has Redisson's layout
  * (scripts.c) and its own release channel. */
@@ -169,7 +169,7 @@ typedef void (*backend_op_cb)(backend_op_t *op);
  * and the name, valid until cb. */
 struct backend_op_s {
     /* in */
-    backend_op_kind_t kind;
+    backend_op_type_t type;
     backend_mode_t mode;        /* the kind of lock (STATUS, FORCE and WHO: any) */
     const char *name;
     size_t len;

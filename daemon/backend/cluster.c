@@ -460,7 +460,7 @@ static void on_op_done(void *data, backend_op_t *op) {
         if (kind != CLUSTER_MAP_NO_REDIRECT) {
             resp_addr_t a = to_resp_addr(&ma);
             log_debug("cluster: %s: %s (op %d on %.*s)", from->label, res->error,
-                      (int)op->kind, (int)op->len, op->name);
+                      (int)op->type, (int)op->len, op->name);
             /* After MOVED the new owner has the whole slot: the op goes as
              * any other. After ASK only this op goes to the importing node,
              * once: a grant alone with its keys declared (Redis answers
@@ -477,7 +477,7 @@ static void on_op_done(void *data, backend_op_t *op) {
                 cn->ask = a;
                 redo(cn, from, op,
                      later | NODE_OP_ASKING |
-                         (op->kind == BACKEND_ACQUIRE ? NODE_OP_SINGLE : 0),
+                         (op->type == BACKEND_ACQUIRE ? NODE_OP_SINGLE : 0),
                      res->error);
             }
             goto next;
@@ -486,13 +486,13 @@ static void on_op_done(void *data, backend_op_t *op) {
             /* Its key left this node (a slot moving, or a map behind):
              * alone with its keys declared, Redis says where it went. */
             log_debug("cluster: %s: %s (op %d on %.*s); asking where it is", from->label,
-                      res->error, (int)op->kind, (int)op->len, op->name);
+                      res->error, (int)op->type, (int)op->len, op->name);
             redo(cn, from, op, later | NODE_OP_SINGLE, res->error);
             goto next;
         }
         if (retry_error(res->error)) {
             log_debug("cluster: %s: %s (op %d on %.*s); trying again", from->label, res->error,
-                      (int)op->kind, (int)op->len, op->name);
+                      (int)op->type, (int)op->len, op->name);
             if (strncmp(res->error, "TRYAGAIN", 8) != 0) refresh_soon(cl);
             redo(cn, from, op, CL_OP_LATER, res->error);
             goto next;
@@ -507,7 +507,7 @@ static void on_op_done(void *data, backend_op_t *op) {
      * hears of it. Nothing of cn is touched after the callback. */
     drain(cl, cn, 1);
     cname_done(cl, cn);
-    if (op->kind == BACKEND_WHO && res->status == BACKEND_OK && op->who != NULL &&
+    if (op->type == BACKEND_WHO && res->status == BACKEND_OK && op->who != NULL &&
         op->who->owner[0] != '\0') {
         who_registry(cl, op);
         return;

@@ -45,7 +45,7 @@ static void on_sub(backend_op_t *op);
 
 int cluster_multi_split(const backend_t *b, const cluster_multi_env_t *env,
                         const backend_op_t *op) {
-    if (op->kind != BACKEND_ACQUIRE || op->mode != BACKEND_MULTI || op->nnames < 2) return 0;
+    if (op->type != BACKEND_ACQUIRE || op->mode != BACKEND_MULTI || op->nnames < 2) return 0;
     if (op->cb == on_sub) return 0; /* a group of ours: it goes as it is */
     unsigned first = env->slot_of(b, op->names[0].name, op->names[0].len);
     for (size_t i = 1; i < op->nnames; i++)
@@ -87,11 +87,11 @@ static size_t group_start(const cmulti_t *cm, size_t g) {
     return g == 0 ? 0 : cm->ends[g - 1];
 }
 
-static void cundo_init(cmulti_t *cm, size_t k, backend_op_kind_t kind, backend_op_cb cb) {
+static void cundo_init(cmulti_t *cm, size_t k, backend_op_type_t kind, backend_op_cb cb) {
     cundo_t *u = &cm->undo[k];
     memset(u, 0, sizeof(*u));
     u->cm = cm;
-    u->op.kind = kind;
+    u->op.type = kind;
     u->op.mode = BACKEND_MUTEX;
     u->op.name = cm->names[k].name;
     u->op.len = cm->names[k].len;
@@ -129,7 +129,7 @@ static void send_group_now(cmulti_t *cm) {
     size_t s = group_start(cm, cm->at), e = cm->ends[cm->at];
     backend_op_t *sub = &cm->sub, *p = cm->parent;
     memset(sub, 0, sizeof(*sub));
-    sub->kind = BACKEND_ACQUIRE;
+    sub->type = BACKEND_ACQUIRE;
     sub->mode = BACKEND_MULTI;
     sub->name = cm->names[s].name;
     sub->len = cm->names[s].len;

@@ -117,7 +117,7 @@ static int keep_errors(call_t *call) {
 static void call_done(node_t *nd, call_t *call) {
     for (size_t i = 0; i < call->n; i++) {
         backend_op_t *op = call->ops[i];
-        if (op->kind == BACKEND_RELEASE && op->res.status == BACKEND_OK)
+        if (op->type == BACKEND_RELEASE && op->res.status == BACKEND_OK)
             op->res.others_waiting = node_watch_others_waiting(nd, op, op->res.others_waiting);
         op_done(nd, op);
     }
@@ -222,8 +222,8 @@ static void on_call_reply(void *data, redisReply *r, const char *error) {
  * a new grant, or a renewal. */
 static int needs_ack(const backend_op_t *op) {
     if (op->res.status != BACKEND_OK) return 0;
-    return (op->kind == BACKEND_ACQUIRE && op->res.outcome == BACKEND_GRANTED) ||
-           (op->kind == BACKEND_RENEW && op->res.renewal == BACKEND_RENEWED);
+    return (op->type == BACKEND_ACQUIRE && op->res.outcome == BACKEND_GRANTED) ||
+           (op->type == BACKEND_RENEW && op->res.renewal == BACKEND_RENEWED);
 }
 
 static void on_wait_reply(void *data, redisReply *r, const char *error) {
@@ -331,7 +331,7 @@ void node_batch_flush_queue(node_t *nd) {
         int writes = 0;
         for (backend_op_t *op = STAILQ_FIRST(&nd->queue); op && !writes;
              op = STAILQ_NEXT(op, link))
-            writes = op->kind != BACKEND_STATUS;
+            writes = op->type != BACKEND_STATUS;
         if (writes && (wg = malloc(sizeof(*wg))) == NULL) {
             /* Unconfirmed grants would not be safe: none at all. */
             STAILQ_CONCAT(&q, &nd->queue);

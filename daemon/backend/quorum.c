@@ -368,13 +368,13 @@ static void child_send(qnode_t *qn, qchild_t *c) {
 }
 
 static void child_init(qchild_t *c, qop_t *qo, unsigned idx, unsigned phase,
-                       backend_op_kind_t kind) {
+                       backend_op_type_t kind) {
     backend_op_t *p = &c->op;
     memset(c, 0, sizeof(*c));
     c->qo = qo;
     c->idx = (unsigned char)idx;
     c->phase = (unsigned char)phase;
-    p->kind = kind;
+    p->type = kind;
     p->name = qo->name;
     p->len = qo->len;
     p->owner = qo->ch[0].op.owner;
@@ -383,7 +383,7 @@ static void child_init(qchild_t *c, qop_t *qo, unsigned idx, unsigned phase,
 
 /* An extra child (a raise to raise_to, an undo, a release again) of the
  * name j on node idx (a plain lock's op; j is 0 but for a set's). */
-static void extra_send_name(qop_t *qo, unsigned idx, unsigned phase, backend_op_kind_t kind,
+static void extra_send_name(qop_t *qo, unsigned idx, unsigned phase, backend_op_type_t kind,
                             size_t j, uint64_t raise_to) {
     quorum_t *q = qo->q;
     if (q->closed) return;
@@ -401,7 +401,7 @@ static void extra_send_name(qop_t *qo, unsigned idx, unsigned phase, backend_op_
     child_send(&q->nodes[idx], c);
 }
 
-static void extra_send(qop_t *qo, unsigned idx, unsigned phase, backend_op_kind_t kind) {
+static void extra_send(qop_t *qo, unsigned idx, unsigned phase, backend_op_type_t kind) {
     extra_send_name(qo, idx, phase, kind, 0, qo->fence);
 }
 
@@ -430,7 +430,7 @@ static void retry_park(qnode_t *qn, const backend_op_t *op) {
     rt->c.rt = rt;
     rt->c.idx = (unsigned char)qn->idx;
     rt->c.phase = PH_BACK;
-    rt->c.op.kind = op->kind;
+    rt->c.op.type = op->type;
     rt->c.op.owner = op->owner;
     memcpy(rt->name, op->name, op->len);
     rt->name[op->len] = '\0';
@@ -498,7 +498,7 @@ static void say_no_quorum(qop_t *qo) {
 static unsigned votes(const qop_t *qo, quorum_vote_t *v) {
     for (unsigned i = 0; i < qo->q->n; i++) {
         const qchild_t *c = &qo->ch[i];
-        v[i].kind = c->op.kind;
+        v[i].kind = c->op.type;
         v[i].counts = c->counts;
         v[i].done = c->done;
         v[i].multi = qo->mnames != NULL;
@@ -767,7 +767,7 @@ static void ask_all_decide(qop_t *qo) {
         answer(qo, BACKEND_DOWN);
         return;
     }
-    switch (p->kind) {
+    switch (p->type) {
     case BACKEND_FORCE: p->res.removed = quorum_vote_removed(v, n); break;
     case BACKEND_STATUS: quorum_vote_status(v, n, q->majority, &p->res.ttl_ms, &p->res.holds); break;
     case BACKEND_WHO:
@@ -780,7 +780,7 @@ static void ask_all_decide(qop_t *qo) {
 }
 
 static void decide(qop_t *qo) {
-    switch (qo->parent->kind) {
+    switch (qo->parent->type) {
     case BACKEND_ACQUIRE: acquire_decide(qo); break;
     case BACKEND_RENEW: renew_decide(qo); break;
     case BACKEND_RELEASE:
@@ -800,7 +800,7 @@ static void on_child(void *data, backend_op_t *op) {
     quorum_t *q = qn->q;
     qchild_t *c = container_of(op, qchild_t, op);
     qop_t *qo = c->qo;
-    int is_release = op->kind == BACKEND_RELEASE || op->kind == BACKEND_DROP;
+    int is_release = op->type == BACKEND_RELEASE || op->type == BACKEND_DROP;
 
     if (qo == NULL) { /* a parked release, sent again */
         qretry_t *rt = c->rt;
@@ -819,7 +819,7 @@ static void on_child(void *data, backend_op_t *op) {
         /* A release that fails before the op is answered is the lock
          * manager's to send again, if the op fails; after, the node's. */
         if (qo->parent != NULL) decide(qo);
-        else if (op->kind == BACKEND_ACQUIRE) acquire_late(qo, c->idx);
+        else if (op->type == BACKEND_ACQUIRE) acquire_late(qo, c->idx);
     } else {
         unsigned idx = c->idx;
         int raise = c->phase == PH_RAISE;
@@ -832,7 +832,7 @@ static void on_child(void *data, backend_op_t *op) {
             else if (qo->mraising[idx] == 1 && qo->raised[idx] == QUORUM_VOTE_RAISE_OUT)
                 qo->raised[idx] = r; /* ... or its last */
         }
-        if (qo->mnames != NULL && op->kind == BACKEND_FENCE) qo->mraising[idx]--;
+        if (qo->mnames != NULL && op->type == BACKEND_FENCE) qo->mraising[idx]--;
         free(c);
         if (raise && qo->parent != NULL) fence_check(qo);
     }
@@ -872,8 +872,8 @@ static void q_submit(backend_t *b, backend_op_t *op) {
         STAILQ_INSERT_TAIL(&q->orphans, op, link);
         return;
     }
-    size_t whos = op->kind == BACKEND_WHO ? q->n * sizeof(backend_who_t) : 0;
-    size_t nn = op->kind == BACKEND_ACQUIRE && op->mode == BACKEND_MULTI ? op->nnames : 0;
+    size_t whos = op->type == BACKEND_WHO ? q->n * sizeof(backend_who_t) : 0;
+    size_t nn = op->type == BACKEND_ACQUIRE && op->mode == BACKEND_MULTI ? op->nnames : 0;
     size_t multi = 0; /* a set's copies: values, fences, names, letters, bytes */
     for (size_t j = 0; j < nn; j++) multi += op->names[j].len + 1;
     if (nn > 0)
@@ -914,7 +914,7 @@ static void q_submit(backend_t *b, backend_op_t *op) {
         c->qo = qo;
         c->idx = (unsigned char)i;
         c->phase = PH_MAIN;
-        c->op.kind = op->kind;
+        c->op.type = op->type;
         c->op.name = qo->name;
         c->op.len = qo->len;
         c->op.owner = op->owner;
@@ -929,7 +929,7 @@ static void q_submit(backend_t *b, backend_op_t *op) {
         }
     }
     qo->left = q->n;
-    if (op->kind == BACKEND_ACQUIRE)
+    if (op->type == BACKEND_ACQUIRE)
         timers_start(q->timers, &qo->straggle, QUORUM_STRAGGLER_MS, on_straggle);
     for (unsigned i = 0; i < q->n; i++) child_send(&q->nodes[i], &qo->ch[i]);
 }

@@ -56,7 +56,7 @@ uint64_t quorum_vote_counts_at(uint64_t now, uint64_t uptime_s, uint32_t rejoin_
 
 /* One node's share of an op. */
 typedef struct quorum_vote_s {
-    backend_op_kind_t kind;
+    backend_op_type_t kind;
     unsigned char counts;     /* its node counted when it was sent */
     unsigned char done;       /* its answer came: res holds it */
     unsigned char multi;      /* a multi-name acquire (BACKEND_MULTI): only a

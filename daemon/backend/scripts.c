@@ -199,12 +199,12 @@ int scripts_loaded(script_id_t id, unsigned flags) {
 }
 
 int scripts_batchable(const backend_op_t *op) {
-    return (modes[op->mode].batch & SCRIPTS_KIND(op->kind)) != 0;
+    return (modes[op->mode].batch & SCRIPTS_KIND(op->type)) != 0;
 }
 
 /* 1 if op is a multi-name acquire: it takes a place per name in a batch. */
 static int is_multi(const backend_op_t *op) {
-    return op->mode == BACKEND_MULTI && op->kind == BACKEND_ACQUIRE;
+    return op->mode == BACKEND_MULTI && op->type == BACKEND_ACQUIRE;
 }
 
 size_t scripts_width(const backend_op_t *op) {
@@ -215,18 +215,18 @@ script_id_t scripts_choose(backend_op_t *const *ops, size_t n, unsigned flags) {
     int any = (flags & SCRIPTS_F_ANY_SLOT) != 0;
     const scripts_mode_t *m = &modes[ops[0]->mode];
     if (n == 1 && any && scripts_batchable(ops[0])) return SCRIPT_OPS_ANY;
-    if (n == 1 && (m->own & SCRIPTS_KIND(ops[0]->kind))) return scripts_own(ops[0]->mode);
+    if (n == 1 && (m->own & SCRIPTS_KIND(ops[0]->type))) return scripts_own(ops[0]->mode);
     /* A quorum's acquires carry its fence rule, which only the batch
      * script takes; a raise has no script of its own. */
-    if (n == 1 && ops[0]->kind == BACKEND_ACQUIRE && (flags & SCRIPTS_F_QUORUM)) return SCRIPT_OPS;
+    if (n == 1 && ops[0]->type == BACKEND_ACQUIRE && (flags & SCRIPTS_F_QUORUM)) return SCRIPT_OPS;
     if (n > 1) {
         for (size_t i = 0; i < n; i++)
-            if (ops[i]->kind != BACKEND_RENEW || ops[i]->mode != BACKEND_MUTEX ||
+            if (ops[i]->type != BACKEND_RENEW || ops[i]->mode != BACKEND_MUTEX ||
                 ops[i]->lease_ms != ops[0]->lease_ms)
                 return any ? SCRIPT_OPS_ANY : SCRIPT_OPS;
         return any ? SCRIPT_RENEW_ANY : SCRIPT_RENEW;
     }
-    switch (ops[0]->kind) {
+    switch (ops[0]->type) {
     case BACKEND_ACQUIRE: return SCRIPT_ACQUIRE;
     case BACKEND_RELEASE:
     case BACKEND_DROP: return SCRIPT_RELEASE;
@@ -328,8 +328,8 @@ static size_t put_keys(char *p, const backend_op_t *op, script_id_t id, const ch
         p[k++] = '\n';
         return k;
     default: /* the lock's scripts and the batch scripts */
-        if (op->kind == BACKEND_RENEW) return k + put_key(p + k, &m->renew_key, key, klen, braces);
-        if (op->kind == BACKEND_ACQUIRE || op->kind == BACKEND_FENCE)
+        if (op->type == BACKEND_RENEW) return k + put_key(p + k, &m->renew_key, key, klen, braces);
+        if (op->type == BACKEND_ACQUIRE || op->type == BACKEND_FENCE)
             return k + put_key(p + k, &m->acquire_key, key, klen, braces);
         return k + put_key(p + k, &m->release_key, key, klen, braces);
     }
@@ -343,8 +343,8 @@ static size_t put_own_args(char *p, const backend_op_t *op, const scripts_mode_t
     for (size_t i = 0; i < SCRIPTS_MODE_ARGS && m->args[i] != SCRIPTS_ARG_END; i++) {
         switch ((scripts_arg_t)m->args[i]) {
         case SCRIPTS_ARG_LETTER: {
-            char letter = op->kind == BACKEND_ACQUIRE && op->once && m->once ? m->once
-                                                                               : m->letters[op->kind];
+            char letter = op->type == BACKEND_ACQUIRE && op->once && m->once ? m->once
+                                                                               : m->letters[op->type];
             k += put_bulk(p + k, &letter, 1);
             break;
         }
@@ -375,11 +375,11 @@ static size_t put_args(char *p, const backend_op_t *op, script_id_t id, const ch
     const scripts_mode_t *m = &modes[op->mode];
     char num[24], field[KEYS_FIELD_MAX];
     size_t nlen, flen = keys_owner_field(field, uuid, op->owner), k = 0;
-    int release = op->kind == BACKEND_RELEASE || op->kind == BACKEND_DROP;
+    int release = op->type == BACKEND_RELEASE || op->type == BACKEND_DROP;
     if (release) {
-        num[0] = op->kind == BACKEND_RELEASE ? '1' : '0';
+        num[0] = op->type == BACKEND_RELEASE ? '1' : '0';
         nlen = 1;
-    } else if (op->kind == BACKEND_FENCE) {
+    } else if (op->type == BACKEND_FENCE) {
         nlen = keys_u64(num, op->raise_to);
     } else {
         nlen = keys_u64(num, op->lease_ms);
@@ -390,17 +390,17 @@ static size_t put_args(char *p, const backend_op_t *op, script_id_t id, const ch
     case SCRIPT_OPS_ANY: {
         char letter[24];
         size_t llen = 1;
-        if (m->batch_own && op->kind != BACKEND_RENEW) { /* 'x<letter>' */
+        if (m->batch_own && op->type != BACKEND_RENEW) { /* 'x<letter>' */
             letter[0] = 'x';
-            letter[1] = m->letters[op->kind];
+            letter[1] = m->letters[op->type];
             llen = 2;
             nlen = keys_u64(num, op->lease_ms);
-        } else if (op->kind == BACKEND_RENEW) {
+        } else if (op->type == BACKEND_RENEW) {
             letter[0] = m->renew;
             if (m->renew == 's') llen += keys_u64(letter + 1, op->permits);
         } else {
-            letter[0] = op->kind == BACKEND_ACQUIRE ? (flags & SCRIPTS_F_QUORUM ? 'q' : 'a')
-                        : op->kind == BACKEND_FENCE ? 'f'
+            letter[0] = op->type == BACKEND_ACQUIRE ? (flags & SCRIPTS_F_QUORUM ? 'q' : 'a')
+                        : op->type == BACKEND_FENCE ? 'f'
                                                     : 'r';
         }
         k += put_bulk(p, letter, llen);
@@ -672,7 +672,7 @@ static int decode_ops(backend_op_t *const *ops, size_t n, redisReply *r, char *e
             res->error = "bad result from the batch script";
             continue;
         }
-        switch (ops[i]->kind) {
+        switch (ops[i]->type) {
         case BACKEND_ACQUIRE:
             if (!pair || set_acquire(res, a, v) != 0) {
                 res->status = BACKEND_FAILED;
@@ -764,20 +764,20 @@ int scripts_decode(script_id_t id, backend_op_t *const *ops, size_t n, redisRepl
     backend_result_t *res = &ops[0]->res;
     memset(res, 0, sizeof(*res));
     if (is_own(id)) {
-        if (modes[ops[0]->mode].value_reply & SCRIPTS_KIND(ops[0]->kind)) {
+        if (modes[ops[0]->mode].value_reply & SCRIPTS_KIND(ops[0]->type)) {
             if (decode_value(ops[0], r) == 0) return 0;
             goto bad;
         }
         /* an acquire's (or SEMINIT's refusal) pair; a release's pair, or
          * holds left (SEMINIT: 1 or 0) */
-        if (is_pair(r) && (ops[0]->kind == BACKEND_ACQUIRE || ops[0]->kind == BACKEND_SEMINIT)) {
+        if (is_pair(r) && (ops[0]->type == BACKEND_ACQUIRE || ops[0]->type == BACKEND_SEMINIT)) {
             if (set_acquire(res, r->element[0]->integer, r->element[1]->integer) == 0) return 0;
-        } else if (is_pair(r) && ops[0]->kind != BACKEND_ACQUIRE) {
+        } else if (is_pair(r) && ops[0]->type != BACKEND_ACQUIRE) {
             res->holds = r->element[0]->integer;
             long long v = r->element[1]->integer;
             res->others_waiting = (int)(v > 1000000 ? 1000000 : v);
             return 0;
-        } else if (is_int(r) && ops[0]->kind != BACKEND_ACQUIRE) {
+        } else if (is_int(r) && ops[0]->type != BACKEND_ACQUIRE) {
             res->holds = r->integer;
             return 0;
         }

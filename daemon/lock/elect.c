@@ -213,7 +213,7 @@ static void elect_released(lock_t *l, hold_t *h) {
 static void elect_acquire(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req) {
     hold_t *h = lock_hold_of(l, o, LOCK_MODE_ELECT);
     if (h != NULL) {
-        lock_reply_t r = {.kind = LOCK_REPLY_GRANTED, .fence = h->fence, .holds = 1};
+        lock_reply_t r = {.type = LOCK_REPLY_GRANTED, .fence = h->fence, .holds = 1};
         lock_answer(o, o->call_now, &r);
         return;
     }

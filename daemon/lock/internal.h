@@ -47,13 +47,13 @@ typedef enum {
     PENDING_WAIT = 0,   /* queued on a lock (LOCK, TRYLOCK) */
     PENDING_OP,         /* one backend call (reentry, RENEW, STATUS, FORCE) */
     PENDING_MULTI       /* a multi-name wait (multi.c): a place in each queue */
-} pending_kind_t;
+} pending_type_t;
 
 /* One request of an owner's in flight. An owner has any number at once
  * (tagged requests); its session keeps two that change one name from
  * being here together. */
 typedef struct pending_s {
-    pending_kind_t kind;
+    pending_type_t type;
     void *call;                /* lockmgr_request's call: its answer names it */
     LIST_ENTRY(pending_s) by_owner; /* on the owner's pendings until it ends */
     int linked;
@@ -196,7 +196,7 @@ struct release_s {
     lockmgr_t *mgr;
     STAILQ_ENTRY(release_s) link;
     uint64_t give_up_at;       /* the lease (the place) has run out by then anyway */
-    backend_op_kind_t kind;    /* BACKEND_RELEASE or BACKEND_LEAVE */
+    backend_op_type_t type;    /* BACKEND_RELEASE or BACKEND_LEAVE */
     lock_mode_t mode;
     int counted;               /* shutdown waits for this one */
     size_t len;
@@ -252,7 +252,7 @@ struct lock_op_s {
     lockmgr_t *mgr;
     lock_owner_t *owner;       /* NULL once the owner left */
     lock_t *lock;              /* holds a busy reference, or NULL */
-    lock_req_kind_t kind;
+    lock_verb_t verb;
     lock_mode_t mode;          /* the hold it is about */
     uint64_t grant_id;         /* of the owner's hold when sent */
     uint32_t lease_ms;         /* as asked for */
@@ -308,7 +308,7 @@ void lock_answer_unavailable(lockmgr_t *m, lock_owner_t *o, void *call, const ch
                              size_t len);
 /* p is in flight for o, for its call; it ends (linked no more) at
  * lock_pending_end, which every kind of pending reaches once. */
-void lock_pending_start(lock_owner_t *o, pending_t *p, pending_kind_t kind, void *call);
+void lock_pending_start(lock_owner_t *o, pending_t *p, pending_type_t kind, void *call);
 void lock_pending_end(lock_owner_t *o, pending_t *p);
 void lockmgr_shutdown_step(lockmgr_t *m);
 

@@ -111,9 +111,9 @@ static inline backend_mode_t lock_backend_mode(lock_mode_t mode) {
 }
 
 /* Fills the fields every backend op of the lock manager's sets. */
-static inline void lock_op_init(backend_op_t *op, backend_op_kind_t kind, lock_mode_t mode,
+static inline void lock_op_init(backend_op_t *op, backend_op_type_t kind, lock_mode_t mode,
                                 const char *name, size_t len, uint64_t owner, backend_op_cb cb) {
-    op->kind = kind;
+    op->type = kind;
     op->mode = lock_backend_mode(mode);
     op->name = name;
     op->len = len;
@@ -199,13 +199,13 @@ void lock_unlock(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t 
 /* One hold less of h (o's, on l) as UNLOCK gives it back: the holds left. */
 long long lock_unlock_hold(lockmgr_t *m, lock_owner_t *o, lock_t *l, hold_t *h);
 /* Queues o for l (LOCK, TRYLOCK), as the request's kind and mode say. */
-void lock_start_wait(lockmgr_t *m, lock_owner_t *o, void *call, lock_req_kind_t kind,
+void lock_start_wait(lockmgr_t *m, lock_owner_t *o, void *call, lock_verb_t verb,
                      lock_mode_t mode, const char *name, size_t len, uint32_t wait_ms,
                      uint32_t lease_ms, uint32_t permits);
 /* One backend call for o's request (internal.h's lock_op_t): done gets
  * its answer; NULL (answered) on no memory. Submit op->bop. */
 lock_op_t *lock_op_new(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req,
-                       backend_op_kind_t kind, lock_mode_t mode, lock_op_done_cb done);
+                       backend_op_type_t kind, lock_mode_t mode, lock_op_done_cb done);
 
 /* Holds and the table (lockmgr.c). */
 hold_t *lock_hold_new(lock_t *l, lock_owner_t *o, uint64_t fence, uint32_t lease_ms,

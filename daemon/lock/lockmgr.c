@@ -30,18 +30,18 @@ void lock_answer(lock_owner_t *o, void *call, const lock_reply_t *r) {
 }
 
 void lock_answer_value(lock_owner_t *o, void *call, long long v) {
-    lock_reply_t r = {.kind = LOCK_REPLY_VALUE, .value = v};
+    lock_reply_t r = {.type = LOCK_REPLY_VALUE, .value = v};
     lock_answer(o, call, &r);
 }
 
 void lock_answer_timeout(lockmgr_t *m, lock_owner_t *o, void *call, long long ttl_ms) {
-    lock_reply_t r = {.kind = LOCK_REPLY_TIMEOUT, .ttl_ms = ttl_ms};
+    lock_reply_t r = {.type = LOCK_REPLY_TIMEOUT, .ttl_ms = ttl_ms};
     m->stats.timeouts++;
     lock_answer(o, call, &r);
 }
 
 static void answer_failure(lockmgr_t *m, lock_owner_t *o, void *call, lock_reply_t *r) {
-    r->kind = LOCK_REPLY_ERROR;
+    r->type = LOCK_REPLY_ERROR;
     if (r->err == LOCK_ERR_BACKEND) m->stats.backend_errors++;
     lock_answer(o, call, r);
 }
@@ -78,8 +78,8 @@ void lock_answer_notheld(lockmgr_t *m, lock_owner_t *o, void *call, const lock_t
         lock_answer_error(m, o, call, LOCK_ERR_NOTHELD, LOCK_WHY_NONE, 0);
 }
 
-void lock_pending_start(lock_owner_t *o, pending_t *p, pending_kind_t kind, void *call) {
-    p->kind = kind;
+void lock_pending_start(lock_owner_t *o, pending_t *p, pending_type_t kind, void *call) {
+    p->type = kind;
     p->call = call;
     LIST_INSERT_HEAD(&o->pendings, p, by_owner);
     p->linked = 1;
@@ -327,11 +327,11 @@ static pending_t *pending_of(lock_owner_t *o, void *call) {
 
 int lockmgr_cancel(lockmgr_t *m, lock_owner_t *o, void *call) {
     pending_t *p = pending_of(o, call);
-    if (p != NULL && p->kind == PENDING_MULTI) {
+    if (p != NULL && p->type == PENDING_MULTI) {
         multi_cancel(p);
         return 1;
     }
-    if (p == NULL || p->kind != PENDING_WAIT) return 0;
+    if (p == NULL || p->type != PENDING_WAIT) return 0;
     wait_t *w = (wait_t *)p;
     lock_t *l = w->lock;
     m->stats.cancelled++;
@@ -352,12 +352,12 @@ static void owner_drop_now(lock_owner_t *o) {
     pending_t *p;
     while ((p = LIST_FIRST(&o->pendings)) != NULL) {
         lock_pending_end(o, p);
-        if (p->kind == PENDING_WAIT) {
+        if (p->type == PENDING_WAIT) {
             wait_t *w = (wait_t *)p;
             lock_t *l = w->lock;
             lock_wait_end(w);
             lock_maybe_free(l);
-        } else if (p->kind == PENDING_MULTI) {
+        } else if (p->type == PENDING_MULTI) {
             multi_orphan(p);
         } else {
             lock_op_orphan((lock_op_t *)p);

@@ -26,20 +26,20 @@ typedef struct lock_owner_s lock_owner_t;
 typedef struct backend_s backend_t;
 
 typedef enum {
-    LOCK_REQ_LOCK = 0,    /* wait for the lock */
-    LOCK_REQ_TRYLOCK,     /* wait at most wait_ms (0: one try) */
-    LOCK_REQ_UNLOCK,      /* one hold less */
-    LOCK_REQ_RENEW,       /* reset the lease now */
-    LOCK_REQ_STATUS,
-    LOCK_REQ_FORCE,       /* FORCEUNLOCK, for admins */
-    LOCK_REQ_WHO,         /* who holds it */
-    LOCK_REQ_SEMINIT,     /* a semaphore's size, unless set */
-    LOCK_REQ_LEADER,      /* an election's leader now (ELECT mode) */
-    LOCK_REQ_OBSERVE,     /* ... and its later leaders as events */
-    LOCK_REQ_MLOCK,       /* wait for all of names[] (MULTI mode) */
-    LOCK_REQ_TRYMLOCK,    /* ... at most wait_ms (0: one try) */
-    LOCK_REQ_MUNLOCK      /* one hold less of each of names[] */
-} lock_req_kind_t;
+    LOCK_VERB_LOCK = 0,    /* wait for the lock */
+    LOCK_VERB_TRYLOCK,     /* wait at most wait_ms (0: one try) */
+    LOCK_VERB_UNLOCK,      /* one hold less */
+    LOCK_VERB_RENEW,       /* reset the lease now */
+    LOCK_VERB_STATUS,
+    LOCK_VERB_FORCE,       /* FORCEUNLOCK, for admins */
+    LOCK_VERB_WHO,         /* who holds it */
+    LOCK_VERB_SEMINIT,     /* a semaphore's size, unless set */
+    LOCK_VERB_LEADER,      /* an election's leader now (ELECT mode) */
+    LOCK_VERB_OBSERVE,     /* ... and its later leaders as events */
+    LOCK_VERB_MLOCK,       /* wait for all of names[] (MULTI mode) */
+    LOCK_VERB_TRYMLOCK,    /* ... at most wait_ms (0: one try) */
+    LOCK_VERB_MUNLOCK      /* one hold less of each of names[] */
+} lock_verb_t;
 
 /* What kind of hold a request is about. Each mode belongs to one lock
  * kind (daemon/lock/kind.h), which says what the mode does. */
@@ -68,7 +68,7 @@ typedef struct lock_name_s {
 } lock_name_t;
 
 typedef struct lock_request_s {
-    lock_req_kind_t kind;
+    lock_verb_t verb;
     lock_mode_t mode;     /* LOCK, TRYLOCK, UNLOCK (SEM: ACQUIRE, TRYACQUIRE, RELEASE) */
     const char *name;     /* valid during lockmgr_request() only */
     size_t len;
@@ -103,7 +103,7 @@ typedef enum {
     LOCK_REPLY_LIST,         /* MLOCK's fences, MUNLOCK's holds left: list,
                                 count of them, in the request's order */
     LOCK_REPLY_ERROR         /* err, detail */
-} lock_reply_kind_t;
+} lock_reply_type_t;
 
 typedef enum {
     LOCK_ERR_NOTHELD = 0,
@@ -142,7 +142,7 @@ typedef enum {
 } lock_why_t;
 
 typedef struct lock_reply_s {
-    lock_reply_kind_t kind;
+    lock_reply_type_t type;
     uint64_t fence;
     long long holds;
     long long ttl_ms;

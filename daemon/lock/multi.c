@@ -380,7 +380,7 @@ static void mwait_grant(mwait_t *mw) {
         m->stats.reentries++;
         mw->values[i] = h->fence;
     }
-    lock_reply_t r = {.kind = LOCK_REPLY_LIST, .list = mw->values, .count = mw->n};
+    lock_reply_t r = {.type = LOCK_REPLY_LIST, .list = mw->values, .count = mw->n};
     for (size_t i = 0; i < mw->n; i++)
         if (mw->part[i].w != NULL) mw->part[i].w->granted = 1;
     lock_answer(o, mw->hdr.call, &r);
@@ -678,7 +678,7 @@ static void mlock(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
         return;
     }
     if (mlock_refused(m, o, req, &fresh)) return;
-    int once = req->kind == LOCK_REQ_TRYMLOCK && req->wait_ms == 0;
+    int once = req->verb == LOCK_VERB_TRYMLOCK && req->wait_ms == 0;
     if (once && once_blocked(m, o, req)) return;
     mwait_t *mw = zalloc(sizeof(*mw) + n * (sizeof(mpart_t) + sizeof(backend_name_t) +
                                             sizeof(uint64_t) + 1) + 1);
@@ -713,7 +713,7 @@ static void mlock(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
         mw->part[i].w->started_ns = mw->started_ns;
         mwait_count(mw, 1);
     }
-    if (req->kind == LOCK_REQ_TRYMLOCK && req->wait_ms > 0)
+    if (req->verb == LOCK_VERB_TRYMLOCK && req->wait_ms > 0)
         timers_start(m->timers, &mw->deadline, req->wait_ms, on_deadline);
     multi_try(mw);
     return;
@@ -755,7 +755,7 @@ static void munlock(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
                              nm->len);
             return;
         }
-        lock_reply_t r = {.kind = LOCK_REPLY_ERROR, .err = LOCK_ERR_NOTHELD,
+        lock_reply_t r = {.type = LOCK_REPLY_ERROR, .err = LOCK_ERR_NOTHELD,
                           .name = nm->name, .len = nm->len};
         lock_answer(o, o->call_now, &r);
         return;
@@ -767,13 +767,13 @@ static void munlock(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
     }
     for (size_t i = 0; i < n; i++)
         left[i] = (uint64_t)lock_unlock_hold(m, o, hold[i]->lock, hold[i]);
-    lock_reply_t r = {.kind = LOCK_REPLY_LIST, .list = left, .count = n};
+    lock_reply_t r = {.type = LOCK_REPLY_LIST, .list = left, .count = n};
     lock_answer(o, o->call_now, &r);
 }
 
 static void multi_request(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req) {
     (void)l;
-    if (req->kind == LOCK_REQ_MUNLOCK) munlock(m, o, req);
+    if (req->verb == LOCK_VERB_MUNLOCK) munlock(m, o, req);
     else mlock(m, o, req);
 }
 

@@ -322,7 +322,7 @@ static void leader_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
     const char *value = res->value ? res->value : "";
     size_t vlen = res->value_len > ELECT_VALUE_MAX ? ELECT_VALUE_MAX : res->value_len;
     oname_t *on = oname_find(m, op->name, op->len);
-    if (op->kind == LOCK_REQ_OBSERVE && !o->dropped) { /* a dropped owner gains none */
+    if (op->verb == LOCK_VERB_OBSERVE && !o->dropped) { /* a dropped owner gains none */
         obs_t *ob = obs_of(m, o, op->name, op->len);
         oowner_t *oo = oowner_find(m, o->id);
         if (ob == NULL && oo != NULL && oo->count >= m->conf->max_observes_per_client) {
@@ -341,7 +341,7 @@ static void leader_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
             ob->none = res->fence == 0;
         }
     }
-    lock_reply_t r = {.kind = LOCK_REPLY_LEADER, .fence = res->fence, .leader = value,
+    lock_reply_t r = {.type = LOCK_REPLY_LEADER, .fence = res->fence, .leader = value,
                       .leader_len = vlen};
     if (on != NULL) on->telling++;
     lock_answer(o, op->hdr.call, &r);
@@ -363,7 +363,7 @@ static void leader_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
 }
 
 void observe_request(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
-    if (req->kind == LOCK_REQ_OBSERVE) {
+    if (req->verb == LOCK_VERB_OBSERVE) {
         oowner_t *oo = oowner_find(m, o->id);
         if (obs_of(m, o, req->name, req->len) == NULL && oo != NULL &&
             oo->count >= m->conf->max_observes_per_client) {
@@ -375,7 +375,7 @@ void observe_request(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
             lock_answer_error(m, o, o->call_now, LOCK_ERR_LIMIT, LOCK_WHY_NOMEM, 0);
             return;
         }
-    } else if (req->kind != LOCK_REQ_LEADER) {
+    } else if (req->verb != LOCK_VERB_LEADER) {
         lock_answer_error(m, o, o->call_now, LOCK_ERR_ARGS, LOCK_WHY_NONE, 0);
         return;
     }

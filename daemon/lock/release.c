@@ -22,7 +22,7 @@ static void release_send(release_t *r);
  * wait's attempts keep (or take) the place, and its end leaves it. A
  * TRYLOCK-like try once takes none. */
 static int leave_stale(lockmgr_t *m, const release_t *r) {
-    lock_t *l = r->kind == BACKEND_LEAVE ? lock_find(m, r->name, r->len) : NULL;
+    lock_t *l = r->type == BACKEND_LEAVE ? lock_find(m, r->name, r->len) : NULL;
     const wait_t *w;
     if (l == NULL || l->q == NULL) return 0;
     TAILQ_FOREACH(w, &l->q->waiters, link)
@@ -35,7 +35,7 @@ static void on_release(backend_op_t *op) {
     lockmgr_t *m = r->mgr;
     const backend_result_t *res = &op->res;
 
-    if (res->status == BACKEND_OK && r->kind == BACKEND_RELEASE) {
+    if (res->status == BACKEND_OK && r->type == BACKEND_RELEASE) {
         lock_t *l = lock_find(m, r->name, r->len);
         if (l != NULL) l->remote_interest = res->others_waiting;
     }
@@ -43,7 +43,7 @@ static void on_release(backend_op_t *op) {
         timers_now(m->timers) >= r->give_up_at || leave_stale(m, r)) {
         if (res->status == BACKEND_FAILED)
             log_warn("%s %.*s failed: %s",
-                     r->kind == BACKEND_LEAVE ? "leaving the queue of" : "release of",
+                     r->type == BACKEND_LEAVE ? "leaving the queue of" : "release of",
                      (int)r->len, r->name, res->error);
         int counted = r->counted;
         release_dispose(m, r);
@@ -56,18 +56,18 @@ static void on_release(backend_op_t *op) {
 
 static void release_send(release_t *r) {
     lockmgr_t *m = r->mgr;
-    if (r->kind == BACKEND_RELEASE) m->stats.releases++;
-    lock_op_init(&r->op, r->kind, r->mode, r->name, r->len, r->op.owner, on_release);
+    if (r->type == BACKEND_RELEASE) m->stats.releases++;
+    lock_op_init(&r->op, r->type, r->mode, r->name, r->len, r->op.owner, on_release);
     backend_submit(m->backend, &r->op);
 }
 
-static void release_queue(lockmgr_t *m, backend_op_kind_t kind, const char *name, size_t len,
+static void release_queue(lockmgr_t *m, backend_op_type_t kind, const char *name, size_t len,
                           uint64_t owner, uint32_t lease_ms, lock_mode_t mode, uint32_t base,
                           uint32_t permits) {
     release_t *r = pool_get_sized(&m->release_pool, sizeof(*r) + len + 1);
     if (r == NULL) return; /* the lease (the place's) will end it */
     r->mgr = m;
-    r->kind = kind;
+    r->type = kind;
     r->op.owner = owner;
     r->op.permit_base = base;
     r->op.permits = permits;

@@ -17,7 +17,7 @@
 static void on_op(backend_op_t *bop);
 
 lock_op_t *lock_op_new(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req,
-                       backend_op_kind_t kind, lock_mode_t mode, lock_op_done_cb done) {
+                       backend_op_type_t kind, lock_mode_t mode, lock_op_done_cb done) {
     lock_op_t *op = zalloc(sizeof(*op) + req->len + 1);
     if (op == NULL) {
         lock_answer_error(m, o, o->call_now, LOCK_ERR_LIMIT, LOCK_WHY_NOMEM, 0);
@@ -28,7 +28,7 @@ lock_op_t *lock_op_new(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_requ
     op->mgr = m;
     op->owner = o;
     op->lock = l;
-    op->kind = req->kind;
+    op->verb = req->verb;
     op->wait_ms = req->wait_ms;
     op->lease_ms = req->lease_ms;
     op->sent_at = timers_now(m->timers);
@@ -54,7 +54,7 @@ void lock_op_orphan(lock_op_t *op) {
  * does), which no wait of the owner's keeps or leaves: it goes, as a
  * waiter's does. */
 static void reentry_leave(const lock_op_t *op) {
-    if (op->bop.kind == BACKEND_ACQUIRE && !op->bop.once && lock_kind_of(op->mode)->queues)
+    if (op->bop.type == BACKEND_ACQUIRE && !op->bop.once && lock_kind_of(op->mode)->queues)
         release_leave(op->mgr, op->name, op->len, op->bop.owner, op->mode);
 }
 
@@ -76,11 +76,11 @@ static void on_op(backend_op_t *bop) {
     if (bop->res.status != BACKEND_OK) {
         /* It may have run (a RENEW not replicated in time did) and
          * shortened the lease. */
-        if (h != NULL && (bop->kind == BACKEND_ACQUIRE || bop->kind == BACKEND_RENEW) &&
+        if (h != NULL && (bop->type == BACKEND_ACQUIRE || bop->type == BACKEND_RENEW) &&
             (bop->res.status == BACKEND_DOWN ||
-             (bop->res.status == BACKEND_UNACKED && bop->kind == BACKEND_RENEW)))
+             (bop->res.status == BACKEND_UNACKED && bop->type == BACKEND_RENEW)))
             watchdog_limit(h, bop->lease_ms, op->sent_at);
-        if (bop->res.status == BACKEND_UNACKED && bop->kind == BACKEND_ACQUIRE) {
+        if (bop->res.status == BACKEND_UNACKED && bop->type == BACKEND_ACQUIRE) {
             /* A reentry found our hold gone and took the lock anew, but
              * that grant was not replicated: undo it; the hold is lost. */
             if (h != NULL) {
@@ -88,7 +88,7 @@ static void on_op(backend_op_t *bop) {
                 lock_kick(op->lock); /* waiters here held back by it */
             }
             release_all(op->mgr, op->name, op->len, bop->owner, bop->lease_ms, op->mode);
-        } else if (bop->res.status == BACKEND_DOWN && bop->kind == BACKEND_ACQUIRE && h == NULL) {
+        } else if (bop->res.status == BACKEND_DOWN && bop->type == BACKEND_ACQUIRE && h == NULL) {
             /* A downgrade's (or a reentry's whose hold ended meanwhile) may
              * have granted a hold nobody has: the owner's one request in
              * flight was this, so it has no newer grant to lose. */
@@ -119,7 +119,7 @@ static void reentry_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
         m->stats.reentries++;
         h->lease_ms = op->keep_lease;
         watchdog_set_confirmed(h, op->sent_at, op->bop.lease_ms);
-        lock_reply_t r = {.kind = LOCK_REPLY_GRANTED, .fence = h->fence, .holds = h->count};
+        lock_reply_t r = {.type = LOCK_REPLY_GRANTED, .fence = h->fence, .holds = h->count};
         lock_answer(o, op->hdr.call, &r);
         return;
     }
@@ -136,14 +136,14 @@ static void reentry_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
         return;
     }
     /* A fresh grant: with the lease this request asked for. */
-    lock_start_wait(m, o, op->hdr.call, op->kind, op->mode, op->name, op->len, op->wait_ms,
+    lock_start_wait(m, o, op->hdr.call, op->verb, op->mode, op->name, op->len, op->wait_ms,
                     op->lease_ms, 0);
 }
 
 void lock_acquire(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req) {
     hold_t *h = lock_hold_of(l, o, req->mode);
     if (h == NULL) {
-        lock_start_wait(m, o, o->call_now, req->kind, req->mode, req->name, req->len, req->wait_ms,
+        lock_start_wait(m, o, o->call_now, req->verb, req->mode, req->name, req->len, req->wait_ms,
                         req->lease_ms, 0);
         return;
     }
@@ -154,7 +154,7 @@ void lock_acquire(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t
     lock_op_t *op = lock_op_new(m, o, l, req, BACKEND_ACQUIRE, req->mode, reentry_done);
     if (op == NULL) return;
     /* TRYFAIRLOCK 0 takes no place, even when the hold is gone */
-    op->bop.once = req->kind == LOCK_REQ_TRYLOCK && req->wait_ms == 0;
+    op->bop.once = req->verb == LOCK_VERB_TRYLOCK && req->wait_ms == 0;
     /* The hold gets the longest of the modes asked for, the watchdog being
      * longer than any lease: no lease on either side makes it a watchdog
      * hold, two leases give the longer one, from now. */
@@ -280,7 +280,7 @@ static void status_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
     if (form == LOCK_STATUS_PERMITS || mine == LOCK_STATUS_PERMITS) {
         /* Permits: what Redis has available, and what this owner holds as
          * far as this daemon knows (the watchdog checks them). */
-        lock_reply_t r = {.kind = LOCK_REPLY_SEM,
+        lock_reply_t r = {.type = LOCK_REPLY_SEM,
                           .holders = form == LOCK_STATUS_PERMITS ? res->holders : 0,
                           .holds = mine == LOCK_STATUS_PERMITS ? h->count : 0};
         lock_answer(o, op->hdr.call, &r);
@@ -294,19 +294,19 @@ static void status_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
         h = NULL;
     }
     if (form == LOCK_STATUS_SHARED) {
-        lock_reply_t r = {.kind = LOCK_REPLY_RW, .mode = redis_mode, .holders = res->holders,
+        lock_reply_t r = {.type = LOCK_REPLY_RW, .mode = redis_mode, .holders = res->holders,
                           .ttl_ms = res->ttl_ms,
                           .holds = h != NULL && h->mode == redis_mode ? h->count : 0};
         lock_answer(o, op->hdr.call, &r);
         return;
     }
     if (h != NULL) {
-        lock_reply_t r = {.kind = LOCK_REPLY_MINE, .holds = h->count, .ttl_ms = res->ttl_ms,
+        lock_reply_t r = {.type = LOCK_REPLY_MINE, .holds = h->count, .ttl_ms = res->ttl_ms,
                           .fence = h->fence};
         lock_answer(o, op->hdr.call, &r);
         return;
     }
-    lock_reply_t r = {.kind = held ? LOCK_REPLY_TAKEN : LOCK_REPLY_FREE, .ttl_ms = res->ttl_ms};
+    lock_reply_t r = {.type = held ? LOCK_REPLY_TAKEN : LOCK_REPLY_FREE, .ttl_ms = res->ttl_ms};
     lock_answer(o, op->hdr.call, &r);
 }
 
@@ -315,7 +315,7 @@ static void status_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
 /* WHO a local holder: from memory, with its pid and uid. */
 static void who_local(lockmgr_t *m, lock_owner_t *o, lock_t *l) {
     const hold_t *h = lock_hold_first(l);
-    lock_reply_t r = {.kind = LOCK_REPLY_HELD, .ttl_ms = lock_local_ttl(l),
+    lock_reply_t r = {.type = LOCK_REPLY_HELD, .ttl_ms = lock_local_ttl(l),
                       .holder_host = m->host, .holder_dlockd_pid = (long long)getpid(),
                       .holder_pid = h->owner->pid > 0 ? (long long)h->owner->pid : -1,
                       .holder_uid = (long long)h->owner->uid};
@@ -329,7 +329,7 @@ static void who_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
     (void)h;
     if (o == NULL) return;
     if (res->ttl_ms == -2) {
-        lock_reply_t r = {.kind = LOCK_REPLY_FREE, .ttl_ms = -2};
+        lock_reply_t r = {.type = LOCK_REPLY_FREE, .ttl_ms = -2};
         lock_answer(o, op->hdr.call, &r);
         return;
     }
@@ -342,7 +342,7 @@ static void who_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
     char host[BACKEND_WHO_DAEMON_MAX];
     long long pid;
     backend_who_daemon(&op->who, host, sizeof(host), &pid);
-    lock_reply_t r = {.kind = LOCK_REPLY_HELD, .ttl_ms = res->ttl_ms, .holder_host = host,
+    lock_reply_t r = {.type = LOCK_REPLY_HELD, .ttl_ms = res->ttl_ms, .holder_host = host,
                       .holder_dlockd_pid = pid, .holder_pid = -1, .holder_uid = -1};
     lock_answer(o, op->hdr.call, &r);
 }
@@ -396,7 +396,7 @@ static int kind_refused(lockmgr_t *m, lock_owner_t *o, const lock_t *l,
                         const lock_request_t *req) {
     const lock_kind_t *k = lock_kind_of(req->mode);
     if (k->cap && !(m->backend->caps & k->cap)) {
-        lock_reply_t r = {.kind = LOCK_REPLY_ERROR, .err = LOCK_ERR_KIND,
+        lock_reply_t r = {.type = LOCK_REPLY_ERROR, .err = LOCK_ERR_KIND,
                           .why = LOCK_WHY_UNSUPPORTED, .mode = req->mode,
                           .detail = m->backend->type->name};
         lock_answer(o, o->call_now, &r);
@@ -421,26 +421,26 @@ void lock_request(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
     }
     uint32_t max = m->backend->lease_max_ms;
     if (max && req->lease_ms > max &&
-        (req->kind == LOCK_REQ_LOCK || req->kind == LOCK_REQ_TRYLOCK ||
-         req->kind == LOCK_REQ_RENEW)) {
+        (req->verb == LOCK_VERB_LOCK || req->verb == LOCK_VERB_TRYLOCK ||
+         req->verb == LOCK_VERB_RENEW)) {
         lock_answer_error(m, o, o->call_now, LOCK_ERR_ARGS, LOCK_WHY_LEASE_MAX, max);
         return;
     }
-    switch (req->kind) {
-    case LOCK_REQ_LOCK:
-    case LOCK_REQ_TRYLOCK:
+    switch (req->verb) {
+    case LOCK_VERB_LOCK:
+    case LOCK_VERB_TRYLOCK:
         if (kind_refused(m, o, l, req)) return;
         if (k->acquire) k->acquire(m, o, l, req);
         else lock_acquire(m, o, l, req);
         return;
-    case LOCK_REQ_UNLOCK:
+    case LOCK_VERB_UNLOCK:
         if (k->unlock) k->unlock(m, o, l, req);
         else lock_unlock(m, o, l, req);
         return;
-    case LOCK_REQ_RENEW:
+    case LOCK_VERB_RENEW:
         do_renew(m, o, l, req);
         return;
-    case LOCK_REQ_STATUS: {
+    case LOCK_VERB_STATUS: {
         const hold_t *h = lock_hold_mine(l, o);
         lock_op_t *op = lock_op_new(m, o, l, req, BACKEND_STATUS,
                                     h ? h->mode : LOCK_MODE_ANY, status_done);
@@ -448,10 +448,10 @@ void lock_request(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
         backend_submit(m->backend, &op->bop);
         return;
     }
-    case LOCK_REQ_WHO:
+    case LOCK_VERB_WHO:
         do_who(m, o, l, req);
         return;
-    case LOCK_REQ_FORCE:
+    case LOCK_VERB_FORCE:
         do_force(m, o, req);
         return;
     default:

@@ -50,7 +50,7 @@ static void downgrade_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
             release_all(m, l->name, l->len, o->id, op->bop.lease_ms, LOCK_MODE_READ);
         if (w != NULL) lock_hold_lost(w, LOCK_LOST_EXPIRED);
         lock_kick(l); /* the wait below, refused or not, kicks no one */
-        lock_start_wait(m, o, op->hdr.call, op->kind, LOCK_MODE_READ, op->name, op->len,
+        lock_start_wait(m, o, op->hdr.call, op->verb, LOCK_MODE_READ, op->name, op->len,
                         op->wait_ms, op->lease_ms, 0);
         return;
     }
@@ -73,7 +73,7 @@ static void downgrade_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
     m->stats.grants++;
     release_forget(m, l->name, l->len, o->id, LOCK_MODE_READ);
     watchdog_set_confirmed(r, op->sent_at, op->bop.lease_ms);
-    lock_reply_t g = {.kind = LOCK_REPLY_GRANTED, .fence = w->fence, .holds = 1};
+    lock_reply_t g = {.type = LOCK_REPLY_GRANTED, .fence = w->fence, .holds = 1};
     lock_answer(o, op->hdr.call, &g);
 }
 

@@ -174,7 +174,7 @@ static void sem_acquire(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_req
                           LOCKMGR_SEM_PERMITS_MAX);
         return;
     }
-    lock_start_wait(m, o, o->call_now, req->kind, req->mode, req->name, req->len, req->wait_ms,
+    lock_start_wait(m, o, o->call_now, req->verb, req->mode, req->name, req->len, req->wait_ms,
                     req->lease_ms, req->permits);
 }
 
@@ -221,7 +221,7 @@ static void seminit_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
 }
 
 static void sem_request(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req) {
-    if (req->kind != LOCK_REQ_SEMINIT) return;
+    if (req->verb != LOCK_VERB_SEMINIT) return;
     if (!backend_available(m->backend, req->name, req->len)) {
         lock_answer_unavailable(m, o, o->call_now, req->name, req->len);
         return;

@@ -139,7 +139,7 @@ void lock_grant(lock_t *l, wait_t *w, uint64_t fence) {
     histo_add(&m->wait_time, (uv_hrtime() - w->started_ns) / 1000);
     release_forget(m, l->name, l->len, o->id, w->mode);
     watchdog_set_confirmed(h, w->sent_at, w->acquire.lease_ms);
-    lock_reply_t r = {.kind = LOCK_REPLY_GRANTED, .fence = fence, .holds = 1};
+    lock_reply_t r = {.type = LOCK_REPLY_GRANTED, .fence = fence, .holds = 1};
     lock_answer(o, w->hdr.call, &r);
     w->granted = 1;
     lock_wait_end(w);
@@ -452,7 +452,7 @@ wait_t *lock_enqueue(lock_t *l, lock_owner_t *o, lock_mode_t mode, uint32_t leas
         pool_put(&m->wait_pool, w);
         return NULL;
     }
-    w->hdr.kind = PENDING_WAIT;
+    w->hdr.type = PENDING_WAIT;
     w->owner = o;
     w->owner_id = o->id;
     w->lock = l;
@@ -490,7 +490,7 @@ static int only_sharers_queued(const lock_t *l, lock_mode_t mode) {
     return 1;
 }
 
-void lock_start_wait(lockmgr_t *m, lock_owner_t *o, void *call, lock_req_kind_t kind,
+void lock_start_wait(lockmgr_t *m, lock_owner_t *o, void *call, lock_verb_t verb,
                      lock_mode_t mode, const char *name, size_t len, uint32_t wait_ms,
                      uint32_t lease_ms, uint32_t permits) {
     const lock_kind_t *k = lock_kind_of(mode);
@@ -521,7 +521,7 @@ void lock_start_wait(lockmgr_t *m, lock_owner_t *o, void *call, lock_req_kind_t 
         return;
     }
     if (!lock_in_use(l)) l->kind = k;
-    int once = kind == LOCK_REQ_TRYLOCK && wait_ms == 0;
+    int once = verb == LOCK_VERB_TRYLOCK && wait_ms == 0;
     if (once && (lock_blocked(l, o, mode) || !only_sharers_queued(l, mode))) {
         /* Someone here is ahead: no try, to keep first come first served. */
         pool_put(&m->wait_pool, w);
@@ -548,7 +548,7 @@ void lock_start_wait(lockmgr_t *m, lock_owner_t *o, void *call, lock_req_kind_t 
     m->waiting++;
     lock_acct_waiting(o, 1);
     lock_pending_start(o, &w->hdr, PENDING_WAIT, call);
-    if (kind == LOCK_REQ_TRYLOCK && wait_ms > 0)
+    if (verb == LOCK_VERB_TRYLOCK && wait_ms > 0)
         timers_start(m->timers, &w->deadline, wait_ms, on_wait_deadline);
     lock_kick(l);
 }

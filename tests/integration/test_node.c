@@ -228,11 +228,11 @@ static void on_op(backend_op_t *op) {
     if (t->then != NULL) t->then(t);
 }
 
-static void op_init(top_t *t, backend_op_kind_t kind, const char *name, uint64_t owner,
+static void op_init(top_t *t, backend_op_type_t kind, const char *name, uint64_t owner,
                     uint32_t lease_ms) {
     memset(t, 0, sizeof(*t));
     snprintf(t->name, sizeof(t->name), "%s", name);
-    t->op.kind = kind;
+    t->op.type = kind;
     t->op.name = t->name;
     t->op.len = strlen(t->name);
     t->op.owner = owner;
@@ -247,7 +247,7 @@ static void submit(top_t *t) {
 }
 
 /* Runs one op alone, checks that it succeeded, and returns what it saw. */
-static top_t run_op(backend_op_kind_t kind, const char *name, uint64_t owner,
+static top_t run_op(backend_op_type_t kind, const char *name, uint64_t owner,
                     uint32_t lease_ms) {
     top_t t;
     op_init(&t, kind, name, owner, lease_ms);
@@ -1064,7 +1064,7 @@ static top_t followups[2];
 /* What the lock manager does when an acquire fails during shutdown: undo
  * it with a release, from the callback. */
 static void submit_followup(top_t *t) {
-    top_t *f = &followups[t->op.kind == BACKEND_FORCE];
+    top_t *f = &followups[t->op.type == BACKEND_FORCE];
     op_init(f, BACKEND_RELEASE, t->name, 1, 0);
     node_submit(nd, &f->op);
 }

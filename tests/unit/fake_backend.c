@@ -644,10 +644,10 @@ static void model_run_rw(fake_t *fb, backend_op_t *op, entry_t *e) {
     if (e->sem) {
         /* script_rw's WRONGTYPE branch: {3, 3} for an acquire, -1 else;
          * LUA_RW_RENEW takes it as gone */
-        if (op->kind == BACKEND_ACQUIRE) {
+        if (op->type == BACKEND_ACQUIRE) {
             res->outcome = BACKEND_WRONG_KIND;
             res->held = BACKEND_SEM;
-        } else if (op->kind == BACKEND_RENEW) {
+        } else if (op->type == BACKEND_RENEW) {
             res->renewal = e->marker != NULL && strcmp(e->marker, fname) == 0 ? BACKEND_FORCED
                                                                                : BACKEND_GONE;
         } else {
@@ -655,7 +655,7 @@ static void model_run_rw(fake_t *fb, backend_op_t *op, entry_t *e) {
         }
         return;
     }
-    switch (op->kind) {
+    switch (op->type) {
     case BACKEND_ACQUIRE:
         if (e->nfields > 0 && !rw) {
             res->outcome = BACKEND_WRONG_KIND;
@@ -737,7 +737,7 @@ static void model_run_rw(fake_t *fb, backend_op_t *op, entry_t *e) {
         }
         break;
     default:
-        ck_abort_msg("fake backend: read/write op of kind %d", (int)op->kind);
+        ck_abort_msg("fake backend: read/write op of kind %d", (int)op->type);
     }
 }
 
@@ -781,7 +781,7 @@ static void model_run_sem(fake_t *fb, backend_op_t *op, entry_t *e) {
     long long n = op->permits, b = op->permit_base;
     owner_field(field, sizeof(field), op->owner);
 
-    if (op->kind == BACKEND_RENEW) { /* the ids only, whatever the key is */
+    if (op->type == BACKEND_RENEW) { /* the ids only, whatever the key is */
         for (long long i = 1; i <= n; i++) {
             uint64_t sc = sem_score(e, field, i);
             if (sc == SEM_NONE || sc <= now) {
@@ -794,7 +794,7 @@ static void model_run_sem(fake_t *fb, backend_op_t *op, entry_t *e) {
         return;
     }
     if (e->nfields > 0) { /* a lock hash: {3, its kind}, a release -1 */
-        if (op->kind == BACKEND_RELEASE) {
+        if (op->type == BACKEND_RELEASE) {
             res->holds = -1;
         } else {
             res->outcome = BACKEND_WRONG_KIND;
@@ -802,7 +802,7 @@ static void model_run_sem(fake_t *fb, backend_op_t *op, entry_t *e) {
         }
         return;
     }
-    switch (op->kind) {
+    switch (op->type) {
     case BACKEND_SEMINIT:
         if (e->sem) {
             res->holds = 0;
@@ -849,7 +849,7 @@ static void model_run_sem(fake_t *fb, backend_op_t *op, entry_t *e) {
         break;
     }
     default:
-        ck_abort_msg("fake backend: semaphore op of kind %d", (int)op->kind);
+        ck_abort_msg("fake backend: semaphore op of kind %d", (int)op->type);
     }
 }
 
@@ -973,9 +973,9 @@ static int redisson_script(fake_t *fb, entry_t *e, const char *field, long long 
 static void model_run_fair(fake_t *fb, backend_op_t *op, entry_t *e) {
     char field[FIELD_MAX];
     owner_field(field, sizeof(field), op->owner);
-    char c = op->kind == BACKEND_ACQUIRE ? (op->once ? 'o' : 'a')
-             : op->kind == BACKEND_RELEASE ? 'r'
-             : op->kind == BACKEND_DROP    ? 'd'
+    char c = op->type == BACKEND_ACQUIRE ? (op->once ? 'o' : 'a')
+             : op->type == BACKEND_RELEASE ? 'r'
+             : op->type == BACKEND_DROP    ? 'd'
                                            : 'l';
     fair_script(fb, e, c, field, op->lease_ms, op->queue_ms, op->queue_foreign_ms, &op->res);
 }
@@ -993,7 +993,7 @@ static void model_run_elect(fake_t *fb, backend_op_t *op, entry_t *e) {
     key_check(fb, e);
     int other = e->sem || (e->nfields > 0 && e->mode != BACKEND_MUTEX) ||
                 (e->nfields > 0 && field_find(e, e->leader_field) == NULL);
-    if (op->kind == BACKEND_LEADER) {
+    if (op->type == BACKEND_LEADER) {
         EXPECT(op->answer != NULL, "LEADER of %.*s without room for its value", (int)op->len,
                op->name);
         if (other) {
@@ -1013,19 +1013,19 @@ static void model_run_elect(fake_t *fb, backend_op_t *op, entry_t *e) {
         }
         return;
     }
-    if (other && op->kind == BACKEND_ACQUIRE) {
+    if (other && op->type == BACKEND_ACQUIRE) {
         res->outcome = BACKEND_WRONG_KIND;
         res->held = e->sem ? BACKEND_SEM : e->mode;
         return;
     }
-    char c = op->kind == BACKEND_ACQUIRE ? (op->once ? 'o' : 'a')
-             : op->kind == BACKEND_RELEASE ? 'r'
-             : op->kind == BACKEND_DROP    ? 'd'
+    char c = op->type == BACKEND_ACQUIRE ? (op->once ? 'o' : 'a')
+             : op->type == BACKEND_RELEASE ? 'r'
+             : op->type == BACKEND_DROP    ? 'd'
                                            : 'l';
     size_t pubs = fb->npubs; /* no waiter's own channel: the name's one (fake_publish) */
     fair_script(fb, e, c, field, op->lease_ms, op->queue_ms, 0, res);
     fb->npubs = pubs;
-    if (op->kind == BACKEND_ACQUIRE && res->outcome == BACKEND_GRANTED) {
+    if (op->type == BACKEND_ACQUIRE && res->outcome == BACKEND_GRANTED) {
         EXPECT(op->value != NULL && op->value_len <= BACKEND_ANSWER_MAX,
                "ELECT of %.*s without a value", (int)op->len, op->name);
         snprintf(e->leader_field, sizeof(e->leader_field), "%s", field);
@@ -1033,7 +1033,7 @@ static void model_run_elect(fake_t *fb, backend_op_t *op, entry_t *e) {
                  op->value);
         e->leader_fence = res->fence;
     }
-    if (op->kind == BACKEND_RELEASE && res->holds == 0) {
+    if (op->type == BACKEND_RELEASE && res->holds == 0) {
         e->leader_field[0] = '\0';
         e->leader_value[0] = '\0';
     }
@@ -1114,34 +1114,34 @@ static void model_run(fake_t *fb, backend_op_t *op) {
     key_check(fb, e);
     f = field_find(e, field);
     res->status = BACKEND_OK;
-    if (op->kind == BACKEND_SEMINIT ||
-        (op->mode == BACKEND_SEM && (op->kind == BACKEND_ACQUIRE || op->kind == BACKEND_RELEASE ||
-                                     op->kind == BACKEND_DROP || op->kind == BACKEND_RENEW))) {
+    if (op->type == BACKEND_SEMINIT ||
+        (op->mode == BACKEND_SEM && (op->type == BACKEND_ACQUIRE || op->type == BACKEND_RELEASE ||
+                                     op->type == BACKEND_DROP || op->type == BACKEND_RENEW))) {
         model_run_sem(fb, op, e);
         return;
     }
     if (op->mode == BACKEND_ELECT &&
-        (op->kind == BACKEND_ACQUIRE || op->kind == BACKEND_RELEASE || op->kind == BACKEND_DROP ||
-         op->kind == BACKEND_LEAVE || op->kind == BACKEND_LEADER)) {
+        (op->type == BACKEND_ACQUIRE || op->type == BACKEND_RELEASE || op->type == BACKEND_DROP ||
+         op->type == BACKEND_LEAVE || op->type == BACKEND_LEADER)) {
         model_run_elect(fb, op, e);
         return;
     }
     if (op->mode == BACKEND_FAIR &&
-        (op->kind == BACKEND_ACQUIRE || op->kind == BACKEND_RELEASE ||
-         op->kind == BACKEND_DROP || op->kind == BACKEND_LEAVE)) {
+        (op->type == BACKEND_ACQUIRE || op->type == BACKEND_RELEASE ||
+         op->type == BACKEND_DROP || op->type == BACKEND_LEAVE)) {
         model_run_fair(fb, op, e);
         return;
     }
     /* A fair lock's renewal is a plain one (the batch script's 'n'). */
-    if (e->sem && op->kind != BACKEND_STATUS && op->kind != BACKEND_FORCE &&
-        op->kind != BACKEND_WHO &&
+    if (e->sem && op->type != BACKEND_STATUS && op->type != BACKEND_FORCE &&
+        op->type != BACKEND_WHO &&
         (op->mode == BACKEND_MUTEX || op->mode == BACKEND_FAIR || op->mode == BACKEND_ELECT)) {
         /* The plain-lock scripts on a string: LUA_ACQUIRE answers {3, 3},
          * LUA_RELEASE's HGET raises WRONGTYPE, LUA_RENEW counts it gone. */
-        if (op->kind == BACKEND_ACQUIRE) {
+        if (op->type == BACKEND_ACQUIRE) {
             res->outcome = BACKEND_WRONG_KIND;
             res->held = BACKEND_SEM;
-        } else if (op->kind == BACKEND_RENEW) {
+        } else if (op->type == BACKEND_RENEW) {
             res->renewal = e->marker != NULL && strcmp(e->marker, field) == 0 ? BACKEND_FORCED
                                                                               : BACKEND_GONE;
         } else {
@@ -1153,15 +1153,15 @@ static void model_run(fake_t *fb, backend_op_t *op) {
         return;
     }
     if ((op->mode == BACKEND_READ || op->mode == BACKEND_WRITE) &&
-        (op->kind == BACKEND_ACQUIRE || op->kind == BACKEND_RELEASE ||
-         op->kind == BACKEND_DROP || op->kind == BACKEND_RENEW)) {
+        (op->type == BACKEND_ACQUIRE || op->type == BACKEND_RELEASE ||
+         op->type == BACKEND_DROP || op->type == BACKEND_RENEW)) {
         model_run_rw(fb, op, e);
         return;
     }
     /* The plain-lock scripts: an acquire, release or drop of a name held
      * as a read/write lock changes nothing, whatever fields the owner has
      * there (see fake_backend.h). */
-    switch (op->kind) {
+    switch (op->type) {
     case BACKEND_ACQUIRE:
         if (e->nfields == 0) {
             field_add(e, field, 1);
@@ -1226,7 +1226,7 @@ static void model_run(fake_t *fb, backend_op_t *op) {
         }
         break;
     default:
-        ck_abort_msg("fake backend: op of unknown kind %d", (int)op->kind);
+        ck_abort_msg("fake backend: op of unknown kind %d", (int)op->type);
     }
 }
 
@@ -1234,7 +1234,7 @@ static void model_run(fake_t *fb, backend_op_t *op) {
 
 static void answer(fake_t *fb, backend_op_t *op, const char *down_text) {
     fb->stats.inflight--;
-    fb->stats.inflight_kind[op->kind]--;
+    fb->stats.inflight_kind[op->type]--;
     memset(&op->res, 0, sizeof(op->res));
     if (down_text != NULL) {
         snprintf(fb->error, sizeof(fb->error), "%s", down_text);
@@ -1257,8 +1257,8 @@ static void answer(fake_t *fb, backend_op_t *op, const char *down_text) {
         } else if (in.status == BACKEND_UNACKED) {
             /* As node.c does after a short WAIT: only a new grant or a
              * renewal is refused; anything else stands. */
-            if ((op->kind == BACKEND_ACQUIRE && op->res.outcome == BACKEND_GRANTED) ||
-                (op->kind == BACKEND_RENEW && op->res.renewal == BACKEND_RENEWED)) {
+            if ((op->type == BACKEND_ACQUIRE && op->res.outcome == BACKEND_GRANTED) ||
+                (op->type == BACKEND_RENEW && op->res.renewal == BACKEND_RENEWED)) {
                 op->res.status = BACKEND_UNACKED;
                 op->res.error = fb->error;
             }
@@ -1417,38 +1417,38 @@ static void fk_submit(backend_t *b, backend_op_t *op) {
 
     EXPECT(op->cb != NULL, "op submitted without a callback");
     EXPECT(op->name != NULL && op->len > 0, "op submitted without a name");
-    EXPECT((unsigned)op->kind < BACKEND_OP_COUNT, "op of unknown kind %d", (int)op->kind);
+    EXPECT((unsigned)op->type < BACKEND_OP_COUNT, "op of unknown kind %d", (int)op->type);
     STAILQ_FOREACH(q, &fb->queue, link)
         EXPECT(q != op, "op %p (kind %d, %.*s) submitted again while in flight", (void *)op,
-               (int)op->kind, (int)op->len, op->name);
+               (int)op->type, (int)op->len, op->name);
     /* What scripts.c would send for a semaphore: script_sem takes SEMINIT
      * only in mode SEM; an acquire, release or renewal names one permit at
      * least, and a lease. */
-    EXPECT(op->kind != BACKEND_SEMINIT || op->mode == BACKEND_SEM, "SEMINIT of mode %d",
+    EXPECT(op->type != BACKEND_SEMINIT || op->mode == BACKEND_SEM, "SEMINIT of mode %d",
            (int)op->mode);
     if (op->mode == BACKEND_SEM) {
-        EXPECT(op->kind != BACKEND_DROP, "a DROP of a semaphore (%.*s)", (int)op->len, op->name);
-        if (op->kind == BACKEND_ACQUIRE || op->kind == BACKEND_RELEASE ||
-            op->kind == BACKEND_RENEW)
+        EXPECT(op->type != BACKEND_DROP, "a DROP of a semaphore (%.*s)", (int)op->len, op->name);
+        if (op->type == BACKEND_ACQUIRE || op->type == BACKEND_RELEASE ||
+            op->type == BACKEND_RENEW)
             EXPECT(op->permits >= 1, "semaphore op of kind %d with no permits (%.*s)",
-                   (int)op->kind, (int)op->len, op->name);
-        if (op->kind == BACKEND_ACQUIRE || op->kind == BACKEND_RENEW)
-            EXPECT(op->lease_ms > 0, "semaphore op of kind %d without a lease", (int)op->kind);
+                   (int)op->type, (int)op->len, op->name);
+        if (op->type == BACKEND_ACQUIRE || op->type == BACKEND_RENEW)
+            EXPECT(op->lease_ms > 0, "semaphore op of kind %d without a lease", (int)op->type);
     }
 
     /* A fair lock's: script_fair takes LEAVE in mode FAIR only; an acquire
      * has a lease, and a place's length unless it takes none ('o'). */
-    EXPECT(op->kind != BACKEND_LEAVE || op->mode == BACKEND_FAIR || op->mode == BACKEND_ELECT,
+    EXPECT(op->type != BACKEND_LEAVE || op->mode == BACKEND_FAIR || op->mode == BACKEND_ELECT,
            "LEAVE of mode %d", (int)op->mode);
-    EXPECT(op->kind != BACKEND_LEADER || op->mode == BACKEND_ELECT, "LEADER of mode %d",
+    EXPECT(op->type != BACKEND_LEADER || op->mode == BACKEND_ELECT, "LEADER of mode %d",
            (int)op->mode);
     /* A multi-name acquire: its names, distinct, the first its name. */
     EXPECT(op->mode != BACKEND_MULTI ||
-               (op->kind == BACKEND_ACQUIRE && op->nnames >= 1 && op->names != NULL &&
+               (op->type == BACKEND_ACQUIRE && op->nnames >= 1 && op->names != NULL &&
                 op->reentry != NULL && op->values != NULL && op->names[0].name == op->name &&
                 op->lease_ms > 0),
-           "a MULTI op of kind %d with %zu names", (int)op->kind, op->nnames);
-    if (op->mode == BACKEND_FAIR && op->kind == BACKEND_ACQUIRE) {
+           "a MULTI op of kind %d with %zu names", (int)op->type, op->nnames);
+    if (op->mode == BACKEND_FAIR && op->type == BACKEND_ACQUIRE) {
         EXPECT(op->lease_ms > 0, "fair acquire without a lease (%.*s)", (int)op->len, op->name);
         EXPECT(op->once == 0 || op->once == 1, "fair acquire with once %d", op->once);
         EXPECT(op->once || op->queue_ms > 0, "fair acquire taking a place of 0 ms (%.*s)",
@@ -1457,10 +1457,10 @@ static void fk_submit(backend_t *b, backend_op_t *op) {
 
     op->queued_at = now_of(fb);
     STAILQ_INSERT_TAIL(&fb->queue, op, link);
-    fb->stats.submitted[op->kind]++;
+    fb->stats.submitted[op->type]++;
     if (++fb->stats.inflight > fb->stats.max_inflight) fb->stats.max_inflight = fb->stats.inflight;
-    if (++fb->stats.inflight_kind[op->kind] > fb->stats.max_inflight_kind[op->kind])
-        fb->stats.max_inflight_kind[op->kind] = fb->stats.inflight_kind[op->kind];
+    if (++fb->stats.inflight_kind[op->type] > fb->stats.max_inflight_kind[op->type])
+        fb->stats.max_inflight_kind[op->type] = fb->stats.inflight_kind[op->type];
 
     if (fb->log_len == fb->log_cap) {
         fb->log_cap = fb->log_cap ? 2 * fb->log_cap : 64;
@@ -1468,7 +1468,7 @@ static void fk_submit(backend_t *b, backend_op_t *op) {
     }
     fake_rec_t *r = &fb->log[fb->log_len++];
     memset(r, 0, sizeof(*r));
-    r->kind = op->kind;
+    r->kind = op->type;
     r->mode = op->mode;
     memcpy(r->name, op->name, op->len < FAKE_NAME_MAX ? op->len : FAKE_NAME_MAX);
     r->owner = op->owner;
@@ -1661,14 +1661,14 @@ const fake_rec_t *fake_log(const fake_t *fb, size_t i) {
     return &fb->log[i];
 }
 
-size_t fake_log_count(const fake_t *fb, size_t from, backend_op_kind_t kind) {
+size_t fake_log_count(const fake_t *fb, size_t from, backend_op_type_t kind) {
     size_t n = 0;
     for (size_t i = from; i < fb->log_len; i++)
         if (fb->log[i].kind == kind) n++;
     return n;
 }
 
-size_t fake_log_count_mode(const fake_t *fb, size_t from, backend_op_kind_t kind,
+size_t fake_log_count_mode(const fake_t *fb, size_t from, backend_op_type_t kind,
                            backend_mode_t mode) {
     size_t n = 0;
     for (size_t i = from; i < fb->log_len; i++)

@@ -161,7 +161,7 @@ typedef struct fake_s fake_t;
 
 /* One submitted op, as the log keeps it. */
 typedef struct fake_rec_s {
-    backend_op_kind_t kind;
+    backend_op_type_t kind;
     backend_mode_t mode;       /* the op's mode */
     char name[FAKE_NAME_MAX + 1];
     uint64_t owner;
@@ -253,9 +253,9 @@ const fake_stats_t *fake_stats(const fake_t *fb);
 size_t fake_log_len(const fake_t *fb);
 const fake_rec_t *fake_log(const fake_t *fb, size_t i);
 /* Ops of kind in the log (all of it, or from position from on). */
-size_t fake_log_count(const fake_t *fb, size_t from, backend_op_kind_t kind);
+size_t fake_log_count(const fake_t *fb, size_t from, backend_op_type_t kind);
 /* The same, of kind and mode. */
-size_t fake_log_count_mode(const fake_t *fb, size_t from, backend_op_kind_t kind,
+size_t fake_log_count_mode(const fake_t *fb, size_t from, backend_op_type_t kind,
                            backend_mode_t mode);
 
 /* ---- watches ------------------------------------------------------------- */

@@ -29,7 +29,7 @@ uint64_t seq;                    /* orders replies and events of all clients */
 client_t clients[MAX_CLIENTS];
 size_t nclients;
 
-const char *kind_name(lock_reply_kind_t k) {
+const char *reply_type_name(lock_reply_type_t k) {
     static const char *const names[] = {"GRANTED", "VALUE", "TIMEOUT", "FREE",
                                         "TAKEN",   "MINE",  "RW",      "SEM",
                                         "HELD",    "LEADER", "LIST",   "ERROR"};
@@ -38,7 +38,7 @@ const char *kind_name(lock_reply_kind_t k) {
 
 static void record(client_t *c, const lock_reply_t *r) {
     ck_assert_msg(c->pending == 1, "client %" PRIu64 ": a %s reply with no request in flight",
-                  c->id, kind_name(r->kind));
+                  c->id, reply_type_name(r->type));
     ck_assert_uint_lt(c->nreplies - c->rhead, MAX_LOG);
     c->pending = 0;
     c->answered++;
@@ -49,11 +49,11 @@ static void record(client_t *c, const lock_reply_t *r) {
         snprintf(c->details[k], DETAIL_LEN, "%s", r->detail);
         c->replies[k].detail = c->details[k];
     }
-    if (r->kind == LOCK_REPLY_LEADER && r->leader != NULL) { /* the same */
+    if (r->type == LOCK_REPLY_LEADER && r->leader != NULL) { /* the same */
         snprintf(c->names[k], DETAIL_LEN, "%.*s", (int)r->leader_len, r->leader);
         c->replies[k].leader = c->names[k];
     }
-    if (r->kind == LOCK_REPLY_LIST) { /* valid during the callback only */
+    if (r->type == LOCK_REPLY_LIST) { /* valid during the callback only */
         ck_assert_uint_le(r->count, LIST_KEEP);
         memcpy(c->lists[k], r->list, r->count * sizeof(r->list[0]));
         c->replies[k].list = c->lists[k];
@@ -70,7 +70,7 @@ static void on_reply(void *data, void *call, const lock_reply_t *r) {
     client_t *c = data;
     ck_assert_msg(call == c, "client %" PRIu64 ": a reply for another call", c->id);
     ck_assert_msg(!in_request, "client %" PRIu64 ": %s reply callback inside lockmgr_request",
-                  c->id, kind_name(r->kind));
+                  c->id, reply_type_name(r->type));
     ck_assert_msg(!c->dropped, "client %" PRIu64 ": reply after lockmgr_owner_drop", c->id);
     record(c, r);
     if (c->drop_in_callback) drop(c);
@@ -150,10 +150,10 @@ void teardown(void) {
  * others) with permits (a semaphore's); returns 1 when lockmgr_request()
  * answered it at once (the reply is then in the client's log like any
  * other). */
-int request_permits(client_t *c, lock_req_kind_t kind, lock_mode_t mode,
+int request_permits(client_t *c, lock_verb_t verb, lock_mode_t mode,
                            const char *name, uint32_t wait_ms, uint32_t lease_ms,
                            uint32_t permits) {
-    lock_request_t r = {.kind = kind,
+    lock_request_t r = {.verb = verb,
                         .mode = mode,
                         .name = name,
                         .len = strlen(name),
@@ -180,7 +180,7 @@ int request_permits(client_t *c, lock_req_kind_t kind, lock_mode_t mode,
     return at_once;
 }
 
-int request_multi(client_t *c, lock_req_kind_t kind, const char *const *names, size_t n,
+int request_multi(client_t *c, lock_verb_t verb, const char *const *names, size_t n,
                   uint32_t wait_ms, uint32_t lease_ms) {
     lock_name_t nm[LOCKMGR_MNAMES_MAX + 1];
     ck_assert_uint_le(n, LOCKMGR_MNAMES_MAX + 1);
@@ -188,7 +188,7 @@ int request_multi(client_t *c, lock_req_kind_t kind, const char *const *names, s
         nm[i].name = names[i];
         nm[i].len = strlen(names[i]);
     }
-    lock_request_t r = {.kind = kind, .mode = LOCK_MODE_MULTI, .wait_ms = wait_ms,
+    lock_request_t r = {.verb = verb, .mode = LOCK_MODE_MULTI, .wait_ms = wait_ms,
                         .lease_ms = lease_ms, .names = nm, .nnames = n};
     lock_reply_t now;
     ck_assert_msg(!c->dropped && c->pending == 0,
@@ -203,22 +203,22 @@ int request_multi(client_t *c, lock_req_kind_t kind, const char *const *names, s
     return at_once;
 }
 
-int request_mode(client_t *c, lock_req_kind_t kind, lock_mode_t mode, const char *name,
+int request_mode(client_t *c, lock_verb_t verb, lock_mode_t mode, const char *name,
                         uint32_t wait_ms, uint32_t lease_ms) {
-    return request_permits(c, kind, mode, name, wait_ms, lease_ms, 0);
+    return request_permits(c, verb, mode, name, wait_ms, lease_ms, 0);
 }
 
-int request(client_t *c, lock_req_kind_t kind, const char *name, uint32_t wait_ms,
+int request(client_t *c, lock_verb_t verb, const char *name, uint32_t wait_ms,
                    uint32_t lease_ms) {
-    return request_mode(c, kind, LOCK_MODE_MUTEX, name, wait_ms, lease_ms);
+    return request_mode(c, verb, LOCK_MODE_MUTEX, name, wait_ms, lease_ms);
 }
 
 int lock_req(client_t *c, const char *name, uint32_t lease_ms) {
-    return request(c, LOCK_REQ_LOCK, name, 0, lease_ms);
+    return request(c, LOCK_VERB_LOCK, name, 0, lease_ms);
 }
 
 int unlock_req(client_t *c, const char *name) {
-    return request(c, LOCK_REQ_UNLOCK, name, 0, 0);
+    return request(c, LOCK_VERB_UNLOCK, name, 0, 0);
 }
 
 size_t replies_left(const client_t *c) {
@@ -233,13 +233,13 @@ lock_reply_t next_reply(client_t *c) {
 
 void no_reply(const client_t *c) {
     ck_assert_msg(replies_left(c) == 0, "client %" PRIu64 ": unexpected %s reply", c->id,
-                  kind_name(c->replies[c->rhead % MAX_LOG].kind));
+                  reply_type_name(c->replies[c->rhead % MAX_LOG].type));
 }
 
 uint64_t expect_granted(client_t *c, long long holds) {
     lock_reply_t r = next_reply(c);
-    ck_assert_msg(r.kind == LOCK_REPLY_GRANTED, "client %" PRIu64 ": %s (%s), want GRANTED",
-                  c->id, kind_name(r.kind), r.detail ? r.detail : "");
+    ck_assert_msg(r.type == LOCK_REPLY_GRANTED, "client %" PRIu64 ": %s (%s), want GRANTED",
+                  c->id, reply_type_name(r.type), r.detail ? r.detail : "");
     ck_assert_int_eq(r.holds, holds);
     ck_assert_uint_gt(r.fence, 0);
     return r.fence;
@@ -247,22 +247,22 @@ uint64_t expect_granted(client_t *c, long long holds) {
 
 void expect_value(client_t *c, long long v) {
     lock_reply_t r = next_reply(c);
-    ck_assert_msg(r.kind == LOCK_REPLY_VALUE, "client %" PRIu64 ": %s (%s), want VALUE %lld",
-                  c->id, kind_name(r.kind), r.detail ? r.detail : "", v);
+    ck_assert_msg(r.type == LOCK_REPLY_VALUE, "client %" PRIu64 ": %s (%s), want VALUE %lld",
+                  c->id, reply_type_name(r.type), r.detail ? r.detail : "", v);
     ck_assert_int_eq(r.value, v);
 }
 
 void expect_timeout(client_t *c, long long ttl) {
     lock_reply_t r = next_reply(c);
-    ck_assert_msg(r.kind == LOCK_REPLY_TIMEOUT, "client %" PRIu64 ": %s, want TIMEOUT", c->id,
-                  kind_name(r.kind));
+    ck_assert_msg(r.type == LOCK_REPLY_TIMEOUT, "client %" PRIu64 ": %s, want TIMEOUT", c->id,
+                  reply_type_name(r.type));
     ck_assert_int_eq(r.ttl_ms, ttl);
 }
 
 lock_reply_t expect_error(client_t *c, lock_err_t err) {
     lock_reply_t r = next_reply(c);
-    ck_assert_msg(r.kind == LOCK_REPLY_ERROR, "client %" PRIu64 ": %s, want ERROR %d", c->id,
-                  kind_name(r.kind), (int)err);
+    ck_assert_msg(r.type == LOCK_REPLY_ERROR, "client %" PRIu64 ": %s, want ERROR %d", c->id,
+                  reply_type_name(r.type), (int)err);
     ck_assert_int_eq(r.err, err);
     return r;
 }
@@ -292,7 +292,7 @@ lockmgr_stats_t stats(void) {
     return s;
 }
 
-size_t submitted(backend_op_kind_t kind) {
+size_t submitted(backend_op_type_t kind) {
     return (size_t)fake_stats(fb)->submitted[kind];
 }
 
@@ -301,10 +301,10 @@ uint64_t now(void) {
 }
 
 /* The op at position i of the fake's queue is kind on name for c. */
-void queued_is(size_t i, backend_op_kind_t kind, const char *name, const client_t *c) {
+void queued_is(size_t i, backend_op_type_t kind, const char *name, const client_t *c) {
     const backend_op_t *op = fake_queued_op(fb, i);
     ck_assert_msg(op != NULL, "no op at queue position %zu (%zu queued)", i, fake_queued(fb));
-    ck_assert_int_eq(op->kind, kind);
+    ck_assert_int_eq(op->type, kind);
     ck_assert_uint_eq(op->len, strlen(name));
     ck_assert_int_eq(memcmp(op->name, name, op->len), 0);
     if (c != NULL) ck_assert_uint_eq(op->owner, c->id);
@@ -360,19 +360,19 @@ void shutdown_now(void) {
 /* ---- requests of each kind, and checks more than one kind's tests make ------- */
 
 int rlock_req(client_t *c, const char *name, uint32_t lease_ms) {
-    return request_mode(c, LOCK_REQ_LOCK, LOCK_MODE_READ, name, 0, lease_ms);
+    return request_mode(c, LOCK_VERB_LOCK, LOCK_MODE_READ, name, 0, lease_ms);
 }
 
 int wlock_req(client_t *c, const char *name, uint32_t lease_ms) {
-    return request_mode(c, LOCK_REQ_LOCK, LOCK_MODE_WRITE, name, 0, lease_ms);
+    return request_mode(c, LOCK_VERB_LOCK, LOCK_MODE_WRITE, name, 0, lease_ms);
 }
 
 int runlock_req(client_t *c, const char *name) {
-    return request_mode(c, LOCK_REQ_UNLOCK, LOCK_MODE_READ, name, 0, 0);
+    return request_mode(c, LOCK_VERB_UNLOCK, LOCK_MODE_READ, name, 0, 0);
 }
 
 int wunlock_req(client_t *c, const char *name) {
-    return request_mode(c, LOCK_REQ_UNLOCK, LOCK_MODE_WRITE, name, 0, 0);
+    return request_mode(c, LOCK_VERB_UNLOCK, LOCK_MODE_WRITE, name, 0, 0);
 }
 
 uint64_t rlock_ok(client_t *c, const char *name, uint32_t lease_ms) {
@@ -388,7 +388,7 @@ uint64_t wlock_ok(client_t *c, const char *name, uint32_t lease_ms) {
 }
 
 /* The op at position i of the fake's queue is kind of mode on name for c. */
-void queued_mode_is(size_t i, backend_op_kind_t kind, backend_mode_t mode,
+void queued_mode_is(size_t i, backend_op_type_t kind, backend_mode_t mode,
                            const char *name, const client_t *c) {
     queued_is(i, kind, name, c);
     ck_assert_int_eq(fake_queued_op(fb, i)->mode, mode);
@@ -405,20 +405,20 @@ void why_is(const lock_reply_t *r, lock_why_t why, int mode) {
 }
 
 int acquire_req(client_t *c, const char *name, uint32_t permits, uint32_t lease_ms) {
-    return request_permits(c, LOCK_REQ_LOCK, LOCK_MODE_SEM, name, 0, lease_ms, permits);
+    return request_permits(c, LOCK_VERB_LOCK, LOCK_MODE_SEM, name, 0, lease_ms, permits);
 }
 
 int tryacquire_req(client_t *c, const char *name, uint32_t permits, uint32_t wait_ms,
                           uint32_t lease_ms) {
-    return request_permits(c, LOCK_REQ_TRYLOCK, LOCK_MODE_SEM, name, wait_ms, lease_ms, permits);
+    return request_permits(c, LOCK_VERB_TRYLOCK, LOCK_MODE_SEM, name, wait_ms, lease_ms, permits);
 }
 
 int release_req(client_t *c, const char *name, uint32_t permits) {
-    return request_permits(c, LOCK_REQ_UNLOCK, LOCK_MODE_SEM, name, 0, 0, permits);
+    return request_permits(c, LOCK_VERB_UNLOCK, LOCK_MODE_SEM, name, 0, 0, permits);
 }
 
 int seminit_req(client_t *c, const char *name, uint32_t size) {
-    return request_permits(c, LOCK_REQ_SEMINIT, LOCK_MODE_SEM, name, 0, 0, size);
+    return request_permits(c, LOCK_VERB_SEMINIT, LOCK_MODE_SEM, name, 0, 0, size);
 }
 
 /* c's ids of name in Redis are exactly 1..n, all unexpired. */
@@ -438,7 +438,7 @@ void acquire_ok(client_t *c, const char *name, uint32_t permits, uint32_t lease_
 }
 
 /* Ops of kind for c in the log from position from on. */
-size_t logged_for(size_t from, backend_op_kind_t kind, const client_t *c) {
+size_t logged_for(size_t from, backend_op_type_t kind, const client_t *c) {
     size_t n = 0;
     for (size_t i = from; i < fake_log_len(fb); i++)
         if (fake_log(fb, i)->kind == kind && fake_log(fb, i)->owner == c->id) n++;
@@ -446,11 +446,11 @@ size_t logged_for(size_t from, backend_op_kind_t kind, const client_t *c) {
 }
 
 int fairlock_req(client_t *c, const char *name, uint32_t lease_ms) {
-    return request_mode(c, LOCK_REQ_LOCK, LOCK_MODE_FAIR, name, 0, lease_ms);
+    return request_mode(c, LOCK_VERB_LOCK, LOCK_MODE_FAIR, name, 0, lease_ms);
 }
 
 int tryfair_req(client_t *c, const char *name, uint32_t wait_ms, uint32_t lease_ms) {
-    return request_mode(c, LOCK_REQ_TRYLOCK, LOCK_MODE_FAIR, name, wait_ms, lease_ms);
+    return request_mode(c, LOCK_VERB_TRYLOCK, LOCK_MODE_FAIR, name, wait_ms, lease_ms);
 }
 
 /* FAIRLOCK that the fake grants: the fence. */

@@ -77,7 +77,7 @@ extern uint64_t seq;             /* orders replies and events of all clients */
 extern client_t clients[MAX_CLIENTS];
 extern size_t nclients;
 
-const char *kind_name(lock_reply_kind_t k);
+const char *reply_type_name(lock_reply_type_t k);
 client_t *client_uid(uid_t uid);
 client_t *client(void);          /* uid 1000 */
 void drop(client_t *c);
@@ -90,15 +90,15 @@ void teardown(void);
  * others) with permits (a semaphore's); returns 1 when lockmgr_request()
  * answered it at once (the reply is then in the client's log like any
  * other). */
-int request_permits(client_t *c, lock_req_kind_t kind, lock_mode_t mode, const char *name,
+int request_permits(client_t *c, lock_verb_t verb, lock_mode_t mode, const char *name,
                     uint32_t wait_ms, uint32_t lease_ms, uint32_t permits);
-int request_mode(client_t *c, lock_req_kind_t kind, lock_mode_t mode, const char *name,
+int request_mode(client_t *c, lock_verb_t verb, lock_mode_t mode, const char *name,
                  uint32_t wait_ms, uint32_t lease_ms);
-int request(client_t *c, lock_req_kind_t kind, const char *name, uint32_t wait_ms,
+int request(client_t *c, lock_verb_t verb, const char *name, uint32_t wait_ms,
             uint32_t lease_ms);
 int lock_req(client_t *c, const char *name, uint32_t lease_ms);
 /* MLOCK, TRYMLOCK, MUNLOCK of names[0..n) (MULTI mode). */
-int request_multi(client_t *c, lock_req_kind_t kind, const char *const *names, size_t n,
+int request_multi(client_t *c, lock_verb_t verb, const char *const *names, size_t n,
                   uint32_t wait_ms, uint32_t lease_ms);
 int unlock_req(client_t *c, const char *name);
 
@@ -113,10 +113,10 @@ void expect_event(client_t *c, const char *name, lock_loss_t why);
 void no_event(const client_t *c);
 uint64_t lock_ok(client_t *c, const char *name, uint32_t lease_ms); /* the fence */
 lockmgr_stats_t stats(void);
-size_t submitted(backend_op_kind_t kind);
+size_t submitted(backend_op_type_t kind);
 uint64_t now(void);
 /* The op at position i of the fake's queue is kind on name for c. */
-void queued_is(size_t i, backend_op_kind_t kind, const char *name, const client_t *c);
+void queued_is(size_t i, backend_op_type_t kind, const char *name, const client_t *c);
 
 /* ---- time, the watchdog, shutdown ------------------------------------------- */
 
@@ -136,7 +136,7 @@ int wunlock_req(client_t *c, const char *name);
 uint64_t rlock_ok(client_t *c, const char *name, uint32_t lease_ms);
 uint64_t wlock_ok(client_t *c, const char *name, uint32_t lease_ms);
 /* The op at position i of the fake's queue is kind of mode on name for c. */
-void queued_mode_is(size_t i, backend_op_kind_t kind, backend_mode_t mode, const char *name,
+void queued_mode_is(size_t i, backend_op_type_t kind, backend_mode_t mode, const char *name,
                     const client_t *c);
 /* r's typed error is why, about mode's kind (-1: no mode). */
 void why_is(const lock_reply_t *r, lock_why_t why, int mode);
@@ -152,7 +152,7 @@ void sem_ids_are(const client_t *c, const char *name, long long n);
 void acquire_ok(client_t *c, const char *name, uint32_t permits, uint32_t lease_ms,
                 long long held);
 /* Ops of kind for c in the log from position from on. */
-size_t logged_for(size_t from, backend_op_kind_t kind, const client_t *c);
+size_t logged_for(size_t from, backend_op_type_t kind, const client_t *c);
 
 int fairlock_req(client_t *c, const char *name, uint32_t lease_ms);
 int tryfair_req(client_t *c, const char *name, uint32_t wait_ms, uint32_t lease_ms);

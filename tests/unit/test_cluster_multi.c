@@ -63,7 +63,7 @@ static void make_parent(const char *const *words, size_t n, const char *reentry)
     calls = 0;
     memset(&parent, 0, sizeof(parent));
     for (size_t i = 0; i < n; i++) names[i] = (backend_name_t){words[i], strlen(words[i])};
-    parent.kind = BACKEND_ACQUIRE;
+    parent.type = BACKEND_ACQUIRE;
     parent.mode = BACKEND_MULTI;
     parent.name = names[0].name;
     parent.len = names[0].len;
@@ -134,7 +134,7 @@ START_TEST(barrier_before_busy_names) {
     ck_assert_int_eq(cluster_multi_submit(&rec, &env_busy, &parent), 0);
     ck_assert_uint_eq(nsent, 2); /* STATUS of 1b and of 1bb */
     for (size_t i = 0; i < 2; i++) {
-        ck_assert_int_eq(sent[i]->kind, BACKEND_STATUS);
+        ck_assert_int_eq(sent[i]->type, BACKEND_STATUS);
         ck_assert_int_eq(sent[i]->mode, BACKEND_MUTEX);
     }
     answer(0, BACKEND_GRANTED);
@@ -202,11 +202,11 @@ START_TEST(refused_later_undoes_earlier) {
     for (size_t i = 3; i < 6; i++) {
         ck_assert_int_eq(sent[i]->mode, BACKEND_MUTEX);
         ck_assert_uint_eq(sent[i]->owner, 7);
-        if (sent[i]->kind == BACKEND_DROP) {
+        if (sent[i]->type == BACKEND_DROP) {
             drop++;
             ck_assert(sent[i]->len == 2 && memcmp(sent[i]->name, "2r", 2) == 0);
         } else {
-            ck_assert_int_eq(sent[i]->kind, BACKEND_RELEASE);
+            ck_assert_int_eq(sent[i]->type, BACKEND_RELEASE);
             rel++;
         }
     }

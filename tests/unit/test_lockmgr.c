@@ -123,7 +123,7 @@ START_TEST(test_fifo_three_waiters) {
     ck_assert(fake_watched(fb, "q"));
     ck_assert_uint_eq(fake_watch_calls(fb, "q"), 1);
     ck_assert_uint_eq(fake_queued(fb), 1); /* the first refusal reads what q is */
-    ck_assert_int_eq(fake_queued_op(fb, 0)->kind, BACKEND_LEADER);
+    ck_assert_int_eq(fake_queued_op(fb, 0)->type, BACKEND_LEADER);
     fake_run(fb); /* not an election: the head waits on; the watch is confirmed: one more try */
     ck_assert_uint_eq(fake_stats(fb)->confirms, 1);
     queued_is(0, BACKEND_ACQUIRE, "q", a);
@@ -225,7 +225,7 @@ START_TEST(test_trylock_zero_local_holder) {
     timers_advance(tm, 500);
     size_t ops = fake_log_len(fb);
 
-    ck_assert_int_eq(request(b, LOCK_REQ_TRYLOCK, "t", 0, 0), 1);
+    ck_assert_int_eq(request(b, LOCK_VERB_TRYLOCK, "t", 0, 0), 1);
     expect_timeout(b, LEASE - 500); /* the local holder's lease left */
     ck_assert_uint_eq(fake_log_len(fb), ops); /* no backend call */
     ck_assert_uint_eq(stats().timeouts, 1);
@@ -236,7 +236,7 @@ END_TEST
 START_TEST(test_trylock_zero_foreign_holder) {
     client_t *b = client();
     fake_take(fb, "t", "other", 4000);
-    ck_assert_int_eq(request(b, LOCK_REQ_TRYLOCK, "t", 0, 0), 0);
+    ck_assert_int_eq(request(b, LOCK_VERB_TRYLOCK, "t", 0, 0), 0);
     fake_run(fb);
     expect_timeout(b, 4000);
     ck_assert_uint_eq(fake_watch_calls(fb, "t"), 0); /* one try: no watch */
@@ -249,7 +249,7 @@ END_TEST
 START_TEST(test_trylock_wait_times_out_local) {
     client_t *a = client(), *b = client();
     lock_ok(a, "t", 0);
-    ck_assert_int_eq(request(b, LOCK_REQ_TRYLOCK, "t", 700, 0), 0);
+    ck_assert_int_eq(request(b, LOCK_VERB_TRYLOCK, "t", 700, 0), 0);
     timers_advance(tm, 699);
     no_reply(b);
     timers_advance(tm, 1);
@@ -267,7 +267,7 @@ END_TEST
 START_TEST(test_trylock_wait_times_out_foreign) {
     client_t *b = client();
     fake_take(fb, "t", "other", 10000);
-    ck_assert_int_eq(request(b, LOCK_REQ_TRYLOCK, "t", 500, 0), 0);
+    ck_assert_int_eq(request(b, LOCK_VERB_TRYLOCK, "t", 500, 0), 0);
     fake_settle(fb);
     ck_assert(fake_watched(fb, "t"));
     timers_advance(tm, 499);
@@ -285,7 +285,7 @@ END_TEST
 START_TEST(test_trylock_wait_granted_in_time) {
     client_t *b = client();
     fake_take(fb, "t", "other", 300);
-    ck_assert_int_eq(request(b, LOCK_REQ_TRYLOCK, "t", 1000, 0), 0);
+    ck_assert_int_eq(request(b, LOCK_VERB_TRYLOCK, "t", 1000, 0), 0);
     fake_settle(fb);
     timers_advance(tm, 301); /* the holder's TTL is over: b tries again */
     fake_settle(fb);
@@ -611,7 +611,7 @@ START_TEST(test_lease_above_backend_max) {
     ck_assert_int_eq(lock_req(a, "m", 5000), 0);
     fake_run(fb);
     expect_granted(a, 1);
-    ck_assert_int_eq(request(a, LOCK_REQ_RENEW, "m", 0, 9000), 1);
+    ck_assert_int_eq(request(a, LOCK_VERB_RENEW, "m", 0, 9000), 1);
     expect_error(a, LOCK_ERR_ARGS);
 }
 END_TEST
@@ -620,7 +620,7 @@ START_TEST(test_renew_request) {
     client_t *a = client();
     lock_ok(a, "x", 2000);
     timers_advance(tm, 1500);
-    ck_assert_int_eq(request(a, LOCK_REQ_RENEW, "x", 0, 5000), 0);
+    ck_assert_int_eq(request(a, LOCK_VERB_RENEW, "x", 0, 5000), 0);
     queued_is(0, BACKEND_RENEW, "x", a);
     ck_assert_uint_eq(fake_queued_op(fb, 0)->lease_ms, 5000);
     fake_run(fb);
@@ -629,7 +629,7 @@ START_TEST(test_renew_request) {
     timers_advance(tm, 4999);
     no_event(a);
     /* RENEW without a lease takes the hold's own. */
-    ck_assert_int_eq(request(a, LOCK_REQ_RENEW, "x", 0, 0), 0);
+    ck_assert_int_eq(request(a, LOCK_VERB_RENEW, "x", 0, 0), 0);
     ck_assert_uint_eq(fake_queued_op(fb, 0)->lease_ms, 5000);
     fake_run(fb);
     expect_value(a, 5000);
@@ -638,13 +638,13 @@ START_TEST(test_renew_request) {
     timers_advance(tm, 1);
     expect_event(a, "x", LOCK_LOST_EXPIRED);
 
-    ck_assert_int_eq(request(a, LOCK_REQ_RENEW, "x", 0, 0), 1);
+    ck_assert_int_eq(request(a, LOCK_VERB_RENEW, "x", 0, 0), 1);
     expect_error(a, LOCK_ERR_NOTHELD);
-    ck_assert_int_eq(request(a, LOCK_REQ_RENEW, "nothere", 0, 0), 1);
+    ck_assert_int_eq(request(a, LOCK_VERB_RENEW, "nothere", 0, 0), 1);
     expect_error(a, LOCK_ERR_NOTHELD);
 
     lock_ok(a, "wd", 0);
-    ck_assert_int_eq(request(a, LOCK_REQ_RENEW, "wd", 0, 0), 0);
+    ck_assert_int_eq(request(a, LOCK_VERB_RENEW, "wd", 0, 0), 0);
     fake_run(fb);
     expect_value(a, LEASE);
 }
@@ -658,7 +658,7 @@ END_TEST
  * own) or to its own. */
 
 static int renew_req(client_t *c, const char *name, uint32_t lease_ms) {
-    return request(c, LOCK_REQ_RENEW, name, 0, lease_ms);
+    return request(c, LOCK_VERB_RENEW, name, 0, lease_ms);
 }
 
 /* The issue's first case: RENEW w 2000 on a watchdog lock made it a 2 s
@@ -736,7 +736,7 @@ START_TEST(test_reentry_on_watchdog_stays_watchdog) {
             snprintf(name, sizeof(name), "r%zu%d", i, try);
             uint64_t fence = lock_ok(a, name, 0);
             timers_advance(tm, 100);
-            if (try) ck_assert_int_eq(request(a, LOCK_REQ_TRYLOCK, name, 0, leases[i]), 0);
+            if (try) ck_assert_int_eq(request(a, LOCK_VERB_TRYLOCK, name, 0, leases[i]), 0);
             else ck_assert_int_eq(lock_req(a, name, leases[i]), 0);
             queued_is(0, BACKEND_ACQUIRE, name, a);
             ck_assert_uint_eq(fake_queued_op(fb, 0)->lease_ms, LEASE);
@@ -770,7 +770,7 @@ START_TEST(test_reentry_without_lease_makes_watchdog) {
         size_t renewals = submitted(BACKEND_RENEW);
         timers_advance(tm, 1500);
         ck_assert_uint_eq(submitted(BACKEND_RENEW), renewals); /* a lease hold */
-        if (try) ck_assert_int_eq(request(a, LOCK_REQ_TRYLOCK, name, 1000, 0), 0);
+        if (try) ck_assert_int_eq(request(a, LOCK_VERB_TRYLOCK, name, 1000, 0), 0);
         else ck_assert_int_eq(lock_req(a, name, 0), 0);
         queued_is(0, BACKEND_ACQUIRE, name, a);
         ck_assert_uint_eq(fake_queued_op(fb, 0)->lease_ms, LEASE);
@@ -825,7 +825,7 @@ START_TEST(test_reentry_with_leases_takes_the_longer) {
     lock_ok(a, "down", 5000);
     timers_advance(tm, 1000);
     t = now();
-    ck_assert_int_eq(request(a, LOCK_REQ_TRYLOCK, "down", 0, 2000), 0);
+    ck_assert_int_eq(request(a, LOCK_VERB_TRYLOCK, "down", 0, 2000), 0);
     ck_assert_uint_eq(fake_queued_op(fb, 0)->lease_ms, 5000);
     fake_run(fb);
     expect_granted(a, 2);
@@ -1217,7 +1217,7 @@ START_TEST(test_renew_gone) {
     client_t *a = client();
     lock_ok(a, "x", 0);
     fake_expire(fb, "x");
-    ck_assert_int_eq(request(a, LOCK_REQ_RENEW, "x", 0, 0), 0);
+    ck_assert_int_eq(request(a, LOCK_VERB_RENEW, "x", 0, 0), 0);
     fake_run(fb);
     expect_event(a, "x", LOCK_LOST_EXPIRED);
     expect_error(a, LOCK_ERR_NOTHELD);
@@ -1422,7 +1422,7 @@ START_TEST(test_owner_drop_inside_its_callback) {
     ck_assert_uint_eq(fake_log_count(fb, 0, BACKEND_ACQUIRE), 2);
 
     /* From a TRYLOCK's TIMEOUT. */
-    ck_assert_int_eq(request(c, LOCK_REQ_TRYLOCK, "x", 100, 0), 0);
+    ck_assert_int_eq(request(c, LOCK_VERB_TRYLOCK, "x", 100, 0), 0);
     c->drop_in_callback = 1;
     timers_advance(tm, 100);
     expect_timeout(c, LEASE - 100);
@@ -1462,18 +1462,18 @@ END_TEST
 
 START_TEST(test_status) {
     client_t *a = client(), *b = client();
-    ck_assert_int_eq(request(a, LOCK_REQ_STATUS, "s", 0, 0), 0);
+    ck_assert_int_eq(request(a, LOCK_VERB_STATUS, "s", 0, 0), 0);
     queued_is(0, BACKEND_STATUS, "s", a);
     fake_run(fb);
     lock_reply_t r = next_reply(a);
-    ck_assert_int_eq(r.kind, LOCK_REPLY_FREE);
+    ck_assert_int_eq(r.type, LOCK_REPLY_FREE);
 
     fake_take(fb, "s", "other", 5000);
     timers_advance(tm, 1000);
-    ck_assert_int_eq(request(a, LOCK_REQ_STATUS, "s", 0, 0), 0);
+    ck_assert_int_eq(request(a, LOCK_VERB_STATUS, "s", 0, 0), 0);
     fake_run(fb);
     r = next_reply(a);
-    ck_assert_int_eq(r.kind, LOCK_REPLY_TAKEN);
+    ck_assert_int_eq(r.type, LOCK_REPLY_TAKEN);
     ck_assert_int_eq(r.ttl_ms, 4000);
 
     uint64_t fence = lock_ok(b, "m", 0);
@@ -1481,28 +1481,28 @@ START_TEST(test_status) {
     fake_run(fb);
     expect_granted(b, 2);
     timers_advance(tm, 400);
-    ck_assert_int_eq(request(b, LOCK_REQ_STATUS, "m", 0, 0), 0);
+    ck_assert_int_eq(request(b, LOCK_VERB_STATUS, "m", 0, 0), 0);
     fake_run(fb);
     r = next_reply(b);
-    ck_assert_int_eq(r.kind, LOCK_REPLY_MINE);
+    ck_assert_int_eq(r.type, LOCK_REPLY_MINE);
     ck_assert_int_eq(r.holds, 2);
     ck_assert_int_eq(r.ttl_ms, LEASE - 400);
     ck_assert_uint_eq(r.fence, fence);
 
     /* Someone else's lock, from this daemon: TAKEN. */
-    ck_assert_int_eq(request(a, LOCK_REQ_STATUS, "m", 0, 0), 0);
+    ck_assert_int_eq(request(a, LOCK_VERB_STATUS, "m", 0, 0), 0);
     fake_run(fb);
     r = next_reply(a);
-    ck_assert_int_eq(r.kind, LOCK_REPLY_TAKEN);
+    ck_assert_int_eq(r.type, LOCK_REPLY_TAKEN);
     ck_assert_int_eq(r.ttl_ms, LEASE - 400);
 
     /* MINE here but gone in Redis: !LOST, and the truth. */
     fake_expire(fb, "m");
-    ck_assert_int_eq(request(b, LOCK_REQ_STATUS, "m", 0, 0), 0);
+    ck_assert_int_eq(request(b, LOCK_VERB_STATUS, "m", 0, 0), 0);
     fake_run(fb);
     expect_event(b, "m", LOCK_LOST_EXPIRED);
     r = next_reply(b);
-    ck_assert_int_eq(r.kind, LOCK_REPLY_FREE);
+    ck_assert_int_eq(r.type, LOCK_REPLY_FREE);
 }
 END_TEST
 
@@ -1511,7 +1511,7 @@ END_TEST
 START_TEST(test_force_not_checked_here) {
     client_t *a = client(), *u = client_uid(1000);
     lock_ok(a, "f", 0);
-    ck_assert_int_eq(request(u, LOCK_REQ_FORCE, "f", 0, 0), 0);
+    ck_assert_int_eq(request(u, LOCK_VERB_FORCE, "f", 0, 0), 0);
     queued_is(0, BACKEND_FORCE, "f", u);
     fake_run(fb);
     expect_value(u, 1);
@@ -1523,7 +1523,7 @@ START_TEST(test_force_by_root) {
     client_t *a = client(), *w = client(), *root = client_uid(0);
     lock_ok(a, "f", 0);
     ck_assert_int_eq(lock_req(w, "f", 0), 0);
-    ck_assert_int_eq(request(root, LOCK_REQ_FORCE, "f", 0, 0), 0);
+    ck_assert_int_eq(request(root, LOCK_VERB_FORCE, "f", 0, 0), 0);
     queued_is(0, BACKEND_FORCE, "f", root);
     fake_run(fb);
     expect_value(root, 1);
@@ -1539,7 +1539,7 @@ START_TEST(test_force_by_root) {
     no_event(a);
     no_event(w);
     /* Nothing to remove: 0. */
-    ck_assert_int_eq(request(root, LOCK_REQ_FORCE, "free", 0, 0), 0);
+    ck_assert_int_eq(request(root, LOCK_VERB_FORCE, "free", 0, 0), 0);
     fake_run(fb);
     expect_value(root, 0);
 }
@@ -1549,7 +1549,7 @@ START_TEST(test_force_by_admin_uid) {
     client_t *adm = client_uid(4242);
     conf.admin_uids[conf.admin_uids_count++] = 4242;
     fake_take(fb, "f", "other", 5000);
-    ck_assert_int_eq(request(adm, LOCK_REQ_FORCE, "f", 0, 0), 0);
+    ck_assert_int_eq(request(adm, LOCK_VERB_FORCE, "f", 0, 0), 0);
     fake_run(fb);
     expect_value(adm, 1);
     ck_assert_int_eq(fake_pttl(fb, "f"), -2);
@@ -1567,7 +1567,7 @@ START_TEST(test_limit_locks_per_client) {
     ck_assert_int_eq(lock_req(a, "l3", 0), 1);
     lock_reply_t r = expect_error(a, LOCK_ERR_LIMIT);
     why_is(&r, LOCK_WHY_MAX_LOCKS, -1);
-    ck_assert_int_eq(request(a, LOCK_REQ_TRYLOCK, "l3", 0, 0), 1);
+    ck_assert_int_eq(request(a, LOCK_VERB_TRYLOCK, "l3", 0, 0), 1);
     expect_error(a, LOCK_ERR_LIMIT);
     ck_assert_uint_eq(fake_log_len(fb), ops);
     /* Reentry is not a new lock. */
@@ -1640,7 +1640,7 @@ START_TEST(test_backend_down_at_once) {
     lock_reply_t r = expect_error(a, LOCK_ERR_BACKEND);
     ck_assert_ptr_nonnull(r.detail);
     ck_assert_str_eq(r.detail, "fake: redis not connected");
-    ck_assert_int_eq(request(a, LOCK_REQ_TRYLOCK, "x", 100, 0), 1);
+    ck_assert_int_eq(request(a, LOCK_VERB_TRYLOCK, "x", 100, 0), 1);
     expect_error(a, LOCK_ERR_BACKEND);
     /* a reentry too */
     ck_assert_int_eq(lock_req(b, "held", 0), 1);
@@ -1706,7 +1706,7 @@ END_TEST
 
 START_TEST(test_hold_gone_plain_trylock) {
     client_t *a = client(), *b = client();
-    ck_assert_int_eq(request(a, LOCK_REQ_TRYLOCK, "g", 0, 0), 0);
+    ck_assert_int_eq(request(a, LOCK_VERB_TRYLOCK, "g", 0, 0), 0);
     fake_rewrite_next(fb, BACKEND_HOLD_GONE);
     fake_run(fb);
     lock_reply_t r = expect_error(a, LOCK_ERR_BACKEND);
@@ -1715,14 +1715,14 @@ START_TEST(test_hold_gone_plain_trylock) {
     ck_assert_int_eq(fake_holds(fb, a->id, "g"), 0); /* the hidden grant undone */
     ck_assert_uint_eq(stats().waiters, 0);
     /* TRYLOCK with a wait: tries again, granted within it */
-    ck_assert_int_eq(request(b, LOCK_REQ_TRYLOCK, "g", 2000, 0), 0);
+    ck_assert_int_eq(request(b, LOCK_VERB_TRYLOCK, "g", 2000, 0), 0);
     fake_rewrite_next(fb, BACKEND_HOLD_GONE);
     fake_run(fb);
     no_reply(b);
     run_until_reply(b, now() + 2000);
     expect_granted(b, 1);
     /* one whose wait ends first: ERR BACKEND, nothing held */
-    ck_assert_int_eq(request(a, LOCK_REQ_TRYLOCK, "h", 50, 0), 0);
+    ck_assert_int_eq(request(a, LOCK_VERB_TRYLOCK, "h", 50, 0), 0);
     fake_rewrite_next(fb, BACKEND_HOLD_GONE);
     fake_run(fb);
     run_until_reply(a, now() + 200); /* its wait ends before its next try */
@@ -1764,12 +1764,12 @@ START_TEST(test_limit_locks_per_uid_at_once) {
     int granted = 0, refused = 0;
     for (int i = 0; i < 6; i++) {
         lock_reply_t r = next_reply(c[i]);
-        if (r.kind == LOCK_REPLY_GRANTED) {
+        if (r.type == LOCK_REPLY_GRANTED) {
             granted++;
             ck_assert_int_eq(fake_holds(fb, c[i]->id, name[i]), 1);
             continue;
         }
-        ck_assert_int_eq(r.kind, LOCK_REPLY_ERROR);
+        ck_assert_int_eq(r.type, LOCK_REPLY_ERROR);
         ck_assert_int_eq(r.err, LOCK_ERR_LIMIT);
         why_is(&r, LOCK_WHY_MAX_LOCKS_UID, -1);
         ck_assert_int_eq(fake_mode(fb, name[i]), -1);
@@ -1853,9 +1853,9 @@ START_TEST(test_who) {
     lockmgr_owner_set_pid(a->o, 777);
     lock_ok(a, "w", 0);
     size_t before = fake_stats(fb)->submitted[BACKEND_WHO];
-    ck_assert_int_eq(request(b, LOCK_REQ_WHO, "w", 0, 0), 1);
+    ck_assert_int_eq(request(b, LOCK_VERB_WHO, "w", 0, 0), 1);
     lock_reply_t r = next_reply(b);
-    ck_assert_int_eq(r.kind, LOCK_REPLY_HELD);
+    ck_assert_int_eq(r.type, LOCK_REPLY_HELD);
     ck_assert_int_eq(r.holder_pid, 777);
     ck_assert_int_eq(r.holder_uid, 4242);
     ck_assert_int_eq(r.holder_dlockd_pid, (long long)getpid());
@@ -1864,18 +1864,18 @@ START_TEST(test_who) {
     ck_assert_uint_eq(fake_stats(fb)->submitted[BACKEND_WHO], before); /* no Redis */
 
     fake_take(fb, "x", "someone-else:1", 5000);
-    ck_assert_int_eq(request(b, LOCK_REQ_WHO, "x", 0, 0), 0);
+    ck_assert_int_eq(request(b, LOCK_VERB_WHO, "x", 0, 0), 0);
     fake_run(fb);
     r = next_reply(b);
-    ck_assert_int_eq(r.kind, LOCK_REPLY_HELD);
+    ck_assert_int_eq(r.type, LOCK_REPLY_HELD);
     ck_assert_int_eq(r.ttl_ms, 5000);
     ck_assert_int_eq(r.holder_dlockd_pid, -1);
     ck_assert_int_eq(r.holder_pid, -1);
     ck_assert_int_eq(r.holder_uid, -1);
 
-    ck_assert_int_eq(request(b, LOCK_REQ_WHO, "free", 0, 0), 0);
+    ck_assert_int_eq(request(b, LOCK_VERB_WHO, "free", 0, 0), 0);
     fake_run(fb);
-    ck_assert_int_eq(next_reply(b).kind, LOCK_REPLY_FREE);
+    ck_assert_int_eq(next_reply(b).type, LOCK_REPLY_FREE);
 }
 END_TEST
 
@@ -1908,7 +1908,7 @@ END_TEST
 START_TEST(test_unacked_trylock) {
     client_t *a = client();
     /* No wait: the refusal is the answer. */
-    ck_assert_int_eq(request(a, LOCK_REQ_TRYLOCK, "u", 0, 0), 0);
+    ck_assert_int_eq(request(a, LOCK_VERB_TRYLOCK, "u", 0, 0), 0);
     fake_unack_next(fb, UNACKED);
     fake_run(fb);
     lock_reply_t r = expect_error(a, LOCK_ERR_BACKEND);
@@ -1916,7 +1916,7 @@ START_TEST(test_unacked_trylock) {
     fake_settle(fb);
     ck_assert_int_eq(fake_pttl(fb, "u"), -2);
     /* A wait that runs out after refusals says why, not TIMEOUT. */
-    ck_assert_int_eq(request(a, LOCK_REQ_TRYLOCK, "u", 150, 0), 0);
+    ck_assert_int_eq(request(a, LOCK_VERB_TRYLOCK, "u", 150, 0), 0);
     fake_unack_next(fb, UNACKED);
     fake_settle(fb);
     no_reply(a);
@@ -1994,11 +1994,11 @@ END_TEST
 START_TEST(test_cancel_not_a_wait) {
     client_t *a = client();
     ck_assert_int_eq(lockmgr_cancel(mgr, a->o, a), 0);
-    ck_assert_int_eq(request(a, LOCK_REQ_STATUS, "x", 0, 0), 0);
+    ck_assert_int_eq(request(a, LOCK_VERB_STATUS, "x", 0, 0), 0);
     ck_assert_int_eq(lockmgr_cancel(mgr, a->o, a), 0);
     fake_settle(fb);
     lock_reply_t r = next_reply(a);
-    ck_assert_int_eq(r.kind, LOCK_REPLY_FREE);
+    ck_assert_int_eq(r.type, LOCK_REPLY_FREE);
     ck_assert_uint_eq(stats().cancelled, 0);
 }
 END_TEST
@@ -2107,7 +2107,7 @@ typedef struct mix_s {
     client_t *c;
     long long holds[MIX_NAMES];   /* what the client believes */
     int want;                     /* name of the request in flight, -1 none */
-    lock_req_kind_t kind;
+    lock_verb_t kind;
 } mix_t;
 
 static const char *const mix_names[MIX_NAMES] = {"m0", "m1", "m2"};
@@ -2136,10 +2136,10 @@ static void mix_absorb(mix_t *m) {
         }
         lock_reply_t r = next_reply(c);
         int i = m->want;
-        EXPECT(i >= 0, "client %" PRIu64 ": a %s reply to no request", c->id, kind_name(r.kind));
-        switch (r.kind) {
+        EXPECT(i >= 0, "client %" PRIu64 ": a %s reply to no request", c->id, reply_type_name(r.type));
+        switch (r.type) {
         case LOCK_REPLY_GRANTED:
-            EXPECT(m->kind == LOCK_REQ_LOCK || m->kind == LOCK_REQ_TRYLOCK,
+            EXPECT(m->kind == LOCK_VERB_LOCK || m->kind == LOCK_VERB_TRYLOCK,
                    "GRANTED for request kind %d", (int)m->kind);
             EXPECT(r.holds == m->holds[i] + 1,
                    "client %" PRIu64 ": GRANTED %s holds %lld, had %lld", c->id, mix_names[i],
@@ -2147,7 +2147,7 @@ static void mix_absorb(mix_t *m) {
             m->holds[i] = r.holds;
             break;
         case LOCK_REPLY_VALUE:
-            if (m->kind == LOCK_REQ_UNLOCK) {
+            if (m->kind == LOCK_VERB_UNLOCK) {
                 EXPECT(r.value == m->holds[i] - 1,
                        "client %" PRIu64 ": UNLOCK %s left %lld of %lld", c->id, mix_names[i],
                        r.value, m->holds[i]);
@@ -2161,11 +2161,11 @@ static void mix_absorb(mix_t *m) {
         case LOCK_REPLY_FREE:
         case LOCK_REPLY_TAKEN:
             EXPECT(m->holds[i] == 0, "client %" PRIu64 ": %s %s while holding %lld", c->id,
-                   kind_name(r.kind), mix_names[i], m->holds[i]);
+                   reply_type_name(r.type), mix_names[i], m->holds[i]);
             break;
         case LOCK_REPLY_ERROR:
-            if (m->kind == LOCK_REQ_FORCE && r.err == LOCK_ERR_BACKEND) force_unknown[i] = 1;
-            if (r.err == LOCK_ERR_NOTHELD && m->kind == LOCK_REQ_UNLOCK)
+            if (m->kind == LOCK_VERB_FORCE && r.err == LOCK_ERR_BACKEND) force_unknown[i] = 1;
+            if (r.err == LOCK_ERR_NOTHELD && m->kind == LOCK_VERB_UNLOCK)
                 EXPECT(m->holds[i] == 0, "UNLOCK %s: NOTHELD with %lld holds", mix_names[i],
                        m->holds[i]);
             break;
@@ -2193,7 +2193,7 @@ static void mix_check_exclusion(const mix_t *mx) {
     }
 }
 
-static void mix_request(mix_t *m, lock_req_kind_t kind, int i, uint32_t wait_ms,
+static void mix_request(mix_t *m, lock_verb_t kind, int i, uint32_t wait_ms,
                         uint32_t lease_ms) {
     m->kind = kind;
     m->want = i;
@@ -2225,9 +2225,9 @@ static void mix_absorb_all(mix_t *mx) {
 }
 
 static void mix_steps(mix_t *mx, int steps) {
-    static const lock_req_kind_t kinds[] = {
-        LOCK_REQ_LOCK,   LOCK_REQ_LOCK,  LOCK_REQ_TRYLOCK, LOCK_REQ_UNLOCK,
-        LOCK_REQ_UNLOCK, LOCK_REQ_RENEW, LOCK_REQ_STATUS,  LOCK_REQ_FORCE};
+    static const lock_verb_t kinds[] = {
+        LOCK_VERB_LOCK,   LOCK_VERB_LOCK,  LOCK_VERB_TRYLOCK, LOCK_VERB_UNLOCK,
+        LOCK_VERB_UNLOCK, LOCK_VERB_RENEW, LOCK_VERB_STATUS,  LOCK_VERB_FORCE};
     for (int step = 0; step < steps; step++) {
         unsigned what = mix_rand(100);
         mix_t *m = &mx[mix_rand(MIX_CLIENTS)];
@@ -2291,7 +2291,7 @@ START_TEST(test_every_request_one_reply) {
                     force_unknown[n] = 1;
                 }
                 while (m->holds[n] > 0 && !m->c->pending) {
-                    mix_request(m, LOCK_REQ_UNLOCK, n, 0, 0);
+                    mix_request(m, LOCK_VERB_UNLOCK, n, 0, 0);
                     mix_absorb(m);
                 }
             }
@@ -2392,7 +2392,7 @@ END_TEST
 START_TEST(test_free_stops_timers) {
     client_t *a = client(), *b = client(), *c = client();
     lock_ok(a, "h", 2000);
-    ck_assert_int_eq(request(b, LOCK_REQ_TRYLOCK, "h", 5000, 0), 0);
+    ck_assert_int_eq(request(b, LOCK_VERB_TRYLOCK, "h", 5000, 0), 0);
     fake_take(fb, "x", "r1", 1000);
     ck_assert_int_eq(lock_req(c, "x", 0), 0);
     fake_settle(fb);

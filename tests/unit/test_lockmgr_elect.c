@@ -74,8 +74,8 @@ static client_t *leaver_new(void) {
 }
 
 /* A LEADER or OBSERVE of name by the leaver: 0, answered later. */
-static int leaver_req(lock_req_kind_t kind, const char *name) {
-    lock_request_t r = {.kind = kind, .mode = LOCK_MODE_ELECT, .name = name, .len = strlen(name)};
+static int leaver_req(lock_verb_t verb, const char *name) {
+    lock_request_t r = {.verb = verb, .mode = LOCK_MODE_ELECT, .name = name, .len = strlen(name)};
     lock_reply_t now;
     in_request = 1;
     int at_once = lockmgr_request(mgr, leaver.o, &r, &leaver, &now);
@@ -115,7 +115,7 @@ static client_t *observer(void) {
 }
 
 static int elect_req(client_t *c, const char *name, const char *value, uint32_t lease_ms) {
-    lock_request_t r = {.kind = LOCK_REQ_LOCK, .mode = LOCK_MODE_ELECT, .name = name,
+    lock_request_t r = {.verb = LOCK_VERB_LOCK, .mode = LOCK_MODE_ELECT, .name = name,
                         .len = strlen(name), .lease_ms = lease_ms, .value = value,
                         .value_len = strlen(value)};
     lock_reply_t now;
@@ -134,15 +134,15 @@ static int elect_req(client_t *c, const char *name, const char *value, uint32_t 
     return at_once;
 }
 
-static int read_req(client_t *c, lock_req_kind_t kind, const char *name) {
-    return request_mode(c, kind, LOCK_MODE_ELECT, name, 0, 0);
+static int read_req(client_t *c, lock_verb_t verb, const char *name) {
+    return request_mode(c, verb, LOCK_MODE_ELECT, name, 0, 0);
 }
 
 /* The next reply of c is a leader: fence (0: NONE) and value. */
 static void expect_leader(client_t *c, uint64_t fence, const char *value) {
     lock_reply_t r = next_reply(c);
-    ck_assert_msg(r.kind == LOCK_REPLY_LEADER, "client %" PRIu64 ": %s, want LEADER", c->id,
-                  kind_name(r.kind));
+    ck_assert_msg(r.type == LOCK_REPLY_LEADER, "client %" PRIu64 ": %s, want LEADER", c->id,
+                  reply_type_name(r.type));
     ck_assert_uint_eq(r.fence, fence);
     if (fence) ck_assert_str_eq(r.leader, value);
 }
@@ -189,7 +189,7 @@ START_TEST(grant_carries_value_and_fence) {
     ck_assert_int_eq(elect_req(a, "e", "other", 0), 1);
     ck_assert_uint_eq(expect_granted(a, 1), f);
     ck_assert_uint_eq(submitted(BACKEND_ACQUIRE), acquires);
-    ck_assert_int_eq(read_req(b, LOCK_REQ_LEADER, "e"), 0);
+    ck_assert_int_eq(read_req(b, LOCK_VERB_LEADER, "e"), 0);
     fake_run(fb);
     expect_leader(b, f, "10.0.0.5:8080");
     /* kept by the watchdog: still leading after leases */
@@ -198,7 +198,7 @@ START_TEST(grant_carries_value_and_fence) {
     ck_assert_int_eq(lockmgr_resign(mgr, a->o, "e", 1), 1);
     ck_assert_int_eq(lockmgr_resign(mgr, a->o, "e", 1), 0);
     fake_run(fb);
-    ck_assert_int_eq(read_req(b, LOCK_REQ_LEADER, "e"), 0);
+    ck_assert_int_eq(read_req(b, LOCK_VERB_LEADER, "e"), 0);
     fake_run(fb);
     expect_leader(b, 0, NULL);
 }
@@ -319,7 +319,7 @@ START_TEST(kinds_do_not_mix) {
     ck_assert_int_eq(elect_req(a, "x", "A", 0), 0);
     fake_run(fb);
     r = expect_error(a, LOCK_ERR_KIND);
-    ck_assert_int_eq(read_req(a, LOCK_REQ_LEADER, "x"), 0);
+    ck_assert_int_eq(read_req(a, LOCK_VERB_LEADER, "x"), 0);
     fake_run(fb);
     r = expect_error(a, LOCK_ERR_KIND);
 }
@@ -332,10 +332,10 @@ END_TEST
  * of the same name answers without a second stream. */
 START_TEST(observers_told_each_leader) {
     client_t *a = client(), *b = client(), *o1 = observer(), *o2 = observer();
-    ck_assert_int_eq(read_req(o1, LOCK_REQ_OBSERVE, "e"), 0);
+    ck_assert_int_eq(read_req(o1, LOCK_VERB_OBSERVE, "e"), 0);
     fake_run(fb);
     expect_leader(o1, 0, NULL);
-    ck_assert_int_eq(read_req(o2, LOCK_REQ_OBSERVE, "e"), 0);
+    ck_assert_int_eq(read_req(o2, LOCK_VERB_OBSERVE, "e"), 0);
     fake_run(fb);
     expect_leader(o2, 0, NULL);
     ck_assert_int_eq(fake_watched(fb, "e"), 1);
@@ -354,7 +354,7 @@ START_TEST(observers_told_each_leader) {
     fake_run(fb);
     nothing_told();
     /* observed again: answered, no second stream */
-    ck_assert_int_eq(read_req(o1, LOCK_REQ_OBSERVE, "e"), 0);
+    ck_assert_int_eq(read_req(o1, LOCK_VERB_OBSERVE, "e"), 0);
     fake_run(fb);
     expect_leader(o1, fa, "A");
     lockmgr_elect_stats_t es;
@@ -388,7 +388,7 @@ END_TEST
 START_TEST(expiry_read_at_the_leases_end) {
     client_t *o = observer();
     fake_take(fb, "e", "other", 1000); /* a hash whose field is not a leader's */
-    ck_assert_int_eq(read_req(o, LOCK_REQ_OBSERVE, "e"), 0);
+    ck_assert_int_eq(read_req(o, LOCK_VERB_OBSERVE, "e"), 0);
     fake_run(fb);
     expect_error(o, LOCK_ERR_KIND);
     fake_expire(fb, "e");
@@ -396,7 +396,7 @@ START_TEST(expiry_read_at_the_leases_end) {
     ck_assert_int_eq(elect_req(a, "e", "A", 400), 0);
     fake_run(fb);
     uint64_t fa = expect_granted(a, 1);
-    ck_assert_int_eq(read_req(o, LOCK_REQ_OBSERVE, "e"), 0);
+    ck_assert_int_eq(read_req(o, LOCK_VERB_OBSERVE, "e"), 0);
     fake_run(fb);
     expect_leader(o, fa, "A");
     fake_run(fb); /* the watch's confirmation's read */
@@ -421,7 +421,7 @@ START_TEST(observer_joining_a_watched_name_reads_at_the_leases_end) {
     fake_run(fb); /* the watch's confirmation: b tries again, refused */
     no_reply(b);
     unsigned watches = fake_watch_calls(fb, "j");
-    ck_assert_int_eq(read_req(o, LOCK_REQ_OBSERVE, "j"), 0);
+    ck_assert_int_eq(read_req(o, LOCK_VERB_OBSERVE, "j"), 0);
     fake_run(fb);
     expect_leader(o, fa, "A");
     ck_assert_uint_eq(fake_watch_calls(fb, "j"), watches); /* the same watch */
@@ -440,7 +440,7 @@ END_TEST
 START_TEST(none_after_a_lease_without_redis) {
     client_t *a = client(), *o = observer();
     uint64_t fa = elect_ok(a, "e", "A");
-    ck_assert_int_eq(read_req(o, LOCK_REQ_OBSERVE, "e"), 0);
+    ck_assert_int_eq(read_req(o, LOCK_VERB_OBSERVE, "e"), 0);
     fake_run(fb);
     expect_leader(o, fa, "A");
     fake_run(fb);
@@ -455,7 +455,7 @@ START_TEST(none_after_a_lease_without_redis) {
     fake_set_up(fb, 1);
     run_for(1000);
     nothing_told(); /* still nobody */
-    ck_assert_int_eq(read_req(a, LOCK_REQ_LEADER, "e"), 0);
+    ck_assert_int_eq(read_req(a, LOCK_VERB_LEADER, "e"), 0);
     fake_run(fb);
     expect_leader(a, 0, NULL);
     uint64_t f2 = elect_ok(a, "e", "A2");
@@ -473,16 +473,16 @@ START_TEST(observe_limit) {
     client_t *o = observer();
     const char *names[] = {"n1", "n2", "n1"};
     for (size_t i = 0; i < 3; i++) {
-        ck_assert_int_eq(read_req(o, LOCK_REQ_OBSERVE, names[i]), 0);
+        ck_assert_int_eq(read_req(o, LOCK_VERB_OBSERVE, names[i]), 0);
         fake_run(fb);
         expect_leader(o, 0, NULL);
     }
-    ck_assert_int_eq(read_req(o, LOCK_REQ_OBSERVE, "n3"), 1);
+    ck_assert_int_eq(read_req(o, LOCK_VERB_OBSERVE, "n3"), 1);
     lock_reply_t r = expect_error(o, LOCK_ERR_LIMIT);
     ck_assert_int_eq(r.why, LOCK_WHY_MAX_OBSERVES);
     ck_assert_int_eq(r.limit, 2);
     ck_assert_int_eq(lockmgr_unobserve(mgr, o->o, "n2", 2), 1);
-    ck_assert_int_eq(read_req(o, LOCK_REQ_OBSERVE, "n3"), 0);
+    ck_assert_int_eq(read_req(o, LOCK_VERB_OBSERVE, "n3"), 0);
     fake_run(fb);
     expect_leader(o, 0, NULL);
 }
@@ -493,11 +493,11 @@ END_TEST
  * breaks. */
 START_TEST(observers_leave_mid_flight) {
     client_t *a = client(), *o1 = observer(), *o2 = observer();
-    ck_assert_int_eq(read_req(o1, LOCK_REQ_OBSERVE, "e"), 0);
+    ck_assert_int_eq(read_req(o1, LOCK_VERB_OBSERVE, "e"), 0);
     lockmgr_unobserve_all(mgr, o1->o);
     drop(o1);
     fake_run(fb);
-    ck_assert_int_eq(read_req(o2, LOCK_REQ_OBSERVE, "e"), 0);
+    ck_assert_int_eq(read_req(o2, LOCK_VERB_OBSERVE, "e"), 0);
     fake_run(fb);
     expect_leader(o2, 0, NULL);
     fake_run(fb);
@@ -516,7 +516,7 @@ END_TEST
  * and the candidate asks again and leads (issue 36, bug 8). */
 START_TEST(hold_gone_candidate_retried) {
     client_t *a = client(), *o = observer();
-    ck_assert_int_eq(read_req(o, LOCK_REQ_OBSERVE, "g"), 0);
+    ck_assert_int_eq(read_req(o, LOCK_VERB_OBSERVE, "g"), 0);
     fake_settle(fb); /* the name's watch in force */
     expect_leader(o, 0, NULL);
     ck_assert_int_eq(elect_req(a, "g", "A", 0), 0);
@@ -547,10 +547,10 @@ START_TEST(observer_leaves_inside_its_answer) {
     ck_assert_int_eq(fake_watched(fb, "e"), 0);
     client_t *l = leaver_new();
     leave_in_reply = 1;
-    ck_assert_int_eq(leaver_req(LOCK_REQ_OBSERVE, "e"), 0);
+    ck_assert_int_eq(leaver_req(LOCK_VERB_OBSERVE, "e"), 0);
     fake_run(fb);
     ck_assert_uint_eq(l->nreplies, 1);
-    ck_assert_int_eq(l->replies[0].kind, LOCK_REPLY_LEADER);
+    ck_assert_int_eq(l->replies[0].type, LOCK_REPLY_LEADER);
     ck_assert_uint_eq(l->replies[0].fence, fa);
     timers_run_due(tm);
     observing(0, 0);
@@ -561,13 +561,13 @@ START_TEST(observer_leaves_inside_its_answer) {
     memset(&leaver, 0, sizeof(leaver));
     leave_in_reply = 0;
     l = leaver_new();
-    ck_assert_int_eq(leaver_req(LOCK_REQ_OBSERVE, "e"), 0);
+    ck_assert_int_eq(leaver_req(LOCK_VERB_OBSERVE, "e"), 0);
     fake_run(fb);
     fake_run(fb); /* the watch's confirmation */
     ck_assert_uint_eq(l->nreplies, 1);
     observing(1, 1);
     leave_in_reply = 1;
-    ck_assert_int_eq(leaver_req(LOCK_REQ_LEADER, "e"), 0);
+    ck_assert_int_eq(leaver_req(LOCK_VERB_LEADER, "e"), 0);
     fake_run(fb);
     ck_assert_uint_eq(l->nreplies, 2);
     ck_assert_uint_eq(l->replies[1].fence, fa);
@@ -585,7 +585,7 @@ END_TEST
 START_TEST(observer_dropped_inside_its_answer) {
     client_t *a = client(), *o = observer();
     o->drop_in_callback = 1;
-    ck_assert_int_eq(read_req(o, LOCK_REQ_OBSERVE, "e"), 0);
+    ck_assert_int_eq(read_req(o, LOCK_VERB_OBSERVE, "e"), 0);
     fake_run(fb);
     ck_assert(o->dropped);
     timers_run_due(tm);
@@ -606,7 +606,7 @@ END_TEST
 START_TEST(dropped_observer_gains_no_observation) {
     client_t *a = client(), *b = client(), *o = observer();
     uint64_t fa = elect_ok(a, "n1", "A");
-    ck_assert_int_eq(read_req(o, LOCK_REQ_OBSERVE, "n1"), 0);
+    ck_assert_int_eq(read_req(o, LOCK_VERB_OBSERVE, "n1"), 0);
     fake_run(fb);
     expect_leader(o, fa, "A");
     fake_run(fb); /* the watch's confirmation */
@@ -614,8 +614,8 @@ START_TEST(dropped_observer_gains_no_observation) {
     /* a resigns; its message is not delivered: b's read finds out first */
     ck_assert_int_eq(lockmgr_resign(mgr, a->o, "n1", 2), 1);
     fake_run(fb);
-    ck_assert_int_eq(read_req(b, LOCK_REQ_LEADER, "n1"), 0);
-    ck_assert_int_eq(read_req(o, LOCK_REQ_OBSERVE, "n2"), 0);
+    ck_assert_int_eq(read_req(b, LOCK_VERB_LEADER, "n1"), 0);
+    ck_assert_int_eq(read_req(o, LOCK_VERB_OBSERVE, "n2"), 0);
     o->drop_in_callback = 1;
     fake_run(fb); /* b's answer tells o NONE, and o drops; then o's answer */
     expect_leader(b, 0, NULL);
@@ -641,14 +641,14 @@ END_TEST
 START_TEST(observer_leaves_inside_a_reads_tell) {
     client_t *a = client(), *b = client(), *o = observer();
     uint64_t fa = elect_ok(a, "e", "A");
-    ck_assert_int_eq(read_req(o, LOCK_REQ_OBSERVE, "e"), 0);
+    ck_assert_int_eq(read_req(o, LOCK_VERB_OBSERVE, "e"), 0);
     fake_run(fb);
     expect_leader(o, fa, "A");
     fake_run(fb); /* the watch's confirmation */
     ck_assert_int_eq(lockmgr_resign(mgr, a->o, "e", 1), 1);
     fake_run(fb); /* its message is not delivered */
     leave_in_event = o;
-    ck_assert_int_eq(read_req(b, LOCK_REQ_LEADER, "e"), 0);
+    ck_assert_int_eq(read_req(b, LOCK_VERB_LEADER, "e"), 0);
     fake_run(fb);
     expect_leader(b, 0, NULL);
     expect_told(o, "e", 0, NULL);

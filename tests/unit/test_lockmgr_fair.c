@@ -99,19 +99,19 @@ START_TEST(test_fair_grant_reentry_unlock) {
     ck_assert_int_eq(fake_pttl(fb, "f"), LEASE);
     ck_assert_uint_eq(lockmgr_owner_held(a->o), 1);
 
-    ck_assert_int_eq(request(a, LOCK_REQ_STATUS, "f", 0, 0), 0);
+    ck_assert_int_eq(request(a, LOCK_VERB_STATUS, "f", 0, 0), 0);
     queued_mode_is(0, BACKEND_STATUS, BACKEND_FAIR, "f", a);
     fake_run(fb);
     lock_reply_t r = next_reply(a);
-    ck_assert_int_eq(r.kind, LOCK_REPLY_MINE);
+    ck_assert_int_eq(r.type, LOCK_REPLY_MINE);
     ck_assert_int_eq(r.holds, 2);
     ck_assert_uint_eq(r.fence, fence);
-    ck_assert_int_eq(request(b, LOCK_REQ_STATUS, "f", 0, 0), 0);
+    ck_assert_int_eq(request(b, LOCK_VERB_STATUS, "f", 0, 0), 0);
     fake_run(fb);
     r = next_reply(b);
-    ck_assert_int_eq(r.kind, LOCK_REPLY_TAKEN);
-    ck_assert_int_eq(request(b, LOCK_REQ_WHO, "f", 0, 0), 1); /* held here: from memory */
-    ck_assert_int_eq(next_reply(b).kind, LOCK_REPLY_HELD);
+    ck_assert_int_eq(r.type, LOCK_REPLY_TAKEN);
+    ck_assert_int_eq(request(b, LOCK_VERB_WHO, "f", 0, 0), 1); /* held here: from memory */
+    ck_assert_int_eq(next_reply(b).type, LOCK_REPLY_HELD);
 
     ck_assert_int_eq(unlock_req(a, "f"), 1);
     expect_value(a, 1);
@@ -740,7 +740,7 @@ START_TEST(test_fair_force) {
     fake_settle(fb);
     queue_is("f", "o3");
     size_t mark = fake_log_len(fb);
-    ck_assert_int_eq(request(root, LOCK_REQ_FORCE, "f", 0, 0), 0);
+    ck_assert_int_eq(request(root, LOCK_VERB_FORCE, "f", 0, 0), 0);
     fake_run(fb);
     expect_value(root, 1);
     expect_event(a, "f", LOCK_LOST_FORCED);
@@ -771,7 +771,7 @@ START_TEST(test_fair_kinds) {
     why_is(&r, LOCK_WHY_HELD_AS, LOCK_MODE_FAIR);
     ck_assert_int_eq(r.len, 1);
     ck_assert_int_eq(r.name[0], 'f');
-    ck_assert_int_eq(request(b, LOCK_REQ_TRYLOCK, "f", 0, 0), 1);
+    ck_assert_int_eq(request(b, LOCK_VERB_TRYLOCK, "f", 0, 0), 1);
     expect_error(b, LOCK_ERR_KIND);
     ck_assert_int_eq(rlock_req(b, "f", 0), 1);
     expect_error(b, LOCK_ERR_KIND);
@@ -1140,7 +1140,7 @@ START_TEST(test_fair_many_waiters_take_places) {
     fair_ok(a, "f", 0);
     ck_assert_int_eq(fairlock_req(b, "f", 0), 0);
     fake_settle(fb); /* b: the head, its watch in force */
-    lock_request_t req = {.kind = LOCK_REQ_LOCK, .mode = LOCK_MODE_FAIR, .name = "f", .len = 1};
+    lock_request_t req = {.verb = LOCK_VERB_LOCK, .mode = LOCK_MODE_FAIR, .name = "f", .len = 1};
     for (int i = 0; i < N; i++) {
         lock_reply_t at_once;
         w[i] = lockmgr_owner_new(mgr, BARE_ID + (uint64_t)i, 1000, on_bare_reply, on_bare_event,

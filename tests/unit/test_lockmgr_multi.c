@@ -19,18 +19,18 @@
                (sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *))
 
 static int mlock_req(client_t *c, const char *const *names, size_t n, uint32_t lease_ms) {
-    return request_multi(c, LOCK_REQ_MLOCK, names, n, 0, lease_ms);
+    return request_multi(c, LOCK_VERB_MLOCK, names, n, 0, lease_ms);
 }
 
 static int munlock_req(client_t *c, const char *const *names, size_t n) {
-    return request_multi(c, LOCK_REQ_MUNLOCK, names, n, 0, 0);
+    return request_multi(c, LOCK_VERB_MUNLOCK, names, n, 0, 0);
 }
 
 /* The next reply is a LIST of n numbers, into out. */
 static void expect_list(client_t *c, size_t n, uint64_t *out) {
     lock_reply_t r = next_reply(c);
-    ck_assert_msg(r.kind == LOCK_REPLY_LIST, "client %" PRIu64 ": %s, want LIST", c->id,
-                  kind_name(r.kind));
+    ck_assert_msg(r.type == LOCK_REPLY_LIST, "client %" PRIu64 ": %s, want LIST", c->id,
+                  reply_type_name(r.type));
     ck_assert_uint_eq(r.count, n);
     if (out != NULL) memcpy(out, r.list, n * sizeof(*out));
 }
@@ -248,22 +248,22 @@ END_TEST
 START_TEST(test_multi_try) {
     client_t *h = client(), *c = client();
     lock_ok(h, "b", 2000);
-    ck_assert_int_eq(request_multi(c, LOCK_REQ_TRYMLOCK, N("a", "b"), 0, 0), 1);
+    ck_assert_int_eq(request_multi(c, LOCK_VERB_TRYMLOCK, N("a", "b"), 0, 0), 1);
     lock_reply_t r = next_reply(c);
-    ck_assert_int_eq(r.kind, LOCK_REPLY_TIMEOUT);
+    ck_assert_int_eq(r.type, LOCK_REPLY_TIMEOUT);
     ck_assert_int_gt(r.ttl_ms, 0);
-    ck_assert_int_eq(request_multi(c, LOCK_REQ_TRYMLOCK, N("a", "b"), 100, 0), 0);
+    ck_assert_int_eq(request_multi(c, LOCK_VERB_TRYMLOCK, N("a", "b"), 100, 0), 0);
     run_until_reply(c, now() + 200);
     r = next_reply(c);
-    ck_assert_int_eq(r.kind, LOCK_REPLY_TIMEOUT);
+    ck_assert_int_eq(r.type, LOCK_REPLY_TIMEOUT);
     ck_assert_uint_eq(stats().waiters, 0);
     ck_assert_int_eq(fake_holds(fb, c->id, "a"), 0);
     /* refused in Redis with wait 0: TIMEOUT with the holder's ttl */
     fake_take(fb, "z", "x", 700);
-    ck_assert_int_eq(request_multi(c, LOCK_REQ_TRYMLOCK, N("y", "z"), 0, 0), 0);
+    ck_assert_int_eq(request_multi(c, LOCK_VERB_TRYMLOCK, N("y", "z"), 0, 0), 0);
     fake_run(fb);
     r = next_reply(c);
-    ck_assert_int_eq(r.kind, LOCK_REPLY_TIMEOUT);
+    ck_assert_int_eq(r.type, LOCK_REPLY_TIMEOUT);
     ck_assert_int_eq(r.ttl_ms, 700);
     ck_assert_int_eq(fake_holds(fb, c->id, "y"), 0);
 }
@@ -294,7 +294,7 @@ START_TEST(test_multi_errors) {
     ck_assert_str_eq(r.name, "w");
     ck_assert_int_eq(fake_mode(fb, "v"), -1);
     /* n out of range */
-    ck_assert_int_eq(request_multi(c, LOCK_REQ_MLOCK, NULL, 0, 0, 0), 1);
+    ck_assert_int_eq(request_multi(c, LOCK_VERB_MLOCK, NULL, 0, 0, 0), 1);
     expect_error(c, LOCK_ERR_ARGS);
 }
 END_TEST
@@ -444,12 +444,12 @@ START_TEST(test_multi_try_zero_reentry_lapses) {
     fake_run(fb);
     expect_granted(a, 1);
     timers_advance(tm, 300);
-    ck_assert_int_eq(request_multi(a, LOCK_REQ_TRYMLOCK, N("x", "y"), 0, 0), 0);
+    ck_assert_int_eq(request_multi(a, LOCK_VERB_TRYMLOCK, N("x", "y"), 0, 0), 0);
     timers_advance(tm, 150);
     expect_event(a, "x", LOCK_LOST_EXPIRED);
     fake_settle(fb);
     lock_reply_t r = next_reply(a);
-    ck_assert_int_eq(r.kind, LOCK_REPLY_TIMEOUT);
+    ck_assert_int_eq(r.type, LOCK_REPLY_TIMEOUT);
     ck_assert_int_eq(fake_mode(fb, "x"), -1);
     ck_assert_int_eq(fake_mode(fb, "y"), -1);
     ck_assert_uint_eq(stats().waiters, 0);

@@ -28,7 +28,7 @@ static const char *field_of(const client_t *c) {
 }
 
 /* Entry i of the op log is kind of mode on name for c. */
-static void logged_is(size_t i, backend_op_kind_t kind, backend_mode_t mode, const char *name,
+static void logged_is(size_t i, backend_op_type_t kind, backend_mode_t mode, const char *name,
                       const client_t *c) {
     const fake_rec_t *r = fake_log(fb, i);
     ck_assert_int_eq(r->kind, kind);
@@ -40,8 +40,8 @@ static void logged_is(size_t i, backend_op_kind_t kind, backend_mode_t mode, con
 static void expect_rw(client_t *c, lock_mode_t mode, long long holders, long long holds,
                       long long ttl) {
     lock_reply_t r = next_reply(c);
-    ck_assert_msg(r.kind == LOCK_REPLY_RW, "client %" PRIu64 ": %s (%s), want RW", c->id,
-                  kind_name(r.kind), r.detail ? r.detail : "");
+    ck_assert_msg(r.type == LOCK_REPLY_RW, "client %" PRIu64 ": %s (%s), want RW", c->id,
+                  reply_type_name(r.type), r.detail ? r.detail : "");
     ck_assert_int_eq(r.mode, mode);
     ck_assert_int_eq(r.holders, holders);
     ck_assert_int_eq(r.holds, holds);
@@ -58,7 +58,7 @@ START_TEST(test_rw_tryrlock_shares_with_readers_in_flight) {
     client_t *a = client(), *t = client(), *w = client(), *u = client();
 
     ck_assert_int_eq(rlock_req(a, "rq", 0), 0);
-    ck_assert_int_eq(request_mode(t, LOCK_REQ_TRYLOCK, LOCK_MODE_READ, "rq", 0, 0), 0);
+    ck_assert_int_eq(request_mode(t, LOCK_VERB_TRYLOCK, LOCK_MODE_READ, "rq", 0, 0), 0);
     ck_assert_uint_eq(fake_queued(fb), 2);
     queued_mode_is(1, BACKEND_ACQUIRE, BACKEND_READ, "rq", t);
     fake_settle(fb);
@@ -70,7 +70,7 @@ START_TEST(test_rw_tryrlock_shares_with_readers_in_flight) {
     fake_settle(fb);
     no_reply(w);
     size_t mark = fake_log_len(fb);
-    ck_assert_int_eq(request_mode(u, LOCK_REQ_TRYLOCK, LOCK_MODE_READ, "rq2", 0, 0), 1);
+    ck_assert_int_eq(request_mode(u, LOCK_VERB_TRYLOCK, LOCK_MODE_READ, "rq2", 0, 0), 1);
     expect_timeout(u, -1);
     ck_assert_uint_eq(fake_queued(fb), 0);
     ck_assert_uint_eq(fake_log_len(fb), mark);
@@ -168,7 +168,7 @@ START_TEST(test_rw_reader_waits_behind_writer) {
     ck_assert_int_eq(rlock_req(r, "q", 0), 0);
     ck_assert_uint_eq(fake_queued(fb), 0);
     ck_assert_uint_eq(stats().waiters, 2);
-    ck_assert_int_eq(request_mode(t, LOCK_REQ_TRYLOCK, LOCK_MODE_READ, "q", 0, 0), 1);
+    ck_assert_int_eq(request_mode(t, LOCK_VERB_TRYLOCK, LOCK_MODE_READ, "q", 0, 0), 1);
     expect_timeout(t, LEASE); /* the local holder's lease */
     fake_settle(fb);
     timers_advance(tm, 100);
@@ -285,7 +285,7 @@ START_TEST(test_rw_reader_leaves_queue) {
     client_t *a = client(), *w = client(), *r = client(), *s = client();
     rlock_ok(a, "lq", 0);
     ck_assert_int_eq(wlock_req(w, "lq", 0), 0);
-    ck_assert_int_eq(request_mode(r, LOCK_REQ_TRYLOCK, LOCK_MODE_READ, "lq", 500, 0), 0);
+    ck_assert_int_eq(request_mode(r, LOCK_VERB_TRYLOCK, LOCK_MODE_READ, "lq", 500, 0), 0);
     ck_assert_int_eq(rlock_req(s, "lq", 0), 0);
     ck_assert_uint_eq(stats().waiters, 3);
     size_t ops = fake_log_len(fb);
@@ -385,7 +385,7 @@ START_TEST(test_rw_downgrade) {
     ck_assert_int_eq(fake_holds_mode(fb, a->id, "d", BACKEND_WRITE), 0);
     ck_assert_uint_eq(lockmgr_owner_held(a->o), 1);
     ck_assert_uint_eq(fake_log_count(fb, 0, BACKEND_ACQUIRE), 2); /* a's two */
-    ck_assert_int_eq(request(a, LOCK_REQ_STATUS, "d", 0, 0), 0);
+    ck_assert_int_eq(request(a, LOCK_VERB_STATUS, "d", 0, 0), 0);
     fake_run(fb);
     expect_rw(a, LOCK_MODE_READ, 1, 1, LEASE);
 
@@ -408,7 +408,7 @@ START_TEST(test_rw_upgrade_refused) {
     ck_assert_int_eq(wlock_req(a, "u", 0), 1);
     lock_reply_t r = expect_error(a, LOCK_ERR_KIND);
     why_is(&r, LOCK_WHY_UPGRADE, -1);
-    ck_assert_int_eq(request_mode(a, LOCK_REQ_TRYLOCK, LOCK_MODE_WRITE, "u", 500, 0), 1);
+    ck_assert_int_eq(request_mode(a, LOCK_VERB_TRYLOCK, LOCK_MODE_WRITE, "u", 500, 0), 1);
     expect_error(a, LOCK_ERR_KIND);
     ck_assert_uint_eq(fake_log_len(fb), ops);
     ck_assert_uint_eq(stats().waiters, 0);
@@ -443,7 +443,7 @@ START_TEST(test_rw_kind_mismatch_local) {
     why_is(&r, LOCK_WHY_HELD_AS, LOCK_MODE_MUTEX);
     ck_assert_int_eq(wlock_req(b, "p", 0), 1);
     expect_error(b, LOCK_ERR_KIND);
-    ck_assert_int_eq(request_mode(b, LOCK_REQ_TRYLOCK, LOCK_MODE_READ, "p", 0, 0), 1);
+    ck_assert_int_eq(request_mode(b, LOCK_VERB_TRYLOCK, LOCK_MODE_READ, "p", 0, 0), 1);
     expect_error(b, LOCK_ERR_KIND);
     ck_assert_int_eq(runlock_req(a, "p"), 1);
     expect_error(a, LOCK_ERR_KIND);
@@ -459,7 +459,7 @@ START_TEST(test_rw_kind_mismatch_local) {
     ck_assert_int_eq(lock_req(d, "q", 0), 1);
     r = expect_error(d, LOCK_ERR_KIND);
     why_is(&r, LOCK_WHY_HELD_AS, LOCK_MODE_READ);
-    ck_assert_int_eq(request(d, LOCK_REQ_TRYLOCK, "q", 100, 0), 1);
+    ck_assert_int_eq(request(d, LOCK_VERB_TRYLOCK, "q", 100, 0), 1);
     expect_error(d, LOCK_ERR_KIND);
     ck_assert_int_eq(unlock_req(c, "q"), 1);
     expect_error(c, LOCK_ERR_KIND);
@@ -519,7 +519,7 @@ START_TEST(test_rw_wrong_kind_in_redis) {
     ck_assert_uint_eq(fake_watch_calls(fb, "y"), 0);
     /* and a TRYWLOCK on a foreign plain lock */
     fake_take(fb, "x", "other", 5000);
-    ck_assert_int_eq(request_mode(b, LOCK_REQ_TRYLOCK, LOCK_MODE_WRITE, "x", 1000, 0), 0);
+    ck_assert_int_eq(request_mode(b, LOCK_VERB_TRYLOCK, LOCK_MODE_WRITE, "x", 1000, 0), 0);
     fake_run(fb);
     expect_error(b, LOCK_ERR_KIND);
     timers_advance(tm, 1000);
@@ -724,11 +724,11 @@ START_TEST(test_rw_status) {
     expect_granted(a, 2);
     timers_advance(tm, 400);
 
-    ck_assert_int_eq(request(a, LOCK_REQ_STATUS, "s", 0, 0), 0);
+    ck_assert_int_eq(request(a, LOCK_VERB_STATUS, "s", 0, 0), 0);
     queued_mode_is(0, BACKEND_STATUS, BACKEND_READ, "s", a);
     fake_run(fb);
     expect_rw(a, LOCK_MODE_READ, 2, 2, LEASE - 400);
-    ck_assert_int_eq(request(c, LOCK_REQ_STATUS, "s", 0, 0), 0); /* holds nothing */
+    ck_assert_int_eq(request(c, LOCK_VERB_STATUS, "s", 0, 0), 0); /* holds nothing */
     fake_run(fb);
     expect_rw(c, LOCK_MODE_READ, 2, 0, LEASE - 400);
     no_event(a);
@@ -740,16 +740,16 @@ START_TEST(test_rw_status) {
     ck_assert_int_eq(runlock_req(b, "s"), 1);
     expect_value(b, 0);
     fake_settle(fb);
-    ck_assert_int_eq(request(c, LOCK_REQ_STATUS, "s", 0, 0), 0);
+    ck_assert_int_eq(request(c, LOCK_VERB_STATUS, "s", 0, 0), 0);
     fake_run(fb);
-    ck_assert_int_eq(next_reply(c).kind, LOCK_REPLY_FREE);
+    ck_assert_int_eq(next_reply(c).type, LOCK_REPLY_FREE);
 
     wlock_ok(w, "s", 0);
-    ck_assert_int_eq(request(w, LOCK_REQ_STATUS, "s", 0, 0), 0);
+    ck_assert_int_eq(request(w, LOCK_VERB_STATUS, "s", 0, 0), 0);
     queued_mode_is(0, BACKEND_STATUS, BACKEND_WRITE, "s", w);
     fake_run(fb);
     expect_rw(w, LOCK_MODE_WRITE, 1, 1, LEASE);
-    ck_assert_int_eq(request(c, LOCK_REQ_STATUS, "s", 0, 0), 0);
+    ck_assert_int_eq(request(c, LOCK_VERB_STATUS, "s", 0, 0), 0);
     fake_run(fb);
     expect_rw(c, LOCK_MODE_WRITE, 1, 0, LEASE);
     /* A downgraded writer: its write holds, and the mode is still WRITE. */
@@ -759,7 +759,7 @@ START_TEST(test_rw_status) {
     ck_assert_int_eq(rlock_req(w, "s", 0), 0);
     fake_run(fb);
     expect_granted(w, 1);
-    ck_assert_int_eq(request(w, LOCK_REQ_STATUS, "s", 0, 0), 0);
+    ck_assert_int_eq(request(w, LOCK_VERB_STATUS, "s", 0, 0), 0);
     fake_run(fb);
     expect_rw(w, LOCK_MODE_WRITE, 1, 2, LEASE);
     no_event(w);
@@ -767,17 +767,17 @@ START_TEST(test_rw_status) {
     /* Foreign readers only. */
     fake_take_rw(fb, "f", "x1", BACKEND_READ, 5000);
     fake_take_rw(fb, "f", "x2", BACKEND_READ, 5000);
-    ck_assert_int_eq(request(c, LOCK_REQ_STATUS, "f", 0, 0), 0);
+    ck_assert_int_eq(request(c, LOCK_VERB_STATUS, "f", 0, 0), 0);
     fake_run(fb);
     expect_rw(c, LOCK_MODE_READ, 2, 0, 5000);
 
     /* A read hold Redis no longer has: !LOST, and the truth. */
     rlock_ok(b, "g", 0);
     fake_expire(fb, "g");
-    ck_assert_int_eq(request(b, LOCK_REQ_STATUS, "g", 0, 0), 0);
+    ck_assert_int_eq(request(b, LOCK_VERB_STATUS, "g", 0, 0), 0);
     fake_run(fb);
     expect_event(b, "g", LOCK_LOST_EXPIRED);
-    ck_assert_int_eq(next_reply(b).kind, LOCK_REPLY_FREE);
+    ck_assert_int_eq(next_reply(b).type, LOCK_REPLY_FREE);
     ck_assert_uint_eq(lockmgr_owner_held(b->o), 0);
 }
 END_TEST
@@ -794,9 +794,9 @@ START_TEST(test_rw_needs_backend_cap) {
     ck_assert_str_eq(r.detail, "fake");
     ck_assert_int_eq(wlock_req(a, "c", 0), 1);
     expect_error(a, LOCK_ERR_KIND);
-    ck_assert_int_eq(request_mode(a, LOCK_REQ_TRYLOCK, LOCK_MODE_READ, "c", 100, 0), 1);
+    ck_assert_int_eq(request_mode(a, LOCK_VERB_TRYLOCK, LOCK_MODE_READ, "c", 100, 0), 1);
     expect_error(a, LOCK_ERR_KIND);
-    ck_assert_int_eq(request_mode(a, LOCK_REQ_TRYLOCK, LOCK_MODE_WRITE, "c", 0, 0), 1);
+    ck_assert_int_eq(request_mode(a, LOCK_VERB_TRYLOCK, LOCK_MODE_WRITE, "c", 0, 0), 1);
     expect_error(a, LOCK_ERR_KIND);
     ck_assert_uint_eq(fake_log_len(fb), 0);
     ck_assert_uint_eq(stats().waiters, 0);
@@ -868,7 +868,7 @@ START_TEST(test_rw_force_readers) {
     rlock_ok(a, "fr", 0);
     rlock_ok(b, "fr", 0);
     ck_assert_int_eq(wlock_req(w, "fr", 0), 0);
-    ck_assert_int_eq(request(root, LOCK_REQ_FORCE, "fr", 0, 0), 0);
+    ck_assert_int_eq(request(root, LOCK_VERB_FORCE, "fr", 0, 0), 0);
     fake_run(fb);
     expect_value(root, 1);
     expect_event(a, "fr", LOCK_LOST_FORCED);
@@ -903,7 +903,7 @@ START_TEST(test_rw_plain_lock_over_own_stale_read) {
     fake_settle(fb);
     ck_assert_msg(fake_holds_field(fb, "other", "k") == 1,
                   "the other daemon's read hold was deleted (%s)",
-                  replies_left(a) && a->replies[a->rhead % MAX_LOG].kind == LOCK_REPLY_GRANTED
+                  replies_left(a) && a->replies[a->rhead % MAX_LOG].type == LOCK_REPLY_GRANTED
                       ? "and the plain lock granted"
                       : "");
     expect_error(a, LOCK_ERR_KIND);

@@ -14,7 +14,7 @@
 #include "tests/unit/fake_backend.h"
 
 /* ---- semaphores ----------------------------------------------------------------
- * SEMINIT, ACQUIRE, TRYACQUIRE and RELEASE are LOCK_REQ_SEMINIT, LOCK,
+ * SEMINIT, ACQUIRE, TRYACQUIRE and RELEASE are LOCK_VERB_SEMINIT, LOCK,
  * TRYLOCK and UNLOCK of mode SEM with permits; the fake answers them as
  * script_sem and LUA_SEM_RENEW would (fake_backend.h). A connection's
  * permits of a name are one hold, its ids <owner>:1 .. <owner>:count in
@@ -33,14 +33,14 @@ static void sem_consistent(const char *name, long long size) {
 
 static void expect_sem(client_t *c, long long available, long long mine) {
     lock_reply_t r = next_reply(c);
-    ck_assert_msg(r.kind == LOCK_REPLY_SEM, "client %" PRIu64 ": %s (%s), want SEM", c->id,
-                  kind_name(r.kind), r.detail ? r.detail : "");
+    ck_assert_msg(r.type == LOCK_REPLY_SEM, "client %" PRIu64 ": %s (%s), want SEM", c->id,
+                  reply_type_name(r.type), r.detail ? r.detail : "");
     ck_assert_int_eq(r.holders, available);
     ck_assert_int_eq(r.holds, mine);
 }
 
 static void sem_status_is(client_t *c, const char *name, long long available, long long mine) {
-    ck_assert_int_eq(request(c, LOCK_REQ_STATUS, name, 0, 0), 0);
+    ck_assert_int_eq(request(c, LOCK_VERB_STATUS, name, 0, 0), 0);
     fake_run(fb);
     expect_sem(c, available, mine);
 }
@@ -48,7 +48,7 @@ static void sem_status_is(client_t *c, const char *name, long long available, lo
 /* The op at position i of the fake's queue is a semaphore op of kind on
  * name for c, of permits after base. A renewal's ids are always 1..permits
  * (LUA_SEM_RENEW reads no base; the watchdog leaves the field unset). */
-static void sem_queued(size_t i, backend_op_kind_t kind, const char *name, const client_t *c,
+static void sem_queued(size_t i, backend_op_type_t kind, const char *name, const client_t *c,
                        uint32_t base, uint32_t permits) {
     queued_mode_is(i, kind, BACKEND_SEM, name, c);
     if (kind != BACKEND_RENEW) ck_assert_uint_eq(fake_queued_op(fb, i)->permit_base, base);
@@ -123,9 +123,9 @@ START_TEST(test_sem_grant_and_status) {
     sem_status_is(c, "s", 3, 0);
     ck_assert_uint_eq(fake_sem_card(fb, "s"), 3);
     sem_consistent("s", 5);
-    ck_assert_int_eq(request(c, LOCK_REQ_STATUS, "nothing", 0, 0), 0);
+    ck_assert_int_eq(request(c, LOCK_VERB_STATUS, "nothing", 0, 0), 0);
     fake_run(fb);
-    ck_assert_int_eq(next_reply(c).kind, LOCK_REPLY_FREE);
+    ck_assert_int_eq(next_reply(c).type, LOCK_REPLY_FREE);
     no_event(a);
     no_event(b);
 }
@@ -738,14 +738,14 @@ START_TEST(test_sem_kind_errors_local) {
     expect_error(b, LOCK_ERR_KIND);
     ck_assert_int_eq(wlock_req(b, "s", 0), 1);
     expect_error(b, LOCK_ERR_KIND);
-    ck_assert_int_eq(request(b, LOCK_REQ_TRYLOCK, "s", 100, 0), 1);
+    ck_assert_int_eq(request(b, LOCK_VERB_TRYLOCK, "s", 100, 0), 1);
     expect_error(b, LOCK_ERR_KIND);
     ck_assert_int_eq(unlock_req(a, "s"), 1);
     r = expect_error(a, LOCK_ERR_KIND);
     why_is(&r, LOCK_WHY_RELEASE_AS, LOCK_MODE_SEM);
     ck_assert_int_eq(runlock_req(a, "s"), 1);
     expect_error(a, LOCK_ERR_KIND);
-    ck_assert_int_eq(request(b, LOCK_REQ_WHO, "s", 0, 0), 1);
+    ck_assert_int_eq(request(b, LOCK_VERB_WHO, "s", 0, 0), 1);
     r = expect_error(b, LOCK_ERR_KIND);
     why_is(&r, LOCK_WHY_NO_HOLDER, LOCK_MODE_SEM);
 
@@ -819,10 +819,10 @@ START_TEST(test_sem_wrong_kind_in_redis) {
     ck_assert_int_eq(rlock_req(b, "q", 0), 0);
     fake_run(fb);
     expect_error(b, LOCK_ERR_KIND);
-    ck_assert_int_eq(request_mode(b, LOCK_REQ_TRYLOCK, LOCK_MODE_WRITE, "q", 0, 0), 0);
+    ck_assert_int_eq(request_mode(b, LOCK_VERB_TRYLOCK, LOCK_MODE_WRITE, "q", 0, 0), 0);
     fake_run(fb);
     expect_error(b, LOCK_ERR_KIND);
-    ck_assert_int_eq(request(b, LOCK_REQ_WHO, "q", 0, 0), 0);
+    ck_assert_int_eq(request(b, LOCK_VERB_WHO, "q", 0, 0), 0);
     fake_run(fb);
     r = expect_error(b, LOCK_ERR_KIND);
     why_is(&r, LOCK_WHY_NO_HOLDER, LOCK_MODE_SEM);
@@ -952,7 +952,7 @@ START_TEST(test_sem_force) {
     acquire_ok(a, "s", 2, 0, 2);
     acquire_ok(b, "s", 1, 2000, 1);
     fake_sem_take(fb, "s", "other", 1, -1); /* a Redisson holder, no expiry */
-    ck_assert_int_eq(request(root, LOCK_REQ_FORCE, "s", 0, 0), 0);
+    ck_assert_int_eq(request(root, LOCK_VERB_FORCE, "s", 0, 0), 0);
     fake_run(fb);
     expect_value(root, 1);
     expect_event(a, "s", LOCK_LOST_FORCED);
@@ -960,7 +960,7 @@ START_TEST(test_sem_force) {
     ck_assert_uint_eq(fake_sem_card(fb, "s"), 0);
     ck_assert_int_eq(fake_sem_available(fb, "s"), 5);
     ck_assert_uint_eq(stats().locks_held, 0);
-    ck_assert_int_eq(request(root, LOCK_REQ_FORCE, "s", 0, 0), 0);
+    ck_assert_int_eq(request(root, LOCK_VERB_FORCE, "s", 0, 0), 0);
     fake_run(fb);
     expect_value(root, 0);
     ck_assert_int_eq(release_req(a, "s", 1), 1);
@@ -983,7 +983,7 @@ START_TEST(test_sem_renew_request) {
     fake_seminit(fb, "s", 4);
     acquire_ok(a, "s", 2, 2000, 2);
     timers_advance(tm, 1500);
-    ck_assert_int_eq(request(a, LOCK_REQ_RENEW, "s", 0, 5000), 0);
+    ck_assert_int_eq(request(a, LOCK_VERB_RENEW, "s", 0, 5000), 0);
     sem_queued(0, BACKEND_RENEW, "s", a, 0, 2);
     ck_assert_uint_eq(fake_queued_op(fb, 0)->lease_ms, 5000);
     fake_run(fb);
@@ -993,7 +993,7 @@ START_TEST(test_sem_renew_request) {
     timers_advance(tm, 4000);
     no_event(a);
     fake_sem_del_id(fb, "s", a->id, 1);
-    ck_assert_int_eq(request(a, LOCK_REQ_RENEW, "s", 0, 0), 0);
+    ck_assert_int_eq(request(a, LOCK_VERB_RENEW, "s", 0, 0), 0);
     fake_run(fb);
     expect_event(a, "s", LOCK_LOST_EXPIRED);
     expect_error(a, LOCK_ERR_NOTHELD);

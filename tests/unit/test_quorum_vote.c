@@ -13,7 +13,7 @@
 /* ---- building a node's answer ---------------------------------------------------- */
 
 /* Not answered yet, counting. */
-static quorum_vote_t pending(backend_op_kind_t kind) {
+static quorum_vote_t pending(backend_op_type_t kind) {
     quorum_vote_t v;
     memset(&v, 0, sizeof(v));
     v.kind = kind;
@@ -22,7 +22,7 @@ static quorum_vote_t pending(backend_op_kind_t kind) {
 }
 
 /* Answered with status (DOWN, FAILED: no result). */
-static quorum_vote_t failed(backend_op_kind_t kind, backend_status_t status) {
+static quorum_vote_t failed(backend_op_type_t kind, backend_status_t status) {
     quorum_vote_t v = pending(kind);
     v.done = 1;
     v.res.status = status;
@@ -30,7 +30,7 @@ static quorum_vote_t failed(backend_op_kind_t kind, backend_status_t status) {
     return v;
 }
 
-static quorum_vote_t answered(backend_op_kind_t kind) {
+static quorum_vote_t answered(backend_op_type_t kind) {
     quorum_vote_t v = pending(kind);
     v.done = 1;
     v.res.status = BACKEND_OK;

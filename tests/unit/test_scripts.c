@@ -30,10 +30,10 @@ static const char *resp(const char *first, ...) {
     return out;
 }
 
-static backend_op_t mkop(backend_op_kind_t kind, backend_mode_t mode, const char *name) {
+static backend_op_t mkop(backend_op_type_t kind, backend_mode_t mode, const char *name) {
     backend_op_t op;
     memset(&op, 0, sizeof(op));
-    op.kind = kind;
+    op.type = kind;
     op.mode = mode;
     op.name = name;
     op.len = strlen(name);
@@ -77,22 +77,22 @@ START_TEST(test_format_mutex) {
                      resp("EVALSHA", SHA, "2", "dlock:lk", "redisson_lock_token:{dlock:lk}", "q",
                           "30000", FIELD, "publish", NULL));
     ck_assert_int_eq(id, SCRIPT_OPS);
-    op.kind = BACKEND_RELEASE;
+    op.type = BACKEND_RELEASE;
     ck_assert_str_eq(format1(&op, 0, &id), resp("EVALSHA", SHA, "2", "dlock:lk",
                                                 "redisson_lock__channel:{dlock:lk}", FIELD, "1",
                                                 "publish", NULL));
     ck_assert_int_eq(id, SCRIPT_RELEASE);
-    op.kind = BACKEND_DROP;
+    op.type = BACKEND_DROP;
     ck_assert_str_eq(format1(&op, SCRIPTS_F_SHARDED, &id),
                      resp("EVALSHA", SHA, "2", "dlock:lk", "redisson_lock__channel:{dlock:lk}",
                           FIELD, "0", "spublish", NULL));
     /* a Cluster node's: the keys in ARGV, after their count */
-    op.kind = BACKEND_RENEW;
+    op.type = BACKEND_RENEW;
     ck_assert_str_eq(format1(&op, SCRIPTS_F_ANY_SLOT, &id),
                      resp("EVALSHA", SHA, "0", "1", "dlock:lk", "dlock_forced:{dlock:lk}", "n",
                           "30000", FIELD, "publish", NULL));
     ck_assert_int_eq(id, SCRIPT_OPS_ANY);
-    op.kind = BACKEND_FENCE;
+    op.type = BACKEND_FENCE;
     op.raise_to = 123456;
     ck_assert_str_eq(format1(&op, 0, &id), resp("EVALSHA", SHA, "2", "dlock:lk",
                                                 "redisson_lock_token:{dlock:lk}", "f", "123456",
@@ -116,12 +116,12 @@ START_TEST(test_format_rw) {
                           "redisson_rwlock:dlock:a{b}c", "dlock:a{b}c", "D", "30000", FIELD,
                           "spublish", NULL));
     /* in the batch: 'x<letter>' */
-    w.kind = BACKEND_RELEASE;
+    w.type = BACKEND_RELEASE;
     ck_assert_str_eq(format1(&w, SCRIPTS_F_ANY_SLOT, &id),
                      resp("EVALSHA", SHA, "0", "1", "dlock:a{b}c", "redisson_rwlock:dlock:a{b}c",
                           "xW", "30000", FIELD, "publish", NULL));
     ck_assert_int_eq(id, SCRIPT_OPS_ANY);
-    op.kind = BACKEND_RENEW;
+    op.type = BACKEND_RENEW;
     ck_assert_str_eq(format1(&op, 0, &id),
                      resp("EVALSHA", SHA, "2", "dlock:lk", "dlock_forced:{dlock:lk}", "v",
                           "30000", FIELD, "publish", NULL));
@@ -139,12 +139,12 @@ START_TEST(test_format_sem_fair) {
                           "redisson_sc:{dlock:s}", "a", "3", "2", "30000", FIELD, "publish",
                           NULL));
     ck_assert_int_eq(id, SCRIPT_OWN(BACKEND_SEM));
-    op.kind = BACKEND_SEMINIT;
+    op.type = BACKEND_SEMINIT;
     ck_assert_str_eq(format1(&op, SCRIPTS_F_ANY_SLOT, &id),
                      resp("EVALSHA", SHA, "3", "dlock:s", "{dlock:s}:timeout",
                           "redisson_sc:{dlock:s}", "i", "3", "2", "30000", FIELD, "publish",
                           NULL));
-    op.kind = BACKEND_RENEW;
+    op.type = BACKEND_RENEW;
     ck_assert_str_eq(format1(&op, 0, &id),
                      resp("EVALSHA", SHA, "2", "dlock:s", "{dlock:s}:timeout", "s3", "30000",
                           FIELD, "publish", NULL));
@@ -160,7 +160,7 @@ START_TEST(test_format_sem_fair) {
                           "redisson_lock_token:{dlock:f}", "dlock_fair:{dlock:f}", "o", "30000",
                           FIELD, "5000", "700", "publish", NULL));
     ck_assert_int_eq(id, SCRIPT_OWN(BACKEND_FAIR));
-    f.kind = BACKEND_LEAVE;
+    f.type = BACKEND_LEAVE;
     ck_assert_str_eq(format1(&f, SCRIPTS_F_SHARDED, &id),
                      resp("EVALSHA", SHA, "6", "dlock:f", "redisson_lock_queue:{dlock:f}",
                           "redisson_lock_timeout:{dlock:f}", "redisson_lock__channel:{dlock:f}",
@@ -205,14 +205,14 @@ START_TEST(test_format_status_force_who) {
     ck_assert_str_eq(format1(&op, 0, &id), resp("EVALSHA", SHA, "2", "dlock:lk",
                                                 "{dlock:lk}:timeout", FIELD, NULL));
     ck_assert_int_eq(id, SCRIPT_STATUS);
-    op.kind = BACKEND_FORCE;
+    op.type = BACKEND_FORCE;
     ck_assert_str_eq(format1(&op, SCRIPTS_F_SHARDED, &id),
                      resp("EVALSHA", SHA, "7", "dlock:lk", "redisson_lock__channel:{dlock:lk}",
                           "dlock_forced:{dlock:lk}", "{dlock:lk}:timeout",
                           "redisson_sc:{dlock:lk}", "redisson_lock_queue:{dlock:lk}",
                           "redisson_rwlock:{dlock:lk}", "60000", "spublish", NULL));
     ck_assert_int_eq(id, SCRIPT_FORCE);
-    op.kind = BACKEND_WHO;
+    op.type = BACKEND_WHO;
     ck_assert_str_eq(format1(&op, 0, &id),
                      resp("EVALSHA", SHA, "2", "dlock:lk", "dlock:dlockd daemons", NULL));
     ck_assert_int_eq(id, SCRIPT_WHO);
@@ -237,7 +237,7 @@ END_TEST
 
 START_TEST(test_choose) {
     static const struct {
-        backend_op_kind_t kind;
+        backend_op_type_t kind;
         backend_mode_t mode;
         unsigned flags;
         script_id_t want;
@@ -402,7 +402,7 @@ START_TEST(test_decode_release) {
     op.mode = BACKEND_READ;
     ck_assert_int_eq(decode1(SCRIPT_OWN(BACKEND_READ), &op, integer(0, 2), err), 0);
     ck_assert_int_eq(op.res.holds, 2);
-    op.kind = BACKEND_ACQUIRE;
+    op.type = BACKEND_ACQUIRE;
     ck_assert_int_eq(decode1(SCRIPT_OWN(BACKEND_READ), &op, integer(0, 2), err), -1);
     ck_assert_int_eq(decode1(SCRIPT_OWN(BACKEND_READ), &op, array(0, 2, integer(0, SCRIPTS_WRONG_KIND),
                                                    integer(1, SCRIPTS_HELD_LOCK)), err), 0);
@@ -410,7 +410,7 @@ START_TEST(test_decode_release) {
     ck_assert_int_eq(op.res.held, BACKEND_MUTEX);
     /* SEMINIT: 1 set, 0 set already */
     op.mode = BACKEND_SEM;
-    op.kind = BACKEND_SEMINIT;
+    op.type = BACKEND_SEMINIT;
     ck_assert_int_eq(decode1(SCRIPT_OWN(BACKEND_SEM), &op, integer(0, 1), err), 0);
     ck_assert_int_eq(op.res.holds, 1);
 }
@@ -431,12 +431,12 @@ START_TEST(test_decode_status_force_who) {
                      -1);
     ck_assert_int_eq(decode1(SCRIPT_STATUS, &op, array(0, 4, integer(0, 900), integer(1, 2),
                                                        integer(2, 0), integer(3, 0)), err), -1);
-    op.kind = BACKEND_FORCE;
+    op.type = BACKEND_FORCE;
     ck_assert_int_eq(decode1(SCRIPT_FORCE, &op, integer(0, 1), err), 0);
     ck_assert_int_eq(op.res.removed, 1);
     ck_assert_int_eq(decode1(SCRIPT_FORCE, &op, string(0, "1"), err), -1);
     backend_who_t who;
-    op.kind = BACKEND_WHO;
+    op.type = BACKEND_WHO;
     op.who = &who;
     ck_assert_int_eq(decode1(SCRIPT_WHO, &op, array(0, 3, integer(0, 500), string(1, UUID ":3"),
                                                     string(2, "1700000000000 dlockd:h:1")), err),
@@ -524,18 +524,18 @@ START_TEST(test_format_elect) {
     ck_assert_str_eq(format1(&e, 0, &id), resp("EVALSHA", SHA, "6", ELECT_KEYS, "a", "30000",
                                                FIELD, "5000", "10.0.0.5:8080", "publish", NULL));
     ck_assert_int_eq(id, SCRIPT_OWN(BACKEND_ELECT));
-    e.kind = BACKEND_LEADER;
+    e.type = BACKEND_LEADER;
     e.value = NULL;
     e.value_len = 0;
     ck_assert_str_eq(format1(&e, SCRIPTS_F_SHARDED | SCRIPTS_F_ANY_SLOT, &id),
                      resp("EVALSHA", SHA, "6", ELECT_KEYS, "g", "30000", FIELD, "5000", "",
                           "spublish", NULL));
     ck_assert_int_eq(id, SCRIPT_OWN(BACKEND_ELECT));
-    e.kind = BACKEND_RELEASE;
+    e.type = BACKEND_RELEASE;
     ck_assert_str_eq(format1(&e, 0, &id), resp("EVALSHA", SHA, "6", ELECT_KEYS, "r", "30000",
                                                FIELD, "5000", "", "publish", NULL));
 #undef ELECT_KEYS
-    e.kind = BACKEND_RENEW;
+    e.type = BACKEND_RENEW;
     ck_assert_str_eq(format1(&e, 0, &id),
                      resp("EVALSHA", SHA, "2", "dlock:e", "dlock_forced:{dlock:e}", "n", "30000",
                           FIELD, "publish", NULL));
@@ -585,7 +585,7 @@ START_TEST(test_decode_leader) {
     ck_assert_int_eq(decode1(SCRIPT_OWN(BACKEND_ELECT), &op, array(0, 3, integer(0, 5), string(1, "x"),
                                                       integer(2, 1)), err), -1);
     /* an acquire decodes as a fair lock's */
-    op.kind = BACKEND_ACQUIRE;
+    op.type = BACKEND_ACQUIRE;
     ck_assert_int_eq(decode1(SCRIPT_OWN(BACKEND_ELECT), &op, array(0, 2, integer(0, SCRIPTS_TAKEN),
                                                       integer(1, 40)), err), 0);
     ck_assert_int_eq(op.res.outcome, BACKEND_TAKEN);
