@@ -686,7 +686,7 @@ static void start_lock_request(call_t *c) {
         .len = req->name_len,
         .wait_ms = req->wait_ms,
         .lease_ms = req->lease_ms,
-        .permits = req->permits,
+        .count = req->permits,
         .value = req->value,
         .value_len = req->value_len,
         .names = names,
@@ -843,7 +843,7 @@ static const verb_t verbs[PROTO_CMD_COUNT] = {
     [PROTO_CMD_WLOCK] = LOCK_VERB(LOCK, WRITE),
     [PROTO_CMD_TRYWLOCK] = LOCK_VERB(TRYLOCK, WRITE),
     [PROTO_CMD_WUNLOCK] = RELEASE_VERB(UNLOCK, WRITE),
-    [PROTO_CMD_SEMINIT] = LOCK_VERB(SEMINIT, SEM),
+    [PROTO_CMD_SEMINIT] = LOCK_VERB(OWN, SEM), /* op 0 */
     [PROTO_CMD_ACQUIRE] = LOCK_VERB(LOCK, SEM),
     [PROTO_CMD_TRYACQUIRE] = LOCK_VERB(TRYLOCK, SEM),
     [PROTO_CMD_RELEASE] = RELEASE_VERB(UNLOCK, SEM),

@@ -24,6 +24,7 @@
 #include <uv.h>
 
 #include "conf/conf.h"
+#include "daemon/modes.h"
 #include "daemon/util/histo.h"
 #include "daemon/util/timers.h"
 
@@ -44,8 +45,8 @@ typedef enum {
     BACKEND_WHO,          /* who holds it: ttl_ms (-2 free), and *who */
     BACKEND_FENCE,        /* a quorum's own: raise the fence counter to raise_to
                              while owner holds the lock: holds 1, else 0 */
-    BACKEND_SEMINIT,      /* a semaphore's permits, unless set: holds 1, or 0
-                             when they were set already */
+    BACKEND_INIT,         /* a kind's size or count, unless set (SEMINIT's):
+                             holds 1, or 0 when it was set already */
     BACKEND_LEAVE,        /* FAIR, ELECT: the owner stops waiting: out of the queue */
     BACKEND_LEADER,       /* ELECT: the leader now: fence (0 none) and value;
                              ttl_ms its lease left; WRONG_KIND outcome (held)
@@ -53,23 +54,14 @@ typedef enum {
     BACKEND_OP_COUNT
 } backend_op_type_t;
 
-/* What kind of lock an op or a watch is about: each has Redisson's layout
- * (scripts.c) and its own release channel. */
+/* What kind of lock an op or a watch is about: one of daemon/modes.h's
+ * list, each with Redisson's layout (scripts.c) and its own release
+ * channel. A MULTI op is an ACQUIRE of many names (names, nnames); the
+ * holds it makes are MUTEX ones. */
 typedef enum {
-    BACKEND_MUTEX = 0,    /* RLock: a reentrant exclusive lock */
-    BACKEND_READ,         /* RReadWriteLock's shared side */
-    BACKEND_WRITE,        /* ... and its exclusive side */
-    BACKEND_SEM,          /* RPermitExpirableSemaphore: the owner's permits are
-                             ids <owner>:<k>, k = permit_base + 1 ...
-                             permit_base + permits */
-    BACKEND_FAIR,         /* RFairLock: an RLock whose waiters queue in Redis,
-                             each woken on a channel of its own */
-    BACKEND_ELECT,        /* an election: a fair lock's queue and an RLock hash,
-                             with the leader's record beside it; every change
-                             is published on the name's one channel */
-    BACKEND_MULTI,        /* a multi-name lock's ACQUIRE: RLocks of many names
-                             (names, nnames) granted whole by one script; the
-                             holds it makes are BACKEND_MUTEX ones */
+#define XX(id) BACKEND_##id,
+    DLOCK_MODES(XX)
+#undef XX
     BACKEND_MODE_COUNT
 } backend_mode_t;
 
@@ -179,8 +171,8 @@ struct backend_op_s {
     void *data;                 /* the caller's */
     backend_who_t *who;         /* WHO: where the answer goes */
     uint64_t raise_to;          /* FENCE */
-    uint32_t permits;           /* SEM: ACQUIRE, RELEASE and RENEW's permits,
-                                   SEMINIT's size */
+    uint32_t permits;           /* SEM: ACQUIRE, RELEASE and RENEW's permits;
+                                   INIT's size or count */
     uint32_t permit_base;       /* SEM: the ids start after this one */
     uint32_t queue_ms;          /* FAIR ACQUIRE: how long the owner's place in
                                    the queue lasts unless it asks again */
@@ -237,15 +229,21 @@ typedef struct backend_node_info_s {
 
 typedef void (*backend_node_cb)(void *data, const backend_node_info_t *node);
 
-/* What a topology promises. */
+/* What a topology is and promises. A topology states these of itself and
+ * never lists the lock kinds: each kind's table names the bits it needs
+ * (lock_kind_t.cap), so the kinds a topology offers follow. */
 #define BACKEND_CAP_MONOTONIC_FENCE  0x1u  /* fences of a name never go back */
 #define BACKEND_CAP_WAKEUPS          0x2u  /* watch delivers releases */
 #define BACKEND_CAP_PARTIAL          0x4u  /* part of the keyspace can be down
                                               while the rest serves */
-#define BACKEND_CAP_RW               0x8u  /* READ and WRITE modes */
-#define BACKEND_CAP_SEM              0x10u /* SEM mode */
-#define BACKEND_CAP_FAIR             0x20u /* FAIR mode */
-#define BACKEND_CAP_MULTI            0x40u /* MULTI mode: every name on one node */
+#define BACKEND_CAP_ONE_COPY         0x8u  /* a name's state lives on one primary,
+                                              whose scripts' answers are the
+                                              truth: what a kind needs when its
+                                              state is more than one holder
+                                              (counts, queues, shared holds),
+                                              which a quorum's vote cannot keep */
+#define BACKEND_CAP_MULTI            0x40u /* one script over many names (per node,
+                                              per slot group) */
 
 /* One topology: a table of operations, chosen once at start. */
 typedef struct backend_type_s {

@@ -1054,7 +1054,7 @@ backend_t *cluster_open(const backend_env_t *env, char *err, size_t errlen) {
     /* Fences are at least Redis TIME on every primary: they keep rising
      * across a failover and a slot's move (the counter moves with it). */
     cl->base.caps = BACKEND_CAP_MONOTONIC_FENCE | BACKEND_CAP_WAKEUPS | BACKEND_CAP_PARTIAL |
-                    BACKEND_CAP_RW | BACKEND_CAP_SEM | BACKEND_CAP_FAIR | BACKEND_CAP_MULTI;
+                    BACKEND_CAP_ONE_COPY | BACKEND_CAP_MULTI;
     cl->loop = env->loop;
     cl->timers = env->timers;
     cl->tls = env->tls != NULL;

@@ -57,7 +57,7 @@ const size_t scripts_codes_count = sizeof(scripts_codes) / sizeof(scripts_codes[
 #define K_DROP SCRIPTS_KIND(BACKEND_DROP)
 #define K_RENEW SCRIPTS_KIND(BACKEND_RENEW)
 #define K_FENCE SCRIPTS_KIND(BACKEND_FENCE)
-#define K_SEMINIT SCRIPTS_KIND(BACKEND_SEMINIT)
+#define K_INIT SCRIPTS_KIND(BACKEND_INIT)
 #define K_LEAVE SCRIPTS_KIND(BACKEND_LEAVE)
 #define K_LEADER SCRIPTS_KIND(BACKEND_LEADER)
 
@@ -93,11 +93,11 @@ static const scripts_mode_t modes[BACKEND_MODE_COUNT] = {
     [BACKEND_READ] = RW_MODE('r', 'R', 'd', 'v'),
     [BACKEND_WRITE] = RW_MODE('w', 'W', 'D', 'V'),
     [BACKEND_SEM] = {
-        .lua = lua_sem, .own = K_ACQ | K_REL | K_SEMINIT,
+        .lua = lua_sem, .own = K_ACQ | K_REL | K_INIT,
         .keys = {SUFFIX(KEYS_SEM_TIMEOUT), PREFIX(KEYS_SEM_CHANNEL)},
         .args = {SCRIPTS_ARG_LETTER, SCRIPTS_ARG_PERMITS, SCRIPTS_ARG_BASE, SCRIPTS_ARG_LEASE,
                  SCRIPTS_ARG_FIELD},
-        .letters = {[BACKEND_ACQUIRE] = 'a', [BACKEND_RELEASE] = 'r', [BACKEND_SEMINIT] = 'i'},
+        .letters = {[BACKEND_ACQUIRE] = 'a', [BACKEND_RELEASE] = 'r', [BACKEND_INIT] = 'i'},
         .batch = K_RENEW, .renew = 's',
         .acquire_key = SUFFIX(KEYS_SEM_TIMEOUT), .renew_key = SUFFIX(KEYS_SEM_TIMEOUT),
         .release_key = SUFFIX(KEYS_SEM_TIMEOUT), .channel = KEYS_SEM_CHANNEL,
@@ -770,7 +770,7 @@ int scripts_decode(script_id_t id, backend_op_t *const *ops, size_t n, redisRepl
         }
         /* an acquire's (or SEMINIT's refusal) pair; a release's pair, or
          * holds left (SEMINIT: 1 or 0) */
-        if (is_pair(r) && (ops[0]->type == BACKEND_ACQUIRE || ops[0]->type == BACKEND_SEMINIT)) {
+        if (is_pair(r) && (ops[0]->type == BACKEND_ACQUIRE || ops[0]->type == BACKEND_INIT)) {
             if (set_acquire(res, r->element[0]->integer, r->element[1]->integer) == 0) return 0;
         } else if (is_pair(r) && ops[0]->type != BACKEND_ACQUIRE) {
             res->holds = r->element[0]->integer;

@@ -429,8 +429,8 @@ backend_t *sentinel_open(const backend_env_t *env, char *err, size_t errlen) {
     st->base.type = &sentinel_type;
     /* Fences are at least Redis TIME: they keep rising across a failover
      * whose new primary's clock is not behind by more than it took. */
-    st->base.caps = BACKEND_CAP_MONOTONIC_FENCE | BACKEND_CAP_WAKEUPS | BACKEND_CAP_RW |
-                     BACKEND_CAP_SEM | BACKEND_CAP_FAIR | BACKEND_CAP_MULTI;
+    st->base.caps = BACKEND_CAP_MONOTONIC_FENCE | BACKEND_CAP_WAKEUPS | BACKEND_CAP_ONE_COPY |
+                    BACKEND_CAP_MULTI;
     st->timers = env->timers;
     st->n = conf->sentinels_count;
     memcpy(st->addrs, conf->sentinels, st->n * sizeof(st->addrs[0]));

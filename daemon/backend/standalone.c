@@ -61,8 +61,8 @@ backend_t *standalone_open(const backend_env_t *env, char *err, size_t errlen) {
     sa->base.type = &standalone_type;
     /* Fences start from Redis TIME when the counter is lost, so they keep
      * rising across a restart of this one server. */
-    sa->base.caps = BACKEND_CAP_MONOTONIC_FENCE | BACKEND_CAP_WAKEUPS | BACKEND_CAP_RW |
-                     BACKEND_CAP_SEM | BACKEND_CAP_FAIR | BACKEND_CAP_MULTI;
+    sa->base.caps = BACKEND_CAP_MONOTONIC_FENCE | BACKEND_CAP_WAKEUPS | BACKEND_CAP_ONE_COPY |
+                    BACKEND_CAP_MULTI;
     node_opts_t o;
     backend_node_opts(env, &o);
     o.label = sa->label;

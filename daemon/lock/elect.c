@@ -258,7 +258,7 @@ static void elect_free_state(lockmgr_t *m) {
 
 const lock_kind_t lock_kind_elect = {
     .name = "elect",
-    .cap = BACKEND_CAP_FAIR, /* the candidates' queue in Redis, as a fair lock's */
+    .cap = BACKEND_CAP_ONE_COPY, /* the candidates' queue in Redis, as a fair lock's */
     .watch = BACKEND_ELECT,
     .status = LOCK_STATUS_EXCLUSIVE,
     .head_wakes = 1,

@@ -95,7 +95,7 @@ static void fair_released(lock_t *l, hold_t *h) {
 
 const lock_kind_t lock_kind_fair = {
     .name = "fair",
-    .cap = BACKEND_CAP_FAIR,
+    .cap = BACKEND_CAP_ONE_COPY,
     .watch = BACKEND_FAIR,
     .status = LOCK_STATUS_EXCLUSIVE,
     .head_wakes = 1,

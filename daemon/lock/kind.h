@@ -94,7 +94,6 @@ struct lock_kind_s {
 /* What each mode is: its kind, its backend mode. */
 typedef struct lock_mode_info_s {
     const lock_kind_t *kind;
-    backend_mode_t backend;    /* the scripts' mode */
     lock_mode_t released_by;   /* the mode of the UNLOCK that releases it */
     unsigned shared : 1;       /* its holders share the lock: a waiter of the
                                   mode at the head goes with the others */
@@ -106,8 +105,9 @@ static inline const lock_kind_t *lock_kind_of(lock_mode_t mode) {
     return lock_modes[mode].kind;
 }
 
+/* A mode's backend mode has its number (daemon/modes.h). */
 static inline backend_mode_t lock_backend_mode(lock_mode_t mode) {
-    return lock_modes[mode].backend;
+    return (backend_mode_t)mode;
 }
 
 /* Fills the fields every backend op of the lock manager's sets. */
@@ -121,8 +121,10 @@ static inline void lock_op_init(backend_op_t *op, backend_op_type_t kind, lock_m
     op->cb = cb;
 }
 
-/* The mode whose backend mode is bmode (MUTEX if none). */
-lock_mode_t lock_mode_of_backend(backend_mode_t bmode);
+/* The mode whose backend mode is bmode. */
+static inline lock_mode_t lock_mode_of_backend(backend_mode_t bmode) {
+    return (lock_mode_t)bmode;
+}
 /* The kind's first mode, which names it. */
 lock_mode_t lock_kind_mode(const lock_kind_t *k);
 

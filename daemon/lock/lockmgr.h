@@ -18,6 +18,7 @@
 #include <uv.h>
 
 #include "conf/conf.h"
+#include "daemon/modes.h"
 #include "daemon/util/histo.h"
 #include "daemon/util/timers.h"
 
@@ -26,35 +27,28 @@ typedef struct lock_owner_s lock_owner_t;
 typedef struct backend_s backend_t;
 
 typedef enum {
-    LOCK_VERB_LOCK = 0,    /* wait for the lock */
-    LOCK_VERB_TRYLOCK,     /* wait at most wait_ms (0: one try) */
-    LOCK_VERB_UNLOCK,      /* one hold less */
-    LOCK_VERB_RENEW,       /* reset the lease now */
+    LOCK_VERB_LOCK = 0,   /* wait for the lock */
+    LOCK_VERB_TRYLOCK,    /* wait at most wait_ms (0: one try) */
+    LOCK_VERB_UNLOCK,     /* one hold less */
+    LOCK_VERB_RENEW,      /* reset the lease now */
     LOCK_VERB_STATUS,
-    LOCK_VERB_FORCE,       /* FORCEUNLOCK, for admins */
-    LOCK_VERB_WHO,         /* who holds it */
-    LOCK_VERB_SEMINIT,     /* a semaphore's size, unless set */
-    LOCK_VERB_LEADER,      /* an election's leader now (ELECT mode) */
-    LOCK_VERB_OBSERVE,     /* ... and its later leaders as events */
-    LOCK_VERB_MLOCK,       /* wait for all of names[] (MULTI mode) */
-    LOCK_VERB_TRYMLOCK,    /* ... at most wait_ms (0: one try) */
-    LOCK_VERB_MUNLOCK      /* one hold less of each of names[] */
+    LOCK_VERB_FORCE,      /* FORCEUNLOCK, for admins */
+    LOCK_VERB_WHO,        /* who holds it */
+    LOCK_VERB_OWN,        /* a request only the mode's kind has (op) */
+    LOCK_VERB_LEADER,     /* an election's leader now (ELECT mode) */
+    LOCK_VERB_OBSERVE,    /* ... and its later leaders as events */
+    LOCK_VERB_MLOCK,      /* wait for all of names[] (MULTI mode) */
+    LOCK_VERB_TRYMLOCK,   /* ... at most wait_ms (0: one try) */
+    LOCK_VERB_MUNLOCK     /* one hold less of each of names[] */
 } lock_verb_t;
 
-/* What kind of hold a request is about. Each mode belongs to one lock
- * kind (daemon/lock/kind.h), which says what the mode does. */
+/* What kind of hold a request is about: one of daemon/modes.h's list.
+ * Each mode belongs to one lock kind (daemon/lock/kind.h), which says what
+ * the mode does. */
 typedef enum {
-    LOCK_MODE_MUTEX = 0,  /* LOCK, TRYLOCK, UNLOCK */
-    LOCK_MODE_READ,       /* RLOCK, TRYRLOCK, RUNLOCK: shared */
-    LOCK_MODE_WRITE,      /* WLOCK, TRYWLOCK, WUNLOCK: exclusive */
-    LOCK_MODE_SEM,        /* SEMINIT, ACQUIRE, TRYACQUIRE, RELEASE: a
-                             semaphore's permits */
-    LOCK_MODE_FAIR,       /* FAIRLOCK, TRYFAIRLOCK (UNLOCK): a lock whose
-                             waiters queue in Redis */
-    LOCK_MODE_ELECT,      /* ELECT (LOCK), RESIGN, LEADER, OBSERVE: an
-                             election, its candidates queued in Redis */
-    LOCK_MODE_MULTI,      /* MLOCK, TRYMLOCK, MUNLOCK: plain locks of many
-                             names granted whole (daemon/lock/multi.c) */
+#define XX(id) LOCK_MODE_##id,
+    DLOCK_MODES(XX)
+#undef XX
     LOCK_MODE_COUNT
 } lock_mode_t;
 /* The mode of a request about a name whatever its kind (STATUS, WHO,
@@ -75,7 +69,11 @@ typedef struct lock_request_s {
     uint32_t wait_ms;     /* TRYLOCK */
     uint32_t lease_ms;    /* LOCK, TRYLOCK: 0 asks for watchdog mode; RENEW: 0 the
                              hold's own; a watchdog hold ignores it (PROTOCOL.md) */
-    uint32_t permits;     /* SEM: how many to take or give back; SEMINIT: the size */
+    uint32_t count;       /* SEM: the permits to take or give back; OWN: the
+                             request's number, if its op takes one (SEMINIT's
+                             size) */
+    uint8_t op;           /* OWN: which of its kind's own requests, in the
+                             kind's numbering (semaphore.c: SEMINIT 0) */
     const char *value;    /* ELECT: what observers are told, value_len bytes,
                              valid during lockmgr_request() only */
     size_t value_len;

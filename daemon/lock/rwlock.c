@@ -112,7 +112,7 @@ static void rw_acquire(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_requ
 
 const lock_kind_t lock_kind_rw = {
     .name = "read/write",
-    .cap = BACKEND_CAP_RW,
+    .cap = BACKEND_CAP_ONE_COPY,
     .watch = BACKEND_READ,
     .status = LOCK_STATUS_SHARED,
     .blocked = rw_blocked,

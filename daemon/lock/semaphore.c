@@ -158,7 +158,7 @@ static void sem_release_hold(const hold_t *h) {
 
 /* 1 with the answer given when permits is not 1 to the most. */
 static int permits_bad(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
-    if (req->permits != 0 && req->permits <= LOCKMGR_SEM_PERMITS_MAX) return 0;
+    if (req->count != 0 && req->count <= LOCKMGR_SEM_PERMITS_MAX) return 0;
     lock_answer_error(m, o, o->call_now, LOCK_ERR_ARGS, LOCK_WHY_PERMITS_RANGE,
                       LOCKMGR_SEM_PERMITS_MAX);
     return 1;
@@ -169,18 +169,18 @@ static int permits_bad(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req)
 static void sem_acquire(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req) {
     const hold_t *h = lock_hold_of(l, o, req->mode);
     if (permits_bad(m, o, req)) return;
-    if ((h ? h->count : 0) + req->permits > LOCKMGR_SEM_PERMITS_MAX) {
+    if ((h ? h->count : 0) + req->count > LOCKMGR_SEM_PERMITS_MAX) {
         lock_answer_error(m, o, o->call_now, LOCK_ERR_LIMIT, LOCK_WHY_PERMITS_MAX,
                           LOCKMGR_SEM_PERMITS_MAX);
         return;
     }
     lock_start_wait(m, o, o->call_now, req->verb, req->mode, req->name, req->len, req->wait_ms,
-                    req->lease_ms, req->permits);
+                    req->lease_ms, req->count);
 }
 
 /* RELEASE <name> <permits>. */
 static void sem_release(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req) {
-    uint32_t permits = req->permits;
+    uint32_t permits = req->count;
     if (permits_bad(m, o, req)) return;
     hold_t *h = lock_hold_of(l, o, LOCK_MODE_SEM);
     if (h == NULL) {
@@ -220,21 +220,27 @@ static void seminit_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
     lock_answer_value(o, op->hdr.call, res->holds);
 }
 
+/* The semaphore's own requests (lock_request_t.op). */
+enum { SEM_OP_INIT = 0 }; /* SEMINIT <name> <permits> */
+
 static void sem_request(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req) {
-    if (req->verb != LOCK_VERB_SEMINIT) return;
+    if (req->verb != LOCK_VERB_OWN || req->op != SEM_OP_INIT) {
+        lock_answer_error(m, o, o->call_now, LOCK_ERR_ARGS, LOCK_WHY_NONE, 0);
+        return;
+    }
     if (!backend_available(m->backend, req->name, req->len)) {
         lock_answer_unavailable(m, o, o->call_now, req->name, req->len);
         return;
     }
-    lock_op_t *op = lock_op_new(m, o, l, req, BACKEND_SEMINIT, LOCK_MODE_SEM, seminit_done);
+    lock_op_t *op = lock_op_new(m, o, l, req, BACKEND_INIT, LOCK_MODE_SEM, seminit_done);
     if (op == NULL) return;
-    op->bop.permits = req->permits;
+    op->bop.permits = req->count;
     backend_submit(m->backend, &op->bop);
 }
 
 const lock_kind_t lock_kind_sem = {
     .name = "semaphore",
-    .cap = BACKEND_CAP_SEM,
+    .cap = BACKEND_CAP_ONE_COPY,
     .watch = BACKEND_SEM,
     .status = LOCK_STATUS_PERMITS,
     .permits = 1,

@@ -803,7 +803,7 @@ static void model_run_sem(fake_t *fb, backend_op_t *op, entry_t *e) {
         return;
     }
     switch (op->type) {
-    case BACKEND_SEMINIT:
+    case BACKEND_INIT:
         if (e->sem) {
             res->holds = 0;
             break;
@@ -1114,7 +1114,7 @@ static void model_run(fake_t *fb, backend_op_t *op) {
     key_check(fb, e);
     f = field_find(e, field);
     res->status = BACKEND_OK;
-    if (op->type == BACKEND_SEMINIT ||
+    if (op->type == BACKEND_INIT ||
         (op->mode == BACKEND_SEM && (op->type == BACKEND_ACQUIRE || op->type == BACKEND_RELEASE ||
                                      op->type == BACKEND_DROP || op->type == BACKEND_RENEW))) {
         model_run_sem(fb, op, e);
@@ -1424,7 +1424,7 @@ static void fk_submit(backend_t *b, backend_op_t *op) {
     /* What scripts.c would send for a semaphore: script_sem takes SEMINIT
      * only in mode SEM; an acquire, release or renewal names one permit at
      * least, and a lease. */
-    EXPECT(op->type != BACKEND_SEMINIT || op->mode == BACKEND_SEM, "SEMINIT of mode %d",
+    EXPECT(op->type != BACKEND_INIT || op->mode == BACKEND_SEM, "SEMINIT of mode %d",
            (int)op->mode);
     if (op->mode == BACKEND_SEM) {
         EXPECT(op->type != BACKEND_DROP, "a DROP of a semaphore (%.*s)", (int)op->len, op->name);
@@ -1630,8 +1630,7 @@ fake_t *fake_new(timers_t *timers) {
     fake_t *fb = xrealloc(NULL, sizeof(*fb));
     memset(fb, 0, sizeof(*fb));
     fb->base.type = &fake_type;
-    fb->base.caps = BACKEND_CAP_MONOTONIC_FENCE | BACKEND_CAP_WAKEUPS | BACKEND_CAP_RW |
-                    BACKEND_CAP_SEM | BACKEND_CAP_FAIR | BACKEND_CAP_MULTI;
+    fb->base.caps = BACKEND_CAP_MONOTONIC_FENCE | BACKEND_CAP_WAKEUPS | BACKEND_CAP_ONE_COPY | BACKEND_CAP_MULTI;
     fb->timers = timers;
     fb->up = 1;
     STAILQ_INIT(&fb->queue);

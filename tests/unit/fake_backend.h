@@ -139,7 +139,7 @@
  * fake checks every fair op's shape: LEAVE only in mode FAIR, an acquire
  * with a lease and, unless once, a place's length.
  *
- * The fake announces BACKEND_CAP_RW, BACKEND_CAP_SEM and BACKEND_CAP_FAIR
+ * The fake announces BACKEND_CAP_ONE_COPY
  * (with MONOTONIC_FENCE and WAKEUPS); fake_set_caps() changes that. */
 #ifndef DLOCK_FAKE_BACKEND_H
 #define DLOCK_FAKE_BACKEND_H

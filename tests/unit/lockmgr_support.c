@@ -159,7 +159,7 @@ int request_permits(client_t *c, lock_verb_t verb, lock_mode_t mode,
                         .len = strlen(name),
                         .wait_ms = wait_ms,
                         .lease_ms = lease_ms,
-                        .permits = permits};
+                        .count = permits};
     lock_reply_t now;
     ck_assert_msg(!c->dropped && c->pending == 0,
                   "client %" PRIu64 ": a request while one is in flight", c->id);
@@ -418,7 +418,7 @@ int release_req(client_t *c, const char *name, uint32_t permits) {
 }
 
 int seminit_req(client_t *c, const char *name, uint32_t size) {
-    return request_permits(c, LOCK_VERB_SEMINIT, LOCK_MODE_SEM, name, 0, 0, size);
+    return request_permits(c, LOCK_VERB_OWN, LOCK_MODE_SEM, name, 0, 0, size);
 }
 
 /* c's ids of name in Redis are exactly 1..n, all unexpired. */

@@ -755,7 +755,7 @@ END_TEST
 /* A name is one kind here: LOCK, RLOCK, WLOCK, ACQUIRE (and the tries) of
  * a name held or waited for as a fair lock, FAIRLOCK of a plain, read/write
  * or semaphore one held here: ERR KIND at once, nothing sent; no
- * BACKEND_CAP_FAIR: ERR KIND. In Redis, a FAIRLOCK of a read/write lock or
+ * BACKEND_CAP_ONE_COPY: ERR KIND. In Redis, a FAIRLOCK of a read/write lock or
  * a semaphore is ERR KIND, taking no place and leaving none. */
 START_TEST(test_fair_kinds) {
     client_t *a = client(), *b = client(), *c = client(), *d = client(), *e = client();
@@ -825,7 +825,7 @@ START_TEST(test_fair_kinds) {
     ck_assert(!fake_watched(fb, "z"));
 
     /* A topology without fair locks (the quorum). */
-    fake_set_caps(fb, fake_backend(fb)->caps & ~BACKEND_CAP_FAIR);
+    fake_set_caps(fb, fake_backend(fb)->caps & ~BACKEND_CAP_ONE_COPY);
     ops = fake_log_len(fb);
     ck_assert_int_eq(fairlock_req(e, "q", 0), 1);
     r = expect_error(e, LOCK_ERR_KIND);

@@ -782,11 +782,11 @@ START_TEST(test_rw_status) {
 }
 END_TEST
 
-/* A topology without BACKEND_CAP_RW (quorum): read/write requests get ERR
+/* A topology without BACKEND_CAP_ONE_COPY (quorum): read/write requests get ERR
  * KIND at once; plain locks work as ever. */
 START_TEST(test_rw_needs_backend_cap) {
     client_t *a = client();
-    fake_set_caps(fb, fake_backend(fb)->caps & ~BACKEND_CAP_RW);
+    fake_set_caps(fb, fake_backend(fb)->caps & ~BACKEND_CAP_ONE_COPY);
 
     ck_assert_int_eq(rlock_req(a, "c", 0), 1);
     lock_reply_t r = expect_error(a, LOCK_ERR_KIND);

@@ -14,7 +14,7 @@
 #include "tests/unit/fake_backend.h"
 
 /* ---- semaphores ----------------------------------------------------------------
- * SEMINIT, ACQUIRE, TRYACQUIRE and RELEASE are LOCK_VERB_SEMINIT, LOCK,
+ * SEMINIT, ACQUIRE, TRYACQUIRE and RELEASE are LOCK_VERB_OWN, LOCK,
  * TRYLOCK and UNLOCK of mode SEM with permits; the fake answers them as
  * script_sem and LUA_SEM_RENEW would (fake_backend.h). A connection's
  * permits of a name are one hold, its ids <owner>:1 .. <owner>:count in
@@ -59,7 +59,7 @@ static void sem_queued(size_t i, backend_op_type_t kind, const char *name, const
 START_TEST(test_sem_seminit) {
     client_t *a = client(), *b = client();
     ck_assert_int_eq(seminit_req(a, "s", 5), 0);
-    sem_queued(0, BACKEND_SEMINIT, "s", a, 0, 5);
+    sem_queued(0, BACKEND_INIT, "s", a, 0, 5);
     fake_run(fb);
     expect_value(a, 1);
     ck_assert_int_eq(fake_sem_available(fb, "s"), 5);
@@ -876,10 +876,10 @@ START_TEST(test_sem_permits_bounds) {
 }
 END_TEST
 
-/* A topology without BACKEND_CAP_SEM (the quorum): ERR KIND, nothing sent. */
+/* A topology without BACKEND_CAP_ONE_COPY (the quorum): ERR KIND, nothing sent. */
 START_TEST(test_sem_needs_backend_cap) {
     client_t *a = client();
-    fake_set_caps(fb, fake_backend(fb)->caps & ~BACKEND_CAP_SEM);
+    fake_set_caps(fb, fake_backend(fb)->caps & ~BACKEND_CAP_ONE_COPY);
     ck_assert_int_eq(acquire_req(a, "c", 1, 0), 1);
     lock_reply_t r = expect_error(a, LOCK_ERR_KIND);
     why_is(&r, LOCK_WHY_UNSUPPORTED, LOCK_MODE_SEM);

@@ -139,7 +139,7 @@ START_TEST(test_format_sem_fair) {
                           "redisson_sc:{dlock:s}", "a", "3", "2", "30000", FIELD, "publish",
                           NULL));
     ck_assert_int_eq(id, SCRIPT_OWN(BACKEND_SEM));
-    op.type = BACKEND_SEMINIT;
+    op.type = BACKEND_INIT;
     ck_assert_str_eq(format1(&op, SCRIPTS_F_ANY_SLOT, &id),
                      resp("EVALSHA", SHA, "3", "dlock:s", "{dlock:s}:timeout",
                           "redisson_sc:{dlock:s}", "i", "3", "2", "30000", FIELD, "publish",
@@ -257,7 +257,7 @@ START_TEST(test_choose) {
         {BACKEND_DROP, BACKEND_WRITE, 0, SCRIPT_OWN(BACKEND_READ)},
         {BACKEND_RENEW, BACKEND_WRITE, 0, SCRIPT_OPS},
         {BACKEND_ACQUIRE, BACKEND_SEM, SCRIPTS_F_ANY_SLOT, SCRIPT_OWN(BACKEND_SEM)},
-        {BACKEND_SEMINIT, BACKEND_SEM, 0, SCRIPT_OWN(BACKEND_SEM)},
+        {BACKEND_INIT, BACKEND_SEM, 0, SCRIPT_OWN(BACKEND_SEM)},
         {BACKEND_RELEASE, BACKEND_SEM, 0, SCRIPT_OWN(BACKEND_SEM)},
         {BACKEND_RENEW, BACKEND_SEM, SCRIPTS_F_ANY_SLOT, SCRIPT_OPS_ANY},
         {BACKEND_ACQUIRE, BACKEND_FAIR, SCRIPTS_F_ANY_SLOT, SCRIPT_OWN(BACKEND_FAIR)},
@@ -410,7 +410,7 @@ START_TEST(test_decode_release) {
     ck_assert_int_eq(op.res.held, BACKEND_MUTEX);
     /* SEMINIT: 1 set, 0 set already */
     op.mode = BACKEND_SEM;
-    op.type = BACKEND_SEMINIT;
+    op.type = BACKEND_INIT;
     ck_assert_int_eq(decode1(SCRIPT_OWN(BACKEND_SEM), &op, integer(0, 1), err), 0);
     ck_assert_int_eq(op.res.holds, 1);
 }
