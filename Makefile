@@ -137,7 +137,9 @@ $(BUILD)/tests/test_list: $(call obj,tests/unit/test_list.c daemon/backend/list_
 $(BUILD)/tests/test_cluster_multi: $(call obj,tests/unit/test_cluster_multi.c daemon/backend/cluster_multi.c \
                                      daemon/backend/backend.c daemon/log.c $(CONF_SRC))
 $(BUILD)/tests/test_scripts: $(call obj,tests/unit/test_scripts.c daemon/backend/scripts.c \
-                               daemon/backend/keys.c daemon/util/buf.c)
+                               daemon/backend/resp_write.c daemon/backend/keys.c daemon/util/buf.c)
+$(BUILD)/tests/test_resp_write: $(call obj,tests/unit/test_resp_write.c daemon/backend/resp_write.c \
+                                  daemon/backend/keys.c daemon/util/buf.c)
 # The lock manager's tests (the core, and one per lock kind) share their
 # world, tests/unit/lockmgr_support.c, and the fake backend.
 LOCKMGR_TEST_SRC := tests/unit/lockmgr_support.c tests/unit/fake_backend.c \
@@ -161,13 +163,13 @@ $(BUILD)/itests/test_%: $(BUILD)/obj/tests/integration/test_%.o $(call obj,$(SUP
 $(BUILD)/obj/tests/%.o: ALL_CFLAGS += $(CHECK_CFLAGS)
 
 # The RESP connection's tests drive daemon/backend/resp.c directly.
-RESP_SRC := daemon/backend/resp.c daemon/backend/tls.c daemon/util/timers.c daemon/util/heap.c \
-            daemon/util/buf.c daemon/log.c
+RESP_SRC := daemon/backend/resp.c daemon/backend/resp_write.c daemon/backend/keys.c \
+            daemon/backend/tls.c daemon/util/timers.c daemon/util/heap.c daemon/util/buf.c daemon/log.c
 $(BUILD)/itests/test_resp: $(call obj,$(RESP_SRC) $(CONF_SRC))
 # test_node drives daemon/backend/node.c directly; --wrap lets it fail chosen allocations.
 $(BUILD)/itests/test_node: $(call obj,$(RESP_SRC) $(CONF_SRC) daemon/backend/node.c \
                              daemon/backend/node_batch.c daemon/backend/node_watch.c \
-                             daemon/backend/scripts.c daemon/backend/keys.c daemon/util/hmap.c \
+                             daemon/backend/scripts.c daemon/util/hmap.c \
                              daemon/util/histo.c)
 $(BUILD)/itests/test_node: override LDFLAGS += -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc
 # test_cluster_open opens the Cluster topology with no server (open.c, for

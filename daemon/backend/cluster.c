@@ -27,13 +27,17 @@
  *   undone on refusal (cluster_multi.c); in one slot, one call, in the
  *   line of its first name, behind the others' ops.
  * Each primary's queue and connections are its own: a request on a healthy
- * shard never waits for a sick one. */
+ * shard never waits for a sick one.
+ *
+ * This file routes: ops, in order per name, and their retries, and the
+ * watches. Reading the map and applying it (its nodes, made and retired)
+ * is cluster_refresh.c's; they share cluster_t through cluster_internal.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "daemon/backend/backend.h"
+#include "daemon/backend/cluster_internal.h"
 #include "daemon/backend/cluster_map.h"
 #include "daemon/backend/cluster_multi.h"
 #include "daemon/backend/keys.h"
@@ -44,35 +48,13 @@
 #include "daemon/util/hmap.h"
 #include "daemon/util/util.h"
 
-/* Connect and answer, per node asked for the map. */
-#define CLUSTER_ASK_TIMEOUT_MS 1000
-/* The map is read again this often, whatever happens. */
-#define CLUSTER_REFRESH_MS     1000
-/* ... and at most this often when something asks for it sooner. */
-#define CLUSTER_REFRESH_MIN_MS 100
 /* A waiting op (TRYAGAIN, a node down, no owner yet) tries again after this. */
 #define CLUSTER_RETRY_MS       25
 /* Redirections (MOVED, ASK) one op follows before it waits for the map. */
 #define CLUSTER_REDIRECTS_MAX  8
-/* Primaries (and ASK targets) known at once: as many as a map names. */
-#define CLUSTER_NODES_MAX      CLUSTER_MAP_NODES_MAX
-/* A node the map no longer names stays this long (ASK targets, a slot
- * moving back), then goes. */
-#define CLUSTER_RETIRE_MS      10000
 /* A watch Redis ended is placed again on the same node only after the map
  * said that node owns the slot this many times running. */
 #define CLUSTER_WATCH_SAME_MAX 3
-
-typedef struct cluster_s cluster_t;
-
-typedef struct cnode_s {
-    cluster_t *cl;
-    node_t *nd;
-    resp_addr_t addr;
-    char label[CONF_STR_MAX + 16];
-    int slots;                /* slots it owns in the map */
-    uint64_t used_at;         /* last sent to, or named by the map */
-} cnode_t;
 
 typedef struct cwatch_s {
     hmap_node_t node;         /* keyed by the lock name */
@@ -89,63 +71,9 @@ typedef struct cwatch_s {
     char name[];
 } cwatch_t;
 
-STAILQ_HEAD(cop_list_s, backend_op_s);
-
-struct cluster_s {
-    backend_t base;
-    uv_loop_t *loop;
-    timers_t *timers;
-    node_opts_t opts;         /* the template of every node; its strings
-                                 point at the copies below: nodes come
-                                 and go long after cluster_open */
-    char prefix[CONF_PREFIX_MAX + 1];
-    char username[CONF_STR_MAX];
-    char password[CONF_STR_MAX];
-    char uuid[KEYS_UUID_LEN + 1];
-    char client_name[CONF_STR_MAX];
-    char sni[CONF_STR_MAX];
-    uint32_t command_timeout_ms;
-    uint32_t register_every_ms;
-    conf_sharded_t sharded_conf;
-    int tls;
-
-    conf_addr_t seeds[CONF_CLUSTER_SEEDS_MAX];
-    size_t nseeds;
-    cnode_t *nodes[CLUSTER_NODES_MAX];
-    size_t nnodes;
-    cnode_t *slots[KEYS_SLOTS];
-    int mapped;               /* a map was read */
-    size_t covered;           /* slots with a primary in it */
-    size_t primaries;         /* ... and primaries */
-    int shards;               /* the cluster has CLUSTER SHARDS (7.0+) */
-    unsigned registry_slot;
-
-    /* reading the map: one round tries the known nodes, then the seeds */
-    resp_conn_t *ask;
-    resp_addr_t cand[CLUSTER_NODES_MAX + CONF_CLUSTER_SEEDS_MAX];
-    size_t ncand, ask_i;
-    int asking;
-    int closing;              /* closing ask to move on: its on_down is ours */
-    int again;                /* a refresh was asked for during the round */
-    uint64_t refreshed_at;    /* when the last round started */
-    timers_entry_t refresh;
-    int warned;               /* "no node answered" was logged */
-    log_once_t bad_map;       /* a node answered a map that cannot be read */
-    char why[BACKEND_ERR_LEN];
-
-    hmap_t names;             /* cname_t: the ops of each name in our hands */
-    struct cop_list_s orphans; /* ops no cname_t could be made for: they fail */
-    TAILQ_HEAD(, cname_s) stalled; /* names waiting for the retry turn */
-    timers_entry_t retry;
-    hmap_t watches;
-    char fail[BACKEND_ERR_LEN]; /* an op's error text during its callback */
-    int closed;
-};
-
 #define CL(b) container_of((b), cluster_t, base)
 #define CL_CONST(b) ((const cluster_t *)(const void *)(b))
 
-static void refresh_soon(cluster_t *cl);
 static void on_op_done(void *data, backend_op_t *op);
 
 /* ---- slots and names ------------------------------------------------------- */
@@ -167,67 +95,13 @@ static int name_fits(const cluster_t *cl, const char *name, size_t len) {
 
 /* ---- nodes ----------------------------------------------------------------- */
 
-static int addr_eq(const resp_addr_t *a, const resp_addr_t *b) {
-    return a->port == b->port && strcmp(a->host, b->host) == 0;
-}
-
-/* A map's address as a connection's. */
-static resp_addr_t to_resp_addr(const cluster_map_addr_t *m) {
-    _Static_assert(sizeof(((resp_addr_t *)0)->host) >= sizeof(m->host), "host room");
-    resp_addr_t a;
-    memset(&a, 0, sizeof(a));
-    memcpy(a.host, m->host, sizeof(m->host));
-    a.port = m->port;
-    return a;
-}
-
-static cnode_t *node_find(const cluster_t *cl, const resp_addr_t *a) {
-    for (size_t i = 0; i < cl->nnodes; i++)
-        if (addr_eq(&cl->nodes[i]->addr, a)) return cl->nodes[i];
-    return NULL;
-}
-
 static void on_node_state(void *data) {
     cnode_t *cn = data;
     cluster_t *cl = cn->cl;
     if (cl->closed) return;
     /* A primary lost may be failing over: read the map soon. */
-    if (!node_up(cn->nd) && cn->slots > 0) refresh_soon(cl);
+    if (!node_up(cn->nd) && cn->slots > 0) cluster_refresh_soon(cl);
     backend_notify_state(&cl->base);
-}
-
-static void on_watch_lost(void *data, void *watch_data);
-
-/* The node at a, made if new; NULL when CLUSTER_NODES_MAX are known. */
-static cnode_t *node_get(cluster_t *cl, const resp_addr_t *a) {
-    cnode_t *cn = node_find(cl, a);
-    if (cn != NULL) return cn;
-    if (cl->nnodes == CLUSTER_NODES_MAX || (cn = calloc(1, sizeof(*cn))) == NULL) return NULL;
-    cn->cl = cl;
-    cn->addr = *a;
-    if (strchr(a->host, ':') != NULL)
-        snprintf(cn->label, sizeof(cn->label), "%s[%s]:%d", cl->tls ? "tls " : "", a->host,
-                 a->port);
-    else
-        snprintf(cn->label, sizeof(cn->label), "%s%s:%d", cl->tls ? "tls " : "", a->host,
-                 a->port);
-    node_opts_t o = cl->opts;
-    o.label = cn->label;
-    o.addr = *a;
-    o.data = cn;
-    o.script_flags = SCRIPTS_F_NO_REGISTRY;
-    if (cl->shards) o.script_flags |= SCRIPTS_F_ANY_SLOT;
-    if (cl->sharded_conf == CONF_SHARDED_YES ||
-        (cl->sharded_conf == CONF_SHARDED_AUTO && cl->shards))
-        o.script_flags |= SCRIPTS_F_SHARDED;
-    if ((cn->nd = node_new(cl->loop, cl->timers, &o)) == NULL) {
-        free(cn);
-        return NULL;
-    }
-    cn->used_at = timers_now(cl->timers);
-    cl->nodes[cl->nnodes++] = cn;
-    log_debug("cluster: node %s added", cn->label);
-    return cn;
 }
 
 /* ---- ops, in order per name ---------------------------------------------------------
@@ -339,7 +213,8 @@ static void drain(cluster_t *cl, cname_t *cn, int fail_ok) {
     char why[BACKEND_ERR_LEN];
     while ((op = STAILQ_FIRST(&cn->q)) != NULL && !cl->closed) {
         if (cn->out > 0 && cn->detour) return;
-        cnode_t *to = op->route & NODE_OP_ASKING ? node_get(cl, &cn->ask) : cl->slots[cn->slot];
+        cnode_t *to =
+            op->route & NODE_OP_ASKING ? cluster_node_get(cl, &cn->ask) : cl->slots[cn->slot];
         int ready = to != NULL && node_up(to->nd) && !(op->route & CL_OP_LATER) &&
                     op->deadline != 0;
         if (!ready) {
@@ -358,7 +233,7 @@ static void drain(cluster_t *cl, cname_t *cn, int fail_ok) {
                 }
                 continue;
             }
-            if (to == NULL || !node_up(to->nd)) refresh_soon(cl);
+            if (to == NULL || !node_up(to->nd)) cluster_refresh_soon(cl);
             stall(cl, cn);
             return;
         }
@@ -391,8 +266,7 @@ static void on_retry(timers_entry_t *t) {
     }
 }
 
-/* Every name that waits goes again now (a new map). */
-static void retry_all(cluster_t *cl) {
+void cluster_retry_all(cluster_t *cl) {
     if (!TAILQ_EMPTY(&cl->stalled)) {
         timers_stop(cl->timers, &cl->retry);
         on_retry(&cl->retry);
@@ -458,7 +332,7 @@ static void on_op_done(void *data, backend_op_t *op) {
     if (res->status == BACKEND_FAILED && res->error != NULL) {
         cluster_map_redirect_t kind = cluster_map_redirect(res->error, &slot, &ma);
         if (kind != CLUSTER_MAP_NO_REDIRECT) {
-            resp_addr_t a = to_resp_addr(&ma);
+            resp_addr_t a = cluster_resp_addr(&ma);
             log_debug("cluster: %s: %s (op %d on %.*s)", from->label, res->error,
                       (int)op->type, (int)op->len, op->name);
             /* After MOVED the new owner has the whole slot: the op goes as
@@ -469,9 +343,9 @@ static void on_op_done(void *data, backend_op_t *op) {
              * a release checking its keys one by one, which the importing
              * node serves after ASKING: it never creates a key. */
             if (kind == CLUSTER_MAP_MOVED) {
-                cnode_t *to = node_get(cl, &a);
+                cnode_t *to = cluster_node_get(cl, &a);
                 if (to != NULL) cl->slots[slot] = to;
-                refresh_soon(cl);
+                cluster_refresh_soon(cl);
                 redo(cn, from, op, later, res->error);
             } else {
                 cn->ask = a;
@@ -493,13 +367,13 @@ static void on_op_done(void *data, backend_op_t *op) {
         if (retry_error(res->error)) {
             log_debug("cluster: %s: %s (op %d on %.*s); trying again", from->label, res->error,
                       (int)op->type, (int)op->len, op->name);
-            if (strncmp(res->error, "TRYAGAIN", 8) != 0) refresh_soon(cl);
+            if (strncmp(res->error, "TRYAGAIN", 8) != 0) cluster_refresh_soon(cl);
             redo(cn, from, op, CL_OP_LATER, res->error);
             goto next;
         }
     } else if (res->status == BACKEND_DOWN && !(op->route & NODE_OP_SENT)) {
         /* It never left: it may go elsewhere, or later. */
-        refresh_soon(cl);
+        cluster_refresh_soon(cl);
         redo(cn, from, op, CL_OP_LATER, NULL);
         goto next;
     }
@@ -543,261 +417,6 @@ static void who_registry(cluster_t *cl, backend_op_t *op) {
         op->cb(op);
 }
 
-/* ---- the map ---------------------------------------------------------------- */
-
-static void place_watches(cluster_t *cl);
-
-/* Makes m the map: nodes for its primaries, slots pointing at them;
- * nodes no longer named go after CLUSTER_RETIRE_MS. */
-static void map_apply(cluster_t *cl, const cluster_map_t *m) {
-    cnode_t *by[CLUSTER_NODES_MAX];
-    uint64_t now = timers_now(cl->timers);
-    size_t covered = 0, moved = 0;
-    unsigned first = 0;
-    const cnode_t *was = NULL, *now_on = NULL;
-    for (size_t i = 0; i < m->n; i++) {
-        resp_addr_t a = to_resp_addr(&m->addr[i]);
-        by[i] = node_get(cl, &a);
-    }
-    for (size_t i = 0; i < cl->nnodes; i++) cl->nodes[i]->slots = 0;
-    for (unsigned s = 0; s < KEYS_SLOTS; s++) {
-        int owner = cluster_map_owner(m, s);
-        cnode_t *cn = owner < 0 ? NULL : by[owner];
-        if (cl->slots[s] != cn && cl->mapped && moved++ == 0) {
-            first = s;
-            was = cl->slots[s];
-            now_on = cn;
-        }
-        cl->slots[s] = cn;
-        if (cn != NULL) {
-            cn->slots++;
-            cn->used_at = now;
-            covered++;
-        }
-    }
-    /* Said when it changes: the first map, a failover, a resharding. */
-    if (moved > 0)
-        log_info("cluster: %zu slot%s changed hands (slot %u: %s -> %s)", moved,
-                 moved == 1 ? "" : "s", first, was ? was->label : "nobody",
-                 now_on ? now_on->label : "nobody");
-    if (!cl->mapped || covered != cl->covered || m->n != cl->primaries) {
-        if (covered < KEYS_SLOTS)
-            log_warn("cluster: the map covers %zu of %d slots, on %zu primaries", covered,
-                     KEYS_SLOTS, m->n);
-        else
-            log_info("cluster: %zu primaries, every slot covered", m->n);
-    }
-    cl->covered = covered;
-    cl->primaries = m->n;
-    cl->mapped = 1;
-    /* Only the registry's primary keeps our WHO entry. */
-    for (size_t i = 0; i < cl->nnodes; i++)
-        node_set_register(cl->nodes[i]->nd, cl->nodes[i] == cl->slots[cl->registry_slot]
-                                                ? cl->register_every_ms
-                                                : 0);
-    place_watches(cl);
-    /* Nodes no longer named, unused for a while, go. */
-    for (size_t i = 0; i < cl->nnodes;) {
-        cnode_t *cn = cl->nodes[i];
-        if (cn->slots > 0 || now - cn->used_at < CLUSTER_RETIRE_MS) {
-            i++;
-            continue;
-        }
-        log_debug("cluster: node %s removed: the map no longer names it", cn->label);
-        cl->nodes[i] = cl->nodes[--cl->nnodes];
-        node_free(cn->nd); /* ops in it: unsent ones go again, sent ones fail */
-        free(cn);
-    }
-    retry_all(cl);
-    backend_notify_state(&cl->base);
-}
-
-/* ---- asking for the map ---------------------------------------------------------- */
-
-static void ask_try(cluster_t *cl);
-static void on_refresh(timers_entry_t *t);
-
-static void round_end(cluster_t *cl, int answered) {
-    cl->asking = 0;
-    if (answered) {
-        if (cl->warned) log_info("cluster: the map is read again");
-        cl->warned = 0;
-    } else if (!cl->warned) {
-        log_warn("cluster: no node answered for the map (%s); asking again", cl->why);
-        cl->warned = 1;
-    }
-    uint64_t next = cl->again ? CLUSTER_REFRESH_MIN_MS : CLUSTER_REFRESH_MS;
-    if (!answered && next > CLUSTER_REFRESH_MIN_MS) next = CLUSTER_REFRESH_MIN_MS;
-    cl->again = 0;
-    timers_start_at(cl->timers, &cl->refresh, cl->refreshed_at + next, on_refresh);
-}
-
-static void ask_next(cluster_t *cl) {
-    cl->ask_i++;
-    ask_try(cl);
-}
-
-static void on_shards_reply(void *data, redisReply *r, const char *error);
-
-static void ask_send(cluster_t *cl) {
-    const char *shards[2] = {"CLUSTER", "SHARDS"}, *slots[2] = {"CLUSTER", "SLOTS"};
-    if (resp_send(cl->ask, 2, cl->shards ? shards : slots, NULL, 0,
-                  on_shards_reply, cl) == RESP_ENOMEM) {
-        snprintf(cl->why, sizeof(cl->why), "out of memory");
-        ask_next(cl);
-    }
-}
-
-static const char *cn_label(const resp_addr_t *a) {
-    static char buf[sizeof(a->host) + 16];
-    snprintf(buf, sizeof(buf), "%s:%d", a->host, a->port);
-    return buf;
-}
-
-static void on_shards_reply(void *data, redisReply *r, const char *error) {
-    cluster_t *cl = data;
-    const resp_addr_t *at = &cl->cand[cl->ask_i];
-    static cluster_map_t m; /* 32 kB: not on the stack */
-    char why[CLUSTER_MAP_ERR_LEN];
-
-    if (error != NULL || !cl->asking) return; /* a drop: on_ask_down goes on */
-    if (r->type == REDIS_REPLY_ERROR && cl->shards && !cl->mapped &&
-        (strcasestr(r->str, "SHARDS") != NULL || strcasestr(r->str, "unknown") != NULL)) {
-        /* Before Redis 7.0: CLUSTER SLOTS, one call per op, classic pub/sub. */
-        log_info("cluster: %s has no CLUSTER SHARDS (Redis before 7.0): one call per op, "
-                 "classic pub/sub", cn_label(at));
-        cl->shards = 0;
-        ask_send(cl);
-        return;
-    }
-    int rc = -1;
-    if (r->type != REDIS_REPLY_ERROR)
-        rc = cl->shards ? cluster_map_shards(&m, r, at->host, cl->tls, why, sizeof(why))
-                        : cluster_map_slots(&m, r, at->host, why, sizeof(why));
-    if (rc != 0 || m.n == 0) {
-        snprintf(cl->why, sizeof(cl->why), "%.60s:%d: %.160s", at->host, at->port,
-                 r->type == REDIS_REPLY_ERROR ? r->str
-                 : rc != 0                    ? why
-                                              : "no primary with slots");
-        if (r->type != REDIS_REPLY_ERROR && rc != 0) {
-            log_once_restart_if_quiet(&cl->bad_map);
-            log_once(&cl->bad_map, CONF_LOG_WARN,
-                     "cluster: %.60s:%d answered a map that cannot be read: %s", at->host,
-                     at->port, why);
-        } else {
-            log_debug("cluster: %s", cl->why);
-        }
-        ask_next(cl);
-        return;
-    }
-    round_end(cl, 1);
-    map_apply(cl, &m);
-}
-
-static void on_ask_auth(void *data, redisReply *r, const char *error) {
-    cluster_t *cl = data;
-    char why[BACKEND_ERR_LEN];
-    if (error != NULL) return;
-    if (r->type == REDIS_REPLY_ERROR) {
-        snprintf(why, sizeof(why), "AUTH failed: %.200s", r->str);
-        resp_close(cl->ask, why);
-        return;
-    }
-    resp_ready(cl->ask);
-    if (cl->asking) ask_send(cl);
-}
-
-static void on_ask_open(void *data) {
-    cluster_t *cl = data;
-    const char *argv[3];
-    int n = 0;
-    if (cl->password[0] == '\0') {
-        resp_ready(cl->ask);
-        if (cl->asking) ask_send(cl);
-        return;
-    }
-    argv[n++] = "AUTH";
-    if (cl->username[0] != '\0') argv[n++] = cl->username;
-    argv[n++] = cl->password;
-    if (resp_send(cl->ask, n, argv, NULL, RESP_F_HANDSHAKE, on_ask_auth, cl) == RESP_ENOMEM)
-        resp_close(cl->ask, "out of memory");
-}
-
-static void on_ask_down(void *data, const char *why) {
-    cluster_t *cl = data;
-    if (cl->closing || !cl->asking) return;
-    const resp_addr_t *a = &cl->cand[cl->ask_i];
-    snprintf(cl->why, sizeof(cl->why), "%.60s:%d: %.160s", a->host, a->port, why);
-    log_debug("cluster: %s", cl->why);
-    ask_next(cl);
-}
-
-static void ask_try(cluster_t *cl) {
-    if (cl->ask_i >= cl->ncand) {
-        round_end(cl, 0);
-        return;
-    }
-    const resp_addr_t *a = &cl->cand[cl->ask_i];
-    if (resp_state(cl->ask) == RESP_UP && addr_eq(resp_addr(cl->ask), a)) {
-        ask_send(cl);
-        return;
-    }
-    cl->closing = 1;
-    resp_close(cl->ask, "asking another node");
-    cl->closing = 0;
-    if (resp_open(cl->ask, a) != 0) {
-        snprintf(cl->why, sizeof(cl->why), "cannot connect to %.200s:%d", a->host, a->port);
-        ask_next(cl);
-    }
-}
-
-/* A round: the primaries that are up, then the others, then the seeds. */
-static void ask_start(cluster_t *cl) {
-    if (cl->asking || cl->closed) return;
-    timers_stop(cl->timers, &cl->refresh);
-    cl->asking = 1;
-    cl->refreshed_at = timers_now(cl->timers);
-    cl->ncand = 0;
-    cl->ask_i = 0;
-    for (int up = 1; up >= 0; up--)
-        for (size_t i = 0; i < cl->nnodes; i++)
-            if (cl->nodes[i]->slots > 0 && node_up(cl->nodes[i]->nd) == up)
-                cl->cand[cl->ncand++] = cl->nodes[i]->addr;
-    for (size_t i = 0; i < cl->nseeds; i++) {
-        resp_addr_t a;
-        memset(&a, 0, sizeof(a));
-        snprintf(a.host, sizeof(a.host), "%s", cl->seeds[i].host);
-        a.port = cl->seeds[i].port;
-        size_t j;
-        for (j = 0; j < cl->ncand && !addr_eq(&cl->cand[j], &a); j++) continue;
-        if (j == cl->ncand) cl->cand[cl->ncand++] = a;
-    }
-    /* The connection kept from the last round goes first, if it is one. */
-    for (size_t i = 1; i < cl->ncand; i++) {
-        if (resp_state(cl->ask) != RESP_UP || !addr_eq(resp_addr(cl->ask), &cl->cand[i])) continue;
-        resp_addr_t t = cl->cand[0];
-        cl->cand[0] = cl->cand[i];
-        cl->cand[i] = t;
-        break;
-    }
-    ask_try(cl);
-}
-
-static void on_refresh(timers_entry_t *t) {
-    ask_start(container_of(t, cluster_t, refresh));
-}
-
-/* Reads the map again soon: now, if the last round started long enough
- * ago, else at CLUSTER_REFRESH_MIN_MS after it. */
-static void refresh_soon(cluster_t *cl) {
-    if (cl->closed) return;
-    if (cl->asking) {
-        cl->again = 1;
-        return;
-    }
-    uint64_t at = cl->refreshed_at + CLUSTER_REFRESH_MIN_MS, now = timers_now(cl->timers);
-    timers_start_at(cl->timers, &cl->refresh, at > now ? at : now, on_refresh);
-}
 
 /* ---- watches --------------------------------------------------------------------- */
 
@@ -813,7 +432,7 @@ static void watch_place(cluster_t *cl, cwatch_t *cw) {
     if (to == cw->on && cw->lost && ++cw->same < CLUSTER_WATCH_SAME_MAX) {
         /* Redis ended it, yet this map still names that node: a map read
          * before the move. Ask again before subscribing where it fails. */
-        refresh_soon(cl);
+        cluster_refresh_soon(cl);
         return;
     }
     if (cw->on != NULL) node_unwatch(cw->on->nd, cw->name, cw->len, cw->mode, cw->owner);
@@ -823,7 +442,7 @@ static void watch_place(cluster_t *cl, cwatch_t *cw) {
     if (to != NULL) node_watch(to->nd, cw->name, cw->len, cw->mode, cw->owner, on_cw_event, cw);
 }
 
-static void place_watches(cluster_t *cl) {
+void cluster_place_watches(cluster_t *cl) {
     size_t i = 0;
     for (hmap_node_t *h = hmap_next(&cl->watches, &i, NULL); h; h = hmap_next(&cl->watches, &i, h))
         watch_place(cl, container_of(h, cwatch_t, node));
@@ -835,7 +454,7 @@ static void on_watch_lost(void *data, void *watch_data) {
     log_debug("cluster: %s ended the watch of %.*s (slot %u moved): placing it again",
               cn->label, (int)cw->len, cw->name, cw->slot);
     cw->lost = 1;
-    refresh_soon(cn->cl);
+    cluster_refresh_soon(cn->cl);
 }
 
 /* ---- the interface ------------------------------------------------------------------ */
@@ -903,7 +522,7 @@ static void cl_watch(backend_t *b, const char *name, size_t len, backend_mode_t 
         node_watch(cw->on->nd, name, len, mode, owner, on_cw_event, cw); /* confirms it */
     else
         watch_place(cl, cw);
-    if (cw->on == NULL) refresh_soon(cl);
+    if (cw->on == NULL) cluster_refresh_soon(cl);
 }
 
 static void cl_unwatch(backend_t *b, const char *name, size_t len, backend_mode_t mode,
@@ -968,7 +587,6 @@ static void cl_describe(const backend_t *b, const char *name, size_t len, char *
 
 static void cl_reconfigure(backend_t *b, const conf_t *conf) {
     cluster_t *cl = CL(b);
-    uint32_t ask = CLUSTER_ASK_TIMEOUT_MS;
     cl->command_timeout_ms = conf->command_timeout_ms;
     cl->opts.connect_timeout_ms = conf->connect_timeout_ms;
     cl->opts.command_timeout_ms = conf->command_timeout_ms;
@@ -976,8 +594,7 @@ static void cl_reconfigure(backend_t *b, const conf_t *conf) {
     for (size_t i = 0; i < cl->nnodes; i++)
         node_set_timeouts(cl->nodes[i]->nd, conf->connect_timeout_ms, conf->command_timeout_ms,
                           conf->replicas_timeout_ms);
-    resp_set_timeouts(cl->ask, ask < conf->connect_timeout_ms ? ask : conf->connect_timeout_ms,
-                      ask < conf->command_timeout_ms ? ask : conf->command_timeout_ms);
+    cluster_refresh_reconfigure(cl, conf);
 }
 
 static size_t cl_scan_nodes(const backend_t *b, struct node_s **out, size_t cap,
@@ -999,10 +616,8 @@ static void cl_nodes(const backend_t *b, backend_node_cb cb, void *data) {
 static void cl_close(backend_t *b) {
     cluster_t *cl = CL(b);
     cl->closed = 1;
-    cl->asking = 0;
-    timers_stop(cl->timers, &cl->refresh);
     timers_stop(cl->timers, &cl->retry);
-    resp_free(cl->ask);
+    cluster_refresh_close(cl);
     /* Ops waiting fail first, then those in flight (in node_free). Their
      * callbacks may submit more: those fail too (cl_submit puts them on
      * orphans once closed), until nothing is left. */
@@ -1091,19 +706,7 @@ backend_t *cluster_open(const backend_env_t *env, char *err, size_t errlen) {
     cl->opts.on_watch_lost = on_watch_lost;
     cl->opts.on_state = on_node_state;
 
-    uint32_t ask_ms = CLUSTER_ASK_TIMEOUT_MS;
-    resp_opts_t ro = {
-        .label = "cluster map",
-        .connect_timeout_ms = ask_ms < conf->connect_timeout_ms ? ask_ms : conf->connect_timeout_ms,
-        .command_timeout_ms = ask_ms < conf->command_timeout_ms ? ask_ms : conf->command_timeout_ms,
-        .tls = env->tls,
-        .tls_server_name = sni,
-        .on_open = on_ask_open,
-        .on_down = on_ask_down,
-        .data = cl,
-    };
-    if ((cl->ask = resp_new(env->loop, env->timers, &ro)) == NULL) goto nomem_names;
-    ask_start(cl);
+    if (cluster_refresh_open(cl, env) != 0) goto nomem_names;
     return &cl->base;
 nomem_names:
     hmap_free(&cl->names);

@@ -3,7 +3,7 @@
  *
  * Takes hiredis reply trees (RESP2: a map is a flat array of name, value
  * pairs) and error strings, gives values: no I/O, no libuv, no nodes.
- * cluster.c asks the nodes and makes the nodes this map names. */
+ * cluster_refresh.c asks the nodes and makes the nodes this map names. */
 #ifndef DLOCK_CLUSTER_MAP_H
 #define DLOCK_CLUSTER_MAP_H
 

@@ -36,7 +36,10 @@
  * that it holds what the others hold when it counts again.
  *
  * The rules above are pure functions in quorum_vote.c; this file sends the
- * children, keeps the nodes and the timers, and does what those decide. */
+ * children, keeps the nodes and the ops' timers, and does what those
+ * decide. Which nodes count (INFO server, the rejoin delay, TIME against
+ * our clock) is quorum_clock.c's; the releases a node missed wait for it
+ * in quorum_park.c. They share quorum_t through quorum_internal.h. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,8 +47,8 @@
 #include <uv.h>
 
 #include "daemon/backend/backend.h"
-#include "daemon/backend/clock_skew.h"
 #include "daemon/backend/node.h"
+#include "daemon/backend/quorum_internal.h"
 #include "daemon/backend/quorum_vote.h"
 #include "daemon/backend/scripts.h"
 #include "daemon/log.h"
@@ -61,67 +64,6 @@
  * not hold up every attempt (it is waited for, up to command_timeout_ms,
  * only when its answer alone decides, no one else holding anything). */
 #define QUORUM_STRAGGLER_MS 50
-/* Releases parked for one node while it is away, at most: beyond, the
- * oldest go (their leases end them). */
-#define QUORUM_PARKED_MAX 10000
-/* Each node's TIME is read this often against our clock (clock_skew.h),
- * and a rate measured over at most this window. */
-#define QUORUM_CLOCK_EVERY_MS 1000
-#define QUORUM_CLOCK_WINDOW_US 5000000ULL
-/* Room for a node's label: host:port. */
-#define QUORUM_LABEL_MAX (CONF_STR_MAX + 16)
-
-typedef struct quorum_s quorum_t;
-typedef struct qop_s qop_t;
-typedef struct qretry_s qretry_t;
-
-/* One member node. */
-typedef struct qnode_s {
-    quorum_t *q;
-    node_t *nd;
-    unsigned idx;
-    char label[QUORUM_LABEL_MAX];
-    int checked;              /* INFO read since the connection came up */
-    uint64_t counts_at;       /* with checked: it counts from then on */
-    char run_id[QUORUM_VOTE_RUN_ID_MAX]; /* as last read; "" before */
-    int same_as;              /* 1 + the index of a node with the same run_id:
-                                 one server under two addresses never counts
-                                 twice; 0 when none */
-    timers_entry_t rejoin;    /* counts_at comes */
-    /* its clock against ours */
-    timers_entry_t clock_timer;
-    clock_skew_sample_t clock_base; /* the window's first TIME */
-    int clock_have;           /* clock_base taken since the connection came up */
-    uint64_t clock_sent_us;   /* the TIME in flight was sent then */
-    int clock_off;            /* beyond clock_drift_ms: it does not count */
-    STAILQ_HEAD(, qretry_s) retries; /* releases waiting for it to be back,
-                                        oldest first */
-    size_t parked;
-} qnode_t;
-
-/* Phases of a child op. */
-enum { PH_MAIN = 0, PH_RAISE, PH_BACK };
-
-/* One node's share of an op. */
-typedef struct qchild_s {
-    backend_op_t op;
-    qop_t *qo;                /* NULL: a parked release's resend (rt) */
-    qretry_t *rt;
-    unsigned char idx;
-    unsigned char phase;
-    unsigned char done;       /* its answer came */
-    unsigned char counts;     /* its node counted when it was sent */
-} qchild_t;
-
-/* A release that did not reach a node: sent again when the node is back,
- * until every lease it could concern has run out. */
-struct qretry_s {
-    STAILQ_ENTRY(qretry_s) link;
-    qchild_t c;
-    uint64_t give_up_at;
-    size_t len;
-    char name[];
-};
 
 /* One op of the lock manager, spread over the nodes. It lives until every
  * child has answered, which may be after the op itself was. */
@@ -156,8 +98,6 @@ struct qop_s {
     qchild_t ch[];            /* one per node */
 };
 
-LIST_HEAD(qop_list_s, qop_s);
-
 typedef struct qsub_s {
     struct qwatch_s *w;
     int seen;                 /* confirmed at least once */
@@ -177,193 +117,30 @@ typedef struct qwatch_s {
     char name[];
 } qwatch_t;
 
-struct quorum_s {
-    backend_t base;
-    timers_t *timers;
-    unsigned n, majority;
-    uint32_t rejoin_delay_ms;
-    uint32_t drift_ms;        /* CONF_DRIFT_AUTO: lease/100 + 2 */
-    int closed;
-    unsigned seed;            /* rand_r's, for split retries */
-    struct qop_list_s live;   /* ops with children out */
-    STAILQ_HEAD(, backend_op_s) orphans; /* submitted while closing, or with
-                                            no memory: they fail */
-    timers_entry_t orphan_timer;
-    hmap_t watches;
-    qnode_t nodes[CONF_QUORUM_MAX];
-};
-
 #define QB(b) container_of((b), quorum_t, base)
 #define QB_CONST(b) ((const quorum_t *)(const void *)(b))
 
 /* ---- which nodes count -------------------------------------------------------- */
 
-static quorum_vote_node_t vote_node(const qnode_t *qn) {
-    quorum_vote_node_t n = {
-        .up = qn->nd != NULL && node_up(qn->nd),
-        .checked = qn->checked,
-        .same_as = qn->same_as,
-        .counts_at = qn->counts_at,
-        .clock_off = qn->clock_off,
-    };
-    return n;
-}
-
-static int counts(const qnode_t *qn) {
-    quorum_vote_node_t n = vote_node(qn);
-    return quorum_vote_counts(&n, timers_now(qn->q->timers));
-}
-
 static unsigned counting(const quorum_t *q) {
     unsigned k = 0;
-    for (unsigned i = 0; i < q->n; i++) k += counts(&q->nodes[i]) != 0;
+    for (unsigned i = 0; i < q->n; i++) k += quorum_clock_counts(&q->nodes[i]) != 0;
     return k;
 }
-
-static void on_rejoin(timers_entry_t *t) {
-    qnode_t *qn = container_of(t, qnode_t, rejoin);
-    if (!counts(qn)) return;
-    log_info("quorum: %s now counts toward a majority", qn->label);
-    backend_notify_state(&qn->q->base);
-}
-
-/* The connection's INFO server: has the node restarted lately? */
-static void on_info(void *data, redisReply *r, const char *error) {
-    qnode_t *qn = data;
-    quorum_t *q = qn->q;
-    quorum_vote_info_t info;
-    char why[BACKEND_ERR_LEN];
-    const char *run_id = info.run_id;
-    if (q->closed || !node_up(qn->nd)) return;
-    uint64_t now = timers_now(q->timers);
-    int rc = QUORUM_VOTE_INFO_MISSING;
-    if (error == NULL && r != NULL && r->type == REDIS_REPLY_STRING)
-        rc = quorum_vote_info(r->str, &info, why, sizeof(why));
-    if (rc != 0) {
-        /* Nothing tells whether it lost its data: it sits out a whole delay
-         * from now, as if it had just started, and its run_id is not taken. */
-        if (rc == QUORUM_VOTE_INFO_BAD)
-            log_error("quorum: %s: bad INFO server: %s: it counts toward a majority in %u ms "
-                      "(rejoin_delay_ms)", qn->label, why, q->rejoin_delay_ms);
-        else
-            log_warn("quorum: %s: cannot read INFO server (%s): it counts toward a majority in "
-                     "%u ms (rejoin_delay_ms)", qn->label, error ? error : "unexpected reply",
-                     q->rejoin_delay_ms);
-        qn->counts_at = now + q->rejoin_delay_ms;
-        info.run_id[0] = '\0';
-    } else {
-        qn->counts_at = quorum_vote_counts_at(now, info.uptime_s, q->rejoin_delay_ms);
-        if (qn->counts_at > now) {
-            int restarted = qn->run_id[0] != '\0' && strcmp(qn->run_id, run_id) != 0;
-            log_warn("quorum: %s %s %llu s ago: it may have lost locks, so it counts toward a "
-                     "majority only in %llu ms (rejoin_delay_ms)", qn->label,
-                     restarted ? "restarted (new run_id)" : "started",
-                     (unsigned long long)(info.uptime_s > 0 ? info.uptime_s - 1 : 0),
-                     (unsigned long long)(qn->counts_at - now));
-        }
-    }
-    if (run_id[0] != '\0') snprintf(qn->run_id, sizeof(qn->run_id), "%s", run_id);
-    qn->same_as = 0;
-    for (unsigned i = 0; i < q->n && run_id[0] != '\0'; i++) {
-        const qnode_t *o = &q->nodes[i];
-        if (o == qn || o->same_as || strcmp(o->run_id, qn->run_id) != 0) continue;
-        if (!qn->same_as)
-            log_error("quorum: %s is the same Redis server as %s (run_id %s): it does not count "
-                      "as a node of its own; name independent servers in quorum", qn->label,
-                      o->label, run_id);
-        qn->same_as = (int)i + 1;
-        break;
-    }
-    qn->checked = 1;
-    if (qn->counts_at > now) timers_start_at(q->timers, &qn->rejoin, qn->counts_at, on_rejoin);
-    backend_notify_state(&q->base);
-}
-
-/* ---- the node's clock ---------------------------------------------------------- */
-
-static uint64_t mono_us(void) {
-    return uv_hrtime() / 1000;
-}
-
-static void on_clock_timer(timers_entry_t *t);
-
-static void clock_judge(qnode_t *qn, const clock_skew_sample_t *now) {
-    quorum_t *q = qn->q;
-    int64_t ppm, err;
-    if (!qn->clock_have) {
-        qn->clock_base = *now;
-        qn->clock_have = 1;
-        return;
-    }
-    if (clock_skew_rate(&qn->clock_base, now, &ppm, &err) != 0) return;
-    int64_t bound = clock_skew_bound_ppm(q->drift_ms, q->rejoin_delay_ms);
-    int verdict = clock_skew_judge(ppm, err, bound);
-    if (verdict == 1 && !qn->clock_off) {
-        qn->clock_off = 1;
-        log_warn("quorum: %s: its clock runs %+lld ppm (+- %lld) against ours, more than "
-                 "clock_drift_ms allows (%lld ppm of the longest lease): it does not count "
-                 "toward a majority until it keeps time", qn->label, (long long)ppm,
-                 (long long)err, (long long)bound);
-        backend_notify_state(&q->base);
-    } else if (verdict == 0 && qn->clock_off) {
-        qn->clock_off = 0;
-        log_info("quorum: %s: its clock keeps time again (%+lld ppm)", qn->label, (long long)ppm);
-        backend_notify_state(&q->base);
-    }
-    if (now->got_us - qn->clock_base.got_us >= QUORUM_CLOCK_WINDOW_US) qn->clock_base = *now;
-}
-
-static void on_time(void *data, redisReply *r, const char *error) {
-    qnode_t *qn = data;
-    quorum_t *q = qn->q;
-    if (q->closed || !node_up(qn->nd)) return;
-    clock_skew_sample_t smp = {.sent_us = qn->clock_sent_us, .got_us = mono_us()};
-    if (error == NULL && r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-        r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING &&
-        clock_skew_parse_time(r->element[0]->str, r->element[0]->len, r->element[1]->str,
-                              r->element[1]->len, &smp.node_us) == 0)
-        clock_judge(qn, &smp);
-    timers_start(q->timers, &qn->clock_timer, QUORUM_CLOCK_EVERY_MS, on_clock_timer);
-}
-
-static void clock_ask(qnode_t *qn) {
-    static const char *argv[] = {"TIME"};
-    static const size_t argvlen[] = {4};
-    if (!node_up(qn->nd)) return;
-    qn->clock_sent_us = mono_us();
-    if (node_command(qn->nd, 1, argv, argvlen, on_time, qn) != 0)
-        timers_start(qn->q->timers, &qn->clock_timer, QUORUM_CLOCK_EVERY_MS, on_clock_timer);
-}
-
-static void on_clock_timer(timers_entry_t *t) {
-    clock_ask(container_of(t, qnode_t, clock_timer));
-}
-
-static void retry_resend(qnode_t *qn);
 
 static void on_node_state(void *data) {
     qnode_t *qn = data;
     quorum_t *q = qn->q;
     if (q->closed) return;
-    qn->checked = 0;
-    timers_stop(q->timers, &qn->rejoin);
-    timers_stop(q->timers, &qn->clock_timer);
-    qn->clock_have = 0;
-    if (node_up(qn->nd)) {
-        clock_ask(qn);
-        static const char *argv[] = {"INFO", "server"};
-        static const size_t argvlen[] = {4, 6};
-        if (node_command(qn->nd, 2, argv, argvlen, on_info, qn) != 0)
-            log_warn("quorum: %s: cannot ask INFO", qn->label);
-        retry_resend(qn);
-    }
+    quorum_clock_check(qn);
+    if (node_up(qn->nd)) quorum_park_resend(qn);
     backend_notify_state(&q->base);
 }
 
 /* ---- children -------------------------------------------------------------------- */
 
 static void child_send(qnode_t *qn, qchild_t *c) {
-    c->counts = counts(qn) != 0;
+    c->counts = quorum_clock_counts(qn) != 0;
     node_submit(qn->nd, &c->op);
 }
 
@@ -403,69 +180,6 @@ static void extra_send_name(qop_t *qo, unsigned idx, unsigned phase, backend_op_
 
 static void extra_send(qop_t *qo, unsigned idx, unsigned phase, backend_op_type_t kind) {
     extra_send_name(qo, idx, phase, kind, 0, qo->fence);
-}
-
-/* Queues rt for when qn is back, dropping what is past its time or beyond
- * QUORUM_PARKED_MAX first. */
-static void park(qnode_t *qn, qretry_t *rt) {
-    uint64_t now = timers_now(qn->q->timers);
-    qretry_t *old;
-    while ((old = STAILQ_FIRST(&qn->retries)) != NULL &&
-           (old->give_up_at <= now || qn->parked >= QUORUM_PARKED_MAX)) {
-        STAILQ_REMOVE_HEAD(&qn->retries, link);
-        qn->parked--;
-        free(old);
-    }
-    STAILQ_INSERT_TAIL(&qn->retries, rt, link);
-    qn->parked++;
-}
-
-/* Parks a release that got no answer from its node until the node is back. */
-static void retry_park(qnode_t *qn, const backend_op_t *op) {
-    quorum_t *q = qn->q;
-    if (q->closed) return;
-    qretry_t *rt = malloc(sizeof(*rt) + op->len + 1);
-    if (rt == NULL) return;
-    memset(&rt->c, 0, sizeof(rt->c));
-    rt->c.rt = rt;
-    rt->c.idx = (unsigned char)qn->idx;
-    rt->c.phase = PH_BACK;
-    rt->c.op.type = op->type;
-    rt->c.op.owner = op->owner;
-    memcpy(rt->name, op->name, op->len);
-    rt->name[op->len] = '\0';
-    rt->len = op->len;
-    rt->c.op.name = rt->name;
-    rt->c.op.len = rt->len;
-    rt->give_up_at = timers_now(q->timers) + q->rejoin_delay_ms;
-    park(qn, rt);
-}
-
-static void retry_resend(qnode_t *qn) {
-    STAILQ_HEAD(, qretry_s) again = STAILQ_HEAD_INITIALIZER(again);
-    qretry_t *rt;
-    STAILQ_CONCAT(&again, &qn->retries);
-    qn->parked = 0;
-    while ((rt = STAILQ_FIRST(&again)) != NULL) {
-        STAILQ_REMOVE_HEAD(&again, link);
-        node_submit(qn->nd, &rt->c.op);
-    }
-}
-
-/* A new grant to owner makes its parked releases of name stale. */
-static void retry_forget(quorum_t *q, const char *name, size_t len, uint64_t owner) {
-    for (unsigned i = 0; i < q->n; i++) {
-        qnode_t *qn = &q->nodes[i];
-        qretry_t *rt = STAILQ_FIRST(&qn->retries), *next;
-        for (; rt != NULL; rt = next) {
-            next = STAILQ_NEXT(rt, link);
-            if (rt->c.op.owner == owner && rt->len == len && memcmp(rt->name, name, len) == 0) {
-                STAILQ_REMOVE(&qn->retries, rt, qretry_s, link);
-                qn->parked--;
-                free(rt);
-            }
-        }
-    }
 }
 
 /* ---- answering -------------------------------------------------------------------- */
@@ -604,13 +318,13 @@ static void acquire_grant(qop_t *qo) {
     p->res.outcome = BACKEND_GRANTED;
     if (qo->mnames != NULL) {
         for (size_t j = 0; j < qo->nnames; j++) {
-            retry_forget(q, qo->mnames[j].name, qo->mnames[j].len, p->owner);
+            quorum_park_forget(q, qo->mnames[j].name, qo->mnames[j].len, p->owner);
             p->values[j] = qo->mfence[j];
         }
         answer(qo, BACKEND_OK);
         return;
     }
-    retry_forget(q, qo->name, qo->len, p->owner);
+    quorum_park_forget(q, qo->name, qo->len, p->owner);
     p->res.fence = qo->fence;
     answer(qo, BACKEND_OK);
 }
@@ -746,7 +460,7 @@ static void release_decide(qop_t *qo) {
      * out park it when they fail (on_child). */
     for (unsigned i = 0; i < q->n; i++) {
         const qchild_t *c = &qo->ch[i];
-        if (c->done && c->op.res.status == BACKEND_DOWN) retry_park(&q->nodes[i], &c->op);
+        if (c->done && c->op.res.status == BACKEND_DOWN) quorum_park_add(&q->nodes[i], &c->op);
     }
     p->res.holds = holds;
     p->res.others_waiting = others;
@@ -797,25 +511,19 @@ static void qop_maybe_free(qop_t *qo) {
 
 static void on_child(void *data, backend_op_t *op) {
     qnode_t *qn = data;
-    quorum_t *q = qn->q;
     qchild_t *c = container_of(op, qchild_t, op);
     qop_t *qo = c->qo;
     int is_release = op->type == BACKEND_RELEASE || op->type == BACKEND_DROP;
 
     if (qo == NULL) { /* a parked release, sent again */
-        qretry_t *rt = c->rt;
-        if (op->res.status == BACKEND_DOWN && !q->closed &&
-            timers_now(q->timers) < rt->give_up_at)
-            park(qn, rt);
-        else
-            free(rt);
+        quorum_park_answered(qn, c);
         return;
     }
     c->done = 1;
     qo->left--;
     if (c->phase == PH_MAIN) {
         if (op->res.status == BACKEND_DOWN && is_release && qo->parent == NULL)
-            retry_park(qn, op);
+            quorum_park_add(qn, op);
         /* A release that fails before the op is answered is the lock
          * manager's to send again, if the op fails; after, the node's. */
         if (qo->parent != NULL) decide(qo);
@@ -823,7 +531,7 @@ static void on_child(void *data, backend_op_t *op) {
     } else {
         unsigned idx = c->idx;
         int raise = c->phase == PH_RAISE;
-        if (op->res.status == BACKEND_DOWN && is_release) retry_park(qn, op);
+        if (op->res.status == BACKEND_DOWN && is_release) quorum_park_add(qn, op);
         if (raise) {
             qo->raising--;
             unsigned char r = quorum_vote_raised(op->res.status, op->res.holds);
@@ -1009,11 +717,6 @@ static int q_available(const backend_t *b, const char *name, size_t len) {
     return counting(q) >= q->majority;
 }
 
-static const char *node_state(const qnode_t *qn) {
-    quorum_vote_node_t n = vote_node(qn);
-    return quorum_vote_node_state(&n, timers_now(qn->q->timers));
-}
-
 static void q_describe(const backend_t *b, const char *name, size_t len, char *buf,
                        size_t cap) {
     const quorum_t *q = QB_CONST(b);
@@ -1025,13 +728,13 @@ static void q_describe(const backend_t *b, const char *name, size_t len, char *b
         k = (size_t)snprintf(buf, cap, "no quorum (%u of %u up)", up, q->n);
         for (unsigned i = 0; i < q->n && k < cap; i++) {
             const qnode_t *qn = &q->nodes[i];
-            if (counts(qn)) continue;
+            if (quorum_clock_counts(qn)) continue;
             uint64_t now = timers_now(q->timers);
             if (!node_up(qn->nd)) node_why_down(qn->nd, why, sizeof(why));
             else if (qn->checked && qn->counts_at > now)
                 snprintf(why, sizeof(why), "restarted lately: counts in %llu ms (rejoin_delay_ms)",
                          (unsigned long long)(qn->counts_at - now));
-            else snprintf(why, sizeof(why), "%s", node_state(qn));
+            else snprintf(why, sizeof(why), "%s", quorum_clock_state(qn));
             snprintf(buf + k, cap - k, ": %s: %s", qn->label, why);
             break;
         }
@@ -1040,8 +743,8 @@ static void q_describe(const backend_t *b, const char *name, size_t len, char *b
     k = (size_t)snprintf(buf, cap, "quorum %u of %u up (majority %u)", up, q->n, q->majority);
     for (unsigned i = 0; i < q->n && k < cap; i++) {
         const qnode_t *qn = &q->nodes[i];
-        if (!counts(qn))
-            k += (size_t)snprintf(buf + k, cap - k, " %s:%s", node_state(qn), qn->label);
+        if (!quorum_clock_counts(qn))
+            k += (size_t)snprintf(buf + k, cap - k, " %s:%s", quorum_clock_state(qn), qn->label);
     }
 }
 
@@ -1079,9 +782,10 @@ static void q_nodes(const backend_t *b, backend_node_cb cb, void *data) {
     const quorum_t *q = QB_CONST(b);
     for (unsigned i = 0; i < q->n; i++) {
         const qnode_t *qn = &q->nodes[i];
-        qinfo_t qi = {.cb = cb, .data = data, .counts = counts(qn)};
-        node_info(qn->nd, node_up(qn->nd) && !counts(qn) ? node_state(qn) : "primary", node_seen,
-                  &qi);
+        qinfo_t qi = {.cb = cb, .data = data, .counts = quorum_clock_counts(qn)};
+        node_info(qn->nd,
+                  node_up(qn->nd) && !quorum_clock_counts(qn) ? quorum_clock_state(qn) : "primary",
+                  node_seen, &qi);
     }
 }
 
@@ -1098,8 +802,7 @@ static void q_close(backend_t *b) {
      * answers submit fails from the orphans. */
     for (unsigned i = 0; i < q->n; i++) {
         qnode_t *qn = &q->nodes[i];
-        timers_stop(q->timers, &qn->rejoin);
-        timers_stop(q->timers, &qn->clock_timer);
+        quorum_clock_stop(qn);
         node_free(qn->nd);
         qn->nd = NULL;
         fail_orphans(q, "shutting down");
@@ -1110,13 +813,7 @@ static void q_close(backend_t *b) {
         LIST_REMOVE(qo, link);
         free(qo);
     }
-    for (unsigned i = 0; i < q->n; i++) {
-        qretry_t *rt;
-        while ((rt = STAILQ_FIRST(&q->nodes[i].retries)) != NULL) {
-            STAILQ_REMOVE_HEAD(&q->nodes[i].retries, link);
-            free(rt);
-        }
-    }
+    for (unsigned i = 0; i < q->n; i++) quorum_park_free(&q->nodes[i]);
     size_t i = 0;
     hmap_node_t *h, *next;
     for (h = hmap_next(&q->watches, &i, NULL); h != NULL; h = next) {

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include "daemon/backend/resp_write.h"
 #include "daemon/log.h"
 #include "daemon/util/buf.h"
 #include "daemon/util/pool.h"
@@ -467,51 +468,6 @@ static int take_plain(resp_conn_t *c, const char *data, size_t len) {
 }
 
 /* ---- output ------------------------------------------------------------ */
-
-static size_t digits(size_t n) {
-    size_t d = 1;
-    while (n >= 10) {
-        n /= 10;
-        d++;
-    }
-    return d;
-}
-
-/* "<kind><n>\r\n" */
-static char *put_header(char *p, char kind, size_t n) {
-    size_t d = digits(n);
-    *p++ = kind;
-    for (size_t i = d; i > 0; i--) {
-        p[i - 1] = (char)('0' + n % 10);
-        n /= 10;
-    }
-    p += d;
-    *p++ = '\r';
-    *p++ = '\n';
-    return p;
-}
-
-/* Appends argv as a RESP array of bulk strings; -1 on no memory. */
-static int format_command(buf_t *out, int argc, const char **argv, const size_t *argvlen) {
-    size_t total = 1 + digits((size_t)argc) + 2;
-    for (int i = 0; i < argc; i++) {
-        size_t len = argvlen != NULL ? argvlen[i] : strlen(argv[i]);
-        total += 1 + digits(len) + 2 + len + 2;
-    }
-    char *p = buf_reserve(out, total);
-    if (p == NULL) return -1;
-    p = put_header(p, '*', (size_t)argc);
-    for (int i = 0; i < argc; i++) {
-        size_t len = argvlen != NULL ? argvlen[i] : strlen(argv[i]);
-        p = put_header(p, '$', len);
-        if (len > 0) memcpy(p, argv[i], len);
-        p += len;
-        *p++ = '\r';
-        *p++ = '\n';
-    }
-    buf_commit(out, total);
-    return 0;
-}
 
 /* Moves the ciphertext TLS has for the peer to c->wire; -1 on no memory. */
 static int tls_drain(resp_conn_t *c) {
@@ -969,7 +925,7 @@ int resp_send(resp_conn_t *c, int argc, const char **argv, const size_t *argvlen
     if (cb != NULL && rec == NULL) return RESP_ENOMEM;
     const char *why = refusal(c, flags);
     if (why == NULL && argc < 1) why = "empty command";
-    if (why == NULL && format_command(&c->out, argc, argv, argvlen) != 0) why = "out of memory";
+    if (why == NULL && resp_write_command(&c->out, argc, argv, argvlen) != 0) why = "out of memory";
     if (why != NULL) return refuse(c, rec, why);
     return queued(c, flags, rec);
 }

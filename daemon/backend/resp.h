@@ -4,8 +4,9 @@
  * The only place that touches a Redis socket. It drives its own uv_tcp_t
  * or uv_pipe_t, resolves host names with uv_getaddrinfo, optionally speaks
  * TLS through tls.h, formats requests itself (RESP arrays of bulk
- * strings, into one output buffer per connection) and parses replies with
- * hiredis's pure reader (redisReader*). hiredis's async layer is not used.
+ * strings, with resp_write.h, into one output buffer per connection) and
+ * parses replies with hiredis's pure reader (redisReader*). hiredis's
+ * async layer is not used.
  *
  * Life of a connection:
  *

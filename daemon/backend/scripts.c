@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "daemon/backend/keys.h"
+#include "daemon/backend/resp_write.h"
 
 /* ---- the scripts -------------------------------------------------------- */
 
@@ -237,27 +238,8 @@ script_id_t scripts_choose(backend_op_t *const *ops, size_t n, unsigned flags) {
     }
 }
 
-/* One RESP header or bulk string; room was reserved by the caller. */
-static size_t put_head(char *p, char kind, size_t n) {
-    size_t k = 0;
-    p[k++] = kind;
-    k += keys_u64(p + k, n);
-    p[k++] = '\r';
-    p[k++] = '\n';
-    return k;
-}
-
-static size_t put_bulk(char *p, const char *s, size_t len) {
-    size_t k = put_head(p, '$', len);
-    memcpy(p + k, s, len);
-    k += len;
-    p[k++] = '\r';
-    p[k++] = '\n';
-    return k;
-}
-
 /* Room one argument of len bytes takes at most. */
-#define ARG_ROOM(len) (1 + 20 + 2 + (len) + 2)
+#define ARG_ROOM(len) RESP_WRITE_ROOM(len)
 /* Room any one operation's arguments take at most (SCRIPT_FORCE's keys:
  * the lock and six companions). */
 #define OP_ROOM (ARG_ROOM(KEYS_KEY_MAX) + SCRIPTS_MODE_KEYS * ARG_ROOM(KEYS_COMPANION_MAX) + \
@@ -271,7 +253,7 @@ static size_t put_bulk(char *p, const char *s, size_t len) {
 static size_t put_key(char *p, const scripts_key_t *c, const char *key, size_t klen, int braces) {
     size_t kindlen = strlen(c->kind), k;
     size_t len = klen + (braces ? 2 : 0) + (c->form == SCRIPTS_KEY_TAG ? 0 : kindlen + 1);
-    k = put_head(p, '$', len);
+    k = resp_write_head(p, '$', len);
     if (c->form == SCRIPTS_KEY_PREFIX) {
         memcpy(p + k, c->kind, kindlen);
         k += kindlen;
@@ -286,8 +268,7 @@ static size_t put_key(char *p, const scripts_key_t *c, const char *key, size_t k
         memcpy(p + k, c->kind, kindlen);
         k += kindlen;
     }
-    p[k++] = '\r';
-    p[k++] = '\n';
+    k += resp_write_end(p + k);
     return k;
 }
 
@@ -306,13 +287,12 @@ static size_t put_keys(char *p, const backend_op_t *op, script_id_t id, const ch
     const scripts_mode_t *m = &modes[op->mode];
     /* The lock key, prefix and name, straight into place; its companions
      * copy it from there. */
-    size_t klen = plen + op->len, k = put_head(p, '$', klen);
+    size_t klen = plen + op->len, k = resp_write_head(p, '$', klen);
     char *key = p + k;
     memcpy(key, prefix, plen);
     memcpy(key + plen, op->name, op->len);
     k += klen;
-    p[k++] = '\r';
-    p[k++] = '\n';
+    k += resp_write_end(p + k);
     int braces = memchr(key, '{', klen) == NULL;
     if (is_own(id)) return k + put_keylist(p + k, m->keys, key, klen, braces);
     switch (id) {
@@ -320,12 +300,11 @@ static size_t put_keys(char *p, const backend_op_t *op, script_id_t id, const ch
     case SCRIPT_FORCE: return k + put_keylist(p + k, force_keys, key, klen, braces);
     case SCRIPT_WHO:
         if (flags & SCRIPTS_F_NO_REGISTRY) return k;
-        k += put_head(p + k, '$', plen + sizeof(KEYS_REGISTRY) - 1);
+        k += resp_write_head(p + k, '$', plen + sizeof(KEYS_REGISTRY) - 1);
         memcpy(p + k, prefix, plen);
         memcpy(p + k + plen, KEYS_REGISTRY, sizeof(KEYS_REGISTRY) - 1);
         k += plen + sizeof(KEYS_REGISTRY) - 1;
-        p[k++] = '\r';
-        p[k++] = '\n';
+        k += resp_write_end(p + k);
         return k;
     default: /* the lock's scripts and the batch scripts */
         if (op->type == BACKEND_RENEW) return k + put_key(p + k, &m->renew_key, key, klen, braces);
@@ -338,26 +317,25 @@ static size_t put_keys(char *p, const backend_op_t *op, script_id_t id, const ch
 /* A mode's own script's arguments, as its args list says. */
 static size_t put_own_args(char *p, const backend_op_t *op, const scripts_mode_t *m,
                            const char *field, size_t flen) {
-    char num[24];
     size_t k = 0;
     for (size_t i = 0; i < SCRIPTS_MODE_ARGS && m->args[i] != SCRIPTS_ARG_END; i++) {
         switch ((scripts_arg_t)m->args[i]) {
         case SCRIPTS_ARG_LETTER: {
             char letter = op->type == BACKEND_ACQUIRE && op->once && m->once ? m->once
                                                                                : m->letters[op->type];
-            k += put_bulk(p + k, &letter, 1);
+            k += resp_write_bulk(p + k, &letter, 1);
             break;
         }
-        case SCRIPTS_ARG_LEASE: k += put_bulk(p + k, num, keys_u64(num, op->lease_ms)); break;
-        case SCRIPTS_ARG_FIELD: k += put_bulk(p + k, field, flen); break;
-        case SCRIPTS_ARG_PERMITS: k += put_bulk(p + k, num, keys_u64(num, op->permits)); break;
-        case SCRIPTS_ARG_BASE: k += put_bulk(p + k, num, keys_u64(num, op->permit_base)); break;
-        case SCRIPTS_ARG_QUEUE: k += put_bulk(p + k, num, keys_u64(num, op->queue_ms)); break;
+        case SCRIPTS_ARG_LEASE: k += resp_write_u64(p + k, op->lease_ms); break;
+        case SCRIPTS_ARG_FIELD: k += resp_write_bulk(p + k, field, flen); break;
+        case SCRIPTS_ARG_PERMITS: k += resp_write_u64(p + k, op->permits); break;
+        case SCRIPTS_ARG_BASE: k += resp_write_u64(p + k, op->permit_base); break;
+        case SCRIPTS_ARG_QUEUE: k += resp_write_u64(p + k, op->queue_ms); break;
         case SCRIPTS_ARG_QUEUE_FOREIGN:
-            k += put_bulk(p + k, num, keys_u64(num, op->queue_foreign_ms));
+            k += resp_write_u64(p + k, op->queue_foreign_ms);
             break;
         case SCRIPTS_ARG_VALUE:
-            k += put_bulk(p + k, op->value ? op->value : "", op->value ? op->value_len : 0);
+            k += resp_write_bulk(p + k, op->value ? op->value : "", op->value ? op->value_len : 0);
             break;
         case SCRIPTS_ARG_END: break;
         }
@@ -403,24 +381,24 @@ static size_t put_args(char *p, const backend_op_t *op, script_id_t id, const ch
                         : op->type == BACKEND_FENCE ? 'f'
                                                     : 'r';
         }
-        k += put_bulk(p, letter, llen);
-        k += put_bulk(p + k, num, nlen);
-        return k + put_bulk(p + k, field, flen);
+        k += resp_write_bulk(p, letter, llen);
+        k += resp_write_bulk(p + k, num, nlen);
+        return k + resp_write_bulk(p + k, field, flen);
     }
     case SCRIPT_ACQUIRE:
-        k += put_bulk(p, num, nlen);
-        return k + put_bulk(p + k, field, flen);
+        k += resp_write_bulk(p, num, nlen);
+        return k + resp_write_bulk(p + k, field, flen);
     case SCRIPT_RELEASE:
-        k += put_bulk(p, field, flen);
-        return k + put_bulk(p + k, num, nlen);
+        k += resp_write_bulk(p, field, flen);
+        return k + resp_write_bulk(p + k, num, nlen);
     case SCRIPT_WHO:
         return 0;
     case SCRIPT_STATUS:
     case SCRIPT_RENEW: /* its lease went once, before the owners */
     case SCRIPT_RENEW_ANY:
-        return put_bulk(p, field, flen);
+        return resp_write_bulk(p, field, flen);
     default: /* SCRIPT_FORCE */
-        return put_bulk(p, num, keys_u64(num, SCRIPTS_FORCED_MARK_MS));
+        return resp_write_u64(p, SCRIPTS_FORCED_MARK_MS);
     }
 }
 
@@ -437,7 +415,7 @@ static int put_multi_keys(buf_t *out, const backend_op_t *op, const char *prefix
         memcpy(lock, prefix, plen);
         memcpy(lock + plen, nm->name, nm->len);
         if (i < op->nnames) {
-            k = put_bulk(p, lock, klen);
+            k = resp_write_bulk(p, lock, klen);
         } else {
             int braces = memchr(lock, '{', klen) == NULL;
             k = put_key(p, &modes[BACKEND_MULTI].acquire_key, lock, klen, braces);
@@ -451,20 +429,19 @@ static int put_multi_keys(buf_t *out, const backend_op_t *op, const char *prefix
  * ('M<letters>' on a quorum's node: its fence rule), lease, owner in its
  * first place, empty ones in the others. */
 static int put_multi_args(buf_t *out, const backend_op_t *op, const char *uuid, unsigned flags) {
-    char num[24], field[KEYS_FIELD_MAX];
+    char field[KEYS_FIELD_MAX];
     size_t flen = keys_owner_field(field, uuid, op->owner);
     char *p = buf_reserve(out, ARG_ROOM(1 + op->nnames) + ARG_ROOM(24) + ARG_ROOM(KEYS_FIELD_MAX) +
                                    3 * (op->nnames - 1) * ARG_ROOM(0));
     if (p == NULL) return -1;
-    size_t k = put_head(p, '$', 1 + op->nnames);
+    size_t k = resp_write_head(p, '$', 1 + op->nnames);
     p[k++] = flags & SCRIPTS_F_QUORUM ? 'M' : 'm';
     memcpy(p + k, op->reentry, op->nnames);
     k += op->nnames;
-    p[k++] = '\r';
-    p[k++] = '\n';
-    k += put_bulk(p + k, num, keys_u64(num, op->lease_ms));
-    k += put_bulk(p + k, field, flen);
-    for (size_t i = 3; i < 3 * op->nnames; i++) k += put_bulk(p + k, "", 0);
+    k += resp_write_end(p + k);
+    k += resp_write_u64(p + k, op->lease_ms);
+    k += resp_write_bulk(p + k, field, flen);
+    for (size_t i = 3; i < 3 * op->nnames; i++) k += resp_write_bulk(p + k, "", 0);
     buf_commit(out, k);
     return 0;
 }
@@ -476,23 +453,23 @@ static int format_multi(buf_t *out, const char *sha, const backend_op_t *op,
                         const char *prefix, const char *uuid, unsigned flags) {
     int quorum = (flags & SCRIPTS_F_QUORUM) != 0;
     size_t start = out->len, plen = strlen(prefix), k;
-    char num[24], field[KEYS_FIELD_MAX];
+    char field[KEYS_FIELD_MAX];
     char *p = buf_reserve(out, 1 + 20 + 2 + ARG_ROOM(7) + ARG_ROOM(SCRIPTS_SHA_LEN) + ARG_ROOM(20));
     if (p == NULL) goto nomem;
-    k = put_head(p, '*', 3 + 2 * op->nnames + 3 + (size_t)quorum);
-    k += put_bulk(p + k, "EVALSHA", 7);
-    k += put_bulk(p + k, sha, SCRIPTS_SHA_LEN);
-    k += put_bulk(p + k, num, keys_u64(num, 2 * op->nnames));
+    k = resp_write_head(p, '*', 3 + 2 * op->nnames + 3 + (size_t)quorum);
+    k += resp_write_bulk(p + k, "EVALSHA", 7);
+    k += resp_write_bulk(p + k, sha, SCRIPTS_SHA_LEN);
+    k += resp_write_u64(p + k, 2 * op->nnames);
     buf_commit(out, k);
     if (put_multi_keys(out, op, prefix, plen) != 0) goto nomem;
     size_t flen = keys_owner_field(field, uuid, op->owner);
     if ((p = buf_reserve(out, ARG_ROOM(24) + ARG_ROOM(KEYS_FIELD_MAX) + ARG_ROOM(op->nnames) +
                                   ARG_ROOM(1))) == NULL)
         goto nomem;
-    k = put_bulk(p, num, keys_u64(num, op->lease_ms));
-    k += put_bulk(p + k, field, flen);
-    k += put_bulk(p + k, op->reentry, op->nnames);
-    if (quorum) k += put_bulk(p + k, "q", 1);
+    k = resp_write_u64(p, op->lease_ms);
+    k += resp_write_bulk(p + k, field, flen);
+    k += resp_write_bulk(p + k, op->reentry, op->nnames);
+    if (quorum) k += resp_write_bulk(p + k, "q", 1);
     buf_commit(out, k);
     return 0;
 nomem:
@@ -505,7 +482,6 @@ int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *co
     size_t start = out->len, numkeys, argc, k, plen = strlen(prefix);
     if (id == SCRIPT_OWN(BACKEND_MULTI)) return format_multi(out, sha, ops[0], prefix, uuid, flags);
     int any = id == SCRIPT_OPS_ANY || id == SCRIPT_RENEW_ANY;
-    char nk[24];
     char *p;
     size_t slots = 0; /* the batch script's places: an op's, or one per name */
     for (size_t i = 0; i < n; i++) slots += scripts_width(ops[i]);
@@ -539,11 +515,11 @@ int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *co
      * count. */
     p = buf_reserve(out, 1 + 20 + 2 + ARG_ROOM(7) + ARG_ROOM(SCRIPTS_SHA_LEN) + 2 * ARG_ROOM(20));
     if (p == NULL) goto nomem;
-    k = put_head(p, '*', argc);
-    k += put_bulk(p + k, "EVALSHA", 7);
-    k += put_bulk(p + k, sha, SCRIPTS_SHA_LEN);
-    k += put_bulk(p + k, nk, keys_u64(nk, numkeys));
-    if (any) k += put_bulk(p + k, nk, keys_u64(nk, slots));
+    k = resp_write_head(p, '*', argc);
+    k += resp_write_bulk(p + k, "EVALSHA", 7);
+    k += resp_write_bulk(p + k, sha, SCRIPTS_SHA_LEN);
+    k += resp_write_u64(p + k, numkeys);
+    if (any) k += resp_write_u64(p + k, slots);
     buf_commit(out, k);
     for (size_t i = 0; i < n; i++) {
         if (is_multi(ops[i])) {
@@ -554,9 +530,8 @@ int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *co
         buf_commit(out, put_keys(p, ops[i], id, prefix, plen, flags));
     }
     if (id == SCRIPT_RENEW || id == SCRIPT_RENEW_ANY) {
-        char lease[24];
         if ((p = buf_reserve(out, ARG_ROOM(24))) == NULL) goto nomem;
-        buf_commit(out, put_bulk(p, lease, keys_u64(lease, ops[0]->lease_ms)));
+        buf_commit(out, resp_write_u64(p, ops[0]->lease_ms));
     }
     for (size_t i = 0; i < n; i++) {
         if (is_multi(ops[i])) {
@@ -570,7 +545,7 @@ int scripts_format(buf_t *out, script_id_t id, const char *sha, backend_op_t *co
         id == SCRIPT_FORCE || is_own(id)) {
         if ((p = buf_reserve(out, ARG_ROOM(8))) == NULL) goto nomem;
         const char *pub = PUB_CMD(flags);
-        buf_commit(out, put_bulk(p, pub, strlen(pub)));
+        buf_commit(out, resp_write_bulk(p, pub, strlen(pub)));
     }
     return 0;
 nomem:
@@ -699,19 +674,18 @@ int scripts_format_register(buf_t *out, const char *sha, const char *prefix, con
                                    ARG_ROOM(plen + sizeof(KEYS_REGISTRY)) + ARG_ROOM(ulen) +
                                    ARG_ROOM(nlen) + ARG_ROOM(slen));
     if (p == NULL) return -1;
-    size_t k = put_head(p, '*', 7);
-    k += put_bulk(p + k, "EVALSHA", 7);
-    k += put_bulk(p + k, sha, SCRIPTS_SHA_LEN);
-    k += put_bulk(p + k, "1", 1);
-    k += put_head(p + k, '$', plen + sizeof(KEYS_REGISTRY) - 1);
+    size_t k = resp_write_head(p, '*', 7);
+    k += resp_write_bulk(p + k, "EVALSHA", 7);
+    k += resp_write_bulk(p + k, sha, SCRIPTS_SHA_LEN);
+    k += resp_write_bulk(p + k, "1", 1);
+    k += resp_write_head(p + k, '$', plen + sizeof(KEYS_REGISTRY) - 1);
     memcpy(p + k, prefix, plen);
     memcpy(p + k + plen, KEYS_REGISTRY, sizeof(KEYS_REGISTRY) - 1);
     k += plen + sizeof(KEYS_REGISTRY) - 1;
-    p[k++] = '\r';
-    p[k++] = '\n';
-    k += put_bulk(p + k, uuid, ulen);
-    k += put_bulk(p + k, name, nlen);
-    k += put_bulk(p + k, stale, slen);
+    k += resp_write_end(p + k);
+    k += resp_write_bulk(p + k, uuid, ulen);
+    k += resp_write_bulk(p + k, name, nlen);
+    k += resp_write_bulk(p + k, stale, slen);
     buf_commit(out, k);
     return 0;
 }
