@@ -46,7 +46,8 @@ typedef struct election_read_s election_read_t;
 typedef enum {
     PENDING_WAIT = 0,   /* queued on a lock (LOCK, TRYLOCK) */
     PENDING_OP,         /* one backend call (reentry, RENEW, STATUS, FORCE) */
-    PENDING_MULTI       /* a multi-name wait (multi.c): a place in each queue */
+    PENDING_KIND        /* a request its kind tracks itself (a multi-name
+                           wait): the kind's cancel and orphan hooks end it */
 } pending_type_t;
 
 /* One request of an owner's in flight. An owner has any number at once
@@ -54,6 +55,7 @@ typedef enum {
  * being here together. */
 typedef struct pending_s {
     pending_type_t type;
+    const lock_kind_t *kind;   /* PENDING_KIND: whose request it is */
     void *call;                /* lockmgr_request's call: its answer names it */
     LIST_ENTRY(pending_s) by_owner; /* on the owner's pendings until it ends */
     int linked;
@@ -163,8 +165,6 @@ struct wait_s {
     int granted;               /* answered with a grant: it leaves no place */
     int undone;                /* withdrawn with its acquire in flight: the undo
                                   went right behind it (lock_wait_withdraw) */
-    int uncounted;             /* a place of a request that counts itself once
-                                  (a multi-name wait): not in waiting */
     LIST_ENTRY(wait_s) flight;
     lock_mode_t mode;
     uint32_t permits;          /* SEM: asked for */
@@ -186,7 +186,10 @@ struct wait_s {
     backend_op_t acquire;      /* its acquire, while in flight */
     election_read_t *kind_read; /* a read its kind sent about it, in
                                   flight (lock_read_election), or NULL */
-    pending_t *set;            /* a MULTI place: its multi-name wait's */
+    pending_t *whole;          /* a place of a larger request (its pending,
+                                  PENDING_KIND), which counts itself as one
+                                  waiter: this place is not in waiting; NULL
+                                  for a wait of its own */
 };
 
 /* A release that must reach Redis even if it is down now, or a leave of
@@ -309,6 +312,9 @@ void lock_answer_unavailable(lockmgr_t *m, lock_owner_t *o, void *call, const ch
 /* p is in flight for o, for its call; it ends (linked no more) at
  * lock_pending_end, which every kind of pending reaches once. */
 void lock_pending_start(lock_owner_t *o, pending_t *p, pending_type_t kind, void *call);
+/* The same for a request kind k tracks itself (PENDING_KIND): its cancel
+ * and orphan hooks end it. */
+void lock_pending_start_kind(lock_owner_t *o, pending_t *p, const lock_kind_t *k, void *call);
 void lock_pending_end(lock_owner_t *o, pending_t *p);
 void lockmgr_shutdown_step(lockmgr_t *m);
 

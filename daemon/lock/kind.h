@@ -85,6 +85,13 @@ struct lock_kind_s {
     /* Optional: frees the kind's own state (m->kind_state at its first
      * mode), at lockmgr_free when the slot is not NULL. */
     void (*free_state)(lockmgr_t *m);
+    /* Requests the kind tracks itself (PENDING_KIND, lock_pending_start_kind);
+     * both are needed by a kind that starts one. CANCEL of p: answered ERR
+     * CANCELLED (the core counts it), and nothing of it stays held. */
+    void (*cancel)(pending_t *p);
+    /* p's owner is gone (its pending is unlinked already): p ends without
+     * an answer. */
+    void (*orphan)(pending_t *p);
     /* Optional: o is being dropped, from outside its callbacks: what the
      * kind's own state keeps of it besides holds and waits goes (an
      * election's observations). Called when the slot is not NULL. */
@@ -181,11 +188,13 @@ wait_t *lock_queue_head(const lock_t *l);
 void lock_retry_at(lock_t *l, long long ttl_ms);
 /* Takes w out of its queue; frees it unless its acquire is in flight. */
 void lock_wait_end(wait_t *w);
-/* A place for o at the end of l's queue, in mode; it tries when the kind's
- * kick says. Not counted as a waiter: its request, which may have places
- * in many queues, counts itself once (waiting, lock_acct_waiting). NULL on
- * no memory. The caller answers. */
-wait_t *lock_enqueue(lock_t *l, lock_owner_t *o, lock_mode_t mode, uint32_t lease_ms);
+/* A place for o at the end of l's queue, in mode, of the larger request
+ * whole (its pending); it tries when the kind's kick says. Not counted as
+ * a waiter: whole, which may have places in many queues, counts itself
+ * once (waiting, lock_acct_waiting). NULL on no memory. The caller
+ * answers. */
+wait_t *lock_enqueue(lock_t *l, lock_owner_t *o, lock_mode_t mode, uint32_t lease_ms,
+                     pending_t *whole);
 /* Moves w (queued) ahead of the waiters that came after arrived_ns (its
  * request's arrival), short of one whose acquire is in flight: a request
  * that asks anew for one of its names keeps its place in the order of

@@ -27,7 +27,7 @@ static void wait_unlink(wait_t *w) {
     if (!w->queued) return;
     TAILQ_REMOVE(&l->q->waiters, w, link);
     w->queued = 0;
-    if (w->uncounted) return;
+    if (w->whole != NULL) return; /* the larger request counts itself */
     l->mgr->waiting--;
     if (w->owner != NULL) lock_acct_waiting(w->owner, -1);
 }
@@ -444,7 +444,8 @@ void lock_enqueue_in_order(wait_t *w, uint64_t arrived_ns) {
 
 /* ---- a new wait ----------------------------------------------------------------------- */
 
-wait_t *lock_enqueue(lock_t *l, lock_owner_t *o, lock_mode_t mode, uint32_t lease_ms) {
+wait_t *lock_enqueue(lock_t *l, lock_owner_t *o, lock_mode_t mode, uint32_t lease_ms,
+                     pending_t *whole) {
     lockmgr_t *m = l->mgr;
     wait_t *w = pool_get(&m->wait_pool);
     if (w == NULL) return NULL;
@@ -462,7 +463,7 @@ wait_t *lock_enqueue(lock_t *l, lock_owner_t *o, lock_mode_t mode, uint32_t leas
     w->started_ns = uv_hrtime();
     TAILQ_INSERT_TAIL(&l->q->waiters, w, link);
     w->queued = 1;
-    w->uncounted = 1;
+    w->whole = whole;
     return w;
 }
 
