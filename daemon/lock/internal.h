@@ -167,7 +167,9 @@ struct wait_s {
                                   went right behind it (lock_wait_withdraw) */
     LIST_ENTRY(wait_s) flight;
     lock_mode_t mode;
-    uint32_t permits;          /* SEM: asked for */
+    uint32_t count;            /* what the request counts (lock_request_t.count,
+                                  a semaphore's permits); 0 where its kind
+                                  counts nothing */
     uint32_t base;             /* SEM: the owner's permits when the attempt went */
     uint32_t hold_lease;       /* SEM: the hold's lease once granted (0 watchdog) */
     int woken;                 /* a wake-up came while its acquire was in flight */
@@ -353,9 +355,10 @@ void watchdog_stop(lockmgr_t *m);
  * for at most lease_ms (0: the configured lease). */
 void release_all(lockmgr_t *m, const char *name, size_t len, uint64_t owner, uint32_t lease_ms,
                  lock_mode_t mode);
-/* Gives back a semaphore's permits base + 1 .. base + permits of owner. */
-void release_permits(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
-                     uint32_t lease_ms, lock_mode_t mode, uint32_t base, uint32_t permits);
+/* Gives back part of owner's hold, its units base + 1 .. base + count, for
+ * a kind whose hold is many units in Redis (a semaphore's permit ids). */
+void release_part(lockmgr_t *m, const char *name, size_t len, uint64_t owner, uint32_t lease_ms,
+                  lock_mode_t mode, uint32_t base, uint32_t count);
 /* Deletes everything h holds in Redis (before h is dropped), as its kind
  * says. */
 void release_hold(const hold_t *h);
@@ -371,10 +374,10 @@ void release_leave(lockmgr_t *m, const char *name, size_t len, uint64_t owner, l
 /* A new grant to owner makes older queued releases of it (of that mode) stale. */
 void release_forget(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
                     lock_mode_t mode);
-/* A semaphore's grant to owner of ids 1..count: queued releases of those
- * ids are stale, of the ids above they still stand. */
-void release_forget_permits(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
-                            lock_mode_t mode, uint32_t count);
+/* A grant to owner of a hold of units 1..count (release_part's): queued
+ * releases of those units are stale, of the units above they still stand. */
+void release_forget_below(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
+                          lock_mode_t mode, uint32_t count);
 /* Redis is back: send the queued releases. */
 void release_resend(lockmgr_t *m);
 /* Shutdown: send every queued release once more, counted. */

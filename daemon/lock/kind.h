@@ -30,9 +30,12 @@ struct lock_kind_s {
     unsigned cap;              /* the BACKEND_CAP_* a topology needs for it; 0 any */
     backend_mode_t watch;      /* the channel its releases come on */
     lock_status_form_t status; /* STATUS's form */
-    unsigned permits : 1;      /* a hold counts permits: Redis, not a local
-                                  holder, says how long a waiter waits, and
-                                  WHO has no one holder */
+    unsigned joins : 1;        /* an owner's new wait for a name it holds
+                                  joins its hold (a semaphore's permits add
+                                  to the owner's): no new hold to limit */
+    unsigned no_holder : 1;    /* no one holder: WHO has none to name (ERR
+                                  KIND), and local holds keep no waiter out,
+                                  so a TIMEOUT tells Redis's TTL, not theirs */
     unsigned head_wakes : 1;   /* a wake-up lets only the queue's head try
                                   (the others wait for their turn in Redis) */
     unsigned queues : 1;       /* an acquire Redis refuses takes a place in
@@ -212,7 +215,7 @@ long long lock_unlock_hold(lockmgr_t *m, lock_owner_t *o, lock_t *l, hold_t *h);
 /* Queues o for l (LOCK, TRYLOCK), as the request's kind and mode say. */
 void lock_start_wait(lockmgr_t *m, lock_owner_t *o, void *call, lock_verb_t verb,
                      lock_mode_t mode, const char *name, size_t len, uint32_t wait_ms,
-                     uint32_t lease_ms, uint32_t permits);
+                     uint32_t lease_ms, uint32_t count);
 /* One backend call for o's request (internal.h's lock_op_t): done gets
  * its answer; NULL (answered) on no memory. Submit op->bop. */
 lock_op_t *lock_op_new(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req,

@@ -32,7 +32,7 @@ static void sem_prepare(lock_t *l, wait_t *w, backend_op_t *op) {
     else if (h->lease_ms && w->lease_ms)
         w->hold_lease = h->lease_ms > w->lease_ms ? h->lease_ms : w->lease_ms;
     else w->hold_lease = 0;
-    op->permits = w->permits;
+    op->permits = w->count;
     op->permit_base = w->base;
     op->lease_ms = w->hold_lease ? w->hold_lease : l->mgr->conf->lease_ms;
 }
@@ -58,7 +58,7 @@ static void sem_kick(lock_t *l) {
     wait_t *w = TAILQ_FIRST(&l->q->waiters);
     for (int head = 1; w != NULL && l->attempts < LOCKMGR_READS_INFLIGHT;
          w = TAILQ_NEXT(w, link), head = 0) {
-        room -= w->permits;
+        room -= w->count;
         if (w->in_flight) continue;
         if (!head && (w->parked || room < 0)) return;
         lock_attempt(l, w);
@@ -66,8 +66,8 @@ static void sem_kick(lock_t *l) {
 }
 
 static void sem_undo(lock_t *l, const wait_t *w, uint64_t owner) {
-    release_permits(l->mgr, l->name, l->len, owner, w->acquire.lease_ms, LOCK_MODE_SEM, w->base,
-                    w->permits);
+    release_part(l->mgr, l->name, l->len, owner, w->acquire.lease_ms, LOCK_MODE_SEM, w->base,
+                    w->count);
 }
 
 /* Redis granted w's permits. */
@@ -102,12 +102,12 @@ static void sem_granted(lock_t *l, wait_t *w) {
         lock_wait_end(w);
         return;
     }
-    h->count += w->permits;
+    h->count += w->count;
     h->lease_ms = w->hold_lease;
     l->sem_free = (long long)w->acquire.res.fence;
     m->stats.grants++;
     histo_add(&m->wait_time, (uv_hrtime() - w->started_ns) / 1000);
-    release_forget_permits(m, l->name, l->len, o->id, LOCK_MODE_SEM, h->count);
+    release_forget_below(m, l->name, l->len, o->id, LOCK_MODE_SEM, h->count);
     /* The acquire set every id of the hold to the lease. */
     watchdog_set_confirmed(h, w->sent_at, w->acquire.lease_ms);
     lock_answer_value(o, w->hdr.call, h->count);
@@ -152,7 +152,7 @@ static void sem_released(lock_t *l, hold_t *h) {
 
 static void sem_release_hold(const hold_t *h) {
     const lock_t *l = h->lock;
-    release_permits(l->mgr, l->name, l->len, h->owner->id, lock_hold_redis_lease(h),
+    release_part(l->mgr, l->name, l->len, h->owner->id, lock_hold_redis_lease(h),
                     LOCK_MODE_SEM, 0, h->count);
 }
 
@@ -200,7 +200,7 @@ static void sem_release(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_req
     /* The top ids go; Redis sees the release before any acquire after it. */
     h->count -= permits;
     sem_free_add(l, permits);
-    release_permits(m, l->name, l->len, o->id, lock_hold_redis_lease(h), LOCK_MODE_SEM, h->count,
+    release_part(m, l->name, l->len, o->id, lock_hold_redis_lease(h), LOCK_MODE_SEM, h->count,
                     permits);
     lock_answer_value(o, o->call_now, h->count);
     lock_kick(l);
@@ -243,7 +243,8 @@ const lock_kind_t lock_kind_sem = {
     .cap = BACKEND_CAP_ONE_COPY,
     .watch = BACKEND_SEM,
     .status = LOCK_STATUS_PERMITS,
-    .permits = 1,
+    .joins = 1,
+    .no_holder = 1,
     .blocked = sem_blocked,
     .kick = sem_kick,
     .prepare = sem_prepare,

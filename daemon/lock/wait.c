@@ -470,7 +470,7 @@ wait_t *lock_enqueue(lock_t *l, lock_owner_t *o, lock_mode_t mode, uint32_t leas
 static void on_wait_deadline(timers_entry_t *t) {
     wait_t *w = container_of(t, wait_t, deadline);
     lock_t *l = w->lock;
-    long long ttl = !LIST_EMPTY(&l->holds) && !l->kind->permits
+    long long ttl = !LIST_EMPTY(&l->holds) && !l->kind->no_holder
                         ? lock_local_ttl(l)
                         : (w->tried ? w->ttl_ms : -1);
     if (w->unacked[0] != '\0' && LIST_EMPTY(&l->holds))
@@ -493,18 +493,18 @@ static int only_sharers_queued(const lock_t *l, lock_mode_t mode) {
 
 void lock_start_wait(lockmgr_t *m, lock_owner_t *o, void *call, lock_verb_t verb,
                      lock_mode_t mode, const char *name, size_t len, uint32_t wait_ms,
-                     uint32_t lease_ms, uint32_t permits) {
+                     uint32_t lease_ms, uint32_t count) {
     const lock_kind_t *k = lock_kind_of(mode);
     lock_t *l = lock_find(m, name, len);
-    /* More permits join the owner's hold: no new hold. */
-    if (o->held_count >= m->conf->max_locks_per_client &&
-        !(k->permits && lock_hold_of(l, o, mode) != NULL)) {
+    /* A wait that joins the owner's hold (its kind's joins) makes no new hold. */
+    int joins = k->joins && lock_hold_of(l, o, mode) != NULL;
+    if (o->held_count >= m->conf->max_locks_per_client && !joins) {
         lock_answer_error(m, o, call, LOCK_ERR_LIMIT, LOCK_WHY_MAX_LOCKS, 0);
         return;
     }
     lock_why_t why = LOCK_WHY_NONE;
     if (m->waiting >= m->conf->max_waiters) why = LOCK_WHY_MAX_WAITERS;
-    else if (!(k->permits && lock_hold_of(l, o, mode) != NULL)) why = lock_acct_new_holds(m, o, 1);
+    else if (!joins) why = lock_acct_new_holds(m, o, 1);
     if (why == LOCK_WHY_NONE) why = lock_acct_new_wait(m, o);
     if (why != LOCK_WHY_NONE) {
         lock_answer_error(m, o, call, LOCK_ERR_LIMIT, why, 0);
@@ -526,7 +526,7 @@ void lock_start_wait(lockmgr_t *m, lock_owner_t *o, void *call, lock_verb_t verb
     if (once && (lock_blocked(l, o, mode) || !only_sharers_queued(l, mode))) {
         /* Someone here is ahead: no try, to keep first come first served. */
         pool_put(&m->wait_pool, w);
-        lock_answer_timeout(m, o, call, k->permits ? -1 : lock_local_ttl(l));
+        lock_answer_timeout(m, o, call, k->no_holder ? -1 : lock_local_ttl(l));
         return;
     }
     if (queue_get(l) == NULL) {
@@ -540,7 +540,7 @@ void lock_start_wait(lockmgr_t *m, lock_owner_t *o, void *call, lock_verb_t verb
     w->lock = l;
     w->once = once;
     w->mode = mode;
-    w->permits = permits;
+    w->count = count;
     w->lease_ms = lease_ms;
     w->ttl_ms = -1;
     w->started_ns = uv_hrtime();
