@@ -34,6 +34,18 @@ typedef struct hold_s hold_t;
 typedef struct lock_kind_s lock_kind_t;
 typedef struct wait_s wait_t;
 
+/* Room for what a kind keeps of its own in a lock_t, a queue_t and a
+ * wait_t (the core's structs, one each per name, per name waited for and
+ * per waiter): the kind views it as a struct of its own, checked to fit
+ * (kind.h's LOCK_KIND_AREA_FITS), so that no kind's state is a core
+ * field and the hot path makes no allocation more. An area is zero when
+ * its struct is made, and a lock_t's again when its name becomes another
+ * kind's (lock_take_kind). The sizes are today's largest users'. */
+#define LOCK_KIND_LOCK_AREA 16  /* a semaphore's count of permits free */
+#define LOCK_KIND_QUEUE_AREA 48 /* the keep timer of a queue in Redis */
+#define LOCK_KIND_WAIT_AREA 16  /* a semaphore's base and lease; a read in flight */
+#define LOCK_KIND_AREA_ALIGN 8  /* the alignment each area has */
+
 /* The text kept of why a waiter's last grant was undone. */
 #define WAIT_WHY_LEN 64
 /* ERR BACKEND's text for an acquire answered HOLD_GONE where its script
@@ -141,9 +153,8 @@ struct lock_s {
     int busy;                  /* backend calls in flight that name this lock */
     int first_used;            /* first holds a hold */
     const lock_kind_t *kind;   /* while held or waited for */
-    long long sem_free;        /* a semaphore's permits free in Redis after
-                                  our last grant, plus those we gave back
-                                  since; 0 after a refusal (sem_kick) */
+    _Alignas(LOCK_KIND_AREA_ALIGN) unsigned char kind_area[LOCK_KIND_LOCK_AREA];
+                               /* the kind's own (lock_area) */
     hold_t first;              /* the first holder's hold lives here: a mutex
                                   needs no other allocation, and the watchdog
                                   finds the hold next to its name */
@@ -170,8 +181,6 @@ struct wait_s {
     uint32_t count;            /* what the request counts (lock_request_t.count,
                                   a semaphore's permits); 0 where its kind
                                   counts nothing */
-    uint32_t base;             /* SEM: the owner's permits when the attempt went */
-    uint32_t hold_lease;       /* SEM: the hold's lease once granted (0 watchdog) */
     int woken;                 /* a wake-up came while its acquire was in flight */
     int once;                  /* TRYLOCK with wait 0: one try */
     int tried;                 /* Redis said TAKEN at least once */
@@ -188,6 +197,8 @@ struct wait_s {
     backend_op_t acquire;      /* its acquire, while in flight */
     election_read_t *kind_read; /* a read its kind sent about it, in
                                   flight (lock_read_election), or NULL */
+    _Alignas(LOCK_KIND_AREA_ALIGN) unsigned char kind_area[LOCK_KIND_WAIT_AREA];
+                               /* its kind's own (lock_wait_area) */
     pending_t *whole;          /* a place of a larger request (its pending,
                                   PENDING_KIND), which counts itself as one
                                   waiter: this place is not in waiting; NULL

@@ -16,6 +16,8 @@
 #ifndef DLOCK_LOCK_KIND_H
 #define DLOCK_LOCK_KIND_H
 
+#include <string.h>
+
 #include "daemon/lock/internal.h"
 
 /* How STATUS answers for a hold of the kind. */
@@ -100,6 +102,32 @@ struct lock_kind_s {
      * election's observations). Called when the slot is not NULL. */
     void (*owner_drop)(lockmgr_t *m, lock_owner_t *o);
 };
+
+/* A kind's struct T fits an area of size bytes (LOCK_KIND_*_AREA), at
+ * file scope beside T. */
+#define LOCK_KIND_AREA_FITS(T, size)                                                     \
+    _Static_assert(sizeof(T) <= (size) && _Alignof(T) <= LOCK_KIND_AREA_ALIGN,         \
+                   #T " fits its area")
+
+/* The areas the kinds keep their own state in (internal.h): a lock's, by
+ * l->kind; a queue's, by its lock's kind; a waiter's, by its mode's kind. */
+static inline void *lock_area(lock_t *l) {
+    return l->kind_area;
+}
+static inline void *lock_wait_area(wait_t *w) {
+    return w->kind_area;
+}
+static inline const void *lock_wait_area_c(const wait_t *w) {
+    return w->kind_area;
+}
+
+/* l, in use by no one here, is k's from now: its area starts zero when
+ * it was another kind's. Nothing while it is in use: it keeps its kind. */
+static inline void lock_take_kind(lock_t *l, const lock_kind_t *k) {
+    if (lock_in_use(l)) return;
+    if (l->kind != k) memset(l->kind_area, 0, sizeof(l->kind_area));
+    l->kind = k;
+}
 
 /* What each mode is: its kind, its backend mode. */
 typedef struct lock_mode_info_s {

@@ -302,7 +302,7 @@ static int mwait_requeue_lost(mwait_t *mw) {
         if (!mw->counted && m->waiting >= m->conf->max_waiters) why = LOCK_WHY_MAX_WAITERS;
         else if (!mw->counted) why = lock_acct_new_wait(m, o);
         if (why == LOCK_WHY_NONE) {
-            if (!lock_in_use(l)) l->kind = lock_kind_of(LOCK_MODE_MUTEX);
+            lock_take_kind(l, lock_kind_of(LOCK_MODE_MUTEX));
             p->w = lock_enqueue(l, o, LOCK_MODE_MULTI, mw->lease_ms, &mw->hdr);
             if (p->w == NULL) {
                 why = LOCK_WHY_NOMEM;
@@ -707,7 +707,7 @@ static void mlock(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
         mw->names[i].name = l->name;
         mw->names[i].len = l->len;
         if (lock_hold_of(l, o, LOCK_MODE_MUTEX) != NULL) continue;
-        if (!lock_in_use(l)) l->kind = lock_kind_of(LOCK_MODE_MUTEX);
+        lock_take_kind(l, lock_kind_of(LOCK_MODE_MUTEX));
         if ((mw->part[i].w = lock_enqueue(l, o, LOCK_MODE_MULTI, req->lease_ms, &mw->hdr)) == NULL)
             goto nomem;
         mw->part[i].w->started_ns = mw->started_ns;

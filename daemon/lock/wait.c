@@ -521,7 +521,7 @@ void lock_start_wait(lockmgr_t *m, lock_owner_t *o, void *call, lock_verb_t verb
         if (l) lock_maybe_free(l);
         return;
     }
-    if (!lock_in_use(l)) l->kind = k;
+    lock_take_kind(l, k);
     int once = verb == LOCK_VERB_TRYLOCK && wait_ms == 0;
     if (once && (lock_blocked(l, o, mode) || !only_sharers_queued(l, mode))) {
         /* Someone here is ahead: no try, to keep first come first served. */
