@@ -17,13 +17,24 @@
  * leaves places that end within lease_ms. A fair lock's holder is an
  * RLock's, so a name another daemon's election leads refuses it as
  * taken: its first refusal reads what the name is, as LOCK's does
- * (mutex.c). */
+ * (elect_read.h). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/lock/kind.h"
+#include "daemon/lock/elect_read.h"
 #include "daemon/log.h"
 #include "daemon/util/util.h"
+
+/* A fair lock's waiter's own, in its area: the read in flight about it. */
+typedef struct fair_waiter_s {
+    election_read_t *read;
+} fair_waiter_t;
+LOCK_KIND_AREA_FITS(fair_waiter_t, LOCK_KIND_WAIT_AREA);
+
+static void fair_refused(lock_t *l, wait_t *w) {
+    fair_waiter_t *fw = lock_wait_area(w);
+    lock_refused_read_kind(l, w, &fw->read);
+}
 
 /* w's attempt: its place's length, and whether it takes one. */
 static void fair_prepare(lock_t *l, wait_t *w, backend_op_t *op) {
@@ -81,7 +92,8 @@ static void fair_taken(lock_t *l, wait_t *w, const backend_result_t *res) {
 /* w stops waiting: its place goes (unless it was granted), and a new
  * head's channel is watched. */
 static void fair_leave(lock_t *l, wait_t *w, int was_head) {
-    lock_leave_read_kind(l, w);
+    fair_waiter_t *fw = lock_wait_area(w);
+    lock_leave_read_kind(&fw->read);
     lock_leave_queue(l, w);
     if (was_head) fair_watch(l);
 }
@@ -102,7 +114,7 @@ const lock_kind_t lock_kind_fair = {
     .queues = 1,
     .kick = lock_kick_all,
     .prepare = fair_prepare,
-    .refused = lock_refused_read_kind,
+    .refused = fair_refused,
     .taken = fair_taken,
     .requeued = fair_queued,
     .leave = fair_leave,

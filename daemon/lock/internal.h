@@ -52,7 +52,6 @@ typedef struct wait_s wait_t;
  * never says it (a reply rewritten on its way). */
 #define LOCK_UNEXPECTED_HOLD_GONE "unexpected answer from Redis: hold gone"
 typedef struct release_s release_t;
-typedef struct election_read_s election_read_t;
 
 /* What an owner's request in flight is. */
 typedef enum {
@@ -195,8 +194,6 @@ struct wait_s {
     uint64_t started_ns;       /* uv_hrtime() at the request, for the metrics */
     timers_entry_t deadline;   /* TRYLOCK's wait_ms */
     backend_op_t acquire;      /* its acquire, while in flight */
-    election_read_t *kind_read; /* a read its kind sent about it, in
-                                  flight (lock_read_election), or NULL */
     _Alignas(LOCK_KIND_AREA_ALIGN) unsigned char kind_area[LOCK_KIND_WAIT_AREA];
                                /* its kind's own (lock_wait_area) */
     pending_t *whole;          /* a place of a larger request (its pending,

@@ -192,22 +192,6 @@ void lock_kick_all(lock_t *l);
  * away as a release is (release_leave): a place left behind would hold
  * the name's queue up on every daemon until it ended, lease_ms later. */
 void lock_leave_queue(lock_t *l, const wait_t *w);
-/* An election's leader holds a plain lock's hash, so Redis refuses a
- * plain, fair or multi-name lock of a name another daemon's election
- * leads as TAKEN (mutex.c). lock_read_election() reads whether an
- * election leads the name (one LEADER read) and calls cb(data, leads)
- * once, never from inside this call, unless lock_read_forget() came
- * first; NULL when no read went (the topology has no elections, or no
- * memory). */
-typedef void (*lock_election_cb)(void *data, int leads);
-election_read_t *lock_read_election(lockmgr_t *m, const char *name, size_t len,
-                                    lock_election_cb cb, void *data);
-void lock_read_forget(election_read_t *r);
-/* The refused and leave hooks of plain and fair locks: the first refusal
- * of a wait that waits on reads the name, and ends the wait with ERR KIND
- * if an election leads it; leaving forgets the read. */
-void lock_refused_read_kind(lock_t *l, wait_t *w);
-void lock_leave_read_kind(lock_t *l, wait_t *w);
 /* A new hold for w with fence, and its answer. */
 void lock_grant(lock_t *l, wait_t *w, uint64_t fence);
 /* w waits on after Redis refused it: for a wake-up, or the holder's lease

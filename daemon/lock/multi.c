@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/lock/kind.h"
+#include "daemon/lock/elect_read.h"
 #include "daemon/log.h"
 #include "daemon/util/util.h"
 
