@@ -42,7 +42,7 @@ typedef struct wait_s wait_t;
  * its struct is made, and a lock_t's again when its name becomes another
  * kind's (lock_take_kind). The sizes are today's largest users'. */
 #define LOCK_KIND_LOCK_AREA 16  /* a semaphore's count of permits free */
-#define LOCK_KIND_QUEUE_AREA 48 /* the keep timer of a queue in Redis */
+#define LOCK_KIND_QUEUE_AREA 56 /* the keep timer of a queue in Redis */
 #define LOCK_KIND_WAIT_AREA 16  /* a semaphore's base and lease; a read in flight */
 #define LOCK_KIND_AREA_ALIGN 8  /* the alignment each area has */
 
@@ -136,8 +136,8 @@ typedef struct queue_s {
     int yielding;              /* local hand-off held back for other daemons */
     backend_mode_t watch_mode; /* the channel watched ... */
     uint64_t watch_owner;      /* ... and whose (a fair lock's waiter's), or 0 */
-    timers_entry_t keep;       /* a fair lock's waiters ask again, in order,
-                                  keeping their places in Redis's queue */
+    _Alignas(LOCK_KIND_AREA_ALIGN) unsigned char kind_area[LOCK_KIND_QUEUE_AREA];
+                               /* its lock's kind's own (lock_queue_area) */
 } queue_t;
 
 struct lock_s {

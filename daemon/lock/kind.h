@@ -75,6 +75,9 @@ struct lock_kind_s {
     void (*undo)(lock_t *l, const wait_t *w, uint64_t owner);
     /* Optional: w stops waiting; was_head if it was the queue's head. */
     void (*leave)(lock_t *l, wait_t *w, int was_head);
+    /* Optional: l's queue goes (its last waiter left, or lockmgr_free):
+     * what the kind keeps in its area stops (its timers). */
+    void (*queue_end)(lock_t *l);
     /* Optional: h's last count is given back, before Redis is told. */
     void (*released)(lock_t *l, hold_t *h);
     /* Optional: deletes everything h holds in Redis (release_hold_all()
@@ -113,6 +116,13 @@ struct lock_kind_s {
  * l->kind; a queue's, by its lock's kind; a waiter's, by its mode's kind. */
 static inline void *lock_area(lock_t *l) {
     return l->kind_area;
+}
+static inline void *lock_queue_area(queue_t *q) {
+    return q->kind_area;
+}
+/* The queue whose area this is (for a timer's callback). */
+static inline queue_t *lock_queue_of_area(void *area) {
+    return container_of(area, queue_t, kind_area);
 }
 static inline void *lock_wait_area(wait_t *w) {
     return w->kind_area;

@@ -51,7 +51,7 @@ static void queue_stop(lock_t *l) {
     queue_t *q = l->q;
     timers_stop(l->mgr->timers, &q->retry);
     timers_stop(l->mgr->timers, &q->yield);
-    timers_stop(l->mgr->timers, &q->keep);
+    if (l->kind->queue_end) l->kind->queue_end(l);
 }
 
 /* The queue emptied: no more wake-ups needed. */
