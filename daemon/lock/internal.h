@@ -9,7 +9,12 @@
  *   release.c   releases (and leaves of places in Redis's queues) that
  *               must reach Redis even while it is away
  *   kind.h      the lock-kind interface; kind.c the modes' table, and one
- *               file per kind: mutex.c, rwlock.c, semaphore.c, fair.c
+ *               file per kind: mutex.c, rwlock.c, semaphore.c, fair.c,
+ *               elect.c (with observe.c), multi.c; elect_read.c and
+ *               redisq.c, helpers some kinds share
+ *
+ * No kind's state is a field here: a kind keeps its own in the kind
+ * areas of lock_t, queue_t and wait_t (LOCK_KIND_*_AREA, kind.h).
  *
  * A lock_t is one name this daemon cares about: its local holds (hold_t,
  * one per holder; a mutex has at most one), its FIFO of waiters, and the

@@ -1,18 +1,28 @@
-/* The lock-kind interface: what differs between a mutex, a read/write lock, a semaphore, a fair lock.
+/* The lock-kind interface: everything that differs between the kinds of lock, as one table per kind.
  * SPDX-License-Identifier: MIT
  *
- * Each kind is one file (mutex.c, rwlock.c, semaphore.c, fair.c) holding a
- * lock_kind_t table; each request mode belongs to one kind (lock_modes[],
- * kind.c). The core (lockmgr.c, wait.c, request.c, watchdog.c,
- * release.c) calls the table and never names a kind; a kind reaches the
- * core through the lock_* functions below and the watchdog_* and release_*
- * ones (internal.h).
+ * Each kind is a file holding a lock_kind_t table: mutex.c, rwlock.c,
+ * semaphore.c, fair.c, elect.c (with observe.c), multi.c; each request
+ * mode belongs to one kind (lock_modes[], kind.c). The core (lockmgr.c,
+ * wait.c, request.c, watchdog.c, release.c) calls the table and never
+ * names a kind: a hook left NULL, a property left 0, is a mutex's way. A
+ * kind reaches the core through the lock_* functions below and the
+ * watchdog_* and release_* ones (internal.h); helpers some kinds share
+ * have their own files: elect_read.h (whether an election leads a name),
+ * redisq.h (waiters that queue in Redis).
  *
- * Adding a kind: a lock_mode_t value (lockmgr.h) for each of its modes, a
- * row for each in lock_modes[] and its table's name (kind.c), its file
- * with its table (any state of its own in m->kind_state[its first mode],
- * freed by its free_state), its backend mode's row with its script
- * (daemon/backend/scripts.c), and its protocol words (session.c). */
+ * A kind's own state is never a core field. Per name, per queue and per
+ * waiter it lives in the core struct's kind area (lock_area,
+ * lock_queue_area, lock_wait_area: LOCK_KIND_*_AREA bytes, internal.h),
+ * viewed as a struct of the kind's own that LOCK_KIND_AREA_FITS checks;
+ * the rest in m->kind_state[its first mode], made on first use and freed
+ * by its free_state. A request it tracks itself (not one wait) is a
+ * PENDING_KIND pending, which its cancel and orphan hooks end.
+ *
+ * Adding a kind: a line per mode in daemon/modes.h, a row for each in
+ * lock_modes[] and its table's name (kind.c), its file with its table,
+ * its backend mode's row with its script (daemon/backend/scripts.c), and
+ * its protocol words (session.c). */
 #ifndef DLOCK_LOCK_KIND_H
 #define DLOCK_LOCK_KIND_H
 
