@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "daemon/lock/elect.h"
+#include "daemon/lock/redisq.h"
 #include "daemon/log.h"
 #include "daemon/util/util.h"
 
@@ -152,37 +153,6 @@ static void elect_prepare(lock_t *l, wait_t *w, backend_op_t *op) {
     op->value_len = c ? c->vlen : 1;
 }
 
-/* Every waiter asks again, in order: places Redis still has are kept, the
- * others taken back in that order. */
-static void on_keep(timers_entry_t *t) {
-    queue_t *q = container_of(t, queue_t, keep);
-    lock_t *l = q->lock;
-    wait_t *w;
-    TAILQ_FOREACH(w, &q->waiters, link) w->parked = 0;
-    timers_start(l->mgr->timers, &q->keep, l->mgr->conf->renew_every_ms, on_keep);
-    lock_kick(l);
-}
-
-/* Redis put w in its queue: keep the place; the name's watch wakes it. */
-static void elect_queued(lock_t *l, wait_t *w) {
-    lockmgr_t *m = l->mgr;
-    (void)w;
-    if (!timers_active(&l->q->keep))
-        timers_start(m->timers, &l->q->keep, m->conf->renew_every_ms, on_keep);
-}
-
-static void elect_taken(lock_t *l, wait_t *w, const backend_result_t *res) {
-    int head = lock_queue_head(l) == w;
-    if (head && w->woken) {
-        lock_attempt(l, w);
-        return;
-    }
-    w->parked = 1;
-    elect_queued(l, w);
-    if (head) lock_retry_at(l, res->ttl_ms);
-    lock_kick(l);
-}
-
 static void elect_leave(lock_t *l, wait_t *w, int was_head) {
     lockmgr_t *m = l->mgr;
     (void)was_head;
@@ -202,11 +172,6 @@ static void elect_leave(lock_t *l, wait_t *w, int was_head) {
         }
     }
     if (TAILQ_EMPTY(&l->q->waiters)) elect_unwatch(m, l->name, l->len);
-}
-
-static void elect_released(lock_t *l, hold_t *h) {
-    (void)h;
-    if (l->q != NULL && !TAILQ_EMPTY(&l->q->waiters)) TAILQ_FIRST(&l->q->waiters)->parked = 0;
 }
 
 /* ELECT: a connection that leads is answered at once, with its fence. */
@@ -265,10 +230,11 @@ const lock_kind_t lock_kind_elect = {
     .queues = 1,
     .kick = lock_kick_all,
     .prepare = elect_prepare,
-    .taken = elect_taken,
-    .requeued = elect_queued,
+    .taken = redisq_taken,
+    .requeued = redisq_queued, /* the name's watch (observe.c) wakes it */
     .leave = elect_leave,
-    .released = elect_released,
+    .queue_end = redisq_queue_end,
+    .released = redisq_released,
     .acquire = elect_acquire,
     .request = elect_request,
     .free_state = elect_free_state,

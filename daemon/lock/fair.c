@@ -17,30 +17,31 @@
  * leaves places that end within lease_ms. A fair lock's holder is an
  * RLock's, so a name another daemon's election leads refuses it as
  * taken: its first refusal reads what the name is, as LOCK's does
- * (mutex.c). */
+ * (elect_read.h). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/lock/kind.h"
+#include "daemon/lock/elect_read.h"
+#include "daemon/lock/redisq.h"
 #include "daemon/log.h"
 #include "daemon/util/util.h"
+
+/* A fair lock's waiter's own, in its area: the read in flight about it. */
+typedef struct fair_waiter_s {
+    election_read_t *read;
+} fair_waiter_t;
+LOCK_KIND_AREA_FITS(fair_waiter_t, LOCK_KIND_WAIT_AREA);
+
+static void fair_refused(lock_t *l, wait_t *w) {
+    fair_waiter_t *fw = lock_wait_area(w);
+    lock_refused_read_kind(l, w, &fw->read);
+}
 
 /* w's attempt: its place's length, and whether it takes one. */
 static void fair_prepare(lock_t *l, wait_t *w, backend_op_t *op) {
     op->once = w->once;
     op->queue_ms = l->mgr->conf->lease_ms;
     op->queue_foreign_ms = LOCKMGR_FAIR_FOREIGN_WAIT_MS;
-}
-
-/* Every waiter asks again, in the queue's order: those whose places Redis
- * still has keep them, the others take them back in that order. */
-static void on_keep(timers_entry_t *t) {
-    queue_t *q = container_of(t, queue_t, keep);
-    lock_t *l = q->lock;
-    wait_t *w;
-    TAILQ_FOREACH(w, &q->waiters, link) w->parked = 0;
-    timers_start(l->mgr->timers, &q->keep, l->mgr->conf->renew_every_ms, on_keep);
-    lock_kick(l);
 }
 
 /* The channel a fair lock's waiters are woken on: its local head's. */
@@ -56,41 +57,17 @@ static void fair_watch(lock_t *l) {
 
 /* Redis put w in its queue: keep the place, watch the head's channel. */
 static void fair_queued(lock_t *l, wait_t *w) {
-    lockmgr_t *m = l->mgr;
-    if (!timers_active(&l->q->keep))
-        timers_start(m->timers, &l->q->keep, m->conf->renew_every_ms, on_keep);
+    redisq_queued(l, w);
     if (TAILQ_FIRST(&l->q->waiters) == w) fair_watch(l);
-}
-
-/* In Redis's queue now: the head waits for its wake-up or its holder's
- * lease, the others for their turn. */
-static void fair_taken(lock_t *l, wait_t *w, const backend_result_t *res) {
-    int head = lock_queue_head(l) == w;
-    if (head && w->woken) {
-        lock_attempt(l, w);
-        return;
-    }
-    w->parked = 1;
-    fair_queued(l, w);
-    if (head) lock_retry_at(l, res->ttl_ms);
-    /* Its ask is done: a waiter the cap on asks in flight held back may
-     * ask now. */
-    lock_kick(l);
 }
 
 /* w stops waiting: its place goes (unless it was granted), and a new
  * head's channel is watched. */
 static void fair_leave(lock_t *l, wait_t *w, int was_head) {
-    lock_leave_read_kind(l, w);
+    fair_waiter_t *fw = lock_wait_area(w);
+    lock_leave_read_kind(&fw->read);
     lock_leave_queue(l, w);
     if (was_head) fair_watch(l);
-}
-
-/* A fair lock's head may be Redis's too: it asks right behind our release
- * rather than waiting for the wake-up on its channel. */
-static void fair_released(lock_t *l, hold_t *h) {
-    (void)h;
-    if (l->q != NULL && !TAILQ_EMPTY(&l->q->waiters)) TAILQ_FIRST(&l->q->waiters)->parked = 0;
 }
 
 const lock_kind_t lock_kind_fair = {
@@ -102,9 +79,10 @@ const lock_kind_t lock_kind_fair = {
     .queues = 1,
     .kick = lock_kick_all,
     .prepare = fair_prepare,
-    .refused = lock_refused_read_kind,
-    .taken = fair_taken,
+    .refused = fair_refused,
+    .taken = redisq_taken,
     .requeued = fair_queued,
     .leave = fair_leave,
-    .released = fair_released,
+    .queue_end = redisq_queue_end,
+    .released = redisq_released,
 };

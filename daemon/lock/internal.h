@@ -9,7 +9,12 @@
  *   release.c   releases (and leaves of places in Redis's queues) that
  *               must reach Redis even while it is away
  *   kind.h      the lock-kind interface; kind.c the modes' table, and one
- *               file per kind: mutex.c, rwlock.c, semaphore.c, fair.c
+ *               file per kind: mutex.c, rwlock.c, semaphore.c, fair.c,
+ *               elect.c (with observe.c), multi.c; elect_read.c and
+ *               redisq.c, helpers some kinds share
+ *
+ * No kind's state is a field here: a kind keeps its own in the kind
+ * areas of lock_t, queue_t and wait_t (LOCK_KIND_*_AREA, kind.h).
  *
  * A lock_t is one name this daemon cares about: its local holds (hold_t,
  * one per holder; a mutex has at most one), its FIFO of waiters, and the
@@ -34,19 +39,31 @@ typedef struct hold_s hold_t;
 typedef struct lock_kind_s lock_kind_t;
 typedef struct wait_s wait_t;
 
+/* Room for what a kind keeps of its own in a lock_t, a queue_t and a
+ * wait_t (the core's structs, one each per name, per name waited for and
+ * per waiter): the kind views it as a struct of its own, checked to fit
+ * (kind.h's LOCK_KIND_AREA_FITS), so that no kind's state is a core
+ * field and the hot path makes no allocation more. An area is zero when
+ * its struct is made, and a lock_t's again when its name becomes another
+ * kind's (lock_take_kind). The sizes are today's largest users'. */
+#define LOCK_KIND_LOCK_AREA 16  /* a semaphore's count of permits free */
+#define LOCK_KIND_QUEUE_AREA 56 /* the keep timer of a queue in Redis */
+#define LOCK_KIND_WAIT_AREA 16  /* a semaphore's base and lease; a read in flight */
+#define LOCK_KIND_AREA_ALIGN 8  /* the alignment each area has */
+
 /* The text kept of why a waiter's last grant was undone. */
 #define WAIT_WHY_LEN 64
 /* ERR BACKEND's text for an acquire answered HOLD_GONE where its script
  * never says it (a reply rewritten on its way). */
 #define LOCK_UNEXPECTED_HOLD_GONE "unexpected answer from Redis: hold gone"
 typedef struct release_s release_t;
-typedef struct election_read_s election_read_t;
 
 /* What an owner's request in flight is. */
 typedef enum {
     PENDING_WAIT = 0,   /* queued on a lock (LOCK, TRYLOCK) */
     PENDING_OP,         /* one backend call (reentry, RENEW, STATUS, FORCE) */
-    PENDING_MULTI       /* a multi-name wait (multi.c): a place in each queue */
+    PENDING_KIND        /* a request its kind tracks itself (a multi-name
+                           wait): the kind's cancel and orphan hooks end it */
 } pending_type_t;
 
 /* One request of an owner's in flight. An owner has any number at once
@@ -54,6 +71,7 @@ typedef enum {
  * being here together. */
 typedef struct pending_s {
     pending_type_t type;
+    const lock_kind_t *kind;   /* PENDING_KIND: whose request it is */
     void *call;                /* lockmgr_request's call: its answer names it */
     LIST_ENTRY(pending_s) by_owner; /* on the owner's pendings until it ends */
     int linked;
@@ -123,8 +141,8 @@ typedef struct queue_s {
     int yielding;              /* local hand-off held back for other daemons */
     backend_mode_t watch_mode; /* the channel watched ... */
     uint64_t watch_owner;      /* ... and whose (a fair lock's waiter's), or 0 */
-    timers_entry_t keep;       /* a fair lock's waiters ask again, in order,
-                                  keeping their places in Redis's queue */
+    _Alignas(LOCK_KIND_AREA_ALIGN) unsigned char kind_area[LOCK_KIND_QUEUE_AREA];
+                               /* its lock's kind's own (lock_queue_area) */
 } queue_t;
 
 struct lock_s {
@@ -139,9 +157,8 @@ struct lock_s {
     int busy;                  /* backend calls in flight that name this lock */
     int first_used;            /* first holds a hold */
     const lock_kind_t *kind;   /* while held or waited for */
-    long long sem_free;        /* a semaphore's permits free in Redis after
-                                  our last grant, plus those we gave back
-                                  since; 0 after a refusal (sem_kick) */
+    _Alignas(LOCK_KIND_AREA_ALIGN) unsigned char kind_area[LOCK_KIND_LOCK_AREA];
+                               /* the kind's own (lock_area) */
     hold_t first;              /* the first holder's hold lives here: a mutex
                                   needs no other allocation, and the watchdog
                                   finds the hold next to its name */
@@ -163,13 +180,11 @@ struct wait_s {
     int granted;               /* answered with a grant: it leaves no place */
     int undone;                /* withdrawn with its acquire in flight: the undo
                                   went right behind it (lock_wait_withdraw) */
-    int uncounted;             /* a place of a request that counts itself once
-                                  (a multi-name wait): not in waiting */
     LIST_ENTRY(wait_s) flight;
     lock_mode_t mode;
-    uint32_t permits;          /* SEM: asked for */
-    uint32_t base;             /* SEM: the owner's permits when the attempt went */
-    uint32_t hold_lease;       /* SEM: the hold's lease once granted (0 watchdog) */
+    uint32_t count;            /* what the request counts (lock_request_t.count,
+                                  a semaphore's permits); 0 where its kind
+                                  counts nothing */
     int woken;                 /* a wake-up came while its acquire was in flight */
     int once;                  /* TRYLOCK with wait 0: one try */
     int tried;                 /* Redis said TAKEN at least once */
@@ -184,9 +199,12 @@ struct wait_s {
     uint64_t started_ns;       /* uv_hrtime() at the request, for the metrics */
     timers_entry_t deadline;   /* TRYLOCK's wait_ms */
     backend_op_t acquire;      /* its acquire, while in flight */
-    election_read_t *kind_read; /* a read its kind sent about it, in
-                                  flight (lock_read_election), or NULL */
-    pending_t *set;            /* a MULTI place: its multi-name wait's */
+    _Alignas(LOCK_KIND_AREA_ALIGN) unsigned char kind_area[LOCK_KIND_WAIT_AREA];
+                               /* its kind's own (lock_wait_area) */
+    pending_t *whole;          /* a place of a larger request (its pending,
+                                  PENDING_KIND), which counts itself as one
+                                  waiter: this place is not in waiting; NULL
+                                  for a wait of its own */
 };
 
 /* A release that must reach Redis even if it is down now, or a leave of
@@ -309,6 +327,9 @@ void lock_answer_unavailable(lockmgr_t *m, lock_owner_t *o, void *call, const ch
 /* p is in flight for o, for its call; it ends (linked no more) at
  * lock_pending_end, which every kind of pending reaches once. */
 void lock_pending_start(lock_owner_t *o, pending_t *p, pending_type_t kind, void *call);
+/* The same for a request kind k tracks itself (PENDING_KIND): its cancel
+ * and orphan hooks end it. */
+void lock_pending_start_kind(lock_owner_t *o, pending_t *p, const lock_kind_t *k, void *call);
 void lock_pending_end(lock_owner_t *o, pending_t *p);
 void lockmgr_shutdown_step(lockmgr_t *m);
 
@@ -347,9 +368,10 @@ void watchdog_stop(lockmgr_t *m);
  * for at most lease_ms (0: the configured lease). */
 void release_all(lockmgr_t *m, const char *name, size_t len, uint64_t owner, uint32_t lease_ms,
                  lock_mode_t mode);
-/* Gives back a semaphore's permits base + 1 .. base + permits of owner. */
-void release_permits(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
-                     uint32_t lease_ms, lock_mode_t mode, uint32_t base, uint32_t permits);
+/* Gives back part of owner's hold, its units base + 1 .. base + count, for
+ * a kind whose hold is many units in Redis (a semaphore's permit ids). */
+void release_part(lockmgr_t *m, const char *name, size_t len, uint64_t owner, uint32_t lease_ms,
+                  lock_mode_t mode, uint32_t base, uint32_t count);
 /* Deletes everything h holds in Redis (before h is dropped), as its kind
  * says. */
 void release_hold(const hold_t *h);
@@ -365,10 +387,10 @@ void release_leave(lockmgr_t *m, const char *name, size_t len, uint64_t owner, l
 /* A new grant to owner makes older queued releases of it (of that mode) stale. */
 void release_forget(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
                     lock_mode_t mode);
-/* A semaphore's grant to owner of ids 1..count: queued releases of those
- * ids are stale, of the ids above they still stand. */
-void release_forget_permits(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
-                            lock_mode_t mode, uint32_t count);
+/* A grant to owner of a hold of units 1..count (release_part's): queued
+ * releases of those units are stale, of the units above they still stand. */
+void release_forget_below(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
+                          lock_mode_t mode, uint32_t count);
 /* Redis is back: send the queued releases. */
 void release_resend(lockmgr_t *m);
 /* Shutdown: send every queued release once more, counted. */

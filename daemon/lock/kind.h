@@ -1,20 +1,32 @@
-/* The lock-kind interface: what differs between a mutex, a read/write lock, a semaphore, a fair lock.
+/* The lock-kind interface: everything that differs between the kinds of lock, as one table per kind.
  * SPDX-License-Identifier: MIT
  *
- * Each kind is one file (mutex.c, rwlock.c, semaphore.c, fair.c) holding a
- * lock_kind_t table; each request mode belongs to one kind (lock_modes[],
- * kind.c). The core (lockmgr.c, wait.c, request.c, watchdog.c,
- * release.c) calls the table and never names a kind; a kind reaches the
- * core through the lock_* functions below and the watchdog_* and release_*
- * ones (internal.h).
+ * Each kind is a file holding a lock_kind_t table: mutex.c, rwlock.c,
+ * semaphore.c, fair.c, elect.c (with observe.c), multi.c; each request
+ * mode belongs to one kind (lock_modes[], kind.c). The core (lockmgr.c,
+ * wait.c, request.c, watchdog.c, release.c) calls the table and never
+ * names a kind: a hook left NULL, a property left 0, is a mutex's way. A
+ * kind reaches the core through the lock_* functions below and the
+ * watchdog_* and release_* ones (internal.h); helpers some kinds share
+ * have their own files: elect_read.h (whether an election leads a name),
+ * redisq.h (waiters that queue in Redis).
  *
- * Adding a kind: a lock_mode_t value (lockmgr.h) for each of its modes, a
- * row for each in lock_modes[] and its table's name (kind.c), its file
- * with its table (any state of its own in m->kind_state[its first mode],
- * freed by its free_state), its backend mode's row with its script
- * (daemon/backend/scripts.c), and its protocol words (session.c). */
+ * A kind's own state is never a core field. Per name, per queue and per
+ * waiter it lives in the core struct's kind area (lock_area,
+ * lock_queue_area, lock_wait_area: LOCK_KIND_*_AREA bytes, internal.h),
+ * viewed as a struct of the kind's own that LOCK_KIND_AREA_FITS checks;
+ * the rest in m->kind_state[its first mode], made on first use and freed
+ * by its free_state. A request it tracks itself (not one wait) is a
+ * PENDING_KIND pending, which its cancel and orphan hooks end.
+ *
+ * Adding a kind: a line per mode in daemon/modes.h, a row for each in
+ * lock_modes[] and its table's name (kind.c), its file with its table,
+ * its backend mode's row with its script (daemon/backend/scripts.c), and
+ * its protocol words (session.c). */
 #ifndef DLOCK_LOCK_KIND_H
 #define DLOCK_LOCK_KIND_H
+
+#include <string.h>
 
 #include "daemon/lock/internal.h"
 
@@ -30,9 +42,12 @@ struct lock_kind_s {
     unsigned cap;              /* the BACKEND_CAP_* a topology needs for it; 0 any */
     backend_mode_t watch;      /* the channel its releases come on */
     lock_status_form_t status; /* STATUS's form */
-    unsigned permits : 1;      /* a hold counts permits: Redis, not a local
-                                  holder, says how long a waiter waits, and
-                                  WHO has no one holder */
+    unsigned joins : 1;        /* an owner's new wait for a name it holds
+                                  joins its hold (a semaphore's permits add
+                                  to the owner's): no new hold to limit */
+    unsigned no_holder : 1;    /* no one holder: WHO has none to name (ERR
+                                  KIND), and local holds keep no waiter out,
+                                  so a TIMEOUT tells Redis's TTL, not theirs */
     unsigned head_wakes : 1;   /* a wake-up lets only the queue's head try
                                   (the others wait for their turn in Redis) */
     unsigned queues : 1;       /* an acquire Redis refuses takes a place in
@@ -70,6 +85,9 @@ struct lock_kind_s {
     void (*undo)(lock_t *l, const wait_t *w, uint64_t owner);
     /* Optional: w stops waiting; was_head if it was the queue's head. */
     void (*leave)(lock_t *l, wait_t *w, int was_head);
+    /* Optional: l's queue goes (its last waiter left, or lockmgr_free):
+     * what the kind keeps in its area stops (its timers). */
+    void (*queue_end)(lock_t *l);
     /* Optional: h's last count is given back, before Redis is told. */
     void (*released)(lock_t *l, hold_t *h);
     /* Optional: deletes everything h holds in Redis (release_hold_all()
@@ -85,11 +103,51 @@ struct lock_kind_s {
     /* Optional: frees the kind's own state (m->kind_state at its first
      * mode), at lockmgr_free when the slot is not NULL. */
     void (*free_state)(lockmgr_t *m);
+    /* Requests the kind tracks itself (PENDING_KIND, lock_pending_start_kind);
+     * both are needed by a kind that starts one. CANCEL of p: answered ERR
+     * CANCELLED (the core counts it), and nothing of it stays held. */
+    void (*cancel)(pending_t *p);
+    /* p's owner is gone (its pending is unlinked already): p ends without
+     * an answer. */
+    void (*orphan)(pending_t *p);
     /* Optional: o is being dropped, from outside its callbacks: what the
      * kind's own state keeps of it besides holds and waits goes (an
      * election's observations). Called when the slot is not NULL. */
     void (*owner_drop)(lockmgr_t *m, lock_owner_t *o);
 };
+
+/* A kind's struct T fits an area of size bytes (LOCK_KIND_*_AREA), at
+ * file scope beside T. */
+#define LOCK_KIND_AREA_FITS(T, size)                                                     \
+    _Static_assert(sizeof(T) <= (size) && _Alignof(T) <= LOCK_KIND_AREA_ALIGN,         \
+                   #T " fits its area")
+
+/* The areas the kinds keep their own state in (internal.h): a lock's, by
+ * l->kind; a queue's, by its lock's kind; a waiter's, by its mode's kind. */
+static inline void *lock_area(lock_t *l) {
+    return l->kind_area;
+}
+static inline void *lock_queue_area(queue_t *q) {
+    return q->kind_area;
+}
+/* The queue whose area this is (for a timer's callback). */
+static inline queue_t *lock_queue_of_area(void *area) {
+    return container_of(area, queue_t, kind_area);
+}
+static inline void *lock_wait_area(wait_t *w) {
+    return w->kind_area;
+}
+static inline const void *lock_wait_area_c(const wait_t *w) {
+    return w->kind_area;
+}
+
+/* l, in use by no one here, is k's from now: its area starts zero when
+ * it was another kind's. Nothing while it is in use: it keeps its kind. */
+static inline void lock_take_kind(lock_t *l, const lock_kind_t *k) {
+    if (lock_in_use(l)) return;
+    if (l->kind != k) memset(l->kind_area, 0, sizeof(l->kind_area));
+    l->kind = k;
+}
 
 /* What each mode is: its kind, its backend mode. */
 typedef struct lock_mode_info_s {
@@ -154,22 +212,6 @@ void lock_kick_all(lock_t *l);
  * away as a release is (release_leave): a place left behind would hold
  * the name's queue up on every daemon until it ended, lease_ms later. */
 void lock_leave_queue(lock_t *l, const wait_t *w);
-/* An election's leader holds a plain lock's hash, so Redis refuses a
- * plain, fair or multi-name lock of a name another daemon's election
- * leads as TAKEN (mutex.c). lock_read_election() reads whether an
- * election leads the name (one LEADER read) and calls cb(data, leads)
- * once, never from inside this call, unless lock_read_forget() came
- * first; NULL when no read went (the topology has no elections, or no
- * memory). */
-typedef void (*lock_election_cb)(void *data, int leads);
-election_read_t *lock_read_election(lockmgr_t *m, const char *name, size_t len,
-                                    lock_election_cb cb, void *data);
-void lock_read_forget(election_read_t *r);
-/* The refused and leave hooks of plain and fair locks: the first refusal
- * of a wait that waits on reads the name, and ends the wait with ERR KIND
- * if an election leads it; leaving forgets the read. */
-void lock_refused_read_kind(lock_t *l, wait_t *w);
-void lock_leave_read_kind(lock_t *l, wait_t *w);
 /* A new hold for w with fence, and its answer. */
 void lock_grant(lock_t *l, wait_t *w, uint64_t fence);
 /* w waits on after Redis refused it: for a wake-up, or the holder's lease
@@ -181,11 +223,13 @@ wait_t *lock_queue_head(const lock_t *l);
 void lock_retry_at(lock_t *l, long long ttl_ms);
 /* Takes w out of its queue; frees it unless its acquire is in flight. */
 void lock_wait_end(wait_t *w);
-/* A place for o at the end of l's queue, in mode; it tries when the kind's
- * kick says. Not counted as a waiter: its request, which may have places
- * in many queues, counts itself once (waiting, lock_acct_waiting). NULL on
- * no memory. The caller answers. */
-wait_t *lock_enqueue(lock_t *l, lock_owner_t *o, lock_mode_t mode, uint32_t lease_ms);
+/* A place for o at the end of l's queue, in mode, of the larger request
+ * whole (its pending); it tries when the kind's kick says. Not counted as
+ * a waiter: whole, which may have places in many queues, counts itself
+ * once (waiting, lock_acct_waiting). NULL on no memory. The caller
+ * answers. */
+wait_t *lock_enqueue(lock_t *l, lock_owner_t *o, lock_mode_t mode, uint32_t lease_ms,
+                     pending_t *whole);
 /* Moves w (queued) ahead of the waiters that came after arrived_ns (its
  * request's arrival), short of one whose acquire is in flight: a request
  * that asks anew for one of its names keeps its place in the order of
@@ -203,7 +247,7 @@ long long lock_unlock_hold(lockmgr_t *m, lock_owner_t *o, lock_t *l, hold_t *h);
 /* Queues o for l (LOCK, TRYLOCK), as the request's kind and mode say. */
 void lock_start_wait(lockmgr_t *m, lock_owner_t *o, void *call, lock_verb_t verb,
                      lock_mode_t mode, const char *name, size_t len, uint32_t wait_ms,
-                     uint32_t lease_ms, uint32_t permits);
+                     uint32_t lease_ms, uint32_t count);
 /* One backend call for o's request (internal.h's lock_op_t): done gets
  * its answer; NULL (answered) on no memory. Submit op->bop. */
 lock_op_t *lock_op_new(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req,

@@ -63,7 +63,7 @@ void lockmgr_list_fill(lockmgr_t *m, list_entry_t *e) {
             snprintf(w->field, sizeof(w->field), "-");
             w->ours = 1;
             w->owner = wt->owner->id;
-            w->count = wt->permits;
+            w->count = wt->count;
             fill_who(m, w, wt->owner, wt->started_ns);
         }
         e->waiters_total++;

@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include "daemon/lock/kind.h"
-#include "daemon/lock/multi.h"
 #include "daemon/log.h"
 #include "daemon/util/util.h"
 
@@ -84,6 +83,11 @@ void lock_pending_start(lock_owner_t *o, pending_t *p, pending_type_t kind, void
     LIST_INSERT_HEAD(&o->pendings, p, by_owner);
     p->linked = 1;
     o->npending++;
+}
+
+void lock_pending_start_kind(lock_owner_t *o, pending_t *p, const lock_kind_t *k, void *call) {
+    p->kind = k;
+    lock_pending_start(o, p, PENDING_KIND, call);
 }
 
 void lock_pending_end(lock_owner_t *o, pending_t *p) {
@@ -327,8 +331,9 @@ static pending_t *pending_of(lock_owner_t *o, void *call) {
 
 int lockmgr_cancel(lockmgr_t *m, lock_owner_t *o, void *call) {
     pending_t *p = pending_of(o, call);
-    if (p != NULL && p->type == PENDING_MULTI) {
-        multi_cancel(p);
+    if (p != NULL && p->type == PENDING_KIND) {
+        m->stats.cancelled++;
+        p->kind->cancel(p);
         return 1;
     }
     if (p == NULL || p->type != PENDING_WAIT) return 0;
@@ -357,8 +362,8 @@ static void owner_drop_now(lock_owner_t *o) {
             lock_t *l = w->lock;
             lock_wait_end(w);
             lock_maybe_free(l);
-        } else if (p->type == PENDING_MULTI) {
-            multi_orphan(p);
+        } else if (p->type == PENDING_KIND) {
+            p->kind->orphan(p);
         } else {
             lock_op_orphan((lock_op_t *)p);
         }

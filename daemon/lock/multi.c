@@ -29,8 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/lock/kind.h"
-#include "daemon/lock/multi.h"
+#include "daemon/lock/elect_read.h"
 #include "daemon/log.h"
 #include "daemon/util/util.h"
 
@@ -44,7 +43,7 @@ typedef struct mpart_s {
 } mpart_t;
 
 typedef struct mwait_s {
-    pending_t hdr;             /* PENDING_MULTI */
+    pending_t hdr;             /* PENDING_KIND, this kind's */
     lockmgr_t *mgr;
     lock_owner_t *owner;       /* NULL once answered (or its owner left) */
     uint64_t owner_id;
@@ -78,6 +77,8 @@ typedef struct mwait_s {
     size_t read_which;         /* ... that name */
     mpart_t part[];
 } mwait_t;
+
+extern const lock_kind_t lock_kind_multi;
 
 static void on_multi(backend_op_t *op);
 static void multi_try(mwait_t *mw);
@@ -251,8 +252,8 @@ static void multi_try(mwait_t *mw) {
  * its own (on Cluster, the undo of a part taken in another slot, which
  * would wake it again and again). */
 static void multi_attempt(lock_t *l, wait_t *w) {
-    if (w->owner == NULL || w->set == NULL) return;
-    mwait_t *mw = mwait_of(w->set);
+    if (w->owner == NULL || w->whole == NULL) return;
+    mwait_t *mw = mwait_of(w->whole);
     if (mw->refused && mw->part[mw->which].lock != l) return;
     multi_try(mw);
 }
@@ -301,12 +302,11 @@ static int mwait_requeue_lost(mwait_t *mw) {
         if (!mw->counted && m->waiting >= m->conf->max_waiters) why = LOCK_WHY_MAX_WAITERS;
         else if (!mw->counted) why = lock_acct_new_wait(m, o);
         if (why == LOCK_WHY_NONE) {
-            if (!lock_in_use(l)) l->kind = lock_kind_of(LOCK_MODE_MUTEX);
-            p->w = lock_enqueue(l, o, LOCK_MODE_MULTI, mw->lease_ms);
+            lock_take_kind(l, lock_kind_of(LOCK_MODE_MUTEX));
+            p->w = lock_enqueue(l, o, LOCK_MODE_MULTI, mw->lease_ms, &mw->hdr);
             if (p->w == NULL) {
                 why = LOCK_WHY_NOMEM;
             } else {
-                p->w->set = &mw->hdr;
                 /* Ahead of the sets that came after this one: at the end it
                  * could wait behind one that waits behind it elsewhere. */
                 lock_enqueue_in_order(p->w, mw->started_ns);
@@ -600,18 +600,19 @@ static void on_multi(backend_op_t *op) {
 
 /* ---- requests ------------------------------------------------------------------------- */
 
-void multi_cancel(pending_t *pending) {
+/* The kind's cancel hook: CANCEL of the set. */
+static void multi_cancel(pending_t *pending) {
     mwait_t *mw = mwait_of(pending);
     /* What its acquire may grant is undone right behind it, before CANCEL
      * is answered: no later request sees a name of the set held. */
     for (size_t i = 0; i < mw->n; i++)
         if (mw->part[i].w != NULL) lock_wait_withdraw(mw->part[i].w);
-    mw->mgr->stats.cancelled++;
     lock_answer_error(mw->mgr, mw->owner, mw->hdr.call, LOCK_ERR_CANCELLED, LOCK_WHY_NONE, 0);
     mwait_end(mw);
 }
 
-void multi_orphan(pending_t *pending) {
+/* The kind's orphan hook: the set's owner is gone. */
+static void multi_orphan(pending_t *pending) {
     mwait_end(mwait_of(pending));
 }
 
@@ -690,7 +691,7 @@ static void mlock(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
     mw->values = (uint64_t *)(mw->names + n);
     mw->reentry = (char *)(mw->values + n);
     mw->mgr = m;
-    lock_pending_start(o, &mw->hdr, PENDING_MULTI, o->call_now);
+    lock_pending_start_kind(o, &mw->hdr, &lock_kind_multi, o->call_now);
     mw->owner = o;
     mw->owner_id = o->id;
     mw->once = once;
@@ -706,10 +707,9 @@ static void mlock(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
         mw->names[i].name = l->name;
         mw->names[i].len = l->len;
         if (lock_hold_of(l, o, LOCK_MODE_MUTEX) != NULL) continue;
-        if (!lock_in_use(l)) l->kind = lock_kind_of(LOCK_MODE_MUTEX);
-        if ((mw->part[i].w = lock_enqueue(l, o, LOCK_MODE_MULTI, req->lease_ms)) == NULL)
+        lock_take_kind(l, lock_kind_of(LOCK_MODE_MUTEX));
+        if ((mw->part[i].w = lock_enqueue(l, o, LOCK_MODE_MULTI, req->lease_ms, &mw->hdr)) == NULL)
             goto nomem;
-        mw->part[i].w->set = &mw->hdr;
         mw->part[i].w->started_ns = mw->started_ns;
         mwait_count(mw, 1);
     }
@@ -795,5 +795,7 @@ const lock_kind_t lock_kind_multi = {
     .attempt = multi_attempt,
     .undo = multi_undo_place,
     .request = multi_request,
+    .cancel = multi_cancel,
+    .orphan = multi_orphan,
     .free_state = multi_free_state,
 };

@@ -63,14 +63,14 @@ static void release_send(release_t *r) {
 
 static void release_queue(lockmgr_t *m, backend_op_type_t kind, const char *name, size_t len,
                           uint64_t owner, uint32_t lease_ms, lock_mode_t mode, uint32_t base,
-                          uint32_t permits) {
+                          uint32_t count) {
     release_t *r = pool_get_sized(&m->release_pool, sizeof(*r) + len + 1);
     if (r == NULL) return; /* the lease (the place's) will end it */
     r->mgr = m;
     r->type = kind;
     r->op.owner = owner;
     r->op.permit_base = base;
-    r->op.permits = permits;
+    r->op.permits = count;
     r->mode = mode;
     r->give_up_at = timers_now(m->timers) + (lease_ms ? lease_ms : m->conf->lease_ms);
     memcpy(r->name, name, len);
@@ -87,9 +87,9 @@ void release_all(lockmgr_t *m, const char *name, size_t len, uint64_t owner, uin
     release_queue(m, BACKEND_RELEASE, name, len, owner, lease_ms, mode, 0, 0);
 }
 
-void release_permits(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
-                     uint32_t lease_ms, lock_mode_t mode, uint32_t base, uint32_t permits) {
-    release_queue(m, BACKEND_RELEASE, name, len, owner, lease_ms, mode, base, permits);
+void release_part(lockmgr_t *m, const char *name, size_t len, uint64_t owner, uint32_t lease_ms,
+                  lock_mode_t mode, uint32_t base, uint32_t count) {
+    release_queue(m, BACKEND_RELEASE, name, len, owner, lease_ms, mode, base, count);
 }
 
 void release_leave(lockmgr_t *m, const char *name, size_t len, uint64_t owner, lock_mode_t mode) {
@@ -122,8 +122,8 @@ void release_forget(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
     }
 }
 
-void release_forget_permits(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
-                            lock_mode_t mode, uint32_t count) {
+void release_forget_below(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
+                          lock_mode_t mode, uint32_t count) {
     release_t *r, *next;
     for (r = STAILQ_FIRST(&m->retries); r != NULL; r = next) {
         next = STAILQ_NEXT(r, link);

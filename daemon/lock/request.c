@@ -348,7 +348,7 @@ static void who_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
 }
 
 static void do_who(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req) {
-    if (lock_in_use(l) && l->kind->permits) {
+    if (lock_in_use(l) && l->kind->no_holder) {
         lock_answer_kind(m, o, o->call_now, LOCK_WHY_NO_HOLDER, lock_kind_mode(l->kind), l->name,
                          l->len);
         return;

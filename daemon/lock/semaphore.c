@@ -22,19 +22,45 @@
 #include "daemon/lock/kind.h"
 #include "daemon/util/util.h"
 
+/* A semaphore's own, in its lock's area: the permits free in Redis after
+ * our last grant, plus those we gave back since; 0 after a refusal
+ * (sem_kick). */
+typedef struct sem_lock_s {
+    long long free;
+} sem_lock_t;
+LOCK_KIND_AREA_FITS(sem_lock_t, LOCK_KIND_LOCK_AREA);
+
+/* ... and in each waiter's area (its permits are wait_t.count). */
+typedef struct sem_waiter_s {
+    uint32_t base;             /* the owner's permits when the attempt went */
+    uint32_t hold_lease;       /* the hold's lease once granted (0 watchdog) */
+} sem_waiter_t;
+LOCK_KIND_AREA_FITS(sem_waiter_t, LOCK_KIND_WAIT_AREA);
+
+static sem_lock_t *sem_lock(lock_t *l) {
+    return lock_area(l);
+}
+static sem_waiter_t *sem_waiter(wait_t *w) {
+    return lock_wait_area(w);
+}
+static const sem_waiter_t *sem_waiter_c(const wait_t *w) {
+    return lock_wait_area_c(w);
+}
+
 /* A semaphore's attempt: its permits, its base, the hold's lease. */
 static void sem_prepare(lock_t *l, wait_t *w, backend_op_t *op) {
     const hold_t *h = lock_hold_of(l, w->owner, LOCK_MODE_SEM);
-    w->base = h ? h->count : 0;
+    sem_waiter_t *sw = sem_waiter(w);
+    sw->base = h ? h->count : 0;
     /* More permits join the hold: its ids share one lease, the longest of
      * those asked for, the watchdog being longer than any (as a reentry). */
-    if (h == NULL) w->hold_lease = w->lease_ms;
+    if (h == NULL) sw->hold_lease = w->lease_ms;
     else if (h->lease_ms && w->lease_ms)
-        w->hold_lease = h->lease_ms > w->lease_ms ? h->lease_ms : w->lease_ms;
-    else w->hold_lease = 0;
-    op->permits = w->permits;
-    op->permit_base = w->base;
-    op->lease_ms = w->hold_lease ? w->hold_lease : l->mgr->conf->lease_ms;
+        sw->hold_lease = h->lease_ms > w->lease_ms ? h->lease_ms : w->lease_ms;
+    else sw->hold_lease = 0;
+    op->permits = w->count;
+    op->permit_base = sw->base;
+    op->lease_ms = sw->hold_lease ? sw->hold_lease : l->mgr->conf->lease_ms;
 }
 
 /* Nothing here blocks a semaphore's waiter: Redis counts the permits. */
@@ -48,17 +74,18 @@ static int sem_blocked(const lock_t *l, const lock_owner_t *o, lock_mode_t mode)
 /* Permits given back to the count of those free, which saturates at
  * LOCKMGR_SEM_FREE_MAX (a grant sets it no higher). */
 static void sem_free_add(lock_t *l, uint64_t permits) {
-    long long room = (long long)LOCKMGR_SEM_FREE_MAX - l->sem_free;
-    l->sem_free = (long long)permits >= room ? (long long)LOCKMGR_SEM_FREE_MAX
-                                             : l->sem_free + (long long)permits;
+    sem_lock_t *s = sem_lock(l);
+    long long room = (long long)LOCKMGR_SEM_FREE_MAX - s->free;
+    s->free = (long long)permits >= room ? (long long)LOCKMGR_SEM_FREE_MAX
+                                         : s->free + (long long)permits;
 }
 
 static void sem_kick(lock_t *l) {
-    long long room = l->sem_free;
+    long long room = sem_lock(l)->free;
     wait_t *w = TAILQ_FIRST(&l->q->waiters);
     for (int head = 1; w != NULL && l->attempts < LOCKMGR_READS_INFLIGHT;
          w = TAILQ_NEXT(w, link), head = 0) {
-        room -= w->permits;
+        room -= w->count;
         if (w->in_flight) continue;
         if (!head && (w->parked || room < 0)) return;
         lock_attempt(l, w);
@@ -66,8 +93,8 @@ static void sem_kick(lock_t *l) {
 }
 
 static void sem_undo(lock_t *l, const wait_t *w, uint64_t owner) {
-    release_permits(l->mgr, l->name, l->len, owner, w->acquire.lease_ms, LOCK_MODE_SEM, w->base,
-                    w->permits);
+    release_part(l->mgr, l->name, l->len, owner, w->acquire.lease_ms, LOCK_MODE_SEM,
+                 sem_waiter_c(w)->base, w->count);
 }
 
 /* Redis granted w's permits. */
@@ -75,6 +102,7 @@ static void sem_granted(lock_t *l, wait_t *w) {
     lockmgr_t *m = l->mgr;
     lock_owner_t *o = w->owner;
     hold_t *h = lock_hold_of(l, o, LOCK_MODE_SEM);
+    const sem_waiter_t *sw = sem_waiter(w);
 
     if (w->acquire.res.fence > LOCKMGR_SEM_FREE_MAX) {
         /* The permits left, as Redis counted them, are no count (a value
@@ -86,7 +114,7 @@ static void sem_granted(lock_t *l, wait_t *w) {
         lock_wait_end(w);
         return;
     }
-    if ((h ? h->count : 0) != w->base) {
+    if ((h ? h->count : 0) != sw->base) {
         /* The hold was lost while the acquire was in flight, and its ids
          * are being given back behind it: give these back too, and ask
          * again from what is left. */
@@ -94,7 +122,7 @@ static void sem_granted(lock_t *l, wait_t *w) {
         lock_attempt(l, w);
         return;
     }
-    if (h == NULL && (h = lock_hold_new(l, o, 0, w->hold_lease, LOCK_MODE_SEM)) != NULL)
+    if (h == NULL && (h = lock_hold_new(l, o, 0, sw->hold_lease, LOCK_MODE_SEM)) != NULL)
         h->count = 0;
     if (h == NULL) {
         sem_undo(l, w, o->id);
@@ -102,12 +130,12 @@ static void sem_granted(lock_t *l, wait_t *w) {
         lock_wait_end(w);
         return;
     }
-    h->count += w->permits;
-    h->lease_ms = w->hold_lease;
-    l->sem_free = (long long)w->acquire.res.fence;
+    h->count += w->count;
+    h->lease_ms = sw->hold_lease;
+    sem_lock(l)->free = (long long)w->acquire.res.fence;
     m->stats.grants++;
     histo_add(&m->wait_time, (uv_hrtime() - w->started_ns) / 1000);
-    release_forget_permits(m, l->name, l->len, o->id, LOCK_MODE_SEM, h->count);
+    release_forget_below(m, l->name, l->len, o->id, LOCK_MODE_SEM, h->count);
     /* The acquire set every id of the hold to the lease. */
     watchdog_set_confirmed(h, w->sent_at, w->acquire.lease_ms);
     lock_answer_value(o, w->hdr.call, h->count);
@@ -117,7 +145,7 @@ static void sem_granted(lock_t *l, wait_t *w) {
 /* A refusal closes the window: the next waiters wait for the head. */
 static void sem_refused(lock_t *l, wait_t *w) {
     (void)w;
-    l->sem_free = 0;
+    sem_lock(l)->free = 0;
 }
 
 /* A waiter behind the head does not try again at once on a wake-up: the
@@ -130,7 +158,8 @@ static void sem_taken(lock_t *l, wait_t *w, const backend_result_t *res) {
  * it set the earlier ids to its lease, which may end before the hold's. */
 static void sem_unanswered(lock_t *l, const wait_t *w) {
     hold_t *h = lock_hold_of(l, w->owner, LOCK_MODE_SEM);
-    if (h != NULL && w->base > 0 && h->count == w->base)
+    const sem_waiter_t *sw = sem_waiter_c(w);
+    if (h != NULL && sw->base > 0 && h->count == sw->base)
         watchdog_limit(h, w->acquire.lease_ms, w->sent_at);
 }
 
@@ -152,8 +181,8 @@ static void sem_released(lock_t *l, hold_t *h) {
 
 static void sem_release_hold(const hold_t *h) {
     const lock_t *l = h->lock;
-    release_permits(l->mgr, l->name, l->len, h->owner->id, lock_hold_redis_lease(h),
-                    LOCK_MODE_SEM, 0, h->count);
+    release_part(l->mgr, l->name, l->len, h->owner->id, lock_hold_redis_lease(h), LOCK_MODE_SEM,
+                 0, h->count);
 }
 
 /* 1 with the answer given when permits is not 1 to the most. */
@@ -200,8 +229,8 @@ static void sem_release(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_req
     /* The top ids go; Redis sees the release before any acquire after it. */
     h->count -= permits;
     sem_free_add(l, permits);
-    release_permits(m, l->name, l->len, o->id, lock_hold_redis_lease(h), LOCK_MODE_SEM, h->count,
-                    permits);
+    release_part(m, l->name, l->len, o->id, lock_hold_redis_lease(h), LOCK_MODE_SEM, h->count,
+                 permits);
     lock_answer_value(o, o->call_now, h->count);
     lock_kick(l);
 }
@@ -243,7 +272,8 @@ const lock_kind_t lock_kind_sem = {
     .cap = BACKEND_CAP_ONE_COPY,
     .watch = BACKEND_SEM,
     .status = LOCK_STATUS_PERMITS,
-    .permits = 1,
+    .joins = 1,
+    .no_holder = 1,
     .blocked = sem_blocked,
     .kick = sem_kick,
     .prepare = sem_prepare,

@@ -27,7 +27,7 @@ static void wait_unlink(wait_t *w) {
     if (!w->queued) return;
     TAILQ_REMOVE(&l->q->waiters, w, link);
     w->queued = 0;
-    if (w->uncounted) return;
+    if (w->whole != NULL) return; /* the larger request counts itself */
     l->mgr->waiting--;
     if (w->owner != NULL) lock_acct_waiting(w->owner, -1);
 }
@@ -51,7 +51,7 @@ static void queue_stop(lock_t *l) {
     queue_t *q = l->q;
     timers_stop(l->mgr->timers, &q->retry);
     timers_stop(l->mgr->timers, &q->yield);
-    timers_stop(l->mgr->timers, &q->keep);
+    if (l->kind->queue_end) l->kind->queue_end(l);
 }
 
 /* The queue emptied: no more wake-ups needed. */
@@ -444,7 +444,8 @@ void lock_enqueue_in_order(wait_t *w, uint64_t arrived_ns) {
 
 /* ---- a new wait ----------------------------------------------------------------------- */
 
-wait_t *lock_enqueue(lock_t *l, lock_owner_t *o, lock_mode_t mode, uint32_t lease_ms) {
+wait_t *lock_enqueue(lock_t *l, lock_owner_t *o, lock_mode_t mode, uint32_t lease_ms,
+                     pending_t *whole) {
     lockmgr_t *m = l->mgr;
     wait_t *w = pool_get(&m->wait_pool);
     if (w == NULL) return NULL;
@@ -462,14 +463,14 @@ wait_t *lock_enqueue(lock_t *l, lock_owner_t *o, lock_mode_t mode, uint32_t leas
     w->started_ns = uv_hrtime();
     TAILQ_INSERT_TAIL(&l->q->waiters, w, link);
     w->queued = 1;
-    w->uncounted = 1;
+    w->whole = whole;
     return w;
 }
 
 static void on_wait_deadline(timers_entry_t *t) {
     wait_t *w = container_of(t, wait_t, deadline);
     lock_t *l = w->lock;
-    long long ttl = !LIST_EMPTY(&l->holds) && !l->kind->permits
+    long long ttl = !LIST_EMPTY(&l->holds) && !l->kind->no_holder
                         ? lock_local_ttl(l)
                         : (w->tried ? w->ttl_ms : -1);
     if (w->unacked[0] != '\0' && LIST_EMPTY(&l->holds))
@@ -492,18 +493,18 @@ static int only_sharers_queued(const lock_t *l, lock_mode_t mode) {
 
 void lock_start_wait(lockmgr_t *m, lock_owner_t *o, void *call, lock_verb_t verb,
                      lock_mode_t mode, const char *name, size_t len, uint32_t wait_ms,
-                     uint32_t lease_ms, uint32_t permits) {
+                     uint32_t lease_ms, uint32_t count) {
     const lock_kind_t *k = lock_kind_of(mode);
     lock_t *l = lock_find(m, name, len);
-    /* More permits join the owner's hold: no new hold. */
-    if (o->held_count >= m->conf->max_locks_per_client &&
-        !(k->permits && lock_hold_of(l, o, mode) != NULL)) {
+    /* A wait that joins the owner's hold (its kind's joins) makes no new hold. */
+    int joins = k->joins && lock_hold_of(l, o, mode) != NULL;
+    if (o->held_count >= m->conf->max_locks_per_client && !joins) {
         lock_answer_error(m, o, call, LOCK_ERR_LIMIT, LOCK_WHY_MAX_LOCKS, 0);
         return;
     }
     lock_why_t why = LOCK_WHY_NONE;
     if (m->waiting >= m->conf->max_waiters) why = LOCK_WHY_MAX_WAITERS;
-    else if (!(k->permits && lock_hold_of(l, o, mode) != NULL)) why = lock_acct_new_holds(m, o, 1);
+    else if (!joins) why = lock_acct_new_holds(m, o, 1);
     if (why == LOCK_WHY_NONE) why = lock_acct_new_wait(m, o);
     if (why != LOCK_WHY_NONE) {
         lock_answer_error(m, o, call, LOCK_ERR_LIMIT, why, 0);
@@ -520,12 +521,12 @@ void lock_start_wait(lockmgr_t *m, lock_owner_t *o, void *call, lock_verb_t verb
         if (l) lock_maybe_free(l);
         return;
     }
-    if (!lock_in_use(l)) l->kind = k;
+    lock_take_kind(l, k);
     int once = verb == LOCK_VERB_TRYLOCK && wait_ms == 0;
     if (once && (lock_blocked(l, o, mode) || !only_sharers_queued(l, mode))) {
         /* Someone here is ahead: no try, to keep first come first served. */
         pool_put(&m->wait_pool, w);
-        lock_answer_timeout(m, o, call, k->permits ? -1 : lock_local_ttl(l));
+        lock_answer_timeout(m, o, call, k->no_holder ? -1 : lock_local_ttl(l));
         return;
     }
     if (queue_get(l) == NULL) {
@@ -539,7 +540,7 @@ void lock_start_wait(lockmgr_t *m, lock_owner_t *o, void *call, lock_verb_t verb
     w->lock = l;
     w->once = once;
     w->mode = mode;
-    w->permits = permits;
+    w->count = count;
     w->lease_ms = lease_ms;
     w->ttl_ms = -1;
     w->started_ns = uv_hrtime();
