@@ -28,6 +28,10 @@ WERROR    ?= -Werror
 WARN      := -std=c11 -Wall -Wextra $(WERROR) -Wshadow -Wstrict-prototypes \
              -Wmissing-prototypes -Wformat=2 -Wcast-qual
 DEFS      := -D_GNU_SOURCE -DDLOCKD_VERSION='"$(VERSION)"'
+# A lock kind keeps its state in a byte area of the core's structs
+# (daemon/lock/internal.h's kind areas), read as the kind's own struct:
+# type-based alias analysis must not assume those never meet.
+SAFE      := -fno-strict-aliasing
 PKGS      := libuv hiredis uuid inih libsystemd openssl libmicrohttpd
 
 # Recursive (=) so that pkg-config runs when a recipe runs, after `make deps`.
@@ -36,7 +40,7 @@ PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null)
 
-ALL_CFLAGS = $(WARN) $(DEFS) -I. $(CPPFLAGS) $(CFLAGS) $(PKG_CFLAGS)
+ALL_CFLAGS = $(WARN) $(SAFE) $(DEFS) -I. $(CPPFLAGS) $(CFLAGS) $(PKG_CFLAGS)
 
 # `make V=1` shows the full commands.
 ifeq ($(V),1)
