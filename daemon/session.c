@@ -686,7 +686,7 @@ static void start_lock_request(call_t *c) {
         .len = req->name_len,
         .wait_ms = req->wait_ms,
         .lease_ms = req->lease_ms,
-        .count = req->permits,
+        .count = req->count,
         .value = req->value,
         .value_len = req->value_len,
         .names = names,
