@@ -74,18 +74,21 @@ typedef enum {
     ORDER_OBSERVE
 } verb_order_t;
 
-/* What the session does with each verb: answer it at once (now), or make
- * it a call that starts when its turn comes (start); a lock request's
- * kind and mode; which calls it takes turns with on its names (then it
- * starts after the connection's earlier such calls on any of them are
- * answered); whether it gives back (a release passes a wait, below). */
+/* What the session does with each command: answer it at once (now), or
+ * make it a call that starts when its turn comes (start); a lock
+ * request's verb, mode and op; its lockmgr.h LOCK_WORD_* flags: which
+ * calls it takes turns with on its names (then it starts after the
+ * connection's earlier such calls on any of them are answered), whether
+ * it gives back (a release passes a wait, below), whether it waits, and
+ * its grant's form. The lock kinds' commands come from their own tables
+ * (lockmgr_word); the session's own are below (own_verbs). */
 typedef struct verb_s {
     void (*now)(session_t *s, const proto_request_t *req);
     void (*start)(call_t *c);
     lock_verb_t verb;
     lock_mode_t mode;
-    verb_order_t order;
-    int release;
+    uint8_t op;
+    unsigned flags;
 } verb_t;
 
 struct session_s {
@@ -167,7 +170,19 @@ struct sessions_s {
     void *closed_data;
     int closing_handles;       /* sessions_close_all: handles not yet closed */
     listing_ring_t lost;       /* the latest !LOST events, for the board */
+    verb_t verbs[PROTO_CMD_COUNT]; /* by command: own_verbs and every kind's words */
 };
+
+static const verb_t *verb_of(const session_t *s, proto_cmd_t cmd) {
+    return &s->ss->verbs[cmd];
+}
+
+/* Which of the connection's calls v's call takes turns with. */
+static verb_order_t order_of(const verb_t *v) {
+    return v->flags & LOCK_WORD_TURNS      ? ORDER_LOCK
+           : v->flags & LOCK_WORD_OBSERVES ? ORDER_OBSERVE
+                                           : ORDER_NONE;
+}
 
 /* Stays valid only inside one on_read: every read is consumed at once. */
 static char read_chunk[SESSION_READ_CHUNK];
@@ -320,7 +335,7 @@ static void send_clients(session_t *s, const proto_request_t *to) {
 static void send_lock_reply(session_t *s, call_t *c, const lock_reply_t *r) {
     char line[PROTO_REPLY_LIST_MAX > PROTO_REPLY_MAX ? PROTO_REPLY_LIST_MAX : PROTO_REPLY_MAX];
     int n = reply_format(line, r->type == LOCK_REPLY_LIST ? PROTO_REPLY_LIST_MAX : PROTO_REPLY_MAX,
-                         c->req.cmd, r);
+                         verb_of(s, c->req.cmd)->flags, r);
     /* A client's connect is said at info once it holds a lock: health
      * checks that only PING or INFO never are. */
     if (r->type == LOCK_REPLY_GRANTED && s->grants++ == 0)
@@ -476,7 +491,6 @@ _Static_assert((int)PROTO_RIGHT_READ == (int)ACCESS_READ &&
 
 /* ---- calls: requests in progress ----------------------------------------------------- */
 
-static const verb_t *verb_of(proto_cmd_t cmd);
 
 /* Leaves c's places in its names' lines. */
 static void call_unqueue(call_t *c) {
@@ -505,7 +519,7 @@ static void call_unqueue(call_t *c) {
 static int call_queue(call_t *c) {
     session_t *s = c->s;
     const proto_request_t *r = &c->req;
-    verb_order_t order = verb_of(r->cmd)->order;
+    verb_order_t order = order_of(verb_of(s, r->cmd));
     unsigned n = r->nnames > 0 ? r->nnames : 1;
     char key[1 + PROTO_NAME_MAX];
     if (order == ORDER_NONE) return 0;
@@ -563,7 +577,8 @@ static int waits_behind(const call_t *c) {
     for (unsigned i = 0; i < c->nturns; i++) {
         const turn_t *t = &c->turns[i];
         for (const turn_t *e = TAILQ_FIRST(&t->line->turns); e != t; e = TAILQ_NEXT(e, link)) {
-            if (e->c->started && e->c->waits && verb_of(c->req.cmd)->release) {
+            if (e->c->started && e->c->waits &&
+                (verb_of(c->s, c->req.cmd)->flags & LOCK_WORD_RELEASES)) {
                 if (release < 0) release = holds_all(c->s, &c->req);
                 if (release) continue;
             }
@@ -633,7 +648,7 @@ static void call_end(call_t *c) {
             s->state = SESSION_READY; /* drive() goes on with kept input */
         }
     }
-    if (verb_of(c->req.cmd)->order != ORDER_NONE) s->unpark = 1;
+    if (order_of(verb_of(s, c->req.cmd)) != ORDER_NONE) s->unpark = 1;
     call_free(c);
     mark_dirty(s);
     drain_end(s);
@@ -676,12 +691,14 @@ static int call_cancel(call_t *c) {
 static void start_lock_request(call_t *c) {
     session_t *s = c->s;
     const proto_request_t *req = &c->req;
+    const verb_t *v = verb_of(s, req->cmd);
     lock_name_t names[PROTO_MNAMES_MAX];
     for (unsigned i = 0; i < req->nnames; i++)
         names[i].name = proto_mname(req, i, &names[i].len);
     lock_request_t lr = {
-        .verb = verb_of(req->cmd)->verb,
-        .mode = verb_of(req->cmd)->mode,
+        .verb = v->verb,
+        .mode = v->mode,
+        .op = v->op,
         .name = req->name,
         .len = req->name_len,
         .wait_ms = req->wait_ms,
@@ -697,8 +714,7 @@ static void start_lock_request(call_t *c) {
         lr.name = NULL;
         lr.len = 0;
     }
-    c->waits = lr.verb == LOCK_VERB_LOCK || lr.verb == LOCK_VERB_MLOCK ||
-               ((lr.verb == LOCK_VERB_TRYLOCK || lr.verb == LOCK_VERB_TRYMLOCK) && lr.wait_ms > 0);
+    c->waits = (v->flags & LOCK_WORD_WAITS) && (!(v->flags & LOCK_WORD_TRY) || lr.wait_ms > 0);
     if (lockmgr_request(s->ss->locks, s->owner, &lr, c, &now)) {
         s->cmd = req->cmd;
         send_lock_reply(s, c, &now);
@@ -741,7 +757,7 @@ static void start_resign(call_t *c) {
 static void call_start(call_t *c) {
     c->started = 1;
     c->s->nparked--;
-    verb_of(c->req.cmd)->start(c);
+    verb_of(c->s, c->req.cmd)->start(c);
 }
 
 /* ---- requests ------------------------------------------------------------------------- */
@@ -815,55 +831,57 @@ static void do_cancel(session_t *s, const proto_request_t *req) {
     send_reply(s, req, line, (size_t)n);
 }
 
-#define LOCK_VERB(k, m) {.start = start_lock_request, .verb = LOCK_VERB_##k, .mode = LOCK_MODE_##m, \
-                         .order = ORDER_LOCK}
-#define RELEASE_VERB(k, m) {.start = start_lock_request, .verb = LOCK_VERB_##k, \
-                            .mode = LOCK_MODE_##m, .order = ORDER_LOCK, .release = 1}
-#define LOOK_VERB(k, m) {.start = start_lock_request, .verb = LOCK_VERB_##k, .mode = LOCK_MODE_##m}
+/* A request about a name of any kind, with LOCK_WORD_* flags f. */
+#define NAME_VERB(k, f) \
+    {.start = start_lock_request, .verb = LOCK_VERB_##k, .mode = LOCK_MODE_ANY, .flags = (f)}
 
-static const verb_t verbs[PROTO_CMD_COUNT] = {
+/* The session's own commands, and those of every kind's names; the
+ * kinds' own come from their tables (verbs_build). */
+static const verb_t own_verbs[PROTO_CMD_COUNT] = {
     [PROTO_CMD_PING] = {.now = do_ping},
     [PROTO_CMD_QUIT] = {.now = do_quit},
     [PROTO_CMD_INFO] = {.now = send_info},
     [PROTO_CMD_CANCEL] = {.now = do_cancel},
     [PROTO_CMD_CLIENTS] = {.now = send_clients},
     [PROTO_CMD_LIST] = {.start = start_list},
-    [PROTO_CMD_RESIGN] = {.start = start_resign, .order = ORDER_LOCK, .release = 1},
-    [PROTO_CMD_UNOBSERVE] = {.start = start_resign, .order = ORDER_OBSERVE},
-    [PROTO_CMD_LOCK] = LOCK_VERB(LOCK, MUTEX),
-    [PROTO_CMD_TRYLOCK] = LOCK_VERB(TRYLOCK, MUTEX),
-    [PROTO_CMD_UNLOCK] = RELEASE_VERB(UNLOCK, MUTEX),
-    [PROTO_CMD_RENEW] = LOCK_VERB(RENEW, ANY),
-    [PROTO_CMD_FORCEUNLOCK] = LOCK_VERB(FORCE, ANY),
-    [PROTO_CMD_STATUS] = LOOK_VERB(STATUS, ANY),
-    [PROTO_CMD_WHO] = LOOK_VERB(WHO, ANY),
-    [PROTO_CMD_RLOCK] = LOCK_VERB(LOCK, READ),
-    [PROTO_CMD_TRYRLOCK] = LOCK_VERB(TRYLOCK, READ),
-    [PROTO_CMD_RUNLOCK] = RELEASE_VERB(UNLOCK, READ),
-    [PROTO_CMD_WLOCK] = LOCK_VERB(LOCK, WRITE),
-    [PROTO_CMD_TRYWLOCK] = LOCK_VERB(TRYLOCK, WRITE),
-    [PROTO_CMD_WUNLOCK] = RELEASE_VERB(UNLOCK, WRITE),
-    [PROTO_CMD_SEMINIT] = LOCK_VERB(OWN, SEM), /* op 0 */
-    [PROTO_CMD_ACQUIRE] = LOCK_VERB(LOCK, SEM),
-    [PROTO_CMD_TRYACQUIRE] = LOCK_VERB(TRYLOCK, SEM),
-    [PROTO_CMD_RELEASE] = RELEASE_VERB(UNLOCK, SEM),
-    [PROTO_CMD_FAIRLOCK] = LOCK_VERB(LOCK, FAIR),
-    [PROTO_CMD_TRYFAIRLOCK] = LOCK_VERB(TRYLOCK, FAIR),
-    [PROTO_CMD_ELECT] = LOCK_VERB(LOCK, ELECT),
-    [PROTO_CMD_LEADER] = LOOK_VERB(LEADER, ELECT),
-    [PROTO_CMD_OBSERVE] = {.start = start_lock_request, .verb = LOCK_VERB_OBSERVE,
-                           .mode = LOCK_MODE_ELECT, .order = ORDER_OBSERVE},
-    [PROTO_CMD_MLOCK] = LOCK_VERB(MLOCK, MULTI),
-    [PROTO_CMD_TRYMLOCK] = LOCK_VERB(TRYMLOCK, MULTI),
-    [PROTO_CMD_MUNLOCK] = RELEASE_VERB(MUNLOCK, MULTI),
+    [PROTO_CMD_RESIGN] = {.start = start_resign, .flags = LOCK_WORD_TURNS | LOCK_WORD_RELEASES},
+    [PROTO_CMD_UNOBSERVE] = {.start = start_resign, .flags = LOCK_WORD_OBSERVES},
+    /* a plain, a fair or a multi-name lock's hold */
+    [PROTO_CMD_UNLOCK] = NAME_VERB(UNLOCK, LOCK_WORD_AS_UNLOCK),
+    [PROTO_CMD_RENEW] = NAME_VERB(RENEW, LOCK_WORD_TURNS),
+    [PROTO_CMD_FORCEUNLOCK] = NAME_VERB(FORCE, LOCK_WORD_TURNS),
+    [PROTO_CMD_STATUS] = NAME_VERB(STATUS, 0),
+    [PROTO_CMD_WHO] = NAME_VERB(WHO, 0),
 };
 
-static const verb_t *verb_of(proto_cmd_t cmd) {
-    return &verbs[cmd];
+/* Every command's verb: own_verbs, then each kind's words (lockmgr_word)
+ * by the command of that word. -1, said, when a kind's word is no
+ * command or one served already, or a command is left without a verb: a
+ * build whose kinds and protocol disagree. */
+static int verbs_build(verb_t *verbs) {
+    const lock_word_t *w;
+    memcpy(verbs, own_verbs, sizeof(own_verbs));
+    for (size_t i = 0; (w = lockmgr_word(i)) != NULL; i++) {
+        proto_cmd_t cmd = proto_cmd_of(w->word, strlen(w->word));
+        if (cmd == PROTO_CMD_NONE || verbs[cmd].now != NULL || verbs[cmd].start != NULL) {
+            log_error("a lock kind's word %s is %s", w->word,
+                      cmd == PROTO_CMD_NONE ? "no command" : "served already");
+            return -1;
+        }
+        verbs[cmd] = (verb_t){.start = start_lock_request, .verb = w->verb, .mode = w->mode,
+                              .op = w->op, .flags = w->flags};
+    }
+    for (int c = PROTO_CMD_NONE + 1; c < PROTO_CMD_COUNT; c++) {
+        if (verbs[c].now == NULL && verbs[c].start == NULL) {
+            log_error("the command %s has no verb", proto_cmd_name((proto_cmd_t)c));
+            return -1;
+        }
+    }
+    return 0;
 }
 
 static void dispatch(session_t *s, proto_request_t *req) {
-    const verb_t *v = verb_of(req->cmd);
+    const verb_t *v = verb_of(s, req->cmd);
     s->ss->stats.requests++;
     s->cmd = req->cmd;
     if (req->tag_len > 0 && call_by_tag(s, req->tag, req->tag_len) != NULL) {
@@ -1232,6 +1250,10 @@ static void on_idle(uv_idle_t *handle) {
 sessions_t *sessions_new(uv_loop_t *loop, const conf_t *conf, lockmgr_t *locks) {
     sessions_t *ss = calloc(1, sizeof(*ss));
     if (ss == NULL) return NULL;
+    if (verbs_build(ss->verbs) != 0) {
+        free(ss);
+        return NULL;
+    }
     ss->loop = loop;
     ss->conf = conf;
     ss->locks = locks;

@@ -256,8 +256,19 @@ static void elect_free_state(lockmgr_t *m) {
     lockmgr_on_leader(m, NULL);
 }
 
+/* Its protocol words (session.c makes its commands of them). */
+static const lock_word_t elect_words[] = {
+    {"ELECT", LOCK_VERB_LOCK, LOCK_MODE_ELECT, 0, LOCK_WORD_AS_LOCK | LOCK_WORD_FENCE},
+    {"LEADER", LOCK_VERB_LEADER, LOCK_MODE_ELECT, 0, 0},
+    {"OBSERVE", LOCK_VERB_OBSERVE, LOCK_MODE_ELECT, 0, LOCK_WORD_OBSERVES},
+    {.word = NULL},
+};
+
 const lock_kind_t lock_kind_elect = {
     .name = "elect",
+    .words = elect_words,
+    .text = {"an election (ELECT, RESIGN, LEADER, OBSERVE)",
+             "an election: RESIGN ends its leadership", "elections"},
     .cap = BACKEND_CAP_ONE_COPY, /* the candidates' queue in Redis, as a fair lock's */
     .watch = BACKEND_ELECT,
     .status = LOCK_STATUS_EXCLUSIVE,

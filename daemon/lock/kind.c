@@ -25,3 +25,17 @@ lock_mode_t lock_kind_mode(const lock_kind_t *k) {
         if (lock_modes[m].kind == k) return (lock_mode_t)m;
     return LOCK_MODE_MUTEX;
 }
+
+const lock_word_t *lockmgr_word(size_t i) {
+    for (int m = 0; m < LOCK_MODE_COUNT; m++) {
+        const lock_kind_t *k = lock_modes[m].kind;
+        if (lock_kind_mode(k) != (lock_mode_t)m || k->words == NULL) continue; /* a kind once */
+        for (const lock_word_t *w = k->words; w->word != NULL; w++)
+            if (i-- == 0) return w;
+    }
+    return NULL;
+}
+
+const lock_kind_text_t *lockmgr_mode_text(lock_mode_t mode) {
+    return &lock_kind_of((unsigned)mode < LOCK_MODE_COUNT ? mode : LOCK_MODE_MUTEX)->text;
+}

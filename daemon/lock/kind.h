@@ -27,6 +27,8 @@ typedef enum {
 
 struct lock_kind_s {
     const char *name;          /* for logs */
+    const lock_word_t *words;  /* its protocol words, up to one whose word is NULL */
+    lock_kind_text_t text;     /* how ERR KIND names it */
     unsigned cap;              /* the BACKEND_CAP_* a topology needs for it; 0 any */
     backend_mode_t watch;      /* the channel its releases come on */
     lock_status_form_t status; /* STATUS's form */

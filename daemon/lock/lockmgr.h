@@ -82,6 +82,50 @@ typedef struct lock_request_s {
     size_t nnames;
 } lock_request_t;
 
+/* One protocol word of a kind's, a row of its table (kind.h): the request
+ * it makes and what the session needs to know of it. The session matches
+ * the word with proto/'s command table by its text; the lock manager
+ * knows nothing else of the protocol. */
+typedef struct lock_word_s {
+    const char *word;     /* the command word, as PROTO_CMD_MAP spells it */
+    lock_verb_t verb;
+    lock_mode_t mode;
+    uint8_t op;           /* LOCK_VERB_OWN: which of the kind's own requests */
+    unsigned flags;       /* LOCK_WORD_* */
+} lock_word_t;
+
+/* It changes its names' locks: it waits for the connection's earlier such
+ * requests on any of them to be answered. */
+#define LOCK_WORD_TURNS    0x01u
+/* It changes what the connection observes of its name: it takes turns
+ * with the connection's other such requests, apart from TURNS. */
+#define LOCK_WORD_OBSERVES 0x02u
+/* It gives back what the connection holds: it does not wait behind the
+ * connection's own request of the name that waits for a holder. */
+#define LOCK_WORD_RELEASES 0x04u
+/* It may wait for a holder (CANCEL withdraws it) ... */
+#define LOCK_WORD_WAITS    0x08u
+/* ... at most wait_ms: with 0 it only tries. */
+#define LOCK_WORD_TRY      0x10u
+/* Its grant is answered with its fence alone: OK <fence> (a leader holds
+ * once). */
+#define LOCK_WORD_FENCE    0x20u
+/* The flags of words that behave as LOCK, TRYLOCK and UNLOCK do. */
+#define LOCK_WORD_AS_LOCK    (LOCK_WORD_TURNS | LOCK_WORD_WAITS)
+#define LOCK_WORD_AS_TRYLOCK (LOCK_WORD_AS_LOCK | LOCK_WORD_TRY)
+#define LOCK_WORD_AS_UNLOCK  (LOCK_WORD_TURNS | LOCK_WORD_RELEASES)
+
+/* Every kind's words, kind after kind: the i-th, NULL past the last. */
+const lock_word_t *lockmgr_word(size_t i);
+
+/* What a kind is called in ERR KIND's text: what a name of it is (held
+ * as), what gives a hold of it back, its plural. */
+typedef struct lock_kind_text_s {
+    const char *held_as;
+    const char *release;
+    const char *plural;
+} lock_kind_text_t;
+
 typedef enum {
     LOCK_REPLY_GRANTED = 0,  /* fence, holds */
     LOCK_REPLY_VALUE,        /* value: UNLOCK holds left, RENEW lease ms, FORCE removed;
@@ -311,6 +355,9 @@ int lockmgr_request(lockmgr_t *mgr, lock_owner_t *owner, const lock_request_t *r
 int lockmgr_cancel(lockmgr_t *mgr, lock_owner_t *owner, void *call);
 
 void lockmgr_stats(const lockmgr_t *mgr, lockmgr_stats_t *out);
+
+/* The ERR KIND words of mode's kind. */
+const lock_kind_text_t *lockmgr_mode_text(lock_mode_t mode);
 
 /* Elections (daemon/lock/elect.c, observe.c). cb gets every owner's
  * !LEADER events; set it once, before any OBSERVE. NULL, once every owner
