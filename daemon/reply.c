@@ -101,6 +101,20 @@ int reply_format(char *out, size_t cap, unsigned flags, const lock_reply_t *r) {
     return -1;
 }
 
+int reply_event(char *out, size_t cap, const lock_event_t *ev) {
+    switch (ev->type) {
+    case LOCK_EVENT_LOST: {
+        char name[PROTO_NAME_MAX + 1];
+        snprintf(name, sizeof(name), "%.*s", (int)ev->len, ev->name);
+        return proto_event_lost(out, cap, name, reply_loss_reason(ev->why));
+    }
+    case LOCK_EVENT_LEADER:
+        return proto_event_leader(out, cap, ev->name, ev->len, ev->fence, ev->value,
+                                  ev->value_len);
+    }
+    return -1;
+}
+
 const char *reply_loss_reason(lock_loss_t why) {
     static const char *const reasons[] = {
         [LOCK_LOST_EXPIRED] = "expired",

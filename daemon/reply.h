@@ -26,6 +26,11 @@ const char *reply_error_words(const lock_reply_t *r, char *buf, size_t cap);
  * not fit. */
 int reply_format(char *out, size_t cap, unsigned flags, const lock_reply_t *r);
 
+/* The event line (LF included) of ev in out (cap bytes, PROTO_REPLY_MAX
+ * holds any): "!LOST <name> <reason>", "!LEADER <name> <fence> <value>"
+ * or "!LEADER <name> NONE". Returns its length, or -1. */
+int reply_event(char *out, size_t cap, const lock_event_t *ev);
+
 /* A !LOST event's reason: expired, forced, backend. */
 const char *reply_loss_reason(lock_loss_t why);
 

@@ -259,24 +259,24 @@ static void send_error(session_t *s, const proto_request_t *to, proto_err_t err,
     if (n > 0) send_reply(s, to, line, (size_t)n);
 }
 
+/* INFO: the daemon's counters, then every kind's own (lockmgr_kind_stats),
+ * then the peer's credentials, on one line. */
 static void send_info(session_t *s, const proto_request_t *to) {
     count_reply(s, SESSION_RESULT_OK);
     sessions_stats_t st;
     lockmgr_stats_t ls;
-    lockmgr_elect_stats_t es;
-    char line[1024];
+    lock_stat_t ks[LOCKMGR_KIND_STATS_MAX];
+    char text[2048], line[1024];
 
     sessions_stats(s->ss, &st);
     lockmgr_stats(s->ss->locks, &ls);
-    lockmgr_elect_stats(s->ss->locks, &es);
-    int n = proto_reply_ok(line, sizeof(line),
+    size_t nks = lockmgr_kind_stats(s->ss->locks, ks, LOCKMGR_KIND_STATS_MAX);
+    int m = snprintf(text, sizeof(text),
         "version=%s uptime_s=%llu connections=%llu locks_held=%llu waiters=%llu "
         "redis=%s backend=%s redis_nodes=%u redis_nodes_up=%u redis_down=%s "
         "connections_total=%llu rejected=%llu requests=%llu errors=%llu "
         "output_overflows=%llu grants=%llu reentries=%llu releases=%llu "
-        "timeouts=%llu cancelled=%llu lost=%llu renewals=%llu backend_errors=%llu "
-        "observers=%llu observed=%llu candidates=%llu leader_events=%llu "
-        "peer_pid=%d peer_uid=%u peer_gid=%u metrics=%s",
+        "timeouts=%llu cancelled=%llu lost=%llu renewals=%llu backend_errors=%llu",
         DLOCKD_VERSION, (unsigned long long)st.uptime_s,
         (unsigned long long)st.connections, (unsigned long long)ls.locks_held,
         (unsigned long long)ls.waiters, ls.backend_up ? "up" : "down", ls.backend,
@@ -287,11 +287,18 @@ static void send_info(session_t *s, const proto_request_t *to) {
         (unsigned long long)ls.reentries, (unsigned long long)ls.releases,
         (unsigned long long)ls.timeouts, (unsigned long long)ls.cancelled,
         (unsigned long long)ls.lost,
-        (unsigned long long)ls.renewals, (unsigned long long)ls.backend_errors,
-        (unsigned long long)es.observers, (unsigned long long)es.observed,
-        (unsigned long long)es.candidates, (unsigned long long)es.leader_events,
-        (int)s->pid, (unsigned)s->uid, (unsigned)s->gid,
-        s->ss->conf->metrics[0] ? s->ss->conf->metrics : "-");
+        (unsigned long long)ls.renewals, (unsigned long long)ls.backend_errors);
+    size_t len = m < 0 ? 0 : (size_t)m < sizeof(text) ? (size_t)m : sizeof(text) - 1;
+    for (size_t i = 0; i < nks && len < sizeof(text) - 1; i++) {
+        m = snprintf(text + len, sizeof(text) - len, " %s=%llu", ks[i].key,
+                     (unsigned long long)ks[i].value);
+        len = m < 0 ? len : len + (size_t)m < sizeof(text) ? len + (size_t)m : sizeof(text) - 1;
+    }
+    snprintf(text + len, sizeof(text) - len, " peer_pid=%d peer_uid=%u peer_gid=%u metrics=%s",
+             (int)s->pid, (unsigned)s->uid, (unsigned)s->gid,
+             s->ss->conf->metrics[0] ? s->ss->conf->metrics : "-");
+    /* cut, if ever, as one format of it was */
+    int n = proto_reply_ok(line, sizeof(line), "%s", text);
     if (n > 0) send_reply(s, to, line, (size_t)n);
 }
 
@@ -410,27 +417,20 @@ static void on_lock_reply(void *data, void *call, const lock_reply_t *reply) {
     if (s->state != SESSION_CLOSING) call_end(c);
 }
 
-static void on_lock_event(void *data, const char *name, size_t len, lock_loss_t why) {
-    session_t *s = data;
-    char line[PROTO_REPLY_MAX], lname[PROTO_NAME_MAX + 1];
-    if (s->state == SESSION_CLOSING) return;
-    snprintf(lname, sizeof(lname), "%.*s", (int)len, name);
-    listing_ring_add(&s->ss->lost, now_wall_ms(), name, len, reply_loss_reason(why),
-                     (long long)s->pid, (long long)s->uid);
-    /* Its holder may have gone on as if it still held it: who that is. */
-    log_warn("client %llu (pid %d uid %u) lost lock %s: %s", (unsigned long long)s->id,
-             (int)s->pid, (unsigned)s->uid, lname, reply_loss_reason(why));
-    int n = proto_event_lost(line, sizeof(line), lname, reply_loss_reason(why));
-    if (n > 0) send_line(s, line, (size_t)n);
-}
-
-/* An observed election's new leader: !LEADER <name> <fence> <value>, or NONE. */
-static void on_leader(void *data, const char *name, size_t len, uint64_t fence,
-                      const char *value, size_t value_len) {
+/* A lock manager event: !LOST, !LEADER. */
+static void on_lock_event(void *data, const lock_event_t *ev) {
     session_t *s = data;
     char line[PROTO_REPLY_MAX];
     if (s->state == SESSION_CLOSING) return;
-    int n = proto_event_leader(line, sizeof(line), name, len, fence, value, value_len);
+    if (ev->type == LOCK_EVENT_LOST) {
+        const char *reason = reply_loss_reason(ev->why);
+        listing_ring_add(&s->ss->lost, now_wall_ms(), ev->name, ev->len, reason,
+                         (long long)s->pid, (long long)s->uid);
+        /* Its holder may have gone on as if it still held it: who that is. */
+        log_warn("client %llu (pid %d uid %u) lost lock %.*s: %s", (unsigned long long)s->id,
+                 (int)s->pid, (unsigned)s->uid, (int)ev->len, ev->name, reason);
+    }
+    int n = reply_event(line, sizeof(line), ev);
     if (n > 0) send_line(s, line, (size_t)n);
 }
 
@@ -739,21 +739,6 @@ static void start_list(call_t *c) {
     deaf_add(s);
 }
 
-/* RESIGN, UNOBSERVE: the lock manager answers them at once, 1 or 0. */
-static void start_resign(call_t *c) {
-    session_t *s = c->s;
-    const proto_request_t *req = &c->req;
-    char line[PROTO_REPLY_MAX];
-    int had = req->cmd == PROTO_CMD_RESIGN
-                  ? lockmgr_resign(s->ss->locks, s->owner, req->name, req->name_len)
-                  : lockmgr_unobserve(s->ss->locks, s->owner, req->name, req->name_len);
-    s->cmd = req->cmd;
-    count_reply(s, SESSION_RESULT_OK);
-    int n = proto_reply_ok_num(line, sizeof(line), had);
-    send_reply(s, req, line, (size_t)n);
-    if (s->state != SESSION_CLOSING) call_end(c);
-}
-
 static void call_start(call_t *c) {
     c->started = 1;
     c->s->nparked--;
@@ -844,8 +829,6 @@ static const verb_t own_verbs[PROTO_CMD_COUNT] = {
     [PROTO_CMD_CANCEL] = {.now = do_cancel},
     [PROTO_CMD_CLIENTS] = {.now = send_clients},
     [PROTO_CMD_LIST] = {.start = start_list},
-    [PROTO_CMD_RESIGN] = {.start = start_resign, .flags = LOCK_WORD_TURNS | LOCK_WORD_RELEASES},
-    [PROTO_CMD_UNOBSERVE] = {.start = start_resign, .flags = LOCK_WORD_OBSERVES},
     /* a plain, a fair or a multi-name lock's hold */
     [PROTO_CMD_UNLOCK] = NAME_VERB(UNLOCK, LOCK_WORD_AS_UNLOCK),
     [PROTO_CMD_RENEW] = NAME_VERB(RENEW, LOCK_WORD_TURNS),
@@ -1273,7 +1256,6 @@ sessions_t *sessions_new(uv_loop_t *loop, const conf_t *conf, lockmgr_t *locks) 
         log_error("out of memory");
         abort(); /* at start only: main has nothing to unwind yet */
     }
-    lockmgr_on_leader(locks, on_leader);
     return ss;
 }
 
@@ -1348,7 +1330,6 @@ static void on_sessions_handle_close(uv_handle_t *handle) {
 
 /* Frees ss once its own handles are closed; the loop must run on. */
 void sessions_free(sessions_t *ss) {
-    lockmgr_on_leader(ss->locks, NULL);
     ss->closing_handles = 3;
     uv_close((uv_handle_t *)&ss->flusher, on_sessions_handle_close);
     uv_close((uv_handle_t *)&ss->keepalive, on_sessions_handle_close);

@@ -1,18 +1,21 @@
-/* The lock-kind interface: what differs between a mutex, a read/write lock, a semaphore, a fair lock.
+/* The lock-kind interface: what differs between the kinds of lock.
  * SPDX-License-Identifier: MIT
  *
- * Each kind is one file (mutex.c, rwlock.c, semaphore.c, fair.c) holding a
- * lock_kind_t table; each request mode belongs to one kind (lock_modes[],
- * kind.c). The core (lockmgr.c, wait.c, request.c, watchdog.c,
+ * Each kind is one file (mutex.c, rwlock.c, semaphore.c, fair.c, elect.c
+ * with observe.c, multi.c) holding a lock_kind_t table; each request mode
+ * belongs to one kind (lock_modes[], kind.c; the modes are
+ * daemon/modes.h's list). The core (lockmgr.c, wait.c, request.c, watchdog.c,
  * release.c) calls the table and never names a kind; a kind reaches the
  * core through the lock_* functions below and the watchdog_* and release_*
  * ones (internal.h).
  *
- * Adding a kind: a lock_mode_t value (lockmgr.h) for each of its modes, a
- * row for each in lock_modes[] and its table's name (kind.c), its file
+ * Adding a kind: a daemon/modes.h line for each of its modes, a row for
+ * each in lock_modes[] and its table's name (kind.c), its file
  * with its table (any state of its own in m->kind_state[its first mode],
  * freed by its free_state), its backend mode's row with its script
- * (daemon/backend/scripts.c), and its protocol words (session.c). */
+ * (daemon/backend/scripts.c), its protocol words' rows (PROTO_CMD_MAP,
+ * proto/proto.h: shape, right, usage); the rest of each word (verb, op,
+ * flags), its ERR KIND words and its INFO counters are its table's. */
 #ifndef DLOCK_LOCK_KIND_H
 #define DLOCK_LOCK_KIND_H
 
@@ -82,8 +85,16 @@ struct lock_kind_s {
      * lock_acquire() and lock_unlock() serve where NULL. */
     void (*acquire)(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req);
     void (*unlock)(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req);
-    /* Optional: a request only this kind has (SEMINIT). */
+    /* Optional: a request only this kind has (SEMINIT), or one of
+     * LOCK_VERB_LEADER and the others no other kind has. */
     void (*request)(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req);
+    /* The own requests (bit op) that only give back what the owner has
+     * (RESIGN, UNOBSERVE): request answers them whatever the name is, the
+     * topology or the manager's state, with no ERR KIND. */
+    unsigned own_any;
+    /* Optional: the kind's own counters for INFO, at most cap into out:
+     * how many (the same keys in the same order every time). */
+    size_t (*stats)(const lockmgr_t *m, lock_stat_t *out, size_t cap);
     /* Optional: frees the kind's own state (m->kind_state at its first
      * mode), at lockmgr_free when the slot is not NULL. */
     void (*free_state)(lockmgr_t *m);
@@ -234,6 +245,8 @@ void lock_answer_backend(lockmgr_t *m, lock_owner_t *o, void *call, const char *
  * NO_HOLDER). */
 void lock_answer_kind(lockmgr_t *m, lock_owner_t *o, void *call, lock_why_t why,
                       lock_mode_t mode, const char *name, size_t len);
+/* Tells o of ev through its event callback, unless o is dropped. */
+void lock_tell(lock_owner_t *o, const lock_event_t *ev);
 /* ERR NOTHELD, or ERR KIND when o holds l as another kind. */
 void lock_answer_notheld(lockmgr_t *m, lock_owner_t *o, void *call, const lock_t *l,
                          lock_mode_t mode);
