@@ -124,7 +124,12 @@ $(BUILD)/dlock: $(call obj,$(CLI_SRC)) $(BUILD)/libdlock.a
 
 # Unit tests link the pure modules they test, nothing else.
 $(BUILD)/tests/test_proto: $(call obj,tests/unit/test_proto.c $(PROTO_SRC))
-$(BUILD)/tests/test_reply: $(call obj,tests/unit/test_reply.c daemon/reply.c $(PROTO_SRC))
+# test_reply: each kind's words are its table's (daemon/lock/), which the
+# lock manager's objects bring.
+$(BUILD)/tests/test_reply: $(call obj,tests/unit/test_reply.c daemon/reply.c $(PROTO_SRC) \
+                             $(wildcard daemon/lock/*.c) daemon/backend/backend.c \
+                             daemon/util/timers.c daemon/util/heap.c daemon/util/hmap.c \
+                             daemon/util/histo.c daemon/log.c $(CONF_SRC))
 $(BUILD)/tests/test_conf: $(call obj,tests/unit/test_conf.c $(CONF_SRC))
 $(BUILD)/tests/test_access: $(call obj,tests/unit/test_access.c conf/access.c daemon/access.c \
                               daemon/util/hmap.c)

@@ -17,29 +17,6 @@ proto_err_t reply_err(lock_err_t err) {
     return (size_t)err < sizeof(errs) / sizeof(errs[0]) ? errs[err] : PROTO_ERR_BACKEND;
 }
 
-/* What each lock mode's kind is called in errors: what it is held as,
- * what releases it, its plural. */
-static const struct {
-    const char *held_as, *release, *plural;
-} kind_words[LOCK_MODE_COUNT] = {
-    [LOCK_MODE_MUTEX] = {"held as a plain lock (LOCK, UNLOCK)",
-                         "held as a plain lock: UNLOCK releases it", "plain locks"},
-    [LOCK_MODE_READ] = {"held as a read/write lock (RLOCK, WLOCK, RUNLOCK, WUNLOCK)",
-                        "held as a read/write lock: RUNLOCK or WUNLOCK releases it",
-                        "read/write locks"},
-    [LOCK_MODE_WRITE] = {"held as a read/write lock (RLOCK, WLOCK, RUNLOCK, WUNLOCK)",
-                         "held as a read/write lock: RUNLOCK or WUNLOCK releases it",
-                         "read/write locks"},
-    [LOCK_MODE_SEM] = {"a semaphore (SEMINIT, ACQUIRE, RELEASE)",
-                       "a semaphore: RELEASE gives its permits back", "semaphores"},
-    [LOCK_MODE_FAIR] = {"held as a fair lock (FAIRLOCK, UNLOCK)",
-                        "held as a fair lock: UNLOCK releases it", "fair locks"},
-    [LOCK_MODE_ELECT] = {"an election (ELECT, RESIGN, LEADER, OBSERVE)",
-                         "an election: RESIGN ends its leadership", "elections"},
-    [LOCK_MODE_MULTI] = {"held as a plain lock (LOCK, UNLOCK)",
-                         "held as a plain lock: UNLOCK releases it", "multi-name locks"},
-};
-
 const char *reply_error_words(const lock_reply_t *r, char *buf, size_t cap) {
     switch (r->why) {
     case LOCK_WHY_NONE:
@@ -60,12 +37,12 @@ const char *reply_error_words(const lock_reply_t *r, char *buf, size_t cap) {
     case LOCK_WHY_MAX_OBSERVES:
         snprintf(buf, cap, "max_observes_per_client (%lld) reached", r->limit);
         return buf;
-    case LOCK_WHY_RELEASE_AS: return kind_words[r->mode].release;
+    case LOCK_WHY_RELEASE_AS: return lockmgr_mode_text(r->mode)->release;
     case LOCK_WHY_HELD_AS:
-        snprintf(buf, cap, "%.*s is %s", (int)r->len, r->name, kind_words[r->mode].held_as);
+        snprintf(buf, cap, "%.*s is %s", (int)r->len, r->name, lockmgr_mode_text(r->mode)->held_as);
         return buf;
     case LOCK_WHY_UNSUPPORTED:
-        snprintf(buf, cap, "%s are not available with %s", kind_words[r->mode].plural,
+        snprintf(buf, cap, "%s are not available with %s", lockmgr_mode_text(r->mode)->plural,
                  r->detail);
         return buf;
     case LOCK_WHY_LEASE_MAX:
@@ -85,11 +62,11 @@ const char *reply_error_words(const lock_reply_t *r, char *buf, size_t cap) {
     return NULL;
 }
 
-int reply_format(char *out, size_t cap, proto_cmd_t cmd, const lock_reply_t *r) {
+int reply_format(char *out, size_t cap, unsigned flags, const lock_reply_t *r) {
     switch (r->type) {
     case LOCK_REPLY_LIST: return proto_reply_ok_list(out, cap, r->list, r->count);
     case LOCK_REPLY_GRANTED:
-        if (cmd == PROTO_CMD_ELECT) /* OK <fence>: a leader holds once */
+        if (flags & LOCK_WORD_FENCE) /* OK <fence>: a leader holds once */
             return proto_reply_ok_num(out, cap, (long long)r->fence);
         return proto_reply_ok_num2(out, cap, (unsigned long long)r->fence, r->holds);
     case LOCK_REPLY_LEADER: return proto_reply_leader(out, cap, r->fence, r->leader, r->leader_len);
@@ -120,6 +97,20 @@ int reply_format(char *out, size_t cap, proto_cmd_t cmd, const lock_reply_t *r) 
         return proto_reply_error(out, cap < PROTO_ERROR_MAX ? cap : PROTO_ERROR_MAX,
                                  reply_err(r->err), reply_error_words(r, words, sizeof(words)));
     }
+    }
+    return -1;
+}
+
+int reply_event(char *out, size_t cap, const lock_event_t *ev) {
+    switch (ev->type) {
+    case LOCK_EVENT_LOST: {
+        char name[PROTO_NAME_MAX + 1];
+        snprintf(name, sizeof(name), "%.*s", (int)ev->len, ev->name);
+        return proto_event_lost(out, cap, name, reply_loss_reason(ev->why));
+    }
+    case LOCK_EVENT_LEADER:
+        return proto_event_leader(out, cap, ev->name, ev->len, ev->fence, ev->value,
+                                  ev->value_len);
     }
     return -1;
 }

@@ -74,18 +74,21 @@ typedef enum {
     ORDER_OBSERVE
 } verb_order_t;
 
-/* What the session does with each verb: answer it at once (now), or make
- * it a call that starts when its turn comes (start); a lock request's
- * kind and mode; which calls it takes turns with on its names (then it
- * starts after the connection's earlier such calls on any of them are
- * answered); whether it gives back (a release passes a wait, below). */
+/* What the session does with each command: answer it at once (now), or
+ * make it a call that starts when its turn comes (start); a lock
+ * request's verb, mode and op; its lockmgr.h LOCK_WORD_* flags: which
+ * calls it takes turns with on its names (then it starts after the
+ * connection's earlier such calls on any of them are answered), whether
+ * it gives back (a release passes a wait, below), whether it waits, and
+ * its grant's form. The lock kinds' commands come from their own tables
+ * (lockmgr_word); the session's own are below (own_verbs). */
 typedef struct verb_s {
     void (*now)(session_t *s, const proto_request_t *req);
     void (*start)(call_t *c);
     lock_verb_t verb;
     lock_mode_t mode;
-    verb_order_t order;
-    int release;
+    uint8_t op;
+    unsigned flags;
 } verb_t;
 
 struct session_s {
@@ -167,7 +170,19 @@ struct sessions_s {
     void *closed_data;
     int closing_handles;       /* sessions_close_all: handles not yet closed */
     listing_ring_t lost;       /* the latest !LOST events, for the board */
+    verb_t verbs[PROTO_CMD_COUNT]; /* by command: own_verbs and every kind's words */
 };
+
+static const verb_t *verb_of(const session_t *s, proto_cmd_t cmd) {
+    return &s->ss->verbs[cmd];
+}
+
+/* Which of the connection's calls v's call takes turns with. */
+static verb_order_t order_of(const verb_t *v) {
+    return v->flags & LOCK_WORD_TURNS      ? ORDER_LOCK
+           : v->flags & LOCK_WORD_OBSERVES ? ORDER_OBSERVE
+                                           : ORDER_NONE;
+}
 
 /* Stays valid only inside one on_read: every read is consumed at once. */
 static char read_chunk[SESSION_READ_CHUNK];
@@ -244,24 +259,24 @@ static void send_error(session_t *s, const proto_request_t *to, proto_err_t err,
     if (n > 0) send_reply(s, to, line, (size_t)n);
 }
 
+/* INFO: the daemon's counters, then every kind's own (lockmgr_kind_stats),
+ * then the peer's credentials, on one line. */
 static void send_info(session_t *s, const proto_request_t *to) {
     count_reply(s, SESSION_RESULT_OK);
     sessions_stats_t st;
     lockmgr_stats_t ls;
-    lockmgr_elect_stats_t es;
-    char line[1024];
+    lock_stat_t ks[LOCKMGR_KIND_STATS_MAX];
+    char text[2048], line[1024];
 
     sessions_stats(s->ss, &st);
     lockmgr_stats(s->ss->locks, &ls);
-    lockmgr_elect_stats(s->ss->locks, &es);
-    int n = proto_reply_ok(line, sizeof(line),
+    size_t nks = lockmgr_kind_stats(s->ss->locks, ks, LOCKMGR_KIND_STATS_MAX);
+    int m = snprintf(text, sizeof(text),
         "version=%s uptime_s=%llu connections=%llu locks_held=%llu waiters=%llu "
         "redis=%s backend=%s redis_nodes=%u redis_nodes_up=%u redis_down=%s "
         "connections_total=%llu rejected=%llu requests=%llu errors=%llu "
         "output_overflows=%llu grants=%llu reentries=%llu releases=%llu "
-        "timeouts=%llu cancelled=%llu lost=%llu renewals=%llu backend_errors=%llu "
-        "observers=%llu observed=%llu candidates=%llu leader_events=%llu "
-        "peer_pid=%d peer_uid=%u peer_gid=%u metrics=%s",
+        "timeouts=%llu cancelled=%llu lost=%llu renewals=%llu backend_errors=%llu",
         DLOCKD_VERSION, (unsigned long long)st.uptime_s,
         (unsigned long long)st.connections, (unsigned long long)ls.locks_held,
         (unsigned long long)ls.waiters, ls.backend_up ? "up" : "down", ls.backend,
@@ -272,11 +287,18 @@ static void send_info(session_t *s, const proto_request_t *to) {
         (unsigned long long)ls.reentries, (unsigned long long)ls.releases,
         (unsigned long long)ls.timeouts, (unsigned long long)ls.cancelled,
         (unsigned long long)ls.lost,
-        (unsigned long long)ls.renewals, (unsigned long long)ls.backend_errors,
-        (unsigned long long)es.observers, (unsigned long long)es.observed,
-        (unsigned long long)es.candidates, (unsigned long long)es.leader_events,
-        (int)s->pid, (unsigned)s->uid, (unsigned)s->gid,
-        s->ss->conf->metrics[0] ? s->ss->conf->metrics : "-");
+        (unsigned long long)ls.renewals, (unsigned long long)ls.backend_errors);
+    size_t len = m < 0 ? 0 : (size_t)m < sizeof(text) ? (size_t)m : sizeof(text) - 1;
+    for (size_t i = 0; i < nks && len < sizeof(text) - 1; i++) {
+        m = snprintf(text + len, sizeof(text) - len, " %s=%llu", ks[i].key,
+                     (unsigned long long)ks[i].value);
+        len = m < 0 ? len : len + (size_t)m < sizeof(text) ? len + (size_t)m : sizeof(text) - 1;
+    }
+    snprintf(text + len, sizeof(text) - len, " peer_pid=%d peer_uid=%u peer_gid=%u metrics=%s",
+             (int)s->pid, (unsigned)s->uid, (unsigned)s->gid,
+             s->ss->conf->metrics[0] ? s->ss->conf->metrics : "-");
+    /* cut, if ever, as one format of it was */
+    int n = proto_reply_ok(line, sizeof(line), "%s", text);
     if (n > 0) send_reply(s, to, line, (size_t)n);
 }
 
@@ -320,7 +342,7 @@ static void send_clients(session_t *s, const proto_request_t *to) {
 static void send_lock_reply(session_t *s, call_t *c, const lock_reply_t *r) {
     char line[PROTO_REPLY_LIST_MAX > PROTO_REPLY_MAX ? PROTO_REPLY_LIST_MAX : PROTO_REPLY_MAX];
     int n = reply_format(line, r->type == LOCK_REPLY_LIST ? PROTO_REPLY_LIST_MAX : PROTO_REPLY_MAX,
-                         c->req.cmd, r);
+                         verb_of(s, c->req.cmd)->flags, r);
     /* A client's connect is said at info once it holds a lock: health
      * checks that only PING or INFO never are. */
     if (r->type == LOCK_REPLY_GRANTED && s->grants++ == 0)
@@ -395,27 +417,20 @@ static void on_lock_reply(void *data, void *call, const lock_reply_t *reply) {
     if (s->state != SESSION_CLOSING) call_end(c);
 }
 
-static void on_lock_event(void *data, const char *name, size_t len, lock_loss_t why) {
-    session_t *s = data;
-    char line[PROTO_REPLY_MAX], lname[PROTO_NAME_MAX + 1];
-    if (s->state == SESSION_CLOSING) return;
-    snprintf(lname, sizeof(lname), "%.*s", (int)len, name);
-    listing_ring_add(&s->ss->lost, now_wall_ms(), name, len, reply_loss_reason(why),
-                     (long long)s->pid, (long long)s->uid);
-    /* Its holder may have gone on as if it still held it: who that is. */
-    log_warn("client %llu (pid %d uid %u) lost lock %s: %s", (unsigned long long)s->id,
-             (int)s->pid, (unsigned)s->uid, lname, reply_loss_reason(why));
-    int n = proto_event_lost(line, sizeof(line), lname, reply_loss_reason(why));
-    if (n > 0) send_line(s, line, (size_t)n);
-}
-
-/* An observed election's new leader: !LEADER <name> <fence> <value>, or NONE. */
-static void on_leader(void *data, const char *name, size_t len, uint64_t fence,
-                      const char *value, size_t value_len) {
+/* A lock manager event: !LOST, !LEADER. */
+static void on_lock_event(void *data, const lock_event_t *ev) {
     session_t *s = data;
     char line[PROTO_REPLY_MAX];
     if (s->state == SESSION_CLOSING) return;
-    int n = proto_event_leader(line, sizeof(line), name, len, fence, value, value_len);
+    if (ev->type == LOCK_EVENT_LOST) {
+        const char *reason = reply_loss_reason(ev->why);
+        listing_ring_add(&s->ss->lost, now_wall_ms(), ev->name, ev->len, reason,
+                         (long long)s->pid, (long long)s->uid);
+        /* Its holder may have gone on as if it still held it: who that is. */
+        log_warn("client %llu (pid %d uid %u) lost lock %.*s: %s", (unsigned long long)s->id,
+                 (int)s->pid, (unsigned)s->uid, (int)ev->len, ev->name, reason);
+    }
+    int n = reply_event(line, sizeof(line), ev);
     if (n > 0) send_line(s, line, (size_t)n);
 }
 
@@ -476,7 +491,6 @@ _Static_assert((int)PROTO_RIGHT_READ == (int)ACCESS_READ &&
 
 /* ---- calls: requests in progress ----------------------------------------------------- */
 
-static const verb_t *verb_of(proto_cmd_t cmd);
 
 /* Leaves c's places in its names' lines. */
 static void call_unqueue(call_t *c) {
@@ -505,7 +519,7 @@ static void call_unqueue(call_t *c) {
 static int call_queue(call_t *c) {
     session_t *s = c->s;
     const proto_request_t *r = &c->req;
-    verb_order_t order = verb_of(r->cmd)->order;
+    verb_order_t order = order_of(verb_of(s, r->cmd));
     unsigned n = r->nnames > 0 ? r->nnames : 1;
     char key[1 + PROTO_NAME_MAX];
     if (order == ORDER_NONE) return 0;
@@ -563,7 +577,8 @@ static int waits_behind(const call_t *c) {
     for (unsigned i = 0; i < c->nturns; i++) {
         const turn_t *t = &c->turns[i];
         for (const turn_t *e = TAILQ_FIRST(&t->line->turns); e != t; e = TAILQ_NEXT(e, link)) {
-            if (e->c->started && e->c->waits && verb_of(c->req.cmd)->release) {
+            if (e->c->started && e->c->waits &&
+                (verb_of(c->s, c->req.cmd)->flags & LOCK_WORD_RELEASES)) {
                 if (release < 0) release = holds_all(c->s, &c->req);
                 if (release) continue;
             }
@@ -633,7 +648,7 @@ static void call_end(call_t *c) {
             s->state = SESSION_READY; /* drive() goes on with kept input */
         }
     }
-    if (verb_of(c->req.cmd)->order != ORDER_NONE) s->unpark = 1;
+    if (order_of(verb_of(s, c->req.cmd)) != ORDER_NONE) s->unpark = 1;
     call_free(c);
     mark_dirty(s);
     drain_end(s);
@@ -676,17 +691,19 @@ static int call_cancel(call_t *c) {
 static void start_lock_request(call_t *c) {
     session_t *s = c->s;
     const proto_request_t *req = &c->req;
+    const verb_t *v = verb_of(s, req->cmd);
     lock_name_t names[PROTO_MNAMES_MAX];
     for (unsigned i = 0; i < req->nnames; i++)
         names[i].name = proto_mname(req, i, &names[i].len);
     lock_request_t lr = {
-        .verb = verb_of(req->cmd)->verb,
-        .mode = verb_of(req->cmd)->mode,
+        .verb = v->verb,
+        .mode = v->mode,
+        .op = v->op,
         .name = req->name,
         .len = req->name_len,
         .wait_ms = req->wait_ms,
         .lease_ms = req->lease_ms,
-        .count = req->permits,
+        .count = req->count,
         .value = req->value,
         .value_len = req->value_len,
         .names = names,
@@ -697,8 +714,7 @@ static void start_lock_request(call_t *c) {
         lr.name = NULL;
         lr.len = 0;
     }
-    c->waits = lr.verb == LOCK_VERB_LOCK || lr.verb == LOCK_VERB_MLOCK ||
-               ((lr.verb == LOCK_VERB_TRYLOCK || lr.verb == LOCK_VERB_TRYMLOCK) && lr.wait_ms > 0);
+    c->waits = (v->flags & LOCK_WORD_WAITS) && (!(v->flags & LOCK_WORD_TRY) || lr.wait_ms > 0);
     if (lockmgr_request(s->ss->locks, s->owner, &lr, c, &now)) {
         s->cmd = req->cmd;
         send_lock_reply(s, c, &now);
@@ -723,25 +739,10 @@ static void start_list(call_t *c) {
     deaf_add(s);
 }
 
-/* RESIGN, UNOBSERVE: the lock manager answers them at once, 1 or 0. */
-static void start_resign(call_t *c) {
-    session_t *s = c->s;
-    const proto_request_t *req = &c->req;
-    char line[PROTO_REPLY_MAX];
-    int had = req->cmd == PROTO_CMD_RESIGN
-                  ? lockmgr_resign(s->ss->locks, s->owner, req->name, req->name_len)
-                  : lockmgr_unobserve(s->ss->locks, s->owner, req->name, req->name_len);
-    s->cmd = req->cmd;
-    count_reply(s, SESSION_RESULT_OK);
-    int n = proto_reply_ok_num(line, sizeof(line), had);
-    send_reply(s, req, line, (size_t)n);
-    if (s->state != SESSION_CLOSING) call_end(c);
-}
-
 static void call_start(call_t *c) {
     c->started = 1;
     c->s->nparked--;
-    verb_of(c->req.cmd)->start(c);
+    verb_of(c->s, c->req.cmd)->start(c);
 }
 
 /* ---- requests ------------------------------------------------------------------------- */
@@ -815,55 +816,55 @@ static void do_cancel(session_t *s, const proto_request_t *req) {
     send_reply(s, req, line, (size_t)n);
 }
 
-#define LOCK_VERB(k, m) {.start = start_lock_request, .verb = LOCK_VERB_##k, .mode = LOCK_MODE_##m, \
-                         .order = ORDER_LOCK}
-#define RELEASE_VERB(k, m) {.start = start_lock_request, .verb = LOCK_VERB_##k, \
-                            .mode = LOCK_MODE_##m, .order = ORDER_LOCK, .release = 1}
-#define LOOK_VERB(k, m) {.start = start_lock_request, .verb = LOCK_VERB_##k, .mode = LOCK_MODE_##m}
+/* A request about a name of any kind, with LOCK_WORD_* flags f. */
+#define NAME_VERB(k, f) \
+    {.start = start_lock_request, .verb = LOCK_VERB_##k, .mode = LOCK_MODE_ANY, .flags = (f)}
 
-static const verb_t verbs[PROTO_CMD_COUNT] = {
+/* The session's own commands, and those of every kind's names; the
+ * kinds' own come from their tables (verbs_build). */
+static const verb_t own_verbs[PROTO_CMD_COUNT] = {
     [PROTO_CMD_PING] = {.now = do_ping},
     [PROTO_CMD_QUIT] = {.now = do_quit},
     [PROTO_CMD_INFO] = {.now = send_info},
     [PROTO_CMD_CANCEL] = {.now = do_cancel},
     [PROTO_CMD_CLIENTS] = {.now = send_clients},
     [PROTO_CMD_LIST] = {.start = start_list},
-    [PROTO_CMD_RESIGN] = {.start = start_resign, .order = ORDER_LOCK, .release = 1},
-    [PROTO_CMD_UNOBSERVE] = {.start = start_resign, .order = ORDER_OBSERVE},
-    [PROTO_CMD_LOCK] = LOCK_VERB(LOCK, MUTEX),
-    [PROTO_CMD_TRYLOCK] = LOCK_VERB(TRYLOCK, MUTEX),
-    [PROTO_CMD_UNLOCK] = RELEASE_VERB(UNLOCK, MUTEX),
-    [PROTO_CMD_RENEW] = LOCK_VERB(RENEW, ANY),
-    [PROTO_CMD_FORCEUNLOCK] = LOCK_VERB(FORCE, ANY),
-    [PROTO_CMD_STATUS] = LOOK_VERB(STATUS, ANY),
-    [PROTO_CMD_WHO] = LOOK_VERB(WHO, ANY),
-    [PROTO_CMD_RLOCK] = LOCK_VERB(LOCK, READ),
-    [PROTO_CMD_TRYRLOCK] = LOCK_VERB(TRYLOCK, READ),
-    [PROTO_CMD_RUNLOCK] = RELEASE_VERB(UNLOCK, READ),
-    [PROTO_CMD_WLOCK] = LOCK_VERB(LOCK, WRITE),
-    [PROTO_CMD_TRYWLOCK] = LOCK_VERB(TRYLOCK, WRITE),
-    [PROTO_CMD_WUNLOCK] = RELEASE_VERB(UNLOCK, WRITE),
-    [PROTO_CMD_SEMINIT] = LOCK_VERB(OWN, SEM), /* op 0 */
-    [PROTO_CMD_ACQUIRE] = LOCK_VERB(LOCK, SEM),
-    [PROTO_CMD_TRYACQUIRE] = LOCK_VERB(TRYLOCK, SEM),
-    [PROTO_CMD_RELEASE] = RELEASE_VERB(UNLOCK, SEM),
-    [PROTO_CMD_FAIRLOCK] = LOCK_VERB(LOCK, FAIR),
-    [PROTO_CMD_TRYFAIRLOCK] = LOCK_VERB(TRYLOCK, FAIR),
-    [PROTO_CMD_ELECT] = LOCK_VERB(LOCK, ELECT),
-    [PROTO_CMD_LEADER] = LOOK_VERB(LEADER, ELECT),
-    [PROTO_CMD_OBSERVE] = {.start = start_lock_request, .verb = LOCK_VERB_OBSERVE,
-                           .mode = LOCK_MODE_ELECT, .order = ORDER_OBSERVE},
-    [PROTO_CMD_MLOCK] = LOCK_VERB(MLOCK, MULTI),
-    [PROTO_CMD_TRYMLOCK] = LOCK_VERB(TRYMLOCK, MULTI),
-    [PROTO_CMD_MUNLOCK] = RELEASE_VERB(MUNLOCK, MULTI),
+    /* a plain, a fair or a multi-name lock's hold */
+    [PROTO_CMD_UNLOCK] = NAME_VERB(UNLOCK, LOCK_WORD_AS_UNLOCK),
+    [PROTO_CMD_RENEW] = NAME_VERB(RENEW, LOCK_WORD_TURNS),
+    [PROTO_CMD_FORCEUNLOCK] = NAME_VERB(FORCE, LOCK_WORD_TURNS),
+    [PROTO_CMD_STATUS] = NAME_VERB(STATUS, 0),
+    [PROTO_CMD_WHO] = NAME_VERB(WHO, 0),
 };
 
-static const verb_t *verb_of(proto_cmd_t cmd) {
-    return &verbs[cmd];
+/* Every command's verb: own_verbs, then each kind's words (lockmgr_word)
+ * by the command of that word. -1, said, when a kind's word is no
+ * command or one served already, or a command is left without a verb: a
+ * build whose kinds and protocol disagree. */
+static int verbs_build(verb_t *verbs) {
+    const lock_word_t *w;
+    memcpy(verbs, own_verbs, sizeof(own_verbs));
+    for (size_t i = 0; (w = lockmgr_word(i)) != NULL; i++) {
+        proto_cmd_t cmd = proto_cmd_of(w->word, strlen(w->word));
+        if (cmd == PROTO_CMD_NONE || verbs[cmd].now != NULL || verbs[cmd].start != NULL) {
+            log_error("a lock kind's word %s is %s", w->word,
+                      cmd == PROTO_CMD_NONE ? "no command" : "served already");
+            return -1;
+        }
+        verbs[cmd] = (verb_t){.start = start_lock_request, .verb = w->verb, .mode = w->mode,
+                              .op = w->op, .flags = w->flags};
+    }
+    for (int c = PROTO_CMD_NONE + 1; c < PROTO_CMD_COUNT; c++) {
+        if (verbs[c].now == NULL && verbs[c].start == NULL) {
+            log_error("the command %s has no verb", proto_cmd_name((proto_cmd_t)c));
+            return -1;
+        }
+    }
+    return 0;
 }
 
 static void dispatch(session_t *s, proto_request_t *req) {
-    const verb_t *v = verb_of(req->cmd);
+    const verb_t *v = verb_of(s, req->cmd);
     s->ss->stats.requests++;
     s->cmd = req->cmd;
     if (req->tag_len > 0 && call_by_tag(s, req->tag, req->tag_len) != NULL) {
@@ -1232,6 +1233,10 @@ static void on_idle(uv_idle_t *handle) {
 sessions_t *sessions_new(uv_loop_t *loop, const conf_t *conf, lockmgr_t *locks) {
     sessions_t *ss = calloc(1, sizeof(*ss));
     if (ss == NULL) return NULL;
+    if (verbs_build(ss->verbs) != 0) {
+        free(ss);
+        return NULL;
+    }
     ss->loop = loop;
     ss->conf = conf;
     ss->locks = locks;
@@ -1251,7 +1256,6 @@ sessions_t *sessions_new(uv_loop_t *loop, const conf_t *conf, lockmgr_t *locks) 
         log_error("out of memory");
         abort(); /* at start only: main has nothing to unwind yet */
     }
-    lockmgr_on_leader(locks, on_leader);
     return ss;
 }
 
@@ -1326,7 +1330,6 @@ static void on_sessions_handle_close(uv_handle_t *handle) {
 
 /* Frees ss once its own handles are closed; the loop must run on. */
 void sessions_free(sessions_t *ss) {
-    lockmgr_on_leader(ss->locks, NULL);
     ss->closing_handles = 3;
     uv_close((uv_handle_t *)&ss->flusher, on_sessions_handle_close);
     uv_close((uv_handle_t *)&ss->keepalive, on_sessions_handle_close);

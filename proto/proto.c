@@ -13,12 +13,13 @@ static const struct {
     const char *word;
     int min_args;  /* words after the command word */
     int max_args;
+    unsigned shape;  /* PROTO_ARG_* */
     proto_right_t right;
     const char *usage;
 } commands[PROTO_CMD_COUNT] = {
-    [PROTO_CMD_NONE] = {"", 0, 0, PROTO_RIGHT_NONE, ""},
-#define XX(id, word, min, max, right, usage) \
-    [PROTO_CMD_##id] = {word, min, max, PROTO_RIGHT_##right, usage},
+    [PROTO_CMD_NONE] = {"", 0, 0, PROTO_SHAPE_NONE, PROTO_RIGHT_NONE, ""},
+#define XX(id, word, min, max, shape, right, usage) \
+    [PROTO_CMD_##id] = {word, min, max, PROTO_SHAPE_##shape, PROTO_RIGHT_##right, usage},
     PROTO_CMD_MAP(XX)
 #undef XX
 };
@@ -39,6 +40,13 @@ static const struct {
 
 const char *proto_cmd_name(proto_cmd_t cmd) {
     return cmd > PROTO_CMD_NONE && cmd < PROTO_CMD_COUNT ? commands[cmd].word : "?";
+}
+
+proto_cmd_t proto_cmd_of(const char *word, size_t len) {
+    for (int c = PROTO_CMD_NONE + 1; c < PROTO_CMD_COUNT; c++)
+        if (strlen(commands[c].word) == len && strncasecmp(commands[c].word, word, len) == 0)
+            return (proto_cmd_t)c;
+    return PROTO_CMD_NONE;
 }
 
 const char *proto_cmd_usage(proto_cmd_t cmd) {
@@ -96,13 +104,13 @@ void proto_request_free(proto_request_t *req) {
     req->nnames = 0;
 }
 
-/* MLOCK, TRYMLOCK, MUNLOCK: <n>, n names, then the numbers (as many as
- * LOCK's or TRYLOCK's, none for MUNLOCK). */
-static proto_status_t parse_multi(proto_request_t *req, const char *const *word,
+/* A NAMES shape (MLOCK, TRYMLOCK, MUNLOCK): <n>, n names, then the
+ * numbers the shape has (wait_ms, lease_ms), any of them left out. */
+static proto_status_t parse_multi(proto_request_t *req, unsigned shape, const char *const *word,
                                   const size_t *wlen, int nwords) {
     static const char range[] = "n is 1 to 64, and n names follow it";
     uint32_t n, num[2] = {0, 0};
-    int extra = req->cmd == PROTO_CMD_MLOCK ? 1 : req->cmd == PROTO_CMD_TRYMLOCK ? 2 : 0;
+    int extra = !!(shape & PROTO_ARG_WAIT) + !!(shape & PROTO_ARG_LEASE);
     if (proto_parse_num(word[1], wlen[1], &n) != 0 || n < 1 || n > PROTO_MNAMES_MAX ||
         nwords < 2 + (int)n || nwords > 2 + (int)n + extra)
         return fail(req, PROTO_ERR_ARGS, range);
@@ -132,12 +140,9 @@ static proto_status_t parse_multi(proto_request_t *req, const char *const *word,
     memcpy(req->name, word[2], wlen[2]);
     req->name[wlen[2]] = '\0';
     req->name_len = wlen[2];
-    if (req->cmd == PROTO_CMD_TRYMLOCK) {
-        req->wait_ms = num[0];
-        req->lease_ms = num[1];
-    } else if (req->cmd == PROTO_CMD_MLOCK) {
-        req->lease_ms = num[0];
-    }
+    int k = 0;
+    if (shape & PROTO_ARG_WAIT) req->wait_ms = num[k++];
+    if (shape & PROTO_ARG_LEASE) req->lease_ms = num[k];
     return PROTO_REQUEST;
 }
 
@@ -181,13 +186,7 @@ static proto_status_t parse_request(const char *line, size_t len,
     }
     if (nwords == 0) return PROTO_NEED_MORE; /* an empty line: nothing to do */
 
-    for (int c = PROTO_CMD_NONE + 1; c < PROTO_CMD_COUNT; c++) {
-        if (strlen(commands[c].word) == wlen[0] &&
-            strncasecmp(commands[c].word, word[0], wlen[0]) == 0) {
-            req->cmd = (proto_cmd_t)c;
-            break;
-        }
-    }
+    req->cmd = proto_cmd_of(word[0], wlen[0]);
     if (req->cmd == PROTO_CMD_NONE) return fail(req, PROTO_ERR_UNKNOWN, NULL);
 
     int nargs = nwords - 1;
@@ -195,7 +194,9 @@ static proto_status_t parse_request(const char *line, size_t len,
         nargs > commands[req->cmd].max_args)
         return fail(req, PROTO_ERR_ARGS, commands[req->cmd].usage);
 
-    if (req->cmd == PROTO_CMD_LIST) {
+    /* The words as the command's shape says, never by command. */
+    unsigned shape = commands[req->cmd].shape;
+    if (shape & PROTO_ARG_PATTERN) {
         /* A glob of Redis's (* ? [..] \\), as long as a name at most. */
         memcpy(req->value, "*", 2);
         req->value_len = 1;
@@ -212,7 +213,8 @@ static proto_status_t parse_request(const char *line, size_t len,
             return fail(req, PROTO_ERR_ARGS, "limit is 1 to 1000");
         return PROTO_REQUEST;
     }
-    if (req->cmd == PROTO_CMD_CANCEL && nargs == 1) {
+    if (shape & PROTO_ARG_TARGET) {
+        if (nargs == 0) return PROTO_REQUEST;
         /* the tagged request to withdraw: its tag as the request had it */
         if (wlen[1] < 2 || word[1][0] != '#' || !tag_valid(word[1] + 1, wlen[1] - 1))
             return fail(req, PROTO_ERR_ARGS, commands[req->cmd].usage);
@@ -221,19 +223,17 @@ static proto_status_t parse_request(const char *line, size_t len,
         req->value_len = wlen[1] - 1;
         return PROTO_REQUEST;
     }
-    if (commands[req->cmd].min_args == 0) return PROTO_REQUEST;
-    if (req->cmd == PROTO_CMD_MLOCK || req->cmd == PROTO_CMD_TRYMLOCK ||
-        req->cmd == PROTO_CMD_MUNLOCK)
-        return parse_multi(req, word, wlen, nwords);
+    if (shape == PROTO_SHAPE_NONE) return PROTO_REQUEST;
+    if (shape & PROTO_ARG_NAMES) return parse_multi(req, shape, word, wlen, nwords);
 
     if (!proto_name_valid(word[1], wlen[1])) return fail(req, PROTO_ERR_NAME, NULL);
     memcpy(req->name, word[1], wlen[1]);
     req->name[wlen[1]] = '\0';
     req->name_len = wlen[1];
 
-    /* ELECT's value comes before its number: a word as a name is. */
+    /* A value (ELECT's) comes before the numbers: a word as a name is. */
     int first = 2;
-    if (req->cmd == PROTO_CMD_ELECT) {
+    if (shape & PROTO_ARG_VALUE) {
         if (!proto_name_valid(word[2], wlen[2]))
             return fail(req, PROTO_ERR_ARGS, "values are 1-255 bytes of 0x21-0x7E");
         memcpy(req->value, word[2], wlen[2]);
@@ -246,16 +246,11 @@ static proto_status_t parse_request(const char *line, size_t len,
         if (proto_parse_num(word[n], wlen[n], &num[n - first]) != 0)
             return fail(req, PROTO_ERR_ARGS, "numbers are decimal digits, 0 to 2147483647");
     }
-    /* A semaphore's commands say how many permits first. */
+    /* A count first (a semaphore's permits), then a wait, then a lease. */
     int k = 0;
-    if (req->cmd == PROTO_CMD_SEMINIT || req->cmd == PROTO_CMD_ACQUIRE ||
-        req->cmd == PROTO_CMD_TRYACQUIRE || req->cmd == PROTO_CMD_RELEASE)
-        req->permits = num[k++];
-    if (req->cmd == PROTO_CMD_TRYLOCK || req->cmd == PROTO_CMD_TRYRLOCK ||
-        req->cmd == PROTO_CMD_TRYWLOCK || req->cmd == PROTO_CMD_TRYACQUIRE ||
-        req->cmd == PROTO_CMD_TRYFAIRLOCK)
-        req->wait_ms = num[k++];
-    req->lease_ms = num[k];
+    if (shape & PROTO_ARG_COUNT) req->count = num[k++];
+    if (shape & PROTO_ARG_WAIT) req->wait_ms = num[k++];
+    if (shape & PROTO_ARG_LEASE) req->lease_ms = num[k];
     return PROTO_REQUEST;
 }
 
@@ -268,7 +263,7 @@ proto_status_t proto_parse_line(const char *line, size_t len,
     req->name_len = 0;
     req->wait_ms = 0;
     req->lease_ms = 0;
-    req->permits = 0;
+    req->count = 0;
     req->value[0] = '\0';
     req->value_len = 0;
     req->detail = NULL;

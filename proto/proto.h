@@ -46,51 +46,87 @@ typedef enum {
     PROTO_RIGHT_ADMIN
 } proto_right_t;
 
-/* Every command word: id, word, least and most arguments, the right it
- * needs (PROTO_RIGHT_*), usage. */
+/* What follows a command word, in this order: a name, or <n> and n names
+ * (NAMES); a value (ELECT's); then the numbers the shape has, each in its
+ * own field of proto_request_t: count, wait_ms, lease_ms. Which of them
+ * may be left out (always the last ones) is the row's least and most
+ * arguments. TARGET is CANCEL's [#<tag>], PATTERN LIST's [<pattern>
+ * [<limit>]]. A new command of a known shape needs no code here. */
+#define PROTO_ARG_NAME    0x01u
+#define PROTO_ARG_NAMES   0x02u
+#define PROTO_ARG_VALUE   0x04u
+#define PROTO_ARG_COUNT   0x08u
+#define PROTO_ARG_WAIT    0x10u
+#define PROTO_ARG_LEASE   0x20u
+#define PROTO_ARG_TARGET  0x40u
+#define PROTO_ARG_PATTERN 0x80u
+
+/* The shapes PROTO_CMD_MAP's rows name. */
+#define PROTO_SHAPE_NONE                  0u
+#define PROTO_SHAPE_NAME                  PROTO_ARG_NAME
+#define PROTO_SHAPE_NAME_WAIT             (PROTO_ARG_NAME | PROTO_ARG_WAIT)
+#define PROTO_SHAPE_NAME_LEASE            (PROTO_ARG_NAME | PROTO_ARG_LEASE)
+#define PROTO_SHAPE_NAME_WAIT_LEASE       (PROTO_SHAPE_NAME_LEASE | PROTO_ARG_WAIT)
+#define PROTO_SHAPE_NAME_COUNT            (PROTO_ARG_NAME | PROTO_ARG_COUNT)
+#define PROTO_SHAPE_NAME_COUNT_LEASE      (PROTO_SHAPE_NAME_COUNT | PROTO_ARG_LEASE)
+#define PROTO_SHAPE_NAME_COUNT_WAIT_LEASE (PROTO_SHAPE_NAME_COUNT_LEASE | PROTO_ARG_WAIT)
+#define PROTO_SHAPE_NAME_VALUE_LEASE      (PROTO_ARG_NAME | PROTO_ARG_VALUE | PROTO_ARG_LEASE)
+#define PROTO_SHAPE_NAMES                 PROTO_ARG_NAMES
+#define PROTO_SHAPE_NAMES_LEASE           (PROTO_ARG_NAMES | PROTO_ARG_LEASE)
+#define PROTO_SHAPE_NAMES_WAIT_LEASE      (PROTO_SHAPE_NAMES_LEASE | PROTO_ARG_WAIT)
+#define PROTO_SHAPE_TARGET                PROTO_ARG_TARGET
+#define PROTO_SHAPE_PATTERN               PROTO_ARG_PATTERN
+
+/* Every command word: id, word, least and most arguments, their shape
+ * (PROTO_SHAPE_*), the right it needs (PROTO_RIGHT_*), usage. */
 #define PROTO_CMD_MAP(XX)                                                    \
-    XX(PING, "PING", 0, 0, NONE, "PING")                                     \
-    XX(LOCK, "LOCK", 1, 2, LOCK, "LOCK <name> [<lease_ms>]")                 \
-    XX(TRYLOCK, "TRYLOCK", 1, 3, LOCK, "TRYLOCK <name> [<wait_ms> [<lease_ms>]]") \
-    XX(UNLOCK, "UNLOCK", 1, 1, NONE, "UNLOCK <name>")                        \
-    XX(RENEW, "RENEW", 1, 2, LOCK, "RENEW <name> [<lease_ms>]")              \
-    XX(STATUS, "STATUS", 1, 1, READ, "STATUS <name>")                        \
-    XX(WHO, "WHO", 1, 1, READ, "WHO <name>")                                 \
-    XX(FORCEUNLOCK, "FORCEUNLOCK", 1, 1, ADMIN, "FORCEUNLOCK <name>")        \
-    XX(RLOCK, "RLOCK", 1, 2, LOCK, "RLOCK <name> [<lease_ms>]")              \
-    XX(WLOCK, "WLOCK", 1, 2, LOCK, "WLOCK <name> [<lease_ms>]")              \
-    XX(TRYRLOCK, "TRYRLOCK", 1, 3, LOCK, "TRYRLOCK <name> [<wait_ms> [<lease_ms>]]") \
-    XX(TRYWLOCK, "TRYWLOCK", 1, 3, LOCK, "TRYWLOCK <name> [<wait_ms> [<lease_ms>]]") \
-    XX(RUNLOCK, "RUNLOCK", 1, 1, NONE, "RUNLOCK <name>")                     \
-    XX(WUNLOCK, "WUNLOCK", 1, 1, NONE, "WUNLOCK <name>")                     \
-    XX(SEMINIT, "SEMINIT", 2, 2, LOCK, "SEMINIT <name> <permits>")           \
-    XX(ACQUIRE, "ACQUIRE", 2, 3, LOCK, "ACQUIRE <name> <permits> [<lease_ms>]") \
-    XX(TRYACQUIRE, "TRYACQUIRE", 2, 4, LOCK,                                 \
+    XX(PING, "PING", 0, 0, NONE, NONE, "PING")                               \
+    XX(LOCK, "LOCK", 1, 2, NAME_LEASE, LOCK, "LOCK <name> [<lease_ms>]")     \
+    XX(TRYLOCK, "TRYLOCK", 1, 3, NAME_WAIT_LEASE, LOCK,                      \
+       "TRYLOCK <name> [<wait_ms> [<lease_ms>]]")                            \
+    XX(UNLOCK, "UNLOCK", 1, 1, NAME, NONE, "UNLOCK <name>")                  \
+    XX(RENEW, "RENEW", 1, 2, NAME_LEASE, LOCK, "RENEW <name> [<lease_ms>]")  \
+    XX(STATUS, "STATUS", 1, 1, NAME, READ, "STATUS <name>")                  \
+    XX(WHO, "WHO", 1, 1, NAME, READ, "WHO <name>")                           \
+    XX(FORCEUNLOCK, "FORCEUNLOCK", 1, 1, NAME, ADMIN, "FORCEUNLOCK <name>")  \
+    XX(RLOCK, "RLOCK", 1, 2, NAME_LEASE, LOCK, "RLOCK <name> [<lease_ms>]")  \
+    XX(WLOCK, "WLOCK", 1, 2, NAME_LEASE, LOCK, "WLOCK <name> [<lease_ms>]")  \
+    XX(TRYRLOCK, "TRYRLOCK", 1, 3, NAME_WAIT_LEASE, LOCK,                    \
+       "TRYRLOCK <name> [<wait_ms> [<lease_ms>]]")                           \
+    XX(TRYWLOCK, "TRYWLOCK", 1, 3, NAME_WAIT_LEASE, LOCK,                    \
+       "TRYWLOCK <name> [<wait_ms> [<lease_ms>]]")                           \
+    XX(RUNLOCK, "RUNLOCK", 1, 1, NAME, NONE, "RUNLOCK <name>")               \
+    XX(WUNLOCK, "WUNLOCK", 1, 1, NAME, NONE, "WUNLOCK <name>")               \
+    XX(SEMINIT, "SEMINIT", 2, 2, NAME_COUNT, LOCK, "SEMINIT <name> <permits>") \
+    XX(ACQUIRE, "ACQUIRE", 2, 3, NAME_COUNT_LEASE, LOCK,                     \
+       "ACQUIRE <name> <permits> [<lease_ms>]")                              \
+    XX(TRYACQUIRE, "TRYACQUIRE", 2, 4, NAME_COUNT_WAIT_LEASE, LOCK,          \
        "TRYACQUIRE <name> <permits> [<wait_ms> [<lease_ms>]]")               \
-    XX(RELEASE, "RELEASE", 2, 2, NONE, "RELEASE <name> <permits>")           \
-    XX(FAIRLOCK, "FAIRLOCK", 1, 2, LOCK, "FAIRLOCK <name> [<lease_ms>]")     \
-    XX(TRYFAIRLOCK, "TRYFAIRLOCK", 1, 3, LOCK,                               \
+    XX(RELEASE, "RELEASE", 2, 2, NAME_COUNT, NONE, "RELEASE <name> <permits>") \
+    XX(FAIRLOCK, "FAIRLOCK", 1, 2, NAME_LEASE, LOCK, "FAIRLOCK <name> [<lease_ms>]") \
+    XX(TRYFAIRLOCK, "TRYFAIRLOCK", 1, 3, NAME_WAIT_LEASE, LOCK,              \
        "TRYFAIRLOCK <name> [<wait_ms> [<lease_ms>]]")                        \
-    XX(ELECT, "ELECT", 2, 3, LOCK, "ELECT <name> <value> [<lease_ms>]")      \
-    XX(RESIGN, "RESIGN", 1, 1, NONE, "RESIGN <name>")                        \
-    XX(LEADER, "LEADER", 1, 1, READ, "LEADER <name>")                        \
-    XX(OBSERVE, "OBSERVE", 1, 1, READ, "OBSERVE <name>")                     \
-    XX(UNOBSERVE, "UNOBSERVE", 1, 1, NONE, "UNOBSERVE <name>")               \
-    XX(MLOCK, "MLOCK", 2, PROTO_MNAMES_MAX + 2, LOCK,                        \
+    XX(ELECT, "ELECT", 2, 3, NAME_VALUE_LEASE, LOCK,                         \
+       "ELECT <name> <value> [<lease_ms>]")                                  \
+    XX(RESIGN, "RESIGN", 1, 1, NAME, NONE, "RESIGN <name>")                  \
+    XX(LEADER, "LEADER", 1, 1, NAME, READ, "LEADER <name>")                  \
+    XX(OBSERVE, "OBSERVE", 1, 1, NAME, READ, "OBSERVE <name>")               \
+    XX(UNOBSERVE, "UNOBSERVE", 1, 1, NAME, NONE, "UNOBSERVE <name>")         \
+    XX(MLOCK, "MLOCK", 2, PROTO_MNAMES_MAX + 2, NAMES_LEASE, LOCK,           \
        "MLOCK <n> <name1> ... <name_n> [<lease_ms>]")                       \
-    XX(TRYMLOCK, "TRYMLOCK", 2, PROTO_MNAMES_MAX + 3, LOCK,                  \
+    XX(TRYMLOCK, "TRYMLOCK", 2, PROTO_MNAMES_MAX + 3, NAMES_WAIT_LEASE, LOCK, \
        "TRYMLOCK <n> <name1> ... <name_n> [<wait_ms> [<lease_ms>]]")        \
-    XX(MUNLOCK, "MUNLOCK", 2, PROTO_MNAMES_MAX + 1, NONE,                    \
+    XX(MUNLOCK, "MUNLOCK", 2, PROTO_MNAMES_MAX + 1, NAMES, NONE,             \
        "MUNLOCK <n> <name1> ... <name_n>")                                  \
-    XX(CANCEL, "CANCEL", 0, 1, NONE, "CANCEL [#<tag>]")                      \
-    XX(INFO, "INFO", 0, 0, NONE, "INFO")                                     \
-    XX(CLIENTS, "CLIENTS", 0, 0, ADMIN, "CLIENTS")                           \
-    XX(LIST, "LIST", 0, 2, READ, "LIST [<pattern> [<limit>]]")               \
-    XX(QUIT, "QUIT", 0, 0, NONE, "QUIT")
+    XX(CANCEL, "CANCEL", 0, 1, TARGET, NONE, "CANCEL [#<tag>]")              \
+    XX(INFO, "INFO", 0, 0, NONE, NONE, "INFO")                               \
+    XX(CLIENTS, "CLIENTS", 0, 0, NONE, ADMIN, "CLIENTS")                     \
+    XX(LIST, "LIST", 0, 2, PATTERN, READ, "LIST [<pattern> [<limit>]]")      \
+    XX(QUIT, "QUIT", 0, 0, NONE, NONE, "QUIT")
 
 typedef enum {
     PROTO_CMD_NONE = 0,
-#define XX(id, word, min, max, right, usage) PROTO_CMD_##id,
+#define XX(id, word, min, max, shape, right, usage) PROTO_CMD_##id,
     PROTO_CMD_MAP(XX)
 #undef XX
     PROTO_CMD_COUNT
@@ -126,9 +162,11 @@ typedef struct proto_request_s {
     proto_err_t err;                  /* PROTO_ERR_NONE unless proto_feed said error */
     char name[PROTO_NAME_MAX + 1];    /* NUL-terminated lock name */
     size_t name_len;
-    uint32_t wait_ms;                 /* the TRY commands; 0 when absent */
-    uint32_t lease_ms;                /* the locking commands, RENEW; 0 when absent */
-    uint32_t permits;                 /* SEMINIT, ACQUIRE, TRYACQUIRE, RELEASE */
+    uint32_t wait_ms;                 /* a shape's WAIT (the TRY commands); 0 when absent */
+    uint32_t lease_ms;                /* a shape's LEASE (the locking commands, RENEW);
+                                         0 when absent */
+    uint32_t count;                   /* a shape's COUNT: SEMINIT's, ACQUIRE's,
+                                         TRYACQUIRE's, RELEASE's permits */
     char value[PROTO_VALUE_MAX + 1];  /* ELECT: NUL-terminated, as a name is;
                                          CANCEL #<tag>: the tag, without '#' */
     size_t value_len;
@@ -198,6 +236,8 @@ int proto_parse_num(const char *s, size_t len, uint32_t *out);
 int proto_name_valid(const char *name, size_t len);
 
 const char *proto_cmd_name(proto_cmd_t cmd);
+/* The command whose word is word (len bytes, any case), or PROTO_CMD_NONE. */
+proto_cmd_t proto_cmd_of(const char *word, size_t len);
 const char *proto_cmd_usage(proto_cmd_t cmd);
 /* The right cmd needs (PROTO_RIGHT_NONE for PROTO_CMD_NONE). */
 proto_right_t proto_cmd_right(proto_cmd_t cmd);

@@ -61,21 +61,18 @@ void elect_maybe_free(lockmgr_t *m) {
 
 static void cand_free(cand_t *c);
 
-void lockmgr_on_leader(lockmgr_t *m, lock_leader_cb cb) {
-    elect_t *e = cb != NULL ? elect_get(m) : elect_of(m);
-    if (e == NULL) return; /* no events: observers get ERR LIMIT (no memory) */
-    e->cb = cb;
-    e->closing = cb == NULL;
-    if (e->closing) {
-        /* Every owner is gone: the values left are those of acquires still
-         * in flight, which the backend, closed next, sends no more. */
-        size_t i = 0;
-        hmap_node_t *n, *next;
-        for (n = hmap_next(&e->cands, &i, NULL); n != NULL; n = next) {
-            next = hmap_next(&e->cands, &i, n);
-            cand_free(container_of(n, cand_t, node));
-            if (elect_of(m) == NULL) return;
-        }
+/* lockmgr_free with the state still there: every owner is gone, and the
+ * backend, closed first, sends nothing more. The values left are those
+ * of acquires that were in flight. */
+static void elect_free_state(lockmgr_t *m) {
+    elect_t *e = elect_of(m);
+    e->closing = 1;
+    size_t i = 0;
+    hmap_node_t *n, *next;
+    for (n = hmap_next(&e->cands, &i, NULL); n != NULL; n = next) {
+        next = hmap_next(&e->cands, &i, n);
+        cand_free(container_of(n, cand_t, node));
+        if (elect_of(m) == NULL) return;
     }
     elect_maybe_free(m);
 }
@@ -85,6 +82,21 @@ void lockmgr_elect_stats(const lockmgr_t *m, lockmgr_elect_stats_t *out) {
     if (elect_of(m) == NULL) return;
     *out = elect_of(m)->stats;
     out->candidates = elect_of(m)->cands_count - elect_of(m)->cands_lingering;
+}
+
+/* INFO's: observers=, observed=, candidates=, leader_events=. */
+static size_t elect_stats(const lockmgr_t *m, lock_stat_t *out, size_t cap) {
+    lockmgr_elect_stats_t es;
+    lockmgr_elect_stats(m, &es);
+    const lock_stat_t all[] = {
+        {"observers", es.observers},
+        {"observed", es.observed},
+        {"candidates", es.candidates},
+        {"leader_events", es.leader_events},
+    };
+    size_t n = sizeof(all) / sizeof(all[0]) < cap ? sizeof(all) / sizeof(all[0]) : cap;
+    memcpy(out, all, n * sizeof(*out));
+    return n;
 }
 
 /* ---- candidates' values ---------------------------------------------------------- */
@@ -196,14 +208,8 @@ static void elect_acquire(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_r
     }
 }
 
-/* LEADER, OBSERVE. */
-static void elect_request(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req) {
-    (void)l;
-    observe_request(m, o, req);
-}
-
-int lockmgr_resign(lockmgr_t *m, lock_owner_t *o, const char *name, size_t len) {
-    lock_t *l = lock_find(m, name, len);
+/* RESIGN: 1 if o led l's name (l may be NULL). */
+static int resign(lock_owner_t *o, lock_t *l) {
     hold_t *h = lock_hold_of(l, o, LOCK_MODE_ELECT);
     if (h == NULL) return 0;
     lock_release_local(h);
@@ -211,18 +217,41 @@ int lockmgr_resign(lockmgr_t *m, lock_owner_t *o, const char *name, size_t len) 
     return 1;
 }
 
-/* A dropped owner observes nothing more. */
-static void elect_owner_drop(lockmgr_t *m, lock_owner_t *o) {
-    lockmgr_unobserve_all(m, o);
+/* LEADER, OBSERVE; RESIGN and UNOBSERVE, answered at once. */
+static void elect_request(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req) {
+    if (req->verb != LOCK_VERB_OWN) {
+        observe_request(m, o, req);
+        return;
+    }
+    switch (req->op) {
+    case ELECT_OP_RESIGN: lock_answer_value(o, o->call_now, resign(o, l)); return;
+    case ELECT_OP_UNOBSERVE:
+        lock_answer_value(o, o->call_now, observe_unobserve(m, o, req->name, req->len));
+        return;
+    }
+    lock_answer_error(m, o, o->call_now, LOCK_ERR_ARGS, LOCK_WHY_NONE, 0);
 }
 
-/* lockmgr_free with the state still there: as lockmgr_on_leader(NULL). */
-static void elect_free_state(lockmgr_t *m) {
-    lockmgr_on_leader(m, NULL);
+/* A dropped owner observes nothing more. */
+static void elect_owner_drop(lockmgr_t *m, lock_owner_t *o) {
+    observe_unobserve_all(m, o);
 }
+
+/* Its protocol words (session.c makes its commands of them). */
+static const lock_word_t elect_words[] = {
+    {"ELECT", LOCK_VERB_LOCK, LOCK_MODE_ELECT, 0, LOCK_WORD_AS_LOCK | LOCK_WORD_FENCE},
+    {"LEADER", LOCK_VERB_LEADER, LOCK_MODE_ELECT, 0, 0},
+    {"OBSERVE", LOCK_VERB_OBSERVE, LOCK_MODE_ELECT, 0, LOCK_WORD_OBSERVES},
+    {"RESIGN", LOCK_VERB_OWN, LOCK_MODE_ELECT, ELECT_OP_RESIGN, LOCK_WORD_AS_UNLOCK},
+    {"UNOBSERVE", LOCK_VERB_OWN, LOCK_MODE_ELECT, ELECT_OP_UNOBSERVE, LOCK_WORD_OBSERVES},
+    {.word = NULL},
+};
 
 const lock_kind_t lock_kind_elect = {
     .name = "elect",
+    .words = elect_words,
+    .text = {"an election (ELECT, RESIGN, LEADER, OBSERVE)",
+             "an election: RESIGN ends its leadership", "elections"},
     .cap = BACKEND_CAP_ONE_COPY, /* the candidates' queue in Redis, as a fair lock's */
     .watch = BACKEND_ELECT,
     .status = LOCK_STATUS_EXCLUSIVE,
@@ -237,6 +266,8 @@ const lock_kind_t lock_kind_elect = {
     .released = redisq_released,
     .acquire = elect_acquire,
     .request = elect_request,
+    .own_any = 1u << ELECT_OP_RESIGN | 1u << ELECT_OP_UNOBSERVE,
+    .stats = elect_stats,
     .free_state = elect_free_state,
     .owner_drop = elect_owner_drop,
 };

@@ -8,9 +8,10 @@
  * channel; observe.c keeps one watch of that channel per name, shared by
  * the name's observers and its local candidates (whose wake-ups it hands
  * to the lock), and reads the leader again on every message, when the
- * leader's lease ends, and after any gap. The state lives in
- * lockmgr_t.elect from its first use until lockmgr_on_leader(NULL) and
- * the last observer, candidate and read are gone. */
+ * leader's lease ends, and after any gap. The state lives in the lock
+ * manager's slot for the kind from its first use until the manager is
+ * freed (its free_state) and the last observer, candidate and read are
+ * gone. */
 #ifndef DLOCK_LOCK_ELECT_H
 #define DLOCK_LOCK_ELECT_H
 
@@ -32,13 +33,22 @@
  * the topology may send it again until command_timeout_ms; this more. */
 #define ELECT_VALUE_GRACE_MS 1000
 
+/* The kind's own requests (lock_request_t.op of LOCK_VERB_OWN), each
+ * answered at once, 1 or 0, for any name (the table's own_any). */
+enum {
+    ELECT_OP_RESIGN = 0, /* RESIGN: 1 if the owner led it (the next candidate
+                            takes over) */
+    ELECT_OP_UNOBSERVE   /* UNOBSERVE: 1 if the owner observed it (no event
+                            of it comes after) */
+};
+
 typedef struct elect_s elect_t;
 typedef struct oname_s oname_t;
 
 struct elect_s {
     lockmgr_t *m;
-    lock_leader_cb cb;         /* observers' events; NULL once closing */
-    int closing;               /* lockmgr_on_leader(NULL): free when empty */
+    int closing;               /* the manager is being freed: free when empty,
+                                  tell no one */
     hmap_t cands;              /* <owner id><name> -> cand_t: a candidate's value */
     size_t cands_count;
     size_t cands_lingering;    /* ... of them kept past their wait (its acquire
@@ -57,7 +67,7 @@ static inline elect_t *elect_of(const lockmgr_t *m) {
 }
 /* The state, made if needed (NULL on no memory). */
 elect_t *elect_get(lockmgr_t *m);
-/* Frees it once nothing uses it, after lockmgr_on_leader(NULL). */
+/* Frees it once nothing uses it, once closing. */
 void elect_maybe_free(lockmgr_t *m);
 
 /* observe.c: the name's candidates here wait on its watch (wake-ups go to
@@ -66,6 +76,10 @@ void elect_watch(lockmgr_t *m, const char *name, size_t len);
 void elect_unwatch(lockmgr_t *m, const char *name, size_t len);
 /* LEADER and OBSERVE. */
 void observe_request(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req);
+/* UNOBSERVE: 1 if o observed name, 0 otherwise; and every observation
+ * of o's (its owner_drop). */
+int observe_unobserve(lockmgr_t *m, lock_owner_t *o, const char *name, size_t len);
+void observe_unobserve_all(lockmgr_t *m, lock_owner_t *o);
 /* The observe state's parts freed with elect_t (names, owners). */
 int observe_empty(const elect_t *e);
 

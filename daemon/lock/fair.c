@@ -70,8 +70,18 @@ static void fair_leave(lock_t *l, wait_t *w, int was_head) {
     if (was_head) fair_watch(l);
 }
 
+/* Its protocol words (session.c makes its commands of them). */
+static const lock_word_t fair_words[] = {
+    {"FAIRLOCK", LOCK_VERB_LOCK, LOCK_MODE_FAIR, 0, LOCK_WORD_AS_LOCK},
+    {"TRYFAIRLOCK", LOCK_VERB_TRYLOCK, LOCK_MODE_FAIR, 0, LOCK_WORD_AS_TRYLOCK},
+    {.word = NULL},
+};
+
 const lock_kind_t lock_kind_fair = {
     .name = "fair",
+    .words = fair_words,
+    .text = {"held as a fair lock (FAIRLOCK, UNLOCK)",
+             "held as a fair lock: UNLOCK releases it", "fair locks"},
     .cap = BACKEND_CAP_ONE_COPY,
     .watch = BACKEND_FAIR,
     .status = LOCK_STATUS_EXCLUSIVE,

@@ -25,3 +25,27 @@ lock_mode_t lock_kind_mode(const lock_kind_t *k) {
         if (lock_modes[m].kind == k) return (lock_mode_t)m;
     return LOCK_MODE_MUTEX;
 }
+
+const lock_word_t *lockmgr_word(size_t i) {
+    for (int m = 0; m < LOCK_MODE_COUNT; m++) {
+        const lock_kind_t *k = lock_modes[m].kind;
+        if (lock_kind_mode(k) != (lock_mode_t)m || k->words == NULL) continue; /* a kind once */
+        for (const lock_word_t *w = k->words; w->word != NULL; w++)
+            if (i-- == 0) return w;
+    }
+    return NULL;
+}
+
+const lock_kind_text_t *lockmgr_mode_text(lock_mode_t mode) {
+    return &lock_kind_of((unsigned)mode < LOCK_MODE_COUNT ? mode : LOCK_MODE_MUTEX)->text;
+}
+
+size_t lockmgr_kind_stats(const lockmgr_t *m, lock_stat_t *out, size_t cap) {
+    size_t n = 0;
+    for (int i = 0; i < LOCK_MODE_COUNT; i++) {
+        const lock_kind_t *k = lock_modes[i].kind;
+        if (lock_kind_mode(k) == (lock_mode_t)i && k->stats != NULL)
+            n += k->stats(m, out + n, cap - n);
+    }
+    return n;
+}

@@ -19,10 +19,12 @@
  * by its free_state. A request it tracks itself (not one wait) is a
  * PENDING_KIND pending, which its cancel and orphan hooks end.
  *
- * Adding a kind: a line per mode in daemon/modes.h, a row for each in
- * lock_modes[] and its table's name (kind.c), its file with its table,
- * its backend mode's row with its script (daemon/backend/scripts.c), and
- * its protocol words (session.c). */
+ * Adding a kind: a daemon/modes.h line for each of its modes, a row for
+ * each in lock_modes[] and its table's name (kind.c), its file with its
+ * table, its backend mode's row with its script (daemon/backend/scripts.c),
+ * its protocol words' rows (PROTO_CMD_MAP, proto/proto.h: shape, right,
+ * usage); the rest of each word (verb, op, flags), its ERR KIND words and
+ * its INFO counters are its table's. */
 #ifndef DLOCK_LOCK_KIND_H
 #define DLOCK_LOCK_KIND_H
 
@@ -39,6 +41,8 @@ typedef enum {
 
 struct lock_kind_s {
     const char *name;          /* for logs */
+    const lock_word_t *words;  /* its protocol words, up to one whose word is NULL */
+    lock_kind_text_t text;     /* how ERR KIND names it */
     unsigned cap;              /* the BACKEND_CAP_* a topology needs for it; 0 any */
     backend_mode_t watch;      /* the channel its releases come on */
     lock_status_form_t status; /* STATUS's form */
@@ -98,8 +102,16 @@ struct lock_kind_s {
      * lock_acquire() and lock_unlock() serve where NULL. */
     void (*acquire)(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req);
     void (*unlock)(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req);
-    /* Optional: a request only this kind has (SEMINIT). */
+    /* Optional: a request only this kind has (SEMINIT), or one of
+     * LOCK_VERB_LEADER and the others no other kind has. */
     void (*request)(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_request_t *req);
+    /* The own requests (bit op) that only give back what the owner has
+     * (RESIGN, UNOBSERVE): request answers them whatever the name is, the
+     * topology or the manager's state, with no ERR KIND. */
+    unsigned own_any;
+    /* Optional: the kind's own counters for INFO, at most cap into out:
+     * how many (the same keys in the same order every time). */
+    size_t (*stats)(const lockmgr_t *m, lock_stat_t *out, size_t cap);
     /* Optional: frees the kind's own state (m->kind_state at its first
      * mode), at lockmgr_free when the slot is not NULL. */
     void (*free_state)(lockmgr_t *m);
@@ -276,6 +288,8 @@ void lock_answer_backend(lockmgr_t *m, lock_owner_t *o, void *call, const char *
  * NO_HOLDER). */
 void lock_answer_kind(lockmgr_t *m, lock_owner_t *o, void *call, lock_why_t why,
                       lock_mode_t mode, const char *name, size_t len);
+/* Tells o of ev through its event callback, unless o is dropped. */
+void lock_tell(lock_owner_t *o, const lock_event_t *ev);
 /* ERR NOTHELD, or ERR KIND when o holds l as another kind. */
 void lock_answer_notheld(lockmgr_t *m, lock_owner_t *o, void *call, const lock_t *l,
                          lock_mode_t mode);

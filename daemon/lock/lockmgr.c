@@ -218,9 +218,14 @@ void lock_hold_lost(hold_t *h, lock_loss_t why) {
     lock_hold_drop(h);
     l->mgr->stats.lost++;
     l->mgr->stats.lost_by[why]++;
+    lock_event_t ev = {.type = LOCK_EVENT_LOST, .name = l->name, .len = l->len, .why = why};
+    lock_tell(o, &ev);
+}
+
+void lock_tell(lock_owner_t *o, const lock_event_t *ev) {
     if (o->dropped) return;
     o->in_callback++;
-    o->on_event(o->data, l->name, l->len, why);
+    o->on_event(o->data, ev);
     o->in_callback--;
 }
 

@@ -6,7 +6,8 @@
  * in flight, each named by the caller's call pointer. Each request gets
  * exactly one reply: either at once, as lockmgr_request()'s return value
  * says, or later through the owner's reply callback with its call, never
- * before lockmgr_request() returns. Loss events come through the owner's event callback at any
+ * before lockmgr_request() returns. Events (a hold lost, an observed
+ * election's new leader) come through the owner's event callback at any
  * time outside lockmgr_request(). After lockmgr_owner_drop() neither
  * callback is called again for that owner. */
 #ifndef DLOCK_LOCKMGR_H
@@ -73,7 +74,8 @@ typedef struct lock_request_s {
                              request's number, if its op takes one (SEMINIT's
                              size) */
     uint8_t op;           /* OWN: which of its kind's own requests, in the
-                             kind's numbering (semaphore.c: SEMINIT 0) */
+                             kind's numbering (semaphore.c: SEMINIT 0;
+                             elect.h: RESIGN, UNOBSERVE) */
     const char *value;    /* ELECT: what observers are told, value_len bytes,
                              valid during lockmgr_request() only */
     size_t value_len;
@@ -81,6 +83,50 @@ typedef struct lock_request_s {
                                  lockmgr_request() only */
     size_t nnames;
 } lock_request_t;
+
+/* One protocol word of a kind's, a row of its table (kind.h): the request
+ * it makes and what the session needs to know of it. The session matches
+ * the word with proto/'s command table by its text; the lock manager
+ * knows nothing else of the protocol. */
+typedef struct lock_word_s {
+    const char *word;     /* the command word, as PROTO_CMD_MAP spells it */
+    lock_verb_t verb;
+    lock_mode_t mode;
+    uint8_t op;           /* LOCK_VERB_OWN: which of the kind's own requests */
+    unsigned flags;       /* LOCK_WORD_* */
+} lock_word_t;
+
+/* It changes its names' locks: it waits for the connection's earlier such
+ * requests on any of them to be answered. */
+#define LOCK_WORD_TURNS    0x01u
+/* It changes what the connection observes of its name: it takes turns
+ * with the connection's other such requests, apart from TURNS. */
+#define LOCK_WORD_OBSERVES 0x02u
+/* It gives back what the connection holds: it does not wait behind the
+ * connection's own request of the name that waits for a holder. */
+#define LOCK_WORD_RELEASES 0x04u
+/* It may wait for a holder (CANCEL withdraws it) ... */
+#define LOCK_WORD_WAITS    0x08u
+/* ... at most wait_ms: with 0 it only tries. */
+#define LOCK_WORD_TRY      0x10u
+/* Its grant is answered with its fence alone: OK <fence> (a leader holds
+ * once). */
+#define LOCK_WORD_FENCE    0x20u
+/* The flags of words that behave as LOCK, TRYLOCK and UNLOCK do. */
+#define LOCK_WORD_AS_LOCK    (LOCK_WORD_TURNS | LOCK_WORD_WAITS)
+#define LOCK_WORD_AS_TRYLOCK (LOCK_WORD_AS_LOCK | LOCK_WORD_TRY)
+#define LOCK_WORD_AS_UNLOCK  (LOCK_WORD_TURNS | LOCK_WORD_RELEASES)
+
+/* Every kind's words, kind after kind: the i-th, NULL past the last. */
+const lock_word_t *lockmgr_word(size_t i);
+
+/* What a kind is called in ERR KIND's text: what a name of it is (held
+ * as), what gives a hold of it back, its plural. */
+typedef struct lock_kind_text_s {
+    const char *held_as;
+    const char *release;
+    const char *plural;
+} lock_kind_text_t;
 
 typedef enum {
     LOCK_REPLY_GRANTED = 0,  /* fence, holds */
@@ -178,8 +224,26 @@ typedef enum {
     LOCK_LOST_BACKEND
 } lock_loss_t;
 
+/* Something an owner is told unasked, about a name. */
+typedef enum {
+    LOCK_EVENT_LOST = 0,  /* a hold is gone: why */
+    LOCK_EVENT_LEADER     /* an election the owner observes (OBSERVE) has a new
+                             leader: fence and value, fence 0: none */
+} lock_event_type_t;
+
+typedef struct lock_event_s {
+    lock_event_type_t type;
+    const char *name;     /* len bytes, valid during the call */
+    size_t len;
+    lock_loss_t why;      /* LOST */
+    uint64_t fence;       /* LEADER */
+    const char *value;    /* LEADER: value_len bytes, valid during the call */
+    size_t value_len;
+} lock_event_t;
+
 typedef void (*lock_reply_cb)(void *data, void *call, const lock_reply_t *reply);
-typedef void (*lock_event_cb)(void *data, const char *name, size_t len, lock_loss_t why);
+/* Never called from inside lockmgr_request(). */
+typedef void (*lock_event_cb)(void *data, const lock_event_t *ev);
 typedef void (*lockmgr_done_cb)(lockmgr_t *mgr, void *data);
 
 /* Watchdog: a lock is given up as lost (reason "backend") this long before
@@ -248,13 +312,7 @@ typedef struct lockmgr_stats_s {
     const histo_t *hold_time; /* a new grant to the hold's end, µs */
 } lockmgr_stats_t;
 
-/* An observed election's new leader (fence 0: none), for an owner that
- * observes name (OBSERVE); data is the owner's. value is valid during the
- * call. Never called from inside lockmgr_request(). */
-typedef void (*lock_leader_cb)(void *data, const char *name, size_t len, uint64_t fence,
-                               const char *value, size_t value_len);
-
-/* What elections and observers amount to now (INFO). */
+/* What elections and observers amount to now (the metrics). */
 typedef struct lockmgr_elect_stats_s {
     uint64_t observers;       /* OBSERVEs in force, all connections */
     uint64_t observed;        /* names observed: one watch each */
@@ -312,20 +370,22 @@ int lockmgr_cancel(lockmgr_t *mgr, lock_owner_t *owner, void *call);
 
 void lockmgr_stats(const lockmgr_t *mgr, lockmgr_stats_t *out);
 
-/* Elections (daemon/lock/elect.c, observe.c). cb gets every owner's
- * !LEADER events; set it once, before any OBSERVE. NULL, once every owner
- * is dropped and right before the backend is closed: the elections' state
- * goes as soon as no read of it is in flight. */
-void lockmgr_on_leader(lockmgr_t *mgr, lock_leader_cb cb);
-/* RESIGN: 1 if the owner led name (it leads no more: the next candidate
- * takes over), 0 otherwise. Answered here, never through a callback. */
-int lockmgr_resign(lockmgr_t *mgr, lock_owner_t *owner, const char *name, size_t len);
-/* UNOBSERVE: 1 if the owner observed name (no event of it comes after),
- * 0 otherwise. */
-int lockmgr_unobserve(lockmgr_t *mgr, lock_owner_t *owner, const char *name, size_t len);
-/* Ends every observation of the owner's (lockmgr_owner_drop does too). */
-void lockmgr_unobserve_all(lockmgr_t *mgr, lock_owner_t *owner);
+/* The ERR KIND words of mode's kind. */
+const lock_kind_text_t *lockmgr_mode_text(lock_mode_t mode);
+
+/* Elections (daemon/lock/elect.c, observe.c): their counters. */
 void lockmgr_elect_stats(const lockmgr_t *mgr, lockmgr_elect_stats_t *out);
+
+/* One counter of a kind's own, as INFO shows it: key=value. */
+typedef struct lock_stat_s {
+    const char *key;
+    uint64_t value;
+} lock_stat_t;
+/* Most counters of every kind together. */
+#define LOCKMGR_KIND_STATS_MAX 32
+/* Every kind's own counters (its table's stats), kind after kind, each
+ * kind's in its own order, into out (cap of them): how many. */
+size_t lockmgr_kind_stats(const lockmgr_t *mgr, lock_stat_t *out, size_t cap);
 
 /* The configuration's lease_ms or renew_every_ms changed (a reload wrote
  * the new ones into the conf given to lockmgr_new): new grants, RENEW of

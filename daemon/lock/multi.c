@@ -786,8 +786,19 @@ static void multi_undo_place(lock_t *l, const wait_t *w, uint64_t owner) {
 
 /* The kind serves the requests only: the holds it makes are plain
  * locks', and its places in the names' queues wait as theirs do. */
+/* Its protocol words (session.c makes its commands of them). */
+static const lock_word_t multi_words[] = {
+    {"MLOCK", LOCK_VERB_MLOCK, LOCK_MODE_MULTI, 0, LOCK_WORD_AS_LOCK},
+    {"TRYMLOCK", LOCK_VERB_TRYMLOCK, LOCK_MODE_MULTI, 0, LOCK_WORD_AS_TRYLOCK},
+    {"MUNLOCK", LOCK_VERB_MUNLOCK, LOCK_MODE_MULTI, 0, LOCK_WORD_AS_UNLOCK},
+    {.word = NULL},
+};
+
 const lock_kind_t lock_kind_multi = {
     .name = "multi",
+    .words = multi_words,
+    .text = {"held as a plain lock (LOCK, UNLOCK)",
+             "held as a plain lock: UNLOCK releases it", "multi-name locks"},
     .cap = BACKEND_CAP_MULTI,
     .watch = BACKEND_MUTEX,
     .status = LOCK_STATUS_EXCLUSIVE,

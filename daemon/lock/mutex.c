@@ -34,8 +34,18 @@ static void mutex_leave(lock_t *l, wait_t *w, int was_head) {
     lock_leave_read_kind(&mw->read);
 }
 
+/* Its protocol words (session.c makes its commands of them). */
+static const lock_word_t mutex_words[] = {
+    {"LOCK", LOCK_VERB_LOCK, LOCK_MODE_MUTEX, 0, LOCK_WORD_AS_LOCK},
+    {"TRYLOCK", LOCK_VERB_TRYLOCK, LOCK_MODE_MUTEX, 0, LOCK_WORD_AS_TRYLOCK},
+    {.word = NULL},
+};
+
 const lock_kind_t lock_kind_mutex = {
     .name = "mutex",
+    .words = mutex_words,
+    .text = {"held as a plain lock (LOCK, UNLOCK)",
+             "held as a plain lock: UNLOCK releases it", "plain locks"},
     .watch = BACKEND_MUTEX,
     .status = LOCK_STATUS_EXCLUSIVE,
     .kick = lock_kick_head,

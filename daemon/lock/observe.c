@@ -147,11 +147,11 @@ static void tell_one(elect_t *e, obs_t *ob, uint64_t fence, const char *value, s
         ob->none = 0;
     }
     lock_owner_t *o = ob->owner;
-    if (e->cb == NULL || o->dropped) return;
+    if (e->closing || o->dropped) return;
     e->stats.leader_events++;
-    o->in_callback++;
-    e->cb(o->data, ob->on->name, ob->on->len, fence, value, vlen);
-    o->in_callback--;
+    lock_event_t ev = {.type = LOCK_EVENT_LEADER, .name = ob->on->name, .len = ob->on->len,
+                       .fence = fence, .value = value, .value_len = vlen};
+    lock_tell(o, &ev);
 }
 
 /* A new view of the leader: every observer is told what its history allows. */
@@ -389,14 +389,14 @@ void observe_request(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
     backend_submit(m->backend, &op->bop);
 }
 
-int lockmgr_unobserve(lockmgr_t *m, lock_owner_t *o, const char *name, size_t len) {
+int observe_unobserve(lockmgr_t *m, lock_owner_t *o, const char *name, size_t len) {
     obs_t *ob = obs_of(m, o, name, len);
     if (ob == NULL) return 0;
     obs_free(m, ob);
     return 1;
 }
 
-void lockmgr_unobserve_all(lockmgr_t *m, lock_owner_t *o) {
+void observe_unobserve_all(lockmgr_t *m, lock_owner_t *o) {
     oowner_t *oo;
     while ((oo = oowner_find(m, o->id)) != NULL) obs_free(m, LIST_FIRST(&oo->obs));
 }

@@ -415,6 +415,11 @@ void lock_request(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req) {
     lock_t *l = req->nnames ? NULL : lock_find(m, req->name, req->len);
     const lock_kind_t *k = lock_kind_of(req->mode);
 
+    /* Giving back what the owner has needs nothing of the name (RESIGN). */
+    if (req->verb == LOCK_VERB_OWN && req->op < 32 && (k->own_any >> req->op & 1)) {
+        k->request(m, o, l, req);
+        return;
+    }
     if (m->stopping) {
         lock_answer_error(m, o, o->call_now, LOCK_ERR_BACKEND, LOCK_WHY_SHUTDOWN, 0);
         return;

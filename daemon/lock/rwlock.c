@@ -110,8 +110,22 @@ static void rw_acquire(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_requ
     backend_submit(m->backend, &op->bop);
 }
 
+/* Its protocol words (session.c makes its commands of them). */
+static const lock_word_t rw_words[] = {
+    {"RLOCK", LOCK_VERB_LOCK, LOCK_MODE_READ, 0, LOCK_WORD_AS_LOCK},
+    {"TRYRLOCK", LOCK_VERB_TRYLOCK, LOCK_MODE_READ, 0, LOCK_WORD_AS_TRYLOCK},
+    {"RUNLOCK", LOCK_VERB_UNLOCK, LOCK_MODE_READ, 0, LOCK_WORD_AS_UNLOCK},
+    {"WLOCK", LOCK_VERB_LOCK, LOCK_MODE_WRITE, 0, LOCK_WORD_AS_LOCK},
+    {"TRYWLOCK", LOCK_VERB_TRYLOCK, LOCK_MODE_WRITE, 0, LOCK_WORD_AS_TRYLOCK},
+    {"WUNLOCK", LOCK_VERB_UNLOCK, LOCK_MODE_WRITE, 0, LOCK_WORD_AS_UNLOCK},
+    {.word = NULL},
+};
+
 const lock_kind_t lock_kind_rw = {
     .name = "read/write",
+    .words = rw_words,
+    .text = {"held as a read/write lock (RLOCK, WLOCK, RUNLOCK, WUNLOCK)",
+             "held as a read/write lock: RUNLOCK or WUNLOCK releases it", "read/write locks"},
     .cap = BACKEND_CAP_ONE_COPY,
     .watch = BACKEND_READ,
     .status = LOCK_STATUS_SHARED,

@@ -267,8 +267,20 @@ static void sem_request(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_req
     backend_submit(m->backend, &op->bop);
 }
 
+/* Its protocol words (session.c makes its commands of them). */
+static const lock_word_t sem_words[] = {
+    {"SEMINIT", LOCK_VERB_OWN, LOCK_MODE_SEM, SEM_OP_INIT, LOCK_WORD_TURNS},
+    {"ACQUIRE", LOCK_VERB_LOCK, LOCK_MODE_SEM, 0, LOCK_WORD_AS_LOCK},
+    {"TRYACQUIRE", LOCK_VERB_TRYLOCK, LOCK_MODE_SEM, 0, LOCK_WORD_AS_TRYLOCK},
+    {"RELEASE", LOCK_VERB_UNLOCK, LOCK_MODE_SEM, 0, LOCK_WORD_AS_UNLOCK},
+    {.word = NULL},
+};
+
 const lock_kind_t lock_kind_sem = {
     .name = "semaphore",
+    .words = sem_words,
+    .text = {"a semaphore (SEMINIT, ACQUIRE, RELEASE)",
+             "a semaphore: RELEASE gives its permits back", "semaphores"},
     .cap = BACKEND_CAP_ONE_COPY,
     .watch = BACKEND_SEM,
     .status = LOCK_STATUS_PERMITS,

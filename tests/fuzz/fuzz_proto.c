@@ -35,7 +35,7 @@ typedef struct outcome_s {
     size_t name_len;
     uint32_t wait_ms;
     uint32_t lease_ms;
-    uint32_t permits;
+    uint32_t count;
     char tag[PROTO_TAG_MAX + 1];
     uint8_t tag_len;
     char value[PROTO_VALUE_MAX + 1];
@@ -99,7 +99,7 @@ static void check_request(const proto_request_t *req) {
     CHECK(req->name[req->name_len] == '\0');
     CHECK(strlen(req->name) == req->name_len);
     CHECK(req->wait_ms <= PROTO_NUM_MAX && req->lease_ms <= PROTO_NUM_MAX &&
-          req->permits <= PROTO_NUM_MAX);
+          req->count <= PROTO_NUM_MAX);
     if (takes(req->cmd, "<name>") || takes(req->cmd, "<name1>")) {
         CHECK(proto_name_valid(req->name, req->name_len));
     } else {
@@ -131,7 +131,9 @@ static void check_request(const proto_request_t *req) {
               req->value[req->value_len] == '\0' && strlen(req->value) == req->value_len);
     if (!takes(req->cmd, "<wait_ms>")) CHECK(req->wait_ms == 0);
     if (!takes(req->cmd, "<lease_ms>")) CHECK(req->lease_ms == 0);
-    if (!takes(req->cmd, "<permits>")) CHECK(req->permits == 0);
+    /* a number a command's usage names first (a semaphore's permits, a
+     * latch's count) is its count */
+    if (!takes(req->cmd, "<permits>") && !takes(req->cmd, "<count>")) CHECK(req->count == 0);
 }
 
 static void record(outcomes_t *out, proto_status_t st, const proto_request_t *req) {
@@ -145,7 +147,7 @@ static void record(outcomes_t *out, proto_status_t st, const proto_request_t *re
     memcpy(o->name, req->name, o->name_len);
     o->wait_ms = req->wait_ms;
     o->lease_ms = req->lease_ms;
-    o->permits = req->permits;
+    o->count = req->count;
     o->tag_len = req->tag_len <= PROTO_TAG_MAX ? req->tag_len : PROTO_TAG_MAX;
     memcpy(o->tag, req->tag, o->tag_len);
     o->value_len = req->value_len <= PROTO_VALUE_MAX ? req->value_len : PROTO_VALUE_MAX;
@@ -189,7 +191,7 @@ static void check_tag(const uint8_t *l, size_t len, proto_status_t st,
     CHECK(bare.name_len == req->name_len && strcmp(bare.name, req->name) == 0);
     CHECK(bare.value_len == req->value_len && strcmp(bare.value, req->value) == 0);
     CHECK(bare.wait_ms == req->wait_ms && bare.lease_ms == req->lease_ms &&
-          bare.permits == req->permits && bare.limit == req->limit &&
+          bare.count == req->count && bare.limit == req->limit &&
           bare.nnames == req->nnames);
     for (unsigned k = 0; k < bare.nnames; k++) {
         size_t a, b;
@@ -225,7 +227,7 @@ static void check_line_report(run_t *r, size_t end, proto_status_t st,
     CHECK(ref.cmd == req->cmd && ref.err == req->err);
     CHECK(ref.name_len == req->name_len && strcmp(ref.name, req->name) == 0);
     CHECK(ref.wait_ms == req->wait_ms && ref.lease_ms == req->lease_ms &&
-          ref.permits == req->permits);
+          ref.count == req->count);
     CHECK(ref.detail == req->detail);
     CHECK(ref.tag_len == req->tag_len && strcmp(ref.tag, req->tag) == 0);
     CHECK(ref.value_len == req->value_len && strcmp(ref.value, req->value) == 0);

@@ -73,13 +73,16 @@ DROP_IN_CLOSE = ("daemon/session.c",
                                   "s->ss->locks, s->owner);\n    s->owner = NULL;\n    uv_close"))
 MUTANTS = {
     "leader-answer-uaf": dict(bug="bug 1", revert=None, edits=[
-        # the observations ended at once, as session_close did before
-        ("daemon/session.c",
-         CLOSE_AT,
-         CLOSE_AT.replace("    uv_close", "    if (s->owner != NULL) lockmgr_unobserve_all("
-                          "s->ss->locks, s->owner);\n"
-                          "    if (s->owner != NULL) lockmgr_owner_drop(s->ss->locks, s->owner);\n"
-                          "    s->owner = NULL;\n    uv_close")),
+        # the observations ended at once, as session_close did before (its
+        # drop ends them through the kinds' owner_drop, even from inside a
+        # callback)
+        DROP_IN_CLOSE,
+        ("daemon/lock/lockmgr.c",
+         "        o->dropped = 1;\n        timers_start(m->timers, &o->reap, 0, on_reap);",
+         "        for (int k = 0; k < LOCK_MODE_COUNT; k++)\n"
+         "            if (m->kind_state[k] != NULL && lock_modes[k].kind->owner_drop != NULL)\n"
+         "                lock_modes[k].kind->owner_drop(m, o);\n"
+         "        o->dropped = 1;\n        timers_start(m->timers, &o->reap, 0, on_reap);"),
         ("daemon/lock/observe.c",
          "    if (on != NULL) on->telling++;\n    lock_answer(o, op->hdr.call, &r);",
          "    lock_answer(o, op->hdr.call, &r);"),

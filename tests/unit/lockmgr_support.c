@@ -76,8 +76,19 @@ static void on_reply(void *data, void *call, const lock_reply_t *r) {
     if (c->drop_in_callback) drop(c);
 }
 
-static void on_event(void *data, const char *name, size_t len, lock_loss_t why) {
+void (*support_on_leader)(client_t *c, const lock_event_t *ev);
+
+static void on_event(void *data, const lock_event_t *ev) {
     client_t *c = data;
+    const char *name = ev->name;
+    size_t len = ev->len;
+    lock_loss_t why = ev->why;
+    if (ev->type == LOCK_EVENT_LEADER) {
+        ck_assert_msg(support_on_leader != NULL, "client %" PRIu64 ": !LEADER %.*s unasked",
+                      c->id, (int)len, name);
+        support_on_leader(c, ev);
+        return;
+    }
     ck_assert_msg(!in_request, "client %" PRIu64 ": !LOST %.*s inside lockmgr_request", c->id,
                   (int)len, name);
     ck_assert_msg(!c->dropped, "client %" PRIu64 ": event after lockmgr_owner_drop", c->id);
@@ -124,6 +135,7 @@ void setup(void) {
     log_set_level(CONF_LOG_ERROR);
     nclients = 0;
     done_calls = 0;
+    support_on_leader = NULL;
     tm = timers_new_manual(T0);
     ck_assert_ptr_nonnull(tm);
     fb = fake_new(tm);

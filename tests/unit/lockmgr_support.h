@@ -72,6 +72,8 @@ extern timers_t *tm;
 extern fake_t *fb;
 extern lockmgr_t *mgr;
 extern int in_request;           /* inside lockmgr_request() now */
+/* Where LEADER events go (an election's tests set it; NULL: none may come). */
+extern void (*support_on_leader)(client_t *c, const lock_event_t *ev);
 extern int done_calls;           /* lockmgr_shutdown's done */
 extern uint64_t seq;             /* orders replies and events of all clients */
 extern client_t clients[MAX_CLIENTS];

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/lock/elect.h"
 #include "daemon/lock/lockmgr.h"
 #include "tests/unit/fake_backend.h"
 
@@ -33,10 +34,36 @@ static client_t *leave_in_event; /* unobserves the name from inside its !LEADER 
  * the answer, as a session closing past max_output once did. */
 static client_t leaver;
 static int leave_in_reply;
+static const char *leaver_name; /* what it asked about last */
 
-static void on_leader(void *data, const char *name, size_t len, uint64_t fence,
-                      const char *value, size_t vlen) {
-    client_t *c = data;
+/* An election's own request by c (ELECT_OP_RESIGN, ELECT_OP_UNOBSERVE),
+ * answered at once: 1 or 0. Its call is none of c's others. */
+static long long own_req(client_t *c, int op, const char *name) {
+    static int own_call;
+    lock_request_t r = {.verb = LOCK_VERB_OWN, .mode = LOCK_MODE_ELECT, .op = (uint8_t)op,
+                        .name = name, .len = strlen(name)};
+    lock_reply_t now;
+    int outer = in_request;
+    in_request = 1;
+    int at_once = lockmgr_request(mgr, c->o, &r, &own_call, &now);
+    in_request = outer;
+    ck_assert_int_eq(at_once, 1);
+    ck_assert_int_eq(now.type, LOCK_REPLY_VALUE);
+    return now.value;
+}
+
+static long long resign(client_t *c, const char *name) {
+    return own_req(c, ELECT_OP_RESIGN, name);
+}
+
+static long long unobserve(client_t *c, const char *name) {
+    return own_req(c, ELECT_OP_UNOBSERVE, name);
+}
+
+static void on_leader(client_t *c, const lock_event_t *ev) {
+    const char *name = ev->name, *value = ev->value;
+    size_t len = ev->len, vlen = ev->value_len;
+    uint64_t fence = ev->fence;
     ck_assert_msg(!in_request, "!LEADER inside lockmgr_request");
     ck_assert_msg(!c->dropped, "!LEADER to client %" PRIu64 " after lockmgr_owner_drop", c->id);
     ck_assert_uint_lt(ntold, MAX_TOLD);
@@ -45,7 +72,11 @@ static void on_leader(void *data, const char *name, size_t len, uint64_t fence,
     told[ntold].fence = fence;
     snprintf(told[ntold].value, sizeof(told[0].value), "%.*s", (int)vlen, value);
     ntold++;
-    if (c == leave_in_event) lockmgr_unobserve(mgr, c->o, name, len);
+    if (c == leave_in_event) {
+        char n[64];
+        snprintf(n, sizeof(n), "%.*s", (int)len, name);
+        unobserve(c, n);
+    }
     if (c->drop_in_callback) drop(c);
 }
 
@@ -56,14 +87,14 @@ static void leaver_on_reply(void *data, void *call, const lock_reply_t *r) {
     ck_assert_msg(!c->dropped, "a reply to the leaver after lockmgr_owner_drop");
     c->replies[c->nreplies++ % MAX_LOG] = *r;
     if (!leave_in_reply) return;
-    lockmgr_unobserve_all(mgr, c->o);
+    unobserve(c, leaver_name);
     lockmgr_owner_drop(mgr, c->o);
     c->dropped = 1;
 }
 
-static void leaver_on_event(void *data, const char *name, size_t len, lock_loss_t why) {
+static void leaver_on_event(void *data, const lock_event_t *ev) {
     (void)data;
-    ck_abort_msg("!LOST %.*s (%d) to the leaver", (int)len, name, (int)why);
+    ck_abort_msg("event %d of %.*s to the leaver", (int)ev->type, (int)ev->len, ev->name);
 }
 
 static client_t *leaver_new(void) {
@@ -77,6 +108,7 @@ static client_t *leaver_new(void) {
 static int leaver_req(lock_verb_t verb, const char *name) {
     lock_request_t r = {.verb = verb, .mode = LOCK_MODE_ELECT, .name = name, .len = strlen(name)};
     lock_reply_t now;
+    leaver_name = name;
     in_request = 1;
     int at_once = lockmgr_request(mgr, leaver.o, &r, &leaver, &now);
     in_request = 0;
@@ -89,15 +121,12 @@ static void elect_setup(void) {
     leave_in_event = NULL;
     memset(&leaver, 0, sizeof(leaver));
     leave_in_reply = 0;
-    lockmgr_on_leader(mgr, on_leader);
+    support_on_leader = on_leader;
 }
 
-/* Observations end before the owners go, as a session's close did. */
+/* The owners go (their observations with them), then the manager. */
 static void elect_teardown(void) {
-    for (size_t i = 0; i < nclients; i++)
-        if (!clients[i].dropped) lockmgr_unobserve_all(mgr, clients[i].o);
     if (leaver.o != NULL && !leaver.dropped) lockmgr_owner_drop(mgr, leaver.o);
-    lockmgr_on_leader(mgr, NULL);
     teardown();
 }
 
@@ -195,8 +224,8 @@ START_TEST(grant_carries_value_and_fence) {
     /* kept by the watchdog: still leading after leases */
     run_for(3 * LEASE);
     no_event(a);
-    ck_assert_int_eq(lockmgr_resign(mgr, a->o, "e", 1), 1);
-    ck_assert_int_eq(lockmgr_resign(mgr, a->o, "e", 1), 0);
+    ck_assert_int_eq(resign(a, "e"), 1);
+    ck_assert_int_eq(resign(a, "e"), 0);
     fake_run(fb);
     ck_assert_int_eq(read_req(b, LOCK_VERB_LEADER, "e"), 0);
     fake_run(fb);
@@ -216,7 +245,7 @@ START_TEST(resign_hands_over_in_order) {
     no_reply(c);
     ck_assert_str_eq(fake_fair_queue(fb, "e"), "o2 o3");
     ck_assert_int_eq(fake_watch_mode(fb, "e"), BACKEND_ELECT);
-    ck_assert_int_eq(lockmgr_resign(mgr, a->o, "e", 1), 1);
+    ck_assert_int_eq(resign(a, "e"), 1);
     fake_run(fb);
     ck_assert_int_eq(fake_publish(fb, "e"), 1);
     fake_run(fb);
@@ -227,7 +256,7 @@ START_TEST(resign_hands_over_in_order) {
                 asks right behind the release */
     fake_run(fb);
     ck_assert_uint_gt(expect_granted(c, 1), fb_);
-    ck_assert_int_eq(lockmgr_resign(mgr, a->o, "e", 1), 0); /* never again */
+    ck_assert_int_eq(resign(a, "e"), 0); /* never again */
 }
 END_TEST
 
@@ -361,12 +390,12 @@ START_TEST(observers_told_each_leader) {
     lockmgr_elect_stats(mgr, &es);
     ck_assert_uint_eq(es.observers, 2);
     ck_assert_uint_eq(es.observed, 1);
-    ck_assert_int_eq(lockmgr_unobserve(mgr, o2->o, "e", 1), 1);
-    ck_assert_int_eq(lockmgr_unobserve(mgr, o2->o, "e", 1), 0);
+    ck_assert_int_eq(unobserve(o2, "e"), 1);
+    ck_assert_int_eq(unobserve(o2, "e"), 0);
     /* b waits; a resigns; the release's message: NONE, b's grant's: B */
     ck_assert_int_eq(elect_req(b, "e", "B", 0), 0);
     fake_run(fb);
-    ck_assert_int_eq(lockmgr_resign(mgr, a->o, "e", 1), 1);
+    ck_assert_int_eq(resign(a, "e"), 1);
     fake_run(fb);
     ck_assert_int_eq(fake_publish(fb, "e"), 1);
     fake_run(fb); /* b asked right behind the release: granted; the read sees it */
@@ -375,7 +404,7 @@ START_TEST(observers_told_each_leader) {
     ck_assert_int_eq(fake_publish(fb, "e"), 1); /* b's grant's message: no news */
     fake_run(fb);
     nothing_told();
-    lockmgr_unobserve_all(mgr, o1->o);
+    unobserve(o1, "e");
     lockmgr_elect_stats(mgr, &es);
     ck_assert_uint_eq(es.observers, 0);
     /* b's own candidacy ended with its grant: nothing watches e now */
@@ -481,7 +510,7 @@ START_TEST(observe_limit) {
     lock_reply_t r = expect_error(o, LOCK_ERR_LIMIT);
     ck_assert_int_eq(r.why, LOCK_WHY_MAX_OBSERVES);
     ck_assert_int_eq(r.limit, 2);
-    ck_assert_int_eq(lockmgr_unobserve(mgr, o->o, "n2", 2), 1);
+    ck_assert_int_eq(unobserve(o, "n2"), 1);
     ck_assert_int_eq(read_req(o, LOCK_VERB_OBSERVE, "n3"), 0);
     fake_run(fb);
     expect_leader(o, 0, NULL);
@@ -494,7 +523,7 @@ END_TEST
 START_TEST(observers_leave_mid_flight) {
     client_t *a = client(), *o1 = observer(), *o2 = observer();
     ck_assert_int_eq(read_req(o1, LOCK_VERB_OBSERVE, "e"), 0);
-    lockmgr_unobserve_all(mgr, o1->o);
+    unobserve(o1, "e");
     drop(o1);
     fake_run(fb);
     ck_assert_int_eq(read_req(o2, LOCK_VERB_OBSERVE, "e"), 0);
@@ -503,7 +532,7 @@ START_TEST(observers_leave_mid_flight) {
     fake_run(fb);
     uint64_t fa = elect_ok(a, "e", "A");
     ck_assert_int_eq(fake_publish(fb, "e"), 1);
-    lockmgr_unobserve_all(mgr, o2->o); /* its read in flight */
+    unobserve(o2, "e"); /* its read in flight */
     fake_run(fb);
     nothing_told();
     (void)fa;
@@ -612,7 +641,7 @@ START_TEST(dropped_observer_gains_no_observation) {
     fake_run(fb); /* the watch's confirmation */
     observing(1, 1);
     /* a resigns; its message is not delivered: b's read finds out first */
-    ck_assert_int_eq(lockmgr_resign(mgr, a->o, "n1", 2), 1);
+    ck_assert_int_eq(resign(a, "n1"), 1);
     fake_run(fb);
     ck_assert_int_eq(read_req(b, LOCK_VERB_LEADER, "n1"), 0);
     ck_assert_int_eq(read_req(o, LOCK_VERB_OBSERVE, "n2"), 0);
@@ -645,7 +674,7 @@ START_TEST(observer_leaves_inside_a_reads_tell) {
     fake_run(fb);
     expect_leader(o, fa, "A");
     fake_run(fb); /* the watch's confirmation */
-    ck_assert_int_eq(lockmgr_resign(mgr, a->o, "e", 1), 1);
+    ck_assert_int_eq(resign(a, "e"), 1);
     fake_run(fb); /* its message is not delivered */
     leave_in_event = o;
     ck_assert_int_eq(read_req(b, LOCK_VERB_LEADER, "e"), 0);

@@ -1121,12 +1121,10 @@ static void on_bare_reply(void *data, void *call, const lock_reply_t *r) {
     bare_replies++;
 }
 
-static void on_bare_event(void *data, const char *name, size_t len, lock_loss_t why) {
+static void on_bare_event(void *data, const lock_event_t *ev) {
     (void)data;
-    (void)name;
-    (void)len;
-    (void)why;
-    ck_abort_msg("!LOST for an owner that holds nothing");
+    (void)ev;
+    ck_abort_msg("an event for an owner that holds nothing");
 }
 
 /* More waiters come at once than acquires may be in flight

@@ -117,7 +117,7 @@ static void assert_same_request(const proto_request_t *a, const proto_request_t 
     ck_assert_str_eq(a->name, b->name);
     ck_assert_uint_eq(a->wait_ms, b->wait_ms);
     ck_assert_uint_eq(a->lease_ms, b->lease_ms);
-    ck_assert_uint_eq(a->permits, b->permits);
+    ck_assert_uint_eq(a->count, b->count);
     ck_assert_uint_eq(a->value_len, b->value_len);
     ck_assert_str_eq(a->value, b->value);
     ck_assert_uint_eq(a->limit, b->limit);
@@ -146,7 +146,7 @@ static const struct {
     const char *name;
     uint32_t wait_ms;
     uint32_t lease_ms;
-    uint32_t permits;
+    uint32_t count; /* permits */
 } good_lines[] = {
     {"PING", PROTO_CMD_PING, "", 0, 0, 0},
     {"LOCK job.42", PROTO_CMD_LOCK, "job.42", 0, 0, 0},
@@ -213,7 +213,7 @@ START_TEST(test_parse_each_command) {
     ck_assert_uint_eq(req.name_len, strlen(good_lines[_i].name));
     ck_assert_uint_eq(req.wait_ms, good_lines[_i].wait_ms);
     ck_assert_uint_eq(req.lease_ms, good_lines[_i].lease_ms);
-    ck_assert_uint_eq(req.permits, good_lines[_i].permits);
+    ck_assert_uint_eq(req.count, good_lines[_i].count);
     ck_assert_ptr_null(req.detail);
     proto_request_free(&req);
 }

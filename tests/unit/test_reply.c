@@ -6,11 +6,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The LOCK_WORD_* flags of cmd's row in its kind's table, as session.c
+ * finds them (0: a command of the session's own). */
+static unsigned flags_of(proto_cmd_t cmd) {
+    const lock_word_t *w;
+    for (size_t i = 0; (w = lockmgr_word(i)) != NULL; i++)
+        if (strcmp(w->word, proto_cmd_name(cmd)) == 0) return w->flags;
+    return 0;
+}
+
 /* The line r makes for verb cmd, without its LF, in a static buffer. */
 static const char *line_of(proto_cmd_t cmd, const lock_reply_t *r) {
     static char out[PROTO_REPLY_LIST_MAX];
     size_t cap = r->type == LOCK_REPLY_LIST ? PROTO_REPLY_LIST_MAX : PROTO_REPLY_MAX;
-    int n = reply_format(out, cap, cmd, r);
+    int n = reply_format(out, cap, flags_of(cmd), r);
     ck_assert_int_gt(n, 0);
     ck_assert_int_eq(out[n - 1], '\n');
     ck_assert_uint_eq(strlen(out), (size_t)n);
@@ -126,7 +135,7 @@ START_TEST(test_long_detail_cut) {
     lock_reply_t r = {.type = LOCK_REPLY_ERROR, .err = LOCK_ERR_BACKEND, .why = LOCK_WHY_BACKEND,
                       .detail = detail};
     char out[PROTO_REPLY_MAX];
-    int n = reply_format(out, sizeof(out), PROTO_CMD_LOCK, &r);
+    int n = reply_format(out, sizeof(out), flags_of(PROTO_CMD_LOCK), &r);
     ck_assert_int_gt(n, 0);
     ck_assert_int_le(n, PROTO_ERROR_MAX);
     ck_assert_ptr_eq(memchr(out, '\n', (size_t)n - 1), NULL);
