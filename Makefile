@@ -163,8 +163,9 @@ LOCKMGR_TEST_SRC := tests/unit/lockmgr_support.c tests/unit/fake_backend.c tests
                     $(CONF_SRC)
 LOCKMGR_TESTS := $(filter $(BUILD)/tests/test_lockmgr $(BUILD)/tests/test_lockmgr_%,$(UNIT_TESTS))
 $(LOCKMGR_TESTS): $(BUILD)/tests/%: $(call obj,tests/unit/%.c $(LOCKMGR_TEST_SRC))
-$(LOCKMGR_TESTS): UNIT_LIBS = $(LUA_LIBS)
+$(LOCKMGR_TESTS) $(BUILD)/tests/test_redis_model: UNIT_LIBS = $(LUA_LIBS)
 $(BUILD)/obj/tests/unit/redis_model.o: ALL_CFLAGS += $(LUA_CFLAGS)
+$(BUILD)/tests/test_redis_model: $(call obj,tests/unit/test_redis_model.c tests/unit/redis_model.c)
 
 $(UNIT_TESTS):
 	@mkdir -p $(dir $@)

@@ -1,4 +1,4 @@
-/* A fake backend for the lock manager's unit tests only: ops answered on demand by the real scripts.
+/* A fake backend for the lock manager's unit tests only: ops answered on demand by the scripts.
  * SPDX-License-Identifier: MIT */
 #include "fake_backend.h"
 
@@ -1116,8 +1116,8 @@ void fake_sem_release_field(fake_t *fb, const char *name, const char *field) {
 
 /* ---- fair locks, for tests ------------------------------------------------------ */
 
-static const char lua_queue[] = HELPER("local q = queue()\n"
-                                       "return table.concat(redis.call('lrange', q, 0, -1), ' ')\n");
+static const char lua_queue[] = HELPER(
+    "return table.concat(redis.call('lrange', queue(), 0, -1), ' ')\n");
 
 size_t fake_fair_queue_len(fake_t *fb, const char *name) {
     const char *q = fake_fair_queue(fb, name);

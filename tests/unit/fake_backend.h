@@ -1,4 +1,4 @@
-/* A fake backend for the lock manager's unit tests only: the real Lua scripts on an in-memory Redis, on a manual clock.
+/* A fake backend for the lock manager's unit tests: the real scripts on an in-memory Redis.
  * SPDX-License-Identifier: MIT
  *
  * It is a backend_t with its own backend_type_t and keeps backend.h's

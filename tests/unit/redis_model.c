@@ -773,7 +773,8 @@ static redisReply *members(const rkey_t *k, const size_t *idx, size_t n, int sco
 static redisReply *c_zrange(rmodel_t *m, size_t argc, const str_t *argv) {
     rkey_t *k;
     long long start, stop;
-    int scores = argc > 4 && (str_is(&argv[4], "withscores", 10) || str_is(&argv[4], "WITHSCORES", 10));
+    int scores = argc > 4 && strncasecmp(argv[4].p, "withscores", argv[4].n) == 0 &&
+                 argv[4].n == 10;
     if (parse_ll(&argv[2], &start) != 0 || parse_ll(&argv[3], &stop) != 0) return r_err(NOT_INT);
     if (lookup(m, &argv[1], T_ZSET, &k) != 0) return r_err(WRONGTYPE);
     if (k == NULL || !range((long long)k->n, &start, &stop)) return r_array(0);

@@ -1,4 +1,4 @@
-/* An in-memory Redis for unit tests: the commands dlockd's Lua scripts call, and Lua 5.1 to run them.
+/* An in-memory Redis for unit tests: the commands the scripts call, and Lua 5.1 to run them.
  * SPDX-License-Identifier: MIT
  *
  * Strings, hashes (fields in insertion order, as a small Redis hash keeps
