@@ -221,11 +221,13 @@ static long long on_publish(void *data, const char *channel, size_t clen, const 
         for (const fair_chan_t *c = e->chans; c != NULL; c = c->next)
             if (c->watched && c->chlen == clen && memcmp(c->channel, channel, clen) == 0) n++;
         if (!e->remote_waiters) continue;
-        static const backend_mode_t kinds[] = {BACKEND_MUTEX, BACKEND_READ, BACKEND_SEM};
-        for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
-            if (channel_of(plain, e->name, e->len, kinds[i], 0) == clen &&
-                memcmp(plain, channel, clen) == 0)
+        for (int mode = 0; mode < BACKEND_MODE_COUNT; mode++) /* any kind's channel: once */
+            if (!scripts_mode((backend_mode_t)mode)->own_channel &&
+                channel_of(plain, e->name, e->len, (backend_mode_t)mode, 0) == clen &&
+                memcmp(plain, channel, clen) == 0) {
                 n++;
+                break;
+            }
     }
     return n;
 }
@@ -315,13 +317,15 @@ static void model_run(fake_t *fb, backend_op_t *op, const char *field) {
         snprintf(fb->error, sizeof(fb->error), "%s", op->res.error); /* it pointed into r */
         op->res.error = fb->error;
     } else if (op->type == BACKEND_RELEASE) {
-        /* less our own subscription; a fair release wakes one waiter,
-         * whoever's: never a reason to hold ours back */
+        /* less our own subscription; a release that wakes one waiter on
+         * its own channel (a fair lock's) wakes whoever's: never a reason
+         * to hold ours back */
         char ch[KEYS_CHANNEL_MAX];
         size_t clen = channel_of(ch, op->name, op->len, op->mode, 0);
         const entry_t *e = entry_find(fb, op->name, op->len);
         int mine = e != NULL && e->watched && e->chlen == clen && memcmp(e->channel, ch, clen) == 0;
-        op->res.others_waiting = op->mode == BACKEND_FAIR ? 0 : op->res.others_waiting > mine;
+        op->res.others_waiting =
+            scripts_mode(op->mode)->own_channel ? 0 : op->res.others_waiting > mine;
     }
     freeReplyObject(r);
     free(lens);
