@@ -150,18 +150,27 @@ $(BUILD)/tests/test_scripts: $(call obj,tests/unit/test_scripts.c daemon/backend
 $(BUILD)/tests/test_resp_write: $(call obj,tests/unit/test_resp_write.c daemon/backend/resp_write.c \
                                   daemon/backend/keys.c daemon/util/buf.c)
 # The lock manager's tests (the core, and one per lock kind) share their
-# world, tests/unit/lockmgr_support.c, and the fake backend.
-LOCKMGR_TEST_SRC := tests/unit/lockmgr_support.c tests/unit/fake_backend.c \
-                    $(wildcard daemon/lock/*.c) daemon/backend/backend.c daemon/util/timers.c \
+# world, tests/unit/lockmgr_support.c, and the fake backend, which runs the
+# real scripts (scripts.c's calls and replies) on tests/unit/redis_model.c:
+# Redis's commands in memory, and Lua 5.1 as Redis embeds it.
+LUA_CFLAGS = $(shell pkg-config --cflags lua5.1 2>/dev/null)
+LUA_LIBS   = $(shell pkg-config --libs lua5.1 2>/dev/null)
+LOCKMGR_TEST_SRC := tests/unit/lockmgr_support.c tests/unit/fake_backend.c tests/unit/redis_model.c \
+                    $(wildcard daemon/lock/*.c) daemon/backend/backend.c daemon/backend/scripts.c \
+                    daemon/backend/resp_write.c daemon/backend/keys.c daemon/util/buf.c \
+                    daemon/util/timers.c \
                     daemon/util/heap.c daemon/util/hmap.c daemon/util/histo.c daemon/log.c \
                     $(CONF_SRC)
 LOCKMGR_TESTS := $(filter $(BUILD)/tests/test_lockmgr $(BUILD)/tests/test_lockmgr_%,$(UNIT_TESTS))
 $(LOCKMGR_TESTS): $(BUILD)/tests/%: $(call obj,tests/unit/%.c $(LOCKMGR_TEST_SRC))
+$(LOCKMGR_TESTS) $(BUILD)/tests/test_redis_model: UNIT_LIBS = $(LUA_LIBS)
+$(BUILD)/obj/tests/unit/redis_model.o: ALL_CFLAGS += $(LUA_CFLAGS)
+$(BUILD)/tests/test_redis_model: $(call obj,tests/unit/test_redis_model.c tests/unit/redis_model.c)
 
 $(UNIT_TESTS):
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(CHECK_LIBS)
+	$(Q)$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(CHECK_LIBS) $(UNIT_LIBS)
 
 # Integration tests drive the real binaries through tests/support.
 $(BUILD)/itests/test_%: $(BUILD)/obj/tests/integration/test_%.o $(call obj,$(SUPPORT_SRC) $(PROTO_SRC))
@@ -201,8 +210,9 @@ $(BUILD)/itests/test_libdlock: $(BUILD)/libdlock.a
 #   deps-run    build and run: compiler, libraries, redis-server, redis-cli, socat
 #   deps-deb    make deb: the build's libraries and Debian's packaging tools
 #   deps-chaos  make chaos, make bench: deps-run, python3, redis-sentinel
-#   deps-test   make test: all of the above, Check, valgrind, clang's libFuzzer,
-#               openssl, luacheck, the metrics test's prometheus_client
+#   deps-test   make test: all of the above, Check, Lua 5.1's library (the
+#               lock manager's unit tests run the scripts), valgrind, clang's
+#               libFuzzer, openssl, luacheck, the metrics test's prometheus_client
 #   deps        everything (= deps-test)
 DEPS_BUILD_CMDS := cc:build-essential pkg-config:pkg-config
 DEPS_BUILD_PKGS := libuv:libuv1-dev hiredis:libhiredis-dev uuid:uuid-dev inih:libinih-dev \
@@ -232,7 +242,7 @@ DEPS_CLIENT_FILES := $(MAVEN_REPO)/org/junit/jupiter/junit-jupiter-engine/5.9.2/
 DEPS_TEST_CMDS  := $(sort $(DEPS_RUN_CMDS) $(DEPS_DEB_CMDS) $(DEPS_CHAOS_CMDS) $(DEPS_CLIENT_CMDS)) \
                    valgrind:valgrind clang:clang openssl:openssl luacheck:lua-check \
                    chromium:chromium
-DEPS_TEST_PKGS  := $(sort $(DEPS_RUN_PKGS) $(DEPS_DEB_PKGS)) check:check
+DEPS_TEST_PKGS  := $(sort $(DEPS_RUN_PKGS) $(DEPS_DEB_PKGS)) check:check lua5.1:liblua5.1-0-dev
 DEPS_TEST_PYMODS := prometheus_client:python3-prometheus-client setuptools:python3-setuptools \
                     wheel:python3-wheel ensurepip:python3-venv
 # Everything, as the one list `make deps` checks.

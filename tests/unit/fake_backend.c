@@ -1,18 +1,30 @@
-/* A fake backend for the lock manager's unit tests only: ops answered on demand from a model.
+/* A fake backend for the lock manager's unit tests only: ops answered on demand by the scripts.
  * SPDX-License-Identifier: MIT */
 #include "fake_backend.h"
 
 #include <check.h>
+#include <hiredis/hiredis.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/backend/keys.h"
+#include "daemon/backend/scripts.h"
 #include "daemon/lock/lockmgr.h"
+#include "daemon/util/buf.h"
 #include "daemon/util/util.h"
+#include "redis_model.h"
 
 #define FAKE_INJECT_MAX 16
 #define FAKE_SETTLE_MAX 1000
+/* The daemon's uuid in the model: the lock manager owner id's field is
+ * "<FAKE_UUID>:<id>", which the test-facing calls write "o<id>". */
+#define FAKE_UUID "00000000-0000-4000-8000-0000000fa4e0"
+#define FAKE_SHA "0000000000000000000000000000000000000000"
+/* A foreign fair holder's lease "without expiry": granted with this, then
+ * PERSIST. */
+#define FAKE_LEASE_LONG 86400000u
 
 /* Under CK_FORK every ck_assert that passes writes to Check's pipe; the
  * checks made per op call Check only on failure. */
@@ -21,38 +33,6 @@
         if (!(cond)) ck_abort_msg(__VA_ARGS__); \
     } while (0)
 
-/* One owner field of a lock hash, kept in the order Redis keeps a small
- * hash's fields (insertion order: FORCEUNLOCK's marker names the first). */
-typedef struct field_s {
-    char *name;
-    long long count;
-    /* a reader's field: its read holds' timeout keys, n = 1.. at [n - 1]
-     * (when each expires on the timers' clock, TMO_GONE, TMO_FOREVER) */
-    uint64_t *tmo;
-    size_t ntmo;
-} field_t;
-
-/* One owner field's permit ids in a semaphore's sorted set: "<field>:<k>"
- * scored score[k - 1] (when it expires on the timers' clock; SEM_NONE:
- * no such id). */
-typedef struct sem_owner_s {
-    char *field;
-    uint64_t *score;
-    size_t n;
-} sem_owner_t;
-
-#define SEM_NONE 0
-/* scripts.c's acquire takes back at most this many expired ids at once */
-#define SEM_RECLAIM_MAX 1000
-
-/* One place in a fair lock's queue: redisson_lock_queue's entry (an owner
- * field) and its score in redisson_lock_timeout (when the place ends, on
- * the timers' clock). The script keeps the two together; so does this. */
-typedef struct fair_place_s {
-    char *field;
-    uint64_t ends;
-} fair_place_t;
-
 /* A fair lock waiter's own channel (redisson_lock__channel:{K}:<field>),
  * watched for the lock manager owner whose field it is. Channels live as
  * long as the fake: an unwatch only marks one, so a callback may watch
@@ -60,6 +40,8 @@ typedef struct fair_place_s {
 typedef struct fair_chan_s {
     struct fair_chan_s *next;
     uint64_t owner;
+    char channel[KEYS_CHANNEL_MAX];
+    size_t chlen;
     int watched;
     backend_watch_cb cb;
     void *data;
@@ -67,51 +49,23 @@ typedef struct fair_chan_s {
     uint64_t confirm_seq;
 } fair_chan_t;
 
-/* Release messages a fair script published, delivered to the channel's
- * watcher once the op's own callback has returned (the message comes on
- * another connection, just after the reply). */
+/* Messages the scripts published on a waiter's own channel, delivered to
+ * its watcher once the op's own callback has returned (the message comes
+ * on another connection, just after the reply). */
 #define FAIR_PUB_MAX 8
-#define FAIR_PUB_FIELD 64
 
-/* Everything the fake knows of one name: the model's keys and the watch. */
+/* What the fake keeps of one name beside the model: its watches. */
 typedef struct entry_s {
     struct entry_s *next;
     char *name;
     size_t len;
-    /* the lock hash; a read/write lock's 'mode' is kept apart */
-    backend_mode_t mode;       /* BACKEND_READ or BACKEND_WRITE: a read/write lock;
-                                  BACKEND_MUTEX: a plain one (or no key) */
-    field_t *fields;
-    size_t nfields, cap;
-    int has_expiry;
-    uint64_t expires_at;       /* on the timers' clock */
-    /* the fence counter: the last fence handed out */
-    uint64_t fence;
-    /* the FORCEUNLOCK marker */
-    char *marker;
-    uint64_t marker_until;
-    int remote_waiters;        /* a release answers others_waiting = this */
-    /* a semaphore: the key as a string, and {name}:timeout */
-    int sem;                   /* the key is a string: a semaphore's */
-    long long sem_avail;       /* ... its value, the permits available */
-    sem_owner_t *ids;          /* the permit ids, by owner field */
-    size_t nids, ids_cap;
-    /* a fair lock's queue, first place first */
-    fair_place_t *queue;
-    size_t nqueue, queue_cap;
-    /* dlock_fair:{K}: the fields whose places are dlockd's, and its expiry */
-    char **dlockd;
-    size_t ndlockd, dlockd_cap;
-    uint64_t dlockd_until;     /* on the timers' clock (0: no key) */
+    int remote_waiters;        /* its release messages reach another daemon's waiter */
     fair_chan_t *chans;        /* its waiters' channels, newest first */
-    /* an election's leader record (dlock_leader:{K}): counts while the
-     * hash holds its field */
-    char leader_field[64];      /* FIELD_MAX */
-    char leader_value[BACKEND_ANSWER_MAX + 1];
-    uint64_t leader_fence;
-    /* the watch */
+    /* the name's own channel's watch */
     int watched;
     int watch_mode;            /* of the last watch; -1 never watched */
+    char channel[KEYS_CHANNEL_MAX];
+    size_t chlen;
     backend_watch_cb cb;
     void *data;
     unsigned watch_calls;
@@ -132,6 +86,7 @@ STAILQ_HEAD(op_queue_s, backend_op_s);
 struct fake_s {
     backend_t base;
     timers_t *timers;
+    rmodel_t *model;
     int up;
     int held;
     struct op_queue_s queue;
@@ -139,13 +94,15 @@ struct fake_s {
     entry_t *entries;
     inject_t inject[FAKE_INJECT_MAX];
     size_t ninject;
-    char error[160];           /* the text of the op being answered */
+    char error[BACKEND_ERR_LEN]; /* the text of the op being answered */
     uint64_t confirm_seq;
     uint32_t drift_ms;         /* what the topology takes off every lease */
+    const char *cur_name;      /* the name whose script runs (its fair wakes) */
+    size_t cur_len;
     struct {
-        entry_t *e;
-        char field[FAIR_PUB_FIELD];
-    } pubs[FAIR_PUB_MAX];      /* fair release messages not delivered yet */
+        char channel[KEYS_CHANNEL_MAX];
+        size_t chlen;
+    } pubs[FAIR_PUB_MAX];      /* waiters' messages not delivered yet */
     size_t npubs;
     fake_stats_t stats;
     fake_rec_t *log;
@@ -161,14 +118,11 @@ static void *xrealloc(void *p, size_t n) {
     return q;
 }
 
-static char *xstrndup(const char *s, size_t n) {
-    char *p = xrealloc(NULL, n + 1);
-    memcpy(p, s, n);
-    p[n] = '\0';
-    return p;
+static uint64_t now_of(const fake_t *fb) {
+    return timers_now(fb->timers);
 }
 
-/* ---- the model ------------------------------------------------------------ */
+/* ---- the watches' entries ------------------------------------------------- */
 
 static entry_t *entry_find(const fake_t *fb, const char *name, size_t len) {
     for (entry_t *e = fb->entries; e != NULL; e = e->next)
@@ -182,9 +136,10 @@ static entry_t *entry_get(fake_t *fb, const char *name, size_t len) {
     if (e != NULL) return e;
     e = xrealloc(NULL, sizeof(*e));
     memset(e, 0, sizeof(*e));
-    e->name = xstrndup(name, len);
+    e->name = xrealloc(NULL, len + 1);
+    memcpy(e->name, name, len);
+    e->name[len] = '\0';
     e->len = len;
-    e->fence = FAKE_FENCE_START - 1;
     e->watch_mode = -1;
     e->next = fb->entries;
     fb->entries = e;
@@ -195,1039 +150,188 @@ static entry_t *entry_named(fake_t *fb, const char *name) {
     return entry_get(fb, name, strlen(name));
 }
 
-static uint64_t now_of(const fake_t *fb) {
-    return timers_now(fb->timers);
-}
-
-static void key_delete(entry_t *e) {
-    for (size_t i = 0; i < e->nfields; i++) {
-        free(e->fields[i].name);
-        free(e->fields[i].tmo);
-    }
-    e->nfields = 0;
-    e->has_expiry = 0;
-    e->mode = BACKEND_MUTEX;
-}
-
-/* HDEL (a reader's timeout keys go with it); the last field takes the key. */
-static void field_del(entry_t *e, field_t *f) {
-    size_t i = (size_t)(f - e->fields);
-    free(f->name);
-    free(f->tmo);
-    memmove(&e->fields[i], &e->fields[i + 1], (e->nfields - i - 1) * sizeof(e->fields[0]));
-    if (--e->nfields == 0) key_delete(e);
-}
-
-/* Redis forgets keys whose time is up. */
-static void key_check(const fake_t *fb, entry_t *e) {
-    uint64_t now = now_of(fb);
-    if (e->nfields > 0 && e->has_expiry && e->expires_at <= now) key_delete(e);
-    if (e->marker != NULL && e->marker_until <= now) {
-        free(e->marker);
-        e->marker = NULL;
-    }
-}
-
-static field_t *field_find(entry_t *e, const char *field) {
-    for (size_t i = 0; i < e->nfields; i++)
-        if (strcmp(e->fields[i].name, field) == 0) return &e->fields[i];
-    return NULL;
-}
-
-static field_t *field_add(entry_t *e, const char *field, long long count) {
-    if (e->nfields == e->cap) {
-        e->cap = e->cap ? 2 * e->cap : 4;
-        e->fields = xrealloc(e->fields, e->cap * sizeof(e->fields[0]));
-    }
-    field_t *f = &e->fields[e->nfields++];
-    memset(f, 0, sizeof(*f));
-    f->name = xstrndup(field, strlen(field));
-    f->count = count;
-    return f;
-}
-
-static void key_expire_in(const fake_t *fb, entry_t *e, long long ms) {
-    if (ms < 0) {
-        e->has_expiry = 0;
-        return;
-    }
-    e->has_expiry = 1;
-    e->expires_at = now_of(fb) + (uint64_t)ms;
-}
-
-static long long key_pttl(const fake_t *fb, entry_t *e) {
-    key_check(fb, e);
-    if (e->nfields == 0) return -2;
-    if (!e->has_expiry) return -1;
-    return (long long)(e->expires_at - now_of(fb));
-}
-
-static int sem_force(entry_t *e);
-
-/* FORCEUNLOCK's script: marker for the first field, delete, publish; a
- * semaphore gets every permit back, and no marker. */
-static int key_force(const fake_t *fb, entry_t *e) {
-    if (e->sem) return sem_force(e);
-    key_check(fb, e);
-    if (e->nfields == 0) return 0;
-    long long t = key_pttl(fb, e);
-    if (t < 0) t = 0;
-    free(e->marker);
-    e->marker = xstrndup(e->fields[0].name, strlen(e->fields[0].name));
-    e->marker_until = now_of(fb) + (uint64_t)t + FAKE_FORCED_MARK_MS;
-    key_delete(e);
-    return 1;
-}
-
-/* A lock manager owner's field: "o<id>", and "o<id>:write" for its write holds. */
-#define FIELD_MAX 48
-
-static void owner_field(char *out, size_t cap, uint64_t owner) {
-    snprintf(out, cap, "o%" PRIu64, owner);
-}
-
-static void owner_field_mode(char *out, size_t cap, uint64_t owner, backend_mode_t mode) {
-    snprintf(out, cap, "o%" PRIu64 "%s", owner, mode == BACKEND_WRITE ? ":write" : "");
-}
-
-static int is_write_field(const char *field) {
-    size_t n = strlen(field);
-    return n >= 6 && strcmp(field + n - 6, ":write") == 0;
-}
-
-/* ---- a reader's timeout keys ({K}:<field>:rwlock_timeout:<n>) ---------------- */
-
-#define TMO_GONE 0               /* no such key */
-#define TMO_FOREVER UINT64_MAX   /* a key without expiry */
-
-/* PTTL of hold n's key: -2 none, -1 no expiry. */
-static long long tmo_pttl(const fake_t *fb, const field_t *f, long long n) {
-    if (n < 1 || (size_t)n > f->ntmo) return -2;
-    uint64_t t = f->tmo[n - 1], now = now_of(fb);
-    if (t == TMO_GONE || (t != TMO_FOREVER && t <= now)) return -2;
-    return t == TMO_FOREVER ? -1 : (long long)(t - now);
-}
-
-/* SET <key n> 1 PX ms (ms < 0: without expiry). */
-static void tmo_set(const fake_t *fb, field_t *f, long long n, long long ms) {
-    if ((size_t)n > f->ntmo) {
-        f->tmo = xrealloc(f->tmo, (size_t)n * sizeof(f->tmo[0]));
-        for (size_t i = f->ntmo; i < (size_t)n; i++) f->tmo[i] = TMO_GONE;
-        f->ntmo = (size_t)n;
-    }
-    f->tmo[n - 1] = ms < 0 ? TMO_FOREVER : now_of(fb) + (uint64_t)ms;
-}
-
-/* PEXPIRE <key n> ms: only a key that exists. */
-static void tmo_pexpire(const fake_t *fb, field_t *f, long long n, long long ms) {
-    if (tmo_pttl(fb, f, n) != -2) tmo_set(fb, f, n, ms);
-}
-
-static void tmo_del(field_t *f, long long n) {
-    if (n >= 1 && (size_t)n <= f->ntmo) f->tmo[n - 1] = TMO_GONE;
-}
-
-/* ---- a semaphore's permit ids ({K}:timeout) --------------------------------- */
-
-static sem_owner_t *sem_owner(entry_t *e, const char *field, int make) {
-    for (size_t i = 0; i < e->nids; i++)
-        if (strcmp(e->ids[i].field, field) == 0) return &e->ids[i];
-    if (!make) return NULL;
-    if (e->nids == e->ids_cap) {
-        e->ids_cap = e->ids_cap ? 2 * e->ids_cap : 4;
-        e->ids = xrealloc(e->ids, e->ids_cap * sizeof(e->ids[0]));
-    }
-    sem_owner_t *o = &e->ids[e->nids++];
-    memset(o, 0, sizeof(*o));
-    o->field = xstrndup(field, strlen(field));
-    return o;
-}
-
-/* ZSCORE of "<field>:<k>": SEM_NONE when there is no such id. */
-static uint64_t sem_score(entry_t *e, const char *field, long long k) {
-    const sem_owner_t *o = sem_owner(e, field, 0);
-    if (o == NULL || k < 1 || (size_t)k > o->n) return SEM_NONE;
-    return o->score[k - 1];
-}
-
-/* ZADD: 1 if the id is new, 0 if only its score changed. */
-static int sem_zadd(entry_t *e, const char *field, long long k, uint64_t score) {
-    sem_owner_t *o = sem_owner(e, field, 1);
-    EXPECT(k >= 1 && score != SEM_NONE, "fake: ZADD of id %lld, score %" PRIu64, k, score);
-    if ((size_t)k > o->n) {
-        o->score = xrealloc(o->score, (size_t)k * sizeof(o->score[0]));
-        for (size_t i = o->n; i < (size_t)k; i++) o->score[i] = SEM_NONE;
-        o->n = (size_t)k;
-    }
-    int added = o->score[k - 1] == SEM_NONE;
-    o->score[k - 1] = score;
-    return added;
-}
-
-/* ZREM: 1 if the id was there. */
-static int sem_zrem(entry_t *e, const char *field, long long k) {
-    sem_owner_t *o = sem_owner(e, field, 0);
-    if (o == NULL || k < 1 || (size_t)k > o->n || o->score[k - 1] == SEM_NONE) return 0;
-    o->score[k - 1] = SEM_NONE;
-    return 1;
-}
-
-/* ZCARD of one owner's ids (NULL: of all). */
-static size_t sem_count(const entry_t *e, const sem_owner_t *only) {
-    size_t n = 0;
-    for (size_t i = 0; i < e->nids; i++) {
-        const sem_owner_t *o = &e->ids[i];
-        if (only != NULL && o != only) continue;
-        for (size_t k = 0; k < o->n; k++)
-            if (o->score[k] != SEM_NONE) n++;
-    }
-    return n;
-}
-
-/* ZCOUNT 0 now: the expired ids. */
-static long long sem_expired(const fake_t *fb, const entry_t *e) {
-    uint64_t now = now_of(fb);
-    long long n = 0;
-    for (size_t i = 0; i < e->nids; i++)
-        for (size_t k = 0; k < e->ids[i].n; k++)
-            if (e->ids[i].score[k] != SEM_NONE && e->ids[i].score[k] <= now) n++;
-    return n;
-}
-
-/* INCRBY on the key, which it makes a semaphore's string if there was none. */
-static long long sem_incrby(entry_t *e, long long v) {
-    EXPECT(e->nfields == 0, "fake: INCRBY of %s, a lock hash", e->name);
-    if (!e->sem) {
-        e->sem = 1;
-        e->sem_avail = 0;
-    }
-    e->sem_avail += v;
-    return e->sem_avail;
-}
-
-/* One expired id, for ZRANGEBYSCORE's order: by score, then by member. */
-typedef struct sem_expired_s {
-    uint64_t score;
-    sem_owner_t *o;
-    long long k;
-    char member[FIELD_MAX + 24];
-} sem_expired_t;
-
-static int sem_expired_cmp(const void *a, const void *b) {
-    const sem_expired_t *x = a, *y = b;
-    if (x->score != y->score) return x->score < y->score ? -1 : 1;
-    return strcmp(x->member, y->member);
-}
-
-/* The acquire's take-back: ZRANGEBYSCORE 0 now LIMIT 0 1000, ZREM them,
- * INCRBY their number. Returns how many. */
-static long long sem_reclaim(const fake_t *fb, entry_t *e) {
-    uint64_t now = now_of(fb);
-    size_t n = (size_t)sem_expired(fb, e), j = 0;
-    if (n == 0) return 0;
-    sem_expired_t *x = xrealloc(NULL, n * sizeof(*x));
-    for (size_t i = 0; i < e->nids; i++) {
-        sem_owner_t *o = &e->ids[i];
-        for (size_t k = 0; k < o->n; k++) {
-            if (o->score[k] == SEM_NONE || o->score[k] > now) continue;
-            x[j].score = o->score[k];
-            x[j].o = o;
-            x[j].k = (long long)k + 1;
-            snprintf(x[j].member, sizeof(x[j].member), "%s:%zu", o->field, k + 1);
-            j++;
-        }
-    }
-    if (n > SEM_RECLAIM_MAX) {
-        qsort(x, n, sizeof(*x), sem_expired_cmp);
-        n = SEM_RECLAIM_MAX;
-    }
-    for (size_t i = 0; i < n; i++) x[i].o->score[x[i].k - 1] = SEM_NONE;
-    free(x);
-    sem_incrby(e, (long long)n);
-    return (long long)n;
-}
-
-/* The lowest score of any id (SEM_NONE: no id). */
-static uint64_t sem_first(const entry_t *e) {
-    uint64_t first = SEM_NONE;
-    for (size_t i = 0; i < e->nids; i++)
-        for (size_t k = 0; k < e->ids[i].n; k++) {
-            uint64_t s = e->ids[i].score[k];
-            if (s != SEM_NONE && (first == SEM_NONE || s < first)) first = s;
-        }
-    return first;
-}
-
-/* FORCEUNLOCK's semaphore branch: every id goes, its permit back. */
-static int sem_force(entry_t *e) {
-    size_t n = sem_count(e, NULL);
-    if (n == 0) return 0;
-    for (size_t i = 0; i < e->nids; i++)
-        for (size_t k = 0; k < e->ids[i].n; k++) e->ids[i].score[k] = SEM_NONE;
-    sem_incrby(e, (long long)n);
-    return 1;
-}
-
-/* ---- a fair lock's queue and its waiters' channels ------------------------------ */
-
-/* The index of field's place (LPOS), or -1. */
-static long long place_pos(const entry_t *e, const char *field) {
-    for (size_t i = 0; i < e->nqueue; i++)
-        if (strcmp(e->queue[i].field, field) == 0) return (long long)i;
-    return -1;
-}
-
-static void place_remove_at(entry_t *e, size_t i) {
-    free(e->queue[i].field);
-    memmove(&e->queue[i], &e->queue[i + 1], (e->nqueue - i - 1) * sizeof(e->queue[0]));
-    e->nqueue--;
-}
-
-/* ZREM and LREM of field: 1 if it had a place. */
-static int place_del(entry_t *e, const char *field) {
-    long long i = place_pos(e, field);
-    if (i < 0) return 0;
-    place_remove_at(e, (size_t)i);
-    return 1;
-}
-
-/* ZADD field ends, and RPUSH it when the ZADD added it (a new place at the
- * tail; a place kept moves only its end). */
-static void place_set(entry_t *e, const char *field, uint64_t ends) {
-    long long i = place_pos(e, field);
-    if (i >= 0) {
-        e->queue[i].ends = ends;
-        return;
-    }
-    if (e->nqueue == e->queue_cap) {
-        e->queue_cap = e->queue_cap ? 2 * e->queue_cap : 4;
-        e->queue = xrealloc(e->queue, e->queue_cap * sizeof(e->queue[0]));
-    }
-    e->queue[e->nqueue].field = xstrndup(field, strlen(field));
-    e->queue[e->nqueue].ends = ends;
-    e->nqueue++;
-}
-
-/* ---- dlock_fair:{K}, a set with an expiry ---- */
-
-static void dlockd_check(const fake_t *fb, entry_t *e) {
-    if (e->ndlockd == 0 || e->dlockd_until > now_of(fb)) return;
-    for (size_t i = 0; i < e->ndlockd; i++) free(e->dlockd[i]);
-    e->ndlockd = 0;
-    e->dlockd_until = 0;
-}
-
-static long long dlockd_pos(const entry_t *e, const char *field) {
-    for (size_t i = 0; i < e->ndlockd; i++)
-        if (strcmp(e->dlockd[i], field) == 0) return (long long)i;
-    return -1;
-}
-
-static void dlockd_srem(entry_t *e, const char *field) {
-    long long i = dlockd_pos(e, field);
-    if (i < 0) return;
-    free(e->dlockd[i]);
-    e->dlockd[i] = e->dlockd[--e->ndlockd];
-    if (e->ndlockd == 0) e->dlockd_until = 0;
-}
-
-static void dlockd_sadd(entry_t *e, const char *field) {
-    if (dlockd_pos(e, field) >= 0) return;
-    if (e->ndlockd == e->dlockd_cap) {
-        e->dlockd_cap = e->dlockd_cap ? 2 * e->dlockd_cap : 4;
-        e->dlockd = xrealloc(e->dlockd, e->dlockd_cap * sizeof(e->dlockd[0]));
-    }
-    e->dlockd[e->ndlockd++] = xstrndup(field, strlen(field));
-}
-
-/* What every fair script does first: the places at the head that have
- * ended go (and only those: an ended place behind a live one stays until
- * it reaches the head); script_fair takes them out of dlock_fair too,
- * Redisson's script (srem 0) does not know that set. */
-static void fair_purge(const fake_t *fb, entry_t *e, int srem) {
-    uint64_t now = now_of(fb);
-    while (e->nqueue > 0 && e->queue[0].ends <= now) {
-        if (srem) dlockd_srem(e, e->queue[0].field);
-        place_remove_at(e, 0);
-    }
-}
-
-static const char *fair_head(const entry_t *e) {
-    return e->nqueue > 0 ? e->queue[0].field : NULL;
-}
-
 static fair_chan_t *chan_find(const entry_t *e, uint64_t owner) {
     for (fair_chan_t *c = e->chans; c != NULL; c = c->next)
         if (c->owner == owner) return c;
     return NULL;
 }
 
-/* The watched channel of field ("o<id>"), or NULL: nobody here listens. */
-static fair_chan_t *chan_of_field(const entry_t *e, const char *field) {
-    char f[FIELD_MAX];
-    for (fair_chan_t *c = e->chans; c != NULL; c = c->next) {
-        if (!c->watched) continue;
-        owner_field(f, sizeof(f), c->owner);
-        if (strcmp(f, field) == 0) return c;
+static size_t channel_of(char *out, const char *name, size_t len, backend_mode_t mode,
+                         uint64_t owner) {
+    return scripts_channel(out, "", FAKE_UUID, name, len, mode, owner);
+}
+
+/* ---- owner fields ------------------------------------------------------------ */
+
+/* A field as the model has it: the test's "o<id>" is the lock manager
+ * owner's "<FAKE_UUID>:<id>"; any other text is itself. */
+static void field_in(char *out, size_t cap, const char *field) {
+    size_t n = strlen(field);
+    if (n >= 2 && field[0] == 'o' && strspn(field + 1, "0123456789") == n - 1)
+        snprintf(out, cap, "%s:%s", FAKE_UUID, field + 1);
+    else
+        snprintf(out, cap, "%s", field);
+}
+
+static void owner_field(char *out, size_t cap, uint64_t owner, backend_mode_t mode) {
+    snprintf(out, cap, "%s:%" PRIu64 "%s", FAKE_UUID, owner, mode == BACKEND_WRITE ? ":write" : "");
+}
+
+/* s with every "<FAKE_UUID>:" written "o", as the tests name owners. */
+static void fields_out(char *out, size_t cap, const char *s) {
+    static const char uuid[] = FAKE_UUID ":";
+    size_t n = 0;
+    while (*s != '\0' && n + 1 < cap) {
+        if (strncmp(s, uuid, sizeof(uuid) - 1) == 0) {
+            out[n++] = 'o';
+            s += sizeof(uuid) - 1;
+        } else {
+            out[n++] = *s++;
+        }
     }
-    return NULL;
+    out[n] = '\0';
 }
 
-/* PUBLISH on field's channel, delivered now: 1 if someone here listened. */
-static int fair_publish_now(fake_t *fb, entry_t *e, const char *field) {
-    fair_chan_t *c = chan_of_field(e, field);
-    if (c == NULL || !fb->up) return 0;
-    fb->stats.published++;
-    c->cb(c->data, BACKEND_RELEASED);
-    return 1;
+/* ---- publishing ------------------------------------------------------------------ */
+
+/* What a PUBLISH from a script reaches: a waiter's own channel that is
+ * watched (its message delivered after the op's callback, fair_deliver),
+ * a name's channel that is watched (the test delivers that one:
+ * fake_publish), and the other daemons' waiters a test set. A message on a
+ * waiter's own channel of the name being run counts as a fair wake. */
+static long long on_publish(void *data, const char *channel, size_t clen, const char *msg,
+                            size_t mlen) {
+    fake_t *fb = data;
+    char plain[KEYS_CHANNEL_MAX];
+    long long n = 0;
+    (void)msg;
+    (void)mlen;
+    if (fb->cur_name != NULL) {
+        size_t plen = channel_of(plain, fb->cur_name, fb->cur_len, BACKEND_MUTEX, 0);
+        if (clen > plen + 1 && memcmp(channel, plain, plen) == 0 && channel[plen] == ':') {
+            fb->stats.fair_wakes++;
+            EXPECT(fb->npubs < FAIR_PUB_MAX, "fake: too many fair release messages at once");
+            memcpy(fb->pubs[fb->npubs].channel, channel, clen);
+            fb->pubs[fb->npubs].chlen = clen;
+            fb->npubs++;
+        }
+    }
+    for (const entry_t *e = fb->entries; e != NULL; e = e->next) {
+        if (e->watched && e->chlen == clen && memcmp(e->channel, channel, clen) == 0) n++;
+        for (const fair_chan_t *c = e->chans; c != NULL; c = c->next)
+            if (c->watched && c->chlen == clen && memcmp(c->channel, channel, clen) == 0) n++;
+        if (!e->remote_waiters) continue;
+        for (int mode = 0; mode < BACKEND_MODE_COUNT; mode++) /* any kind's channel: once */
+            if (!scripts_mode((backend_mode_t)mode)->own_channel &&
+                channel_of(plain, e->name, e->len, (backend_mode_t)mode, 0) == clen &&
+                memcmp(plain, channel, clen) == 0) {
+                n++;
+                break;
+            }
+    }
+    return n;
 }
 
-/* A script's wake(): a message on the head's own channel, delivered after
- * the op's callback (fair_deliver); nothing when nobody queues. */
-static void fair_wake(fake_t *fb, entry_t *e) {
-    const char *h = fair_head(e);
-    if (h == NULL) return;
-    EXPECT(fb->npubs < FAIR_PUB_MAX, "fake: too many fair release messages at once");
-    EXPECT(strlen(h) < FAIR_PUB_FIELD, "fake: field %s too long", h);
-    fb->pubs[fb->npubs].e = e;
-    snprintf(fb->pubs[fb->npubs].field, FAIR_PUB_FIELD, "%s", h);
-    fb->npubs++;
-    fb->stats.fair_wakes++;
+/* A message on a waiter's own channel, delivered now: 1 if someone here listened. */
+static int chan_publish_now(fake_t *fb, const char *channel, size_t clen) {
+    for (entry_t *e = fb->entries; e != NULL; e = e->next)
+        for (fair_chan_t *c = e->chans; c != NULL; c = c->next) {
+            if (!c->watched || c->chlen != clen || memcmp(c->channel, channel, clen) != 0)
+                continue;
+            if (!fb->up) return 0;
+            fb->stats.published++;
+            c->cb(c->data, BACKEND_RELEASED);
+            return 1;
+        }
+    return 0;
 }
 
 static void fair_deliver(fake_t *fb) {
-    for (size_t i = 0; i < fb->npubs; i++) fair_publish_now(fb, fb->pubs[i].e, fb->pubs[i].field);
+    for (size_t i = 0; i < fb->npubs; i++)
+        chan_publish_now(fb, fb->pubs[i].channel, fb->pubs[i].chlen);
     fb->npubs = 0;
 }
 
-/* ---- the scripts ---------------------------------------------------------------- */
+/* ---- running an op's script ----------------------------------------------------------- */
 
-/* The hash's PEXPIRE where its PTTL is shorter (a read/write lock's TTL
- * only grows). */
-static void key_expire_at_least(const fake_t *fb, entry_t *e, long long ms) {
-    if (key_pttl(fb, e) < ms) key_expire_in(fb, e, ms);
+static uint64_t model_clock(void *data) {
+    return now_of(data);
 }
 
-/* A reader's release left other fields: script_rw's TTL rule. Returns 1
- * when the key is to be deleted (no live read hold left, no writer). */
-static int rw_release_rest(const fake_t *fb, entry_t *e) {
-    long long cur = key_pttl(fb, e), left = -3;
-    for (size_t i = 0; i < e->nfields; i++) {
-        const field_t *g = &e->fields[i];
-        /* a writer's field has no timeout keys: each reads -2 */
-        for (long long n = g->count; n >= 1; n--) {
-            long long t = is_write_field(g->name) ? -2 : tmo_pttl(fb, g, n);
-            if (t > left) left = t;
-            if (10 * left >= 9 * cur) return 0; /* left >= cur - cur / 10 */
-        }
-    }
-    if (left > 0) {
-        key_expire_in(fb, e, left);
-        return 0;
-    }
-    return e->mode != BACKEND_WRITE;
+/* The call scripts_format() made, as argv (after EVALSHA and the SHA). */
+static redisReply *parse_call(const buf_t *b) {
+    redisReader *rd = redisReaderCreate();
+    void *r = NULL;
+    EXPECT(rd != NULL, "fake: no memory for a reader");
+    redisReaderFeed(rd, buf_start(b), b->len);
+    EXPECT(redisReaderGetReply(rd, &r) == REDIS_OK && r != NULL, "fake: scripts_format's call "
+                                                                 "does not parse");
+    redisReaderFree(rd);
+    const redisReply *req = r;
+    EXPECT(req->type == REDIS_REPLY_ARRAY && req->elements >= 3, "fake: a call of %zu arguments",
+           req->elements);
+    return r;
 }
 
-/* A read/write lock's op, as script_rw (ACQUIRE, RELEASE, DROP) and
- * LUA_RW_RENEW (RENEW) run it. */
-static void model_run_rw(fake_t *fb, backend_op_t *op, entry_t *e) {
-    backend_result_t *res = &op->res;
-    char rfield[FIELD_MAX], wfield[FIELD_MAX];
-    int write = op->mode == BACKEND_WRITE;
-    owner_field_mode(rfield, sizeof(rfield), op->owner, BACKEND_READ);
-    owner_field_mode(wfield, sizeof(wfield), op->owner, BACKEND_WRITE);
-    const char *fname = write ? wfield : rfield;
-    /* "mode and hget(field)": a plain lock's fields do not count */
-    int rw = e->nfields > 0 && e->mode != BACKEND_MUTEX;
-    field_t *f = rw ? field_find(e, fname) : NULL;
-
-    if (e->sem) {
-        /* script_rw's WRONGTYPE branch: {3, 3} for an acquire, -1 else;
-         * LUA_RW_RENEW takes it as gone */
-        if (op->type == BACKEND_ACQUIRE) {
-            res->outcome = BACKEND_WRONG_KIND;
-            res->held = BACKEND_SEM;
-        } else if (op->type == BACKEND_RENEW) {
-            res->renewal = e->marker != NULL && strcmp(e->marker, fname) == 0 ? BACKEND_FORCED
-                                                                               : BACKEND_GONE;
-        } else {
-            res->holds = -1;
-        }
-        return;
-    }
-    switch (op->type) {
-    case BACKEND_ACQUIRE:
-        if (e->nfields > 0 && !rw) {
-            res->outcome = BACKEND_WRONG_KIND;
-            res->held = BACKEND_MUTEX;
-            break;
-        }
-        if (!write) {
-            if (rw && e->mode == BACKEND_WRITE && field_find(e, wfield) == NULL) {
-                res->outcome = BACKEND_TAKEN;
-                res->ttl_ms = key_pttl(fb, e);
-                break;
-            }
-            if (!rw) e->mode = BACKEND_READ;
-            if (f == NULL) f = field_add(e, rfield, 0);
-            long long n = ++f->count;
-            tmo_set(fb, f, n, op->lease_ms);
-            key_expire_at_least(fb, e, op->lease_ms);
-            if (n == 1) {
-                res->outcome = BACKEND_GRANTED;
-                res->fence = e->fence; /* the counter as it is */
-            } else {
-                res->outcome = BACKEND_REENTERED;
-                res->holds = n;
-            }
-            break;
-        }
-        if (!rw) {
-            e->mode = BACKEND_WRITE;
-            field_add(e, wfield, 1);
-            key_expire_in(fb, e, op->lease_ms);
-            res->outcome = BACKEND_GRANTED;
-            res->fence = ++e->fence;
-        } else if (e->mode == BACKEND_WRITE && f != NULL) {
-            res->outcome = BACKEND_REENTERED;
-            res->holds = ++f->count;
-            key_expire_at_least(fb, e, op->lease_ms);
-        } else { /* another's write, or reads (ours too: an upgrade) */
-            res->outcome = BACKEND_TAKEN;
-            res->ttl_ms = key_pttl(fb, e);
-        }
-        break;
-    case BACKEND_RELEASE:
-        if (f == NULL) {
-            res->holds = -1;
-            break;
-        }
-        res->holds = 0;
-        field_del(e, f); /* and a reader's timeout keys */
-        if (e->nfields == 0) { /* deleted: published */
-            res->others_waiting = e->remote_waiters;
-        } else if (write) { /* the owner's reads stay: published too */
-            e->mode = BACKEND_READ;
-            res->others_waiting = e->remote_waiters;
-        } else if (rw_release_rest(fb, e)) {
-            key_delete(e);
-            res->others_waiting = e->remote_waiters;
-        }
-        break;
-    case BACKEND_DROP:
-        if (f == NULL) {
-            res->holds = -1;
-        } else if (f->count <= 1) {
-            res->holds = f->count;
-        } else {
-            if (!write) tmo_del(f, f->count);
-            res->holds = --f->count;
-        }
-        break;
-    case BACKEND_RENEW:
-        if (f != NULL) {
-            key_expire_at_least(fb, e, op->lease_ms);
-            if (!write)
-                for (long long n = 1; n <= f->count; n++) tmo_pexpire(fb, f, n, op->lease_ms);
-            res->renewal = BACKEND_RENEWED;
-        } else if (e->marker != NULL && strcmp(e->marker, fname) == 0) {
-            res->renewal = BACKEND_FORCED;
-        } else {
-            res->renewal = BACKEND_GONE;
-        }
-        break;
-    default:
-        ck_abort_msg("fake backend: read/write op of kind %d", (int)op->type);
-    }
-}
-
-/* script_status, as scripts_decode() reads it. */
-static void model_status(fake_t *fb, backend_op_t *op, entry_t *e) {
-    backend_result_t *res = &op->res;
-    char field[FIELD_MAX];
-    if (e->sem) { /* {pttl, 0, 3, available + expired ids, 0} */
-        res->ttl_ms = -1;
-        res->holds = 0;
-        res->held = BACKEND_SEM;
-        res->holders = e->sem_avail + sem_expired(fb, e);
-        return;
-    }
-    owner_field(field, sizeof(field), op->owner);
-    const field_t *f = field_find(e, field);
-    res->ttl_ms = key_pttl(fb, e);
-    res->holds = f ? f->count : 0;
-    if (e->nfields == 0 || e->mode == BACKEND_MUTEX) {
-        /* {t, n, 0, 0, 0}: a WRITE op reads the last one */
-        if (op->mode == BACKEND_WRITE) res->holds = 0;
-        return;
-    }
-    res->held = e->mode;
-    for (size_t i = 0; i < e->nfields; i++)
-        if (!is_write_field(e->fields[i].name)) res->holders++;
-    if (op->mode == BACKEND_WRITE) {
-        owner_field_mode(field, sizeof(field), op->owner, BACKEND_WRITE);
-        f = field_find(e, field);
-        res->holds = f ? f->count : 0;
-    }
-    if (e->mode == BACKEND_WRITE) res->holders = 1;
-}
-
-/* A semaphore's op, as script_sem (ACQUIRE, RELEASE, SEMINIT) and
- * LUA_SEM_RENEW (RENEW) run it. */
-static void model_run_sem(fake_t *fb, backend_op_t *op, entry_t *e) {
-    backend_result_t *res = &op->res;
-    char field[FIELD_MAX];
-    uint64_t now = now_of(fb);
-    long long n = op->permits, b = op->permit_base;
-    owner_field(field, sizeof(field), op->owner);
-
-    if (op->type == BACKEND_RENEW) { /* the ids only, whatever the key is */
-        for (long long i = 1; i <= n; i++) {
-            uint64_t sc = sem_score(e, field, i);
-            if (sc == SEM_NONE || sc <= now) {
-                res->renewal = BACKEND_GONE;
-                return;
-            }
-        }
-        for (long long i = 1; i <= n; i++) sem_zadd(e, field, i, now + op->lease_ms);
-        res->renewal = BACKEND_RENEWED;
-        return;
-    }
-    if (e->nfields > 0) { /* a lock hash: {3, its kind}, a release -1 */
-        if (op->type == BACKEND_RELEASE) {
-            res->holds = -1;
-        } else {
-            res->outcome = BACKEND_WRONG_KIND;
-            res->held = e->mode;
-        }
-        return;
-    }
-    switch (op->type) {
-    case BACKEND_INIT:
-        if (e->sem) {
-            res->holds = 0;
-            break;
-        }
-        e->sem = 1;
-        e->sem_avail = n;
-        res->holds = 1;
-        break;
-    case BACKEND_RELEASE: {
-        long long removed = 0;
-        for (long long i = b + 1; i <= b + n; i++) removed += sem_zrem(e, field, i);
-        if (removed == 0) {
-            res->holds = -1;
-            break;
-        }
-        sem_incrby(e, removed);
-        res->holds = 0;
-        res->others_waiting = e->remote_waiters;
-        break;
-    }
-    case BACKEND_ACQUIRE: {
-        for (long long i = 1; i <= b; i++) {
-            uint64_t sc = sem_score(e, field, i);
-            if (sc == SEM_NONE || sc <= now) {
-                res->outcome = BACKEND_HOLD_GONE;
-                return;
-            }
-        }
-        sem_reclaim(fb, e);
-        if (!e->sem || e->sem_avail < n) {
-            uint64_t first = sem_first(e);
-            res->outcome = BACKEND_TAKEN;
-            res->ttl_ms = first != SEM_NONE && first < FAKE_SEM_FOREVER
-                              ? (first > now ? (long long)(first - now) : 0)
-                              : -1;
-            break;
-        }
-        long long added = 0;
-        for (long long i = 1; i <= b + n; i++) added += sem_zadd(e, field, i, now + op->lease_ms);
-        e->sem_avail -= added;
-        res->outcome = BACKEND_GRANTED;
-        res->fence = (uint64_t)e->sem_avail; /* {0, permits still available} */
-        break;
-    }
-    default:
-        ck_abort_msg("fake backend: semaphore op of kind %d", (int)op->type);
-    }
-}
-
-/* script_fair's long-queue bound: a queue longer than this is only read
- * when it has more places than dlock_fair has members. */
-#define FAIR_SCAN_MAX 64
-
-/* script_fair for field: op 'a' acquire (or queue, the place lasting
- * queue_ms more, plus foreign_ms for each place ahead that is not a
- * dlockd's), 'o' acquire without queueing, 'r' release, 'd' one hold
- * less, 'l' leave the queue; lease_ms < 0: no expiry (a foreign holder). */
-static void fair_script(fake_t *fb, entry_t *e, char op, const char *field, long long lease_ms,
-                        long long queue_ms, long long foreign_ms, backend_result_t *res) {
-    uint64_t now = now_of(fb);
-    key_check(fb, e);
-    dlockd_check(fb, e);
-    fair_purge(fb, e, 1);
-    if (op == 'l') {
-        place_del(e, field);
-        dlockd_srem(e, field);
-        if (!e->sem && e->nfields == 0) fair_wake(fb, e);
-        res->holds = 0;
-        return;
-    }
-    /* a semaphore's string, or a read/write lock's hash: {3, its kind}, -1 */
-    if (e->sem || (e->nfields > 0 && e->mode != BACKEND_MUTEX)) {
-        if (op == 'a' || op == 'o') {
-            res->outcome = BACKEND_WRONG_KIND;
-            res->held = e->sem ? BACKEND_SEM : e->mode;
-        } else {
-            res->holds = -1;
-        }
-        return;
-    }
-    field_t *f = field_find(e, field);
-    if (op == 'd') { /* one hold less, never the last */
-        res->holds = f == NULL ? -1 : f->count > 1 ? --f->count : f->count;
-        return;
-    }
-    if (op == 'r') {
-        res->holds = -1;
-        if (f == NULL) return;
-        key_delete(e);
-        fair_wake(fb, e);
-        res->holds = 0;
-        res->others_waiting = 0; /* node.c: a fair release never counts */
-        return;
-    }
-    const char *h = fair_head(e);
-    if (e->nfields == 0 && (h == NULL || strcmp(h, field) == 0)) {
-        place_del(e, field); /* LPOP of the head, ZREM */
-        dlockd_srem(e, field);
-        field_add(e, field, 1);
-        key_expire_in(fb, e, lease_ms);
-        if (h != NULL) fair_wake(fb, e); /* the next place learns the lease */
-        res->outcome = BACKEND_GRANTED;
-        res->fence = ++e->fence;
-        return;
-    }
-    if (f != NULL) {
-        res->outcome = BACKEND_REENTERED;
-        res->holds = ++f->count;
-        key_expire_in(fb, e, lease_ms);
-        return;
-    }
-    long long ttl = key_pttl(fb, e);
-    if (ttl < 0) /* free, or held without expiry: when the head's place ends */
-        ttl = h == NULL ? -1 : e->queue[0].ends > now ? (long long)(e->queue[0].ends - now) : 0;
-    if (op == 'a') {
-        /* Redisson's places ahead (not in dlock_fair), read unless the
-         * queue is long and dlock_fair has as many members */
-        long long ahead = 0;
-        size_t n = e->nqueue;
-        if (n > 0 && (n <= FAIR_SCAN_MAX || n > e->ndlockd))
-            for (size_t i = 0; i < n && strcmp(e->queue[i].field, field) != 0; i++)
-                if (dlockd_pos(e, e->queue[i].field) < 0) ahead++;
-        dlockd_sadd(e, field);
-        uint64_t len = (uint64_t)queue_ms + (uint64_t)ahead * (uint64_t)foreign_ms;
-        place_set(e, field, now + len);
-        if (e->dlockd_until < now + len) e->dlockd_until = now + len; /* PEXPIRE if shorter */
-    }
-    res->outcome = BACKEND_TAKEN;
-    res->ttl_ms = ttl;
-}
-
-/* Redisson's RFairLock tryLock script for field, as far as the lock
- * manager can tell: the ended places at the head go (dlock_fair is not
- * touched); granted when free and the queue is empty or field is its
- * head, which then takes wait_ms off every other place; reentered; else
- * a place at the tail ending place_ms from now, or the place it has
- * (Redisson chains the ends; the test gives one). */
-static int redisson_script(fake_t *fb, entry_t *e, const char *field, long long lease_ms,
-                           long long place_ms, long long wait_ms) {
-    uint64_t now = now_of(fb);
-    key_check(fb, e);
-    dlockd_check(fb, e);
-    fair_purge(fb, e, 0);
-    EXPECT(!e->sem && (e->nfields == 0 || e->mode == BACKEND_MUTEX),
-           "fake: Redisson's fair lock on %s, another kind", e->name);
-    const char *h = fair_head(e);
-    if (e->nfields == 0 && (h == NULL || strcmp(h, field) == 0)) {
-        place_del(e, field);
-        for (size_t i = 0; i < e->nqueue; i++) e->queue[i].ends -= (uint64_t)wait_ms;
-        field_add(e, field, 1); /* Redisson knows no fence counter */
-        key_expire_in(fb, e, lease_ms);
-        return BACKEND_GRANTED;
-    }
-    field_t *f = field_find(e, field);
-    if (f != NULL) {
-        f->count++;
-        key_expire_in(fb, e, lease_ms);
-        return BACKEND_REENTERED;
-    }
-    if (place_pos(e, field) < 0) place_set(e, field, now + (uint64_t)place_ms);
-    return BACKEND_TAKEN;
-}
-
-/* A fair lock's op, as script_fair runs it (ACQUIRE 'a', or 'o' with
- * op->once; RELEASE 'r', DROP 'd', LEAVE 'l'); its renewals, STATUS, WHO
- * and FORCE are a plain lock's (model_run). */
-static void model_run_fair(fake_t *fb, backend_op_t *op, entry_t *e) {
-    char field[FIELD_MAX];
-    owner_field(field, sizeof(field), op->owner);
-    char c = op->type == BACKEND_ACQUIRE ? (op->once ? 'o' : 'a')
-             : op->type == BACKEND_RELEASE ? 'r'
-             : op->type == BACKEND_DROP    ? 'd'
-                                           : 'l';
-    fair_script(fb, e, c, field, op->lease_ms, op->queue_ms, op->queue_foreign_ms, &op->res);
-}
-
-/* An election's op, as elect.lua runs it: a fair lock's queue and hash
- * (fair_script) with the leader's record beside it, set by a grant and
- * cleared by a release; LEADER reads it ({fence, value, pttl} into
- * op->answer; fence 0 when nobody leads; WRONG_KIND when the hash is
- * another kind's, a plain lock's included). The release's message on the
- * name's channel is the test's to deliver (fake_publish). */
-static void model_run_elect(fake_t *fb, backend_op_t *op, entry_t *e) {
-    backend_result_t *res = &op->res;
-    char field[FIELD_MAX];
-    owner_field(field, sizeof(field), op->owner);
-    key_check(fb, e);
-    int other = e->sem || (e->nfields > 0 && e->mode != BACKEND_MUTEX) ||
-                (e->nfields > 0 && field_find(e, e->leader_field) == NULL);
-    if (op->type == BACKEND_LEADER) {
-        EXPECT(op->answer != NULL, "LEADER of %.*s without room for its value", (int)op->len,
-               op->name);
-        if (other) {
-            res->outcome = BACKEND_WRONG_KIND;
-            res->held = e->sem ? BACKEND_SEM : e->mode;
-        } else if (e->nfields > 0) {
-            size_t n = strlen(e->leader_value);
-            memcpy(op->answer, e->leader_value, n + 1);
-            res->value = op->answer;
-            res->value_len = n;
-            res->fence = e->leader_fence;
-            res->ttl_ms = key_pttl(fb, e);
-        } else {
-            op->answer[0] = '\0';
-            res->value = op->answer;
-            res->ttl_ms = -2;
-        }
-        return;
-    }
-    if (other && op->type == BACKEND_ACQUIRE) {
-        res->outcome = BACKEND_WRONG_KIND;
-        res->held = e->sem ? BACKEND_SEM : e->mode;
-        return;
-    }
-    char c = op->type == BACKEND_ACQUIRE ? (op->once ? 'o' : 'a')
-             : op->type == BACKEND_RELEASE ? 'r'
-             : op->type == BACKEND_DROP    ? 'd'
-                                           : 'l';
-    size_t pubs = fb->npubs; /* no waiter's own channel: the name's one (fake_publish) */
-    fair_script(fb, e, c, field, op->lease_ms, op->queue_ms, 0, res);
-    fb->npubs = pubs;
-    if (op->type == BACKEND_ACQUIRE && res->outcome == BACKEND_GRANTED) {
-        EXPECT(op->value != NULL && op->value_len <= BACKEND_ANSWER_MAX,
-               "ELECT of %.*s without a value", (int)op->len, op->name);
-        snprintf(e->leader_field, sizeof(e->leader_field), "%s", field);
-        snprintf(e->leader_value, sizeof(e->leader_value), "%.*s", (int)op->value_len,
-                 op->value);
-        e->leader_fence = res->fence;
-    }
-    if (op->type == BACKEND_RELEASE && res->holds == 0) {
-        e->leader_field[0] = '\0';
-        e->leader_value[0] = '\0';
-    }
-}
-
-/* One op, as its script would run it. */
-/* A multi-name acquire, as mlock.lua: every name looked at first (kind,
- * a reentry's field still there, someone else's hold), then all taken. */
-static void model_run_multi(fake_t *fb, backend_op_t *op) {
-    backend_result_t *res = &op->res;
-    char field[FIELD_MAX];
-    long long pttl = -2;
-    size_t taken = 0;
-    owner_field(field, sizeof(field), op->owner);
-    res->status = BACKEND_OK;
-    for (size_t i = 0; i < op->nnames; i++) {
-        entry_t *e = entry_get(fb, op->names[i].name, op->names[i].len);
-        key_check(fb, e);
-        field_t *f = field_find(e, field);
-        if (op->reentry[i] == 'r') {
-            if (f == NULL || e->sem || e->mode != BACKEND_MUTEX) {
-                res->outcome = BACKEND_HOLD_GONE;
-                res->which = i;
-                return;
-            }
-            continue;
-        }
-        if (e->sem || (e->nfields > 0 && e->mode != BACKEND_MUTEX)) {
-            res->outcome = BACKEND_WRONG_KIND;
-            res->held = e->sem ? BACKEND_SEM : e->mode;
-            res->which = i;
-            return;
-        }
-        if (f != NULL) {
-            res->outcome = BACKEND_REENTERED;
-            res->holds = f->count;
-            res->which = i;
-            return;
-        }
-        if (e->nfields > 0) {
-            long long t = key_pttl(fb, e);
-            if (taken++ == 0) res->which = i;
-            if (t < 0) pttl = -1;
-            else if (pttl != -1 && t > pttl) pttl = t;
+/* Runs op in the model as a topology calls it: scripts_choose() picks the
+ * script, scripts_format() writes the call, the script runs, and
+ * scripts_decode() fills op->res; a release's subscriber count then
+ * becomes others_waiting as node_watch_others_waiting() makes it. field,
+ * when not NULL, stands for the op's owner field (another owner's op). */
+static void model_run(fake_t *fb, backend_op_t *op, const char *field) {
+    backend_op_t *ops[1] = {op};
+    script_id_t id = scripts_choose(ops, 1, 0);
+    buf_t b;
+    char own[KEYS_FIELD_MAX], err[BACKEND_ERR_LEN];
+    memset(&b, 0, sizeof(b));
+    memset(&op->res, 0, sizeof(op->res));
+    EXPECT(scripts_format(&b, id, FAKE_SHA, ops, 1, "", FAKE_UUID, 0) == 0,
+           "fake: scripts_format failed");
+    redisReply *req = parse_call(&b);
+    size_t argc = req->elements - 2, ownlen = keys_owner_field(own, FAKE_UUID, op->owner);
+    const char **argv = xrealloc(NULL, argc * sizeof(*argv));
+    size_t *lens = xrealloc(NULL, argc * sizeof(*lens));
+    for (size_t i = 0; i < argc; i++) {
+        const redisReply *a = req->element[i + 2];
+        argv[i] = a->str;
+        lens[i] = a->len;
+        if (field != NULL && a->len == ownlen && memcmp(a->str, own, ownlen) == 0) {
+            argv[i] = field;
+            lens[i] = strlen(field);
         }
     }
-    if (taken > 0) {
-        res->outcome = BACKEND_TAKEN;
-        res->ttl_ms = pttl;
-        return;
+    fb->cur_name = op->name;
+    fb->cur_len = op->len;
+    redisReply *r = rmodel_eval(fb->model, scripts_text(id), argc, argv, lens);
+    fb->cur_name = NULL;
+    if (r->type == REDIS_REPLY_ERROR) {
+        snprintf(fb->error, sizeof(fb->error), "%s", r->str);
+        op->res.status = BACKEND_FAILED;
+        op->res.error = fb->error;
+    } else if (scripts_decode(id, ops, 1, r, err, sizeof(err)) != 0) {
+        memset(&op->res, 0, sizeof(op->res));
+        snprintf(fb->error, sizeof(fb->error), "%s", err);
+        op->res.status = BACKEND_FAILED;
+        op->res.error = fb->error;
+    } else if (op->res.status != BACKEND_OK && op->res.error != NULL) {
+        snprintf(fb->error, sizeof(fb->error), "%s", op->res.error); /* it pointed into r */
+        op->res.error = fb->error;
+    } else if (op->type == BACKEND_RELEASE) {
+        /* less our own subscription; a release that wakes one waiter on
+         * its own channel (a fair lock's) wakes whoever's: never a reason
+         * to hold ours back */
+        char ch[KEYS_CHANNEL_MAX];
+        size_t clen = channel_of(ch, op->name, op->len, op->mode, 0);
+        const entry_t *e = entry_find(fb, op->name, op->len);
+        int mine = e != NULL && e->watched && e->chlen == clen && memcmp(e->channel, ch, clen) == 0;
+        op->res.others_waiting =
+            scripts_mode(op->mode)->own_channel ? 0 : op->res.others_waiting > mine;
     }
-    for (size_t i = 0; i < op->nnames; i++) {
-        entry_t *e = entry_get(fb, op->names[i].name, op->names[i].len);
-        field_t *f = field_find(e, field);
-        if (op->reentry[i] == 'r') {
-            op->values[i] = (uint64_t)++f->count;
-            if (key_pttl(fb, e) < (long long)op->lease_ms) key_expire_in(fb, e, op->lease_ms);
-        } else {
-            field_add(e, field, 1);
-            key_expire_in(fb, e, op->lease_ms);
-            op->values[i] = ++e->fence;
-        }
-    }
-    res->outcome = BACKEND_GRANTED;
-}
-
-static void model_run(fake_t *fb, backend_op_t *op) {
-    backend_result_t *res = &op->res;
-    if (op->mode == BACKEND_MULTI) {
-        model_run_multi(fb, op);
-        return;
-    }
-    entry_t *e = entry_get(fb, op->name, op->len);
-    char field[FIELD_MAX];
-    field_t *f;
-
-    owner_field(field, sizeof(field), op->owner);
-    key_check(fb, e);
-    f = field_find(e, field);
-    res->status = BACKEND_OK;
-    if (op->type == BACKEND_INIT ||
-        (op->mode == BACKEND_SEM && (op->type == BACKEND_ACQUIRE || op->type == BACKEND_RELEASE ||
-                                     op->type == BACKEND_DROP || op->type == BACKEND_RENEW))) {
-        model_run_sem(fb, op, e);
-        return;
-    }
-    if (op->mode == BACKEND_ELECT &&
-        (op->type == BACKEND_ACQUIRE || op->type == BACKEND_RELEASE || op->type == BACKEND_DROP ||
-         op->type == BACKEND_LEAVE || op->type == BACKEND_LEADER)) {
-        model_run_elect(fb, op, e);
-        return;
-    }
-    if (op->mode == BACKEND_FAIR &&
-        (op->type == BACKEND_ACQUIRE || op->type == BACKEND_RELEASE ||
-         op->type == BACKEND_DROP || op->type == BACKEND_LEAVE)) {
-        model_run_fair(fb, op, e);
-        return;
-    }
-    /* A fair lock's renewal is a plain one (the batch script's 'n'). */
-    if (e->sem && op->type != BACKEND_STATUS && op->type != BACKEND_FORCE &&
-        op->type != BACKEND_WHO &&
-        (op->mode == BACKEND_MUTEX || op->mode == BACKEND_FAIR || op->mode == BACKEND_ELECT)) {
-        /* The plain-lock scripts on a string: LUA_ACQUIRE answers {3, 3},
-         * LUA_RELEASE's HGET raises WRONGTYPE, LUA_RENEW counts it gone. */
-        if (op->type == BACKEND_ACQUIRE) {
-            res->outcome = BACKEND_WRONG_KIND;
-            res->held = BACKEND_SEM;
-        } else if (op->type == BACKEND_RENEW) {
-            res->renewal = e->marker != NULL && strcmp(e->marker, field) == 0 ? BACKEND_FORCED
-                                                                              : BACKEND_GONE;
-        } else {
-            snprintf(fb->error, sizeof(fb->error),
-                     "WRONGTYPE Operation against a key holding the wrong kind of value");
-            res->status = BACKEND_FAILED;
-            res->error = fb->error;
-        }
-        return;
-    }
-    if ((op->mode == BACKEND_READ || op->mode == BACKEND_WRITE) &&
-        (op->type == BACKEND_ACQUIRE || op->type == BACKEND_RELEASE ||
-         op->type == BACKEND_DROP || op->type == BACKEND_RENEW)) {
-        model_run_rw(fb, op, e);
-        return;
-    }
-    /* The plain-lock scripts: an acquire, release or drop of a name held
-     * as a read/write lock changes nothing, whatever fields the owner has
-     * there (see fake_backend.h). */
-    switch (op->type) {
-    case BACKEND_ACQUIRE:
-        if (e->nfields == 0) {
-            field_add(e, field, 1);
-            key_expire_in(fb, e, op->lease_ms);
-            res->outcome = BACKEND_GRANTED;
-            res->fence = ++e->fence;
-        } else if (e->mode != BACKEND_MUTEX) {
-            res->outcome = BACKEND_WRONG_KIND;
-            res->held = e->mode;
-        } else if (f != NULL) {
-            res->outcome = BACKEND_REENTERED;
-            res->holds = ++f->count;
-            key_expire_in(fb, e, op->lease_ms);
-        } else {
-            res->outcome = BACKEND_TAKEN;
-            res->ttl_ms = key_pttl(fb, e);
-        }
-        break;
-    case BACKEND_RELEASE:
-        if (f == NULL || e->mode != BACKEND_MUTEX) {
-            res->holds = -1;
-        } else {
-            key_delete(e);
-            res->holds = 0;
-            res->others_waiting = e->remote_waiters;
-        }
-        break;
-    case BACKEND_DROP:
-        if (f == NULL || e->mode != BACKEND_MUTEX) res->holds = -1;
-        else if (f->count > 1) res->holds = --f->count;
-        else res->holds = f->count;
-        break;
-    case BACKEND_RENEW:
-        if (f != NULL) {
-            key_expire_in(fb, e, op->lease_ms);
-            res->renewal = BACKEND_RENEWED;
-        } else if (e->marker != NULL && strcmp(e->marker, field) == 0) {
-            res->renewal = BACKEND_FORCED;
-        } else {
-            res->renewal = BACKEND_GONE;
-        }
-        break;
-    case BACKEND_STATUS:
-        model_status(fb, op, e);
-        break;
-    case BACKEND_FORCE: /* a lock hash removed: its queue's first waiter is woken */
-        res->removed = key_force(fb, e);
-        if (res->removed && !e->sem) fair_wake(fb, e);
-        break;
-    case BACKEND_WHO: /* the holder's field (":write" cut); no daemon registers here */
-        res->ttl_ms = e->sem ? -3 : key_pttl(fb, e);
-        if (e->sem) res->held = BACKEND_SEM;
-        if (op->who != NULL && e->sem) {
-            op->who->owner[0] = '\0';
-            op->who->daemon[0] = '\0';
-        } else if (op->who != NULL) {
-            const char *who = e->nfields > 0 ? e->fields[0].name : "";
-            size_t n = strlen(who);
-            if (is_write_field(who)) n -= 6;
-            snprintf(op->who->owner, sizeof(op->who->owner), "%.*s", (int)n, who);
-            op->who->daemon[0] = '\0';
-        }
-        break;
-    default:
-        ck_abort_msg("fake backend: op of unknown kind %d", (int)op->type);
-    }
+    freeReplyObject(r);
+    free(lens);
+    free(argv);
+    freeReplyObject(req);
+    buf_free(&b);
 }
 
 /* ---- answering --------------------------------------------------------------- */
@@ -1248,7 +352,7 @@ static void answer(fake_t *fb, backend_op_t *op, const char *down_text) {
         inject_t in = fb->inject[0];
         memmove(&fb->inject[0], &fb->inject[1], (fb->ninject - 1) * sizeof(fb->inject[0]));
         fb->ninject--;
-        if (in.run) model_run(fb, op);
+        if (in.run) model_run(fb, op, NULL);
         snprintf(fb->error, sizeof(fb->error), "%s", in.text);
         if (in.rewrite) {
             /* A reply rewritten on its way: whatever ran, this is what
@@ -1268,7 +372,7 @@ static void answer(fake_t *fb, backend_op_t *op, const char *down_text) {
             op->res.error = fb->error;
         }
     } else {
-        model_run(fb, op);
+        model_run(fb, op, NULL);
     }
     fb->stats.answered++;
     op->cb(op);
@@ -1421,13 +525,17 @@ static void fk_submit(backend_t *b, backend_op_t *op) {
     STAILQ_FOREACH(q, &fb->queue, link)
         EXPECT(q != op, "op %p (kind %d, %.*s) submitted again while in flight", (void *)op,
                (int)op->type, (int)op->len, op->name);
-    /* What scripts.c would send for a semaphore: script_sem takes SEMINIT
-     * only in mode SEM; an acquire, release or renewal names one permit at
-     * least, and a lease. */
-    EXPECT(op->type != BACKEND_INIT || op->mode == BACKEND_SEM, "SEMINIT of mode %d",
-           (int)op->mode);
+    /* An op kind its mode's scripts run (scripts.c's row: its own script's
+     * kinds and the batch's), or one every name has (STATUS, FORCE, WHO). */
+    const scripts_mode_t *row = scripts_mode(op->mode);
+    unsigned any = SCRIPTS_KIND(BACKEND_STATUS) | SCRIPTS_KIND(BACKEND_FORCE) |
+                   SCRIPTS_KIND(BACKEND_WHO);
+    EXPECT(((row->own | row->batch | any) & SCRIPTS_KIND(op->type)) != 0,
+           "an op of kind %d in mode %d, which no script of that mode runs (%.*s)", (int)op->type,
+           (int)op->mode, (int)op->len, op->name);
+    /* A semaphore's acquire, release or renewal names one permit at least,
+     * and a lease. */
     if (op->mode == BACKEND_SEM) {
-        EXPECT(op->type != BACKEND_DROP, "a DROP of a semaphore (%.*s)", (int)op->len, op->name);
         if (op->type == BACKEND_ACQUIRE || op->type == BACKEND_RELEASE ||
             op->type == BACKEND_RENEW)
             EXPECT(op->permits >= 1, "semaphore op of kind %d with no permits (%.*s)",
@@ -1436,12 +544,8 @@ static void fk_submit(backend_t *b, backend_op_t *op) {
             EXPECT(op->lease_ms > 0, "semaphore op of kind %d without a lease", (int)op->type);
     }
 
-    /* A fair lock's: script_fair takes LEAVE in mode FAIR only; an acquire
-     * has a lease, and a place's length unless it takes none ('o'). */
-    EXPECT(op->type != BACKEND_LEAVE || op->mode == BACKEND_FAIR || op->mode == BACKEND_ELECT,
-           "LEAVE of mode %d", (int)op->mode);
-    EXPECT(op->type != BACKEND_LEADER || op->mode == BACKEND_ELECT, "LEADER of mode %d",
-           (int)op->mode);
+    /* A fair lock's acquire has a lease, and a place's length unless it
+     * takes none ('o'). */
     /* A multi-name acquire: its names, distinct, the first its name. */
     EXPECT(op->mode != BACKEND_MULTI ||
                (op->type == BACKEND_ACQUIRE && op->nnames >= 1 && op->names != NULL &&
@@ -1489,12 +593,13 @@ static void fk_watch(backend_t *b, const char *name, size_t len, backend_mode_t 
     fb->stats.watch_calls++;
     e->watch_mode = (int)mode;
     e->watch_calls++;
-    if (mode == BACKEND_FAIR) { /* the waiter's own channel: one per owner */
+    if (scripts_mode(mode)->own_channel) { /* the waiter's own channel: one per owner */
         fair_chan_t *c = chan_find(e, owner);
         if (c == NULL) {
             c = xrealloc(NULL, sizeof(*c));
             memset(c, 0, sizeof(*c));
             c->owner = owner;
+            c->chlen = channel_of(c->channel, name, len, mode, owner);
             c->next = e->chans;
             e->chans = c;
         }
@@ -1508,6 +613,7 @@ static void fk_watch(backend_t *b, const char *name, size_t len, backend_mode_t 
     EXPECT(owner == 0, "watch of %.*s in mode %d for owner %" PRIu64, (int)len, name,
            (int)mode, owner);
     e->watched = 1;
+    e->chlen = channel_of(e->channel, name, len, mode, 0);
     e->cb = cb;
     e->data = data;
     /* Confirmed from fake_run(), never from here. */
@@ -1520,7 +626,7 @@ static void fk_unwatch(backend_t *b, const char *name, size_t len, backend_mode_
     fake_t *fb = FB(b);
     entry_t *e = entry_find(fb, name, len);
     fb->stats.unwatch_calls++;
-    if (mode == BACKEND_FAIR) {
+    if (scripts_mode(mode)->own_channel) {
         fair_chan_t *c = e ? chan_find(e, owner) : NULL;
         if (c == NULL || !c->watched) {
             fb->stats.stray_unwatches++;
@@ -1564,25 +670,14 @@ static void fk_close(backend_t *b) {
     entry_t *e, *next;
     for (e = fb->entries; e != NULL; e = next) {
         next = e->next;
-        key_delete(e);
-        for (size_t i = 0; i < e->nids; i++) {
-            free(e->ids[i].field);
-            free(e->ids[i].score);
-        }
-        free(e->ids);
-        for (size_t i = 0; i < e->nqueue; i++) free(e->queue[i].field);
-        free(e->queue);
-        for (size_t i = 0; i < e->ndlockd; i++) free(e->dlockd[i]);
-        free(e->dlockd);
         for (fair_chan_t *c = e->chans, *cn; c != NULL; c = cn) {
             cn = c->next;
             free(c);
         }
-        free(e->fields);
-        free(e->marker);
         free(e->name);
         free(e);
     }
+    rmodel_free(fb->model);
     free(fb->log);
     free(fb);
 }
@@ -1630,8 +725,10 @@ fake_t *fake_new(timers_t *timers) {
     fake_t *fb = xrealloc(NULL, sizeof(*fb));
     memset(fb, 0, sizeof(*fb));
     fb->base.type = &fake_type;
-    fb->base.caps = BACKEND_CAP_MONOTONIC_FENCE | BACKEND_CAP_WAKEUPS | BACKEND_CAP_ONE_COPY | BACKEND_CAP_MULTI;
+    fb->base.caps = BACKEND_CAP_MONOTONIC_FENCE | BACKEND_CAP_WAKEUPS | BACKEND_CAP_ONE_COPY |
+                    BACKEND_CAP_MULTI;
     fb->timers = timers;
+    fb->model = rmodel_new(model_clock, on_publish, fb);
     fb->up = 1;
     STAILQ_INIT(&fb->queue);
     return fb;
@@ -1709,146 +806,283 @@ void fake_set_remote_waiters(fake_t *fb, const char *name, int on) {
 
 /* ---- the model, for tests ------------------------------------------------------ */
 
-void fake_expire(fake_t *fb, const char *name) {
-    key_delete(entry_named(fb, name));
+/* The helpers below are small scripts on one name: KEYS are its key and
+ * companions (as scripts.c's rows name them), ARGV a field and numbers. */
+#define HELPER(body)                                                                          \
+    "local K, TOKEN, SEMT, Q, QT, OWN, EQ, ET, TAG = unpack(KEYS)\n"                          \
+    "local F, A, B, C = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])\n"   \
+    "local t = redis.call('time')\n"                                                          \
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"                 \
+    "local us = tonumber(t[1]) * 1000000 + tonumber(t[2])\n"                                  \
+    "local function queue()\n"                                                                \
+    "  if redis.call('exists', Q) == 0 and redis.call('exists', EQ) == 1 then return EQ, ET end\n" \
+    "  return Q, QT\n"                                                                        \
+    "end\n" body
+
+#define HELPER_KEYS 9
+
+/* A companion of name's key k: "kind:{k}" (suffix: "{k}:kind"; tag: "{k}"),
+ * the braces only when k has none. */
+static size_t companion(char *out, const char *kind, const char *k, size_t klen, int suffix) {
+    int braces = memchr(k, '{', klen) == NULL;
+    if (!suffix) return keys_companion(out, kind, k, klen);
+    int n = snprintf(out, KEYS_COMPANION_MAX, "%s%.*s%s%s%s", braces ? "{" : "", (int)klen, k,
+                     braces ? "}" : "", *kind ? ":" : "", kind);
+    return (size_t)n;
 }
 
-void fake_take(fake_t *fb, const char *name, const char *field, long long ttl_ms) {
-    entry_t *e = entry_named(fb, name);
-    EXPECT(!e->sem, "fake_take: %s is a semaphore", name);
-    key_delete(e);
-    field_add(e, field, 1);
-    key_expire_in(fb, e, ttl_ms);
-    e->fence++;
+/* Runs lua on name with field (test-facing, field_in) and numbers a, b, c;
+ * its reply, which the caller frees. A script's error fails the test. */
+static redisReply *helper(fake_t *fb, const char *lua, const char *name, const char *field,
+                          long long a, long long b, long long c) {
+    static const struct {
+        const char *kind;
+        int suffix;
+    } keys[HELPER_KEYS - 1] = {
+        {KEYS_TOKEN, 0}, {KEYS_SEM_TIMEOUT, 1}, {KEYS_QUEUE, 0}, {KEYS_QUEUE_TIMEOUT, 0},
+        {KEYS_FAIR_OWNERS, 0}, {"dlock_elect_queue", 0}, {"dlock_elect_timeout", 0}, {"", 1},
+    };
+    char kbuf[HELPER_KEYS][KEYS_COMPANION_MAX], nums[3][24], f[KEYS_CHANNEL_MAX];
+    const char *argv[1 + HELPER_KEYS + 4];
+    size_t lens[1 + HELPER_KEYS + 4], klen = strlen(name), n = 0;
+    argv[n] = "9";
+    lens[n++] = 1;
+    snprintf(kbuf[0], sizeof(kbuf[0]), "%s", name);
+    argv[n] = kbuf[0];
+    lens[n++] = klen;
+    for (size_t i = 0; i < HELPER_KEYS - 1; i++) {
+        lens[n] = companion(kbuf[i + 1], keys[i].kind, name, klen, keys[i].suffix);
+        argv[n++] = kbuf[i + 1];
+    }
+    field_in(f, sizeof(f), field ? field : "");
+    argv[n] = f;
+    lens[n++] = strlen(f);
+    long long v[3] = {a, b, c};
+    for (size_t i = 0; i < 3; i++) {
+        lens[n] = (size_t)snprintf(nums[i], sizeof(nums[i]), "%lld", v[i]);
+        argv[n++] = nums[i];
+    }
+    fb->cur_name = name;
+    fb->cur_len = klen;
+    redisReply *r = rmodel_eval(fb->model, lua, n, argv, lens);
+    fb->cur_name = NULL;
+    EXPECT(r->type != REDIS_REPLY_ERROR, "fake on %s: %s", name, r->str);
+    return r;
 }
+
+static long long helper_int(fake_t *fb, const char *lua, const char *name, const char *field,
+                            long long a, long long b, long long c) {
+    redisReply *r = helper(fb, lua, name, field, a, b, c);
+    EXPECT(r->type == REDIS_REPLY_INTEGER, "fake on %s: a reply of type %d", name, r->type);
+    long long v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
+
+static const char lua_expire[] = HELPER("if redis.call('type', K).ok == 'hash' then\n"
+                                        "  redis.call('del', K)\n"
+                                        "end\n"
+                                        "return 0\n");
+
+void fake_expire(fake_t *fb, const char *name) {
+    helper_int(fb, lua_expire, name, NULL, 0, 0, 0);
+}
+
+/* A grant's fence, as the scripts raise it: TIME in microseconds, or one
+ * more than the last. */
+#define LUA_RAISE                                                                  \
+    "local f = math.max(tonumber(redis.call('get', TOKEN) or '0') + 1, us)\n"      \
+    "redis.call('set', TOKEN, string.format('%d', f))\n"
+
+static const char lua_take[] = HELPER(
+    "if redis.call('type', K).ok == 'string' then return redis.error_reply('a semaphore') end\n"
+    "redis.call('del', K)\n"
+    "if C == 1 then redis.call('hset', K, 'mode', 'write', F .. ':write', 1)\n"
+    "else redis.call('hset', K, F, 1) end\n"
+    "if A >= 0 then redis.call('pexpire', K, A) end\n" LUA_RAISE "return 0\n");
+
+void fake_take(fake_t *fb, const char *name, const char *field, long long ttl_ms) {
+    helper_int(fb, lua_take, name, field, ttl_ms, 0, 0);
+}
+
+/* A foreign read hold: rw.lua's, with ttl A (< 0: no expiry). */
+static const char lua_take_read[] = HELPER(
+    "if redis.call('type', K).ok == 'string' then return redis.error_reply('a semaphore') end\n"
+    "if redis.call('hget', K, 'mode') ~= 'read' then redis.call('del', K) end\n"
+    "redis.call('hset', K, 'mode', 'read')\n"
+    "local n = redis.call('hincrby', K, F, 1)\n"
+    "local tk = TAG .. ':' .. F .. ':rwlock_timeout:' .. n\n"
+    "if A < 0 then\n"
+    "  redis.call('set', tk, 1)\n"
+    "  redis.call('persist', K)\n"
+    "else\n"
+    "  redis.call('set', tk, 1, 'px', A)\n"
+    "  if redis.call('pttl', K) < A then redis.call('pexpire', K, A) end\n"
+    "end\n"
+    "return 0\n");
 
 void fake_take_rw(fake_t *fb, const char *name, const char *field, backend_mode_t mode,
                   long long ttl_ms) {
-    entry_t *e = entry_named(fb, name);
-    char wfield[128];
     EXPECT(mode == BACKEND_READ || mode == BACKEND_WRITE, "fake_take_rw: mode %d", (int)mode);
-    EXPECT(!e->sem, "fake_take_rw: %s is a semaphore", name);
-    key_check(fb, e);
-    if (mode == BACKEND_WRITE) {
-        snprintf(wfield, sizeof(wfield), "%s:write", field);
-        key_delete(e);
-        e->mode = BACKEND_WRITE;
-        field_add(e, wfield, 1);
-        key_expire_in(fb, e, ttl_ms);
-        e->fence++;
-        return;
-    }
-    if (e->nfields > 0 && e->mode != BACKEND_READ) key_delete(e);
-    e->mode = BACKEND_READ;
-    field_t *f = field_find(e, field);
-    if (f == NULL) f = field_add(e, field, 0);
-    long long n = ++f->count;
-    tmo_set(fb, f, n, ttl_ms);
-    if (ttl_ms < 0) key_expire_in(fb, e, -1);
-    else key_expire_at_least(fb, e, ttl_ms);
+    helper_int(fb, mode == BACKEND_WRITE ? lua_take : lua_take_read, name, field, ttl_ms, 0,
+               mode == BACKEND_WRITE);
+}
+
+/* An op of another owner (field: test-facing) or of nobody, run now as the
+ * lock manager's would be; the messages it publishes are delivered. */
+static backend_result_t run_other(fake_t *fb, backend_op_t *op, const char *field) {
+    char f[KEYS_CHANNEL_MAX];
+    op->name = op->name ? op->name : "";
+    op->len = strlen(op->name);
+    if (field != NULL) field_in(f, sizeof(f), field);
+    model_run(fb, op, field ? f : NULL);
+    EXPECT(op->res.status == BACKEND_OK, "fake on %s: %s", op->name, op->res.error);
+    fair_deliver(fb);
+    return op->res;
 }
 
 void fake_force(fake_t *fb, const char *name) {
-    entry_t *e = entry_named(fb, name);
-    if (key_force(fb, e) && !e->sem) {
-        fair_wake(fb, e);
-        fair_deliver(fb);
-    }
+    backend_op_t op;
+    memset(&op, 0, sizeof(op));
+    op.type = BACKEND_FORCE;
+    op.name = name;
+    run_other(fb, &op, NULL);
 }
 
+static const char lua_holds[] = HELPER("local ok, v = pcall(redis.call, 'hget', K, F)\n"
+                                       "return ok and tonumber(v) or 0\n");
+
 long long fake_holds_field(fake_t *fb, const char *field, const char *name) {
-    entry_t *e = entry_named(fb, name);
-    key_check(fb, e);
-    field_t *f = field_find(e, field);
-    return f ? f->count : 0;
+    return helper_int(fb, lua_holds, name, field, 0, 0, 0);
 }
 
 long long fake_holds(fake_t *fb, uint64_t owner, const char *name) {
-    char field[32];
-    owner_field(field, sizeof(field), owner);
-    return fake_holds_field(fb, field, name);
+    return fake_holds_mode(fb, owner, name, BACKEND_MUTEX);
 }
 
 long long fake_holds_mode(fake_t *fb, uint64_t owner, const char *name, backend_mode_t mode) {
-    char field[FIELD_MAX];
-    owner_field_mode(field, sizeof(field), owner, mode);
+    char field[KEYS_FIELD_MAX + 8];
+    owner_field(field, sizeof(field), owner, mode);
     return fake_holds_field(fb, field, name);
 }
 
+static const char lua_mode[] = HELPER("local ty = redis.call('type', K).ok\n"
+                                      "if ty == 'none' then return -1 end\n"
+                                      "if ty ~= 'hash' then return A end\n"
+                                      "local m = redis.call('hget', K, 'mode')\n"
+                                      "return m == 'read' and B or m == 'write' and C or 0\n");
+
 int fake_mode(fake_t *fb, const char *name) {
-    entry_t *e = entry_named(fb, name);
-    if (e->sem) return BACKEND_SEM;
-    key_check(fb, e);
-    return e->nfields > 0 ? (int)e->mode : -1;
+    return (int)helper_int(fb, lua_mode, name, NULL, BACKEND_SEM, BACKEND_READ, BACKEND_WRITE);
 }
+
+static const char lua_readers[] = HELPER(
+    "if redis.call('type', K).ok ~= 'hash' or not redis.call('hget', K, 'mode') then return 0 end\n"
+    "local n = 0\n"
+    "for _, f in ipairs(redis.call('hkeys', K)) do\n"
+    "  if f ~= 'mode' and not string.find(f, ':write$') then n = n + 1 end\n"
+    "end\n"
+    "return n\n");
 
 long long fake_readers(fake_t *fb, const char *name) {
-    entry_t *e = entry_named(fb, name);
-    long long n = 0;
-    key_check(fb, e);
-    if (e->mode == BACKEND_MUTEX) return 0;
-    for (size_t i = 0; i < e->nfields; i++)
-        if (!is_write_field(e->fields[i].name)) n++;
-    return n;
+    return helper_int(fb, lua_readers, name, NULL, 0, 0, 0);
 }
+
+static const char lua_timeout_pttl[] = HELPER(
+    "if redis.pcall('hexists', K, F) ~= 1 then return -2 end\n"
+    "return redis.call('pttl', TAG .. ':' .. F .. ':rwlock_timeout:' .. A)\n");
 
 long long fake_timeout_pttl(fake_t *fb, const char *field, const char *name, long long n) {
-    entry_t *e = entry_named(fb, name);
-    key_check(fb, e);
-    const field_t *f = field_find(e, field);
-    return f ? tmo_pttl(fb, f, n) : -2;
+    return helper_int(fb, lua_timeout_pttl, name, field, n, 0, 0);
 }
+
+static const char lua_pttl[] = HELPER("return redis.call('pttl', K)\n");
 
 long long fake_pttl(fake_t *fb, const char *name) {
-    entry_t *e = entry_named(fb, name);
-    return e->sem ? -1 : key_pttl(fb, e); /* a semaphore's string: no expiry */
+    return helper_int(fb, lua_pttl, name, NULL, 0, 0, 0);
 }
 
-uint64_t fake_fence(const fake_t *fb, const char *name) {
-    const entry_t *e = entry_find(fb, name, strlen(name));
-    return e ? e->fence : FAKE_FENCE_START - 1;
+static const char lua_fence[] = HELPER("return tonumber(redis.call('get', TOKEN) or '0')\n");
+
+uint64_t fake_fence(fake_t *fb, const char *name) {
+    return (uint64_t)helper_int(fb, lua_fence, name, NULL, 0, 0, 0);
+}
+
+uint64_t fake_fence_us(const fake_t *fb) {
+    return now_of(fb) * 1000;
 }
 
 /* ---- semaphores, for tests -------------------------------------------------------- */
 
+static const char lua_seminit[] = HELPER(
+    "local ty = redis.call('type', K).ok\n"
+    "if ty == 'hash' then return redis.error_reply('fake_seminit: a lock') end\n"
+    "if ty ~= 'none' then return 0 end\n"
+    "redis.call('set', K, A)\n"
+    "return 1\n");
+
 int fake_seminit(fake_t *fb, const char *name, long long permits) {
-    entry_t *e = entry_named(fb, name);
-    key_check(fb, e);
-    EXPECT(e->nfields == 0, "fake_seminit: %s is a lock", name);
-    if (e->sem) return 0;
-    e->sem = 1;
-    e->sem_avail = permits;
-    return 1;
+    return (int)helper_int(fb, lua_seminit, name, NULL, permits, 0, 0);
 }
+
+static const char lua_sem_available[] = HELPER(
+    "if redis.call('type', K).ok ~= 'string' then return -1 end\n"
+    "return tonumber(redis.call('get', K))\n");
 
 long long fake_sem_available(fake_t *fb, const char *name) {
-    const entry_t *e = entry_named(fb, name);
-    return e->sem ? e->sem_avail : -1;
+    return helper_int(fb, lua_sem_available, name, NULL, 0, 0, 0);
 }
+
+static const char lua_sem_card[] = HELPER("return redis.call('zcard', SEMT)\n");
 
 size_t fake_sem_card(fake_t *fb, const char *name) {
-    return sem_count(entry_named(fb, name), NULL);
+    return (size_t)helper_int(fb, lua_sem_card, name, NULL, 0, 0, 0);
 }
 
+/* The field's ids "<F>:<k>": with A = 1 they all go, their permits given back. */
+static const char lua_sem_ids[] = HELPER(
+    "local n = 0\n"
+    "for _, id in ipairs(redis.call('zrange', SEMT, 0, -1)) do\n"
+    "  if string.sub(id, 1, #F + 1) == F .. ':' and string.find(id, '^%d+$', #F + 2) then\n"
+    "    n = n + 1\n"
+    "    if A == 1 then redis.call('zrem', SEMT, id) end\n"
+    "  end\n"
+    "end\n"
+    "if A == 1 and n > 0 then redis.call('incrby', K, n) end\n"
+    "return n\n");
+
 size_t fake_sem_ids_field(fake_t *fb, const char *name, const char *field) {
-    entry_t *e = entry_named(fb, name);
-    const sem_owner_t *o = sem_owner(e, field, 0);
-    return o ? sem_count(e, o) : 0;
+    return (size_t)helper_int(fb, lua_sem_ids, name, field, 0, 0, 0);
 }
 
 size_t fake_sem_ids(fake_t *fb, const char *name, uint64_t owner) {
-    char field[FIELD_MAX];
-    owner_field(field, sizeof(field), owner);
+    char field[KEYS_FIELD_MAX];
+    owner_field(field, sizeof(field), owner, BACKEND_SEM);
     return fake_sem_ids_field(fb, name, field);
 }
 
+/* Id "<F>:<A>": B 0 its time left (-2 none, -1 forever: score C), 1 it
+ * expires now, 2 it goes and its permit comes back. */
+static const char lua_sem_id[] = HELPER(
+    "local id = F .. ':' .. A\n"
+    "local s = redis.call('zscore', SEMT, id)\n"
+    "if not s then return B == 0 and -2 or redis.error_reply('no id ' .. id) end\n"
+    "if B == 1 then return redis.call('zadd', SEMT, now, id) end\n"
+    "if B == 2 then\n"
+    "  redis.call('zrem', SEMT, id)\n"
+    "  return redis.call('incrby', K, 1)\n"
+    "end\n"
+    "if tonumber(s) == C then return -1 end\n"
+    "return tonumber(s) - now\n");
+
+static long long sem_id(fake_t *fb, const char *name, uint64_t owner, long long k, int what) {
+    char field[KEYS_FIELD_MAX];
+    owner_field(field, sizeof(field), owner, BACKEND_SEM);
+    return helper_int(fb, lua_sem_id, name, field, k, what, (long long)FAKE_SEM_FOREVER);
+}
+
 long long fake_sem_id_pttl(fake_t *fb, const char *name, uint64_t owner, long long k) {
-    char field[FIELD_MAX];
-    owner_field(field, sizeof(field), owner);
-    uint64_t sc = sem_score(entry_named(fb, name), field, k), now = now_of(fb);
-    if (sc == SEM_NONE) return -2;
-    if (sc == FAKE_SEM_FOREVER) return -1;
-    return sc > now ? (long long)(sc - now) : -(long long)(now - sc);
+    return sem_id(fb, name, owner, k, 0);
 }
 
 int fake_sem_ids_are(fake_t *fb, const char *name, uint64_t owner, long long n) {
@@ -1861,130 +1095,177 @@ int fake_sem_ids_are(fake_t *fb, const char *name, uint64_t owner, long long n) 
 }
 
 void fake_sem_expire_id(fake_t *fb, const char *name, uint64_t owner, long long k) {
-    char field[FIELD_MAX];
-    entry_t *e = entry_named(fb, name);
-    owner_field(field, sizeof(field), owner);
-    EXPECT(sem_score(e, field, k) != SEM_NONE, "fake_sem_expire_id: no id %s:%lld of %s", field,
-           k, name);
-    sem_zadd(e, field, k, now_of(fb));
+    sem_id(fb, name, owner, k, 1);
 }
 
 void fake_sem_del_id(fake_t *fb, const char *name, uint64_t owner, long long k) {
-    char field[FIELD_MAX];
-    entry_t *e = entry_named(fb, name);
-    owner_field(field, sizeof(field), owner);
-    EXPECT(sem_zrem(e, field, k) == 1, "fake_sem_del_id: no id %s:%lld of %s", field, k, name);
-    sem_incrby(e, 1);
+    sem_id(fb, name, owner, k, 2);
 }
+
+static const char lua_sem_take[] = HELPER(
+    "local avail = redis.call('type', K).ok == 'string' and tonumber(redis.call('get', K)) or -1\n"
+    "if avail < A then return redis.error_reply('fake_sem_take: permits not available') end\n"
+    "local till, added = B < 0 and C or now + B, 0\n"
+    "for i = 1, A do added = added + redis.call('zadd', SEMT, till, F .. ':' .. i) end\n"
+    "return redis.call('decrby', K, added)\n");
 
 void fake_sem_take(fake_t *fb, const char *name, const char *field, long long permits,
                    long long ttl_ms) {
-    entry_t *e = entry_named(fb, name);
-    key_check(fb, e);
-    EXPECT(e->nfields == 0 && e->sem && e->sem_avail >= permits,
-           "fake_sem_take: %lld permits of %s not available", permits, name);
-    uint64_t till = ttl_ms < 0 ? FAKE_SEM_FOREVER : now_of(fb) + (uint64_t)ttl_ms;
-    long long added = 0;
-    for (long long k = 1; k <= permits; k++) added += sem_zadd(e, field, k, till);
-    e->sem_avail -= added;
+    helper_int(fb, lua_sem_take, name, field, permits, ttl_ms, (long long)FAKE_SEM_FOREVER);
 }
 
 void fake_sem_release_field(fake_t *fb, const char *name, const char *field) {
-    entry_t *e = entry_named(fb, name);
-    sem_owner_t *o = sem_owner(e, field, 0);
-    long long removed = 0;
-    for (size_t k = 0; o != NULL && k < o->n; k++)
-        if (o->score[k] != SEM_NONE) {
-            o->score[k] = SEM_NONE;
-            removed++;
-        }
-    if (removed > 0) sem_incrby(e, removed);
+    helper_int(fb, lua_sem_ids, name, field, 1, 0, 0);
 }
 
 /* ---- fair locks, for tests ------------------------------------------------------ */
 
+static const char lua_queue[] = HELPER(
+    "return table.concat(redis.call('lrange', queue(), 0, -1), ' ')\n");
+
 size_t fake_fair_queue_len(fake_t *fb, const char *name) {
-    return entry_named(fb, name)->nqueue;
+    const char *q = fake_fair_queue(fb, name);
+    size_t n = 0;
+    for (const char *p = q; *p != '\0'; p++) n += *p == ' ';
+    return *q ? n + 1 : 0;
 }
 
 const char *fake_fair_queue(fake_t *fb, const char *name) {
     static char buf[4][512];
     static unsigned k;
     char *out = buf[k++ % 4];
-    const entry_t *e = entry_named(fb, name);
-    size_t n = 0;
-    out[0] = '\0';
-    for (size_t i = 0; i < e->nqueue && n < sizeof(buf[0]); i++)
-        n += (size_t)snprintf(out + n, sizeof(buf[0]) - n, "%s%s", i ? " " : "",
-                              e->queue[i].field);
+    redisReply *r = helper(fb, lua_queue, name, NULL, 0, 0, 0);
+    EXPECT(r->type == REDIS_REPLY_STRING, "fake: queue of %s", name);
+    fields_out(out, sizeof(buf[0]), r->str);
+    freeReplyObject(r);
     return out;
 }
 
+/* F's place: A = 0 its index (-1 none), 1 its time left (-2 none), 2 it ends now. */
+static const char lua_place[] = HELPER(
+    "local q, qt = queue()\n"
+    "if A == 0 then\n"
+    "  for i, f in ipairs(redis.call('lrange', q, 0, -1)) do\n"
+    "    if f == F then return i - 1 end\n"
+    "  end\n"
+    "  return -1\n"
+    "end\n"
+    "local s = redis.call('zscore', qt, F)\n"
+    "if not s then return A == 1 and -2 or redis.error_reply('no place of ' .. F) end\n"
+    "if A == 2 then return redis.call('zadd', qt, now, F) end\n"
+    "return tonumber(s) - now\n");
+
 long long fake_fair_pos_field(fake_t *fb, const char *name, const char *field) {
-    return place_pos(entry_named(fb, name), field);
+    return helper_int(fb, lua_place, name, field, 0, 0, 0);
 }
 
 long long fake_fair_pos(fake_t *fb, const char *name, uint64_t owner) {
-    char field[FIELD_MAX];
-    owner_field(field, sizeof(field), owner);
+    char field[KEYS_FIELD_MAX];
+    owner_field(field, sizeof(field), owner, BACKEND_FAIR);
     return fake_fair_pos_field(fb, name, field);
 }
 
 long long fake_fair_place_pttl_field(fake_t *fb, const char *name, const char *field) {
-    const entry_t *e = entry_named(fb, name);
-    long long i = place_pos(e, field);
-    if (i < 0) return -2;
-    uint64_t ends = e->queue[i].ends, now = now_of(fb);
-    return ends > now ? (long long)(ends - now) : -(long long)(now - ends);
+    return helper_int(fb, lua_place, name, field, 1, 0, 0);
 }
 
 long long fake_fair_place_pttl(fake_t *fb, const char *name, uint64_t owner) {
-    char field[FIELD_MAX];
-    owner_field(field, sizeof(field), owner);
+    char field[KEYS_FIELD_MAX];
+    owner_field(field, sizeof(field), owner, BACKEND_FAIR);
     return fake_fair_place_pttl_field(fb, name, field);
 }
 
 void fake_fair_expire_place(fake_t *fb, const char *name, const char *field) {
-    entry_t *e = entry_named(fb, name);
-    long long i = place_pos(e, field);
-    EXPECT(i >= 0, "fake_fair_expire_place: %s has no place in %s's queue", field, name);
-    e->queue[i].ends = now_of(fb);
+    helper_int(fb, lua_place, name, field, 2, 0, 0);
 }
+
+static const char lua_persist[] = HELPER("return redis.call('persist', K)\n");
 
 int fake_fair_acquire_field(fake_t *fb, const char *name, const char *field, long long lease_ms,
                             long long queue_ms) {
-    backend_result_t res;
-    memset(&res, 0, sizeof(res));
-    fair_script(fb, entry_named(fb, name), queue_ms < 0 ? 'o' : 'a', field, lease_ms, queue_ms,
-                LOCKMGR_FAIR_FOREIGN_WAIT_MS, &res);
-    fair_deliver(fb);
+    backend_op_t op;
+    memset(&op, 0, sizeof(op));
+    op.type = BACKEND_ACQUIRE;
+    op.mode = BACKEND_FAIR;
+    op.name = name;
+    op.lease_ms = lease_ms < 0 ? FAKE_LEASE_LONG : (uint32_t)lease_ms;
+    op.once = queue_ms < 0;
+    op.queue_ms = queue_ms < 0 ? 0 : (uint32_t)queue_ms;
+    op.queue_foreign_ms = LOCKMGR_FAIR_FOREIGN_WAIT_MS;
+    backend_result_t res = run_other(fb, &op, field);
+    if (lease_ms < 0 && (res.outcome == BACKEND_GRANTED || res.outcome == BACKEND_REENTERED))
+        helper_int(fb, lua_persist, name, NULL, 0, 0, 0);
     return (int)res.outcome;
 }
 
+/* Redisson's RFairLock tryLock for F, as far as the lock manager can tell:
+ * the ended places at the head go (dlock_fair is not touched); granted
+ * when free and no one queues or F is the head, which then takes C (its
+ * wait) off every other place; reentered; else a place at the tail
+ * ending B from now, or the place it has. Lease A (< 0: no expiry). */
+static const char lua_redisson[] = HELPER(
+    "while true do\n"
+    "  local h = redis.call('lindex', Q, 0)\n"
+    "  if not h then break end\n"
+    "  local s = redis.call('zscore', QT, h)\n"
+    "  if not s or tonumber(s) > now then break end\n"
+    "  redis.call('zrem', QT, h)\n"
+    "  redis.call('lpop', Q)\n"
+    "end\n"
+    "local ty = redis.call('type', K).ok\n"
+    "if ty == 'string' or (ty == 'hash' and redis.call('hget', K, 'mode')) then\n"
+    "  return redis.error_reply('Redisson fair lock on another kind')\n"
+    "end\n"
+    "local h = redis.call('lindex', Q, 0)\n"
+    "if ty == 'none' and (not h or h == F) then\n"
+    "  redis.call('lrem', Q, 0, F)\n"
+    "  redis.call('zrem', QT, F)\n"
+    "  for _, f in ipairs(redis.call('lrange', Q, 0, -1)) do\n"
+    "    local s = redis.call('zscore', QT, f)\n"
+    "    if s then redis.call('zadd', QT, tonumber(s) - C, f) end\n"
+    "  end\n"
+    "  redis.call('hset', K, F, 1)\n"
+    "  if A >= 0 then redis.call('pexpire', K, A) end\n"
+    "  return 0\n"
+    "end\n"
+    "if redis.call('hexists', K, F) == 1 then\n"
+    "  redis.call('hincrby', K, F, 1)\n"
+    "  if A >= 0 then redis.call('pexpire', K, A) else redis.call('persist', K) end\n"
+    "  return 1\n"
+    "end\n"
+    "if not redis.call('zscore', QT, F) then\n"
+    "  redis.call('rpush', Q, F)\n"
+    "  redis.call('zadd', QT, now + B, F)\n"
+    "end\n"
+    "return 2\n");
+
 int fake_fair_redisson_acquire(fake_t *fb, const char *name, const char *field,
                                long long lease_ms, long long place_ms, long long wait_ms) {
-    return redisson_script(fb, entry_named(fb, name), field, lease_ms, place_ms, wait_ms);
+    return (int)helper_int(fb, lua_redisson, name, field, lease_ms, place_ms, wait_ms);
 }
 
+static const char lua_is_dlockd[] = HELPER("return redis.call('sismember', OWN, F)\n");
+
 int fake_fair_is_dlockd(fake_t *fb, const char *name, const char *field) {
-    entry_t *e = entry_named(fb, name);
-    dlockd_check(fb, e);
-    return dlockd_pos(e, field) >= 0;
+    return (int)helper_int(fb, lua_is_dlockd, name, field, 0, 0, 0);
 }
 
 long long fake_fair_release_field(fake_t *fb, const char *name, const char *field) {
-    backend_result_t res;
-    memset(&res, 0, sizeof(res));
-    fair_script(fb, entry_named(fb, name), 'r', field, 0, 0, 0, &res);
-    fair_deliver(fb);
-    return res.holds;
+    backend_op_t op;
+    memset(&op, 0, sizeof(op));
+    op.type = BACKEND_RELEASE;
+    op.mode = BACKEND_FAIR;
+    op.name = name;
+    return run_other(fb, &op, field).holds;
 }
 
 void fake_fair_leave_field(fake_t *fb, const char *name, const char *field) {
-    backend_result_t res;
-    memset(&res, 0, sizeof(res));
-    fair_script(fb, entry_named(fb, name), 'l', field, 0, 0, 0, &res);
-    fair_deliver(fb);
+    backend_op_t op;
+    memset(&op, 0, sizeof(op));
+    op.type = BACKEND_LEAVE;
+    op.mode = BACKEND_FAIR;
+    op.name = name;
+    run_other(fb, &op, field);
 }
 
 int fake_fair_watching(const fake_t *fb, const char *name, uint64_t owner) {
@@ -2002,7 +1283,7 @@ size_t fake_fair_channels(const fake_t *fb, const char *name) {
 }
 
 int fake_fair_publish(fake_t *fb, const char *name, uint64_t owner) {
-    char field[FIELD_MAX];
-    owner_field(field, sizeof(field), owner);
-    return fair_publish_now(fb, entry_named(fb, name), field);
+    char ch[KEYS_CHANNEL_MAX];
+    size_t clen = channel_of(ch, name, strlen(name), BACKEND_FAIR, owner);
+    return chan_publish_now(fb, ch, clen);
 }

@@ -1,146 +1,40 @@
-/* A fake backend for the lock manager's unit tests only: an in-memory Redis on a manual clock.
+/* A fake backend for the lock manager's unit tests: the real scripts on an in-memory Redis.
  * SPDX-License-Identifier: MIT
  *
  * It is a backend_t with its own backend_type_t and keeps backend.h's
  * rules: every submitted op's callback fires exactly once, never inside
  * backend_submit(). Submitted ops wait in a FIFO; nothing is answered until
- * the test calls fake_run(), which answers them in order from the model, as
- * the Lua scripts in daemon/backend/scripts.c would:
+ * the test calls fake_run(), which answers them in order, each as a
+ * topology would: scripts_choose() picks the script, scripts_format()
+ * writes its call, the script of daemon/backend/lua runs on the model
+ * (redis_model.c: Redis's commands and Lua 5.1, its TIME the timers'
+ * clock), scripts_decode() reads the reply, and a release's subscriber
+ * count becomes others_waiting as node_watch_others_waiting() makes it.
+ * So every kind's behaviour here is its script's: a new kind needs no
+ * model of its own. Each op is its own call (the fake batches nothing).
  *
- *   name -> the lock hash (owner field -> hold count) with an expiry on the
- *           timers' clock (or none), a fence counter that only rises, and
- *           the FORCEUNLOCK marker (the removed owner's field).
+ * The daemon's uuid is FAKE_UUID: the lock manager owner id's field is
+ * "<uuid>:<id>", which every call below that takes or gives a field writes
+ * "o<id>"; any other text is a foreign owner (another daemon, a Redisson
+ * client). Fences are the scripts': TIME in microseconds when a grant
+ * happens, or one more than the last (fake_fence_us()).
  *
- * The lock manager's owner ids become fields "o<id>"; fake_take() and
- * fake_holds_field() use any other text as a foreign owner (another daemon,
- * a Redisson client). Watches are recorded; a watch's BACKEND_WATCHING
- * confirmation comes from fake_run(), a BACKEND_RELEASED from
- * fake_publish(). Nothing here allocates in a way a test needs to check:
- * out of memory aborts.
+ * Watches are recorded; a watch's BACKEND_WATCHING confirmation comes
+ * from fake_run(). A script's message on a waiter's own channel (a fair
+ * lock's wake-up) is delivered as BACKEND_RELEASED right after the op's
+ * callback, to the owner watching that channel; a message on a name's
+ * channel is the test's to deliver (fake_publish): the lock manager hands
+ * its own releases to its own waiters. A name's channel counts as one
+ * subscriber while watched, and one more with fake_set_remote_waiters().
+ * Nothing here allocates in a way a test needs to check: out of memory
+ * aborts.
  *
- * Read/write locks (ops of mode BACKEND_READ or BACKEND_WRITE) follow
- * scripts.c's script_rw, LUA_RW_RENEW and script_status, in Redisson's
- * RReadWriteLock layout:
+ * The fake checks each op's shape as it is submitted: an op kind that its
+ * mode's scripts run (scripts.c's row), a semaphore's permits and lease,
+ * a MULTI op's names, a fair acquire's lease and place.
  *
- *   - the hash has a mode (READ or WRITE; BACKEND_MUTEX for a plain lock),
- *     a reader's field "o<id>" with its read holds and the writer's field
- *     "o<id>:write" with its write holds;
- *   - each read hold n of a reader has its own timeout key with the
- *     reader's lease (kept with the field: fake_timeout_pttl());
- *   - an acquire of a name held as a plain lock gets BACKEND_WRONG_KIND
- *     (held BACKEND_MUTEX), changing nothing; a read is granted unless
- *     another owner writes (the writer itself may read: a downgrade), a
- *     write only on a free name; a write grant raises the fence, a read
- *     grant (n == 1) returns the counter as it is, a further hold of the
- *     same field is BACKEND_REENTERED; an upgrade (a write asked by a
- *     reader) is BACKEND_TAKEN, as the script answers it;
- *   - grants, reentries and renewals never shorten the hash's TTL;
- *   - a reader's release (all its read holds) deletes the key when no
- *     other field is left; otherwise it keeps the TTL if some other
- *     reader's timeout key has at least 9/10 of it left, else sets it to
- *     the longest one left, else (none alive) deletes the key unless a
- *     writer's field remains; a writer's release leaves the owner's reads
- *     (mode READ) or deletes the key, and answers others_waiting either
- *     way (it publishes);
- *   - DROP takes one hold off (never the last), a read hold's timeout key
- *     with it; RENEW of a read resets the hash's TTL if shorter and every
- *     live timeout key of the reader; FORCED for the field the
- *     FORCEUNLOCK marker names (the first field, ":write" and all);
- *   - STATUS: ttl_ms, held (the mode), holders (readers, or 1 for a
- *     write) and holds: the owner's write holds for an op of mode WRITE,
- *     else its field "o<id>" (read holds, or a plain lock's holds).
- *
- * The plain-lock scripts look at the mode first, and so does the model: a
- * plain ACQUIRE of a read/write lock is BACKEND_WRONG_KIND with held = its
- * mode (even by an owner with a reader's field there, whose name is the
- * same), and a plain RELEASE or DROP of one answers -1 and changes
- * nothing.
- *
- * Semaphores (ops of mode BACKEND_SEM, and SEMINIT) follow scripts.c's
- * script_sem and LUA_SEM_RENEW, in Redisson's RPermitExpirableSemaphore
- * layout, on the timers' clock instead of Redis TIME:
- *
- *   - the name's key is a string, the permits available (absent until a
- *     SEMINIT, or until a release or a reclaim INCRBYs it), never with an
- *     expiry here; a name is a string or a lock hash, never both;
- *   - the sorted set {name}:timeout holds the permit ids "<field>:<k>"
- *     (a lock manager owner's field is "o<id>"), each scored by when it
- *     expires (FAKE_SEM_FOREVER: Redisson's ids without expiry); an id
- *     scored at or before now is expired;
- *   - ACQUIRE (permits n, permit_base b): BACKEND_HOLD_GONE, changing
- *     nothing, when any of the owner's ids 1..b is missing or expired;
- *     then up to 1000 expired ids (earliest first) are taken back into
- *     the count; with fewer than n available (or no key) BACKEND_TAKEN
- *     with the ms until the first id expires (-1: none, or FOREVER);
- *     else ids 1..b+n all get now + lease, the count goes down by the ids
- *     actually added, and BACKEND_GRANTED's fence is the permits still
- *     available after it;
- *   - RELEASE removes ids b+1..b+n and gives back the ids actually
- *     removed (INCRBY: it makes the key if there was none): holds 0 and
- *     others_waiting as for locks, or holds -1 when none was there;
- *   - SEMINIT sets the permits unless the key exists: holds 1, or 0;
- *   - RENEW (permits c) gives ids 1..c now + lease: BACKEND_RENEWED, or
- *     BACKEND_GONE changing nothing when any is missing or expired;
- *   - STATUS of a semaphore: ttl_ms -1, held BACKEND_SEM, holds 0 and
- *     holders the permits available plus the expired ids; FORCE gives
- *     every id back (removed 1; 0 when there was none) and leaves no
- *     FORCEUNLOCK marker; WHO answers ttl_ms -3;
- *   - a semaphore op on a lock hash: ACQUIRE and SEMINIT get
- *     BACKEND_WRONG_KIND with held = the lock's mode, RELEASE holds -1;
- *     a lock op on a semaphore: ACQUIRE gets BACKEND_WRONG_KIND held
- *     BACKEND_SEM, a read/write RELEASE or DROP holds -1, a plain one
- *     BACKEND_FAILED (Redis's WRONGTYPE error), RENEW BACKEND_GONE.
- *
- * Available plus the number of ids (expired ones too) stays the size
- * SEMINIT set, whatever ops ran or lost their answers; the tests check
- * it with fake_sem_available() and fake_sem_card().
- *
- * Fair locks (ops of mode BACKEND_FAIR) follow scripts.c's script_fair
- * (ACQUIRE, RELEASE, DROP, LEAVE), in Redisson's RFairLock layout, on the
- * timers' clock instead of Redis TIME:
- *
- *   - the lock hash is a plain lock's (fields, expiry, fence counter, the
- *     FORCEUNLOCK marker), and a plain lock's ops see no difference;
- *   - the queue: places in order, each an owner field ("o<id>", or any
- *     text: another daemon's, a Redisson client's) with when it ends
- *     (redisson_lock_queue and redisson_lock_timeout, kept together), and
- *     dlock_fair, the set of the fields whose places are dlockd's (an
- *     expiry on the timers' clock, taking every member with it);
- *   - every fair op first drops the places at the head that have ended
- *     (an ended place behind a live one stays until it reaches the head),
- *     taking them out of dlock_fair;
- *   - ACQUIRE: on a semaphore or a read/write lock BACKEND_WRONG_KIND
- *     (held its kind); granted when the hash is free and the queue is
- *     empty or its head is the owner (whose place goes), the fence rising
- *     as a plain grant's; BACKEND_REENTERED when the owner holds it; else
- *     BACKEND_TAKEN with the hash's PTTL or, when that is < 0, the ms
- *     until the head's place ends (-1: no one queues), the owner's place
- *     taken at the tail or kept, unless op->once ('o': no place): its end
- *     moves to now + op->queue_ms + op->queue_foreign_ms for each place
- *     ahead of it not in dlock_fair (those are not counted when the queue
- *     has over 64 places and dlock_fair at least as many members), the
- *     owner joins dlock_fair, whose expiry is made at least that long;
- *     a grant or LEAVE takes the owner out of dlock_fair;
- *   - RELEASE deletes the hash and wakes the head (others_waiting is
- *     always 0, as node.c answers a fair release); DROP takes one hold
- *     off, never the last; either of a field not there: holds -1;
- *   - LEAVE takes the owner's place out and wakes the head if the hash is
- *     free (holds 0);
- *   - RENEW, STATUS and WHO are a plain lock's (no places dropped);
- *     FORCE also wakes the head (as script_force does, dropping none);
- *   - a wake-up is a BACKEND_RELEASED on the head's own channel, given to
- *     the lock manager only if it watches that channel (backend_watch of
- *     mode BACKEND_FAIR with that owner), right after the op's callback.
- *
- * A fair watch is per owner, as node.c's channels are: watching one
- * owner's channel leaves the others as they are, an unwatch ends only the
- * owner's it names (one of a channel not watched counts as a stray
- * unwatch, fake_stats()), and each is confirmed from fake_run(). The
- * fake checks every fair op's shape: LEAVE only in mode FAIR, an acquire
- * with a lease and, unless once, a place's length.
- *
- * The fake announces BACKEND_CAP_ONE_COPY
- * (with MONOTONIC_FENCE and WAKEUPS); fake_set_caps() changes that. */
+ * The fake announces BACKEND_CAP_ONE_COPY and BACKEND_CAP_MULTI (with
+ * MONOTONIC_FENCE and WAKEUPS); fake_set_caps() changes that. */
 #ifndef DLOCK_FAKE_BACKEND_H
 #define DLOCK_FAKE_BACKEND_H
 
@@ -152,10 +46,6 @@
 
 typedef struct fake_s fake_t;
 
-/* First fence the model hands out for a name (its counter starts below). */
-#define FAKE_FENCE_START 100
-/* How long the FORCEUNLOCK marker outlives the lock (SCRIPTS_FORCED_MARK_MS). */
-#define FAKE_FORCED_MARK_MS 60000
 /* Longest name the op log keeps whole. */
 #define FAKE_NAME_MAX 64
 
@@ -289,7 +179,8 @@ void fake_take(fake_t *fb, const char *name, const char *field, long long ttl_ms
  * away) and the fence stays. */
 void fake_take_rw(fake_t *fb, const char *name, const char *field, backend_mode_t mode,
                   long long ttl_ms);
-/* Another daemon's FORCEUNLOCK: deletes the key and leaves the marker. */
+/* Another daemon's FORCEUNLOCK (force.lua): deletes the key and leaves the
+ * marker; a fair lock's next waiter is woken. */
 void fake_force(fake_t *fb, const char *name);
 /* The lock manager owner's holds on name in the model (0: none). */
 long long fake_holds(fake_t *fb, uint64_t owner, const char *name);
@@ -308,8 +199,10 @@ long long fake_readers(fake_t *fb, const char *name);
 long long fake_timeout_pttl(fake_t *fb, const char *field, const char *name, long long n);
 /* PTTL: -2 no key, -1 no expiry, else ms left. */
 long long fake_pttl(fake_t *fb, const char *name);
-/* The last fence handed out for name (FAKE_FENCE_START - 1: none yet). */
-uint64_t fake_fence(const fake_t *fb, const char *name);
+/* The last fence handed out for name (its counter; 0: none yet). */
+uint64_t fake_fence(fake_t *fb, const char *name);
+/* A grant's fence now, when the counter is below it: TIME in microseconds. */
+uint64_t fake_fence_us(const fake_t *fb);
 
 /* ---- semaphores -------------------------------------------------------------- */
 
@@ -348,7 +241,9 @@ void fake_sem_release_field(fake_t *fb, const char *name, const char *field);
 /* ---- fair locks -------------------------------------------------------------- */
 
 /* Places in name's queue (ended ones not dropped yet too), and the whole
- * queue as "f1 f2 ..." (in one of four buffers the fake keeps). */
+ * queue as "f1 f2 ..." (in one of four buffers the fake keeps); an
+ * election's queue when the name has no fair lock's. The place calls
+ * below read the same queue. */
 size_t fake_fair_queue_len(fake_t *fb, const char *name);
 const char *fake_fair_queue(fake_t *fb, const char *name);
 /* Where the lock manager owner's (any field's) place is: 0 the head, -1 none. */
@@ -361,7 +256,7 @@ long long fake_fair_place_pttl_field(fake_t *fb, const char *name, const char *f
 /* The field's place ends now (as when Redis lost time, or Redisson's grants
  * shortened it); the next fair op drops it once it is at the head. */
 void fake_fair_expire_place(fake_t *fb, const char *name, const char *field);
-/* Another daemon's acquire, as script_fair runs it for field: a lease of
+/* Another daemon's acquire, as fair.lua runs it for field: a lease of
  * lease_ms (<0: no expiry), a place of queue_ms (<0: 'o', no place) plus
  * LOCKMGR_FAIR_FOREIGN_WAIT_MS per Redisson place ahead. Returns its
  * outcome (BACKEND_GRANTED, _REENTERED, _TAKEN, _WRONG_KIND). */
@@ -379,7 +274,7 @@ int fake_fair_redisson_acquire(fake_t *fb, const char *name, const char *field,
 /* 1 if field is in name's dlock_fair set (its place is a dlockd's). */
 int fake_fair_is_dlockd(fake_t *fb, const char *name, const char *field);
 /* That field's release ('r': -1 not held, else 0) and leaving ('l'), as
- * script_fair runs them: the head is woken at once. */
+ * fair.lua runs them: the head is woken at once. */
 long long fake_fair_release_field(fake_t *fb, const char *name, const char *field);
 void fake_fair_leave_field(fake_t *fb, const char *name, const char *field);
 /* 1 while the lock manager owner's channel of name is watched. */
