@@ -62,8 +62,8 @@ enum {
     SCRIPTS_TAKEN = 2,       /* {2, pttl}, -1 none */
     SCRIPTS_WRONG_KIND = 3,  /* {3, SCRIPTS_HELD_*} */
     SCRIPTS_HOLD_GONE = 4,   /* {4, 0}: a semaphore's earlier permits are gone */
-    /* WRONG_KIND's value and STATUS's third element, what a name holds:
-     * a backend_mode_t (some of them here) */
+    /* WRONG_KIND's value, STATUS's third element and LIST's kind, what a
+     * name holds: a backend_mode_t (some of them here) */
     SCRIPTS_HELD_LOCK = 0,
     SCRIPTS_HELD_READ = 1,
     SCRIPTS_HELD_WRITE = 2,
@@ -160,9 +160,9 @@ typedef struct scripts_mode_s {
      * the waiter's own, "<channel>:{key}:<owner field>" */
     const char *channel;
     int own_channel;
-    /* LIST's word for a name held as this mode, NULL for a mode no name
-     * is held as; lua/part/kind.lua names the mode's code
-     * HELD_<list_word upper-cased> */
+    /* LIST's word for a name held as this mode (lua/list.lua answers the
+     * mode), NULL for a mode no name is held as; lua/part/kind.lua names
+     * the mode's code HELD_<list_word upper-cased> */
     const char *list_word;
 } scripts_mode_t;
 

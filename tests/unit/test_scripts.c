@@ -741,8 +741,9 @@ START_TEST(test_codes_agree) {
     size_t kinds = 0;
     for (int m = 0; m < BACKEND_MODE_COUNT; m++)
         if (scripts_mode((backend_mode_t)m)->list_word != NULL) kinds++;
-    for (int id = 0; id < SCRIPT_COUNT; id++) {
-        const char *s = scripts_text((script_id_t)id);
+    /* SCRIPT_COUNT: lua/list.lua */
+    for (int id = 0; id <= SCRIPT_COUNT; id++) {
+        const char *s = id < SCRIPT_COUNT ? scripts_text((script_id_t)id) : scripts_list_lua;
         size_t found = 0, held = 0;
         while (s != NULL && *s != '\0') {
             char name[64];
@@ -777,7 +778,7 @@ START_TEST(test_codes_agree) {
             ck_assert_msg(found == scripts_codes_count, "script %d names no codes", id);
             ck_assert_msg(held == kinds, "script %d names no kinds", id);
         }
-        if (id == SCRIPT_STATUS || id == SCRIPT_FORCE || id == SCRIPT_WHO)
+        if (id == SCRIPT_STATUS || id == SCRIPT_FORCE || id == SCRIPT_WHO || id == SCRIPT_COUNT)
             ck_assert_msg(held == kinds, "script %d names no kinds", id);
     }
 }
