@@ -46,7 +46,7 @@ size_t listfmt_entry(char *out, const list_entry_t *e) {
     out[k++] = ' ';
     memcpy(out + k, e->name, e->len);
     k += e->len;
-    k += (size_t)sprintf(out + k, " %s %lld ", list_kind_names[e->kind], e->ttl_ms);
+    k += (size_t)sprintf(out + k, " %s %lld ", list_word(e->kind), e->ttl_ms);
     if (e->fence > 0)
         k += (size_t)sprintf(out + k, "%llu", (unsigned long long)e->fence);
     else
@@ -144,7 +144,7 @@ int listfmt_json(buf_t *out, const list_entry_t *e, size_t n, int more, size_t l
         if ((i && put(out, ",")) || put(out, "{\"name\":") ||
             listfmt_json_str(out, x->name, x->len))
             return -1;
-        snprintf(b, sizeof(b), ",\"kind\":\"%s\",", list_kind_names[x->kind]);
+        snprintf(b, sizeof(b), ",\"kind\":\"%s\",", list_word(x->kind));
         if (put(out, b) || put_num(out, "ttl_ms", x->ttl_ms) || put(out, ",") ||
             put_num(out, "fence", x->fence > 0 ? (long long)x->fence : -1) || put(out, ",") ||
             put_num(out, "holders_total", (long long)x->holders_total) ||

@@ -58,6 +58,11 @@ struct list_run_s {
                                    inside backend_list */
 };
 
+const char *list_word(backend_mode_t kind) {
+    const char *w = kind < BACKEND_MODE_COUNT ? scripts_mode(kind)->list_word : NULL;
+    return w != NULL ? w : "lock";
+}
+
 /* ---- reading replies ---------------------------------------------------------------- */
 
 static long long num_of(const redisReply *r) {
@@ -79,7 +84,7 @@ static void str_of(char *out, size_t cap, const redisReply *r) {
 static int entry_of(list_run_t *r, const redisReply *x, list_entry_t *e) {
     if (x->type != REDIS_REPLY_ARRAY || x->elements != 9) return -1;
     const redisReply *k = x->element[0], *kind = x->element[1];
-    if (k->type != REDIS_REPLY_STRING || kind->type != REDIS_REPLY_STRING) return -1;
+    if (k->type != REDIS_REPLY_STRING || kind->type != REDIS_REPLY_INTEGER) return -1;
     const char *name;
     size_t len;
     if (!list_key_name(k->str, k->len, r->b->prefix, &name, &len)) return -1;
@@ -90,9 +95,8 @@ static int entry_of(list_run_t *r, const redisReply *x, list_entry_t *e) {
     memcpy(e->name, name, len);
     e->name[len] = '\0';
     e->len = len;
-    e->kind = LIST_KIND_LOCK;
-    for (int i = 0; i < LIST_KIND_COUNT; i++)
-        if (strcmp(kind->str, list_kind_names[i]) == 0) e->kind = (list_kind_t)i;
+    long long held = kind->integer;
+    e->kind = held >= 0 && held < BACKEND_MODE_COUNT ? (backend_mode_t)held : BACKEND_MUTEX;
     e->ttl_ms = num_of(x->element[2]);
     long long f = num_of(x->element[3]);
     e->fence = f > 0 ? (uint64_t)f : 0;

@@ -47,18 +47,6 @@
  * keys), whatever the deadline: past them the node fails the listing. */
 #define LIST_SCAN_ROUNDS_MAX 100000
 
-typedef enum {
-    LIST_KIND_LOCK = 0,
-    LIST_KIND_READ,
-    LIST_KIND_WRITE,
-    LIST_KIND_FAIR,
-    LIST_KIND_ELECT,
-    LIST_KIND_SEM,
-    LIST_KIND_COUNT
-} list_kind_t;
-
-extern const char *const list_kind_names[LIST_KIND_COUNT];
-
 /* One holder or waiter: its field in Redis, its dlockd (host "" and dpid
  * -1 when no dlockd registered it), its pid and uid (-1 unless it is a
  * client of this dlockd). */
@@ -75,7 +63,7 @@ typedef struct list_who_s {
 typedef struct list_entry_s {
     char name[255 + 1];
     size_t len;
-    list_kind_t kind;
+    backend_mode_t kind;        /* what it is held as (lua/part/kind.lua) */
     long long ttl_ms;           /* -1 no expiry */
     uint64_t fence;             /* 0: none (a semaphore) */
     size_t holders_total, nholders;
@@ -100,6 +88,10 @@ typedef void (*list_cb)(void *data, const list_result_t *res);
 typedef int (*list_keep_cb)(void *data, const char *name, size_t len);
 
 typedef struct list_run_s list_run_t;
+
+/* LIST's word for what a name is held as: its mode's row's list_word
+ * (scripts.c), "lock" for a mode no name is held as. */
+const char *list_word(backend_mode_t kind);
 
 /* Starts a listing; cb fires exactly once, never before this returns,
  * unless list_cancel() is called first. keep is called only before cb (or

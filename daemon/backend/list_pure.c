@@ -6,11 +6,6 @@
 #include "daemon/backend/keys.h"
 #include "daemon/backend/list.h"
 
-const char *const list_kind_names[LIST_KIND_COUNT] = {
-    [LIST_KIND_LOCK] = "lock", [LIST_KIND_READ] = "read", [LIST_KIND_WRITE] = "write",
-    [LIST_KIND_FAIR] = "fair", [LIST_KIND_ELECT] = "elect", [LIST_KIND_SEM] = "sem",
-};
-
 size_t list_match(char *out, size_t cap, const char *prefix, const char *pattern, size_t plen) {
     size_t k = 0;
     for (const char *p = prefix; *p; p++) {

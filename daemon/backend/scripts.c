@@ -44,9 +44,8 @@ _Static_assert(SCRIPTS_FORCED == (int)BACKEND_FORCED, "FORCED");
 
 #define CODE(name) {#name, SCRIPTS_##name}
 const scripts_code_t scripts_codes[] = {
-    CODE(GRANTED),   CODE(REENTERED), CODE(TAKEN),      CODE(WRONG_KIND), CODE(HOLD_GONE),
-    CODE(HELD_LOCK), CODE(HELD_READ), CODE(HELD_WRITE), CODE(HELD_SEM),   CODE(NOT_HELD),
-    CODE(GONE),      CODE(RENEWED),   CODE(FORCED),
+    CODE(GRANTED), CODE(REENTERED), CODE(TAKEN),   CODE(WRONG_KIND), CODE(HOLD_GONE),
+    CODE(NOT_HELD), CODE(GONE),     CODE(RENEWED), CODE(FORCED),
 };
 #undef CODE
 const size_t scripts_codes_count = sizeof(scripts_codes) / sizeof(scripts_codes[0]);
@@ -72,7 +71,7 @@ const size_t scripts_codes_count = sizeof(scripts_codes) / sizeof(scripts_codes[
 #define SUFFIX(kind) {SCRIPTS_KEY_SUFFIX, kind}
 
 /* A read/write lock's own script (rw.lua) and its place in the batch. */
-#define RW_MODE(acquire, release, drop, renew_letter)                                          \
+#define RW_MODE(acquire, release, drop, renew_letter, word)                                    \
     {                                                                                          \
         .lua = lua_rw, .own = K_ACQ | K_REL | K_DROP,                                          \
         .keys = {PREFIX(KEYS_TOKEN), PREFIX(KEYS_RW_CHANNEL), {SCRIPTS_KEY_TAG, ""}},          \
@@ -82,6 +81,7 @@ const size_t scripts_codes_count = sizeof(scripts_codes) / sizeof(scripts_codes[
         .batch = K_ACQ | K_REL | K_DROP | K_RENEW, .batch_own = 1, .renew = renew_letter,     \
         .acquire_key = PREFIX(KEYS_TOKEN), .renew_key = PREFIX(KEYS_FORCED),                   \
         .release_key = PREFIX(KEYS_RW_CHANNEL), .channel = KEYS_RW_CHANNEL,                    \
+        .list_word = word,                                                                     \
     }
 
 static const scripts_mode_t modes[BACKEND_MODE_COUNT] = {
@@ -89,10 +89,10 @@ static const scripts_mode_t modes[BACKEND_MODE_COUNT] = {
         .lua = NULL, .own = 0,
         .batch = K_ACQ | K_REL | K_DROP | K_RENEW | K_FENCE, .renew = 'n',
         .acquire_key = PREFIX(KEYS_TOKEN), .renew_key = PREFIX(KEYS_FORCED),
-        .release_key = PREFIX(KEYS_CHANNEL), .channel = KEYS_CHANNEL,
+        .release_key = PREFIX(KEYS_CHANNEL), .channel = KEYS_CHANNEL, .list_word = "lock",
     },
-    [BACKEND_READ] = RW_MODE('r', 'R', 'd', 'v'),
-    [BACKEND_WRITE] = RW_MODE('w', 'W', 'D', 'V'),
+    [BACKEND_READ] = RW_MODE('r', 'R', 'd', 'v', "read"),
+    [BACKEND_WRITE] = RW_MODE('w', 'W', 'D', 'V', "write"),
     [BACKEND_SEM] = {
         .lua = lua_sem, .own = K_ACQ | K_REL | K_INIT,
         .keys = {SUFFIX(KEYS_SEM_TIMEOUT), PREFIX(KEYS_SEM_CHANNEL)},
@@ -101,7 +101,7 @@ static const scripts_mode_t modes[BACKEND_MODE_COUNT] = {
         .letters = {[BACKEND_ACQUIRE] = 'a', [BACKEND_RELEASE] = 'r', [BACKEND_INIT] = 'i'},
         .batch = K_RENEW, .renew = 's',
         .acquire_key = SUFFIX(KEYS_SEM_TIMEOUT), .renew_key = SUFFIX(KEYS_SEM_TIMEOUT),
-        .release_key = SUFFIX(KEYS_SEM_TIMEOUT), .channel = KEYS_SEM_CHANNEL,
+        .release_key = SUFFIX(KEYS_SEM_TIMEOUT), .channel = KEYS_SEM_CHANNEL, .list_word = "sem",
     },
     [BACKEND_FAIR] = {
         .lua = lua_fair, .own = K_ACQ | K_REL | K_DROP | K_LEAVE,
@@ -114,6 +114,7 @@ static const scripts_mode_t modes[BACKEND_MODE_COUNT] = {
         .once = 'o', .batch = K_RENEW, .renew = 'n',
         .acquire_key = PREFIX(KEYS_TOKEN), .renew_key = PREFIX(KEYS_FORCED),
         .release_key = PREFIX(KEYS_CHANNEL), .channel = KEYS_CHANNEL, .own_channel = 1,
+        .list_word = "fair",
     },
     [BACKEND_ELECT] = {
         .lua = lua_elect, .own = K_ACQ | K_REL | K_DROP | K_LEAVE | K_LEADER,
@@ -126,7 +127,7 @@ static const scripts_mode_t modes[BACKEND_MODE_COUNT] = {
                     [BACKEND_LEAVE] = 'l', [BACKEND_LEADER] = 'g'},
         .once = 'o', .batch = K_RENEW, .renew = 'n',
         .acquire_key = PREFIX(KEYS_TOKEN), .renew_key = PREFIX(KEYS_FORCED),
-        .release_key = PREFIX(KEYS_CHANNEL), .channel = KEYS_CHANNEL,
+        .release_key = PREFIX(KEYS_CHANNEL), .channel = KEYS_CHANNEL, .list_word = "elect",
     },
     /* Only its acquire: its holds are BACKEND_MUTEX ones, released,
      * renewed and watched as such. */

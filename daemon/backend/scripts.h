@@ -52,7 +52,9 @@ const char *scripts_text(script_id_t id);
 extern const char *const scripts_list_lua;
 
 /* The numbers the scripts answer with, as daemon/backend/lua/part/codes.lua
- * names them too (test_scripts checks that each script's agree). An
+ * names them too (test_scripts checks that each script's agree); what a
+ * name holds is its kind's backend mode, named in lua/part/kind.lua after
+ * its row's list_word (HELD_LOCK is BACKEND_MUTEX's, "lock"). An
  * acquire's pair is {code, value}: */
 enum {
     SCRIPTS_GRANTED = 0,     /* {0, fence} (a semaphore: permits left) */
@@ -60,7 +62,8 @@ enum {
     SCRIPTS_TAKEN = 2,       /* {2, pttl}, -1 none */
     SCRIPTS_WRONG_KIND = 3,  /* {3, SCRIPTS_HELD_*} */
     SCRIPTS_HOLD_GONE = 4,   /* {4, 0}: a semaphore's earlier permits are gone */
-    /* WRONG_KIND's value, and STATUS's third element: what a name holds */
+    /* WRONG_KIND's value, STATUS's third element and LIST's kind, what a
+     * name holds: a backend_mode_t (some of them here) */
     SCRIPTS_HELD_LOCK = 0,
     SCRIPTS_HELD_READ = 1,
     SCRIPTS_HELD_WRITE = 2,
@@ -73,7 +76,8 @@ enum {
     SCRIPTS_FORCED = 2,
 };
 
-/* The codes as names and numbers, for the test that holds the scripts to them. */
+/* The codes as names and numbers, for the test that holds the scripts to
+ * them (but the HELD_ ones: the mode table's list_word names them). */
 typedef struct scripts_code_s {
     const char *name;        /* as the scripts name it: "GRANTED" */
     int value;
@@ -156,6 +160,10 @@ typedef struct scripts_mode_s {
      * the waiter's own, "<channel>:{key}:<owner field>" */
     const char *channel;
     int own_channel;
+    /* LIST's word for a name held as this mode (lua/list.lua answers the
+     * mode), NULL for a mode no name is held as; lua/part/kind.lua names
+     * the mode's code HELD_<list_word upper-cased> */
+    const char *list_word;
 } scripts_mode_t;
 
 const scripts_mode_t *scripts_mode(backend_mode_t mode);

@@ -41,8 +41,11 @@ void lockmgr_list_fill(lockmgr_t *m, list_entry_t *e) {
         const hold_t *h = w->ours ? hold_by_owner(l, w->owner) : NULL;
         if (h != NULL) fill_who(m, w, h->owner, h->granted_ns);
     }
-    if (lock_in_use(l) && lock_kind_mode(l->kind) == LOCK_MODE_FAIR) e->kind = LIST_KIND_FAIR;
-    if (e->kind == LIST_KIND_FAIR || e->kind == LIST_KIND_ELECT) {
+    /* Redis tells a kind that queues there (a fair lock) from a plain lock
+     * only while someone queues: a lock of it in use here says which. */
+    if (e->kind == BACKEND_MUTEX && lock_in_use(l) && l->kind->queues)
+        e->kind = lock_backend_mode(lock_kind_mode(l->kind));
+    if (lock_kind_of(lock_mode_of_backend(e->kind))->queues) {
         /* Redis's queue is every daemon's: name ours in it. */
         for (size_t i = 0; i < e->nwaiters; i++) {
             list_who_t *w = &e->waiters[i];

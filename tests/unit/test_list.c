@@ -118,7 +118,7 @@ static list_entry_t ent(const char *name, const char *holder, long long ttl, uin
     memset(&e, 0, sizeof(e));
     snprintf(e.name, sizeof(e.name), "%s", name);
     e.len = strlen(name);
-    e.kind = LIST_KIND_LOCK;
+    e.kind = BACKEND_MUTEX;
     e.ttl_ms = ttl;
     e.fence = fence;
     if (holder != NULL) {
@@ -162,7 +162,7 @@ START_TEST(majority_keeps_what_most_agree_on) {
     ck_assert_int_eq(a[1].agree, 2);
     /* a kind that differs is another lock */
     list_entry_t b[] = {ent("k", "u:1", 100, 1), ent("k", "u:1", 100, 1)};
-    b[1].kind = LIST_KIND_WRITE;
+    b[1].kind = BACKEND_WRITE;
     ck_assert_uint_eq(list_majority(b, 2, 2), 0);
     ck_assert_uint_eq(list_majority(b, 0, 2), 0);
 }

@@ -1,6 +1,7 @@
 /* Unit tests of daemon/backend/scripts: the calls' RESP bytes, the replies' decoding, the scripts' codes.
  * SPDX-License-Identifier: MIT */
 #include <check.h>
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -507,8 +508,6 @@ END_TEST
 
 /* ---- the scripts' codes ---------------------------------------------------------------- */
 
-/* Every "local NAME = number" line of every script names a code scripts.h
- * has, with its number; and every script that answers codes has them all. */
 /* An election's op: its six keys (the leader's record last), its value
  * after the place's length; LEADER by its own letter; renewals batch as a
  * plain lock's. */
@@ -722,16 +721,43 @@ START_TEST(test_multi_batch) {
 }
 END_TEST
 
+/* The mode whose list_word, upper-cased, is word ("LOCK": BACKEND_MUTEX);
+ * BACKEND_MODE_COUNT if none. */
+static int mode_of_word(const char *word) {
+    for (int m = 0; m < BACKEND_MODE_COUNT; m++) {
+        const char *w = scripts_mode((backend_mode_t)m)->list_word;
+        size_t i = 0;
+        while (w != NULL && w[i] != '\0' && word[i] == toupper((unsigned char)w[i])) i++;
+        if (w != NULL && w[i] == '\0' && word[i] == '\0') return m;
+    }
+    return BACKEND_MODE_COUNT;
+}
+
+/* Every "local NAME = number" line of every script names a code scripts.h
+ * has, with its number, or is a kind's HELD_<list word> with its mode's
+ * number (lua/part/kind.lua); and every script that answers codes has them
+ * all, every one that names kinds every kind. */
 START_TEST(test_codes_agree) {
-    for (int id = 0; id < SCRIPT_COUNT; id++) {
-        const char *s = scripts_text((script_id_t)id);
-        size_t found = 0;
+    size_t kinds = 0;
+    for (int m = 0; m < BACKEND_MODE_COUNT; m++)
+        if (scripts_mode((backend_mode_t)m)->list_word != NULL) kinds++;
+    /* SCRIPT_COUNT: lua/list.lua */
+    for (int id = 0; id <= SCRIPT_COUNT; id++) {
+        const char *s = id < SCRIPT_COUNT ? scripts_text((script_id_t)id) : scripts_list_lua;
+        size_t found = 0, held = 0;
         while (s != NULL && *s != '\0') {
             char name[64];
             long v;
             int used = 0;
-            if (sscanf(s, "local %63[A-Z_] = %ld%n", name, &v, &used) == 2 && used > 0 &&
+            if (sscanf(s, "local HELD_%58[A-Z_] = %ld%n", name, &v, &used) == 2 && used > 0 &&
                 (s[used] == '\n' || s[used] == '\0')) {
+                int m = mode_of_word(name);
+                ck_assert_msg(m < BACKEND_MODE_COUNT, "script %d: HELD_%s is no mode's list_word",
+                              id, name);
+                ck_assert_msg(m == v, "script %d: HELD_%s = %ld, its mode: %d", id, name, v, m);
+                held++;
+            } else if (sscanf(s, "local %63[A-Z_] = %ld%n", name, &v, &used) == 2 && used > 0 &&
+                       (s[used] == '\n' || s[used] == '\0')) {
                 size_t i = 0;
                 while (i < scripts_codes_count && strcmp(scripts_codes[i].name, name) != 0) i++;
                 ck_assert_msg(i < scripts_codes_count, "script %d: %s is no code of scripts.h", id,
@@ -745,10 +771,15 @@ START_TEST(test_codes_agree) {
         }
         ck_assert_msg(found == 0 || found == scripts_codes_count, "script %d: %zu codes of %zu",
                       id, found, scripts_codes_count);
+        ck_assert_msg(held == 0 || held == kinds, "script %d: %zu kinds of %zu", id, held, kinds);
         if (id == SCRIPT_ACQUIRE || id == SCRIPT_OPS || id == SCRIPT_OWN(BACKEND_SEM) ||
             id == SCRIPT_OWN(BACKEND_FAIR) || id == SCRIPT_OWN(BACKEND_ELECT) ||
-            id == SCRIPT_OWN(BACKEND_MULTI))
+            id == SCRIPT_OWN(BACKEND_MULTI)) {
             ck_assert_msg(found == scripts_codes_count, "script %d names no codes", id);
+            ck_assert_msg(held == kinds, "script %d names no kinds", id);
+        }
+        if (id == SCRIPT_STATUS || id == SCRIPT_FORCE || id == SCRIPT_WHO || id == SCRIPT_COUNT)
+            ck_assert_msg(held == kinds, "script %d names no kinds", id);
     }
 }
 END_TEST

@@ -3,5 +3,6 @@
 -- 'q' for a quorum's fence rule (or nothing).
 --   redis-cli --eval build/gen/lua/acquire.lua mylock 'redisson_lock_token:{mylock}' , 30000 me:1
 --#include part/codes.lua
+--#include part/kind.lua
 local K1, K2, A1, A2, Q = KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3]
 --#include part/acquire.lua

@@ -27,25 +27,15 @@
 -- fair.lua's; 'g' answers {fence, value, pttl}, {0, '', -2} when nobody
 -- leads, {-1, '', HELD_*} when K1 is another kind of lock.
 --#include part/codes.lua
+--#include part/kind.lua
 local K1, K2, K3, K4, K5, K6 = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local op, A2, A3, A4, A5, P = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
--- What K1 is: 'none', 'elect' (its holder is K6's owner), or another kind.
-local kind = function()
-  local ty = redis.call('type', K1).ok
-  if ty == 'none' then return 'none' end
-  if ty ~= 'hash' then return HELD_SEM end
-  local m = redis.call('hget', K1, 'mode')
-  if m then return m == 'read' and HELD_READ or m == 'write' and HELD_WRITE or HELD_SEM end
-  local o = redis.call('hget', K6, 'owner')
-  if o and redis.call('hexists', K1, o) == 1 then return 'elect' end
-  return HELD_LOCK
-end
 if op == 'g' then
-  local k = kind()
-  if k == 'none' then return {0, '', -2} end
-  if k ~= 'elect' then return {-1, '', k} end
+  local k = kind(K1, 'e')
+  if not k then return {0, '', -2} end
+  if k ~= HELD_ELECT then return {-1, '', k} end
   local r = redis.call('hmget', K6, 'fence', 'value')
   return {tonumber(r[1]), r[2], redis.call('pttl', K1)}
 end
@@ -63,8 +53,9 @@ if op == 'l' then
   if redis.call('exists', K1) == 0 then redis.call(P, K4, '0') end
   return 0
 end
-local k = kind()
-if k ~= 'none' and k ~= 'elect' then
+-- What K1 is (an election's when its holder is K6's owner): nil when nothing.
+local k = kind(K1, 'e')
+if k and k ~= HELD_ELECT then
   if op == 'a' or op == 'o' then return {WRONG_KIND, k} end
   return NOT_HELD
 end
@@ -78,7 +69,7 @@ if op == 'r' or op == 'd' then
   redis.call('del', K1, K6)
   return {0, redis.call(P, K4, '0')}
 end
-if k == 'none' then
+if not k then
   local h = redis.call('lindex', K2, 0)
   if not h or h == A3 then
     if h then redis.call('lpop', K2) end

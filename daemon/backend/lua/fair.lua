@@ -31,6 +31,7 @@
 -- waiter's {2, ttl} is the holder's lease, or when the head's place ends
 -- if the lock is free, -1 unknown.
 --#include part/codes.lua
+--#include part/kind.lua
 local K1, K2, K3, K4, K5, K6 = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local op, A2, A3, A4, A5, P = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local t = redis.call('time')
@@ -56,15 +57,9 @@ if op == 'l' then
   if redis.call('exists', K1) == 0 then wake() end
   return 0
 end
-local m = redis.pcall('hget', K1, 'mode')
-if type(m) == 'table' then
-  if redis.call('type', K1).ok ~= 'string' then error(m) end
-  m = 'sem'
-end
-if m then
-  if op == 'a' or op == 'o' then
-    return {WRONG_KIND, m == 'read' and HELD_READ or m == 'write' and HELD_WRITE or HELD_SEM}
-  end
+local as = held(K1)
+if as ~= HELD_LOCK then
+  if op == 'a' or op == 'o' then return {WRONG_KIND, as} end
   return NOT_HELD
 end
 if op == 'r' or op == 'd' then

@@ -10,19 +10,23 @@
 --   redis-cli --eval daemon/backend/lua/force.lua mylock 'redisson_lock__channel:{mylock}' \
 --     'dlock_forced:{mylock}' '{mylock}:timeout' 'redisson_sc:{mylock}' \
 --     'redisson_lock_queue:{mylock}' 'redisson_rwlock:{mylock}' , 60000 publish
-if redis.call('type', KEYS[1]).ok == 'string' then
+--#include part/kind.lua
+local h = held(KEYS[1])
+if h == HELD_SEM then
   local n = redis.call('zcard', KEYS[4])
   if n == 0 then return 0 end
   redis.call('del', KEYS[4])
   redis.call(ARGV[2], KEYS[5], redis.call('incrby', KEYS[1], n))
   return 1
 end
+local rw = h == HELD_READ or h == HELD_WRITE
+-- another kind, whose key is no lock's hash: nothing a holder holds
+if h ~= HELD_LOCK and not rw then return 0 end
 local f = redis.call('hkeys', KEYS[1])
 if #f == 0 then return 0 end
 local t = redis.call('pttl', KEYS[1])
 if t < 0 then t = 0 end
 local who = f[1] == 'mode' and f[2] or f[1]
-local rw = redis.call('hexists', KEYS[1], 'mode') == 1
 redis.call('set', KEYS[3], who or '', 'px', t + tonumber(ARGV[1]))
 redis.call('del', KEYS[1])
 redis.call(ARGV[2], KEYS[2], '0')

@@ -8,28 +8,30 @@
 --
 -- Replies one element per key that is a lock: {key, kind, pttl, fence,
 -- holders in all, {field, count, ...}, waiters in all, {field, ...},
--- value}; kind 'lock', 'read', 'write', 'fair', 'elect' or 'sem'. A
--- semaphore's holders are its permit ids' owners (an id without its
--- ':<n>' tail), count the permits, pttl until the first id expires, value
--- the permits available; an election's value is its leader's. Keys that
--- are no lock (another type, a string that is no number) are left out.
+-- value}; kind its HELD_ code (part/kind.lua's kind(), telling fair locks
+-- and elections apart: the lock manager words it by its mode's list_word).
+-- A key that is a string (a semaphore's) has as holders its permit ids'
+-- owners (an id without its ':<n>' tail), count the permits, pttl until
+-- the first id expires, value its number (a semaphore's permits
+-- available); a lock's hash its fields, and the waiters of its queue in
+-- Redis (a fair lock's, an election's), an election's value its leader's.
+-- Keys that are no lock (another type, a string that is no number) are
+-- left out.
+--#include part/kind.lua
 local hmax, wmax = tonumber(ARGV[1]), tonumber(ARGV[2])
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local function comp(kind, k)
-  if string.find(k, '{', 1, true) then return kind .. ':' .. k end
-  return kind .. ':{' .. k .. '}'
-end
-local function suffix(k, kind)
-  if string.find(k, '{', 1, true) then return k .. ':' .. kind end
-  return '{' .. k .. '}:' .. kind
+local function suffix(k, name)
+  if string.find(k, '{', 1, true) then return k .. ':' .. name end
+  return '{' .. k .. '}:' .. name
 end
 local out = {}
 for i = 3, #ARGV do
   local k = ARGV[i]
-  local ty = redis.call('type', k).ok
+  local ok, c, ty = pcall(kind, k, 'ef')
+  if not ok then c = nil end
   local e
-  if ty == 'string' then
+  if c and ty == 'string' then
     local avail = tonumber(redis.call('get', k))
     if avail then
       local ids = redis.call('zrange', suffix(k, 'timeout'), 0, -1, 'withscores')
@@ -45,33 +47,29 @@ for i = 3, #ARGV do
       for j = 1, math.min(#order, hmax) do
         h[#h + 1] = order[j]; h[#h + 1] = by[order[j]]
       end
-      e = {k, 'sem', first, 0, #order, h, 0, {}, tostring(avail)}
+      e = {k, c, first, 0, #order, h, 0, {}, tostring(avail)}
     end
-  elseif ty == 'hash' then
+  elseif c then
     local f = redis.call('hgetall', k)
-    local mode, h, n = nil, {}, 0
+    local h, n = {}, 0
     for j = 1, #f, 2 do
-      if f[j] == 'mode' then mode = f[j + 1]
-      else
+      if f[j] ~= 'mode' then
         n = n + 1
         if n <= hmax then h[#h + 1] = f[j]; h[#h + 1] = tonumber(f[j + 1]) or 0 end
       end
     end
     local fence = tonumber(redis.call('get', comp('redisson_lock_token', k)) or '0') or 0
-    local kind, q, value = 'lock', comp('redisson_lock_queue', k), ''
-    if mode then kind = mode == 'write' and 'write' or 'read'
-    elseif redis.call('exists', comp('dlock_leader', k)) == 1 then
-      kind, q = 'elect', comp('dlock_elect_queue', k)
+    local q, value = comp('redisson_lock_queue', k), ''
+    if c == HELD_ELECT then
+      q = comp('dlock_elect_queue', k)
       value = redis.call('hget', comp('dlock_leader', k), 'value') or ''
-    elseif redis.call('exists', q) == 1 or redis.call('exists', comp('dlock_fair', k)) == 1 then
-      kind = 'fair'
     end
     local w, nw = {}, 0
-    if not mode then
+    if c ~= HELD_READ and c ~= HELD_WRITE then
       nw = redis.call('llen', q)
       w = redis.call('lrange', q, 0, wmax - 1)
     end
-    e = {k, kind, redis.call('pttl', k), fence, n, h, nw, w, value}
+    e = {k, c, redis.call('pttl', k), fence, n, h, nw, w, value}
   end
   if e then out[#out + 1] = e end
 end

@@ -7,5 +7,6 @@
 -- grant; then 'q' for a quorum's fence rule (or nothing).
 --   redis-cli --eval build/gen/lua/mlock.lua a b 'redisson_lock_token:{a}' 'redisson_lock_token:{b}' , 30000 me:1 nn
 --#include part/codes.lua
+--#include part/kind.lua
 local MK, MO, MN, ML, MF, MW, MQ = KEYS, 0, #KEYS / 2, ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 --#include part/mlock.lua

@@ -21,21 +21,21 @@
 -- added, and a release gives back the ids actually removed: available plus
 -- ids is the size, whatever ids a lost answer left behind. Releases
 -- publish the permits available (Redisson's message), and return
--- {0, subscribers} or -1 when none of the ids was there. A name that is a
--- lock (a hash) gets {3, its kind} from 'a' and 'i' and -1 from 'r',
--- changing nothing.
+-- {0, subscribers} or -1 when none of the ids was there. A name held as
+-- another kind (a lock's hash: part/kind.lua) gets {3, its kind} from 'a'
+-- and 'i' and -1 from 'r', changing nothing.
 --#include part/codes.lua
+--#include part/kind.lua
 local K1, K2, K3 = KEYS[1], KEYS[2], KEYS[3]
 local op, n, b, P = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[6]
 local id = ARGV[5] .. ':'
-local ty = redis.call('type', K1).ok
-if ty == 'hash' then
+local k = kind(K1)
+if k and k ~= HELD_SEM then
   if op == 'r' then return NOT_HELD end
-  local m = redis.call('hget', K1, 'mode')
-  return {WRONG_KIND, m == 'read' and HELD_READ or m == 'write' and HELD_WRITE or HELD_LOCK}
+  return {WRONG_KIND, k}
 end
 if op == 'i' then
-  if ty ~= 'none' then return 0 end
+  if k then return 0 end
   redis.call('set', K1, n)
   redis.call(P, K3, n)
   return 1

@@ -7,8 +7,9 @@
 -- Replies {pttl, the holder's field, its registry entry}: -2 and empty
 -- strings when free (-3 a semaphore), '' for a holder no dlockd registered
 -- (a Redisson client).
+--#include part/kind.lua
 local f = redis.pcall('hkeys', KEYS[1])
-if f.err and redis.call('type', KEYS[1]).ok == 'string' then return {-3, '', ''} end
+if f.err and held(KEYS[1], f) == HELD_SEM then return {-3, '', ''} end
 if type(f) ~= 'table' or #f == 0 then return {-2, '', ''} end
 local who = f[1] == 'mode' and f[2] or f[1]
 if not who then return {-2, '', ''} end

@@ -5,10 +5,9 @@
 -- Q 'q' for a quorum's rule.
 --
 -- Replies ({code, value}, codes as daemon/backend/scripts.h names them):
--- {0, fence} a new grant, {1, holds} reentered, {2, pttl} taken, {3, 1 or
--- 2} held as a read/write lock (reads, a write: checked first, since a
--- reader's field has the same name as the owner's), {3, 3} a semaphore (a
--- string: its permits).
+-- {0, fence} a new grant, {1, holds} reentered, {2, pttl} taken, {3, HELD_*}
+-- held as another kind (part/kind.lua's held(); read/write checked first,
+-- since a reader's field has the same name as the owner's).
 --
 -- A grant's fence is the greater of the counter plus one and Redis TIME in
 -- microseconds, and the counter is set to it: fences keep rising when
@@ -25,7 +24,7 @@
 -- per call (its grants follow within microseconds, and a second grant of
 -- one name in it takes the counter plus one).
 -- luacheck: globals K1 K2 A1 A2 Q
--- luacheck: read globals GRANTED REENTERED TAKEN WRONG_KIND HELD_READ HELD_WRITE HELD_SEM
+-- luacheck: read globals GRANTED REENTERED TAKEN WRONG_KIND HELD_LOCK held
 if redis.call('exists', K1) == 0 then
   redis.call('hset', K1, A2, 1)
   redis.call('pexpire', K1, A1)
@@ -42,12 +41,8 @@ if redis.call('exists', K1) == 0 then
   redis.call('set', K2, string.format('%d', f))
   return {GRANTED, f}
 end
-local m = redis.pcall('hget', K1, 'mode')
-if type(m) == 'table' then
-  if redis.call('type', K1).ok == 'string' then return {WRONG_KIND, HELD_SEM} end
-  error(m)
-end
-if m then return {WRONG_KIND, m == 'read' and HELD_READ or HELD_WRITE} end
+local h = held(K1)
+if h ~= HELD_LOCK then return {WRONG_KIND, h} end
 if redis.call('hexists', K1, A2) == 1 then
   local n = redis.call('hincrby', K1, A2, 1)
   redis.call('pexpire', K1, A1)

@@ -8,11 +8,8 @@ local REENTERED = 1
 local TAKEN = 2
 local WRONG_KIND = 3
 local HOLD_GONE = 4
--- WRONG_KIND's value, and STATUS's third element: what the name holds.
-local HELD_LOCK = 0
-local HELD_READ = 1
-local HELD_WRITE = 2
-local HELD_SEM = 3
+-- WRONG_KIND's value, and STATUS's third element, what the name holds,
+-- is a kind's HELD_ code: part/kind.lua.
 -- A release's or drop's holds left when the owner held nothing.
 local NOT_HELD = -1
 -- A renewal's digit.

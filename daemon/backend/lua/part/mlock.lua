@@ -37,7 +37,7 @@
 -- PEXPIRE for each. A set with a reentry, or with a name not free, looks
 -- at each name in turn.
 -- luacheck: globals MK MO MN ML MF MW MQ
--- luacheck: read globals GRANTED REENTERED TAKEN WRONG_KIND HOLD_GONE HELD_READ HELD_WRITE HELD_SEM
+-- luacheck: read globals GRANTED REENTERED TAKEN WRONG_KIND HOLD_GONE HELD_LOCK held
 local now = function()
   local t = redis.call('time')
   if MQ == 'q' then return tonumber(t[1]) * 1000000 end
@@ -77,12 +77,8 @@ for i = 1, MN do
   if string.byte(MW, i) == 114 then
     if redis.call('hexists', k, MF) == 0 then return {HOLD_GONE, 0, i} end
   elseif redis.call('exists', k) == 1 then
-    local m = redis.pcall('hget', k, 'mode')
-    if type(m) == 'table' then
-      if redis.call('type', k).ok == 'string' then return {WRONG_KIND, HELD_SEM, i} end
-      error(m)
-    end
-    if m then return {WRONG_KIND, m == 'read' and HELD_READ or HELD_WRITE, i} end
+    local h = held(k)
+    if h ~= HELD_LOCK then return {WRONG_KIND, h, i} end
     local mine = redis.call('hget', k, MF)
     if mine then return {REENTERED, tonumber(mine), i} end
     local t = redis.call('pttl', k)

@@ -11,10 +11,10 @@
 -- Renewals go in the batch script (part/rw_renew.lua).
 --
 -- Replies as the lock's scripts give them (part/acquire.lua,
--- part/release.lua), and an acquire of a name held as a plain lock (a
--- hash without 'mode') gets {3, 0}, changing nothing. A write grant raises
--- the fence as part/acquire.lua does; a read grant returns the counter as
--- it is: readers learn whether a newer writer came. Releases publish as
+-- part/release.lua), and an acquire of a name held as another kind (a
+-- plain lock: a hash without 'mode') gets {3, HELD_*}, changing nothing.
+-- A write grant raises the fence as part/acquire.lua does; a read grant
+-- returns the counter as it is: readers learn whether a newer writer came. Releases publish as
 -- Redisson does ('0' after reads, '1' after a write), and a write release
 -- that leaves this owner's reads (a downgrade) publishes too, since
 -- readers elsewhere may go now.
@@ -29,14 +29,14 @@
 -- (HRANDFIELD, Redis 6.2), and only when neither will do at them all
 -- (HKEYS): fifty readers' release no longer lists fifty fields.
 -- luacheck: globals K1 K2 K3 K4 op A2 A3 P
--- luacheck: read globals GRANTED REENTERED TAKEN WRONG_KIND HELD_LOCK HELD_SEM NOT_HELD
+-- luacheck: read globals GRANTED REENTERED TAKEN WRONG_KIND HELD_LOCK NOT_HELD held
 local W = A3 .. ':write'
 local T = K4 .. ':' .. A3 .. ':rwlock_timeout:'
 local field = (op == 'r' or op == 'R' or op == 'd') and A3 or W
 local got = redis.pcall('hmget', K1, 'mode', field)
 if got.err then
-  if redis.call('type', K1).ok ~= 'string' then error(got) end
-  if op == 'r' or op == 'w' then return {WRONG_KIND, HELD_SEM} end
+  local h = held(K1, got)
+  if op == 'r' or op == 'w' then return {WRONG_KIND, h} end
   return NOT_HELD
 end
 local mode = got[1]
