@@ -83,7 +83,7 @@ typedef enum {
     BACKEND_TAKEN,        /* someone else holds it: ttl_ms is set (-1: no expiry) */
     BACKEND_WRONG_KIND,   /* the name is held as another kind of lock: held says
                              which; nothing was changed */
-    BACKEND_HOLD_GONE     /* SEM, permit_base > 0: the owner's earlier permits
+    BACKEND_HOLD_GONE     /* SEM, base > 0: the owner's earlier permits
                              are gone (expired, forced); nothing was changed */
 } backend_outcome_t;
 
@@ -171,9 +171,12 @@ struct backend_op_s {
     void *data;                 /* the caller's */
     backend_who_t *who;         /* WHO: where the answer goes */
     uint64_t raise_to;          /* FENCE */
-    uint32_t permits;           /* SEM: ACQUIRE, RELEASE and RENEW's permits;
-                                   INIT's size or count */
-    uint32_t permit_base;       /* SEM: the ids start after this one */
+    uint32_t count;             /* how many, as the mode's script reads it:
+                                   a hold's count (a semaphore's permits to
+                                   take, give back or renew), INIT's size or
+                                   count */
+    uint32_t base;              /* the owner's count before this op (a
+                                   semaphore's ids start after it) */
     uint32_t queue_ms;          /* FAIR ACQUIRE: how long the owner's place in
                                    the queue lasts unless it asks again */
     uint32_t queue_foreign_ms;  /* FAIR ACQUIRE: ... plus this much for each

@@ -329,8 +329,8 @@ static size_t put_own_args(char *p, const backend_op_t *op, const scripts_mode_t
         }
         case SCRIPTS_ARG_LEASE: k += resp_write_u64(p + k, op->lease_ms); break;
         case SCRIPTS_ARG_FIELD: k += resp_write_bulk(p + k, field, flen); break;
-        case SCRIPTS_ARG_PERMITS: k += resp_write_u64(p + k, op->permits); break;
-        case SCRIPTS_ARG_BASE: k += resp_write_u64(p + k, op->permit_base); break;
+        case SCRIPTS_ARG_PERMITS: k += resp_write_u64(p + k, op->count); break;
+        case SCRIPTS_ARG_BASE: k += resp_write_u64(p + k, op->base); break;
         case SCRIPTS_ARG_QUEUE: k += resp_write_u64(p + k, op->queue_ms); break;
         case SCRIPTS_ARG_QUEUE_FOREIGN:
             k += resp_write_u64(p + k, op->queue_foreign_ms);
@@ -376,7 +376,7 @@ static size_t put_args(char *p, const backend_op_t *op, script_id_t id, const ch
             nlen = keys_u64(num, op->lease_ms);
         } else if (op->type == BACKEND_RENEW) {
             letter[0] = m->renew;
-            if (m->renew == 's') llen += keys_u64(letter + 1, op->permits);
+            if (m->renew == 's') llen += keys_u64(letter + 1, op->count);
         } else {
             letter[0] = op->type == BACKEND_ACQUIRE ? (flags & SCRIPTS_F_QUORUM ? 'q' : 'a')
                         : op->type == BACKEND_FENCE ? 'f'

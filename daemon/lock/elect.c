@@ -259,6 +259,7 @@ const lock_kind_t lock_kind_elect = {
     .queues = 1,
     .kick = lock_kick_all,
     .prepare = elect_prepare,
+    .prepare_op = redisq_prepare_op,
     .taken = redisq_taken,
     .requeued = redisq_queued, /* the name's watch (observe.c) wakes it */
     .leave = elect_leave,

@@ -89,6 +89,7 @@ const lock_kind_t lock_kind_fair = {
     .queues = 1,
     .kick = lock_kick_all,
     .prepare = fair_prepare,
+    .prepare_op = redisq_prepare_op,
     .refused = fair_refused,
     .taken = redisq_taken,
     .requeued = fair_queued,

@@ -65,6 +65,9 @@ struct lock_kind_s {
     void (*kick)(lock_t *l);
     /* Optional: fills what the kind adds to w's acquire. */
     void (*prepare)(lock_t *l, wait_t *w, backend_op_t *op);
+    /* Optional: fills what the kind adds to a request's one backend call
+     * (lock_op_new: a reentry, RENEW, its own requests). */
+    void (*prepare_op)(lockmgr_t *m, backend_op_t *op);
     /* Redis granted w: a hold, and w's answer; NULL: lock_grant() with
      * the fence Redis gave. */
     void (*granted)(lock_t *l, wait_t *w);

@@ -494,7 +494,7 @@ static void mwait_ask_gone(mwait_t *mw, size_t which, const hold_t *h) {
     mw->in_flight = 1;
     memset(op, 0, sizeof(*op));
     lock_op_init(op, BACKEND_RENEW, LOCK_MODE_MUTEX, l->name, l->len, mw->owner_id, on_gone);
-    op->permits = h->count;
+    op->count = h->count;
     op->lease_ms = lock_hold_redis_lease(h);
     backend_submit(m->backend, op);
 }

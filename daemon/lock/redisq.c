@@ -60,3 +60,8 @@ void redisq_released(lock_t *l, hold_t *h) {
 void redisq_queue_end(lock_t *l) {
     timers_stop(l->mgr->timers, &redisq_of(l)->keep);
 }
+
+void redisq_prepare_op(lockmgr_t *m, backend_op_t *op) {
+    op->queue_ms = m->conf->lease_ms;
+    op->queue_foreign_ms = LOCKMGR_FAIR_FOREIGN_WAIT_MS;
+}

@@ -11,8 +11,9 @@
  * the queue, puts them back in the same order. A waiter that stops
  * waiting leaves its place (lock_leave_queue, in its kind's leave hook).
  * Such a kind sets kick = lock_kick_all, taken = redisq_taken, requeued
- * (redisq_queued, or its own that calls it), released = redisq_released
- * and queue_end = redisq_queue_end, and queues = 1. */
+ * (redisq_queued, or its own that calls it), released = redisq_released,
+ * queue_end = redisq_queue_end and prepare_op = redisq_prepare_op, and
+ * queues = 1. */
 #ifndef DLOCK_LOCK_REDISQ_H
 #define DLOCK_LOCK_REDISQ_H
 
@@ -28,6 +29,9 @@ void redisq_taken(lock_t *l, wait_t *w, const backend_result_t *res);
 /* A release here: the local head may be Redis's too, and asks right
  * behind it rather than waiting for the wake-up. */
 void redisq_released(lock_t *l, hold_t *h);
+/* A request's one call (a reentry that finds its hold gone takes a
+ * place): the place's length, as a wait's. */
+void redisq_prepare_op(lockmgr_t *m, backend_op_t *op);
 /* The queue goes: the keep timer stops. */
 void redisq_queue_end(lock_t *l);
 

@@ -69,8 +69,8 @@ static void release_queue(lockmgr_t *m, backend_op_type_t kind, const char *name
     r->mgr = m;
     r->type = kind;
     r->op.owner = owner;
-    r->op.permit_base = base;
-    r->op.permits = count;
+    r->op.base = base;
+    r->op.count = count;
     r->mode = mode;
     r->give_up_at = timers_now(m->timers) + (lease_ms ? lease_ms : m->conf->lease_ms);
     memcpy(r->name, name, len);
@@ -130,13 +130,13 @@ void release_forget_below(lockmgr_t *m, const char *name, size_t len, uint64_t o
         if (r->op.owner != owner || r->mode != mode || r->len != len ||
             memcmp(r->name, name, len) != 0)
             continue;
-        uint32_t end = r->op.permit_base + r->op.permits;
+        uint32_t end = r->op.base + r->op.count;
         if (end <= count) {
             STAILQ_REMOVE(&m->retries, r, release_s, link);
             release_dispose(m, r);
-        } else if (r->op.permit_base < count) {
-            r->op.permit_base = count;
-            r->op.permits = end - count;
+        } else if (r->op.base < count) {
+            r->op.base = count;
+            r->op.count = end - count;
         }
     }
 }

@@ -38,9 +38,8 @@ lock_op_t *lock_op_new(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_requ
     if (l) l->busy++;
     lock_pending_start(o, &op->hdr, PENDING_OP, o->call_now);
     lock_op_init(&op->bop, kind, mode, op->name, op->len, o->id, on_op);
-    op->bop.queue_ms = m->conf->lease_ms; /* a fair lock's reentry that finds
-                                             it gone takes a place */
-    op->bop.queue_foreign_ms = LOCKMGR_FAIR_FOREIGN_WAIT_MS;
+    const lock_kind_t *k = lock_kind_of(mode);
+    if (k->prepare_op) k->prepare_op(m, &op->bop);
     op->done = done;
     return op;
 }
@@ -250,7 +249,7 @@ static void do_renew(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_reques
     }
     lock_op_t *op = lock_op_new(m, o, l, req, BACKEND_RENEW, h->mode, renew_done);
     if (op == NULL) return;
-    op->bop.permits = h->count;
+    op->bop.count = h->count;
     if (h->lease_ms) {
         /* A hold with a lease: reset to the lease given, which becomes its
          * own, or to its own. */

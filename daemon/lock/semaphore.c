@@ -58,8 +58,8 @@ static void sem_prepare(lock_t *l, wait_t *w, backend_op_t *op) {
     else if (h->lease_ms && w->lease_ms)
         sw->hold_lease = h->lease_ms > w->lease_ms ? h->lease_ms : w->lease_ms;
     else sw->hold_lease = 0;
-    op->permits = w->count;
-    op->permit_base = sw->base;
+    op->count = w->count;
+    op->base = sw->base;
     op->lease_ms = sw->hold_lease ? sw->hold_lease : l->mgr->conf->lease_ms;
 }
 
@@ -263,7 +263,7 @@ static void sem_request(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_req
     }
     lock_op_t *op = lock_op_new(m, o, l, req, BACKEND_INIT, LOCK_MODE_SEM, seminit_done);
     if (op == NULL) return;
-    op->bop.permits = req->count;
+    op->bop.count = req->count;
     backend_submit(m->backend, &op->bop);
 }
 

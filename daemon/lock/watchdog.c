@@ -225,8 +225,8 @@ static void renew_batch(lockmgr_t *m, hold_t **holds, size_t count) {
         it->grant_id = h->grant_id;
         lock_op_init(&it->op, BACKEND_RENEW, h->mode, h->lock->name, h->lock->len,
                      h->owner->id, on_renewed);
-        it->op.permits = h->count;
-        it->op.permit_base = 0;
+        it->op.count = h->count;
+        it->op.base = 0;
         it->op.queue_ms = 0;
         it->op.once = 0;
         it->op.lease_ms = m->dog_lease;

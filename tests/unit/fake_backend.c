@@ -538,7 +538,7 @@ static void fk_submit(backend_t *b, backend_op_t *op) {
     if (op->mode == BACKEND_SEM) {
         if (op->type == BACKEND_ACQUIRE || op->type == BACKEND_RELEASE ||
             op->type == BACKEND_RENEW)
-            EXPECT(op->permits >= 1, "semaphore op of kind %d with no permits (%.*s)",
+            EXPECT(op->count >= 1, "semaphore op of kind %d with no permits (%.*s)",
                    (int)op->type, (int)op->len, op->name);
         if (op->type == BACKEND_ACQUIRE || op->type == BACKEND_RENEW)
             EXPECT(op->lease_ms > 0, "semaphore op of kind %d without a lease", (int)op->type);
@@ -577,8 +577,8 @@ static void fk_submit(backend_t *b, backend_op_t *op) {
     memcpy(r->name, op->name, op->len < FAKE_NAME_MAX ? op->len : FAKE_NAME_MAX);
     r->owner = op->owner;
     r->lease_ms = op->lease_ms;
-    r->permits = op->permits;
-    r->permit_base = op->permit_base;
+    r->permits = op->count;
+    r->permit_base = op->base;
     r->queue_ms = op->mode == BACKEND_FAIR || op->mode == BACKEND_ELECT ? op->queue_ms : 0;
     r->queue_foreign_ms = op->mode == BACKEND_FAIR ? op->queue_foreign_ms : 0;
     r->once = op->mode == BACKEND_FAIR ? op->once : 0;

@@ -51,8 +51,8 @@ static void sem_status_is(client_t *c, const char *name, long long available, lo
 static void sem_queued(size_t i, backend_op_type_t kind, const char *name, const client_t *c,
                        uint32_t base, uint32_t permits) {
     queued_mode_is(i, kind, BACKEND_SEM, name, c);
-    if (kind != BACKEND_RENEW) ck_assert_uint_eq(fake_queued_op(fb, i)->permit_base, base);
-    ck_assert_uint_eq(fake_queued_op(fb, i)->permits, permits);
+    if (kind != BACKEND_RENEW) ck_assert_uint_eq(fake_queued_op(fb, i)->base, base);
+    ck_assert_uint_eq(fake_queued_op(fb, i)->count, permits);
 }
 
 /* SEMINIT sets the size once; of a lock (in Redis, or held here) it is ERR KIND. */

@@ -133,8 +133,8 @@ END_TEST
 START_TEST(test_format_sem_fair) {
     script_id_t id;
     backend_op_t op = mkop(BACKEND_ACQUIRE, BACKEND_SEM, "s");
-    op.permits = 3;
-    op.permit_base = 2;
+    op.count = 3;
+    op.base = 2;
     ck_assert_str_eq(format1(&op, 0, &id),
                      resp("EVALSHA", SHA, "3", "dlock:s", "{dlock:s}:timeout",
                           "redisson_sc:{dlock:s}", "a", "3", "2", "30000", FIELD, "publish",
@@ -186,7 +186,7 @@ START_TEST(test_format_batches) {
     /* another lease, or another kind of op: the batch script */
     backend_op_t r = mkop(BACKEND_RENEW, BACKEND_WRITE, "w"), s = mkop(BACKEND_RENEW, BACKEND_SEM, "s"),
                  q = mkop(BACKEND_ACQUIRE, BACKEND_MUTEX, "q");
-    s.permits = 2;
+    s.count = 2;
     backend_op_t *four[4] = {&a, &r, &s, &q};
     ck_assert_str_eq(format(four, 4, SCRIPTS_F_QUORUM, &id),
                      resp("EVALSHA", SHA, "8", "dlock:a", "dlock_forced:{dlock:a}", "dlock:w",
