@@ -96,7 +96,7 @@ static const scripts_mode_t modes[BACKEND_MODE_COUNT] = {
     [BACKEND_SEM] = {
         .lua = lua_sem, .own = K_ACQ | K_REL | K_INIT,
         .keys = {SUFFIX(KEYS_SEM_TIMEOUT), PREFIX(KEYS_SEM_CHANNEL)},
-        .args = {SCRIPTS_ARG_LETTER, SCRIPTS_ARG_PERMITS, SCRIPTS_ARG_BASE, SCRIPTS_ARG_LEASE,
+        .args = {SCRIPTS_ARG_LETTER, SCRIPTS_ARG_COUNT, SCRIPTS_ARG_BASE, SCRIPTS_ARG_LEASE,
                  SCRIPTS_ARG_FIELD},
         .letters = {[BACKEND_ACQUIRE] = 'a', [BACKEND_RELEASE] = 'r', [BACKEND_INIT] = 'i'},
         .batch = K_RENEW, .renew = 's',
@@ -329,7 +329,7 @@ static size_t put_own_args(char *p, const backend_op_t *op, const scripts_mode_t
         }
         case SCRIPTS_ARG_LEASE: k += resp_write_u64(p + k, op->lease_ms); break;
         case SCRIPTS_ARG_FIELD: k += resp_write_bulk(p + k, field, flen); break;
-        case SCRIPTS_ARG_PERMITS: k += resp_write_u64(p + k, op->count); break;
+        case SCRIPTS_ARG_COUNT: k += resp_write_u64(p + k, op->count); break;
         case SCRIPTS_ARG_BASE: k += resp_write_u64(p + k, op->base); break;
         case SCRIPTS_ARG_QUEUE: k += resp_write_u64(p + k, op->queue_ms); break;
         case SCRIPTS_ARG_QUEUE_FOREIGN:

@@ -118,7 +118,7 @@ typedef enum {
     SCRIPTS_ARG_LETTER,        /* the op's letter (letters[kind], or once) */
     SCRIPTS_ARG_LEASE,         /* lease_ms */
     SCRIPTS_ARG_FIELD,         /* the owner's field */
-    SCRIPTS_ARG_PERMITS,       /* permits */
+    SCRIPTS_ARG_COUNT,         /* count */
     SCRIPTS_ARG_BASE,          /* base */
     SCRIPTS_ARG_QUEUE,         /* queue_ms */
     SCRIPTS_ARG_QUEUE_FOREIGN, /* queue_foreign_ms */
