@@ -17,7 +17,9 @@
 #define KEYS_NAME_MAX     255
 /* Room for a lock key, and for any companion of it, with the NUL. */
 #define KEYS_KEY_MAX      (CONF_PREFIX_MAX + KEYS_NAME_MAX + 1)
-#define KEYS_COMPANION_MAX (KEYS_KEY_MAX + 32)
+/* (a companion's or channel's kind: up to 47 bytes, with its ':' or
+ * braces around the key) */
+#define KEYS_COMPANION_MAX (KEYS_KEY_MAX + 48)
 /* Room for a channel: a companion, and a fair lock waiter's ":<field>". */
 #define KEYS_CHANNEL_MAX  (KEYS_COMPANION_MAX + KEYS_FIELD_MAX)
 /* "<uuid>:<owner>" with the NUL. */

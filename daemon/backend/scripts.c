@@ -184,8 +184,18 @@ static size_t row_args(const scripts_mode_t *m) {
 size_t scripts_channel(char *out, const char *prefix, const char *uuid, const char *name,
                        size_t len, backend_mode_t mode, uint64_t owner) {
     char key[KEYS_KEY_MAX];
-    size_t klen = keys_lock(key, prefix, name, len);
-    size_t n = keys_companion(out, modes[mode].channel, key, klen);
+    size_t klen = keys_lock(key, prefix, name, len), n;
+    if (modes[mode].channel_form == SCRIPTS_KEY_BRACED) {
+        n = strlen(modes[mode].channel);
+        memcpy(out, modes[mode].channel, n);
+        out[n++] = '{';
+        memcpy(out + n, key, klen);
+        n += klen;
+        out[n++] = '}';
+        out[n] = '\0';
+        return n;
+    }
+    n = keys_companion(out, modes[mode].channel, key, klen);
     if (modes[mode].own_channel) {
         out[n++] = ':';
         n += keys_owner_field(out + n, uuid, owner);
@@ -253,12 +263,14 @@ script_id_t scripts_choose(backend_op_t *const *ops, size_t n, unsigned flags) {
  * copy in between. braces: key has no '{'. */
 static size_t put_key(char *p, const scripts_key_t *c, const char *key, size_t klen, int braces) {
     size_t kindlen = strlen(c->kind), k;
-    size_t len = klen + (braces ? 2 : 0) + (c->form == SCRIPTS_KEY_TAG ? 0 : kindlen + 1);
+    if (c->form == SCRIPTS_KEY_BRACED) braces = 1;
+    size_t len = klen + (braces ? 2 : 0) + (c->form == SCRIPTS_KEY_TAG ? 0 : kindlen) +
+                 (c->form == SCRIPTS_KEY_PREFIX || c->form == SCRIPTS_KEY_SUFFIX);
     k = resp_write_head(p, '$', len);
-    if (c->form == SCRIPTS_KEY_PREFIX) {
+    if (c->form == SCRIPTS_KEY_PREFIX || c->form == SCRIPTS_KEY_BRACED) {
         memcpy(p + k, c->kind, kindlen);
         k += kindlen;
-        p[k++] = ':';
+        if (c->form == SCRIPTS_KEY_PREFIX) p[k++] = ':';
     }
     if (braces) p[k++] = '{';
     memcpy(p + k, key, klen);

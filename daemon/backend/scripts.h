@@ -105,6 +105,10 @@ typedef enum {
     SCRIPTS_KEY_PREFIX = 1,  /* "<kind>:{key}" */
     SCRIPTS_KEY_SUFFIX,      /* "{key}:<kind>" (Redisson's suffixName) */
     SCRIPTS_KEY_TAG,         /* "{key}": a prefix the script appends to */
+    SCRIPTS_KEY_BRACED,      /* "<kind>{key}", braced whatever the key holds
+                                (Redisson's form for some channels, as
+                                RCountDownLatch's): on Cluster, a key with
+                                a '{' then hashes apart from its lock */
 } scripts_key_form_t;
 
 typedef struct scripts_key_s {
@@ -157,9 +161,11 @@ typedef struct scripts_mode_s {
     scripts_key_t renew_key;               /* a renewal's */
     scripts_key_t release_key;             /* a release's or drop's */
     /* the channel a watch listens to: "<channel>:{key}", and with own_channel
-     * the waiter's own, "<channel>:{key}:<owner field>" */
+     * the waiter's own, "<channel>:{key}:<owner field>"; channel_form
+     * SCRIPTS_KEY_BRACED: "<channel>{key}" (0: the first form) */
     const char *channel;
     int own_channel;
+    scripts_key_form_t channel_form;
     /* LIST's word for a name held as this mode (lua/list.lua answers the
      * mode), NULL for a mode no name is held as; lua/part/kind.lua names
      * the mode's code HELD_<list_word upper-cased> */
