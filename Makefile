@@ -142,7 +142,8 @@ $(BUILD)/tests/test_quorum_vote: $(call obj,tests/unit/test_quorum_vote.c daemon
 $(BUILD)/tests/test_clock_skew: $(call obj,tests/unit/test_clock_skew.c daemon/backend/clock_skew.c)
 $(BUILD)/tests/test_sentinel_reply: $(call obj,tests/unit/test_sentinel_reply.c daemon/backend/sentinel_reply.c)
 $(BUILD)/tests/test_cluster_map: $(call obj,tests/unit/test_cluster_map.c daemon/backend/cluster_map.c)
-$(BUILD)/tests/test_list: $(call obj,tests/unit/test_list.c daemon/backend/list_pure.c)
+$(BUILD)/tests/test_list: $(call obj,tests/unit/test_list.c daemon/backend/list_pure.c daemon/backend/scripts.c \
+                            daemon/backend/resp_write.c daemon/backend/keys.c daemon/util/buf.c)
 $(BUILD)/tests/test_cluster_multi: $(call obj,tests/unit/test_cluster_multi.c daemon/backend/cluster_multi.c \
                                      daemon/backend/backend.c daemon/log.c $(CONF_SRC))
 $(BUILD)/tests/test_scripts: $(call obj,tests/unit/test_scripts.c daemon/backend/scripts.c \

@@ -5,6 +5,7 @@
 
 #include "daemon/backend/keys.h"
 #include "daemon/backend/list.h"
+#include "daemon/backend/scripts.h"
 
 size_t list_match(char *out, size_t cap, const char *prefix, const char *pattern, size_t plen) {
     size_t k = 0;
@@ -28,13 +29,6 @@ static int valid_name(const char *s, size_t len) {
     return 1;
 }
 
-/* The companions' kinds (keys.h, scripts.c): "<kind>:{...}" or "<kind>:..." */
-static const char *const companions[] = {
-    KEYS_TOKEN, KEYS_CHANNEL, KEYS_RW_CHANNEL, KEYS_SEM_CHANNEL, KEYS_QUEUE,
-    KEYS_QUEUE_TIMEOUT, KEYS_FAIR_OWNERS, KEYS_FORCED, "dlock_elect_queue",
-    "dlock_elect_timeout", "dlock_leader",
-};
-
 int list_key_name(const char *key, size_t klen, const char *prefix, const char **name,
                   size_t *len) {
     size_t pl = strlen(prefix);
@@ -48,10 +42,7 @@ int list_key_name(const char *key, size_t klen, const char *prefix, const char *
         const char *c = memchr(s, '}', n);
         if ((size_t)(c - s) + 1 < n && c[1] == ':') return 0;
     }
-    for (size_t i = 0; i < sizeof(companions) / sizeof(companions[0]); i++) {
-        size_t cl = strlen(companions[i]);
-        if (n > cl + 1 && memcmp(s, companions[i], cl) == 0 && s[cl] == ':') return 0;
-    }
+    if (scripts_companion(s, n)) return 0; /* the kinds' rows name them */
     *name = s;
     *len = n;
     return 1;

@@ -145,6 +145,31 @@ static const scripts_key_t force_keys[SCRIPTS_MODE_KEYS] = {
     PREFIX(KEYS_SEM_CHANNEL), PREFIX(KEYS_QUEUE), PREFIX(KEYS_RW_CHANNEL),
 };
 
+/* 1 if s (n bytes) starts as a companion of kind c does: "<kind>:" in
+ * the prefix form, "<kind>{" braced. */
+static int starts_as(const char *s, size_t n, const scripts_key_t *c) {
+    if (c->form != SCRIPTS_KEY_PREFIX && c->form != SCRIPTS_KEY_BRACED) return 0;
+    size_t cl = strlen(c->kind);
+    return cl > 0 && n > cl + 1 && memcmp(s, c->kind, cl) == 0 &&
+           s[cl] == (c->form == SCRIPTS_KEY_PREFIX ? ':' : '{');
+}
+
+int scripts_companion(const char *s, size_t n) {
+    for (int m = 0; m < BACKEND_MODE_COUNT; m++) {
+        const scripts_mode_t *r = &modes[m];
+        for (size_t i = 0; i < SCRIPTS_MODE_KEYS && r->keys[i].form != 0; i++)
+            if (starts_as(s, n, &r->keys[i])) return 1;
+        const scripts_key_t ch = {r->channel_form ? r->channel_form : SCRIPTS_KEY_PREFIX,
+                                  r->channel ? r->channel : ""};
+        if (starts_as(s, n, &r->acquire_key) || starts_as(s, n, &r->renew_key) ||
+            starts_as(s, n, &r->release_key) || starts_as(s, n, &ch))
+            return 1;
+    }
+    for (size_t i = 0; i < SCRIPTS_MODE_KEYS; i++)
+        if (starts_as(s, n, &status_keys[i]) || starts_as(s, n, &force_keys[i])) return 1;
+    return 0;
+}
+
 const scripts_mode_t *scripts_mode(backend_mode_t mode) {
     return &modes[mode];
 }

@@ -173,6 +173,10 @@ typedef struct scripts_mode_s {
 } scripts_mode_t;
 
 const scripts_mode_t *scripts_mode(backend_mode_t mode);
+/* 1 if the key s (n bytes, after key_prefix) is a companion of some lock
+ * key ("<kind>:..." or "<kind>{...}" of a kind some mode's row names),
+ * not a lock: LIST skips it. */
+int scripts_companion(const char *s, size_t n);
 /* The id of mode's own script: SCRIPT_OWN of the first mode with its text;
  * SCRIPT_COUNT when it has none. */
 script_id_t scripts_own(backend_mode_t mode);

@@ -47,6 +47,19 @@ START_TEST(key_name_keeps_locks_only) {
     ck_assert(!key_name("dlock_elect_queue:{job1}", "", NULL));
     ck_assert(!key_name("{job1}:timeout", "", NULL));
     ck_assert(key_name("{job1}", "", "{job1}"));             /* braces alone: a name */
+    /* Every companion kind the scripts' rows name (scripts_companion):
+     * the list LIST once kept by hand. */
+    static const char *const kinds[] = {
+        "redisson_lock__channel", "redisson_rwlock", "redisson_sc", "redisson_lock_queue",
+        "redisson_lock_timeout", "dlock_fair", "dlock_forced", "dlock_elect_timeout",
+        "redisson_lock_token",
+    };
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+        char k[64];
+        snprintf(k, sizeof(k), "%s:{job1}", kinds[i]);
+        ck_assert_msg(!key_name(k, "", NULL), "%s is listed as a lock", k);
+    }
+    ck_assert(key_name("redisson_lockish:{job1}", "", "redisson_lockish:{job1}"));
 }
 END_TEST
 
