@@ -4,5 +4,5 @@ std = "lua51"
 -- What Redis gives a script (cjson, cmsgpack, struct and bit are not used).
 read_globals = { "redis", "KEYS", "ARGV" }
 -- part/codes.lua names every reply code, part/kind.lua every kind's code
--- and its two questions; a script may use only some.
-ignore = { "211/[A-Z][A-Z_]+", "211/held", "211/kind" }
+-- and its two questions, and fresh(); a script may use only some.
+ignore = { "211/[A-Z][A-Z_]+", "211/held", "211/kind", "211/fresh" }

@@ -37,6 +37,7 @@ end
 if op == 'i' then
   if k then return 0 end
   redis.call('set', K1, n)
+  fresh(K1)
   redis.call(P, K3, n)
   return 1
 end

@@ -7,9 +7,9 @@
 -- both). A script uses some of what is here and leaves the rest.
 --
 -- Adding a kind: its code below; a kind whose key is a hash of its own
--- tells itself by that hash in held(); one whose key is no hash (a
--- string, as a semaphore's) adds its rule to other(), before the
--- semaphore's when its key is a string too.
+-- tells itself by that hash in held(); one whose key is a string, as a
+-- semaphore's, is a row of MARKED; one of another Redis type adds its rule
+-- to other().
 -- An RLock hash: its holder's field, no 'mode'.
 local HELD_LOCK = 0
 -- An RReadWriteLock hash, 'mode' 'read' or 'write'.
@@ -27,12 +27,29 @@ local comp = function(name, k)
   if string.find(k, '{', 1, true) then return name .. ':' .. k end
   return name .. ':{' .. k .. '}'
 end
+-- The kinds whose key is a string besides a semaphore's, each told apart
+-- by a mark of its own beside the key (a companion: comp(mark, k), in k's
+-- slot), which its script writes with the string: {mark, its code}. A
+-- string without one is a semaphore's (Redisson keeps other objects as
+-- numbers in strings too, so only the mark says which).
+local MARKED = {}
 -- The kinds whose key is no hash: key k of Redis type ty. A type no kind
 -- has is no lock: Redis's WRONGTYPE error is raised, as a command on it
 -- would.
-local other = function(_, ty)
-  if ty == 'string' then return HELD_SEM end
+local other = function(k, ty)
+  if ty == 'string' then
+    for _, m in ipairs(MARKED) do
+      if redis.call('exists', comp(m[1], k)) == 1 then return m[2] end
+    end
+    return HELD_SEM
+  end
   return error(redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value'))
+end
+-- A string newly set under k, that was not there (SEMINIT's): a mark a
+-- marked kind's string left behind (deleted by a Redisson client, which
+-- knows no marks) goes, so that the new string is not taken for it.
+local fresh = function(k)
+  for _, m in ipairs(MARKED) do redis.call('del', comp(m[1], k)) end
 end
 -- What key k holds, k being there, as the scripts of a lock's hash see it:
 -- one HGET of 'mode' for a hash (m: its result, from redis.pcall, when the
