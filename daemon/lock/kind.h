@@ -36,7 +36,8 @@
 typedef enum {
     LOCK_STATUS_EXCLUSIVE = 0, /* FREE, TAKEN <ttl>, MINE <holds> <ttl> <fence> */
     LOCK_STATUS_SHARED,        /* READ|WRITE <holders> <holds> <ttl> */
-    LOCK_STATUS_PERMITS        /* SEM <available> <held> */
+    LOCK_STATUS_PERMITS,       /* SEM <available> <held> */
+    LOCK_STATUS_NONE           /* nothing holds it: FREE, as a free name */
 } lock_status_form_t;
 
 struct lock_kind_s {

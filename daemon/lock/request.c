@@ -269,8 +269,8 @@ static void do_renew(lockmgr_t *m, lock_owner_t *o, lock_t *l, const lock_reques
 
 static void status_done(lock_op_t *op, lock_owner_t *o, hold_t *h) {
     const backend_result_t *res = &op->bop.res;
-    int held = res->ttl_ms != -2;
     lock_mode_t redis_mode = lock_mode_of_backend(res->held);
+    int held = res->ttl_ms != -2 && lock_kind_of(redis_mode)->status != LOCK_STATUS_NONE;
     /* The forms of what Redis has, and of our hold. */
     int form = held ? (int)lock_kind_of(redis_mode)->status : -1;
     int mine = h != NULL ? (int)lock_kind_of(h->mode)->status : -1;
