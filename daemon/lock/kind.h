@@ -55,6 +55,9 @@ struct lock_kind_s {
                                   so a TIMEOUT tells Redis's TTL, not theirs */
     unsigned head_wakes : 1;   /* a wake-up lets only the queue's head try
                                   (the others wait for their turn in Redis) */
+    unsigned holds_nothing : 1; /* its waits make no hold (a latch's AWAIT):
+                                  no hold limit counts them, as they come
+                                  or when they are answered */
     unsigned queues : 1;       /* an acquire Redis refuses takes a place in
                                   its queue, which BACKEND_LEAVE gives up */
 

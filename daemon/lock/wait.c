@@ -367,6 +367,7 @@ static void attempt_unusable(lock_t *l, wait_t *w, const char *what) {
 static int grant_fits(lock_t *l, wait_t *w) {
     lock_why_t why;
     if (lock_hold_of(l, w->owner, w->mode) != NULL) return 1; /* joins its hold */
+    if (lock_kind_of(w->mode)->holds_nothing) return 1;
     if ((why = lock_acct_room(l->mgr, w->owner, 1)) == LOCK_WHY_NONE) return 1;
     lock_undo(l, w, w->owner->id);
     lock_answer_error(l->mgr, w->owner, w->hdr.call, LOCK_ERR_LIMIT, why, 0);
@@ -496,8 +497,9 @@ void lock_start_wait(lockmgr_t *m, lock_owner_t *o, void *call, lock_verb_t verb
                      uint32_t lease_ms, uint32_t count) {
     const lock_kind_t *k = lock_kind_of(mode);
     lock_t *l = lock_find(m, name, len);
-    /* A wait that joins the owner's hold (its kind's joins) makes no new hold. */
-    int joins = k->joins && lock_hold_of(l, o, mode) != NULL;
+    /* A wait that joins the owner's hold (its kind's joins), or of a kind
+     * whose waits hold nothing, makes no new hold. */
+    int joins = k->holds_nothing || (k->joins && lock_hold_of(l, o, mode) != NULL);
     if (o->held_count >= m->conf->max_locks_per_client && !joins) {
         lock_answer_error(m, o, call, LOCK_ERR_LIMIT, LOCK_WHY_MAX_LOCKS, 0);
         return;
