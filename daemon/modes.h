@@ -18,7 +18,9 @@
  *   ELECT  ELECT, RESIGN, LEADER, OBSERVE: an election, its candidates
  *          queued in Redis as a fair lock's, the leader's value beside it
  *   MULTI  MLOCK, TRYMLOCK, MUNLOCK: plain locks of many names granted
- *          whole by one script (its holds are MUTEX ones) */
+ *          whole by one script (its holds are MUTEX ones)
+ *   LATCH  LATCHSET, COUNTDOWN, AWAIT, TRYAWAIT, LATCHCOUNT: RCountDownLatch,
+ *          a count that waiters wait to see reach 0; nothing holds it */
 #ifndef DLOCK_MODES_H
 #define DLOCK_MODES_H
 
@@ -29,6 +31,7 @@
     XX(SEM)             \
     XX(FAIR)            \
     XX(ELECT)           \
-    XX(MULTI)
+    XX(MULTI)           \
+    XX(LATCH)
 
 #endif

@@ -118,6 +118,11 @@ typedef enum {
        "TRYMLOCK <n> <name1> ... <name_n> [<wait_ms> [<lease_ms>]]")        \
     XX(MUNLOCK, "MUNLOCK", 2, PROTO_MNAMES_MAX + 1, NAMES, NONE,             \
        "MUNLOCK <n> <name1> ... <name_n>")                                  \
+    XX(LATCHSET, "LATCHSET", 2, 2, NAME_COUNT, LOCK, "LATCHSET <name> <count>") \
+    XX(COUNTDOWN, "COUNTDOWN", 1, 1, NAME, LOCK, "COUNTDOWN <name>")         \
+    XX(AWAIT, "AWAIT", 1, 1, NAME, READ, "AWAIT <name>")                     \
+    XX(TRYAWAIT, "TRYAWAIT", 1, 2, NAME_WAIT, READ, "TRYAWAIT <name> [<wait_ms>]") \
+    XX(LATCHCOUNT, "LATCHCOUNT", 1, 1, NAME, READ, "LATCHCOUNT <name>")      \
     XX(CANCEL, "CANCEL", 0, 1, TARGET, NONE, "CANCEL [#<tag>]")              \
     XX(INFO, "INFO", 0, 0, NONE, NONE, "INFO")                               \
     XX(CLIENTS, "CLIENTS", 0, 0, NONE, ADMIN, "CLIENTS")                     \

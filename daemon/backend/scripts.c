@@ -136,6 +136,20 @@ static const scripts_mode_t modes[BACKEND_MODE_COUNT] = {
         .acquire_key = PREFIX(KEYS_TOKEN), .renew_key = PREFIX(KEYS_FORCED),
         .release_key = PREFIX(KEYS_CHANNEL), .channel = KEYS_CHANNEL,
     },
+    /* A count-down latch (latch.lua): AWAIT's look, LATCHSET, COUNTDOWN,
+     * LATCHCOUNT; no holds, no batch. Its keys: Redisson's channel,
+     * dlockd's mark of the latches it sets, a semaphore's permit ids. */
+    [BACKEND_LATCH] = {
+        .lua = lua_latch, .own = K_ACQ | K_INIT | K_REL | SCRIPTS_KIND(BACKEND_STATUS),
+        .value_reply = K_REL | SCRIPTS_KIND(BACKEND_STATUS),
+        .keys = {{SCRIPTS_KEY_BRACED, "redisson_countdownlatch__channel__"},
+                 PREFIX("dlock_latch"), SUFFIX(KEYS_SEM_TIMEOUT)},
+        .args = {SCRIPTS_ARG_LETTER, SCRIPTS_ARG_COUNT},
+        .letters = {[BACKEND_ACQUIRE] = 'a', [BACKEND_INIT] = 'i', [BACKEND_RELEASE] = 'r',
+                    [BACKEND_STATUS] = 's'},
+        .channel = "redisson_countdownlatch__channel__", .channel_form = SCRIPTS_KEY_BRACED,
+        .list_word = "latch",
+    },
 };
 
 /* The companions of the scripts that are no mode's own. */

@@ -4,7 +4,7 @@
 
 /* Each kind's table, in its own file. */
 extern const lock_kind_t lock_kind_mutex, lock_kind_rw, lock_kind_sem, lock_kind_fair,
-    lock_kind_elect, lock_kind_multi;
+    lock_kind_elect, lock_kind_multi, lock_kind_latch;
 
 const lock_mode_info_t lock_modes[LOCK_MODE_COUNT] = {
     [LOCK_MODE_MUTEX] = {.kind = &lock_kind_mutex, .released_by = LOCK_MODE_MUTEX},
@@ -14,6 +14,7 @@ const lock_mode_info_t lock_modes[LOCK_MODE_COUNT] = {
     [LOCK_MODE_FAIR] = {.kind = &lock_kind_fair, .released_by = LOCK_MODE_MUTEX},
     [LOCK_MODE_ELECT] = {.kind = &lock_kind_elect, .released_by = LOCK_MODE_ELECT},
     [LOCK_MODE_MULTI] = {.kind = &lock_kind_multi, .released_by = LOCK_MODE_MUTEX},
+    [LOCK_MODE_LATCH] = {.kind = &lock_kind_latch, .released_by = LOCK_MODE_LATCH, .shared = 1},
 };
 
 /* Both enums are daemon/modes.h's list: a mode's number is its backend

@@ -224,6 +224,40 @@ START_TEST(verbs_by_family) {
 }
 END_TEST
 
+/* A count-down latch: lock to set and count it down, read to await and
+ * count it. */
+START_TEST(latch_rights) {
+    skip_unless_root();
+    int d = h_dlockd_start(rules_conf(NULL,
+                                      "uid:60001 = lock svc/*\n"
+                                      "uid:60001 = read shared/*\n"));
+    h_conn_t *svc = as_user(d, U_SVC), *root = h_connect_index(d);
+    expect_prefix(svc, "LATCHSET svc/l 2", "OK 1");
+    expect_prefix(svc, "COUNTDOWN svc/l", "OK 1");
+    expect_prefix(svc, "LATCHCOUNT svc/l", "OK 1");
+    expect_prefix(svc, "TRYAWAIT svc/l 0", "TIMEOUT 1");
+    expect_prefix(svc, "COUNTDOWN svc/l", "OK 0");
+    expect_prefix(svc, "AWAIT svc/l", "OK 0");
+    /* read only: it may wait and look, not set or count down */
+    expect_prefix(root, "LATCHSET shared/l 1", "OK 1");
+    const char *why = expect_prefix(svc, "LATCHSET shared/l 1", "ERR DENIED ");
+    ck_assert_msg(strstr(why, "only read on shared/l, not lock") != NULL, "%s", why);
+    denied(svc, "COUNTDOWN shared/l");
+    expect_prefix(svc, "LATCHCOUNT shared/l", "OK 1");
+    expect_prefix(svc, "TRYAWAIT shared/l 0", "TIMEOUT 1");
+    expect_prefix(root, "COUNTDOWN shared/l", "OK 0");
+    expect_prefix(svc, "AWAIT shared/l", "OK 0");
+    /* nothing outside its names */
+    denied(svc, "LATCHSET other/l 1");
+    denied(svc, "COUNTDOWN other/l");
+    denied(svc, "AWAIT other/l");
+    denied(svc, "TRYAWAIT other/l 0");
+    denied(svc, "LATCHCOUNT other/l");
+    h_close(svc);
+    h_close(root);
+}
+END_TEST
+
 /* admin_uids is uid:N = admin *, with or without rules; an admin rule on
  * some names allows CLIENTS. */
 START_TEST(admin_rules_and_admin_uids) {
@@ -473,6 +507,7 @@ static Suite *access_suite(void) {
     tcase_add_checked_fixture(tc, setup, h_teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, verbs_by_family);
+    tcase_add_test(tc, latch_rights);
     tcase_add_test(tc, admin_rules_and_admin_uids);
     tcase_add_test(tc, gid_rules);
     tcase_add_test(tc, reload_judges_open_connections);

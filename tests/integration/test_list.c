@@ -803,6 +803,41 @@ START_TEST(list_election_value_from_redis) {
 }
 END_TEST
 
+/* A count-down latch dlockd set: kind latch, no holder, no fence, its
+ * count as the value, this daemon's AWAITs as its waiters. */
+START_TEST(list_latch) {
+    h_redis_start();
+    int d = h_dlockd_start(NULL);
+    h_keep_log(d, "list.latch.dlockd%d", d);
+    h_conn_t *c = h_connect_index(d), *w = h_connect_index(d), *q = h_connect_index(d);
+    expect_ok(c, "LATCHSET v/l 3", "OK 1");
+    expect_ok(c, "COUNTDOWN v/l", "OK 2");
+    h_send(w, "AWAIT v/l\n");
+    h_await_waiters(q, 1);
+    listing_t l;
+    list_on(q, "LIST v/*", &l);
+    ck_assert_int_eq(l.n, 1);
+    const char *e = entry(&l, "v/l");
+    ck_assert_msg(e != NULL, "LIST v/*: '%s'", l.line[0]);
+    ck_assert_str_eq(word(e, 1), "latch");
+    ck_assert_str_eq(word(e, 2), "-1");
+    ck_assert_str_eq(word(e, 3), "-");
+    ck_assert_str_eq(word(e, 4), "0");
+    has_people(e, 5, 1, (const char *const[]){who(d, 1, 0), NULL});
+    ck_assert_str_eq(word(e, 6), "2");
+    ck_assert_msg(strstr(table_row(dlock_out(d, "--list 'v/*'"), "v/l"), " latch ") != NULL,
+                  "dlock --list v/*");
+    expect_ok(c, "COUNTDOWN v/l", "OK 1");
+    expect_ok(c, "COUNTDOWN v/l", "OK 0");
+    H_EXPECT(w, "OK 0");
+    list_on(q, "LIST v/*", &l);
+    ck_assert_int_eq(l.n, 0);
+    h_close(q);
+    h_close(w);
+    h_close(c);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("list");
     TCase *tc = tcase_create("list");
@@ -815,6 +850,7 @@ int main(void) {
     tcase_add_test(tc, list_on_quorum);
     tcase_add_test(tc, list_on_cluster);
     tcase_add_test(tc, list_election_value_from_redis);
+    tcase_add_test(tc, list_latch);
     suite_add_tcase(s, tc);
     return h_main(s);
 }

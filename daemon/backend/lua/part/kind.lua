@@ -21,6 +21,9 @@ local HELD_SEM = 3
 local HELD_FAIR = 4
 -- An election: an RLock hash held by the owner its leader's record names.
 local HELD_ELECT = 5
+-- A count-down latch: a string, its count (RCountDownLatch), that dlockd
+-- marks (latch.lua).
+local HELD_LATCH = 7
 -- A companion of key k, Redisson's prefixName (keys.h): "<name>:{k}", or
 -- "<name>:k" when k has a '{' already; it shares k's slot.
 local comp = function(name, k)
@@ -32,7 +35,7 @@ end
 -- slot), which its script writes with the string: {mark, its code}. A
 -- string without one is a semaphore's (Redisson keeps other objects as
 -- numbers in strings too, so only the mark says which).
-local MARKED = {}
+local MARKED = {{'dlock_latch', HELD_LATCH}}
 -- The kinds whose key is no hash: key k of Redis type ty. A type no kind
 -- has is no lock: Redis's WRONGTYPE error is raised, as a command on it
 -- would.
