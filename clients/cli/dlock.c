@@ -50,6 +50,8 @@ static void usage(FILE *out) {
         "       dlock [-S SOCKET] [-l LEASE_MS] [-k SECONDS] [-v] --elect NAME\n"
         "             [--value VALUE] [--] COMMAND [ARG...]\n"
         "       dlock [-S SOCKET] --observe NAME | --leader NAME\n"
+        "       dlock [-S SOCKET] [-v] --latch-set N NAME | --countdown NAME\n"
+        "       dlock [-S SOCKET] [-n | -w SECONDS] [-E CODE] [-v] --await NAME\n"
         "  -S SOCKET   dlockd's socket (default $DLOCK_SOCKET, else %s)\n"
         "  -s          take a read lock (shared with other readers; --shared)\n"
         "  -x          take a write lock (excludes readers and writers; --exclusive)\n"
@@ -76,6 +78,11 @@ static void usage(FILE *out) {
         "  --observe NAME  print NAME's leader, then every change, one line each\n"
         "              (FENCE VALUE, or NONE), until killed\n"
         "  --leader NAME   print NAME's leader now (FENCE VALUE); NONE and exit 1 if none\n"
+        "  --latch-set N NAME  give the count-down latch NAME the count N (1-2147483647),\n"
+        "              unless it is set already\n"
+        "  --countdown NAME  count the latch NAME down by one; print the count left\n"
+        "  --await NAME  wait until the latch NAME's count is 0 (no latch counts as 0);\n"
+        "              with -n or -w, exit with -E's code if it is not 0 by then\n"
         "  --list      list the locks matching PATTERN (a glob, default *): name,\n"
         "              kind, holder, age (this dlockd's holders) or ttl, fence, waiters\n"
         "  --json      ... as JSON;  --limit N  at most N (1-%d, default 100)\n"
@@ -770,6 +777,51 @@ static int list_locks(const char *sock, const char *pattern, uint32_t limit, int
     return 0;
 }
 
+/* A count-down latch's request (--latch-set, --countdown, --await). */
+typedef enum { LATCH_SET, LATCH_COUNTDOWN, LATCH_AWAIT } latch_op_t;
+
+/* --latch-set N NAME (LATCHSET), --countdown NAME (COUNTDOWN: the count left
+ * on stdout), --await NAME (AWAIT, or TRYAWAIT with -n or -w: wait_ms >= 0).
+ * 0; conflict when the count was not 0 in time; or dlock's exit code after
+ * saying why. One raw request (dlock_request): the connection closes with
+ * the process, which withdraws a wait cut short by a signal. */
+static int latch(const char *sock, latch_op_t op, const char *name, uint32_t count,
+                 long long wait_ms, int conflict, int verbose) {
+    char line[DLOCK_NAME_MAX + 48], reply[DLOCK_LINE_MAX + 1] = "";
+    if (op == LATCH_SET) snprintf(line, sizeof(line), "LATCHSET %s %u", name, count);
+    else if (op == LATCH_COUNTDOWN) snprintf(line, sizeof(line), "COUNTDOWN %s", name);
+    else if (wait_ms < 0) snprintf(line, sizeof(line), "AWAIT %s", name);
+    else snprintf(line, sizeof(line), "TRYAWAIT %s %lld", name, wait_ms);
+    dlock_t *d = connect_or_say(sock);
+    if (d == NULL) return EXIT_UNAVAILABLE;
+    int r = dlock_request(d, line, reply, sizeof(reply));
+    dlock_close(d);
+    if (r == DLOCK_ETIMEOUT) {
+        if (verbose) fprintf(stderr, "dlock: %s: count still %s\n", name, reply + 8);
+        return conflict;
+    }
+    if (r != 0) {
+        /* dlockd's own words say what the name is ("x is held as a plain
+         * lock ...", "count-down latches are not available with quorum") */
+        if (r == DLOCK_EKIND && strncmp(reply, "ERR KIND ", 9) == 0)
+            fprintf(stderr, "dlock: %s\n", reply + 9);
+        else
+            fprintf(stderr, "dlock: %s: %s\n", name, dlock_strerror(r));
+        return exit_for(r);
+    }
+    long long n;
+    if (sscanf(reply, "OK %lld", &n) != 1) {
+        fprintf(stderr, "dlock: %s: unexpected reply '%s'\n", name, reply);
+        return EXIT_SOFTWARE;
+    }
+    if (op == LATCH_COUNTDOWN) printf("%lld\n", n);
+    if (!verbose) return 0;
+    if (op == LATCH_SET && n == 1) fprintf(stderr, "dlock: %s: latch set to %u\n", name, count);
+    else if (op == LATCH_SET) fprintf(stderr, "dlock: %s: latch was set already (unchanged)\n", name);
+    else if (op == LATCH_AWAIT) fprintf(stderr, "dlock: %s: count is 0\n", name);
+    return 0;
+}
+
 /* --seminit: SEMINIT NAME PERMITS. 0, or dlock's exit code after saying why. */
 static int seminit(dlock_t *d, const char *name, uint32_t permits, int verbose) {
     int set = 0;
@@ -789,7 +841,8 @@ static int seminit(dlock_t *d, const char *name, uint32_t permits, int verbose) 
 int main(int argc, char **argv) {
     enum { OPT_STATUS = 256, OPT_FORCE, OPT_INFO, OPT_PING, OPT_VERSION, OPT_METRICS, OPT_WHO,
            OPT_PERMITS, OPT_SEMINIT, OPT_FAIR, OPT_ELECT, OPT_VALUE, OPT_OBSERVE,
-           OPT_LEADER, OPT_LIST, OPT_JSON, OPT_LIMIT };
+           OPT_LEADER, OPT_LIST, OPT_JSON, OPT_LIMIT, OPT_LATCH_SET, OPT_COUNTDOWN,
+           OPT_AWAIT };
     const char *mnames[DLOCK_MNAMES_MAX];
     size_t nm = 0;
     static const struct option longopts[] = {
@@ -816,6 +869,9 @@ int main(int argc, char **argv) {
         {"list", no_argument, NULL, OPT_LIST},
         {"json", no_argument, NULL, OPT_JSON},
         {"limit", required_argument, NULL, OPT_LIMIT},
+        {"latch-set", required_argument, NULL, OPT_LATCH_SET},
+        {"countdown", required_argument, NULL, OPT_COUNTDOWN},
+        {"await", required_argument, NULL, OPT_AWAIT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -830,6 +886,9 @@ int main(int argc, char **argv) {
     int leader_once = 0;
     int list = 0, json = 0;
     uint32_t list_limit = 0;
+    const char *latch_name = NULL;
+    int latch_op = -1;
+    uint32_t latch_count = 0;
 
     /* '+': stop at the first non-option, so COMMAND keeps its own options. */
     while ((opt = getopt_long(argc, argv, "+S:sxnw:E:l:k:vhm:", longopts, NULL)) != -1) {
@@ -920,10 +979,45 @@ int main(int argc, char **argv) {
                 list_limit > DLOCK_LIST_MAX)
                 return usage_error("--limit: ", optarg, " (1 to 1000)");
             break;
+        case OPT_LATCH_SET:
+            if (parse_uint(optarg, 2147483647u, &latch_count) != 0 || latch_count == 0)
+                return usage_error("--latch-set: ", optarg, " is not a count (1-2147483647)");
+            if (latch_op >= 0) return usage_error("one latch option at a time", NULL, NULL);
+            latch_op = LATCH_SET;
+            break;
+        case OPT_COUNTDOWN:
+        case OPT_AWAIT:
+            if (strlen(optarg) > DLOCK_NAME_MAX || strpbrk(optarg, " \t\r\n") != NULL)
+                return usage_error("", optarg, " is not a name");
+            if (latch_op >= 0) return usage_error("one latch option at a time", NULL, NULL);
+            latch_op = opt == OPT_AWAIT ? LATCH_AWAIT : LATCH_COUNTDOWN;
+            latch_name = optarg;
+            break;
         case OPT_VERSION: printf("dlock %s\n", DLOCKD_VERSION); return 0;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return EXIT_USAGE;
         }
+    }
+    if (latch_op >= 0) {
+        if (nm > 0 || list || metrics || query_line[0] != '\0' || observe_name != NULL ||
+            elect_name != NULL || value != NULL || shared || exclusive || fair || permits ||
+            have_seminit || lease_ms)
+            return usage_error("--latch-set, --countdown and --await go alone (with -S, -v, "
+                               "and --await with -n, -w and -E)", NULL, NULL);
+        if (latch_op != LATCH_AWAIT && (nonblock || have_wait))
+            return usage_error("-n and -w go with --await", NULL, NULL);
+        if (nonblock && have_wait) return usage_error("-n and -w exclude each other", NULL, NULL);
+        if (latch_op == LATCH_SET) {
+            if (optind == argc) return usage_error("--latch-set N: missing NAME", NULL, NULL);
+            latch_name = argv[optind++];
+            if (latch_name[0] == '\0' || strlen(latch_name) > DLOCK_NAME_MAX ||
+                strpbrk(latch_name, " \t\r\n") != NULL)
+                return usage_error("", latch_name, " is not a name");
+        }
+        if (optind < argc) return usage_error("unexpected argument ", argv[optind], "");
+        long long wait = nonblock ? 0 : have_wait ? (long long)wait_ms : -1;
+        return latch(sock, (latch_op_t)latch_op, latch_name, latch_count, wait, (int)conflict,
+                     verbose);
     }
     if (nm > 0 && (list || metrics || query_line[0] != '\0' || observe_name != NULL ||
                    elect_name != NULL))

@@ -52,6 +52,9 @@ CLI_VERBS = {
     "leader": ["LEADER"],
     "multi": ["MLOCK", "TRYMLOCK"],
     "list": ["LIST"],
+    "latch-set": ["LATCHSET"],
+    "countdown": ["COUNTDOWN"],
+    "await": ["AWAIT", "TRYAWAIT"],
 }
 # Long options that send no verb of their own (--metrics speaks HTTP to the
 # metrics endpoint; it reads INFO only to find it).

@@ -1212,6 +1212,97 @@ START_TEST(multi_excludes_other_modes_64) {
 }
 END_TEST
 
+/* ---- count-down latches ------------------------------------------------------ */
+
+/* --latch-set N NAME sets the count once (0 either way, -v says which);
+ * --countdown prints the count left; --await waits for 0, then exits 0. */
+START_TEST(latch_set_countdown_await) {
+    const char *set[] = {"--latch-set", "2", "batch", NULL};
+    ck_assert_int_eq(run_dlock(set), 0);
+    ck_assert_str_eq(slurp("out"), "");
+    const char *again[] = {"-v", "--latch-set", "5", "batch", NULL};
+    ck_assert_int_eq(run_dlock(again), 0);
+    ck_assert_msg(strstr(slurp("out"), "set already") != NULL, "%s", slurp("out"));
+    const char *v[] = {"-v", "--latch-set", "3", "batch2", NULL};
+    ck_assert_int_eq(run_dlock(v), 0);
+    ck_assert_msg(strstr(slurp("out"), "latch set to 3") != NULL, "%s", slurp("out"));
+
+    const char *aw[] = {"--await", "batch", NULL};
+    pid_t w = spawn_dlock(aw);
+    await_waiters(1);
+    const char *down[] = {"--countdown", "batch", NULL};
+    ck_assert_int_eq(run_dlock(down), 0);
+    ck_assert_str_eq(slurp("out"), "1");
+    ck_assert_int_eq(waitpid(w, NULL, WNOHANG), 0); /* still waiting at 1 */
+    ck_assert_int_eq(run_dlock(down), 0);
+    ck_assert_str_eq(slurp("out"), "0");
+    ck_assert_int_eq(reap(w), 0);
+    /* No latch counts as 0. */
+    ck_assert_int_eq(run_dlock(aw), 0);
+    ck_assert_int_eq(run_dlock(down), 0);
+    ck_assert_str_eq(slurp("out"), "0");
+}
+END_TEST
+
+/* --await with -n or -w: -E's code (default 1) when the count is not 0 in
+ * time; -v says the count. */
+START_TEST(latch_await_nonblock_wait_and_code) {
+    const char *set[] = {"--latch-set", "1", "gate", NULL};
+    ck_assert_int_eq(run_dlock(set), 0);
+    const char *n[] = {"-n", "--await", "gate", NULL};
+    ck_assert_int_eq(run_dlock(n), 1);
+    const char *w[] = {"-w", "0.2", "-E", "9", "--await", "gate", NULL};
+    ck_assert_int_eq(run_dlock(w), 9);
+    const char *vn[] = {"-v", "-n", "--await", "gate", NULL};
+    ck_assert_int_eq(run_dlock(vn), 1);
+    ck_assert_msg(strstr(slurp("out"), "count still 1") != NULL, "%s", slurp("out"));
+    const char *down[] = {"--countdown", "gate", NULL};
+    ck_assert_int_eq(run_dlock(down), 0);
+    ck_assert_int_eq(run_dlock(n), 0);
+    ck_assert_int_eq(run_dlock(w), 0);
+}
+END_TEST
+
+/* A name that is another kind: 65 with dlockd's words. */
+START_TEST(latch_other_kind_is_65) {
+    h_conn_t *c = h_connect_index(daemon_idx);
+    h_send(c, "LOCK held\n");
+    H_EXPECT_PREFIX(c, "OK ");
+    const char *set[] = {"--latch-set", "1", "held", NULL};
+    const char *down[] = {"--countdown", "held", NULL};
+    const char *aw[] = {"--await", "held", NULL};
+    const char *const *all[] = {set, down, aw};
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(run_dlock(all[i]), 65);
+        ck_assert_msg(strstr(slurp("out"), "held is held as a plain lock") != NULL, "%s",
+                      slurp("out"));
+    }
+    h_close(c);
+}
+END_TEST
+
+START_TEST(latch_bad_usage_is_64) {
+    const char *bad[][8] = {
+        {"--latch-set", "0", "x", NULL},
+        {"--latch-set", "two", "x", NULL},
+        {"--latch-set", "1", NULL},
+        {"--latch-set", "1", "x", "y", NULL},
+        {"--countdown", "x", "true", NULL},
+        {"-n", "--countdown", "x", NULL},
+        {"-w", "1", "--latch-set", "1", "x", NULL},
+        {"--await", "x", "--countdown", "y", NULL},
+        {"--await", "x", "--permits", "1", NULL},
+        {"-l", "100", "--await", "x", NULL},
+        {"-n", "-w", "1", "--await", "x", NULL},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        int rc = run_dlock(bad[i]);
+        ck_assert_msg(rc == 64, "case %zu (%s %s): %d: %s", i, bad[i][0], bad[i][1], rc,
+                      slurp("out"));
+    }
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("dlock command");
     TCase *tc = tcase_create("cli");
@@ -1258,6 +1349,10 @@ static Suite *suite(void) {
     tcase_add_test(tc, leader_one_shot);
     tcase_add_test(tc, elect_bad_usage_is_64);
     tcase_add_test(tc, elect_other_kind_is_65);
+    tcase_add_test(tc, latch_set_countdown_await);
+    tcase_add_test(tc, latch_await_nonblock_wait_and_code);
+    tcase_add_test(tc, latch_other_kind_is_65);
+    tcase_add_test(tc, latch_bad_usage_is_64);
     suite_add_tcase(s, tc);
     return s;
 }
