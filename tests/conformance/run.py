@@ -502,6 +502,13 @@ class T(object):
             with Raw(sock) as r:
                 if kind == "sem":
                     continue    # checked by the scenario (the permits it expects)
+                if kind == "latch":
+                    # Counted down to 0 (gone) and nobody left waiting for it.
+                    reply = r.req("LATCHCOUNT %s" % name)
+                    if reply != "OK 0":
+                        raise Fail("LATCHCOUNT %s after the scenario answered %r, expected "
+                                   "OK 0" % (name, reply))
+                    continue
                 if kind == "elect":
                     # No leader and no candidate left: the runner leads at once.
                     reply = r.req("ELECT %s conformance-check" % name)
@@ -1285,6 +1292,156 @@ def list_every_kind(t):
         r.expect("TRYACQUIRE %s 3 %d" % (x["sem"], GUARD * 1000), "OK 3")
 
 
+# ---- count-down latches (issue 41) ----
+
+def latch_many_waiters(t):
+    """20 clients, 10 on each of two dlockds, await one latch set to 3 by
+    another client: the first two count-downs release nobody, the third
+    releases all 20 at once."""
+    a = t.a
+    sock2, _ = t.dlockd()
+    x = t.name("latch")
+    socks = {"cs": t.sock, "ct": sock2}
+    for cid, sock in socks.items():
+        a.call("connect", cid, sock)
+    waiters = ["w%d" % i for i in range(20)]
+    for i, cid in enumerate(waiters):
+        socks[cid] = t.sock if i < 10 else sock2
+        a.call("connect", cid, socks[cid])
+    if a.call("latchset", "cs", x, 3, n=1) != [1]:
+        raise Fail("latchset %s 3 of a new latch did not answer ok 1" % x)
+    rid = {cid: a.send("await", cid, x) for cid in waiters}
+    wait_waiters(t.sock, 10)
+    wait_waiters(sock2, 10)
+
+    def none_answered(when):
+        got = [(cid, a.answer(r)) for cid, r in rid.items() if a.answered(r)]
+        if got:
+            raise Fail("%d of the 20 awaits answered %s (first: %s on %s: %r)"
+                       % (len(got), when, got[0][0], "the second dlockd" if
+                          socks[got[0][0]] == sock2 else "the first dlockd",
+                          " ".join(got[0][1])))
+
+    none_answered("before any countdown")
+    last = t.rng.choice(["cs", "ct"])
+    for k, (cid, left) in enumerate([("cs", 2), ("ct", 1)]):
+        if a.call("countdown", cid, x, n=1) != [left]:
+            raise Fail("countdown %d (by %s) did not answer ok %d" % (k + 1, cid, left))
+        # Nobody released: each dlockd still has its 10 waits, and tells
+        # the count left; then no await may have answered.
+        for sock in (t.sock, sock2):
+            with Raw(sock) as r:
+                n = int(r.info().get("waiters", -1))
+                reply = r.req("LATCHCOUNT %s" % x)
+            if n != 10 or reply != "OK %d" % left:
+                raise Fail("after countdown %d (ok %d), the %s dlockd had %d waiters and "
+                           "answered LATCHCOUNT %r: expected 10 waiters and OK %d"
+                           % (k + 1, left, "first" if sock == t.sock else "second", n,
+                              reply, left))
+        none_answered("after countdown %d (the count %d)" % (k + 1, left))
+    t3 = time.monotonic()
+    if a.call("countdown", last, x, n=1) != [0]:
+        raise Fail("the third countdown (by %s) did not answer ok 0" % last)
+    for cid, r in rid.items():
+        got = prompt(a, r, "the await of %s on the %s dlockd not answered within %ss of the "
+                     "third countdown (on the %s)" % (
+                         cid, "second" if socks[cid] == sock2 else "first", PROMPT_GUARD,
+                         "second" if last == "ct" else "first"))
+        if got != ["ok"]:
+            raise Fail("the await of %s answered %r after the third countdown, expected ok"
+                       % (cid, " ".join(got)))
+        if a.answer_time[r] < t3:
+            raise Fail("the await of %s was answered before the third countdown was sent"
+                       % cid)
+    wait_no_waiters(t.sock)
+    wait_no_waiters(sock2)
+    for cid in ("cs", "ct", "w0", "w19"):
+        if a.call("latchcount", cid, x, n=1) != [0]:
+            raise Fail("latchcount on %s after the third countdown did not answer ok 0" % cid)
+    # Opened: it stays so (no latch is 0), on either dlockd.
+    for cid in ("w0", "w19"):
+        got = prompt(a, a.send("await", cid, x), "an await of the opened latch on %s not "
+                     "answered within %ss" % (cid, PROMPT_GUARD))
+        if got != ["ok"]:
+            raise Fail("an await of the opened latch answered %r, expected ok" % " ".join(got))
+    t.free_checks.append((sock2, x, "latch"))
+
+
+def latch_tryawait_cancel(t):
+    """latchset sets a count once; tryawait times out telling the count;
+    a cancelled await leaves no wait; the last countdown opens it."""
+    a, x = t.a, t.name("latch")
+    for cid in ("cs", "c1", "c2"):
+        a.call("connect", cid, t.sock)
+    if a.call("latchset", "cs", x, 2, n=1) != [1]:
+        raise Fail("latchset %s 2 of a new latch did not answer ok 1" % x)
+    if a.call("latchset", "c1", x, 5, n=1) != [0]:
+        raise Fail("latchset of an existing latch did not answer ok 0")
+    if a.call("latchcount", "c1", x, n=1) != [2]:
+        raise Fail("latchcount after latchset 2 then 5 did not answer ok 2: the second "
+                   "changed it")
+    t0 = time.monotonic()
+    got = a.answer(a.send("tryawait", "c1", x, 200))
+    if got != ["timeout", "2"]:
+        raise Fail("tryawait with wait 200 of a latch at 2 answered %r, expected timeout 2"
+                   % " ".join(got))
+    if time.monotonic() - t0 < 0.19:
+        raise Fail("tryawait with wait 200 timed out after %.0f ms"
+                   % ((time.monotonic() - t0) * 1000))
+    if a.call("countdown", "cs", x, n=1) != [1]:
+        raise Fail("countdown of a latch at 2 did not answer ok 1")
+    got = a.answer(a.send("tryawait", "c1", x, 0))
+    if got != ["timeout", "1"]:
+        raise Fail("tryawait with wait 0 of a latch at 1 answered %r, expected timeout 1"
+                   % " ".join(got))
+    rid = a.send("await", "c2", x)
+    wait_waiters(t.sock, 1)
+    a.call("cancel", rid)
+    a.err(rid, "cancelled")
+    wait_no_waiters(t.sock)
+    if a.call("latchcount", "cs", x, n=1) != [1]:
+        raise Fail("latchcount after the cancelled await did not answer ok 1")
+    if a.call("countdown", "cs", x, n=1) != [0]:
+        raise Fail("the last countdown did not answer ok 0")
+    if a.call("tryawait", "cs", x, 0) != []:
+        raise Fail("tryawait with wait 0 of the opened latch did not answer ok")
+    if a.call("await", "c1", x) != []:
+        raise Fail("await of the opened latch did not answer ok")
+    if a.call("countdown", "c1", x, n=1) != [0]:
+        raise Fail("countdown of a latch that no longer exists did not answer ok 0")
+    if a.call("latchcount", "c1", x, n=1) != [0]:
+        raise Fail("countdown of a latch that no longer exists left a count")
+
+
+def latch_bad_input(t):
+    """Bad counts and names are refused; a latch and a lock of one name
+    exclude each other (err kind)."""
+    a, x, y = t.a, t.name("latch"), t.name()
+    a.call("connect", "c", t.sock)
+    a.err(a.send("latchset", "c", x, 0), "args")
+    a.err(a.send("latchset", "c", x, NUM_MAX + 1), "args")
+    a.err(a.send("latchset", "c", "n" * 300, 1), "name")
+    a.err(a.send("countdown", "c", "n" * 300), "name")
+    a.err(a.send("await", "c", "n" * 300), "name")
+    a.err(a.send("tryawait", "c", x, NUM_MAX + 1), "args")
+    a.call("ping", "c")
+    if a.call("latchcount", "c", x, n=1) != [0]:
+        raise Fail("a refused latchset left a count on %s" % x)
+    # A latch's name is no lock, a lock's name no latch.
+    if a.call("latchset", "c", x, 2, n=1) != [1]:
+        raise Fail("latchset %s 2 did not answer ok 1" % x)
+    a.err(a.send("lock", "c", "h1", x, 0), "kind")
+    r = t.raw()
+    r.expect("LOCK %s" % y, "OK ")
+    a.err(a.send("latchset", "c", y, 1), "kind")
+    a.err(a.send("countdown", "c", y), "kind")
+    a.err(a.send("await", "c", y), "kind")
+    r.expect("UNLOCK %s" % y, "OK 0")
+    a.call("ping", "c")
+    if a.call("countdown", "c", x, n=1) != [1] or a.call("countdown", "c", x, n=1) != [0]:
+        raise Fail("two countdowns of a latch at 2 did not answer ok 1, ok 0")
+
+
 # ---- many tasks on one client (tagged requests, issue 38) ----
 # One client's tasks wait at once on its one connection: each is answered
 # when its own name comes free, and nothing of one task waits behind
@@ -1590,7 +1747,8 @@ SCENARIOS = [grant_rising_fences, trylock_timeout, reentry, lease_expiry_loss,
              election_lease_expiry, election_two_daemons, election_bad_input,
              mlock_all_or_nothing, mlock_reentry_and_unlock, mlock_opposite_orders,
              mlock_closed_frees, mlock_cancel, mlock_trymlock_timeout, mlock_bad_input,
-             mlock_lost_one, list_every_kind, concurrent_waits, cancel_one_of_many,
+             mlock_lost_one, list_every_kind, latch_many_waiters, latch_tryawait_cancel,
+             latch_bad_input, concurrent_waits, cancel_one_of_many,
              same_name_order, list_while_waiting]
 
 
