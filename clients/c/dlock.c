@@ -107,6 +107,7 @@ static int err_from_code(const char *code, size_t len) {
 }
 
 static int name_ok(const char *name) {
+    if (name == NULL) return 0; /* bad_name() says so */
     size_t len = strlen(name);
     if (len == 0 || len > DLOCK_NAME_MAX) return 0;
     for (size_t i = 0; i < len; i++)
@@ -404,7 +405,8 @@ int dlock_cancel(dlock_t *d) {
 
 /* roundtrip() for a request that may wait, which dlock_cancel() may
  * withdraw: then DLOCK_ECANCELLED, and a grant that raced the cancel is
- * given back with the request undo ("UNLOCK x", "RELEASE x 2"). */
+ * given back with the request undo ("UNLOCK x", "RELEASE x 2"; NULL when
+ * a grant holds nothing: AWAIT). */
 static int roundtrip_wait(dlock_t *d, const char *line, const char *undo) {
     char req[DLOCK_LINE_MAX + 2];
     size_t n = strlen(line);
@@ -426,7 +428,7 @@ static int roundtrip_wait(dlock_t *d, const char *line, const char *undo) {
     r = read_reply(d); /* CANCEL's: OK 1 (withdrawn), or OK 0 (it was answered) */
     if (r < 0) return r;
     if (strncmp(d->line, "OK", 2) != 0) return DLOCK_EPROTO;
-    if (granted) {
+    if (granted && undo != NULL) {
         r = roundtrip(d, undo);
         if (r == DLOCK_ECLOSED || r == DLOCK_EIO || r == DLOCK_EPROTO) return r;
     }
@@ -683,6 +685,68 @@ int dlock_release(dlock_t *d, const char *name, uint32_t permits, uint32_t *left
     snprintf(line, sizeof(line), "RELEASE %s %u", name, permits);
     int r = roundtrip(d, line);
     return r == 0 ? parse_count(d, left) : r;
+}
+
+int dlock_latchset(dlock_t *d, const char *name, uint32_t count, int *set) {
+    char line[DLOCK_NAME_MAX + 32];
+    uint32_t v;
+    if (!name_ok(name)) return bad_name(name);
+    if (count == 0 || count > 2147483647u) return DLOCK_EARGS;
+    snprintf(line, sizeof(line), "LATCHSET %s %u", name, count);
+    int r = roundtrip(d, line);
+    if (r == 0) r = parse_count(d, &v);
+    if (r == 0 && v > 1) r = DLOCK_EPROTO;
+    if (r == 0 && set) *set = (int)v;
+    return r;
+}
+
+/* verb NAME answered "OK <count>": COUNTDOWN, LATCHCOUNT. */
+static int latch_count(dlock_t *d, const char *verb, const char *name, uint32_t *count) {
+    char line[DLOCK_NAME_MAX + 16];
+    if (!name_ok(name)) return bad_name(name);
+    snprintf(line, sizeof(line), "%s %s", verb, name);
+    int r = roundtrip(d, line);
+    return r == 0 ? parse_count(d, count) : r;
+}
+
+int dlock_countdown(dlock_t *d, const char *name, uint32_t *left) {
+    return latch_count(d, "COUNTDOWN", name, left);
+}
+
+int dlock_latchcount(dlock_t *d, const char *name, uint32_t *count) {
+    return latch_count(d, "LATCHCOUNT", name, count);
+}
+
+/* AWAIT NAME (wait_ms < 0) or TRYAWAIT NAME WAIT_MS: "OK 0", or "TIMEOUT
+ * <count>". Nothing to give back when the opening raced a cancel. */
+static int await_zero(dlock_t *d, const char *name, long long wait_ms, uint32_t *count) {
+    char line[DLOCK_NAME_MAX + 32];
+    if (!name_ok(name)) return bad_name(name);
+    if (wait_ms > 2147483647) return DLOCK_EARGS;
+    if (wait_ms < 0)
+        snprintf(line, sizeof(line), "AWAIT %s", name);
+    else
+        snprintf(line, sizeof(line), "TRYAWAIT %s %lld", name, wait_ms);
+    int r = wait_ms != 0 ? roundtrip_wait(d, line, NULL) : roundtrip(d, line);
+    if (r == DLOCK_ETIMEOUT) {
+        unsigned v;
+        int used = 0;
+        if (sscanf(d->line, "TIMEOUT %u%n", &v, &used) != 1 || d->line[used] != '\0')
+            return DLOCK_EPROTO;
+        if (count) *count = v;
+        return r;
+    }
+    if (r == 0 && strcmp(d->line, "OK 0") != 0) return DLOCK_EPROTO;
+    if (r == 0 && count) *count = 0;
+    return r;
+}
+
+int dlock_await(dlock_t *d, const char *name) {
+    return await_zero(d, name, -1, NULL);
+}
+
+int dlock_tryawait(dlock_t *d, const char *name, uint32_t wait_ms, uint32_t *count) {
+    return await_zero(d, name, wait_ms, count);
 }
 
 int dlock_renew(dlock_t *d, const char *name, uint32_t lease_ms, long long *ttl_ms) {

@@ -238,6 +238,30 @@ int dlock_tryacquire(dlock_t *d, const char *name, uint32_t permits, uint32_t wa
 /* Gives permits back; *left is how many this connection still holds.
  * DLOCK_ENOTHELD, releasing none, if it holds fewer than permits. */
 int dlock_release(dlock_t *d, const char *name, uint32_t permits, uint32_t *left);
+/* Count-down latches (Redisson's RCountDownLatch layout): a count set
+ * once with dlock_latchset() and counted down by anyone; when it reaches 0
+ * the latch is gone and every waiter is released, on every dlockd of the
+ * Redis (and Redisson's await()). A latch has no holder: nothing of it
+ * belongs to a connection, and dlock_close() changes no count. A latch's
+ * name refuses the lock calls, and a lock's name these, with DLOCK_EKIND
+ * (so does a dlockd in quorum mode).
+ *
+ * Sets the count (1..2147483647; else DLOCK_EARGS) if no latch of the name
+ * exists: *set is 1 then, 0 if one existed (its count stays as it was). */
+int dlock_latchset(dlock_t *d, const char *name, uint32_t count, int *set);
+/* Counts one down; *left is the count after it: 0 means the latch is gone
+ * and its waiters are released. A latch that does not exist stays so (0). */
+int dlock_countdown(dlock_t *d, const char *name, uint32_t *left);
+/* Waits, as long as it takes, until the count is 0; at once when no latch
+ * of the name exists. dlock_cancel() withdraws the wait: DLOCK_ECANCELLED
+ * (also when the count reached 0 as the cancel went out). */
+int dlock_await(dlock_t *d, const char *name);
+/* As dlock_await(), waiting at most wait_ms (0: one look): DLOCK_ETIMEOUT
+ * if the count was still above 0, with that count in *count (may be
+ * NULL). */
+int dlock_tryawait(dlock_t *d, const char *name, uint32_t wait_ms, uint32_t *count);
+/* The count now in *count: 0 when no latch of the name exists. */
+int dlock_latchcount(dlock_t *d, const char *name, uint32_t *count);
 /* Any lock's state: a plain or a fair lock is FREE, MINE or TAKEN, a
  * read/write lock READ or WRITE (FREE once nobody holds it), a semaphore
  * SEM with its numbers in sem. */
@@ -325,7 +349,8 @@ int dlock_request(dlock_t *d, const char *line, char *buf, size_t len);
 
 /* Withdraws the wait of the waiting call blocked on d now: dlock_lock(),
  * dlock_rlock(), dlock_wlock(), dlock_fairlock(), dlock_acquire(),
- * dlock_elect(), dlock_mlock(), or a dlock_try*() with a wait_ms above 0.
+ * dlock_elect(), dlock_mlock(), dlock_await(), or a dlock_try*() with a
+ * wait_ms above 0.
  * That call then returns DLOCK_ECANCELLED holding nothing: when the grant
  * raced the cancel, it gives back what it got (one hold, its permits, the
  * leadership, or one hold of each name) before returning. d

@@ -512,6 +512,39 @@ static void run(client_t *c, cmd_t *m) {
             say("%s ok %u", rid, holds);
             return;
         }
+    } else if (strcmp(op, "latchset") == 0 && n == 3) {
+        long long count = num(a[2]);
+        int set = 0;
+        if (count < 0) goto bad_args;
+        if ((r = dlock_latchset(c->d, a[1], (uint32_t)count, &set)) == 0) {
+            say("%s ok %d", rid, set);
+            return;
+        }
+    } else if ((strcmp(op, "countdown") == 0 || strcmp(op, "latchcount") == 0) && n == 2) {
+        uint32_t count = 0;
+        r = op[0] == 'c' ? dlock_countdown(c->d, a[1], &count)
+                         : dlock_latchcount(c->d, a[1], &count);
+        if (r == 0) {
+            say("%s ok %u", rid, count);
+            return;
+        }
+    } else if ((strcmp(op, "await") == 0 && n == 2) || (strcmp(op, "tryawait") == 0 && n == 3)) {
+        uint32_t count = 0;
+        if (n == 3) {
+            long long wait = num(a[2]);
+            if (wait < 0) goto bad_args;
+            r = dlock_tryawait(c->d, a[1], (uint32_t)wait, &count);
+        } else {
+            r = dlock_await(c->d, a[1]);
+        }
+        if (r == DLOCK_ETIMEOUT) {
+            say("%s timeout %u", rid, count);
+            return;
+        }
+        if (r == 0) {
+            say("%s ok", rid);
+            return;
+        }
     } else if (strcmp(op, "elect") == 0 && n == 5) {
         long long lease = num(a[4]);
         if (lease < 0 || lease > 2147483647) goto bad_args;

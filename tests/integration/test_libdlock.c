@@ -1017,6 +1017,7 @@ typedef struct blocked_s {
     dlock_t *d;
     const char *name;
     int sem; /* dlock_acquire() of 1 permit, else dlock_lock() */
+    int latch; /* dlock_await() */
     size_t mn; /* dlock_mlock() of these names, when mn > 0 */
     const char *const *mnames;
     uint64_t fences[DLOCK_MNAMES_MAX];
@@ -1027,6 +1028,7 @@ static void *blocked_call(void *arg) {
     blocked_t *b = arg;
     b->result = b->mn  ? dlock_mlock(b->d, b->mn, b->mnames, 0, b->fences)
               : b->sem ? dlock_acquire(b->d, b->name, 1, 0, NULL)
+              : b->latch ? dlock_await(b->d, b->name)
                        : dlock_lock(b->d, b->name, 0, NULL, NULL);
     return NULL;
 }
@@ -1100,6 +1102,141 @@ START_TEST(cancel_withdraws_a_blocked_acquire) {
     h_close(adm);
     dlock_close(holder);
     dlock_close(d);
+}
+END_TEST
+
+/* A blocked AWAIT is withdrawn: no wait is left, the count stays, and the
+ * last COUNTDOWN opens the latch for the next AWAIT of the same dlock_t. */
+START_TEST(cancel_withdraws_a_blocked_await) {
+    dlock_t *setter = open_client(), *d = open_client();
+    h_conn_t *adm = h_connect_index(daemon_idx);
+    uint32_t n = 9;
+    ck_assert_int_eq(dlock_latchset(setter, "cl", 1, NULL), 0);
+    blocked_t b = {.d = d, .name = "cl", .latch = 1, .result = 1};
+    pthread_t t = start_blocked(&b, adm);
+    ck_assert_int_eq(dlock_cancel(d), 1);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_int_eq(b.result, DLOCK_ECANCELLED);
+    ck_assert_int_eq(h_info_value(adm, "waiters"), 0);
+    ck_assert_int_eq(dlock_latchcount(d, "cl", &n), 0);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(dlock_countdown(setter, "cl", &n), 0);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_int_eq(dlock_await(d, "cl"), 0);
+    h_close(adm);
+    dlock_close(setter);
+    dlock_close(d);
+}
+END_TEST
+
+/* A child process that awaits name over a connection of its own and exits
+ * 0 when dlock_await() answered 0. */
+static pid_t spawn_await(const char *name) {
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int err = 0;
+        dlock_t *d = dlock_connect(NULL, &err);
+        if (d == NULL) _exit(2);
+        _exit(dlock_await(d, name) == 0 ? 0 : 1);
+    }
+    return pid;
+}
+
+/* Count-down latches: the count set once, TRYAWAIT timing out with the
+ * count, two waiters released by the last COUNTDOWN only (dlockd still
+ * counts them waiting after the first), then an open latch: no latch of
+ * the name, AWAIT at once, COUNTDOWN changing nothing. */
+START_TEST(latch_set_count_down_await) {
+    dlock_t *a = open_client(), *b = open_client();
+    h_conn_t *adm = h_connect_index(daemon_idx);
+    int set = -1;
+    uint32_t n = 9;
+
+    ck_assert_int_eq(dlock_latchcount(a, "l", &n), 0);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_int_eq(dlock_latchset(a, "l", 2, &set), 0);
+    ck_assert_int_eq(set, 1);
+    ck_assert_int_eq(dlock_latchset(b, "l", 5, &set), 0);
+    ck_assert_int_eq(set, 0);
+    ck_assert_int_eq(dlock_latchcount(b, "l", &n), 0);
+    ck_assert_uint_eq(n, 2); /* the second LATCHSET changed nothing */
+
+    ck_assert_int_eq(dlock_tryawait(b, "l", 0, &n), DLOCK_ETIMEOUT);
+    ck_assert_uint_eq(n, 2);
+    long long t0 = h_now_ms();
+    n = 9;
+    ck_assert_int_eq(dlock_tryawait(b, "l", 200, &n), DLOCK_ETIMEOUT);
+    ck_assert_int_ge(h_now_ms() - t0, 190);
+    ck_assert_uint_eq(n, 2);
+
+    pid_t w1 = spawn_await("l"), w2 = spawn_await("l");
+    h_await_waiters(adm, 2);
+    ck_assert_int_eq(dlock_countdown(a, "l", &n), 0);
+    ck_assert_uint_eq(n, 1);
+    /* Nobody released: both still wait in dlockd. */
+    ck_assert_int_eq(h_info_value(adm, "waiters"), 2);
+    ck_assert_int_eq(dlock_tryawait(b, "l", 0, &n), DLOCK_ETIMEOUT);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(dlock_countdown(b, "l", &n), 0);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_int_eq(reap_child(w1), 0);
+    ck_assert_int_eq(reap_child(w2), 0);
+
+    /* Open: the latch is gone, and stays open. */
+    ck_assert_int_eq(dlock_latchcount(a, "l", &n), 0);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_int_eq(dlock_await(a, "l"), 0);
+    n = 9;
+    ck_assert_int_eq(dlock_tryawait(a, "l", 0, &n), 0);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_int_eq(dlock_countdown(a, "l", &n), 0);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_int_eq(dlock_latchcount(a, "l", &n), 0);
+    ck_assert_uint_eq(n, 0);
+    /* Set anew, it counts again. */
+    ck_assert_int_eq(dlock_latchset(b, "l", 1, &set), 0);
+    ck_assert_int_eq(set, 1);
+    ck_assert_int_eq(dlock_countdown(b, "l", &n), 0);
+    ck_assert_uint_eq(n, 0);
+    h_close(adm);
+    dlock_close(a);
+    dlock_close(b);
+}
+END_TEST
+
+/* Bad counts and names are refused by the client, the connection goes on;
+ * a latch and a lock of one name refuse each other's calls (DLOCK_EKIND). */
+START_TEST(latch_errors) {
+    dlock_t *a = open_client(), *b = open_client();
+    uint32_t n = 9;
+    int set = -1;
+
+    ck_assert_int_eq(dlock_latchset(a, "le", 0, &set), DLOCK_EARGS);
+    ck_assert_int_eq(dlock_latchset(a, "le", 2147483648u, &set), DLOCK_EARGS);
+    ck_assert_int_eq(dlock_latchset(a, "bad name", 1, &set), DLOCK_ENAME);
+    ck_assert_int_eq(dlock_countdown(a, "", &n), DLOCK_ENAME);
+    ck_assert_int_eq(dlock_await(a, NULL), DLOCK_ENAME);
+    ck_assert_int_eq(dlock_tryawait(a, "bad\x01", 0, &n), DLOCK_ENAME);
+    ck_assert_int_eq(dlock_latchcount(a, "x y", &n), DLOCK_ENAME);
+    ck_assert_int_eq(dlock_ping(a), 0);
+    ck_assert_int_eq(dlock_latchcount(a, "le", &n), 0);
+    ck_assert_uint_eq(n, 0);
+
+    ck_assert_int_eq(dlock_latchset(a, "le", 1, &set), 0);
+    ck_assert_int_eq(dlock_lock(b, "le", 0, NULL, NULL), DLOCK_EKIND);
+    ck_assert_int_eq(dlock_lock(a, "lk", 0, NULL, NULL), 0);
+    ck_assert_int_eq(dlock_latchset(b, "lk", 1, &set), DLOCK_EKIND);
+    ck_assert_int_eq(dlock_countdown(b, "lk", &n), DLOCK_EKIND);
+    ck_assert_int_eq(dlock_await(b, "lk"), DLOCK_EKIND);
+    ck_assert_int_eq(dlock_tryawait(b, "lk", 0, &n), DLOCK_EKIND);
+    ck_assert_int_eq(dlock_ping(b), 0);
+    ck_assert_int_eq(dlock_countdown(b, "le", &n), 0);
+    ck_assert_uint_eq(n, 0);
+    /* The latch gone, its name is free for a lock. */
+    ck_assert_int_eq(dlock_lock(b, "le", 0, NULL, NULL), 0);
+    dlock_close(a);
+    dlock_close(b);
 }
 END_TEST
 
@@ -1262,6 +1399,9 @@ static Suite *suite(void) {
     tcase_add_test(tc, cancel_withdraws_a_blocked_lock);
     tcase_add_test(tc, cancel_withdraws_a_blocked_acquire);
     tcase_add_test(tc, cancel_from_a_signal_handler);
+    tcase_add_test(tc, cancel_withdraws_a_blocked_await);
+    tcase_add_test(tc, latch_set_count_down_await);
+    tcase_add_test(tc, latch_errors);
     suite_add_tcase(s, tc);
     return s;
 }
