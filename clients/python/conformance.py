@@ -220,6 +220,21 @@ class Adapter(object):
             with self.lock:
                 self.handles[hid] = Handle(cid, name, "sem", lease, permits)
             return ["ok", held]
+        if op == "latchset":
+            return ["ok", 1 if c.latch_set(args[0], int(args[1])) else 0]
+        if op == "countdown":
+            return ["ok", c.count_down(args[0])]
+        if op == "latchcount":
+            return ["ok", c.latch_count(args[0])]
+        if op == "await":
+            c.await_latch(args[0])
+            return ["ok"]
+        if op == "tryawait":
+            try:
+                c.tryawait(args[0], int(args[1]))
+            except dlock.Timeout as e:
+                return ["timeout", e.count]
+            return ["ok"]
         if op == "status":
             st = c.status(args[0])
             if st.state == "FREE":

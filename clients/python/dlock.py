@@ -38,9 +38,15 @@ raises Cancelled.
         with c.semaphore("transcode", 2):   # 2 of the 4 while inside
             ...
 
-A waiting request (lock, rlock, wlock, fairlock, acquire, mlock, or a try...
-with a wait) holds the connection until it is answered; Client.cancel() from
-another thread withdraws it:
+    with dlock.Client() as c:       # a count-down latch
+        c.latch_set("shards-loaded", 3)     # once, by whoever comes first
+        ...
+        c.count_down("shards-loaded")       # each loader when it is done
+        c.await_latch("shards-loaded")      # until the count is 0
+
+A waiting request (lock, rlock, wlock, fairlock, acquire, mlock, elect,
+await_latch, or a try... with a wait) holds the connection until it is
+answered; Client.cancel() from another thread withdraws it:
 
     c = dlock.Client()
     threading.Timer(5, c.cancel).start()
@@ -194,17 +200,19 @@ class BadRequest(DlockError):
 
 class Timeout(DlockError):
     """TRYLOCK (TRYRLOCK, TRYWLOCK, TRYFAIRLOCK) did not get the lock in
-    time, or TRYACQUIRE the permits. ``ttl_ms`` is the holder's remaining
-    lease (-1 when unknown)."""
+    time, TRYACQUIRE the permits, or TRYAWAIT saw the latch still above 0.
+    ``ttl_ms`` is the holder's remaining lease (-1 when unknown); ``count``
+    is, for TRYAWAIT, the latch's count when the wait ended (else None)."""
 
-    def __init__(self, ttl_ms=-1, message=None):
+    def __init__(self, ttl_ms=-1, message=None, count=None):
         self.ttl_ms = ttl_ms
+        self.count = count
         if message is None:
             message = "lock not acquired within the wait (holder ttl %s ms)" % ttl_ms
         super().__init__(None, message)
 
     def __reduce__(self):
-        return (self.__class__, (self.ttl_ms, self.message))
+        return (self.__class__, (self.ttl_ms, self.message, self.count))
 
 
 class NotHeld(DlockError):
@@ -411,6 +419,17 @@ def _parse_status(rw):
     if state == "SEM" and len(rw) == 4:
         return Status("SEM", _to_int(rw[3]), None, None, available=_to_int(rw[2]))
     raise ProtocolError(None, "bad STATUS reply: %r" % " ".join(rw))
+
+
+def _opened(verb, rw):
+    """AWAIT's or TRYAWAIT's reply words: None for "OK 0" (the latch is
+    open), Timeout (with the count) for "TIMEOUT <count>"."""
+    if rw[0] == "TIMEOUT" and len(rw) == 2:
+        count = _to_int(rw[1])
+        raise Timeout(-1, "the latch's count was still %d at the end of the wait" % count,
+                      count)
+    if rw != ["OK", "0"]:
+        raise ProtocolError(None, "bad %s reply: %r" % (verb, " ".join(rw)))
 
 
 def _list_words(pattern, limit):
@@ -712,8 +731,9 @@ class Client(object):
 
     def cancel(self):
         """Withdraw the wait of the request blocked in another thread on
-        this client (lock, rlock, wlock, fairlock, acquire, or a try... with
-        a wait): that call raises Cancelled, holding nothing (a grant that
+        this client (lock, rlock, wlock, fairlock, acquire, mlock, elect,
+        await_latch, or a try... with a wait): that call raises Cancelled,
+        holding nothing (a grant that
         raced the cancel is given back). Safe to call from any thread; the
         client stays usable. Returns True if a wait was being cancelled,
         False if none was in progress (then nothing is done)."""
@@ -1123,6 +1143,51 @@ class Client(object):
         waits for them (None: as long as it takes); when they could not be
         had by then it raises Timeout."""
         return ClientSemaphore(self, name, permits, lease_ms, wait_ms)
+
+    # Count-down latches: a count set once with latch_set() and counted
+    # down by anyone; at 0 the latch is gone and every waiter is released,
+    # on every dlockd of the Redis (and Redisson's await()). A latch has no
+    # holder: close() changes no count. A latch's name refuses the lock
+    # requests, and a lock's name these, with KindError.
+
+    def latch_set(self, name, count):
+        """LATCHSET: set the latch's count (1 to NUM_MAX) if no latch of the
+        name exists. True when it was set now, False when one existed (its
+        count stays as it was)."""
+        name = validate_name(name)
+        rw = self._call(["LATCHSET", name, str(_check_num("count", count, 1))])
+        if len(rw) != 2 or rw[1] not in ("0", "1"):
+            raise ProtocolError(None, "bad LATCHSET reply: %r" % " ".join(rw))
+        return rw[1] == "1"
+
+    def count_down(self, name):
+        """COUNTDOWN: one less; returns the count left. 0: the latch is gone
+        and its waiters are released (a latch that does not exist stays so,
+        0)."""
+        name = validate_name(name)
+        return self._count("COUNTDOWN", self._call(["COUNTDOWN", name]))
+
+    def latch_count(self, name):
+        """LATCHCOUNT: the latch's count now; 0 when no latch of the name
+        exists."""
+        name = validate_name(name)
+        return self._count("LATCHCOUNT", self._call(["LATCHCOUNT", name]))
+
+    def await_latch(self, name):
+        """AWAIT: wait, as long as it takes, until the latch's count is 0;
+        at once when no latch of the name exists. cancel() from another
+        thread withdraws the wait (Cancelled)."""
+        name = validate_name(name)
+        _opened("AWAIT", self._call(["AWAIT", name], unbounded=True))
+
+    def tryawait(self, name, wait_ms=0):
+        """TRYAWAIT: as await_latch(), waiting at most wait_ms (0: one
+        look). Returns None once the count is 0, or raises Timeout whose
+        ``count`` is the count when the wait ended."""
+        name = validate_name(name)
+        rw = self._call(["TRYAWAIT", name, str(_check_num("wait_ms", wait_ms))],
+                        wait=wait_ms / 1000.0)
+        _opened("TRYAWAIT", rw)
 
     def renew(self, name, lease_ms=0):
         """RENEW: a lock with a lease gets lease_ms (0: its own lease); a

@@ -1290,6 +1290,123 @@ class DlockTest(unittest.TestCase):
         self.assertTrue(c.ping())
 
 
+class LatchTest(unittest.TestCase):
+    """Count-down latches: Client.latch_set, count_down, latch_count,
+    await_latch, tryawait."""
+
+    setUp = DlockTest.setUp
+    client = DlockTest.client
+    _blocked = DlockTest._blocked
+
+    def test_set_once_count_down_and_open(self):
+        a, b = self.client(), self.client()
+        self.assertEqual(a.latch_count(self.name), 0)
+        self.assertIs(a.latch_set(self.name, 2), True)
+        self.assertIs(b.latch_set(self.name, 5), False)     # set once
+        self.assertEqual(b.latch_count(self.name), 2)
+        with self.assertRaises(dlock.Timeout) as cm:
+            b.tryawait(self.name)
+        self.assertEqual(cm.exception.count, 2)
+        t0 = time.monotonic()
+        with self.assertRaises(dlock.Timeout) as cm:
+            b.tryawait(self.name, wait_ms=150)
+        self.assertGreaterEqual(time.monotonic() - t0, 0.14)
+        self.assertEqual(cm.exception.count, 2)
+        self.assertEqual(a.count_down(self.name), 1)
+        with self.assertRaises(dlock.Timeout) as cm:
+            b.tryawait(self.name, wait_ms=0)
+        self.assertEqual(cm.exception.count, 1)
+        self.assertEqual(a.count_down(self.name), 0)
+        # Open: no latch, and it stays open.
+        self.assertIsNone(b.tryawait(self.name))
+        self.assertIsNone(b.await_latch(self.name))
+        self.assertEqual(b.latch_count(self.name), 0)
+        self.assertEqual(b.count_down(self.name), 0)
+        self.assertEqual(b.latch_count(self.name), 0)
+        self.assertIs(b.latch_set(self.name, 1), True)      # set anew
+        self.assertEqual(a.count_down(self.name), 0)
+
+    def test_waiters_released_by_the_last_count_down_only(self):
+        setter, watcher = self.client(), self.client()
+        waiters = [self.client() for _ in range(3)]
+        setter.latch_set(self.name, 2)
+        before = watcher.info()["waiters"]
+        runs = [self._blocked(c.await_latch, self.name) for c in waiters]
+        self.assertEqual(watcher.info()["waiters"], before + 3)
+        self.assertEqual(setter.count_down(self.name), 1)
+        # Nobody released: dlockd still counts the three waiting.
+        self.assertEqual(watcher.info()["waiters"], before + 3)
+        self.assertFalse(any(done.is_set() for _, _, done in runs))
+        self.assertEqual(setter.count_down(self.name), 0)
+        for t, result, done in runs:
+            self.assertTrue(done.wait(EVENT_TIMEOUT), "an await was not released")
+            t.join(EVENT_TIMEOUT)
+            self.assertEqual(result, {"value": None})
+
+    def test_tryawait_released_within_its_wait(self):
+        setter, c = self.client(), self.client()
+        setter.latch_set(self.name, 1)
+        t, result, done = self._blocked(c.tryawait, self.name, int(EVENT_TIMEOUT * 1000))
+        self.assertEqual(setter.count_down(self.name), 0)
+        self.assertTrue(done.wait(EVENT_TIMEOUT))
+        t.join(EVENT_TIMEOUT)
+        self.assertEqual(result, {"value": None})
+
+    def test_cancel_withdraws_an_await(self):
+        setter, c, watcher = self.client(), self.client(), self.client()
+        setter.latch_set(self.name, 1)
+        before = watcher.info()["waiters"]
+        t, result, done = self._blocked(c.await_latch, self.name)
+        self.assertTrue(c.cancel())
+        self.assertTrue(done.wait(EVENT_TIMEOUT), "the cancelled await did not return")
+        t.join(EVENT_TIMEOUT)
+        self.assertIsInstance(result.get("error"), dlock.Cancelled, result)
+        self.assertEqual(watcher.info()["waiters"], before)
+        self.assertEqual(c.latch_count(self.name), 1)   # the count stays
+        self.assertEqual(setter.count_down(self.name), 0)
+        self.assertIsNone(c.await_latch(self.name))
+
+    def test_kind_errors(self):
+        a, b = self.client(), self.client()
+        lock_name = self.name + "-lock"
+        a.latch_set(self.name, 1)
+        with self.assertRaises(dlock.KindError):
+            b.lock(self.name)
+        a.lock(lock_name)
+        with self.assertRaises(dlock.KindError):
+            b.latch_set(lock_name, 1)
+        with self.assertRaises(dlock.KindError):
+            b.count_down(lock_name)
+        with self.assertRaises(dlock.KindError):
+            b.await_latch(lock_name)
+        with self.assertRaises(dlock.KindError):
+            b.tryawait(lock_name)
+        self.assertTrue(b.ping())
+        self.assertEqual(a.count_down(self.name), 0)
+        self.assertEqual(b.lock(self.name)[1], 1)   # the latch gone, a lock may have it
+
+    def test_bad_arguments_not_sent(self):
+        c = self.client()
+        for count in (0, -1, dlock.NUM_MAX + 1, 1.5, True, "2"):
+            with self.assertRaises(dlock.BadRequest) as cm:
+                c.latch_set(self.name, count)
+            self.assertIsNone(cm.exception.code)
+        for call in (lambda n: c.latch_set(n, 1), c.count_down, c.latch_count,
+                     c.await_latch, c.tryawait):
+            with self.assertRaises(dlock.BadRequest) as cm:
+                call("bad name")
+            self.assertIn("bad lock name", str(cm.exception))
+        with self.assertRaises(dlock.BadRequest):
+            c.tryawait(self.name, wait_ms=-1)
+        self.assertTrue(c.ping())
+        self.assertEqual(c.latch_count(self.name), 0)
+
+    def test_timeout_pickles_with_its_count(self):
+        import pickle
+        e = pickle.loads(pickle.dumps(dlock.Timeout(-1, "m", 3)))
+        self.assertEqual((e.ttl_ms, e.message, e.count), (-1, "m", 3))
+
+
 class MultiLockTest(unittest.TestCase):
     """Several names at once: Client.mlock, trymlock, munlock, MultiLock."""
 
