@@ -184,6 +184,26 @@ class Adapter:
         self.forget_if_released(hid, p)
         return "ok %d" % held
 
+    async def c_latchset(self, cid, name, count):
+        return "ok %d" % await self.client(cid).latch_set(name, int(count))
+
+    async def c_countdown(self, cid, name):
+        return "ok %d" % await self.client(cid).count_down(name)
+
+    async def c_latchcount(self, cid, name):
+        return "ok %d" % await self.client(cid).latch_count(name)
+
+    async def c_await(self, cid, name):
+        await self.client(cid).await_latch(name)
+        return "ok"
+
+    async def c_tryawait(self, cid, name, wait):
+        try:
+            await self.client(cid).tryawait(name, int(wait))
+        except da.Timeout as e:
+            return "timeout %d" % e.count
+        return "ok"
+
     async def c_status(self, cid, name):
         return render_status(await self.client(cid).status(name))
 

@@ -60,7 +60,7 @@ from dlock import (  # noqa: F401  (re-exported)
     KindError, LockLost, ConnectionClosed, ConnectFailed, ProtocolError, validate_name,
     LIST_MAX, Who, ListEntry, Listing)
 from dlock import (_ERRORS, _check_num, _check_permits, _lease, _parse_status, _to_int, _list_words,
-                   _list_count, _parse_listing)
+                   _list_count, _parse_listing, _opened)
 
 __all__ = [
     "connect", "Client", "Lock", "MultiLock", "Permits", "Leadership", "Leader", "DEFAULT_SOCKET",
@@ -1279,6 +1279,55 @@ class Client:
     def tryacquire(self, name, permits, wait_ms=0, lease_ms=None):
         """TRYACQUIRE: as acquire(), waiting at most wait_ms; raises Timeout."""
         return _Pending(lambda: self._acquire(name, permits, lease_ms, wait_ms))
+
+    # -- count-down latches --
+    # A count set once with latch_set() and counted down by anyone; at 0 the
+    # latch is gone and every waiter is released, on every dlockd of the
+    # Redis (and Redisson's await()). A latch has no holder and no handle;
+    # any number of this client's tasks await one latch at once.
+
+    async def latch_set(self, name, count):
+        """LATCHSET: set the count (1 to NUM_MAX) if no latch of the name
+        exists: True when set now, False when one existed (it stays)."""
+        name = validate_name(name)
+        req = _Req(self._loop, _line(["LATCHSET", name, str(_check_num("count", count, 1))]),
+                   parse=lambda w: _number(w) == 1)
+        return await self._call(req)
+
+    async def count_down(self, name):
+        """COUNTDOWN: one less; the count left (0: the latch is gone and its
+        waiters are released; also 0 for a latch that does not exist)."""
+        name = validate_name(name)
+        return await self._call(_Req(self._loop, _line(["COUNTDOWN", name]), parse=_number))
+
+    async def latch_count(self, name):
+        """LATCHCOUNT: the count now; 0 when no latch of the name exists."""
+        name = validate_name(name)
+        return await self._call(_Req(self._loop, _line(["LATCHCOUNT", name]), parse=_number))
+
+    async def await_latch(self, name):
+        """AWAIT: until the latch's count is 0 (at once when no latch of the
+        name exists). Cancelling the task withdraws the wait (CANCEL of its
+        tag) and raises CancelledError."""
+        name = validate_name(name)
+
+        def parse(words):
+            _raise_err(words)
+            return _opened("AWAIT", words)
+        return await self._call(_Req(self._loop, _line(["AWAIT", name]), waits=True,
+                                     parse=parse))
+
+    async def tryawait(self, name, wait_ms=0):
+        """TRYAWAIT: as await_latch(), waiting at most wait_ms (0: one look);
+        raises Timeout, whose ``count`` is the count when the wait ended."""
+        name = validate_name(name)
+        words = ["TRYAWAIT", name, str(_check_num("wait_ms", wait_ms))]
+
+        def parse(words):
+            _raise_err(words)
+            return _opened("TRYAWAIT", words)
+        return await self._call(_Req(self._loop, _line(words), waits=wait_ms > 0,
+                                     parse=parse))
 
     # -- leader election --
 

@@ -520,6 +520,73 @@ class AsyncioTest(unittest.IsolatedAsyncioTestCase):
         self.assertEqual((st.state, st.available, st.holds), ("SEM", 1, 1))
         self.assertEqual(await p.release(), 0)
 
+    async def test_latch(self):
+        c, other = await self.client(), await self.client()
+        self.assertEqual(await c.latch_count(self.name), 0)
+        self.assertIs(await c.latch_set(self.name, 2), True)
+        self.assertIs(await other.latch_set(self.name, 5), False)
+        self.assertEqual(await other.latch_count(self.name), 2)
+        with self.assertRaises(dlock.Timeout) as cm:
+            await other.tryawait(self.name, wait_ms=20)
+        self.assertEqual(cm.exception.count, 2)
+        self.assertEqual(await c.count_down(self.name), 1)
+        with self.assertRaises(dlock.Timeout) as cm:
+            await other.tryawait(self.name)
+        self.assertEqual(cm.exception.count, 1)
+        self.assertEqual(await other.count_down(self.name), 0)
+        self.assertIsNone(await c.tryawait(self.name))
+        self.assertIsNone(await c.await_latch(self.name))
+        self.assertEqual(await c.count_down(self.name), 0)     # no latch: nothing changes
+        self.assertEqual(await c.latch_count(self.name), 0)
+        for bad in (0, dlock.NUM_MAX + 1):
+            with self.assertRaises(dlock.BadRequest):
+                await c.latch_set(self.name, bad)
+        with self.assertRaises(dlock.BadRequest):
+            await c.await_latch("bad name")
+        h = await c.lock(self.name + "-lock")
+        with self.assertRaises(dlock.KindError):
+            await other.await_latch(self.name + "-lock")
+        with self.assertRaises(dlock.KindError):
+            await other.count_down(self.name + "-lock")
+        await h.unlock()
+
+    async def test_latch_20_tasks_of_one_client_released_at_once(self):
+        c, setter, watcher = await self.client(), await self.client(), await self.client()
+        await setter.latch_set(self.name, 2)
+        before = (await watcher.info())["waiters"]
+        tasks = [asyncio.create_task(c.await_latch(self.name)) for _ in range(20)]
+        await self.await_waiters(watcher, before + 20)     # all 20 in dlockd at once
+        self.assertEqual(await setter.count_down(self.name), 1)
+        self.assertEqual((await watcher.info())["waiters"], before + 20)
+        self.assertTrue(await c.ping())     # answered while the 20 wait
+        self.assertFalse(any(t.done() for t in tasks))
+        self.assertEqual(await setter.count_down(self.name), 0)
+        async with asyncio.timeout(GUARD):
+            self.assertEqual(await asyncio.gather(*tasks), [None] * 20)
+
+    async def test_latch_cancel_one_await(self):
+        self.need_cancel()
+        c, setter, watcher = await self.client(), await self.client(), await self.client()
+        await setter.latch_set(self.name, 1)
+        before = (await watcher.info())["waiters"]
+        tasks = [asyncio.create_task(c.await_latch(self.name)) for _ in range(3)]
+        await self.await_waiters(watcher, before + 3)
+        tasks[1].cancel()
+        async with asyncio.timeout(GUARD):
+            with self.assertRaises(asyncio.CancelledError):
+                await tasks[1]
+            while (await watcher.info())["waiters"] != before + 2:    # its wait withdrawn
+                await asyncio.sleep(0.01)   # poll interval
+        self.assertFalse(tasks[0].done() or tasks[2].done())
+        self.assertEqual(await c.latch_count(self.name), 1)
+        with self.assertRaises(TimeoutError):
+            async with asyncio.timeout(0.1):
+                await c.tryawait(self.name, wait_ms=60000)    # withdrawn by asyncio's timeout
+        self.assertEqual(await setter.count_down(self.name), 0)
+        async with asyncio.timeout(GUARD):
+            self.assertEqual(await asyncio.gather(tasks[0], tasks[2]), [None, None])
+        self.assertEqual((await watcher.info())["waiters"], before)
+
     async def test_fair_lock(self):
         c, other = await self.client(), await self.client()
         async with c.fairlock(self.name) as h:
