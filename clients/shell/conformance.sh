@@ -261,6 +261,23 @@ client_job() { # rid cid socket; commands on fd 3
             [ "$rc" = 0 ] && hset "$a2" "$a3" sem "$a5"
             answer "$r" "$rc" "$DLOCK_HOLDS"
             ;;
+        latchset) # cid name count
+            dlock_latchset "$a2" "$a3" 2>/dev/null || rc=$?
+            answer "$r" "$rc" "$DLOCK_SET"
+            ;;
+        countdown | latchcount | await) # cid name
+            "dlock_$op" "$a2" 2>/dev/null || rc=$?
+            if [ "$op" = await ]; then answer "$r" "$rc"; else answer "$r" "$rc" "$DLOCK_COUNT"; fi
+            ;;
+        tryawait) # cid name wait: a timeout tells the count
+            dlock_tryawait "$a2" "$a3" 2>/dev/null || rc=$?
+            if [ "$rc" = 1 ]; then
+                events
+                say "$r timeout $DLOCK_COUNT"
+            else
+                answer "$r" "$rc"
+            fi
+            ;;
         status)
             dlock_status "$a2" 2>/dev/null || rc=$?
             case $DLOCK_STATE in

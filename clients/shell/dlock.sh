@@ -92,6 +92,23 @@
 #   dlock_release NAME PERMITS   give PERMITS back; DLOCK_HOLDS is the
 #                                permits still held (2, with ERR NOTHELD and
 #                                none released, when fewer are held)
+# Count-down latches (a count set once and counted down by anyone; at 0
+# the latch is gone and every waiter is released, on every dlockd of the
+# Redis; a latch has no holder, and dlock_close changes no count; a latch's
+# name refuses the lock functions and a lock's name these, with 2 and "ERR
+# KIND ..."):
+#   dlock_latchset NAME COUNT    set the count (1-2147483647) unless a
+#                                latch of NAME exists: DLOCK_SET is 1 (set
+#                                now) or 0 (unchanged)
+#   dlock_countdown NAME         one less; DLOCK_COUNT is the count left
+#                                (0: gone, its waiters released; also 0,
+#                                changing nothing, when there was none)
+#   dlock_await NAME             wait (as long as it takes) until the count
+#                                is 0; at once when there is no latch
+#   dlock_tryawait NAME [WAIT_MS]
+#                                the same, or 1 after WAIT_MS (default 0:
+#                                one look) with the count in DLOCK_COUNT
+#   dlock_latchcount NAME        DLOCK_COUNT is the count (0: no latch)
 # Several names at once, all or none (the wait holds none of them, so two
 # scripts taking overlapping sets in any order cannot deadlock). N is how
 # many names follow (1-64, none twice), as on the wire. Each name granted
@@ -849,6 +866,66 @@ dlock_release() {
     _dlock_run RELEASE "$@" || _dlock_rc=$?
     if [ "$_dlock_rc" -eq 0 ]; then DLOCK_HOLDS=${DLOCK_REPLY#OK }; fi
     return "$_dlock_rc"
+}
+
+# dlock_latchset NAME COUNT: DLOCK_SET is 1 when the count was set now, 0
+# when a latch of NAME existed (unchanged).
+dlock_latchset() {
+    DLOCK_SET=
+    _dlock_argc 2 2 $# "dlock_latchset NAME COUNT" || return 2
+    _dlock_name "$1" || return 2
+    _dlock_num COUNT "$2" || return 2
+    case $2 in
+    *[1-9]*) ;;
+    *)
+        DLOCK_REPLY="ERR ARGS COUNT must be a number from 1 to 2147483647"
+        _dlock_err "bad COUNT '$2'"
+        return 2
+        ;;
+    esac
+    _dlock_rc=0
+    _dlock_run LATCHSET "$@" || _dlock_rc=$?
+    if [ "$_dlock_rc" -eq 0 ]; then DLOCK_SET=${DLOCK_REPLY#OK }; fi
+    return "$_dlock_rc"
+}
+
+# _dlock_latch VERB USAGE MAX NAME [WAIT_MS]: COUNTDOWN, LATCHCOUNT, AWAIT
+# or TRYAWAIT; DLOCK_COUNT is the count of the OK or the TIMEOUT.
+_dlock_latch() {
+    DLOCK_COUNT=
+    _dlock_verb=$1 _dlock_usage=$2 _dlock_max=$3
+    shift 3
+    _dlock_argc 1 "$_dlock_max" $# "$_dlock_usage" || return 2
+    _dlock_name "$1" || return 2
+    if [ $# -ge 2 ]; then _dlock_num WAIT_MS "$2" || return 2; fi
+    _dlock_rc=0
+    _dlock_run "$_dlock_verb" "$@" || _dlock_rc=$?
+    case $_dlock_rc in
+    0) DLOCK_COUNT=${DLOCK_REPLY#OK } ;;
+    1) DLOCK_COUNT=${DLOCK_REPLY#TIMEOUT } ;;
+    esac
+    return "$_dlock_rc"
+}
+
+# dlock_countdown NAME: one less; DLOCK_COUNT is the count left.
+dlock_countdown() {
+    _dlock_latch COUNTDOWN "dlock_countdown NAME" 1 "$@"
+}
+
+# dlock_await NAME: wait (as long as it takes) until the latch's count is 0.
+dlock_await() {
+    _dlock_latch AWAIT "dlock_await NAME" 1 "$@"
+}
+
+# dlock_tryawait NAME [WAIT_MS]: 0 once the count is 0, 1 after WAIT_MS
+# (default 0) with the count in DLOCK_COUNT.
+dlock_tryawait() {
+    _dlock_latch TRYAWAIT "dlock_tryawait NAME [WAIT_MS]" 2 "$@"
+}
+
+# dlock_latchcount NAME: DLOCK_COUNT is the count (0 when there is no latch).
+dlock_latchcount() {
+    _dlock_latch LATCHCOUNT "dlock_latchcount NAME" 1 "$@"
 }
 
 # dlock_renew NAME [LEASE_MS]: DLOCK_TTL is the new remaining lease.

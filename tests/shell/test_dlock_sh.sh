@@ -754,6 +754,89 @@ TAKEN") sc_ok "another process: dlock_tryfairlock $F gets TIMEOUT, and sees it T
     out=$(oneshot "STATUS a")
     sc_check "a refused dlock_mlock took nothing ($out)" [ "$out" = "OK FREE" ]
 
+    # -- count-down latches (a name per shell; each is counted down to 0,
+    # which deletes it)
+    L=latch-$SC_SHELL
+    export L
+    rc=0
+    dlock_latchcount "$L" || rc=$?
+    sc_check "dlock_latchcount of no latch: 0, count 0" [ "$rc.$DLOCK_COUNT" = "0.0" ]
+    rc=0
+    dlock_latchset "$L" 2 || rc=$?
+    sc_check "dlock_latchset $L 2: 0, set now" [ "$rc.$DLOCK_SET" = "0.1" ]
+    out=$(other 'dlock_latchset "$L" 5; echo "$? $DLOCK_SET"; dlock_latchcount "$L"
+        echo "$DLOCK_COUNT"')
+    sc_check "another process: dlock_latchset $L 5 changes nothing (got '$(echo "$out" | tr '\n' ' ')')" \
+        [ "$out" = "0 0
+2" ]
+    rc=0
+    dlock_tryawait "$L" || rc=$?
+    sc_check "dlock_tryawait $L: 1, the count 2 in DLOCK_COUNT" [ "$rc.$DLOCK_COUNT" = "1.2" ]
+    rc=0
+    dlock_tryawait "$L" 150 || rc=$?
+    sc_check "dlock_tryawait $L 150: waits, then 1 with the count 2" [ "$rc.$DLOCK_COUNT" = "1.2" ]
+    # Another process awaits it: released by the last count-down, not the first.
+    lout="$TMPDIR/l.out"
+    : >"$lout"
+    "$SC_SH" -c '. "$1" && dlock_open "$2" || exit 9
+        dlock_await "$L" && echo "opened"' sh "$LIB" "$SOCK" >"$lout" 2>&1 &
+    lpid=$!
+    sc_check "a dlock_await of another process waits in dlockd" await_waiters 1
+    rc=0
+    dlock_countdown "$L" || rc=$?
+    sc_check "dlock_countdown $L: 0, 1 left" [ "$rc.$DLOCK_COUNT" = "0.1" ]
+    out="$(oneshot INFO | grep -o ' waiters=[0-9]* ')$(cat "$lout")"
+    sc_check "the awaiting process still waits after the first count-down ('$out')" \
+        [ "$out" = " waiters=1 " ]
+    rc=0
+    dlock_countdown "$L" || rc=$?
+    sc_check "dlock_countdown $L again: 0, none left" [ "$rc.$DLOCK_COUNT" = "0.0" ]
+    wait "$lpid"
+    out=$(cat "$lout")
+    sc_check "the awaiting process was released (got '$out')" [ "$out" = opened ]
+    rc=0
+    dlock_await "$L" || rc=$?
+    sc_check "dlock_await of the opened latch: 0 at once" [ "$rc" -eq 0 ]
+    rc=0
+    dlock_tryawait "$L" 0 || rc=$?
+    sc_check "dlock_tryawait of the opened latch: 0" [ "$rc" -eq 0 ]
+    rc=0
+    dlock_countdown "$L" || rc=$?
+    sc_check "dlock_countdown of no latch: 0, count 0" [ "$rc.$DLOCK_COUNT" = "0.0" ]
+    # A latch's name refuses the lock functions, a lock's name these.
+    dlock_latchset "$L" 1
+    rc=0
+    dlock_lock "$L" 2>/dev/null || rc=$?
+    case $rc.$DLOCK_REPLY in
+    "2.ERR KIND "*) sc_ok "dlock_lock of a latch: 2 and ERR KIND" ;;
+    *) sc_nok "dlock_lock of a latch: 2 and ERR KIND (rc $rc, '$DLOCK_REPLY')" ;;
+    esac
+    dlock_lock pk3
+    rc=0
+    dlock_await pk3 2>/dev/null || rc=$?
+    case $rc.$DLOCK_REPLY in
+    "2.ERR KIND "*) sc_ok "dlock_await of a plain lock: 2 and ERR KIND" ;;
+    *) sc_nok "dlock_await of a plain lock: 2 and ERR KIND (rc $rc, '$DLOCK_REPLY')" ;;
+    esac
+    rc=0
+    dlock_latchset pk3 1 2>/dev/null || rc=$?
+    sc_check "dlock_latchset of a plain lock: 2 ('$DLOCK_REPLY')" [ "$rc" -eq 2 ]
+    dlock_unlock pk3
+    dlock_countdown "$L"
+    # Arguments are checked before sending.
+    sc_check "dlock_latchset without COUNT is refused with 2" refused dlock_latchset "$L"
+    sc_check "dlock_latchset with COUNT 0 is refused with 2" refused dlock_latchset "$L" 0
+    sc_check "dlock_latchset with COUNT 2147483648 is refused with 2" \
+        refused dlock_latchset "$L" 2147483648
+    sc_check "dlock_latchset with COUNT not a number is refused with 2" refused dlock_latchset "$L" x
+    sc_check "dlock_countdown of a name with a space is refused with 2" refused dlock_countdown "a b"
+    sc_check "dlock_await with two arguments is refused with 2" refused dlock_await "$L" 1
+    sc_check "dlock_tryawait with a WAIT_MS that is not a number is refused with 2" \
+        refused dlock_tryawait "$L" 1x
+    rc=0
+    dlock_latchcount "$L" || rc=$?
+    sc_check "the refused calls set nothing: count 0" [ "$rc.$DLOCK_COUNT" = "0.0" ]
+
     # -- listing: every kind under one prefix
     lp=ls$$
     dlock_lock "$lp-lock"
