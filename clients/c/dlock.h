@@ -264,7 +264,8 @@ int dlock_tryawait(dlock_t *d, const char *name, uint32_t wait_ms, uint32_t *cou
 int dlock_latchcount(dlock_t *d, const char *name, uint32_t *count);
 /* Any lock's state: a plain or a fair lock is FREE, MINE or TAKEN, a
  * read/write lock READ or WRITE (FREE once nobody holds it), a semaphore
- * SEM with its numbers in sem. */
+ * SEM with its numbers in sem, a count-down latch FREE (nobody holds one:
+ * dlock_latchcount() tells its count). */
 int dlock_status(dlock_t *d, const char *name, dlock_status_t *out);
 /* *removed is 1 if a lock was removed, 0 if there was none. On a
  * semaphore it gives back every permit, whoever holds them (1), or finds
@@ -330,14 +331,15 @@ typedef struct dlock_who_s {
 } dlock_who_t;
 typedef struct dlock_list_entry_s {
     char name[DLOCK_NAME_MAX + 1];
-    char kind[8];                   /* lock, read, write, fair, elect, sem */
+    char kind[8];                   /* lock, read, write, fair, elect, sem, latch */
     long long ttl_ms;               /* -1: no expiry */
     uint64_t fence;                 /* 0: none */
     size_t holders_total, nholders;
     dlock_who_t holders[DLOCK_LIST_WHO_MAX];
     size_t waiters_total, nwaiters;
     dlock_who_t waiters[DLOCK_LIST_WHO_MAX];
-    char value[DLOCK_VALUE_MAX + 1]; /* elect: the leader's value; sem: permits free */
+    char value[DLOCK_VALUE_MAX + 1]; /* elect: the leader's value; sem: permits free;
+                                        latch: its count */
 } dlock_list_entry_t;
 typedef int (*dlock_list_cb)(void *data, const dlock_list_entry_t *e);
 int dlock_list(dlock_t *d, const char *pattern, uint32_t limit, dlock_list_cb cb, void *data,

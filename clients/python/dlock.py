@@ -162,11 +162,11 @@ permits asked). None where dlockd does not know (a Redisson client's)."""
 ListEntry = collections.namedtuple(
     "ListEntry", "name kind ttl_ms fence holders_total holders waiters_total waiters value")
 ListEntry.__doc__ = """One lock of a LIST: its name; kind "lock", "read", "write", "fair",
-"elect" or "sem"; ttl_ms its lease left (-1: no expiry); fence its fence
-counter (None for a semaphore); holders_total and waiters_total the counts,
-holders and waiters the first of them (at most 8) as Who; value the leader's
-value of an election (a str), the permits available of a semaphore (an
-int), else None."""
+"elect", "sem" or "latch"; ttl_ms its lease left (-1: no expiry); fence its
+fence counter (None for a semaphore); holders_total and waiters_total the
+counts, holders and waiters the first of them (at most 8) as Who; value
+the leader's value of an election (a str), the permits available of a
+semaphore or the count of a count-down latch (an int), else None."""
 
 Listing = collections.namedtuple("Listing", "entries more")
 Listing.__doc__ = """What LIST told: entries, a list of ListEntry in dlockd's order, and
@@ -480,7 +480,7 @@ def _parse_entry(line):
     holders_total, holders = _parse_who(w[5], line)
     waiters_total, waiters = _parse_who(w[6], line)
     kind, value = w[2], w[7]
-    if kind == "sem":
+    if kind in ("sem", "latch"):
         value = _who_num(value)
     elif kind != "elect":
         value = None

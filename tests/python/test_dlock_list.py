@@ -59,6 +59,10 @@ class ParseTest(unittest.TestCase):
         self.assertEqual((jobs.waiters_total, jobs.waiters), (0, []))
         self.assertEqual((boss.ttl_ms, boss.fence, boss.value), (-1, 7, "-"))
 
+    def test_latch_value_is_its_count(self):
+        e = dlock._parse_entry("= go latch -1 - 0 2,vm/1/2/3/-1/40,vm/1/5/3/-1/12 3")
+        self.assertEqual((e.kind, e.fence, e.waiters_total, e.value), ("latch", None, 2, 3))
+
     def test_bad_lines(self):
         for line in ("= a lock 1 2 1 0", "- a lock 1 2 1 0 -", "= a lock x 2 1 0 -",
                      "= a lock 1 2 1,h/1/2 0 -", "= a lock 1 2 x 0 -"):
