@@ -112,6 +112,16 @@ class ListTest(unittest.TestCase):
         self.assertTrue(other.ping())   # nothing left unread
         self.assertTrue(c.ping())
 
+    def test_latch_listed_with_its_count(self):
+        c = self.client()
+        c.latch_set(self.name, 3)
+        c.count_down(self.name)
+        (e,) = c.list(self.name).entries
+        self.assertEqual((e.kind, e.fence, e.value, e.holders_total), ("latch", None, 2, 0))
+        c.count_down(self.name)
+        c.count_down(self.name)
+        self.assertEqual(c.list(self.name).entries, [])     # at 0 it is gone
+
     def test_limit_and_more(self):
         c = self.client()
         for i in range(3):
