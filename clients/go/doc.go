@@ -33,6 +33,15 @@
 // Leader tells who leads; Observe streams every change of leader on a
 // channel, in fence order.
 //
+// Count-down latches: LatchSet sets a latch's count once, CountDown takes
+// one off it, Await waits (TryAwait within a wait) until it is 0, on any
+// dlockd or Redisson's RCountDownLatch of the name. A latch has no holder:
+// the client holds nothing of it, and nothing of it is lost.
+//
+//	_, err = c.LatchSet(ctx, "batch-17", 3) // false: it was set already
+//	left, err := c.CountDown(ctx, "batch-17") // each of three workers, when done
+//	err = c.Await(ctx, "batch-17")            // whoever waits for all three
+//
 // Loss: dlockd tells a client when it can no longer vouch for a lock
 // (lease ran out, FORCEUNLOCK, Redis unreachable); the handle's Context is
 // then cancelled and Err returns a *LostError with the reason. When the

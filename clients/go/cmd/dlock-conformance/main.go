@@ -414,6 +414,8 @@ func (a *adapter) run(ctx context.Context, cmd string, args []string) (string, e
 		return "ok", c.Ping(ctx)
 	case "mlock", "trymlock", "munlock":
 		return a.multi(ctx, cmd, args)
+	case "latchset", "countdown", "latchcount", "await", "tryawait":
+		return a.latch(ctx, cmd, args)
 	case "list":
 		return a.list(ctx, args)
 	case "elect", "resign", "leader", "observe", "unobserve":
