@@ -278,6 +278,65 @@ public final class DlockClient implements AutoCloseable {
         return this.<DlockPermits>take(Kind.SEM, name, permits, waitMillis(wait), millis(lease, "lease"));
     }
 
+    // ---- count-down latches
+
+    /**
+     * Sets the count of the count-down latch {@code name} to {@code count} (1 to
+     * 2147483647) unless the latch exists: true if set now, false if it existed (its count
+     * unchanged), as Redisson's {@code RCountDownLatch.trySetCount}. A latch has no holder:
+     * nothing of it belongs to this client, and closing it changes no count.
+     */
+    public boolean latchSet(String name, long count) {
+        checkName(name);
+        if (count < 1 || count > NUM_MAX)
+            throw new ArgsException("a latch's count is 1 to " + NUM_MAX + ", not " + count);
+        return call("LATCHSET " + name + " " + count, reply -> latchCount(reply, "LATCHSET") == 1);
+    }
+
+    /**
+     * Counts the latch down by one and returns the count left. At 0 the latch is deleted
+     * and every waiter of it goes on, on every dlockd of the Redis and in Redisson. A latch
+     * that does not exist answers 0, and nothing changes.
+     */
+    public long countDown(String name) {
+        checkName(name);
+        return call("COUNTDOWN " + name, reply -> latchCount(reply, "COUNTDOWN"));
+    }
+
+    /** The latch's count now: 0 when it does not exist. */
+    public long latchCount(String name) {
+        checkName(name);
+        return call("LATCHCOUNT " + name, reply -> latchCount(reply, "LATCHCOUNT"));
+    }
+
+    /**
+     * Waits until the latch's count is 0 (at once when it does not exist). An interrupt
+     * withdraws the wait ({@code CANCEL}) and throws {@link InterruptedException}. Any
+     * number of threads may wait at once on one client; their waits hold back none of its
+     * other requests.
+     */
+    public void await(String name) throws InterruptedException {
+        await(latchWait(name, -1));
+    }
+
+    /**
+     * Waits at most {@code wait} ({@code Duration.ZERO}: one look) until the latch's count
+     * is 0: returns 0 once it is, else the count when the wait ended.
+     */
+    public long tryAwait(String name, Duration wait) throws InterruptedException {
+        return await(latchWait(name, waitMillis(wait)));
+    }
+
+    /** {@link #await(String)} as a future; {@code cancel} withdraws the wait. */
+    public CompletableFuture<Void> awaitAsync(String name) {
+        return cancellable(latchWait(name, -1), count -> null);
+    }
+
+    /** {@link #tryAwait} as a future (0, or the count when the wait ended); {@code cancel} withdraws the wait. */
+    public CompletableFuture<Long> tryAwaitAsync(String name, Duration wait) {
+        return cancellable(latchWait(name, waitMillis(wait)), count -> count);
+    }
+
     // ---- leader election
 
     /** Campaigns with {@code value}, leading while the connection lives; see {@link #elect(String, String, Duration)}. */
@@ -564,6 +623,69 @@ public final class DlockClient implements AutoCloseable {
                     });
                 });
         op.stage(() -> conn.cancel(r) ? r.settled.thenRun(leave) : null);
+    }
+
+    /**
+     * {@code AWAIT} ({@code waitMs < 0}) or {@code TRYAWAIT}: completes with 0 once the
+     * latch is open ({@code OK 0}), else with the count its {@code TIMEOUT} told. A wait
+     * holds nothing, so a cancel that raced the {@code OK} leaves nothing to give back.
+     */
+    private Op<Long> latchWait(String name, long waitMs) {
+        checkName(name);
+        Op<Long> op = new Op<>(callbacks);
+        String verb = waitMs < 0 ? "AWAIT" : "TRYAWAIT";
+        String line = verb + " " + name + (waitMs < 0 ? "" : " " + waitMs);
+        Conn.Request r = conn.send(line, waitMs != 0, null, (reply, err) -> {
+            if (err != null) {
+                op.fail(err);
+                return;
+            }
+            long n;
+            try {
+                n = latchCount(reply, verb);
+                if (reply.startsWith("OK") ? n != 0 : waitMs < 0)
+                    throw new NumberFormatException(reply);
+            } catch (RuntimeException e) {
+                op.fail(new ProtocolException(null, "unexpected " + verb + " reply: " + reply));
+                return;
+            }
+            op.finish(n, null);
+        });
+        op.stage(() -> conn.cancel(r) ? r.settled : null);
+        return op;
+    }
+
+    /** The count of a latch's {@code OK <n>} or {@code TIMEOUT <n>} reply. */
+    private static long latchCount(String reply, String verb) {
+        String[] w = reply.split(" ");
+        try {
+            if (w.length == 2 && (w[0].equals("OK") || w[0].equals("TIMEOUT"))) {
+                long n = Long.parseLong(w[1]);
+                if (n >= 0)
+                    return n;
+            }
+        } catch (NumberFormatException e) {
+            // the error below says it
+        }
+        throw new ProtocolException(null, "unexpected " + verb + " reply: " + reply);
+    }
+
+    /** A future of {@code op}'s value through {@code f}, whose {@code cancel} withdraws {@code op}. */
+    private static <T, U> CompletableFuture<U> cancellable(Op<T> op, Function<T, U> f) {
+        CompletableFuture<U> out = new CompletableFuture<>() {
+            @Override
+            public boolean cancel(boolean mayInterruptIfRunning) {
+                // op's cancel completes out (below) before it returns: out is cancelled then.
+                return op.cancel(mayInterruptIfRunning) && (super.cancel(mayInterruptIfRunning) || isCancelled());
+            }
+        };
+        op.whenComplete((v, e) -> {
+            if (e != null)
+                out.completeExceptionally(e instanceof java.util.concurrent.CompletionException ? e.getCause() : e);
+            else
+                out.complete(f.apply(v));
+        });
+        return out;
     }
 
     /** MLOCK's rules for a set of names. */

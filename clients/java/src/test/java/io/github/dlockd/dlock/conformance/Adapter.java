@@ -149,6 +149,19 @@ public final class Adapter {
             }
             case "release":
                 return "ok " + ((DlockPermits) handle(w[2])).release(Integer.parseInt(w[3]));
+            case "latchset":
+                return client(w[2]).latchSet(w[3], Long.parseLong(w[4])) ? "ok 1" : "ok 0";
+            case "countdown":
+                return "ok " + client(w[2]).countDown(w[3]);
+            case "latchcount":
+                return "ok " + client(w[2]).latchCount(w[3]);
+            case "await":
+                client(w[2]).await(w[3]);
+                return "ok";
+            case "tryawait": {
+                long left = client(w[2]).tryAwait(w[3], ms(w[4]));
+                return left == 0 ? "ok" : "timeout " + left;
+            }
             case "status":
                 return "ok " + client(w[2]).status(w[3]);
             case "ping":
