@@ -166,6 +166,16 @@ async function run(cmd, a, signal) {
       return `ok ${h.held}`;
     }
     case 'release': return `ok ${await handle(a[0]).release(Number(a[1]))}`;
+    case 'latchset': return `ok ${(await client(a[0]).latchSet(a[1], Number(a[2]))) ? 1 : 0}`;
+    case 'countdown': return `ok ${await client(a[0]).countDown(a[1])}`;
+    case 'latchcount': return `ok ${await client(a[0]).latchCount(a[1])}`;
+    case 'await':
+      await client(a[0]).await(a[1], { signal });
+      return 'ok';
+    case 'tryawait': {
+      const left = await client(a[0]).tryAwait(a[1], { wait: Number(a[2]), signal });
+      return left === 0 ? 'ok' : `timeout ${left}`;
+    }
     case 'status': return `ok ${statusWords(await client(a[0]).status(a[1]))}`;
     case 'ping':
       await client(a[0]).ping();

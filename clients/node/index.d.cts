@@ -97,6 +97,16 @@ export interface TryLockOptions extends LockOptions {
   wait?: number;
 }
 
+export interface AwaitOptions {
+  /** Aborting it withdraws the wait: the call rejects with a DOMException named 'AbortError'. */
+  signal?: AbortSignal;
+}
+
+export interface TryAwaitOptions extends AwaitOptions {
+  /** How long to wait, in ms, a fraction rounded up (default 0: one look). */
+  wait?: number;
+}
+
 export interface UsingOptions extends LockOptions {
   /** The lock kind: 'lock' (default), 'fair', 'read' or 'write'. */
   kind?: 'lock' | 'fair' | 'read' | 'write';
@@ -257,14 +267,14 @@ export interface ListParties {
 /** One lock of a listing. */
 export interface ListEntry {
   name: string;
-  kind: 'lock' | 'read' | 'write' | 'fair' | 'elect' | 'sem';
+  kind: 'lock' | 'read' | 'write' | 'fair' | 'elect' | 'sem' | 'latch';
   /** Lease left in ms; -1: no expiry. */
   ttl: number;
-  /** null for a semaphore. */
+  /** null for a semaphore or a latch. */
   fence: bigint | null;
   holders: ListParties;
   waiters: ListParties;
-  /** An election's value, a semaphore's free permits; null for none. */
+  /** An election's value, a semaphore's free permits, a latch's count; null for none. */
   value: string | null;
 }
 
@@ -344,6 +354,22 @@ export class Client {
   /** Resolves null on TIMEOUT. */
   tryAcquire(name: string, permits?: number, opts?: TryLockOptions): Promise<PermitsHandle | null>;
   tryAcquire(name: string, opts: TryLockOptions): Promise<PermitsHandle | null>;
+  /**
+   * LATCHSET: sets the count-down latch's count (1 to NUM_MAX) unless the
+   * latch exists; resolves true if set now, false if it existed (unchanged).
+   */
+  latchSet(name: string, count: number): Promise<boolean>;
+  /** COUNTDOWN: one less; resolves the count left (0: the latch is gone, its waiters go on; also for a latch that does not exist). */
+  countDown(name: string): Promise<number>;
+  /** LATCHCOUNT: the latch's count now, 0 when it does not exist. */
+  latchCount(name: string): Promise<number>;
+  /**
+   * AWAIT: resolves once the latch's count is 0 (at once when it does not
+   * exist). Aborting `signal` withdraws the wait (rejects with an 'AbortError').
+   */
+  await(name: string, opts?: AwaitOptions): Promise<void>;
+  /** TRYAWAIT: as await() within `wait` ms; resolves 0 once the count is 0, else the count when the wait ended. */
+  tryAwait(name: string, opts?: TryAwaitOptions): Promise<number>;
   status(name: string): Promise<Status>;
   /**
    * LIST: the locks of every kind whose names match `pattern` (Redis's glob,

@@ -177,6 +177,50 @@ class Client {
   acquire(name, permits = 1, opts = {}) { return this.#acquire(name, permits, opts, false); }
   tryAcquire(name, permits = 1, opts = {}) { return this.#acquire(name, permits, opts, true); }
 
+  /**
+   * LATCHSET: sets the count-down latch's count (1 to NUM_MAX) unless the
+   * latch exists; resolves true if set now, false if it existed (its count
+   * unchanged), as Redisson's trySetCount. A latch has no holder: nothing of
+   * it belongs to this client, and closing it changes no count.
+   */
+  async latchSet(name, count) {
+    checkName(name);
+    checkNum('count', count, 1);
+    return latchCount(await this.#call(`LATCHSET ${name} ${count}`), 'LATCHSET') === 1;
+  }
+
+  /**
+   * COUNTDOWN: one less; resolves the count left. At 0 the latch is deleted
+   * and every waiter goes on, on every dlockd of the Redis and in Redisson.
+   * A latch that does not exist resolves 0, and nothing changes.
+   */
+  async countDown(name) {
+    checkName(name);
+    return latchCount(await this.#call(`COUNTDOWN ${name}`), 'COUNTDOWN');
+  }
+
+  /** LATCHCOUNT: resolves the latch's count now (0 when it does not exist). */
+  async latchCount(name) {
+    checkName(name);
+    return latchCount(await this.#call(`LATCHCOUNT ${name}`), 'LATCHCOUNT');
+  }
+
+  /**
+   * AWAIT: resolves once the latch's count is 0 (at once when it does not
+   * exist). Aborting opts.signal withdraws the wait (CANCEL; rejects with an
+   * AbortError). Any number of tasks may wait at once on one client.
+   */
+  async await(name, opts = {}) {
+    await this.#await(name, opts ?? {}, false);
+  }
+
+  /**
+   * TRYAWAIT: as await(), waiting at most opts.wait ms (default 0: one
+   * look); resolves 0 once the count is 0, else the count when the wait
+   * ended.
+   */
+  tryAwait(name, opts = {}) { return this.#await(name, opts ?? {}, true); }
+
   /** STATUS as {state, holds, ttl, fence, readers, available}. */
   async status(name) {
     checkName(name);
@@ -396,6 +440,21 @@ class Client {
     return h;
   }
 
+  async #await(name, { signal, wait }, isTry) {
+    checkName(name);
+    const ms = isTry ? checkMs('wait', wait ?? 0) : 0;
+    const what = `${isTry ? 'TRYAWAIT' : 'AWAIT'} ${name}`;
+    // A wait holds nothing: an OK that raced the cancel leaves nothing to give back.
+    const reply = await this._conn.request(isTry ? `${what} ${ms}` : what, { waits: !isTry || ms > 0, signal, what });
+    if (reply.cancelled) throw abortError(what, signal);
+    if (reply.type === 'ERR') throw errorFromReply(reply.code, reply.text);
+    const n = latchCount(reply.words, what);
+    if (reply.type === 'OK' ? n !== 0 : !isTry) {
+      throw new ProtocolError(`unexpected reply to ${what}: ${reply.words.join(' ')}`);
+    }
+    return n;
+  }
+
   /** Gives back a grant nobody will hold (it raced a cancel, or came after a loss). */
   async _dropQuietly(verb, name, permits) {
     try {
@@ -443,6 +502,14 @@ class Client {
       for (const h of [...e.handles]) h._lose('closed', name);
     }
   }
+}
+
+/** A latch's `OK <n>` or `TIMEOUT <n>` as n (0 or more). */
+function latchCount(words, what) {
+  if (words.length !== 2 || !/^[0-9]+$/.test(words[1])) {
+    throw new ProtocolError(`unexpected reply to ${what}: ${words.join(' ')}`);
+  }
+  return Number(words[1]);
 }
 
 module.exports = { connect, Client };

@@ -267,3 +267,106 @@ test('an UNOBSERVE goes out only once its OBSERVE was answered', async () => {
     await f.close();
   }
 });
+
+test('latches: the lines sent, OK <n> and TIMEOUT <n> read, bad input refused before anything is sent', async () => {
+  const log = [];
+  const replies = {
+    'LATCHSET b 3': 'OK 1', 'LATCHSET b 2147483647': 'OK 0', 'COUNTDOWN b': 'OK 2', 'LATCHCOUNT b': 'OK 2',
+    'TRYAWAIT b 2': 'TIMEOUT 2', 'TRYAWAIT b 0': 'OK 0', 'AWAIT b': 'OK 0', 'LATCHCOUNT bad': 'OK -1',
+    'AWAIT odd': 'TIMEOUT 1', 'COUNTDOWN k': 'ERR KIND k is held as a plain lock', PING: 'OK PONG',
+  };
+  const f = await fake((line, tag) => { log.push(line); return t(tag, replies[line] ?? 'ERR ARGS unexpected'); });
+  try {
+    assert.equal(await guard(f.c.latchSet('b', 3)), true);
+    assert.equal(await guard(f.c.latchSet('b', 2147483647)), false);
+    assert.equal(await guard(f.c.countDown('b')), 2);
+    assert.equal(await guard(f.c.latchCount('b')), 2);
+    assert.equal(await guard(f.c.tryAwait('b', { wait: 1.5 })), 2);
+    assert.equal(await guard(f.c.tryAwait('b')), 0);
+    assert.equal(await guard(f.c.await('b')), undefined);
+    await assert.rejects(guard(f.c.latchCount('bad')), ProtocolError);
+    await assert.rejects(guard(f.c.await('odd')), ProtocolError);
+    await assert.rejects(guard(f.c.countDown('k')), (e) => e.code === 'KIND');
+    const sent = log.length;
+    for (const bad of [0, -1, 2147483648, 1.5, '3']) {
+      await assert.rejects(f.c.latchSet('b', bad), (e) => e.code === 'ARGS', `count ${bad}`);
+    }
+    await assert.rejects(f.c.latchSet('a b', 1), (e) => e.code === 'NAME' && e.message.includes('"a b"'));
+    await assert.rejects(f.c.countDown(''), (e) => e.code === 'NAME');
+    await assert.rejects(f.c.await('a\nb'), (e) => e.code === 'NAME');
+    await assert.rejects(f.c.tryAwait('b', { wait: -1 }), (e) => e.code === 'ARGS');
+    await assert.rejects(f.c.tryAwait('b', { wait: 2147483648 }), (e) => e.code === 'ARGS');
+    await f.c.ping();
+    assert.deepEqual(log.slice(sent), ['PING']);
+  } finally {
+    await f.close();
+  }
+});
+
+test('an aborted await sends CANCEL #tag and rejects AbortError; an OK 0 that raced it needs no undo', async () => {
+  for (const raced of [false, true]) {
+    const log = [];
+    let awaitTag = '';
+    let otherTag = '';
+    let sock;
+    const f = await fake((line, tag, s) => {
+      sock = s;
+      log.push(line);
+      if (line === 'AWAIT b') awaitTag = tag;
+      else if (line === 'TRYAWAIT o 60000') otherTag = tag;
+      else if (line.startsWith('CANCEL ')) {
+        return raced ? `${awaitTag} OK 0\n${t(tag, 'OK 0')}` : `${awaitTag} ERR CANCELLED withdrawn\n${t(tag, 'OK 1')}`;
+      } else if (line === 'PING') return t(tag, 'OK PONG');
+      return undefined;
+    });
+    try {
+      const ac = new AbortController();
+      const p = f.c.await('b', { signal: ac.signal });
+      p.catch(() => {}); // awaited below
+      const other = f.c.tryAwait('o', { wait: 60000 });
+      other.catch(() => {});
+      await until(() => awaitTag !== '' && otherTag !== '', 'the waits on the wire');
+      ac.abort();
+      await assert.rejects(guard(p), (e) => e instanceof DOMException && e.name === 'AbortError');
+      await f.c.ping();
+      assert.deepEqual(log, ['AWAIT b', 'TRYAWAIT o 60000', `CANCEL ${awaitTag}`, 'PING'], `raced ${raced}`);
+      sock.write(`${otherTag} TIMEOUT 4\n`);
+      assert.equal(await guard(other), 4);
+    } finally {
+      await f.close();
+    }
+  }
+});
+
+test('many awaits on one client each resolve on their own reply, in any order', async () => {
+  const tags = new Map(); // tag -> latch name
+  let sock;
+  const f = await fake((line, tag, s) => { sock = s; tags.set(tag, line.slice('AWAIT '.length)); });
+  try {
+    const done = [];
+    const waits = Array.from({ length: 6 }, (_, i) => f.c.await(`l${i % 2}`).then(() => done.push(`l${i % 2}`)));
+    await until(() => tags.size === 6, 'six AWAITs on the wire');
+    sock.write([...tags].filter(([, n]) => n === 'l1').map(([tag]) => `${tag} OK 0\n`).join(''));
+    await until(() => done.length === 3, 'the three awaits of l1');
+    assert.deepEqual(done, ['l1', 'l1', 'l1']);
+    sock.write([...tags].filter(([, n]) => n === 'l0').map(([tag]) => `${tag} OK 0\n`).join(''));
+    await guard(Promise.all(waits));
+    assert.deepEqual(done.slice(3), ['l0', 'l0', 'l0']);
+  } finally {
+    await f.close();
+  }
+});
+
+test('the connection ending rejects a waiting await with a ClosedError', async () => {
+  let sock;
+  const f = await fake((line, tag, s) => { sock = s; });
+  try {
+    const p = f.c.await('b');
+    p.catch(() => {});
+    await until(() => sock !== undefined, 'the AWAIT on the wire');
+    sock.destroy();
+    await assert.rejects(guard(p), ClosedError);
+  } finally {
+    await f.close();
+  }
+});

@@ -16,7 +16,7 @@ import {
 import type {
   ErrorCode, LossReason, ConnectOptions, LockOptions, TryLockOptions, UsingOptions, LockKind,
   MultiLockOptions, TryMultiLockOptions, Leader, ElectOptions, ListOptions, ListParty, ListParties,
-  ListEntry, Listing, Status,
+  ListEntry, Listing, Status, AwaitOptions, TryAwaitOptions,
 } from 'dlockd-client';
 
 const limits: number[] = [NAME_MAX, NUM_MAX, PERMITS_MAX, MNAMES_MAX];
@@ -94,6 +94,22 @@ async function semaphores(client: Client): Promise<void> {
   void [set, tp, tq, still, ttl, kind, p.permits, p.held, p.name, p.signal, p.lost, p.done];
 }
 
+async function latches(client: Client, signal: AbortSignal): Promise<void> {
+  const set: boolean = await client.latchSet('batch', 3);
+  const left: number = await client.countDown('batch');
+  const count: number = await client.latchCount('batch');
+  const opts: AwaitOptions = { signal };
+  const open: void = await client.await('batch', opts);
+  const tries: TryAwaitOptions = { wait: 500, signal };
+  const still: number = await client.tryAwait('batch', tries);
+  const look: number = await client.tryAwait('batch');
+  // @ts-expect-error await takes no wait: tryAwait does
+  void client.await('batch', { wait: 10 });
+  // @ts-expect-error a count is a number
+  void client.latchSet('batch', '3');
+  void [set, left, count, open, still, look];
+}
+
 async function elections(client: Client, signal: AbortSignal): Promise<void> {
   const opts: ElectOptions = { lease: 1000, signal };
   const l: Leadership = await client.elect('billing', '10.0.0.5:8080', opts);
@@ -124,7 +140,7 @@ async function listing(client: Client): Promise<void> {
     const parties: ListParties = entry.holders;
     const first: ListParty | undefined = parties.list[0];
     const pid: number | null = first?.pid ?? null;
-    const kinds: ListEntry['kind'][] = ['lock', 'read', 'write', 'fair', 'elect', 'sem'];
+    const kinds: ListEntry['kind'][] = ['lock', 'read', 'write', 'fair', 'elect', 'sem', 'latch'];
     void [pid, kinds, parties.total, entry.waiters, entry.value, entry.fence, entry.ttl, entry.name];
   }
   void more;
@@ -179,6 +195,7 @@ export async function main(): Promise<void> {
   const held = await client.lock(checked);
   await sets(client, held);
   await semaphores(client);
+  await latches(client, ac.signal);
   await elections(client, ac.signal);
   await listing(client);
   await other(await connect());
