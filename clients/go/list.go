@@ -25,18 +25,19 @@ type Listing struct {
 // Entry is one lock of a Listing.
 type Entry struct {
 	Name string
-	// Kind: "lock", "read", "write", "fair", "elect" or "sem".
+	// Kind: "lock", "read", "write", "fair", "elect", "sem" or "latch".
 	Kind string
 	// TTL is the lease left; negative for no expiry. A semaphore's: until
 	// its first permit expires.
 	TTL time.Duration
-	// Fence is the lock's fence counter when HasFence (not for semaphores).
+	// Fence is the lock's fence counter when HasFence (not for semaphores
+	// and latches).
 	Fence    uint64
 	HasFence bool
 	Holders  Parties
 	Waiters  Parties
-	// Value: an election leader's value, a semaphore's permits available;
-	// "" when dlockd said "-" (none).
+	// Value: an election leader's value, a semaphore's permits available,
+	// a latch's count; "" when dlockd said "-" (none).
 	Value string
 }
 

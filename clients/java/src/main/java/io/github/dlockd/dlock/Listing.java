@@ -21,9 +21,9 @@ public record Listing(List<Entry> entries, boolean more) {
 
     /**
      * One lock. {@code kind}: {@code lock}, {@code read}, {@code write}, {@code fair},
-     * {@code elect} or {@code sem}; {@code ttlMs} -1 for no expiry; {@code fence} empty for
-     * a semaphore; {@code value} an election's value or a semaphore's free permits, null
-     * for none.
+     * {@code elect}, {@code sem} or {@code latch}; {@code ttlMs} -1 for no expiry;
+     * {@code fence} empty for a semaphore or a latch; {@code value} an election's value, a
+     * semaphore's free permits or a latch's count, null for none.
      */
     public record Entry(String name, String kind, long ttlMs, OptionalLong fence,
                         Parties holders, Parties waiters, String value) { }
