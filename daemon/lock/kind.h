@@ -22,7 +22,7 @@
  * Adding a kind: a daemon/modes.h line for each of its modes, a row for
  * each in lock_modes[] and its table's name (kind.c), its file with its
  * table, its backend mode's row with its script (daemon/backend/scripts.c),
- * its protocol words' rows (PROTO_CMD_MAP, proto/proto.h: shape, right,
+ * its code in daemon/backend/lua/part/kind.lua, its protocol words' rows (PROTO_CMD_MAP, proto/proto.h: shape, right,
  * usage); the rest of each word (verb, op, flags), its ERR KIND words and
  * its INFO counters are its table's. */
 #ifndef DLOCK_LOCK_KIND_H
