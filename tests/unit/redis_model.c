@@ -442,6 +442,11 @@ static redisReply *c_decrby(rmodel_t *m, size_t argc, const str_t *argv) {
     return incr(m, &argv[1], -by);
 }
 
+static redisReply *c_decr(rmodel_t *m, size_t argc, const str_t *argv) {
+    (void)argc;
+    return incr(m, &argv[1], -1);
+}
+
 /* ---- hashes ---- */
 
 static redisReply *c_hset(rmodel_t *m, size_t argc, const str_t *argv) {
@@ -823,7 +828,8 @@ static const struct {
     {"time", c_time, 1},        {"publish", c_publish, 3},  {"spublish", c_publish, 3},
     {"get", c_get, 2},          {"set", c_set, -3},         {"getset", c_getset, 3},
     {"mget", c_mget, -2},       {"mset", c_mset, -3},       {"incrby", c_incrby, 3},
-    {"decrby", c_decrby, 3},    {"hset", c_hset, -4},       {"hget", c_hget, 3},
+    {"decrby", c_decrby, 3},    {"decr", c_decr, 2},
+    {"hset", c_hset, -4},       {"hget", c_hget, 3},
     {"hmget", c_hmget, -3},     {"hexists", c_hexists, 3},  {"hdel", c_hdel, -3},
     {"hlen", c_hlen, 2},        {"hkeys", c_hkeys, 2},      {"hgetall", c_hgetall, 2},
     {"hincrby", c_hincrby, 4},  {"rpush", c_rpush, -3},     {"lpop", c_lpop, 2},

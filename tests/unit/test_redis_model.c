@@ -84,6 +84,27 @@ START_TEST(test_wrongtype_and_empty_keys) {
 }
 END_TEST
 
+/* INCRBY, DECRBY and DECR: a missing key counts as 0, a string that is no
+ * integer is an error (a count-down latch's DECR goes below 0 as Redis's). */
+START_TEST(test_counters) {
+    ck_assert_int_eq(int_of(rmodel_call(m, "decr", "n", NULL)), -1);
+    ck_assert_int_eq(int_of(rmodel_call(m, "incrby", "n", "3", NULL)), 2);
+    ck_assert_int_eq(int_of(rmodel_call(m, "decrby", "n", "2", NULL)), 0);
+    ck_assert_int_eq(int_of(rmodel_call(m, "decr", "n", NULL)), -1);
+    redisReply *r = rmodel_call(m, "get", "n", NULL);
+    ck_assert_str_eq(r->str, "-1");
+    freeReplyObject(r);
+    freeReplyObject(rmodel_call(m, "set", "s", "x", NULL));
+    r = rmodel_call(m, "decr", "s", NULL);
+    ck_assert_int_eq(r->type, REDIS_REPLY_ERROR);
+    freeReplyObject(r);
+    freeReplyObject(rmodel_call(m, "hset", "h", "f", "1", NULL));
+    r = rmodel_call(m, "decr", "h", NULL);
+    ck_assert(strncmp(r->str, "WRONGTYPE", 9) == 0);
+    freeReplyObject(r);
+}
+END_TEST
+
 /* Sorted by score, then member; ZRANGEBYSCORE's LIMIT; scores written as
  * integers when they are. */
 START_TEST(test_zset_order) {
@@ -160,6 +181,7 @@ static Suite *redis_model_suite(void) {
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_expiry_on_the_clock);
     tcase_add_test(tc, test_wrongtype_and_empty_keys);
+    tcase_add_test(tc, test_counters);
     tcase_add_test(tc, test_zset_order);
     tcase_add_test(tc, test_lua_conversions);
     tcase_add_test(tc, test_keys_argv_hash_order);
