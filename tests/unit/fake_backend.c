@@ -71,6 +71,8 @@ typedef struct entry_s {
     unsigned watch_calls;
     int confirm;               /* a BACKEND_WATCHING is owed */
     uint64_t confirm_seq;      /* ... asked for at this point */
+    unsigned latch_msgs;       /* messages on its latch channel */
+    int latch_last;            /* ... the last one's first byte */
 } entry_t;
 
 typedef struct inject_s {
@@ -194,6 +196,21 @@ static void fields_out(char *out, size_t cap, const char *s) {
 
 /* ---- publishing ------------------------------------------------------------------ */
 
+/* A message on a latch's channel (redisson_countdownlatch__channel__{key},
+ * the key the name: the fake's prefix is empty) is counted on the name's
+ * entry. */
+static void latch_message(fake_t *fb, const char *channel, size_t clen, const char *msg,
+                          size_t mlen) {
+    const char *pre = scripts_mode(BACKEND_LATCH)->channel;
+    size_t n = strlen(pre);
+    if (clen < n + 3 || memcmp(channel, pre, n) != 0 || channel[n] != '{' ||
+        channel[clen - 1] != '}')
+        return;
+    entry_t *e = entry_get(fb, channel + n + 1, clen - n - 2);
+    e->latch_msgs++;
+    e->latch_last = mlen > 0 ? msg[0] : 0;
+}
+
 /* What a PUBLISH from a script reaches: a waiter's own channel that is
  * watched (its message delivered after the op's callback, fair_deliver),
  * a name's channel that is watched (the test delivers that one:
@@ -204,8 +221,7 @@ static long long on_publish(void *data, const char *channel, size_t clen, const 
     fake_t *fb = data;
     char plain[KEYS_CHANNEL_MAX];
     long long n = 0;
-    (void)msg;
-    (void)mlen;
+    latch_message(fb, channel, clen, msg, mlen);
     if (fb->cur_name != NULL) {
         size_t plen = channel_of(plain, fb->cur_name, fb->cur_len, BACKEND_MUTEX, 0);
         if (clen > plen + 1 && memcmp(channel, plain, plen) == 0 && channel[plen] == ':') {
@@ -1116,6 +1132,93 @@ void fake_sem_take(fake_t *fb, const char *name, const char *field, long long pe
 
 void fake_sem_release_field(fake_t *fb, const char *name, const char *field) {
     helper_int(fb, lua_sem_ids, name, field, 1, 0, 0);
+}
+
+/* ---- count-down latches, for tests ------------------------------------------------ */
+
+/* The latch's channel and dlockd's mark, as scripts.c's row names them. */
+#define LUA_LATCH_KEYS                                                                   \
+    "local CH = 'redisson_countdownlatch__channel__{' .. K .. '}'\n"                      \
+    "local MARK = string.find(K, '{', 1, true) and 'dlock_latch:' .. K\n"                 \
+    "  or 'dlock_latch:{' .. K .. '}'\n"
+
+static long long latch_op(fake_t *fb, const char *name, backend_op_type_t type,
+                          long long count) {
+    backend_op_t op;
+    char answer[BACKEND_ANSWER_MAX + 1]; /* COUNTDOWN's value reply */
+    memset(&op, 0, sizeof(op));
+    op.type = type;
+    op.mode = BACKEND_LATCH;
+    op.name = name;
+    op.count = (uint32_t)count;
+    op.answer = answer;
+    backend_result_t res = run_other(fb, &op, NULL);
+    EXPECT(res.outcome != BACKEND_WRONG_KIND, "fake latch op on %s: another kind", name);
+    return type == BACKEND_INIT ? res.holds : (long long)res.fence;
+}
+
+int fake_latch_set(fake_t *fb, const char *name, long long count) {
+    return (int)latch_op(fb, name, BACKEND_INIT, count);
+}
+
+long long fake_latch_countdown(fake_t *fb, const char *name) {
+    return latch_op(fb, name, BACKEND_RELEASE, 0);
+}
+
+/* RedissonCountDownLatch's trySetCount and countDown, as Redisson sends them. */
+static const char lua_latch_redisson_set[] = HELPER(
+    LUA_LATCH_KEYS
+    "if redis.call('exists', K) == 0 then\n"
+    "  redis.call('set', K, A)\n"
+    "  redis.call('publish', CH, '1')\n"
+    "  return 1\n"
+    "end\n"
+    "return 0\n");
+
+static const char lua_latch_redisson_countdown[] = HELPER(
+    LUA_LATCH_KEYS
+    "local v = redis.call('decr', K)\n"
+    "if v <= 0 then redis.call('del', K) end\n"
+    "if v == 0 then redis.call('publish', CH, '0') end\n"
+    "return v\n");
+
+int fake_latch_redisson_set(fake_t *fb, const char *name, long long count) {
+    return (int)helper_int(fb, lua_latch_redisson_set, name, NULL, count, 0, 0);
+}
+
+long long fake_latch_redisson_countdown(fake_t *fb, const char *name) {
+    return helper_int(fb, lua_latch_redisson_countdown, name, NULL, 0, 0, 0);
+}
+
+static const char lua_latch_del[] = HELPER("return redis.call('del', K)\n");
+
+void fake_latch_del(fake_t *fb, const char *name) {
+    helper_int(fb, lua_latch_del, name, NULL, 0, 0, 0);
+}
+
+static const char lua_latch_count[] = HELPER(
+    "if redis.call('type', K).ok ~= 'string' then return -1 end\n"
+    "return tonumber(redis.call('get', K))\n");
+
+long long fake_latch_count(fake_t *fb, const char *name) {
+    return helper_int(fb, lua_latch_count, name, NULL, 0, 0, 0);
+}
+
+static const char lua_latch_marked[] = HELPER(LUA_LATCH_KEYS
+                                              "return redis.call('exists', MARK)\n");
+
+int fake_latch_marked(fake_t *fb, const char *name) {
+    return (int)helper_int(fb, lua_latch_marked, name, NULL, 0, 0, 0);
+}
+
+unsigned fake_latch_messages(const fake_t *fb, const char *name) {
+    const entry_t *e = entry_find(fb, name, strlen(name));
+    return e ? e->latch_msgs : 0;
+}
+
+int fake_latch_last_message(const fake_t *fb, const char *name) {
+    const entry_t *e = entry_find(fb, name, strlen(name));
+    return e ? e->latch_last : 0;
 }
 
 /* ---- fair locks, for tests ------------------------------------------------------ */

@@ -238,6 +238,33 @@ void fake_sem_take(fake_t *fb, const char *name, const char *field, long long pe
 /* That field's ids all go, their permits given back; nothing is published. */
 void fake_sem_release_field(fake_t *fb, const char *name, const char *field);
 
+/* ---- count-down latches ------------------------------------------------------ */
+
+/* Another daemon's LATCHSET (latch.lua's 'i': the count and dlockd's mark
+ * dlock_latch:{key}, '1' published): 1 if it was set, 0 if the latch was
+ * there. */
+int fake_latch_set(fake_t *fb, const char *name, long long count);
+/* Another daemon's COUNTDOWN (latch.lua's 'r'): the count left (0: none,
+ * or it reached 0 and the latch and its mark went, '0' published). */
+long long fake_latch_countdown(fake_t *fb, const char *name);
+/* Redisson's trySetCount and countDown (RedissonCountDownLatch's scripts):
+ * the count without dlockd's mark, set unless the key exists ('1'
+ * published): 1 or 0; one less, the key deleted at 0 or below and '0'
+ * published at 0, a mark left behind: DECR's answer. */
+int fake_latch_redisson_set(fake_t *fb, const char *name, long long count);
+long long fake_latch_redisson_countdown(fake_t *fb, const char *name);
+/* The latch deleted by hand (DEL): nothing is published. */
+void fake_latch_del(fake_t *fb, const char *name);
+/* The count in Redis, -1 when there is no key. */
+long long fake_latch_count(fake_t *fb, const char *name);
+/* 1 if dlockd's mark of a latch it set is there. */
+int fake_latch_marked(fake_t *fb, const char *name);
+/* Messages published on the latch's channel (Redisson's, whoever sent
+ * them), and the last one ('0' or '1'; 0 before any). They are not
+ * delivered: fake_publish does that. */
+unsigned fake_latch_messages(const fake_t *fb, const char *name);
+int fake_latch_last_message(const fake_t *fb, const char *name);
+
 /* ---- fair locks -------------------------------------------------------------- */
 
 /* Places in name's queue (ended ones not dropped yet too), and the whole

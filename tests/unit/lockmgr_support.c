@@ -158,20 +158,9 @@ void teardown(void) {
 
 /* ---- requests and what comes back -------------------------------------------- */
 
-/* Sends one request of mode (LOCK, TRYLOCK, UNLOCK; LOCK_MODE_MUTEX for the
- * others) with permits (a semaphore's); returns 1 when lockmgr_request()
- * answered it at once (the reply is then in the client's log like any
- * other). */
-int request_permits(client_t *c, lock_verb_t verb, lock_mode_t mode,
-                           const char *name, uint32_t wait_ms, uint32_t lease_ms,
-                           uint32_t permits) {
-    lock_request_t r = {.verb = verb,
-                        .mode = mode,
-                        .name = name,
-                        .len = strlen(name),
-                        .wait_ms = wait_ms,
-                        .lease_ms = lease_ms,
-                        .count = permits};
+/* Sends r for c; returns 1 when lockmgr_request() answered it at once (the
+ * reply is then in the client's log like any other). */
+static int send_request(client_t *c, const lock_request_t *r) {
     lock_reply_t now;
     ck_assert_msg(!c->dropped && c->pending == 0,
                   "client %" PRIu64 ": a request while one is in flight", c->id);
@@ -179,7 +168,7 @@ int request_permits(client_t *c, lock_verb_t verb, lock_mode_t mode,
     c->sent++;
     c->pending = 1;
     in_request = 1;
-    int at_once = lockmgr_request(mgr, c->o, &r, c, &now);
+    int at_once = lockmgr_request(mgr, c->o, r, c, &now);
     in_request = 0;
     ck_assert_msg(at_once == 0 || at_once == 1, "lockmgr_request returned %d", at_once);
     if (at_once) {
@@ -190,6 +179,31 @@ int request_permits(client_t *c, lock_verb_t verb, lock_mode_t mode,
         ck_assert_msg(lockmgr_owner_waiting(c->o), "request in flight but not waiting");
     }
     return at_once;
+}
+
+/* One request of mode (LOCK, TRYLOCK, UNLOCK; LOCK_MODE_MUTEX for the
+ * others) with permits (a semaphore's). */
+int request_permits(client_t *c, lock_verb_t verb, lock_mode_t mode,
+                           const char *name, uint32_t wait_ms, uint32_t lease_ms,
+                           uint32_t permits) {
+    lock_request_t r = {.verb = verb,
+                        .mode = mode,
+                        .name = name,
+                        .len = strlen(name),
+                        .wait_ms = wait_ms,
+                        .lease_ms = lease_ms,
+                        .count = permits};
+    return send_request(c, &r);
+}
+
+int request_own(client_t *c, lock_mode_t mode, unsigned op, const char *name, uint32_t count) {
+    lock_request_t r = {.verb = LOCK_VERB_OWN,
+                        .mode = mode,
+                        .op = (uint8_t)op,
+                        .name = name,
+                        .len = strlen(name),
+                        .count = count};
+    return send_request(c, &r);
 }
 
 int request_multi(client_t *c, lock_verb_t verb, const char *const *names, size_t n,

@@ -96,6 +96,9 @@ int request_permits(client_t *c, lock_verb_t verb, lock_mode_t mode, const char 
                     uint32_t wait_ms, uint32_t lease_ms, uint32_t permits);
 int request_mode(client_t *c, lock_verb_t verb, lock_mode_t mode, const char *name,
                  uint32_t wait_ms, uint32_t lease_ms);
+/* One of mode's kind's own requests (LOCK_VERB_OWN): op in the kind's
+ * numbering, count its number if it takes one. */
+int request_own(client_t *c, lock_mode_t mode, unsigned op, const char *name, uint32_t count);
 int request(client_t *c, lock_verb_t verb, const char *name, uint32_t wait_ms,
             uint32_t lease_ms);
 int lock_req(client_t *c, const char *name, uint32_t lease_ms);
