@@ -110,6 +110,17 @@ static void latch_refused(lock_t *l, wait_t *w) {
             lock_wait_end(x);
         }
     }
+    if (w->once) {
+        /* The core answers w TIMEOUT and ends it; latch_taken never runs
+         * for it: the waiters it looked for wait here as a taken look's
+         * would (or look again, if a message came meanwhile). */
+        if (w->woken) {
+            for (x = TAILQ_FIRST(&l->q->waiters); x != w; x = TAILQ_NEXT(x, link)) x->parked = 0;
+        } else if (TAILQ_FIRST(&l->q->waiters) != w) {
+            if (!l->q->subscribed) lock_watch(l, BACKEND_LATCH, 0);
+            lock_retry_at(l, -1);
+        }
+    }
 }
 
 /* w (an AWAIT, a TRYAWAIT with a wait) and those before it wait for a
@@ -221,6 +232,7 @@ static const lock_word_t latch_words[] = {
 const lock_kind_t lock_kind_latch = {
     .name = "latch",
     .status = LOCK_STATUS_NONE,
+    .holds_nothing = 1,
     .words = latch_words,
     .text = {"a count-down latch (LATCHSET, COUNTDOWN, AWAIT, LATCHCOUNT)",
              "a count-down latch: nothing holds it", "count-down latches"},

@@ -683,6 +683,7 @@ START_TEST(test_latch_needs_backend_cap) {
     ck_assert_int_eq(latchset_req(a, "l", 2), 1);
     r = expect_error(a, LOCK_ERR_KIND);
     why_is(&r, LOCK_WHY_UNSUPPORTED, LOCK_MODE_LATCH);
+
     ck_assert_str_eq(r.detail, "fake");
     ck_assert_int_eq(countdown_req(a, "l"), 1);
     r = expect_error(a, LOCK_ERR_KIND);
@@ -705,10 +706,74 @@ END_TEST
 
 /* ---- the suite --------------------------------------------------------------- */
 
+/* An AWAIT queued behind a TRYAWAIT 0 whose look was refused waits for
+ * the latch's message like any refused waiter: it was left parked with no
+ * watch and no retry turn ("client 2: no reply"). */
+START_TEST(test_latch_once_look_keeps_others_waiting) {
+    client_t *x = client(), *a = client(), *t = client();
+    ck_assert_int_eq(fake_latch_set(fb, "l", 1), 1);
+    ck_assert_int_eq(tryawait_req(x, "l", 0), 0); /* its look in flight */
+    ck_assert_int_eq(await_req(a, "l"), 0);
+    ck_assert_int_eq(tryawait_req(t, "l", 0), 0);
+    fake_settle(fb);
+    expect_timeout(x, 1);
+    expect_timeout(t, 1);
+    no_reply(a);
+    ck_assert_int_eq(fake_latch_countdown(fb, "l"), 0); /* another daemon's: '0' published */
+    ck_assert_int_eq(fake_publish(fb, "l"), 1);        /* a watch hears it */
+    fake_settle(fb);
+    released(a);
+}
+END_TEST
+
+/* An AWAIT holds nothing: its latch opening is no new hold, whatever the
+ * uid holds by then (both got ERR LIMIT, max locks per uid). */
+START_TEST(test_latch_open_past_hold_limits) {
+    client_t *a1 = client(), *a2 = client(), *b = client();
+    conf.max_locks_per_uid = 1;
+    ck_assert_int_eq(fake_latch_set(fb, "l", 1), 1);
+    ck_assert_int_eq(await_req(a1, "l"), 0);
+    ck_assert_int_eq(await_req(a2, "l"), 0);
+    fake_settle(fb);
+    lock_ok(b, "x", 0); /* the uid's one lock */
+    ck_assert_int_eq(fake_latch_countdown(fb, "l"), 0);
+    ck_assert_int_eq(fake_publish(fb, "l"), 1);
+    fake_settle(fb);
+    released(a1);
+    released(a2);
+}
+END_TEST
+
+/* The first waiter's look in flight, the waiter withdrawn (cancelled,
+ * or its owner dropped): one queued behind it, before any watch, is not
+ * left without one. */
+START_TEST(test_latch_withdrawn_look_keeps_others_waiting) {
+    for (int dropped = 0; dropped <= 1; dropped++) {
+        client_t *x = client(), *a = client();
+        char name[8];
+        snprintf(name, sizeof(name), "l%d", dropped);
+        ck_assert_int_eq(fake_latch_set(fb, name, 1), 1);
+        ck_assert_int_eq(await_req(x, name), 0); /* its look in flight */
+        ck_assert_int_eq(await_req(a, name), 0);
+        if (dropped) {
+            drop(x);
+        } else {
+            ck_assert_int_eq(lockmgr_cancel(mgr, x->o, x), 1);
+            expect_error(x, LOCK_ERR_CANCELLED);
+        }
+        fake_settle(fb);
+        no_reply(a);
+        ck_assert_int_eq(fake_latch_countdown(fb, name), 0); /* another daemon's */
+        ck_assert_int_eq(fake_publish(fb, name), 1);
+        fake_settle(fb);
+        released(a);
+    }
+}
+END_TEST
+
 static Suite *lockmgr_latch_suite(void) {
     Suite *s = suite_create("lockmgr_latch");
     TCase *tc;
-
 #define TC(name) \
     tc = tcase_create(name); \
     tcase_add_checked_fixture(tc, setup, teardown); \
@@ -730,6 +795,9 @@ static Suite *lockmgr_latch_suite(void) {
     tcase_add_test(tc, test_latch_owner_drop);
     tcase_add_test(tc, test_latch_kind_errors);
     tcase_add_test(tc, test_latch_needs_backend_cap);
+    tcase_add_test(tc, test_latch_once_look_keeps_others_waiting);
+    tcase_add_test(tc, test_latch_open_past_hold_limits);
+    tcase_add_test(tc, test_latch_withdrawn_look_keeps_others_waiting);
 #undef TC
     return s;
 }
