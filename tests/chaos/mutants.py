@@ -71,8 +71,8 @@ MUTANTS["grant-before-majority"] = (
     "    if (t.yes < majority) {\n        if (t.yes + t.pending < majority) a.what",
     "    if (t.yes < 1) {\n        if (t.yes + t.pending < 1) a.what")
 MUTANTS["double-leader"] = ("daemon/backend/lua/elect.lua",
-                            "if k == 'none' then\n  local h = redis.call('lindex', K2, 0)",
-                            "if k == 'none' or op == 'a' then\n  local h = redis.call('lindex', K2, 0)")
+                            "if not k then\n  local h = redis.call('lindex', K2, 0)",
+                            "if not k or op == 'a' then\n  local h = redis.call('lindex', K2, 0)")
 # More lines per mutant: fence-no-raise also needs the "last + 1" gone, or
 # the counter raises it; grant-before-majority its fence round too.
 EXTRA = {"fence-no-raise": [("daemon/backend/lua/part/acquire.lua",
