@@ -53,10 +53,10 @@ observations=''
 
 # After each call: the loss dlock.sh saw, if any, and the leader changes.
 events() {
-    if [ -n "$DLOCK_LOST" ]; then
+    while dlock_lost_event; do
         lost "${DLOCK_LOST%% *}" "${DLOCK_LOST#* }"
-        DLOCK_LOST=''
-    fi
+    done
+    DLOCK_LOST=
     while dlock_leader_event; do
         for o in $observations; do
             eval "oname=\${o_${o}_name-} olive=\${o_${o}_live-}"

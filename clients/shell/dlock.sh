@@ -155,6 +155,10 @@
 #                                if none is pending (it does not wait)
 #   dlock_wait_leader            the same, waiting (as long as it takes) for
 #                                a change when none is pending
+#   dlock_lost_event             take the oldest loss read and not yet taken:
+#                                0 with DLOCK_LOST "NAME REASON", 1 if none
+#                                is pending (losses read in one call are
+#                                each kept; it does not wait)
 # Listing (every lock of every kind whose name matches a glob, across every
 # dlockd and Redisson client of the Redis; only names this peer may read):
 #   dlock_list [PATTERN [LIMIT]] PATTERN is Redis's glob (* ? [abc] \),
@@ -173,7 +177,8 @@
 #
 # Events: lines from dlockd starting with "!" are read while waiting for a
 # reply. The last one is kept in DLOCK_EVENT (without the "!"); "!LOST name
-# reason" also sets DLOCK_LOST="name reason" and is reported on stderr. An
+# reason" also sets DLOCK_LOST="name reason" (the last; dlock_lost_event
+# gives each in turn) and is reported on stderr. An
 # event that arrives while the script does other work is seen at its next
 # dlock_* call; call `dlock_status NAME` before a step that needs the lock.
 #
@@ -226,6 +231,7 @@ if [ -z "${_dlock_loaded-}" ]; then
     DLOCK_COUNT=''
     DLOCK_MORE=''
     _dlock_leaders=''
+    _dlock_losses=''
     _dlock_pid=''
     _dlock_dir=''
     _dlock_owner=''
@@ -277,6 +283,9 @@ _dlock_event() {
     case $DLOCK_EVENT in
     "LOST "*)
         DLOCK_LOST=${DLOCK_EVENT#LOST }
+        # Kept, in order, for dlock_lost_event: two losses read in one
+        # call are two ("NAME REASON", one a line).
+        _dlock_losses="$_dlock_losses$DLOCK_LOST$_dlock_nl"
         _dlock_err "lost lock ${DLOCK_LOST%% *} (${DLOCK_LOST#* })"
         ;;
     "LEADER "*)
@@ -311,6 +320,7 @@ _dlock_teardown() {
     fi
     _dlock_pid='' _dlock_dir='' _dlock_owner='' _dlock_w='' _dlock_r=''
     _dlock_leaders=''   # changes of the connection's observations
+    _dlock_losses=''    # ... and its losses
 }
 
 _dlock_gone() {
@@ -1071,6 +1081,18 @@ dlock_unobserve() {
 }
 
 # dlock_leader_event: the oldest leader change not yet taken (0), or 1.
+# dlock_lost_event: the oldest loss not yet taken into DLOCK_LOST ("NAME
+# REASON"), 0; 1 when none is left. DLOCK_LOST alone says the last loss
+# read: losses of two names that came between two calls are both here.
+dlock_lost_event() {
+    if [ -z "$_dlock_losses" ]; then
+        return 1
+    fi
+    DLOCK_LOST=${_dlock_losses%%"$_dlock_nl"*}
+    _dlock_losses=${_dlock_losses#*"$_dlock_nl"}
+    return 0
+}
+
 dlock_leader_event() {
     if [ -z "$_dlock_leaders" ]; then
         return 1

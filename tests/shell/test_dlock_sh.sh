@@ -623,6 +623,19 @@ TAKEN") sc_ok "another process: dlock_tryfairlock $F gets TIMEOUT, and sees it T
     rc=0
     dlock_renew z 2>/dev/null || rc=$?
     sc_check "dlock_renew of the lost lock: 2 (NOTHELD)" [ "$rc" -eq 2 ]
+    # Every loss is kept in order for dlock_lost_event, though DLOCK_LOST
+    # says only the last: two !LOST lines read in one call were one (the
+    # conformance adapter missed h0's loss in sub_ms_lease).
+    while dlock_lost_event; do :; done
+    _dlock_event '!LOST y1 expired' 2>/dev/null
+    _dlock_event '!LOST y2 forced' 2>/dev/null
+    sc_check "DLOCK_LOST is the last loss ('$DLOCK_LOST')" [ "$DLOCK_LOST" = "y2 forced" ]
+    l1='' l2='' rc=0
+    dlock_lost_event && l1=$DLOCK_LOST
+    dlock_lost_event && l2=$DLOCK_LOST
+    dlock_lost_event || rc=$?
+    sc_check "dlock_lost_event gives y1 then y2, then 1 ('$l1', '$l2', $rc)" \
+        [ "$l1|$l2|$rc" = "y1 expired|y2 forced|1" ]
     rc=0
     dlock_lock r 5000 && dlock_renew r 60000 || rc=$?
     if [ "$rc" -eq 0 ] && is_digits "$DLOCK_TTL" && [ "$DLOCK_TTL" -gt 5000 ]; then
