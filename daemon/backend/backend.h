@@ -212,7 +212,11 @@ struct backend_op_s {
 typedef enum {
     BACKEND_WATCHING = 0,       /* the watch is in force (again, after a reconnect):
                                    a release may have been missed before it */
-    BACKEND_RELEASED            /* someone released the lock */
+    BACKEND_RELEASED,           /* someone released the lock */
+    BACKEND_PASSED              /* a release of a plain lock that named another
+                                   daemon's turn (its wake queue): the
+                                   others try only if it does not take the
+                                   lock within command_timeout_ms */
 } backend_event_t;
 
 typedef void (*backend_watch_cb)(void *data, backend_event_t ev);

@@ -89,7 +89,8 @@ static const scripts_mode_t modes[BACKEND_MODE_COUNT] = {
         .lua = NULL, .own = 0,
         .batch = K_ACQ | K_REL | K_DROP | K_RENEW | K_FENCE, .renew = 'n',
         .acquire_key = PREFIX(KEYS_TOKEN), .renew_key = PREFIX(KEYS_FORCED),
-        .release_key = PREFIX(KEYS_CHANNEL), .channel = KEYS_CHANNEL, .list_word = "lock",
+        .release_key = PREFIX(KEYS_CHANNEL), .wake_key = PREFIX(KEYS_WAKE_QUEUE),
+        .channel = KEYS_CHANNEL, .list_word = "lock",
     },
     [BACKEND_READ] = RW_MODE('r', 'R', 'd', 'v', "read"),
     [BACKEND_WRITE] = RW_MODE('w', 'W', 'D', 'V', "write"),
@@ -176,7 +177,8 @@ int scripts_companion(const char *s, size_t n) {
         const scripts_key_t ch = {r->channel_form ? r->channel_form : SCRIPTS_KEY_PREFIX,
                                   r->channel ? r->channel : ""};
         if (starts_as(s, n, &r->acquire_key) || starts_as(s, n, &r->renew_key) ||
-            starts_as(s, n, &r->release_key) || starts_as(s, n, &ch))
+            starts_as(s, n, &r->release_key) || starts_as(s, n, &r->wake_key) ||
+            starts_as(s, n, &ch))
             return 1;
     }
     for (size_t i = 0; i < SCRIPTS_MODE_KEYS; i++)

@@ -160,6 +160,10 @@ typedef struct scripts_mode_s {
     scripts_key_t acquire_key;             /* an acquire's or raise's companion */
     scripts_key_t renew_key;               /* a renewal's */
     scripts_key_t release_key;             /* a release's or drop's */
+    scripts_key_t wake_key;                /* the daemons waiting for it, a
+                                              companion its acquires and
+                                              releases make themselves
+                                              (lua/part/wake.lua); {0} none */
     /* the channel a watch listens to: "<channel>:{key}", and with own_channel
      * the waiter's own, "<channel>:{key}:<owner field>"; channel_form
      * SCRIPTS_KEY_BRACED: "<channel>{key}" (0: the first form) */

@@ -13,7 +13,13 @@
  * where the topology has elections; if it leads an election, the wait
  * ends with ERR KIND, as on the leader's own daemon (elect_read.c). Fair
  * locks (RLocks too) and multi-name sets read the same way (fair.c,
- * multi.c). */
+ * multi.c).
+ *
+ * A refused acquire also puts this daemon in the name's wake queue in
+ * Redis (lua/part/wake.lua), and a release wakes the first daemon there:
+ * a release that names another (BACKEND_PASSED) lets the head wait on,
+ * for its turn, or until command_timeout_ms has passed without the named
+ * daemon taking the lock (wait.c's lock_on_watch). */
 #include "daemon/lock/elect_read.h"
 
 /* A plain lock's waiter's own, in its area: the read in flight about it. */
@@ -48,6 +54,7 @@ const lock_kind_t lock_kind_mutex = {
              "held as a plain lock: UNLOCK releases it", "plain locks"},
     .watch = BACKEND_MUTEX,
     .status = LOCK_STATUS_EXCLUSIVE,
+    .wake_one = 1,
     .kick = lock_kick_head,
     .refused = mutex_refused,
     .leave = mutex_leave,

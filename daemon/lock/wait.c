@@ -261,9 +261,19 @@ void lock_release_local(hold_t *h) {
 
 void lock_on_watch(void *data, backend_event_t ev) {
     lock_t *l = data;
-    (void)ev;
     wait_t *f;
     if (l->q == NULL) return; /* cannot happen: unwatched with the queue */
+    f = lock_queue_head(l);
+    if (ev == BACKEND_PASSED && f != NULL && lock_kind_of(f->mode)->wake_one) {
+        /* Another daemon's turn: it tries, not us. Should it never take
+         * the lock (dead, paused, cut off, no longer waiting), we try
+         * once this has passed since the release; each release that
+         * names another starts it again. An acquire of ours in flight
+         * either ran after the release, or put us in the queue before
+         * it, behind the one named: no try again for it. */
+        timers_start(l->mgr->timers, &l->q->retry, l->mgr->conf->command_timeout_ms, on_retry);
+        return;
+    }
     /* Each acquire in flight may have run before the release: one more try. */
     LIST_FOREACH(f, &l->flying, flight) f->woken = 1;
     lock_unpark(l);

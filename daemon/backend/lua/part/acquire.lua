@@ -5,7 +5,8 @@
 -- Q 'q' for a quorum's rule.
 --
 -- Replies ({code, value}, codes as daemon/backend/scripts.h names them):
--- {0, fence} a new grant, {1, holds} reentered, {2, pttl} taken, {3, HELD_*}
+-- {0, fence} a new grant, {1, holds} reentered, {2, pttl} taken (and this
+-- daemon in the name's wake queue, part/wake.lua), {3, HELD_*}
 -- held as another kind (part/kind.lua's held(); read/write checked first,
 -- since a reader's field has the same name as the owner's).
 --
@@ -24,7 +25,7 @@
 -- per call (its grants follow within microseconds, and a second grant of
 -- one name in it takes the counter plus one).
 -- luacheck: globals K1 K2 A1 A2 Q
--- luacheck: read globals GRANTED REENTERED TAKEN WRONG_KIND HELD_LOCK held
+-- luacheck: read globals GRANTED REENTERED TAKEN WRONG_KIND HELD_LOCK held wake_wait
 if redis.call('exists', K1) == 0 then
   redis.call('hset', K1, A2, 1)
   redis.call('pexpire', K1, A1)
@@ -48,4 +49,7 @@ if redis.call('hexists', K1, A2) == 1 then
   redis.call('pexpire', K1, A1)
   return {REENTERED, n}
 end
+-- Refused: this daemon waits for the name, in its wake queue (a
+-- quorum's daemons do not: part/wake.lua, PROTOCOL.md).
+if Q ~= 'q' then wake_wait(K1, A2) end
 return {TAKEN, redis.call('pttl', K1)}

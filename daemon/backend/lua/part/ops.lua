@@ -18,7 +18,8 @@
 --
 -- The reply is an array of two elements per operation: the pair an
 -- acquire or a release returns ({0, fence}, {1, holds}, {2, pttl};
--- {0, subscribers}), or a number (holds left, a renewal's or a raise's
+-- {0, subscribers}; an acquire behind a release of ours that named another
+-- daemon, in this call, is refused as {2, -1}: part/wake.lua), or a number (holds left, a renewal's or a raise's
 -- digit) and nil; or the error's text and nil when that operation failed
 -- (the others still run). A multi-name acquire answers part/mlock.lua's
 -- array in its first place's first element, false in the rest of its
@@ -27,12 +28,18 @@
 -- nothing failed pays for one (a failed operation did not write: see
 -- part/release.lua).
 -- luacheck: globals nops K ko ao P
+-- luacheck: read globals woke wake_wait TAKEN
 local tm
 local clock = function()
   tm = tm or redis.call('time')
   return tm
 end
 local acquire = function(K1, K2, A1, A2, Q)
+  -- a release of ours just named another daemon: its turn (part/wake.lua)
+  if woke[K1] then
+    wake_wait(K1, A2)
+    return TAKEN, -1
+  end
 --#include part/acquire.lua pair time=clock()
 end
 local release = function(K1, K2, A1, A2)
