@@ -182,6 +182,9 @@ struct backend_op_s {
     uint32_t queue_foreign_ms;  /* FAIR ACQUIRE: ... plus this much for each
                                    place ahead that is not a dlockd's */
     int once;                   /* FAIR ACQUIRE: try, but take no place */
+    int wake_leave;             /* MUTEX ACQUIRE: this daemon is in the name's
+                                   wake queue (a refusal put it there): a
+                                   grant takes it out */
     const char *value;          /* the op's value for its script, value_len
                                    bytes, valid until cb (ELECT ACQUIRE: the
                                    leader's value) */

@@ -272,6 +272,8 @@ script_id_t scripts_choose(backend_op_t *const *ops, size_t n, unsigned flags) {
     /* A quorum's acquires carry its fence rule, which only the batch
      * script takes; a raise has no script of its own. */
     if (n == 1 && ops[0]->type == BACKEND_ACQUIRE && (flags & SCRIPTS_F_QUORUM)) return SCRIPT_OPS;
+    /* ... and so does an acquire that leaves the wake queue if granted */
+    if (n == 1 && ops[0]->type == BACKEND_ACQUIRE && ops[0]->wake_leave) return SCRIPT_OPS;
     if (n > 1) {
         for (size_t i = 0; i < n; i++)
             if (ops[i]->type != BACKEND_RENEW || ops[i]->mode != BACKEND_MUTEX ||
@@ -431,7 +433,8 @@ static size_t put_args(char *p, const backend_op_t *op, script_id_t id, const ch
             letter[0] = m->renew;
             if (m->renew == 's') llen += keys_u64(letter + 1, op->count);
         } else {
-            letter[0] = op->type == BACKEND_ACQUIRE ? (flags & SCRIPTS_F_QUORUM ? 'q' : 'a')
+            letter[0] = op->type == BACKEND_ACQUIRE
+                            ? (flags & SCRIPTS_F_QUORUM ? 'q' : op->wake_leave ? 'w' : 'a')
                         : op->type == BACKEND_FENCE ? 'f'
                                                     : 'r';
         }

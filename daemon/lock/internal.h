@@ -139,6 +139,9 @@ typedef struct queue_s {
     timers_entry_t yield;      /* a yield to other daemons' waiters ends */
     int subscribed;            /* watching the name for releases */
     int yielding;              /* local hand-off held back for other daemons */
+    int wake_queued;           /* Redis refused a waiter of a wake_one kind:
+                                  this daemon is in the name's wake queue,
+                                  and the next attempt's grant takes it out */
     backend_mode_t watch_mode; /* the channel watched ... */
     uint64_t watch_owner;      /* ... and whose (a fair lock's waiter's), or 0 */
     _Alignas(LOCK_KIND_AREA_ALIGN) unsigned char kind_area[LOCK_KIND_QUEUE_AREA];

@@ -168,6 +168,7 @@ void lock_attempt(lock_t *l, wait_t *w) {
     backend_op_t *op = &w->acquire;
     lock_op_init(op, BACKEND_ACQUIRE, w->mode, l->name, l->len, w->owner->id, on_attempt);
     op->lease_ms = w->lease_ms ? w->lease_ms : m->conf->lease_ms;
+    op->wake_leave = k->wake_one && l->q->wake_queued;
     if (k->prepare) k->prepare(l, w, op);
     backend_submit(m->backend, op);
 }
@@ -405,6 +406,7 @@ static void on_attempt(backend_op_t *op) {
     }
     switch (res->outcome) {
     case BACKEND_GRANTED:
+        if (op->wake_leave) l->q->wake_queued = 0;
         if (!grant_fits(l, w)) break;
         if (k->granted) k->granted(l, w);
         else lock_grant(l, w, res->fence);
@@ -435,6 +437,7 @@ static void on_attempt(backend_op_t *op) {
             break;
         }
         w->tried = 1;
+        if (k->wake_one) l->q->wake_queued = 1;
         if (k->taken) k->taken(l, w, res);
         else lock_wait_taken(l, w, res, w->woken);
         break;

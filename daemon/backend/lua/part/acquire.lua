@@ -2,7 +2,8 @@
 -- the batch script's acquire (part/ops.lua), which includes it with "pair"
 -- (its pairs come back as two values) and "time=clock()" (Redis TIME read
 -- once per call). K1 lock hash, K2 fence counter; A1 lease ms, A2 owner,
--- Q 'q' for a quorum's rule.
+-- Q 'q' for a quorum's rule, 'w' when the owner's daemon is in the name's
+-- wake queue (part/wake.lua): a grant takes it out.
 --
 -- Replies ({code, value}, codes as daemon/backend/scripts.h names them):
 -- {0, fence} a new grant, {1, holds} reentered, {2, pttl} taken (and this
@@ -26,7 +27,9 @@
 -- one name in it takes the counter plus one).
 -- luacheck: globals K1 K2 A1 A2 Q
 -- luacheck: read globals GRANTED REENTERED TAKEN WRONG_KIND HELD_LOCK held wake_wait
+-- luacheck: read globals wake_leave
 if redis.call('exists', K1) == 0 then
+  if Q == 'w' then wake_leave(K1, A2) end
   redis.call('hset', K1, A2, 1)
   redis.call('pexpire', K1, A1)
   local t = redis.call('time')

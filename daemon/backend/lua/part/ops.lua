@@ -5,7 +5,8 @@
 -- A1, A2 are their parameters), run in the order asked for. Two keys per
 -- operation (the lock, and its token, channel or forced marker), then
 -- three arguments per operation: 'a' lease owner (an acquire; 'q' with a
--- quorum's fence rule), 'r' all owner, 'n' lease owner (a renewal; 'v' and
+-- quorum's fence rule, 'w' of a daemon in the name's wake queue, which a
+-- grant takes it out of: part/wake.lua), 'r' all owner, 'n' lease owner (a renewal; 'v' and
 -- 'V' of a read/write lock's read or write holds, 's<c>' of a semaphore's
 -- c permits), 'f' fence owner (a quorum's raise) or 'x<op>' lease owner (a
 -- read/write lock's acquire, release or drop: part/rw.lua's op, with the
@@ -75,7 +76,7 @@ local run = function()
     local k = ARGV[a - 2]
     if k == 'r' then
       r, v = release(k1, k2, ARGV[a], ARGV[a - 1])
-    elseif k == 'a' or k == 'q' then
+    elseif k == 'a' or k == 'q' or k == 'w' then
       r, v = acquire(k1, k2, ARGV[a - 1], ARGV[a], k)
     elseif k == 'n' then
       r = renew(k1, k2, ARGV[a - 1], ARGV[a])

@@ -11,7 +11,9 @@
 -- is written with the same span, so the order of scores is the order of
 -- arrival. A refused acquire (not a quorum's) writes one, keeping its
 -- daemon's place while it is live (wake_wait); a release pops the first
--- live entry that is not the releasing daemon's own and publishes its
+-- live entry that is not the releasing daemon's own (an acquire of a
+-- daemon that knows it is queued takes its entry out as it is granted:
+-- wake_leave) and publishes its
 -- wake number on the lock's channel, right before the release message
 -- (wake_one): every subscriber reads the two in a row, and only the named
 -- daemon tries on that release; the others wait for their turn, or for
@@ -41,6 +43,10 @@ local wake_wait = function(k, o)
   if s and tonumber(s) >= now then return end
   redis.call('zadd', q, now + wake_keep_ms, id)
   redis.call('pexpire', q, wake_keep_ms)
+end
+-- The daemon of owner field o, granted lock k, waits for it no more.
+local wake_leave = function(k, o)
+  redis.call('zrem', comp('dlock_wq', k), wake_id(o))
 end
 -- Lock k released by owner o: the first live daemon waiting for it, not
 -- o's, named on channel c with publish command p. true if one was.
