@@ -31,6 +31,7 @@ static void setup(void) {
     h_setup();
 }
 
+
 #define PASSED() h_keep_passed()
 
 static int start_d(const char *extra) {
@@ -38,6 +39,69 @@ static int start_d(const char *extra) {
     h_keep_log(d, "%s.dlockd%d", tcase_name(), d);
     h_await_redis(d, 1);
     return d;
+}
+
+/* ---- the Redis that has the name ---------------------------------------------
+ * h_redis_start()'s, or on a Cluster the primary of the name's slot, whose
+ * channel is sharded (SPUBLISH, SSUBSCRIBE). */
+
+static const char *node_sock; /* NULL: h_redis_sock() */
+static int sharded;
+
+static void teardown(void) {
+    node_sock = NULL;
+    sharded = 0;
+    h_teardown();
+}
+
+/* redis-cli on the name's node, as h_redis_argv. */
+static const char *node_argv(const char *const args[]) {
+    const char *argv[32] = {"redis-cli", "-s", node_sock ? node_sock : h_redis_sock()};
+    size_t n = 3;
+    for (size_t i = 0; args[i] != NULL; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    return h_run(argv);
+}
+
+/* Waits until the name's channel has n subscribers. */
+static void await_subscribers(int n) {
+    const char *a[] = {"PUBSUB", sharded ? "SHARDNUMSUB" : "NUMSUB", CHANNEL, NULL};
+    long long end = h_now_ms() + H_WAIT_MS;
+    for (;;) {
+        const char *out = node_argv(a), *nl = strrchr(out, '\n');
+        if (nl != NULL && atoi(nl + 1) >= n) return;
+        ck_assert_msg(h_now_ms() < end, "%s never had %d subscribers: '%s'", CHANNEL, n, out);
+        usleep(2000);
+    }
+}
+
+/* A dlockd on the running cluster, every primary up. */
+static int start_cluster_d(void) {
+    char text[4096];
+    snprintf(text, sizeof(text), "[redis]\ncluster = %s\ncommand_timeout_ms = %d\n",
+             h_cluster_addrs(), FALLBACK_MS);
+    int d = h_dlockd_start_conf(text);
+    h_keep_log(d, "%s.dlockd%d", tcase_name(), d);
+    h_conn_t *c = h_connect_index(d);
+    long long end = h_now_ms() + H_WAIT_MS;
+    for (;;) {
+        long long n = h_info_value(c, "redis_nodes"), up = h_info_value(c, "redis_nodes_up");
+        if (n > 0 && n == up) break;
+        ck_assert_msg(h_now_ms() < end, "dlockd %d: %lld of %lld primaries up", d, up, n);
+        usleep(10000);
+    }
+    h_close(c);
+    return d;
+}
+
+/* A cluster of three primaries; the name's node found. */
+static void cluster_start(void) {
+    h_cluster_start(3, 0);
+    int port = h_cluster_slot_owner(h_cluster_keyslot(KEY));
+    for (int i = 0; i < h_cluster_node_count(); i++)
+        if (h_cluster_port(i) == port) node_sock = h_redis_sock_index(h_cluster_index(i));
+    ck_assert_msg(node_sock != NULL, "no node has %s's slot", KEY);
+    sharded = 1;
 }
 
 /* Daemons whose fallback is FALLBACK_MS. */
@@ -49,7 +113,7 @@ static int start_fallback(void) {
 
 static long long queue_len(void) {
     const char *a[] = {"ZCARD", QUEUE, NULL};
-    return atoll(h_redis_argv(a));
+    return atoll(node_argv(a));
 }
 
 static void await_queue(long long n) {
@@ -89,7 +153,7 @@ typedef struct {
 
 static void monitor_start(monitor_t *m) {
     memset(m, 0, sizeof(*m));
-    m->c = h_connect(h_redis_sock());
+    m->c = h_connect(node_sock ? node_sock : h_redis_sock());
     h_send(m->c, "MONITOR\r\n");
     const char *l = h_recv(m->c, H_WAIT_MS);
     ck_assert_msg(l != NULL && strncmp(l, "+OK", 3) == 0, "MONITOR: '%s'", l ? l : "(nothing)");
@@ -127,7 +191,7 @@ static void monitor_sync(monitor_t *m) {
     char mark[32];
     snprintf(mark, sizeof(mark), "herd-mark-%d", ++seq);
     const char *a[] = {"ECHO", mark, NULL};
-    h_redis_argv(a);
+    node_argv(a);
     ck_assert_msg(monitor_read(m, H_WAIT_MS, mark), "MONITOR never showed %s", mark);
 }
 
@@ -139,7 +203,7 @@ static h_conn_t *queue_waiter(monitor_t *m, int d, long long n) {
     long long before = m->tries;
     h_send(c, "LOCK " NAME "\n");
     await_queue(n);
-    h_redis_await_subscribers(CHANNEL, (int)n);
+    await_subscribers((int)n);
     long long end = h_now_ms() + H_WAIT_MS;
     while (m->tries < before + 2) {
         ck_assert_msg(h_now_ms() < end, "waiter %lld: %lld tries seen, wanted 2", n,
@@ -165,10 +229,8 @@ static int first_ready(h_conn_t **c, int from, int to, int ms) {
 
 /* ---- each release gives one try --------------------------------------------- */
 
-START_TEST(each_release_one_try) {
-    h_redis_start();
-    int d[DAEMONS];
-    for (int i = 0; i < DAEMONS; i++) d[i] = start_d(NULL);
+/* The hand-offs between the daemons d[], a waiter on each, counted. */
+static void one_try_each(const int *d, const char *what) {
     monitor_t m;
     monitor_start(&m);
     h_conn_t *c[DAEMONS];
@@ -190,14 +252,32 @@ START_TEST(each_release_one_try) {
     unlock(c[DAEMONS - 1]);
     monitor_sync(&m);
     long long tries = m.tries - tries0, cmds = m.commands - cmds0;
-    fprintf(stderr, "each_release_one_try: %d hand-offs, %lld tries (%lld failed), %lld commands "
+    fprintf(stderr, "%s: %d hand-offs, %lld tries (%lld failed), %lld commands "
                     "(%.2f per hand-off)\n",
-            DAEMONS - 1, tries, tries - (DAEMONS - 1), cmds, (double)cmds / (DAEMONS - 1));
+            what, DAEMONS - 1, tries, tries - (DAEMONS - 1), cmds, (double)cmds / (DAEMONS - 1));
     ck_assert_msg(tries == DAEMONS - 1, "%lld tries for %d hand-offs: a release woke more than one",
                   tries, DAEMONS - 1);
     ck_assert_int_eq(queue_len(), 0);
     for (int i = 0; i < DAEMONS; i++) h_close(c[i]);
     h_close(m.c);
+}
+
+START_TEST(each_release_one_try) {
+    h_redis_start();
+    int d[DAEMONS];
+    for (int i = 0; i < DAEMONS; i++) d[i] = start_d(NULL);
+    one_try_each(d, "each_release_one_try");
+    PASSED();
+}
+END_TEST
+
+/* The same on a Cluster: the queue in the name's slot, the wake number
+ * and the '0' sent with SPUBLISH to the shard's subscribers. */
+START_TEST(each_release_one_try_cluster) {
+    cluster_start();
+    int d[DAEMONS];
+    for (int i = 0; i < DAEMONS; i++) d[i] = start_cluster_d();
+    one_try_each(d, "each_release_one_try_cluster");
     PASSED();
 }
 END_TEST
@@ -477,13 +557,18 @@ END_TEST
 static Suite *suite(void) {
     Suite *s = suite_create("herd");
     TCase *tc = tcase_create("herd");
-    tcase_add_checked_fixture(tc, setup, h_teardown);
+    tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 90);
     tcase_add_test(tc, each_release_one_try);
     tcase_add_test(tc, woken_daemon_stopped_then_killed);
     tcase_add_test(tc, redisson_holder_and_waiter_mixed);
     tcase_add_test(tc, single_waiter_not_starved);
     suite_add_tcase(s, tc);
+    TCase *cl = tcase_create("cluster");
+    tcase_add_checked_fixture(cl, setup, teardown);
+    tcase_set_timeout(cl, 120);
+    tcase_add_test(cl, each_release_one_try_cluster);
+    suite_add_tcase(s, cl);
     return s;
 }
 
