@@ -47,7 +47,8 @@ typedef enum {
                              while owner holds the lock: holds 1, else 0 */
     BACKEND_INIT,         /* a kind's size or count, unless set (SEMINIT's):
                              holds 1, or 0 when it was set already */
-    BACKEND_LEAVE,        /* FAIR, ELECT: the owner stops waiting: out of the queue */
+    BACKEND_LEAVE,        /* FAIR, ELECT: the owner stops waiting: out of the queue;
+                             MUTEX: the owner's daemon, out of the wake queue */
     BACKEND_LEADER,       /* ELECT: the leader now: fence (0 none) and value;
                              ttl_ms its lease left; WRONG_KIND outcome (held)
                              when the name is another kind of lock */

@@ -87,7 +87,7 @@ const size_t scripts_codes_count = sizeof(scripts_codes) / sizeof(scripts_codes[
 static const scripts_mode_t modes[BACKEND_MODE_COUNT] = {
     [BACKEND_MUTEX] = {
         .lua = NULL, .own = 0,
-        .batch = K_ACQ | K_REL | K_DROP | K_RENEW | K_FENCE, .renew = 'n',
+        .batch = K_ACQ | K_REL | K_DROP | K_RENEW | K_FENCE | K_LEAVE, .renew = 'n',
         .acquire_key = PREFIX(KEYS_TOKEN), .renew_key = PREFIX(KEYS_FORCED),
         .release_key = PREFIX(KEYS_CHANNEL), .wake_key = PREFIX(KEYS_WAKE_QUEUE),
         .channel = KEYS_CHANNEL, .list_word = "lock",
@@ -366,6 +366,8 @@ static size_t put_keys(char *p, const backend_op_t *op, script_id_t id, const ch
         if (op->type == BACKEND_RENEW) return k + put_key(p + k, &m->renew_key, key, klen, braces);
         if (op->type == BACKEND_ACQUIRE || op->type == BACKEND_FENCE)
             return k + put_key(p + k, &m->acquire_key, key, klen, braces);
+        if (op->type == BACKEND_LEAVE) /* a daemon's place in the wake queue */
+            return k + put_key(p + k, &m->wake_key, key, klen, braces);
         return k + put_key(p + k, &m->release_key, key, klen, braces);
     }
 }
@@ -436,6 +438,7 @@ static size_t put_args(char *p, const backend_op_t *op, script_id_t id, const ch
             letter[0] = op->type == BACKEND_ACQUIRE
                             ? (flags & SCRIPTS_F_QUORUM ? 'q' : op->wake_leave ? 'w' : 'a')
                         : op->type == BACKEND_FENCE ? 'f'
+                        : op->type == BACKEND_LEAVE ? 'l'
                                                     : 'r';
         }
         k += resp_write_bulk(p, letter, llen);

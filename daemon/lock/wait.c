@@ -54,10 +54,13 @@ static void queue_stop(lock_t *l) {
     if (l->kind->queue_end) l->kind->queue_end(l);
 }
 
-/* The queue emptied: no more wake-ups needed. */
+/* The queue emptied: no more wake-ups needed. A place this daemon still
+ * has in the name's wake queue goes too: the release that named it would
+ * hold every other daemon's waiters for a whole fallback. */
 static void queue_idle(lock_t *l) {
     queue_t *q = l->q;
     if (q == NULL || !TAILQ_EMPTY(&q->waiters)) return;
+    if (q->wake_queued) release_leave(l->mgr, l->name, l->len, 0, LOCK_WAKE_MODE);
     queue_stop(l);
     lock_unwatch(l);
     l->q = NULL;
@@ -296,6 +299,19 @@ void lock_wait_taken(lock_t *l, wait_t *w, const backend_result_t *res, int may_
     lock_retry_at(l, res->ttl_ms);
 }
 
+/* An acquire of a wake_one kind came back: if Redis refused it, or it got
+ * no answer (it may have run), this daemon may be in the name's wake
+ * queue. The queue's next grant takes it out, or its end (queue_idle);
+ * with no queue left (its waiter gone), out now. A quorum's daemons take
+ * no place there. */
+static void wake_mark(lock_t *l, const backend_result_t *res) {
+    if (!(l->mgr->backend->caps & BACKEND_CAP_ONE_COPY)) return;
+    if (res->status == BACKEND_OK ? res->outcome != BACKEND_TAKEN : res->status == BACKEND_FAILED)
+        return;
+    if (l->q != NULL) l->q->wake_queued = 1;
+    else release_leave(l->mgr, l->name, l->len, 0, LOCK_WAKE_MODE);
+}
+
 /* The acquire of a waiter that is gone (or of a stopping daemon) came
  * back: undo a grant it may have got. */
 static void attempt_orphaned(lock_t *l, wait_t *w, const backend_result_t *res) {
@@ -395,6 +411,7 @@ static void on_attempt(backend_op_t *op) {
     w->in_flight = 0;
     LIST_REMOVE(w, flight);
     l->attempts--;
+    if (k->wake_one) wake_mark(l, res);
 
     if (w->owner == NULL || m->stopping) {
         attempt_orphaned(l, w, res);
@@ -437,7 +454,6 @@ static void on_attempt(backend_op_t *op) {
             break;
         }
         w->tried = 1;
-        if (k->wake_one) l->q->wake_queued = 1;
         if (k->taken) k->taken(l, w, res);
         else lock_wait_taken(l, w, res, w->woken);
         break;

@@ -357,6 +357,84 @@ START_TEST(woken_daemon_stopped_then_killed) {
 }
 END_TEST
 
+/* ---- a daemon whose waiters all left ------------------------------------------ */
+
+/* Waits until the name's channel has no subscriber. */
+static void await_no_subscribers(void) {
+    const char *a[] = {"PUBSUB", sharded ? "SHARDNUMSUB" : "NUMSUB", CHANNEL, NULL};
+    long long end = h_now_ms() + H_WAIT_MS;
+    for (;;) {
+        const char *out = node_argv(a), *nl = strrchr(out, '\n');
+        if (nl != NULL && atoi(nl + 1) == 0) return;
+        ck_assert_msg(h_now_ms() < end, "%s kept its subscribers: '%s'", CHANNEL, out);
+        usleep(2000);
+    }
+}
+
+/* A daemon whose one waiter leaves without a grant (its TRYLOCK's wait
+ * runs out, a CANCEL, its connection closing) is taken out of the wake
+ * queue: the next release names the daemon that still waits, which gets
+ * the lock at once, not after a fallback. */
+START_TEST(waiter_left_out_of_queue) {
+    h_redis_start();
+    int d[3];
+    for (int i = 0; i < 3; i++) d[i] = start_fallback();
+    monitor_t m;
+    monitor_start(&m);
+    h_conn_t *holder = h_connect_index(d[0]);
+    lock_now(holder);
+    const char *ways[] = {"TRYLOCK's wait runs out", "CANCEL", "the connection closes"};
+    for (int way = 0; way < 3; way++) {
+        /* daemon 1's waiter queues, then leaves */
+        h_conn_t *leaver = way == 0 ? h_connect_index(d[1]) : queue_waiter(&m, d[1], 1);
+        if (way == 0) {
+            h_send(leaver, "TRYLOCK " NAME " 300\n");
+            await_queue(1);
+            const char *l = h_reply(leaver, H_WAIT_MS, H_EVENTS_SKIP);
+            ck_assert_msg(l != NULL && strncmp(l, "TIMEOUT", 7) == 0, "TRYLOCK: '%s'",
+                          l ? l : "(nothing)");
+        } else if (way == 1) {
+            h_send(leaver, "CANCEL\n");
+            const char *l = h_reply(leaver, H_WAIT_MS, H_EVENTS_SKIP);
+            ck_assert_msg(l != NULL && strncmp(l, "ERR CANCELLED", 13) == 0, "LOCK: '%s'",
+                          l ? l : "(nothing)");
+            l = h_reply(leaver, H_WAIT_MS, H_EVENTS_SKIP);
+            ck_assert_msg(l != NULL && strcmp(l, "OK 1") == 0, "CANCEL: '%s'", l ? l : "(nothing)");
+        }
+        h_close(leaver);
+        await_no_subscribers(); /* daemon 1 has let the name go */
+        monitor_sync(&m);
+        /* daemon 2's waiter queues, and the holder releases */
+        h_conn_t *c = h_connect_index(d[2]);
+        long long before = m.tries;
+        h_send(c, "LOCK " NAME "\n");
+        await_subscribers(1);
+        long long end = h_now_ms() + H_WAIT_MS;
+        while (m.tries < before + 2) {
+            ck_assert_msg(h_now_ms() < end, "daemon 2's waiter: %lld tries seen, wanted 2",
+                          m.tries - before);
+            monitor_read(&m, 50, NULL);
+        }
+        long long t0 = h_now_ms();
+        unlock(holder);
+        const char *l = h_reply(c, FALLBACK_MS + SLACK_MS, H_EVENTS_SKIP);
+        long long took = h_now_ms() - t0;
+        ck_assert_msg(is_grant(l), "%s: daemon 2 got '%s'", ways[way], l ? l : "(nothing)");
+        fprintf(stderr, "waiter_left_out_of_queue: %s; the next waiter's grant took %lld ms\n",
+                ways[way], took);
+        ck_assert_msg(took < FALLBACK_MS, "%s: the next waiter's grant took %lld ms (a whole "
+                      "fallback: the release named the daemon that no longer waits)",
+                      ways[way], took);
+        unlock(c);
+        h_close(c);
+        lock_now(holder);
+    }
+    h_close(holder);
+    h_close(m.c);
+    PASSED();
+}
+END_TEST
+
 /* ---- Redisson, both ways ------------------------------------------------------ */
 
 static const char *redisson_try_lock(const char *field) {
@@ -561,6 +639,7 @@ static Suite *suite(void) {
     tcase_set_timeout(tc, 90);
     tcase_add_test(tc, each_release_one_try);
     tcase_add_test(tc, woken_daemon_stopped_then_killed);
+    tcase_add_test(tc, waiter_left_out_of_queue);
     tcase_add_test(tc, redisson_holder_and_waiter_mixed);
     tcase_add_test(tc, single_waiter_not_starved);
     suite_add_tcase(s, tc);

@@ -279,6 +279,11 @@ START_TEST(test_trylock_wait_times_out_foreign) {
     ck_assert(!fake_watched(fb, "t"));
     ck_assert_uint_eq(stats().waiters, 0);
     ck_assert_uint_eq(stats().timeouts, 1);
+    /* its daemon's place in the name's wake queue goes with it */
+    ck_assert_uint_eq(fake_queued(fb), 1);
+    ck_assert_int_eq(fake_queued_op(fb, 0)->type, BACKEND_LEAVE);
+    ck_assert_int_eq(fake_queued_op(fb, 0)->mode, BACKEND_MUTEX);
+    fake_settle(fb);
     timers_advance(tm, 20000); /* the retry timer went with the waiter */
     ck_assert_uint_eq(fake_queued(fb), 0);
 }

@@ -8,7 +8,9 @@
 -- quorum's fence rule, 'w' of a daemon in the name's wake queue, which a
 -- grant takes it out of: part/wake.lua), 'r' all owner, 'n' lease owner (a renewal; 'v' and
 -- 'V' of a read/write lock's read or write holds, 's<c>' of a semaphore's
--- c permits), 'f' fence owner (a quorum's raise) or 'x<op>' lease owner (a
+-- c permits), 'f' fence owner (a quorum's raise), 'l' 0 owner (the owner's
+-- daemon leaves the name's wake queue, the second key: part/wake.lua) or
+-- 'x<op>' lease owner (a
 -- read/write lock's acquire, release or drop: part/rw.lua's op, with the
 -- fence counter or the channel as the second key; the timeout keys'
 -- prefix is made from the first as rw.lua's caller makes it).
@@ -29,7 +31,7 @@
 -- nothing failed pays for one (a failed operation did not write: see
 -- part/release.lua).
 -- luacheck: globals nops K ko ao P
--- luacheck: read globals woke wake_wait TAKEN
+-- luacheck: read globals woke wake_wait wake_id TAKEN
 local tm
 local clock = function()
   tm = tm or redis.call('time')
@@ -84,6 +86,8 @@ local run = function()
       r = rw_renew(k1, k2, ARGV[a - 1], ARGV[a], k)
     elseif k == 'f' then
       r = raise(k1, k2, ARGV[a - 1], ARGV[a])
+    elseif k == 'l' then
+      r = redis.call('zrem', k2, wake_id(ARGV[a]))
     elseif string.byte(k) == 120 then
       r, v = rw(k1, k2, ARGV[a - 1], ARGV[a], string.sub(k, 2))
     elseif string.byte(k) == 115 then
