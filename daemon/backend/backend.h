@@ -106,6 +106,9 @@ typedef struct backend_result_s {
     long long ttl_ms;           /* ACQUIRE TAKEN; STATUS: -2 free, -1 no expiry;
                                    WHO: -2 free, -3 held by no one holder */
     int removed;                /* FORCE: 1 or 0 */
+    int leader;                 /* MUTEX ACQUIRE TAKEN: by an election's leader
+                                   (0: by a plain lock's holder, or free and
+                                   another daemon's turn) */
     int others_waiting;         /* RELEASE: the release woke waiters that are not
                                    ours (other daemons, Redisson clients) */
     backend_mode_t held;        /* ACQUIRE WRONG_KIND; STATUS (ttl_ms >= -1): what

@@ -45,7 +45,7 @@ _Static_assert(SCRIPTS_FORCED == (int)BACKEND_FORCED, "FORCED");
 #define CODE(name) {#name, SCRIPTS_##name}
 const scripts_code_t scripts_codes[] = {
     CODE(GRANTED), CODE(REENTERED), CODE(TAKEN),   CODE(WRONG_KIND), CODE(HOLD_GONE),
-    CODE(NOT_HELD), CODE(GONE),     CODE(RENEWED), CODE(FORCED),
+    CODE(TAKEN_LEADER), CODE(NOT_HELD), CODE(GONE), CODE(RENEWED), CODE(FORCED),
 };
 #undef CODE
 const size_t scripts_codes_count = sizeof(scripts_codes) / sizeof(scripts_codes[0]);
@@ -633,6 +633,11 @@ static int set_acquire(backend_result_t *res, long long kind, long long v) {
     case SCRIPTS_TAKEN: res->ttl_ms = v; return 0;
     case SCRIPTS_WRONG_KIND: res->held = (backend_mode_t)v; return 0;
     case SCRIPTS_HOLD_GONE: return 0;
+    case SCRIPTS_TAKEN_LEADER:
+        res->outcome = BACKEND_TAKEN;
+        res->ttl_ms = v;
+        res->leader = 1;
+        return 0;
     default: return -1;
     }
 }

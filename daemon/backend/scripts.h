@@ -62,6 +62,8 @@ enum {
     SCRIPTS_TAKEN = 2,       /* {2, pttl}, -1 none */
     SCRIPTS_WRONG_KIND = 3,  /* {3, SCRIPTS_HELD_*} */
     SCRIPTS_HOLD_GONE = 4,   /* {4, 0}: a semaphore's earlier permits are gone */
+    SCRIPTS_TAKEN_LEADER = 5, /* {5, pttl}: a plain lock's acquire TAKEN by an
+                                 election's leader (BACKEND_TAKEN, leader set) */
     /* WRONG_KIND's value, STATUS's third element and LIST's kind, what a
      * name holds: a backend_mode_t (some of them here) */
     SCRIPTS_HELD_LOCK = 0,

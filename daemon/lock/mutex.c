@@ -8,12 +8,14 @@
  *
  * An election's leader is a plain lock's holder in Redis (elect.lua), so
  * a LOCK of a name that another daemon's election leads is refused as
- * TAKEN. The first refusal of a wait (not a TRYLOCK of 0, which tries
- * once) therefore reads what the name is, with an election's LEADER read,
- * where the topology has elections; if it leads an election, the wait
- * ends with ERR KIND, as on the leader's own daemon (elect_read.c). Fair
- * locks (RLocks too) and multi-name sets read the same way (fair.c,
- * multi.c).
+ * TAKEN. The acquire script says whether the holder that refused is an
+ * election's leader (SCRIPTS_TAKEN_LEADER); such a refusal (not a
+ * TRYLOCK of 0's, which tries once) reads what the name is, with an
+ * election's LEADER read, where the topology has elections; if it leads
+ * an election, the wait ends with ERR KIND, as on the leader's own daemon
+ * (elect_read.c). A refusal by a plain holder reads nothing. Fair locks
+ * (RLocks too) and multi-name sets read on their first refusal, as their
+ * scripts do not say (fair.c, multi.c).
  *
  * A refused acquire also puts this daemon in the name's wake queue in
  * Redis (lua/part/wake.lua), and a release wakes the first daemon there:
@@ -30,7 +32,7 @@ LOCK_KIND_AREA_FITS(mutex_waiter_t, LOCK_KIND_WAIT_AREA);
 
 static void mutex_refused(lock_t *l, wait_t *w) {
     mutex_waiter_t *mw = lock_wait_area(w);
-    lock_refused_read_kind(l, w, &mw->read);
+    lock_refused_read_leader(l, w, &mw->read);
 }
 
 static void mutex_leave(lock_t *l, wait_t *w, int was_head) {

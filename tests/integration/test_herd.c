@@ -149,6 +149,7 @@ typedef struct {
     long long tries;    /* acquires of the name seen */
     long long releases; /* releases of the name seen (its channel's key) */
     long long commands; /* commands of the daemons seen */
+    long long reads;    /* election reads of the name (its leader's record) */
 } monitor_t;
 
 static void monitor_start(monitor_t *m) {
@@ -181,6 +182,7 @@ static int monitor_read(monitor_t *m, int ms, const char *until) {
             m->commands++;
             m->tries += count_in(l, "\"" TOKEN "\"");
             m->releases += count_in(l, "\"" CHANNEL "\"");
+            m->reads += count_in(l, "\"dlock_leader:{" KEY "}\"");
         }
     }
 }
@@ -257,6 +259,8 @@ static void one_try_each(const int *d, const char *what) {
             what, DAEMONS - 1, tries, tries - (DAEMONS - 1), cmds, (double)cmds / (DAEMONS - 1));
     ck_assert_msg(tries == DAEMONS - 1, "%lld tries for %d hand-offs: a release woke more than one",
                   tries, DAEMONS - 1);
+    /* a refusal by a plain lock's holder says no election leads the name */
+    ck_assert_msg(m.reads == 0, "%lld election reads of a plain lock's name", m.reads);
     ck_assert_int_eq(queue_len(), 0);
     for (int i = 0; i < DAEMONS; i++) h_close(c[i]);
     h_close(m.c);
@@ -278,6 +282,69 @@ START_TEST(each_release_one_try_cluster) {
     int d[DAEMONS];
     for (int i = 0; i < DAEMONS; i++) d[i] = start_cluster_d();
     one_try_each(d, "each_release_one_try_cluster");
+    PASSED();
+}
+END_TEST
+
+/* ---- commands per hand-off, clients looping ------------------------------------ */
+
+#define LOOPERS 2      /* clients per daemon */
+#define LOOP_HANDOFFS 400
+
+/* Eight daemons, two clients on each looping LOCK / UNLOCK of one name (the
+ * issue's small shape): what the daemons send per hand-off, counted on
+ * MONITOR. A hand-off is a release, a grant and the next LOCK's refused
+ * try (its wait's first: it reads nothing, no election leading the name),
+ * and a daemon's subscribe and unsubscribe when its waiters come and go:
+ * at most 3.5 commands (the issue's target). */
+START_TEST(looping_commands_per_handoff) {
+    h_redis_start();
+    int d[DAEMONS];
+    for (int i = 0; i < DAEMONS; i++) d[i] = start_d(NULL);
+    monitor_t m;
+    monitor_start(&m);
+    h_conn_t *c[DAEMONS * LOOPERS];
+    long long grants = 0, per[DAEMONS * LOOPERS] = {0};
+    for (int i = 0; i < DAEMONS * LOOPERS; i++) {
+        c[i] = h_connect_index(d[i % DAEMONS]);
+        h_send(c[i], "LOCK " NAME "\n");
+    }
+    long long end = h_now_ms() + 60000;
+    while (grants < LOOP_HANDOFFS) {
+        ck_assert_msg(h_now_ms() < end, "%lld hand-offs in 60 s", grants);
+        struct pollfd p[DAEMONS * LOOPERS];
+        for (int i = 0; i < DAEMONS * LOOPERS; i++) p[i] = (struct pollfd){c[i]->fd, POLLIN, 0};
+        if (poll(p, DAEMONS * LOOPERS, 5) > 0) {
+            for (int i = 0; i < DAEMONS * LOOPERS; i++) {
+                if (!p[i].revents) continue;
+                const char *l = h_recv(c[i], H_WAIT_MS);
+                ck_assert_msg(l != NULL, "client %d: no line", i);
+                if (is_grant(l)) {
+                    grants++;
+                    per[i]++;
+                    h_send(c[i], "UNLOCK " NAME "\nLOCK " NAME "\n");
+                } else {
+                    ck_assert_msg(strcmp(l, "OK 0") == 0, "client %d: '%s'", i, l);
+                }
+            }
+        }
+        monitor_read(&m, 1, NULL);
+    }
+    monitor_sync(&m);
+    long long lo = per[0], hi = per[0];
+    for (int i = 1; i < DAEMONS * LOOPERS; i++) {
+        if (per[i] < lo) lo = per[i];
+        if (per[i] > hi) hi = per[i];
+    }
+    double cmds = (double)m.commands / (double)grants;
+    fprintf(stderr, "looping: %lld hand-offs, %.2f commands per hand-off (%.2f tries, %.2f "
+                    "releases, %.2f election reads), grants per client %lld to %lld\n",
+            grants, cmds, (double)m.tries / (double)grants, (double)m.releases / (double)grants,
+            (double)m.reads / (double)grants, lo, hi);
+    ck_assert_msg(m.reads == 0, "%lld election reads of a plain lock's name", m.reads);
+    ck_assert_msg(cmds <= 3.5, "%.2f commands per hand-off", cmds);
+    for (int i = 0; i < DAEMONS * LOOPERS; i++) h_close(c[i]);
+    h_close(m.c);
     PASSED();
 }
 END_TEST
@@ -638,6 +705,7 @@ static Suite *suite(void) {
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 90);
     tcase_add_test(tc, each_release_one_try);
+    tcase_add_test(tc, looping_commands_per_handoff);
     tcase_add_test(tc, woken_daemon_stopped_then_killed);
     tcase_add_test(tc, waiter_left_out_of_queue);
     tcase_add_test(tc, redisson_holder_and_waiter_mixed);

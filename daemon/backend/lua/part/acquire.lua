@@ -7,7 +7,9 @@
 --
 -- Replies ({code, value}, codes as daemon/backend/scripts.h names them):
 -- {0, fence} a new grant, {1, holds} reentered, {2, pttl} taken (and this
--- daemon in the name's wake queue, part/wake.lua), {3, HELD_*}
+-- daemon in the name's wake queue, part/wake.lua), {5, pttl} taken so by
+-- an election's leader (part/kind.lua's leads(); a quorum's refusal,
+-- where there are no elections, is always {2, pttl}), {3, HELD_*}
 -- held as another kind (part/kind.lua's held(); read/write checked first,
 -- since a reader's field has the same name as the owner's).
 --
@@ -27,7 +29,7 @@
 -- one name in it takes the counter plus one).
 -- luacheck: globals K1 K2 A1 A2 Q
 -- luacheck: read globals GRANTED REENTERED TAKEN WRONG_KIND HELD_LOCK held wake_wait
--- luacheck: read globals wake_leave
+-- luacheck: read globals wake_leave leads TAKEN_LEADER
 if redis.call('exists', K1) == 0 then
   if Q == 'w' then wake_leave(K1, A2) end
   redis.call('hset', K1, A2, 1)
@@ -53,6 +55,11 @@ if redis.call('hexists', K1, A2) == 1 then
   return {REENTERED, n}
 end
 -- Refused: this daemon waits for the name, in its wake queue (a
--- quorum's daemons do not: part/wake.lua, PROTOCOL.md).
-if Q ~= 'q' then wake_wait(K1, A2) end
+-- quorum's daemons do not: part/wake.lua, PROTOCOL.md). The answer says
+-- whether an election leads the name: only then does the lock manager
+-- read it (elect_read.c), to end the wait with ERR KIND.
+if Q ~= 'q' then
+  wake_wait(K1, A2)
+  if leads(K1) then return {TAKEN_LEADER, redis.call('pttl', K1)} end
+end
 return {TAKEN, redis.call('pttl', K1)}
