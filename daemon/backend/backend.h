@@ -81,7 +81,8 @@ typedef enum {
 typedef enum {
     BACKEND_GRANTED = 0,  /* a new grant: fence is set */
     BACKEND_REENTERED,    /* the owner already held it: holds is set */
-    BACKEND_TAKEN,        /* someone else holds it: ttl_ms is set (-1: no expiry) */
+    BACKEND_TAKEN,        /* someone else holds it: ttl_ms is set (-1: no expiry;
+                             MUTEX -2: free, but another daemon's turn) */
     BACKEND_WRONG_KIND,   /* the name is held as another kind of lock: held says
                              which; nothing was changed */
     BACKEND_HOLD_GONE     /* SEM, base > 0: the owner's earlier permits

@@ -139,6 +139,10 @@ typedef struct queue_s {
     timers_entry_t yield;      /* a yield to other daemons' waiters ends */
     int subscribed;            /* watching the name for releases */
     int yielding;              /* local hand-off held back for other daemons */
+    int turn_passed;           /* a try refused for another daemon's turn
+                                  (TAKEN -2) before the watch was in force:
+                                  its confirmation is that turn's, not a
+                                  release to try on */
     int wake_queued;           /* Redis refused a waiter of a wake_one kind:
                                   this daemon is in the name's wake queue,
                                   and the next attempt's grant takes it out
@@ -394,6 +398,9 @@ void release_leave(lockmgr_t *m, const char *name, size_t len, uint64_t owner, l
 /* The mode a leave of the wake queue goes as: the plain lock's, whose
  * batch script runs it. */
 #define LOCK_WAKE_MODE LOCK_MODE_MUTEX
+/* A plain lock's TAKEN ttl_ms when the lock was free but another daemon's
+ * turn (the batch script's yield: part/ops.lua); never a reply's. */
+#define LOCK_TTL_TURN (-2)
 /* A new grant to owner makes older queued releases of it (of that mode) stale. */
 void release_forget(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
                     lock_mode_t mode);

@@ -268,6 +268,10 @@ void lock_on_watch(void *data, backend_event_t ev) {
     wait_t *f;
     if (l->q == NULL) return; /* cannot happen: unwatched with the queue */
     f = lock_queue_head(l);
+    /* A watch that came into force after another daemon's turn began: a
+     * try now would take that turn from it. */
+    if (ev == BACKEND_WATCHING && l->q->turn_passed) ev = BACKEND_PASSED;
+    l->q->turn_passed = 0;
     if (ev == BACKEND_PASSED && f != NULL && lock_kind_of(f->mode)->wake_one) {
         /* Another daemon's turn: it tries, not us. Should it never take
          * the lock (dead, paused, cut off, no longer waiting), we try
@@ -290,6 +294,17 @@ void lock_wait_taken(lock_t *l, wait_t *w, const backend_result_t *res, int may_
         return;
     }
     w->parked = 1;
+    if (res->ttl_ms == LOCK_TTL_TURN) {
+        /* Free, but a release of ours named another daemon's turn: as
+         * after a release that names another (lock_on_watch), we try
+         * once command_timeout_ms has passed, or on a release. */
+        if (!l->q->subscribed) {
+            lock_watch(l, l->kind->watch, 0);
+            l->q->turn_passed = 1;
+        }
+        timers_start(l->mgr->timers, &l->q->retry, l->mgr->conf->command_timeout_ms, on_retry);
+        return;
+    }
     if (!l->q->subscribed) {
         /* Once the watch is in force, its confirmation triggers one more
          * try, so a release in between is not missed. */
@@ -449,7 +464,8 @@ static void on_attempt(backend_op_t *op) {
         w->ttl_ms = res->ttl_ms;
         w->unacked[0] = '\0'; /* someone holds it: that is why now */
         if (w->once) {
-            lock_answer_timeout(m, w->owner, w->hdr.call, res->ttl_ms);
+            lock_answer_timeout(m, w->owner, w->hdr.call,
+                                res->ttl_ms == LOCK_TTL_TURN ? -1 : res->ttl_ms);
             lock_wait_end(w);
             break;
         }
@@ -500,9 +516,19 @@ wait_t *lock_enqueue(lock_t *l, lock_owner_t *o, lock_mode_t mode, uint32_t leas
 static void on_wait_deadline(timers_entry_t *t) {
     wait_t *w = container_of(t, wait_t, deadline);
     lock_t *l = w->lock;
+    if (w->tried && w->ttl_ms == LOCK_TTL_TURN && LIST_EMPTY(&l->holds) && !w->in_flight &&
+        lock_queue_head(l) == w) {
+        /* Its last refusal gave the turn to another daemon, whose lease
+         * it never learnt: one last try, as a TRYLOCK of 0, answers with
+         * that lease (or grants, should the turn have gone unused). */
+        w->once = 1;
+        w->tried = 0;
+        lock_attempt(l, w);
+        return;
+    }
     long long ttl = !LIST_EMPTY(&l->holds) && !l->kind->no_holder
                         ? lock_local_ttl(l)
-                        : (w->tried ? w->ttl_ms : -1);
+                        : (w->tried && w->ttl_ms != LOCK_TTL_TURN ? w->ttl_ms : -1);
     if (w->unacked[0] != '\0' && LIST_EMPTY(&l->holds))
         lock_answer_backend(l->mgr, w->owner, w->hdr.call, w->unacked);
     else

@@ -502,6 +502,47 @@ START_TEST(waiter_left_out_of_queue) {
 }
 END_TEST
 
+/* ---- a TRYLOCK that times out after its turn went to another daemon ----------- */
+
+/* A TRYLOCK waiting behind a hold of its own daemon: the release names
+ * another daemon's turn, so the TRYLOCK's try right behind it is refused
+ * without a holder (the lock is free, the turn another's). When its wait
+ * runs out, the other daemon holds the lock: TIMEOUT says that holder's
+ * lease left, not -1 (no expiry). */
+START_TEST(trylock_after_a_yield_reports_ttl) {
+    h_redis_start();
+    int d0 = start_d(NULL), d1 = start_d(NULL);
+    monitor_t m;
+    monitor_start(&m);
+    h_conn_t *holder = h_connect_index(d0), *tryer = h_connect_index(d0), *adm;
+    lock_now(holder);
+    h_conn_t *other = queue_waiter(&m, d1, 1);
+    h_send(tryer, "TRYLOCK " NAME " 1000\n");
+    adm = h_connect_index(d0);
+    long long end = h_now_ms() + H_WAIT_MS;
+    while (h_info_value(adm, "waiters") != 1) {
+        ck_assert_msg(h_now_ms() < end, "the TRYLOCK never waited");
+        usleep(2000);
+    }
+    unlock(holder);
+    const char *l = h_reply(other, H_WAIT_MS, H_EVENTS_SKIP);
+    ck_assert_msg(is_grant(l), "daemon 1's turn: '%s'", l ? l : "(nothing)");
+    l = h_reply(tryer, H_WAIT_MS, H_EVENTS_SKIP);
+    long long ttl = -9;
+    ck_assert_msg(l != NULL && sscanf(l, "TIMEOUT %lld", &ttl) == 1, "TRYLOCK: '%s'",
+                  l ? l : "(nothing)");
+    fprintf(stderr, "trylock_after_a_yield_reports_ttl: '%s'\n", l);
+    ck_assert_msg(ttl > 0 && ttl <= 30000, "TRYLOCK timed out with '%s' while daemon 1 holds "
+                  "with a lease of 30000 ms", l);
+    h_close(adm);
+    h_close(tryer);
+    h_close(holder);
+    h_close(other);
+    h_close(m.c);
+    PASSED();
+}
+END_TEST
+
 /* ---- Redisson, both ways ------------------------------------------------------ */
 
 static const char *redisson_try_lock(const char *field) {
@@ -708,6 +749,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, looping_commands_per_handoff);
     tcase_add_test(tc, woken_daemon_stopped_then_killed);
     tcase_add_test(tc, waiter_left_out_of_queue);
+    tcase_add_test(tc, trylock_after_a_yield_reports_ttl);
     tcase_add_test(tc, redisson_holder_and_waiter_mixed);
     tcase_add_test(tc, single_waiter_not_starved);
     suite_add_tcase(s, tc);

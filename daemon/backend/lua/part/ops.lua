@@ -22,7 +22,8 @@
 -- The reply is an array of two elements per operation: the pair an
 -- acquire or a release returns ({0, fence}, {1, holds}, {2, pttl};
 -- {0, subscribers}; an acquire behind a release of ours that named another
--- daemon, in this call, is refused as {2, -1}: part/wake.lua), or a number (holds left, a renewal's or a raise's
+-- daemon, in this call, is refused as {2, -2}, PTTL's "no such key": the
+-- lock is free, the turn another's: part/wake.lua), or a number (holds left, a renewal's or a raise's
 -- digit) and nil; or the error's text and nil when that operation failed
 -- (the others still run). A multi-name acquire answers part/mlock.lua's
 -- array in its first place's first element, false in the rest of its
@@ -41,7 +42,7 @@ local acquire = function(K1, K2, A1, A2, Q)
   -- a release of ours just named another daemon: its turn (part/wake.lua)
   if woke[K1] then
     wake_wait(K1, A2)
-    return TAKEN, -1
+    return TAKEN, -2
   end
 --#include part/acquire.lua pair time=clock()
 end
