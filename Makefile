@@ -335,7 +335,7 @@ TEST_EST := chaos-short-stages=87 san/itests/test_sentinel=47 san/itests/test_cl
   san/itests/test_quorum=39 package-test=36 chaos-short-netfaults=27 vg/itests/test_locks=26 \
   vg/itests/test_server=22 san/itests/test_mlock_quorum=22 clients-go-test=17 \
   san/itests/test_replicas=16 san/itests/test_fairlock=16 san/itests/test_logs=15 \
-  san/itests/test_mlock_cluster=13 san/itests/test_latch=12 san/itests/test_mlock=12 plain/itests/test_cluster_harness=11 \
+  san/itests/test_mlock_cluster=13 san/itests/test_latch=12 san/itests/test_herd=20 san/itests/test_mlock=12 plain/itests/test_cluster_harness=11 \
   fuzz-short=10 san/itests/test_semaphore=10 clients-shell-test=9 san/tests/test_lockmgr=9 \
   san/itests/test_cli=9 san/itests/test_locks=8 board-test=8 conformance/java=7 \
   san/itests/test_resp=7 san/itests/test_rwlock=7 conformance/shell=7 \

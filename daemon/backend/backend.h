@@ -47,7 +47,8 @@ typedef enum {
                              while owner holds the lock: holds 1, else 0 */
     BACKEND_INIT,         /* a kind's size or count, unless set (SEMINIT's):
                              holds 1, or 0 when it was set already */
-    BACKEND_LEAVE,        /* FAIR, ELECT: the owner stops waiting: out of the queue */
+    BACKEND_LEAVE,        /* FAIR, ELECT: the owner stops waiting: out of the queue;
+                             MUTEX: the owner's daemon, out of the wake queue */
     BACKEND_LEADER,       /* ELECT: the leader now: fence (0 none) and value;
                              ttl_ms its lease left; WRONG_KIND outcome (held)
                              when the name is another kind of lock */
@@ -80,7 +81,8 @@ typedef enum {
 typedef enum {
     BACKEND_GRANTED = 0,  /* a new grant: fence is set */
     BACKEND_REENTERED,    /* the owner already held it: holds is set */
-    BACKEND_TAKEN,        /* someone else holds it: ttl_ms is set (-1: no expiry) */
+    BACKEND_TAKEN,        /* someone else holds it: ttl_ms is set (-1: no expiry;
+                             MUTEX -2: free, but another daemon's turn) */
     BACKEND_WRONG_KIND,   /* the name is held as another kind of lock: held says
                              which; nothing was changed */
     BACKEND_HOLD_GONE     /* SEM, base > 0: the owner's earlier permits
@@ -105,6 +107,9 @@ typedef struct backend_result_s {
     long long ttl_ms;           /* ACQUIRE TAKEN; STATUS: -2 free, -1 no expiry;
                                    WHO: -2 free, -3 held by no one holder */
     int removed;                /* FORCE: 1 or 0 */
+    int leader;                 /* MUTEX ACQUIRE TAKEN: by an election's leader
+                                   (0: by a plain lock's holder, or free and
+                                   another daemon's turn) */
     int others_waiting;         /* RELEASE: the release woke waiters that are not
                                    ours (other daemons, Redisson clients) */
     backend_mode_t held;        /* ACQUIRE WRONG_KIND; STATUS (ttl_ms >= -1): what
@@ -182,6 +187,9 @@ struct backend_op_s {
     uint32_t queue_foreign_ms;  /* FAIR ACQUIRE: ... plus this much for each
                                    place ahead that is not a dlockd's */
     int once;                   /* FAIR ACQUIRE: try, but take no place */
+    int wake_leave;             /* MUTEX ACQUIRE: this daemon is in the name's
+                                   wake queue (a refusal put it there): a
+                                   grant takes it out */
     const char *value;          /* the op's value for its script, value_len
                                    bytes, valid until cb (ELECT ACQUIRE: the
                                    leader's value) */
@@ -212,7 +220,11 @@ struct backend_op_s {
 typedef enum {
     BACKEND_WATCHING = 0,       /* the watch is in force (again, after a reconnect):
                                    a release may have been missed before it */
-    BACKEND_RELEASED            /* someone released the lock */
+    BACKEND_RELEASED,           /* someone released the lock */
+    BACKEND_PASSED              /* a release of a plain lock that named another
+                                   daemon's turn (its wake queue): the
+                                   others try only if it does not take the
+                                   lock within command_timeout_ms */
 } backend_event_t;
 
 typedef void (*backend_watch_cb)(void *data, backend_event_t ev);

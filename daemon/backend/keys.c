@@ -67,6 +67,26 @@ size_t keys_owner_field(char *out, const char *uuid, uint64_t owner) {
     return n;
 }
 
+size_t keys_wake_id(char *out, const char *uuid) {
+    uint64_t h = 0;
+    for (size_t i = 0; i < 13; i++) {
+        char c = uuid[i];
+        if (i == 8) continue; /* the dash */
+        unsigned d = c >= '0' && c <= '9'   ? (unsigned)(c - '0')
+                     : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
+                     : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10)
+                                            : 16;
+        if (d == 16) { /* not hex: Lua's tonumber() gives nil, taken as 0 */
+            h = 0;
+            break;
+        }
+        h = h << 4 | d;
+    }
+    size_t n = keys_u64(out, (UINT64_C(1) << 52) + h);
+    out[n] = '\0';
+    return n;
+}
+
 /* CRC16-CCITT (XMODEM): polynomial 0x1021, initial value 0, no reflection;
  * the table is made once, on first use. */
 uint16_t keys_crc16(const char *buf, size_t len) {

@@ -38,6 +38,12 @@
  * "{PN}:timeout", or "PN:timeout" when PN has a '{' (Redisson's suffixName). */
 #define KEYS_SEM_TIMEOUT "timeout"
 #define KEYS_FORCED   "dlock_forced"            /* who FORCEUNLOCK removed */
+/* A plain lock's wake queue: the daemons waiting for it (lua/part/wake.lua). */
+#define KEYS_WAKE_QUEUE "dlock_wq"
+/* A daemon's wake number: 2^52 plus its uuid's first 48 bits, in decimal
+ * (sixteen digits), what a release publishes to name the daemon whose
+ * turn it is. */
+#define KEYS_WAKE_LEN 16
 /* The daemons' registry (prefix + this): a hash of uuid -> "<seen ms>
  * dlockd:<host>:<pid>". The space keeps it apart from every lock key:
  * lock names have none. */
@@ -47,6 +53,9 @@
 size_t keys_lock(char *out, const char *prefix, const char *name, size_t len);
 size_t keys_companion(char *out, const char *kind, const char *key, size_t klen);
 size_t keys_owner_field(char *out, const char *uuid, uint64_t owner);
+/* The wake number of the daemon of uuid, as lua/part/wake.lua makes it
+ * from an owner field; out has KEYS_WAKE_LEN + 1. */
+size_t keys_wake_id(char *out, const char *uuid);
 /* Decimal digits of v at out, no NUL; returns how many (at most 20). */
 size_t keys_u64(char *out, uint64_t v);
 

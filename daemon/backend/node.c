@@ -400,6 +400,7 @@ node_t *node_new(uv_loop_t *loop, timers_t *timers, const node_opts_t *opts) {
     COPY(nd->password, opts->password);
     COPY(nd->key_prefix, opts->key_prefix);
     COPY(nd->uuid, opts->uuid);
+    keys_wake_id(nd->wake_id, nd->uuid);
     COPY(nd->client_name, opts->client_name);
     COPY(nd->tls_name, opts->tls_server_name);
     STAILQ_INIT(&nd->queue);

@@ -56,6 +56,7 @@ struct node_s {
     char password[CONF_STR_MAX];
     char key_prefix[CONF_PREFIX_MAX + 1];
     char uuid[KEYS_UUID_LEN + 1];
+    char wake_id[KEYS_WAKE_LEN + 1]; /* the number a release names us by */
     char client_name[CONF_STR_MAX];
     char tls_name[CONF_STR_MAX];
 

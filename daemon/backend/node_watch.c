@@ -18,6 +18,8 @@ typedef struct sub_s {
     sub_state_t state;
     int want;                 /* the lock manager wants it */
     int confirming;           /* on the confirm list */
+    int passed;               /* the next message is a release that named
+                                 another daemon (a wake number before it) */
     backend_watch_cb cb;
     void *data;
     TAILQ_ENTRY(sub_s) confirm;
@@ -93,6 +95,15 @@ static void send_unsubscribe(node_t *nd, sub_t *s) {
     s->state = SUB_IDLE;
 }
 
+/* 1 if a message is a wake number (KEYS_WAKE_LEN digits), not a release's
+ * '0' or a read/write lock's '1'. */
+static int is_wake_id(const redisReply *m) {
+    if (m->type != REDIS_REPLY_STRING || m->len != KEYS_WAKE_LEN) return 0;
+    for (size_t i = 0; i < m->len; i++)
+        if (m->str[i] < '0' || m->str[i] > '9') return 0;
+    return 1;
+}
+
 void node_watch_on_push(void *data, redisReply *r) {
     nconn_t *nc = data;
     node_t *nd = nc->nd;
@@ -108,9 +119,19 @@ void node_watch_on_push(void *data, redisReply *r) {
          strcasecmp(kind + 1, "unsubscribe") == 0))
         kind++;
     if (strcasecmp(kind, "message") == 0) {
-        if (s->state == SUB_ACTIVE && s->want) s->cb(s->data, BACKEND_RELEASED);
+        if (r->elements >= 3 && is_wake_id(r->element[2])) {
+            /* The release message follows in the same script: it is ours
+             * to try on only if this names us (lua/part/wake.lua). */
+            s->passed = r->element[2]->len != KEYS_WAKE_LEN ||
+                        memcmp(r->element[2]->str, nd->wake_id, KEYS_WAKE_LEN) != 0;
+            return;
+        }
+        backend_event_t ev = s->passed ? BACKEND_PASSED : BACKEND_RELEASED;
+        s->passed = 0;
+        if (s->state == SUB_ACTIVE && s->want) s->cb(s->data, ev);
     } else if (strcasecmp(kind, "subscribe") == 0) {
         s->state = SUB_ACTIVE;
+        s->passed = 0;
         if (!s->want) send_unsubscribe(nd, s);
         else s->cb(s->data, BACKEND_WATCHING);
     } else if (strcasecmp(kind, "unsubscribe") == 0) {

@@ -645,7 +645,7 @@ static void q_submit(backend_t *b, backend_op_t *op) {
 static void on_sub_event(void *data, backend_event_t ev) {
     qsub_t *s = data;
     qwatch_t *w = s->w;
-    if (ev == BACKEND_RELEASED) {
+    if (ev != BACKEND_WATCHING) { /* a release, ours to try on or not */
         w->cb(w->data, ev);
         return;
     }

@@ -45,7 +45,7 @@ _Static_assert(SCRIPTS_FORCED == (int)BACKEND_FORCED, "FORCED");
 #define CODE(name) {#name, SCRIPTS_##name}
 const scripts_code_t scripts_codes[] = {
     CODE(GRANTED), CODE(REENTERED), CODE(TAKEN),   CODE(WRONG_KIND), CODE(HOLD_GONE),
-    CODE(NOT_HELD), CODE(GONE),     CODE(RENEWED), CODE(FORCED),
+    CODE(TAKEN_LEADER), CODE(NOT_HELD), CODE(GONE), CODE(RENEWED), CODE(FORCED),
 };
 #undef CODE
 const size_t scripts_codes_count = sizeof(scripts_codes) / sizeof(scripts_codes[0]);
@@ -87,9 +87,10 @@ const size_t scripts_codes_count = sizeof(scripts_codes) / sizeof(scripts_codes[
 static const scripts_mode_t modes[BACKEND_MODE_COUNT] = {
     [BACKEND_MUTEX] = {
         .lua = NULL, .own = 0,
-        .batch = K_ACQ | K_REL | K_DROP | K_RENEW | K_FENCE, .renew = 'n',
+        .batch = K_ACQ | K_REL | K_DROP | K_RENEW | K_FENCE | K_LEAVE, .renew = 'n',
         .acquire_key = PREFIX(KEYS_TOKEN), .renew_key = PREFIX(KEYS_FORCED),
-        .release_key = PREFIX(KEYS_CHANNEL), .channel = KEYS_CHANNEL, .list_word = "lock",
+        .release_key = PREFIX(KEYS_CHANNEL), .wake_key = PREFIX(KEYS_WAKE_QUEUE),
+        .channel = KEYS_CHANNEL, .list_word = "lock",
     },
     [BACKEND_READ] = RW_MODE('r', 'R', 'd', 'v', "read"),
     [BACKEND_WRITE] = RW_MODE('w', 'W', 'D', 'V', "write"),
@@ -176,7 +177,8 @@ int scripts_companion(const char *s, size_t n) {
         const scripts_key_t ch = {r->channel_form ? r->channel_form : SCRIPTS_KEY_PREFIX,
                                   r->channel ? r->channel : ""};
         if (starts_as(s, n, &r->acquire_key) || starts_as(s, n, &r->renew_key) ||
-            starts_as(s, n, &r->release_key) || starts_as(s, n, &ch))
+            starts_as(s, n, &r->release_key) || starts_as(s, n, &r->wake_key) ||
+            starts_as(s, n, &ch))
             return 1;
     }
     for (size_t i = 0; i < SCRIPTS_MODE_KEYS; i++)
@@ -270,6 +272,8 @@ script_id_t scripts_choose(backend_op_t *const *ops, size_t n, unsigned flags) {
     /* A quorum's acquires carry its fence rule, which only the batch
      * script takes; a raise has no script of its own. */
     if (n == 1 && ops[0]->type == BACKEND_ACQUIRE && (flags & SCRIPTS_F_QUORUM)) return SCRIPT_OPS;
+    /* ... and so does an acquire that leaves the wake queue if granted */
+    if (n == 1 && ops[0]->type == BACKEND_ACQUIRE && ops[0]->wake_leave) return SCRIPT_OPS;
     if (n > 1) {
         for (size_t i = 0; i < n; i++)
             if (ops[i]->type != BACKEND_RENEW || ops[i]->mode != BACKEND_MUTEX ||
@@ -362,6 +366,8 @@ static size_t put_keys(char *p, const backend_op_t *op, script_id_t id, const ch
         if (op->type == BACKEND_RENEW) return k + put_key(p + k, &m->renew_key, key, klen, braces);
         if (op->type == BACKEND_ACQUIRE || op->type == BACKEND_FENCE)
             return k + put_key(p + k, &m->acquire_key, key, klen, braces);
+        if (op->type == BACKEND_LEAVE) /* a daemon's place in the wake queue */
+            return k + put_key(p + k, &m->wake_key, key, klen, braces);
         return k + put_key(p + k, &m->release_key, key, klen, braces);
     }
 }
@@ -429,8 +435,10 @@ static size_t put_args(char *p, const backend_op_t *op, script_id_t id, const ch
             letter[0] = m->renew;
             if (m->renew == 's') llen += keys_u64(letter + 1, op->count);
         } else {
-            letter[0] = op->type == BACKEND_ACQUIRE ? (flags & SCRIPTS_F_QUORUM ? 'q' : 'a')
+            letter[0] = op->type == BACKEND_ACQUIRE
+                            ? (flags & SCRIPTS_F_QUORUM ? 'q' : op->wake_leave ? 'w' : 'a')
                         : op->type == BACKEND_FENCE ? 'f'
+                        : op->type == BACKEND_LEAVE ? 'l'
                                                     : 'r';
         }
         k += resp_write_bulk(p, letter, llen);
@@ -625,6 +633,11 @@ static int set_acquire(backend_result_t *res, long long kind, long long v) {
     case SCRIPTS_TAKEN: res->ttl_ms = v; return 0;
     case SCRIPTS_WRONG_KIND: res->held = (backend_mode_t)v; return 0;
     case SCRIPTS_HOLD_GONE: return 0;
+    case SCRIPTS_TAKEN_LEADER:
+        res->outcome = BACKEND_TAKEN;
+        res->ttl_ms = v;
+        res->leader = 1;
+        return 0;
     default: return -1;
     }
 }

@@ -62,6 +62,8 @@ enum {
     SCRIPTS_TAKEN = 2,       /* {2, pttl}, -1 none */
     SCRIPTS_WRONG_KIND = 3,  /* {3, SCRIPTS_HELD_*} */
     SCRIPTS_HOLD_GONE = 4,   /* {4, 0}: a semaphore's earlier permits are gone */
+    SCRIPTS_TAKEN_LEADER = 5, /* {5, pttl}: a plain lock's acquire TAKEN by an
+                                 election's leader (BACKEND_TAKEN, leader set) */
     /* WRONG_KIND's value, STATUS's third element and LIST's kind, what a
      * name holds: a backend_mode_t (some of them here) */
     SCRIPTS_HELD_LOCK = 0,
@@ -160,6 +162,10 @@ typedef struct scripts_mode_s {
     scripts_key_t acquire_key;             /* an acquire's or raise's companion */
     scripts_key_t renew_key;               /* a renewal's */
     scripts_key_t release_key;             /* a release's or drop's */
+    scripts_key_t wake_key;                /* the daemons waiting for it, a
+                                              companion its acquires and
+                                              releases make themselves
+                                              (lua/part/wake.lua); {0} none */
     /* the channel a watch listens to: "<channel>:{key}", and with own_channel
      * the waiter's own, "<channel>:{key}:<owner field>"; channel_form
      * SCRIPTS_KEY_BRACED: "<channel>{key}" (0: the first form) */

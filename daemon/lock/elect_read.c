@@ -69,6 +69,12 @@ void lock_refused_read_kind(lock_t *l, wait_t *w, election_read_t **read) {
     if (*read != NULL) (*read)->slot = read;
 }
 
+void lock_refused_read_leader(lock_t *l, wait_t *w, election_read_t **read) {
+    if (!w->acquire.res.leader || w->once || *read != NULL) return;
+    *read = lock_read_election(l->mgr, l->name, l->len, on_wait_read, w);
+    if (*read != NULL) (*read)->slot = read;
+}
+
 void lock_leave_read_kind(election_read_t **read) {
     if (*read == NULL) return;
     lock_read_forget(*read);

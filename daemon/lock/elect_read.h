@@ -4,7 +4,8 @@
  * An election's leader holds a plain lock's hash (elect.lua), so Redis
  * refuses a plain, fair or multi-name lock of a name another daemon's
  * election leads as TAKEN. Those kinds (mutex.c, fair.c, multi.c) read
- * what the name is on a wait's first refusal (one LEADER read, where the
+ * what the name is on a wait's first refusal (a plain lock's: on a
+ * refusal its script says an election's leader made; one LEADER read, where the
  * topology has elections) and end the wait with ERR KIND if an election
  * leads it, as on the leader's own daemon. elect_read.c. */
 #ifndef DLOCK_LOCK_ELECT_READ_H
@@ -29,6 +30,10 @@ void lock_read_forget(election_read_t *r);
  * an election leads it (read is NULL again once the answer came); leaving
  * forgets the read. */
 void lock_refused_read_kind(lock_t *l, wait_t *w, election_read_t **read);
+/* The same for a plain lock, whose acquire's refusal says whether an
+ * election's leader made it (res.leader): only such a refusal reads, and
+ * any of them may (not a TRYLOCK of 0), while no read is in flight. */
+void lock_refused_read_leader(lock_t *l, wait_t *w, election_read_t **read);
 void lock_leave_read_kind(election_read_t **read);
 
 #endif

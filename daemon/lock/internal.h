@@ -139,6 +139,14 @@ typedef struct queue_s {
     timers_entry_t yield;      /* a yield to other daemons' waiters ends */
     int subscribed;            /* watching the name for releases */
     int yielding;              /* local hand-off held back for other daemons */
+    int turn_passed;           /* a try refused for another daemon's turn
+                                  (TAKEN -2) before the watch was in force:
+                                  its confirmation is that turn's, not a
+                                  release to try on */
+    int wake_queued;           /* Redis refused a waiter of a wake_one kind:
+                                  this daemon is in the name's wake queue,
+                                  and the next attempt's grant takes it out
+                                  (or the queue's end: BACKEND_LEAVE) */
     backend_mode_t watch_mode; /* the channel watched ... */
     uint64_t watch_owner;      /* ... and whose (a fair lock's waiter's), or 0 */
     _Alignas(LOCK_KIND_AREA_ALIGN) unsigned char kind_area[LOCK_KIND_QUEUE_AREA];
@@ -382,8 +390,17 @@ void release_hold_all(const hold_t *h);
  * election's: mode's), retrying while Redis is away, after any acquire of
  * the owner's still in flight there, for at most the configured lease_ms
  * (the place has ended by then). Dropped unheard if the owner waits for
- * the name in mode again meanwhile: that wait's place is its own. */
+ * the name in mode again meanwhile: that wait's place is its own. Of
+ * LOCK_WAKE_MODE (owner 0), this daemon's place in the name's wake queue:
+ * dropped if any waiter of a wake_one kind waits for it again, whose
+ * queue then takes the place as its own (wake_queued). */
 void release_leave(lockmgr_t *m, const char *name, size_t len, uint64_t owner, lock_mode_t mode);
+/* The mode a leave of the wake queue goes as: the plain lock's, whose
+ * batch script runs it. */
+#define LOCK_WAKE_MODE LOCK_MODE_MUTEX
+/* A plain lock's TAKEN ttl_ms when the lock was free but another daemon's
+ * turn (the batch script's yield: part/ops.lua); never a reply's. */
+#define LOCK_TTL_TURN (-2)
 /* A new grant to owner makes older queued releases of it (of that mode) stale. */
 void release_forget(lockmgr_t *m, const char *name, size_t len, uint64_t owner,
                     lock_mode_t mode);

@@ -60,6 +60,10 @@ struct lock_kind_s {
                                   or when they are answered */
     unsigned queues : 1;       /* an acquire Redis refuses takes a place in
                                   its queue, which BACKEND_LEAVE gives up */
+    unsigned wake_one : 1;     /* an acquire Redis refuses puts this daemon in
+                                  the name's wake queue, and a release that
+                                  names another daemon (BACKEND_PASSED) is
+                                  not a head of this kind's to try on */
 
     /* Waiting. */
     /* 1 if a local hold keeps a waiter of mode for o from trying; NULL:

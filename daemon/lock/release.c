@@ -25,8 +25,14 @@ static int leave_stale(lockmgr_t *m, const release_t *r) {
     lock_t *l = r->type == BACKEND_LEAVE ? lock_find(m, r->name, r->len) : NULL;
     const wait_t *w;
     if (l == NULL || l->q == NULL) return 0;
-    TAILQ_FOREACH(w, &l->q->waiters, link)
-        if (w->owner_id == r->op.owner && w->mode == r->mode && !w->once) return 1;
+    int wake = lock_kind_of(r->mode)->wake_one;
+    TAILQ_FOREACH(w, &l->q->waiters, link) {
+        if (wake && lock_kind_of(w->mode)->wake_one) {
+            l->q->wake_queued = 1; /* the daemon's place is this queue's now */
+            return 1;
+        }
+        if (!wake && w->owner_id == r->op.owner && w->mode == r->mode && !w->once) return 1;
+    }
     return 0;
 }
 

@@ -54,10 +54,13 @@ static void queue_stop(lock_t *l) {
     if (l->kind->queue_end) l->kind->queue_end(l);
 }
 
-/* The queue emptied: no more wake-ups needed. */
+/* The queue emptied: no more wake-ups needed. A place this daemon still
+ * has in the name's wake queue goes too: the release that named it would
+ * hold every other daemon's waiters for a whole fallback. */
 static void queue_idle(lock_t *l) {
     queue_t *q = l->q;
     if (q == NULL || !TAILQ_EMPTY(&q->waiters)) return;
+    if (q->wake_queued) release_leave(l->mgr, l->name, l->len, 0, LOCK_WAKE_MODE);
     queue_stop(l);
     lock_unwatch(l);
     l->q = NULL;
@@ -168,6 +171,7 @@ void lock_attempt(lock_t *l, wait_t *w) {
     backend_op_t *op = &w->acquire;
     lock_op_init(op, BACKEND_ACQUIRE, w->mode, l->name, l->len, w->owner->id, on_attempt);
     op->lease_ms = w->lease_ms ? w->lease_ms : m->conf->lease_ms;
+    op->wake_leave = k->wake_one && l->q->wake_queued;
     if (k->prepare) k->prepare(l, w, op);
     backend_submit(m->backend, op);
 }
@@ -261,9 +265,23 @@ void lock_release_local(hold_t *h) {
 
 void lock_on_watch(void *data, backend_event_t ev) {
     lock_t *l = data;
-    (void)ev;
     wait_t *f;
     if (l->q == NULL) return; /* cannot happen: unwatched with the queue */
+    f = lock_queue_head(l);
+    /* A watch that came into force after another daemon's turn began: a
+     * try now would take that turn from it. */
+    if (ev == BACKEND_WATCHING && l->q->turn_passed) ev = BACKEND_PASSED;
+    l->q->turn_passed = 0;
+    if (ev == BACKEND_PASSED && f != NULL && lock_kind_of(f->mode)->wake_one) {
+        /* Another daemon's turn: it tries, not us. Should it never take
+         * the lock (dead, paused, cut off, no longer waiting), we try
+         * once this has passed since the release; each release that
+         * names another starts it again. An acquire of ours in flight
+         * either ran after the release, or put us in the queue before
+         * it, behind the one named: no try again for it. */
+        timers_start(l->mgr->timers, &l->q->retry, l->mgr->conf->command_timeout_ms, on_retry);
+        return;
+    }
     /* Each acquire in flight may have run before the release: one more try. */
     LIST_FOREACH(f, &l->flying, flight) f->woken = 1;
     lock_unpark(l);
@@ -276,6 +294,17 @@ void lock_wait_taken(lock_t *l, wait_t *w, const backend_result_t *res, int may_
         return;
     }
     w->parked = 1;
+    if (res->ttl_ms == LOCK_TTL_TURN) {
+        /* Free, but a release of ours named another daemon's turn: as
+         * after a release that names another (lock_on_watch), we try
+         * once command_timeout_ms has passed, or on a release. */
+        if (!l->q->subscribed) {
+            lock_watch(l, l->kind->watch, 0);
+            l->q->turn_passed = 1;
+        }
+        timers_start(l->mgr->timers, &l->q->retry, l->mgr->conf->command_timeout_ms, on_retry);
+        return;
+    }
     if (!l->q->subscribed) {
         /* Once the watch is in force, its confirmation triggers one more
          * try, so a release in between is not missed. */
@@ -283,6 +312,19 @@ void lock_wait_taken(lock_t *l, wait_t *w, const backend_result_t *res, int may_
     }
     /* Expiry publishes nothing: try again when the holder's lease ends. */
     lock_retry_at(l, res->ttl_ms);
+}
+
+/* An acquire of a wake_one kind came back: if Redis refused it, or it got
+ * no answer (it may have run), this daemon may be in the name's wake
+ * queue. The queue's next grant takes it out, or its end (queue_idle);
+ * with no queue left (its waiter gone), out now. A quorum's daemons take
+ * no place there. */
+static void wake_mark(lock_t *l, const backend_result_t *res) {
+    if (!(l->mgr->backend->caps & BACKEND_CAP_ONE_COPY)) return;
+    if (res->status == BACKEND_OK ? res->outcome != BACKEND_TAKEN : res->status == BACKEND_FAILED)
+        return;
+    if (l->q != NULL) l->q->wake_queued = 1;
+    else release_leave(l->mgr, l->name, l->len, 0, LOCK_WAKE_MODE);
 }
 
 /* The acquire of a waiter that is gone (or of a stopping daemon) came
@@ -384,6 +426,7 @@ static void on_attempt(backend_op_t *op) {
     w->in_flight = 0;
     LIST_REMOVE(w, flight);
     l->attempts--;
+    if (k->wake_one) wake_mark(l, res);
 
     if (w->owner == NULL || m->stopping) {
         attempt_orphaned(l, w, res);
@@ -395,6 +438,7 @@ static void on_attempt(backend_op_t *op) {
     }
     switch (res->outcome) {
     case BACKEND_GRANTED:
+        if (op->wake_leave) l->q->wake_queued = 0;
         if (!grant_fits(l, w)) break;
         if (k->granted) k->granted(l, w);
         else lock_grant(l, w, res->fence);
@@ -420,7 +464,8 @@ static void on_attempt(backend_op_t *op) {
         w->ttl_ms = res->ttl_ms;
         w->unacked[0] = '\0'; /* someone holds it: that is why now */
         if (w->once) {
-            lock_answer_timeout(m, w->owner, w->hdr.call, res->ttl_ms);
+            lock_answer_timeout(m, w->owner, w->hdr.call,
+                                res->ttl_ms == LOCK_TTL_TURN ? -1 : res->ttl_ms);
             lock_wait_end(w);
             break;
         }
@@ -471,9 +516,19 @@ wait_t *lock_enqueue(lock_t *l, lock_owner_t *o, lock_mode_t mode, uint32_t leas
 static void on_wait_deadline(timers_entry_t *t) {
     wait_t *w = container_of(t, wait_t, deadline);
     lock_t *l = w->lock;
+    if (w->tried && w->ttl_ms == LOCK_TTL_TURN && LIST_EMPTY(&l->holds) && !w->in_flight &&
+        lock_queue_head(l) == w) {
+        /* Its last refusal gave the turn to another daemon, whose lease
+         * it never learnt: one last try, as a TRYLOCK of 0, answers with
+         * that lease (or grants, should the turn have gone unused). */
+        w->once = 1;
+        w->tried = 0;
+        lock_attempt(l, w);
+        return;
+    }
     long long ttl = !LIST_EMPTY(&l->holds) && !l->kind->no_holder
                         ? lock_local_ttl(l)
-                        : (w->tried ? w->ttl_ms : -1);
+                        : (w->tried && w->ttl_ms != LOCK_TTL_TURN ? w->ttl_ms : -1);
     if (w->unacked[0] != '\0' && LIST_EMPTY(&l->holds))
         lock_answer_backend(l->mgr, w->owner, w->hdr.call, w->unacked);
     else

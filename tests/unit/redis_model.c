@@ -790,6 +790,19 @@ static redisReply *c_zrange(rmodel_t *m, size_t argc, const str_t *argv) {
     return r;
 }
 
+/* ZPOPMIN key: the first member and its score, removed ({} when none). */
+static redisReply *c_zpopmin(rmodel_t *m, size_t argc, const str_t *argv) {
+    rkey_t *k;
+    size_t first = 0;
+    (void)argc;
+    if (lookup(m, &argv[1], T_ZSET, &k) != 0) return r_err(WRONGTYPE);
+    if (k == NULL || k->n == 0) return r_array(0);
+    redisReply *r = members(k, &first, 1, 1);
+    items_remove(k, 0);
+    drop_if_empty(m, k);
+    return r;
+}
+
 /* ZRANGEBYSCORE key min max [LIMIT offset count] */
 static redisReply *c_zrangebyscore(rmodel_t *m, size_t argc, const str_t *argv) {
     rkey_t *k;
@@ -838,6 +851,7 @@ static const struct {
     {"sismember", c_sismember, 3}, {"scard", c_scard, 2},   {"zadd", c_zadd, -4},
     {"zrem", c_zrem, -3},       {"zscore", c_zscore, 3},    {"zcard", c_zcard, 2},
     {"zcount", c_zcount, 4},    {"zrange", c_zrange, -4},   {"zrangebyscore", c_zrangebyscore, -4},
+    {"zpopmin", c_zpopmin, 2},
 };
 
 static redisReply *run(rmodel_t *m, size_t argc, const str_t *argv) {

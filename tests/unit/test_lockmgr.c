@@ -124,9 +124,9 @@ START_TEST(test_fifo_three_waiters) {
     fake_run(fb); /* TAKEN: the head watches the name */
     ck_assert(fake_watched(fb, "q"));
     ck_assert_uint_eq(fake_watch_calls(fb, "q"), 1);
-    ck_assert_uint_eq(fake_queued(fb), 1); /* the first refusal reads what q is */
-    ck_assert_int_eq(fake_queued_op(fb, 0)->type, BACKEND_LEADER);
-    fake_run(fb); /* not an election: the head waits on; the watch is confirmed: one more try */
+    /* a plain holder's refusal: no election leads q, and nothing reads it */
+    ck_assert_uint_eq(fake_queued(fb), 0);
+    fake_run(fb); /* the watch is confirmed: one more try */
     ck_assert_uint_eq(fake_stats(fb)->confirms, 1);
     queued_is(0, BACKEND_ACQUIRE, "q", a);
     fake_settle(fb);
@@ -279,6 +279,11 @@ START_TEST(test_trylock_wait_times_out_foreign) {
     ck_assert(!fake_watched(fb, "t"));
     ck_assert_uint_eq(stats().waiters, 0);
     ck_assert_uint_eq(stats().timeouts, 1);
+    /* its daemon's place in the name's wake queue goes with it */
+    ck_assert_uint_eq(fake_queued(fb), 1);
+    ck_assert_int_eq(fake_queued_op(fb, 0)->type, BACKEND_LEAVE);
+    ck_assert_int_eq(fake_queued_op(fb, 0)->mode, BACKEND_MUTEX);
+    fake_settle(fb);
     timers_advance(tm, 20000); /* the retry timer went with the waiter */
     ck_assert_uint_eq(fake_queued(fb), 0);
 }

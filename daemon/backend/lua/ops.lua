@@ -6,6 +6,7 @@
 --   redis-cli --eval build/gen/lua/ops.lua mylock 'redisson_lock_token:{mylock}' , a 30000 me:1 publish
 --#include part/codes.lua
 --#include part/kind.lua
+--#include part/wake.lua
 local nops, K, ko, ao = #KEYS / 2, KEYS, 0, 0
 local P = ARGV[#ARGV]
 --#include part/ops.lua

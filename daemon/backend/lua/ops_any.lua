@@ -10,6 +10,7 @@
 --   redis-cli --eval build/gen/lua/ops_any.lua , 1 mylock 'redisson_lock_token:{mylock}' a 30000 me:1 publish
 --#include part/codes.lua
 --#include part/kind.lua
+--#include part/wake.lua
 local nops = tonumber(ARGV[1])
 local K, ko, ao = ARGV, 1, 1 + 2 * nops
 local P = ARGV[#ARGV]

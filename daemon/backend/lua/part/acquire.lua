@@ -2,10 +2,14 @@
 -- the batch script's acquire (part/ops.lua), which includes it with "pair"
 -- (its pairs come back as two values) and "time=clock()" (Redis TIME read
 -- once per call). K1 lock hash, K2 fence counter; A1 lease ms, A2 owner,
--- Q 'q' for a quorum's rule.
+-- Q 'q' for a quorum's rule, 'w' when the owner's daemon is in the name's
+-- wake queue (part/wake.lua): a grant takes it out.
 --
 -- Replies ({code, value}, codes as daemon/backend/scripts.h names them):
--- {0, fence} a new grant, {1, holds} reentered, {2, pttl} taken, {3, HELD_*}
+-- {0, fence} a new grant, {1, holds} reentered, {2, pttl} taken (and this
+-- daemon in the name's wake queue, part/wake.lua), {5, pttl} taken so by
+-- an election's leader (part/kind.lua's leads(); a quorum's refusal,
+-- where there are no elections, is always {2, pttl}), {3, HELD_*}
 -- held as another kind (part/kind.lua's held(); read/write checked first,
 -- since a reader's field has the same name as the owner's).
 --
@@ -24,8 +28,10 @@
 -- per call (its grants follow within microseconds, and a second grant of
 -- one name in it takes the counter plus one).
 -- luacheck: globals K1 K2 A1 A2 Q
--- luacheck: read globals GRANTED REENTERED TAKEN WRONG_KIND HELD_LOCK held
+-- luacheck: read globals GRANTED REENTERED TAKEN WRONG_KIND HELD_LOCK held wake_wait
+-- luacheck: read globals wake_leave leads TAKEN_LEADER
 if redis.call('exists', K1) == 0 then
+  if Q == 'w' then wake_leave(K1, A2) end
   redis.call('hset', K1, A2, 1)
   redis.call('pexpire', K1, A1)
   local t = redis.call('time')
@@ -47,5 +53,13 @@ if redis.call('hexists', K1, A2) == 1 then
   local n = redis.call('hincrby', K1, A2, 1)
   redis.call('pexpire', K1, A1)
   return {REENTERED, n}
+end
+-- Refused: this daemon waits for the name, in its wake queue (a
+-- quorum's daemons do not: part/wake.lua, PROTOCOL.md). The answer says
+-- whether an election leads the name: only then does the lock manager
+-- read it (elect_read.c), to end the wait with ERR KIND.
+if Q ~= 'q' then
+  wake_wait(K1, A2)
+  if leads(K1) then return {TAKEN_LEADER, redis.call('pttl', K1)} end
 end
 return {TAKEN, redis.call('pttl', K1)}

@@ -8,6 +8,9 @@ local REENTERED = 1
 local TAKEN = 2
 local WRONG_KIND = 3
 local HOLD_GONE = 4
+-- A plain lock's acquire refused by an election's leader: {5, pttl}
+-- (TAKEN then says the holder is none: part/acquire.lua).
+local TAKEN_LEADER = 5
 -- WRONG_KIND's value, and STATUS's third element, what the name holds,
 -- is a kind's HELD_ code: part/kind.lua.
 -- A release's or drop's holds left when the owner held nothing.

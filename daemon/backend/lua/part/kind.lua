@@ -65,6 +65,12 @@ local held = function(k, m)
   if m then return m == 'read' and HELD_READ or HELD_WRITE end
   return HELD_LOCK
 end
+-- true if lock hash k's holder is an election's leader: the owner its
+-- leader's record names holds it (elect.lua).
+local leads = function(k)
+  local o = redis.call('hget', comp('dlock_leader', k), 'owner')
+  return o and redis.call('hexists', k, o) == 1
+end
 -- What key k holds, nil when nothing is there, and k's Redis type (LIST
 -- describes a key by its layout). tell 'e' tells an
 -- election's hash from a lock's (its leader's record names the holder);
@@ -76,8 +82,7 @@ local kind = function(k, tell)
   if ty ~= 'hash' then return other(k, ty), ty end
   local h = held(k, redis.call('hget', k, 'mode'))
   if h ~= HELD_LOCK or not tell then return h, ty end
-  local o = redis.call('hget', comp('dlock_leader', k), 'owner')
-  if o and redis.call('hexists', k, o) == 1 then return HELD_ELECT, ty end
+  if leads(k) then return HELD_ELECT, ty end
   if tell == 'ef' and (redis.call('exists', comp('redisson_lock_queue', k)) == 1 or
                        redis.call('exists', comp('dlock_fair', k)) == 1) then
     return HELD_FAIR, ty

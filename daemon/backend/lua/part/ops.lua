@@ -5,9 +5,12 @@
 -- A1, A2 are their parameters), run in the order asked for. Two keys per
 -- operation (the lock, and its token, channel or forced marker), then
 -- three arguments per operation: 'a' lease owner (an acquire; 'q' with a
--- quorum's fence rule), 'r' all owner, 'n' lease owner (a renewal; 'v' and
+-- quorum's fence rule, 'w' of a daemon in the name's wake queue, which a
+-- grant takes it out of: part/wake.lua), 'r' all owner, 'n' lease owner (a renewal; 'v' and
 -- 'V' of a read/write lock's read or write holds, 's<c>' of a semaphore's
--- c permits), 'f' fence owner (a quorum's raise) or 'x<op>' lease owner (a
+-- c permits), 'f' fence owner (a quorum's raise), 'l' 0 owner (the owner's
+-- daemon leaves the name's wake queue, the second key: part/wake.lua) or
+-- 'x<op>' lease owner (a
 -- read/write lock's acquire, release or drop: part/rw.lua's op, with the
 -- fence counter or the channel as the second key; the timeout keys'
 -- prefix is made from the first as rw.lua's caller makes it).
@@ -18,7 +21,9 @@
 --
 -- The reply is an array of two elements per operation: the pair an
 -- acquire or a release returns ({0, fence}, {1, holds}, {2, pttl};
--- {0, subscribers}), or a number (holds left, a renewal's or a raise's
+-- {0, subscribers}; an acquire behind a release of ours that named another
+-- daemon, in this call, is refused as {2, -2}, PTTL's "no such key": the
+-- lock is free, the turn another's: part/wake.lua), or a number (holds left, a renewal's or a raise's
 -- digit) and nil; or the error's text and nil when that operation failed
 -- (the others still run). A multi-name acquire answers part/mlock.lua's
 -- array in its first place's first element, false in the rest of its
@@ -27,12 +32,18 @@
 -- nothing failed pays for one (a failed operation did not write: see
 -- part/release.lua).
 -- luacheck: globals nops K ko ao P
+-- luacheck: read globals woke wake_wait wake_id TAKEN
 local tm
 local clock = function()
   tm = tm or redis.call('time')
   return tm
 end
 local acquire = function(K1, K2, A1, A2, Q)
+  -- a release of ours just named another daemon: its turn (part/wake.lua)
+  if woke[K1] then
+    wake_wait(K1, A2)
+    return TAKEN, -2
+  end
 --#include part/acquire.lua pair time=clock()
 end
 local release = function(K1, K2, A1, A2)
@@ -68,7 +79,7 @@ local run = function()
     local k = ARGV[a - 2]
     if k == 'r' then
       r, v = release(k1, k2, ARGV[a], ARGV[a - 1])
-    elseif k == 'a' or k == 'q' then
+    elseif k == 'a' or k == 'q' or k == 'w' then
       r, v = acquire(k1, k2, ARGV[a - 1], ARGV[a], k)
     elseif k == 'n' then
       r = renew(k1, k2, ARGV[a - 1], ARGV[a])
@@ -76,6 +87,8 @@ local run = function()
       r = rw_renew(k1, k2, ARGV[a - 1], ARGV[a], k)
     elseif k == 'f' then
       r = raise(k1, k2, ARGV[a - 1], ARGV[a])
+    elseif k == 'l' then
+      r = redis.call('zrem', k2, wake_id(ARGV[a]))
     elseif string.byte(k) == 120 then
       r, v = rw(k1, k2, ARGV[a - 1], ARGV[a], string.sub(k, 2))
     elseif string.byte(k) == 115 then

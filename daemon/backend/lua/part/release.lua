@@ -7,11 +7,13 @@
 --
 -- Replies: holds left, -1 if not held (a read/write lock's field of the
 -- owner is not this lock), or {0, subscribers that got the release
--- message}. Every key is read before anything is written: on a Cluster
--- node that does not hold the key (a slot moving away), the first access
--- fails and nothing has changed.
+-- message}, or {0, 0} when it named the daemon whose turn it is
+-- (part/wake.lua): the others stay quiet, and no local waiter of ours
+-- need hold back for them. Every key is read before anything is written:
+-- on a Cluster node that does not hold the key (a slot moving away), the
+-- first access fails and nothing has changed.
 -- luacheck: globals K1 K2 A1 A2 P
--- luacheck: read globals NOT_HELD
+-- luacheck: read globals NOT_HELD wake_one
 local v = redis.call('hmget', K1, A1, 'mode')
 local n = v[1]
 if not n or v[2] then return NOT_HELD end
@@ -20,4 +22,8 @@ if A2 == '0' then
   return tonumber(n)
 end
 redis.call('del', K1)
+if wake_one(K1, K2, A1, P) then
+  redis.call(P, K2, '0')
+  return {0, 0}
+end
 return {0, redis.call(P, K2, '0')}
