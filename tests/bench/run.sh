@@ -1653,28 +1653,30 @@ lua_calls() {
     cat "$@" 2>/dev/null | grep -oi "redis\.p\?call(['\"][a-z]*" | sed "s/.*['\"]//" |
         tr '[:upper:]' '[:lower:]' | sort -u | tr '\n' ' '
 }
-# fleet_delta BEFORE AFTER INNER: "total=N sent=N pttl=N evalsha=N subs=N"
-# between two commandstats snapshots of the main redis-server: every
-# command run, those a client sent (the total without INNER), the acquire
-# script's taken path (pttl), EVALSHA, and (UN)SUBSCRIBE; the sampler's
-# INFO and CLIENT LIST left out.
+# fleet_delta BEFORE AFTER INNER: "total=N sent=N pttl=N evalsha=N subs=N
+# cmdus=N" between two commandstats snapshots of the main redis-server:
+# every command run, those a client sent (the total without INNER), the
+# acquire script's taken path (pttl), EVALSHA, (UN)SUBSCRIBE, and the
+# microseconds Redis spent in the commands sent (a script's own calls are
+# inside its EVALSHA's); the sampler's INFO and CLIENT LIST left out.
 fleet_delta() {
     awk -v inner="$3" 'BEGIN { n = split(inner, a, " "); for (i = 1; i <= n; i++) in_script[a[i]] = 1 }
-        FNR == NR { b[$1] += $2; next }
-        { a[$1] += $2 }
+        FNR == NR { b[$1] += $2; bu[$1] += $3; next }
+        { a[$1] += $2; au[$1] += $3 }
         END {
             for (c in a) {
                 if (c == "info" || c == "client|list") continue
                 d = a[c] - b[c]; total += d
-                if (!(c in in_script)) sent += d
+                if (!(c in in_script)) { sent += d; us += au[c] - bu[c] }
                 if (c == "pttl") pt += d
                 if (c == "evalsha") ev += d
                 if (c == "subscribe" || c == "unsubscribe") su += d
             }
-            printf "total=%d sent=%d pttl=%d evalsha=%d subs=%d\n", total, sent, pt, ev, su
+            printf "total=%d sent=%d pttl=%d evalsha=%d subs=%d cmdus=%d\n", total, sent, pt, ev, su, us
         }' <(echo "$1") <(echo "$2")
 }
-main_cmdstats() { rcli INFO commandstats | awk -F'[:=,]' '/^cmdstat_/ { print substr($1, 9), $3 }'; }
+# main_cmdstats: "<command> <calls> <usec>" lines of the main redis-server.
+main_cmdstats() { rcli INFO commandstats | awk -F'[:=,]' '/^cmdstat_/ { print substr($1, 9), $3, $5 }'; }
 # fleet_watch PID...: samples the main redis-server every FL_SAMPLE_S until
 # every PID has exited; the maxima: FW_CONN (connected_clients, the
 # sampler's own connection left out), FW_MEM (used_memory), FW_CH, FW_PAT
@@ -1787,7 +1789,7 @@ fleet_phase() {
     FP[$k-conn]=$FW_CONN FP[$k-ch]=$FW_CH FP[$k-pat]=$FW_PAT FP[$k-subscribed]=$FW_SUBS
     FP[$k-mem]=$(calc "($FW_MEM - $base) / 1048576" 2)
     FP[$k-cpu]=$(calc "($r1 - $r0) / $clk_tck * 1000000 / ${FP[$k-all]}" 1)
-    for x in total sent pttl evalsha subs; do
+    for x in total sent pttl evalsha subs cmdus; do
         FP[$k-$x-n]=$(kv "$delta" "$x")
         need "${FP[$k-$x-n]}" "fleet $k commandstats"
         FP[$k-$x]=$(calc "${FP[$k-$x-n]} / ${FP[$k-all]}" 3)
@@ -1888,8 +1890,8 @@ if want 12; then
             fi
             info "fleet, $FL_HOT hot names: $lab: hand-offs/s; p50 / p99; Redis connections; pub/sub channels / subscriptions" \
                 "${FP[$k-tp]}/s; ${FP[$k-p50]} / ${FP[$k-p99]} us; ${FP[$k-conn]}; ${FP[$k-ch]} / ${FP[$k-subscribed]}"
-            info "fleet, $FL_HOT hot names: $lab: Redis commands sent / run per hand-off; $what per hand-off; Redis CPU per hand-off" \
-                "$(calc "${FP[$k-sent]}" 2) / $(calc "${FP[$k-total]}" 2); $tries; ${FP[$k-cpu]} us"
+            info "fleet, $FL_HOT hot names: $lab: Redis commands sent / run per hand-off; $what per hand-off; Redis CPU per hand-off (of it in commands, commandstats)" \
+                "$(calc "${FP[$k-sent]}" 2) / $(calc "${FP[$k-total]}" 2); $tries; ${FP[$k-cpu]} us ($(calc "${FP[$k-cmdus]}" 1) us)"
         fi
     done
     # The targets, as ratios of one run.
@@ -1948,8 +1950,8 @@ if want 12; then
     if [ -z "${FP[$k-err]-}" ] && isnum "${FP[$k-all]-}"; then
         check "$one: commands dlockd sent per hand-off (EVALSHA + (UN)SUBSCRIBE)" \
             "$(calc "(${FP[$k-evalsha-n]} + ${FP[$k-subs-n]}) / ${FP[$k-all]}" 2)" "" "<=" 3.5
-        info "$one: grants per client in $FL_ONE_S s, min / max; hand-offs/s; p50 / p99; failed tries / EVALSHA / (UN)SUBSCRIBEs per hand-off; Redis CPU per hand-off" \
-            "${FP[$k-gmin]} / ${FP[$k-gmax]}; ${FP[$k-tp]}/s; ${FP[$k-p50]} / ${FP[$k-p99]} us; $(calc "${FP[$k-pttl]}" 2) / $(calc "${FP[$k-evalsha]}" 2) / $(calc "${FP[$k-subs]}" 2); ${FP[$k-cpu]} us"
+        info "$one: grants per client in $FL_ONE_S s, min / max; hand-offs/s; p50 / p99; failed tries / EVALSHA / (UN)SUBSCRIBEs per hand-off; Redis CPU per hand-off (in commands)" \
+            "${FP[$k-gmin]} / ${FP[$k-gmax]}; ${FP[$k-tp]}/s; ${FP[$k-p50]} / ${FP[$k-p99]} us; $(calc "${FP[$k-pttl]}" 2) / $(calc "${FP[$k-evalsha]}" 2) / $(calc "${FP[$k-subs]}" 2); ${FP[$k-cpu]} us ($(calc "${FP[$k-cmdus]}" 1) us)"
     else
         failed "$one: commands dlockd sent per hand-off (EVALSHA + (UN)SUBSCRIBE)" "${FP[$k-err]:-no figures}" "<= 3.5"
     fi
