@@ -331,7 +331,7 @@ TEST_ALONE = $(patsubst $(BUILD)/%,vg/%,$(VALGRIND_SUITES))
 comma := ,
 # What each job takes (wall seconds on the 2-core machine, alone), for the
 # order only: the longest start first. A job not named here counts 5 s.
-TEST_EST := chaos-short-stages=87 san/itests/test_sentinel=47 san/itests/test_cluster=45 \
+TEST_EST := chaos-short-stages=107 san/itests/test_sentinel=47 san/itests/test_cluster=45 \
   san/itests/test_quorum=39 package-test=36 chaos-short-netfaults=27 vg/itests/test_locks=26 \
   vg/itests/test_server=22 san/itests/test_mlock_quorum=22 clients-go-test=17 \
   san/itests/test_replicas=16 san/itests/test_fairlock=16 san/itests/test_logs=15 \
@@ -671,7 +671,8 @@ fuzz-state-mutants:
 # every daemon reaches Redis through its own fault-proxy link, four
 # topologies; full about 90 s, short about 25 s) and, in make chaos only,
 # the clock skew stages (clockskew.py, about 30 s) and the mutant daemons
-# (chaos-mutants, about 3 minutes: a build and a short netfaults run each).
+# (chaos-mutants, about 7 minutes: a build and a short netfaults run each,
+# or a short chaos.py stage: the election's, the hot-name one's).
 chaos: deps-chaos
 	@$(MAKE) --no-print-directory $(BUILD)/dlockd
 	@DLOCKD_BIN=$(abspath $(BUILD)/dlockd) python3 tests/chaos/chaos.py

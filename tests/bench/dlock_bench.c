@@ -986,7 +986,9 @@ static int cmd_blocking(opts_t *o) {
  * names, little contention; 16, a hot set every host waits on). Each
  * process keeps its pair latencies in a shared mapping; the parent merges
  * them. Output: pairs_per_sec (the sum of the processes' rates), all_pairs
- * (warm-up included), pair_p50_us, pair_p99_us. */
+ * (warm-up included), pair_p50_us, pair_p99_us, and grants_min and
+ * grants_max, the fewest and the most pairs one process made in the
+ * measured interval (how evenly a hot name is shared). */
 
 #define FLEET_HOSTS_MAX 256
 #define FLEET_PROCS_MAX 4096
@@ -1080,7 +1082,7 @@ static int cmd_fleet(opts_t *o) {
     fleet_ctx_t ctx = {.o = o, .socks = socks, .per = per, .samples = samples};
     int ok, res_r;
     pid_t *pids = children_start(np, fleet_run, &ctx, &res_r, &ok);
-    long long pairs = 0, all_pairs = 0;
+    long long pairs = 0, all_pairs = 0, gmin = -1, gmax = 0;
     int64_t cpu_us = 0;
     double rate = 0;
     long got = 0;
@@ -1096,6 +1098,8 @@ static int cmd_fleet(opts_t *o) {
         all_pairs += r.all_pairs;
         cpu_us += r.cpu_us;
         if (r.us > 0) rate += (double)r.pairs * 1e6 / (double)r.us;
+        if (gmin < 0 || r.pairs < gmin) gmin = r.pairs;
+        if (r.pairs > gmax) gmax = r.pairs;
         if (r.id >= 0 && r.id < np && r.nsamples <= FLEET_SAMPLES_MAX) {
             nsamples[r.id] = (size_t)r.nsamples;
             nlat += (size_t)r.nsamples;
@@ -1127,10 +1131,11 @@ static int cmd_fleet(opts_t *o) {
     }
     qsort(lat, nlat, sizeof(*lat), cmp_i64);
     printf("pairs_per_sec=%.0f pairs=%lld seconds=%ld hosts=%ld procs=%ld all_pairs=%lld "
-           "pair_p50_us=%lld pair_p99_us=%lld samples=%zu client_cpu_us_per_pair=%.1f\n",
+           "pair_p50_us=%lld pair_p99_us=%lld samples=%zu client_cpu_us_per_pair=%.1f "
+           "grants_min=%lld grants_max=%lld\n",
            rate, pairs, o->seconds ? o->seconds : 10, hosts, np, all_pairs,
            (long long)pct(lat, nlat, 50), (long long)pct(lat, nlat, 99), nlat,
-           pairs ? (double)cpu_us / (double)pairs : 0.0);
+           pairs ? (double)cpu_us / (double)pairs : 0.0, gmin, gmax);
     free(lat);
     free(nsamples);
     munmap(samples, map_len);

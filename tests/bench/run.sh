@@ -90,7 +90,17 @@
 #      and commands per pair (hand-off) from /proc and commandstats.
 #      Targets, as ratios: connections >= 8x fewer than the best peer,
 #      Redis CPU per pair <= 0.5x redis-py's, hand-offs per command sent
-#      >= 3x redis-py's (16 hot names).
+#      >= 3x redis-py's (16 hot names). Then, with the same daemons, issue
+#      40's shape: FL_ONE_HOSTS (8) daemons x FL_ONE_CLIENTS (2) clients on
+#      one name, and the herd of 6. on the first daemon. Issue 40's targets
+#      (wake one daemon per release), side by side: failed tries per
+#      hand-off (16 hot names) <= 1.5; commands sent per hand-off on one
+#      name (EVALSHA + (UN)SUBSCRIBE) <= 3.5, with the grants per client
+#      (min / max); Redis CPU per hot hand-off <= redis-py's; hot
+#      hand-offs/s >= 1.3x redis-py's and >= before the issue
+#      (FL_HOT_BEFORE); hot hand-off p99 <= 0.5x redis-py's; Redis commands
+#      run per pair of the 65536 names within 0.1 of before (FL_RUN_BEFORE);
+#      the herd's commands sent per hand-off <= 1.0.
 #  15. Multi-name locks: 50 connections, each MLOCK of 4 names of its own
 #      then MUNLOCK of them (dlock-bench throughput -m multi -p 4, no
 #      contention), against LOCK/UNLOCK pairs (2.) on the same daemon, in
@@ -110,7 +120,9 @@
 # round, 5), BENCH_KIND_SECONDS (11., per round, 5), BENCH_FAIR_ROUNDS (11., 2000),
 # BENCH_TAGS_SECONDS (3., tagged CPU rounds, 4), BENCH_HOL_ROUNDS (3., 10),
 # BENCH_FLEET_HOSTS (12., 32), BENCH_FLEET_CLIENTS (12., per host, 8),
-# BENCH_FLEET_SECONDS (12., per run, 4), BENCH_ACCESS_SECONDS (13., per round, 5),
+# BENCH_FLEET_SECONDS (12., per run, 4), BENCH_FLEET_ONE_SECONDS (12., one
+# name, 5), BENCH_FLEET_HOT_BEFORE and BENCH_FLEET_RUN_BEFORE (12., the
+# figures before issue 40), BENCH_ACCESS_SECONDS (13., per round, 5),
 # BENCH_ACCESS_UID (13., 65534), BENCH_ELECT_ROUNDS (14., 400),
 # BENCH_MULTI_SECONDS (15., per round, 5),
 # BENCH_LIST_LOCKS (16., 100000), BENCH_LIST_SECONDS (16., per probe run, 5),
@@ -166,6 +178,17 @@ FL_S=${BENCH_FLEET_SECONDS:-4}
 FL_NAMES=65536
 FL_HOT=16
 FL_SAMPLE_S=0.5
+# 12, issue 40's shape: daemons x clients on one name, seconds measured
+FL_ONE_HOSTS=8
+FL_ONE_CLIENTS=2
+FL_ONE_S=${BENCH_FLEET_ONE_SECONDS:-5}
+# 12, the figures before issue 40 (wake one daemon per release) that its
+# targets keep: hot hand-offs/s, and Redis commands run per pair in the
+# uncontended fleet (within FL_RUN_TOL). Measured with BENCH_ONLY=12 on
+# the 2-core machine just before (tests/bench/README.md).
+FL_HOT_BEFORE=${BENCH_FLEET_HOT_BEFORE:-5770}
+FL_RUN_BEFORE=${BENCH_FLEET_RUN_BEFORE:-7.916}
+FL_RUN_TOL=0.1
 EL_ROUNDS=${BENCH_ELECT_ROUNDS:-400}
 ML_S=${BENCH_MULTI_SECONDS:-5}
 # 16: locks in Redis, LIST's limit, rounds timed, seconds of each probe run
@@ -1630,28 +1653,30 @@ lua_calls() {
     cat "$@" 2>/dev/null | grep -oi "redis\.p\?call(['\"][a-z]*" | sed "s/.*['\"]//" |
         tr '[:upper:]' '[:lower:]' | sort -u | tr '\n' ' '
 }
-# fleet_delta BEFORE AFTER INNER: "total=N sent=N pttl=N evalsha=N subs=N"
-# between two commandstats snapshots of the main redis-server: every
-# command run, those a client sent (the total without INNER), the acquire
-# script's taken path (pttl), EVALSHA, and (UN)SUBSCRIBE; the sampler's
-# INFO and CLIENT LIST left out.
+# fleet_delta BEFORE AFTER INNER: "total=N sent=N pttl=N evalsha=N subs=N
+# cmdus=N" between two commandstats snapshots of the main redis-server:
+# every command run, those a client sent (the total without INNER), the
+# acquire script's taken path (pttl), EVALSHA, (UN)SUBSCRIBE, and the
+# microseconds Redis spent in the commands sent (a script's own calls are
+# inside its EVALSHA's); the sampler's INFO and CLIENT LIST left out.
 fleet_delta() {
     awk -v inner="$3" 'BEGIN { n = split(inner, a, " "); for (i = 1; i <= n; i++) in_script[a[i]] = 1 }
-        FNR == NR { b[$1] += $2; next }
-        { a[$1] += $2 }
+        FNR == NR { b[$1] += $2; bu[$1] += $3; next }
+        { a[$1] += $2; au[$1] += $3 }
         END {
             for (c in a) {
                 if (c == "info" || c == "client|list") continue
                 d = a[c] - b[c]; total += d
-                if (!(c in in_script)) sent += d
+                if (!(c in in_script)) { sent += d; us += au[c] - bu[c] }
                 if (c == "pttl") pt += d
                 if (c == "evalsha") ev += d
                 if (c == "subscribe" || c == "unsubscribe") su += d
             }
-            printf "total=%d sent=%d pttl=%d evalsha=%d subs=%d\n", total, sent, pt, ev, su
+            printf "total=%d sent=%d pttl=%d evalsha=%d subs=%d cmdus=%d\n", total, sent, pt, ev, su, us
         }' <(echo "$1") <(echo "$2")
 }
-main_cmdstats() { rcli INFO commandstats | awk -F'[:=,]' '/^cmdstat_/ { print substr($1, 9), $3 }'; }
+# main_cmdstats: "<command> <calls> <usec>" lines of the main redis-server.
+main_cmdstats() { rcli INFO commandstats | awk -F'[:=,]' '/^cmdstat_/ { print substr($1, 9), $3, $5 }'; }
 # fleet_watch PID...: samples the main redis-server every FL_SAMPLE_S until
 # every PID has exited; the maxima: FW_CONN (connected_clients, the
 # sampler's own connection left out), FW_MEM (used_memory), FW_CH, FW_PAT
@@ -1680,16 +1705,20 @@ used_memory() { rcli INFO memory | awk -F: '/^used_memory:/ { sub(/\r/, "", $2);
 pct_of() { sort -n "$1" | awk -v p="$2" '{ v[NR] = $1 } END { if (!NR) { print "-"; exit } r = int(p / 100 * NR + 0.999999); if (r < 1) r = 1; if (r > NR) r = NR; print v[r] }'; }
 
 # fleet_phase KIND MODE: one fleet run of KIND (dlockd, redispy, redlock,
-# semaphore) on MODE's names (spread: FL_NAMES, hot: FL_HOT); the fleet's
-# dlockd instances run already for dlockd. Sets FP[KIND-MODE-field] for
-# conn mem ch pat subs (sampled); tp p50 p99 all (the load generator's);
-# cpu, and total sent pttl evalsha subs (commands: X-n, and X per pair),
-# or FP[KIND-MODE-err] to why there is no figure.
+# semaphore) on MODE's names (spread: FL_NAMES, hot: FL_HOT; one, dlockd
+# only: FL_ONE_HOSTS daemons x FL_ONE_CLIENTS clients on one name for
+# FL_ONE_S s); the fleet's dlockd instances run already for dlockd. Sets
+# FP[KIND-MODE-field] for conn mem ch pat subs (sampled); tp p50 p99 all
+# (the load generator's), gmin gmax (dlockd: the fewest and most pairs of
+# one client); cpu, and total sent pttl evalsha subs (commands: X-n, and X
+# per pair), or FP[KIND-MODE-err] to why there is no figure.
 declare -A FP=()
 fleet_phase() {
     local kind=$1 mode=$2 k="$1-$2" names=$FL_HOT inner base s0 s1 r0 r1 rc=0 out pids=() h st
-    local np=$((FL_HOSTS * FL_CLIENTS)) lim=$((FL_S + 90)) d
+    local hosts=$FL_HOSTS clients=$FL_CLIENTS secs=$FL_S d
     [ "$mode" = spread ] && names=$FL_NAMES
+    [ "$mode" = one ] && names=1 hosts=$FL_ONE_HOSTS clients=$FL_ONE_CLIENTS secs=$FL_ONE_S
+    local np=$((hosts * clients)) lim=$((secs + 90))
     flush_redis
     base=${FL_BASE:-$(used_memory)}
     d="$T/fleet-$k"
@@ -1698,7 +1727,7 @@ fleet_phase() {
     dlockd)
         inner=$SCRIPT_INNER
         s0=$(main_cmdstats) r0=$(cpu_ticks "$REDIS_PID")
-        timeout -k 5 "$lim" "$BENCH" fleet -s "$T/fleet-" -N "$FL_HOSTS" -c "$FL_CLIENTS" -d "$FL_S" -w 1 \
+        timeout -k 5 "$lim" "$BENCH" fleet -s "$T/fleet-" -N "$hosts" -c "$clients" -d "$secs" -w 1 \
             -K "$names" >"$d/out" 2>"$d/err" &
         pids=("$!")
         ;;
@@ -1706,7 +1735,7 @@ fleet_phase() {
         inner=$(lua_calls "$("$PY" -c 'import redis.lock; print(redis.lock.__file__)')")
         s0=$(main_cmdstats) r0=$(cpu_ticks "$REDIS_PID")
         timeout -k 5 "$lim" "$PY" "$here/peers.py" redispy --socket "$RSOCK" --procs "$np" \
-            --seconds "$FL_S" --names "$names" >"$d/out" 2>"$d/err" &
+            --seconds "$secs" --names "$names" >"$d/out" 2>"$d/err" &
         pids=("$!")
         ;;
     redlock | semaphore)
@@ -1717,10 +1746,10 @@ fleet_phase() {
         fi
         # One node process per host, a loop per client, all starting at
         # one moment once every process had time to load and connect.
-        st=$(($(date +%s%3N) + 2000 + 150 * FL_HOSTS))
-        for ((h = 0; h < FL_HOSTS; h++)); do
+        st=$(($(date +%s%3N) + 2000 + 150 * hosts))
+        for ((h = 0; h < hosts; h++)); do
             (cd "$node_dir" && exec timeout -k 5 "$lim" node bench.js "$kind" --socket "$RSOCK" \
-                --loops "$FL_CLIENTS" --seconds "$FL_S" --names "$names" --start-at "$st" \
+                --loops "$clients" --seconds "$secs" --names "$names" --start-at "$st" \
                 --samples "$d/lat-$h") >"$d/out-$h" 2>"$d/err-$h" &
             pids+=("$!")
         done
@@ -1750,6 +1779,7 @@ fleet_phase() {
         out=$(cat "$d/out")
         FP[$k-tp]=$(kv "$out" pairs_per_sec) FP[$k-all]=$(kv "$out" all_pairs)
         FP[$k-p50]=$(kv "$out" pair_p50_us) FP[$k-p99]=$(kv "$out" pair_p99_us)
+        FP[$k-gmin]=$(kv "$out" grants_min) FP[$k-gmax]=$(kv "$out" grants_max)
     fi
     need "${FP[$k-tp]}" "fleet $k pairs_per_sec"
     need "${FP[$k-all]}" "fleet $k all_pairs"
@@ -1759,12 +1789,41 @@ fleet_phase() {
     FP[$k-conn]=$FW_CONN FP[$k-ch]=$FW_CH FP[$k-pat]=$FW_PAT FP[$k-subscribed]=$FW_SUBS
     FP[$k-mem]=$(calc "($FW_MEM - $base) / 1048576" 2)
     FP[$k-cpu]=$(calc "($r1 - $r0) / $clk_tck * 1000000 / ${FP[$k-all]}" 1)
-    for x in total sent pttl evalsha subs; do
+    for x in total sent pttl evalsha subs cmdus; do
         FP[$k-$x-n]=$(kv "$delta" "$x")
         need "${FP[$k-$x-n]}" "fleet $k commandstats"
         FP[$k-$x]=$(calc "${FP[$k-$x-n]} / ${FP[$k-all]}" 3)
     done
     say "bench:   fleet $k: ${FP[$k-tp]} pairs/s, ${FW_CONN} Redis connections, Redis ${FP[$k-cpu]} us and ${FP[$k-sent]} commands sent per pair"
+}
+
+# herd_sent OUT: the commands a client sent in `dlock-bench herd`'s
+# per-command deltas (redis_<command>=N), those dlockd's scripts run inside
+# Redis (SCRIPT_INNER) left out: the Lua decides, not a list in the C. ROLE
+# is left out too: every daemon polls its server's role each second
+# (NODE_ROLE_POLL_MS), hand-offs or not, and the fleet's 32 daemons would
+# add 0.02 per hand-off to a herd that lasts a fraction of a second.
+herd_sent() {
+    tr ' ' '\n' <<<"$1" | awk -F= -v inner="$SCRIPT_INNER" '
+        BEGIN { n = split(inner, a, " "); for (i = 1; i <= n; i++) in_script["redis_" a[i]] = 1 }
+        /^redis_/ && $1 != "redis_total_commands" && $1 != "redis_sent_commands" && $1 != "redis_role" && !($1 in in_script) { s += $2 }
+        END { print s + 0 }'
+}
+# fleet_herd: the herd of 6. (HERD_C waiters on one name, one daemon) on
+# the fleet's first daemon, while the others stay connected: FP[herd-sent]
+# (commands sent per hand-off) and FP[herd-ms], or FP[herd-err].
+fleet_herd() {
+    flush_redis
+    if run_bench fleet-herd 120 herd -s "${DSOCK[fleet-0]}" -c "$HERD_C" -R "$RSOCK" -k fleet-herd; then
+        local sent
+        sent=$(herd_sent "$OUT")
+        need "$sent" "fleet herd: commands sent"
+        FP[herd-sent]=$(calc "$sent / $HERD_C" 2)
+        FP[herd-ms]=$(kv "$OUT" herd_ms)
+        say "bench:   fleet herd: $HERD_C waiters on fleet-0 in ${FP[herd-ms]} ms, ${FP[herd-sent]} commands sent per hand-off"
+    else
+        FP[herd-err]="see problems"
+    fi
 }
 
 if want 12; then
@@ -1786,7 +1845,11 @@ if want 12; then
         fleet_phase "$kind" spread
         fleet_phase "$kind" hot
         if [ "$kind" = dlockd ]; then
-            for ((h = 0; h < FL_HOSTS; h++)); do stop_dlockd "fleet-$h"; done
+            # the one-name shape needs FL_ONE_HOSTS daemons, the fleet may have fewer
+            for ((h = FL_HOSTS; h < FL_ONE_HOSTS; h++)); do start_dlockd "fleet-$h"; done
+            fleet_phase dlockd one
+            fleet_herd
+            for ((h = 0; h < FL_HOSTS || h < FL_ONE_HOSTS; h++)); do stop_dlockd "fleet-$h"; done
         fi
     done
     flush_redis
@@ -1827,8 +1890,8 @@ if want 12; then
             fi
             info "fleet, $FL_HOT hot names: $lab: hand-offs/s; p50 / p99; Redis connections; pub/sub channels / subscriptions" \
                 "${FP[$k-tp]}/s; ${FP[$k-p50]} / ${FP[$k-p99]} us; ${FP[$k-conn]}; ${FP[$k-ch]} / ${FP[$k-subscribed]}"
-            info "fleet, $FL_HOT hot names: $lab: Redis commands sent / run per hand-off; $what per hand-off; Redis CPU per hand-off" \
-                "$(calc "${FP[$k-sent]}" 2) / $(calc "${FP[$k-total]}" 2); $tries; ${FP[$k-cpu]} us"
+            info "fleet, $FL_HOT hot names: $lab: Redis commands sent / run per hand-off; $what per hand-off; Redis CPU per hand-off (of it in commands, commandstats)" \
+                "$(calc "${FP[$k-sent]}" 2) / $(calc "${FP[$k-total]}" 2); $tries; ${FP[$k-cpu]} us ($(calc "${FP[$k-cmdus]}" 1) us)"
         fi
     done
     # The targets, as ratios of one run.
@@ -1871,6 +1934,62 @@ if want 12; then
             "${FP[dlockd-hot-evalsha]} / ${FP[dlockd-hot-subs]} / $(calc "(${FP[dlockd-hot-sent-n]} - ${FP[dlockd-hot-evalsha-n]} - ${FP[dlockd-hot-subs-n]}) / ${FP[dlockd-hot-all]}" 3)"
     else
         skipped "$label" "skipped (no redis-py or no figures)" ">= 3x"
+    fi
+    # Issue 40 (wake one daemon per release): its targets, side by side.
+    hot="fleet, $FL_HOT hot names"
+    ok_h=0 ok_hp=0
+    [ -z "${FP[dlockd-hot-err]-}" ] && isnum "${FP[dlockd-hot-all]-}" && ok_h=1
+    ((ok_h && py_ok)) && [ -z "${FP[redispy-hot-err]-}" ] && isnum "${FP[redispy-hot-all]-}" && ok_hp=1
+    if ((ok_h)); then
+        check "$hot: dlockd's failed tries per hand-off" "$(calc "${FP[dlockd-hot-pttl]}" 2)" "" "<=" 1.5
+    else
+        failed "$hot: dlockd's failed tries per hand-off" "no figures" "<= 1.5"
+    fi
+    one="fleet, $FL_ONE_HOSTS daemons x $FL_ONE_CLIENTS clients on one name"
+    k=dlockd-one
+    if [ -z "${FP[$k-err]-}" ] && isnum "${FP[$k-all]-}"; then
+        check "$one: commands dlockd sent per hand-off (EVALSHA + (UN)SUBSCRIBE)" \
+            "$(calc "(${FP[$k-evalsha-n]} + ${FP[$k-subs-n]}) / ${FP[$k-all]}" 2)" "" "<=" 3.5
+        info "$one: grants per client in $FL_ONE_S s, min / max; hand-offs/s; p50 / p99; failed tries / EVALSHA / (UN)SUBSCRIBEs per hand-off; Redis CPU per hand-off (in commands)" \
+            "${FP[$k-gmin]} / ${FP[$k-gmax]}; ${FP[$k-tp]}/s; ${FP[$k-p50]} / ${FP[$k-p99]} us; $(calc "${FP[$k-pttl]}" 2) / $(calc "${FP[$k-evalsha]}" 2) / $(calc "${FP[$k-subs]}" 2); ${FP[$k-cpu]} us ($(calc "${FP[$k-cmdus]}" 1) us)"
+    else
+        failed "$one: commands dlockd sent per hand-off (EVALSHA + (UN)SUBSCRIBE)" "${FP[$k-err]:-no figures}" "<= 3.5"
+    fi
+    if ((ok_hp)); then
+        check "$hot: Redis CPU per hand-off, dlockd / redis-py (${FP[dlockd-hot-cpu]} / ${FP[redispy-hot-cpu]} us)" \
+            "$(calc "${FP[dlockd-hot-cpu]} / ${FP[redispy-hot-cpu]}" 2)" "x" "<=" 1.0
+        check "$hot: hand-offs/s, dlockd / redis-py (${FP[dlockd-hot-tp]} / ${FP[redispy-hot-tp]})" \
+            "$(calc "${FP[dlockd-hot-tp]} / ${FP[redispy-hot-tp]}" 2)" "x" ">=" 1.3
+        check "$hot: hand-off p99, dlockd / redis-py ($(calc "${FP[dlockd-hot-p99]} / 1000" 0) / $(calc "${FP[redispy-hot-p99]} / 1000" 0) ms)" \
+            "$(calc "${FP[dlockd-hot-p99]} / ${FP[redispy-hot-p99]}" 2)" "x" "<=" 0.5
+    else
+        for label in "Redis CPU per hand-off, dlockd / redis-py:<= 1.0x" "hand-offs/s, dlockd / redis-py:>= 1.3x" \
+            "hand-off p99, dlockd / redis-py:<= 0.5x"; do
+            skipped "$hot: ${label%%:*}" "skipped (no redis-py or no figures)" "${label#*:}"
+        done
+    fi
+    if ((ok_h)); then
+        check "$hot: dlockd's hand-offs/s against before issue 40" "${FP[dlockd-hot-tp]}" "/s" ">=" "$FL_HOT_BEFORE"
+    else
+        failed "$hot: dlockd's hand-offs/s against before issue 40" "no figures" ">= $FL_HOT_BEFORE/s"
+    fi
+    label="fleet ($FL_NAMES names): Redis commands run per pair (redis.call()s included), dlockd, against before issue 40"
+    if ((ok_d)); then
+        v=${FP[dlockd-spread-total]}
+        if holds "$v - $FL_RUN_BEFORE" "<=" "$FL_RUN_TOL" && holds "$FL_RUN_BEFORE - $v" "<=" "$FL_RUN_TOL"; then
+            res=pass
+        else
+            res=fail
+        fi
+        row "$label" "$v" "$FL_RUN_BEFORE +- $FL_RUN_TOL" "$res"
+    else
+        failed "$label" "no figures" "$FL_RUN_BEFORE +- $FL_RUN_TOL"
+    fi
+    label="fleet: single-daemon herd of $HERD_C (fleet-0, the other daemons connected): Redis commands dlockd sent per hand-off"
+    if [ -z "${FP[herd-err]-}" ] && isnum "${FP[herd-sent]-}"; then
+        check "$label" "${FP[herd-sent]}" "" "<=" 1.0
+    else
+        failed "$label" "${FP[herd-err]:-no figures}" "<= 1.0"
     fi
 fi
 

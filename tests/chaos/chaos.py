@@ -164,6 +164,17 @@ SIGKILLed while they lead, leases let run out) on two dlockd, one of them
 SIGKILLed and restarted; at most one leader at a time, grants' and
 observers' fences rising, and every observer agreeing with LEADER at the end.
 
+Stage 7 (mlock, mlock.py): multi-name lock sets under contention and
+faults, on one redis-server, a Cluster and a quorum.
+
+Stage 8 (hot, hot.py; issue 40): four dlockd with three workers each
+contending on two hot names, daemons SIGSTOPped (longer than the wake-up
+bound, shorter than the lease) and SIGKILLed while their workers wait, on
+one redis-server and on a Cluster; the history checker judges no two
+holders at once, fences rising, and no hot name left free while a live
+daemon's worker waited for it longer than the bound (about 10 s short, 25 s
+full per topology).
+
 Every stage: no dlockd crash, each exits 0 on SIGTERM, and no sanitizer
 report or assertion failure in any dlockd log.
 
@@ -180,7 +191,8 @@ lost update, but the fence-order invariant fails). This suite runs on one
 machine and does not exercise that case.
 
     DLOCKD_BIN=$PWD/build/dlockd python3 tests/chaos/chaos.py [--short] [--keep] [--seed N]
-        [--stage all|standalone|failover|cluster|quorum|kinds|elect|mlock] [--log-level debug]
+        [--stage all|standalone|failover|cluster|quorum|kinds|elect|mlock|hot]
+        [--log-level debug]
         [--lenient-failover]
 
 Python 3.9+, standard library only.
@@ -212,6 +224,7 @@ import cluster  # noqa: E402
 import dlock  # noqa: E402
 import elect  # noqa: E402
 import history  # noqa: E402
+import hot  # noqa: E402
 import kinds  # noqa: E402
 import mlock  # noqa: E402
 import quorum  # noqa: E402
@@ -312,7 +325,8 @@ PROFILES = {
                   cl_hang_slack_ms=1000, cl_resume_ms=2500, cl_migrate_ms=5000,
                   q_lease_ms=3000, q_down_s=2.0, q_pause_s=2.0, q_majority=True,
                   q_maj_down_s=2.0, q_settle=1.0, q_budget=120, q_hang_slack_ms=1000,
-                  q_late_ms=3000, q_resume_ms=2000, q_progress_ms=2000, k_budget=60),
+                  q_late_ms=3000, q_resume_ms=2000, q_progress_ms=2000, k_budget=60,
+                  h_budget=300),
     "short": dict(kills=3, dkills=1, restarts=1, pauses=1, slow=1, settle=1.0, budget=60,
                   handoff_ms=LEASE_MS // 2, free_ms=LEASE_MS + 1000,
                   fkills=1, forced=0, heal=False, fo_settle=2.0, fo_budget=60,
@@ -321,7 +335,8 @@ PROFILES = {
                   cl_hang_slack_ms=3000, cl_resume_ms=6000, cl_migrate_ms=15000,
                   q_lease_ms=2000, q_down_s=1.0, q_pause_s=0.0, q_majority=False,
                   q_maj_down_s=0.0, q_settle=0.5, q_budget=60, q_hang_slack_ms=3000,
-                  q_late_ms=6000, q_resume_ms=6000, q_progress_ms=6000, k_budget=45),
+                  q_late_ms=6000, q_resume_ms=6000, q_progress_ms=6000, k_budget=45,
+                  h_budget=200),
 }
 
 
@@ -1288,6 +1303,9 @@ class Chaos(object):
         if self.args.stage in ("all", "mlock"):
             with self.phase("mlock"):
                 mlock.run_stage(self, spawn, self.args.short)
+        if self.args.stage in ("all", "hot"):
+            with self.phase("hot"):
+                hot.run_stage(self, spawn, self.args.short)
 
     def finish_workers(self):
         with self.phase("stop"):
@@ -3583,7 +3601,7 @@ def main():
                          "the Sentinel stage; by default they are violations (no lost write "
                          "explains them)")
     ap.add_argument("--stage", choices=("all", "standalone", "failover", "cluster", "quorum",
-                                        "kinds", "elect", "mlock"),
+                                        "kinds", "elect", "mlock", "hot"),
                     default="all", help="run every stage (default) or one")
     args = ap.parse_args()
     if args.seed is None:
@@ -3604,7 +3622,8 @@ def main():
                  (c.prof["fo_budget"] if args.stage in ("all", "failover") else 0) +
                  (c.prof["cl_budget"] if args.stage in ("all", "cluster") else 0) +
                  (c.prof["q_budget"] if args.stage in ("all", "quorum") else 0) +
-                 (c.prof["k_budget"] if args.stage in ("all", "kinds") else 0))
+                 (c.prof["k_budget"] if args.stage in ("all", "kinds") else 0) +
+                 (c.prof["h_budget"] if args.stage in ("all", "hot") else 0))
     fatal = None
     try:
         try:

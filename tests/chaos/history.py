@@ -185,6 +185,81 @@ def free_waits(ops, names, bound_s, cancel_s, lease_s):
     return out
 
 
+class Gaps(object):
+    """free_with_waiters' answer: violations, the hand-offs judged, the
+    longest gap (seconds) and the gaps an excused() window left unjudged."""
+
+    def __init__(self):
+        self.violations = []
+        self.judged = 0
+        self.longest = 0.0
+        self.excused = 0
+
+
+def free_with_waiters(ops, bound_s, grant_at=None, live=None, excused=None):
+    """A hot name must not stay free while someone waits for it: per name,
+    each hand-off (a section, then the next in fence order) where the name
+    was free for certain, with a waiter that could have taken it, for longer
+    than bound_s.
+
+    The release of a section ended by an UNLOCK answered "OK ..." took
+    effect before that answer; a section that ended otherwise (!LOST, a
+    broken connection, an error) has no known release and judges nothing.
+    The next grant took effect at grant_at(section) (chaos' daemons: the
+    fence, which is Redis TIME in microseconds at the grant), kept within
+    its LOCK's invoke and completion, or at its completion without
+    grant_at. A waiter is a later section whose LOCK was sent before that
+    grant; live(proc, t0, t1), if given, says whether its daemon could
+    act over [t0, t1] (not paused, not dead): a waiter whose daemon could
+    not is no waiter. The gap runs from the release, or from the first
+    waiter's LOCK if later, to the grant. excused(name, t0, t1), if given,
+    names a window in which something the history cannot see (a grant
+    whose reply died with a killed daemon) may hold the name: such gaps
+    are counted apart."""
+    res = Gaps()
+    per = {}
+    open_ = {}
+    for r in sorted(ops, key=lambda r: (r["t1"], r["i"])):
+        key = (r["name"], r["proc"])
+        if r["op"] == "lock" and r["res"] == "ok":
+            s = dict(proc=r["proc"], fence=r["fence"], i0=r["t0"], c0=r["t1"], rel=None)
+            open_[key] = s
+            per.setdefault(r["name"], []).append(s)
+        elif r["op"] in ("unlock", "lost", "closed") and key in open_:
+            s = open_.pop(key)
+            if r["op"] == "unlock" and str(r["res"]).startswith("OK"):
+                s["rel"] = r["t1"]
+    for name, ss in sorted(per.items()):
+        ss.sort(key=lambda s: s["fence"])
+        for k in range(len(ss) - 1):
+            a, b = ss[k], ss[k + 1]
+            if a["rel"] is None:
+                continue
+            g = b["c0"] if grant_at is None else min(max(grant_at(b), b["i0"]), b["c0"])
+            if g <= a["rel"]:
+                continue
+            waiting = [w["i0"] for w in ss[k + 1:] if w["i0"] < g and
+                       (live is None or live(w["proc"], max(a["rel"], w["i0"]), g))]
+            if not waiting:
+                continue
+            t0 = max(a["rel"], min(waiting))
+            gap = g - t0
+            if gap <= 0:
+                continue
+            if excused is not None and excused(name, t0, g):
+                res.excused += 1
+                continue
+            res.judged += 1
+            res.longest = max(res.longest, gap)
+            if gap > bound_s:
+                res.violations.append(
+                    "%s: free for %.3f s with %d waiting: %s's fence %s released by %.3f, "
+                    "%s's fence %s granted at %.3f" % (name, gap, len(waiting), a["proc"],
+                                                         a["fence"], a["rel"], b["proc"],
+                                                         b["fence"], g))
+    return res
+
+
 def check(ops, excuse=None, waits=None):
     """Judges ops; excuse(name, a, b), if given, may name a documented
     fault that explains two holders at once (then counted in res.excused,

@@ -32,6 +32,16 @@ Mutants:
                    leaders at once, which the stage's checks and the history
                    checker must see although candidates are SIGKILLed while
                    they lead (their leaderships end at the kill)
+  no-wake          (chaos.py's hot-name stage) a release publishes nothing:
+                   no daemon waiting for the name is woken, each tries
+                   again only when the lease it last saw runs out, and
+                   the name sits free while they wait (the stage's
+                   "left free with a live daemon's worker waiting")
+  no-fallback      (chaos.py's hot-name stage) a release that names
+                   another daemon leaves the others waiting an hour, not
+                   command_timeout_ms (both places wait.c arms it): when
+                   the daemon named is stopped, the name sits free until
+                   it runs again
 
 Exit 0 only if the checker (or netfaults' invariants) caught every mutant
 and the unpatched tree passes nothing but them.
@@ -73,10 +83,30 @@ MUTANTS["grant-before-majority"] = (
 MUTANTS["double-leader"] = ("daemon/backend/lua/elect.lua",
                             "if not k then\n  local h = redis.call('lindex', K2, 0)",
                             "if not k or op == 'a' then\n  local h = redis.call('lindex', K2, 0)")
+MUTANTS["no-wake"] = ("daemon/backend/lua/part/release.lua",
+                      "redis.call('del', K1)\nif wake_one(K1, K2, A1, P) then\n"
+                      "  redis.call(P, K2, '0')\n  return {0, 0}\nend\n"
+                      "return {0, redis.call(P, K2, '0')}",
+                      "redis.call('del', K1)\nreturn {0, 0}")
+MUTANTS["no-fallback"] = ("daemon/lock/wait.c",
+                          "no try again for it. */\n        timers_start(l->mgr->timers, "
+                          "&l->q->retry, l->mgr->conf->command_timeout_ms, on_retry);",
+                          "no try again for it. */\n        timers_start(l->mgr->timers, "
+                          "&l->q->retry, 3600000u, on_retry);")
 # More lines per mutant: fence-no-raise also needs the "last + 1" gone, or
 # the counter raises it; grant-before-majority its fence round too.
 EXTRA = {"fence-no-raise": [("daemon/backend/lua/part/acquire.lua",
                              "    f = last + 1\n", "    f = last\n")],
+         "no-fallback": [("daemon/lock/wait.c",
+                          "or on a release. */\n        if (!l->q->subscribed) {\n"
+                          "            lock_watch(l, l->kind->watch, 0);\n"
+                          "            l->q->turn_passed = 1;\n        }\n"
+                          "        timers_start(l->mgr->timers, &l->q->retry, "
+                          "l->mgr->conf->command_timeout_ms, on_retry);",
+                          "or on a release. */\n        if (!l->q->subscribed) {\n"
+                          "            lock_watch(l, l->kind->watch, 0);\n"
+                          "            l->q->turn_passed = 1;\n        }\n"
+                          "        timers_start(l->mgr->timers, &l->q->retry, 3600000u, on_retry);")],
          "grant-before-majority": [("daemon/backend/quorum_vote.c",
                                     "    if (sure >= majority) return QUORUM_VOTE_GRANT;",
                                     "    if (sure >= 1) return QUORUM_VOTE_GRANT;")]}
@@ -84,6 +114,8 @@ EXTRA = {"fence-no-raise": [("daemon/backend/lua/part/acquire.lua",
 TOPOLOGY = {"grant-before-majority": "quorum"}
 # The mutants that chaos.py's election stage judges instead of netfaults.
 ELECT = ("double-leader",)
+# The mutants that chaos.py's hot-name stage judges.
+HOT = ("no-wake", "no-fallback")
 
 
 def patch(tree, path, old, new):
@@ -109,8 +141,9 @@ def build(name, tmp):
 
 
 def run(name, dlockd, keep=False):
-    if name in ELECT:
-        cmd = [sys.executable, os.path.join(HERE, "chaos.py"), "--short", "--stage", "elect"]
+    if name in ELECT or name in HOT:
+        cmd = [sys.executable, os.path.join(HERE, "chaos.py"), "--short", "--stage",
+               "elect" if name in ELECT else "hot"]
     else:
         cmd = [sys.executable, os.path.join(HERE, "netfaults.py"), "--short",
                "--topology", TOPOLOGY.get(name, "standalone"), "--dlockd", dlockd]
@@ -148,6 +181,7 @@ def main():
             else:
                 missed.append(name)
                 print("MISSED %s: %s passed" % (name, "chaos.py --stage elect" if name in ELECT
+                                                else "chaos.py --stage hot" if name in HOT
                                                 else "netfaults"), flush=True)
     finally:
         if not args.keep:

@@ -114,6 +114,61 @@ class CheckTest(unittest.TestCase):
         h.lock("b", 0.1, 2.0, 10)
         self.assertEqual(history.check(h.ops, waits=waits).violations, [])
 
+    def test_free_with_waiters(self):
+        # a's release answered at 1.1; b waited from 0.5; granted at 1.2:
+        # a hand-off of 0.1 s
+        h = H()
+        h.lock("a", 0, 0.1, 10)
+        h.lock("b", 0.5, 1.3, 11)
+        h.unlock("a", 1.0, 1.1)
+        h.unlock("b", 2, 2.1)
+        r = history.free_with_waiters(h.ops, 0.5)
+        self.assertEqual((r.violations, r.judged), ([], 1))
+        self.assertAlmostEqual(r.longest, 0.2)
+        # with the grant's moment known (the fence): 1.2, not the reply's 1.3
+        r = history.free_with_waiters(h.ops, 0.5, grant_at=lambda s: s["fence"] / 10.0 + 0.1)
+        self.assertAlmostEqual(r.longest, 0.1)
+        # granted 2 s after the release while b waited: the name sat free
+        h = H()
+        h.lock("a", 0, 0.1, 10)
+        h.lock("b", 0.5, 3.1, 11)
+        h.unlock("a", 1.0, 1.1)
+        h.unlock("b", 4, 4.1)
+        r = history.free_with_waiters(h.ops, 0.5)
+        self.assertIn("free for 2.000 s with 1 waiting", r.violations[0])
+        # ... unless b's daemon could not act (paused), or a window excuses it
+        r = history.free_with_waiters(h.ops, 0.5, live=lambda p, t0, t1: p != "b")
+        self.assertEqual((r.violations, r.judged), ([], 0))
+        r = history.free_with_waiters(h.ops, 0.5, excused=lambda name, t0, t1: True)
+        self.assertEqual((r.violations, r.excused), ([], 1))
+        # but a live waiter elsewhere still counts: c waited while b's daemon slept
+        h = H()
+        h.lock("a", 0, 0.1, 10)
+        h.lock("b", 0.5, 3.1, 11)
+        h.lock("c", 0.6, 3.3, 12)
+        h.unlock("a", 1.0, 1.1)
+        h.unlock("b", 4, 4.1)
+        h.unlock("c", 5, 5.1)
+        r = history.free_with_waiters(h.ops, 0.5, live=lambda p, t0, t1: p != "b")
+        self.assertIn("free for 2.000 s with 1 waiting", r.violations[0])
+        # nobody waiting when it was released: a free name is no hang (the
+        # gap runs from b's LOCK)
+        h = H()
+        h.lock("a", 0, 0.1, 10)
+        h.unlock("a", 1.0, 1.1)
+        h.lock("b", 3.0, 3.1, 11)
+        h.unlock("b", 4, 4.1)
+        r = history.free_with_waiters(h.ops, 0.5)
+        self.assertEqual(r.violations, [])
+        self.assertAlmostEqual(r.longest, 0.1)
+        # a release not answered OK (the section ended otherwise) judges nothing
+        h = H()
+        h.lock("a", 0, 0.1, 10)
+        h.lock("b", 0.5, 3.1, 11)
+        h.lost("a", 1.0)
+        h.unlock("b", 4, 4.1)
+        self.assertEqual(history.free_with_waiters(h.ops, 0.5).judged, 0)
+
     def test_store_rule(self):
         h = H()
         h.write("a", 1, 10, True)
