@@ -6,4 +6,4 @@ read_globals = { "redis", "KEYS", "ARGV" }
 -- part/codes.lua names every reply code, part/kind.lua every kind's code
 -- and its two questions, and fresh(); a script may use only some.
 -- part/wake.lua: an acquire waits, a release wakes, the batch does both.
-ignore = { "211/[A-Z][A-Z_]+", "211/held", "211/kind", "211/fresh", "211/wake_.*", "211/woke", "241/woke" }
+ignore = { "211/[A-Z][A-Z_]+", "211/held", "211/kind", "211/fresh", "211/first_holder", "211/wake_.*", "211/woke", "241/woke" }

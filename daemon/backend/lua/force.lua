@@ -26,7 +26,7 @@ local f = redis.call('hkeys', KEYS[1])
 if #f == 0 then return 0 end
 local t = redis.call('pttl', KEYS[1])
 if t < 0 then t = 0 end
-local who = f[1] == 'mode' and f[2] or f[1]
+local who = first_holder(f)
 redis.call('set', KEYS[3], who or '', 'px', t + tonumber(ARGV[1]))
 redis.call('del', KEYS[1])
 redis.call(ARGV[2], KEYS[2], '0')

@@ -53,7 +53,7 @@ for i = 3, #ARGV do
     local f = redis.call('hgetall', k)
     local h, n = {}, 0
     for j = 1, #f, 2 do
-      if f[j] ~= 'mode' then
+      if f[j] ~= 'mode' and f[j] ~= WAKE_MARK then
         n = n + 1
         if n <= hmax then h[#h + 1] = f[j]; h[#h + 1] = tonumber(f[j + 1]) or 0 end
       end

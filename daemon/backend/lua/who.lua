@@ -11,7 +11,7 @@
 local f = redis.pcall('hkeys', KEYS[1])
 if f.err and held(KEYS[1], f) == HELD_SEM then return {-3, '', ''} end
 if type(f) ~= 'table' or #f == 0 then return {-2, '', ''} end
-local who = f[1] == 'mode' and f[2] or f[1]
+local who = first_holder(f)
 if not who then return {-2, '', ''} end
 who = string.gsub(who, ':write$', '')
 local uuid = string.match(who, '^(.*):[^:]*$') or who

@@ -29,10 +29,11 @@
 -- one name in it takes the counter plus one).
 -- luacheck: globals K1 K2 A1 A2 Q
 -- luacheck: read globals GRANTED REENTERED TAKEN WRONG_KIND HELD_LOCK held wake_wait
--- luacheck: read globals wake_leave leads TAKEN_LEADER
+-- luacheck: read globals wake_leave wake_remark leads TAKEN_LEADER
 if redis.call('exists', K1) == 0 then
   if Q == 'w' then wake_leave(K1, A2) end
   redis.call('hset', K1, A2, 1)
+  if Q == 'w' then wake_remark(K1) end
   redis.call('pexpire', K1, A1)
   local t = redis.call('time')
   local f
@@ -59,7 +60,7 @@ end
 -- whether an election leads the name: only then does the lock manager
 -- read it (elect_read.c), to end the wait with ERR KIND.
 if Q ~= 'q' then
-  wake_wait(K1, A2)
+  wake_wait(K1, A2, true)
   if leads(K1) then return {TAKEN_LEADER, redis.call('pttl', K1)} end
 end
 return {TAKEN, redis.call('pttl', K1)}

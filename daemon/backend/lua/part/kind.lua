@@ -24,6 +24,20 @@ local HELD_ELECT = 5
 -- A count-down latch: a string, its count (RCountDownLatch), that dlockd
 -- marks (latch.lua).
 local HELD_LATCH = 7
+-- A field a plain lock's hash may carry beside its holder's: some daemon
+-- waits in the name's wake queue (part/wake.lua), so that a release reads
+-- it with the holder's field and, with nobody waiting, runs no more
+-- commands than before. No owner field ("<uuid>:<id>") is this; Redisson's
+-- scripts touch only their own field, and delete the hash with it.
+local WAKE_MARK = 'dlock:wq'
+-- The first holder field of a lock's hash keys f ('mode' and WAKE_MARK
+-- are none), or nil.
+local first_holder = function(f)
+  for _, x in ipairs(f) do
+    if x ~= 'mode' and x ~= WAKE_MARK then return x end
+  end
+  return nil
+end
 -- A companion of key k, Redisson's prefixName (keys.h): "<name>:{k}", or
 -- "<name>:k" when k has a '{' already; it shares k's slot.
 local comp = function(name, k)

@@ -13,8 +13,8 @@
 -- on a Cluster node that does not hold the key (a slot moving away), the
 -- first access fails and nothing has changed.
 -- luacheck: globals K1 K2 A1 A2 P
--- luacheck: read globals NOT_HELD wake_one
-local v = redis.call('hmget', K1, A1, 'mode')
+-- luacheck: read globals NOT_HELD wake_one WAKE_MARK
+local v = redis.call('hmget', K1, A1, 'mode', WAKE_MARK)
 local n = v[1]
 if not n or v[2] then return NOT_HELD end
 if A2 == '0' then
@@ -22,7 +22,7 @@ if A2 == '0' then
   return tonumber(n)
 end
 redis.call('del', K1)
-if wake_one(K1, K2, A1, P) then
+if v[3] and wake_one(K1, K2, A1, P) then
   redis.call(P, K2, '0')
   return {0, 0}
 end

@@ -22,7 +22,7 @@
 -- dropped as they come up. woke[k] says that a release in this call
 -- named another daemon: the batch script refuses this daemon's acquire
 -- of k behind it in the same call (its turn goes to the named one).
--- luacheck: read globals comp
+-- luacheck: read globals comp WAKE_MARK
 local wake_keep_ms = 60000
 local wake_base = 4503599627370496
 local woke = {}
@@ -36,13 +36,21 @@ local wake_now = function()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 -- The daemon of owner field o waits for lock k: its entry, kept while it
--- is live, or written anew at the end.
-local wake_wait = function(k, o)
+-- is live, or written anew at the end; mark: k is a holder's hash, which
+-- gets WAKE_MARK (part/kind.lua), the sign a release reads that someone
+-- waits (without it a release asks the queue nothing).
+local wake_wait = function(k, o, mark)
   local q, id, now = comp('dlock_wq', k), wake_id(o), wake_now()
+  if mark then redis.call('hset', k, WAKE_MARK, '1') end
   local s = redis.call('zscore', q, id)
   if s and tonumber(s) >= now then return end
   redis.call('zadd', q, now + wake_keep_ms, id)
   redis.call('pexpire', q, wake_keep_ms)
+end
+-- Lock k, just granted to a daemon that left its queue: the mark again if
+-- others still wait.
+local wake_remark = function(k)
+  if redis.call('zcard', comp('dlock_wq', k)) > 0 then redis.call('hset', k, WAKE_MARK, '1') end
 end
 -- The daemon of owner field o, granted lock k, waits for it no more.
 local wake_leave = function(k, o)
