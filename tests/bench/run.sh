@@ -292,7 +292,9 @@ start_dlockd() {
     local name=$1 extra=${2-} redis=${3-}
     local sock="$T/$name.sock" conf="$T/$name.conf"
     [ -n "$redis" ] || redis="url = unix://$RSOCK"
-    printf '[server]\nsocket=%s\nmax_clients = 15000\n[redis]\n%s\n%s' \
+    # max_clients_per_uid too: every load generator runs as one uid (5000
+    # by default refused the scale section's connection 5000).
+    printf '[server]\nsocket=%s\nmax_clients = 15000\nmax_clients_per_uid = 15000\n[redis]\n%s\n%s' \
         "$sock" "$redis" "$extra" >"$conf"
     chmod 600 "$conf" # dlockd refuses, as root, a file others can write
     "$DLOCKD" -c "$conf" 2>>"$T/dlockd-$name.log" &
