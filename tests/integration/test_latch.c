@@ -7,6 +7,7 @@
  * on replies and messages, never on a sleep: a check that nothing came
  * waits a bounded silence. */
 #include <check.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -262,6 +263,49 @@ START_TEST(cancel_withdraws_await) {
 }
 END_TEST
 
+/* Redis killed while AWAITs wait, and restarted empty: the waits ride out
+ * the outage (no ERR, no answer while Redis is away) and, the latch gone
+ * with Redis's data (a latch that does not exist counts as 0), are
+ * answered OK 0 once Redis is back; a new latch then works as before. */
+START_TEST(redis_restarted_empty_while_awaiting) {
+    h_redis_start();
+    int d = h_dlockd_start("[redis]\ncommand_timeout_ms = 500\n");
+    keep(d);
+    h_conn_t *c = h_connect_index(d), *w = h_connect_index(d), *adm = h_connect_index(d);
+    h_expect_reply(c, "LATCHSET r 2", "OK 1");
+    h_send(w, "#a AWAIT r\n#b AWAIT r\n");
+    h_await_waiters(adm, 2);
+    /* Both have looked once (a wait whose first look meets an outage is
+     * answered ERR BACKEND, as a LOCK's first try is): ops of one name
+     * answer in order, and #b's look goes as #a's answer comes, before
+     * the first LATCHCOUNT's; so the second's answer follows it. */
+    h_expect_reply(c, "LATCHCOUNT r", "OK 2");
+    h_expect_reply(c, "LATCHCOUNT r", "OK 2");
+    h_redis_stop(SIGKILL);
+    h_expect_silence(w, SILENCE_MS, "AWAITs while Redis is down");
+    h_redis_start();
+    const char *l1 = h_recv(w, H_WAIT_MS), *l2;
+    ck_assert_msg(l1 != NULL, "no answer to the AWAITs once Redis was back, empty");
+    char first[64];
+    snprintf(first, sizeof(first), "%s", l1);
+    l2 = h_recv(w, H_WAIT_MS);
+    ck_assert_msg(l2 != NULL, "one AWAIT answered ('%s'), not the other", first);
+    ck_assert_msg((strcmp(first, "#a OK 0") == 0 && strcmp(l2, "#b OK 0") == 0) ||
+                      (strcmp(first, "#b OK 0") == 0 && strcmp(l2, "#a OK 0") == 0),
+                  "AWAITs after the empty restart: '%s', '%s'", first, l2);
+    h_await_waiters(adm, 0);
+    h_expect_reply(c, "LATCHSET r 1", "OK 1");
+    h_send(w, "AWAIT r\n");
+    h_await_waiters(adm, 1);
+    h_expect_reply(c, "COUNTDOWN r", "OK 0");
+    expect_line(w, "OK 0", "a new latch's AWAIT after the restart");
+    h_close(adm);
+    h_close(w);
+    h_close(c);
+    h_keep_passed();
+}
+END_TEST
+
 /* Waiters on two daemons (untagged on their own connections, and tagged
  * on one), all released by the last COUNTDOWN, none before it. */
 #define PER_DAEMON 5
@@ -388,7 +432,20 @@ START_TEST(kinds_do_not_mix) {
      * permits out is a latch of its permits to the latch's verbs, as it is
      * to Redisson's. */
     h_expect_reply(b, "RELEASE s 1", "OK 0");
-    h_expect_reply(a, "LATCHCOUNT s", "OK 2");
+    /* The daemon keeps the name a semaphore while its release winds down
+     * (its watch ending: about a round trip, PROTOCOL.md's ERR KIND), and
+     * says so meanwhile. */
+    long long until = h_now_ms() + H_WAIT_MS;
+    for (;;) {
+        h_send(a, "LATCHCOUNT s\n");
+        const char *got = h_recv(a, H_WAIT_MS);
+        ck_assert_msg(got != NULL, "LATCHCOUNT s: no reply");
+        if (strcmp(got, "OK 2") == 0) break;
+        ck_assert_msg(strcmp(got, "ERR KIND s is a semaphore (SEMINIT, ACQUIRE, RELEASE)") == 0 &&
+                          h_now_ms() < until,
+                      "LATCHCOUNT s: got '%s', wanted 'OK 2'", got);
+        usleep(10000); /* poll interval, bounded by H_WAIT_MS */
+    }
 
     /* The local AWAIT still ends at 0. */
     h_expect_reply(b, "COUNTDOWN l", "OK 1");
@@ -679,6 +736,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, protocol);
     tcase_add_test(tc, tryawait_waits_then_times_out);
     tcase_add_test(tc, cancel_withdraws_await);
+    tcase_add_test(tc, redis_restarted_empty_while_awaiting);
     tcase_add_test(tc, waiters_on_two_daemons_released_by_last_countdown);
     tcase_add_test(tc, kinds_do_not_mix);
     tcase_add_test(tc, redisson_layout_both_ways);
