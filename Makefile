@@ -135,6 +135,7 @@ $(BUILD)/tests/test_access: $(call obj,tests/unit/test_access.c conf/access.c da
                               daemon/util/hmap.c)
 $(BUILD)/tests/test_hmap: $(call obj,tests/unit/test_hmap.c daemon/util/hmap.c)
 $(BUILD)/tests/test_heap: $(call obj,tests/unit/test_heap.c daemon/util/heap.c)
+$(BUILD)/tests/test_statefmt: $(call obj,tests/unit/test_statefmt.c daemon/util/statefmt.c daemon/util/buf.c)
 $(BUILD)/tests/test_pool: $(call obj,tests/unit/test_pool.c)
 $(BUILD)/tests/test_keys: $(call obj,tests/unit/test_keys.c daemon/backend/keys.c)
 $(BUILD)/tests/test_backend: $(call obj,tests/unit/test_backend.c daemon/backend/backend.c)
