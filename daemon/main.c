@@ -339,7 +339,7 @@ int main(int argc, char **argv) {
         log_error("out of memory at start");
         return stop_early(&d);
     }
-    d.backend = backend_open(d.loop, d.timers, &d.conf, err, sizeof(err));
+    d.backend = backend_open(d.loop, d.timers, &d.conf, NULL, err, sizeof(err));
     if (d.backend == NULL) {
         log_error("cannot open the redis backend: %s", err);
         return stop_early(&d);
