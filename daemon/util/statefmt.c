@@ -12,7 +12,7 @@ void statew_init(statew_t *w, buf_t *b) {
 }
 
 static void put(statew_t *w, const void *p, size_t len) {
-    if (!w->failed && buf_append(w->b, p, len) != 0) w->failed = 1;
+    if (len > 0 && !w->failed && buf_append(w->b, p, len) != 0) w->failed = 1;
 }
 
 /* The space before a field. */
