@@ -144,6 +144,7 @@ static int write_state(handover_t *h, buf_t *b, int *fds, size_t *nfds) {
     int lfd = server_fd(h->p.server), mfd = h->p.metrics ? metrics_fd(h->p.metrics) : -1;
     statew_rec(&w, "listen");
     statew_u64(&w, (uint64_t)lfd);
+    statew_str(&w, server_path(h->p.server));
     statew_rec(&w, "metrics");
     statew_i64(&w, mfd);
     fds[0] = lfd;
@@ -378,11 +379,13 @@ int handover_read(handover_in_t *in, char *err, size_t errlen) {
             in->signal_ms = stater_u64(&r);
         } else if (strcmp(word, "listen") == 0) {
             lfd = stater_u64(&r);
+            stater_str(&r, in->listen_path, sizeof(in->listen_path));
         } else if (strcmp(word, "metrics") == 0) {
             mfd = stater_i64(&r);
         }
     }
     if (r.err || strcmp(word, "connections") != 0 || in->uuid[0] == '\0' || lfd == 0 ||
+        in->listen_path[0] == '\0' ||
         lfd > INT32_MAX || mfd > INT32_MAX) {
         snprintf(err, errlen, "the state's head is broken: %s", r.err ? r.why : "a part is missing");
         return -1;

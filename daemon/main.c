@@ -388,8 +388,8 @@ int main(int argc, char **argv) {
     if (successor && handover_await_backend(d.loop, d.backend, err, sizeof(err)) != 0)
         handover_refuse(&hin, err);
     char serr[SERVER_ERR_LEN];
-    d.server = successor ? server_adopt(d.loop, &d.conf, d.sessions, hin.listen_fd, serr,
-                                        sizeof(serr))
+    d.server = successor ? server_adopt(d.loop, &d.conf, d.sessions, hin.listen_fd,
+                                        hin.listen_path, serr, sizeof(serr))
                          : server_listen(d.loop, &d.conf, d.sessions, serr, sizeof(serr));
     if (d.server == NULL) {
         if (successor) handover_refuse(&hin, serr);
