@@ -462,6 +462,10 @@ int handover_restore(handover_in_t *in, const handover_parts_t *p, char *err, si
                  r.err ? r.why : "it has no end");
         return -1;
     }
+    if (lockmgr_load_done(p->locks) != 0) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
     lockmgr_stats_t ls;
     lockmgr_stats(p->locks, &ls);
     log_info("upgrade: took over from pid %ld: %zu connections, %llu holds, %zu bytes of state",
