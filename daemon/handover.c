@@ -43,7 +43,7 @@ struct handover_s {
     int running;
     uint64_t signal_ms;        /* the signal, on CLOCK_MONOTONIC (both processes') */
     uint64_t give_up_ms;       /* when the drain gives up, on the loop's clock */
-    uv_timer_t poll;
+    uv_idle_t poll;            /* looks after every turn of the loop while it drains */
 };
 
 static uint64_t mono_ms(void) {
@@ -100,7 +100,7 @@ handover_t *handover_new(const handover_parts_t *parts, const char *exe, char *c
     h->p = *parts;
     h->exe = exe;
     h->argv = argv;
-    uv_timer_init(parts->loop, &h->poll);
+    uv_idle_init(parts->loop, &h->poll);
     h->poll.data = h;
     return h;
 }
@@ -122,10 +122,11 @@ static void fail(handover_t *h, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
-    uv_timer_stop(&h->poll);
+    uv_idle_stop(&h->poll);
     h->running = 0;
     sessions_count_upgrade(h->p.sessions, 0, 0, 0);
     log_error("upgrade failed, serving on: %s", why);
+    lockmgr_freeze(h->p.locks, 0);
     sessions_freeze(h->p.sessions, 0);
 }
 
@@ -188,7 +189,7 @@ static void hand_over(handover_t *h) {
     pid_t pid = -1;
     int cloexec_off = 0;        /* the descriptors to pass are open across exec */
 
-    uv_timer_stop(&h->poll);
+    uv_idle_stop(&h->poll);
     uint64_t drained = mono_ms();
     if (fds == NULL || write_state(h, &state, fds, &nfds) != 0) {
         fail(h, "out of memory writing the state");
@@ -229,15 +230,20 @@ static void hand_over(handover_t *h) {
              sessions_count(h->p.sessions), state.len,
              (unsigned long long)(drained > h->signal_ms ? drained - h->signal_ms : 0),
              (unsigned long long)(mono_ms() - drained));
-    if (read_line(sp[0], line, sizeof(line), mono_ms() + HANDOVER_TIMEOUT_MS) != 0 ||
+    /* This process renews nothing while it waits: never longer than a
+     * renewal period, which every hold outlives (a lease's 1/3 by
+     * default; its loss margin is 1/10). */
+    uint64_t wait_ms = HANDOVER_TIMEOUT_MS;
+    if (h->p.conf->renew_every_ms < wait_ms) wait_ms = h->p.conf->renew_every_ms;
+    if (read_line(sp[0], line, sizeof(line), mono_ms() + wait_ms) != 0 ||
         strcmp(line, HANDOVER_READY) != 0) {
         int status = 0;
         char why[HANDOVER_LINE_MAX];
         if (strncmp(line, HANDOVER_FAIL, strlen(HANDOVER_FAIL)) == 0)
             snprintf(why, sizeof(why), "%s", line + strlen(HANDOVER_FAIL));
         else
-            snprintf(why, sizeof(why), "the new process did not say it was ready in %d ms",
-                     HANDOVER_TIMEOUT_MS);
+            snprintf(why, sizeof(why), "the new process did not say it was ready in %llu ms",
+                     (unsigned long long)wait_ms);
         kill(pid, SIGKILL);
         waitpid(pid, &status, 0);
         if (strncmp(line, HANDOVER_FAIL, strlen(HANDOVER_FAIL)) != 0 && WIFEXITED(status))
@@ -247,19 +253,20 @@ static void hand_over(handover_t *h) {
         fail(h, "%s", why);
         goto out;
     }
-    /* systemd takes the new main pid in before this one goes. */
+    if (write_all(sp[0], HANDOVER_GO "\n", strlen(HANDOVER_GO) + 1) != 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        fail(h, "the new process went away before it took over");
+        goto out;
+    }
+    /* The new process serves; systemd takes its pid as the main one before
+     * this one goes (a crash of the new one from here on is a crash of
+     * the daemon: systemd sees its main process go). */
     if (getenv("NOTIFY_SOCKET") != NULL) {
         sd_notifyf(0, "MAINPID=%ld", (long)pid);
         int brc = sd_notify_barrier(0, HANDOVER_BARRIER_US);
         if (brc < 0) log_warn("upgrade: systemd did not confirm the new main pid: %s",
                               strerror(-brc));
-    }
-    if (write_all(sp[0], HANDOVER_GO "\n", strlen(HANDOVER_GO) + 1) != 0) {
-        if (getenv("NOTIFY_SOCKET") != NULL) sd_notifyf(0, "MAINPID=%ld", (long)getpid());
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        fail(h, "the new process went away before it took over");
-        goto out;
     }
     log_info("upgrade: pid %ld took over", (long)pid);
     fflush(NULL);
@@ -276,7 +283,7 @@ out:
     buf_free(&state);
 }
 
-static void on_poll(uv_timer_t *t) {
+static void on_poll(uv_idle_t *t) {
     handover_t *h = t->data;
     const char *why = lockmgr_busy(h->p.locks);
     if (why == NULL) why = sessions_busy(h->p.sessions);
@@ -303,7 +310,8 @@ void handover_start(handover_t *h) {
     h->give_up_ms = uv_now(h->p.loop) + HANDOVER_DRAIN_MS;
     log_info("upgrade: SIGUSR2: stopping reading and handing over to %s", h->exe);
     sessions_freeze(h->p.sessions, 1);
-    uv_timer_start(&h->poll, on_poll, 0, HANDOVER_DRAIN_POLL_MS);
+    lockmgr_freeze(h->p.locks, 1);
+    uv_idle_start(&h->poll, on_poll);
 }
 
 /* ---- the new process ------------------------------------------------------------ */
@@ -430,7 +438,7 @@ int handover_restore(handover_in_t *in, const handover_parts_t *p, char *err, si
     stater_t r;
     char word[STATE_WORD_MAX];
     session_t *s = NULL;
-    size_t conns = 0;
+    size_t conns = 0, calls = 0;
     uv_update_time(p->loop);
     stater_init(&r, in->text + in->offset, in->len - in->offset);
     while (stater_rec(&r, word)) {
@@ -452,6 +460,7 @@ int handover_restore(handover_in_t *in, const handover_parts_t *p, char *err, si
         } else if (strcmp(word, "call") == 0) {
             if (s == NULL) stater_fail(&r, "a call before any connection");
             else session_load_call(s, &r);
+            calls++;
         } else if (!lockmgr_load(p->locks, s ? session_owner(s) : NULL, word, &r) &&
                    !sessions_load(p->sessions, word, &r)) {
             stater_fail(&r, "a record this dlockd does not know");
@@ -472,9 +481,9 @@ int handover_restore(handover_in_t *in, const handover_parts_t *p, char *err, si
     }
     lockmgr_stats_t ls;
     lockmgr_stats(p->locks, &ls);
-    log_info("upgrade: took over from pid %ld: %zu connections, %llu holds, %zu bytes of state "
-             "(%llu ms after the signal, restored in %llu)", in->old_pid, conns,
-             (unsigned long long)ls.locks_held, in->len,
+    log_info("upgrade: took over from pid %ld: %zu connections, %llu holds, %zu requests in "
+             "progress, %zu bytes of state (%llu ms after the signal, restored in %llu)",
+             in->old_pid, conns, (unsigned long long)ls.locks_held, calls, in->len,
              (unsigned long long)(mono_ms() - in->signal_ms),
              (unsigned long long)(mono_ms() - started));
     return 0;
@@ -483,10 +492,8 @@ int handover_restore(handover_in_t *in, const handover_parts_t *p, char *err, si
 int handover_commit(handover_in_t *in) {
     char line[HANDOVER_LINE_MAX];
     if (write_all(in->channel, HANDOVER_READY "\n", strlen(HANDOVER_READY) + 1) != 0) return -1;
-    /* The old process answers at once; it waits at most this long for
-     * systemd in between. */
-    if (read_line(in->channel, line, sizeof(line),
-                  mono_ms() + HANDOVER_TIMEOUT_MS + HANDOVER_BARRIER_US / 1000) != 0 ||
+    /* The old process answers at once. */
+    if (read_line(in->channel, line, sizeof(line), mono_ms() + HANDOVER_TIMEOUT_MS) != 0 ||
         strcmp(line, HANDOVER_GO) != 0)
         return -1;
     close(in->channel);
@@ -546,7 +553,8 @@ int handover_request(const char *path) {
     long pid, npid = 0;
     unsigned long long ups, fails, nups = 0, nfails = 0;
     if (ask_info(path, &pid, &ups, &fails) != 0) {
-        fprintf(stderr, "dlockd: no dlockd answers INFO on %s\n", path);
+        fprintf(stderr, "dlockd: no dlockd on %s says its pid in INFO (none runs, or one too "
+                "old to hand over: restart it)\n", path);
         return 1;
     }
     if (kill((pid_t)pid, SIGUSR2) != 0) {

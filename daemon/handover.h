@@ -32,9 +32,8 @@
 /* How long the old process waits for nothing to be in flight to Redis
  * before it gives up and serves on. */
 #define HANDOVER_DRAIN_MS 5000
-/* ... looking this often. */
-#define HANDOVER_DRAIN_POLL_MS 1
-/* How long the new process may take to say READY. */
+/* How long the new process may take to say READY (at most renew_every_ms:
+ * the old process renews nothing while it waits). */
 #define HANDOVER_TIMEOUT_MS 10000
 /* How long the new process waits for Redis before it gives up. */
 #define HANDOVER_BACKEND_WAIT_MS 5000

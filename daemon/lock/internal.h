@@ -261,6 +261,7 @@ struct lockmgr_s {
                                   mode (lock_kind_mode), the kind's to make;
                                   its table's free_state frees what is left
                                   at lockmgr_free */
+    int frozen;                /* a hand-over: no waiter tries (lock_kick) */
     /* shutdown */
     int stopping;
     int shutdown_left;

@@ -412,6 +412,10 @@ struct stater_s;
 /* NULL when nothing is in flight that a hand-over could not carry, else
  * what is (for the log): Redis requests, releases waiting for Redis. */
 const char *lockmgr_busy(const lockmgr_t *mgr);
+/* Frozen, no waiter tries (a hand-over waits for what is in flight to
+ * end, and hands the waits over as they are); unfrozen, every queue tries
+ * again as when Redis comes back. */
+void lockmgr_freeze(lockmgr_t *mgr, int frozen);
 /* 1 if call is a wait of owner's in the lock manager (LOCK and the like,
  * their requests whose answer waits for a holder), which a hand-over
  * carries by asking again; 0 for anything else. */
