@@ -298,13 +298,14 @@ upgrade_test() {
     check "postinst handed over: 'dlockd: pid $dpid handed over to pid ...'" \
         grep -q "pid $dpid handed over to pid [0-9]" "$U/dpkg-up.log"
     newpid=$(info pid)
-    check "INFO after: a new pid ($newpid), upgrades=1, upgrade_failures=0" \
+    check "INFO after: a new pid ($newpid), upgrades=1, upgrade_failures=0 (upgrade_ms=$(info upgrade_ms), upgrade_state_bytes=$(info upgrade_state_bytes))" \
         sh -c "[ -n '$newpid' ] && [ '$newpid' != '$dpid' ] && [ '$(info upgrades)' = 1 ] && [ '$(info upgrade_failures)' = 0 ]"
     check "INFO after: version=$version (the binary's; the repack changed the package's)" \
         sh -c "[ '$(info version)' = '$version' ]"
     check "pid $newpid runs the new /usr/sbin/dlockd (inode $ino replaced by dpkg)" \
         sh -c "[ \"\$(stat -c %i /usr/sbin/dlockd)\" != '$ino' ] && [ \"\$(stat -L -c %i /proc/$newpid/exe)\" = \"\$(stat -c %i /usr/sbin/dlockd)\" ]"
     check "its log: 'upgrade: took over from pid $dpid'" grep -q "upgrade: took over from pid $dpid" "$U/dlockd.log"
+    grep 'upgrade' "$U/dlockd.log" | sed 's/^/     dlockd: /'
     if [ -z "$newpid" ] || [ "$newpid" = "$dpid" ]; then
         nok "the old daemon (pid $dpid) exits after the hand-over (it serves on)"
     elif wait_for 30 gone "$dpid"; then
