@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spawn.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -40,8 +41,8 @@ struct handover_s {
     const char *exe;
     char *const *argv;
     int running;
-    uint64_t signal_ms;        /* uv_now at the signal */
-    uint64_t give_up_ms;       /* ... and when the drain gives up */
+    uint64_t signal_ms;        /* the signal, on CLOCK_MONOTONIC (both processes') */
+    uint64_t give_up_ms;       /* when the drain gives up, on the loop's clock */
     uv_timer_t poll;
 };
 
@@ -144,6 +145,7 @@ static int write_state(handover_t *h, buf_t *b, int *fds, size_t *nfds) {
     int lfd = server_fd(h->p.server), mfd = h->p.metrics ? metrics_fd(h->p.metrics) : -1;
     statew_rec(&w, "listen");
     statew_u64(&w, (uint64_t)lfd);
+    statew_str(&w, server_path(h->p.server));
     statew_rec(&w, "metrics");
     statew_i64(&w, mfd);
     fds[0] = lfd;
@@ -184,8 +186,10 @@ static void hand_over(handover_t *h) {
     char env_value[64], line[HANDOVER_LINE_MAX];
     char **env = NULL;
     pid_t pid = -1;
+    int cloexec_off = 0;        /* the descriptors to pass are open across exec */
 
     uv_timer_stop(&h->poll);
+    uint64_t drained = mono_ms();
     if (fds == NULL || write_state(h, &state, fds, &nfds) != 0) {
         fail(h, "out of memory writing the state");
         goto out;
@@ -205,29 +209,26 @@ static void hand_over(handover_t *h) {
         fail(h, "out of memory");
         goto out;
     }
-    /* Only what the successor needs crosses exec. */
+    /* Only what the successor needs crosses exec; posix_spawn, not fork:
+     * no copy of this process's page tables, and an exec that fails is
+     * its answer. */
     for (size_t i = 0; i < nfds; i++) set_cloexec(fds[i], 0);
     set_cloexec(sp[1], 0);
     set_cloexec(mem, 0);
+    cloexec_off = 1;
     fflush(NULL);
-    pid = fork();
-    if (pid == 0) {
-        execve(h->exe, h->argv, env);
-        int n = snprintf(line, sizeof(line), HANDOVER_FAIL "cannot run %s: %s\n", h->exe,
-                         strerror(errno));
-        if (n > 0) (void)!write(sp[1], line, (size_t)n);
-        _exit(127);
-    }
-    int fork_errno = errno;
-    for (size_t i = 0; i < nfds; i++) set_cloexec(fds[i], 1);
+    int src = posix_spawn(&pid, h->exe, NULL, NULL, h->argv, env);
     close(sp[1]);
     sp[1] = -1;
-    if (pid < 0) {
-        fail(h, "fork: %s", strerror(fork_errno));
+    if (src != 0) {
+        fail(h, "cannot run %s: %s", h->exe, strerror(src));
         goto out;
     }
-    log_info("upgrade: handing over to %s (pid %ld): %zu connections, %zu bytes of state",
-             h->exe, (long)pid, sessions_count(h->p.sessions), state.len);
+    log_info("upgrade: handing over to %s (pid %ld): %zu connections, %zu bytes of state "
+             "(drained in %llu ms, written and started in %llu)", h->exe, (long)pid,
+             sessions_count(h->p.sessions), state.len,
+             (unsigned long long)(drained > h->signal_ms ? drained - h->signal_ms : 0),
+             (unsigned long long)(mono_ms() - drained));
     if (read_line(sp[0], line, sizeof(line), mono_ms() + HANDOVER_TIMEOUT_MS) != 0 ||
         strcmp(line, HANDOVER_READY) != 0) {
         int status = 0;
@@ -249,9 +250,9 @@ static void hand_over(handover_t *h) {
     /* systemd takes the new main pid in before this one goes. */
     if (getenv("NOTIFY_SOCKET") != NULL) {
         sd_notifyf(0, "MAINPID=%ld", (long)pid);
-        int rc = sd_notify_barrier(0, HANDOVER_BARRIER_US);
-        if (rc < 0) log_warn("upgrade: systemd did not confirm the new main pid: %s",
-                             strerror(-rc));
+        int brc = sd_notify_barrier(0, HANDOVER_BARRIER_US);
+        if (brc < 0) log_warn("upgrade: systemd did not confirm the new main pid: %s",
+                              strerror(-brc));
     }
     if (write_all(sp[0], HANDOVER_GO "\n", strlen(HANDOVER_GO) + 1) != 0) {
         if (getenv("NOTIFY_SOCKET") != NULL) sd_notifyf(0, "MAINPID=%ld", (long)getpid());
@@ -265,6 +266,8 @@ static void hand_over(handover_t *h) {
     /* Nothing is released, closed or said: it is all the successor's. */
     _exit(0);
 out:
+    if (cloexec_off)
+        for (size_t i = 0; i < nfds; i++) set_cloexec(fds[i], 1);
     if (sp[0] >= 0) close(sp[0]);
     if (sp[1] >= 0) close(sp[1]);
     if (mem >= 0) close(mem);
@@ -296,8 +299,8 @@ void handover_start(handover_t *h) {
         return;
     }
     h->running = 1;
-    h->signal_ms = uv_now(h->p.loop);
-    h->give_up_ms = h->signal_ms + HANDOVER_DRAIN_MS;
+    h->signal_ms = mono_ms();
+    h->give_up_ms = uv_now(h->p.loop) + HANDOVER_DRAIN_MS;
     log_info("upgrade: SIGUSR2: stopping reading and handing over to %s", h->exe);
     sessions_freeze(h->p.sessions, 1);
     uv_timer_start(&h->poll, on_poll, 0, HANDOVER_DRAIN_POLL_MS);
@@ -378,11 +381,13 @@ int handover_read(handover_in_t *in, char *err, size_t errlen) {
             in->signal_ms = stater_u64(&r);
         } else if (strcmp(word, "listen") == 0) {
             lfd = stater_u64(&r);
+            stater_str(&r, in->listen_path, sizeof(in->listen_path));
         } else if (strcmp(word, "metrics") == 0) {
             mfd = stater_i64(&r);
         }
     }
     if (r.err || strcmp(word, "connections") != 0 || in->uuid[0] == '\0' || lfd == 0 ||
+        in->listen_path[0] == '\0' ||
         lfd > INT32_MAX || mfd > INT32_MAX) {
         snprintf(err, errlen, "the state's head is broken: %s", r.err ? r.why : "a part is missing");
         return -1;
@@ -421,6 +426,7 @@ int handover_await_backend(uv_loop_t *loop, backend_t *b, char *err, size_t errl
 }
 
 int handover_restore(handover_in_t *in, const handover_parts_t *p, char *err, size_t errlen) {
+    uint64_t started = mono_ms();
     stater_t r;
     char word[STATE_WORD_MAX];
     session_t *s = NULL;
@@ -434,6 +440,7 @@ int handover_restore(handover_in_t *in, const handover_parts_t *p, char *err, si
             uv_pipe_t *pipe;
             session_peer_t peer;
             char why[256];
+            sessions_load_peer(&r, &peer);
             if (r.err) break;
             if (fd > INT32_MAX ||
                 server_readmit(p->server, (int)fd, &pipe, &peer, why, sizeof(why)) != 0) {
@@ -459,10 +466,17 @@ int handover_restore(handover_in_t *in, const handover_parts_t *p, char *err, si
                  r.err ? r.why : "it has no end");
         return -1;
     }
+    if (lockmgr_load_done(p->locks) != 0) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
     lockmgr_stats_t ls;
     lockmgr_stats(p->locks, &ls);
-    log_info("upgrade: took over from pid %ld: %zu connections, %llu holds, %zu bytes of state",
-             in->old_pid, conns, (unsigned long long)ls.locks_held, in->len);
+    log_info("upgrade: took over from pid %ld: %zu connections, %llu holds, %zu bytes of state "
+             "(%llu ms after the signal, restored in %llu)", in->old_pid, conns,
+             (unsigned long long)ls.locks_held, in->len,
+             (unsigned long long)(mono_ms() - in->signal_ms),
+             (unsigned long long)(mono_ms() - started));
     return 0;
 }
 
@@ -482,7 +496,7 @@ int handover_commit(handover_in_t *in) {
 
 void handover_resume(handover_in_t *in, const handover_parts_t *p) {
     uv_update_time(p->loop);
-    uint64_t now = uv_now(p->loop);
+    uint64_t now = mono_ms();
     sessions_count_upgrade(p->sessions, 1, now > in->signal_ms ? now - in->signal_ms : 0,
                            in->len);
     free(in->text);

@@ -74,8 +74,9 @@ typedef struct handover_in_s {
     size_t len;
     char uuid[BACKEND_UUID_MAX];
     long old_pid;
-    uint64_t signal_ms;        /* when the old process got SIGUSR2 (uv_now) */
+    uint64_t signal_ms;        /* when the old process got SIGUSR2 (CLOCK_MONOTONIC, ms) */
     int listen_fd;
+    char listen_path[CONF_PATH_MAX + 1]; /* its file */
     int metrics_fd;            /* -1: none */
     size_t offset;             /* where the connections' records start */
 } handover_in_t;

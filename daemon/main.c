@@ -388,8 +388,8 @@ int main(int argc, char **argv) {
     if (successor && handover_await_backend(d.loop, d.backend, err, sizeof(err)) != 0)
         handover_refuse(&hin, err);
     char serr[SERVER_ERR_LEN];
-    d.server = successor ? server_adopt(d.loop, &d.conf, d.sessions, hin.listen_fd, serr,
-                                        sizeof(serr))
+    d.server = successor ? server_adopt(d.loop, &d.conf, d.sessions, hin.listen_fd,
+                                        hin.listen_path, serr, sizeof(serr))
                          : server_listen(d.loop, &d.conf, d.sessions, serr, sizeof(serr));
     if (d.server == NULL) {
         if (successor) handover_refuse(&hin, serr);
@@ -445,8 +445,9 @@ int main(int argc, char **argv) {
     if (successor) handover_resume(&hin, &parts);
 
     /* The redis url may hold a password: the backend logs where Redis is. */
-    log_info("dlockd %s ready (lease %u ms, renew every %u ms)", DLOCKD_VERSION,
-             d.conf.lease_ms, d.conf.renew_every_ms);
+    log_info("dlockd %s %s (lease %u ms, renew every %u ms)", DLOCKD_VERSION,
+             successor ? "serving what it took over" : "ready", d.conf.lease_ms,
+             d.conf.renew_every_ms);
     sd_notifyf(0, "READY=1\nSTATUS=listening on %s\nMAINPID=%lu", d.conf.socket,
                (unsigned long)getpid());
 

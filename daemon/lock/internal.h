@@ -366,6 +366,12 @@ void watchdog_set_confirmed(hold_t *h, uint64_t sent_at, uint32_t lease_ms);
 void watchdog_limit(hold_t *h, uint32_t lease_ms, uint64_t sent_at);
 /* The configured lease_ms or renew_every_ms changed. */
 void watchdog_reconfigure(lockmgr_t *m);
+/* A live restore: h, confirmed as of sent_at with lease_ms, is kept as
+ * its mode says (its lease timer, or the watchdog's lists, unsorted) ...
+ * and watchdog_resort() puts the lists in order once all are in (0, or
+ * -1 on no memory). */
+void watchdog_adopt(hold_t *h, uint64_t sent_at, uint32_t lease_ms);
+int watchdog_resort(lockmgr_t *m);
 void watchdog_remove(hold_t *h);
 void watchdog_sweep(lockmgr_t *m);
 void watchdog_arm_loss(lockmgr_t *m);
