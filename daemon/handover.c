@@ -92,6 +92,17 @@ static int set_cloexec(int fd, int on) {
     return fcntl(fd, F_SETFD, on ? flags | FD_CLOEXEC : flags & ~FD_CLOEXEC);
 }
 
+static void count_up(void *data, const backend_node_info_t *node) {
+    if (node->up) (*(size_t *)data)++;
+}
+
+/* The Redis nodes whose command connection is up. */
+static size_t nodes_up(const backend_t *b) {
+    size_t n = 0;
+    backend_nodes(b, count_up, &n);
+    return n;
+}
+
 /* ---- the old process ------------------------------------------------------------ */
 
 handover_t *handover_new(const handover_parts_t *parts, const char *exe, char *const *argv) {
@@ -143,6 +154,7 @@ static int write_state(handover_t *h, buf_t *b, int *fds, size_t *nfds) {
     statew_str(&w, lockmgr_backend(h->p.locks)->uuid);
     statew_u64(&w, (uint64_t)getpid());
     statew_u64(&w, h->signal_ms);
+    statew_u64(&w, nodes_up(h->p.backend));
     int lfd = server_fd(h->p.server), mfd = h->p.metrics ? metrics_fd(h->p.metrics) : -1;
     statew_rec(&w, "listen");
     statew_u64(&w, (uint64_t)lfd);
@@ -387,6 +399,7 @@ int handover_read(handover_in_t *in, char *err, size_t errlen) {
             stater_str(&r, in->uuid, sizeof(in->uuid));
             in->old_pid = (long)stater_u64(&r);
             in->signal_ms = stater_u64(&r);
+            in->nodes_up = (size_t)stater_u64(&r);
         } else if (strcmp(word, "listen") == 0) {
             lfd = stater_u64(&r);
             stater_str(&r, in->listen_path, sizeof(in->listen_path));
@@ -415,19 +428,28 @@ static void on_wait_closed(uv_handle_t *handle) {
     (void)handle;
 }
 
-int handover_await_backend(uv_loop_t *loop, backend_t *b, char *err, size_t errlen) {
+/* Redis as the old process had it: available, and as many nodes up (a
+ * Cluster's primaries connect one by one, and a request for a slot whose
+ * node is not connected yet is refused). */
+static int reached(const backend_t *b, size_t want_up) {
+    return backend_available(b, NULL, 0) && nodes_up(b) >= want_up;
+}
+
+int handover_await_backend(uv_loop_t *loop, backend_t *b, size_t want_up, char *err,
+                           size_t errlen) {
     uv_timer_t t;
     int expired = 0;
     uv_timer_init(loop, &t);
     t.data = &expired;
     uv_timer_start(&t, on_backend_wait, HANDOVER_BACKEND_WAIT_MS, 0);
-    while (!expired && !backend_available(b, NULL, 0)) uv_run(loop, UV_RUN_ONCE);
+    while (!expired && !reached(b, want_up)) uv_run(loop, UV_RUN_ONCE);
     uv_close((uv_handle_t *)&t, on_wait_closed);
     uv_run(loop, UV_RUN_NOWAIT);
-    if (!backend_available(b, NULL, 0)) {
+    if (!reached(b, want_up)) {
         char d[256];
         backend_describe(b, NULL, 0, d, sizeof(d));
-        snprintf(err, errlen, "Redis did not answer in %d ms (%s)", HANDOVER_BACKEND_WAIT_MS, d);
+        snprintf(err, errlen, "Redis did not answer as it did the old process (%zu nodes up) in "
+                 "%d ms (%s)", want_up, HANDOVER_BACKEND_WAIT_MS, d);
         return -1;
     }
     return 0;

@@ -385,7 +385,7 @@ int main(int argc, char **argv) {
         log_error("out of memory at start");
         return stop_early(&d);
     }
-    if (successor && handover_await_backend(d.loop, d.backend, err, sizeof(err)) != 0)
+    if (successor && handover_await_backend(d.loop, d.backend, hin.nodes_up, err, sizeof(err)) != 0)
         handover_refuse(&hin, err);
     char serr[SERVER_ERR_LEN];
     d.server = successor ? server_adopt(d.loop, &d.conf, d.sessions, hin.listen_fd,
