@@ -711,7 +711,9 @@ START_TEST(upgrade_command_says_what_happened) {
     ck_assert_msg(rc == 1 && strstr(out, want) != NULL,
                   "dlockd --upgrade to a file not executable: exit %d, said '%s', wanted 1 and "
                   "'%s'", rc, out, want);
-    ck_assert_int_eq(h_dlockd_pid(d), old);
+    const char *info = h_info_line(d);
+    ck_assert_msg(info_of(info, "pid") == old && info_of(info, "upgrade_failures") == 1 &&
+                  info_of(info, "upgrades") == 0, "after a failed dlockd --upgrade: %s", info);
 
     ck_assert_int_eq(chmod(bin, 0755), 0);
     rc = upgrade_command(dlockd_bin(), d, h_dlockd_sock(d), out, sizeof(out));
