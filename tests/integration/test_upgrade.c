@@ -426,6 +426,10 @@ static void scenario(int d) {
         last_upgrade = h_now_ms();
         pid_t next = h_dlockd_upgrade(d);
         ck_assert_msg(next != pid, "hand-over %d: pid %d again", k + 1, (int)pid);
+        snprintf(req, sizeof(req), "upgrade: took over from pid %d:", (int)pid);
+        ck_assert_msg(h_log_count(d, req) == 1, "the log lacks '%s'", req);
+        snprintf(req, sizeof(req), "upgrade: pid %d took over", (int)next);
+        ck_assert_msg(h_log_count(d, req) == 1, "the log lacks '%s'", req);
         pid = next;
         h_send(partial, "rt%d\n", k);
         snprintf(req, sizeof(req), "LOCK part%d completed after hand-over %d", k, k + 1);
@@ -752,12 +756,14 @@ static held_t hold_and_wait(int d) {
     return h;
 }
 
-/* After a failed attempt: the log says why, the hold and the wait are
- * there, a new connection is served, and the waiter is granted at the
- * holder's release. Returns the waiter's fence (it holds "f" now). */
-static unsigned long long nothing_changed(int d, held_t *h) {
+/* After a failed attempt: the log says it failed, and why, the hold and
+ * the wait are there, a new connection is served, and the waiter is
+ * granted at the holder's release. Returns the waiter's fence (it holds
+ * "f" now). */
+static unsigned long long nothing_changed(int d, held_t *h, const char *why) {
     ck_assert_msg(h_log_count(d, "upgrade failed") >= 1, "the log (%s) lacks 'upgrade failed'",
                   h_dlockd_log(d));
+    ck_assert_msg(h_log_count(d, why) >= 1, "the log (%s) lacks '%s'", h_dlockd_log(d), why);
     quiet(h->holder, "the holder");
     quiet(h->waiter, "the waiter");
     holds(h->holder, "f", 1, h->fence);
@@ -794,7 +800,7 @@ START_TEST(new_binary_exits_at_once) {
     held_t h = hold_and_wait(d);
     replace_file(bin, "#!/bin/sh\nexit 3\n");
     h_dlockd_upgrade_fails(d);
-    unsigned long long f = nothing_changed(d, &h);
+    unsigned long long f = nothing_changed(d, &h, "exited with status 3");
     replace_file(bin, NULL);
     then_handover(d, &h, f);
     h_keep_passed();
@@ -810,7 +816,7 @@ START_TEST(new_binary_not_executable) {
     held_t h = hold_and_wait(d);
     ck_assert_int_eq(chmod(bin, 0644), 0);
     h_dlockd_upgrade_fails(d);
-    unsigned long long f = nothing_changed(d, &h);
+    unsigned long long f = nothing_changed(d, &h, "Permission denied");
     ck_assert_int_eq(chmod(bin, 0755), 0);
     then_handover(d, &h, f);
     h_keep_passed();
@@ -828,7 +834,7 @@ START_TEST(unknown_state_version) {
     KEEP(d);
     held_t h = hold_and_wait(d);
     h_dlockd_upgrade_fails(d);
-    unsigned long long f = nothing_changed(d, &h);
+    unsigned long long f = nothing_changed(d, &h, "version 99");
     h_dlockd_upgrade_fails(d);
     const char *info = h_info_line(d);
     ck_assert_msg(info_of(info, "upgrades") == 0 && info_of(info, "upgrade_failures") == 2,
