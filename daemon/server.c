@@ -349,14 +349,13 @@ int server_readmit(server_t *srv, int fd, uv_pipe_t **pipe, session_peer_t *peer
         uv_close((uv_handle_t *)client, on_refused_close);
         return -1;
     }
-    *peer = (session_peer_t){.leave = on_leave, .leave_data = srv};
-    peer_credentials(client, peer);
     if (access_users_join(&srv->users, peer->uid, UINT32_MAX) < 0) {
         snprintf(err, errlen, "out of memory");
         uv_close((uv_handle_t *)client, on_refused_close);
         return -1;
     }
-    peer_groups(peer);
+    peer->leave = on_leave;
+    peer->leave_data = srv;
     *pipe = client;
     return 0;
 }

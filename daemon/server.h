@@ -28,9 +28,10 @@ server_t *server_adopt(uv_loop_t *loop, const conf_t *conf, sessions_t *sessions
 /* The listening socket, and its file. */
 int server_fd(const server_t *srv);
 const char *server_path(const server_t *srv);
-/* A connection handed over, on fd: *pipe opened on it (not reading), *peer
- * read as at its admission and counted in its uid's connections, however
- * many (it was admitted once). -1 with err if fd is no connection. */
+/* A connection handed over, on fd, of *peer (as it was admitted: its
+ * credentials and groups): *pipe opened on it (not reading), and it counts
+ * in its uid's connections however many there are (it was admitted once);
+ * *peer's leave is set. -1 with err if fd is no connection. */
 int server_readmit(server_t *srv, int fd, uv_pipe_t **pipe, session_peer_t *peer, char *err,
                    size_t errlen);
 

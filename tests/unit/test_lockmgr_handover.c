@@ -48,6 +48,7 @@ static int load_all(const buf_t *b, size_t n) {
         if (!lockmgr_load(mgr, cur ? cur->o : NULL, word, &r))
             ck_abort_msg("a record the manager does not know: %s", word);
     }
+    ck_assert_int_eq(lockmgr_load_done(mgr), 0);
     return r.err;
 }
 
