@@ -129,12 +129,14 @@ $(BUILD)/tests/test_proto: $(call obj,tests/unit/test_proto.c $(PROTO_SRC))
 $(BUILD)/tests/test_reply: $(call obj,tests/unit/test_reply.c daemon/reply.c $(PROTO_SRC) \
                              $(wildcard daemon/lock/*.c) daemon/backend/backend.c \
                              daemon/util/timers.c daemon/util/heap.c daemon/util/hmap.c \
-                             daemon/util/histo.c daemon/log.c $(CONF_SRC))
+                             daemon/util/histo.c daemon/util/statefmt.c daemon/util/buf.c \
+                             daemon/log.c $(CONF_SRC))
 $(BUILD)/tests/test_conf: $(call obj,tests/unit/test_conf.c $(CONF_SRC))
 $(BUILD)/tests/test_access: $(call obj,tests/unit/test_access.c conf/access.c daemon/access.c \
                               daemon/util/hmap.c)
 $(BUILD)/tests/test_hmap: $(call obj,tests/unit/test_hmap.c daemon/util/hmap.c)
 $(BUILD)/tests/test_heap: $(call obj,tests/unit/test_heap.c daemon/util/heap.c)
+$(BUILD)/tests/test_statefmt: $(call obj,tests/unit/test_statefmt.c daemon/util/statefmt.c daemon/util/buf.c)
 $(BUILD)/tests/test_pool: $(call obj,tests/unit/test_pool.c)
 $(BUILD)/tests/test_keys: $(call obj,tests/unit/test_keys.c daemon/backend/keys.c)
 $(BUILD)/tests/test_backend: $(call obj,tests/unit/test_backend.c daemon/backend/backend.c)
@@ -159,7 +161,7 @@ LUA_LIBS   = $(shell pkg-config --libs lua5.1 2>/dev/null)
 LOCKMGR_TEST_SRC := tests/unit/lockmgr_support.c tests/unit/fake_backend.c tests/unit/redis_model.c \
                     $(wildcard daemon/lock/*.c) daemon/backend/backend.c daemon/backend/scripts.c \
                     daemon/backend/resp_write.c daemon/backend/keys.c daemon/util/buf.c \
-                    daemon/util/timers.c \
+                    daemon/util/timers.c daemon/util/statefmt.c \
                     daemon/util/heap.c daemon/util/hmap.c daemon/util/histo.c daemon/log.c \
                     $(CONF_SRC)
 LOCKMGR_TESTS := $(filter $(BUILD)/tests/test_lockmgr $(BUILD)/tests/test_lockmgr_%,$(UNIT_TESTS))

@@ -2,6 +2,7 @@
  * SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 
 #include "conf/conf.h"
 #include "daemon/backend/backend.h"
+#include "daemon/handover.h"
 #include "daemon/lock/lockmgr.h"
 #include "daemon/log.h"
 #include "daemon/metrics.h"
@@ -33,6 +35,10 @@ typedef struct daemon_s {
     uv_signal_t sigterm;
     uv_signal_t sigint;
     uv_signal_t sighup;        /* reload the configuration */
+    uv_signal_t sigusr2;       /* hand everything over to a new binary */
+    handover_t *handover;
+    char exe[PATH_MAX];        /* this binary's path at start: SIGUSR2 runs
+                                  what is there then */
     /* what the configuration is made of, for a reload */
     const char *conf_path;     /* -c, or NULL for the default path */
     const char *opt_socket;    /* -s */
@@ -43,12 +49,14 @@ typedef struct daemon_s {
 
 static void usage(FILE *out) {
     fprintf(out,
-        "usage: dlockd [-c FILE] [-s SOCKET] [-r REDIS_URL] [-t] [-v] [--version] [-h]\n"
+        "usage: dlockd [-c FILE] [-s SOCKET] [-r REDIS_URL] [-t] [-v] [--upgrade] [--version] [-h]\n"
         "  -c FILE       configuration file (default %s)\n"
         "  -s SOCKET     Unix socket to listen on (overrides [server] socket)\n"
         "  -r REDIS_URL  Redis to use (overrides [redis] url)\n"
         "  -t            check the configuration and exit 0 or 1\n"
         "  -v            log more (debug)\n"
+        "  --upgrade     hand the running dlockd on SOCKET over to the binary now\n"
+        "                installed (SIGUSR2) and wait for the outcome\n"
         "  --version     print the version and exit\n"
         "  -h, --help    print this help and exit\n",
         CONF_DEFAULT_PATH);
@@ -92,6 +100,7 @@ static void on_sessions_closed(void *data) {
     uv_close((uv_handle_t *)&d->sigterm, NULL);
     uv_close((uv_handle_t *)&d->sigint, NULL);
     uv_close((uv_handle_t *)&d->sighup, NULL);
+    uv_close((uv_handle_t *)&d->sigusr2, NULL);
 }
 
 static void on_locks_released(lockmgr_t *mgr, void *data) {
@@ -259,6 +268,13 @@ static void on_access_warning(void *data, const char *msg) {
     fprintf(stderr, "dlockd: warning: %s\n", msg);
 }
 
+static void on_upgrade(uv_signal_t *handle, int signum) {
+    daemon_t *d = handle->data;
+    (void)signum;
+    if (d->stopping || d->handover == NULL) return;
+    handover_start(d->handover);
+}
+
 static void on_signal(uv_signal_t *handle, int signum) {
     daemon_t *d = handle->data;
     if (d->stopping) {
@@ -266,6 +282,8 @@ static void on_signal(uv_signal_t *handle, int signum) {
         exit(0);
     }
     d->stopping = 1;
+    handover_free(d->handover); /* a hand-over in progress ends with it */
+    d->handover = NULL;
     log_info("%s: releasing locks and stopping", strsignal(signum));
     sd_notify(0, "STOPPING=1");
     server_close(d->server); /* freed once the sessions are closed */
@@ -277,12 +295,15 @@ static void on_signal(uv_signal_t *handle, int signum) {
 int main(int argc, char **argv) {
     static const struct option longopts[] = {
         {"version", no_argument, NULL, 'V'},
+        {"upgrade", no_argument, NULL, 'U'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     daemon_t d = {0};
     const char *conf_path = NULL, *socket = NULL, *url = NULL;
-    int test_only = 0, verbose = 0, opt;
+    int test_only = 0, verbose = 0, upgrade = 0, opt;
+    handover_in_t hin = {.channel = -1};
+    int successor = handover_is_successor();
     char err[CONF_ERR_LEN];
 
     while ((opt = getopt_long(argc, argv, "c:s:r:tvh", longopts, NULL)) != -1) {
@@ -293,6 +314,7 @@ int main(int argc, char **argv) {
         case 't': test_only = 1; break;
         case 'v': verbose = 1; break;
         case 'V': printf("dlockd %s\n", DLOCKD_VERSION); return 0;
+        case 'U': upgrade = 1; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 1;
         }
@@ -309,13 +331,22 @@ int main(int argc, char **argv) {
     d.verbose = verbose;
     const char *path = conf_path ? conf_path : CONF_DEFAULT_PATH;
     int have_file;
+    /* A successor says first whether it can read its predecessor's state:
+     * nothing of it is touched before. */
+    if (successor && handover_read(&hin, err, sizeof(err)) != 0) handover_refuse(&hin, err);
     if (conf_read(&d, &d.conf, &have_file, err, sizeof(err)) != 0) {
+        if (successor) handover_refuse(&hin, err);
         fprintf(stderr, "dlockd: %s\n", err);
         conf_free(&d.conf);
         return 1;
     }
     char advice[CONF_ERR_LEN];
     int warned = conf_warning(&d.conf, advice, sizeof(advice));
+    if (upgrade) {
+        int rc = handover_request(d.conf.socket);
+        conf_free(&d.conf);
+        return rc;
+    }
     if (test_only) {
         if (warned) fprintf(stderr, "dlockd: warning: %s\n", advice);
         access_rules_check(d.conf.access, path, on_access_warning, NULL);
@@ -328,38 +359,76 @@ int main(int argc, char **argv) {
     if (warned) log_warn("%s", advice);
 
     signal(SIGPIPE, SIG_IGN);
-    /* No use yet: they must not kill the daemon (their default). */
+    /* They must not kill the daemon (their default). */
     signal(SIGUSR1, SIG_IGN);
-    signal(SIGUSR2, SIG_IGN);
+    signal(SIGUSR2, SIG_IGN); /* until its handler is in place */
     raise_nofile(&d.conf);
     d.loop = uv_default_loop();
 
     d.timers = timers_new(d.loop);
     if (d.timers == NULL) {
+        if (successor) handover_refuse(&hin, "out of memory at start");
         log_error("out of memory at start");
         return stop_early(&d);
     }
-    d.backend = backend_open(d.loop, d.timers, &d.conf, err, sizeof(err));
+    d.backend = backend_open(d.loop, d.timers, &d.conf, successor ? hin.uuid : NULL, err,
+                             sizeof(err));
     if (d.backend == NULL) {
+        if (successor) handover_refuse(&hin, err);
         log_error("cannot open the redis backend: %s", err);
         return stop_early(&d);
     }
     d.locks = lockmgr_new(&d.conf, d.timers, d.backend);
     d.sessions = d.locks ? sessions_new(d.loop, &d.conf, d.locks) : NULL;
     if (d.sessions == NULL) {
+        if (successor) handover_refuse(&hin, "out of memory at start");
         log_error("out of memory at start");
         return stop_early(&d);
     }
+    if (successor && handover_await_backend(d.loop, d.backend, err, sizeof(err)) != 0)
+        handover_refuse(&hin, err);
     char serr[SERVER_ERR_LEN];
-    d.server = server_listen(d.loop, &d.conf, d.sessions, serr, sizeof(serr));
+    d.server = successor ? server_adopt(d.loop, &d.conf, d.sessions, hin.listen_fd, serr,
+                                        sizeof(serr))
+                         : server_listen(d.loop, &d.conf, d.sessions, serr, sizeof(serr));
     if (d.server == NULL) {
+        if (successor) handover_refuse(&hin, serr);
         log_error("cannot listen: %s", serr);
         return stop_early(&d);
     }
+    if (successor && d.conf.metrics[0] == '\0' && hin.metrics_fd >= 0) close(hin.metrics_fd);
     if (d.conf.metrics[0] != '\0' &&
-        (d.metrics = metrics_start(d.loop, &d.conf, d.sessions, d.locks, d.backend, err,
-                                   sizeof(err))) == NULL) {
+        (d.metrics = metrics_start(d.loop, &d.conf, d.sessions, d.locks, d.backend,
+                                   successor ? hin.metrics_fd : -1, err, sizeof(err))) == NULL) {
+        if (successor) handover_refuse(&hin, err);
         log_error("cannot serve metrics: %s", err);
+        return stop_early(&d);
+    }
+    handover_parts_t parts = {
+        .loop = d.loop,
+        .conf = &d.conf,
+        .backend = d.backend,
+        .locks = d.locks,
+        .sessions = d.sessions,
+        .server = d.server,
+        .metrics = d.metrics,
+    };
+    if (successor) {
+        if (handover_restore(&hin, &parts, err, sizeof(err)) != 0) handover_refuse(&hin, err);
+        /* From GO on this process is the daemon; before it, nothing it
+         * did reached Redis or a client. */
+        if (handover_commit(&hin) != 0) {
+            log_warn("upgrade: the old process kept serving; exiting");
+            fflush(NULL);
+            _exit(1);
+        }
+    }
+    /* What SIGUSR2 starts: the binary at this path, as it is then. */
+    if (realpath("/proc/self/exe", d.exe) == NULL)
+        snprintf(d.exe, sizeof(d.exe), "%s", argv[0]);
+    d.handover = handover_new(&parts, d.exe, argv);
+    if (d.handover == NULL) {
+        log_error("out of memory at start");
         return stop_early(&d);
     }
     uv_signal_init(d.loop, &d.sigterm);
@@ -370,6 +439,10 @@ int main(int argc, char **argv) {
     uv_signal_init(d.loop, &d.sighup);
     d.sighup.data = &d;
     uv_signal_start(&d.sighup, on_reload, SIGHUP);
+    uv_signal_init(d.loop, &d.sigusr2);
+    d.sigusr2.data = &d;
+    uv_signal_start(&d.sigusr2, on_upgrade, SIGUSR2);
+    if (successor) handover_resume(&hin, &parts);
 
     /* The redis url may hold a password: the backend logs where Redis is. */
     log_info("dlockd %s ready (lease %u ms, renew every %u ms)", DLOCKD_VERSION,

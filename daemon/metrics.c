@@ -531,7 +531,7 @@ static void on_handle_closed(uv_handle_t *h) {
 }
 
 metrics_t *metrics_start(uv_loop_t *loop, const conf_t *conf, sessions_t *sessions,
-                         lockmgr_t *locks, backend_t *backend, char *err, size_t errlen) {
+                         lockmgr_t *locks, backend_t *backend, int fd, char *err, size_t errlen) {
     metrics_t *m = calloc(1, sizeof(*m));
     if (m == NULL) {
         snprintf(err, errlen, "out of memory");
@@ -541,8 +541,15 @@ metrics_t *metrics_start(uv_loop_t *loop, const conf_t *conf, sessions_t *sessio
     m->sessions = sessions;
     m->locks = locks;
     m->backend = backend;
-    m->fd = conf->metrics_addr.port == 0 ? listen_unix(m, conf->metrics, err, errlen)
-                                         : listen_tcp(&conf->metrics_addr, err, errlen);
+    if (fd >= 0) {
+        m->fd = fd;
+        size_t plen = strlen(conf->metrics);
+        if (conf->metrics_addr.port == 0 && plen < sizeof(m->path))
+            memcpy(m->path, conf->metrics, plen + 1); /* removed at its stop */
+    } else {
+        m->fd = conf->metrics_addr.port == 0 ? listen_unix(m, conf->metrics, err, errlen)
+                                             : listen_tcp(&conf->metrics_addr, err, errlen);
+    }
     if (m->fd < 0) {
         free(m);
         return NULL;
@@ -579,6 +586,10 @@ metrics_t *metrics_start(uv_loop_t *loop, const conf_t *conf, sessions_t *sessio
     log_info("metrics on %s (GET /metrics%s)", conf->metrics,
              m->board_ok ? ", /locks and the board at /" : "; no board: not loopback");
     return m;
+}
+
+int metrics_fd(const metrics_t *m) {
+    return m->fd;
 }
 
 void metrics_stop(metrics_t *m) {

@@ -19,9 +19,13 @@
 typedef struct metrics_s metrics_t;
 
 /* Listens where conf->metrics says (which must be set) and serves scrapes
- * from the loop. NULL with err on failure (the address is taken, ...). */
+ * from the loop; fd >= 0 is a listening socket to use instead (a live
+ * restore's, handed over). NULL with err on failure (the address is
+ * taken, ...). */
 metrics_t *metrics_start(uv_loop_t *loop, const conf_t *conf, sessions_t *sessions,
-                         lockmgr_t *locks, backend_t *backend, char *err, size_t errlen);
+                         lockmgr_t *locks, backend_t *backend, int fd, char *err, size_t errlen);
+/* The listening socket. */
+int metrics_fd(const metrics_t *m);
 /* Closes the socket (removing a Unix one) and every scrape in progress. */
 void metrics_stop(metrics_t *m);
 

@@ -153,6 +153,14 @@ static void peer_credentials(uv_pipe_t *client, session_peer_t *p) {
     }
 }
 
+/* The groups the access rules judge: read from /proc at the connect. */
+static void peer_groups(session_peer_t *p) {
+    p->access.uid = p->uid;
+    p->access.gids[0] = p->gid;
+    p->access.ngids = 1;
+    access_peer_read(&p->access, p->pid, p->uid, p->gid);
+}
+
 /* A connection admitted ends: one less of its uid. */
 static void on_leave(void *data, uid_t uid) {
     server_t *srv = data;
@@ -205,10 +213,7 @@ static void admit(server_t *srv, uv_stream_t *listener) {
     session_peer_t p = {.leave = on_leave, .leave_data = srv};
     peer_credentials(client, &p);
     if (refuse_per_uid(srv, client, &p)) return;
-    p.access.uid = p.uid;
-    p.access.gids[0] = p.gid;
-    p.access.ngids = 1;
-    access_peer_read(&p.access, p.pid, p.uid, p.gid);
+    peer_groups(&p);
     /* Refusals at max_clients have no end of their own: one period
      * without any, and a connection taken, is the end. */
     if (log_once_quiet(&srv->full_log)) {
@@ -287,6 +292,66 @@ server_t *server_listen(uv_loop_t *loop, const conf_t *conf, sessions_t *ss,
     }
     log_info("listening on %s (mode %04o)", srv->path, conf->socket_mode);
     return srv;
+}
+
+server_t *server_adopt(uv_loop_t *loop, const conf_t *conf, sessions_t *ss, int fd, char *err,
+                       size_t errlen) {
+    server_t *srv = calloc(1, sizeof(*srv));
+    if (srv == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    srv->ss = ss;
+    srv->loop = loop;
+    srv->conf = conf;
+    snprintf(srv->path, sizeof(srv->path), "%s", conf->socket);
+    if (access_users_init(&srv->users) != 0 || access_log_init(&srv->limit_log) != 0) {
+        snprintf(err, errlen, "out of memory");
+        server_release(srv);
+        return NULL;
+    }
+    uv_pipe_init(loop, &srv->pipe, 0);
+    srv->pipe.data = srv;
+    int rc = uv_pipe_open(&srv->pipe, fd);
+    if (rc == 0) rc = uv_listen((uv_stream_t *)&srv->pipe, SERVER_BACKLOG, on_connection);
+    if (rc != 0) {
+        snprintf(err, errlen, "the listening socket handed over (%d): %s", fd, uv_strerror(rc));
+        srv->freed = 1;
+        uv_close((uv_handle_t *)&srv->pipe, on_listener_close);
+        return NULL;
+    }
+    return srv;
+}
+
+int server_fd(const server_t *srv) {
+    uv_os_fd_t fd;
+    return uv_fileno((const uv_handle_t *)&srv->pipe, &fd) == 0 ? fd : -1;
+}
+
+int server_readmit(server_t *srv, int fd, uv_pipe_t **pipe, session_peer_t *peer, char *err,
+                   size_t errlen) {
+    uv_pipe_t *client = malloc(sizeof(*client));
+    if (client == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    uv_pipe_init(srv->loop, client, 0);
+    int rc = uv_pipe_open(client, fd);
+    if (rc != 0) {
+        snprintf(err, errlen, "connection %d handed over: %s", fd, uv_strerror(rc));
+        uv_close((uv_handle_t *)client, on_refused_close);
+        return -1;
+    }
+    *peer = (session_peer_t){.leave = on_leave, .leave_data = srv};
+    peer_credentials(client, peer);
+    if (access_users_join(&srv->users, peer->uid, UINT32_MAX) < 0) {
+        snprintf(err, errlen, "out of memory");
+        uv_close((uv_handle_t *)client, on_refused_close);
+        return -1;
+    }
+    peer_groups(peer);
+    *pipe = client;
+    return 0;
 }
 
 void server_close(server_t *srv) {

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "daemon/access.h"
 #include "daemon/listfmt.h"
@@ -16,6 +17,7 @@
 #include "daemon/reply.h"
 #include "daemon/util/buf.h"
 #include "daemon/util/hmap.h"
+#include "daemon/util/statefmt.h"
 #include "daemon/util/util.h"
 #include "proto/proto.h"
 
@@ -63,6 +65,9 @@ struct call_s {
     turn_t *turns;             /* its places in its names' lines, if it takes turns: */
     turn_t one;                /* ... here for a request of one name */
     unsigned nturns;
+    uint64_t start_seq;        /* started as the ss->start_seq-th of all */
+    uint64_t started_ms;       /* ... at this loop time */
+    int restart;               /* handed over started: asked again at resume */
 };
 
 /* Which of a connection's calls on one name take turns: those that change
@@ -161,6 +166,8 @@ struct sessions_s {
     TAILQ_HEAD(, session_s) dirty;
     uint64_t round;            /* check rounds: a session marked during one waits */
     uint64_t next_id;
+    uint64_t start_seq;        /* calls started, all connections */
+    int frozen;                /* a hand-over: nothing read, nothing started */
     uint64_t started_ms;
     sessions_stats_t stats;
     /* failures a client can repeat at will: said once, then summed up */
@@ -294,6 +301,13 @@ static void send_info(session_t *s, const proto_request_t *to) {
                      (unsigned long long)ks[i].value);
         len = m < 0 ? len : len + (size_t)m < sizeof(text) ? len + (size_t)m : sizeof(text) - 1;
     }
+    m = snprintf(text + len, sizeof(text) - len,
+                 " pid=%ld upgrades=%llu upgrade_failures=%llu upgrade_ms=%llu "
+                 "upgrade_state_bytes=%llu",
+                 (long)getpid(), (unsigned long long)st.upgrades,
+                 (unsigned long long)st.upgrade_failures, (unsigned long long)st.upgrade_ms,
+                 (unsigned long long)st.upgrade_state_bytes);
+    len = m < 0 ? len : len + (size_t)m < sizeof(text) ? len + (size_t)m : sizeof(text) - 1;
     snprintf(text + len, sizeof(text) - len, " peer_pid=%d peer_uid=%u peer_gid=%u metrics=%s",
              (int)s->pid, (unsigned)s->uid, (unsigned)s->gid,
              s->ss->conf->metrics[0] ? s->ss->conf->metrics : "-");
@@ -740,6 +754,8 @@ static void start_list(call_t *c) {
 }
 
 static void call_start(call_t *c) {
+    c->start_seq = ++c->s->ss->start_seq;
+    c->started_ms = uv_now(c->s->ss->loop);
     c->started = 1;
     c->s->nparked--;
     verb_of(c->s, c->req.cmd)->start(c);
@@ -1184,6 +1200,10 @@ static void flush(session_t *s) {
  * Tagged calls live in READY, WAITING and DRAINING alike: each starts when
  * its turn on its names comes (start_parked), ends when answered. */
 static void drive(session_t *s) {
+    if (s->ss->frozen) { /* a hand-over: only what is answered goes out */
+        if (s->state != SESSION_CLOSING) flush(s);
+        return;
+    }
     if (s->unpark) start_parked(s);
     switch (s->state) {
     case SESSION_READY:
@@ -1307,7 +1327,7 @@ void sessions_adopt(sessions_t *ss, uv_pipe_t *pipe, const session_peer_t *peer)
     log_debug("client %llu connected (pid %d uid %u gid %u)",
               (unsigned long long)s->id, (int)s->pid, (unsigned)s->uid,
               (unsigned)s->gid);
-    uv_read_start((uv_stream_t *)s->pipe, on_alloc, on_read);
+    if (!ss->frozen) uv_read_start((uv_stream_t *)s->pipe, on_alloc, on_read);
 }
 
 void sessions_close_all(sessions_t *ss, void (*done)(void *data), void *data) {
@@ -1339,4 +1359,367 @@ void sessions_free(sessions_t *ss) {
 void sessions_stats(const sessions_t *ss, sessions_stats_t *out) {
     *out = ss->stats;
     out->uptime_s = (uv_now(ss->loop) - ss->started_ms) / 1000;
+}
+
+/* ---- live restore (daemon/handover.c) ---------------------------------------------- */
+
+size_t sessions_count(const sessions_t *ss) {
+    size_t n = 0;
+    const session_t *s;
+    LIST_FOREACH(s, &ss->all, all) n++;
+    return n;
+}
+
+void sessions_count_upgrade(sessions_t *ss, int ok, uint64_t ms, uint64_t bytes) {
+    if (!ok) {
+        ss->stats.upgrade_failures++;
+        return;
+    }
+    ss->stats.upgrades++;
+    ss->stats.upgrade_ms = ms;
+    ss->stats.upgrade_state_bytes = bytes;
+}
+
+/* Reading, for a session that reads (not paused, not half-closed). */
+static int reads(const session_t *s) {
+    return (s->state == SESSION_READY || s->state == SESSION_WAITING) && !s->paused && !s->eof;
+}
+
+void sessions_freeze(sessions_t *ss, int frozen) {
+    session_t *s;
+    ss->frozen = frozen;
+    LIST_FOREACH(s, &ss->all, all) {
+        if (s->state == SESSION_CLOSING) continue;
+        if (frozen) {
+            if (reads(s)) uv_read_stop((uv_stream_t *)s->pipe);
+            continue;
+        }
+        if (reads(s)) uv_read_start((uv_stream_t *)s->pipe, on_alloc, on_read);
+        s->unpark = 1; /* calls whose turn came meanwhile */
+        mark_dirty(s); /* and input kept meanwhile */
+    }
+}
+
+const char *sessions_busy(const sessions_t *ss) {
+    const session_t *s;
+    const call_t *c;
+    LIST_FOREACH(s, &ss->all, all) {
+        if (s->state == SESSION_CLOSING) return "a connection is closing";
+        TAILQ_FOREACH(c, &s->calls, link) {
+            if (!c->started) continue;
+            if (c->listing != NULL) return "a LIST is in progress";
+            if (c->withdrawn || !lockmgr_is_wait(s->owner, (const void *)c))
+                return "a request is in progress";
+        }
+    }
+    return NULL;
+}
+
+/* The bytes not yet written: the end of the write in flight, then out. */
+static void save_output(const session_t *s, statew_t *w, buf_t *tmp) {
+    buf_clear(tmp);
+    if (s->writing) {
+        size_t left = uv_stream_get_write_queue_size((const uv_stream_t *)s->pipe);
+        if (left > s->wbuf.len) left = s->wbuf.len;
+        if (left > 0 && buf_append(tmp, buf_start(&s->wbuf) + s->wbuf.len - left, left) != 0)
+            w->failed = 1;
+    }
+    if (s->out.len > 0 && buf_append(tmp, buf_start(&s->out), s->out.len) != 0) w->failed = 1;
+    statew_bytes(w, buf_start(tmp), tmp->len);
+}
+
+static void save_call(const session_t *s, const call_t *c, statew_t *w) {
+    const proto_request_t *r = &c->req;
+    statew_rec(w, "call");
+    statew_u64(w, (uint64_t)c->started);
+    statew_u64(w, c->start_seq);
+    statew_u64(w, c->started_ms);
+    statew_str(w, proto_cmd_name(r->cmd));
+    statew_bytes(w, r->tag, r->tag_len);
+    statew_bytes(w, r->name, r->name_len);
+    statew_u64(w, r->wait_ms);
+    statew_u64(w, r->lease_ms);
+    statew_u64(w, r->count);
+    statew_bytes(w, r->value, r->value_len);
+    statew_u64(w, r->limit);
+    statew_u64(w, r->nnames);
+    for (unsigned i = 0; i < r->nnames; i++) {
+        size_t len;
+        const char *n = proto_mname(r, i, &len);
+        statew_bytes(w, n, len);
+    }
+    (void)s;
+}
+
+void sessions_save(const sessions_t *ss, statew_t *w, int *fds, size_t *n) {
+    const session_t *s;
+    const call_t *c;
+    buf_t tmp = {0};
+    *n = 0;
+    statew_rec(w, "sessions");
+    statew_u64(w, ss->next_id);
+    statew_u64(w, ss->start_seq);
+    statew_u64(w, ss->started_ms);
+#define XX(f)                        \
+    statew_rec(w, "scounter");       \
+    statew_word(w, #f);              \
+    statew_u64(w, ss->stats.f);
+    XX(connections_total) XX(rejected) XX(rejected_per_uid) XX(denied) XX(requests)
+    XX(errors) XX(output_overflows) XX(upgrades) XX(upgrade_failures) XX(upgrade_ms)
+    XX(upgrade_state_bytes)
+#undef XX
+    for (int cmd = 0; cmd < PROTO_CMD_COUNT; cmd++) {
+        statew_rec(w, "replies");
+        statew_str(w, cmd == PROTO_CMD_NONE ? "" : proto_cmd_name((proto_cmd_t)cmd));
+        for (int i = 0; i < SESSION_RESULTS; i++) statew_u64(w, ss->stats.replies[cmd][i]);
+    }
+    LIST_FOREACH(s, &ss->all, all) {
+        uv_os_fd_t fd;
+        if (uv_fileno((const uv_handle_t *)s->pipe, &fd) != 0) {
+            w->failed = 1;
+            continue;
+        }
+        fds[(*n)++] = fd;
+        statew_rec(w, "conn");
+        statew_u64(w, (uint64_t)fd);
+        statew_u64(w, s->id);
+        statew_u64(w, s->connected_ms);
+        statew_u64(w, s->grants);
+        statew_u64(w, s->timeouts);
+        statew_u64(w, s->state == SESSION_DRAINING);
+        statew_u64(w, (uint64_t)s->eof);
+        statew_u64(w, (uint64_t)s->quitting);
+        statew_bytes(w, s->quit_tag, s->quit_tag_len);
+        statew_u64(w, (uint64_t)s->cancel_checked);
+        statew_u64(w, (uint64_t)s->cancelled);
+        statew_bytes(w, buf_start(&s->in), s->in.len);
+        statew_bytes(w, s->parser.partial ? s->parser.partial : "", s->parser.len);
+        save_output(s, w, &tmp);
+        lockmgr_owner_save(ss->locks, s->owner, w);
+        /* calls in the order they came: their lines form again in it */
+        TAILQ_FOREACH(c, &s->calls, link) save_call(s, c, w);
+    }
+    buf_free(&tmp);
+}
+
+int sessions_load(sessions_t *ss, const char *word, stater_t *r) {
+    char name[STATE_WORD_MAX];
+    if (strcmp(word, "sessions") == 0) {
+        ss->next_id = stater_u64(r);
+        ss->start_seq = stater_u64(r);
+        uint64_t started = stater_u64(r);
+        if (!r->err && started <= uv_now(ss->loop)) ss->started_ms = started;
+        return 1;
+    }
+    if (strcmp(word, "scounter") == 0) {
+        stater_word(r, name);
+        uint64_t v = stater_u64(r);
+        if (r->err) return 1;
+#define XX(f) \
+    if (strcmp(name, #f) == 0) ss->stats.f = v;
+        XX(connections_total) XX(rejected) XX(rejected_per_uid) XX(denied) XX(requests)
+        XX(errors) XX(output_overflows) XX(upgrades) XX(upgrade_failures) XX(upgrade_ms)
+        XX(upgrade_state_bytes)
+#undef XX
+        return 1;
+    }
+    if (strcmp(word, "replies") == 0) {
+        const char *cname;
+        size_t len;
+        stater_bytes(r, &cname, &len);
+        proto_cmd_t cmd = len == 0 ? PROTO_CMD_NONE : proto_cmd_of(cname, len);
+        if (len > 0 && cmd == PROTO_CMD_NONE) return 1; /* a verb this one lacks */
+        for (int i = 0; i < SESSION_RESULTS && stater_more(r); i++)
+            ss->stats.replies[cmd][i] = stater_u64(r);
+        return 1;
+    }
+    return 0;
+}
+
+lock_owner_t *session_owner(const session_t *s) {
+    return s->owner;
+}
+
+session_t *sessions_load_conn(sessions_t *ss, uv_pipe_t *pipe, const session_peer_t *peer,
+                              stater_t *r) {
+    const char *in, *partial, *out, *qtag;
+    size_t in_len, partial_len, out_len, qtag_len;
+    uint64_t id = stater_u64(r), connected = stater_u64(r), grants = stater_u64(r),
+             timeouts = stater_u64(r), draining = stater_u64(r), eof = stater_u64(r),
+             quitting = stater_u64(r);
+    stater_bytes(r, &qtag, &qtag_len);
+    uint64_t cancel_checked = stater_u64(r), cancelled = stater_u64(r);
+    stater_bytes(r, &in, &in_len);
+    stater_bytes(r, &partial, &partial_len);
+    stater_bytes(r, &out, &out_len);
+    if (r->err) return NULL;
+    if (id == 0 || id > ss->next_id || qtag_len > PROTO_TAG_MAX) {
+        stater_fail(r, "a conn record is not one this dlockd knows");
+        return NULL;
+    }
+    session_t *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        stater_fail(r, "out of memory");
+        return NULL;
+    }
+    s->ss = ss;
+    TAILQ_INIT(&s->calls);
+    s->pipe = pipe;
+    pipe->data = s;
+    s->pid = peer->pid;
+    s->uid = peer->uid;
+    s->gid = peer->gid;
+    s->peer = peer->access;
+    s->leave = peer->leave;
+    s->leave_data = peer->leave_data;
+    s->id = id;
+    s->connected_ms = connected <= uv_now(ss->loop) ? connected : uv_now(ss->loop);
+    s->grants = grants;
+    s->timeouts = timeouts;
+    s->state = draining ? SESSION_DRAINING : SESSION_READY;
+    s->eof = eof != 0;
+    s->quitting = quitting != 0;
+    memcpy(s->quit_tag, qtag, qtag_len);
+    s->quit_tag_len = (uint8_t)qtag_len;
+    s->cancel_checked = cancel_checked != 0;
+    s->cancelled = cancelled != 0;
+    proto_parser_init(&s->parser, ss->conf->max_line);
+    LIST_INSERT_HEAD(&ss->all, s, all);
+    ss->stats.connections++;
+    s->owner = lockmgr_owner_new(ss->locks, s->id, s->uid, on_lock_reply, on_lock_event, s);
+    size_t used;
+    proto_request_t req;
+    if (s->owner == NULL || (in_len > 0 && buf_append(&s->in, in, in_len) != 0) ||
+        (out_len > 0 && buf_append(&s->out, out, out_len) != 0) ||
+        (partial_len > 0 &&
+         proto_feed(&s->parser, partial, partial_len, &used, &req) != PROTO_NEED_MORE)) {
+        /* a partial line is one: the parser keeps it whole */
+        stater_fail(r, s->owner == NULL ? "out of memory" : "a connection's input is not as kept");
+        s->state = SESSION_CLOSING;
+        uv_close((uv_handle_t *)s->pipe, on_close);
+        return NULL;
+    }
+    lockmgr_owner_set_pid(s->owner, s->pid);
+    return s;
+}
+
+void session_load_call(session_t *s, stater_t *r) {
+    proto_request_t req;
+    const char *cname, *tag, *name, *value;
+    size_t clen, tag_len, name_len, value_len;
+    memset(&req, 0, sizeof(req));
+    uint64_t started = stater_u64(r), seq = stater_u64(r), started_ms = stater_u64(r);
+    stater_bytes(r, &cname, &clen);
+    stater_bytes(r, &tag, &tag_len);
+    stater_bytes(r, &name, &name_len);
+    uint64_t wait_ms = stater_u64(r), lease_ms = stater_u64(r), count = stater_u64(r);
+    stater_bytes(r, &value, &value_len);
+    uint64_t limit = stater_u64(r), nnames = stater_u64(r);
+    if (r->err) return;
+    req.cmd = proto_cmd_of(cname, clen);
+    const verb_t *v = verb_of(s, req.cmd);
+    if (req.cmd == PROTO_CMD_NONE || v->start == NULL || tag_len > PROTO_TAG_MAX ||
+        name_len > PROTO_NAME_MAX || value_len > PROTO_VALUE_MAX || nnames > PROTO_MNAMES_MAX ||
+        wait_ms > UINT32_MAX || lease_ms > UINT32_MAX || count > UINT32_MAX ||
+        limit > UINT32_MAX || (tag_len > 0 && call_by_tag(s, tag, tag_len) != NULL) ||
+        (tag_len == 0 && s->untagged != NULL)) {
+        stater_fail(r, "a call record is not one this dlockd knows");
+        return;
+    }
+    memcpy(req.tag, tag, tag_len);
+    req.tag_len = (uint8_t)tag_len;
+    memcpy(req.name, name, name_len);
+    req.name_len = name_len;
+    memcpy(req.value, value, value_len);
+    req.value_len = value_len;
+    req.wait_ms = (uint32_t)wait_ms;
+    req.lease_ms = (uint32_t)lease_ms;
+    req.count = (uint32_t)count;
+    req.limit = (uint32_t)limit;
+    if (nnames > 0) {
+        const char *ns[PROTO_MNAMES_MAX];
+        size_t lens[PROTO_MNAMES_MAX], total = 0;
+        for (uint64_t i = 0; i < nnames; i++) {
+            stater_bytes(r, &ns[i], &lens[i]);
+            if (lens[i] == 0 || lens[i] > PROTO_NAME_MAX) stater_fail(r, "a name is too long");
+            total += lens[i] + 1;
+        }
+        if (r->err) return;
+        if (total > UINT16_MAX || (req.mnames = malloc(total)) == NULL) {
+            stater_fail(r, "a call's names do not fit");
+            return;
+        }
+        size_t off = 0;
+        for (uint64_t i = 0; i < nnames; i++) {
+            memcpy(req.mnames + off, ns[i], lens[i]);
+            req.mnames[off + lens[i]] = '\0';
+            req.moff[i] = (uint16_t)off;
+            req.mlen[i] = (uint8_t)lens[i];
+            off += lens[i] + 1;
+        }
+        req.nnames = (unsigned)nnames;
+    }
+    call_t *c = call_new(s, &req); /* it takes the names */
+    proto_request_free(&req);
+    if (c == NULL) {
+        stater_fail(r, "out of memory");
+        return;
+    }
+    c->restart = started != 0;
+    c->start_seq = seq;
+    c->started_ms = started_ms;
+}
+
+static int by_start_seq(const void *a, const void *b) {
+    const call_t *x = *(call_t *const *)a, *y = *(call_t *const *)b;
+    return x->start_seq < y->start_seq ? -1 : x->start_seq > y->start_seq;
+}
+
+/* What is left of a TRY wait started at started_ms: at least 1 ms, so
+ * that it stays a wait (0 is one try). */
+static uint32_t wait_left(uint32_t wait_ms, uint64_t started_ms, uint64_t now) {
+    uint64_t spent = now > started_ms ? now - started_ms : 0;
+    return spent + 1 >= wait_ms ? 1 : (uint32_t)(wait_ms - spent);
+}
+
+void sessions_resume(sessions_t *ss) {
+    session_t *s;
+    call_t *c, **all = NULL;
+    size_t n = 0, cap = 0;
+    uint64_t now = uv_now(ss->loop);
+    ss->frozen = 0;
+    LIST_FOREACH(s, &ss->all, all) {
+        TAILQ_FOREACH(c, &s->calls, link) {
+            if (!c->restart) continue;
+            if (n == cap) {
+                size_t ncap = cap ? cap * 2 : 64;
+                call_t **grown = realloc(all, ncap * sizeof(*all));
+                if (grown == NULL) break;
+                all = grown;
+                cap = ncap;
+            }
+            all[n++] = c;
+        }
+    }
+    if (n > 0) qsort(all, n, sizeof(*all), by_start_seq);
+    /* Each asks again as the first time, in the order they first came:
+     * the local queues form again in it, and Redis's places are the
+     * owners'. */
+    for (size_t i = 0; i < n; i++) {
+        c = all[i];
+        c->restart = 0;
+        if (c->s->state == SESSION_CLOSING) continue;
+        if ((verb_of(c->s, c->req.cmd)->flags & LOCK_WORD_TRY) && c->req.wait_ms > 0)
+            c->req.wait_ms = wait_left(c->req.wait_ms, c->started_ms, now);
+        c->s->cmd = c->req.cmd;
+        call_start(c);
+    }
+    free(all);
+    LIST_FOREACH(s, &ss->all, all) {
+        if (s->state == SESSION_CLOSING) continue;
+        if (reads(s)) uv_read_start((uv_stream_t *)s->pipe, on_alloc, on_read);
+        else deaf_add(s);
+        s->unpark = 1;
+        mark_dirty(s);
+    }
 }

@@ -39,6 +39,11 @@ typedef struct sessions_stats_s {
     uint64_t errors;            /* ERR replies */
     uint64_t output_overflows;  /* closed past max_output */
     uint64_t uptime_s;
+    /* live restores (daemon/handover.c), carried from process to process */
+    uint64_t upgrades;          /* hand-overs since the first start */
+    uint64_t upgrade_failures;  /* hand-overs that failed, the old process serving on */
+    uint64_t upgrade_ms;        /* the last hand-over's time, signal to serving */
+    uint64_t upgrade_state_bytes; /* ... and its state's size */
     /* replies by verb (PROTO_CMD_NONE: an unknown one) and SESSION_RESULT_* */
     uint64_t replies[PROTO_CMD_COUNT][SESSION_RESULTS];
 } sessions_stats_t;
@@ -79,5 +84,41 @@ void sessions_stats(const sessions_t *ss, sessions_stats_t *out);
 struct listing_ring_s;
 const struct listing_ring_s *sessions_lost(const sessions_t *ss);
 lockmgr_t *sessions_locks(const sessions_t *ss);
+
+/* ---- live restore (daemon/handover.c) ---- */
+typedef struct session_s session_t;
+struct statew_s;
+struct stater_s;
+/* Frozen, no connection is read and no request starts (nor is taken:
+ * new connections are admitted but not read); replies still go out. */
+void sessions_freeze(sessions_t *ss, int frozen);
+/* NULL when every connection can be handed over as it is now, else why
+ * not: a request in progress that is no wait, one closing. Frozen, it
+ * becomes NULL once what is in flight is answered. */
+const char *sessions_busy(const sessions_t *ss);
+/* Every connection (conn records with its socket's descriptor, its owner's
+ * records, its calls) and the counters. The descriptors in *fds (n of them,
+ * at most ss's connections), for the caller to pass on. */
+void sessions_save(const sessions_t *ss, struct statew_s *w, int *fds, size_t *n);
+/* The counters and what the sessions know of the process (a save's
+ * records that are no connection's): 1 if word was one. */
+int sessions_load(sessions_t *ss, const char *word, struct stater_s *r);
+/* A conn record, its descriptor read already into pipe (opened, not
+ * reading) and its peer (admitted, server.c): the session made as it
+ * was. NULL on an error, in r (pipe is then the caller's to close). */
+session_t *sessions_load_conn(sessions_t *ss, uv_pipe_t *pipe, const session_peer_t *peer,
+                              struct stater_s *r);
+lock_owner_t *session_owner(const session_t *s);
+/* A call record of s's. */
+void session_load_call(session_t *s, struct stater_s *r);
+/* The new process serves: every call that was in the lock manager is
+ * asked again, in the order they were first asked, a TRY wait with what
+ * was left of it; then the connections are read and the replies carried
+ * over sent. */
+void sessions_resume(sessions_t *ss);
+/* Connections, those closing too. */
+size_t sessions_count(const sessions_t *ss);
+/* A hand-over: ok, or failed; ms and bytes of an ok one. */
+void sessions_count_upgrade(sessions_t *ss, int ok, uint64_t ms, uint64_t bytes);
 
 #endif

@@ -16,13 +16,32 @@ void backend_notify_state(backend_t *b) {
     if (b->on_state) b->on_state(b->state_data);
 }
 
+/* An op's answer: it is in flight no more, and its own callback runs. */
+static void on_answered(backend_op_t *op) {
+    backend_t *b = op->submitted_to;
+    op->submitted_to = NULL;
+    op->cb = op->user_cb;
+    b->inflight--;
+    op->cb(op);
+}
+
 void backend_submit(backend_t *b, backend_op_t *op) {
     /* The backend's own fields start clear, whatever the caller's memory
      * held (the watchdog's batches are not zeroed). */
     op->route = 0;
     op->tries = 0;
     op->deadline = 0;
+    if (op->cb != on_answered) { /* a topology's resend is counted once */
+        op->user_cb = op->cb;
+        op->cb = on_answered;
+        op->submitted_to = b;
+        b->inflight++;
+    }
     b->type->submit(b, op);
+}
+
+size_t backend_inflight(const backend_t *b) {
+    return b->inflight;
 }
 
 void backend_watch(backend_t *b, const char *name, size_t len, backend_mode_t mode,

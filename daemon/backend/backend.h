@@ -209,6 +209,9 @@ struct backend_op_s {
     /* out */
     backend_result_t res;
     /* the backend's while submitted */
+    backend_op_cb user_cb;      /* cb as given: backend_submit counts the op
+                                   in flight until it is called */
+    backend_t *submitted_to;
     STAILQ_ENTRY(backend_op_s) link;
     uint64_t queued_at;
     uint64_t deadline;          /* a topology that retries: when it gives up */
@@ -304,6 +307,7 @@ struct backend_s {
     uv_loop_t *loop;
     const conf_t *conf;         /* the running configuration (command_timeout_ms) */
     char uuid[BACKEND_UUID_MAX];      /* this daemon's owner-field prefix */
+    size_t inflight;            /* ops submitted and not yet answered */
     char prefix[CONF_PREFIX_MAX + 1]; /* key_prefix */
 };
 
@@ -324,14 +328,22 @@ backend_t *cluster_open(const backend_env_t *env, char *err, size_t errlen);
 backend_t *quorum_open(const backend_env_t *env, char *err, size_t errlen);
 
 /* Opens the topology the configuration names. NULL with err on failure
- * (e.g. a TLS file that cannot be read). */
-backend_t *backend_open(uv_loop_t *loop, timers_t *timers, const conf_t *conf, char *err,
-                        size_t errlen);
+ * (e.g. a TLS file that cannot be read). uuid is the daemon's owner-field
+ * prefix: NULL makes a new one (a start), a live restore passes the one
+ * its predecessor's holds carry in Redis. */
+backend_t *backend_open(uv_loop_t *loop, timers_t *timers, const conf_t *conf, const char *uuid,
+                        char *err, size_t errlen);
 /* Pending ops get BACKEND_DOWN, then everything is freed. */
 void backend_close(backend_t *b);
 
 void backend_on_state(backend_t *b, backend_state_cb cb, void *data);
 void backend_submit(backend_t *b, backend_op_t *op);
+/* The callback op was submitted with (cb is the backend's while in flight). */
+static inline backend_op_cb backend_op_cb_of(const backend_op_t *op) {
+    return op->submitted_to != NULL ? op->user_cb : op->cb;
+}
+/* Ops submitted and not answered yet: a live restore hands over when none is. */
+size_t backend_inflight(const backend_t *b);
 void backend_watch(backend_t *b, const char *name, size_t len, backend_mode_t mode,
                    uint64_t owner, backend_watch_cb cb, void *data);
 void backend_unwatch(backend_t *b, const char *name, size_t len, backend_mode_t mode,

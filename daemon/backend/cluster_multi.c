@@ -46,7 +46,7 @@ static void on_sub(backend_op_t *op);
 int cluster_multi_split(const backend_t *b, const cluster_multi_env_t *env,
                         const backend_op_t *op) {
     if (op->type != BACKEND_ACQUIRE || op->mode != BACKEND_MULTI || op->nnames < 2) return 0;
-    if (op->cb == on_sub) return 0; /* a group of ours: it goes as it is */
+    if (backend_op_cb_of(op) == on_sub) return 0; /* a group of ours: it goes as it is */
     unsigned first = env->slot_of(b, op->names[0].name, op->names[0].len);
     for (size_t i = 1; i < op->nnames; i++)
         if (env->slot_of(b, op->names[i].name, op->names[i].len) != first ||

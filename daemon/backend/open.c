@@ -9,12 +9,16 @@
 #include "daemon/backend/node.h"
 #include "daemon/backend/tls.h"
 
-backend_t *backend_open(uv_loop_t *loop, timers_t *timers, const conf_t *conf, char *err,
-                        size_t errlen) {
+backend_t *backend_open(uv_loop_t *loop, timers_t *timers, const conf_t *conf,
+                        const char *given_uuid, char *err, size_t errlen) {
     char uuid[KEYS_UUID_LEN + 1], host[128], name[CONF_STR_MAX];
-    uuid_t u;
-    uuid_generate(u);
-    uuid_unparse_lower(u, uuid);
+    if (given_uuid != NULL) {
+        snprintf(uuid, sizeof(uuid), "%s", given_uuid);
+    } else {
+        uuid_t u;
+        uuid_generate(u);
+        uuid_unparse_lower(u, uuid);
+    }
     if (gethostname(host, sizeof(host)) != 0) snprintf(host, sizeof(host), "unknown");
     host[sizeof(host) - 1] = '\0';
     snprintf(name, sizeof(name), "dlockd:%s:%ld", host, (long)getpid());

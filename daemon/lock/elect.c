@@ -18,6 +18,7 @@
 #include "daemon/lock/elect.h"
 #include "daemon/lock/redisq.h"
 #include "daemon/log.h"
+#include "daemon/util/statefmt.h"
 #include "daemon/util/util.h"
 
 /* A candidate's value, by <owner id><name>. */
@@ -82,6 +83,28 @@ void lockmgr_elect_stats(const lockmgr_t *m, lockmgr_elect_stats_t *out) {
     if (elect_of(m) == NULL) return;
     *out = elect_of(m)->stats;
     out->candidates = elect_of(m)->cands_count - elect_of(m)->cands_lingering;
+}
+
+/* A live restore: the counters that only go up (the others are counts of
+ * what is restored). */
+static void elect_save(const lockmgr_t *m, statew_t *w) {
+    if (elect_of(m) == NULL) return;
+    statew_rec(w, "elect_counters");
+    statew_u64(w, elect_of(m)->stats.leader_events);
+    statew_u64(w, elect_of(m)->stats.rereads);
+}
+
+static int elect_load(lockmgr_t *m, lock_owner_t *o, const char *word, stater_t *r) {
+    if (strcmp(word, "elect_counters") != 0) return observe_load(m, o, word, r);
+    uint64_t events = stater_u64(r), rereads = stater_u64(r);
+    if (r->err) return 1;
+    if (elect_get(m) == NULL) {
+        stater_fail(r, "out of memory");
+        return 1;
+    }
+    elect_of(m)->stats.leader_events = events;
+    elect_of(m)->stats.rereads = rereads;
+    return 1;
 }
 
 /* INFO's: observers=, observed=, candidates=, leader_events=. */
@@ -271,4 +294,7 @@ const lock_kind_t lock_kind_elect = {
     .stats = elect_stats,
     .free_state = elect_free_state,
     .owner_drop = elect_owner_drop,
+    .save_owner = observe_save_owner,
+    .save = elect_save,
+    .load = elect_load,
 };

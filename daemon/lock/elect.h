@@ -80,6 +80,14 @@ void observe_request(lockmgr_t *m, lock_owner_t *o, const lock_request_t *req);
  * of o's (its owner_drop). */
 int observe_unobserve(lockmgr_t *m, lock_owner_t *o, const char *name, size_t len);
 void observe_unobserve_all(lockmgr_t *m, lock_owner_t *o);
+/* A live restore (handover.c): o's observations as observe records, and
+ * one such record read back (its word read already): 1 if the word was
+ * "observe". The observation keeps what its observer was told, so that
+ * only a later leader is an event. */
+struct statew_s;
+struct stater_s;
+void observe_save_owner(const lockmgr_t *m, const lock_owner_t *o, struct statew_s *w);
+int observe_load(lockmgr_t *m, lock_owner_t *o, const char *word, struct stater_s *r);
 /* The observe state's parts freed with elect_t (names, owners). */
 int observe_empty(const elect_t *e);
 

@@ -32,6 +32,9 @@
 
 #include "daemon/lock/internal.h"
 
+struct statew_s;
+struct stater_s;
+
 /* How STATUS answers for a hold of the kind. */
 typedef enum {
     LOCK_STATUS_EXCLUSIVE = 0, /* FREE, TAKEN <ttl>, MINE <holds> <ttl> <fence> */
@@ -137,6 +140,16 @@ struct lock_kind_s {
      * kind's own state keeps of it besides holds and waits goes (an
      * election's observations). Called when the slot is not NULL. */
     void (*owner_drop)(lockmgr_t *m, lock_owner_t *o);
+
+    /* A live restore (handover.c): what the kind keeps besides holds and
+     * waits, as records of words of its own. Optional: save_owner writes
+     * what it keeps of o (an election's observations), save what it keeps
+     * of no one owner (its counters); load reads one such record, its word
+     * read already, for o (NULL for save's), and says 1 if the word was
+     * its (errors go into r), 0 if not. The slot may be NULL in each. */
+    void (*save_owner)(const lockmgr_t *m, const lock_owner_t *o, struct statew_s *w);
+    void (*save)(const lockmgr_t *m, struct statew_s *w);
+    int (*load)(lockmgr_t *m, lock_owner_t *o, const char *word, struct stater_s *r);
 };
 
 /* A kind's struct T fits an area of size bytes (LOCK_KIND_*_AREA), at

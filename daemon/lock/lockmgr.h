@@ -402,4 +402,29 @@ void lockmgr_list_fill(lockmgr_t *mgr, struct list_entry_s *e);
 /* The backend the manager was made with. */
 backend_t *lockmgr_backend(const lockmgr_t *mgr);
 
+/* Live restore (daemon/lock/handover.c): the state one process hands to
+ * the next, as records (daemon/util/statefmt.h). Waits are not in it: the
+ * caller asks for them again, in the order they came, once the new
+ * process serves (their places in Redis are their owners', whose ids it
+ * keeps). */
+struct statew_s;
+struct stater_s;
+/* NULL when nothing is in flight that a hand-over could not carry, else
+ * what is (for the log): Redis requests, releases waiting for Redis. */
+const char *lockmgr_busy(const lockmgr_t *mgr);
+/* 1 if call is a wait of owner's in the lock manager (LOCK and the like,
+ * their requests whose answer waits for a holder), which a hand-over
+ * carries by asking again; 0 for anything else. */
+int lockmgr_is_wait(const lock_owner_t *owner, const void *call);
+/* What owner holds (hold records: name, mode, count, fence, lease, when
+ * Redis last confirmed it) and what its kinds keep of it (observations). */
+void lockmgr_owner_save(const lockmgr_t *mgr, const lock_owner_t *owner, struct statew_s *w);
+/* The counters INFO and the metrics show, and the kinds' own. */
+void lockmgr_save(const lockmgr_t *mgr, struct statew_s *w);
+/* Reads one record either wrote, its word read already (owner: the
+ * owner's records' owner, NULL for lockmgr_save's): a hold is made as
+ * it was, with its watchdog or lease timer, and nothing goes to Redis.
+ * 1 if the word was the lock manager's, 0 if not; errors go into r. */
+int lockmgr_load(lockmgr_t *mgr, lock_owner_t *owner, const char *word, struct stater_s *r);
+
 #endif

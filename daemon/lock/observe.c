@@ -19,6 +19,7 @@
 
 #include "daemon/lock/elect.h"
 #include "daemon/log.h"
+#include "daemon/util/statefmt.h"
 #include "daemon/util/util.h"
 
 typedef struct obs_s obs_t;
@@ -236,7 +237,7 @@ static void read_leader(oname_t *on) {
 
 /* ---- observers -------------------------------------------------------------------- */
 
-static oowner_t *oowner_find(lockmgr_t *m, uint64_t id) {
+static oowner_t *oowner_find(const lockmgr_t *m, uint64_t id) {
     if (elect_of(m) == NULL) return NULL;
     hmap_node_t *n = hmap_get(&elect_of(m)->owners, (const char *)&id, sizeof(id));
     return n ? container_of(n, oowner_t, node) : NULL;
@@ -399,4 +400,42 @@ int observe_unobserve(lockmgr_t *m, lock_owner_t *o, const char *name, size_t le
 void observe_unobserve_all(lockmgr_t *m, lock_owner_t *o) {
     oowner_t *oo;
     while ((oo = oowner_find(m, o->id)) != NULL) obs_free(m, LIST_FIRST(&oo->obs));
+}
+
+/* ---- live restore ----------------------------------------------------------------- */
+
+void observe_save_owner(const lockmgr_t *m, const lock_owner_t *o, statew_t *w) {
+    oowner_t *oo = oowner_find(m, o->id);
+    obs_t *ob;
+    if (oo == NULL) return;
+    LIST_FOREACH(ob, &oo->obs, by_owner) {
+        statew_rec(w, "observe");
+        statew_bytes(w, ob->on->name, ob->on->len);
+        statew_u64(w, ob->told);
+        statew_u64(w, (uint64_t)ob->none);
+    }
+}
+
+int observe_load(lockmgr_t *m, lock_owner_t *o, const char *word, stater_t *r) {
+    const char *name;
+    size_t len;
+    if (strcmp(word, "observe") != 0) return 0;
+    stater_bytes(r, &name, &len);
+    uint64_t told = stater_u64(r), none = stater_u64(r);
+    if (r->err) return 1;
+    if (o == NULL || len == 0 || len > ELECT_NAME_MAX || obs_of(m, o, name, len) != NULL) {
+        stater_fail(r, "an observe record is not one this dlockd knows");
+        return 1;
+    }
+    /* The name's watch starts; its confirmation reads the leader, and the
+     * observer hears of it only if it is not what it was told. */
+    oname_t *on = elect_get(m) != NULL ? oname_get(m, name, len) : NULL;
+    obs_t *ob = on != NULL ? obs_new(m, o, on, told) : NULL;
+    if (ob == NULL) {
+        if (on != NULL) oname_maybe_free(on);
+        stater_fail(r, "out of memory");
+        return 1;
+    }
+    ob->none = none != 0;
+    return 1;
 }
