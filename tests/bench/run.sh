@@ -118,7 +118,9 @@
 #      (1000) more each waiting for one of them (LOCK of a held name), while
 #      4 probe connections time LOCK/UNLOCK pairs of names of their own
 #      (dlock-bench upgrade); SIGUSR2 to the daemon (INFO's pid) after 1 s,
-#      INFO polled every 10 ms until upgrades goes up, the probes 1 s more.
+#      INFO polled every 10 ms until upgrades goes up (or upgrade_failures:
+#      a failed hand-over must change nothing, so the checks below still
+#      run, against the old process), the probes 1 s more.
 #      The pause: the longest probe request in progress at some moment from
 #      the signal to that INFO (target <= 200 ms); INFO's upgrade_ms (the
 #      whole hand-over) and upgrade_state_bytes; then the checks that
@@ -2252,9 +2254,13 @@ if want 17; then
     if ((up_ok)); then
         v=$(kv "$OUT" pause_ms)
         need "$v" "upgrade pause_ms"
+        check "live restore: the hand-over took (INFO upgrades up by one, upgrade_failures not)" \
+            "$(kv "$OUT" handed_over)" "" "==" 1
+        [ "$(kv "$OUT" handed_over)" = 1 ] ||
+            problem "live restore: the hand-over failed (upgrade_failures=$(kv "$OUT" upgrade_failures)): $(grep -h 'upgrade failed' "$T/dlockd-upgrade.log" | tail -n 1)"
         check "live restore: pause, the longest probe request across the hand-over ($UP_C connections, $up_locks locks, $UP_W waiting)" \
             "$v" " ms" "<=" "$UP_PAUSE_MS"
-        info "live restore: INFO upgrade_ms (the whole hand-over); SIGUSR2 -> INFO saying upgrades went up" \
+        info "live restore: INFO upgrade_ms (the whole hand-over); SIGUSR2 -> the INFO saying it ended" \
             "$(kv "$OUT" upgrade_ms) ms; $(kv "$OUT" handover_seen_ms) ms"
         info "live restore: INFO upgrade_state_bytes" "$(kv "$OUT" upgrade_state_bytes) B"
         info "live restore: probe requests before the signal p50 / p99 / max; max after the hand-over" \

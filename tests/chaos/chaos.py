@@ -182,7 +182,7 @@ wait and a third by FAIRLOCK, and a keeper holds a fourth; each hand-over
 awaited (INFO upgrades up by one, upgrade_failures unchanged, the old
 process exits 0). The history checker judges the whole stage; no
 connection may close, no !LOST come, the keeper's fence stays, INFO's
-counters carry over (about 15 s short, 45 s full).
+counters carry over (about 15 s short, 35 s full, and the checker's time).
 
 Every stage: no dlockd crash, each exits 0 on SIGTERM, and no sanitizer
 report or assertion failure in any dlockd log.
