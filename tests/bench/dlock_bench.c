@@ -1555,14 +1555,14 @@ static int cmd_herd(opts_t *o) {
  * says which: a failed hand-over must have changed nothing, so the rest
  * runs the same), and the probes go on -w seconds more. The pause is the
  * longest probe request in progress at some moment between the signal and
- * the INFO that said it was done. Then what must have
- * survived it: each holder's STATUS of u<i>_0 answers OK MINE with the
- * fence it was granted; INFO's locks_held and waiters; each waiter is
- * granted, with a greater fence, once its holder UNLOCKs. A connection
- * the daemon closes ends the run (exit 3). */
+ * the INFO that said it was done. Then what must have survived it: each
+ * holder's STATUS of u<i>_0 answers OK MINE with the fence it was
+ * granted; INFO's locks_held and waiters; each waiter is granted, with a
+ * greater fence, once its holder UNLOCKs. A connection the daemon closes
+ * ends the run (exit 3). */
 
 #define UP_INFO_EVERY_US 10000
-#define UP_TIMEOUT_MS 30000 /* the signal -> upgrades up, at most (-t) */
+#define UP_TIMEOUT_MS 30000 /* the signal -> the hand-over's end, at most (-t) */
 
 enum { UP_GRANT, UP_QUEUE, UP_MEASURE, UP_STATUS, UP_RELEASE };
 
@@ -1586,9 +1586,13 @@ typedef struct {
     char first_bad[512];
 } up_t;
 
-static void up_bad(up_t *u, const char *what, long id, const char *line) {
-    if (u->first_bad[0] == '\0')
-        snprintf(u->first_bad, sizeof(u->first_bad), "%.120s %ld: %.300s", what, id, line);
+/* Keeps the first wrong answer of the checks after the hand-over. */
+__attribute__((format(printf, 2, 3))) static void up_bad(up_t *u, const char *fmt, ...) {
+    va_list ap;
+    if (u->first_bad[0] != '\0') return;
+    va_start(ap, fmt);
+    vsnprintf(u->first_bad, sizeof(u->first_bad), fmt, ap);
+    va_end(ap);
 }
 
 static void up_probe_send(conn_t *c, int lock) {
@@ -1637,14 +1641,14 @@ static void up_holder_line(up_t *u, conn_t *c, const char *line) {
             u->status_ok++;
         } else {
             u->status_bad++;
-            up_bad(u, "STATUS u<i>_0 (fence granted before the hand-over: see it) on holder", i,
-                   line);
+            up_bad(u, "holder %ld: STATUS u%ld_0 answered '%.300s', its grant's fence %llu", i, i,
+                   line, u->fence0[i]);
         }
         return;
     case UP_RELEASE:
         u->answers++;
         if (strcmp(line, "OK 0") == 0) u->unlocks_ok++;
-        else up_bad(u, "UNLOCK u<i>_0 on holder", i, line);
+        else up_bad(u, "holder %ld: UNLOCK u%ld_0 answered '%.300s'", i, i, line);
         return;
     default:
         die(EXIT_DAEMON, "holder %ld: a reply nobody asked for: %s", i, line);
@@ -1658,7 +1662,8 @@ static void up_waiter_line(up_t *u, conn_t *c, const char *line) {
         die(EXIT_DAEMON, "waiter %ld: answered while its lock was held: %s", k, line);
     u->answers++;
     if (f > u->fence0[k] && holds == 1) u->waiters_ok++;
-    else up_bad(u, "waiter (fence must exceed its holder's) of", k, line);
+    else up_bad(u, "waiter %ld: LOCK u%ld_0 answered '%.300s', its holder's fence %llu", k, k,
+                line, u->fence0[k]);
 }
 
 static void up_admin_line(up_t *u, const char *line) {
