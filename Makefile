@@ -334,7 +334,7 @@ comma := ,
 # What each job takes (wall seconds on the 2-core machine, alone), for the
 # order only: the longest start first. A job not named here counts 5 s.
 TEST_EST := chaos-short-stages=120 san/itests/test_sentinel=47 san/itests/test_cluster=45 \
-  san/itests/test_quorum=39 package-test=36 chaos-short-netfaults=27 vg/itests/test_locks=26 \
+  san/itests/test_quorum=39 package-test=40 chaos-short-netfaults=27 vg/itests/test_locks=26 \
   vg/itests/test_server=22 san/itests/test_mlock_quorum=22 clients-go-test=17 \
   san/itests/test_replicas=16 san/itests/test_fairlock=16 san/itests/test_logs=15 \
   san/itests/test_mlock_cluster=13 san/itests/test_latch=12 san/itests/test_herd=20 san/itests/test_mlock=12 plain/itests/test_cluster_harness=11 \

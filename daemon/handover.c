@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <spawn.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -40,9 +41,9 @@ struct handover_s {
     const char *exe;
     char *const *argv;
     int running;
-    uint64_t signal_ms;        /* uv_now at the signal */
-    uint64_t give_up_ms;       /* ... and when the drain gives up */
-    uv_timer_t poll;
+    uint64_t signal_ms;        /* the signal, on CLOCK_MONOTONIC (both processes') */
+    uint64_t give_up_ms;       /* when the drain gives up, on the loop's clock */
+    uv_idle_t poll;            /* looks after every turn of the loop while it drains */
 };
 
 static uint64_t mono_ms(void) {
@@ -91,6 +92,17 @@ static int set_cloexec(int fd, int on) {
     return fcntl(fd, F_SETFD, on ? flags | FD_CLOEXEC : flags & ~FD_CLOEXEC);
 }
 
+static void count_up(void *data, const backend_node_info_t *node) {
+    if (node->up) (*(size_t *)data)++;
+}
+
+/* The Redis nodes whose command connection is up. */
+static size_t nodes_up(const backend_t *b) {
+    size_t n = 0;
+    backend_nodes(b, count_up, &n);
+    return n;
+}
+
 /* ---- the old process ------------------------------------------------------------ */
 
 handover_t *handover_new(const handover_parts_t *parts, const char *exe, char *const *argv) {
@@ -99,7 +111,7 @@ handover_t *handover_new(const handover_parts_t *parts, const char *exe, char *c
     h->p = *parts;
     h->exe = exe;
     h->argv = argv;
-    uv_timer_init(parts->loop, &h->poll);
+    uv_idle_init(parts->loop, &h->poll);
     h->poll.data = h;
     return h;
 }
@@ -121,10 +133,11 @@ static void fail(handover_t *h, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
-    uv_timer_stop(&h->poll);
+    uv_idle_stop(&h->poll);
     h->running = 0;
     sessions_count_upgrade(h->p.sessions, 0, 0, 0);
     log_error("upgrade failed, serving on: %s", why);
+    lockmgr_freeze(h->p.locks, 0);
     sessions_freeze(h->p.sessions, 0);
 }
 
@@ -141,9 +154,11 @@ static int write_state(handover_t *h, buf_t *b, int *fds, size_t *nfds) {
     statew_str(&w, lockmgr_backend(h->p.locks)->uuid);
     statew_u64(&w, (uint64_t)getpid());
     statew_u64(&w, h->signal_ms);
+    statew_u64(&w, nodes_up(h->p.backend));
     int lfd = server_fd(h->p.server), mfd = h->p.metrics ? metrics_fd(h->p.metrics) : -1;
     statew_rec(&w, "listen");
     statew_u64(&w, (uint64_t)lfd);
+    statew_str(&w, server_path(h->p.server));
     statew_rec(&w, "metrics");
     statew_i64(&w, mfd);
     fds[0] = lfd;
@@ -184,8 +199,10 @@ static void hand_over(handover_t *h) {
     char env_value[64], line[HANDOVER_LINE_MAX];
     char **env = NULL;
     pid_t pid = -1;
+    int cloexec_off = 0;        /* the descriptors to pass are open across exec */
 
-    uv_timer_stop(&h->poll);
+    uv_idle_stop(&h->poll);
+    uint64_t drained = mono_ms();
     if (fds == NULL || write_state(h, &state, fds, &nfds) != 0) {
         fail(h, "out of memory writing the state");
         goto out;
@@ -205,38 +222,40 @@ static void hand_over(handover_t *h) {
         fail(h, "out of memory");
         goto out;
     }
-    /* Only what the successor needs crosses exec. */
+    /* Only what the successor needs crosses exec; posix_spawn, not fork:
+     * no copy of this process's page tables, and an exec that fails is
+     * its answer. */
     for (size_t i = 0; i < nfds; i++) set_cloexec(fds[i], 0);
     set_cloexec(sp[1], 0);
     set_cloexec(mem, 0);
+    cloexec_off = 1;
     fflush(NULL);
-    pid = fork();
-    if (pid == 0) {
-        execve(h->exe, h->argv, env);
-        int n = snprintf(line, sizeof(line), HANDOVER_FAIL "cannot run %s: %s\n", h->exe,
-                         strerror(errno));
-        if (n > 0) (void)!write(sp[1], line, (size_t)n);
-        _exit(127);
-    }
-    int fork_errno = errno;
-    for (size_t i = 0; i < nfds; i++) set_cloexec(fds[i], 1);
+    int src = posix_spawn(&pid, h->exe, NULL, NULL, h->argv, env);
     close(sp[1]);
     sp[1] = -1;
-    if (pid < 0) {
-        fail(h, "fork: %s", strerror(fork_errno));
+    if (src != 0) {
+        fail(h, "cannot run %s: %s", h->exe, strerror(src));
         goto out;
     }
-    log_info("upgrade: handing over to %s (pid %ld): %zu connections, %zu bytes of state",
-             h->exe, (long)pid, sessions_count(h->p.sessions), state.len);
-    if (read_line(sp[0], line, sizeof(line), mono_ms() + HANDOVER_TIMEOUT_MS) != 0 ||
+    log_info("upgrade: handing over to %s (pid %ld): %zu connections, %zu bytes of state "
+             "(drained in %llu ms, written and started in %llu)", h->exe, (long)pid,
+             sessions_count(h->p.sessions), state.len,
+             (unsigned long long)(drained > h->signal_ms ? drained - h->signal_ms : 0),
+             (unsigned long long)(mono_ms() - drained));
+    /* This process renews nothing while it waits: never longer than a
+     * renewal period, which every hold outlives (a lease's 1/3 by
+     * default; its loss margin is 1/10). */
+    uint64_t wait_ms = HANDOVER_TIMEOUT_MS;
+    if (h->p.conf->renew_every_ms < wait_ms) wait_ms = h->p.conf->renew_every_ms;
+    if (read_line(sp[0], line, sizeof(line), mono_ms() + wait_ms) != 0 ||
         strcmp(line, HANDOVER_READY) != 0) {
         int status = 0;
         char why[HANDOVER_LINE_MAX];
         if (strncmp(line, HANDOVER_FAIL, strlen(HANDOVER_FAIL)) == 0)
             snprintf(why, sizeof(why), "%s", line + strlen(HANDOVER_FAIL));
         else
-            snprintf(why, sizeof(why), "the new process did not say it was ready in %d ms",
-                     HANDOVER_TIMEOUT_MS);
+            snprintf(why, sizeof(why), "the new process did not say it was ready in %llu ms",
+                     (unsigned long long)wait_ms);
         kill(pid, SIGKILL);
         waitpid(pid, &status, 0);
         if (strncmp(line, HANDOVER_FAIL, strlen(HANDOVER_FAIL)) != 0 && WIFEXITED(status))
@@ -246,25 +265,28 @@ static void hand_over(handover_t *h) {
         fail(h, "%s", why);
         goto out;
     }
-    /* systemd takes the new main pid in before this one goes. */
-    if (getenv("NOTIFY_SOCKET") != NULL) {
-        sd_notifyf(0, "MAINPID=%ld", (long)pid);
-        int rc = sd_notify_barrier(0, HANDOVER_BARRIER_US);
-        if (rc < 0) log_warn("upgrade: systemd did not confirm the new main pid: %s",
-                             strerror(-rc));
-    }
     if (write_all(sp[0], HANDOVER_GO "\n", strlen(HANDOVER_GO) + 1) != 0) {
-        if (getenv("NOTIFY_SOCKET") != NULL) sd_notifyf(0, "MAINPID=%ld", (long)getpid());
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
         fail(h, "the new process went away before it took over");
         goto out;
+    }
+    /* The new process serves; systemd takes its pid as the main one before
+     * this one goes (a crash of the new one from here on is a crash of
+     * the daemon: systemd sees its main process go). */
+    if (getenv("NOTIFY_SOCKET") != NULL) {
+        sd_notifyf(0, "MAINPID=%ld", (long)pid);
+        int brc = sd_notify_barrier(0, HANDOVER_BARRIER_US);
+        if (brc < 0) log_warn("upgrade: systemd did not confirm the new main pid: %s",
+                              strerror(-brc));
     }
     log_info("upgrade: pid %ld took over", (long)pid);
     fflush(NULL);
     /* Nothing is released, closed or said: it is all the successor's. */
     _exit(0);
 out:
+    if (cloexec_off)
+        for (size_t i = 0; i < nfds; i++) set_cloexec(fds[i], 1);
     if (sp[0] >= 0) close(sp[0]);
     if (sp[1] >= 0) close(sp[1]);
     if (mem >= 0) close(mem);
@@ -273,7 +295,7 @@ out:
     buf_free(&state);
 }
 
-static void on_poll(uv_timer_t *t) {
+static void on_poll(uv_idle_t *t) {
     handover_t *h = t->data;
     const char *why = lockmgr_busy(h->p.locks);
     if (why == NULL) why = sessions_busy(h->p.sessions);
@@ -296,11 +318,12 @@ void handover_start(handover_t *h) {
         return;
     }
     h->running = 1;
-    h->signal_ms = uv_now(h->p.loop);
-    h->give_up_ms = h->signal_ms + HANDOVER_DRAIN_MS;
+    h->signal_ms = mono_ms();
+    h->give_up_ms = uv_now(h->p.loop) + HANDOVER_DRAIN_MS;
     log_info("upgrade: SIGUSR2: stopping reading and handing over to %s", h->exe);
     sessions_freeze(h->p.sessions, 1);
-    uv_timer_start(&h->poll, on_poll, 0, HANDOVER_DRAIN_POLL_MS);
+    lockmgr_freeze(h->p.locks, 1);
+    uv_idle_start(&h->poll, on_poll);
 }
 
 /* ---- the new process ------------------------------------------------------------ */
@@ -376,13 +399,16 @@ int handover_read(handover_in_t *in, char *err, size_t errlen) {
             stater_str(&r, in->uuid, sizeof(in->uuid));
             in->old_pid = (long)stater_u64(&r);
             in->signal_ms = stater_u64(&r);
+            in->nodes_up = (size_t)stater_u64(&r);
         } else if (strcmp(word, "listen") == 0) {
             lfd = stater_u64(&r);
+            stater_str(&r, in->listen_path, sizeof(in->listen_path));
         } else if (strcmp(word, "metrics") == 0) {
             mfd = stater_i64(&r);
         }
     }
     if (r.err || strcmp(word, "connections") != 0 || in->uuid[0] == '\0' || lfd == 0 ||
+        in->listen_path[0] == '\0' ||
         lfd > INT32_MAX || mfd > INT32_MAX) {
         snprintf(err, errlen, "the state's head is broken: %s", r.err ? r.why : "a part is missing");
         return -1;
@@ -402,29 +428,39 @@ static void on_wait_closed(uv_handle_t *handle) {
     (void)handle;
 }
 
-int handover_await_backend(uv_loop_t *loop, backend_t *b, char *err, size_t errlen) {
+/* Redis as the old process had it: available, and as many nodes up (a
+ * Cluster's primaries connect one by one, and a request for a slot whose
+ * node is not connected yet is refused). */
+static int reached(const backend_t *b, size_t want_up) {
+    return backend_available(b, NULL, 0) && nodes_up(b) >= want_up;
+}
+
+int handover_await_backend(uv_loop_t *loop, backend_t *b, size_t want_up, char *err,
+                           size_t errlen) {
     uv_timer_t t;
     int expired = 0;
     uv_timer_init(loop, &t);
     t.data = &expired;
     uv_timer_start(&t, on_backend_wait, HANDOVER_BACKEND_WAIT_MS, 0);
-    while (!expired && !backend_available(b, NULL, 0)) uv_run(loop, UV_RUN_ONCE);
+    while (!expired && !reached(b, want_up)) uv_run(loop, UV_RUN_ONCE);
     uv_close((uv_handle_t *)&t, on_wait_closed);
     uv_run(loop, UV_RUN_NOWAIT);
-    if (!backend_available(b, NULL, 0)) {
+    if (!reached(b, want_up)) {
         char d[256];
         backend_describe(b, NULL, 0, d, sizeof(d));
-        snprintf(err, errlen, "Redis did not answer in %d ms (%s)", HANDOVER_BACKEND_WAIT_MS, d);
+        snprintf(err, errlen, "Redis did not answer as it did the old process (%zu nodes up) in "
+                 "%d ms (%s)", want_up, HANDOVER_BACKEND_WAIT_MS, d);
         return -1;
     }
     return 0;
 }
 
 int handover_restore(handover_in_t *in, const handover_parts_t *p, char *err, size_t errlen) {
+    uint64_t started = mono_ms();
     stater_t r;
     char word[STATE_WORD_MAX];
     session_t *s = NULL;
-    size_t conns = 0;
+    size_t conns = 0, calls = 0;
     uv_update_time(p->loop);
     stater_init(&r, in->text + in->offset, in->len - in->offset);
     while (stater_rec(&r, word)) {
@@ -434,6 +470,7 @@ int handover_restore(handover_in_t *in, const handover_parts_t *p, char *err, si
             uv_pipe_t *pipe;
             session_peer_t peer;
             char why[256];
+            sessions_load_peer(&r, &peer);
             if (r.err) break;
             if (fd > INT32_MAX ||
                 server_readmit(p->server, (int)fd, &pipe, &peer, why, sizeof(why)) != 0) {
@@ -445,6 +482,7 @@ int handover_restore(handover_in_t *in, const handover_parts_t *p, char *err, si
         } else if (strcmp(word, "call") == 0) {
             if (s == NULL) stater_fail(&r, "a call before any connection");
             else session_load_call(s, &r);
+            calls++;
         } else if (!lockmgr_load(p->locks, s ? session_owner(s) : NULL, word, &r) &&
                    !sessions_load(p->sessions, word, &r)) {
             stater_fail(&r, "a record this dlockd does not know");
@@ -459,20 +497,25 @@ int handover_restore(handover_in_t *in, const handover_parts_t *p, char *err, si
                  r.err ? r.why : "it has no end");
         return -1;
     }
+    if (lockmgr_load_done(p->locks) != 0) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
     lockmgr_stats_t ls;
     lockmgr_stats(p->locks, &ls);
-    log_info("upgrade: took over from pid %ld: %zu connections, %llu holds, %zu bytes of state",
-             in->old_pid, conns, (unsigned long long)ls.locks_held, in->len);
+    log_info("upgrade: took over from pid %ld: %zu connections, %llu holds, %zu requests in "
+             "progress, %zu bytes of state (%llu ms after the signal, restored in %llu)",
+             in->old_pid, conns, (unsigned long long)ls.locks_held, calls, in->len,
+             (unsigned long long)(mono_ms() - in->signal_ms),
+             (unsigned long long)(mono_ms() - started));
     return 0;
 }
 
 int handover_commit(handover_in_t *in) {
     char line[HANDOVER_LINE_MAX];
     if (write_all(in->channel, HANDOVER_READY "\n", strlen(HANDOVER_READY) + 1) != 0) return -1;
-    /* The old process answers at once; it waits at most this long for
-     * systemd in between. */
-    if (read_line(in->channel, line, sizeof(line),
-                  mono_ms() + HANDOVER_TIMEOUT_MS + HANDOVER_BARRIER_US / 1000) != 0 ||
+    /* The old process answers at once. */
+    if (read_line(in->channel, line, sizeof(line), mono_ms() + HANDOVER_TIMEOUT_MS) != 0 ||
         strcmp(line, HANDOVER_GO) != 0)
         return -1;
     close(in->channel);
@@ -482,7 +525,7 @@ int handover_commit(handover_in_t *in) {
 
 void handover_resume(handover_in_t *in, const handover_parts_t *p) {
     uv_update_time(p->loop);
-    uint64_t now = uv_now(p->loop);
+    uint64_t now = mono_ms();
     sessions_count_upgrade(p->sessions, 1, now > in->signal_ms ? now - in->signal_ms : 0,
                            in->len);
     free(in->text);
@@ -532,7 +575,8 @@ int handover_request(const char *path) {
     long pid, npid = 0;
     unsigned long long ups, fails, nups = 0, nfails = 0;
     if (ask_info(path, &pid, &ups, &fails) != 0) {
-        fprintf(stderr, "dlockd: no dlockd answers INFO on %s\n", path);
+        fprintf(stderr, "dlockd: no dlockd on %s says its pid in INFO (none runs, or one too "
+                "old to hand over: restart it)\n", path);
         return 1;
     }
     if (kill((pid_t)pid, SIGUSR2) != 0) {

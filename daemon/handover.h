@@ -32,9 +32,8 @@
 /* How long the old process waits for nothing to be in flight to Redis
  * before it gives up and serves on. */
 #define HANDOVER_DRAIN_MS 5000
-/* ... looking this often. */
-#define HANDOVER_DRAIN_POLL_MS 1
-/* How long the new process may take to say READY. */
+/* How long the new process may take to say READY (at most renew_every_ms:
+ * the old process renews nothing while it waits). */
 #define HANDOVER_TIMEOUT_MS 10000
 /* How long the new process waits for Redis before it gives up. */
 #define HANDOVER_BACKEND_WAIT_MS 5000
@@ -74,8 +73,10 @@ typedef struct handover_in_s {
     size_t len;
     char uuid[BACKEND_UUID_MAX];
     long old_pid;
-    uint64_t signal_ms;        /* when the old process got SIGUSR2 (uv_now) */
+    uint64_t signal_ms;        /* when the old process got SIGUSR2 (CLOCK_MONOTONIC, ms) */
+    size_t nodes_up;           /* the Redis nodes it had up */
     int listen_fd;
+    char listen_path[CONF_PATH_MAX + 1]; /* its file */
     int metrics_fd;            /* -1: none */
     size_t offset;             /* where the connections' records start */
 } handover_in_t;
@@ -84,8 +85,10 @@ typedef struct handover_in_s {
 int handover_is_successor(void);
 /* Reads the state's head: 0, or -1 with why in err (the version, ...). */
 int handover_read(handover_in_t *in, char *err, size_t errlen);
-/* Waits (running the loop) until Redis answers; 0, or -1 with err. */
-int handover_await_backend(uv_loop_t *loop, backend_t *b, char *err, size_t errlen);
+/* Waits (running the loop) until Redis answers, with at least want_up
+ * nodes up (the old process's); 0, or -1 with err. */
+int handover_await_backend(uv_loop_t *loop, backend_t *b, size_t want_up, char *err,
+                           size_t errlen);
 /* Takes every connection, hold and counter. 0, or -1 with err. */
 int handover_restore(handover_in_t *in, const handover_parts_t *parts, char *err,
                      size_t errlen);

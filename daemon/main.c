@@ -385,11 +385,11 @@ int main(int argc, char **argv) {
         log_error("out of memory at start");
         return stop_early(&d);
     }
-    if (successor && handover_await_backend(d.loop, d.backend, err, sizeof(err)) != 0)
+    if (successor && handover_await_backend(d.loop, d.backend, hin.nodes_up, err, sizeof(err)) != 0)
         handover_refuse(&hin, err);
     char serr[SERVER_ERR_LEN];
-    d.server = successor ? server_adopt(d.loop, &d.conf, d.sessions, hin.listen_fd, serr,
-                                        sizeof(serr))
+    d.server = successor ? server_adopt(d.loop, &d.conf, d.sessions, hin.listen_fd,
+                                        hin.listen_path, serr, sizeof(serr))
                          : server_listen(d.loop, &d.conf, d.sessions, serr, sizeof(serr));
     if (d.server == NULL) {
         if (successor) handover_refuse(&hin, serr);
@@ -445,10 +445,14 @@ int main(int argc, char **argv) {
     if (successor) handover_resume(&hin, &parts);
 
     /* The redis url may hold a password: the backend logs where Redis is. */
-    log_info("dlockd %s ready (lease %u ms, renew every %u ms)", DLOCKD_VERSION,
-             d.conf.lease_ms, d.conf.renew_every_ms);
-    sd_notifyf(0, "READY=1\nSTATUS=listening on %s\nMAINPID=%lu", d.conf.socket,
-               (unsigned long)getpid());
+    log_info("dlockd %s %s (lease %u ms, renew every %u ms)", DLOCKD_VERSION,
+             successor ? "serving what it took over" : "ready", d.conf.lease_ms,
+             d.conf.renew_every_ms);
+    /* A successor is the main process once its predecessor said so
+     * (MAINPID=), after this: it has nothing to tell systemd yet. */
+    if (!successor)
+        sd_notifyf(0, "READY=1\nSTATUS=listening on %s\nMAINPID=%lu", d.conf.socket,
+                   (unsigned long)getpid());
 
     uv_run(d.loop, UV_RUN_DEFAULT);
 

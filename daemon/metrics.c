@@ -205,6 +205,15 @@ int metrics_render(sessions_t *sessions, lockmgr_t *locks, backend_t *backend, b
             ss.denied);
     counter(&o, "dlockd_output_overflows_total",
             "Clients cut off for not reading max_output bytes of replies.", ss.output_overflows);
+    counter(&o, "dlockd_upgrades_total",
+            "Live restores (SIGUSR2 hand-overs to a new process) since the first start.",
+            ss.upgrades);
+    counter(&o, "dlockd_upgrade_failures_total",
+            "Hand-overs that failed, the old process serving on.", ss.upgrade_failures);
+    gauge(&o, "dlockd_upgrade_milliseconds", "The last hand-over's time, signal to serving.",
+          ss.upgrade_ms);
+    gauge(&o, "dlockd_upgrade_state_bytes", "The last hand-over's state size.",
+          ss.upgrade_state_bytes);
 
     gauge(&o, "dlockd_connections", "Client connections open.", ss.connections);
     gauge(&o, "dlockd_locks_held", "Holds this daemon's clients have.", ls.locks_held);

@@ -294,8 +294,8 @@ server_t *server_listen(uv_loop_t *loop, const conf_t *conf, sessions_t *ss,
     return srv;
 }
 
-server_t *server_adopt(uv_loop_t *loop, const conf_t *conf, sessions_t *ss, int fd, char *err,
-                       size_t errlen) {
+server_t *server_adopt(uv_loop_t *loop, const conf_t *conf, sessions_t *ss, int fd,
+                       const char *path, char *err, size_t errlen) {
     server_t *srv = calloc(1, sizeof(*srv));
     if (srv == NULL) {
         snprintf(err, errlen, "out of memory");
@@ -304,12 +304,15 @@ server_t *server_adopt(uv_loop_t *loop, const conf_t *conf, sessions_t *ss, int 
     srv->ss = ss;
     srv->loop = loop;
     srv->conf = conf;
-    snprintf(srv->path, sizeof(srv->path), "%s", conf->socket);
+    snprintf(srv->path, sizeof(srv->path), "%s", path);
     if (access_users_init(&srv->users) != 0 || access_log_init(&srv->limit_log) != 0) {
         snprintf(err, errlen, "out of memory");
         server_release(srv);
         return NULL;
     }
+    if (strcmp(path, conf->socket) != 0)
+        log_warn("upgrade: the socket stays %s (socket %s changes only with a restart)", path,
+                 conf->socket);
     uv_pipe_init(loop, &srv->pipe, 0);
     srv->pipe.data = srv;
     int rc = uv_pipe_open(&srv->pipe, fd);
@@ -328,6 +331,10 @@ int server_fd(const server_t *srv) {
     return uv_fileno((const uv_handle_t *)&srv->pipe, &fd) == 0 ? fd : -1;
 }
 
+const char *server_path(const server_t *srv) {
+    return srv->path;
+}
+
 int server_readmit(server_t *srv, int fd, uv_pipe_t **pipe, session_peer_t *peer, char *err,
                    size_t errlen) {
     uv_pipe_t *client = malloc(sizeof(*client));
@@ -342,14 +349,13 @@ int server_readmit(server_t *srv, int fd, uv_pipe_t **pipe, session_peer_t *peer
         uv_close((uv_handle_t *)client, on_refused_close);
         return -1;
     }
-    *peer = (session_peer_t){.leave = on_leave, .leave_data = srv};
-    peer_credentials(client, peer);
     if (access_users_join(&srv->users, peer->uid, UINT32_MAX) < 0) {
         snprintf(err, errlen, "out of memory");
         uv_close((uv_handle_t *)client, on_refused_close);
         return -1;
     }
-    peer_groups(peer);
+    peer->leave = on_leave;
+    peer->leave_data = srv;
     *pipe = client;
     return 0;
 }

@@ -21,15 +21,17 @@ typedef struct server_s server_t;
 server_t *server_listen(uv_loop_t *loop, const conf_t *conf, sessions_t *ss,
                         char *err, size_t errlen);
 
-/* A live restore: the same, on the listening socket fd handed over (its
- * file stays as it is). */
+/* A live restore: the same, on the listening socket fd handed over, whose
+ * file is path (it stays as it is, whatever conf says now). */
 server_t *server_adopt(uv_loop_t *loop, const conf_t *conf, sessions_t *sessions, int fd,
-                       char *err, size_t errlen);
-/* The listening socket. */
+                       const char *path, char *err, size_t errlen);
+/* The listening socket, and its file. */
 int server_fd(const server_t *srv);
-/* A connection handed over, on fd: *pipe opened on it (not reading), *peer
- * read as at its admission and counted in its uid's connections, however
- * many (it was admitted once). -1 with err if fd is no connection. */
+const char *server_path(const server_t *srv);
+/* A connection handed over, on fd, of *peer (as it was admitted: its
+ * credentials and groups): *pipe opened on it (not reading), and it counts
+ * in its uid's connections however many there are (it was admitted once);
+ * *peer's leave is set. -1 with err if fd is no connection. */
 int server_readmit(server_t *srv, int fd, uv_pipe_t **pipe, session_peer_t *peer, char *err,
                    size_t errlen);
 

@@ -1482,6 +1482,12 @@ void sessions_save(const sessions_t *ss, statew_t *w, int *fds, size_t *n) {
         fds[(*n)++] = fd;
         statew_rec(w, "conn");
         statew_u64(w, (uint64_t)fd);
+        /* the peer as admitted: the groups judged are those of the connect */
+        statew_i64(w, (int64_t)s->pid);
+        statew_u64(w, (uint64_t)s->uid);
+        statew_u64(w, (uint64_t)s->gid);
+        statew_u64(w, s->peer.ngids);
+        for (size_t g = 0; g < s->peer.ngids; g++) statew_u64(w, (uint64_t)s->peer.gids[g]);
         statew_u64(w, s->id);
         statew_u64(w, s->connected_ms);
         statew_u64(w, s->grants);
@@ -1534,6 +1540,24 @@ int sessions_load(sessions_t *ss, const char *word, stater_t *r) {
         return 1;
     }
     return 0;
+}
+
+void sessions_load_peer(stater_t *r, session_peer_t *peer) {
+    memset(peer, 0, sizeof(*peer));
+    int64_t pid = stater_i64(r);
+    uint64_t uid = stater_u64(r), gid = stater_u64(r), ngids = stater_u64(r);
+    if (r->err) return;
+    if (ngids > ACCESS_GROUPS_MAX || uid > UINT32_MAX || gid > UINT32_MAX || pid > INT32_MAX ||
+        pid < 0) {
+        stater_fail(r, "a peer is not one this dlockd knows");
+        return;
+    }
+    peer->pid = (pid_t)pid;
+    peer->uid = (uid_t)uid;
+    peer->gid = (gid_t)gid;
+    peer->access.uid = peer->uid;
+    peer->access.ngids = (size_t)ngids;
+    for (size_t g = 0; g < ngids; g++) peer->access.gids[g] = (gid_t)stater_u64(r);
 }
 
 lock_owner_t *session_owner(const session_t *s) {

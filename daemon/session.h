@@ -103,7 +103,10 @@ void sessions_save(const sessions_t *ss, struct statew_s *w, int *fds, size_t *n
 /* The counters and what the sessions know of the process (a save's
  * records that are no connection's): 1 if word was one. */
 int sessions_load(sessions_t *ss, const char *word, struct stater_s *r);
-/* A conn record, its descriptor read already into pipe (opened, not
+/* The peer's credentials of a conn record (after its descriptor), as
+ * they were at its admission: groups and all. */
+void sessions_load_peer(struct stater_s *r, session_peer_t *peer);
+/* A conn record, its descriptor and peer read already into pipe (opened, not
  * reading) and its peer (admitted, server.c): the session made as it
  * was. NULL on an error, in r (pipe is then the caller's to close). */
 session_t *sessions_load_conn(sessions_t *ss, uv_pipe_t *pipe, const session_peer_t *peer,

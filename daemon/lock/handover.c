@@ -150,7 +150,11 @@ static void load_hold(lockmgr_t *m, lock_owner_t *o, stater_t *r) {
     /* Never later than now: the clock is shared, but a bad text must not
      * stretch a lease. */
     uint64_t now = timers_now(m->timers);
-    watchdog_set_confirmed(h, confirmed_at < now ? confirmed_at : now, (uint32_t)redis_lease);
+    watchdog_adopt(h, confirmed_at < now ? confirmed_at : now, (uint32_t)redis_lease);
+}
+
+int lockmgr_load_done(lockmgr_t *m) {
+    return watchdog_resort(m);
 }
 
 int lockmgr_load(lockmgr_t *m, lock_owner_t *o, const char *word, stater_t *r) {

@@ -261,6 +261,7 @@ struct lockmgr_s {
                                   mode (lock_kind_mode), the kind's to make;
                                   its table's free_state frees what is left
                                   at lockmgr_free */
+    int frozen;                /* a hand-over: no waiter tries (lock_kick) */
     /* shutdown */
     int stopping;
     int shutdown_left;
@@ -366,6 +367,12 @@ void watchdog_set_confirmed(hold_t *h, uint64_t sent_at, uint32_t lease_ms);
 void watchdog_limit(hold_t *h, uint32_t lease_ms, uint64_t sent_at);
 /* The configured lease_ms or renew_every_ms changed. */
 void watchdog_reconfigure(lockmgr_t *m);
+/* A live restore: h, confirmed as of sent_at with lease_ms, is kept as
+ * its mode says (its lease timer, or the watchdog's lists, unsorted) ...
+ * and watchdog_resort() puts the lists in order once all are in (0, or
+ * -1 on no memory). */
+void watchdog_adopt(hold_t *h, uint64_t sent_at, uint32_t lease_ms);
+int watchdog_resort(lockmgr_t *m);
 void watchdog_remove(hold_t *h);
 void watchdog_sweep(lockmgr_t *m);
 void watchdog_arm_loss(lockmgr_t *m);

@@ -244,6 +244,11 @@ static void on_backend_state(void *data) {
     watchdog_sweep(m);
 }
 
+void lockmgr_freeze(lockmgr_t *m, int frozen) {
+    m->frozen = frozen;
+    if (!frozen) on_backend_state(m);
+}
+
 /* ---- public ------------------------------------------------------------------------- */
 
 lockmgr_t *lockmgr_new(const conf_t *conf, timers_t *timers, backend_t *backend) {

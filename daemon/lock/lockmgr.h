@@ -412,6 +412,10 @@ struct stater_s;
 /* NULL when nothing is in flight that a hand-over could not carry, else
  * what is (for the log): Redis requests, releases waiting for Redis. */
 const char *lockmgr_busy(const lockmgr_t *mgr);
+/* Frozen, no waiter tries (a hand-over waits for what is in flight to
+ * end, and hands the waits over as they are); unfrozen, every queue tries
+ * again as when Redis comes back. */
+void lockmgr_freeze(lockmgr_t *mgr, int frozen);
 /* 1 if call is a wait of owner's in the lock manager (LOCK and the like,
  * their requests whose answer waits for a holder), which a hand-over
  * carries by asking again; 0 for anything else. */
@@ -426,5 +430,8 @@ void lockmgr_save(const lockmgr_t *mgr, struct statew_s *w);
  * it was, with its watchdog or lease timer, and nothing goes to Redis.
  * 1 if the word was the lock manager's, 0 if not; errors go into r. */
 int lockmgr_load(lockmgr_t *mgr, lock_owner_t *owner, const char *word, struct stater_s *r);
+/* Every record is read: the watchdog's lists are put in order and its
+ * timers set. 0, or -1 on no memory. */
+int lockmgr_load_done(lockmgr_t *mgr);
 
 #endif

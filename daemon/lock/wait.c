@@ -203,7 +203,7 @@ void lock_leave_queue(lock_t *l, const wait_t *w) {
 /* Lets the waiters try if nothing stands in their way locally. */
 void lock_kick(lock_t *l) {
     wait_t *w = lock_queue_head(l);
-    if (w == NULL || l->mgr->stopping || l->q->yielding) return;
+    if (w == NULL || l->mgr->stopping || l->mgr->frozen || l->q->yielding) return;
     /* While Redis is away, queued requests keep waiting; they try again
      * when it is back (on_backend_state). */
     if (!backend_available(l->mgr->backend, l->name, l->len)) return;

@@ -93,6 +93,65 @@ static void dog_insert(lockmgr_t *m, hold_t *h) {
     h->on_dog = 1;
 }
 
+/* ---- a live restore ---------------------------------------------------------- */
+
+static void on_expiry(timers_entry_t *t);
+static void sweep_soon(lockmgr_t *m, int now);
+
+/* Holds come back in their owners' order, not their lists': each goes last,
+ * and the lists are put in order once, at the end (a sorted insertion each
+ * is quadratic in the holds). */
+void watchdog_adopt(hold_t *h, uint64_t sent_at, uint32_t lease_ms) {
+    lockmgr_t *m = h->lock->mgr;
+    h->confirmed_at = sent_at;
+    h->redis_lease_ms = lease_ms;
+    if (h->lease_ms) {
+        timers_start_at(m->timers, &h->expiry,
+                        h->confirmed_at + lock_hold_valid(m, h->redis_lease_ms), on_expiry);
+        return;
+    }
+    if (lease_ms != m->dog_lease) {
+        TAILQ_INSERT_TAIL(&m->stale, h, dog);
+        h->on_stale = 1;
+    } else {
+        TAILQ_INSERT_TAIL(&m->dog, h, dog);
+    }
+    h->on_dog = 1;
+}
+
+static int by_confirmed(const void *a, const void *b) {
+    const hold_t *x = *(hold_t *const *)a, *y = *(hold_t *const *)b;
+    return x->confirmed_at < y->confirmed_at ? -1 : x->confirmed_at > y->confirmed_at;
+}
+
+static int by_loss(const void *a, const void *b) {
+    uint64_t x = loss_deadline(*(hold_t *const *)a), y = loss_deadline(*(hold_t *const *)b);
+    return x < y ? -1 : x > y;
+}
+
+/* Sorts one list with cmp; -1 on no memory (it stays as it is). */
+static int sort_list(struct dog_list_s *list, int (*cmp)(const void *, const void *)) {
+    size_t n = 0, i = 0;
+    hold_t *h, **all;
+    TAILQ_FOREACH(h, list, dog) n++;
+    if (n < 2) return 0;
+    if ((all = malloc(n * sizeof(*all))) == NULL) return -1;
+    TAILQ_FOREACH(h, list, dog) all[i++] = h;
+    qsort(all, n, sizeof(*all), cmp);
+    TAILQ_INIT(list);
+    for (i = 0; i < n; i++) TAILQ_INSERT_TAIL(list, all[i], dog);
+    free(all);
+    return 0;
+}
+
+int watchdog_resort(lockmgr_t *m) {
+    m->dog_cursor = NULL;
+    if (sort_list(&m->dog, by_confirmed) != 0 || sort_list(&m->stale, by_loss) != 0) return -1;
+    watchdog_arm_loss(m);
+    sweep_soon(m, !TAILQ_EMPTY(&m->stale));
+    return 0;
+}
+
 /* ---- leases ---------------------------------------------------------------- */
 
 static void on_expiry(timers_entry_t *t) {

@@ -1,8 +1,11 @@
 #!/bin/sh
 # make package-test: builds the Debian packages (make deb), installs them on
-# this machine with dpkg -i, checks what they installed, then purges them and
-# checks that nothing of them is left. Needs root and dpkg; the machine needs
-# no running systemd (none is started). Cleans up on failure too.
+# this machine with dpkg -i, checks what they installed, runs the installed
+# daemon with a client holding a lock and a dlock command under another,
+# upgrades dlockd's package and checks that postinst handed the daemon over
+# (issue 39: nothing lost), then purges them and checks that nothing of them
+# is left. Needs root, dpkg and redis-server; the machine needs no running
+# systemd (none is started). Cleans up on failure too.
 # SPDX-License-Identifier: MIT
 #
 # Environment: BUILD (make's build dir, default build), DEB_DIR (default
@@ -48,6 +51,7 @@ run_before=0; [ -e /run/dlockd ] && run_before=1
 cleanup() {
     rc=$?
     trap - EXIT INT TERM
+    up_stop
     # Whatever happened, take the packages off again.
     installed=""
     for p in $PKGS; do
@@ -66,6 +70,40 @@ cleanup() {
     if [ "$run_before" = 0 ] && [ -d /run/dlockd ]; then rmdir /run/dlockd 2>/dev/null || true; fi
     rm -rf "$T"
     exit "$rc"
+}
+# The processes of the upgrade test (6.), stopped by cleanup whatever
+# happened: its redis-server, the first daemon and whatever daemon serves
+# on the socket now (a hand-over's new one), the client and the dlock
+# command. Each by its pid.
+rpid='' dpid='' newpid='' hpid='' cpid=''
+SOCK=/run/dlockd/dlockd.sock
+# gone PID: no such process, or a zombie that nobody reaped yet.
+gone() { [ ! -e "/proc/$1" ] || [ "$(sed 's/.*) //; s/ .*//' "/proc/$1/stat" 2>/dev/null)" = Z ]; }
+# wait_for SECONDS COMMAND...: runs COMMAND every 0.1 s until it succeeds;
+# fails after SECONDS.
+wait_for() {
+    w_end=$(($(date +%s) + $1)); shift
+    until "$@" >/dev/null 2>&1; do
+        [ "$(date +%s)" -lt "$w_end" ] || return 1
+        sleep 0.1
+    done
+}
+# The value of KEY in the INFO of the daemon on $SOCK ("" if none answers).
+info() { /usr/bin/dlock -S "$SOCK" --info 2>/dev/null | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+# stop PID...: SIGTERM, then SIGKILL what is not gone within 20 s.
+stop() {
+    for p in "$@"; do gone "$p" || kill -TERM "$p" 2>/dev/null || true; done
+    for p in "$@"; do wait_for 20 gone "$p" || kill -KILL "$p" 2>/dev/null || true; done
+}
+up_stop() {
+    [ -n "$dpid" ] || return 0
+    daemons="$dpid $newpid $(pgrep -P "$dpid" 2>/dev/null || true)"
+    [ -x /usr/bin/dlock ] && daemons="$daemons $(info pid)"
+    # The daemons first, while Redis still answers their releases.
+    stop $daemons
+    [ -z "$hpid$cpid" ] || stop $hpid $cpid
+    [ -z "$rpid" ] || stop "$rpid"
+    dpid=
 }
 trap cleanup EXIT
 trap 'exit 130' INT
@@ -157,7 +195,150 @@ check "cc \$(pkg-config --cflags --libs dlock) links libdlock.so.0 and runs" \
     sh -c "cc -o '$T/app' '$T/app.c' \$(pkg-config --cflags --libs dlock) && ldd '$T/app' | grep -q 'libdlock.so.0 => [/a-z]*/lib/$ma/libdlock.so.0' && '$T/app'"
 check "dlock.sh can be sourced" sh -c '. /usr/share/dlock/dlock.sh && command -v dlock_open'
 
-# 6. Purge, and nothing of the packages is left.
+# 6. An upgrade of dlockd's package hands the running daemon over (issue
+# 39). The installed daemon runs by hand, as user dlockd, on the
+# configuration's socket (no systemd here: postinst's path "the
+# configuration's socket is there"), with a Redis of its own; a client
+# holds a lock and a dlock command runs under another. The upgrade is the
+# same .deb with a higher version (dpkg-deb -R, Version changed, dpkg-deb
+# -b: no second build); dpkg replaces every file, so the daemon's path names
+# a new file, as in a real upgrade. postinst must hand over: a new pid
+# serving from the new file, upgrades=1, the client's hold and fence kept,
+# the command still running, and exiting 0 when it ends.
+U=$T/up
+HOLD=pkgtest-held
+CMDLOCK=pkgtest-cmd
+TAB=$(printf '\t')
+newversion="$version+handover1"
+mkdir "$U"
+chmod 0711 "$T" # user dlockd reaches Redis's socket in $U
+cat >"$U/holder.py" <<'EOF'
+# One connection holding a lock across the upgrade: LOCK, then (on SIGUSR1)
+# STATUS and UNLOCK. Writes "REQUEST<TAB>LINE" for every line the daemon
+# sends (an event, as !LOST, too) to OUT.
+import signal, socket, sys
+
+path, name, out = sys.argv[1:]
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(60)
+s.connect(path)
+r = s.makefile("r", encoding="ascii", newline="\n")
+log = open(out, "w")
+
+
+def ask(line):
+    s.sendall(line.encode() + b"\n")
+    while True:
+        reply = r.readline()
+        log.write("%s\t%s" % (line, reply or "EOF\n"))
+        log.flush()
+        if not reply:
+            sys.exit(1)
+        if not reply.startswith("!"):
+            return
+
+
+ask("LOCK " + name)
+if signal.sigtimedwait([signal.SIGUSR1], 600) is None:
+    sys.exit(2)
+ask("STATUS " + name)
+ask("UNLOCK " + name)
+EOF
+redis_up() { [ "$(info redis)" = up ]; }
+holding() { grep -q "^LOCK $HOLD${TAB}OK " "$U/holder.out"; }
+cmd_holds() {
+    ! gone "$cpid" && /usr/bin/dlock -S "$SOCK" --who "$CMDLOCK" | grep -q "^OK HELD [0-9]* [^ ]* [^ ]* $cpid "
+}
+
+upgrade_test() {
+    if [ -e "$SOCK" ]; then
+        nok "no daemon on $SOCK before the upgrade test (something is there: left alone)"
+        return 1
+    fi
+    redis-server --port 0 --unixsocket "$U/redis.sock" --unixsocketperm 777 --save '' \
+        --appendonly no --dir "$U" --logfile "$U/redis.log" &
+    rpid=$!
+    if ! wait_for 30 redis-cli -s "$U/redis.sock" ping; then
+        nok "redis-server answers on $U/redis.sock"; cat "$U/redis.log"; return 1
+    fi
+    setpriv --reuid=dlockd --regid=dlockd --init-groups \
+        /usr/sbin/dlockd -c "$CONF" -r "unix://$U/redis.sock" >"$U/dlockd.log" 2>&1 &
+    dpid=$!
+    if wait_for 30 redis_up; then ok "/usr/sbin/dlockd -c $CONF runs as user dlockd (pid $dpid) on $SOCK"
+    else nok "/usr/sbin/dlockd -c $CONF answers on $SOCK with Redis up"; cat "$U/dlockd.log"; return 1; fi
+
+    python3 -I "$U/holder.py" "$SOCK" "$HOLD" "$U/holder.out" &
+    hpid=$!
+    if ! wait_for 30 holding; then nok "a client holds $HOLD"; cat "$U/holder.out"; return 1; fi
+    fence=$(sed -n "s/^LOCK $HOLD${TAB}OK \([0-9]*\) 1\$/\1/p" "$U/holder.out")
+    ok "a client holds $HOLD (fence $fence)"
+    mkfifo "$U/cmd.go"
+    /usr/bin/dlock -S "$SOCK" "$CMDLOCK" \
+        sh -c 'echo "$DLOCK_FENCE" >"$1/cmd.fence"; read -r x <"$1/cmd.go"; exit 0' sh "$U" \
+        >"$U/dlock.out" 2>&1 &
+    cpid=$!
+    if ! wait_for 30 test -s "$U/cmd.fence"; then nok "dlock $CMDLOCK runs its command"; cat "$U/dlock.out"; return 1; fi
+    ok "dlock $CMDLOCK runs its command (fence $(cat "$U/cmd.fence"), dlock pid $cpid)"
+    check "INFO before: pid=$dpid upgrades=0" sh -c "[ '$(info pid)' = '$dpid' ] && [ '$(info upgrades)' = 0 ]"
+    ino=$(stat -c %i /usr/sbin/dlockd)
+
+    deb=$(ls "$DEB_DIR"/dlockd_*.deb | head -n 1)
+    newdeb="$U/dlockd_${newversion}_$(dpkg-deb -f "$deb" Architecture).deb"
+    if dpkg-deb -R "$deb" "$U/pkg" && sed -i "s/^Version: .*/Version: $newversion/" "$U/pkg/DEBIAN/control" &&
+        dpkg-deb --root-owner-group -b "$U/pkg" "$newdeb" >/dev/null; then
+        ok "dlockd $newversion: ${deb##*/} repacked with a higher version"
+    else nok "dpkg-deb: repack ${deb##*/} as $newversion"; return 1; fi
+
+    start=$(date +%s)
+    if dpkg -i "$newdeb" >"$U/dpkg-up.log" 2>&1; then ok "dpkg -i ${newdeb##*/} ($(($(date +%s) - start)) s)"
+    else nok "dpkg -i ${newdeb##*/}"; cat "$U/dpkg-up.log"; return 1; fi
+    sed 's/^/     dpkg: /' "$U/dpkg-up.log" | grep -i 'dlockd:' || true
+    check "dpkg -s dlockd: $newversion" sh -c "dpkg-query -W -f='\${Version}' dlockd | grep -qx '$newversion'"
+    check "postinst handed over: 'dlockd: pid $dpid handed over to pid ...'" \
+        grep -q "pid $dpid handed over to pid [0-9]" "$U/dpkg-up.log"
+    newpid=$(info pid)
+    check "INFO after: a new pid ($newpid), upgrades=1, upgrade_failures=0 (upgrade_ms=$(info upgrade_ms), upgrade_state_bytes=$(info upgrade_state_bytes))" \
+        sh -c "[ -n '$newpid' ] && [ '$newpid' != '$dpid' ] && [ '$(info upgrades)' = 1 ] && [ '$(info upgrade_failures)' = 0 ]"
+    check "INFO after: version=$version (the binary's; the repack changed the package's)" \
+        sh -c "[ '$(info version)' = '$version' ]"
+    check "pid $newpid runs the new /usr/sbin/dlockd (inode $ino replaced by dpkg)" \
+        sh -c "[ \"\$(stat -c %i /usr/sbin/dlockd)\" != '$ino' ] && [ \"\$(stat -L -c %i /proc/$newpid/exe)\" = \"\$(stat -c %i /usr/sbin/dlockd)\" ]"
+    check "its log: 'upgrade: took over from pid $dpid'" grep -q "upgrade: took over from pid $dpid" "$U/dlockd.log"
+    grep 'upgrade' "$U/dlockd.log" | sed 's/^/     dlockd: /'
+    if [ -z "$newpid" ] || [ "$newpid" = "$dpid" ]; then
+        nok "the old daemon (pid $dpid) exits after the hand-over (it serves on)"
+    elif wait_for 30 gone "$dpid"; then
+        rc=0; wait "$dpid" || rc=$?
+        check "the old daemon (pid $dpid) exited 0" test "$rc" = 0
+    else nok "the old daemon (pid $dpid) exits after the hand-over"; fi
+
+    kill -USR1 "$hpid"
+    rc=0; wait "$hpid" || rc=$?; hpid=
+    check "the client's connection stayed open, no event (!LOST) came" \
+        sh -c "[ $rc = 0 ] && ! grep -q '${TAB}!' '$U/holder.out' && ! grep -q '${TAB}EOF' '$U/holder.out'"
+    check "STATUS $HOLD after: OK MINE 1 <ttl> $fence (the same hold and fence)" \
+        grep -q "^STATUS $HOLD${TAB}OK MINE 1 [0-9]* $fence\$" "$U/holder.out"
+    check "UNLOCK $HOLD after: OK 0" grep -qx "UNLOCK $HOLD${TAB}OK 0" "$U/holder.out"
+    [ $fail = 0 ] || sed 's/^/     /' "$U/holder.out"
+
+    check "dlock $CMDLOCK still runs, and holds it: WHO names its pid $cpid" cmd_holds
+    if timeout 30 sh -c 'echo done >"$1"' sh "$U/cmd.go"; then
+        rc=0; wait "$cpid" || rc=$?; cpid=
+        check "dlock $CMDLOCK exits 0 when its command ends (79: the lock was lost)" test "$rc" = 0
+    else nok "dlock $CMDLOCK's command reads $U/cmd.go"; fi
+    [ -z "$cpid" ] || sed 's/^/     dlock: /' "$U/dlock.out"
+    check "$CMDLOCK is free after" sh -c "/usr/bin/dlock -S '$SOCK' --status '$CMDLOCK' | grep -qx 'OK FREE'"
+
+    stop "${newpid:-$dpid}"
+    check "the daemon (pid ${newpid:-$dpid}) stops on SIGTERM and takes its socket away" \
+        sh -c "! [ -e '$SOCK' ]"
+    [ $fail = 0 ] || sed 's/^/     dlockd: /' "$U/dlockd.log"
+}
+upgrade_test || true
+up_stop
+
+# 7. Purge, and nothing of the packages is left.
 if dpkg --purge $PKGS >"$T/purge.log" 2>&1; then ok "dpkg --purge $PKGS"
 else nok "dpkg --purge"; cat "$T/purge.log"; fi
 for p in $PKGS; do

@@ -17,6 +17,8 @@ START_TEST(test_round_trip) {
     statew_rec(&w, "conn");
     statew_u64(&w, UINT64_MAX);
     statew_i64(&w, -42);
+    statew_i64(&w, INT64_MIN + 1);
+    statew_u64(&w, 0);
     statew_word(&w, "MUTEX");
     statew_bytes(&w, odd, sizeof(odd) - 1);
     statew_str(&w, "");
@@ -32,6 +34,8 @@ START_TEST(test_round_trip) {
     ck_assert_str_eq(word, "conn");
     ck_assert(stater_u64(&r) == UINT64_MAX);
     ck_assert(stater_i64(&r) == -42);
+    ck_assert(stater_i64(&r) == INT64_MIN + 1);
+    ck_assert(stater_u64(&r) == 0);
     stater_word(&r, word);
     ck_assert_str_eq(word, "MUTEX");
     stater_bytes(&r, &p, &len);
@@ -44,6 +48,25 @@ START_TEST(test_round_trip) {
     ck_assert_str_eq(word, "end");
     ck_assert_int_eq(stater_rec(&r, word), 0);
     ck_assert_int_eq(r.err, 0);
+    buf_free(&b);
+}
+END_TEST
+
+/* The text is as the format says, byte for byte. */
+START_TEST(test_exact_text) {
+    buf_t b = {0};
+    statew_t w;
+    statew_init(&w, &b);
+    statew_rec(&w, "conn");
+    statew_u64(&w, 7);
+    statew_i64(&w, -30);
+    statew_u64(&w, 1234567890123ULL);
+    statew_str(&w, "ab");
+    statew_rec(&w, "end");
+    ck_assert_int_eq(statew_finish(&w), 0);
+    static const char want[] = "conn 7 -30 1234567890123 2:ab\nend\n";
+    ck_assert_uint_eq(b.len, sizeof(want) - 1);
+    ck_assert(memcmp(buf_start(&b), want, b.len) == 0);
     buf_free(&b);
 }
 END_TEST
@@ -130,6 +153,7 @@ static Suite *statefmt_suite(void) {
     Suite *s = suite_create("statefmt");
     TCase *tc = tcase_create("records");
     tcase_add_test(tc, test_round_trip);
+    tcase_add_test(tc, test_exact_text);
     tcase_add_test(tc, test_unread_fields_skipped);
     tcase_add_test(tc, test_bad_texts);
     tcase_add_test(tc, test_str_bounds);
