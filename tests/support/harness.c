@@ -30,6 +30,7 @@ typedef struct proc_s {
     char args[2048];   /* a redis-server's or sentinel's argv, NUL-separated, to restart it */
     size_t nargs;
     char auth[128];    /* a redis-server's or Sentinel's requirepass; "": none */
+    pid_t next;        /* a dlockd's new process seen serving while the old one runs */
 } proc_t;
 
 static char run_dir[64];      /* made by h_main, removed at its exit */
@@ -59,6 +60,11 @@ static void remove_tree(const char *dir) {
 
 static void kill_all(void) {
     for (int i = 0; i < nprocs; i++) {
+        if (procs[i].next > 0) { /* a hand-over cut short: the new one too */
+            kill(procs[i].next, SIGKILL);
+            waitpid(procs[i].next, NULL, 0);
+            procs[i].next = 0;
+        }
         if (procs[i].pid > 0) {
             kill(procs[i].pid, SIGKILL);
             waitpid(procs[i].pid, NULL, 0);
@@ -198,6 +204,7 @@ static int add_proc(pid_t pid, int is_redis, const char *sock, const char *log) 
     proc_t *p = &procs[nprocs];
     p->pid = pid;
     p->is_redis = is_redis;
+    p->next = 0;
     p->auth[0] = '\0';
     snprintf(p->sock, sizeof(p->sock), "%s", sock);
     snprintf(p->log, sizeof(p->log), "%s", log);
@@ -702,8 +709,11 @@ void h_tls_make_certs(const char *dir) {
     }
 }
 
+static const char *bin_override; /* h_dlockd_start_bin's, while it starts one */
+
 static const char *dlockd_bin(void) {
     const char *b = getenv("DLOCKD_BIN");
+    if (bin_override != NULL) return bin_override;
     return b ? b : "build/dlockd";
 }
 
@@ -721,6 +731,10 @@ pid_t h_dlockd_spawn(const char *conf_text, const char *at, int *index) {
     fclose(f);
     chmod(conf, 0600); /* dlockd refuses, as root, a file others can write */
     const char *argv[] = {dlockd_bin(), "-c", conf, "-s", sock, NULL};
+    /* A dlockd hands over (SIGUSR2) to a child of its own and exits: that
+     * child, orphaned, becomes ours, so that teardown can stop it and see
+     * how it exits. */
+    ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
     pid_t pid = spawn(argv, log);
     *index = add_proc(pid, 0, sock, log);
     snprintf(procs[*index].conf, sizeof(procs[*index].conf), "%s", conf);
@@ -892,6 +906,170 @@ int h_dlockd_start_kept(const char *suite, const char *extra) {
     int d = h_dlockd_start(extra);
     h_keep_log(d, "%s.%s.dlockd%d", suite, tcase_name(), d);
     return d;
+}
+
+int h_dlockd_start_bin(const char *bin, const char *extra) {
+    bin_override = bin;
+    int index = h_dlockd_start_at(NULL, extra);
+    bin_override = NULL;
+    return index;
+}
+
+/* INFO asked on a connection of its own, answered by deadline: 0 and the
+ * line in out, or -1 on no answer. A connection the daemon closes fails
+ * the test: a hand-over closes none, the ones it accepts meanwhile too. */
+static int info_fresh(int index, long long deadline, char *out, size_t len) {
+    int fd = unix_connect(procs[index].sock);
+    size_t got = 0;
+    if (fd < 0) return -1;
+    if (write(fd, "INFO\n", 5) != 5) {
+        close(fd);
+        return -1;
+    }
+    for (;;) {
+        char *lf = memchr(out, '\n', got);
+        if (lf != NULL) {
+            *lf = '\0';
+            close(fd);
+            return 0;
+        }
+        long long left = deadline - h_now_ms();
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        if (left <= 0 || got + 1 >= len || poll(&pfd, 1, (int)left) != 1) break;
+        ssize_t n = read(fd, out + got, len - 1 - got);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            close(fd);
+            ck_abort_msg("dlockd %d closed a connection that asked INFO (%s)", index,
+                         n == 0 ? "EOF" : strerror(errno));
+        }
+        got += (size_t)n;
+    }
+    close(fd);
+    return -1;
+}
+
+/* The number after " key=" in an INFO line; -1 if there is none. */
+static long long info_key(const char *line, const char *key) {
+    char pat[64];
+    snprintf(pat, sizeof(pat), " %s=", key);
+    const char *p = strstr(line, pat);
+    return p != NULL ? atoll(p + strlen(pat)) : -1;
+}
+
+/* INFO's pid, upgrades and upgrade_failures now; the pid must be the one
+ * the harness tracks. */
+static void upgrade_counts(int index, long long *upgrades, long long *failures) {
+    char line[H_LINE_MAX];
+    ck_assert_msg(info_fresh(index, h_now_ms() + H_WAIT_MS, line, sizeof(line)) == 0,
+                  "dlockd %d: no INFO reply", index);
+    long long pid = info_key(line, "pid");
+    *upgrades = info_key(line, "upgrades");
+    *failures = info_key(line, "upgrade_failures");
+    ck_assert_msg(pid > 0 && *upgrades >= 0 && *failures >= 0,
+                  "dlockd %d: INFO lacks pid, upgrades or upgrade_failures: %s", index, line);
+    ck_assert_msg(pid == procs[index].pid, "dlockd %d: INFO says pid=%lld, the harness has %d",
+                  index, pid, (int)procs[index].pid);
+}
+
+/* Shows the log's lines about hand-overs on stderr. */
+static void show_upgrade_log(int index) {
+    char cmd[700];
+    snprintf(cmd, sizeof(cmd), "grep -i 'upgrade' '%s' | tail -n 20 >&2", procs[index].log);
+    if (system(cmd) != 0) {}
+}
+
+/* Waits (H_UPGRADE_MS) until INFO's upgrades or upgrade_failures went
+ * past the counts given; 1 for a hand-over, 0 for a failed one. */
+static int await_upgrade(int index, long long upgrades, long long failures) {
+    char line[H_LINE_MAX];
+    long long end = h_now_ms() + H_UPGRADE_MS;
+    for (;;) {
+        if (info_fresh(index, end, line, sizeof(line)) == 0) {
+            if (info_key(line, "upgrades") > upgrades) return 1;
+            if (info_key(line, "upgrade_failures") > failures) return 0;
+        }
+        if (h_now_ms() >= end) {
+            show_upgrade_log(index);
+            ck_abort_msg("dlockd %d: neither upgrades (%lld) nor upgrade_failures (%lld) went up "
+                         "within %d ms", index, upgrades, failures, H_UPGRADE_MS);
+        }
+        usleep(5000);
+    }
+}
+
+/* The parent pid of process pid, from /proc; -1 if it is gone. */
+static pid_t parent_of(pid_t pid) {
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return -1;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command may hold anything */
+    int ppid = -1;
+    if (p == NULL || sscanf(p + 1, " %*c %d", &ppid) != 1) return -1;
+    return (pid_t)ppid;
+}
+
+pid_t h_dlockd_track_upgrade(int index) {
+    proc_t *p = &procs[index];
+    pid_t old = p->pid;
+    char line[H_LINE_MAX];
+    long long end = h_now_ms() + H_UPGRADE_MS, pid = -1;
+    for (;;) {
+        if (info_fresh(index, end, line, sizeof(line)) == 0) {
+            pid = info_key(line, "pid");
+            ck_assert_msg(pid > 0, "dlockd %d: INFO lacks pid: %s", index, line);
+            if (pid != old) break;
+        }
+        ck_assert_msg(h_now_ms() < end, "dlockd %d: INFO still says pid=%lld after %d ms", index,
+                      pid, H_UPGRADE_MS);
+        usleep(5000);
+    }
+    p->next = (pid_t)pid;
+    int status = wait_exit(old, H_WAIT_MS);
+    ck_assert_msg(status != -1, "dlockd %d: pid %d still runs %d ms after pid %lld took over",
+                  index, (int)old, H_WAIT_MS, pid);
+    p->pid = (pid_t)pid;
+    p->next = 0;
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "dlockd %d: pid %d, handing over to %lld, ended with status %d (see %s)", index,
+                  (int)old, pid, status, p->log);
+    ck_assert_msg(parent_of(p->pid) == getpid(),
+                  "dlockd %d: the new pid %d is not the harness's child (its parent: %d)", index,
+                  (int)p->pid, (int)parent_of(p->pid));
+    return p->pid;
+}
+
+pid_t h_dlockd_upgrade(int index) {
+    long long upgrades, failures;
+    upgrade_counts(index, &upgrades, &failures);
+    ck_assert_int_eq(kill(procs[index].pid, SIGUSR2), 0);
+    if (!await_upgrade(index, upgrades, failures)) {
+        show_upgrade_log(index);
+        ck_abort_msg("dlockd %d: the hand-over failed (upgrade_failures went past %lld; see %s)",
+                     index, failures, procs[index].log);
+    }
+    return h_dlockd_track_upgrade(index);
+}
+
+void h_dlockd_upgrade_fails(int index) {
+    long long upgrades, failures, now_upgrades, now_failures;
+    pid_t pid = procs[index].pid;
+    upgrade_counts(index, &upgrades, &failures);
+    ck_assert_int_eq(kill(pid, SIGUSR2), 0);
+    if (await_upgrade(index, upgrades, failures)) {
+        h_dlockd_track_upgrade(index); /* so that teardown stops the new one */
+        ck_abort_msg("dlockd %d: handed over (upgrades went past %lld), wanted a failure", index,
+                     upgrades);
+    }
+    upgrade_counts(index, &now_upgrades, &now_failures); /* and the pid is the same */
+    ck_assert_msg(now_upgrades == upgrades && now_failures == failures + 1,
+                  "dlockd %d: upgrades %lld -> %lld, upgrade_failures %lld -> %lld", index,
+                  upgrades, now_upgrades, failures, now_failures);
+    ck_assert_msg(waitpid(pid, NULL, WNOHANG) == 0, "dlockd %d: pid %d is gone", index, (int)pid);
 }
 
 int h_dlockd_test_conf(const char *conf_text, char *out, size_t outlen) {

@@ -112,6 +112,25 @@ pid_t h_dlockd_spawn(const char *conf_text, const char *sock, int *index);
 /* h_dlockd_start, its log kept (h_keep_log) as
  * <suite>.<test case>.dlockd<index> if the test fails. */
 int h_dlockd_start_kept(const char *suite, const char *extra);
+/* Same, run from the binary at bin (a copy in h_dir() that the test may
+ * then replace or chmod: a hand-over runs the file at the daemon's path). */
+int h_dlockd_start_bin(const char *bin, const char *extra);
+/* Hand-overs (SIGUSR2, issue 39): the daemon starts the binary at its own
+ * path, which takes every connection and lock over, and exits 0. The
+ * harness then tracks the new pid (INFO's pid=; every dlockd's starter is
+ * a child subreaper, so the new process becomes its child) and stops it at
+ * teardown. Waits are bounded by H_UPGRADE_MS. */
+#define H_UPGRADE_MS    30000   /* generous: the daemon gives a new process 10 s */
+/* Signals dlockd index and waits until INFO's upgrades went up; reaps the
+ * old pid (it must exit 0) and returns the new one. A failed attempt fails
+ * the test. */
+pid_t h_dlockd_upgrade(int index);
+/* The same for a hand-over something else started (dlockd --upgrade):
+ * waits until INFO's pid is another, reaps the old one, returns the new. */
+pid_t h_dlockd_track_upgrade(int index);
+/* Signals dlockd index and waits until INFO's upgrade_failures went up by
+ * one; upgrades and the pid must stay, and the process run on. */
+void h_dlockd_upgrade_fails(int index);
 /* Runs dlockd -t -c h_dir()/t.conf with conf_text in that file; returns
  * its exit status (128 for a signal), its first line of output (stdout and
  * stderr) in out. */
