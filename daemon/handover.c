@@ -155,6 +155,9 @@ static int write_state(handover_t *h, buf_t *b, int *fds, size_t *nfds) {
     statew_u64(&w, (uint64_t)getpid());
     statew_u64(&w, h->signal_ms);
     statew_u64(&w, nodes_up(h->p.backend));
+    lockmgr_stats_t ls;
+    lockmgr_stats(h->p.locks, &ls);
+    statew_u64(&w, ls.locks_held);
     int lfd = server_fd(h->p.server), mfd = h->p.metrics ? metrics_fd(h->p.metrics) : -1;
     statew_rec(&w, "listen");
     statew_u64(&w, (uint64_t)lfd);
@@ -400,6 +403,7 @@ int handover_read(handover_in_t *in, char *err, size_t errlen) {
             in->old_pid = (long)stater_u64(&r);
             in->signal_ms = stater_u64(&r);
             in->nodes_up = (size_t)stater_u64(&r);
+            in->holds = (size_t)stater_u64(&r);
         } else if (strcmp(word, "listen") == 0) {
             lfd = stater_u64(&r);
             stater_str(&r, in->listen_path, sizeof(in->listen_path));
@@ -462,6 +466,7 @@ int handover_restore(handover_in_t *in, const handover_parts_t *p, char *err, si
     session_t *s = NULL;
     size_t conns = 0, calls = 0;
     uv_update_time(p->loop);
+    lockmgr_load_start(p->locks, in->holds);
     stater_init(&r, in->text + in->offset, in->len - in->offset);
     while (stater_rec(&r, word)) {
         if (strcmp(word, "end") == 0) break;

@@ -75,6 +75,7 @@ typedef struct handover_in_s {
     long old_pid;
     uint64_t signal_ms;        /* when the old process got SIGUSR2 (CLOCK_MONOTONIC, ms) */
     size_t nodes_up;           /* the Redis nodes it had up */
+    size_t holds;              /* the holds to come */
     int listen_fd;
     char listen_path[CONF_PATH_MAX + 1]; /* its file */
     int metrics_fd;            /* -1: none */
