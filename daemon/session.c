@@ -1451,11 +1451,11 @@ static void save_call(const session_t *s, const call_t *c, statew_t *w) {
     (void)s;
 }
 
-void sessions_save(const sessions_t *ss, statew_t *w, int *fds, size_t *n) {
+void sessions_save(const sessions_t *ss, statew_t *w, void (*each)(void *data, int fd),
+                   void *data) {
     const session_t *s;
     const call_t *c;
     buf_t tmp = {0};
-    *n = 0;
     statew_rec(w, "sessions");
     statew_u64(w, ss->next_id);
     statew_u64(w, ss->start_seq);
@@ -1479,7 +1479,6 @@ void sessions_save(const sessions_t *ss, statew_t *w, int *fds, size_t *n) {
             w->failed = 1;
             continue;
         }
-        fds[(*n)++] = fd;
         statew_rec(w, "conn");
         statew_u64(w, (uint64_t)fd);
         /* the peer as admitted: the groups judged are those of the connect */
@@ -1504,6 +1503,7 @@ void sessions_save(const sessions_t *ss, statew_t *w, int *fds, size_t *n) {
         lockmgr_owner_save(ss->locks, s->owner, w);
         /* calls in the order they came: their lines form again in it */
         TAILQ_FOREACH(c, &s->calls, link) save_call(s, c, w);
+        each(data, fd);
     }
     buf_free(&tmp);
 }
@@ -1744,6 +1744,10 @@ void sessions_resume(sessions_t *ss) {
         if (reads(s)) uv_read_start((uv_stream_t *)s->pipe, on_alloc, on_read);
         else deaf_add(s);
         s->unpark = 1;
-        mark_dirty(s);
+        /* Only what has something to do is driven: 10,000 idle connections
+         * would hold up the first request served. */
+        if (s->out.len > 0 || s->in.len > 0 || s->nparked > 0 || s->eof ||
+            s->state == SESSION_DRAINING)
+            mark_dirty(s);
     }
 }
