@@ -317,6 +317,13 @@ static void hand_over(handover_t *h) {
     if (h->p.conf->renew_every_ms < wait_ms) wait_ms = h->p.conf->renew_every_ms;
     s.deadline = drained + wait_ms;
     uv_idle_stop(&h->poll);
+    /* A stop that comes meanwhile must not be lost with this process: held
+     * back, it ends the hand-over before GO (unblocked, it is handled). */
+    sigset_t stops, old;
+    sigemptyset(&stops);
+    sigaddset(&stops, SIGTERM);
+    sigaddset(&stops, SIGINT);
+    sigprocmask(SIG_BLOCK, &stops, &old);
     statew_init(&s.w, &s.buf);
     sessions_save(h->p.sessions, &s.w, on_saved, &s);
     lockmgr_save(h->p.locks, &s.w);
@@ -328,9 +335,11 @@ static void hand_over(handover_t *h) {
     buf_free(&s.head);
     if (failed) {
         fail(h, "the state could not be sent (%s)", errno ? strerror(errno) : "out of memory");
+        sigprocmask(SIG_SETMASK, &old, NULL);
         return;
     }
     uint64_t sent = mono_ms();
+    sigset_t pending;
     if (read_line(h->channel, line, sizeof(line), s.deadline) != 0 ||
         strcmp(line, HANDOVER_READY) != 0) {
         if (strncmp(line, HANDOVER_FAIL, strlen(HANDOVER_FAIL)) == 0)
@@ -338,6 +347,13 @@ static void hand_over(handover_t *h) {
         else
             fail(h, "the new process did not say it was ready within %llu ms",
                  (unsigned long long)wait_ms);
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        return;
+    }
+    if (sigpending(&pending) == 0 &&
+        (sigismember(&pending, SIGTERM) == 1 || sigismember(&pending, SIGINT) == 1)) {
+        fail(h, "a signal to stop came meanwhile: stopping instead");
+        sigprocmask(SIG_SETMASK, &old, NULL);
         return;
     }
     buf_t go = {0};
@@ -347,6 +363,7 @@ static void hand_over(handover_t *h) {
     if (statew_finish(&gw) != 0 || send_frame(h->channel, &go, NULL, NULL, 0, s.deadline) != 0) {
         buf_free(&go);
         fail(h, "the new process went away before it took over");
+        sigprocmask(SIG_SETMASK, &old, NULL);
         return;
     }
     buf_free(&go);
