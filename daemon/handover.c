@@ -6,16 +6,14 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <spawn.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/time.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
@@ -27,23 +25,47 @@
 
 extern char **environ;
 
-/* The channel's words. */
+/* The channel: the new process says lines (HELLO, READY, FAIL <why>); the
+ * old one sends frames: a header (payload bytes, descriptors) alone with
+ * the descriptors attached, then the payload, whose first record names
+ * the descriptors by their numbers in the old process. */
+#define HANDOVER_HELLO "HELLO"
 #define HANDOVER_READY "READY"
-#define HANDOVER_GO "GO"
 #define HANDOVER_FAIL "FAIL "
 /* Longest line on the channel. */
 #define HANDOVER_LINE_MAX 512
 /* How long the old process lets systemd take the new main pid in. */
 #define HANDOVER_BARRIER_US 5000000ULL
 
+typedef struct frame_hdr_s {
+    uint32_t len;
+    uint32_t nfds;
+} frame_hdr_t;
+
+typedef enum {
+    HANDOVER_IDLE = 0,
+    HANDOVER_STARTING,         /* the new process starts; this one serves on */
+    HANDOVER_DRAINING          /* frozen, until nothing is in flight */
+} handover_phase_t;
+
 struct handover_s {
     handover_parts_t p;
     const char *exe;
     char *const *argv;
-    int running;
+    handover_phase_t phase;
+    pid_t child;
+    int channel;               /* our end, -1 */
     uint64_t signal_ms;        /* the signal, on CLOCK_MONOTONIC (both processes') */
     uint64_t give_up_ms;       /* when the drain gives up, on the loop's clock */
+    uint64_t frozen_ms;        /* when it stopped serving (CLOCK_MONOTONIC) */
+    char line[HANDOVER_LINE_MAX]; /* what the new process said so far */
+    size_t line_len;
+    uv_poll_t hello;           /* the channel, while the new process starts */
+    int hello_active;
+    uv_timer_t timer;          /* it must say HELLO in time */
     uv_idle_t poll;            /* looks after every turn of the loop while it drains */
+    int closing;               /* handles whose close is to come ... */
+    int freed;                 /* ... and then it goes (handover_free) */
 };
 
 static uint64_t mono_ms(void) {
@@ -52,17 +74,25 @@ static uint64_t mono_ms(void) {
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* Reads one line from fd into line (without its newline), waiting at most
- * until deadline (mono_ms). 0, or -1 on EOF, an error or the deadline. */
-static int read_line(int fd, char *line, size_t cap, uint64_t deadline) {
-    size_t len = 0;
+/* Waits until fd is ready for events, at most until deadline (mono_ms):
+ * 0, or -1. */
+static int await_fd(int fd, short events, uint64_t deadline) {
     for (;;) {
         uint64_t now = mono_ms();
         if (now >= deadline) return -1;
-        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        struct pollfd pfd = {.fd = fd, .events = events};
         int rc = poll(&pfd, 1, (int)(deadline - now));
         if (rc < 0 && errno == EINTR) continue;
-        if (rc <= 0) return -1;
+        return rc > 0 ? 0 : -1;
+    }
+}
+
+/* Reads one line from fd into line (without its newline), waiting at most
+ * until deadline. 0, or -1 on EOF, an error or the deadline. */
+static int read_line(int fd, char *line, size_t cap, uint64_t deadline) {
+    size_t len = 0;
+    for (;;) {
+        if (await_fd(fd, POLLIN, deadline) != 0) return -1;
         char c;
         ssize_t n = read(fd, &c, 1);
         if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
@@ -75,12 +105,35 @@ static int read_line(int fd, char *line, size_t cap, uint64_t deadline) {
     }
 }
 
-static int write_all(int fd, const char *p, size_t len) {
+/* Writes all of p, waiting at most until deadline (fd may be non-blocking). */
+static int write_all(int fd, const void *p, size_t len, uint64_t deadline) {
+    const char *q = p;
     while (len > 0) {
-        ssize_t n = write(fd, p, len);
+        ssize_t n = send(fd, q, len, MSG_NOSIGNAL);
         if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) {
+            if (await_fd(fd, POLLOUT, deadline) != 0) return -1;
+            continue;
+        }
         if (n <= 0) return -1;
-        p += n;
+        q += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* Reads exactly len bytes, waiting at most until deadline. */
+static int read_all(int fd, void *p, size_t len, uint64_t deadline) {
+    char *q = p;
+    while (len > 0) {
+        ssize_t n = read(fd, q, len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) {
+            if (await_fd(fd, POLLIN, deadline) != 0) return -1;
+            continue;
+        }
+        if (n <= 0) return -1;
+        q += n;
         len -= (size_t)n;
     }
     return 0;
@@ -90,6 +143,11 @@ static int set_cloexec(int fd, int on) {
     int flags = fcntl(fd, F_GETFD);
     if (flags < 0) return -1;
     return fcntl(fd, F_SETFD, on ? flags | FD_CLOEXEC : flags & ~FD_CLOEXEC);
+}
+
+static int set_nonblock(int fd) {
+    int flags = fcntl(fd, F_GETFL);
+    return flags < 0 ? -1 : fcntl(fd, F_SETFL, flags | O_NONBLOCK);
 }
 
 static void count_up(void *data, const backend_node_info_t *node) {
@@ -103,6 +161,39 @@ static size_t nodes_up(const backend_t *b) {
     return n;
 }
 
+/* Sends one frame: its header with nfds descriptors, then the payload's
+ * parts. 0, or -1. */
+static int send_frame(int ch, const buf_t *a, const buf_t *b, const int *fds, size_t nfds,
+                      uint64_t deadline) {
+    frame_hdr_t hdr = {.len = (uint32_t)(a->len + (b ? b->len : 0)), .nfds = (uint32_t)nfds};
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * HANDOVER_FRAME_FDS)];
+        struct cmsghdr align;
+    } u;
+    struct iovec iov = {.iov_base = &hdr, .iov_len = sizeof(hdr)};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (nfds > 0) {
+        memset(&u, 0, sizeof(u));
+        msg.msg_control = u.buf;
+        msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+        memcpy(CMSG_DATA(cm), fds, sizeof(int) * nfds);
+    }
+    /* The header goes alone, so that its descriptors arrive with it. */
+    for (;;) {
+        ssize_t n = sendmsg(ch, &msg, MSG_NOSIGNAL);
+        if (n == (ssize_t)sizeof(hdr)) break;
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN && await_fd(ch, POLLOUT, deadline) == 0) continue;
+        return -1;
+    }
+    if (write_all(ch, buf_start(a), a->len, deadline) != 0) return -1;
+    return b ? write_all(ch, buf_start(b), b->len, deadline) : 0;
+}
+
 /* ---- the old process ------------------------------------------------------------ */
 
 handover_t *handover_new(const handover_parts_t *parts, const char *exe, char *const *argv) {
@@ -111,18 +202,44 @@ handover_t *handover_new(const handover_parts_t *parts, const char *exe, char *c
     h->p = *parts;
     h->exe = exe;
     h->argv = argv;
+    h->channel = -1;
     uv_idle_init(parts->loop, &h->poll);
     h->poll.data = h;
+    uv_timer_init(parts->loop, &h->timer);
+    h->timer.data = h;
     return h;
 }
 
-static void on_timer_closed(uv_handle_t *handle) {
-    free(handle->data);
+static void on_closed(uv_handle_t *handle) {
+    handover_t *h = handle->data;
+    if (--h->closing == 0 && h->freed) free(h);
+}
+
+/* The new process goes (it is not ours to wait for any more), and the
+ * channel with it. */
+static void end_child(handover_t *h) {
+    if (h->hello_active) {
+        uv_poll_stop(&h->hello);
+        h->closing++;
+        uv_close((uv_handle_t *)&h->hello, on_closed);
+        h->hello_active = 0;
+    }
+    if (h->channel >= 0) close(h->channel);
+    h->channel = -1;
+    if (h->child > 0) {
+        kill(h->child, SIGKILL);
+        waitpid(h->child, NULL, 0);
+    }
+    h->child = 0;
 }
 
 void handover_free(handover_t *h) {
     if (h == NULL) return;
-    uv_close((uv_handle_t *)&h->poll, on_timer_closed);
+    h->freed = 1;
+    h->closing += 2; /* before end_child: its close may not free h */
+    end_child(h);
+    uv_close((uv_handle_t *)&h->poll, on_closed);
+    uv_close((uv_handle_t *)&h->timer, on_closed);
 }
 
 /* Nothing was handed over: the old process serves on as before. */
@@ -134,43 +251,204 @@ static void fail(handover_t *h, const char *fmt, ...) {
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
     uv_idle_stop(&h->poll);
-    h->running = 0;
+    uv_timer_stop(&h->timer);
+    end_child(h);
+    int frozen = h->phase == HANDOVER_DRAINING;
+    h->phase = HANDOVER_IDLE;
     sessions_count_upgrade(h->p.sessions, 0, 0, 0);
     log_error("upgrade failed, serving on: %s", why);
-    lockmgr_freeze(h->p.locks, 0);
-    sessions_freeze(h->p.sessions, 0);
+    if (frozen) {
+        lockmgr_freeze(h->p.locks, 0);
+        sessions_freeze(h->p.sessions, 0);
+    }
 }
 
-/* The state: the head a successor reads first (handover_read), then the
- * connections with their holds and calls, then the counters. fds gets
- * every descriptor the successor needs. */
-static int write_state(handover_t *h, buf_t *b, int *fds, size_t *nfds) {
+/* The state, streamed: records into buf, sent as a frame whenever they
+ * pass HANDOVER_FRAME_BYTES or name HANDOVER_FRAME_FDS descriptors, so
+ * that the new process reads one while this one writes the next. */
+typedef struct sender_s {
+    int ch;
+    uint64_t deadline;
+    buf_t buf, head;
     statew_t w;
-    const char *test = getenv(HANDOVER_TEST_VERSION_ENV);
-    statew_init(&w, b);
-    statew_rec(&w, "dlockd_state");
-    statew_u64(&w, test ? strtoull(test, NULL, 10) : HANDOVER_STATE_VERSION);
-    statew_rec(&w, "process");
-    statew_str(&w, lockmgr_backend(h->p.locks)->uuid);
-    statew_u64(&w, (uint64_t)getpid());
-    statew_u64(&w, h->signal_ms);
-    statew_u64(&w, nodes_up(h->p.backend));
-    int lfd = server_fd(h->p.server), mfd = h->p.metrics ? metrics_fd(h->p.metrics) : -1;
-    statew_rec(&w, "listen");
-    statew_u64(&w, (uint64_t)lfd);
-    statew_str(&w, server_path(h->p.server));
-    statew_rec(&w, "metrics");
-    statew_i64(&w, mfd);
-    fds[0] = lfd;
-    *nfds = 1;
-    if (mfd >= 0) fds[(*nfds)++] = mfd;
-    statew_rec(&w, "connections");
-    size_t n = 0;
-    sessions_save(h->p.sessions, &w, fds + *nfds, &n);
-    *nfds += n;
-    lockmgr_save(h->p.locks, &w);
-    statew_rec(&w, "end");
-    return statew_finish(&w);
+    int fds[HANDOVER_FRAME_FDS];
+    size_t nfds;
+    size_t bytes;              /* sent */
+    int failed;
+} sender_t;
+
+static void flush_frame(sender_t *s) {
+    statew_t hw;
+    if (s->failed) return;
+    if (statew_finish(&s->w) != 0) {
+        s->failed = 1;
+        return;
+    }
+    buf_clear(&s->head);
+    statew_init(&hw, &s->head);
+    statew_rec(&hw, "fds");
+    statew_u64(&hw, s->nfds);
+    for (size_t i = 0; i < s->nfds; i++) statew_u64(&hw, (uint64_t)s->fds[i]);
+    if (statew_finish(&hw) != 0 ||
+        send_frame(s->ch, &s->head, &s->buf, s->fds, s->nfds, s->deadline) != 0) {
+        s->failed = 1;
+        return;
+    }
+    s->bytes += s->head.len + s->buf.len;
+    buf_clear(&s->buf);
+    s->nfds = 0;
+}
+
+/* After each connection's records. */
+static void on_saved(void *data, int fd) {
+    sender_t *s = data;
+    s->fds[s->nfds++] = fd;
+    if (s->nfds == HANDOVER_FRAME_FDS || s->buf.len >= HANDOVER_FRAME_BYTES) flush_frame(s);
+}
+
+/* Nothing is in flight: stream the state, wait for READY; then hand over
+ * and exit, or serve on. This process runs no loop meanwhile: it renews
+ * nothing, so all of it is bounded by a renewal period, which every hold
+ * outlives (a lease's 1/3 by default; its loss margin is 1/10). */
+static void hand_over(handover_t *h) {
+    sender_t s = {.ch = h->channel};
+    uint64_t wait_ms = HANDOVER_TIMEOUT_MS, drained = mono_ms();
+    char line[HANDOVER_LINE_MAX];
+    if (h->p.conf->renew_every_ms < wait_ms) wait_ms = h->p.conf->renew_every_ms;
+    s.deadline = drained + wait_ms;
+    uv_idle_stop(&h->poll);
+    /* A stop that comes meanwhile must not be lost with this process: held
+     * back, it ends the hand-over before GO (unblocked, it is handled). */
+    sigset_t stops, old;
+    sigemptyset(&stops);
+    sigaddset(&stops, SIGTERM);
+    sigaddset(&stops, SIGINT);
+    sigprocmask(SIG_BLOCK, &stops, &old);
+    statew_init(&s.w, &s.buf);
+    sessions_save(h->p.sessions, &s.w, on_saved, &s);
+    lockmgr_save(h->p.locks, &s.w);
+    statew_rec(&s.w, "end");
+    flush_frame(&s);
+    size_t bytes = s.bytes;
+    int failed = s.failed;
+    buf_free(&s.buf);
+    buf_free(&s.head);
+    if (failed) {
+        fail(h, "the state could not be sent (%s)", errno ? strerror(errno) : "out of memory");
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        return;
+    }
+    uint64_t sent = mono_ms();
+    sigset_t pending;
+    if (read_line(h->channel, line, sizeof(line), s.deadline) != 0 ||
+        strcmp(line, HANDOVER_READY) != 0) {
+        if (strncmp(line, HANDOVER_FAIL, strlen(HANDOVER_FAIL)) == 0)
+            fail(h, "%s", line + strlen(HANDOVER_FAIL));
+        else
+            fail(h, "the new process did not say it was ready within %llu ms",
+                 (unsigned long long)wait_ms);
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        return;
+    }
+    if (sigpending(&pending) == 0 &&
+        (sigismember(&pending, SIGTERM) == 1 || sigismember(&pending, SIGINT) == 1)) {
+        fail(h, "a signal to stop came meanwhile: stopping instead");
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        return;
+    }
+    buf_t go = {0};
+    statew_t gw;
+    statew_init(&gw, &go);
+    statew_rec(&gw, "go");
+    if (statew_finish(&gw) != 0 || send_frame(h->channel, &go, NULL, NULL, 0, s.deadline) != 0) {
+        buf_free(&go);
+        fail(h, "the new process went away before it took over");
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        return;
+    }
+    buf_free(&go);
+    /* The new process serves; systemd takes its pid as the main one before
+     * this one goes (a crash of the new one from here on is a crash of
+     * the daemon: systemd sees its main process go). */
+    pid_t pid = h->child;
+    if (getenv("NOTIFY_SOCKET") != NULL) {
+        sd_notifyf(0, "MAINPID=%ld", (long)pid);
+        int rc = sd_notify_barrier(0, HANDOVER_BARRIER_US);
+        if (rc < 0) log_warn("upgrade: systemd did not confirm the new main pid: %s",
+                             strerror(-rc));
+    }
+    log_info("upgrade: pid %ld took over: %zu bytes of state (it started in %llu ms; this one "
+             "drained in %llu, sent in %llu, and it was ready %llu after)", (long)pid, bytes,
+             (unsigned long long)(h->frozen_ms - h->signal_ms),
+             (unsigned long long)(drained - h->frozen_ms), (unsigned long long)(sent - drained),
+             (unsigned long long)(mono_ms() - sent));
+    fflush(NULL);
+    /* Nothing is released, closed or said: it is all the successor's. */
+    _exit(0);
+}
+
+static void on_poll(uv_idle_t *t) {
+    handover_t *h = t->data;
+    const char *why = lockmgr_busy(h->p.locks);
+    if (why == NULL) why = sessions_busy(h->p.sessions);
+    if (why == NULL) {
+        hand_over(h);
+        return;
+    }
+    if (uv_now(h->p.loop) >= h->give_up_ms)
+        fail(h, "still busy after %d ms: %s", HANDOVER_DRAIN_MS, why);
+}
+
+/* The new process is ready to take over: stop, drain, then hand over. */
+static void drain(handover_t *h) {
+    uv_timer_stop(&h->timer);
+    uv_poll_stop(&h->hello);
+    h->closing++;
+    uv_close((uv_handle_t *)&h->hello, on_closed);
+    h->hello_active = 0;
+    h->phase = HANDOVER_DRAINING;
+    h->frozen_ms = mono_ms();
+    h->give_up_ms = uv_now(h->p.loop) + HANDOVER_DRAIN_MS;
+    sessions_freeze(h->p.sessions, 1);
+    lockmgr_freeze(h->p.locks, 1);
+    uv_idle_start(&h->poll, on_poll);
+}
+
+/* What the starting process says: HELLO, FAIL <why>, or its end. */
+static void on_hello(uv_poll_t *p, int status, int events) {
+    handover_t *h = p->data;
+    (void)events;
+    char c;
+    ssize_t n = status < 0 ? -1 : read(h->channel, &c, 1);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (n <= 0) {
+        int st = 0;
+        pid_t pid = h->child;
+        h->child = 0;
+        waitpid(pid, &st, 0);
+        if (WIFEXITED(st))
+            fail(h, "the new process exited with status %d before it was ready",
+                 WEXITSTATUS(st));
+        else
+            fail(h, "the new process ended before it was ready (signal %d)",
+                 WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+        return;
+    }
+    if (c != '\n') {
+        if (h->line_len + 1 < sizeof(h->line)) h->line[h->line_len++] = c;
+        return;
+    }
+    h->line[h->line_len] = '\0';
+    h->line_len = 0;
+    if (strcmp(h->line, HANDOVER_HELLO) == 0) drain(h);
+    else if (strncmp(h->line, HANDOVER_FAIL, strlen(HANDOVER_FAIL)) == 0)
+        fail(h, "%s", h->line + strlen(HANDOVER_FAIL));
+    else fail(h, "the new process said '%.100s'", h->line);
+}
+
+static void on_hello_late(uv_timer_t *t) {
+    handover_t *h = t->data;
+    fail(h, "the new process did not say it was ready within %d ms", HANDOVER_TIMEOUT_MS);
 }
 
 /* The environment with HANDOVER_ENV set to value (malloc'd array; its
@@ -189,141 +467,88 @@ static char **successor_env(const char *value) {
     return env;
 }
 
-/* Nothing is in flight: write the state, start the successor, wait for
- * its READY; then hand over and exit, or serve on. */
-static void hand_over(handover_t *h) {
-    buf_t state = {0};
-    size_t cap = 2 + sessions_count(h->p.sessions), nfds = 0;
-    int *fds = malloc(cap * sizeof(*fds));
-    int sp[2] = {-1, -1}, mem = -1;
-    char env_value[64], line[HANDOVER_LINE_MAX];
-    char **env = NULL;
-    pid_t pid = -1;
-    int cloexec_off = 0;        /* the descriptors to pass are open across exec */
-
-    uv_idle_stop(&h->poll);
-    uint64_t drained = mono_ms();
-    if (fds == NULL || write_state(h, &state, fds, &nfds) != 0) {
-        fail(h, "out of memory writing the state");
-        goto out;
-    }
-    mem = memfd_create("dlockd-state", MFD_CLOEXEC);
-    if (mem < 0 || write_all(mem, buf_start(&state), state.len) != 0 ||
-        lseek(mem, 0, SEEK_SET) != 0) {
-        fail(h, "cannot keep the state (%zu bytes) in memory: %s", state.len, strerror(errno));
-        goto out;
-    }
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0) {
-        fail(h, "socketpair: %s", strerror(errno));
-        goto out;
-    }
-    snprintf(env_value, sizeof(env_value), "%s=%d,%d", HANDOVER_ENV, sp[1], mem);
-    if ((env = successor_env(env_value)) == NULL) {
-        fail(h, "out of memory");
-        goto out;
-    }
-    /* Only what the successor needs crosses exec; posix_spawn, not fork:
-     * no copy of this process's page tables, and an exec that fails is
-     * its answer. */
-    for (size_t i = 0; i < nfds; i++) set_cloexec(fds[i], 0);
-    set_cloexec(sp[1], 0);
-    set_cloexec(mem, 0);
-    cloexec_off = 1;
-    fflush(NULL);
-    int src = posix_spawn(&pid, h->exe, NULL, NULL, h->argv, env);
-    close(sp[1]);
-    sp[1] = -1;
-    if (src != 0) {
-        fail(h, "cannot run %s: %s", h->exe, strerror(src));
-        goto out;
-    }
-    log_info("upgrade: handing over to %s (pid %ld): %zu connections, %zu bytes of state "
-             "(drained in %llu ms, written and started in %llu)", h->exe, (long)pid,
-             sessions_count(h->p.sessions), state.len,
-             (unsigned long long)(drained > h->signal_ms ? drained - h->signal_ms : 0),
-             (unsigned long long)(mono_ms() - drained));
-    /* This process renews nothing while it waits: never longer than a
-     * renewal period, which every hold outlives (a lease's 1/3 by
-     * default; its loss margin is 1/10). */
-    uint64_t wait_ms = HANDOVER_TIMEOUT_MS;
-    if (h->p.conf->renew_every_ms < wait_ms) wait_ms = h->p.conf->renew_every_ms;
-    if (read_line(sp[0], line, sizeof(line), mono_ms() + wait_ms) != 0 ||
-        strcmp(line, HANDOVER_READY) != 0) {
-        int status = 0;
-        char why[HANDOVER_LINE_MAX];
-        if (strncmp(line, HANDOVER_FAIL, strlen(HANDOVER_FAIL)) == 0)
-            snprintf(why, sizeof(why), "%s", line + strlen(HANDOVER_FAIL));
-        else
-            snprintf(why, sizeof(why), "the new process did not say it was ready in %llu ms",
-                     (unsigned long long)wait_ms);
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-        if (strncmp(line, HANDOVER_FAIL, strlen(HANDOVER_FAIL)) != 0 && WIFEXITED(status))
-            snprintf(why, sizeof(why), "the new process exited with status %d before it was "
-                     "ready", WEXITSTATUS(status));
-        line[0] = '\0';
-        fail(h, "%s", why);
-        goto out;
-    }
-    if (write_all(sp[0], HANDOVER_GO "\n", strlen(HANDOVER_GO) + 1) != 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        fail(h, "the new process went away before it took over");
-        goto out;
-    }
-    /* The new process serves; systemd takes its pid as the main one before
-     * this one goes (a crash of the new one from here on is a crash of
-     * the daemon: systemd sees its main process go). */
-    if (getenv("NOTIFY_SOCKET") != NULL) {
-        sd_notifyf(0, "MAINPID=%ld", (long)pid);
-        int brc = sd_notify_barrier(0, HANDOVER_BARRIER_US);
-        if (brc < 0) log_warn("upgrade: systemd did not confirm the new main pid: %s",
-                              strerror(-brc));
-    }
-    log_info("upgrade: pid %ld took over", (long)pid);
-    fflush(NULL);
-    /* Nothing is released, closed or said: it is all the successor's. */
-    _exit(0);
-out:
-    if (cloexec_off)
-        for (size_t i = 0; i < nfds; i++) set_cloexec(fds[i], 1);
-    if (sp[0] >= 0) close(sp[0]);
-    if (sp[1] >= 0) close(sp[1]);
-    if (mem >= 0) close(mem);
-    free(env);
-    free(fds);
-    buf_free(&state);
-}
-
-static void on_poll(uv_idle_t *t) {
-    handover_t *h = t->data;
-    const char *why = lockmgr_busy(h->p.locks);
-    if (why == NULL) why = sessions_busy(h->p.sessions);
-    if (why == NULL) {
-        hand_over(h);
-        return;
-    }
-    if (uv_now(h->p.loop) >= h->give_up_ms)
-        fail(h, "still busy after %d ms: %s", HANDOVER_DRAIN_MS, why);
+/* The state's head: what the new process needs before any connection. */
+static int send_head(handover_t *h, uint64_t deadline) {
+    buf_t b = {0};
+    statew_t w;
+    lockmgr_stats_t ls;
+    lockmgr_stats(h->p.locks, &ls);
+    statew_init(&w, &b);
+    statew_rec(&w, "fds");
+    statew_u64(&w, 0);
+    statew_rec(&w, "process");
+    statew_u64(&w, (uint64_t)getpid());
+    statew_u64(&w, h->signal_ms);
+    statew_u64(&w, ls.locks_held);
+    statew_rec(&w, "listen");
+    statew_u64(&w, (uint64_t)server_fd(h->p.server));
+    statew_str(&w, server_path(h->p.server));
+    statew_rec(&w, "metrics");
+    statew_i64(&w, h->p.metrics ? metrics_fd(h->p.metrics) : -1);
+    int rc = statew_finish(&w) == 0 ? send_frame(h->channel, &b, NULL, NULL, 0, deadline) : -1;
+    buf_free(&b);
+    return rc;
 }
 
 void handover_start(handover_t *h) {
-    if (h->running) {
+    int sp[2] = {-1, -1};
+    char value[160];
+    if (h->phase != HANDOVER_IDLE || h->closing > 0) {
         log_warn("upgrade: a hand-over is in progress already");
         return;
     }
+    h->phase = HANDOVER_STARTING;
+    h->signal_ms = mono_ms();
     if (access(h->exe, X_OK) != 0) {
-        h->running = 1; /* fail()'s */
         fail(h, "%s cannot be run: %s", h->exe, strerror(errno));
         return;
     }
-    h->running = 1;
-    h->signal_ms = mono_ms();
-    h->give_up_ms = uv_now(h->p.loop) + HANDOVER_DRAIN_MS;
-    log_info("upgrade: SIGUSR2: stopping reading and handing over to %s", h->exe);
-    sessions_freeze(h->p.sessions, 1);
-    lockmgr_freeze(h->p.locks, 1);
-    uv_idle_start(&h->poll, on_poll);
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0) {
+        fail(h, "socketpair: %s", strerror(errno));
+        return;
+    }
+    h->channel = sp[0];
+    const char *test = getenv(HANDOVER_TEST_VERSION_ENV);
+    snprintf(value, sizeof(value), "%s=%llu,%d,%zu,%s", HANDOVER_ENV,
+             test ? strtoull(test, NULL, 10) : (unsigned long long)HANDOVER_STATE_VERSION, sp[1],
+             nodes_up(h->p.backend), lockmgr_backend(h->p.locks)->uuid);
+    char **env = successor_env(value);
+    if (env == NULL) {
+        close(sp[1]);
+        fail(h, "out of memory");
+        return;
+    }
+    /* The sockets that do not change cross exec; the connections follow
+     * with the state, as they are then. posix_spawn, not fork: no copy of
+     * this process's page tables, and an exec that fails is its answer. */
+    int lfd = server_fd(h->p.server), mfd = h->p.metrics ? metrics_fd(h->p.metrics) : -1;
+    set_cloexec(sp[1], 0);
+    set_cloexec(lfd, 0);
+    if (mfd >= 0) set_cloexec(mfd, 0);
+    fflush(NULL);
+    pid_t pid;
+    int rc = posix_spawn(&pid, h->exe, NULL, NULL, h->argv, env);
+    set_cloexec(lfd, 1);
+    if (mfd >= 0) set_cloexec(mfd, 1);
+    close(sp[1]);
+    free(env);
+    if (rc != 0) {
+        fail(h, "cannot run %s: %s", h->exe, strerror(rc));
+        return;
+    }
+    h->child = pid;
+    set_nonblock(h->channel);
+    log_info("upgrade: SIGUSR2: starting %s (pid %ld) to hand over to", h->exe, (long)pid);
+    if (send_head(h, mono_ms() + HANDOVER_TIMEOUT_MS) != 0) {
+        fail(h, "the new process went away at once");
+        return;
+    }
+    uv_poll_init(h->p.loop, &h->hello, h->channel);
+    h->hello.data = h;
+    h->hello_active = 1;
+    h->line_len = 0;
+    uv_poll_start(&h->hello, UV_READABLE | UV_DISCONNECT, on_hello);
+    uv_timer_start(&h->timer, on_hello_late, HANDOVER_TIMEOUT_MS, 0);
 }
 
 /* ---- the new process ------------------------------------------------------------ */
@@ -334,89 +559,41 @@ int handover_is_successor(void) {
 
 void handover_refuse(handover_in_t *in, const char *why) {
     char line[HANDOVER_LINE_MAX];
-    int n = snprintf(line, sizeof(line), HANDOVER_FAIL "%s\n", why);
+    int n = snprintf(line, sizeof(line), HANDOVER_FAIL "%.400s\n", why);
     log_error("upgrade: cannot take over: %s", why);
     if (in->channel >= 0 && n > 0)
-        (void)write_all(in->channel, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line));
+        (void)write_all(in->channel, line, (size_t)n, mono_ms() + HANDOVER_TIMEOUT_MS);
     fflush(NULL);
     _exit(1);
 }
 
-int handover_read(handover_in_t *in, char *err, size_t errlen) {
+int handover_begin(handover_in_t *in, char *err, size_t errlen) {
     const char *env = getenv(HANDOVER_ENV);
-    int state_fd = -1;
+    unsigned long long version = 0;
+    int channel = -1, used = 0;
+    size_t up = 0;
     memset(in, 0, sizeof(*in));
     in->channel = -1;
     in->metrics_fd = -1;
-    if (env == NULL || sscanf(env, "%d,%d", &in->channel, &state_fd) != 2 || in->channel < 0 ||
-        state_fd < 0) {
-        snprintf(err, errlen, "%s is not <fd>,<fd>", HANDOVER_ENV);
-        in->channel = -1;
+    if (env == NULL || sscanf(env, "%llu,%d,%zu,%n", &version, &channel, &up, &used) != 3 ||
+        used == 0 || channel < 0) {
+        snprintf(err, errlen, "%s is not <version>,<fd>,<nodes>,<uuid>", HANDOVER_ENV);
         return -1;
     }
+    in->channel = channel;
+    set_cloexec(channel, 1);
+    snprintf(in->uuid, sizeof(in->uuid), "%s", env + used);
+    in->nodes_up = up;
     unsetenv(HANDOVER_ENV);
-    set_cloexec(in->channel, 1);
-    set_cloexec(state_fd, 1);
-    struct stat st;
-    if (fstat(state_fd, &st) != 0 || st.st_size <= 0) {
-        snprintf(err, errlen, "the state cannot be read: %s", strerror(errno));
-        return -1;
-    }
-    in->len = (size_t)st.st_size;
-    if ((in->text = malloc(in->len)) == NULL) {
-        snprintf(err, errlen, "out of memory for %zu bytes of state", in->len);
-        return -1;
-    }
-    size_t got = 0;
-    while (got < in->len) {
-        ssize_t n = pread(state_fd, in->text + got, in->len - got, (off_t)got);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            snprintf(err, errlen, "the state cannot be read: %s", n < 0 ? strerror(errno) : "short");
-            return -1;
-        }
-        got += (size_t)n;
-    }
-    close(state_fd);
-
-    stater_t r;
-    char word[STATE_WORD_MAX];
-    stater_init(&r, in->text, in->len);
-    if (!stater_rec(&r, word) || strcmp(word, "dlockd_state") != 0) {
-        snprintf(err, errlen, "the state is not a dlockd's");
-        return -1;
-    }
-    uint64_t version = stater_u64(&r);
-    if (r.err || version != HANDOVER_STATE_VERSION) {
+    if (version != HANDOVER_STATE_VERSION) {
         snprintf(err, errlen, "the state's version %llu is not one this dlockd reads (%d)",
-                 (unsigned long long)version, HANDOVER_STATE_VERSION);
+                 version, HANDOVER_STATE_VERSION);
         return -1;
     }
-    int64_t mfd = -1;
-    uint64_t lfd = 0;
-    while (stater_rec(&r, word) && strcmp(word, "connections") != 0) {
-        if (strcmp(word, "process") == 0) {
-            stater_str(&r, in->uuid, sizeof(in->uuid));
-            in->old_pid = (long)stater_u64(&r);
-            in->signal_ms = stater_u64(&r);
-            in->nodes_up = (size_t)stater_u64(&r);
-        } else if (strcmp(word, "listen") == 0) {
-            lfd = stater_u64(&r);
-            stater_str(&r, in->listen_path, sizeof(in->listen_path));
-        } else if (strcmp(word, "metrics") == 0) {
-            mfd = stater_i64(&r);
-        }
-    }
-    if (r.err || strcmp(word, "connections") != 0 || in->uuid[0] == '\0' || lfd == 0 ||
-        in->listen_path[0] == '\0' ||
-        lfd > INT32_MAX || mfd > INT32_MAX) {
-        snprintf(err, errlen, "the state's head is broken: %s", r.err ? r.why : "a part is missing");
+    if (in->uuid[0] == '\0') {
+        snprintf(err, errlen, "%s names no owner id", HANDOVER_ENV);
         return -1;
     }
-    in->listen_fd = (int)lfd;
-    in->metrics_fd = (int)mfd;
-    in->offset = (size_t)(r.p - in->text);
-    if (in->offset < in->len && in->text[in->offset] == '\n') in->offset++; /* its end */
     return 0;
 }
 
@@ -455,47 +632,193 @@ int handover_await_backend(uv_loop_t *loop, backend_t *b, size_t want_up, char *
     return 0;
 }
 
-int handover_restore(handover_in_t *in, const handover_parts_t *p, char *err, size_t errlen) {
-    uint64_t started = mono_ms();
+/* One frame read: its payload (malloc'd, *len bytes) and its descriptors
+ * (fds, *nfds). -1 on EOF, an error or the deadline. */
+static int read_frame(handover_in_t *in, char **payload, size_t *len, int *fds, size_t *nfds,
+                      uint64_t deadline) {
+    frame_hdr_t hdr;
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * HANDOVER_FRAME_FDS)];
+        struct cmsghdr align;
+    } u;
+    struct iovec iov = {.iov_base = &hdr, .iov_len = sizeof(hdr)};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                         .msg_controllen = sizeof(u.buf)};
+    *payload = NULL;
+    *nfds = 0;
+    ssize_t n;
+    for (;;) {
+        if (await_fd(in->channel, POLLIN, deadline) != 0) return -1;
+        n = recvmsg(in->channel, &msg, MSG_WAITALL | MSG_CMSG_CLOEXEC);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        break;
+    }
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm != NULL; cm = CMSG_NXTHDR(&msg, cm)) {
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS) continue;
+        size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k; i++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+            if (*nfds < HANDOVER_FRAME_FDS) fds[(*nfds)++] = fd;
+            else close(fd);
+        }
+    }
+    if (n != (ssize_t)sizeof(hdr) || (msg.msg_flags & MSG_CTRUNC) || hdr.nfds != *nfds) {
+        for (size_t i = 0; i < *nfds; i++) close(fds[i]);
+        *nfds = 0;
+        return -1;
+    }
+    *len = hdr.len;
+    if ((*payload = malloc(hdr.len ? hdr.len : 1)) == NULL ||
+        read_all(in->channel, *payload, hdr.len, deadline) != 0) {
+        free(*payload);
+        *payload = NULL;
+        for (size_t i = 0; i < *nfds; i++) close(fds[i]);
+        *nfds = 0;
+        return -1;
+    }
+    in->bytes += sizeof(hdr) + hdr.len;
+    return 0;
+}
+
+/* The frame's first record: the old numbers of the descriptors it
+ * carries, in order (old[], as many as fds). */
+static void read_fds(stater_t *r, int *old, size_t nfds) {
+    char word[STATE_WORD_MAX];
+    if (!stater_rec(r, word) || strcmp(word, "fds") != 0) {
+        stater_fail(r, "a frame does not say its descriptors");
+        return;
+    }
+    if (stater_u64(r) != nfds) stater_fail(r, "a frame's descriptors are not as it says");
+    for (size_t i = 0; i < nfds && !r->err; i++) {
+        uint64_t v = stater_u64(r);
+        old[i] = v > INT32_MAX ? -1 : (int)v;
+    }
+}
+
+int handover_head(handover_in_t *in, char *err, size_t errlen) {
+    char *payload;
+    size_t len, nfds;
+    int fds[HANDOVER_FRAME_FDS], old[HANDOVER_FRAME_FDS];
     stater_t r;
     char word[STATE_WORD_MAX];
-    session_t *s = NULL;
-    size_t conns = 0, calls = 0;
+    uint64_t deadline = mono_ms() + HANDOVER_TIMEOUT_MS;
+    /* The head was sent as this process started: a broken one is said
+     * before HELLO stops the old process. */
+    if (read_frame(in, &payload, &len, fds, &nfds, deadline) != 0) {
+        snprintf(err, errlen, "the state's head cannot be read");
+        return -1;
+    }
+    for (size_t i = 0; i < nfds; i++) close(fds[i]); /* it carries none */
+    stater_init(&r, payload, len);
+    read_fds(&r, old, nfds);
+    int64_t mfd = -1;
+    uint64_t lfd = 0;
+    while (!r.err && stater_rec(&r, word)) {
+        if (strcmp(word, "process") == 0) {
+            in->old_pid = (long)stater_u64(&r);
+            in->signal_ms = stater_u64(&r);
+            in->holds = (size_t)stater_u64(&r);
+        } else if (strcmp(word, "listen") == 0) {
+            lfd = stater_u64(&r);
+            stater_str(&r, in->listen_path, sizeof(in->listen_path));
+        } else if (strcmp(word, "metrics") == 0) {
+            mfd = stater_i64(&r);
+        }
+    }
+    free(payload);
+    if (r.err || in->old_pid == 0 || lfd == 0 || lfd > INT32_MAX || mfd > INT32_MAX ||
+        in->listen_path[0] == '\0') {
+        snprintf(err, errlen, "the state's head is broken: %s", r.err ? r.why : "a part is missing");
+        return -1;
+    }
+    in->listen_fd = (int)lfd;
+    in->metrics_fd = (int)mfd;
+    return 0;
+}
+
+int handover_hello(handover_in_t *in, char *err, size_t errlen) {
+    if (write_all(in->channel, HANDOVER_HELLO "\n", strlen(HANDOVER_HELLO) + 1,
+                  mono_ms() + HANDOVER_TIMEOUT_MS) != 0) {
+        snprintf(err, errlen, "the old process went away");
+        return -1;
+    }
+    return 0;
+}
+
+/* One record of a frame; 0 at its end. */
+static int take_record(handover_in_t *in, const handover_parts_t *p, stater_t *r, int *fds,
+                       const int *old, int *used, size_t nfds, int *end) {
+    char word[STATE_WORD_MAX];
+    if (!stater_rec(r, word)) return 0;
+    if (strcmp(word, "end") == 0) {
+        *end = 1;
+        return 0;
+    }
+    if (strcmp(word, "conn") == 0) {
+        uint64_t ofd = stater_u64(r);
+        session_peer_t peer;
+        uv_pipe_t *pipe;
+        char why[256];
+        sessions_load_peer(r, &peer);
+        if (r->err) return 0;
+        size_t i = 0;
+        while (i < nfds && (old[i] != (int)ofd || used[i])) i++;
+        if (i == nfds) {
+            stater_fail(r, "a connection's descriptor did not come with it");
+            return 0;
+        }
+        used[i] = 1;
+        if (server_readmit(p->server, fds[i], &pipe, &peer, why, sizeof(why)) != 0) {
+            stater_fail(r, why);
+            return 0;
+        }
+        if ((in->cur = sessions_load_conn(p->sessions, pipe, &peer, r)) == NULL) return 0;
+        in->conns++;
+    } else if (strcmp(word, "call") == 0) {
+        if (in->cur == NULL) stater_fail(r, "a call before any connection");
+        else session_load_call(in->cur, r);
+        in->calls++;
+    } else if (!lockmgr_load(p->locks, in->cur ? session_owner(in->cur) : NULL, word, r) &&
+               !sessions_load(p->sessions, word, r)) {
+        char why[STATE_WHY_MAX];
+        snprintf(why, sizeof(why), "a record this dlockd does not know: %s", word);
+        stater_fail(r, why);
+        return 0;
+    }
+    return !r->err;
+}
+
+int handover_restore(handover_in_t *in, const handover_parts_t *p, char *err, size_t errlen) {
+    uint64_t started = mono_ms();
+    int end = 0;
     uv_update_time(p->loop);
-    stater_init(&r, in->text + in->offset, in->len - in->offset);
-    while (stater_rec(&r, word)) {
-        if (strcmp(word, "end") == 0) break;
-        if (strcmp(word, "conn") == 0) {
-            uint64_t fd = stater_u64(&r);
-            uv_pipe_t *pipe;
-            session_peer_t peer;
-            char why[256];
-            sessions_load_peer(&r, &peer);
-            if (r.err) break;
-            if (fd > INT32_MAX ||
-                server_readmit(p->server, (int)fd, &pipe, &peer, why, sizeof(why)) != 0) {
-                stater_fail(&r, fd > INT32_MAX ? "a descriptor is out of range" : why);
-                break;
-            }
-            if ((s = sessions_load_conn(p->sessions, pipe, &peer, &r)) == NULL) break;
-            conns++;
-        } else if (strcmp(word, "call") == 0) {
-            if (s == NULL) stater_fail(&r, "a call before any connection");
-            else session_load_call(s, &r);
-            calls++;
-        } else if (!lockmgr_load(p->locks, s ? session_owner(s) : NULL, word, &r) &&
-                   !sessions_load(p->sessions, word, &r)) {
-            stater_fail(&r, "a record this dlockd does not know");
-            snprintf(err, errlen, "a record this dlockd does not know: %s", word);
+    lockmgr_load_start(p->locks, in->holds);
+    while (!end) {
+        char *payload;
+        size_t len, nfds;
+        int fds[HANDOVER_FRAME_FDS], old[HANDOVER_FRAME_FDS], used[HANDOVER_FRAME_FDS] = {0};
+        stater_t r;
+        /* The old process drains first: the first frame may take that long. */
+        if (read_frame(in, &payload, &len, fds, &nfds,
+                       mono_ms() + HANDOVER_TIMEOUT_MS + HANDOVER_DRAIN_MS) != 0) {
+            snprintf(err, errlen, "the state stopped coming after %zu bytes", in->bytes);
             return -1;
         }
-        if (r.err) break;
-    }
-    if (r.err || strcmp(word, "end") != 0) {
-        snprintf(err, errlen, "the state is broken at byte %zu: %s",
-                 in->offset + (size_t)(r.p - (in->text + in->offset)),
-                 r.err ? r.why : "it has no end");
-        return -1;
+        stater_init(&r, payload, len);
+        read_fds(&r, old, nfds);
+        while (!r.err && take_record(in, p, &r, fds, old, used, nfds, &end)) {
+        }
+        /* a descriptor no record took is none of ours */
+        for (size_t i = 0; i < nfds; i++)
+            if (!used[i]) close(fds[i]);
+        if (r.err) {
+            snprintf(err, errlen, "the state is broken at byte %zu of a frame: %s",
+                     (size_t)(r.p - payload), r.why);
+            free(payload);
+            return -1;
+        }
+        free(payload);
     }
     if (lockmgr_load_done(p->locks) != 0) {
         snprintf(err, errlen, "out of memory");
@@ -504,20 +827,25 @@ int handover_restore(handover_in_t *in, const handover_parts_t *p, char *err, si
     lockmgr_stats_t ls;
     lockmgr_stats(p->locks, &ls);
     log_info("upgrade: took over from pid %ld: %zu connections, %llu holds, %zu requests in "
-             "progress, %zu bytes of state (%llu ms after the signal, restored in %llu)",
-             in->old_pid, conns, (unsigned long long)ls.locks_held, calls, in->len,
+             "progress, %zu bytes of state (%llu ms after the signal, the state read in %llu)",
+             in->old_pid, in->conns, (unsigned long long)ls.locks_held, in->calls, in->bytes,
              (unsigned long long)(mono_ms() - in->signal_ms),
              (unsigned long long)(mono_ms() - started));
     return 0;
 }
 
 int handover_commit(handover_in_t *in) {
-    char line[HANDOVER_LINE_MAX];
-    if (write_all(in->channel, HANDOVER_READY "\n", strlen(HANDOVER_READY) + 1) != 0) return -1;
-    /* The old process answers at once. */
-    if (read_line(in->channel, line, sizeof(line), mono_ms() + HANDOVER_TIMEOUT_MS) != 0 ||
-        strcmp(line, HANDOVER_GO) != 0)
+    char *payload;
+    size_t len, nfds;
+    int fds[HANDOVER_FRAME_FDS];
+    uint64_t deadline = mono_ms() + HANDOVER_TIMEOUT_MS;
+    if (write_all(in->channel, HANDOVER_READY "\n", strlen(HANDOVER_READY) + 1, deadline) != 0)
         return -1;
+    if (read_frame(in, &payload, &len, fds, &nfds, deadline) != 0) return -1;
+    for (size_t i = 0; i < nfds; i++) close(fds[i]);
+    int go = len == 3 && memcmp(payload, "go\n", 3) == 0;
+    free(payload);
+    if (!go) return -1;
     close(in->channel);
     in->channel = -1;
     return 0;
@@ -527,9 +855,7 @@ void handover_resume(handover_in_t *in, const handover_parts_t *p) {
     uv_update_time(p->loop);
     uint64_t now = mono_ms();
     sessions_count_upgrade(p->sessions, 1, now > in->signal_ms ? now - in->signal_ms : 0,
-                           in->len);
-    free(in->text);
-    in->text = NULL;
+                           in->bytes);
     sessions_resume(p->sessions);
 }
 
@@ -549,7 +875,7 @@ static int ask_info(const char *path, long *pid, unsigned long long *ups,
     struct timeval tv = {.tv_sec = HANDOVER_REQUEST_WAIT_MS / 1000};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-        write_all(fd, "INFO\n", 5) != 0) {
+        write_all(fd, "INFO\n", 5, mono_ms() + HANDOVER_REQUEST_WAIT_MS) != 0) {
         close(fd);
         return -1;
     }

@@ -333,7 +333,7 @@ int main(int argc, char **argv) {
     int have_file;
     /* A successor says first whether it can read its predecessor's state:
      * nothing of it is touched before. */
-    if (successor && handover_read(&hin, err, sizeof(err)) != 0) handover_refuse(&hin, err);
+    if (successor && handover_begin(&hin, err, sizeof(err)) != 0) handover_refuse(&hin, err);
     if (conf_read(&d, &d.conf, &have_file, err, sizeof(err)) != 0) {
         if (successor) handover_refuse(&hin, err);
         fprintf(stderr, "dlockd: %s\n", err);
@@ -385,7 +385,11 @@ int main(int argc, char **argv) {
         log_error("out of memory at start");
         return stop_early(&d);
     }
-    if (successor && handover_await_backend(d.loop, d.backend, hin.nodes_up, err, sizeof(err)) != 0)
+    /* A successor gets Redis as its predecessor had it, and the sockets
+     * that do not change, then says HELLO: until then the predecessor
+     * serves. */
+    if (successor && (handover_await_backend(d.loop, d.backend, hin.nodes_up, err, sizeof(err)) != 0 ||
+                      handover_head(&hin, err, sizeof(err)) != 0))
         handover_refuse(&hin, err);
     char serr[SERVER_ERR_LEN];
     d.server = successor ? server_adopt(d.loop, &d.conf, d.sessions, hin.listen_fd,
@@ -414,7 +418,9 @@ int main(int argc, char **argv) {
         .metrics = d.metrics,
     };
     if (successor) {
-        if (handover_restore(&hin, &parts, err, sizeof(err)) != 0) handover_refuse(&hin, err);
+        if (handover_hello(&hin, err, sizeof(err)) != 0 ||
+            handover_restore(&hin, &parts, err, sizeof(err)) != 0)
+            handover_refuse(&hin, err);
         /* From GO on this process is the daemon; before it, nothing it
          * did reached Redis or a client. */
         if (handover_commit(&hin) != 0) {

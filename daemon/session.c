@@ -1292,14 +1292,12 @@ void sessions_count_refused(sessions_t *ss, int per_uid) {
     if (per_uid) ss->stats.rejected_per_uid++;
 }
 
-void sessions_adopt(sessions_t *ss, uv_pipe_t *pipe, const session_peer_t *peer) {
+/* A session for pipe, of peer, with id: listed, counted open, with its
+ * owner (NULL on no memory: the caller closes it). NULL on no memory. */
+static session_t *session_new(sessions_t *ss, uv_pipe_t *pipe, const session_peer_t *peer,
+                              uint64_t id) {
     session_t *s = calloc(1, sizeof(*s));
-    if (s == NULL) {
-        log_error("out of memory: a connection of uid %u closed", (unsigned)peer->uid);
-        if (peer->leave != NULL) peer->leave(peer->leave_data, peer->uid);
-        uv_close((uv_handle_t *)pipe, session_free_pipe);
-        return;
-    }
+    if (s == NULL) return NULL;
     s->ss = ss;
     TAILQ_INIT(&s->calls);
     s->pipe = pipe;
@@ -1311,17 +1309,29 @@ void sessions_adopt(sessions_t *ss, uv_pipe_t *pipe, const session_peer_t *peer)
     s->leave = peer->leave;
     s->leave_data = peer->leave_data;
     proto_parser_init(&s->parser, ss->conf->max_line);
-    s->id = ++ss->next_id;
+    s->id = id;
     LIST_INSERT_HEAD(&ss->all, s, all);
     ss->stats.connections++;
     s->owner = lockmgr_owner_new(ss->locks, s->id, s->uid, on_lock_reply, on_lock_event, s);
+    if (s->owner != NULL) lockmgr_owner_set_pid(s->owner, s->pid);
+    return s;
+}
+
+void sessions_adopt(sessions_t *ss, uv_pipe_t *pipe, const session_peer_t *peer) {
+    session_t *s = session_new(ss, pipe, peer, ss->next_id + 1);
+    if (s == NULL) {
+        log_error("out of memory: a connection of uid %u closed", (unsigned)peer->uid);
+        if (peer->leave != NULL) peer->leave(peer->leave_data, peer->uid);
+        uv_close((uv_handle_t *)pipe, session_free_pipe);
+        return;
+    }
+    ss->next_id++;
     if (s->owner == NULL) {
         log_error("client %llu: out of memory, closing", (unsigned long long)s->id);
         s->state = SESSION_CLOSING;
         uv_close((uv_handle_t *)s->pipe, on_close);
         return;
     }
-    lockmgr_owner_set_pid(s->owner, s->pid);
     ss->stats.connections_total++;
     s->connected_ms = uv_now(ss->loop);
     log_debug("client %llu connected (pid %d uid %u gid %u)",
@@ -1451,11 +1461,11 @@ static void save_call(const session_t *s, const call_t *c, statew_t *w) {
     (void)s;
 }
 
-void sessions_save(const sessions_t *ss, statew_t *w, int *fds, size_t *n) {
+void sessions_save(const sessions_t *ss, statew_t *w, void (*each)(void *data, int fd),
+                   void *data) {
     const session_t *s;
     const call_t *c;
     buf_t tmp = {0};
-    *n = 0;
     statew_rec(w, "sessions");
     statew_u64(w, ss->next_id);
     statew_u64(w, ss->start_seq);
@@ -1479,7 +1489,6 @@ void sessions_save(const sessions_t *ss, statew_t *w, int *fds, size_t *n) {
             w->failed = 1;
             continue;
         }
-        fds[(*n)++] = fd;
         statew_rec(w, "conn");
         statew_u64(w, (uint64_t)fd);
         /* the peer as admitted: the groups judged are those of the connect */
@@ -1504,6 +1513,7 @@ void sessions_save(const sessions_t *ss, statew_t *w, int *fds, size_t *n) {
         lockmgr_owner_save(ss->locks, s->owner, w);
         /* calls in the order they came: their lines form again in it */
         TAILQ_FOREACH(c, &s->calls, link) save_call(s, c, w);
+        each(data, fd);
     }
     buf_free(&tmp);
 }
@@ -1581,22 +1591,11 @@ session_t *sessions_load_conn(sessions_t *ss, uv_pipe_t *pipe, const session_pee
         stater_fail(r, "a conn record is not one this dlockd knows");
         return NULL;
     }
-    session_t *s = calloc(1, sizeof(*s));
+    session_t *s = session_new(ss, pipe, peer, id);
     if (s == NULL) {
         stater_fail(r, "out of memory");
         return NULL;
     }
-    s->ss = ss;
-    TAILQ_INIT(&s->calls);
-    s->pipe = pipe;
-    pipe->data = s;
-    s->pid = peer->pid;
-    s->uid = peer->uid;
-    s->gid = peer->gid;
-    s->peer = peer->access;
-    s->leave = peer->leave;
-    s->leave_data = peer->leave_data;
-    s->id = id;
     s->connected_ms = connected <= uv_now(ss->loop) ? connected : uv_now(ss->loop);
     s->grants = grants;
     s->timeouts = timeouts;
@@ -1607,10 +1606,6 @@ session_t *sessions_load_conn(sessions_t *ss, uv_pipe_t *pipe, const session_pee
     s->quit_tag_len = (uint8_t)qtag_len;
     s->cancel_checked = cancel_checked != 0;
     s->cancelled = cancelled != 0;
-    proto_parser_init(&s->parser, ss->conf->max_line);
-    LIST_INSERT_HEAD(&ss->all, s, all);
-    ss->stats.connections++;
-    s->owner = lockmgr_owner_new(ss->locks, s->id, s->uid, on_lock_reply, on_lock_event, s);
     size_t used;
     proto_request_t req;
     if (s->owner == NULL || (in_len > 0 && buf_append(&s->in, in, in_len) != 0) ||
@@ -1623,7 +1618,6 @@ session_t *sessions_load_conn(sessions_t *ss, uv_pipe_t *pipe, const session_pee
         uv_close((uv_handle_t *)s->pipe, on_close);
         return NULL;
     }
-    lockmgr_owner_set_pid(s->owner, s->pid);
     return s;
 }
 
@@ -1744,6 +1738,10 @@ void sessions_resume(sessions_t *ss) {
         if (reads(s)) uv_read_start((uv_stream_t *)s->pipe, on_alloc, on_read);
         else deaf_add(s);
         s->unpark = 1;
-        mark_dirty(s);
+        /* Only what has something to do is driven: 10,000 idle connections
+         * would hold up the first request served. */
+        if (s->out.len > 0 || s->in.len > 0 || s->nparked > 0 || s->eof ||
+            s->state == SESSION_DRAINING)
+            mark_dirty(s);
     }
 }

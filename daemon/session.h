@@ -96,10 +96,13 @@ void sessions_freeze(sessions_t *ss, int frozen);
  * not: a request in progress that is no wait, one closing. Frozen, it
  * becomes NULL once what is in flight is answered. */
 const char *sessions_busy(const sessions_t *ss);
-/* Every connection (conn records with its socket's descriptor, its owner's
- * records, its calls) and the counters. The descriptors in *fds (n of them,
- * at most ss's connections), for the caller to pass on. */
-void sessions_save(const sessions_t *ss, struct statew_s *w, int *fds, size_t *n);
+/* The counters, then every connection: a conn record with its socket's
+ * descriptor, its owner's records, its calls; after each connection's,
+ * each(data, fd) with that descriptor, for the caller to pass it on (and
+ * to send what was written so far: a connection's records are never
+ * split). */
+void sessions_save(const sessions_t *ss, struct statew_s *w, void (*each)(void *data, int fd),
+                   void *data);
 /* The counters and what the sessions know of the process (a save's
  * records that are no connection's): 1 if word was one. */
 int sessions_load(sessions_t *ss, const char *word, struct stater_s *r);

@@ -153,6 +153,10 @@ static void load_hold(lockmgr_t *m, lock_owner_t *o, stater_t *r) {
     watchdog_adopt(h, confirmed_at < now ? confirmed_at : now, (uint32_t)redis_lease);
 }
 
+void lockmgr_load_start(lockmgr_t *m, size_t n) {
+    (void)hmap_reserve(&m->locks, n); /* without it, the map doubles on the way */
+}
+
 int lockmgr_load_done(lockmgr_t *m) {
     return watchdog_resort(m);
 }

@@ -430,6 +430,8 @@ void lockmgr_save(const lockmgr_t *mgr, struct statew_s *w);
  * it was, with its watchdog or lease timer, and nothing goes to Redis.
  * 1 if the word was the lock manager's, 0 if not; errors go into r. */
 int lockmgr_load(lockmgr_t *mgr, lock_owner_t *owner, const char *word, struct stater_s *r);
+/* Room for n holds to come (the state's count), made at once. */
+void lockmgr_load_start(lockmgr_t *mgr, size_t n);
 /* Every record is read: the watchdog's lists are put in order and its
  * timers set. 0, or -1 on no memory. */
 int lockmgr_load_done(lockmgr_t *mgr);

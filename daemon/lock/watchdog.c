@@ -119,34 +119,37 @@ void watchdog_adopt(hold_t *h, uint64_t sent_at, uint32_t lease_ms) {
     h->on_dog = 1;
 }
 
-static int by_confirmed(const void *a, const void *b) {
-    const hold_t *x = *(hold_t *const *)a, *y = *(hold_t *const *)b;
-    return x->confirmed_at < y->confirmed_at ? -1 : x->confirmed_at > y->confirmed_at;
-}
+/* A hold and its sort key side by side: the comparisons read no hold. */
+typedef struct keyed_s {
+    uint64_t key;
+    hold_t *h;
+} keyed_t;
 
-static int by_loss(const void *a, const void *b) {
-    uint64_t x = loss_deadline(*(hold_t *const *)a), y = loss_deadline(*(hold_t *const *)b);
+static int by_key(const void *a, const void *b) {
+    uint64_t x = ((const keyed_t *)a)->key, y = ((const keyed_t *)b)->key;
     return x < y ? -1 : x > y;
 }
 
-/* Sorts one list with cmp; -1 on no memory (it stays as it is). */
-static int sort_list(struct dog_list_s *list, int (*cmp)(const void *, const void *)) {
+/* Sorts one list by confirmed_at (loss 0) or its loss deadline (1); -1 on
+ * no memory (it stays as it is). */
+static int sort_list(struct dog_list_s *list, int loss) {
     size_t n = 0, i = 0;
-    hold_t *h, **all;
+    hold_t *h;
+    keyed_t *all;
     TAILQ_FOREACH(h, list, dog) n++;
     if (n < 2) return 0;
     if ((all = malloc(n * sizeof(*all))) == NULL) return -1;
-    TAILQ_FOREACH(h, list, dog) all[i++] = h;
-    qsort(all, n, sizeof(*all), cmp);
+    TAILQ_FOREACH(h, list, dog) all[i++] = (keyed_t){loss ? loss_deadline(h) : h->confirmed_at, h};
+    qsort(all, n, sizeof(*all), by_key);
     TAILQ_INIT(list);
-    for (i = 0; i < n; i++) TAILQ_INSERT_TAIL(list, all[i], dog);
+    for (i = 0; i < n; i++) TAILQ_INSERT_TAIL(list, all[i].h, dog);
     free(all);
     return 0;
 }
 
 int watchdog_resort(lockmgr_t *m) {
     m->dog_cursor = NULL;
-    if (sort_list(&m->dog, by_confirmed) != 0 || sort_list(&m->stale, by_loss) != 0) return -1;
+    if (sort_list(&m->dog, 0) != 0 || sort_list(&m->stale, 1) != 0) return -1;
     watchdog_arm_loss(m);
     sweep_soon(m, !TAILQ_EMPTY(&m->stale));
     return 0;

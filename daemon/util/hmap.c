@@ -38,8 +38,8 @@ hmap_node_t *hmap_get(const hmap_t *m, const char *key, size_t len) {
     return NULL;
 }
 
-static int grow(hmap_t *m) {
-    size_t nb = m->nbuckets * 2;
+/* Rehashes into nb buckets (a power of two). */
+static int resize(hmap_t *m, size_t nb) {
     hmap_node_t **b = calloc(nb, sizeof(*b));
     if (b == NULL) return -1;
     for (size_t i = 0; i < m->nbuckets; i++) {
@@ -55,6 +55,16 @@ static int grow(hmap_t *m) {
     m->buckets = b;
     m->nbuckets = nb;
     return 0;
+}
+
+static int grow(hmap_t *m) {
+    return resize(m, m->nbuckets * 2);
+}
+
+int hmap_reserve(hmap_t *m, size_t n) {
+    size_t nb = m->nbuckets;
+    while (nb < n) nb *= 2;
+    return nb == m->nbuckets ? 0 : resize(m, nb);
 }
 
 void hmap_put(hmap_t *m, hmap_node_t *node) {

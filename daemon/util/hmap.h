@@ -31,6 +31,9 @@ hmap_node_t *hmap_get(const hmap_t *m, const char *key, size_t len);
 /* Adds node; its key must not be in the map yet. */
 void hmap_put(hmap_t *m, hmap_node_t *node);
 void hmap_del(hmap_t *m, hmap_node_t *node);
+/* Grows the buckets for n entries at once (a live restore's), rather than
+ * doubling on the way; 0, or -1 on no memory (the map stays usable). */
+int hmap_reserve(hmap_t *m, size_t n);
 /* Iteration: start with i = 0 and node = NULL; returns NULL at the end.
  * To delete the current node, fetch the next one first. */
 hmap_node_t *hmap_next(const hmap_t *m, size_t *i, hmap_node_t *node);

@@ -12,6 +12,8 @@
  *                          -c tagged LOCK/UNLOCK loops on one connection
  *   dlock-bench scale      -s SOCK [-c 10000] [-l 10] [-H 40]
  *   dlock-bench herd       -s SOCK [-c 1000] [-R REDIS_SOCK] [-k NAME]
+ *   dlock-bench upgrade    -s SOCK [-c 10000] [-l 10] [-n 1000] [-p 4] [-w 1] [-t 30000]
+ *                          -c x -l holds, -n waiting, -p probes timed across a SIGUSR2
  *   dlock-bench redisping  -s REDIS_SOCK [-n 10000]
  *   dlock-bench wait       -s SOCK [-t 5000]     until dlockd answers INFO with redis=up
  *   dlock-bench info       -s SOCK               prints dlockd's INFO line
@@ -1542,6 +1544,342 @@ static int cmd_herd(opts_t *o) {
     return 0;
 }
 
+/* ---- live restore: the pause of a hand-over ---------------------------- */
+
+/* Issue 39's row: -c connections each holding -l locks (u<i>_<j>,
+ * pipelined as in scale), -n more each waiting for one of them (LOCK
+ * u<k>_0, held by connection k), and -p probes looping LOCK/UNLOCK pairs
+ * of a name of their own, every request timed. After -w seconds of that,
+ * SIGUSR2 to the daemon (INFO's pid); an admin connection asks INFO every
+ * UP_INFO_EVERY_US until upgrades or upgrade_failures went up (handed_over
+ * says which: a failed hand-over must have changed nothing, so the rest
+ * runs the same), and the probes go on -w seconds more. The pause is the
+ * longest probe request in progress at some moment between the signal and
+ * the INFO that said it was done. Then what must have survived it: each
+ * holder's STATUS of u<i>_0 answers OK MINE with the fence it was
+ * granted; INFO's locks_held and waiters; each waiter is granted, with a
+ * greater fence, once its holder UNLOCKs. A connection the daemon closes
+ * ends the run (exit 3). */
+
+#define UP_INFO_EVERY_US 10000
+#define UP_TIMEOUT_MS 30000 /* the signal -> the hand-over's end, at most (-t) */
+
+enum { UP_GRANT, UP_QUEUE, UP_MEASURE, UP_STATUS, UP_RELEASE };
+
+typedef struct {
+    long nc, nl, nw, np;
+    conn_t *hold, *wait, *probe, adm;
+    unsigned long long *fence0; /* holder i's fence of u<i>_0 */
+    int phase;
+    long long granted;       /* UP_GRANT: holds granted */
+    int64_t last_progress;
+    /* UP_MEASURE */
+    samples_t sent, lat;     /* every probe request: when it went, how long it took */
+    int stopping;            /* probes: UNLOCK what they hold and stop */
+    long probes_done;
+    int info_out;            /* an INFO is in flight on adm */
+    int64_t next_info;
+    char info[4096];         /* the last INFO answered */
+    int info_new;
+    /* UP_STATUS, UP_RELEASE */
+    long status_ok, status_bad, unlocks_ok, waiters_ok, answers;
+    char first_bad[512];
+} up_t;
+
+/* Keeps the first wrong answer of the checks after the hand-over. */
+__attribute__((format(printf, 2, 3))) static void up_bad(up_t *u, const char *fmt, ...) {
+    va_list ap;
+    if (u->first_bad[0] != '\0') return;
+    va_start(ap, fmt);
+    vsnprintf(u->first_bad, sizeof(u->first_bad), fmt, ap);
+    va_end(ap);
+}
+
+static void up_probe_send(conn_t *c, int lock) {
+    char buf[64];
+    int n = snprintf(buf, sizeof(buf), "%s p%d\n", lock ? "LOCK" : "UNLOCK", c->id);
+    c->state = lock ? ST_LOCK_SENT : ST_UNLOCK_SENT;
+    c->sent_at = now_us();
+    ep_send(c, buf, (size_t)n);
+}
+
+static void up_probe_line(up_t *u, conn_t *c, const char *line, int64_t now) {
+    if (c->state == ST_LOCK_SENT) {
+        if (parse_grant(line, NULL) == 0) die(EXIT_DAEMON, "probe %d: LOCK answered: %s", c->id, line);
+    } else if (c->state != ST_UNLOCK_SENT || strcmp(line, "OK 0") != 0) {
+        die(EXIT_DAEMON, "probe %d: unexpected reply: %s", c->id, line);
+    }
+    samples_add(&u->sent, c->sent_at);
+    samples_add(&u->lat, now - c->sent_at);
+    if (c->state == ST_UNLOCK_SENT && u->stopping) {
+        c->state = ST_DONE;
+        u->probes_done++;
+        return;
+    }
+    up_probe_send(c, c->state == ST_UNLOCK_SENT);
+}
+
+static void up_holder_line(up_t *u, conn_t *c, const char *line) {
+    long i = c->id, holds = 0;
+    unsigned long long f, fence;
+    long long ttl;
+    char extra;
+    switch (u->phase) {
+    case UP_GRANT:
+        f = parse_grant(line, &holds);
+        if (c->granted >= u->nl || f == 0 || holds != 1)
+            die(EXIT_DAEMON, "connection %ld: LOCK u%ld_%d answered: %s", i, i, c->granted, line);
+        if (c->granted == 0) u->fence0[i] = f;
+        c->granted++;
+        u->granted++;
+        u->last_progress = now_us();
+        return;
+    case UP_STATUS:
+        u->answers++;
+        if (sscanf(line, "OK MINE %ld %lld %llu%c", &holds, &ttl, &fence, &extra) == 3 &&
+            holds == 1 && fence == u->fence0[i]) {
+            u->status_ok++;
+        } else {
+            u->status_bad++;
+            up_bad(u, "holder %ld: STATUS u%ld_0 answered '%.300s', its grant's fence %llu", i, i,
+                   line, u->fence0[i]);
+        }
+        return;
+    case UP_RELEASE:
+        u->answers++;
+        if (strcmp(line, "OK 0") == 0) u->unlocks_ok++;
+        else up_bad(u, "holder %ld: UNLOCK u%ld_0 answered '%.300s'", i, i, line);
+        return;
+    default:
+        die(EXIT_DAEMON, "holder %ld: a reply nobody asked for: %s", i, line);
+    }
+}
+
+static void up_waiter_line(up_t *u, conn_t *c, const char *line) {
+    long k = c->id - u->nc, holds = 0;
+    unsigned long long f = parse_grant(line, &holds);
+    if (u->phase != UP_RELEASE)
+        die(EXIT_DAEMON, "waiter %ld: answered while its lock was held: %s", k, line);
+    u->answers++;
+    if (f > u->fence0[k] && holds == 1) u->waiters_ok++;
+    else up_bad(u, "waiter %ld: LOCK u%ld_0 answered '%.300s', its holder's fence %llu", k, k,
+                line, u->fence0[k]);
+}
+
+static void up_admin_line(up_t *u, const char *line) {
+    snprintf(u->info, sizeof(u->info), "%s", line);
+    u->info_out = 0;
+    u->info_new = 1;
+}
+
+/* One round of epoll: reads every ready connection and hands its lines on. */
+static void up_pump(up_t *u, int timeout_ms) {
+    struct epoll_event evs[512];
+    char line[4096];
+    int n = epoll_wait(ep, evs, 512, timeout_ms);
+    if (n < 0 && errno != EINTR) die(EXIT_LOCAL, "epoll_wait: %s", strerror(errno));
+    int64_t now = now_us();
+    for (int e = 0; e < n; e++) {
+        conn_t *c = evs[e].data.ptr;
+        if (evs[e].events & EPOLLOUT) ep_writable(c);
+        if (!(evs[e].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) continue;
+        conn_read(c);
+        while (conn_line(c, line, sizeof(line))) {
+            if (c == &u->adm) up_admin_line(u, line);
+            else if (c->id < u->nc) up_holder_line(u, c, line);
+            else if (c->id < u->nc + u->nw) up_waiter_line(u, c, line);
+            else up_probe_line(u, c, line, now);
+        }
+    }
+}
+
+/* A blocking INFO on adm (not in epoll then): its value of key, or die. */
+static long long up_info(up_t *u, const char *key) {
+    return daemon_info(&u->adm, key, u->info, sizeof(u->info));
+}
+
+/* Pumps until the holders' or waiters' answers reach want (or stall). */
+static void up_answers(up_t *u, long want, const char *what) {
+    int64_t last = now_us();
+    long seen = u->answers;
+    while (u->answers < want) {
+        up_pump(u, 100);
+        if (u->answers != seen) seen = u->answers, last = now_us();
+        if (now_us() - last > STALL_US)
+            die(EXIT_DAEMON, "%s: %ld of %ld answered, then nothing for %lld s", what, u->answers,
+                want, (long long)(STALL_US / 1000000));
+    }
+}
+
+static void up_connect(conn_t *c, const char *sock, int id) {
+    conn_init(c, unix_connect(sock, REPLY_TIMEOUT_MS, 1), id);
+    ep_add(c);
+}
+
+static int cmd_upgrade(opts_t *o) {
+    up_t u;
+    memset(&u, 0, sizeof(u));
+    u.nc = o->conns ? o->conns : 10000;
+    u.nl = o->locks ? o->locks : 10;
+    u.nw = o->rounds ? o->rounds : 1000;
+    u.np = o->permits ? o->permits : 4;
+    long window = o->warmup;
+    long timeout_ms = o->timeout_ms ? o->timeout_ms : UP_TIMEOUT_MS;
+    if (u.nw > u.nc) die(EXIT_USAGE, "-n waiters (%ld) wait for -c holders' locks: at most %ld",
+                         u.nw, u.nc);
+    raise_nofile((size_t)(u.nc + u.nw + u.np) + 32);
+    ep_init();
+    char buf[4096];
+
+    /* Holders: every lock asked for at once. */
+    u.hold = xmalloc((size_t)u.nc * sizeof(*u.hold));
+    u.fence0 = xmalloc((size_t)u.nc * sizeof(*u.fence0));
+    int64_t t0 = now_us();
+    for (long i = 0; i < u.nc; i++) up_connect(&u.hold[i], o->sock, (int)i);
+    int64_t t_conn = now_us();
+    for (long i = 0; i < u.nc; i++) {
+        size_t len = 0;
+        for (long j = 0; j < u.nl && len + 40 < sizeof(buf); j++)
+            len += (size_t)snprintf(buf + len, sizeof(buf) - len, "LOCK u%ld_%ld\n", i, j);
+        ep_send(&u.hold[i], buf, len);
+    }
+    u.phase = UP_GRANT;
+    u.last_progress = now_us();
+    long long want = (long long)u.nc * u.nl;
+    while (u.granted < want) {
+        up_pump(&u, 100);
+        if (now_us() - u.last_progress > STALL_US)
+            die(EXIT_DAEMON, "%lld of %lld locks granted, then nothing for %lld s", u.granted, want,
+                (long long)(STALL_US / 1000000));
+    }
+    int64_t t_granted = now_us();
+
+    /* Waiters: one LOCK each on a held name, all queued in the daemon. */
+    u.phase = UP_QUEUE;
+    conn_init(&u.adm, unix_connect(o->sock, REPLY_TIMEOUT_MS, 1), -1);
+    u.wait = xmalloc((size_t)u.nw * sizeof(*u.wait));
+    for (long k = 0; k < u.nw; k++) {
+        up_connect(&u.wait[k], o->sock, (int)(u.nc + k));
+        int n = snprintf(buf, sizeof(buf), "LOCK u%ld_0\n", k);
+        ep_send(&u.wait[k], buf, (size_t)n);
+    }
+    int64_t end = now_us() + REPLY_TIMEOUT_MS * 1000LL * 3;
+    for (int64_t pause = 1000;; pause = pause < 50000 ? pause * 2 : pause) {
+        long long w = up_info(&u, "waiters");
+        if (w == u.nw) break;
+        if (now_us() > end) die(EXIT_DAEMON, "INFO waiters=%lld, expected %ld", w, u.nw);
+        up_pump(&u, (int)(pause / 1000));
+    }
+    long long pid = up_info(&u, "pid");
+    long long upgrades0 = info_value(u.info, "upgrades");
+    long long failures0 = info_value(u.info, "upgrade_failures");
+    if (upgrades0 < 0 || failures0 < 0) die(EXIT_DAEMON, "INFO has no upgrades or upgrade_failures: %s", u.info);
+    long long held0 = info_value(u.info, "locks_held");
+
+    /* Probes, then the signal, then as long again. */
+    u.phase = UP_MEASURE;
+    u.probe = xmalloc((size_t)u.np * sizeof(*u.probe));
+    for (long k = 0; k < u.np; k++) {
+        up_connect(&u.probe[k], o->sock, (int)(u.nc + u.nw + k));
+        up_probe_send(&u.probe[k], 1);
+    }
+    ep_add(&u.adm);
+    int64_t t_sig = now_us() + window * 1000000LL, t_done = 0;
+    int signalled = 0, handed_over = 0;
+    while (!signalled || t_done == 0 || now_us() < t_done + window * 1000000LL) {
+        int64_t now = now_us();
+        if (!signalled && now >= t_sig) {
+            if (kill((pid_t)pid, SIGUSR2) != 0)
+                die(EXIT_LOCAL, "kill(%lld, SIGUSR2): %s", pid, strerror(errno));
+            t_sig = now_us();
+            signalled = 1;
+            u.next_info = t_sig;
+        }
+        if (signalled && t_done == 0 && !u.info_out && now >= u.next_info) {
+            u.info_out = 1;
+            u.next_info = now + UP_INFO_EVERY_US;
+            ep_send(&u.adm, "INFO\n", 5);
+        }
+        if (signalled && t_done == 0 && now - t_sig > timeout_ms * 1000LL)
+            die(EXIT_DAEMON, "upgrades stayed at %lld for %ld ms after SIGUSR2 to pid %lld: %s",
+                upgrades0, timeout_ms, pid, u.info);
+        up_pump(&u, 2);
+        if (u.info_new) {
+            u.info_new = 0;
+            handed_over = info_value(u.info, "upgrades") > upgrades0;
+            if (handed_over || info_value(u.info, "upgrade_failures") > failures0) t_done = now_us();
+        }
+    }
+    u.stopping = 1;
+    for (int64_t stop = now_us(); u.probes_done < u.np;) {
+        up_pump(&u, 100);
+        if (now_us() - stop > STALL_US)
+            die(EXIT_DAEMON, "%ld of %ld probes answered their last request", u.probes_done, u.np);
+    }
+    epoll_ctl(ep, EPOLL_CTL_DEL, u.adm.fd, NULL);
+    while (u.info_out) { /* an INFO sent after the one that said done */
+        sync_line(&u.adm, u.info, sizeof(u.info), "INFO");
+        u.info_out = 0;
+    }
+
+    /* The pause, and the probes' figures before and after. */
+    int64_t pause = 0, after = 0;
+    long in_window = 0;
+    samples_t base = {0};
+    for (size_t k = 0; k < u.lat.n; k++) {
+        int64_t s = u.sent.v[k], l = u.lat.v[k];
+        if (s + l < t_sig) samples_add(&base, l);
+        else if (s <= t_done) pause = l > pause ? l : pause, in_window++;
+        else after = l > after ? l : after;
+    }
+    qsort(base.v, base.n, sizeof(*base.v), cmp_i64);
+
+    /* What survived: INFO, each hold's fence, each waiter. */
+    long long new_pid = up_info(&u, "pid");
+    long long held = info_value(u.info, "locks_held"), waiters = info_value(u.info, "waiters");
+    long long conns = info_value(u.info, "connections");
+    long long up_ms = info_value(u.info, "upgrade_ms");
+    long long up_bytes = info_value(u.info, "upgrade_state_bytes");
+    long long upgrades = info_value(u.info, "upgrades");
+    long long failures = info_value(u.info, "upgrade_failures");
+    u.phase = UP_STATUS;
+    u.answers = 0;
+    for (long i = 0; i < u.nc; i++) {
+        int n = snprintf(buf, sizeof(buf), "STATUS u%ld_0\n", i);
+        ep_send(&u.hold[i], buf, (size_t)n);
+    }
+    up_answers(&u, u.nc, "STATUS of each holder's first lock");
+    u.phase = UP_RELEASE;
+    u.answers = 0;
+    for (long k = 0; k < u.nw; k++) {
+        int n = snprintf(buf, sizeof(buf), "UNLOCK u%ld_0\n", k);
+        ep_send(&u.hold[k], buf, (size_t)n);
+    }
+    up_answers(&u, 2 * u.nw, "the waiters' holders' UNLOCKs and the waiters' grants");
+    if (u.first_bad[0]) fprintf(stderr, "%s: first wrong answer: %s\n", prog, u.first_bad);
+
+    printf("handed_over=%d upgrade_failures=%lld pause_ms=%.1f handover_seen_ms=%.1f upgrade_ms=%lld upgrade_state_bytes=%lld "
+           "base_p50_ms=%.2f base_p99_ms=%.2f base_max_ms=%.2f after_max_ms=%.2f "
+           "window_requests=%ld probe_requests=%zu old_pid=%lld new_pid=%lld upgrades=%lld "
+           "connect_s=%.3f grant_s=%.3f locks_held_before=%lld locks_held=%lld waiters=%lld "
+           "connections=%lld holders=%ld status_ok=%ld unlocks_ok=%ld waiters_granted=%ld "
+           "lost_events=%lld\n",
+           handed_over, failures, (double)pause / 1000.0, (double)(t_done - t_sig) / 1000.0, up_ms,
+           up_bytes,
+           (double)pct(base.v, base.n, 50) / 1000.0, (double)pct(base.v, base.n, 99) / 1000.0,
+           base.n ? (double)base.v[base.n - 1] / 1000.0 : -1.0, (double)after / 1000.0, in_window,
+           u.lat.n, pid, new_pid, upgrades, (double)(t_conn - t0) / 1e6,
+           (double)(t_granted - t_conn) / 1e6, held0, held, waiters, conns, u.nc, u.status_ok,
+           u.unlocks_ok, u.waiters_ok, events_seen);
+    for (long i = 0; i < u.nc; i++) conn_close(&u.hold[i]);
+    for (long k = 0; k < u.nw; k++) conn_close(&u.wait[k]);
+    for (long k = 0; k < u.np; k++) conn_close(&u.probe[k]);
+    conn_close(&u.adm);
+    free(u.hold), free(u.wait), free(u.probe), free(u.fence0);
+    free(u.sent.v), free(u.lat.v), free(base.v);
+    return 0;
+}
+
 /* ---- tagged requests: many on one connection -------------------------- */
 
 /* Splits a tagged reply "#<tag> <rest>": the tag's characters go to tag
@@ -1839,10 +2177,11 @@ static void usage(void) {
             "       %s tagged -s SOCK [-c 50] [-d 10] [-w 1]\n"
             "       %s scale -s SOCK [-c 10000] [-l 10] [-H 40]\n"
             "       %s herd -s SOCK [-c 1000] [-R REDIS_SOCK] [-k NAME]\n"
+            "       %s upgrade -s SOCK [-c 10000] [-l 10] [-n 1000] [-p 4] [-w 1] [-t 30000]\n"
             "       %s redisping -s REDIS_SOCK [-n 10000]\n"
             "       %s wait -s SOCK [-t 5000]\n"
             "       %s info -s SOCK\n",
-            prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog);
+            prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog, prog);
 }
 
 int main(int argc, char **argv) {
@@ -1867,6 +2206,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "handoff")) return cmd_handoff(&o);
     if (!strcmp(cmd, "scale")) return cmd_scale(&o);
     if (!strcmp(cmd, "herd")) return cmd_herd(&o);
+    if (!strcmp(cmd, "upgrade")) return cmd_upgrade(&o);
     if (!strcmp(cmd, "fair")) return cmd_fair(&o);
     if (!strcmp(cmd, "hol")) return cmd_hol(&o);
     if (!strcmp(cmd, "tagged")) return cmd_tagged(&o);

@@ -112,6 +112,23 @@
 #      none, rounds none/rules/rules/none/rules/none/none/rules, the load generator as a uid that
 #      is not root (BENCH_ACCESS_UID, 65534, through setpriv when the bench
 #      runs as root). Target: >= 0.95x.
+#  17. Live restore (issue 39): a dlockd of its own on the redis-server of
+#      1-6 (max_locks_per_uid raised past 100,000): BENCH_UPGRADE_CONNS
+#      (10000) connections holding 10 locks each and BENCH_UPGRADE_WAITERS
+#      (1000) more each waiting for one of them (LOCK of a held name), while
+#      4 probe connections time LOCK/UNLOCK pairs of names of their own
+#      (dlock-bench upgrade); SIGUSR2 to the daemon (INFO's pid) after 1 s,
+#      INFO polled every 10 ms until upgrades goes up (or upgrade_failures:
+#      a failed hand-over must change nothing, so the checks below still
+#      run, against the old process), the probes 1 s more.
+#      The pause: the longest probe request in progress at some moment from
+#      the signal to that INFO (target <= 200 ms); INFO's upgrade_ms (the
+#      whole hand-over) and upgrade_state_bytes; then the checks that
+#      nothing was lost: each holder's STATUS answers with the fence it was
+#      granted (every connection open), locks_held and waiters as before,
+#      no !LOST, and each waiter granted (a greater fence) once its holder
+#      UNLOCKs. The old process must exit 0; the new one, no child of the
+#      bench, is stopped by its pid.
 #
 # Knobs (environment): BENCH_SECONDS (throughput, 10), BENCH_PEER_SECONDS
 # (8), BENCH_SCALE_WINDOW (30), BENCH_SCALE_CONNS (10000), BENCH_HERD_CLIENTS
@@ -126,9 +143,10 @@
 # BENCH_ACCESS_UID (13., 65534), BENCH_ELECT_ROUNDS (14., 400),
 # BENCH_MULTI_SECONDS (15., per round, 5),
 # BENCH_LIST_LOCKS (16., 100000), BENCH_LIST_SECONDS (16., per probe run, 5),
+# BENCH_UPGRADE_CONNS (17., 10000), BENCH_UPGRADE_WAITERS (17., 1000),
 # BENCH_BUILD_DIR (default: the directory of DLOCK_BENCH_BIN),
 # BENCH_ONLY (unset: every section; else a comma-separated list of the
-# sections to run, among 1-3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 and 16, e.g.
+# sections to run, among 1-3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16 and 17, e.g.
 # BENCH_ONLY=1-3,11: sections 1 to 3 run together, as 2 and 3 are set
 # against the figures of 1 and 2; the report's rows are numbered in the
 # order they ran).
@@ -196,6 +214,14 @@ LS_N=${BENCH_LIST_LOCKS:-100000}
 LS_LIMIT=1000
 LS_ROUNDS=20
 LS_S=${BENCH_LIST_SECONDS:-5}
+# 17: holders, locks each, waiters, probes, seconds of probing before the
+# signal and after the hand-over, the pause's target (ms)
+UP_C=${BENCH_UPGRADE_CONNS:-10000}
+UP_L=10
+UP_W=${BENCH_UPGRADE_WAITERS:-1000}
+UP_P=4
+UP_WIN=1
+UP_PAUSE_MS=200
 ONLY=${BENCH_ONLY-}
 PY=/usr/bin/python3
 T=""
@@ -488,8 +514,8 @@ node_peers_ready() {
 # ---- preflight --------------------------------------------------------------
 
 cd "$root" || fatal "cannot cd to $root"
-[[ -z $ONLY || $ONLY =~ ^(1-3|[4-9]|1[0-6])(,(1-3|[4-9]|1[0-6]))*$ ]] ||
-    fatal "BENCH_ONLY='$ONLY': expected a comma-separated list of 1-3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16"
+[[ -z $ONLY || $ONLY =~ ^(1-3|[4-9]|1[0-7])(,(1-3|[4-9]|1[0-7]))*$ ]] ||
+    fatal "BENCH_ONLY='$ONLY': expected a comma-separated list of 1-3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17"
 [ -x "$DLOCKD" ] || fatal "no dlockd binary at $DLOCKD (make build/dlockd)"
 [ -x "$BENCH" ] || fatal "no dlock-bench binary at $BENCH"
 # The commands dlockd's scripts run inside Redis (redis.call, and the
@@ -521,7 +547,7 @@ redis_version=$(rcli INFO server | awk -F: '/^redis_version/ { sub(/\r/, "", $2)
 # Sections 1 to 6 share the redis-server on the Unix socket and dlockd main
 # (each starts it when it needs it); 2 and 3 use the figures of 1 and 2.
 if want 1-3; then
-    say "== 1/16 Redis ceiling: dlockd's acquire script under redis-benchmark"
+    say "== 1/17 Redis ceiling: dlockd's acquire script under redis-benchmark"
     # The acquire script as the build composed it from daemon/backend/lua/.
     cp "$(dirname "$DLOCKD")/gen/lua/acquire.lua" "$T/acquire.lua" 2>/dev/null
     [ -s "$T/acquire.lua" ] || fatal "no $(dirname "$DLOCKD")/gen/lua/acquire.lua: build dlockd first"
@@ -551,7 +577,7 @@ if want 1-3; then
 
 # ---- 2. uncontended throughput ------------------------------------------------
 
-    say "== 2/16 dlockd uncontended throughput: 50 connections, ${TP_S} s"
+    say "== 2/17 dlockd uncontended throughput: 50 connections, ${TP_S} s"
     tp="" redis_pair_us=""
     ev0=$(evalsha_stat) ds0=$(cpu_split "${DPID[main]}")
     c0=$(now_s) d0=$(cpu_ticks "${DPID[main]}") r0=$(cpu_ticks "$REDIS_PID")
@@ -607,7 +633,7 @@ if want 1-3; then
 
 # ---- 3. peers -------------------------------------------------------------------
 
-    say "== 3/16 peers on the same Redis: 8 processes (redis-py, dlockd's Python and C clients); 50 async loops (node)"
+    say "== 3/17 peers on the same Redis: 8 processes (redis-py, dlockd's Python and C clients); 50 async loops (node)"
     ensure_dlockd main
     # 8 processes, one connection each, each looping on a name of its own.
     redispy_ready
@@ -858,7 +884,7 @@ fi
 # ---- 4. hand-off ----------------------------------------------------------------
 
 if want 4; then
-    say "== 4/16 hand-off latency"
+    say "== 4/17 hand-off latency"
     ensure_dlockd main
     if run_bench handoff-local 120 handoff -s "${DSOCK[main]}" -n 2000; then
         check "hand-off, one daemon: p50 (UNLOCK written -> waiter's OK read)" "$(kv "$OUT" p50_us)" " us" "<=" 150
@@ -887,7 +913,7 @@ fi
 # ---- 5. scale -------------------------------------------------------------------
 
 if want 5; then
-    say "== 5/16 scale: $SCALE_C connections x $SCALE_L locks, lease ${SCALE_LEASE} ms, ${SCALE_WIN} s window"
+    say "== 5/17 scale: $SCALE_C connections x $SCALE_L locks, lease ${SCALE_LEASE} ms, ${SCALE_WIN} s window"
     stop_dlockd main # nothing but the scale daemon talks to Redis now
     flush_redis
     start_dlockd scale "$(printf '[lock]\nlease_ms = %s\n' "$SCALE_LEASE")"
@@ -960,7 +986,7 @@ fi
 # ---- 6. herd --------------------------------------------------------------------
 
 if want 6; then
-    say "== 6/16 herd: $HERD_C waiters on one lock"
+    say "== 6/17 herd: $HERD_C waiters on one lock"
     ensure_dlockd main
     if run_bench herd 120 herd -s "${DSOCK[main]}" -c "$HERD_C" -R "$RSOCK"; then
         hms=$(kv "$OUT" herd_ms) sent=$(kv "$OUT" redis_sent_commands) total=$(kv "$OUT" redis_total_commands)
@@ -981,7 +1007,7 @@ stop_dlockd main # left running by 1-3 or 4 without 6
 # ---- 7. replicas: the price of WAIT ---------------------------------------------
 
 if want 7; then
-    say "== 7/16 replicas: pairs/s on a primary with one replica (TCP), replicas_ack auto/0/0/auto, ${REPL_S} s each"
+    say "== 7/17 replicas: pairs/s on a primary with one replica (TCP), replicas_ack auto/0/0/auto, ${REPL_S} s each"
     read -r RP_PORT RR_PORT <<<"$(free_ports 2)"
     need "$RP_PORT" "a free TCP port"
     need "$RR_PORT" "a free TCP port"
@@ -1049,7 +1075,7 @@ fi
 # ---- 8. failover --------------------------------------------------------------------
 
 if want 8; then
-    say "== 8/16 failover: SIGKILL the primary under Sentinel, $FO_RUNS runs (down-after-milliseconds $FO_DOWN_AFTER_MS)"
+    say "== 8/17 failover: SIGKILL the primary under Sentinel, $FO_RUNS runs (down-after-milliseconds $FO_DOWN_AFTER_MS)"
     fo_rc=0
     fo_out=$(timeout -k 5 $((FO_RUNS * 60 + 30)) "$PY" - "$root" "$DLOCKD" "$T" "$FO_RUNS" "$FO_DOWN_AFTER_MS" \
         2>"$T/failover.err" <<'PYEOF'
@@ -1209,7 +1235,7 @@ fi
 # ---- 9. cluster -----------------------------------------------------------------------
 
 if want 9; then
-    say "== 9/16 cluster: $CL_N primaries against one standalone redis-server (TCP), rounds standalone/cluster/cluster/standalone, ${CL_S} s each; the watchdog on the cluster"
+    say "== 9/17 cluster: $CL_N primaries against one standalone redis-server (TCP), rounds standalone/cluster/cluster/standalone, ${CL_S} s each; the watchdog on the cluster"
     # The most ops in one script call, and in one watchdog batch.
     SCRIPTS_BATCH=$(awk '$1 == "#define" && $2 == "SCRIPTS_BATCH_MAX" { print $3 }' daemon/backend/scripts.h)
     RENEW_BATCH=$(awk '$1 == "#define" && $2 == "LOCKMGR_RENEW_BATCH" { print $3 }' daemon/lock/lockmgr.h)
@@ -1411,7 +1437,7 @@ fi
 # ---- 10. quorum ------------------------------------------------------------------------
 
 if want 10; then
-    say "== 10/16 quorum: $QU_N independent redis-servers against one standalone redis-server (TCP), rounds standalone/quorum/quorum/standalone, ${QU_S} s each; hand-off on both"
+    say "== 10/17 quorum: $QU_N independent redis-servers against one standalone redis-server (TCP), rounds standalone/quorum/quorum/standalone, ${QU_S} s each; hand-off on both"
     read -r -a qu_free <<<"$(free_ports $((QU_N + 1)))"
     ((${#qu_free[@]} == QU_N + 1)) || fatal "free_ports gave '${qu_free[*]}'"
     for p in "${qu_free[@]}"; do need "$p" "a free TCP port"; done
@@ -1575,7 +1601,7 @@ fi
 # ---- 11. lock kinds ----------------------------------------------------------------
 
 if want 11; then
-    say "== 11/16 lock kinds: read locks of one name and a semaphore's permits (50 connections) against LOCK/UNLOCK of 50 names, rounds plain/read/sem/sem10/plain, ${KI_S} s each"
+    say "== 11/17 lock kinds: read locks of one name and a semaphore's permits (50 connections) against LOCK/UNLOCK of 50 names, rounds plain/read/sem/sem10/plain, ${KI_S} s each"
     d="$T/kinds"
     mkdir -p "$d"
     redis-server --port 0 --unixsocket "$d/redis.sock" --unixsocketperm 700 --save "" --appendonly no \
@@ -1829,7 +1855,7 @@ fleet_herd() {
 }
 
 if want 12; then
-    say "== 12/16 fleet: $FL_HOSTS hosts x $FL_CLIENTS client processes on one Redis (dlockd, redis-py, node peers), on $FL_NAMES names and on $FL_HOT hot names, ${FL_S} s each"
+    say "== 12/17 fleet: $FL_HOSTS hosts x $FL_CLIENTS client processes on one Redis (dlockd, redis-py, node peers), on $FL_NAMES names and on $FL_HOT hot names, ${FL_S} s each"
     stop_dlockd main
     redispy_ready
     node_peers_ready
@@ -2002,7 +2028,7 @@ fi
 # would not be matched): as itself when it is not root, else as uid
 # AC_UID through setpriv, from a copy in a directory it can reach.
 if want 13; then
-    say "== 13/16 access rules: LOCK+UNLOCK pairs/s with 50 [access] rules against none, rounds none/rules/rules/none/rules/none/none/rules, ${AC_S} s each"
+    say "== 13/17 access rules: LOCK+UNLOCK pairs/s with 50 [access] rules against none, rounds none/rules/rules/none/rules/none/none/rules, ${AC_S} s each"
     ac_run=("$BENCH")
     if [ "$(id -u)" = 0 ]; then
         command -v setpriv >/dev/null || fatal "section 13 needs setpriv (util-linux) to run as uid $AC_UID"
@@ -2074,7 +2100,7 @@ fi
 # ---- 14. election hand-over ---------------------------------------------------------
 
 if want 14; then
-    say "== 14/16 election hand-over: a leader's connection closes (tests/bench/elect.py, $EL_ROUNDS rounds)"
+    say "== 14/17 election hand-over: a leader's connection closes (tests/bench/elect.py, $EL_ROUNDS rounds)"
     flush_redis
     ensure_dlockd main
     start_dlockd second
@@ -2103,7 +2129,7 @@ fi
 # LOCK/UNLOCK pairs, on the main Redis and daemon; the commands each costs
 # Redis from commandstats around each round.
 if want 15; then
-    say "== 15/16 multi-name locks: MLOCK 4 + MUNLOCK sets/s against LOCK+UNLOCK pairs/s (50 connections, no contention), rounds plain/multi/multi/plain, ${ML_S} s each"
+    say "== 15/17 multi-name locks: MLOCK 4 + MUNLOCK sets/s against LOCK+UNLOCK pairs/s (50 connections, no contention), rounds plain/multi/multi/plain, ${ML_S} s each"
     flush_redis
     ensure_dlockd main
     ml_stats() { rcli INFO commandstats | awk -F'[:=,]' '/^cmdstat_/ { print substr($1, 9), $3 }'; }
@@ -2161,7 +2187,7 @@ fi
 # whole keyspace. Then a probe connection's LOCK times alone and while
 # another connection runs LIST * 1000 back to back.
 if want 16; then
-    say "== 16/16 LIST over $LS_N locks: LIST * $LS_LIMIT ($LS_ROUNDS rounds), a full walk, LOCK p99 while listing (${LS_S} s)"
+    say "== 16/17 LIST over $LS_N locks: LIST * $LS_LIMIT ($LS_ROUNDS rounds), a full walk, LOCK p99 while listing (${LS_S} s)"
     flush_redis
     ensure_dlockd main
     if OUT=$(timeout -k 5 300 "$PY" "$here/list.py" populate "$RSOCK" "$LS_N" 2>"$T/bench-list.err"); then
@@ -2191,6 +2217,91 @@ if want 16; then
     else
         problem "list contend: $(tail -n 3 "$T/bench-list.err" | tr '\n' ' ')"
         failed "list: another client's LOCK p99 while LIST * $LS_LIMIT runs back to back" "see problems" "<= 10 ms"
+    fi
+    flush_redis
+fi
+
+# ---- 17. live restore: the pause of a hand-over ------------------------------------------
+# Issue 39. The daemon that takes over is no child of this shell: the old
+# process exits 0 and is reaped here; the new one is found by INFO's pid
+# and stopped by it (gone: no such process, or a zombie nobody here reaps).
+pid_gone() {
+    local st
+    kill -0 "$1" 2>/dev/null || return 0
+    st=$(awk '{ sub(/^.*\) /, ""); print $1 }' "/proc/$1/stat" 2>/dev/null)
+    [ "$st" = Z ] || [ -z "$st" ]
+}
+if want 17; then
+    say "== 17/17 live restore: SIGUSR2 to a dlockd with $UP_C connections x $UP_L locks and $UP_W waiting, $UP_P probes timing LOCK/UNLOCK pairs"
+    stop_dlockd main
+    flush_redis
+    start_dlockd upgrade "$(printf '[server]\nmax_locks_per_uid = %s\n' $((2 * UP_C * UP_L)))"
+    up_old=${DPID[upgrade]}
+    # Out of DPID: run_bench's liveness sweep would call its exit 0 a death.
+    DPID[upgrade]=""
+    up_locks=$((UP_C * UP_L))
+    up_ok=0 rc=0
+    OUT=$(timeout -k 5 120 "$BENCH" upgrade -s "${DSOCK[upgrade]}" -c "$UP_C" -l "$UP_L" -n "$UP_W" \
+        -p "$UP_P" -w "$UP_WIN" 2>"$T/bench-upgrade.err") || rc=$?
+    case $rc in
+    0) up_ok=1 ;;
+    3) problem "live restore: $(tr '\n' ' ' <"$T/bench-upgrade.err")" ;;
+    124 | 137) problem "live restore: dlock-bench upgrade did not finish within 120 s (daemon hangs?)" ;;
+    *) fatal "live restore: dlock-bench upgrade failed (exit $rc): $(cat "$T/bench-upgrade.err")" ;;
+    esac
+    [ -s "$T/bench-upgrade.err" ] && ((up_ok)) && say "bench: live restore: $(tr '\n' ' ' <"$T/bench-upgrade.err")"
+    up_new=$(kv "$("$BENCH" info -s "${DSOCK[upgrade]}" 2>/dev/null)" pid)
+    if ((up_ok)); then
+        v=$(kv "$OUT" pause_ms)
+        need "$v" "upgrade pause_ms"
+        check "live restore: the hand-over took (INFO upgrades up by one, upgrade_failures not)" \
+            "$(kv "$OUT" handed_over)" "" "==" 1
+        [ "$(kv "$OUT" handed_over)" = 1 ] ||
+            problem "live restore: the hand-over failed (upgrade_failures=$(kv "$OUT" upgrade_failures)): $(grep -h 'upgrade failed' "$T/dlockd-upgrade.log" | tail -n 1)"
+        check "live restore: pause, the longest probe request across the hand-over ($UP_C connections, $up_locks locks, $UP_W waiting)" \
+            "$v" " ms" "<=" "$UP_PAUSE_MS"
+        info "live restore: INFO upgrade_ms (the whole hand-over); SIGUSR2 -> the INFO saying it ended" \
+            "$(kv "$OUT" upgrade_ms) ms; $(kv "$OUT" handover_seen_ms) ms"
+        info "live restore: INFO upgrade_state_bytes" "$(kv "$OUT" upgrade_state_bytes) B"
+        info "live restore: probe requests before the signal p50 / p99 / max; max after the hand-over" \
+            "$(kv "$OUT" base_p50_ms) / $(kv "$OUT" base_p99_ms) / $(kv "$OUT" base_max_ms); $(kv "$OUT" after_max_ms) ms"
+        info "live restore: connect $UP_C / grant $up_locks locks (s)" "$(kv "$OUT" connect_s) / $(kv "$OUT" grant_s) s"
+        check "live restore: holders open and holding after it (STATUS: OK MINE, the fence granted before)" \
+            "$(kv "$OUT" status_ok)" "" "==" "$UP_C"
+        check "live restore: INFO locks_held after it (the probes' released)" "$(kv "$OUT" locks_held)" "" "==" "$up_locks"
+        check "live restore: INFO waiters after it" "$(kv "$OUT" waiters)" "" "==" "$UP_W"
+        check "live restore: waiters granted, a greater fence, once their holders UNLOCKed" \
+            "$(kv "$OUT" waiters_granted)" "" "==" "$UP_W"
+        check "live restore: !LOST (and any other event) on any connection (check)" "$(kv "$OUT" lost_events)" "" "==" 0
+    else
+        failed "live restore: pause, the longest probe request across the hand-over" "see problems" "<= $UP_PAUSE_MS ms"
+        failed "live restore: holders open and holding after it" "see problems" "== $UP_C"
+    fi
+    # The old process: gone with exit 0 once the new one took over.
+    if isnum "$up_new" && [ "$up_new" != "$up_old" ]; then
+        PIDS+=("$up_new")
+        for ((i = 0; i < 100; i++)); do pid_gone "$up_old" && break; sleep 0.1; done
+        if pid_gone "$up_old"; then
+            wait "$up_old"
+            rc=$?
+            ((rc == 0)) || problem "live restore: the old dlockd (pid $up_old) exited with status $rc after the hand-over"
+        else
+            problem "live restore: the old dlockd (pid $up_old) still runs 10 s after pid $up_new took over (killed)"
+            kill -KILL "$up_old"
+            wait "$up_old"
+        fi
+        forget_pid "$up_old"
+        kill -TERM "$up_new"
+        for ((i = 0; i < 100; i++)); do pid_gone "$up_new" && break; sleep 0.1; done
+        if ! pid_gone "$up_new"; then
+            problem "live restore: the new dlockd (pid $up_new) did not stop within 10 s of SIGTERM (killed)"
+            kill -KILL "$up_new"
+        fi
+        forget_pid "$up_new"
+    else
+        # No hand-over happened: the daemon is still the one started here.
+        DPID[upgrade]=$up_old
+        stop_dlockd upgrade
     fi
     flush_redis
 fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """dlockd fault-injection suite (`make chaos`; `--short` for `make test`).
 
-Five stages in one run, fenced stores and one analysis over them all.
+Nine stages in one run, fenced stores and one analysis over them all.
 
 Stage 1 (standalone): one redis-server and three dlockd instances sharing
 it, all on Unix sockets in a temporary directory, lease 1000 ms. Twelve
@@ -175,6 +175,15 @@ holders at once, fences rising, and no hot name left free while a live
 daemon's worker waited for it longer than the bound (about 10 s short, 25 s
 full per topology).
 
+Stage 9 (upgrade, upgrade.py; issue 39): one dlockd handed over to a new
+process of itself (SIGUSR2) every 0.5-1 s while eight workers, each on one
+connection for the whole stage, take two names by LOCK and TRYLOCK with a
+wait and a third by FAIRLOCK, and a keeper holds a fourth; each hand-over
+awaited (INFO upgrades up by one, upgrade_failures unchanged, the old
+process exits 0). The history checker judges the whole stage; no
+connection may close, no !LOST come, the keeper's fence stays, INFO's
+counters carry over (about 15 s short, 35 s full, and the checker's time).
+
 Every stage: no dlockd crash, each exits 0 on SIGTERM, and no sanitizer
 report or assertion failure in any dlockd log.
 
@@ -191,7 +200,7 @@ lost update, but the fence-order invariant fails). This suite runs on one
 machine and does not exercise that case.
 
     DLOCKD_BIN=$PWD/build/dlockd python3 tests/chaos/chaos.py [--short] [--keep] [--seed N]
-        [--stage all|standalone|failover|cluster|quorum|kinds|elect|mlock|hot]
+        [--stage all|standalone|failover|cluster|quorum|kinds|elect|mlock|hot|upgrade]
         [--log-level debug]
         [--lenient-failover]
 
@@ -229,6 +238,7 @@ import kinds  # noqa: E402
 import mlock  # noqa: E402
 import quorum  # noqa: E402
 import sentinel  # noqa: E402
+import upgrade  # noqa: E402
 from redisproc import RespError, Spawner  # noqa: E402
 from store import FencedStore  # noqa: E402
 
@@ -326,7 +336,7 @@ PROFILES = {
                   q_lease_ms=3000, q_down_s=2.0, q_pause_s=2.0, q_majority=True,
                   q_maj_down_s=2.0, q_settle=1.0, q_budget=120, q_hang_slack_ms=1000,
                   q_late_ms=3000, q_resume_ms=2000, q_progress_ms=2000, k_budget=60,
-                  h_budget=300),
+                  h_budget=300, u_budget=120),
     "short": dict(kills=3, dkills=1, restarts=1, pauses=1, slow=1, settle=1.0, budget=60,
                   handoff_ms=LEASE_MS // 2, free_ms=LEASE_MS + 1000,
                   fkills=1, forced=0, heal=False, fo_settle=2.0, fo_budget=60,
@@ -336,7 +346,7 @@ PROFILES = {
                   q_lease_ms=2000, q_down_s=1.0, q_pause_s=0.0, q_majority=False,
                   q_maj_down_s=0.0, q_settle=0.5, q_budget=60, q_hang_slack_ms=3000,
                   q_late_ms=6000, q_resume_ms=6000, q_progress_ms=6000, k_budget=45,
-                  h_budget=200),
+                  h_budget=200, u_budget=60),
 }
 
 
@@ -1306,6 +1316,9 @@ class Chaos(object):
         if self.args.stage in ("all", "hot"):
             with self.phase("hot"):
                 hot.run_stage(self, spawn, self.args.short)
+        if self.args.stage in ("all", "upgrade"):
+            with self.phase("upgrade"):
+                upgrade.run_stage(self, spawn, self.args.short)
 
     def finish_workers(self):
         with self.phase("stop"):
@@ -3601,7 +3614,7 @@ def main():
                          "the Sentinel stage; by default they are violations (no lost write "
                          "explains them)")
     ap.add_argument("--stage", choices=("all", "standalone", "failover", "cluster", "quorum",
-                                        "kinds", "elect", "mlock", "hot"),
+                                        "kinds", "elect", "mlock", "hot", "upgrade"),
                     default="all", help="run every stage (default) or one")
     args = ap.parse_args()
     if args.seed is None:
@@ -3623,7 +3636,8 @@ def main():
                  (c.prof["cl_budget"] if args.stage in ("all", "cluster") else 0) +
                  (c.prof["q_budget"] if args.stage in ("all", "quorum") else 0) +
                  (c.prof["k_budget"] if args.stage in ("all", "kinds") else 0) +
-                 (c.prof["h_budget"] if args.stage in ("all", "hot") else 0))
+                 (c.prof["h_budget"] if args.stage in ("all", "hot") else 0) +
+                 (c.prof["u_budget"] if args.stage in ("all", "upgrade") else 0))
     fatal = None
     try:
         try:

@@ -42,6 +42,13 @@ Mutants:
                    command_timeout_ms (both places wait.c arms it): when
                    the daemon named is stopped, the name sits free until
                    it runs again
+  restore-fence    (chaos.py's live-restore stage) a hold taken back after a
+                   hand-over gets its fence + 1: the keeper's STATUS at the
+                   end names another fence than its grant's
+  restore-drop-waits  (chaos.py's live-restore stage) the requests in
+                   progress (waits) are left out of the hand-over's state:
+                   the workers waiting at a hand-over, and the contender,
+                   are never answered
 
 Exit 0 only if the checker (or netfaults' invariants) caught every mutant
 and the unpatched tree passes nothing but them.
@@ -93,6 +100,13 @@ MUTANTS["no-fallback"] = ("daemon/lock/wait.c",
                           "&l->q->retry, l->mgr->conf->command_timeout_ms, on_retry);",
                           "no try again for it. */\n        timers_start(l->mgr->timers, "
                           "&l->q->retry, 3600000u, on_retry);")
+MUTANTS["restore-fence"] = ("daemon/lock/handover.c",
+                            "lock_hold_new(l, o, fence, (uint32_t)lease, mode);",
+                            "lock_hold_new(l, o, fence + 1, (uint32_t)lease, mode);")
+MUTANTS["restore-drop-waits"] = ("daemon/session.c",
+                                 "TAILQ_FOREACH(c, &s->calls, link) save_call(s, c, w);",
+                                 "TAILQ_FOREACH(c, &s->calls, link) if (!c->started) "
+                                 "save_call(s, c, w);")
 # More lines per mutant: fence-no-raise also needs the "last + 1" gone, or
 # the counter raises it; grant-before-majority its fence round too.
 EXTRA = {"fence-no-raise": [("daemon/backend/lua/part/acquire.lua",
@@ -116,6 +130,8 @@ TOPOLOGY = {"grant-before-majority": "quorum"}
 ELECT = ("double-leader",)
 # The mutants that chaos.py's hot-name stage judges.
 HOT = ("no-wake", "no-fallback")
+# The mutants that chaos.py's live-restore stage judges.
+UPGRADE = ("restore-fence", "restore-drop-waits")
 
 
 def patch(tree, path, old, new):
@@ -141,9 +157,9 @@ def build(name, tmp):
 
 
 def run(name, dlockd, keep=False):
-    if name in ELECT or name in HOT:
+    if name in ELECT or name in HOT or name in UPGRADE:
         cmd = [sys.executable, os.path.join(HERE, "chaos.py"), "--short", "--stage",
-               "elect" if name in ELECT else "hot"]
+               "elect" if name in ELECT else "hot" if name in HOT else "upgrade"]
     else:
         cmd = [sys.executable, os.path.join(HERE, "netfaults.py"), "--short",
                "--topology", TOPOLOGY.get(name, "standalone"), "--dlockd", dlockd]
@@ -182,7 +198,8 @@ def main():
                 missed.append(name)
                 print("MISSED %s: %s passed" % (name, "chaos.py --stage elect" if name in ELECT
                                                 else "chaos.py --stage hot" if name in HOT
-                                                else "netfaults"), flush=True)
+                                                else "chaos.py --stage upgrade"
+                                                if name in UPGRADE else "netfaults"), flush=True)
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -187,6 +187,30 @@ START_TEST(test_many_keys_grow) {
 }
 END_TEST
 
+/* A reserve makes the buckets at once, keeps what is in the map findable,
+ * and the puts up to it grow nothing; a smaller one changes nothing. */
+START_TEST(test_reserve) {
+    hmap_t m;
+    entry_t *e = make_entries(MANY);
+    ck_assert_int_eq(hmap_init(&m), 0);
+    for (size_t i = 0; i < 10; i++) hmap_put(&m, &e[i].node);
+    ck_assert_int_eq(hmap_reserve(&m, MANY), 0);
+    size_t nb = m.nbuckets;
+    ck_assert_uint_ge(nb, MANY);
+    ck_assert_uint_eq(nb & (nb - 1), 0);
+    for (size_t i = 0; i < 10; i++)
+        ck_assert_ptr_eq(hmap_get(&m, e[i].name, e[i].node.len), &e[i].node);
+    for (size_t i = 10; i < MANY; i++) hmap_put(&m, &e[i].node);
+    ck_assert_uint_eq(m.nbuckets, nb);
+    ck_assert_int_eq(hmap_reserve(&m, 5), 0);
+    ck_assert_uint_eq(m.nbuckets, nb);
+    for (size_t i = 0; i < MANY; i++)
+        ck_assert_ptr_eq(hmap_get(&m, e[i].name, e[i].node.len), &e[i].node);
+    hmap_free(&m);
+    free(e);
+}
+END_TEST
+
 /* ---- key shapes --------------------------------------------------------- */
 
 START_TEST(test_lengths_and_prefixes) {
@@ -518,6 +542,7 @@ static Suite *hmap_suite(void) {
     tc = tcase_create("basics");
     tcase_add_test(tc, test_init_and_free);
     tcase_add_test(tc, test_put_get_del_one);
+    tcase_add_test(tc, test_reserve);
     tcase_add_test(tc, test_get_missing);
     tcase_add_test(tc, test_lengths_and_prefixes);
     tcase_add_test(tc, test_binary_keys_with_nul);
