@@ -414,24 +414,31 @@ static void drain(handover_t *h) {
     uv_idle_start(&h->poll, on_poll);
 }
 
+/* The new process closed its end before it was ready: how it ended. */
+static void child_gone(handover_t *h) {
+    int st = 0;
+    pid_t pid = h->child;
+    h->child = 0;
+    waitpid(pid, &st, 0);
+    if (WIFEXITED(st))
+        fail(h, "the new process exited with status %d before it was ready", WEXITSTATUS(st));
+    else
+        fail(h, "the new process ended before it was ready (signal %d)",
+             WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
 /* What the starting process says: HELLO, FAIL <why>, or its end. */
 static void on_hello(uv_poll_t *p, int status, int events) {
     handover_t *h = p->data;
     (void)events;
     char c;
-    ssize_t n = status < 0 ? -1 : read(h->channel, &c, 1);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    ssize_t n = -1;
+    if (status == 0) {
+        n = read(h->channel, &c, 1);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    }
     if (n <= 0) {
-        int st = 0;
-        pid_t pid = h->child;
-        h->child = 0;
-        waitpid(pid, &st, 0);
-        if (WIFEXITED(st))
-            fail(h, "the new process exited with status %d before it was ready",
-                 WEXITSTATUS(st));
-        else
-            fail(h, "the new process ended before it was ready (signal %d)",
-                 WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+        child_gone(h);
         return;
     }
     if (c != '\n') {
@@ -540,14 +547,22 @@ void handover_start(handover_t *h) {
     set_nonblock(h->channel);
     log_info("upgrade: SIGUSR2: starting %s (pid %ld) to hand over to", h->exe, (long)pid);
     if (send_head(h, mono_ms() + HANDOVER_TIMEOUT_MS) != 0) {
-        fail(h, "the new process went away at once");
+        child_gone(h); /* it went at once */
         return;
     }
-    uv_poll_init(h->p.loop, &h->hello, h->channel);
+    int prc = uv_poll_init(h->p.loop, &h->hello, h->channel);
+    if (prc != 0) {
+        fail(h, "cannot watch the new process: %s", uv_strerror(prc));
+        return;
+    }
     h->hello.data = h;
     h->hello_active = 1;
     h->line_len = 0;
-    uv_poll_start(&h->hello, UV_READABLE | UV_DISCONNECT, on_hello);
+    prc = uv_poll_start(&h->hello, UV_READABLE | UV_DISCONNECT, on_hello);
+    if (prc != 0) {
+        fail(h, "cannot watch the new process: %s", uv_strerror(prc));
+        return;
+    }
     uv_timer_start(&h->timer, on_hello_late, HANDOVER_TIMEOUT_MS, 0);
 }
 

@@ -6,8 +6,12 @@
 #include "daemon/util/statefmt.h"
 #include "tests/unit/lockmgr_support.h"
 
-/* The old process's manager: its memory would go with its exit. */
+/* The old process's manager and owners: their memory would go with its
+ * exit; here it is freed by hand (lockmgr_free frees the holds, not the
+ * owners, which a lock manager frees only as it drops them). */
 static lockmgr_t *old_mgr;
+static lock_owner_t *old_owners[MAX_CLIENTS];
+static size_t old_count;
 
 /* Writes every client's records and the manager's, as the old process
  * does (an "owner" record before each client's), once nothing is in
@@ -30,6 +34,8 @@ static void save_all(buf_t *b) {
  * ids, every record read. Returns the reader's error (0: none). */
 static int load_all(const buf_t *b, size_t n) {
     old_mgr = mgr;
+    old_count = nclients;
+    for (size_t i = 0; i < nclients; i++) old_owners[i] = clients[i].o;
     mgr = lockmgr_new(&conf, tm, fake_backend(fb));
     ck_assert_ptr_nonnull(mgr);
     nclients = 0;
@@ -53,9 +59,10 @@ static int load_all(const buf_t *b, size_t n) {
 }
 
 static void free_old(void) {
-    /* its owners' memory goes with the old process; its holds' here */
     lockmgr_free(old_mgr);
     old_mgr = NULL;
+    for (size_t i = 0; i < old_count; i++) free(old_owners[i]);
+    old_count = 0;
 }
 
 /* Holds of every sort come back with their fence, count and mode, and
