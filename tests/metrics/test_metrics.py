@@ -10,6 +10,7 @@ python3-prometheus-client (make deps).
 """
 # SPDX-License-Identifier: MIT
 
+import ctypes
 import http.client
 import os
 import shutil
@@ -77,6 +78,7 @@ class MetricsTest(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="dlockd-metrics-")
         self.procs = []
+        self.adopted = []  # pids of hand-overs' new processes (our children: subreaper)
         self.files = []
         self.conns = []
         self.redis_sock = os.path.join(self.dir, "redis.sock")
@@ -85,6 +87,15 @@ class MetricsTest(unittest.TestCase):
         wait_for("redis", lambda: os.path.exists(self.redis_sock))
 
     def tearDown(self):
+        for pid in self.adopted:
+            os.kill(pid, signal.SIGTERM)
+            end = time.monotonic() + WAIT_S
+            while os.waitpid(pid, os.WNOHANG) == (0, 0):
+                if time.monotonic() > end:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    break
+                time.sleep(0.02)
         for p in self.procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
@@ -238,6 +249,65 @@ class MetricsTest(unittest.TestCase):
         self.assertEqual(self.value(fams, "dlockd_election_candidates"), 0)
         for c in (leader, waiter, observer):
             c.close()
+
+    def test_handover_keeps_listener_and_counters(self):
+        """SIGUSR2 (issue 39): the new process serves the same address,
+        dlockd_upgrades_total says 1, and the counters go on from where
+        they were (a reset would show as fewer grants and requests)."""
+        PR_SET_CHILD_SUBREAPER = 36  # the new process is the old one's child
+        self.assertEqual(ctypes.CDLL(None, use_errno=True).prctl(
+            PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), 0)
+        port = free_port()
+        p, sock = self.dlockd("127.0.0.1:%d" % port)
+        a, b = Client(sock), Client(sock)
+        self.assertTrue(a.ask("LOCK hm").startswith("OK "))
+        self.assertTrue(a.ask("LOCK hm2").startswith("OK "))
+        self.assertTrue(b.ask("TRYLOCK hm 10").startswith("TIMEOUT"))
+        before, _ = self.scrape(http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT_S))
+        self.assertEqual(self.value(before, "dlockd_upgrades"), 0)
+        self.assertEqual(self.value(before, "dlockd_grants"), 2)
+
+        def handed_over():
+            line = b.ask("INFO")  # read by whichever process serves
+            return line if " upgrades=1 " in line else None
+        p.send_signal(signal.SIGUSR2)
+        info = wait_for("upgrades=1 in INFO", handed_over, timeout=3 * WAIT_S)
+        pid = int(info.split(" pid=")[1].split()[0])
+        self.assertNotEqual(pid, p.pid)
+        self.adopted.append(pid)
+        self.assertEqual(p.wait(WAIT_S), 0, "the old process's exit")
+
+        after, body = self.scrape(http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT_S))
+        self.assertEqual(self.value(after, "dlockd_upgrades"), 1)
+        self.assertEqual(self.value(after, "dlockd_upgrade_failures"), 0)
+        self.assertEqual(self.value(after, "dlockd_grants"), 2)
+        req = "dlockd_requests"
+        self.assertEqual(self.value(after, req, verb="lock", result="ok"), 2)
+        self.assertEqual(self.value(after, req, verb="trylock", result="timeout"), 1)
+        self.assertEqual(self.value(after, "dlockd_timeouts"), 1)
+        self.assertEqual(self.value(after, "dlockd_locks_held"), 2)
+        self.assertEqual(self.value(after, "dlockd_wait_seconds", "dlockd_wait_seconds_count"),
+                         self.value(before, "dlockd_wait_seconds", "dlockd_wait_seconds_count"))
+        self.assertGreater(self.value(after, "dlockd_upgrade_state_bytes"), 0)
+        self.assertIn('dlockd_build_info{version="', body)
+        self.assertEqual(sum(s.value for s in after["dlockd_build_info"].samples), 1)
+        # And they go on counting.
+        self.assertTrue(b.ask("LOCK hm3").startswith("OK "))
+        fams, _ = self.scrape(http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT_S))
+        self.assertEqual(self.value(fams, "dlockd_grants"), 3)
+        a.close()
+        b.close()
+        # The new process stops as the old one would have.
+        os.kill(pid, signal.SIGTERM)
+        end = time.monotonic() + WAIT_S
+        while True:
+            got, status = os.waitpid(pid, os.WNOHANG)
+            if got == pid:
+                break
+            self.assertLess(time.monotonic(), end, "pid %d did not stop" % pid)
+            time.sleep(0.02)
+        self.adopted.remove(pid)
+        self.assertTrue(os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status)
 
     def test_other_paths_and_methods(self):
         port = free_port()

@@ -1044,9 +1044,14 @@ pid_t h_dlockd_track_upgrade(int index) {
 }
 
 pid_t h_dlockd_upgrade(int index) {
+    return h_dlockd_upgrade_with(index, NULL, NULL);
+}
+
+pid_t h_dlockd_upgrade_with(int index, void (*between)(void *), void *data) {
     long long upgrades, failures;
     upgrade_counts(index, &upgrades, &failures);
     ck_assert_int_eq(kill(procs[index].pid, SIGUSR2), 0);
+    if (between != NULL) between(data);
     if (!await_upgrade(index, upgrades, failures)) {
         show_upgrade_log(index);
         ck_abort_msg("dlockd %d: the hand-over failed (upgrade_failures went past %lld; see %s)",
@@ -1070,6 +1075,19 @@ void h_dlockd_upgrade_fails(int index) {
                   "dlockd %d: upgrades %lld -> %lld, upgrade_failures %lld -> %lld", index,
                   upgrades, now_upgrades, failures, now_failures);
     ck_assert_msg(waitpid(pid, NULL, WNOHANG) == 0, "dlockd %d: pid %d is gone", index, (int)pid);
+}
+
+pid_t h_dlockd_upgrade_try(int index) {
+    long long upgrades, failures, now_upgrades, now_failures;
+    pid_t pid = procs[index].pid;
+    upgrade_counts(index, &upgrades, &failures);
+    ck_assert_int_eq(kill(pid, SIGUSR2), 0);
+    if (await_upgrade(index, upgrades, failures)) return h_dlockd_track_upgrade(index);
+    upgrade_counts(index, &now_upgrades, &now_failures);
+    ck_assert_msg(now_upgrades == upgrades && now_failures == failures + 1,
+                  "dlockd %d: upgrades %lld -> %lld, upgrade_failures %lld -> %lld", index,
+                  upgrades, now_upgrades, failures, now_failures);
+    return 0;
 }
 
 int h_dlockd_test_conf(const char *conf_text, char *out, size_t outlen) {

@@ -131,6 +131,13 @@ pid_t h_dlockd_track_upgrade(int index);
 /* Signals dlockd index and waits until INFO's upgrade_failures went up by
  * one; upgrades and the pid must stay, and the process run on. */
 void h_dlockd_upgrade_fails(int index);
+/* h_dlockd_upgrade, calling between(data) right after the signal, while
+ * the hand-over runs (a client that closes, another signal). */
+pid_t h_dlockd_upgrade_with(int index, void (*between)(void *), void *data);
+/* Signals dlockd index and waits for the outcome, either: the new pid
+ * (tracked as by h_dlockd_upgrade), or 0 if the attempt failed (the old
+ * process serving on, its pid and upgrades as they were). */
+pid_t h_dlockd_upgrade_try(int index);
 /* Runs dlockd -t -c h_dir()/t.conf with conf_text in that file; returns
  * its exit status (128 for a signal), its first line of output (stdout and
  * stderr) in out. */
