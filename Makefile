@@ -342,7 +342,7 @@ TEST_EST := chaos-short-stages=120 san/itests/test_sentinel=47 san/itests/test_c
   san/itests/test_cli=9 san/itests/test_locks=8 board-test=8 conformance/java=7 \
   san/itests/test_resp=7 san/itests/test_rwlock=7 conformance/shell=7 \
   conformance/python-asyncio=7 conformance/node=6 clients-java-test=17 clients-node-types=12 \
-  consumer-java=27 san/itests/test_tags=4 plain/itests/test_tags=3 san/itests/test_upgrade=18 consumer-node=6 consumer-python=6 consumer-go=6 \
+  consumer-java=27 san/itests/test_tags=4 plain/itests/test_tags=3 san/itests/test_upgrade=38 consumer-node=6 consumer-python=6 consumer-go=6 \
   fuzz-state-short=40
 test_est = $(or $(patsubst $(1)=%,%,$(filter $(1)=%,$(TEST_EST))),5)
 

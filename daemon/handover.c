@@ -64,6 +64,8 @@ struct handover_s {
     int hello_active;
     uv_timer_t timer;          /* it must say HELLO in time */
     uv_idle_t poll;            /* looks after every turn of the loop while it drains */
+    int stops_held;            /* SIGTERM and SIGINT held back (stops_held) */
+    unsigned turns;            /* of the loop since the drain began */
     int closing;               /* handles whose close is to come ... */
     int freed;                 /* ... and then it goes (handover_free) */
 };
@@ -242,6 +244,23 @@ void handover_free(handover_t *h) {
     uv_close((uv_handle_t *)&h->timer, on_closed);
 }
 
+/* A stop (SIGTERM, SIGINT) is held back from the drain's start: one that
+ * comes meanwhile ends the hand-over, and is handled then. */
+static int stop_pending(void) {
+    sigset_t pending;
+    return sigpending(&pending) == 0 &&
+           (sigismember(&pending, SIGTERM) == 1 || sigismember(&pending, SIGINT) == 1);
+}
+
+static void stops_held(handover_t *h, int held) {
+    sigset_t stops;
+    sigemptyset(&stops);
+    sigaddset(&stops, SIGTERM);
+    sigaddset(&stops, SIGINT);
+    sigprocmask(held ? SIG_BLOCK : SIG_UNBLOCK, &stops, NULL);
+    h->stops_held = held;
+}
+
 /* Nothing was handed over: the old process serves on as before. */
 static void fail(handover_t *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void fail(handover_t *h, const char *fmt, ...) {
@@ -255,6 +274,7 @@ static void fail(handover_t *h, const char *fmt, ...) {
     end_child(h);
     int frozen = h->phase == HANDOVER_DRAINING;
     h->phase = HANDOVER_IDLE;
+    if (h->stops_held) stops_held(h, 0); /* one held back is handled now */
     sessions_count_upgrade(h->p.sessions, 0, 0, 0);
     log_error("upgrade failed, serving on: %s", why);
     if (frozen) {
@@ -317,13 +337,6 @@ static void hand_over(handover_t *h) {
     if (h->p.conf->renew_every_ms < wait_ms) wait_ms = h->p.conf->renew_every_ms;
     s.deadline = drained + wait_ms;
     uv_idle_stop(&h->poll);
-    /* A stop that comes meanwhile must not be lost with this process: held
-     * back, it ends the hand-over before GO (unblocked, it is handled). */
-    sigset_t stops, old;
-    sigemptyset(&stops);
-    sigaddset(&stops, SIGTERM);
-    sigaddset(&stops, SIGINT);
-    sigprocmask(SIG_BLOCK, &stops, &old);
     statew_init(&s.w, &s.buf);
     sessions_save(h->p.sessions, &s.w, on_saved, &s);
     lockmgr_save(h->p.locks, &s.w);
@@ -335,11 +348,9 @@ static void hand_over(handover_t *h) {
     buf_free(&s.head);
     if (failed) {
         fail(h, "the state could not be sent (%s)", errno ? strerror(errno) : "out of memory");
-        sigprocmask(SIG_SETMASK, &old, NULL);
         return;
     }
     uint64_t sent = mono_ms();
-    sigset_t pending;
     if (read_line(h->channel, line, sizeof(line), s.deadline) != 0 ||
         strcmp(line, HANDOVER_READY) != 0) {
         if (strncmp(line, HANDOVER_FAIL, strlen(HANDOVER_FAIL)) == 0)
@@ -347,13 +358,10 @@ static void hand_over(handover_t *h) {
         else
             fail(h, "the new process did not say it was ready within %llu ms",
                  (unsigned long long)wait_ms);
-        sigprocmask(SIG_SETMASK, &old, NULL);
         return;
     }
-    if (sigpending(&pending) == 0 &&
-        (sigismember(&pending, SIGTERM) == 1 || sigismember(&pending, SIGINT) == 1)) {
+    if (stop_pending()) {
         fail(h, "a signal to stop came meanwhile: stopping instead");
-        sigprocmask(SIG_SETMASK, &old, NULL);
         return;
     }
     buf_t go = {0};
@@ -363,7 +371,6 @@ static void hand_over(handover_t *h) {
     if (statew_finish(&gw) != 0 || send_frame(h->channel, &go, NULL, NULL, 0, s.deadline) != 0) {
         buf_free(&go);
         fail(h, "the new process went away before it took over");
-        sigprocmask(SIG_SETMASK, &old, NULL);
         return;
     }
     buf_free(&go);
@@ -389,6 +396,13 @@ static void hand_over(handover_t *h) {
 
 static void on_poll(uv_idle_t *t) {
     handover_t *h = t->data;
+    if (stop_pending()) {
+        fail(h, "a signal to stop came meanwhile: stopping instead");
+        return;
+    }
+    /* One turn of the loop first: a stop caught just before it was held
+     * back is in libuv's signal pipe, which that turn reads. */
+    if (h->turns++ == 0) return;
     const char *why = lockmgr_busy(h->p.locks);
     if (why == NULL) why = sessions_busy(h->p.sessions);
     if (why == NULL) {
@@ -408,16 +422,33 @@ static void drain(handover_t *h) {
     h->hello_active = 0;
     h->phase = HANDOVER_DRAINING;
     h->frozen_ms = mono_ms();
+    h->turns = 0;
+    stops_held(h, 1);
+    log_info("upgrade: pid %ld is ready: stopping reading to hand over", (long)h->child);
     h->give_up_ms = uv_now(h->p.loop) + HANDOVER_DRAIN_MS;
     sessions_freeze(h->p.sessions, 1);
     lockmgr_freeze(h->p.locks, 1);
     uv_idle_start(&h->poll, on_poll);
 }
 
-/* The new process closed its end before it was ready: how it ended. */
+/* The new process closed its end before it was ready: why it said it
+ * could not take over, if it did, else how it ended. */
 static void child_gone(handover_t *h) {
     int st = 0;
     pid_t pid = h->child;
+    char c;
+    while (h->channel >= 0 && read(h->channel, &c, 1) == 1) {
+        if (c != '\n') {
+            if (h->line_len + 1 < sizeof(h->line)) h->line[h->line_len++] = c;
+            continue;
+        }
+        h->line[h->line_len] = '\0';
+        h->line_len = 0;
+        if (strncmp(h->line, HANDOVER_FAIL, strlen(HANDOVER_FAIL)) == 0) {
+            fail(h, "%s", h->line + strlen(HANDOVER_FAIL)); /* it reaps the child */
+            return;
+        }
+    }
     h->child = 0;
     waitpid(pid, &st, 0);
     if (WIFEXITED(st))
