@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
 #include <sys/wait.h>
 #include <systemd/sd-daemon.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "daemon/handover_chan.h"
 #include "daemon/log.h"
@@ -51,8 +51,6 @@ struct handover_s {
     int closing;               /* handles whose close is to come ... */
     int freed;                 /* ... and then it goes (handover_free) */
 };
-
-/* ---- the old process ------------------------------------------------------------ */
 
 handover_t *handover_new(const handover_parts_t *parts, const char *exe, char *const *argv) {
     handover_t *h = calloc(1, sizeof(*h));

@@ -2,18 +2,16 @@
  * SPDX-License-Identifier: MIT */
 #include "handover_chan.h"
 
-#include "daemon/handover.h" /* HANDOVER_FRAME_FDS */
-
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "daemon/handover.h" /* HANDOVER_FRAME_FDS */
 
 uint64_t chan_now_ms(void) {
     struct timespec ts;

@@ -3,21 +3,17 @@
 #include "handover.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
 #include <sys/time.h>
 #include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "daemon/handover_chan.h"
-
-/* ---- dlockd --upgrade ----------------------------------------------------------- */
 
 /* INFO from the dlockd on socket: its pid, upgrades and failures. 0, or -1. */
 static int ask_info(const char *path, long *pid, unsigned long long *ups,

@@ -2,22 +2,14 @@
  * SPDX-License-Identifier: MIT */
 #include "handover.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "daemon/handover_chan.h"
 #include "daemon/log.h"
 #include "daemon/util/statefmt.h"
-
-/* ---- the new process ------------------------------------------------------------ */
 
 int handover_is_successor(void) {
     return getenv(HANDOVER_ENV) != NULL;

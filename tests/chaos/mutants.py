@@ -91,7 +91,7 @@ MUTANTS["double-leader"] = ("daemon/backend/lua/elect.lua",
                             "if not k then\n  local h = redis.call('lindex', K2, 0)",
                             "if not k or op == 'a' then\n  local h = redis.call('lindex', K2, 0)")
 MUTANTS["no-wake"] = ("daemon/backend/lua/part/release.lua",
-                      "redis.call('del', K1)\nif wake_one(K1, K2, A1, P) then\n"
+                      "redis.call('del', K1)\nif v[3] and wake_one(K1, K2, A1, P) then\n"
                       "  redis.call(P, K2, '0')\n  return {0, 0}\nend\n"
                       "return {0, redis.call(P, K2, '0')}",
                       "redis.call('del', K1)\nreturn {0, 0}")
