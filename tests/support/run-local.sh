@@ -23,6 +23,17 @@ listening() {
     fi
 }
 
+# The pid that INFO on the socket names ("" if nothing answers).
+info_pid() {
+    if command -v socat >/dev/null 2>&1; then
+        printf 'INFO\n' | socat -t 2 - "UNIX-CONNECT:$dir/dlockd.sock" 2>/dev/null
+    else
+        python3 -c 'import socket, sys
+s = socket.socket(socket.AF_UNIX); s.settimeout(2); s.connect(sys.argv[1])
+s.sendall(b"INFO\n"); print(s.makefile().readline())' "$dir/dlockd.sock" 2>/dev/null
+    fi | sed -n 's/.* pid=\([0-9]*\) .*/\1/p'
+}
+
 refuse() {
     echo "make run: another instance is already running in $dir ($1 answers);" \
          "stop it first (Ctrl-C where it runs)" >&2
@@ -38,6 +49,13 @@ cleanup() {
     if [ -n "$dlockd_pid" ]; then
         kill "$dlockd_pid" 2>/dev/null || true
         wait "$dlockd_pid" 2>/dev/null || true
+        # one that took over in a hand-over is no child: it releases its
+        # locks before it goes, which Redis must be there for
+        i=0
+        while kill -0 "$dlockd_pid" 2>/dev/null && [ $i -lt 100 ]; do
+            sleep 0.05
+            i=$((i + 1))
+        done
     fi
     if [ -n "$redis_pid" ]; then
         kill "$redis_pid" 2>/dev/null || true
@@ -94,6 +112,16 @@ MSG
 dlockd_pid=$!
 status=0
 wait "$dlockd_pid" || status=$?
+# A hand-over (dlockd --upgrade, SIGUSR2) ends the process started here with
+# status 0 once its successor serves, which is no child of this script:
+# follow it (polled: only a parent can wait for a process).
+last=$dlockd_pid
+while [ "$status" -eq 0 ] && pid=$(info_pid) && [ -n "$pid" ] && [ "$pid" != "$last" ]; do
+    echo "make run: dlockd pid $last handed over to pid $pid"
+    dlockd_pid=$pid
+    last=$pid
+    while kill -0 "$pid" 2>/dev/null; do sleep 0.2; done
+done
 dlockd_pid=""
 if [ "$status" -ne 0 ]; then
     echo "make run: dlockd exited with status $status" >&2
