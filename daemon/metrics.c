@@ -210,8 +210,8 @@ int metrics_render(sessions_t *sessions, lockmgr_t *locks, backend_t *backend, b
             ss.upgrades);
     counter(&o, "dlockd_upgrade_failures_total",
             "Hand-overs that failed, the old process serving on.", ss.upgrade_failures);
-    gauge(&o, "dlockd_upgrade_milliseconds", "The last hand-over's time, signal to serving.",
-          ss.upgrade_ms);
+    head(&o, "dlockd_upgrade_seconds", "gauge", "The last hand-over's time, signal to serving.");
+    put(&o, "dlockd_upgrade_seconds %.3f\n", (double)ss.upgrade_ms / 1000.0);
     gauge(&o, "dlockd_upgrade_state_bytes", "The last hand-over's state size.",
           ss.upgrade_state_bytes);
 

@@ -289,6 +289,9 @@ class MetricsTest(unittest.TestCase):
         self.assertEqual(self.value(after, "dlockd_wait_seconds", "dlockd_wait_seconds_count"),
                          self.value(before, "dlockd_wait_seconds", "dlockd_wait_seconds_count"))
         self.assertGreater(self.value(after, "dlockd_upgrade_state_bytes"), 0)
+        # INFO's upgrade_ms, in seconds as Prometheus counts time
+        ms = int(info.split(" upgrade_ms=")[1].split()[0])
+        self.assertAlmostEqual(self.value(after, "dlockd_upgrade_seconds"), ms / 1000.0, places=3)
         self.assertIn('dlockd_build_info{version="', body)
         self.assertEqual(sum(s.value for s in after["dlockd_build_info"].samples), 1)
         # And they go on counting.
