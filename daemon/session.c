@@ -1415,11 +1415,13 @@ const char *sessions_busy(const sessions_t *ss) {
     const call_t *c;
     LIST_FOREACH(s, &ss->all, all) {
         if (s->state == SESSION_CLOSING) return "a connection is closing";
+        /* once per connection, not per call: a thousand tagged waits each
+         * looked up among the others cost a million steps a turn */
+        if (!lockmgr_owner_waits_only(s->owner)) return "a request is in progress";
         TAILQ_FOREACH(c, &s->calls, link) {
             if (!c->started) continue;
             if (c->listing != NULL) return "a LIST is in progress";
-            if (c->withdrawn || !lockmgr_is_wait(s->owner, (const void *)c))
-                return "a request is in progress";
+            if (c->withdrawn) return "a request is in progress";
         }
     }
     return NULL;

@@ -40,11 +40,11 @@ const char *lockmgr_busy(const lockmgr_t *m) {
     return NULL;
 }
 
-int lockmgr_is_wait(const lock_owner_t *o, const void *call) {
+int lockmgr_owner_waits_only(const lock_owner_t *o) {
     const pending_t *p;
     LIST_FOREACH(p, &o->pendings, by_owner)
-        if (p->call == call) return p->type == PENDING_WAIT || p->type == PENDING_KIND;
-    return 0;
+        if (p->type != PENDING_WAIT && p->type != PENDING_KIND) return 0;
+    return 1;
 }
 
 void lockmgr_owner_save(const lockmgr_t *m, const lock_owner_t *o, statew_t *w) {

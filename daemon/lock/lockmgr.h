@@ -416,10 +416,10 @@ const char *lockmgr_busy(const lockmgr_t *mgr);
  * end, and hands the waits over as they are); unfrozen, every queue tries
  * again as when Redis comes back. */
 void lockmgr_freeze(lockmgr_t *mgr, int frozen);
-/* 1 if call is a wait of owner's in the lock manager (LOCK and the like,
- * their requests whose answer waits for a holder), which a hand-over
- * carries by asking again; 0 for anything else. */
-int lockmgr_is_wait(const lock_owner_t *owner, const void *call);
+/* 1 if every request of owner's in the lock manager is a wait (LOCK and
+ * the like, whose answer waits for a holder), which a hand-over carries by
+ * asking again; 0 if one is anything else (an answer on its way). */
+int lockmgr_owner_waits_only(const lock_owner_t *owner);
 /* What owner holds (hold records: name, mode, count, fence, lease, when
  * Redis last confirmed it) and what its kinds keep of it (observations). */
 void lockmgr_owner_save(const lockmgr_t *mgr, const lock_owner_t *owner, struct statew_s *w);
