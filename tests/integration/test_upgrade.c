@@ -1591,6 +1591,19 @@ static void term_close(h_conn_t **h, h_conn_t *waiter, h_conn_t *adm) {
     h_close(adm);
 }
 
+/* The end of a case that stopped a daemon frozen in a hand-over: it
+ * stopped cleanly, its holders' locks released, and the connections go. */
+static void frozen_case_end(int d, int status, h_conn_t **h, h_conn_t *adm, h_conn_t *flier,
+                            h_conn_t *probe) {
+    h_conn_t *all[5] = {h[0], h[1], h[2], flier, probe};
+    const char *const names[] = {"t1", "t2", "frozen", NULL};
+    stopped_cleanly(d, status, all, 5, names);
+    term_close(h, h[2], adm);
+    h_close(flier);
+    h_close(probe);
+    h_keep_passed();
+}
+
 /* SIGTERM right after SIGUSR2, and a little later (us), each to a
  * daemon of its own: the hand-over is at one of its steps, or done. */
 static const int term_after_us[] = {0, 0, 1000, 3000, 6000, 10000, 20000};
@@ -1700,13 +1713,7 @@ START_TEST(sigterm_while_waiting_ready) {
     int status = stop_main_sent(d, sent, 0);
     ck_assert_msg(h_log_count(d, "upgrade failed") == 1, "the hand-over did not give way to the "
                   "SIGTERM (see %s)", h_dlockd_log(d));
-    h_conn_t *all[5] = {h[0], h[1], h[2], flier, probe};
-    const char *const names[] = {"t1", "t2", "frozen", NULL};
-    stopped_cleanly(d, status, all, 5, names);
-    term_close(h, h[2], adm);
-    h_close(flier);
-    h_close(probe);
-    h_keep_passed();
+    frozen_case_end(d, status, h, adm, flier, probe);
 }
 END_TEST
 
@@ -1724,13 +1731,7 @@ START_TEST(sigterm_while_draining) {
     int status = stop_main(d);
     const char *l = h_recv(flier, H_WAIT_MS);
     printf("upgrade (%s): the LOCK in flight got '%s'\n", tcase_name(), l ? l : "(nothing)");
-    h_conn_t *all[5] = {h[0], h[1], h[2], flier, probe};
-    const char *const names[] = {"t1", "t2", "frozen", NULL};
-    stopped_cleanly(d, status, all, 5, names);
-    term_close(h, h[2], adm);
-    h_close(flier);
-    h_close(probe);
-    h_keep_passed();
+    frozen_case_end(d, status, h, adm, flier, probe);
 }
 END_TEST
 
