@@ -304,6 +304,15 @@ int main(int argc, char **argv) {
     int test_only = 0, verbose = 0, upgrade = 0, opt;
     handover_in_t hin = {.channel = -1};
     int successor = handover_is_successor();
+    /* A successor is sent what its predecessor was as soon as that one says
+     * MAINPID= (systemd's stop, reload): held back until its handlers are
+     * in place, not the default action that would kill it. */
+    sigset_t held;
+    sigemptyset(&held);
+    sigaddset(&held, SIGTERM);
+    sigaddset(&held, SIGINT);
+    sigaddset(&held, SIGHUP);
+    if (successor) sigprocmask(SIG_BLOCK, &held, NULL);
     char err[CONF_ERR_LEN];
 
     while ((opt = getopt_long(argc, argv, "c:s:r:tvh", longopts, NULL)) != -1) {
@@ -448,7 +457,10 @@ int main(int argc, char **argv) {
     uv_signal_init(d.loop, &d.sigusr2);
     d.sigusr2.data = &d;
     uv_signal_start(&d.sigusr2, on_upgrade, SIGUSR2);
-    if (successor) handover_resume(&hin, &parts);
+    if (successor) {
+        handover_resume(&hin, &parts);
+        sigprocmask(SIG_UNBLOCK, &held, NULL); /* one held back is handled now */
+    }
 
     /* The redis url may hold a password: the backend logs where Redis is. */
     log_info("dlockd %s %s (lease %u ms, renew every %u ms)", DLOCKD_VERSION,
